@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Create golden/.venv-VERSION with the pinned requirements of golden/requirements-VERSION.txt.
+#
+#   bash golden/setup_env.sh 4.57.6
+#   bash golden/setup_env.sh 5.24.0
+#
+# Idempotent: a stamp file inside the venv holds the sha256 of the requirements file and the
+# interpreter; when it matches and the venv's python runs, nothing is done.
+# Installs with `pip install --no-deps` (everything is pinned, so pip can never pull another torch),
+# then `pip check` and an import check of torch 2.13.0 + the requested transformers version.
+set -euo pipefail
+
+if [ $# -ne 1 ]; then
+  echo "usage: $0 TRANSFORMERS_VERSION   (one of: $(ls "$(dirname "$0")" | sed -n 's/^requirements-\(.*\)\.txt$/\1/p' | tr '\n' ' '))" >&2
+  exit 2
+fi
+VERSION="$1"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REQ="$HERE/requirements-$VERSION.txt"
+VENV="$HERE/.venv-$VERSION"
+STAMP="$VENV/.kvconform-stamp"
+PYTHON="${PYTHON:-python3}"
+
+if [ ! -f "$REQ" ]; then
+  echo "setup_env: no requirements file $REQ" >&2
+  exit 2
+fi
+
+WANT="$(sha256sum "$REQ" | cut -d' ' -f1) $("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && "$VENV/bin/python" -c 'import torch, transformers' 2>/dev/null; then
+  echo "setup_env: $VENV is up to date"
+  exit 0
+fi
+
+rm -rf "$VENV"
+"$PYTHON" -m venv "$VENV"
+"$VENV/bin/python" -m pip install --quiet --no-deps -r "$REQ"
+"$VENV/bin/python" -m pip check
+"$VENV/bin/python" - "$VERSION" <<'EOF'
+import sys
+import torch, transformers
+want = sys.argv[1]
+assert transformers.__version__ == want, (transformers.__version__, want)
+assert torch.__version__.split("+")[0] == "2.13.0", torch.__version__
+print(f"setup_env: python {sys.version.split()[0]}, torch {torch.__version__}, transformers {transformers.__version__}")
+EOF
+echo "$WANT" > "$STAMP"
+echo "setup_env: created $VENV"
