@@ -1,0 +1,588 @@
+#!/usr/bin/env python3
+"""Golden fixture dumper: runs kvconform scenarios through the REAL transformers cache layers,
+mask functions and attention functions, and writes what they observably do.
+
+    python golden/dump.py --cases cases/ [more files or dirs] --out golden/fixtures/<transformers version>
+    python golden/dump.py --serve      # one case JSON per stdin line -> one fixture JSON per stdout line
+
+Run it with the interpreter of golden/.venv-<version> (see golden/setup_env.sh). The fixture format is
+described in golden/README.md. Per step and per layer the dumper does what a transformers model does
+for that layer:
+
+  1. get_mask_sizes BEFORE update (4.57: the cache_position tensor; 5.x: the query length),
+  2. builds the masks with sdpa_mask / eager_mask and the layer's mask_function, mirroring
+     create_causal_mask / create_sliding_window_causal_mask / create_chunked_causal_mask of the
+     installed version (including its rule for allow_is_causal_skip),
+  3. update (4.57: cache_kwargs={"cache_position": ...}; 5.x: update(k, v)),
+  4. eager_attention_forward (modeling_llama) and sdpa_attention_forward (integrations) on the
+     returned K/V.
+
+A second copy of every layer, in float64 with B=H=D=1 and value token_index+1, is fed the same steps
+to tell which absolute token each returned/stored row holds (0 = unwritten row -> null).
+
+Exit status: 0 on success, 2 on a bad case (one line `file: /pointer: message` per problem) or bad
+usage; nothing is written to --out unless every case was dumped.
+"""
+import argparse
+import hashlib
+import inspect
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import kvc_inputs  # noqa: E402
+import validate_cases  # noqa: E402
+
+DUMPER_VERSION = "1.0.0"
+FIXTURE_FORMAT = "kvconform-fixture-v1"
+MAX_MESSAGE = 600
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from transformers import cache_utils, masking_utils  # noqa: E402
+from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
+from transformers.models.llama.modeling_llama import eager_attention_forward  # noqa: E402
+
+try:
+    transformers.utils.logging.set_verbosity_error()
+except Exception:  # pragma: no cover
+    pass
+
+DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# API detection
+# --------------------------------------------------------------------------------------------
+class Api:
+    def __init__(self):
+        self.transformers_version = transformers.__version__
+        self.torch_version = torch.__version__
+        sdpa_params = inspect.signature(masking_utils.sdpa_mask).parameters
+        # 4.57: sdpa_mask(batch_size, cache_position, kv_length, ...); 5.x: sdpa_mask(batch_size, q_length, kv_length, q_offset, ...)
+        self.mask_takes_q_offset = "q_offset" in sdpa_params
+        gms = list(inspect.signature(cache_utils.StaticLayer.get_mask_sizes).parameters)
+        self.get_mask_sizes_arg = gms[1]  # "cache_position" (4.57) or "query_length" (5.x)
+        upd = inspect.signature(cache_utils.StaticLayer.update).parameters
+        self.update_takes_cache_kwargs = "cache_kwargs" in upd
+        src = inspect.getsource(masking_utils.create_sliding_window_causal_mask)
+        # 5.x: allow_is_causal_skip = allow_is_causal_skip and not (is_compileable and q_length == 1)
+        # 4.57: allow_is_causal_skip = not is_compileable
+        self.skip_only_blocked_on_decode = "q_length == 1" in src
+        self.mask_sizes_ok = self.get_mask_sizes_arg in ("cache_position", "query_length")
+
+    def describe(self):
+        return {
+            "get_mask_sizes_argument": self.get_mask_sizes_arg,
+            "update_cache_kwargs": self.update_takes_cache_kwargs,
+            "mask_query_positions": "q_offset" if self.mask_takes_q_offset else "cache_position",
+            "allow_is_causal_skip_rule": (
+                "not (is_compileable and q_length == 1)" if self.skip_only_blocked_on_decode else "not is_compileable"
+            ),
+            "eager_attention": "transformers.models.llama.modeling_llama.eager_attention_forward",
+            "sdpa_attention": "transformers.integrations.sdpa_attention.sdpa_attention_forward",
+        }
+
+
+API = None
+
+
+def api():
+    global API
+    if API is None:
+        API = Api()
+    return API
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------
+def sha256_bytes(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+def tensor_bytes(t):
+    assert sys.byteorder == "little"
+    t = t.detach().contiguous().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().tobytes()
+    return t.numpy().tobytes()
+
+
+def exc_record(phase, e):
+    msg = str(e)
+    if len(msg) > MAX_MESSAGE:
+        msg = msg[:MAX_MESSAGE] + "..."
+    return {"phase": phase, "type": type(e).__name__, "message": msg}
+
+
+def as_int(x):
+    if isinstance(x, torch.Tensor):
+        return int(x.item())
+    return int(x)
+
+
+class DummyAttention(torch.nn.Module):
+    """What eager/sdpa attention functions read from the attention module."""
+
+    def __init__(self, groups):
+        super().__init__()
+        self.num_key_value_groups = groups
+        self.is_causal = True
+        self.training = False
+
+
+def make_layer(case, ltype):
+    static = case["cache"] == "static"
+    if ltype == "full_attention":
+        if static:
+            return cache_utils.StaticLayer(max_cache_len=case["max_cache_len"])
+        return cache_utils.DynamicLayer()
+    if static:
+        return cache_utils.StaticSlidingWindowLayer(max_cache_len=case["max_cache_len"], sliding_window=case["window"])
+    return cache_utils.DynamicSlidingWindowLayer(sliding_window=case["window"])
+
+
+def seq_length(layer):
+    return as_int(layer.get_seq_length())
+
+
+def rows_of(t):
+    """Tracker tensor [1,1,n,1] of token_index+1 (0 = never written) -> list of token index or None."""
+    out = []
+    for x in t.reshape(-1).tolist():
+        out.append(None if x == 0 else int(round(x)) - 1)
+    return out
+
+
+def mask_strings(m):
+    """Bool mask [B,1,q,kv] -> per batch row, one '1'/'0' string per query."""
+    m = m.to(torch.bool)
+    out = []
+    for b in range(m.shape[0]):
+        rows = []
+        for qi in range(m.shape[2]):
+            rows.append("".join("1" if x else "0" for x in m[b, 0, qi].tolist()))
+        out.append(rows)
+    return out
+
+
+def tensor_summary(t, rows):
+    return {"shape": list(t.shape), "rows": rows}
+
+
+def out_record(t):
+    return {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape), "hex": tensor_bytes(t).hex()}
+
+
+# --------------------------------------------------------------------------------------------
+# inputs
+# --------------------------------------------------------------------------------------------
+def build_inputs(case, layer, step_index, t0, tokens):
+    """Returns float64 tensors q [B,H,q,D], k, v [B,KV,q,D] for one layer and step."""
+    B, H, KV, D = case["batch"], case["heads"], case["kv_heads"], case["head_dim"]
+    inp = case["inputs"]
+    ex = inp.get("explicit")
+
+    def gen(tensor, seed, heads):
+        vals = kvc_inputs.step_block(seed, tensor, layer, B, heads, t0, tokens, D)
+        return torch.tensor(vals, dtype=torch.float64).reshape(B, heads, tokens, D)
+
+    def explicit(tensor, heads):
+        return torch.tensor(ex[tensor][step_index], dtype=torch.float64).reshape(B, heads, tokens, D)
+
+    if ex is None:
+        seed = inp["seed"]
+        return gen("q", seed, H), gen("k", seed, KV), gen("v", seed, KV)
+    q = explicit("q", H) if "q" in ex else gen("q", 0, H)
+    return q, explicit("k", KV), explicit("v", KV)
+
+
+# --------------------------------------------------------------------------------------------
+# the dump of one case
+# --------------------------------------------------------------------------------------------
+def layer_mask_function(ltype, window, left_padding_tokens):
+    if ltype == "full_attention":
+        return masking_utils.causal_mask_function, None, {"kind": "causal"}
+    if ltype == "sliding_attention":
+        return masking_utils.sliding_window_causal_mask_function(window), window, {"kind": "sliding_window_causal", "window": window}
+    return (
+        masking_utils.chunked_causal_mask_function(window, left_padding_tokens),
+        window,
+        {"kind": "chunked_causal", "chunk_size": window, "left_padding_tokens": [int(x) for x in left_padding_tokens.tolist()]},
+    )
+
+
+def dump_case(case, case_bytes):
+    A = api()
+    torch.set_num_threads(1)
+    dtype = DTYPES[case["dtype"]]
+    B, H, KV, D = case["batch"], case["heads"], case["kv_heads"], case["head_dim"]
+    steps = case["steps"]
+    total = sum(s["tokens"] for s in steps)
+    lp = case.get("left_padding")
+    full_2d = None
+    if lp is not None:
+        full_2d = torch.tensor([[0] * min(n, total) + [1] * (total - min(n, total)) for n in lp], dtype=torch.long)
+    module = DummyAttention(H // KV).eval()
+    scaling = D ** -0.5
+
+    layers, trackers, dead = [], [], []
+    layer_info = []
+    for i, lt in enumerate(case["layer_types"]):
+        layer = make_layer(case, lt)
+        layers.append(layer)
+        trackers.append(make_layer(case, lt))
+        dead.append(None)
+        info = {
+            "index": i,
+            "type": lt,
+            "class": type(layer).__name__,
+            "window": case.get("window") if lt != "full_attention" else None,
+            "max_cache_len": case.get("max_cache_len"),
+            "capacity": getattr(layer, "max_cache_len", None),
+            "is_compileable": bool(getattr(layer, "is_compileable", False)),
+        }
+        layer_info.append(info)
+
+    fixture = {
+        "format": FIXTURE_FORMAT,
+        "case": case["name"],
+        "case_sha256": sha256_bytes(case_bytes),
+        "transformers_version": A.transformers_version,
+        "torch_version": A.torch_version,
+        "dumper_version": DUMPER_VERSION,
+        "api": A.describe(),
+        "dtype": case["dtype"],
+        "scaling": repr(scaling),
+        "layers": layer_info,
+        "steps": [],
+        "errors": [],
+    }
+
+    cum = 0
+    for si, step in enumerate(steps):
+        q_len = step["tokens"]
+        cp_list = step.get("cache_position")
+        positions = cp_list if cp_list is not None else list(range(cum, cum + q_len))
+        am = full_2d[:, : cum + q_len] if full_2d is not None else None
+        am_bool = am.to(dtype=torch.bool) if am is not None else None
+        if am_bool is not None:
+            left_padding_tokens = (am_bool.cumsum(dim=-1) == torch.zeros_like(am_bool)).sum(dim=-1)
+        else:
+            left_padding_tokens = torch.zeros(B, dtype=torch.long)
+        step_rec = {
+            "index": si,
+            "tokens": q_len,
+            "token_range": [cum, cum + q_len],
+            "cache_position": positions if A.update_takes_cache_kwargs else None,
+            "attention_mask_2d": ["".join(str(int(x)) for x in row) for row in am.tolist()] if am is not None else None,
+            "layers": [],
+        }
+        for li, lt in enumerate(case["layer_types"]):
+            rec = {"layer": li}
+            step_rec["layers"].append(rec)
+            if dead[li] is not None:
+                rec["skipped"] = f"layer failed at step {dead[li]}"
+                continue
+            layer, tracker = layers[li], trackers[li]
+            rec.update(dump_layer_step(
+                A, case, layer, tracker, lt, li, si, cum, q_len, positions, am_bool, left_padding_tokens,
+                dtype, module, scaling, B, H, KV, D,
+            ))
+            errs = rec.get("errors") or []
+            for e in errs:
+                fixture["errors"].append(dict(step=si, layer=li, **e))
+            if any(e["phase"] == "update" for e in errs):
+                dead[li] = si
+        fixture["steps"].append(step_rec)
+        cum += q_len
+    return fixture
+
+
+def dump_layer_step(A, case, layer, tracker, lt, li, si, cum, q_len, positions, am_bool, left_padding_tokens,
+                    dtype, module, scaling, B, H, KV, D):
+    rec = {}
+    errors = []
+    rec["cumulative_length_before"] = seq_length(layer)
+    cp_tensor = torch.tensor(positions, dtype=torch.long)
+
+    # ---- 1. mask sizes, before update
+    kv_length = kv_offset = None
+    q_offset = None
+    try:
+        if A.get_mask_sizes_arg == "cache_position":
+            kv_length, kv_offset = layer.get_mask_sizes(cp_tensor)
+        else:
+            kv_length, kv_offset = layer.get_mask_sizes(q_len)
+        kv_length, kv_offset = as_int(kv_length), as_int(kv_offset)
+        rec["mask_sizes"] = {"kv_length": kv_length, "kv_offset": kv_offset}
+    except Exception as e:
+        rec["mask_sizes"] = None
+        errors.append(exc_record("get_mask_sizes", e))
+
+    if A.mask_takes_q_offset:
+        # what _preprocess_mask_arguments uses: cache.get_query_offset(layer_idx) == layer.get_seq_length()
+        q_offset = layer.get_seq_length()
+        q_offset = q_offset.clone() if isinstance(q_offset, torch.Tensor) else q_offset
+        rec["q_positions"] = list(range(as_int(q_offset), as_int(q_offset) + q_len))
+    else:
+        rec["q_positions"] = list(positions)
+
+    # ---- 2. masks
+    is_compileable = bool(getattr(layer, "is_compileable", False))
+    if A.skip_only_blocked_on_decode:
+        allow_skip = not (is_compileable and q_len == 1)
+    else:
+        allow_skip = not is_compileable
+    rec["allow_is_causal_skip"] = allow_skip
+    mask_fn, local_size, mf_desc = layer_mask_function(lt, case.get("window"), left_padding_tokens)
+    rec["mask_function"] = mf_desc
+    sdpa_m = bool_m = eager_m = None
+    masks_ok = False
+    if kv_length is not None:
+        kw = dict(batch_size=B, kv_length=kv_length, kv_offset=kv_offset, mask_function=mask_fn, attention_mask=am_bool)
+        if local_size is not None:
+            kw["local_size"] = local_size
+        if A.mask_takes_q_offset:
+            kw.update(q_length=q_len, q_offset=q_offset, device="cpu")
+        else:
+            kw.update(cache_position=cp_tensor)
+        try:
+            sdpa_m = masking_utils.sdpa_mask(allow_is_causal_skip=allow_skip, **kw)
+            bool_m = masking_utils.sdpa_mask(allow_is_causal_skip=False, **kw)
+            eager_m = masking_utils.eager_mask(dtype=dtype, **kw)
+            masks_ok = True
+        except Exception as e:
+            errors.append(exc_record("mask", e))
+    rec["sdpa_mask_skipped"] = (sdpa_m is None) if masks_ok else None
+    rec["sdpa_mask"] = mask_strings(sdpa_m) if sdpa_m is not None else None
+    rec["bool_mask"] = mask_strings(bool_m) if bool_m is not None else None
+    if eager_m is not None:
+        rec["eager_mask"] = {
+            "dtype": str(eager_m.dtype).replace("torch.", ""),
+            "shape": list(eager_m.shape),
+            "sha256": sha256_bytes(tensor_bytes(eager_m)),
+            "masked_value": repr(float(torch.finfo(dtype).min)),
+        }
+    else:
+        rec["eager_mask"] = None
+
+    # ---- 3. update (real layer, then the row tracker)
+    q64, k64, v64 = build_inputs(case, li, si, cum, q_len)
+    q, k, v = q64.to(dtype), k64.to(dtype), v64.to(dtype)
+    K = V = None
+    try:
+        if A.update_takes_cache_kwargs:
+            K, V = layer.update(k, v, cache_kwargs={"cache_position": cp_tensor})
+        else:
+            K, V = layer.update(k, v)
+        K, V = K.clone(), V.clone()  # static layers return their own buffers, mutated by later steps
+    except Exception as e:
+        errors.append(exc_record("update", e))
+    tr_vals = torch.arange(cum + 1, cum + q_len + 1, dtype=torch.float64).reshape(1, 1, q_len, 1)
+    tK = None
+    try:
+        if A.update_takes_cache_kwargs:
+            tK, _ = tracker.update(tr_vals, tr_vals.clone(), cache_kwargs={"cache_position": cp_tensor})
+        else:
+            tK, _ = tracker.update(tr_vals, tr_vals.clone())
+        tK = tK.clone()
+    except Exception:
+        tK = None
+    rec["cumulative_length_after"] = seq_length(layer) if K is not None else None
+
+    if K is not None:
+        rec["returned"] = {
+            "shape": list(K.shape),
+            "rows": rows_of(tK) if tK is not None and tK.shape[-2] == K.shape[-2] else None,
+            "k_sha256": sha256_bytes(tensor_bytes(K)),
+            "v_sha256": sha256_bytes(tensor_bytes(V)),
+        }
+        sk, sv = layer.keys, layer.values
+        st_rows = None
+        if tracker.keys is not None and tracker.keys.shape[-2] == sk.shape[-2]:
+            st_rows = rows_of(tracker.keys)
+        rec["stored"] = {
+            "shape": list(sk.shape),
+            "rows": st_rows,
+            "k_sha256": sha256_bytes(tensor_bytes(sk)),
+            "v_sha256": sha256_bytes(tensor_bytes(sv)),
+        }
+    else:
+        rec["returned"] = None
+        rec["stored"] = None
+
+    # ---- 4. attention with the returned K/V
+    att = {"eager": None, "sdpa": None}
+    if K is not None and masks_ok:
+        try:
+            out, _ = eager_attention_forward(module, q, K, V, eager_m, scaling=scaling, dropout=0.0)
+            att["eager"] = out_record(out)
+        except Exception as e:
+            errors.append(exc_record("attention_eager", e))
+            att["eager"] = {"error": exc_record("attention_eager", e)}
+        try:
+            out, _ = sdpa_attention_forward(module, q, K, V, sdpa_m, dropout=0.0, scaling=scaling)
+            att["sdpa"] = out_record(out)
+        except Exception as e:
+            errors.append(exc_record("attention_sdpa", e))
+            att["sdpa"] = {"error": exc_record("attention_sdpa", e)}
+    rec["attention"] = att
+    rec["errors"] = errors
+    return rec
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------
+def applies(case):
+    prof = case.get("profiles")
+    return prof is None or api().transformers_version in prof
+
+
+def dumps_fixture(fx, pretty):
+    if pretty:
+        return json.dumps(fx, indent=1, ensure_ascii=True) + "\n"
+    return json.dumps(fx, separators=(",", ":"), ensure_ascii=True)
+
+
+def run_batch(paths, out_dir):
+    files = validate_cases.expand_paths(paths)
+    if not files:
+        print("dump: no case files given", file=sys.stderr)
+        return 2
+    loaded = []
+    bad = False
+    names = {}
+    for p in files:
+        try:
+            case, raw, errs = validate_cases.load_case_file(p)
+        except OSError as e:
+            print(f"{p}: /: cannot read: {e.strerror}")
+            bad = True
+            continue
+        if not errs and case["name"] in names:
+            errs = [("/name", f"duplicate case name, also in {names[case['name']]}")]
+        for ptr, msg in errs:
+            print(f"{p}: {ptr}: {msg}")
+        if errs:
+            bad = True
+            continue
+        names[case["name"]] = p
+        loaded.append((p, case, raw))
+    if bad:
+        return 2
+
+    A = api()
+    out_dir = os.path.abspath(out_dir)
+    parent = os.path.dirname(out_dir)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".dump-", dir=parent)
+    try:
+        manifest_cases = {}
+        skipped = []
+        for p, case, raw in loaded:
+            if not applies(case):
+                skipped.append(case["name"])
+                continue
+            fx = dump_case(case, raw)
+            text = dumps_fixture(fx, pretty=True)
+            with open(os.path.join(tmp, case["name"] + ".json"), "w", encoding="ascii") as f:
+                f.write(text)
+            manifest_cases[case["name"]] = {
+                "case_file": os.path.relpath(os.path.abspath(p), os.path.dirname(HERE)),
+                "case_sha256": sha256_bytes(raw),
+                "fixture_sha256": sha256_bytes(text.encode("ascii")),
+                "errors": len(fx["errors"]),
+            }
+        manifest = {
+            "format": "kvconform-fixture-manifest-v1",
+            "transformers_version": A.transformers_version,
+            "torch_version": A.torch_version,
+            "python_version": platform.python_version(),
+            "numpy_version": __import__("numpy").__version__,
+            "dumper_version": DUMPER_VERSION,
+            "fixture_format": FIXTURE_FORMAT,
+            "torch_num_threads": 1,
+            "api": A.describe(),
+            "cases": dict(sorted(manifest_cases.items())),
+            "skipped_by_profile": sorted(skipped),
+        }
+        with open(os.path.join(tmp, "manifest.json"), "w", encoding="ascii") as f:
+            f.write(json.dumps(manifest, indent=1) + "\n")
+        os.chmod(tmp, 0o755)
+        old = None
+        if os.path.exists(out_dir):
+            old = out_dir + ".old-" + os.path.basename(tmp)
+            os.rename(out_dir, old)
+        os.rename(tmp, out_dir)
+        if old:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    print(f"dump: {len(manifest_cases)} fixtures ({len(skipped)} skipped by profile) -> {out_dir}", file=sys.stderr)
+    return 0
+
+
+def serve():
+    """One case JSON per input line -> one fixture JSON per output line. A bad line gets
+    {"error": {"pointer":..., "message":...}} (all problems in "problems") instead of a fixture."""
+    api()
+    for line in sys.stdin:
+        raw = line.rstrip("\r\n")
+        if not raw.strip():
+            continue
+        try:
+            case = json.loads(raw)
+        except ValueError as e:
+            resp = {"format": FIXTURE_FORMAT, "invalid_case": [{"pointer": "/", "message": f"invalid JSON: {e}"}]}
+        else:
+            errs = validate_cases.check_case_obj(case) if isinstance(case, dict) else [("/", "case must be a JSON object")]
+            if errs:
+                resp = {"format": FIXTURE_FORMAT, "case": case.get("name") if isinstance(case, dict) else None,
+                        "invalid_case": [{"pointer": p, "message": m} for p, m in errs]}
+            elif not applies(case):
+                resp = {"format": FIXTURE_FORMAT, "case": case["name"], "skipped_by_profile": True,
+                        "transformers_version": api().transformers_version}
+            else:
+                try:
+                    resp = dump_case(case, raw.encode("utf-8"))
+                except Exception as e:  # an internal dumper failure, not a transformers one
+                    resp = {"format": FIXTURE_FORMAT, "case": case.get("name"),
+                            "dumper_error": exc_record("dumper", e), "traceback": traceback.format_exc()}
+        sys.stdout.write(dumps_fixture(resp, pretty=False) + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="kvconform golden fixture dumper")
+    ap.add_argument("--cases", nargs="+", metavar="PATH", help="case files or directories")
+    ap.add_argument("--out", help="output directory, replaced atomically (e.g. golden/fixtures/<version>)")
+    ap.add_argument("--serve", action="store_true", help="read case JSON lines on stdin, write fixture lines")
+    args = ap.parse_args(argv)
+    if args.serve:
+        if args.cases or args.out:
+            ap.error("--serve takes no --cases/--out")
+        return serve()
+    if not args.cases or not args.out:
+        ap.error("--cases and --out are required (or --serve)")
+    return run_batch(args.cases, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
