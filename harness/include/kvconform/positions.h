@@ -1,0 +1,54 @@
+// The position-level specification of transformers' cache layers and masks: which absolute token
+// each row holds and which keys each query may see. Pure integer arithmetic, written from the
+// documented rules (shared/reference/sliding-window-cache.md), independent of the tensor reference
+// so that the property tests compare two separate implementations.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvconform/types.h"
+
+namespace kvc::positions {
+
+// Absolute token index held by a row; nullopt for a row never written (zeros).
+using Rows = std::vector<std::optional<int64_t>>;
+
+// Rows a layer keeps: static sliding min(W, L), dynamic sliding W - 1, static full L,
+// dynamic full -1 (unbounded).
+int64_t capacity(const LayerSpec& spec);
+
+// get_mask_sizes for q new tokens after `seen` earlier ones.
+MaskSizes mask_sizes(const LayerSpec& spec, int64_t seen, int64_t q);
+
+// Stored rows after `seen` tokens have been written in order.
+Rows stored_rows(const LayerSpec& spec, int64_t seen);
+
+// Rows update() must return for q tokens after `seen`: tokens [kv_offset, kv_offset + kv_length),
+// rows past the last written token are unwritten.
+Rows returned_rows(const LayerSpec& spec, int64_t seen, int64_t q);
+
+// The window rule over absolute positions, causality included, padding excluded.
+// Sliding: q - W < k <= q. Chunked: k <= q and (k - lp) // W == (q - lp) // W (floor division).
+bool window_allows(LayerType type, int64_t window, int64_t left_pad, int64_t q_pos, int64_t k_pos);
+
+// Largest total sequence length a layer can serve without dropping a token some query still needs:
+// a static layer whose max_cache_len is below the window (or a full static layer) cannot go past
+// max_cache_len. -1 when unbounded.
+int64_t max_total_tokens(const LayerSpec& spec);
+
+// Python's floor division, which the chunked rule uses with negative operands (padding).
+inline int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+}  // namespace kvc::positions
+
+namespace kvc::positions {
+// Where transformers itself breaks the rules above for a layer configuration, a one-line
+// explanation; the reference stays faithful and runs report it as an upstream deviation.
+std::optional<std::string> upstream_deviation(const LayerSpec& spec);
+}  // namespace kvc::positions
