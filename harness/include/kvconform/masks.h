@@ -1,0 +1,43 @@
+// transformers' masks (masking_utils.py) over absolute positions: causal, sliding-window causal,
+// chunked causal with per-row left padding, the 2D padding mask, and the boolean (sdpa_mask) and
+// additive (eager_mask) forms.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <vector>
+
+#include "kvconform/mutants.h"
+#include "kvconform/types.h"
+
+namespace kvc::masks {
+
+struct MaskQuery {
+  LayerType type = LayerType::Sliding;
+  int64_t window = 0;                    // sliding_window / attention_chunk_size
+  int64_t batch = 1;
+  std::vector<int64_t> query_positions;  // absolute positions of the new tokens (cache_position)
+  MaskSizes sizes;                       // from get_mask_sizes
+  // The 2D attention_mask: leading zeros per row, ones up to `tokens_so_far`; nullopt = none passed.
+  LeftPadding left_padding;
+  int64_t tokens_so_far = 0;             // length of the 2D attention_mask (seen + q)
+  bool allow_skip = false;               // false for static caches (is_compileable)
+};
+
+// [batch, 1, q, kv_length] bool, true = attend. Keys are at kv_offset + j.
+at::Tensor boolean_mask(const MaskQuery& m, Mutation mutation = Mutation::None);
+
+// transformers' _ignore_causal_mask_sdpa: the mask may be skipped in favour of SDPA's is_causal.
+bool can_skip(const MaskQuery& m);
+
+// sdpa_mask: nullopt when skipped.
+std::optional<at::Tensor> sdpa_mask(const MaskQuery& m, Mutation mutation = Mutation::None);
+
+// eager_mask: 0 where allowed, finfo(dtype).min where masked.
+at::Tensor additive_mask(const at::Tensor& boolean, c10::ScalarType dtype);
+
+// The pattern SDPA applies when the mask is skipped (is_causal only when q > 1, top-left aligned).
+at::Tensor implied_by_skip(const MaskQuery& m);
+
+}  // namespace kvc::masks

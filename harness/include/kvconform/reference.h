@@ -1,0 +1,70 @@
+// The C++ reference of transformers' cache layers (cache_utils.py): same buffers, same branches,
+// same returned tensors. Tensors are [batch, kv_heads, seq, head_dim], any floating dtype.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "kvconform/mutants.h"
+#include "kvconform/types.h"
+
+namespace kvc {
+
+struct KV {
+  at::Tensor keys, values;
+};
+
+class CacheLayer {
+ public:
+  CacheLayer(LayerSpec spec, Profile profile);
+  virtual ~CacheLayer() = default;
+  CacheLayer(const CacheLayer&) = delete;
+  CacheLayer& operator=(const CacheLayer&) = delete;
+
+  const LayerSpec& spec() const { return spec_; }
+  Profile profile() const { return profile_; }
+
+  // Called before update() for the same step, as the mask builders do.
+  virtual MaskSizes get_mask_sizes(int64_t query_length) const = 0;
+
+  // cache_position is the 4.57 API (explicit write positions for in-place branches); without it
+  // the V5 profile writes at the cumulative length and V4_57 falls back to arange(q) as Python does.
+  // Throws std::invalid_argument on a zero-token update, shape/dtype mismatch or a batch/head/dim
+  // change after initialisation; std::out_of_range on a position outside the buffer.
+  virtual KV update(const at::Tensor& keys, const at::Tensor& values,
+                    const std::optional<std::vector<int64_t>>& cache_position = std::nullopt) = 0;
+
+  // The stored buffers; undefined tensors before the first update (lazy allocation).
+  const at::Tensor& keys() const { return keys_; }
+  const at::Tensor& values() const { return values_; }
+  bool initialized() const { return keys_.defined(); }
+  // Every token ever written (get_seq_length; StaticLayer under V4_57 counts non-zero rows).
+  virtual int64_t seq_length() const { return cumulative_; }
+  int64_t cumulative_length() const { return cumulative_; }
+  virtual void reset();
+
+ protected:
+  // Validates the update and records batch/heads/head_dim/dtype on the first call.
+  void check_update(const at::Tensor& keys, const at::Tensor& values,
+                    const std::optional<std::vector<int64_t>>& cache_position);
+
+  LayerSpec spec_;
+  Profile profile_;
+  at::Tensor keys_, values_;
+  int64_t cumulative_ = 0;
+  std::vector<int64_t> init_shape_;  // batch, kv_heads, head_dim once initialised
+};
+
+std::unique_ptr<CacheLayer> make_layer(const LayerSpec& spec, Profile profile = Profile::V5,
+                                       Mutation mutation = Mutation::None);
+
+// A cache as transformers builds it from config.layer_types: one layer per entry, sliding and
+// chunked layers with `window`, full layers with max_cache_len (static) or unbounded (dynamic).
+std::vector<std::unique_ptr<CacheLayer>> make_cache(CacheKind cache, const std::vector<LayerType>& layer_types,
+                                                    int64_t window, int64_t max_cache_len,
+                                                    Profile profile = Profile::V5);
+
+}  // namespace kvc

@@ -1,0 +1,45 @@
+#include "kvconform/attention.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+namespace kvc::attention {
+
+namespace {
+// repeat_kv: [B, Hkv, S, D] -> [B, Hkv * groups, S, D], each kv head serving `groups` query heads.
+at::Tensor repeat_kv(const at::Tensor& x, int64_t heads) {
+  const int64_t groups = heads / x.size(1);
+  if (groups == 1) return x;
+  return x.unsqueeze(2).expand({x.size(0), x.size(1), groups, x.size(2), x.size(3)}).reshape({x.size(0), heads, x.size(2), x.size(3)});
+}
+}  // namespace
+
+at::Tensor eager(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                 const std::optional<at::Tensor>& additive_mask) {
+  const double scaling = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  at::Tensor scores = at::matmul(q, repeat_kv(k, q.size(1)).transpose(2, 3)) * scaling;
+  if (additive_mask) scores = scores + *additive_mask;
+  const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
+  return at::matmul(probs, repeat_kv(v, q.size(1)));
+}
+
+at::Tensor sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                const std::optional<at::Tensor>& boolean_mask) {
+  const bool is_causal = !boolean_mask && q.size(2) > 1;
+  const std::optional<at::Tensor> mask = boolean_mask ? std::optional<at::Tensor>(*boolean_mask) : std::nullopt;
+  return at::scaled_dot_product_attention(q, repeat_kv(k, q.size(1)), repeat_kv(v, q.size(1)), mask, 0.0, is_causal);
+}
+
+at::Tensor exact(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& boolean_mask) {
+  const at::Tensor q64 = q.to(at::kDouble), k64 = repeat_kv(k, q.size(1)).to(at::kDouble);
+  const at::Tensor v64 = repeat_kv(v, q.size(1)).to(at::kDouble);
+  const double scaling = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
+  at::Tensor scores = at::matmul(q64, k64.transpose(2, 3)) * scaling;
+  scores = scores.masked_fill(boolean_mask.logical_not(), -std::numeric_limits<double>::infinity());
+  const at::Tensor any = boolean_mask.any(-1, /*keepdim=*/true);
+  scores = scores.masked_fill(any.logical_not(), 0.0);  // keep softmax finite; rows zeroed below
+  return at::matmul(at::softmax(scores, -1), v64) * any.to(at::kDouble);
+}
+
+}  // namespace kvc::attention

@@ -1,0 +1,253 @@
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+#include "kvconform/tensors.h"
+#include "layers_impl.h"
+
+namespace kvc {
+
+namespace {
+std::string shape_str(at::IntArrayRef s) {
+  std::ostringstream os;
+  os << s;
+  return os.str();
+}
+at::Tensor index_of(const std::vector<int64_t>& pos) {
+  return at::tensor(at::ArrayRef<int64_t>(pos), at::TensorOptions().dtype(at::kLong));
+}
+}  // namespace
+
+CacheLayer::CacheLayer(LayerSpec spec, Profile profile) : spec_(spec), profile_(profile) { spec_.validate(); }
+
+void CacheLayer::reset() {
+  // Python zeroes the static buffers and keeps them; a fresh lazy allocation is observably the same.
+  keys_ = at::Tensor();
+  values_ = at::Tensor();
+  cumulative_ = 0;
+  init_shape_.clear();
+}
+
+void CacheLayer::check_update(const at::Tensor& k, const at::Tensor& v,
+                              const std::optional<std::vector<int64_t>>& pos) {
+  const std::string who = spec_.describe() + ".update: ";
+  if (!k.defined() || !v.defined()) throw std::invalid_argument(who + "keys and values must be defined");
+  if (k.dim() != 4 || v.dim() != 4)
+    throw std::invalid_argument(who + "expected [batch, kv_heads, seq, head_dim], got keys " +
+                                shape_str(k.sizes()) + " values " + shape_str(v.sizes()));
+  if (k.sizes() != v.sizes())
+    throw std::invalid_argument(who + "keys " + shape_str(k.sizes()) + " and values " + shape_str(v.sizes()) +
+                                " differ in shape");
+  if (k.scalar_type() != v.scalar_type())
+    throw std::invalid_argument(who + "keys are " + std::string(c10::toString(k.scalar_type())) + " but values are " +
+                                c10::toString(v.scalar_type()));
+  dtype_of(k.scalar_type());  // rejects non-floating dtypes with a message
+  if (k.size(2) == 0)
+    throw std::invalid_argument(who + "zero-token update (Python accepts it silently; kvconform rejects it)");
+  if (pos && static_cast<int64_t>(pos->size()) != k.size(2))
+    throw std::invalid_argument(who + "cache_position has " + std::to_string(pos->size()) + " entries for " +
+                                std::to_string(k.size(2)) + " tokens");
+  if (!keys_.defined()) {
+    init_shape_ = {k.size(0), k.size(1), k.size(3)};
+    return;
+  }
+  const char* names[] = {"batch", "kv_heads", "head_dim"};
+  const int64_t got[] = {k.size(0), k.size(1), k.size(3)};
+  for (int i = 0; i < 3; ++i)
+    if (got[i] != init_shape_[i])
+      throw std::invalid_argument(who + names[i] + " changed after initialisation: " + std::to_string(init_shape_[i]) +
+                                  " -> " + std::to_string(got[i]));
+  if (k.scalar_type() != keys_.scalar_type())
+    throw std::invalid_argument(who + "dtype changed after initialisation: " +
+                                std::string(c10::toString(keys_.scalar_type())) + " -> " + c10::toString(k.scalar_type()));
+}
+
+namespace detail {
+
+at::Tensor python_tail(const at::Tensor& x, int64_t n) {
+  const int64_t len = x.size(2);
+  const int64_t start = (n <= 0 || n >= len) ? 0 : len - n;
+  return x.slice(2, start, len);
+}
+
+// ---- StaticLayer -------------------------------------------------------------------------
+MaskSizes StaticFullLayer::get_mask_sizes(int64_t) const { return {spec_.max_cache_len, 0}; }
+
+int64_t StaticFullLayer::seq_length() const {
+  if (profile_ == Profile::V5 || !keys_.defined()) return cumulative_;
+  // 4.57: rows with any non-zero value in batch 0, head 0.
+  return keys_.select(0, 0).select(0, 0).ne(0).any(-1).sum().item<int64_t>();
+}
+
+KV StaticFullLayer::update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) {
+  check_update(k, v, pos);
+  const int64_t q = k.size(2);
+  if (!keys_.defined()) {
+    keys_ = at::zeros({k.size(0), k.size(1), spec_.max_cache_len, k.size(3)}, k.options());
+    values_ = at::zeros_like(keys_);
+  }
+  std::vector<int64_t> where;
+  if (pos) where = *pos;
+  else
+    for (int64_t i = 0; i < q; ++i) where.push_back(profile_ == Profile::V4_57 ? i : cumulative_ + i);
+  for (int64_t p : where)
+    if (p < 0 || p >= spec_.max_cache_len)
+      throw std::out_of_range(spec_.describe() + ".update: position " + std::to_string(p) +
+                              " is outside the buffer of " + std::to_string(spec_.max_cache_len) +
+                              " rows (Python raises an IndexError from index_copy_)");
+  const at::Tensor index = index_of(where);
+  keys_.index_copy_(2, index, k);
+  values_.index_copy_(2, index, v);
+  cumulative_ += q;
+  return {keys_, values_};
+}
+
+// ---- DynamicLayer ------------------------------------------------------------------------
+MaskSizes DynamicFullLayer::get_mask_sizes(int64_t q) const { return {cumulative_ + q, 0}; }
+
+KV DynamicFullLayer::update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) {
+  check_update(k, v, pos);
+  keys_ = keys_.defined() ? at::cat({keys_, k}, 2) : k.clone();
+  values_ = values_.defined() ? at::cat({values_, v}, 2) : v.clone();
+  cumulative_ += k.size(2);
+  return {keys_, values_};
+}
+
+// ---- StaticSlidingWindowLayer ------------------------------------------------------------
+int64_t StaticSlidingLayer::capacity() const { return std::min(spec_.window, spec_.max_cache_len); }
+
+at::Tensor StaticSlidingLayer::kept_when_full(const at::Tensor& buffer) const { return buffer.slice(2, 1); }
+
+at::Tensor StaticSlidingLayer::rows_to_store(const at::Tensor& full, bool) const {
+  return full.slice(2, full.size(2) - capacity());
+}
+
+MaskSizes StaticSlidingLayer::get_mask_sizes(int64_t q) const {
+  // Python uses the capacity (min(W, L)) as the window here, not config.sliding_window.
+  const int64_t c = capacity();
+  const int64_t offset = std::max<int64_t>(cumulative_ - c + 1, 0);
+  if (cumulative_ >= c) return {c + q - 1, offset};
+  if (cumulative_ + q > c) return {cumulative_ + q, offset};
+  return {c, offset};
+}
+
+KV StaticSlidingLayer::update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) {
+  check_update(k, v, pos);
+  const int64_t c = capacity(), q = k.size(2), old = cumulative_;
+  if (!keys_.defined()) {
+    keys_ = at::zeros({k.size(0), k.size(1), c, k.size(3)}, k.options());
+    values_ = at::zeros_like(keys_);
+  }
+  at::Tensor full_k, full_v;
+  if (old >= c && q == 1) {  // 1: roll left by one, new row last
+    cumulative_ += q;
+    keys_.copy_(at::cat({keys_.slice(2, 1), k}, 2));
+    values_.copy_(at::cat({values_.slice(2, 1), v}, 2));
+    return {keys_, values_};
+  }
+  if (old >= c) {  // 2: already full, several tokens
+    full_k = at::cat({kept_when_full(keys_), k}, 2);
+    full_v = at::cat({kept_when_full(values_), v}, 2);
+  } else if (old + q > c) {  // 3: becoming full
+    full_k = old == 0 ? k : at::cat({keys_.slice(2, 0, old), k}, 2);
+    full_v = old == 0 ? v : at::cat({values_.slice(2, 0, old), v}, 2);
+  } else {  // 4: in place at the given positions
+    std::vector<int64_t> where;
+    if (pos) where = *pos;
+    else
+      for (int64_t i = 0; i < q; ++i) where.push_back(profile_ == Profile::V4_57 ? i : old + i);
+    for (int64_t p : where)
+      if (p < 0 || p >= c)
+        throw std::out_of_range(spec_.describe() + ".update: position " + std::to_string(p) +
+                                " is outside the buffer of " + std::to_string(c) + " rows");
+    const at::Tensor index = index_of(where);
+    keys_.index_copy_(2, index, k);
+    values_.index_copy_(2, index, v);
+    cumulative_ += q;
+    return {keys_, values_};
+  }
+  cumulative_ += q;
+  const bool becoming_full = old < c;
+  keys_.copy_(rows_to_store(full_k, becoming_full));
+  values_.copy_(rows_to_store(full_v, becoming_full));
+  return {full_k, full_v};
+}
+
+// ---- DynamicSlidingWindowLayer -----------------------------------------------------------
+MaskSizes DynamicSlidingLayer::get_mask_sizes(int64_t q) const {
+  const int64_t w = spec_.window;
+  const int64_t offset = std::max<int64_t>(cumulative_ - w + 1, 0);
+  return {cumulative_ >= w ? w - 1 + q : cumulative_ + q, offset};
+}
+
+KV DynamicSlidingLayer::update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) {
+  check_update(k, v, pos);
+  cumulative_ += k.size(2);
+  at::Tensor full_k = keys_.defined() ? at::cat({keys_, k}, 2) : k.clone();
+  at::Tensor full_v = values_.defined() ? at::cat({values_, v}, 2) : v.clone();
+  keys_ = python_tail(full_k, kept_rows());
+  values_ = python_tail(full_v, kept_rows());
+  return {full_k, full_v};
+}
+
+}  // namespace detail
+
+std::unique_ptr<CacheLayer> make_mutant_layer(const LayerSpec& spec, Profile profile, Mutation mutation);
+
+std::unique_ptr<CacheLayer> make_layer(const LayerSpec& spec, Profile profile, Mutation mutation) {
+  if (auto mutant = make_mutant_layer(spec, profile, mutation)) return mutant;
+  if (spec.cache == CacheKind::Static) {
+    if (spec.is_sliding()) return std::make_unique<detail::StaticSlidingLayer>(spec, profile);
+    return std::make_unique<detail::StaticFullLayer>(spec, profile);
+  }
+  if (spec.is_sliding()) return std::make_unique<detail::DynamicSlidingLayer>(spec, profile);
+  return std::make_unique<detail::DynamicFullLayer>(spec, profile);
+}
+
+std::vector<std::unique_ptr<CacheLayer>> make_cache(CacheKind cache, const std::vector<LayerType>& layer_types,
+                                                    int64_t window, int64_t max_cache_len, Profile profile) {
+  if (layer_types.empty()) throw std::invalid_argument("make_cache: layer_types is empty");
+  std::vector<std::unique_ptr<CacheLayer>> layers;
+  for (LayerType t : layer_types) layers.push_back(make_layer(LayerSpec{cache, t, window, max_cache_len}, profile));
+  return layers;
+}
+
+// ---- tensors.h ---------------------------------------------------------------------------
+c10::ScalarType scalar_type(DType d) {
+  switch (d) {
+    case DType::Float32: return at::kFloat;
+    case DType::Float16: return at::kHalf;
+    case DType::BFloat16: return at::kBFloat16;
+    case DType::Float64: return at::kDouble;
+  }
+  return at::kFloat;
+}
+
+DType dtype_of(c10::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return DType::Float32;
+    case at::kHalf: return DType::Float16;
+    case at::kBFloat16: return DType::BFloat16;
+    case at::kDouble: return DType::Float64;
+    default: throw std::invalid_argument(std::string("unsupported dtype ") + c10::toString(t) + " (expected a floating dtype)");
+  }
+}
+
+at::Tensor from_values(const std::vector<double>& values, std::vector<int64_t> shape, DType dtype) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  if (n != static_cast<int64_t>(values.size()))
+    throw std::invalid_argument("from_values: " + std::to_string(values.size()) + " values for shape " + shape_str(shape));
+  return at::tensor(at::ArrayRef<double>(values), at::TensorOptions().dtype(at::kDouble))
+      .reshape(shape)
+      .to(scalar_type(dtype));
+}
+
+std::vector<double> values_of(const at::Tensor& t) {
+  const at::Tensor d = t.to(at::kDouble).contiguous();
+  return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
+}
+
+}  // namespace kvc

@@ -1,0 +1,56 @@
+// The reference layer classes, visible to the mutants that subclass them. Not a public header.
+#pragma once
+
+#include "kvconform/reference.h"
+
+namespace kvc::detail {
+
+// StaticLayer: a max_cache_len buffer written in place; returns the whole buffer.
+class StaticFullLayer : public CacheLayer {
+ public:
+  using CacheLayer::CacheLayer;
+  MaskSizes get_mask_sizes(int64_t query_length) const override;
+  KV update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) override;
+  int64_t seq_length() const override;
+};
+
+// DynamicLayer: concatenates; returns everything.
+class DynamicFullLayer : public CacheLayer {
+ public:
+  using CacheLayer::CacheLayer;
+  MaskSizes get_mask_sizes(int64_t query_length) const override;
+  KV update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) override;
+};
+
+// StaticSlidingWindowLayer (4.57+), serving sliding and chunked attention alike.
+class StaticSlidingLayer : public CacheLayer {
+ public:
+  using CacheLayer::CacheLayer;
+  MaskSizes get_mask_sizes(int64_t query_length) const override;
+  KV update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) override;
+
+ protected:
+  // The named steps of update(), virtual so that a mutant can get exactly one of them wrong.
+  virtual int64_t capacity() const;
+  // Rows of the full buffer that stay visible to a multi-token update (branch 2): all but the oldest.
+  virtual at::Tensor kept_when_full(const at::Tensor& buffer) const;
+  // Rows written back after branches 2 and 3: the last `capacity` of the concatenation.
+  virtual at::Tensor rows_to_store(const at::Tensor& full, bool becoming_full) const;
+};
+
+// DynamicSlidingWindowLayer: stores the last W - 1 tokens, returns cat(stored, new).
+class DynamicSlidingLayer : public CacheLayer {
+ public:
+  using CacheLayer::CacheLayer;
+  MaskSizes get_mask_sizes(int64_t query_length) const override;
+  KV update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) override;
+
+ protected:
+  // How many trailing rows to keep, with Python slice semantics: keys[:, :, -n:] (so 0 keeps all).
+  virtual int64_t kept_rows() const { return spec_.window - 1; }
+};
+
+// x[:, :, -n:] with Python's semantics for n == 0 (everything) and n > len (everything).
+at::Tensor python_tail(const at::Tensor& x, int64_t n);
+
+}  // namespace kvc::detail
