@@ -1,0 +1,59 @@
+// The built-in property campaign: each property runs as its own RapidCheck stateful test over
+// random configurations and command sequences, with shrinking. No LibTorch in this header.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kvconform/mutants.h"
+#include "kvconform/scenario.h"
+
+namespace kvc::campaign {
+
+enum class Property {
+  StoredRows,         // 1: stored rows = last min(seen, capacity) tokens in order, unwritten rows zero
+  ReturnedRows,       // 2: returned rows = tokens [kv_offset, kv_offset + kv_length), length == kv_length
+  WindowCoverage,     // 3: each query attends exactly the keys the window rule allows
+  AttentionVsOracle,  // 4: attention from the layer's K/V and mask matches the float64 oracle
+  LayerAgreement,     // 5: static == dynamic outputs; sliding and chunked twins store the same rows
+};
+
+const char* to_string(Property p);  // "stored_rows", ...
+const char* describe(Property p);
+Property parse_property(const std::string& s);  // throws std::invalid_argument
+std::vector<Property> all_properties();
+
+struct Options {
+  uint64_t seed = 20250917;  // fixed default: the same campaign every run
+  int iterations = 100;      // RapidCheck test cases per property
+  int max_size = 100;        // RapidCheck size (longer command sequences as it grows)
+  Mutation mutation = Mutation::None;
+  ConfigFilter filter;
+  std::string reproduce;  // a reproduce string from an earlier failure: replays that case alone
+};
+
+// Defaults overridden by KVC_SEED, KVC_ITERATIONS, KVC_MAX_SIZE, KVC_REPRODUCE; a malformed
+// value throws std::invalid_argument naming the variable.
+Options options_from_env(Options defaults = {});
+
+// Largest numerical errors seen against the oracle, per dtype (for the tolerance table).
+struct Observations {
+  std::map<std::string, double> max_error;  // "eager/float16" -> max |err|
+  int steps = 0;
+};
+
+struct Outcome {
+  Property property;
+  bool ok = false;
+  int cases = 0;             // successful test cases before the end (or the failure)
+  std::string params;        // "seed=…,iterations=…"
+  std::string failure;       // shrunk counterexample and message, empty when ok
+  std::string reproduce;     // pass back through Options::reproduce / KVC_REPRODUCE
+  Observations observations;
+};
+
+Outcome run(Property property, const Options& options);
+
+}  // namespace kvc::campaign

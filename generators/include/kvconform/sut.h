@@ -1,0 +1,28 @@
+// The system under test of the stateful properties: the reference layers (static, dynamic and a
+// twin of the other sliding kind), position-tag shadows, masks, attention and the float64 oracle.
+// Each step checks one property and fails the RapidCheck case with a readable message.
+#pragma once
+
+#include <memory>
+
+#include "kvconform/campaign.h"
+#include "kvconform/mutants.h"
+#include "kvconform/scenario.h"
+
+namespace kvc {
+
+class SystemUnderTest {
+ public:
+  SystemUnderTest(const ScenarioConfig& config, campaign::Property property, Mutation mutation,
+                  campaign::Observations* observations);
+  ~SystemUnderTest();
+  // Feeds `q` new tokens to every layer (the model's `seen` tokens came before) and checks.
+  void step(int64_t seen, int64_t q, const char* command);
+  void reset();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvc

@@ -1,0 +1,132 @@
+#include "kvconform/campaign.h"
+
+#include <rapidcheck.h>
+#include <rapidcheck/state.h>
+#include <rapidcheck/detail/TestListenerAdapter.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+
+#include "kvconform/sut.h"
+
+namespace kvc::campaign {
+
+const char* to_string(Property p) {
+  switch (p) {
+    case Property::StoredRows: return "stored_rows";
+    case Property::ReturnedRows: return "returned_rows";
+    case Property::WindowCoverage: return "window_coverage";
+    case Property::AttentionVsOracle: return "attention_vs_oracle";
+    case Property::LayerAgreement: return "layer_agreement";
+  }
+  return "?";
+}
+
+const char* describe(Property p) {
+  switch (p) {
+    case Property::StoredRows: return "stored rows are the last min(seen, capacity) tokens in order; unwritten rows zero";
+    case Property::ReturnedRows: return "returned rows are tokens [kv_offset, kv_offset+kv_length) and their count is kv_length";
+    case Property::WindowCoverage: return "each query attends exactly the keys the window rule allows, no more";
+    case Property::AttentionVsOracle: return "eager, SDPA and float64 attention over the layer's K/V match the float64 oracle";
+    case Property::LayerAgreement: return "static and dynamic layers agree; sliding and chunked layers store the same rows";
+  }
+  return "";
+}
+
+std::vector<Property> all_properties() {
+  return {Property::StoredRows, Property::ReturnedRows, Property::WindowCoverage, Property::AttentionVsOracle,
+          Property::LayerAgreement};
+}
+
+Property parse_property(const std::string& s) {
+  std::string names;
+  for (Property p : all_properties()) {
+    if (s == to_string(p)) return p;
+    names += std::string(names.empty() ? "" : ", ") + to_string(p);
+  }
+  throw std::invalid_argument("unknown property '" + s + "' (expected one of: " + names + ")");
+}
+
+namespace {
+template <typename T>
+T env_number(const char* name, T fallback, T at_least) {
+  const char* raw = std::getenv(name);
+  if (!raw || !*raw) return fallback;
+  std::istringstream in(raw);
+  unsigned long long v = 0;
+  if (raw[0] == '-' || !(in >> v) || !in.eof() || static_cast<T>(v) < at_least)
+    throw std::invalid_argument(std::string(name) + "='" + raw + "' is not an integer >= " + std::to_string(at_least));
+  return static_cast<T>(v);
+}
+}  // namespace
+
+Options options_from_env(Options o) {
+  o.seed = env_number<uint64_t>("KVC_SEED", o.seed, 0);
+  o.iterations = env_number<int>("KVC_ITERATIONS", o.iterations, 1);
+  o.max_size = env_number<int>("KVC_MAX_SIZE", o.max_size, 1);
+  if (const char* r = std::getenv("KVC_REPRODUCE"); r && *r) o.reproduce = r;
+  return o;
+}
+
+Outcome run(Property property, const Options& options) {
+  Outcome outcome;
+  outcome.property = property;
+  std::ostringstream params;
+  params << "seed=" << options.seed << ",iterations=" << options.iterations;
+  if (options.mutation != Mutation::None) params << ",mutant=" << to_string(options.mutation);
+  if (options.filter.attention) params << ",attention=" << to_string(*options.filter.attention);
+  if (options.filter.dtype) params << ",dtype=" << to_string(*options.filter.dtype);
+  outcome.params = params.str();
+
+  Observations* observations = &outcome.observations;
+  const Mutation mutation = options.mutation;
+  const ConfigFilter filter = options.filter;
+  const auto property_fn = [=] {
+    const ScenarioConfig config = *gen_config(filter);
+    SystemUnderTest sut(config, property, mutation, observations);
+    rc::state::check(CacheModel{config, 0}, sut, rc::state::gen::execOneOfWithArgs<Prefill, Decode, Extend, Reset>());
+  };
+
+  rc::detail::TestMetadata metadata;
+  metadata.id = to_string(property);
+  metadata.description = describe(property);
+  rc::detail::TestParams test_params;
+  test_params.seed = options.seed;
+  test_params.maxSuccess = options.iterations;
+  test_params.maxSize = options.max_size;
+  std::unordered_map<std::string, rc::detail::Reproduce> reproduce_map;
+  if (!options.reproduce.empty()) {
+    try {
+      reproduce_map = rc::detail::configFromString("reproduce=" + options.reproduce).reproduce;
+    } catch (const std::exception& e) {
+      throw std::invalid_argument("reproduce string is malformed: " + std::string(e.what()));
+    }
+  }
+  rc::detail::TestListenerAdapter quiet;
+  const rc::detail::TestResult result =
+      rc::detail::checkProperty(rc::detail::toProperty(property_fn), metadata, test_params, quiet, reproduce_map);
+
+  if (result.is<rc::detail::SuccessResult>()) {
+    outcome.ok = true;
+    outcome.cases = result.get<rc::detail::SuccessResult>().numSuccess;
+    return outcome;
+  }
+  std::ostringstream failure;
+  rc::detail::printResultMessage(result, failure);
+  outcome.failure = failure.str();
+  if (result.is<rc::detail::FailureResult>()) {
+    const auto& f = result.get<rc::detail::FailureResult>();
+    outcome.cases = f.numSuccess;
+    rc::detail::Configuration config;
+    config.reproduce[metadata.id] = f.reproduce;
+    std::string s = rc::detail::configToMinimalString(config);
+    const std::string key = "reproduce=";
+    if (auto at = s.find(key); at != std::string::npos) s = s.substr(at + key.size());
+    s = s.substr(0, s.find(' '));  // drop the other keys (seed=…) RapidCheck appends
+    outcome.reproduce = s;
+  }
+  return outcome;
+}
+
+}  // namespace kvc::campaign

@@ -1,0 +1,44 @@
+// A property that passes on a wrong implementation is a defect: each mutant must be caught by the
+// property aimed at its bug class, within the default budget (seed and iterations of the campaign).
+#include <gtest/gtest.h>
+
+#include "kvconform/campaign.h"
+
+namespace kvc::campaign {
+namespace {
+
+struct Expectation {
+  Mutation mutation;
+  Property caught_by;
+};
+
+class MutantIsCaught : public ::testing::TestWithParam<Expectation> {};
+
+TEST_P(MutantIsCaught, WithinTheDefaultBudget) {
+  Options options;  // the defaults on purpose: detection must not depend on a long campaign
+  options.mutation = GetParam().mutation;
+  const Outcome outcome = run(GetParam().caught_by, options);
+  EXPECT_FALSE(outcome.ok) << to_string(GetParam().mutation) << " survived " << to_string(GetParam().caught_by)
+                           << " after " << outcome.cases << " cases";
+  // The counterexample must be shrunk to something a person can read.
+  EXPECT_NE(outcome.failure.find("Prefill"), std::string::npos) << outcome.failure;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Campaign, MutantIsCaught,
+    ::testing::Values(Expectation{Mutation::WindowTooWide, Property::WindowCoverage},
+                      Expectation{Mutation::ExtendAfterFullKeepsOldest, Property::ReturnedRows},
+                      Expectation{Mutation::KvOffsetTooSmall, Property::ReturnedRows},
+                      Expectation{Mutation::KvOffsetTooSmall, Property::WindowCoverage},
+                      Expectation{Mutation::BecomingFullKeepsFirst, Property::StoredRows},
+                      Expectation{Mutation::DynamicKeepsWindow, Property::StoredRows},
+                      Expectation{Mutation::ChunkIgnoresLeftPadding, Property::WindowCoverage},
+                      Expectation{Mutation::CapacityMax, Property::StoredRows},
+                      Expectation{Mutation::WindowTooWide, Property::AttentionVsOracle},
+                      Expectation{Mutation::BecomingFullKeepsFirst, Property::LayerAgreement}),
+    [](const auto& info) {
+      return std::string(to_string(info.param.mutation)) + "_by_" + to_string(info.param.caught_by);
+    });
+
+}  // namespace
+}  // namespace kvc::campaign
