@@ -1,0 +1,24 @@
+#include <iostream>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvconform: conformance checks for sliding-window KV caches against transformers' reference"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kvconform 0.1.0");
+  const kvc::cli::Runner run = kvc::cli::add_run_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 prints help/version with exit code 0, usage errors with a non-zero code: ours is 2.
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    if (app.got_subcommand("run")) return run();
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "kvconform: " << e.what() << "\n";
+    return 2;
+  }
+  return 2;
+}
