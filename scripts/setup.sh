@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what is missing (Debian packages, the project venv with torch), configures and builds.
+# Idempotent: a second run only rebuilds what changed. Sourced by run.sh and test.sh.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+debs=(build-essential cmake git python3-venv libgtest-dev librapidcheck-dev nlohmann-json3-dev libcli11-dev)
+missing=()
+for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo_=""; [ "$(id -u)" -eq 0 ] || sudo_="sudo"
+  $sudo_ apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# LibTorch comes from the torch wheel (a CPU build pip finds on this machine); uv/poetry would
+# download a CUDA build of several GB instead.
+if ! .venv/bin/python -c 'import torch' >/dev/null 2>&1; then
+  echo "setup: creating .venv with torch==2.13.0" >&2
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
+fi
+
+if [ ! -f build/CMakeCache.txt ]; then
+  prefix="$(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)"
+  cmake -S . -B build -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+fi
+cmake --build build -j "$(nproc)" >/dev/null
