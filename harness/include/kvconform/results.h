@@ -1,0 +1,49 @@
+// The common currency of a run: every check (property, golden step, backend, plugin) ends as one
+// CaseResult, and every report (terminal line, JUnit, JSON, Markdown, HTML) is written from these.
+// No LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvc::report {
+
+enum class Status { Pass, Fail, Deviation, Skipped };  // Deviation: transformers itself breaks a rule
+const char* to_string(Status s);                       // "OK", "FAIL", "DEVIATION", "SKIP"
+
+// A mask drawn for a person: rows are queries, columns absolute key positions
+// [kv_offset, kv_offset + kv_length). Cells: '#' attended as expected, '.' masked as expected,
+// '+' attended but must not be, '-' must be attended but is masked, ' ' no key there.
+struct MaskPicture {
+  std::string title;                     // "static/sliding_attention(W=4,L=8) step 3 batch row 0"
+  std::vector<int64_t> query_positions;  // one per row
+  int64_t kv_offset = 0;
+  int64_t kv_length = 0;
+  int64_t window = 0;                    // 0 for full attention
+  std::string layer_type;                // "sliding_attention", ...
+  std::vector<std::string> rows;         // each kv_length characters
+};
+
+struct CaseResult {
+  std::string suite;    // "property", "golden", "backend", "plugin"
+  std::string name;     // "stored_rows", "4.57.6/static_sliding_w4_decode", ...
+  std::string params;   // compact "key=value,..." as printed in NAME(params)
+  std::string backend;  // "reference", "eager", "sdpa", "sdpa_is_causal", "windowed", plugin name
+  std::string dtype;    // "float32", ... or "mixed"
+  Status status = Status::Pass;
+  std::string message;    // one line: the first failure, naming step, field, index, both values
+  std::string detail;     // more lines: shrunk counterexample, expected vs got values
+  std::string reproduce;  // the exact command that reproduces this case
+  std::vector<MaskPicture> masks;  // for failures where a mask explains it
+};
+
+struct RunSummary {
+  std::string tool_version;            // "kvconform 0.1.0"
+  std::string command;                 // the command line, for reproduction
+  uint64_t seed = 0;
+  std::vector<CaseResult> cases;       // in run order; reports must be byte-identical for the same inputs
+  int count(Status s) const;
+};
+
+}  // namespace kvc::report
