@@ -1,0 +1,167 @@
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "kvconform/report.h"
+#include "sample_summary.h"
+
+namespace kvc::report {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::sample_summary;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("kvc_report_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  return d;
+}
+
+size_t occurrences(const std::string& haystack, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(Escaping, XmlEscapesMarkupQuotesAndInvalidCharacters) {
+  EXPECT_EQ(xml_escape("a<b>&\"c'"), "a&lt;b&gt;&amp;\"c'");
+  EXPECT_EQ(xml_escape("a<b>&\"c'", true), "a&lt;b&gt;&amp;&quot;c&apos;");
+  EXPECT_EQ(xml_escape("x\ny", true), "x&#10;y");
+  EXPECT_EQ(xml_escape("x\ny"), "x\ny");
+  EXPECT_EQ(xml_escape("\x01"), "\xEF\xBF\xBD");      // control character -> U+FFFD
+  EXPECT_EQ(xml_escape("a\xff" "b"), "a\xEF\xBF\xBD" "b");  // invalid UTF-8 byte
+  EXPECT_EQ(xml_escape("µs ✅"), "µs ✅");
+  EXPECT_EQ(sanitize_utf8("ok\xc3"), "ok\xEF\xBF\xBD");
+}
+
+TEST(Junit, OneTestcasePerCaseWithStatusElements) {
+  const std::string xml = junit_xml(sample_summary());
+  EXPECT_EQ(occurrences(xml, "<testcase "), 4u);
+  EXPECT_NE(xml.find("<testsuites name=\"kvconform\" tests=\"4\" failures=\"1\" errors=\"0\" skipped=\"1\">"),
+            std::string::npos);
+  EXPECT_NE(xml.find("classname=\"property\" name=\"window_coverage(seed=7,iterations=100) [reference, mixed]\""),
+            std::string::npos);
+  EXPECT_NE(xml.find("<failure message=\"Extend(2) after 1 tokens"), std::string::npos);
+  EXPECT_NE(xml.find("reproduce: kvconform run --property '^window_coverage$' --seed 7 --reproduce 'B8wdp5&amp;&lt;&gt;'"),
+            std::string::npos);
+  EXPECT_NE(xml.find("<skipped message=\"no float16 kernel on CPU\"/>"), std::string::npos);
+  EXPECT_NE(xml.find("<property name=\"kvconform.status\" value=\"DEVIATION\"/>"), std::string::npos);
+  EXPECT_NE(xml.find("<system-out>DEVIATION: dynamic sliding"), std::string::npos);
+  EXPECT_EQ(xml.find('\x01'), std::string::npos);
+  EXPECT_EQ(xml.find(" time="), std::string::npos);  // no timings unless asked
+}
+
+TEST(Junit, IsWellFormedXml) {
+  if (std::system("python3 -c 'import xml.dom.minidom' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not available";
+  const fs::path dir = fresh_dir("xml");
+  write_reports(sample_summary(), dir.string());
+  const std::string cmd = "python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' '" +
+                          (dir / "junit.xml").string() + "'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+}
+
+TEST(Json, TotalsBackendsAndEveryCase) {
+  const auto j = nlohmann::json::parse(summary_json(sample_summary()));
+  EXPECT_EQ(j["format"], kSummaryFormat);
+  EXPECT_EQ(j["seed"], 7);
+  EXPECT_FALSE(j["ok"].get<bool>());
+  EXPECT_EQ(j["totals"]["cases"], 4);
+  EXPECT_EQ(j["totals"]["passed"], 1);
+  EXPECT_EQ(j["totals"]["failed"], 1);
+  EXPECT_EQ(j["totals"]["deviations"], 1);
+  EXPECT_EQ(j["totals"]["skipped"], 1);
+  ASSERT_EQ(j["backends"].size(), 3u);
+  EXPECT_EQ(j["backends"][0]["backend"], "reference");
+  EXPECT_EQ(j["backends"][0]["cases"], 2);
+  ASSERT_EQ(j["cases"].size(), 4u);
+  EXPECT_EQ(j["cases"][1]["status"], "FAIL");
+  EXPECT_EQ(j["cases"][1]["title"], "window_coverage(seed=7,iterations=100) [reference, mixed]");
+  EXPECT_EQ(j["cases"][1]["masks"][0]["rows"][1], "+##");
+  EXPECT_FALSE(j.contains("total_seconds"));
+}
+
+TEST(Markdown, TablesPerBackendAndFailureWithReproduce) {
+  const std::string md = summary_markdown(sample_summary());
+  EXPECT_NE(md.find("1 passed, 1 failed, 1 deviations, 1 skipped"), std::string::npos);
+  EXPECT_NE(md.find("### Backend `reference`: 1 of 2 passed"), std::string::npos);
+  EXPECT_NE(md.find("### Backend `eager`"), std::string::npos);
+  EXPECT_NE(md.find("### Backend `sdpa`"), std::string::npos);
+  EXPECT_NE(md.find("#### ❌ window\\_coverage"), std::string::npos);
+  // The detail holds ``` so its fence must be longer.
+  EXPECT_NE(md.find("````text\nkvc::ScenarioConfig"), std::string::npos);
+  EXPECT_NE(md.find("```sh\nkvconform run --property '^window_coverage$'"), std::string::npos);
+  EXPECT_NE(md.find("q2 +##"), std::string::npos);
+}
+
+TEST(Html, SelfContainedWithTotalsHeatmapAndReproduce) {
+  const std::string html = report_html(sample_summary());
+  for (const char* external : {"<script", "<link", " src=", "https://", "url(", "@import"})
+    EXPECT_EQ(html.find(external), std::string::npos) << external;
+  // The only http:// is the SVG namespace name, which browsers never fetch.
+  EXPECT_EQ(occurrences(html, "http://"), occurrences(html, "xmlns=\"http://www.w3.org/2000/svg\""));
+  EXPECT_NE(html.find("id=\"totals\""), std::string::npos);
+  EXPECT_NE(html.find("<figure class=\"heatmap\" data-mismatches=\"1\">"), std::string::npos);
+  EXPECT_EQ(occurrences(html, "class=\"mismatch\""), 1u);
+  EXPECT_NE(html.find("query 2, key 0: attended but must not be"), std::string::npos);
+  EXPECT_NE(html.find("--reproduce 'B8wdp5&amp;&lt;&gt;'"), std::string::npos);
+  EXPECT_NE(html.find("&lt;H=1&gt; &amp; \"quoted\""), std::string::npos);
+  EXPECT_EQ(html.find('\x01'), std::string::npos);
+}
+
+TEST(WriteReports, ByteIdenticalForTheSameSummary) {
+  const fs::path a = fresh_dir("a"), b = fresh_dir("b");
+  const auto written = write_reports(sample_summary(), a.string());
+  write_reports(sample_summary(), b.string());
+  ASSERT_EQ(written.size(), 4u);
+  for (const std::string& name : report_files()) {
+    EXPECT_TRUE(fs::exists(a / name)) << name;
+    EXPECT_EQ(slurp(a / name), slurp(b / name)) << name;
+  }
+  for (const auto& entry : fs::directory_iterator(a))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+}
+
+TEST(WriteReports, TimingsOnlyWhenAsked) {
+  ReportOptions with;
+  with.timings = Timings{1.5, {0.25, 0.5}};
+  const std::string xml = junit_xml(sample_summary(), with);
+  EXPECT_NE(xml.find("time=\"0.250\""), std::string::npos);
+  EXPECT_NE(summary_json(sample_summary(), with).find("\"total_seconds\": 1.5"), std::string::npos);
+  EXPECT_NE(summary_markdown(sample_summary(), with).find("wall time 1.5 s"), std::string::npos);
+}
+
+TEST(WriteReports, FailedWriteLeavesNoHalfWrittenFiles) {
+  const fs::path dir = fresh_dir("atomic");
+  fs::create_directories(dir);
+  // Earlier reports stay as they were.
+  { std::ofstream(dir / "junit.xml") << "previous"; }
+  // A directory where the summary.json temporary must go makes that write fail.
+  fs::create_directories(dir / (".summary.json.tmp-" + std::to_string(::getpid())));
+  EXPECT_THROW(write_reports(sample_summary(), dir.string()), std::runtime_error);
+  EXPECT_EQ(slurp(dir / "junit.xml"), "previous");
+  EXPECT_FALSE(fs::exists(dir / ("." + std::string("junit.xml") + ".tmp-" + std::to_string(::getpid()))));
+  EXPECT_FALSE(fs::exists(dir / "summary.json"));
+  EXPECT_FALSE(fs::exists(dir / "report.html"));
+}
+
+TEST(WriteReports, UnwritableFolderThrows) {
+  const fs::path dir = fresh_dir("file");
+  fs::create_directories(dir.parent_path());
+  { std::ofstream(dir) << "a file, not a folder"; }
+  EXPECT_THROW(write_reports(sample_summary(), dir.string()), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace kvc::report
