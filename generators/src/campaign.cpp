@@ -5,9 +5,11 @@
 #include <rapidcheck/detail/TestListenerAdapter.h>
 
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 
+#include "kvconform/mask_pictures.h"
 #include "kvconform/sut.h"
 
 namespace kvc::campaign {
@@ -82,10 +84,38 @@ Outcome run(Property property, const Options& options) {
   Observations* observations = &outcome.observations;
   const Mutation mutation = options.mutation;
   const ConfigFilter filter = options.filter;
+  // The last failing execution is RapidCheck's final (shrunk) counterexample: shrinking accepts
+  // every failing candidate and ends on the last one.
+  auto last_failure = std::make_shared<std::optional<Counterexample>>();
   const auto property_fn = [=] {
     const ScenarioConfig config = *gen_config(filter);
     SystemUnderTest sut(config, property, mutation, observations);
-    rc::state::check(CacheModel{config, 0}, sut, rc::state::gen::execOneOfWithArgs<Prefill, Decode, Extend, Reset>());
+    // What rc::state::check does (same draws, so reproduce strings stay valid), recording each
+    // command so that a failure can be written out as a scenario.
+    const auto commands = *rc::state::gen::commands(
+        CacheModel{config, 0}, rc::state::gen::execOneOfWithArgs<Prefill, Decode, Extend, Reset>());
+    CacheModel model{config, 0};
+    Counterexample trace;
+    trace.config = config;
+    for (const auto& command : commands) {
+      command->checkPreconditions(model);
+      std::ostringstream shown;
+      command->show(shown);
+      trace.commands.push_back(shown.str());
+      CacheModel after = model;
+      command->apply(after);
+      const int64_t tokens = after.seen - model.seen;
+      try {
+        command->run(model, sut);
+      } catch (...) {
+        if (tokens > 0) trace.steps.push_back(tokens);
+        *last_failure = trace;
+        throw;
+      }
+      if (after.seen == 0) trace.steps.clear();  // Reset: a new sequence starts
+      else trace.steps.push_back(tokens);
+      model = after;
+    }
   };
 
   rc::detail::TestMetadata metadata;
@@ -115,6 +145,11 @@ Outcome run(Property property, const Options& options) {
   std::ostringstream failure;
   rc::detail::printResultMessage(result, failure);
   outcome.failure = failure.str();
+  if (*last_failure) {
+    outcome.counterexample = std::move(**last_failure);
+    Counterexample& c = *outcome.counterexample;
+    if (!c.steps.empty()) c.masks = mask_pictures(c.config, c.steps, mutation);
+  }
   if (result.is<rc::detail::FailureResult>()) {
     const auto& f = result.get<rc::detail::FailureResult>();
     outcome.cases = f.numSuccess;

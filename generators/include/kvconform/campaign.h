@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kvconform/mutants.h"
+#include "kvconform/results.h"
 #include "kvconform/scenario.h"
 
 namespace kvc::campaign {
@@ -44,6 +46,14 @@ struct Observations {
   int steps = 0;
 };
 
+// The shrunk failing case in a form other tools can write out (fuzz turns it into a cases/ file).
+struct Counterexample {
+  ScenarioConfig config;
+  std::vector<std::string> commands;  // every command of the shrunk sequence as shown, up to the failing one
+  std::vector<int64_t> steps;         // tokens per update since the last Reset; the failing update is last
+  std::vector<report::MaskPicture> masks;  // the failing update's masks where they differ from the window rule
+};
+
 struct Outcome {
   Property property;
   bool ok = false;
@@ -52,6 +62,7 @@ struct Outcome {
   std::string failure;       // shrunk counterexample and message, empty when ok
   std::string reproduce;     // pass back through Options::reproduce / KVC_REPRODUCE
   Observations observations;
+  std::optional<Counterexample> counterexample;  // set when !ok and the failure came from a command
 };
 
 Outcome run(Property property, const Options& options);

@@ -1,0 +1,57 @@
+// The campaign hands back its shrunk counterexample as data (fuzz writes it as a scenario file)
+// with pictures of the failing update's masks.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "kvconform/campaign.h"
+
+namespace kvc::campaign {
+namespace {
+
+Options mutant(Mutation m) {
+  Options o;
+  o.iterations = 100;
+  o.mutation = m;
+  return o;
+}
+
+TEST(Counterexample, AbsentWhenTheCampaignPasses) {
+  Options o;
+  o.iterations = 5;
+  const Outcome out = run(Property::StoredRows, o);
+  ASSERT_TRUE(out.ok);
+  EXPECT_FALSE(out.counterexample);
+}
+
+TEST(Counterexample, ShrunkStepsAndMaskOfAWindowBug) {
+  const Outcome out = run(Property::WindowCoverage, mutant(Mutation::WindowTooWide));
+  ASSERT_FALSE(out.ok);
+  ASSERT_TRUE(out.counterexample);
+  const Counterexample& c = *out.counterexample;
+  ASSERT_FALSE(c.steps.empty());
+  ASSERT_FALSE(c.commands.empty());
+  EXPECT_LE(std::accumulate(c.steps.begin(), c.steps.end(), int64_t{0}), c.config.max_tokens);
+  // The failure message names the failing command, the last one recorded.
+  EXPECT_NE(out.failure.find(c.commands.back().substr(0, c.commands.back().find('('))), std::string::npos);
+  ASSERT_FALSE(c.masks.empty());
+  bool extra = false;
+  for (const std::string& row : c.masks[0].rows) extra = extra || row.find('+') != std::string::npos;
+  EXPECT_TRUE(extra) << "a too-wide window attends a key it must not";
+  EXPECT_EQ(c.masks[0].rows.size(), c.masks[0].query_positions.size());
+  EXPECT_EQ(static_cast<int64_t>(c.masks[0].rows[0].size()), c.masks[0].kv_length);
+}
+
+TEST(Counterexample, ReproduceStringGivesTheSameCase) {
+  const Outcome first = run(Property::WindowCoverage, mutant(Mutation::WindowTooWide));
+  ASSERT_TRUE(first.counterexample);
+  Options again = mutant(Mutation::WindowTooWide);
+  again.reproduce = first.reproduce;
+  const Outcome second = run(Property::WindowCoverage, again);
+  ASSERT_TRUE(second.counterexample);
+  EXPECT_EQ(second.counterexample->steps, first.counterexample->steps);
+  EXPECT_EQ(second.counterexample->config.describe(), first.counterexample->config.describe());
+}
+
+}  // namespace
+}  // namespace kvc::campaign
