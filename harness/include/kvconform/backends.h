@@ -1,0 +1,113 @@
+// Attention backends: the ways a sliding-window attention can be computed from a layer's returned
+// K/V, each judged against the float64 oracle with one tolerance policy (docs/backends.md).
+//
+//   eager          matmul + softmax with transformers' additive mask (= attention::eager)
+//   sdpa           LibTorch scaled_dot_product_attention with the full boolean mask
+//   sdpa_is_causal transformers' SDPA path: is_causal instead of a mask where masks::can_skip
+//   windowed       a mask-free kernel: query positions, kv_offset and a FlashAttention-style
+//                  window_size = (W - 1, 0), or a chunk size + per-row left padding, or nothing
+//                  (full); online softmax with float32 (float64 for float64) accumulators
+//
+// Backends run on the device of their input tensors.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvconform/masks.h"
+#include "kvconform/results.h"
+#include "kvconform/types.h"
+
+namespace kvc::backends {
+
+// One attention call: queries [B, H, q, D], the layer's returned K/V [B, Hkv, kv, D] (rows are the
+// tokens [kv_offset, kv_offset + kv_length)) and the step's position-level description.
+struct Call {
+  at::Tensor query, keys, values;
+  masks::MaskQuery mask;
+};
+
+// Deliberately wrong windowed kernels, proving that the checks catch the bug class.
+enum class Fault {
+  None,
+  WindowOffByOne,   // window_size = (W, 0): one key too many, the most reported window bug
+  FirstRowPadding,  // every batch row uses row 0's left padding (a batch-indexing bug)
+  IgnoreKvOffset,   // keys taken to start at position 0 whatever kv_offset says
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Output [B, H, q, D] in the query's dtype, on the query's device.
+  virtual at::Tensor run(const Call& call) const = 0;
+};
+
+std::vector<std::string> names();  // eager, sdpa, sdpa_is_causal, windowed
+// Throws std::invalid_argument for an unknown name (listing the known ones). A fault applies to
+// the windowed kernel only.
+std::unique_ptr<Backend> make(const std::string& name, Fault fault = Fault::None);
+std::vector<std::unique_ptr<Backend>> all();
+
+// The kernel convention of a window, as FlashAttention / vLLM write it.
+struct KernelWindow {
+  LayerType type = LayerType::Full;
+  int64_t left = -1;   // sliding: window_size[0] = W - 1 earlier keys besides the query; -1 unbounded
+  int64_t chunk = 0;   // chunked: attention_chunk_size
+  std::vector<int64_t> left_padding;  // per batch row (empty: none); keys before it are never seen
+};
+KernelWindow kernel_window(const masks::MaskQuery& m);  // sliding_window W -> left = W - 1
+
+// The mask-free kernel itself: the keys a query at absolute position p sees are found by index
+// arithmetic over [kv_offset, kv_offset + kv): p - left <= key <= p (or the key's chunk), key >= lp.
+at::Tensor windowed(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
+                    const std::vector<int64_t>& query_positions, int64_t kv_offset, const KernelWindow& window,
+                    Fault fault = Fault::None);
+
+// The same-dtype math reference of the tolerance policy: matmul, masked softmax and matmul all in
+// the input dtype (no upcast), rows that see nothing zero. Its error against the oracle is what
+// the dtype itself costs.
+at::Tensor math_reference(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
+                          const at::Tensor& boolean_mask);
+
+// The tolerance policy (docs/backends.md): error <= max(floor, factor * reference error).
+struct Policy {
+  double factor;
+  double floor;
+};
+Policy policy(DType dtype);
+
+struct Verdict {
+  bool ok = true;
+  double error = 0;            // max |out - oracle| over rows that see a key
+  double reference_error = 0;  // the same for math_reference
+  double bound = 0;
+  std::string problem;         // empty when ok: "max error 3.1e-02 > bound 1.0e-03 at [b=0,h=1,q=2,d=0]", "NaN at ..."
+  bool only_masked_rows_nonfinite = false;  // the failure is a NaN/Inf in rows that see no key, nothing else
+};
+// oracle: float64 [B, H, q, D]; sees: bool [B, 1, q, 1], whether the query sees at least one key.
+// Rows that see a key are compared with the oracle; a fully masked row must be finite (its value is
+// not compared: eager gives the mean of V there, SDPA and FlashAttention zeros). Any NaN/Inf fails.
+Verdict judge(const at::Tensor& out, const at::Tensor& reference, const at::Tensor& oracle, const at::Tensor& sees,
+              DType dtype);
+
+// Where a backend faithful to transformers breaks the policy because transformers does: eager in
+// float64 (its softmax runs in float32, finfo(float64).min becomes -inf, a fully masked row is NaN).
+// Such a failure is reported as a Deviation, not a Fail, when it is confined to fully masked rows.
+std::optional<std::string> known_deviation(const std::string& backend, DType dtype);
+
+// A fixed suite for the CLI: built-in step patterns (every cache branch, sliding/chunked/full,
+// left padding, GQA) x every dtype x the selected backends on one device, each case judged on
+// every step. device "cpu" or "cuda"; on "cuda" without CUDA every case is SKIP.
+struct SuiteOptions {
+  std::string device = "cpu";
+  std::vector<std::string> backends;  // empty: all
+  uint64_t seed = 20250917;
+};
+std::vector<report::CaseResult> run_suite(const SuiteOptions& options);
+
+}  // namespace kvc::backends

@@ -1,0 +1,387 @@
+#include "kvconform/backends.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include "kvconform/attention.h"
+#include "kvconform/inputs.h"
+#include "kvconform/oracle.h"
+#include "kvconform/positions.h"
+#include "kvconform/reference.h"
+#include "kvconform/step_patterns.h"
+#include "kvconform/tensors.h"
+
+namespace kvc::backends {
+
+namespace {
+
+std::string sci(double v) {
+  std::ostringstream os;
+  os << std::setprecision(2) << std::scientific << v;
+  return os.str();
+}
+
+// The boolean mask transformers builds, on the query's device.
+at::Tensor boolean_on(const Call& c) { return masks::boolean_mask(c.mask).to(c.query.device()); }
+
+class Eager : public Backend {
+ public:
+  std::string name() const override { return "eager"; }
+  at::Tensor run(const Call& c) const override {
+    return attention::eager(c.query, c.keys, c.values, masks::additive_mask(boolean_on(c), c.query.scalar_type()));
+  }
+};
+
+class Sdpa : public Backend {
+ public:
+  explicit Sdpa(bool allow_is_causal) : allow_is_causal_(allow_is_causal) {}
+  std::string name() const override { return allow_is_causal_ ? "sdpa_is_causal" : "sdpa"; }
+  at::Tensor run(const Call& c) const override {
+    if (allow_is_causal_ && masks::can_skip(c.mask)) return attention::sdpa(c.query, c.keys, c.values, std::nullopt);
+    return attention::sdpa(c.query, c.keys, c.values, boolean_on(c));
+  }
+
+ private:
+  bool allow_is_causal_;
+};
+
+class Windowed : public Backend {
+ public:
+  explicit Windowed(Fault fault) : fault_(fault) {}
+  std::string name() const override { return "windowed"; }
+  at::Tensor run(const Call& c) const override {
+    return windowed(c.query, c.keys, c.values, c.mask.query_positions, c.mask.sizes.kv_offset, kernel_window(c.mask),
+                    fault_);
+  }
+
+ private:
+  Fault fault_;
+};
+
+// Absolute key range [lo, hi] a query at q_pos sees in batch row b (empty when lo > hi).
+struct Range {
+  int64_t lo, hi;
+};
+Range key_range(const KernelWindow& w, int64_t b, int64_t q_pos, Fault fault) {
+  int64_t lp = 0;
+  if (!w.left_padding.empty()) lp = w.left_padding[fault == Fault::FirstRowPadding ? 0 : b];
+  Range r{lp, q_pos};
+  if (w.type == LayerType::Sliding && w.left >= 0) {
+    const int64_t left = fault == Fault::WindowOffByOne ? w.left + 1 : w.left;
+    r.lo = std::max(r.lo, q_pos - left);
+  } else if (w.type == LayerType::Chunked) {
+    r.lo = std::max(r.lo, lp + positions::floor_div(q_pos - lp, w.chunk) * w.chunk);
+  }
+  return r;
+}
+
+// The CPU kernel: for each (b, h, query) scan only its key rows, online softmax (FlashAttention's
+// running max and sum) in Acc precision, one rounding to the output dtype at the end.
+template <typename Acc>
+at::Tensor windowed_cpu(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
+                        const std::vector<int64_t>& qpos, int64_t kv_offset, const KernelWindow& w, Fault fault) {
+  const auto acc_type = std::is_same<Acc, double>::value ? at::kDouble : at::kFloat;
+  const at::Tensor Q = query.to(acc_type).contiguous(), K = keys.to(acc_type).contiguous();
+  const at::Tensor V = values.to(acc_type).contiguous();
+  const int64_t B = Q.size(0), H = Q.size(1), nq = Q.size(2), D = Q.size(3), Hkv = K.size(1), nk = K.size(2);
+  const int64_t group = H / Hkv;
+  const Acc scale = static_cast<Acc>(1.0 / std::sqrt(static_cast<double>(D)));
+  at::Tensor out = at::zeros({B, H, nq, D}, at::TensorOptions().dtype(acc_type));
+  const Acc *q = Q.data_ptr<Acc>(), *k = K.data_ptr<Acc>(), *v = V.data_ptr<Acc>();
+  Acc* o = out.data_ptr<Acc>();
+  const int64_t offset = fault == Fault::IgnoreKvOffset ? 0 : kv_offset;
+  std::vector<Acc> acc(static_cast<size_t>(D));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < nq; ++i) {
+        const Range r = key_range(w, b, qpos[i], fault);
+        const int64_t j0 = std::max<int64_t>(r.lo - offset, 0), j1 = std::min<int64_t>(r.hi - offset, nk - 1);
+        const Acc* qr = q + ((b * H + h) * nq + i) * D;
+        const int64_t kvh = (b * Hkv + h / group) * nk;
+        Acc m = -std::numeric_limits<Acc>::infinity(), l = 0;
+        std::fill(acc.begin(), acc.end(), Acc(0));
+        for (int64_t j = j0; j <= j1; ++j) {
+          const Acc* kr = k + (kvh + j) * D;
+          const Acc* vr = v + (kvh + j) * D;
+          Acc s = 0;
+          for (int64_t d = 0; d < D; ++d) s += qr[d] * kr[d];
+          s *= scale;
+          const Acc m_new = std::max(m, s);
+          const Acc c = std::exp(m - m_new), p = std::exp(s - m_new);
+          l = l * c + p;
+          for (int64_t d = 0; d < D; ++d) acc[d] = acc[d] * c + p * vr[d];
+          m = m_new;
+        }
+        Acc* orow = o + ((b * H + h) * nq + i) * D;
+        if (l > 0)
+          for (int64_t d = 0; d < D; ++d) orow[d] = acc[d] / l;  // no key: zeros (FlashAttention)
+      }
+  return out.to(query.scalar_type());
+}
+
+// Other devices: the same ranges as tensors (lo/hi per row and query), scores in float32.
+at::Tensor windowed_tensor(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
+                           const std::vector<int64_t>& qpos, int64_t kv_offset, const KernelWindow& w, Fault fault) {
+  const int64_t B = query.size(0), nq = query.size(2), nk = keys.size(2);
+  std::vector<int64_t> lo, hi;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < nq; ++i) {
+      const Range r = key_range(w, b, qpos[i], fault);
+      lo.push_back(r.lo);
+      hi.push_back(r.hi);
+    }
+  const auto dev = query.device();
+  const auto longs = at::TensorOptions().dtype(at::kLong);
+  const at::Tensor L = at::tensor(lo, longs).to(dev).view({B, 1, nq, 1}), Hi = at::tensor(hi, longs).to(dev).view({B, 1, nq, 1});
+  const int64_t offset = fault == Fault::IgnoreKvOffset ? 0 : kv_offset;
+  const at::Tensor kpos = at::arange(nk, longs.device(dev)).add(offset).view({1, 1, 1, nk});
+  const at::Tensor band = kpos.ge(L).logical_and(kpos.le(Hi));
+  const int64_t H = query.size(1), group = H / keys.size(1);
+  const at::Tensor Kf = keys.to(at::kFloat).repeat_interleave(group, 1), Vf = values.to(at::kFloat).repeat_interleave(group, 1);
+  at::Tensor s = at::matmul(query.to(at::kFloat), Kf.transpose(2, 3)) / std::sqrt(static_cast<double>(query.size(3)));
+  s = s.masked_fill(band.logical_not(), -std::numeric_limits<float>::infinity());
+  const at::Tensor any = band.any(-1, true);
+  s = s.masked_fill(any.logical_not(), 0.0);
+  return (at::matmul(at::softmax(s, -1), Vf) * any).to(query.scalar_type());
+}
+
+}  // namespace
+
+KernelWindow kernel_window(const masks::MaskQuery& m) {
+  KernelWindow w;
+  w.type = m.type;
+  if (m.type == LayerType::Sliding) w.left = m.window - 1;
+  if (m.type == LayerType::Chunked) w.chunk = m.window;
+  if (m.left_padding)
+    for (int64_t lp : *m.left_padding) w.left_padding.push_back(std::min(lp, m.tokens_so_far));
+  return w;
+}
+
+at::Tensor windowed(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
+                    const std::vector<int64_t>& query_positions, int64_t kv_offset, const KernelWindow& window,
+                    Fault fault) {
+  if (static_cast<int64_t>(query_positions.size()) != query.size(2))
+    throw std::invalid_argument("windowed: " + std::to_string(query_positions.size()) + " query positions for " +
+                                std::to_string(query.size(2)) + " queries");
+  if (window.type == LayerType::Chunked && window.chunk <= 0)
+    throw std::invalid_argument("windowed: chunk size must be positive");
+  if (!query.device().is_cpu()) return windowed_tensor(query, keys, values, query_positions, kv_offset, window, fault);
+  if (query.scalar_type() == at::kDouble)
+    return windowed_cpu<double>(query, keys, values, query_positions, kv_offset, window, fault);
+  return windowed_cpu<float>(query, keys, values, query_positions, kv_offset, window, fault);
+}
+
+std::vector<std::string> names() { return {"eager", "sdpa", "sdpa_is_causal", "windowed"}; }
+
+std::unique_ptr<Backend> make(const std::string& name, Fault fault) {
+  if (name == "eager") return std::make_unique<Eager>();
+  if (name == "sdpa") return std::make_unique<Sdpa>(false);
+  if (name == "sdpa_is_causal") return std::make_unique<Sdpa>(true);
+  if (name == "windowed") return std::make_unique<Windowed>(fault);
+  throw std::invalid_argument("unknown backend '" + name + "' (expected one of: eager, sdpa, sdpa_is_causal, windowed)");
+}
+
+std::vector<std::unique_ptr<Backend>> all() {
+  std::vector<std::unique_ptr<Backend>> out;
+  for (const std::string& n : names()) out.push_back(make(n));
+  return out;
+}
+
+at::Tensor math_reference(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
+                          const at::Tensor& boolean_mask) {
+  const int64_t group = query.size(1) / keys.size(1);
+  const at::Tensor K = keys.repeat_interleave(group, 1), V = values.repeat_interleave(group, 1);
+  const at::Tensor mask = boolean_mask.to(query.device());
+  const double scale = 1.0 / std::sqrt(static_cast<double>(query.size(3)));
+  at::Tensor s = at::matmul(query, K.transpose(2, 3)) * scale;
+  s = s.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+  const at::Tensor any = mask.any(-1, true);
+  s = s.masked_fill(any.logical_not(), 0.0);
+  return at::matmul(at::softmax(s, -1), V) * any.to(query.scalar_type());
+}
+
+// Measured and explained in docs/backends.md ("Tolerance policy").
+Policy policy(DType dtype) {
+  switch (dtype) {
+    case DType::Float64: return {4.0, 1e-6};   // eager's softmax runs in float32 whatever the dtype
+    case DType::Float32: return {4.0, 1e-6};
+    case DType::Float16: return {4.0, 2e-3};
+    case DType::BFloat16: return {4.0, 1.6e-2};
+  }
+  return {0, 0};
+}
+
+Verdict judge(const at::Tensor& out, const at::Tensor& reference, const at::Tensor& oracle, const at::Tensor& sees,
+              DType dtype) {
+  Verdict v;
+  const at::Tensor got = out.to(at::kCPU).to(at::kDouble), exp = oracle.to(at::kCPU).to(at::kDouble);
+  const at::Tensor rows = sees.to(at::kCPU).expand_as(exp);
+  auto where = [&](const at::Tensor& flat_index) {
+    int64_t i = flat_index.item<int64_t>();
+    std::vector<int64_t> idx(4);
+    for (int d = 3; d >= 0; --d) {
+      idx[d] = i % exp.size(d);
+      i /= exp.size(d);
+    }
+    return "[b=" + std::to_string(idx[0]) + ",h=" + std::to_string(idx[1]) + ",q=" + std::to_string(idx[2]) +
+           ",d=" + std::to_string(idx[3]) + "]";
+  };
+  if (got.sizes() != exp.sizes()) {
+    v.ok = false;
+    std::ostringstream os;
+    os << "output shape " << got.sizes() << ", expected " << exp.sizes();
+    v.problem = os.str();
+    return v;
+  }
+  const at::Tensor bad = got.isfinite().logical_not();
+  if (bad.any().item<bool>()) {
+    v.ok = false;
+    v.error = std::numeric_limits<double>::infinity();
+    v.problem = std::string(got.isnan().any().item<bool>() ? "NaN" : "Inf") + " at " + where(bad.flatten().nonzero()[0][0]) +
+                " where the oracle is finite";
+    v.only_masked_rows_nonfinite = !bad.logical_and(rows).any().item<bool>();
+    if (v.only_masked_rows_nonfinite) {
+      v.problem += " (a fully masked row)";
+      // The rows that see a key are still judged.
+      Verdict rest = judge(got.masked_fill(bad, 0.0), reference.to(at::kCPU).to(at::kDouble).nan_to_num(0.0, 0.0, 0.0), exp, sees, dtype);
+      v.error = rest.error;
+      v.reference_error = rest.reference_error;
+      v.bound = rest.bound;
+      if (!rest.ok) {
+        v.only_masked_rows_nonfinite = false;
+        v.problem = rest.problem + "; and " + v.problem;
+      }
+    }
+    return v;
+  }
+  const at::Tensor diff = (got - exp).abs().masked_fill(rows.logical_not(), 0.0).flatten();
+  const at::Tensor rdiff = (reference.to(at::kCPU).to(at::kDouble) - exp).abs().masked_fill(rows.logical_not(), 0.0);
+  v.error = diff.numel() ? diff.max().item<double>() : 0.0;
+  v.reference_error = rdiff.numel() ? rdiff.max().item<double>() : 0.0;
+  const Policy p = policy(dtype);
+  v.bound = std::max(p.floor, p.factor * v.reference_error);
+  if (v.error > v.bound) {
+    v.ok = false;
+    v.problem = "max error " + sci(v.error) + " > bound " + sci(v.bound) + " (same-dtype math reference error " +
+                sci(v.reference_error) + ") at " + where(diff.argmax());
+  }
+  return v;
+}
+
+std::optional<std::string> known_deviation(const std::string& backend, DType dtype) {
+  if (backend == "eager" && dtype == DType::Float64)
+    return "transformers' eager softmax runs in float32: finfo(float64).min becomes -inf and a fully masked row is NaN "
+           "(which then spreads through 0 * NaN in the next layer's P @ V)";
+  return std::nullopt;
+}
+
+std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
+  std::vector<std::string> selected = options.backends.empty() ? names() : options.backends;
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (const std::string& n : selected) backends.push_back(make(n));
+  if (options.device != "cpu" && options.device != "cuda")
+    throw std::invalid_argument("unknown device '" + options.device + "' (expected cpu or cuda)");
+  const bool available = options.device == "cpu" || at::hasCUDA();
+  const at::Device device = options.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
+
+  std::vector<report::CaseResult> results;
+  for (const StepPattern& pat : step_patterns())
+    for (CacheKind cache : {CacheKind::Static, CacheKind::Dynamic})
+      for (DType dtype : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64}) {
+        const LayerSpec spec = pat.spec(cache);
+        // Run every backend over the same steps; one result per backend.
+        std::vector<report::CaseResult> cases;
+        for (const auto& be : backends) {
+          report::CaseResult r;
+          r.suite = "backend";
+          r.name = pat.name + "/" + to_string(cache);
+          r.params = "layer=" + spec.describe() + ",device=" + options.device + ",seed=" + std::to_string(options.seed);
+          r.backend = be->name();
+          r.dtype = to_string(dtype);
+          r.reproduce = "kvconform run --backends " + be->name() + " --device " + options.device;
+          if (!available) {
+            r.status = report::Status::Skipped;
+            r.message = "CUDA is not available in this LibTorch build or on this machine";
+          }
+          cases.push_back(r);
+        }
+        if (available) {
+          auto layer = make_layer(spec);
+          Oracle oracle(OracleShape{pat.batch, pat.heads, pat.kv_heads, pat.head_dim}, pat.type, pat.window, pat.left_padding);
+          int64_t seen = 0;
+          std::vector<double> worst(backends.size(), 0.0), worst_ref(backends.size(), 0.0);
+          for (size_t s = 0; s < pat.steps.size(); ++s) {
+            const int64_t q = pat.steps[s];
+            if (q == 0) {
+              layer->reset();
+              oracle.reset();
+              seen = 0;
+              continue;
+            }
+            const uint64_t seed = options.seed ^ pat.seed;
+            const auto kv = inputs::block(seed, inputs::kKey, 0, pat.batch, pat.kv_heads, seen, q, pat.head_dim);
+            const auto vv = inputs::block(seed, inputs::kValue, 0, pat.batch, pat.kv_heads, seen, q, pat.head_dim);
+            const auto qv = inputs::block(seed, inputs::kQuery, 0, pat.batch, pat.heads, seen, q, pat.head_dim);
+            Call call;
+            call.mask.type = pat.type;
+            call.mask.window = pat.window;
+            call.mask.batch = pat.batch;
+            for (int64_t i = 0; i < q; ++i) call.mask.query_positions.push_back(seen + i);
+            call.mask.sizes = layer->get_mask_sizes(q);
+            call.mask.left_padding = pat.left_padding;
+            call.mask.tokens_so_far = seen + q;
+            call.mask.allow_skip = cache == CacheKind::Dynamic;
+            const KV out = layer->update(from_values(kv, {pat.batch, pat.kv_heads, q, pat.head_dim}, dtype),
+                                         from_values(vv, {pat.batch, pat.kv_heads, q, pat.head_dim}, dtype));
+            oracle.append(kv, vv, q);
+            call.query = from_values(qv, {pat.batch, pat.heads, q, pat.head_dim}, dtype).to(device);
+            call.keys = out.keys.to(device);
+            call.values = out.values.to(device);
+            const at::Tensor O = from_values(oracle.attend(qv, q), {pat.batch, pat.heads, q, pat.head_dim}, DType::Float64);
+            std::vector<double> sees_v;
+            for (int64_t b = 0; b < pat.batch; ++b)
+              for (int64_t i = 0; i < q; ++i) {
+                bool any = false;
+                for (int64_t k = 0; k <= seen + i && !any; ++k) any = oracle.visible(b, seen + i, k);
+                sees_v.push_back(any);
+              }
+            const at::Tensor sees = from_values(sees_v, {pat.batch, 1, q, 1}, DType::Float64).to(at::kBool);
+            const at::Tensor ref = math_reference(call.query, call.keys, call.values, masks::boolean_mask(call.mask));
+            for (size_t i = 0; i < backends.size(); ++i) {
+              report::CaseResult& r = cases[i];
+              if (r.status != report::Status::Pass) continue;
+              Verdict v;
+              try {
+                v = judge(backends[i]->run(call), ref, O, sees, dtype);
+              } catch (const std::exception& e) {
+                v.ok = false;
+                v.problem = std::string("threw: ") + e.what();
+              }
+              worst[i] = std::max(worst[i], v.error);
+              worst_ref[i] = std::max(worst_ref[i], v.reference_error);
+              if (!v.ok && v.only_masked_rows_nonfinite && known_deviation(r.backend, dtype)) {
+                r.status = report::Status::Deviation;
+                r.message = "step " + std::to_string(s) + ": " + v.problem + ": " + *known_deviation(r.backend, dtype);
+              } else if (!v.ok) {
+                r.status = report::Status::Fail;
+                r.message = "step " + std::to_string(s) + " (" + std::to_string(q) + " tokens after " +
+                            std::to_string(seen) + "): " + v.problem;
+              }
+            }
+            seen += q;
+          }
+          for (size_t i = 0; i < backends.size(); ++i)
+            if (cases[i].status == report::Status::Pass)
+              cases[i].detail = "max error " + sci(worst[i]) + ", same-dtype math reference " + sci(worst_ref[i]);
+        }
+        results.insert(results.end(), cases.begin(), cases.end());
+      }
+  return results;
+}
+
+}  // namespace kvc::backends

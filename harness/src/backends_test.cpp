@@ -1,0 +1,116 @@
+// The built-in attention backends against the float64 oracle, the tolerance policy's edges, and
+// the windowed kernel's faults (each must be caught by the built-in suite).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+
+#include "kvconform/attention.h"
+#include "kvconform/backends.h"
+#include "kvconform/tensors.h"
+
+namespace kvc::backends {
+namespace {
+
+TEST(BackendSuite, EveryBuiltinBackendPassesOnCpu) {
+  const auto results = run_suite({});
+  ASSERT_FALSE(results.empty());
+  std::map<std::string, int> per_backend;
+  for (const auto& r : results) {
+    ++per_backend[r.backend];
+    // eager in float64 with left padding: NaN in fully masked rows, as transformers itself does.
+    const auto expected = known_deviation(r.backend, parse_dtype(r.dtype)) && r.name.find("left_padding") != std::string::npos
+                              ? report::Status::Deviation : report::Status::Pass;
+    EXPECT_EQ(r.status, expected) << r.backend << " " << r.name << " " << r.dtype << ": " << r.message;
+    RecordProperty(r.backend + "/" + r.name + "/" + r.dtype, r.detail);
+    if (std::getenv("KVC_PRINT_ERRORS")) std::cout << r.backend << " " << r.dtype << " " << r.name << ": " << r.detail << "\n";
+  }
+  EXPECT_EQ(per_backend.size(), names().size());
+}
+
+TEST(BackendSuite, CudaIsSkippedWhereUnavailable) {
+  if (at::hasCUDA()) GTEST_SKIP() << "CUDA is available: the suite runs for real (see BackendSuite.Cuda*)";
+  SuiteOptions o;
+  o.device = "cuda";
+  o.backends = {"windowed"};
+  for (const auto& r : run_suite(o)) {
+    EXPECT_EQ(r.status, report::Status::Skipped) << r.name;
+    EXPECT_NE(r.message.find("CUDA"), std::string::npos);
+  }
+}
+
+TEST(BackendSuite, CudaBackendsPassWhereAvailable) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA";
+  SuiteOptions o;
+  o.device = "cuda";
+  for (const auto& r : run_suite(o)) EXPECT_EQ(r.status, report::Status::Pass) << r.backend << " " << r.name << ": " << r.message;
+}
+
+TEST(BackendSuite, RejectsUnknownNames) {
+  EXPECT_THROW(make("flash"), std::invalid_argument);
+  SuiteOptions o;
+  o.device = "tpu";
+  EXPECT_THROW(run_suite(o), std::invalid_argument);
+}
+
+// Every fault of the windowed kernel makes some built-in pattern fail against the oracle.
+class WindowedFault : public ::testing::TestWithParam<Fault> {};
+TEST_P(WindowedFault, IsCaughtByTheOracle) {
+  // run_suite builds its backends by name; drive the faulty kernel through the same steps by hand.
+  int failures = 0;
+  for (int64_t W : {2, 3, 4}) {
+    masks::MaskQuery m;
+    m.type = LayerType::Sliding;
+    m.window = W;
+    m.batch = 2;
+    m.left_padding = std::vector<int64_t>{0, 2};
+    const int64_t n = 7;
+    for (int64_t i = 0; i < n; ++i) m.query_positions.push_back(3 + i);
+    m.sizes = {n + 3, 0};
+    m.tokens_so_far = n + 3;
+    if (GetParam() == Fault::IgnoreKvOffset) {  // keys [2, 2 + n + 1)
+      m.sizes = {n + 1, 2};
+    }
+    const int64_t kv = m.sizes.kv_length;
+    const at::Tensor q = at::randn({2, 2, n, 4}, at::kDouble), k = at::randn({2, 1, kv, 4}, at::kDouble);
+    const at::Tensor v = at::randn({2, 1, kv, 4}, at::kDouble);
+    const at::Tensor mask = masks::boolean_mask(m);
+    const at::Tensor exact = attention::exact(q, k, v, mask);
+    const at::Tensor good = windowed(q, k, v, m.query_positions, m.sizes.kv_offset, kernel_window(m));
+    const at::Tensor bad = windowed(q, k, v, m.query_positions, m.sizes.kv_offset, kernel_window(m), GetParam());
+    EXPECT_TRUE(at::allclose(good, exact, 0, 1e-12)) << "W=" << W;
+    if (!at::allclose(bad, exact, 0, 1e-6)) ++failures;
+  }
+  EXPECT_GT(failures, 0);
+}
+INSTANTIATE_TEST_SUITE_P(Faults, WindowedFault,
+                         ::testing::Values(Fault::WindowOffByOne, Fault::FirstRowPadding, Fault::IgnoreKvOffset));
+
+TEST(Judge, NaNWhereTheOracleIsFiniteFails) {
+  const at::Tensor oracle = at::zeros({1, 1, 2, 2}, at::kDouble);
+  at::Tensor out = at::zeros({1, 1, 2, 2}, at::kFloat);
+  out[0][0][1][1] = std::numeric_limits<float>::quiet_NaN();
+  const at::Tensor sees = at::tensor(std::vector<uint8_t>{1, 0}).to(at::kBool).view({1, 1, 2, 1});
+  const Verdict v = judge(out, oracle, oracle, sees, DType::Float32);  // the NaN is in a fully masked row
+  EXPECT_FALSE(v.ok);
+  EXPECT_NE(v.problem.find("NaN at [b=0,h=0,q=1,d=1]"), std::string::npos) << v.problem;
+}
+
+TEST(Judge, BoundIsTheLargerOfFloorAndFactorTimesReferenceError) {
+  const at::Tensor oracle = at::zeros({1, 1, 1, 1}, at::kDouble);
+  const at::Tensor sees = at::ones({1, 1, 1, 1}, at::kBool);
+  const Policy p = policy(DType::Float16);
+  const at::Tensor ref = at::full({1, 1, 1, 1}, 10 * p.floor, at::kDouble);
+  EXPECT_TRUE(judge(at::full({1, 1, 1, 1}, p.floor, at::kDouble), oracle, oracle, sees, DType::Float16).ok);
+  EXPECT_FALSE(judge(at::full({1, 1, 1, 1}, 2 * p.floor, at::kDouble), oracle, oracle, sees, DType::Float16).ok);
+  EXPECT_TRUE(judge(at::full({1, 1, 1, 1}, p.factor * 10 * p.floor, at::kDouble), ref, oracle, sees, DType::Float16).ok);
+  EXPECT_FALSE(judge(at::full({1, 1, 1, 1}, p.factor * 11 * p.floor, at::kDouble), ref, oracle, sees, DType::Float16).ok);
+  // A fully masked row is not compared, only required finite.
+  EXPECT_TRUE(judge(at::full({1, 1, 1, 1}, 5.0, at::kDouble), oracle, oracle, at::zeros({1, 1, 1, 1}, at::kBool),
+                    DType::Float16).ok);
+}
+
+}  // namespace
+}  // namespace kvc::backends
