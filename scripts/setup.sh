@@ -5,7 +5,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-debs=(build-essential cmake git python3-venv libgtest-dev librapidcheck-dev nlohmann-json3-dev libcli11-dev)
+debs=(build-essential cmake git python3-venv libssl-dev libgtest-dev librapidcheck-dev nlohmann-json3-dev libcli11-dev)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -13,6 +13,15 @@ if ((${#missing[@]})); then
   sudo_=""; [ "$(id -u)" -eq 0 ] || sudo_="sudo"
   $sudo_ apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# valijson is header-only, but its Debian package depends on Qt, Poco and every JSON library it has
+# adapters for: unpack just its headers into .deps/ instead of installing it.
+if [ ! -f .deps/valijson/usr/include/valijson/validator.hpp ]; then
+  echo "setup: unpacking libvalijson-dev headers into .deps/valijson" >&2
+  rm -rf .deps/valijson && mkdir -p .deps/valijson
+  (cd .deps && apt-get download libvalijson-dev >/dev/null 2>&1 || { apt-get update -qq && apt-get download libvalijson-dev >/dev/null; })
+  dpkg -x .deps/libvalijson-dev_*.deb .deps/valijson && rm -f .deps/libvalijson-dev_*.deb
 fi
 
 # LibTorch comes from the torch wheel (a CPU build pip finds on this machine); uv/poetry would
