@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "kvconform/attention.h"
+#include "kvconform/backends.h"
 #include "kvconform/inputs.h"
 #include "kvconform/masks.h"
 #include "kvconform/oracle.h"
@@ -122,7 +123,7 @@ struct SystemUnderTest::Impl {
     m.sizes = s.sizes;
     m.left_padding = cfg.left_padding;
     m.tokens_so_far = seen + q;
-    m.allow_skip = t.layer->spec().cache == CacheKind::Dynamic;
+    m.allow_skip = masks::allow_is_causal_skip(Profile::V5, t.layer->spec().cache, q);
     s.boolean = masks::boolean_mask(m, mutation);
     s.sdpa = masks::can_skip(m) ? std::nullopt : std::optional<at::Tensor>(s.boolean);
     return s;
@@ -247,6 +248,37 @@ struct SystemUnderTest::Impl {
     return exact;
   }
 
+  // Every CPU backend over the layer's returned K/V, judged by the tolerance policy (backends.h).
+  std::vector<std::unique_ptr<backends::Backend>> backend_list;
+  void check_backends(const Tracked& t, const StepView& s, const at::Tensor& Q, const at::Tensor& O,
+                      const at::Tensor& rows, const std::string& where) {
+    if (backend_list.empty()) backend_list = backends::all();
+    const std::string who = where + ": " + t.role + " " + t.layer->spec().describe();
+    const std::string dt = to_string(cfg.dtype);
+    const backends::Call call{Q, s.out.keys, s.out.values, s.query};
+    at::Tensor reference;
+    try {
+      reference = backends::math_reference(Q, s.out.keys, s.out.values, masks::boolean_mask(s.query));
+    } catch (const std::exception& e) {
+      RC_FAIL(who + " math reference failed: " + e.what());
+    }
+    for (const auto& be : backend_list) {
+      backends::Verdict v;
+      try {
+        v = backends::judge(be->run(call), reference, O, rows, cfg.dtype);
+      } catch (const std::exception& e) {
+        RC_FAIL(who + " backend " + be->name() + " threw: " + e.what());
+      }
+      observe(be->name() + "/" + dt, v.error);
+      observe("math_reference/" + dt, v.reference_error);
+      // The ratio only where the factor term binds (above the floor): that is what the factor must cover.
+      const backends::Policy pol = backends::policy(cfg.dtype);
+      if (pol.factor * v.reference_error > pol.floor) observe("ratio/" + be->name() + "/" + dt, v.error / v.reference_error);
+      if (!v.ok && !(v.only_masked_rows_nonfinite && backends::known_deviation(be->name(), cfg.dtype)))
+        RC_FAIL(who + " backend " + be->name() + " in " + dt + ": " + v.problem);
+    }
+  }
+
   void step(int64_t seen, int64_t q, const char* command) {
     const std::string where = std::string(command) + "(" + std::to_string(q) + ") after " + std::to_string(seen) + " tokens";
     const int64_t B = cfg.batch, Hkv = cfg.kv_heads, H = cfg.heads, D = cfg.head_dim;
@@ -296,6 +328,12 @@ struct SystemUnderTest::Impl {
             RC_FAIL(where + ": " + layers[0].layer->spec().describe() + " stores " + rows_str(a) + " but " +
                     layers[2].layer->spec().describe() + " stores " + rows_str(b));
         }
+        break;
+      }
+      case Property::BackendsVsOracle: {
+        const at::Tensor O = from_values(oracle.attend(qv, q), {B, H, q, D}, DType::Float64);
+        const at::Tensor rows = seeing_rows(seen, q);
+        for (size_t i = 0; i < checked; ++i) check_backends(layers[i], views[i], Q, O, rows, where);
         break;
       }
     }

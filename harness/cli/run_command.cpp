@@ -1,11 +1,14 @@
-// `kvconform run`: the built-in property campaign, one line per property.
+// `kvconform run`: golden fixtures replayed through the reference, then the property campaign.
+// One line per case (`NAME(params): OK|FAIL|DEVIATION ...`) and a closing `N passed, N failed`.
 #include <iomanip>
 #include <iostream>
 #include <regex>
+#include <sstream>
 
 #include "commands.h"
 #include "kvconform/campaign.h"
-#include "kvconform/positions.h"
+#include "kvconform/golden.h"
+#include "kvconform/results.h"
 
 namespace kvc::cli {
 
@@ -13,25 +16,69 @@ namespace {
 struct RunArgs {
   std::optional<uint64_t> seed;
   std::optional<int> iterations;
-  std::string property = ".*";
+  std::string property = ".*", case_regex;
   std::string attention, dtype, mutant = "none", reproduce;
-  bool list = false, verbose = false;
+  std::string fixtures = "golden/fixtures", cases = "cases";
+  bool list = false, verbose = false, golden_only = false, properties_only = false;
 };
+
+report::CaseResult property_result(const campaign::Outcome& o, const campaign::Options& options, bool verbose) {
+  report::CaseResult r;
+  r.suite = "property";
+  r.name = campaign::to_string(o.property);
+  r.params = o.params;
+  r.backend = "reference";
+  r.dtype = options.filter.dtype ? to_string(*options.filter.dtype) : "mixed";
+  r.status = o.ok ? report::Status::Pass : report::Status::Fail;
+  std::ostringstream detail;
+  if (o.ok) {
+    r.message = std::to_string(o.cases) + " cases, " + std::to_string(o.observations.steps) + " steps";
+  } else {
+    r.message = "failed after " + std::to_string(o.cases) + " passing cases";
+    detail << o.failure;
+    std::string cmd = "kvconform run --properties-only --property '^" + r.name + "$' --seed " + std::to_string(options.seed);
+    if (options.mutation != Mutation::None) cmd += std::string(" --mutant ") + to_string(options.mutation);
+    if (!o.reproduce.empty()) cmd += " --reproduce '" + o.reproduce + "'";
+    r.reproduce = cmd;
+  }
+  if (verbose)
+    for (const auto& [key, err] : o.observations.max_error)
+      detail << (detail.tellp() ? "\n" : "") << "max error " << key << ": " << std::scientific << std::setprecision(3)
+             << err;
+  r.detail = detail.str();
+  return r;
+}
+
+void print_line(const report::CaseResult& r) {
+  std::cout << (r.suite == "property" ? "" : r.suite + " ") << r.name << "(" << r.params << "): " << to_string(r.status);
+  if (!r.message.empty()) std::cout << " " << (r.status == report::Status::Pass ? "(" + r.message + ")" : r.message);
+  std::cout << "\n";
+  if (r.status == report::Status::Fail) {
+    if (!r.detail.empty()) std::cout << r.detail << "\n";
+    if (!r.reproduce.empty()) std::cout << "  reproduce: " << r.reproduce << "\n";
+  }
+  std::cout.flush();
+}
 }  // namespace
 
 Runner add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
-  CLI::App* run = app.add_subcommand("run", "Run the conformance campaign (default: every property, fixed seed)");
+  CLI::App* run = app.add_subcommand("run", "Replay the golden fixtures and run the property campaign (defaults: all, fixed seed)");
   run->add_option("--seed", args->seed, "Campaign seed (default 20250917, or KVC_SEED)");
   run->add_option("--iterations", args->iterations, "RapidCheck cases per property (default 100, or KVC_ITERATIONS)")
       ->check(CLI::PositiveNumber);
   run->add_option("--property", args->property, "Regular expression over property names");
-  run->add_option("--attention", args->attention, "Only sliding, chunked or full configurations");
-  run->add_option("--dtype", args->dtype, "Only configurations of this dtype (float32, float16, bfloat16, float64)");
-  run->add_option("--mutant", args->mutant, "Run against a deliberately wrong implementation (expect FAIL)");
-  run->add_option("--reproduce", args->reproduce, "Replay a failure from its reproduce string (with --property)");
+  run->add_option("--case", args->case_regex, "Regular expression over golden names (<transformers version>/<case>)");
+  run->add_option("--attention", args->attention, "Only sliding, chunked or full configurations / cases");
+  run->add_option("--dtype", args->dtype, "Only this dtype (float32, float16, bfloat16, float64)");
+  run->add_option("--mutant", args->mutant, "Run the properties against a deliberately wrong implementation (expect FAIL)");
+  run->add_option("--reproduce", args->reproduce, "Replay a property failure from its reproduce string (with --property)");
+  run->add_option("--fixtures", args->fixtures, "Golden fixtures folder (one subfolder per transformers version)");
+  run->add_option("--cases", args->cases, "Scenario folder the fixtures were dumped from");
+  auto* golden_only = run->add_flag("--golden-only", args->golden_only, "Only replay the golden fixtures");
+  run->add_flag("--properties-only", args->properties_only, "Only run the property campaign")->excludes(golden_only);
   run->add_flag("--list", args->list, "List what would run and exit");
-  run->add_flag("-v,--verbose", args->verbose, "Print the largest numerical errors seen per dtype");
+  run->add_flag("-v,--verbose", args->verbose, "Also print details of passing cases (largest numerical errors)");
 
   return [args]() -> int {
     campaign::Options options = campaign::options_from_env();
@@ -44,40 +91,54 @@ Runner add_run_command(CLI::App& app) {
     std::regex pattern;
     try {
       pattern = std::regex(args->property);
-    } catch (const std::regex_error& e) {
-      throw std::invalid_argument("--property '" + args->property + "' is not a valid regular expression");
+      if (!args->case_regex.empty()) std::regex check(args->case_regex);
+    } catch (const std::regex_error&) {
+      throw std::invalid_argument("--property/--case is not a valid regular expression");
     }
-
     std::vector<campaign::Property> selected;
     for (campaign::Property p : campaign::all_properties())
       if (std::regex_search(campaign::to_string(p), pattern)) selected.push_back(p);
-    if (selected.empty()) throw std::invalid_argument("--property '" + args->property + "' matches no property");
-    if (args->list) {
-      for (campaign::Property p : selected) std::cout << campaign::to_string(p) << ": " << campaign::describe(p) << "\n";
-      return 0;
-    }
+    if (selected.empty() && !args->golden_only)
+      throw std::invalid_argument("--property '" + args->property + "' matches no property");
 
-    int passed = 0, failed = 0;
-    for (campaign::Property p : selected) {
-      const campaign::Outcome o = campaign::run(p, options);
-      std::cout << campaign::to_string(p) << "(" << o.params << "): ";
-      if (o.ok) {
-        ++passed;
-        std::cout << "OK (" << o.cases << " cases, " << o.observations.steps << " steps)\n";
+    report::RunSummary summary;
+    summary.tool_version = "kvconform 0.1.0";
+    summary.seed = options.seed;
+    const bool goldens = !args->properties_only && options.mutation == Mutation::None && options.reproduce.empty();
+    if (goldens) {
+      golden::ReplayOptions g;
+      g.fixtures_root = args->fixtures;
+      g.cases_root = args->cases;
+      g.name_regex = args->case_regex;
+      g.dtype = options.filter.dtype;
+      g.layer_type = options.filter.attention;
+      if (args->list) {
+        for (const std::string& v : golden::fixture_versions(g.fixtures_root)) std::cout << "golden fixtures: " << g.fixtures_root << "/" << v << "\n";
       } else {
-        ++failed;
-        std::cout << "FAIL after " << o.cases << " passing cases\n" << o.failure << "\n";
-        if (!o.reproduce.empty())
-          std::cout << "  reproduce: kvconform run --property '^" << campaign::to_string(p) << "$' --seed " << options.seed
-                    << " --reproduce '" << o.reproduce << "'\n";
+        for (report::CaseResult& r : golden::replay(g)) {
+          if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
+          print_line(r);
+          summary.cases.push_back(std::move(r));
+        }
       }
-      if (args->verbose)
-        for (const auto& [key, err] : o.observations.max_error)
-          std::cout << "  max error " << key << ": " << std::scientific << std::setprecision(3) << err
-                    << std::defaultfloat << "\n";
-      std::cout.flush();
     }
-    std::cout << passed << " passed, " << failed << " failed\n";
+    if (!args->golden_only) {
+      for (campaign::Property p : selected) {
+        if (args->list) {
+          std::cout << "property " << campaign::to_string(p) << ": " << campaign::describe(p) << "\n";
+          continue;
+        }
+        report::CaseResult r = property_result(campaign::run(p, options), options, args->verbose);
+        print_line(r);
+        if (args->verbose && r.status == report::Status::Pass && !r.detail.empty()) std::cout << r.detail << "\n";
+        summary.cases.push_back(std::move(r));
+      }
+    }
+    if (args->list) return 0;
+    const int failed = summary.count(report::Status::Fail);
+    std::cout << (summary.cases.size() - failed) << " passed, " << failed << " failed";
+    if (int d = summary.count(report::Status::Deviation)) std::cout << " (" << d << " upstream deviations reproduced)";
+    std::cout << "\n";
     return failed == 0 ? 0 : 1;
   };
 }

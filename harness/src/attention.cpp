@@ -13,12 +13,13 @@ at::Tensor repeat_kv(const at::Tensor& x, int64_t heads) {
   if (groups == 1) return x;
   return x.unsqueeze(2).expand({x.size(0), x.size(1), groups, x.size(2), x.size(3)}).reshape({x.size(0), heads, x.size(2), x.size(3)});
 }
+// transformers' head_dim**-0.5, computed as Python computes it.
+double scaling(const at::Tensor& q) { return std::pow(static_cast<double>(q.size(3)), -0.5); }
 }  // namespace
 
 at::Tensor eager(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                  const std::optional<at::Tensor>& additive_mask) {
-  const double scaling = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  at::Tensor scores = at::matmul(q, repeat_kv(k, q.size(1)).transpose(2, 3)) * scaling;
+  at::Tensor scores = at::matmul(q, repeat_kv(k, q.size(1)).transpose(2, 3)) * scaling(q);
   if (additive_mask) scores = scores + *additive_mask;
   const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
   return at::matmul(probs, repeat_kv(v, q.size(1)));
@@ -26,16 +27,23 @@ at::Tensor eager(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 
 at::Tensor sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                 const std::optional<at::Tensor>& boolean_mask) {
-  const bool is_causal = !boolean_mask && q.size(2) > 1;
+  const int64_t q_len = q.size(2);
+  const bool is_causal = !boolean_mask && q_len > 1;
+  // transformers lets SDPA share kv heads itself (enable_gqa) when no mask is passed.
+  const bool gqa = !boolean_mask && q.size(1) != k.size(1);
+  at::Tensor key = gqa ? k : repeat_kv(k, q.size(1)), value = gqa ? v : repeat_kv(v, q.size(1));
+  if (is_causal && key.size(2) > q_len) {  // is_causal is top-left aligned: later rows are unseen
+    key = key.slice(2, 0, q_len);
+    value = value.slice(2, 0, q_len);
+  }
   const std::optional<at::Tensor> mask = boolean_mask ? std::optional<at::Tensor>(*boolean_mask) : std::nullopt;
-  return at::scaled_dot_product_attention(q, repeat_kv(k, q.size(1)), repeat_kv(v, q.size(1)), mask, 0.0, is_causal);
+  return at::scaled_dot_product_attention(q, key, value, mask, 0.0, is_causal, scaling(q), gqa);
 }
 
 at::Tensor exact(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& boolean_mask) {
   const at::Tensor q64 = q.to(at::kDouble), k64 = repeat_kv(k, q.size(1)).to(at::kDouble);
   const at::Tensor v64 = repeat_kv(v, q.size(1)).to(at::kDouble);
-  const double scaling = 1.0 / std::sqrt(static_cast<double>(q.size(3)));
-  at::Tensor scores = at::matmul(q64, k64.transpose(2, 3)) * scaling;
+  at::Tensor scores = at::matmul(q64, k64.transpose(2, 3)) * scaling(q);
   scores = scores.masked_fill(boolean_mask.logical_not(), -std::numeric_limits<double>::infinity());
   const at::Tensor any = boolean_mask.any(-1, /*keepdim=*/true);
   scores = scores.masked_fill(any.logical_not(), 0.0);  // keep softmax finite; rows zeroed below

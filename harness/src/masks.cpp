@@ -58,15 +58,29 @@ at::Tensor boolean_mask(const MaskQuery& m, Mutation mutation) {
   return allowed.unsqueeze(1).contiguous();
 }
 
+bool allow_is_causal_skip(Profile profile, CacheKind cache, int64_t query_length) {
+  const bool compileable = cache == CacheKind::Static;
+  return profile == Profile::V4_57 ? !compileable : !(compileable && query_length == 1);
+}
+
 bool can_skip(const MaskQuery& m) {
   check(m);
   const int64_t q = static_cast<int64_t>(m.query_positions.size());
   if (!m.allow_skip) return false;
-  if (!(q == 1 || m.sizes.kv_length == q)) return false;
-  if (m.type != LayerType::Full && !(m.sizes.kv_length < m.window)) return false;
-  if (!m.left_padding) return true;
-  const int64_t n = m.sizes.kv_offset + m.sizes.kv_length;
-  return padding_mask(m, std::max(n, m.tokens_so_far)).slice(1, m.sizes.kv_offset, n).all().item<bool>();
+  if (m.type != LayerType::Full && m.sizes.kv_length >= m.window) return false;  // the window shows
+  // The 2D mask over the key columns (zero-padded past the tokens fed so far); none = all real.
+  at::Tensor pad;
+  if (m.left_padding) {
+    const int64_t n = m.sizes.kv_offset + m.sizes.kv_length;
+    pad = padding_mask(m, std::max(n, m.tokens_so_far)).slice(1, m.sizes.kv_offset, n);
+  }
+  if ((q == 1 || m.sizes.kv_length == q) && (!pad.defined() || pad.all().item<bool>())) return true;
+  // 5.x: an empty cache (first query at 0) may use top-left is_causal when the only padding is the
+  // unwritten tail of a static buffer.
+  if (m.profile == Profile::V5 && !m.query_positions.empty() && m.query_positions.front() == 0)
+    return !pad.defined() ||
+           (pad.slice(1, 0, q).all().item<bool>() && pad.slice(1, q).logical_not().all().item<bool>());
+  return false;
 }
 
 std::optional<at::Tensor> sdpa_mask(const MaskQuery& m, Mutation mutation) {

@@ -22,8 +22,13 @@ struct MaskQuery {
   // The 2D attention_mask: leading zeros per row, ones up to `tokens_so_far`; nullopt = none passed.
   LeftPadding left_padding;
   int64_t tokens_so_far = 0;             // length of the 2D attention_mask (seen + q)
-  bool allow_skip = false;               // false for static caches (is_compileable)
+  bool allow_skip = false;               // see allow_is_causal_skip
+  Profile profile = Profile::V5;         // 5.x adds a prefill skip rule (can_skip)
 };
+
+// create_*_mask's allow_is_causal_skip. 4.57: never for compileable (static) caches.
+// 5.x: not for a compileable cache's single-token (decode) step only.
+bool allow_is_causal_skip(Profile profile, CacheKind cache, int64_t query_length);
 
 // [batch, 1, q, kv_length] bool, true = attend. Keys are at kv_offset + j.
 at::Tensor boolean_mask(const MaskQuery& m, Mutation mutation = Mutation::None);
