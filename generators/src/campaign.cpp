@@ -21,6 +21,7 @@ const char* to_string(Property p) {
     case Property::WindowCoverage: return "window_coverage";
     case Property::AttentionVsOracle: return "attention_vs_oracle";
     case Property::LayerAgreement: return "layer_agreement";
+    case Property::BackendsVsOracle: return "backends_vs_oracle";
   }
   return "?";
 }
@@ -32,13 +33,15 @@ const char* describe(Property p) {
     case Property::WindowCoverage: return "each query attends exactly the keys the window rule allows, no more";
     case Property::AttentionVsOracle: return "eager, SDPA and float64 attention over the layer's K/V match the float64 oracle";
     case Property::LayerAgreement: return "static and dynamic layers agree; sliding and chunked layers store the same rows";
+    case Property::BackendsVsOracle:
+      return "eager, sdpa, sdpa_is_causal and windowed kernels over the layer's K/V within max(floor, factor x same-dtype math error) of the oracle";
   }
   return "";
 }
 
 std::vector<Property> all_properties() {
   return {Property::StoredRows, Property::ReturnedRows, Property::WindowCoverage, Property::AttentionVsOracle,
-          Property::LayerAgreement};
+          Property::LayerAgreement, Property::BackendsVsOracle};
 }
 
 Property parse_property(const std::string& s) {

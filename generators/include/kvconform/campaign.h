@@ -20,6 +20,7 @@ enum class Property {
   WindowCoverage,     // 3: each query attends exactly the keys the window rule allows
   AttentionVsOracle,  // 4: attention from the layer's K/V and mask matches the float64 oracle
   LayerAgreement,     // 5: static == dynamic outputs; sliding and chunked twins store the same rows
+  BackendsVsOracle,   // 6: every CPU attention backend (backends.h) within the tolerance policy of the oracle
 };
 
 const char* to_string(Property p);  // "stored_rows", ...
