@@ -1,0 +1,65 @@
+// Runs a script of plugin calls (plugin_abi.h) in a forked child process, with guard bytes around
+// every output buffer, and brings the results back over a pipe. A plugin that crashes, aborts, exits
+// or hangs ends its script with the signal or the timeout named; the caller goes on. No LibTorch
+// here: the child only loads the plugin and copies bytes (a forked LibTorch is not safe to use).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvconform/plugin_abi.h"
+
+namespace kvc::plugin {
+
+// A contiguous row-major [batch, heads, seq, head_dim] buffer.
+struct Buffer {
+  kvc_dtype dtype = KVC_FLOAT32;
+  int64_t shape[4] = {0, 0, 0, 0};
+  std::vector<uint8_t> bytes;
+};
+size_t element_size(kvc_dtype d);
+
+struct Op {
+  enum Kind { Create, MaskSizes, Update, Read, Reset, Attention } kind = Create;
+  kvc_cache_config config{};  // Create
+  int64_t q = 0;              // MaskSizes: query_length
+  Buffer keys, values;        // Update: new tokens; Attention: the K/V
+  int64_t out_rows = 0;       // Update, Read: rows the host allocates for the output
+  // Attention
+  Buffer query;
+  std::vector<int64_t> query_positions;
+  int64_t kv_offset = 0;
+  kvc_window_kind window_kind = KVC_WINDOW_FULL;
+  int64_t window_left = 0, chunk_size = 0;
+  std::vector<int64_t> left_padding;  // empty: none
+  std::vector<uint8_t> mask;          // KVC_WINDOW_MASK: [batch, q, kv]
+  double scale = 1.0;
+};
+
+struct OpResult {
+  int status = KVC_OK;
+  std::string error;              // the plugin's message when status != KVC_OK
+  int64_t a = 0, b = 0;           // MaskSizes: kv_length, kv_offset; Update, Read: rows
+  std::vector<uint8_t> out1, out2;  // Update, Read: keys, values; Attention: out (poisoned with 0xFF first)
+  std::string guard;              // non-empty when a write landed outside an output buffer
+};
+
+struct Trace {
+  enum class End { Completed, LoadFailed, Crashed, TimedOut, Exited };
+  End end = End::Completed;
+  std::string detail;  // "SIGSEGV (Segmentation fault)", "timed out after 2 s", the dlopen error, ...
+  std::string name, description;
+  bool has_attention = false, has_cache = false;
+  std::vector<OpResult> results;  // one per op that returned, in order
+  bool ok() const { return end == End::Completed; }
+};
+
+// Loads `path` in a child, runs `ops` in order (a cache op before Create fails with KVC_ERR_INVALID;
+// ops go on after a failed call), destroys the cache and reports. With no ops it only probes the
+// plugin (its name and what it exports).
+Trace execute(const std::string& path, const std::vector<Op>& ops, double timeout_s);
+
+const char* to_string(Trace::End e);
+
+}  // namespace kvc::plugin

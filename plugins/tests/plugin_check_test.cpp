@@ -1,0 +1,137 @@
+// check_plugin on the example plugins: the ring buffer passes everything; each mutant fails with a
+// message naming its bug class; a crashing and a hanging plugin fail their cases and the run goes on.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "kvconform/plugin_host.h"
+#include "kvconform/plugin_runner.h"
+
+namespace kvc::plugin {
+namespace {
+
+using report::CaseResult;
+using report::Status;
+
+int count(const std::vector<CaseResult>& rs, Status s) {
+  int n = 0;
+  for (const auto& r : rs) n += r.status == s;
+  return n;
+}
+
+// The first failure whose message contains `fragment`; empty when none.
+std::string first_with(const std::vector<CaseResult>& rs, const std::string& fragment) {
+  for (const auto& r : rs)
+    if (r.status == Status::Fail && r.message.find(fragment) != std::string::npos) return r.name + ": " + r.message;
+  return "";
+}
+
+std::string failures(const std::vector<CaseResult>& rs) {
+  std::string s;
+  for (const auto& r : rs)
+    if (r.status != Status::Pass) s += r.name + " [" + r.dtype + "]: " + r.message + "\n" + r.detail + "\n";
+  return s;
+}
+
+TEST(RingBufferPlugin, PassesEveryCheck) {
+  const auto results = check_plugin(KVC_RING_BUFFER);
+  ASSERT_GT(results.size(), 50u);
+  EXPECT_EQ(count(results, Status::Pass), static_cast<int>(results.size())) << failures(results);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.suite, "plugin");
+    EXPECT_EQ(r.backend, "ring_buffer");
+  }
+  bool campaign_cache = false, campaign_kernel = false;
+  for (const auto& r : results) {
+    campaign_cache |= r.name == "campaign/cache";
+    campaign_kernel |= r.name == "campaign/kernel";
+  }
+  EXPECT_TRUE(campaign_cache && campaign_kernel);
+}
+
+PluginCheckOptions quick() {
+  PluginCheckOptions o;
+  o.iterations = 10;
+  return o;
+}
+
+TEST(MutantPlugin, WindowOffByOneIsCaughtByTheKernelCheck) {
+  const auto results = check_plugin(KVC_MUTANT_WINDOW_OFF_BY_ONE, quick());
+  const std::string hit = first_with(results, "attention (window) max error");
+  EXPECT_FALSE(hit.empty()) << failures(results);
+  std::cout << "  e.g. " << hit << "\n";
+  for (const auto& r : results)  // the cache itself is right
+    if (r.name.rfind("cache/", 0) == 0) {
+      EXPECT_EQ(r.status, Status::Pass) << r.name << ": " << r.message;
+    }
+}
+
+TEST(MutantPlugin, StaleKvOffsetIsCaughtByTheCacheCheck) {
+  const auto results = check_plugin(KVC_MUTANT_STALE_KV_OFFSET, quick());
+  const std::string hit = first_with(results, "get_mask_sizes(");
+  EXPECT_NE(hit.find("kv_offset"), std::string::npos) << failures(results);
+  std::cout << "  e.g. " << hit << "\n";
+}
+
+TEST(MutantPlugin, WrongOrderAfterWrapAroundIsCaught) {
+  const auto results = check_plugin(KVC_MUTANT_WRAP_ORDER, quick());
+  const std::string hit = first_with(results, "holds token");
+  EXPECT_FALSE(hit.empty()) << failures(results);
+  std::cout << "  e.g. " << hit << "\n";
+  // The message names the step, the field and both tokens.
+  EXPECT_NE(hit.find("step "), std::string::npos);
+  EXPECT_NE(hit.find(", expected "), std::string::npos);
+}
+
+TEST(MutantPlugin, ReadingOneRowPastTheEndIsCaughtByGuardBytes) {
+  const auto results = check_plugin(KVC_MUTANT_READ_PAST_END, quick());
+  const std::string hit = first_with(results, "cache_read wrote outside its output");
+  EXPECT_NE(hit.find("past the end"), std::string::npos) << failures(results);
+  std::cout << "  e.g. " << hit << "\n";
+}
+
+TEST(MutantPlugin, ACrashFailsItsCasesWithTheSignalAndTheRunGoesOn) {
+  PluginCheckOptions o = quick();
+  const auto results = check_plugin(KVC_MUTANT_CRASH, o);
+  const std::string hit = first_with(results, "crashed: killed by SIGSEGV");
+  EXPECT_FALSE(hit.empty()) << failures(results);
+  std::cout << "  e.g. " << hit << "\n";
+  EXPECT_GT(count(results, Status::Pass), 0) << "the kernel cases after a crashed cache case must still run";
+  for (const auto& r : results) EXPECT_NE(r.name.rfind("campaign/", 0), 0u) << "no random campaign after a crash";
+}
+
+TEST(MutantPlugin, AHangFailsItsCasesWithTheTimeoutAndTheRunGoesOn) {
+  PluginCheckOptions o;
+  o.timeout_s = 0.5;
+  o.kernel = false;
+  const auto start = std::chrono::steady_clock::now();
+  const auto results = check_plugin(KVC_MUTANT_HANG, o);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string hit = first_with(results, "timed out after 0.5 s");
+  EXPECT_FALSE(hit.empty()) << failures(results);
+  std::cout << "  e.g. " << hit << "\n";
+  EXPECT_GT(count(results, Status::Pass), 0);  // batch-1 cases do not hang
+  EXPECT_LT(took, 30.0);
+}
+
+TEST(PluginLoading, AMissingFileOrSymbolIsOneFailedCase) {
+  auto results = check_plugin("/nonexistent/plugin.so");
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].name, "load");
+  EXPECT_NE(results[0].message.find("cannot load"), std::string::npos);
+  const Trace t = execute("libm.so.6", {}, 5);
+  EXPECT_EQ(t.end, Trace::End::LoadFailed);
+  EXPECT_NE(t.detail.find("kvc_plugin_get_api"), std::string::npos) << t.detail;
+}
+
+TEST(PluginRunner, ProbeReportsWhatThePluginExports) {
+  const Trace t = execute(KVC_RING_BUFFER, {}, 5);
+  ASSERT_TRUE(t.ok()) << t.detail;
+  EXPECT_EQ(t.name, "ring_buffer");
+  EXPECT_TRUE(t.has_attention);
+  EXPECT_TRUE(t.has_cache);
+}
+
+}  // namespace
+}  // namespace kvc::plugin
