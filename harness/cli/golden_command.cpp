@@ -1,0 +1,131 @@
+// `kvconform golden`: regenerate the fixtures through the real transformers (golden/dump.py in
+// each pinned environment), check the committed ones against a fresh dump, or write the
+// generated corpus of random cases.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <algorithm>
+#include <regex>
+#include <set>
+
+#include "commands.h"
+#include "kvconform/cases.h"
+#include "kvconform/corpus.h"
+
+namespace kvc::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+struct GoldenArgs {
+  bool check = false;
+  int corpus = 0;
+  uint64_t seed = 20250917;
+  std::vector<std::string> versions;
+  std::string root = ".";
+};
+
+// Versions with a pinned environment: golden/requirements-<version>.txt.
+std::vector<std::string> pinned_versions(const fs::path& root) {
+  std::vector<std::string> out;
+  const std::regex name("requirements-(.+)\\.txt");
+  for (const auto& e : fs::directory_iterator(root / "golden")) {
+    std::smatch m;
+    const std::string file = e.path().filename().string();
+    if (std::regex_match(file, m, name)) out.push_back(m[1]);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+int shell(const std::string& command) {
+  std::cerr << "+ " << command << "\n";
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
+
+// Dumps every case (hand-written and generated) for one version into `out`.
+int dump(const fs::path& root, const std::string& version, const fs::path& out) {
+  if (int rc = shell("bash " + quoted(root / "golden/setup_env.sh") + " " + version + " >&2"); rc != 0) return rc;
+  std::string cmd = quoted(root / ("golden/.venv-" + version) / "bin/python") + " " + quoted(root / "golden/dump.py") +
+                    " --cases " + quoted(root / "cases");
+  if (fs::is_directory(root / "cases/generated")) cmd += " " + quoted(root / "cases/generated");
+  return shell(cmd + " --out " + quoted(out));
+}
+
+// Byte comparison of two fixture folders; prints each difference, returns their count.
+int compare_dirs(const fs::path& committed, const fs::path& fresh) {
+  int differences = 0;
+  std::set<std::string> names;
+  for (const fs::path& d : {committed, fresh})
+    if (fs::is_directory(d))
+      for (const auto& e : fs::directory_iterator(d)) names.insert(e.path().filename().string());
+  for (const std::string& n : names) {
+    const bool a = fs::exists(committed / n), b = fs::exists(fresh / n);
+    if (!a || !b) {
+      std::cout << (a ? "stale (no longer produced): " : "missing (not committed): ") << (committed / n).string() << "\n";
+      ++differences;
+    } else if (cases::read_file((committed / n).string()) != cases::read_file((fresh / n).string())) {
+      std::cout << "differs: " << (committed / n).string() << "\n";
+      ++differences;
+    }
+  }
+  return differences;
+}
+
+int write_corpus(const fs::path& root, int count, uint64_t seed) {
+  const fs::path dir = root / "cases/generated";
+  const fs::path tmp = root / "cases/.generated.tmp";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  for (const auto& doc : corpus::generate(seed, count)) {
+    const std::string text = doc.dump(2) + "\n";
+    cases::parse_case(text, doc["name"].get<std::string>() + ".json");  // every file must load
+    std::ofstream(tmp / (doc["name"].get<std::string>() + ".json")) << text;
+  }
+  fs::remove_all(dir);
+  fs::rename(tmp, dir);  // all or nothing
+  std::cout << "wrote " << count << " cases to " << dir.string() << " (seed " << seed << ")\n";
+  return 0;
+}
+}  // namespace
+
+Runner add_golden_command(CLI::App& app) {
+  auto args = std::make_shared<GoldenArgs>();
+  CLI::App* cmd = app.add_subcommand("golden", "Regenerate golden fixtures from the pinned transformers versions");
+  cmd->add_flag("--check", args->check, "Dump into a temporary folder and report any difference from the committed fixtures");
+  cmd->add_option("--generate-corpus", args->corpus, "Write N random cases to cases/generated/ (replacing it) and stop")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", args->seed, "Seed of the generated corpus");
+  cmd->add_option("--version", args->versions, "Only these transformers versions (default: every golden/requirements-*.txt)");
+  cmd->add_option("--root", args->root, "Repository root")->check(CLI::ExistingDirectory);
+  return [args]() -> int {
+    const fs::path root = fs::weakly_canonical(fs::absolute(args->root));
+    if (args->corpus > 0) return write_corpus(root, args->corpus, args->seed);
+    std::vector<std::string> versions = args->versions.empty() ? pinned_versions(root) : args->versions;
+    for (const std::string& v : versions)
+      if (!fs::exists(root / ("golden/requirements-" + v + ".txt")))
+        throw std::invalid_argument("no pinned environment for transformers " + v + " (golden/requirements-" + v + ".txt)");
+    int differences = 0;
+    for (const std::string& v : versions) {
+      const fs::path committed = root / "golden/fixtures" / v;
+      if (!args->check) {
+        if (int rc = dump(root, v, committed); rc != 0) return rc == 2 ? 2 : 1;
+        continue;
+      }
+      const fs::path fresh = fs::temp_directory_path() / ("kvconform-golden-check-" + v);
+      fs::remove_all(fresh);
+      if (int rc = dump(root, v, fresh); rc != 0) return rc == 2 ? 2 : 1;
+      const int d = compare_dirs(committed, fresh);
+      std::cout << "golden --check " << v << ": " << (d == 0 ? "identical" : std::to_string(d) + " files differ") << "\n";
+      differences += d;
+      fs::remove_all(fresh);
+    }
+    return differences == 0 ? 0 : 1;
+  };
+}
+
+}  // namespace kvc::cli
