@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "kvconform/backends.h"
+#include "kvconform/cases.h"
 #include "kvconform/inputs.h"
 #include "kvconform/masks.h"
 #include "kvconform/oracle.h"
@@ -533,6 +534,40 @@ std::vector<report::CaseResult> check_plugin(const std::string& path, const Plug
           check_kernel_case(path, s, options.timeout_s, r);
           note(r);
         }
+    }
+  if (!options.cases_dir.empty())
+    for (const std::string& file : cases::list_case_files(options.cases_dir)) {
+      const cases::Case c = cases::load_case(file);
+      bool v5 = c.profiles.empty();
+      for (const std::string& v : c.profiles) v5 |= v.rfind("5", 0) == 0;
+      if (!v5) continue;
+      std::vector<LayerType> types;
+      for (LayerType t : c.layer_types)
+        if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+      for (LayerType t : types) {
+        Sequence s;
+        s.p = {c.name, t, c.window, c.max_cache_len, c.batch, c.heads, c.kv_heads, c.head_dim, c.left_padding, {},
+               c.seed.value_or(0)};
+        for (const cases::Step& st : c.steps) s.p.steps.push_back(st.tokens);
+        s.cache = c.cache;
+        s.dtype = c.dtype;
+        if (positions::upstream_deviation(s.p.spec(s.cache))) continue;
+        int64_t longest = 0, seen = 0;
+        for (int64_t q : s.p.steps) longest = std::max(longest, seen = q == 0 ? 0 : seen + q);
+        const int64_t bound = positions::max_total_tokens(s.p.spec(s.cache));
+        if (bound >= 0 && longest > bound) continue;  // a case about the overflow error, not a valid sequence
+        const std::string suffix = c.name + "/" + to_string(t);
+        if (options.cache && probe.has_cache) {
+          CaseResult r = new_case("golden-cache/" + suffix, s, name, path);
+          check_cache_case(path, s, options.timeout_s, r);
+          note(r);
+        }
+        if (options.kernel && probe.has_attention) {
+          CaseResult r = new_case("golden-kernel/" + suffix, s, name, path);
+          check_kernel_case(path, s, options.timeout_s, r);
+          note(r);
+        }
+      }
     }
   if (options.iterations > 0 && !isolated_failure) {
     if (options.cache && probe.has_cache) run_campaign(path, "cache", name, options, results);

@@ -115,6 +115,20 @@ TEST(MutantPlugin, AHangFailsItsCasesWithTheTimeoutAndTheRunGoesOn) {
   EXPECT_LT(took, 30.0);
 }
 
+// The golden cases' step sequences (cases/*.json), replayed on the ring buffer and on the wrap-order mutant.
+TEST(RingBufferPlugin, PassesTheGoldenCasesStepSequences) {
+  PluginCheckOptions o;
+  o.iterations = 0;
+  o.cases_dir = KVC_CASES_DIR;
+  const auto results = check_plugin(KVC_RING_BUFFER, o);
+  int golden = 0;
+  for (const auto& r : results) golden += r.name.rfind("golden-", 0) == 0;
+  EXPECT_GT(golden, 40);
+  EXPECT_EQ(count(results, Status::Pass), static_cast<int>(results.size())) << failures(results);
+  const auto mutant = check_plugin(KVC_MUTANT_WRAP_ORDER, o);
+  EXPECT_FALSE(first_with(mutant, "holds token").empty());
+}
+
 TEST(PluginLoading, AMissingFileOrSymbolIsOneFailedCase) {
   auto results = check_plugin("/nonexistent/plugin.so");
   ASSERT_EQ(results.size(), 1u);

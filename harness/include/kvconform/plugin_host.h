@@ -20,13 +20,15 @@ struct PluginCheckOptions {
   double timeout_s = 10;   // per case (one child process runs one case's whole step sequence)
   bool cache = true;       // check the cache layer (when the plugin exports one)
   bool kernel = true;      // check the attention kernel (when the plugin exports one)
-  // TODO(golden): also replay the golden cases' step sequences (cases/*.json) once the case loader
-  // (kvc::cases::load_case) is committed; today the built-in step_patterns() and the random
-  // campaign cover the same branches.
+  // Scenario files (cases/*.json) whose step sequences are replayed on every layer type they list,
+  // beside the built-in step_patterns(); empty = none. Cases limited to 4.57 profiles are skipped
+  // (plugins implement the 5.x API: no cache_position).
+  std::string cases_dir;
 };
 
 // One CaseResult per case: suite "plugin", backend = the plugin's name, name
-// "cache/<pattern>/<static|dynamic>", "kernel/<pattern>/<static|dynamic>", "campaign/cache",
+// "cache/<pattern>/<static|dynamic>", "kernel/<pattern>/<static|dynamic>", "golden-cache/<case>/<layer type>",
+// "golden-kernel/<case>/<layer type>", "campaign/cache",
 // "campaign/kernel" (or "load" when the plugin cannot be loaded). A failure message names the first
 // wrong step and field: "step 3 (Decode after 8 tokens): stored row 2 holds token 5, expected 6".
 std::vector<report::CaseResult> check_plugin(const std::string& path, const PluginCheckOptions& options = {});
