@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 
 namespace kvc::cli {
@@ -11,5 +12,10 @@ namespace kvc::cli {
 using Runner = std::function<int()>;
 
 Runner add_run_command(CLI::App& app);
+Runner add_fuzz_command(CLI::App& app);    // fuzz_command.cpp
+Runner add_bench_command(CLI::App& app);   // bench_command.cpp (the one CLI file with LibTorch)
+
+// Round r of `kvconform fuzz --seed S` runs the campaign with this seed (documented in docs/cli.md).
+uint64_t fuzz_round_seed(uint64_t seed, uint64_t round);
 
 }  // namespace kvc::cli

@@ -1,5 +1,6 @@
 #include <iostream>
 
+#include "cli_util.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
@@ -7,6 +8,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "kvconform 0.1.0");
   const kvc::cli::Runner run = kvc::cli::add_run_command(app);
+  const kvc::cli::Runner fuzz = kvc::cli::add_fuzz_command(app);
+  const kvc::cli::Runner bench = kvc::cli::add_bench_command(app);
+  kvc::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -16,7 +20,12 @@ int main(int argc, char** argv) {
   }
   try {
     if (app.got_subcommand("run")) return run();
+    if (app.got_subcommand("fuzz")) return fuzz();
+    if (app.got_subcommand("bench")) return bench();
   } catch (const std::invalid_argument& e) {
+    std::cerr << "kvconform: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {  // unreadable input, unwritable report folder, ...
     std::cerr << "kvconform: " << e.what() << "\n";
     return 2;
   }

@@ -1,0 +1,174 @@
+// The kvconform binary as CI runs it: exit codes (0 pass, 1 fail, 2 bad usage or input), report
+// files, fuzz case files and sharding, bench JSON.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out;
+};
+
+fs::path scratch(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("kvc_cli_test_" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// Runs `env kvconform args` with stdout captured (stderr to a file too: not a terminal).
+Result kvconform(const std::string& args, const std::string& env = "") {
+  const fs::path dir = scratch("io");
+  const std::string cmd = env + (env.empty() ? "" : " ") + "'" + KVC_BINARY + "' " + args + " >'" +
+                          (dir / "out").string() + "' 2>'" + (dir / "err").string() + "'";
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(dir / "out") + slurp(dir / "err");
+  return r;
+}
+
+TEST(Cli, HelpOnEverySubcommand) {
+  for (const char* sub : {"", "run", "fuzz", "bench"}) {
+    const Result r = kvconform(std::string(sub) + " --help");
+    EXPECT_EQ(r.code, 0) << sub << "\n" << r.out;
+    EXPECT_NE(r.out.find("Usage:"), std::string::npos) << sub;
+  }
+}
+
+TEST(Cli, BadUsageExitsTwo) {
+  for (const char* args : {"", "nosuchcommand", "run --no-such-flag", "run --dtype float8", "run --property 'zzz'",
+                           "run --no-report --report-dir x", "fuzz --shard 2/2", "fuzz --shard x",
+                           "fuzz --shard 1/0", "fuzz --iterations 10 --time-budget 5", "fuzz --iterations 0",
+                           "fuzz --mutant nosuch", "fuzz --property '('", "bench --windows 0", "bench --dtype int8",
+                           "bench --kinds static_diagonal", "bench --backends flash", "bench --quick --kv-heads 3"}) {
+    const Result r = kvconform(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+  }
+  // Half of GoogleTest's sharding pair is a usage error too.
+  EXPECT_EQ(kvconform("fuzz --iterations 10", "GTEST_TOTAL_SHARDS=2").code, 2);
+}
+
+TEST(Cli, RunWritesDeterministicReports) {
+  const fs::path dir = scratch("reports");
+  const std::string args = "run --properties-only --iterations 5 --property stored_rows --report-dir '" + dir.string() + "'";
+  ASSERT_EQ(kvconform(args).code, 0);
+  std::map<std::string, std::string> first;
+  for (const char* f : {"junit.xml", "summary.json", "summary.md", "report.html"}) {
+    ASSERT_TRUE(fs::exists(dir / f)) << f;
+    first[f] = slurp(dir / f);
+  }
+  ASSERT_EQ(kvconform(args).code, 0);
+  for (const auto& [f, text] : first) EXPECT_EQ(slurp(dir / f), text) << f << " differs between identical runs";
+  const auto j = nlohmann::json::parse(first["summary.json"]);
+  EXPECT_EQ(j["totals"]["passed"], 1);
+  EXPECT_EQ(j["cases"][0]["suite"], "property");
+  EXPECT_EQ(j["cases"][0]["backend"], "reference");
+  EXPECT_EQ(j["cases"][0]["dtype"], "mixed");
+}
+
+TEST(Cli, RunFailureReportsHeatmapAndReproduce) {
+  const fs::path dir = scratch("failing");
+  const Result r = kvconform("run --properties-only --iterations 100 --property window_coverage --mutant window_too_wide "
+                             "--dtype float32 --report-dir '" + dir.string() + "'");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("0 passed, 1 failed"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(dir / "summary.json"));
+  const auto& c = j["cases"][0];
+  EXPECT_EQ(c["status"], "FAIL");
+  EXPECT_EQ(c["dtype"], "float32");
+  EXPECT_NE(c["reproduce"].get<std::string>().find("--reproduce '"), std::string::npos);
+  ASSERT_FALSE(c["masks"].empty());
+  EXPECT_NE(slurp(dir / "report.html").find("class=\"mismatch\""), std::string::npos);
+  EXPECT_NE(slurp(dir / "junit.xml").find("<failure message="), std::string::npos);
+}
+
+TEST(Cli, RunNoReportWritesNothing) {
+  const fs::path dir = scratch("none");
+  ASSERT_EQ(kvconform("run --properties-only --iterations 3 --property stored_rows --no-report", "cd '" + dir.string() + "' &&").code, 0);
+  EXPECT_FALSE(fs::exists(dir / "reports"));
+}
+
+TEST(Cli, RunUnwritableReportFolderExitsTwo) {
+  const fs::path dir = scratch("blocked");
+  { std::ofstream(dir / "file") << "x"; }
+  EXPECT_EQ(kvconform("run --properties-only --iterations 3 --property stored_rows --report-dir '" + (dir / "file").string() + "'").code, 2);
+}
+
+long long cases_in(const std::string& out) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("fuzz: ([0-9]+) rounds, ([0-9]+) cases"))) return -1;
+  return std::stoll(m[2]);
+}
+
+TEST(Fuzz, ShardsSplitTheRoundsOfOneRun) {
+  const std::string base = "fuzz --iterations 300 --batch 100 --property stored_rows --no-write";
+  const Result all = kvconform(base), s0 = kvconform(base + " --shard 0/2"), s1 = kvconform(base + " --shard 1/2");
+  ASSERT_EQ(all.code, 0) << all.out;
+  EXPECT_NE(all.out.find("fuzz: 3 rounds"), std::string::npos) << all.out;
+  EXPECT_NE(s0.out.find("fuzz: 2 rounds"), std::string::npos) << s0.out;  // rounds 0 and 2
+  EXPECT_NE(s1.out.find("fuzz: 1 rounds"), std::string::npos) << s1.out;  // round 1
+  EXPECT_EQ(cases_in(s0.out) + cases_in(s1.out), cases_in(all.out));
+  // GoogleTest's variables select the same shard as --shard.
+  const Result env = kvconform(base, "GTEST_SHARD_INDEX=1 GTEST_TOTAL_SHARDS=2");
+  EXPECT_EQ(env.out, s1.out);
+}
+
+TEST(Fuzz, TimeBudgetStops) {
+  const Result r = kvconform("fuzz --time-budget 1 --batch 10 --property stored_rows --no-write");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_GT(cases_in(r.out), 0);
+  EXPECT_EQ(r.out.find('\r'), std::string::npos) << "no progress line when not on a terminal";
+}
+
+TEST(Fuzz, FailuresBecomeCaseFiles) {
+  const fs::path out = scratch("regressions"), reports = scratch("fuzz_reports");
+  const Result r = kvconform("fuzz --iterations 200 --property window_coverage --mutant window_too_wide --max-failures 2 --out '" +
+                             out.string() + "' --report-dir '" + reports.string() + "'");
+  EXPECT_EQ(r.code, 1) << r.out;
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(out)) {
+    ++files;
+    const auto j = nlohmann::json::parse(slurp(entry.path()));
+    EXPECT_EQ(j["name"].get<std::string>() + ".json", entry.path().filename().string());
+    for (const char* key : {"description", "cache", "layer_types", "batch", "heads", "kv_heads", "head_dim", "dtype", "steps", "inputs"})
+      EXPECT_TRUE(j.contains(key)) << key;
+    EXPECT_EQ(j["inputs"]["generator"], "kvc-mix64-v1");
+    EXPECT_EQ(j.contains("max_cache_len"), j["cache"] == "static");
+    EXPECT_FALSE(j["steps"].empty());
+  }
+  EXPECT_GE(files, 1);
+  EXPECT_TRUE(fs::exists(reports / "report.html"));
+}
+
+TEST(Bench, QuickGridWritesJson) {
+  const fs::path dir = scratch("bench");
+  const Result r = kvconform("bench --quick --no-harness --json '" + (dir / "bench.json").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("median_us"), std::string::npos);
+  const auto j = nlohmann::json::parse(slurp(dir / "bench.json"));
+  EXPECT_EQ(j["format"], "kvconform-bench-v1");
+  // 2 windows x 4 windowed kinds + 2 full kinds (measured once), x 2 backends x (prefill, decode).
+  EXPECT_EQ(j["results"].size(), (2u * 4 + 2) * 2 * 2);
+  for (const auto& m : j["results"]) EXPECT_GT(m["median_us"].get<double>(), 0.0);
+}
+
+}  // namespace

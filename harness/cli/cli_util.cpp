@@ -1,0 +1,80 @@
+#include "cli_util.h"
+
+#include <cstdlib>
+#include <regex>
+#include <stdexcept>
+
+namespace kvc::cli {
+
+namespace {
+std::string& stored_command_line() {
+  static std::string line;
+  return line;
+}
+
+long long parse_count(const std::string& text, const std::string& what) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9)
+    throw std::invalid_argument(what + " '" + text + "' is not a non-negative integer");
+  return std::stoll(text);
+}
+}  // namespace
+
+std::string shell_quote(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
+                           std::string::npos)
+    return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+void set_command_line(int argc, char** argv) {
+  std::string line = "kvconform";  // not argv[0]: the path differs between machines
+  for (int i = 1; i < argc; ++i) line += " " + shell_quote(argv[i]);
+  stored_command_line() = line;
+}
+
+const std::string& command_line() { return stored_command_line(); }
+
+Shard parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  if (slash == std::string::npos) throw std::invalid_argument("--shard '" + text + "' is not of the form i/n");
+  Shard s;
+  s.index = parse_count(text.substr(0, slash), "shard index");
+  s.count = parse_count(text.substr(slash + 1), "shard count");
+  if (s.count < 1 || s.index >= s.count)
+    throw std::invalid_argument("--shard '" + text + "': need 0 <= i < n (shards are numbered from 0, as in GoogleTest)");
+  return s;
+}
+
+Shard resolve_shard(const std::string& flag) {
+  if (!flag.empty()) return parse_shard(flag);
+  const char* index = std::getenv("GTEST_SHARD_INDEX");
+  const char* total = std::getenv("GTEST_TOTAL_SHARDS");
+  const bool has_index = index && *index, has_total = total && *total;
+  if (!has_index && !has_total) return {};
+  if (has_index != has_total)
+    throw std::invalid_argument("GTEST_SHARD_INDEX and GTEST_TOTAL_SHARDS must be set together");
+  try {
+    return parse_shard(std::string(index) + "/" + total);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("GTEST_SHARD_INDEX=") + index + ", GTEST_TOTAL_SHARDS=" + total + ": " +
+                                e.what());
+  }
+}
+
+std::vector<campaign::Property> select_properties(const std::string& regex) {
+  std::regex pattern;
+  try {
+    pattern = std::regex(regex);
+  } catch (const std::regex_error&) {
+    throw std::invalid_argument("--property '" + regex + "' is not a valid regular expression");
+  }
+  std::vector<campaign::Property> selected;
+  for (campaign::Property p : campaign::all_properties())
+    if (std::regex_search(campaign::to_string(p), pattern)) selected.push_back(p);
+  if (selected.empty()) throw std::invalid_argument("--property '" + regex + "' matches no property");
+  return selected;
+}
+
+}  // namespace kvc::cli

@@ -1,0 +1,31 @@
+// Small helpers shared by the subcommands (no LibTorch).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kvconform/campaign.h"
+
+namespace kvc::cli {
+
+inline constexpr const char* kToolVersion = "kvconform 0.1.0";
+
+// The command line as given, shell-quoted where needed (RunSummary::command). main() records it.
+void set_command_line(int argc, char** argv);
+const std::string& command_line();
+std::string shell_quote(const std::string& word);
+
+// A slice of the fuzz rounds: this process runs the rounds r with r % count == index.
+struct Shard {
+  long long index = 0, count = 1;
+};
+// "i/n" with 0 <= i < n; throws std::invalid_argument.
+Shard parse_shard(const std::string& text);
+// The --shard value, else GTEST_SHARD_INDEX / GTEST_TOTAL_SHARDS (both set), else 0/1.
+Shard resolve_shard(const std::string& flag);
+
+// Properties whose name matches the regular expression; throws std::invalid_argument if it is
+// malformed or matches none.
+std::vector<campaign::Property> select_properties(const std::string& regex);
+
+}  // namespace kvc::cli

@@ -1,0 +1,256 @@
+// `kvconform fuzz`: long random property campaigns, split into rounds of fresh seeds, sharded
+// across processes, every failure shrunk and written as a scenario file (cases/README.md).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "kvconform/campaign.h"
+#include "kvconform/inputs.h"
+#include "kvconform/report.h"
+
+namespace kvc::cli {
+
+namespace {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct FuzzArgs {
+  uint64_t seed = 20250917;
+  std::optional<long long> iterations;
+  std::optional<double> time_budget;
+  std::string shard;
+  int batch = 100, max_size = 100, max_failures = 10;
+  std::string property = ".*", attention, dtype, mutant = "none";
+  std::string out = "cases/regressions", report_dir;
+  bool no_write = false;
+};
+
+// The case file's cache: the layer the failure message names (static when it names both).
+CacheKind failing_cache(const std::string& failure) {
+  const bool dynamic = failure.find("dynamic/") != std::string::npos;
+  const bool stat = failure.find("static/") != std::string::npos;
+  return dynamic && !stat ? CacheKind::Dynamic : CacheKind::Static;
+}
+
+std::string last_line(const std::string& text) {
+  std::string line, last;
+  std::istringstream in(text);
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t") != std::string::npos) last = line;
+  return last;
+}
+
+std::string hex64(uint64_t v) {
+  std::ostringstream os;
+  os << std::hex << std::setw(16) << std::setfill('0') << v;
+  return os.str();
+}
+
+// The scenario file for a counterexample; `name` is filled in from a hash of everything else.
+nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Property property, Mutation mutation,
+                                 uint64_t round_seed, const std::string& message) {
+  const ScenarioConfig& cfg = c.config;
+  const CacheKind cache = failing_cache(message);
+  nlohmann::ordered_json j;
+  j["name"] = "";
+  j["description"] = "Found by kvconform fuzz: " + std::string(campaign::to_string(property)) +
+                     (mutation == Mutation::None ? "" : std::string(" against mutant ") + to_string(mutation)) +
+                     " failed: " + message + " (commands: " + [&] {
+                       std::string s;
+                       for (const std::string& cmd : c.commands) s += (s.empty() ? "" : ", ") + cmd;
+                       return s;
+                     }() + ")";
+  nlohmann::ordered_json tags = {"fuzz", std::string("property:") + campaign::to_string(property),
+                                 "fuzz-seed:" + std::to_string(round_seed)};
+  if (mutation != Mutation::None) tags.push_back(std::string("mutant:") + to_string(mutation));
+  j["tags"] = tags;
+  j["cache"] = to_string(cache);
+  j["layer_types"] = {to_string(cfg.attention)};
+  if (cfg.attention != LayerType::Full) j["window"] = cfg.window;
+  if (cache == CacheKind::Static) j["max_cache_len"] = cfg.max_cache_len;
+  j["batch"] = cfg.batch;
+  j["heads"] = cfg.heads;
+  j["kv_heads"] = cfg.kv_heads;
+  j["head_dim"] = cfg.head_dim;
+  j["dtype"] = to_string(cfg.dtype);
+  j["left_padding"] = cfg.left_padding ? nlohmann::ordered_json(*cfg.left_padding) : nlohmann::ordered_json(nullptr);
+  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+  for (int64_t n : c.steps) steps.push_back({{"tokens", n}});
+  j["steps"] = steps;
+  j["inputs"] = {{"generator", "kvc-mix64-v1"}, {"seed", cfg.seed}};
+  // Named by what it runs (not by the message or seed): the same shrunk scenario found twice is one file.
+  nlohmann::ordered_json identity = j;
+  identity.erase("name");
+  identity.erase("description");
+  identity.erase("tags");
+  uint64_t h = inputs::mix64(static_cast<uint64_t>(property));
+  for (unsigned char ch : identity.dump()) h = inputs::mix64(h ^ ch);
+  j["name"] = "fuzz_" + std::string(campaign::to_string(property)) + "_" + hex64(h).substr(0, 12);
+  return j;
+}
+}  // namespace
+
+uint64_t fuzz_round_seed(uint64_t seed, uint64_t round) { return inputs::mix64(inputs::mix64(seed) ^ round); }
+
+Runner add_fuzz_command(CLI::App& app) {
+  auto args = std::make_shared<FuzzArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "fuzz", "Long random property campaigns: rounds of fresh seeds, sharding, shrunk failures written as case files");
+  cmd->add_option("--seed", args->seed, "Base seed; round r runs with seed mix64(mix64(seed) ^ r) (default 20250917)");
+  auto* iters = cmd->add_option("--iterations", args->iterations,
+                                "Total RapidCheck cases per property over all shards (default 1000)")
+                    ->check(CLI::PositiveNumber);
+  cmd->add_option("--time-budget", args->time_budget, "Stop starting new rounds after SECONDS (per shard)")
+      ->check(CLI::PositiveNumber)
+      ->excludes(iters);
+  cmd->add_option("--shard", args->shard,
+                  "i/n: run rounds r with r % n == i (0-based); default from GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS, else 0/1");
+  cmd->add_option("--batch", args->batch, "RapidCheck cases per property per round (default 100)")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-size", args->max_size, "RapidCheck size: longer command sequences as it grows (default 100)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--property", args->property, "Regular expression over property names");
+  cmd->add_option("--attention", args->attention, "Only sliding, chunked or full configurations");
+  cmd->add_option("--dtype", args->dtype, "Only configurations of this dtype");
+  cmd->add_option("--mutant", args->mutant, "Fuzz a deliberately wrong implementation (expect failures)");
+  cmd->add_option("--out", args->out, "Folder for shrunk failures as case files (default cases/regressions)");
+  cmd->add_flag("--no-write", args->no_write, "Report failures without writing case files");
+  cmd->add_option("--max-failures", args->max_failures, "Stop after this many failures (default 10)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--report-dir", args->report_dir, "Also write junit.xml, summary.json, summary.md, report.html here");
+  auto differential = std::make_shared<DifferentialRequest>();
+  auto* diff_flag = cmd->add_flag("--differential", "Compare random sequences with the real transformers (golden/dump.py --serve) instead");
+  cmd->add_option("--version", differential->versions, "With --differential: transformers versions (default: every pinned one)")
+      ->needs(diff_flag);
+
+  return [args, differential, diff_flag]() -> int {
+    if (*diff_flag) {  // the differential campaign: sequences of the generated-corpus generator
+      differential->seed = args->seed;
+      differential->iterations = args->iterations.value_or(1000);
+      differential->time_budget_s = args->time_budget.value_or(0);
+      differential->out_dir = args->out;
+      return run_differential(*differential);
+    }
+    const Shard shard = resolve_shard(args->shard);
+    campaign::Options base;
+    base.max_size = args->max_size;
+    base.mutation = parse_mutation(args->mutant);
+    if (!args->attention.empty()) base.filter.attention = parse_layer_type(args->attention);
+    if (!args->dtype.empty()) base.filter.dtype = parse_dtype(args->dtype);
+    const std::vector<campaign::Property> selected = select_properties(args->property);
+
+    const long long total = args->time_budget ? -1 : args->iterations.value_or(1000);
+    const long long rounds = total < 0 ? -1 : (total + args->batch - 1) / args->batch;
+    const bool tty = ::isatty(STDERR_FILENO) == 1;
+    const auto start = Clock::now();
+    const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+
+    report::RunSummary summary;
+    summary.tool_version = kToolVersion;
+    summary.seed = args->seed;
+    summary.command = "kvconform fuzz --seed " + std::to_string(args->seed) + " --shard " + std::to_string(shard.index) +
+                      "/" + std::to_string(shard.count);
+    std::map<campaign::Property, long long> cases_per_property;
+    std::set<std::string> files;
+    long long checked = 0, rounds_run = 0;
+    int failures = 0;
+    bool stop = false;
+    std::cout << "fuzz: seed " << args->seed << ", shard " << shard.index << "/" << shard.count << ", "
+              << (rounds < 0 ? "time budget " + std::to_string(static_cast<long long>(*args->time_budget)) + " s"
+                             : std::to_string(total) + " cases per property in " + std::to_string(rounds) + " rounds")
+              << "\n";
+    for (long long r = shard.index; !stop; r += shard.count) {
+      if (rounds >= 0 && r >= rounds) break;
+      if (args->time_budget && elapsed() >= *args->time_budget) break;
+      campaign::Options options = base;
+      options.seed = fuzz_round_seed(args->seed, static_cast<uint64_t>(r));
+      options.iterations = rounds < 0 ? args->batch
+                                      : static_cast<int>(std::min<long long>(args->batch, total - r * args->batch));
+      ++rounds_run;
+      for (campaign::Property p : selected) {
+        const campaign::Outcome o = campaign::run(p, options);
+        checked += o.cases + (o.ok ? 0 : 1);
+        cases_per_property[p] += o.cases + (o.ok ? 0 : 1);
+        if (tty) {
+          std::cerr << "\r\033[Kfuzz shard " << shard.index << "/" << shard.count << ": round " << r << ", " << checked
+                    << " cases, " << failures << " failures, " << static_cast<long long>(elapsed()) << " s";
+          if (args->time_budget) std::cerr << " of " << static_cast<long long>(*args->time_budget);
+          std::cerr << std::flush;
+        }
+        if (o.ok) continue;
+        ++failures;
+        if (tty) std::cerr << "\r\033[K" << std::flush;
+        const std::string message = last_line(o.failure);
+        report::CaseResult result;
+        result.suite = "fuzz";
+        result.name = campaign::to_string(p);
+        result.params = o.params + ",round=" + std::to_string(r);
+        result.backend = "reference";
+        result.dtype = base.filter.dtype ? to_string(*base.filter.dtype) : "mixed";
+        result.status = report::Status::Fail;
+        result.message = message;
+        result.detail = o.failure;
+        result.reproduce = std::string("kvconform run --property '^") + campaign::to_string(p) + "$'" +
+                           (base.mutation == Mutation::None ? "" : std::string(" --mutant ") + to_string(base.mutation)) +
+                           " --reproduce '" + o.reproduce + "'";
+        std::cout << "FAIL " << campaign::to_string(p) << " round " << r << " (seed " << options.seed << "): " << message
+                  << "\n  reproduce: " << result.reproduce << "\n";
+        if (o.counterexample) {
+          result.masks = o.counterexample->masks;
+          const auto j = case_json(*o.counterexample, p, base.mutation, options.seed, message);
+          const std::string name = j["name"].get<std::string>();
+          const fs::path path = fs::path(args->out) / (name + ".json");
+          if (!args->no_write && files.insert(name).second) {
+            std::error_code ec;
+            fs::create_directories(args->out, ec);
+            report::write_file_atomically(path.string(), j.dump(2) + "\n");
+            std::cout << "  case file: " << path.string() << "\n";
+          } else if (!args->no_write) {
+            std::cout << "  case file: " << path.string() << " (same scenario as an earlier failure)\n";
+          }
+          result.reproduce += "\n# or replay the case file: kvconform replay " + path.string();
+        }
+        summary.cases.push_back(std::move(result));
+        std::cout.flush();
+        if (failures >= args->max_failures) {
+          std::cout << "fuzz: stopping after " << failures << " failures (--max-failures)\n";
+          stop = true;
+          break;
+        }
+      }
+    }
+    if (tty) std::cerr << "\r\033[K" << std::flush;
+    for (campaign::Property p : selected) {
+      bool failed = false;
+      for (const report::CaseResult& c : summary.cases) failed = failed || c.name == campaign::to_string(p);
+      if (failed) continue;
+      report::CaseResult ok;
+      ok.suite = "fuzz";
+      ok.name = campaign::to_string(p);
+      ok.params = "seed=" + std::to_string(args->seed) + ",shard=" + std::to_string(shard.index) + "/" +
+                  std::to_string(shard.count);
+      ok.backend = "reference";
+      ok.dtype = base.filter.dtype ? to_string(*base.filter.dtype) : "mixed";
+      ok.message = std::to_string(cases_per_property[p]) + " cases";
+      summary.cases.push_back(ok);
+    }
+    std::cout << "fuzz: " << rounds_run << " rounds, " << checked << " cases, " << failures << " failures";
+    if (!files.empty()) std::cout << ", " << files.size() << " case files in " << args->out;
+    std::cout << "\n";
+    if (!args->report_dir.empty()) report::write_reports(summary, args->report_dir);
+    return failures == 0 ? 0 : 1;
+  };
+}
+
+}  // namespace kvc::cli
