@@ -1,13 +1,16 @@
 // `kvconform run`: golden fixtures replayed through the reference, then the property campaign.
 // One line per case (`NAME(params): OK|FAIL|DEVIATION ...`) and a closing `N passed, N failed`.
+#include <chrono>
 #include <iomanip>
 #include <iostream>
 #include <regex>
 #include <sstream>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "kvconform/campaign.h"
 #include "kvconform/golden.h"
+#include "kvconform/report.h"
 #include "kvconform/results.h"
 
 namespace kvc::cli {
@@ -20,6 +23,9 @@ struct RunArgs {
   std::string attention, dtype, mutant = "none", reproduce;
   std::string fixtures = "golden/fixtures", cases = "cases";
   bool list = false, verbose = false, golden_only = false, properties_only = false;
+  // Reports (docs/cli.md): junit.xml, summary.json, summary.md, report.html.
+  std::string report_dir = "reports/latest";
+  bool no_report = false, timings = false;
 };
 
 report::CaseResult property_result(const campaign::Outcome& o, const campaign::Options& options, bool verbose) {
@@ -34,7 +40,12 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
   if (o.ok) {
     r.message = std::to_string(o.cases) + " cases, " + std::to_string(o.observations.steps) + " steps";
   } else {
-    r.message = "failed after " + std::to_string(o.cases) + " passing cases";
+    // The failure's own last line names the step, layer and values; the count follows it.
+    std::string line, last;
+    std::istringstream lines(o.failure);
+    while (std::getline(lines, line))
+      if (line.find_first_not_of(" \t") != std::string::npos) last = line;
+    r.message = (last.empty() ? std::string("failed") : last) + " (after " + std::to_string(o.cases) + " passing cases)";
     detail << o.failure;
     std::string cmd = "kvconform run --properties-only --property '^" + r.name + "$' --seed " + std::to_string(options.seed);
     if (options.mutation != Mutation::None) cmd += std::string(" --mutant ") + to_string(options.mutation);
@@ -46,6 +57,7 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
       detail << (detail.tellp() ? "\n" : "") << "max error " << key << ": " << std::scientific << std::setprecision(3)
              << err;
   r.detail = detail.str();
+  if (o.counterexample) r.masks = o.counterexample->masks;  // heatmaps of the failing update's masks
   return r;
 }
 
@@ -78,6 +90,11 @@ Runner add_run_command(CLI::App& app) {
   auto* golden_only = run->add_flag("--golden-only", args->golden_only, "Only replay the golden fixtures");
   run->add_flag("--properties-only", args->properties_only, "Only run the property campaign")->excludes(golden_only);
   run->add_flag("--list", args->list, "List what would run and exit");
+  auto* no_report = run->add_flag("--no-report", args->no_report, "Write no report files");
+  run->add_option("--report-dir", args->report_dir,
+                  "Folder for junit.xml, summary.json, summary.md, report.html (default reports/latest)")
+      ->excludes(no_report);
+  run->add_flag("--timings", args->timings, "Put wall times into the reports (they then differ between runs)");
   run->add_flag("-v,--verbose", args->verbose, "Also print details of passing cases (largest numerical errors)");
 
   return [args]() -> int {
@@ -101,6 +118,8 @@ Runner add_run_command(CLI::App& app) {
     if (selected.empty() && !args->golden_only)
       throw std::invalid_argument("--property '" + args->property + "' matches no property");
 
+    const auto run_started = std::chrono::steady_clock::now();
+    std::vector<double> case_seconds;  // for --timings
     report::RunSummary summary;
     summary.tool_version = "kvconform 0.1.0";
     summary.seed = options.seed;
@@ -128,13 +147,26 @@ Runner add_run_command(CLI::App& app) {
           std::cout << "property " << campaign::to_string(p) << ": " << campaign::describe(p) << "\n";
           continue;
         }
+        const auto started = std::chrono::steady_clock::now();
         report::CaseResult r = property_result(campaign::run(p, options), options, args->verbose);
+        case_seconds.resize(summary.cases.size(), -1.0);  // golden cases are not timed one by one
+        case_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         print_line(r);
         if (args->verbose && r.status == report::Status::Pass && !r.detail.empty()) std::cout << r.detail << "\n";
         summary.cases.push_back(std::move(r));
       }
     }
     if (args->list) return 0;
+    // Reports: written before the closing line, announced on stderr so stdout stays as it was.
+    if (!args->no_report) {
+      summary.command = command_line();
+      report::ReportOptions report_options;
+      if (args->timings)
+        report_options.timings = report::Timings{
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - run_started).count(), case_seconds};
+      report::write_reports(summary, args->report_dir, report_options);
+      std::cerr << "reports: " << args->report_dir << "/{junit.xml,summary.json,summary.md,report.html}\n";
+    }
     const int failed = summary.count(report::Status::Fail);
     std::cout << (summary.cases.size() - failed) << " passed, " << failed << " failed";
     if (int d = summary.count(report::Status::Deviation)) std::cout << " (" << d << " upstream deviations reproduced)";

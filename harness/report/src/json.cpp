@@ -69,7 +69,8 @@ std::string summary_json(const RunSummary& run, const ReportOptions& options) {
       masks.push_back(p);
     }
     e["masks"] = masks;
-    if (options.timings && i < options.timings->case_seconds.size()) e["seconds"] = options.timings->case_seconds[i];
+    if (options.timings && i < options.timings->case_seconds.size() && options.timings->case_seconds[i] >= 0)
+      e["seconds"] = options.timings->case_seconds[i];
     cases.push_back(e);
   }
   j["cases"] = cases;

@@ -25,7 +25,8 @@ std::string junit_xml(const RunSummary& run, const ReportOptions& options) {
   for (const CaseResult& c : run.cases)
     if (std::find(suites.begin(), suites.end(), c.suite) == suites.end()) suites.push_back(c.suite);
   const auto case_time = [&](size_t i) -> std::optional<double> {
-    if (!options.timings || i >= options.timings->case_seconds.size()) return std::nullopt;
+    if (!options.timings || i >= options.timings->case_seconds.size() || options.timings->case_seconds[i] < 0)
+      return std::nullopt;
     return options.timings->case_seconds[i];
   };
 

@@ -16,7 +16,7 @@ namespace kvc::report {
 // between otherwise identical runs.
 struct Timings {
   double total_seconds = 0;
-  std::vector<double> case_seconds;  // parallel to RunSummary::cases; missing entries are left out
+  std::vector<double> case_seconds;  // parallel to RunSummary::cases; negative or missing: not timed
 };
 
 struct ReportOptions {
