@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <regex>
 #include <sstream>
 
 #include "kvconform/masks.h"
@@ -19,6 +20,7 @@ std::vector<report::MaskPicture> mask_pictures(const ScenarioConfig& config, con
   for (const LayerSpec& spec : {config.static_spec(), config.dynamic_spec()}) {
     try {
       std::unique_ptr<CacheLayer> layer = make_layer(spec, Profile::V5, mutation);
+      const size_t first_of_layer = pictures.size();
       int64_t seen = 0;
       for (size_t s = 0; s < steps.size(); ++s) {
         const int64_t q = steps[s];
@@ -64,7 +66,14 @@ std::vector<report::MaskPicture> mask_pictures(const ScenarioConfig& config, con
           if (!differs) continue;
           std::ostringstream title;
           title << spec.describe() << " update " << (steps.size()) << " (" << q << " tokens after " << seen
-                << ") batch row " << b;
+                << ") batch row";
+          // Rows with the same picture (same padding) are drawn once: "batch rows 0,1,2".
+          if (first_of_layer < pictures.size() && pictures.back().rows == pic.rows && pictures.back().kv_offset == sizes.kv_offset) {
+            pictures.back().title = std::regex_replace(pictures.back().title, std::regex(" batch rows? ([0-9,]+)"),
+                                                       " batch rows $1," + std::to_string(b));
+            continue;
+          }
+          title << " " << b;
           if (lp) title << " (left padding " << lp << ")";
           pic.title = title.str();
           pic.kv_offset = sizes.kv_offset;
