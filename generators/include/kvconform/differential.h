@@ -1,0 +1,54 @@
+// Live differential fuzzing: random sequences go to the real transformers through a long-lived
+// `golden/dump.py --serve` subprocess (JSON lines in, fixtures out), and every step is compared with
+// the C++ reference. A disagreement is shrunk and saved as a case file. No LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kvc::differential {
+
+// The dumper subprocess of one transformers version.
+class Dumper {
+ public:
+  // python: the interpreter of the pinned env; script: golden/dump.py.
+  Dumper(const std::string& python, const std::string& script);
+  ~Dumper();
+  Dumper(const Dumper&) = delete;
+  Dumper& operator=(const Dumper&) = delete;
+  // One case in, its fixture out (or {"invalid_case": ...} / {"dumper_error": ...}).
+  nlohmann::json dump(const nlohmann::ordered_json& scenario);
+
+ private:
+  int to_child_ = -1, from_child_ = -1, pid_ = -1;
+  std::string buffer_;
+};
+
+struct Options {
+  std::string version;          // transformers version, e.g. 5.24.0
+  std::string python, script;   // the env's interpreter and golden/dump.py
+  uint64_t seed = 20250917;
+  int64_t iterations = 1000;    // random sequences
+  double time_budget_s = 0;     // stop after this many seconds (0: no limit)
+  std::string out_dir = "cases/regressions";
+  // The reference profile to compare with; empty = the version's own. Another profile proves the
+  // campaign can fail (the 4.57/5.x differences must show up as shrunk disagreements).
+  std::string reference_profile;
+  std::function<void(int64_t done, int64_t disagreements)> progress;
+};
+
+struct Summary {
+  int64_t sequences = 0, steps = 0, disagreements = 0, deviations = 0;
+  double seconds = 0;
+  std::vector<std::string> saved;  // case files written for disagreements
+  std::vector<std::string> messages;
+};
+
+Summary run(const Options& options);
+
+}  // namespace kvc::differential

@@ -1,0 +1,199 @@
+#include "kvconform/differential.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "kvconform/cases.h"
+#include "kvconform/corpus.h"
+#include "kvconform/golden.h"
+#include "kvconform/inputs.h"
+
+namespace kvc::differential {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+Dumper::Dumper(const std::string& python, const std::string& script) {
+  int in[2], out[2];
+  if (pipe(in) != 0 || pipe(out) != 0) throw std::runtime_error("differential: cannot create pipes");
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("differential: cannot fork");
+  if (pid_ == 0) {
+    dup2(in[0], STDIN_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    close(in[1]);
+    close(out[0]);
+    execl(python.c_str(), python.c_str(), script.c_str(), "--serve", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  to_child_ = in[1];
+  from_child_ = out[0];
+}
+
+Dumper::~Dumper() {
+  if (to_child_ >= 0) close(to_child_);  // EOF: the dumper's loop ends
+  if (from_child_ >= 0) close(from_child_);
+  if (pid_ > 0) {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+}
+
+json Dumper::dump(const ordered_json& scenario) {
+  const std::string line = scenario.dump() + "\n";
+  for (size_t done = 0; done < line.size();) {
+    const ssize_t n = write(to_child_, line.data() + done, line.size() - done);
+    if (n <= 0) throw std::runtime_error("differential: the dumper stopped reading (did its environment start?)");
+    done += static_cast<size_t>(n);
+  }
+  for (;;) {
+    if (const size_t eol = buffer_.find('\n'); eol != std::string::npos) {
+      const std::string reply = buffer_.substr(0, eol);
+      buffer_.erase(0, eol + 1);
+      return json::parse(reply);
+    }
+    char chunk[65536];
+    const ssize_t n = read(from_child_, chunk, sizeof chunk);
+    if (n <= 0) throw std::runtime_error("differential: the dumper exited without answering");
+    buffer_.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+namespace {
+
+struct Verdict {
+  bool disagree = false, deviation = false;
+  std::string message;
+  int64_t steps = 0;
+};
+
+Verdict judge(Dumper& dumper, const ordered_json& scenario, const std::string& profile) {
+  const json fixture = dumper.dump(scenario);
+  if (fixture.contains("invalid_case") || fixture.contains("dumper_error"))
+    throw std::runtime_error("differential: the dumper rejected a generated case: " + fixture.dump().substr(0, 300));
+  const cases::Case c = cases::parse_case(scenario.dump(), scenario["name"].get<std::string>());
+  const report::CaseResult r = golden::compare(fixture, golden::run_case(c, parse_profile(profile)), c);
+  return {r.status == report::Status::Fail, r.status == report::Status::Deviation, r.message,
+          static_cast<int64_t>(c.steps.size())};
+}
+
+// Simpler variants of a failing scenario, most aggressive first.
+std::vector<ordered_json> simplifications(const ordered_json& s) {
+  std::vector<ordered_json> out;
+  const auto& steps = s["steps"];
+  for (size_t i = steps.size(); i-- > 0 && steps.size() > 1;) {  // drop a step
+    ordered_json t = s;
+    t["steps"].erase(t["steps"].begin() + static_cast<long>(i));
+    out.push_back(t);
+  }
+  for (size_t i = 0; i < steps.size(); ++i)  // fewer tokens in a step
+    if (steps[i]["tokens"].get<int64_t>() > 1) {
+      ordered_json t = s;
+      t["steps"][i]["tokens"] = steps[i]["tokens"].get<int64_t>() - 1;
+      out.push_back(t);
+    }
+  if (s["layer_types"].size() > 1)
+    for (size_t i = 0; i < s["layer_types"].size(); ++i) {  // keep one layer
+      ordered_json t = s;
+      t["layer_types"] = ordered_json::array({s["layer_types"][i]});
+      if (t["layer_types"][0] == "full_attention") t.erase("window");
+      out.push_back(t);
+    }
+  for (const char* field : {"batch", "head_dim", "heads"}) {
+    if (s[field].get<int64_t>() <= 1) continue;
+    ordered_json t = s;
+    t[field] = 1;
+    if (std::string(field) == "heads") t["kv_heads"] = 1;
+    if (std::string(field) == "batch" && !t["left_padding"].is_null()) t["left_padding"] = {s["left_padding"][0]};
+    out.push_back(t);
+  }
+  if (!s["left_padding"].is_null()) {
+    ordered_json t = s;
+    t["left_padding"] = nullptr;
+    out.push_back(t);
+  }
+  return out;
+}
+
+bool valid(const ordered_json& s) {
+  try {
+    cases::parse_case(s.dump(), s["name"].get<std::string>());
+    int64_t total = 0;
+    for (const auto& st : s["steps"]) total += st["tokens"].get<int64_t>();
+    if (!s["left_padding"].is_null())
+      for (const auto& lp : s["left_padding"])
+        if (lp.get<int64_t>() >= s["steps"][0]["tokens"].get<int64_t>()) return false;
+    return total > 0;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// Greedy shrinking: keep any simplification that still disagrees.
+ordered_json shrink(Dumper& dumper, ordered_json failing, const std::string& version) {
+  for (bool improved = true; improved;) {
+    improved = false;
+    for (const ordered_json& candidate : simplifications(failing)) {
+      if (!valid(candidate)) continue;
+      if (judge(dumper, candidate, version).disagree) {
+        failing = candidate;
+        improved = true;
+        break;
+      }
+    }
+  }
+  return failing;
+}
+
+}  // namespace
+
+Summary run(const Options& options) {
+  Options o = options;
+  const std::string profile = o.reference_profile.empty() ? o.version : o.reference_profile;
+  Summary summary;
+  Dumper dumper(o.python, o.script);
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  for (int64_t i = 0; i < o.iterations; ++i) {
+    if (o.time_budget_s > 0 && elapsed() > o.time_budget_s) break;
+    const uint64_t case_seed = inputs::mix64(o.seed ^ inputs::mix64(static_cast<uint64_t>(i)));
+    const std::string name = "diff_" + std::to_string(o.seed) + "_" + std::to_string(i);
+    const ordered_json scenario = corpus::generate_one(case_seed, name);
+    const Verdict v = judge(dumper, scenario, profile);
+    ++summary.sequences;
+    summary.steps += v.steps;
+    summary.deviations += v.deviation;
+    if (v.disagree) {
+      ++summary.disagreements;
+      ordered_json small = shrink(dumper, scenario, profile);
+      const std::string file_name = "diff_" + std::string(o.version) + "_" + std::to_string(o.seed) + "_" + std::to_string(i);
+      std::string stem;
+      for (char ch : file_name) stem += (std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_');
+      small["name"] = stem;
+      small["description"] = "Shrunk disagreement between transformers " + o.version +
+                             " and the C++ reference (kvconform fuzz --differential, seed " + std::to_string(o.seed) +
+                             ", sequence " + std::to_string(i) + "): " + judge(dumper, small, profile).message;
+      small["tags"] = {"differential", "transformers:" + o.version};
+      std::filesystem::create_directories(o.out_dir);
+      const std::string path = o.out_dir + "/" + stem + ".json";
+      const std::string tmp = path + ".tmp";
+      std::ofstream(tmp) << small.dump(2) << "\n";
+      std::filesystem::rename(tmp, path);
+      summary.saved.push_back(path);
+      summary.messages.push_back(name + ": " + v.message);
+    }
+    if (o.progress) o.progress(summary.sequences, summary.disagreements);
+  }
+  summary.seconds = elapsed();
+  return summary;
+}
+
+}  // namespace kvc::differential
