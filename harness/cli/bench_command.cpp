@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -29,7 +30,7 @@ using Clock = std::chrono::steady_clock;
 struct BenchArgs {
   std::vector<int64_t> windows{128, 1024}, cache_lens{4096}, heads{8}, head_dims{64, 128};
   int64_t kv_heads = 0, batch = 1, prefill = 512;
-  int repeats = 15, warmup = 3, harness_iterations = 50;
+  int repeats = 15, warmup = 3, harness_iterations = 50, threads = 0;
   std::string dtype = "float32", json;
   std::vector<std::string> kinds{"static_sliding", "dynamic_sliding", "static_chunked", "dynamic_chunked",
                                  "static_full", "dynamic_full"};
@@ -70,9 +71,31 @@ struct Measurement {
   double gbps;
 };
 
+std::string fixed(double v, int digits) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << v;
+  return os.str();
+}
+
+void print_header(std::ostream& table) {
+  table << std::left << std::setw(16) << "kind" << std::setw(7) << "backend" << std::right << std::setw(6) << "W"
+        << std::setw(7) << "L" << std::setw(4) << "H" << std::setw(4) << "Hkv" << std::setw(5) << "D" << std::setw(9)
+        << "op" << std::setw(6) << "q" << std::setw(7) << "kv" << std::setw(12) << "median_us" << std::setw(12)
+        << "iqr_us" << std::setw(9) << "GB/s" << "\n";
+}
+
+void print_row(std::ostream& table, const Measurement& m) {
+  table << std::left << std::setw(16) << m.kind << std::setw(7) << m.backend << std::right << std::setw(6) << m.window
+        << std::setw(7) << m.cache_len << std::setw(4) << m.heads << std::setw(4) << m.kv_heads << std::setw(5)
+        << m.head_dim << std::setw(9) << m.op << std::setw(6) << m.tokens << std::setw(7) << m.kv_length
+        << std::setw(12) << fixed(m.us.median, 1) << std::setw(12) << fixed(m.us.p75 - m.us.p25, 1) << std::setw(9)
+        << fixed(m.gbps, 2) << std::endl;  // one line as soon as it is measured
+}
+
 class Bench {
  public:
-  Bench(const BenchArgs& a, DType dtype) : a_(a), dtype_(dtype), elem_(at::elementSize(scalar_type(dtype))) {}
+  Bench(const BenchArgs& a, DType dtype, std::function<void(const Measurement&)> on_result)
+      : a_(a), dtype_(dtype), elem_(at::elementSize(scalar_type(dtype))), on_result_(std::move(on_result)) {}
 
   // One update + mask + attention of q tokens after `seen`; returns kv_length.
   int64_t step(CacheLayer& layer, const std::string& backend, int64_t seen, int64_t q, int64_t H, int64_t Hkv, int64_t D) {
@@ -135,11 +158,16 @@ class Bench {
                 pre.us = stats(us);
                 pre.gbps = bytes(P, kv, H, Hkv, D) / (pre.us.median * 1e-6) / 1e9;
                 out.push_back(pre);
+                on_result_(pre);
                 // Decode: fill to L - steps tokens (a full static layer must not overflow), then time each step.
                 const int64_t steps = a_.warmup + a_.repeats;
                 const int64_t fill = std::max<int64_t>(1, L - steps);
                 auto layer = make_layer(spec);
-                step(*layer, backend, 0, fill, H, Hkv, D);
+                {  // the fill itself is not timed and needs no attention: one update
+                  const auto opts = at::TensorOptions().dtype(scalar_type(dtype_));
+                  const at::Tensor k = at::randn({a_.batch, Hkv, fill, D}, opts);
+                  layer->update(k, k);
+                }
                 us.clear();
                 for (int64_t i = 0; i < steps; ++i) {
                   kv = step(*layer, backend, fill + i, 1, H, Hkv, D);
@@ -152,6 +180,7 @@ class Bench {
                 dec.us = stats(us);
                 dec.gbps = bytes(1, kv, H, Hkv, D) / (dec.us.median * 1e-6) / 1e9;
                 out.push_back(dec);
+                on_result_(dec);
               }
           }
     return out;
@@ -161,14 +190,10 @@ class Bench {
   const BenchArgs& a_;
   DType dtype_;
   size_t elem_;
+  std::function<void(const Measurement&)> on_result_;
   double last_us_ = 0;
 };
 
-std::string fixed(double v, int digits) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(digits) << v;
-  return os.str();
-}
 }  // namespace
 
 Runner add_bench_command(CLI::App& app) {
@@ -190,6 +215,10 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", a->warmup, "Untimed repetitions first (default 3)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--harness-iterations", a->harness_iterations, "RapidCheck cases per property for the throughput line")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", a->threads,
+                  "ATen intra-op threads (default: ATen's choice; 1 on a busy shared machine, where spinning threads "
+                  "distort timings)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-harness", a->no_harness, "Skip the harness throughput measurement");
   cmd->add_flag("--quick", a->quick, "A tiny grid (windows 4,16; cache length 64; 2 heads; head dim 8): a smoke test");
   cmd->add_option("--json", a->json, "Also write the results as JSON to this file ('-' for standard output)");
@@ -210,19 +239,11 @@ Runner add_bench_command(CLI::App& app) {
       if (b != "eager" && b != "sdpa") throw std::invalid_argument("--backends: '" + b + "' (expected eager or sdpa)");
     for (const std::string& k : a->kinds) parse_kind(k, 4, 8);  // reject bad names before timing anything
     at::manual_seed(0);
+    if (a->threads > 0) at::set_num_threads(a->threads);
 
     std::ostream& table = a->json == "-" ? std::cerr : std::cout;
-    const std::vector<Measurement> results = Bench(*a, dtype).run();
-    table << std::left << std::setw(16) << "kind" << std::setw(7) << "backend" << std::right << std::setw(6) << "W"
-          << std::setw(7) << "L" << std::setw(4) << "H" << std::setw(4) << "Hkv" << std::setw(5) << "D" << std::setw(9)
-          << "op" << std::setw(6) << "q" << std::setw(7) << "kv" << std::setw(12) << "median_us" << std::setw(12)
-          << "iqr_us" << std::setw(9) << "GB/s" << "\n";
-    for (const Measurement& m : results)
-      table << std::left << std::setw(16) << m.kind << std::setw(7) << m.backend << std::right << std::setw(6) << m.window
-            << std::setw(7) << m.cache_len << std::setw(4) << m.heads << std::setw(4) << m.kv_heads << std::setw(5)
-            << m.head_dim << std::setw(9) << m.op << std::setw(6) << m.tokens << std::setw(7) << m.kv_length
-            << std::setw(12) << fixed(m.us.median, 1) << std::setw(12) << fixed(m.us.p75 - m.us.p25, 1) << std::setw(9)
-            << fixed(m.gbps, 2) << "\n";
+    print_header(table);
+    const std::vector<Measurement> results = Bench(*a, dtype, [&](const Measurement& m) { print_row(table, m); }).run();
 
     nlohmann::ordered_json harness = nlohmann::ordered_json::array();
     if (!a->no_harness) {
