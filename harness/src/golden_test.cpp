@@ -1,0 +1,140 @@
+// The committed fixtures replay through the reference, and the comparison can fail: tampered
+// fixtures, the wrong transformers profile and malformed case files are each caught and named.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "kvconform/golden.h"
+#include "kvconform/inputs.h"
+
+namespace kvc::golden {
+namespace {
+
+const std::string kRoot = KVC_SOURCE_DIR;
+
+ReplayOptions options() {
+  ReplayOptions o;
+  o.fixtures_root = kRoot + "/golden/fixtures";
+  o.cases_root = kRoot + "/cases";
+  return o;
+}
+
+nlohmann::json fixture(const std::string& version, const std::string& name) {
+  return nlohmann::json::parse(cases::read_file(kRoot + "/golden/fixtures/" + version + "/" + name + ".json"));
+}
+
+TEST(Golden, EveryCommittedFixtureReplays) {
+  const auto results = replay(options());
+  int hand_written = 0, generated = 0;
+  for (const auto& r : results) {
+    EXPECT_NE(r.status, report::Status::Fail) << r.name << ": " << r.message;
+    (r.name.find("/gen_") != std::string::npos ? generated : hand_written)++;
+  }
+  // Two transformers versions, at least 40 hand-written and 300 generated cases each.
+  EXPECT_EQ(fixture_versions(options().fixtures_root).size(), 2u);
+  EXPECT_GE(hand_written, 2 * 40);
+  EXPECT_GE(generated, 2 * 300);
+}
+
+TEST(Golden, UpstreamDeviationIsReportedNotHidden) {
+  const cases::Case c = cases::load_case(kRoot + "/cases/upstream_48280_returned_rows_vs_mask_sizes.json");
+  const report::CaseResult r = compare(fixture("5.24.0", c.name), run_case(c, Profile::V5), c);
+  EXPECT_EQ(r.status, report::Status::Deviation);
+  EXPECT_NE(r.message.find("get_mask_sizes said kv_length"), std::string::npos) << r.message;
+}
+
+TEST(Golden, TamperedRowIsNamedWithBothValues) {
+  const cases::Case c = cases::load_case(kRoot + "/cases/tf_hybrid_cache.json");
+  nlohmann::json f = fixture("4.57.6", c.name);
+  f["steps"][1]["layers"][1]["stored"]["rows"][0] = 1;
+  const report::CaseResult r = compare(f, run_case(c, Profile::V4_57), c);
+  EXPECT_EQ(r.status, report::Status::Fail);
+  EXPECT_EQ(r.message, "step 1 layer 1 (sliding_attention): stored.rows[0]: transformers 1, reference 2");
+}
+
+TEST(Golden, TamperedAttentionOutputFailsBeyondTolerance) {
+  const cases::Case c = cases::load_case(kRoot + "/cases/tf_hybrid_cache.json");
+  nlohmann::json f = fixture("4.57.6", c.name);
+  std::string hex = f["steps"][0]["layers"][0]["attention"]["eager"]["hex"];
+  hex[6] = hex[6] == '4' ? '5' : '4';  // the exponent byte of the first float32: a large change
+  f["steps"][0]["layers"][0]["attention"]["eager"]["hex"] = hex;
+  const report::CaseResult r = compare(f, run_case(c, Profile::V4_57), c);
+  EXPECT_EQ(r.status, report::Status::Fail);
+  EXPECT_NE(r.message.find("attention.eager[0]"), std::string::npos) << r.message;
+}
+
+TEST(Golden, WrongProfileIsCaught) {
+  // 4.57 falls back to arange(q) without cache_position and counts non-zero rows; 5.x does neither.
+  const cases::Case c = cases::load_case(kRoot + "/cases/tf_static_cache.json");
+  EXPECT_EQ(compare(fixture("4.57.6", c.name), run_case(c, Profile::V4_57), c).status, report::Status::Pass);
+  EXPECT_EQ(compare(fixture("4.57.6", c.name), run_case(c, Profile::V5), c).status, report::Status::Fail);
+  EXPECT_EQ(compare(fixture("5.24.0", c.name), run_case(c, Profile::V5), c).status, report::Status::Pass);
+}
+
+TEST(Golden, InputGeneratorMatchesThePythonTestVectors) {  // cases/README.md
+  const int expected[] = {103, -87, 104, 21, -68, -92, 2, -107};
+  for (int t = 0; t < 8; ++t) EXPECT_EQ(inputs::element(1, inputs::kKey, 0, 0, 0, t, 0) * 128, expected[t]);
+  const int expected_v[] = {-30, -91, 116, -89, 77, -98, 110, -79};
+  for (int t = 0; t < 8; ++t)
+    EXPECT_EQ(inputs::element((1ULL << 53) - 1, inputs::kValue, 1, 0, 1, t, 7) * 128, expected_v[t]);
+}
+
+std::string load_error(const std::string& text, const std::string& file = "bad.json") {
+  try {
+    cases::parse_case(text, file);
+  } catch (const cases::CaseError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(Cases, BadInputNamesFileAndPointer) {
+  const std::string good = cases::read_file(kRoot + "/cases/tf_hybrid_cache.json");
+  EXPECT_EQ(load_error(good, "tf_hybrid_cache.json"), "accepted");
+  EXPECT_NE(load_error("{ not json").find("bad.json: /: invalid JSON"), std::string::npos);
+  nlohmann::json j = nlohmann::json::parse(good);
+  j["surprise"] = 1;
+  EXPECT_NE(load_error(j.dump(), "tf_hybrid_cache.json").find("tf_hybrid_cache.json: /"), std::string::npos);
+  j = nlohmann::json::parse(good);
+  j["steps"][1]["tokens"] = 0;
+  EXPECT_NE(load_error(j.dump(), "tf_hybrid_cache.json").find("/steps/1/tokens"), std::string::npos)
+      << load_error(j.dump(), "tf_hybrid_cache.json");
+  j = nlohmann::json::parse(good);
+  j["heads"] = 3;
+  j["kv_heads"] = 2;
+  EXPECT_NE(load_error(j.dump(), "tf_hybrid_cache.json").find("/kv_heads: kv_heads 2 does not divide heads 3"),
+            std::string::npos);
+  EXPECT_NE(load_error(good, "renamed.json").find("/name"), std::string::npos);
+  j = nlohmann::json::parse(good);
+  j["inputs"]["explicit"]["k"][0].push_back(1.0);
+  EXPECT_NE(load_error(j.dump(), "tf_hybrid_cache.json").find("/inputs/explicit/k/0"), std::string::npos);
+  EXPECT_THROW(cases::load_case("/nonexistent/case.json"), cases::CaseError);
+}
+
+TEST(Cases, FixtureOfAChangedCaseIsRejected) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "kvc_golden_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "cases");
+  fs::create_directories(dir / "fixtures/5.24.0");
+  std::string text = cases::read_file(kRoot + "/cases/tf_hybrid_cache.json");
+  text.insert(text.rfind('}'), " ");  // same meaning, other bytes
+  std::ofstream(dir / "cases/tf_hybrid_cache.json") << text;
+  fs::copy_file(kRoot + "/golden/fixtures/5.24.0/tf_hybrid_cache.json", dir / "fixtures/5.24.0/tf_hybrid_cache.json");
+  std::ofstream(dir / "fixtures/5.24.0/manifest.json")
+      << R"({"cases": {"tf_hybrid_cache": {"case_file": "cases/tf_hybrid_cache.json"}}})";
+  ReplayOptions o;
+  o.fixtures_root = (dir / "fixtures").string();
+  o.cases_root = (dir / "cases").string();
+  try {
+    replay(o);
+    FAIL() << "a stale fixture was accepted";
+  } catch (const cases::CaseError& e) {
+    EXPECT_NE(std::string(e.what()).find("/case_sha256"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace kvc::golden
