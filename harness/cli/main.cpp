@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   const kvc::cli::Runner run = kvc::cli::add_run_command(app);
   const kvc::cli::Runner fuzz = kvc::cli::add_fuzz_command(app);
   const kvc::cli::Runner bench = kvc::cli::add_bench_command(app);
+  const kvc::cli::Runner replay = kvc::cli::add_replay_command(app);
+  const kvc::cli::Runner explain = kvc::cli::add_explain_command(app);
   kvc::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
@@ -22,6 +24,8 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("run")) return run();
     if (app.got_subcommand("fuzz")) return fuzz();
     if (app.got_subcommand("bench")) return bench();
+    if (app.got_subcommand("replay")) return replay();
+    if (app.got_subcommand("explain")) return explain();
   } catch (const std::invalid_argument& e) {
     std::cerr << "kvconform: " << e.what() << "\n";
     return 2;
