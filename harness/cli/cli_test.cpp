@@ -47,7 +47,7 @@ Result kvconform(const std::string& args, const std::string& env = "") {
 }
 
 TEST(Cli, HelpOnEverySubcommand) {
-  for (const char* sub : {"", "run", "fuzz", "bench"}) {
+  for (const char* sub : {"", "run", "fuzz", "bench", "replay", "explain"}) {
     const Result r = kvconform(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub << "\n" << r.out;
     EXPECT_NE(r.out.find("Usage:"), std::string::npos) << sub;
@@ -59,7 +59,10 @@ TEST(Cli, BadUsageExitsTwo) {
                            "run --no-report --report-dir x", "fuzz --shard 2/2", "fuzz --shard x",
                            "fuzz --shard 1/0", "fuzz --iterations 10 --time-budget 5", "fuzz --iterations 0",
                            "fuzz --mutant nosuch", "fuzz --property '('", "bench --windows 0", "bench --dtype int8",
-                           "bench --kinds static_diagonal", "bench --backends flash", "bench --quick --kv-heads 3"}) {
+                           "bench --kinds static_diagonal", "bench --backends flash", "bench --quick --kv-heads 3",
+                           "replay", "replay /nonexistent/case.json", "explain " KVC_SOURCE_DIR "/cases/tf_hybrid_cache.json",
+                           "explain " KVC_SOURCE_DIR "/cases/tf_hybrid_cache.json --step 99",
+                           "explain /nonexistent/case.json --step 0"}) {
     const Result r = kvconform(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
   }
@@ -169,6 +172,17 @@ TEST(Bench, QuickGridWritesJson) {
   // 2 windows x 4 windowed kinds + 2 full kinds (measured once), x 2 backends x (prefill, decode).
   EXPECT_EQ(j["results"].size(), (2u * 4 + 2) * 2 * 2);
   for (const auto& m : j["results"]) EXPECT_GT(m["median_us"].get<double>(), 0.0);
+}
+
+TEST(Replay, CaseAgainstItsFixtures) {
+  const std::string fixtures = std::string(" --fixtures ") + KVC_SOURCE_DIR + "/golden/fixtures";
+  const Result r = kvconform(std::string("replay ") + KVC_SOURCE_DIR + "/cases/tf_hybrid_cache.json" + fixtures);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("tf_hybrid_cache"), std::string::npos) << r.out;
+  const Result e = kvconform(std::string("explain ") + KVC_SOURCE_DIR + "/cases/tf_hybrid_cache.json --step 1" + fixtures);
+  EXPECT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("boolean mask"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("0 differences"), std::string::npos) << e.out;
 }
 
 }  // namespace

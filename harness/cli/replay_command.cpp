@@ -1,0 +1,165 @@
+// `kvconform replay CASE` and `kvconform explain CASE --step N`: one scenario file against its
+// golden fixtures, and one step of it laid out field by field (reference vs fixture).
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "kvconform/cases.h"
+#include "kvconform/golden.h"
+#include "kvconform/report.h"
+
+namespace kvc::cli {
+
+namespace {
+namespace fs = std::filesystem;
+
+struct CaseArgs {
+  std::string path, fixtures = "golden/fixtures", version, report_dir;
+  int step = -1;
+};
+
+Profile profile_of(const std::string& version) { return version.rfind("4.", 0) == 0 ? Profile::V4_57 : Profile::V5; }
+
+// Versions to use: --version, else every fixture folder; each with its fixture file when present.
+std::vector<std::pair<std::string, std::optional<nlohmann::json>>> fixtures_for(const cases::Case& c, const CaseArgs& a) {
+  std::vector<std::string> versions;
+  if (!a.version.empty()) versions.push_back(a.version);
+  else if (fs::is_directory(a.fixtures)) versions = golden::fixture_versions(a.fixtures);
+  std::vector<std::pair<std::string, std::optional<nlohmann::json>>> out;
+  for (const std::string& v : versions) {
+    if (!c.applies_to(v)) continue;
+    const fs::path f = fs::path(a.fixtures) / v / (c.name + ".json");
+    std::optional<nlohmann::json> fixture;
+    if (fs::exists(f)) {
+      try {
+        fixture = nlohmann::json::parse(cases::read_file(f.string()));
+      } catch (const nlohmann::json::exception& e) {
+        throw std::invalid_argument(f.string() + ": not JSON: " + e.what());
+      }
+    }
+    out.emplace_back(v, std::move(fixture));
+  }
+  if (out.empty() && !a.version.empty()) throw std::invalid_argument("case " + c.name + " does not apply to " + a.version);
+  if (out.empty()) out.emplace_back("5", std::nullopt);  // no fixtures at all: the 5.x reference alone
+  return out;
+}
+
+std::string compact(const nlohmann::json& j) { return j.is_null() ? "-" : j.dump(); }
+}  // namespace
+
+Runner add_replay_command(CLI::App& app) {
+  auto a = std::make_shared<CaseArgs>();
+  CLI::App* cmd = app.add_subcommand("replay", "Replay one case file through the reference and compare with its golden fixtures");
+  cmd->add_option("CASE", a->path, "A scenario file (cases/README.md)")->required();
+  cmd->add_option("--fixtures", a->fixtures, "Golden fixtures folder (default golden/fixtures)");
+  cmd->add_option("--version", a->version, "Only this transformers version's fixture");
+  cmd->add_option("--report-dir", a->report_dir, "Also write junit.xml, summary.json, summary.md, report.html here");
+  return [a]() -> int {
+    const cases::Case c = cases::load_case(a->path);
+    report::RunSummary summary;
+    summary.tool_version = kToolVersion;
+    summary.command = command_line();
+    for (const auto& [version, fixture] : fixtures_for(c, *a)) {
+      const nlohmann::json reference = golden::run_case(c, profile_of(version));
+      report::CaseResult r;
+      if (fixture) {
+        r = golden::compare(*fixture, reference, c);
+      } else {
+        r.suite = "golden";
+        r.name = version + "/" + c.name;
+        r.backend = "reference";
+        r.dtype = to_string(c.dtype);
+        r.status = report::Status::Skipped;
+        r.message = "no fixture for this case: the reference ran " + std::to_string(reference["steps"].size()) +
+                    " steps (kvconform golden regenerates fixtures)";
+      }
+      r.reproduce = "kvconform replay " + shell_quote(a->path) + " --version " + version;
+      std::cout << r.name << "(" << r.params << "): " << to_string(r.status) << (r.message.empty() ? "" : " " + r.message)
+                << "\n";
+      if (r.status == report::Status::Fail && !r.detail.empty()) std::cout << r.detail << "\n";
+      summary.cases.push_back(std::move(r));
+    }
+    const int failed = summary.count(report::Status::Fail);
+    if (!a->report_dir.empty()) report::write_reports(summary, a->report_dir);
+    const int skipped = summary.count(report::Status::Skipped);
+    std::cout << (static_cast<int>(summary.cases.size()) - failed - skipped) << " passed, " << failed << " failed";
+    if (skipped) std::cout << ", " << skipped << " skipped";
+    std::cout << "\n";
+    return failed == 0 ? 0 : 1;
+  };
+}
+
+Runner add_explain_command(CLI::App& app) {
+  auto a = std::make_shared<CaseArgs>();
+  CLI::App* cmd = app.add_subcommand("explain", "Show one step of a case: mask sizes, rows and masks, reference vs fixture");
+  cmd->add_option("CASE", a->path, "A scenario file (cases/README.md)")->required();
+  cmd->add_option("--step", a->step, "Step index, from 0")->required()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--fixtures", a->fixtures, "Golden fixtures folder (default golden/fixtures)");
+  cmd->add_option("--version", a->version, "Transformers version whose fixture and profile to use (default: the newest)");
+  return [a]() -> int {
+    const cases::Case c = cases::load_case(a->path);
+    if (a->step >= static_cast<int>(c.steps.size()))
+      throw std::invalid_argument("--step " + std::to_string(a->step) + ": " + c.name + " has " +
+                                  std::to_string(c.steps.size()) + " steps (0.." + std::to_string(c.steps.size() - 1) + ")");
+    auto all = fixtures_for(c, *a);
+    const auto& [version, fixture] = all.back();  // versions are sorted: the newest
+    const nlohmann::json reference = golden::run_case(c, profile_of(version));
+    const nlohmann::json& rs = reference["steps"][static_cast<size_t>(a->step)];
+    const nlohmann::json* fs_ = fixture && (*fixture)["steps"].size() > static_cast<size_t>(a->step)
+                                    ? &(*fixture)["steps"][static_cast<size_t>(a->step)]
+                                    : nullptr;
+    int differences = 0;
+    std::cout << c.name << " step " << a->step << " (" << c.steps[static_cast<size_t>(a->step)].tokens
+              << " tokens), transformers " << version << (fs_ ? " fixture vs reference" : " reference only (no fixture)")
+              << "\n";
+    for (size_t l = 0; l < rs["layers"].size(); ++l) {
+      const nlohmann::json& rl = rs["layers"][l];
+      const nlohmann::json* fl = fs_ && l < (*fs_)["layers"].size() ? &(*fs_)["layers"][l] : nullptr;
+      std::cout << "\nlayer " << l << " " << c.layer_spec(l).describe() << "\n";
+      const auto field = [&](const char* label, const nlohmann::json& ref, const nlohmann::json* fix) {
+        const bool differ = fix && *fix != ref;
+        differences += differ;
+        std::cout << "  " << (differ ? "≠ " : "  ") << label << ": " << compact(ref);
+        if (fix && differ) std::cout << "   fixture: " << compact(*fix);
+        std::cout << "\n";
+      };
+      const auto sub = [](const nlohmann::json* j, const char* a, const char* b = nullptr) -> const nlohmann::json* {
+        if (!j || !j->contains(a)) return nullptr;
+        const nlohmann::json* x = &(*j)[a];
+        if (b) x = x->contains(b) ? &(*x)[b] : nullptr;
+        return x;
+      };
+      const nlohmann::json null;
+      for (const char* k : {"cumulative_length_before", "mask_sizes", "q_positions", "sdpa_mask_skipped"})
+        field(k, rl.value(k, null), sub(fl, k));
+      field("returned rows", rl.contains("returned") ? rl["returned"].value("rows", null) : null, sub(fl, "returned", "rows"));
+      field("stored rows", rl.contains("stored") ? rl["stored"].value("rows", null) : null, sub(fl, "stored", "rows"));
+      if (rl.contains("bool_mask")) {
+        const nlohmann::json* fm = sub(fl, "bool_mask");
+        const int64_t offset = rl["mask_sizes"].value("kv_offset", int64_t{0});
+        for (size_t b = 0; b < rl["bool_mask"].size(); ++b) {
+          std::cout << "  boolean mask, batch row " << b << " (keys from " << offset << "; 1 = attend)"
+                    << (fm ? "   reference | fixture" : "") << "\n";
+          const nlohmann::json& rows = rl["bool_mask"][b];
+          for (size_t i = 0; i < rows.size(); ++i) {
+            const std::string ref = rows[i].get<std::string>();
+            std::string fix;
+            if (fm && b < fm->size() && i < (*fm)[b].size()) fix = (*fm)[b][i].get<std::string>();
+            const bool differ = fm && fix != ref;
+            differences += differ;
+            const std::string q = rl.contains("q_positions") && i < rl["q_positions"].size() ? rl["q_positions"][i].dump() : "?";
+            std::cout << "  " << (differ ? "≠ " : "  ") << "q" << q << "  " << ref;
+            if (fm) std::cout << " | " << fix;
+            std::cout << "\n";
+          }
+        }
+      }
+    }
+    std::cout << "\n" << differences << " differences\n";
+    return differences == 0 ? 0 : 1;
+  };
+}
+
+}  // namespace kvc::cli
