@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace kvc::cli {
 
@@ -16,6 +18,19 @@ Runner add_fuzz_command(CLI::App& app);    // fuzz_command.cpp
 Runner add_bench_command(CLI::App& app);   // bench_command.cpp (the one CLI file with LibTorch)
 Runner add_replay_command(CLI::App& app);   // replay_command.cpp
 Runner add_explain_command(CLI::App& app);  // replay_command.cpp
+Runner add_golden_command(CLI::App& app);  // golden_command.cpp
+
+// kvconform fuzz --differential (differential_command.cpp).
+struct DifferentialRequest {
+  uint64_t seed = 20250917;
+  int64_t iterations = 1000;
+  double time_budget_s = 0;
+  std::vector<std::string> versions;  // empty: every pinned version
+  std::string out_dir = "cases/regressions";
+  std::string root = ".";
+  std::string reference_profile;  // empty: each version's own
+};
+int run_differential(const DifferentialRequest& request);
 
 // Round r of `kvconform fuzz --seed S` runs the campaign with this seed (documented in docs/cli.md).
 uint64_t fuzz_round_seed(uint64_t seed, uint64_t round);

@@ -133,6 +133,10 @@ Runner add_fuzz_command(CLI::App& app) {
   auto* diff_flag = cmd->add_flag("--differential", "Compare random sequences with the real transformers (golden/dump.py --serve) instead");
   cmd->add_option("--version", differential->versions, "With --differential: transformers versions (default: every pinned one)")
       ->needs(diff_flag);
+  cmd->add_option("--reference-profile", differential->reference_profile,
+                  "With --differential: compare with this reference profile (4.57 or 5) instead of the version's own; "
+                  "a mismatched profile must produce disagreements")
+      ->needs(diff_flag);
 
   return [args, differential, diff_flag]() -> int {
     if (*diff_flag) {  // the differential campaign: sequences of the generated-corpus generator

@@ -53,7 +53,8 @@ int dump(const fs::path& root, const std::string& version, const fs::path& out) 
   if (int rc = shell("bash " + quoted(root / "golden/setup_env.sh") + " " + version + " >&2"); rc != 0) return rc;
   std::string cmd = quoted(root / ("golden/.venv-" + version) / "bin/python") + " " + quoted(root / "golden/dump.py") +
                     " --cases " + quoted(root / "cases");
-  if (fs::is_directory(root / "cases/generated")) cmd += " " + quoted(root / "cases/generated");
+  for (const char* extra : {"cases/generated", "cases/regressions"})
+    if (fs::is_directory(root / extra) && !fs::is_empty(root / extra)) cmd += " " + quoted(root / extra);
   return shell(cmd + " --out " + quoted(out));
 }
 
@@ -62,7 +63,8 @@ bool equivalent_fixtures(const fs::path& committed, const fs::path& fresh) {
   const auto a = nlohmann::json::parse(cases::read_file(committed.string()));
   const auto b = nlohmann::json::parse(cases::read_file(fresh.string()));
   const fs::path case_file = fs::path(a.value("case", "")).string() + ".json";
-  for (const fs::path& dir : {committed.parent_path() / "../../../cases", committed.parent_path() / "../../../cases/generated"}) {
+  const fs::path cases_dir = committed.parent_path() / "../../../cases";
+  for (const fs::path& dir : {cases_dir, cases_dir / "generated", cases_dir / "regressions"}) {
     if (!fs::exists(dir / case_file)) continue;
     const cases::Case c = cases::load_case((dir / case_file).string());
     const report::CaseResult r = golden::compare(a, b, c);

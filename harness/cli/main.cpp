@@ -1,5 +1,7 @@
 #include <iostream>
 
+#include "kvconform/cases.h"
+
 #include "cli_util.h"
 #include "commands.h"
 
@@ -12,6 +14,7 @@ int main(int argc, char** argv) {
   const kvc::cli::Runner bench = kvc::cli::add_bench_command(app);
   const kvc::cli::Runner replay = kvc::cli::add_replay_command(app);
   const kvc::cli::Runner explain = kvc::cli::add_explain_command(app);
+  const kvc::cli::Runner golden = kvc::cli::add_golden_command(app);
   kvc::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
@@ -26,7 +29,11 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("bench")) return bench();
     if (app.got_subcommand("replay")) return replay();
     if (app.got_subcommand("explain")) return explain();
+    if (app.got_subcommand("golden")) return golden();
   } catch (const std::invalid_argument& e) {
+    std::cerr << "kvconform: " << e.what() << "\n";
+    return 2;
+  } catch (const kvc::cases::CaseError& e) {  // bad case or fixture file: file and JSON pointer
     std::cerr << "kvconform: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {  // unreadable input, unwritable report folder, ...
