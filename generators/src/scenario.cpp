@@ -53,9 +53,6 @@ rc::Gen<ScenarioConfig> gen_config(const ConfigFilter& filter) {
                                    : *rc::gen::weightedElement<LayerType>(
                                          {{4, LayerType::Sliding}, {4, LayerType::Chunked}, {1, LayerType::Full}});
     c.window = *gen_window();
-    // Dynamic sliding layers with window 1 are a known upstream deviation (positions.h), checked
-    // by a dedicated case rather than by every property.
-    if (c.window == 1 && c.attention != LayerType::Full) c.window = 2;
     c.max_cache_len = *gen_max_cache_len(c.window);
     c.batch = *rc::gen::weightedElement<int64_t>({{4, 1}, {3, 2}, {1, 3}, {1, 4}});
     c.kv_heads = *rc::gen::elementOf(std::vector<int64_t>{1, 2});

@@ -85,13 +85,18 @@ struct SystemUnderTest::Impl {
       : cfg(c), property(p), mutation(m), observations(obs),
         oracle(OracleShape{c.batch, c.heads, c.kv_heads, c.head_dim}, c.attention, c.window, c.left_padding) {
     add("static", c.static_spec());
-    add("dynamic", c.dynamic_spec());
+    // A dynamic layer whose configuration transformers itself gets wrong (window 1, positions.h)
+    // is left out: the golden cases report that deviation; here it would only mask other bugs.
+    if (!positions::upstream_deviation(c.dynamic_spec())) add("dynamic", c.dynamic_spec());
+    checked = layers.size();
     if (c.attention != LayerType::Full) {
       LayerSpec twin = c.static_spec();
       twin.type = c.attention == LayerType::Sliding ? LayerType::Chunked : LayerType::Sliding;
       add("twin", twin);
     }
   }
+
+  size_t checked = 0;  // the static and dynamic layers; a twin after them only serves LayerAgreement
 
   void add(const char* role, const LayerSpec& spec) {
     layers.push_back({role, make_layer(spec, Profile::V5, mutation), make_layer(spec, Profile::V5)});
@@ -262,10 +267,11 @@ struct SystemUnderTest::Impl {
     } catch (const std::exception& e) {
       RC_FAIL(who + " math reference failed: " + e.what());
     }
+    const double reference_error = backends::reference_error(reference, O, rows);
     for (const auto& be : backend_list) {
       backends::Verdict v;
       try {
-        v = backends::judge(be->run(call), reference, O, rows, cfg.dtype);
+        v = backends::judge(be->run(call), reference_error, O, rows, cfg.dtype);
       } catch (const std::exception& e) {
         RC_FAIL(who + " backend " + be->name() + " threw: " + e.what());
       }
@@ -298,7 +304,6 @@ struct SystemUnderTest::Impl {
       }
     }
     if (observations) ++observations->steps;
-    const size_t checked = 2;  // static and dynamic; the twin only serves LayerAgreement
     switch (property) {
       case Property::StoredRows:
         for (size_t i = 0; i < checked; ++i) check_stored(layers[i], seen + q, where);
@@ -318,15 +323,16 @@ struct SystemUnderTest::Impl {
         for (size_t i = 0; i < checked; ++i)
           exact.push_back(check_attention(layers[i], views[i], Q, O, rows, where, full_check));
         if (full_check) break;
-        const double gap = max_error(exact[0], exact[1], rows);
+        const double gap = checked > 1 ? max_error(exact[0], exact[1], rows) : 0.0;
         if (gap > kExactTolerance)
           RC_FAIL(where + ": static and dynamic layers' attention outputs differ by " + num(gap));
-        if (layers.size() > 2) {
-          const positions::Rows a = rows_of_tags(layers[0].tags->keys()), b = rows_of_tags(layers[2].tags->keys());
-          if (a != b || !at::equal(layers[0].layer->keys(), layers[2].layer->keys()) ||
-              !at::equal(layers[0].layer->values(), layers[2].layer->values()))
+        if (layers.size() > checked) {
+          const Tracked& twin = layers.back();
+          const positions::Rows a = rows_of_tags(layers[0].tags->keys()), b = rows_of_tags(twin.tags->keys());
+          if (a != b || !at::equal(layers[0].layer->keys(), twin.layer->keys()) ||
+              !at::equal(layers[0].layer->values(), twin.layer->values()))
             RC_FAIL(where + ": " + layers[0].layer->spec().describe() + " stores " + rows_str(a) + " but " +
-                    layers[2].layer->spec().describe() + " stores " + rows_str(b));
+                    twin.layer->spec().describe() + " stores " + rows_str(b));
         }
         break;
       }
