@@ -28,13 +28,13 @@ constexpr double kTol = 1e-9;
 
 // Runs a RapidCheck property quietly with the campaign's default seed; returns the failure text
 // (empty when it holds).
-std::string check(const std::string& id, std::function<void()> property, int iterations = 150) {
+std::string check(const std::string& id, std::function<void()> property, int iterations = 100) {
   rc::detail::TestMetadata metadata;
   metadata.id = id;
   rc::detail::TestParams params;
   params.seed = 20250917;
   params.maxSuccess = iterations;
-  params.maxSize = 100;
+  params.maxSize = 50;  // keeps sequences short: the default suite must stay fast
   rc::detail::TestListenerAdapter quiet;
   const auto result = rc::detail::checkProperty(rc::detail::toProperty(property), metadata, params, quiet, {});
   if (result.is<rc::detail::SuccessResult>()) return "";

@@ -35,7 +35,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Expectation{Mutation::ChunkIgnoresLeftPadding, Property::WindowCoverage},
                       Expectation{Mutation::CapacityMax, Property::StoredRows},
                       Expectation{Mutation::WindowTooWide, Property::AttentionVsOracle},
-                      Expectation{Mutation::BecomingFullKeepsFirst, Property::LayerAgreement}),
+                      Expectation{Mutation::BecomingFullKeepsFirst, Property::LayerAgreement},
+                      Expectation{Mutation::KvOffsetTooSmall, Property::BackendsVsOracle}),
     [](const auto& info) {
       return std::string(to_string(info.param.mutation)) + "_by_" + to_string(info.param.caught_by);
     });

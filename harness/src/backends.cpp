@@ -216,13 +216,30 @@ Policy policy(DType dtype) {
   return {0, 0};
 }
 
+double reference_error(const at::Tensor& reference, const at::Tensor& oracle, const at::Tensor& sees) {
+  const at::Tensor exp = oracle.to(at::kCPU).to(at::kDouble);
+  const at::Tensor d = (reference.to(at::kCPU).to(at::kDouble) - exp).abs().nan_to_num(0.0, 0.0, 0.0);
+  const at::Tensor masked = d.masked_fill(sees.to(at::kCPU).expand_as(exp).logical_not(), 0.0);
+  return masked.numel() ? masked.max().item<double>() : 0.0;
+}
+
 Verdict judge(const at::Tensor& out, const at::Tensor& reference, const at::Tensor& oracle, const at::Tensor& sees,
               DType dtype) {
+  return judge(out, reference_error(reference, oracle, sees), oracle, sees, dtype);
+}
+
+Verdict judge(const at::Tensor& out, double ref_error, const at::Tensor& oracle, const at::Tensor& sees, DType dtype) {
   Verdict v;
   const at::Tensor got = out.to(at::kCPU).to(at::kDouble), exp = oracle.to(at::kCPU).to(at::kDouble);
+  if (got.sizes() != exp.sizes()) {
+    v.ok = false;
+    std::ostringstream os;
+    os << "output shape " << got.sizes() << ", expected " << exp.sizes();
+    v.problem = os.str();
+    return v;
+  }
   const at::Tensor rows = sees.to(at::kCPU).expand_as(exp);
-  auto where = [&](const at::Tensor& flat_index) {
-    int64_t i = flat_index.item<int64_t>();
+  auto where = [&](int64_t i) {
     std::vector<int64_t> idx(4);
     for (int d = 3; d >= 0; --d) {
       idx[d] = i % exp.size(d);
@@ -231,44 +248,34 @@ Verdict judge(const at::Tensor& out, const at::Tensor& reference, const at::Tens
     return "[b=" + std::to_string(idx[0]) + ",h=" + std::to_string(idx[1]) + ",q=" + std::to_string(idx[2]) +
            ",d=" + std::to_string(idx[3]) + "]";
   };
-  if (got.sizes() != exp.sizes()) {
+  const Policy p = policy(dtype);
+  v.reference_error = ref_error;
+  v.bound = std::max(p.floor, p.factor * ref_error);
+  const at::Tensor diff = (got - exp).abs().masked_fill(rows.logical_not(), 0.0).flatten();
+  // NaN propagates through max: one reduction answers both questions in the common case.
+  v.error = diff.numel() ? diff.max().item<double>() : 0.0;
+  const bool finite_rows = std::isfinite(v.error);
+  if (!finite_rows || !got.isfinite().all().item<bool>()) {
+    const at::Tensor bad = got.isfinite().logical_not();
     v.ok = false;
-    std::ostringstream os;
-    os << "output shape " << got.sizes() << ", expected " << exp.sizes();
-    v.problem = os.str();
-    return v;
-  }
-  const at::Tensor bad = got.isfinite().logical_not();
-  if (bad.any().item<bool>()) {
-    v.ok = false;
-    v.error = std::numeric_limits<double>::infinity();
-    v.problem = std::string(got.isnan().any().item<bool>() ? "NaN" : "Inf") + " at " + where(bad.flatten().nonzero()[0][0]) +
-                " where the oracle is finite";
+    v.problem = std::string(got.isnan().any().item<bool>() ? "NaN" : "Inf") + " at " +
+                where(bad.flatten().nonzero()[0][0].item<int64_t>()) + " where the oracle is finite";
     v.only_masked_rows_nonfinite = !bad.logical_and(rows).any().item<bool>();
-    if (v.only_masked_rows_nonfinite) {
-      v.problem += " (a fully masked row)";
-      // The rows that see a key are still judged.
-      Verdict rest = judge(got.masked_fill(bad, 0.0), reference.to(at::kCPU).to(at::kDouble).nan_to_num(0.0, 0.0, 0.0), exp, sees, dtype);
-      v.error = rest.error;
-      v.reference_error = rest.reference_error;
-      v.bound = rest.bound;
-      if (!rest.ok) {
-        v.only_masked_rows_nonfinite = false;
-        v.problem = rest.problem + "; and " + v.problem;
-      }
+    if (!v.only_masked_rows_nonfinite) {
+      v.error = std::numeric_limits<double>::infinity();
+      return v;
+    }
+    v.problem += " (a fully masked row)";
+    if (v.error > v.bound) {  // the rows that see a key are still judged
+      v.only_masked_rows_nonfinite = false;
+      v.problem = "max error " + sci(v.error) + " > bound " + sci(v.bound) + "; and " + v.problem;
     }
     return v;
   }
-  const at::Tensor diff = (got - exp).abs().masked_fill(rows.logical_not(), 0.0).flatten();
-  const at::Tensor rdiff = (reference.to(at::kCPU).to(at::kDouble) - exp).abs().masked_fill(rows.logical_not(), 0.0);
-  v.error = diff.numel() ? diff.max().item<double>() : 0.0;
-  v.reference_error = rdiff.numel() ? rdiff.max().item<double>() : 0.0;
-  const Policy p = policy(dtype);
-  v.bound = std::max(p.floor, p.factor * v.reference_error);
   if (v.error > v.bound) {
     v.ok = false;
     v.problem = "max error " + sci(v.error) + " > bound " + sci(v.bound) + " (same-dtype math reference error " +
-                sci(v.reference_error) + ") at " + where(diff.argmax());
+                sci(v.reference_error) + ") at " + where(diff.argmax().item<int64_t>());
   }
   return v;
 }

@@ -95,6 +95,11 @@ struct Verdict {
 Verdict judge(const at::Tensor& out, const at::Tensor& reference, const at::Tensor& oracle, const at::Tensor& sees,
               DType dtype);
 
+// The same with the math reference's error computed once per step and shared between backends.
+double reference_error(const at::Tensor& reference, const at::Tensor& oracle, const at::Tensor& sees);
+Verdict judge(const at::Tensor& out, double reference_error, const at::Tensor& oracle, const at::Tensor& sees,
+              DType dtype);
+
 // Where a backend faithful to transformers breaks the policy because transformers does: eager in
 // float64 (its softmax runs in float32, finfo(float64).min becomes -inf, a fully masked row is NaN).
 // Such a failure is reported as a Deviation, not a Fail, when it is confined to fully masked rows.
