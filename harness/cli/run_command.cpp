@@ -8,8 +8,10 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "kvconform/backends.h"
 #include "kvconform/campaign.h"
 #include "kvconform/golden.h"
+#include "kvconform/plugin_host.h"
 #include "kvconform/report.h"
 #include "kvconform/results.h"
 
@@ -26,6 +28,10 @@ struct RunArgs {
   // Reports (docs/cli.md): junit.xml, summary.json, summary.md, report.html.
   std::string report_dir = "reports/latest";
   bool no_report = false, timings = false;
+  // Kernel backends and foreign plugins (docs/backends.md, docs/plugins.md).
+  std::string backend = ".*", device = "cpu";
+  std::vector<std::string> plugins;
+  int plugin_iterations = 25;
 };
 
 report::CaseResult property_result(const campaign::Outcome& o, const campaign::Options& options, bool verbose) {
@@ -95,6 +101,15 @@ Runner add_run_command(CLI::App& app) {
                   "Folder for junit.xml, summary.json, summary.md, report.html (default reports/latest)")
       ->excludes(no_report);
   run->add_flag("--timings", args->timings, "Put wall times into the reports (they then differ between runs)");
+  run->add_option("--backend", args->backend, "Regular expression over attention backends (eager, sdpa, sdpa_is_causal, windowed)");
+  run->add_option("--device", args->device, "Device of the backend suite: cpu (default) or cuda (SKIP without CUDA)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  run->add_option("--plugin", args->plugins,
+                  "Check a plugin (shared library, docs/plugins.md) against the golden cases' step sequences and a "
+                  "random campaign; with --plugin only the plugins are checked")
+      ->check(CLI::ExistingFile);
+  run->add_option("--plugin-iterations", args->plugin_iterations, "Random-campaign cases per plugin part (default 25)")
+      ->check(CLI::NonNegativeNumber);
   run->add_flag("-v,--verbose", args->verbose, "Also print details of passing cases (largest numerical errors)");
 
   return [args]() -> int {
@@ -123,7 +138,9 @@ Runner add_run_command(CLI::App& app) {
     report::RunSummary summary;
     summary.tool_version = "kvconform 0.1.0";
     summary.seed = options.seed;
-    const bool goldens = !args->properties_only && options.mutation == Mutation::None && options.reproduce.empty();
+    const bool reference_sections = args->plugins.empty();
+    const bool goldens = reference_sections && !args->properties_only && options.mutation == Mutation::None &&
+                         options.reproduce.empty();
     if (goldens) {
       golden::ReplayOptions g;
       g.fixtures_root = args->fixtures;
@@ -141,7 +158,41 @@ Runner add_run_command(CLI::App& app) {
         }
       }
     }
-    if (!args->golden_only) {
+    auto add = [&](report::CaseResult r) {
+      if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
+      print_line(r);
+      case_seconds.resize(summary.cases.size(), -1.0);
+      summary.cases.push_back(std::move(r));
+    };
+    // The backend suite: every built-in attention backend on the step patterns, judged against the
+    // float64 oracle (the property backends_vs_oracle does the same on random sequences).
+    if (reference_sections && !args->golden_only && !args->properties_only && options.mutation == Mutation::None &&
+        options.reproduce.empty()) {
+      backends::SuiteOptions b;
+      b.device = args->device;
+      b.seed = options.seed;
+      const std::regex backend_pattern(args->backend);
+      for (const std::string& name : backends::names())
+        if (std::regex_search(name, backend_pattern)) b.backends.push_back(name);
+      if (b.backends.empty()) throw std::invalid_argument("--backend '" + args->backend + "' matches no backend");
+      if (args->list) {
+        for (const std::string& name : b.backends) std::cout << "backend " << name << " on " << b.device << "\n";
+      } else {
+        for (report::CaseResult& r : backends::run_suite(b)) add(std::move(r));
+      }
+    }
+    for (const std::string& path : args->plugins) {
+      if (args->list) {
+        std::cout << "plugin " << path << "\n";
+        continue;
+      }
+      plugin::PluginCheckOptions p;
+      p.seed = options.seed;
+      p.iterations = args->plugin_iterations;
+      p.cases_dir = args->cases;
+      for (report::CaseResult& r : plugin::check_plugin(path, p)) add(std::move(r));
+    }
+    if (reference_sections && !args->golden_only) {
       for (campaign::Property p : selected) {
         if (args->list) {
           std::cout << "property " << campaign::to_string(p) << ": " << campaign::describe(p) << "\n";
@@ -157,6 +208,7 @@ Runner add_run_command(CLI::App& app) {
       }
     }
     if (args->list) return 0;
+    if (summary.cases.empty()) throw std::invalid_argument("nothing to run: the filters match no case");
     // Reports: written before the closing line, announced on stderr so stdout stays as it was.
     if (!args->no_report) {
       summary.command = command_line();
