@@ -99,7 +99,8 @@ struct SystemUnderTest::Impl {
   size_t checked = 0;  // the static and dynamic layers; a twin after them only serves LayerAgreement
 
   void add(const char* role, const LayerSpec& spec) {
-    layers.push_back({role, make_layer(spec, Profile::V5, mutation), make_layer(spec, Profile::V5)});
+    // The tag shadow is the same implementation (mutant included), so messages name real rows.
+    layers.push_back({role, make_layer(spec, Profile::V5, mutation), make_layer(spec, Profile::V5, mutation)});
   }
 
   // [batch, heads, rows, head_dim] holding each listed token's generated values, zeros elsewhere.

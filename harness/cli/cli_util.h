@@ -1,6 +1,8 @@
 // Small helpers shared by the subcommands (no LibTorch).
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 
@@ -23,6 +25,11 @@ struct Shard {
 Shard parse_shard(const std::string& text);
 // The --shard value, else GTEST_SHARD_INDEX / GTEST_TOTAL_SHARDS (both set), else 0/1.
 Shard resolve_shard(const std::string& flag);
+
+// The scenario file (cases/schema.json) of a shrunk property counterexample, named by a hash of
+// what it runs (fuzz_command.cpp); `message` is the failure's last line.
+nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Property property, Mutation mutation,
+                                 uint64_t seed, const std::string& message);
 
 // Properties whose name matches the regular expression; throws std::invalid_argument if it is
 // malformed or matches none.

@@ -58,6 +58,8 @@ std::string hex64(uint64_t v) {
   return os.str();
 }
 
+}  // namespace
+
 // The scenario file for a counterexample; `name` is filled in from a hash of everything else.
 nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Property property, Mutation mutation,
                                  uint64_t round_seed, const std::string& message) {
@@ -100,7 +102,6 @@ nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Pr
   j["name"] = "fuzz_" + std::string(campaign::to_string(property)) + "_" + hex64(h).substr(0, 12);
   return j;
 }
-}  // namespace
 
 uint64_t fuzz_round_seed(uint64_t seed, uint64_t round) { return inputs::mix64(inputs::mix64(seed) ^ round); }
 

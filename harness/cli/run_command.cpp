@@ -1,6 +1,8 @@
 // `kvconform run`: golden fixtures replayed through the reference, then the property campaign.
 // One line per case (`NAME(params): OK|FAIL|DEVIATION ...`) and a closing `N passed, N failed`.
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <regex>
@@ -32,6 +34,7 @@ struct RunArgs {
   std::string backend = ".*", device = "cpu";
   std::vector<std::string> plugins;
   int plugin_iterations = 25;
+  std::string save_cases;  // folder for shrunk property failures as case files
 };
 
 report::CaseResult property_result(const campaign::Outcome& o, const campaign::Options& options, bool verbose) {
@@ -110,6 +113,9 @@ Runner add_run_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   run->add_option("--plugin-iterations", args->plugin_iterations, "Random-campaign cases per plugin part (default 25)")
       ->check(CLI::NonNegativeNumber);
+  run->add_option("--save-cases", args->save_cases,
+                  "Write each shrunk property failure as a case file into this folder (e.g. cases/regressions), "
+                  "so a found bug becomes a permanent golden case");
   run->add_flag("-v,--verbose", args->verbose, "Also print details of passing cases (largest numerical errors)");
 
   return [args]() -> int {
@@ -199,7 +205,17 @@ Runner add_run_command(CLI::App& app) {
           continue;
         }
         const auto started = std::chrono::steady_clock::now();
-        report::CaseResult r = property_result(campaign::run(p, options), options, args->verbose);
+        const campaign::Outcome outcome = campaign::run(p, options);
+        report::CaseResult r = property_result(outcome, options, args->verbose);
+        if (!outcome.ok && outcome.counterexample && !args->save_cases.empty()) {
+          const std::string last = outcome.failure.substr(outcome.failure.find_last_of('\n', outcome.failure.size() - 2) + 1);
+          const auto doc = case_json(*outcome.counterexample, p, options.mutation, options.seed, last);
+          std::filesystem::create_directories(args->save_cases);
+          const std::string path = args->save_cases + "/" + doc["name"].get<std::string>() + ".json";
+          std::ofstream(path + ".tmp") << doc.dump(2) << "\n";
+          std::filesystem::rename(path + ".tmp", path);
+          r.detail += "\nsaved as a case: " + path + " (dump its fixtures with `kvconform golden`)";
+        }
         case_seconds.resize(summary.cases.size(), -1.0);  // golden cases are not timed one by one
         case_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         print_line(r);
