@@ -20,6 +20,9 @@ Runner add_replay_command(CLI::App& app);   // replay_command.cpp
 Runner add_explain_command(CLI::App& app);  // replay_command.cpp
 Runner add_golden_command(CLI::App& app);  // golden_command.cpp
 
+// Transformers versions with a pinned dumper environment (golden/requirements-<version>.txt), sorted.
+std::vector<std::string> pinned_versions(const std::string& repo_root);
+
 // kvconform fuzz --differential (differential_command.cpp).
 struct DifferentialRequest {
   uint64_t seed = 20250917;

@@ -15,14 +15,7 @@ namespace fs = std::filesystem;
 
 int run_differential(const DifferentialRequest& req) {
   const fs::path root = fs::weakly_canonical(fs::absolute(req.root));
-  std::vector<std::string> versions = req.versions;
-  if (versions.empty())
-    for (const auto& e : fs::directory_iterator(root / "golden"))
-      if (e.path().filename().string().rfind("requirements-", 0) == 0) {
-        std::string v = e.path().stem().string().substr(13);
-        versions.push_back(v);
-      }
-  std::sort(versions.begin(), versions.end());
+  const std::vector<std::string> versions = req.versions.empty() ? pinned_versions(root.string()) : req.versions;
   if (versions.empty()) throw std::invalid_argument("no golden/requirements-<version>.txt under " + root.string());
   int64_t disagreements = 0;
   const bool tty = isatty(STDERR_FILENO);

@@ -27,8 +27,10 @@ struct GoldenArgs {
   std::string root = ".";
 };
 
-// Versions with a pinned environment: golden/requirements-<version>.txt.
-std::vector<std::string> pinned_versions(const fs::path& root) {
+}  // namespace
+
+std::vector<std::string> pinned_versions(const std::string& repo_root) {
+  const fs::path root(repo_root);
   std::vector<std::string> out;
   const std::regex name("requirements-(.+)\\.txt");
   for (const auto& e : fs::directory_iterator(root / "golden")) {
@@ -39,6 +41,8 @@ std::vector<std::string> pinned_versions(const fs::path& root) {
   std::sort(out.begin(), out.end());
   return out;
 }
+
+namespace {
 
 int shell(const std::string& command) {
   std::cerr << "+ " << command << "\n";
@@ -126,7 +130,7 @@ Runner add_golden_command(CLI::App& app) {
   return [args]() -> int {
     const fs::path root = fs::weakly_canonical(fs::absolute(args->root));
     if (args->corpus > 0) return write_corpus(root, args->corpus, args->seed);
-    std::vector<std::string> versions = args->versions.empty() ? pinned_versions(root) : args->versions;
+    std::vector<std::string> versions = args->versions.empty() ? pinned_versions(root.string()) : args->versions;
     for (const std::string& v : versions)
       if (!fs::exists(root / ("golden/requirements-" + v + ".txt")))
         throw std::invalid_argument("no pinned environment for transformers " + v + " (golden/requirements-" + v + ".txt)");
