@@ -1,6 +1,7 @@
 // `kvconform replay CASE` and `kvconform explain CASE --step N`: one scenario file against its
 // golden fixtures, and one step of it laid out field by field (reference vs fixture).
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +9,7 @@
 #include "commands.h"
 #include "kvconform/cases.h"
 #include "kvconform/golden.h"
+#include "kvconform/positions.h"
 #include "kvconform/report.h"
 
 namespace kvc::cli {
@@ -91,6 +93,65 @@ Runner add_replay_command(CLI::App& app) {
   };
 }
 
+// The masks of one layer and step as a picture: rows are queries, columns absolute key positions.
+// '#' attended, '.' outside the window (or chunk), 'p' inside it but a padding token, ' ' a future
+// key; '+' the reference attends where transformers does not, '-' the reverse. Returns mismatches.
+int draw_masks(const cases::Case& c, size_t layer, const nlohmann::json& rl, const nlohmann::json* fixture_masks) {
+  const LayerSpec spec = c.layer_spec(layer);
+  const int64_t offset = rl["mask_sizes"].value("kv_offset", int64_t{0});
+  const int64_t length = rl["mask_sizes"].value("kv_length", int64_t{0});
+  std::cout << "  keys " << offset << ".." << offset + length - 1 << " (kv_offset " << offset << ", kv_length " << length
+            << "); ";
+  if (spec.type == LayerType::Sliding)
+    std::cout << "window " << spec.window << ": each query sees itself and " << spec.window - 1 << " earlier keys\n";
+  else if (spec.type == LayerType::Chunked)
+    std::cout << "chunks of " << spec.window << " counted from each row's first real token\n";
+  else
+    std::cout << "full causal attention\n";
+  std::cout << "  # attended  . outside the window  p padding  (blank) future key  + / - reference attends / misses vs "
+               "transformers\n";
+  int mismatches = 0;
+  for (size_t b = 0; b < rl["bool_mask"].size(); ++b) {
+    const int64_t lp = c.left_padding ? (*c.left_padding)[b] : 0;
+    std::string tens, ones;
+    for (int64_t j = 0; j < length; ++j) {
+      const int64_t k = offset + j;
+      tens += k >= 10 ? static_cast<char>('0' + (k / 10) % 10) : ' ';
+      ones += static_cast<char>('0' + k % 10);
+    }
+    std::cout << "  batch row " << b << (lp ? " (" + std::to_string(lp) + " padding tokens)" : std::string()) << "\n";
+    if (tens.find_first_not_of(' ') != std::string::npos) std::cout << "        " << tens << "\n";
+    std::cout << "        " << ones << "\n";
+    const nlohmann::json& rows = rl["bool_mask"][b];
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const int64_t q = rl["q_positions"][i].get<int64_t>();
+      const std::string ref = rows[i].get<std::string>();
+      std::string fix = ref;
+      if (fixture_masks && b < fixture_masks->size() && i < (*fixture_masks)[b].size())
+        fix = (*fixture_masks)[b][i].get<std::string>();
+      std::string line;
+      for (int64_t j = 0; j < length && j < static_cast<int64_t>(ref.size()); ++j) {
+        const int64_t k = offset + j;
+        const bool r = ref[j] == '1', f = j < static_cast<int64_t>(fix.size()) && fix[j] == '1';
+        if (r != f) {
+          line += r ? '+' : '-';
+          ++mismatches;
+        } else if (r) {
+          line += '#';
+        } else if (k > q) {
+          line += ' ';
+        } else if (positions::window_allows(spec.type, spec.window, lp, q, k)) {
+          line += 'p';
+        } else {
+          line += '.';
+        }
+      }
+      std::cout << "  q" << std::setw(4) << std::left << q << std::right << " " << line << "\n";
+    }
+  }
+  return mismatches;
+}
+
 Runner add_explain_command(CLI::App& app) {
   auto a = std::make_shared<CaseArgs>();
   CLI::App* cmd = app.add_subcommand("explain", "Show one step of a case: mask sizes, rows and masks, reference vs fixture");
@@ -136,26 +197,7 @@ Runner add_explain_command(CLI::App& app) {
         field(k, rl.value(k, null), sub(fl, k));
       field("returned rows", rl.contains("returned") ? rl["returned"].value("rows", null) : null, sub(fl, "returned", "rows"));
       field("stored rows", rl.contains("stored") ? rl["stored"].value("rows", null) : null, sub(fl, "stored", "rows"));
-      if (rl.contains("bool_mask")) {
-        const nlohmann::json* fm = sub(fl, "bool_mask");
-        const int64_t offset = rl["mask_sizes"].value("kv_offset", int64_t{0});
-        for (size_t b = 0; b < rl["bool_mask"].size(); ++b) {
-          std::cout << "  boolean mask, batch row " << b << " (keys from " << offset << "; 1 = attend)"
-                    << (fm ? "   reference | fixture" : "") << "\n";
-          const nlohmann::json& rows = rl["bool_mask"][b];
-          for (size_t i = 0; i < rows.size(); ++i) {
-            const std::string ref = rows[i].get<std::string>();
-            std::string fix;
-            if (fm && b < fm->size() && i < (*fm)[b].size()) fix = (*fm)[b][i].get<std::string>();
-            const bool differ = fm && fix != ref;
-            differences += differ;
-            const std::string q = rl.contains("q_positions") && i < rl["q_positions"].size() ? rl["q_positions"][i].dump() : "?";
-            std::cout << "  " << (differ ? "≠ " : "  ") << "q" << q << "  " << ref;
-            if (fm) std::cout << " | " << fix;
-            std::cout << "\n";
-          }
-        }
-      }
+      if (rl.contains("bool_mask")) differences += draw_masks(c, l, rl, sub(fl, "bool_mask"));
     }
     std::cout << "\n" << differences << " differences\n";
     return differences == 0 ? 0 : 1;
