@@ -47,7 +47,7 @@ Result kvconform(const std::string& args, const std::string& env = "") {
 }
 
 TEST(Cli, HelpOnEverySubcommand) {
-  for (const char* sub : {"", "run", "fuzz", "bench", "replay", "explain"}) {
+  for (const char* sub : {"", "run", "fuzz", "bench", "replay", "explain", "golden"}) {
     const Result r = kvconform(std::string(sub) + " --help");
     EXPECT_EQ(r.code, 0) << sub << "\n" << r.out;
     EXPECT_NE(r.out.find("Usage:"), std::string::npos) << sub;
@@ -62,12 +62,32 @@ TEST(Cli, BadUsageExitsTwo) {
                            "bench --kinds static_diagonal", "bench --backends flash", "bench --quick --kv-heads 3",
                            "replay", "replay /nonexistent/case.json", "explain " KVC_SOURCE_DIR "/cases/tf_hybrid_cache.json",
                            "explain " KVC_SOURCE_DIR "/cases/tf_hybrid_cache.json --step 99",
-                           "explain /nonexistent/case.json --step 0"}) {
+                           "explain /nonexistent/case.json --step 0", "run --fixtures /nonexistent --golden-only",
+                           "run --golden-only --case '^no_such_case$' --fixtures " KVC_SOURCE_DIR "/golden/fixtures --cases " KVC_SOURCE_DIR "/cases",
+                           "run --plugin /nonexistent.so", "run --device tpu", "run --backend '^none$' --case '^x$' --fixtures " KVC_SOURCE_DIR "/golden/fixtures --cases " KVC_SOURCE_DIR "/cases",
+                           "golden --version 9.9 --root " KVC_SOURCE_DIR, "golden --generate-corpus 0",
+                           "golden --root /nonexistent", "fuzz --version 5.24.0",
+                           "fuzz --differential --version 9.9 --root-is-not-an-option"}) {
     const Result r = kvconform(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
   }
   // Half of GoogleTest's sharding pair is a usage error too.
   EXPECT_EQ(kvconform("fuzz --iterations 10", "GTEST_TOTAL_SHARDS=2").code, 2);
+}
+
+// A malformed fixture is one line naming the file and the JSON pointer, exit 2, and no report.
+TEST(Cli, MalformedFixtureExitsTwoNamingTheFile) {
+  const fs::path dir = scratch("bad_fixture");
+  fs::create_directories(dir / "fixtures/5.24.0");
+  fs::create_directories(dir / "cases");
+  fs::copy_file(KVC_SOURCE_DIR "/cases/tf_hybrid_cache.json", dir / "cases/tf_hybrid_cache.json");
+  std::ofstream(dir / "fixtures/5.24.0/manifest.json") << R"({"cases": {"tf_hybrid_cache": {}}})";
+  std::ofstream(dir / "fixtures/5.24.0/tf_hybrid_cache.json") << "{ truncated";
+  const Result r = kvconform("run --golden-only --fixtures '" + (dir / "fixtures").string() + "' --cases '" +
+                             (dir / "cases").string() + "' --report-dir '" + (dir / "reports").string() + "'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("fixtures/5.24.0/tf_hybrid_cache.json: /: invalid JSON"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "reports"));
 }
 
 TEST(Cli, RunWritesDeterministicReports) {
