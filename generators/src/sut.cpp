@@ -272,14 +272,14 @@ struct SystemUnderTest::Impl {
     for (const auto& be : backend_list) {
       backends::Verdict v;
       try {
-        v = backends::judge(be->run(call), reference_error, O, rows, cfg.dtype);
+        v = backends::judge(be->run(call), reference_error, O, rows, be->judged_as(cfg.dtype));
       } catch (const std::exception& e) {
         RC_FAIL(who + " backend " + be->name() + " threw: " + e.what());
       }
       observe(be->name() + "/" + dt, v.error);
       observe("math_reference/" + dt, v.reference_error);
       // The ratio only where the factor term binds (above the floor): that is what the factor must cover.
-      const backends::Policy pol = backends::policy(cfg.dtype);
+      const backends::Policy pol = backends::policy(be->judged_as(cfg.dtype));
       if (pol.factor * v.reference_error > pol.floor) observe("ratio/" + be->name() + "/" + dt, v.error / v.reference_error);
       if (!v.ok && !(v.only_masked_rows_nonfinite && backends::known_deviation(be->name(), cfg.dtype)))
         RC_FAIL(who + " backend " + be->name() + " in " + dt + ": " + v.problem);

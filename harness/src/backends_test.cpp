@@ -112,5 +112,20 @@ TEST(Judge, BoundIsTheLargerOfFloorAndFactorTimesReferenceError) {
                     DType::Float16).ok);
 }
 
+// A float64 kernel that secretly computes in float32 must fail the float64 policy, while eager
+// (transformers' float32 softmax, judged as float32) passes.
+TEST(Judge, Float64KernelComputingInFloat32IsCaught) {
+  at::manual_seed(7);
+  const at::Tensor q = (at::randint(-128, 129, {1, 2, 3, 8}, at::kDouble) / 128), k = (at::randint(-128, 129, {1, 2, 5, 8}, at::kDouble) / 128);
+  const at::Tensor v = at::randint(-128, 129, {1, 2, 5, 8}, at::kDouble) / 128;
+  const at::Tensor mask = at::ones({1, 1, 3, 5}, at::kBool);
+  const at::Tensor sees = at::ones({1, 1, 3, 1}, at::kBool);
+  const at::Tensor oracle = math_reference(q, k, v, mask);
+  const at::Tensor in_float32 = math_reference(q.to(at::kFloat), k.to(at::kFloat), v.to(at::kFloat), mask).to(at::kDouble);
+  EXPECT_FALSE(judge(in_float32, 0.0, oracle, sees, DType::Float64).ok);
+  EXPECT_TRUE(judge(in_float32, 0.0, oracle, sees, make("eager")->judged_as(DType::Float64)).ok);
+  EXPECT_EQ(make("sdpa")->judged_as(DType::Float64), DType::Float64);
+}
+
 }  // namespace
 }  // namespace kvc::backends

@@ -45,6 +45,9 @@ class Backend {
   virtual std::string name() const = 0;
   // Output [B, H, q, D] in the query's dtype, on the query's device.
   virtual at::Tensor run(const Call& call) const = 0;
+  // The dtype whose tolerance judges this backend for inputs of `input`: its own, unless the
+  // backend deliberately computes in lower precision (transformers' eager softmax runs in float32).
+  virtual DType judged_as(DType input) const { return input; }
 };
 
 std::vector<std::string> names();  // eager, sdpa, sdpa_is_causal, windowed
