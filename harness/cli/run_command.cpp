@@ -160,6 +160,7 @@ Runner add_run_command(CLI::App& app) {
         for (report::CaseResult& r : golden::replay(g)) {
           if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
           print_line(r);
+          if (args->verbose && r.status != report::Status::Fail && !r.detail.empty()) std::cout << "  " << r.detail << "\n";
           summary.cases.push_back(std::move(r));
         }
       }

@@ -13,6 +13,8 @@ struct Tolerance {
 };
 
 Tolerance attention_tolerance(DType dtype);
+// For transformers' eager attention, whose softmax runs in float32 even for float64 inputs.
+Tolerance eager_tolerance(DType dtype);
 
 // float64 attention recomputed over a layer's returned K/V against the oracle: only summation
 // order differs, so anything above this is a wrong row, a wrong mask or a lost token.
