@@ -64,6 +64,22 @@ void CacheLayer::check_update(const at::Tensor& k, const at::Tensor& v,
                                 std::string(c10::toString(keys_.scalar_type())) + " -> " + c10::toString(k.scalar_type()));
 }
 
+void CacheLayer::write_in_place(const at::Tensor& k, const at::Tensor& v,
+                                const std::optional<std::vector<int64_t>>& pos) {
+  const int64_t q = k.size(2), rows = keys_.size(2);
+  std::vector<int64_t> where;
+  if (pos) where = *pos;
+  else  // 4.57 falls back to arange(q) without cache_position; 5.x writes at the cumulative length
+    for (int64_t i = 0; i < q; ++i) where.push_back(profile_ == Profile::V4_57 ? i : cumulative_ + i);
+  for (int64_t p : where)
+    if (p < 0 || p >= rows)
+      throw std::out_of_range(spec_.describe() + ".update: position " + std::to_string(p) + " is outside the buffer of " +
+                              std::to_string(rows) + " rows (Python raises an IndexError from index_copy_)");
+  const at::Tensor index = index_of(where);
+  keys_.index_copy_(2, index, k);
+  values_.index_copy_(2, index, v);
+}
+
 namespace detail {
 
 at::Tensor python_tail(const at::Tensor& x, int64_t n) {
@@ -88,18 +104,7 @@ KV StaticFullLayer::update(const at::Tensor& k, const at::Tensor& v, const std::
     keys_ = at::zeros({k.size(0), k.size(1), spec_.max_cache_len, k.size(3)}, k.options());
     values_ = at::zeros_like(keys_);
   }
-  std::vector<int64_t> where;
-  if (pos) where = *pos;
-  else
-    for (int64_t i = 0; i < q; ++i) where.push_back(profile_ == Profile::V4_57 ? i : cumulative_ + i);
-  for (int64_t p : where)
-    if (p < 0 || p >= spec_.max_cache_len)
-      throw std::out_of_range(spec_.describe() + ".update: position " + std::to_string(p) +
-                              " is outside the buffer of " + std::to_string(spec_.max_cache_len) +
-                              " rows (Python raises an IndexError from index_copy_)");
-  const at::Tensor index = index_of(where);
-  keys_.index_copy_(2, index, k);
-  values_.index_copy_(2, index, v);
+  write_in_place(k, v, pos);
   cumulative_ += q;
   return {keys_, values_};
 }
@@ -154,17 +159,7 @@ KV StaticSlidingLayer::update(const at::Tensor& k, const at::Tensor& v, const st
     full_k = old == 0 ? k : at::cat({keys_.slice(2, 0, old), k}, 2);
     full_v = old == 0 ? v : at::cat({values_.slice(2, 0, old), v}, 2);
   } else {  // 4: in place at the given positions
-    std::vector<int64_t> where;
-    if (pos) where = *pos;
-    else
-      for (int64_t i = 0; i < q; ++i) where.push_back(profile_ == Profile::V4_57 ? i : old + i);
-    for (int64_t p : where)
-      if (p < 0 || p >= c)
-        throw std::out_of_range(spec_.describe() + ".update: position " + std::to_string(p) +
-                                " is outside the buffer of " + std::to_string(c) + " rows");
-    const at::Tensor index = index_of(where);
-    keys_.index_copy_(2, index, k);
-    values_.index_copy_(2, index, v);
+    write_in_place(k, v, pos);
     cumulative_ += q;
     return {keys_, values_};
   }

@@ -51,6 +51,11 @@ class CacheLayer {
   void check_update(const at::Tensor& keys, const at::Tensor& values,
                     const std::optional<std::vector<int64_t>>& cache_position);
 
+  // Static layers' in-place write (index_copy_) at cache_position or the profile's default; a
+  // position outside the buffer throws std::out_of_range before anything is written.
+  void write_in_place(const at::Tensor& keys, const at::Tensor& values,
+                      const std::optional<std::vector<int64_t>>& cache_position);
+
   LayerSpec spec_;
   Profile profile_;
   at::Tensor keys_, values_;
