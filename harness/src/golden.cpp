@@ -377,6 +377,11 @@ std::vector<report::CaseResult> replay(const ReplayOptions& o) {
       if (!selected(c, version + "/" + name, o)) continue;
       const std::string fixture_path = dir + "/" + name + ".json";
       const json fixture = read_json(fixture_path);
+      if (!fixture.is_object() || fixture.value("format", std::string()) != "kvconform-fixture-v1")
+        throw cases::CaseError(fixture_path, "/format", "not a kvconform-fixture-v1 fixture");
+      if (!fixture.contains("steps") || !fixture.at("steps").is_array() || fixture.at("steps").size() != c.steps.size())
+        throw cases::CaseError(fixture_path, "/steps", "expected " + std::to_string(c.steps.size()) +
+                                                       " steps, as in " + case_file);
       if (fixture.value("case_sha256", std::string()) != c.sha256)
         throw cases::CaseError(fixture_path, "/case_sha256",
                                "the fixture was dumped from another version of " + case_file +
