@@ -201,8 +201,25 @@ TEST(Replay, CaseAgainstItsFixtures) {
   EXPECT_NE(r.out.find("tf_hybrid_cache"), std::string::npos) << r.out;
   const Result e = kvconform(std::string("explain ") + KVC_SOURCE_DIR + "/cases/tf_hybrid_cache.json --step 1" + fixtures);
   EXPECT_EQ(e.code, 0) << e.out;
-  EXPECT_NE(e.out.find("boolean mask"), std::string::npos) << e.out;
+  // The sliding layer (W = 2) at query 3 sees keys 2 and 3: drawn over absolute key positions.
+  EXPECT_NE(e.out.find("window 2: each query sees itself and 1 earlier keys"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("        23\n  q3    ##\n"), std::string::npos) << e.out;
   EXPECT_NE(e.out.find("0 differences"), std::string::npos) << e.out;
+}
+
+// A fixture whose mask disagrees with the reference is drawn with the mismatch marked, exit 1.
+TEST(Replay, ExplainMarksMismatches) {
+  const fs::path dir = scratch("explain_mismatch");
+  fs::create_directories(dir / "5.24.0");
+  fs::copy_file(KVC_SOURCE_DIR "/golden/fixtures/5.24.0/manifest.json", dir / "5.24.0/manifest.json");
+  auto fixture = nlohmann::json::parse(slurp(KVC_SOURCE_DIR "/golden/fixtures/5.24.0/tf_hybrid_cache.json"));
+  fixture["steps"][1]["layers"][1]["bool_mask"][0][0] = "01";  // transformers would not attend key 2
+  std::ofstream(dir / "5.24.0/tf_hybrid_cache.json") << fixture.dump();
+  const Result e = kvconform(std::string("explain ") + KVC_SOURCE_DIR + "/cases/tf_hybrid_cache.json --step 1 --fixtures '" +
+                             dir.string() + "'");
+  EXPECT_EQ(e.code, 1) << e.out;
+  EXPECT_NE(e.out.find("  q3    +#\n"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("1 differences"), std::string::npos) << e.out;
 }
 
 }  // namespace
