@@ -42,6 +42,16 @@ if ! .venv/bin/python -c 'import torch' >/dev/null 2>&1; then
   .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
 fi
 
+# The pinned transformers environments (golden/README.md): the differential-fuzz test and
+# `kvconform golden` need them. Built with KVC_WITH_GOLDEN=1, and in CI unless KVC_WITH_GOLDEN=0
+# (about 35 s each from PyPI the first time; setup_env.sh does nothing when they are current).
+if [ "${KVC_WITH_GOLDEN:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}" = 1 ]; then
+  for req in golden/requirements-*.txt; do
+    v="${req#golden/requirements-}"; v="${v%.txt}"
+    bash golden/setup_env.sh "$v" >/dev/null
+  done
+fi
+
 if [ ! -f build/CMakeCache.txt ]; then
   prefix="$(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)"
   cmake -S . -B build -DCMAKE_PREFIX_PATH="$prefix" >/dev/null

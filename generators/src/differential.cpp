@@ -162,7 +162,10 @@ Summary run(const Options& options) {
   Dumper dumper(o.python, o.script);
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  for (int64_t i = 0; i < o.iterations; ++i) {
+  if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count)
+    throw std::invalid_argument("differential: bad shard " + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count));
+  // Sequence i is the same whichever shard runs it: shards split one campaign.
+  for (int64_t i = o.shard_index; i < o.iterations; i += o.shard_count) {
     if (o.time_budget_s > 0 && elapsed() > o.time_budget_s) break;
     const uint64_t case_seed = inputs::mix64(o.seed ^ inputs::mix64(static_cast<uint64_t>(i)));
     const std::string name = "diff_" + std::to_string(o.seed) + "_" + std::to_string(i);

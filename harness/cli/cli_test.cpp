@@ -182,6 +182,33 @@ TEST(Fuzz, FailuresBecomeCaseFiles) {
   EXPECT_TRUE(fs::exists(reports / "report.html"));
 }
 
+// Random sequences against the real transformers (the pinned environments, built in CI by
+// scripts/setup.sh): a short campaign agrees; a mismatched reference profile must disagree, and
+// each disagreement is shrunk into a case file.
+TEST(Fuzz, DifferentialAgreesAndCanFail) {
+  for (const char* v : {"4.57.6", "5.24.0"})
+    if (!fs::exists(fs::path(KVC_SOURCE_DIR) / "golden" / (std::string(".venv-") + v) / "bin/python"))
+      GTEST_SKIP() << "golden environment " << v << " not built (bash golden/setup_env.sh " << v << ")";
+  const fs::path ok_dir = scratch("differential_ok"), bad_dir = scratch("differential_bad");
+  const std::string root = std::string(" --root ") + KVC_SOURCE_DIR;
+  const Result ok = kvconform("fuzz --differential --iterations 20 --version 5.24.0 --shard 1/2 --out '" +
+                              ok_dir.string() + "'" + root);
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("(10 sequences,"), std::string::npos) << ok.out;  // shard 1 of 2: the odd ones
+  EXPECT_NE(ok.out.find(" 0 disagreements"), std::string::npos) << ok.out;
+  const Result bad = kvconform("fuzz --differential --iterations 8 --version 4.57.6 --reference-profile 5 --out '" +
+                               bad_dir.string() + "'" + root);
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("allow_is_causal_skip: transformers false, reference true"), std::string::npos) << bad.out;
+  int saved = 0;
+  for (const auto& e : fs::directory_iterator(bad_dir)) {
+    ++saved;
+    const auto doc = nlohmann::json::parse(slurp(e.path()));
+    EXPECT_EQ(doc["steps"].size(), 1u) << e.path();  // shrunk to the one step that disagrees
+  }
+  EXPECT_GT(saved, 0);
+}
+
 TEST(Bench, QuickGridWritesJson) {
   const fs::path dir = scratch("bench");
   const Result r = kvconform("bench --quick --no-harness --json '" + (dir / "bench.json").string() + "'");

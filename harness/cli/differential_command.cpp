@@ -31,13 +31,17 @@ int run_differential(const DifferentialRequest& req) {
     o.time_budget_s = req.time_budget_s;
     o.out_dir = req.out_dir;
     o.reference_profile = req.reference_profile;
+    o.shard_index = req.shard_index;
+    o.shard_count = req.shard_count;
     if (tty)
       o.progress = [&](int64_t done, int64_t bad) {
         if (done % 50 == 0) std::fprintf(stderr, "\r%s: %lld sequences, %lld disagreements", v.c_str(), (long long)done, (long long)bad);
       };
     const differential::Summary s = differential::run(o);
     if (tty) std::fprintf(stderr, "\n");
-    std::cout << "differential(transformers=" << v << ",seed=" << req.seed << "): " << (s.disagreements ? "FAIL" : "OK")
+    std::cout << "differential(transformers=" << v << ",seed=" << req.seed
+              << (req.shard_count > 1 ? ",shard=" + std::to_string(req.shard_index) + "/" + std::to_string(req.shard_count) : "")
+              << "): " << (s.disagreements ? "FAIL" : "OK")
               << " (" << s.sequences << " sequences, " << s.steps << " steps, " << s.disagreements << " disagreements, "
               << s.deviations << " upstream deviations reproduced, " << static_cast<int64_t>(s.seconds) << " s)\n";
     for (size_t i = 0; i < s.saved.size(); ++i) std::cout << "  " << s.messages[i] << "\n  saved: " << s.saved[i] << "\n";

@@ -139,8 +139,15 @@ Runner add_fuzz_command(CLI::App& app) {
                   "a mismatched profile must produce disagreements")
       ->needs(diff_flag);
 
+  cmd->add_option("--root", differential->root, "With --differential: the repository root (golden/, cases/)")
+      ->needs(diff_flag)
+      ->check(CLI::ExistingDirectory);
+
   return [args, differential, diff_flag]() -> int {
     if (*diff_flag) {  // the differential campaign: sequences of the generated-corpus generator
+      const Shard shard = resolve_shard(args->shard);
+      differential->shard_index = shard.index;
+      differential->shard_count = shard.count;
       differential->seed = args->seed;
       differential->iterations = args->iterations.value_or(1000);
       differential->time_budget_s = args->time_budget.value_or(0);

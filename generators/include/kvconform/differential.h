@@ -33,7 +33,8 @@ struct Options {
   std::string version;          // transformers version, e.g. 5.24.0
   std::string python, script;   // the env's interpreter and golden/dump.py
   uint64_t seed = 20250917;
-  int64_t iterations = 1000;    // random sequences
+  int64_t iterations = 1000;    // random sequences (over all shards)
+  int64_t shard_index = 0, shard_count = 1;  // run the sequences i with i % shard_count == shard_index
   double time_budget_s = 0;     // stop after this many seconds (0: no limit)
   std::string out_dir = "cases/regressions";
   // The reference profile to compare with; empty = the version's own. Another profile proves the
