@@ -18,7 +18,7 @@
 //
 // Build options: KVC_GGML_N_SWA_DELTA (a mutant hands the kernel n_swa = W + delta),
 // KVC_GGML_CAST_KV_F16 (f32 K/V cast to f16 first, as build_attn_mha's flash path does with an f32
-// cache), KVC_PLUGIN_NAME.
+// cache), KVC_GGML_RAW_EMPTY_ROWS (ggml's output for a query that sees no key), KVC_PLUGIN_NAME.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -182,11 +182,25 @@ kvc_status attention(const kvc_attention_args* args, char* err, size_t err_len) 
     ggml_free(ctx);
     return fail(KVC_ERR_INTERNAL, err, err_len, "ggml_graph_compute failed");
   }
+  // A query that sees no key is a pad token, which no llama.cpp sequence has: llama.cpp never asks
+  // ggml for such a row (soft_max_ext makes it NaN, flash_attn_ext zeros). Its output is zeros, as
+  // the ABI recommends; KVC_GGML_RAW_EMPTY_ROWS keeps ggml's own (README: the convention finding).
+  std::vector<char> empty(static_cast<size_t>(B * nq), 1);
+  const auto* md = static_cast<const ggml_fp16_t*>(mask->data);
+  const ggml_fp16_t keep = ggml_fp32_to_fp16(0.0f);
+  for (int64_t r = 0; r < B * nq; ++r)
+    for (int64_t j = 0; j < nkv && empty[r]; ++j) empty[r] = md[r * nkv + j] != keep;
   const auto* o = static_cast<const char*>(out->data);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < nq; ++i)
         for (int64_t d = 0; d < D; ++d) {
+#ifndef KVC_GGML_RAW_EMPTY_ROWS
+          if (empty[b * nq + i]) {
+            kvc_util::store(out_t, b, h, i, d, 0.0);
+            continue;
+          }
+#endif
 #if KVC_GGML_FLASH
           const char* p = o + d * out->nb[0] + h * out->nb[1] + i * out->nb[2] + b * out->nb[3];
 #else
