@@ -11,7 +11,7 @@ set -euo pipefail
 version=0.3.36
 sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cache="${KVC_CACHE:-$HOME/.cache/kvconform}/ggml-$version"
+cache="${KVC_CACHE:-${HOME:?set HOME or KVC_CACHE}/.cache/kvconform}/ggml-$version"
 prefix="$cache/install"
 
 if [[ -f "$cache/done" ]]; then
