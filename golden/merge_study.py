@@ -1,0 +1,641 @@
+#!/usr/bin/env python3
+"""What transformers PR #40893 changed: 4.56's SlidingWindowLayer and ChunkedSlidingLayer against
+4.57's merged StaticSlidingWindowLayer, measured by running the real classes (docs/merge.md).
+
+    PY456=/tmp/v456/bin/python PY457=golden/.venv-4.57.6/bin/python
+    $PY457 golden/merge_study.py corpus   --py456 $PY456 --py457 $PY457 [--json OUT]
+    $PY457 golden/merge_study.py campaign --py456 $PY456 --py457 $PY457 --n 4000 --seed 40893 [--json OUT]
+    $PY457 golden/merge_study.py shrink   --py456 $PY456 --py457 $PY457 --from OUT.json --out-dir cases
+    $PY457 golden/merge_study.py show     --py456 $PY456 --py457 $PY457 CASE.json
+    $PYxxx golden/merge_study.py worker   (internal: JSON lines on stdin/stdout, one per case)
+
+Every static sliding/chunked layer of a case is run, step by step, through each class with float64
+tag values (token index + 1, as golden/dump.py's row tracker), so every returned and stored row names
+the token it holds. Per step a worker records get_mask_sizes (before update, with cache_position as
+both releases take it), the bool mask that release's sdpa_mask builds over those sizes with the
+layer's mask function (sliding or chunked, left padding as create_*_mask computes it), update's
+exception or its returned/stored rows, the sequence length, and the tokens each real query attends
+through the mask (None = the mask and the returned rows disagree in length, so attention would fail).
+The orchestrator compares the classes step by step and names the first difference of each pair.
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+CLASSES_456 = ["SlidingWindowLayer", "ChunkedSlidingLayer"]
+CLASSES_457 = ["StaticSlidingWindowLayer"]
+SHORT = {"SlidingWindowLayer": "S456", "ChunkedSlidingLayer": "C456", "StaticSlidingWindowLayer": "M457"}
+# (A, B): S456->M457 is what a sliding layer went through, C456->M457 what a chunked layer went through,
+# S456 vs C456 is the PR's "exactly the same, except the chunked version is more general".
+PAIRS = [("S456", "M457"), ("C456", "M457"), ("S456", "C456")]
+
+
+# =============================================================================================
+# worker: runs inside one transformers venv
+# =============================================================================================
+def worker_main():
+    import torch
+    import transformers
+    from transformers import cache_utils, masking_utils
+
+    transformers.utils.logging.set_verbosity_error()
+    torch.set_num_threads(1)
+
+    def err(e):
+        return {"type": type(e).__name__, "message": str(e)[:300]}
+
+    def rows(t):
+        return [None if x == 0 else int(round(x)) - 1 for x in t[0, 0, :, 0].tolist()]
+
+    def mask_fn(ltype, window, lpt):
+        if ltype == "sliding_attention":
+            return masking_utils.sliding_window_causal_mask_function(window)
+        return masking_utils.chunked_causal_mask_function(window, lpt)
+
+    def run(cls_name, case, ltype):
+        W, M, B = case["window"], case["max_cache_len"], case["batch"]
+        layer = getattr(cache_utils, cls_name)(max_cache_len=M, sliding_window=W)
+        total = sum(s["tokens"] for s in case["steps"])
+        lp = case.get("left_padding")
+        full_2d = None
+        if lp is not None:
+            full_2d = torch.tensor([[0] * min(n, total) + [1] * (total - min(n, total)) for n in lp], dtype=torch.bool)
+        out, cum, dead = [], 0, None
+        for si, step in enumerate(case["steps"]):
+            q = step["tokens"]
+            positions = step.get("cache_position") or list(range(cum, cum + q))
+            if dead is not None:
+                out.append({"skipped": dead})
+                cum += q
+                continue
+            rec = {"seq0": int(layer.get_seq_length())}
+            cp = torch.tensor(positions, dtype=torch.long)
+            am = full_2d[:, : cum + q] if full_2d is not None else None
+            if am is not None:
+                lpt = (am.cumsum(dim=-1) == torch.zeros_like(am)).sum(dim=-1)
+            else:
+                lpt = torch.zeros(B, dtype=torch.long)
+            kvl = None
+            try:
+                kvl, kvo = layer.get_mask_sizes(cp)
+                kvl, kvo = int(kvl), int(kvo)
+                rec["sizes"] = [kvl, kvo]
+            except Exception as e:  # noqa: BLE001 - recorded, part of the behaviour
+                rec["sizes_error"] = err(e)
+            m = None
+            if kvl is not None:
+                try:
+                    m = masking_utils.sdpa_mask(
+                        batch_size=B, cache_position=cp, kv_length=kvl, kv_offset=kvo,
+                        mask_function=mask_fn(ltype, W, lpt), attention_mask=am,
+                        allow_is_causal_skip=False, local_size=W,
+                    )
+                    rec["mask"] = [["".join("1" if x else "0" for x in m[b, 0, i].tolist()) for i in range(q)] for b in range(B)]
+                except Exception as e:  # noqa: BLE001
+                    rec["mask_error"] = err(e)
+            tags = torch.arange(cum + 1, cum + q + 1, dtype=torch.float64).reshape(1, 1, q, 1).expand(B, 1, q, 1).contiguous()
+            try:
+                K, _ = layer.update(tags, tags.clone(), cache_kwargs={"cache_position": cp})
+                rec["returned"] = rows(K)
+                rec["stored"] = rows(layer.keys)
+                rec["seq1"] = int(layer.get_seq_length())
+            except Exception as e:  # noqa: BLE001
+                rec["update_error"] = err(e)
+                dead = si
+            if m is not None and "returned" in rec:
+                ret = rec["returned"]
+                if len(ret) != m.shape[-1]:
+                    rec["attended"] = None
+                else:
+                    att = []
+                    for b in range(B):
+                        per_q = []
+                        for i in range(q):
+                            sel = [ret[j] if ret[j] is not None else -1 for j in range(len(ret)) if bool(m[b, 0, i, j])]
+                            per_q.append(sorted(sel))
+                        att.append(per_q)
+                    rec["attended"] = att
+            out.append(rec)
+            cum += q
+        return out
+
+    version = transformers.__version__
+    for line in sys.stdin:
+        req = json.loads(line)
+        case = req["case"]
+        res = {}
+        try:
+            for cls_name in req["classes"]:
+                per_layer = {}
+                for li, lt in enumerate(case["layer_types"]):
+                    if lt != "full_attention":
+                        per_layer[str(li)] = run(cls_name, case, lt)
+                res[cls_name] = per_layer
+            sys.stdout.write(json.dumps({"version": version, "results": res}, separators=(",", ":")) + "\n")
+        except Exception as e:  # noqa: BLE001 - a driver bug, reported as such
+            import traceback
+            sys.stdout.write(json.dumps({"version": version, "driver_error": traceback.format_exc()}) + "\n")
+        sys.stdout.flush()
+
+
+# =============================================================================================
+# orchestrator
+# =============================================================================================
+class Worker:
+    def __init__(self, python, classes):
+        self.classes = classes
+        self.p = subprocess.Popen([python, os.path.abspath(__file__), "worker"], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def send(self, case):
+        self.p.stdin.write(json.dumps({"case": case, "classes": self.classes}) + "\n")
+        self.p.stdin.flush()
+
+    def recv(self):
+        line = self.p.stdout.readline()
+        if not line:
+            raise RuntimeError("worker died")
+        r = json.loads(line)
+        if "driver_error" in r:
+            raise RuntimeError(r["driver_error"])
+        return r
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait()
+
+
+class Runner:
+    def __init__(self, py456, py457):
+        self.w456 = Worker(py456, CLASSES_456)
+        self.w457 = Worker(py457, CLASSES_457)
+        self.versions = {}
+
+    def traces(self, case):
+        """{layer index: {"S456": trace, "C456": trace, "M457": trace}} for the case's sliding/chunked layers."""
+        self.w456.send(case)
+        self.w457.send(case)
+        out = {}
+        for w in (self.w456, self.w457):
+            r = w.recv()
+            self.versions[tuple(w.classes)] = r["version"]
+            for cls_name, per_layer in r["results"].items():
+                for li, tr in per_layer.items():
+                    out.setdefault(int(li), {})[SHORT[cls_name]] = tr
+        return out
+
+    def close(self):
+        self.w456.close()
+        self.w457.close()
+
+
+def capacity(case):
+    return min(case["window"], case["max_cache_len"])
+
+
+def situation(seq0, q, cap):
+    if seq0 == 0:
+        state = "empty"
+    elif seq0 < cap:
+        state = "partial"
+    else:
+        state = "full"
+    if state == "full":
+        qk = "q=1" if q == 1 else ("1<q<=cap" if q <= cap else "q>cap")
+    else:
+        qk = "fits" if seq0 + q <= cap else ("crosses" if q <= cap else "q>cap")
+    return f"{state}, {qk}"
+
+
+def first_difference(ta, tb, case, a, b):
+    """None if the traces agree; else (step, class label, differing fields)."""
+    cap = capacity(case)
+    for si, (ra, rb) in enumerate(zip(ta, tb)):
+        if ra == rb:
+            continue
+        fields = sorted(k for k in set(ra) | set(rb) if ra.get(k) != rb.get(k))
+        sit = situation(ra.get("seq0", rb.get("seq0", 0)), case["steps"][si]["tokens"], cap)
+        ea, eb = ra.get("update_error"), rb.get("update_error")
+        if (ea is None) != (eb is None):
+            who, e = (a, ea) if ea is not None else (b, eb)
+            kind = f"only {who} raises {e['type']} in update"
+        elif ea is not None:
+            kind = "both raise in update, differently"
+        elif ("sizes_error" in ra) != ("sizes_error" in rb):
+            kind = "get_mask_sizes raises in one only"
+        elif len(ra["returned"]) != len(rb["returned"]):
+            kind = "returned row count differs"
+        elif ra["returned"] != rb["returned"]:
+            kind = "returned rows differ (same count)"
+        elif ra["stored"] != rb["stored"]:
+            kind = "stored rows differ"
+        elif ra.get("sizes") != rb.get("sizes"):
+            kind = "mask sizes differ"
+        elif ra.get("mask") != rb.get("mask"):
+            kind = "mask differs"
+        elif ra.get("attended") != rb.get("attended"):
+            kind = "attended tokens differ"
+        else:
+            kind = "sequence length differs"
+        return si, f"{kind} [{sit}]", fields
+    return None
+
+
+def compare_case(runner, case):
+    """[(layer index, layer type, pair 'A-B', None | (step, label, fields))]."""
+    out = []
+    tr = runner.traces(case)
+    for li, per in sorted(tr.items()):
+        lt = case["layer_types"][li]
+        for a, b in PAIRS:
+            out.append((li, lt, f"{a}-{b}", first_difference(per[a], per[b], case, a, b)))
+    return out
+
+
+def ideal_ok(trace, case, ltype):
+    """Does every real query attend exactly the tokens of its window/chunk (pad tokens excluded)?
+    Returns 'ok', 'wrong' (first wrong step) or 'raises'/'misshaped'."""
+    W = case["window"]
+    lp = case.get("left_padding") or [0] * case["batch"]
+    cum = 0
+    for si, (st, rec) in enumerate(zip(case["steps"], trace)):
+        q = st["tokens"]
+        if "skipped" in rec:
+            return "raises"
+        if "update_error" in rec:
+            return "raises"
+        if rec.get("attended") is None:
+            return "misshaped"
+        for b in range(case["batch"]):
+            for i in range(q):
+                p = cum + i
+                if p < lp[b]:
+                    continue
+                if ltype == "sliding_attention":
+                    want = [t for t in range(max(lp[b], p - W + 1), p + 1)]
+                else:
+                    want = [t for t in range(lp[b], p + 1) if (t - lp[b]) // W == (p - lp[b]) // W]
+                if rec["attended"][b][i] != want:
+                    return "wrong"
+        cum += q
+    return "ok"
+
+
+# ---------------------------------------------------------------------------------------------
+# corpus and campaign
+# ---------------------------------------------------------------------------------------------
+def corpus_files():
+    import validate_cases
+    dirs = [os.path.join(REPO, "cases"), os.path.join(REPO, "cases", "generated"), os.path.join(REPO, "cases", "regressions")]
+    files = []
+    for d in dirs:
+        if os.path.isdir(d):
+            files += validate_cases.expand_paths([d])
+    return files
+
+
+def relevant(case):
+    return case["cache"] == "static" and any(t != "full_attention" for t in case["layer_types"])
+
+
+def random_case(rng, i, seed):
+    kind = rng.choice(["sliding_attention", "chunked_attention"])
+    W = rng.randint(1, 16)
+    rel = rng.choice(["below", "equal", "above"])
+    if rel == "below" and W > 1:
+        M = rng.randint(1, W - 1)
+    elif rel == "above":
+        M = rng.randint(W + 1, 2 * W + 8)
+    else:
+        M = W
+    cap = min(W, M)
+    batch = rng.choice([1, 1, 2, 3])
+    lp = None
+    if rng.random() < 0.4:
+        lp = [rng.randint(0, cap + 2) for _ in range(batch)]
+        if rng.random() < 0.5:
+            lp[0] = 0
+    pre = rng.choice([rng.randint(1, max(1, cap - 1)), cap, cap + 1, rng.randint(1, 3 * cap + 2)])
+    steps = [pre]
+    for _ in range(rng.randint(0, 6)):
+        r = rng.random()
+        if r < 0.5:
+            steps.append(1)
+        elif r < 0.8:
+            steps.append(rng.randint(2, max(2, cap)))
+        else:
+            steps.append(rng.randint(cap + 1, 2 * cap + 2))
+    return {
+        "name": f"merge_campaign_{seed}_{i:05d}",
+        "description": "random differential sequence (golden/merge_study.py campaign)",
+        "cache": "static", "layer_types": [kind], "window": W, "max_cache_len": M,
+        "batch": batch, "heads": 1, "kv_heads": 1, "head_dim": 1, "dtype": "float32",
+        "left_padding": lp, "steps": [{"tokens": n} for n in steps],
+        "inputs": {"generator": "kvc-mix64-v1", "seed": i},
+    }
+
+
+def tally(results):
+    """results: [(case name, case, [(li, lt, pair, diff)])] -> summary dict."""
+    summary = {}
+    for name, case, comps in results:
+        for li, lt, pair, d in comps:
+            s = summary.setdefault(pair, {}).setdefault(lt, {"layers": 0, "agree": 0, "classes": {}})
+            s["layers"] += 1
+            if d is None:
+                s["agree"] += 1
+                continue
+            si, label, fields = d
+            c = s["classes"].setdefault(label, {"count": 0, "example": None, "fields": {}})
+            c["count"] += 1
+            for f in fields:
+                c["fields"][f] = c["fields"].get(f, 0) + 1
+            size = (sum(x["tokens"] for x in case["steps"]), len(case["steps"]))
+            if c["example"] is None or size < tuple(c["example"]["size"]):
+                c["example"] = {"case": name, "layer": li, "step": si, "size": list(size), "case_obj": case}
+    return summary
+
+
+def ideal_tally(runner_traces):
+    out = {}
+    for case, per_layer in runner_traces:
+        for li, per in per_layer.items():
+            lt = case["layer_types"][li]
+            for cls, tr in per.items():
+                k = out.setdefault(lt, {}).setdefault(cls, {})
+                v = ideal_ok(tr, case, lt)
+                k[v] = k.get(v, 0) + 1
+    return out
+
+
+def run_many(runner, named_cases, progress=True):
+    results, ideal_in = [], []
+    for n, (name, case) in enumerate(named_cases):
+        tr = runner.traces(case)
+        comps = []
+        for li, per in sorted(tr.items()):
+            lt = case["layer_types"][li]
+            for a, b in PAIRS:
+                comps.append((li, lt, f"{a}-{b}", first_difference(per[a], per[b], case, a, b)))
+        results.append((name, case, comps))
+        ideal_in.append((case, tr))
+        if progress and (n + 1) % 250 == 0:
+            print(f"  {n + 1}/{len(named_cases)}", file=sys.stderr, flush=True)
+    return tally(results), ideal_tally(ideal_in)
+
+
+def print_summary(summary, ideal, out=sys.stdout):
+    for pair in [f"{a}-{b}" for a, b in PAIRS]:
+        for lt, s in sorted(summary.get(pair, {}).items()):
+            print(f"{pair} on {lt}: {s['layers']} layers, {s['agree']} agree, {s['layers'] - s['agree']} differ", file=out)
+            for label, c in sorted(s["classes"].items(), key=lambda kv: -kv[1]["count"]):
+                ex = c["example"]
+                print(f"    {c['count']:6d}  {label}   e.g. {ex['case']} layer {ex['layer']} step {ex['step']}", file=out)
+    print("window/chunk semantics of each class (real queries attend exactly their window/chunk):", file=out)
+    for lt, per in sorted(ideal.items()):
+        for cls, k in sorted(per.items()):
+            print(f"    {lt:18s} {cls}: {json.dumps(k, sort_keys=True)}", file=out)
+
+
+def strip_examples(summary):
+    out = json.loads(json.dumps(summary))
+    for pair in out.values():
+        for s in pair.values():
+            for c in s["classes"].values():
+                c["example"].pop("case_obj", None)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# shrinking
+# ---------------------------------------------------------------------------------------------
+def normalize(case):
+    c = json.loads(json.dumps(case))
+    total = sum(s["tokens"] for s in c["steps"])
+    c["max_cache_len"] = max(1, c["max_cache_len"])
+    if c.get("left_padding") is not None:
+        c["left_padding"] = [min(x, total) for x in c["left_padding"]]
+        if not any(c["left_padding"]):
+            c["left_padding"] = None
+    return c
+
+
+def candidates(case):
+    c0 = case
+    steps = [s["tokens"] for s in c0["steps"]]
+
+    def with_(**kw):
+        c = json.loads(json.dumps(c0))
+        c.update(kw)
+        return normalize(c)
+
+    if len(c0["layer_types"]) > 1:
+        for lt in sorted(set(t for t in c0["layer_types"] if t != "full_attention")):
+            yield with_(layer_types=[lt])
+    for i in range(len(steps)):
+        if len(steps) > 1:
+            yield with_(steps=[{"tokens": n} for j, n in enumerate(steps) if j != i])
+    for i in range(len(steps)):
+        for n in sorted({1, steps[i] // 2, steps[i] - 1}):
+            if 1 <= n < steps[i]:
+                yield with_(steps=[{"tokens": (n if j == i else m)} for j, m in enumerate(steps)])
+    for i in range(len(steps) - 1):
+        merged = steps[:i] + [steps[i] + steps[i + 1]] + steps[i + 2:]
+        yield with_(steps=[{"tokens": n} for n in merged])
+    if c0["batch"] > 1:
+        lp = c0.get("left_padding")
+        for b in range(c0["batch"]):
+            keep = [x for j, x in enumerate(lp) if j != b] if lp else None
+            yield with_(batch=c0["batch"] - 1, left_padding=keep)
+    if c0.get("left_padding"):
+        yield with_(left_padding=None)
+        for b, x in enumerate(c0["left_padding"]):
+            if x > 0:
+                yield with_(left_padding=[y - 1 if j == b else y for j, y in enumerate(c0["left_padding"])])
+    W, M = c0["window"], c0["max_cache_len"]
+    for w in sorted({1, W // 2, W - 1}):
+        if 1 <= w < W:
+            yield with_(window=w)
+            yield with_(window=w, max_cache_len=max(1, M - (W - w)))
+    for m in sorted({1, M // 2, M - 1}):
+        if 1 <= m < M:
+            yield with_(max_cache_len=m)
+    if any("cache_position" in s for s in c0["steps"]):
+        yield with_(steps=[{"tokens": s["tokens"]} for s in c0["steps"]])
+
+
+def size_key(case):
+    return (sum(s["tokens"] for s in case["steps"]), len(case["steps"]), case["batch"],
+            sum(case.get("left_padding") or []), case["window"], case["max_cache_len"], len(case["layer_types"]))
+
+
+def shrink(runner, case, pair, label):
+    a, b = pair.split("-")
+
+    def holds(c):
+        tr = runner.traces(c)
+        for li, per in tr.items():
+            if c["layer_types"][li] != case_lt:
+                continue
+            d = first_difference(per[a], per[b], c, a, b)
+            if d is not None and d[1] == label:
+                return True
+        return False
+
+    case_lt = None
+    cur = normalize(case)
+    # the layer type the class was seen on is kept
+    for lt in case["layer_types"]:
+        if lt != "full_attention":
+            tr = runner.traces(cur)
+            for li, per in tr.items():
+                d = first_difference(per[a], per[b], cur, a, b)
+                if d is not None and d[1] == label:
+                    case_lt = cur["layer_types"][li]
+                    break
+            break
+    if case_lt is None or not holds(cur):
+        return None
+    changed = True
+    while changed:
+        changed = False
+        for cand in sorted(candidates(cur), key=size_key):
+            if size_key(cand) < size_key(cur) and holds(cand):
+                cur, changed = cand, True
+                break
+    cur["heads"], cur["kv_heads"], cur["head_dim"] = 1, 1, 1
+    return cur
+
+
+# ---------------------------------------------------------------------------------------------
+# showing a case step by step (for docs/merge.md)
+# ---------------------------------------------------------------------------------------------
+def describe_step(rec):
+    if "skipped" in rec:
+        return f"(layer dead since step {rec['skipped']})"
+    parts = [f"len {rec['seq0']}"]
+    if "sizes" in rec:
+        parts.append(f"sizes (kv_length {rec['sizes'][0]}, kv_offset {rec['sizes'][1]})")
+    else:
+        parts.append(f"get_mask_sizes raises {rec['sizes_error']['type']}")
+    if "update_error" in rec:
+        e = rec["update_error"]
+        parts.append(f"update raises {e['type']}: {e['message'].splitlines()[0][:120]}")
+    else:
+        fmt = lambda rows: "[" + " ".join("_" if r is None else str(r) for r in rows) + "]"  # noqa: E731
+        parts.append(f"returns {fmt(rec['returned'])}")
+        parts.append(f"stores {fmt(rec['stored'])}")
+        if rec.get("attended") is None and "mask" in rec:
+            parts.append(f"mask has {len(rec['mask'][0][0])} columns for {len(rec['returned'])} rows")
+        elif rec.get("attended") is not None:
+            att = rec["attended"][0]
+            parts.append("row 0 queries attend " + "; ".join(",".join(str(t) for t in a) or "-" for a in att))
+    return ", ".join(parts)
+
+
+def show(runner, case, out=sys.stdout):
+    tr = runner.traces(case)
+    for li, per in sorted(tr.items()):
+        lt = case["layer_types"][li]
+        print(f"layer {li} ({lt}), window {case['window']}, max_cache_len {case['max_cache_len']}, capacity {capacity(case)}", file=out)
+        cum = 0
+        for si, st in enumerate(case["steps"]):
+            print(f"  step {si}: {st['tokens']} token(s) {cum}..{cum + st['tokens'] - 1}", file=out)
+            for cls in ("S456", "C456", "M457"):
+                print(f"    {cls}: {describe_step(per[cls][si])}", file=out)
+            cum += st["tokens"]
+        for a, b in PAIRS:
+            d = first_difference(per[a], per[b], case, a, b)
+            print(f"  {a} vs {b}: " + ("agree" if d is None else f"step {d[0]}: {d[1]} (fields {', '.join(d[2])})"), file=out)
+        for cls in ("S456", "C456", "M457"):
+            print(f"  {cls} window semantics: {ideal_ok(per[cls], case, lt)}", file=out)
+
+
+# ---------------------------------------------------------------------------------------------
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("worker")
+    for name in ("corpus", "campaign", "shrink", "show"):
+        p = sub.add_parser(name)
+        p.add_argument("--py456", required=True, help="python of a transformers 4.56.x venv")
+        p.add_argument("--py457", required=True, help="python of a transformers 4.57.x venv")
+        if name in ("corpus", "campaign"):
+            p.add_argument("--json", help="write the summary (counts, smallest example per class) here")
+        if name == "campaign":
+            p.add_argument("--n", type=int, default=4000)
+            p.add_argument("--seed", type=int, default=40893)
+        if name == "shrink":
+            p.add_argument("--from", dest="src", nargs="+", required=True, help="summary JSON files (corpus/campaign --json)")
+            p.add_argument("--out", required=True, help="write the shrunk cases (one per pair and class) here as JSON")
+        if name == "show":
+            p.add_argument("case")
+    args = ap.parse_args(argv)
+    if args.cmd == "worker":
+        worker_main()
+        return 0
+
+    runner = Runner(args.py456, args.py457)
+    try:
+        if args.cmd == "show":
+            with open(args.case) as f:
+                show(runner, json.load(f))
+            return 0
+        if args.cmd == "corpus":
+            named = []
+            for p in corpus_files():
+                with open(p) as f:
+                    c = json.load(f)
+                if relevant(c):
+                    named.append((os.path.relpath(p, REPO), c))
+            print(f"corpus: {len(corpus_files())} files, {len(named)} static cases with a sliding/chunked layer", file=sys.stderr)
+            summary, ideal = run_many(runner, named)
+        elif args.cmd == "campaign":
+            rng = random.Random(args.seed)
+            named = [(f"campaign[{i}]", random_case(rng, i, args.seed)) for i in range(args.n)]
+            summary, ideal = run_many(runner, named)
+        if args.cmd in ("corpus", "campaign"):
+            print_summary(summary, ideal)
+            print(f"versions: {json.dumps({' '.join(k): v for k, v in runner.versions.items()})}")
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump({"command": args.cmd, "n_cases": len(named), "seed": getattr(args, "seed", None),
+                               "versions": {" ".join(k): v for k, v in runner.versions.items()},
+                               "summary": summary, "ideal": ideal}, f, indent=1, sort_keys=True)
+                    f.write("\n")
+            return 0
+        if args.cmd == "shrink":
+            todo = {}
+            for src in args.src:
+                with open(src) as f:
+                    s = json.load(f)["summary"]
+                for pair, per_lt in s.items():
+                    for lt, d in per_lt.items():
+                        for label, c in d["classes"].items():
+                            key = (pair, label)
+                            ex = c["example"]
+                            if key not in todo or tuple(ex["size"]) < tuple(todo[key]["size"]):
+                                todo[key] = ex
+            shrunk = []
+            for (pair, label), ex in sorted(todo.items()):
+                r = shrink(runner, ex["case_obj"], pair, label)
+                print(f"{pair}: {label}: {'not reproduced' if r is None else size_key(r)}", file=sys.stderr, flush=True)
+                shrunk.append({"pair": pair, "label": label, "from": ex["case"], "case": r})
+            with open(args.out, "w") as f:
+                json.dump(shrunk, f, indent=1)
+                f.write("\n")
+            return 0
+    finally:
+        runner.close()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
