@@ -32,6 +32,9 @@ sys.path.insert(0, HERE)
 CLASSES_456 = ["SlidingWindowLayer", "ChunkedSlidingLayer"]
 CLASSES_457 = ["StaticSlidingWindowLayer"]
 SHORT = {"SlidingWindowLayer": "S456", "ChunkedSlidingLayer": "C456", "StaticSlidingWindowLayer": "M457"}
+# --dynamic: the PR's "Static and Dynamic caches can now be used exactly the same way", judged on what
+# each query attends (the row layouts of the two layers differ by design)
+DYNAMIC = "DynamicSlidingWindowLayer"
 # (A, B): S456->M457 is what a sliding layer went through, C456->M457 what a chunked layer went through,
 # S456 vs C456 is the PR's "exactly the same, except the chunked version is more general".
 PAIRS = [("S456", "M457"), ("C456", "M457"), ("S456", "C456")]
@@ -61,7 +64,10 @@ def worker_main():
 
     def run(cls_name, case, ltype):
         W, M, B = case["window"], case["max_cache_len"], case["batch"]
-        layer = getattr(cache_utils, cls_name)(max_cache_len=M, sliding_window=W)
+        if cls_name == "DynamicSlidingWindowLayer":
+            layer = cache_utils.DynamicSlidingWindowLayer(sliding_window=W)
+        else:
+            layer = getattr(cache_utils, cls_name)(max_cache_len=M, sliding_window=W)
         total = sum(s["tokens"] for s in case["steps"])
         lp = case.get("left_padding")
         full_2d = None
@@ -173,9 +179,9 @@ class Worker:
 
 
 class Runner:
-    def __init__(self, py456, py457):
-        self.w456 = Worker(py456, CLASSES_456)
-        self.w457 = Worker(py457, CLASSES_457)
+    def __init__(self, py456, py457, dynamic=False):
+        self.w456 = Worker(py456, CLASSES_456 + ([DYNAMIC] if dynamic else []))
+        self.w457 = Worker(py457, CLASSES_457 + ([DYNAMIC] if dynamic else []))
         self.versions = {}
 
     def traces(self, case):
@@ -187,8 +193,9 @@ class Runner:
             r = w.recv()
             self.versions[tuple(w.classes)] = r["version"]
             for cls_name, per_layer in r["results"].items():
+                short = SHORT.get(cls_name) or ("D" + r["version"].replace(".", "")[:3])
                 for li, tr in per_layer.items():
-                    out.setdefault(int(li), {})[SHORT[cls_name]] = tr
+                    out.setdefault(int(li), {})[short] = tr
         return out
 
     def close(self):
@@ -226,15 +233,15 @@ def first_difference(ta, tb, case, a, b):
         if (ea is None) != (eb is None):
             who, e = (a, ea) if ea is not None else (b, eb)
             kind = f"only {who} raises {e['type']} in update"
-        elif ea is not None:
+        elif ea != eb:
             kind = "both raise in update, differently"
         elif ("sizes_error" in ra) != ("sizes_error" in rb):
             kind = "get_mask_sizes raises in one only"
-        elif len(ra["returned"]) != len(rb["returned"]):
+        elif len(ra.get("returned", [])) != len(rb.get("returned", [])):
             kind = "returned row count differs"
-        elif ra["returned"] != rb["returned"]:
+        elif ra.get("returned") != rb.get("returned"):
             kind = "returned rows differ (same count)"
-        elif ra["stored"] != rb["stored"]:
+        elif ra.get("stored") != rb.get("stored"):
             kind = "stored rows differ"
         elif ra.get("sizes") != rb.get("sizes"):
             kind = "mask sizes differ"
@@ -248,15 +255,23 @@ def first_difference(ta, tb, case, a, b):
     return None
 
 
-def compare_case(runner, case):
-    """[(layer index, layer type, pair 'A-B', None | (step, label, fields))]."""
-    out = []
-    tr = runner.traces(case)
-    for li, per in sorted(tr.items()):
-        lt = case["layer_types"][li]
-        for a, b in PAIRS:
-            out.append((li, lt, f"{a}-{b}", first_difference(per[a], per[b], case, a, b)))
-    return out
+def semantic_difference(ta, tb, case, a, b):
+    """First step where the two layers raise differently or a query attends other tokens."""
+    cap = capacity(case)
+    for si, (ra, rb) in enumerate(zip(ta, tb)):
+        if "skipped" in ra and "skipped" in rb:
+            return None
+        sit = situation(ra.get("seq0", rb.get("seq0", 0)), case["steps"][si]["tokens"], cap)
+        ea, eb = "update_error" in ra or "skipped" in ra, "update_error" in rb or "skipped" in rb
+        if ea != eb:
+            return si, f"only {a if ea else b} raises in update [{sit}]", []
+        if ea:
+            return None
+        if (ra.get("attended") is None) != (rb.get("attended") is None):
+            return si, f"mask/rows length mismatch in {a if ra.get('attended') is None else b} only [{sit}]", []
+        if ra.get("attended") != rb.get("attended"):
+            return si, f"attended tokens differ [{sit}]", []
+    return None
 
 
 def ideal_ok(trace, case, ltype):
@@ -264,6 +279,8 @@ def ideal_ok(trace, case, ltype):
     Returns 'ok', 'wrong' (first wrong step) or 'raises'/'misshaped'."""
     W = case["window"]
     lp = case.get("left_padding") or [0] * case["batch"]
+    if position_offset(case):
+        return "n/a (positions off the cumulative length)"
     cum = 0
     for si, (st, rec) in enumerate(zip(case["steps"], trace)):
         q = st["tokens"]
@@ -283,7 +300,8 @@ def ideal_ok(trace, case, ltype):
                 else:
                     want = [t for t in range(lp[b], p + 1) if (t - lp[b]) // W == (p - lp[b]) // W]
                 if rec["attended"][b][i] != want:
-                    return "wrong"
+                    # a static layer holds min(window, max_cache_len) rows: below the window it cannot serve it
+                    return "wrong (max_cache_len < window)" if case["max_cache_len"] < W else "wrong"
         cum += q
     return "ok"
 
@@ -305,7 +323,7 @@ def relevant(case):
     return case["cache"] == "static" and any(t != "full_attention" for t in case["layer_types"])
 
 
-def random_case(rng, i, seed):
+def random_case(rng, i, seed, shift=False):
     kind = rng.choice(["sliding_attention", "chunked_attention"])
     W = rng.randint(1, 16)
     rel = rng.choice(["below", "equal", "above"])
@@ -332,29 +350,37 @@ def random_case(rng, i, seed):
             steps.append(rng.randint(2, max(2, cap)))
         else:
             steps.append(rng.randint(cap + 1, 2 * cap + 2))
+    step_objs = [{"tokens": n} for n in steps]
+    if shift:
+        # off the API contract on purpose: positions that do not start at the cumulative length (#40907)
+        off, cum = rng.randint(1, 3), 0
+        for st in step_objs:
+            st["cache_position"] = list(range(cum + off, cum + off + st["tokens"]))
+            cum += st["tokens"]
     return {
         "name": f"merge_campaign_{seed}_{i:05d}",
         "description": "random differential sequence (golden/merge_study.py campaign)",
         "cache": "static", "layer_types": [kind], "window": W, "max_cache_len": M,
         "batch": batch, "heads": 1, "kv_heads": 1, "head_dim": 1, "dtype": "float32",
-        "left_padding": lp, "steps": [{"tokens": n} for n in steps],
+        "left_padding": lp, "steps": step_objs,
         "inputs": {"generator": "kvc-mix64-v1", "seed": i},
     }
 
 
 def tally(results):
-    """results: [(case name, case, [(li, lt, pair, diff)])] -> summary dict."""
+    """results: [(case name, case, [(li, lt, pair, diff, semantics of A and B)])] -> summary dict."""
     summary = {}
     for name, case, comps in results:
-        for li, lt, pair, d in comps:
+        for li, lt, pair, d, sem in comps:
             s = summary.setdefault(pair, {}).setdefault(lt, {"layers": 0, "agree": 0, "classes": {}})
             s["layers"] += 1
             if d is None:
                 s["agree"] += 1
                 continue
             si, label, fields = d
-            c = s["classes"].setdefault(label, {"count": 0, "example": None, "fields": {}})
+            c = s["classes"].setdefault(label, {"count": 0, "example": None, "fields": {}, "semantics": {}})
             c["count"] += 1
+            c["semantics"][sem] = c["semantics"].get(sem, 0) + 1
             for f in fields:
                 c["fields"][f] = c["fields"].get(f, 0) + 1
             size = (sum(x["tokens"] for x in case["steps"]), len(case["steps"]))
@@ -365,43 +391,50 @@ def tally(results):
 
 def ideal_tally(runner_traces):
     out = {}
-    for case, per_layer in runner_traces:
+    for name, case, per_layer in runner_traces:
         for li, per in per_layer.items():
             lt = case["layer_types"][li]
             for cls, tr in per.items():
                 k = out.setdefault(lt, {}).setdefault(cls, {})
                 v = ideal_ok(tr, case, lt)
-                k[v] = k.get(v, 0) + 1
+                e = k.setdefault(v, {"count": 0, "examples": []})
+                e["count"] += 1
+                if len(e["examples"]) < 3:
+                    e["examples"].append(f"{name} layer {li}")
     return out
 
 
-def run_many(runner, named_cases, progress=True):
+def run_many(runner, named_cases, progress=True, dynamic=False):
     results, ideal_in = [], []
+    pairs = [("M457", "D457"), ("S456", "D456")] if dynamic else PAIRS
+    diff = semantic_difference if dynamic else first_difference
     for n, (name, case) in enumerate(named_cases):
         tr = runner.traces(case)
         comps = []
         for li, per in sorted(tr.items()):
             lt = case["layer_types"][li]
-            for a, b in PAIRS:
-                comps.append((li, lt, f"{a}-{b}", first_difference(per[a], per[b], case, a, b)))
+            for a, b in pairs:
+                sem = f"{a} {ideal_ok(per[a], case, lt)}, {b} {ideal_ok(per[b], case, lt)}"
+                comps.append((li, lt, f"{a}-{b}", diff(per[a], per[b], case, a, b), sem))
         results.append((name, case, comps))
-        ideal_in.append((case, tr))
+        ideal_in.append((name, case, tr))
         if progress and (n + 1) % 250 == 0:
             print(f"  {n + 1}/{len(named_cases)}", file=sys.stderr, flush=True)
     return tally(results), ideal_tally(ideal_in)
 
 
 def print_summary(summary, ideal, out=sys.stdout):
-    for pair in [f"{a}-{b}" for a, b in PAIRS]:
+    for pair in sorted(summary, key=lambda p: [f"{a}-{b}" for a, b in PAIRS].index(p) if p in [f"{a}-{b}" for a, b in PAIRS] else 9):
         for lt, s in sorted(summary.get(pair, {}).items()):
             print(f"{pair} on {lt}: {s['layers']} layers, {s['agree']} agree, {s['layers'] - s['agree']} differ", file=out)
             for label, c in sorted(s["classes"].items(), key=lambda kv: -kv[1]["count"]):
                 ex = c["example"]
                 print(f"    {c['count']:6d}  {label}   e.g. {ex['case']} layer {ex['layer']} step {ex['step']}", file=out)
+                print(f"            semantics: {json.dumps(c['semantics'], sort_keys=True)}", file=out)
     print("window/chunk semantics of each class (real queries attend exactly their window/chunk):", file=out)
     for lt, per in sorted(ideal.items()):
         for cls, k in sorted(per.items()):
-            print(f"    {lt:18s} {cls}: {json.dumps(k, sort_keys=True)}", file=out)
+            print(f"    {lt:18s} {cls}: " + ", ".join(f"{v} {e['count']} (e.g. {'; '.join(e['examples'])})" for v, e in sorted(k.items())), file=out)
 
 
 def strip_examples(summary):
@@ -427,14 +460,46 @@ def normalize(case):
     return c
 
 
+def position_offset(case):
+    """k when every step has cache_position = arange(cumulative + k, ...), else None."""
+    cum, off = 0, None
+    for st in case["steps"]:
+        cp = st.get("cache_position")
+        if cp is None:
+            return None
+        k = cp[0] - cum
+        if (off is not None and k != off) or cp != list(range(cum + k, cum + k + st["tokens"])):
+            return None
+        off, cum = k, cum + st["tokens"]
+    return off
+
+
+def with_offset(case, off):
+    cum = 0
+    for st in case["steps"]:
+        st.pop("cache_position", None)
+        if off:
+            st["cache_position"] = list(range(cum + off, cum + off + st["tokens"]))
+        cum += st["tokens"]
+    return case
+
+
 def candidates(case):
     c0 = case
     steps = [s["tokens"] for s in c0["steps"]]
+    off = position_offset(c0)
 
     def with_(**kw):
+        o = kw.pop("offset", off)
         c = json.loads(json.dumps(c0))
         c.update(kw)
+        if off is not None:
+            with_offset(c, o)
         return normalize(c)
+
+    if off:
+        for k in sorted({0, off - 1}):
+            yield with_(offset=k)
 
     if len(c0["layer_types"]) > 1:
         for lt in sorted(set(t for t in c0["layer_types"] if t != "full_attention")):
@@ -467,12 +532,12 @@ def candidates(case):
     for m in sorted({1, M // 2, M - 1}):
         if 1 <= m < M:
             yield with_(max_cache_len=m)
-    if any("cache_position" in s for s in c0["steps"]):
+    if off is None and any("cache_position" in s for s in c0["steps"]):
         yield with_(steps=[{"tokens": s["tokens"]} for s in c0["steps"]])
 
 
 def size_key(case):
-    return (sum(s["tokens"] for s in case["steps"]), len(case["steps"]), case["batch"],
+    return (sum(s["tokens"] for s in case["steps"]), len(case["steps"]), position_offset(case) or 0, case["batch"],
             sum(case.get("left_padding") or []), case["window"], case["max_cache_len"], len(case["layer_types"]))
 
 
@@ -569,9 +634,13 @@ def main(argv=None):
         p.add_argument("--py457", required=True, help="python of a transformers 4.57.x venv")
         if name in ("corpus", "campaign"):
             p.add_argument("--json", help="write the summary (counts, smallest example per class) here")
+            p.add_argument("--dynamic", action="store_true",
+                           help="compare each release's static layer with its DynamicSlidingWindowLayer on what queries attend")
         if name == "campaign":
             p.add_argument("--n", type=int, default=4000)
             p.add_argument("--seed", type=int, default=40893)
+            p.add_argument("--shifted-positions", action="store_true",
+                           help="give every step cache_position = arange(cumulative + 1..3, ...) (off the API contract; what #40907 changed)")
         if name == "shrink":
             p.add_argument("--from", dest="src", nargs="+", required=True, help="summary JSON files (corpus/campaign --json)")
             p.add_argument("--out", required=True, help="write the shrunk cases (one per pair and class) here as JSON")
@@ -582,7 +651,7 @@ def main(argv=None):
         worker_main()
         return 0
 
-    runner = Runner(args.py456, args.py457)
+    runner = Runner(args.py456, args.py457, dynamic=getattr(args, "dynamic", False))
     try:
         if args.cmd == "show":
             with open(args.case) as f:
@@ -596,17 +665,18 @@ def main(argv=None):
                 if relevant(c):
                     named.append((os.path.relpath(p, REPO), c))
             print(f"corpus: {len(corpus_files())} files, {len(named)} static cases with a sliding/chunked layer", file=sys.stderr)
-            summary, ideal = run_many(runner, named)
+            summary, ideal = run_many(runner, named, dynamic=args.dynamic)
         elif args.cmd == "campaign":
             rng = random.Random(args.seed)
-            named = [(f"campaign[{i}]", random_case(rng, i, args.seed)) for i in range(args.n)]
-            summary, ideal = run_many(runner, named)
+            named = [(f"campaign[{i}]", random_case(rng, i, args.seed, args.shifted_positions)) for i in range(args.n)]
+            summary, ideal = run_many(runner, named, dynamic=args.dynamic)
         if args.cmd in ("corpus", "campaign"):
             print_summary(summary, ideal)
             print(f"versions: {json.dumps({' '.join(k): v for k, v in runner.versions.items()})}")
             if args.json:
                 with open(args.json, "w") as f:
                     json.dump({"command": args.cmd, "n_cases": len(named), "seed": getattr(args, "seed", None),
+                               "shifted_positions": getattr(args, "shifted_positions", None), "dynamic": args.dynamic,
                                "versions": {" ".join(k): v for k, v in runner.versions.items()},
                                "summary": summary, "ideal": ideal}, f, indent=1, sort_keys=True)
                     f.write("\n")
