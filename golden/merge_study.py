@@ -299,9 +299,18 @@ def ideal_ok(trace, case, ltype):
                     want = [t for t in range(max(lp[b], p - W + 1), p + 1)]
                 else:
                     want = [t for t in range(lp[b], p + 1) if (t - lp[b]) // W == (p - lp[b]) // W]
-                if rec["attended"][b][i] != want:
+                got = rec["attended"][b][i]
+                if got != want:
+                    if any(t > p for t in got):
+                        how = "wrong: a future token"
+                    elif -1 in got:
+                        how = "wrong: an unwritten row"
+                    elif any(t not in want for t in got):
+                        how = "wrong: a token outside the window/chunk"
+                    else:
+                        how = "wrong: misses tokens"
                     # a static layer holds min(window, max_cache_len) rows: below the window it cannot serve it
-                    return "wrong (max_cache_len < window)" if case["max_cache_len"] < W else "wrong"
+                    return how + (" (max_cache_len < window)" if case["max_cache_len"] < W else "")
         cum += q
     return "ok"
 
@@ -316,7 +325,8 @@ def corpus_files():
     for d in dirs:
         if os.path.isdir(d):
             files += validate_cases.expand_paths([d])
-    return files
+    # this study's own shrunk cases are shown with `show`, not counted as corpus
+    return [f for f in files if not os.path.basename(f).startswith("merge_")]
 
 
 def relevant(case):
@@ -557,16 +567,12 @@ def shrink(runner, case, pair, label):
     case_lt = None
     cur = normalize(case)
     # the layer type the class was seen on is kept
-    for lt in case["layer_types"]:
-        if lt != "full_attention":
-            tr = runner.traces(cur)
-            for li, per in tr.items():
-                d = first_difference(per[a], per[b], cur, a, b)
-                if d is not None and d[1] == label:
-                    case_lt = cur["layer_types"][li]
-                    break
+    for li, per in sorted(runner.traces(cur).items()):
+        d = first_difference(per[a], per[b], cur, a, b)
+        if d is not None and d[1] == label:
+            case_lt = cur["layer_types"][li]
             break
-    if case_lt is None or not holds(cur):
+    if case_lt is None:
         return None
     changed = True
     while changed:
@@ -644,8 +650,10 @@ def main(argv=None):
         if name == "shrink":
             p.add_argument("--from", dest="src", nargs="+", required=True, help="summary JSON files (corpus/campaign --json)")
             p.add_argument("--out", required=True, help="write the shrunk cases (one per pair and class) here as JSON")
+            p.add_argument("--pair", action="append", help="only these pairs (e.g. S456-M457); default all")
+            p.add_argument("--top", type=int, default=0, help="only the N most frequent classes of each pair and layer type")
         if name == "show":
-            p.add_argument("case")
+            p.add_argument("case", nargs="+")
     args = ap.parse_args(argv)
     if args.cmd == "worker":
         worker_main()
@@ -654,8 +662,10 @@ def main(argv=None):
     runner = Runner(args.py456, args.py457, dynamic=getattr(args, "dynamic", False))
     try:
         if args.cmd == "show":
-            with open(args.case) as f:
-                show(runner, json.load(f))
+            for path in args.case:
+                with open(path) as f:
+                    print(f"== {os.path.relpath(path, REPO) if os.path.isabs(path) else path}")
+                    show(runner, json.load(f))
             return 0
         if args.cmd == "corpus":
             named = []
@@ -687,8 +697,11 @@ def main(argv=None):
                 with open(src) as f:
                     s = json.load(f)["summary"]
                 for pair, per_lt in s.items():
+                    if args.pair and pair not in args.pair:
+                        continue
                     for lt, d in per_lt.items():
-                        for label, c in d["classes"].items():
+                        ranked = sorted(d["classes"].items(), key=lambda kv: (-kv[1]["count"], kv[0]))
+                        for label, c in ranked[: args.top or None]:
                             key = (pair, label)
                             ex = c["example"]
                             if key not in todo or tuple(ex["size"]) < tuple(todo[key]["size"]):
