@@ -629,6 +629,47 @@ def show(runner, case, out=sys.stdout):
             print(f"  {cls} window semantics: {ideal_ok(per[cls], case, lt)}", file=out)
 
 
+def print_tables(corpus_path, campaign_path, out=sys.stdout):
+    with open(corpus_path) as f:
+        corpus = json.load(f)
+    with open(campaign_path) as f:
+        campaign = json.load(f)
+    lts = ("sliding_attention", "chunked_attention")
+    for a, b in PAIRS:
+        pair = f"{a}-{b}"
+        print(f"\n**{a} vs {b}**\n", file=out)
+        print("| first difference [situation] | corpus sliding | corpus chunked | campaign sliding | campaign chunked |", file=out)
+        print("| --- | --- | --- | --- | --- |", file=out)
+        labels = set()
+        for src in (corpus, campaign):
+            for lt in lts:
+                labels |= set(src["summary"].get(pair, {}).get(lt, {}).get("classes", {}))
+
+        def cell(src, lt, label=None):
+            d = src["summary"].get(pair, {}).get(lt, {"layers": 0, "agree": 0, "classes": {}})
+            if label is None:
+                return f"{d['agree']} / {d['layers']}"
+            return str(d["classes"].get(label, {}).get("count", 0))
+
+        print(f"| agree (layers agreeing / layers) | {cell(corpus, lts[0])} | {cell(corpus, lts[1])} | "
+              f"{cell(campaign, lts[0])} | {cell(campaign, lts[1])} |", file=out)
+        total = lambda src, lt: sum(c["count"] for c in src["summary"].get(pair, {}).get(lt, {}).get("classes", {}).values())  # noqa: E731
+        for label in sorted(labels, key=lambda l: -sum(int(cell(campaign, lt, l)) for lt in lts)):
+            print(f"| {label} | {cell(corpus, lts[0], label)} | {cell(corpus, lts[1], label)} | "
+                  f"{cell(campaign, lts[0], label)} | {cell(campaign, lts[1], label)} |", file=out)
+        print(f"| all differences | {total(corpus, lts[0])} | {total(corpus, lts[1])} | {total(campaign, lts[0])} | {total(campaign, lts[1])} |", file=out)
+    print("\n**Window semantics per class** (layers; corpus / campaign)\n", file=out)
+    print("| layer type | class | outcome | corpus | campaign |", file=out)
+    print("| --- | --- | --- | --- | --- |", file=out)
+    for lt in lts:
+        for cls in ("S456", "C456", "M457"):
+            outcomes = set(corpus["ideal"].get(lt, {}).get(cls, {})) | set(campaign["ideal"].get(lt, {}).get(cls, {}))
+            for o in sorted(outcomes):
+                n1 = corpus["ideal"].get(lt, {}).get(cls, {}).get(o, {}).get("count", 0)
+                n2 = campaign["ideal"].get(lt, {}).get(cls, {}).get(o, {}).get("count", 0)
+                print(f"| {lt} | {cls} | {o} | {n1} | {n2} |", file=out)
+
+
 # ---------------------------------------------------------------------------------------------
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -654,9 +695,15 @@ def main(argv=None):
             p.add_argument("--top", type=int, default=0, help="only the N most frequent classes of each pair and layer type")
         if name == "show":
             p.add_argument("case", nargs="+")
+    p = sub.add_parser("table", help="markdown tables of docs/merge.md from the corpus/campaign summaries")
+    p.add_argument("--corpus", required=True)
+    p.add_argument("--campaign", required=True)
     args = ap.parse_args(argv)
     if args.cmd == "worker":
         worker_main()
+        return 0
+    if args.cmd == "table":
+        print_tables(args.corpus, args.campaign)
         return 0
 
     runner = Runner(args.py456, args.py457, dynamic=getattr(args, "dynamic", False))
