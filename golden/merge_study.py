@@ -629,6 +629,46 @@ def show(runner, case, out=sys.stdout):
             print(f"  {cls} window semantics: {ideal_ok(per[cls], case, lt)}", file=out)
 
 
+def selfcheck():
+    """The comparison and the window judge can fail: hand-made traces of a W 2 / max_cache_len 2 layer
+    (2 tokens, then 3) and mutants of them must be told apart. Needs no transformers."""
+    case = {"window": 2, "max_cache_len": 2, "batch": 1, "left_padding": None, "steps": [{"tokens": 2}, {"tokens": 3}]}
+    good = [
+        {"seq0": 0, "sizes": [2, 0], "returned": [0, 1], "stored": [0, 1], "seq1": 2, "attended": [[[0], [0, 1]]]},
+        {"seq0": 2, "sizes": [4, 1], "returned": [1, 2, 3, 4], "stored": [3, 4], "seq1": 5, "attended": [[[1, 2], [2, 3], [3, 4]]]},
+    ]
+    mutants = {
+        "returned row count differs [full, q>cap]": lambda t: t[1].update(returned=[2, 3, 4]),
+        "returned rows differ (same count)": lambda t: t[1].update(returned=[0, 2, 3, 4]),
+        "stored rows differ": lambda t: t[1].update(stored=[4, 3]),
+        "mask sizes differ [full, q>cap]": lambda t: t[1].update(sizes=[4, 0]),
+        "only B raises RuntimeError in update [full, q>cap]": lambda t: t[1].update(update_error={"type": "RuntimeError", "message": "x"}),
+    }
+    failures = []
+    if first_difference(good, json.loads(json.dumps(good)), case, "A", "B") is not None:
+        failures.append("identical traces reported as different")
+    if ideal_ok(good, case, "sliding_attention") != "ok":
+        failures.append("the correct trace is not judged ok")
+    for want, mutate in mutants.items():
+        bad = json.loads(json.dumps(good))
+        mutate(bad)
+        d = first_difference(good, bad, case, "A", "B")
+        if d is None or not d[1].startswith(want.split(" [")[0]) or d[0] != 1:
+            failures.append(f"mutant '{want}' classified as {d}")
+    future = json.loads(json.dumps(good))
+    future[1]["attended"] = [[[2, 3], [3, 4], [4]]]
+    if ideal_ok(future, case, "sliding_attention") != "wrong: a future token":
+        failures.append("a query attending a future token is not judged so")
+    missing = json.loads(json.dumps(good))
+    missing[1]["attended"] = [[[2], [2, 3], [3, 4]]]
+    if ideal_ok(missing, case, "sliding_attention") != "wrong: misses tokens":
+        failures.append("a query missing a window token is not judged so")
+    for f in failures:
+        print(f"selfcheck: {f}", file=sys.stderr)
+    print(f"selfcheck: {'FAIL' if failures else 'ok'} ({len(mutants) + 4} checks)")
+    return 1 if failures else 0
+
+
 def print_tables(corpus_path, campaign_path, out=sys.stdout):
     with open(corpus_path) as f:
         corpus = json.load(f)
@@ -695,6 +735,7 @@ def main(argv=None):
             p.add_argument("--top", type=int, default=0, help="only the N most frequent classes of each pair and layer type")
         if name == "show":
             p.add_argument("case", nargs="+")
+    sub.add_parser("selfcheck", help="the classifier and the window judge on hand-made traces and mutants (no transformers needed)")
     p = sub.add_parser("table", help="markdown tables of docs/merge.md from the corpus/campaign summaries")
     p.add_argument("--corpus", required=True)
     p.add_argument("--campaign", required=True)
@@ -702,6 +743,8 @@ def main(argv=None):
     if args.cmd == "worker":
         worker_main()
         return 0
+    if args.cmd == "selfcheck":
+        return selfcheck()
     if args.cmd == "table":
         print_tables(args.corpus, args.campaign)
         return 0
