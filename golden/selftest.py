@@ -26,7 +26,8 @@ def run(cmd):
 
 
 def main(argv):
-    versions = sorted(f[len("requirements-"):-4] for f in os.listdir(HERE) if f.startswith("requirements-"))
+    versions = sorted((f[len("requirements-"):-4] for f in os.listdir(HERE) if f.startswith("requirements-")),
+                      key=lambda v: tuple(int(x) for x in v.split(".")))
     version = argv[0] if argv else versions[-1]
     results = []
 

@@ -8,7 +8,9 @@ Sweep (the default): for every transformers release from 4.56.0 to the newest on
 it into a cached environment, run golden/dump.py on the PROBES below (which also records the
 release's `behaviours`, detected by calling it), and print, release after release, which behaviour
 and which fixture field of which probe changed from the previous release. --write stores the
-result as golden/behaviours.json (release -> behaviours) and golden/behaviours.md.
+result as golden/behaviours.json (release -> behaviours) and golden/behaviours.md. Each release's
+probe dump stays in the cache (fixtures/<release>/): --assemble [--write] redoes the comparison
+from those alone, e.g. after sweeping disjoint --releases ranges in parallel.
 
 Environments (under $KVCONFORM_CACHE, default ~/.cache/kvconform): a release is installed with
 `pip install --no-deps --target tf/<release>` and run with PYTHONPATH=tf/<release> on a base venv
@@ -341,6 +343,52 @@ def sweep(releases, write):
     return 1 if failed else 0
 
 
+def load_cached(root, v):
+    """The probe dump a sweep left for release v: (behaviours, {case: fixture}) or None."""
+    d = os.path.join(root, "fixtures", v)
+    try:
+        with open(os.path.join(d, "manifest.json")) as f:
+            man = json.load(f)
+        if man["transformers_version"] != v:
+            return None
+        fixtures = {}
+        for c in PROBES:
+            with open(os.path.join(d, c + ".json")) as f:
+                fixtures[c] = json.load(f)
+    except (OSError, ValueError, KeyError):
+        return None
+    return man["behaviours"], fixtures
+
+
+def assemble(releases, write):
+    """Results and changes from the probe dumps earlier sweeps left in the cache (no installing)."""
+    root = cache_root()
+    results, changes, missing = {}, [], []
+    prev = None
+    for v in releases:
+        got = load_cached(root, v)
+        if got is None:
+            missing.append(v)
+            continue
+        b, fx = got
+        results[v] = b
+        if prev is not None:
+            pv, pb, pfx = prev
+            bch = {k: (pb[k], b[k]) for k in b if pb.get(k) != b[k]}
+            fch = fixture_changes(pfx, fx)
+            if bch or fch:
+                changes.append((v, pv, bch, fch))
+                log(f"{pv} -> {v}: " + "; ".join([f"behaviour {k}: {x} -> {y}" for k, (x, y) in bch.items()] +
+                                               [f"field {f}: {', '.join(cs)}" for f, cs in sorted(fch.items())]))
+        prev = (v, b, fx)
+    if missing:
+        log(f"timeline: no cached probe dump for {', '.join(missing)}: run the sweep for them first")
+    elif write:
+        write_outputs(results, changes)
+    log(f"timeline: {len(results)} releases assembled, {len(missing)} missing, {len(changes)} releases changed something")
+    return 1 if missing else 0
+
+
 def ranges(results):
     """[(first, last, behaviours)] of consecutive releases with equal behaviours."""
     out = []
@@ -437,6 +485,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="transformers behaviour timeline")
     ap.add_argument("--releases", nargs="+", help="only these releases (default: every release from 4.56.0 pip lists)")
     ap.add_argument("--write", action="store_true", help="write golden/behaviours.json and golden/behaviours.md")
+    ap.add_argument("--assemble", action="store_true",
+                    help="no installing: compare the probe dumps earlier (possibly parallel) sweeps cached")
     ap.add_argument("--check-fixtures", metavar="DIR", help="check DIR/<release>/*.json against golden/behaviours.json")
     args = ap.parse_args(argv)
     if args.check_fixtures:
@@ -444,6 +494,8 @@ def main(argv=None):
     releases = sorted(args.releases, key=vkey) if args.releases else list_releases()
     if args.write and args.releases:
         ap.error("--write needs the full sweep (no --releases)")
+    if args.assemble:
+        return assemble(releases, args.write)
     log(f"timeline: {len(releases)} releases: {' '.join(releases)}")
     return sweep(releases, args.write)
 
