@@ -146,8 +146,10 @@ at::Tensor windowed_tensor(const at::Tensor& query, const at::Tensor& keys, cons
   const at::Tensor kpos = at::arange(nk, longs.device(dev)).add(offset).view({1, 1, 1, nk});
   const at::Tensor band = kpos.ge(L).logical_and(kpos.le(Hi));
   const int64_t H = query.size(1), group = H / keys.size(1);
-  const at::Tensor Kf = keys.to(at::kFloat).repeat_interleave(group, 1), Vf = values.to(at::kFloat).repeat_interleave(group, 1);
-  at::Tensor s = at::matmul(query.to(at::kFloat), Kf.transpose(2, 3)) / std::sqrt(static_cast<double>(query.size(3)));
+  // Accumulate as the CPU path does: float64 in float64 (judged at 1e-12), everything else in float32.
+  const auto acc = query.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  const at::Tensor Kf = keys.to(acc).repeat_interleave(group, 1), Vf = values.to(acc).repeat_interleave(group, 1);
+  at::Tensor s = at::matmul(query.to(acc), Kf.transpose(2, 3)) / std::sqrt(static_cast<double>(query.size(3)));
   s = s.masked_fill(band.logical_not(), -std::numeric_limits<float>::infinity());
   const at::Tensor any = band.any(-1, true);
   s = s.masked_fill(any.logical_not(), 0.0);

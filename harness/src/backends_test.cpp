@@ -63,7 +63,12 @@ TEST(BackendSuite, CudaBackendsPassWhereAvailable) {
   if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA";
   SuiteOptions o;
   o.device = "cuda";
-  for (const auto& r : run_suite(o)) EXPECT_EQ(r.status, report::Status::Pass) << r.backend << " " << r.name << ": " << r.message;
+  // The same expectations as on the CPU: eager float64 with left padding reproduces transformers' NaN rows.
+  for (const auto& r : run_suite(o)) {
+    const auto expected = known_deviation(r.backend, parse_dtype(r.dtype)) && r.name.find("left_padding") != std::string::npos
+                              ? report::Status::Deviation : report::Status::Pass;
+    EXPECT_EQ(r.status, expected) << r.backend << " " << r.name << " " << r.dtype << ": " << r.message;
+  }
 }
 
 TEST(BackendSuite, RejectsUnknownNames) {
