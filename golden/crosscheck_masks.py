@@ -1,20 +1,41 @@
 #!/usr/bin/env python3
-"""Cross-check: the masks dump.py builds by calling sdpa_mask/eager_mask directly must equal what
-transformers' own create_causal_mask / create_sliding_window_causal_mask / create_chunked_causal_mask
-return for a real Cache built from the same layers (config._attn_implementation "sdpa" and "eager").
+"""Cross-check: for every case and every layer, the masks recorded in the fixtures (built by
+dump.py with sdpa_mask / eager_mask directly) must equal what the installed release's own
+create_causal_mask / create_sliding_window_causal_mask / create_chunked_causal_mask return, step by
+step, for a real StaticCache / DynamicCache built from a model config the way a model builds it.
 
-    golden/.venv-<version>/bin/python golden/crosscheck_masks.py [cases/ ...]
+    golden/.venv-<version>/bin/python golden/crosscheck_masks.py [--fixtures DIR] [case files or dirs ...]
 
-Prints one line per mismatch and exits 1 if there is any, 0 otherwise.
+Default cases: cases/, cases/generated/ and cases/regressions/. Default fixtures:
+golden/fixtures/<installed transformers version>/; a case without a fixture there is dumped afresh
+with dump.py (so the dumper itself is checked). Per step, before the update, and per layer:
+
+  - sdpa (config._attn_implementation "sdpa"): None exactly where the fixture says the mask was
+    skipped (`sdpa_mask_skipped`), else the same bool rows as `sdpa_mask`;
+  - eager: the additive mask's sha256 equals `eager_mask.sha256`;
+  - the cache layer classes equal the fixture's `layers[].class`;
+
+then the real cache is updated (Cache.update with the case's inputs) like a model does. A release
+whose builders take `layer_idx` is asked for each layer; an older one sizes the mask from the first
+layer of the same kind (sliding or not), which is only compared while both layers are alive and of
+one class (4.56 sizes a chunked layer's mask from a sliding layer of another class: such layer-steps
+are counted as not comparable).
+
+One line per mismatch (`file: step S layer L (type): what`), then
+`crosscheck VERSION: N cases, M layer-steps checked, K mismatches`. Exit 1 on any mismatch, 2 on a
+bad case file or usage, 0 otherwise.
 """
+import argparse
+import json
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import torch  # noqa: E402
-from transformers import PretrainedConfig  # noqa: E402
+import transformers  # noqa: E402
 from transformers import cache_utils, masking_utils  # noqa: E402
 
 import dump  # noqa: E402
@@ -25,93 +46,182 @@ CREATE = {
     "sliding_attention": masking_utils.create_sliding_window_causal_mask,
     "chunked_attention": masking_utils.create_chunked_causal_mask,
 }
+Config = getattr(transformers, "PreTrainedConfig", None) or transformers.PretrainedConfig
 
 
-def make_config(case, impl):
-    cfg = PretrainedConfig()
+def model_config(case, impl):
+    """What a hybrid decoder's config holds for its cache and masks."""
+    cfg = Config()
+    cfg.layer_types = list(case["layer_types"])
+    cfg.num_hidden_layers = len(case["layer_types"])
+    cfg.sliding_window = case.get("window")
+    cfg.attention_chunk_size = case.get("window")
     cfg._attn_implementation = impl
-    if case.get("window") is not None:
-        cfg.sliding_window = case["window"]
-        cfg.attention_chunk_size = case["window"]
     return cfg
 
 
-def create(case, ltype, impl, embeds, am, cp, cache):
-    A = dump.api()
-    fn = CREATE[ltype]
-    cfg = make_config(case, impl)
-    if A.update_takes_cache_kwargs:
-        return fn(config=cfg, input_embeds=embeds, attention_mask=am, cache_position=cp, past_key_values=cache)
-    return fn(config=cfg, inputs_embeds=embeds, attention_mask=am, cache=cache)
+def model_cache(case):
+    cfg = model_config(case, "sdpa")
+    if case["cache"] == "static":
+        return cache_utils.StaticCache(config=cfg, max_cache_len=case["max_cache_len"])
+    return cache_utils.DynamicCache(config=cfg)
 
 
-def check(case, raw):
+def load_fixture(fixtures_dir, case, raw):
+    path = os.path.join(fixtures_dir, case["name"] + ".json") if fixtures_dir else None
+    if path and os.path.exists(path):
+        with open(path) as f:
+            fx = json.load(f)
+        if fx.get("case_sha256") != dump.sha256_bytes(raw):
+            return fx, f"fixture {path} is stale (case_sha256 differs from the case file)"
+        return fx, None
+    return dump.dump_case(case, raw), None
+
+
+UNCOMPARABLE = [0]
+
+
+def check(case, raw, fixtures_dir):
+    """-> (layer-steps checked, [mismatch text])"""
     A = dump.api()
-    fx = dump.dump_case(case, raw)
+    fx, stale = load_fixture(fixtures_dir, case, raw)
+    problems = [stale] if stale else []
+    lts = case["layer_types"]
+    cache = model_cache(case)
+    classes = [type(l).__name__ for l in cache.layers]
+    if classes != [l["class"] for l in fx["layers"]]:
+        problems.append(f"layer classes: real cache {classes} vs fixture {[l['class'] for l in fx['layers']]}")
     dtype = dump.DTYPES[case["dtype"]]
     B = case["batch"]
-    layers = [dump.make_layer(case, lt) for lt in case["layer_types"]]
-    cache = cache_utils.Cache(layers=layers)
     total = sum(s["tokens"] for s in case["steps"])
     lp = case.get("left_padding")
     full_2d = None
     if lp is not None:
-        full_2d = torch.tensor([[0] * n + [1] * (total - n) for n in lp], dtype=torch.long)
-    problems = []
+        full_2d = torch.tensor([[0] * min(n, total) + [1] * (total - min(n, total)) for n in lp], dtype=torch.long)
+    cfgs = {impl: model_config(case, impl) for impl in ("sdpa", "eager")}
+    dead = [False] * len(lts)
+    is_sliding = list(cache.is_sliding)
+    checked = 0
     cum = 0
     for si, step in enumerate(case["steps"]):
         q = step["tokens"]
         cp = torch.tensor(step.get("cache_position") or list(range(cum, cum + q)), dtype=torch.long)
         am = full_2d[:, : cum + q] if full_2d is not None else None
-        embeds = torch.empty(B, q, 1, dtype=dtype)
-        for lt in dict.fromkeys(case["layer_types"]):
-            li = case["layer_types"].index(lt)
+        embeds = torch.zeros(B, q, 1, dtype=dtype)
+        for li, lt in enumerate(lts):
             rec = fx["steps"][si]["layers"][li]
-            if "skipped" in rec or rec.get("mask_sizes") is None:
+            fn = CREATE[lt]
+            takes_idx = "layer_idx" in dump.params(fn)
+            # the layer a builder without layer_idx sizes its mask from
+            used = li if takes_idx else next(j for j in range(len(lts)) if is_sliding[j] == is_sliding[li])
+            used_rec = fx["steps"][si]["layers"][used]
+            if dead[li] or dead[used] or "skipped" in rec or "skipped" in used_rec:
                 continue
-            try:
-                sdpa = create(case, lt, "sdpa", embeds, am, cp, cache)
-                eager = create(case, lt, "eager", embeds, am, cp, cache)
-            except Exception as e:
-                problems.append(f"step {si} {lt}: create_*_mask raised {type(e).__name__}: {e}")
+            if type(cache.layers[used]) is not type(cache.layers[li]):
+                # 4.56 sizes a chunked layer's mask from the first sliding layer, a SlidingWindowLayer
+                # whose get_mask_sizes differs: the builder cannot be asked about this layer
+                UNCOMPARABLE[0] += 1
                 continue
-            got_sdpa = dump.mask_strings(sdpa) if sdpa is not None else None
-            if got_sdpa != rec["sdpa_mask"]:
-                problems.append(f"step {si} {lt}: sdpa mask differs: create_*_mask {got_sdpa} vs dump {rec['sdpa_mask']}")
-            got_eager = dump.sha256_bytes(dump.tensor_bytes(eager)) if eager is not None else None
-            want_eager = rec["eager_mask"]["sha256"] if rec["eager_mask"] else None
-            if got_eager != want_eager:
-                problems.append(f"step {si} {lt}: eager mask differs")
-        for li, lt in enumerate(case["layer_types"]):
-            k = torch.zeros(B, case["kv_heads"], q, case["head_dim"], dtype=dtype) + 1
+            where = f"step {si} layer {li} ({lt})"
+            got = {}
+            for impl in ("sdpa", "eager"):
+                try:
+                    got[impl] = dump.create_mask(fn, cfgs[impl], embeds, am, cp, cache, li if takes_idx else None)
+                except Exception as e:
+                    got[impl] = e
+            checked += 1
+            if rec.get("mask_sizes") is None or rec["sdpa_mask_skipped"] is None:
+                # the dumper recorded a failure before or while building masks: the builder must fail too
+                if not all(isinstance(g, Exception) for g in got.values()):
+                    problems.append(f"{where}: fixture has no masks ({rec.get('errors')}) but create_*_mask built one")
+                continue
+            s = got["sdpa"]
+            if isinstance(s, Exception):
+                problems.append(f"{where}: sdpa create_*_mask raised {type(s).__name__}: {s}")
+            elif (s is None) != bool(rec["sdpa_mask_skipped"]):
+                problems.append(f"{where}: sdpa skip: create_*_mask {'None' if s is None else 'a mask'}, "
+                                f"fixture sdpa_mask_skipped={rec['sdpa_mask_skipped']}")
+            elif s is not None and dump.mask_strings(s) != rec["sdpa_mask"]:
+                problems.append(f"{where}: sdpa mask: create_*_mask {dump.mask_strings(s)} vs fixture {rec['sdpa_mask']}")
+            e = got["eager"]
+            want = (rec.get("eager_mask") or {}).get("sha256")
+            if isinstance(e, Exception):
+                problems.append(f"{where}: eager create_*_mask raised {type(e).__name__}: {e}")
+            elif e is None or dump.sha256_bytes(dump.tensor_bytes(e)) != want:
+                problems.append(f"{where}: eager mask differs from the fixture's eager_mask")
+        for li, lt in enumerate(lts):
+            if dead[li]:
+                continue
+            q64, k64, v64 = dump.build_inputs(case, li, si, cum, q)
+            k, v = k64.to(dtype), v64.to(dtype)
             try:
-                if A.update_takes_cache_kwargs:
-                    cache.update(k, k, li, cache_kwargs={"cache_position": cp})
+                if A.behaviours["cache_api"] == "cache_position":
+                    cache.update(k, v, li, cache_kwargs={"cache_position": cp})
                 else:
-                    cache.update(k, k, li)
+                    cache.update(k, v, li)
             except Exception:
-                return problems  # the dump records the failure; nothing more to compare
+                dead[li] = True
+            rec = fx["steps"][si]["layers"][li]
+            fixture_dead = "skipped" in rec or any(x["phase"] == "update" for x in rec.get("errors") or [])
+            if dead[li] != fixture_dead:
+                problems.append(f"step {si} layer {li} ({lt}): Cache.update {'failed' if dead[li] else 'worked'}, "
+                                f"the fixture says it {'failed' if fixture_dead else 'worked'}")
+                dead[li] = True
         cum += q
-    return problems
+    return checked, problems
 
 
-def main(argv):
-    paths = argv or [os.path.join(os.path.dirname(HERE), "cases")]
-    bad = 0
-    files = validate_cases.expand_paths(paths)
+def default_paths():
+    return [p for p in (os.path.join(ROOT, "cases", d) for d in ("", "generated", "regressions")) if os.path.isdir(p)]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="masks of the fixtures vs transformers' own create_*_mask builders")
+    ap.add_argument("paths", nargs="*", help="case files or directories (default: cases/, cases/generated/, cases/regressions/)")
+    ap.add_argument("--fixtures", help="fixture folder (default: golden/fixtures/<installed version>/)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    version = dump.api().transformers_version
+    fixtures_dir = args.fixtures or os.path.join(HERE, "fixtures", version)
+    if not os.path.isdir(fixtures_dir):
+        fixtures_dir = None
+    files = []
+    for p in args.paths or default_paths():
+        # a directory means its own *.json, as dump.py is given cases/ and cases/generated/ separately
+        files += validate_cases.expand_paths([p])
+    files = sorted(set(files))
+    if not files:
+        print("crosscheck: no case files", file=sys.stderr)
+        return 2
+    n_cases = n_checked = 0
+    mismatches = 0
+    bad_input = False
     for p in files:
         case, raw, errs = validate_cases.load_case_file(p)
         if errs:
             for ptr, msg in errs:
                 print(f"{p}: {ptr}: {msg}")
-            bad += 1
+            bad_input = True
             continue
-        for prob in check(case, raw):
-            print(f"{p}: {prob}")
-            bad += 1
-    print(f"crosscheck_masks: {len(files)} cases, {bad} problems", file=sys.stderr)
-    return 1 if bad else 0
+        if not dump.applies(case):
+            continue
+        n_cases += 1
+        try:
+            checked, problems = check(case, raw, fixtures_dir)
+        except Exception as e:  # a crosscheck that cannot run is a mismatch, named by case
+            checked, problems = 0, [f"crosscheck failed: {type(e).__name__}: {e}"]
+        n_checked += checked
+        for prob in problems:
+            print(f"{os.path.relpath(p, ROOT)}: {prob}")
+        mismatches += len(problems)
+    if UNCOMPARABLE[0]:
+        print(f"crosscheck {version}: {UNCOMPARABLE[0]} layer-steps not comparable (the builder sizes the mask "
+              "from a layer of another class)")
+    print(f"crosscheck {version}: {n_cases} cases, {n_checked} layer-steps checked, {mismatches} mismatches")
+    if bad_input:
+        return 2
+    return 1 if mismatches else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

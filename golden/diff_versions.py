@@ -5,7 +5,8 @@
 
 For every case present in both sets, walks both fixtures and lists the JSON pointers whose values
 differ (list indices kept, so "/steps/1/layers/0/sdpa_mask_skipped"). Version bookkeeping fields
-(transformers_version, torch_version, dumper_version, api) and, unless --all, /steps/*/cache_position
+(transformers_version, torch_version, dumper_version, api, behaviours: their
+differences are printed first, once) and, unless --all, /steps/*/cache_position
 (always null on 5.x, which takes no cache_position) are ignored. Prints a per-case summary, then a per-field
 summary (pointers with indices replaced by *). Exit status 0 whatever the differences.
 """
@@ -15,7 +16,7 @@ import os
 import re
 import sys
 
-IGNORED_TOP = {"transformers_version", "torch_version", "dumper_version", "api"}
+IGNORED_TOP = {"transformers_version", "torch_version", "dumper_version", "api", "behaviours"}
 # 5.x takes no cache_position, so its fixtures record null there; --all shows it anyway
 IGNORED_GENERIC = {"/steps/*/cache_position"}
 
@@ -72,6 +73,11 @@ def main(argv=None):
     only_a = sorted(set(A) - set(B))
     only_b = sorted(set(B) - set(A))
     print(f"# fixture differences {va} -> {vb}")
+    ba = next(iter(A.values())).get("behaviours", {}) if A else {}
+    bb = next(iter(B.values())).get("behaviours", {}) if B else {}
+    for k in sorted(set(ba) | set(bb)):
+        if ba.get(k) != bb.get(k):
+            print(f"behaviour {k}: {json.dumps(ba.get(k))} -> {json.dumps(bb.get(k))}")
     if only_a:
         print(f"only in {va}: {', '.join(only_a)}")
     if only_b:

@@ -6,14 +6,20 @@ mask functions and attention functions, and writes what they observably do.
     python golden/dump.py --serve      # one case JSON per stdin line -> one fixture JSON per stdout line
 
 Run it with the interpreter of golden/.venv-<version> (see golden/setup_env.sh). The fixture format is
-described in golden/README.md. Per step and per layer the dumper does what a transformers model does
-for that layer:
+described in golden/README.md. At start the dumper measures the installed release's behaviours
+(detect_behaviours(), recorded as `behaviours` in every fixture and the manifest; definitions in
+golden/behaviours.md) and branches on them only, never on version numbers. The layers come from a
+real StaticCache / DynamicCache built from a config with the case's layer_types (so 4.56's
+SlidingWindowLayer / ChunkedSlidingLayer, 4.57+'s StaticSlidingWindowLayer). Per step and per layer
+the dumper does what a transformers model does for that layer:
 
-  1. get_mask_sizes BEFORE update (4.57: the cache_position tensor; 5.x: the query length),
+  1. get_mask_sizes BEFORE update (cache_api "cache_position": the positions tensor; "query_length":
+     the query length),
   2. builds the masks with sdpa_mask / eager_mask and the layer's mask_function, mirroring
      create_causal_mask / create_sliding_window_causal_mask / create_chunked_causal_mask of the
-     installed version (including its rule for allow_is_causal_skip),
-  3. update (4.57: cache_kwargs={"cache_position": ...}; 5.x: update(k, v)),
+     installed release (allow_is_causal_skip from the measured `sdpa_skip`; crosscheck_masks.py
+     proves the result equals the real builders),
+  3. update ("cache_position": cache_kwargs={"cache_position": ...}; "query_length": update(k, v)),
   4. eager_attention_forward (modeling_llama) and sdpa_attention_forward (integrations) on the
      returned K/V.
 
@@ -40,7 +46,7 @@ sys.path.insert(0, HERE)
 import kvc_inputs  # noqa: E402
 import validate_cases  # noqa: E402
 
-DUMPER_VERSION = "1.0.0"
+DUMPER_VERSION = "1.1.0"
 FIXTURE_FORMAT = "kvconform-fixture-v1"
 MAX_MESSAGE = 600
 
@@ -64,32 +70,37 @@ DTYPES = {
 
 
 # --------------------------------------------------------------------------------------------
-# API detection
+# API and behaviour detection
 # --------------------------------------------------------------------------------------------
+# The call API (which arguments a function takes) is read from signatures; every behaviour is
+# found by calling the installed package on a tiny probe, never by reading its source.
+BEHAVIOUR_KEYS = ("cache_api", "sliding_layer", "sdpa_skip", "sdpa_skip_empty_cache", "static_seq_length")
+
+Config = getattr(transformers, "PreTrainedConfig", None) or transformers.PretrainedConfig
+
+
+def params(fn):
+    return list(inspect.signature(fn).parameters)
+
+
 class Api:
     def __init__(self):
         self.transformers_version = transformers.__version__
         self.torch_version = torch.__version__
-        sdpa_params = inspect.signature(masking_utils.sdpa_mask).parameters
-        # 4.57: sdpa_mask(batch_size, cache_position, kv_length, ...); 5.x: sdpa_mask(batch_size, q_length, kv_length, q_offset, ...)
-        self.mask_takes_q_offset = "q_offset" in sdpa_params
-        gms = list(inspect.signature(cache_utils.StaticLayer.get_mask_sizes).parameters)
-        self.get_mask_sizes_arg = gms[1]  # "cache_position" (4.57) or "query_length" (5.x)
-        upd = inspect.signature(cache_utils.StaticLayer.update).parameters
-        self.update_takes_cache_kwargs = "cache_kwargs" in upd
-        src = inspect.getsource(masking_utils.create_sliding_window_causal_mask)
-        # 5.x: allow_is_causal_skip = allow_is_causal_skip and not (is_compileable and q_length == 1)
-        # 4.57: allow_is_causal_skip = not is_compileable
-        self.skip_only_blocked_on_decode = "q_length == 1" in src
-        self.mask_sizes_ok = self.get_mask_sizes_arg in ("cache_position", "query_length")
+        # 4.56/4.57: sdpa_mask(batch_size, cache_position, kv_length, ...); 5.x: sdpa_mask(batch_size, q_length, kv_length, q_offset, ...)
+        self.mask_takes_q_offset = "q_offset" in params(masking_utils.sdpa_mask)
+        self.get_mask_sizes_arg = params(cache_utils.StaticLayer.get_mask_sizes)[1]  # "cache_position" or "query_length"
+        self.update_takes_cache_kwargs = "cache_kwargs" in params(cache_utils.StaticLayer.update)
+        self.behaviours = detect_behaviours(self)
 
     def describe(self):
+        b = self.behaviours
         return {
             "get_mask_sizes_argument": self.get_mask_sizes_arg,
             "update_cache_kwargs": self.update_takes_cache_kwargs,
             "mask_query_positions": "q_offset" if self.mask_takes_q_offset else "cache_position",
             "allow_is_causal_skip_rule": (
-                "not (is_compileable and q_length == 1)" if self.skip_only_blocked_on_decode else "not is_compileable"
+                "not (is_compileable and q_length == 1)" if b["sdpa_skip"] == "not_compileable_decode" else "not is_compileable"
             ),
             "eager_attention": "transformers.models.llama.modeling_llama.eager_attention_forward",
             "sdpa_attention": "transformers.integrations.sdpa_attention.sdpa_attention_forward",
@@ -104,6 +115,121 @@ def api():
     if API is None:
         API = Api()
     return API
+
+
+def make_config(layer_types, window, impl=None):
+    """A model config as far as the caches and mask builders read it."""
+    cfg = Config()
+    cfg.layer_types = list(layer_types)
+    cfg.num_hidden_layers = len(layer_types)
+    cfg.sliding_window = window
+    cfg.attention_chunk_size = window
+    if impl is not None:
+        cfg._attn_implementation = impl
+    return cfg
+
+
+def make_cache(kind, layer_types, window, max_cache_len=None):
+    """A real StaticCache / DynamicCache built from a config, the way a model builds it."""
+    cfg = make_config(layer_types, window)
+    if kind == "static":
+        return cache_utils.StaticCache(config=cfg, max_cache_len=max_cache_len)
+    return cache_utils.DynamicCache(config=cfg)
+
+
+def layer_update(A, layer, k, v, positions):
+    if A.update_takes_cache_kwargs:
+        return layer.update(k, v, cache_kwargs={"cache_position": positions})
+    return layer.update(k, v)
+
+
+def layer_mask_sizes(A, layer, positions, q_len):
+    if A.get_mask_sizes_arg == "cache_position":
+        return layer.get_mask_sizes(positions)
+    return layer.get_mask_sizes(q_len)
+
+
+def create_mask(fn, cfg, embeds, attention_mask, positions, cache, layer_idx=None):
+    """Calls a create_*_mask builder with the argument names of the installed release."""
+    names = params(fn)
+    kw = {"config": cfg, "attention_mask": attention_mask}
+    kw["inputs_embeds" if "inputs_embeds" in names else "input_embeds"] = embeds
+    kw["cache" if "cache" in names else "past_key_values"] = cache
+    if "cache_position" in names:
+        kw["cache_position"] = positions
+    if layer_idx is not None and "layer_idx" in names:
+        kw["layer_idx"] = layer_idx
+    return fn(**kw)
+
+
+def detect_behaviours(A):
+    """Each behaviour of the fixture's `behaviours` record, measured on tiny probes (see golden/behaviours.md)."""
+    b = {}
+    b["cache_api"] = "cache_position" if A.get_mask_sizes_arg == "cache_position" else "query_length"
+    if (A.get_mask_sizes_arg == "cache_position") != A.update_takes_cache_kwargs or (
+        A.get_mask_sizes_arg == "cache_position"
+    ) == A.mask_takes_q_offset:
+        raise RuntimeError(
+            f"unknown call API: get_mask_sizes({A.get_mask_sizes_arg}), update cache_kwargs={A.update_takes_cache_kwargs}, "
+            f"sdpa_mask q_offset={A.mask_takes_q_offset}"
+        )
+
+    # sliding_layer: which classes a StaticCache gives sliding and chunked layers
+    sc = make_cache("static", ["sliding_attention", "chunked_attention"], 2, 4)
+    b["sliding_layer"] = "merged" if type(sc.layers[0]) is type(sc.layers[1]) else "pre_merge"
+
+    # sdpa_skip: create_causal_mask on a static (compileable) cache, sdpa, no padding, full layer of 4 rows:
+    # a 4-token prefill (kv_length == q_length, skippable) and a 1-token step after 3 tokens.
+    def skipped(cache, q, start):
+        cfg = make_config(["full_attention"], None, "sdpa")
+        embeds = torch.zeros(1, q, 1)
+        pos = torch.arange(start, start + q)
+        return create_mask(masking_utils.create_causal_mask, cfg, embeds, None, pos, cache) is None
+
+    def filled(kind, n):
+        cache = make_cache(kind, ["full_attention"], None, 4)
+        k = torch.ones(1, 1, n, 1)
+        layer_update(A, cache.layers[0], k, k.clone(), torch.arange(n))
+        return cache
+
+    static_prefill = skipped(make_cache("static", ["full_attention"], None, 4), 4, 0)
+    static_decode = skipped(filled("static", 3), 1, 3)
+    dynamic = (skipped(make_cache("dynamic", ["full_attention"], None), 4, 0), skipped(filled("dynamic", 3), 1, 3))
+    if dynamic != (True, True):
+        raise RuntimeError(f"create_causal_mask does not skip on a dynamic cache: {dynamic}")
+    if not static_prefill and not static_decode:
+        b["sdpa_skip"] = "not_compileable"
+    elif static_prefill and not static_decode:
+        b["sdpa_skip"] = "not_compileable_decode"
+    else:
+        raise RuntimeError(f"unknown allow_is_causal_skip rule: static prefill skipped {static_prefill}, decode {static_decode}")
+
+    # sdpa_skip_empty_cache: sdpa_mask for 2 queries at positions 0, 1 over 4 key rows whose last two are the
+    # unwritten tail (2D mask of the 2 seen tokens, or none at all)
+    def empty_cache_skip(am):
+        kw = dict(batch_size=1, kv_length=4, kv_offset=0, mask_function=masking_utils.causal_mask_function,
+                  attention_mask=am, allow_is_causal_skip=True)
+        if A.mask_takes_q_offset:
+            kw.update(q_length=2, q_offset=0)
+        else:
+            kw.update(cache_position=torch.arange(2))
+        return masking_utils.sdpa_mask(**kw) is None
+
+    with_mask, without = empty_cache_skip(torch.ones(1, 2, dtype=torch.bool)), empty_cache_skip(None)
+    if with_mask != without:
+        raise RuntimeError(f"sdpa_mask empty-cache skip differs with ({with_mask}) and without ({without}) a 2D mask")
+    b["sdpa_skip_empty_cache"] = with_mask
+
+    # static_seq_length: a full static layer fed one non-zero and one all-zero row
+    layer = make_cache("static", ["full_attention"], None, 4).layers[0]
+    k = torch.tensor([1.0, 0.0]).reshape(1, 1, 2, 1)
+    layer_update(A, layer, k, k.clone(), torch.arange(2))
+    n = as_int(layer.get_seq_length())
+    if n not in (1, 2):
+        raise RuntimeError(f"StaticLayer.get_seq_length after 2 rows (one zero) = {n}")
+    b["static_seq_length"] = "nonzero_rows" if n == 1 else "cumulative"
+    assert tuple(b) == BEHAVIOUR_KEYS
+    return b
 
 
 # --------------------------------------------------------------------------------------------
@@ -144,15 +270,12 @@ class DummyAttention(torch.nn.Module):
         self.training = False
 
 
-def make_layer(case, ltype):
-    static = case["cache"] == "static"
-    if ltype == "full_attention":
-        if static:
-            return cache_utils.StaticLayer(max_cache_len=case["max_cache_len"])
-        return cache_utils.DynamicLayer()
-    if static:
-        return cache_utils.StaticSlidingWindowLayer(max_cache_len=case["max_cache_len"], sliding_window=case["window"])
-    return cache_utils.DynamicSlidingWindowLayer(sliding_window=case["window"])
+def make_layers(case):
+    """The case's layers, taken from a real StaticCache / DynamicCache built from its layer_types."""
+    cache = make_cache(case["cache"], case["layer_types"], case.get("window"), case.get("max_cache_len"))
+    if len(cache.layers) != len(case["layer_types"]):
+        raise RuntimeError(f"{type(cache).__name__} built {len(cache.layers)} layers for {len(case['layer_types'])} layer types")
+    return list(cache.layers)
 
 
 def seq_length(layer):
@@ -239,13 +362,11 @@ def dump_case(case, case_bytes):
     module = DummyAttention(H // KV).eval()
     scaling = D ** -0.5
 
-    layers, trackers, dead = [], [], []
+    layers, trackers = make_layers(case), make_layers(case)
+    dead = [None] * len(layers)
     layer_info = []
     for i, lt in enumerate(case["layer_types"]):
-        layer = make_layer(case, lt)
-        layers.append(layer)
-        trackers.append(make_layer(case, lt))
-        dead.append(None)
+        layer = layers[i]
         info = {
             "index": i,
             "type": lt,
@@ -265,6 +386,7 @@ def dump_case(case, case_bytes):
         "torch_version": A.torch_version,
         "dumper_version": DUMPER_VERSION,
         "api": A.describe(),
+        "behaviours": dict(A.behaviours),
         "dtype": case["dtype"],
         "scaling": repr(scaling),
         "layers": layer_info,
@@ -287,7 +409,7 @@ def dump_case(case, case_bytes):
             "index": si,
             "tokens": q_len,
             "token_range": [cum, cum + q_len],
-            "cache_position": positions if A.update_takes_cache_kwargs else None,
+            "cache_position": positions if A.behaviours["cache_api"] == "cache_position" else None,
             "attention_mask_2d": ["".join(str(int(x)) for x in row) for row in am.tolist()] if am is not None else None,
             "layers": [],
         }
@@ -323,17 +445,14 @@ def dump_layer_step(A, case, layer, tracker, lt, li, si, cum, q_len, positions, 
     kv_length = kv_offset = None
     q_offset = None
     try:
-        if A.get_mask_sizes_arg == "cache_position":
-            kv_length, kv_offset = layer.get_mask_sizes(cp_tensor)
-        else:
-            kv_length, kv_offset = layer.get_mask_sizes(q_len)
+        kv_length, kv_offset = layer_mask_sizes(A, layer, cp_tensor, q_len)
         kv_length, kv_offset = as_int(kv_length), as_int(kv_offset)
         rec["mask_sizes"] = {"kv_length": kv_length, "kv_offset": kv_offset}
     except Exception as e:
         rec["mask_sizes"] = None
         errors.append(exc_record("get_mask_sizes", e))
 
-    if A.mask_takes_q_offset:
+    if A.behaviours["cache_api"] == "query_length":
         # what _preprocess_mask_arguments uses: cache.get_query_offset(layer_idx) == layer.get_seq_length()
         q_offset = layer.get_seq_length()
         q_offset = q_offset.clone() if isinstance(q_offset, torch.Tensor) else q_offset
@@ -343,7 +462,7 @@ def dump_layer_step(A, case, layer, tracker, lt, li, si, cum, q_len, positions, 
 
     # ---- 2. masks
     is_compileable = bool(getattr(layer, "is_compileable", False))
-    if A.skip_only_blocked_on_decode:
+    if A.behaviours["sdpa_skip"] == "not_compileable_decode":
         allow_skip = not (is_compileable and q_len == 1)
     else:
         allow_skip = not is_compileable
@@ -356,7 +475,7 @@ def dump_layer_step(A, case, layer, tracker, lt, li, si, cum, q_len, positions, 
         kw = dict(batch_size=B, kv_length=kv_length, kv_offset=kv_offset, mask_function=mask_fn, attention_mask=am_bool)
         if local_size is not None:
             kw["local_size"] = local_size
-        if A.mask_takes_q_offset:
+        if A.behaviours["cache_api"] == "query_length":
             kw.update(q_length=q_len, q_offset=q_offset, device="cpu")
         else:
             kw.update(cache_position=cp_tensor)
@@ -385,20 +504,14 @@ def dump_layer_step(A, case, layer, tracker, lt, li, si, cum, q_len, positions, 
     q, k, v = q64.to(dtype), k64.to(dtype), v64.to(dtype)
     K = V = None
     try:
-        if A.update_takes_cache_kwargs:
-            K, V = layer.update(k, v, cache_kwargs={"cache_position": cp_tensor})
-        else:
-            K, V = layer.update(k, v)
+        K, V = layer_update(A, layer, k, v, cp_tensor)
         K, V = K.clone(), V.clone()  # static layers return their own buffers, mutated by later steps
     except Exception as e:
         errors.append(exc_record("update", e))
     tr_vals = torch.arange(cum + 1, cum + q_len + 1, dtype=torch.float64).reshape(1, 1, q_len, 1)
     tK = None
     try:
-        if A.update_takes_cache_kwargs:
-            tK, _ = tracker.update(tr_vals, tr_vals.clone(), cache_kwargs={"cache_position": cp_tensor})
-        else:
-            tK, _ = tracker.update(tr_vals, tr_vals.clone())
+        tK, _ = layer_update(A, tracker, tr_vals, tr_vals.clone(), cp_tensor)
         tK = tK.clone()
     except Exception:
         tK = None
@@ -518,6 +631,7 @@ def run_batch(paths, out_dir):
             "fixture_format": FIXTURE_FORMAT,
             "torch_num_threads": 1,
             "api": A.describe(),
+            "behaviours": dict(A.behaviours),
             "cases": dict(sorted(manifest_cases.items())),
             "skipped_by_profile": sorted(skipped),
         }
