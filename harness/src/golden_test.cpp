@@ -74,6 +74,25 @@ TEST(Golden, AnotherReleasesBehavioursAreCaught) {
   EXPECT_EQ(compare(fixture("5.24.0", c.name), run_case(c, behaviours_for_release("5.24.0")), c).status, report::Status::Pass);
 }
 
+// One 5.x is not another: 5.13.1 never skips a static cache's sdpa mask, 5.24.0 skips a static
+// prefill (the reason 5.0.0 and 5.12.1 fixtures failed when every 5.x got 5.24's rule).
+TEST(Golden, SkipRuleOf513IsNotThatOf524) {
+  const cases::Case c = cases::load_case(kRoot + "/cases/tf_static_cache.json");
+  EXPECT_EQ(compare(fixture("5.13.1", c.name), run_case(c, behaviours_for_release("5.13.1")), c).status, report::Status::Pass);
+  const report::CaseResult r = compare(fixture("5.13.1", c.name), run_case(c, behaviours_for_release("5.24.0")), c);
+  EXPECT_EQ(r.status, report::Status::Fail);
+  EXPECT_NE(r.message.find("allow_is_causal_skip: transformers false, reference true"), std::string::npos) << r.message;
+}
+
+// 4.56's SlidingWindowLayer raises on a multi-token update once full; the merged layer does not.
+TEST(Golden, PreMergeSlidingLayerRaisesWhereTheMergedOneDoesNot) {
+  const cases::Case c = cases::load_case(kRoot + "/cases/static_sliding_multi_token_after_full_equal.json");
+  EXPECT_EQ(compare(fixture("4.56.2", c.name), run_case(c, behaviours_for_release("4.56.2")), c).status, report::Status::Pass);
+  const report::CaseResult r = compare(fixture("4.56.2", c.name), run_case(c, behaviours_for_release("4.57.6")), c);
+  EXPECT_EQ(r.status, report::Status::Fail);
+  EXPECT_NE(r.message.find("step 1 layer 0"), std::string::npos) << r.message;
+}
+
 // A fixtures folder holding one case of `version`, its fixture edited by `edit`.
 std::string one_fixture_root(const std::string& name, const std::string& version, const std::string& case_name,
                              const std::function<void(nlohmann::json&)>& edit) {
