@@ -264,6 +264,17 @@ TEST(Replay, JsonPrintsTheReferenceObservations) {
   EXPECT_EQ(kvconform("replay " + c + " --release 5.24.0" + nofixtures).code, 2);  // --release needs --json
 }
 
+// A step where 4.56's sliding layer raises (a multi-token update once full) is explained, not a crash:
+// the raise is shown by phase on both sides.
+TEST(Replay, ExplainShowsARaisedUpdate) {
+  const Result e = kvconform(std::string("explain ") + KVC_SOURCE_DIR +
+                             "/cases/static_sliding_multi_token_after_full_equal.json --step 1 --version 4.56.2 --fixtures " +
+                             KVC_SOURCE_DIR + "/golden/fixtures");
+  EXPECT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("    raised in: [\"update\"]\n"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("0 differences"), std::string::npos) << e.out;
+}
+
 // A fixture whose mask disagrees with the reference is drawn with the mismatch marked, exit 1.
 TEST(Replay, ExplainMarksMismatches) {
   const fs::path dir = scratch("explain_mismatch");

@@ -222,14 +222,26 @@ Runner add_explain_command(CLI::App& app) {
       const auto sub = [](const nlohmann::json* j, const char* a, const char* b = nullptr) -> const nlohmann::json* {
         if (!j || !j->contains(a)) return nullptr;
         const nlohmann::json* x = &(*j)[a];
-        if (b) x = x->contains(b) ? &(*x)[b] : nullptr;
+        if (b) x = x->is_object() && x->contains(b) ? &(*x)[b] : nullptr;
         return x;
       };
       const nlohmann::json null;
       for (const char* k : {"cumulative_length_before", "mask_sizes", "q_positions", "sdpa_mask_skipped"})
         field(k, rl.value(k, null), sub(fl, k));
-      field("returned rows", rl.contains("returned") ? rl["returned"].value("rows", null) : null, sub(fl, "returned", "rows"));
-      field("stored rows", rl.contains("stored") ? rl["stored"].value("rows", null) : null, sub(fl, "stored", "rows"));
+      // A layer whose update raised has null returned/stored (both sides, or the errors differ).
+      const auto rows = [&](const char* k) { return rl.contains(k) && rl[k].is_object() ? rl[k].value("rows", null) : null; };
+      field("returned rows", rows("returned"), sub(fl, "returned", "rows"));
+      field("stored rows", rows("stored"), sub(fl, "stored", "rows"));
+      // Errors are compared by phase, as golden::compare does: the messages are each language's own.
+      const auto phases = [](const nlohmann::json* errors) {
+        nlohmann::json p = nlohmann::json::array();
+        if (errors && errors->is_array())
+          for (const auto& e : *errors) p.push_back(e.value("phase", std::string("?")));
+        return p;
+      };
+      const nlohmann::json ref_phases = phases(rl.contains("errors") ? &rl["errors"] : nullptr);
+      const nlohmann::json fix_phases = phases(sub(fl, "errors"));
+      if (!ref_phases.empty() || !fix_phases.empty()) field("raised in", ref_phases, fl ? &fix_phases : nullptr);
       if (rl.contains("bool_mask")) differences += draw_masks(c, l, rl, sub(fl, "bool_mask"));
     }
     std::cout << "\n" << differences << " differences\n";
