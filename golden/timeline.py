@@ -405,9 +405,10 @@ def write_outputs(results, changes):
         f.write(json.dumps(results, indent=1) + "\n")
     keys = list(next(iter(results.values())))
     L = ["# transformers behaviour timeline", "",
-         "Written by `python3 golden/timeline.py --write` (do not edit by hand): every transformers release from "
-         f"{next(iter(results))} to {list(results)[-1]} ({len(results)} releases, the ones pip lists), each installed "
-         "and measured on torch 2.13.0 CPU. `behaviours.json` holds the same record per release; every fixture "
+         "Written by `python3 golden/timeline.py --write` (or `--assemble --write` from the probe dumps cached by "
+         "sweeps; do not edit by hand): every transformers release from "
+         f"{next(iter(results))} to {list(results)[-1]} ({len(results)} releases, the ones `pip index versions "
+         "transformers` lists; it lists no 4.57.0), each installed and measured on torch 2.13.0 CPU. `behaviours.json` holds the same record per release; every fixture "
          "carries its release's record (`behaviours`), and `timeline.py --check-fixtures golden/fixtures` checks "
          "they agree.", "", "## Behaviours by release range", "",
          "| releases | " + " | ".join(f"`{k}`" for k in keys) + " |",
