@@ -8,8 +8,9 @@ namespace kvc {
 namespace {
 
 // The release table, read from the releases' own sources (cache_utils.py, masking_utils.py of every
-// release 4.56.0..5.24.0, CPU code paths) and checked against golden/behaviours.json, which
-// golden/dump.py measures (behaviours_test.cpp). A row holds from its release up to the next row's.
+// release 4.56.0..5.24.0, CPU code paths) and held to golden/behaviours.json, the behaviours
+// golden/timeline.py measured by running each of those 53 releases (behaviours_test.cpp): the
+// same four ranges. A row holds from its release up to the next row's.
 //  4.56.0  SlidingWindowLayer + ChunkedSlidingLayer; update/get_mask_sizes take cache_position;
 //          allow_is_causal_skip = not is_compileable; StaticLayer counts non-zero rows.
 //  4.57.0  StaticSlidingWindowLayer serves sliding and chunked layers (#40893, #40907).
