@@ -9,6 +9,7 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "kvconform/behaviours.h"
 #include "kvconform/cases.h"
 #include "kvconform/corpus.h"
 #include "kvconform/golden.h"
@@ -75,12 +76,22 @@ struct Verdict {
   int64_t steps = 0;
 };
 
-Verdict judge(Dumper& dumper, const ordered_json& scenario, const std::string& profile, Mutation mutation) {
+// `release` names the reference's behaviours (behaviours_for_release); when it is the dumper's own
+// release, the dumper's behaviours record must agree with the table too.
+Verdict judge(Dumper& dumper, const ordered_json& scenario, const std::string& release, bool own_release, Mutation mutation) {
   const json fixture = dumper.dump(scenario);
   if (fixture.contains("invalid_case") || fixture.contains("dumper_error"))
     throw std::runtime_error("differential: the dumper rejected a generated case: " + fixture.dump().substr(0, 300));
   const cases::Case c = cases::parse_case(scenario.dump(), scenario["name"].get<std::string>());
-  const report::CaseResult r = golden::compare(fixture, golden::run_case(c, parse_profile(profile), mutation), c);
+  const Behaviours behaviours = behaviours_for_release(release);
+  if (own_release && fixture.contains("behaviours")) {
+    const std::vector<std::string> keys = differing_keys(to_json(behaviours), fixture.at("behaviours"));
+    if (!keys.empty())
+      return {true, false, "transformers " + release + " measures behaviours that behaviours_for_release(\"" + release +
+                               "\") disagrees with (table vs record): " + keys.front(),
+              static_cast<int64_t>(c.steps.size())};
+  }
+  const report::CaseResult r = golden::compare(fixture, golden::run_case(c, behaviours, mutation), c);
   return {r.status == report::Status::Fail, r.status == report::Status::Deviation, r.message,
           static_cast<int64_t>(c.steps.size())};
 }
@@ -138,12 +149,12 @@ bool valid(const ordered_json& s) {
 }
 
 // Greedy shrinking: keep any simplification that still disagrees.
-ordered_json shrink(Dumper& dumper, ordered_json failing, const std::string& version, Mutation mutation) {
+ordered_json shrink(Dumper& dumper, ordered_json failing, const std::string& release, bool own_release, Mutation mutation) {
   for (bool improved = true; improved;) {
     improved = false;
     for (const ordered_json& candidate : simplifications(failing)) {
       if (!valid(candidate)) continue;
-      if (judge(dumper, candidate, version, mutation).disagree) {
+      if (judge(dumper, candidate, release, own_release, mutation).disagree) {
         failing = candidate;
         improved = true;
         break;
@@ -157,7 +168,9 @@ ordered_json shrink(Dumper& dumper, ordered_json failing, const std::string& ver
 
 Summary run(const Options& options) {
   Options o = options;
-  const std::string profile = o.reference_profile.empty() ? o.version : o.reference_profile;
+  const std::string release = o.reference_release.empty() ? o.version : o.reference_release;
+  const bool own_release = o.reference_release.empty();
+  behaviours_for_release(release);  // an unknown release is bad usage, before the dumper starts
   Summary summary;
   Dumper dumper(o.python, o.script);
   const auto start = std::chrono::steady_clock::now();
@@ -170,20 +183,20 @@ Summary run(const Options& options) {
     const uint64_t case_seed = inputs::mix64(o.seed ^ inputs::mix64(static_cast<uint64_t>(i)));
     const std::string name = "diff_" + std::to_string(o.seed) + "_" + std::to_string(i);
     const ordered_json scenario = corpus::generate_one(case_seed, name);
-    const Verdict v = judge(dumper, scenario, profile, o.mutation);
+    const Verdict v = judge(dumper, scenario, release, own_release, o.mutation);
     ++summary.sequences;
     summary.steps += v.steps;
     summary.deviations += v.deviation;
     if (v.disagree) {
       ++summary.disagreements;
-      ordered_json small = shrink(dumper, scenario, profile, o.mutation);
+      ordered_json small = shrink(dumper, scenario, release, own_release, o.mutation);
       const std::string file_name = "diff_" + std::string(o.version) + "_" + std::to_string(o.seed) + "_" + std::to_string(i);
       std::string stem;
       for (char ch : file_name) stem += (std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_');
       small["name"] = stem;
       small["description"] = "Shrunk disagreement between transformers " + o.version +
                              " and the C++ reference (kvconform fuzz --differential, seed " + std::to_string(o.seed) +
-                             ", sequence " + std::to_string(i) + "): " + judge(dumper, small, profile, o.mutation).message;
+                             ", sequence " + std::to_string(i) + "): " + judge(dumper, small, release, own_release, o.mutation).message;
       small["tags"] = {"differential", "transformers:" + o.version};
       std::filesystem::create_directories(o.out_dir);
       const std::string path = o.out_dir + "/" + stem + ".json";

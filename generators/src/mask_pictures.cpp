@@ -19,7 +19,7 @@ std::vector<report::MaskPicture> mask_pictures(const ScenarioConfig& config, con
   if (steps.empty()) return pictures;
   for (const LayerSpec& spec : {config.static_spec(), config.dynamic_spec()}) {
     try {
-      std::unique_ptr<CacheLayer> layer = make_layer(spec, Profile::V5, mutation);
+      std::unique_ptr<CacheLayer> layer = make_layer(spec, Behaviours{}, mutation);
       const size_t first_of_layer = pictures.size();
       int64_t seen = 0;
       for (size_t s = 0; s < steps.size(); ++s) {

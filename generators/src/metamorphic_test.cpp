@@ -55,7 +55,7 @@ struct Run {
   int64_t only_row = -1;    // >= 0: run batch row `only_row` of the inputs alone (batch 1)
 
   std::vector<at::Tensor> outputs(const std::vector<int64_t>& steps) const {
-    auto layer = make_layer(spec, Profile::V5, mutation);
+    auto layer = make_layer(spec, Behaviours{}, mutation);
     std::vector<at::Tensor> out;
     int64_t seen = 0;
     for (int64_t q : steps) {

@@ -103,7 +103,7 @@ struct SystemUnderTest::Impl {
 
   void add(const char* role, const LayerSpec& spec) {
     // The tag shadow is the same implementation (mutant included), so messages name real rows.
-    layers.push_back({role, make_layer(spec, Profile::V5, mutation), make_layer(spec, Profile::V5, mutation)});
+    layers.push_back({role, make_layer(spec, Behaviours{}, mutation), make_layer(spec, Behaviours{}, mutation)});
   }
 
   // [batch, heads, rows, head_dim] holding each listed token's generated values, zeros elsewhere.
@@ -132,7 +132,7 @@ struct SystemUnderTest::Impl {
     m.sizes = s.sizes;
     m.left_padding = cfg.left_padding;
     m.tokens_so_far = seen + q;
-    m.allow_skip = masks::allow_is_causal_skip(Profile::V5, t.layer->spec().cache, q);
+    m.allow_skip = masks::allow_is_causal_skip(Behaviours{}, t.layer->spec().cache, q);
     s.boolean = masks::boolean_mask(m, mutation);
     s.sdpa = masks::can_skip(m) ? std::nullopt : std::optional<at::Tensor>(s.boolean);
     s.lost_keys = positions::loses_window_keys(t.layer->spec(), seen, q, cfg.left_padding.value_or(std::vector<int64_t>{}));

@@ -18,6 +18,7 @@ namespace fs = std::filesystem;
 struct Result {
   int code = -1;
   std::string out;
+  std::string stdout_only;
 };
 
 fs::path scratch(const std::string& name) {
@@ -42,7 +43,8 @@ Result kvconform(const std::string& args, const std::string& env = "") {
   const int status = std::system(cmd.c_str());
   Result r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(dir / "out") + slurp(dir / "err");
+  r.stdout_only = slurp(dir / "out");
+  r.out = r.stdout_only + slurp(dir / "err");
   return r;
 }
 
@@ -209,7 +211,8 @@ TEST(Fuzz, FailuresBecomeCaseFiles) {
 }
 
 // Random sequences against the real transformers (the pinned environments, built in CI by
-// scripts/setup.sh): a short campaign agrees; a mismatched reference profile must disagree, and
+// scripts/setup.sh): a short campaign agrees; the reference under another release's behaviours
+// (5.24.0's sdpa skip rule for 4.57.6's dumper) must disagree, and
 // each disagreement is shrunk into a case file.
 TEST(Fuzz, DifferentialAgreesAndCanFail) {
   for (const char* v : {"4.57.6", "5.24.0"})
@@ -222,7 +225,7 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
   EXPECT_EQ(ok.code, 0) << ok.out;
   EXPECT_NE(ok.out.find("(10 sequences,"), std::string::npos) << ok.out;  // shard 1 of 2: the odd ones
   EXPECT_NE(ok.out.find(" 0 disagreements"), std::string::npos) << ok.out;
-  const Result bad = kvconform("fuzz --differential --iterations 8 --version 4.57.6 --reference-profile 5 --out '" +
+  const Result bad = kvconform("fuzz --differential --iterations 8 --version 4.57.6 --reference-release 5.24.0 --out '" +
                                bad_dir.string() + "'" + root);
   EXPECT_EQ(bad.code, 1) << bad.out;
   EXPECT_NE(bad.out.find("allow_is_causal_skip: transformers false, reference true"), std::string::npos) << bad.out;
@@ -257,6 +260,44 @@ TEST(Replay, CaseAgainstItsFixtures) {
   // The sliding layer (W = 2) at query 3 sees keys 2 and 3: drawn over absolute key positions.
   EXPECT_NE(e.out.find("window 2: each query sees itself and 1 earlier keys"), std::string::npos) << e.out;
   EXPECT_NE(e.out.find("        23\n  q3    ##\n"), std::string::npos) << e.out;
+  EXPECT_NE(e.out.find("0 differences"), std::string::npos) << e.out;
+}
+
+// The reference as data: the fixture format on stdout, with no fixtures at all, under the named
+// release's behaviours (4.57.6 passes cache_position and never skips a static cache's sdpa mask;
+// 5.24.0 has no cache_position and skips a static prefill).
+TEST(Replay, JsonPrintsTheReferenceObservations) {
+  const std::string nofixtures = " --fixtures '" + scratch("json_no_fixtures").string() + "'";
+  const std::string c = std::string(KVC_SOURCE_DIR) + "/cases/tf_static_cache.json";
+  const Result old = kvconform("replay " + c + " --json --release 4.57.6" + nofixtures);
+  ASSERT_EQ(old.code, 0) << old.out;
+  const auto j = nlohmann::json::parse(old.stdout_only);
+  EXPECT_EQ(j["format"], "kvconform-fixture-v1");
+  EXPECT_EQ(j["case"], "tf_static_cache");
+  EXPECT_EQ(j["release"], "4.57.6");
+  EXPECT_EQ(j["behaviours"]["cache_api"], "cache_position");
+  EXPECT_EQ(j["behaviours"]["sdpa_skip"], "not_compileable");
+  ASSERT_GE(j["steps"].size(), 1u);
+  EXPECT_TRUE(j["steps"][0]["cache_position"].is_array());
+  EXPECT_EQ(j["steps"][0]["layers"][0]["allow_is_causal_skip"], false);
+  const Result now = kvconform("replay " + c + " --json --release 5.24.0" + nofixtures);
+  ASSERT_EQ(now.code, 0) << now.out;
+  const auto k = nlohmann::json::parse(now.stdout_only);
+  EXPECT_EQ(k["behaviours"]["cache_api"], "query_length");
+  EXPECT_TRUE(k["steps"][0]["cache_position"].is_null());
+  EXPECT_EQ(k["steps"][0]["layers"][0]["allow_is_causal_skip"], true);
+  EXPECT_EQ(kvconform("replay " + c + " --json --release 4.0.0" + nofixtures).code, 2);
+  EXPECT_EQ(kvconform("replay " + c + " --release 5.24.0" + nofixtures).code, 2);  // --release needs --json
+}
+
+// A step where 4.56's sliding layer raises (a multi-token update once full) is explained, not a crash:
+// the raise is shown by phase on both sides.
+TEST(Replay, ExplainShowsARaisedUpdate) {
+  const Result e = kvconform(std::string("explain ") + KVC_SOURCE_DIR +
+                             "/cases/static_sliding_multi_token_after_full_equal.json --step 1 --version 4.56.2 --fixtures " +
+                             KVC_SOURCE_DIR + "/golden/fixtures");
+  EXPECT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("    raised in: [\"update\"]\n"), std::string::npos) << e.out;
   EXPECT_NE(e.out.find("0 differences"), std::string::npos) << e.out;
 }
 

@@ -30,7 +30,7 @@ int run_differential(const DifferentialRequest& req) {
     o.iterations = req.iterations;
     o.time_budget_s = req.time_budget_s;
     o.out_dir = req.out_dir;
-    o.reference_profile = req.reference_profile;
+    o.reference_release = req.reference_release;
     o.mutation = parse_mutation(req.mutant);
     o.shard_index = req.shard_index;
     o.shard_count = req.shard_count;

@@ -134,9 +134,9 @@ Runner add_fuzz_command(CLI::App& app) {
   auto* diff_flag = cmd->add_flag("--differential", "Compare random sequences with the real transformers (golden/dump.py --serve) instead");
   cmd->add_option("--version", differential->versions, "With --differential: transformers versions (default: every pinned one)")
       ->needs(diff_flag);
-  cmd->add_option("--reference-profile", differential->reference_profile,
-                  "With --differential: compare with this reference profile (4.57 or 5) instead of the version's own; "
-                  "a mismatched profile must produce disagreements")
+  cmd->add_option("--reference-release,--reference-profile", differential->reference_release,
+                  "With --differential: run the reference with this transformers release's behaviours (e.g. 5.24.0) "
+                  "instead of the version's own; a release that behaves differently must produce disagreements")
       ->needs(diff_flag);
 
   cmd->add_option("--root", differential->root, "With --differential: the repository root (golden/, cases/)")

@@ -7,6 +7,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "kvconform/behaviours.h"
 #include "kvconform/cases.h"
 #include "kvconform/golden.h"
 #include "kvconform/positions.h"
@@ -18,11 +19,24 @@ namespace {
 namespace fs = std::filesystem;
 
 struct CaseArgs {
-  std::string path, fixtures = "golden/fixtures", version, report_dir;
+  std::string path, fixtures = "golden/fixtures", version, release, report_dir;
   int step = -1;
+  bool json = false;
 };
 
-Profile profile_of(const std::string& version) { return version.rfind("4.", 0) == 0 ? Profile::V4_57 : Profile::V5; }
+// The release a case runs under when no fixture names one: the newest row of the release table.
+std::string newest_release() { return release_table().back().first; }
+
+std::string fixture_file(const CaseArgs& a, const std::string& version, const cases::Case& c) {
+  return (fs::path(a.fixtures) / version / (c.name + ".json")).string();
+}
+
+// The fixture's behaviours (its record, checked against the table), else the table's for `version`.
+golden::FixtureBehaviours behaviours_of(const CaseArgs& a, const std::string& version, const cases::Case& c,
+                                        const std::optional<nlohmann::json>& fixture) {
+  if (fixture) return golden::fixture_behaviours(*fixture, version, fixture_file(a, version, c));
+  return {behaviours_for_release(version), ""};
+}
 
 // Versions to use: --version, else every fixture folder; each with its fixture file when present.
 std::vector<std::pair<std::string, std::optional<nlohmann::json>>> fixtures_for(const cases::Case& c, const CaseArgs& a) {
@@ -44,7 +58,7 @@ std::vector<std::pair<std::string, std::optional<nlohmann::json>>> fixtures_for(
     out.emplace_back(v, std::move(fixture));
   }
   if (out.empty() && !a.version.empty()) throw std::invalid_argument("case " + c.name + " does not apply to " + a.version);
-  if (out.empty()) out.emplace_back("5", std::nullopt);  // no fixtures at all: the 5.x reference alone
+  if (out.empty()) out.emplace_back(newest_release(), std::nullopt);  // no fixtures at all: the reference alone
   return out;
 }
 
@@ -58,15 +72,32 @@ Runner add_replay_command(CLI::App& app) {
   cmd->add_option("--fixtures", a->fixtures, "Golden fixtures folder (default golden/fixtures)");
   cmd->add_option("--version", a->version, "Only this transformers version's fixture");
   cmd->add_option("--report-dir", a->report_dir, "Also write junit.xml, summary.json, summary.md, report.html here");
+  auto* json_flag = cmd->add_flag("--json", a->json,
+                                  "Print the reference's observations for the case as fixture-format JSON (no fixtures "
+                                  "needed) and exit 0");
+  cmd->add_option("--release", a->release,
+                  "With --json: the transformers release whose behaviours the reference follows (default: --version, "
+                  "else the newest known)")
+      ->needs(json_flag);
   return [a]() -> int {
     const cases::Case c = cases::load_case(a->path);
+    if (a->json) {
+      const std::string release = !a->release.empty() ? a->release : !a->version.empty() ? a->version : newest_release();
+      nlohmann::json out = golden::run_case(c, behaviours_for_release(release));
+      out["release"] = release;
+      std::cout << out.dump(1) << "\n";
+      return 0;
+    }
     report::RunSummary summary;
     summary.tool_version = kToolVersion;
     summary.command = command_line();
     for (const auto& [version, fixture] : fixtures_for(c, *a)) {
-      const nlohmann::json reference = golden::run_case(c, profile_of(version));
+      const golden::FixtureBehaviours fb = behaviours_of(*a, version, c, fixture);
+      const nlohmann::json reference = golden::run_case(c, fb.behaviours);
       report::CaseResult r;
-      if (fixture) {
+      if (fixture && !fb.mismatch.empty()) {
+        r = golden::behaviours_failure(*fixture, version, c, fb.mismatch);
+      } else if (fixture) {
         r = golden::compare(*fixture, reference, c);
       } else {
         r.suite = "golden";
@@ -158,7 +189,7 @@ Runner add_explain_command(CLI::App& app) {
   cmd->add_option("CASE", a->path, "A scenario file (cases/README.md)")->required();
   cmd->add_option("--step", a->step, "Step index, from 0")->required()->check(CLI::NonNegativeNumber);
   cmd->add_option("--fixtures", a->fixtures, "Golden fixtures folder (default golden/fixtures)");
-  cmd->add_option("--version", a->version, "Transformers version whose fixture and profile to use (default: the newest)");
+  cmd->add_option("--version", a->version, "Transformers version whose fixture and behaviours to use (default: the newest)");
   return [a]() -> int {
     const cases::Case c = cases::load_case(a->path);
     if (a->step >= static_cast<int>(c.steps.size()))
@@ -166,7 +197,9 @@ Runner add_explain_command(CLI::App& app) {
                                   std::to_string(c.steps.size()) + " steps (0.." + std::to_string(c.steps.size() - 1) + ")");
     auto all = fixtures_for(c, *a);
     const auto& [version, fixture] = all.back();  // versions are sorted: the newest
-    const nlohmann::json reference = golden::run_case(c, profile_of(version));
+    const golden::FixtureBehaviours fb = behaviours_of(*a, version, c, fixture);
+    if (!fb.mismatch.empty()) std::cout << fb.mismatch << "\n(the reference follows the table)\n";
+    const nlohmann::json reference = golden::run_case(c, fb.behaviours);
     const nlohmann::json& rs = reference["steps"][static_cast<size_t>(a->step)];
     const nlohmann::json* fs_ = fixture && (*fixture)["steps"].size() > static_cast<size_t>(a->step)
                                     ? &(*fixture)["steps"][static_cast<size_t>(a->step)]
@@ -189,14 +222,26 @@ Runner add_explain_command(CLI::App& app) {
       const auto sub = [](const nlohmann::json* j, const char* a, const char* b = nullptr) -> const nlohmann::json* {
         if (!j || !j->contains(a)) return nullptr;
         const nlohmann::json* x = &(*j)[a];
-        if (b) x = x->contains(b) ? &(*x)[b] : nullptr;
+        if (b) x = x->is_object() && x->contains(b) ? &(*x)[b] : nullptr;
         return x;
       };
       const nlohmann::json null;
       for (const char* k : {"cumulative_length_before", "mask_sizes", "q_positions", "sdpa_mask_skipped"})
         field(k, rl.value(k, null), sub(fl, k));
-      field("returned rows", rl.contains("returned") ? rl["returned"].value("rows", null) : null, sub(fl, "returned", "rows"));
-      field("stored rows", rl.contains("stored") ? rl["stored"].value("rows", null) : null, sub(fl, "stored", "rows"));
+      // A layer whose update raised has null returned/stored (both sides, or the errors differ).
+      const auto rows = [&](const char* k) { return rl.contains(k) && rl[k].is_object() ? rl[k].value("rows", null) : null; };
+      field("returned rows", rows("returned"), sub(fl, "returned", "rows"));
+      field("stored rows", rows("stored"), sub(fl, "stored", "rows"));
+      // Errors are compared by phase, as golden::compare does: the messages are each language's own.
+      const auto phases = [](const nlohmann::json* errors) {
+        nlohmann::json p = nlohmann::json::array();
+        if (errors && errors->is_array())
+          for (const auto& e : *errors) p.push_back(e.value("phase", std::string("?")));
+        return p;
+      };
+      const nlohmann::json ref_phases = phases(rl.contains("errors") ? &rl["errors"] : nullptr);
+      const nlohmann::json fix_phases = phases(sub(fl, "errors"));
+      if (!ref_phases.empty() || !fix_phases.empty()) field("raised in", ref_phases, fl ? &fix_phases : nullptr);
       if (rl.contains("bool_mask")) differences += draw_masks(c, l, rl, sub(fl, "bool_mask"));
     }
     std::cout << "\n" << differences << " differences\n";

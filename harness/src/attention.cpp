@@ -26,7 +26,7 @@ at::Tensor eager(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 }
 
 at::Tensor sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                const std::optional<at::Tensor>& boolean_mask, const SdpaGqa& path) {
+                const std::optional<at::Tensor>& boolean_mask, const SdpaGqaPath& path) {
   const int64_t q_len = q.size(2), heads = q.size(1), kv_heads = k.size(1), groups = heads / kv_heads;
   const bool is_causal = !boolean_mask && q_len > 1;
   const bool gqa = groups > 1 && !boolean_mask &&

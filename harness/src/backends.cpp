@@ -324,7 +324,7 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
           cases.push_back(r);
         }
         if (available) try {
-          auto layer = make_layer(spec, Profile::V5, options.mutation);
+          auto layer = make_layer(spec, Behaviours{}, options.mutation);
           Oracle oracle(OracleShape{pat.batch, pat.heads, pat.kv_heads, pat.head_dim}, pat.type, pat.window, pat.left_padding);
           int64_t seen = 0;
           std::vector<double> worst(backends.size(), 0.0), worst_ref(backends.size(), 0.0);

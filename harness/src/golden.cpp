@@ -132,11 +132,12 @@ json error_record(const std::string& phase, const std::exception& e) {
 }
 
 // The class transformers instantiates for a layer and what dump.py records about it.
-json layer_record(size_t index, const LayerSpec& spec, const cases::Case& c, Profile profile) {
-  (void)profile;
+json layer_record(size_t index, const LayerSpec& spec, const cases::Case& c, const Behaviours& behaviours) {
   const bool is_static = spec.cache == CacheKind::Static;
   std::string cls = is_static ? (spec.is_sliding() ? "StaticSlidingWindowLayer" : "StaticLayer")
                               : (spec.is_sliding() ? "DynamicSlidingWindowLayer" : "DynamicLayer");
+  if (is_static && spec.is_sliding() && behaviours.sliding_layer == SlidingLayer::PreMerge)
+    cls = spec.type == LayerType::Chunked ? "ChunkedSlidingLayer" : "SlidingWindowLayer";
   return {{"index", index},
           {"type", to_string(spec.type)},
           {"class", cls},
@@ -178,19 +179,19 @@ struct OneThread {
 };
 }  // namespace
 
-json run_case(const cases::Case& c, Profile profile, Mutation mutation) {
+json run_case(const cases::Case& c, const Behaviours& behaviours, Mutation mutation) {
   const OneThread one_thread;
   json out = {{"format", "kvconform-fixture-v1"}, {"case", c.name}, {"case_sha256", c.sha256},
-              {"profile", to_string(profile)}, {"torch_version", TORCH_VERSION}, {"dtype", to_string(c.dtype)}};
+              {"behaviours", to_json(behaviours)}, {"torch_version", TORCH_VERSION}, {"dtype", to_string(c.dtype)}};
   std::vector<std::unique_ptr<CacheLayer>> layers, tags;
   json layer_records = json::array();
   for (size_t l = 0; l < c.layer_types.size(); ++l) {
-    layers.push_back(make_layer(c.layer_spec(l), profile, mutation));
-    tags.push_back(make_layer(c.layer_spec(l), profile, mutation));
-    layer_records.push_back(layer_record(l, c.layer_spec(l), c, profile));
+    layers.push_back(make_layer(c.layer_spec(l), behaviours, mutation));
+    tags.push_back(make_layer(c.layer_spec(l), behaviours, mutation));
+    layer_records.push_back(layer_record(l, c.layer_spec(l), c, behaviours));
   }
   out["layers"] = layer_records;
-  const attention::SdpaGqa sdpa_path = profile == Profile::V4_57 ? attention::SdpaGqa{0, false} : attention::SdpaGqa{};
+  const SdpaGqaPath& sdpa_path = behaviours.sdpa_gqa;
   std::vector<int64_t> failed_at(layers.size(), -1);
   const c10::ScalarType dtype = scalar_type(c.dtype);
   int64_t t0 = 0;
@@ -199,9 +200,10 @@ json run_case(const cases::Case& c, Profile profile, Mutation mutation) {
     const int64_t q = c.steps[s].tokens;
     std::vector<int64_t> arange(static_cast<size_t>(q));
     for (int64_t i = 0; i < q; ++i) arange[i] = t0 + i;
-    // 4.57 passes cache_position (the case's, or arange from the cumulative length); 5.x has none.
+    // The cache_position API passes cache_position (the case's, or arange from the cumulative
+    // length) to get_mask_sizes and update; the query_length API has none.
     std::optional<std::vector<int64_t>> positions;
-    if (profile == Profile::V4_57) positions = c.steps[s].cache_position.value_or(arange);
+    if (behaviours.cache_api == CacheApi::CachePosition) positions = c.steps[s].cache_position.value_or(arange);
     json js = {{"index", s}, {"tokens", q}, {"token_range", {t0, t0 + q}},
                {"cache_position", positions ? json(*positions) : json(nullptr)},
                {"attention_mask_2d", attention_mask_2d(c, t0 + q)}};
@@ -220,7 +222,7 @@ json run_case(const cases::Case& c, Profile profile, Mutation mutation) {
       const at::Tensor K = from_values(c.step_inputs(inputs::kKey, l, s), {c.batch, c.kv_heads, q, c.head_dim}, c.dtype);
       const at::Tensor V = from_values(c.step_inputs(inputs::kValue, l, s), {c.batch, c.kv_heads, q, c.head_dim}, c.dtype);
       jl["cumulative_length_before"] = layer.seq_length();
-      const MaskSizes sizes = layer.get_mask_sizes(q);
+      const MaskSizes sizes = positions ? layer.mask_sizes_for_positions(*positions) : layer.get_mask_sizes(q);
       jl["mask_sizes"] = {{"kv_length", sizes.kv_length}, {"kv_offset", sizes.kv_offset}};
       masks::MaskQuery m;
       m.type = layer.spec().type;
@@ -230,8 +232,8 @@ json run_case(const cases::Case& c, Profile profile, Mutation mutation) {
       m.sizes = sizes;
       m.left_padding = c.left_padding;
       m.tokens_so_far = t0 + q;
-      m.profile = profile;
-      m.allow_skip = masks::allow_is_causal_skip(profile, c.cache, q);
+      m.skip_empty_cache = behaviours.sdpa_skip_empty_cache;
+      m.allow_skip = masks::allow_is_causal_skip(behaviours, c.cache, q);
       m.mutation = mutation;
       jl["mask_function"] = mask_function_record(c, layer.spec().type, t0 + q);
       jl["q_positions"] = m.query_positions;
@@ -525,12 +527,47 @@ bool selected(const cases::Case& c, const std::string& name, const ReplayOptions
 }
 }  // namespace
 
+FixtureBehaviours fixture_behaviours(const json& fixture, const std::string& version, const std::string& file) {
+  const std::string release = fixture.value("transformers_version", version);
+  FixtureBehaviours out;
+  std::string where = file + " (transformers " + release + ")";
+  try {
+    out.behaviours = behaviours_for_release(release);
+  } catch (const std::invalid_argument& e) {
+    out.mismatch = where + ": " + e.what();
+    return out;
+  }
+  if (!fixture.contains("behaviours")) return out;  // an older fixture: the table alone decides
+  // The record equals the table on every key it has; the table also holds what the record does not
+  // measure (SdpaGqaPath), so its value is the one replayed.
+  const json& record = fixture.at("behaviours");
+  const std::vector<std::string> keys = differing_keys(to_json(out.behaviours), record);
+  if (!keys.empty()) {
+    out.mismatch = where + ": the fixture's behaviours record disagrees with behaviours_for_release(\"" + release +
+                   "\") (harness/src/behaviours.cpp), table vs record: ";
+    for (size_t i = 0; i < keys.size(); ++i) out.mismatch += (i ? "; " : "") + keys[i];
+    return out;
+  }
+  return out;
+}
+
+report::CaseResult behaviours_failure(const json& fixture, const std::string& version, const cases::Case& c,
+                                      const std::string& mismatch) {
+  report::CaseResult r;
+  r.suite = "golden";
+  r.name = fixture.value("transformers_version", version) + "/" + c.name;
+  r.backend = "reference";
+  r.dtype = to_string(c.dtype);
+  r.status = report::Status::Fail;
+  r.message = mismatch;
+  return r;
+}
+
 std::vector<report::CaseResult> replay(const ReplayOptions& o) {
   std::vector<report::CaseResult> results;
   for (const std::string& version : fixture_versions(o.fixtures_root)) {
     const std::string dir = o.fixtures_root + "/" + version;
     const json manifest = read_json(dir + "/manifest.json");
-    const Profile profile = parse_profile(version);
     for (const auto& [name, entry] : manifest.at("cases").items()) {
       std::string case_file = entry.value("case_file", "cases/" + name + ".json");
       if (case_file.rfind("cases/", 0) == 0) case_file = o.cases_root + case_file.substr(5);
@@ -545,7 +582,9 @@ std::vector<report::CaseResult> replay(const ReplayOptions& o) {
                                    " (case changed since); regenerate with `kvconform golden`");
       // A failure inside the case is that case's FAIL; the replay goes on with the next fixture.
       try {
-        results.push_back(compare(fixture, run_case(c, profile, o.mutation), c));
+        const FixtureBehaviours fb = fixture_behaviours(fixture, version, fixture_path);
+        results.push_back(fb.mismatch.empty() ? compare(fixture, run_case(c, fb.behaviours, o.mutation), c)
+                                              : behaviours_failure(fixture, version, c, fb.mismatch));
       } catch (const std::exception& e) {
         report::CaseResult r;
         r.suite = "golden";

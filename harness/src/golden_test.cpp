@@ -1,9 +1,11 @@
 // The committed fixtures replay through the reference, and the comparison can fail: tampered
-// fixtures, the wrong transformers profile and malformed case files are each caught and named.
+// fixtures, another release's behaviours, a behaviours record that disagrees with the release
+// table and malformed case files are each caught and named.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "kvconform/fixture_format.h"
 #include "kvconform/golden.h"
@@ -32,15 +34,15 @@ TEST(Golden, EveryCommittedFixtureReplays) {
     EXPECT_NE(r.status, report::Status::Fail) << r.name << ": " << r.message;
     (r.name.find("/gen_") != std::string::npos ? generated : hand_written)++;
   }
-  // Two transformers versions, at least 40 hand-written and 300 generated cases each.
-  EXPECT_EQ(fixture_versions(options().fixtures_root).size(), 2u);
+  // At least two transformers versions, at least 40 hand-written and 300 generated cases each.
+  EXPECT_GE(fixture_versions(options().fixtures_root).size(), 2u);
   EXPECT_GE(hand_written, 2 * 40);
   EXPECT_GE(generated, 2 * 300);
 }
 
 TEST(Golden, UpstreamDeviationIsReportedNotHidden) {
   const cases::Case c = cases::load_case(kRoot + "/cases/upstream_48280_returned_rows_vs_mask_sizes.json");
-  const report::CaseResult r = compare(fixture("5.24.0", c.name), run_case(c, Profile::V5), c);
+  const report::CaseResult r = compare(fixture("5.24.0", c.name), run_case(c, behaviours_for_release("5.24.0")), c);
   EXPECT_EQ(r.status, report::Status::Deviation);
   EXPECT_NE(r.message.find("get_mask_sizes said kv_length"), std::string::npos) << r.message;
 }
@@ -49,7 +51,7 @@ TEST(Golden, TamperedRowIsNamedWithBothValues) {
   const cases::Case c = cases::load_case(kRoot + "/cases/tf_hybrid_cache.json");
   nlohmann::json f = fixture("4.57.6", c.name);
   f["steps"][1]["layers"][1]["stored"]["rows"][0] = 1;
-  const report::CaseResult r = compare(f, run_case(c, Profile::V4_57), c);
+  const report::CaseResult r = compare(f, run_case(c, behaviours_for_release("4.57.6")), c);
   EXPECT_EQ(r.status, report::Status::Fail);
   EXPECT_EQ(r.message, "step 1 layer 1 (sliding_attention): stored.rows[0]: transformers 1, reference 2");
 }
@@ -60,7 +62,7 @@ TEST(Golden, TamperedAttentionOutputFailsBeyondTolerance) {
   std::string hex = f["steps"][0]["layers"][0]["attention"]["eager"]["hex"];
   hex[6] = hex[6] == '4' ? '5' : '4';  // the exponent byte of the first float32: a large change
   f["steps"][0]["layers"][0]["attention"]["eager"]["hex"] = hex;
-  const report::CaseResult r = compare(f, run_case(c, Profile::V4_57), c);
+  const report::CaseResult r = compare(f, run_case(c, behaviours_for_release("4.57.6")), c);
   EXPECT_EQ(r.status, report::Status::Fail);
   EXPECT_NE(r.message.find("attention.eager[0]"), std::string::npos) << r.message;
 }
@@ -70,12 +72,12 @@ TEST(Golden, TamperedAttentionOutputFailsBeyondTolerance) {
 TEST(Golden, FlippedLowBitOfBfloat16OutputFails) {
   const cases::Case c = cases::load_case(kRoot + "/cases/bfloat16_dynamic_sliding.json");
   nlohmann::json f = fixture("5.24.0", c.name);
-  EXPECT_EQ(compare(f, run_case(c, Profile::V5), c).status, report::Status::Pass);
+  EXPECT_EQ(compare(f, run_case(c, behaviours_for_release("5.24.0")), c).status, report::Status::Pass);
   std::string hex = f["steps"][0]["layers"][0]["attention"]["sdpa"]["hex"];
   const int nibble = std::stoi(hex.substr(1, 1), nullptr, 16) ^ 1;  // little-endian: element 0's lowest mantissa bit
   hex[1] = "0123456789abcdef"[nibble];
   f["steps"][0]["layers"][0]["attention"]["sdpa"]["hex"] = hex;
-  const report::CaseResult r = compare(f, run_case(c, Profile::V5), c);
+  const report::CaseResult r = compare(f, run_case(c, behaviours_for_release("5.24.0")), c);
   EXPECT_EQ(r.status, report::Status::Fail);
   EXPECT_NE(r.message.find("attention.sdpa[0]"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("judged bitwise"), std::string::npos) << r.message;
@@ -84,7 +86,7 @@ TEST(Golden, FlippedLowBitOfBfloat16OutputFails) {
 // Every field of the fixture is compared: provenance that the reference can state must agree.
 TEST(Golden, FieldsBeyondRowsAndMasksAreCompared) {
   const cases::Case c = cases::load_case(kRoot + "/cases/static_sliding_batch_left_padding.json");
-  const nlohmann::json good = fixture("5.24.0", c.name), ref = run_case(c, Profile::V5);
+  const nlohmann::json good = fixture("5.24.0", c.name), ref = run_case(c, behaviours_for_release("5.24.0"));
   ASSERT_EQ(compare(good, ref, c).status, report::Status::Pass) << compare(good, ref, c).message;
   auto fails_on = [&](const std::string& pointer, const nlohmann::json& value, const std::string& field) {
     nlohmann::json f = good;
@@ -106,7 +108,7 @@ TEST(Golden, FieldsBeyondRowsAndMasksAreCompared) {
 
 TEST(Golden, ErrorTypesAndLibTorchMessagesAreCompared) {
   const cases::Case c = cases::load_case(kRoot + "/cases/upstream_48280_returned_rows_vs_mask_sizes.json");
-  const nlohmann::json good = fixture("5.24.0", c.name), ref = run_case(c, Profile::V5);
+  const nlohmann::json good = fixture("5.24.0", c.name), ref = run_case(c, behaviours_for_release("5.24.0"));
   ASSERT_NE(compare(good, ref, c).status, report::Status::Fail) << compare(good, ref, c).message;
   nlohmann::json f = good;
   f["steps"][2]["layers"][0]["errors"][0]["type"] = "ValueError";
@@ -149,12 +151,70 @@ TEST(Golden, MutantOfTheReferenceFailsCasesWithoutAborting) {
     if (r.status == report::Status::Fail) EXPECT_NE(r.message.find("step "), std::string::npos) << r.message;
 }
 
-TEST(Golden, WrongProfileIsCaught) {
-  // 4.57 falls back to arange(q) without cache_position and counts non-zero rows; 5.x does neither.
+TEST(Golden, AnotherReleasesBehavioursAreCaught) {
+  // 4.57 falls back to arange(q) without cache_position and counts non-zero rows; 5.24 does neither.
   const cases::Case c = cases::load_case(kRoot + "/cases/tf_static_cache.json");
-  EXPECT_EQ(compare(fixture("4.57.6", c.name), run_case(c, Profile::V4_57), c).status, report::Status::Pass);
-  EXPECT_EQ(compare(fixture("4.57.6", c.name), run_case(c, Profile::V5), c).status, report::Status::Fail);
-  EXPECT_EQ(compare(fixture("5.24.0", c.name), run_case(c, Profile::V5), c).status, report::Status::Pass);
+  EXPECT_EQ(compare(fixture("4.57.6", c.name), run_case(c, behaviours_for_release("4.57.6")), c).status, report::Status::Pass);
+  EXPECT_EQ(compare(fixture("4.57.6", c.name), run_case(c, behaviours_for_release("5.24.0")), c).status, report::Status::Fail);
+  EXPECT_EQ(compare(fixture("5.24.0", c.name), run_case(c, behaviours_for_release("5.24.0")), c).status, report::Status::Pass);
+}
+
+// One 5.x is not another: 5.13.1 never skips a static cache's sdpa mask, 5.24.0 skips a static
+// prefill (the reason 5.0.0 and 5.12.1 fixtures failed when every 5.x got 5.24's rule).
+TEST(Golden, SkipRuleOf513IsNotThatOf524) {
+  const cases::Case c = cases::load_case(kRoot + "/cases/tf_static_cache.json");
+  EXPECT_EQ(compare(fixture("5.13.1", c.name), run_case(c, behaviours_for_release("5.13.1")), c).status, report::Status::Pass);
+  const report::CaseResult r = compare(fixture("5.13.1", c.name), run_case(c, behaviours_for_release("5.24.0")), c);
+  EXPECT_EQ(r.status, report::Status::Fail);
+  EXPECT_NE(r.message.find("allow_is_causal_skip: transformers false, reference true"), std::string::npos) << r.message;
+}
+
+// 4.56's SlidingWindowLayer raises on a multi-token update once full; the merged layer does not.
+TEST(Golden, PreMergeSlidingLayerRaisesWhereTheMergedOneDoesNot) {
+  const cases::Case c = cases::load_case(kRoot + "/cases/static_sliding_multi_token_after_full_equal.json");
+  EXPECT_EQ(compare(fixture("4.56.2", c.name), run_case(c, behaviours_for_release("4.56.2")), c).status, report::Status::Pass);
+  const report::CaseResult r = compare(fixture("4.56.2", c.name), run_case(c, behaviours_for_release("4.57.6")), c);
+  EXPECT_EQ(r.status, report::Status::Fail);
+  EXPECT_NE(r.message.find("step 1 layer 0"), std::string::npos) << r.message;
+}
+
+// A fixtures folder holding one case of `version`, its fixture edited by `edit`.
+std::string one_fixture_root(const std::string& name, const std::string& version, const std::string& case_name,
+                             const std::function<void(nlohmann::json&)>& edit) {
+  const std::filesystem::path root = std::filesystem::temp_directory_path() / ("kvc_golden_test_" + name);
+  std::filesystem::remove_all(root);
+  std::filesystem::create_directories(root / version);
+  nlohmann::json f = fixture(version, case_name);
+  edit(f);
+  std::ofstream(root / version / (case_name + ".json")) << f.dump();
+  const nlohmann::json manifest = {{"cases", {{case_name, {{"case_file", "cases/" + case_name + ".json"}}}}}};
+  std::ofstream(root / version / "manifest.json") << manifest.dump();
+  return root.string();
+}
+
+TEST(Golden, ReplayFollowsTheFixturesBehavioursRecord) {
+  ReplayOptions o = options();
+  o.fixtures_root = one_fixture_root("record_ok", "4.57.6", "tf_static_cache", [](nlohmann::json& f) {
+    f["behaviours"] = to_json(behaviours_for_release("4.57.6"));
+  });
+  const auto results = replay(o);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status, report::Status::Pass) << results[0].message;
+}
+
+TEST(Golden, RecordThatDisagreesWithTheTableFailsNamingFileReleaseAndKey) {
+  ReplayOptions o = options();
+  o.fixtures_root = one_fixture_root("record_bad", "4.57.6", "tf_static_cache", [](nlohmann::json& f) {
+    f["behaviours"] = to_json(behaviours_for_release("4.57.6"));
+    f["behaviours"]["sdpa_skip"] = "not_compileable_decode";
+  });
+  const auto results = replay(o);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status, report::Status::Fail);
+  const std::string& m = results[0].message;
+  EXPECT_NE(m.find("4.57.6/tf_static_cache.json"), std::string::npos) << m;
+  EXPECT_NE(m.find("transformers 4.57.6"), std::string::npos) << m;
+  EXPECT_NE(m.find("sdpa_skip: \"not_compileable\" vs \"not_compileable_decode\""), std::string::npos) << m;
 }
 
 TEST(Golden, InputGeneratorMatchesThePythonTestVectors) {  // cases/README.md

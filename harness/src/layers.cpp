@@ -20,7 +20,13 @@ at::Tensor index_of(const std::vector<int64_t>& pos) {
 }
 }  // namespace
 
-CacheLayer::CacheLayer(LayerSpec spec, Profile profile) : spec_(spec), profile_(profile) { spec_.validate(); }
+CacheLayer::CacheLayer(LayerSpec spec, Behaviours behaviours) : spec_(spec), behaviours_(behaviours) {
+  spec_.validate();
+}
+
+MaskSizes CacheLayer::mask_sizes_for_positions(const std::vector<int64_t>& cache_position) const {
+  return get_mask_sizes(static_cast<int64_t>(cache_position.size()));
+}
 
 void CacheLayer::reset() {
   // Python zeroes the static buffers and keeps them; a fresh lazy allocation is observably the same.
@@ -69,8 +75,9 @@ void CacheLayer::write_in_place(const at::Tensor& k, const at::Tensor& v,
   const int64_t q = k.size(2), rows = keys_.size(2);
   std::vector<int64_t> where;
   if (pos) where = *pos;
-  else  // 4.57 falls back to arange(q) without cache_position; 5.x writes at the cumulative length
-    for (int64_t i = 0; i < q; ++i) where.push_back(profile_ == Profile::V4_57 ? i : cumulative_ + i);
+  else  // the cache_position API falls back to arange(q); the query_length API writes at the cumulative length
+    for (int64_t i = 0; i < q; ++i)
+      where.push_back(behaviours_.cache_api == CacheApi::CachePosition ? i : cumulative_ + i);
   for (int64_t p : where)
     if (p < 0 || p >= rows)
       throw std::out_of_range(spec_.describe() + ".update: position " + std::to_string(p) + " is outside the buffer of " +
@@ -92,8 +99,8 @@ at::Tensor python_tail(const at::Tensor& x, int64_t n) {
 MaskSizes StaticFullLayer::get_mask_sizes(int64_t) const { return {spec_.max_cache_len, 0}; }
 
 int64_t StaticFullLayer::seq_length() const {
-  if (profile_ == Profile::V5 || !keys_.defined()) return cumulative_;
-  // 4.57: rows with any non-zero value in batch 0, head 0.
+  if (behaviours_.static_seq_length == StaticSeqLength::Cumulative || !keys_.defined()) return cumulative_;
+  // Rows with any non-zero value in batch 0, head 0.
   return keys_.select(0, 0).select(0, 0).ne(0).any(-1).sum().item<int64_t>();
 }
 
@@ -129,12 +136,14 @@ at::Tensor StaticSlidingLayer::rows_to_store(const at::Tensor& full, bool) const
   return full.slice(2, full.size(2) - capacity());
 }
 
-MaskSizes StaticSlidingLayer::get_mask_sizes(int64_t q) const {
+MaskSizes StaticSlidingLayer::get_mask_sizes(int64_t q) const { return sizes_after(cumulative_, q); }
+
+MaskSizes StaticSlidingLayer::sizes_after(int64_t old, int64_t q) const {
   // Python uses the capacity (min(W, L)) as the window here, not config.sliding_window.
   const int64_t c = capacity();
-  const int64_t offset = std::max<int64_t>(cumulative_ - c + 1, 0);
-  if (cumulative_ >= c) return {c + q - 1, offset};
-  if (cumulative_ + q > c) return {cumulative_ + q, offset};
+  const int64_t offset = std::max<int64_t>(old - c + 1, 0);
+  if (old >= c) return {c + q - 1, offset};
+  if (old + q > c) return {old + q, offset};
   return {c, offset};
 }
 
@@ -177,6 +186,57 @@ MaskSizes DynamicSlidingLayer::get_mask_sizes(int64_t q) const {
   return {cumulative_ >= w ? w - 1 + q : cumulative_ + q, offset};
 }
 
+MaskSizes DynamicSlidingLayer::mask_sizes_for_positions(const std::vector<int64_t>& pos) const {
+  MaskSizes m = get_mask_sizes(static_cast<int64_t>(pos.size()));
+  if (behaviours_.sliding_layer == SlidingLayer::PreMerge && !pos.empty())
+    m.kv_offset = std::max<int64_t>(pos.front() - spec_.window + 1, 0);
+  return m;
+}
+
+// ---- 4.56: SlidingWindowLayer and ChunkedSlidingLayer ------------------------------------
+MaskSizes PreMergeSlidingLayer::get_mask_sizes(int64_t q) const {
+  return {std::max(q, capacity()), std::max<int64_t>(cumulative_ - capacity() + 1, 0)};
+}
+
+MaskSizes PreMergeSlidingLayer::mask_sizes_for_positions(const std::vector<int64_t>& pos) const {
+  const int64_t q = static_cast<int64_t>(pos.size()), first = pos.empty() ? cumulative_ : pos.front();
+  return {std::max(q, capacity()), std::max<int64_t>(first - capacity() + 1, 0)};
+}
+
+KV PreMergeSlidingLayer::update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) {
+  check_update(k, v, pos);
+  const std::string who = spec_.describe() + ".update (4.56 SlidingWindowLayer): ";
+  if (!pos) throw std::invalid_argument(who + "needs cache_position (Python reads cache_kwargs[\"cache_position\"])");
+  const int64_t c = capacity(), q = k.size(2);
+  if (!keys_.defined()) {
+    keys_ = at::zeros({k.size(0), k.size(1), c, k.size(3)}, k.options());
+    values_ = at::zeros_like(keys_);
+  }
+  const bool full = cumulative_ >= c;
+  cumulative_ += q;  // Python counts the tokens before any branch, so also before a raise
+  if (q > c) {  // "prefill" longer than the window: keep the last C rows, return only the new ones
+    keys_.copy_(k.slice(2, q - c));
+    values_.copy_(v.slice(2, q - c));
+    return {k, v};
+  }
+  if (full) {  // decoding only: new_keys[:, :, [-1]] = key_states
+    if (q != 1)
+      throw std::runtime_error(who + "shape mismatch: value tensor of shape [" + std::to_string(k.size(0)) + ", " +
+                               std::to_string(k.size(1)) + ", " + std::to_string(q) + ", " + std::to_string(k.size(3)) +
+                               "] cannot be broadcast to indexing result with 1 row (Python raises RuntimeError "
+                               "on a multi-token update once the layer is full)");
+    keys_.copy_(at::cat({keys_.slice(2, 1), k}, 2));
+    values_.copy_(at::cat({values_.slice(2, 1), v}, 2));
+    return {keys_, values_};
+  }
+  write_in_place(k, v, pos);
+  return {keys_, values_};
+}
+
+MaskSizes PreMergeChunkedLayer::mask_sizes_for_positions(const std::vector<int64_t>& pos) const {
+  return sizes_after(pos.empty() ? cumulative_ : pos.front(), static_cast<int64_t>(pos.size()));
+}
+
 KV DynamicSlidingLayer::update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) {
   check_update(k, v, pos);
   cumulative_ += k.size(2);
@@ -189,23 +249,27 @@ KV DynamicSlidingLayer::update(const at::Tensor& k, const at::Tensor& v, const s
 
 }  // namespace detail
 
-std::unique_ptr<CacheLayer> make_mutant_layer(const LayerSpec& spec, Profile profile, Mutation mutation);
+std::unique_ptr<CacheLayer> make_mutant_layer(const LayerSpec& spec, const Behaviours& behaviours, Mutation mutation);
 
-std::unique_ptr<CacheLayer> make_layer(const LayerSpec& spec, Profile profile, Mutation mutation) {
-  if (auto mutant = make_mutant_layer(spec, profile, mutation)) return mutant;
+std::unique_ptr<CacheLayer> make_layer(const LayerSpec& spec, const Behaviours& b, Mutation mutation) {
+  if (auto mutant = make_mutant_layer(spec, b, mutation)) return mutant;
   if (spec.cache == CacheKind::Static) {
-    if (spec.is_sliding()) return std::make_unique<detail::StaticSlidingLayer>(spec, profile);
-    return std::make_unique<detail::StaticFullLayer>(spec, profile);
+    if (spec.is_sliding() && b.sliding_layer == SlidingLayer::PreMerge) {
+      if (spec.type == LayerType::Sliding) return std::make_unique<detail::PreMergeSlidingLayer>(spec, b);
+      return std::make_unique<detail::PreMergeChunkedLayer>(spec, b);
+    }
+    if (spec.is_sliding()) return std::make_unique<detail::StaticSlidingLayer>(spec, b);
+    return std::make_unique<detail::StaticFullLayer>(spec, b);
   }
-  if (spec.is_sliding()) return std::make_unique<detail::DynamicSlidingLayer>(spec, profile);
-  return std::make_unique<detail::DynamicFullLayer>(spec, profile);
+  if (spec.is_sliding()) return std::make_unique<detail::DynamicSlidingLayer>(spec, b);
+  return std::make_unique<detail::DynamicFullLayer>(spec, b);
 }
 
 std::vector<std::unique_ptr<CacheLayer>> make_cache(CacheKind cache, const std::vector<LayerType>& layer_types,
-                                                    int64_t window, int64_t max_cache_len, Profile profile) {
+                                                    int64_t window, int64_t max_cache_len, const Behaviours& b) {
   if (layer_types.empty()) throw std::invalid_argument("make_cache: layer_types is empty");
   std::vector<std::unique_ptr<CacheLayer>> layers;
-  for (LayerType t : layer_types) layers.push_back(make_layer(LayerSpec{cache, t, window, max_cache_len}, profile));
+  for (LayerType t : layer_types) layers.push_back(make_layer(LayerSpec{cache, t, window, max_cache_len}, b));
   return layers;
 }
 

@@ -1,6 +1,8 @@
 // The reference layer classes, visible to the mutants that subclass them. Not a public header.
 #pragma once
 
+#include <algorithm>
+
 #include "kvconform/reference.h"
 
 namespace kvc::detail {
@@ -30,6 +32,8 @@ class StaticSlidingLayer : public CacheLayer {
   KV update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) override;
 
  protected:
+  // get_mask_sizes as if `old` tokens had been written (the cumulative length; 4.56: the first position).
+  MaskSizes sizes_after(int64_t old, int64_t query_length) const;
   // The named steps of update(), virtual so that a mutant can get exactly one of them wrong.
   virtual int64_t capacity() const;
   // Rows of the full buffer that stay visible to a multi-token update (branch 2): all but the oldest.
@@ -43,11 +47,37 @@ class DynamicSlidingLayer : public CacheLayer {
  public:
   using CacheLayer::CacheLayer;
   MaskSizes get_mask_sizes(int64_t query_length) const override;
+  // pre_merge: kv_offset from the first cache position (4.56), kv_length from the cumulative length.
+  MaskSizes mask_sizes_for_positions(const std::vector<int64_t>& cache_position) const override;
   KV update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) override;
 
  protected:
   // How many trailing rows to keep, with Python slice semantics: keys[:, :, -n:] (so 0 keeps all).
   virtual int64_t kept_rows() const { return spec_.window - 1; }
+};
+
+// 4.56's SlidingWindowLayer (sliding_layer pre_merge, sliding attention), faithful to its branches:
+// more tokens than the capacity store their last C rows and return only the new tokens; once full,
+// one token rolls the buffer and several raise (Python's RuntimeError from the index assignment);
+// otherwise an in-place write at cache_position (raising past the buffer). Mask sizes:
+// kv_offset = max(first_position - C + 1, 0), kv_length = max(q, C).
+class PreMergeSlidingLayer : public CacheLayer {
+ public:
+  using CacheLayer::CacheLayer;
+  MaskSizes get_mask_sizes(int64_t query_length) const override;
+  MaskSizes mask_sizes_for_positions(const std::vector<int64_t>& cache_position) const override;
+  KV update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) override;
+
+ private:
+  int64_t capacity() const { return std::min(spec_.window, spec_.max_cache_len); }
+};
+
+// 4.56's ChunkedSlidingLayer (sliding_layer pre_merge, chunked attention): the update of the later
+// merged layer; its mask sizes count from the first cache position instead of the cumulative length.
+class PreMergeChunkedLayer : public StaticSlidingLayer {
+ public:
+  using StaticSlidingLayer::StaticSlidingLayer;
+  MaskSizes mask_sizes_for_positions(const std::vector<int64_t>& cache_position) const override;
 };
 
 // x[:, :, -n:] with Python's semantics for n == 0 (everything) and n > len (everything).

@@ -66,9 +66,9 @@ TEST(DynamicSlidingLayer, WindowOneKeepsEverythingLikePython) {
   EXPECT_EQ(feed(*layer, {3}).keys.size(2), 3);
 }
 
-TEST(StaticFullLayer, Profile457FallsBackToArangeWithoutPositions) {
-  auto v5 = make_layer({CacheKind::Static, LayerType::Full, 0, 4}, Profile::V5);
-  auto v457 = make_layer({CacheKind::Static, LayerType::Full, 0, 4}, Profile::V4_57);
+TEST(StaticFullLayer, CachePositionApiFallsBackToArangeWithoutPositions) {
+  auto v5 = make_layer({CacheKind::Static, LayerType::Full, 0, 4}, behaviours_for_release("5.24.0"));
+  auto v457 = make_layer({CacheKind::Static, LayerType::Full, 0, 4}, behaviours_for_release("4.57.6"));
   for (auto* l : {v5.get(), v457.get()}) {
     feed(*l, {1, 2});
     feed(*l, {3});

@@ -59,9 +59,9 @@ at::Tensor boolean_mask(const MaskQuery& m, Mutation mutation) {
   return allowed.unsqueeze(1).contiguous();
 }
 
-bool allow_is_causal_skip(Profile profile, CacheKind cache, int64_t query_length) {
+bool allow_is_causal_skip(const Behaviours& behaviours, CacheKind cache, int64_t query_length) {
   const bool compileable = cache == CacheKind::Static;
-  return profile == Profile::V4_57 ? !compileable : !(compileable && query_length == 1);
+  return behaviours.sdpa_skip == SdpaSkip::NotCompileable ? !compileable : !(compileable && query_length == 1);
 }
 
 bool can_skip(const MaskQuery& m) {
@@ -76,9 +76,9 @@ bool can_skip(const MaskQuery& m) {
     pad = padding_mask(m, std::max(n, m.tokens_so_far)).slice(1, m.sizes.kv_offset, n);
   }
   if ((q == 1 || m.sizes.kv_length == q) && (!pad.defined() || pad.all().item<bool>())) return true;
-  // 5.x: an empty cache (first query at 0) may use top-left is_causal when the only padding is the
-  // unwritten tail of a static buffer.
-  if (m.profile == Profile::V5 && !m.query_positions.empty() && m.query_positions.front() == 0)
+  // sdpa_skip_empty_cache: an empty cache (first query at 0) may use top-left is_causal when the
+  // only padding is the unwritten tail of a static buffer.
+  if (m.skip_empty_cache && !m.query_positions.empty() && m.query_positions.front() == 0)
     return !pad.defined() ||
            (pad.slice(1, 0, q).all().item<bool>() && pad.slice(1, q).logical_not().all().item<bool>());
   return false;

@@ -43,21 +43,23 @@ struct DynamicKeepsWindow : DynamicSlidingLayer {
 };
 
 template <typename T>
-std::unique_ptr<CacheLayer> only_if(bool applies, const LayerSpec& spec, Profile profile) {
-  return applies ? std::make_unique<T>(spec, profile) : nullptr;
+std::unique_ptr<CacheLayer> only_if(bool applies, const LayerSpec& spec, const Behaviours& b) {
+  return applies ? std::make_unique<T>(spec, b) : nullptr;
 }
 }  // namespace
 
 // nullptr when the mutation does not touch this kind of layer (the reference is used instead).
-std::unique_ptr<CacheLayer> make_mutant_layer(const LayerSpec& spec, Profile profile, Mutation mutation) {
-  const bool static_sliding = spec.cache == CacheKind::Static && spec.is_sliding();
+std::unique_ptr<CacheLayer> make_mutant_layer(const LayerSpec& spec, const Behaviours& b, Mutation mutation) {
+  // The static mutants are variants of the merged layer (4.57+); the pre-merge layers have none.
+  const bool static_sliding =
+      spec.cache == CacheKind::Static && spec.is_sliding() && b.sliding_layer == SlidingLayer::Merged;
   const bool dynamic_sliding = spec.cache == CacheKind::Dynamic && spec.is_sliding();
   switch (mutation) {
-    case Mutation::ExtendAfterFullKeepsOldest: return only_if<ExtendAfterFullKeepsOldest>(static_sliding, spec, profile);
-    case Mutation::KvOffsetTooSmall: return only_if<KvOffsetTooSmall>(static_sliding, spec, profile);
-    case Mutation::BecomingFullKeepsFirst: return only_if<BecomingFullKeepsFirst>(static_sliding, spec, profile);
-    case Mutation::CapacityMax: return only_if<CapacityMax>(static_sliding, spec, profile);
-    case Mutation::DynamicKeepsWindow: return only_if<DynamicKeepsWindow>(dynamic_sliding, spec, profile);
+    case Mutation::ExtendAfterFullKeepsOldest: return only_if<ExtendAfterFullKeepsOldest>(static_sliding, spec, b);
+    case Mutation::KvOffsetTooSmall: return only_if<KvOffsetTooSmall>(static_sliding, spec, b);
+    case Mutation::BecomingFullKeepsFirst: return only_if<BecomingFullKeepsFirst>(static_sliding, spec, b);
+    case Mutation::CapacityMax: return only_if<CapacityMax>(static_sliding, spec, b);
+    case Mutation::DynamicKeepsWindow: return only_if<DynamicKeepsWindow>(dynamic_sliding, spec, b);
     default: return nullptr;  // mask mutations live in masks.cpp
   }
 }

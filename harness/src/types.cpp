@@ -25,8 +25,6 @@ const char* to_string(DType d) {
   return "?";
 }
 
-const char* to_string(Profile p) { return p == Profile::V4_57 ? "4.57" : "5"; }
-
 namespace {
 [[noreturn]] void reject(const char* what, const std::string& s, const char* accepted) {
   throw std::invalid_argument(std::string("unknown ") + what + " '" + s + "' (expected one of: " +
@@ -53,12 +51,6 @@ DType parse_dtype(const std::string& s) {
   if (s == "bfloat16" || s == "bf16") return DType::BFloat16;
   if (s == "float64" || s == "fp64") return DType::Float64;
   reject("dtype", s, "float32, float16, bfloat16, float64");
-}
-
-Profile parse_profile(const std::string& s) {
-  if (s == "4.57" || s.rfind("4.57.", 0) == 0) return Profile::V4_57;
-  if (s == "5" || s.rfind("5.", 0) == 0) return Profile::V5;
-  reject("profile", s, "4.57, 5");
 }
 
 void LayerSpec::validate() const {

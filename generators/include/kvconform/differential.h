@@ -39,9 +39,10 @@ struct Options {
   int64_t shard_index = 0, shard_count = 1;  // run the sequences i with i % shard_count == shard_index
   double time_budget_s = 0;     // stop after this many seconds (0: no limit)
   std::string out_dir = "cases/regressions";
-  // The reference profile to compare with; empty = the version's own. Another profile proves the
-  // campaign can fail (the 4.57/5.x differences must show up as shrunk disagreements).
-  std::string reference_profile;
+  // The release whose behaviours (behaviours_for_release) the reference follows; empty = `version`.
+  // Another release proves the campaign can fail (their differences must show up as shrunk
+  // disagreements).
+  std::string reference_release;
   Mutation mutation = Mutation::None;  // a deliberately wrong reference (--mutant): must disagree
   std::function<void(int64_t done, int64_t disagreements)> progress;
 };

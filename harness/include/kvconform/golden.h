@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kvconform/behaviours.h"
 #include "kvconform/cases.h"
 #include "kvconform/mutants.h"
 #include "kvconform/results.h"
@@ -17,8 +18,23 @@ namespace kvc::golden {
 
 // The C++ reference run of a case, in the fixture's own JSON shape (format kvconform-fixture-v1,
 // steps[].layers[] with mask_sizes, rows, sha256 of exact bytes, masks, attention hex), so that the
-// two can be compared field by field and other tools can read either.
-nlohmann::json run_case(const cases::Case& c, Profile profile, Mutation mutation = Mutation::None);
+// two can be compared field by field and other tools can read either. The top-level "behaviours"
+// is the record of the behaviours it ran under (behaviours.h).
+nlohmann::json run_case(const cases::Case& c, const Behaviours& behaviours, Mutation mutation = Mutation::None);
+
+// The behaviours to replay a fixture with: its own "behaviours" record, which must equal
+// behaviours_for_release(its transformers_version, else `version`); a fixture without a record
+// (older format) gets the table's. `mismatch` is non-empty, naming the file, the release and each
+// differing key, when the record and the table disagree or the release is unknown.
+struct FixtureBehaviours {
+  Behaviours behaviours;
+  std::string mismatch;
+};
+FixtureBehaviours fixture_behaviours(const nlohmann::json& fixture, const std::string& version, const std::string& file);
+
+// The FAIL result of a fixture whose behaviours record disagrees with the table.
+report::CaseResult behaviours_failure(const nlohmann::json& fixture, const std::string& version, const cases::Case& c,
+                                      const std::string& mismatch);
 
 // The reference raised outside the phases transformers may raise in (a bug in the reference or a
 // mutant): replay turns it into that case's FAIL naming the step and layer.

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "kvconform/behaviours.h"
 #include "kvconform/mutants.h"
 #include "kvconform/types.h"
 
@@ -23,13 +24,13 @@ struct MaskQuery {
   LeftPadding left_padding;
   int64_t tokens_so_far = 0;             // length of the 2D attention_mask (seen + q)
   bool allow_skip = false;               // see allow_is_causal_skip
-  Profile profile = Profile::V5;         // 5.x adds a prefill skip rule (can_skip)
+  bool skip_empty_cache = true;          // Behaviours::sdpa_skip_empty_cache (can_skip)
   Mutation mutation = Mutation::None;    // a deliberately wrong mask (--mutant), for every suite
 };
 
-// create_*_mask's allow_is_causal_skip. 4.57: never for compileable (static) caches.
-// 5.x: not for a compileable cache's single-token (decode) step only.
-bool allow_is_causal_skip(Profile profile, CacheKind cache, int64_t query_length);
+// create_*_mask's allow_is_causal_skip under Behaviours::sdpa_skip: never for a compileable
+// (static) cache, or not for a compileable cache's single-token (decode) step only.
+bool allow_is_causal_skip(const Behaviours& behaviours, CacheKind cache, int64_t query_length);
 
 // [batch, 1, q, kv_length] bool, true = attend. Keys are at kv_offset + j.
 at::Tensor boolean_mask(const MaskQuery& m, Mutation mutation = Mutation::None);

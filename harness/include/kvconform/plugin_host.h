@@ -21,8 +21,8 @@ struct PluginCheckOptions {
   bool cache = true;       // check the cache layer (when the plugin exports one)
   bool kernel = true;      // check the attention kernel (when the plugin exports one)
   // Scenario files (cases/*.json) whose step sequences are replayed on every layer type they list,
-  // beside the built-in step_patterns(); empty = none. Cases limited to 4.57 profiles are skipped
-  // (plugins implement the 5.x API: no cache_position).
+  // beside the built-in step_patterns(); empty = none. Cases limited to releases of the
+  // cache_position API are skipped (plugins implement the query_length API, behaviours.h).
   std::string cases_dir;
 };
 

@@ -14,20 +14,13 @@ enum class LayerType { Full, Sliding, Chunked };
 enum class CacheKind { Static, Dynamic };
 enum class DType { Float32, Float16, BFloat16, Float64 };
 
-// Which transformers generation's observable behaviour to follow where they differ.
-// V4_57: update() takes cache_position (StaticLayer falls back to arange(q) without it).
-// V5: no cache_position; rows are written at the cumulative length.
-enum class Profile { V4_57, V5 };
-
 const char* to_string(LayerType t);       // "full_attention", "sliding_attention", "chunked_attention"
 const char* to_string(CacheKind k);       // "static", "dynamic"
 const char* to_string(DType d);           // "float32", ...
-const char* to_string(Profile p);         // "4.57", "5"
 // Each parser throws std::invalid_argument naming the rejected value and the accepted ones.
 LayerType parse_layer_type(const std::string& s);
 CacheKind parse_cache_kind(const std::string& s);
 DType parse_dtype(const std::string& s);
-Profile parse_profile(const std::string& s);
 
 // What get_mask_sizes returns: the returned K/V rows are tokens [kv_offset, kv_offset + kv_length).
 struct MaskSizes {
