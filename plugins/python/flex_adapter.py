@@ -9,12 +9,12 @@ or `causal_mask_function`, and the 2-D padding mask (`attention_mask`, 0 on left
 `create_*_mask` would pass; `q_offset` = the first query's position, `kv_offset` = the cache's.
 One change: `create_block_mask` runs without `_compile=True` (compiling the mask costs ~60 s per shape
 on this CPU; the mask is the same). The kernel is `torch.nn.attention.flex_attention.flex_attention`
-uncompiled (transformers' `flex_attention_forward` always compiles), with `enable_gqa=True`.
+uncompiled and without dynamo (`_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG`: transformers'
+`flex_attention_forward` always compiles, eager flex traces every new shape), with `enable_gqa=True`.
 Explicit masks (the mask form) are not asked of it: KVC_ERR_UNSUPPORTED.
 `--window-delta N` gives the mask function a window of W + N: the mutant that must FAIL.
 """
 import functools
-import warnings
 
 import torch
 from torch.nn.attention import flex_attention as flex
@@ -24,7 +24,11 @@ from kvc_protocol import Unsupported, arg, serve
 
 DELTA = arg("window-delta", 0)
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
-warnings.filterwarnings("ignore", message=".*flex_attention called without torch.compile.*")
+# Eager flex_attention wraps its higher-order op in torch.compile(backend="eager") to trace the mask:
+# seconds (a minute under load) for every new shape. This flag calls the same op, the same dense
+# implementation, without dynamo (PyTorch's note that it breaks the backward pass does not apply here).
+flex._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
+torch._dynamo.config.disable = True  # create_block_mask traces its vmap too (8 slow recompiles, then eager)
 # transformers asks for a compiled mask builder; the uncompiled one builds the same BlockMask.
 masking_utils.create_block_mask = functools.partial(flex.create_block_mask, _compile=False)
 torch.set_num_threads(1)
