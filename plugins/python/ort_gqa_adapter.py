@@ -54,7 +54,7 @@ def session(dtype, heads, kv_heads, head_dim, local_window_size, scale):
                                 domain="com.microsoft", num_heads=heads, kv_num_heads=kv_heads,
                                 local_window_size=local_window_size, scale=float(scale))
         graph = helper.make_graph([node], "gqa", inputs, outputs)
-        model = helper.make_model(graph, ir_version=10,  # onnx 1.23 writes IR 12 by default, newer than ORT reads
+        model = helper.make_model(graph, ir_version=10,  # onnx 1.23.2 writes IR 14; onnxruntime 1.31.1 reads up to 13
                                   opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.microsoft", 1)])
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1  # deterministic and polite on a shared machine
