@@ -75,12 +75,12 @@ struct Verdict {
   int64_t steps = 0;
 };
 
-Verdict judge(Dumper& dumper, const ordered_json& scenario, const std::string& profile) {
+Verdict judge(Dumper& dumper, const ordered_json& scenario, const std::string& profile, Mutation mutation) {
   const json fixture = dumper.dump(scenario);
   if (fixture.contains("invalid_case") || fixture.contains("dumper_error"))
     throw std::runtime_error("differential: the dumper rejected a generated case: " + fixture.dump().substr(0, 300));
   const cases::Case c = cases::parse_case(scenario.dump(), scenario["name"].get<std::string>());
-  const report::CaseResult r = golden::compare(fixture, golden::run_case(c, parse_profile(profile)), c);
+  const report::CaseResult r = golden::compare(fixture, golden::run_case(c, parse_profile(profile), mutation), c);
   return {r.status == report::Status::Fail, r.status == report::Status::Deviation, r.message,
           static_cast<int64_t>(c.steps.size())};
 }
@@ -138,12 +138,12 @@ bool valid(const ordered_json& s) {
 }
 
 // Greedy shrinking: keep any simplification that still disagrees.
-ordered_json shrink(Dumper& dumper, ordered_json failing, const std::string& version) {
+ordered_json shrink(Dumper& dumper, ordered_json failing, const std::string& version, Mutation mutation) {
   for (bool improved = true; improved;) {
     improved = false;
     for (const ordered_json& candidate : simplifications(failing)) {
       if (!valid(candidate)) continue;
-      if (judge(dumper, candidate, version).disagree) {
+      if (judge(dumper, candidate, version, mutation).disagree) {
         failing = candidate;
         improved = true;
         break;
@@ -170,20 +170,20 @@ Summary run(const Options& options) {
     const uint64_t case_seed = inputs::mix64(o.seed ^ inputs::mix64(static_cast<uint64_t>(i)));
     const std::string name = "diff_" + std::to_string(o.seed) + "_" + std::to_string(i);
     const ordered_json scenario = corpus::generate_one(case_seed, name);
-    const Verdict v = judge(dumper, scenario, profile);
+    const Verdict v = judge(dumper, scenario, profile, o.mutation);
     ++summary.sequences;
     summary.steps += v.steps;
     summary.deviations += v.deviation;
     if (v.disagree) {
       ++summary.disagreements;
-      ordered_json small = shrink(dumper, scenario, profile);
+      ordered_json small = shrink(dumper, scenario, profile, o.mutation);
       const std::string file_name = "diff_" + std::string(o.version) + "_" + std::to_string(o.seed) + "_" + std::to_string(i);
       std::string stem;
       for (char ch : file_name) stem += (std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_');
       small["name"] = stem;
       small["description"] = "Shrunk disagreement between transformers " + o.version +
                              " and the C++ reference (kvconform fuzz --differential, seed " + std::to_string(o.seed) +
-                             ", sequence " + std::to_string(i) + "): " + judge(dumper, small, profile).message;
+                             ", sequence " + std::to_string(i) + "): " + judge(dumper, small, profile, o.mutation).message;
       small["tags"] = {"differential", "transformers:" + o.version};
       std::filesystem::create_directories(o.out_dir);
       const std::string path = o.out_dir + "/" + stem + ".json";

@@ -108,12 +108,38 @@ TEST(Cli, RunWritesDeterministicReports) {
   EXPECT_EQ(j["cases"][0]["dtype"], "mixed");
 }
 
+// A failure inside a case is that case's FAIL: with a mutant of the reference, golden replay and the
+// backend suite (not only the properties) report FAIL lines naming the step, the run finishes, writes
+// its reports and exits 1. dynamic_keeps_window makes update return rows the mask does not cover,
+// which used to end the run with a LibTorch stack trace.
+TEST(Cli, MutantFailsEverySuiteAndTheRunGoesOn) {
+  const fs::path dir = scratch("mutant_everywhere");
+  const Result r = kvconform("run --iterations 5 --mutant dynamic_keeps_window --report-dir '" + dir.string() +
+                             "' --fixtures " KVC_SOURCE_DIR "/golden/fixtures --cases " KVC_SOURCE_DIR "/cases");
+  EXPECT_EQ(r.code, 1) << r.out.substr(0, 3000);
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("golden [0-9.]+/[a-z0-9_]+\\([^)]*\\): FAIL step [0-9]+"))) << r.out.substr(0, 3000);
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("backend [a-z_]+/dynamic\\(.*\\): FAIL"))) << r.out.substr(0, 3000);
+  EXPECT_NE(r.out.find("stored_rows(seed="), std::string::npos);  // the properties still ran after both
+  for (const char* f : {"junit.xml", "summary.json", "summary.md", "report.html"}) EXPECT_TRUE(fs::exists(dir / f)) << f;
+}
+
+// SKIP is never a pass: a run whose every selected case was skipped (here the backend suite on CUDA
+// with a CPU-only LibTorch) exits 1 and says so, unless --allow-nothing-checked.
+TEST(Cli, RunThatCheckedNothingIsNotGreen) {
+  Result r = kvconform("run --suite backend --device cuda --no-report");
+  if (r.out.find("): SKIP") == std::string::npos) GTEST_SKIP() << "CUDA is available here: the suite really ran";
+  EXPECT_EQ(r.code, 1) << r.out.substr(r.out.size() > 2000 ? r.out.size() - 2000 : 0);
+  EXPECT_NE(r.out.find("0 passed, 0 failed, 320 skipped"), std::string::npos);
+  EXPECT_NE(r.out.find("nothing was checked"), std::string::npos);
+  EXPECT_EQ(kvconform("run --suite backend --device cuda --no-report --allow-nothing-checked").code, 0);
+}
+
 TEST(Cli, RunFailureReportsHeatmapAndReproduce) {
   const fs::path dir = scratch("failing");
   const Result r = kvconform("run --properties-only --iterations 100 --property window_coverage --mutant window_too_wide "
                              "--dtype float32 --report-dir '" + dir.string() + "'");
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("0 passed, 1 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 passed, 1 failed, 0 skipped"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(dir / "summary.json"));
   const auto& c = j["cases"][0];
   EXPECT_EQ(c["status"], "FAIL");

@@ -32,6 +32,7 @@ struct DifferentialRequest {
   std::string out_dir = "cases/regressions";
   std::string root = ".";
   std::string reference_profile;  // empty: each version's own
+  std::string mutant = "none";    // --mutant: the reference is deliberately wrong, so it must disagree
   int64_t shard_index = 0, shard_count = 1;  // this worker runs the sequences i with i % count == index
 };
 int run_differential(const DifferentialRequest& request);

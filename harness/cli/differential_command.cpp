@@ -31,6 +31,7 @@ int run_differential(const DifferentialRequest& req) {
     o.time_budget_s = req.time_budget_s;
     o.out_dir = req.out_dir;
     o.reference_profile = req.reference_profile;
+    o.mutation = parse_mutation(req.mutant);
     o.shard_index = req.shard_index;
     o.shard_count = req.shard_count;
     if (tty)

@@ -152,6 +152,7 @@ Runner add_fuzz_command(CLI::App& app) {
       differential->iterations = args->iterations.value_or(1000);
       differential->time_budget_s = args->time_budget.value_or(0);
       differential->out_dir = args->out;
+      differential->mutant = args->mutant;
       return run_differential(*differential);
     }
     const Shard shard = resolve_shard(args->shard);

@@ -1,5 +1,6 @@
 // `kvconform run`: golden fixtures replayed through the reference, then the property campaign.
 // One line per case (`NAME(params): OK|FAIL|DEVIATION ...`) and a closing `N passed, N failed`.
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "commands.h"
 #include "kvconform/backends.h"
 #include "kvconform/campaign.h"
+#include "kvconform/cases.h"
 #include "kvconform/golden.h"
 #include "kvconform/plugin_host.h"
 #include "kvconform/report.h"
@@ -36,6 +38,8 @@ struct RunArgs {
   std::vector<std::string> plugins;
   int plugin_iterations = 25;
   std::string save_cases;  // folder for shrunk property failures as case files
+  bool allow_nothing_checked = false;
+  std::vector<std::string> suites;  // --suite: golden, backend, property (default: all three)
   std::vector<std::string> backend_cmds;  // kernels in worker processes (subprocess_backend.h)
   double backend_timeout = 10;
 };
@@ -51,6 +55,13 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
   std::ostringstream detail;
   if (o.ok) {
     r.message = std::to_string(o.cases) + " cases, " + std::to_string(o.observations.steps) + " steps";
+    if (o.observations.deviation_steps) {
+      // Judged against what transformers returns there (generators/src/sut.cpp, lost_keys).
+      r.status = report::Status::Deviation;
+      r.message += "; " + std::to_string(o.observations.deviation_steps) +
+                   " layer-steps reproduce an upstream deviation: a static sliding layer with max_cache_len below "
+                   "the window drops keys the window allows";
+    }
   } else {
     // The failure's own last line names the step, layer and values; the count follows it.
     std::string line, last;
@@ -72,6 +83,8 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
   if (o.counterexample) r.masks = o.counterexample->masks;  // heatmaps of the failing update's masks
   return r;
 }
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 void print_line(const report::CaseResult& r) {
   std::cout << (r.suite == "property" ? "" : r.suite + " ") << r.name << "(" << r.params << "): " << to_string(r.status);
@@ -99,7 +112,10 @@ Runner add_run_command(CLI::App& app) {
   run->add_option("--reproduce", args->reproduce, "Replay a property failure from its reproduce string (with --property)");
   run->add_option("--fixtures", args->fixtures, "Golden fixtures folder (one subfolder per transformers version)");
   run->add_option("--cases", args->cases, "Scenario folder the fixtures were dumped from");
-  auto* golden_only = run->add_flag("--golden-only", args->golden_only, "Only replay the golden fixtures");
+  run->add_option("--suite", args->suites, "Only these suites, comma-separated: golden, backend, property (default: all)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"golden", "backend", "property"}));
+  auto* golden_only = run->add_flag("--golden-only", args->golden_only, "Only replay the golden fixtures (--suite golden)");
   run->add_flag("--properties-only", args->properties_only, "Only run the property campaign")->excludes(golden_only);
   run->add_flag("--list", args->list, "List what would run and exit");
   auto* no_report = run->add_flag("--no-report", args->no_report, "Write no report files");
@@ -125,6 +141,8 @@ Runner add_run_command(CLI::App& app) {
                   "Write each shrunk property failure as a case file into this folder (e.g. cases/regressions), "
                   "so a found bug becomes a permanent golden case");
   run->add_flag("-v,--verbose", args->verbose, "Also print details of passing cases (largest numerical errors)");
+  run->add_flag("--allow-nothing-checked", args->allow_nothing_checked,
+                "Exit 0 even when every selected case was skipped (by default a run that checked nothing fails)");
 
   return [args]() -> int {
     campaign::Options options = campaign::options_from_env();
@@ -144,7 +162,7 @@ Runner add_run_command(CLI::App& app) {
     std::vector<campaign::Property> selected;
     for (campaign::Property p : campaign::all_properties())
       if (std::regex_search(campaign::to_string(p), pattern)) selected.push_back(p);
-    if (selected.empty() && !args->golden_only)
+    if (selected.empty() && !args->golden_only && args->suites.empty())
       throw std::invalid_argument("--property '" + args->property + "' matches no property");
 
     const auto run_started = std::chrono::steady_clock::now();
@@ -153,8 +171,15 @@ Runner add_run_command(CLI::App& app) {
     summary.tool_version = "kvconform 0.1.0";
     summary.seed = options.seed;
     const bool reference_sections = args->plugins.empty() && args->backend_cmds.empty();
-    const bool goldens = reference_sections && !args->properties_only && options.mutation == Mutation::None &&
-                         options.reproduce.empty();
+    // --mutant reaches every suite that runs the reference: golden replay, the backend suite and the
+    // properties (docs/cli.md, "Mutants"), each of which must then fail.
+    auto suite = [&](const char* name) {
+      if (!args->suites.empty()) return std::find(args->suites.begin(), args->suites.end(), name) != args->suites.end();
+      if (args->golden_only) return std::string(name) == "golden";
+      if (args->properties_only) return std::string(name) == "property";
+      return true;
+    };
+    const bool goldens = reference_sections && suite("golden") && options.reproduce.empty();
     if (goldens) {
       golden::ReplayOptions g;
       g.fixtures_root = args->fixtures;
@@ -162,6 +187,7 @@ Runner add_run_command(CLI::App& app) {
       g.name_regex = args->case_regex;
       g.dtype = options.filter.dtype;
       g.layer_type = options.filter.attention;
+      g.mutation = options.mutation;
       if (args->list) {
         for (const std::string& v : golden::fixture_versions(g.fixtures_root)) std::cout << "golden fixtures: " << g.fixtures_root << "/" << v << "\n";
       } else {
@@ -181,11 +207,11 @@ Runner add_run_command(CLI::App& app) {
     };
     // The backend suite: every built-in attention backend on the step patterns, judged against the
     // float64 oracle (the property backends_vs_oracle does the same on random sequences).
-    if (reference_sections && !args->golden_only && !args->properties_only && options.mutation == Mutation::None &&
-        options.reproduce.empty()) {
+    if (reference_sections && suite("backend") && options.reproduce.empty()) {
       backends::SuiteOptions b;
       b.device = args->device;
       b.seed = options.seed;
+      b.mutation = options.mutation;
       const std::regex backend_pattern(args->backend);
       for (const std::string& name : backends::names())
         if (std::regex_search(name, backend_pattern)) b.backends.push_back(name);
@@ -205,7 +231,21 @@ Runner add_run_command(CLI::App& app) {
       p.seed = options.seed;
       p.iterations = args->plugin_iterations;
       p.cases_dir = args->cases;
-      for (report::CaseResult& r : plugin::check_plugin(path, p)) add(std::move(r));
+      try {
+        for (report::CaseResult& r : plugin::check_plugin(path, p)) add(std::move(r));
+      } catch (const cases::CaseError&) {
+        throw;  // a malformed case file is bad input
+      } catch (const std::exception& e) {
+        report::CaseResult r;
+        r.suite = "plugin";
+        r.name = "check";
+        r.params = "plugin=" + path;
+        r.backend = path;
+        r.dtype = "mixed";
+        r.status = report::Status::Fail;
+        r.message = std::string("the plugin check itself raised: ") + first_line(e.what());
+        add(std::move(r));
+      }
     }
     for (const std::string& command : args->backend_cmds) {
       if (args->list) {
@@ -217,16 +257,37 @@ Runner add_run_command(CLI::App& app) {
       p.iterations = args->plugin_iterations;
       p.cases_dir = args->cases;
       p.timeout_s = args->backend_timeout;
-      for (report::CaseResult& r : plugin::check_backend_command(command, p)) add(std::move(r));
+      try {
+        for (report::CaseResult& r : plugin::check_backend_command(command, p)) add(std::move(r));
+      } catch (const cases::CaseError&) {
+        throw;  // a malformed case file is bad input
+      } catch (const std::exception& e) {
+        report::CaseResult r;
+        r.suite = "plugin";
+        r.name = "check";
+        r.params = "backend-cmd=" + command;
+        r.backend = command;
+        r.dtype = "mixed";
+        r.status = report::Status::Fail;
+        r.message = std::string("the backend-cmd check itself raised: ") + first_line(e.what());
+        add(std::move(r));
+      }
     }
-    if (reference_sections && !args->golden_only) {
+    if (reference_sections && suite("property")) {
       for (campaign::Property p : selected) {
         if (args->list) {
           std::cout << "property " << campaign::to_string(p) << ": " << campaign::describe(p) << "\n";
           continue;
         }
         const auto started = std::chrono::steady_clock::now();
-        const campaign::Outcome outcome = campaign::run(p, options);
+        campaign::Outcome outcome;
+        try {
+          outcome = campaign::run(p, options);
+        } catch (const std::exception& e) {  // RapidCheck reports raises inside a case; this is outside one
+          outcome.property = p;
+          outcome.ok = false;
+          outcome.failure = std::string("the campaign raised: ") + first_line(e.what());
+        }
         report::CaseResult r = property_result(outcome, options, args->verbose);
         if (!outcome.ok && outcome.counterexample && !args->save_cases.empty()) {
           const std::string last = outcome.failure.substr(outcome.failure.find_last_of('\n', outcome.failure.size() - 2) + 1);
@@ -256,11 +317,18 @@ Runner add_run_command(CLI::App& app) {
       report::write_reports(summary, args->report_dir, report_options);
       std::cerr << "reports: " << args->report_dir << "/{junit.xml,summary.json,summary.md,report.html}\n";
     }
-    const int failed = summary.count(report::Status::Fail);
-    std::cout << (summary.cases.size() - failed) << " passed, " << failed << " failed";
+    const int failed = summary.count(report::Status::Fail), skipped = summary.count(report::Status::Skipped);
+    const int passed = static_cast<int>(summary.cases.size()) - failed - skipped;  // deviations reproduced count as checked
+    std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped";
     if (int d = summary.count(report::Status::Deviation)) std::cout << " (" << d << " upstream deviations reproduced)";
     std::cout << "\n";
-    return failed == 0 ? 0 : 1;
+    if (failed) return 1;
+    if (passed == 0 && !args->allow_nothing_checked) {
+      std::cout << "nothing was checked: every one of the " << skipped
+                << " selected cases was skipped (see their reasons above); --allow-nothing-checked accepts that\n";
+      return 1;
+    }
+    return 0;
   };
 }
 

@@ -26,18 +26,21 @@ at::Tensor eager(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 }
 
 at::Tensor sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                const std::optional<at::Tensor>& boolean_mask) {
-  const int64_t q_len = q.size(2);
+                const std::optional<at::Tensor>& boolean_mask, const SdpaGqa& path) {
+  const int64_t q_len = q.size(2), heads = q.size(1), kv_heads = k.size(1), groups = heads / kv_heads;
   const bool is_causal = !boolean_mask && q_len > 1;
-  // transformers lets SDPA share kv heads itself (enable_gqa) when no mask is passed.
-  const bool gqa = !boolean_mask && q.size(1) != k.size(1);
-  at::Tensor key = gqa ? k : repeat_kv(k, q.size(1)), value = gqa ? v : repeat_kv(v, q.size(1));
+  const bool gqa = groups > 1 && !boolean_mask &&
+                   (path.enable_gqa_max_head_dim == 0 || k.size(3) <= path.enable_gqa_max_head_dim);
+  const bool pack = groups > 1 && !gqa && q_len == 1 && path.pack_gqa_decode;
+  at::Tensor query = q, key = k, value = v;
+  if (pack) query = q.reshape({q.size(0), kv_heads, groups, q.size(3)});  // the mask [B,1,1,kv] broadcasts
+  else if (groups > 1 && !gqa) key = repeat_kv(k, heads), value = repeat_kv(v, heads);
   if (is_causal && key.size(2) > q_len) {  // is_causal is top-left aligned: later rows are unseen
     key = key.slice(2, 0, q_len);
     value = value.slice(2, 0, q_len);
   }
-  const std::optional<at::Tensor> mask = boolean_mask ? std::optional<at::Tensor>(*boolean_mask) : std::nullopt;
-  return at::scaled_dot_product_attention(q, key, value, mask, 0.0, is_causal, scaling(q), gqa);
+  const at::Tensor out = at::scaled_dot_product_attention(query, key, value, boolean_mask, 0.0, is_causal, scaling(q), gqa);
+  return pack ? out.reshape({out.size(0), heads, q_len, v.size(3)}) : out;
 }
 
 at::Tensor exact(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& boolean_mask) {

@@ -20,6 +20,9 @@ namespace kvc::backends {
 
 namespace {
 
+// c10::Error's what() carries a C++ stack trace after the message; a report line wants the message.
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
 std::string sci(double v) {
   std::ostringstream os;
   os << std::setprecision(2) << std::scientific << v;
@@ -318,11 +321,13 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
           }
           cases.push_back(r);
         }
-        if (available) {
-          auto layer = make_layer(spec);
+        if (available) try {
+          auto layer = make_layer(spec, Profile::V5, options.mutation);
           Oracle oracle(OracleShape{pat.batch, pat.heads, pat.kv_heads, pat.head_dim}, pat.type, pat.window, pat.left_padding);
           int64_t seen = 0;
           std::vector<double> worst(backends.size(), 0.0), worst_ref(backends.size(), 0.0);
+          std::vector<std::vector<std::string>> notes(backends.size());
+          int64_t judged = 0;
           for (size_t s = 0; s < pat.steps.size(); ++s) {
             const int64_t q = pat.steps[s];
             if (q == 0) {
@@ -344,6 +349,7 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
             call.mask.left_padding = pat.left_padding;
             call.mask.tokens_so_far = seen + q;
             call.mask.allow_skip = cache == CacheKind::Dynamic;
+            call.mask.mutation = options.mutation;
             const KV out = layer->update(from_values(kv, {pat.batch, pat.kv_heads, q, pat.head_dim}, dtype),
                                          from_values(vv, {pat.batch, pat.kv_heads, q, pat.head_dim}, dtype));
             oracle.append(kv, vv, q);
@@ -359,10 +365,24 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
                 sees_v.push_back(any);
               }
             const at::Tensor sees = from_values(sees_v, {pat.batch, 1, q, 1}, DType::Float64).to(at::kBool);
-            const at::Tensor ref = math_reference(call.query, call.keys, call.values, masks::boolean_mask(call.mask));
+            // The same-dtype reference (FlashAttention's rule) is computed from every token so far and
+            // the window rule, not from the layer's rows and mask: were it fed the layer's output, a
+            // wrong layer or mask would inflate the reference error, and with it the bound.
+            const int64_t n = seen + q;
+            std::vector<double> visible;
+            for (int64_t b = 0; b < pat.batch; ++b)
+              for (int64_t i = 0; i < q; ++i)
+                for (int64_t k = 0; k < n; ++k) visible.push_back(oracle.visible(b, seen + i, k));
+            const std::vector<int64_t> kv_shape = {pat.batch, pat.kv_heads, n, pat.head_dim};
+            const at::Tensor ref = math_reference(
+                call.query,
+                from_values(inputs::block(seed, inputs::kKey, 0, pat.batch, pat.kv_heads, 0, n, pat.head_dim), kv_shape, dtype).to(device),
+                from_values(inputs::block(seed, inputs::kValue, 0, pat.batch, pat.kv_heads, 0, n, pat.head_dim), kv_shape, dtype).to(device),
+                from_values(visible, {pat.batch, 1, q, n}, DType::Float64).to(at::kBool));
+            // Every step is judged, also after a failure or deviation: the first failure is the
+            // message, later problems and every deviation go into the detail.
             for (size_t i = 0; i < backends.size(); ++i) {
               report::CaseResult& r = cases[i];
-              if (r.status != report::Status::Pass) continue;
               Verdict v;
               try {
                 v = judge(backends[i]->run(call), ref, O, sees, backends[i]->judged_as(dtype));
@@ -372,20 +392,37 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
               }
               worst[i] = std::max(worst[i], v.error);
               worst_ref[i] = std::max(worst_ref[i], v.reference_error);
+              const std::string step = "step " + std::to_string(s) + " (" + std::to_string(q) + " tokens after " +
+                                       std::to_string(seen) + ")";
               if (!v.ok && v.only_masked_rows_nonfinite && known_deviation(r.backend, dtype)) {
-                r.status = report::Status::Deviation;
-                r.message = "step " + std::to_string(s) + ": " + v.problem + ": " + *known_deviation(r.backend, dtype);
+                notes[i].push_back(step + ": deviation: " + v.problem);
+                if (r.status == report::Status::Pass) {
+                  r.status = report::Status::Deviation;
+                  r.message = step + ": " + v.problem + ": " + *known_deviation(r.backend, dtype);
+                }
               } else if (!v.ok) {
-                r.status = report::Status::Fail;
-                r.message = "step " + std::to_string(s) + " (" + std::to_string(q) + " tokens after " +
-                            std::to_string(seen) + "): " + v.problem;
+                notes[i].push_back(step + ": FAIL: " + v.problem);
+                if (r.status != report::Status::Fail) {
+                  r.status = report::Status::Fail;
+                  r.message = step + ": " + v.problem;
+                }
               }
             }
+            ++judged;
             seen += q;
           }
-          for (size_t i = 0; i < backends.size(); ++i)
-            if (cases[i].status == report::Status::Pass)
-              cases[i].detail = "max error " + sci(worst[i]) + ", same-dtype math reference " + sci(worst_ref[i]);
+          for (size_t i = 0; i < backends.size(); ++i) {
+            cases[i].detail = "max error " + sci(worst[i]) + ", same-dtype math reference " + sci(worst_ref[i]) +
+                              " over " + std::to_string(judged) + " judged steps";
+            for (const std::string& n : notes[i]) cases[i].detail += "\n" + n;
+          }
+        } catch (const std::exception& e) {
+          // The reference or the oracle itself failed: every backend's case fails with the reason,
+          // and the suite goes on with the next case.
+          for (report::CaseResult& r : cases) {
+            r.status = report::Status::Fail;
+            r.message = std::string("the reference layer or oracle raised: ") + first_line(e.what());
+          }
         }
         results.insert(results.end(), cases.begin(), cases.end());
       }

@@ -30,6 +30,24 @@ TEST(BackendSuite, EveryBuiltinBackendPassesOnCpu) {
   EXPECT_EQ(per_backend.size(), names().size());
 }
 
+// Judging goes on after a deviation: eager float64 with left padding deviates at step 0 (NaN in a
+// fully masked row, as transformers does), and a mutant reference that misplaces kv_offset once the
+// layer is full must still fail that case at a later step.
+TEST(BackendSuite, EveryStepIsJudgedAfterADeviation) {
+  SuiteOptions o;
+  o.backends = {"eager"};
+  o.mutation = Mutation::KvOffsetTooSmall;
+  bool seen = false;
+  for (const auto& r : run_suite(o)) {
+    if (r.name != "sliding_left_padding_batch/static" || r.dtype != "float64") continue;
+    seen = true;
+    EXPECT_EQ(r.status, report::Status::Fail) << r.message;
+    EXPECT_NE(r.message.find("step 1"), std::string::npos) << r.message;
+    EXPECT_NE(r.detail.find("step 0 (7 tokens after 0): deviation"), std::string::npos) << r.detail;
+  }
+  EXPECT_TRUE(seen);
+}
+
 TEST(BackendSuite, CudaIsSkippedWhereUnavailable) {
   if (at::hasCUDA()) GTEST_SKIP() << "CUDA is available: the suite runs for real (see BackendSuite.Cuda*)";
   SuiteOptions o;

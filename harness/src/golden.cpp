@@ -1,8 +1,12 @@
 #include "kvconform/golden.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+#include <torch/headeronly/version.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <iomanip>
@@ -10,7 +14,9 @@
 #include <sstream>
 
 #include "kvconform/attention.h"
+#include "kvconform/fixture_format.h"
 #include "kvconform/masks.h"
+#include "kvconform/positions.h"
 #include "kvconform/reference.h"
 #include "kvconform/tensors.h"
 #include "kvconform/tolerance.h"
@@ -79,16 +85,112 @@ std::string repr(double v) {
   return os.str();
 }
 
+// Python's repr(float): the shortest digits that round-trip, scientific below 1e-4 and from 1e16 on,
+// a trailing ".0" on integral values ("-65504.0", "-3.4028234663852886e+38").
+std::string python_repr(double v) {
+  char buf[64];
+  const auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  const std::string sci(buf, res.ptr);
+  const size_t e = sci.find('e');
+  const int exp = std::stoi(sci.substr(e + 1));
+  std::string mant = sci.substr(0, e), sign;
+  if (mant[0] == '-') sign = "-", mant = mant.substr(1);
+  std::string digits;
+  for (char c : mant)
+    if (c != '.') digits += c;
+  if (exp < -4 || exp >= 16) {
+    char tail[16];
+    std::snprintf(tail, sizeof tail, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    return sign + digits.substr(0, 1) + (digits.size() > 1 ? "." + digits.substr(1) : "") + tail;
+  }
+  if (exp < 0) return sign + "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+  const size_t whole = static_cast<size_t>(exp) + 1;
+  if (digits.size() <= whole) return sign + digits + std::string(whole - digits.size(), '0') + ".0";
+  return sign + digits.substr(0, whole) + "." + digits.substr(whole);
+}
+
+// What Python would have raised: PyTorch maps c10::IndexError to IndexError, c10::ValueError to
+// ValueError, c10::TypeError to TypeError and any other c10::Error to RuntimeError, with the same text
+// (LibTorch is the same library under both), so those messages are compared exactly. kvconform's own
+// checks name the Python type they stand for; their wording is kvconform's, so only the type counts.
+json error_record(const std::string& phase, const std::exception& e) {
+  std::string type = "RuntimeError", message = e.what();
+  bool exact = false;
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) {
+    message = c->what_without_backtrace();
+    exact = true;
+    if (dynamic_cast<const c10::IndexError*>(&e)) type = "IndexError";
+    else if (dynamic_cast<const c10::ValueError*>(&e)) type = "ValueError";
+    else if (dynamic_cast<const c10::TypeError*>(&e)) type = "TypeError";
+  } else if (dynamic_cast<const std::out_of_range*>(&e)) {
+    type = "IndexError";
+  } else if (dynamic_cast<const std::invalid_argument*>(&e)) {
+    type = "ValueError";
+  }
+  if (message.size() > 600) message = message.substr(0, 600) + "...";  // golden/dump.py's MAX_MESSAGE
+  return {{"phase", phase}, {"type", type}, {"message", message}, {"message_exact", exact}};
+}
+
+// The class transformers instantiates for a layer and what dump.py records about it.
+json layer_record(size_t index, const LayerSpec& spec, const cases::Case& c, Profile profile) {
+  (void)profile;
+  const bool is_static = spec.cache == CacheKind::Static;
+  std::string cls = is_static ? (spec.is_sliding() ? "StaticSlidingWindowLayer" : "StaticLayer")
+                              : (spec.is_sliding() ? "DynamicSlidingWindowLayer" : "DynamicLayer");
+  return {{"index", index},
+          {"type", to_string(spec.type)},
+          {"class", cls},
+          {"window", spec.is_sliding() ? json(spec.window) : json(nullptr)},
+          {"max_cache_len", c.max_cache_len > 0 ? json(c.max_cache_len) : json(nullptr)},
+          {"capacity", is_static ? json(positions::capacity(spec)) : json(nullptr)},
+          {"is_compileable", is_static}};
+}
+
+// The 2D attention_mask as transformers sees it at this step: leading zeros, then ones.
+json attention_mask_2d(const cases::Case& c, int64_t end) {
+  if (!c.left_padding) return nullptr;
+  json rows = json::array();
+  for (int64_t lp : *c.left_padding) {
+    const int64_t zeros = std::min(lp, end);
+    rows.push_back(std::string(static_cast<size_t>(zeros), '0') + std::string(static_cast<size_t>(end - zeros), '1'));
+  }
+  return rows;
+}
+
+json mask_function_record(const cases::Case& c, LayerType type, int64_t end) {
+  if (type == LayerType::Full) return {{"kind", "causal"}};
+  if (type == LayerType::Sliding) return {{"kind", "sliding_window_causal"}, {"window", c.window}};
+  json pads = json::array();
+  for (int64_t b = 0; b < c.batch; ++b) pads.push_back(c.left_padding ? std::min((*c.left_padding)[b], end) : 0);
+  return {{"kind", "chunked_causal"}, {"chunk_size", c.window}, {"left_padding_tokens", pads}};
+}
+
 }  // namespace
 
-json run_case(const cases::Case& c, Profile profile) {
+namespace {
+// golden/dump.py runs torch with one intra-op thread (the manifest's torch_num_threads), and the CPU
+// SDPA kernel's summation order depends on the thread count: replaying with the same count is what
+// makes attention outputs bitwise comparable. Restored afterwards for the suites that follow.
+struct OneThread {
+  int saved = at::get_num_threads();
+  OneThread() { at::set_num_threads(1); }
+  ~OneThread() { at::set_num_threads(saved); }
+};
+}  // namespace
+
+json run_case(const cases::Case& c, Profile profile, Mutation mutation) {
+  const OneThread one_thread;
   json out = {{"format", "kvconform-fixture-v1"}, {"case", c.name}, {"case_sha256", c.sha256},
-              {"profile", to_string(profile)}, {"dtype", to_string(c.dtype)}};
+              {"profile", to_string(profile)}, {"torch_version", TORCH_VERSION}, {"dtype", to_string(c.dtype)}};
   std::vector<std::unique_ptr<CacheLayer>> layers, tags;
+  json layer_records = json::array();
   for (size_t l = 0; l < c.layer_types.size(); ++l) {
-    layers.push_back(make_layer(c.layer_spec(l), profile));
-    tags.push_back(make_layer(c.layer_spec(l), profile));
+    layers.push_back(make_layer(c.layer_spec(l), profile, mutation));
+    tags.push_back(make_layer(c.layer_spec(l), profile, mutation));
+    layer_records.push_back(layer_record(l, c.layer_spec(l), c, profile));
   }
+  out["layers"] = layer_records;
+  const attention::SdpaGqa sdpa_path = profile == Profile::V4_57 ? attention::SdpaGqa{0, false} : attention::SdpaGqa{};
   std::vector<int64_t> failed_at(layers.size(), -1);
   const c10::ScalarType dtype = scalar_type(c.dtype);
   int64_t t0 = 0;
@@ -101,7 +203,8 @@ json run_case(const cases::Case& c, Profile profile) {
     std::optional<std::vector<int64_t>> positions;
     if (profile == Profile::V4_57) positions = c.steps[s].cache_position.value_or(arange);
     json js = {{"index", s}, {"tokens", q}, {"token_range", {t0, t0 + q}},
-               {"cache_position", positions ? json(*positions) : json(nullptr)}};
+               {"cache_position", positions ? json(*positions) : json(nullptr)},
+               {"attention_mask_2d", attention_mask_2d(c, t0 + q)}};
     json jl_all = json::array();
     const at::Tensor tag = at::arange(t0 + 1, t0 + q + 1, at::kDouble).view({1, 1, q, 1});
     for (size_t l = 0; l < layers.size(); ++l) {
@@ -112,6 +215,7 @@ json run_case(const cases::Case& c, Profile profile) {
         jl_all.push_back(jl);
         continue;
       }
+      try {
       const at::Tensor Q = from_values(c.step_inputs(inputs::kQuery, l, s), {c.batch, c.heads, q, c.head_dim}, c.dtype);
       const at::Tensor K = from_values(c.step_inputs(inputs::kKey, l, s), {c.batch, c.kv_heads, q, c.head_dim}, c.dtype);
       const at::Tensor V = from_values(c.step_inputs(inputs::kValue, l, s), {c.batch, c.kv_heads, q, c.head_dim}, c.dtype);
@@ -128,6 +232,8 @@ json run_case(const cases::Case& c, Profile profile) {
       m.tokens_so_far = t0 + q;
       m.profile = profile;
       m.allow_skip = masks::allow_is_causal_skip(profile, c.cache, q);
+      m.mutation = mutation;
+      jl["mask_function"] = mask_function_record(c, layer.spec().type, t0 + q);
       jl["q_positions"] = m.query_positions;
       jl["allow_is_causal_skip"] = m.allow_skip;
       const at::Tensor boolean = masks::boolean_mask(m);
@@ -139,13 +245,13 @@ json run_case(const cases::Case& c, Profile profile) {
       jl["eager_mask"] = {{"dtype", to_string(c.dtype)},
                           {"shape", additive.sizes().vec()},
                           {"sha256", cases::sha256_hex(bytes_of(additive))},
-                          {"masked_value", repr(additive.numel() ? additive.min().item<double>() : 0.0)}};
+                          {"masked_value", python_repr(masks::additive_mask(at::zeros({}, at::kBool), dtype).item<double>())}};
       json errors = json::array();
       KV kv;
       try {
         kv = layer.update(K, V, positions);
       } catch (const std::exception& e) {
-        errors.push_back({{"phase", "update"}, {"type", "std::exception"}, {"message", e.what()}});
+        errors.push_back(error_record("update", e));
         failed_at[l] = static_cast<int64_t>(s);
         jl["cumulative_length_after"] = nullptr;
         jl["returned"] = nullptr;
@@ -163,16 +269,20 @@ json run_case(const cases::Case& c, Profile profile) {
       try {
         attention["eager"] = output_json(attention::eager(Q, kv.keys, kv.values, additive));
       } catch (const std::exception& e) {
-        errors.push_back({{"phase", "attention_eager"}, {"type", "std::exception"}, {"message", e.what()}});
+        errors.push_back(error_record("attention_eager", e));
       }
       try {
-        attention["sdpa"] = output_json(
-            attention::sdpa(Q, kv.keys, kv.values, skipped ? std::nullopt : std::optional<at::Tensor>(boolean)));
+        attention["sdpa"] = output_json(attention::sdpa(
+            Q, kv.keys, kv.values, skipped ? std::nullopt : std::optional<at::Tensor>(boolean), sdpa_path));
       } catch (const std::exception& e) {
-        errors.push_back({{"phase", "attention_sdpa"}, {"type", "std::exception"}, {"message", e.what()}});
+        errors.push_back(error_record("attention_sdpa", e));
       }
       jl["attention"] = attention;
       jl["errors"] = errors;
+      } catch (const std::exception& e) {
+        // Not a raise that transformers makes (those are recorded above): the reference itself broke.
+        throw ReferenceFailure(s, l, e.what());
+      }
       jl_all.push_back(jl);
     }
     js["layers"] = jl_all;
@@ -226,10 +336,26 @@ std::optional<Mismatch> first_difference(const json& expected, const json& got, 
   return std::nullopt;
 }
 
-std::set<std::string> error_phases(const json& layer) {
-  std::set<std::string> phases;
-  for (const json& e : layer.value("errors", json::array())) phases.insert(e.at("phase").get<std::string>());
-  return phases;
+// Errors as (phase, type) and, where the reference's message is LibTorch's own text, the message.
+std::optional<Mismatch> errors_difference(const json& expected, const json& got) {
+  if (expected.size() != got.size())
+    return Mismatch{"", "errors.length", expected.dump(), got.dump()};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const std::string f = "errors[" + std::to_string(i) + "]";
+    for (const char* key : {"phase", "type"})
+      if (expected[i].at(key) != got[i].at(key))
+        return Mismatch{"", f + "." + key, show(expected[i].at(key)), show(got[i].at(key))};
+    if (got[i].value("message_exact", false) && expected[i].at("message") != got[i].at("message"))
+      return Mismatch{"", f + ".message", show(expected[i].at("message")), show(got[i].at("message"))};
+  }
+  return std::nullopt;
+}
+
+// Where the fixture's outputs come from the same LibTorch kernels as the reference's (same torch
+// release on the same kind of CPU), every attention output must match bit for bit.
+bool same_kernels(const json& fixture) {
+  const std::string v = fixture.value("torch_version", std::string());
+  return v.substr(0, v.find('+')) == TORCH_VERSION;
 }
 
 }  // namespace
@@ -244,86 +370,98 @@ report::CaseResult compare(const json& fixture, const json& reference, const cas
   for (LayerType t : c.layer_types) layers += std::string(layers.empty() ? "" : "+") + to_string(t);
   r.params = std::string(to_string(c.cache)) + "," + layers + (c.window ? ",W=" + std::to_string(c.window) : "") +
              (c.max_cache_len ? ",L=" + std::to_string(c.max_cache_len) : "") + ",steps=" + std::to_string(c.steps.size());
+  const bool bitwise = same_kernels(fixture);
   const Tolerance tol = attention_tolerance(c.dtype), eager_tol = eager_tolerance(c.dtype);
+  const std::string policy =
+      bitwise ? "bitwise (fixture from torch " + fixture.value("torch_version", std::string()) + ", the same kernels)"
+              : "tolerance " + repr(tol.absolute) + " (eager " + repr(eager_tol.absolute) + "; fixture from torch " +
+                    fixture.value("torch_version", std::string("?")) + ", the reference runs " TORCH_VERSION ")";
   std::vector<std::string> deviations, notes;
   double worst = 0;
+  int64_t outputs = 0, identical = 0;
+  auto fail = [&](const std::string& where, const std::string& field, const std::string& expected, const std::string& got) {
+    r.status = report::Status::Fail;
+    r.message = where + (where.empty() ? "" : ": ") + field + ": transformers " + expected + ", reference " + got;
+    r.detail = "attention judged " + policy;
+    return r;
+  };
+  for (const char* f : {"dtype", "layers"})
+    if (auto m = first_difference(fixture.at(f), reference.at(f), f)) return fail("", m->field, m->expected, m->got);
   const json& fsteps = fixture.at("steps");
   const json& rsteps = reference.at("steps");
-  if (fsteps.size() != rsteps.size()) {
-    r.status = report::Status::Fail;
-    r.message = "fixture has " + std::to_string(fsteps.size()) + " steps, the case " + std::to_string(rsteps.size());
-    return r;
-  }
-  static const char* exact_fields[] = {"skipped",   "cumulative_length_before", "mask_sizes",   "q_positions",
-                                       "allow_is_causal_skip", "sdpa_mask_skipped", "bool_mask", "sdpa_mask",
-                                       "cumulative_length_after", "returned", "stored"};
+  if (fsteps.size() != rsteps.size())
+    return fail("", "steps.length", std::to_string(fsteps.size()), std::to_string(rsteps.size()));
+  static const char* step_fields[] = {"index", "tokens", "token_range", "cache_position", "attention_mask_2d"};
+  static const char* exact_fields[] = {"cumulative_length_before", "mask_sizes", "q_positions",
+                                       "allow_is_causal_skip", "mask_function", "sdpa_mask_skipped", "bool_mask",
+                                       "sdpa_mask", "eager_mask", "cumulative_length_after", "returned", "stored"};
   for (size_t s = 0; s < fsteps.size(); ++s) {
-    for (size_t l = 0; l < fsteps[s].at("layers").size(); ++l) {
-      const json& fl = fsteps[s].at("layers")[l];
+    for (const char* f : step_fields)
+      if (auto m = first_difference(fsteps[s].at(f), rsteps[s].at(f), f))
+        return fail("step " + std::to_string(s), m->field, m->expected, m->got);
+    const json& flayers = fsteps[s].at("layers");
+    if (flayers.size() != c.layer_types.size())
+      return fail("step " + std::to_string(s), "layers.length", std::to_string(flayers.size()),
+                  std::to_string(c.layer_types.size()) + " (the case's layer_types)");
+    for (size_t l = 0; l < flayers.size(); ++l) {
+      const json& fl = flayers[l];
       const json& rl = rsteps[s].at("layers").at(l);
       const std::string where = "step " + std::to_string(s) + " layer " + std::to_string(l) + " (" +
                                 to_string(c.layer_types[l]) + ")";
-      auto fail = [&](const std::string& field, const std::string& expected, const std::string& got) {
-        r.status = report::Status::Fail;
-        r.message = where + ": " + field + ": transformers " + expected + ", reference " + got;
-        return r;
-      };
-      for (const char* f : exact_fields) {
-        if (!fl.contains(f) && !rl.contains(f)) continue;
-        const json fe = fl.value(f, json(nullptr)), re = rl.value(f, json(nullptr));
-        if (auto m = first_difference(fe, re, f)) return fail(m->field, m->expected, m->got);
-      }
-      if (fl.contains("eager_mask")) {
-        const json& fe = fl.at("eager_mask");
-        const json& re = rl.at("eager_mask");
-        if (auto m = first_difference(fe.at("shape"), re.at("shape"), "eager_mask.shape")) return fail(m->field, m->expected, m->got);
-        if (fe.at("sha256") != re.at("sha256"))
-          return fail("eager_mask.sha256", show(fe.at("sha256")), show(re.at("sha256")));
-      }
-      if (error_phases(fl) != error_phases(rl)) {
-        std::string fe, re;
-        for (const auto& p : error_phases(fl)) fe += p + " ";
-        for (const auto& p : error_phases(rl)) re += p + " ";
-        return fail("errors (phases)", "[" + fe + "]", "[" + re + "]");
-      }
-      for (const json& e : fl.value("errors", json::array()))
+      if (fl.contains("skipped") != rl.contains("skipped"))
+        return fail(where, "skipped", fl.contains("skipped") ? "skipped (the layer failed earlier)" : "run",
+                    rl.contains("skipped") ? "skipped (the layer failed earlier)" : "run");
+      if (fl.contains("skipped")) continue;
+      for (const char* f : exact_fields)
+        if (auto m = first_difference(fl.at(f), rl.at(f), f)) return fail(where, m->field, m->expected, m->got);
+      if (auto m = errors_difference(fl.at("errors"), rl.at("errors"))) return fail(where, m->field, m->expected, m->got);
+      for (const json& e : fl.at("errors"))
         notes.push_back(where + ": transformers raised " + e.at("type").get<std::string>() + " in " +
                         e.at("phase").get<std::string>() + " (" + e.at("message").get<std::string>() +
                         "); the reference raises there too");
-      if (fl.contains("returned") && !fl.at("returned").is_null() && fl.contains("mask_sizes") &&
+      if (!fl.at("returned").is_null() && !fl.at("mask_sizes").is_null() &&
           fl.at("returned").at("shape").at(2) != fl.at("mask_sizes").at("kv_length"))
         deviations.push_back(where + ": update returned " + fl.at("returned").at("shape").at(2).dump() +
                              " rows but get_mask_sizes said kv_length " + fl.at("mask_sizes").at("kv_length").dump());
-      if (!fl.contains("attention") || fl.at("attention").is_null()) continue;
       for (const char* backend : {"eager", "sdpa"}) {
         // An attention that raised is null or {"error": ...}; the raise itself is compared via errors.
         auto has_output = [&](const json& layer) {
-          const json a = layer.at("attention").value(backend, json(nullptr));
+          const json& a = layer.at("attention").at(backend);
           return !a.is_null() && !a.contains("error");
         };
         const bool f_has = has_output(fl), r_has = has_output(rl);
-        if (f_has != r_has)
-          return fail(std::string("attention.") + backend, f_has ? "an output" : "an error", r_has ? "an output" : "an error");
+        const std::string field = std::string("attention.") + backend;
+        if (f_has != r_has) return fail(where, field, f_has ? "an output" : "an error", r_has ? "an output" : "an error");
         if (!f_has) continue;
         const json& fa = fl.at("attention").at(backend);
         const json& ra = rl.at("attention").at(backend);
-        if (auto m = first_difference(fa.at("shape"), ra.at("shape"), std::string("attention.") + backend + ".shape"))
-          return fail(m->field, m->expected, m->got);
+        for (const char* key : {"dtype", "shape"})
+          if (auto m = first_difference(fa.at(key), ra.at(key), field + "." + key)) return fail(where, m->field, m->expected, m->got);
+        ++outputs;
+        if (fa.at("hex") == ra.at("hex")) {
+          ++identical;
+          continue;
+        }
         const std::vector<double> e = decode(fa), g = decode(ra);
-        const double bound = std::string(backend) == "eager" ? eager_tol.absolute : tol.absolute;
+        const double bound = bitwise ? 0.0 : std::string(backend) == "eager" ? eager_tol.absolute : tol.absolute;
         for (size_t i = 0; i < e.size(); ++i) {
           const bool en = std::isnan(e[i]), gn = std::isnan(g[i]);
           const double d = en || gn ? (en == gn ? 0.0 : INFINITY) : std::abs(e[i] - g[i]);
           worst = std::max(worst, d);
-          if (d > bound)
-            return fail(std::string("attention.") + backend + "[" + std::to_string(i) + "]", repr(e[i]),
-                        repr(g[i]) + " (|diff| " + repr(d) + " > tolerance " + repr(bound) + ")");
+          // Bitwise: the first element whose bytes differ (same value, other NaN payload or sign of 0 included).
+          const bool differs = bitwise ? (d > 0 || std::signbit(e[i]) != std::signbit(g[i])) && !(en && gn) : d > bound;
+          if (differs)
+            return fail(where, field + "[" + std::to_string(i) + "]", repr(e[i]),
+                        repr(g[i]) + " (|diff| " + repr(d) + (bitwise ? ", judged bitwise" : " > tolerance " + repr(bound)) + ")");
         }
+        if (bitwise)  // same values but other bytes: a NaN payload or the sign of a zero
+          return fail(where, field + ".hex", "other bytes", "the same values in different bytes (judged bitwise)");
       }
     }
   }
   std::ostringstream detail;
-  detail << "max |attention difference| " << std::setprecision(3) << worst << " (tolerance " << tol.absolute << ")";
+  detail << "attention judged " << policy << ": " << identical << " of " << outputs << " outputs bitwise identical";
+  if (identical < outputs) detail << ", max |difference| " << std::setprecision(3) << worst;
   for (const std::string& n : notes) detail << "\n" << n;
   for (const std::string& d : deviations) detail << "\nupstream deviation: " << d;
   r.detail = detail.str();
@@ -377,19 +515,24 @@ std::vector<report::CaseResult> replay(const ReplayOptions& o) {
       if (!selected(c, version + "/" + name, o)) continue;
       const std::string fixture_path = dir + "/" + name + ".json";
       const json fixture = read_json(fixture_path);
-      if (!fixture.is_object() || fixture.value("format", std::string()) != "kvconform-fixture-v1")
-        throw cases::CaseError(fixture_path, "/format", "not a kvconform-fixture-v1 fixture");
-      if (!fixture.contains("steps") || !fixture.at("steps").is_array() || fixture.at("steps").size() != c.steps.size())
-        throw cases::CaseError(fixture_path, "/steps", "expected " + std::to_string(c.steps.size()) +
-                                                       " steps, as in " + case_file);
-      if (fixture.value("case_sha256", std::string()) != c.sha256)
+      validate_fixture(fixture, fixture_path, c.steps.size(), c.layer_types.size());
+      if (fixture.at("case_sha256") != c.sha256)
         throw cases::CaseError(fixture_path, "/case_sha256",
                                "the fixture was dumped from another version of " + case_file +
                                    " (case changed since); regenerate with `kvconform golden`");
+      // A failure inside the case is that case's FAIL; the replay goes on with the next fixture.
       try {
-        results.push_back(compare(fixture, run_case(c, profile), c));
-      } catch (const nlohmann::json::exception& e) {
-        throw cases::CaseError(fixture_path, "", std::string("malformed fixture: ") + e.what());
+        results.push_back(compare(fixture, run_case(c, profile, o.mutation), c));
+      } catch (const std::exception& e) {
+        report::CaseResult r;
+        r.suite = "golden";
+        r.name = version + "/" + name;
+        r.backend = "reference";
+        r.dtype = to_string(c.dtype);
+        r.status = report::Status::Fail;
+        const std::string what = e.what();
+        r.message = dynamic_cast<const ReferenceFailure*>(&e) ? what : "the reference raised: " + what.substr(0, what.find('\n'));
+        results.push_back(r);
       }
       results.back().reproduce = "kvconform run --golden-only --case '^" + version + "/" + name + "$'";
     }

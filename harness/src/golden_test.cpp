@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "kvconform/fixture_format.h"
 #include "kvconform/golden.h"
 #include "kvconform/inputs.h"
 
@@ -62,6 +63,90 @@ TEST(Golden, TamperedAttentionOutputFailsBeyondTolerance) {
   const report::CaseResult r = compare(f, run_case(c, Profile::V4_57), c);
   EXPECT_EQ(r.status, report::Status::Fail);
   EXPECT_NE(r.message.find("attention.eager[0]"), std::string::npos) << r.message;
+}
+
+// Fixtures come from the same LibTorch as the reference, so attention is judged bit for bit: the
+// lowest bit of one bfloat16 output (far below the 8-epsilon tolerance) is a failure.
+TEST(Golden, FlippedLowBitOfBfloat16OutputFails) {
+  const cases::Case c = cases::load_case(kRoot + "/cases/bfloat16_dynamic_sliding.json");
+  nlohmann::json f = fixture("5.24.0", c.name);
+  EXPECT_EQ(compare(f, run_case(c, Profile::V5), c).status, report::Status::Pass);
+  std::string hex = f["steps"][0]["layers"][0]["attention"]["sdpa"]["hex"];
+  const int nibble = std::stoi(hex.substr(1, 1), nullptr, 16) ^ 1;  // little-endian: element 0's lowest mantissa bit
+  hex[1] = "0123456789abcdef"[nibble];
+  f["steps"][0]["layers"][0]["attention"]["sdpa"]["hex"] = hex;
+  const report::CaseResult r = compare(f, run_case(c, Profile::V5), c);
+  EXPECT_EQ(r.status, report::Status::Fail);
+  EXPECT_NE(r.message.find("attention.sdpa[0]"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("judged bitwise"), std::string::npos) << r.message;
+}
+
+// Every field of the fixture is compared: provenance that the reference can state must agree.
+TEST(Golden, FieldsBeyondRowsAndMasksAreCompared) {
+  const cases::Case c = cases::load_case(kRoot + "/cases/static_sliding_batch_left_padding.json");
+  const nlohmann::json good = fixture("5.24.0", c.name), ref = run_case(c, Profile::V5);
+  ASSERT_EQ(compare(good, ref, c).status, report::Status::Pass) << compare(good, ref, c).message;
+  auto fails_on = [&](const std::string& pointer, const nlohmann::json& value, const std::string& field) {
+    nlohmann::json f = good;
+    f[nlohmann::json::json_pointer(pointer)] = value;
+    const report::CaseResult r = compare(f, ref, c);
+    EXPECT_EQ(r.status, report::Status::Fail) << pointer;
+    EXPECT_NE(r.message.find(field), std::string::npos) << pointer << ": " << r.message;
+  };
+  fails_on("/layers/0/class", "SlidingWindowLayer", "layers[0].class");
+  fails_on("/layers/0/capacity", 16, "layers[0].capacity");
+  fails_on("/layers/0/is_compileable", false, "layers[0].is_compileable");
+  fails_on("/steps/1/token_range/1", 9, "token_range[1]");
+  fails_on("/steps/1/attention_mask_2d/1", "01111111", "attention_mask_2d[1]");
+  fails_on("/steps/1/layers/0/mask_function/window", 5, "mask_function.window");
+  fails_on("/steps/1/layers/0/eager_mask/masked_value", "-inf", "eager_mask.masked_value");
+  fails_on("/steps/1/layers/0/eager_mask/dtype", "float16", "eager_mask.dtype");
+  fails_on("/steps/1/layers/0/attention/eager/dtype", "float64", "attention.eager.dtype");
+}
+
+TEST(Golden, ErrorTypesAndLibTorchMessagesAreCompared) {
+  const cases::Case c = cases::load_case(kRoot + "/cases/upstream_48280_returned_rows_vs_mask_sizes.json");
+  const nlohmann::json good = fixture("5.24.0", c.name), ref = run_case(c, Profile::V5);
+  ASSERT_NE(compare(good, ref, c).status, report::Status::Fail) << compare(good, ref, c).message;
+  nlohmann::json f = good;
+  f["steps"][2]["layers"][0]["errors"][0]["type"] = "ValueError";
+  EXPECT_NE(compare(f, ref, c).message.find("errors[0].type"), std::string::npos) << compare(f, ref, c).message;
+  f = good;
+  f["steps"][2]["layers"][0]["errors"][0]["message"] = "The size of tensor a (7) must match";
+  EXPECT_NE(compare(f, ref, c).message.find("errors[0].message"), std::string::npos) << compare(f, ref, c).message;
+}
+
+// The fixture format is checked before anything is compared: a missing field is bad input named by
+// file and JSON pointer, never a skipped check.
+TEST(Golden, MissingFixtureFieldIsMalformedWithPointer) {
+  const cases::Case c = cases::load_case(kRoot + "/cases/tf_hybrid_cache.json");
+  nlohmann::json f = fixture("4.57.6", c.name);
+  validate_fixture(f, "x.json", c.steps.size(), c.layer_types.size());
+  f["steps"][1]["layers"][1].erase("mask_function");
+  try {
+    validate_fixture(f, "x.json", c.steps.size(), c.layer_types.size());
+    FAIL() << "accepted";
+  } catch (const cases::CaseError& e) {
+    EXPECT_NE(std::string(e.what()).find("x.json: /steps/1/layers/1/mask_function: missing"), std::string::npos) << e.what();
+  }
+  f = fixture("4.57.6", c.name);
+  f["steps"][0]["layers"].erase(1);
+  EXPECT_THROW(validate_fixture(f, "x.json", c.steps.size(), c.layer_types.size()), cases::CaseError);
+}
+
+// A reference that raises where transformers does not (here: a mutant whose update returns rows the
+// mask does not cover) is that case's FAIL naming step and layer; the other fixtures still replay.
+TEST(Golden, MutantOfTheReferenceFailsCasesWithoutAborting) {
+  ReplayOptions o = options();
+  o.name_regex = "^5.24.0/(tf_|dynamic_sliding)";
+  o.mutation = Mutation::DynamicKeepsWindow;
+  const auto results = replay(o);
+  int failed = 0, passed = 0;
+  for (const auto& r : results) (r.status == report::Status::Fail ? failed : passed)++;
+  EXPECT_GT(failed, 0);
+  EXPECT_GT(passed, 0);  // the static-only cases are untouched by this mutant
+  for (const auto& r : results)
+    if (r.status == report::Status::Fail) EXPECT_NE(r.message.find("step "), std::string::npos) << r.message;
 }
 
 TEST(Golden, WrongProfileIsCaught) {

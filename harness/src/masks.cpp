@@ -38,6 +38,7 @@ void check(const MaskQuery& m) {
 
 at::Tensor boolean_mask(const MaskQuery& m, Mutation mutation) {
   check(m);
+  if (mutation == Mutation::None) mutation = m.mutation;
   const at::Tensor qpos = longs(m.query_positions).view({1, -1, 1});                                   // [1,q,1]
   const at::Tensor kpos = at::arange(m.sizes.kv_length, at::kLong).add(m.sizes.kv_offset).view({1, 1, -1});  // [1,1,k]
   at::Tensor allowed = kpos.le(qpos).expand({m.batch, -1, -1});

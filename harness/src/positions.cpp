@@ -10,19 +10,20 @@ int64_t capacity(const LayerSpec& s) {
   return s.is_sliding() ? s.window - 1 : -1;
 }
 
+// Derived from what the step's queries need, not from the layer's update branches (layers.cpp), so
+// that the two are separate implementations: a layer returns every key its earliest new query may
+// see under the sliding rule, through the newest token. A static sliding layer judges "may see" with
+// its capacity min(W, L) as the window (transformers' get_mask_sizes does) and always returns at least
+// its whole buffer, unwritten tail included; a dynamic one keeps W - 1 earlier tokens.
 MaskSizes mask_sizes(const LayerSpec& s, int64_t seen, int64_t q) {
-  if (!s.is_sliding())
-    return s.cache == CacheKind::Static ? MaskSizes{s.max_cache_len, 0} : MaskSizes{seen + q, 0};
-  if (s.cache == CacheKind::Static) {
-    const int64_t c = capacity(s);
-    const int64_t offset = std::max<int64_t>(seen - c + 1, 0);
-    if (seen >= c) return {c + q - 1, offset};
-    if (seen + q > c) return {seen + q, offset};
-    return {c, offset};
-  }
-  const int64_t w = s.window;
-  const int64_t offset = std::max<int64_t>(seen - w + 1, 0);
-  return {seen >= w ? w - 1 + q : seen + q, offset};
+  const int64_t end = seen + q;
+  if (!s.is_sliding()) return s.cache == CacheKind::Static ? MaskSizes{s.max_cache_len, 0} : MaskSizes{end, 0};
+  const int64_t window = s.cache == CacheKind::Static ? capacity(s) : s.window;
+  int64_t first_key = seen;  // the earliest query, at position `seen`, sees itself at least
+  while (first_key > 0 && window_allows(LayerType::Sliding, window, 0, seen, first_key - 1)) --first_key;
+  int64_t length = end - first_key;
+  if (s.cache == CacheKind::Static) length = std::max(length, capacity(s));
+  return {length, first_key};
 }
 
 namespace {
@@ -61,9 +62,25 @@ bool window_allows(LayerType type, int64_t window, int64_t left_pad, int64_t q_p
 }
 
 int64_t max_total_tokens(const LayerSpec& s) {
-  if (s.cache != CacheKind::Static) return -1;
-  if (!s.is_sliding() || s.max_cache_len < s.window) return s.max_cache_len;
-  return -1;
+  return s.cache == CacheKind::Static && !s.is_sliding() ? s.max_cache_len : -1;
+}
+
+bool loses_window_keys(const LayerSpec& s, int64_t seen, int64_t q, const std::vector<int64_t>& left_padding) {
+  if (!s.is_sliding()) return false;
+  const int64_t first_returned = mask_sizes(s, seen, q).kv_offset;
+  const std::vector<int64_t> pads = left_padding.empty() ? std::vector<int64_t>{0} : left_padding;
+  // A window (sliding or chunk) spans at most W keys ending at the query, and where it starts never
+  // moves back as the query advances: the step's first query is the one that reaches furthest back.
+  for (int64_t lp : pads)
+    for (int64_t k = std::max(lp, seen - s.window + 1); k < first_returned; ++k)
+      if (window_allows(s.type, s.window, lp, seen, k)) return true;
+  return false;
+}
+
+std::string lost_keys_deviation(const LayerSpec& s) {
+  return "StaticSlidingWindowLayer with max_cache_len " + std::to_string(s.max_cache_len) + " below the window " +
+         std::to_string(s.window) + " keeps min(W, L) tokens: past max_cache_len a query silently attends to fewer keys "
+         "than its window allows (transformers raises nothing)";
 }
 
 std::optional<std::string> upstream_deviation(const LayerSpec& s) {

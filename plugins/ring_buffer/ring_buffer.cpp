@@ -122,6 +122,9 @@ bool same_layout(const kvc_cache* c, const kvc_tensor& t, int64_t rows) {
 
 kvc_status cache_create(const kvc_cache_config* cfg, kvc_cache** out, char* err, size_t err_len) {
   if (!cfg || !out) return fail(KVC_ERR_INVALID, err, err_len, "null argument");
+#ifdef KVC_MUTANT_UNSUPPORTED  // supports nothing: a run over it checks nothing, which must not pass
+  return fail(KVC_ERR_UNSUPPORTED, err, err_len, "this plugin supports no layer");
+#endif
   if (cfg->batch <= 0 || cfg->kv_heads <= 0 || cfg->head_dim <= 0)
     return fail(KVC_ERR_INVALID, err, err_len, "batch, kv_heads and head_dim must be positive");
   int64_t capacity;
@@ -267,6 +270,9 @@ int64_t floor_div(int64_t a, int64_t b) {
 }
 
 kvc_status attention(const kvc_attention_args* a, char* err, size_t err_len) {
+#ifdef KVC_MUTANT_UNSUPPORTED
+  return fail(KVC_ERR_UNSUPPORTED, err, err_len, "this plugin supports no attention");
+#endif
   const kvc_tensor &Q = a->query, &K = a->key, &V = a->value;
   kvc_tensor O = a->out;
   const int64_t B = Q.shape[0], H = Q.shape[1], nq = Q.shape[2], D = Q.shape[3], Hkv = K.shape[1], nk = K.shape[2];

@@ -150,5 +150,15 @@ TEST(PluginRunner, ProbeReportsWhatThePluginExports) {
   EXPECT_TRUE(t.has_cache);
 }
 
+
+// A plugin that answers KVC_ERR_UNSUPPORTED to everything is checked on nothing: every case is a
+// SKIP (the random campaigns too), none a pass, so `kvconform run --plugin` exits 1 on it.
+TEST(UnsupportedPlugin, EveryCaseIsSkippedNoneCountsAsPassed) {
+  const auto results = check_plugin(KVC_MUTANT_UNSUPPORTED, quick(true, true));
+  ASSERT_FALSE(results.empty());
+  EXPECT_EQ(count(results, Status::Pass), 0) << failures(results);
+  EXPECT_EQ(count(results, Status::Skipped), static_cast<int>(results.size())) << failures(results);
+}
+
 }  // namespace
 }  // namespace kvc::plugin

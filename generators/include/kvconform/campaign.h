@@ -45,6 +45,7 @@ Options options_from_env(Options defaults = {});
 struct Observations {
   std::map<std::string, double> max_error;  // "eager/float16" -> max |err|
   int steps = 0;
+  int deviation_steps = 0;  // layer-steps where transformers drops keys its window allows (max_cache_len < W)
 };
 
 // The shrunk failing case in a form other tools can write out (fuzz turns it into a cases/ file).

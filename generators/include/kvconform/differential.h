@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvconform/mutants.h"
+
 namespace kvc::differential {
 
 // The dumper subprocess of one transformers version.
@@ -40,6 +42,7 @@ struct Options {
   // The reference profile to compare with; empty = the version's own. Another profile proves the
   // campaign can fail (the 4.57/5.x differences must show up as shrunk disagreements).
   std::string reference_profile;
+  Mutation mutation = Mutation::None;  // a deliberately wrong reference (--mutant): must disagree
   std::function<void(int64_t done, int64_t disagreements)> progress;
 };
 

@@ -115,6 +115,8 @@ struct SuiteOptions {
   std::string device = "cpu";
   std::vector<std::string> backends;  // empty: all
   uint64_t seed = 20250917;
+  // A deliberately wrong reference layer or mask (--mutant): the suite must then fail.
+  Mutation mutation = Mutation::None;
 };
 std::vector<report::CaseResult> run_suite(const SuiteOptions& options);
 

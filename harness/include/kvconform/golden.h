@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kvconform/cases.h"
+#include "kvconform/mutants.h"
 #include "kvconform/results.h"
 
 namespace kvc::golden {
@@ -17,7 +18,17 @@ namespace kvc::golden {
 // The C++ reference run of a case, in the fixture's own JSON shape (format kvconform-fixture-v1,
 // steps[].layers[] with mask_sizes, rows, sha256 of exact bytes, masks, attention hex), so that the
 // two can be compared field by field and other tools can read either.
-nlohmann::json run_case(const cases::Case& c, Profile profile);
+nlohmann::json run_case(const cases::Case& c, Profile profile, Mutation mutation = Mutation::None);
+
+// The reference raised outside the phases transformers may raise in (a bug in the reference or a
+// mutant): replay turns it into that case's FAIL naming the step and layer.
+struct ReferenceFailure : std::runtime_error {
+  ReferenceFailure(size_t step, size_t layer, const std::string& what)
+      : std::runtime_error("step " + std::to_string(step) + " layer " + std::to_string(layer) +
+                           ": the reference raised: " + what.substr(0, what.find('\n'))),
+        step(step), layer(layer) {}
+  size_t step, layer;
+};
 
 struct ReplayOptions {
   std::string fixtures_root = "golden/fixtures";
@@ -26,6 +37,7 @@ struct ReplayOptions {
   std::optional<DType> dtype;
   std::optional<LayerType> layer_type;  // cases with at least one layer of this type
   std::optional<CacheKind> cache;
+  Mutation mutation = Mutation::None;  // replay a deliberately wrong reference: fixtures must then fail
 };
 
 // Transformers versions with fixtures under the root (one folder each), sorted.

@@ -24,6 +24,7 @@ struct MaskQuery {
   int64_t tokens_so_far = 0;             // length of the 2D attention_mask (seen + q)
   bool allow_skip = false;               // see allow_is_causal_skip
   Profile profile = Profile::V5;         // 5.x adds a prefill skip rule (can_skip)
+  Mutation mutation = Mutation::None;    // a deliberately wrong mask (--mutant), for every suite
 };
 
 // create_*_mask's allow_is_causal_skip. 4.57: never for compileable (static) caches.

@@ -34,10 +34,16 @@ Rows returned_rows(const LayerSpec& spec, int64_t seen, int64_t q);
 // Sliding: q - W < k <= q. Chunked: k <= q and (k - lp) // W == (q - lp) // W (floor division).
 bool window_allows(LayerType type, int64_t window, int64_t left_pad, int64_t q_pos, int64_t k_pos);
 
-// Largest total sequence length a layer can serve without dropping a token some query still needs:
-// a static layer whose max_cache_len is below the window (or a full static layer) cannot go past
-// max_cache_len. -1 when unbounded.
+// Largest total sequence length a layer can serve at all: a full static layer raises past
+// max_cache_len (index_copy_ out of bounds). -1 when unbounded. A static sliding layer whose
+// max_cache_len is below the window goes on, but loses keys (loses_window_keys).
 int64_t max_total_tokens(const LayerSpec& spec);
+
+// Whether a step of q tokens after `seen` leaves some query without a key its window allows, because
+// the layer no longer returns it: a static sliding/chunked layer with max_cache_len below the window
+// keeps only max_cache_len tokens (capacity min(W, L)) and transformers then silently attends to fewer
+// keys than the window rule allows. `left_padding` per row (chunk boundaries), empty = none.
+bool loses_window_keys(const LayerSpec& spec, int64_t seen, int64_t q, const std::vector<int64_t>& left_padding = {});
 
 // Python's floor division, which the chunked rule uses with negative operands (padding).
 inline int64_t floor_div(int64_t a, int64_t b) {
@@ -51,4 +57,6 @@ namespace kvc::positions {
 // Where transformers itself breaks the rules above for a layer configuration, a one-line
 // explanation; the reference stays faithful and runs report it as an upstream deviation.
 std::optional<std::string> upstream_deviation(const LayerSpec& spec);
+// The explanation for a step where loses_window_keys holds.
+std::string lost_keys_deviation(const LayerSpec& spec);
 }  // namespace kvc::positions

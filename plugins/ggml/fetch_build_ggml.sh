@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Fetches llama.cpp's source as PyPI ships it (vendored in the llama-cpp-python sdist, pinned and
+# hash-checked), unpacks only ggml and the headers the plugin needs, and builds ggml's CPU backend as
+# static PIC libraries into a cache outside the build tree. A second run finds the stamp and does
+# nothing. Prints the install prefix (pass it as -DKVC_GGML_ROOT=... or GGML_ROOT) on stdout.
+#
+#   plugins/ggml/fetch_build_ggml.sh            # cache in ${KVC_CACHE:-$HOME/.cache/kvconform}
+#   PYTHON=/path/python plugins/ggml/fetch_build_ggml.sh
+set -euo pipefail
+
+version=0.3.36
+sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cache="${KVC_CACHE:-${HOME:?set HOME or KVC_CACHE}/.cache/kvconform}/ggml-$version"
+prefix="$cache/install"
+
+if [[ -f "$cache/done" ]]; then
+  echo "$prefix"
+  exit 0
+fi
+
+mkdir -p "$cache/dl"
+# pip: $PYTHON's, the project venv's, or a small venv of its own in the cache.
+python="${PYTHON:-}"
+if [[ -z "$python" && -x "$root/.venv/bin/python" ]]; then python="$root/.venv/bin/python"; fi
+if [[ -z "$python" ]]; then
+  [[ -x "$cache/venv/bin/python" ]] || python3 -m venv "$cache/venv" >&2
+  python="$cache/venv/bin/python"
+fi
+
+sdist="$cache/dl/llama_cpp_python-$version.tar.gz"
+if [[ ! -f "$sdist" ]]; then
+  echo "fetch_build_ggml: pip download llama-cpp-python==$version (sdist)" >&2
+  "$python" -m pip download -q --disable-pip-version-check --no-binary :all: --no-deps \
+    "llama-cpp-python==$version" -d "$cache/dl" >&2
+fi
+if ! echo "$sha256  $sdist" | sha256sum -c --status; then
+  echo "fetch_build_ggml: sha256 of $sdist is not $sha256: refusing it" >&2
+  rm -f "$sdist"
+  exit 1
+fi
+
+# Only ggml, the public llama.h and the hparams header (llama_hparams::is_masked_swa) are needed.
+src="$cache/src"
+rm -rf "$src"
+mkdir -p "$src"
+top="llama_cpp_python-$version/vendor/llama.cpp"
+tar -xzf "$sdist" -C "$src" --strip-components=3 \
+  "$top/ggml" "$top/include" "$top/src/llama-hparams.h" "$top/src/llama-hparams.cpp" "$top/LICENSE"
+
+# The sdist leaves out ggml.pc.in, which ggml's CMakeLists configures when built on its own; the
+# pkg-config file is not used here, so an empty template stands in for it.
+: > "$src/ggml/ggml.pc.in"
+
+# CPU only, static and position independent so each plugin .so carries its own ggml. Not native:
+# the cache must run on any x86-64 machine CI lands on. No OpenMP: the plugin runs in a child forked
+# from a LibTorch process, which has its own OpenMP runtime.
+echo "fetch_build_ggml: building ggml (CPU) in $cache/build" >&2
+cmake -S "$src/ggml" -B "$cache/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+  -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DGGML_NATIVE="${KVC_GGML_NATIVE:-OFF}" -DGGML_OPENMP=OFF \
+  -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF -DGGML_METAL=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF \
+  -DGGML_BLAS=OFF -DGGML_ACCELERATE=OFF -DGGML_LLAMAFILE=OFF \
+  -DCMAKE_INSTALL_PREFIX="$prefix" >&2
+cmake --build "$cache/build" -j "${KVC_GGML_JOBS:-$(nproc)}" >&2
+cmake --install "$cache/build" >&2
+# llama.cpp's headers beside ggml's, for the SWA mask rule (compiled from llama-hparams.h).
+mkdir -p "$prefix/include/llama"
+cp "$src/include/llama.h" "$src/src/llama-hparams.h" "$src/LICENSE" "$prefix/include/llama/"
+echo "$version $sha256" > "$cache/done"
+echo "$prefix"
