@@ -18,6 +18,7 @@
 #include "kvconform/plugin_host.h"
 #include "kvconform/report.h"
 #include "kvconform/results.h"
+#include "kvconform/subprocess_backend.h"
 
 namespace kvc::cli {
 
@@ -39,6 +40,8 @@ struct RunArgs {
   std::string save_cases;  // folder for shrunk property failures as case files
   bool allow_nothing_checked = false;
   std::vector<std::string> suites;  // --suite: golden, backend, property (default: all three)
+  std::vector<std::string> backend_cmds;  // kernels in worker processes (subprocess_backend.h)
+  double backend_timeout = 10;
 };
 
 report::CaseResult property_result(const campaign::Outcome& o, const campaign::Options& options, bool verbose) {
@@ -129,6 +132,11 @@ Runner add_run_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   run->add_option("--plugin-iterations", args->plugin_iterations, "Random-campaign cases per plugin part (default 25)")
       ->check(CLI::NonNegativeNumber);
+  run->add_option("--backend-cmd", args->backend_cmds,
+                  "Check an attention kernel in a worker process started by this command line (docs/plugins.md, "
+                  "'Kernels in another process'); like --plugin, only the selected kernels are checked");
+  run->add_option("--backend-timeout", args->backend_timeout, "Seconds per --backend-cmd call (default 10)")
+      ->check(CLI::PositiveNumber);
   run->add_option("--save-cases", args->save_cases,
                   "Write each shrunk property failure as a case file into this folder (e.g. cases/regressions), "
                   "so a found bug becomes a permanent golden case");
@@ -162,7 +170,7 @@ Runner add_run_command(CLI::App& app) {
     report::RunSummary summary;
     summary.tool_version = "kvconform 0.1.0";
     summary.seed = options.seed;
-    const bool reference_sections = args->plugins.empty();
+    const bool reference_sections = args->plugins.empty() && args->backend_cmds.empty();
     // --mutant reaches every suite that runs the reference: golden replay, the backend suite and the
     // properties (docs/cli.md, "Mutants"), each of which must then fail.
     auto suite = [&](const char* name) {
@@ -236,6 +244,32 @@ Runner add_run_command(CLI::App& app) {
         r.dtype = "mixed";
         r.status = report::Status::Fail;
         r.message = std::string("the plugin check itself raised: ") + first_line(e.what());
+        add(std::move(r));
+      }
+    }
+    for (const std::string& command : args->backend_cmds) {
+      if (args->list) {
+        std::cout << "backend command " << command << "\n";
+        continue;
+      }
+      plugin::PluginCheckOptions p;
+      p.seed = options.seed;
+      p.iterations = args->plugin_iterations;
+      p.cases_dir = args->cases;
+      p.timeout_s = args->backend_timeout;
+      try {
+        for (report::CaseResult& r : plugin::check_backend_command(command, p)) add(std::move(r));
+      } catch (const cases::CaseError&) {
+        throw;  // a malformed case file is bad input
+      } catch (const std::exception& e) {
+        report::CaseResult r;
+        r.suite = "plugin";
+        r.name = "check";
+        r.params = "backend-cmd=" + command;
+        r.backend = command;
+        r.dtype = "mixed";
+        r.status = report::Status::Fail;
+        r.message = std::string("the backend-cmd check itself raised: ") + first_line(e.what());
         add(std::move(r));
       }
     }

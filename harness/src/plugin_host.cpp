@@ -159,7 +159,7 @@ void fail(CaseResult& r, const std::string& message, const std::string& detail =
 // The message for an op the plugin never returned from (crash or hang).
 std::string ended(const Trace& t) { return std::string(to_string(t.end)) + ": " + t.detail; }
 
-CaseResult new_case(const std::string& name, const Sequence& s, const std::string& plugin, const std::string& path) {
+CaseResult new_case(const std::string& name, const Sequence& s, const std::string& plugin, const Target& target) {
   CaseResult r;
   r.suite = "plugin";
   r.name = name;
@@ -167,14 +167,14 @@ CaseResult new_case(const std::string& name, const Sequence& s, const std::strin
              ",Hkv=" + std::to_string(s.p.kv_heads) + ",D=" + std::to_string(s.p.head_dim);
   r.backend = plugin;
   r.dtype = to_string(s.dtype);
-  r.reproduce = "kvconform run --plugin " + path;
+  r.reproduce = target.reproduce;
   r.detail = s.describe();
   return r;
 }
 
 // ---------------------------------------------------------------- cache layer
 
-void check_cache_case(const std::string& path, const Sequence& s, double timeout_s, CaseResult& out) {
+void check_cache_case(const Target& target, const Sequence& s, double timeout_s, CaseResult& out) {
   const StepPattern& p = s.p;
   const LayerSpec spec = p.spec(s.cache);
   struct Expect {
@@ -250,7 +250,7 @@ void check_cache_case(const std::string& path, const Sequence& s, double timeout
     ex.push_back(e);
   }
   const TokenTable table(s, most);
-  const Trace t = execute(path, ops, timeout_s);
+  const Trace t = target.run(ops, timeout_s);
   if (t.end == Trace::End::LoadFailed) return fail(out, "cannot load the plugin: " + t.detail);
   // Walk the ops in order; the first problem is the message.
   size_t at_op = 0;
@@ -304,7 +304,7 @@ void check_cache_case(const std::string& path, const Sequence& s, double timeout
 
 // ---------------------------------------------------------------- attention kernel
 
-void check_kernel_case(const std::string& path, const Sequence& s, double timeout_s, CaseResult& out) {
+void check_kernel_case(const Target& target, const Sequence& s, double timeout_s, CaseResult& out) {
   const StepPattern& p = s.p;
   const LayerSpec spec = p.spec(s.cache);
   struct Expect {
@@ -364,7 +364,7 @@ void check_kernel_case(const std::string& path, const Sequence& s, double timeou
     ex.push_back(e);
     seen += q;
   }
-  const Trace t = execute(path, ops, timeout_s);
+  const Trace t = target.run(ops, timeout_s);
   if (t.end == Trace::End::LoadFailed) return fail(out, "cannot load the plugin: " + t.detail);
   size_t at_op = 0;
   double worst = 0, worst_ref = 0;
@@ -447,7 +447,7 @@ rc::Gen<Sequence> gen_sequence() {
   });
 }
 
-void run_campaign(const std::string& path, const std::string& part, const std::string& plugin,
+void run_campaign(const Target& target, const std::string& part, const std::string& plugin,
                   const PluginCheckOptions& o, std::vector<CaseResult>& results) {
   CaseResult out;
   out.suite = "plugin";
@@ -455,7 +455,7 @@ void run_campaign(const std::string& path, const std::string& part, const std::s
   out.params = "seed=" + std::to_string(o.seed) + ",iterations=" + std::to_string(o.iterations);
   out.backend = plugin;
   out.dtype = "mixed";
-  out.reproduce = "kvconform run --plugin " + path + " --seed " + std::to_string(o.seed);
+  out.reproduce = target.reproduce + " --seed " + std::to_string(o.seed);
   auto last = std::make_shared<std::string>();
   auto skipped = std::make_shared<int>(0);
   const bool cache = part == "cache";
@@ -465,8 +465,8 @@ void run_campaign(const std::string& path, const std::string& part, const std::s
       ++*skipped;
       return;
     }
-    CaseResult r = new_case(part, s, plugin, path);
-    if (cache) check_cache_case(path, s, o.timeout_s, r); else check_kernel_case(path, s, o.timeout_s, r);
+    CaseResult r = new_case(part, s, plugin, target);
+    if (cache) check_cache_case(target, s, o.timeout_s, r); else check_kernel_case(target, s, o.timeout_s, r);
     if (r.status == Status::Skipped) ++*skipped;
     if (r.status == Status::Fail) {
       *last = r.message + "\n  case: " + s.describe();
@@ -502,8 +502,15 @@ void run_campaign(const std::string& path, const std::string& part, const std::s
 }  // namespace
 
 std::vector<report::CaseResult> check_plugin(const std::string& path, const PluginCheckOptions& options) {
+  return check_target({path, "kvconform run --plugin " + path,
+                       [path](const std::vector<Op>& ops, double timeout_s) { return execute(path, ops, timeout_s); }},
+                      options);
+}
+
+std::vector<report::CaseResult> check_target(const Target& target, const PluginCheckOptions& options) {
+  const std::string& path = target.label;
   std::vector<CaseResult> results;
-  const Trace probe = execute(path, {}, options.timeout_s);
+  const Trace probe = target.run({}, options.timeout_s);
   if (!probe.ok()) {
     CaseResult r;
     r.suite = "plugin";
@@ -530,15 +537,15 @@ std::vector<report::CaseResult> check_plugin(const std::string& path, const Plug
       if (positions::upstream_deviation(p.spec(cache))) continue;
       if (options.cache && probe.has_cache) {
         Sequence s{p, cache, dtypes[round++ % dtypes.size()]};  // cache copies bytes: one dtype per pattern, all covered
-        CaseResult r = new_case("cache/" + p.name + "/" + to_string(cache), s, name, path);
-        check_cache_case(path, s, options.timeout_s, r);
+        CaseResult r = new_case("cache/" + p.name + "/" + to_string(cache), s, name, target);
+        check_cache_case(target, s, options.timeout_s, r);
         note(r);
       }
       if (options.kernel && probe.has_attention)
         for (DType dt : dtypes) {
           Sequence s{p, cache, dt};
-          CaseResult r = new_case("kernel/" + p.name + "/" + to_string(cache), s, name, path);
-          check_kernel_case(path, s, options.timeout_s, r);
+          CaseResult r = new_case("kernel/" + p.name + "/" + to_string(cache), s, name, target);
+          check_kernel_case(target, s, options.timeout_s, r);
           note(r);
         }
     }
@@ -571,20 +578,20 @@ std::vector<report::CaseResult> check_plugin(const std::string& path, const Plug
         if (bound >= 0 && longest > bound) continue;  // a case about the overflow error, not a valid sequence
         const std::string suffix = c.name + "/" + to_string(t);
         if (options.cache && probe.has_cache) {
-          CaseResult r = new_case("golden-cache/" + suffix, s, name, path);
-          check_cache_case(path, s, options.timeout_s, r);
+          CaseResult r = new_case("golden-cache/" + suffix, s, name, target);
+          check_cache_case(target, s, options.timeout_s, r);
           note(r);
         }
         if (options.kernel && probe.has_attention) {
-          CaseResult r = new_case("golden-kernel/" + suffix, s, name, path);
-          check_kernel_case(path, s, options.timeout_s, r);
+          CaseResult r = new_case("golden-kernel/" + suffix, s, name, target);
+          check_kernel_case(target, s, options.timeout_s, r);
           note(r);
         }
       }
     }
   if (options.iterations > 0 && !isolated_failure) {
-    if (options.cache && probe.has_cache) run_campaign(path, "cache", name, options, results);
-    if (options.kernel && probe.has_attention) run_campaign(path, "kernel", name, options, results);
+    if (options.cache && probe.has_cache) run_campaign(target, "cache", name, options, results);
+    if (options.kernel && probe.has_attention) run_campaign(target, "kernel", name, options, results);
   }
   return results;
 }

@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "kvconform/plugin_runner.h"
 #include "kvconform/results.h"
 
 namespace kvc::plugin {
@@ -32,5 +34,15 @@ struct PluginCheckOptions {
 // "campaign/kernel" (or "load" when the plugin cannot be loaded). A failure message names the first
 // wrong step and field: "step 3 (Decode after 8 tokens): stored row 2 holds token 5, expected 6".
 std::vector<report::CaseResult> check_plugin(const std::string& path, const PluginCheckOptions& options = {});
+
+// Where the checks send their calls: a forked child loading a shared library (check_plugin), or a
+// worker process speaking the subprocess protocol (subprocess_backend.h). `run` executes one case's
+// ops like plugin_runner's execute; `reproduce` is the command line that repeats the checks.
+struct Target {
+  std::string label;      // the path or command, for messages
+  std::string reproduce;  // "kvconform run --plugin PATH"
+  std::function<Trace(const std::vector<Op>&, double timeout_s)> run;
+};
+std::vector<report::CaseResult> check_target(const Target& target, const PluginCheckOptions& options);
 
 }  // namespace kvc::plugin

@@ -1,0 +1,35 @@
+// Attention kernels in another process (Python, anything with stdin/stdout): `kvconform run
+// --backend-cmd 'python adapter.py'` starts the command as a worker and sends it every kernel call
+// of the plugin checks (plugin_host.h) over a length-prefixed protocol on stdin/stdout
+// (docs/plugins.md, "Kernels in another process"). Tensors travel as raw little-endian bytes after a
+// small JSON header. The worker lives across cases; a call that crashes it, hangs past the timeout
+// or breaks the protocol fails that case with the reason (and the worker's stderr tail), the
+// worker is restarted for the next case, and the run goes on. No LibTorch here.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kvconform/plugin_host.h"
+#include "kvconform/plugin_runner.h"
+
+namespace kvc::plugin {
+
+constexpr int kProtocolVersion = 1;
+// Starting a worker (interpreter start, `import torch`) is allowed this long beside the per-call timeout.
+constexpr double kStartupTimeoutS = 120;
+
+// Runs the attention ops of `ops` on the worker of `command` (started on first use, restarted after
+// a failure), each call bounded by `timeout_s`. Cache ops are answered KVC_ERR_UNSUPPORTED: the
+// protocol carries kernels only. With no ops it only starts the worker (its name and description).
+Trace execute_command(const std::string& command, const std::vector<Op>& ops, double timeout_s);
+
+// The plugin kernel checks (built-in step patterns x dtypes, golden cases, random campaign) on a
+// worker: one CaseResult per case, suite "plugin", backend = the name the worker announced.
+// options.timeout_s is per call here.
+std::vector<report::CaseResult> check_backend_command(const std::string& command, const PluginCheckOptions& options);
+
+// Stops every worker this process started (closes its stdin, then kills what is left).
+void stop_workers();
+
+}  // namespace kvc::plugin

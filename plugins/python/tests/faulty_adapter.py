@@ -1,0 +1,54 @@
+"""A worker that misbehaves on its first call with batch > 1 in a run and computes correctly otherwise,
+to show that a crash, a hang, an exit or a broken reply fails only that case, and that the worker is
+restarted and serves the following cases (batch > 1 ones included).
+
+    faulty_adapter.py --fault crash|hang|exit|garbage     (KVC_FAULT_DIR: where "already failed" is noted)
+"""
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import torch  # noqa: E402
+
+from kvc_protocol import arg, serve  # noqa: E402
+
+FAULT = arg("fault", "crash", str)
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+
+def attention(h, buffers):
+    dtype = DTYPES[h["dtype"]]
+    t = {n: torch.frombuffer(bytearray(d), dtype=dtype).reshape(s) for n, (_, s, d) in buffers.items() if n != "mask"}
+    marker = os.path.join(os.environ.get("KVC_FAULT_DIR", "/tmp"), "faulted-" + FAULT)
+    if t["query"].shape[0] > 1 and not os.path.exists(marker):
+        open(marker, "w").close()
+        print(f"faulty_adapter: {FAULT} now", file=sys.stderr, flush=True)
+        if FAULT == "crash":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        elif FAULT == "hang":
+            time.sleep(3600)
+        elif FAULT == "exit":
+            os._exit(3)
+        elif FAULT == "garbage":
+            sys.__stdout__.buffer.write(b"\xff\xff\xff\x7fnot a header")
+            sys.__stdout__.buffer.flush()
+            time.sleep(3600)
+    kv = t["key"].shape[2]
+    k = torch.arange(kv) + h["kv_offset"]
+    q = torch.tensor(h["query_positions"])[:, None]
+    lp = torch.tensor(h["left_padding"] or [0] * t["query"].shape[0])[:, None, None]
+    m = (k <= q) & (k >= lp)
+    if h["layer_type"] == "sliding":
+        m &= k > q - h["window"]
+    elif h["layer_type"] == "chunked":
+        m &= (k - lp) // h["window"] == (q - lp) // h["window"]
+    out = torch.nn.functional.scaled_dot_product_attention(
+        t["query"], t["key"], t["value"], attn_mask=m[:, None], scale=h["scale"], enable_gqa=True)
+    out = torch.where(m.any(-1)[:, None, :, None], out, 0).contiguous()
+    import ctypes
+    return h["dtype"], tuple(out.shape), ctypes.string_at(out.data_ptr(), out.numel() * out.element_size())
+
+
+serve("faulty_" + FAULT, "fails on batch > 1", attention)
