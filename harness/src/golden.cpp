@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "kvconform/attention.h"
+#include "kvconform/fixture_check.h"
 #include "kvconform/masks.h"
 #include "kvconform/reference.h"
 #include "kvconform/tensors.h"
@@ -345,14 +346,8 @@ std::vector<std::string> fixture_versions(const std::string& root) {
 }
 
 namespace {
-json read_json(const std::string& path) {
-  const std::string text = cases::read_file(path);
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw cases::CaseError(path, "", std::string("invalid JSON: ") + e.what());
-  }
-}
+// A syntax error or an out-of-range number is named by file and JSON pointer.
+json read_json(const std::string& path) { return cases::parse_json(cases::read_file(path), path); }
 
 bool selected(const cases::Case& c, const std::string& name, const ReplayOptions& o) {
   if (!o.name_regex.empty() && !std::regex_search(name, std::regex(o.name_regex))) return false;
@@ -369,6 +364,7 @@ std::vector<report::CaseResult> replay(const ReplayOptions& o) {
   for (const std::string& version : fixture_versions(o.fixtures_root)) {
     const std::string dir = o.fixtures_root + "/" + version;
     const json manifest = read_json(dir + "/manifest.json");
+    check_manifest(manifest, dir + "/manifest.json");
     const Profile profile = parse_profile(version);
     for (const auto& [name, entry] : manifest.at("cases").items()) {
       std::string case_file = entry.value("case_file", "cases/" + name + ".json");
@@ -377,15 +373,7 @@ std::vector<report::CaseResult> replay(const ReplayOptions& o) {
       if (!selected(c, version + "/" + name, o)) continue;
       const std::string fixture_path = dir + "/" + name + ".json";
       const json fixture = read_json(fixture_path);
-      if (!fixture.is_object() || fixture.value("format", std::string()) != "kvconform-fixture-v1")
-        throw cases::CaseError(fixture_path, "/format", "not a kvconform-fixture-v1 fixture");
-      if (!fixture.contains("steps") || !fixture.at("steps").is_array() || fixture.at("steps").size() != c.steps.size())
-        throw cases::CaseError(fixture_path, "/steps", "expected " + std::to_string(c.steps.size()) +
-                                                       " steps, as in " + case_file);
-      if (fixture.value("case_sha256", std::string()) != c.sha256)
-        throw cases::CaseError(fixture_path, "/case_sha256",
-                               "the fixture was dumped from another version of " + case_file +
-                                   " (case changed since); regenerate with `kvconform golden`");
+      check_fixture(fixture, {c.steps.size(), c.layer_types.size(), c.sha256, case_file}, fixture_path);
       try {
         results.push_back(compare(fixture, run_case(c, profile), c));
       } catch (const nlohmann::json::exception& e) {

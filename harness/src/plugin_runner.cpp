@@ -119,7 +119,9 @@ struct Reader {
   }
   std::string str() {
     const uint64_t n = u64();
-    if (!ok || at + n > s.size()) { ok = false; return {}; }
+    // Not `at + n > size`: a length near 2^64 wraps that sum, and the reader would jump backwards
+    // into bytes it has read (found by fuzz/plugin_wire_fuzz.cpp; a loop when it lands on a record).
+    if (!ok || n > s.size() - at) { ok = false; return {}; }
     std::string v = s.substr(at, n);
     at += n;
     return v;
@@ -288,7 +290,9 @@ std::string signal_name(int sig) {
          (desc ? desc : "?") + ")";
 }
 
-void parse(const std::string& data, Trace& t) {
+}  // namespace
+
+void decode_trace(const std::string& data, Trace& t) {
   Reader in{data};
   bool finished = false;
   while (in.ok && in.at < data.size()) {
@@ -324,8 +328,6 @@ void parse(const std::string& data, Trace& t) {
     t.detail = "the child ended without finishing its calls";
   }
 }
-
-}  // namespace
 
 Trace execute(const std::string& path, const std::vector<Op>& ops, double timeout_s) {
   Trace t;
@@ -363,7 +365,7 @@ Trace execute(const std::string& path, const std::vector<Op>& ops, double timeou
   int wstatus = 0;
   while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
-  parse(data, t);
+  decode_trace(data, t);
   if (timed_out) {
     t.end = Trace::End::TimedOut;
     t.detail = "timed out after " + std::to_string(timeout_s).substr(0, std::to_string(timeout_s).find('.') + 2) +
