@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Seed corpora for the fuzz targets, from the repository's own inputs: OUT/case (every scenario
-# file), OUT/fixture (the manifests cut to 8 cases, the fixtures under 8 KB: small seeds keep executions fast),
+# file), OUT/fixture (the manifests cut to 3 cases, the fixtures under 4 KB: small seeds keep executions fast),
 # OUT/plugin_wire (well-formed child-to-host streams: load error, hello, results, end).
 #   fuzz/make_corpus.sh OUT
 set -euo pipefail
@@ -13,10 +13,10 @@ for d in cases cases/generated cases/regressions; do
 done
 for v in "$root"/golden/fixtures/*/; do
   name="$(basename "$v")"
-  # A manifest with its first 8 cases: the whole one (114 KB) is past -max_len and slow to mutate.
-  python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m["cases"] = dict(list(m["cases"].items())[:8]); print(json.dumps(m))' \
+  # A manifest with its first 3 cases: the whole one (114 KB) is past -max_len and slow to mutate.
+  python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); m["cases"] = dict(list(m["cases"].items())[:3]); print(json.dumps(m))' \
     "$v/manifest.json" >"$out/fixture/manifest-$name.json"
-  find "$v" -maxdepth 1 -name '*.json' ! -name manifest.json -size -8k -print0 |
+  find "$v" -maxdepth 1 -name '*.json' ! -name manifest.json -size -4k -print0 |
     while IFS= read -r -d '' f; do cp "$f" "$out/fixture/$name-$(basename "$f")"; done
 done
 python3 - "$out/plugin_wire" <<'PY'

@@ -104,6 +104,14 @@ class Caps(unittest.TestCase):
                       errors(doc("", '[{"tokens": 1, "cache_position": [9223372036854775807]}]'))[0])
         self.assertEqual(errors('{"name": NaN}'), ["cases/x.json: /name: invalid JSON: NaN is not a JSON value"])
 
+    def test_long_pattern_strings_and_deep_nesting(self):
+        self.assertEqual(errors(doc('"name": "' + "a" * 1000000 + '"')),
+                         ["cases/x.json: /name: a string of 1000000 characters, longer than 128"])
+        self.assertEqual(errors(doc('"profiles": ["5.24.0", "' + "1" * 100000 + '"]')),
+                         ["cases/x.json: /profiles/1: a string of 100000 characters, longer than 32"])
+        self.assertEqual(errors("[" * 100000 + "]" * 100000),
+                         ["cases/x.json: /: invalid JSON: nested too deeply for Python's parser"])
+
     def test_committed_cases_within_caps(self):
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         files = vc.expand_paths([os.path.join(root, "cases"), os.path.join(root, "cases", "generated")])

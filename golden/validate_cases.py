@@ -118,6 +118,20 @@ def range_errors(obj, path=()):
     return []
 
 
+def pattern_length_errors(case):
+    """The C++ loader checks the maxLength of strings with a pattern before the schema (std::regex
+    recurses per character); the same check and message here."""
+    if not isinstance(case, dict):
+        return []
+    checks = [("/name", case.get("name"), 128)]
+    if isinstance(case.get("profiles"), list):
+        checks += [(f"/profiles/{i}", p, 32) for i, p in enumerate(case["profiles"])]
+    for ptr, v, most in checks:
+        if isinstance(v, str) and len(v.encode("utf-8")) > most:
+            return [(ptr, f"a string of {len(v.encode('utf-8'))} characters, longer than {most}")]
+    return []
+
+
 def _mul(*xs):  # saturating at INT64_MAX, as the C++ loader's products
     r = 1
     for x in xs:
@@ -230,7 +244,7 @@ def semantic_errors(case, stem=None, size_policy=False):
 
 def check_case_obj(case, stem=None, size_policy=False, allow_large=False):
     """Validate a parsed case. Returns a sorted list of (pointer, message); empty when valid."""
-    errs = range_errors(case)
+    errs = range_errors(case) or pattern_length_errors(case)
     if errs:
         return errs
     v = _get_validator()
@@ -253,6 +267,8 @@ def load_case_file(path, size_policy=False, allow_large=False):
         case = loads(raw)
     except ValueError as e:
         return None, raw, [("/", f"invalid JSON: {e}")]
+    except RecursionError:  # the C++ parser is iterative; Python's recurses per nesting level
+        return None, raw, [("/", "invalid JSON: nested too deeply for Python's parser")]
     stem = os.path.splitext(os.path.basename(path))[0]
     return case, raw, check_case_obj(case, stem=stem, size_policy=size_policy, allow_large=allow_large)
 

@@ -134,6 +134,18 @@ TEST(CaseLimits, SyntaxErrorsAreNamedByPointer) {
   EXPECT_EQ(key.rfind("cases/x.json: /a~1b~0/2: invalid JSON", 0), 0u) << key;
 }
 
+// A hand-made input to fuzz/case_fuzz.cpp: valijson's std::regex recursed once per character of the name and
+// overflowed the stack.
+TEST(CaseLimits, LongPatternStringsAreRejectedBeforeTheRegex) {
+  EXPECT_EQ(error_of(doc("\"name\": \"" + std::string(1000000, 'a') + "\"")),
+            "cases/x.json: /name: a string of 1000000 characters, longer than 128");
+  EXPECT_EQ(error_of(doc("\"profiles\": [\"5.24.0\", \"" + std::string(100000, '1') + "\"]")),
+            "cases/x.json: /profiles/1: a string of 100000 characters, longer than 32");
+  // Deep nesting is parsed iteratively: an error, not a stack overflow.
+  const std::string deep = error_of(std::string(100000, '[') + std::string(100000, ']'));
+  EXPECT_EQ(deep.rfind("cases/x.json: /: ", 0), 0u) << deep;
+}
+
 TEST(CaseLimits, RulesOnlyThePythonValidatorHadAreEnforcedToo) {
   EXPECT_EQ(error_of(doc(R"("left_padding": [4])")),
             "cases/x.json: /left_padding/0: 4 pad tokens but only 3 tokens in the scenario");

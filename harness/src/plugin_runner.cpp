@@ -234,6 +234,10 @@ OpResult run_op(const kvc_plugin_api* api, kvc_cache*& cache, const Op& op) {
 }
 
 [[noreturn]] void child_main(int fd, const std::string& path, const std::vector<Op>& ops) {
+  // A crashing plugin is reported by the signal that killed the child: handlers the host process
+  // installed (ASan's SEGV handler in a KVC_SANITIZE build exits with status 1) must not turn it
+  // into something else.
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) signal(sig, SIG_DFL);
   std::string msg;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
