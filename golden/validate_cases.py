@@ -10,6 +10,10 @@ golden/requirements-*.txt).
 
 The hand-written cases in cases/ also follow a size policy (head_dim <= 8, total tokens <= 40),
 checked here unless --no-size-policy is given; dump.py --serve does not apply it.
+
+Every case also meets the size caps of cases/README.md ("Size caps"), the same numbers, order and
+messages as the C++ loader (harness/src/cases.cpp): KVC_MAX_TOKENS etc. raise one cap,
+KVC_ALLOW_LARGE=1 or --allow-large lifts them all.
 """
 import argparse
 import json
@@ -20,6 +24,20 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEMA_PATH = os.path.join(REPO, "cases", "schema.json")
 MAX_HEAD_DIM = 8
 MAX_TOTAL_TOKENS = 40
+
+INT64_MAX = 2**63 - 1
+# name, default, environment variable (harness/include/kvconform/cases.h, struct Limits)
+CAPS = {
+    "tokens": (65536, "KVC_MAX_TOKENS"),
+    "steps": (4096, "KVC_MAX_STEPS"),
+    "batch": (256, "KVC_MAX_BATCH"),
+    "heads": (256, "KVC_MAX_HEADS"),
+    "head_dim": (1024, "KVC_MAX_HEAD_DIM"),
+    "window": (65536, "KVC_MAX_WINDOW"),
+    "max_cache_len": (65536, "KVC_MAX_CACHE_LEN"),
+    "elements": (2**24, "KVC_MAX_ELEMENTS"),
+    "scores": (2**26, "KVC_MAX_SCORES"),
+}
 
 _validator = None
 
@@ -40,6 +58,129 @@ def _get_validator():
 def pointer(path):
     parts = [str(p).replace("~", "~0").replace("/", "~1") for p in path]
     return "/" + "/".join(parts) if parts else "/"
+
+
+def limits(allow_large=False):
+    """The caps in force: defaults raised by KVC_MAX_*, or all at INT64_MAX with KVC_ALLOW_LARGE=1."""
+    if allow_large or os.environ.get("KVC_ALLOW_LARGE") == "1":
+        return {k: INT64_MAX for k in CAPS}
+    out = {}
+    for name, (default, env) in CAPS.items():
+        v = os.environ.get(env, "")
+        if not v:
+            out[name] = default
+            continue
+        if not v.isdigit() or int(v) < 1 or int(v) > INT64_MAX:
+            raise ValueError(f"{env}={v}: a cap is a positive integer")
+        out[name] = int(v)
+    return out
+
+
+class _OutOfRange:
+    """A number parsed from the file that fits no C++ type; reported with its pointer."""
+
+    def __init__(self, message):
+        self.message = message
+
+
+def _parse_int(text):
+    v = int(text)
+    if not -(2**63) <= v <= INT64_MAX:
+        return _OutOfRange(f"{text} is out of the 64-bit integer range")
+    return v
+
+
+def _parse_float(text):
+    v = float(text)
+    if v in (float("inf"), float("-inf")):
+        return _OutOfRange(f"number overflow parsing '{text}'")
+    return v
+
+
+def _parse_constant(text):  # NaN, Infinity: Python accepts them, JSON has no such literals
+    return _OutOfRange(f"invalid JSON: {text} is not a JSON value")
+
+
+def loads(raw):
+    """json.loads with out-of-range numbers kept as markers that range_errors() names by pointer."""
+    return json.loads(raw, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant)
+
+
+def range_errors(obj, path=()):
+    """The first number of the document that fits no C++ type, as [(pointer, message)]."""
+    if isinstance(obj, _OutOfRange):
+        return [(pointer(path), obj.message)]
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) else ()
+    for k, v in items:
+        e = range_errors(v, path + (k,))
+        if e:
+            return e
+    return []
+
+
+def pattern_length_errors(case):
+    """The C++ loader checks the maxLength of strings with a pattern before the schema (std::regex
+    recurses per character); the same check and message here."""
+    if not isinstance(case, dict):
+        return []
+    checks = [("/name", case.get("name"), 128)]
+    if isinstance(case.get("profiles"), list):
+        checks += [(f"/profiles/{i}", p, 32) for i, p in enumerate(case["profiles"])]
+    for ptr, v, most in checks:
+        if isinstance(v, str) and len(v.encode("utf-8")) > most:
+            return [(ptr, f"a string of {len(v.encode('utf-8'))} characters, longer than {most}")]
+    return []
+
+
+def _mul(*xs):  # saturating at INT64_MAX, as the C++ loader's products
+    r = 1
+    for x in xs:
+        r = min(r * x, INT64_MAX)
+    return r
+
+
+def limit_errors(case, caps):
+    """The first cap the (schema-valid) case exceeds, as [(pointer, message)]; the C++ loader's
+    check_limits(), same order and text."""
+    def over(ptr, value, cap, unit, env):
+        return [(ptr, f"{value} exceeds the cap of {cap} {unit} (raise with --allow-large or {env})")]
+
+    for name, cap, unit, env in (("batch", "batch", "rows per batch", "KVC_MAX_BATCH"),
+                                 ("heads", "heads", "heads", "KVC_MAX_HEADS"),
+                                 ("kv_heads", "heads", "heads", "KVC_MAX_HEADS"),
+                                 ("head_dim", "head_dim", "features per head", "KVC_MAX_HEAD_DIM"),
+                                 ("window", "window", "tokens of window", "KVC_MAX_WINDOW"),
+                                 ("max_cache_len", "max_cache_len", "rows of cache", "KVC_MAX_CACHE_LEN")):
+        if case.get(name, 0) > caps[cap]:
+            return over(f"/{name}", case[name], caps[cap], unit, env)
+    steps = case["steps"]
+    if len(steps) > caps["steps"]:
+        return over("/steps", f"{len(steps)} steps", caps["steps"], "steps per case", "KVC_MAX_STEPS")
+    bh = _mul(case["batch"], case["heads"])
+    cache_len = case.get("max_cache_len", 0)
+    if _mul(bh, cache_len, case["head_dim"]) > caps["elements"]:
+        return over("/max_cache_len", f"batch*heads*max_cache_len*head_dim = {_mul(bh, cache_len, case['head_dim'])}",
+                    caps["elements"], "elements per tensor", "KVC_MAX_ELEMENTS")
+    total = 0
+    for i, s in enumerate(steps):
+        ptr, q = f"/steps/{i}/tokens", s["tokens"]
+        if q > caps["tokens"]:
+            return over(ptr, q, caps["tokens"], "tokens per case", "KVC_MAX_TOKENS")
+        total += q
+        if total > caps["tokens"]:
+            return over(ptr, f"the case's {total} tokens so far", caps["tokens"], "tokens per case", "KVC_MAX_TOKENS")
+        rows = max(total, cache_len)
+        if _mul(bh, rows, case["head_dim"]) > caps["elements"]:
+            return over(ptr, f"batch*heads*tokens*head_dim = {_mul(bh, rows, case['head_dim'])}", caps["elements"],
+                        "elements per tensor", "KVC_MAX_ELEMENTS")
+        if _mul(bh, q, rows) > caps["scores"]:
+            return over(ptr, f"batch*heads*step tokens*key rows = {_mul(bh, q, rows)}", caps["scores"],
+                        "attention scores per step", "KVC_MAX_SCORES")
+        for j, p in enumerate(s.get("cache_position", [])):
+            if p >= caps["tokens"]:
+                return over(f"/steps/{i}/cache_position/{j}", f"position {p}", caps["tokens"] - 1,
+                            "(positions stay below the cap of tokens per case)", "KVC_MAX_TOKENS")
+    return []
 
 
 def _best_errors(err):
@@ -101,28 +242,35 @@ def semantic_errors(case, stem=None, size_policy=False):
     return errs
 
 
-def check_case_obj(case, stem=None, size_policy=False):
+def check_case_obj(case, stem=None, size_policy=False, allow_large=False):
     """Validate a parsed case. Returns a sorted list of (pointer, message); empty when valid."""
+    errs = range_errors(case) or pattern_length_errors(case)
+    if errs:
+        return errs
     v = _get_validator()
-    errs = []
     for e in sorted(v.iter_errors(case), key=lambda e: list(map(str, e.absolute_path))):
         for b in _best_errors(e):
             errs.append((pointer(b.absolute_path), b.message))
     if errs:
         return errs
+    errs = limit_errors(case, limits(allow_large))
+    if errs:
+        return errs
     return semantic_errors(case, stem=stem, size_policy=size_policy)
 
 
-def load_case_file(path, size_policy=False):
+def load_case_file(path, size_policy=False, allow_large=False):
     """Returns (case, raw_bytes, errors)."""
     with open(path, "rb") as f:
         raw = f.read()
     try:
-        case = json.loads(raw)
+        case = loads(raw)
     except ValueError as e:
         return None, raw, [("/", f"invalid JSON: {e}")]
+    except RecursionError:  # the C++ parser is iterative; Python's recurses per nesting level
+        return None, raw, [("/", "invalid JSON: nested too deeply for Python's parser")]
     stem = os.path.splitext(os.path.basename(path))[0]
-    return case, raw, check_case_obj(case, stem=stem, size_policy=size_policy)
+    return case, raw, check_case_obj(case, stem=stem, size_policy=size_policy, allow_large=allow_large)
 
 
 def expand_paths(paths):
@@ -141,12 +289,18 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="*", default=[os.path.join(REPO, "cases")])
     ap.add_argument("--no-size-policy", action="store_true", help="skip the hand-written size policy")
+    ap.add_argument("--allow-large", action="store_true", help="lift the size caps (cases/README.md)")
     args = ap.parse_args(argv)
+    try:
+        limits()
+    except ValueError as e:
+        print(f"validate_cases: {e}", file=sys.stderr)
+        return 2
     files = expand_paths(args.paths)
     bad = 0
     names = {}
     for path in files:
-        case, _, errs = load_case_file(path, size_policy=not args.no_size_policy)
+        case, _, errs = load_case_file(path, size_policy=not args.no_size_policy, allow_large=args.allow_large)
         if case is not None and not errs:
             prev = names.get(case["name"])
             if prev is not None:

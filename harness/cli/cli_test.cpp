@@ -316,4 +316,89 @@ TEST(Replay, ExplainMarksMismatches) {
   EXPECT_NE(e.out.find("1 differences"), std::string::npos) << e.out;
 }
 
+// A hostile case file is bad input (exit 2) named by file and JSON pointer, in every command that
+// loads cases; before the caps, 2e9 tokens was an out-of-memory kill and batch 1e8 a long hang.
+fs::path hostile_case(const fs::path& dir, const std::string& name, const std::string& override_field) {
+  auto c = nlohmann::json::parse(slurp(KVC_SOURCE_DIR "/cases/tf_hybrid_cache.json"));
+  c["name"] = name;
+  c["inputs"] = {{"generator", "kvc-mix64-v1"}, {"seed", 1}};
+  std::string text = c.dump();
+  text.insert(text.size() - 1, ", " + override_field);  // a repeated member: the last one wins
+  const fs::path f = dir / (name + ".json");
+  std::ofstream(f) << text;
+  return f;
+}
+
+TEST(HostileInput, CapsAndRangesExitTwoNamingFileAndPointer) {
+  const fs::path dir = scratch("hostile");
+  const struct {
+    const char* name;
+    const char* field;
+    const char* message;
+  } rows[] = {
+      {"tokens", R"("steps": [{"tokens": 3}, {"tokens": 2000000000}])",
+       "tokens.json: /steps/1/tokens: 2000000000 exceeds the cap of 65536 tokens per case (raise with --allow-large or "
+       "KVC_MAX_TOKENS)"},
+      {"batch", R"("batch": 100000000, "left_padding": null)", "batch.json: /batch: 100000000 exceeds the cap of 256"},
+      {"head_dim", R"("head_dim": 100000000)", "head_dim.json: /head_dim: 100000000 exceeds the cap of 1024"},
+      {"seed", R"("inputs": {"generator": "kvc-mix64-v1", "seed": 1e400})",
+       "seed.json: /inputs/seed: number overflow parsing '1e400'"},
+      {"wide", R"("heads": 1180591620717411303424)", "wide.json: /heads: 1180591620717411303424 is out of the 64-bit"},
+  };
+  for (const auto& row : rows) {
+    const fs::path f = hostile_case(dir, row.name, row.field);
+    for (const std::string cmd : {"replay '" + f.string() + "' --fixtures /nonexistent",
+                                  "explain '" + f.string() + "' --step 0 --fixtures /nonexistent"}) {
+      const Result r = kvconform(cmd);
+      EXPECT_EQ(r.code, 2) << cmd << "\n" << r.out;
+      EXPECT_NE(r.out.find(row.message), std::string::npos) << cmd << "\n" << r.out;
+    }
+  }
+  // `run` replays cases named by a fixtures manifest.
+  fs::create_directories(dir / "fixtures/5.24.0");
+  std::ofstream(dir / "fixtures/5.24.0/manifest.json") << R"({"cases": {"tokens": {"case_file": "cases/tokens.json"}}})";
+  const Result r = kvconform("run --golden-only --no-report --fixtures '" + (dir / "fixtures").string() + "' --cases '" +
+                             dir.string() + "'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("tokens.json: /steps/1/tokens: 2000000000 exceeds the cap"), std::string::npos) << r.out;
+}
+
+TEST(HostileInput, CapsAreRaisedByEnvironmentAndLiftedByFlag) {
+  const std::string replay = std::string("replay ") + KVC_SOURCE_DIR + "/cases/tf_hybrid_cache.json --fixtures " +
+                             KVC_SOURCE_DIR + "/golden/fixtures";
+  const Result low = kvconform(replay, "KVC_MAX_TOKENS=2");
+  EXPECT_EQ(low.code, 2) << low.out;
+  EXPECT_NE(low.out.find("tf_hybrid_cache.json: /steps/0/tokens: 3 exceeds the cap of 2 tokens per case"), std::string::npos)
+      << low.out;
+  EXPECT_EQ(kvconform(replay + " --allow-large", "KVC_MAX_TOKENS=2").code, 0);
+  EXPECT_EQ(kvconform(replay, "KVC_MAX_TOKENS=2 KVC_ALLOW_LARGE=1").code, 0);
+  const Result bad = kvconform(replay, "KVC_MAX_TOKENS=lots");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find("KVC_MAX_TOKENS=lots: a cap is a positive integer"), std::string::npos) << bad.out;
+  for (const char* sub : {"run", "replay", "explain", "golden"})
+    EXPECT_NE(kvconform(std::string(sub) + " --help").out.find("--allow-large"), std::string::npos) << sub;
+}
+
+// A fixture whose attention hex is longer than its shape would be read past the reference's values.
+TEST(HostileInput, MalformedFixtureIsNamedByFileAndPointer) {
+  const fs::path dir = scratch("bad_fixture");
+  fs::create_directories(dir / "5.24.0");
+  fs::copy_file(KVC_SOURCE_DIR "/golden/fixtures/5.24.0/manifest.json", dir / "5.24.0/manifest.json");
+  auto fixture = nlohmann::json::parse(slurp(KVC_SOURCE_DIR "/golden/fixtures/5.24.0/tf_hybrid_cache.json"));
+  fixture["steps"][0]["layers"][1]["attention"]["eager"]["hex"] = std::string(200, '0');
+  std::ofstream(dir / "5.24.0/tf_hybrid_cache.json") << fixture.dump();
+  const Result r = kvconform(std::string("replay ") + KVC_SOURCE_DIR + "/cases/tf_hybrid_cache.json --fixtures '" +
+                             dir.string() + "'");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("tf_hybrid_cache.json: /steps/0/layers/1/attention/eager/hex: 200 hex digits, the shape and dtype "
+                       "make 24"),
+            std::string::npos)
+      << r.out;
+  std::ofstream(dir / "5.24.0/tf_hybrid_cache.json") << R"({"format": "kvconform-fixture-v1", "steps": [{"layers": 1e999}]})";
+  const Result n = kvconform(std::string("replay ") + KVC_SOURCE_DIR + "/cases/tf_hybrid_cache.json --fixtures '" +
+                             dir.string() + "'");
+  EXPECT_EQ(n.code, 2) << n.out;
+  EXPECT_NE(n.out.find("tf_hybrid_cache.json: /steps/0/layers: number overflow parsing '1e999'"), std::string::npos) << n.out;
+}
+
 }  // namespace

@@ -15,6 +15,11 @@ int main(int argc, char** argv) {
   const kvc::cli::Runner replay = kvc::cli::add_replay_command(app);
   const kvc::cli::Runner explain = kvc::cli::add_explain_command(app);
   const kvc::cli::Runner golden = kvc::cli::add_golden_command(app);
+  // Every command that loads case files can lift the size caps (cases/README.md "Size caps").
+  bool allow_large = false;
+  for (const char* name : {"run", "replay", "explain", "golden"})
+    app.get_subcommand(name)->add_flag("--allow-large", allow_large,
+                                       "Lift the size caps on case files (also KVC_ALLOW_LARGE=1; KVC_MAX_* raise one)");
   kvc::cli::set_command_line(argc, argv);
   try {
     app.parse(argc, argv);
@@ -24,6 +29,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   try {
+    if (allow_large) kvc::cases::allow_large();
     if (app.got_subcommand("run")) return run();
     if (app.got_subcommand("fuzz")) return fuzz();
     if (app.got_subcommand("bench")) return bench();

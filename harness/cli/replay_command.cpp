@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "kvconform/behaviours.h"
 #include "kvconform/cases.h"
+#include "kvconform/fixture_check.h"
 #include "kvconform/golden.h"
 #include "kvconform/positions.h"
 #include "kvconform/report.h"
@@ -48,12 +49,9 @@ std::vector<std::pair<std::string, std::optional<nlohmann::json>>> fixtures_for(
     if (!c.applies_to(v)) continue;
     const fs::path f = fs::path(a.fixtures) / v / (c.name + ".json");
     std::optional<nlohmann::json> fixture;
-    if (fs::exists(f)) {
-      try {
-        fixture = nlohmann::json::parse(cases::read_file(f.string()));
-      } catch (const nlohmann::json::exception& e) {
-        throw std::invalid_argument(f.string() + ": not JSON: " + e.what());
-      }
+    if (fs::exists(f)) {  // malformed: cases::CaseError naming the file and pointer (exit 2)
+      fixture = cases::parse_json(cases::read_file(f.string()), f.string());
+      golden::check_fixture(*fixture, {c.steps.size(), c.layer_types.size(), "", a.path}, f.string());
     }
     out.emplace_back(v, std::move(fixture));
   }

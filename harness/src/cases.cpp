@@ -3,6 +3,9 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -43,6 +46,143 @@ std::string read_file(const std::string& path) {
 
 namespace {
 
+// A JSON pointer token: '~' and '/' escaped (RFC 6901).
+std::string pointer_token(const std::string& key) {
+  std::string out;
+  for (char ch : key) out += ch == '~' ? "~0" : ch == '/' ? "~1" : std::string(1, ch);
+  return out;
+}
+
+// nlohmann's DOM builder, plus the JSON pointer of the value being read: a syntax error or a number
+// that fits no C++ type is reported where it is ("/steps/3/tokens"), not at a byte offset alone.
+class PointerSax {
+ public:
+  PointerSax(json& out, const std::string& origin) : dom_(out, true), origin_(origin) {}
+  bool null() { return next(dom_.null()); }
+  bool boolean(bool v) { return next(dom_.boolean(v)); }
+  bool number_integer(json::number_integer_t v) { return next(dom_.number_integer(v)); }
+  bool number_unsigned(json::number_unsigned_t v) {
+    // Above INT64_MAX: every integer field is int64_t, and get<int64_t>() would wrap it negative.
+    if (v > static_cast<json::number_unsigned_t>(std::numeric_limits<int64_t>::max()))
+      throw CaseError(origin_, pointer(), std::to_string(v) + " is out of the 64-bit integer range");
+    return next(dom_.number_unsigned(v));
+  }
+  bool number_float(json::number_float_t v, const json::string_t& text) {
+    // An integer literal past 2^64 arrives as a float; it is an integer that fits no integer type.
+    if (text.find_first_of(".eE") == std::string::npos)
+      throw CaseError(origin_, pointer(), text + " is out of the 64-bit integer range");
+    return next(dom_.number_float(v, text));
+  }
+  bool string(json::string_t& v) { return next(dom_.string(v)); }
+  bool binary(json::binary_t& v) { return next(dom_.binary(v)); }
+  bool start_object(std::size_t n) {
+    path_.push_back({false, 0, {}});
+    return dom_.start_object(n);
+  }
+  bool key(json::string_t& k) {
+    path_.back().key = k;
+    return dom_.key(k);
+  }
+  bool end_object() {
+    path_.pop_back();
+    return next(dom_.end_object());
+  }
+  bool start_array(std::size_t n) {
+    path_.push_back({true, 0, {}});
+    return dom_.start_array(n);
+  }
+  bool end_array() {
+    path_.pop_back();
+    return next(dom_.end_array());
+  }
+  bool parse_error(std::size_t byte, const std::string& token, const nlohmann::detail::exception& e) {
+    std::string what = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 9: ..." -> "parse error at ..."
+    if (const size_t close = what.find("] "); what.rfind("[json.exception.", 0) == 0 && close != std::string::npos)
+      what = what.substr(close + 2);
+    if (e.id == 406) throw CaseError(origin_, pointer(), what);  // "number overflow parsing '1e400'"
+    throw CaseError(origin_, pointer(), "invalid JSON at byte " + std::to_string(byte) + ": " + what);
+  }
+
+ private:
+  struct Level {
+    bool array;
+    size_t index;
+    std::string key;
+  };
+  // After a value: the enclosing array moves on to its next element.
+  bool next(bool ok) {
+    if (!path_.empty() && path_.back().array) ++path_.back().index;
+    return ok;
+  }
+  std::string pointer() const {
+    std::string p;
+    for (const Level& l : path_) p += "/" + (l.array ? std::to_string(l.index) : pointer_token(l.key));
+    return p;
+  }
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  const std::string& origin_;
+  std::vector<Level> path_;
+};
+
+bool large_allowed = false;
+
+int64_t env_cap(const char* name, int64_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v, &end, 10);
+  if (*end != '\0' || errno == ERANGE || n < 1)
+    throw std::invalid_argument(std::string(name) + "=" + v + ": a cap is a positive integer");
+  return n;
+}
+
+}  // namespace
+
+json parse_json(const std::string& text, const std::string& origin) {
+  json doc;
+  PointerSax sax(doc, origin);
+  json::sax_parse(text, &sax);
+  return doc;
+}
+
+Limits Limits::unlimited() {
+  Limits l;
+  for (int64_t* cap : {&l.tokens, &l.steps, &l.batch, &l.heads, &l.head_dim, &l.window, &l.max_cache_len, &l.elements,
+                       &l.scores})
+    *cap = std::numeric_limits<int64_t>::max();
+  return l;
+}
+
+const Limits& limits() {
+  static const Limits unlimited = Limits::unlimited();
+  if (large_allowed) return unlimited;
+  static const Limits from_env = [] {
+    const char* all = std::getenv("KVC_ALLOW_LARGE");
+    if (all && std::string(all) == "1") return Limits::unlimited();
+    Limits l;
+    l.tokens = env_cap("KVC_MAX_TOKENS", l.tokens);
+    l.steps = env_cap("KVC_MAX_STEPS", l.steps);
+    l.batch = env_cap("KVC_MAX_BATCH", l.batch);
+    l.heads = env_cap("KVC_MAX_HEADS", l.heads);
+    l.head_dim = env_cap("KVC_MAX_HEAD_DIM", l.head_dim);
+    l.window = env_cap("KVC_MAX_WINDOW", l.window);
+    l.max_cache_len = env_cap("KVC_MAX_CACHE_LEN", l.max_cache_len);
+    l.elements = env_cap("KVC_MAX_ELEMENTS", l.elements);
+    l.scores = env_cap("KVC_MAX_SCORES", l.scores);
+    return l;
+  }();
+  return from_env;
+}
+
+void allow_large() {
+  large_allowed = true;
+  setenv("KVC_ALLOW_LARGE", "1", 1);
+}
+
+namespace {
+
 // valijson names the path as ["<root>", "[steps]", "[0]", ...]; we print JSON pointers.
 std::string pointer_of(const std::vector<std::string>& context) {
   std::string p;
@@ -66,7 +206,24 @@ const valijson::Schema& compiled_schema() {
   return *schema;
 }
 
+// valijson matches "pattern" with std::regex, which recurses once per character: a name of 60,000
+// characters overflowed the stack (a hand-made input to fuzz/case_fuzz.cpp). Strings with a pattern get
+// the schema's maxLength checked first, with validate_cases.py's message.
+void check_pattern_lengths(const json& doc, const std::string& origin) {
+  if (!doc.is_object()) return;
+  auto check = [&](const json& v, const std::string& ptr, size_t max) {
+    if (v.is_string() && v.get_ref<const std::string&>().size() > max)
+      throw CaseError(origin, ptr, "a string of " + std::to_string(v.get_ref<const std::string&>().size()) +
+                                       " characters, longer than " + std::to_string(max));
+  };
+  if (doc.contains("name")) check(doc.at("name"), "/name", 128);
+  if (doc.contains("profiles") && doc.at("profiles").is_array())
+    for (size_t i = 0; i < doc.at("profiles").size(); ++i)
+      check(doc.at("profiles")[i], "/profiles/" + std::to_string(i), 32);
+}
+
 void validate_schema(const json& doc, const std::string& origin) {
+  check_pattern_lengths(doc, origin);
   valijson::Validator validator(valijson::Validator::kStrongTypes);
   valijson::ValidationResults results;
   if (validator.validate(compiled_schema(), valijson::adapters::NlohmannJsonAdapter(doc), &results)) return;
@@ -83,6 +240,63 @@ std::vector<std::vector<double>> per_step(const json& j) {
   return out;
 }
 
+// a * b, or INT64_MAX when that overflows: the caps compare products of capped (or, with
+// --allow-large, uncapped) int64 fields.
+int64_t mul(int64_t a, int64_t b) {
+  int64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
+}
+
+// The size caps (Limits), checked on the schema-valid document before any of it is copied out. The
+// same checks, order and messages as golden/validate_cases.py's limit_errors().
+void check_limits(const json& doc, const std::string& origin, const Limits& L) {
+  auto over = [&](const std::string& ptr, const std::string& value, int64_t cap, const char* unit, const char* env) {
+    throw CaseError(origin, ptr, value + " exceeds the cap of " + std::to_string(cap) + " " + unit +
+                                     " (raise with --allow-large or " + env + ")");
+  };
+  auto field = [&](const char* name, int64_t cap, const char* unit, const char* env) -> int64_t {
+    const int64_t v = doc.value(name, int64_t{0});
+    if (v > cap) over(std::string("/") + name, std::to_string(v), cap, unit, env);
+    return v;
+  };
+  const int64_t batch = field("batch", L.batch, "rows per batch", "KVC_MAX_BATCH");
+  const int64_t heads = field("heads", L.heads, "heads", "KVC_MAX_HEADS");
+  field("kv_heads", L.heads, "heads", "KVC_MAX_HEADS");
+  const int64_t head_dim = field("head_dim", L.head_dim, "features per head", "KVC_MAX_HEAD_DIM");
+  field("window", L.window, "tokens of window", "KVC_MAX_WINDOW");
+  const int64_t cache_len = field("max_cache_len", L.max_cache_len, "rows of cache", "KVC_MAX_CACHE_LEN");
+  const json& steps = doc.at("steps");
+  if (static_cast<int64_t>(steps.size()) > L.steps)
+    over("/steps", std::to_string(steps.size()) + " steps", L.steps, "steps per case", "KVC_MAX_STEPS");
+  const int64_t bh = mul(batch, heads);
+  if (mul(mul(bh, cache_len), head_dim) > L.elements)
+    over("/max_cache_len", "batch*heads*max_cache_len*head_dim = " + std::to_string(mul(mul(bh, cache_len), head_dim)),
+         L.elements, "elements per tensor", "KVC_MAX_ELEMENTS");
+  int64_t total = 0;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const std::string ptr = "/steps/" + std::to_string(s) + "/tokens";
+    const int64_t q = steps[s].at("tokens").get<int64_t>();
+    if (q > L.tokens) over(ptr, std::to_string(q), L.tokens, "tokens per case", "KVC_MAX_TOKENS");
+    total += q;  // both <= the cap, which is < 2^63: no overflow
+    if (total > L.tokens)
+      over(ptr, "the case's " + std::to_string(total) + " tokens so far", L.tokens, "tokens per case", "KVC_MAX_TOKENS");
+    const int64_t rows = std::max(total, cache_len);
+    if (mul(mul(bh, rows), head_dim) > L.elements)
+      over(ptr, "batch*heads*tokens*head_dim = " + std::to_string(mul(mul(bh, rows), head_dim)), L.elements,
+           "elements per tensor", "KVC_MAX_ELEMENTS");
+    if (mul(mul(bh, q), rows) > L.scores)
+      over(ptr, "batch*heads*step tokens*key rows = " + std::to_string(mul(mul(bh, q), rows)), L.scores,
+           "attention scores per step", "KVC_MAX_SCORES");
+    if (steps[s].contains("cache_position"))
+      for (size_t i = 0; i < steps[s].at("cache_position").size(); ++i) {
+        const int64_t p = steps[s].at("cache_position")[i].get<int64_t>();
+        if (p >= L.tokens)
+          over("/steps/" + std::to_string(s) + "/cache_position/" + std::to_string(i), "position " + std::to_string(p),
+               L.tokens - 1, "(positions stay below the cap of tokens per case)", "KVC_MAX_TOKENS");
+      }
+  }
+}
+
 // What the schema cannot say (the same rules as golden/validate_cases.py).
 void check_semantics(const Case& c, const std::string& origin) {
   if (c.heads % c.kv_heads != 0)
@@ -91,6 +305,12 @@ void check_semantics(const Case& c, const std::string& origin) {
   if (c.left_padding && static_cast<int64_t>(c.left_padding->size()) != c.batch)
     throw CaseError(origin, "/left_padding", "has " + std::to_string(c.left_padding->size()) +
                                                  " entries, batch is " + std::to_string(c.batch));
+  if (c.left_padding)
+    for (size_t b = 0; b < c.left_padding->size(); ++b)
+      if ((*c.left_padding)[b] > c.total_tokens())
+        throw CaseError(origin, "/left_padding/" + std::to_string(b),
+                        std::to_string((*c.left_padding)[b]) + " pad tokens but only " +
+                            std::to_string(c.total_tokens()) + " tokens in the scenario");
   for (size_t s = 0; s < c.steps.size(); ++s)
     if (c.steps[s].cache_position && static_cast<int64_t>(c.steps[s].cache_position->size()) != c.steps[s].tokens)
       throw CaseError(origin, "/steps/" + std::to_string(s) + "/cache_position",
@@ -102,13 +322,18 @@ void check_semantics(const Case& c, const std::string& origin) {
       throw CaseError(origin, std::string("/inputs/explicit/") + name,
                       "has " + std::to_string(v.size()) + " steps, the case has " + std::to_string(c.steps.size()));
     for (size_t s = 0; s < v.size(); ++s) {
-      const size_t want = static_cast<size_t>(c.batch * heads * c.steps[s].tokens * c.head_dim);
+      const size_t want = static_cast<size_t>(mul(mul(mul(c.batch, heads), c.steps[s].tokens), c.head_dim));
       if (v[s].size() != want)
         throw CaseError(origin, std::string("/inputs/explicit/") + name + "/" + std::to_string(s),
                         "has " + std::to_string(v[s].size()) + " values, expected " + std::to_string(want) +
                             " (batch x heads x tokens x head_dim)");
     }
   };
+  if (c.cache == CacheKind::Dynamic && c.max_cache_len != 0)
+    throw CaseError(origin, "/max_cache_len", "max_cache_len is only meaningful for a static cache");
+  if (std::all_of(c.layer_types.begin(), c.layer_types.end(), [](LayerType t) { return t == LayerType::Full; }) &&
+      c.window != 0)
+    throw CaseError(origin, "/window", "window given but no sliding or chunked layer");
   check_explicit(c.explicit_q, "q", c.heads);
   check_explicit(c.explicit_k, "k", c.kv_heads);
   check_explicit(c.explicit_v, "v", c.kv_heads);
@@ -116,14 +341,12 @@ void check_semantics(const Case& c, const std::string& origin) {
 
 }  // namespace
 
-Case parse_case(const std::string& text, const std::string& origin) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw CaseError(origin, "", std::string("invalid JSON at byte ") + std::to_string(e.byte) + ": " + e.what());
-  }
+Case parse_case(const std::string& text, const std::string& origin) { return parse_case(text, origin, limits()); }
+
+Case parse_case(const std::string& text, const std::string& origin, const Limits& limits) {
+  const json doc = parse_json(text, origin);
   validate_schema(doc, origin);
+  check_limits(doc, origin, limits);
   Case c;
   c.file = origin;
   c.sha256 = sha256_hex(text);

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "kvconform/attention.h"
+#include "kvconform/fixture_check.h"
 #include "kvconform/fixture_format.h"
 #include "kvconform/masks.h"
 #include "kvconform/positions.h"
@@ -508,14 +509,8 @@ std::vector<std::string> fixture_versions(const std::string& root) {
 }
 
 namespace {
-json read_json(const std::string& path) {
-  const std::string text = cases::read_file(path);
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw cases::CaseError(path, "", std::string("invalid JSON: ") + e.what());
-  }
-}
+// A syntax error or an out-of-range number is named by file and JSON pointer.
+json read_json(const std::string& path) { return cases::parse_json(cases::read_file(path), path); }
 
 bool selected(const cases::Case& c, const std::string& name, const ReplayOptions& o) {
   if (!o.name_regex.empty() && !std::regex_search(name, std::regex(o.name_regex))) return false;
@@ -568,6 +563,7 @@ std::vector<report::CaseResult> replay(const ReplayOptions& o) {
   for (const std::string& version : fixture_versions(o.fixtures_root)) {
     const std::string dir = o.fixtures_root + "/" + version;
     const json manifest = read_json(dir + "/manifest.json");
+    check_manifest(manifest, dir + "/manifest.json");
     for (const auto& [name, entry] : manifest.at("cases").items()) {
       std::string case_file = entry.value("case_file", "cases/" + name + ".json");
       if (case_file.rfind("cases/", 0) == 0) case_file = o.cases_root + case_file.substr(5);
@@ -575,11 +571,10 @@ std::vector<report::CaseResult> replay(const ReplayOptions& o) {
       if (!selected(c, version + "/" + name, o)) continue;
       const std::string fixture_path = dir + "/" + name + ".json";
       const json fixture = read_json(fixture_path);
+      // The fixture's structure (check_fixture: types, sizes, the case's hash) and every field the
+      // comparison reads (validate_fixture) are checked first: a problem is bad input, exit 2.
+      check_fixture(fixture, {c.steps.size(), c.layer_types.size(), c.sha256, case_file}, fixture_path);
       validate_fixture(fixture, fixture_path, c.steps.size(), c.layer_types.size());
-      if (fixture.at("case_sha256") != c.sha256)
-        throw cases::CaseError(fixture_path, "/case_sha256",
-                               "the fixture was dumped from another version of " + case_file +
-                                   " (case changed since); regenerate with `kvconform golden`");
       // A failure inside the case is that case's FAIL; the replay goes on with the next fixture.
       try {
         const FixtureBehaviours fb = fixture_behaviours(fixture, version, fixture_path);

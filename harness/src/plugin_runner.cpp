@@ -119,7 +119,9 @@ struct Reader {
   }
   std::string str() {
     const uint64_t n = u64();
-    if (!ok || at + n > s.size()) { ok = false; return {}; }
+    // Not `at + n > size`: a length near 2^64 wraps that sum, and the reader would jump backwards
+    // into bytes it has read (found by fuzz/plugin_wire_fuzz.cpp; a loop when it lands on a record).
+    if (!ok || n > s.size() - at) { ok = false; return {}; }
     std::string v = s.substr(at, n);
     at += n;
     return v;
@@ -232,6 +234,10 @@ OpResult run_op(const kvc_plugin_api* api, kvc_cache*& cache, const Op& op) {
 }
 
 [[noreturn]] void child_main(int fd, const std::string& path, const std::vector<Op>& ops) {
+  // A crashing plugin is reported by the signal that killed the child: handlers the host process
+  // installed (ASan's SEGV handler in a KVC_SANITIZE build exits with status 1) must not turn it
+  // into something else.
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) signal(sig, SIG_DFL);
   std::string msg;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
@@ -288,7 +294,9 @@ std::string signal_name(int sig) {
          (desc ? desc : "?") + ")";
 }
 
-void parse(const std::string& data, Trace& t) {
+}  // namespace
+
+void decode_trace(const std::string& data, Trace& t) {
   Reader in{data};
   bool finished = false;
   while (in.ok && in.at < data.size()) {
@@ -324,8 +332,6 @@ void parse(const std::string& data, Trace& t) {
     t.detail = "the child ended without finishing its calls";
   }
 }
-
-}  // namespace
 
 Trace execute(const std::string& path, const std::vector<Op>& ops, double timeout_s) {
   Trace t;
@@ -363,7 +369,7 @@ Trace execute(const std::string& path, const std::vector<Op>& ops, double timeou
   int wstatus = 0;
   while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
-  parse(data, t);
+  decode_trace(data, t);
   if (timed_out) {
     t.end = Trace::End::TimedOut;
     t.detail = "timed out after " + std::to_string(timeout_s).substr(0, std::to_string(timeout_s).find('.') + 2) +

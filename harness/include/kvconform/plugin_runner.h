@@ -62,4 +62,9 @@ Trace execute(const std::string& path, const std::vector<Op>& ops, double timeou
 
 const char* to_string(Trace::End e);
 
+// Decodes the records the child wrote to the pipe into `t` (execute's second half). The bytes come
+// from the plugin's process, which may have scribbled over them: a truncated or corrupt stream ends
+// the trace as Exited and is never read past its end (fuzzed by fuzz/plugin_wire_fuzz.cpp).
+void decode_trace(const std::string& data, Trace& t);
+
 }  // namespace kvc::plugin
