@@ -1,34 +1,54 @@
 #!/usr/bin/env bash
 # Installs what is missing (Debian packages, the project venv with torch), configures and builds.
 # Idempotent: a second run only rebuilds what changed. Sourced by run.sh and test.sh.
+# Says what it installs and shows the build's progress on stderr; -q or KVC_QUIET=1 keeps it quiet
+# (the output then goes to build/setup.log and is shown only on failure).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+quiet="${KVC_QUIET:-0}"
+for arg in "$@"; do
+  case "$arg" in
+    -q|--quiet) quiet=1 ;;
+    *) echo "setup: unknown argument '$arg' (expected -q)" >&2; exit 2 ;;
+  esac
+done
+log="$root/build/setup.log"
+mkdir -p build && : > "$log"
+# Runs a step with its output on stderr, or into the log when quiet (printed if the step fails).
+step() {
+  if [ "$quiet" = 1 ]; then
+    "$@" >>"$log" 2>&1 || { status=$?; cat "$log" >&2; echo "setup: failed: $*" >&2; exit "$status"; }
+  else
+    "$@" >&2
+  fi
+}
+say() { [ "$quiet" = 1 ] || echo "setup: $*" >&2; }
 
 debs=(build-essential cmake git python3-venv libssl-dev libgtest-dev librapidcheck-dev nlohmann-json3-dev libcli11-dev)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}" >&2
+  say "installing ${missing[*]}"
   sudo_=""; [ "$(id -u)" -eq 0 ] || sudo_="sudo"
-  $sudo_ apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${missing[@]}" >/dev/null
+  step $sudo_ apt-get update -q
+  step env DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -q "${missing[@]}"
 fi
 
 # Headless Chromium renders reports/latest/report.html in the browser test (it skips without one).
 # Installed with KVC_WITH_BROWSER=1, and in CI (CI=true) unless KVC_WITH_BROWSER=0: measured 16 s
 # for `apt-get install chromium` after `apt-get update` on Debian 12 (about 350 MB on disk).
 if [ "${KVC_WITH_BROWSER:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}" = 1 ] && ! command -v chromium >/dev/null 2>&1; then
-  echo "setup: installing chromium (KVC_WITH_BROWSER=0 skips it)" >&2
+  say "installing chromium (KVC_WITH_BROWSER=0 skips it)"
   sudo_=""; [ "$(id -u)" -eq 0 ] || sudo_="sudo"
-  $sudo_ apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq chromium >/dev/null
+  step $sudo_ apt-get update -q
+  step env DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -q chromium
 fi
 
 # valijson is header-only, but its Debian package depends on Qt, Poco and every JSON library it has
 # adapters for: unpack just its headers into .deps/ instead of installing it.
 if [ ! -f .deps/valijson/usr/include/valijson/validator.hpp ]; then
-  echo "setup: unpacking libvalijson-dev headers into .deps/valijson" >&2
+  say "unpacking libvalijson-dev headers into .deps/valijson"
   rm -rf .deps/valijson && mkdir -p .deps/valijson
   (cd .deps && apt-get download libvalijson-dev >/dev/null 2>&1 || { apt-get update -qq && apt-get download libvalijson-dev >/dev/null; })
   dpkg -x .deps/libvalijson-dev_*.deb .deps/valijson && rm -f .deps/libvalijson-dev_*.deb
@@ -37,9 +57,9 @@ fi
 # LibTorch comes from the torch wheel (a CPU build pip finds on this machine); uv/poetry would
 # download a CUDA build of several GB instead.
 if ! .venv/bin/python -c 'import torch' >/dev/null 2>&1; then
-  echo "setup: creating .venv with torch==2.13.0" >&2
+  say "creating .venv with torch==2.13.0 (a CPU wheel of about 200 MB)"
   python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
+  step .venv/bin/pip install --disable-pip-version-check torch==2.13.0
 fi
 
 # The pinned transformers environments (golden/README.md): the differential-fuzz test and
@@ -48,12 +68,16 @@ fi
 if [ "${KVC_WITH_GOLDEN:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}" = 1 ]; then
   for req in golden/requirements-*.txt; do
     v="${req#golden/requirements-}"; v="${v%.txt}"
-    bash golden/setup_env.sh "$v" >/dev/null
+    say "transformers $v environment (golden/.venv-$v)"
+    step bash golden/setup_env.sh "$v"
   done
 fi
 
 if [ ! -f build/CMakeCache.txt ]; then
+  say "configuring build/ (cmake)"
   prefix="$(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)"
-  cmake -S . -B build -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  step cmake -S . -B build -DCMAKE_PREFIX_PATH="$prefix"
 fi
-cmake --build build -j "$(nproc)" >/dev/null
+say "building with $(nproc) jobs (a clean build takes a few minutes; ccache makes the next one fast)"
+step cmake --build build -j "$(nproc)"
+say "build done"
