@@ -16,8 +16,9 @@ if [ "${1:-}" = "--differential" ]; then diff_version="${2:?--differential needs
 cell() {  # runs a kvconform command; prints the cell for its outcome
   local out code=0
   out=$("$kvc" "$@" 2>&1) || code=$?
-  local fails
-  fails=$(grep -cE '\): FAIL|: FAIL \(' <<<"$out" || true)
+  local fails  # from the closing "N passed, N failed, N skipped" line (run) or the FAIL summaries (fuzz)
+  fails=$(sed -n 's/^[0-9]* passed, \([0-9]*\) failed.*/\1/p' <<<"$out" | tail -1)
+  [ -n "$fails" ] || fails=$(grep -cE '^differential.*: FAIL' <<<"$out" || true)
   case $code in
     0) echo "not caught" ;;
     1) echo "caught ($fails FAIL)" ;;
@@ -31,7 +32,7 @@ if [ -n "$diff_version" ]; then header="$header differential fuzz ($diff_version
 echo "$header"
 echo "$rule"
 # Every mutant the binary knows, from its own error message for an unknown one.
-mutants=$("$kvc" run --no-report --mutant '?' 2>&1 | sed -n 's/.*expected one of: none, \([^)]*\)).*/\1/p' | tr -d ',')
+mutants=$( { "$kvc" run --no-report --mutant '?' 2>&1 || true; } | sed -n 's/.*expected one of: none, \([^)]*\)).*/\1/p' | tr -d ',')
 [ -n "$mutants" ] || { echo "mutant_matrix: cannot list the mutants" >&2; exit 2; }
 for m in $mutants; do
   row="| \`$m\` | $(cell run --suite golden --mutant "$m" --no-report) | $(cell run --suite backend --mutant "$m" --no-report)"
