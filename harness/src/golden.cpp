@@ -3,7 +3,11 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
+#if __has_include(<torch/headeronly/version.h>)
 #include <torch/headeronly/version.h>
+#else
+#include <torch/version.h>  // LibTorch before 2.9
+#endif
 
 #include <algorithm>
 #include <charconv>
