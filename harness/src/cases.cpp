@@ -365,7 +365,10 @@ Case parse_case(const std::string& text, const std::string& origin, const Limits
   c.kv_heads = doc.at("kv_heads").get<int64_t>();
   c.head_dim = doc.at("head_dim").get<int64_t>();
   c.dtype = parse_dtype(doc.at("dtype").get<std::string>());
-  if (!doc.at("left_padding").is_null()) c.left_padding = doc.at("left_padding").get<std::vector<int64_t>>();
+  // Optional in the schema: absent and null both mean no 2D attention_mask (case_fuzz found the
+  // absent form raising an uncaught json exception here).
+  if (doc.contains("left_padding") && !doc.at("left_padding").is_null())
+    c.left_padding = doc.at("left_padding").get<std::vector<int64_t>>();
   for (const json& s : doc.at("steps")) {
     Step step;
     step.tokens = s.at("tokens").get<int64_t>();

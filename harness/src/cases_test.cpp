@@ -38,6 +38,15 @@ std::string error_of(const std::string& text, const Limits& limits = Limits{}) {
 
 TEST(CaseLimits, ValidCaseLoads) { EXPECT_EQ(error_of(doc()), "loaded"); }
 
+// The schema makes left_padding optional; an absent one is no padding, not an uncaught exception
+// (found by case_fuzz in a CI run: it erased the key from a committed case).
+TEST(CaseLimits, AbsentLeftPaddingIsNoPadding) {
+  nlohmann::json j = nlohmann::json::parse(doc());
+  j.erase("left_padding");
+  EXPECT_EQ(error_of(j.dump()), "loaded");
+  EXPECT_FALSE(parse_case(j.dump(), "cases/x.json", Limits{}).left_padding.has_value());
+}
+
 TEST(CaseLimits, HugeTokenCountIsRejectedByPointerNotAllocated) {
   EXPECT_EQ(error_of(doc("", R"([{"tokens": 1}, {"tokens": 2}, {"tokens": 3}, {"tokens": 2000000000}])")),
             "cases/x.json: /steps/3/tokens: 2000000000 exceeds the cap of 65536 tokens per case (raise with "
