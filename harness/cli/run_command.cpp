@@ -222,57 +222,41 @@ Runner add_run_command(CLI::App& app) {
         for (report::CaseResult& r : backends::run_suite(b)) add(std::move(r));
       }
     }
-    for (const std::string& path : args->plugins) {
+    // Foreign implementations (C plugins, --backend-cmd workers): a raise of the check itself is that
+    // implementation's FAIL; a malformed case file stays bad input.
+    auto check_foreign = [&](const std::string& label, const std::string& target, auto&& check) {
       if (args->list) {
-        std::cout << "plugin " << path << "\n";
-        continue;
+        std::cout << label << " " << target << "\n";
+        return;
       }
       plugin::PluginCheckOptions p;
       p.seed = options.seed;
       p.iterations = args->plugin_iterations;
       p.cases_dir = args->cases;
       try {
-        for (report::CaseResult& r : plugin::check_plugin(path, p)) add(std::move(r));
+        for (report::CaseResult& r : check(p)) add(std::move(r));
       } catch (const cases::CaseError&) {
-        throw;  // a malformed case file is bad input
+        throw;
       } catch (const std::exception& e) {
         report::CaseResult r;
         r.suite = "plugin";
         r.name = "check";
-        r.params = "plugin=" + path;
-        r.backend = path;
+        const std::string kind = label == "plugin" ? "plugin" : "backend-cmd";
+        r.params = kind + "=" + target;
+        r.backend = target;
         r.dtype = "mixed";
         r.status = report::Status::Fail;
-        r.message = std::string("the plugin check itself raised: ") + first_line(e.what());
+        r.message = "the " + kind + " check itself raised: " + first_line(e.what());
         add(std::move(r));
       }
-    }
-    for (const std::string& command : args->backend_cmds) {
-      if (args->list) {
-        std::cout << "backend command " << command << "\n";
-        continue;
-      }
-      plugin::PluginCheckOptions p;
-      p.seed = options.seed;
-      p.iterations = args->plugin_iterations;
-      p.cases_dir = args->cases;
-      p.timeout_s = args->backend_timeout;
-      try {
-        for (report::CaseResult& r : plugin::check_backend_command(command, p)) add(std::move(r));
-      } catch (const cases::CaseError&) {
-        throw;  // a malformed case file is bad input
-      } catch (const std::exception& e) {
-        report::CaseResult r;
-        r.suite = "plugin";
-        r.name = "check";
-        r.params = "backend-cmd=" + command;
-        r.backend = command;
-        r.dtype = "mixed";
-        r.status = report::Status::Fail;
-        r.message = std::string("the backend-cmd check itself raised: ") + first_line(e.what());
-        add(std::move(r));
-      }
-    }
+    };
+    for (const std::string& path : args->plugins)
+      check_foreign("plugin", path, [&](plugin::PluginCheckOptions p) { return plugin::check_plugin(path, p); });
+    for (const std::string& command : args->backend_cmds)
+      check_foreign("backend command", command, [&](plugin::PluginCheckOptions p) {
+        p.timeout_s = args->backend_timeout;
+        return plugin::check_backend_command(command, p);
+      });
     if (reference_sections && suite("property")) {
       for (campaign::Property p : selected) {
         if (args->list) {
