@@ -225,7 +225,7 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
   EXPECT_EQ(ok.code, 0) << ok.out;
   EXPECT_NE(ok.out.find("(10 sequences,"), std::string::npos) << ok.out;  // shard 1 of 2: the odd ones
   EXPECT_NE(ok.out.find(" 0 disagreements"), std::string::npos) << ok.out;
-  const Result bad = kvconform("fuzz --differential --iterations 8 --version 4.57.6 --reference-release 5.24.0 --out '" +
+  const Result bad = kvconform("fuzz --differential --iterations 8 --workers 3 --version 4.57.6 --reference-release 5.24.0 --out '" +
                                bad_dir.string() + "'" + root);
   EXPECT_EQ(bad.code, 1) << bad.out;
   // 4.57.6 passes cache_position, 5.24.0's behaviours do not: the first differing field of each step.
@@ -237,6 +237,20 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
     EXPECT_EQ(doc["steps"].size(), 1u) << e.path();  // shrunk to the one step that disagrees
   }
   EXPECT_GT(saved, 0);
+  EXPECT_NE(bad.out.find("sequences/s with 3 dumper workers"), std::string::npos) << bad.out;
+  // One worker finds the same disagreements, shrinks them to the same files and prints the same
+  // report (but for the seconds, the rate and the folder).
+  const fs::path one_dir = scratch("differential_one");
+  const Result one = kvconform("fuzz --differential --iterations 8 --workers 1 --version 4.57.6 --reference-release 5.24.0 --out '" +
+                               one_dir.string() + "'" + root);
+  auto normal = [](std::string s, const fs::path& dir) {
+    for (size_t at; (at = s.find(dir.string())) != std::string::npos;) s.replace(at, dir.string().size(), "DIR");
+    s = std::regex_replace(s, std::regex("[^\\n]*dumper workers\\n"), "");
+    return std::regex_replace(s, std::regex("[0-9]+ s\\)"), "N s)");
+  };
+  EXPECT_EQ(normal(one.stdout_only, one_dir), normal(bad.stdout_only, bad_dir));
+  for (const auto& e : fs::directory_iterator(bad_dir))
+    EXPECT_EQ(slurp(one_dir / e.path().filename()), slurp(e.path())) << e.path().filename();
 }
 
 TEST(Bench, QuickGridWritesJson) {

@@ -34,6 +34,7 @@ struct DifferentialRequest {
   std::string reference_release;  // empty: each version's own (behaviours_for_release)
   std::string mutant = "none";    // --mutant: the reference is deliberately wrong, so it must disagree
   int64_t shard_index = 0, shard_count = 1;  // this worker runs the sequences i with i % count == index
+  int64_t workers = 0;  // dumper processes in parallel; 0: one per core
 };
 int run_differential(const DifferentialRequest& request);
 
