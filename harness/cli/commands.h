@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -37,6 +38,17 @@ struct DifferentialRequest {
   int64_t workers = 0;  // dumper processes in parallel; 0: one per core
 };
 int run_differential(const DifferentialRequest& request);
+
+// kvconform bench --vs-python (bench_vs_python.cpp).
+struct VsPythonRequest {
+  std::string root = ".";
+  std::string version;               // transformers version of the Python side; empty: the newest pinned
+  uint64_t seed = 20250917;
+  int64_t traces = 200;              // identical traces for both sides
+  int64_t campaign_traces = 100000;  // random traces per fast-engine campaign
+  double min_seconds = 0.5;          // each C++ measurement repeats the traces for at least this long
+};
+int run_vs_python(const VsPythonRequest& request, nlohmann::ordered_json* json_out);
 
 // Round r of `kvconform fuzz --seed S` runs the campaign with this seed (documented in docs/cli.md).
 uint64_t fuzz_round_seed(uint64_t seed, uint64_t round);
