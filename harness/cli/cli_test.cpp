@@ -56,6 +56,20 @@ TEST(Cli, HelpOnEverySubcommand) {
   }
 }
 
+// The row / size / mask properties run on the fast engine unless told otherwise; both engines pass
+// and the reproduce command keeps an explicit engine.
+TEST(Cli, EngineOfTheRowProperties) {
+  const Result fast = kvconform("run --properties-only --property 'rows$' --iterations 50 --no-report");
+  EXPECT_EQ(fast.code, 0) << fast.out;
+  EXPECT_NE(fast.out.find("stored_rows(seed=20250917,iterations=50,engine=fast): OK"), std::string::npos) << fast.out;
+  const Result tensor = kvconform("run --properties-only --property 'rows$' --iterations 5 --no-report", "KVC_ENGINE=tensor");
+  EXPECT_EQ(tensor.code, 0) << tensor.out;
+  EXPECT_NE(tensor.out.find("stored_rows(seed=20250917,iterations=5): OK"), std::string::npos) << tensor.out;
+  const Result caught = kvconform("run --properties-only --property '^stored_rows$' --mutant capacity_max --engine tensor --no-report");
+  EXPECT_EQ(caught.code, 1) << caught.out;
+  EXPECT_NE(caught.out.find("--engine tensor"), std::string::npos) << caught.out;
+}
+
 TEST(Cli, BadUsageExitsTwo) {
   for (const char* args : {"", "nosuchcommand", "run --no-such-flag", "run --dtype float8", "run --property 'zzz'",
                            "run --no-report --report-dir x", "fuzz --shard 2/2", "fuzz --shard x",
@@ -69,7 +83,9 @@ TEST(Cli, BadUsageExitsTwo) {
                            "run --plugin /nonexistent.so", "run --device tpu", "run --backend '^none$' --case '^x$' --fixtures " KVC_SOURCE_DIR "/golden/fixtures --cases " KVC_SOURCE_DIR "/cases",
                            "golden --version 9.9 --root " KVC_SOURCE_DIR, "golden --generate-corpus 0",
                            "golden --root /nonexistent", "fuzz --version 5.24.0",
-                           "fuzz --differential --version 9.9 --root-is-not-an-option"}) {
+                           "fuzz --differential --version 9.9 --root-is-not-an-option",
+                           "run --properties-only --engine warp", "run --properties-only --engine fast",
+                           "run --properties-only --property '^attention' --engine fast"}) {
     const Result r = kvconform(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
   }

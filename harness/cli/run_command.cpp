@@ -184,6 +184,8 @@ Runner add_run_command(CLI::App& app) {
       if (args->properties_only) return std::string(name) == "property";
       return true;
     };
+    if (reference_sections && suite("property"))  // --engine fast on a value property is bad usage
+      for (campaign::Property p : selected) campaign::resolve(options.engine, p);
     const bool goldens = reference_sections && suite("golden") && options.reproduce.empty();
     if (goldens) {
       golden::ReplayOptions g;
