@@ -43,3 +43,24 @@ TEST(FastEngine, RefusesTheValueProperties) {
 
 }  // namespace
 }  // namespace kvc::campaign
+
+namespace kvc::campaign {
+namespace {
+
+// check_fast (bench --vs-python's fast-engine rows) holds on a golden case's shape and fails on the
+// mutant aimed at each property.
+TEST(CheckFast, HoldsOnTheReferenceAndCatchesMutants) {
+  FastTrace t;
+  t.layers = {{CacheKind::Static, LayerType::Sliding, 3, 8}, {CacheKind::Dynamic, LayerType::Chunked, 3, 0}};
+  t.batch = 2;
+  t.left_padding = std::vector<int64_t>{1, 0};
+  t.steps = {4, 1, 1, 3, 1};
+  for (Property p : {Property::StoredRows, Property::ReturnedRows, Property::WindowCoverage})
+    EXPECT_EQ(check_fast(p, t), "") << to_string(p);
+  EXPECT_NE(check_fast(Property::StoredRows, t, Mutation::BecomingFullKeepsFirst), "");
+  EXPECT_NE(check_fast(Property::ReturnedRows, t, Mutation::ExtendAfterFullKeepsOldest), "");
+  EXPECT_NE(check_fast(Property::WindowCoverage, t, Mutation::WindowTooWide), "");
+}
+
+}  // namespace
+}  // namespace kvc::campaign
