@@ -235,6 +235,11 @@ Runner add_bench_command(CLI::App& app) {
                   "With --vs-python: transformers version of the Python side (default: the newest pinned)");
   cmd->add_option("--root", a->python.root, "With --vs-python: the repository root (golden/)");
   cmd->add_option("--seed", a->python.seed, "With --vs-python: seed of the traces");
+  cmd->add_option("--differential-sequences", a->python.differential_sequences,
+                  "With --vs-python: sequences of fuzz --differential to time with the dumper pool (default 1000, 0: none)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--workers", a->python.workers, "With --vs-python: dumper workers for those (default: one per core)")
+      ->check(CLI::PositiveNumber);
 
   return [a]() -> int {
     if (a->vs_python) {

@@ -269,6 +269,25 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
     EXPECT_EQ(slurp(one_dir / e.path().filename()), slurp(e.path())) << e.path().filename();
 }
 
+// The same traces through Python and C++ side by side: both rates, the ratios and the differential
+// pool's sequences/s, in one run (README "Performance").
+TEST(Bench, VsPythonPrintsBothSidesAndTheRatio) {
+  if (!fs::exists(fs::path(KVC_SOURCE_DIR) / "golden/.venv-5.24.0/bin/python"))
+    GTEST_SKIP() << "golden environment 5.24.0 not built (bash golden/setup_env.sh 5.24.0)";
+  const fs::path dir = scratch("vs_python");
+  const Result r = kvconform("bench --vs-python --python-version 5.24.0 --traces 10 --campaign-traces 100 "
+                             "--differential-sequences 6 --workers 2 --json '" + (dir / "vs.json").string() +
+                             "' --root " KVC_SOURCE_DIR);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("python golden/dump.py dump_case"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("x python"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("differential, 2 dumper workers"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(dir / "vs.json"));
+  EXPECT_EQ(j["traces"], 10);
+  EXPECT_GT(j["python_traces_per_second"].get<double>(), 0);
+  EXPECT_EQ(j["golden_disagreements"], 0);
+}
+
 TEST(Bench, QuickGridWritesJson) {
   const fs::path dir = scratch("bench");
   const Result r = kvconform("bench --quick --no-harness --json '" + (dir / "bench.json").string() + "'");

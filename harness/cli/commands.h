@@ -47,6 +47,8 @@ struct VsPythonRequest {
   int64_t traces = 200;              // identical traces for both sides
   int64_t campaign_traces = 100000;  // random traces per fast-engine campaign
   double min_seconds = 0.5;          // each C++ measurement repeats the traces for at least this long
+  int64_t differential_sequences = 1000;  // fuzz --differential sequences timed with the dumper pool (0: none)
+  int64_t workers = 0;                   // its dumper processes; 0: one per core
 };
 int run_vs_python(const VsPythonRequest& request, nlohmann::ordered_json* json_out);
 
