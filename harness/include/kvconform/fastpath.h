@@ -18,7 +18,7 @@
 //     layer.update(q, returned, pos ? &*pos : nullptr);     // throws where transformers raises
 //     returned / layer.stored(): token index per row, kUnwritten for a zero row
 //
-// Everything here is deterministic and allocation-free once warm (outputs are caller-owned).
+// Deterministic; outputs go into caller-owned vectors, reused between calls.
 #pragma once
 
 #include <cstdint>
