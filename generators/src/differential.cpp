@@ -1,4 +1,4 @@
-#include "kvconform/differential.h"
+#include "kvcgen/differential.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,7 +11,7 @@
 
 #include "kvconform/behaviours.h"
 #include "kvconform/cases.h"
-#include "kvconform/corpus.h"
+#include "kvcgen/corpus.h"
 #include "kvconform/golden.h"
 #include "kvconform/inputs.h"
 
@@ -82,7 +82,7 @@ Verdict judge(Dumper& dumper, const ordered_json& scenario, const std::string& r
   const json fixture = dumper.dump(scenario);
   if (fixture.contains("invalid_case") || fixture.contains("dumper_error"))
     throw std::runtime_error("differential: the dumper rejected a generated case: " + fixture.dump().substr(0, 300));
-  const cases::Case c = cases::parse_case(scenario.dump(), scenario["name"].get<std::string>());
+  const Scenario c = cases::parse_case(scenario.dump(), scenario["name"].get<std::string>());
   const Behaviours behaviours = behaviours_for_release(release);
   if (own_release && fixture.contains("behaviours")) {
     const std::vector<std::string> keys = differing_keys(to_json(behaviours), fixture.at("behaviours"));

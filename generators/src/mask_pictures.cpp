@@ -1,6 +1,6 @@
 // Replays a scenario on position tags (each token's value is its index + 1) so that every returned
 // column names the token it holds, then draws the last update's boolean mask against the rule.
-#include "kvconform/mask_pictures.h"
+#include "kvcgen/mask_pictures.h"
 
 #include <ATen/ATen.h>
 
