@@ -3,6 +3,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/state.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
@@ -24,6 +25,19 @@ const char* to_string(Property p) {
     case Property::BackendsVsOracle: return "backends_vs_oracle";
   }
   return "?";
+}
+
+Judged judged_by(Property p, std::optional<DType> dtype) {
+  switch (p) {
+    case Property::StoredRows:
+    case Property::ReturnedRows:
+    case Property::WindowCoverage: return {Policy::Bitwise, 0.0};
+    case Property::LayerAgreement: return {Policy::ExactFloat64, kExactTolerance};
+    case Property::AttentionVsOracle:
+      return {Policy::DtypeEpsilons, dtype ? std::max(attention_tolerance(*dtype).absolute, eager_tolerance(*dtype).absolute) : -1.0};
+    case Property::BackendsVsOracle: return {Policy::SameDtypeReference, -1.0};
+  }
+  return {Policy::Bitwise, -1.0};
 }
 
 const char* describe(Property p) {

@@ -135,8 +135,16 @@ std::vector<CaseResult> check_target(const Target& target, const PluginCheckOpti
   FixedChecks fixed = check_fixed(target, options);
   std::vector<CaseResult> results = std::move(fixed.results);
   if (!fixed.loaded || options.iterations <= 0 || fixed.isolated_failure) return results;
-  if (fixed.has_cache) results.push_back(run_campaign(target, Part::Cache, fixed.name, options));
-  if (fixed.has_attention) results.push_back(run_campaign(target, Part::Kernel, fixed.name, options));
+  for (const Part part : {Part::Cache, Part::Kernel}) {
+    if (!(part == Part::Cache ? fixed.has_cache : fixed.has_attention)) continue;
+    CaseResult id;
+    id.suite = "plugin";
+    id.name = std::string("campaign/") + (part == Part::Cache ? "cache" : "kernel");
+    id.backend = fixed.name;
+    id.dtype = "mixed";
+    if (options.select && !options.select(report::case_id(id))) continue;
+    results.push_back(options.list_only ? id : run_campaign(target, part, fixed.name, options));
+  }
   return results;
 }
 

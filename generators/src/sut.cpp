@@ -262,7 +262,7 @@ struct SystemUnderTest::Impl {
       observe(be->name() + "/" + dt, v.error);
       observe("math_reference/" + dt, v.reference_error);
       // The ratio only where the factor term binds (above the floor): that is what the factor must cover.
-      const backends::Policy pol = backends::policy(be->judged_as(cfg.dtype));
+      const ReferenceRule pol = reference_rule(be->judged_as(cfg.dtype));
       if (pol.factor * v.reference_error > pol.floor) observe("ratio/" + be->name() + "/" + dt, v.error / v.reference_error);
       if (!v.ok && !(v.only_masked_rows_nonfinite && backends::known_deviation(be->name(), cfg.dtype)))
         RC_FAIL(who + " backend " + be->name() + " in " + dt + ": " + v.problem);

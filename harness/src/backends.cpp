@@ -212,17 +212,6 @@ at::Tensor math_reference(const at::Tensor& query, const at::Tensor& keys, const
   return at::matmul(at::softmax(s, -1), V) * any.to(query.scalar_type());
 }
 
-// Measured and explained in docs/backends.md ("Tolerance policy").
-Policy policy(DType dtype) {
-  switch (dtype) {
-    case DType::Float64: return {4.0, 1e-12};  // eager is judged as float32 (Backend::judged_as)
-    case DType::Float32: return {4.0, 1e-6};
-    case DType::Float16: return {4.0, 2e-3};
-    case DType::BFloat16: return {4.0, 1.6e-2};
-  }
-  return {0, 0};
-}
-
 double reference_error(const at::Tensor& reference, const at::Tensor& oracle, const at::Tensor& sees) {
   const at::Tensor exp = oracle.to(at::kCPU).to(at::kDouble);
   const at::Tensor d = (reference.to(at::kCPU).to(at::kDouble) - exp).abs().nan_to_num(0.0, 0.0, 0.0);
@@ -255,7 +244,7 @@ Verdict judge(const at::Tensor& out, double ref_error, const at::Tensor& oracle,
     return "[b=" + std::to_string(idx[0]) + ",h=" + std::to_string(idx[1]) + ",q=" + std::to_string(idx[2]) +
            ",d=" + std::to_string(idx[3]) + "]";
   };
-  const Policy p = policy(dtype);
+  const ReferenceRule p = reference_rule(dtype);
   v.reference_error = ref_error;
   v.bound = std::max(p.floor, p.factor * ref_error);
   const at::Tensor diff = (got - exp).abs().masked_fill(rows.logical_not(), 0.0).flatten();
@@ -310,8 +299,9 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
         sc.cache = cache;
         sc.dtype = dtype;
         const LayerSpec spec = sc.layer_spec(0);
-        // Run every backend over the same steps; one result per backend.
+        // Run every selected backend over the same steps; one result per backend.
         std::vector<report::CaseResult> cases;
+        std::vector<const Backend*> chosen;
         for (const auto& be : backends) {
           report::CaseResult r;
           r.suite = "backend";
@@ -319,13 +309,20 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
           r.params = "layer=" + spec.describe() + ",device=" + options.device + ",seed=" + std::to_string(options.seed);
           r.backend = be->name();
           r.dtype = to_string(dtype);
-          r.reproduce = "kvconform run --backends " + be->name() + " --device " + options.device;
+          if (options.select && !options.select(report::case_id(r))) continue;
+          r.reproduce = "kvconform run --filter '^" + report::case_id(r) + "$' --device " + options.device;
+          chosen.push_back(be.get());
+          if (options.list_only) {
+            results.push_back(r);
+            continue;
+          }
           if (!available) {
             r.status = report::Status::Skipped;
             r.message = "CUDA is not available in this LibTorch build or on this machine";
           }
           cases.push_back(r);
         }
+        if (options.list_only || chosen.empty()) continue;
         if (available) try {
           Scenario run = sc;
           run.seed = options.seed ^ *sc.seed;  // the run's seed varies every built-in scenario's inputs
@@ -333,8 +330,8 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
           driver_options.mutation = options.mutation;
           driver_options.oracle = true;
           StepDriver driver(run, driver_options);
-          std::vector<double> worst(backends.size(), 0.0), worst_ref(backends.size(), 0.0);
-          std::vector<std::vector<std::string>> notes(backends.size());
+          std::vector<double> worst(chosen.size(), 0.0), worst_ref(chosen.size(), 0.0), bound(chosen.size(), 0.0);
+          std::vector<std::vector<std::string>> notes(chosen.size());
           int64_t judged = 0;
           driver.run([&](LayerStep& v) {
             if (v.update_error) std::rethrow_exception(v.update_error);
@@ -351,17 +348,18 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
                 math_reference(call.query, v.all_keys().to(device), v.all_values().to(device), v.visible_keys());
             // Every step is judged, also after a failure or deviation: the first failure is the
             // message, later problems and every deviation go into the detail.
-            for (size_t i = 0; i < backends.size(); ++i) {
+            for (size_t i = 0; i < chosen.size(); ++i) {
               report::CaseResult& r = cases[i];
               Verdict verdict;
               try {
-                verdict = judge(backends[i]->run(call), ref, O, sees, backends[i]->judged_as(dtype));
+                verdict = judge(chosen[i]->run(call), ref, O, sees, chosen[i]->judged_as(dtype));
               } catch (const std::exception& e) {
                 verdict.ok = false;
                 verdict.problem = std::string("threw: ") + e.what();
               }
               worst[i] = std::max(worst[i], verdict.error);
               worst_ref[i] = std::max(worst_ref[i], verdict.reference_error);
+              bound[i] = std::max(bound[i], verdict.bound);
               const std::string step = "step " + std::to_string(v.step) + " (" + std::to_string(v.q) + " tokens after " +
                                        std::to_string(v.seen) + ")";
               if (!verdict.ok && verdict.only_masked_rows_nonfinite && known_deviation(r.backend, dtype)) {
@@ -380,7 +378,9 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
             }
             ++judged;
           });
-          for (size_t i = 0; i < backends.size(); ++i) {
+          for (size_t i = 0; i < chosen.size(); ++i) {
+            cases[i].policy = to_string(Policy::SameDtypeReference);
+            cases[i].bound = bound[i];
             cases[i].detail = "max error " + sci(worst[i]) + ", same-dtype math reference " + sci(worst_ref[i]) +
                               " over " + std::to_string(judged) + " judged steps";
             for (const std::string& n : notes[i]) cases[i].detail += "\n" + n;

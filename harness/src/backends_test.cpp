@@ -124,7 +124,7 @@ TEST(Judge, NaNWhereTheOracleIsFiniteFails) {
 TEST(Judge, BoundIsTheLargerOfFloorAndFactorTimesReferenceError) {
   const at::Tensor oracle = at::zeros({1, 1, 1, 1}, at::kDouble);
   const at::Tensor sees = at::ones({1, 1, 1, 1}, at::kBool);
-  const Policy p = policy(DType::Float16);
+  const ReferenceRule p = reference_rule(DType::Float16);
   const at::Tensor ref = at::full({1, 1, 1, 1}, 10 * p.floor, at::kDouble);
   EXPECT_TRUE(judge(at::full({1, 1, 1, 1}, p.floor, at::kDouble), oracle, oracle, sees, DType::Float16).ok);
   EXPECT_FALSE(judge(at::full({1, 1, 1, 1}, 2 * p.floor, at::kDouble), oracle, oracle, sees, DType::Float16).ok);

@@ -378,6 +378,8 @@ report::CaseResult compare(const json& fixture, const json& reference, const Sce
       bitwise ? "bitwise (fixture from torch " + fixture.value("torch_version", std::string()) + ", the same kernels)"
               : "tolerance " + repr(tol.absolute) + " (eager " + repr(eager_tol.absolute) + "; fixture from torch " +
                     fixture.value("torch_version", std::string("?")) + ", the reference runs " TORCH_VERSION ")";
+  r.policy = to_string(bitwise ? Policy::Bitwise : Policy::DtypeEpsilons);
+  r.bound = bitwise ? 0.0 : std::max(tol.absolute, eager_tol.absolute);
   std::vector<std::string> deviations, notes;
   double worst = 0;
   int64_t outputs = 0, identical = 0;
@@ -489,8 +491,7 @@ namespace {
 // A syntax error or an out-of-range number is named by file and JSON pointer.
 json read_json(const std::string& path) { return cases::parse_json(cases::read_file(path), path); }
 
-bool selected(const Scenario& c, const std::string& name, const ReplayOptions& o) {
-  if (!o.name_regex.empty() && !std::regex_search(name, std::regex(o.name_regex))) return false;
+bool selected(const Scenario& c, const ReplayOptions& o) {
   if (o.dtype && c.dtype != *o.dtype) return false;
   if (o.cache && c.cache != *o.cache) return false;
   if (o.layer_type && std::find(c.layer_types.begin(), c.layer_types.end(), *o.layer_type) == c.layer_types.end())
@@ -537,15 +538,33 @@ report::CaseResult behaviours_failure(const json& fixture, const std::string& ve
 
 std::vector<report::CaseResult> replay(const ReplayOptions& o) {
   std::vector<report::CaseResult> results;
+  const std::regex name_regex(o.name_regex);  // compiled once, not per fixture
   for (const std::string& version : fixture_versions(o.fixtures_root)) {
     const std::string dir = o.fixtures_root + "/" + version;
     const json manifest = read_json(dir + "/manifest.json");
     check_manifest(manifest, dir + "/manifest.json");
     for (const auto& [name, entry] : manifest.at("cases").items()) {
+      if (!o.name_regex.empty() && !std::regex_search(version + "/" + name, name_regex)) continue;
+      if (o.select && !o.select("golden/" + version + "/" + name)) continue;
       std::string case_file = entry.value("case_file", "cases/" + name + ".json");
       if (case_file.rfind("cases/", 0) == 0) case_file = o.cases_root + case_file.substr(5);
+      const bool filters = o.dtype || o.cache || o.layer_type;
+      if (o.list_only && !filters) {  // listing needs no case file unless a filter reads it
+        report::CaseResult r;
+        r.suite = "golden";
+        r.name = version + "/" + name;
+        results.push_back(r);
+        continue;
+      }
       const Scenario c = cases::load_case(case_file);
-      if (!selected(c, version + "/" + name, o)) continue;
+      if (!selected(c, o)) continue;
+      if (o.list_only) {
+        report::CaseResult r;
+        r.suite = "golden";
+        r.name = version + "/" + name;
+        results.push_back(r);
+        continue;
+      }
       const std::string fixture_path = dir + "/" + name + ".json";
       const json fixture = read_json(fixture_path);
       // The fixture's structure (check_fixture: types, sizes, the case's hash) and every field the

@@ -19,6 +19,7 @@
 #include "kvconform/scenario.h"
 #include "kvconform/step_driver.h"
 #include "kvconform/tensors.h"
+#include "kvconform/tolerance.h"
 
 namespace kvc::plugin {
 
@@ -221,6 +222,8 @@ void check_cache_case(const Target& target, const Scenario& s, double timeout_s,
         ex.push_back(e);
       });
   const TokenTable table(s, most);
+  out.policy = to_string(Policy::Bitwise);  // rows and K/V bytes
+  out.bound = 0;
   const Trace t = target.run(ops, timeout_s);
   if (t.end == Trace::End::LoadFailed) return fail(out, "cannot load the plugin: " + t.detail);
   // Walk the ops in order; the first problem is the message.
@@ -315,6 +318,7 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
   if (t.end == Trace::End::LoadFailed) return fail(out, "cannot load the plugin: " + t.detail);
   size_t at_op = 0;
   double worst = 0, worst_ref = 0;
+  out.policy = to_string(Policy::SameDtypeReference);
   bool mask_unsupported = false;
   for (const Expect& e : ex) {
     const std::string& where = e.where;
@@ -337,6 +341,7 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
       const backends::Verdict v = backends::judge(got, e.reference, e.oracle, e.sees, s.dtype);
       worst = std::max(worst, v.error);
       worst_ref = std::max(worst_ref, v.reference_error);
+      out.bound = std::max(out.bound, v.bound);
       if (!v.ok) return fail(out, where + ": attention (" + form + ") " + v.problem);
     }
   }
@@ -404,6 +409,17 @@ FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options)
       out.isolated_failure = true;
     out.results.push_back(r);
   };
+  // One case, unless the registry filter leaves it out or only its id is wanted.
+  auto run = [&](const std::string& name, const Scenario& s, Part part) {
+    CaseResult r;
+    r.suite = "plugin";
+    r.name = name;
+    r.backend = out.name;
+    r.dtype = to_string(s.dtype);
+    if (options.select && !options.select(report::case_id(r))) return;
+    if (options.list_only) return out.results.push_back(r);
+    note(check_scenario(target, name, s, part, out.name, options.timeout_s));
+  };
   const std::vector<DType> dtypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64};
   size_t round = 0;
   for (const Scenario& builtin : builtin_scenarios(CacheKind::Static))
@@ -414,12 +430,12 @@ FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options)
       const std::string suffix = s.name + "/" + to_string(cache);
       if (out.has_cache) {
         s.dtype = dtypes[round++ % dtypes.size()];  // cache copies bytes: one dtype per scenario, all covered
-        note(check_scenario(target, "cache/" + suffix, s, Part::Cache, out.name, options.timeout_s));
+        run("cache/" + suffix, s, Part::Cache);
       }
       if (out.has_attention)
         for (DType dt : dtypes) {
           s.dtype = dt;
-          note(check_scenario(target, "kernel/" + suffix, s, Part::Kernel, out.name, options.timeout_s));
+          run("kernel/" + suffix, s, Part::Kernel);
         }
     }
   if (!options.cases_dir.empty())
@@ -447,9 +463,8 @@ FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options)
         for (Step& st : s.steps) st.cache_position.reset();
         if (!checkable(s)) continue;
         const std::string suffix = c.name + "/" + to_string(t);
-        if (out.has_cache) note(check_scenario(target, "golden-cache/" + suffix, s, Part::Cache, out.name, options.timeout_s));
-        if (out.has_attention)
-          note(check_scenario(target, "golden-kernel/" + suffix, s, Part::Kernel, out.name, options.timeout_s));
+        if (out.has_cache) run("golden-cache/" + suffix, s, Part::Cache);
+        if (out.has_attention) run("golden-kernel/" + suffix, s, Part::Kernel);
       }
     }
   return out;

@@ -10,6 +10,7 @@
 
 #include "kvconform/mutants.h"
 #include "kvconform/results.h"
+#include "kvconform/tolerance.h"
 #include "kvcgen/scenario.h"
 
 namespace kvc::campaign {
@@ -27,6 +28,14 @@ const char* to_string(Property p);  // "stored_rows", ...
 const char* describe(Property p);
 Property parse_property(const std::string& s);  // throws std::invalid_argument
 std::vector<Property> all_properties();
+
+// The tolerance policy a property judges by, and its bound where one number applies (a dtype
+// filter for attention_vs_oracle; -1 where it varies per dtype or step).
+struct Judged {
+  Policy policy;
+  double bound;
+};
+Judged judged_by(Property p, std::optional<DType> dtype);
 
 struct Options {
   uint64_t seed = 20250917;  // fixed default: the same campaign every run

@@ -13,6 +13,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "kvconform/masks.h"
 #include "kvconform/results.h"
+#include "kvconform/tolerance.h"
 #include "kvconform/types.h"
 
 namespace kvc::backends {
@@ -77,12 +79,6 @@ at::Tensor windowed(const at::Tensor& query, const at::Tensor& keys, const at::T
 at::Tensor math_reference(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
                           const at::Tensor& boolean_mask);
 
-// The tolerance policy (docs/backends.md): error <= max(floor, factor * reference error).
-struct Policy {
-  double factor;
-  double floor;
-};
-Policy policy(DType dtype);
 
 struct Verdict {
   bool ok = true;
@@ -117,6 +113,9 @@ struct SuiteOptions {
   uint64_t seed = 20250917;
   // A deliberately wrong reference layer or mask (--mutant): the suite must then fail.
   Mutation mutation = Mutation::None;
+  // Over the registry id "backend/<scenario>/<cache>/<backend>/<dtype>" (report::case_id); empty = all.
+  std::function<bool(const std::string& id)> select;
+  bool list_only = false;  // run nothing: one Pass result per selected case, for --list
 };
 std::vector<report::CaseResult> run_suite(const SuiteOptions& options);
 

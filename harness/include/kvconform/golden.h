@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,10 @@ struct ReplayOptions {
   std::string fixtures_root = "golden/fixtures";
   std::string cases_root = "cases";
   std::string name_regex;  // over "<version>/<case>"; empty = all
+  // Over the registry id "golden/<version>/<case>" (report::case_id), checked before the case is
+  // loaded; empty = every case.
+  std::function<bool(const std::string& id)> select;
+  bool list_only = false;  // replay nothing: one Pass result per selected case, for --list
   std::optional<DType> dtype;
   std::optional<LayerType> layer_type;  // cases with at least one layer of this type
   std::optional<CacheKind> cache;
