@@ -48,7 +48,7 @@ const char* describe(Property p) {
     case Property::AttentionVsOracle: return "eager, SDPA and float64 attention over the layer's K/V match the float64 oracle";
     case Property::LayerAgreement: return "static and dynamic layers agree; sliding and chunked layers store the same rows";
     case Property::BackendsVsOracle:
-      return "eager, sdpa, sdpa_is_causal and windowed kernels over the layer's K/V within max(floor, factor x same-dtype math error) of the oracle";
+      return "every registered attention backend (backends::registry) over the layer's K/V within max(floor, factor x same-dtype math error) of the oracle";
   }
   return "";
 }

@@ -131,7 +131,9 @@ Runner add_run_command(CLI::App& app) {
                   "Folder for junit.xml, summary.json, summary.md, report.html (default reports/latest)")
       ->excludes(no_report);
   run->add_flag("--timings", args->timings, "Put wall times into the reports (they then differ between runs)");
-  run->add_option("--backend", args->backend, "Regular expression over attention backends (eager, sdpa, sdpa_is_causal, windowed)");
+  std::string known_backends;
+  for (const std::string& n : backends::names()) known_backends += (known_backends.empty() ? "" : ", ") + n;
+  run->add_option("--backend", args->backend, "Regular expression over attention backends (" + known_backends + ")");
   run->add_option("--device", args->device, "Device of the backend suite: cpu (default) or cuda (SKIP without CUDA)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   run->add_option("--plugin", args->plugins,

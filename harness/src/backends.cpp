@@ -183,14 +183,19 @@ at::Tensor windowed(const at::Tensor& query, const at::Tensor& keys, const at::T
   return windowed_cpu<float>(query, keys, values, query_positions, kv_offset, window, fault);
 }
 
-std::vector<std::string> names() { return {"eager", "sdpa", "sdpa_is_causal", "windowed"}; }
+std::vector<std::string> names() {
+  std::vector<std::string> out;
+  for (const BackendInfo& b : registry()) out.push_back(b.name);
+  return out;
+}
 
 std::unique_ptr<Backend> make(const std::string& name, Fault fault) {
-  if (name == "eager") return std::make_unique<Eager>();
-  if (name == "sdpa") return std::make_unique<Sdpa>(false);
-  if (name == "sdpa_is_causal") return std::make_unique<Sdpa>(true);
-  if (name == "windowed") return std::make_unique<Windowed>(fault);
-  throw std::invalid_argument("unknown backend '" + name + "' (expected one of: eager, sdpa, sdpa_is_causal, windowed)");
+  std::string known;
+  for (const BackendInfo& b : registry()) {
+    if (b.name == name) return b.make(fault);
+    known += (known.empty() ? "" : ", ") + b.name;
+  }
+  throw std::invalid_argument("unknown backend '" + name + "' (expected one of: " + known + ")");
 }
 
 std::vector<std::unique_ptr<Backend>> all() {
@@ -198,6 +203,11 @@ std::vector<std::unique_ptr<Backend>> all() {
   for (const std::string& n : names()) out.push_back(make(n));
   return out;
 }
+
+std::unique_ptr<Backend> make_eager(Fault) { return std::make_unique<Eager>(); }
+std::unique_ptr<Backend> make_sdpa(Fault) { return std::make_unique<Sdpa>(false); }
+std::unique_ptr<Backend> make_sdpa_is_causal(Fault) { return std::make_unique<Sdpa>(true); }
+std::unique_ptr<Backend> make_windowed(Fault fault) { return std::make_unique<Windowed>(fault); }
 
 at::Tensor math_reference(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
                           const at::Tensor& boolean_mask) {
