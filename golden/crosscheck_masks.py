@@ -102,11 +102,11 @@ def check(case, raw, fixtures_dir):
     dead = [False] * len(lts)
     is_sliding = list(cache.is_sliding)
     checked = 0
-    cum = 0
+    seen = 0
     for si, step in enumerate(case["steps"]):
         q = step["tokens"]
-        cp = torch.tensor(step.get("cache_position") or list(range(cum, cum + q)), dtype=torch.long)
-        am = full_2d[:, : cum + q] if full_2d is not None else None
+        cp = torch.tensor(step.get("cache_position") or list(range(seen, seen + q)), dtype=torch.long)
+        am = full_2d[:, : seen + q] if full_2d is not None else None
         embeds = torch.zeros(B, q, 1, dtype=dtype)
         for li, lt in enumerate(lts):
             rec = fx["steps"][si]["layers"][li]
@@ -152,7 +152,7 @@ def check(case, raw, fixtures_dir):
         for li, lt in enumerate(lts):
             if dead[li]:
                 continue
-            q64, k64, v64 = dump.build_inputs(case, li, si, cum, q)
+            q64, k64, v64 = dump.build_inputs(case, li, si, seen, q)
             k, v = k64.to(dtype), v64.to(dtype)
             try:
                 if A.behaviours["cache_api"] == "cache_position":
@@ -167,7 +167,7 @@ def check(case, raw, fixtures_dir):
                 problems.append(f"step {si} layer {li} ({lt}): Cache.update {'failed' if dead[li] else 'worked'}, "
                                 f"the fixture says it {'failed' if fixture_dead else 'worked'}")
                 dead[li] = True
-        cum += q
+        seen += q
     return checked, problems
 
 

@@ -313,14 +313,14 @@ def out_record(t):
 # --------------------------------------------------------------------------------------------
 # inputs
 # --------------------------------------------------------------------------------------------
-def build_inputs(case, layer, step_index, t0, tokens):
+def build_inputs(case, layer, step_index, seen, tokens):
     """Returns float64 tensors q [B,H,q,D], k, v [B,KV,q,D] for one layer and step."""
     B, H, KV, D = case["batch"], case["heads"], case["kv_heads"], case["head_dim"]
     inp = case["inputs"]
     ex = inp.get("explicit")
 
     def gen(tensor, seed, heads):
-        vals = kvc_inputs.step_block(seed, tensor, layer, B, heads, t0, tokens, D)
+        vals = kvc_inputs.step_block(seed, tensor, layer, B, heads, seen, tokens, D)
         return torch.tensor(vals, dtype=torch.float64).reshape(B, heads, tokens, D)
 
     def explicit(tensor, heads):
@@ -394,12 +394,12 @@ def dump_case(case, case_bytes):
         "errors": [],
     }
 
-    cum = 0
+    seen = 0
     for si, step in enumerate(steps):
         q_len = step["tokens"]
         cp_list = step.get("cache_position")
-        positions = cp_list if cp_list is not None else list(range(cum, cum + q_len))
-        am = full_2d[:, : cum + q_len] if full_2d is not None else None
+        positions = cp_list if cp_list is not None else list(range(seen, seen + q_len))
+        am = full_2d[:, : seen + q_len] if full_2d is not None else None
         am_bool = am.to(dtype=torch.bool) if am is not None else None
         if am_bool is not None:
             left_padding_tokens = (am_bool.cumsum(dim=-1) == torch.zeros_like(am_bool)).sum(dim=-1)
@@ -408,7 +408,7 @@ def dump_case(case, case_bytes):
         step_rec = {
             "index": si,
             "tokens": q_len,
-            "token_range": [cum, cum + q_len],
+            "token_range": [seen, seen + q_len],
             "cache_position": positions if A.behaviours["cache_api"] == "cache_position" else None,
             "attention_mask_2d": ["".join(str(int(x)) for x in row) for row in am.tolist()] if am is not None else None,
             "layers": [],
@@ -421,7 +421,7 @@ def dump_case(case, case_bytes):
                 continue
             layer, tracker = layers[li], trackers[li]
             rec.update(dump_layer_step(
-                A, case, layer, tracker, lt, li, si, cum, q_len, positions, am_bool, left_padding_tokens,
+                A, case, layer, tracker, lt, li, si, seen, q_len, positions, am_bool, left_padding_tokens,
                 dtype, module, scaling, B, H, KV, D,
             ))
             errs = rec.get("errors") or []
@@ -430,11 +430,11 @@ def dump_case(case, case_bytes):
             if any(e["phase"] == "update" for e in errs):
                 dead[li] = si
         fixture["steps"].append(step_rec)
-        cum += q_len
+        seen += q_len
     return fixture
 
 
-def dump_layer_step(A, case, layer, tracker, lt, li, si, cum, q_len, positions, am_bool, left_padding_tokens,
+def dump_layer_step(A, case, layer, tracker, lt, li, si, seen, q_len, positions, am_bool, left_padding_tokens,
                     dtype, module, scaling, B, H, KV, D):
     rec = {}
     errors = []
@@ -500,7 +500,7 @@ def dump_layer_step(A, case, layer, tracker, lt, li, si, cum, q_len, positions, 
         rec["eager_mask"] = None
 
     # ---- 3. update (real layer, then the row tracker)
-    q64, k64, v64 = build_inputs(case, li, si, cum, q_len)
+    q64, k64, v64 = build_inputs(case, li, si, seen, q_len)
     q, k, v = q64.to(dtype), k64.to(dtype), v64.to(dtype)
     K = V = None
     try:
@@ -508,7 +508,7 @@ def dump_layer_step(A, case, layer, tracker, lt, li, si, cum, q_len, positions, 
         K, V = K.clone(), V.clone()  # static layers return their own buffers, mutated by later steps
     except Exception as e:
         errors.append(exc_record("update", e))
-    tr_vals = torch.arange(cum + 1, cum + q_len + 1, dtype=torch.float64).reshape(1, 1, q_len, 1)
+    tr_vals = torch.arange(seen + 1, seen + q_len + 1, dtype=torch.float64).reshape(1, 1, q_len, 1)
     tK = None
     try:
         tK, _ = layer_update(A, tracker, tr_vals, tr_vals.clone(), cp_tensor)

@@ -46,15 +46,15 @@ def element_numerator(seed: int, tensor_id: int, layer: int, b: int, h: int, t: 
     return ((x >> 32) % 257) - 128
 
 
-def step_block(seed: int, tensor: str, layer: int, batch: int, heads: int, t0: int, tokens: int, head_dim: int):
-    """Flat row-major list over [batch, heads, tokens, head_dim] for the tokens t0 .. t0+tokens-1."""
+def step_block(seed: int, tensor: str, layer: int, batch: int, heads: int, seen: int, tokens: int, head_dim: int):
+    """Flat row-major list over [batch, heads, tokens, head_dim] for the tokens seen .. seen+tokens-1."""
     tid = TENSOR_IDS[tensor]
     out = []
     for b in range(batch):
         for h in range(heads):
             for i in range(tokens):
                 for d in range(head_dim):
-                    out.append(element(seed, tid, layer, b, h, t0 + i, d))
+                    out.append(element(seed, tid, layer, b, h, seen + i, d))
     return out
 
 

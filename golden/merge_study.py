@@ -73,17 +73,17 @@ def worker_main():
         full_2d = None
         if lp is not None:
             full_2d = torch.tensor([[0] * min(n, total) + [1] * (total - min(n, total)) for n in lp], dtype=torch.bool)
-        out, cum, dead = [], 0, None
+        out, seen, dead = [], 0, None
         for si, step in enumerate(case["steps"]):
             q = step["tokens"]
-            positions = step.get("cache_position") or list(range(cum, cum + q))
+            positions = step.get("cache_position") or list(range(seen, seen + q))
             if dead is not None:
                 out.append({"skipped": dead})
-                cum += q
+                seen += q
                 continue
             rec = {"seq0": int(layer.get_seq_length())}
             cp = torch.tensor(positions, dtype=torch.long)
-            am = full_2d[:, : cum + q] if full_2d is not None else None
+            am = full_2d[:, : seen + q] if full_2d is not None else None
             if am is not None:
                 lpt = (am.cumsum(dim=-1) == torch.zeros_like(am)).sum(dim=-1)
             else:
@@ -106,7 +106,7 @@ def worker_main():
                     rec["mask"] = [["".join("1" if x else "0" for x in m[b, 0, i].tolist()) for i in range(q)] for b in range(B)]
                 except Exception as e:  # noqa: BLE001
                     rec["mask_error"] = err(e)
-            tags = torch.arange(cum + 1, cum + q + 1, dtype=torch.float64).reshape(1, 1, q, 1).expand(B, 1, q, 1).contiguous()
+            tags = torch.arange(seen + 1, seen + q + 1, dtype=torch.float64).reshape(1, 1, q, 1).expand(B, 1, q, 1).contiguous()
             try:
                 K, _ = layer.update(tags, tags.clone(), cache_kwargs={"cache_position": cp})
                 rec["returned"] = rows(K)
@@ -129,7 +129,7 @@ def worker_main():
                         att.append(per_q)
                     rec["attended"] = att
             out.append(rec)
-            cum += q
+            seen += q
         return out
 
     version = transformers.__version__
@@ -281,7 +281,7 @@ def ideal_ok(trace, case, ltype):
     lp = case.get("left_padding") or [0] * case["batch"]
     if position_offset(case):
         return "n/a (positions off the cumulative length)"
-    cum = 0
+    seen = 0
     for si, (st, rec) in enumerate(zip(case["steps"], trace)):
         q = st["tokens"]
         if "skipped" in rec:
@@ -292,7 +292,7 @@ def ideal_ok(trace, case, ltype):
             return "misshaped"
         for b in range(case["batch"]):
             for i in range(q):
-                p = cum + i
+                p = seen + i
                 if p < lp[b]:
                     continue
                 if ltype == "sliding_attention":
@@ -311,7 +311,7 @@ def ideal_ok(trace, case, ltype):
                         how = "wrong: misses tokens"
                     # a static layer holds min(window, max_cache_len) rows: below the window it cannot serve it
                     return how + (" (max_cache_len < window)" if case["max_cache_len"] < W else "")
-        cum += q
+        seen += q
     return "ok"
 
 
@@ -363,10 +363,10 @@ def random_case(rng, i, seed, shift=False):
     step_objs = [{"tokens": n} for n in steps]
     if shift:
         # off the API contract on purpose: positions that do not start at the cumulative length (#40907)
-        off, cum = rng.randint(1, 3), 0
+        off, seen = rng.randint(1, 3), 0
         for st in step_objs:
-            st["cache_position"] = list(range(cum + off, cum + off + st["tokens"]))
-            cum += st["tokens"]
+            st["cache_position"] = list(range(seen + off, seen + off + st["tokens"]))
+            seen += st["tokens"]
     return {
         "name": f"merge_campaign_{seed}_{i:05d}",
         "description": "random differential sequence (golden/merge_study.py campaign)",
@@ -472,25 +472,25 @@ def normalize(case):
 
 def position_offset(case):
     """k when every step has cache_position = arange(cumulative + k, ...), else None."""
-    cum, off = 0, None
+    seen, off = 0, None
     for st in case["steps"]:
         cp = st.get("cache_position")
         if cp is None:
             return None
-        k = cp[0] - cum
-        if (off is not None and k != off) or cp != list(range(cum + k, cum + k + st["tokens"])):
+        k = cp[0] - seen
+        if (off is not None and k != off) or cp != list(range(seen + k, seen + k + st["tokens"])):
             return None
-        off, cum = k, cum + st["tokens"]
+        off, seen = k, seen + st["tokens"]
     return off
 
 
 def with_offset(case, off):
-    cum = 0
+    seen = 0
     for st in case["steps"]:
         st.pop("cache_position", None)
         if off:
-            st["cache_position"] = list(range(cum + off, cum + off + st["tokens"]))
-        cum += st["tokens"]
+            st["cache_position"] = list(range(seen + off, seen + off + st["tokens"]))
+        seen += st["tokens"]
     return case
 
 
@@ -616,12 +616,12 @@ def show(runner, case, out=sys.stdout):
     for li, per in sorted(tr.items()):
         lt = case["layer_types"][li]
         print(f"layer {li} ({lt}), window {case['window']}, max_cache_len {case['max_cache_len']}, capacity {capacity(case)}", file=out)
-        cum = 0
+        seen = 0
         for si, st in enumerate(case["steps"]):
-            print(f"  step {si}: {st['tokens']} token(s) {cum}..{cum + st['tokens'] - 1}", file=out)
+            print(f"  step {si}: {st['tokens']} token(s) {seen}..{seen + st['tokens'] - 1}", file=out)
             for cls in ("S456", "C456", "M457"):
                 print(f"    {cls}: {describe_step(per[cls][si])}", file=out)
-            cum += st["tokens"]
+            seen += st["tokens"]
         for a, b in PAIRS:
             d = first_difference(per[a], per[b], case, a, b)
             print(f"  {a} vs {b}: " + ("agree" if d is None else f"step {d[0]}: {d[1]} (fields {', '.join(d[2])})"), file=out)

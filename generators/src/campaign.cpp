@@ -1,16 +1,17 @@
-#include "kvconform/campaign.h"
+#include "kvcgen/campaign.h"
 
 #include <rapidcheck.h>
 #include <rapidcheck/state.h>
-#include <rapidcheck/detail/TestListenerAdapter.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
 
-#include "kvconform/mask_pictures.h"
-#include "kvconform/sut.h"
+#include "kvcgen/mask_pictures.h"
+#include "kvcgen/rc_check.h"
+#include "kvcgen/sut.h"
 
 namespace kvc::campaign {
 
@@ -26,6 +27,19 @@ const char* to_string(Property p) {
   return "?";
 }
 
+Judged judged_by(Property p, std::optional<DType> dtype) {
+  switch (p) {
+    case Property::StoredRows:
+    case Property::ReturnedRows:
+    case Property::WindowCoverage: return {Policy::Bitwise, 0.0};
+    case Property::LayerAgreement: return {Policy::ExactFloat64, kExactTolerance};
+    case Property::AttentionVsOracle:
+      return {Policy::DtypeEpsilons, dtype ? std::max(attention_tolerance(*dtype).absolute, eager_tolerance(*dtype).absolute) : -1.0};
+    case Property::BackendsVsOracle: return {Policy::SameDtypeReference, -1.0};
+  }
+  return {Policy::Bitwise, -1.0};
+}
+
 const char* describe(Property p) {
   switch (p) {
     case Property::StoredRows: return "stored rows are the last min(seen, capacity) tokens in order; unwritten rows zero";
@@ -34,7 +48,7 @@ const char* describe(Property p) {
     case Property::AttentionVsOracle: return "eager, SDPA and float64 attention over the layer's K/V match the float64 oracle";
     case Property::LayerAgreement: return "static and dynamic layers agree; sliding and chunked layers store the same rows";
     case Property::BackendsVsOracle:
-      return "eager, sdpa, sdpa_is_causal and windowed kernels over the layer's K/V within max(floor, factor x same-dtype math error) of the oracle";
+      return "every registered attention backend (backends::registry) over the layer's K/V within max(floor, factor x same-dtype math error) of the oracle";
   }
   return "";
 }
@@ -151,48 +165,25 @@ Outcome run(Property property, const Options& options) {
     }
   };
 
-  rc::detail::TestMetadata metadata;
-  metadata.id = to_string(property);
-  metadata.description = describe(property);
-  rc::detail::TestParams test_params;
-  test_params.seed = options.seed;
-  test_params.maxSuccess = options.iterations;
-  test_params.maxSize = options.max_size;
-  std::unordered_map<std::string, rc::detail::Reproduce> reproduce_map;
-  if (!options.reproduce.empty()) {
-    try {
-      reproduce_map = rc::detail::configFromString("reproduce=" + options.reproduce).reproduce;
-    } catch (const std::exception& e) {
-      throw std::invalid_argument("reproduce string is malformed: " + std::string(e.what()));
-    }
-  }
-  rc::detail::TestListenerAdapter quiet;
-  const rc::detail::TestResult result =
-      rc::detail::checkProperty(rc::detail::toProperty(property_fn), metadata, test_params, quiet, reproduce_map);
-
-  if (result.is<rc::detail::SuccessResult>()) {
+  rc_check::Params check;
+  check.id = to_string(property);
+  check.description = describe(property);
+  check.seed = options.seed;
+  check.iterations = options.iterations;
+  check.max_size = options.max_size;
+  check.reproduce = options.reproduce;
+  const rc_check::Result result = rc_check::check(check, property_fn);
+  outcome.cases = result.passed;
+  if (result.ok) {
     outcome.ok = true;
-    outcome.cases = result.get<rc::detail::SuccessResult>().numSuccess;
     return outcome;
   }
-  std::ostringstream failure;
-  rc::detail::printResultMessage(result, failure);
-  outcome.failure = failure.str();
+  outcome.failure = result.failure;
+  outcome.reproduce = result.reproduce;
   if (*last_failure) {
     outcome.counterexample = std::move(**last_failure);
     Counterexample& c = *outcome.counterexample;
     if (!c.steps.empty()) c.masks = mask_pictures(c.config, c.steps, mutation);
-  }
-  if (result.is<rc::detail::FailureResult>()) {
-    const auto& f = result.get<rc::detail::FailureResult>();
-    outcome.cases = f.numSuccess;
-    rc::detail::Configuration config;
-    config.reproduce[metadata.id] = f.reproduce;
-    std::string s = rc::detail::configToMinimalString(config);
-    const std::string key = "reproduce=";
-    if (auto at = s.find(key); at != std::string::npos) s = s.substr(at + key.size());
-    s = s.substr(0, s.find(' '));  // drop the other keys (seed=…) RapidCheck appends
-    outcome.reproduce = s;
   }
   return outcome;
 }

@@ -1,4 +1,4 @@
-#include "kvconform/corpus.h"
+#include "kvcgen/corpus.h"
 
 #include <rapidcheck.h>
 
@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "kvconform/positions.h"
-#include "kvconform/scenario.h"
+#include "kvcgen/scenario.h"
 
 namespace kvc::corpus {
 

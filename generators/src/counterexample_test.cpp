@@ -4,7 +4,7 @@
 
 #include <numeric>
 
-#include "kvconform/campaign.h"
+#include "kvcgen/campaign.h"
 
 namespace kvc::campaign {
 namespace {

@@ -1,4 +1,4 @@
-#include "kvconform/differential.h"
+#include "kvcgen/differential.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -14,7 +14,7 @@
 
 #include "kvconform/behaviours.h"
 #include "kvconform/cases.h"
-#include "kvconform/corpus.h"
+#include "kvcgen/corpus.h"
 #include "kvconform/golden.h"
 #include "kvconform/inputs.h"
 
@@ -92,7 +92,7 @@ Verdict judge(Dumper& dumper, const ordered_json& scenario, const std::string& r
   if (fixture.contains("invalid_case") || fixture.contains("dumper_error"))
     throw std::runtime_error("differential: the dumper rejected a generated case: " + fixture.dump().substr(0, 300));
   const std::lock_guard<std::mutex> one_at_a_time(reference_mutex);
-  const cases::Case c = cases::parse_case(scenario.dump(), scenario["name"].get<std::string>());
+  const Scenario c = cases::parse_case(scenario.dump(), scenario["name"].get<std::string>());
   const Behaviours behaviours = behaviours_for_release(release);
   if (own_release && fixture.contains("behaviours")) {
     const std::vector<std::string> keys = differing_keys(to_json(behaviours), fixture.at("behaviours"));

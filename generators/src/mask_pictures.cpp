@@ -1,7 +1,7 @@
 // Replays a scenario on the fast path (fastpath.h: which token each returned column holds, the
 // boolean mask from the mask functions), then draws the last update's mask against the rule. No
 // LibTorch: the fast path is held to the tensor reference by masks_test.cpp.
-#include "kvconform/mask_pictures.h"
+#include "kvcgen/mask_pictures.h"
 
 #include <regex>
 #include <sstream>

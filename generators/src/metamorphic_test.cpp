@@ -8,7 +8,6 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
-#include <rapidcheck/detail/TestListenerAdapter.h>
 
 #include <sstream>
 
@@ -18,7 +17,9 @@
 #include "kvconform/masks.h"
 #include "kvconform/positions.h"
 #include "kvconform/reference.h"
-#include "kvconform/scenario.h"
+#include "kvconform/step_driver.h"
+#include "kvcgen/rc_check.h"
+#include "kvcgen/scenario.h"
 #include "kvconform/tensors.h"
 
 namespace kvc {
@@ -29,18 +30,11 @@ constexpr double kTol = 1e-9;
 // Runs a RapidCheck property quietly with the campaign's default seed; returns the failure text
 // (empty when it holds).
 std::string check(const std::string& id, std::function<void()> property, int iterations = 100) {
-  rc::detail::TestMetadata metadata;
-  metadata.id = id;
-  rc::detail::TestParams params;
-  params.seed = 20250917;
-  params.maxSuccess = iterations;
-  params.maxSize = 50;  // keeps sequences short: the default suite must stay fast
-  rc::detail::TestListenerAdapter quiet;
-  const auto result = rc::detail::checkProperty(rc::detail::toProperty(property), metadata, params, quiet, {});
-  if (result.is<rc::detail::SuccessResult>()) return "";
-  std::ostringstream os;
-  rc::detail::printResultMessage(result, os);
-  return os.str();
+  rc_check::Params params;
+  params.id = id;
+  params.iterations = iterations;
+  params.max_size = 50;  // keeps sequences short: the default suite must stay fast
+  return rc_check::check(params, property).failure;
 }
 
 double gap(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
@@ -55,32 +49,45 @@ struct Run {
   int64_t only_row = -1;    // >= 0: run batch row `only_row` of the inputs alone (batch 1)
 
   std::vector<at::Tensor> outputs(const std::vector<int64_t>& steps) const {
-    auto layer = make_layer(spec, Behaviours{}, mutation);
-    std::vector<at::Tensor> out;
-    int64_t seen = 0;
-    for (int64_t q : steps) {
-      auto block = [&](inputs::TensorId id, int64_t heads) {
-        const at::Tensor all = from_values(inputs::block(c.seed, id, 0, c.batch, heads, seen, q, c.head_dim),
-                                           {c.batch, heads, q, c.head_dim}, DType::Float64);
-        return only_row < 0 ? all : all.slice(0, only_row, only_row + 1).contiguous();
-      };
-      masks::MaskQuery m;
-      m.type = spec.type;
-      m.window = c.window;
-      m.batch = only_row < 0 ? c.batch : 1;
-      for (int64_t i = 0; i < q; ++i) m.query_positions.push_back(seen + i);
-      m.sizes = layer->get_mask_sizes(q);
-      m.left_padding = c.left_padding;
-      if (only_row >= 0 && c.left_padding) m.left_padding = std::vector<int64_t>{(*c.left_padding)[only_row]};
-      m.tokens_so_far = seen + q;
-      const KV kv = layer->update(block(inputs::kKey, c.kv_heads), block(inputs::kValue, c.kv_heads));
-      const at::Tensor Q = block(inputs::kQuery, c.heads);
-      const at::Tensor o = use_kernel ? backends::windowed(Q, kv.keys, kv.values, m.query_positions, m.sizes.kv_offset,
-                                                          backends::kernel_window(m), fault)
-                                      : attention::exact(Q, kv.keys, kv.values, masks::boolean_mask(m, mutation));
-      for (int64_t i = 0; i < q; ++i) out.push_back(o.select(2, i));
-      seen += q;
+    Scenario s;
+    s.cache = spec.cache;
+    s.layer_types = {spec.type};
+    s.window = spec.window;
+    s.max_cache_len = spec.max_cache_len;
+    s.batch = c.batch, s.heads = c.heads, s.kv_heads = c.kv_heads, s.head_dim = c.head_dim;
+    s.dtype = DType::Float64;
+    s.left_padding = c.left_padding;
+    s.seed = c.seed;
+    for (int64_t q : steps) s.steps.push_back({q, std::nullopt});
+    if (only_row >= 0) {  // the row's own inputs, cut from the whole batch's, as a batch of one
+      int64_t seen = 0;
+      for (int64_t q : steps) {
+        auto row = [&](inputs::TensorId id, int64_t heads) {
+          const std::vector<double> all = inputs::block(c.seed, id, 0, c.batch, heads, seen, q, c.head_dim);
+          const auto per_row = static_cast<size_t>(heads * q * c.head_dim);
+          return std::vector<double>(all.begin() + static_cast<std::ptrdiff_t>(per_row * only_row),
+                                     all.begin() + static_cast<std::ptrdiff_t>(per_row * (only_row + 1)));
+        };
+        s.explicit_q.push_back(row(inputs::kQuery, c.heads));
+        s.explicit_k.push_back(row(inputs::kKey, c.kv_heads));
+        s.explicit_v.push_back(row(inputs::kValue, c.kv_heads));
+        seen += q;
+      }
+      s.batch = 1;
+      if (c.left_padding) s.left_padding = std::vector<int64_t>{(*c.left_padding)[only_row]};
     }
+    DriverOptions options;
+    options.mutation = mutation;
+    StepDriver driver(s, options);
+    std::vector<at::Tensor> out;
+    driver.run([&](LayerStep& v) {
+      if (v.update_error) std::rethrow_exception(v.update_error);
+      const at::Tensor o =
+          use_kernel ? backends::windowed(v.query, v.returned.keys, v.returned.values, v.mask.query_positions,
+                                          v.mask.sizes.kv_offset, backends::kernel_window(v.mask), fault)
+                     : attention::exact(v.query, v.returned.keys, v.returned.values, masks::boolean_mask(v.mask));
+      for (int64_t i = 0; i < v.q; ++i) out.push_back(o.select(2, i));
+    });
     return out;
   }
 };

@@ -2,7 +2,7 @@
 // property aimed at its bug class, within the default budget (seed and iterations of the campaign).
 #include <gtest/gtest.h>
 
-#include "kvconform/campaign.h"
+#include "kvcgen/campaign.h"
 
 namespace kvc::campaign {
 namespace {

@@ -1,7 +1,7 @@
 // Every property of the campaign holds on the reference. KVC_SEED / KVC_ITERATIONS scale it up.
 #include <gtest/gtest.h>
 
-#include "kvconform/campaign.h"
+#include "kvcgen/campaign.h"
 
 namespace kvc::campaign {
 namespace {

@@ -1,11 +1,11 @@
-#include "kvconform/scenario.h"
+#include "kvcgen/scenario.h"
 
 #include <algorithm>
 #include <ostream>
 #include <sstream>
 
 #include "kvconform/positions.h"
-#include "kvconform/sut.h"
+#include "kvcgen/sut.h"
 
 namespace kvc {
 

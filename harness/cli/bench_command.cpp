@@ -16,7 +16,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "kvconform/attention.h"
-#include "kvconform/campaign.h"
+#include "kvcgen/campaign.h"
 #include "kvconform/masks.h"
 #include "kvconform/reference.h"
 #include "kvconform/report.h"

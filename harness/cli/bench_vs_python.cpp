@@ -17,10 +17,10 @@
 
 #include "commands.h"
 #include "kvconform/behaviours.h"
-#include "kvconform/campaign.h"
+#include "kvcgen/campaign.h"
 #include "kvconform/cases.h"
-#include "kvconform/corpus.h"
-#include "kvconform/differential.h"
+#include "kvcgen/corpus.h"
+#include "kvcgen/differential.h"
 #include "kvconform/golden.h"
 #include "kvconform/inputs.h"
 
@@ -70,7 +70,7 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
 
   // The traces: the differential fuzzer's generator (corpus.h), the same for both sides.
   std::vector<nlohmann::ordered_json> scenarios;
-  std::vector<cases::Case> parsed;
+  std::vector<Scenario> parsed;
   for (int64_t i = 0; i < req.traces; ++i) {
     const uint64_t case_seed = inputs::mix64(req.seed ^ inputs::mix64(static_cast<uint64_t>(i)));
     scenarios.push_back(corpus::generate_one(case_seed, "bench_" + std::to_string(i)));
@@ -120,12 +120,12 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
 
   // The fast engine's properties on the very same traces (every layer, every update).
   std::vector<campaign::FastTrace> traces;
-  for (const cases::Case& c : parsed) {
+  for (const Scenario& c : parsed) {
     campaign::FastTrace t;
     for (size_t l = 0; l < c.layer_types.size(); ++l) t.layers.push_back(c.layer_spec(l));
     t.batch = c.batch;
     t.left_padding = c.left_padding;
-    for (const cases::Step& s : c.steps) t.steps.push_back(s.tokens);
+    for (const Step& s : c.steps) t.steps.push_back(s.tokens);  // 0: a reset, as in the Scenario
     traces.push_back(std::move(t));
   }
   struct Row {

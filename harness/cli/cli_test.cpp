@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 namespace {
@@ -135,14 +136,35 @@ TEST(Cli, MutantFailsEverySuiteAndTheRunGoesOn) {
   const Result r = kvconform("run --iterations 5 --mutant dynamic_keeps_window --report-dir '" + dir.string() +
                              "' --fixtures " KVC_SOURCE_DIR "/golden/fixtures --cases " KVC_SOURCE_DIR "/cases");
   EXPECT_EQ(r.code, 1) << r.out.substr(0, 3000);
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("golden [0-9.]+/[a-z0-9_]+\\([^)]*\\): FAIL step [0-9]+"))) << r.out.substr(0, 3000);
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("backend [a-z_]+/dynamic\\(.*\\): FAIL"))) << r.out.substr(0, 3000);
-  EXPECT_NE(r.out.find("stored_rows(seed="), std::string::npos);  // the properties still ran after both
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("golden/[0-9.]+/[a-z0-9_]+\\([^)]*\\): FAIL step [0-9]+"))) << r.out.substr(0, 3000);
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("backend/[a-z_]+/dynamic/[a-z_]+/[a-z0-9]+\\(.*\\): FAIL"))) << r.out.substr(0, 3000);
+  EXPECT_NE(r.out.find("property/stored_rows(seed="), std::string::npos);  // the properties still ran after both
   for (const char* f : {"junit.xml", "summary.json", "summary.md", "report.html"}) EXPECT_TRUE(fs::exists(dir / f)) << f;
 }
 
 // SKIP is never a pass: a run whose every selected case was skipped (here the backend suite on CUDA
 // with a CPU-only LibTorch) exits 1 and says so, unless --allow-nothing-checked.
+// The registry: --list prints exactly the ids a --filter run then runs, one line per case, across
+// suites; a filter that matches nothing is bad usage.
+TEST(Cli, ListPrintsExactlyTheIdsFilterRuns) {
+  const std::string filter = "--filter '^(golden/5\\.24\\.0/tf_hybrid|backend/chunked_left_padding/static/(eager|windowed)/|property/stored_rows$)' "
+                             "--iterations 5 --cases " KVC_SOURCE_DIR "/cases --fixtures " KVC_SOURCE_DIR "/golden/fixtures";
+  const Result listed = kvconform("run --list " + filter);
+  ASSERT_EQ(listed.code, 0) << listed.out;
+  std::set<std::string> ids;
+  std::istringstream lines(listed.stdout_only);
+  for (std::string line; std::getline(lines, line);) ids.insert(line);
+  EXPECT_EQ(ids.size(), 6u + 8u + 1u) << listed.stdout_only;  // 6 tf_hybrid fixtures, 2 backends x 4 dtypes, 1 property
+  const Result ran = kvconform("run --no-report " + filter);
+  ASSERT_EQ(ran.code, 0) << ran.out;
+  std::set<std::string> run_ids;
+  std::istringstream out(ran.stdout_only);
+  for (std::string line; std::getline(out, line);)
+    if (line.find("): ") != std::string::npos) run_ids.insert(line.substr(0, line.find('(')));
+  EXPECT_EQ(run_ids, ids);
+  EXPECT_EQ(kvconform("run --list --filter '^nothing/'").code, 2);
+}
+
 TEST(Cli, RunThatCheckedNothingIsNotGreen) {
   Result r = kvconform("run --suite backend --device cuda --no-report");
   if (r.out.find("): SKIP") == std::string::npos) GTEST_SKIP() << "CUDA is available here: the suite really ran";

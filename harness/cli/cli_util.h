@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kvconform/campaign.h"
+#include "kvcgen/campaign.h"
 
 namespace kvc::cli {
 

@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "commands.h"
-#include "kvconform/differential.h"
+#include "kvcgen/differential.h"
 
 namespace kvc::cli {
 

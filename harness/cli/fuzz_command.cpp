@@ -16,7 +16,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "kvconform/campaign.h"
+#include "kvcgen/campaign.h"
 #include "kvconform/inputs.h"
 #include "kvconform/report.h"
 

@@ -11,7 +11,7 @@
 
 #include "commands.h"
 #include "kvconform/cases.h"
-#include "kvconform/corpus.h"
+#include "kvcgen/corpus.h"
 #include "kvconform/golden.h"
 
 namespace kvc::cli {
@@ -70,7 +70,7 @@ bool equivalent_fixtures(const fs::path& committed, const fs::path& fresh) {
   const fs::path cases_dir = committed.parent_path() / "../../../cases";
   for (const fs::path& dir : {cases_dir, cases_dir / "generated", cases_dir / "regressions"}) {
     if (!fs::exists(dir / case_file)) continue;
-    const cases::Case c = cases::load_case((dir / case_file).string());
+    const Scenario c = cases::load_case((dir / case_file).string());
     const report::CaseResult r = golden::compare(a, b, c);
     if (r.status == report::Status::Fail) return false;
     std::cout << "equivalent: " << committed.string() << " (attention bits differ within tolerance)\n";

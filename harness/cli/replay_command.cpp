@@ -28,19 +28,19 @@ struct CaseArgs {
 // The release a case runs under when no fixture names one: the newest row of the release table.
 std::string newest_release() { return release_table().back().first; }
 
-std::string fixture_file(const CaseArgs& a, const std::string& version, const cases::Case& c) {
+std::string fixture_file(const CaseArgs& a, const std::string& version, const Scenario& c) {
   return (fs::path(a.fixtures) / version / (c.name + ".json")).string();
 }
 
 // The fixture's behaviours (its record, checked against the table), else the table's for `version`.
-golden::FixtureBehaviours behaviours_of(const CaseArgs& a, const std::string& version, const cases::Case& c,
+golden::FixtureBehaviours behaviours_of(const CaseArgs& a, const std::string& version, const Scenario& c,
                                         const std::optional<nlohmann::json>& fixture) {
   if (fixture) return golden::fixture_behaviours(*fixture, version, fixture_file(a, version, c));
   return {behaviours_for_release(version), ""};
 }
 
 // Versions to use: --version, else every fixture folder; each with its fixture file when present.
-std::vector<std::pair<std::string, std::optional<nlohmann::json>>> fixtures_for(const cases::Case& c, const CaseArgs& a) {
+std::vector<std::pair<std::string, std::optional<nlohmann::json>>> fixtures_for(const Scenario& c, const CaseArgs& a) {
   std::vector<std::string> versions;
   if (!a.version.empty()) versions.push_back(a.version);
   else if (fs::is_directory(a.fixtures)) versions = golden::fixture_versions(a.fixtures);
@@ -78,7 +78,7 @@ Runner add_replay_command(CLI::App& app) {
                   "else the newest known)")
       ->needs(json_flag);
   return [a]() -> int {
-    const cases::Case c = cases::load_case(a->path);
+    const Scenario c = cases::load_case(a->path);
     if (a->json) {
       const std::string release = !a->release.empty() ? a->release : !a->version.empty() ? a->version : newest_release();
       nlohmann::json out = golden::run_case(c, behaviours_for_release(release));
@@ -125,7 +125,7 @@ Runner add_replay_command(CLI::App& app) {
 // The masks of one layer and step as a picture: rows are queries, columns absolute key positions.
 // '#' attended, '.' outside the window (or chunk), 'p' inside it but a padding token, ' ' a future
 // key; '+' the reference attends where transformers does not, '-' the reverse. Returns mismatches.
-int draw_masks(const cases::Case& c, size_t layer, const nlohmann::json& rl, const nlohmann::json* fixture_masks) {
+int draw_masks(const Scenario& c, size_t layer, const nlohmann::json& rl, const nlohmann::json* fixture_masks) {
   const LayerSpec spec = c.layer_spec(layer);
   const int64_t offset = rl["mask_sizes"].value("kv_offset", int64_t{0});
   const int64_t length = rl["mask_sizes"].value("kv_length", int64_t{0});
@@ -189,7 +189,7 @@ Runner add_explain_command(CLI::App& app) {
   cmd->add_option("--fixtures", a->fixtures, "Golden fixtures folder (default golden/fixtures)");
   cmd->add_option("--version", a->version, "Transformers version whose fixture and behaviours to use (default: the newest)");
   return [a]() -> int {
-    const cases::Case c = cases::load_case(a->path);
+    const Scenario c = cases::load_case(a->path);
     if (a->step >= static_cast<int>(c.steps.size()))
       throw std::invalid_argument("--step " + std::to_string(a->step) + ": " + c.name + " has " +
                                   std::to_string(c.steps.size()) + " steps (0.." + std::to_string(c.steps.size() - 1) + ")");

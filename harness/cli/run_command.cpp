@@ -12,9 +12,10 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "kvconform/backends.h"
-#include "kvconform/campaign.h"
+#include "kvcgen/campaign.h"
 #include "kvconform/cases.h"
 #include "kvconform/golden.h"
+#include "kvcgen/plugin_campaign.h"
 #include "kvconform/plugin_host.h"
 #include "kvconform/report.h"
 #include "kvconform/results.h"
@@ -26,7 +27,7 @@ namespace {
 struct RunArgs {
   std::optional<uint64_t> seed;
   std::optional<int> iterations;
-  std::string property = ".*", case_regex;
+  std::string property = ".*", case_regex, filter;
   std::string attention, dtype, mutant = "none", reproduce, engine;
   std::string fixtures = "golden/fixtures", cases = "cases";
   bool list = false, verbose = false, golden_only = false, properties_only = false;
@@ -52,6 +53,9 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
   r.backend = "reference";
   r.dtype = options.filter.dtype ? to_string(*options.filter.dtype) : "mixed";
   r.status = o.ok ? report::Status::Pass : report::Status::Fail;
+  const campaign::Judged judged = campaign::judged_by(o.property, options.filter.dtype);
+  r.policy = to_string(judged.policy);
+  r.bound = judged.bound;
   std::ostringstream detail;
   if (o.ok) {
     r.message = std::to_string(o.cases) + " cases, " + std::to_string(o.observations.steps) + " steps";
@@ -88,7 +92,8 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 void print_line(const report::CaseResult& r) {
-  std::cout << (r.suite == "property" ? "" : r.suite + " ") << r.name << "(" << r.params << "): " << to_string(r.status);
+  // The registry id (what --filter matches) opens the line: one line per case.
+  std::cout << report::case_id(r) << "(" << r.params << "): " << to_string(r.status);
   if (!r.message.empty()) std::cout << " " << (r.status == report::Status::Pass ? "(" + r.message + ")" : r.message);
   std::cout << "\n";
   if (r.status == report::Status::Fail) {
@@ -121,13 +126,18 @@ Runner add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"golden", "backend", "property"}));
   auto* golden_only = run->add_flag("--golden-only", args->golden_only, "Only replay the golden fixtures (--suite golden)");
   run->add_flag("--properties-only", args->properties_only, "Only run the property campaign")->excludes(golden_only);
-  run->add_flag("--list", args->list, "List what would run and exit");
+  run->add_option("--filter", args->filter,
+                  "Regular expression over case ids (golden/<release>/<case>, backend/<scenario>/<cache>/<backend>/<dtype>, "
+                  "property/<name>, plugin/<plugin>/<case>/<dtype>); --list prints the ids it matches");
+  run->add_flag("--list", args->list, "Print the id of every case that would run, one per line, and exit");
   auto* no_report = run->add_flag("--no-report", args->no_report, "Write no report files");
   run->add_option("--report-dir", args->report_dir,
                   "Folder for junit.xml, summary.json, summary.md, report.html (default reports/latest)")
       ->excludes(no_report);
   run->add_flag("--timings", args->timings, "Put wall times into the reports (they then differ between runs)");
-  run->add_option("--backend", args->backend, "Regular expression over attention backends (eager, sdpa, sdpa_is_causal, windowed)");
+  std::string known_backends;
+  for (const std::string& n : backends::names()) known_backends += (known_backends.empty() ? "" : ", ") + n;
+  run->add_option("--backend", args->backend, "Regular expression over attention backends (" + known_backends + ")");
   run->add_option("--device", args->device, "Device of the backend suite: cpu (default) or cuda (SKIP without CUDA)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   run->add_option("--plugin", args->plugins,
@@ -157,13 +167,22 @@ Runner add_run_command(CLI::App& app) {
     if (!args->dtype.empty()) options.filter.dtype = parse_dtype(args->dtype);
     options.mutation = parse_mutation(args->mutant);
     if (!args->engine.empty()) options.engine = campaign::parse_engine(args->engine);
-    std::regex pattern;
+    std::regex pattern, filter;
     try {
       pattern = std::regex(args->property);
       if (!args->case_regex.empty()) std::regex check(args->case_regex);
+      filter = std::regex(args->filter);
     } catch (const std::regex_error&) {
-      throw std::invalid_argument("--property/--case is not a valid regular expression");
+      throw std::invalid_argument("--property/--case/--filter is not a valid regular expression");
     }
+    // The registry: every suite names its cases by id (report::case_id) and runs only those the
+    // filter selects; --list prints exactly those ids.
+    const auto select = [&](const std::string& id) { return args->filter.empty() || std::regex_search(id, filter); };
+    int listed = 0;
+    auto list = [&](const std::vector<report::CaseResult>& results) {
+      for (const report::CaseResult& r : results) std::cout << report::case_id(r) << "\n";
+      listed += static_cast<int>(results.size());
+    };
     std::vector<campaign::Property> selected;
     for (campaign::Property p : campaign::all_properties())
       if (std::regex_search(campaign::to_string(p), pattern)) selected.push_back(p);
@@ -195,8 +214,10 @@ Runner add_run_command(CLI::App& app) {
       g.dtype = options.filter.dtype;
       g.layer_type = options.filter.attention;
       g.mutation = options.mutation;
+      g.select = select;
+      g.list_only = args->list;
       if (args->list) {
-        for (const std::string& v : golden::fixture_versions(g.fixtures_root)) std::cout << "golden fixtures: " << g.fixtures_root << "/" << v << "\n";
+        list(golden::replay(g));
       } else {
         for (report::CaseResult& r : golden::replay(g)) {
           if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
@@ -223,8 +244,10 @@ Runner add_run_command(CLI::App& app) {
       for (const std::string& name : backends::names())
         if (std::regex_search(name, backend_pattern)) b.backends.push_back(name);
       if (b.backends.empty()) throw std::invalid_argument("--backend '" + args->backend + "' matches no backend");
+      b.select = select;
+      b.list_only = args->list;
       if (args->list) {
-        for (const std::string& name : b.backends) std::cout << "backend " << name << " on " << b.device << "\n";
+        list(backends::run_suite(b));
       } else {
         for (report::CaseResult& r : backends::run_suite(b)) add(std::move(r));
       }
@@ -232,15 +255,14 @@ Runner add_run_command(CLI::App& app) {
     // Foreign implementations (C plugins, --backend-cmd workers): a raise of the check itself is that
     // implementation's FAIL; a malformed case file stays bad input.
     auto check_foreign = [&](const std::string& label, const std::string& target, auto&& check) {
-      if (args->list) {
-        std::cout << label << " " << target << "\n";
-        return;
-      }
       plugin::PluginCheckOptions p;
       p.seed = options.seed;
       p.iterations = args->plugin_iterations;
       p.cases_dir = args->cases;
+      p.select = select;
+      p.list_only = args->list;
       try {
+        if (args->list) return list(check(p));
         for (report::CaseResult& r : check(p)) add(std::move(r));
       } catch (const cases::CaseError&) {
         throw;
@@ -266,8 +288,10 @@ Runner add_run_command(CLI::App& app) {
       });
     if (reference_sections && suite("property")) {
       for (campaign::Property p : selected) {
+        if (!select(std::string("property/") + campaign::to_string(p))) continue;
         if (args->list) {
-          std::cout << "property " << campaign::to_string(p) << ": " << campaign::describe(p) << "\n";
+          std::cout << "property/" << campaign::to_string(p) << "\n";
+          ++listed;
           continue;
         }
         const auto started = std::chrono::steady_clock::now();
@@ -296,8 +320,9 @@ Runner add_run_command(CLI::App& app) {
         summary.cases.push_back(std::move(r));
       }
     }
+    if (args->list ? listed == 0 : summary.cases.empty())
+      throw std::invalid_argument("nothing to run: the filters match no case");
     if (args->list) return 0;
-    if (summary.cases.empty()) throw std::invalid_argument("nothing to run: the filters match no case");
     // Reports: written before the closing line, announced on stderr so stdout stays as it was.
     if (!args->no_report) {
       summary.command = command_line();

@@ -13,7 +13,8 @@
 #include "kvconform/oracle.h"
 #include "kvconform/positions.h"
 #include "kvconform/reference.h"
-#include "kvconform/step_patterns.h"
+#include "kvconform/scenario.h"
+#include "kvconform/step_driver.h"
 #include "kvconform/tensors.h"
 
 namespace kvc::backends {
@@ -182,14 +183,19 @@ at::Tensor windowed(const at::Tensor& query, const at::Tensor& keys, const at::T
   return windowed_cpu<float>(query, keys, values, query_positions, kv_offset, window, fault);
 }
 
-std::vector<std::string> names() { return {"eager", "sdpa", "sdpa_is_causal", "windowed"}; }
+std::vector<std::string> names() {
+  std::vector<std::string> out;
+  for (const BackendInfo& b : registry()) out.push_back(b.name);
+  return out;
+}
 
 std::unique_ptr<Backend> make(const std::string& name, Fault fault) {
-  if (name == "eager") return std::make_unique<Eager>();
-  if (name == "sdpa") return std::make_unique<Sdpa>(false);
-  if (name == "sdpa_is_causal") return std::make_unique<Sdpa>(true);
-  if (name == "windowed") return std::make_unique<Windowed>(fault);
-  throw std::invalid_argument("unknown backend '" + name + "' (expected one of: eager, sdpa, sdpa_is_causal, windowed)");
+  std::string known;
+  for (const BackendInfo& b : registry()) {
+    if (b.name == name) return b.make(fault);
+    known += (known.empty() ? "" : ", ") + b.name;
+  }
+  throw std::invalid_argument("unknown backend '" + name + "' (expected one of: " + known + ")");
 }
 
 std::vector<std::unique_ptr<Backend>> all() {
@@ -197,6 +203,11 @@ std::vector<std::unique_ptr<Backend>> all() {
   for (const std::string& n : names()) out.push_back(make(n));
   return out;
 }
+
+std::unique_ptr<Backend> make_eager(Fault) { return std::make_unique<Eager>(); }
+std::unique_ptr<Backend> make_sdpa(Fault) { return std::make_unique<Sdpa>(false); }
+std::unique_ptr<Backend> make_sdpa_is_causal(Fault) { return std::make_unique<Sdpa>(true); }
+std::unique_ptr<Backend> make_windowed(Fault fault) { return std::make_unique<Windowed>(fault); }
 
 at::Tensor math_reference(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
                           const at::Tensor& boolean_mask) {
@@ -209,17 +220,6 @@ at::Tensor math_reference(const at::Tensor& query, const at::Tensor& keys, const
   const at::Tensor any = mask.any(-1, true);
   s = s.masked_fill(any.logical_not(), 0.0);
   return at::matmul(at::softmax(s, -1), V) * any.to(query.scalar_type());
-}
-
-// Measured and explained in docs/backends.md ("Tolerance policy").
-Policy policy(DType dtype) {
-  switch (dtype) {
-    case DType::Float64: return {4.0, 1e-12};  // eager is judged as float32 (Backend::judged_as)
-    case DType::Float32: return {4.0, 1e-6};
-    case DType::Float16: return {4.0, 2e-3};
-    case DType::BFloat16: return {4.0, 1.6e-2};
-  }
-  return {0, 0};
 }
 
 double reference_error(const at::Tensor& reference, const at::Tensor& oracle, const at::Tensor& sees) {
@@ -254,7 +254,7 @@ Verdict judge(const at::Tensor& out, double ref_error, const at::Tensor& oracle,
     return "[b=" + std::to_string(idx[0]) + ",h=" + std::to_string(idx[1]) + ",q=" + std::to_string(idx[2]) +
            ",d=" + std::to_string(idx[3]) + "]";
   };
-  const Policy p = policy(dtype);
+  const ReferenceRule p = reference_rule(dtype);
   v.reference_error = ref_error;
   v.bound = std::max(p.floor, p.factor * ref_error);
   const at::Tensor diff = (got - exp).abs().masked_fill(rows.logical_not(), 0.0).flatten();
@@ -303,117 +303,94 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
   const at::Device device = options.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
 
   std::vector<report::CaseResult> results;
-  for (const StepPattern& pat : step_patterns())
+  for (Scenario sc : builtin_scenarios(CacheKind::Static))
     for (CacheKind cache : {CacheKind::Static, CacheKind::Dynamic})
       for (DType dtype : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64}) {
-        const LayerSpec spec = pat.spec(cache);
-        // Run every backend over the same steps; one result per backend.
+        sc.cache = cache;
+        sc.dtype = dtype;
+        const LayerSpec spec = sc.layer_spec(0);
+        // Run every selected backend over the same steps; one result per backend.
         std::vector<report::CaseResult> cases;
+        std::vector<const Backend*> chosen;
         for (const auto& be : backends) {
           report::CaseResult r;
           r.suite = "backend";
-          r.name = pat.name + "/" + to_string(cache);
+          r.name = sc.name + "/" + to_string(cache);
           r.params = "layer=" + spec.describe() + ",device=" + options.device + ",seed=" + std::to_string(options.seed);
           r.backend = be->name();
           r.dtype = to_string(dtype);
-          r.reproduce = "kvconform run --backends " + be->name() + " --device " + options.device;
+          if (options.select && !options.select(report::case_id(r))) continue;
+          r.reproduce = "kvconform run --filter '^" + report::case_id(r) + "$' --device " + options.device;
+          chosen.push_back(be.get());
+          if (options.list_only) {
+            results.push_back(r);
+            continue;
+          }
           if (!available) {
             r.status = report::Status::Skipped;
             r.message = "CUDA is not available in this LibTorch build or on this machine";
           }
           cases.push_back(r);
         }
+        if (options.list_only || chosen.empty()) continue;
         if (available) try {
-          auto layer = make_layer(spec, Behaviours{}, options.mutation);
-          Oracle oracle(OracleShape{pat.batch, pat.heads, pat.kv_heads, pat.head_dim}, pat.type, pat.window, pat.left_padding);
-          int64_t seen = 0;
-          std::vector<double> worst(backends.size(), 0.0), worst_ref(backends.size(), 0.0);
-          std::vector<std::vector<std::string>> notes(backends.size());
+          Scenario run = sc;
+          run.seed = options.seed ^ *sc.seed;  // the run's seed varies every built-in scenario's inputs
+          DriverOptions driver_options;
+          driver_options.mutation = options.mutation;
+          driver_options.oracle = true;
+          StepDriver driver(run, driver_options);
+          std::vector<double> worst(chosen.size(), 0.0), worst_ref(chosen.size(), 0.0), bound(chosen.size(), 0.0);
+          std::vector<std::vector<std::string>> notes(chosen.size());
           int64_t judged = 0;
-          for (size_t s = 0; s < pat.steps.size(); ++s) {
-            const int64_t q = pat.steps[s];
-            if (q == 0) {
-              layer->reset();
-              oracle.reset();
-              seen = 0;
-              continue;
-            }
-            const uint64_t seed = options.seed ^ pat.seed;
-            const auto kv = inputs::block(seed, inputs::kKey, 0, pat.batch, pat.kv_heads, seen, q, pat.head_dim);
-            const auto vv = inputs::block(seed, inputs::kValue, 0, pat.batch, pat.kv_heads, seen, q, pat.head_dim);
-            const auto qv = inputs::block(seed, inputs::kQuery, 0, pat.batch, pat.heads, seen, q, pat.head_dim);
+          driver.run([&](LayerStep& v) {
+            if (v.update_error) std::rethrow_exception(v.update_error);
             Call call;
-            call.mask.type = pat.type;
-            call.mask.window = pat.window;
-            call.mask.batch = pat.batch;
-            for (int64_t i = 0; i < q; ++i) call.mask.query_positions.push_back(seen + i);
-            call.mask.sizes = layer->get_mask_sizes(q);
-            call.mask.left_padding = pat.left_padding;
-            call.mask.tokens_so_far = seen + q;
-            call.mask.allow_skip = cache == CacheKind::Dynamic;
-            call.mask.mutation = options.mutation;
-            const KV out = layer->update(from_values(kv, {pat.batch, pat.kv_heads, q, pat.head_dim}, dtype),
-                                         from_values(vv, {pat.batch, pat.kv_heads, q, pat.head_dim}, dtype));
-            oracle.append(kv, vv, q);
-            call.query = from_values(qv, {pat.batch, pat.heads, q, pat.head_dim}, dtype).to(device);
-            call.keys = out.keys.to(device);
-            call.values = out.values.to(device);
-            const at::Tensor O = from_values(oracle.attend(qv, q), {pat.batch, pat.heads, q, pat.head_dim}, DType::Float64);
-            std::vector<double> sees_v;
-            for (int64_t b = 0; b < pat.batch; ++b)
-              for (int64_t i = 0; i < q; ++i) {
-                bool any = false;
-                for (int64_t k = 0; k <= seen + i && !any; ++k) any = oracle.visible(b, seen + i, k);
-                sees_v.push_back(any);
-              }
-            const at::Tensor sees = from_values(sees_v, {pat.batch, 1, q, 1}, DType::Float64).to(at::kBool);
+            call.mask = v.mask;
+            call.query = v.query.to(device);
+            call.keys = v.returned.keys.to(device);
+            call.values = v.returned.values.to(device);
+            const at::Tensor O = v.oracle_output(), sees = v.sees_any();
             // The same-dtype reference (FlashAttention's rule) is computed from every token so far and
             // the window rule, not from the layer's rows and mask: were it fed the layer's output, a
             // wrong layer or mask would inflate the reference error, and with it the bound.
-            const int64_t n = seen + q;
-            std::vector<double> visible;
-            for (int64_t b = 0; b < pat.batch; ++b)
-              for (int64_t i = 0; i < q; ++i)
-                for (int64_t k = 0; k < n; ++k) visible.push_back(oracle.visible(b, seen + i, k));
-            const std::vector<int64_t> kv_shape = {pat.batch, pat.kv_heads, n, pat.head_dim};
-            const at::Tensor ref = math_reference(
-                call.query,
-                from_values(inputs::block(seed, inputs::kKey, 0, pat.batch, pat.kv_heads, 0, n, pat.head_dim), kv_shape, dtype).to(device),
-                from_values(inputs::block(seed, inputs::kValue, 0, pat.batch, pat.kv_heads, 0, n, pat.head_dim), kv_shape, dtype).to(device),
-                from_values(visible, {pat.batch, 1, q, n}, DType::Float64).to(at::kBool));
+            const at::Tensor ref =
+                math_reference(call.query, v.all_keys().to(device), v.all_values().to(device), v.visible_keys());
             // Every step is judged, also after a failure or deviation: the first failure is the
             // message, later problems and every deviation go into the detail.
-            for (size_t i = 0; i < backends.size(); ++i) {
+            for (size_t i = 0; i < chosen.size(); ++i) {
               report::CaseResult& r = cases[i];
-              Verdict v;
+              Verdict verdict;
               try {
-                v = judge(backends[i]->run(call), ref, O, sees, backends[i]->judged_as(dtype));
+                verdict = judge(chosen[i]->run(call), ref, O, sees, chosen[i]->judged_as(dtype));
               } catch (const std::exception& e) {
-                v.ok = false;
-                v.problem = std::string("threw: ") + e.what();
+                verdict.ok = false;
+                verdict.problem = std::string("threw: ") + e.what();
               }
-              worst[i] = std::max(worst[i], v.error);
-              worst_ref[i] = std::max(worst_ref[i], v.reference_error);
-              const std::string step = "step " + std::to_string(s) + " (" + std::to_string(q) + " tokens after " +
-                                       std::to_string(seen) + ")";
-              if (!v.ok && v.only_masked_rows_nonfinite && known_deviation(r.backend, dtype)) {
-                notes[i].push_back(step + ": deviation: " + v.problem);
+              worst[i] = std::max(worst[i], verdict.error);
+              worst_ref[i] = std::max(worst_ref[i], verdict.reference_error);
+              bound[i] = std::max(bound[i], verdict.bound);
+              const std::string step = "step " + std::to_string(v.step) + " (" + std::to_string(v.q) + " tokens after " +
+                                       std::to_string(v.seen) + ")";
+              if (!verdict.ok && verdict.only_masked_rows_nonfinite && known_deviation(r.backend, dtype)) {
+                notes[i].push_back(step + ": deviation: " + verdict.problem);
                 if (r.status == report::Status::Pass) {
                   r.status = report::Status::Deviation;
-                  r.message = step + ": " + v.problem + ": " + *known_deviation(r.backend, dtype);
+                  r.message = step + ": " + verdict.problem + ": " + *known_deviation(r.backend, dtype);
                 }
-              } else if (!v.ok) {
-                notes[i].push_back(step + ": FAIL: " + v.problem);
+              } else if (!verdict.ok) {
+                notes[i].push_back(step + ": FAIL: " + verdict.problem);
                 if (r.status != report::Status::Fail) {
                   r.status = report::Status::Fail;
-                  r.message = step + ": " + v.problem;
+                  r.message = step + ": " + verdict.problem;
                 }
               }
             }
             ++judged;
-            seen += q;
-          }
-          for (size_t i = 0; i < backends.size(); ++i) {
+          });
+          for (size_t i = 0; i < chosen.size(); ++i) {
+            cases[i].policy = to_string(Policy::SameDtypeReference);
+            cases[i].bound = bound[i];
             cases[i].detail = "max error " + sci(worst[i]) + ", same-dtype math reference " + sci(worst_ref[i]) +
                               " over " + std::to_string(judged) + " judged steps";
             for (const std::string& n : notes[i]) cases[i].detail += "\n" + n;

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <set>
 #include <iostream>
 #include <map>
 
@@ -124,7 +127,7 @@ TEST(Judge, NaNWhereTheOracleIsFiniteFails) {
 TEST(Judge, BoundIsTheLargerOfFloorAndFactorTimesReferenceError) {
   const at::Tensor oracle = at::zeros({1, 1, 1, 1}, at::kDouble);
   const at::Tensor sees = at::ones({1, 1, 1, 1}, at::kBool);
-  const Policy p = policy(DType::Float16);
+  const ReferenceRule p = reference_rule(DType::Float16);
   const at::Tensor ref = at::full({1, 1, 1, 1}, 10 * p.floor, at::kDouble);
   EXPECT_TRUE(judge(at::full({1, 1, 1, 1}, p.floor, at::kDouble), oracle, oracle, sees, DType::Float16).ok);
   EXPECT_FALSE(judge(at::full({1, 1, 1, 1}, 2 * p.floor, at::kDouble), oracle, oracle, sees, DType::Float16).ok);
@@ -152,3 +155,19 @@ TEST(Judge, Float64KernelComputingInFloat32IsCaught) {
 
 }  // namespace
 }  // namespace kvc::backends
+
+// A backend's name lives in one place, the registry: docs/backends.md's table must list exactly the
+// registered backends, so that adding or renaming one without its documentation fails here.
+TEST(BackendRegistry, DocsTableListsExactlyTheRegisteredBackends) {
+  std::ifstream in(std::string(KVC_SOURCE_DIR) + "/docs/backends.md");
+  ASSERT_TRUE(in) << "docs/backends.md";
+  std::set<std::string> documented;
+  const std::regex row("^\\| `([a-z_0-9]+)` \\|");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) documented.insert(m[1]);
+  }
+  const std::vector<std::string> names = kvc::backends::names();
+  EXPECT_EQ(documented, std::set<std::string>(names.begin(), names.end()));
+  EXPECT_THROW(kvc::backends::make("no_such_backend"), std::invalid_argument);
+}

@@ -315,7 +315,7 @@ void check_limits(const json& doc, const std::string& origin, const Limits& L) {
 }
 
 // What the schema cannot say (the same rules as golden/validate_cases.py).
-void check_semantics(const Case& c, const std::string& origin) {
+void check_semantics(const Scenario& c, const std::string& origin) {
   if (c.heads % c.kv_heads != 0)
     throw CaseError(origin, "/kv_heads", "kv_heads " + std::to_string(c.kv_heads) + " does not divide heads " +
                                              std::to_string(c.heads));
@@ -358,13 +358,13 @@ void check_semantics(const Case& c, const std::string& origin) {
 
 }  // namespace
 
-Case parse_case(const std::string& text, const std::string& origin) { return parse_case(text, origin, limits()); }
+Scenario parse_case(const std::string& text, const std::string& origin) { return parse_case(text, origin, limits()); }
 
-Case parse_case(const std::string& text, const std::string& origin, const Limits& limits) {
+Scenario parse_case(const std::string& text, const std::string& origin, const Limits& limits) {
   const json doc = parse_json(text, origin);
   validate_schema(doc, origin);
   check_limits(doc, origin, limits);
-  Case c;
+  Scenario c;
   c.file = origin;
   c.sha256 = sha256_hex(text);
   c.name = doc.at("name").get<std::string>();
@@ -406,7 +406,7 @@ Case parse_case(const std::string& text, const std::string& origin, const Limits
   return c;
 }
 
-Case load_case(const std::string& path) { return parse_case(read_file(path), path); }
+Scenario load_case(const std::string& path) { return parse_case(read_file(path), path); }
 
 std::vector<std::string> list_case_files(const std::string& dir) {
   std::error_code ec;
@@ -417,30 +417,6 @@ std::vector<std::string> list_case_files(const std::string& dir) {
       files.push_back(entry.path().string());
   std::sort(files.begin(), files.end());
   return files;
-}
-
-LayerSpec Case::layer_spec(size_t layer) const { return {cache, layer_types.at(layer), window, max_cache_len}; }
-
-int64_t Case::total_tokens() const {
-  int64_t n = 0;
-  for (const Step& s : steps) n += s.tokens;
-  return n;
-}
-
-bool Case::applies_to(const std::string& version) const {
-  return profiles.empty() || std::find(profiles.begin(), profiles.end(), version) != profiles.end();
-}
-
-std::vector<double> Case::step_inputs(inputs::TensorId tensor, size_t layer, size_t step) const {
-  const std::vector<std::vector<double>>& given =
-      tensor == inputs::kQuery ? explicit_q : tensor == inputs::kKey ? explicit_k : explicit_v;
-  if (!given.empty()) return given.at(step);
-  int64_t t0 = 0;
-  for (size_t s = 0; s < step; ++s) t0 += steps[s].tokens;
-  // An explicit case without q takes its queries from the generator with seed 0.
-  const uint64_t s = seed.value_or(0);
-  return inputs::block(s, tensor, layer, batch, tensor == inputs::kQuery ? heads : kv_heads, t0, steps.at(step).tokens,
-                       head_dim);
 }
 
 }  // namespace kvc::cases

@@ -105,7 +105,7 @@ TEST(CaseLimits, MemoryProductsAreCapped) {
 TEST(CaseLimits, RaisedOrLiftedCapsLoadTheCaseWithoutAllocatingIt) {
   const std::string text = doc("", R"([{"tokens": 2000000000}])");
   const auto start = std::chrono::steady_clock::now();
-  const Case c = parse_case(text, "cases/x.json", Limits::unlimited());
+  const Scenario c = parse_case(text, "cases/x.json", Limits::unlimited());
   EXPECT_EQ(c.total_tokens(), 2000000000);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   Limits low;
@@ -186,8 +186,8 @@ const std::string kRoot = KVC_SOURCE_DIR;
 nlohmann::json fixture() {
   return cases::parse_json(cases::read_file(kRoot + "/golden/fixtures/5.24.0/tf_hybrid_cache.json"), "f.json");
 }
-const cases::Case& the_case() {
-  static const cases::Case c = cases::load_case(kRoot + "/cases/tf_hybrid_cache.json");
+const Scenario& the_case() {
+  static const Scenario c = cases::load_case(kRoot + "/cases/tf_hybrid_cache.json");
   return c;
 }
 

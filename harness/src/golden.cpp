@@ -23,6 +23,7 @@
 #include "kvconform/masks.h"
 #include "kvconform/positions.h"
 #include "kvconform/reference.h"
+#include "kvconform/step_driver.h"
 #include "kvconform/tensors.h"
 #include "kvconform/tolerance.h"
 
@@ -49,15 +50,15 @@ std::string hex_of(const std::string& bytes) {
   return out;
 }
 
-json rows_json(const at::Tensor& tags) {
+json rows_json(const positions::Rows& tokens) {
   json rows = json::array();
-  for (double v : values_of(tags)) rows.push_back(v == 0 ? json(nullptr) : json(static_cast<int64_t>(v) - 1));
+  for (const auto& t : tokens) rows.push_back(t ? json(*t) : json(nullptr));
   return rows;
 }
 
-json tensor_pair(const at::Tensor& k, const at::Tensor& v, const at::Tensor& tags) {
+json tensor_pair(const at::Tensor& k, const at::Tensor& v, const positions::Rows& tokens) {
   return {{"shape", k.sizes().vec()},
-          {"rows", rows_json(tags)},
+          {"rows", rows_json(tokens)},
           {"k_sha256", cases::sha256_hex(bytes_of(k))},
           {"v_sha256", cases::sha256_hex(bytes_of(v))}};
 }
@@ -137,7 +138,7 @@ json error_record(const std::string& phase, const std::exception& e) {
 }
 
 // The class transformers instantiates for a layer and what dump.py records about it.
-json layer_record(size_t index, const LayerSpec& spec, const cases::Case& c, const Behaviours& behaviours) {
+json layer_record(size_t index, const LayerSpec& spec, const Scenario& c, const Behaviours& behaviours) {
   const bool is_static = spec.cache == CacheKind::Static;
   std::string cls = is_static ? (spec.is_sliding() ? "StaticSlidingWindowLayer" : "StaticLayer")
                               : (spec.is_sliding() ? "DynamicSlidingWindowLayer" : "DynamicLayer");
@@ -153,7 +154,7 @@ json layer_record(size_t index, const LayerSpec& spec, const cases::Case& c, con
 }
 
 // The 2D attention_mask as transformers sees it at this step: leading zeros, then ones.
-json attention_mask_2d(const cases::Case& c, int64_t end) {
+json attention_mask_2d(const Scenario& c, int64_t end) {
   if (!c.left_padding) return nullptr;
   json rows = json::array();
   for (int64_t lp : *c.left_padding) {
@@ -163,12 +164,65 @@ json attention_mask_2d(const cases::Case& c, int64_t end) {
   return rows;
 }
 
-json mask_function_record(const cases::Case& c, LayerType type, int64_t end) {
+json mask_function_record(const Scenario& c, LayerType type, int64_t end) {
   if (type == LayerType::Full) return {{"kind", "causal"}};
   if (type == LayerType::Sliding) return {{"kind", "sliding_window_causal"}, {"window", c.window}};
   json pads = json::array();
   for (int64_t b = 0; b < c.batch; ++b) pads.push_back(c.left_padding ? std::min((*c.left_padding)[b], end) : 0);
   return {{"kind", "chunked_causal"}, {"chunk_size", c.window}, {"left_padding_tokens", pads}};
+}
+
+
+// One layer's step as golden/dump.py records it: mask sizes, masks, errors, rows and attention.
+void record_layer_step(const LayerStep& v, const Scenario& c, c10::ScalarType dtype, const SdpaGqaPath& sdpa_path,
+                       json& jl) {
+  const masks::MaskQuery& m = v.mask;
+  jl["cumulative_length_before"] = v.seq_length_before;
+  jl["mask_sizes"] = {{"kv_length", v.sizes.kv_length}, {"kv_offset", v.sizes.kv_offset}};
+  jl["mask_function"] = mask_function_record(c, m.type, v.seen + v.q);
+  jl["q_positions"] = m.query_positions;
+  jl["allow_is_causal_skip"] = m.allow_skip;
+  const at::Tensor boolean = masks::boolean_mask(m);
+  const bool skipped = masks::can_skip(m);
+  jl["sdpa_mask_skipped"] = skipped;
+  jl["sdpa_mask"] = skipped ? json(nullptr) : mask_rows(boolean);
+  jl["bool_mask"] = mask_rows(boolean);
+  const at::Tensor additive = masks::additive_mask(boolean, dtype);
+  jl["eager_mask"] = {{"dtype", to_string(c.dtype)},
+                      {"shape", additive.sizes().vec()},
+                      {"sha256", cases::sha256_hex(bytes_of(additive))},
+                      {"masked_value", python_repr(masks::additive_mask(at::zeros({}, at::kBool), dtype).item<double>())}};
+  json errors = json::array();
+  if (v.update_error) {
+    try {
+      std::rethrow_exception(v.update_error);
+    } catch (const std::exception& e) {
+      errors.push_back(error_record("update", e));
+    }
+    jl["cumulative_length_after"] = nullptr;
+    jl["returned"] = nullptr;
+    jl["stored"] = nullptr;
+    jl["attention"] = {{"eager", nullptr}, {"sdpa", nullptr}};
+    jl["errors"] = errors;
+    return;
+  }
+  jl["cumulative_length_after"] = v.seq_length_after;
+  jl["returned"] = tensor_pair(v.returned.keys, v.returned.values, v.returned_rows);
+  jl["stored"] = tensor_pair(v.cache->keys(), v.cache->values(), v.stored_rows);
+  json attention = {{"eager", nullptr}, {"sdpa", nullptr}};
+  try {
+    attention["eager"] = output_json(attention::eager(v.query, v.returned.keys, v.returned.values, additive));
+  } catch (const std::exception& e) {
+    errors.push_back(error_record("attention_eager", e));
+  }
+  try {
+    attention["sdpa"] = output_json(attention::sdpa(v.query, v.returned.keys, v.returned.values,
+                                                    skipped ? std::nullopt : std::optional<at::Tensor>(boolean), sdpa_path));
+  } catch (const std::exception& e) {
+    errors.push_back(error_record("attention_sdpa", e));
+  }
+  jl["attention"] = attention;
+  jl["errors"] = errors;
 }
 
 }  // namespace
@@ -184,118 +238,40 @@ struct OneThread {
 };
 }  // namespace
 
-json run_case(const cases::Case& c, const Behaviours& behaviours, Mutation mutation) {
+json run_case(const Scenario& c, const Behaviours& behaviours, Mutation mutation) {
   const OneThread one_thread;
   json out = {{"format", "kvconform-fixture-v1"}, {"case", c.name}, {"case_sha256", c.sha256},
               {"behaviours", to_json(behaviours)}, {"torch_version", TORCH_VERSION}, {"dtype", to_string(c.dtype)}};
-  std::vector<std::unique_ptr<CacheLayer>> layers, tags;
   json layer_records = json::array();
-  for (size_t l = 0; l < c.layer_types.size(); ++l) {
-    layers.push_back(make_layer(c.layer_spec(l), behaviours, mutation));
-    tags.push_back(make_layer(c.layer_spec(l), behaviours, mutation));
-    layer_records.push_back(layer_record(l, c.layer_spec(l), c, behaviours));
-  }
+  for (size_t l = 0; l < c.layer_types.size(); ++l) layer_records.push_back(layer_record(l, c.layer_spec(l), c, behaviours));
   out["layers"] = layer_records;
-  const SdpaGqaPath& sdpa_path = behaviours.sdpa_gqa;
-  std::vector<int64_t> failed_at(layers.size(), -1);
+  DriverOptions options;
+  options.behaviours = behaviours;
+  options.mutation = mutation;
+  options.track_rows = true;
+  StepDriver driver(c, options);
   const c10::ScalarType dtype = scalar_type(c.dtype);
-  int64_t t0 = 0;
   json steps = json::array();
-  for (size_t s = 0; s < c.steps.size(); ++s) {
-    const int64_t q = c.steps[s].tokens;
-    std::vector<int64_t> arange(static_cast<size_t>(q));
-    for (int64_t i = 0; i < q; ++i) arange[i] = t0 + i;
-    // The cache_position API passes cache_position (the case's, or arange from the cumulative
-    // length) to get_mask_sizes and update; the query_length API has none.
-    std::optional<std::vector<int64_t>> positions;
-    if (behaviours.cache_api == CacheApi::CachePosition) positions = c.steps[s].cache_position.value_or(arange);
-    json js = {{"index", s}, {"tokens", q}, {"token_range", {t0, t0 + q}},
-               {"cache_position", positions ? json(*positions) : json(nullptr)},
-               {"attention_mask_2d", attention_mask_2d(c, t0 + q)}};
-    json jl_all = json::array();
-    const at::Tensor tag = at::arange(t0 + 1, t0 + q + 1, at::kDouble).view({1, 1, q, 1});
-    for (size_t l = 0; l < layers.size(); ++l) {
-      CacheLayer& layer = *layers[l];
-      json jl = {{"layer", l}};
-      if (failed_at[l] >= 0) {
-        jl["skipped"] = "layer failed at step " + std::to_string(failed_at[l]);
-        jl_all.push_back(jl);
-        continue;
-      }
+  json js;
+  driver.run([&](LayerStep& v) {
+    if (v.layer == 0)
+      js = {{"index", v.step}, {"tokens", v.q}, {"token_range", {v.seen, v.seen + v.q}},
+            {"cache_position", v.cache_position ? json(*v.cache_position) : json(nullptr)},
+            {"attention_mask_2d", attention_mask_2d(c, v.seen + v.q)}, {"layers", json::array()}};
+    json jl = {{"layer", v.layer}};
+    if (v.failed_at >= 0) {
+      jl["skipped"] = "layer failed at step " + std::to_string(v.failed_at);
+    } else {
       try {
-      const at::Tensor Q = from_values(c.step_inputs(inputs::kQuery, l, s), {c.batch, c.heads, q, c.head_dim}, c.dtype);
-      const at::Tensor K = from_values(c.step_inputs(inputs::kKey, l, s), {c.batch, c.kv_heads, q, c.head_dim}, c.dtype);
-      const at::Tensor V = from_values(c.step_inputs(inputs::kValue, l, s), {c.batch, c.kv_heads, q, c.head_dim}, c.dtype);
-      jl["cumulative_length_before"] = layer.seq_length();
-      const MaskSizes sizes = positions ? layer.mask_sizes_for_positions(*positions) : layer.get_mask_sizes(q);
-      jl["mask_sizes"] = {{"kv_length", sizes.kv_length}, {"kv_offset", sizes.kv_offset}};
-      masks::MaskQuery m;
-      m.type = layer.spec().type;
-      m.window = c.window;
-      m.batch = c.batch;
-      m.query_positions = positions.value_or(arange);
-      m.sizes = sizes;
-      m.left_padding = c.left_padding;
-      m.tokens_so_far = t0 + q;
-      m.skip_empty_cache = behaviours.sdpa_skip_empty_cache;
-      m.allow_skip = masks::allow_is_causal_skip(behaviours, c.cache, q);
-      m.mutation = mutation;
-      jl["mask_function"] = mask_function_record(c, layer.spec().type, t0 + q);
-      jl["q_positions"] = m.query_positions;
-      jl["allow_is_causal_skip"] = m.allow_skip;
-      const at::Tensor boolean = masks::boolean_mask(m);
-      const bool skipped = masks::can_skip(m);
-      jl["sdpa_mask_skipped"] = skipped;
-      jl["sdpa_mask"] = skipped ? json(nullptr) : mask_rows(boolean);
-      jl["bool_mask"] = mask_rows(boolean);
-      const at::Tensor additive = masks::additive_mask(boolean, dtype);
-      jl["eager_mask"] = {{"dtype", to_string(c.dtype)},
-                          {"shape", additive.sizes().vec()},
-                          {"sha256", cases::sha256_hex(bytes_of(additive))},
-                          {"masked_value", python_repr(masks::additive_mask(at::zeros({}, at::kBool), dtype).item<double>())}};
-      json errors = json::array();
-      KV kv;
-      try {
-        kv = layer.update(K, V, positions);
+        record_layer_step(v, c, dtype, behaviours.sdpa_gqa, jl);
       } catch (const std::exception& e) {
-        errors.push_back(error_record("update", e));
-        failed_at[l] = static_cast<int64_t>(s);
-        jl["cumulative_length_after"] = nullptr;
-        jl["returned"] = nullptr;
-        jl["stored"] = nullptr;
-        jl["attention"] = {{"eager", nullptr}, {"sdpa", nullptr}};
-        jl["errors"] = errors;
-        jl_all.push_back(jl);
-        continue;
+        // Not a raise that transformers makes (those are recorded): the reference itself broke.
+        throw StepFailure(v.step, v.layer, e.what());
       }
-      const KV tkv = tags[l]->update(tag, tag, positions);
-      jl["cumulative_length_after"] = layer.seq_length();
-      jl["returned"] = tensor_pair(kv.keys, kv.values, tkv.keys);
-      jl["stored"] = tensor_pair(layer.keys(), layer.values(), tags[l]->keys());
-      json attention = {{"eager", nullptr}, {"sdpa", nullptr}};
-      try {
-        attention["eager"] = output_json(attention::eager(Q, kv.keys, kv.values, additive));
-      } catch (const std::exception& e) {
-        errors.push_back(error_record("attention_eager", e));
-      }
-      try {
-        attention["sdpa"] = output_json(attention::sdpa(
-            Q, kv.keys, kv.values, skipped ? std::nullopt : std::optional<at::Tensor>(boolean), sdpa_path));
-      } catch (const std::exception& e) {
-        errors.push_back(error_record("attention_sdpa", e));
-      }
-      jl["attention"] = attention;
-      jl["errors"] = errors;
-      } catch (const std::exception& e) {
-        // Not a raise that transformers makes (those are recorded above): the reference itself broke.
-        throw ReferenceFailure(s, l, e.what());
-      }
-      jl_all.push_back(jl);
     }
-    js["layers"] = jl_all;
-    steps.push_back(js);
-    t0 += q;
-  }
+    js["layers"].push_back(jl);
+    if (v.layer + 1 == c.layer_types.size()) steps.push_back(js);
+  });
   out["steps"] = steps;
   return out;
 }
@@ -389,22 +365,21 @@ bool same_kernels(const json& fixture) {
 
 }  // namespace
 
-report::CaseResult compare(const json& fixture, const json& reference, const cases::Case& c) {
+report::CaseResult compare(const json& fixture, const json& reference, const Scenario& c) {
   report::CaseResult r;
   r.suite = "golden";
   r.name = fixture.value("transformers_version", std::string("?")) + "/" + c.name;
   r.backend = "reference";
   r.dtype = to_string(c.dtype);
-  std::string layers;
-  for (LayerType t : c.layer_types) layers += std::string(layers.empty() ? "" : "+") + to_string(t);
-  r.params = std::string(to_string(c.cache)) + "," + layers + (c.window ? ",W=" + std::to_string(c.window) : "") +
-             (c.max_cache_len ? ",L=" + std::to_string(c.max_cache_len) : "") + ",steps=" + std::to_string(c.steps.size());
+  r.params = c.params();
   const bool bitwise = same_kernels(fixture);
   const Tolerance tol = attention_tolerance(c.dtype), eager_tol = eager_tolerance(c.dtype);
   const std::string policy =
       bitwise ? "bitwise (fixture from torch " + fixture.value("torch_version", std::string()) + ", the same kernels)"
               : "tolerance " + repr(tol.absolute) + " (eager " + repr(eager_tol.absolute) + "; fixture from torch " +
                     fixture.value("torch_version", std::string("?")) + ", the reference runs " TORCH_VERSION ")";
+  r.policy = to_string(bitwise ? Policy::Bitwise : Policy::DtypeEpsilons);
+  r.bound = bitwise ? 0.0 : std::max(tol.absolute, eager_tol.absolute);
   std::vector<std::string> deviations, notes;
   double worst = 0;
   int64_t outputs = 0, identical = 0;
@@ -516,8 +491,7 @@ namespace {
 // A syntax error or an out-of-range number is named by file and JSON pointer.
 json read_json(const std::string& path) { return cases::parse_json(cases::read_file(path), path); }
 
-bool selected(const cases::Case& c, const std::string& name, const ReplayOptions& o) {
-  if (!o.name_regex.empty() && !std::regex_search(name, std::regex(o.name_regex))) return false;
+bool selected(const Scenario& c, const ReplayOptions& o) {
   if (o.dtype && c.dtype != *o.dtype) return false;
   if (o.cache && c.cache != *o.cache) return false;
   if (o.layer_type && std::find(c.layer_types.begin(), c.layer_types.end(), *o.layer_type) == c.layer_types.end())
@@ -550,7 +524,7 @@ FixtureBehaviours fixture_behaviours(const json& fixture, const std::string& ver
   return out;
 }
 
-report::CaseResult behaviours_failure(const json& fixture, const std::string& version, const cases::Case& c,
+report::CaseResult behaviours_failure(const json& fixture, const std::string& version, const Scenario& c,
                                       const std::string& mismatch) {
   report::CaseResult r;
   r.suite = "golden";
@@ -564,15 +538,33 @@ report::CaseResult behaviours_failure(const json& fixture, const std::string& ve
 
 std::vector<report::CaseResult> replay(const ReplayOptions& o) {
   std::vector<report::CaseResult> results;
+  const std::regex name_regex(o.name_regex);  // compiled once, not per fixture
   for (const std::string& version : fixture_versions(o.fixtures_root)) {
     const std::string dir = o.fixtures_root + "/" + version;
     const json manifest = read_json(dir + "/manifest.json");
     check_manifest(manifest, dir + "/manifest.json");
     for (const auto& [name, entry] : manifest.at("cases").items()) {
+      if (!o.name_regex.empty() && !std::regex_search(version + "/" + name, name_regex)) continue;
+      if (o.select && !o.select("golden/" + version + "/" + name)) continue;
       std::string case_file = entry.value("case_file", "cases/" + name + ".json");
       if (case_file.rfind("cases/", 0) == 0) case_file = o.cases_root + case_file.substr(5);
-      const cases::Case c = cases::load_case(case_file);
-      if (!selected(c, version + "/" + name, o)) continue;
+      const bool filters = o.dtype || o.cache || o.layer_type;
+      if (o.list_only && !filters) {  // listing needs no case file unless a filter reads it
+        report::CaseResult r;
+        r.suite = "golden";
+        r.name = version + "/" + name;
+        results.push_back(r);
+        continue;
+      }
+      const Scenario c = cases::load_case(case_file);
+      if (!selected(c, o)) continue;
+      if (o.list_only) {
+        report::CaseResult r;
+        r.suite = "golden";
+        r.name = version + "/" + name;
+        results.push_back(r);
+        continue;
+      }
       const std::string fixture_path = dir + "/" + name + ".json";
       const json fixture = read_json(fixture_path);
       // The fixture's structure (check_fixture: types, sizes, the case's hash) and every field the
@@ -592,7 +584,7 @@ std::vector<report::CaseResult> replay(const ReplayOptions& o) {
         r.dtype = to_string(c.dtype);
         r.status = report::Status::Fail;
         const std::string what = e.what();
-        r.message = dynamic_cast<const ReferenceFailure*>(&e) ? what : "the reference raised: " + what.substr(0, what.find('\n'));
+        r.message = dynamic_cast<const StepFailure*>(&e) ? what : "the reference raised: " + what.substr(0, what.find('\n'));
         results.push_back(r);
       }
       results.back().reproduce = "kvconform run --golden-only --case '^" + version + "/" + name + "$'";

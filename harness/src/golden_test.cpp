@@ -41,14 +41,14 @@ TEST(Golden, EveryCommittedFixtureReplays) {
 }
 
 TEST(Golden, UpstreamDeviationIsReportedNotHidden) {
-  const cases::Case c = cases::load_case(kRoot + "/cases/upstream_48280_returned_rows_vs_mask_sizes.json");
+  const Scenario c = cases::load_case(kRoot + "/cases/upstream_48280_returned_rows_vs_mask_sizes.json");
   const report::CaseResult r = compare(fixture("5.24.0", c.name), run_case(c, behaviours_for_release("5.24.0")), c);
   EXPECT_EQ(r.status, report::Status::Deviation);
   EXPECT_NE(r.message.find("get_mask_sizes said kv_length"), std::string::npos) << r.message;
 }
 
 TEST(Golden, TamperedRowIsNamedWithBothValues) {
-  const cases::Case c = cases::load_case(kRoot + "/cases/tf_hybrid_cache.json");
+  const Scenario c = cases::load_case(kRoot + "/cases/tf_hybrid_cache.json");
   nlohmann::json f = fixture("4.57.6", c.name);
   f["steps"][1]["layers"][1]["stored"]["rows"][0] = 1;
   const report::CaseResult r = compare(f, run_case(c, behaviours_for_release("4.57.6")), c);
@@ -57,7 +57,7 @@ TEST(Golden, TamperedRowIsNamedWithBothValues) {
 }
 
 TEST(Golden, TamperedAttentionOutputFailsBeyondTolerance) {
-  const cases::Case c = cases::load_case(kRoot + "/cases/tf_hybrid_cache.json");
+  const Scenario c = cases::load_case(kRoot + "/cases/tf_hybrid_cache.json");
   nlohmann::json f = fixture("4.57.6", c.name);
   std::string hex = f["steps"][0]["layers"][0]["attention"]["eager"]["hex"];
   hex[6] = hex[6] == '4' ? '5' : '4';  // the exponent byte of the first float32: a large change
@@ -70,7 +70,7 @@ TEST(Golden, TamperedAttentionOutputFailsBeyondTolerance) {
 // Fixtures come from the same LibTorch as the reference, so attention is judged bit for bit: the
 // lowest bit of one bfloat16 output (far below the 8-epsilon tolerance) is a failure.
 TEST(Golden, FlippedLowBitOfBfloat16OutputFails) {
-  const cases::Case c = cases::load_case(kRoot + "/cases/bfloat16_dynamic_sliding.json");
+  const Scenario c = cases::load_case(kRoot + "/cases/bfloat16_dynamic_sliding.json");
   nlohmann::json f = fixture("5.24.0", c.name);
   EXPECT_EQ(compare(f, run_case(c, behaviours_for_release("5.24.0")), c).status, report::Status::Pass);
   std::string hex = f["steps"][0]["layers"][0]["attention"]["sdpa"]["hex"];
@@ -85,7 +85,7 @@ TEST(Golden, FlippedLowBitOfBfloat16OutputFails) {
 
 // Every field of the fixture is compared: provenance that the reference can state must agree.
 TEST(Golden, FieldsBeyondRowsAndMasksAreCompared) {
-  const cases::Case c = cases::load_case(kRoot + "/cases/static_sliding_batch_left_padding.json");
+  const Scenario c = cases::load_case(kRoot + "/cases/static_sliding_batch_left_padding.json");
   const nlohmann::json good = fixture("5.24.0", c.name), ref = run_case(c, behaviours_for_release("5.24.0"));
   ASSERT_EQ(compare(good, ref, c).status, report::Status::Pass) << compare(good, ref, c).message;
   auto fails_on = [&](const std::string& pointer, const nlohmann::json& value, const std::string& field) {
@@ -107,7 +107,7 @@ TEST(Golden, FieldsBeyondRowsAndMasksAreCompared) {
 }
 
 TEST(Golden, ErrorTypesAndLibTorchMessagesAreCompared) {
-  const cases::Case c = cases::load_case(kRoot + "/cases/upstream_48280_returned_rows_vs_mask_sizes.json");
+  const Scenario c = cases::load_case(kRoot + "/cases/upstream_48280_returned_rows_vs_mask_sizes.json");
   const nlohmann::json good = fixture("5.24.0", c.name), ref = run_case(c, behaviours_for_release("5.24.0"));
   ASSERT_NE(compare(good, ref, c).status, report::Status::Fail) << compare(good, ref, c).message;
   nlohmann::json f = good;
@@ -121,7 +121,7 @@ TEST(Golden, ErrorTypesAndLibTorchMessagesAreCompared) {
 // The fixture format is checked before anything is compared: a missing field is bad input named by
 // file and JSON pointer, never a skipped check.
 TEST(Golden, MissingFixtureFieldIsMalformedWithPointer) {
-  const cases::Case c = cases::load_case(kRoot + "/cases/tf_hybrid_cache.json");
+  const Scenario c = cases::load_case(kRoot + "/cases/tf_hybrid_cache.json");
   nlohmann::json f = fixture("4.57.6", c.name);
   validate_fixture(f, "x.json", c.steps.size(), c.layer_types.size());
   f["steps"][1]["layers"][1].erase("mask_function");
@@ -153,7 +153,7 @@ TEST(Golden, MutantOfTheReferenceFailsCasesWithoutAborting) {
 
 TEST(Golden, AnotherReleasesBehavioursAreCaught) {
   // 4.57 falls back to arange(q) without cache_position and counts non-zero rows; 5.24 does neither.
-  const cases::Case c = cases::load_case(kRoot + "/cases/tf_static_cache.json");
+  const Scenario c = cases::load_case(kRoot + "/cases/tf_static_cache.json");
   EXPECT_EQ(compare(fixture("4.57.6", c.name), run_case(c, behaviours_for_release("4.57.6")), c).status, report::Status::Pass);
   EXPECT_EQ(compare(fixture("4.57.6", c.name), run_case(c, behaviours_for_release("5.24.0")), c).status, report::Status::Fail);
   EXPECT_EQ(compare(fixture("5.24.0", c.name), run_case(c, behaviours_for_release("5.24.0")), c).status, report::Status::Pass);
@@ -162,7 +162,7 @@ TEST(Golden, AnotherReleasesBehavioursAreCaught) {
 // One 5.x is not another: 5.13.1 never skips a static cache's sdpa mask, 5.24.0 skips a static
 // prefill (the reason 5.0.0 and 5.12.1 fixtures failed when every 5.x got 5.24's rule).
 TEST(Golden, SkipRuleOf513IsNotThatOf524) {
-  const cases::Case c = cases::load_case(kRoot + "/cases/tf_static_cache.json");
+  const Scenario c = cases::load_case(kRoot + "/cases/tf_static_cache.json");
   EXPECT_EQ(compare(fixture("5.13.1", c.name), run_case(c, behaviours_for_release("5.13.1")), c).status, report::Status::Pass);
   const report::CaseResult r = compare(fixture("5.13.1", c.name), run_case(c, behaviours_for_release("5.24.0")), c);
   EXPECT_EQ(r.status, report::Status::Fail);
@@ -171,7 +171,7 @@ TEST(Golden, SkipRuleOf513IsNotThatOf524) {
 
 // 4.56's SlidingWindowLayer raises on a multi-token update once full; the merged layer does not.
 TEST(Golden, PreMergeSlidingLayerRaisesWhereTheMergedOneDoesNot) {
-  const cases::Case c = cases::load_case(kRoot + "/cases/static_sliding_multi_token_after_full_equal.json");
+  const Scenario c = cases::load_case(kRoot + "/cases/static_sliding_multi_token_after_full_equal.json");
   EXPECT_EQ(compare(fixture("4.56.2", c.name), run_case(c, behaviours_for_release("4.56.2")), c).status, report::Status::Pass);
   nlohmann::json f = fixture("4.56.2", c.name);
   report::CaseResult r = compare(f, run_case(c, behaviours_for_release("4.57.6")), c);

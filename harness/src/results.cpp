@@ -18,4 +18,10 @@ int RunSummary::count(Status s) const {
   return n;
 }
 
+std::string case_id(const CaseResult& r) {
+  if (r.suite == "backend") return r.suite + "/" + r.name + "/" + r.backend + "/" + r.dtype;
+  if (r.suite == "plugin") return r.suite + "/" + r.backend + "/" + r.name + "/" + r.dtype;
+  return r.suite + "/" + r.name;
+}
+
 }  // namespace kvc::report

@@ -382,21 +382,12 @@ Trace execute_command(const std::string& command, const std::vector<Op>& ops, do
   return t;
 }
 
-std::vector<report::CaseResult> check_backend_command(const std::string& command, const PluginCheckOptions& options) {
-  PluginCheckOptions o = options;
-  o.cache = false;
-  const std::string quoted = "'" + command + "'";
-  auto results = check_target({command, "kvconform run --backend-cmd " + quoted,
-                               [command](const std::vector<Op>& ops, double timeout_s) {
-                                 return execute_command(command, ops, timeout_s);
-                               }},
-                              o);
-  // A worker that never started has no name: the report names the command instead.
-  for (report::CaseResult& r : results)
-    if (r.name == "load") r.backend = command;
-  workers().erase(command);  // stops it: the next check starts afresh
-  return results;
+Target backend_command_target(const std::string& command) {
+  return {command, "kvconform run --backend-cmd '" + command + "'",
+          [command](const std::vector<Op>& ops, double timeout_s) { return execute_command(command, ops, timeout_s); }};
 }
+
+void stop_worker(const std::string& command) { workers().erase(command); }
 
 void stop_workers() { workers().clear(); }
 

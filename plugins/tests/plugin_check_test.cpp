@@ -5,7 +5,7 @@
 #include <chrono>
 #include <string>
 
-#include "kvconform/plugin_host.h"
+#include "kvcgen/plugin_campaign.h"
 #include "kvconform/plugin_runner.h"
 
 namespace kvc::plugin {

@@ -1,18 +1,12 @@
 // Attention backends: the ways a sliding-window attention can be computed from a layer's returned
-// K/V, each judged against the float64 oracle with one tolerance policy (docs/backends.md).
-//
-//   eager          matmul + softmax with transformers' additive mask (= attention::eager)
-//   sdpa           LibTorch scaled_dot_product_attention with the full boolean mask
-//   sdpa_is_causal transformers' SDPA path: is_causal instead of a mask where masks::can_skip
-//   windowed       a mask-free kernel: query positions, kv_offset and a FlashAttention-style
-//                  window_size = (W - 1, 0), or a chunk size + per-row left padding, or nothing
-//                  (full); online softmax with float32 (float64 for float64) accumulators
-//
-// Backends run on the device of their input tensors.
+// K/V, each judged against the float64 oracle with one tolerance policy (docs/backends.md). The
+// list is registry() (harness/src/backend_registry.cpp): a new backend is its own source file with
+// a make_<name>(Fault) factory plus one line there. Backends run on the device of their inputs.
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +14,7 @@
 
 #include "kvconform/masks.h"
 #include "kvconform/results.h"
+#include "kvconform/tolerance.h"
 #include "kvconform/types.h"
 
 namespace kvc::backends {
@@ -50,7 +45,16 @@ class Backend {
   virtual DType judged_as(DType input) const { return input; }
 };
 
-std::vector<std::string> names();  // eager, sdpa, sdpa_is_causal, windowed
+// One entry of the backend registry: what --backend, --list, the reports and docs/backends.md
+// name it by.
+struct BackendInfo {
+  std::string name;
+  std::string description;  // one line
+  std::function<std::unique_ptr<Backend>(Fault)> make;
+};
+const std::vector<BackendInfo>& registry();
+
+std::vector<std::string> names();  // registry order
 // Throws std::invalid_argument for an unknown name (listing the known ones). A fault applies to
 // the windowed kernel only.
 std::unique_ptr<Backend> make(const std::string& name, Fault fault = Fault::None);
@@ -77,12 +81,6 @@ at::Tensor windowed(const at::Tensor& query, const at::Tensor& keys, const at::T
 at::Tensor math_reference(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
                           const at::Tensor& boolean_mask);
 
-// The tolerance policy (docs/backends.md): error <= max(floor, factor * reference error).
-struct Policy {
-  double factor;
-  double floor;
-};
-Policy policy(DType dtype);
 
 struct Verdict {
   bool ok = true;
@@ -117,6 +115,9 @@ struct SuiteOptions {
   uint64_t seed = 20250917;
   // A deliberately wrong reference layer or mask (--mutant): the suite must then fail.
   Mutation mutation = Mutation::None;
+  // Over the registry id "backend/<scenario>/<cache>/<backend>/<dtype>" (report::case_id); empty = all.
+  std::function<bool(const std::string& id)> select;
+  bool list_only = false;  // run nothing: one Pass result per selected case, for --list
 };
 std::vector<report::CaseResult> run_suite(const SuiteOptions& options);
 

@@ -10,8 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kvconform/inputs.h"
-#include "kvconform/types.h"
+#include "kvconform/scenario.h"
 
 namespace kvc::cases {
 
@@ -25,33 +24,6 @@ class CaseError : public std::runtime_error {
   std::string file_, pointer_;
 };
 
-struct Step {
-  int64_t tokens = 0;
-  std::optional<std::vector<int64_t>> cache_position;  // 4.57 API only
-};
-
-struct Case {
-  std::string name, description, file;
-  std::vector<std::string> tags;
-  CacheKind cache = CacheKind::Static;
-  std::vector<LayerType> layer_types;
-  int64_t window = 0, max_cache_len = 0;
-  int64_t batch = 1, heads = 1, kv_heads = 1, head_dim = 1;
-  DType dtype = DType::Float32;
-  LeftPadding left_padding;
-  std::vector<Step> steps;
-  // inputs: the generator (seed) or explicit per-step flat lists; explicit q may be absent.
-  std::optional<uint64_t> seed;
-  std::vector<std::vector<double>> explicit_q, explicit_k, explicit_v;
-  std::vector<std::string> profiles;  // transformers versions this case applies to; empty = all
-  std::string sha256;                 // of the file's bytes, as the fixtures record it
-
-  LayerSpec layer_spec(size_t layer) const;
-  int64_t total_tokens() const;
-  bool applies_to(const std::string& transformers_version) const;
-  // Row-major [batch, heads or kv_heads, tokens, head_dim] inputs of one step for one layer.
-  std::vector<double> step_inputs(inputs::TensorId tensor, size_t layer, size_t step) const;
-};
 
 // Size caps (cases/README.md "Size caps", the same numbers as golden/validate_cases.py). A case past
 // one is rejected when loaded, naming the field, before anything is allocated for it: a hostile
@@ -81,10 +53,10 @@ const Limits& limits();
 void allow_large();
 
 // Reads, validates and parses one case file.
-Case load_case(const std::string& path);
+Scenario load_case(const std::string& path);
 // Validates and parses a case given as JSON text; `origin` names it in errors.
-Case parse_case(const std::string& json_text, const std::string& origin);
-Case parse_case(const std::string& json_text, const std::string& origin, const Limits& limits);
+Scenario parse_case(const std::string& json_text, const std::string& origin);
+Scenario parse_case(const std::string& json_text, const std::string& origin, const Limits& limits);
 // JSON text parsed with the JSON pointer of a syntax error or an out-of-range number in the error
 // ("file: /inputs/seed: number overflow parsing '1e400'"); the case and fixture loaders use it.
 nlohmann::json parse_json(const std::string& text, const std::string& origin);

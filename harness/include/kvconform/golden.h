@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,7 +21,7 @@ namespace kvc::golden {
 // steps[].layers[] with mask_sizes, rows, sha256 of exact bytes, masks, attention hex), so that the
 // two can be compared field by field and other tools can read either. The top-level "behaviours"
 // is the record of the behaviours it ran under (behaviours.h).
-nlohmann::json run_case(const cases::Case& c, const Behaviours& behaviours, Mutation mutation = Mutation::None);
+nlohmann::json run_case(const Scenario& c, const Behaviours& behaviours, Mutation mutation = Mutation::None);
 
 // The behaviours to replay a fixture with: its own "behaviours" record, which must equal
 // behaviours_for_release(its transformers_version, else `version`); a fixture without a record
@@ -33,23 +34,17 @@ struct FixtureBehaviours {
 FixtureBehaviours fixture_behaviours(const nlohmann::json& fixture, const std::string& version, const std::string& file);
 
 // The FAIL result of a fixture whose behaviours record disagrees with the table.
-report::CaseResult behaviours_failure(const nlohmann::json& fixture, const std::string& version, const cases::Case& c,
+report::CaseResult behaviours_failure(const nlohmann::json& fixture, const std::string& version, const Scenario& c,
                                       const std::string& mismatch);
-
-// The reference raised outside the phases transformers may raise in (a bug in the reference or a
-// mutant): replay turns it into that case's FAIL naming the step and layer.
-struct ReferenceFailure : std::runtime_error {
-  ReferenceFailure(size_t step, size_t layer, const std::string& what)
-      : std::runtime_error("step " + std::to_string(step) + " layer " + std::to_string(layer) +
-                           ": the reference raised: " + what.substr(0, what.find('\n'))),
-        step(step), layer(layer) {}
-  size_t step, layer;
-};
 
 struct ReplayOptions {
   std::string fixtures_root = "golden/fixtures";
   std::string cases_root = "cases";
   std::string name_regex;  // over "<version>/<case>"; empty = all
+  // Over the registry id "golden/<version>/<case>" (report::case_id), checked before the case is
+  // loaded; empty = every case.
+  std::function<bool(const std::string& id)> select;
+  bool list_only = false;  // replay nothing: one Pass result per selected case, for --list
   std::optional<DType> dtype;
   std::optional<LayerType> layer_type;  // cases with at least one layer of this type
   std::optional<CacheKind> cache;
@@ -66,6 +61,6 @@ std::vector<report::CaseResult> replay(const ReplayOptions& options);
 // Compares one fixture with the reference run; the message names step, layer, field, index and
 // both values. Status Deviation when transformers itself breaks an invariant and the reference
 // reproduces it faithfully.
-report::CaseResult compare(const nlohmann::json& fixture, const nlohmann::json& reference, const cases::Case& c);
+report::CaseResult compare(const nlohmann::json& fixture, const nlohmann::json& reference, const Scenario& c);
 
 }  // namespace kvc::golden

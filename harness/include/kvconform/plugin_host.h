@@ -1,6 +1,7 @@
 // Checks a plugin (plugin_abi.h, docs/plugins.md): its cache layer against the C++ reference
 // (make_layer) and the positions:: rules after every step, its attention kernel against the float64
-// oracle with the backends' tolerance policy. Every case runs in a forked child (plugin_runner.h),
+// oracle with the backends' tolerance policy, on fixed scenarios (the random campaign lives above
+// this library, in kvcgen/plugin_campaign.h). Every case runs in a forked child (plugin_runner.h),
 // so a crash or a hang fails that case with the signal or timeout named and the run goes on.
 // No LibTorch in this header.
 #pragma once
@@ -12,30 +13,27 @@
 
 #include "kvconform/plugin_runner.h"
 #include "kvconform/results.h"
+#include "kvconform/scenario.h"
 
 namespace kvc::plugin {
 
 struct PluginCheckOptions {
   uint64_t seed = 20250917;
-  int iterations = 25;     // RapidCheck cases of the random campaign per part (cache, kernel); 0 = none
+  int iterations = 25;     // random-campaign cases per part (cache, kernel); 0 = none (kvcgen/plugin_campaign.h)
   int max_size = 50;       // RapidCheck size
   double timeout_s = 10;   // per case (one child process runs one case's whole step sequence)
   bool cache = true;       // check the cache layer (when the plugin exports one)
   bool kernel = true;      // check the attention kernel (when the plugin exports one)
   // Scenario files (cases/*.json) whose step sequences are replayed on every layer type they list,
-  // beside the built-in step_patterns(); empty = none. Cases limited to releases of the
+  // beside the built-in scenarios; empty = none. Cases limited to releases of the
   // cache_position API are skipped (plugins implement the query_length API, behaviours.h).
   std::string cases_dir;
+  // Over the registry id "plugin/<plugin>/<case>/<dtype>" (report::case_id); empty = all.
+  std::function<bool(const std::string& id)> select;
+  bool list_only = false;  // run nothing but the load probe: one Pass result per selected case
 };
 
-// One CaseResult per case: suite "plugin", backend = the plugin's name, name
-// "cache/<pattern>/<static|dynamic>", "kernel/<pattern>/<static|dynamic>", "golden-cache/<case>/<layer type>",
-// "golden-kernel/<case>/<layer type>", "campaign/cache",
-// "campaign/kernel" (or "load" when the plugin cannot be loaded). A failure message names the first
-// wrong step and field: "step 3 (Decode after 8 tokens): stored row 2 holds token 5, expected 6".
-std::vector<report::CaseResult> check_plugin(const std::string& path, const PluginCheckOptions& options = {});
-
-// Where the checks send their calls: a forked child loading a shared library (check_plugin), or a
+// Where the checks send their calls: a forked child loading a shared library (plugin_target), or a
 // worker process speaking the subprocess protocol (subprocess_backend.h). `run` executes one case's
 // ops like plugin_runner's execute; `reproduce` is the command line that repeats the checks.
 struct Target {
@@ -43,6 +41,31 @@ struct Target {
   std::string reproduce;  // "kvconform run --plugin PATH"
   std::function<Trace(const std::vector<Op>&, double timeout_s)> run;
 };
-std::vector<report::CaseResult> check_target(const Target& target, const PluginCheckOptions& options);
+Target plugin_target(const std::string& path);
+
+enum class Part { Cache, Kernel };
+
+// One scenario (one layer: layer_types[0], inputs from its seed) through the plugin's cache layer
+// or kernel, judged at every step by the StepDriver's reference and oracle. A failure message names
+// the first wrong step and field: "step 3 (Decode after 8 tokens): stored row 2 holds token 5,
+// expected 6". `plugin` is the plugin's name for the report.
+report::CaseResult check_scenario(const Target& target, const std::string& name, const Scenario& scenario, Part part,
+                                  const std::string& plugin, double timeout_s);
+// Whether a plugin can be held to the scenario: no upstream deviation of its layer, and a sequence
+// the layer can serve (not a case about the overflow error).
+bool checkable(const Scenario& scenario);
+
+// The fixed checks: a load probe, the built-in scenarios and options.cases_dir's cases. One
+// CaseResult per case: name "cache/<scenario>/<static|dynamic>", "kernel/...", "golden-cache/<case>/<layer
+// type>", "golden-kernel/..." (or "load" when the plugin cannot be loaded). The random campaign
+// (kvcgen/plugin_campaign.h) runs after them.
+struct FixedChecks {
+  std::vector<report::CaseResult> results;
+  bool loaded = false;
+  std::string name;                       // the plugin's own name (or the file's)
+  bool has_cache = false, has_attention = false;  // exported and selected
+  bool isolated_failure = false;          // a crash, hang or exit: a random campaign would only repeat it
+};
+FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options);
 
 }  // namespace kvc::plugin

@@ -36,7 +36,17 @@ struct CaseResult {
   std::string detail;     // more lines: shrunk counterexample, expected vs got values
   std::string reproduce;  // the exact command that reproduces this case
   std::vector<MaskPicture> masks;  // for failures where a mask explains it
+  // The tolerance policy its numbers were judged by (tolerance.h: "bitwise", "exact-float64",
+  // "dtype-epsilons", "same-dtype-reference") and the largest bound it applied; empty / negative
+  // where the case judged no number (it failed before, or was skipped).
+  std::string policy;
+  double bound = -1;
 };
+
+// The case's id in the registry: what `kvconform run --list` prints and `--filter` matches.
+//   golden/<release>/<case>   backend/<scenario>/<cache>/<backend>/<dtype>   property/<name>
+//   plugin/<plugin>/<case>/<dtype>
+std::string case_id(const CaseResult& r);
 
 struct RunSummary {
   std::string tool_version;            // "kvconform 0.1.0"

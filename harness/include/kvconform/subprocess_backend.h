@@ -24,10 +24,11 @@ constexpr double kStartupTimeoutS = 120;
 // protocol carries kernels only. With no ops it only starts the worker (its name and description).
 Trace execute_command(const std::string& command, const std::vector<Op>& ops, double timeout_s);
 
-// The plugin kernel checks (built-in step patterns x dtypes, golden cases, random campaign) on a
-// worker: one CaseResult per case, suite "plugin", backend = the name the worker announced.
-// options.timeout_s is per call here.
-std::vector<report::CaseResult> check_backend_command(const std::string& command, const PluginCheckOptions& options);
+// The target the plugin kernel checks (plugin_host.h, kvcgen/plugin_campaign.h) send their calls to:
+// the worker of `command`. Cache ops are answered KVC_ERR_UNSUPPORTED.
+Target backend_command_target(const std::string& command);
+// Stops the worker of `command`: the next check starts afresh.
+void stop_worker(const std::string& command);
 
 // Stops every worker this process started (closes its stdin, then kills what is left).
 void stop_workers();

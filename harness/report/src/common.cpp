@@ -104,6 +104,12 @@ std::string xml_escape(std::string_view text, bool attribute) {
   return out;
 }
 
+std::string bound_text(double bound) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", bound);
+  return buf;
+}
+
 std::string case_title(const CaseResult& c) {
   return c.name + "(" + c.params + ") [" + c.backend + ", " + c.dtype + "]";
 }

@@ -143,6 +143,9 @@ void case_article(std::ostringstream& os, const CaseResult& c, size_t index) {
   os << "<div><span class=\"badge " << status_class(c.status) << "\">" << to_string(c.status) << "</span> suite "
      << esc(c.suite) << "</div>\n";
   if (!c.message.empty()) os << "<p class=\"message\">" << esc(c.message) << "</p>\n";
+  if (!c.policy.empty())
+    os << "<p class=\"policy\">judged by <code>" << esc(c.policy) << "</code>"
+       << (c.bound >= 0 ? ", bound " + esc(bound_text(c.bound)) : std::string()) << "</p>\n";
   for (const MaskPicture& m : c.masks) heatmap(os, m);
   if (!c.detail.empty()) os << "<h4>Expected vs got</h4>\n<pre class=\"detail\">" << esc(c.detail) << "</pre>\n";
   if (!c.reproduce.empty()) os << "<h4>Reproduce</h4>\n<pre class=\"cmd\">" << esc(c.reproduce) << "</pre>\n";

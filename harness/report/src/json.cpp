@@ -46,6 +46,7 @@ std::string summary_json(const RunSummary& run, const ReportOptions& options) {
   for (size_t i = 0; i < run.cases.size(); ++i) {
     const CaseResult& c = run.cases[i];
     Json e;
+    e["id"] = case_id(c);
     e["suite"] = c.suite;
     e["name"] = c.name;
     e["params"] = c.params;
@@ -56,6 +57,8 @@ std::string summary_json(const RunSummary& run, const ReportOptions& options) {
     e["message"] = c.message;
     e["detail"] = c.detail;
     e["reproduce"] = c.reproduce;
+    e["policy"] = c.policy.empty() ? Json(nullptr) : Json(c.policy);
+    e["bound"] = c.bound >= 0 ? Json(c.bound) : Json(nullptr);
     Json masks = Json::array();
     for (const MaskPicture& m : c.masks) {
       Json p;

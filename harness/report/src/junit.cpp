@@ -2,6 +2,7 @@
 // <testsuite> per CaseResult::suite in first-appearance order, one <testcase> per case.
 #include <algorithm>
 #include <cstdio>
+#include <iomanip>
 #include <sstream>
 
 #include "kvconform/report.h"
@@ -62,6 +63,17 @@ std::string junit_xml(const RunSummary& run, const ReportOptions& options) {
          << "\"";
       if (const auto t = case_time(i)) os << " time=\"" << seconds(*t) << "\"";
       os << ">\n";
+      // The registry id and what its numbers were judged by (tolerance.h); a known upstream
+      // deviation passes (the reference stays faithful to transformers) but stays visible here.
+      os << "      <properties>\n";
+      property(os, "        ", "kvconform.id", case_id(c));
+      if (!c.policy.empty()) property(os, "        ", "kvconform.policy", c.policy);
+      if (c.bound >= 0) property(os, "        ", "kvconform.bound", bound_text(c.bound));
+      if (c.status == Status::Deviation) {
+        property(os, "        ", "kvconform.status", "DEVIATION");
+        property(os, "        ", "kvconform.deviation", c.message);
+      }
+      os << "      </properties>\n";
       switch (c.status) {
         case Status::Pass:
           if (!c.message.empty()) os << "      <system-out>" << xml_escape(c.message) << "</system-out>\n";
@@ -74,12 +86,6 @@ std::string junit_xml(const RunSummary& run, const ReportOptions& options) {
           break;
         }
         case Status::Deviation: {
-          // A known upstream deviation passes (the reference stays faithful to transformers),
-          // but stays visible: a property and a note on standard output.
-          os << "      <properties>\n";
-          property(os, "        ", "kvconform.status", "DEVIATION");
-          property(os, "        ", "kvconform.deviation", c.message);
-          os << "      </properties>\n";
           std::string note = "DEVIATION: " + c.message;
           if (!c.detail.empty()) note += "\n" + c.detail;
           os << "      <system-out>" << xml_escape(note) << "</system-out>\n";

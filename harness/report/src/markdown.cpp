@@ -119,6 +119,7 @@ std::string summary_markdown(const RunSummary& run, const ReportOptions& options
       if (c.status != Status::Fail) continue;
       os << "#### ❌ " << cell(case_title(c)) << "\n\n";
       if (!c.message.empty()) os << cell(c.message) << "\n\n";
+      if (!c.policy.empty()) os << "Judged by `" << c.policy << "`" << (c.bound >= 0 ? " (bound " + bound_text(c.bound) + ")" : "") << ".\n\n";
       for (const MaskPicture& m : c.masks) os << fenced(mask_text(m), "text") << "\n";
       if (!c.detail.empty()) os << "<details><summary>detail</summary>\n\n" << fenced(c.detail, "text") << "\n</details>\n\n";
       if (!c.reproduce.empty()) os << "Reproduce:\n\n" << fenced(c.reproduce, "sh") << "\n";

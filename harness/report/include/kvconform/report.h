@@ -50,5 +50,6 @@ std::string xml_escape(std::string_view text, bool attribute = false);  // also 
 std::string sanitize_utf8(std::string_view text);                        // invalid bytes -> U+FFFD
 std::string case_title(const CaseResult& c);  // "NAME(params) [backend, dtype]"
 std::vector<std::string> backends_in_order(const RunSummary& run);  // first appearance order
+std::string bound_text(double bound);  // a tolerance bound for people: "0", "9.54e-07"
 
 }  // namespace kvc::report

@@ -7,7 +7,7 @@
 
 #include "kvconform/mutants.h"
 #include "kvconform/results.h"
-#include "kvconform/scenario.h"
+#include "kvcgen/scenario.h"
 
 namespace kvc {
 

@@ -5,9 +5,9 @@
 
 #include <memory>
 
-#include "kvconform/campaign.h"
+#include "kvcgen/campaign.h"
 #include "kvconform/mutants.h"
-#include "kvconform/scenario.h"
+#include "kvcgen/scenario.h"
 
 namespace kvc {
 

@@ -10,7 +10,8 @@
 
 #include "kvconform/mutants.h"
 #include "kvconform/results.h"
-#include "kvconform/scenario.h"
+#include "kvconform/tolerance.h"
+#include "kvcgen/scenario.h"
 
 namespace kvc::campaign {
 
@@ -37,6 +38,13 @@ const char* to_string(Engine e);            // "auto", "tensor", "fast"
 Engine parse_engine(const std::string& s);  // throws std::invalid_argument
 bool has_fast_path(Property p);
 Engine resolve(Engine e, Property p);  // Auto -> Fast or Tensor; Fast without a fast path throws
+// The tolerance policy a property judges by, and its bound where one number applies (a dtype
+// filter for attention_vs_oracle; -1 where it varies per dtype or step).
+struct Judged {
+  Policy policy;
+  double bound;
+};
+Judged judged_by(Property p, std::optional<DType> dtype);
 
 struct Options {
   uint64_t seed = 20250917;  // fixed default: the same campaign every run
@@ -92,7 +100,7 @@ struct FastTrace {
   std::vector<LayerSpec> layers;
   int64_t batch = 1;
   LeftPadding left_padding;
-  std::vector<int64_t> steps;  // tokens per update
+  std::vector<int64_t> steps;  // tokens per update; 0 resets every layer (Step::is_reset)
 };
 std::string check_fast(Property property, const FastTrace& trace, Mutation mutation = Mutation::None);
 

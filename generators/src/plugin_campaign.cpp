@@ -1,0 +1,166 @@
+#include "kvcgen/plugin_campaign.h"
+
+#include <rapidcheck.h>
+
+#include <memory>
+#include <ostream>
+
+#include "kvconform/positions.h"
+#include "kvconform/subprocess_backend.h"
+#include "kvcgen/rc_check.h"
+#include "kvcgen/scenario.h"
+
+namespace kvc {
+
+namespace {
+std::string describe_steps(const Scenario& s) {
+  std::string out = s.layer_spec(0).describe() + " B=" + std::to_string(s.batch) + " H=" + std::to_string(s.heads) +
+                    " Hkv=" + std::to_string(s.kv_heads) + " D=" + std::to_string(s.head_dim) + " " + to_string(s.dtype);
+  if (s.left_padding) {
+    out += " left_padding=[";
+    for (size_t i = 0; i < s.left_padding->size(); ++i) out += (i ? "," : "") + std::to_string((*s.left_padding)[i]);
+    out += "]";
+  }
+  out += " steps=[";
+  for (size_t i = 0; i < s.steps.size(); ++i) out += (i ? "," : "") + std::to_string(s.steps[i].tokens);
+  return out + "] seed=" + std::to_string(s.seed.value_or(0));
+}
+
+}  // namespace
+
+// How RapidCheck prints a generated scenario in a shrunk counterexample (found by argument lookup).
+void showValue(const Scenario& s, std::ostream& os) { os << describe_steps(s); }
+
+}  // namespace kvc
+
+namespace kvc::plugin {
+
+namespace {
+
+using report::CaseResult;
+using report::Status;
+
+// A random configuration (the property campaign's generator) and a valid step sequence, one layer.
+rc::Gen<Scenario> gen_scenario() {
+  return rc::gen::exec([] {
+    const ScenarioConfig c = *gen_config();
+    Scenario s;
+    s.name = "random";
+    s.cache = *rc::gen::element(CacheKind::Static, CacheKind::Dynamic);
+    s.layer_types = {c.attention};
+    s.window = c.window;
+    s.max_cache_len = c.max_cache_len;
+    s.batch = c.batch;
+    s.heads = c.heads;
+    s.kv_heads = c.kv_heads;
+    s.head_dim = c.head_dim;
+    s.dtype = c.dtype;
+    s.left_padding = c.left_padding;
+    s.seed = c.seed;
+    const int64_t n_steps = *rc::gen::inRange<int64_t>(1, 12);
+    int64_t seen = 0;
+    auto add = [&](int64_t q) { s.steps.push_back({q, std::nullopt}); };
+    for (int64_t i = 0; i < n_steps; ++i) {
+      if (seen == 0) {
+        const int64_t n = *rc::gen::inRange<int64_t>(c.max_left_padding() + 1, c.max_tokens + 1);
+        add(n);
+        seen = n;
+        continue;
+      }
+      const int kind = *rc::gen::inRange(0, 10);
+      if (kind < 6 && seen + 1 <= c.max_tokens) {
+        add(1);
+        seen += 1;
+      } else if (kind < 9 && seen + 2 <= c.max_tokens) {
+        const int64_t n = *rc::gen::inRange<int64_t>(2, c.max_tokens - seen + 1);
+        add(n);
+        seen += n;
+      } else {
+        add(0);
+        seen = 0;
+      }
+    }
+    return s;
+  });
+}
+
+CaseResult run_campaign(const Target& target, Part part, const std::string& plugin, const PluginCheckOptions& o) {
+  const std::string part_name = part == Part::Cache ? "cache" : "kernel";
+  CaseResult out;
+  out.suite = "plugin";
+  out.name = "campaign/" + part_name;
+  out.params = "seed=" + std::to_string(o.seed) + ",iterations=" + std::to_string(o.iterations);
+  out.backend = plugin;
+  out.dtype = "mixed";
+  out.reproduce = target.reproduce + " --seed " + std::to_string(o.seed);
+  auto last = std::make_shared<std::string>();
+  auto skipped = std::make_shared<int>(0);
+  const auto property = [=] {
+    const Scenario s = *gen_scenario();
+    if (positions::upstream_deviation(s.layer_spec(0))) {  // nothing a plugin can be held to: not a pass
+      ++*skipped;
+      return;
+    }
+    const CaseResult r = check_scenario(target, part_name, s, part, plugin, o.timeout_s);
+    if (r.status == Status::Skipped) ++*skipped;
+    if (r.status == Status::Fail) {
+      *last = r.message + "\n  case: " + describe_steps(s);
+      RC_FAIL(*last);
+    }
+  };
+  rc_check::Params params;
+  params.id = "plugin_" + part_name;
+  params.seed = o.seed;
+  params.iterations = o.iterations;
+  params.max_size = o.max_size;
+  const rc_check::Result result = rc_check::check(params, property);
+  if (result.ok) {
+    // A random case the plugin answered KVC_ERR_UNSUPPORTED (or that kvconform cannot hold it to) was
+    // not checked: counted apart, and a campaign that checked none is a SKIP, never a pass.
+    const int checked = result.passed - *skipped;
+    out.message = std::to_string(checked) + " random cases checked, " + std::to_string(*skipped) + " skipped";
+    out.detail = out.message + " (unsupported by the plugin or an upstream deviation)";
+    if (checked == 0) out.status = Status::Skipped;
+  } else {
+    out.status = Status::Fail;
+    out.message = last->substr(0, last->find('\n')) + " (shrunk)";
+    out.detail = result.failure;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<CaseResult> check_target(const Target& target, const PluginCheckOptions& options) {
+  FixedChecks fixed = check_fixed(target, options);
+  std::vector<CaseResult> results = std::move(fixed.results);
+  if (!fixed.loaded || options.iterations <= 0 || fixed.isolated_failure) return results;
+  for (const Part part : {Part::Cache, Part::Kernel}) {
+    if (!(part == Part::Cache ? fixed.has_cache : fixed.has_attention)) continue;
+    CaseResult id;
+    id.suite = "plugin";
+    id.name = std::string("campaign/") + (part == Part::Cache ? "cache" : "kernel");
+    id.backend = fixed.name;
+    id.dtype = "mixed";
+    if (options.select && !options.select(report::case_id(id))) continue;
+    results.push_back(options.list_only ? id : run_campaign(target, part, fixed.name, options));
+  }
+  return results;
+}
+
+std::vector<CaseResult> check_plugin(const std::string& path, const PluginCheckOptions& options) {
+  return check_target(plugin_target(path), options);
+}
+
+std::vector<CaseResult> check_backend_command(const std::string& command, const PluginCheckOptions& options) {
+  PluginCheckOptions o = options;
+  o.cache = false;
+  auto results = check_target(backend_command_target(command), o);
+  // A worker that never started has no name: the report names the command instead.
+  for (CaseResult& r : results)
+    if (r.name == "load") r.backend = command;
+  stop_worker(command);
+  return results;
+}
+
+}  // namespace kvc::plugin

@@ -1,0 +1,55 @@
+// One Scenario: a cache configuration, its steps and its inputs. A case file (cases/*.json, loaded
+// by cases.h), a built-in step sequence (builtin_scenarios) and a generated sequence (generators/)
+// are all Scenarios, and every suite runs one through the same StepDriver (step_driver.h).
+// No LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvconform/inputs.h"
+#include "kvconform/types.h"
+
+namespace kvc {
+
+struct Step {
+  int64_t tokens = 0;  // 0: reset (a new sequence starts); built-in and generated scenarios only
+  std::optional<std::vector<int64_t>> cache_position;  // cache_position API only
+  bool is_reset() const { return tokens == 0; }
+};
+
+struct Scenario {
+  std::string name, description, file;
+  std::vector<std::string> tags;
+  CacheKind cache = CacheKind::Static;
+  std::vector<LayerType> layer_types;
+  int64_t window = 0, max_cache_len = 0;
+  int64_t batch = 1, heads = 1, kv_heads = 1, head_dim = 1;
+  DType dtype = DType::Float32;
+  LeftPadding left_padding;
+  std::vector<Step> steps;
+  // inputs: the generator (seed) or explicit per-step flat lists; explicit q may be absent.
+  std::optional<uint64_t> seed;
+  std::vector<std::vector<double>> explicit_q, explicit_k, explicit_v;
+  std::vector<std::string> profiles;  // transformers versions this case applies to; empty = all
+  std::string sha256;                 // of the file's bytes, as the fixtures record it
+
+  LayerSpec layer_spec(size_t layer) const;
+  int64_t total_tokens() const;
+  bool applies_to(const std::string& transformers_version) const;
+  // Row-major [batch, heads or kv_heads, tokens, head_dim] inputs of one step for one layer: the
+  // explicit lists, or the generator over the tokens fed since the last reset.
+  std::vector<double> step_inputs(inputs::TensorId tensor, size_t layer, size_t step) const;
+  // "static,sliding_attention+full_attention,W=4,L=8,steps=3"
+  std::string params() const;
+};
+
+// Built-in step sequences that reach every branch of the cache layers: decode across the window
+// boundary, a prefill longer than the window, multi-token updates once full, wrap-around several
+// times, chunk boundaries, left padding, GQA and resets. One layer each, with `cache`; used by the
+// backend suite and the plugin checks beside the random campaigns.
+std::vector<Scenario> builtin_scenarios(CacheKind cache);
+
+}  // namespace kvc
