@@ -67,6 +67,33 @@ Property parse_property(const std::string& s) {
   throw std::invalid_argument("unknown property '" + s + "' (expected one of: " + names + ")");
 }
 
+const char* to_string(Engine e) {
+  switch (e) {
+    case Engine::Auto: return "auto";
+    case Engine::Tensor: return "tensor";
+    case Engine::Fast: return "fast";
+  }
+  return "?";
+}
+
+Engine parse_engine(const std::string& s) {
+  for (Engine e : {Engine::Auto, Engine::Tensor, Engine::Fast})
+    if (s == to_string(e)) return e;
+  throw std::invalid_argument("unknown engine '" + s + "' (expected one of: auto, tensor, fast)");
+}
+
+bool has_fast_path(Property p) {
+  return p == Property::StoredRows || p == Property::ReturnedRows || p == Property::WindowCoverage;
+}
+
+Engine resolve(Engine e, Property p) {
+  if (e == Engine::Auto) return has_fast_path(p) ? Engine::Fast : Engine::Tensor;
+  if (e == Engine::Fast && !has_fast_path(p))
+    throw std::invalid_argument(std::string("property ") + to_string(p) +
+                                " checks attention values and has no fast engine (use --engine tensor or auto)");
+  return e;
+}
+
 namespace {
 template <typename T>
 T env_number(const char* name, T fallback, T at_least) {
@@ -85,10 +112,13 @@ Options options_from_env(Options o) {
   o.iterations = env_number<int>("KVC_ITERATIONS", o.iterations, 1);
   o.max_size = env_number<int>("KVC_MAX_SIZE", o.max_size, 1);
   if (const char* r = std::getenv("KVC_REPRODUCE"); r && *r) o.reproduce = r;
+  if (const char* e = std::getenv("KVC_ENGINE"); e && *e) o.engine = parse_engine(e);
   return o;
 }
 
 Outcome run(Property property, const Options& options) {
+  const bool fast_reproduce = options.reproduce.rfind("fast:", 0) == 0;
+  if (resolve(options.engine, property) == Engine::Fast || fast_reproduce) return run_fast(property, options);
   Outcome outcome;
   outcome.property = property;
   std::ostringstream params;

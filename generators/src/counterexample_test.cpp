@@ -16,7 +16,7 @@ Options mutant(Mutation m) {
   return o;
 }
 
-TEST(Counterexample, AbsentWhenTheCampaignPasses) {
+TEST(CounterexampleAbsent, WhenTheCampaignPasses) {
   Options o;
   o.iterations = 5;
   const Outcome out = run(Property::StoredRows, o);
@@ -24,8 +24,12 @@ TEST(Counterexample, AbsentWhenTheCampaignPasses) {
   EXPECT_FALSE(out.counterexample);
 }
 
-TEST(Counterexample, ShrunkStepsAndMaskOfAWindowBug) {
-  const Outcome out = run(Property::WindowCoverage, mutant(Mutation::WindowTooWide));
+class CounterexampleOf : public ::testing::TestWithParam<Engine> {};
+
+TEST_P(CounterexampleOf, ShrunkStepsAndMaskOfAWindowBug) {
+  Options o = mutant(Mutation::WindowTooWide);
+  o.engine = GetParam();
+  const Outcome out = run(Property::WindowCoverage, o);
   ASSERT_FALSE(out.ok);
   ASSERT_TRUE(out.counterexample);
   const Counterexample& c = *out.counterexample;
@@ -42,16 +46,21 @@ TEST(Counterexample, ShrunkStepsAndMaskOfAWindowBug) {
   EXPECT_EQ(static_cast<int64_t>(c.masks[0].rows[0].size()), c.masks[0].kv_length);
 }
 
-TEST(Counterexample, ReproduceStringGivesTheSameCase) {
-  const Outcome first = run(Property::WindowCoverage, mutant(Mutation::WindowTooWide));
+TEST_P(CounterexampleOf, ReproduceStringGivesTheSameCase) {
+  Options o = mutant(Mutation::WindowTooWide);
+  o.engine = GetParam();
+  const Outcome first = run(Property::WindowCoverage, o);
   ASSERT_TRUE(first.counterexample);
-  Options again = mutant(Mutation::WindowTooWide);
+  Options again = o;
   again.reproduce = first.reproduce;
   const Outcome second = run(Property::WindowCoverage, again);
   ASSERT_TRUE(second.counterexample);
   EXPECT_EQ(second.counterexample->steps, first.counterexample->steps);
   EXPECT_EQ(second.counterexample->config.describe(), first.counterexample->config.describe());
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, CounterexampleOf, ::testing::Values(Engine::Fast, Engine::Tensor),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
 
 }  // namespace
 }  // namespace kvc::campaign

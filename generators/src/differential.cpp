@@ -1,5 +1,6 @@
 #include "kvcgen/differential.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,7 +8,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "kvconform/behaviours.h"
 #include "kvconform/cases.h"
@@ -22,7 +25,9 @@ using nlohmann::ordered_json;
 
 Dumper::Dumper(const std::string& python, const std::string& script) {
   int in[2], out[2];
-  if (pipe(in) != 0 || pipe(out) != 0) throw std::runtime_error("differential: cannot create pipes");
+  // Close-on-exec: with several dumpers, a child must not inherit another dumper's stdin pipe, or
+  // that dumper never sees EOF and its destructor waits forever.
+  if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("differential: cannot create pipes");
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error("differential: cannot fork");
   if (pid_ == 0) {
@@ -76,12 +81,17 @@ struct Verdict {
   int64_t steps = 0;
 };
 
+// The C++ side of a verdict runs one at a time: run_case sets LibTorch's global intra-op thread
+// count for its bitwise replay, and the pool's parallelism is the dumper processes anyway.
+std::mutex reference_mutex;
+
 // `release` names the reference's behaviours (behaviours_for_release); when it is the dumper's own
 // release, the dumper's behaviours record must agree with the table too.
 Verdict judge(Dumper& dumper, const ordered_json& scenario, const std::string& release, bool own_release, Mutation mutation) {
   const json fixture = dumper.dump(scenario);
   if (fixture.contains("invalid_case") || fixture.contains("dumper_error"))
     throw std::runtime_error("differential: the dumper rejected a generated case: " + fixture.dump().substr(0, 300));
+  const std::lock_guard<std::mutex> one_at_a_time(reference_mutex);
   const Scenario c = cases::parse_case(scenario.dump(), scenario["name"].get<std::string>());
   const Behaviours behaviours = behaviours_for_release(release);
   if (own_release && fixture.contains("behaviours")) {
@@ -172,42 +182,91 @@ Summary run(const Options& options) {
   const bool own_release = o.reference_release.empty();
   behaviours_for_release(release);  // an unknown release is bad usage, before the dumper starts
   Summary summary;
-  Dumper dumper(o.python, o.script);
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   if (o.shard_count < 1 || o.shard_index < 0 || o.shard_index >= o.shard_count)
     throw std::invalid_argument("differential: bad shard " + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count));
-  // Sequence i is the same whichever shard runs it: shards split one campaign.
-  for (int64_t i = o.shard_index; i < o.iterations; i += o.shard_count) {
-    if (o.time_budget_s > 0 && elapsed() > o.time_budget_s) break;
-    const uint64_t case_seed = inputs::mix64(o.seed ^ inputs::mix64(static_cast<uint64_t>(i)));
-    const std::string name = "diff_" + std::to_string(o.seed) + "_" + std::to_string(i);
-    const ordered_json scenario = corpus::generate_one(case_seed, name);
-    const Verdict v = judge(dumper, scenario, release, own_release, o.mutation);
-    ++summary.sequences;
-    summary.steps += v.steps;
-    summary.deviations += v.deviation;
-    if (v.disagree) {
-      ++summary.disagreements;
-      ordered_json small = shrink(dumper, scenario, release, own_release, o.mutation);
-      const std::string file_name = "diff_" + std::string(o.version) + "_" + std::to_string(o.seed) + "_" + std::to_string(i);
-      std::string stem;
-      for (char ch : file_name) stem += (std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_');
-      small["name"] = stem;
-      small["description"] = "Shrunk disagreement between transformers " + o.version +
-                             " and the C++ reference (kvconform fuzz --differential, seed " + std::to_string(o.seed) +
-                             ", sequence " + std::to_string(i) + "): " + judge(dumper, small, release, own_release, o.mutation).message;
-      small["tags"] = {"differential", "transformers:" + o.version};
-      std::filesystem::create_directories(o.out_dir);
-      const std::string path = o.out_dir + "/" + stem + ".json";
-      const std::string tmp = path + ".tmp";
-      std::ofstream(tmp) << small.dump(2) << "\n";
-      std::filesystem::rename(tmp, path);
-      summary.saved.push_back(path);
-      summary.messages.push_back(name + ": " + v.message);
+  // Sequence i is the same whichever shard or worker runs it: shards split one campaign, and the
+  // workers of a shard take its sequences in turn. Results are kept per sequence and summed in
+  // sequence order, so the report does not depend on the worker count.
+  std::vector<int64_t> indices;
+  for (int64_t i = o.shard_index; i < o.iterations; i += o.shard_count) indices.push_back(i);
+  struct Result {
+    bool done = false;
+    Verdict verdict;
+    std::string saved, message;
+  };
+  std::vector<Result> results(indices.size());
+  std::mutex mu;  // guards next, results, the progress callback and RapidCheck (not thread-safe)
+  size_t next = 0;
+  int64_t done = 0, bad = 0;
+  bool stop = false;
+  std::exception_ptr error;
+  auto worker = [&] {
+    try {
+      Dumper dumper(o.python, o.script);
+      for (;;) {
+        size_t j = 0;
+        ordered_json scenario;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (stop || next >= indices.size() || (o.time_budget_s > 0 && elapsed() > o.time_budget_s)) return;
+          j = next++;
+          const uint64_t case_seed = inputs::mix64(o.seed ^ inputs::mix64(static_cast<uint64_t>(indices[j])));
+          scenario = corpus::generate_one(case_seed, "diff_" + std::to_string(o.seed) + "_" + std::to_string(indices[j]));
+        }
+        const int64_t i = indices[j];
+        Result r;
+        r.done = true;
+        r.verdict = judge(dumper, scenario, release, own_release, o.mutation);
+        if (r.verdict.disagree) {
+          ordered_json small = shrink(dumper, scenario, release, own_release, o.mutation);
+          const std::string file_name = "diff_" + std::string(o.version) + "_" + std::to_string(o.seed) + "_" + std::to_string(i);
+          std::string stem;
+          for (char ch : file_name) stem += (std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_');
+          small["name"] = stem;
+          small["description"] = "Shrunk disagreement between transformers " + o.version +
+                                 " and the C++ reference (kvconform fuzz --differential, seed " + std::to_string(o.seed) +
+                                 ", sequence " + std::to_string(i) + "): " +
+                                 judge(dumper, small, release, own_release, o.mutation).message;
+          small["tags"] = {"differential", "transformers:" + o.version};
+          std::filesystem::create_directories(o.out_dir);
+          const std::string path = o.out_dir + "/" + stem + ".json";
+          const std::string tmp = path + ".tmp";
+          std::ofstream(tmp) << small.dump(2) << "\n";
+          std::filesystem::rename(tmp, path);
+          r.saved = path;
+          r.message = scenario["name"].get<std::string>() + ": " + r.verdict.message;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        bad += r.verdict.disagree;
+        results[j] = std::move(r);
+        ++done;
+        if (o.progress) o.progress(done, bad);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::current_exception();
+      stop = true;
     }
-    if (o.progress) o.progress(summary.sequences, summary.disagreements);
+  };
+  const int workers = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(o.workers, static_cast<int64_t>(indices.size()))));
+  std::vector<std::thread> pool;
+  for (int w = 1; w < workers; ++w) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  for (const Result& r : results) {
+    if (!r.done) continue;
+    ++summary.sequences;
+    summary.steps += r.verdict.steps;
+    summary.deviations += r.verdict.deviation;
+    if (!r.verdict.disagree) continue;
+    ++summary.disagreements;
+    summary.saved.push_back(r.saved);
+    summary.messages.push_back(r.message);
   }
+  summary.workers = workers;
   summary.seconds = elapsed();
   return summary;
 }

@@ -1,15 +1,13 @@
-// Replays a scenario on position tags (each token's value is its index + 1) so that every returned
-// column names the token it holds, then draws the last update's boolean mask against the rule.
+// Replays a scenario on the fast path (fastpath.h: which token each returned column holds, the
+// boolean mask from the mask functions), then draws the last update's mask against the rule. No
+// LibTorch: the fast path is held to the tensor reference by masks_test.cpp.
 #include "kvcgen/mask_pictures.h"
-
-#include <ATen/ATen.h>
 
 #include <regex>
 #include <sstream>
 
-#include "kvconform/masks.h"
+#include "kvconform/fastpath.h"
 #include "kvconform/positions.h"
-#include "kvconform/reference.h"
 
 namespace kvc {
 
@@ -19,31 +17,26 @@ std::vector<report::MaskPicture> mask_pictures(const ScenarioConfig& config, con
   if (steps.empty()) return pictures;
   for (const LayerSpec& spec : {config.static_spec(), config.dynamic_spec()}) {
     try {
-      std::unique_ptr<CacheLayer> layer = make_layer(spec, Behaviours{}, mutation);
+      fast::Layer layer(spec, Behaviours{}, mutation);
+      fast::TokenRows returned;
+      std::vector<int64_t> query_positions;
+      std::vector<uint8_t> mask;
       const size_t first_of_layer = pictures.size();
       int64_t seen = 0;
       for (size_t s = 0; s < steps.size(); ++s) {
         const int64_t q = steps[s];
-        const MaskSizes sizes = layer->get_mask_sizes(q);
-        const at::Tensor tag = at::arange(seen + 1, seen + q + 1, at::kDouble).view({1, 1, q, 1});
-        const at::Tensor returned = layer->update(tag, tag).keys.contiguous();
+        const MaskSizes sizes = layer.get_mask_sizes(q);
+        layer.update(q, returned);
         if (s + 1 < steps.size()) {
           seen += q;
           continue;
         }
-        masks::MaskQuery m;
-        m.type = spec.type;
-        m.window = config.window;
-        m.batch = config.batch;
-        for (int64_t i = 0; i < q; ++i) m.query_positions.push_back(seen + i);
+        fast::MaskRequest m = fast::mask_request(spec, Behaviours{}, config.batch, config.left_padding, seen, q,
+                                                 std::nullopt, query_positions);
         m.sizes = sizes;
-        m.left_padding = config.left_padding;
-        m.tokens_so_far = seen + q;
-        m.allow_skip = spec.cache == CacheKind::Dynamic;
-        const at::Tensor mask = masks::boolean_mask(m, mutation).to(at::kBool).contiguous();
-        const int64_t cols = mask.size(3), held = returned.size(2);
-        const bool* p = mask.data_ptr<bool>();
-        const double* tokens = returned.data_ptr<double>();
+        fast::boolean_mask(m, mask, mutation);
+        const int64_t cols = sizes.kv_length, held = static_cast<int64_t>(returned.size());
+        const uint8_t* p = mask.data();
         for (int64_t b = 0; b < config.batch && pictures.size() < max_pictures; ++b) {
           const int64_t lp = config.left_padding ? (*config.left_padding)[static_cast<size_t>(b)] : 0;
           report::MaskPicture pic;
@@ -53,7 +46,7 @@ std::vector<report::MaskPicture> mask_pictures(const ScenarioConfig& config, con
             std::string row;
             for (int64_t j = 0; j < cols; ++j) {
               const bool got = p[(b * q + i) * cols + j];
-              const int64_t tok = j < held ? static_cast<int64_t>(tokens[j]) - 1 : -1;
+              const int64_t tok = j < held ? returned[static_cast<size_t>(j)] : -1;
               const bool exists = tok >= 0 && tok < seen + q;
               const bool want = exists && tok >= lp && positions::window_allows(spec.type, config.window, lp, qpos, tok);
               const char c = got ? (want ? '#' : '+') : (want ? '-' : (exists ? '.' : ' '));

@@ -35,7 +35,8 @@ struct BenchArgs {
   std::vector<std::string> kinds{"static_sliding", "dynamic_sliding", "static_chunked", "dynamic_chunked",
                                  "static_full", "dynamic_full"};
   std::vector<std::string> backends{"eager", "sdpa"};
-  bool quick = false, no_harness = false;
+  bool quick = false, no_harness = false, vs_python = false;
+  VsPythonRequest python;
 };
 
 struct Stats {
@@ -222,8 +223,33 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_flag("--no-harness", a->no_harness, "Skip the harness throughput measurement");
   cmd->add_flag("--quick", a->quick, "A tiny grid (windows 4,16; cache length 64; 2 heads; head dim 8): a smoke test");
   cmd->add_option("--json", a->json, "Also write the results as JSON to this file ('-' for standard output)");
+  cmd->add_flag("--vs-python", a->vs_python,
+                "Instead: the same random traces through golden/dump.py (real transformers) and the C++ harness; "
+                "traces/s of both and the ratio");
+  cmd->add_option("--traces", a->python.traces, "With --vs-python: traces for both sides (default 200)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--campaign-traces", a->python.campaign_traces,
+                  "With --vs-python: random traces per fast-engine campaign (default 100000)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--python-version", a->python.version,
+                  "With --vs-python: transformers version of the Python side (default: the newest pinned)");
+  cmd->add_option("--root", a->python.root, "With --vs-python: the repository root (golden/)");
+  cmd->add_option("--seed", a->python.seed, "With --vs-python: seed of the traces");
+  cmd->add_option("--differential-sequences", a->python.differential_sequences,
+                  "With --vs-python: sequences of fuzz --differential to time with the dumper pool (default 1000, 0: none)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--workers", a->python.workers, "With --vs-python: dumper workers for those (default: one per core)")
+      ->check(CLI::PositiveNumber);
 
   return [a]() -> int {
+    if (a->vs_python) {
+      at::set_num_threads(1);  // as golden/dump.py pins torch
+      nlohmann::ordered_json j;
+      const int rc = run_vs_python(a->python, a->json.empty() ? nullptr : &j);
+      if (a->json == "-") std::cout << j.dump(2) << "\n";
+      else if (!a->json.empty()) report::write_file_atomically(a->json, j.dump(2) + "\n");
+      return rc;
+    }
     if (a->quick) {
       a->windows = {4, 16};
       a->cache_lens = {64};

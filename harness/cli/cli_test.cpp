@@ -57,6 +57,20 @@ TEST(Cli, HelpOnEverySubcommand) {
   }
 }
 
+// The row / size / mask properties run on the fast engine unless told otherwise; both engines pass
+// and the reproduce command keeps an explicit engine.
+TEST(Cli, EngineOfTheRowProperties) {
+  const Result fast = kvconform("run --properties-only --property 'rows$' --iterations 50 --no-report");
+  EXPECT_EQ(fast.code, 0) << fast.out;
+  EXPECT_NE(fast.out.find("stored_rows(seed=20250917,iterations=50,engine=fast): OK"), std::string::npos) << fast.out;
+  const Result tensor = kvconform("run --properties-only --property 'rows$' --iterations 5 --no-report", "KVC_ENGINE=tensor");
+  EXPECT_EQ(tensor.code, 0) << tensor.out;
+  EXPECT_NE(tensor.out.find("stored_rows(seed=20250917,iterations=5): OK"), std::string::npos) << tensor.out;
+  const Result caught = kvconform("run --properties-only --property '^stored_rows$' --mutant capacity_max --engine tensor --no-report");
+  EXPECT_EQ(caught.code, 1) << caught.out;
+  EXPECT_NE(caught.out.find("--engine tensor"), std::string::npos) << caught.out;
+}
+
 TEST(Cli, BadUsageExitsTwo) {
   for (const char* args : {"", "nosuchcommand", "run --no-such-flag", "run --dtype float8", "run --property 'zzz'",
                            "run --no-report --report-dir x", "fuzz --shard 2/2", "fuzz --shard x",
@@ -70,7 +84,9 @@ TEST(Cli, BadUsageExitsTwo) {
                            "run --plugin /nonexistent.so", "run --device tpu", "run --backend '^none$' --case '^x$' --fixtures " KVC_SOURCE_DIR "/golden/fixtures --cases " KVC_SOURCE_DIR "/cases",
                            "golden --version 9.9 --root " KVC_SOURCE_DIR, "golden --generate-corpus 0",
                            "golden --root /nonexistent", "fuzz --version 5.24.0",
-                           "fuzz --differential --version 9.9 --root-is-not-an-option"}) {
+                           "fuzz --differential --version 9.9 --root-is-not-an-option",
+                           "run --properties-only --engine warp", "run --properties-only --engine fast",
+                           "run --properties-only --property '^attention' --engine fast"}) {
     const Result r = kvconform(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
   }
@@ -247,7 +263,7 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
   EXPECT_EQ(ok.code, 0) << ok.out;
   EXPECT_NE(ok.out.find("(10 sequences,"), std::string::npos) << ok.out;  // shard 1 of 2: the odd ones
   EXPECT_NE(ok.out.find(" 0 disagreements"), std::string::npos) << ok.out;
-  const Result bad = kvconform("fuzz --differential --iterations 8 --version 4.57.6 --reference-release 5.24.0 --out '" +
+  const Result bad = kvconform("fuzz --differential --iterations 8 --workers 3 --version 4.57.6 --reference-release 5.24.0 --out '" +
                                bad_dir.string() + "'" + root);
   EXPECT_EQ(bad.code, 1) << bad.out;
   // 4.57.6 passes cache_position, 5.24.0's behaviours do not: the first differing field of each step.
@@ -259,6 +275,39 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
     EXPECT_EQ(doc["steps"].size(), 1u) << e.path();  // shrunk to the one step that disagrees
   }
   EXPECT_GT(saved, 0);
+  EXPECT_NE(bad.out.find("sequences/s with 3 dumper workers"), std::string::npos) << bad.out;
+  // One worker finds the same disagreements, shrinks them to the same files and prints the same
+  // report (but for the seconds, the rate and the folder).
+  const fs::path one_dir = scratch("differential_one");
+  const Result one = kvconform("fuzz --differential --iterations 8 --workers 1 --version 4.57.6 --reference-release 5.24.0 --out '" +
+                               one_dir.string() + "'" + root);
+  auto normal = [](std::string s, const fs::path& dir) {
+    for (size_t at; (at = s.find(dir.string())) != std::string::npos;) s.replace(at, dir.string().size(), "DIR");
+    s = std::regex_replace(s, std::regex("[^\\n]*dumper workers\\n"), "");
+    return std::regex_replace(s, std::regex("[0-9]+ s\\)"), "N s)");
+  };
+  EXPECT_EQ(normal(one.stdout_only, one_dir), normal(bad.stdout_only, bad_dir));
+  for (const auto& e : fs::directory_iterator(bad_dir))
+    EXPECT_EQ(slurp(one_dir / e.path().filename()), slurp(e.path())) << e.path().filename();
+}
+
+// The same traces through Python and C++ side by side: both rates, the ratios and the differential
+// pool's sequences/s, in one run (README "Performance").
+TEST(Bench, VsPythonPrintsBothSidesAndTheRatio) {
+  if (!fs::exists(fs::path(KVC_SOURCE_DIR) / "golden/.venv-5.24.0/bin/python"))
+    GTEST_SKIP() << "golden environment 5.24.0 not built (bash golden/setup_env.sh 5.24.0)";
+  const fs::path dir = scratch("vs_python");
+  const Result r = kvconform("bench --vs-python --python-version 5.24.0 --traces 10 --campaign-traces 100 "
+                             "--differential-sequences 6 --workers 2 --json '" + (dir / "vs.json").string() +
+                             "' --root " KVC_SOURCE_DIR);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("python golden/dump.py dump_case"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("x python"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("differential, 2 dumper workers"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(dir / "vs.json"));
+  EXPECT_EQ(j["traces"], 10);
+  EXPECT_GT(j["python_traces_per_second"].get<double>(), 0);
+  EXPECT_EQ(j["golden_disagreements"], 0);
 }
 
 TEST(Bench, QuickGridWritesJson) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -34,8 +35,22 @@ struct DifferentialRequest {
   std::string reference_release;  // empty: each version's own (behaviours_for_release)
   std::string mutant = "none";    // --mutant: the reference is deliberately wrong, so it must disagree
   int64_t shard_index = 0, shard_count = 1;  // this worker runs the sequences i with i % count == index
+  int64_t workers = 0;  // dumper processes in parallel; 0: one per core
 };
 int run_differential(const DifferentialRequest& request);
+
+// kvconform bench --vs-python (bench_vs_python.cpp).
+struct VsPythonRequest {
+  std::string root = ".";
+  std::string version;               // transformers version of the Python side; empty: the newest pinned
+  uint64_t seed = 20250917;
+  int64_t traces = 200;              // identical traces for both sides
+  int64_t campaign_traces = 100000;  // random traces per fast-engine campaign
+  double min_seconds = 0.5;          // each C++ measurement repeats the traces for at least this long
+  int64_t differential_sequences = 1000;  // fuzz --differential sequences timed with the dumper pool (0: none)
+  int64_t workers = 0;                   // its dumper processes; 0: one per core
+};
+int run_vs_python(const VsPythonRequest& request, nlohmann::ordered_json* json_out);
 
 // Round r of `kvconform fuzz --seed S` runs the campaign with this seed (documented in docs/cli.md).
 uint64_t fuzz_round_seed(uint64_t seed, uint64_t round);

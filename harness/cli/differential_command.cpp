@@ -34,12 +34,16 @@ int run_differential(const DifferentialRequest& req) {
     o.mutation = parse_mutation(req.mutant);
     o.shard_index = req.shard_index;
     o.shard_count = req.shard_count;
+    o.workers = req.workers > 0 ? req.workers : std::max<int64_t>(1, sysconf(_SC_NPROCESSORS_ONLN));
     if (tty)
       o.progress = [&](int64_t done, int64_t bad) {
         if (done % 50 == 0) std::fprintf(stderr, "\r%s: %lld sequences, %lld disagreements", v.c_str(), (long long)done, (long long)bad);
       };
     const differential::Summary s = differential::run(o);
     if (tty) std::fprintf(stderr, "\n");
+    // On stderr: the report itself is the same for any worker count.
+    std::fprintf(stderr, "%s: %.2f sequences/s with %d dumper workers\n", v.c_str(),
+                 static_cast<double>(s.sequences) / std::max(s.seconds, 1e-9), s.workers);
     std::cout << "differential(transformers=" << v << ",seed=" << req.seed
               << (req.shard_count > 1 ? ",shard=" + std::to_string(req.shard_index) + "/" + std::to_string(req.shard_count) : "")
               << "): " << (s.disagreements ? "FAIL" : "OK")

@@ -138,7 +138,11 @@ Runner add_fuzz_command(CLI::App& app) {
                   "With --differential: run the reference with this transformers release's behaviours (e.g. 5.24.0) "
                   "instead of the version's own; a release that behaves differently must produce disagreements")
       ->needs(diff_flag);
-
+  cmd->add_option("--workers", differential->workers,
+                  "With --differential: dumper processes working in parallel (default: one per core); the report is "
+                  "the same for any count")
+      ->needs(diff_flag)
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--root", differential->root, "With --differential: the repository root (golden/, cases/)")
       ->needs(diff_flag)
       ->check(CLI::ExistingDirectory);

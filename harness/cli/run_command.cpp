@@ -28,7 +28,7 @@ struct RunArgs {
   std::optional<uint64_t> seed;
   std::optional<int> iterations;
   std::string property = ".*", case_regex, filter;
-  std::string attention, dtype, mutant = "none", reproduce;
+  std::string attention, dtype, mutant = "none", reproduce, engine;
   std::string fixtures = "golden/fixtures", cases = "cases";
   bool list = false, verbose = false, golden_only = false, properties_only = false;
   // Reports (docs/cli.md): junit.xml, summary.json, summary.md, report.html.
@@ -76,6 +76,7 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
     detail << o.failure;
     std::string cmd = "kvconform run --properties-only --property '^" + r.name + "$' --seed " + std::to_string(options.seed);
     if (options.mutation != Mutation::None) cmd += std::string(" --mutant ") + to_string(options.mutation);
+    if (options.engine != campaign::Engine::Auto) cmd += std::string(" --engine ") + to_string(options.engine);
     if (!o.reproduce.empty()) cmd += " --reproduce '" + o.reproduce + "'";
     r.reproduce = cmd;
   }
@@ -114,6 +115,9 @@ Runner add_run_command(CLI::App& app) {
   run->add_option("--attention", args->attention, "Only sliding, chunked or full configurations / cases");
   run->add_option("--dtype", args->dtype, "Only this dtype (float32, float16, bfloat16, float64)");
   run->add_option("--mutant", args->mutant, "Run the properties against a deliberately wrong implementation (expect FAIL)");
+  run->add_option("--engine", args->engine,
+                  "auto (default: the fast position-level engine for stored_rows, returned_rows and window_coverage, "
+                  "LibTorch for the rest), tensor or fast (or KVC_ENGINE)");
   run->add_option("--reproduce", args->reproduce, "Replay a property failure from its reproduce string (with --property)");
   run->add_option("--fixtures", args->fixtures, "Golden fixtures folder (one subfolder per transformers version)");
   run->add_option("--cases", args->cases, "Scenario folder the fixtures were dumped from");
@@ -162,6 +166,7 @@ Runner add_run_command(CLI::App& app) {
     if (!args->attention.empty()) options.filter.attention = parse_layer_type(args->attention);
     if (!args->dtype.empty()) options.filter.dtype = parse_dtype(args->dtype);
     options.mutation = parse_mutation(args->mutant);
+    if (!args->engine.empty()) options.engine = campaign::parse_engine(args->engine);
     std::regex pattern, filter;
     try {
       pattern = std::regex(args->property);
@@ -198,6 +203,8 @@ Runner add_run_command(CLI::App& app) {
       if (args->properties_only) return std::string(name) == "property";
       return true;
     };
+    if (reference_sections && suite("property"))  // --engine fast on a value property is bad usage
+      for (campaign::Property p : selected) campaign::resolve(options.engine, p);
     const bool goldens = reference_sections && suite("golden") && options.reproduce.empty();
     if (goldens) {
       golden::ReplayOptions g;

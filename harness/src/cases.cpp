@@ -28,12 +28,29 @@ CaseError::CaseError(std::string file, std::string pointer, const std::string& m
       pointer_(std::move(pointer)) {}
 
 std::string sha256_hex(const std::string& bytes) {
+  // OpenSSL 3 looks the algorithm up on every EVP_sha256() digest (most of the cost for the small
+  // buffers golden replay hashes): fetch it once per thread and reuse one context.
+  struct Sha256 {
+    EVP_MD* md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    ~Sha256() {
+      EVP_MD_CTX_free(ctx);
+      EVP_MD_free(md);
+    }
+  };
+  thread_local Sha256 sha;
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr);
-  std::ostringstream os;
-  for (unsigned int i = 0; i < len; ++i) os << std::hex << std::setw(2) << std::setfill('0') << int(digest[i]);
-  return os.str();
+  if (!sha.md || !sha.ctx || EVP_DigestInit_ex(sha.ctx, sha.md, nullptr) != 1 ||
+      EVP_DigestUpdate(sha.ctx, bytes.data(), bytes.size()) != 1 || EVP_DigestFinal_ex(sha.ctx, digest, &len) != 1)
+    throw std::runtime_error("sha256: OpenSSL failed");
+  static const char* hex = "0123456789abcdef";
+  std::string out(2 * len, '0');
+  for (unsigned int i = 0; i < len; ++i) {
+    out[2 * i] = hex[digest[i] >> 4];
+    out[2 * i + 1] = hex[digest[i] & 15];
+  }
+  return out;
 }
 
 std::string read_file(const std::string& path) {

@@ -37,6 +37,16 @@ struct Judged {
 };
 Judged judged_by(Property p, std::optional<DType> dtype);
 
+// Which implementation a property runs on. Fast: the position-level simulation (fastpath.h, no
+// tensors; rows, mask sizes and masks only). Tensor: the LibTorch reference with position-tag
+// shadows and the K/V bytes of every row. Auto: Fast where it covers the property (stored_rows,
+// returned_rows, window_coverage), Tensor for the value properties.
+enum class Engine { Auto, Tensor, Fast };
+const char* to_string(Engine e);            // "auto", "tensor", "fast"
+Engine parse_engine(const std::string& s);  // throws std::invalid_argument
+bool has_fast_path(Property p);
+Engine resolve(Engine e, Property p);  // Auto -> Fast or Tensor; Fast without a fast path throws
+
 struct Options {
   uint64_t seed = 20250917;  // fixed default: the same campaign every run
   int iterations = 100;      // RapidCheck test cases per property
@@ -44,9 +54,10 @@ struct Options {
   Mutation mutation = Mutation::None;
   ConfigFilter filter;
   std::string reproduce;  // a reproduce string from an earlier failure: replays that case alone
+  Engine engine = Engine::Auto;
 };
 
-// Defaults overridden by KVC_SEED, KVC_ITERATIONS, KVC_MAX_SIZE, KVC_REPRODUCE; a malformed
+// Defaults overridden by KVC_SEED, KVC_ITERATIONS, KVC_MAX_SIZE, KVC_REPRODUCE, KVC_ENGINE; a malformed
 // value throws std::invalid_argument naming the variable.
 Options options_from_env(Options defaults = {});
 
@@ -77,5 +88,21 @@ struct Outcome {
 };
 
 Outcome run(Property property, const Options& options);
+
+// The fast engine's campaign (fast_campaign.cpp): seeded random traces drawn like gen_config and the
+// stateful commands, checked on fastpath.h against positions.h, shrunk greedily on failure.
+// Reproduce strings look like "fast:<seed>:<trace>:<size>".
+Outcome run_fast(Property property, const Options& options);
+
+// One sequence of updates on several layers (a golden case's shape), checked on the fast engine
+// under the newest release's behaviours: the failure message, empty when every step holds. Layers
+// transformers itself gets wrong (positions::upstream_deviation) are left out.
+struct FastTrace {
+  std::vector<LayerSpec> layers;
+  int64_t batch = 1;
+  LeftPadding left_padding;
+  std::vector<int64_t> steps;  // tokens per update
+};
+std::string check_fast(Property property, const FastTrace& trace, Mutation mutation = Mutation::None);
 
 }  // namespace kvc::campaign

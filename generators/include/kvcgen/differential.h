@@ -38,18 +38,22 @@ struct Options {
   int64_t iterations = 1000;    // random sequences (over all shards)
   int64_t shard_index = 0, shard_count = 1;  // run the sequences i with i % shard_count == shard_index
   double time_budget_s = 0;     // stop after this many seconds (0: no limit)
+  // Dumper processes (one worker thread each) sharing the shard's sequences; the summary is the
+  // same for any count (except where a time budget cuts the campaign short).
+  int64_t workers = 1;
   std::string out_dir = "cases/regressions";
   // The release whose behaviours (behaviours_for_release) the reference follows; empty = `version`.
   // Another release proves the campaign can fail (their differences must show up as shrunk
   // disagreements).
   std::string reference_release;
   Mutation mutation = Mutation::None;  // a deliberately wrong reference (--mutant): must disagree
-  std::function<void(int64_t done, int64_t disagreements)> progress;
+  std::function<void(int64_t done, int64_t disagreements)> progress;  // called under a lock
 };
 
 struct Summary {
   int64_t sequences = 0, steps = 0, disagreements = 0, deviations = 0;
   double seconds = 0;
+  int workers = 1;
   std::vector<std::string> saved;  // case files written for disagreements
   std::vector<std::string> messages;
 };

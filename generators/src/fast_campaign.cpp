@@ -1,0 +1,549 @@
+// The fast engine's property campaign: stored_rows, returned_rows and window_coverage on the
+// position-level simulation (fastpath.h) against the documented rules (positions.h). RapidCheck's
+// generators cost more than the check itself here, so traces are drawn with a plain seeded PRNG
+// from the same distributions as gen_config and the stateful commands (scenario.cpp), and a failing
+// trace is shrunk greedily. No LibTorch.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+#include "kvcgen/campaign.h"
+#include "kvconform/fastpath.h"
+#include "kvconform/inputs.h"
+#include "kvcgen/mask_pictures.h"
+#include "kvconform/positions.h"
+
+namespace kvc::campaign {
+
+namespace {
+
+struct Rng {
+  uint64_t state;
+  uint64_t next() { return inputs::mix64(state += 0x9E3779B97F4A7C15ULL); }
+  int64_t in(int64_t lo, int64_t hi_exclusive) {  // uniform in [lo, hi)
+    return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi_exclusive - lo));
+  }
+  template <typename T>
+  T weighted(std::initializer_list<std::pair<int, T>> choices) {
+    int total = 0;
+    for (const auto& c : choices) total += c.first;
+    int64_t r = in(0, total);
+    for (const auto& c : choices)
+      if ((r -= c.first) < 0) return c.second;
+    return choices.begin()->second;
+  }
+};
+
+enum class Kind { Prefill, Decode, Extend, Reset };
+struct Command {
+  Kind kind;
+  int64_t n;  // tokens (Prefill, Extend); 1 for Decode, 0 for Reset
+  std::string show() const {
+    switch (kind) {
+      case Kind::Prefill: return "Prefill(" + std::to_string(n) + ")";
+      case Kind::Decode: return "Decode";
+      case Kind::Extend: return "Extend(" + std::to_string(n) + ")";
+      case Kind::Reset: return "Reset";
+    }
+    return "?";
+  }
+};
+
+struct Trace {
+  ScenarioConfig config;
+  std::vector<Command> commands;
+};
+
+// The token limit gen_config derives from the window and the layers (scenario.cpp).
+int64_t token_limit(const ScenarioConfig& c) {
+  int64_t limit = std::min<int64_t>(3 * c.window + 8, 160);
+  for (const LayerSpec& s : {c.static_spec(), c.dynamic_spec()}) {
+    const int64_t bound = positions::max_total_tokens(s);
+    if (bound >= 0) limit = std::min(limit, bound);
+  }
+  return limit;
+}
+
+ScenarioConfig draw_config(Rng& r, const ConfigFilter& filter) {
+  ScenarioConfig c;
+  c.attention = filter.attention ? *filter.attention
+                                 : r.weighted<LayerType>({{4, LayerType::Sliding}, {4, LayerType::Chunked}, {1, LayerType::Full}});
+  const int band = r.weighted<int>({{6, 0}, {3, 1}, {1, 2}});
+  const int64_t lo[] = {1, 9, 17}, hi[] = {9, 17, 65};
+  c.window = r.in(lo[band], hi[band]);
+  switch (r.in(0, 3)) {
+    case 0: c.max_cache_len = r.in(1, c.window + 1); break;
+    case 1: c.max_cache_len = c.window; break;
+    default: c.max_cache_len = r.in(c.window, 3 * c.window + 4);
+  }
+  c.batch = r.weighted<int64_t>({{4, 1}, {3, 2}, {1, 3}, {1, 4}});
+  c.kv_heads = r.in(1, 3);
+  c.heads = c.kv_heads * r.weighted<int64_t>({{1, 1}, {1, 2}, {1, 4}});
+  c.head_dim = r.weighted<int64_t>({{3, 1}, {4, 4}, {3, 8}, {1, 16}, {1, 64}});
+  c.dtype = filter.dtype ? *filter.dtype
+                         : r.weighted<DType>({{4, DType::Float32}, {2, DType::Float16}, {2, DType::BFloat16}, {1, DType::Float64}});
+  if (r.in(0, 2) == 1) {
+    const int64_t most = std::min<int64_t>(2 * c.window + 1, 12);
+    c.left_padding = std::vector<int64_t>(static_cast<size_t>(c.batch));
+    for (int64_t& lp : *c.left_padding) lp = r.in(0, most + 1);
+  }
+  c.seed = static_cast<uint32_t>(r.next());
+  c.max_tokens = token_limit(c);
+  if (c.left_padding)
+    for (int64_t& lp : *c.left_padding) lp = std::min(lp, c.max_tokens - 1);
+  return c;
+}
+
+// Token counts biased toward the window boundaries (gen_count in scenario.cpp).
+int64_t draw_count(Rng& r, const ScenarioConfig& c, int64_t at_least, int64_t room) {
+  if (room < at_least) return at_least;
+  const int64_t w = c.window;
+  int64_t fits[6];
+  int n = 0;
+  for (int64_t v : {w - 1, w, w + 1, 2 * w + 1, at_least, room})
+    if (v >= at_least && v <= room) fits[n++] = v;
+  if (n > 0 && r.in(0, 2) == 0) return fits[r.in(0, n)];
+  return r.in(at_least, room + 1);
+}
+
+// The preconditions of the stateful commands (scenario.cpp), on the tokens seen so far.
+bool allowed(const Command& cmd, const ScenarioConfig& c, int64_t seen) {
+  switch (cmd.kind) {
+    case Kind::Prefill: return seen == 0 && cmd.n > c.max_left_padding() && cmd.n <= c.max_tokens;
+    case Kind::Decode: return seen > 0 && seen + 1 <= c.max_tokens;
+    case Kind::Extend: return seen > 0 && cmd.n >= 2 && seen + cmd.n <= c.max_tokens;
+    case Kind::Reset: return seen > 0;
+  }
+  return false;
+}
+
+Trace draw_trace(uint64_t seed, int64_t index, int size, const ConfigFilter& filter) {
+  Rng r{inputs::mix64(seed ^ inputs::mix64(static_cast<uint64_t>(index) + 1))};
+  Trace t;
+  t.config = draw_config(r, filter);
+  const ScenarioConfig& c = t.config;
+  const int64_t length = r.in(1, 2 + size / 5);
+  int64_t seen = 0;
+  for (int64_t k = 0, tries = 0; k < length && tries < 4 * length + 8; ++tries) {
+    Command cmd{};
+    switch (r.in(0, 4)) {
+      case 0: cmd = {Kind::Prefill, draw_count(r, c, c.max_left_padding() + 1, c.max_tokens)}; break;
+      case 1: cmd = {Kind::Decode, 1}; break;
+      case 2: cmd = {Kind::Extend, draw_count(r, c, 2, std::max<int64_t>(c.max_tokens - seen, 2))}; break;
+      default: cmd = {Kind::Reset, 0};
+    }
+    if (!allowed(cmd, c, seen)) continue;
+    seen = cmd.kind == Kind::Reset ? 0 : seen + cmd.n;
+    t.commands.push_back(cmd);
+    ++k;
+  }
+  return t;
+}
+
+std::string rows_str(const fast::TokenRows& rows, size_t from = 0, size_t to = SIZE_MAX) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = from; i < std::min(to, rows.size()); ++i) {
+    os << (i > from ? "," : "");
+    if (rows[i] == fast::kUnwritten) os << "_"; else os << rows[i];
+  }
+  return os.str() + "]";
+}
+
+std::string rows_str(const positions::Rows& rows) {
+  fast::TokenRows t;
+  for (const auto& r : rows) t.push_back(r ? *r : fast::kUnwritten);
+  return rows_str(t);
+}
+
+bool same(const fast::TokenRows& got, const positions::Rows& want) {
+  if (got.size() != want.size()) return false;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != (want[i] ? *want[i] : fast::kUnwritten)) return false;
+  return true;
+}
+
+// One trace on the fast path; the failure message (empty when every step holds) in the words of
+// the tensor engine (sut.cpp), and the index of the failing command.
+struct Checker {
+  Checker(Property p, Mutation m) : property(p), mutation(m) {}
+  Property property;
+  Mutation mutation;
+  int64_t steps = 0;
+  int64_t deviation_steps = 0;  // layer-steps where transformers drops keys its window allows
+  const Behaviours behaviours{};  // the campaign checks the newest release's layers, as sut.cpp
+  const std::vector<int64_t> no_padding;
+  // Reused between traces: the check allocates nothing per step once warm.
+  fast::TokenRows returned;
+  std::vector<uint8_t> mask, implied;
+  std::vector<int64_t> query_positions;
+  std::vector<int64_t> stamp;  // per token: the query for which it was last attended
+  std::vector<uint8_t> zeros, ones;  // rows of the quick pass's expected cells
+  int64_t query_counter = 0;
+
+  std::string check_step(fast::Layer& layer, const char* role, int64_t batch, const LeftPadding& padding, int64_t seen,
+                         int64_t q, const char* command) {
+    const LayerSpec& spec = layer.spec();
+    // Messages are built only on failure: string building would cost more than the checks.
+    const auto who = [&] {
+      return std::string(command) + "(" + std::to_string(q) + ") after " + std::to_string(seen) + " tokens: " + role +
+             " " + spec.describe();
+    };
+    const MaskSizes sizes = layer.get_mask_sizes(q);
+    // transformers itself drops keys the window allows here (positions::loses_window_keys): judged
+    // against what the layer returns and counted as a reproduced upstream deviation, as sut.cpp does.
+    const bool lost_keys = property == Property::WindowCoverage && spec.is_sliding() &&
+                           positions::loses_window_keys(spec, seen, q, padding ? *padding : no_padding);
+    if (lost_keys) ++deviation_steps;
+    try {
+      layer.update(q, returned);
+    } catch (const std::exception& e) {
+      return who() + " threw: " + e.what();
+    }
+    ++steps;
+    if (property == Property::StoredRows) {
+      const positions::Rows expected = positions::stored_rows(spec, seen + q);
+      if (!same(layer.stored(), expected))
+        return who() + " stores tokens " + rows_str(layer.stored()) + ", expected " + rows_str(expected);
+      return {};
+    }
+    if (property == Property::ReturnedRows) {
+      const MaskSizes documented = positions::mask_sizes(spec, seen, q);
+      if (sizes != documented)
+        return who() + " get_mask_sizes = (kv_length " + std::to_string(sizes.kv_length) + ", kv_offset " +
+               std::to_string(sizes.kv_offset) + "), documented (" + std::to_string(documented.kv_length) + ", " +
+               std::to_string(documented.kv_offset) + ")";
+      if (static_cast<int64_t>(returned.size()) != sizes.kv_length)
+        return who() + " update returned " + std::to_string(returned.size()) + " rows but get_mask_sizes said kv_length " +
+               std::to_string(sizes.kv_length);
+      for (int64_t j = 0; j < sizes.kv_length; ++j) {
+        const int64_t tok = sizes.kv_offset + j;
+        if (returned[static_cast<size_t>(j)] != (tok < seen + q ? tok : fast::kUnwritten)) {
+          fast::TokenRows expected;
+          for (int64_t i = 0; i < sizes.kv_length; ++i)
+            expected.push_back(sizes.kv_offset + i < seen + q ? sizes.kv_offset + i : fast::kUnwritten);
+          return who() + " returned tokens " + rows_str(returned) + ", expected " + rows_str(expected) + " (kv_offset " +
+                 std::to_string(sizes.kv_offset) + ")";
+        }
+      }
+      return {};
+    }
+    // WindowCoverage: the tokens each query attends through its unmasked columns.
+    query_positions.resize(static_cast<size_t>(q));
+    for (int64_t i = 0; i < q; ++i) query_positions[static_cast<size_t>(i)] = seen + i;
+    fast::MaskRequest m;
+    m.type = spec.type;
+    m.window = spec.window;
+    m.batch = batch;
+    m.query_positions = query_positions.data();
+    m.q = q;
+    m.sizes = sizes;
+    m.left_padding = padding ? &*padding : nullptr;
+    m.tokens_so_far = seen + q;
+    m.allow_skip = fast::allow_skip(behaviours, spec.cache, q);
+    m.skip_empty_cache = behaviours.sdpa_skip_empty_cache;
+    fast::boolean_mask(m, mask, mutation);
+    const int64_t cols = sizes.kv_length;
+    if (cols != static_cast<int64_t>(returned.size()))
+      return who() + " mask has " + std::to_string(cols) + " key columns but update returned " +
+             std::to_string(returned.size()) + " rows";
+    const int64_t first_key = lost_keys ? sizes.kv_offset : 0;
+    if (std::string e = pattern(batch, padding, spec, mask, false, seen, q, cols, first_key,
+                                [&] { return who() + " boolean mask"; });
+        !e.empty())
+      return e;
+    // Where the layer already drops window keys, transformers may also skip a chunked mask whose
+    // keys straddle a chunk boundary: the same upstream deviation, not a reference bug (sut.cpp).
+    if (!lost_keys && fast::skips(m)) {
+      fast::implied_by_skip(q, cols, implied);
+      if (std::string e = pattern(batch, padding, spec, implied, true, seen, q, cols, 0,
+                                  [&] { return who() + " skipped mask (is_causal)"; });
+          !e.empty())
+        return e;
+    }
+    return {};
+  }
+
+  // shared_rows: the pattern is [q][cols] for every batch row (SDPA's is_causal) instead of [b][q][cols].
+  template <typename Who>
+  std::string pattern(int64_t batch, const LeftPadding& padding, const LayerSpec& spec, const std::vector<uint8_t>& cells,
+                      bool shared_rows, int64_t seen, int64_t q, int64_t cols, int64_t first_key, const Who& who) {
+    const int64_t w = spec.window;
+    const int64_t total = seen + q;
+    if (static_cast<int64_t>(stamp.size()) < total) stamp.resize(static_cast<size_t>(total), 0);
+    if (static_cast<int64_t>(zeros.size()) < cols) {
+      zeros.resize(static_cast<size_t>(cols), 0);
+      ones.resize(static_cast<size_t>(cols), 1);
+    }
+    // The leading columns that hold consecutive tokens run_base, run_base + 1, ...
+    const int64_t run_base = cols > 0 ? returned[0] : 0;
+    int64_t run_length = 0;
+    while (run_length < cols && run_base >= 0 && returned[static_cast<size_t>(run_length)] == run_base + run_length)
+      ++run_length;
+    for (int64_t b = 0; b < batch; ++b) {
+      const int64_t lp = padding ? (*padding)[static_cast<size_t>(b)] : 0;
+      // The keys the window rule (positions::window_allows) lets a query see form one run ending at
+      // the query (fastpath_test checks this of every rule), and where it starts never moves back as
+      // the query advances: one pointer over the step's queries finds each run's start. Keys more
+      // than a window back are outside any sliding window or chunk holding the query.
+      int64_t start = std::max<int64_t>(std::max(first_key, lp), 0);
+      for (int64_t i = 0; i < q; ++i) {
+        const int64_t qpos = seen + i;
+        const uint8_t* row = cells.data() + ((shared_rows ? 0 : b * q) + i) * cols;
+        const int64_t query_id = ++query_counter;  // stamp[t] == query_id: t attended by this query
+        if (spec.type != LayerType::Full) start = std::max(start, qpos - w + 1);
+        while (start <= qpos && !positions::window_allows(spec.type, w, lp, qpos, start)) ++start;
+        const int64_t rule = std::max<int64_t>(qpos - start + 1, 0);
+        // Quick pass: where the returned rows hold consecutive tokens (as every correct layer returns
+        // them), the rule's run [start, qpos] is one run of columns, and a row that is exactly that
+        // run of ones among zeros attends exactly the rule's set. Anything else goes through the
+        // exact check below, which decides and names what is wrong.
+        if (rule > 0 && start >= run_base && qpos < run_base + run_length) {
+          const int64_t j0 = start - run_base, n = rule;
+          if (std::memcmp(row, zeros.data(), static_cast<size_t>(j0)) == 0 &&
+              std::memcmp(row + j0, ones.data(), static_cast<size_t>(n)) == 0 &&
+              std::memcmp(row + j0 + n, zeros.data(), static_cast<size_t>(cols - j0 - n)) == 0)
+            continue;
+        }
+        int64_t attended = 0;
+        bool wrong = false;
+        for (int64_t j = 0; j < cols; ++j) {
+          if (j + 8 <= cols) {  // masked keys come in runs: skip eight at a time
+            uint64_t eight;
+            std::memcpy(&eight, row + j, 8);
+            if (!eight) {
+              j += 7;
+              continue;
+            }
+          }
+          if (!row[j]) continue;
+          const int64_t tok = returned[static_cast<size_t>(j)];
+          if (tok == fast::kUnwritten || tok >= total)
+            return who() + ": query " + std::to_string(qpos) + " (row " + std::to_string(b) + ") attends column " +
+                   std::to_string(j) + ", an unwritten row";
+          if (stamp[static_cast<size_t>(tok)] == query_id)
+            return who() + ": query " + std::to_string(qpos) + " attends token " + std::to_string(tok) + " twice";
+          stamp[static_cast<size_t>(tok)] = query_id;
+          ++attended;
+          wrong = wrong || tok < start || tok > qpos;
+        }
+        if (wrong || attended != rule) {
+          std::string sees, allows;
+          for (int64_t k = 0; k < total; ++k) {
+            if (stamp[static_cast<size_t>(k)] == query_id) sees += (sees.empty() ? "" : ",") + std::to_string(k);
+            if (k >= lp && k >= first_key && positions::window_allows(spec.type, w, lp, qpos, k))
+              allows += (allows.empty() ? "" : ",") + std::to_string(k);
+          }
+          return who() + ": query " + std::to_string(qpos) + " (row " + std::to_string(b) + ") attends {" + sees +
+                 "}, the window rule allows {" + allows + "}";
+        }
+      }
+    }
+    return {};
+  }
+
+  struct Failure {
+    std::string message;
+    size_t command = 0;  // index of the failing command
+  };
+
+  // Runs the trace; nullopt when it holds, and whether every command met its precondition.
+  std::optional<Failure> run(const Trace& t, bool* valid = nullptr) {
+    const ScenarioConfig& c = t.config;
+    // The static and the dynamic layer, as the tensor engine checks them (a dynamic layer whose
+    // configuration transformers itself gets wrong, window 1, is left out there too).
+    fast::Layer layers[2] = {fast::Layer(c.static_spec(), behaviours, mutation),
+                             fast::Layer(c.dynamic_spec(), behaviours, mutation)};
+    const char* roles[2] = {"static", "dynamic"};
+    const size_t count = positions::upstream_deviation(c.dynamic_spec()) ? 1 : 2;
+    int64_t seen = 0;
+    if (valid) *valid = true;
+    for (size_t k = 0; k < t.commands.size(); ++k) {
+      const Command& cmd = t.commands[k];
+      if (!allowed(cmd, c, seen)) {
+        if (valid) *valid = false;
+        return std::nullopt;
+      }
+      if (cmd.kind == Kind::Reset) {
+        for (auto& l : layers) l.reset();
+        seen = 0;
+        continue;
+      }
+      const char* name = cmd.kind == Kind::Prefill ? "Prefill" : cmd.kind == Kind::Decode ? "Decode" : "Extend";
+      for (size_t l = 0; l < count; ++l)
+        if (std::string e = check_step(layers[l], roles[l], c.batch, c.left_padding, seen, cmd.n, name); !e.empty())
+          return Failure{e, k};
+      seen += cmd.n;
+    }
+    return std::nullopt;
+  }
+};
+
+// Simpler variants of a failing trace, most aggressive first (invalid ones are skipped by run()).
+std::vector<Trace> simplifications(const Trace& t) {
+  std::vector<Trace> out;
+  for (size_t i = t.commands.size(); i-- > 0 && t.commands.size() > 1;) {  // drop a command
+    Trace s = t;
+    s.commands.erase(s.commands.begin() + static_cast<long>(i));
+    out.push_back(s);
+  }
+  for (size_t i = 0; i < t.commands.size(); ++i) {  // fewer tokens in one update
+    const Command& cmd = t.commands[i];
+    const int64_t least = cmd.kind == Kind::Prefill ? t.config.max_left_padding() + 1 : cmd.kind == Kind::Extend ? 2 : cmd.n;
+    if (cmd.n > least) {
+      Trace s = t;
+      s.commands[i].n = least;
+      out.push_back(s);
+      s.commands[i].n = cmd.n - 1;
+      out.push_back(s);
+    }
+  }
+  ScenarioConfig c = t.config;
+  auto with = [&](const ScenarioConfig& changed) {
+    Trace s = t;
+    s.config = changed;
+    s.config.max_tokens = token_limit(s.config);
+    if (s.config.left_padding)
+      for (int64_t& lp : *s.config.left_padding) lp = std::min(lp, s.config.max_tokens - 1);
+    out.push_back(s);
+  };
+  if (c.left_padding) {
+    ScenarioConfig s = c;
+    s.left_padding.reset();
+    with(s);
+    for (size_t b = 0; b < c.left_padding->size(); ++b)
+      if ((*c.left_padding)[b] > 0) {
+        s = c;
+        (*s.left_padding)[b] -= 1;
+        with(s);
+      }
+  }
+  if (c.batch > 1) {
+    ScenarioConfig s = c;
+    s.batch = 1;
+    if (s.left_padding) s.left_padding->resize(1);
+    with(s);
+  }
+  if (c.window > 1) {
+    ScenarioConfig s = c;
+    s.window -= 1;
+    with(s);
+  }
+  if (c.max_cache_len > 1) {
+    ScenarioConfig s = c;
+    s.max_cache_len -= 1;
+    with(s);
+  }
+  if (c.heads > 1 || c.kv_heads > 1 || c.head_dim > 1) {
+    ScenarioConfig s = c;
+    s.heads = s.kv_heads = s.head_dim = 1;
+    with(s);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string check_fast(Property property, const FastTrace& t, Mutation mutation) {
+  if (!has_fast_path(property)) resolve(Engine::Fast, property);
+  thread_local Checker checker{property, mutation};
+  checker.property = property;
+  checker.mutation = mutation;
+  thread_local std::vector<fast::Layer> layers;
+  layers.clear();
+  for (const LayerSpec& spec : t.layers)
+    if (!positions::upstream_deviation(spec)) layers.emplace_back(spec, Behaviours{}, mutation);
+  int64_t seen = 0;
+  for (int64_t q : t.steps) {
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const std::string e = checker.check_step(layers[l], "layer", t.batch, t.left_padding, seen, q, "Update");
+      if (!e.empty()) return "layer " + std::to_string(l) + ": " + e;
+    }
+    seen += q;
+  }
+  return {};
+}
+
+Outcome run_fast(Property property, const Options& options) {
+  if (!has_fast_path(property)) resolve(Engine::Fast, property);  // throws with the reason
+  Outcome outcome;
+  outcome.property = property;
+  std::ostringstream params;
+  params << "seed=" << options.seed << ",iterations=" << options.iterations << ",engine=fast";
+  if (options.mutation != Mutation::None) params << ",mutant=" << to_string(options.mutation);
+  if (options.filter.attention) params << ",attention=" << to_string(*options.filter.attention);
+  if (options.filter.dtype) params << ",dtype=" << to_string(*options.filter.dtype);
+  outcome.params = params.str();
+
+  uint64_t seed = options.seed;
+  int64_t first = 0, last = options.iterations;
+  int fixed_size = -1;
+  if (!options.reproduce.empty()) {  // fast:<seed>:<trace>:<size>
+    unsigned long long s = 0;
+    long long i = 0;
+    int z = 0;
+    char tail = 0;
+    if (std::sscanf(options.reproduce.c_str(), "fast:%llu:%lld:%d%c", &s, &i, &z, &tail) != 3 || i < 0 || z < 0)
+      throw std::invalid_argument("reproduce string is malformed: '" + options.reproduce + "' (expected fast:SEED:TRACE:SIZE)");
+    seed = s, first = i, last = i + 1, fixed_size = z;
+  }
+
+  Checker checker{property, options.mutation};
+  for (int64_t i = first; i < last; ++i) {
+    // Sizes grow over the campaign as RapidCheck's do: short traces first.
+    const int size = fixed_size >= 0 ? fixed_size
+                                     : static_cast<int>(options.max_size * i / std::max<int64_t>(options.iterations, 1));
+    Trace trace = draw_trace(seed, i, size, options.filter);
+    std::optional<Checker::Failure> failure = checker.run(trace);
+    if (!failure) {
+      ++outcome.cases;
+      continue;
+    }
+    int shrinks = 0;
+    for (bool improved = true; improved && shrinks < 500;) {
+      improved = false;
+      for (const Trace& candidate : simplifications(trace)) {
+        bool valid = false;
+        Checker probe{property, options.mutation};
+        std::optional<Checker::Failure> f = probe.run(candidate, &valid);
+        if (valid && f) {
+          trace = candidate;
+          failure = f;
+          improved = true;
+          ++shrinks;
+          break;
+        }
+      }
+    }
+    trace.commands.resize(failure->command + 1);
+    Counterexample ce;
+    ce.config = trace.config;
+    for (const Command& cmd : trace.commands) {
+      ce.commands.push_back(cmd.show());
+      if (cmd.kind == Kind::Reset) ce.steps.clear();
+      else ce.steps.push_back(cmd.n);
+    }
+    std::ostringstream text;
+    text << "Falsifiable after " << outcome.cases + 1 << " traces and " << shrinks << " shrinks (fast engine)\n\n"
+         << trace.config.describe() << "\n";
+    for (const std::string& s : ce.commands) text << s << "\n";
+    text << "\n" << failure->message << "\n";
+    outcome.failure = text.str();
+    outcome.reproduce = "fast:" + std::to_string(seed) + ":" + std::to_string(i) + ":" + std::to_string(size);
+    ce.masks = mask_pictures(ce.config, ce.steps, options.mutation);
+    outcome.counterexample = std::move(ce);
+    outcome.observations.steps = static_cast<int>(checker.steps);
+    outcome.observations.deviation_steps = static_cast<int>(checker.deviation_steps);
+    return outcome;
+  }
+  outcome.ok = true;
+  outcome.observations.steps = static_cast<int>(checker.steps);
+  outcome.observations.deviation_steps = static_cast<int>(checker.deviation_steps);
+  return outcome;
+}
+
+}  // namespace kvc::campaign
