@@ -127,7 +127,7 @@ void StepDriver::step(const Step& st, const Check& check, const OnReset& on_rese
       m.query_positions = cache_position.value_or(arange);
       m.sizes = v.sizes;
       m.left_padding = c.left_padding;
-      m.tokens_so_far = seen_ + q;
+      m.seen_after = seen_ + q;
       m.skip_empty_cache = options_.behaviours.sdpa_skip_empty_cache;
       m.allow_skip = masks::allow_is_causal_skip(options_.behaviours, layer.spec().cache, q);
       m.mutation = options_.mutation;
