@@ -101,7 +101,7 @@ struct FastTrace {
   std::vector<LayerSpec> layers;
   int64_t batch = 1;
   LeftPadding left_padding;
-  std::vector<int64_t> steps;  // tokens per update
+  std::vector<int64_t> steps;  // tokens per update; 0 resets every layer (Step::is_reset)
 };
 std::string check_fast(Property property, const FastTrace& trace, Mutation mutation = Mutation::None);
 
