@@ -243,7 +243,7 @@ struct Checker {
     m.q = q;
     m.sizes = sizes;
     m.left_padding = padding ? &*padding : nullptr;
-    m.tokens_so_far = seen + q;
+    m.seen_after = seen + q;
     m.allow_skip = fast::allow_skip(behaviours, spec.cache, q);
     m.skip_empty_cache = behaviours.sdpa_skip_empty_cache;
     fast::boolean_mask(m, mask, mutation);

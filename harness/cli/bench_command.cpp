@@ -112,7 +112,7 @@ class Bench {
     m.batch = a_.batch;
     for (int64_t i = 0; i < q; ++i) m.query_positions.push_back(seen + i);
     m.sizes = sizes;
-    m.tokens_so_far = seen + q;
+    m.seen_after = seen + q;
     m.allow_skip = layer.spec().cache == CacheKind::Dynamic;
     if (backend == "eager") {
       const at::Tensor mask = masks::additive_mask(masks::boolean_mask(m), scalar_type(dtype_));

@@ -125,7 +125,7 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
     for (size_t l = 0; l < c.layer_types.size(); ++l) t.layers.push_back(c.layer_spec(l));
     t.batch = c.batch;
     t.left_padding = c.left_padding;
-    for (const Step& s : c.steps) t.steps.push_back(s.tokens);  // 0: a reset, as in the Scenario
+    for (const Step& s : c.steps) t.steps.push_back(s.tokens);
     traces.push_back(std::move(t));
   }
   struct Row {

@@ -165,7 +165,7 @@ KernelWindow kernel_window(const masks::MaskQuery& m) {
   if (m.type == LayerType::Sliding) w.left = m.window - 1;
   if (m.type == LayerType::Chunked) w.chunk = m.window;
   if (m.left_padding)
-    for (int64_t lp : *m.left_padding) w.left_padding.push_back(std::min(lp, m.tokens_so_far));
+    for (int64_t lp : *m.left_padding) w.left_padding.push_back(std::min(lp, m.seen_after));
   return w;
 }
 

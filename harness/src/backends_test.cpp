@@ -95,7 +95,7 @@ TEST_P(WindowedFault, IsCaughtByTheOracle) {
     const int64_t n = 7;
     for (int64_t i = 0; i < n; ++i) m.query_positions.push_back(3 + i);
     m.sizes = {n + 3, 0};
-    m.tokens_so_far = n + 3;
+    m.seen_after = n + 3;
     if (GetParam() == Fault::IgnoreKvOffset) {  // keys [2, 2 + n + 1)
       m.sizes = {n + 1, 2};
     }

@@ -216,7 +216,7 @@ MaskRequest mask_request(const LayerSpec& spec, const Behaviours& behaviours, in
   m.query_positions = positions.data();
   m.q = static_cast<int64_t>(positions.size());
   m.left_padding = left_padding ? &*left_padding : nullptr;
-  m.tokens_so_far = t0 + q;
+  m.seen_after = t0 + q;
   m.allow_skip = allow_skip(behaviours, spec.cache, q);
   m.skip_empty_cache = behaviours.sdpa_skip_empty_cache;
   return m;
@@ -231,7 +231,7 @@ int64_t py_floordiv(int64_t a, int64_t b) {
 // attention_mask[b, kv] of the 2D mask zero-padded on the right to cover every key.
 inline bool real_token(const MaskRequest& m, int64_t b, int64_t kv) {
   if (!m.left_padding) return true;
-  return kv < m.tokens_so_far && kv >= (*m.left_padding)[static_cast<size_t>(b)];
+  return kv < m.seen_after && kv >= (*m.left_padding)[static_cast<size_t>(b)];
 }
 
 void check(const MaskRequest& m) {
@@ -251,10 +251,10 @@ void boolean_mask(const MaskRequest& m, std::vector<uint8_t>& out, Mutation muta
   const int64_t reach = mutation == Mutation::WindowTooWide ? m.window + 1 : m.window;
   // Each mask function admits an interval of key positions per query, so a row is the intersection
   // of intervals: causal_mask_function k <= q; sliding_window_overlay k > q - W; chunked_overlay
-  // the query's chunk [start, start + W); padding_mask_function lp <= k < tokens_so_far.
+  // the query's chunk [start, start + W); padding_mask_function lp <= k < seen_after.
   for (int64_t b = 0; b < m.batch; ++b) {
     // chunked_causal_mask_function's left_padding_tokens: the 2D mask's leading zeros.
-    int64_t lead = m.left_padding ? std::min((*m.left_padding)[static_cast<size_t>(b)], m.tokens_so_far) : 0;
+    int64_t lead = m.left_padding ? std::min((*m.left_padding)[static_cast<size_t>(b)], m.seen_after) : 0;
     if (mutation == Mutation::ChunkIgnoresLeftPadding) lead = 0;
     for (int64_t i = 0; i < m.q; ++i) {
       const int64_t qi = m.query_positions[i];
@@ -267,7 +267,7 @@ void boolean_mask(const MaskRequest& m, std::vector<uint8_t>& out, Mutation muta
       }
       if (m.left_padding) {
         lo = std::max(lo, (*m.left_padding)[static_cast<size_t>(b)]);
-        hi = std::min(hi, m.tokens_so_far - 1);
+        hi = std::min(hi, m.seen_after - 1);
       }
       hi = std::min(hi, off + kv - 1);
       if (lo <= hi) std::fill_n(out.begin() + (b * m.q + i) * kv + (lo - off), hi - lo + 1, uint8_t{1});

@@ -103,7 +103,7 @@ void compare_trace(Draw& draw, const std::string& release, const Behaviours& b, 
     for (int64_t i = 0; i < q; ++i) m.query_positions.push_back(pos ? (*pos)[static_cast<size_t>(i)] : seen + i);
     m.sizes = sizes;
     m.left_padding = padding;
-    m.tokens_so_far = seen + q;
+    m.seen_after = seen + q;
     m.skip_empty_cache = b.sdpa_skip_empty_cache;
     m.allow_skip = masks::allow_is_causal_skip(b, cache, q);
     m.mutation = tensor_mutation;

@@ -187,7 +187,7 @@ int64_t mask_disagreements(Mutation mutation) {
             m.q = q;
             m.sizes = {seen + q, 0};
             m.left_padding = &padding;
-            m.tokens_so_far = seen + q;
+            m.seen_after = seen + q;
             std::vector<uint8_t> mask;
             boolean_mask(m, mask, mutation);
             for (int64_t b = 0; b < 2; ++b)
@@ -215,7 +215,7 @@ TEST(FastMask, SkipDecisions) {
   m.query_positions = decode.data();
   m.q = 1;
   m.sizes = {6, 0};
-  m.tokens_so_far = 6;
+  m.seen_after = 6;
   const Behaviours v5, v4 = behaviours_for_release("4.57.6");
   m.allow_skip = allow_skip(v5, CacheKind::Dynamic, 1);
   EXPECT_TRUE(skips(m));  // a decode that sees every key
@@ -228,7 +228,7 @@ TEST(FastMask, SkipDecisions) {
   m.query_positions = prefill.data();
   m.q = 3;
   m.sizes = {6, 0};
-  m.tokens_so_far = 3;
+  m.seen_after = 3;
   m.allow_skip = true;
   EXPECT_TRUE(skips(m));
   m.skip_empty_cache = false;

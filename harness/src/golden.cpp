@@ -19,6 +19,7 @@
 
 #include "kvconform/attention.h"
 #include "kvconform/fixture_check.h"
+#include "kvconform/fastpath.h"
 #include "kvconform/fixture_format.h"
 #include "kvconform/masks.h"
 #include "kvconform/positions.h"
@@ -63,23 +64,6 @@ json tensor_pair(const at::Tensor& k, const at::Tensor& v, const positions::Rows
           {"v_sha256", cases::sha256_hex(bytes_of(v))}};
 }
 
-json mask_rows(const at::Tensor& mask) {  // [B, 1, q, kv] -> per batch row, one '0'/'1' string per query
-  json out = json::array();
-  const at::Tensor m = mask.to(at::kBool).contiguous();
-  const int64_t B = m.size(0), q = m.size(2), k = m.size(3);
-  const bool* p = m.data_ptr<bool>();
-  for (int64_t b = 0; b < B; ++b) {
-    json rows = json::array();
-    for (int64_t i = 0; i < q; ++i) {
-      std::string s;
-      for (int64_t j = 0; j < k; ++j) s += p[(b * q + i) * k + j] ? '1' : '0';
-      rows.push_back(s);
-    }
-    out.push_back(rows);
-  }
-  return out;
-}
-
 json output_json(const at::Tensor& out) {  // transformers returns [B, q, H, D]
   const at::Tensor t = out.transpose(1, 2).contiguous();
   return {{"dtype", to_string(dtype_of(t.scalar_type()))}, {"shape", t.sizes().vec()}, {"hex", hex_of(bytes_of(t))}};
@@ -113,6 +97,16 @@ std::string python_repr(double v) {
   const size_t whole = static_cast<size_t>(exp) + 1;
   if (digits.size() <= whole) return sign + digits + std::string(whole - digits.size(), '0') + ".0";
   return sign + digits.substr(0, whole) + "." + digits.substr(whole);
+}
+
+// finfo(dtype).min as Python prints it, the additive mask's masked value.
+std::string masked_value(DType dtype) {
+  static const std::string values[] = {
+      python_repr(masks::additive_mask(at::zeros({}, at::kBool), at::kFloat).item<double>()),
+      python_repr(masks::additive_mask(at::zeros({}, at::kBool), at::kHalf).item<double>()),
+      python_repr(masks::additive_mask(at::zeros({}, at::kBool), at::kBFloat16).item<double>()),
+      python_repr(masks::additive_mask(at::zeros({}, at::kBool), at::kDouble).item<double>())};
+  return values[static_cast<int>(dtype)];
 }
 
 // What Python would have raised: PyTorch maps c10::IndexError to IndexError, c10::ValueError to
@@ -173,8 +167,48 @@ json mask_function_record(const Scenario& c, LayerType type, int64_t end) {
 }
 
 
+// The masks of one layer-step from the fast path (fastpath.h: masking_utils' mask functions on
+// positions, held to masks.cpp by its tests): the boolean mask as bytes [B][q][kv], the SDPA skip
+// decision, and the tensors attention needs, made from those bytes.
+struct StepMasks {
+  std::vector<uint8_t> boolean;
+  std::string additive_bytes;
+  bool skipped = false;
+  at::Tensor boolean_tensor, additive_tensor;
+};
+
+StepMasks step_masks(const LayerStep& v, const Scenario& c, const Behaviours& behaviours, Mutation mutation) {
+  StepMasks out;
+  std::vector<int64_t> positions;
+  fast::MaskRequest m =
+      fast::mask_request(v.driven->spec, behaviours, c.batch, c.left_padding, v.seen, v.q, v.cache_position, positions);
+  m.sizes = v.sizes;  // what the layer under test answered, as transformers' mask builders use it
+  fast::boolean_mask(m, out.boolean, mutation);
+  out.skipped = fast::skips(m);
+  fast::additive_mask_bytes(out.boolean, c.dtype, out.additive_bytes);
+  const std::vector<int64_t> shape = {c.batch, 1, v.q, v.sizes.kv_length};
+  out.boolean_tensor = at::from_blob(out.boolean.data(), shape, at::kByte).to(at::kBool);
+  out.additive_tensor = at::empty(shape, at::TensorOptions().dtype(scalar_type(c.dtype)));
+  std::memcpy(out.additive_tensor.data_ptr(), out.additive_bytes.data(), out.additive_bytes.size());
+  return out;
+}
+
+json mask_rows(const std::vector<uint8_t>& mask, int64_t B, int64_t q, int64_t k) {  // per batch row, one '0'/'1' string per query
+  json out = json::array();
+  for (int64_t b = 0; b < B; ++b) {
+    json rows = json::array();
+    for (int64_t i = 0; i < q; ++i) {
+      std::string s(static_cast<size_t>(k), '0');
+      for (int64_t j = 0; j < k; ++j) s[j] = mask[(b * q + i) * k + j] ? '1' : '0';
+      rows.push_back(std::move(s));
+    }
+    out.push_back(std::move(rows));
+  }
+  return out;
+}
+
 // One layer's step as golden/dump.py records it: mask sizes, masks, errors, rows and attention.
-void record_layer_step(const LayerStep& v, const Scenario& c, c10::ScalarType dtype, const SdpaGqaPath& sdpa_path,
+void record_layer_step(const LayerStep& v, const Scenario& c, const Behaviours& behaviours, Mutation mutation,
                        json& jl) {
   const masks::MaskQuery& m = v.mask;
   jl["cumulative_length_before"] = v.seq_length_before;
@@ -182,16 +216,19 @@ void record_layer_step(const LayerStep& v, const Scenario& c, c10::ScalarType dt
   jl["mask_function"] = mask_function_record(c, m.type, v.seen + v.q);
   jl["q_positions"] = m.query_positions;
   jl["allow_is_causal_skip"] = m.allow_skip;
-  const at::Tensor boolean = masks::boolean_mask(m);
-  const bool skipped = masks::can_skip(m);
-  jl["sdpa_mask_skipped"] = skipped;
-  jl["sdpa_mask"] = skipped ? json(nullptr) : mask_rows(boolean);
-  jl["bool_mask"] = mask_rows(boolean);
-  const at::Tensor additive = masks::additive_mask(boolean, dtype);
+  const StepMasks sm = step_masks(v, c, behaviours, mutation);
+  const json rows = mask_rows(sm.boolean, c.batch, v.q, v.sizes.kv_length);
+  jl["sdpa_mask_skipped"] = sm.skipped;
+  jl["sdpa_mask"] = sm.skipped ? json(nullptr) : rows;
+  jl["bool_mask"] = rows;
   jl["eager_mask"] = {{"dtype", to_string(c.dtype)},
-                      {"shape", additive.sizes().vec()},
-                      {"sha256", cases::sha256_hex(bytes_of(additive))},
-                      {"masked_value", python_repr(masks::additive_mask(at::zeros({}, at::kBool), dtype).item<double>())}};
+                      {"shape", sm.additive_tensor.sizes().vec()},
+                      {"sha256", cases::sha256_hex(sm.additive_bytes)},
+                      {"masked_value", masked_value(c.dtype)}};
+  const at::Tensor& boolean = sm.boolean_tensor;
+  const at::Tensor& additive = sm.additive_tensor;
+  const bool skipped = sm.skipped;
+  const SdpaGqaPath& sdpa_path = behaviours.sdpa_gqa;
   json errors = json::array();
   if (v.update_error) {
     try {
@@ -249,8 +286,8 @@ json run_case(const Scenario& c, const Behaviours& behaviours, Mutation mutation
   options.behaviours = behaviours;
   options.mutation = mutation;
   options.track_rows = true;
+  options.fast_rows = true;  // rows and masks at the position level; K/V bytes and attention through LibTorch
   StepDriver driver(c, options);
-  const c10::ScalarType dtype = scalar_type(c.dtype);
   json steps = json::array();
   json js;
   driver.run([&](LayerStep& v) {
@@ -263,7 +300,7 @@ json run_case(const Scenario& c, const Behaviours& behaviours, Mutation mutation
       jl["skipped"] = "layer failed at step " + std::to_string(v.failed_at);
     } else {
       try {
-        record_layer_step(v, c, dtype, behaviours.sdpa_gqa, jl);
+        record_layer_step(v, c, behaviours, mutation, jl);
       } catch (const std::exception& e) {
         // Not a raise that transformers makes (those are recorded): the reference itself broke.
         throw StepFailure(v.step, v.layer, e.what());

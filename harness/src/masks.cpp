@@ -16,14 +16,14 @@ at::Tensor longs(const std::vector<int64_t>& v) {
 at::Tensor padding_mask(const MaskQuery& m, int64_t n) {
   const at::Tensor pos = at::arange(n, at::kLong).unsqueeze(0);
   const at::Tensor lp = longs(*m.left_padding).unsqueeze(1);
-  return pos.ge(lp).logical_and(pos.lt(m.tokens_so_far));
+  return pos.ge(lp).logical_and(pos.lt(m.seen_after));
 }
 
 // transformers counts left padding as the leading zeros of the 2D mask.
 std::vector<int64_t> leading_pads(const MaskQuery& m) {
   std::vector<int64_t> lp(static_cast<size_t>(m.batch), 0);
   if (m.left_padding)
-    for (int64_t b = 0; b < m.batch; ++b) lp[b] = std::min((*m.left_padding)[b], m.tokens_so_far);
+    for (int64_t b = 0; b < m.batch; ++b) lp[b] = std::min((*m.left_padding)[b], m.seen_after);
   return lp;
 }
 
@@ -53,7 +53,7 @@ at::Tensor boolean_mask(const MaskQuery& m, Mutation mutation) {
   }
   if (m.left_padding) {
     const int64_t n = m.sizes.kv_offset + m.sizes.kv_length;
-    const at::Tensor pad = padding_mask(m, std::max(n, m.tokens_so_far)).slice(1, m.sizes.kv_offset, n);
+    const at::Tensor pad = padding_mask(m, std::max(n, m.seen_after)).slice(1, m.sizes.kv_offset, n);
     allowed = allowed.logical_and(pad.unsqueeze(1));
   }
   return allowed.unsqueeze(1).contiguous();
@@ -73,7 +73,7 @@ bool can_skip(const MaskQuery& m) {
   at::Tensor pad;
   if (m.left_padding) {
     const int64_t n = m.sizes.kv_offset + m.sizes.kv_length;
-    pad = padding_mask(m, std::max(n, m.tokens_so_far)).slice(1, m.sizes.kv_offset, n);
+    pad = padding_mask(m, std::max(n, m.seen_after)).slice(1, m.sizes.kv_offset, n);
   }
   if ((q == 1 || m.sizes.kv_length == q) && (!pad.defined() || pad.all().item<bool>())) return true;
   // sdpa_skip_empty_cache: an empty cache (first query at 0) may use top-left is_causal when the

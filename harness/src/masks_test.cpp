@@ -25,7 +25,7 @@ MaskQuery prefill(LayerType type, int64_t window, int64_t n) {
   m.window = window;
   for (int64_t i = 0; i < n; ++i) m.query_positions.push_back(i);
   m.sizes = {n, 0};
-  m.tokens_so_far = n;
+  m.seen_after = n;
   return m;
 }
 
@@ -53,7 +53,7 @@ TEST(Masks, OffsetsMapColumnsToAbsolutePositions) {
   m.window = 3;
   m.query_positions = {6};
   m.sizes = {3, 4};  // keys 4, 5, 6
-  m.tokens_so_far = 7;
+  m.seen_after = 7;
   EXPECT_EQ(rows(boolean_mask(m), 0), (std::vector<std::string>{"111"}));
   m.query_positions = {5, 6};
   m.sizes = {4, 3};  // keys 3..6

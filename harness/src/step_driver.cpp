@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "kvconform/fastpath.h"
 #include "kvconform/tensors.h"
 
 namespace kvc {
@@ -31,8 +32,19 @@ std::vector<int64_t> history_tokens(const std::vector<std::vector<double>>& bloc
 
 }  // namespace
 
+namespace {
+positions::Rows rows_of_tokens(const fast::TokenRows& tokens) {
+  positions::Rows rows;
+  rows.reserve(tokens.size());
+  for (int64_t t : tokens) rows.push_back(t == fast::kUnwritten ? std::nullopt : std::optional<int64_t>(t));
+  return rows;
+}
+}  // namespace
+
 struct StepDriver::Impl {
   std::vector<std::unique_ptr<CacheLayer>> layers, tags;
+  std::vector<fast::Layer> fast_layers;
+  fast::TokenRows fast_returned;
   std::vector<std::unique_ptr<Oracle>> oracles;
   std::vector<int64_t> failed_at;
   // Per driven layer: every step's K and V since the last reset, and the step sizes.
@@ -48,7 +60,8 @@ StepDriver::StepDriver(const Scenario& scenario, DriverOptions options)
   for (const DrivenLayer& d : layers_) {
     impl_->layers.push_back(make_layer(d.spec, options_.behaviours, options_.mutation));
     // The tag shadow is the same implementation (mutant included), so messages name real rows.
-    if (options_.track_rows) impl_->tags.push_back(make_layer(d.spec, options_.behaviours, options_.mutation));
+    if (options_.track_rows && options_.fast_rows) impl_->fast_layers.emplace_back(d.spec, options_.behaviours, options_.mutation);
+    else if (options_.track_rows) impl_->tags.push_back(make_layer(d.spec, options_.behaviours, options_.mutation));
     if (options_.oracle)
       impl_->oracles.push_back(std::make_unique<Oracle>(
           OracleShape{scenario_.batch, scenario_.heads, scenario_.kv_heads, scenario_.head_dim}, d.spec.type,
@@ -73,6 +86,7 @@ void StepDriver::step(const Step& st, const Check& check, const OnReset& on_rese
   if (st.is_reset()) {
     for (auto& l : impl_->layers) l->reset();
     for (auto& t : impl_->tags) t->reset();
+    for (auto& f : impl_->fast_layers) f.reset();
     for (auto& o : impl_->oracles) o->reset();
     for (auto& h : impl_->key_history) h.clear();
     for (auto& h : impl_->value_history) h.clear();
@@ -127,7 +141,7 @@ void StepDriver::step(const Step& st, const Check& check, const OnReset& on_rese
       m.query_positions = cache_position.value_or(arange);
       m.sizes = v.sizes;
       m.left_padding = c.left_padding;
-      m.tokens_so_far = seen_ + q;
+      m.seen_after = seen_ + q;
       m.skip_empty_cache = options_.behaviours.sdpa_skip_empty_cache;
       m.allow_skip = masks::allow_is_causal_skip(options_.behaviours, layer.spec().cache, q);
       m.mutation = options_.mutation;
@@ -148,7 +162,12 @@ void StepDriver::step(const Step& st, const Check& check, const OnReset& on_rese
       }
       if (v.ran()) {
         v.seq_length_after = layer.seq_length();
-        if (options_.track_rows) {
+        if (options_.track_rows && options_.fast_rows) {
+          fast::Layer& f = impl_->fast_layers[l];
+          f.update(q, impl_->fast_returned, cache_position ? &*cache_position : nullptr);
+          v.returned_rows = rows_of_tokens(impl_->fast_returned);
+          v.stored_rows = rows_of_tokens(f.stored());
+        } else if (options_.track_rows) {
           const at::Tensor tag = at::arange(seen_ + 1, seen_ + q + 1, at::kDouble).view({1, 1, q, 1});
           v.returned_rows = rows_of_tags(impl_->tags[l]->update(tag, tag, cache_position).keys);
           v.stored_rows = rows_of_tags(impl_->tags[l]->keys());

@@ -29,6 +29,14 @@ const char* describe(Property p);
 Property parse_property(const std::string& s);  // throws std::invalid_argument
 std::vector<Property> all_properties();
 
+// The tolerance policy a property judges by, and its bound where one number applies (a dtype
+// filter for attention_vs_oracle; -1 where it varies per dtype or step).
+struct Judged {
+  Policy policy;
+  double bound;
+};
+Judged judged_by(Property p, std::optional<DType> dtype);
+
 // Which implementation a property runs on. Fast: the position-level simulation (fastpath.h, no
 // tensors; rows, mask sizes and masks only). Tensor: the LibTorch reference with position-tag
 // shadows and the K/V bytes of every row. Auto: Fast where it covers the property (stored_rows,
@@ -38,13 +46,6 @@ const char* to_string(Engine e);            // "auto", "tensor", "fast"
 Engine parse_engine(const std::string& s);  // throws std::invalid_argument
 bool has_fast_path(Property p);
 Engine resolve(Engine e, Property p);  // Auto -> Fast or Tensor; Fast without a fast path throws
-// The tolerance policy a property judges by, and its bound where one number applies (a dtype
-// filter for attention_vs_oracle; -1 where it varies per dtype or step).
-struct Judged {
-  Policy policy;
-  double bound;
-};
-Judged judged_by(Property p, std::optional<DType> dtype);
 
 struct Options {
   uint64_t seed = 20250917;  // fixed default: the same campaign every run

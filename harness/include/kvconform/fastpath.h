@@ -88,7 +88,7 @@ struct MaskRequest {
   int64_t q = 0;
   MaskSizes sizes;
   const std::vector<int64_t>* left_padding = nullptr;  // leading zeros of the 2D mask; null = none passed
-  int64_t tokens_so_far = 0;                           // length of the 2D attention_mask
+  int64_t seen_after = 0;                           // length of the 2D attention_mask
   bool allow_skip = false;
   bool skip_empty_cache = true;  // Behaviours::sdpa_skip_empty_cache
   Mutation mutation = Mutation::None;

@@ -20,9 +20,9 @@ struct MaskQuery {
   int64_t batch = 1;
   std::vector<int64_t> query_positions;  // absolute positions of the new tokens (cache_position)
   MaskSizes sizes;                       // from get_mask_sizes
-  // The 2D attention_mask: leading zeros per row, ones up to `tokens_so_far`; nullopt = none passed.
+  // The 2D attention_mask: leading zeros per row, ones up to `seen_after`; nullopt = none passed.
   LeftPadding left_padding;
-  int64_t tokens_so_far = 0;             // length of the 2D attention_mask (seen + q)
+  int64_t seen_after = 0;                // tokens seen once this step is fed (seen + q): the 2D attention_mask's length
   bool allow_skip = false;               // see allow_is_causal_skip
   bool skip_empty_cache = true;          // Behaviours::sdpa_skip_empty_cache (can_skip)
   Mutation mutation = Mutation::None;    // a deliberately wrong mask (--mutant), for every suite

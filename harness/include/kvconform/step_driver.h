@@ -39,6 +39,9 @@ struct DriverOptions {
   Mutation mutation = Mutation::None;   // a deliberately wrong layer and mask (--mutant)
   std::vector<DrivenLayer> layers;      // empty: the scenario's layer_types
   bool track_rows = false;              // position-tag shadows: which token each row holds
+  // With track_rows: take the rows from the fast path's simulation of the same layer (fastpath.h,
+  // no LibTorch; held to the tensor reference by its tests) instead of float64 tag layers.
+  bool fast_rows = false;
   bool oracle = false;                  // the float64 oracle over every token since the last reset
 };
 
