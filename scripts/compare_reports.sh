@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Same cases and seeds, two kvconform binaries: do they give the same verdicts and the same report
+# bytes? Used for issue 8's refactor (one StepDriver), to show it changed no result.
+#   bash scripts/compare_reports.sh OLD_BINARY NEW_BINARY [PLUGIN_DIR]
+# Runs the default run, two --mutant runs and (with PLUGIN_DIR, e.g. build/plugins) four plugin
+# checks with each binary, then compares junit.xml, summary.json, summary.md, report.html and stdout
+# after removing the report folder's own path and RapidCheck's source:line of a failing RC_FAIL
+# (which moves with any edit of the file).
+set -uo pipefail
+old=$1 new=$2 plugins=${3:-}
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+runs=(default "mutant_window --mutant window_too_wide" "mutant_kvoff --mutant kv_offset_too_small --suite golden,backend")
+if [ -n "$plugins" ]; then
+  for p in ring_buffer mutant_wrap_order mutant_window_off_by_one mutant_stale_kv_offset; do
+    runs+=("plugin_$p --plugin $plugins/$p.so")
+  done
+fi
+for side in old new; do
+  bin=${!side}
+  for r in "${runs[@]}"; do
+    name=${r%% *}; args=${r#"$name"}
+    # shellcheck disable=SC2086
+    "$bin" run --report-dir "$work/out/$name" $args >"$work/$side.$name.stdout" 2>/dev/null
+    echo "$name exit $?" >>"$work/$side.exits"
+    mv "$work/out/$name" "$work/$side.$name"
+  done
+done
+norm() { sed -E "s#$work/out/##g; s#(\\.cpp):[0-9]+:#\\1:N:#g" "$1"; }
+same=0 differ=0
+cmp -s "$work/old.exits" "$work/new.exits" || { echo "exit codes differ:"; diff "$work/old.exits" "$work/new.exits"; differ=$((differ + 1)); }
+for r in "${runs[@]}"; do
+  name=${r%% *}
+  for f in "$name/junit.xml" "$name/summary.json" "$name/summary.md" "$name/report.html" "$name.stdout"; do
+    a="$work/old.${f}" b="$work/new.${f}"
+    if cmp -s <(norm "$a") <(norm "$b"); then same=$((same + 1)); else differ=$((differ + 1)); echo "differs: $f"; fi
+  done
+done
+echo "$same identical, $differ different (files in $work)"
+[ "$differ" -eq 0 ]
