@@ -12,24 +12,8 @@
 
 namespace kvc {
 
-namespace {
-std::string describe_steps(const Scenario& s) {
-  std::string out = s.layer_spec(0).describe() + " B=" + std::to_string(s.batch) + " H=" + std::to_string(s.heads) +
-                    " Hkv=" + std::to_string(s.kv_heads) + " D=" + std::to_string(s.head_dim) + " " + to_string(s.dtype);
-  if (s.left_padding) {
-    out += " left_padding=[";
-    for (size_t i = 0; i < s.left_padding->size(); ++i) out += (i ? "," : "") + std::to_string((*s.left_padding)[i]);
-    out += "]";
-  }
-  out += " steps=[";
-  for (size_t i = 0; i < s.steps.size(); ++i) out += (i ? "," : "") + std::to_string(s.steps[i].tokens);
-  return out + "] seed=" + std::to_string(s.seed.value_or(0));
-}
-
-}  // namespace
-
 // How RapidCheck prints a generated scenario in a shrunk counterexample (found by argument lookup).
-void showValue(const Scenario& s, std::ostream& os) { os << describe_steps(s); }
+void showValue(const Scenario& s, std::ostream& os) { os << plugin::describe(s); }
 
 }  // namespace kvc
 
@@ -104,7 +88,7 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
     const CaseResult r = check_scenario(target, part_name, s, part, plugin, o.timeout_s);
     if (r.status == Status::Skipped) ++*skipped;
     if (r.status == Status::Fail) {
-      *last = r.message + "\n  case: " + describe_steps(s);
+      *last = r.message + "\n  case: " + describe(s);
       RC_FAIL(*last);
     }
   };

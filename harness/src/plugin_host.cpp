@@ -28,22 +28,6 @@ namespace {
 using report::CaseResult;
 using report::Status;
 
-// "static/sliding_attention(W=4,L=8) B=1 H=1 Hkv=1 D=4 float32 steps=[2,1,0,3] seed=11"
-std::string describe(const Scenario& s) {
-  std::ostringstream os;
-  os << s.layer_spec(0).describe() << " B=" << s.batch << " H=" << s.heads << " Hkv=" << s.kv_heads << " D=" << s.head_dim
-     << " " << to_string(s.dtype);
-  if (s.left_padding) {
-    os << " left_padding=[";
-    for (size_t i = 0; i < s.left_padding->size(); ++i) os << (i ? "," : "") << (*s.left_padding)[i];
-    os << "]";
-  }
-  os << " steps=[";
-  for (size_t i = 0; i < s.steps.size(); ++i) os << (i ? "," : "") << s.steps[i].tokens;
-  os << "] seed=" << s.seed.value_or(0);
-  return os.str();
-}
-
 kvc_dtype abi_dtype(DType d) {
   switch (d) {
     case DType::Float32: return KVC_FLOAT32;
@@ -355,6 +339,21 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
 }
 
 }  // namespace
+
+std::string describe(const Scenario& s) {
+  std::ostringstream os;
+  os << s.layer_spec(0).describe() << " B=" << s.batch << " H=" << s.heads << " Hkv=" << s.kv_heads << " D=" << s.head_dim
+     << " " << to_string(s.dtype);
+  if (s.left_padding) {
+    os << " left_padding=[";
+    for (size_t i = 0; i < s.left_padding->size(); ++i) os << (i ? "," : "") << (*s.left_padding)[i];
+    os << "]";
+  }
+  os << " steps=[";
+  for (size_t i = 0; i < s.steps.size(); ++i) os << (i ? "," : "") << s.steps[i].tokens;
+  os << "] seed=" << s.seed.value_or(0);
+  return os.str();
+}
 
 CaseResult check_scenario(const Target& target, const std::string& name, const Scenario& s, Part part,
                           const std::string& plugin, double timeout_s) {

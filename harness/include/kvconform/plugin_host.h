@@ -45,6 +45,10 @@ Target plugin_target(const std::string& path);
 
 enum class Part { Cache, Kernel };
 
+// "static/sliding_attention(W=4,L=8) B=1 H=1 Hkv=1 D=4 float32 steps=[2,1,0,3] seed=11": a
+// plugin case's configuration in its report detail and in a shrunk campaign counterexample.
+std::string describe(const Scenario& scenario);
+
 // One scenario (one layer: layer_types[0], inputs from its seed) through the plugin's cache layer
 // or kernel, judged at every step by the StepDriver's reference and oracle. A failure message names
 // the first wrong step and field: "step 3 (Decode after 8 tokens): stored row 2 holds token 5,
