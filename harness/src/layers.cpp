@@ -1,6 +1,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 
@@ -351,14 +352,29 @@ DType dtype_of(c10::ScalarType t) {
   }
 }
 
+namespace {
+template <typename T>
+void fill(at::Tensor& t, const std::vector<double>& values) {
+  T* p = t.data_ptr<T>();
+  for (size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(static_cast<float>(values[i]));
+}
+}  // namespace
+
 at::Tensor from_values(const std::vector<double>& values, std::vector<int64_t> shape, DType dtype) {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
   if (n != static_cast<int64_t>(values.size()))
     throw std::invalid_argument("from_values: " + std::to_string(values.size()) + " values for shape " + shape_str(shape));
-  return at::tensor(at::ArrayRef<double>(values), at::TensorOptions().dtype(at::kDouble))
-      .reshape(shape)
-      .to(scalar_type(dtype));
+  // Filled in place, each value converted as torch's double -> dtype copy converts it: static_cast
+  // to float (round to nearest even), then c10::Half / c10::BFloat16's own rounding from float.
+  at::Tensor t = at::empty(shape, at::TensorOptions().dtype(scalar_type(dtype)));
+  switch (dtype) {
+    case DType::Float64: std::memcpy(t.data_ptr<double>(), values.data(), values.size() * sizeof(double)); break;
+    case DType::Float32: fill<float>(t, values); break;
+    case DType::Float16: fill<at::Half>(t, values); break;
+    case DType::BFloat16: fill<at::BFloat16>(t, values); break;
+  }
+  return t;
 }
 
 std::vector<double> values_of(const at::Tensor& t) {

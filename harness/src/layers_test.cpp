@@ -3,6 +3,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
+
 #include "kvconform/reference.h"
 #include "kvconform/tensors.h"
 
@@ -119,6 +123,26 @@ TEST(BadInput, RejectedWithTheValuesNamed) {
   EXPECT_NE(error_of([&] { full->update(seq({1, 2, 3}), seq({1, 2, 3})); }).find("position 2 is outside"), std::string::npos);
   EXPECT_THROW(make_layer({CacheKind::Static, LayerType::Sliding, 4, 0}), std::invalid_argument);
   EXPECT_THROW(make_layer({CacheKind::Dynamic, LayerType::Chunked, -2, 0}), std::invalid_argument);
+}
+
+
+// from_values fills tensors itself (golden replay's inputs, no copy kernel per step); each value
+// must come out in the bytes torch's own double -> dtype copy gives, roundings and ties included.
+TEST(FromValues, ConvertsEveryDtypeExactlyAsTorchDoes) {
+  std::vector<double> values = {0.0, -0.0, 1.0 / 3, -2.5, 65504.0, 65520.0, 1e-8, 6e-8, 1e300, -1e-300,
+                                std::numeric_limits<double>::infinity(), 1.0 + 0x1p-11 + 0x1p-40};
+  uint64_t x = 12345;
+  for (int i = 0; i < 4000; ++i) {  // random doubles across many magnitudes
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    values.push_back(std::ldexp(static_cast<double>(x >> 11) / 0x1p53 - 0.5, static_cast<int>(x % 64) - 32));
+  }
+  for (DType d : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64}) {
+    const at::Tensor ours = from_values(values, {static_cast<int64_t>(values.size())}, d);
+    const at::Tensor torch_copy =
+        at::tensor(at::ArrayRef<double>(values), at::TensorOptions().dtype(at::kDouble)).to(scalar_type(d));
+    ASSERT_EQ(ours.scalar_type(), torch_copy.scalar_type());
+    EXPECT_EQ(0, std::memcmp(ours.data_ptr(), torch_copy.data_ptr(), values.size() * ours.element_size())) << to_string(d);
+  }
 }
 
 }  // namespace
