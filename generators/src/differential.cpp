@@ -81,7 +81,7 @@ struct Verdict {
   int64_t steps = 0;
 };
 
-// The C++ side of a verdict runs one at a time: run_case sets LibTorch's global intra-op thread
+// The C++ side of a verdict runs one at a time: golden::check sets LibTorch's global intra-op thread
 // count for its bitwise replay, and the pool's parallelism is the dumper processes anyway.
 std::mutex reference_mutex;
 
@@ -101,7 +101,7 @@ Verdict judge(Dumper& dumper, const ordered_json& scenario, const std::string& r
                                "\") disagrees with (table vs record): " + keys.front(),
               static_cast<int64_t>(c.steps.size())};
   }
-  const report::CaseResult r = golden::compare(fixture, golden::run_case(c, behaviours, mutation), c);
+  const report::CaseResult r = golden::check(fixture, c, behaviours, mutation);
   return {r.status == report::Status::Fail, r.status == report::Status::Deviation, r.message,
           static_cast<int64_t>(c.steps.size())};
 }

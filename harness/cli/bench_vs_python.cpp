@@ -115,7 +115,7 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
   const double replay_rate = timed_rate(parsed.size(), req.min_seconds, [&] {
     failed = 0;
     for (size_t i = 0; i < parsed.size(); ++i)
-      failed += golden::compare(fixtures[i], golden::run_case(parsed[i], behaviours), parsed[i]).status == report::Status::Fail;
+      failed += golden::check(fixtures[i], parsed[i], behaviours).status == report::Status::Fail;
   });
 
   // The fast engine's properties on the very same traces (every layer, every update).

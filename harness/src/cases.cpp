@@ -27,7 +27,9 @@ CaseError::CaseError(std::string file, std::string pointer, const std::string& m
       file_(std::move(file)),
       pointer_(std::move(pointer)) {}
 
-std::string sha256_hex(const std::string& bytes) {
+std::string sha256_hex(const std::string& bytes) { return sha256_hex(bytes.data(), bytes.size()); }
+
+std::string sha256_hex(const void* data, size_t size) {
   // OpenSSL 3 looks the algorithm up on every EVP_sha256() digest (most of the cost for the small
   // buffers golden replay hashes): fetch it once per thread and reuse one context.
   struct Sha256 {
@@ -42,7 +44,7 @@ std::string sha256_hex(const std::string& bytes) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (!sha.md || !sha.ctx || EVP_DigestInit_ex(sha.ctx, sha.md, nullptr) != 1 ||
-      EVP_DigestUpdate(sha.ctx, bytes.data(), bytes.size()) != 1 || EVP_DigestFinal_ex(sha.ctx, digest, &len) != 1)
+      EVP_DigestUpdate(sha.ctx, data, size) != 1 || EVP_DigestFinal_ex(sha.ctx, digest, &len) != 1)
     throw std::runtime_error("sha256: OpenSSL failed");
   static const char* hex = "0123456789abcdef";
   std::string out(2 * len, '0');

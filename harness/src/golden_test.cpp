@@ -27,6 +27,20 @@ nlohmann::json fixture(const std::string& version, const std::string& name) {
   return nlohmann::json::parse(cases::read_file(kRoot + "/golden/fixtures/" + version + "/" + name + ".json"));
 }
 
+// The replay's verdict, through both ways of reaching it: check() (the fast path, which builds no
+// record and falls back to compare() where anything differs) must give exactly what compare() gives
+// on run_case's record, so every test below holds both.
+report::CaseResult judged(const nlohmann::json& f, const Scenario& c, const Behaviours& b,
+                          Mutation m = Mutation::None) {
+  const report::CaseResult slow = compare(f, run_case(c, b, m), c), fast = check(f, c, b, m);
+  EXPECT_EQ(fast.status, slow.status) << c.name << ": fast " << fast.message << " / compare " << slow.message;
+  EXPECT_EQ(fast.message, slow.message) << c.name;
+  EXPECT_EQ(fast.detail, slow.detail) << c.name;
+  EXPECT_EQ(fast.policy, slow.policy) << c.name;
+  EXPECT_EQ(fast.bound, slow.bound) << c.name;
+  return fast;
+}
+
 TEST(Golden, EveryCommittedFixtureReplays) {
   const auto results = replay(options());
   int hand_written = 0, generated = 0;
@@ -40,9 +54,39 @@ TEST(Golden, EveryCommittedFixtureReplays) {
   EXPECT_GE(generated, 2 * 300);
 }
 
+// The fast path agrees with compare(run_case) on every committed fixture, and under each mutant of
+// the reference on a fixed sample of them (every fifth), FAILs and their messages included.
+TEST(Golden, FastCheckGivesCompareVerdictOnEveryFixtureAndMutant) {
+  int judged_cases = 0, failed = 0, index = 0;
+  for (const std::string& version : fixture_versions(options().fixtures_root)) {
+    const nlohmann::json manifest =
+        nlohmann::json::parse(cases::read_file(options().fixtures_root + "/" + version + "/manifest.json"));
+    for (const auto& [name, entry] : manifest.at("cases").items()) {
+      const Scenario c = cases::load_case(kRoot + "/" + entry.value("case_file", "cases/" + name + ".json"));
+      const nlohmann::json f = fixture(version, name);
+      const Behaviours b = fixture_behaviours(f, version, name).behaviours;
+      std::vector<Mutation> mutations = {Mutation::None};
+      if (index++ % 5 == 0) {
+        const std::vector<Mutation> all = all_mutations();
+        mutations.insert(mutations.end(), all.begin(), all.end());
+      }
+      for (Mutation m : mutations) {
+        try {
+          failed += judged(f, c, b, m).status == report::Status::Fail;
+        } catch (const std::exception&) {  // the reference raised: both paths must raise it
+          EXPECT_THROW(check(f, c, b, m), std::exception) << name;
+        }
+        ++judged_cases;
+      }
+    }
+  }
+  EXPECT_GT(judged_cases, 2000);
+  EXPECT_GT(failed, 100);  // 416 measured: the mutants fail many, so both paths were compared on FAILs too
+}
+
 TEST(Golden, UpstreamDeviationIsReportedNotHidden) {
   const Scenario c = cases::load_case(kRoot + "/cases/upstream_48280_returned_rows_vs_mask_sizes.json");
-  const report::CaseResult r = compare(fixture("5.24.0", c.name), run_case(c, behaviours_for_release("5.24.0")), c);
+  const report::CaseResult r = judged(fixture("5.24.0", c.name), c, behaviours_for_release("5.24.0"));
   EXPECT_EQ(r.status, report::Status::Deviation);
   EXPECT_NE(r.message.find("get_mask_sizes said kv_length"), std::string::npos) << r.message;
 }
@@ -51,7 +95,7 @@ TEST(Golden, TamperedRowIsNamedWithBothValues) {
   const Scenario c = cases::load_case(kRoot + "/cases/tf_hybrid_cache.json");
   nlohmann::json f = fixture("4.57.6", c.name);
   f["steps"][1]["layers"][1]["stored"]["rows"][0] = 1;
-  const report::CaseResult r = compare(f, run_case(c, behaviours_for_release("4.57.6")), c);
+  const report::CaseResult r = judged(f, c, behaviours_for_release("4.57.6"));
   EXPECT_EQ(r.status, report::Status::Fail);
   EXPECT_EQ(r.message, "step 1 layer 1 (sliding_attention): stored.rows[0]: transformers 1, reference 2");
 }
@@ -62,7 +106,7 @@ TEST(Golden, TamperedAttentionOutputFailsBeyondTolerance) {
   std::string hex = f["steps"][0]["layers"][0]["attention"]["eager"]["hex"];
   hex[6] = hex[6] == '4' ? '5' : '4';  // the exponent byte of the first float32: a large change
   f["steps"][0]["layers"][0]["attention"]["eager"]["hex"] = hex;
-  const report::CaseResult r = compare(f, run_case(c, behaviours_for_release("4.57.6")), c);
+  const report::CaseResult r = judged(f, c, behaviours_for_release("4.57.6"));
   EXPECT_EQ(r.status, report::Status::Fail);
   EXPECT_NE(r.message.find("attention.eager[0]"), std::string::npos) << r.message;
 }
@@ -72,12 +116,12 @@ TEST(Golden, TamperedAttentionOutputFailsBeyondTolerance) {
 TEST(Golden, FlippedLowBitOfBfloat16OutputFails) {
   const Scenario c = cases::load_case(kRoot + "/cases/bfloat16_dynamic_sliding.json");
   nlohmann::json f = fixture("5.24.0", c.name);
-  EXPECT_EQ(compare(f, run_case(c, behaviours_for_release("5.24.0")), c).status, report::Status::Pass);
+  EXPECT_EQ(judged(f, c, behaviours_for_release("5.24.0")).status, report::Status::Pass);
   std::string hex = f["steps"][0]["layers"][0]["attention"]["sdpa"]["hex"];
   const int nibble = std::stoi(hex.substr(1, 1), nullptr, 16) ^ 1;  // little-endian: element 0's lowest mantissa bit
   hex[1] = "0123456789abcdef"[nibble];
   f["steps"][0]["layers"][0]["attention"]["sdpa"]["hex"] = hex;
-  const report::CaseResult r = compare(f, run_case(c, behaviours_for_release("5.24.0")), c);
+  const report::CaseResult r = judged(f, c, behaviours_for_release("5.24.0"));
   EXPECT_EQ(r.status, report::Status::Fail);
   EXPECT_NE(r.message.find("attention.sdpa[0]"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("judged bitwise"), std::string::npos) << r.message;
@@ -86,12 +130,13 @@ TEST(Golden, FlippedLowBitOfBfloat16OutputFails) {
 // Every field of the fixture is compared: provenance that the reference can state must agree.
 TEST(Golden, FieldsBeyondRowsAndMasksAreCompared) {
   const Scenario c = cases::load_case(kRoot + "/cases/static_sliding_batch_left_padding.json");
-  const nlohmann::json good = fixture("5.24.0", c.name), ref = run_case(c, behaviours_for_release("5.24.0"));
-  ASSERT_EQ(compare(good, ref, c).status, report::Status::Pass) << compare(good, ref, c).message;
+  const Behaviours b = behaviours_for_release("5.24.0");
+  const nlohmann::json good = fixture("5.24.0", c.name);
+  ASSERT_EQ(judged(good, c, b).status, report::Status::Pass);
   auto fails_on = [&](const std::string& pointer, const nlohmann::json& value, const std::string& field) {
     nlohmann::json f = good;
     f[nlohmann::json::json_pointer(pointer)] = value;
-    const report::CaseResult r = compare(f, ref, c);
+    const report::CaseResult r = judged(f, c, b);
     EXPECT_EQ(r.status, report::Status::Fail) << pointer;
     EXPECT_NE(r.message.find(field), std::string::npos) << pointer << ": " << r.message;
   };
@@ -104,18 +149,43 @@ TEST(Golden, FieldsBeyondRowsAndMasksAreCompared) {
   fails_on("/steps/1/layers/0/eager_mask/masked_value", "-inf", "eager_mask.masked_value");
   fails_on("/steps/1/layers/0/eager_mask/dtype", "float16", "eager_mask.dtype");
   fails_on("/steps/1/layers/0/attention/eager/dtype", "float64", "attention.eager.dtype");
+  // Each field the fast path reads on its own, and a key the reference does not write.
+  fails_on("/steps/1/tokens", 2, "tokens");
+  fails_on("/steps/1/index", 7, "index");
+  fails_on("/steps/1/layers/0/cumulative_length_before", 99, "cumulative_length_before");
+  fails_on("/steps/1/layers/0/cumulative_length_after", 99, "cumulative_length_after");
+  fails_on("/steps/1/layers/0/mask_sizes/kv_offset", 3, "mask_sizes.kv_offset");
+  fails_on("/steps/1/layers/0/mask_sizes/extra", 3, "mask_sizes.extra");
+  fails_on("/steps/1/layers/0/q_positions/0", 3, "q_positions[0]");
+  fails_on("/steps/1/layers/0/allow_is_causal_skip", true, "allow_is_causal_skip");
+  fails_on("/steps/1/layers/0/sdpa_mask_skipped", true, "sdpa_mask_skipped");
+  std::string row = good["steps"][1]["layers"][0]["bool_mask"][1][0];  // one query's keys, one flipped
+  row[0] = row[0] == '1' ? '0' : '1';
+  fails_on("/steps/1/layers/0/bool_mask/1/0", row, "bool_mask[1][0]");
+  fails_on("/steps/1/layers/0/bool_mask/1/0", row + "1", "bool_mask[1][0]");
+  fails_on("/steps/1/layers/0/sdpa_mask", nullptr, "sdpa_mask");
+  fails_on("/steps/1/layers/0/eager_mask/sha256", "00", "eager_mask.sha256");
+  fails_on("/steps/1/layers/0/eager_mask/extra", 1, "eager_mask.extra");
+  fails_on("/steps/1/layers/0/returned/k_sha256", "00", "returned.k_sha256");
+  fails_on("/steps/1/layers/0/returned/shape/2", 1, "returned.shape[2]");
+  fails_on("/steps/1/layers/0/stored/v_sha256", "00", "stored.v_sha256");
+  fails_on("/steps/1/layers/0/stored/rows/0", nullptr, "stored.rows[0]");
+  fails_on("/steps/1/layers/0/attention/sdpa/shape/1", 2, "attention.sdpa.shape[1]");
+  fails_on("/steps/1/layers/0/attention/sdpa", nullptr, "attention.sdpa");
+  fails_on("/steps/1/layers/0/errors/0", {{"phase", "update"}, {"type", "IndexError"}, {"message", "x"}}, "errors.length");
 }
 
 TEST(Golden, ErrorTypesAndLibTorchMessagesAreCompared) {
   const Scenario c = cases::load_case(kRoot + "/cases/upstream_48280_returned_rows_vs_mask_sizes.json");
-  const nlohmann::json good = fixture("5.24.0", c.name), ref = run_case(c, behaviours_for_release("5.24.0"));
-  ASSERT_NE(compare(good, ref, c).status, report::Status::Fail) << compare(good, ref, c).message;
+  const Behaviours b = behaviours_for_release("5.24.0");
+  const nlohmann::json good = fixture("5.24.0", c.name);
+  ASSERT_NE(judged(good, c, b).status, report::Status::Fail);
   nlohmann::json f = good;
   f["steps"][2]["layers"][0]["errors"][0]["type"] = "ValueError";
-  EXPECT_NE(compare(f, ref, c).message.find("errors[0].type"), std::string::npos) << compare(f, ref, c).message;
+  EXPECT_NE(judged(f, c, b).message.find("errors[0].type"), std::string::npos);
   f = good;
   f["steps"][2]["layers"][0]["errors"][0]["message"] = "The size of tensor a (7) must match";
-  EXPECT_NE(compare(f, ref, c).message.find("errors[0].message"), std::string::npos) << compare(f, ref, c).message;
+  EXPECT_NE(judged(f, c, b).message.find("errors[0].message"), std::string::npos);
 }
 
 // The fixture format is checked before anything is compared: a missing field is bad input named by
@@ -154,17 +224,17 @@ TEST(Golden, MutantOfTheReferenceFailsCasesWithoutAborting) {
 TEST(Golden, AnotherReleasesBehavioursAreCaught) {
   // 4.57 falls back to arange(q) without cache_position and counts non-zero rows; 5.24 does neither.
   const Scenario c = cases::load_case(kRoot + "/cases/tf_static_cache.json");
-  EXPECT_EQ(compare(fixture("4.57.6", c.name), run_case(c, behaviours_for_release("4.57.6")), c).status, report::Status::Pass);
-  EXPECT_EQ(compare(fixture("4.57.6", c.name), run_case(c, behaviours_for_release("5.24.0")), c).status, report::Status::Fail);
-  EXPECT_EQ(compare(fixture("5.24.0", c.name), run_case(c, behaviours_for_release("5.24.0")), c).status, report::Status::Pass);
+  EXPECT_EQ(judged(fixture("4.57.6", c.name), c, behaviours_for_release("4.57.6")).status, report::Status::Pass);
+  EXPECT_EQ(judged(fixture("4.57.6", c.name), c, behaviours_for_release("5.24.0")).status, report::Status::Fail);
+  EXPECT_EQ(judged(fixture("5.24.0", c.name), c, behaviours_for_release("5.24.0")).status, report::Status::Pass);
 }
 
 // One 5.x is not another: 5.13.1 never skips a static cache's sdpa mask, 5.24.0 skips a static
 // prefill (the reason 5.0.0 and 5.12.1 fixtures failed when every 5.x got 5.24's rule).
 TEST(Golden, SkipRuleOf513IsNotThatOf524) {
   const Scenario c = cases::load_case(kRoot + "/cases/tf_static_cache.json");
-  EXPECT_EQ(compare(fixture("5.13.1", c.name), run_case(c, behaviours_for_release("5.13.1")), c).status, report::Status::Pass);
-  const report::CaseResult r = compare(fixture("5.13.1", c.name), run_case(c, behaviours_for_release("5.24.0")), c);
+  EXPECT_EQ(judged(fixture("5.13.1", c.name), c, behaviours_for_release("5.13.1")).status, report::Status::Pass);
+  const report::CaseResult r = judged(fixture("5.13.1", c.name), c, behaviours_for_release("5.24.0"));
   EXPECT_EQ(r.status, report::Status::Fail);
   EXPECT_NE(r.message.find("allow_is_causal_skip: transformers false, reference true"), std::string::npos) << r.message;
 }
@@ -172,15 +242,15 @@ TEST(Golden, SkipRuleOf513IsNotThatOf524) {
 // 4.56's SlidingWindowLayer raises on a multi-token update once full; the merged layer does not.
 TEST(Golden, PreMergeSlidingLayerRaisesWhereTheMergedOneDoesNot) {
   const Scenario c = cases::load_case(kRoot + "/cases/static_sliding_multi_token_after_full_equal.json");
-  EXPECT_EQ(compare(fixture("4.56.2", c.name), run_case(c, behaviours_for_release("4.56.2")), c).status, report::Status::Pass);
+  EXPECT_EQ(judged(fixture("4.56.2", c.name), c, behaviours_for_release("4.56.2")).status, report::Status::Pass);
   nlohmann::json f = fixture("4.56.2", c.name);
-  report::CaseResult r = compare(f, run_case(c, behaviours_for_release("4.57.6")), c);
+  report::CaseResult r = judged(f, c, behaviours_for_release("4.57.6"));
   EXPECT_EQ(r.status, report::Status::Fail);
   // The layer record names the class first; past it, the steps differ where the old layer raised.
   EXPECT_NE(r.message.find("layers[0].class: transformers \"SlidingWindowLayer\", reference \"StaticSlidingWindowLayer\""),
             std::string::npos) << r.message;
   f["layers"][0]["class"] = "StaticSlidingWindowLayer";
-  r = compare(f, run_case(c, behaviours_for_release("4.57.6")), c);
+  r = judged(f, c, behaviours_for_release("4.57.6"));
   EXPECT_NE(r.message.find("step 1 layer 0"), std::string::npos) << r.message;
 }
 

@@ -67,6 +67,7 @@ std::vector<std::string> list_case_files(const std::string& dir);
 const std::string& schema_text();
 
 std::string sha256_hex(const std::string& bytes);
+std::string sha256_hex(const void* data, size_t size);
 std::string read_file(const std::string& path);  // throws CaseError when unreadable
 
 }  // namespace kvc::cases

@@ -63,4 +63,11 @@ std::vector<report::CaseResult> replay(const ReplayOptions& options);
 // reproduces it faithfully.
 report::CaseResult compare(const nlohmann::json& fixture, const nlohmann::json& reference, const Scenario& c);
 
+// The same result as compare(fixture, run_case(c, behaviours, mutation), c), faster: the reference
+// runs once and each layer-step's values are held against the fixture as they come, without
+// building run_case's JSON. Only where something differs (a FAIL, a result within tolerance) does
+// it build the record and let compare() say what and where. What replay and the bench use.
+report::CaseResult check(const nlohmann::json& fixture, const Scenario& c, const Behaviours& behaviours,
+                         Mutation mutation = Mutation::None);
+
 }  // namespace kvc::golden
