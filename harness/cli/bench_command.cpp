@@ -231,6 +231,10 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--campaign-traces", a->python.campaign_traces,
                   "With --vs-python: random traces per fast-engine campaign (default 100000)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--min-seconds", a->python.min_seconds,
+                  "With --vs-python: repeat each C++ measurement over the traces for at least this many CPU seconds "
+                  "(default 0.5; longer evens out a busy machine)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--python-version", a->python.version,
                   "With --vs-python: transformers version of the Python side (default: the newest pinned)");
   cmd->add_option("--root", a->python.root, "With --vs-python: the repository root (golden/)");

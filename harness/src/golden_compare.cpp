@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <regex>
 #include <sstream>
+#include <string_view>
 #include <vector>
 #if __has_include(<torch/headeronly/version.h>)
 #include <torch/headeronly/version.h>
@@ -27,6 +28,7 @@ namespace kvc::golden {
 
 using nlohmann::json;
 using detail::Mismatch;
+using namespace std::string_view_literals;
 
 namespace {
 
@@ -187,17 +189,24 @@ bool mask_equal(const json& f, const detail::LayerValues& v) {
   return true;
 }
 
+// f == value as JSON compares it (any number type), without making a json of the value.
+bool number_is(const json& f, int64_t value) {
+  if (f.is_number_integer() && !f.is_number_unsigned()) return f.get_ref<const json::number_integer_t&>() == value;
+  if (f.is_number_unsigned()) return value >= 0 && f.get_ref<const json::number_unsigned_t&>() == static_cast<uint64_t>(value);
+  return f == value;
+}
+
 bool ints_equal(const json& f, const std::vector<int64_t>& values) {
   if (!f.is_array() || f.size() != values.size()) return false;
   for (size_t i = 0; i < values.size(); ++i)
-    if (f[i] != values[i]) return false;
+    if (!number_is(f[i], values[i])) return false;
   return true;
 }
 
 bool rows_equal(const json& f, const positions::Rows& rows) {
   if (!f.is_array() || f.size() != rows.size()) return false;
   for (size_t i = 0; i < rows.size(); ++i)
-    if (rows[i] ? f[i] != *rows[i] : !f[i].is_null()) return false;
+    if (rows[i] ? !number_is(f[i], *rows[i]) : !f[i].is_null()) return false;
   return true;
 }
 
@@ -208,11 +217,11 @@ bool is_text(const json& j, const std::string& s) { return j.is_string() && j.ge
 bool kv_equal(const json& f, const detail::KvRecord& r) {
   if (!f.is_object()) return false;
   for (auto it = f.begin(); it != f.end(); ++it) {
-    const std::string& key = it.key();
-    const bool same = key == "shape"      ? ints_equal(it.value(), r.shape)
-                      : key == "rows"     ? rows_equal(it.value(), r.rows)
-                      : key == "k_sha256" ? is_text(it.value(), r.k_sha256)
-                      : key == "v_sha256" ? is_text(it.value(), r.v_sha256)
+    const std::string_view key = it.key();
+    const bool same = key == "shape"sv      ? ints_equal(it.value(), r.shape)
+                      : key == "rows"sv     ? rows_equal(it.value(), r.rows)
+                      : key == "k_sha256"sv ? is_text(it.value(), r.k_sha256)
+                      : key == "v_sha256"sv ? is_text(it.value(), r.v_sha256)
                                           : false;
     if (!same) return false;
   }
@@ -252,11 +261,11 @@ bool hex_equal(const json& f, const detail::Output& o) {
 bool eager_mask_equal(const json& f, const detail::EagerMask& m) {
   if (!f.is_object()) return false;
   for (auto it = f.begin(); it != f.end(); ++it) {
-    const std::string& key = it.key();
-    const bool same = key == "dtype"          ? is_text(it.value(), m.dtype)
-                      : key == "shape"        ? ints_equal(it.value(), m.shape)
-                      : key == "sha256"       ? is_text(it.value(), m.sha256)
-                      : key == "masked_value" ? is_text(it.value(), m.masked_value)
+    const std::string_view key = it.key();
+    const bool same = key == "dtype"sv          ? is_text(it.value(), m.dtype)
+                      : key == "shape"sv        ? ints_equal(it.value(), m.shape)
+                      : key == "sha256"sv       ? is_text(it.value(), m.sha256)
+                      : key == "masked_value"sv ? is_text(it.value(), m.masked_value)
                                               : false;
     if (!same) return false;
   }
@@ -266,9 +275,9 @@ bool eager_mask_equal(const json& f, const detail::EagerMask& m) {
 bool mask_sizes_equal(const json& f, const detail::LayerValues& v) {
   if (!f.is_object()) return false;
   for (auto it = f.begin(); it != f.end(); ++it) {
-    const std::string& key = it.key();
-    const bool same = key == "kv_length"   ? it.value() == v.kv_length
-                      : key == "kv_offset" ? it.value() == v.kv_offset
+    const std::string_view key = it.key();
+    const bool same = key == "kv_length"sv   ? it.value() == v.kv_length
+                      : key == "kv_offset"sv ? it.value() == v.kv_offset
                                            : false;
     if (!same) return false;
   }
@@ -309,46 +318,46 @@ bool layer_matches(const json& fl, const LayerValues& v, int64_t& outputs) {
   // there, and the fields it does not check are ignored as it ignores them.
   int seen = 0;
   for (auto it = fl.begin(); it != fl.end(); ++it) {
-    const std::string& key = it.key();
+    const std::string_view key = it.key();
     const json& f = it.value();
     bool same = true;
     switch (key[0]) {
       case 'a':
-        if (key == "allow_is_causal_skip") same = f == v.allow_skip;
-        else if (key == "attention") same = attention_matches(f, v, outputs);
+        if (key == "allow_is_causal_skip"sv) same = f == v.allow_skip;
+        else if (key == "attention"sv) same = attention_matches(f, v, outputs);
         else continue;
         break;
       case 'b':
-        if (key == "bool_mask") same = mask_equal(f, v);
+        if (key == "bool_mask"sv) same = mask_equal(f, v);
         else continue;
         break;
       case 'c':
-        if (key == "cumulative_length_before") same = f == v.seq_length_before;
-        else if (key == "cumulative_length_after") same = v.updated ? f == v.seq_length_after : f.is_null();
+        if (key == "cumulative_length_before"sv) same = f == v.seq_length_before;
+        else if (key == "cumulative_length_after"sv) same = v.updated ? f == v.seq_length_after : f.is_null();
         else continue;
         break;
       case 'e':
-        if (key == "eager_mask") same = eager_mask_equal(f, v.eager_mask);
-        else if (key == "errors") same = !errors_difference(f, v.errors);
+        if (key == "eager_mask"sv) same = eager_mask_equal(f, v.eager_mask);
+        else if (key == "errors"sv) same = !errors_difference(f, v.errors);
         else continue;
         break;
       case 'm':
-        if (key == "mask_sizes") same = mask_sizes_equal(f, v);
-        else if (key == "mask_function") same = agrees(f, v.mask_function);
+        if (key == "mask_sizes"sv) same = mask_sizes_equal(f, v);
+        else if (key == "mask_function"sv) same = agrees(f, v.mask_function);
         else continue;
         break;
       case 'q':
-        if (key == "q_positions") same = ints_equal(f, v.q_positions);
+        if (key == "q_positions"sv) same = ints_equal(f, v.q_positions);
         else continue;
         break;
       case 'r':
-        if (key == "returned") same = v.updated ? kv_equal(f, v.returned) : f.is_null();
+        if (key == "returned"sv) same = v.updated ? kv_equal(f, v.returned) : f.is_null();
         else continue;
         break;
       case 's':
-        if (key == "sdpa_mask_skipped") same = f == v.sdpa_skipped;
-        else if (key == "sdpa_mask") same = v.sdpa_skipped ? f.is_null() : mask_equal(f, v);
-        else if (key == "stored") same = v.updated ? kv_equal(f, v.stored) : f.is_null();
+        if (key == "sdpa_mask_skipped"sv) same = f == v.sdpa_skipped;
+        else if (key == "sdpa_mask"sv) same = v.sdpa_skipped ? f.is_null() : mask_equal(f, v);
+        else if (key == "stored"sv) same = v.updated ? kv_equal(f, v.stored) : f.is_null();
         else continue;
         break;
       default:
