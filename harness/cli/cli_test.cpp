@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -125,6 +126,41 @@ TEST(Cli, RunWritesDeterministicReports) {
   EXPECT_EQ(j["cases"][0]["suite"], "property");
   EXPECT_EQ(j["cases"][0]["backend"], "reference");
   EXPECT_EQ(j["cases"][0]["dtype"], "mixed");
+}
+
+// Every result records the policy it was judged by and its bound (tolerance.h), per suite: golden
+// replay against fixtures from this torch bitwise, the backend suite by FlashAttention's rule with
+// a bound that grows with the dtype's epsilon, the row properties bitwise, layer agreement exact in
+// float64. The JSON carries both; the Markdown shows them.
+TEST(Cli, EveryResultNamesItsPolicyAndBound) {
+  const fs::path dir = scratch("policies");
+  const Result r = kvconform("run --iterations 3 --report-dir '" + dir.string() + "' --fixtures " KVC_SOURCE_DIR
+                             "/golden/fixtures --cases " KVC_SOURCE_DIR "/cases --filter "
+                             "'^(golden/5\\.24\\.0/tf_hybrid_cache|backend/chunked_left_padding/static/eager/float(32|16)|"
+                             "property/(stored_rows|layer_agreement|backends_vs_oracle))$'");
+  ASSERT_EQ(r.code, 0) << r.out.substr(0, 2000);
+  const auto j = nlohmann::json::parse(slurp(dir / "summary.json"));
+  std::map<std::string, nlohmann::json> by_id;
+  for (const auto& c : j["cases"]) by_id[c["id"].get<std::string>()] = c;
+  ASSERT_EQ(by_id.size(), 6u) << j.dump().substr(0, 2000);
+  auto policy = [&](const std::string& id) { return by_id.at(id).at("policy").get<std::string>(); };
+  auto bound = [&](const std::string& id) { return by_id.at(id).at("bound"); };
+  EXPECT_EQ(policy("golden/5.24.0/tf_hybrid_cache"), "bitwise");
+  EXPECT_EQ(bound("golden/5.24.0/tf_hybrid_cache"), 0.0);
+  const std::string f32 = "backend/chunked_left_padding/static/eager/float32", f16 = "backend/chunked_left_padding/static/eager/float16";
+  EXPECT_EQ(policy(f32), "same-dtype-reference");
+  EXPECT_EQ(policy(f16), "same-dtype-reference");
+  EXPECT_GT(bound(f32).get<double>(), 0.0);
+  EXPECT_GT(bound(f16).get<double>(), 100 * bound(f32).get<double>());  // float16's epsilon is 8192x float32's
+  EXPECT_EQ(policy("property/stored_rows"), "bitwise");
+  EXPECT_EQ(bound("property/stored_rows"), 0.0);
+  EXPECT_EQ(policy("property/layer_agreement"), "exact-float64");
+  EXPECT_GT(bound("property/layer_agreement").get<double>(), 0.0);
+  EXPECT_LT(bound("property/layer_agreement").get<double>(), 1e-6);
+  EXPECT_EQ(policy("property/backends_vs_oracle"), "same-dtype-reference");  // bound per case: none overall
+  const std::string md = slurp(dir / "summary.md");
+  EXPECT_NE(md.find("same-dtype-reference"), std::string::npos);
+  EXPECT_NE(md.find("exact-float64"), std::string::npos);
 }
 
 // A failure inside a case is that case's FAIL: with a mutant of the reference, golden replay and the

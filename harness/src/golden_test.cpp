@@ -10,6 +10,7 @@
 #include "kvconform/fixture_format.h"
 #include "kvconform/golden.h"
 #include "kvconform/inputs.h"
+#include "kvconform/tolerance.h"
 
 namespace kvc::golden {
 namespace {
@@ -82,6 +83,25 @@ TEST(Golden, FastCheckGivesCompareVerdictOnEveryFixtureAndMutant) {
   }
   EXPECT_GT(judged_cases, 2000);
   EXPECT_GT(failed, 100);  // 416 measured: the mutants fail many, so both paths were compared on FAILs too
+}
+
+// Each result names the bound it was judged by: bitwise (0) against a fixture the same torch made,
+// the dtype's epsilons (tolerance.h) against one from another torch, which must then still pass.
+TEST(Golden, PolicyIsBitwiseForTheSameTorchAndDtypeEpsilonsOtherwise) {
+  const Scenario c = cases::load_case(kRoot + "/cases/bfloat16_dynamic_sliding.json");
+  const Behaviours b = behaviours_for_release("5.24.0");
+  nlohmann::json f = fixture("5.24.0", c.name);
+  report::CaseResult r = judged(f, c, b);
+  EXPECT_EQ(r.status, report::Status::Pass) << r.message;
+  EXPECT_EQ(r.policy, "bitwise");
+  EXPECT_EQ(r.bound, 0.0);
+  f["torch_version"] = "2.0.0+cpu";
+  r = judged(f, c, b);
+  EXPECT_EQ(r.status, report::Status::Pass) << r.message;
+  EXPECT_EQ(r.policy, "dtype-epsilons");
+  EXPECT_EQ(r.bound, std::max(attention_tolerance(DType::BFloat16).absolute, eager_tolerance(DType::BFloat16).absolute));
+  EXPECT_GT(r.bound, 0.0);
+  EXPECT_NE(r.detail.find("fixture from torch 2.0.0+cpu"), std::string::npos) << r.detail;
 }
 
 TEST(Golden, UpstreamDeviationIsReportedNotHidden) {

@@ -9,6 +9,12 @@
 namespace kvc::report {
 
 namespace {
+// "bitwise", "same-dtype-reference, bound 0.002": the policy a case was judged by (tolerance.h).
+std::string judged_text(const CaseResult& c) {
+  if (c.policy.empty()) return "";
+  return c.policy + (c.bound > 0 ? ", bound " + bound_text(c.bound) : "");
+}
+
 // Beyond this many cases a backend's table lists only the cases that did not pass.
 constexpr size_t kFullTableLimit = 100;
 
@@ -104,10 +110,10 @@ std::string summary_markdown(const RunSummary& run, const ReportOptions& options
       rows.erase(std::remove_if(rows.begin(), rows.end(), [](const CaseResult* c) { return c->status == Status::Pass; }),
                  rows.end());
     if (!rows.empty()) {
-      os << "| case | suite | dtype | status | message |\n|---|---|---|---|---|\n";
+      os << "| case | suite | dtype | judged by | status | message |\n|---|---|---|---|---|---|\n";
       for (const CaseResult* c : rows)
         os << "| " << cell(c->name + "(" + c->params + ")") << " | " << cell(c->suite) << " | " << cell(c->dtype) << " | "
-           << badge(c->status) << " | " << cell(c->message) << " |\n";
+           << cell(judged_text(*c)) << " | " << badge(c->status) << " | " << cell(c->message) << " |\n";
       os << "\n";
     }
     if (rows.size() < total) os << "_" << (total - rows.size()) << " passing cases not listed; see summary.json._\n\n";
@@ -119,7 +125,7 @@ std::string summary_markdown(const RunSummary& run, const ReportOptions& options
       if (c.status != Status::Fail) continue;
       os << "#### ❌ " << cell(case_title(c)) << "\n\n";
       if (!c.message.empty()) os << cell(c.message) << "\n\n";
-      if (!c.policy.empty()) os << "Judged by `" << c.policy << "`" << (c.bound >= 0 ? " (bound " + bound_text(c.bound) + ")" : "") << ".\n\n";
+      if (!c.policy.empty()) os << "Judged by " << judged_text(c) << ".\n\n";
       for (const MaskPicture& m : c.masks) os << fenced(mask_text(m), "text") << "\n";
       if (!c.detail.empty()) os << "<details><summary>detail</summary>\n\n" << fenced(c.detail, "text") << "\n</details>\n\n";
       if (!c.reproduce.empty()) os << "Reproduce:\n\n" << fenced(c.reproduce, "sh") << "\n";
