@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iomanip>
+#include <limits>
 #include <regex>
 #include <sstream>
 #include <string_view>
@@ -104,6 +105,47 @@ std::optional<Mismatch> errors_difference(const json& expected, const json& got)
 }  // namespace detail
 
 namespace {
+
+// The mask transformers built lets a query attend a row that the window rule forbids it, judged by
+// the token the row holds (the fixture's returned rows): a future token, an unwritten row, or a
+// token outside its sliding window or chunk. Seen on 4.56, whose SlidingWindowLayer returns only the
+// new tokens of an update longer than its capacity, with mask sizes that describe other rows
+// (docs/merge.md).
+std::optional<std::string> attends_forbidden_row(const json& layer, int64_t first_token) {
+  const json& returned = layer.at("returned");
+  if (!returned.is_object() || !layer.at("bool_mask").is_array()) return std::nullopt;
+  const json& rows = returned.at("rows");
+  const json& mf = layer.at("mask_function");
+  const std::string kind = mf.value("kind", std::string());
+  const json& masks = layer.at("bool_mask");
+  for (size_t b = 0; b < masks.size(); ++b) {
+    for (size_t i = 0; i < masks[b].size(); ++i) {
+      const std::string& row = masks[b][i].get_ref<const std::string&>();
+      // The query's own token, not the position transformers was given for it (q_positions): where
+      // the two differ (positions off the cumulative length) the rule still holds for the token.
+      const int64_t p = first_token + static_cast<int64_t>(i);
+      int64_t lo = std::numeric_limits<int64_t>::min();  // the oldest token the window rule allows
+      if (kind == "sliding_window_causal") lo = p - mf.at("window").get<int64_t>() + 1;
+      if (kind == "chunked_causal") {
+        const int64_t w = mf.at("chunk_size").get<int64_t>(), lead = mf.at("left_padding_tokens").at(b).get<int64_t>();
+        const int64_t d = p - lead;
+        lo = lead + (d >= 0 ? d / w : -((-d + w - 1) / w)) * w;  // Python's floor division
+      }
+      for (size_t j = 0; j < row.size() && j < rows.size(); ++j) {
+        if (row[j] != '1') continue;
+        std::string what;
+        if (rows[j].is_null()) what = "an unwritten row";
+        else if (rows[j].get<int64_t>() > p) what = "token " + rows[j].dump() + ", a future token";
+        else if (rows[j].get<int64_t>() < lo)
+          what = "token " + rows[j].dump() + ", outside its " + (kind == "chunked_causal" ? "chunk" : "window");
+        if (!what.empty())
+          return "the mask lets the query of token " + std::to_string(p) + " (batch row " + std::to_string(b) +
+                 ") attend key " + std::to_string(j) + ", which holds " + what;
+      }
+    }
+  }
+  return std::nullopt;
+}
 
 // transformers skipped the SDPA mask (is_causal instead: top-left causal for several queries, every
 // key for one) although the mask it skipped says otherwise: seen on 5.x for a chunked layer whose
@@ -387,6 +429,8 @@ void fixture_findings(const json& fixture, const Scenario& c, std::vector<std::s
         deviations.push_back(where + ": update returned " + fl.at("returned").at("shape").at(2).dump() +
                              " rows but get_mask_sizes said kv_length " + fl.at("mask_sizes").at("kv_length").dump());
       if (auto skipped_wrongly = skip_hides_mask(fl)) deviations.push_back(where + ": " + *skipped_wrongly);
+      if (auto forbidden = attends_forbidden_row(fl, fsteps[s].at("token_range").at(0).get<int64_t>()))
+        deviations.push_back(where + ": " + *forbidden);
     }
   }
 }

@@ -111,6 +111,20 @@ TEST(Golden, UpstreamDeviationIsReportedNotHidden) {
   EXPECT_NE(r.message.find("get_mask_sizes said kv_length"), std::string::npos) << r.message;
 }
 
+// 4.56's SlidingWindowLayer, on an update longer than its capacity, returns only the new tokens
+// with mask sizes that describe other rows: a query attends a later token, silently. The reference
+// reproduces it (the fixture agrees) and the replay says so; the merged layer of 5.24 does not.
+TEST(Golden, FutureTokenAttentionOf456IsAnUpstreamDeviation) {
+  const Scenario c = cases::load_case(kRoot + "/cases/window2_static_sliding.json");
+  const report::CaseResult old = judged(fixture("4.56.2", c.name), c, behaviours_for_release("4.56.2"));
+  EXPECT_EQ(old.status, report::Status::Deviation) << old.message;
+  EXPECT_NE(old.message.find("step 3 layer 0 (sliding_attention): the mask lets the query of token 3 (batch row 0) "
+                             "attend key 1, which holds token 4, a future token"),
+            std::string::npos)
+      << old.message;
+  EXPECT_EQ(judged(fixture("5.24.0", c.name), c, behaviours_for_release("5.24.0")).status, report::Status::Pass);
+}
+
 TEST(Golden, TamperedRowIsNamedWithBothValues) {
   const Scenario c = cases::load_case(kRoot + "/cases/tf_hybrid_cache.json");
   nlohmann::json f = fixture("4.57.6", c.name);
