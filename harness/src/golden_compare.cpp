@@ -114,7 +114,9 @@ namespace {
 std::optional<std::string> attends_forbidden_row(const json& layer, int64_t first_token) {
   const json& returned = layer.at("returned");
   if (!returned.is_object() || !layer.at("bool_mask").is_array()) return std::nullopt;
-  const json& rows = returned.at("rows");
+  constexpr int64_t kUnwritten = std::numeric_limits<int64_t>::min();
+  std::vector<int64_t> rows;  // the token each key row holds, read once
+  for (const json& r : returned.at("rows")) rows.push_back(r.is_null() ? kUnwritten : r.get<int64_t>());
   const json& mf = layer.at("mask_function");
   const std::string kind = mf.value("kind", std::string());
   const json& masks = layer.at("bool_mask");
@@ -124,7 +126,7 @@ std::optional<std::string> attends_forbidden_row(const json& layer, int64_t firs
       // The query's own token, not the position transformers was given for it (q_positions): where
       // the two differ (positions off the cumulative length) the rule still holds for the token.
       const int64_t p = first_token + static_cast<int64_t>(i);
-      int64_t lo = std::numeric_limits<int64_t>::min();  // the oldest token the window rule allows
+      int64_t lo = kUnwritten + 1;  // the oldest token the window rule allows
       if (kind == "sliding_window_causal") lo = p - mf.at("window").get<int64_t>() + 1;
       if (kind == "chunked_causal") {
         const int64_t w = mf.at("chunk_size").get<int64_t>(), lead = mf.at("left_padding_tokens").at(b).get<int64_t>();
@@ -132,15 +134,13 @@ std::optional<std::string> attends_forbidden_row(const json& layer, int64_t firs
         lo = lead + (d >= 0 ? d / w : -((-d + w - 1) / w)) * w;  // Python's floor division
       }
       for (size_t j = 0; j < row.size() && j < rows.size(); ++j) {
-        if (row[j] != '1') continue;
-        std::string what;
-        if (rows[j].is_null()) what = "an unwritten row";
-        else if (rows[j].get<int64_t>() > p) what = "token " + rows[j].dump() + ", a future token";
-        else if (rows[j].get<int64_t>() < lo)
-          what = "token " + rows[j].dump() + ", outside its " + (kind == "chunked_causal" ? "chunk" : "window");
-        if (!what.empty())
-          return "the mask lets the query of token " + std::to_string(p) + " (batch row " + std::to_string(b) +
-                 ") attend key " + std::to_string(j) + ", which holds " + what;
+        if (row[j] != '1' || (rows[j] >= lo && rows[j] <= p)) continue;
+        const std::string what = rows[j] == kUnwritten ? "an unwritten row"
+                                 : rows[j] > p         ? "token " + std::to_string(rows[j]) + ", a future token"
+                                                       : "token " + std::to_string(rows[j]) + ", outside its " +
+                                                     (kind == "chunked_causal" ? "chunk" : "window");
+        return "the mask lets the query of token " + std::to_string(p) + " (batch row " + std::to_string(b) +
+               ") attend key " + std::to_string(j) + ", which holds " + what;
       }
     }
   }
@@ -419,18 +419,18 @@ void fixture_findings(const json& fixture, const Scenario& c, std::vector<std::s
     for (size_t l = 0; l < flayers.size(); ++l) {
       const json& fl = flayers[l];
       if (fl.contains("skipped")) continue;
-      const std::string where = layer_where(s, l, c);
+      const auto where = [&] { return layer_where(s, l, c); };  // only for what is found
       for (const json& e : fl.at("errors"))
-        notes.push_back(where + ": transformers raised " + e.at("type").get<std::string>() + " in " +
+        notes.push_back(where() + ": transformers raised " + e.at("type").get<std::string>() + " in " +
                         e.at("phase").get<std::string>() + " (" + e.at("message").get<std::string>() +
                         "); the reference raises there too");
       if (!fl.at("returned").is_null() && !fl.at("mask_sizes").is_null() &&
           fl.at("returned").at("shape").at(2) != fl.at("mask_sizes").at("kv_length"))
-        deviations.push_back(where + ": update returned " + fl.at("returned").at("shape").at(2).dump() +
+        deviations.push_back(where() + ": update returned " + fl.at("returned").at("shape").at(2).dump() +
                              " rows but get_mask_sizes said kv_length " + fl.at("mask_sizes").at("kv_length").dump());
-      if (auto skipped_wrongly = skip_hides_mask(fl)) deviations.push_back(where + ": " + *skipped_wrongly);
+      if (auto skipped_wrongly = skip_hides_mask(fl)) deviations.push_back(where() + ": " + *skipped_wrongly);
       if (auto forbidden = attends_forbidden_row(fl, fsteps[s].at("token_range").at(0).get<int64_t>()))
-        deviations.push_back(where + ": " + *forbidden);
+        deviations.push_back(where() + ": " + *forbidden);
     }
   }
 }
