@@ -168,10 +168,7 @@ json layer_record_of(size_t index, const LayerSpec& spec, const Scenario& c, con
 json attention_mask_2d(const Scenario& c, int64_t end) {
   if (!c.left_padding) return nullptr;
   json rows = json::array();
-  for (int64_t lp : *c.left_padding) {
-    const int64_t zeros = std::min(lp, end);
-    rows.push_back(std::string(static_cast<size_t>(zeros), '0') + std::string(static_cast<size_t>(end - zeros), '1'));
-  }
+  for (int64_t lp : *c.left_padding) rows.push_back(detail::attention_mask_row(lp, end));
   return rows;
 }
 
@@ -403,12 +400,9 @@ std::optional<report::CaseResult> agreed_without_record(const json& fixture, con
   try {
     driver.run([&](LayerStep& v) {
       const json& fs = fsteps.at(k);
-      if (v.layer == 0) {
-        const json js = detail::step_record(v.step, v.seen, v.q, v.cache_position, c);
-        for (const char* f : detail::kStepFields)
-          if (!agrees(fs.at(f), js.at(f))) throw Differs{};
-        if (fs.at("layers").size() != c.layer_types.size()) throw Differs{};
-      }
+      if (v.layer == 0 && !detail::step_matches(fs, {v.step, v.seen, v.q, &v.cache_position, &c.left_padding},
+                                                 c.layer_types.size()))
+        throw Differs{};
       const json& fl = fs.at("layers").at(v.layer);
       if (fl.contains("skipped") != (v.failed_at >= 0)) throw Differs{};
       if (v.failed_at < 0 && !detail::layer_matches(fl, guarded(v, [&] { return layer_values(v, c, behaviours, mutation); }), outputs))

@@ -411,6 +411,33 @@ bool layer_matches(const json& fl, const LayerValues& v, int64_t& outputs) {
   return seen == kLayerFields;
 }
 
+bool step_matches(const json& fs, const StepValues& v, size_t layers) {
+  if (!fs.is_object()) return false;
+  int seen = 0;
+  for (auto it = fs.begin(); it != fs.end(); ++it) {
+    const std::string_view key = it.key();
+    const json& f = it.value();
+    bool same = true;
+    if (key == "index"sv) same = number_is(f, static_cast<int64_t>(v.index));
+    else if (key == "tokens"sv) same = number_is(f, v.q);
+    else if (key == "token_range"sv) same = ints_equal(f, {v.seen, v.seen + v.q});
+    else if (key == "cache_position"sv) same = *v.cache_position ? ints_equal(f, **v.cache_position) : f.is_null();
+    else if (key == "attention_mask_2d"sv) {
+      if (!*v.left_padding) {
+        same = f.is_null();
+      } else {
+        const std::vector<int64_t>& pads = **v.left_padding;
+        same = f.is_array() && f.size() == pads.size();
+        for (size_t b = 0; same && b < pads.size(); ++b) same = is_text(f[b], attention_mask_row(pads[b], v.seen + v.q));
+      }
+    } else if (key == "layers"sv) same = f.is_array() && f.size() == layers;
+    else continue;
+    if (!same) return false;
+    ++seen;
+  }
+  return seen == 6;  // the five step fields compare() checks, and its layers
+}
+
 void fixture_findings(const json& fixture, const Scenario& c, std::vector<std::string>& notes,
                       std::vector<std::string>& deviations) {
   const json& fsteps = fixture.at("steps");

@@ -101,6 +101,21 @@ void fixture_findings(const json& fixture, const Scenario& c, std::vector<std::s
 // The result of a replay whose every field agreed: PASS or DEVIATION, with the policy and counts.
 report::CaseResult agreed(const json& fixture, const Scenario& c, int64_t identical, int64_t outputs, double worst);
 
+// A step's own fields, as dump.py records them (step_record) and the fast path compares them.
+struct StepValues {
+  size_t index = 0;  // the scenario's step index (resets count)
+  int64_t seen = 0, q = 0;
+  const std::optional<std::vector<int64_t>>* cache_position = nullptr;
+  const LeftPadding* left_padding = nullptr;
+};
+// attention_mask_2d's row for a batch row with `left_padding` pad tokens, `end` tokens in all.
+inline std::string attention_mask_row(int64_t left_padding, int64_t end) {
+  const int64_t zeros = left_padding < end ? left_padding : end;
+  return std::string(static_cast<size_t>(zeros), '0') + std::string(static_cast<size_t>(end - zeros), '1');
+}
+// Whether the fixture's step has these values and `layers` layers (compare()'s step checks).
+bool step_matches(const json& fixture_step, const StepValues& v, size_t layers);
+
 // The top-level fields compared before the steps ("dtype", "layers") and a step's own fields.
 json layer_records(const Scenario& c, const Behaviours& behaviours);
 json step_record(size_t step, int64_t seen, int64_t q, const std::optional<std::vector<int64_t>>& cache_position,
