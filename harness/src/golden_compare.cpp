@@ -255,19 +255,23 @@ bool rows_equal(const json& f, const positions::Rows& rows) {
 // A JSON string equal to `s` (json == std::string would copy s into a temporary json first).
 bool is_text(const json& j, const std::string& s) { return j.is_string() && j.get_ref<const std::string&>() == s; }
 
-// first_difference on an object walks the fixture's keys; the reference's record has these four.
-bool kv_equal(const json& f, const detail::KvRecord& r) {
+// first_difference on an object walks the fixture's keys: each must be one the reference writes,
+// with an equal value (`same(key, value)`, false for a key the reference does not write).
+template <typename Same>
+bool object_equal(const json& f, Same same) {
   if (!f.is_object()) return false;
-  for (auto it = f.begin(); it != f.end(); ++it) {
-    const std::string_view key = it.key();
-    const bool same = key == "shape"sv      ? ints_equal(it.value(), r.shape)
-                      : key == "rows"sv     ? rows_equal(it.value(), r.rows)
-                      : key == "k_sha256"sv ? is_text(it.value(), r.k_sha256)
-                      : key == "v_sha256"sv ? is_text(it.value(), r.v_sha256)
-                                          : false;
-    if (!same) return false;
-  }
+  for (auto it = f.begin(); it != f.end(); ++it)
+    if (!same(std::string_view(it.key()), it.value())) return false;
   return true;
+}
+
+bool kv_equal(const json& f, const detail::KvRecord& r) {
+  return object_equal(f, [&](std::string_view key, const json& v) {
+    return key == "shape"sv ? ints_equal(v, r.shape)
+         : key == "rows"sv ? rows_equal(v, r.rows)
+         : key == "k_sha256"sv ? is_text(v, r.k_sha256)
+         : key == "v_sha256"sv && is_text(v, r.v_sha256);
+  });
 }
 
 // The fixture's hex string spells exactly the output's bytes, in its [B, q, H, D] order: two
@@ -299,31 +303,19 @@ bool hex_equal(const json& f, const detail::Output& o) {
   return same;
 }
 
-// first_difference on an object walks the fixture's keys; these are the reference's.
 bool eager_mask_equal(const json& f, const detail::EagerMask& m) {
-  if (!f.is_object()) return false;
-  for (auto it = f.begin(); it != f.end(); ++it) {
-    const std::string_view key = it.key();
-    const bool same = key == "dtype"sv          ? is_text(it.value(), m.dtype)
-                      : key == "shape"sv        ? ints_equal(it.value(), m.shape)
-                      : key == "sha256"sv       ? is_text(it.value(), m.sha256)
-                      : key == "masked_value"sv ? is_text(it.value(), m.masked_value)
-                                              : false;
-    if (!same) return false;
-  }
-  return true;
+  return object_equal(f, [&](std::string_view key, const json& v) {
+    return key == "dtype"sv ? is_text(v, m.dtype)
+         : key == "shape"sv ? ints_equal(v, m.shape)
+         : key == "sha256"sv ? is_text(v, m.sha256)
+         : key == "masked_value"sv && is_text(v, m.masked_value);
+  });
 }
 
-bool mask_sizes_equal(const json& f, const detail::LayerValues& v) {
-  if (!f.is_object()) return false;
-  for (auto it = f.begin(); it != f.end(); ++it) {
-    const std::string_view key = it.key();
-    const bool same = key == "kv_length"sv   ? it.value() == v.kv_length
-                      : key == "kv_offset"sv ? it.value() == v.kv_offset
-                                           : false;
-    if (!same) return false;
-  }
-  return true;
+bool mask_sizes_equal(const json& f, const detail::LayerValues& m) {
+  return object_equal(f, [&](std::string_view key, const json& v) {
+    return key == "kv_length"sv ? number_is(v, m.kv_length) : key == "kv_offset"sv && number_is(v, m.kv_offset);
+  });
 }
 
 // An attention that raised is null or {"error": ...}; the raise itself is compared via errors.
