@@ -37,6 +37,7 @@ struct BenchArgs {
   std::vector<std::string> backends{"eager", "sdpa"};
   bool quick = false, no_harness = false, vs_python = false;
   VsPythonRequest python;
+  CasePerfRequest cases;
 };
 
 struct Stats {
@@ -238,7 +239,14 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--python-version", a->python.version,
                   "With --vs-python: transformers version of the Python side (default: the newest pinned)");
   cmd->add_option("--root", a->python.root, "With --vs-python: the repository root (golden/)");
-  cmd->add_option("--seed", a->python.seed, "With --vs-python: seed of the traces");
+  cmd->add_option("--seed", a->python.seed, "With --vs-python: seed of the traces; with --filter: the run's seed");
+  cmd->add_option("--filter", a->cases.filter,
+                  "Instead: perf mode over the registry: time each case `kvconform run --list --filter REGEX` lists "
+                  "(golden/..., backend/..., property/...), one line per case id (--repeats, --warmup)");
+  cmd->add_option("--fixtures", a->cases.fixtures, "With --filter: golden fixtures folder (default golden/fixtures)");
+  cmd->add_option("--cases", a->cases.cases, "With --filter: scenario folder the fixtures were dumped from (default cases)");
+  cmd->add_option("--iterations", a->cases.iterations, "With --filter: RapidCheck cases per property (default 100)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--differential-sequences", a->python.differential_sequences,
                   "With --vs-python: sequences of fuzz --differential to time with the dumper pool (default 1000, 0: none)")
       ->check(CLI::NonNegativeNumber);
@@ -246,6 +254,19 @@ Runner add_bench_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
 
   return [a]() -> int {
+    if (!a->cases.filter.empty()) {
+      if (a->vs_python) throw std::invalid_argument("--filter and --vs-python are two modes: choose one");
+      if (a->threads > 0) at::set_num_threads(a->threads);
+      a->cases.seed = a->python.seed;
+      a->cases.repeats = a->repeats;
+      a->cases.warmup = a->warmup;
+      a->cases.quiet_stdout = a->json == "-";
+      nlohmann::ordered_json j;
+      const int rc = run_case_perf(a->cases, a->json.empty() ? nullptr : &j);
+      if (a->json == "-") std::cout << j.dump(2) << "\n";
+      else if (!a->json.empty()) report::write_file_atomically(a->json, j.dump(2) + "\n");
+      return rc;
+    }
     if (a->vs_python) {
       at::set_num_threads(1);  // as golden/dump.py pins torch
       nlohmann::ordered_json j;

@@ -358,6 +358,34 @@ TEST(Bench, QuickGridWritesJson) {
   for (const auto& m : j["results"]) EXPECT_GT(m["median_us"].get<double>(), 0.0);
 }
 
+// Perf mode is fed by the same registry: bench --filter times exactly the ids run --list prints,
+// one line (and one JSON entry) per case, each with its verdict; a filter matching nothing is bad usage.
+TEST(Bench, FilterTimesExactlyTheIdsRunLists) {
+  const fs::path dir = scratch("bench_cases");
+  const std::string paths = " --cases " KVC_SOURCE_DIR "/cases --fixtures " KVC_SOURCE_DIR "/golden/fixtures";
+  const std::string filter = "'^(golden/5\\.24\\.0/tf_hybrid_cache$|backend/chunked_left_padding/static/eager/|property/stored_rows$)'";
+  const Result listed = kvconform("run --list --filter " + filter + paths);
+  ASSERT_EQ(listed.code, 0) << listed.out;
+  std::set<std::string> ids;
+  std::istringstream lines(listed.stdout_only);
+  for (std::string line; std::getline(lines, line);) ids.insert(line);
+  ASSERT_EQ(ids.size(), 1u + 4u + 1u) << listed.stdout_only;
+  const Result r = kvconform("bench --filter " + filter + paths + " --iterations 5 --repeats 2 --warmup 0 --json '" +
+                             (dir / "cases.json").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto j = nlohmann::json::parse(slurp(dir / "cases.json"));
+  std::set<std::string> timed;
+  for (const auto& c : j["cases"]) {
+    timed.insert(c["id"].get<std::string>());
+    EXPECT_EQ(c["runs"], 2);
+    EXPECT_GT(c["median_us"].get<double>(), 0.0);
+    EXPECT_TRUE(c["status"] == "OK" || c["status"] == "DEVIATION") << c.dump();  // eager float64: a known deviation
+    EXPECT_NE(r.stdout_only.find(c["id"].get<std::string>() + " "), std::string::npos) << r.stdout_only;
+  }
+  EXPECT_EQ(timed, ids);
+  EXPECT_EQ(kvconform("bench --filter '^nothing/'" + paths).code, 2);
+}
+
 TEST(Replay, CaseAgainstItsFixtures) {
   const std::string fixtures = std::string(" --fixtures ") + KVC_SOURCE_DIR + "/golden/fixtures";
   const Result r = kvconform(std::string("replay ") + KVC_SOURCE_DIR + "/cases/tf_hybrid_cache.json" + fixtures);

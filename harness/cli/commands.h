@@ -52,6 +52,17 @@ struct VsPythonRequest {
 };
 int run_vs_python(const VsPythonRequest& request, nlohmann::ordered_json* json_out);
 
+// kvconform bench --filter (bench_cases.cpp): perf mode over the registry's case ids.
+struct CasePerfRequest {
+  std::string filter;  // over the ids `kvconform run --list` prints
+  std::string fixtures = "golden/fixtures", cases = "cases";
+  uint64_t seed = 20250917;
+  int iterations = 100;  // RapidCheck cases per property, as `run`
+  int repeats = 15, warmup = 3;
+  bool quiet_stdout = false;  // the table on stderr (JSON on stdout)
+};
+int run_case_perf(const CasePerfRequest& request, nlohmann::ordered_json* json_out);
+
 // Round r of `kvconform fuzz --seed S` runs the campaign with this seed (documented in docs/cli.md).
 uint64_t fuzz_round_seed(uint64_t seed, uint64_t round);
 

@@ -608,8 +608,7 @@ report::CaseResult behaviours_failure(const json& fixture, const std::string& ve
   return r;
 }
 
-std::vector<report::CaseResult> replay(const ReplayOptions& o) {
-  std::vector<report::CaseResult> results;
+void for_each_fixture(const ReplayOptions& o, const std::function<void(const LoadedFixture&)>& visit) {
   const std::regex name_regex(o.name_regex);  // compiled once, not per fixture
   for (const std::string& version : fixture_versions(o.fixtures_root)) {
     const std::string dir = o.fixtures_root + "/" + version;
@@ -620,48 +619,67 @@ std::vector<report::CaseResult> replay(const ReplayOptions& o) {
       if (o.select && !o.select("golden/" + version + "/" + name)) continue;
       std::string case_file = entry.value("case_file", "cases/" + name + ".json");
       if (case_file.rfind("cases/", 0) == 0) case_file = o.cases_root + case_file.substr(5);
+      LoadedFixture f;
+      f.version = version;
+      f.name = name;
       const bool filters = o.dtype || o.cache || o.layer_type;
       if (o.list_only && !filters) {  // listing needs no case file unless a filter reads it
-        report::CaseResult r;
-        r.suite = "golden";
-        r.name = version + "/" + name;
-        results.push_back(r);
+        visit(f);
         continue;
       }
       const Scenario c = cases::load_case(case_file);
       if (!selected(c, o)) continue;
+      f.scenario = &c;
       if (o.list_only) {
-        report::CaseResult r;
-        r.suite = "golden";
-        r.name = version + "/" + name;
-        results.push_back(r);
+        visit(f);
         continue;
       }
-      const std::string fixture_path = dir + "/" + name + ".json";
-      const json fixture = read_json(fixture_path);
+      f.path = dir + "/" + name + ".json";
+      const json fixture = read_json(f.path);
       // The fixture's structure (check_fixture: types, sizes, the case's hash) and every field the
       // comparison reads (validate_fixture) are checked first: a problem is bad input, exit 2.
-      check_fixture(fixture, {c.steps.size(), c.layer_types.size(), c.sha256, case_file}, fixture_path);
-      validate_fixture(fixture, fixture_path, c.steps.size(), c.layer_types.size());
-      // A failure inside the case is that case's FAIL; the replay goes on with the next fixture.
-      try {
-        const FixtureBehaviours fb = fixture_behaviours(fixture, version, fixture_path);
-        results.push_back(fb.mismatch.empty() ? check(fixture, c, fb.behaviours, o.mutation)
-                                              : behaviours_failure(fixture, version, c, fb.mismatch));
-      } catch (const std::exception& e) {
-        report::CaseResult r;
-        r.suite = "golden";
-        r.name = version + "/" + name;
-        r.backend = "reference";
-        r.dtype = to_string(c.dtype);
-        r.status = report::Status::Fail;
-        const std::string what = e.what();
-        r.message = dynamic_cast<const StepFailure*>(&e) ? what : "the reference raised: " + what.substr(0, what.find('\n'));
-        results.push_back(r);
-      }
-      results.back().reproduce = "kvconform run --golden-only --case '^" + version + "/" + name + "$'";
+      check_fixture(fixture, {c.steps.size(), c.layer_types.size(), c.sha256, case_file}, f.path);
+      validate_fixture(fixture, f.path, c.steps.size(), c.layer_types.size());
+      f.fixture = &fixture;
+      f.behaviours = fixture_behaviours(fixture, version, f.path);
+      visit(f);
     }
   }
+}
+
+report::CaseResult replay_one(const LoadedFixture& f, Mutation mutation) {
+  const Scenario& c = *f.scenario;
+  report::CaseResult r;
+  // A failure inside the case is that case's FAIL; the replay goes on with the next fixture.
+  try {
+    r = f.behaviours.mismatch.empty() ? check(*f.fixture, c, f.behaviours.behaviours, mutation)
+                                      : behaviours_failure(*f.fixture, f.version, c, f.behaviours.mismatch);
+  } catch (const std::exception& e) {
+    r = report::CaseResult{};
+    r.suite = "golden";
+    r.name = f.version + "/" + f.name;
+    r.backend = "reference";
+    r.dtype = to_string(c.dtype);
+    r.status = report::Status::Fail;
+    const std::string what = e.what();
+    r.message = dynamic_cast<const StepFailure*>(&e) ? what : "the reference raised: " + what.substr(0, what.find('\n'));
+  }
+  r.reproduce = "kvconform run --golden-only --case '^" + f.version + "/" + f.name + "$'";
+  return r;
+}
+
+std::vector<report::CaseResult> replay(const ReplayOptions& o) {
+  std::vector<report::CaseResult> results;
+  for_each_fixture(o, [&](const LoadedFixture& f) {
+    if (!f.fixture) {  // listing: one Pass result per selected case, nothing replayed
+      report::CaseResult r;
+      r.suite = "golden";
+      r.name = f.version + "/" + f.name;
+      results.push_back(r);
+      return;
+    }
+    results.push_back(replay_one(f, o.mutation));
+  });
   return results;
 }
 

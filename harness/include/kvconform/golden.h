@@ -58,6 +58,20 @@ std::vector<std::string> fixture_versions(const std::string& fixtures_root);
 // since it was dumped, throws cases::CaseError (bad input: exit 2), never a silent skip.
 std::vector<report::CaseResult> replay(const ReplayOptions& options);
 
+// One selected fixture, read and checked for format (the same checks as replay), not replayed.
+// With ReplayOptions::list_only only the names are set (and the scenario where a filter read it).
+struct LoadedFixture {
+  std::string version, name, path;
+  const Scenario* scenario = nullptr;
+  const nlohmann::json* fixture = nullptr;
+  FixtureBehaviours behaviours;
+};
+// replay() is for_each_fixture + replay_one; perf mode (kvconform bench --filter) times replay_one
+// on each loaded fixture. The pointers live for the call of `visit` only.
+void for_each_fixture(const ReplayOptions& options, const std::function<void(const LoadedFixture&)>& visit);
+// The replay of one loaded fixture: check(), the FAIL of a behaviours mismatch or of a raise.
+report::CaseResult replay_one(const LoadedFixture& fixture, Mutation mutation);
+
 // Compares one fixture with the reference run; the message names step, layer, field, index and
 // both values. Status Deviation when transformers itself breaks an invariant and the reference
 // reproduces it faithfully.

@@ -1,0 +1,113 @@
+// `kvconform bench --filter REGEX`: perf mode over the registry. The cases `kvconform run --list
+// --filter REGEX` lists (golden replay, backend suite, properties; report::case_id), each run as
+// `run` runs it, repeated and timed: one line per case id, as test-backend-ops' perf mode does for
+// its own test registry. A golden fixture is read once and only its replay is timed.
+// No LibTorch in this file.
+#include <algorithm>
+#include <chrono>
+#include <iomanip>
+#include <iostream>
+#include <regex>
+
+#include "commands.h"
+#include "kvcgen/campaign.h"
+#include "kvconform/backends.h"
+#include "kvconform/golden.h"
+#include "kvconform/report.h"
+
+namespace kvc::cli {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+struct Timed {
+  std::string id;
+  report::Status status = report::Status::Pass;
+  std::vector<double> us;  // one wall time per timed run
+};
+
+// Runs `once` warmup + repeats times; the status is the last run's (the same every run: seeded).
+template <typename F>
+Timed timed(const std::string& id, const CasePerfRequest& req, F once) {
+  Timed t;
+  t.id = id;
+  for (int i = 0; i < req.warmup + req.repeats; ++i) {
+    const auto t0 = Clock::now();
+    t.status = once();
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+    if (i >= req.warmup) t.us.push_back(us);
+  }
+  return t;
+}
+
+double quantile(std::vector<double> v, double f) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(f * static_cast<double>(v.size() - 1) + 0.5)];
+}
+}  // namespace
+
+int run_case_perf(const CasePerfRequest& req, nlohmann::ordered_json* json_out) {
+  std::regex filter;
+  try {
+    filter = std::regex(req.filter);
+  } catch (const std::regex_error&) {
+    throw std::invalid_argument("--filter '" + req.filter + "' is not a valid regular expression");
+  }
+  const auto selected = [&](const std::string& id) { return std::regex_search(id, filter); };
+  std::ostream& os = req.quiet_stdout ? std::cerr : std::cout;
+  os << std::left << std::setw(72) << "case" << std::right << std::setw(6) << "runs" << std::setw(13) << "median_us"
+     << std::setw(11) << "iqr_us" << "  status\n";
+  std::vector<Timed> all;
+  auto print = [&](const Timed& t) {
+    os << std::left << std::setw(72) << t.id << std::right << std::setw(6) << t.us.size() << std::setw(13) << std::fixed
+       << std::setprecision(1) << quantile(t.us, 0.5) << std::setw(11) << quantile(t.us, 0.75) - quantile(t.us, 0.25)
+       << "  " << report::to_string(t.status) << std::endl;  // one line as soon as it is measured
+    all.push_back(t);
+  };
+
+  golden::ReplayOptions g;
+  g.fixtures_root = req.fixtures;
+  g.cases_root = req.cases;
+  g.select = selected;
+  golden::for_each_fixture(g, [&](const golden::LoadedFixture& f) {
+    print(timed("golden/" + f.version + "/" + f.name, req, [&] { return golden::replay_one(f, Mutation::None).status; }));
+  });
+
+  backends::SuiteOptions b;
+  b.seed = req.seed;
+  b.select = selected;
+  b.list_only = true;
+  for (const report::CaseResult& listed : backends::run_suite(b)) {
+    const std::string id = report::case_id(listed);
+    backends::SuiteOptions one = b;
+    one.list_only = false;
+    one.select = [&](const std::string& other) { return other == id; };
+    print(timed(id, req, [&] { return backends::run_suite(one).at(0).status; }));
+  }
+
+  for (campaign::Property p : campaign::all_properties()) {
+    const std::string id = std::string("property/") + campaign::to_string(p);
+    if (!selected(id)) continue;
+    campaign::Options o;
+    o.seed = req.seed;
+    o.iterations = req.iterations;
+    print(timed(id, req, [&] { return campaign::run(p, o).ok ? report::Status::Pass : report::Status::Fail; }));
+  }
+
+  if (all.empty()) throw std::invalid_argument("--filter '" + req.filter + "' matches no case (kvconform run --list shows the ids)");
+  if (json_out) {
+    nlohmann::ordered_json cases = nlohmann::ordered_json::array();
+    for (const Timed& t : all)
+      cases.push_back({{"id", t.id},
+                       {"runs", t.us.size()},
+                       {"median_us", quantile(t.us, 0.5)},
+                       {"p25_us", quantile(t.us, 0.25)},
+                       {"p75_us", quantile(t.us, 0.75)},
+                       {"min_us", quantile(t.us, 0.0)},
+                       {"status", report::to_string(t.status)}});
+    *json_out = {{"mode", "cases"}, {"filter", req.filter}, {"warmup", req.warmup}, {"repeats", req.repeats}, {"cases", cases}};
+  }
+  return 0;
+}
+
+}  // namespace kvc::cli
