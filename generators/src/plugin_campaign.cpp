@@ -2,9 +2,18 @@
 
 #include <rapidcheck.h>
 
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
 #include <memory>
 #include <ostream>
+#include <sstream>
 
+#include <nlohmann/json.hpp>
+
+#include "kvconform/cases.h"
+#include "kvconform/inputs.h"
 #include "kvconform/positions.h"
 #include "kvconform/subprocess_backend.h"
 #include "kvcgen/rc_check.h"
@@ -68,6 +77,61 @@ rc::Gen<Scenario> gen_scenario() {
   });
 }
 
+// The sequences of a scenario between its resets: each starts from an empty layer, and its inputs
+// (generated from the tokens since the reset) are the same on their own.
+std::vector<Scenario> sequences(const Scenario& s) {
+  std::vector<Scenario> out;
+  Scenario cur = s;
+  cur.steps.clear();
+  for (const Step& st : s.steps) {
+    if (st.is_reset()) {
+      if (!cur.steps.empty()) out.push_back(cur);
+      cur.steps.clear();
+    } else {
+      cur.steps.push_back(st);
+    }
+  }
+  if (!cur.steps.empty()) out.push_back(cur);
+  return out;
+}
+
+std::string file_safe(const std::string& s) {
+  std::string out;
+  for (char ch : s) out += std::isalnum(static_cast<unsigned char>(ch)) ? static_cast<char>(std::tolower(ch)) : '_';
+  return out;
+}
+
+// Writes the first sequence of the shrunk scenario that fails on its own as a case file named by
+// what it runs; the path, or why nothing was written.
+std::string save_failure(const Target& target, const std::string& part_name, Part part, const std::string& plugin,
+                         const Scenario& shrunk, const PluginCheckOptions& o) {
+  for (Scenario seq : sequences(shrunk)) {
+    const CaseResult r = check_scenario(target, part_name, seq, part, plugin, o.timeout_s);
+    if (r.status != Status::Fail) continue;
+    seq.description = "Found by kvconform run --plugin (" + part_name + " campaign, seed " + std::to_string(o.seed) +
+                      ") on " + plugin + ": " + r.message;
+    seq.tags = {"plugin", "plugin:" + plugin, "part:" + part_name, "seed:" + std::to_string(o.seed)};
+    seq.name = "";
+    nlohmann::ordered_json doc = cases::to_case_json(seq);
+    nlohmann::ordered_json identity = doc;  // the same shrunk sequence found twice is one file
+    for (const char* k : {"name", "description", "tags"}) identity.erase(k);
+    uint64_t h = inputs::mix64(static_cast<uint64_t>(part));
+    for (unsigned char ch : identity.dump()) h = inputs::mix64(h ^ ch);
+    std::ostringstream hex;
+    hex << std::hex << std::setw(16) << std::setfill('0') << h;
+    const std::string name = "plugin_" + file_safe(plugin) + "_" + part_name + "_" + hex.str().substr(0, 12);
+    doc["name"] = name;
+    const std::string text = doc.dump(2) + "\n";
+    cases::parse_case(text, name + ".json");  // what is written must load as a case
+    std::filesystem::create_directories(o.save_cases);
+    const std::string path = o.save_cases + "/" + name + ".json";
+    std::ofstream(path + ".tmp") << text;
+    std::filesystem::rename(path + ".tmp", path);
+    return "saved as a case: " + path + " (replay it with `kvconform run --plugin ... --cases " + o.save_cases + "`)";
+  }
+  return "not saved as a case: no sequence between resets fails on its own (the failure needs a reset before it)";
+}
+
 CaseResult run_campaign(const Target& target, Part part, const std::string& plugin, const PluginCheckOptions& o) {
   const std::string part_name = part == Part::Cache ? "cache" : "kernel";
   CaseResult out;
@@ -78,6 +142,7 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
   out.dtype = "mixed";
   out.reproduce = target.reproduce + " --seed " + std::to_string(o.seed);
   auto last = std::make_shared<std::string>();
+  auto failing = std::make_shared<Scenario>();  // the last failing case: after shrinking, the smallest
   auto skipped = std::make_shared<int>(0);
   const auto property = [=] {
     const Scenario s = *gen_scenario();
@@ -89,6 +154,7 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
     if (r.status == Status::Skipped) ++*skipped;
     if (r.status == Status::Fail) {
       *last = r.message + "\n  case: " + describe(s);
+      *failing = s;
       RC_FAIL(*last);
     }
   };
@@ -109,6 +175,7 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
     out.status = Status::Fail;
     out.message = last->substr(0, last->find('\n')) + " (shrunk)";
     out.detail = result.failure;
+    if (!o.save_cases.empty()) out.detail += "\n" + save_failure(target, part_name, part, plugin, *failing, o);
   }
   return out;
 }

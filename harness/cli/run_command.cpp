@@ -152,8 +152,8 @@ Runner add_run_command(CLI::App& app) {
   run->add_option("--backend-timeout", args->backend_timeout, "Seconds per --backend-cmd call (default 10)")
       ->check(CLI::PositiveNumber);
   run->add_option("--save-cases", args->save_cases,
-                  "Write each shrunk property failure as a case file into this folder (e.g. cases/regressions), "
-                  "so a found bug becomes a permanent golden case");
+                  "Write each shrunk property or plugin-campaign failure as a case file into this folder (e.g. "
+                  "cases/regressions), so a found bug becomes a permanent case");
   run->add_flag("-v,--verbose", args->verbose, "Also print details of passing cases (largest numerical errors)");
   run->add_flag("--allow-nothing-checked", args->allow_nothing_checked,
                 "Exit 0 even when every selected case was skipped (by default a run that checked nothing fails)");
@@ -259,6 +259,7 @@ Runner add_run_command(CLI::App& app) {
       p.seed = options.seed;
       p.iterations = args->plugin_iterations;
       p.cases_dir = args->cases;
+      p.save_cases = args->save_cases;
       p.select = select;
       p.list_only = args->list;
       try {

@@ -408,6 +408,49 @@ Scenario parse_case(const std::string& text, const std::string& origin, const Li
   return c;
 }
 
+nlohmann::ordered_json to_case_json(const Scenario& s) {
+  using oj = nlohmann::ordered_json;
+  oj j;
+  j["name"] = s.name;
+  j["description"] = s.description;
+  if (!s.tags.empty()) j["tags"] = s.tags;
+  j["cache"] = to_string(s.cache);
+  oj layers = oj::array();
+  bool windowed = false;
+  for (LayerType t : s.layer_types) {
+    layers.push_back(to_string(t));
+    windowed = windowed || t != LayerType::Full;
+  }
+  j["layer_types"] = layers;
+  if (windowed) j["window"] = s.window;
+  if (s.cache == CacheKind::Static && s.max_cache_len > 0) j["max_cache_len"] = s.max_cache_len;
+  j["batch"] = s.batch;
+  j["heads"] = s.heads;
+  j["kv_heads"] = s.kv_heads;
+  j["head_dim"] = s.head_dim;
+  j["dtype"] = to_string(s.dtype);
+  j["left_padding"] = s.left_padding ? oj(*s.left_padding) : oj(nullptr);
+  oj steps = oj::array();
+  for (const Step& st : s.steps) {
+    if (st.is_reset()) throw std::invalid_argument("to_case_json: '" + s.name + "' has a reset step, which a case file cannot hold");
+    oj step = {{"tokens", st.tokens}};
+    if (st.cache_position) step["cache_position"] = *st.cache_position;
+    steps.push_back(step);
+  }
+  j["steps"] = steps;
+  if (s.explicit_k.empty()) {
+    j["inputs"] = {{"generator", "kvc-mix64-v1"}, {"seed", s.seed.value_or(0)}};
+  } else {
+    oj e;
+    if (!s.explicit_q.empty()) e["q"] = s.explicit_q;
+    e["k"] = s.explicit_k;
+    e["v"] = s.explicit_v;
+    j["inputs"] = {{"explicit", e}};
+  }
+  if (!s.profiles.empty()) j["profiles"] = s.profiles;
+  return j;
+}
+
 Scenario load_case(const std::string& path) { return parse_case(read_file(path), path); }
 
 std::vector<std::string> list_case_files(const std::string& dir) {

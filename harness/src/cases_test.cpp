@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <tuple>
 
 #include "kvconform/cases.h"
 #include "kvconform/fixture_check.h"
@@ -173,6 +174,39 @@ TEST(CaseLimits, EveryCommittedCaseIsWithinTheCaps) {
       ++n;
     }
   EXPECT_GE(n, 300);
+}
+
+// to_case_json is parse_case's inverse on every committed case: the case it writes loads back with
+// the same configuration, steps and inputs (the plugin checker saves its shrunk failures with it).
+TEST(CaseFiles, WrittenCaseLoadsBackTheSame) {
+  int n = 0;
+  for (const char* dir : {"/cases", "/cases/generated"})
+    for (const std::string& f : list_case_files(kRoot + dir)) {
+      const Scenario a = load_case(f);
+      const Scenario b = parse_case(to_case_json(a).dump(2), f + " (written back)");
+      EXPECT_EQ(b.name, a.name);
+      EXPECT_EQ(b.description, a.description);
+      EXPECT_EQ(b.tags, a.tags) << f;
+      EXPECT_EQ(b.params(), a.params()) << f;
+      EXPECT_EQ(b.left_padding, a.left_padding) << f;
+      EXPECT_EQ(b.dtype, a.dtype) << f;
+      EXPECT_EQ(std::make_tuple(b.batch, b.heads, b.kv_heads, b.head_dim), std::make_tuple(a.batch, a.heads, a.kv_heads, a.head_dim)) << f;
+      ASSERT_EQ(b.steps.size(), a.steps.size()) << f;
+      for (size_t i = 0; i < a.steps.size(); ++i) {
+        EXPECT_EQ(b.steps[i].tokens, a.steps[i].tokens) << f;
+        EXPECT_EQ(b.steps[i].cache_position, a.steps[i].cache_position) << f;
+      }
+      EXPECT_EQ(b.seed, a.seed) << f;
+      EXPECT_EQ(b.explicit_q, a.explicit_q) << f;
+      EXPECT_EQ(b.explicit_k, a.explicit_k) << f;
+      EXPECT_EQ(b.explicit_v, a.explicit_v) << f;
+      EXPECT_EQ(b.profiles, a.profiles) << f;
+      ++n;
+    }
+  EXPECT_GE(n, 300);
+  Scenario reset = load_case(kRoot + "/cases/window2_static_sliding.json");
+  reset.steps.push_back(Step{});  // a reset: no place in a case file
+  EXPECT_THROW(to_case_json(reset), std::invalid_argument);
 }
 
 }  // namespace

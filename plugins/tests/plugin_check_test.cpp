@@ -2,10 +2,14 @@
 // message naming its bug class; a crashing and a hanging plugin fail their cases and the run goes on.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <string>
 
 #include "kvcgen/plugin_campaign.h"
+#include "kvconform/cases.h"
 #include "kvconform/plugin_runner.h"
 
 namespace kvc::plugin {
@@ -130,6 +134,40 @@ TEST(RingBufferPlugin, PassesTheGoldenCasesStepSequences) {
   o.kernel = false;
   const auto mutant = check_plugin(KVC_MUTANT_WRAP_ORDER, o);
   EXPECT_FALSE(first_with(mutant, "holds token").empty());
+}
+
+// --save-cases: the campaign's shrunk failure becomes a case file that loads, and that the same
+// mutant then fails as a case (and the ring buffer passes): a found bug becomes a permanent case.
+TEST(MutantPlugin, ShrunkCampaignFailureIsSavedAsACaseThatFailsAgain) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kvc_plugin_saved_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  PluginCheckOptions o = quick();
+  o.save_cases = dir.string();
+  const auto results = check_plugin(KVC_MUTANT_WRAP_ORDER, o);
+  std::string saved;
+  for (const auto& r : results)
+    if (r.name == "campaign/cache") saved = r.detail;
+  ASSERT_NE(saved.find("saved as a case: " + dir.string() + "/plugin_mutant_wrap_order_cache_"), std::string::npos)
+      << failures(results);
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);  // no temporary left beside it
+  EXPECT_EQ(files[0].extension(), ".json");
+  const Scenario c = cases::load_case(files[0].string());
+  for (const Step& st : c.steps) EXPECT_FALSE(st.is_reset());
+  PluginCheckOptions replay;
+  replay.iterations = 0;
+  replay.kernel = false;
+  replay.cases_dir = dir.string();
+  replay.select = [&](const std::string& id) { return id.find("/golden-cache/" + c.name + "/") != std::string::npos; };
+  const auto again = check_plugin(KVC_MUTANT_WRAP_ORDER, replay);
+  ASSERT_EQ(again.size(), 1u) << failures(again);
+  EXPECT_EQ(again[0].status, Status::Fail);
+  EXPECT_NE(again[0].message.find("holds token"), std::string::npos) << again[0].message;
+  const auto good = check_plugin(KVC_RING_BUFFER, replay);
+  ASSERT_EQ(good.size(), 1u) << failures(good);
+  EXPECT_EQ(good[0].status, Status::Pass) << good[0].message;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(PluginLoading, AMissingFileOrSymbolIsOneFailedCase) {

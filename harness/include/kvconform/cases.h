@@ -54,6 +54,11 @@ void allow_large();
 
 // Reads, validates and parses one case file.
 Scenario load_case(const std::string& path);
+
+// The case file of a scenario (cases/schema.json), what parse_case reads back: the same
+// configuration, steps and inputs. Resets (steps of 0 tokens) have no place in a case file: throws
+// std::invalid_argument on one, as on explicit inputs missing for a step.
+nlohmann::ordered_json to_case_json(const Scenario& s);
 // Validates and parses a case given as JSON text; `origin` names it in errors.
 Scenario parse_case(const std::string& json_text, const std::string& origin);
 Scenario parse_case(const std::string& json_text, const std::string& origin, const Limits& limits);

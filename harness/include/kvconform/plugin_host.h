@@ -31,6 +31,9 @@ struct PluginCheckOptions {
   // Over the registry id "plugin/<plugin>/<case>/<dtype>" (report::case_id); empty = all.
   std::function<bool(const std::string& id)> select;
   bool list_only = false;  // run nothing but the load probe: one Pass result per selected case
+  // A folder (e.g. cases/regressions): a random-campaign failure, shrunk, is written there as a
+  // case file (the step sequence that fails on its own), so a found bug becomes a permanent case.
+  std::string save_cases;
 };
 
 // Where the checks send their calls: a forked child loading a shared library (plugin_target), or a
