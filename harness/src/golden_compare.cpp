@@ -22,7 +22,7 @@
 #include "kvconform/fixture_check.h"
 #include "kvconform/fixture_format.h"
 #include "kvconform/golden.h"
-#include "kvconform/step_driver.h"
+#include "kvconform/step_failure.h"
 #include "kvconform/tolerance.h"
 
 namespace kvc::golden {

@@ -23,6 +23,7 @@
 #include "kvconform/positions.h"
 #include "kvconform/reference.h"
 #include "kvconform/scenario.h"
+#include "kvconform/step_failure.h"
 
 namespace kvc {
 
@@ -43,16 +44,6 @@ struct DriverOptions {
   // no LibTorch; held to the tensor reference by its tests) instead of float64 tag layers.
   bool fast_rows = false;
   bool oracle = false;                  // the float64 oracle over every token since the last reset
-};
-
-// The reference raised where transformers does not (a bug in the reference or a mutant); checks
-// turn it into their case's FAIL naming step and layer.
-struct StepFailure : std::runtime_error {
-  StepFailure(size_t step, size_t layer, const std::string& what)
-      : std::runtime_error("step " + std::to_string(step) + " layer " + std::to_string(layer) +
-                           ": the reference raised: " + what.substr(0, what.find('\n'))),
-        step(step), layer(layer) {}
-  size_t step, layer;
 };
 
 // What one layer did in one step. Steps are numbered from 0 in every message.
