@@ -236,6 +236,10 @@ Runner add_bench_command(CLI::App& app) {
                   "With --vs-python: repeat each C++ measurement over the traces for at least this many CPU seconds "
                   "(default 0.5; longer evens out a busy machine)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--python-repeats", a->python.python_repeats,
+                  "With --vs-python: passes of the Python side over the traces, every dump_case timed (default 3; "
+                  "one pass moves by about 10 % between runs)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--python-version", a->python.version,
                   "With --vs-python: transformers version of the Python side (default: the newest pinned)");
   cmd->add_option("--root", a->python.root, "With --vs-python: the repository root (golden/)");

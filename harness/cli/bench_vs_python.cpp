@@ -85,7 +85,8 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
     for (const auto& s : scenarios) in << s.dump() << "\n";
   }
   std::cerr << "vs-python: " << req.traces << " traces through transformers " << version << " (golden/bench_dump.py)...\n";
-  const std::string cmd = "'" + python.string() + "' '" + (root / "golden/bench_dump.py").string() + "' < '" +
+  const std::string cmd = "'" + python.string() + "' '" + (root / "golden/bench_dump.py").string() + "' --repeat " +
+                          std::to_string(req.python_repeats) + " < '" +
                           (dir / "cases.jsonl").string() + "' > '" + (dir / "fixtures.jsonl").string() + "'";
   if (std::system(cmd.c_str()) != 0) {
     fs::remove_all(dir);
@@ -93,6 +94,7 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
   }
   std::vector<nlohmann::json> fixtures;
   double py_seconds = 0, py_wall = 0;
+  int64_t py_traces = 0;  // every timed dump_case: traces x --python-repeats
   {
     std::ifstream out(dir / "fixtures.jsonl");
     for (std::string line; std::getline(out, line);) {
@@ -100,15 +102,16 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
       if (j.contains("bench")) {
         py_seconds = j["bench"]["cpu_seconds"].get<double>();
         py_wall = j["bench"]["seconds"].get<double>();
+        py_traces = j["bench"]["traces"].get<int64_t>();
       }
       else fixtures.push_back(std::move(j));
     }
   }
   fs::remove_all(dir);
-  if (fixtures.size() != parsed.size())
+  if (fixtures.size() != parsed.size() || py_traces != static_cast<int64_t>(parsed.size()) * req.python_repeats)
     throw std::runtime_error("golden/bench_dump.py returned " + std::to_string(fixtures.size()) + " fixtures for " +
                              std::to_string(parsed.size()) + " traces");
-  const double py_rate = static_cast<double>(fixtures.size()) / std::max(py_seconds, 1e-9);
+  const double py_rate = static_cast<double>(py_traces) / std::max(py_seconds, 1e-9);
 
   // C++ golden replay: the reference run of each trace compared with transformers' fixture.
   int64_t failed = 0;
@@ -146,7 +149,8 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
   os << "C++ vs Python on the same " << parsed.size() << " traces (transformers " << version
      << "; per-trace work only, one thread each; traces per CPU second)\n";
   os << "  python golden/dump.py dump_case      " << std::setw(10) << rate(py_rate) << " traces/s  (" << std::fixed
-     << std::setprecision(2) << py_seconds << " CPU s, " << py_wall << " s wall)\n";
+     << std::setprecision(2) << py_seconds << " CPU s, " << py_wall << " s wall, " << req.python_repeats
+     << (req.python_repeats == 1 ? " pass)\n" : " passes)\n");
   nlohmann::ordered_json jrows = nlohmann::ordered_json::array();
   for (const Row& r : rows) {
     os << "  " << std::left << std::setw(36) << r.what << std::right << std::setw(10) << rate(r.cpp) << " traces/s  "
@@ -203,6 +207,8 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
   if (json_out)
     *json_out = {{"version", version},
                  {"traces", parsed.size()},
+                 {"python_repeats", req.python_repeats},
+                 {"python_timed_traces", py_traces},
                  {"python_traces_per_second", py_rate},
                  {"python_cpu_seconds", py_seconds},
                  {"python_wall_seconds", py_wall},

@@ -333,7 +333,7 @@ TEST(Bench, VsPythonPrintsBothSidesAndTheRatio) {
   if (!fs::exists(fs::path(KVC_SOURCE_DIR) / "golden/.venv-5.24.0/bin/python"))
     GTEST_SKIP() << "golden environment 5.24.0 not built (bash golden/setup_env.sh 5.24.0)";
   const fs::path dir = scratch("vs_python");
-  const Result r = kvconform("bench --vs-python --python-version 5.24.0 --traces 10 --campaign-traces 100 "
+  const Result r = kvconform("bench --vs-python --python-version 5.24.0 --traces 10 --python-repeats 2 --campaign-traces 100 "
                              "--differential-sequences 6 --workers 2 --json '" + (dir / "vs.json").string() +
                              "' --root " KVC_SOURCE_DIR);
   ASSERT_EQ(r.code, 0) << r.out;
@@ -342,6 +342,8 @@ TEST(Bench, VsPythonPrintsBothSidesAndTheRatio) {
   EXPECT_NE(r.out.find("differential, 2 dumper workers"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(dir / "vs.json"));
   EXPECT_EQ(j["traces"], 10);
+  EXPECT_EQ(j["python_repeats"], 2);
+  EXPECT_EQ(j["python_timed_traces"], 20);  // every dump_case of both passes is timed
   EXPECT_GT(j["python_traces_per_second"].get<double>(), 0);
   EXPECT_EQ(j["golden_disagreements"], 0);
 }

@@ -46,6 +46,7 @@ struct VsPythonRequest {
   uint64_t seed = 20250917;
   int64_t traces = 200;              // identical traces for both sides
   int64_t campaign_traces = 100000;  // random traces per fast-engine campaign
+  int64_t python_repeats = 3;        // passes of golden/bench_dump.py over the traces (its figure varies)
   double min_seconds = 0.5;          // each C++ measurement repeats the traces for at least this long
   int64_t differential_sequences = 1000;  // fuzz --differential sequences timed with the dumper pool (0: none)
   int64_t workers = 0;                   // its dumper processes; 0: one per core
