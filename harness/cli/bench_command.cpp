@@ -196,6 +196,11 @@ class Bench {
   double last_us_ = 0;
 };
 
+// --json: '-' for standard output, else the file (written whole or not at all); empty: nothing.
+void write_json(const std::string& where, const nlohmann::ordered_json& j) {
+  if (where == "-") std::cout << j.dump(2) << "\n";
+  else if (!where.empty()) report::write_file_atomically(where, j.dump(2) + "\n");
+}
 }  // namespace
 
 Runner add_bench_command(CLI::App& app) {
@@ -267,16 +272,14 @@ Runner add_bench_command(CLI::App& app) {
       a->cases.quiet_stdout = a->json == "-";
       nlohmann::ordered_json j;
       const int rc = run_case_perf(a->cases, a->json.empty() ? nullptr : &j);
-      if (a->json == "-") std::cout << j.dump(2) << "\n";
-      else if (!a->json.empty()) report::write_file_atomically(a->json, j.dump(2) + "\n");
+      write_json(a->json, j);
       return rc;
     }
     if (a->vs_python) {
       at::set_num_threads(1);  // as golden/dump.py pins torch
       nlohmann::ordered_json j;
       const int rc = run_vs_python(a->python, a->json.empty() ? nullptr : &j);
-      if (a->json == "-") std::cout << j.dump(2) << "\n";
-      else if (!a->json.empty()) report::write_file_atomically(a->json, j.dump(2) + "\n");
+      write_json(a->json, j);
       return rc;
     }
     if (a->quick) {
@@ -339,8 +342,7 @@ Runner add_bench_command(CLI::App& app) {
                         {"gbps", m.gbps}});
       j["results"] = rows;
       j["harness"] = harness;
-      if (a->json == "-") std::cout << j.dump(2) << "\n";
-      else report::write_file_atomically(a->json, j.dump(2) + "\n");
+      write_json(a->json, j);
     }
     return 0;
   };
