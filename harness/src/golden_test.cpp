@@ -11,6 +11,7 @@
 #include "kvconform/golden.h"
 #include "kvconform/inputs.h"
 #include "kvconform/tolerance.h"
+#include "golden_record.h"
 
 namespace kvc::golden {
 namespace {
@@ -123,6 +124,31 @@ TEST(Golden, FutureTokenAttentionOf456IsAnUpstreamDeviation) {
             std::string::npos)
       << old.message;
   EXPECT_EQ(judged(fixture("5.24.0", c.name), c, behaviours_for_release("5.24.0")).status, report::Status::Pass);
+}
+
+// The other kinds of forbidden row: window-1 dynamic layers (the upstream -0 slice keeps every row)
+// let a query attend a token outside its window or chunk; a mask over a row never written is an
+// unwritten row (no fixture has one, so a hand-made layer record).
+TEST(Golden, ForbiddenRowsOutsideTheWindowOrUnwrittenAreNamed) {
+  for (const char* name : {"window1_dynamic_sliding", "window1_dynamic_chunked"}) {
+    const Scenario c = cases::load_case(kRoot + "/cases/" + name + ".json");
+    const report::CaseResult r = judged(fixture("5.24.0", c.name), c, behaviours_for_release("5.24.0"));
+    EXPECT_EQ(r.status, report::Status::Deviation);
+    const std::string kind = std::string(name).find("chunked") != std::string::npos ? "chunk" : "window";
+    EXPECT_NE(r.detail.find("attend key 0, which holds token 0, outside its " + kind), std::string::npos) << r.detail;
+  }
+  const Scenario c = cases::load_case(kRoot + "/cases/dynamic_full_baseline.json");
+  const nlohmann::json layer = {{"errors", nlohmann::json::array()},
+                                {"returned", {{"shape", {1, 1, 2, 4}}, {"rows", {nullptr, 0}}}},
+                                {"mask_sizes", {{"kv_length", 2}, {"kv_offset", 0}}},
+                                {"mask_function", {{"kind", "causal"}}},
+                                {"sdpa_mask_skipped", false},
+                                {"bool_mask", {{"11"}}}};
+  const nlohmann::json f = {{"steps", {{{"token_range", {0, 1}}, {"layers", {layer}}}}}};
+  std::vector<std::string> notes, deviations;
+  detail::fixture_findings(f, c, notes, deviations);
+  ASSERT_EQ(deviations.size(), 1u);
+  EXPECT_NE(deviations[0].find("attend key 0, which holds an unwritten row"), std::string::npos) << deviations[0];
 }
 
 TEST(Golden, TamperedRowIsNamedWithBothValues) {
