@@ -34,6 +34,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+import cpu_pin  # noqa: E402
+
+cpu_pin.apply()  # before torch, as dump.py (the fixtures' CPU kernel pin)
+
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import cache_utils, masking_utils  # noqa: E402

@@ -5,7 +5,7 @@
 
 For every case present in both sets, walks both fixtures and lists the JSON pointers whose values
 differ (list indices kept, so "/steps/1/layers/0/sdpa_mask_skipped"). Version bookkeeping fields
-(transformers_version, torch_version, dumper_version, api, behaviours: their
+(transformers_version, torch_version, cpu_kernels, dumper_version, api, behaviours: their
 differences are printed first, once) and, unless --all, /steps/*/cache_position
 (always null on 5.x, which takes no cache_position) are ignored. Prints a per-case summary, then a per-field
 summary (pointers with indices replaced by *). Exit status 0 whatever the differences.
@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-IGNORED_TOP = {"transformers_version", "torch_version", "dumper_version", "api", "behaviours"}
+IGNORED_TOP = {"transformers_version", "torch_version", "cpu_kernels", "dumper_version", "api", "behaviours"}
 # 5.x takes no cache_position, so its fixtures record null there; --all shows it anyway
 IGNORED_GENERIC = {"/steps/*/cache_position"}
 

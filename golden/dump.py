@@ -26,6 +26,9 @@ the dumper does what a transformers model does for that layer:
 A second copy of every layer, in float64 with B=H=D=1 and value token_index+1, is fed the same steps
 to tell which absolute token each returned/stored row holds (0 = unwritten row -> null).
 
+Torch runs with one thread under the CPU kernel pin (cpu_pin.py, set before torch is imported), so
+the attention outputs are the same bits on every x86-64 CPU; every fixture records it (`cpu_kernels`).
+
 Exit status: 0 on success, 2 on a bad case (one line `file: /pointer: message` per problem) or bad
 usage; nothing is written to --out unless every case was dumped.
 """
@@ -43,10 +46,14 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import cpu_pin  # noqa: E402
+
+cpu_pin.apply()  # before torch: the CPU kernel pin (cpu_pin.py, golden/README.md "CPU kernel pin")
+
 import kvc_inputs  # noqa: E402
 import validate_cases  # noqa: E402
 
-DUMPER_VERSION = "1.1.0"
+DUMPER_VERSION = "1.2.0"
 FIXTURE_FORMAT = "kvconform-fixture-v1"
 MAX_MESSAGE = 600
 
@@ -87,6 +94,7 @@ class Api:
     def __init__(self):
         self.transformers_version = transformers.__version__
         self.torch_version = torch.__version__
+        self.cpu_kernels = cpu_pin.record()
         # 4.56/4.57: sdpa_mask(batch_size, cache_position, kv_length, ...); 5.x: sdpa_mask(batch_size, q_length, kv_length, q_offset, ...)
         self.mask_takes_q_offset = "q_offset" in params(masking_utils.sdpa_mask)
         self.get_mask_sizes_arg = params(cache_utils.StaticLayer.get_mask_sizes)[1]  # "cache_position" or "query_length"
@@ -384,6 +392,7 @@ def dump_case(case, case_bytes):
         "case_sha256": sha256_bytes(case_bytes),
         "transformers_version": A.transformers_version,
         "torch_version": A.torch_version,
+        "cpu_kernels": A.cpu_kernels,
         "dumper_version": DUMPER_VERSION,
         "api": A.describe(),
         "behaviours": dict(A.behaviours),
@@ -562,8 +571,8 @@ def dump_layer_step(A, case, layer, tracker, lt, li, si, seen, q_len, positions,
 # CLI
 # --------------------------------------------------------------------------------------------
 def applies(case):
-    prof = case.get("profiles")
-    return prof is None or api().transformers_version in prof
+    releases = validate_cases.releases_of(case)
+    return releases is None or api().transformers_version in releases
 
 
 def dumps_fixture(fx, pretty):
@@ -625,6 +634,7 @@ def run_batch(paths, out_dir):
             "format": "kvconform-fixture-manifest-v1",
             "transformers_version": A.transformers_version,
             "torch_version": A.torch_version,
+            "cpu_kernels": A.cpu_kernels,
             "python_version": platform.python_version(),
             "numpy_version": __import__("numpy").__version__,
             "dumper_version": DUMPER_VERSION,

@@ -112,6 +112,17 @@ class Caps(unittest.TestCase):
         self.assertEqual(errors("[" * 100000 + "]" * 100000),
                          ["cases/x.json: /: invalid JSON: nested too deeply for Python's parser"])
 
+    def test_profiles_is_an_alias_of_releases(self):
+        # the C++ loader's Cases.ProfilesIsADeprecatedAliasOfReleases: same verdicts and message
+        self.assertEqual(errors(doc('"releases": ["5.24.0"]')), [])
+        self.assertEqual(errors(doc('"profiles": ["5.24.0"]')), [])
+        self.assertEqual(vc.releases_of(json.loads(doc('"profiles": ["5.24.0"]'))), ["5.24.0"])
+        self.assertEqual(vc.releases_of(json.loads(doc())), None)
+        self.assertEqual(errors(doc('"releases": ["5.24.0", "' + "1" * 100 + '"]')),
+                         ["cases/x.json: /releases/1: a string of 100 characters, longer than 32"])
+        self.assertEqual(errors(doc('"releases": ["5.24.0"], "profiles": ["5.24.0"]')),
+                         ["cases/x.json: /profiles: 'profiles' is the deprecated name of 'releases'; give only 'releases'"])
+
     def test_committed_cases_within_caps(self):
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         files = vc.expand_paths([os.path.join(root, "cases"), os.path.join(root, "cases", "generated")])

@@ -68,7 +68,7 @@ PROBES = [
 ]
 
 # Not behaviour: provenance, and cache_position (null whenever the release has no such argument).
-IGNORED_TOP = {"transformers_version", "torch_version", "dumper_version", "api", "behaviours", "case_sha256"}
+IGNORED_TOP = {"transformers_version", "torch_version", "cpu_kernels", "dumper_version", "api", "behaviours", "case_sha256"}
 
 BEHAVIOUR_DOC = {
     "cache_api": (

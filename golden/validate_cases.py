@@ -118,14 +118,28 @@ def range_errors(obj, path=()):
     return []
 
 
+def releases_key(case):
+    """The key holding the releases a case applies to: "releases", or its deprecated alias "profiles"."""
+    return "releases" if "releases" in case else "profiles"
+
+
+def releases_of(case):
+    """The releases a case applies to (None: all)."""
+    return case.get(releases_key(case))
+
+
 def pattern_length_errors(case):
     """The C++ loader checks the maxLength of strings with a pattern before the schema (std::regex
-    recurses per character); the same check and message here."""
+    recurses per character), and refuses "releases" given with its alias "profiles"; the same checks
+    and messages here."""
     if not isinstance(case, dict):
         return []
+    if "releases" in case and "profiles" in case:
+        return [("/profiles", "'profiles' is the deprecated name of 'releases'; give only 'releases'")]
     checks = [("/name", case.get("name"), 128)]
-    if isinstance(case.get("profiles"), list):
-        checks += [(f"/profiles/{i}", p, 32) for i, p in enumerate(case["profiles"])]
+    key = releases_key(case)
+    if isinstance(case.get(key), list):
+        checks += [(f"/{key}/{i}", p, 32) for i, p in enumerate(case[key])]
     for ptr, v, most in checks:
         if isinstance(v, str) and len(v.encode("utf-8")) > most:
             return [(ptr, f"a string of {len(v.encode('utf-8'))} characters, longer than {most}")]

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 #if __has_include(<torch/headeronly/version.h>)
@@ -14,9 +15,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
+#include <utility>
 
 #include "kvconform/attention.h"
 #include "kvconform/fastpath.h"
@@ -30,6 +33,35 @@
 namespace kvc::golden {
 
 using nlohmann::json;
+
+namespace {
+// golden/cpu_pin.py's PIN, in its order.
+constexpr std::pair<const char*, const char*> kCpuPin[] = {
+    {"ATEN_CPU_CAPABILITY", "avx2"}, {"MKL_CBWR", "COMPATIBLE"}, {"ONEDNN_MAX_CPU_ISA", "AVX2"}};
+}  // namespace
+
+std::vector<std::string> pin_cpu_kernels() {
+  std::vector<std::string> overrides;
+  for (const auto& [name, value] : kCpuPin) {
+    setenv(name, value, /*overwrite=*/0);
+    if (const std::string now = std::getenv(name); now != value)
+      overrides.push_back(std::string(name) + "=" + now + " (the pin: " + value + ")");
+  }
+  return overrides;
+}
+
+const json& cpu_kernels() {
+  static const json record = [] {
+    json r = json::object();
+    for (const auto& [name, value] : kCpuPin) {
+      const char* now = std::getenv(name);
+      r[name] = now ? json(now) : json(nullptr);
+    }
+    r["aten_cpu_capability"] = at::get_cpu_capability();
+    return r;
+  }();
+  return record;
+}
 
 namespace {
 
@@ -193,10 +225,8 @@ struct StepMasks {
 
 StepMasks step_masks(const LayerStep& v, const Scenario& c, const Behaviours& behaviours, Mutation mutation) {
   StepMasks out;
-  std::vector<int64_t> positions;
-  fast::MaskRequest m =
-      fast::mask_request(v.driven->spec, behaviours, c.batch, c.left_padding, v.seen, v.q, v.cache_position, positions);
-  m.sizes = v.sizes;  // what the layer under test answered, as transformers' mask builders use it
+  // The sizes are what the layer under test answered, as transformers' mask builders use them.
+  const MaskRequest m = mask_request(v.driven->spec, behaviours, c.batch, c.left_padding, v.seen, v.q, v.cache_position, v.sizes);
   fast::boolean_mask(m, out.boolean, mutation);
   out.skipped = fast::skips(m);
   fast::additive_mask_bytes(out.boolean, c.dtype, out.additive_bytes);
@@ -225,7 +255,7 @@ json mask_rows(const std::vector<uint8_t>& mask, int64_t B, int64_t q, int64_t k
 // One layer's step as golden/dump.py records it: mask sizes, masks, errors, rows and attention.
 detail::LayerValues layer_values(const LayerStep& v, const Scenario& c, const Behaviours& behaviours, Mutation mutation) {
   detail::LayerValues out;
-  const masks::MaskQuery& m = v.mask;
+  const MaskRequest& m = v.mask;
   out.seq_length_before = v.seq_length_before;
   out.kv_length = v.sizes.kv_length;
   out.kv_offset = v.sizes.kv_offset;
@@ -362,7 +392,8 @@ std::vector<double> decode_output(const json& j) {
 json run_case(const Scenario& c, const Behaviours& behaviours, Mutation mutation) {
   const ReplayMode mode;
   json out = {{"format", "kvconform-fixture-v1"}, {"case", c.name}, {"case_sha256", c.sha256},
-              {"behaviours", to_json(behaviours)}, {"torch_version", TORCH_VERSION}, {"dtype", to_string(c.dtype)}};
+              {"behaviours", to_json(behaviours)}, {"torch_version", TORCH_VERSION}, {"cpu_kernels", cpu_kernels()},
+              {"dtype", to_string(c.dtype)}};
   out["layers"] = detail::layer_records(c, behaviours);
   StepDriver driver(c, replay_options(behaviours, mutation));
   json steps = json::array();

@@ -169,14 +169,32 @@ std::optional<std::string> skip_hides_mask(const json& layer) {
   return std::nullopt;
 }
 
-// Where the fixture's outputs come from the same LibTorch kernels as the reference's (same torch
-// release on the same kind of CPU), every attention output must match bit for bit.
-bool same_kernels(const json& fixture) {
-  const std::string v = fixture.value("torch_version", std::string());
-  return v.substr(0, v.find('+')) == TORCH_VERSION;
+// "ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=COMPATIBLE ONEDNN_MAX_CPU_ISA=AVX2 aten_cpu_capability=AVX2".
+std::string kernels_text(const json& record) {
+  if (!record.is_object()) return "no CPU kernel record";
+  std::string out;
+  for (const auto& [k, v] : record.items()) out += (out.empty() ? "" : " ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+  return out;
 }
 
-
+// Where the fixture's outputs come from the same LibTorch kernels as the reference's (the same
+// torch release under the same CPU kernel pin, golden/README.md "CPU kernel pin"), every attention
+// output must match bit for bit. `why` says what differs otherwise.
+bool same_kernels(const json& fixture, std::string& why) {
+  const std::string v = fixture.value("torch_version", std::string("?"));
+  if (v.substr(0, v.find('+')) != TORCH_VERSION) {
+    why = "fixture from torch " + v + ", the reference runs " TORCH_VERSION;
+    return false;
+  }
+  const json* recorded = fixture.contains("cpu_kernels") ? &fixture.at("cpu_kernels") : nullptr;
+  if (!recorded || *recorded != cpu_kernels()) {
+    why = "fixture from torch " + v + " with " + (recorded ? kernels_text(*recorded) : "no CPU kernel record") +
+          ", the reference runs " + kernels_text(cpu_kernels());
+    return false;
+  }
+  why = "fixture from torch " + v + ", the same kernels: " + kernels_text(cpu_kernels());
+  return true;
+}
 
 // What every result of a fixture carries: its id, dtype and the attention policy it is judged by.
 struct Judged {
@@ -194,13 +212,12 @@ Judged judged(const json& fixture, const Scenario& c) {
   r.backend = "reference";
   r.dtype = to_string(c.dtype);
   r.params = c.params();
-  j.bitwise = same_kernels(fixture);
+  std::string why;
+  j.bitwise = same_kernels(fixture, why);
   j.tol = attention_tolerance(c.dtype);
   j.eager_tol = eager_tolerance(c.dtype);
-  j.policy = j.bitwise ? "bitwise (fixture from torch " + fixture.value("torch_version", std::string()) + ", the same kernels)"
-                       : "tolerance " + repr(j.tol.absolute) + " (eager " + repr(j.eager_tol.absolute) +
-                             "; fixture from torch " + fixture.value("torch_version", std::string("?")) +
-                             ", the reference runs " TORCH_VERSION ")";
+  j.policy = j.bitwise ? "bitwise (" + why + ")"
+                       : "tolerance " + repr(j.tol.absolute) + " (eager " + repr(j.eager_tol.absolute) + "; " + why + ")";
   r.policy = to_string(j.bitwise ? Policy::Bitwise : Policy::DtypeEpsilons);
   r.bound = j.bitwise ? 0.0 : std::max(j.tol.absolute, j.eager_tol.absolute);
   return j;
@@ -465,6 +482,7 @@ report::CaseResult agreed(const json& fixture, const Scenario& c, int64_t identi
   for (const std::string& n : notes) detail << "\n" << n;
   for (const std::string& d : deviations) detail << "\nupstream deviation: " << d;
   r.detail = detail.str();
+  r.error = identical < outputs ? worst : 0;  // 0: every output bitwise identical
   if (!deviations.empty()) {
     r.status = report::Status::Deviation;
     r.message = "reproduces an upstream deviation: " + deviations.front();

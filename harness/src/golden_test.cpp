@@ -105,6 +105,43 @@ TEST(Golden, PolicyIsBitwiseForTheSameTorchAndDtypeEpsilonsOtherwise) {
   EXPECT_NE(r.detail.find("fixture from torch 2.0.0+cpu"), std::string::npos) << r.detail;
 }
 
+// The same torch under other CPU kernels (another pin, or none recorded: a fixture from before the
+// pin) is another kernel: dtype epsilons, and the detail names both records.
+TEST(Golden, PolicyIsDtypeEpsilonsForOtherCpuKernels) {
+  const Scenario c = cases::load_case(kRoot + "/cases/dynamic_sliding_prefill_w.json");
+  const Behaviours b = behaviours_for_release("5.24.0");
+  nlohmann::json f = fixture("5.24.0", c.name);
+  f["cpu_kernels"]["MKL_CBWR"] = "AUTO";
+  report::CaseResult r = judged(f, c, b);
+  EXPECT_EQ(r.status, report::Status::Pass) << r.message;
+  EXPECT_EQ(r.policy, "dtype-epsilons");
+  EXPECT_NE(r.detail.find("with ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AUTO"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("the reference runs ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=COMPATIBLE"), std::string::npos) << r.detail;
+  f.erase("cpu_kernels");
+  r = judged(f, c, b);
+  EXPECT_EQ(r.status, report::Status::Pass) << r.message;
+  EXPECT_EQ(r.policy, "dtype-epsilons");
+  EXPECT_NE(r.detail.find("with no CPU kernel record"), std::string::npos) << r.detail;
+}
+
+// This binary runs pinned (test_main.cpp), as kvconform does, and every committed fixture set was
+// dumped under the same pin (golden/cpu_pin.py): the replay of the committed fixtures is bitwise.
+TEST(Golden, CommittedFixturesRecordTheRunningCpuKernelPin) {
+  const nlohmann::json& k = cpu_kernels();
+  EXPECT_EQ(k.at("ATEN_CPU_CAPABILITY"), "avx2");
+  EXPECT_EQ(k.at("MKL_CBWR"), "COMPATIBLE");
+  EXPECT_EQ(k.at("ONEDNN_MAX_CPU_ISA"), "AVX2");
+  EXPECT_EQ(k.at("aten_cpu_capability"), "AVX2");
+  EXPECT_TRUE(pin_cpu_kernels().empty());
+  for (const std::string& v : fixture_versions(options().fixtures_root)) {
+    const auto m = nlohmann::json::parse(cases::read_file(options().fixtures_root + "/" + v + "/manifest.json"));
+    EXPECT_EQ(m.value("cpu_kernels", nlohmann::json()), k) << v;
+  }
+  ReplayOptions o = options();
+  o.name_regex = "^5\\.24\\.0/";
+  for (const auto& r : replay(o)) EXPECT_EQ(r.policy, "bitwise") << r.name << ": " << r.detail;
+}
+
 TEST(Golden, UpstreamDeviationIsReportedNotHidden) {
   const Scenario c = cases::load_case(kRoot + "/cases/upstream_48280_returned_rows_vs_mask_sizes.json");
   const report::CaseResult r = judged(fixture("5.24.0", c.name), c, behaviours_for_release("5.24.0"));

@@ -17,10 +17,24 @@
 
 namespace kvc::golden {
 
+// The CPU kernel pin (golden/README.md "CPU kernel pin"; golden/cpu_pin.py is the Python side and
+// must stay equal): ATEN_CPU_CAPABILITY=avx2, MKL_CBWR=COMPATIBLE, ONEDNN_MAX_CPU_ISA=AVX2, so that
+// LibTorch computes the same bits on every x86-64 CPU with AVX2 (Intel or AMD, AVX2-only or
+// AVX-512). Sets each variable the environment does not set (an override is kept, recorded by
+// cpu_kernels() and so seen by the replay); returns one line per override, empty when pinned.
+// Call it first thing in main(), before any LibTorch op: ATen, MKL and oneDNN read the variables
+// once, at first use. The kvconform CLI and every gtest binary that runs LibTorch do.
+std::vector<std::string> pin_cpu_kernels();
+
+// The record of the CPU kernels this process runs, as fixtures record theirs (`cpu_kernels`): each
+// pin variable as the process has it (null where unset) and ATen's CPU capability in use (the
+// string torch.backends.cpu.get_cpu_capability() returns). Read once, at the first call.
+const nlohmann::json& cpu_kernels();
+
 // The C++ reference run of a case, in the fixture's own JSON shape (format kvconform-fixture-v1,
 // steps[].layers[] with mask_sizes, rows, sha256 of exact bytes, masks, attention hex), so that the
 // two can be compared field by field and other tools can read either. The top-level "behaviours"
-// is the record of the behaviours it ran under (behaviours.h).
+// is the record of the behaviours it ran under (behaviours.h), "cpu_kernels" that of its kernels.
 nlohmann::json run_case(const Scenario& c, const Behaviours& behaviours, Mutation mutation = Mutation::None);
 
 // The behaviours to replay a fixture with: its own "behaviours" record, which must equal
