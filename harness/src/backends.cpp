@@ -159,7 +159,7 @@ at::Tensor windowed_tensor(const at::Tensor& query, const at::Tensor& keys, cons
 
 }  // namespace
 
-KernelWindow kernel_window(const masks::MaskQuery& m) {
+KernelWindow kernel_window(const MaskRequest& m) {
   KernelWindow w;
   w.type = m.type;
   if (m.type == LayerType::Sliding) w.left = m.window - 1;
@@ -391,6 +391,7 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
           for (size_t i = 0; i < chosen.size(); ++i) {
             cases[i].policy = to_string(Policy::SameDtypeReference);
             cases[i].bound = bound[i];
+            cases[i].error = worst[i];
             cases[i].detail = "max error " + sci(worst[i]) + ", same-dtype math reference " + sci(worst_ref[i]) +
                               " over " + std::to_string(judged) + " judged steps";
             for (const std::string& n : notes[i]) cases[i].detail += "\n" + n;

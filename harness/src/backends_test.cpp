@@ -87,7 +87,7 @@ TEST_P(WindowedFault, IsCaughtByTheOracle) {
   // run_suite builds its backends by name; drive the faulty kernel through the same steps by hand.
   int failures = 0;
   for (int64_t W : {2, 3, 4}) {
-    masks::MaskQuery m;
+    MaskRequest m;
     m.type = LayerType::Sliding;
     m.window = W;
     m.batch = 2;

@@ -258,6 +258,7 @@ void check_cache_case(const Target& target, const Scenario& s, double timeout_s,
     if (!diff.empty()) return fail(out, where + ": " + diff);
   }
   if (!t.ok()) return fail(out, "after the last step: " + ended(t));
+  out.error = 0;  // every row and byte equal
 }
 
 // ---------------------------------------------------------------- attention kernel
@@ -268,9 +269,18 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
     std::string where;
     int64_t q;
     at::Tensor oracle, reference, sees;
+    std::vector<int> forms = {0, 1};  // indexes into kForms, in the order the ops were sent
+    std::vector<int64_t> varlen_q0, cu_q;  // the varlen form: each row's first real query, the packing
   };
   std::vector<Op> ops;
   std::vector<Expect> ex;
+  const std::string id = report::case_id(out);
+  // Optional layouts (docs/plugins.md): the key_padding form where the kernel declared it and the
+  // case has left padding to express (sliding and full layers; chunks start at the left padding).
+  const std::vector<std::string> declared = target.layouts ? target.layouts() : std::vector<std::string>{};
+  const auto declares = [&](const char* layout) { return std::find(declared.begin(), declared.end(), layout) != declared.end(); };
+  const bool key_padding_form = declares("key_padding_mask") && spec.type != LayerType::Chunked;
+  const bool varlen_form = declares("varlen") && spec.type != LayerType::Chunked;
   DriverOptions options;
   options.oracle = true;
   StepDriver driver(s, options);
@@ -292,49 +302,145 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
     op.chunk_size = w.chunk;
     op.left_padding = w.left_padding;
     op.scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+    op.case_id = id;
+    op.step = static_cast<int64_t>(v.step);
+    op.layer = static_cast<int64_t>(v.layer);
     ops.push_back(op);
-    op.window_kind = KVC_WINDOW_MASK;
+    Op masked = op;
+    masked.window_kind = KVC_WINDOW_MASK;
     const at::Tensor m8 = mask.squeeze(1).to(at::kByte).contiguous();  // [B, q, kv]
-    op.mask.assign(m8.data_ptr<uint8_t>(), m8.data_ptr<uint8_t>() + m8.numel());
-    ops.push_back(op);
+    masked.mask.assign(m8.data_ptr<uint8_t>(), m8.data_ptr<uint8_t>() + m8.numel());
+    ops.push_back(masked);
+    if (key_padding_form && !w.left_padding.empty()) {
+      // The same step with the left padding as a per-key mask: key j is real when its position
+      // kv_offset + j is not before the row's left padding.
+      Op padded = op;
+      const int64_t kv = v.returned.keys.size(2);
+      padded.key_padding.resize(static_cast<size_t>(s.batch * kv));
+      for (int64_t b = 0; b < s.batch; ++b)
+        for (int64_t j = 0; j < kv; ++j)
+          padded.key_padding[static_cast<size_t>(b * kv + j)] = op.kv_offset + j >= w.left_padding[static_cast<size_t>(b)];
+      ops.push_back(padded);
+      ex.back().forms.push_back(2);
+    }
+    if (varlen_form && !w.left_padding.empty()) {
+      // The same step packed without the padding (FlashAttention's varlen convention): row b's real
+      // queries (positions from left_padding[b] on) and its real keys up to the last query, each
+      // [n, heads, D]; queries and keys of a sequence end at the same position.
+      Op packed = op;
+      packed.varlen = true;
+      packed.left_padding.clear();
+      Expect& e = ex.back();
+      std::vector<at::Tensor> qs, ks, vs;
+      packed.cu_seqlens_q = {0};
+      packed.cu_seqlens_k = {0};
+      const int64_t kv = v.returned.keys.size(2), last = v.mask.query_positions.back();
+      for (int64_t b = 0; b < s.batch; ++b) {
+        const int64_t lp = w.left_padding[static_cast<size_t>(b)];
+        int64_t q0 = 0;
+        while (q0 < v.q && v.mask.query_positions[static_cast<size_t>(q0)] < lp) ++q0;
+        const int64_t k0 = std::min(kv, std::max<int64_t>(0, lp - op.kv_offset));
+        const int64_t k1 = std::max(k0, std::min(kv, last - op.kv_offset + 1));
+        qs.push_back(v.query.select(0, b).slice(1, q0, v.q).transpose(0, 1));
+        ks.push_back(v.returned.keys.select(0, b).slice(1, k0, k1).transpose(0, 1));
+        vs.push_back(v.returned.values.select(0, b).slice(1, k0, k1).transpose(0, 1));
+        e.varlen_q0.push_back(q0);
+        packed.cu_seqlens_q.push_back(packed.cu_seqlens_q.back() + (v.q - q0));
+        packed.cu_seqlens_k.push_back(packed.cu_seqlens_k.back() + (k1 - k0));
+      }
+      const auto pack = [](const std::vector<at::Tensor>& parts) {
+        const at::Tensor t = at::cat(parts, 0).contiguous();
+        Buffer b;
+        b.dtype = abi_dtype(dtype_of(t.scalar_type()));
+        for (int i = 0; i < 3; ++i) b.shape[i] = t.size(i);
+        b.shape[3] = 1;
+        const auto* p = static_cast<const uint8_t*>(t.data_ptr());
+        b.bytes.assign(p, p + t.numel() * t.element_size());
+        return b;
+      };
+      packed.query = pack(qs);
+      packed.keys = pack(ks);
+      packed.values = pack(vs);
+      e.cu_q = packed.cu_seqlens_q;
+      ops.push_back(packed);
+      e.forms.push_back(3);
+    }
   });
   const Trace t = target.run(ops, timeout_s);
   if (t.end == Trace::End::LoadFailed) return fail(out, "cannot load the plugin: " + t.detail);
   size_t at_op = 0;
   double worst = 0, worst_ref = 0;
   out.policy = to_string(Policy::SameDtypeReference);
-  bool mask_unsupported = false;
+  // Form coverage: the steps judged in each form (window, explicit mask, key padding mask where
+  // declared) and the kernel's reason where it answered KVC_ERR_UNSUPPORTED; a form it did not
+  // serve is named in the verdict.
+  static const char* const kForms[4] = {"window", "explicit mask", "key padding mask", "varlen"};
+  int checked[4] = {0, 0, 0, 0}, offered[4] = {0, 0, 0, 0};
+  std::string unsupported[4];
+  const auto failed = [&](const std::string& message) {
+    if (checked[0] + checked[1] + checked[2] + checked[3] > 0) out.error = worst;
+    fail(out, message);
+  };
   for (const Expect& e : ex) {
     const std::string& where = e.where;
-    for (const char* form : {"window", "explicit mask"}) {
-      if (at_op >= t.results.size()) return fail(out, where + ": attention (" + form + ") never returned: " + ended(t));
+    for (const int f : e.forms) {
+      const std::string form = kForms[f];
+      if (at_op >= t.results.size()) return failed(where + ": attention (" + form + ") never returned: " + ended(t));
       const OpResult& r = t.results[at_op++];
-      const bool is_mask = form[0] == 'e';
+      ++offered[f];
       if (r.status == KVC_ERR_UNSUPPORTED) {
-        if (is_mask) {
-          mask_unsupported = true;
-          continue;
-        }
-        out.status = Status::Skipped;
-        out.message = "the kernel does not support " + spec.describe() + " in " + to_string(s.dtype) + ": " + r.error;
-        return;
+        if (unsupported[f].empty()) unsupported[f] = r.error.empty() ? "KVC_ERR_UNSUPPORTED" : r.error;
+        continue;
       }
-      if (!r.guard.empty()) return fail(out, where + ": attention (" + form + ") wrote outside its output: " + r.guard);
-      if (r.status != KVC_OK) return fail(out, where + ": attention (" + form + ") failed: " + status_str(r.status) + " " + r.error);
-      const at::Tensor got = from_bytes(r.out1, {s.batch, s.heads, e.q, s.head_dim}, s.dtype);
+      if (!r.guard.empty()) return failed(where + ": attention (" + form + ") wrote outside its output: " + r.guard);
+      if (r.status != KVC_OK) return failed(where + ": attention (" + form + ") failed: " + status_str(r.status) + " " + r.error);
+      at::Tensor got;
+      if (f == 3) {  // unpack [total_q, H, D] into [B, H, q, D]; padding queries (they see no key) zero
+        const at::Tensor flat = from_bytes(r.out1, {e.cu_q.back(), s.heads, s.head_dim}, s.dtype);
+        got = at::zeros({s.batch, s.heads, e.q, s.head_dim}, at::TensorOptions().dtype(scalar_type(s.dtype)));
+        for (int64_t b = 0; flat.defined() && b < s.batch; ++b)
+          got.select(0, b).slice(1, e.varlen_q0[static_cast<size_t>(b)], e.q)
+              .copy_(flat.slice(0, e.cu_q[static_cast<size_t>(b)], e.cu_q[static_cast<size_t>(b) + 1]).transpose(0, 1));
+      } else {
+        got = from_bytes(r.out1, {s.batch, s.heads, e.q, s.head_dim}, s.dtype);
+      }
       const backends::Verdict v = backends::judge(got, e.reference, e.oracle, e.sees, s.dtype);
       worst = std::max(worst, v.error);
       worst_ref = std::max(worst_ref, v.reference_error);
       out.bound = std::max(out.bound, v.bound);
-      if (!v.ok) return fail(out, where + ": attention (" + form + ") " + v.problem);
+      ++checked[f];
+      if (!v.ok) return failed(where + ": attention (" + form + ") " + v.problem);
     }
   }
-  if (!t.ok()) return fail(out, "after the last step: " + ended(t));
+  if (!t.ok()) return failed("after the last step: " + ended(t));
+  if (checked[0] + checked[1] + checked[2] + checked[3] == 0) {  // no form served: nothing was checked
+    out.status = Status::Skipped;
+    out.message = "the kernel does not support " + spec.describe() + " in " + to_string(s.dtype) + ": " +
+                  (unsupported[0].empty() ? unsupported[1] : unsupported[0]);
+    out.error = -1;
+    return;
+  }
+  out.error = worst;
+  std::string coverage;
+  for (int f = 0; f < 4; ++f) {
+    if (unsupported[f].empty()) continue;
+    std::string note = checked[f] == 0 && f < 2 ? std::string(kForms[1 - f]) + " form only: the " + kForms[f] +
+                                                      " form answered unsupported (" + unsupported[f] + ")"
+                                                : std::string("the ") + kForms[f] + " form answered unsupported at " +
+                                                      std::to_string(offered[f] - checked[f]) + " of " +
+                                                      std::to_string(offered[f]) + " steps (" + unsupported[f] + ")";
+    coverage += (coverage.empty() ? "" : "; ") + note;
+  }
+  if (!coverage.empty()) out.message = coverage;
   std::ostringstream os;
   os << std::scientific;
   os.precision(2);
   os << "\nmax error " << worst << ", same-dtype math reference " << worst_ref;
-  if (mask_unsupported) os << "; explicit masks unsupported (KVC_ERR_UNSUPPORTED), not checked";
+  if (!unsupported[1].empty()) os << "; explicit masks unsupported (KVC_ERR_UNSUPPORTED), not checked";
+  os << "; forms checked: window " << checked[0] << " of " << ex.size() << " steps, mask " << checked[1] << " of "
+     << ex.size() << " steps";
+  if (offered[2]) os << ", key padding mask " << checked[2] << " of " << offered[2] << " steps";
+  if (offered[3]) os << ", varlen " << checked[3] << " of " << offered[3] << " steps";
   out.detail += os.str();
 }
 
@@ -370,6 +476,18 @@ CaseResult check_scenario(const Target& target, const std::string& name, const S
   return r;
 }
 
+bool worker_fault(const CaseResult& r) {
+  if (r.status != Status::Fail) return false;
+  for (const char* how : {"crashed:", "timed out:", "exited:", "cannot load the plugin:"})
+    if (r.message.find(how) != std::string::npos) return true;
+  return false;
+}
+
+std::string gave_up_message(int failures) {
+  return "gave up after " + std::to_string(failures) + " worker failure" + (failures == 1 ? "" : "s") +
+         " (--max-worker-failures)";
+}
+
 bool checkable(const Scenario& s) {
   if (positions::upstream_deviation(s.layer_spec(0))) return false;
   int64_t longest = 0, seen = 0;
@@ -380,7 +498,7 @@ bool checkable(const Scenario& s) {
 
 Target plugin_target(const std::string& path) {
   return {path, "kvconform run --plugin " + path,
-          [path](const std::vector<Op>& ops, double timeout_s) { return execute(path, ops, timeout_s); }};
+          [path](const std::vector<Op>& ops, double timeout_s) { return execute(path, ops, timeout_s); }, {}};
 }
 
 FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options) {
@@ -402,14 +520,17 @@ FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options)
   out.has_cache = options.cache && probe.has_cache;
   out.has_attention = options.kernel && probe.has_attention;
   auto note = [&](const CaseResult& r) {
-    if (r.status == Status::Fail &&
-        (r.message.find("crashed:") != std::string::npos || r.message.find("timed out:") != std::string::npos ||
-         r.message.find("exited:") != std::string::npos))
+    if (worker_fault(r)) {
+      if (!out.isolated_failure) out.first_fault = report::case_id(r);
       out.isolated_failure = true;
+      ++out.worker_failures;
+    }
     out.results.push_back(r);
   };
-  // One case, unless the registry filter leaves it out or only its id is wanted.
+  // One case, unless a selector or the registry filter leaves it out or only its id is wanted.
   auto run = [&](const std::string& name, const Scenario& s, Part part) {
+    if (options.dtype && s.dtype != *options.dtype) return;
+    if (options.attention && s.layer_spec(0).type != *options.attention) return;
     CaseResult r;
     r.suite = "plugin";
     r.name = name;
@@ -417,6 +538,11 @@ FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options)
     r.dtype = to_string(s.dtype);
     if (options.select && !options.select(report::case_id(r))) return;
     if (options.list_only) return out.results.push_back(r);
+    if (options.max_worker_failures > 0 && out.worker_failures >= options.max_worker_failures) {
+      r.status = Status::Skipped;
+      r.message = gave_up_message(out.worker_failures);
+      return out.results.push_back(r);
+    }
     note(check_scenario(target, name, s, part, out.name, options.timeout_s));
   };
   const std::vector<DType> dtypes = {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64};

@@ -21,6 +21,7 @@ int RunSummary::count(Status s) const {
 std::string case_id(const CaseResult& r) {
   if (r.suite == "backend") return r.suite + "/" + r.name + "/" + r.backend + "/" + r.dtype;
   if (r.suite == "plugin") return r.suite + "/" + r.backend + "/" + r.name + "/" + r.dtype;
+  if (r.suite == "engine") return r.suite + "/" + r.backend + "/" + r.name;
   return r.suite + "/" + r.name;
 }
 

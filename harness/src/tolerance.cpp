@@ -15,7 +15,8 @@ const char* to_string(Policy p) {
 // Inputs are exact in every dtype (k/128) and outputs lie in [-1, 1], so the error is the dtype's
 // rounding of scores, probabilities and output: about one epsilon of the dtype. Each bound is 8
 // epsilons; a 1000-case campaign (seed 20250917) saw at most 0.6 (bf16, fp16) and 1.3 (fp32)
-// epsilons (README, "Tolerances"). Wrong rows or masks are caught at 1e-9 by the float64 check.
+// epsilons (docs/backends.md, "Tolerances of the property campaign and golden replay"). Wrong rows
+// or masks are caught at 1e-9 by the float64 check.
 Tolerance attention_tolerance(DType dtype) {
   switch (dtype) {
     case DType::Float64: return {1e-12, "float64: summation order only"};

@@ -9,7 +9,7 @@
 set -euo pipefail
 
 version=0.3.36
-sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+sha256="$(sed -n 's/^sha256=//p' "$(dirname "${BASH_SOURCE[0]}")/fetch_sdist.sh")"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cache="${KVC_CACHE:-${HOME:?set HOME or KVC_CACHE}/.cache/kvconform}/ggml-$version"
 prefix="$cache/install"
@@ -19,26 +19,8 @@ if [[ -f "$cache/done" ]]; then
   exit 0
 fi
 
-mkdir -p "$cache/dl"
-# pip: $PYTHON's, the project venv's, or a small venv of its own in the cache.
-python="${PYTHON:-}"
-if [[ -z "$python" && -x "$root/.venv/bin/python" ]]; then python="$root/.venv/bin/python"; fi
-if [[ -z "$python" ]]; then
-  [[ -x "$cache/venv/bin/python" ]] || python3 -m venv "$cache/venv" >&2
-  python="$cache/venv/bin/python"
-fi
-
-sdist="$cache/dl/llama_cpp_python-$version.tar.gz"
-if [[ ! -f "$sdist" ]]; then
-  echo "fetch_build_ggml: pip download llama-cpp-python==$version (sdist)" >&2
-  "$python" -m pip download -q --disable-pip-version-check --no-binary :all: --no-deps \
-    "llama-cpp-python==$version" -d "$cache/dl" >&2
-fi
-if ! echo "$sha256  $sdist" | sha256sum -c --status; then
-  echo "fetch_build_ggml: sha256 of $sdist is not $sha256: refusing it" >&2
-  rm -f "$sdist"
-  exit 1
-fi
+# The pinned sdist, sha256-checked (shared with engines/llama_cpp/build_llama.sh).
+sdist="$("$root/plugins/ggml/fetch_sdist.sh")"
 
 # Only ggml, the public llama.h and the hparams header (llama_hparams::is_masked_swa) are needed.
 src="$cache/src"

@@ -1,11 +1,17 @@
 """kvconform kernel adapter in pure PyTorch (docs/plugins.md, "Kernels in another process").
---window-delta N: a mutant whose mask uses a sliding window of W + N (must FAIL)."""
+Declares the optional layouts key_padding_mask (a per-key padding mask instead of left_padding) and
+varlen (FlashAttention's packed cu_seqlens batches).
+--window-delta N: a mutant whose mask uses a sliding window of W + N (must FAIL).
+--ignore-key-padding: a mutant that attends padding keys in the key_padding form (must FAIL).
+--varlen-top-left: a mutant that aligns a varlen sequence's queries with its first keys (must FAIL)."""
 import ctypes, json, struct, sys
 import torch
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64, "uint8": torch.uint8}
 DELTA = int(sys.argv[sys.argv.index("--window-delta") + 1]) if "--window-delta" in sys.argv else 0
+IGNORE_KEY_PADDING = "--ignore-key-padding" in sys.argv
+TOP_LEFT = "--varlen-top-left" in sys.argv
 
 
 def read_exact(n):
@@ -34,12 +40,14 @@ def send(header, out=None):
     sys.stdout.buffer.flush()
 
 
-def allowed(h, batch, kv):
-    """[B, q, kv] bool: causal, inside the window or chunk, never a left-padding key."""
+def allowed(h, batch, kv, key_padding=None):
+    """[B, q, kv] bool: causal, inside the window or chunk, never a padding key."""
     k = torch.arange(kv) + h["kv_offset"]
     q = torch.tensor(h["query_positions"])[:, None]
     lp = torch.tensor(h["left_padding"] or [0] * batch)[:, None, None]
     m = (k <= q).expand(batch, -1, -1) & (k >= lp)
+    if key_padding is not None and not IGNORE_KEY_PADDING:  # the key_padding form: [B, kv], 1 = real key
+        m = m & key_padding.bool()[:, None, :]
     if h["layer_type"] == "sliding":
         m &= k > q - (h["window"] + DELTA)
     elif h["layer_type"] == "chunked":
@@ -47,13 +55,35 @@ def allowed(h, batch, kv):
     return m
 
 
+def varlen(h, t):
+    """The varlen form: each sequence's queries end where its keys end (bottom-right causal)."""
+    cq, ck, outs = h["cu_seqlens_q"], h["cu_seqlens_k"], []
+    for b in range(len(cq) - 1):
+        q, k, v = (t[n][c[b]:c[b + 1]].transpose(0, 1)[None] for n, c in (("query", cq), ("key", ck), ("value", ck)))
+        if q.shape[2] == 0:  # a sequence whose queries are all padding
+            outs.append(q[0].transpose(0, 1))
+            continue
+        i = torch.arange(q.shape[2])[:, None] + (0 if TOP_LEFT else k.shape[2] - q.shape[2])
+        j = torch.arange(k.shape[2])
+        m = (j <= i) & ((j > i - (h["window"] + DELTA)) if h["layer_type"] == "sliding" else True)
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, scale=h["scale"], enable_gqa=True)
+        outs.append(torch.where(m.any(-1)[:, None], o[0], 0).transpose(0, 1))
+    return torch.cat(outs)
+
+
 while True:
     h, t = receive()
     if h["op"] == "hello":
-        send({"status": "ok", "name": "minimal_adapter" + (f"_window_plus_{DELTA}" if DELTA else ""),
-              "description": "torch scaled_dot_product_attention with a boolean mask"})
+        send({"status": "ok", "name": "minimal_adapter" + (f"_window_plus_{DELTA}" if DELTA else "")
+              + ("_ignore_key_padding" if IGNORE_KEY_PADDING else "") + ("_varlen_top_left" if TOP_LEFT else ""),
+              "description": "torch scaled_dot_product_attention with a boolean mask",
+              "layouts": ["key_padding_mask", "varlen"]})
         continue
-    mask = t["mask"].bool() if h["form"] == "mask" else allowed(h, t["query"].shape[0], t["key"].shape[2])
+    if h["form"] == "varlen":
+        send({"status": "ok"}, varlen(h, t))
+        continue
+    mask = t["mask"].bool() if h["form"] == "mask" else allowed(
+        h, t["query"].shape[0], t["key"].shape[2], t.get("key_padding_mask"))
     out = torch.nn.functional.scaled_dot_product_attention(
         t["query"], t["key"], t["value"], attn_mask=mask[:, None], scale=h["scale"], enable_gqa=True)
     send({"status": "ok"}, torch.where(mask.any(-1)[:, None, :, None], out, 0))  # no key seen: zeros

@@ -104,7 +104,33 @@ TEST(MutantPlugin, ACrashFailsItsCasesWithTheSignalAndTheRunGoesOn) {
   EXPECT_FALSE(hit.empty()) << failures(results);
   std::cout << "  e.g. " << hit << "\n";
   EXPECT_GT(count(results, Status::Pass), 0) << "the kernel cases after a crashed cache case must still run";
-  for (const auto& r : results) EXPECT_NE(r.name.rfind("campaign/", 0), 0u) << "no random campaign after a crash";
+  // No random campaign after a crash (it would only repeat it), but its id stays, a SKIP with the reason.
+  int campaigns = 0;
+  for (const auto& r : results) {
+    if (r.name.rfind("campaign/", 0) != 0) continue;
+    ++campaigns;
+    EXPECT_EQ(r.status, Status::Skipped) << r.name << ": " << r.message;
+    EXPECT_NE(r.message.find("not run: the worker failed in plugin/"), std::string::npos) << r.message;
+  }
+  EXPECT_EQ(campaigns, 2) << "the cache and kernel campaigns keep their result lines";
+}
+
+// --max-worker-failures 1: after the first crash every remaining case is a SKIP that says why.
+TEST(MutantPlugin, MaxWorkerFailuresGivesUpCleanly) {
+  PluginCheckOptions o = quick(true, true);
+  o.max_worker_failures = 1;
+  const auto results = check_plugin(KVC_MUTANT_CRASH, o);
+  int faults = 0, gave_up = 0;
+  bool after = false;
+  for (const auto& r : results) {
+    if (worker_fault(r)) ++faults, after = true;
+    else if (after) {
+      EXPECT_EQ(r.status, Status::Skipped) << r.name << ": " << r.message;
+      gave_up += r.message == gave_up_message(1);
+    }
+  }
+  EXPECT_EQ(faults, 1) << failures(results);
+  EXPECT_GT(gave_up, 2);
 }
 
 TEST(MutantPlugin, AHangFailsItsCasesWithTheTimeoutAndTheRunGoesOn) {

@@ -23,7 +23,7 @@ namespace kvc::backends {
 // tokens [kv_offset, kv_offset + kv_length)) and the step's position-level description.
 struct Call {
   at::Tensor query, keys, values;
-  masks::MaskQuery mask;
+  MaskRequest mask;
 };
 
 // Deliberately wrong windowed kernels, proving that the checks catch the bug class.
@@ -67,7 +67,7 @@ struct KernelWindow {
   int64_t chunk = 0;   // chunked: attention_chunk_size
   std::vector<int64_t> left_padding;  // per batch row (empty: none); keys before it are never seen
 };
-KernelWindow kernel_window(const masks::MaskQuery& m);  // sliding_window W -> left = W - 1
+KernelWindow kernel_window(const MaskRequest& m);  // sliding_window W -> left = W - 1
 
 // The mask-free kernel itself: the keys a query at absolute position p sees are found by index
 // arithmetic over [kv_offset, kv_offset + kv): p - left <= key <= p (or the key's chunk), key >= lp.

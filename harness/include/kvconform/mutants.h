@@ -1,5 +1,5 @@
 // Deliberately wrong implementations. Each one is a bug class seen upstream (see
-// shared/reference section 5); the test suite proves that the property campaign catches every one.
+// docs/rules.md, section 5); the test suite proves that the property campaign catches every one.
 #pragma once
 
 #include <string>

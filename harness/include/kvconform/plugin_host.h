@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,23 @@ struct PluginCheckOptions {
   // A folder (e.g. cases/regressions): a random-campaign failure, shrunk, is written there as a
   // case file (the step sequence that fails on its own), so a found bug becomes a permanent case.
   std::string save_cases;
+  // Selectors (--dtype, --attention): only cases of this dtype / this layer type; the random
+  // campaign draws only such configurations.
+  std::optional<DType> dtype;
+  std::optional<LayerType> attention;
+  // After this many worker failures (a crash, a hang, an exit, a worker that does not start) the
+  // remaining cases of this target are SKIP "gave up after N worker failures"; 0: never give up.
+  int max_worker_failures = 0;
+  // A RapidCheck reproduce string: replays one shrunk campaign failure (the campaign's reproduce line).
+  std::string reproduce;
 };
+
+// Whether a failed result is a failure of the worker itself (crashed, timed out, exited, did not
+// load) rather than a wrong answer: what --max-worker-failures counts.
+bool worker_fault(const report::CaseResult& r);
+
+// "gave up after N worker failures": the message of a case skipped by --max-worker-failures.
+std::string gave_up_message(int failures);
 
 // Where the checks send their calls: a forked child loading a shared library (plugin_target), or a
 // worker process speaking the subprocess protocol (subprocess_backend.h). `run` executes one case's
@@ -43,6 +60,9 @@ struct Target {
   std::string label;      // the path or command, for messages
   std::string reproduce;  // "kvconform run --plugin PATH"
   std::function<Trace(const std::vector<Op>&, double timeout_s)> run;
+  // The optional layouts the kernel declared (docs/plugins.md, "Optional layouts":
+  // "key_padding_mask", ...); unset or empty: none. Asked after the worker answered hello.
+  std::function<std::vector<std::string>()> layouts;
 };
 Target plugin_target(const std::string& path);
 
@@ -72,6 +92,8 @@ struct FixedChecks {
   std::string name;                       // the plugin's own name (or the file's)
   bool has_cache = false, has_attention = false;  // exported and selected
   bool isolated_failure = false;          // a crash, hang or exit: a random campaign would only repeat it
+  std::string first_fault;                // the id of the first case that failed that way
+  int worker_failures = 0;                // how many cases failed that way (--max-worker-failures)
 };
 FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options);
 

@@ -35,6 +35,18 @@ struct Op {
   std::vector<int64_t> left_padding;  // empty: none
   std::vector<uint8_t> mask;          // KVC_WINDOW_MASK: [batch, q, kv]
   double scale = 1.0;
+  // Where the call comes from (the subprocess protocol's "case", "step", "layer"; docs/plugins.md):
+  // the case's registry id, the step (from 0) and the layer index.
+  std::string case_id;
+  int64_t step = -1, layer = 0;
+  // The optional "key_padding" form of the subprocess protocol (docs/plugins.md, "Optional
+  // layouts"): [batch, kv] 1 = a real key, in place of left_padding. Empty: not that form.
+  std::vector<uint8_t> key_padding;
+  // The optional "varlen" form (docs/plugins.md, "Optional layouts"): query, keys and values packed
+  // [total, heads, D] (shape[3] unused) without the padding, sequence b's rows in
+  // [cu_seqlens_q[b], cu_seqlens_q[b + 1]); queries and keys aligned at their ends (bottom-right).
+  bool varlen = false;
+  std::vector<int64_t> cu_seqlens_q, cu_seqlens_k;
 };
 
 struct OpResult {

@@ -41,11 +41,26 @@ struct CaseResult {
   // where the case judged no number (it failed before, or was skipped).
   std::string policy;
   double bound = -1;
+  // The measured error: the largest difference the case measured, in the units of `bound` (the
+  // largest |got - expected| over the values it judged; 0 for a bitwise pass); negative where it
+  // judged no number. A failure that stopped early records the error up to where it stopped.
+  double error = -1;
+  // A shrunk random failure's RapidCheck reproduce string (`--reproduce`), empty otherwise; the
+  // reproduce line carries it.
+  std::string replay;
 };
+
+// The margin to the bound, where both are known: bound - error (positive: passed with that much
+// room; negative: over the bound by that much; 0 for a bitwise pass). margin_ratio: error / bound
+// (below 1 passes; a dashboard can compare it across policies), only where bound > 0.
+inline bool has_margin(const CaseResult& r) { return r.bound >= 0 && r.error >= 0; }
+inline double margin(const CaseResult& r) { return r.bound - r.error; }
+inline bool has_margin_ratio(const CaseResult& r) { return has_margin(r) && r.bound > 0; }
+inline double margin_ratio(const CaseResult& r) { return r.error / r.bound; }
 
 // The case's id in the registry: what `kvconform run --list` prints and `--filter` matches.
 //   golden/<release>/<case>   backend/<scenario>/<cache>/<backend>/<dtype>   property/<name>
-//   plugin/<plugin>/<case>/<dtype>
+//   plugin/<plugin>/<case>/<dtype>   engine/<engine>/<model>/<plan>
 std::string case_id(const CaseResult& r);
 
 struct RunSummary {

@@ -1,6 +1,7 @@
 // Every bound kvconform judges a number by, by name. Each result records the policy it was judged
 // by and the bound (CaseResult::policy / bound); reports show both. The reasoning behind each
-// number is in docs/backends.md ("Tolerance policy") and the README ("Tolerances").
+// number is in docs/backends.md ("Tolerance policy" and "Tolerances of the property campaign and
+// golden replay").
 //
 //   bitwise               same bytes: golden replay against fixtures made by the same LibTorch
 //                         kernels, cache rows and K/V bytes everywhere

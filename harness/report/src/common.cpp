@@ -110,6 +110,14 @@ std::string bound_text(double bound) {
   return buf;
 }
 
+std::string measured_text(const CaseResult& c) {
+  if (c.error < 0) return "";
+  std::string out = "error " + bound_text(c.error);
+  if (c.bound >= 0) out += ", bound " + bound_text(c.bound);
+  if (has_margin(c)) out += ", margin " + bound_text(margin(c));
+  return out;
+}
+
 std::string case_title(const CaseResult& c) {
   return c.name + "(" + c.params + ") [" + c.backend + ", " + c.dtype + "]";
 }

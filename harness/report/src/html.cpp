@@ -140,6 +140,7 @@ void heatmap(std::ostringstream& os, const MaskPicture& m) {
 void case_article(std::ostringstream& os, const CaseResult& c, size_t index) {
   os << "<article class=\"" << status_class(c.status) << "\" id=\"case-" << index << "\">\n";
   os << "<h3>" << esc(case_title(c)) << "</h3>\n";
+  os << "<p class=\"id\">id <code>" << esc(case_id(c)) << "</code></p>\n";
   os << "<div><span class=\"badge " << status_class(c.status) << "\">" << to_string(c.status) << "</span> suite "
      << esc(c.suite) << "</div>\n";
   if (!c.message.empty()) os << "<p class=\"message\">" << esc(c.message) << "</p>\n";
@@ -147,7 +148,19 @@ void case_article(std::ostringstream& os, const CaseResult& c, size_t index) {
     os << "<p class=\"policy\">judged by <code>" << esc(c.policy) << "</code>"
        << (c.bound >= 0 ? ", bound " + esc(bound_text(c.bound)) : std::string()) << "</p>\n";
   for (const MaskPicture& m : c.masks) heatmap(os, m);
-  if (!c.detail.empty()) os << "<h4>Expected vs got</h4>\n<pre class=\"detail\">" << esc(c.detail) << "</pre>\n";
+  // The values: what was measured against what was allowed, then the message that names the
+  // expected and the got value, then the detail.
+  if (!c.detail.empty() || c.error >= 0 || c.status == Status::Fail) {
+    os << "<h4>Expected vs got</h4>\n";
+    if (c.error >= 0 || c.bound >= 0) {
+      os << "<table class=\"values\"><tr><th>measured error</th><th>bound</th><th>margin (bound - error)</th></tr><tr><td>"
+         << (c.error >= 0 ? esc(bound_text(c.error)) : std::string("-")) << "</td><td>"
+         << (c.bound >= 0 ? esc(bound_text(c.bound)) : std::string("-")) << "</td><td>"
+         << (has_margin(c) ? esc(bound_text(margin(c))) : std::string("-")) << "</td></tr></table>\n";
+    }
+    if (c.status == Status::Fail && !c.message.empty()) os << "<pre class=\"values\">" << esc(c.message) << "</pre>\n";
+    if (!c.detail.empty()) os << "<pre class=\"detail\">" << esc(c.detail) << "</pre>\n";
+  }
   if (!c.reproduce.empty()) os << "<h4>Reproduce</h4>\n<pre class=\"cmd\">" << esc(c.reproduce) << "</pre>\n";
   os << "</article>\n";
 }
@@ -189,17 +202,18 @@ std::string report_html(const RunSummary& run, const ReportOptions& options) {
         ok += c.status == Status::Pass;
       }
     os << "<section class=\"backend\">\n<h2>Backend " << esc(backend) << ": " << ok << " of " << total
-       << " passed</h2>\n<table>\n<thead><tr><th>Case</th><th>Suite</th><th>dtype</th><th>Status</th><th>Message</th></tr></thead>\n<tbody>\n";
+       << " passed</h2>\n<table>\n<thead><tr><th>Case</th><th>Suite</th><th>dtype</th><th>Status</th><th>Error / bound</th><th>Message</th></tr></thead>\n<tbody>\n";
     for (size_t i = 0; i < run.cases.size(); ++i) {
       const CaseResult& c = run.cases[i];
       if (c.backend != backend) continue;
       const bool linked = c.status == Status::Fail || c.status == Status::Deviation;
       os << "<tr class=\"" << status_class(c.status) << "\"><td class=\"case\">";
       if (linked) os << "<a href=\"#case-" << i << "\">";
-      os << esc(c.name + "(" + c.params + ")");
+      os << esc(case_id(c) + "(" + c.params + ")");
       if (linked) os << "</a>";
       os << "</td><td>" << esc(c.suite) << "</td><td>" << esc(c.dtype) << "</td><td><span class=\"badge "
-         << status_class(c.status) << "\">" << to_string(c.status) << "</span></td><td>" << esc(c.message) << "</td></tr>\n";
+         << status_class(c.status) << "\">" << to_string(c.status) << "</span></td><td>" << esc(measured_text(c)) << "</td><td>" << esc(c.message)
+         << "</td></tr>\n";
     }
     os << "</tbody>\n</table>\n</section>\n";
   }

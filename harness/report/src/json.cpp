@@ -59,6 +59,9 @@ std::string summary_json(const RunSummary& run, const ReportOptions& options) {
     e["reproduce"] = c.reproduce;
     e["policy"] = c.policy.empty() ? Json(nullptr) : Json(c.policy);
     e["bound"] = c.bound >= 0 ? Json(c.bound) : Json(nullptr);
+    e["error"] = c.error >= 0 ? Json(c.error) : Json(nullptr);
+    e["margin"] = has_margin(c) ? Json(margin(c)) : Json(nullptr);
+    e["margin_ratio"] = has_margin_ratio(c) ? Json(margin_ratio(c)) : Json(nullptr);
     Json masks = Json::array();
     for (const MaskPicture& m : c.masks) {
       Json p;

@@ -69,6 +69,9 @@ std::string junit_xml(const RunSummary& run, const ReportOptions& options) {
       property(os, "        ", "kvconform.id", case_id(c));
       if (!c.policy.empty()) property(os, "        ", "kvconform.policy", c.policy);
       if (c.bound >= 0) property(os, "        ", "kvconform.bound", bound_text(c.bound));
+      if (c.error >= 0) property(os, "        ", "kvconform.error", bound_text(c.error));
+      if (has_margin(c)) property(os, "        ", "kvconform.margin", bound_text(margin(c)));
+      if (has_margin_ratio(c)) property(os, "        ", "kvconform.margin_ratio", bound_text(margin_ratio(c)));
       if (c.status == Status::Deviation) {
         property(os, "        ", "kvconform.status", "DEVIATION");
         property(os, "        ", "kvconform.deviation", c.message);

@@ -12,6 +12,7 @@ namespace {
 // "bitwise", "same-dtype-reference, bound 0.002": the policy a case was judged by (tolerance.h).
 std::string judged_text(const CaseResult& c) {
   if (c.policy.empty()) return "";
+  if (c.error >= 0) return c.policy + ", " + measured_text(c);
   return c.policy + (c.bound > 0 ? ", bound " + bound_text(c.bound) : "");
 }
 
@@ -64,6 +65,18 @@ std::string fenced(std::string_view text, const char* lang) {
   return out + fence + "\n";
 }
 
+// `text` as inline code, its fence longer than any backtick run inside it.
+std::string fenced_inline(std::string_view text) {
+  const std::string body = sanitize_utf8(text);
+  size_t run = 0, longest = 0;
+  for (char ch : body) {
+    run = ch == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+  }
+  const std::string fence(longest + 1, '`');
+  return fence + (longest ? " " + body + " " : body) + fence;
+}
+
 std::string mask_text(const MaskPicture& m) {
   size_t width = 1;
   for (int64_t q : m.query_positions) width = std::max(width, std::to_string(q).size());
@@ -112,7 +125,7 @@ std::string summary_markdown(const RunSummary& run, const ReportOptions& options
     if (!rows.empty()) {
       os << "| case | suite | dtype | judged by | status | message |\n|---|---|---|---|---|---|\n";
       for (const CaseResult* c : rows)
-        os << "| " << cell(c->name + "(" + c->params + ")") << " | " << cell(c->suite) << " | " << cell(c->dtype) << " | "
+        os << "| " << cell(case_id(*c) + "(" + c->params + ")") << " | " << cell(c->suite) << " | " << cell(c->dtype) << " | "
            << cell(judged_text(*c)) << " | " << badge(c->status) << " | " << cell(c->message) << " |\n";
       os << "\n";
     }
@@ -124,6 +137,7 @@ std::string summary_markdown(const RunSummary& run, const ReportOptions& options
     for (const CaseResult& c : run.cases) {
       if (c.status != Status::Fail) continue;
       os << "#### ❌ " << cell(case_title(c)) << "\n\n";
+      os << "Id: " << fenced_inline(case_id(c)) << "\n\n";
       if (!c.message.empty()) os << cell(c.message) << "\n\n";
       if (!c.policy.empty()) os << "Judged by " << judged_text(c) << ".\n\n";
       for (const MaskPicture& m : c.masks) os << fenced(mask_text(m), "text") << "\n";
@@ -134,7 +148,8 @@ std::string summary_markdown(const RunSummary& run, const ReportOptions& options
   if (deviations) {
     os << "### Upstream deviations\n\n";
     for (const CaseResult& c : run.cases)
-      if (c.status == Status::Deviation) os << "- " << cell(case_title(c)) << ": " << cell(c.message) << "\n";
+      if (c.status == Status::Deviation)
+        os << "- " << fenced_inline(case_id(c)) << " " << cell(case_title(c)) << ": " << cell(c.message) << "\n";
     os << "\n";
   }
   return os.str();

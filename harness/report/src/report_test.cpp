@@ -120,6 +120,37 @@ TEST(Html, SelfContainedWithTotalsHeatmapAndReproduce) {
   EXPECT_EQ(html.find('\x01'), std::string::npos);
 }
 
+// Every result carries its measured error, bound and margin (bound - error) in every format, and
+// the Markdown and HTML reports name every case by its id. Fails when a writer drops a field.
+TEST(MeasuredError, ErrorBoundAndMarginInEveryFormatAndIdsEverywhere) {
+  const RunSummary run = sample_summary();
+  const nlohmann::json j = nlohmann::json::parse(summary_json(run));
+  EXPECT_DOUBLE_EQ(j["cases"][0]["error"].get<double>(), 0.0005);
+  EXPECT_DOUBLE_EQ(j["cases"][0]["bound"].get<double>(), 0.002);
+  EXPECT_DOUBLE_EQ(j["cases"][0]["margin"].get<double>(), 0.0015);
+  EXPECT_DOUBLE_EQ(j["cases"][0]["margin_ratio"].get<double>(), 0.25);
+  EXPECT_DOUBLE_EQ(j["cases"][1]["margin"].get<double>(), 0.002 - 0.25);
+  EXPECT_TRUE(j["cases"][2]["error"].is_null());  // judged no number
+  EXPECT_TRUE(j["cases"][2]["margin"].is_null());
+  const std::string xml = junit_xml(run);
+  EXPECT_NE(xml.find("<property name=\"kvconform.error\" value=\"0.0005\"/>"), std::string::npos);
+  EXPECT_NE(xml.find("<property name=\"kvconform.margin\" value=\"0.0015\"/>"), std::string::npos);
+  EXPECT_NE(xml.find("<property name=\"kvconform.margin\" value=\"-0.248\"/>"), std::string::npos);
+  const std::string md = summary_markdown(run);
+  EXPECT_NE(md.find("error 0.0005, bound 0.002, margin 0.0015"), std::string::npos);
+  EXPECT_NE(md.find("| property/stored\\_rows(seed=7"), std::string::npos);  // the id in the table
+  EXPECT_NE(md.find("Id: `property/window_coverage`"), std::string::npos);      // and at the failure
+  EXPECT_NE(md.find("`golden/5.24.0/window1_dynamic_sliding`"), std::string::npos);
+  const std::string html = report_html(run);
+  EXPECT_NE(html.find("property/stored_rows(seed=7"), std::string::npos);
+  EXPECT_NE(html.find("id <code>property/window_coverage</code>"), std::string::npos);
+  // The failure's "Expected vs got" shows the values: measured, bound, margin and the message.
+  const size_t at = html.find("<h4>Expected vs got</h4>");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_NE(html.find("<td>0.25</td><td>0.002</td><td>-0.248</td>", at), std::string::npos);
+  EXPECT_NE(html.find("<pre class=\"values\">Extend(2) after 1 tokens", at), std::string::npos);
+}
+
 TEST(WriteReports, ByteIdenticalForTheSameSummary) {
   const fs::path a = fresh_dir("a"), b = fresh_dir("b");
   const auto written = write_reports(sample_summary(), a.string());

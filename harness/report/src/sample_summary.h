@@ -18,6 +18,9 @@ inline RunSummary sample_summary() {
   ok.params = "seed=7,iterations=100";
   ok.backend = "reference";
   ok.dtype = "mixed";
+  ok.policy = "same-dtype-reference";
+  ok.bound = 0.002;
+  ok.error = 0.0005;
   run.cases.push_back(ok);
 
   CaseResult fail = ok;
@@ -27,6 +30,7 @@ inline RunSummary sample_summary() {
                  "attends {0,1,2}, the window rule allows {1,2}";
   fail.detail = "kvc::ScenarioConfig:\nsliding_attention W=2 L=2 B=1 <H=1> & \"quoted\" 'single' | pipe ``` fence\n"
                 "Prefill(1)\nExtend(2)\ncontrol\x01" "char bad\xff" "byte";
+  fail.error = 0.25;  // over the bound: margin -0.248
   fail.reproduce = "kvconform run --property '^window_coverage$' --seed 7 --reproduce 'B8wdp5&<>'";
   MaskPicture m;
   m.title = "static/sliding_attention(W=2,L=2) step 2 batch row 0";
@@ -46,6 +50,9 @@ inline RunSummary sample_summary() {
   dev.backend = "eager";
   dev.dtype = "float32";
   dev.status = Status::Deviation;
+  dev.policy.clear();  // judged no number
+  dev.bound = -1;
+  dev.error = -1;
   dev.message = "dynamic sliding layer with window 1 keeps 0 rows upstream";
   run.cases.push_back(dev);
 

@@ -2,7 +2,12 @@
 to show that a crash, a hang, an exit or a broken reply fails only that case, and that the worker is
 restarted and serves the following cases (batch > 1 ones included).
 
-    faulty_adapter.py --fault crash|hang|exit|garbage     (KVC_FAULT_DIR: where "already failed" is noted)
+    faulty_adapter.py --fault crash|hang|exit|garbage|print|refuse     (KVC_FAULT_DIR: where "already failed" is noted)
+    faulty_adapter.py --fault crash-always     (crashes on every batch > 1 call: --max-worker-failures)
+    faulty_adapter.py --fault nomask           (answers "unsupported" to every explicit-mask call)
+
+print: a stray print to the protocol's stdout; refuse: an error reply that quotes the header's
+"case", "step" and "layer" (a KeyError if the host does not send them).
 """
 import os
 import signal
@@ -12,7 +17,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import torch  # noqa: E402
 
-from kvc_protocol import arg, serve  # noqa: E402
+from kvc_protocol import Unsupported, arg, serve  # noqa: E402
 
 FAULT = arg("fault", "crash", str)
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
@@ -21,8 +26,12 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 def attention(h, buffers):
     dtype = DTYPES[h["dtype"]]
     t = {n: torch.frombuffer(bytearray(d), dtype=dtype).reshape(s) for n, (_, s, d) in buffers.items() if n != "mask"}
+    if FAULT == "nomask" and h["form"] == "mask":
+        raise Unsupported("only the window form")
     marker = os.path.join(os.environ.get("KVC_FAULT_DIR", "/tmp"), "faulted-" + FAULT)
-    if t["query"].shape[0] > 1 and not os.path.exists(marker):
+    if FAULT == "crash-always" and t["query"].shape[0] > 1:
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if t["query"].shape[0] > 1 and not os.path.exists(marker) and FAULT not in ("nomask", "crash-always"):
         open(marker, "w").close()
         print(f"faulty_adapter: {FAULT} now", file=sys.stderr, flush=True)
         if FAULT == "crash":
@@ -35,6 +44,11 @@ def attention(h, buffers):
             sys.__stdout__.buffer.write(b"\xff\xff\xff\x7fnot a header")
             sys.__stdout__.buffer.flush()
             time.sleep(3600)
+        elif FAULT == "print":
+            sys.__stdout__.buffer.write(b"Loading weights from /tmp/model.bin\n")
+            sys.__stdout__.buffer.flush()
+        elif FAULT == "refuse":
+            raise RuntimeError(f"refused case {h['case']} step {h['step']} layer {h['layer']}")
     kv = t["key"].shape[2]
     k = torch.arange(kv) + h["kv_offset"]
     q = torch.tensor(h["query_positions"])[:, None]

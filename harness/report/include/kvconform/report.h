@@ -42,6 +42,10 @@ std::string report_html(const RunSummary& run, const ReportOptions& options = {}
 std::vector<std::string> write_reports(const RunSummary& run, const std::string& dir,
                                        const ReportOptions& options = {});
 
+// "error 3.1e-04, bound 0.002, margin 0.0017": a case's measured error against its bound (empty
+// where it measured none). The terminal's -v line and the Markdown/HTML reports use it.
+std::string measured_text(const CaseResult& c);
+
 // Writes `content` to `path` atomically (temporary file in the same folder + rename).
 void write_file_atomically(const std::string& path, std::string_view content);
 
