@@ -2,7 +2,7 @@
 # Builds the libFuzzer targets (clang++, ASan + UBSan, in build-fuzz/) and runs each from the seed
 # corpus (fuzz/make_corpus.sh) for SECONDS (default 25). A crash, a leak, a sanitizer report, an
 # uncaught exception or an input slower than 10 s fails the run; its input is left in
-# build-fuzz/artifacts/. CI runs the short default (.ci/run); README "Reliability" has the long runs.
+# build-fuzz/artifacts/. CI runs the short default (.ci/run); docs/reliability.md has the long runs.
 #   fuzz/run.sh [SECONDS] [TARGET...]     e.g. fuzz/run.sh 600 case_fuzz
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -2,7 +2,7 @@
 # The whole test suite under AddressSanitizer + UndefinedBehaviorSanitizer: configures build-asan/
 # with -DKVC_SANITIZE=ON, builds everything and runs every CTest test (extra arguments go to ctest).
 # A sanitizer report aborts the test that triggered it (-fno-sanitize-recover=all), so a clean run is
-# a passing ctest. README "Reliability" has the measured time and why each option below is set.
+# a passing ctest. docs/reliability.md has the measured time and why each option below is set.
 #   fuzz/sanitize.sh [-L unit ...]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -15,6 +15,7 @@
 #include "kvconform/fastpath.h"
 #include "kvconform/inputs.h"
 #include "kvcgen/mask_pictures.h"
+#include "kvcgen/position_checks.h"
 #include "kvconform/positions.h"
 
 namespace kvc::campaign {
@@ -144,29 +145,6 @@ Trace draw_trace(uint64_t seed, int64_t index, int size, const ConfigFilter& fil
   return t;
 }
 
-std::string rows_str(const fast::TokenRows& rows, size_t from = 0, size_t to = SIZE_MAX) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = from; i < std::min(to, rows.size()); ++i) {
-    os << (i > from ? "," : "");
-    if (rows[i] == fast::kUnwritten) os << "_"; else os << rows[i];
-  }
-  return os.str() + "]";
-}
-
-std::string rows_str(const positions::Rows& rows) {
-  fast::TokenRows t;
-  for (const auto& r : rows) t.push_back(r ? *r : fast::kUnwritten);
-  return rows_str(t);
-}
-
-bool same(const fast::TokenRows& got, const positions::Rows& want) {
-  if (got.size() != want.size()) return false;
-  for (size_t i = 0; i < got.size(); ++i)
-    if (got[i] != (want[i] ? *want[i] : fast::kUnwritten)) return false;
-  return true;
-}
-
 // One trace on the fast path; the failure message (empty when every step holds) in the words of
 // the tensor engine (sut.cpp), and the index of the failing command.
 struct Checker {
@@ -179,20 +157,14 @@ struct Checker {
   const std::vector<int64_t> no_padding;
   // Reused between traces: the check allocates nothing per step once warm.
   fast::TokenRows returned;
-  std::vector<uint8_t> mask, implied;
-  std::vector<int64_t> query_positions;
-  std::vector<int64_t> stamp;  // per token: the query for which it was last attended
-  std::vector<uint8_t> zeros, ones;  // rows of the quick pass's expected cells
-  int64_t query_counter = 0;
+  std::vector<uint8_t> mask;
+  MaskRequest m;  // reused: assign_mask_request keeps its buffers
+  PositionChecks checks;
 
   std::string check_step(fast::Layer& layer, const char* role, int64_t batch, const LeftPadding& padding, int64_t seen,
                          int64_t q, const char* command) {
     const LayerSpec& spec = layer.spec();
-    // Messages are built only on failure: string building would cost more than the checks.
-    const auto who = [&] {
-      return std::string(command) + "(" + std::to_string(q) + ") after " + std::to_string(seen) + " tokens: " + role +
-             " " + spec.describe();
-    };
+    const StepAt at{command, role, &spec, seen, q};
     const MaskSizes sizes = layer.get_mask_sizes(q);
     // transformers itself drops keys the window allows here (positions::loses_window_keys): judged
     // against what the layer returns and counted as a reproduced upstream deviation, as sut.cpp does.
@@ -202,148 +174,15 @@ struct Checker {
     try {
       layer.update(q, returned);
     } catch (const std::exception& e) {
-      return who() + " threw: " + e.what();
+      return at.who() + " threw: " + e.what();
     }
     ++steps;
-    if (property == Property::StoredRows) {
-      const positions::Rows expected = positions::stored_rows(spec, seen + q);
-      if (!same(layer.stored(), expected))
-        return who() + " stores tokens " + rows_str(layer.stored()) + ", expected " + rows_str(expected);
-      return {};
-    }
-    if (property == Property::ReturnedRows) {
-      const MaskSizes documented = positions::mask_sizes(spec, seen, q);
-      if (sizes != documented)
-        return who() + " get_mask_sizes = (kv_length " + std::to_string(sizes.kv_length) + ", kv_offset " +
-               std::to_string(sizes.kv_offset) + "), documented (" + std::to_string(documented.kv_length) + ", " +
-               std::to_string(documented.kv_offset) + ")";
-      if (static_cast<int64_t>(returned.size()) != sizes.kv_length)
-        return who() + " update returned " + std::to_string(returned.size()) + " rows but get_mask_sizes said kv_length " +
-               std::to_string(sizes.kv_length);
-      for (int64_t j = 0; j < sizes.kv_length; ++j) {
-        const int64_t tok = sizes.kv_offset + j;
-        if (returned[static_cast<size_t>(j)] != (tok < seen + q ? tok : fast::kUnwritten)) {
-          fast::TokenRows expected;
-          for (int64_t i = 0; i < sizes.kv_length; ++i)
-            expected.push_back(sizes.kv_offset + i < seen + q ? sizes.kv_offset + i : fast::kUnwritten);
-          return who() + " returned tokens " + rows_str(returned) + ", expected " + rows_str(expected) + " (kv_offset " +
-                 std::to_string(sizes.kv_offset) + ")";
-        }
-      }
-      return {};
-    }
+    if (property == Property::StoredRows) return checks.stored(at, layer.stored());
+    if (property == Property::ReturnedRows) return checks.returned(at, sizes, returned);
     // WindowCoverage: the tokens each query attends through its unmasked columns.
-    query_positions.resize(static_cast<size_t>(q));
-    for (int64_t i = 0; i < q; ++i) query_positions[static_cast<size_t>(i)] = seen + i;
-    fast::MaskRequest m;
-    m.type = spec.type;
-    m.window = spec.window;
-    m.batch = batch;
-    m.query_positions = query_positions.data();
-    m.q = q;
-    m.sizes = sizes;
-    m.left_padding = padding ? &*padding : nullptr;
-    m.seen_after = seen + q;
-    m.allow_skip = fast::allow_skip(behaviours, spec.cache, q);
-    m.skip_empty_cache = behaviours.sdpa_skip_empty_cache;
+    assign_mask_request(m, spec, behaviours, batch, padding, seen, q, std::nullopt, sizes);
     fast::boolean_mask(m, mask, mutation);
-    const int64_t cols = sizes.kv_length;
-    if (cols != static_cast<int64_t>(returned.size()))
-      return who() + " mask has " + std::to_string(cols) + " key columns but update returned " +
-             std::to_string(returned.size()) + " rows";
-    const int64_t first_key = lost_keys ? sizes.kv_offset : 0;
-    if (std::string e = pattern(batch, padding, spec, mask, false, seen, q, cols, first_key,
-                                [&] { return who() + " boolean mask"; });
-        !e.empty())
-      return e;
-    // Where the layer already drops window keys, transformers may also skip a chunked mask whose
-    // keys straddle a chunk boundary: the same upstream deviation, not a reference bug (sut.cpp).
-    if (!lost_keys && fast::skips(m)) {
-      fast::implied_by_skip(q, cols, implied);
-      if (std::string e = pattern(batch, padding, spec, implied, true, seen, q, cols, 0,
-                                  [&] { return who() + " skipped mask (is_causal)"; });
-          !e.empty())
-        return e;
-    }
-    return {};
-  }
-
-  // shared_rows: the pattern is [q][cols] for every batch row (SDPA's is_causal) instead of [b][q][cols].
-  template <typename Who>
-  std::string pattern(int64_t batch, const LeftPadding& padding, const LayerSpec& spec, const std::vector<uint8_t>& cells,
-                      bool shared_rows, int64_t seen, int64_t q, int64_t cols, int64_t first_key, const Who& who) {
-    const int64_t w = spec.window;
-    const int64_t total = seen + q;
-    if (static_cast<int64_t>(stamp.size()) < total) stamp.resize(static_cast<size_t>(total), 0);
-    if (static_cast<int64_t>(zeros.size()) < cols) {
-      zeros.resize(static_cast<size_t>(cols), 0);
-      ones.resize(static_cast<size_t>(cols), 1);
-    }
-    // The leading columns that hold consecutive tokens run_base, run_base + 1, ...
-    const int64_t run_base = cols > 0 ? returned[0] : 0;
-    int64_t run_length = 0;
-    while (run_length < cols && run_base >= 0 && returned[static_cast<size_t>(run_length)] == run_base + run_length)
-      ++run_length;
-    for (int64_t b = 0; b < batch; ++b) {
-      const int64_t lp = padding ? (*padding)[static_cast<size_t>(b)] : 0;
-      // The keys the window rule (positions::window_allows) lets a query see form one run ending at
-      // the query (fastpath_test checks this of every rule), and where it starts never moves back as
-      // the query advances: one pointer over the step's queries finds each run's start. Keys more
-      // than a window back are outside any sliding window or chunk holding the query.
-      int64_t start = std::max<int64_t>(std::max(first_key, lp), 0);
-      for (int64_t i = 0; i < q; ++i) {
-        const int64_t qpos = seen + i;
-        const uint8_t* row = cells.data() + ((shared_rows ? 0 : b * q) + i) * cols;
-        const int64_t query_id = ++query_counter;  // stamp[t] == query_id: t attended by this query
-        if (spec.type != LayerType::Full) start = std::max(start, qpos - w + 1);
-        while (start <= qpos && !positions::window_allows(spec.type, w, lp, qpos, start)) ++start;
-        const int64_t rule = std::max<int64_t>(qpos - start + 1, 0);
-        // Quick pass: where the returned rows hold consecutive tokens (as every correct layer returns
-        // them), the rule's run [start, qpos] is one run of columns, and a row that is exactly that
-        // run of ones among zeros attends exactly the rule's set. Anything else goes through the
-        // exact check below, which decides and names what is wrong.
-        if (rule > 0 && start >= run_base && qpos < run_base + run_length) {
-          const int64_t j0 = start - run_base, n = rule;
-          if (std::memcmp(row, zeros.data(), static_cast<size_t>(j0)) == 0 &&
-              std::memcmp(row + j0, ones.data(), static_cast<size_t>(n)) == 0 &&
-              std::memcmp(row + j0 + n, zeros.data(), static_cast<size_t>(cols - j0 - n)) == 0)
-            continue;
-        }
-        int64_t attended = 0;
-        bool wrong = false;
-        for (int64_t j = 0; j < cols; ++j) {
-          if (j + 8 <= cols) {  // masked keys come in runs: skip eight at a time
-            uint64_t eight;
-            std::memcpy(&eight, row + j, 8);
-            if (!eight) {
-              j += 7;
-              continue;
-            }
-          }
-          if (!row[j]) continue;
-          const int64_t tok = returned[static_cast<size_t>(j)];
-          if (tok == fast::kUnwritten || tok >= total)
-            return who() + ": query " + std::to_string(qpos) + " (row " + std::to_string(b) + ") attends column " +
-                   std::to_string(j) + ", an unwritten row";
-          if (stamp[static_cast<size_t>(tok)] == query_id)
-            return who() + ": query " + std::to_string(qpos) + " attends token " + std::to_string(tok) + " twice";
-          stamp[static_cast<size_t>(tok)] = query_id;
-          ++attended;
-          wrong = wrong || tok < start || tok > qpos;
-        }
-        if (wrong || attended != rule) {
-          std::string sees, allows;
-          for (int64_t k = 0; k < total; ++k) {
-            if (stamp[static_cast<size_t>(k)] == query_id) sees += (sees.empty() ? "" : ",") + std::to_string(k);
-            if (k >= lp && k >= first_key && positions::window_allows(spec.type, w, lp, qpos, k))
-              allows += (allows.empty() ? "" : ",") + std::to_string(k);
-          }
-          return who() + ": query " + std::to_string(qpos) + " (row " + std::to_string(b) + ") attends {" + sees +
-                 "}, the window rule allows {" + allows + "}";
-        }
-      }
-    }
-    return {};
+    return checks.coverage(at, batch, padding, sizes, returned, mask, !lost_keys && fast::skips(m), lost_keys);
   }
 
   struct Failure {

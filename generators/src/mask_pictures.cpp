@@ -19,7 +19,6 @@ std::vector<report::MaskPicture> mask_pictures(const ScenarioConfig& config, con
     try {
       fast::Layer layer(spec, Behaviours{}, mutation);
       fast::TokenRows returned;
-      std::vector<int64_t> query_positions;
       std::vector<uint8_t> mask;
       const size_t first_of_layer = pictures.size();
       int64_t seen = 0;
@@ -31,9 +30,7 @@ std::vector<report::MaskPicture> mask_pictures(const ScenarioConfig& config, con
           seen += q;
           continue;
         }
-        fast::MaskRequest m = fast::mask_request(spec, Behaviours{}, config.batch, config.left_padding, seen, q,
-                                                 std::nullopt, query_positions);
-        m.sizes = sizes;
+        const MaskRequest m = mask_request(spec, Behaviours{}, config.batch, config.left_padding, seen, q, std::nullopt, sizes);
         fast::boolean_mask(m, mask, mutation);
         const int64_t cols = sizes.kv_length, held = static_cast<int64_t>(returned.size());
         const uint8_t* p = mask.data();

@@ -110,7 +110,7 @@ std::string prefill_equals_decodes(Mutation mutation) {
     for (const LayerSpec& spec : {c.static_spec(), c.dynamic_spec()}) {
       if (positions::upstream_deviation(spec)) continue;
       // Where transformers drops window keys (max_cache_len < W), a prefill sees keys that later
-      // decodes no longer have: the relation does not hold upstream (README, upstream deviations).
+      // decodes no longer have: the relation does not hold upstream (docs/deviations.md).
       bool lost = false;
       for (int64_t seen = 0, i = 0; i < static_cast<int64_t>(decodes.size()); seen += decodes[i++])
         lost |= positions::loses_window_keys(spec, seen, decodes[i]);

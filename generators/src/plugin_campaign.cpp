@@ -34,9 +34,9 @@ using report::CaseResult;
 using report::Status;
 
 // A random configuration (the property campaign's generator) and a valid step sequence, one layer.
-rc::Gen<Scenario> gen_scenario() {
-  return rc::gen::exec([] {
-    const ScenarioConfig c = *gen_config();
+rc::Gen<Scenario> gen_scenario(const ConfigFilter& filter) {
+  return rc::gen::exec([filter] {
+    const ScenarioConfig c = *gen_config(filter);
     Scenario s;
     s.name = "random";
     s.cache = *rc::gen::element(CacheKind::Static, CacheKind::Dynamic);
@@ -132,6 +132,22 @@ std::string save_failure(const Target& target, const std::string& part_name, Par
   return "not saved as a case: no sequence between resets fails on its own (the failure needs a reset before it)";
 }
 
+// RapidCheck's failure text without its own source location ("<file>.cpp:161:" and "RC_FAIL(*last)"
+// lines): the message that follows says what failed.
+std::string without_rc_internals(const std::string& failure) {
+  std::istringstream in(failure);
+  std::string line, out;
+  bool blank = false;  // the last line kept was empty: no two in a row
+  while (std::getline(in, line)) {
+    const bool location = line.size() > 1 && line.back() == ':' && line.find(".cpp:") != std::string::npos;
+    if (location || line.rfind("RC_FAIL(", 0) == 0 || (line.empty() && blank)) continue;
+    blank = line.empty();
+    out += line + "\n";
+  }
+  if (!out.empty() && (failure.empty() || failure.back() != '\n')) out.pop_back();
+  return out;
+}
+
 CaseResult run_campaign(const Target& target, Part part, const std::string& plugin, const PluginCheckOptions& o) {
   const std::string part_name = part == Part::Cache ? "cache" : "kernel";
   CaseResult out;
@@ -144,13 +160,16 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
   auto last = std::make_shared<std::string>();
   auto failing = std::make_shared<Scenario>();  // the last failing case: after shrinking, the smallest
   auto skipped = std::make_shared<int>(0);
+  ConfigFilter filter;  // --dtype, --attention
+  filter.dtype = o.dtype;
+  filter.attention = o.attention;
   const auto property = [=] {
-    const Scenario s = *gen_scenario();
+    const Scenario s = *gen_scenario(filter);
     if (positions::upstream_deviation(s.layer_spec(0))) {  // nothing a plugin can be held to: not a pass
       ++*skipped;
       return;
     }
-    const CaseResult r = check_scenario(target, part_name, s, part, plugin, o.timeout_s);
+    const CaseResult r = check_scenario(target, "campaign/" + part_name, s, part, plugin, o.timeout_s);
     if (r.status == Status::Skipped) ++*skipped;
     if (r.status == Status::Fail) {
       *last = r.message + "\n  case: " + describe(s);
@@ -163,6 +182,7 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
   params.seed = o.seed;
   params.iterations = o.iterations;
   params.max_size = o.max_size;
+  params.reproduce = o.reproduce;
   const rc_check::Result result = rc_check::check(params, property);
   if (result.ok) {
     // A random case the plugin answered KVC_ERR_UNSUPPORTED (or that kvconform cannot hold it to) was
@@ -174,7 +194,9 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
   } else {
     out.status = Status::Fail;
     out.message = last->substr(0, last->find('\n')) + " (shrunk)";
-    out.detail = result.failure;
+    out.detail = without_rc_internals(result.failure);
+    out.replay = result.reproduce;
+    if (!out.replay.empty()) out.reproduce += " --reproduce '" + out.replay + "'";
     if (!o.save_cases.empty()) out.detail += "\n" + save_failure(target, part_name, part, plugin, *failing, o);
   }
   return out;
@@ -185,7 +207,7 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
 std::vector<CaseResult> check_target(const Target& target, const PluginCheckOptions& options) {
   FixedChecks fixed = check_fixed(target, options);
   std::vector<CaseResult> results = std::move(fixed.results);
-  if (!fixed.loaded || options.iterations <= 0 || fixed.isolated_failure) return results;
+  if (!fixed.loaded || options.iterations <= 0) return results;
   for (const Part part : {Part::Cache, Part::Kernel}) {
     if (!(part == Part::Cache ? fixed.has_cache : fixed.has_attention)) continue;
     CaseResult id;
@@ -193,8 +215,22 @@ std::vector<CaseResult> check_target(const Target& target, const PluginCheckOpti
     id.name = std::string("campaign/") + (part == Part::Cache ? "cache" : "kernel");
     id.backend = fixed.name;
     id.dtype = "mixed";
+    id.params = "seed=" + std::to_string(options.seed) + ",iterations=" + std::to_string(options.iterations);
     if (options.select && !options.select(report::case_id(id))) continue;
-    results.push_back(options.list_only ? id : run_campaign(target, part, fixed.name, options));
+    if (options.list_only) {
+      results.push_back(id);
+      continue;
+    }
+    // After a worker fault the campaign is not run (it would only repeat the fault), but its id
+    // stays in the results with the reason: dashboards track ids.
+    if (options.max_worker_failures > 0 && fixed.worker_failures >= options.max_worker_failures) {
+      id.status = Status::Skipped;
+      id.message = gave_up_message(fixed.worker_failures);
+    } else if (fixed.isolated_failure) {
+      id.status = Status::Skipped;
+      id.message = "not run: the worker failed in " + fixed.first_fault + " (a crash, hang or exit); a random campaign would only repeat it";
+    }
+    results.push_back(id.status == Status::Skipped ? id : run_campaign(target, part, fixed.name, options));
   }
   return results;
 }

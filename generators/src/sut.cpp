@@ -6,9 +6,9 @@
 #include <rapidcheck.h>
 
 #include <iomanip>
-#include <set>
 #include <sstream>
 
+#include "kvcgen/position_checks.h"
 #include "kvconform/attention.h"
 #include "kvconform/backends.h"
 #include "kvconform/inputs.h"
@@ -25,27 +25,10 @@ using campaign::Property;
 
 namespace {
 
-std::string rows_str(const positions::Rows& rows) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < rows.size(); ++i) {
-    os << (i ? "," : "");
-    if (rows[i]) os << *rows[i]; else os << "_";
-  }
-  return os.str() + "]";
-}
-
 std::string num(double v) {
   std::ostringstream os;
   os << std::setprecision(3) << std::scientific << v;
   return os.str();
-}
-
-std::string set_str(const std::set<int64_t>& s) {
-  std::ostringstream os;
-  os << "{";
-  for (auto it = s.begin(); it != s.end(); ++it) os << (it == s.begin() ? "" : ",") << *it;
-  return os.str() + "}";
 }
 
 }  // namespace
@@ -104,77 +87,46 @@ struct SystemUnderTest::Impl {
     return from_values(v, {cfg.batch, heads, static_cast<int64_t>(rows.size()), cfg.head_dim}, cfg.dtype);
   }
 
-  void check_stored(const LayerStep& v, const std::string& where) {
-    const positions::Rows expected = positions::stored_rows(v.driven->spec, v.seen + v.q);
-    const positions::Rows& actual = v.stored_rows;
-    // The tag shadow runs the reference; the real layer's rows are then checked bit for bit.
-    if (actual != expected) RC_FAIL(who(where, v) + " stores tokens " + rows_str(actual) + ", expected " + rows_str(expected));
-    if (!at::equal(v.cache->keys(), token_block(inputs::kKey, cfg.kv_heads, expected)) ||
-        !at::equal(v.cache->values(), token_block(inputs::kValue, cfg.kv_heads, expected)))
-      RC_FAIL(who(where, v) + " stored K/V shape " + std::to_string(v.cache->keys().size(2)) +
-              " rows; bytes differ from tokens " + rows_str(expected));
+  // The position-level part of each row and mask property is position_checks.h's, shared with
+  // the fast engine; the tensor engine adds the K/V bytes.
+  campaign::PositionChecks positions_checks;
+  static campaign::StepAt at(const LayerStep& v, const char* command) {
+    return {command, v.driven->role.c_str(), &v.driven->spec, v.seen, v.q};
   }
 
-  void check_returned(const LayerStep& s, const std::string& where) {
-    const std::string who = this->who(where, s);
-    const int64_t seen = s.seen, q = s.q;
-    const MaskSizes documented = positions::mask_sizes(s.driven->spec, seen, q);
-    if (s.sizes != documented)
-      RC_FAIL(who + " get_mask_sizes = (kv_length " + std::to_string(s.sizes.kv_length) + ", kv_offset " +
-              std::to_string(s.sizes.kv_offset) + "), documented (" + std::to_string(documented.kv_length) + ", " +
-              std::to_string(documented.kv_offset) + ")");
+  void check_stored(const LayerStep& v, const char* command) {
+    const campaign::StepAt where = at(v, command);
+    if (std::string e = positions_checks.stored(where, campaign::token_rows(v.stored_rows)); !e.empty()) RC_FAIL(e);
+    // The tag shadow runs the reference; the real layer's rows are then checked bit for bit.
+    const positions::Rows expected = positions::stored_rows(v.driven->spec, v.seen + v.q);
+    if (!at::equal(v.cache->keys(), token_block(inputs::kKey, cfg.kv_heads, expected)) ||
+        !at::equal(v.cache->values(), token_block(inputs::kValue, cfg.kv_heads, expected)))
+      RC_FAIL(where.who() + " stored K/V shape " + std::to_string(v.cache->keys().size(2)) +
+              " rows; bytes differ from tokens " + campaign::rows_str(expected));
+  }
+
+  void check_returned(const LayerStep& s, const char* command) {
+    const campaign::StepAt where = at(s, command);
+    if (std::string e = positions_checks.returned(where, s.sizes, campaign::token_rows(s.returned_rows)); !e.empty())
+      RC_FAIL(e);
     if (s.returned.keys.size(2) != s.sizes.kv_length)
-      RC_FAIL(who + " update returned " + std::to_string(s.returned.keys.size(2)) + " rows but get_mask_sizes said kv_length " +
-              std::to_string(s.sizes.kv_length));
-    positions::Rows expected;
-    for (int64_t j = 0; j < s.sizes.kv_length; ++j) {
-      const int64_t tok = s.sizes.kv_offset + j;
-      expected.push_back(tok < seen + q ? std::optional<int64_t>(tok) : std::nullopt);
-    }
-    if (s.returned_rows != expected)
-      RC_FAIL(who + " returned tokens " + rows_str(s.returned_rows) + ", expected " + rows_str(expected) +
-              " (kv_offset " + std::to_string(s.sizes.kv_offset) + ")");
-    if (!at::equal(s.returned.keys, token_block(inputs::kKey, cfg.kv_heads, expected)) ||
-        !at::equal(s.returned.values, token_block(inputs::kValue, cfg.kv_heads, expected)))
-      RC_FAIL(who + " returned K/V bytes differ from tokens " + rows_str(expected));
+      RC_FAIL(where.who() + " update returned " + std::to_string(s.returned.keys.size(2)) +
+              " rows but get_mask_sizes said kv_length " + std::to_string(s.sizes.kv_length));
+    if (!at::equal(s.returned.keys, token_block(inputs::kKey, cfg.kv_heads, s.returned_rows)) ||
+        !at::equal(s.returned.values, token_block(inputs::kValue, cfg.kv_heads, s.returned_rows)))
+      RC_FAIL(where.who() + " returned K/V bytes differ from tokens " + campaign::rows_str(s.returned_rows));
   }
 
   // What each query really attends: the tokens held by its unmasked columns.
-  void check_coverage(const LayerStep& s, const std::string& where) {
-    const std::string who = this->who(where, s);
-    const int64_t seen = s.seen, q = s.q;
-    const at::Tensor boolean = masks::boolean_mask(s.mask);
-    const int64_t cols = boolean.size(3);
-    if (cols != static_cast<int64_t>(s.returned_rows.size()))
-      RC_FAIL(who + " mask has " + std::to_string(cols) + " key columns but update returned " +
-              std::to_string(s.returned_rows.size()) + " rows");
-    auto check_pattern = [&](const at::Tensor& mask, const char* form) {
-      const at::Tensor m = mask.to(at::kBool).contiguous();
-      const bool* p = m.data_ptr<bool>();
-      for (int64_t b = 0; b < cfg.batch; ++b)
-        for (int64_t i = 0; i < q; ++i) {
-          std::set<int64_t> sees, allowed;
-          for (int64_t j = 0; j < cols; ++j) {
-            if (!p[(b * q + i) * cols + j]) continue;
-            if (!s.returned_rows[j])
-              RC_FAIL(who + " " + form + ": query " + std::to_string(seen + i) + " (row " + std::to_string(b) +
-                      ") attends column " + std::to_string(j) + ", an unwritten row");
-            if (!sees.insert(*s.returned_rows[j]).second)
-              RC_FAIL(who + " " + form + ": query " + std::to_string(seen + i) + " attends token " +
-                      std::to_string(*s.returned_rows[j]) + " twice");
-          }
-          for (int64_t k = 0; k < seen + q; ++k)
-            if (s.visible(b, seen + i, k) && (!s.lost_keys || k >= s.sizes.kv_offset)) allowed.insert(k);
-          if (sees != allowed)
-            RC_FAIL(who + " " + form + ": query " + std::to_string(seen + i) + " (row " + std::to_string(b) +
-                    ") attends " + set_str(sees) + ", the window rule allows " + set_str(allowed));
-        }
-    };
-    check_pattern(boolean, "boolean mask");
-    // Where the layer already drops window keys, transformers may also skip a chunked mask whose
-    // keys straddle a chunk boundary (kv_length < chunk size, kv_offset not chunk-aligned): the
-    // same upstream deviation, counted there, not a reference bug.
-    if (masks::can_skip(s.mask) && !s.lost_keys) check_pattern(masks::implied_by_skip(s.mask), "skipped mask (is_causal)");
+  void check_coverage(const LayerStep& s, const char* command) {
+    const at::Tensor boolean = masks::boolean_mask(s.mask).contiguous();
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(boolean.data_ptr<bool>());
+    const std::vector<uint8_t> mask(p, p + boolean.numel());
+    if (std::string e = positions_checks.coverage(at(s, command), cfg.batch, cfg.left_padding, s.sizes,
+                                                  campaign::token_rows(s.returned_rows), mask,
+                                                  masks::can_skip(s.mask), s.lost_keys);
+        !e.empty())
+      RC_FAIL(e);
   }
 
   double max_error(const at::Tensor& got, const at::Tensor& expected, const at::Tensor& rows) const {
@@ -289,13 +241,13 @@ struct SystemUnderTest::Impl {
     if (observations) ++observations->steps;
     switch (property) {
       case Property::StoredRows:
-        for (size_t i = 0; i < checked; ++i) check_stored(views[i], where);
+        for (size_t i = 0; i < checked; ++i) check_stored(views[i], command);
         break;
       case Property::ReturnedRows:
-        for (size_t i = 0; i < checked; ++i) check_returned(views[i], where);
+        for (size_t i = 0; i < checked; ++i) check_returned(views[i], command);
         break;
       case Property::WindowCoverage:
-        for (size_t i = 0; i < checked; ++i) check_coverage(views[i], where);
+        for (size_t i = 0; i < checked; ++i) check_coverage(views[i], command);
         break;
       case Property::AttentionVsOracle:
       case Property::LayerAgreement: {
@@ -314,8 +266,8 @@ struct SystemUnderTest::Impl {
           const LayerStep& twin = views.back();
           if (first.stored_rows != twin.stored_rows || !at::equal(first.cache->keys(), twin.cache->keys()) ||
               !at::equal(first.cache->values(), twin.cache->values()))
-            RC_FAIL(where + ": " + first.driven->spec.describe() + " stores " + rows_str(first.stored_rows) + " but " +
-                    twin.driven->spec.describe() + " stores " + rows_str(twin.stored_rows));
+            RC_FAIL(where + ": " + first.driven->spec.describe() + " stores " + campaign::rows_str(first.stored_rows) +
+                    " but " + twin.driven->spec.describe() + " stores " + campaign::rows_str(twin.stored_rows));
         }
         break;
       }

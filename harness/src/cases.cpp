@@ -225,20 +225,29 @@ const valijson::Schema& compiled_schema() {
   return *schema;
 }
 
+// The releases a case applies to were once called "profiles"; that key is still read as a deprecated
+// alias of "releases" (cases/README.md), but a case may not give both.
+constexpr const char* kReleasesAlias = "profiles";
+const char* releases_key(const json& doc) { return doc.contains("releases") ? "releases" : kReleasesAlias; }
+
 // valijson matches "pattern" with std::regex, which recurses once per character: a name of 60,000
 // characters overflowed the stack (a hand-made input to fuzz/case_fuzz.cpp). Strings with a pattern get
-// the schema's maxLength checked first, with validate_cases.py's message.
+// the schema's maxLength checked first, with validate_cases.py's message. Giving both "releases" and
+// its alias is refused here too, before the schema's less specific message.
 void check_pattern_lengths(const json& doc, const std::string& origin) {
   if (!doc.is_object()) return;
+  if (doc.contains("releases") && doc.contains(kReleasesAlias))
+    throw CaseError(origin, std::string("/") + kReleasesAlias,
+                    "'profiles' is the deprecated name of 'releases'; give only 'releases'");
   auto check = [&](const json& v, const std::string& ptr, size_t max) {
     if (v.is_string() && v.get_ref<const std::string&>().size() > max)
       throw CaseError(origin, ptr, "a string of " + std::to_string(v.get_ref<const std::string&>().size()) +
                                        " characters, longer than " + std::to_string(max));
   };
   if (doc.contains("name")) check(doc.at("name"), "/name", 128);
-  if (doc.contains("profiles") && doc.at("profiles").is_array())
-    for (size_t i = 0; i < doc.at("profiles").size(); ++i)
-      check(doc.at("profiles")[i], "/profiles/" + std::to_string(i), 32);
+  const std::string key = releases_key(doc);
+  if (doc.contains(key) && doc.at(key).is_array())
+    for (size_t i = 0; i < doc.at(key).size(); ++i) check(doc.at(key)[i], "/" + key + "/" + std::to_string(i), 32);
 }
 
 void validate_schema(const json& doc, const std::string& origin) {
@@ -403,7 +412,7 @@ Scenario parse_case(const std::string& text, const std::string& origin, const Li
     c.explicit_k = per_step(e.at("k"));
     c.explicit_v = per_step(e.at("v"));
   }
-  c.profiles = doc.value("profiles", std::vector<std::string>{});
+  c.profiles = doc.value(releases_key(doc), std::vector<std::string>{});
   check_semantics(c, origin);
   return c;
 }
@@ -447,7 +456,7 @@ nlohmann::ordered_json to_case_json(const Scenario& s) {
     e["v"] = s.explicit_v;
     j["inputs"] = {{"explicit", e}};
   }
-  if (!s.profiles.empty()) j["profiles"] = s.profiles;
+  if (!s.profiles.empty()) j["releases"] = s.profiles;
   return j;
 }
 

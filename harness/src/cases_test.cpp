@@ -156,6 +156,27 @@ TEST(CaseLimits, LongPatternStringsAreRejectedBeforeTheRegex) {
   EXPECT_EQ(deep.rfind("cases/x.json: /: ", 0), 0u) << deep;
 }
 
+// "profiles" is the deprecated name of "releases" (cases/README.md): a case using it loads as the same
+// case with "releases", a case giving both is refused naming the file and the field, and cases are
+// written with "releases". golden/test_validate_cases.py holds the Python loader to the same.
+TEST(CaseFiles, ProfilesIsADeprecatedAliasOfReleases) {
+  const Scenario with_releases = parse_case(doc(R"("releases": ["4.56.2", "5.24.0"])"), "cases/x.json", Limits{});
+  const Scenario with_profiles = parse_case(doc(R"("profiles": ["4.56.2", "5.24.0"])"), "cases/x.json", Limits{});
+  EXPECT_EQ(with_releases.profiles, (std::vector<std::string>{"4.56.2", "5.24.0"}));
+  EXPECT_EQ(with_profiles.profiles, with_releases.profiles);
+  EXPECT_EQ(to_case_json(with_profiles), to_case_json(with_releases));
+  EXPECT_TRUE(with_profiles.applies_to("5.24.0"));
+  EXPECT_FALSE(with_profiles.applies_to("4.57.6"));
+  const nlohmann::ordered_json written = to_case_json(with_profiles);
+  EXPECT_EQ(written.at("releases"), nlohmann::ordered_json({"4.56.2", "5.24.0"}));
+  EXPECT_FALSE(written.contains("profiles"));
+  EXPECT_EQ(error_of(doc(R"("releases": ["5.24.0"], "profiles": ["5.24.0"])")),
+            "cases/x.json: /profiles: 'profiles' is the deprecated name of 'releases'; give only 'releases'");
+  EXPECT_EQ(error_of(doc("\"releases\": [\"5.24.0\", \"" + std::string(100, '1') + "\"]")),
+            "cases/x.json: /releases/1: a string of 100 characters, longer than 32");
+  EXPECT_EQ(error_of(doc(R"("releases": ["5.24"])")).rfind("cases/x.json: /releases/0: ", 0), 0u);
+}
+
 TEST(CaseLimits, RulesOnlyThePythonValidatorHadAreEnforcedToo) {
   EXPECT_EQ(error_of(doc(R"("left_padding": [4])")),
             "cases/x.json: /left_padding/0: 4 pad tokens but only 3 tokens in the scenario");

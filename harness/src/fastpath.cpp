@@ -194,34 +194,6 @@ void Layer::update_static_sliding(int64_t q, TokenRows& out, const std::vector<i
   out.assign(scratch_.begin(), scratch_.end());
 }
 
-bool allow_skip(const Behaviours& behaviours, CacheKind cache, int64_t q) {
-  // Static caches are "compileable": never skipped, or only not on a decode step.
-  const bool compileable = cache == CacheKind::Static;
-  return behaviours.sdpa_skip == SdpaSkip::NotCompileable ? !compileable : !(compileable && q == 1);
-}
-
-MaskRequest mask_request(const LayerSpec& spec, const Behaviours& behaviours, int64_t batch,
-                         const LeftPadding& left_padding, int64_t t0, int64_t q,
-                         const std::optional<std::vector<int64_t>>& cache_position, std::vector<int64_t>& positions) {
-  if (cache_position) {
-    positions = *cache_position;
-  } else {
-    positions.resize(static_cast<size_t>(q));
-    for (int64_t i = 0; i < q; ++i) positions[static_cast<size_t>(i)] = t0 + i;
-  }
-  MaskRequest m;
-  m.type = spec.type;
-  m.window = spec.window;
-  m.batch = batch;
-  m.query_positions = positions.data();
-  m.q = static_cast<int64_t>(positions.size());
-  m.left_padding = left_padding ? &*left_padding : nullptr;
-  m.seen_after = t0 + q;
-  m.allow_skip = allow_skip(behaviours, spec.cache, q);
-  m.skip_empty_cache = behaviours.sdpa_skip_empty_cache;
-  return m;
-}
-
 namespace {
 int64_t py_floordiv(int64_t a, int64_t b) {
   const int64_t d = a / b;
@@ -234,20 +206,13 @@ inline bool real_token(const MaskRequest& m, int64_t b, int64_t kv) {
   return kv < m.seen_after && kv >= (*m.left_padding)[static_cast<size_t>(b)];
 }
 
-void check(const MaskRequest& m) {
-  if (m.type != LayerType::Full && m.window <= 0)
-    throw std::invalid_argument("mask: window must be positive, got " + std::to_string(m.window));
-  if (m.left_padding && static_cast<int64_t>(m.left_padding->size()) != m.batch)
-    throw std::invalid_argument("mask: left_padding has " + std::to_string(m.left_padding->size()) +
-                                " rows for batch " + std::to_string(m.batch));
-}
 }  // namespace
 
 void boolean_mask(const MaskRequest& m, std::vector<uint8_t>& out, Mutation mutation) {
-  check(m);
+  m.check();
   if (mutation == Mutation::None) mutation = m.mutation;
-  const int64_t kv = m.sizes.kv_length, off = m.sizes.kv_offset;
-  out.assign(static_cast<size_t>(m.batch * m.q * kv), 0);
+  const int64_t kv = m.sizes.kv_length, off = m.sizes.kv_offset, q = m.q();
+  out.assign(static_cast<size_t>(m.batch * q * kv), 0);
   const int64_t reach = mutation == Mutation::WindowTooWide ? m.window + 1 : m.window;
   // Each mask function admits an interval of key positions per query, so a row is the intersection
   // of intervals: causal_mask_function k <= q; sliding_window_overlay k > q - W; chunked_overlay
@@ -256,8 +221,8 @@ void boolean_mask(const MaskRequest& m, std::vector<uint8_t>& out, Mutation muta
     // chunked_causal_mask_function's left_padding_tokens: the 2D mask's leading zeros.
     int64_t lead = m.left_padding ? std::min((*m.left_padding)[static_cast<size_t>(b)], m.seen_after) : 0;
     if (mutation == Mutation::ChunkIgnoresLeftPadding) lead = 0;
-    for (int64_t i = 0; i < m.q; ++i) {
-      const int64_t qi = m.query_positions[i];
+    for (int64_t i = 0; i < q; ++i) {
+      const int64_t qi = m.query_positions[static_cast<size_t>(i)];
       int64_t lo = off, hi = qi;
       if (m.type == LayerType::Sliding) lo = std::max(lo, qi - reach + 1);
       if (m.type == LayerType::Chunked) {
@@ -270,15 +235,15 @@ void boolean_mask(const MaskRequest& m, std::vector<uint8_t>& out, Mutation muta
         hi = std::min(hi, m.seen_after - 1);
       }
       hi = std::min(hi, off + kv - 1);
-      if (lo <= hi) std::fill_n(out.begin() + (b * m.q + i) * kv + (lo - off), hi - lo + 1, uint8_t{1});
+      if (lo <= hi) std::fill_n(out.begin() + (b * q + i) * kv + (lo - off), hi - lo + 1, uint8_t{1});
     }
   }
 }
 
 bool skips(const MaskRequest& m) {
-  check(m);
+  m.check();
   if (!m.allow_skip) return false;
-  const int64_t kv = m.sizes.kv_length, off = m.sizes.kv_offset;
+  const int64_t kv = m.sizes.kv_length, off = m.sizes.kv_offset, q = m.q();
   // _ignore_causal_mask_sdpa: never when the local window (sliding_window / chunk size) shows.
   if (m.type != LayerType::Full && kv >= m.window) return false;
   auto all_real = [&](int64_t from, int64_t to, bool want) {
@@ -287,12 +252,12 @@ bool skips(const MaskRequest& m) {
         if (real_token(m, b, off + j) != want) return false;
     return true;
   };
-  if ((m.q == 1 || kv == m.q) && all_real(0, kv, true)) return true;
+  if ((q == 1 || kv == q) && all_real(0, kv, true)) return true;
   // sdpa_skip_empty_cache: a first query at position 0 may use top-left is_causal when the only
   // masked keys are the unwritten tail after the q new tokens. Without a 2D mask there is no
   // padding to see at all.
-  if (m.skip_empty_cache && m.q > 0 && m.query_positions[0] == 0)
-    return !m.left_padding || (all_real(0, std::min(m.q, kv), true) && all_real(std::min(m.q, kv), kv, false));
+  if (m.skip_empty_cache && q > 0 && m.query_positions[0] == 0)
+    return !m.left_padding || (all_real(0, std::min(q, kv), true) && all_real(std::min(q, kv), kv, false));
   return false;
 }
 

@@ -77,7 +77,6 @@ void compare_trace(Draw& draw, const std::string& release, const Behaviours& b, 
   fast::Layer layer(spec, b, fast_mutation);
   fast::TokenRows returned;
   std::vector<uint8_t> fmask;
-  std::vector<int64_t> fpositions;
   std::string fbytes;
   int64_t seen = 0;
   for (int step = 0; step < 12; ++step) {
@@ -96,7 +95,7 @@ void compare_trace(Draw& draw, const std::string& release, const Behaviours& b, 
     tally.differ((pos ? layer.mask_sizes_for_positions(*pos) : layer.get_mask_sizes(q)) != sizes, at_step + "mask sizes");
 
     // The masks, as run_case builds them for this step (from the reference's sizes).
-    masks::MaskQuery m;
+    MaskRequest m;  // built by hand here, by mask_request() for the fast path
     m.type = type;
     m.window = spec.window;
     m.batch = batch;
@@ -105,11 +104,9 @@ void compare_trace(Draw& draw, const std::string& release, const Behaviours& b, 
     m.left_padding = padding;
     m.seen_after = seen + q;
     m.skip_empty_cache = b.sdpa_skip_empty_cache;
-    m.allow_skip = masks::allow_is_causal_skip(b, cache, q);
+    m.allow_skip = allow_is_causal_skip(b, cache, q);
     m.mutation = tensor_mutation;
-    fast::MaskRequest f = fast::mask_request(spec, b, batch, padding, seen, q, pos, fpositions);
-    f.sizes = sizes;
-    f.mutation = fast_mutation;
+    const MaskRequest f = mask_request(spec, b, batch, padding, seen, q, pos, sizes, fast_mutation);
     tally.differ(f.allow_skip != m.allow_skip, at_step + "allow_is_causal_skip");
     const at::Tensor boolean = masks::boolean_mask(m);
     fast::boolean_mask(f, fmask);

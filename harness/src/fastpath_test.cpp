@@ -177,16 +177,13 @@ int64_t mask_disagreements(Mutation mutation) {
         for (int64_t seen = 0; seen <= 6; ++seen)
           for (int64_t q = 1; q <= 3; ++q) {
             const std::vector<int64_t> padding{lp, 0};
-            std::vector<int64_t> positions_;
-            for (int64_t i = 0; i < q; ++i) positions_.push_back(seen + i);
             MaskRequest m;
             m.type = type;
             m.window = w;
             m.batch = 2;
-            m.query_positions = positions_.data();
-            m.q = q;
+            for (int64_t i = 0; i < q; ++i) m.query_positions.push_back(seen + i);
             m.sizes = {seen + q, 0};
-            m.left_padding = &padding;
+            m.left_padding = padding;
             m.seen_after = seen + q;
             std::vector<uint8_t> mask;
             boolean_mask(m, mask, mutation);
@@ -208,25 +205,22 @@ TEST(FastMask, MatchesTheWindowRuleAndCatchesMaskMutants) {
 }
 
 TEST(FastMask, SkipDecisions) {
-  const std::vector<int64_t> decode{5}, prefill{0, 1, 2};
   MaskRequest m;
   m.type = LayerType::Sliding;
   m.window = 8;
-  m.query_positions = decode.data();
-  m.q = 1;
+  m.query_positions = {5};
   m.sizes = {6, 0};
   m.seen_after = 6;
   const Behaviours v5, v4 = behaviours_for_release("4.57.6");
-  m.allow_skip = allow_skip(v5, CacheKind::Dynamic, 1);
+  m.allow_skip = allow_is_causal_skip(v5, CacheKind::Dynamic, 1);
   EXPECT_TRUE(skips(m));  // a decode that sees every key
   m.sizes = {8, 0};
   EXPECT_FALSE(skips(m));  // the window shows
-  EXPECT_FALSE(allow_skip(v5, CacheKind::Static, 1));
-  EXPECT_TRUE(allow_skip(v5, CacheKind::Static, 3));
-  EXPECT_FALSE(allow_skip(v4, CacheKind::Static, 3));
+  EXPECT_FALSE(allow_is_causal_skip(v5, CacheKind::Static, 1));
+  EXPECT_TRUE(allow_is_causal_skip(v5, CacheKind::Static, 3));
+  EXPECT_FALSE(allow_is_causal_skip(v4, CacheKind::Static, 3));
   // sdpa_skip_empty_cache: a prefill into a static buffer leaves the unwritten tail to is_causal.
-  m.query_positions = prefill.data();
-  m.q = 3;
+  m.query_positions = {0, 1, 2};
   m.sizes = {6, 0};
   m.seen_after = 3;
   m.allow_skip = true;

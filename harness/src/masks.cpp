@@ -13,31 +13,24 @@ at::Tensor longs(const std::vector<int64_t>& v) {
 }
 
 // The 2D attention_mask zero-padded to cover every key position: [batch, n], true = real token.
-at::Tensor padding_mask(const MaskQuery& m, int64_t n) {
+at::Tensor padding_mask(const MaskRequest& m, int64_t n) {
   const at::Tensor pos = at::arange(n, at::kLong).unsqueeze(0);
   const at::Tensor lp = longs(*m.left_padding).unsqueeze(1);
   return pos.ge(lp).logical_and(pos.lt(m.seen_after));
 }
 
 // transformers counts left padding as the leading zeros of the 2D mask.
-std::vector<int64_t> leading_pads(const MaskQuery& m) {
+std::vector<int64_t> leading_pads(const MaskRequest& m) {
   std::vector<int64_t> lp(static_cast<size_t>(m.batch), 0);
   if (m.left_padding)
     for (int64_t b = 0; b < m.batch; ++b) lp[b] = std::min((*m.left_padding)[b], m.seen_after);
   return lp;
 }
 
-void check(const MaskQuery& m) {
-  if (m.type != LayerType::Full && m.window <= 0)
-    throw std::invalid_argument("mask: window must be positive, got " + std::to_string(m.window));
-  if (m.left_padding && static_cast<int64_t>(m.left_padding->size()) != m.batch)
-    throw std::invalid_argument("mask: left_padding has " + std::to_string(m.left_padding->size()) +
-                                " rows for batch " + std::to_string(m.batch));
-}
 }  // namespace
 
-at::Tensor boolean_mask(const MaskQuery& m, Mutation mutation) {
-  check(m);
+at::Tensor boolean_mask(const MaskRequest& m, Mutation mutation) {
+  m.check();
   if (mutation == Mutation::None) mutation = m.mutation;
   const at::Tensor qpos = longs(m.query_positions).view({1, -1, 1});                                   // [1,q,1]
   const at::Tensor kpos = at::arange(m.sizes.kv_length, at::kLong).add(m.sizes.kv_offset).view({1, 1, -1});  // [1,1,k]
@@ -59,14 +52,9 @@ at::Tensor boolean_mask(const MaskQuery& m, Mutation mutation) {
   return allowed.unsqueeze(1).contiguous();
 }
 
-bool allow_is_causal_skip(const Behaviours& behaviours, CacheKind cache, int64_t query_length) {
-  const bool compileable = cache == CacheKind::Static;
-  return behaviours.sdpa_skip == SdpaSkip::NotCompileable ? !compileable : !(compileable && query_length == 1);
-}
-
-bool can_skip(const MaskQuery& m) {
-  check(m);
-  const int64_t q = static_cast<int64_t>(m.query_positions.size());
+bool can_skip(const MaskRequest& m) {
+  m.check();
+  const int64_t q = m.q();
   if (!m.allow_skip) return false;
   if (m.type != LayerType::Full && m.sizes.kv_length >= m.window) return false;  // the window shows
   // The 2D mask over the key columns (zero-padded past the tokens fed so far); none = all real.
@@ -84,7 +72,7 @@ bool can_skip(const MaskQuery& m) {
   return false;
 }
 
-std::optional<at::Tensor> sdpa_mask(const MaskQuery& m, Mutation mutation) {
+std::optional<at::Tensor> sdpa_mask(const MaskRequest& m, Mutation mutation) {
   if (can_skip(m)) return std::nullopt;
   return boolean_mask(m, mutation);
 }
@@ -106,8 +94,8 @@ at::Tensor additive_mask(const at::Tensor& boolean, c10::ScalarType dtype) {
   return at::where(boolean, at::zeros({}, opts), at::full({}, finfo_min(dtype), opts));
 }
 
-at::Tensor implied_by_skip(const MaskQuery& m) {
-  const int64_t q = static_cast<int64_t>(m.query_positions.size());
+at::Tensor implied_by_skip(const MaskRequest& m) {
+  const int64_t q = m.q();
   const int64_t k = m.sizes.kv_length;
   at::Tensor pattern = q > 1 ? at::ones({q, k}, at::kBool).tril() : at::ones({q, k}, at::kBool);
   return pattern.view({1, 1, q, k}).expand({m.batch, 1, q, k}).contiguous();

@@ -19,8 +19,8 @@ std::vector<std::string> rows(const at::Tensor& mask, int64_t b) {
   return out;
 }
 
-MaskQuery prefill(LayerType type, int64_t window, int64_t n) {
-  MaskQuery m;
+MaskRequest prefill(LayerType type, int64_t window, int64_t n) {
+  MaskRequest m;
   m.type = type;
   m.window = window;
   for (int64_t i = 0; i < n; ++i) m.query_positions.push_back(i);
@@ -36,19 +36,19 @@ TEST(Masks, SlidingWindow3) {
 
 // Chunk 3 with 4 left-padding tokens on the second row: its chunks start at position 4.
 TEST(Masks, ChunkedWithLeftPadding) {
-  MaskQuery m = prefill(LayerType::Chunked, 3, 9);
+  MaskRequest m = prefill(LayerType::Chunked, 3, 9);
   m.batch = 2;
   m.left_padding = std::vector<int64_t>{0, 4};
   const at::Tensor mask = boolean_mask(m);
   EXPECT_EQ(rows(mask, 0)[4], "000110000");
   EXPECT_EQ(rows(mask, 1), (std::vector<std::string>{"000000000", "000000000", "000000000", "000000000", "000010000",
                                                      "000011000", "000011100", "000000010", "000000011"}));
-  MaskQuery wrong = m;
+  MaskRequest wrong = m;
   EXPECT_NE(rows(boolean_mask(wrong, Mutation::ChunkIgnoresLeftPadding), 1), rows(mask, 1));
 }
 
 TEST(Masks, OffsetsMapColumnsToAbsolutePositions) {
-  MaskQuery m;
+  MaskRequest m;
   m.type = LayerType::Sliding;
   m.window = 3;
   m.query_positions = {6};
@@ -61,7 +61,7 @@ TEST(Masks, OffsetsMapColumnsToAbsolutePositions) {
 }
 
 TEST(Masks, SkipOnlyWhenAllowedAndNothingLocalOrPadded) {
-  MaskQuery m = prefill(LayerType::Full, 0, 4);
+  MaskRequest m = prefill(LayerType::Full, 0, 4);
   EXPECT_FALSE(can_skip(m));  // static caches never skip
   m.allow_skip = true;
   EXPECT_TRUE(can_skip(m));
@@ -69,7 +69,7 @@ TEST(Masks, SkipOnlyWhenAllowedAndNothingLocalOrPadded) {
   EXPECT_TRUE(can_skip(m));  // an all-ones attention_mask still skips
   m.left_padding = std::vector<int64_t>{1};
   EXPECT_FALSE(can_skip(m));
-  MaskQuery s = prefill(LayerType::Sliding, 4, 4);
+  MaskRequest s = prefill(LayerType::Sliding, 4, 4);
   s.allow_skip = true;
   EXPECT_FALSE(can_skip(s));  // kv_length reaches the window
   s = prefill(LayerType::Sliding, 5, 4);
@@ -87,7 +87,7 @@ TEST(Masks, AdditiveFormUsesTheDtypeMinimumNotInfinity) {
 }
 
 TEST(Masks, BadInput) {
-  MaskQuery m = prefill(LayerType::Sliding, 0, 2);
+  MaskRequest m = prefill(LayerType::Sliding, 0, 2);
   EXPECT_THROW(boolean_mask(m), std::invalid_argument);
   m.window = 2;
   m.left_padding = std::vector<int64_t>{1, 2};

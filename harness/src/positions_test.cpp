@@ -21,7 +21,7 @@ TEST(Positions, CapacityIsMinOfWindowAndMaxCacheLen) {
   EXPECT_EQ(capacity({CacheKind::Dynamic, LayerType::Full, 0, 0}), -1);
 }
 
-// The four branches of the static layer's get_mask_sizes (reference notes, section 1).
+// The four branches of the static layer's get_mask_sizes (docs/rules.md, section 1).
 TEST(Positions, StaticMaskSizesPerBranch) {
   EXPECT_EQ(mask_sizes(kStatic4, 0, 2), (MaskSizes{4, 0}));  // in place, room left
   EXPECT_EQ(mask_sizes(kStatic4, 2, 3), (MaskSizes{5, 0}));  // becoming full

@@ -134,17 +134,8 @@ void StepDriver::step(const Step& st, const Check& check, const OnReset& on_rese
       v.values = from_values(v.value_values, {c.batch, c.kv_heads, q, c.head_dim}, c.dtype);
       v.seq_length_before = layer.seq_length();
       v.sizes = cache_position ? layer.mask_sizes_for_positions(*cache_position) : layer.get_mask_sizes(q);
-      masks::MaskQuery& m = v.mask;
-      m.type = layer.spec().type;
-      m.window = c.window;
-      m.batch = c.batch;
-      m.query_positions = cache_position.value_or(arange);
-      m.sizes = v.sizes;
-      m.left_padding = c.left_padding;
-      m.seen_after = seen_ + q;
-      m.skip_empty_cache = options_.behaviours.sdpa_skip_empty_cache;
-      m.allow_skip = masks::allow_is_causal_skip(options_.behaviours, layer.spec().cache, q);
-      m.mutation = options_.mutation;
+      assign_mask_request(v.mask, layer.spec(), options_.behaviours, c.batch, c.left_padding, seen_, q, cache_position,
+                          v.sizes, options_.mutation);
       v.lost_keys = positions::loses_window_keys(layer.spec(), seen_, q, c.left_padding.value_or(std::vector<int64_t>{}));
       if (options_.oracle) {
         impl_->oracles[l]->append(v.key_values, v.value_values, q);

@@ -13,7 +13,7 @@
 //   fast::Layer layer(spec, behaviours, mutation);          // one per cache layer
 //   for each step (q tokens from t0, cache_position `pos` or none):
 //     MaskSizes sizes = pos ? layer.mask_sizes_for_positions(*pos) : layer.get_mask_sizes(q);
-//     fast::MaskRequest m = fast::mask_request(spec, behaviours, batch, left_padding, t0, q, pos, sizes);
+//     MaskRequest m = mask_request(spec, behaviours, batch, left_padding, t0, q, pos, sizes);
 //     fast::boolean_mask(m, bool_rows, mutation);  bool skipped = fast::skips(m);
 //     layer.update(q, returned, pos ? &*pos : nullptr);     // throws where transformers raises
 //     returned / layer.stored(): token index per row, kUnwritten for a zero row
@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "kvconform/behaviours.h"
+#include "kvconform/mask_request.h"
 #include "kvconform/mutants.h"
 #include "kvconform/types.h"
 
@@ -78,31 +79,8 @@ class Layer {
   int64_t cumulative_ = 0;
 };
 
-// One layer's mask request, as create_*_mask passes it to sdpa_mask / eager_mask (masks::MaskQuery
-// without tensors; the pointed-to vectors must outlive the request).
-struct MaskRequest {
-  LayerType type = LayerType::Sliding;
-  int64_t window = 0;
-  int64_t batch = 1;
-  const int64_t* query_positions = nullptr;  // q absolute positions
-  int64_t q = 0;
-  MaskSizes sizes;
-  const std::vector<int64_t>* left_padding = nullptr;  // leading zeros of the 2D mask; null = none passed
-  int64_t seen_after = 0;                           // length of the 2D attention_mask
-  bool allow_skip = false;
-  bool skip_empty_cache = true;  // Behaviours::sdpa_skip_empty_cache
-  Mutation mutation = Mutation::None;
-};
-
-// The request run_case builds for a step: window from the spec, skip rules from the behaviours,
-// query positions = cache_position or arange(t0, t0 + q) (stored in `positions`, which must outlive
-// the request).
-MaskRequest mask_request(const LayerSpec& spec, const Behaviours& behaviours, int64_t batch,
-                         const LeftPadding& left_padding, int64_t t0, int64_t q,
-                         const std::optional<std::vector<int64_t>>& cache_position, std::vector<int64_t>& positions);
-
-// create_*_mask's allow_is_causal_skip (masks::allow_is_causal_skip).
-bool allow_skip(const Behaviours& behaviours, CacheKind cache, int64_t q);
+// The masks take kvc::MaskRequest (mask_request.h), the type masks.h takes too; build it with
+// mask_request() / assign_mask_request().
 
 // sdpa_mask(allow_is_causal_skip=False): [batch][q][kv_length] row-major, 1 = attend. A mutation
 // given here wins over m.mutation (as masks::boolean_mask).

@@ -1,6 +1,6 @@
 // The position-level specification of transformers' cache layers and masks: which absolute token
 // each row holds and which keys each query may see. Pure integer arithmetic, written from the
-// documented rules (shared/reference/sliding-window-cache.md), independent of the tensor reference
+// documented rules (docs/rules.md), independent of the tensor reference
 // so that the property tests compare two separate implementations.
 #pragma once
 

@@ -62,7 +62,7 @@ struct LayerStep {
   at::Tensor query, keys, values;                              // the same in the scenario's dtype
   int64_t seq_length_before = 0, seq_length_after = -1;
   MaskSizes sizes;        // get_mask_sizes, asked before update as the mask builders do
-  masks::MaskQuery mask;  // the step's position-level mask description
+  MaskRequest mask;  // the step's position-level mask description
   // The layer raised in update (as transformers may: a full static layer past max_cache_len): the
   // layer is failed from here on; `returned` is undefined.
   std::exception_ptr update_error;
