@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""Converts one of kvconform's tiny Hugging Face checkpoints (engines/models) to a GGUF for llama.cpp.
+
+    python engines/llama_cpp/convert.py MODEL_DIR OUT.gguf [--src LLAMA_SRC] [--no-fold-query-scale]
+
+It reuses the model classes of the convert_hf_to_gguf.py vendored in the pinned llama-cpp-python
+sdist (unpacked by engines/llama_cpp/build_llama.sh into ${KVC_CACHE:-~/.cache/kvconform}/
+llama-0.3.36/src, or --src / $KVC_LLAMA_SRC), so llama.cpp's own tensor transforms apply (Gemma's
+norm weight + 1, Llama's q/k rope permutation, ...). Only three things differ from that script:
+
+* no tokenizer: the checkpoints have none and the engine is fed token ids, so the GGUF says
+  tokenizer model "none" with `<arch>.vocab_size` (llama.cpp then adds that many dummy tokens);
+* the per-layer sliding pattern is written from config.layer_types as a bool array
+  (`<arch>.attention.sliding_window_pattern`) for the Gemma families: the vendored script leaves it
+  out, and llama.cpp would otherwise derive the default pattern (Gemma 2: every other layer, Gemma 3:
+  5 sliding : 1 full), which is wrong for gemma3-irregular-w4;
+* query_pre_attn_scalar (Gemma 2 and 3): llama.cpp ignores it (it scales queries by
+  1/sqrt(head_dim), or 1/sqrt(n_embd/n_head) for the 27B sizes only). Unless --no-fold-query-scale,
+  when the two differ the ratio is folded into q_proj (Gemma 2: exact, RoPE is linear and there is
+  no q-norm) or into q_norm's weight (Gemma 3, whose q-norm comes after q_proj), so the GGUF
+  computes what transformers computes; the GGUF records the factor under
+  kvconform.query_scale_folded. gemma2-w4 needs it (query_pre_attn_scalar 32, head_dim 16).
+
+Mistral: the vendored script maps MistralForCausalLM to the plain `llama` architecture, which has no
+sliding window in llama.cpp; the GGUF is written as that script writes it (a finding, not hidden):
+the engine runs every layer as full attention. kvconform.* keys record the checkpoint's window and
+layer types for the worker.
+
+Needs numpy, torch, transformers (AutoConfig), pyyaml and tqdm (gguf-py's own imports); sentencepiece
+is not needed (no tokenizer).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+VERSION = "0.3.36"
+
+
+def default_src():
+    cache = os.environ.get("KVC_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "kvconform")
+    return os.path.join(cache, f"llama-{VERSION}", "src")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model_dir")
+    ap.add_argument("out")
+    ap.add_argument("--src", default=os.environ.get("KVC_LLAMA_SRC") or default_src(),
+                    help="the sdist's vendor/llama.cpp, unpacked (build_llama.sh leaves it in the cache)")
+    ap.add_argument("--no-fold-query-scale", action="store_true",
+                    help="write Gemma 2 as the vendored script does (llama.cpp then ignores query_pre_attn_scalar)")
+    ap.add_argument("--no-layer-types", action="store_true",
+                    help="leave the sliding pattern out as the vendored script does (llama.cpp derives its default)")
+    args = ap.parse_args(argv)
+
+    src = Path(args.src)
+    if not (src / "convert_hf_to_gguf.py").is_file():
+        sys.exit(f"convert.py: no convert_hf_to_gguf.py in {src}: run engines/llama_cpp/build_llama.sh first")
+    sys.path.insert(0, str(src / "gguf-py"))
+    sys.path.insert(0, str(src))
+    os.environ.pop("NO_LOCAL_GGUF", None)
+
+    import torch
+    import gguf
+    from conversion import ModelBase, ModelType, get_model_architecture, get_model_class
+    from conversion.base import TextModel
+
+    dir_model = Path(args.model_dir)
+    cfg = json.loads((dir_model / "config.json").read_text())
+    hparams = ModelBase.load_hparams(dir_model, False)
+    arch = get_model_architecture(hparams, ModelType.TEXT)
+    base = get_model_class(arch, mmproj=False)
+    layer_types = cfg.get("layer_types")
+    model_type = cfg.get("model_type", "")
+    gemma = model_type in ("gemma2", "gemma3_text", "gemma3")
+    # llama.cpp ignores query_pre_attn_scalar: it scales queries by 1/sqrt(head_dim), or by
+    # 1/sqrt(n_embd/n_head) for the sizes it knows as 27B (Gemma 2: 46 layers, Gemma 3: 62 layers).
+    fold = None
+    if model_type in ("gemma2", "gemma3_text", "gemma3") and not args.no_fold_query_scale:
+        qpas = float(cfg.get("query_pre_attn_scalar") or cfg["head_dim"])
+        used = float(cfg["head_dim"])
+        if cfg["num_hidden_layers"] == (46 if model_type == "gemma2" else 62):
+            used = cfg["hidden_size"] / cfg["num_attention_heads"]
+        if qpas != used:
+            fold = math.sqrt(used / qpas)  # 1/sqrt(used) * fold = 1/sqrt(qpas)
+
+    class NoTokenizer(base):
+        model_arch = base.model_arch
+
+        def set_vocab(self):
+            self.gguf_writer.add_tokenizer_model("none")
+            if not any(gguf.Keys.LLM.VOCAB_SIZE.format(arch=self.gguf_writer.arch) in kv
+                       for kv in self.gguf_writer.kv_data):  # some set_gguf_parameters write it too
+                self.gguf_writer.add_vocab_size(self.hparams["vocab_size"])
+
+        def set_gguf_parameters(self):
+            super().set_gguf_parameters()
+            w = self.gguf_writer
+            if gemma and layer_types and not args.no_layer_types:
+                w.add_sliding_window_pattern([t == "sliding_attention" for t in layer_types])
+            if self.hparams.get("sliding_window") is not None:
+                w.add_uint32("kvconform.sliding_window", int(self.hparams["sliding_window"]))
+            if layer_types:
+                w.add_array("kvconform.layer_types", list(layer_types))
+            w.add_string("kvconform.source", f"engines/llama_cpp/convert.py, llama-cpp-python {VERSION}")
+            if fold is not None:
+                w.add_float32("kvconform.query_scale_folded", fold)
+
+        def modify_tensors(self, data_torch, name, bid):
+            # Gemma 3 trims token_embd to the tokenizer's vocabulary, which these checkpoints lack.
+            if "embed_tokens.weight" in name and model_type.startswith("gemma3"):
+                yield from TextModel.modify_tensors(self, data_torch, name, bid)
+                return
+            if fold is not None:
+                # Gemma 3 normalises q per head (q_norm) after q_proj: the factor goes into the norm's
+                # weight (HF multiplies by 1 + w; the base class adds the 1). Gemma 2 has no q_norm.
+                if model_type == "gemma2" and name.endswith("self_attn.q_proj.weight"):
+                    data_torch = data_torch * fold
+                elif model_type != "gemma2" and name.endswith("self_attn.q_norm.weight"):
+                    data_torch = (data_torch + 1) * fold - 1
+            yield from super().modify_tensors(data_torch, name, bid)
+
+    NoTokenizer.__name__ = base.__name__
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    with torch.inference_mode():
+        m = NoTokenizer(dir_model, gguf.LlamaFileType.ALL_F32, tmp, model_name=dir_model.name)
+        m.write()
+    os.replace(tmp, out)
+    note = f"{dir_model.name}: {arch} -> {m.model_arch.name.lower()}"
+    if fold is not None:
+        note += f", query_pre_attn_scalar folded into {'q_proj' if model_type == 'gemma2' else 'q_norm'} (x{fold:.6g})"
+    if not gemma and cfg.get("sliding_window"):
+        note += f"; llama.cpp's {gguf.MODEL_ARCH_NAMES[m.model_arch]} architecture has no sliding window: " \
+                f"sliding_window={cfg['sliding_window']} is not applied"
+    print(f"convert.py: {note}", file=sys.stderr)
+    print(out)
+
+
+if __name__ == "__main__":
+    main()

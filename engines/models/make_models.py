@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Writes kvconform's tiny sliding-window model zoo as Hugging Face checkpoints.
+
+    python3 engines/models/make_models.py OUT_DIR [--only NAME] [--list]
+
+For each model, OUT_DIR/<name>/config.json and OUT_DIR/<name>/model.safetensors (float32 weights,
+no tokenizer). Standard library only, and deterministic: every weight comes from a SHA-256 counter
+stream keyed by the model's name and the tensor's name, so every machine, Python version and run
+writes the same bytes (no dependence on random's algorithms or on dict order).
+
+The zoo (docs/engines.md, "The tiny models"):
+  gemma2-w4            gemma2, layers sliding/full/sliding/full, window 4, soft-capping, query_pre_attn_scalar != head_dim, tied
+  gemma3-w3            gemma3_text, 6 layers (5 sliding : 1 full, the default pattern), window 3, rope 1e6 / local 1e4, q/k norms
+  gemma3-irregular-w4  gemma3_text, layers sliding/full/full/sliding, window 4
+  mistral-w5           mistral, 3 layers all sliding, window 5, untied lm_head
+
+Weight scale (why these numbers). The conformance checks need two things from random weights:
+  * logits with a spread of several units, so a wrong cache shows as a large logit error rather
+    than a near-uniform distribution: the final hidden state is RMS-normalised (RMS ~1), so a logit
+    is a dot product of 64 terms; embedding/lm_head entries uniform in +-EMBED (std EMBED/sqrt(3))
+    give logit std ~ sqrt(64) * EMBED / sqrt(3); EMBED = 0.8 gives std ~3.7 (several units, and
+    in gemma2 large enough for final_logit_softcapping = 8 to bend them measurably).
+  * peaked attention, so one token more or less in a window moves the output far more than float32
+    rounding: with uniform +-PROJ projection entries on RMS-normalised inputs, q and k entries have
+    std ~ sqrt(64) * PROJ / sqrt(3) = 2.3 (PROJ = 0.5) and a raw score over head_dim 16 has std
+    ~ 4 * 2.3^2 = 21, times the 1/sqrt(16) (or 1/sqrt(query_pre_attn_scalar)) scaling ~5: softmax
+    weights far from uniform. Gemma3 normalises q and k (q_norm/k_norm), which would bring the score
+    std back to ~1; its q_norm/k_norm weights are set around +1.0 (Gemma's norm multiplies by
+    1 + weight, so ~2x) for scores of std ~4. attn_logit_softcapping = 10 in gemma2 bends those.
+  * a residual stream that does not blow up: o_proj/down_proj use the smaller +-OUT = 0.15, and
+    the other norm weights are near their identity (Gemma: 0 +- 0.2, Mistral: 1 +- 0.2).
+engines/models/check_models.py (or the check in the report) measures the window sensitivity: the
+logits at position 20 with sliding_window W and W+1 differ by much more than 1e-3.
+"""
+import argparse
+import hashlib
+import json
+import os
+import struct
+import sys
+
+VOCAB, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER = 256, 64, 4, 2, 16, 128
+EMBED, PROJ, OUT, NORM = 0.8, 0.5, 0.15, 0.2
+
+COMMON = {
+    "vocab_size": VOCAB,
+    "hidden_size": HIDDEN,
+    "intermediate_size": INTER,
+    "num_attention_heads": HEADS,
+    "num_key_value_heads": KV_HEADS,
+    "head_dim": HEAD_DIM,
+    "rms_norm_eps": 1e-6,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "float32",
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "rope_scaling": None,
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "initializer_range": 0.02,
+    "use_cache": True,
+}
+
+S, F = "sliding_attention", "full_attention"
+
+# (name, family, config overrides). rope: transformers 4.x reads rope_theta (and Gemma3's
+# rope_local_base_freq); 5.x reads rope_parameters, and converts the flat keys when rope_parameters
+# is absent. Both are written, consistent, so each release reads the same frequencies.
+MODELS = {
+    "gemma2-w4": ("gemma2", {
+        "architectures": ["Gemma2ForCausalLM"],
+        "model_type": "gemma2",
+        "num_hidden_layers": 4,
+        "layer_types": [S, F, S, F],
+        "sliding_window": 4,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "hidden_act": "gelu_pytorch_tanh",
+        "query_pre_attn_scalar": 32,
+        "attn_logit_softcapping": 10.0,
+        "final_logit_softcapping": 8.0,
+        "rope_theta": 10000.0,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+        "tie_word_embeddings": True,
+    }),
+    # The smallest window a sliding layer has (a query and one earlier key), on two layers.
+    "gemma2-w2": ("gemma2", {
+        "architectures": ["Gemma2ForCausalLM"],
+        "model_type": "gemma2",
+        "num_hidden_layers": 2,
+        "layer_types": [S, F],
+        "sliding_window": 2,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "hidden_act": "gelu_pytorch_tanh",
+        "query_pre_attn_scalar": 32,
+        "attn_logit_softcapping": 10.0,
+        "final_logit_softcapping": 8.0,
+        "rope_theta": 10000.0,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+        "tie_word_embeddings": True,
+    }),
+    "gemma3-w3": ("gemma3", {
+        "architectures": ["Gemma3ForCausalLM"],
+        "model_type": "gemma3_text",
+        "num_hidden_layers": 6,
+        "layer_types": [S, S, S, S, S, F],
+        "sliding_window_pattern": 6,
+        "sliding_window": 3,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "query_pre_attn_scalar": HEAD_DIM,
+        "attn_logit_softcapping": None,
+        "final_logit_softcapping": None,
+        "rope_theta": 1000000.0,
+        "rope_local_base_freq": 10000.0,
+        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+        "tie_word_embeddings": True,
+    }),
+    "gemma3-irregular-w4": ("gemma3", {
+        "architectures": ["Gemma3ForCausalLM"],
+        "model_type": "gemma3_text",
+        "num_hidden_layers": 4,
+        "layer_types": [S, F, F, S],
+        "sliding_window_pattern": 6,
+        "sliding_window": 4,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "query_pre_attn_scalar": HEAD_DIM,
+        "attn_logit_softcapping": None,
+        "final_logit_softcapping": None,
+        "rope_theta": 1000000.0,
+        "rope_local_base_freq": 10000.0,
+        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+        "tie_word_embeddings": True,
+    }),
+    "mistral-w5": ("mistral", {
+        "architectures": ["MistralForCausalLM"],
+        "model_type": "mistral",
+        "num_hidden_layers": 3,
+        "sliding_window": 5,
+        "hidden_act": "silu",
+        "rope_theta": 10000.0,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+        "tie_word_embeddings": False,
+    }),
+}
+
+
+def stream(model, tensor, n, lo, hi):
+    """n float32-representable values uniform in [lo, hi), from SHA-256(model/tensor/counter)."""
+    out = []
+    key = f"kvconform/{model}/{tensor}/".encode()
+    counter = 0
+    while len(out) < n:
+        block = hashlib.sha256(key + str(counter).encode()).digest()
+        counter += 1
+        for (u,) in struct.iter_unpack("<I", block):
+            out.append(lo + (hi - lo) * (u / 4294967296.0))
+    return out[:n]
+
+
+def tensors(name, family, cfg):
+    """{tensor name: (shape, [values])} for the model."""
+    t = {}
+
+    def put(key, shape, lo, hi):
+        n = 1
+        for d in shape:
+            n *= d
+        t[key] = (list(shape), stream(name, key, n, lo, hi))
+
+    gemma = family in ("gemma2", "gemma3")
+    norm_lo, norm_hi = (-NORM, NORM) if gemma else (1 - NORM, 1 + NORM)
+    put("model.embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        put(p + "self_attn.q_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.k_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
+        put(p + "mlp.gate_proj.weight", (INTER, HIDDEN), -PROJ, PROJ)
+        put(p + "mlp.up_proj.weight", (INTER, HIDDEN), -PROJ, PROJ)
+        put(p + "mlp.down_proj.weight", (HIDDEN, INTER), -OUT, OUT)
+        put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+        put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+        if gemma:
+            put(p + "pre_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+            put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+        if family == "gemma3":
+            put(p + "self_attn.q_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
+            put(p + "self_attn.k_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
+    put("model.norm.weight", (HIDDEN,), norm_lo, norm_hi)
+    if not cfg["tie_word_embeddings"]:
+        put("lm_head.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    return t
+
+
+def safetensors_bytes(t):
+    header = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    blobs = []
+    for key in sorted(t):
+        shape, values = t[key]
+        blob = struct.pack(f"<{len(values)}f", *values)
+        header[key] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)  # pad so the data starts 8-byte aligned (as the safetensors writer does)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+def config(name):
+    family, over = MODELS[name]
+    cfg = dict(COMMON)
+    cfg.update(over)
+    return family, cfg
+
+
+def write(out_dir, name):
+    family, cfg = config(name)
+    d = os.path.join(out_dir, name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+    data = safetensors_bytes(tensors(name, family, cfg))
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(data)
+    return d, hashlib.sha256(data).hexdigest()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out_dir", nargs="?")
+    ap.add_argument("--only", action="append", choices=sorted(MODELS), help="write only this model (repeatable)")
+    ap.add_argument("--list", action="store_true", help="print the model names and exit")
+    a = ap.parse_args(argv)
+    if a.list:
+        print("\n".join(MODELS))
+        return 0
+    if not a.out_dir:
+        ap.error("OUT_DIR is required")
+    for name in a.only or MODELS:
+        d, digest = write(a.out_dir, name)
+        print(f"{name}\t{d}\tsha256(model.safetensors)={digest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

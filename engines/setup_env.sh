@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Usage: engines/setup_env.sh NAME            (installs if needed)
+#        engines/setup_env.sh --check NAME    (prints the python only if installed; exit 1 otherwise)
+# Creates (once) the virtual environment of engine NAME from engines/NAME/requirements.txt and prints
+# its python's path on stdout; progress goes to stderr. The venv lives at
+#   ${KVC_CACHE:-$HOME/.cache/kvconform}/engine-NAME-<first 16 hex of sha256(requirements.txt)>
+# so editing the requirements gives a fresh venv. A stamp file written after a successful install
+# makes reruns instant; an interrupted install is redone from scratch. Concurrent callers serialize
+# on a lock file. PYTHON picks the interpreter (default python3).
+set -euo pipefail
+check=0
+if [ "${1:-}" = --check ]; then check=1; shift; fi
+if [ $# -ne 1 ]; then echo "usage: $0 [--check] NAME" >&2; exit 2; fi
+name=$1
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+req="$here/$name/requirements.txt"
+[ -f "$req" ] || { echo "setup_env: no $req" >&2; exit 2; }
+hash=$(sha256sum "$req" | cut -c1-16)
+cache=${KVC_CACHE:-$HOME/.cache/kvconform}
+venv="$cache/engine-$name-$hash"
+stamp="$venv/.kvc-installed"
+if [ "$check" = 1 ]; then
+  [ -f "$stamp" ] || { echo "setup_env: $name is not installed (bash engines/setup_env.sh $name)" >&2; exit 1; }
+  echo "$venv/bin/python"
+  exit 0
+fi
+mkdir -p "$cache"
+exec 9>"$venv.lock"
+flock 9
+if [ ! -f "$stamp" ]; then
+  rm -rf "$venv"
+  py=${PYTHON:-python3}
+  echo "setup_env: creating $venv with $($py --version 2>&1) from $req" >&2
+  start=$(date +%s)
+  "$py" -m venv "$venv" >&2
+  "$venv/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >&2
+  "$venv/bin/python" -m pip install --disable-pip-version-check -r "$req" >&2
+  cp "$req" "$stamp"
+  echo "setup_env: installed in $(( $(date +%s) - start )) s" >&2
+else
+  echo "setup_env: $venv is up to date" >&2
+fi
+echo "$venv/bin/python"

@@ -1,0 +1,168 @@
+"""Runtime patches that remove transformers' float32 islands from a float64 forward (nothing in
+site-packages is edited; the patches live in this process only).
+
+In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 still round to
+float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral):
+
+  1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
+     and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
+     layer norms, the final norm, Gemma3's q_norm / k_norm) runs in float32.
+  2. Rotary embedding: inv_freq is computed in float32 (`torch.arange(..., dtype=torch.float)`,
+     a float32 buffer later upcast by .to(float64), so its values stay float32-rounded), and the
+     forward casts inv_freq and the positions with `.float()` and takes cos/sin in float32
+     ("Force float32"), then casts cos/sin to the model dtype.
+  3. Eager attention: `softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)`.
+
+patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
+input's dtype; each rotary module's forward with a float64 one whose inv_freq is recomputed in
+float64 from the rope base that produced the module's float32 buffer (the base is identified by
+recomputing each candidate base's float32 inv_freq exactly as transformers does and requiring
+bit-equality, so a wrong base can never be picked silently); and torch.nn.functional.softmax so that
+a float64 input asked for dtype=float32 stays float64 (only that combination is changed). Only the
+default rope type is supported (the zoo has no rope scaling); anything else raises.
+
+audit(fn) runs fn under a TorchDispatchMode and counts the aten ops that produced a float32 tensor:
+in plain mode it shows the islands above, with patch() it must show none that touch the data path
+(the attention mask may still be built in float32 by masking_utils: 0 / -inf-like values, exact).
+"""
+import collections
+import importlib
+
+import torch
+
+_PATCHED = False
+_orig_softmax = torch.nn.functional.softmax
+
+
+def _softmax64(input, dim=None, _stacklevel=3, dtype=None):
+    if dtype == torch.float32 and isinstance(input, torch.Tensor) and input.dtype == torch.float64:
+        dtype = torch.float64
+    return _orig_softmax(input, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
+
+
+def _gemma_norm_forward(self, x):
+    out = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+    return (out * (1.0 + self.weight.to(x.dtype))).type_as(x)
+
+
+def _llama_norm_forward(self, hidden_states):
+    variance = hidden_states.pow(2).mean(-1, keepdim=True)
+    eps = getattr(self, "variance_epsilon", getattr(self, "eps", None))
+    return self.weight.to(hidden_states.dtype) * (hidden_states * torch.rsqrt(variance + eps))
+
+
+def _rotary_forward(self, x, position_ids, layer_type=None):
+    key = layer_type if layer_type is not None else ""
+    inv64 = self._kvc_inv_freq64[key]
+    scaling = self._kvc_scaling[key]
+    freqs = position_ids[..., None].to(torch.float64) * inv64.to(x.device)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos = emb.cos() * scaling
+    sin = emb.sin() * scaling
+    return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+_NORMS = {  # module: (class, forward)
+    "transformers.models.gemma2.modeling_gemma2": [("Gemma2RMSNorm", _gemma_norm_forward)],
+    "transformers.models.gemma3.modeling_gemma3": [("Gemma3RMSNorm", _gemma_norm_forward)],
+    "transformers.models.mistral.modeling_mistral": [("MistralRMSNorm", _llama_norm_forward)],
+}
+_ROTARY = {
+    "transformers.models.gemma2.modeling_gemma2": "Gemma2RotaryEmbedding",
+    "transformers.models.gemma3.modeling_gemma3": "Gemma3RotaryEmbedding",
+    "transformers.models.mistral.modeling_mistral": "MistralRotaryEmbedding",
+}
+
+
+def _bases(cfg):
+    """Every rope base the config names (4.x flat keys, 5.x rope_parameters, either nesting)."""
+    out = []
+    for k in ("rope_theta", "rope_local_base_freq"):
+        v = getattr(cfg, k, None)
+        if isinstance(v, (int, float)):
+            out.append(float(v))
+    rp = getattr(cfg, "rope_parameters", None)
+    if isinstance(rp, dict):
+        for v in [rp] + [x for x in rp.values() if isinstance(x, dict)]:
+            if "rope_theta" in v:
+                out.append(float(v["rope_theta"]))
+            if v.get("rope_type", "default") != "default":
+                raise NotImplementedError(f"exact64: rope_type {v.get('rope_type')!r} is not supported")
+    rs = getattr(cfg, "rope_scaling", None)
+    if isinstance(rs, dict) and rs.get("rope_type", rs.get("type", "default")) != "default":
+        raise NotImplementedError(f"exact64: rope_scaling {rs!r} is not supported")
+    return sorted(set(out))
+
+
+def _inv_freq(base, dim, dtype):
+    if dtype == torch.float32:  # exactly as transformers computes it
+        return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(dtype=torch.float) / dim))
+    return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+
+
+def _prepare_rotary(module, cfg):
+    dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    module._kvc_inv_freq64, module._kvc_scaling = {}, {}
+    found = []
+    for name, buf in module.named_buffers(recurse=False):
+        if not name.endswith("inv_freq") or name.endswith("original_inv_freq"):
+            continue
+        layer_type = name[: -len("_inv_freq")] if name != "inv_freq" else ""
+        match = [b for b in _bases(module.config if hasattr(module, "config") else cfg)
+                 if torch.equal(_inv_freq(b, dim, torch.float32).to(buf.dtype), buf.detach().cpu())]
+        if len(match) != 1:
+            raise RuntimeError(f"exact64: cannot identify the rope base of {type(module).__name__}.{name} "
+                               f"(candidates {_bases(cfg)}, matches {match})")
+        module._kvc_inv_freq64[layer_type] = _inv_freq(match[0], dim, torch.float64)
+        s = getattr(module, f"{layer_type}_attention_scaling" if layer_type else "attention_scaling", 1.0)
+        module._kvc_scaling[layer_type] = float(s)
+        found.append((name, match[0]))
+    if not found:
+        raise RuntimeError(f"exact64: no inv_freq buffer in {type(module).__name__}")
+    return found
+
+
+def patch(model):
+    """Patches the classes (process-wide) and prepares the model's rotary modules. Returns a summary."""
+    global _PATCHED
+    summary = {"norms": [], "rotary": [], "softmax": "float64 kept"}
+    if not _PATCHED:
+        for modname, items in _NORMS.items():
+            mod = importlib.import_module(modname)
+            for cls_name, fwd in items:
+                getattr(mod, cls_name).forward = fwd
+        for modname, cls_name in _ROTARY.items():
+            mod = importlib.import_module(modname)
+            getattr(mod, cls_name).forward = _rotary_forward
+        torch.nn.functional.softmax = _softmax64
+        _PATCHED = True
+    rotary_classes = tuple(getattr(importlib.import_module(m), c) for m, c in _ROTARY.items())
+    norm_classes = tuple(getattr(importlib.import_module(m), c) for m, items in _NORMS.items() for c, _ in items)
+    for name, m in model.named_modules():
+        if isinstance(m, rotary_classes):
+            summary["rotary"].append({name: _prepare_rotary(m, model.config)})
+        elif isinstance(m, norm_classes):
+            summary["norms"].append(name)
+        elif "RotaryEmbedding" in type(m).__name__ or "RMSNorm" in type(m).__name__:
+            raise RuntimeError(f"exact64: {type(m).__name__} ({name}) is not covered")
+    summary["norms"] = len(summary["norms"])
+    return summary
+
+
+def audit(fn):
+    """Runs fn(); returns (its result, {aten op: count} of ops that produced a float32 tensor)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    counts = collections.Counter()
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            if any(isinstance(o, torch.Tensor) and o.dtype == torch.float32 for o in outs):
+                counts[str(func)] += 1
+            return out
+
+    with Mode():
+        result = fn()
+    return result, dict(counts)

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""transformers' own no-cache forward of a model, in float64, as a reference for the engine checks.
+
+    PY=golden/.venv-5.24.0/bin/python
+    $PY engines/transformers/nocache_forward.py MODEL_DIR --tokens 3,1,4,1,5 --out FILE [--exact] [--audit]
+
+Loads MODEL_DIR with attn_implementation="eager", moves it to float64, runs one forward over the
+whole token list with use_cache=False, and writes the logits [n, vocab] to FILE as raw little-endian
+float64, row-major. Prints one JSON line: {"n", "vocab", "transformers", "exact", ...}.
+
+Without --exact it is transformers as shipped, float32 islands included (RMSNorm, rotary cos/sin,
+eager softmax: see exact64.py). With --exact those are patched at runtime to float64, so the forward
+is float64 arithmetic throughout. --audit adds to the JSON the aten ops that produced float32
+tensors during the forward (what is left of the islands).
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import exact64  # noqa: E402
+
+
+def load_float64(model_dir, exact, **overrides):
+    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager", **overrides)
+    model = model.to(torch.float64).eval()
+    summary = exact64.patch(model) if exact else None
+    return model, summary
+
+
+def forward(model, tokens):
+    with torch.no_grad():
+        out = model(torch.tensor([tokens], dtype=torch.long), use_cache=False)
+    return out.logits[0].to(torch.float64)
+
+
+def run(model_dir, tokens, exact=False, audit=False):
+    model, summary = load_float64(model_dir, exact)
+    if audit:
+        logits, f32 = exact64.audit(lambda: forward(model, tokens))
+    else:
+        logits, f32 = forward(model, tokens), None
+    return logits, summary, f32
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model_dir")
+    ap.add_argument("--tokens", required=True, help="comma-separated token ids")
+    ap.add_argument("--out", required=True, help="file for the float64 logits (raw little-endian, [n, vocab])")
+    ap.add_argument("--exact", action="store_true", help="patch transformers' float32 islands to float64")
+    ap.add_argument("--audit", action="store_true", help="report aten ops that produced float32 tensors")
+    a = ap.parse_args()
+    tokens = [int(t) for t in a.tokens.split(",") if t.strip()]
+    if not tokens:
+        ap.error("--tokens is empty")
+    logits, summary, f32 = run(a.model_dir, tokens, a.exact, a.audit)
+    data = logits.contiguous().numpy().astype("<f8").tobytes()
+    with open(a.out, "wb") as f:
+        f.write(data)
+    r = {"n": logits.shape[0], "vocab": logits.shape[1], "transformers": transformers.__version__,
+         "exact": a.exact}
+    if summary:
+        r["patched"] = summary
+    if f32 is not None:
+        r["float32_ops"] = f32
+    print(json.dumps(r), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

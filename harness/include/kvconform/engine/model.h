@@ -1,0 +1,97 @@
+// A tiny Hugging Face checkpoint (config.json + model.safetensors) and the model-level oracle: the
+// float64 forward of the whole model with each layer's window rule applied explicitly, no cache.
+// It is the model-level sibling of oracle.h and shares nothing with transformers' cache or mask
+// code: every position attends every earlier position its layer's rule allows, computed from the
+// K/V of all positions so far (kept, never evicted). No LibTorch here.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kvc::engine {
+
+enum class Family { Gemma2, Gemma3, Mistral };
+const char* to_string(Family f);  // "gemma2", "gemma3_text", "mistral" (config.model_type)
+
+// What the forward needs from config.json, read per family the way transformers reads it.
+struct ModelConfig {
+  std::string name;  // the checkpoint's folder name
+  Family family = Family::Mistral;
+  int64_t vocab = 0, hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0;
+  double eps = 1e-6;
+  double rope_theta = 10000;        // full layers (and every layer without a local base)
+  double rope_local_theta = 0;      // sliding layers' base where the family has one (gemma3); 0: none
+  double query_scale = 0;           // the scores' factor: query_pre_attn_scalar ** -0.5 or head_dim ** -0.5
+  double attn_softcap = 0;          // tanh soft-capping of the scores; 0: none
+  double final_softcap = 0;         // of the logits; 0: none
+  double embed_scale = 1;           // gemma: sqrt(hidden)
+  bool tied = false;                // lm_head is the embedding
+  bool gemma_norm = false;          // RMSNorm weight w applied as (1 + w), with pre/post sandwich norms
+  bool qk_norm = false;             // per-head RMSNorm of queries and keys before rope (gemma3)
+  bool gelu = false;                // gelu (tanh approximation) MLP; otherwise SiLU
+  int64_t sliding_window = 0;       // config.sliding_window
+  std::vector<int64_t> windows;     // per layer: W on a sliding layer, 0 on a full one
+};
+
+// Throws std::invalid_argument naming `file` and the field.
+ModelConfig parse_config(const nlohmann::json& config, const std::string& file);
+
+struct Model {
+  ModelConfig config;
+  std::map<std::string, std::vector<double>> tensors;  // by safetensors name, row-major
+  const std::vector<double>& at(const std::string& name) const;  // throws naming the missing tensor
+};
+
+// Reads DIR/config.json and DIR/model.safetensors (F32, F64, F16 or BF16 tensors). Throws
+// std::runtime_error naming the file and what is wrong; every tensor the family needs must be there
+// with its shape.
+Model load_model(const std::string& dir);
+
+// How an oracle run departs from the model's own rule: the diagnoses re-run it this way.
+struct OracleOptions {
+  std::vector<int64_t> windows;  // per layer; empty: the config's
+  bool kv_half = false;          // K and V rounded to float16 as they are stored (an f16 KV cache)
+  bool q_half = false;           // queries rounded to float16 before the scores (a kernel that reads Q as f16)
+  bool gelu_half = false;        // gelu(x) read from a float16 table: half(gelu(half(x))), as ggml's CPU GELU
+};
+
+// One sequence's forward, position by position. Position p's logits depend only on tokens
+// 0..p, computed with the same arithmetic however the tokens arrive, so extend() in pieces equals
+// one forward over the whole prefix bit for bit, and truncate(n) is the forward of the shorter prefix.
+template <class T>
+class SequenceOracle {
+ public:
+  SequenceOracle(const Model& model, OracleOptions options = {});
+  // The logits of the new positions, row-major [tokens.size(), vocab].
+  std::vector<double> extend(const std::vector<int32_t>& tokens);
+  void truncate(int64_t n);  // drops the last n positions
+  // Models keys a cache lost: from now on, sliding layers see no key at a position < p.
+  void forget_before(int64_t p) { forgotten_ = std::max(forgotten_, p); }
+  int64_t length() const { return length_; }
+
+ private:
+  struct Layer {
+    std::vector<T> q, k, v, o, gate, up, down, in_norm, post_attn_norm, pre_ff_norm, post_ff_norm, q_norm, k_norm;
+    std::vector<T> keys, values;  // [position][kv_heads * head_dim]
+    int64_t window = 0;
+    std::vector<T> inv_freq;
+  };
+  void forward_one(int32_t token, int64_t pos, double* logits);
+
+  ModelConfig config_;
+  OracleOptions options_;
+  std::vector<T> embed_, final_norm_, lm_head_;
+  std::vector<Layer> layers_;
+  int64_t length_ = 0;
+  int64_t forgotten_ = 0;
+};
+
+extern template class SequenceOracle<double>;
+extern template class SequenceOracle<float>;
+
+}  // namespace kvc::engine

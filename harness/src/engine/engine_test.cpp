@@ -1,0 +1,278 @@
+// The engine level's own tests: the model oracle's window rule and its prefix property, plans, the
+// diagnoses, and the judge against kvc-oracle-engine with its mutants and faults.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <unistd.h>
+
+#include "kvconform/engine/check.h"
+#include "kvconform/engine/model.h"
+#include "kvconform/engine/plan.h"
+
+namespace kvc::engine {
+namespace {
+
+// A random model of the family in memory (weights ~ N(0, scale)), not a file.
+Model random_model(Family family, std::vector<int64_t> windows, int64_t window, uint64_t seed = 7) {
+  Model m;
+  ModelConfig& c = m.config;
+  c.name = "test";
+  c.family = family;
+  c.vocab = 32, c.hidden = 16, c.layers = static_cast<int64_t>(windows.size()), c.heads = 4, c.kv_heads = 2, c.head_dim = 8,
+  c.intermediate = 24;
+  const bool gemma = family != Family::Mistral;
+  c.gemma_norm = c.gelu = gemma;
+  c.qk_norm = family == Family::Gemma3;
+  c.tied = gemma;
+  c.embed_scale = gemma ? 4 : 1;
+  c.query_scale = 1 / std::sqrt(family == Family::Gemma2 ? 12.0 : 8.0);
+  c.attn_softcap = family == Family::Gemma2 ? 5 : 0;
+  c.final_softcap = family == Family::Gemma2 ? 8 : 0;
+  c.rope_local_theta = family == Family::Gemma3 ? 10000 : 0;
+  c.rope_theta = family == Family::Gemma3 ? 1e6 : 1e4;
+  c.sliding_window = window;
+  c.windows = windows;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> n(0, 0.5);
+  auto t = [&](const std::string& name, int64_t size) {
+    auto& v = m.tensors[name];
+    v.resize(static_cast<size_t>(size));
+    for (double& x : v) x = n(rng);
+  };
+  t("model.embed_tokens.weight", c.vocab * c.hidden);
+  t("model.norm.weight", c.hidden);
+  if (!c.tied) t("lm_head.weight", c.vocab * c.hidden);
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    t(p + "self_attn.q_proj.weight", c.heads * c.head_dim * c.hidden);
+    t(p + "self_attn.k_proj.weight", c.kv_heads * c.head_dim * c.hidden);
+    t(p + "self_attn.v_proj.weight", c.kv_heads * c.head_dim * c.hidden);
+    t(p + "self_attn.o_proj.weight", c.hidden * c.heads * c.head_dim);
+    t(p + "mlp.gate_proj.weight", c.intermediate * c.hidden);
+    t(p + "mlp.up_proj.weight", c.intermediate * c.hidden);
+    t(p + "mlp.down_proj.weight", c.hidden * c.intermediate);
+    for (const char* norm : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"})
+      t(p + norm + ".weight", c.hidden);
+    t(p + "self_attn.q_norm.weight", c.head_dim);
+    t(p + "self_attn.k_norm.weight", c.head_dim);
+  }
+  return m;
+}
+
+std::vector<int32_t> tokens(int64_t n, uint64_t salt = 1) { return tokens_for(3, salt, n, 32); }
+
+TEST(ModelOracle, ExtendInPiecesEqualsOneForwardBitForBit) {
+  for (Family f : {Family::Gemma2, Family::Gemma3, Family::Mistral}) {
+    const Model m = random_model(f, {3, 0, 3}, 3);
+    const std::vector<int32_t> t = tokens(20);
+    SequenceOracle<double> whole(m), pieces(m);
+    const std::vector<double> all = whole.extend(t);
+    std::vector<double> got;
+    for (auto [a, b] : {std::pair{0, 7}, {7, 8}, {8, 20}}) {
+      const auto part = pieces.extend(std::vector<int32_t>(t.begin() + a, t.begin() + b));
+      got.insert(got.end(), part.begin(), part.end());
+    }
+    EXPECT_EQ(all, got) << to_string(f);
+    // truncate(n) is the forward of the shorter prefix: re-extending gives the same logits.
+    pieces.truncate(5);
+    EXPECT_EQ(pieces.extend(std::vector<int32_t>(t.begin() + 15, t.end())),
+              std::vector<double>(all.begin() + 15 * 32, all.end()));
+  }
+}
+
+TEST(ModelOracle, AWindowAtLeastTheSequenceIsFullAttentionAndAShorterOneIsNot) {
+  const Model sliding = random_model(Family::Gemma2, {30, 0}, 30), full = random_model(Family::Gemma2, {0, 0}, 30);
+  EXPECT_EQ(SequenceOracle<double>(sliding).extend(tokens(30)), SequenceOracle<double>(full).extend(tokens(30)));
+  const Model w4 = random_model(Family::Gemma2, {4, 0}, 4);
+  const auto a = SequenceOracle<double>(w4).extend(tokens(12));
+  const auto b = SequenceOracle<double>(full).extend(tokens(12));
+  // Positions 0..3 see the same keys; position 4 is the first whose window drops a key.
+  EXPECT_EQ(std::vector<double>(a.begin(), a.begin() + 4 * 32), std::vector<double>(b.begin(), b.begin() + 4 * 32));
+  EXPECT_NE(std::vector<double>(a.begin() + 4 * 32, a.begin() + 5 * 32), std::vector<double>(b.begin() + 4 * 32, b.begin() + 5 * 32));
+}
+
+TEST(ModelOracle, Float32StaysNearFloat64) {
+  const Model m = random_model(Family::Gemma3, {3, 3, 0}, 3);
+  const auto a = SequenceOracle<double>(m).extend(tokens(40));
+  const auto b = SequenceOracle<float>(m).extend(tokens(40));
+  double e = 0;
+  for (size_t i = 0; i < a.size(); ++i) e = std::max(e, std::abs(a[i] - b[i]));
+  EXPECT_GT(e, 0);
+  EXPECT_LT(e, 1e-4);
+}
+
+TEST(ModelConfig, ReadsEachFamilysWindowsAndRefusesWhatItDoesNotModel) {
+  nlohmann::json c = {{"model_type", "gemma3_text"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 4},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
+                      {"sliding_window", 3}, {"layer_types", {"sliding_attention", "full_attention", "full_attention", "sliding_attention"}}};
+  EXPECT_EQ(parse_config(c, "c.json").windows, (std::vector<int64_t>{3, 0, 0, 3}));
+  c.erase("layer_types");
+  EXPECT_EQ(parse_config(c, "c.json").windows, (std::vector<int64_t>{3, 3, 3, 3}));  // pattern 6
+  c["model_type"] = "llama";
+  try {
+    parse_config(c, "c.json");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("c.json: /model_type"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
+  for (const Plan& p : fixed_plans("m", 4, 32)) {
+    EXPECT_EQ(invalid_reason(p, 32), "") << p.name;
+    const Plan q = plan_from_json(to_json(p), "p.json");
+    EXPECT_EQ(to_json(q), to_json(p));
+  }
+  const auto long_run = fixed_plans("m", 2, 32);
+  const auto it = std::find_if(long_run.begin(), long_run.end(), [](const Plan& p) { return p.name == "long_run"; });
+  ASSERT_NE(it, long_run.end());
+  EXPECT_GE(max_tokens(*it), 600);
+  nlohmann::json bad = to_json(long_run.front());
+  bad["steps"][0]["op"] = "rewind";
+  try {
+    plan_from_json(bad, "p.json");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("p.json: /steps/0/op"), std::string::npos) << e.what();
+  }
+  Plan p{"x", "m", {}};
+  PlanStep roll;
+  roll.kind = PlanStep::Kind::Rollback;
+  roll.n = 1;
+  p.steps.push_back(roll);
+  EXPECT_NE(invalid_reason(p, 32).find("rollback by 1 of a sequence of 0"), std::string::npos);
+}
+
+// Records what an oracle variant says for a plan, as if an engine had answered it.
+Recorded record(const Model& m, const Plan& plan, OracleOptions o) {
+  Recorded r;
+  std::map<int64_t, std::unique_ptr<SequenceOracle<double>>> seqs;
+  for (const PlanStep& s : plan.steps) {
+    r.logits.emplace_back();
+    auto& slot = seqs[s.seq];
+    if (!slot) slot = std::make_unique<SequenceOracle<double>>(m, o);
+    if (s.kind == PlanStep::Kind::Extend) {
+      const auto l = slot->extend(s.tokens);
+      r.logits.back().assign(l.begin(), l.end());
+    }
+    if (s.kind == PlanStep::Kind::Rollback) slot->truncate(s.n);
+  }
+  return r;
+}
+
+TEST(Diagnose, NamesTheWindowThatExplainsTheLogits) {
+  const Model m = random_model(Family::Gemma2, {4, 0, 4}, 4);
+  const Plan plan{"p", "test", {PlanStep{PlanStep::Kind::Extend, 0, tokens(13), 0}, PlanStep{PlanStep::Kind::Extend, 0, tokens(3, 2), 0}}};
+  auto with = [](std::vector<int64_t> w) {
+    OracleOptions o;
+    o.windows = w;
+    return o;
+  };
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, with({5, 0, 5})), 1e-3), "consistent with a window of W+1 on the sliding layers (one key too many)");
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, with({3, 0, 3})), 1e-3), "consistent with a window of W-1 on the sliding layers (one key too few)");
+  // A plan no longer than W+1 cannot tell W+1 from full attention: both are named.
+  const Plan short_plan{"p", "test", {PlanStep{PlanStep::Kind::Extend, 0, tokens(5), 0}}};
+  EXPECT_EQ(diagnose(m, short_plan, record(m, short_plan, with({5, 0, 5})), 1e-3),
+            "consistent with a window of W+1 on the sliding layers (one key too many) or with full attention on the sliding layers");
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, with({0, 0, 0})), 1e-3), "consistent with full attention on the sliding layers");
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, with({4, 4, 4})), 1e-3),
+            "consistent with the sliding window applied to the full-attention layers too");
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, with({4, 0, 4})), 1e-3), "");  // the truth is no deviation
+  Plan roll = plan;
+  roll.steps.insert(roll.steps.begin() + 1, PlanStep{PlanStep::Kind::Rollback, 0, {}, 2});
+  // After the rollback to 11, the sliding layers lost key 8 (they kept W - 1 = 3 rows, 2 of them rolled back).
+  Recorded lost = record(m, roll, {});
+  {
+    SequenceOracle<double> o(m);
+    o.extend(roll.steps[0].tokens);
+    o.truncate(2);
+    o.forget_before(9);
+    const auto l = o.extend(roll.steps[2].tokens);
+    lost.logits[2].assign(l.begin(), l.end());
+  }
+  EXPECT_NE(diagnose(m, roll, lost, 1e-3).find("rollback at step 1 losing keys: from position 11 on, the sliding layers see no key before position 9"),
+            std::string::npos)
+      << diagnose(m, roll, lost, 1e-3);
+}
+
+// The zoo's gemma2 model, written once for these tests by the project's generator.
+const std::string& gemma2_dir() {
+  static const std::string dir = [] {
+    const std::string out = (std::filesystem::temp_directory_path() / ("kvc-engine-test-" + std::to_string(getpid()))).string();
+    const std::string cmd = "python3 " KVC_SOURCE_DIR "/engines/models/make_models.py " + out + " --only gemma2-w4 >/dev/null";
+    if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
+    return out + "/gemma2-w4";
+  }();
+  return dir;
+}
+
+Plan plan_named(const std::string& name) {
+  const Model m = load_model(gemma2_dir());
+  for (const Plan& p : fixed_plans("gemma2-w4", m.config.sliding_window, m.config.vocab))
+    if (p.name == name) return p;
+  throw std::runtime_error("no plan " + name);
+}
+
+report::CaseResult run_oracle_engine(const Plan& plan, nlohmann::json options, const std::string& mutant = "none",
+                                     EngineClient* reuse = nullptr) {
+  EngineSpec spec{"oracle", KVC_ORACLE_ENGINE, std::move(options), mutant, 5};
+  EngineClient own(spec);
+  EngineClient& client = reuse ? *reuse : own;
+  return check_plan(client, load_model(gemma2_dir()), gemma2_dir(), plan, {});
+}
+
+TEST(EngineCheck, TheOracleEnginePassesAndEachMutantFailsWithItsDiagnosis) {
+  const Plan plan = plan_named("extend_after_full");
+  const auto ok = run_oracle_engine(plan, nlohmann::json::object());
+  EXPECT_EQ(ok.status, report::Status::Pass) << ok.message;
+  EXPECT_EQ(ok.policy, "same-dtype-reference");
+  EXPECT_GT(ok.bound, 0);
+  for (auto [mutant, diagnosis] : {std::pair{"window+1", "window of W+1"}, {"window-1", "window of W-1"}, {"full", "full attention on the sliding"}}) {
+    const auto bad = run_oracle_engine(plan, nlohmann::json::object(), mutant);
+    EXPECT_EQ(bad.status, report::Status::Fail) << mutant;
+    EXPECT_NE(bad.message.find(diagnosis), std::string::npos) << bad.message;
+    EXPECT_NE(bad.message.find("step "), std::string::npos) << bad.message;
+  }
+}
+
+TEST(EngineCheck, AWorkerFaultIsThatCasesFailAndTheNextCaseGetsAFreshWorker) {
+  const Plan plan = plan_named("prefill_gt_w");
+  for (auto [fault, words] : {std::pair{"crash@1", "crashed: the worker was killed by SIGSEGV"}, {"exit@1", "exited with status 3"},
+                              {"hang@1", "timed out after 5 s"}, {"garbage@1", "protocol error"}}) {
+    EngineSpec spec{"oracle", KVC_ORACLE_ENGINE, {{"fault", fault}}, "none", 5};
+    EngineClient client(spec);
+    const auto bad = check_plan(client, load_model(gemma2_dir()), gemma2_dir(), plan, {});
+    EXPECT_EQ(bad.status, report::Status::Fail) << fault;
+    EXPECT_NE(bad.message.find("step 1 (extend seq 0"), std::string::npos) << bad.message;
+    EXPECT_NE(bad.message.find(words), std::string::npos) << bad.message;
+    // The same client, its worker restarted, passes the next case.
+    client.stop();
+    EngineSpec fine = spec;
+    fine.options = nlohmann::json::object();
+    EngineClient again(fine);
+    EXPECT_EQ(check_plan(again, load_model(gemma2_dir()), gemma2_dir(), plan, {}).status, report::Status::Pass) << fault;
+  }
+}
+
+TEST(EngineCheck, AKnownDeviationIsADeviationAndOnlyWithItsDiagnosis) {
+  const Plan plan = plan_named("extend_after_full");
+  CheckOptions o;
+  o.known.push_back({"^oracle$", "gemma2", "extend_after_full", "consistent with a window of W+1", "test"});
+  EngineClient plus1({"oracle", KVC_ORACLE_ENGINE, nlohmann::json::object(), "window+1", 5});
+  // Mutant runs are never excused; the same behaviour told as the engine's own is.
+  EXPECT_EQ(check_plan(plus1, load_model(gemma2_dir()), gemma2_dir(), plan, o).status, report::Status::Fail);
+  o.known.front().explanation = "consistent with full attention";
+  EXPECT_EQ(check_plan(plus1, load_model(gemma2_dir()), gemma2_dir(), plan, o).status, report::Status::Fail);
+}
+
+TEST(EngineCheck, AnUnknownOptionIsTheEnginesErrorAndAPlanTheEngineCannotRunIsASkip) {
+  const auto bad = run_oracle_engine(plan_named("prefill_eq_w"), {{"no_such_option", 1}});
+  EXPECT_EQ(bad.status, report::Status::Fail);
+  EXPECT_NE(bad.message.find("unknown option \"no_such_option\""), std::string::npos) << bad.message;
+}
+
+}  // namespace
+}  // namespace kvc::engine

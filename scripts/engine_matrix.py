@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Renders the engine matrix of docs/engines.md from the summary.json files of `kvconform engine`
+runs, and rewrites the part of docs/engines.md between its matrix markers.
+
+    bash scripts/engine_matrix.sh                 # runs every configuration (two shards), then this
+    python3 scripts/engine_matrix.py reports/engine-matrix-*/summary.json [--doc docs/engines.md]
+
+One table: a row per engine configuration (the engine's own version from its hello), a column per
+model; a cell counts the fixed plans OK / DEVIATION / FAIL / SKIP with the largest error of the OK
+ones. Below it, every cell that is not OK, by scenario class, with its verdict and message.
+"""
+import argparse
+import json
+import re
+import sys
+from collections import defaultdict, OrderedDict
+
+BEGIN, END = "<!-- engine matrix begin -->", "<!-- engine matrix end -->"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("summaries", nargs="+")
+    ap.add_argument("--doc", default=None, help="rewrite the matrix section of this Markdown file")
+    ap.add_argument("--command", default="bash scripts/engine_matrix.sh")
+    a = ap.parse_args()
+    by_id = OrderedDict()  # a case run again in a later summary replaces the earlier result
+    for path in a.summaries:
+        for c in json.load(open(path))["cases"]:
+            by_id[c.get("id") or (c["suite"], c["backend"], c["name"])] = c
+    cases = list(by_id.values())
+    engines, models = OrderedDict(), OrderedDict()
+    cells = defaultdict(list)
+    version = {}
+    for c in cases:
+        if c["suite"] != "engine":
+            continue
+        model, plan = c["name"].split("/", 1)
+        engines[c["backend"]] = 1
+        models[model] = 1
+        cells[(c["backend"], model)].append((plan, c))
+        m = re.match(r"engine: (.*)", c.get("detail", ""))
+        if m and c["backend"] not in version:
+            version[c["backend"]] = m.group(1).strip()
+    models = sorted(models)
+    out = [f"Measured with `{a.command}` (fixed plans; {len(cases)} cases). A cell: OK / DEVIATION (known, "
+           "engines/known_deviations.json) / FAIL / SKIP over the scenario classes, and the largest error of the OK ones.", ""]
+    out.append("| engine configuration | version | dtype | " + " | ".join(models) + " |")
+    out.append("| --- | --- | --- | " + " | ".join("---" for _ in models) + " |")
+    for e in engines:
+        dtypes = sorted({c.get("dtype", "") for m in models for _, c in cells[(e, m)]})
+        row = [f"`{e}`", version.get(e, ""), ", ".join(dtypes)]
+        for m in models:
+            got = cells[(e, m)]
+            if not got:
+                row.append("")
+                continue
+            n = defaultdict(int)
+            worst = 0.0
+            for _, c in got:
+                n[c["status"]] += 1
+                if c["status"] == "OK":
+                    w = re.search(r"max error ([0-9.e+-]+)", c.get("message", ""))
+                    worst = max(worst, float(w.group(1))) if w else worst
+            parts = [f"{n[s]} {s}" for s in ("OK", "DEVIATION", "FAIL", "SKIP") if n[s]]
+            row.append(" · ".join(parts) + (f" (≤ {worst:.1e})" if n["OK"] else ""))
+        out.append("| " + " | ".join(row) + " |")
+    out += ["", "Every cell that is not OK, grouped where the message is the same but for its numbers "
+            "(model/scenario class: verdict, the first message):", ""]
+    for e in engines:
+        groups = OrderedDict()
+        for m in models:
+            for plan, c in cells[(e, m)]:
+                if c["status"] == "OK":
+                    continue
+                msg = c.get("message", "")
+                key = (c["status"], re.sub(r"[0-9][0-9.e+-]*", "#", msg)[:90])
+                groups.setdefault(key, []).append((f"{m}/{plan}", msg))
+        if not groups:
+            continue
+        out.append(f"- `{e}`")
+        for (status, _), items in groups.items():
+            msg = items[0][1].replace("|", "\\|")
+            if len(msg) > 240:
+                msg = msg[:237] + "..."
+            where = ", ".join(f"`{w}`" for w, _ in items[:6]) + (f" and {len(items) - 6} more" if len(items) > 6 else "")
+            out.append(f"  - {where}: {status} {msg}")
+    text = "\n".join(out) + "\n"
+    if not a.doc:
+        sys.stdout.write(text)
+        return 0
+    doc = open(a.doc).read()
+    if BEGIN not in doc or END not in doc:
+        sys.exit(f"{a.doc}: no {BEGIN} ... {END} section")
+    head, rest = doc.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    open(a.doc, "w").write(head + BEGIN + "\n" + text + END + tail)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
