@@ -107,14 +107,9 @@ class Bench {
     const auto t0 = Clock::now();
     const MaskSizes sizes = layer.get_mask_sizes(q);
     const KV out = layer.update(k, v);
-    masks::MaskQuery m;
-    m.type = layer.spec().type;
-    m.window = layer.spec().window;
-    m.batch = a_.batch;
-    for (int64_t i = 0; i < q; ++i) m.query_positions.push_back(seen + i);
-    m.sizes = sizes;
-    m.seen_after = seen + q;
-    m.allow_skip = layer.spec().cache == CacheKind::Dynamic;
+    // The newest release's request: SDPA may skip a static cache's multi-token mask too
+    // (allow_is_causal_skip), as transformers does.
+    const MaskRequest m = mask_request(layer.spec(), Behaviours{}, a_.batch, std::nullopt, seen, q, std::nullopt, sizes);
     if (backend == "eager") {
       const at::Tensor mask = masks::additive_mask(masks::boolean_mask(m), scalar_type(dtype_));
       (void)attention::eager(query, out.keys, out.values, mask);

@@ -210,6 +210,63 @@ TEST(Cli, RunThatCheckedNothingIsNotGreen) {
   EXPECT_EQ(kvconform("run --suite backend --device cuda --no-report --allow-nothing-checked").code, 0);
 }
 
+// Issue 18, item 4: a selector given where it cannot apply is refused (exit 2), never accepted and
+// ignored (docs/cli.md, "Which selector applies where"). `--backend-cmd true` is never started.
+TEST(Cli, SelectorsThatCannotApplyAreRefused) {
+  const std::string plugin = std::string("--plugin '") + KVC_BINARY + "'";  // an existing file: refused before loading
+  for (const std::string& args :
+       {std::string("run --backend-cmd true --iterations 5"), std::string("run --backend-cmd true --case x"),
+        std::string("run --backend-cmd true --property stored_rows"), std::string("run --backend-cmd true --backend eager"),
+        std::string("run --backend-cmd true --mutant window_too_wide"), std::string("run --backend-cmd true --suite golden"),
+        std::string("run --backend-cmd true --golden-only"), std::string("run --backend-cmd true --device cuda"),
+        std::string("run --backend-cmd true --fixtures x"), "run " + plugin + " --backend-timeout 3",
+        std::string("run --plugin-iterations 3"), std::string("run --backend-timeout 3"),
+        std::string("run --max-worker-failures 1")}) {
+    const Result r = kvconform(args + " --no-report");
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("appl"), std::string::npos) << args << "\n" << r.out;  // "does not apply" / "applies only"
+  }
+}
+
+// Issue 18, item 3: a failing case's reproduce line runs as printed from an empty working directory
+// (absolute binary, --filter for its id, the flags that changed its outcome, the replay string) and
+// fails exactly that case again.
+TEST(Cli, ReproduceLineRunsFromAnywhere) {
+  const Result r = kvconform("run --properties-only --property window_coverage --mutant window_too_wide --iterations 100 "
+                             "--dtype float32 --no-report");
+  ASSERT_EQ(r.code, 1) << r.out;
+  const std::string key = "  reproduce: ";
+  const size_t at = r.stdout_only.find(key);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string line = r.stdout_only.substr(at + key.size(), r.stdout_only.find('\n', at) - at - key.size());
+  EXPECT_EQ(line.rfind('/', 0), 0u) << line;  // the absolute binary
+  for (const char* part : {" --filter '^property/window_coverage$'", " --mutant window_too_wide", " --iterations 100",
+                           " --dtype float32", " --seed 20250917", " --reproduce '"})
+    EXPECT_NE(line.find(part), std::string::npos) << part << " in " << line;
+  const fs::path cwd = scratch("elsewhere");
+  const fs::path out = scratch("elsewhere_out") / "out";
+  const int status = std::system(("cd '" + cwd.string() + "' && " + line + " --no-report >'" + out.string() + "' 2>&1").c_str());
+  const std::string again = slurp(out);
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << again;
+  EXPECT_NE(again.find("property/window_coverage("), std::string::npos) << again;
+  EXPECT_NE(again.find("0 passed, 1 failed, 0 skipped"), std::string::npos) << again;
+}
+
+// Issue 18, item 2: -v prints each case's measured error, bound and margin; the reports record them.
+TEST(Cli, VerbosePrintsMeasuredErrorAndReportsRecordIt) {
+  const fs::path dir = scratch("measured");
+  const Result r = kvconform("run --suite backend --filter '^backend/decode_across_window/static/eager/float32$' -v "
+                             "--report-dir '" + dir.string() + "'");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(std::regex_search(r.stdout_only, std::regex("\n  measured: error [0-9.e+-]+, bound [0-9.e+-]+, margin [0-9.e+-]+ "
+                                                          "\\(same-dtype-reference\\)\n")))
+      << r.stdout_only;
+  const auto c = nlohmann::json::parse(slurp(dir / "summary.json"))["cases"][0];
+  ASSERT_TRUE(c["error"].is_number()) << c.dump();
+  EXPECT_NEAR(c["margin"].get<double>(), c["bound"].get<double>() - c["error"].get<double>(), 1e-15);
+  EXPECT_NE(slurp(dir / "junit.xml").find("<property name=\"kvconform.margin\""), std::string::npos);
+}
+
 TEST(Cli, RunFailureReportsHeatmapAndReproduce) {
   const fs::path dir = scratch("failing");
   const Result r = kvconform("run --properties-only --iterations 100 --property window_coverage --mutant window_too_wide "
@@ -328,7 +385,7 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
 }
 
 // The same traces through Python and C++ side by side: both rates, the ratios and the differential
-// pool's sequences/s, in one run (README "Performance").
+// pool's sequences/s, in one run (docs/performance.md).
 TEST(Bench, VsPythonPrintsBothSidesAndTheRatio) {
   if (!fs::exists(fs::path(KVC_SOURCE_DIR) / "golden/.venv-5.24.0/bin/python"))
     GTEST_SKIP() << "golden environment 5.24.0 not built (bash golden/setup_env.sh 5.24.0)";
@@ -425,7 +482,24 @@ TEST(Replay, JsonPrintsTheReferenceObservations) {
   EXPECT_TRUE(k["steps"][0]["cache_position"].is_null());
   EXPECT_EQ(k["steps"][0]["layers"][0]["allow_is_causal_skip"], true);
   EXPECT_EQ(kvconform("replay " + c + " --json --release 4.0.0" + nofixtures).code, 2);
-  EXPECT_EQ(kvconform("replay " + c + " --release 5.24.0" + nofixtures).code, 2);  // --release needs --json
+  // --version is the old name of --release (docs/cli.md): one option, in every mode.
+  EXPECT_EQ(kvconform("replay " + c + " --json --version 4.57.6" + nofixtures).stdout_only, old.stdout_only);
+  EXPECT_EQ(kvconform("replay " + c + " --json --release 4.57.6 --version 5.24.0" + nofixtures).code, 2);
+}
+
+// Without --json, --release picks one release's fixture; its reproduce line names the release the same way.
+// (The verdict is Replay.CaseAgainstItsFixtures' business: only the selection is checked here.)
+TEST(Replay, ReleaseSelectsOneFixture) {
+  const std::string c = std::string(KVC_SOURCE_DIR) + "/cases/tf_hybrid_cache.json";
+  const std::string fixtures = std::string(" --fixtures ") + KVC_SOURCE_DIR + "/golden/fixtures";
+  const std::string dir = scratch("replay_release").string();
+  const Result r = kvconform("replay " + c + " --release 4.57.6 --report-dir '" + dir + "'" + fixtures);
+  ASSERT_NE(r.code, 2) << r.out;
+  EXPECT_EQ(r.stdout_only.rfind("4.57.6/tf_hybrid_cache(", 0), 0u) << r.stdout_only;
+  EXPECT_EQ(r.stdout_only.find("/tf_hybrid_cache(", 7), std::string::npos) << r.stdout_only;  // one release only
+  const auto summary = nlohmann::json::parse(std::ifstream(dir + "/summary.json"));
+  EXPECT_NE(summary.dump().find("kvconform replay " + c + " --release 4.57.6"), std::string::npos) << summary.dump();
+  EXPECT_EQ(kvconform("replay " + c + " --version 4.57.6" + fixtures).stdout_only, r.stdout_only);
 }
 
 // A step where 4.56's sliding layer raises (a multi-token update once full) is explained, not a crash:

@@ -1,11 +1,16 @@
 #include <iostream>
 
 #include "kvconform/cases.h"
+#include "kvconform/golden.h"
 
 #include "cli_util.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
+  // Before anything can run LibTorch: the CPU kernels golden replay judges bitwise
+  // (golden/README.md "CPU kernel pin"). An override stays, is said here and in each golden result.
+  for (const std::string& o : kvc::golden::pin_cpu_kernels())
+    std::cerr << "kvconform: CPU kernels not pinned: " << o << "; golden attention outputs are judged with tolerances\n";
   CLI::App app{"kvconform: conformance checks for sliding-window KV caches against transformers' reference"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "kvconform 0.1.0");
@@ -15,6 +20,7 @@ int main(int argc, char** argv) {
   const kvc::cli::Runner replay = kvc::cli::add_replay_command(app);
   const kvc::cli::Runner explain = kvc::cli::add_explain_command(app);
   const kvc::cli::Runner golden = kvc::cli::add_golden_command(app);
+  const kvc::cli::Runner engine = kvc::cli::add_engine_command(app);
   // Every command that loads case files can lift the size caps (cases/README.md "Size caps").
   bool allow_large = false;
   for (const char* name : {"run", "replay", "explain", "golden"})
@@ -36,6 +42,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("replay")) return replay();
     if (app.got_subcommand("explain")) return explain();
     if (app.got_subcommand("golden")) return golden();
+    if (app.got_subcommand("engine")) return engine();
   } catch (const std::invalid_argument& e) {
     std::cerr << "kvconform: " << e.what() << "\n";
     return 2;

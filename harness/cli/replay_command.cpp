@@ -20,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct CaseArgs {
-  std::string path, fixtures = "golden/fixtures", version, release, report_dir;
+  std::string path, fixtures = "golden/fixtures", release, report_dir;
   int step = -1;
   bool json = false;
 };
@@ -32,17 +32,17 @@ std::string fixture_file(const CaseArgs& a, const std::string& version, const Sc
   return (fs::path(a.fixtures) / version / (c.name + ".json")).string();
 }
 
-// The fixture's behaviours (its record, checked against the table), else the table's for `version`.
+// The fixture's behaviours (its record, checked against the table), else the table's for release `version`.
 golden::FixtureBehaviours behaviours_of(const CaseArgs& a, const std::string& version, const Scenario& c,
                                         const std::optional<nlohmann::json>& fixture) {
   if (fixture) return golden::fixture_behaviours(*fixture, version, fixture_file(a, version, c));
   return {behaviours_for_release(version), ""};
 }
 
-// Versions to use: --version, else every fixture folder; each with its fixture file when present.
+// Releases to use: --release, else every fixture folder; each with its fixture file when present.
 std::vector<std::pair<std::string, std::optional<nlohmann::json>>> fixtures_for(const Scenario& c, const CaseArgs& a) {
   std::vector<std::string> versions;
-  if (!a.version.empty()) versions.push_back(a.version);
+  if (!a.release.empty()) versions.push_back(a.release);
   else if (fs::is_directory(a.fixtures)) versions = golden::fixture_versions(a.fixtures);
   std::vector<std::pair<std::string, std::optional<nlohmann::json>>> out;
   for (const std::string& v : versions) {
@@ -55,7 +55,7 @@ std::vector<std::pair<std::string, std::optional<nlohmann::json>>> fixtures_for(
     }
     out.emplace_back(v, std::move(fixture));
   }
-  if (out.empty() && !a.version.empty()) throw std::invalid_argument("case " + c.name + " does not apply to " + a.version);
+  if (out.empty() && !a.release.empty()) throw std::invalid_argument("case " + c.name + " does not apply to " + a.release);
   if (out.empty()) out.emplace_back(newest_release(), std::nullopt);  // no fixtures at all: the reference alone
   return out;
 }
@@ -68,19 +68,17 @@ Runner add_replay_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("replay", "Replay one case file through the reference and compare with its golden fixtures");
   cmd->add_option("CASE", a->path, "A scenario file (cases/README.md)")->required();
   cmd->add_option("--fixtures", a->fixtures, "Golden fixtures folder (default golden/fixtures)");
-  cmd->add_option("--version", a->version, "Only this transformers version's fixture");
+  // One name for the release in replay and explain; --version is its old name, kept as an alias.
+  cmd->add_option("--release,--version", a->release,
+                  "Only this transformers release's fixture, and the behaviours the reference follows with --json "
+                  "(default: every fixture folder; with --json the newest known release). --version is an alias");
   cmd->add_option("--report-dir", a->report_dir, "Also write junit.xml, summary.json, summary.md, report.html here");
-  auto* json_flag = cmd->add_flag("--json", a->json,
-                                  "Print the reference's observations for the case as fixture-format JSON (no fixtures "
-                                  "needed) and exit 0");
-  cmd->add_option("--release", a->release,
-                  "With --json: the transformers release whose behaviours the reference follows (default: --version, "
-                  "else the newest known)")
-      ->needs(json_flag);
+  cmd->add_flag("--json", a->json,
+                "Print the reference's observations for the case as fixture-format JSON (no fixtures needed) and exit 0");
   return [a]() -> int {
     const Scenario c = cases::load_case(a->path);
     if (a->json) {
-      const std::string release = !a->release.empty() ? a->release : !a->version.empty() ? a->version : newest_release();
+      const std::string release = !a->release.empty() ? a->release : newest_release();
       nlohmann::json out = golden::run_case(c, behaviours_for_release(release));
       out["release"] = release;
       std::cout << out.dump(1) << "\n";
@@ -106,7 +104,7 @@ Runner add_replay_command(CLI::App& app) {
         r.message = "no fixture for this case: the reference ran " + std::to_string(reference["steps"].size()) +
                     " steps (kvconform golden regenerates fixtures)";
       }
-      r.reproduce = "kvconform replay " + shell_quote(a->path) + " --version " + version;
+      r.reproduce = "kvconform replay " + shell_quote(a->path) + " --release " + version;
       std::cout << r.name << "(" << r.params << "): " << to_string(r.status) << (r.message.empty() ? "" : " " + r.message)
                 << "\n";
       if (r.status == report::Status::Fail && !r.detail.empty()) std::cout << r.detail << "\n";
@@ -187,7 +185,8 @@ Runner add_explain_command(CLI::App& app) {
   cmd->add_option("CASE", a->path, "A scenario file (cases/README.md)")->required();
   cmd->add_option("--step", a->step, "Step index, from 0")->required()->check(CLI::NonNegativeNumber);
   cmd->add_option("--fixtures", a->fixtures, "Golden fixtures folder (default golden/fixtures)");
-  cmd->add_option("--version", a->version, "Transformers version whose fixture and behaviours to use (default: the newest)");
+  cmd->add_option("--release,--version", a->release,
+                  "Transformers release whose fixture and behaviours to use (default: the newest). --version is an alias");
   return [a]() -> int {
     const Scenario c = cases::load_case(a->path);
     if (a->step >= static_cast<int>(c.steps.size()))

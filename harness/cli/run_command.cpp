@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -43,7 +44,43 @@ struct RunArgs {
   std::vector<std::string> suites;  // --suite: golden, backend, property (default: all three)
   std::vector<std::string> backend_cmds;  // kernels in worker processes (subprocess_backend.h)
   double backend_timeout = 10;
+  int max_worker_failures = 0;  // 0: never give up
 };
+
+// `id` as an ECMAScript regular expression that matches exactly it.
+std::string regex_quote(const std::string& id) {
+  std::string out;
+  for (char c : id) {
+    if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// The running binary's absolute path (/proc/self/exe), for reproduce lines that work from anywhere.
+std::string self_path() {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("kvconform") : p.string();
+}
+
+// A data folder (cases, golden fixtures): as given; by default ./REL when it exists, else the
+// installed copy next to the binary (<prefix>/share/kvconform/REL, cmake --install).
+std::string data_folder(const std::string& value, bool given, const std::string& rel) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!given && !fs::exists(value, ec)) {
+    const fs::path installed = fs::path(self_path()).parent_path().parent_path() / "share" / "kvconform" / rel;
+    if (fs::is_directory(installed, ec)) return installed.lexically_normal().string();
+  }
+  return value;
+}
+
+// The folder as an absolute path, for a reproduce line that works from any working directory.
+std::string absolute_folder(const std::string& value) {
+  std::error_code ec;
+  return std::filesystem::absolute(value, ec).lexically_normal().string();
+}
 
 report::CaseResult property_result(const campaign::Outcome& o, const campaign::Options& options, bool verbose) {
   report::CaseResult r;
@@ -56,6 +93,11 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
   const campaign::Judged judged = campaign::judged_by(o.property, options.filter.dtype);
   r.policy = to_string(judged.policy);
   r.bound = judged.bound;
+  // The measured error: the largest the campaign observed (value properties); a bitwise property
+  // that passed measured none above 0.
+  for (const auto& [key, err] : o.observations.max_error) r.error = std::max(r.error, err);
+  if (r.error < 0 && o.ok && judged.policy == Policy::Bitwise) r.error = 0;
+  r.replay = o.reproduce;
   std::ostringstream detail;
   if (o.ok) {
     r.message = std::to_string(o.cases) + " cases, " + std::to_string(o.observations.steps) + " steps";
@@ -91,11 +133,13 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-void print_line(const report::CaseResult& r) {
+void print_line(const report::CaseResult& r, bool verbose) {
   // The registry id (what --filter matches) opens the line: one line per case.
   std::cout << report::case_id(r) << "(" << r.params << "): " << to_string(r.status);
   if (!r.message.empty()) std::cout << " " << (r.status == report::Status::Pass ? "(" + r.message + ")" : r.message);
   std::cout << "\n";
+  // -v: what the case measured against what it allowed (report::measured_text).
+  if (verbose && r.error >= 0) std::cout << "  measured: " << report::measured_text(r) << " (" << r.policy << ")\n";
   if (r.status == report::Status::Fail) {
     if (!r.detail.empty()) std::cout << r.detail << "\n";
     if (!r.reproduce.empty()) std::cout << "  reproduce: " << r.reproduce << "\n";
@@ -151,6 +195,10 @@ Runner add_run_command(CLI::App& app) {
                   "'Kernels in another process'); like --plugin, only the selected kernels are checked");
   run->add_option("--backend-timeout", args->backend_timeout, "Seconds per --backend-cmd call (default 10)")
       ->check(CLI::PositiveNumber);
+  run->add_option("--max-worker-failures", args->max_worker_failures,
+                  "Give up on a --plugin or --backend-cmd after N worker failures (crash, hang, exit, no start): its "
+                  "remaining cases are SKIP 'gave up after N worker failures' (default 0: never)")
+      ->check(CLI::NonNegativeNumber);
   run->add_option("--save-cases", args->save_cases,
                   "Write each shrunk property or plugin-campaign failure as a case file into this folder (e.g. "
                   "cases/regressions), so a found bug becomes a permanent case");
@@ -158,7 +206,28 @@ Runner add_run_command(CLI::App& app) {
   run->add_flag("--allow-nothing-checked", args->allow_nothing_checked,
                 "Exit 0 even when every selected case was skipped (by default a run that checked nothing fails)");
 
-  return [args]() -> int {
+  return [args, run]() -> int {
+    const auto given = [&](const char* name) { return run->count(name) > 0; };
+    const bool foreign = !args->plugins.empty() || !args->backend_cmds.empty();
+    // Selectors and options apply where docs/cli.md says; one given where it cannot apply is bad
+    // usage (exit 2), never accepted and ignored.
+    if (foreign) {
+      for (const char* name : {"--case", "--property", "--backend", "--device", "--engine", "--suite", "--golden-only",
+                               "--properties-only", "--iterations", "--fixtures"})
+        if (given(name))
+          throw std::invalid_argument(std::string(name) + " does not apply to --plugin/--backend-cmd checks (they run "
+                                      "only the plugin suite; see docs/cli.md, 'Which selector applies where')");
+      if (args->mutant != "none")
+        throw std::invalid_argument("--mutant does not apply to --plugin/--backend-cmd checks (it changes the reference, "
+                                    "which they do not run)");
+    } else {
+      for (const char* name : {"--plugin-iterations", "--backend-timeout", "--max-worker-failures"})
+        if (given(name)) throw std::invalid_argument(std::string(name) + " applies only with --plugin or --backend-cmd");
+    }
+    if (given("--backend-timeout") && args->backend_cmds.empty())
+      throw std::invalid_argument("--backend-timeout applies only with --backend-cmd");
+    args->cases = data_folder(args->cases, given("--cases"), "cases");
+    args->fixtures = data_folder(args->fixtures, given("--fixtures"), "golden/fixtures");
     campaign::Options options = campaign::options_from_env();
     if (args->seed) options.seed = *args->seed;
     if (args->iterations) options.iterations = *args->iterations;
@@ -189,6 +258,38 @@ Runner add_run_command(CLI::App& app) {
     if (selected.empty() && !args->golden_only && args->suites.empty())
       throw std::invalid_argument("--property '" + args->property + "' matches no property");
 
+    // One runnable line per failing case (docs/cli.md, "Reproducing a failure"): the absolute
+    // binary, --filter for exactly its id, and every flag that changed its outcome, with folders as
+    // absolute paths, so it runs from any working directory.
+    const auto reproduce = [&](report::CaseResult& r, const std::string& target_flag) {
+      if (r.status != report::Status::Fail) return;
+      std::ostringstream os;
+      os << shell_quote(self_path()) << " run";
+      if (r.suite != "plugin" || r.name != "check") os << " --filter " << shell_quote("^" + regex_quote(report::case_id(r)) + "$");
+      if (r.suite == "plugin") {
+        os << " " << target_flag << " --cases " << shell_quote(absolute_folder(args->cases));
+        if (!args->backend_cmds.empty() && target_flag.rfind("--backend-cmd", 0) == 0)
+          os << " --backend-timeout " << args->backend_timeout;
+        if (r.name.rfind("campaign/", 0) == 0) os << " --plugin-iterations " << args->plugin_iterations;
+      } else {
+        os << " --suite " << r.suite;
+        if (r.suite == "golden")
+          os << " --fixtures " << shell_quote(absolute_folder(args->fixtures)) << " --cases "
+             << shell_quote(absolute_folder(args->cases));
+        if (r.suite == "backend" && args->device != "cpu") os << " --device " << args->device;
+        if (r.suite == "property") {
+          os << " --iterations " << options.iterations;
+          if (options.engine != campaign::Engine::Auto) os << " --engine " << to_string(options.engine);
+        }
+        if (options.mutation != Mutation::None) os << " --mutant " << to_string(options.mutation);
+      }
+      os << " --seed " << options.seed;
+      if (!args->dtype.empty()) os << " --dtype " << args->dtype;
+      if (!args->attention.empty()) os << " --attention " << args->attention;
+      if (!r.replay.empty())  // always quoted, as the reproduce strings have always been printed
+        os << " --reproduce " << (r.replay.find('\'') == std::string::npos ? "'" + r.replay + "'" : shell_quote(r.replay));
+      r.reproduce = os.str();
+    };
     const auto run_started = std::chrono::steady_clock::now();
     std::vector<double> case_seconds;  // for --timings
     report::RunSummary summary;
@@ -221,15 +322,23 @@ Runner add_run_command(CLI::App& app) {
       } else {
         for (report::CaseResult& r : golden::replay(g)) {
           if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
-          print_line(r);
+          reproduce(r, "");
+          print_line(r, args->verbose);
           if (args->verbose && r.status != report::Status::Fail && !r.detail.empty()) std::cout << "  " << r.detail << "\n";
           summary.cases.push_back(std::move(r));
         }
       }
     }
-    auto add = [&](report::CaseResult r) {
+    auto add = [&](report::CaseResult r, const std::string& target_flag = "") {
       if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
-      print_line(r);
+      reproduce(r, target_flag);
+      print_line(r, args->verbose);
+      // -v: a passing case's detail too (a kernel case's form coverage, a backend case's errors).
+      if (args->verbose && r.status != report::Status::Fail && !r.detail.empty()) {
+        std::istringstream lines(r.detail);
+        for (std::string line; std::getline(lines, line);)
+          if (!line.empty()) std::cout << "  " << line << "\n";
+      }
       case_seconds.resize(summary.cases.size(), -1.0);
       summary.cases.push_back(std::move(r));
     };
@@ -255,7 +364,13 @@ Runner add_run_command(CLI::App& app) {
     // Foreign implementations (C plugins, --backend-cmd workers): a raise of the check itself is that
     // implementation's FAIL; a malformed case file stays bad input.
     auto check_foreign = [&](const std::string& label, const std::string& target, auto&& check) {
+      const std::string target_flag = label == "plugin" ? "--plugin " + shell_quote(absolute_folder(target))
+                                                        : "--backend-cmd " + shell_quote(target);
       plugin::PluginCheckOptions p;
+      p.dtype = options.filter.dtype;
+      p.attention = options.filter.attention;
+      p.max_worker_failures = args->max_worker_failures;
+      p.reproduce = args->reproduce;
       p.seed = options.seed;
       p.iterations = args->plugin_iterations;
       p.cases_dir = args->cases;
@@ -264,7 +379,7 @@ Runner add_run_command(CLI::App& app) {
       p.list_only = args->list;
       try {
         if (args->list) return list(check(p));
-        for (report::CaseResult& r : check(p)) add(std::move(r));
+        for (report::CaseResult& r : check(p)) add(std::move(r), target_flag);
       } catch (const cases::CaseError&) {
         throw;
       } catch (const std::exception& e) {
@@ -277,7 +392,7 @@ Runner add_run_command(CLI::App& app) {
         r.dtype = "mixed";
         r.status = report::Status::Fail;
         r.message = "the " + kind + " check itself raised: " + first_line(e.what());
-        add(std::move(r));
+        add(std::move(r), target_flag);
       }
     };
     for (const std::string& path : args->plugins)
@@ -305,6 +420,7 @@ Runner add_run_command(CLI::App& app) {
           outcome.failure = std::string("the campaign raised: ") + first_line(e.what());
         }
         report::CaseResult r = property_result(outcome, options, args->verbose);
+        reproduce(r, "");
         if (!outcome.ok && outcome.counterexample && !args->save_cases.empty()) {
           const std::string last = outcome.failure.substr(outcome.failure.find_last_of('\n', outcome.failure.size() - 2) + 1);
           const auto doc = case_json(*outcome.counterexample, p, options.mutation, options.seed, last);
@@ -316,7 +432,7 @@ Runner add_run_command(CLI::App& app) {
         }
         case_seconds.resize(summary.cases.size(), -1.0);  // golden cases are not timed one by one
         case_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-        print_line(r);
+        print_line(r, args->verbose);
         if (args->verbose && r.status == report::Status::Pass && !r.detail.empty()) std::cout << r.detail << "\n";
         summary.cases.push_back(std::move(r));
       }
