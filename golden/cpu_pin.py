@@ -12,7 +12,7 @@ on CPUs with AVX-512 (or AVX2-VNNI-2) that the ATen fallback does on others. The
   ONEDNN_MAX_CPU_ISA=AVX2     oneDNN sees no ISA above AVX2, so bf16/fp16 matmuls take ATen's
                               path on every CPU
 
-The C++ side sets the same three (kvc::golden::pin_cpu_kernels(), harness/src/golden.cpp) and the
+The C++ side sets the same three (kvc::golden::pin_cpu_kernels(), harness/src/golden/golden.cpp) and the
 two must stay equal: every fixture records the pin it was dumped under (`cpu_kernels`), and golden
 replay judges attention outputs bitwise only where that record equals the running one.
 

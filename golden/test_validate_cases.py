@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""validate_cases.py agrees with the C++ loader (harness/src/cases_test.cpp) on hostile cases: the
+"""validate_cases.py agrees with the C++ loader (harness/src/cases/cases_test.cpp) on hostile cases: the
 same pointer and message for each size cap and out-of-range number, and each cap can be raised.
 
     python3 golden/test_validate_cases.py      (needs jsonschema: any golden venv has it)

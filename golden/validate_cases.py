@@ -12,7 +12,7 @@ The hand-written cases in cases/ also follow a size policy (head_dim <= 8, total
 checked here unless --no-size-policy is given; dump.py --serve does not apply it.
 
 Every case also meets the size caps of cases/README.md ("Size caps"), the same numbers, order and
-messages as the C++ loader (harness/src/cases.cpp): KVC_MAX_TOKENS etc. raise one cap,
+messages as the C++ loader (harness/src/cases/cases.cpp): KVC_MAX_TOKENS etc. raise one cap,
 KVC_ALLOW_LARGE=1 or --allow-large lifts them all.
 """
 import argparse

@@ -1,6 +1,6 @@
 // Attention backends: the ways a sliding-window attention can be computed from a layer's returned
 // K/V, each judged against the float64 oracle with one tolerance policy (docs/backends.md). The
-// list is registry() (harness/src/backend_registry.cpp): a new backend is its own source file with
+// list is registry() (harness/src/backends/backend_registry.cpp): a new backend is its own source file with
 // a make_<name>(Fault) factory plus one line there. Backends run on the device of their inputs.
 #pragma once
 
