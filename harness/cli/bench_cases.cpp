@@ -9,6 +9,7 @@
 #include <iostream>
 #include <regex>
 
+#include "cli_util.h"
 #include "commands.h"
 #include "kvcgen/campaign.h"
 #include "kvconform/backends.h"
@@ -47,13 +48,7 @@ double quantile(std::vector<double> v, double f) {
 }  // namespace
 
 int run_case_perf(const CasePerfRequest& req, nlohmann::ordered_json* json_out) {
-  std::regex filter;
-  try {
-    filter = std::regex(req.filter);
-  } catch (const std::regex_error&) {
-    throw std::invalid_argument("--filter '" + req.filter + "' is not a valid regular expression");
-  }
-  const auto selected = [&](const std::string& id) { return std::regex_search(id, filter); };
+  const Selection selected = Selection::make(req.filter, {}, "", "");  // run's --filter, the same ids
   std::ostream& os = req.quiet_stdout ? std::cerr : std::cout;
   os << std::left << std::setw(72) << "case" << std::right << std::setw(6) << "runs" << std::setw(13) << "median_us"
      << std::setw(11) << "iqr_us" << "  status\n";

@@ -201,6 +201,24 @@ TEST(Cli, ListPrintsExactlyTheIdsFilterRuns) {
   EXPECT_EQ(kvconform("run --list --filter '^nothing/'").code, 2);
 }
 
+// The older selectors are spellings of the one id filter: each lists exactly the ids of its --filter
+// twin, and they combine with --filter by "and".
+TEST(Cli, OldSelectorsAreSpellingsOfTheFilter) {
+  const std::string data = " --iterations 5 --cases " KVC_SOURCE_DIR "/cases --fixtures " KVC_SOURCE_DIR "/golden/fixtures";
+  const auto ids = [&](const std::string& flags) {
+    const Result r = kvconform("run --list " + flags + data);
+    EXPECT_EQ(r.code, 0) << flags << "\n" << r.out;
+    return r.stdout_only;
+  };
+  EXPECT_EQ(ids("--golden-only --case '5\\.24\\.0/window2'"), ids("--filter '^golden/5\\.24\\.0/window2'"));
+  EXPECT_EQ(ids("--properties-only --property 'rows$'"), ids("--filter '^property/[a-z_]*rows$'"));
+  EXPECT_EQ(ids("--suite backend"), ids("--filter '^backend/'"));
+  // --case constrains only golden ids; with --filter both must hold.
+  EXPECT_EQ(ids("--case '5\\.24\\.0/window2' --filter '^(golden/4|backend/chunked_left_padding/static/eager/)'"),
+            ids("--filter '^backend/chunked_left_padding/static/eager/'"));
+  EXPECT_EQ(kvconform("run --list --case '('" + data).code, 2);
+}
+
 TEST(Cli, RunThatCheckedNothingIsNotGreen) {
   Result r = kvconform("run --suite backend --device cuda --no-report");
   if (r.out.find("): SKIP") == std::string::npos) GTEST_SKIP() << "CUDA is available here: the suite really ran";

@@ -1,5 +1,6 @@
 #include "cli_util.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <regex>
 #include <stdexcept>
@@ -35,6 +36,37 @@ void set_command_line(int argc, char** argv) {
 }
 
 const std::string& command_line() { return stored_command_line(); }
+
+Selection Selection::make(const std::string& filter, const std::vector<std::string>& suites,
+                          const std::string& case_regex, const std::string& property_regex) {
+  Selection s;
+  s.suites = suites;
+  const auto compile = [](const std::string& flag, const std::string& text) -> std::optional<std::regex> {
+    if (text.empty()) return std::nullopt;
+    try {
+      return std::regex(text);
+    } catch (const std::regex_error&) {
+      throw std::invalid_argument(flag + " '" + text + "' is not a valid regular expression");
+    }
+  };
+  s.filter = compile("--filter", filter);
+  s.golden_names = compile("--case", case_regex);
+  s.property_names = compile("--property", property_regex);
+  return s;
+}
+
+bool Selection::suite(const std::string& name) const {
+  return suites.empty() || std::find(suites.begin(), suites.end(), name) != suites.end();
+}
+
+bool Selection::operator()(const std::string& id) const {
+  const auto slash = id.find('/');
+  const std::string first = id.substr(0, slash), rest = slash == std::string::npos ? "" : id.substr(slash + 1);
+  if (!suite(first)) return false;
+  if (first == "golden" && golden_names && !std::regex_search(rest, *golden_names)) return false;
+  if (first == "property" && property_names && !std::regex_search(rest, *property_names)) return false;
+  return !filter || std::regex_search(id, *filter);
+}
 
 Shard parse_shard(const std::string& text) {
   const auto slash = text.find('/');

@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,21 @@ Shard resolve_shard(const std::string& flag);
 // what it runs (fuzz_command.cpp); `message` is the failure's last line.
 nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Property property, Mutation mutation,
                                  uint64_t seed, const std::string& message);
+
+// Which case ids a run selects: the registry's one filter. --filter is a regular expression over
+// ids; the older selectors are spellings of it, each over the part of the id it always named:
+// --suite S (and --golden-only, --properties-only) over the id's first segment, --case R over a
+// golden id without "golden/" (<release>/<case>), --property R over a property id's name. Every
+// suite asks it before running or listing a case, so --list prints exactly what a run runs.
+struct Selection {
+  std::optional<std::regex> filter, golden_names, property_names;
+  std::vector<std::string> suites;  // empty: every suite
+  // Throws std::invalid_argument naming the flag whose regular expression is malformed.
+  static Selection make(const std::string& filter, const std::vector<std::string>& suites, const std::string& case_regex,
+                        const std::string& property_regex);
+  bool suite(const std::string& name) const;  // may any id of this suite be selected?
+  bool operator()(const std::string& id) const;
+};
 
 // Properties whose name matches the regular expression; throws std::invalid_argument if it is
 // malformed or matches none.

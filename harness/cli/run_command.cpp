@@ -236,17 +236,13 @@ Runner add_run_command(CLI::App& app) {
     if (!args->dtype.empty()) options.filter.dtype = parse_dtype(args->dtype);
     options.mutation = parse_mutation(args->mutant);
     if (!args->engine.empty()) options.engine = campaign::parse_engine(args->engine);
-    std::regex pattern, filter;
-    try {
-      pattern = std::regex(args->property);
-      if (!args->case_regex.empty()) std::regex check(args->case_regex);
-      filter = std::regex(args->filter);
-    } catch (const std::regex_error&) {
-      throw std::invalid_argument("--property/--case/--filter is not a valid regular expression");
-    }
-    // The registry: every suite names its cases by id (report::case_id) and runs only those the
-    // filter selects; --list prints exactly those ids.
-    const auto select = [&](const std::string& id) { return args->filter.empty() || std::regex_search(id, filter); };
+    // The registry's one selection (cli_util.h): --case, --property, --suite and --*-only are
+    // spellings of the id filter; every suite asks it before running or listing a case.
+    std::vector<std::string> suites = args->suites;
+    if (args->golden_only) suites = {"golden"};
+    if (args->properties_only) suites = {"property"};
+    const Selection selection = Selection::make(args->filter, suites, args->case_regex, args->property);
+    const auto select = [&](const std::string& id) { return selection(id); };
     int listed = 0;
     auto list = [&](const std::vector<report::CaseResult>& results) {
       for (const report::CaseResult& r : results) std::cout << report::case_id(r) << "\n";
@@ -254,7 +250,8 @@ Runner add_run_command(CLI::App& app) {
     };
     std::vector<campaign::Property> selected;
     for (campaign::Property p : campaign::all_properties())
-      if (std::regex_search(campaign::to_string(p), pattern)) selected.push_back(p);
+      if (!selection.property_names || std::regex_search(campaign::to_string(p), *selection.property_names))
+        selected.push_back(p);
     if (selected.empty() && !args->golden_only && args->suites.empty())
       throw std::invalid_argument("--property '" + args->property + "' matches no property");
 
@@ -298,12 +295,7 @@ Runner add_run_command(CLI::App& app) {
     const bool reference_sections = args->plugins.empty() && args->backend_cmds.empty();
     // --mutant reaches every suite that runs the reference: golden replay, the backend suite and the
     // properties (docs/cli.md, "Mutants"), each of which must then fail.
-    auto suite = [&](const char* name) {
-      if (!args->suites.empty()) return std::find(args->suites.begin(), args->suites.end(), name) != args->suites.end();
-      if (args->golden_only) return std::string(name) == "golden";
-      if (args->properties_only) return std::string(name) == "property";
-      return true;
-    };
+    const auto suite = [&](const char* name) { return selection.suite(name); };
     if (reference_sections && suite("property"))  // --engine fast on a value property is bad usage
       for (campaign::Property p : selected) campaign::resolve(options.engine, p);
     const bool goldens = reference_sections && suite("golden") && options.reproduce.empty();
@@ -311,7 +303,6 @@ Runner add_run_command(CLI::App& app) {
       golden::ReplayOptions g;
       g.fixtures_root = args->fixtures;
       g.cases_root = args->cases;
-      g.name_regex = args->case_regex;
       g.dtype = options.filter.dtype;
       g.layer_type = options.filter.attention;
       g.mutation = options.mutation;
