@@ -1,0 +1,43 @@
+"""Finding the kvconform binary: an explicit path, $KVCONFORM_BIN, PATH, then a checkout's build."""
+import os
+import shutil
+
+CHECKOUT_BUILD = os.path.join("build", "harness", "cli", "kvconform")
+
+
+class NotFound(Exception):
+    pass
+
+
+def _ancestors(path):
+    path = os.path.abspath(path)
+    while True:
+        yield path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return
+        path = parent
+
+
+def find(explicit=None, start=None):
+    """The path of the kvconform binary, or NotFound naming every place looked at."""
+    looked = []
+    for how, candidate in (("--kvconform-bin", explicit), ("KVCONFORM_BIN", os.environ.get("KVCONFORM_BIN"))):
+        if candidate:
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                return os.path.abspath(candidate)
+            raise NotFound(f"{how} {candidate}: not an executable file")
+        looked.append(f"{how} (not given)")
+    on_path = shutil.which("kvconform")
+    if on_path:
+        return on_path
+    looked.append("kvconform on PATH (none)")
+    for root in (start or os.getcwd(), os.path.dirname(__file__)):
+        for folder in _ancestors(root):
+            candidate = os.path.join(folder, CHECKOUT_BUILD)
+            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                return candidate
+        looked.append(f"{CHECKOUT_BUILD} in {os.path.abspath(root)} and its parents (none)")
+    raise NotFound("no kvconform binary: looked at " + "; ".join(looked) +
+                   ". Build it (bash scripts/setup.sh in a kvconform checkout), install it "
+                   "(cmake --install build --prefix P; P/bin on PATH), or pass --kvconform-bin PATH / set KVCONFORM_BIN.")

@@ -1,0 +1,177 @@
+"""`pytest --kvconform` in a subprocess, as a kernel repository runs it: the 14-line example passes,
+its mutants fail with the case's message and a runnable reproduce line, SKIPs are skips, a run that
+checked nothing fails, and a missing binary is a clear failure.
+
+Needs the kvconform binary ($KVCONFORM_BIN, PATH or this checkout's build/). To stay fast the cases
+are float32 without the golden step sequences or the random campaign, except in the example's run.
+"""
+import importlib.metadata
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from kvconform.binary import NotFound, find
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLE = os.path.join(HERE, "..", "examples", "sdpa_kernel.py")
+MUTANTS = os.path.join(HERE, "mutants")
+FAST = "--plugin-iterations 0 --cases " + os.path.join(HERE, "mutants")  # no case files there: built-in patterns only
+
+
+@pytest.fixture(scope="session")
+def binary():
+    try:
+        return find()
+    except NotFound as e:
+        pytest.fail(str(e))
+
+
+def _entry_point_installed():
+    eps = importlib.metadata.entry_points()
+    group = eps.select(group="pytest11") if hasattr(eps, "select") else eps.get("pytest11", [])
+    return any(ep.value == "kvconform.pytest_plugin" for ep in group)
+
+
+def pytester(tmp_path, binary, *args, env=None):
+    """Runs pytest in tmp_path; returns (exit code, output, {name: (outcome, text)})."""
+    junit = tmp_path / "junit.xml"
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", f"--junitxml={junit}"]
+    if not _entry_point_installed():
+        assert not os.environ.get("KVC_EXPECT_INSTALLED"), "the pytest11 entry point of the installed package is missing"
+        command += ["-p", "kvconform.pytest_plugin"]
+    environment = dict(os.environ, KVCONFORM_BIN=binary)
+    environment.update(env or {})
+    done = subprocess.run(command + list(args), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, env=environment, timeout=600)
+    results = {}
+    if junit.exists():
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            outcome, text = "passed", ""
+            for child in case:
+                if child.tag in ("failure", "error", "skipped"):
+                    outcome, text = child.tag, (child.get("message") or "") + "\n" + (child.text or "")
+            results[case.get("name")] = (outcome, text)
+    return done.returncode, done.stdout, results
+
+
+def count(results, outcome):
+    return sum(1 for o, _ in results.values() if o == outcome)
+
+
+def test_example_passes_every_declared_case(tmp_path, binary):
+    """The whole check (golden cases' step sequences and a short random campaign included)."""
+    code, out, results = pytester(tmp_path, binary, "--kvconform", "--kvconform-adapter", EXAMPLE + ":sdpa_flash",
+                                  "--kvconform-args", "--plugin-iterations 5 --cases "
+                                  + os.path.join(HERE, "..", "..", "cases"))
+    assert code == 0, out
+    assert count(results, "failure") == 0 and count(results, "error") == 0, out
+    for name in ("kernel/decode_across_window/static/float32", "kernel/prefill_longer_than_window/dynamic/bfloat16",
+                 "kernel/sliding_left_padding_batch/static/float16", "campaign/kernel/mixed"):
+        assert results[name][0] == "passed", (name, out)
+    assert any(n.startswith("golden-kernel/") and o == "passed" for n, (o, _) in results.items()), out
+    # chunked layers are not declared: SKIP with the reason, never a pass
+    skipped = [t for o, t in results.values() if o == "skipped"]
+    assert skipped and all("does not declare chunked layers" in t for t in skipped), out
+    assert all(o == "skipped" for n, (o, _) in results.items() if n.startswith("kernel/chunked_")), out
+    assert re.search(r"kvconform .*sdpa_flash: \d+ passed, 0 failed, \d+ skipped", out), out
+
+
+@pytest.mark.parametrize("mutant,case,words", [
+    ("sdpa_window_plus_one", "kernel/prefill_longer_than_window/static/float32", "attention (window) max error"),
+    ("sdpa_ignores_convention", "kernel/decode_across_window/static/float32", "attention (window) max error"),
+])
+def test_mutants_fail_with_a_reproduce_line(tmp_path, binary, mutant, case, words):
+    spec = os.path.join(MUTANTS, {"sdpa_window_plus_one": "sdpa_window_plus_one.py",
+                                  "sdpa_ignores_convention": "sdpa_ignores_convention.py"}[mutant]) + ":" + mutant
+    code, out, results = pytester(tmp_path, binary, "--kvconform", "--kvconform-adapter", spec,
+                                  "--kvconform-dtype", "float32", "--kvconform-args", FAST)
+    assert code == 1, out
+    outcome, text = results[case]
+    assert outcome == "failure", out
+    assert f"plugin/{mutant}/{case}(" in text and words in text, text
+    assert re.search(r"measured: error [0-9.e+-]+, bound [0-9.e+-]+, margin -[0-9.e+-]+", text), text
+    reproduce = re.search(r"reproduce: (.*)", text).group(1)
+    assert f"--filter '^plugin/{mutant}/{case}$'" in reproduce, reproduce
+    assert "rerun under pytest: pytest --kvconform --kvconform-filter" in text, text
+    # the reproduce line runs as printed, from another directory, and fails that one case again
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    again = subprocess.run(reproduce, shell=True, cwd=elsewhere, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=300)
+    assert again.returncode == 1 and re.search(rf"{re.escape(case)}\(.*\): FAIL", again.stdout), again.stdout
+    assert re.search(r"^0 passed, 1 failed", again.stdout, re.M), again.stdout
+
+
+def test_kernels_in_test_modules_and_conftest_are_collected(tmp_path, binary):
+    """No --kvconform-adapter: an @kvconform.kernel in a test module is a collector of its cases (node
+    ids FILE::FUNCTION::CASE), one in conftest.py is collected too; without --kvconform only the
+    ordinary tests run."""
+    shutil.copy(EXAMPLE, tmp_path / "test_attention.py")
+    with open(tmp_path / "test_attention.py", "a") as f:
+        f.write("\n\ndef test_ordinary():\n    assert sdpa_flash is not None\n")
+    (tmp_path / "conftest.py").write_text(textwrap.dedent("""\
+        import torch
+        import kvconform
+
+        @kvconform.kernel(window="transformers", dtypes=["float32"])
+        def conftest_kernel(q, k, v, *, sliding_window, scale):
+            i = torch.arange(q.shape[2])[:, None] + (k.shape[2] - q.shape[2])
+            j = torch.arange(k.shape[2])
+            mask = (j <= i) & ((j > i - sliding_window) if sliding_window else True)
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=True)
+        """))
+    code, out, results = pytester(tmp_path, binary)
+    assert code == 0 and set(results) == {"test_ordinary"}, out
+    code, out, results = pytester(tmp_path, binary, "--kvconform", "--kvconform-dtype", "float32",
+                                  "--kvconform-args", FAST, "--collect-only")
+    assert code == 0 and "test_attention.py::sdpa_flash::kernel/decode_across_window/static/float32" in out, out
+    assert re.search(r"^conftest.py:conftest_kernel::kernel/decode_across_window/static/float32", out, re.M), out
+    code, out, results = pytester(tmp_path, binary, "--kvconform", "--kvconform-dtype", "float32",
+                                  "--kvconform-args", FAST,
+                                  "test_attention.py::sdpa_flash::kernel/decode_across_window/static/float32")
+    assert code == 0 and list(results) == ["kernel/decode_across_window/static/float32"], out
+    assert results["kernel/decode_across_window/static/float32"][0] == "passed", out
+
+
+def test_selection_runs_only_the_selected_cases(tmp_path, binary):
+    """--kvconform-filter and -k select items; kvconform then runs only those (its report says so)."""
+    reports = tmp_path / "reports"
+    code, out, results = pytester(tmp_path, binary, "--kvconform", "--kvconform-adapter", EXAMPLE + ":sdpa_flash",
+                                  "--kvconform-args", FAST, "--kvconform-filter", "^kernel/decode_across_window/",
+                                  "-k", "float16 or bfloat16", "--kvconform-report-dir", str(reports))
+    assert code == 0, out
+    assert sorted(results) == ["kernel/decode_across_window/dynamic/bfloat16", "kernel/decode_across_window/dynamic/float16",
+                               "kernel/decode_across_window/static/bfloat16", "kernel/decode_across_window/static/float16"], out
+    summary = json.loads(next(reports.rglob("summary.json")).read_text())
+    assert summary["totals"]["cases"] == 4 and summary["totals"]["passed"] == 4, summary["totals"]
+
+
+def test_a_run_that_checked_nothing_fails(tmp_path, binary):
+    (tmp_path / "float64_only.py").write_text(textwrap.dedent("""\
+        import torch, kvconform
+
+        @kvconform.kernel(window="flash", dtypes=["float64"])
+        def float64_only(q, k, v, *, window_size, scale):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=True)
+        """))
+    code, out, results = pytester(tmp_path, binary, "--kvconform", "--kvconform-adapter", "float64_only.py:float64_only",
+                                  "--kvconform-dtype", "float32", "--kvconform-args", FAST)
+    assert code == 1, out
+    assert results and count(results, "skipped") == len(results), out
+    assert "does not declare dtype float32" in out and "NOTHING WAS CHECKED" in out, out
+
+
+def test_no_binary_is_a_failure_that_says_where_it_looked(tmp_path, binary):
+    code, out, results = pytester(tmp_path, binary, "--kvconform", "--kvconform-adapter", EXAMPLE + ":sdpa_flash",
+                                  env={"KVCONFORM_BIN": str(tmp_path / "no-such-kvconform")})
+    assert code == 1 and results["kvconform"][0] == "failure", out
+    assert "KVCONFORM_BIN" in results["kvconform"][1] and "not an executable file" in results["kvconform"][1], out
+    code, out, results = pytester(tmp_path, binary, "--kvconform")
+    assert code == 1 and "found no kernel" in results["kvconform"][1], out
