@@ -60,7 +60,8 @@ class _Run:
     def __init__(self, config, label, spec, from_option=False):
         self.config, self.label, self.spec, self.from_option = config, label, spec, from_option
         self.items = []
-        self.ids = []           # full ids: plugin/<name>/<case>/<dtype>
+        self.ids = []           # full ids (plugin/<name>/<case>/<dtype>) after --kvconform-filter
+        self.all_ids = []       # every id kvconform listed
         self.list_error = None
         self.results = None     # id -> case of summary.json
         self.summary = None
@@ -100,6 +101,7 @@ class _Run:
                                + _tail(done.stderr + done.stdout))
             return []
         self.ids = [line.strip() for line in done.stdout.splitlines() if line.startswith("plugin/")]
+        self.all_ids = list(self.ids)
         pattern = self.config.getoption("kvconform_filter")
         if pattern:
             self.ids = [i for i in self.ids if re.search(pattern, short_id(i))]
@@ -114,7 +116,7 @@ class _Run:
             return
         selected = [i.case_id for i in session.items if isinstance(i, CaseItem) and i.run is self]
         command = self._base()
-        if sorted(selected) != sorted(self.ids):
+        if sorted(selected) != sorted(self.all_ids):  # a selection: run only those
             command += ["--filter", "^(" + "|".join(_REGEX_SPECIAL.sub(r"\\\1", i) for i in selected) + ")$"]
         keep = self.config.getoption("kvconform_report_dir")
         if keep:
