@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iostream>
 #include <regex>
 #include <stdexcept>
+
+#include "kvconform/report.h"
 
 namespace kvc::cli {
 
@@ -36,6 +39,19 @@ void set_command_line(int argc, char** argv) {
 }
 
 const std::string& command_line() { return stored_command_line(); }
+
+void print_case_line(const report::CaseResult& r, bool verbose, size_t fail_detail_limit) {
+  std::cout << report::case_id(r) << "(" << r.params << "): " << to_string(r.status);
+  if (!r.message.empty()) std::cout << " " << (r.status == report::Status::Pass ? "(" + r.message + ")" : r.message);
+  std::cout << "\n";
+  if (verbose && r.error >= 0) std::cout << "  measured: " << report::measured_text(r) << " (" << r.policy << ")\n";
+  if (r.status == report::Status::Fail) {
+    if (!r.detail.empty() && (verbose || r.detail.size() <= fail_detail_limit))
+      std::cout << r.detail << (r.detail.back() == '\n' ? "" : "\n");
+    if (!r.reproduce.empty()) std::cout << "  reproduce: " << r.reproduce << "\n";
+  }
+  std::cout.flush();
+}
 
 Selection Selection::make(const std::string& filter, const std::vector<std::string>& suites,
                           const std::string& case_regex, const std::string& property_regex) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kvcgen/campaign.h"
+#include "kvconform/results.h"
 
 namespace kvc::cli {
 
@@ -32,6 +33,11 @@ Shard resolve_shard(const std::string& flag);
 // what it runs (fuzz_command.cpp); `message` is the failure's last line.
 nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Property property, Mutation mutation,
                                  uint64_t seed, const std::string& message);
+
+// One line per case, opened by its registry id (what --filter matches), then the status and message;
+// with -v the measured error against its bound; for a FAIL its detail (unless longer than
+// `fail_detail_limit` characters without -v) and its reproduce line. `run` and `engine` print with it.
+void print_case_line(const report::CaseResult& r, bool verbose, size_t fail_detail_limit = std::string::npos);
 
 // Which case ids a run selects: the registry's one filter. --filter is a regular expression over
 // ids; the older selectors are spellings of it, each over the part of the id it always named:

@@ -71,17 +71,6 @@ std::vector<Configured> read_config(const std::string& path) {
   return out;
 }
 
-void print(const report::CaseResult& r, bool verbose) {
-  std::cout << report::case_id(r) << "(" << r.params << "): " << to_string(r.status);
-  if (!r.message.empty()) std::cout << " " << (r.status == report::Status::Pass ? "(" + r.message + ")" : r.message);
-  std::cout << "\n";
-  if (r.status == report::Status::Fail || verbose) {
-    if (!r.detail.empty() && (verbose || r.detail.size() < 4000)) std::cout << r.detail;
-    if (!r.reproduce.empty() && r.status == report::Status::Fail) std::cout << "  reproduce: " << r.reproduce << "\n";
-  }
-  std::cout.flush();
-}
-
 // The zoo: generated on first use by engines/models/make_models.py (standard library Python only).
 // The stamp holds a hash of the generator, so a changed generator rewrites the zoo.
 std::string ensure_models(const std::string& dir) {
@@ -234,7 +223,9 @@ Runner add_engine_command(CLI::App& app) {
           r.status = report::Status::Fail;
           r.message = std::string("the check raised: ") + e.what();
         }
-        print(r, a->verbose);
+        print_case_line(r, a->verbose, 4000);  // a long per-step table only with -v
+        if (a->verbose && r.status != report::Status::Fail && !r.detail.empty())
+          std::cout << r.detail << (r.detail.back() == '\n' ? "" : "\n");
         summary.cases.push_back(std::move(r));
       };
       auto not_installed = [&](const std::string& model, const std::string& plan) {

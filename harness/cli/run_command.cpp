@@ -133,19 +133,6 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-void print_line(const report::CaseResult& r, bool verbose) {
-  // The registry id (what --filter matches) opens the line: one line per case.
-  std::cout << report::case_id(r) << "(" << r.params << "): " << to_string(r.status);
-  if (!r.message.empty()) std::cout << " " << (r.status == report::Status::Pass ? "(" + r.message + ")" : r.message);
-  std::cout << "\n";
-  // -v: what the case measured against what it allowed (report::measured_text).
-  if (verbose && r.error >= 0) std::cout << "  measured: " << report::measured_text(r) << " (" << r.policy << ")\n";
-  if (r.status == report::Status::Fail) {
-    if (!r.detail.empty()) std::cout << r.detail << "\n";
-    if (!r.reproduce.empty()) std::cout << "  reproduce: " << r.reproduce << "\n";
-  }
-  std::cout.flush();
-}
 }  // namespace
 
 Runner add_run_command(CLI::App& app) {
@@ -314,7 +301,7 @@ Runner add_run_command(CLI::App& app) {
         for (report::CaseResult& r : golden::replay(g)) {
           if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
           reproduce(r, "");
-          print_line(r, args->verbose);
+          print_case_line(r, args->verbose);
           if (args->verbose && r.status != report::Status::Fail && !r.detail.empty()) std::cout << "  " << r.detail << "\n";
           summary.cases.push_back(std::move(r));
         }
@@ -323,7 +310,7 @@ Runner add_run_command(CLI::App& app) {
     auto add = [&](report::CaseResult r, const std::string& target_flag = "") {
       if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
       reproduce(r, target_flag);
-      print_line(r, args->verbose);
+      print_case_line(r, args->verbose);
       // -v: a passing case's detail too (a kernel case's form coverage, a backend case's errors).
       if (args->verbose && r.status != report::Status::Fail && !r.detail.empty()) {
         std::istringstream lines(r.detail);
@@ -423,7 +410,7 @@ Runner add_run_command(CLI::App& app) {
         }
         case_seconds.resize(summary.cases.size(), -1.0);  // golden cases are not timed one by one
         case_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-        print_line(r, args->verbose);
+        print_case_line(r, args->verbose);
         if (args->verbose && r.status == report::Status::Pass && !r.detail.empty()) std::cout << r.detail << "\n";
         summary.cases.push_back(std::move(r));
       }
