@@ -269,6 +269,16 @@ int64_t floor_div(int64_t a, int64_t b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 
+// x rounded to the input dtype, as a store in it would: the numerics mutants' deliberately low precision.
+double round_to(kvc_dtype t, double x) {
+  switch (t) {
+    case KVC_FLOAT16: return kvc_util::half_to_float(kvc_util::float_to_half(static_cast<float>(x)));
+    case KVC_BFLOAT16: return kvc_util::bf16_to_float(kvc_util::float_to_bf16(static_cast<float>(x)));
+    case KVC_FLOAT32: return static_cast<float>(x);
+    default: return x;
+  }
+}
+
 kvc_status attention(const kvc_attention_args* a, char* err, size_t err_len) {
 #ifdef KVC_MUTANT_UNSUPPORTED
   return fail(KVC_ERR_UNSUPPORTED, err, err_len, "this plugin supports no attention");
@@ -311,12 +321,42 @@ kvc_status attention(const kvc_attention_args* a, char* err, size_t err_len) {
         for (int64_t j = j0; j <= j1; ++j) {
           if (w.kind == KVC_WINDOW_MASK && !w.mask[(b * nq + i) * nk + j]) continue;
           double s = 0;
+#if defined(KVC_MUTANT_F16_ACCUMULATION)
+          // BUG: every accumulator (dot product, softmax sum, P@V) kept in the 16-bit input dtype.
+          const bool low = Q.dtype == KVC_FLOAT16 || Q.dtype == KVC_BFLOAT16;
+          const auto r = [&](double x) { return low ? round_to(Q.dtype, x) : x; };
+          for (int64_t d = 0; d < D; ++d) s = r(s + qrow[d] * kvc_util::load(K, b, h / group, j, d));
+          s = r(s * a->scale);
+          const double m_new = std::max(m, s), c = std::exp(m - m_new), p = std::exp(s - m_new);
+          l = r(l * c + p);
+          for (int64_t d = 0; d < D; ++d) acc[d] = r(acc[d] * c + p * kvc_util::load(V, b, h / group, j, d));
+          m = m_new;
+#elif defined(KVC_MUTANT_SOFTMAX_IN_INPUT_DTYPE)
+          // BUG: scores, running max, exp and the softmax sum rounded to the input dtype (P@V in float64).
+          for (int64_t d = 0; d < D; ++d) s += qrow[d] * kvc_util::load(K, b, h / group, j, d);
+          s = round_to(Q.dtype, s * a->scale);
+          const double m_new = std::max(m, s);
+          const double c = round_to(Q.dtype, std::exp(round_to(Q.dtype, m - m_new)));
+          const double p = round_to(Q.dtype, std::exp(round_to(Q.dtype, s - m_new)));
+          l = round_to(Q.dtype, round_to(Q.dtype, l * c) + p);
+          for (int64_t d = 0; d < D; ++d) acc[d] = acc[d] * c + p * kvc_util::load(V, b, h / group, j, d);
+          m = m_new;
+#elif defined(KVC_MUTANT_NO_MAX_SUBTRACTION)
+          // BUG: exp of the raw score, no running max: overflows once logits pass ~709 (float64).
+          for (int64_t d = 0; d < D; ++d) s += qrow[d] * kvc_util::load(K, b, h / group, j, d);
+          s *= a->scale;
+          const double p = std::exp(s);
+          l += p;
+          for (int64_t d = 0; d < D; ++d) acc[d] += p * kvc_util::load(V, b, h / group, j, d);
+          m = std::max(m, s);
+#else
           for (int64_t d = 0; d < D; ++d) s += qrow[d] * kvc_util::load(K, b, h / group, j, d);
           s *= a->scale;
           const double m_new = std::max(m, s), c = std::exp(m - m_new), p = std::exp(s - m_new);
           l = l * c + p;
           for (int64_t d = 0; d < D; ++d) acc[d] = acc[d] * c + p * kvc_util::load(V, b, h / group, j, d);
           m = m_new;
+#endif
         }
         for (int64_t d = 0; d < D; ++d) kvc_util::store(O, b, h, i, d, l > 0 ? acc[d] / l : 0.0);
       }

@@ -74,6 +74,43 @@ TEST(MutantPlugin, WindowOffByOneIsCaughtByTheKernelCheck) {
     }
 }
 
+// The numerics mutants of the kernel (docs/mutants.md, "Kernel mutants"): each FAILs a named numerics
+// case, and the same cases pass on the correct kernel. Only the numerics cases run (--filter).
+struct NumericsCatch {
+  const char* plugin;
+  const char* id;        // a case id fragment: the case that must fail
+  const char* dtype;
+  const char* fragment;  // in its message
+};
+class NumericsMutantPlugin : public ::testing::TestWithParam<NumericsCatch> {};
+TEST_P(NumericsMutantPlugin, IsCaughtByANamedNumericsCase) {
+  const NumericsCatch c = GetParam();
+  PluginCheckOptions o = quick(false, true);
+  o.iterations = 0;
+  const std::string wanted = std::string("kernel/") + c.id;
+  o.select = [&](const std::string& id) { return id.find(wanted) != std::string::npos; };
+  const auto results = check_plugin(c.plugin, o);
+  bool caught = false;
+  for (const auto& r : results)
+    if (r.dtype == c.dtype && r.status == Status::Fail && r.message.find(c.fragment) != std::string::npos) {
+      caught = true;
+      std::cout << "  e.g. " << r.name << " [" << r.dtype << "]: " << r.message << "\n";
+    }
+  EXPECT_TRUE(caught) << failures(results);
+  o.select = [&](const std::string& id) { return id.find(wanted) != std::string::npos; };
+  const auto correct = check_plugin(KVC_RING_BUFFER, o);
+  ASSERT_FALSE(correct.empty());
+  EXPECT_EQ(count(correct, Status::Pass), static_cast<int>(correct.size())) << failures(correct);
+}
+INSTANTIATE_TEST_SUITE_P(
+    Numerics, NumericsMutantPlugin,
+    ::testing::Values(NumericsCatch{KVC_MUTANT_SOFTMAX_IN_INPUT_DTYPE, "long_keys_4096/static", "float16", "max error"},
+                      NumericsCatch{KVC_MUTANT_SOFTMAX_IN_INPUT_DTYPE, "long_keys_4096/static", "bfloat16", "max error"},
+                      NumericsCatch{KVC_MUTANT_F16_ACCUMULATION, "long_keys_4096/static", "float16", "max error"},
+                      NumericsCatch{KVC_MUTANT_F16_ACCUMULATION, "long_keys_4096/static", "bfloat16", "max error"},
+                      NumericsCatch{KVC_MUTANT_NO_MAX_SUBTRACTION, "large_logits/static", "float64", "NaN"},
+                      NumericsCatch{KVC_MUTANT_NO_MAX_SUBTRACTION, "large_logits/static", "float16", "NaN"}));
+
 TEST(MutantPlugin, StaleKvOffsetIsCaughtByTheCacheCheck) {
   const auto results = check_plugin(KVC_MUTANT_STALE_KV_OFFSET, quick());
   const std::string hit = first_with(results, "get_mask_sizes(");

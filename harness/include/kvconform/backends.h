@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kvconform/masks.h"
+#include "kvconform/mutants.h"
 #include "kvconform/results.h"
 #include "kvconform/tolerance.h"
 #include "kvconform/types.h"
@@ -32,7 +33,14 @@ enum class Fault {
   WindowOffByOne,   // window_size = (W, 0): one key too many, the most reported window bug
   FirstRowPadding,  // every batch row uses row 0's left padding (a batch-indexing bug)
   IgnoreKvOffset,   // keys taken to start at position 0 whatever kv_offset says
+  // Numerics (the kernel mutants of mutants.h, caught by numeric_scenarios; CPU loop only, other
+  // devices compute these on the CPU):
+  SoftmaxInInputDtype,  // scores, running max, exp and the softmax sum rounded to the input dtype; P@V in float32
+  HalfAccumulation,     // QK dot product, softmax sum and P@V accumulators rounded to the 16-bit input dtype
+  NoMaxSubtraction,     // p = exp(score): no running max subtracted, overflows on large logits
 };
+// The windowed kernel's fault for a kernel mutant (Mutation::Kernel*); Fault::None for any other.
+Fault kernel_fault(Mutation mutation);
 
 class Backend {
  public:
@@ -113,8 +121,11 @@ struct SuiteOptions {
   std::string device = "cpu";
   std::vector<std::string> backends;  // empty: all
   uint64_t seed = 20250917;
-  // A deliberately wrong reference layer or mask (--mutant): the suite must then fail.
+  // A deliberately wrong reference layer or mask (--mutant): the suite must then fail. A kernel
+  // mutant (is_kernel_mutation) leaves the reference alone and makes `windowed` compute wrongly.
   Mutation mutation = Mutation::None;
+  // Run the numerics cases (numeric_scenarios) after the built-in step patterns.
+  bool numerics = true;
   // Over the registry id "backend/<scenario>/<cache>/<backend>/<dtype>" (report::case_id); empty = all.
   std::function<bool(const std::string& id)> select;
   bool list_only = false;  // run nothing: one Pass result per selected case, for --list

@@ -16,10 +16,17 @@ enum class Mutation {
   DynamicKeepsWindow,          // dynamic sliding layer keeps W rows instead of W - 1
   ChunkIgnoresLeftPadding,     // chunk boundaries counted from 0 instead of after left padding
   CapacityMax,                 // static sliding capacity max(W, L) instead of min(W, L)
+  // Kernel mutants: the reference is untouched; the backend suite's own kernel (`windowed`) computes
+  // wrongly (backends::kernel_fault). Caught by the numerics cases (scenario.h, numeric_scenarios).
+  KernelSoftmaxInInputDtype,   // scores, running max, exp and the softmax sum in the input dtype (P@V in float32)
+  KernelF16Accumulation,       // QK dot products, softmax sum and P@V accumulators in the 16-bit input dtype
+  KernelNoMaxSubtraction,      // exp(score) without subtracting the running max: overflows on large logits
 };
 
 const char* to_string(Mutation m);             // "window_too_wide", ...
 Mutation parse_mutation(const std::string& s);  // throws std::invalid_argument
-std::vector<Mutation> all_mutations();          // every mutant, None excluded
+std::vector<Mutation> all_mutations();          // every mutant of the reference, None excluded
+std::vector<Mutation> kernel_mutations();       // every kernel mutant (the reference untouched)
+bool is_kernel_mutation(Mutation m);
 
 }  // namespace kvc

@@ -17,6 +17,10 @@ namespace kvc {
 struct Step {
   int64_t tokens = 0;  // 0: reset (a new sequence starts); built-in and generated scenarios only
   std::optional<std::vector<int64_t>> cache_position;  // cache_position API only
+  // false: a fill step (built-in numerics cases only): the layer is updated and the oracle fed, but
+  // the kernel suites neither call kernels nor ask the oracle for it. Thousands of keys then cost a
+  // few judged queries, not thousands.
+  bool judged = true;
   bool is_reset() const { return tokens == 0; }
 };
 
@@ -33,6 +37,8 @@ struct Scenario {
   // inputs: the generator (seed) or explicit per-step flat lists; explicit q may be absent.
   std::optional<uint64_t> seed;
   std::vector<std::vector<double>> explicit_q, explicit_k, explicit_v;
+  // The generator's distribution (inputs.h); anything but Mix64 is a built-in numerics case.
+  inputs::Distribution distribution = inputs::Distribution::Mix64;
   std::vector<std::string> profiles;  // transformers versions this case applies to; empty = all
   std::string sha256;                 // of the file's bytes, as the fixtures record it
 
@@ -51,5 +57,11 @@ struct Scenario {
 // times, chunk boundaries, left padding, GQA and resets. One layer each, with `cache`; used by the
 // backend suite and the plugin checks beside the random campaigns.
 std::vector<Scenario> builtin_scenarios(CacheKind cache);
+
+// Kernel numerics cases (docs/backends.md, "Numerics cases"): thousands of keys, normal-distributed
+// and large-magnitude inputs, head_dim 256. Each starts with an unjudged fill step and then judges a
+// few decode and short extend steps over the long cache. One layer each, with `cache`; run by the
+// backend suite and the plugin / --backend-cmd kernel checks (not the cache checks).
+std::vector<Scenario> numeric_scenarios(CacheKind cache);
 
 }  // namespace kvc

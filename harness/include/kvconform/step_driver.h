@@ -52,6 +52,7 @@ struct LayerStep {
   const DrivenLayer* driven = nullptr;
   const Scenario* scenario = nullptr;
   int64_t seen = 0, q = 0;  // tokens fed since the last reset before this step; new tokens
+  bool judged = true;       // Step::judged: false for a numerics case's fill step (no kernel, no oracle output)
   // The cache_position API's positions (the step's, or arange from seen); nullopt on the
   // query_length API.
   std::optional<std::vector<int64_t>> cache_position;

@@ -1,6 +1,7 @@
 #include "kvconform/backends.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <cmath>
 #include <iomanip>
@@ -85,11 +86,31 @@ Range key_range(const KernelWindow& w, int64_t b, int64_t q_pos, Fault fault) {
   return r;
 }
 
+bool numeric_fault(Fault f) {
+  return f == Fault::SoftmaxInInputDtype || f == Fault::HalfAccumulation || f == Fault::NoMaxSubtraction;
+}
+
+// x rounded to dtype t (round to nearest even, as a store in t would): the numeric faults' deliberately
+// low precision.
+double round_to(at::ScalarType t, double x) {
+  switch (t) {
+    case at::kHalf: return static_cast<float>(c10::Half(static_cast<float>(x)));
+    case at::kBFloat16: return static_cast<float>(c10::BFloat16(static_cast<float>(x)));
+    case at::kFloat: return static_cast<float>(x);
+    default: return x;
+  }
+}
+
 // The CPU kernel: for each (b, h, query) scan only its key rows, online softmax (FlashAttention's
 // running max and sum) in Acc precision, one rounding to the output dtype at the end.
 template <typename Acc>
 at::Tensor windowed_cpu(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
                         const std::vector<int64_t>& qpos, int64_t kv_offset, const KernelWindow& w, Fault fault) {
+  const at::ScalarType in = query.scalar_type();
+  const bool sixteen = in == at::kHalf || in == at::kBFloat16;
+  const bool low_softmax = fault == Fault::SoftmaxInInputDtype, low_acc = fault == Fault::HalfAccumulation && sixteen;
+  const bool no_max = fault == Fault::NoMaxSubtraction;
+  const auto low = [in](Acc x) { return static_cast<Acc>(round_to(in, static_cast<double>(x))); };
   const auto acc_type = std::is_same<Acc, double>::value ? at::kDouble : at::kFloat;
   const at::Tensor Q = query.to(acc_type).contiguous(), K = keys.to(acc_type).contiguous();
   const at::Tensor V = values.to(acc_type).contiguous();
@@ -114,12 +135,32 @@ at::Tensor windowed_cpu(const at::Tensor& query, const at::Tensor& keys, const a
           const Acc* kr = k + (kvh + j) * D;
           const Acc* vr = v + (kvh + j) * D;
           Acc s = 0;
-          for (int64_t d = 0; d < D; ++d) s += qr[d] * kr[d];
+          for (int64_t d = 0; d < D; ++d) {
+            s += qr[d] * kr[d];
+            if (low_acc) s = low(s);
+          }
           s *= scale;
+          if (no_max) {  // Fault::NoMaxSubtraction: exp of the raw score
+            const Acc p = std::exp(s);
+            l += p;
+            for (int64_t d = 0; d < D; ++d) acc[d] += p * vr[d];
+            continue;
+          }
+          if (low_softmax || low_acc) s = low(s);
           const Acc m_new = std::max(m, s);
-          const Acc c = std::exp(m - m_new), p = std::exp(s - m_new);
-          l = l * c + p;
-          for (int64_t d = 0; d < D; ++d) acc[d] = acc[d] * c + p * vr[d];
+          Acc c = std::exp(m - m_new), p = std::exp(s - m_new);
+          if (low_softmax) {  // Fault::SoftmaxInInputDtype: every softmax quantity in the input dtype
+            c = low(std::exp(low(m - m_new)));
+            p = low(std::exp(low(s - m_new)));
+            l = low(low(l * c) + p);
+          } else {
+            l = l * c + p;
+            if (low_acc) l = low(l);
+          }
+          for (int64_t d = 0; d < D; ++d) {
+            acc[d] = acc[d] * c + p * vr[d];
+            if (low_acc) acc[d] = low(acc[d]);
+          }
           m = m_new;
         }
         Acc* orow = o + ((b * H + h) * nq + i) * D;
@@ -177,10 +218,21 @@ at::Tensor windowed(const at::Tensor& query, const at::Tensor& keys, const at::T
                                 std::to_string(query.size(2)) + " queries");
   if (window.type == LayerType::Chunked && window.chunk <= 0)
     throw std::invalid_argument("windowed: chunk size must be positive");
+  if (!query.device().is_cpu() && numeric_fault(fault))  // the numeric faults exist in the CPU loop only
+    return windowed(query.cpu(), keys.cpu(), values.cpu(), query_positions, kv_offset, window, fault).to(query.device());
   if (!query.device().is_cpu()) return windowed_tensor(query, keys, values, query_positions, kv_offset, window, fault);
   if (query.scalar_type() == at::kDouble)
     return windowed_cpu<double>(query, keys, values, query_positions, kv_offset, window, fault);
   return windowed_cpu<float>(query, keys, values, query_positions, kv_offset, window, fault);
+}
+
+Fault kernel_fault(Mutation m) {
+  switch (m) {
+    case Mutation::KernelSoftmaxInInputDtype: return Fault::SoftmaxInInputDtype;
+    case Mutation::KernelF16Accumulation: return Fault::HalfAccumulation;
+    case Mutation::KernelNoMaxSubtraction: return Fault::NoMaxSubtraction;
+    default: return Fault::None;
+  }
 }
 
 std::vector<std::string> names() {
@@ -296,15 +348,23 @@ std::optional<std::string> known_deviation(const std::string& backend, DType dty
 std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
   std::vector<std::string> selected = options.backends.empty() ? names() : options.backends;
   std::vector<std::unique_ptr<Backend>> backends;
-  for (const std::string& n : selected) backends.push_back(make(n));
+  for (const std::string& n : selected) backends.push_back(make(n, kernel_fault(options.mutation)));
   if (options.device != "cpu" && options.device != "cuda")
     throw std::invalid_argument("unknown device '" + options.device + "' (expected cpu or cuda)");
   const bool available = options.device == "cpu" || at::hasCUDA();
   const at::Device device = options.device == "cuda" ? at::Device(at::kCUDA) : at::Device(at::kCPU);
 
   std::vector<report::CaseResult> results;
-  for (Scenario sc : builtin_scenarios(CacheKind::Static))
-    for (CacheKind cache : {CacheKind::Static, CacheKind::Dynamic})
+  std::vector<Scenario> scenarios = builtin_scenarios(CacheKind::Static);
+  const size_t patterns = scenarios.size();
+  if (options.numerics)
+    for (const Scenario& n : numeric_scenarios(CacheKind::Static)) scenarios.push_back(n);
+  for (size_t index = 0; index < scenarios.size(); ++index)
+    for (CacheKind cache : {CacheKind::Static, CacheKind::Dynamic}) {
+      // The numerics cases judge kernels, not cache branches: the static layer only (each costs a
+      // fill of thousands of tokens).
+      if (index >= patterns && cache == CacheKind::Dynamic) continue;
+      Scenario sc = scenarios[index];
       for (DType dtype : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64}) {
         sc.cache = cache;
         sc.dtype = dtype;
@@ -317,6 +377,8 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
           r.suite = "backend";
           r.name = sc.name + "/" + to_string(cache);
           r.params = "layer=" + spec.describe() + ",device=" + options.device + ",seed=" + std::to_string(options.seed);
+          if (sc.distribution != inputs::Distribution::Mix64)
+            r.params += ",D=" + std::to_string(sc.head_dim) + ",inputs=" + inputs::to_string(sc.distribution);
           r.backend = be->name();
           r.dtype = to_string(dtype);
           if (options.select && !options.select(report::case_id(r))) continue;
@@ -333,6 +395,10 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
           cases.push_back(r);
         }
         if (options.list_only || chosen.empty()) continue;
+        // The numerics cases' tensors are many but small (a few queries over a long cache): one
+        // intra-op thread, as measured faster than ATen's pool on a loaded machine (docs/backends.md).
+        const int threads = at::get_num_threads();
+        if (index >= patterns) at::set_num_threads(1);
         if (available) try {
           Scenario run = sc;
           run.seed = options.seed ^ *sc.seed;  // the run's seed varies every built-in scenario's inputs
@@ -345,6 +411,7 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
           int64_t judged = 0;
           driver.run([&](LayerStep& v) {
             if (v.update_error) std::rethrow_exception(v.update_error);
+            if (!v.judged) return;  // a numerics case's fill step: only the layer and the oracle are fed
             Call call;
             call.mask = v.mask;
             call.query = v.query.to(device);
@@ -404,8 +471,10 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
             r.message = std::string("the reference layer or oracle raised: ") + first_line(e.what());
           }
         }
+        if (index >= patterns) at::set_num_threads(threads);
         results.insert(results.end(), cases.begin(), cases.end());
       }
+    }
   return results;
 }
 

@@ -114,6 +114,52 @@ TEST_P(WindowedFault, IsCaughtByTheOracle) {
 INSTANTIATE_TEST_SUITE_P(Faults, WindowedFault,
                          ::testing::Values(Fault::WindowOffByOne, Fault::FirstRowPadding, Fault::IgnoreKvOffset));
 
+// The kernel mutants (mutants.h, Mutation::Kernel*): `windowed` computing wrongly FAILs the numerics
+// case named for its bug class (numeric_scenarios), while every backend passes those cases unmutated
+// (EveryBuiltinBackendPassesOnCpu runs them too).
+struct KernelCatch {
+  Mutation mutation;
+  const char* scenario;
+  DType dtype;
+  const char* fragment;  // in the FAIL message
+};
+class KernelMutant : public ::testing::TestWithParam<KernelCatch> {};
+TEST_P(KernelMutant, FailsItsNamedNumericsCase) {
+  const KernelCatch c = GetParam();
+  SuiteOptions o;
+  o.backends = {"windowed"};
+  o.mutation = c.mutation;
+  const std::string id = std::string("backend/") + c.scenario + "/static/windowed/" + to_string(c.dtype);
+  o.select = [&](const std::string& i) { return i == id; };
+  const auto results = run_suite(o);
+  ASSERT_EQ(results.size(), 1u) << id;
+  const report::CaseResult& r = results[0];
+  EXPECT_EQ(r.status, report::Status::Fail) << id << ": " << r.message << "\n" << r.detail;
+  EXPECT_NE(r.message.find(c.fragment), std::string::npos) << r.message;
+  std::cout << "  " << to_string(c.mutation) << ": " << report::case_id(r) << ": " << r.message << "\n";
+}
+INSTANTIATE_TEST_SUITE_P(
+    Numerics, KernelMutant,
+    ::testing::Values(KernelCatch{Mutation::KernelSoftmaxInInputDtype, "long_keys_4096", DType::Float16, "max error"},
+                      KernelCatch{Mutation::KernelSoftmaxInInputDtype, "long_keys_4096", DType::BFloat16, "max error"},
+                      KernelCatch{Mutation::KernelF16Accumulation, "long_keys_4096", DType::Float16, "max error"},
+                      KernelCatch{Mutation::KernelF16Accumulation, "long_keys_4096", DType::BFloat16, "max error"},
+                      KernelCatch{Mutation::KernelNoMaxSubtraction, "large_logits", DType::Float32, "NaN"},
+                      KernelCatch{Mutation::KernelNoMaxSubtraction, "large_logits", DType::Float16, "NaN"}));
+
+// Without the numerics cases, the softmax in float16 and 16-bit accumulation pass the small step
+// patterns (windows <= 10, k/128 inputs): why the numerics cases exist.
+TEST(KernelMutant, SmallPatternsAloneMissTheSixteenBitMutants) {
+  for (Mutation m : {Mutation::KernelSoftmaxInInputDtype, Mutation::KernelF16Accumulation}) {
+    SuiteOptions o;
+    o.backends = {"windowed"};
+    o.mutation = m;
+    o.numerics = false;
+    o.select = [](const std::string& id) { return id.find("/float16") != std::string::npos; };
+    for (const auto& r : run_suite(o)) EXPECT_EQ(r.status, report::Status::Pass) << to_string(m) << " " << r.name;
+  }
+}
+
 TEST(Judge, NaNWhereTheOracleIsFiniteFails) {
   const at::Tensor oracle = at::zeros({1, 1, 2, 2}, at::kDouble);
   at::Tensor out = at::zeros({1, 1, 2, 2}, at::kFloat);

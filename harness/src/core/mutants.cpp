@@ -17,6 +17,9 @@ const char* to_string(Mutation m) {
     case Mutation::DynamicKeepsWindow: return "dynamic_keeps_window";
     case Mutation::ChunkIgnoresLeftPadding: return "chunk_ignores_left_padding";
     case Mutation::CapacityMax: return "capacity_max";
+    case Mutation::KernelSoftmaxInInputDtype: return "kernel_softmax_in_input_dtype";
+    case Mutation::KernelF16Accumulation: return "kernel_f16_accumulation";
+    case Mutation::KernelNoMaxSubtraction: return "kernel_no_max_subtraction";
   }
   return "?";
 }
@@ -27,10 +30,21 @@ std::vector<Mutation> all_mutations() {
           Mutation::CapacityMax};
 }
 
+std::vector<Mutation> kernel_mutations() {
+  return {Mutation::KernelSoftmaxInInputDtype, Mutation::KernelF16Accumulation, Mutation::KernelNoMaxSubtraction};
+}
+
+bool is_kernel_mutation(Mutation m) {
+  return m == Mutation::KernelSoftmaxInInputDtype || m == Mutation::KernelF16Accumulation ||
+         m == Mutation::KernelNoMaxSubtraction;
+}
+
 Mutation parse_mutation(const std::string& s) {
   if (s == "none") return Mutation::None;
   std::string names;
-  for (Mutation m : all_mutations()) {
+  std::vector<Mutation> every = all_mutations();
+  for (Mutation m : kernel_mutations()) every.push_back(m);
+  for (Mutation m : every) {
     if (s == to_string(m)) return m;
     names += std::string(names.empty() ? "" : ", ") + to_string(m);
   }

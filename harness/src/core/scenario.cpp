@@ -24,7 +24,7 @@ std::vector<double> Scenario::step_inputs(inputs::TensorId tensor, size_t layer,
   for (size_t s = 0; s < step; ++s) seen = steps[s].is_reset() ? 0 : seen + steps[s].tokens;
   // An explicit case without q takes its queries from the generator with seed 0.
   return inputs::block(seed.value_or(0), tensor, layer, batch, tensor == inputs::kQuery ? heads : kv_heads, seen,
-                       steps.at(step).tokens, head_dim);
+                       steps.at(step).tokens, head_dim, distribution);
 }
 
 std::string Scenario::params() const {
@@ -67,6 +67,35 @@ std::vector<Scenario> builtin_scenarios(CacheKind c) {
       builtin("sliding_left_padding_batch", S, 4, 8, 3, 2, 2, 4, V{0, 2, 5}, {7, 1, 1, 2, 1}, 18, c),
       builtin("reset_and_restart", S, 4, 6, 1, 2, 1, 4, none, {5, 1, 0, 3, 1, 1}, 19, c),
       builtin("full_attention", F, 0, 10, 2, 2, 1, 4, none, {4, 1, 1, 2, 1}, 20, c),
+  };
+}
+
+std::vector<Scenario> numeric_scenarios(CacheKind c) {
+  using V = std::vector<int64_t>;
+  using inputs::Distribution;
+  const LayerType S = LayerType::Sliding, C = LayerType::Chunked, F = LayerType::Full;
+  // name, type, W, L, B, H, Hkv, D, padding, fill tokens (unjudged), judged steps, seed, distribution
+  auto numeric = [c](const char* name, LayerType type, int64_t W, int64_t L, int64_t B, int64_t H, int64_t Hkv,
+                     int64_t D, LeftPadding padding, int64_t fill, V judged, uint64_t seed, Distribution dist) {
+    Scenario s = builtin(name, type, W, L, B, H, Hkv, D, std::move(padding), judged, seed, c);
+    if (fill > 0) s.steps.insert(s.steps.begin(), Step{fill, std::nullopt, false});
+    s.distribution = dist;
+    return s;
+  };
+  const auto none = std::nullopt;
+  return {
+      // 4600 tokens through a 4096-token window: each judged query sees 4096 keys. A softmax sum or
+      // an accumulator kept in 16 bits stops growing long before that (float16 spacing is 2 at 2048).
+      numeric("long_keys_4096", S, 4096, 4096, 1, 2, 1, 64, none, 4600, {1, 2}, 31, Distribution::Normal),
+      // A full layer: every query sees every one of ~2050 keys.
+      numeric("long_keys_full_2048", F, 0, 2052, 1, 2, 1, 64, none, 2048, {1, 2}, 32, Distribution::Normal),
+      // head_dim 256: long dot products over a 512-token window, GQA 4:2.
+      numeric("head_dim_256", S, 512, 512, 1, 4, 2, 256, none, 600, {1, 2}, 33, Distribution::Normal),
+      // Normal inputs on chunk boundaries with left padding: chunks of 512, batch 2, GQA 4:2.
+      numeric("normal_inputs_chunked_512", C, 512, 1024, 2, 4, 2, 64, V{0, 37}, 700, {1, 2}, 34, Distribution::Normal),
+      // Logits in the hundreds (standard deviation 256) over a 256-token window: exp without the
+      // running max overflows every dtype.
+      numeric("large_logits", S, 256, 256, 1, 2, 1, 64, none, 300, {1, 3}, 35, Distribution::LargeLogits),
   };
 }
 

@@ -106,7 +106,7 @@ void StepDriver::step(const Step& st, const Check& check, const OnReset& on_rese
     if (!given.empty()) return given.at(s);
     // An explicit case without q takes its queries from the generator with seed 0.
     return inputs::block(c.seed.value_or(0), id, input_layer, c.batch, id == inputs::kQuery ? c.heads : c.kv_heads, seen_,
-                         q, c.head_dim);
+                         q, c.head_dim, c.distribution);
   };
   for (size_t l = 0; l < layers_.size(); ++l) {
     CacheLayer& layer = *impl_->layers[l];
@@ -117,6 +117,7 @@ void StepDriver::step(const Step& st, const Check& check, const OnReset& on_rese
     v.scenario = &c;
     v.seen = seen_;
     v.q = q;
+    v.judged = st.judged;
     v.cache_position = cache_position;
     v.failed_at = impl_->failed_at[l];
     v.cache = &layer;
@@ -126,10 +127,11 @@ void StepDriver::step(const Step& st, const Check& check, const OnReset& on_rese
     }
     try {
       const uint64_t in = layers_[l].input_layer;
-      v.query_values = inputs_of(inputs::kQuery, in);
+      // A fill step (Step::judged false) asks no attention of anyone: no queries drawn.
+      if (st.judged) v.query_values = inputs_of(inputs::kQuery, in);
       v.key_values = inputs_of(inputs::kKey, in);
       v.value_values = inputs_of(inputs::kValue, in);
-      v.query = from_values(v.query_values, {c.batch, c.heads, q, c.head_dim}, c.dtype);
+      if (st.judged) v.query = from_values(v.query_values, {c.batch, c.heads, q, c.head_dim}, c.dtype);
       v.keys = from_values(v.key_values, {c.batch, c.kv_heads, q, c.head_dim}, c.dtype);
       v.values = from_values(v.value_values, {c.batch, c.kv_heads, q, c.head_dim}, c.dtype);
       v.seq_length_before = layer.seq_length();

@@ -76,9 +76,9 @@ struct TokenTable {
   TokenTable(const Scenario& s, int64_t tokens) {
     const int64_t T = std::max<int64_t>(tokens, 1);
     const uint64_t seed = s.seed.value_or(0);
-    keys = from_values(inputs::block(seed, inputs::kKey, 0, s.batch, s.kv_heads, 0, T, s.head_dim),
+    keys = from_values(inputs::block(seed, inputs::kKey, 0, s.batch, s.kv_heads, 0, T, s.head_dim, s.distribution),
                        {s.batch, s.kv_heads, T, s.head_dim}, s.dtype);
-    values = from_values(inputs::block(seed, inputs::kValue, 0, s.batch, s.kv_heads, 0, T, s.head_dim),
+    values = from_values(inputs::block(seed, inputs::kValue, 0, s.batch, s.kv_heads, 0, T, s.head_dim, s.distribution),
                          {s.batch, s.kv_heads, T, s.head_dim}, s.dtype);
   }
   // "token 5", "an unwritten (zero) row", "bytes the plugin never wrote", "values of no token"
@@ -286,6 +286,7 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
   StepDriver driver(s, options);
   driver.run([&](LayerStep& v) {
     if (v.update_error) std::rethrow_exception(v.update_error);
+    if (!v.judged) return;  // a numerics case's fill step: the kernel is called on the steps after it
     const at::Tensor mask = masks::boolean_mask(v.mask);
     ex.push_back({v.where(), v.q, v.oracle_output(),
                   backends::math_reference(v.query, v.returned.keys, v.returned.values, mask), mask.any(-1, true)});
@@ -450,13 +451,14 @@ std::string describe(const Scenario& s) {
   std::ostringstream os;
   os << s.layer_spec(0).describe() << " B=" << s.batch << " H=" << s.heads << " Hkv=" << s.kv_heads << " D=" << s.head_dim
      << " " << to_string(s.dtype);
+  if (s.distribution != inputs::Distribution::Mix64) os << " inputs=" << inputs::to_string(s.distribution);
   if (s.left_padding) {
     os << " left_padding=[";
     for (size_t i = 0; i < s.left_padding->size(); ++i) os << (i ? "," : "") << (*s.left_padding)[i];
     os << "]";
   }
   os << " steps=[";
-  for (size_t i = 0; i < s.steps.size(); ++i) os << (i ? "," : "") << s.steps[i].tokens;
+  for (size_t i = 0; i < s.steps.size(); ++i) os << (i ? "," : "") << s.steps[i].tokens << (s.steps[i].judged ? "" : " (fill)");
   os << "] seed=" << s.seed.value_or(0);
   return os.str();
 }
@@ -563,6 +565,14 @@ FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options)
           run("kernel/" + suffix, s, Part::Kernel);
         }
     }
+  // The numerics cases (kernel only): thousands of keys, normal and large-magnitude inputs, head_dim
+  // 256, every dtype (docs/plugins.md, "Sequences checked").
+  if (out.has_attention)
+    for (Scenario s : numeric_scenarios(CacheKind::Static))  // the static layer: these judge the kernel
+      for (DType dt : dtypes) {
+        s.dtype = dt;
+        run("kernel/" + s.name + "/static", s, Part::Kernel);
+      }
   if (!options.cases_dir.empty())
     for (const std::string& file : cases::list_case_files(options.cases_dir)) {
       const Scenario c = cases::load_case(file);
