@@ -3,7 +3,11 @@ Declares the optional layouts key_padding_mask (a per-key padding mask instead o
 varlen (FlashAttention's packed cu_seqlens batches).
 --window-delta N: a mutant whose mask uses a sliding window of W + N (must FAIL).
 --ignore-key-padding: a mutant that attends padding keys in the key_padding form (must FAIL).
---varlen-top-left: a mutant that aligns a varlen sequence's queries with its first keys (must FAIL)."""
+--varlen-top-left: a mutant that aligns a varlen sequence's queries with its first keys (must FAIL).
+Numerics mutants (docs/mutants.md, "Kernel mutants"; each FAILs a named numerics case):
+--softmax-in-input-dtype: scores, max, exp and the softmax sum in the input dtype (float16: long_keys_4096).
+--f16-accumulation: the softmax sum and the P@V accumulator kept in the 16-bit input dtype (long_keys_4096).
+--no-max-subtraction: exp of the raw scores, no max subtracted (overflows: large_logits)."""
 import ctypes, json, struct, sys
 import torch
 
@@ -12,6 +16,7 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 DELTA = int(sys.argv[sys.argv.index("--window-delta") + 1]) if "--window-delta" in sys.argv else 0
 IGNORE_KEY_PADDING = "--ignore-key-padding" in sys.argv
 TOP_LEFT = "--varlen-top-left" in sys.argv
+NUMERICS = [f for f in ("--softmax-in-input-dtype", "--f16-accumulation", "--no-max-subtraction") if f in sys.argv]
 
 
 def read_exact(n):
@@ -71,11 +76,41 @@ def varlen(h, t):
     return torch.cat(outs)
 
 
+def numerics_mutant(q, k, v, mask, scale):
+    """The numerics mutants on the window and mask forms: q [B, H, nq, D], k, v [B, Hkv, nk, D], mask [B, 1, nq, nk]."""
+    dt, g = q.dtype, q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    wide = torch.float64 if dt == torch.float64 else torch.float32
+    s = (q.to(wide) @ k.to(wide).transpose(-1, -2)) * scale
+    if NUMERICS[0] == "--no-max-subtraction":  # BUG: exp of the raw scores
+        e = torch.exp(s).masked_fill(~mask, 0)
+        return ((e / e.sum(-1, keepdim=True)) @ v.to(wide)).to(dt)
+    if NUMERICS[0] == "--softmax-in-input-dtype":  # BUG: the whole softmax in the input dtype
+        s = s.to(dt).masked_fill(~mask, float("-inf"))
+        m = s.amax(-1, keepdim=True)
+        p = torch.exp(s - torch.where(torch.isinf(m), 0, m))  # rounded to dt
+        total = torch.zeros_like(m)
+        for j in range(p.shape[-1]):  # a sequential sum, rounded to dt after every key
+            total = total + p[..., j:j + 1]
+        return ((p / total).to(wide) @ v.to(wide)).to(dt)
+    # --f16-accumulation. BUG: the softmax sum and P@V accumulated in the (16-bit) input dtype
+    s = s.masked_fill(~mask, float("-inf"))
+    m = s.amax(-1, keepdim=True)
+    p = torch.exp(s - torch.where(torch.isinf(m), 0, m))
+    total, acc = torch.zeros(m.shape, dtype=dt), torch.zeros(q.shape, dtype=dt)
+    for j in range(p.shape[-1]):
+        pj = p[..., j:j + 1]
+        total = total + pj.to(dt)
+        acc = acc + (pj * v[:, :, j:j + 1, :].to(wide)).to(dt)
+    return acc / total
+
+
 while True:
     h, t = receive()
     if h["op"] == "hello":
         send({"status": "ok", "name": "minimal_adapter" + (f"_window_plus_{DELTA}" if DELTA else "")
-              + ("_ignore_key_padding" if IGNORE_KEY_PADDING else "") + ("_varlen_top_left" if TOP_LEFT else ""),
+              + ("_ignore_key_padding" if IGNORE_KEY_PADDING else "") + ("_varlen_top_left" if TOP_LEFT else "")
+              + "".join("_" + f[2:].replace("-", "_") for f in NUMERICS),
               "description": "torch scaled_dot_product_attention with a boolean mask",
               "layouts": ["key_padding_mask", "varlen"]})
         continue
@@ -84,6 +119,9 @@ while True:
         continue
     mask = t["mask"].bool() if h["form"] == "mask" else allowed(
         h, t["query"].shape[0], t["key"].shape[2], t.get("key_padding_mask"))
-    out = torch.nn.functional.scaled_dot_product_attention(
-        t["query"], t["key"], t["value"], attn_mask=mask[:, None], scale=h["scale"], enable_gqa=True)
+    if NUMERICS:
+        out = numerics_mutant(t["query"], t["key"], t["value"], mask[:, None], h["scale"])
+    else:
+        out = torch.nn.functional.scaled_dot_product_attention(
+            t["query"], t["key"], t["value"], attn_mask=mask[:, None], scale=h["scale"], enable_gqa=True)
     send({"status": "ok"}, torch.where(mask.any(-1)[:, None, :, None], out, 0))  # no key seen: zeros
