@@ -16,8 +16,13 @@ if [ "$mode" = install ]; then
   mkdir -p "$out/src"
   # a copy, so that setuptools' build/ and egg-info land in the build folder, not in the checkout
   cp -r "$here/pyproject.toml" "$here/README.md" "$here/kvconform" "$out/src/"
-  "$python" -m pip install --disable-pip-version-check --quiet --no-deps --no-build-isolation \
-    --target "$out/site" "$out/src"
+  if ! "$python" -m pip install --disable-pip-version-check --quiet --no-deps --no-build-isolation \
+      --target "$out/site" "$out/src"; then
+    # setuptools < 70.1 without `wheel` cannot build a wheel (docs/plugins.md): an isolated build
+    echo "ctest_env.sh: no local wheel build; pip install with build isolation (fetches setuptools)" >&2
+    rm -rf "$out/site"
+    "$python" -m pip install --disable-pip-version-check --quiet --no-deps --target "$out/site" "$out/src"
+  fi
   if [ ! -f "$cache/.complete" ]; then
     rm -rf "$cache"
     "$python" -m pip install --disable-pip-version-check --quiet --target "$cache" -r "$here/requirements-test.txt"

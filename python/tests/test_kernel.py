@@ -231,3 +231,19 @@ def test_binary_lookup_order(tmp_path, monkeypatch):
     monkeypatch.setattr("kvconform.binary.__file__", str(tmp_path / "elsewhere" / "binary.py"))
     with pytest.raises(NotFound, match="no kvconform binary: looked at"):
         find(start=str(tmp_path / "elsewhere"))
+
+
+def test_numpy_tensors():
+    np = pytest.importorskip("numpy")
+    seen = {}
+
+    @kvconform.kernel(window="flashinfer", tensors="numpy")
+    def numpy_kernel(q, k, v, *, window_left, scale):
+        seen["types"] = (type(q), window_left)
+        return np.zeros_like(q)
+
+    q, key, v = qkv()
+    dtype, shape, data = numpy_kernel.handle(header(), buffers(query=q, key=key, value=v))
+    assert seen["types"] == (np.ndarray, 2) and dtype == "float32" and shape == (1, 2, 1, 4)
+    with pytest.raises(Unsupported, match="bfloat16"):
+        numpy_kernel.handle(header(dtype="bfloat16"), buffers(query=q.bfloat16(), key=key.bfloat16(), value=v.bfloat16()))
