@@ -53,5 +53,17 @@ INSTANTIATE_TEST_SUITE_P(
              (info.param.engine == Engine::Tensor ? "_tensor" : "");
     });
 
+// A step that raises inside LibTorch (a mutant whose K/V and mask disagree in size) is a FAIL whose
+// message is the raise's first line, not the stack trace c10::Error appends to it.
+TEST(MutantFailure, NamesTheRaiseNotLibTorchsStackTrace) {
+  Options options;
+  options.mutation = Mutation::DynamicKeepsWindow;
+  const Outcome outcome = run(Property::AttentionVsOracle, options);
+  ASSERT_FALSE(outcome.ok);
+  EXPECT_NE(outcome.failure.find("attention failed: The size of tensor a"), std::string::npos) << outcome.failure;
+  EXPECT_EQ(outcome.failure.find("frame #"), std::string::npos) << outcome.failure;
+  EXPECT_EQ(outcome.failure.find("Exception raised from"), std::string::npos) << outcome.failure;
+}
+
 }  // namespace
 }  // namespace kvc::campaign

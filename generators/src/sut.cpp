@@ -31,6 +31,13 @@ std::string num(double v) {
   return os.str();
 }
 
+// The first line of an exception's text: LibTorch appends its C++ stack trace ("Exception raised
+// from ...", "frame #N: ...") to c10::Error::what(), and a failure's message is its last line.
+std::string reason(const std::exception& e) {
+  const std::string what = e.what();
+  return what.substr(0, what.find('\n'));
+}
+
 }  // namespace
 
 struct SystemUnderTest::Impl {
@@ -154,7 +161,7 @@ struct SystemUnderTest::Impl {
       eager = attention::eager(Q, s.returned.keys, s.returned.values, masks::additive_mask(boolean, Q.scalar_type()));
       sdpa = attention::sdpa(Q, s.returned.keys, s.returned.values, skipped ? std::nullopt : std::optional<at::Tensor>(boolean));
     } catch (const std::exception& e) {
-      RC_FAIL(who + " attention failed: " + e.what());
+      RC_FAIL(who + " attention failed: " + reason(e));
     }
     const double e_exact = max_error(exact, O, rows);
     // Where transformers drops keys (lost_keys), the oracle of the full window does not apply: the
@@ -190,14 +197,14 @@ struct SystemUnderTest::Impl {
     try {
       reference = backends::math_reference(Q, s.returned.keys, s.returned.values, boolean);
     } catch (const std::exception& e) {
-      RC_FAIL(who + " math reference failed: " + e.what());
+      RC_FAIL(who + " math reference failed: " + reason(e));
     }
     at::Tensor truth = O;
     if (s.lost_keys) {  // see check_attention: judged against what the layer returned
       try {
         truth = attention::exact(Q, s.returned.keys, s.returned.values, boolean);
       } catch (const std::exception& e) {
-        RC_FAIL(who + " float64 attention failed: " + e.what());
+        RC_FAIL(who + " float64 attention failed: " + reason(e));
       }
     }
     const at::Tensor judged_rows = s.lost_keys ? boolean.any(-1, true).logical_and(rows) : rows;
@@ -209,7 +216,7 @@ struct SystemUnderTest::Impl {
       try {
         v = backends::judge(be->run(call), reference_error, truth, judged_rows, be->judged_as(cfg.dtype));
       } catch (const std::exception& e) {
-        RC_FAIL(who + " backend " + be->name() + " threw: " + e.what());
+        RC_FAIL(who + " backend " + be->name() + " threw: " + reason(e));
       }
       observe(be->name() + "/" + dt, v.error);
       observe("math_reference/" + dt, v.reference_error);
@@ -231,7 +238,7 @@ struct SystemUnderTest::Impl {
         try {
           std::rethrow_exception(v.update_error);
         } catch (const std::exception& e) {
-          RC_FAIL(who(where, v) + " threw: " + e.what());
+          RC_FAIL(who(where, v) + " threw: " + reason(e));
         }
       }
       const bool judges_window = property != Property::StoredRows && property != Property::ReturnedRows;
