@@ -13,7 +13,9 @@ def serve_main(argv=None):
     if len(argv) != 1 or argv[0].startswith("-"):
         sys.exit("usage: python -m kvconform serve SPEC")
     from .serve import load, serve
-    serve(load(argv[0]))
+    protocol = sys.stdout.buffer
+    sys.stdout = sys.stderr  # the protocol owns stdout, from before the kernel's module is imported
+    serve(load(argv[0]), stdout=protocol)
 
 
 def worker_command(spec, python=None):

@@ -124,10 +124,12 @@ class _Run:
         else:
             report_dir = tempfile.mkdtemp(prefix="kvconform-")
         command += ["--report-dir", report_dir]
+        path = os.path.join(report_dir, "summary.json")
+        if os.path.exists(path):
+            os.remove(path)  # a kept folder's previous report must not stand in for this run's
         self.command = command
         done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output = done.stdout
-        path = os.path.join(report_dir, "summary.json")
         try:
             with open(path) as f:
                 self.summary = json.load(f)

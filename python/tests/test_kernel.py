@@ -195,15 +195,18 @@ def test_serve_speaks_the_protocol():
     assert skip["status"] == "unsupported" and "chunked" in skip["error"]
 
 
-def test_worker_process_answers_hello():
-    """`python -m kvconform serve FILE:NAME` as kvconform starts it."""
+def test_worker_process_answers_hello(tmp_path):
+    """`python -m kvconform serve FILE:NAME` as kvconform starts it; a print at import goes to stderr."""
+    chatty = tmp_path / "chatty.py"
+    chatty.write_text("print('Loading weights')\n" + open(EXAMPLE).read())
     request = io.BytesIO()
     _wire.send(request, {"op": "hello", "protocol": 1})
-    done = subprocess.run([sys.executable, "-m", "kvconform", "serve", EXAMPLE + ":sdpa_flash"],
+    done = subprocess.run([sys.executable, "-m", "kvconform", "serve", f"{chatty}:sdpa_flash"],
                           input=request.getvalue(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
     assert done.returncode == 0, done.stderr
     size = struct.unpack("<I", done.stdout[:4])[0]
     assert json.loads(done.stdout[4:4 + size])["name"] == "sdpa_flash"
+    assert b"Loading weights" in done.stderr
 
 
 def test_binary_lookup_order(tmp_path, monkeypatch):
