@@ -39,7 +39,7 @@ struct Scenario {
   std::vector<std::vector<double>> explicit_q, explicit_k, explicit_v;
   // The generator's distribution (inputs.h); anything but Mix64 is a built-in numerics case.
   inputs::Distribution distribution = inputs::Distribution::Mix64;
-  std::vector<std::string> profiles;  // transformers versions this case applies to; empty = all
+  std::vector<std::string> releases;  // transformers releases this case applies to; empty = all
   std::string sha256;                 // of the file's bytes, as the fixtures record it
 
   LayerSpec layer_spec(size_t layer) const;

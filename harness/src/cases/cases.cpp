@@ -412,7 +412,7 @@ Scenario parse_case(const std::string& text, const std::string& origin, const Li
     c.explicit_k = per_step(e.at("k"));
     c.explicit_v = per_step(e.at("v"));
   }
-  c.profiles = doc.value(releases_key(doc), std::vector<std::string>{});
+  c.releases = doc.value(releases_key(doc), std::vector<std::string>{});
   check_semantics(c, origin);
   return c;
 }
@@ -456,7 +456,7 @@ nlohmann::ordered_json to_case_json(const Scenario& s) {
     e["v"] = s.explicit_v;
     j["inputs"] = {{"explicit", e}};
   }
-  if (!s.profiles.empty()) j["releases"] = s.profiles;
+  if (!s.releases.empty()) j["releases"] = s.releases;
   return j;
 }
 

@@ -162,8 +162,8 @@ TEST(CaseLimits, LongPatternStringsAreRejectedBeforeTheRegex) {
 TEST(CaseFiles, ProfilesIsADeprecatedAliasOfReleases) {
   const Scenario with_releases = parse_case(doc(R"("releases": ["4.56.2", "5.24.0"])"), "cases/x.json", Limits{});
   const Scenario with_profiles = parse_case(doc(R"("profiles": ["4.56.2", "5.24.0"])"), "cases/x.json", Limits{});
-  EXPECT_EQ(with_releases.profiles, (std::vector<std::string>{"4.56.2", "5.24.0"}));
-  EXPECT_EQ(with_profiles.profiles, with_releases.profiles);
+  EXPECT_EQ(with_releases.releases, (std::vector<std::string>{"4.56.2", "5.24.0"}));
+  EXPECT_EQ(with_profiles.releases, with_releases.releases);
   EXPECT_EQ(to_case_json(with_profiles), to_case_json(with_releases));
   EXPECT_TRUE(with_profiles.applies_to("5.24.0"));
   EXPECT_FALSE(with_profiles.applies_to("4.57.6"));
@@ -221,7 +221,7 @@ TEST(CaseFiles, WrittenCaseLoadsBackTheSame) {
       EXPECT_EQ(b.explicit_q, a.explicit_q) << f;
       EXPECT_EQ(b.explicit_k, a.explicit_k) << f;
       EXPECT_EQ(b.explicit_v, a.explicit_v) << f;
-      EXPECT_EQ(b.profiles, a.profiles) << f;
+      EXPECT_EQ(b.releases, a.releases) << f;
       ++n;
     }
   EXPECT_GE(n, 300);

@@ -13,7 +13,7 @@ int64_t Scenario::total_tokens() const {
 }
 
 bool Scenario::applies_to(const std::string& version) const {
-  return profiles.empty() || std::find(profiles.begin(), profiles.end(), version) != profiles.end();
+  return releases.empty() || std::find(releases.begin(), releases.end(), version) != releases.end();
 }
 
 std::vector<double> Scenario::step_inputs(inputs::TensorId tensor, size_t layer, size_t step) const {

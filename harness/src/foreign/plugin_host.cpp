@@ -577,8 +577,8 @@ FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options)
     for (const std::string& file : cases::list_case_files(options.cases_dir)) {
       const Scenario c = cases::load_case(file);
       // Plugins implement the query_length API: a case limited to cache_position releases is not theirs.
-      bool query_length_api = c.profiles.empty();
-      for (const std::string& v : c.profiles) {
+      bool query_length_api = c.releases.empty();
+      for (const std::string& v : c.releases) {
         try {
           query_length_api |= behaviours_for_release(v).cache_api == CacheApi::QueryLength;
         } catch (const std::invalid_argument&) {  // older than the table: not the query_length API either
