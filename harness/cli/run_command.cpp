@@ -65,13 +65,20 @@ std::string self_path() {
 }
 
 // A data folder (cases, golden fixtures): as given; by default ./REL when it exists, else the
-// installed copy next to the binary (<prefix>/share/kvconform/REL, cmake --install).
+// installed copy next to the binary (<prefix>/share/kvconform/REL, cmake --install), else the
+// checkout a build-tree binary was built from.
 std::string data_folder(const std::string& value, bool given, const std::string& rel) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!given && !fs::exists(value, ec)) {
     const fs::path installed = fs::path(self_path()).parent_path().parent_path() / "share" / "kvconform" / rel;
     if (fs::is_directory(installed, ec)) return installed.lexically_normal().string();
+#ifdef KVC_SOURCE_DIR
+    // A binary in its build tree (build/harness/cli/kvconform, as a pytest plugin or a reproduce
+    // line runs it from another folder): the checkout it was built from, while it is there.
+    const fs::path checkout = fs::path(KVC_SOURCE_DIR) / rel;
+    if (fs::is_directory(checkout, ec)) return checkout.lexically_normal().string();
+#endif
   }
   return value;
 }
