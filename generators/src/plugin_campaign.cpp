@@ -77,8 +77,8 @@ rc::Gen<Scenario> gen_scenario(const ConfigFilter& filter) {
   });
 }
 
-// A numerics configuration (the kernel campaign's share beside gen_scenario): one layer of 256 to 4096
-// keys filled by an unjudged step, then one to three judged decode or short extend steps; head_dim 64,
+// A numerics configuration (the kernel campaign's share beside gen_scenario): one layer of 256, 1024,
+// 2048 or 4096 keys filled by an unjudged step (past the window), then one to three judged decode or short extend steps; head_dim 64,
 // 128 or 256; normal or large-magnitude inputs (inputs.h). The random counterpart of numeric_scenarios.
 rc::Gen<Scenario> gen_numeric_scenario(const ConfigFilter& filter) {
   return rc::gen::exec([filter] {
@@ -95,8 +95,9 @@ rc::Gen<Scenario> gen_numeric_scenario(const ConfigFilter& filter) {
     s.head_dim = *rc::gen::element<int64_t>(64, 128, 256);
     s.distribution = *rc::gen::element(inputs::Distribution::Normal, inputs::Distribution::LargeLogits);
     s.seed = *rc::gen::inRange<uint64_t>(0, 1u << 30);
-    const int64_t keys = *rc::gen::inRange<int64_t>(256, 4097);  // the window (or, full, the keys filled)
-    const int64_t fill = type == LayerType::Full ? keys : *rc::gen::inRange<int64_t>(keys / 2, keys + 600);
+    // The window (or, full, the keys filled): long ranges are the point, so a quarter reach 4096.
+    const int64_t keys = *rc::gen::element<int64_t>(256, 1024, 2048, 4096);
+    const int64_t fill = type == LayerType::Full ? keys : keys + *rc::gen::inRange<int64_t>(0, 600);
     s.steps.push_back(Step{fill, std::nullopt, false});
     const int64_t judged = *rc::gen::inRange<int64_t>(1, 4);
     int64_t total = fill;
@@ -203,8 +204,8 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
   const auto property = [=] {
     // The kernel campaign draws one case in five from the numerics generator (long key ranges, large
     // magnitudes, big head_dim); the rest, and every cache case, from the step-pattern generator.
-    // (The draw 4, not 0: RapidCheck shrinks toward 0, so a failure shrinks toward the smaller kind.)
-    const bool numerics = part == Part::Kernel && *rc::gen::inRange(0, 5) == 4;
+    // (weightedElement: neither scaled by RapidCheck's size, which inRange is, nor shrunk.)
+    const bool numerics = part == Part::Kernel && *rc::gen::weightedElement<bool>({{4, false}, {1, true}});
     const Scenario s = numerics ? *gen_numeric_scenario(filter) : *gen_scenario(filter);
     if (positions::upstream_deviation(s.layer_spec(0))) {  // nothing a plugin can be held to: not a pass
       ++*skipped;

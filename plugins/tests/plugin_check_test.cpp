@@ -111,6 +111,19 @@ INSTANTIATE_TEST_SUITE_P(
                       NumericsCatch{KVC_MUTANT_NO_MAX_SUBTRACTION, "large_logits/static", "float64", "NaN"},
                       NumericsCatch{KVC_MUTANT_NO_MAX_SUBTRACTION, "large_logits/static", "float16", "NaN"}));
 
+// The kernel campaign's numerics share (one case in five: long ranges, large magnitudes, head_dim up
+// to 256) finds the missing max subtraction on its own, with the default budget.
+TEST(NumericsMutantPlugin, NoMaxSubtractionIsCaughtByTheCampaignToo) {
+  PluginCheckOptions o = quick(false, true);
+  o.iterations = 25;
+  o.select = [](const std::string& id) { return id.find("/campaign/kernel/") != std::string::npos; };
+  const auto results = check_plugin(KVC_MUTANT_NO_MAX_SUBTRACTION, o);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status, Status::Fail) << results[0].message;
+  EXPECT_NE(results[0].message.find("NaN"), std::string::npos) << results[0].message;
+  std::cout << "  e.g. " << results[0].message << "\n";
+}
+
 TEST(MutantPlugin, StaleKvOffsetIsCaughtByTheCacheCheck) {
   const auto results = check_plugin(KVC_MUTANT_STALE_KV_OFFSET, quick());
   const std::string hit = first_with(results, "get_mask_sizes(");
