@@ -5,7 +5,9 @@ A handler gets (header, buffers) with buffers[name] = (dtype, shape, bytes) and 
 (dtype, shape, bytes) for "out"; it raises Unsupported for a configuration it does not cover (the
 case is a SKIP); any other exception becomes an error reply (the case FAILs with the message).
 """
+import importlib.util
 import json
+import os
 import struct
 import sys
 import traceback
@@ -15,19 +17,19 @@ class Unsupported(Exception):
     pass
 
 
-def _read_exact(stream, n):
-    data = stream.read(n)
-    if len(data) != n:
-        sys.exit(0)  # EOF: the host is done with this worker
-    return data
+# The framing is the Python package's (python/kvconform/_wire.py, standard library only), loaded by
+# path so that these adapters need neither the package installed nor its kernel-side imports.
+_spec = importlib.util.spec_from_file_location(
+    "kvconform_wire", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "kvconform", "_wire.py"))
+_wire = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_wire)
 
 
 def _receive(stream):
-    header = json.loads(_read_exact(stream, struct.unpack("<I", _read_exact(stream, 4))[0]))
-    buffers = {}
-    for b in header.get("buffers", []):
-        buffers[b["name"]] = (b["dtype"], tuple(b["shape"]), _read_exact(stream, b["nbytes"]))
-    return header, buffers
+    try:
+        return _wire.receive(stream)
+    except _wire.Closed:
+        sys.exit(0)  # EOF: the host is done with this worker
 
 
 def _send(stream, header, payload=b""):
