@@ -463,13 +463,18 @@ std::string describe(const Scenario& s) {
   return os.str();
 }
 
+// A plugin case's parameters (its report line's "(...)"), also on the SKIP of a run that gave up.
+std::string scenario_params(const Scenario& s) {
+  return "layer=" + s.layer_spec(0).describe() + ",B=" + std::to_string(s.batch) + ",H=" + std::to_string(s.heads) +
+         ",Hkv=" + std::to_string(s.kv_heads) + ",D=" + std::to_string(s.head_dim);
+}
+
 CaseResult check_scenario(const Target& target, const std::string& name, const Scenario& s, Part part,
                           const std::string& plugin, double timeout_s) {
   CaseResult r;
   r.suite = "plugin";
   r.name = name;
-  r.params = "layer=" + s.layer_spec(0).describe() + ",B=" + std::to_string(s.batch) + ",H=" + std::to_string(s.heads) +
-             ",Hkv=" + std::to_string(s.kv_heads) + ",D=" + std::to_string(s.head_dim);
+  r.params = scenario_params(s);
   r.backend = plugin;
   r.dtype = to_string(s.dtype);
   r.reproduce = target.reproduce;
@@ -542,6 +547,7 @@ FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options)
     if (options.list_only) return out.results.push_back(r);
     if (options.max_worker_failures > 0 && out.worker_failures >= options.max_worker_failures) {
       r.status = Status::Skipped;
+      r.params = scenario_params(s);
       r.message = gave_up_message(out.worker_failures);
       return out.results.push_back(r);
     }
