@@ -59,16 +59,6 @@ struct Trace {
   std::vector<Command> commands;
 };
 
-// The token limit gen_config derives from the window and the layers (scenario.cpp).
-int64_t token_limit(const ScenarioConfig& c) {
-  int64_t limit = std::min<int64_t>(3 * c.window + 8, 160);
-  for (const LayerSpec& s : {c.static_spec(), c.dynamic_spec()}) {
-    const int64_t bound = positions::max_total_tokens(s);
-    if (bound >= 0) limit = std::min(limit, bound);
-  }
-  return limit;
-}
-
 ScenarioConfig draw_config(Rng& r, const ConfigFilter& filter) {
   ScenarioConfig c;
   c.attention = filter.attention ? *filter.attention

@@ -49,6 +49,15 @@ rc::Gen<int64_t> gen_max_cache_len(int64_t w) {
 }
 }  // namespace
 
+int64_t token_limit(const ScenarioConfig& c) {
+  int64_t limit = std::min<int64_t>(3 * c.window + 8, 160);
+  for (const LayerSpec& s : {c.static_spec(), c.dynamic_spec()}) {
+    const int64_t bound = positions::max_total_tokens(s);
+    if (bound >= 0) limit = std::min(limit, bound);
+  }
+  return limit;
+}
+
 rc::Gen<ScenarioConfig> gen_config(const ConfigFilter& filter) {
   return rc::gen::exec([filter] {
     ScenarioConfig c;
@@ -72,14 +81,7 @@ rc::Gen<ScenarioConfig> gen_config(const ConfigFilter& filter) {
           static_cast<size_t>(c.batch), rc::gen::inRange<int64_t>(0, most + 1));
     }
     c.seed = *rc::gen::arbitrary<uint32_t>();
-    // Long enough to wrap a static buffer a few times; a static layer that cannot serve more
-    // (max_cache_len below the window, or a full layer) is bounded by max_cache_len.
-    int64_t limit = std::min<int64_t>(3 * c.window + 8, 160);
-    for (const LayerSpec& s : {c.static_spec(), c.dynamic_spec()}) {
-      const int64_t bound = positions::max_total_tokens(s);
-      if (bound >= 0) limit = std::min(limit, bound);
-    }
-    c.max_tokens = limit;
+    const int64_t limit = c.max_tokens = token_limit(c);
     // The first update must hold at least one real token per row.
     if (c.left_padding)
       for (int64_t& lp : *c.left_padding) lp = std::min(lp, limit - 1);

@@ -42,6 +42,11 @@ struct ConfigFilter {
 
 rc::Gen<ScenarioConfig> gen_config(const ConfigFilter& filter = {});
 
+// The tokens a generated sequence may reach (ScenarioConfig::max_tokens): long enough to wrap a
+// static buffer a few times, bounded where a static layer cannot serve more (max_cache_len below
+// the window, or a full layer). Both engines' draws use it.
+int64_t token_limit(const ScenarioConfig& c);
+
 // What the model knows: the configuration and how many tokens the current sequence holds.
 struct CacheModel {
   ScenarioConfig config;
