@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Same cases and seeds, two kvconform binaries: do they give the same verdicts and the same report
-# bytes? Used for issue 8's refactor (one StepDriver), to show it changed no result.
+# bytes? Used for refactors (one StepDriver, one mask request, the folders), to show they changed no
+# result.
 #   bash scripts/compare_reports.sh OLD_BINARY NEW_BINARY [PLUGIN_DIR]
 # Runs the default run, two --mutant runs and (with PLUGIN_DIR, e.g. build/plugins) four plugin
 # checks with each binary, then compares junit.xml, summary.json, summary.md, report.html and stdout
@@ -26,7 +27,9 @@ for side in old new; do
     mv "$work/out/$name" "$work/$side.$name"
   done
 done
-norm() { sed -E "s#$work/out/##g; s#(\\.cpp):[0-9]+:#\\1:N:#g" "$1"; }
+# The binaries' own paths appear in reproduce lines: both become KVCONFORM.
+old_abs=$(realpath "$old") new_abs=$(realpath "$new")
+norm() { sed -E "s#$work/out/##g; s#(\\.cpp):[0-9]+:#\\1:N:#g; s#$old_abs#KVCONFORM#g; s#$new_abs#KVCONFORM#g" "$1"; }
 same=0 differ=0
 cmp -s "$work/old.exits" "$work/new.exits" || { echo "exit codes differ:"; diff "$work/old.exits" "$work/new.exits"; differ=$((differ + 1)); }
 for r in "${runs[@]}"; do
