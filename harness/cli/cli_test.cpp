@@ -228,7 +228,7 @@ TEST(Cli, RunThatCheckedNothingIsNotGreen) {
   EXPECT_EQ(kvconform("run --suite backend --device cuda --no-report --allow-nothing-checked").code, 0);
 }
 
-// Issue 18, item 4: a selector given where it cannot apply is refused (exit 2), never accepted and
+// A selector given where it cannot apply is refused (exit 2), never accepted and
 // ignored (docs/cli.md, "Which selector applies where"). `--backend-cmd true` is never started.
 TEST(Cli, SelectorsThatCannotApplyAreRefused) {
   const std::string plugin = std::string("--plugin '") + KVC_BINARY + "'";  // an existing file: refused before loading
@@ -246,7 +246,7 @@ TEST(Cli, SelectorsThatCannotApplyAreRefused) {
   }
 }
 
-// Issue 18, item 3: a failing case's reproduce line runs as printed from an empty working directory
+// A failing case's reproduce line runs as printed from an empty working directory
 // (absolute binary, --filter for its id, the flags that changed its outcome, the replay string) and
 // fails exactly that case again.
 TEST(Cli, ReproduceLineRunsFromAnywhere) {
@@ -270,7 +270,7 @@ TEST(Cli, ReproduceLineRunsFromAnywhere) {
   EXPECT_NE(again.find("0 passed, 1 failed, 0 skipped"), std::string::npos) << again;
 }
 
-// Issue 18, item 2: -v prints each case's measured error, bound and margin; the reports record them.
+// -v prints each case's measured error, bound and margin; the reports record them.
 TEST(Cli, VerbosePrintsMeasuredErrorAndReportsRecordIt) {
   const fs::path dir = scratch("measured");
   const Result r = kvconform("run --suite backend --filter '^backend/decode_across_window/static/eager/float32$' -v "
