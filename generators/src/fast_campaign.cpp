@@ -286,20 +286,10 @@ std::string check_fast(Property property, const FastTrace& t, Mutation mutation)
   layers.clear();
   for (const LayerSpec& spec : t.layers)
     if (!positions::upstream_deviation(spec)) layers.emplace_back(spec, Behaviours{}, mutation);
-  int64_t seen = 0;
-  for (int64_t q : t.steps) {
-    if (q == 0) {  // a reset: a new sequence starts
-      for (fast::Layer& layer : layers) layer.reset();
-      seen = 0;
-      continue;
-    }
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const std::string e = checker.check_step(layers[l], "layer", t.batch, t.left_padding, seen, q, "Update");
-      if (!e.empty()) return "layer " + std::to_string(l) + ": " + e;
-    }
-    seen += q;
-  }
-  return {};
+  return fast::for_each_step(layers, t.steps, [&](size_t l, fast::Layer& layer, int64_t seen, int64_t q) {
+    const std::string e = checker.check_step(layer, "layer", t.batch, t.left_padding, seen, q, "Update");
+    return e.empty() ? e : "layer " + std::to_string(l) + ": " + e;
+  });
 }
 
 Outcome run_fast(Property property, const Options& options) {

@@ -79,6 +79,27 @@ class Layer {
   int64_t cumulative_ = 0;
 };
 
+// The fast engine's per-step loop over several layers, step-major as the StepDriver runs the tensor
+// engine (every layer takes step s before any takes s + 1). `steps` are tokens per update, 0 a
+// reset (every layer resets). For an update, visit(index, layer, seen, q) updates the layer itself
+// (so that it can ask get_mask_sizes first and catch what update raises) and returns an empty
+// string, or a failure, which stops the loop and is returned. Empty when every step held.
+template <typename Visit>
+std::string for_each_step(std::vector<Layer>& layers, const std::vector<int64_t>& steps, Visit&& visit) {
+  int64_t seen = 0;
+  for (int64_t q : steps) {
+    if (q == 0) {
+      for (Layer& layer : layers) layer.reset();
+      seen = 0;
+      continue;
+    }
+    for (size_t l = 0; l < layers.size(); ++l)
+      if (std::string failure = visit(l, layers[l], seen, q); !failure.empty()) return failure;
+    seen += q;
+  }
+  return {};
+}
+
 // The masks take kvc::MaskRequest (mask_request.h), the type masks.h takes too; build it with
 // mask_request() / assign_mask_request().
 
