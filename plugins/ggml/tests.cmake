@@ -25,12 +25,14 @@ endforeach()
 kvc_ggml_test(plugin_kvc_ggml_softmax_raw_empty_rows
               "-DCOMMAND=${_kvc_run}|${_kvc_regressions}|$<TARGET_FILE:kvc_ggml_softmax_raw_empty_rows>" -DEXPECT_EXIT=1
               "-DEXPECT_REGEX=ggml_softmax_query_without_keys/[^:]*: FAIL step 0 \\(Prefill\\(2\\)\\): attention \\(window\\) NaN")
-# f32 K/V cast to f16: every failure is a float32 bound (1e-6) missed by less than 1e-3, i.e. within
-# what f16 storage costs (the float16 floor is 2e-3); never NaN, never a float16/bfloat16 bound.
+# f32 K/V cast to f16: the kernel then computes as a float16 kernel does (f16 storage, f16 V
+# accumulation), so every failure is a float32 bound (1e-6) missed by less than the float16 floor
+# (2e-3): measured up to 1.16e-3 on the numerics cases (head_dim 256, 4096 keys), under 5e-4 on
+# the short ones; never NaN, never a float16/bfloat16 bound.
 kvc_ggml_test(plugin_kvc_ggml_flash_cast_f16
               "-DCOMMAND=${_kvc_run}|${_kvc_regressions}|$<TARGET_FILE:kvc_ggml_flash_cast_f16>" -DEXPECT_EXIT=1
               "-DEXPECT_REGEX=ggml_flash_f32_cache_cast_to_f16/[^:]*: FAIL [^>]*max error [0-9.]+e-0[4-6] > bound 1.00e-06"
-              "-DREJECT_REGEX=NaN|> bound [0-9.]+e-0[0-5]|max error [0-9.]+e[-+]0[0-3] ")
+              "-DREJECT_REGEX=NaN|> bound [0-9.]+e-0[0-5]|max error [0-9.]+e[-+]0[0-2] |max error [2-9][.][0-9]+e-03 ")
 
 # The same plugins built out of tree against an installed kvconform (plugins/ggml/CMakeLists.txt on
 # its own), checked by the installed CLI.
