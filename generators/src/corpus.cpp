@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "kvconform/positions.h"
+#include "kvconform/seeds.h"
 #include "kvcgen/scenario.h"
 
 namespace kvc::corpus {
@@ -107,12 +108,14 @@ ordered_json sample(uint64_t seed, const std::string& name) {
 
 }  // namespace
 
-ordered_json generate_one(uint64_t seed, const std::string& name) { return sample(seed, name); }
+ordered_json draw(uint64_t seed, uint64_t index, const std::string& name) {
+  return sample(seeds::case_seed(seed, index), name);
+}
 
 std::vector<ordered_json> generate(uint64_t seed, int count) {
   std::vector<ordered_json> out;
   for (int i = 0; i < count; ++i) {
-    ordered_json probe = sample(seed * 1000003ULL + static_cast<uint64_t>(i), "x");
+    ordered_json probe = draw(seed, static_cast<uint64_t>(i), "x");
     std::ostringstream name;
     name << "gen_" << std::setw(4) << std::setfill('0') << i << "_" << probe["cache"].get<std::string>() << "_";
     for (const auto& t : probe["layer_types"]) name << t.get<std::string>().substr(0, 1);

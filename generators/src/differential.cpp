@@ -16,7 +16,6 @@
 #include "kvconform/cases.h"
 #include "kvcgen/corpus.h"
 #include "kvconform/golden.h"
-#include "kvconform/inputs.h"
 
 namespace kvc::differential {
 
@@ -212,8 +211,8 @@ Summary run(const Options& options) {
           std::lock_guard<std::mutex> lock(mu);
           if (stop || next >= indices.size() || (o.time_budget_s > 0 && elapsed() > o.time_budget_s)) return;
           j = next++;
-          const uint64_t case_seed = inputs::mix64(o.seed ^ inputs::mix64(static_cast<uint64_t>(indices[j])));
-          scenario = corpus::generate_one(case_seed, "diff_" + std::to_string(o.seed) + "_" + std::to_string(indices[j]));
+          scenario = corpus::draw(o.seed, static_cast<uint64_t>(indices[j]),
+                                  "diff_" + std::to_string(o.seed) + "_" + std::to_string(indices[j]));
         }
         const int64_t i = indices[j];
         Result r;

@@ -17,6 +17,7 @@
 #include "kvcgen/mask_pictures.h"
 #include "kvcgen/position_checks.h"
 #include "kvconform/positions.h"
+#include "kvconform/seeds.h"
 
 namespace kvc::campaign {
 
@@ -113,7 +114,7 @@ bool allowed(const Command& cmd, const ScenarioConfig& c, int64_t seen) {
 }
 
 Trace draw_trace(uint64_t seed, int64_t index, int size, const ConfigFilter& filter) {
-  Rng r{inputs::mix64(seed ^ inputs::mix64(static_cast<uint64_t>(index) + 1))};
+  Rng r{seeds::case_seed(seed, static_cast<uint64_t>(index))};
   Trace t;
   t.config = draw_config(r, filter);
   const ScenarioConfig& c = t.config;

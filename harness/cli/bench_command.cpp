@@ -243,7 +243,7 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--python-version", a->python.version,
                   "With --vs-python: transformers version of the Python side (default: the newest pinned)");
   cmd->add_option("--root", a->python.root, "With --vs-python: the repository root (golden/)");
-  cmd->add_option("--seed", a->python.seed, "With --vs-python: seed of the traces; with --filter: the run's seed");
+  add_seed_option(cmd, a->python.seed, "With --vs-python: seed of the traces; with --filter: the run's seed");
   cmd->add_option("--filter", a->cases.filter,
                   "Instead: perf mode over the registry: time each case `kvconform run --list --filter REGEX` lists "
                   "(golden/..., backend/..., property/...), one line per case id (--repeats, --warmup)");

@@ -22,7 +22,6 @@
 #include "kvcgen/corpus.h"
 #include "kvcgen/differential.h"
 #include "kvconform/golden.h"
-#include "kvconform/inputs.h"
 
 namespace kvc::cli {
 
@@ -72,8 +71,7 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
   std::vector<nlohmann::ordered_json> scenarios;
   std::vector<Scenario> parsed;
   for (int64_t i = 0; i < req.traces; ++i) {
-    const uint64_t case_seed = inputs::mix64(req.seed ^ inputs::mix64(static_cast<uint64_t>(i)));
-    scenarios.push_back(corpus::generate_one(case_seed, "bench_" + std::to_string(i)));
+    scenarios.push_back(corpus::draw(req.seed, static_cast<uint64_t>(i), "bench_" + std::to_string(i)));
     parsed.push_back(cases::parse_case(scenarios.back().dump(), "bench trace " + std::to_string(i)));
   }
 

@@ -344,6 +344,19 @@ TEST(Fuzz, ShardsSplitTheRoundsOfOneRun) {
   EXPECT_EQ(env.out, s1.out);
 }
 
+TEST(Seeds, EveryCommandThatDrawsTakesTheOneSeedOption) {
+  // One default, one environment variable (kvconform/seeds.h); a command with its own --seed
+  // spelling would not print both.
+  for (const char* command : {"run", "fuzz", "engine", "golden", "bench"}) {
+    const Result r = kvconform(std::string(command) + " --help");
+    EXPECT_NE(r.out.find("--seed"), std::string::npos) << command;
+    EXPECT_NE(r.out.find("(default 20250917, or KVC_SEED)"), std::string::npos) << command << ": " << r.out;
+  }
+  // KVC_SEED reaches a command that is not `run`.
+  const Result env = kvconform("fuzz --iterations 5 --batch 5 --property stored_rows --no-write", "KVC_SEED=77");
+  EXPECT_NE(env.out.find("seed 77"), std::string::npos) << env.out;
+}
+
 TEST(Fuzz, TimeBudgetStops) {
   const Result r = kvconform("fuzz --time-budget 1 --batch 10 --property stored_rows --no-write");
   EXPECT_EQ(r.code, 0) << r.out;

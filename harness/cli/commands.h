@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "kvconform/seeds.h"
+
 namespace kvc::cli {
 
 using Runner = std::function<int()>;
@@ -27,7 +29,7 @@ std::vector<std::string> pinned_versions(const std::string& repo_root);
 
 // kvconform fuzz --differential (differential_command.cpp).
 struct DifferentialRequest {
-  uint64_t seed = 20250917;
+  uint64_t seed = kvc::seeds::kDefaultSeed;
   int64_t iterations = 1000;
   double time_budget_s = 0;
   std::vector<std::string> versions;  // empty: every pinned version
@@ -44,7 +46,7 @@ int run_differential(const DifferentialRequest& request);
 struct VsPythonRequest {
   std::string root = ".";
   std::string version;               // transformers version of the Python side; empty: the newest pinned
-  uint64_t seed = 20250917;
+  uint64_t seed = kvc::seeds::kDefaultSeed;
   int64_t traces = 200;              // identical traces for both sides
   int64_t campaign_traces = 100000;  // random traces per fast-engine campaign
   int64_t python_repeats = 3;        // passes of golden/bench_dump.py over the traces (its figure varies)
@@ -58,14 +60,21 @@ int run_vs_python(const VsPythonRequest& request, nlohmann::ordered_json* json_o
 struct CasePerfRequest {
   std::string filter;  // over the ids `kvconform run --list` prints
   std::string fixtures = "golden/fixtures", cases = "cases";
-  uint64_t seed = 20250917;
+  uint64_t seed = kvc::seeds::kDefaultSeed;
   int iterations = 100;  // RapidCheck cases per property, as `run`
   int repeats = 15, warmup = 3;
   bool quiet_stdout = false;  // the table on stderr (JSON on stdout)
 };
 int run_case_perf(const CasePerfRequest& request, nlohmann::ordered_json* json_out);
 
-// Round r of `kvconform fuzz --seed S` runs the campaign with this seed (documented in docs/cli.md).
+// Round r of `kvconform fuzz --seed S` runs the campaign with seeds::case_seed(S, r).
 uint64_t fuzz_round_seed(uint64_t seed, uint64_t round);
+
+// `--seed` of every command: one default, one environment variable, one meaning (kvconform/seeds.h).
+template <typename Seed>
+CLI::Option* add_seed_option(CLI::App* cmd, Seed& seed, const std::string& what) {
+  return cmd->add_option("--seed", seed, what + " (default " + std::to_string(seeds::kDefaultSeed) + ", or KVC_SEED)")
+      ->envname("KVC_SEED");
+}
 
 }  // namespace kvc::cli

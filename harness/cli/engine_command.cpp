@@ -16,6 +16,7 @@
 #include "kvcgen/engine_campaign.h"
 #include "kvconform/engine/check.h"
 #include "kvconform/report.h"
+#include "kvconform/seeds.h"
 
 namespace kvc::cli {
 
@@ -31,7 +32,7 @@ struct EngineArgs {
   std::string models, model = ".*", filter, plans = "fixed";
   std::vector<std::string> plan_files;
   int iterations = 10;
-  uint64_t seed = 20250917;
+  uint64_t seed = kvc::seeds::kDefaultSeed;
   double time_budget = 0, timeout = 120, factor = 10, floor = 1e-4;
   std::string mutant = "none", reproduce, save_cases, report_dir = "reports/engines", shard;
   bool list = false, no_report = false, verbose = false, ci_only = false;
@@ -109,7 +110,7 @@ Runner add_engine_command(CLI::App& app) {
   cmd->add_option("--plans", a->plans, "fixed, campaign or all (default fixed)")->check(CLI::IsMember({"fixed", "campaign", "all"}));
   cmd->add_option("--plan", a->plan_files, "Replay a saved plan file instead (repeatable)");
   cmd->add_option("--iterations", a->iterations, "Random plans per engine and model in the campaign (default 10)");
-  cmd->add_option("--seed", a->seed, "Campaign seed (default 20250917)");
+  add_seed_option(cmd, a->seed, "Campaign seed");
   cmd->add_option("--reproduce", a->reproduce, "Replay one shrunk campaign failure (its reproduce string)");
   cmd->add_option("--time-budget", a->time_budget, "Stop starting new cases after this many seconds (0: no limit)");
   cmd->add_option("--shard", a->shard, "i/n: run only the cases i, i+n, ... (or GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS)");

@@ -19,6 +19,7 @@
 #include "kvcgen/campaign.h"
 #include "kvconform/inputs.h"
 #include "kvconform/report.h"
+#include "kvconform/seeds.h"
 
 namespace kvc::cli {
 
@@ -27,7 +28,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 struct FuzzArgs {
-  uint64_t seed = 20250917;
+  uint64_t seed = kvc::seeds::kDefaultSeed;
   std::optional<long long> iterations;
   std::optional<double> time_budget;
   std::string shard;
@@ -103,13 +104,13 @@ nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Pr
   return j;
 }
 
-uint64_t fuzz_round_seed(uint64_t seed, uint64_t round) { return inputs::mix64(inputs::mix64(seed) ^ round); }
+uint64_t fuzz_round_seed(uint64_t seed, uint64_t round) { return seeds::case_seed(seed, round); }
 
 Runner add_fuzz_command(CLI::App& app) {
   auto args = std::make_shared<FuzzArgs>();
   CLI::App* cmd = app.add_subcommand(
       "fuzz", "Long random property campaigns: rounds of fresh seeds, sharding, shrunk failures written as case files");
-  cmd->add_option("--seed", args->seed, "Base seed; round r runs with seed mix64(mix64(seed) ^ r) (default 20250917)");
+  add_seed_option(cmd, args->seed, "Base seed; round r runs with seed case_seed(seed, r) (docs/architecture.md, Seeds)");
   auto* iters = cmd->add_option("--iterations", args->iterations,
                                 "Total RapidCheck cases per property over all shards (default 1000)")
                     ->check(CLI::PositiveNumber);

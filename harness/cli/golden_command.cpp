@@ -13,6 +13,7 @@
 #include "kvconform/cases.h"
 #include "kvcgen/corpus.h"
 #include "kvconform/golden.h"
+#include "kvconform/seeds.h"
 
 namespace kvc::cli {
 
@@ -22,7 +23,7 @@ namespace {
 struct GoldenArgs {
   bool check = false;
   int corpus = 0;
-  uint64_t seed = 20250917;
+  uint64_t seed = kvc::seeds::kDefaultSeed;
   std::vector<std::string> versions;
   std::string root = ".";
 };
@@ -125,7 +126,7 @@ Runner add_golden_command(CLI::App& app) {
   cmd->add_flag("--check", args->check, "Dump into a temporary folder and report any difference from the committed fixtures");
   cmd->add_option("--generate-corpus", args->corpus, "Write N random cases to cases/generated/ (replacing it) and stop")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", args->seed, "Seed of the generated corpus");
+  add_seed_option(cmd, args->seed, "Seed of the generated corpus: case i is drawn from case_seed(seed, i)");
   cmd->add_option("--version", args->versions, "Only these transformers versions (default: every golden/requirements-*.txt)");
   cmd->add_option("--root", args->root, "Repository root")->check(CLI::ExistingDirectory);
   return [args]() -> int {

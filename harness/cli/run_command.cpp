@@ -145,7 +145,7 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 Runner add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* run = app.add_subcommand("run", "Replay the golden fixtures and run the property campaign (defaults: all, fixed seed)");
-  run->add_option("--seed", args->seed, "Campaign seed (default 20250917, or KVC_SEED)");
+  add_seed_option(run, args->seed, "Campaign seed");
   run->add_option("--iterations", args->iterations, "RapidCheck cases per property (default 100, or KVC_ITERATIONS)")
       ->check(CLI::PositiveNumber);
   run->add_option("--property", args->property, "Regular expression over property names");

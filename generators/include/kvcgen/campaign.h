@@ -10,6 +10,7 @@
 
 #include "kvconform/mutants.h"
 #include "kvconform/results.h"
+#include "kvconform/seeds.h"
 #include "kvconform/tolerance.h"
 #include "kvcgen/scenario.h"
 
@@ -48,7 +49,7 @@ bool has_fast_path(Property p);
 Engine resolve(Engine e, Property p);  // Auto -> Fast or Tensor; Fast without a fast path throws
 
 struct Options {
-  uint64_t seed = 20250917;  // fixed default: the same campaign every run
+  uint64_t seed = kvc::seeds::kDefaultSeed;  // fixed default: the same campaign every run
   int iterations = 100;      // RapidCheck test cases per property
   int max_size = 100;        // RapidCheck size (longer command sequences as it grows)
   Mutation mutation = Mutation::None;

@@ -11,11 +11,12 @@
 
 namespace kvc::corpus {
 
-// `count` scenario documents (cases/schema.json), deterministic in `seed`. Names are
+// Case `index` of the campaign with seed `seed`, named `name`: drawn from seeds::case_seed(seed,
+// index), so it depends on nothing else (the differential fuzzer's and bench --vs-python's unit).
+nlohmann::ordered_json draw(uint64_t seed, uint64_t index, const std::string& name);
+
+// Cases 0 .. count-1 of `seed` as scenario documents (cases/schema.json), named
 // gen_<index>_<cache>_<layers>_w<W>.
 std::vector<nlohmann::ordered_json> generate(uint64_t seed, int count);
-
-// One random scenario (the differential fuzzer's unit), named `name`.
-nlohmann::ordered_json generate_one(uint64_t seed, const std::string& name);
 
 }  // namespace kvc::corpus

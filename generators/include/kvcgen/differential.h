@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kvconform/mutants.h"
+#include "kvconform/seeds.h"
 
 namespace kvc::differential {
 
@@ -34,7 +35,7 @@ class Dumper {
 struct Options {
   std::string version;          // transformers version, e.g. 5.24.0
   std::string python, script;   // the env's interpreter and golden/dump.py
-  uint64_t seed = 20250917;
+  uint64_t seed = kvc::seeds::kDefaultSeed;
   int64_t iterations = 1000;    // random sequences (over all shards)
   int64_t shard_index = 0, shard_count = 1;  // run the sequences i with i % shard_count == shard_index
   double time_budget_s = 0;     // stop after this many seconds (0: no limit)

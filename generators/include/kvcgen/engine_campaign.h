@@ -9,11 +9,12 @@
 #include <vector>
 
 #include "kvconform/engine/check.h"
+#include "kvconform/seeds.h"
 
 namespace kvc::engine {
 
 struct CampaignOptions {
-  uint64_t seed = 20250917;
+  uint64_t seed = kvc::seeds::kDefaultSeed;
   int iterations = 10;    // random plans per engine and model
   int max_size = 30;      // RapidCheck size: plan steps grow with it
   std::string reproduce;  // a reproduce string from an earlier failure: replays that plan alone

@@ -8,12 +8,14 @@
 #include <functional>
 #include <string>
 
+#include "kvconform/seeds.h"
+
 namespace kvc::rc_check {
 
 struct Params {
   std::string id;            // the property's name (also the key of a reproduce string)
   std::string description;
-  uint64_t seed = 20250917;
+  uint64_t seed = kvc::seeds::kDefaultSeed;
   int iterations = 100;
   int max_size = 50;
   std::string reproduce;     // a reproduce string from an earlier failure; empty: none

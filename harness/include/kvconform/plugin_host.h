@@ -15,11 +15,12 @@
 #include "kvconform/plugin_runner.h"
 #include "kvconform/results.h"
 #include "kvconform/scenario.h"
+#include "kvconform/seeds.h"
 
 namespace kvc::plugin {
 
 struct PluginCheckOptions {
-  uint64_t seed = 20250917;
+  uint64_t seed = kvc::seeds::kDefaultSeed;
   int iterations = 25;     // random-campaign cases per part (cache, kernel); 0 = none (kvcgen/plugin_campaign.h)
   int max_size = 50;       // RapidCheck size
   double timeout_s = 10;   // per case (one child process runs one case's whole step sequence)
