@@ -13,6 +13,8 @@
 #include <set>
 #include <sstream>
 
+#include "scratch_dir.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -23,8 +25,10 @@ struct Result {
   std::string stdout_only;
 };
 
+fs::path scratch_root() { return kvc::testing::scratch_root("kvc_cli_test_"); }
+
 fs::path scratch(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("kvc_cli_test_" + std::to_string(::getpid())) / name;
+  const fs::path d = scratch_root() / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

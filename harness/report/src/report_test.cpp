@@ -9,6 +9,7 @@
 
 #include "kvconform/report.h"
 #include "sample_summary.h"
+#include "scratch_dir.h"
 
 namespace kvc::report {
 namespace {
@@ -23,8 +24,10 @@ std::string slurp(const fs::path& p) {
   return os.str();
 }
 
+fs::path scratch_root() { return kvc::testing::scratch_root("kvc_report_test_"); }
+
 fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("kvc_report_test_" + std::to_string(::getpid())) / name;
+  const fs::path d = scratch_root() / name;
   fs::remove_all(d);
   return d;
 }
