@@ -15,6 +15,7 @@
 #include "kvconform/behaviours.h"
 #include "kvconform/cases.h"
 #include "kvcgen/corpus.h"
+#include "kvcgen/shrink.h"
 #include "kvconform/golden.h"
 
 namespace kvc::differential {
@@ -157,19 +158,10 @@ bool valid(const ordered_json& s) {
   }
 }
 
-// Greedy shrinking: keep any simplification that still disagrees.
 ordered_json shrink(Dumper& dumper, ordered_json failing, const std::string& release, bool own_release, Mutation mutation) {
-  for (bool improved = true; improved;) {
-    improved = false;
-    for (const ordered_json& candidate : simplifications(failing)) {
-      if (!valid(candidate)) continue;
-      if (judge(dumper, candidate, release, own_release, mutation).disagree) {
-        failing = candidate;
-        improved = true;
-        break;
-      }
-    }
-  }
+  shrink::greedy(failing, simplifications, [&](const ordered_json& candidate) {
+    return valid(candidate) && judge(dumper, candidate, release, own_release, mutation).disagree;
+  });
   return failing;
 }
 

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "kvcgen/campaign.h"
+#include "kvcgen/shrink.h"
 #include "kvconform/fastpath.h"
 #include "kvconform/inputs.h"
 #include "kvcgen/mask_pictures.h"
@@ -328,22 +329,17 @@ Outcome run_fast(Property property, const Options& options) {
       ++outcome.cases;
       continue;
     }
-    int shrinks = 0;
-    for (bool improved = true; improved && shrinks < 500;) {
-      improved = false;
-      for (const Trace& candidate : simplifications(trace)) {
-        bool valid = false;
-        Checker probe{property, options.mutation};
-        std::optional<Checker::Failure> f = probe.run(candidate, &valid);
-        if (valid && f) {
-          trace = candidate;
+    const int shrinks = shrink::greedy(
+        trace, simplifications,
+        [&](const Trace& candidate) {
+          bool valid = false;
+          Checker probe{property, options.mutation};
+          std::optional<Checker::Failure> f = probe.run(candidate, &valid);
+          if (!valid || !f) return false;
           failure = f;
-          improved = true;
-          ++shrinks;
-          break;
-        }
-      }
-    }
+          return true;
+        },
+        500);
     trace.commands.resize(failure->command + 1);
     Counterexample ce;
     ce.config = trace.config;
