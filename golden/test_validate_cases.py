@@ -123,6 +123,14 @@ class Caps(unittest.TestCase):
         self.assertEqual(errors(doc('"releases": ["5.24.0"], "profiles": ["5.24.0"]')),
                          ["cases/x.json: /profiles: 'profiles' is the deprecated name of 'releases'; give only 'releases'"])
 
+    def test_fill_steps_and_distributions(self):
+        # A numerics case: a fill step and normal inputs load; a case of fill steps only judges nothing.
+        fill = '[{"tokens": 2, "judged": false}, {"tokens": 1}]'
+        self.assertEqual(errors(doc("", fill).replace('"seed": 3', '"seed": 3, "distribution": "normal"')), [])
+        self.assertEqual(errors(doc("", '[{"tokens": 2, "judged": false}]')),
+                         ['cases/x.json: /steps: every step is a fill step ("judged": false): the case would judge nothing'])
+        self.assertEqual(len(errors(doc().replace('"seed": 3', '"seed": 3, "distribution": "uniform"'))), 1)
+
     def test_committed_cases_within_caps(self):
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         files = vc.expand_paths([os.path.join(root, "cases"), os.path.join(root, "cases", "generated")])

@@ -224,6 +224,8 @@ def semantic_errors(case, stem=None, size_policy=False):
         for i, n in enumerate(lp):
             if n > total:
                 errs.append((f"/left_padding/{i}", f"{n} pad tokens but only {total} tokens in the scenario"))
+    if not any(s.get("judged", True) for s in steps):
+        errs.append(("/steps", 'every step is a fill step ("judged": false): the case would judge nothing'))
     for i, s in enumerate(steps):
         cp = s.get("cache_position")
         if cp is not None and len(cp) != s["tokens"]:

@@ -140,9 +140,6 @@ std::string file_safe(const std::string& s) {
 // what it runs; the path, or why nothing was written.
 std::string save_failure(const Target& target, const std::string& part_name, Part part, const std::string& plugin,
                          const Scenario& shrunk, const PluginCheckOptions& o) {
-  if (shrunk.distribution != inputs::Distribution::Mix64)
-    return std::string("not saved as a case: a numerics case (") + inputs::to_string(shrunk.distribution) +
-           " inputs, an unjudged fill step) has no case-file form; its reproduce line replays it";
   for (Scenario seq : sequences(shrunk)) {
     const CaseResult r = check_scenario(target, part_name, seq, part, plugin, o.timeout_s);
     if (r.status != Status::Fail) continue;

@@ -246,6 +246,40 @@ TEST(MutantPlugin, ShrunkCampaignFailureIsSavedAsACaseThatFailsAgain) {
   std::filesystem::remove_all(dir);
 }
 
+// A numerics failure of the kernel campaign (normal or large-magnitude inputs after an unjudged fill
+// step) is saved too: the case file keeps its distribution and its fill step, and fails again.
+TEST(MutantPlugin, ShrunkNumericsFailureIsSavedAsACaseThatFailsAgain) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kvc_plugin_saved_numerics_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  PluginCheckOptions o = quick(false, true);
+  o.iterations = 25;
+  o.save_cases = dir.string();
+  o.select = [](const std::string& id) { return id.find("/campaign/") != std::string::npos; };
+  const auto results = check_plugin(KVC_MUTANT_NO_MAX_SUBTRACTION, o);
+  ASSERT_EQ(results.size(), 1u) << failures(results);
+  ASSERT_EQ(results[0].status, Status::Fail) << results[0].message;
+  ASSERT_NE(results[0].detail.find("saved as a case: " + dir.string() + "/plugin_mutant_no_max_subtraction_kernel_"),
+            std::string::npos) << results[0].detail;
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  const Scenario c = cases::load_case(files[0].string());
+  EXPECT_NE(c.distribution, inputs::Distribution::Mix64);
+  ASSERT_FALSE(c.steps.empty());
+  EXPECT_FALSE(c.steps[0].judged);  // the fill step
+  PluginCheckOptions replay = quick(false, true);
+  replay.iterations = 0;
+  replay.cases_dir = dir.string();
+  replay.select = [&](const std::string& id) { return id.find("/golden-kernel/" + c.name + "/") != std::string::npos; };
+  const auto again = check_plugin(KVC_MUTANT_NO_MAX_SUBTRACTION, replay);
+  ASSERT_EQ(again.size(), 1u) << failures(again);
+  EXPECT_EQ(again[0].status, Status::Fail) << again[0].message;
+  const auto good = check_plugin(KVC_RING_BUFFER, replay);
+  ASSERT_EQ(good.size(), 1u) << failures(good);
+  EXPECT_EQ(good[0].status, Status::Pass) << good[0].message;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(PluginLoading, AMissingFileOrSymbolIsOneFailedCase) {
   auto results = check_plugin("/nonexistent/plugin.so");
   ASSERT_EQ(results.size(), 1u);

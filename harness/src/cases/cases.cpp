@@ -339,6 +339,8 @@ void check_semantics(const Scenario& c, const std::string& origin) {
         throw CaseError(origin, "/left_padding/" + std::to_string(b),
                         std::to_string((*c.left_padding)[b]) + " pad tokens but only " +
                             std::to_string(c.total_tokens()) + " tokens in the scenario");
+  if (std::none_of(c.steps.begin(), c.steps.end(), [](const Step& s) { return s.judged; }))
+    throw CaseError(origin, "/steps", "every step is a fill step (\"judged\": false): the case would judge nothing");
   for (size_t s = 0; s < c.steps.size(); ++s)
     if (c.steps[s].cache_position && static_cast<int64_t>(c.steps[s].cache_position->size()) != c.steps[s].tokens)
       throw CaseError(origin, "/steps/" + std::to_string(s) + "/cache_position",
@@ -401,11 +403,18 @@ Scenario parse_case(const std::string& text, const std::string& origin, const Li
     Step step;
     step.tokens = s.at("tokens").get<int64_t>();
     if (s.contains("cache_position")) step.cache_position = s.at("cache_position").get<std::vector<int64_t>>();
+    step.judged = s.value("judged", true);
     c.steps.push_back(step);
   }
   const json& in = doc.at("inputs");
   if (in.contains("generator")) {
     c.seed = in.at("seed").get<uint64_t>();
+    if (in.contains("distribution")) {
+      const std::string d = in.at("distribution").get<std::string>();  // one of the schema's enum
+      for (inputs::Distribution each : {inputs::Distribution::Mix64, inputs::Distribution::Normal,
+                                        inputs::Distribution::LargeLogits})
+        if (d == inputs::to_string(each)) c.distribution = each;
+    }
   } else {
     const json& e = in.at("explicit");
     if (e.contains("q")) c.explicit_q = per_step(e.at("q"));
@@ -444,11 +453,13 @@ nlohmann::ordered_json to_case_json(const Scenario& s) {
     if (st.is_reset()) throw std::invalid_argument("to_case_json: '" + s.name + "' has a reset step, which a case file cannot hold");
     oj step = {{"tokens", st.tokens}};
     if (st.cache_position) step["cache_position"] = *st.cache_position;
+    if (!st.judged) step["judged"] = false;
     steps.push_back(step);
   }
   j["steps"] = steps;
   if (s.explicit_k.empty()) {
     j["inputs"] = {{"generator", "kvc-mix64-v1"}, {"seed", s.seed.value_or(0)}};
+    if (s.distribution != inputs::Distribution::Mix64) j["inputs"]["distribution"] = inputs::to_string(s.distribution);
   } else {
     oj e;
     if (!s.explicit_q.empty()) e["q"] = s.explicit_q;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <regex>
 #include <tuple>
 
 #include "kvconform/cases.h"
@@ -175,6 +176,24 @@ TEST(CaseFiles, ProfilesIsADeprecatedAliasOfReleases) {
   EXPECT_EQ(error_of(doc("\"releases\": [\"5.24.0\", \"" + std::string(100, '1') + "\"]")),
             "cases/x.json: /releases/1: a string of 100 characters, longer than 32");
   EXPECT_EQ(error_of(doc(R"("releases": ["5.24"])")).rfind("cases/x.json: /releases/0: ", 0), 0u);
+}
+
+// A numerics case (a fill step, normal inputs) loads and is written back as it was read; one that
+// judges nothing is refused, as the Python validator refuses it.
+TEST(CaseLimits, FillStepsAndDistributionsRoundTrip) {
+  const std::string text = doc("", R"([{"tokens": 2, "judged": false}, {"tokens": 1}])");
+  const std::string normal = std::regex_replace(text, std::regex(R"("seed":3)"), R"("seed":3,"distribution":"large_logits")");
+  ASSERT_EQ(error_of(normal), "loaded") << normal;
+  const Scenario s = parse_case(normal, "cases/x.json");
+  EXPECT_EQ(s.distribution, inputs::Distribution::LargeLogits);
+  EXPECT_FALSE(s.steps[0].judged);
+  EXPECT_TRUE(s.steps[1].judged);
+  const Scenario again = parse_case(to_case_json(s).dump(), "cases/x.json");
+  EXPECT_EQ(again.distribution, s.distribution);
+  EXPECT_EQ(again.steps[0].judged, false);
+  EXPECT_EQ(to_case_json(again), to_case_json(s));
+  EXPECT_EQ(error_of(doc("", R"([{"tokens": 2, "judged": false}])")),
+            R"(cases/x.json: /steps: every step is a fill step ("judged": false): the case would judge nothing)");
 }
 
 TEST(CaseLimits, RulesOnlyThePythonValidatorHadAreEnforcedToo) {
