@@ -5,6 +5,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <iomanip>
 #include <memory>
 #include <ostream>
@@ -138,8 +139,8 @@ std::string file_safe(const std::string& s) {
 
 // Writes the first sequence of the shrunk scenario that fails on its own as a case file named by
 // what it runs; the path, or why nothing was written.
-std::string save_failure(const Target& target, const std::string& part_name, Part part, const std::string& plugin,
-                         const Scenario& shrunk, const PluginCheckOptions& o) {
+std::string write_failure_case(const Target& target, const std::string& part_name, Part part, const std::string& plugin,
+                               const Scenario& shrunk, const PluginCheckOptions& o) {
   for (Scenario seq : sequences(shrunk)) {
     const CaseResult r = check_scenario(target, part_name, seq, part, plugin, o.timeout_s);
     if (r.status != Status::Fail) continue;
@@ -157,14 +158,38 @@ std::string save_failure(const Target& target, const std::string& part_name, Par
     const std::string name = "plugin_" + file_safe(plugin) + "_" + part_name + "_" + hex.str().substr(0, 12);
     doc["name"] = name;
     const std::string text = doc.dump(2) + "\n";
-    cases::parse_case(text, name + ".json");  // what is written must load as a case
+    std::string over_caps, allow_large;
+    try {
+      cases::parse_case(text, name + ".json");  // what is written must load as a case
+    } catch (const cases::CaseError& e) {
+      // A drawn case can exceed the case-file size caps (a numerics case's fill step of thousands
+      // of keys): it is still a case, and it loads with --allow-large. Anything else wrong throws.
+      cases::parse_case(text, name + ".json", cases::Limits::unlimited());
+      over_caps = std::string(", over the size caps (") + e.what() + ")";
+      allow_large = " --allow-large";
+    }
     std::filesystem::create_directories(o.save_cases);
     const std::string path = o.save_cases + "/" + name + ".json";
-    std::ofstream(path + ".tmp") << text;
+    {
+      std::ofstream out(path + ".tmp");
+      out << text;
+      if (!out.flush()) throw std::runtime_error(path + ".tmp: cannot be written");
+    }
     std::filesystem::rename(path + ".tmp", path);
-    return "saved as a case: " + path + " (replay it with `kvconform run --plugin ... --cases " + o.save_cases + "`)";
+    return "saved as a case: " + path + over_caps + " (replay it with `kvconform run --plugin ... --cases " +
+           o.save_cases + allow_large + "`)";
   }
   return "not saved as a case: no sequence between resets fails on its own (the failure needs a reset before it)";
+}
+
+// Saving is a by-product of a FAIL: whatever stops it, the FAIL stands, says why, and the run goes on.
+std::string save_failure(const Target& target, const std::string& part_name, Part part, const std::string& plugin,
+                         const Scenario& shrunk, const PluginCheckOptions& o) {
+  try {
+    return write_failure_case(target, part_name, part, plugin, shrunk, o);
+  } catch (const std::exception& e) {
+    return std::string("not saved as a case: ") + e.what();
+  }
 }
 
 // RapidCheck's failure text without its own source location ("<file>.cpp:161:" and "RC_FAIL(*last)"
