@@ -118,6 +118,8 @@ Options options_from_env(Options o) {
 
 Outcome run(Property property, const Options& options) {
   const bool fast_reproduce = options.reproduce.rfind("fast:", 0) == 0;
+  if (fast_reproduce && resolve(options.engine, property) == Engine::Tensor)
+    return replay_fast_trace_on_tensor(property, options);
   if (resolve(options.engine, property) == Engine::Fast || fast_reproduce) return run_fast(property, options);
   Outcome outcome;
   outcome.property = property;

@@ -17,6 +17,8 @@
 #include "kvconform/inputs.h"
 #include "kvcgen/mask_pictures.h"
 #include "kvcgen/position_checks.h"
+#include "kvcgen/rc_check.h"
+#include "kvcgen/sut.h"
 #include "kvconform/positions.h"
 #include "kvconform/seeds.h"
 
@@ -294,28 +296,132 @@ std::string check_fast(Property property, const FastTrace& t, Mutation mutation)
   });
 }
 
+namespace {
+
+struct FastReproduce {
+  uint64_t seed = 0;
+  int64_t trace = 0;
+  int size = 0;
+};
+
+// fast:<seed>:<trace>:<size>: trace <trace> of the campaign with <seed>, drawn at <size>.
+FastReproduce parse_fast_reproduce(const std::string& text) {
+  unsigned long long s = 0;
+  long long i = 0;
+  int z = 0;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "fast:%llu:%lld:%d%c", &s, &i, &z, &tail) != 3 || i < 0 || z < 0)
+    throw std::invalid_argument("reproduce string is malformed: '" + text + "' (expected fast:SEED:TRACE:SIZE)");
+  return {s, i, z};
+}
+
+std::string params_of(const Options& options, Engine engine) {
+  std::ostringstream params;
+  params << "seed=" << options.seed << ",iterations=" << options.iterations << ",engine=" << to_string(engine);
+  if (options.mutation != Mutation::None) params << ",mutant=" << to_string(options.mutation);
+  if (options.filter.attention) params << ",attention=" << to_string(*options.filter.attention);
+  if (options.filter.dtype) params << ",dtype=" << to_string(*options.filter.dtype);
+  return params.str();
+}
+
+// What the fast engine's counterexample of `trace` shows: its configuration, commands and steps.
+Counterexample counterexample_of(const Trace& trace, Mutation mutation) {
+  Counterexample ce;
+  ce.config = trace.config;
+  for (const Command& cmd : trace.commands) {
+    ce.commands.push_back(cmd.show());
+    if (cmd.kind == Kind::Reset) ce.steps.clear();
+    else ce.steps.push_back(cmd.n);
+  }
+  ce.masks = mask_pictures(ce.config, ce.steps, mutation);
+  return ce;
+}
+
+std::string failure_text(const std::string& first_line, const Counterexample& ce, const std::string& message) {
+  std::ostringstream text;
+  text << first_line << "\n\n" << ce.config.describe() << "\n";
+  for (const std::string& s : ce.commands) text << s << "\n";
+  text << "\n" << message << "\n";
+  return text.str();
+}
+
+bool replayable(const Trace& t) {
+  int64_t seen = 0;
+  for (const Command& cmd : t.commands) {
+    if (!allowed(cmd, t.config, seen)) return false;
+    seen = cmd.kind == Kind::Reset ? 0 : seen + cmd.n;
+  }
+  return true;
+}
+
+// The trace on the tensor engine (the LibTorch reference, SystemUnderTest), command by command as
+// its RapidCheck campaign runs them; the failure and the index of its command.
+std::optional<Checker::Failure> run_on_tensor(const Trace& t, Property property, Mutation mutation,
+                                              Observations* observations) {
+  size_t at = 0;
+  std::string message = rc_check::failure_of([&] {
+    SystemUnderTest sut(t.config, property, mutation, observations);
+    int64_t seen = 0;
+    for (at = 0; at < t.commands.size(); ++at) {
+      const Command& cmd = t.commands[at];
+      if (cmd.kind == Kind::Reset) {
+        sut.reset();
+        seen = 0;
+        continue;
+      }
+      sut.step(seen, cmd.n, cmd.kind == Kind::Prefill ? "Prefill" : cmd.kind == Kind::Decode ? "Decode" : "Extend");
+      seen += cmd.n;
+    }
+  });
+  if (message.empty()) return std::nullopt;
+  return Checker::Failure{std::move(message), at};
+}
+
+}  // namespace
+
+Outcome replay_fast_trace_on_tensor(Property property, const Options& options) {
+  const FastReproduce r = parse_fast_reproduce(options.reproduce);
+  Outcome outcome;
+  outcome.property = property;
+  outcome.params = params_of(options, Engine::Tensor);
+  Trace trace = draw_trace(r.seed, r.trace, r.size, options.filter);
+  std::optional<Checker::Failure> failure = run_on_tensor(trace, property, options.mutation, &outcome.observations);
+  if (!failure) {
+    outcome.ok = true;
+    outcome.cases = 1;
+    return outcome;
+  }
+  const int shrinks = shrink::greedy(
+      trace, simplifications,
+      [&](const Trace& candidate) {
+        if (!replayable(candidate)) return false;
+        std::optional<Checker::Failure> f = run_on_tensor(candidate, property, options.mutation, nullptr);
+        if (!f) return false;
+        failure = f;
+        return true;
+      },
+      500);
+  trace.commands.resize(failure->command + 1);
+  outcome.counterexample = counterexample_of(trace, options.mutation);
+  outcome.failure = failure_text("Falsifiable on the fast engine's trace " + std::to_string(r.trace) + " after " +
+                                     std::to_string(shrinks) + " shrinks (tensor engine)",
+                                 *outcome.counterexample, failure->message);
+  outcome.reproduce = options.reproduce;
+  return outcome;
+}
+
 Outcome run_fast(Property property, const Options& options) {
   if (!has_fast_path(property)) resolve(Engine::Fast, property);  // throws with the reason
   Outcome outcome;
   outcome.property = property;
-  std::ostringstream params;
-  params << "seed=" << options.seed << ",iterations=" << options.iterations << ",engine=fast";
-  if (options.mutation != Mutation::None) params << ",mutant=" << to_string(options.mutation);
-  if (options.filter.attention) params << ",attention=" << to_string(*options.filter.attention);
-  if (options.filter.dtype) params << ",dtype=" << to_string(*options.filter.dtype);
-  outcome.params = params.str();
+  outcome.params = params_of(options, Engine::Fast);
 
   uint64_t seed = options.seed;
   int64_t first = 0, last = options.iterations;
   int fixed_size = -1;
-  if (!options.reproduce.empty()) {  // fast:<seed>:<trace>:<size>
-    unsigned long long s = 0;
-    long long i = 0;
-    int z = 0;
-    char tail = 0;
-    if (std::sscanf(options.reproduce.c_str(), "fast:%llu:%lld:%d%c", &s, &i, &z, &tail) != 3 || i < 0 || z < 0)
-      throw std::invalid_argument("reproduce string is malformed: '" + options.reproduce + "' (expected fast:SEED:TRACE:SIZE)");
-    seed = s, first = i, last = i + 1, fixed_size = z;
+  if (!options.reproduce.empty()) {
+    const FastReproduce r = parse_fast_reproduce(options.reproduce);
+    seed = r.seed, first = r.trace, last = r.trace + 1, fixed_size = r.size;
   }
 
   Checker checker{property, options.mutation};
@@ -341,22 +447,11 @@ Outcome run_fast(Property property, const Options& options) {
         },
         500);
     trace.commands.resize(failure->command + 1);
-    Counterexample ce;
-    ce.config = trace.config;
-    for (const Command& cmd : trace.commands) {
-      ce.commands.push_back(cmd.show());
-      if (cmd.kind == Kind::Reset) ce.steps.clear();
-      else ce.steps.push_back(cmd.n);
-    }
-    std::ostringstream text;
-    text << "Falsifiable after " << outcome.cases + 1 << " traces and " << shrinks << " shrinks (fast engine)\n\n"
-         << trace.config.describe() << "\n";
-    for (const std::string& s : ce.commands) text << s << "\n";
-    text << "\n" << failure->message << "\n";
-    outcome.failure = text.str();
+    outcome.counterexample = counterexample_of(trace, options.mutation);
+    outcome.failure = failure_text("Falsifiable after " + std::to_string(outcome.cases + 1) + " traces and " +
+                                       std::to_string(shrinks) + " shrinks (fast engine)",
+                                   *outcome.counterexample, failure->message);
     outcome.reproduce = "fast:" + std::to_string(seed) + ":" + std::to_string(i) + ":" + std::to_string(size);
-    ce.masks = mask_pictures(ce.config, ce.steps, options.mutation);
-    outcome.counterexample = std::move(ce);
     outcome.observations.steps = static_cast<int>(checker.steps);
     outcome.observations.deviation_steps = static_cast<int>(checker.deviation_steps);
     return outcome;

@@ -192,22 +192,6 @@ std::string save_failure(const Target& target, const std::string& part_name, Par
   }
 }
 
-// RapidCheck's failure text without its own source location ("<file>.cpp:161:" and "RC_FAIL(*last)"
-// lines): the message that follows says what failed.
-std::string without_rc_internals(const std::string& failure) {
-  std::istringstream in(failure);
-  std::string line, out;
-  bool blank = false;  // the last line kept was empty: no two in a row
-  while (std::getline(in, line)) {
-    const bool location = line.size() > 1 && line.back() == ':' && line.find(".cpp:") != std::string::npos;
-    if (location || line.rfind("RC_FAIL(", 0) == 0 || (line.empty() && blank)) continue;
-    blank = line.empty();
-    out += line + "\n";
-  }
-  if (!out.empty() && (failure.empty() || failure.back() != '\n')) out.pop_back();
-  return out;
-}
-
 CaseResult run_campaign(const Target& target, Part part, const std::string& plugin, const PluginCheckOptions& o) {
   const std::string part_name = part == Part::Cache ? "cache" : "kernel";
   CaseResult out;
@@ -258,7 +242,7 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
   } else {
     out.status = Status::Fail;
     out.message = last->substr(0, last->find('\n')) + " (shrunk)";
-    out.detail = without_rc_internals(result.failure);
+    out.detail = rc_check::without_internals(result.failure);
     out.replay = result.reproduce;
     if (!out.replay.empty()) out.reproduce += " --reproduce '" + out.replay + "'";
     if (!o.save_cases.empty()) out.detail += "\n" + save_failure(target, part_name, part, plugin, *failing, o);

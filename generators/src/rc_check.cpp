@@ -50,4 +50,32 @@ Result check(const Params& p, const std::function<void()>& property) {
   return out;
 }
 
+std::string failure_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const rc::detail::CaseResult& r) {
+    if (r.type != rc::detail::CaseResult::Type::Failure) return {};
+    std::string message = without_internals(r.description);
+    message.erase(0, message.find_first_not_of('\n'));
+    return message;
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return {};
+}
+
+std::string without_internals(const std::string& failure) {
+  std::istringstream in(failure);
+  std::string line, out;
+  bool blank = false;  // the last line kept was empty: no two in a row
+  while (std::getline(in, line)) {
+    const bool location = line.size() > 1 && line.back() == ':' && line.find(".cpp:") != std::string::npos;
+    if (location || line.rfind("RC_FAIL(", 0) == 0 || (line.empty() && blank)) continue;
+    blank = line.empty();
+    out += line + "\n";
+  }
+  if (!out.empty() && (failure.empty() || failure.back() != '\n')) out.pop_back();
+  return out;
+}
+
 }  // namespace kvc::rc_check

@@ -76,6 +76,35 @@ TEST(Cli, EngineOfTheRowProperties) {
   EXPECT_NE(caught.out.find("--engine tensor"), std::string::npos) << caught.out;
 }
 
+// Both engines are implementations of one interface: the trace a fast engine's reproduce string
+// names runs on the tensor engine too, for the same property (its independent rule must agree)
+// and for a value property the fast engine does not have.
+TEST(Cli, AFastReproduceStringRunsOnBothEngines) {
+  const Result fast = kvconform("run --properties-only --property '^window_coverage$' --mutant window_too_wide --no-report");
+  ASSERT_EQ(fast.code, 1) << fast.out;
+  const std::regex repro("--reproduce '(fast:[0-9]+:[0-9]+:[0-9]+)'");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(fast.out, m, repro)) << fast.out;
+  const std::string string = m[1];
+  const auto first_line = [](const std::string& out) { return out.substr(0, out.find('\n')); };
+  const auto verdict = [&](const std::string& out) {  // the FAIL line from the message on
+    const std::string line = first_line(out);
+    return line.substr(line.find(": FAIL "));
+  };
+  const std::string base = "run --properties-only --no-report --mutant window_too_wide --reproduce '" + string + "'";
+  const Result tensor = kvconform(base + " --property '^window_coverage$' --engine tensor");
+  EXPECT_EQ(tensor.code, 1) << tensor.out;
+  EXPECT_NE(tensor.out.find("(tensor engine)"), std::string::npos) << tensor.out;
+  EXPECT_EQ(verdict(tensor.out).substr(0, 60), verdict(fast.out).substr(0, 60)) << tensor.out;
+  const Result value = kvconform(base + " --property '^attention_vs_oracle$'");
+  EXPECT_EQ(value.code, 1) << value.out;
+  EXPECT_NE(value.out.find("differs from the oracle"), std::string::npos) << value.out;
+  EXPECT_NE(value.out.find("--reproduce '" + string + "'"), std::string::npos) << value.out;
+  // Without the mutant the same trace holds on the tensor engine.
+  const Result good = kvconform("run --properties-only --no-report --property '^window_coverage$' --engine tensor --reproduce '" + string + "'");
+  EXPECT_EQ(good.code, 0) << good.out;
+}
+
 TEST(Cli, BadUsageExitsTwo) {
   for (const char* args : {"", "nosuchcommand", "run --no-such-flag", "run --dtype float8", "run --property 'zzz'",
                            "run --no-report --report-dir x", "fuzz --shard 2/2", "fuzz --shard x",

@@ -95,6 +95,11 @@ Outcome run(Property property, const Options& options);
 // Reproduce strings look like "fast:<seed>:<trace>:<size>".
 Outcome run_fast(Property property, const Options& options);
 
+// The trace a "fast:" reproduce string names, run on the tensor engine instead (any property) and
+// shrunk there with the same shrinker and simplifications: one reproduce string holds both engines'
+// independent rules to the same case (`run --engine tensor --reproduce fast:...`).
+Outcome replay_fast_trace_on_tensor(Property property, const Options& options);
+
 // One sequence of updates on several layers (a golden case's shape), checked on the fast engine
 // under the newest release's behaviours: the failure message, empty when every step holds. Layers
 // transformers itself gets wrong (positions::upstream_deviation) are left out.

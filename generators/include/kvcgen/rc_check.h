@@ -32,4 +32,13 @@ struct Result {
 // std::invalid_argument for a malformed reproduce string.
 Result check(const Params& params, const std::function<void()>& property);
 
+// Runs `body` once, outside any campaign (code that checks with RC_FAIL, on a case drawn
+// elsewhere): empty when it holds, else what its RC_FAIL or exception said, without RapidCheck's
+// source location lines.
+std::string failure_of(const std::function<void()>& body);
+
+// RapidCheck's failure text without its own source location ("<file>.cpp:161:" and "RC_FAIL(...)"
+// lines): the message that follows says what failed.
+std::string without_internals(const std::string& failure);
+
 }  // namespace kvc::rc_check
