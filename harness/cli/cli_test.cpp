@@ -388,6 +388,14 @@ TEST(Seeds, EveryCommandThatDrawsTakesTheOneSeedOption) {
   // KVC_SEED reaches a command that is not `run`.
   const Result env = kvconform("fuzz --iterations 5 --batch 5 --property stored_rows --no-write", "KVC_SEED=77");
   EXPECT_NE(env.out.find("seed 77"), std::string::npos) << env.out;
+  // A negative or non-numeric seed is bad usage, from the flag or the environment, never a wrapped one.
+  for (const auto& [args, env_seed] : std::vector<std::pair<std::string, std::string>>{
+           {"run --properties-only --no-report --seed -5", ""}, {"fuzz --iterations 5 --no-write", "KVC_SEED=-5"},
+           {"engine --list", "KVC_SEED=abc"}}) {
+    const Result bad = kvconform(args, env_seed);
+    EXPECT_EQ(bad.code, 2) << args << " " << env_seed << ": " << bad.out;
+    EXPECT_NE(bad.out.find("is not an integer >= 0"), std::string::npos) << bad.out;
+  }
 }
 
 TEST(Fuzz, TimeBudgetStops) {

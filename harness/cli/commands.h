@@ -71,10 +71,19 @@ int run_case_perf(const CasePerfRequest& request, nlohmann::ordered_json* json_o
 uint64_t fuzz_round_seed(uint64_t seed, uint64_t round);
 
 // `--seed` of every command: one default, one environment variable, one meaning (kvconform/seeds.h).
+// Digits only: CLI11 would read "-5" as 2^64 - 5 into an unsigned seed.
 template <typename Seed>
 CLI::Option* add_seed_option(CLI::App* cmd, Seed& seed, const std::string& what) {
+  const CLI::Validator digits(
+      [](std::string& s) {
+        return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos
+                   ? std::string()
+                   : "'" + s + "' is not an integer >= 0 (--seed, or KVC_SEED in the environment)";
+      },
+      "UINT");
   return cmd->add_option("--seed", seed, what + " (default " + std::to_string(seeds::kDefaultSeed) + ", or KVC_SEED)")
-      ->envname("KVC_SEED");
+      ->envname("KVC_SEED")
+      ->check(digits);
 }
 
 }  // namespace kvc::cli
