@@ -47,6 +47,10 @@ enum class Kind { Prefill, Decode, Extend, Reset };
 struct Command {
   Kind kind;
   int64_t n;  // tokens (Prefill, Extend); 1 for Decode, 0 for Reset
+  // The step's name in failure messages, as the tensor engine's commands name theirs.
+  const char* name() const {
+    return kind == Kind::Prefill ? "Prefill" : kind == Kind::Decode ? "Decode" : kind == Kind::Extend ? "Extend" : "Reset";
+  }
   std::string show() const {
     switch (kind) {
       case Kind::Prefill: return "Prefill(" + std::to_string(n) + ")";
@@ -206,9 +210,8 @@ struct Checker {
         seen = 0;
         continue;
       }
-      const char* name = cmd.kind == Kind::Prefill ? "Prefill" : cmd.kind == Kind::Decode ? "Decode" : "Extend";
       for (size_t l = 0; l < count; ++l)
-        if (std::string e = check_step(layers[l], roles[l], c.batch, c.left_padding, seen, cmd.n, name); !e.empty())
+        if (std::string e = check_step(layers[l], roles[l], c.batch, c.left_padding, seen, cmd.n, cmd.name()); !e.empty())
           return Failure{e, k};
       seen += cmd.n;
     }
@@ -369,7 +372,7 @@ std::optional<Checker::Failure> run_on_tensor(const Trace& t, Property property,
         seen = 0;
         continue;
       }
-      sut.step(seen, cmd.n, cmd.kind == Kind::Prefill ? "Prefill" : cmd.kind == Kind::Decode ? "Decode" : "Extend");
+      sut.step(seen, cmd.n, cmd.name());
       seen += cmd.n;
     }
   });

@@ -67,9 +67,6 @@ struct CasePerfRequest {
 };
 int run_case_perf(const CasePerfRequest& request, nlohmann::ordered_json* json_out);
 
-// Round r of `kvconform fuzz --seed S` runs the campaign with seeds::case_seed(S, r).
-uint64_t fuzz_round_seed(uint64_t seed, uint64_t round);
-
 // `--seed` of every command: one default, one environment variable, one meaning (kvconform/seeds.h).
 // Digits only: CLI11 would read "-5" as 2^64 - 5 into an unsigned seed.
 template <typename Seed>

@@ -104,8 +104,6 @@ nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Pr
   return j;
 }
 
-uint64_t fuzz_round_seed(uint64_t seed, uint64_t round) { return seeds::case_seed(seed, round); }
-
 Runner add_fuzz_command(CLI::App& app) {
   auto args = std::make_shared<FuzzArgs>();
   CLI::App* cmd = app.add_subcommand(
@@ -192,7 +190,7 @@ Runner add_fuzz_command(CLI::App& app) {
       if (rounds >= 0 && r >= rounds) break;
       if (args->time_budget && elapsed() >= *args->time_budget) break;
       campaign::Options options = base;
-      options.seed = fuzz_round_seed(args->seed, static_cast<uint64_t>(r));
+      options.seed = seeds::case_seed(args->seed, static_cast<uint64_t>(r));  // round r
       options.iterations = rounds < 0 ? args->batch
                                       : static_cast<int>(std::min<long long>(args->batch, total - r * args->batch));
       ++rounds_run;

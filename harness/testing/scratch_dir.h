@@ -12,22 +12,22 @@
 
 namespace kvc::testing {
 
+// One prefix per test binary: the first call fixes the folder and registers its removal.
 inline std::filesystem::path scratch_root(const std::string& prefix) {
-  static const bool registered = [&] {
-    struct RemoveWhenGreen : ::testing::Environment {
-      explicit RemoveWhenGreen(std::filesystem::path d) : dir(std::move(d)) {}
-      void TearDown() override {
-        std::error_code ignored;
-        if (::testing::UnitTest::GetInstance()->Passed()) std::filesystem::remove_all(dir, ignored);
-      }
-      std::filesystem::path dir;
-    };
-    ::testing::AddGlobalTestEnvironment(
-        new RemoveWhenGreen(std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()))));
-    return true;
+  struct RemoveWhenGreen : ::testing::Environment {
+    explicit RemoveWhenGreen(std::filesystem::path d) : dir(std::move(d)) {}
+    void TearDown() override {
+      std::error_code ignored;
+      if (::testing::UnitTest::GetInstance()->Passed()) std::filesystem::remove_all(dir, ignored);
+    }
+    std::filesystem::path dir;
+  };
+  static const std::filesystem::path dir = [&] {
+    std::filesystem::path d = std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()));
+    ::testing::AddGlobalTestEnvironment(new RemoveWhenGreen(d));
+    return d;
   }();
-  (void)registered;
-  return std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()));
+  return dir;
 }
 
 }  // namespace kvc::testing
