@@ -1,8 +1,5 @@
 #include "kvcgen/campaign.h"
 
-#include <rapidcheck.h>
-#include <rapidcheck/state.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -10,8 +7,8 @@
 #include <stdexcept>
 
 #include "kvcgen/mask_pictures.h"
-#include "kvcgen/rc_check.h"
-#include "kvcgen/sut.h"
+#include "kvcgen/shrink.h"
+#include "kvcgen/trace_engine.h"
 
 namespace kvc::campaign {
 
@@ -116,77 +113,92 @@ Options options_from_env(Options o) {
   return o;
 }
 
-Outcome run(Property property, const Options& options) {
-  const bool fast_reproduce = options.reproduce.rfind("fast:", 0) == 0;
-  if (fast_reproduce && resolve(options.engine, property) == Engine::Tensor)
-    return replay_fast_trace_on_tensor(property, options);
-  if (resolve(options.engine, property) == Engine::Fast || fast_reproduce) return run_fast(property, options);
-  Outcome outcome;
-  outcome.property = property;
+namespace {
+
+// The case's name: the tensor engine, the reference, is named without an engine.
+std::string params_of(const Options& options, Engine engine) {
   std::ostringstream params;
   params << "seed=" << options.seed << ",iterations=" << options.iterations;
+  if (engine == Engine::Fast) params << ",engine=" << to_string(engine);
   if (options.mutation != Mutation::None) params << ",mutant=" << to_string(options.mutation);
   if (options.filter.attention) params << ",attention=" << to_string(*options.filter.attention);
   if (options.filter.dtype) params << ",dtype=" << to_string(*options.filter.dtype);
-  outcome.params = params.str();
+  return params.str();
+}
 
-  Observations* observations = &outcome.observations;
-  const Mutation mutation = options.mutation;
-  const ConfigFilter filter = options.filter;
-  // The last failing execution is RapidCheck's final (shrunk) counterexample: shrinking accepts
-  // every failing candidate and ends on the last one.
-  auto last_failure = std::make_shared<std::optional<Counterexample>>();
-  const auto property_fn = [=] {
-    const ScenarioConfig config = *gen_config(filter);
-    SystemUnderTest sut(config, property, mutation, observations);
-    // What rc::state::check does (same draws, so reproduce strings stay valid), recording each
-    // command so that a failure can be written out as a scenario.
-    const auto commands = *rc::state::gen::commands(
-        CacheModel{config, 0}, rc::state::gen::execOneOfWithArgs<Prefill, Decode, Extend, Reset>());
-    CacheModel model{config, 0};
-    Counterexample trace;
-    trace.config = config;
-    for (const auto& command : commands) {
-      command->checkPreconditions(model);
-      std::ostringstream shown;
-      command->show(shown);
-      trace.commands.push_back(shown.str());
-      CacheModel after = model;
-      command->apply(after);
-      const int64_t tokens = after.seen - model.seen;
-      try {
-        command->run(model, sut);
-      } catch (...) {
-        if (tokens > 0) trace.steps.push_back(tokens);
-        *last_failure = trace;
-        throw;
-      }
-      if (after.seen == 0) trace.steps.clear();  // Reset: a new sequence starts
-      else trace.steps.push_back(tokens);
-      model = after;
+std::unique_ptr<TraceEngine> make_engine(Engine engine, Property property, Mutation mutation, Observations* observations) {
+  return engine == Engine::Fast ? make_fast_engine(property, mutation, observations)
+                                : make_tensor_engine(property, mutation, observations);
+}
+
+// What a counterexample of `trace` shows: its configuration, commands and steps since the last Reset.
+Counterexample counterexample_of(const Trace& trace, Mutation mutation) {
+  Counterexample ce;
+  ce.config = trace.config;
+  for (const Command& cmd : trace.commands) {
+    ce.commands.push_back(cmd.show());
+    if (cmd.kind == CommandKind::Reset) ce.steps.clear();
+    else ce.steps.push_back(cmd.n);
+  }
+  if (!ce.steps.empty()) ce.masks = mask_pictures(ce.config, ce.steps, mutation);
+  return ce;
+}
+
+std::string failure_text(const std::string& first_line, const Counterexample& ce, const std::string& message) {
+  std::ostringstream text;
+  text << first_line << "\n\n" << ce.config.describe() << "\n";
+  for (const std::string& s : ce.commands) text << s << "\n";
+  text << "\n" << message << "\n";
+  return text.str();
+}
+
+}  // namespace
+
+// The one campaign loop: trace i of the seed, drawn at a size that grows over the campaign, run on
+// the property's engine; the first failing trace is shrunk with the one shrinker on the same engine.
+Outcome run(Property property, const Options& options) {
+  const Engine engine = resolve(options.engine, property);
+  Outcome outcome;
+  outcome.property = property;
+  outcome.params = params_of(options, engine);
+
+  TraceId first{options.seed, 0, -1};
+  int64_t last = options.iterations;
+  if (!options.reproduce.empty()) {
+    first = parse_reproduce(options.reproduce);
+    last = first.index + 1;
+  }
+  const std::unique_ptr<TraceEngine> on = make_engine(engine, property, options.mutation, &outcome.observations);
+  for (int64_t i = first.index; i < last; ++i) {
+    // Sizes grow over the campaign as RapidCheck's do: short traces first.
+    const int size = first.size >= 0 ? first.size
+                                     : static_cast<int>(options.max_size * i / std::max<int64_t>(options.iterations, 1));
+    Trace trace = draw_trace(first.seed, i, size, options.filter);
+    std::optional<TraceFailure> failure = on->run(trace);
+    if (!failure) {
+      ++outcome.cases;
+      continue;
     }
-  };
-
-  rc_check::Params check;
-  check.id = to_string(property);
-  check.description = describe(property);
-  check.seed = options.seed;
-  check.iterations = options.iterations;
-  check.max_size = options.max_size;
-  check.reproduce = options.reproduce;
-  const rc_check::Result result = rc_check::check(check, property_fn);
-  outcome.cases = result.passed;
-  if (result.ok) {
-    outcome.ok = true;
+    const std::unique_ptr<TraceEngine> probe = make_engine(engine, property, options.mutation, nullptr);
+    const int shrinks = shrink::greedy(
+        trace, simplifications,
+        [&](const Trace& candidate) {
+          if (!replayable(candidate)) return false;
+          std::optional<TraceFailure> f = probe->run(candidate);
+          if (!f) return false;
+          failure = f;
+          return true;
+        },
+        500);
+    trace.commands.resize(failure->command + 1);
+    outcome.counterexample = counterexample_of(trace, options.mutation);
+    outcome.failure = failure_text("Falsifiable after " + std::to_string(outcome.cases + 1) + " traces and " +
+                                       std::to_string(shrinks) + " shrinks (" + to_string(engine) + " engine)",
+                                   *outcome.counterexample, failure->message);
+    outcome.reproduce = reproduce_string({first.seed, i, size});
     return outcome;
   }
-  outcome.failure = result.failure;
-  outcome.reproduce = result.reproduce;
-  if (*last_failure) {
-    outcome.counterexample = std::move(**last_failure);
-    Counterexample& c = *outcome.counterexample;
-    if (!c.steps.empty()) c.masks = mask_pictures(c.config, c.steps, mutation);
-  }
+  outcome.ok = true;
   return outcome;
 }
 

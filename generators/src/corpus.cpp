@@ -8,7 +8,7 @@
 
 #include "kvconform/positions.h"
 #include "kvconform/seeds.h"
-#include "kvcgen/scenario.h"
+#include "kvcgen/rc_gen.h"
 
 namespace kvc::corpus {
 

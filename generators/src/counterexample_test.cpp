@@ -62,5 +62,43 @@ TEST_P(CounterexampleOf, ReproduceStringGivesTheSameCase) {
 INSTANTIATE_TEST_SUITE_P(Engines, CounterexampleOf, ::testing::Values(Engine::Fast, Engine::Tensor),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
+// One generator, one shrinker, two independent rules: both engines meet the same traces, so a bug
+// both can see fails the same trace and shrinks to the same case on each.
+TEST(OneCampaign, BothEnginesFailTheSameTraceAndShrinkItAlike) {
+  for (const auto& [mutation, property] : {std::pair{Mutation::WindowTooWide, Property::WindowCoverage},
+                                           std::pair{Mutation::KvOffsetTooSmall, Property::ReturnedRows},
+                                           std::pair{Mutation::CapacityMax, Property::StoredRows}}) {
+    Options o = mutant(mutation);
+    o.engine = Engine::Fast;
+    const Outcome fast = run(property, o);
+    o.engine = Engine::Tensor;
+    const Outcome tensor = run(property, o);
+    ASSERT_FALSE(fast.ok) << to_string(mutation);
+    ASSERT_FALSE(tensor.ok) << to_string(mutation);
+    EXPECT_EQ(tensor.reproduce, fast.reproduce) << to_string(mutation);
+    ASSERT_TRUE(fast.counterexample && tensor.counterexample);
+    EXPECT_EQ(tensor.counterexample->config.describe(), fast.counterexample->config.describe()) << to_string(mutation);
+    EXPECT_EQ(tensor.counterexample->commands, fast.counterexample->commands) << to_string(mutation);
+  }
+}
+
+TEST(ReproduceString, NamesOneTraceOfTheOneGenerator) {
+  const TraceId id{20250917, 41, 37};
+  EXPECT_EQ(reproduce_string(id), "trace:20250917:41:37");
+  const TraceId back = parse_reproduce(reproduce_string(id));
+  EXPECT_EQ(back.seed, id.seed);
+  EXPECT_EQ(back.index, id.index);
+  EXPECT_EQ(back.size, id.size);
+  EXPECT_EQ(parse_reproduce("fast:20250917:41:37").index, 41);  // the fast engine's old spelling
+  for (const char* bad : {"", "trace:", "trace:1:2", "trace:1:2:3x", "trace:-1:2:3", "trace:1:-2:3", "rc:1:2:3", "AAAB"})
+    EXPECT_THROW(parse_reproduce(bad), std::invalid_argument) << bad;
+  // The same id draws the same trace.
+  const Trace a = draw_trace(id.seed, id.index, id.size), b = draw_trace(id.seed, id.index, id.size);
+  EXPECT_EQ(a.config.describe(), b.config.describe());
+  ASSERT_EQ(a.commands.size(), b.commands.size());
+  for (size_t i = 0; i < a.commands.size(); ++i) EXPECT_EQ(a.commands[i].show(), b.commands[i].show());
+  EXPECT_TRUE(replayable(a));
+}
+
 }  // namespace
 }  // namespace kvc::campaign

@@ -19,7 +19,7 @@
 #include "kvconform/reference.h"
 #include "kvconform/step_driver.h"
 #include "kvcgen/rc_check.h"
-#include "kvcgen/scenario.h"
+#include "kvcgen/rc_gen.h"
 #include "kvconform/tensors.h"
 
 namespace kvc {

@@ -18,7 +18,7 @@
 #include "kvconform/positions.h"
 #include "kvconform/subprocess_backend.h"
 #include "kvcgen/rc_check.h"
-#include "kvcgen/scenario.h"
+#include "kvcgen/rc_gen.h"
 
 namespace kvc {
 
@@ -34,10 +34,11 @@ namespace {
 using report::CaseResult;
 using report::Status;
 
-// A random configuration (the property campaign's generator) and a valid step sequence, one layer.
+// A trace of the one generator (the property campaign's), on one layer of either cache kind.
 rc::Gen<Scenario> gen_scenario(const ConfigFilter& filter) {
   return rc::gen::exec([filter] {
-    const ScenarioConfig c = *gen_config(filter);
+    const kvc::Trace t = *gen_trace(filter);
+    const ScenarioConfig& c = t.config;
     Scenario s;
     s.name = "random";
     s.cache = *rc::gen::element(CacheKind::Static, CacheKind::Dynamic);
@@ -51,29 +52,7 @@ rc::Gen<Scenario> gen_scenario(const ConfigFilter& filter) {
     s.dtype = c.dtype;
     s.left_padding = c.left_padding;
     s.seed = c.seed;
-    const int64_t n_steps = *rc::gen::inRange<int64_t>(1, 12);
-    int64_t seen = 0;
-    auto add = [&](int64_t q) { s.steps.push_back({q, std::nullopt}); };
-    for (int64_t i = 0; i < n_steps; ++i) {
-      if (seen == 0) {
-        const int64_t n = *rc::gen::inRange<int64_t>(c.max_left_padding() + 1, c.max_tokens + 1);
-        add(n);
-        seen = n;
-        continue;
-      }
-      const int kind = *rc::gen::inRange(0, 10);
-      if (kind < 6 && seen + 1 <= c.max_tokens) {
-        add(1);
-        seen += 1;
-      } else if (kind < 9 && seen + 2 <= c.max_tokens) {
-        const int64_t n = *rc::gen::inRange<int64_t>(2, c.max_tokens - seen + 1);
-        add(n);
-        seen += n;
-      } else {
-        add(0);
-        seen = 0;
-      }
-    }
+    for (const kvc::Command& cmd : t.commands) s.steps.push_back({cmd.n, std::nullopt});  // a Reset is a 0-token step
     return s;
   });
 }

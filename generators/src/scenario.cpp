@@ -1,11 +1,14 @@
 #include "kvcgen/scenario.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <ostream>
 #include <sstream>
+#include <stdexcept>
 
+#include "kvconform/inputs.h"
 #include "kvconform/positions.h"
-#include "kvcgen/sut.h"
+#include "kvconform/seeds.h"
 
 namespace kvc {
 
@@ -31,24 +34,6 @@ std::string ScenarioConfig::describe() const {
 
 void showValue(const ScenarioConfig& c, std::ostream& os) { os << c.describe(); }
 
-namespace {
-// Windows are mostly small (every branch is reached within a few steps), sometimes up to 64.
-// Built from a band choice that shrinks to the first band, so counterexamples shrink to W near 1.
-rc::Gen<int64_t> gen_window() {
-  return rc::gen::exec([] {
-    const int band = *rc::gen::weightedElement<int>({{6, 0}, {3, 1}, {1, 2}});
-    const int64_t lo[] = {1, 9, 17}, hi[] = {9, 17, 65};
-    return *rc::gen::inRange<int64_t>(lo[band], hi[band]);
-  });
-}
-
-// max_cache_len below, equal to and above the window.
-rc::Gen<int64_t> gen_max_cache_len(int64_t w) {
-  return rc::gen::oneOf(rc::gen::inRange<int64_t>(1, w + 1), rc::gen::just(w),
-                        rc::gen::inRange<int64_t>(w, 3 * w + 4));
-}
-}  // namespace
-
 int64_t token_limit(const ScenarioConfig& c) {
   int64_t limit = std::min<int64_t>(3 * c.window + 8, 160);
   for (const LayerSpec& s : {c.static_spec(), c.dynamic_spec()}) {
@@ -58,81 +43,218 @@ int64_t token_limit(const ScenarioConfig& c) {
   return limit;
 }
 
-rc::Gen<ScenarioConfig> gen_config(const ConfigFilter& filter) {
-  return rc::gen::exec([filter] {
-    ScenarioConfig c;
-    c.attention = filter.attention ? *filter.attention
-                                   : *rc::gen::weightedElement<LayerType>(
-                                         {{4, LayerType::Sliding}, {4, LayerType::Chunked}, {1, LayerType::Full}});
-    c.window = *gen_window();
-    c.max_cache_len = *gen_max_cache_len(c.window);
-    c.batch = *rc::gen::weightedElement<int64_t>({{4, 1}, {3, 2}, {1, 3}, {1, 4}});
-    c.kv_heads = *rc::gen::elementOf(std::vector<int64_t>{1, 2});
-    c.heads = c.kv_heads * *rc::gen::elementOf(std::vector<int64_t>{1, 2, 4});  // MHA, GQA, MQA
-    c.head_dim = *rc::gen::weightedElement<int64_t>({{3, 1}, {4, 4}, {3, 8}, {1, 16}, {1, 64}});
-    c.dtype = filter.dtype ? *filter.dtype
-                           : *rc::gen::weightedElement<DType>({{4, DType::Float32},
-                                                               {2, DType::Float16},
-                                                               {2, DType::BFloat16},
-                                                               {1, DType::Float64}});
-    if (*rc::gen::inRange(0, 2) == 1) {
-      const int64_t most = std::min<int64_t>(2 * c.window + 1, 12);
-      c.left_padding = *rc::gen::container<std::vector<int64_t>>(
-          static_cast<size_t>(c.batch), rc::gen::inRange<int64_t>(0, most + 1));
-    }
-    c.seed = *rc::gen::arbitrary<uint32_t>();
-    const int64_t limit = c.max_tokens = token_limit(c);
-    // The first update must hold at least one real token per row.
-    if (c.left_padding)
-      for (int64_t& lp : *c.left_padding) lp = std::min(lp, limit - 1);
-    return c;
-  });
+const char* Command::name() const {
+  switch (kind) {
+    case CommandKind::Prefill: return "Prefill";
+    case CommandKind::Decode: return "Decode";
+    case CommandKind::Extend: return "Extend";
+    case CommandKind::Reset: return "Reset";
+  }
+  return "?";
+}
+
+std::string Command::show() const {
+  if (kind == CommandKind::Prefill || kind == CommandKind::Extend) return std::string(name()) + "(" + std::to_string(n) + ")";
+  return name();
 }
 
 namespace {
-// Token counts biased toward the window boundaries, where the branches change.
-rc::Gen<int64_t> gen_count(const ScenarioConfig& c, int64_t at_least, int64_t room) {
-  const int64_t w = c.window;
-  std::vector<int64_t> near = {w - 1, w, w + 1, 2 * w + 1, at_least, room};
-  std::vector<int64_t> fits;
-  for (int64_t n : near)
-    if (n >= at_least && n <= room) fits.push_back(n);
-  if (room < at_least) return rc::gen::just(at_least);  // precondition rejects it
-  auto any = rc::gen::inRange<int64_t>(at_least, room + 1);
-  if (fits.empty()) return any;
-  return rc::gen::oneOf(rc::gen::elementOf(fits), any);
+
+// A plain seeded PRNG: RapidCheck's generators cost more than the fast engine's whole check (17 to
+// 104 times, docs/performance.md), so the one generator draws without them.
+struct Rng {
+  uint64_t state;
+  uint64_t next() { return inputs::mix64(state += 0x9E3779B97F4A7C15ULL); }
+  int64_t in(int64_t lo, int64_t hi_exclusive) {  // uniform in [lo, hi)
+    return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi_exclusive - lo));
+  }
+  template <typename T>
+  T weighted(std::initializer_list<std::pair<int, T>> choices) {
+    int total = 0;
+    for (const auto& c : choices) total += c.first;
+    int64_t r = in(0, total);
+    for (const auto& c : choices)
+      if ((r -= c.first) < 0) return c.second;
+    return choices.begin()->second;
+  }
+};
+
+// Windows mostly small (every branch is reached within a few steps), sometimes up to 64;
+// max_cache_len below, equal to and above the window; MHA, GQA and MQA; left padding half the time.
+ScenarioConfig draw_config(Rng& r, const ConfigFilter& filter) {
+  ScenarioConfig c;
+  c.attention = filter.attention ? *filter.attention
+                                 : r.weighted<LayerType>({{4, LayerType::Sliding}, {4, LayerType::Chunked}, {1, LayerType::Full}});
+  const int band = r.weighted<int>({{6, 0}, {3, 1}, {1, 2}});
+  const int64_t lo[] = {1, 9, 17}, hi[] = {9, 17, 65};
+  c.window = r.in(lo[band], hi[band]);
+  switch (r.in(0, 3)) {
+    case 0: c.max_cache_len = r.in(1, c.window + 1); break;
+    case 1: c.max_cache_len = c.window; break;
+    default: c.max_cache_len = r.in(c.window, 3 * c.window + 4);
+  }
+  c.batch = r.weighted<int64_t>({{4, 1}, {3, 2}, {1, 3}, {1, 4}});
+  c.kv_heads = r.in(1, 3);
+  c.heads = c.kv_heads * r.weighted<int64_t>({{1, 1}, {1, 2}, {1, 4}});
+  c.head_dim = r.weighted<int64_t>({{3, 1}, {4, 4}, {3, 8}, {1, 16}, {1, 64}});
+  c.dtype = filter.dtype ? *filter.dtype
+                         : r.weighted<DType>({{4, DType::Float32}, {2, DType::Float16}, {2, DType::BFloat16}, {1, DType::Float64}});
+  if (r.in(0, 2) == 1) {
+    const int64_t most = std::min<int64_t>(2 * c.window + 1, 12);
+    c.left_padding = std::vector<int64_t>(static_cast<size_t>(c.batch));
+    for (int64_t& lp : *c.left_padding) lp = r.in(0, most + 1);
+  }
+  c.seed = static_cast<uint32_t>(r.next());
+  c.max_tokens = token_limit(c);
+  // The first update must hold at least one real token per row.
+  if (c.left_padding)
+    for (int64_t& lp : *c.left_padding) lp = std::min(lp, c.max_tokens - 1);
+  return c;
 }
+
+// Token counts biased toward the window boundaries, where the branches change.
+int64_t draw_count(Rng& r, const ScenarioConfig& c, int64_t at_least, int64_t room) {
+  if (room < at_least) return at_least;
+  const int64_t w = c.window;
+  int64_t fits[6];
+  int n = 0;
+  for (int64_t v : {w - 1, w, w + 1, 2 * w + 1, at_least, room})
+    if (v >= at_least && v <= room) fits[n++] = v;
+  if (n > 0 && r.in(0, 2) == 0) return fits[r.in(0, n)];
+  return r.in(at_least, room + 1);
+}
+
 }  // namespace
 
-Prefill::Prefill(const CacheModel& m)
-    : n(*gen_count(m.config, m.config.max_left_padding() + 1, m.config.max_tokens)) {}
-void Prefill::checkPreconditions(const CacheModel& m) const {
-  RC_PRE(m.seen == 0);
-  RC_PRE(n > m.config.max_left_padding() && n <= m.config.max_tokens);
+ScenarioConfig draw_config(uint64_t state, const ConfigFilter& filter) {
+  Rng r{state};
+  return draw_config(r, filter);
 }
-void Prefill::apply(CacheModel& m) const { m.seen += n; }
-void Prefill::run(const CacheModel& m, SystemUnderTest& sut) const { sut.step(m.seen, n, "Prefill"); }
-void Prefill::show(std::ostream& os) const { os << "Prefill(" << n << ")"; }
 
-void Decode::checkPreconditions(const CacheModel& m) const {
-  RC_PRE(m.seen > 0 && m.seen + 1 <= m.config.max_tokens);
+bool allowed(const Command& cmd, const ScenarioConfig& c, int64_t seen) {
+  switch (cmd.kind) {
+    case CommandKind::Prefill: return seen == 0 && cmd.n > c.max_left_padding() && cmd.n <= c.max_tokens;
+    case CommandKind::Decode: return seen > 0 && seen + 1 <= c.max_tokens;
+    case CommandKind::Extend: return seen > 0 && cmd.n >= 2 && seen + cmd.n <= c.max_tokens;
+    case CommandKind::Reset: return seen > 0;
+  }
+  return false;
 }
-void Decode::apply(CacheModel& m) const { m.seen += 1; }
-void Decode::run(const CacheModel& m, SystemUnderTest& sut) const { sut.step(m.seen, 1, "Decode"); }
-void Decode::show(std::ostream& os) const { os << "Decode"; }
 
-Extend::Extend(const CacheModel& m)
-    : n(*gen_count(m.config, 2, std::max<int64_t>(m.config.max_tokens - m.seen, 2))) {}
-void Extend::checkPreconditions(const CacheModel& m) const {
-  RC_PRE(m.seen > 0 && n >= 2 && m.seen + n <= m.config.max_tokens);
+bool replayable(const Trace& t) {
+  int64_t seen = 0;
+  for (const Command& cmd : t.commands) {
+    if (!allowed(cmd, t.config, seen)) return false;
+    seen = cmd.kind == CommandKind::Reset ? 0 : seen + cmd.n;
+  }
+  return true;
 }
-void Extend::apply(CacheModel& m) const { m.seen += n; }
-void Extend::run(const CacheModel& m, SystemUnderTest& sut) const { sut.step(m.seen, n, "Extend"); }
-void Extend::show(std::ostream& os) const { os << "Extend(" << n << ")"; }
 
-void Reset::checkPreconditions(const CacheModel& m) const { RC_PRE(m.seen > 0); }
-void Reset::apply(CacheModel& m) const { m.seen = 0; }
-void Reset::run(const CacheModel&, SystemUnderTest& sut) const { sut.reset(); }
-void Reset::show(std::ostream& os) const { os << "Reset"; }
+Trace draw_trace(uint64_t seed, int64_t index, int size, const ConfigFilter& filter) {
+  Rng r{seeds::case_seed(seed, static_cast<uint64_t>(index))};
+  Trace t;
+  t.config = draw_config(r, filter);
+  const ScenarioConfig& c = t.config;
+  const int64_t length = r.in(1, 2 + size / 5);
+  int64_t seen = 0;
+  // A command whose precondition fails is drawn again (a bounded number of times).
+  for (int64_t k = 0, tries = 0; k < length && tries < 4 * length + 8; ++tries) {
+    Command cmd{};
+    switch (r.in(0, 4)) {
+      case 0: cmd = {CommandKind::Prefill, draw_count(r, c, c.max_left_padding() + 1, c.max_tokens)}; break;
+      case 1: cmd = {CommandKind::Decode, 1}; break;
+      case 2: cmd = {CommandKind::Extend, draw_count(r, c, 2, std::max<int64_t>(c.max_tokens - seen, 2))}; break;
+      default: cmd = {CommandKind::Reset, 0};
+    }
+    if (!allowed(cmd, c, seen)) continue;
+    seen = cmd.kind == CommandKind::Reset ? 0 : seen + cmd.n;
+    t.commands.push_back(cmd);
+    ++k;
+  }
+  return t;
+}
+
+std::vector<ScenarioConfig> simpler_configs(const ScenarioConfig& c) {
+  std::vector<ScenarioConfig> out;
+  auto with = [&](ScenarioConfig s) {
+    s.max_tokens = token_limit(s);
+    if (s.left_padding)
+      for (int64_t& lp : *s.left_padding) lp = std::min(lp, s.max_tokens - 1);
+    out.push_back(std::move(s));
+  };
+  if (c.left_padding) {
+    ScenarioConfig s = c;
+    s.left_padding.reset();
+    with(s);
+    for (size_t b = 0; b < c.left_padding->size(); ++b)
+      if ((*c.left_padding)[b] > 0) {
+        s = c;
+        (*s.left_padding)[b] -= 1;
+        with(s);
+      }
+  }
+  if (c.batch > 1) {
+    ScenarioConfig s = c;
+    s.batch = 1;
+    if (s.left_padding) s.left_padding->resize(1);
+    with(s);
+  }
+  if (c.window > 1) {
+    ScenarioConfig s = c;
+    s.window -= 1;
+    with(s);
+  }
+  if (c.max_cache_len > 1) {
+    ScenarioConfig s = c;
+    s.max_cache_len -= 1;
+    with(s);
+  }
+  if (c.heads > 1 || c.kv_heads > 1 || c.head_dim > 1) {
+    ScenarioConfig s = c;
+    s.heads = s.kv_heads = s.head_dim = 1;
+    with(s);
+  }
+  return out;
+}
+
+std::vector<Trace> simplifications(const Trace& t) {
+  std::vector<Trace> out;
+  for (size_t i = t.commands.size(); i-- > 0 && t.commands.size() > 1;) {  // drop a command
+    Trace s = t;
+    s.commands.erase(s.commands.begin() + static_cast<long>(i));
+    out.push_back(s);
+  }
+  for (size_t i = 0; i < t.commands.size(); ++i) {  // fewer tokens in one update
+    const Command& cmd = t.commands[i];
+    const int64_t least = cmd.kind == CommandKind::Prefill  ? t.config.max_left_padding() + 1
+                          : cmd.kind == CommandKind::Extend ? 2
+                                                            : cmd.n;
+    if (cmd.n > least) {
+      Trace s = t;
+      s.commands[i].n = least;
+      out.push_back(s);
+      s.commands[i].n = cmd.n - 1;
+      out.push_back(s);
+    }
+  }
+  for (ScenarioConfig& c : simpler_configs(t.config)) out.push_back(Trace{std::move(c), t.commands});
+  return out;
+}
+
+std::string reproduce_string(const TraceId& id) {
+  return "trace:" + std::to_string(id.seed) + ":" + std::to_string(id.index) + ":" + std::to_string(id.size);
+}
+
+TraceId parse_reproduce(const std::string& text) {
+  unsigned long long s = 0;
+  long long i = 0;
+  int z = 0;
+  char tail = 0;
+  const bool known = text.rfind("trace:", 0) == 0 || text.rfind("fast:", 0) == 0;
+  const char* rest = known ? text.c_str() + text.find(':') + 1 : "";
+  if (!known || std::sscanf(rest, "%llu:%lld:%d%c", &s, &i, &z, &tail) != 3 || i < 0 || z < 0 || rest[0] == '-')
+    throw std::invalid_argument("reproduce string is malformed: '" + text + "' (expected trace:SEED:INDEX:SIZE)");
+  return {s, i, z};
+}
 
 }  // namespace kvc

@@ -1,5 +1,5 @@
-// The stateful properties' system under test. Every failure message names the command, the layer
-// and the first difference, in absolute token positions.
+// The tensor engine: the LibTorch reference layers checked step by step (SystemUnderTest). Every
+// failure message names the command, the layer and the first difference, in absolute token positions.
 #include "kvcgen/sut.h"
 
 #include <ATen/ATen.h>
@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "kvcgen/position_checks.h"
+#include "kvcgen/rc_check.h"
+#include "kvcgen/trace_engine.h"
 #include "kvconform/attention.h"
 #include "kvconform/backends.h"
 #include "kvconform/inputs.h"
@@ -296,4 +298,44 @@ SystemUnderTest::~SystemUnderTest() = default;
 void SystemUnderTest::step(int64_t seen, int64_t q, const char* command) { impl_->step(seen, q, command); }
 void SystemUnderTest::reset() { impl_->reset(); }
 
+namespace campaign {
+namespace {
+
+// A trace command by command on a fresh SystemUnderTest; its checks fail with RC_FAIL.
+class TensorEngine : public TraceEngine {
+ public:
+  TensorEngine(Property p, Mutation m, Observations* observations) : property_(p), mutation_(m), observations_(observations) {}
+  std::optional<TraceFailure> run(const Trace& t) override {
+    size_t at = 0;
+    std::string message = rc_check::failure_of([&] {
+      SystemUnderTest sut(t.config, property_, mutation_, observations_);
+      int64_t seen = 0;
+      for (at = 0; at < t.commands.size(); ++at) {
+        const Command& cmd = t.commands[at];
+        if (cmd.kind == CommandKind::Reset) {
+          sut.reset();
+          seen = 0;
+          continue;
+        }
+        sut.step(seen, cmd.n, cmd.name());
+        seen += cmd.n;
+      }
+    });
+    if (message.empty()) return std::nullopt;
+    return TraceFailure{std::move(message), at};
+  }
+
+ private:
+  Property property_;
+  Mutation mutation_;
+  Observations* observations_;
+};
+
+}  // namespace
+
+std::unique_ptr<TraceEngine> make_tensor_engine(Property p, Mutation m, Observations* observations) {
+  return std::make_unique<TensorEngine>(p, m, observations);
+}
+
+}  // namespace campaign
 }  // namespace kvc

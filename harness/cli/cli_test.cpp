@@ -76,13 +76,13 @@ TEST(Cli, EngineOfTheRowProperties) {
   EXPECT_NE(caught.out.find("--engine tensor"), std::string::npos) << caught.out;
 }
 
-// Both engines are implementations of one interface: the trace a fast engine's reproduce string
-// names runs on the tensor engine too, for the same property (its independent rule must agree)
-// and for a value property the fast engine does not have.
-TEST(Cli, AFastReproduceStringRunsOnBothEngines) {
+// Both engines are implementations of one interface: the trace a reproduce string names runs on
+// either engine, for the same property (its independent rule must agree) and for a value property
+// the fast engine does not have; the fast engine's old "fast:" spelling names the same trace.
+TEST(Cli, AReproduceStringRunsOnBothEngines) {
   const Result fast = kvconform("run --properties-only --property '^window_coverage$' --mutant window_too_wide --no-report");
   ASSERT_EQ(fast.code, 1) << fast.out;
-  const std::regex repro("--reproduce '(fast:[0-9]+:[0-9]+:[0-9]+)'");
+  const std::regex repro("--reproduce '(trace:[0-9]+:[0-9]+:[0-9]+)'");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(fast.out, m, repro)) << fast.out;
   const std::string string = m[1];
@@ -103,11 +103,16 @@ TEST(Cli, AFastReproduceStringRunsOnBothEngines) {
   // Without the mutant the same trace holds on the tensor engine.
   const Result good = kvconform("run --properties-only --no-report --property '^window_coverage$' --engine tensor --reproduce '" + string + "'");
   EXPECT_EQ(good.code, 0) << good.out;
+  const std::string old_spelling = "fast:" + string.substr(std::string("trace:").size());
+  const Result old = kvconform("run --properties-only --no-report --mutant window_too_wide --property '^window_coverage$' --reproduce '" +
+                               old_spelling + "'");
+  EXPECT_EQ(old.code, 1) << old.out;
+  EXPECT_EQ(verdict(old.out).substr(0, 60), verdict(fast.out).substr(0, 60)) << old.out;
 }
 
 TEST(Cli, BadUsageExitsTwo) {
   for (const char* args : {"", "nosuchcommand", "run --no-such-flag", "run --dtype float8", "run --property 'zzz'",
-                           "run --no-report --report-dir x", "fuzz --shard 2/2", "fuzz --shard x",
+                           "run --no-report --report-dir x", "run --properties-only --reproduce B0gclRXd", "fuzz --shard 2/2", "fuzz --shard x",
                            "fuzz --shard 1/0", "fuzz --iterations 10 --time-budget 5", "fuzz --iterations 0",
                            "fuzz --mutant nosuch", "fuzz --property '('", "bench --windows 0", "bench --dtype int8",
                            "bench --kinds static_diagonal", "bench --backends flash", "bench --quick --kv-heads 3",

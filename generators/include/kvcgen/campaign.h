@@ -1,5 +1,6 @@
-// The built-in property campaign: each property runs as its own RapidCheck stateful test over
-// random configurations and command sequences, with shrinking. No LibTorch in this header.
+// The built-in property campaign: each property runs over the traces of the one generator
+// (scenario.h) on one of two engines (trace_engine.h), and its first failing trace is shrunk with the
+// one shrinker (shrink.h). No LibTorch in this header.
 #pragma once
 
 #include <cstdint>
@@ -50,8 +51,8 @@ Engine resolve(Engine e, Property p);  // Auto -> Fast or Tensor; Fast without a
 
 struct Options {
   uint64_t seed = kvc::seeds::kDefaultSeed;  // fixed default: the same campaign every run
-  int iterations = 100;      // RapidCheck test cases per property
-  int max_size = 100;        // RapidCheck size (longer command sequences as it grows)
+  int iterations = 100;      // traces per property
+  int max_size = 100;        // the last trace's size (longer command sequences as it grows)
   Mutation mutation = Mutation::None;
   ConfigFilter filter;
   std::string reproduce;  // a reproduce string from an earlier failure: replays that case alone
@@ -89,16 +90,6 @@ struct Outcome {
 };
 
 Outcome run(Property property, const Options& options);
-
-// The fast engine's campaign (fast_campaign.cpp): seeded random traces drawn like gen_config and the
-// stateful commands, checked on fastpath.h against positions.h, shrunk greedily on failure.
-// Reproduce strings look like "fast:<seed>:<trace>:<size>".
-Outcome run_fast(Property property, const Options& options);
-
-// The trace a "fast:" reproduce string names, run on the tensor engine instead (any property) and
-// shrunk there with the same shrinker and simplifications: one reproduce string holds both engines'
-// independent rules to the same case (`run --engine tensor --reproduce fast:...`).
-Outcome replay_fast_trace_on_tensor(Property property, const Options& options);
 
 // One sequence of updates on several layers (a golden case's shape), checked on the fast engine
 // under the newest release's behaviours: the failure message, empty when every step holds. Layers

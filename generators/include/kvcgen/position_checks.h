@@ -1,5 +1,5 @@
 // The position-level checks of the properties stored_rows, returned_rows and window_coverage, and
-// their failure messages: one set for both engines. The fast engine (fast_campaign.cpp) feeds them
+// their failure messages: one set for both engines. The fast engine (fast_engine.cpp) feeds them
 // the position-level simulation's rows and masks (fastpath.h); the tensor engine (sut.cpp) feeds
 // them the LibTorch reference's rows (its position-tag shadow) and masks (masks.h), then checks the
 // K/V bytes on top. The expected values come from the documented rules (positions.h), written

@@ -1,10 +1,9 @@
-// Random scenarios for the model-based (stateful) property tests: a configuration, a position-level
-// model of the cache, and the commands Prefill / Decode / Extend / Reset. No LibTorch here: the
-// system under test is reached through sut.h.
+// The one generator of the property campaigns: a configuration and a sequence of commands
+// (Prefill / Decode / Extend / Reset), drawn from a seed with a plain PRNG, their preconditions, the
+// simplifications the one shrinker (shrink.h) tries, and the reproduce string that names a trace.
+// Both engines (the tensor reference and the fast position engine) run these traces; the plugin
+// campaign and the corpus draw their configurations here too (rc_gen.h). No LibTorch, no RapidCheck.
 #pragma once
-
-#include <rapidcheck.h>
-#include <rapidcheck/state.h>
 
 #include <cstdint>
 #include <iosfwd>
@@ -40,58 +39,51 @@ struct ConfigFilter {
   std::optional<DType> dtype;
 };
 
-rc::Gen<ScenarioConfig> gen_config(const ConfigFilter& filter = {});
-
 // The tokens a generated sequence may reach (ScenarioConfig::max_tokens): long enough to wrap a
 // static buffer a few times, bounded where a static layer cannot serve more (max_cache_len below
 // the window, or a full layer). Both engines' draws use it.
 int64_t token_limit(const ScenarioConfig& c);
 
-// What the model knows: the configuration and how many tokens the current sequence holds.
-struct CacheModel {
+// A command of a trace. Prefill: the first update of a sequence, n tokens (n > every row's left
+// padding). Decode: one token. Extend: n >= 2 tokens after the first update (prefix caching, chat
+// continuation), also once full. Reset: clears every layer; the next command starts a new sequence.
+enum class CommandKind { Prefill, Decode, Extend, Reset };
+struct Command {
+  CommandKind kind;
+  int64_t n;                 // tokens (Prefill, Extend); 1 for Decode, 0 for Reset
+  const char* name() const;  // "Prefill", ... as failure messages name the step
+  std::string show() const;  // "Prefill(5)", "Decode", ...
+};
+
+struct Trace {
   ScenarioConfig config;
-  int64_t seen = 0;
+  std::vector<Command> commands;
 };
 
-class SystemUnderTest;  // sut.h
-using CacheCommand = rc::state::Command<CacheModel, SystemUnderTest>;
+// The configuration drawn from `state` (the corpus and the plugin campaign draw theirs here).
+ScenarioConfig draw_config(uint64_t state, const ConfigFilter& filter = {});
+// Trace `index` of the campaign with `seed` (seeds::case_seed), at `size`: longer sequences as it
+// grows (0 to a campaign's max_size, as RapidCheck sizes grow). Every command meets its precondition.
+Trace draw_trace(uint64_t seed, int64_t index, int size, const ConfigFilter& filter = {});
 
-// The first update of a sequence: n tokens (n > every row's left padding).
-struct Prefill : CacheCommand {
-  int64_t n;
-  explicit Prefill(const CacheModel& m);
-  void checkPreconditions(const CacheModel& m) const override;
-  void apply(CacheModel& m) const override;
-  void run(const CacheModel& m, SystemUnderTest& sut) const override;
-  void show(std::ostream& os) const override;
-};
+// The command's precondition on the tokens the sequence holds so far.
+bool allowed(const Command& cmd, const ScenarioConfig& c, int64_t seen);
+bool replayable(const Trace& t);  // every command allowed in turn
 
-// One generated token.
-struct Decode : CacheCommand {
-  explicit Decode(const CacheModel&) {}
-  void checkPreconditions(const CacheModel& m) const override;
-  void apply(CacheModel& m) const override;
-  void run(const CacheModel& m, SystemUnderTest& sut) const override;
-  void show(std::ostream& os) const override;
-};
+// Simpler cases than a failing one, most aggressive first, for shrink::greedy (possibly not
+// replayable: the shrinker skips those). simpler_configs: the configuration alone (smaller window,
+// batch, cache, heads, no padding), each with max_tokens and the padding brought into range.
+std::vector<ScenarioConfig> simpler_configs(const ScenarioConfig& c);
+std::vector<Trace> simplifications(const Trace& t);
 
-// Several tokens after the first update (prefix caching, chat continuation), also once full.
-struct Extend : CacheCommand {
-  int64_t n;
-  explicit Extend(const CacheModel& m);
-  void checkPreconditions(const CacheModel& m) const override;
-  void apply(CacheModel& m) const override;
-  void run(const CacheModel& m, SystemUnderTest& sut) const override;
-  void show(std::ostream& os) const override;
+// The one reproduce format of the campaigns: "trace:SEED:INDEX:SIZE" names draw_trace(SEED, INDEX,
+// SIZE) on either engine. "fast:..." (the fast engine's old spelling) is read the same.
+struct TraceId {
+  uint64_t seed = 0;
+  int64_t index = 0;
+  int size = 0;
 };
-
-// Clears every layer; the next command starts a new sequence.
-struct Reset : CacheCommand {
-  explicit Reset(const CacheModel&) {}
-  void checkPreconditions(const CacheModel& m) const override;
-  void apply(CacheModel& m) const override;
-  void run(const CacheModel& m, SystemUnderTest& sut) const override;
-  void show(std::ostream& os) const override;
-};
+std::string reproduce_string(const TraceId& id);
+TraceId parse_reproduce(const std::string& text);  // throws std::invalid_argument naming the format
 
 }  // namespace kvc

@@ -149,7 +149,7 @@ TEST(FastLayer, StaticMutantsLeaveThePreMergeLayersAlone) {
   EXPECT_EQ(mutant.stored(), (TokenRows{1, 2}));
 }
 
-// The fast campaign (fast_campaign.cpp) finds the keys a query may see as one run ending at the
+// The fast engine (fast_engine.cpp) finds the keys a query may see as one run ending at the
 // query whose start never moves back as the query advances; that holds of every window rule.
 TEST(WindowRule, AllowsOneRunEndingAtTheQueryThatOnlyMovesForward) {
   for (LayerType type : {LayerType::Sliding, LayerType::Chunked, LayerType::Full})
