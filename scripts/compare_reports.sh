@@ -6,7 +6,8 @@
 # Runs the default run, two --mutant runs and (with PLUGIN_DIR, e.g. build/plugins) four plugin
 # checks with each binary, then compares junit.xml, summary.json, summary.md, report.html and stdout
 # after removing the report folder's own path and RapidCheck's source:line of a failing RC_FAIL
-# (which moves with any edit of the file).
+# (which moves with any edit of the file). When files differ, it also says per run whether the
+# verdicts are identical and which cases' records changed (for a deliberate change of behaviour).
 set -uo pipefail
 old=$1 new=$2 plugins=${3:-}
 cd "$(dirname "$0")/.."
@@ -41,4 +42,26 @@ for r in "${runs[@]}"; do
   done
 done
 echo "$same identical, $differ different (files in $work)"
+if [ "$differ" -gt 0 ]; then
+  # For a deliberate change of behaviour: are the verdicts still the same, and which cases' records
+  # (after the same normalisation) changed?
+  for r in "${runs[@]}"; do
+    name=${r%% *}
+    python3 - "$work/old.$name/summary.json" "$work/new.$name/summary.json" "$name" "$old_abs" "$new_abs" <<'PY'
+import json, re, sys
+old, new, name, old_bin, new_bin = sys.argv[1:]
+def cases(path):
+    out = {}
+    for c in json.load(open(path))["cases"]:
+        c = {k: re.sub(r"(\.cpp):[0-9]+:", r"\1:N:", v.replace(old_bin, "KVCONFORM").replace(new_bin, "KVCONFORM"))
+             if isinstance(v, str) else v for k, v in c.items()}
+        out[c["id"]] = c
+    return out
+a, b = cases(old), cases(new)
+verdicts = "identical" if {k: v["status"] for k, v in a.items()} == {k: v["status"] for k, v in b.items()} else "DIFFER"
+changed = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+print(f"{name}: {len(a)} cases, verdicts {verdicts}; records changed: {', '.join(changed) or 'none'}")
+PY
+  done
+fi
 [ "$differ" -eq 0 ]
