@@ -215,7 +215,7 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--backends", a->backends, "eager, sdpa")->delimiter(',');
   cmd->add_option("--repeats", a->repeats, "Timed repetitions per measurement (default 15)")->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", a->warmup, "Untimed repetitions first (default 3)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--harness-iterations", a->harness_iterations, "RapidCheck cases per property for the throughput line")
+  cmd->add_option("--harness-iterations", a->harness_iterations, "Traces per property for the throughput line")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", a->threads,
                   "ATen intra-op threads (default: ATen's choice; 1 on a busy shared machine, where spinning threads "
@@ -249,7 +249,7 @@ Runner add_bench_command(CLI::App& app) {
                   "(golden/..., backend/..., property/...), one line per case id (--repeats, --warmup)");
   cmd->add_option("--fixtures", a->cases.fixtures, "With --filter: golden fixtures folder (default golden/fixtures)");
   cmd->add_option("--cases", a->cases.cases, "With --filter: scenario folder the fixtures were dumped from (default cases)");
-  cmd->add_option("--iterations", a->cases.iterations, "With --filter: RapidCheck cases per property (default 100)")
+  cmd->add_option("--iterations", a->cases.iterations, "With --filter: traces per property (default 100)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--differential-sequences", a->python.differential_sequences,
                   "With --vs-python: sequences of fuzz --differential to time with the dumper pool (default 1000, 0: none)")

@@ -61,7 +61,7 @@ struct CasePerfRequest {
   std::string filter;  // over the ids `kvconform run --list` prints
   std::string fixtures = "golden/fixtures", cases = "cases";
   uint64_t seed = kvc::seeds::kDefaultSeed;
-  int iterations = 100;  // RapidCheck cases per property, as `run`
+  int iterations = 100;  // traces per property, as `run`
   int repeats = 15, warmup = 3;
   bool quiet_stdout = false;  // the table on stderr (JSON on stdout)
 };

@@ -110,15 +110,15 @@ Runner add_fuzz_command(CLI::App& app) {
       "fuzz", "Long random property campaigns: rounds of fresh seeds, sharding, shrunk failures written as case files");
   add_seed_option(cmd, args->seed, "Base seed; round r runs with seed case_seed(seed, r) (docs/architecture.md, Seeds)");
   auto* iters = cmd->add_option("--iterations", args->iterations,
-                                "Total RapidCheck cases per property over all shards (default 1000)")
+                                "Total traces per property over all shards (default 1000)")
                     ->check(CLI::PositiveNumber);
   cmd->add_option("--time-budget", args->time_budget, "Stop starting new rounds after SECONDS (per shard)")
       ->check(CLI::PositiveNumber)
       ->excludes(iters);
   cmd->add_option("--shard", args->shard,
                   "i/n: run rounds r with r % n == i (0-based); default from GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS, else 0/1");
-  cmd->add_option("--batch", args->batch, "RapidCheck cases per property per round (default 100)")->check(CLI::PositiveNumber);
-  cmd->add_option("--max-size", args->max_size, "RapidCheck size: longer command sequences as it grows (default 100)")
+  cmd->add_option("--batch", args->batch, "Traces per property per round (default 100)")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-size", args->max_size, "The last trace's size: longer command sequences as it grows (default 100)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--property", args->property, "Regular expression over property names");
   cmd->add_option("--attention", args->attention, "Only sliding, chunked or full configurations");

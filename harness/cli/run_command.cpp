@@ -146,7 +146,7 @@ Runner add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* run = app.add_subcommand("run", "Replay the golden fixtures and run the property campaign (defaults: all, fixed seed)");
   add_seed_option(run, args->seed, "Campaign seed");
-  run->add_option("--iterations", args->iterations, "RapidCheck cases per property (default 100, or KVC_ITERATIONS)")
+  run->add_option("--iterations", args->iterations, "Traces per property (default 100, or KVC_ITERATIONS)")
       ->check(CLI::PositiveNumber);
   run->add_option("--property", args->property, "Regular expression over property names");
   run->add_option("--case", args->case_regex, "Regular expression over golden names (<transformers version>/<case>)");

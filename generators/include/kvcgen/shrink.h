@@ -1,5 +1,6 @@
-// The one shrinker of the campaigns kvconform drives itself: the fast engine's traces and the
-// differential fuzzer's scenarios (RapidCheck shrinks the campaigns it drives). Greedy, as
+// The one shrinker of the campaigns kvconform drives itself: the property campaign's traces on
+// either engine and the differential fuzzer's scenarios (RapidCheck shrinks the plugin and engine
+// campaigns it drives, through the same simplifications where they draw traces: rc_gen.h). Greedy, as
 // RapidCheck's is: take the first simplification that still fails and start again from it, until
 // none does. Deterministic: the same failing case and the same simplifications give the same result.
 #pragma once

@@ -1,6 +1,7 @@
 // The system under test of the stateful properties: the reference layers (static, dynamic and a
 // twin of the other sliding kind), position-tag shadows, masks, attention and the float64 oracle.
-// Each step checks one property and fails the RapidCheck case with a readable message.
+// Each step checks one property and fails with RC_FAIL and a readable message (the tensor engine,
+// trace_engine.h, reads it back).
 #pragma once
 
 #include <memory>
