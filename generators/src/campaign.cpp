@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "kvcgen/mask_pictures.h"
-#include "kvcgen/shrink.h"
+#include "kvcgen/search.h"
 #include "kvcgen/trace_engine.h"
 
 namespace kvc::campaign {
@@ -154,51 +154,35 @@ std::string failure_text(const std::string& first_line, const Counterexample& ce
 
 }  // namespace
 
-// The one campaign loop: trace i of the seed, drawn at a size that grows over the campaign, run on
-// the property's engine; the first failing trace is shrunk with the one shrinker on the same engine.
+// The properties' campaign: the one loop (search.h) over the one generator's traces on the
+// property's engine; shrinking runs on a second engine that observes nothing.
 Outcome run(Property property, const Options& options) {
   const Engine engine = resolve(options.engine, property);
   Outcome outcome;
   outcome.property = property;
   outcome.params = params_of(options, engine);
-
-  TraceId first{options.seed, 0, -1};
-  int64_t last = options.iterations;
-  if (!options.reproduce.empty()) {
-    first = parse_reproduce(options.reproduce);
-    last = first.index + 1;
-  }
   const std::unique_ptr<TraceEngine> on = make_engine(engine, property, options.mutation, &outcome.observations);
-  for (int64_t i = first.index; i < last; ++i) {
-    // Sizes grow over the campaign as RapidCheck's do: short traces first.
-    const int size = first.size >= 0 ? first.size
-                                     : static_cast<int>(options.max_size * i / std::max<int64_t>(options.iterations, 1));
-    Trace trace = draw_trace(first.seed, i, size, options.filter);
-    std::optional<TraceFailure> failure = on->run(trace);
-    if (!failure) {
-      ++outcome.cases;
-      continue;
-    }
-    const std::unique_ptr<TraceEngine> probe = make_engine(engine, property, options.mutation, nullptr);
-    const int shrinks = shrink::greedy(
-        trace, simplifications,
-        [&](const Trace& candidate) {
-          if (!replayable(candidate)) return false;
-          std::optional<TraceFailure> f = probe->run(candidate);
-          if (!f) return false;
-          failure = f;
-          return true;
-        },
-        500);
-    trace.commands.resize(failure->command + 1);
-    outcome.counterexample = counterexample_of(trace, options.mutation);
-    outcome.failure = failure_text("Falsifiable after " + std::to_string(outcome.cases + 1) + " traces and " +
-                                       std::to_string(shrinks) + " shrinks (" + to_string(engine) + " engine)",
-                                   *outcome.counterexample, failure->message);
-    outcome.reproduce = reproduce_string({first.seed, i, size});
+  const std::unique_ptr<TraceEngine> probe = make_engine(engine, property, options.mutation, nullptr);
+  search::Budget budget;
+  budget.seed = options.seed;
+  budget.iterations = options.iterations;
+  budget.max_size = options.max_size;
+  budget.reproduce = options.reproduce;
+  const auto found = search::run<Trace, TraceFailure>(
+      budget, [&](const search::CaseId& id) { return draw_trace(id.seed, id.index, id.size, options.filter); },
+      [&](const Trace& t, bool shrinking) { return (shrinking ? probe : on)->run(t); }, simplifications, replayable);
+  outcome.cases = found.passed;
+  if (found.ok()) {
+    outcome.ok = true;
     return outcome;
   }
-  outcome.ok = true;
+  Trace trace = *found.failing;
+  trace.commands.resize(found.failure->command + 1);
+  outcome.counterexample = counterexample_of(trace, options.mutation);
+  outcome.failure = failure_text("Falsifiable after " + std::to_string(outcome.cases + 1) + " traces and " +
+                                     std::to_string(found.shrinks) + " shrinks (" + to_string(engine) + " engine)",
+                                 *outcome.counterexample, found.failure->message);
+  outcome.reproduce = found.reproduce;
   return outcome;
 }
 

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "kvcgen/campaign.h"
+#include "kvcgen/search.h"
 
 namespace kvc::campaign {
 namespace {
@@ -83,9 +84,11 @@ TEST(OneCampaign, BothEnginesFailTheSameTraceAndShrinkItAlike) {
 }
 
 TEST(ReproduceString, NamesOneTraceOfTheOneGenerator) {
-  const TraceId id{20250917, 41, 37};
+  using search::parse_reproduce;
+  using search::reproduce_string;
+  const search::CaseId id{20250917, 41, 37};
   EXPECT_EQ(reproduce_string(id), "trace:20250917:41:37");
-  const TraceId back = parse_reproduce(reproduce_string(id));
+  const search::CaseId back = parse_reproduce(reproduce_string(id));
   EXPECT_EQ(back.seed, id.seed);
   EXPECT_EQ(back.index, id.index);
   EXPECT_EQ(back.size, id.size);

@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "kvconform/backends.h"
 #include "kvcgen/campaign.h"
+#include "kvcgen/search.h"
 #include "kvconform/cases.h"
 #include "kvconform/golden.h"
 #include "kvcgen/plugin_campaign.h"
@@ -227,7 +228,7 @@ Runner add_run_command(CLI::App& app) {
     if (args->iterations) options.iterations = *args->iterations;
     if (!args->reproduce.empty()) options.reproduce = args->reproduce;
     // A property's string names a trace (trace:SEED:INDEX:SIZE); a plugin campaign's is RapidCheck's.
-    if (!foreign && !options.reproduce.empty()) parse_reproduce(options.reproduce);  // bad usage if malformed
+    if (!foreign && !options.reproduce.empty()) search::parse_reproduce(options.reproduce);  // bad usage if malformed
     if (!args->attention.empty()) options.filter.attention = parse_layer_type(args->attention);
     if (!args->dtype.empty()) options.filter.dtype = parse_dtype(args->dtype);
     options.mutation = parse_mutation(args->mutant);

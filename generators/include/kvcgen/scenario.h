@@ -1,6 +1,6 @@
 // The one generator of the property campaigns: a configuration and a sequence of commands
 // (Prefill / Decode / Extend / Reset), drawn from a seed with a plain PRNG, their preconditions, the
-// simplifications the one shrinker (shrink.h) tries, and the reproduce string that names a trace.
+// simplifications the one shrinker (shrink.h) tries. The one loop (search.h) draws and shrinks them.
 // Both engines (the tensor reference and the fast position engine) run these traces; the plugin
 // campaign and the corpus draw their configurations here too (rc_gen.h). No LibTorch, no RapidCheck.
 #pragma once
@@ -75,15 +75,5 @@ bool replayable(const Trace& t);  // every command allowed in turn
 // batch, cache, heads, no padding), each with max_tokens and the padding brought into range.
 std::vector<ScenarioConfig> simpler_configs(const ScenarioConfig& c);
 std::vector<Trace> simplifications(const Trace& t);
-
-// The one reproduce format of the campaigns: "trace:SEED:INDEX:SIZE" names draw_trace(SEED, INDEX,
-// SIZE) on either engine. "fast:..." (the fast engine's old spelling) is read the same.
-struct TraceId {
-  uint64_t seed = 0;
-  int64_t index = 0;
-  int size = 0;
-};
-std::string reproduce_string(const TraceId& id);
-TraceId parse_reproduce(const std::string& text);  // throws std::invalid_argument naming the format
 
 }  // namespace kvc
