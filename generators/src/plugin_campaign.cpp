@@ -1,7 +1,5 @@
 #include "kvcgen/plugin_campaign.h"
 
-#include <rapidcheck.h>
-
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -17,15 +15,9 @@
 #include "kvconform/inputs.h"
 #include "kvconform/positions.h"
 #include "kvconform/subprocess_backend.h"
-#include "kvcgen/rc_check.h"
-#include "kvcgen/rc_gen.h"
-
-namespace kvc {
-
-// How RapidCheck prints a generated scenario in a shrunk counterexample (found by argument lookup).
-void showValue(const Scenario& s, std::ostream& os) { os << plugin::describe(s); }
-
-}  // namespace kvc
+#include "kvcgen/scenario.h"
+#include "kvcgen/search.h"
+#include "kvconform/seeds.h"
 
 namespace kvc::plugin {
 
@@ -34,63 +26,127 @@ namespace {
 using report::CaseResult;
 using report::Status;
 
-// A trace of the one generator (the property campaign's), on one layer of either cache kind.
-rc::Gen<Scenario> gen_scenario(const ConfigFilter& filter) {
-  return rc::gen::exec([filter] {
-    const kvc::Trace t = *gen_trace(filter);
-    const ScenarioConfig& c = t.config;
-    Scenario s;
-    s.name = "random";
-    s.cache = *rc::gen::element(CacheKind::Static, CacheKind::Dynamic);
-    s.layer_types = {c.attention};
-    s.window = c.window;
-    s.max_cache_len = c.max_cache_len;
-    s.batch = c.batch;
-    s.heads = c.heads;
-    s.kv_heads = c.kv_heads;
-    s.head_dim = c.head_dim;
-    s.dtype = c.dtype;
-    s.left_padding = c.left_padding;
-    s.seed = c.seed;
-    for (const kvc::Command& cmd : t.commands) s.steps.push_back({cmd.n, std::nullopt});  // a Reset is a 0-token step
-    return s;
-  });
+// The numerics share of the kernel campaign, the random counterpart of numeric_scenarios: one
+// layer of 256, 1024, 2048 or 4096 keys filled by an unjudged step (past the window), then one to
+// three judged decode or short extend steps; head_dim 64, 128 or 256; normal or large-magnitude
+// inputs (inputs.h). A second distribution on purpose: the trace generator stops at 160 tokens.
+struct NumericDraw {
+  LayerType type = LayerType::Sliding;
+  DType dtype = DType::Float32;
+  int64_t kv_heads = 1, heads = 1, head_dim = 64;
+  inputs::Distribution distribution = inputs::Distribution::Normal;
+  uint64_t seed = 0;
+  int64_t keys = 256;         // the window (or, full, the keys filled): long ranges are the point
+  int64_t past_window = 0;    // fill tokens beyond the window (0 for a full layer)
+  std::vector<int64_t> judged;  // tokens of each judged step after the fill
+};
+
+NumericDraw draw_numeric(Rng& r, const ConfigFilter& filter) {
+  NumericDraw d;
+  d.type = filter.attention ? *filter.attention : r.element({LayerType::Sliding, LayerType::Chunked, LayerType::Full});
+  d.dtype = filter.dtype ? *filter.dtype : r.element({DType::Float32, DType::Float16, DType::BFloat16, DType::Float64});
+  d.kv_heads = r.in(1, 3);
+  d.heads = d.kv_heads * r.in(1, 3);
+  d.head_dim = r.element<int64_t>({64, 128, 256});
+  d.distribution = r.element({inputs::Distribution::Normal, inputs::Distribution::LargeLogits});
+  d.seed = static_cast<uint64_t>(r.in(0, int64_t{1} << 30));
+  d.keys = r.element<int64_t>({256, 1024, 2048, 4096});  // a quarter reach 4096
+  d.past_window = d.type == LayerType::Full ? 0 : r.in(0, 600);
+  for (int64_t i = 0, n = r.in(1, 4); i < n; ++i) d.judged.push_back(r.in(1, 4));
+  return d;
 }
 
-// A numerics configuration (the kernel campaign's share beside gen_scenario): one layer of 256, 1024,
-// 2048 or 4096 keys filled by an unjudged step (past the window), then one to three judged decode or short extend steps; head_dim 64,
-// 128 or 256; normal or large-magnitude inputs (inputs.h). The random counterpart of numeric_scenarios.
-rc::Gen<Scenario> gen_numeric_scenario(const ConfigFilter& filter) {
-  return rc::gen::exec([filter] {
-    Scenario s;
-    s.name = "random_numerics";
-    s.cache = *rc::gen::element(CacheKind::Static, CacheKind::Dynamic);
-    const LayerType type =
-        filter.attention ? *filter.attention : *rc::gen::element(LayerType::Sliding, LayerType::Chunked, LayerType::Full);
-    s.layer_types = {type};
-    s.dtype = filter.dtype ? *filter.dtype
-                           : *rc::gen::element(DType::Float32, DType::Float16, DType::BFloat16, DType::Float64);
-    s.kv_heads = *rc::gen::element<int64_t>(1, 2);
-    s.heads = s.kv_heads * *rc::gen::element<int64_t>(1, 2);
-    s.head_dim = *rc::gen::element<int64_t>(64, 128, 256);
-    s.distribution = *rc::gen::element(inputs::Distribution::Normal, inputs::Distribution::LargeLogits);
-    s.seed = *rc::gen::inRange<uint64_t>(0, 1u << 30);
-    // The window (or, full, the keys filled): long ranges are the point, so a quarter reach 4096.
-    const int64_t keys = *rc::gen::element<int64_t>(256, 1024, 2048, 4096);
-    const int64_t fill = type == LayerType::Full ? keys : keys + *rc::gen::inRange<int64_t>(0, 600);
-    s.steps.push_back(Step{fill, std::nullopt, false});
-    const int64_t judged = *rc::gen::inRange<int64_t>(1, 4);
-    int64_t total = fill;
-    for (int64_t i = 0; i < judged; ++i) {
-      const int64_t q = *rc::gen::inRange<int64_t>(1, 4);
-      s.steps.push_back({q, std::nullopt});
-      total += q;
-    }
-    s.window = type == LayerType::Full ? 0 : keys;
-    s.max_cache_len = type == LayerType::Full ? total : keys;
-    return s;
-  });
+// Smaller numerics cases: fewer or shorter judged steps, fewer keys, no fill past the window,
+// smaller heads; the dtype and the distribution stay (they are usually the point of the failure).
+std::vector<NumericDraw> simplifications(const NumericDraw& d) {
+  std::vector<NumericDraw> out;
+  auto with = [&](auto change) {
+    NumericDraw s = d;
+    change(s);
+    out.push_back(std::move(s));
+  };
+  if (d.judged.size() > 1) with([](NumericDraw& s) { s.judged.pop_back(); });
+  for (size_t i = 0; i < d.judged.size(); ++i)
+    if (d.judged[i] > 1) with([i](NumericDraw& s) { s.judged[i] = 1; });
+  if (d.keys > 256) with([](NumericDraw& s) { s.keys = s.keys == 4096 ? 2048 : s.keys == 2048 ? 1024 : 256; });
+  if (d.past_window > 0) with([](NumericDraw& s) { s.past_window = 0; });
+  if (d.head_dim > 64) with([](NumericDraw& s) { s.head_dim = 64; });
+  if (d.heads > 1 || d.kv_heads > 1) with([](NumericDraw& s) { s.heads = s.kv_heads = 1; });
+  return out;
 }
+
+Scenario scenario_of(const NumericDraw& d, CacheKind cache) {
+  Scenario s;
+  s.name = "random_numerics";
+  s.cache = cache;
+  s.layer_types = {d.type};
+  s.dtype = d.dtype;
+  s.kv_heads = d.kv_heads;
+  s.heads = d.heads;
+  s.head_dim = d.head_dim;
+  s.distribution = d.distribution;
+  s.seed = d.seed;
+  const int64_t fill = d.keys + d.past_window;
+  s.steps.push_back(Step{fill, std::nullopt, false});
+  int64_t total = fill;
+  for (int64_t q : d.judged) {
+    s.steps.push_back({q, std::nullopt});
+    total += q;
+  }
+  s.window = d.type == LayerType::Full ? 0 : d.keys;
+  s.max_cache_len = d.type == LayerType::Full ? total : d.keys;
+  return s;
+}
+
+// A trace of the one generator (the property campaign's), on one layer.
+Scenario scenario_of(const kvc::Trace& t, CacheKind cache) {
+  const ScenarioConfig& c = t.config;
+  Scenario s;
+  s.name = "random";
+  s.cache = cache;
+  s.layer_types = {c.attention};
+  s.window = c.window;
+  s.max_cache_len = c.max_cache_len;
+  s.batch = c.batch;
+  s.heads = c.heads;
+  s.kv_heads = c.kv_heads;
+  s.head_dim = c.head_dim;
+  s.dtype = c.dtype;
+  s.left_padding = c.left_padding;
+  s.seed = c.seed;
+  for (const kvc::Command& cmd : t.commands) s.steps.push_back({cmd.n, std::nullopt});  // a Reset is a 0-token step
+  return s;
+}
+
+// One case of a plugin campaign: a trace or (kernel campaign, one case in five) a numerics draw, on
+// either cache kind. Case i draws its trace as the property campaign's trace i (draw_trace), and the
+// cache kind and the numerics choice from a second stream of the same case seed.
+struct PluginCase {
+  CacheKind cache = CacheKind::Static;
+  std::optional<kvc::Trace> trace;
+  std::optional<NumericDraw> numeric;
+  Scenario scenario() const { return trace ? scenario_of(*trace, cache) : scenario_of(*numeric, cache); }
+};
+
+PluginCase draw_case(const search::CaseId& id, Part part, const ConfigFilter& filter) {
+  Rng r{inputs::mix64(seeds::case_seed(id.seed, static_cast<uint64_t>(id.index)))};
+  PluginCase c;
+  c.cache = r.element({CacheKind::Static, CacheKind::Dynamic});
+  if (part == Part::Kernel && r.in(0, 5) == 0) c.numeric = draw_numeric(r, filter);
+  else c.trace = draw_trace(id.seed, id.index, id.size, filter);
+  return c;
+}
+
+std::vector<PluginCase> simplifications(const PluginCase& c) {
+  std::vector<PluginCase> out;
+  if (c.trace)
+    for (kvc::Trace& t : kvc::simplifications(*c.trace)) out.push_back({c.cache, std::move(t), std::nullopt});
+  else
+    for (NumericDraw& d : simplifications(*c.numeric)) out.push_back({c.cache, std::nullopt, std::move(d)});
+  return out;
+}
+
+bool valid(const PluginCase& c) { return !c.trace || replayable(*c.trace); }
 
 // The sequences of a scenario between its resets: each starts from an empty layer, and its inputs
 // (generated from the tokens since the reset) are the same on their own.
@@ -180,51 +236,48 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
   out.backend = plugin;
   out.dtype = "mixed";
   out.reproduce = target.reproduce + " --seed " + std::to_string(o.seed);
-  auto last = std::make_shared<std::string>();
-  auto failing = std::make_shared<Scenario>();  // the last failing case: after shrinking, the smallest
-  auto skipped = std::make_shared<int>(0);
   ConfigFilter filter;  // --dtype, --attention
   filter.dtype = o.dtype;
   filter.attention = o.attention;
-  const auto property = [=] {
-    // The kernel campaign draws one case in five from the numerics generator (long key ranges, large
-    // magnitudes, big head_dim); the rest, and every cache case, from the step-pattern generator.
-    // (weightedElement: neither scaled by RapidCheck's size, which inRange is, nor shrunk.)
-    const bool numerics = part == Part::Kernel && *rc::gen::weightedElement<bool>({{4, false}, {1, true}});
-    const Scenario s = numerics ? *gen_numeric_scenario(filter) : *gen_scenario(filter);
+  int skipped = 0;
+  struct Failure {
+    std::string message;  // the check's message, then the case
+  };
+  const auto check = [&](const PluginCase& c, bool shrinking) -> std::optional<Failure> {
+    const Scenario s = c.scenario();
     if (positions::upstream_deviation(s.layer_spec(0))) {  // nothing a plugin can be held to: not a pass
-      ++*skipped;
-      return;
+      if (!shrinking) ++skipped;
+      return std::nullopt;
     }
     const CaseResult r = check_scenario(target, "campaign/" + part_name, s, part, plugin, o.timeout_s);
-    if (r.status == Status::Skipped) ++*skipped;
-    if (r.status == Status::Fail) {
-      *last = r.message + "\n  case: " + describe(s);
-      *failing = s;
-      RC_FAIL(*last);
-    }
+    if (r.status == Status::Skipped && !shrinking) ++skipped;
+    if (r.status != Status::Fail) return std::nullopt;
+    return Failure{r.message + "\n  case: " + describe(s)};
   };
-  rc_check::Params params;
-  params.id = "plugin_" + part_name;
-  params.seed = o.seed;
-  params.iterations = o.iterations;
-  params.max_size = o.max_size;
-  params.reproduce = o.reproduce;
-  const rc_check::Result result = rc_check::check(params, property);
-  if (result.ok) {
+  search::Budget budget;
+  budget.seed = o.seed;
+  budget.iterations = o.iterations;
+  budget.max_size = o.max_size;
+  budget.reproduce = o.reproduce;
+  const auto found = search::run<PluginCase, Failure>(
+      budget, [&](const search::CaseId& id) { return draw_case(id, part, filter); }, check,
+      [](const PluginCase& c) { return simplifications(c); }, valid);
+  if (found.ok()) {
     // A random case the plugin answered KVC_ERR_UNSUPPORTED (or that kvconform cannot hold it to) was
     // not checked: counted apart, and a campaign that checked none is a SKIP, never a pass.
-    const int checked = result.passed - *skipped;
-    out.message = std::to_string(checked) + " random cases checked, " + std::to_string(*skipped) + " skipped";
+    const int checked = found.passed - skipped;
+    out.message = std::to_string(checked) + " random cases checked, " + std::to_string(skipped) + " skipped";
     out.detail = out.message + " (unsupported by the plugin or an upstream deviation)";
     if (checked == 0) out.status = Status::Skipped;
   } else {
+    const std::string& message = found.failure->message;
     out.status = Status::Fail;
-    out.message = last->substr(0, last->find('\n')) + " (shrunk)";
-    out.detail = rc_check::without_internals(result.failure);
-    out.replay = result.reproduce;
-    if (!out.replay.empty()) out.reproduce += " --reproduce '" + out.replay + "'";
-    if (!o.save_cases.empty()) out.detail += "\n" + save_failure(target, part_name, part, plugin, *failing, o);
+    out.message = message.substr(0, message.find('\n')) + " (shrunk)";
+    out.detail = "Falsifiable after " + std::to_string(found.passed + 1) + " cases and " + std::to_string(found.shrinks) +
+                 " shrinks\n\n" + message;
+    out.replay = found.reproduce;
+    out.reproduce += " --reproduce '" + out.replay + "'";
+    if (!o.save_cases.empty()) out.detail += "\n" + save_failure(target, part_name, part, plugin, found.failing->scenario(), o);
   }
   return out;
 }

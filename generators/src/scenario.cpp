@@ -58,25 +58,6 @@ std::string Command::show() const {
 
 namespace {
 
-// A plain seeded PRNG: RapidCheck's generators cost more than the fast engine's whole check (17 to
-// 104 times, docs/performance.md), so the one generator draws without them.
-struct Rng {
-  uint64_t state;
-  uint64_t next() { return inputs::mix64(state += 0x9E3779B97F4A7C15ULL); }
-  int64_t in(int64_t lo, int64_t hi_exclusive) {  // uniform in [lo, hi)
-    return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi_exclusive - lo));
-  }
-  template <typename T>
-  T weighted(std::initializer_list<std::pair<int, T>> choices) {
-    int total = 0;
-    for (const auto& c : choices) total += c.first;
-    int64_t r = in(0, total);
-    for (const auto& c : choices)
-      if ((r -= c.first) < 0) return c.second;
-    return choices.begin()->second;
-  }
-};
-
 // Windows mostly small (every branch is reached within a few steps), sometimes up to 64;
 // max_cache_len below, equal to and above the window; MHA, GQA and MQA; left padding half the time.
 ScenarioConfig draw_config(Rng& r, const ConfigFilter& filter) {

@@ -227,8 +227,8 @@ Runner add_run_command(CLI::App& app) {
     if (args->seed) options.seed = *args->seed;
     if (args->iterations) options.iterations = *args->iterations;
     if (!args->reproduce.empty()) options.reproduce = args->reproduce;
-    // A property's string names a trace (trace:SEED:INDEX:SIZE); a plugin campaign's is RapidCheck's.
-    if (!foreign && !options.reproduce.empty()) search::parse_reproduce(options.reproduce);  // bad usage if malformed
+    // A campaign's case (a property's or a plugin campaign's): trace:SEED:INDEX:SIZE; bad usage if malformed.
+    if (!options.reproduce.empty()) search::parse_reproduce(options.reproduce);
     if (!args->attention.empty()) options.filter.attention = parse_layer_type(args->attention);
     if (!args->dtype.empty()) options.filter.dtype = parse_dtype(args->dtype);
     options.mutation = parse_mutation(args->mutant);

@@ -6,11 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "kvconform/inputs.h"
 #include "kvconform/types.h"
 
 namespace kvc {
@@ -58,6 +61,30 @@ struct Command {
 struct Trace {
   ScenarioConfig config;
   std::vector<Command> commands;
+};
+
+// The one generator's PRNG (kvc-mix64-v1 over a Weyl sequence). RapidCheck's generators cost more
+// than the fast engine's whole check (17 to 104 times, docs/performance.md), so nothing random in a
+// campaign draws through them.
+struct Rng {
+  uint64_t state;
+  uint64_t next() { return inputs::mix64(state += 0x9E3779B97F4A7C15ULL); }
+  int64_t in(int64_t lo, int64_t hi_exclusive) {  // uniform in [lo, hi)
+    return lo + static_cast<int64_t>(next() % static_cast<uint64_t>(hi_exclusive - lo));
+  }
+  template <typename T>
+  T weighted(std::initializer_list<std::pair<int, T>> choices) {  // by integer weights
+    int total = 0;
+    for (const auto& c : choices) total += c.first;
+    int64_t r = in(0, total);
+    for (const auto& c : choices)
+      if ((r -= c.first) < 0) return c.second;
+    return choices.begin()->second;
+  }
+  template <typename T>
+  T element(std::initializer_list<T> choices) {  // uniform
+    return choices.begin()[in(0, static_cast<int64_t>(choices.size()))];
+  }
 };
 
 // The configuration drawn from `state` (the corpus and the plugin campaign draw theirs here).

@@ -22,7 +22,7 @@ namespace kvc::plugin {
 struct PluginCheckOptions {
   uint64_t seed = kvc::seeds::kDefaultSeed;
   int iterations = 25;     // random-campaign cases per part (cache, kernel); 0 = none (kvcgen/plugin_campaign.h)
-  int max_size = 50;       // RapidCheck size
+  int max_size = 50;       // the last random case's size (search.h)
   double timeout_s = 10;   // per case (one child process runs one case's whole step sequence)
   bool cache = true;       // check the cache layer (when the plugin exports one)
   bool kernel = true;      // check the attention kernel (when the plugin exports one)
@@ -43,7 +43,7 @@ struct PluginCheckOptions {
   // After this many worker failures (a crash, a hang, an exit, a worker that does not start) the
   // remaining cases of this target are SKIP "gave up after N worker failures"; 0: never give up.
   int max_worker_failures = 0;
-  // A RapidCheck reproduce string: replays one shrunk campaign failure (the campaign's reproduce line).
+  // A reproduce string (trace:SEED:INDEX:SIZE, search.h): replays one shrunk campaign failure.
   std::string reproduce;
 };
 
