@@ -163,11 +163,7 @@ Outcome run(Property property, const Options& options) {
   outcome.params = params_of(options, engine);
   const std::unique_ptr<TraceEngine> on = make_engine(engine, property, options.mutation, &outcome.observations);
   const std::unique_ptr<TraceEngine> probe = make_engine(engine, property, options.mutation, nullptr);
-  search::Budget budget;
-  budget.seed = options.seed;
-  budget.iterations = options.iterations;
-  budget.max_size = options.max_size;
-  budget.reproduce = options.reproduce;
+  const search::Budget budget{options.seed, options.iterations, options.max_size, options.reproduce};
   const auto found = search::run<Trace, TraceFailure>(
       budget, [&](const search::CaseId& id) { return draw_trace(id.seed, id.index, id.size, options.filter); },
       [&](const Trace& t, bool shrinking) { return (shrinking ? probe : on)->run(t); }, simplifications, replayable);

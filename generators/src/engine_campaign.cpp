@@ -1,11 +1,12 @@
 #include "kvcgen/engine_campaign.h"
 
-#include <rapidcheck.h>
-
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 
-#include "kvcgen/rc_check.h"
+#include "kvcgen/scenario.h"
+#include "kvcgen/search.h"
+#include "kvconform/seeds.h"
 #include "kvconform/tolerance.h"
 
 namespace kvc::engine {
@@ -47,6 +48,55 @@ Plan plan_from_draw(const std::string& model, const std::vector<std::tuple<int, 
   return p;
 }
 
+namespace {
+
+using Draw = std::vector<std::tuple<int, int, int>>;
+
+// Plan i's raw draw: up to `size` (kind, size, seq) triples (plan_from_draw makes each a valid step).
+Draw draw_plan(const search::CaseId& id) {
+  Rng r{seeds::case_seed(id.seed, static_cast<uint64_t>(id.index))};
+  Draw d(static_cast<size_t>(r.in(0, id.size + 1)));
+  for (auto& [kind, size, seq] : d) {
+    kind = static_cast<int>(r.in(0, 11));
+    size = static_cast<int>(r.in(1, 41));
+    seq = static_cast<int>(r.in(0, 2));
+  }
+  return d;
+}
+
+// Smaller draws: one step fewer, then a step made an extend, shorter, or on sequence 0.
+std::vector<Draw> simplifications(const Draw& d) {
+  std::vector<Draw> out;
+  for (size_t i = d.size(); i-- > 0;) {
+    Draw s = d;
+    s.erase(s.begin() + static_cast<long>(i));
+    out.push_back(std::move(s));
+  }
+  for (size_t i = 0; i < d.size(); ++i) {
+    const auto& [kind, size, seq] = d[i];
+    if (kind != 0) {
+      Draw s = d;
+      std::get<0>(s[i]) = 0;
+      out.push_back(std::move(s));
+    }
+    if (size > 1) {
+      Draw s = d;
+      std::get<1>(s[i]) = 1;
+      out.push_back(s);
+      std::get<1>(s[i]) = size / 2 > 1 ? size / 2 : 1;
+      if (size / 2 > 1) out.push_back(std::move(s));
+    }
+    if (seq != 0) {
+      Draw s = d;
+      std::get<2>(s[i]) = 0;
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std::string& model_dir, const CampaignOptions& o) {
   CampaignOutcome out;
   report::CaseResult& r = out.result;
@@ -63,50 +113,42 @@ CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std
     return out;
   }
   const bool rollback = engine.supports("rollback"), reload = engine.supports("reload"), sequences = engine.supports("sequences");
-  std::optional<report::CaseResult> last_failure;
-  std::optional<Plan> last_plan;
   int passes = 0, skips = 0;
   double bound = 0;
-  rc_check::Params params;
-  params.id = report::case_id(r);
-  params.description = "random plans on " + model.config.name;
-  params.seed = o.seed;
-  params.iterations = o.iterations;
-  params.max_size = o.max_size;
-  params.reproduce = o.reproduce;
-  const rc_check::Result res = rc_check::check(params, [&] {
-    const auto draw = *rc::gen::container<std::vector<std::tuple<int, int, int>>>(
-        rc::gen::tuple(rc::gen::inRange(0, 11), rc::gen::inRange(1, 41), rc::gen::inRange(0, 2)));
-    Plan plan = plan_from_draw(model.config.name, draw, model.config.vocab, o.seed, rollback, reload, sequences);
-    report::CaseResult c = check_plan(engine, model, model_dir, plan, o.check);
-    bound = std::max(bound, c.bound);
-    if (c.status == report::Status::Skipped) ++skips;
-    if (c.status != report::Status::Fail) {
-      ++passes;
-      return;
+  const auto check = [&](const Draw& draw, bool shrinking) -> std::optional<report::CaseResult> {
+    const Plan plan = plan_from_draw(model.config.name, draw, model.config.vocab, o.seed, rollback, reload, sequences);
+    report::CaseResult c;
+    try {
+      c = check_plan(engine, model, model_dir, plan, o.check);
+    } catch (const std::exception& e) {  // a failure of this plan, not of the run
+      c.status = report::Status::Fail;
+      c.message = std::string("the check raised: ") + e.what();
     }
-    last_failure = c;
-    last_plan = plan;
-    RC_FAIL(c.message);
-  });
+    bound = std::max(bound, c.bound);
+    if (c.status == report::Status::Fail) return c;
+    if (!shrinking) {
+      ++passes;
+      if (c.status == report::Status::Skipped) ++skips;
+    }
+    return std::nullopt;
+  };
+  const search::Budget budget{o.seed, o.iterations, o.max_size, o.reproduce};
+  const auto found = search::run<Draw, report::CaseResult>(budget, draw_plan, check, simplifications,
+                                                            [](const Draw&) { return true; });
   r.bound = bound;
-  if (res.ok) {
+  if (found.ok()) {
     r.status = skips == passes && passes > 0 ? report::Status::Skipped : report::Status::Pass;
-    r.message = std::to_string(res.passed) + " random plans" + (skips ? ", " + std::to_string(skips) + " skipped" : "");
+    r.message = std::to_string(found.passed) + " random plans" + (skips ? ", " + std::to_string(skips) + " skipped" : "");
     return out;
   }
   r.status = report::Status::Fail;
-  // The last failing run is the shrunk one: RapidCheck re-runs the minimal case last.
-  if (last_failure && last_plan) {
-    last_plan->name = "campaign-shrunk";
-    out.shrunk = last_plan;
-    r.message = "shrunk to " + std::to_string(last_plan->steps.size()) + " steps: " + last_failure->message;
-    r.detail = last_failure->detail;
-    r.bound = last_failure->bound;
-  } else {
-    r.message = res.failure;
-  }
-  r.reproduce = "--reproduce '" + res.reproduce + "'";
+  Plan shrunk = plan_from_draw(model.config.name, *found.failing, model.config.vocab, o.seed, rollback, reload, sequences);
+  shrunk.name = "campaign-shrunk";
+  r.message = "shrunk to " + std::to_string(shrunk.steps.size()) + " steps: " + found.failure->message;
+  r.detail = found.failure->detail;
+  r.bound = found.failure->bound;
+  out.shrunk = std::move(shrunk);
+  r.reproduce = "--reproduce '" + found.reproduce + "'";
   return out;
 }
 

@@ -254,11 +254,7 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
     if (r.status != Status::Fail) return std::nullopt;
     return Failure{r.message + "\n  case: " + describe(s)};
   };
-  search::Budget budget;
-  budget.seed = o.seed;
-  budget.iterations = o.iterations;
-  budget.max_size = o.max_size;
-  budget.reproduce = o.reproduce;
+  const search::Budget budget{o.seed, o.iterations, o.max_size, o.reproduce};
   const auto found = search::run<PluginCase, Failure>(
       budget, [&](const search::CaseId& id) { return draw_case(id, part, filter); }, check,
       [](const PluginCase& c) { return simplifications(c); }, valid);

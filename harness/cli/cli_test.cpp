@@ -112,7 +112,7 @@ TEST(Cli, AReproduceStringRunsOnBothEngines) {
 
 TEST(Cli, BadUsageExitsTwo) {
   for (const char* args : {"", "nosuchcommand", "run --no-such-flag", "run --dtype float8", "run --property 'zzz'",
-                           "run --no-report --report-dir x", "run --properties-only --reproduce B0gclRXd", "fuzz --shard 2/2", "fuzz --shard x",
+                           "run --no-report --report-dir x", "run --properties-only --reproduce B0gclRXd", "engine --reproduce B0gclRXd", "fuzz --shard 2/2", "fuzz --shard x",
                            "fuzz --shard 1/0", "fuzz --iterations 10 --time-budget 5", "fuzz --iterations 0",
                            "fuzz --mutant nosuch", "fuzz --property '('", "bench --windows 0", "bench --dtype int8",
                            "bench --kinds static_diagonal", "bench --backends flash", "bench --quick --kv-heads 3",

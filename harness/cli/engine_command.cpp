@@ -14,6 +14,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "kvcgen/engine_campaign.h"
+#include "kvcgen/search.h"
 #include "kvconform/engine/check.h"
 #include "kvconform/report.h"
 #include "kvconform/seeds.h"
@@ -111,7 +112,15 @@ Runner add_engine_command(CLI::App& app) {
   cmd->add_option("--plan", a->plan_files, "Replay a saved plan file instead (repeatable)");
   cmd->add_option("--iterations", a->iterations, "Random plans per engine and model in the campaign (default 10)");
   add_seed_option(cmd, a->seed, "Campaign seed");
-  cmd->add_option("--reproduce", a->reproduce, "Replay one shrunk campaign failure (its reproduce string)");
+  cmd->add_option("--reproduce", a->reproduce, "Replay one shrunk campaign failure (its reproduce string, trace:SEED:INDEX:SIZE)")
+      ->check([](const std::string& s) {
+        try {
+          search::parse_reproduce(s);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
   cmd->add_option("--time-budget", a->time_budget, "Stop starting new cases after this many seconds (0: no limit)");
   cmd->add_option("--shard", a->shard, "i/n: run only the cases i, i+n, ... (or GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS)");
   cmd->add_option("--mutant", a->mutant, "Tell the engine a wrong window: window+1, window-1, full (the suite must FAIL)")

@@ -1,5 +1,5 @@
-// The engine campaign: random plans (generated and shrunk by RapidCheck through rc_check, the one
-// runner every campaign uses) checked on an engine with engine::check_plan. No LibTorch here.
+// The engine campaign: random plans drawn and shrunk by the one campaign loop (search.h) and checked
+// on an engine with engine::check_plan. No LibTorch here.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +16,8 @@ namespace kvc::engine {
 struct CampaignOptions {
   uint64_t seed = kvc::seeds::kDefaultSeed;
   int iterations = 10;    // random plans per engine and model
-  int max_size = 30;      // RapidCheck size: plan steps grow with it
-  std::string reproduce;  // a reproduce string from an earlier failure: replays that plan alone
+  int max_size = 30;      // the last plan's size: plan steps grow with it
+  std::string reproduce;  // trace:SEED:INDEX:SIZE from an earlier failure: replays that plan alone
   CheckOptions check;
 };
 
@@ -26,7 +26,7 @@ struct CampaignOutcome {
   std::optional<Plan> shrunk;  // the shrunk failing plan
 };
 
-// A plan from RapidCheck's raw draw: each (kind, size, seq) becomes a valid step for the engine's
+// A plan from a raw draw (plan i of a campaign draws up to its size of these): each (kind, size, seq) becomes a valid step for the engine's
 // operations (a rollback of an empty sequence is an extend; seq is 0 unless it runs sequences).
 Plan plan_from_draw(const std::string& model, const std::vector<std::tuple<int, int, int>>& draw, int64_t vocab, uint64_t seed,
                     bool rollback, bool reload, bool sequences);

@@ -1,7 +1,7 @@
 // Plugin and --backend-cmd checks with their random campaign: the fixed checks of the harness
-// (kvconform/plugin_host.h) followed by a RapidCheck-driven campaign over the one generator's traces
-// (rc_gen.h: the property campaign's configurations and commands, one layer of either cache kind)
-// and, for kernels, one case in five from the numerics generator; shrunk on failure.
+// (kvconform/plugin_host.h) followed by a random campaign on the one loop (search.h): the property
+// campaign's trace i on one layer of either cache kind and, for kernels, one case in five from the
+// numerics generator; shrunk on failure.
 #pragma once
 
 #include <string>

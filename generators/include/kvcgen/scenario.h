@@ -1,8 +1,8 @@
-// The one generator of the property campaigns: a configuration and a sequence of commands
-// (Prefill / Decode / Extend / Reset), drawn from a seed with a plain PRNG, their preconditions, the
-// simplifications the one shrinker (shrink.h) tries. The one loop (search.h) draws and shrinks them.
-// Both engines (the tensor reference and the fast position engine) run these traces; the plugin
-// campaign and the corpus draw their configurations here too (rc_gen.h). No LibTorch, no RapidCheck.
+// The one generator of the campaigns: a configuration and a sequence of commands (Prefill / Decode
+// / Extend / Reset), drawn from a seed with a plain PRNG, their preconditions, and the
+// simplifications the one shrinker (shrink.h) tries. The one loop (search.h) draws and shrinks them
+// for the properties (both engines) and the plugin campaign; the metamorphic tests and the corpus
+// draw their configurations here too (rc_gen.h). No LibTorch, no RapidCheck.
 #pragma once
 
 #include <cstdint>

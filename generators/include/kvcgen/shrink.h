@@ -1,8 +1,7 @@
-// The one shrinker of the campaigns kvconform drives itself: the property campaign's traces on
-// either engine and the differential fuzzer's scenarios (RapidCheck shrinks the plugin and engine
-// campaigns it drives, through the same simplifications where they draw traces: rc_gen.h). Greedy, as
-// RapidCheck's is: take the first simplification that still fails and start again from it, until
-// none does. Deterministic: the same failing case and the same simplifications give the same result.
+// The one shrinker, used by the one campaign loop (search.h: the properties on either engine, the
+// plugin and engine campaigns) and the differential fuzzer. Greedy, as RapidCheck's is: take the
+// first simplification that still fails and start again from it, until none does. Deterministic:
+// the same failing case and the same simplifications give the same result.
 #pragma once
 
 #include <limits>
