@@ -76,45 +76,26 @@ std::vector<NumericDraw> simplifications(const NumericDraw& d) {
 }
 
 Scenario scenario_of(const NumericDraw& d, CacheKind cache) {
-  Scenario s;
-  s.name = "random_numerics";
-  s.cache = cache;
-  s.layer_types = {d.type};
-  s.dtype = d.dtype;
-  s.kv_heads = d.kv_heads;
-  s.heads = d.heads;
-  s.head_dim = d.head_dim;
-  s.distribution = d.distribution;
-  s.seed = d.seed;
   const int64_t fill = d.keys + d.past_window;
-  s.steps.push_back(Step{fill, std::nullopt, false});
   int64_t total = fill;
-  for (int64_t q : d.judged) {
-    s.steps.push_back({q, std::nullopt});
-    total += q;
-  }
-  s.window = d.type == LayerType::Full ? 0 : d.keys;
-  s.max_cache_len = d.type == LayerType::Full ? total : d.keys;
+  for (int64_t q : d.judged) total += q;
+  const bool full = d.type == LayerType::Full;
+  Scenario s = one_layer("random_numerics", d.type, full ? 0 : d.keys, full ? total : d.keys, 1, d.heads, d.kv_heads,
+                         d.head_dim, std::nullopt, d.judged, d.seed, cache);
+  s.steps.insert(s.steps.begin(), Step{fill, std::nullopt, false});  // the unjudged fill
+  s.dtype = d.dtype;
+  s.distribution = d.distribution;
   return s;
 }
 
 // A trace of the one generator (the property campaign's), on one layer.
 Scenario scenario_of(const kvc::Trace& t, CacheKind cache) {
   const ScenarioConfig& c = t.config;
-  Scenario s;
-  s.name = "random";
-  s.cache = cache;
-  s.layer_types = {c.attention};
-  s.window = c.window;
-  s.max_cache_len = c.max_cache_len;
-  s.batch = c.batch;
-  s.heads = c.heads;
-  s.kv_heads = c.kv_heads;
-  s.head_dim = c.head_dim;
+  std::vector<int64_t> steps;
+  for (const kvc::Command& cmd : t.commands) steps.push_back(cmd.n);  // a Reset is a 0-token step
+  Scenario s = one_layer("random", c.attention, c.window, c.max_cache_len, c.batch, c.heads, c.kv_heads, c.head_dim,
+                         c.left_padding, steps, c.seed, cache);
   s.dtype = c.dtype;
-  s.left_padding = c.left_padding;
-  s.seed = c.seed;
-  for (const kvc::Command& cmd : t.commands) s.steps.push_back({cmd.n, std::nullopt});  // a Reset is a 0-token step
   return s;
 }
 
@@ -249,7 +230,12 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
       if (!shrinking) ++skipped;
       return std::nullopt;
     }
-    const CaseResult r = check_scenario(target, "campaign/" + part_name, s, part, plugin, o.timeout_s);
+    CaseResult r;
+    try {
+      r = check_scenario(target, "campaign/" + part_name, s, part, plugin, o.timeout_s);
+    } catch (const std::exception& e) {  // a failure of this case, not of the run
+      return Failure{std::string("the check raised: ") + e.what() + "\n  case: " + describe(s)};
+    }
     if (r.status == Status::Skipped && !shrinking) ++skipped;
     if (r.status != Status::Fail) return std::nullopt;
     return Failure{r.message + "\n  case: " + describe(s)};

@@ -52,6 +52,11 @@ struct Scenario {
   std::string params() const;
 };
 
+// One layer of `type` (dtype float32, judged steps of `steps` tokens each): the built-in sequences
+// and the plugin campaign's random cases are built with it.
+Scenario one_layer(const char* name, LayerType type, int64_t W, int64_t L, int64_t B, int64_t H, int64_t Hkv, int64_t D,
+                   LeftPadding padding, std::vector<int64_t> steps, uint64_t seed, CacheKind cache);
+
 // Built-in step sequences that reach every branch of the cache layers: decode across the window
 // boundary, a prefill longer than the window, multi-token updates once full, wrap-around several
 // times, chunk boundaries, left padding, GQA and resets. One layer each, with `cache`; used by the

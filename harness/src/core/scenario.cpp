@@ -34,9 +34,8 @@ std::string Scenario::params() const {
          (max_cache_len ? ",L=" + std::to_string(max_cache_len) : "") + ",steps=" + std::to_string(steps.size());
 }
 
-namespace {
-Scenario builtin(const char* name, LayerType type, int64_t W, int64_t L, int64_t B, int64_t H, int64_t Hkv, int64_t D,
-                 LeftPadding padding, std::vector<int64_t> steps, uint64_t seed, CacheKind cache) {
+Scenario one_layer(const char* name, LayerType type, int64_t W, int64_t L, int64_t B, int64_t H, int64_t Hkv, int64_t D,
+                   LeftPadding padding, std::vector<int64_t> steps, uint64_t seed, CacheKind cache) {
   Scenario s;
   s.name = name;
   s.cache = cache;
@@ -49,7 +48,6 @@ Scenario builtin(const char* name, LayerType type, int64_t W, int64_t L, int64_t
   s.seed = seed;
   return s;
 }
-}  // namespace
 
 std::vector<Scenario> builtin_scenarios(CacheKind c) {
   const auto none = std::nullopt;
@@ -57,16 +55,16 @@ std::vector<Scenario> builtin_scenarios(CacheKind c) {
   const LayerType S = LayerType::Sliding, C = LayerType::Chunked, F = LayerType::Full;
   // name, type, W, L, B, H, Hkv, D, padding, steps (0 = reset), seed
   return {
-      builtin("decode_across_window", S, 4, 8, 1, 1, 1, 4, none, {2, 1, 1, 1, 1, 1, 1, 1, 1}, 11, c),
-      builtin("prefill_longer_than_window", S, 4, 8, 1, 2, 1, 8, none, {6, 1, 1, 3}, 12, c),
-      builtin("prefill_equal_window_then_extend", S, 5, 5, 2, 4, 2, 4, none, {5, 1, 2, 1, 5, 1}, 13, c),
-      builtin("wrap_around_three_times", S, 3, 6, 1, 2, 2, 4, none, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 14, c),
-      builtin("cache_shorter_than_window", S, 6, 4, 1, 1, 1, 4, none, {2, 1, 1}, 15, c),
-      builtin("chunked_across_chunks", C, 3, 6, 1, 2, 1, 4, none, {4, 1, 1, 1, 2, 1, 1}, 16, c),
-      builtin("chunked_left_padding", C, 3, 9, 2, 2, 1, 4, V{0, 4}, {6, 1, 1, 1, 2}, 17, c),
-      builtin("sliding_left_padding_batch", S, 4, 8, 3, 2, 2, 4, V{0, 2, 5}, {7, 1, 1, 2, 1}, 18, c),
-      builtin("reset_and_restart", S, 4, 6, 1, 2, 1, 4, none, {5, 1, 0, 3, 1, 1}, 19, c),
-      builtin("full_attention", F, 0, 10, 2, 2, 1, 4, none, {4, 1, 1, 2, 1}, 20, c),
+      one_layer("decode_across_window", S, 4, 8, 1, 1, 1, 4, none, {2, 1, 1, 1, 1, 1, 1, 1, 1}, 11, c),
+      one_layer("prefill_longer_than_window", S, 4, 8, 1, 2, 1, 8, none, {6, 1, 1, 3}, 12, c),
+      one_layer("prefill_equal_window_then_extend", S, 5, 5, 2, 4, 2, 4, none, {5, 1, 2, 1, 5, 1}, 13, c),
+      one_layer("wrap_around_three_times", S, 3, 6, 1, 2, 2, 4, none, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 14, c),
+      one_layer("cache_shorter_than_window", S, 6, 4, 1, 1, 1, 4, none, {2, 1, 1}, 15, c),
+      one_layer("chunked_across_chunks", C, 3, 6, 1, 2, 1, 4, none, {4, 1, 1, 1, 2, 1, 1}, 16, c),
+      one_layer("chunked_left_padding", C, 3, 9, 2, 2, 1, 4, V{0, 4}, {6, 1, 1, 1, 2}, 17, c),
+      one_layer("sliding_left_padding_batch", S, 4, 8, 3, 2, 2, 4, V{0, 2, 5}, {7, 1, 1, 2, 1}, 18, c),
+      one_layer("reset_and_restart", S, 4, 6, 1, 2, 1, 4, none, {5, 1, 0, 3, 1, 1}, 19, c),
+      one_layer("full_attention", F, 0, 10, 2, 2, 1, 4, none, {4, 1, 1, 2, 1}, 20, c),
   };
 }
 
@@ -77,7 +75,7 @@ std::vector<Scenario> numeric_scenarios(CacheKind c) {
   // name, type, W, L, B, H, Hkv, D, padding, fill tokens (unjudged), judged steps, seed, distribution
   auto numeric = [c](const char* name, LayerType type, int64_t W, int64_t L, int64_t B, int64_t H, int64_t Hkv,
                      int64_t D, LeftPadding padding, int64_t fill, V judged, uint64_t seed, Distribution dist) {
-    Scenario s = builtin(name, type, W, L, B, H, Hkv, D, std::move(padding), judged, seed, c);
+    Scenario s = one_layer(name, type, W, L, B, H, Hkv, D, std::move(padding), judged, seed, c);
     if (fill > 0) s.steps.insert(s.steps.begin(), Step{fill, std::nullopt, false});
     s.distribution = dist;
     return s;
