@@ -110,6 +110,54 @@ TEST(Cli, AReproduceStringRunsOnBothEngines) {
   EXPECT_EQ(verdict(old.out).substr(0, 60), verdict(fast.out).substr(0, 60)) << old.out;
 }
 
+// ctest's case/<id> tests (discover_cases.cmake.in): one batch process records every case in its own
+// file, named by SHA-256 of the id as CMake's string(SHA256) names it, and kvc-case-result judges one
+// file as a single-case run would: a FAIL is that case's failing test, with its line and reproduce
+// line; a case the batch never reached fails too, and a result left by an earlier run never passes.
+TEST(Cli, CaseResultsGiveEachCaseItsOwnVerdict) {
+  const fs::path dir = scratch("case-results");
+  std::ofstream(dir / "0000000000000000.case") << "OK\nstale result of an earlier run\n";
+  const std::string select = "run --no-report --suite backend --filter '^backend/decode_across_window/static/eager/'";
+  const Result listed = kvconform(select + " --list");
+  ASSERT_EQ(listed.code, 0) << listed.out;
+  std::vector<std::string> ids;
+  std::istringstream lines(listed.stdout_only);
+  for (std::string id; std::getline(lines, id);) ids.push_back(id);
+  ASSERT_EQ(ids.size(), 4u) << listed.out;
+  const auto judge = [](const fs::path& file) {
+    const fs::path out = scratch_root() / "judge.out";
+    const int status = std::system(("'" + std::string(KVC_CASE_RESULT) + "' '" + file.string() + "' case_batch/backend >'" +
+                                    out.string() + "' 2>&1").c_str());
+    return Result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), ""};
+  };
+  const auto file_of = [&](const std::string& id) {
+    const fs::path out = scratch_root() / "sha.out";
+    std::system(("printf %s '" + id + "' | sha256sum | cut -c1-16 >'" + out.string() + "'").c_str());
+    std::string hash = slurp(out);
+    return dir / (hash.substr(0, hash.find('\n')) + ".case");
+  };
+  for (const char* mutant : {"none", "kv_offset_too_small"}) {
+    const bool wrong = std::string(mutant) != "none";
+    const Result run = kvconform(select + " --mutant " + mutant + " --case-results '" + dir.string() + "'");
+    EXPECT_EQ(run.code, wrong ? 1 : 0) << run.out;
+    EXPECT_FALSE(fs::exists(dir / "0000000000000000.case")) << "an earlier run's result survived";
+    size_t files = 0;
+    for (const auto& e : fs::directory_iterator(dir)) files += e.path().extension() == ".case";
+    EXPECT_EQ(files, ids.size());
+    for (const std::string& id : ids) {
+      const Result r = judge(file_of(id));
+      EXPECT_EQ(r.code, wrong ? 1 : 0) << id << "\n" << r.out;
+      EXPECT_EQ(r.out.rfind(id + "(", 0), 0u) << r.out;
+      EXPECT_NE(r.out.find(wrong ? ": FAIL " : ": OK"), std::string::npos) << r.out;
+      if (wrong) EXPECT_NE(r.out.find("  reproduce: "), std::string::npos) << r.out;
+    }
+  }
+  const Result missing = judge(dir / "ffffffffffffffff.case");
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.out.find("no result recorded for this case: the batch test case_batch/backend"), std::string::npos)
+      << missing.out;
+}
+
 TEST(Cli, BadUsageExitsTwo) {
   for (const char* args : {"", "nosuchcommand", "run --no-such-flag", "run --dtype float8", "run --property 'zzz'",
                            "run --no-report --report-dir x", "run --properties-only --reproduce B0gclRXd", "engine --reproduce B0gclRXd", "fuzz --shard 2/2", "fuzz --shard x",

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <regex>
 #include <stdexcept>
 
+#include "kvconform/cases.h"
 #include "kvconform/report.h"
 
 namespace kvc::cli {
@@ -41,16 +44,38 @@ void set_command_line(int argc, char** argv) {
 const std::string& command_line() { return stored_command_line(); }
 
 void print_case_line(const report::CaseResult& r, bool verbose, size_t fail_detail_limit) {
-  std::cout << report::case_id(r) << "(" << r.params << "): " << to_string(r.status);
-  if (!r.message.empty()) std::cout << " " << (r.status == report::Status::Pass ? "(" + r.message + ")" : r.message);
-  std::cout << "\n";
-  if (verbose && r.error >= 0) std::cout << "  measured: " << report::measured_text(r) << " (" << r.policy << ")\n";
+  print_case_line(std::cout, r, verbose, fail_detail_limit);
+  std::cout.flush();
+}
+
+void print_case_line(std::ostream& out, const report::CaseResult& r, bool verbose, size_t fail_detail_limit) {
+  out << report::case_id(r) << "(" << r.params << "): " << to_string(r.status);
+  if (!r.message.empty()) out << " " << (r.status == report::Status::Pass ? "(" + r.message + ")" : r.message);
+  out << "\n";
+  if (verbose && r.error >= 0) out << "  measured: " << report::measured_text(r) << " (" << r.policy << ")\n";
   if (r.status == report::Status::Fail) {
     if (!r.detail.empty() && (verbose || r.detail.size() <= fail_detail_limit))
-      std::cout << r.detail << (r.detail.back() == '\n' ? "" : "\n");
-    if (!r.reproduce.empty()) std::cout << "  reproduce: " << r.reproduce << "\n";
+      out << r.detail << (r.detail.back() == '\n' ? "" : "\n");
+    if (!r.reproduce.empty()) out << "  reproduce: " << r.reproduce << "\n";
   }
-  std::cout.flush();
+}
+
+std::string case_result_file(const std::string& id) { return cases::sha256_hex(id).substr(0, 16) + ".case"; }
+
+CaseResults::CaseResults(std::string dir) : dir_(std::move(dir)) {
+  if (dir_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) throw std::runtime_error("--case-results " + dir_ + ": cannot be created: " + ec.message());
+}
+
+void CaseResults::record(const report::CaseResult& r, bool verbose) const {
+  if (dir_.empty()) return;
+  std::ostringstream text;
+  text << to_string(r.status) << "\n";
+  print_case_line(text, r, verbose);
+  report::write_file_atomically(dir_ + "/" + case_result_file(report::case_id(r)), text.str());
 }
 
 Selection Selection::make(const std::string& filter, const std::vector<std::string>& suites,

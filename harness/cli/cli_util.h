@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <iosfwd>
 #include <optional>
 #include <regex>
 #include <string>
@@ -38,6 +39,23 @@ nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Pr
 // with -v the measured error against its bound; for a FAIL its detail (unless longer than
 // `fail_detail_limit` characters without -v) and its reproduce line. `run` and `engine` print with it.
 void print_case_line(const report::CaseResult& r, bool verbose, size_t fail_detail_limit = std::string::npos);
+void print_case_line(std::ostream& os, const report::CaseResult& r, bool verbose,
+                     size_t fail_detail_limit = std::string::npos);
+
+// `--case-results DIR`: one file per case, for test runners that name every case (ctest's per-case
+// tests, harness/cli/discover_cases.cmake.in) while one process runs them all. The file is
+// DIR/<case_result_file(id)>; its first line is the status word, the rest what the run printed for
+// the case. The folder is emptied when the run starts, so a case a crashed run did not reach has no
+// file rather than last run's.
+std::string case_result_file(const std::string& id);  // first 16 hex digits of SHA-256(id) + ".case"
+class CaseResults {
+ public:
+  explicit CaseResults(std::string dir);  // "" records nothing
+  void record(const report::CaseResult& r, bool verbose) const;
+
+ private:
+  std::string dir_;
+};
 
 // Which case ids a run selects: the registry's one filter. --filter is a regular expression over
 // ids; the older selectors are spellings of it, each over the part of the id it always named:

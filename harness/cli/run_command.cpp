@@ -41,6 +41,7 @@ struct RunArgs {
   std::vector<std::string> plugins;
   int plugin_iterations = 25;
   std::string save_cases;  // folder for shrunk property failures as case files
+  std::string case_results;  // one file per case (cli_util.h, CaseResults)
   bool allow_nothing_checked = false;
   std::vector<std::string> suites;  // --suite: golden, backend, property (default: all three)
   std::vector<std::string> backend_cmds;  // kernels in worker processes (subprocess_backend.h)
@@ -197,6 +198,9 @@ Runner add_run_command(CLI::App& app) {
   run->add_option("--save-cases", args->save_cases,
                   "Write each shrunk property or plugin-campaign failure as a case file into this folder (e.g. "
                   "cases/regressions), so a found bug becomes a permanent case");
+  run->add_option("--case-results", args->case_results,
+                  "Also write each case's status and lines into its own file in this folder (emptied first), for a "
+                  "test runner that names every case while one process runs them (ctest's case/<id> tests)");
   run->add_flag("-v,--verbose", args->verbose, "Also print details of passing cases (largest numerical errors)");
   run->add_flag("--allow-nothing-checked", args->allow_nothing_checked,
                 "Exit 0 even when every selected case was skipped (by default a run that checked nothing fails)");
@@ -284,6 +288,7 @@ Runner add_run_command(CLI::App& app) {
         os << " --reproduce " << (r.replay.find('\'') == std::string::npos ? "'" + r.replay + "'" : shell_quote(r.replay));
       r.reproduce = os.str();
     };
+    const CaseResults case_results(args->list ? "" : args->case_results);
     const auto run_started = std::chrono::steady_clock::now();
     std::vector<double> case_seconds;  // for --timings
     report::RunSummary summary;
@@ -312,6 +317,7 @@ Runner add_run_command(CLI::App& app) {
           if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
           reproduce(r, "");
           print_case_line(r, args->verbose);
+          case_results.record(r, args->verbose);
           if (args->verbose && r.status != report::Status::Fail && !r.detail.empty()) std::cout << "  " << r.detail << "\n";
           summary.cases.push_back(std::move(r));
         }
@@ -321,6 +327,7 @@ Runner add_run_command(CLI::App& app) {
       if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
       reproduce(r, target_flag);
       print_case_line(r, args->verbose);
+      case_results.record(r, args->verbose);
       // -v: a passing case's detail too (a kernel case's form coverage, a backend case's errors).
       if (args->verbose && r.status != report::Status::Fail && !r.detail.empty()) {
         std::istringstream lines(r.detail);
@@ -421,6 +428,7 @@ Runner add_run_command(CLI::App& app) {
         case_seconds.resize(summary.cases.size(), -1.0);  // golden cases are not timed one by one
         case_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
         print_case_line(r, args->verbose);
+        case_results.record(r, args->verbose);
         if (args->verbose && r.status == report::Status::Pass && !r.detail.empty()) std::cout << r.detail << "\n";
         summary.cases.push_back(std::move(r));
       }
