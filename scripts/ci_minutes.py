@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Where CI's minutes go: one Markdown table from what .ci/run recorded.
+
+    python3 scripts/ci_minutes.py [--phases build/ci-phases.tsv] [--junit build/ctest-junit.xml]
+                                  [--build build] [--update docs/performance.md]
+
+.ci/run times every phase into build/ci-phases.tsv (name, seconds) and has ctest write JUnit with
+each test's time; the test labels come from `ctest --show-only=json-v1` in the build folder. The
+table gives each phase's wall time and, for ctest, each label's test count and summed test time
+(tests run two at a time, so the sum is about twice the phase's wall time) and the slowest tests.
+--update replaces the table between the `<!-- ci-minutes -->` markers of that file.
+Standard library only.
+"""
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+BEGIN, END = "<!-- ci-minutes:begin -->", "<!-- ci-minutes:end -->"
+
+
+def read_phases(path):
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 2 or not parts[1].isdigit():
+                sys.exit(f"{path}:{n}: expected 'NAME<TAB>SECONDS', got {line!r}")
+            rows.append((parts[0], int(parts[1])))
+    return rows
+
+
+def read_junit(path):
+    times = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        times[case.get("name")] = float(case.get("time") or 0)
+    return times
+
+
+def read_labels(build):
+    out = subprocess.run(["ctest", "--show-only=json-v1"], cwd=build, capture_output=True, text=True, check=True).stdout
+    labels = {}
+    for t in json.loads(out)["tests"]:
+        props = {p["name"]: p["value"] for p in t.get("properties", [])}
+        labels[t["name"]] = (props.get("LABELS") or ["(none)"])[0]
+    return labels
+
+
+def table(phases, times, labels):
+    total = dict(phases).get("total") or sum(s for _, s in phases)
+    lines = ["| phase | wall s | share |", "| --- | ---: | ---: |"]
+    for name, s in phases:
+        if name != "total":
+            lines.append(f"| {name} | {s} | {100 * s / total:.0f} % |" if total else f"| {name} | {s} | |")
+    lines.append(f"| **total** | **{total}** | |")
+    if times:
+        by = collections.defaultdict(lambda: [0, 0.0])
+        for name, s in times.items():
+            b = by[labels.get(name, "(none)")]
+            b[0] += 1
+            b[1] += s
+        lines += ["", "| ctest label | tests | summed test s |", "| --- | ---: | ---: |"]
+        for label, (n, s) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+            lines.append(f"| {label} | {n} | {s:.0f} |")
+        lines += ["", "| slowest tests | s |", "| --- | ---: |"]
+        for name, s in sorted(times.items(), key=lambda kv: -kv[1])[:10]:
+            lines.append(f"| `{name}` | {s:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--phases", default="build/ci-phases.tsv")
+    ap.add_argument("--junit", default="build/ctest-junit.xml")
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--update", metavar="FILE", help="replace the table between the ci-minutes markers of FILE")
+    a = ap.parse_args()
+    if not os.path.exists(a.phases):
+        sys.exit(f"{a.phases}: not found (run .ci/run first)")
+    phases = read_phases(a.phases)
+    times = read_junit(a.junit) if os.path.exists(a.junit) else {}
+    labels = read_labels(a.build) if times else {}
+    text = table(phases, times, labels)
+    if not a.update:
+        sys.stdout.write(text)
+        return 0
+    doc = open(a.update).read()
+    m = re.search(re.escape(BEGIN) + r".*?" + re.escape(END), doc, re.S)
+    if not m:
+        sys.exit(f"{a.update}: no {BEGIN} ... {END} block to replace")
+    new = doc[: m.start()] + BEGIN + "\n" + text + END + doc[m.end():]
+    tmp = a.update + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(new)
+    os.replace(tmp, a.update)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
