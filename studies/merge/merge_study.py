@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What transformers PR #40893 changed: 4.56's SlidingWindowLayer and ChunkedSlidingLayer against
-4.57's merged StaticSlidingWindowLayer, measured by running the real classes (docs/merge.md).
+4.57's merged StaticSlidingWindowLayer, measured by running the real classes (studies/merge/README.md).
 
     PY456=/tmp/v456/bin/python PY457=golden/.venv-4.57.6/bin/python
     $PY457 studies/merge/merge_study.py corpus   --py456 $PY456 --py457 $PY457 [--json OUT]
@@ -587,7 +587,7 @@ def shrink(runner, case, pair, label):
 
 
 # ---------------------------------------------------------------------------------------------
-# showing a case step by step (for docs/merge.md)
+# showing a case step by step (for studies/merge/README.md)
 # ---------------------------------------------------------------------------------------------
 def describe_step(rec):
     if "skipped" in rec:
@@ -737,7 +737,7 @@ def main(argv=None):
         if name == "show":
             p.add_argument("case", nargs="+")
     sub.add_parser("selfcheck", help="the classifier and the window judge on hand-made traces and mutants (no transformers needed)")
-    p = sub.add_parser("table", help="markdown tables of docs/merge.md from the corpus/campaign summaries")
+    p = sub.add_parser("table", help="markdown tables of studies/merge/README.md from the corpus/campaign summaries")
     p.add_argument("--corpus", required=True)
     p.add_argument("--campaign", required=True)
     args = ap.parse_args(argv)

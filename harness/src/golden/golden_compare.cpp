@@ -110,7 +110,7 @@ namespace {
 // the token the row holds (the fixture's returned rows): a future token, an unwritten row, or a
 // token outside its sliding window or chunk. Seen on 4.56, whose SlidingWindowLayer returns only the
 // new tokens of an update longer than its capacity, with mask sizes that describe other rows
-// (docs/merge.md).
+// (studies/merge/README.md).
 std::optional<std::string> attends_forbidden_row(const json& layer, int64_t first_token) {
   const json& returned = layer.at("returned");
   if (!returned.is_object() || !layer.at("bool_mask").is_array()) return std::nullopt;
