@@ -87,7 +87,7 @@ Engine resolve(Engine e, Property p) {
   if (e == Engine::Auto) return has_fast_path(p) ? Engine::Fast : Engine::Tensor;
   if (e == Engine::Fast && !has_fast_path(p))
     throw std::invalid_argument(std::string("property ") + to_string(p) +
-                                " checks attention values and has no fast engine (use --engine tensor or auto)");
+                                " checks attention values and has no fast engine (use --trace-engine tensor or auto)");
   return e;
 }
 
@@ -109,7 +109,9 @@ Options options_from_env(Options o) {
   o.iterations = env_number<int>("KVC_ITERATIONS", o.iterations, 1);
   o.max_size = env_number<int>("KVC_MAX_SIZE", o.max_size, 1);
   if (const char* r = std::getenv("KVC_REPRODUCE"); r && *r) o.reproduce = r;
-  if (const char* e = std::getenv("KVC_ENGINE"); e && *e) o.engine = parse_engine(e);
+  // KVC_TRACE_ENGINE; KVC_ENGINE is its old name, read until kvconform 0.2.
+  if (const char* e = std::getenv("KVC_TRACE_ENGINE"); e && *e) o.engine = parse_engine(e);
+  else if (const char* old = std::getenv("KVC_ENGINE"); old && *old) o.engine = parse_engine(old);
   return o;
 }
 

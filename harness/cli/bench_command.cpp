@@ -240,8 +240,9 @@ Runner add_bench_command(CLI::App& app) {
                   "With --vs-python: passes of the Python side over the traces, every dump_case timed (default 3; "
                   "one pass moves by about 10 % between runs)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--python-version", a->python.version,
-                  "With --vs-python: transformers version of the Python side (default: the newest pinned)");
+  CLI::Option* release = cmd->add_option("--release", a->python.version,
+                  "With --vs-python: transformers release of the Python side (default: the newest pinned)");
+  add_old_spelling(cmd, "--python-version", release, a->python.version);
   cmd->add_option("--root", a->python.root, "With --vs-python: the repository root (golden/)");
   add_seed_option(cmd, a->python.seed, "With --vs-python: seed of the traces; with --filter: the run's seed");
   cmd->add_option("--filter", a->cases.filter,

@@ -68,12 +68,12 @@ TEST(Cli, EngineOfTheRowProperties) {
   const Result fast = kvconform("run --properties-only --property 'rows$' --iterations 50 --no-report");
   EXPECT_EQ(fast.code, 0) << fast.out;
   EXPECT_NE(fast.out.find("stored_rows(seed=20250917,iterations=50,engine=fast): OK"), std::string::npos) << fast.out;
-  const Result tensor = kvconform("run --properties-only --property 'rows$' --iterations 5 --no-report", "KVC_ENGINE=tensor");
+  const Result tensor = kvconform("run --properties-only --property 'rows$' --iterations 5 --no-report", "KVC_TRACE_ENGINE=tensor");
   EXPECT_EQ(tensor.code, 0) << tensor.out;
   EXPECT_NE(tensor.out.find("stored_rows(seed=20250917,iterations=5): OK"), std::string::npos) << tensor.out;
-  const Result caught = kvconform("run --properties-only --property '^stored_rows$' --mutant capacity_max --engine tensor --no-report");
+  const Result caught = kvconform("run --properties-only --property '^stored_rows$' --mutant capacity_max --trace-engine tensor --no-report");
   EXPECT_EQ(caught.code, 1) << caught.out;
-  EXPECT_NE(caught.out.find("--engine tensor"), std::string::npos) << caught.out;
+  EXPECT_NE(caught.out.find("--trace-engine tensor"), std::string::npos) << caught.out;
 }
 
 // Both engines are implementations of one interface: the trace a reproduce string names runs on
@@ -92,7 +92,7 @@ TEST(Cli, AReproduceStringRunsOnBothEngines) {
     return line.substr(line.find(": FAIL "));
   };
   const std::string base = "run --properties-only --no-report --mutant window_too_wide --reproduce '" + string + "'";
-  const Result tensor = kvconform(base + " --property '^window_coverage$' --engine tensor");
+  const Result tensor = kvconform(base + " --property '^window_coverage$' --trace-engine tensor");
   EXPECT_EQ(tensor.code, 1) << tensor.out;
   EXPECT_NE(tensor.out.find("(tensor engine)"), std::string::npos) << tensor.out;
   EXPECT_EQ(verdict(tensor.out).substr(0, 60), verdict(fast.out).substr(0, 60)) << tensor.out;
@@ -101,7 +101,7 @@ TEST(Cli, AReproduceStringRunsOnBothEngines) {
   EXPECT_NE(value.out.find("differs from the oracle"), std::string::npos) << value.out;
   EXPECT_NE(value.out.find("--reproduce '" + string + "'"), std::string::npos) << value.out;
   // Without the mutant the same trace holds on the tensor engine.
-  const Result good = kvconform("run --properties-only --no-report --property '^window_coverage$' --engine tensor --reproduce '" + string + "'");
+  const Result good = kvconform("run --properties-only --no-report --property '^window_coverage$' --trace-engine tensor --reproduce '" + string + "'");
   EXPECT_EQ(good.code, 0) << good.out;
   const std::string old_spelling = "fast:" + string.substr(std::string("trace:").size());
   const Result old = kvconform("run --properties-only --no-report --mutant window_too_wide --property '^window_coverage$' --reproduce '" +
@@ -114,6 +114,24 @@ TEST(Cli, AReproduceStringRunsOnBothEngines) {
 // file, named by SHA-256 of the id as CMake's string(SHA256) names it, and kvc-case-result judges one
 // file as a single-case run would: a FAIL is that case's failing test, with its line and reproduce
 // line; a case the batch never reached fails too, and a result left by an earlier run never passes.
+// One name per concept: the old spellings still work for one release, each saying its new name on
+// stderr, and an old spelling beside its new one is bad usage.
+TEST(Cli, OldSpellingsStillWorkAndSayTheirNewName) {
+  const std::string props = "run --properties-only --property '^stored_rows$' --iterations 5 --no-report";
+  const Result now = kvconform(props + " --trace-engine fast"), old = kvconform(props + " --engine fast");
+  EXPECT_EQ(old.code, 0) << old.out;
+  EXPECT_EQ(old.stdout_only, now.stdout_only);
+  EXPECT_NE(old.out.find("kvconform run: --engine is now --trace-engine"), std::string::npos) << old.out;
+  EXPECT_EQ(now.out.find("is now"), std::string::npos) << now.out;
+  const Result env = kvconform(props, "KVC_ENGINE=tensor"), env_now = kvconform(props, "KVC_TRACE_ENGINE=tensor");
+  EXPECT_EQ(env.stdout_only, env_now.stdout_only);
+  EXPECT_EQ(kvconform(props + " --trace-engine fast --engine fast").code, 2);
+  const std::string c = std::string(KVC_SOURCE_DIR) + "/cases/tf_hybrid_cache.json";
+  const Result replay = kvconform("replay " + c + " --json --version 4.57.6");
+  EXPECT_EQ(replay.code, 0) << replay.out;
+  EXPECT_NE(replay.out.find("kvconform replay: --version is now --release"), std::string::npos) << replay.out;
+}
+
 TEST(Cli, CaseResultsGiveEachCaseItsOwnVerdict) {
   const fs::path dir = scratch("case-results");
   std::ofstream(dir / "0000000000000000.case") << "OK\nstale result of an earlier run\n";
@@ -170,10 +188,10 @@ TEST(Cli, BadUsageExitsTwo) {
                            "run --golden-only --case '^no_such_case$' --fixtures " KVC_SOURCE_DIR "/golden/fixtures --cases " KVC_SOURCE_DIR "/cases",
                            "run --plugin /nonexistent.so", "run --device tpu", "run --backend '^none$' --case '^x$' --fixtures " KVC_SOURCE_DIR "/golden/fixtures --cases " KVC_SOURCE_DIR "/cases",
                            "golden --version 9.9 --root " KVC_SOURCE_DIR, "golden --generate-corpus 0",
-                           "golden --root /nonexistent", "fuzz --version 5.24.0",
+                           "golden --root /nonexistent", "fuzz --release 5.24.0",
                            "fuzz --differential --version 9.9 --root-is-not-an-option",
-                           "run --properties-only --engine warp", "run --properties-only --engine fast",
-                           "run --properties-only --property '^attention' --engine fast"}) {
+                           "run --properties-only --trace-engine warp", "run --properties-only --trace-engine fast",
+                           "run --properties-only --property '^attention' --trace-engine fast"}) {
     const Result r = kvconform(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
   }
@@ -488,12 +506,12 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
       GTEST_SKIP() << "golden environment " << v << " not built (bash golden/setup_env.sh " << v << ")";
   const fs::path ok_dir = scratch("differential_ok"), bad_dir = scratch("differential_bad");
   const std::string root = std::string(" --root ") + KVC_SOURCE_DIR;
-  const Result ok = kvconform("fuzz --differential --iterations 20 --version 5.24.0 --shard 1/2 --out '" +
+  const Result ok = kvconform("fuzz --differential --iterations 20 --release 5.24.0 --shard 1/2 --out '" +
                               ok_dir.string() + "'" + root);
   EXPECT_EQ(ok.code, 0) << ok.out;
   EXPECT_NE(ok.out.find("(10 sequences,"), std::string::npos) << ok.out;  // shard 1 of 2: the odd ones
   EXPECT_NE(ok.out.find(" 0 disagreements"), std::string::npos) << ok.out;
-  const Result bad = kvconform("fuzz --differential --iterations 8 --workers 3 --version 4.57.6 --reference-release 5.24.0 --out '" +
+  const Result bad = kvconform("fuzz --differential --iterations 8 --workers 3 --release 4.57.6 --reference-release 5.24.0 --out '" +
                                bad_dir.string() + "'" + root);
   EXPECT_EQ(bad.code, 1) << bad.out;
   // 4.57.6 passes cache_position, 5.24.0's behaviours do not: the first differing field of each step.
@@ -509,7 +527,7 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
   // One worker finds the same disagreements, shrinks them to the same files and prints the same
   // report (but for the seconds, the rate and the folder).
   const fs::path one_dir = scratch("differential_one");
-  const Result one = kvconform("fuzz --differential --iterations 8 --workers 1 --version 4.57.6 --reference-release 5.24.0 --out '" +
+  const Result one = kvconform("fuzz --differential --iterations 8 --workers 1 --release 4.57.6 --reference-release 5.24.0 --out '" +
                                one_dir.string() + "'" + root);
   auto normal = [](std::string s, const fs::path& dir) {
     for (size_t at; (at = s.find(dir.string())) != std::string::npos;) s.replace(at, dir.string().size(), "DIR");
@@ -527,7 +545,7 @@ TEST(Bench, VsPythonPrintsBothSidesAndTheRatio) {
   if (!fs::exists(fs::path(KVC_SOURCE_DIR) / "golden/.venv-5.24.0/bin/python"))
     GTEST_SKIP() << "golden environment 5.24.0 not built (bash golden/setup_env.sh 5.24.0)";
   const fs::path dir = scratch("vs_python");
-  const Result r = kvconform("bench --vs-python --python-version 5.24.0 --traces 10 --python-repeats 2 --campaign-traces 100 "
+  const Result r = kvconform("bench --vs-python --release 5.24.0 --traces 10 --python-repeats 2 --campaign-traces 100 "
                              "--differential-sequences 6 --workers 2 --json '" + (dir / "vs.json").string() +
                              "' --root " KVC_SOURCE_DIR);
   ASSERT_EQ(r.code, 0) << r.out;
@@ -619,7 +637,7 @@ TEST(Replay, JsonPrintsTheReferenceObservations) {
   EXPECT_TRUE(k["steps"][0]["cache_position"].is_null());
   EXPECT_EQ(k["steps"][0]["layers"][0]["allow_is_causal_skip"], true);
   EXPECT_EQ(kvconform("replay " + c + " --json --release 4.0.0" + nofixtures).code, 2);
-  // --version is the old name of --release (docs/cli.md): one option, in every mode.
+  // --version is the old spelling of --release (docs/cli.md): the same target, and not both.
   EXPECT_EQ(kvconform("replay " + c + " --json --version 4.57.6" + nofixtures).stdout_only, old.stdout_only);
   EXPECT_EQ(kvconform("replay " + c + " --json --release 4.57.6 --version 5.24.0" + nofixtures).code, 2);
 }
@@ -643,7 +661,7 @@ TEST(Replay, ReleaseSelectsOneFixture) {
 // the raise is shown by phase on both sides.
 TEST(Replay, ExplainShowsARaisedUpdate) {
   const Result e = kvconform(std::string("explain ") + KVC_SOURCE_DIR +
-                             "/cases/static_sliding_multi_token_after_full_equal.json --step 1 --version 4.56.2 --fixtures " +
+                             "/cases/static_sliding_multi_token_after_full_equal.json --step 1 --release 4.56.2 --fixtures " +
                              KVC_SOURCE_DIR + "/golden/fixtures");
   EXPECT_EQ(e.code, 0) << e.out;
   EXPECT_NE(e.out.find("    raised in: [\"update\"]\n"), std::string::npos) << e.out;

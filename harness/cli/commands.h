@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,21 @@ struct CasePerfRequest {
   bool quiet_stdout = false;  // the table on stderr (JSON on stdout)
 };
 int run_case_perf(const CasePerfRequest& request, nlohmann::ordered_json* json_out);
+
+// One name per concept across the subcommands: OLD is a former spelling of the option `current`,
+// still accepted for one release (until kvconform 0.2) with a warning on stderr that names the new
+// spelling. The alias is hidden from --help, writes the same target, and giving both is bad usage.
+template <class T>
+CLI::Option* add_old_spelling(CLI::App* cmd, const std::string& old_name, CLI::Option* current, T& target) {
+  const std::string sub = cmd->get_name(), new_name = current->get_name();
+  return cmd->add_option(old_name, target)
+      ->group("")
+      ->excludes(current)
+      ->each([sub, old_name, new_name](const std::string&) {
+        std::cerr << "kvconform " << sub << ": " << old_name << " is now " << new_name
+                  << " (the old spelling is accepted until kvconform 0.2)\n";
+      });
+}
 
 // `--seed` of every command: one default, one environment variable, one meaning (kvconform/seeds.h).
 // Digits only: CLI11 would read "-5" as 2^64 - 5 into an unsigned seed.

@@ -131,8 +131,9 @@ Runner add_fuzz_command(CLI::App& app) {
   cmd->add_option("--report-dir", args->report_dir, "Also write junit.xml, summary.json, summary.md, report.html here");
   auto differential = std::make_shared<DifferentialRequest>();
   auto* diff_flag = cmd->add_flag("--differential", "Compare random sequences with the real transformers (golden/dump.py --serve) instead");
-  cmd->add_option("--version", differential->versions, "With --differential: transformers versions (default: every pinned one)")
+  CLI::Option* release = cmd->add_option("--release", differential->versions, "With --differential: transformers releases (default: every pinned one)")
       ->needs(diff_flag);
+  add_old_spelling(cmd, "--version", release, differential->versions)->needs(diff_flag);
   cmd->add_option("--reference-release,--reference-profile", differential->reference_release,
                   "With --differential: run the reference with this transformers release's behaviours (e.g. 5.24.0) "
                   "instead of the version's own; a release that behaves differently must produce disagreements")

@@ -127,7 +127,9 @@ Runner add_golden_command(CLI::App& app) {
   cmd->add_option("--generate-corpus", args->corpus, "Write N random cases to cases/generated/ (replacing it) and stop")
       ->check(CLI::PositiveNumber);
   add_seed_option(cmd, args->seed, "Seed of the generated corpus: case i is drawn from case_seed(seed, i)");
-  cmd->add_option("--version", args->versions, "Only these transformers versions (default: every golden/requirements-*.txt)");
+  CLI::Option* release =
+      cmd->add_option("--release", args->versions, "Only these transformers releases (default: every golden/requirements-*.txt)");
+  add_old_spelling(cmd, "--version", release, args->versions);
   cmd->add_option("--root", args->root, "Repository root")->check(CLI::ExistingDirectory);
   return [args]() -> int {
     const fs::path root = fs::weakly_canonical(fs::absolute(args->root));

@@ -68,10 +68,11 @@ Runner add_replay_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("replay", "Replay one case file through the reference and compare with its golden fixtures");
   cmd->add_option("CASE", a->path, "A scenario file (cases/README.md)")->required();
   cmd->add_option("--fixtures", a->fixtures, "Golden fixtures folder (default golden/fixtures)");
-  // One name for the release in replay and explain; --version is its old name, kept as an alias.
-  cmd->add_option("--release,--version", a->release,
-                  "Only this transformers release's fixture, and the behaviours the reference follows with --json "
-                  "(default: every fixture folder; with --json the newest known release). --version is an alias");
+  CLI::Option* release = cmd->add_option("--release", a->release,
+                                         "Only this transformers release's fixture, and the behaviours the reference "
+                                         "follows with --json (default: every fixture folder; with --json the newest "
+                                         "known release)");
+  add_old_spelling(cmd, "--version", release, a->release);
   cmd->add_option("--report-dir", a->report_dir, "Also write junit.xml, summary.json, summary.md, report.html here");
   cmd->add_flag("--json", a->json,
                 "Print the reference's observations for the case as fixture-format JSON (no fixtures needed) and exit 0");
@@ -185,8 +186,9 @@ Runner add_explain_command(CLI::App& app) {
   cmd->add_option("CASE", a->path, "A scenario file (cases/README.md)")->required();
   cmd->add_option("--step", a->step, "Step index, from 0")->required()->check(CLI::NonNegativeNumber);
   cmd->add_option("--fixtures", a->fixtures, "Golden fixtures folder (default golden/fixtures)");
-  cmd->add_option("--release,--version", a->release,
-                  "Transformers release whose fixture and behaviours to use (default: the newest). --version is an alias");
+  CLI::Option* release =
+      cmd->add_option("--release", a->release, "Transformers release whose fixture and behaviours to use (default: the newest)");
+  add_old_spelling(cmd, "--version", release, a->release);
   return [a]() -> int {
     const Scenario c = cases::load_case(a->path);
     if (a->step >= static_cast<int>(c.steps.size()))

@@ -127,7 +127,7 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
     detail << o.failure;
     std::string cmd = "kvconform run --properties-only --property '^" + r.name + "$' --seed " + std::to_string(options.seed);
     if (options.mutation != Mutation::None) cmd += std::string(" --mutant ") + to_string(options.mutation);
-    if (options.engine != campaign::Engine::Auto) cmd += std::string(" --engine ") + to_string(options.engine);
+    if (options.engine != campaign::Engine::Auto) cmd += std::string(" --trace-engine ") + to_string(options.engine);
     if (!o.reproduce.empty()) cmd += " --reproduce '" + o.reproduce + "'";
     r.reproduce = cmd;
   }
@@ -155,9 +155,10 @@ Runner add_run_command(CLI::App& app) {
   run->add_option("--attention", args->attention, "Only sliding, chunked or full configurations / cases");
   run->add_option("--dtype", args->dtype, "Only this dtype (float32, float16, bfloat16, float64)");
   run->add_option("--mutant", args->mutant, "Run the properties against a deliberately wrong implementation (expect FAIL)");
-  run->add_option("--engine", args->engine,
+  CLI::Option* trace_engine = run->add_option("--trace-engine", args->engine,
                   "auto (default: the fast position-level engine for stored_rows, returned_rows and window_coverage, "
-                  "LibTorch for the rest), tensor or fast (or KVC_ENGINE)");
+                  "LibTorch for the rest), tensor or fast (or KVC_TRACE_ENGINE)");
+  add_old_spelling(run, "--engine", trace_engine, args->engine);
   run->add_option("--reproduce", args->reproduce, "Replay a property failure from its reproduce string (with --property)");
   run->add_option("--fixtures", args->fixtures, "Golden fixtures folder (one subfolder per transformers version)");
   run->add_option("--cases", args->cases, "Scenario folder the fixtures were dumped from");
@@ -211,7 +212,7 @@ Runner add_run_command(CLI::App& app) {
     // Selectors and options apply where docs/cli.md says; one given where it cannot apply is bad
     // usage (exit 2), never accepted and ignored.
     if (foreign) {
-      for (const char* name : {"--case", "--property", "--backend", "--device", "--engine", "--suite", "--golden-only",
+      for (const char* name : {"--case", "--property", "--backend", "--device", "--trace-engine", "--engine", "--suite", "--golden-only",
                                "--properties-only", "--iterations", "--fixtures"})
         if (given(name))
           throw std::invalid_argument(std::string(name) + " does not apply to --plugin/--backend-cmd checks (they run "
@@ -277,7 +278,7 @@ Runner add_run_command(CLI::App& app) {
         if (r.suite == "backend" && args->device != "cpu") os << " --device " << args->device;
         if (r.suite == "property") {
           os << " --iterations " << options.iterations;
-          if (options.engine != campaign::Engine::Auto) os << " --engine " << to_string(options.engine);
+          if (options.engine != campaign::Engine::Auto) os << " --trace-engine " << to_string(options.engine);
         }
         if (options.mutation != Mutation::None) os << " --mutant " << to_string(options.mutation);
       }
@@ -298,7 +299,7 @@ Runner add_run_command(CLI::App& app) {
     // --mutant reaches every suite that runs the reference: golden replay, the backend suite and the
     // properties (docs/cli.md, "Mutants"), each of which must then fail.
     const auto suite = [&](const char* name) { return selection.suite(name); };
-    if (reference_sections && suite("property"))  // --engine fast on a value property is bad usage
+    if (reference_sections && suite("property"))  // --trace-engine fast on a value property is bad usage
       for (campaign::Property p : selected) campaign::resolve(options.engine, p);
     const bool goldens = reference_sections && suite("golden") && options.reproduce.empty();
     if (goldens) {

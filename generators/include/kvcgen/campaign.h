@@ -59,7 +59,7 @@ struct Options {
   Engine engine = Engine::Auto;
 };
 
-// Defaults overridden by KVC_SEED, KVC_ITERATIONS, KVC_MAX_SIZE, KVC_REPRODUCE, KVC_ENGINE; a malformed
+// Defaults overridden by KVC_SEED, KVC_ITERATIONS, KVC_MAX_SIZE, KVC_REPRODUCE, KVC_TRACE_ENGINE (or its old name KVC_ENGINE); a malformed
 // value throws std::invalid_argument naming the variable.
 Options options_from_env(Options defaults = {});
 
