@@ -25,6 +25,7 @@ fails the case with its message; the worker lives on either way.
 """
 from __future__ import annotations
 
+import operator
 import sys
 from typing import IO, Any, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
@@ -169,9 +170,10 @@ class _Session:
                 vocab, precision = loaded.vocab, loaded.precision if loaded.precision is not None else e.precision
             else:
                 vocab, precision = loaded, e.precision
-            if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab <= 0:
+            if isinstance(vocab, bool) or not hasattr(vocab, "__index__") or operator.index(vocab) <= 0:
                 raise TypeError(f"{where} returned {vocab!r}: expected the vocabulary size (an int > 0) "
                                 "or Loaded(vocab, precision)")
+            vocab = operator.index(vocab)  # numpy's integers too
             reply: Header = {"vocab": vocab}
             rounded = _precision(precision, where)
             if rounded:
