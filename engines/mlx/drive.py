@@ -4,7 +4,7 @@ hand-written plans on the tiny zoo, and compares every extend's logits with tran
 no-cache forward (engines/transformers/nocache_forward.py). Run it with a golden venv's python:
 
     MLXPY=$(engines/setup_env.sh mlx)
-    golden/.venv-5.24.0/bin/python engines/mlx/drive.py ZOO_DIR [--worker "$MLXPY engines/mlx/adapter.py"]
+    PYTHONPATH=python golden/.venv-5.24.0/bin/python engines/mlx/drive.py ZOO_DIR [--worker "$MLXPY engines/mlx/adapter.py"]
         [--only MODEL] [--plans a,b] [--mutants] [--exact] [--json OUT] [--show-steps]
 
 Per model and plan, one line: the max abs logit error over all extends, the first step where it

@@ -40,15 +40,13 @@ before the model is built: sliding_window = W +- 1, or every layer full attentio
 import inspect
 import io
 import os
-import sys
 
 import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
 from transformers import cache_utils
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from kvc_engine import Engine, Unsupported, mutate_hf_config, serve  # noqa: E402
+from kvconform import Engine, Unsupported, mutate_hf_config, serve_engine
 
 OPTIONS = {"cache": ("dynamic", "static", "hybrid"), "attention": ("eager", "sdpa", "flex"),
            "dtype": ("float32", "float64"), "left_padding": None, "record_past": (False, True),
@@ -247,4 +245,4 @@ class TransformersEngine(Engine):
 
 
 if __name__ == "__main__":
-    serve(TransformersEngine())
+    serve_engine(TransformersEngine())
