@@ -1,7 +1,8 @@
 """`kvconform.engine`: an inference engine behind kvconform's engine protocol (docs/engines.md).
 
-Subclass `Engine`, implement `load` and `extend` (and `reset`; `rollback` and `reload` when the
-engine has them, listed in `operations`), and serve it:
+Subclass `Engine`, implement `load` and `extend` (and `reset`; `rollback`, `reload` and the serving
+operations `fork`, `chunked`, `spec`, `batch` when the engine has them, listed in `operations`), and
+serve it:
 
     class MyEngine(kvconform.Engine):
         name = "my-engine"
@@ -14,6 +15,7 @@ engine has them, listed in `operations`), and serve it:
         def extend(self, seq, tokens):
             ...                                    # feed tokens to sequence seq
             return logits_float32_bytes            # len(tokens) * vocab little-endian float32, row-major
+                                                   # or Rows([len(tokens) - 1], last_row_bytes): a subset
 
     if __name__ == "__main__":
         kvconform.serve_engine(MyEngine())
@@ -35,9 +37,12 @@ from .protocol import Buffer, Header, OutBuffer, Unsupported, protocol_stdout, s
 __all__ = [
     "MUTANTS",
     "OPERATIONS",
+    "OPERATION_MUTANTS",
     "PRECISION",
+    "WINDOW_MUTANTS",
     "Engine",
     "Loaded",
+    "Rows",
     "Unsupported",
     "load_engine",
     "mutate_hf_config",
@@ -45,9 +50,16 @@ __all__ = [
     "serve",
 ]
 
-MUTANTS = ("none", "window+1", "window-1", "full")
-"""The adapter mutants `load` gets: the engine is told W + 1, W - 1, or runs sliding layers as full attention."""
-OPERATIONS = ("rollback", "reload", "sequences")
+WINDOW_MUTANTS = ("none", "window+1", "window-1", "full")
+"""The window mutants: the engine is told W + 1, W - 1, or runs sliding layers as full attention."""
+OPERATION_MUTANTS = ("fork-shared", "fork-prefix", "chunked-restart", "spec-rollback", "batch-offset")
+"""The serving-operation mutants: a fork that shares the state it should copy / starts one token
+short, a chunked extend whose window restarts at each chunk, a spec cycle that rolls back one token
+too many, a batch that computes a sequence at another's offset. An adapter implements those of its
+operations and refuses the others (raise Unsupported); the window stays right."""
+MUTANTS = WINDOW_MUTANTS + OPERATION_MUTANTS
+"""The adapter mutants `load` gets."""
+OPERATIONS = ("rollback", "reload", "sequences", "fork", "chunked", "spec", "batch")
 """The optional operations an engine may list in `Engine.operations`."""
 PRECISION = {"kv": "K and V stored or read as float16", "q": "queries read as float16",
              "gelu": "GELU read from a float16 table (ggml's CPU GELU)"}
@@ -61,13 +73,26 @@ class Loaded(NamedTuple):
     precision: Optional[Mapping[str, str]] = None
 
 
+class Rows(NamedTuple):
+    """What a step with new positions may return instead of all their logits: the logits of only the
+    rows named (increasing indices into the step's new positions, e.g. `[n - 1]` for the last one, as
+    a server answers), float32 bytes of len(rows) * vocab. The judge checks those; a run that answered
+    none is not a pass."""
+    rows: Sequence[int]
+    logits: bytes
+
+
+Logits = Union[bytes, Rows]
+
+
 class Engine:
     """The engine side of the protocol. Class attributes (answered to the host's hello):
 
     name: the engine's name in the case ids (`engine/<name>/<model>/<plan>`) unless the host names it.
     version, description: shown in the reports.
-    operations: the optional operations implemented: "rollback", "reload", and "sequences" (more than
-        one sequence interleaved; without it, plans with two sequences are not sent).
+    operations: the optional operations implemented: "rollback", "reload", "sequences" (more than
+        one sequence interleaved; without it, plans with two sequences are not sent), and the serving
+        operations "fork", "chunked", "spec", "batch" (docs/engines.md, "Serving operations").
     precision: where the engine computes below float32 on every load, e.g. {"kv": "float16"}: the
         same-dtype reference rounds there too (docs/engines.md, "Judging"). A load whose precision
         depends on its options returns `Loaded(vocab, precision)` instead, which overrides it.
@@ -88,7 +113,7 @@ class Engine:
         size, or `Loaded(vocab, precision)`."""
         raise NotImplementedError(f"{type(self).__name__} does not implement load")
 
-    def extend(self, seq: int, tokens: List[int]) -> bytes:
+    def extend(self, seq: int, tokens: List[int]) -> Logits:
         """Feeds tokens to sequence seq; returns the logits of each new position in order: float32
         little-endian, len(tokens) * vocab values, row-major (numpy: `logits.astype("<f4").tobytes()`)."""
         raise NotImplementedError(f"{type(self).__name__} does not implement extend")
@@ -106,11 +131,39 @@ class Engine:
         """Empties every sequence."""
         raise NotImplementedError(f"{type(self).__name__} does not implement reset")
 
+    def fork(self, seq: int, source: int, length: int) -> None:
+        """Sequence seq (its old contents dropped) starts from the first `length` tokens of sequence
+        `source`, sharing or copying the engine's state for them (prefix caching); `source` goes on
+        unchanged (operation "fork")."""
+        raise Unsupported("fork is not supported")
+
+    def chunked(self, seq: int, tokens: List[int], chunk: int) -> Logits:
+        """Feeds tokens to sequence seq in chunks of `chunk` tokens through the engine's own chunking
+        (a micro-batch size, repeated forward calls), the last chunk possibly shorter; returns the
+        logits of every new position as `extend` does (operation "chunked")."""
+        raise Unsupported("chunked is not supported")
+
+    def spec(self, seq: int, tokens: List[int], n: int) -> Logits:
+        """One speculative-decoding cycle: feeds the draft `tokens` to sequence seq, returns their
+        logits as `extend` does, then drops the last n (the rejected draft tokens; operation "spec").
+        The default is `extend` then `rollback`; an engine with its own verify step overrides it."""
+        logits = self.extend(seq, tokens)
+        if n:
+            self.rollback(seq, n)
+        return logits
+
+    def batch(self, items: List[Tuple[int, List[int]]]) -> Logits:
+        """Advances several sequences in one engine call: items are (seq, tokens), each seq once;
+        returns the logits of every new position, item after item (operation "batch")."""
+        raise Unsupported("batch is not supported")
+
 
 def mutated_window(window: int, mutant: str) -> Optional[int]:
     """The window an adapter mutant tells the engine (None: sliding layers run as full attention)."""
     if mutant not in MUTANTS:
         raise ValueError(f"unknown mutant {mutant!r} (expected one of {', '.join(MUTANTS)})")
+    if mutant in OPERATION_MUTANTS:
+        return window  # the operation is done wrong, the window is right
     return {"none": window, "window+1": window + 1, "window-1": window - 1, "full": None}[mutant]
 
 
@@ -119,7 +172,7 @@ def mutate_hf_config(cfg: Any, mutant: str) -> Any:
     returns it: sliding_window W+-1, or every layer full attention (layer_types all full where the
     config has them, else no sliding_window)."""
     window = mutated_window(cfg.sliding_window, mutant)
-    if mutant == "none":
+    if mutant == "none" or mutant in OPERATION_MUTANTS:
         return cfg
     if window is not None:
         cfg.sliding_window = window
@@ -180,14 +233,21 @@ class _Session:
                 reply["precision"] = rounded
             self.vocab = vocab
             return reply, ()
-        if op == "extend":
-            tokens = list(h["tokens"])
-            data = bytes(e.extend(h["seq"], tokens))
-            want = 4 * len(tokens) * self.vocab
-            if len(data) != want:
-                raise RuntimeError(f"adapter returned {len(data)} bytes of logits, expected {want} "
-                                   f"({len(tokens)} tokens x vocab {self.vocab} float32)")
-            return {}, [("logits", "float32", [len(tokens), self.vocab], data)]
+        if op in ("extend", "chunked", "spec", "batch"):
+            where = f"{type(e).__name__}.{op}"
+            if op == "batch":
+                items = [(int(item["seq"]), list(item["tokens"])) for item in h["items"]]
+                rows = sum(len(tokens) for _, tokens in items)
+                answer = e.batch(items)
+            else:
+                tokens = list(h["tokens"])
+                rows = len(tokens)
+                answer = (e.extend(h["seq"], tokens) if op == "extend" else
+                          e.chunked(h["seq"], tokens, h["chunk"]) if op == "chunked" else e.spec(h["seq"], tokens, h["n"]))
+            return self._logits(answer, rows, where)
+        if op == "fork":
+            e.fork(h["seq"], h["from"], h["length"])
+            return {}, ()
         if op == "rollback":
             e.rollback(h["seq"], h["n"])
         elif op == "reload":
@@ -197,6 +257,23 @@ class _Session:
         else:
             raise ValueError(f"unknown op {op!r}")
         return {}, ()
+
+
+    def _logits(self, answer: Logits, rows: int, where: str) -> Tuple[Header, Sequence[OutBuffer]]:
+        named = None
+        if isinstance(answer, Rows):
+            named = [operator.index(r) for r in answer.rows]
+            if any(r < 0 or r >= rows for r in named) or any(b <= a for a, b in zip(named, named[1:])):
+                raise ValueError(f"{where} returned Rows({named}, ...): rows must be increasing indices in [0, {rows})")
+            answer = answer.logits
+        data = bytes(answer)
+        count = rows if named is None else len(named)
+        want = 4 * count * self.vocab
+        if len(data) != want:
+            raise RuntimeError(f"{where} returned {len(data)} bytes of logits, expected {want} "
+                               f"({count} positions x vocab {self.vocab} float32)")
+        header: Header = {} if named is None else {"rows": named}
+        return header, [("logits", "float32", [count, self.vocab], data)]
 
 
 def serve(engine: Engine, stdin: Optional[IO[bytes]] = None, stdout: Optional[IO[bytes]] = None) -> None:

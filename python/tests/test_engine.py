@@ -125,18 +125,61 @@ def test_unsupported_and_errors_keep_the_worker_alive():
     assert "unknown op 'frobnicate'" in replies[3][0]["error"]
 
 
+class Serving(Counting):
+    """The serving operations on top of Counting: a spec cycle through the default extend + rollback."""
+    operations = ("sequences", "rollback", "fork", "chunked", "spec", "batch")
+
+    def rollback(self, seq, n):
+        self.rolled = (seq, n)
+
+    def fork(self, seq, source, length):
+        self.forked = (seq, source, length)
+
+    def chunked(self, seq, tokens, chunk):
+        self.chunk = chunk
+        return kvconform.Rows([len(tokens) - 1], struct.pack(f"<{VOCAB}f", *[float(tokens[-1])] * VOCAB))
+
+    def batch(self, items):
+        return b"".join(self.extend(seq, tokens) for seq, tokens in items)
+
+
+def test_the_serving_operations_and_a_subset_answer():
+    e = Serving()
+    (_, _), (fork, _), (chunked, cbufs), (spec, _), (batch, bbufs) = exchange(
+        e, LOAD, {"op": "fork", "seq": 1, "from": 0, "length": 3},
+        {"op": "chunked", "seq": 0, "tokens": [4, 5, 6], "chunk": 2}, {"op": "spec", "seq": 0, "tokens": [8, 9], "n": 1},
+        {"op": "batch", "items": [{"seq": 0, "tokens": [1]}, {"seq": 1, "tokens": [2, 3]}]})
+    assert fork == {"status": "ok"} and e.forked == (1, 0, 3)
+    assert chunked["rows"] == [2] and chunked["buffers"][0]["shape"] == [1, VOCAB] and e.chunk == 2, chunked
+    assert struct.unpack("<3f", cbufs["logits"][2]) == (6, 6, 6)
+    assert spec["buffers"][0]["shape"] == [2, VOCAB] and "rows" not in spec and e.rolled == (0, 1), spec
+    assert batch["buffers"][0]["shape"] == [3, VOCAB]
+    assert struct.unpack("<9f", bbufs["logits"][2]) == (1, 1, 1, 2, 2, 2, 3, 3, 3)
+
+
+def test_a_wrong_subset_is_an_error_naming_it():
+    class BadRows(Serving):
+        def chunked(self, seq, tokens, chunk):
+            return kvconform.Rows([1, 0], b"")
+
+    (_, _), (reply, _) = exchange(BadRows(), LOAD, {"op": "chunked", "seq": 0, "tokens": [4, 5], "chunk": 1})
+    assert reply["status"] == "error" and "BadRows.chunked returned Rows([1, 0], ...): rows must be increasing" in reply["error"]
+    (_, _), (reply, _) = exchange(Counting(), LOAD, {"op": "fork", "seq": 1, "from": 0, "length": 1})
+    assert reply == {"status": "unsupported", "error": "fork is not supported"}
+
+
 def test_a_wrong_declaration_is_refused_before_serving():
     class BadOps(Counting):
-        operations = ("rollback", "fork")
+        operations = ("rollback", "shift")
 
-    with pytest.raises(ValueError, match=r"BadOps.operations \['fork'\]: known are rollback, reload, sequences"):
+    with pytest.raises(ValueError, match=r"BadOps.operations \['shift'\]: known are rollback, reload, sequences, fork"):
         serve(BadOps(), stdin=io.BytesIO(), stdout=io.BytesIO())
     with pytest.raises(TypeError, match="not an instance of a kvconform.Engine subclass"):
         serve(Counting, stdin=io.BytesIO(), stdout=io.BytesIO())
 
 
 def test_mutants():
-    assert [kvconform.mutated_window(4, m) for m in kvconform.MUTANTS] == [4, 5, 3, None]
+    assert [kvconform.mutated_window(4, m) for m in kvconform.MUTANTS] == [4, 5, 3, None, 4, 4, 4, 4, 4]
     with pytest.raises(ValueError, match=r"unknown mutant 'window\+2'"):
         kvconform.mutated_window(4, "window+2")
     cfg = types.SimpleNamespace(sliding_window=4, layer_types=["sliding_attention", "full_attention"], num_hidden_layers=2)
