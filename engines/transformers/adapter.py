@@ -43,7 +43,7 @@ sliding_window = W +- 1, or every layer full attention (layer_types all "full_at
 config has layer_types, else sliding_window = None). The operation mutants: fork-shared (the fork
 uses the source's cache object itself), fork-prefix (the copy is cropped one token short),
 chunked-restart (every chunk after the first starts on a new, empty cache), spec-rollback (a cycle
-crops one token more than it rejected); batch-offset is unsupported.
+crops one token more than it rejected); batch-offset is refused (kvconform.Engine: no batch here).
 """
 import copy
 import inspect
@@ -120,8 +120,6 @@ class TransformersEngine(Engine):
         if o["record_past"] and not hasattr(cache_utils.Cache, "activate_past_recording"):
             raise Unsupported(f"transformers {transformers.__version__} has no Cache.activate_past_recording")
 
-        if mutant == "batch-offset":
-            raise Unsupported("the transformers adapter has no batch operation")
         cfg = AutoConfig.from_pretrained(model_dir)
         mutate_hf_config(cfg, mutant)
         self.mutant = mutant

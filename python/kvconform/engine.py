@@ -216,6 +216,10 @@ class _Session:
         e, op = self.engine, h.get("op")
         if op == "load":
             self.vocab = 0
+            mutant = h.get("mutant", "none")
+            needs = mutant.split("-")[0]
+            if mutant in OPERATION_MUTANTS and needs not in e.operations:
+                raise Unsupported(f"mutant {mutant}: {type(e).__name__} has no {needs} operation")
             loaded = e.load(h["model"], h.get("options", {}), h.get("mutant", "none"), h.get("max_tokens", 0),
                             h.get("sequences", 1))
             where = f"{type(e).__name__}.load"

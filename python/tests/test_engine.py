@@ -166,6 +166,8 @@ def test_a_wrong_subset_is_an_error_naming_it():
     assert reply["status"] == "error" and "BadRows.chunked returned Rows([1, 0], ...): rows must be increasing" in reply["error"]
     (_, _), (reply, _) = exchange(Counting(), LOAD, {"op": "fork", "seq": 1, "from": 0, "length": 1})
     assert reply == {"status": "unsupported", "error": "fork is not supported"}
+    (load, _), = exchange(Counting(), dict(LOAD, mutant="fork-prefix"))
+    assert load == {"status": "unsupported", "error": "mutant fork-prefix: Counting has no fork operation"}, load
 
 
 def test_a_wrong_declaration_is_refused_before_serving():
