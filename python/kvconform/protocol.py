@@ -140,12 +140,13 @@ class Client:
     """The host side: starts `command` (a shell command line or an argv list), then `request` sends
     one message and returns the reply. A worker that exits raises WorkerError; with check (the
     default) so does an "error" reply, and an "unsupported" one raises Unsupported. The worker's
-    stderr is inherited."""
+    stderr is inherited unless `stderr` is given."""
 
-    def __init__(self, command: Union[str, Sequence[str]], env: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, command: Union[str, Sequence[str]], env: Optional[Mapping[str, str]] = None,
+                 stderr: Optional[IO[bytes]] = None) -> None:
         argv = ["sh", "-c", command] if isinstance(command, str) else list(command)
         self.command = command if isinstance(command, str) else " ".join(shlex.quote(a) for a in command)
-        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                                         env=None if env is None else dict(env))
         self.hello: Header = {}
 
