@@ -32,10 +32,19 @@ struct Loss {
   int64_t before = 0;
 };
 
+// How a diagnosis re-runs the plan's serving operations wrong: keys lost at steps, every chunk of a
+// chunked extend seeing no key before it, forks starting `fork_by` tokens off their prefix, spec
+// cycles rejecting `spec_by` tokens more than they say.
+struct Departure {
+  std::vector<Loss> losses;
+  bool chunks_restart = false;
+  int64_t fork_by = 0, spec_by = 0;
+};
+
 // Runs the plan's steps through oracles (one per sequence) with the given options, calling
 // `on_logits(step index, logits)` for every step with new positions (rows as new_positions()).
 template <class T, class F>
-void run_oracle(const Model& model, const Plan& plan, size_t steps, const std::vector<Loss>& losses, const OracleOptions& options,
+void run_oracle(const Model& model, const Plan& plan, size_t steps, const Departure& departure, const OracleOptions& options,
                 F&& on_logits) {
   std::map<int64_t, std::unique_ptr<SequenceOracle<T>>> seqs;
   auto seq = [&](int64_t s) -> SequenceOracle<T>& {
@@ -45,16 +54,31 @@ void run_oracle(const Model& model, const Plan& plan, size_t steps, const std::v
   };
   for (size_t i = 0; i < steps && i < plan.steps.size(); ++i) {
     const PlanStep& s = plan.steps[i];
-    for (const Loss& loss : losses)
+    for (const Loss& loss : departure.losses)
       if (loss.step == i) seq(s.seq).forget_before(loss.before);
     switch (s.kind) {
-      case Kind::Extend:
-      case Kind::Chunked:  // chunking changes nothing: position p's logits depend only on tokens 0..p
-        on_logits(i, seq(s.seq).extend(s.tokens));
+      case Kind::Extend: on_logits(i, seq(s.seq).extend(s.tokens)); break;
+      case Kind::Chunked: {
+        // Chunking changes nothing: position p's logits depend only on tokens 0..p.
+        if (!departure.chunks_restart) {
+          on_logits(i, seq(s.seq).extend(s.tokens));
+          break;
+        }
+        std::vector<double> all;
+        for (size_t at = 0; at < s.tokens.size(); at += static_cast<size_t>(s.chunk)) {
+          SequenceOracle<T>& o = seq(s.seq);
+          o.forget_before(o.length());
+          const auto end = s.tokens.begin() + static_cast<long>(std::min(s.tokens.size(), at + static_cast<size_t>(s.chunk)));
+          const std::vector<double> l = o.extend(std::vector<int32_t>(s.tokens.begin() + static_cast<long>(at), end));
+          all.insert(all.end(), l.begin(), l.end());
+        }
+        on_logits(i, all);
         break;
+      }
       case Kind::Spec: {
         on_logits(i, seq(s.seq).extend(s.tokens));
-        if (s.n > 0) seq(s.seq).truncate(s.n);
+        const int64_t n = std::clamp<int64_t>(s.n + departure.spec_by, 0, seq(s.seq).length());
+        if (n > 0) seq(s.seq).truncate(n);
         break;
       }
       case Kind::Batch: {
@@ -69,7 +93,8 @@ void run_oracle(const Model& model, const Plan& plan, size_t steps, const std::v
       case Kind::Fork: {
         // A fresh forward of the prefix: the source's oracle cut back to it (the prefix property).
         auto copy = std::make_unique<SequenceOracle<T>>(seq(s.from));
-        if (copy->length() > s.n) copy->truncate(copy->length() - s.n);
+        const int64_t keep = std::clamp<int64_t>(s.n + departure.fork_by, 0, copy->length());
+        if (copy->length() > keep) copy->truncate(copy->length() - keep);
         seqs[s.seq] = std::move(copy);
         break;
       }
@@ -81,10 +106,10 @@ void run_oracle(const Model& model, const Plan& plan, size_t steps, const std::v
 }
 
 // The max error of the recorded logits against an oracle variant over every recorded extend.
-double variant_error(const Model& model, const Plan& plan, const Recorded& rec, const std::vector<Loss>& losses,
+double variant_error(const Model& model, const Plan& plan, const Recorded& rec, const Departure& departure,
                      const OracleOptions& options) {
   double worst = 0;
-  run_oracle<double>(model, plan, rec.logits.size(), losses, options,
+  run_oracle<double>(model, plan, rec.logits.size(), departure, options,
                      [&](size_t i, const std::vector<double>& want) {
                        const std::vector<float>& got = rec.logits[i];
                        const size_t vocab = static_cast<size_t>(model.config.vocab);
@@ -127,6 +152,22 @@ std::string diagnose(const Model& model, const Plan& plan, const Recorded& rec, 
   for (const Variant& v : variants)
     if (variant_error(model, plan, rec, {}, v.options) <= bound) fits += (fits.empty() ? "consistent with " : " or with ") + v.explanation;
   if (!fits.empty()) return fits;
+  // A serving operation done wrong, with the window right.
+  struct Operation {
+    Kind kind;
+    std::string explanation;
+    Departure departure;
+  };
+  std::vector<Operation> operations{
+      {Kind::Chunked, "the window restarting at each chunk of the chunked extends (a chunk's sliding layers see no key before it)", {{}, true, 0, 0}},
+      {Kind::Fork, "the forks starting one token short of their prefix", {{}, false, -1, 0}},
+      {Kind::Fork, "the forks starting one token past their prefix", {{}, false, 1, 0}},
+      {Kind::Spec, "the spec cycles rolling back one token more than they reject", {{}, false, 0, 1}},
+      {Kind::Spec, "the spec cycles rolling back one token less than they reject", {{}, false, 0, -1}}};
+  for (const Operation& op : operations)
+    if (uses(plan, op.kind) && variant_error(model, plan, rec, op.departure, {}) <= bound)
+      fits += (fits.empty() ? "consistent with " : " or with ") + op.explanation;
+  if (!fits.empty()) return fits;
   // Keys lost at a rollback or reload: from the step on, that sequence's sliding layers see no key
   // before some position P. The smallest loss that explains the logits is named.
   Lengths len;
@@ -136,7 +177,7 @@ std::string diagnose(const Model& model, const Plan& plan, const Recorded& rec, 
     if ((s.kind != Kind::Rollback && s.kind != Kind::Reload) || !any_sliding) continue;
     const int64_t L = len[s.seq];
     for (int64_t p = L; p >= std::max<int64_t>(0, L - 2 * c.sliding_window - 2); --p) {
-      if (variant_error(model, plan, rec, {{i, p}}, {}) <= bound)
+      if (variant_error(model, plan, rec, Departure{{{i, p}}}, {}) <= bound)
         return "consistent with the " + std::string(to_string(s.kind)) + " at step " + std::to_string(i) +
                " losing keys: from position " + std::to_string(L) + " on, the sliding layers see no key before position " +
                std::to_string(p) + " (the window wants " + std::to_string(std::max<int64_t>(0, L - c.sliding_window + 1)) + ")";

@@ -322,8 +322,11 @@ TEST(Plans, TheServingOperationsNameTheirBadField) {
 }
 
 TEST(EngineCheck, TheOracleEnginePassesEveryServingPlanAndEachOperationMutantFailsIt) {
-  for (auto [prefix, mutant] : {std::pair{"fork_", "fork-shared"}, {"fork_", "fork-prefix"}, {"chunked_", "chunked-restart"},
-                                {"spec_", "spec-rollback"}, {"batch", "batch-offset"}}) {
+  // The diagnosis each mutant gets ("" where none of the named departures explains it).
+  for (auto [prefix, mutant, diagnosis] :
+       {std::tuple{"fork_", "fork-shared", ""}, {"fork_", "fork-prefix", "consistent with the forks starting one token short of their prefix"},
+        {"chunked_", "chunked-restart", "consistent with the window restarting at each chunk"},
+        {"spec_", "spec-rollback", "consistent with the spec cycles rolling back one token more than they reject"}, {"batch", "batch-offset", ""}}) {
     const Model m = load_model(gemma2_dir());
     int plans = 0;
     for (const Plan& plan : fixed_plans("gemma2-w4", m.config.sliding_window, m.config.vocab)) {
@@ -334,6 +337,7 @@ TEST(EngineCheck, TheOracleEnginePassesEveryServingPlanAndEachOperationMutantFai
       const auto bad = run_oracle_engine(plan, nlohmann::json::object(), mutant);
       EXPECT_EQ(bad.status, report::Status::Fail) << plan.name << " under " << mutant << ": " << bad.message;
       EXPECT_NE(bad.message.find("step "), std::string::npos) << bad.message;
+      EXPECT_NE(bad.message.find(*diagnosis ? diagnosis : "no single explanation fits"), std::string::npos) << mutant << ": " << bad.message;
     }
     EXPECT_GT(plans, 0) << prefix;
   }
