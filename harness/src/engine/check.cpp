@@ -369,7 +369,9 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
     msg = stopped + " (" + summary + " before it)";
   } else {
     const std::string why = diagnose(model, plan, rec, bound);
-    msg = failure + (why.empty() ? "; no single explanation fits (window W-1, W+1, full attention on sliding layers, the window on full layers, lost keys)"
+    const bool serving = uses(plan, Kind::Fork) || uses(plan, Kind::Chunked) || uses(plan, Kind::Spec);
+    msg = failure + (why.empty() ? "; no single explanation fits (window W-1, W+1, full attention on sliding layers, the window on full layers, lost keys" +
+                                       std::string(serving ? ", a serving operation done wrong)" : ")")
                                  : "; " + why);
     if (!stopped.empty()) msg += "; then " + stopped;
   }
