@@ -36,8 +36,7 @@ import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from kvc_engine import Engine, Unsupported, mutate_hf_config, serve  # noqa: E402
+from kvconform import Engine, Unsupported, mutate_hf_config, serve_engine
 
 with contextlib.redirect_stdout(sys.stderr):
     import numpy as np
@@ -154,4 +153,4 @@ class ExecutorchEngine(Engine):
 
 
 if __name__ == "__main__":
-    serve(ExecutorchEngine())
+    serve_engine(ExecutorchEngine())

@@ -2,7 +2,7 @@
 """A small driver for engine workers (docs/engines.md): runs plans, compares each new position's
 logits with transformers' float64 no-cache forward, prints the max abs error per configuration.
 
-    python3 engines/llama_cpp/drive.py --worker build-llama/kvc_llama_worker --zoo /tmp/kvc-zoo \
+    PYTHONPATH=python python3 engines/llama_cpp/drive.py --worker build-llama/kvc_llama_worker --zoo /tmp/kvc-zoo \
         [--ref-python golden/.venv-5.24.0/bin/python] [--only NAME] [--json OUT]
 
 Not the harness (which judges against its own float64 oracle): a quick, self-contained check for
@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import random
-import struct
 import subprocess
 import sys
 import tempfile
@@ -21,36 +20,28 @@ import time
 
 import numpy as np
 
+from kvconform.protocol import Client
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 
 
 class Worker:
+    """The worker over kvconform.protocol's Client; its stderr to $DRIVE_STDERR (default: dropped)."""
+
     def __init__(self, argv, env=None):
         self.argv = argv
-        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=open(os.environ.get("DRIVE_STDERR", os.devnull), "ab"), env=env)
+        self.client = Client(argv, env=env, stderr=open(os.environ.get("DRIVE_STDERR", os.devnull), "ab"))
 
     def call(self, h):
-        b = json.dumps(h).encode()
-        self.p.stdin.write(struct.pack("<I", len(b)) + b)
-        self.p.stdin.flush()
-        n = self.p.stdout.read(4)
-        if len(n) < 4:
-            raise RuntimeError(f"worker died (rc {self.p.poll()})")
-        r = json.loads(self.p.stdout.read(struct.unpack("<I", n)[0]))
-        bufs = []
-        for d in r.get("buffers", []):
-            data = self.p.stdout.read(d["nbytes"])
-            bufs.append(np.frombuffer(data, dtype=np.float32).reshape(d["shape"]))
-        return r, bufs
+        r, bufs = self.client.request(h, check=False)
+        return r, [np.frombuffer(data, dtype=np.float32).reshape(shape) for _, shape, data in bufs.values()]
 
     def close(self):
         try:
-            self.p.stdin.close()
-            self.p.wait(timeout=10)
+            self.client.close()
         except Exception:
-            self.p.kill()
+            self.client.process.kill()
 
 
 class Reference:

@@ -17,6 +17,15 @@
 // Mutants override the architecture's `<arch>.attention.sliding_window` key at load
 // (llama_model_kv_override): window±1, or a window larger than any plan ("full"); the loaded
 // model's llama_model_n_swa is checked against the intent.
+//
+// Serving operations: fork is llama_memory_seq_cp of the source's positions [0, length) after the
+// target's llama_memory_seq_rm (without kv_unified: of the whole source, then the tail removed); chunked is one llama_decode per chunk (a caller's n_batch, each
+// chunk then split by n_ubatch); spec is an extend then a rollback; batch is one llama_batch holding
+// every item's tokens under its own seq_id and positions (split only where it exceeds n_batch).
+// Operation mutants: fork-prefix copies one position short, chunked-restart removes the sequence's
+// cells before each chunk (llama_memory_seq_rm [0, chunk start)), spec-rollback removes one token
+// more than rejected, batch-offset positions every item at the first item's length; fork-shared is
+// refused (seq_cp already shares cells: there is no copy to skip).
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -270,7 +279,12 @@ class Engine {
       // "full": a window larger than any plan, so sliding layers see everything; not far larger, as
       // llama.cpp sizes the SWA cache from n_swa * n_seq_max in uint32 arithmetic.
       else if (mutant == "full") want_swa = std::max<int64_t>(int64_t(1) << 20, max_tokens + 1);
-      else throw std::runtime_error("unknown mutant \"" + mutant + "\" (none, window+1, window-1, full)");
+      else if (mutant == "fork-shared") throw Unsupported("fork-shared: llama_memory_seq_cp shares cells by design, there is no copy to skip");
+      else if (mutant == "fork-prefix" || mutant == "chunked-restart" || mutant == "spec-rollback" || mutant == "batch-offset") want_swa = -1;
+      else throw std::runtime_error("unknown mutant \"" + mutant + "\" (none, window+1, window-1, full, fork-prefix, chunked-restart, spec-rollback, batch-offset)");
+    }
+    operation_mutant_ = want_swa == -1 ? mutant : "none";
+    if (want_swa != -1 && mutant != "none") {
       if (window <= 0) throw Unsupported("the checkpoint has no sliding_window to mutate");
       llama_model_kv_override o{};
       o.tag = LLAMA_KV_OVERRIDE_TYPE_INT;
@@ -287,7 +301,7 @@ class Engine {
     if (!model_) throw std::runtime_error("llama_model_load_from_file failed for " + gguf + " (see stderr)");
 
     const int32_t n_swa = llama_model_n_swa(model_);
-    if (mutant != "none") {
+    if (mutant != "none" && operation_mutant_ == "none") {
       if (n_swa == 0)
         throw Unsupported("llama.cpp runs architecture \"" + arch + "\" without a sliding window (llama_model_n_swa = 0): " +
                           arch + ".attention.sliding_window is not read, so there is no window to mutate");
@@ -301,6 +315,7 @@ class Engine {
       throw Unsupported("llama_init_from_model refused the context (options " + options.dump() + "): " + last_error());
     }
     mem_ = llama_get_memory(ctx_);
+    kv_unified_ = cp.kv_unified || sequences == 1;
     vocab_ = llama_vocab_n_tokens(llama_model_get_vocab(model_));
     n_swa_ = n_swa;
     n_batch_ = int32_t(llama_n_batch(ctx_));
@@ -365,6 +380,83 @@ class Engine {
     return out;
   }
 
+  // Several sequences' tokens in llama_batch calls of at most n_batch tokens (chunked: of `chunk`
+  // tokens, one llama_decode per chunk); the logits of every new position, item after item.
+  std::vector<float> decode(const std::vector<std::pair<int, std::vector<llama_token>>>& items, size_t chunk, bool chunked) {
+    struct Tok {
+      int seq;
+      llama_pos pos;
+      llama_token token;
+    };
+    std::vector<Tok> all;
+    for (const auto& [seq, tokens] : items) {
+      check_seq(seq);
+      const int64_t base = operation_mutant_ == "batch-offset" ? len_[size_t(items[0].first)] : len_[size_t(seq)];
+      for (size_t k = 0; k < tokens.size(); ++k) all.push_back({seq, llama_pos(base + int64_t(k)), tokens[k]});
+    }
+    std::vector<float> out(all.size() * size_t(vocab_));
+    const size_t group = std::max<size_t>(1, std::min(size_t(n_batch_), chunk));
+    for (size_t g = 0; g < all.size(); g += group) {
+      const size_t n = std::min(group, all.size() - g);
+      if (chunked && operation_mutant_ == "chunked-restart" && all[g].pos > 0) llama_memory_seq_rm(mem_, all[g].seq, 0, all[g].pos);
+      batch_.n_tokens = int32_t(n);
+      for (size_t i = 0; i < n; ++i) {
+        batch_.token[i] = all[g + i].token;
+        batch_.pos[i] = all[g + i].pos;
+        batch_.n_seq_id[i] = 1;
+        batch_.seq_id[i][0] = all[g + i].seq;
+        batch_.logits[i] = 1;
+      }
+      const int32_t rc = llama_decode(ctx_, batch_);
+      if (rc != 0) {
+        // The batch may be partly in the cache: each sequence's length is what the memory now says.
+        for (const auto& [seq, tokens] : items) {
+          const llama_pos pmax = llama_memory_seq_pos_max(mem_, seq);
+          len_[size_t(seq)] = pmax < 0 ? 0 : int64_t(pmax) + 1;
+        }
+        throw std::runtime_error("llama_decode returned " + std::to_string(rc) + " (" + std::to_string(n) + " tokens, the first of seq " +
+                                 std::to_string(all[g].seq) + " at position " + std::to_string(all[g].pos) + "): " + last_error());
+      }
+      for (size_t i = 0; i < n; ++i) {
+        const float* l = llama_get_logits_ith(ctx_, int32_t(i));
+        if (!l) throw std::runtime_error("llama_get_logits_ith(" + std::to_string(i) + ") returned NULL");
+        std::memcpy(out.data() + (g + i) * size_t(vocab_), l, sizeof(float) * size_t(vocab_));
+      }
+    }
+    for (const auto& [seq, tokens] : items) len_[size_t(seq)] += int64_t(tokens.size());
+    return out;
+  }
+
+  void fork(int seq, int from, int64_t length) {
+    check_seq(seq);
+    check_seq(from);
+    if (seq == from || length < 0 || length > len_[size_t(from)])
+      throw std::runtime_error("fork of " + std::to_string(length) + " tokens of seq " + std::to_string(from) + " (" +
+                               std::to_string(len_[size_t(from)]) + " tokens) into seq " + std::to_string(seq));
+    const int64_t keep = operation_mutant_ == "fork-prefix" ? std::max<int64_t>(0, length - 1) : length;
+    if (!llama_memory_seq_rm(mem_, seq, -1, -1)) throw std::runtime_error("llama_memory_seq_rm of the fork's target returned false");
+    len_[size_t(seq)] = 0;
+    // llama.cpp copies a partial range only between sequences of one stream (kv_unified); across
+    // streams (the default with n_seq_max > 1) a partial seq_cp aborts the process (GGML_ASSERT
+    // "seq_cp() is only supported for full KV buffers"). So the whole source is copied and the tail
+    // removed, as a caller of the non-unified cache must; kv_unified copies the range itself.
+    if (keep > 0) {
+      if (kv_unified_) {
+        llama_memory_seq_cp(mem_, from, seq, 0, llama_pos(keep));
+      } else {
+        llama_memory_seq_cp(mem_, from, seq, -1, -1);
+        if (keep < len_[size_t(from)] && !llama_memory_seq_rm(mem_, seq, llama_pos(keep), -1))
+          throw Unsupported("fork: llama_memory_seq_rm(seq " + std::to_string(seq) + ", p0 " + std::to_string(keep) +
+                            ", p1 -1) after copying the whole source returned false: " + last_error());
+      }
+    }
+    len_[size_t(seq)] = keep;
+    const llama_pos pmax = llama_memory_seq_pos_max(mem_, seq);
+    if (int64_t(pmax) + 1 != keep)
+      throw Unsupported("after llama_memory_seq_cp(" + std::to_string(from) + " -> " + std::to_string(seq) + ", [0, " + std::to_string(keep) +
+                        ")) the target ends at position " + std::to_string(pmax) + ": " + last_error());
+  }
+
   void rollback(int seq, int64_t n) {
     check_seq(seq);
     int64_t& len = len_[size_t(seq)];
@@ -413,6 +505,8 @@ class Engine {
   }
 
   int32_t vocab() const { return vocab_; }
+  const std::string& operation_mutant() const { return operation_mutant_; }
+  int64_t length(int seq) const { return len_.at(size_t(seq)); }
 
   static std::string& last_error_ref() {
     static std::string s;
@@ -475,6 +569,8 @@ class Engine {
   int32_t n_batch_ = 0;
   int32_t n_swa_ = 0;
   bool rollback_check_ = false;
+  std::string operation_mutant_ = "none";
+  bool kv_unified_ = false;
   std::vector<int64_t> len_;
 };
 
@@ -533,7 +629,7 @@ int main(int argc, char** argv) {
               {"name", "llama.cpp"},
               {"version", "llama-cpp-python " KVC_LLAMA_VERSION " (llama.cpp " KVC_LLAMA_COMMIT ")"},
               {"description", std::string("llama.cpp through llama.h, CPU (") + llama_print_system_info() + ")"},
-              {"operations", {"rollback", "reload", "sequences"}}});
+              {"operations", {"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch"}}});
       } else if (op == "load") {
         send(engine.load(h));
       } else if (op == "extend") {
@@ -543,6 +639,26 @@ int main(int argc, char** argv) {
         send({{"status", "ok"},
               {"buffers", {{{"name", "logits"}, {"dtype", "float32"}, {"shape", {tokens.size(), engine.vocab()}}, {"nbytes", nbytes}}}}},
              logits.data(), nbytes);
+      } else if (op == "chunked" || op == "spec" || op == "batch") {
+        std::vector<std::pair<int, std::vector<llama_token>>> items;
+        if (op == "batch")
+          for (const json& item : h.at("items")) items.push_back({item.at("seq").get<int>(), item.at("tokens").get<std::vector<llama_token>>()});
+        else
+          items.push_back({h.at("seq").get<int>(), h.at("tokens").get<std::vector<llama_token>>()});
+        const int64_t chunk = op == "chunked" ? h.at("chunk").get<int64_t>() : int64_t(1) << 40;
+        if (chunk <= 0) throw std::runtime_error("chunk must be positive");
+        std::vector<float> logits = engine.decode(items, size_t(chunk), op == "chunked");
+        if (op == "spec") {
+          const int64_t n = h.at("n").get<int64_t>() + (engine.operation_mutant() == "spec-rollback" ? 1 : 0);
+          engine.rollback(items[0].first, std::min<int64_t>(n, engine.length(items[0].first)));
+        }
+        const size_t nbytes = logits.size() * sizeof(float);
+        send({{"status", "ok"},
+              {"buffers", {{{"name", "logits"}, {"dtype", "float32"}, {"shape", {logits.size() / size_t(engine.vocab()), engine.vocab()}}, {"nbytes", nbytes}}}}},
+             logits.data(), nbytes);
+      } else if (op == "fork") {
+        engine.fork(h.at("seq").get<int>(), h.at("from").get<int>(), h.at("length").get<int64_t>());
+        send({{"status", "ok"}});
       } else if (op == "rollback") {
         engine.rollback(h.at("seq").get<int>(), h.at("n").get<int64_t>());
         send({{"status", "ok"}});

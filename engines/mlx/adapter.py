@@ -30,10 +30,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from kvc_engine import Engine, Unsupported, mutated_window, serve  # noqa: E402
+import contextlib
 
-import contextlib  # noqa: E402
+from kvconform import Engine, Unsupported, mutated_window, serve_engine
 
 with contextlib.redirect_stdout(sys.stderr):  # stdout belongs to the protocol, even while importing
     import mlx.core as mx
@@ -140,4 +139,4 @@ class MlxEngine(Engine):
 
 
 if __name__ == "__main__":
-    serve(MlxEngine())
+    serve_engine(MlxEngine())

@@ -4,7 +4,7 @@ hand-written plans on the tiny zoo, and compares every extend's logits with tran
 no-cache forward (engines/transformers/nocache_forward.py). Run it with a golden venv's python:
 
     MLXPY=$(engines/setup_env.sh mlx)
-    golden/.venv-5.24.0/bin/python engines/mlx/drive.py ZOO_DIR [--worker "$MLXPY engines/mlx/adapter.py"]
+    PYTHONPATH=python golden/.venv-5.24.0/bin/python engines/mlx/drive.py ZOO_DIR [--worker "$MLXPY engines/mlx/adapter.py"]
         [--only MODEL] [--plans a,b] [--mutants] [--exact] [--json OUT] [--show-steps]
 
 Per model and plan, one line: the max abs logit error over all extends, the first step where it
@@ -15,11 +15,11 @@ import argparse
 import json
 import os
 import shlex
-import struct
-import subprocess
 import sys
 
 import numpy as np
+
+from kvconform.protocol import Client
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -72,27 +72,17 @@ MUTANT_PLANS = ("prefill_gt_window", "multi_after_full", "decode_only")
 
 
 class Worker:
+    """The worker over kvconform.protocol's Client: replies as (header, {name: bytes})."""
+
     def __init__(self, cmd):
-        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.client = Client(cmd)
 
     def call(self, header):
-        data = json.dumps(header).encode()
-        self.p.stdin.write(struct.pack("<I", len(data)) + data)
-        self.p.stdin.flush()
-        (n,) = struct.unpack("<I", self._read(4))
-        h = json.loads(self._read(n))
-        bufs = {b["name"]: self._read(b["nbytes"]) for b in h.get("buffers", [])}
-        return h, bufs
-
-    def _read(self, n):
-        b = self.p.stdout.read(n)
-        if len(b) != n:
-            raise RuntimeError(f"worker died (rc={self.p.poll()})")
-        return b
+        h, bufs = self.client.request(header, check=False)
+        return h, {name: data for name, (_, _, data) in bufs.items()}
 
     def close(self):
-        self.p.stdin.close()
-        self.p.wait(timeout=30)
+        self.client.close()
 
 
 class Reference:

@@ -46,8 +46,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from kvc_engine import Engine, Unsupported, mutated_window, serve  # noqa: E402
+from kvconform import Engine, Unsupported, mutated_window, serve_engine
 
 with contextlib.redirect_stdout(sys.stderr):
     import numpy as np
@@ -252,4 +251,4 @@ class OrtGenaiEngine(Engine):
 
 
 if __name__ == "__main__":
-    serve(OrtGenaiEngine())
+    serve_engine(OrtGenaiEngine())

@@ -33,22 +33,29 @@ Operations: rollback crops each cache with the release's Cache.crop (4.x/5.13: c
 cache that is not croppable, or an exception from crop, is answered unsupported with transformers'
 message.
 reload pickles the cache to an in-memory buffer with torch.save, drops it and torch.load's it back.
-reset builds new caches. Mutants (kvconform mutants window+1, window-1, full) change the config
-before the model is built: sliding_window = W +- 1, or every layer full attention (layer_types all
-"full_attention" where the config has layer_types, else sliding_window = None).
+reset builds new caches.
+fork deep-copies the source's cache (transformers' own prefix-reuse recipe: copy.deepcopy of a
+prompt cache) and crops the copy to the prefix (unsupported where crop is). chunked runs one
+generate-style forward per chunk on the sequence's cache. spec is an extend then a rollback. With
+left_padding > 0 these three are unsupported. No batch: the adapter keeps one cache per sequence.
+Mutants (kvconform mutants window+1, window-1, full) change the config before the model is built:
+sliding_window = W +- 1, or every layer full attention (layer_types all "full_attention" where the
+config has layer_types, else sliding_window = None). The operation mutants: fork-shared (the fork
+uses the source's cache object itself), fork-prefix (the copy is cropped one token short),
+chunked-restart (every chunk after the first starts on a new, empty cache), spec-rollback (a cycle
+crops one token more than it rejected); batch-offset is refused (kvconform.Engine: no batch here).
 """
+import copy
 import inspect
 import io
 import os
-import sys
 
 import torch
 import transformers
 from transformers import AutoConfig, AutoModelForCausalLM
 from transformers import cache_utils
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from kvc_engine import Engine, Unsupported, mutate_hf_config, serve  # noqa: E402
+from kvconform import Engine, Unsupported, mutate_hf_config, serve_engine
 
 OPTIONS = {"cache": ("dynamic", "static", "hybrid"), "attention": ("eager", "sdpa", "flex"),
            "dtype": ("float32", "float64"), "left_padding": None, "record_past": (False, True),
@@ -87,7 +94,7 @@ class TransformersEngine(Engine):
                    f"generate-style model({_forward_args()}, use_cache=True) forwards; "
                    "options cache=dynamic|static|hybrid, attention=eager|sdpa|flex, dtype=float32|float64, "
                    "left_padding=P, record_past=false|true, crop=checked|unchecked")
-    operations = ("rollback", "reload", "sequences")
+    operations = ("rollback", "reload", "sequences", "fork", "chunked", "spec")
 
     def __init__(self):
         self.model = None
@@ -115,6 +122,7 @@ class TransformersEngine(Engine):
 
         cfg = AutoConfig.from_pretrained(model_dir)
         mutate_hf_config(cfg, mutant)
+        self.mutant = mutant
         self.model = None
         key = (os.path.realpath(model_dir), os.path.getmtime(os.path.join(model_dir, "model.safetensors")), mutant,
                o["attention"], o["dtype"])
@@ -245,6 +253,42 @@ class TransformersEngine(Engine):
             cache, s.ref_cache = s.ref_cache, None
             s.ref_cache = roundtrip(cache)
 
+    # ---- serving operations -------------------------------------------------------------------------
+    def _unpadded(self, op):
+        if self.P:
+            raise Unsupported(f"{op} with left_padding is not supported by this adapter")
+
+    def fork(self, seq, source, length):
+        self._unpadded("fork")
+        src, dst = self._seq(source), self._seq(seq)
+        if not 0 <= length <= src.n:
+            raise ValueError(f"fork of {length} tokens from a sequence of {src.n}")
+        cache = src.cache if self.mutant == "fork-shared" else copy.deepcopy(src.cache)
+        keep = max(length - 1, 0) if self.mutant == "fork-prefix" else length
+        if keep < src.n:
+            self._crop(cache, src.n - keep, keep)
+        dst.cache, dst.ref_cache, dst.n, dst.padded = cache, None, keep, False
+
+    def chunked(self, seq, tokens, chunk):
+        self._unpadded("chunked")
+        if chunk <= 0:
+            raise ValueError(f"chunk {chunk} is not positive")
+        parts = []
+        for at in range(0, len(tokens), chunk):
+            if at and self.mutant == "chunked-restart":
+                s = self._seq(seq)
+                s.cache, s.n = self._new_cache(), 0
+            parts.append(self.extend(seq, tokens[at:at + chunk]))
+        return b"".join(parts)
+
+    def spec(self, seq, tokens, n):
+        self._unpadded("spec")
+        logits = self.extend(seq, tokens)
+        n = min(n + 1, self._seq(seq).n) if self.mutant == "spec-rollback" else n
+        if n:
+            self.rollback(seq, n)
+        return logits
+
 
 if __name__ == "__main__":
-    serve(TransformersEngine())
+    serve_engine(TransformersEngine())

@@ -15,15 +15,13 @@ tensors during the forward (what is left of the islands).
 """
 import argparse
 import json
-import os
 import sys
 
 import torch
 import transformers
 from transformers import AutoModelForCausalLM
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import exact64  # noqa: E402
+import exact64  # a sibling: the script's folder is on sys.path
 
 
 def load_float64(model_dir, exact, **overrides):

@@ -23,9 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BOUND = 1e-10
 RUN_RELEASE = """
 import os, sys
+import nocache_forward  # engines/transformers is on PYTHONPATH
 root, models_dir, tokens, tmp, v, *models = sys.argv[1:]
-sys.path.insert(0, os.path.join(root, "engines/transformers"))
-import nocache_forward
 tokens = [int(t) for t in tokens.split(",")]
 for mode in ("plain", "exact"):
     for m in models:
@@ -58,7 +57,8 @@ def main():
             py = os.path.join(ROOT, f"golden/.venv-{v}/bin/python")
             if os.path.exists(py):
                 subprocess.run([py, "-c", RUN_RELEASE, ROOT, a.models, tokens, tmp, v] + models, check=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "engines", "transformers")))
         for model in models:
             mdir = os.path.join(a.models, model)
             if not os.path.isfile(os.path.join(mdir, "config.json")):

@@ -120,9 +120,8 @@ def main():
     ap.add_argument("models_dir")
     ap.add_argument("--n", type=int, default=100)
     a = ap.parse_args()
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import transformers
-    import nocache_forward as nf
+    import nocache_forward as nf  # a sibling: the script's folder is on sys.path
     toks = [(7 * i * i + 3 * i + 5) % 253 + 3 for i in range(a.n)]
     names = sorted(os.listdir(a.models_dir))
     plain = {m: nf.forward(nf.load_float64(os.path.join(a.models_dir, m), False)[0], toks) for m in names}

@@ -2,7 +2,7 @@
 """Self-check of the transformers adapter, in-process (no harness, no pytest).
 
     python3 engines/models/make_models.py /tmp/kvc-models
-    golden/.venv-5.24.0/bin/python engines/transformers/selfcheck.py /tmp/kvc-models \
+    PYTHONPATH=python golden/.venv-5.24.0/bin/python engines/transformers/selfcheck.py /tmp/kvc-models \
         [--models gemma2-w4,...] [--caches dynamic,static,hybrid] [--attentions eager,sdpa,flex]
         [--paddings 0,3] [--plans base,reload,rollback,rollback-early] [--mutants] [--record-past]
         [--unchecked-crop]
@@ -26,10 +26,9 @@ import numpy as np
 import torch
 import transformers
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from adapter import TransformersEngine  # noqa: E402
-from kvc_engine import Unsupported  # noqa: E402
-from nocache_forward import forward, load_float64  # noqa: E402
+from adapter import TransformersEngine  # siblings: the script's folder is on sys.path
+from kvconform import Unsupported
+from nocache_forward import forward, load_float64
 
 ATOL = 1e-4
 BASE = [("extend", 7), ("extend", 1), ("extend", 1), ("extend", 5)] + [("extend", 1)] * 30

@@ -37,8 +37,7 @@ import os
 import sys
 import zlib
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-import kvconform  # noqa: E402  (the project's package, from the checkout: nothing installed into the venv)
+import kvconform  # the checkout's python/ package: kvconform puts it on its workers' PYTHONPATH
 
 BLOCK = 32  # the backend's block size (get_supported_kernel_block_sizes: multiples of 32)
 SPARE_BLOCKS = 3  # unused blocks in the pool, so the table must be followed, not just counted

@@ -13,34 +13,60 @@ namespace kvc::engine {
 
 using Kind = PlanStep::Kind;
 
-Plan plan_from_draw(const std::string& model, const std::vector<std::tuple<int, int, int>>& draw, int64_t vocab, uint64_t seed,
-                    bool rollback, bool reload, bool sequences) {
+Plan plan_from_draw(const std::string& model, const std::vector<DrawnStep>& draw, int64_t vocab, int64_t window, uint64_t seed,
+                    const std::vector<std::string>& operations) {
+  auto has = [&](const char* op) { return std::find(operations.begin(), operations.end(), op) != operations.end(); };
+  const bool rollback = has("rollback"), reload = has("reload"), sequences = has("sequences");
+  const int64_t w = std::max<int64_t>(window, 1);
   Plan p{"campaign", model, {}};
-  std::map<int64_t, int64_t> len;
+  Lengths len;
   uint64_t salt = 0;
-  for (const auto& [kind, size, seq_draw] : draw) {
+  auto tokens = [&](int64_t n, int size) { return tokens_for(seed, salt * 1000003 + static_cast<uint64_t>(size), n, vocab); };
+  for (const DrawnStep& d : draw) {
     PlanStep s;
-    s.seq = sequences ? seq_draw : 0;
+    s.seq = sequences ? d.seq : 0;
     ++salt;
+    const int64_t size = d.size, v = d.variant % 8, other = 1 - s.seq;
     // kinds 0-5 extend (size tokens), 6 a long extend (size x 16), 7 rollback (size), 8 reload,
-    // 9 reset, 10 a deep rollback (size x 16: behind what a sliding cache keeps)
-    if ((kind == 7 || kind == 10) && rollback && len[s.seq] > 0) {
+    // 9 reset, 10 a deep rollback (size x 16: behind what a sliding cache keeps), 11 fork (from the
+    // other sequence, at the variant's edge), 12 chunked (size tokens, the variant's chunk), 13 spec
+    // (a draft of size tokens, the variant's rejections), 14 batch (size tokens and the variant's
+    // count on the other sequence)
+    if ((d.kind == 7 || d.kind == 10) && rollback && len[s.seq] > 0) {
       s.kind = Kind::Rollback;
-      s.n = std::min<int64_t>(kind == 10 ? 16 * size : size, len[s.seq]);
-      len[s.seq] -= s.n;
-    } else if (kind == 8 && reload && len[s.seq] > 0) {
+      s.n = std::min<int64_t>(d.kind == 10 ? 16 * size : size, len[s.seq]);
+    } else if (d.kind == 8 && reload && len[s.seq] > 0) {
       s.kind = Kind::Reload;
-    } else if (kind == 9) {
+    } else if (d.kind == 9) {
       s.kind = Kind::Reset;
-      len.clear();
+    } else if (d.kind == 11 && has("fork") && sequences && len[other] > 0) {
+      const int64_t L = len[other], last_block = ((L - 1) / kBlock) * kBlock;
+      const int64_t at[] = {L, w - 1, w, w + 1, kBlock - 1, kBlock, kBlock + 1, last_block + (L - last_block + 1) / 2};
+      s.kind = Kind::Fork;
+      s.from = other;
+      s.n = std::clamp<int64_t>(at[v], 1, L);
+    } else if (d.kind == 12 && has("chunked")) {
+      const int64_t chunk[] = {w, 1, w - 1, w + 1, 2 * w, 2 * w + 1, 3, w + 2};
+      s.kind = Kind::Chunked;
+      s.tokens = tokens(size, d.size);
+      s.chunk = std::max<int64_t>(1, chunk[v]);
+    } else if (d.kind == 13 && has("spec")) {
+      const int64_t rejected[] = {1, 0, w - 1, w, w + 1, size, size - 1, 2 * w};
+      s.kind = Kind::Spec;
+      s.tokens = tokens(size, d.size);
+      s.n = std::clamp<int64_t>(rejected[v], 0, size);
+    } else if (d.kind == 14 && has("batch") && sequences) {
+      const int64_t count[] = {1, 2, w - 1, w, w + 1, 2 * w + 1, 3, 5};
+      s.kind = Kind::Batch;
+      s.items.push_back({s.seq, tokens(size, d.size)});
+      s.items.push_back({other, tokens_for(seed ^ 0x5bd1e995u, salt, std::max<int64_t>(1, count[v]), vocab)});
     } else {
-      const int64_t n = kind == 6 ? 16 * size : size;
-      s.tokens = tokens_for(seed, salt * 1000003 + static_cast<uint64_t>(size), n, vocab);
-      len[s.seq] += n;
+      s.tokens = tokens(d.kind == 6 ? 16 * size : size, d.size);
     }
+    apply_step(s, len);
     p.steps.push_back(std::move(s));
   }
-  if (p.steps.empty() || std::all_of(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return s.kind != Kind::Extend; })) {
+  if (std::none_of(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return !new_positions(s, {}).empty(); })) {
     PlanStep s;
     s.tokens = tokens_for(seed, 0, 1, vocab);
     p.steps.push_back(s);
@@ -50,21 +76,24 @@ Plan plan_from_draw(const std::string& model, const std::vector<std::tuple<int, 
 
 namespace {
 
-using Draw = std::vector<std::tuple<int, int, int>>;
+using Draw = std::vector<DrawnStep>;
 
-// Plan i's raw draw: up to `size` (kind, size, seq) triples (plan_from_draw makes each a valid step).
+// Plan i's raw draw: up to `size` steps (plan_from_draw makes each a valid step).
 Draw draw_plan(const search::CaseId& id) {
   Rng r{seeds::case_seed(id.seed, static_cast<uint64_t>(id.index))};
   Draw d(static_cast<size_t>(r.in(0, id.size + 1)));
-  for (auto& [kind, size, seq] : d) {
-    kind = static_cast<int>(r.in(0, 11));
-    size = static_cast<int>(r.in(1, 41));
-    seq = static_cast<int>(r.in(0, 2));
+  for (DrawnStep& s : d) {
+    s.kind = static_cast<int>(r.in(0, 15));
+    s.size = static_cast<int>(r.in(1, 41));
+    s.seq = static_cast<int>(r.in(0, 2));
+    s.variant = static_cast<int>(r.in(0, 8));
   }
   return d;
 }
 
-// Smaller draws: one step fewer, then a step made an extend, shorter, or on sequence 0.
+// Smaller draws: one step fewer, then a step made an extend, shorter, on sequence 0, or its
+// operation's plainest variant (a fork of the whole source, chunks of W, one rejected draft token,
+// one token on the batch's other sequence).
 std::vector<Draw> simplifications(const Draw& d) {
   std::vector<Draw> out;
   for (size_t i = d.size(); i-- > 0;) {
@@ -73,24 +102,17 @@ std::vector<Draw> simplifications(const Draw& d) {
     out.push_back(std::move(s));
   }
   for (size_t i = 0; i < d.size(); ++i) {
-    const auto& [kind, size, seq] = d[i];
-    if (kind != 0) {
+    const DrawnStep& x = d[i];
+    auto with = [&](auto change) {
       Draw s = d;
-      std::get<0>(s[i]) = 0;
+      change(s[i]);
       out.push_back(std::move(s));
-    }
-    if (size > 1) {
-      Draw s = d;
-      std::get<1>(s[i]) = 1;
-      out.push_back(s);
-      std::get<1>(s[i]) = size / 2 > 1 ? size / 2 : 1;
-      if (size / 2 > 1) out.push_back(std::move(s));
-    }
-    if (seq != 0) {
-      Draw s = d;
-      std::get<2>(s[i]) = 0;
-      out.push_back(std::move(s));
-    }
+    };
+    if (x.kind != 0) with([](DrawnStep& s) { s.kind = 0; });
+    if (x.size > 1) with([](DrawnStep& s) { s.size = 1; });
+    if (x.size / 2 > 1) with([](DrawnStep& s) { s.size /= 2; });
+    if (x.seq != 0) with([](DrawnStep& s) { s.seq = 0; });
+    if (x.variant != 0) with([](DrawnStep& s) { s.variant = 0; });
   }
   return out;
 }
@@ -112,11 +134,13 @@ CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std
     r.message = hello.message;
     return out;
   }
-  const bool rollback = engine.supports("rollback"), reload = engine.supports("reload"), sequences = engine.supports("sequences");
+  std::vector<std::string> operations;
+  for (const auto& op : engine.info().value("operations", nlohmann::json::array()))
+    if (op.is_string()) operations.push_back(op);
   int passes = 0, skips = 0;
   double bound = 0;
   const auto check = [&](const Draw& draw, bool shrinking) -> std::optional<report::CaseResult> {
-    const Plan plan = plan_from_draw(model.config.name, draw, model.config.vocab, o.seed, rollback, reload, sequences);
+    const Plan plan = plan_from_draw(model.config.name, draw, model.config.vocab, model.config.sliding_window, o.seed, operations);
     report::CaseResult c;
     try {
       c = check_plan(engine, model, model_dir, plan, o.check);
@@ -142,7 +166,7 @@ CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std
     return out;
   }
   r.status = report::Status::Fail;
-  Plan shrunk = plan_from_draw(model.config.name, *found.failing, model.config.vocab, o.seed, rollback, reload, sequences);
+  Plan shrunk = plan_from_draw(model.config.name, *found.failing, model.config.vocab, model.config.sliding_window, o.seed, operations);
   shrunk.name = "campaign-shrunk";
   r.message = "shrunk to " + std::to_string(shrunk.steps.size()) + " steps: " + found.failure->message;
   r.detail = found.failure->detail;

@@ -123,8 +123,11 @@ Runner add_engine_command(CLI::App& app) {
       });
   cmd->add_option("--time-budget", a->time_budget, "Stop starting new cases after this many seconds (0: no limit)");
   cmd->add_option("--shard", a->shard, "i/n: run only the cases i, i+n, ... (or GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS)");
-  cmd->add_option("--mutant", a->mutant, "Tell the engine a wrong window: window+1, window-1, full (the suite must FAIL)")
-      ->check(CLI::IsMember({"none", "window+1", "window-1", "full"}));
+  cmd->add_option("--mutant", a->mutant,
+                  "Tell the engine a wrong window (window+1, window-1, full) or to do a serving operation wrong (fork-shared, fork-prefix, "
+                  "chunked-restart, spec-rollback, batch-offset): the suite must FAIL")
+      ->check(CLI::IsMember({"none", "window+1", "window-1", "full", "fork-shared", "fork-prefix", "chunked-restart", "spec-rollback",
+                             "batch-offset"}));
   cmd->add_option("--known", a->known, "Known engine deviations (default engines/known_deviations.json)");
   cmd->add_option("--save-cases", a->save_cases, "Write shrunk campaign failures as plan files into this folder");
   cmd->add_option("--timeout", a->timeout, "Seconds per engine request (default 120)");

@@ -14,15 +14,19 @@ uncompiled and without dynamo (`_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG`: transfor
 Explicit masks (the mask form) are not asked of it: KVC_ERR_UNSUPPORTED.
 `--window-delta N` gives the mask function a window of W + N: the mutant that must FAIL.
 """
+import argparse
 import functools
 
 import torch
 from torch.nn.attention import flex_attention as flex
 from transformers import masking_utils
 
-from kvc_protocol import Unsupported, arg, serve
+from kvconform import Unsupported
+from kvconform.serve import serve_handler
 
-DELTA = arg("window-delta", 0)
+_flags = argparse.ArgumentParser()
+_flags.add_argument("--window-delta", type=int, default=0)
+DELTA = _flags.parse_args().window_delta
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 # Eager flex_attention wraps its higher-order op in torch.compile(backend="eager") to trace the mask:
 # seconds (a minute under load) for every new shape. This flag calls the same op, the same dense
@@ -77,6 +81,6 @@ def warm_up():
 if __name__ == "__main__":
     import transformers
     warm_up()
-    serve("flex_attention" + (f"_window_plus_{DELTA}" if DELTA else ""),
+    serve_handler("flex_attention" + (f"_window_plus_{DELTA}" if DELTA else ""),
           f"torch {torch.__version__} flex_attention (eager) with transformers {transformers.__version__}'s flex block mask",
           attention)

@@ -18,14 +18,19 @@ Mapping of one kvconform step onto GQA (batch rows one by one, past/present in B
   products unchanged, the scale stays `head_dim ** -0.5`) and the padding is cut from the output;
 - chunked attention, explicit masks and float64 are not in the operator: KVC_ERR_UNSUPPORTED (SKIP).
 """
+import argparse
+
 import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-from kvc_protocol import Unsupported, arg, serve
+from kvconform import Unsupported
+from kvconform.serve import serve_handler
 
-LWS_OFFSET = arg("lws-offset", 0)
+_flags = argparse.ArgumentParser()
+_flags.add_argument("--lws-offset", type=int, default=0)
+LWS_OFFSET = _flags.parse_args().lws_offset
 try:
     import ml_dtypes
     BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -113,6 +118,6 @@ def attention(h, buffers):
 
 
 if __name__ == "__main__":
-    serve("onnxruntime_gqa" + (f"_lws_offset_{LWS_OFFSET}" if LWS_OFFSET else ""),
+    serve_handler("onnxruntime_gqa" + (f"_lws_offset_{LWS_OFFSET}" if LWS_OFFSET else ""),
           f"onnxruntime {ort.__version__} com.microsoft.GroupQueryAttention, local_window_size = W{LWS_OFFSET:+d}",
           attention)

@@ -1,14 +1,28 @@
-"""kvconform's Python entry point: write an attention kernel as a decorated function and check it
-with `pytest --kvconform` (docs/plugins.md, "From zero to a CI job with pytest").
+"""kvconform's Python entry point: attention kernels and inference engines checked by kvconform.
 
-    import kvconform
+Kernels (docs/plugins.md, "From zero to a CI job with pytest"): a decorated function, checked by
+`pytest --kvconform`:
 
     @kvconform.kernel(window="flash", layouts=["window", "key_padding_mask"])
     def attention(q, k, v, *, window_size, scale, key_padding_mask=None):
         ...
-"""
-from .kernel import CONVENTIONS, LAYOUTS, Kernel, Unsupported, kernel
-from .binary import NotFound, find as find_binary
 
-__all__ = ["kernel", "Kernel", "Unsupported", "CONVENTIONS", "LAYOUTS", "find_binary", "NotFound"]
-__version__ = "0.1.0"
+Engines (docs/engines.md, "The engine protocol"): a subclass of `kvconform.Engine`, served by
+`kvconform.serve_engine` and checked by `kvconform engine` or `pytest --kvconform-engine`:
+
+    class MyEngine(kvconform.Engine):
+        def load(self, model_dir, options, mutant, max_tokens, sequences): ...   # -> vocab size
+        def extend(self, seq, tokens): ...                                       # -> float32 logits bytes
+
+The framing both use is `kvconform.protocol`.
+"""
+from .binary import NotFound
+from .binary import find as find_binary
+from .engine import MUTANTS, Engine, Loaded, Rows, mutate_hf_config, mutated_window
+from .engine import serve as serve_engine
+from .kernel import CONVENTIONS, LAYOUTS, Kernel, kernel
+from .protocol import Unsupported
+
+__all__ = ["CONVENTIONS", "LAYOUTS", "MUTANTS", "Engine", "Kernel", "Loaded", "NotFound", "Rows", "Unsupported",
+           "find_binary", "kernel", "mutate_hf_config", "mutated_window", "serve_engine"]
+__version__ = "0.2.0"

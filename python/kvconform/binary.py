@@ -1,15 +1,19 @@
 """Finding the kvconform binary: an explicit path, $KVCONFORM_BIN, PATH, then a checkout's build."""
+from __future__ import annotations
+
 import os
 import shutil
+from typing import Iterator, Optional
 
 CHECKOUT_BUILD = os.path.join("build", "harness", "cli", "kvconform")
 
 
 class NotFound(Exception):
-    pass
+    """No kvconform binary (or checkout) where one was looked for; the message names every place."""
 
 
-def _ancestors(path):
+def ancestors(path: str) -> Iterator[str]:
+    """path (made absolute) and each folder above it, up to the root."""
     path = os.path.abspath(path)
     while True:
         yield path
@@ -19,7 +23,7 @@ def _ancestors(path):
         path = parent
 
 
-def find(explicit=None, start=None):
+def find(explicit: Optional[str] = None, start: Optional[str] = None) -> str:
     """The path of the kvconform binary, or NotFound naming every place looked at."""
     looked = []
     for how, candidate in (("--kvconform-bin", explicit), ("KVCONFORM_BIN", os.environ.get("KVCONFORM_BIN"))):
@@ -33,7 +37,7 @@ def find(explicit=None, start=None):
         return on_path
     looked.append("kvconform on PATH (none)")
     for root in (start or os.getcwd(), os.path.dirname(__file__)):
-        for folder in _ancestors(root):
+        for folder in ancestors(root):
             candidate = os.path.join(folder, CHECKOUT_BUILD)
             if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
                 return candidate

@@ -5,12 +5,19 @@ types, tensor library and axis order); `Kernel.handle` turns one attention call 
 subprocess protocol (docs/plugins.md, "Kernels in another process") into a call of the function in
 those terms, and its result back into the protocol's `out`.
 """
+from __future__ import annotations
+
 import functools
 import inspect
 import sys
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union, overload
+
+from .protocol import Buffer, Header, Unsupported
+
+__all__ = ["CONVENTIONS", "DTYPES", "LAYER_TYPES", "LAYOUTS", "Kernel", "Unsupported", "kernel"]
 
 # convention: (keyword the function gets, value for a sliding window of W, value for no window)
-CONVENTIONS = {
+CONVENTIONS: Dict[str, Tuple[str, Callable[[int], Any], Any]] = {
     # transformers' config.sliding_window: a query sees W keys, counting itself
     "transformers": ("sliding_window", lambda w: w, None),
     # FlashAttention's flash_attn_func(window_size=(left, right)): keys i - left .. i + right; causal
@@ -19,7 +26,7 @@ CONVENTIONS = {
     "flashinfer": ("window_left", lambda w: w - 1, -1),
 }
 # layout: (the protocol's form, the keywords the function must take for it)
-LAYOUTS = {
+LAYOUTS: Dict[str, Tuple[str, Tuple[str, ...]]] = {
     "window": ("window", ()),
     "mask": ("mask", ("attn_mask",)),
     "key_padding_mask": ("key_padding", ("key_padding_mask",)),
@@ -30,13 +37,23 @@ LAYER_TYPES = ("sliding", "full", "chunked")
 SCALE_NAMES = ("scale", "softmax_scale", "sm_scale")  # SDPA, FlashAttention, FlashInfer
 
 
-class Unsupported(Exception):
-    """Raise it from a kernel for a call it does not implement: the case is a SKIP, with the message."""
+Result = Tuple[str, Tuple[int, ...], bytes]
 
 
-def kernel(fn=None, *, window="transformers", layouts=("window",), dtypes=DTYPES,
-           layer_types=("sliding", "full"), qkv="bhsd", gqa=True, tensors="torch", device="cpu",
-           name=None, description=None):
+@overload
+def kernel(fn: Callable[..., Any], *, window: str = ..., layouts: Union[str, Iterable[str]] = ...,
+           dtypes: Iterable[str] = ..., layer_types: Iterable[str] = ..., qkv: str = ..., gqa: bool = ...,
+           tensors: str = ..., device: str = ..., name: Optional[str] = ..., description: Optional[str] = ...) -> Kernel: ...
+@overload
+def kernel(fn: None = ..., *, window: str = ..., layouts: Union[str, Iterable[str]] = ...,
+           dtypes: Iterable[str] = ..., layer_types: Iterable[str] = ..., qkv: str = ..., gqa: bool = ...,
+           tensors: str = ..., device: str = ..., name: Optional[str] = ...,
+           description: Optional[str] = ...) -> Callable[[Callable[..., Any]], Kernel]: ...
+def kernel(fn: Optional[Callable[..., Any]] = None, *, window: str = "transformers",
+           layouts: Union[str, Iterable[str]] = ("window",), dtypes: Iterable[str] = DTYPES,
+           layer_types: Iterable[str] = ("sliding", "full"), qkv: str = "bhsd", gqa: bool = True,
+           tensors: str = "torch", device: str = "cpu", name: Optional[str] = None,
+           description: Optional[str] = None) -> Union[Kernel, Callable[[Callable[..., Any]], Kernel]]:
     """Declare an attention kernel for kvconform.
 
     window: the convention of the window keyword the function gets: "transformers"
@@ -52,25 +69,33 @@ def kernel(fn=None, *, window="transformers", layouts=("window",), dtypes=DTYPES
     gqa: False: k and v are repeated to the query's head count before the call.
     tensors: "torch" or "numpy"; device: where torch tensors are put ("cuda", ...).
     """
-    def wrap(f):
+    def wrap(f: Callable[..., Any]) -> Kernel:
         return Kernel(f, window=window, layouts=layouts, dtypes=dtypes, layer_types=layer_types, qkv=qkv,
                       gqa=gqa, tensors=tensors, device=device, name=name, description=description)
     return wrap(fn) if fn is not None else wrap
 
 
 class Kernel:
-    def __init__(self, fn, *, window, layouts, dtypes, layer_types, qkv, gqa, tensors, device, name, description):
+    """A function declared with @kvconform.kernel: callable as the function, served by `handle`."""
+
+    def __init__(self, fn: Callable[..., Any], *, window: str, layouts: Union[str, Iterable[str]],
+                 dtypes: Iterable[str], layer_types: Iterable[str], qkv: str, gqa: bool, tensors: str, device: str,
+                 name: Optional[str], description: Optional[str]) -> None:
         if window not in CONVENTIONS:
             raise ValueError(f"kvconform.kernel: window={window!r}: one of {', '.join(CONVENTIONS)}")
         layouts = (layouts,) if isinstance(layouts, str) else tuple(layouts)
-        for what, values, known in (("layouts", layouts, LAYOUTS), ("dtypes", dtypes, DTYPES),
+        dtypes, layer_types = tuple(dtypes), tuple(layer_types)
+        checks: Sequence[Tuple[str, Sequence[str], Iterable[str]]] = (("layouts", layouts, LAYOUTS), ("dtypes", dtypes, DTYPES),
                                     ("layer_types", layer_types, LAYER_TYPES), ("qkv", (qkv,), ("bhsd", "bshd")),
-                                    ("tensors", (tensors,), ("torch", "numpy"))):
+                                    ("tensors", (tensors,), ("torch", "numpy")))
+        for what, values, known in checks:
+            known = tuple(known)
             bad = [v for v in values if v not in known]
             if bad:
                 raise ValueError(f"kvconform.kernel: {what} {bad}: known are {', '.join(known)}")
         functools.update_wrapper(self, fn)
         self.fn = fn
+        self.layouts: Tuple[str, ...]
         self.window = window
         self.layouts = layouts
         self.dtypes = tuple(dtypes)
@@ -83,7 +108,7 @@ class Kernel:
         params = inspect.signature(fn).parameters
         self.accepts = {n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
         self.window_keyword = CONVENTIONS[window][0]
-        missing = [] if self.window_keyword in self.accepts else [self.window_keyword]
+        missing: List[str] = [] if self.window_keyword in self.accepts else [self.window_keyword]
         for layout in layouts:
             missing += [k for k in LAYOUTS[layout][1] if k not in self.accepts]
         if "chunked" in self.layer_types and "chunk_size" not in self.accepts and "left_padding" not in self.accepts:
@@ -92,22 +117,22 @@ class Kernel:
             raise TypeError(f"kvconform.kernel: {fn.__qualname__} must take the keyword(s) {', '.join(missing)} "
                             f"(window={window!r}, layouts={list(layouts)}, layer_types={list(self.layer_types)})")
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<kvconform.kernel {self.name} window={self.window!r} layouts={list(self.layouts)}>"
 
-    def hello(self):
+    def hello(self) -> Header:
         """The worker's answer to the host's hello."""
         optional = [lay for lay in self.layouts if lay in ("key_padding_mask", "varlen")]
-        reply = {"status": "ok", "name": self.name, "description": self.description}
+        reply: Header = {"status": "ok", "name": self.name, "description": self.description}
         if optional:
             reply["layouts"] = optional
         return reply
 
     # --- one attention call
-    def handle(self, header, buffers):
+    def handle(self, header: Header, buffers: Dict[str, Buffer]) -> Result:
         """(header, {name: (dtype, shape, bytes)}) -> (dtype, shape, bytes) of out; raises Unsupported."""
         h = header
         form = h.get("form", "window")
@@ -118,10 +143,10 @@ class Kernel:
             raise Unsupported(f"{self.name} does not declare dtype {h['dtype']}")
         if h["layer_type"] not in self.layer_types:
             raise Unsupported(f"{self.name} does not declare {h['layer_type']} layers")
-        lib = _Torch(self.device) if self.tensors == "torch" else _Numpy()
+        lib: Any = _Torch(self.device) if self.tensors == "torch" else _Numpy()
         t = {n: lib.tensor(*b) for n, b in buffers.items()}
         q, k, v = t["query"], t["key"], t["value"]
-        kw = {}
+        kw: Dict[str, Any] = {}
         self._window_arguments(h, kw, masked=form == "mask")
         scale = next((n for n in SCALE_NAMES if n in self.accepts), None)
         if scale:
@@ -177,9 +202,10 @@ class Kernel:
             _check_output(self.name, out, q)
             if self.qkv == "bshd":
                 out = lib.swap12(out)
-        return lib.out(out, sees_nothing)
+        result: Result = lib.out(out, sees_nothing)
+        return result
 
-    def _window_arguments(self, h, kw, masked):
+    def _window_arguments(self, h: Header, kw: Dict[str, Any], masked: bool) -> None:
         keyword, convert, none = CONVENTIONS[self.window]
         if h["layer_type"] == "sliding" and not masked:
             kw[keyword] = convert(h["window"])
@@ -188,7 +214,7 @@ class Kernel:
         if h["layer_type"] == "chunked" and "chunk_size" in self.accepts:
             kw["chunk_size"] = None if masked else h["window"]
 
-    def _varlen(self, h, lib, q, k, v, kw):
+    def _varlen(self, h: Header, lib: Any, q: Any, k: Any, v: Any, kw: Dict[str, Any]) -> Result:
         kw["cu_seqlens_q"], kw["cu_seqlens_k"] = lib.ints(h["cu_seqlens_q"], 32), lib.ints(h["cu_seqlens_k"], 32)
         for name in ("max_seqlen_q", "max_seqlen_k"):
             if name in self.accepts:
@@ -197,17 +223,18 @@ class Kernel:
             k, v = lib.repeat_heads(k, q.shape[1], axis=1), lib.repeat_heads(v, q.shape[1], axis=1)
         out = self.fn(q, k, v, **kw)
         _check_output(self.name, out, q)
-        return lib.out(out, [])
+        result: Result = lib.out(out, [])
+        return result
 
     @staticmethod
-    def _rows_without_keys(h, keep, mask, padding, lib):
+    def _rows_without_keys(h: Header, keep: int, mask: Any, padding: Any, lib: Any) -> List[Tuple[Any, int]]:
         """(b, i) of the queries that see no key: their rows are zeroed, as FlashAttention returns them."""
         if mask is not None:
             sees = lib.tolist(mask.any(-1))
             return [(b, i) for b, row in enumerate(sees) for i, s in enumerate(row) if not s]
         positions, offset, left = h["query_positions"], h["kv_offset"], h.get("left_padding")
         real = lib.tolist(padding) if padding is not None else None
-        rows = []
+        rows: List[Tuple[Any, int]] = []
         for b in range(len(real) if real is not None else (len(left) if left else 1)):
             for i, p in enumerate(positions):
                 lo, hi = offset, min(p, offset + keep - 1)
@@ -226,43 +253,44 @@ class Kernel:
         return rows
 
 
-def _check_output(name, out, q):
+def _check_output(name: str, out: Any, q: Any) -> None:
     if not hasattr(out, "shape") or tuple(out.shape) != tuple(q.shape):
         shape = tuple(out.shape) if hasattr(out, "shape") else type(out).__name__
         raise ValueError(f"{name} returned {shape}, expected the query's shape {tuple(q.shape)}")
 
 
 class _Torch:
-    def __init__(self, device):
+    def __init__(self, device: str) -> None:
         import torch
-        self.torch, self.device = torch, device
+        self.torch: Any = torch
+        self.device = device
         self.dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
                        "float64": torch.float64, "uint8": torch.uint8}
 
-    def tensor(self, dtype, shape, data):
+    def tensor(self, dtype: str, shape: Sequence[int], data: bytes) -> Any:
         d = self.dtypes[dtype]
         flat = self.torch.frombuffer(bytearray(data) or bytearray(1), dtype=d)[: len(data) // d.itemsize]
         return flat.reshape(shape).to(self.device)
 
-    def ints(self, values, bits=64):
+    def ints(self, values: Sequence[int], bits: int = 64) -> Any:
         return self.torch.tensor(values, dtype=self.torch.int32 if bits == 32 else self.torch.int64, device=self.device)
 
-    def from_list(self, rows):
+    def from_list(self, rows: List[List[bool]]) -> Any:
         return self.torch.tensor(rows, dtype=self.torch.bool, device=self.device)
 
-    def zeros_like(self, x):
+    def zeros_like(self, x: Any) -> Any:
         return self.torch.zeros_like(x)
 
-    def repeat_heads(self, x, heads, axis=1):
+    def repeat_heads(self, x: Any, heads: int, axis: int = 1) -> Any:
         return x.repeat_interleave(heads // x.shape[axis], dim=axis)
 
-    def swap12(self, x):
+    def swap12(self, x: Any) -> Any:
         return x.transpose(1, 2).contiguous()
 
-    def tolist(self, x):
+    def tolist(self, x: Any) -> Any:
         return x.tolist()
 
-    def out(self, out, rows_without_keys):
+    def out(self, out: Any, rows_without_keys: List[Tuple[Any, int]]) -> Result:
         import ctypes
         out = out.detach().to("cpu").contiguous().clone()
         for b, i in rows_without_keys:
@@ -272,34 +300,34 @@ class _Torch:
 
 
 class _Numpy:
-    def __init__(self):
+    def __init__(self) -> None:
         import numpy
-        self.np = numpy
+        self.np: Any = numpy
 
-    def tensor(self, dtype, shape, data):
+    def tensor(self, dtype: str, shape: Sequence[int], data: bytes) -> Any:
         if dtype == "bfloat16":
             raise Unsupported("numpy has no bfloat16")
         return self.np.frombuffer(data, dtype=dtype).reshape(shape).copy()
 
-    def ints(self, values, bits=64):
+    def ints(self, values: Sequence[int], bits: int = 64) -> Any:
         return self.np.asarray(values, dtype=self.np.int32 if bits == 32 else self.np.int64)
 
-    def from_list(self, rows):
+    def from_list(self, rows: List[List[bool]]) -> Any:
         return self.np.asarray(rows, dtype=bool)
 
-    def zeros_like(self, x):
+    def zeros_like(self, x: Any) -> Any:
         return self.np.zeros_like(x)
 
-    def repeat_heads(self, x, heads, axis=1):
+    def repeat_heads(self, x: Any, heads: int, axis: int = 1) -> Any:
         return self.np.repeat(x, heads // x.shape[axis], axis=axis)
 
-    def swap12(self, x):
+    def swap12(self, x: Any) -> Any:
         return self.np.ascontiguousarray(x.transpose(0, 2, 1, 3))
 
-    def tolist(self, x):
+    def tolist(self, x: Any) -> Any:
         return x.tolist()
 
-    def out(self, out, rows_without_keys):
+    def out(self, out: Any, rows_without_keys: List[Tuple[Any, int]]) -> Result:
         out = self.np.array(out, copy=True, order="C")
         for b, i in rows_without_keys:
             out[(slice(None) if b == "all" else b), :, i, :] = 0

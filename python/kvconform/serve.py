@@ -1,69 +1,46 @@
-"""The worker loop: serves one `kvconform.kernel` on stdin/stdout for `kvconform run --backend-cmd`."""
-import importlib
-import importlib.util
-import os
-import sys
-import traceback
+"""The kernel worker: serves one `kvconform.kernel` on stdin/stdout for `kvconform run --backend-cmd`."""
+from __future__ import annotations
 
-from . import _wire
-from .kernel import Kernel, Unsupported
+from typing import IO, Callable, Dict, Optional, Sequence, Tuple
+
+from ._load import load_object
+from .kernel import Kernel
+from .protocol import Buffer, Header, OutBuffer, serve_requests
 
 
-def load(spec):
+def load(spec: str) -> Kernel:
     """'package.module:attr' or 'path/to/file.py:attr' -> the Kernel (attr may be omitted when the
     module holds exactly one)."""
-    target, sep, attr = spec.rpartition(":")
-    if not sep or "/" in attr:
-        target, attr = spec, ""
-    if target.endswith(".py") or os.sep in target or "/" in target:
-        path = os.path.abspath(target)
-        if not os.path.isfile(path):
-            raise SystemExit(f"kvconform: no such file: {target} (from {spec!r})")
-        sys.path.insert(0, os.path.dirname(path))
-        name = os.path.splitext(os.path.basename(path))[0]
-        module_spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules.setdefault(name, module)
-        module_spec.loader.exec_module(module)
-    else:
-        sys.path.insert(0, os.getcwd())
-        module = importlib.import_module(target)
-    if attr:
-        obj = module
-        for part in attr.split("."):
-            obj = getattr(obj, part, None)
-        if not isinstance(obj, Kernel):
-            raise SystemExit(f"kvconform: {spec}: {attr} is not a function decorated with @kvconform.kernel")
-        return obj
-    found = [v for v in vars(module).values() if isinstance(v, Kernel)]
-    if len(found) != 1:
-        raise SystemExit(f"kvconform: {spec}: {len(found)} @kvconform.kernel functions; name one as {target}:NAME")
-    return found[0]
+    found = load_object(spec, "a function decorated with @kvconform.kernel", lambda v: isinstance(v, Kernel))
+    assert isinstance(found, Kernel)
+    return found
 
 
-def serve(kern, stdin=None, stdout=None):
+def serve(kern: Kernel, stdin: Optional[IO[bytes]] = None, stdout: Optional[IO[bytes]] = None) -> None:
     """Answer the host until it closes stdin. The protocol owns stdout: print() goes to stderr."""
-    stream_in = stdin or sys.stdin.buffer
-    stream_out = stdout or sys.stdout.buffer
-    if stdout is None:
-        sys.stdout = sys.stderr
-    while True:
-        try:
-            header, buffers = _wire.receive(stream_in)
-        except _wire.Closed:
-            return
-        if header.get("op") == "hello":
-            _wire.send(stream_out, kern.hello())
-            continue
-        try:
-            dtype, shape, data = kern.handle(header, buffers)
-        except Unsupported as e:
-            _wire.send(stream_out, {"status": "unsupported", "error": str(e)})
-            continue
-        except Exception as e:  # the case FAILs with the message; the worker lives on
-            where = traceback.extract_tb(e.__traceback__)[-1]
-            _wire.send(stream_out, {"status": "error",
-                                    "error": f"{type(e).__name__}: {e} ({os.path.basename(where.filename)}:"
-                                             f"{where.lineno} in {where.name})"})
-            continue
-        _wire.send(stream_out, {"status": "ok"}, [("out", dtype, shape, data)])
+    def handle(header: Header, buffers: Dict[str, Buffer]) -> Tuple[Header, Sequence[OutBuffer]]:
+        dtype, shape, data = kern.handle(header, buffers)
+        return {}, [("out", dtype, shape, data)]
+
+    serve_requests(kern.hello, handle, stdin, stdout)
+
+
+AttentionHandler = Callable[[Header, Dict[str, Buffer]], Tuple[str, Sequence[int], bytes]]
+
+
+def serve_handler(name: str, description: str, attention: AttentionHandler, layouts: Sequence[str] = (),
+                  stdin: Optional[IO[bytes]] = None, stdout: Optional[IO[bytes]] = None) -> None:
+    """The kernel worker for an adapter that maps the protocol itself (docs/plugins.md, "Framing")
+    rather than through @kvconform.kernel: attention(header, buffers) -> (dtype, shape, bytes) of
+    `out`; layouts: the optional layouts it declares ("key_padding_mask", "varlen")."""
+    def hello() -> Header:
+        reply: Header = {"status": "ok", "name": name, "description": description}
+        if layouts:
+            reply["layouts"] = list(layouts)
+        return reply
+
+    def handle(header: Header, buffers: Dict[str, Buffer]) -> Tuple[Header, Sequence[OutBuffer]]:
+        dtype, shape, data = attention(header, buffers)
+        return {}, [("out", dtype, shape, data)]
+
+    serve_requests(hello, handle, stdin, stdout)

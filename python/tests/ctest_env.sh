@@ -2,9 +2,11 @@
 # The ctests of the Python package (python/CMakeLists.txt, label plugin).
 #   ctest_env.sh install OUT PYTHON   pip-installs the package from the checkout into OUT/site, as a
 #                                     user would (no build isolation: nothing downloaded), and pytest
-#                                     (requirements-test.txt) into a cache outside the checkout
+#                                     (requirements-test.txt: pytest, mypy, ruff) into a cache outside the checkout
 #   ctest_env.sh test OUT PYTHON BIN [PYTEST ARGS]
 #                                     runs python/tests with that install and the kvconform binary BIN
+#   ctest_env.sh lint OUT PYTHON      mypy --strict and ruff check on python/kvconform (pyproject.toml);
+#                                     exit 77 (skipped) when the cache has not been installed
 # KVC_PYTEST_CACHE overrides the cache folder (default ~/.cache/kvconform/pytest-<hash>).
 set -euo pipefail
 mode="$1" out="$2" python="$3"
@@ -37,7 +39,27 @@ elif [ "$mode" = test ]; then
   cd "$out"  # not the checkout: `import kvconform` must find the installed package
   PYTHONPATH="$out/site:$cache" KVCONFORM_BIN="$binary" KVC_EXPECT_INSTALLED=1 \
     exec "$python" -m pytest -p no:cacheprovider -q -rfEs "$here/tests" "$@"
+elif [ "$mode" = lint ]; then
+  if [ ! -f "$cache/.complete" ] || ! PYTHONPATH="$cache" "$python" -c "import mypy, ruff" 2>/dev/null; then
+    echo "ctest_env.sh: mypy and ruff are not installed in $cache (ctest -R py_package_install installs them)" >&2
+    exit 77
+  fi
+  cd "$here"
+  status=0
+  PYTHONPATH="$cache" "$python" -m mypy --config-file pyproject.toml --cache-dir "$out/mypy-cache" kvconform || status=1
+  PYTHONPATH="$cache" "$python" -m ruff check --no-cache --config pyproject.toml kvconform || status=1
+  # Each check catches its mutant: an untyped function, an unused import (else the config is not in force).
+  if PYTHONPATH="$cache" "$python" -m mypy --config-file pyproject.toml --cache-dir "$out/mypy-cache" \
+      -c 'def untyped(x): return x' >/dev/null 2>&1; then
+    echo "ctest_env.sh: mypy accepted an untyped function: pyproject.toml's strict mode is not in force" >&2; status=1
+  fi
+  if echo 'import os' | PYTHONPATH="$cache" "$python" -m ruff check --no-cache --config pyproject.toml \
+      --stdin-filename kvconform/mutant.py - >/dev/null 2>&1; then
+    echo "ctest_env.sh: ruff accepted an unused import: pyproject.toml's rules are not in force" >&2; status=1
+  fi
+  [ $status = 0 ] && echo "mypy --strict and ruff check: python/kvconform is clean"
+  exit $status
 else
-  echo "usage: ctest_env.sh install|test OUT PYTHON [BIN]" >&2
+  echo "usage: ctest_env.sh install|test|lint OUT PYTHON [BIN]" >&2
   exit 2
 fi

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import kvconform
-from kvconform import _wire
+from kvconform import protocol
 from kvconform.kernel import Unsupported
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -177,21 +177,21 @@ def test_serve_speaks_the_protocol():
     kern = load_example()
     q, k, v = qkv()
     requests = io.BytesIO()
-    _wire.send(requests, {"op": "hello", "protocol": 1})
+    protocol.send(requests, {"op": "hello", "protocol": 1})
     b = buffers(query=q, key=k, value=v)
-    _wire.send(requests, dict(header(), buffers=[]), [(n, d, s, x) for n, (d, s, x) in b.items()])
-    _wire.send(requests, dict(header(dtype="float32", layer_type="chunked")), [(n, d, s, x) for n, (d, s, x) in b.items()])
+    protocol.send(requests, dict(header(), buffers=[]), [(n, d, s, x) for n, (d, s, x) in b.items()])
+    protocol.send(requests, dict(header(dtype="float32", layer_type="chunked")), [(n, d, s, x) for n, (d, s, x) in b.items()])
     requests.seek(0)
     replies = io.BytesIO()
     from kvconform.serve import serve
     serve(kern, stdin=requests, stdout=replies)
     replies.seek(0)
-    hello, _ = _wire.receive(replies)
+    hello, _ = protocol.receive(replies)
     assert hello == {"status": "ok", "name": "sdpa_flash", "layouts": ["key_padding_mask"],
                      "description": "PyTorch SDPA behind FlashAttention's window convention: a kvconform kernel (python/README.md)."}
-    ok, out = _wire.receive(replies)
+    ok, out = protocol.receive(replies)
     assert ok["status"] == "ok" and out["out"][1] == (1, 2, 1, 4)
-    skip, _ = _wire.receive(replies)
+    skip, _ = protocol.receive(replies)
     assert skip["status"] == "unsupported" and "chunked" in skip["error"]
 
 
@@ -200,7 +200,7 @@ def test_worker_process_answers_hello(tmp_path):
     chatty = tmp_path / "chatty.py"
     chatty.write_text("print('Loading weights')\n" + open(EXAMPLE).read())
     request = io.BytesIO()
-    _wire.send(request, {"op": "hello", "protocol": 1})
+    protocol.send(request, {"op": "hello", "protocol": 1})
     done = subprocess.run([sys.executable, "-m", "kvconform", "serve", f"{chatty}:sdpa_flash"],
                           input=request.getvalue(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -246,3 +246,59 @@ def test_module_entry_points(tmp_path, binary):
                             + FAST.split(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment,
                             cwd=tmp_path, timeout=300)
     assert listed.returncode == 0 and "plugin/sdpa_flash/kernel/decode_across_window/static/float32" in listed.stdout.split(), listed.stdout
+
+
+# --- engines: pytest --kvconform-engine (the README's engine, python/examples/hf_engine.py)
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+HF_ENGINE = os.path.join(HERE, "..", "examples", "hf_engine.py")
+TF_PYTHON = os.path.join(ROOT, "golden", ".venv-5.24.0", "bin", "python")  # golden/setup_env.sh 5.24.0
+ENGINE_ARGS = ["--kvconform-engine-python", TF_PYTHON, "--kvconform-root", ROOT,
+               "--kvconform-engine-args", "--model ^mistral-w5$", "--kvconform-filter", "prefill_gt_w|two_sequences|/rollback$"]
+
+
+@pytest.fixture
+def tf_python():
+    if not os.access(TF_PYTHON, os.X_OK):
+        pytest.skip(f"no transformers 5.24.0 environment ({TF_PYTHON}; bash golden/setup_env.sh 5.24.0)")
+    return TF_PYTHON
+
+
+def test_engine_cases_are_tests(tmp_path, binary, tf_python):
+    """One test per engine case (model/plan), named by it; the README's engine passes, a plan needing
+    an operation it does not list is a skip with kvconform's reason."""
+    code, out, results = pytester(tmp_path, binary, "--kvconform-engine", HF_ENGINE + ":HFEngine", *ENGINE_ARGS)
+    assert code == 0, out
+    assert set(results) == {"mistral-w5/prefill_gt_w", "mistral-w5/two_sequences", "mistral-w5/rollback"}, out
+    assert results["mistral-w5/prefill_gt_w"][0] == "passed" and results["mistral-w5/two_sequences"][0] == "passed", out
+    assert results["mistral-w5/rollback"][0] == "skipped" and "does not support rollback" in results["mistral-w5/rollback"][1], out
+    assert re.search(r"kvconform .*hf_engine.py:HFEngine: 2 passed, 0 failed, 1 skipped", out), out
+
+
+def test_a_wrong_engine_fails_with_the_fail_line(tmp_path, binary, tf_python):
+    """An Engine subclass that tells the model W + 1: its cases fail with kvconform's FAIL line, the
+    diagnosis, a reproduce line and the pytest rerun line."""
+    wrong = tmp_path / "wrong_engine.py"
+    wrong.write_text(open(HF_ENGINE).read().replace('if __name__ == "__main__":', textwrap.dedent('''\
+        class WindowPlusOne(HFEngine):
+            name = "hf-window-plus-one"
+
+            def load(self, model_dir, options, mutant, max_tokens, sequences):
+                return super().load(model_dir, options, "window+1", max_tokens, sequences)
+
+
+        if __name__ == "__main__":''')))
+    code, out, results = pytester(tmp_path, binary, "--kvconform-engine", f"{wrong}:WindowPlusOne", *ENGINE_ARGS)
+    assert code == 1, out
+    outcome, text = results["mistral-w5/prefill_gt_w"]
+    assert outcome == "failure", out
+    assert "engine/hf-window-plus-one/mistral-w5/prefill_gt_w(W=5," in text and "): FAIL step" in text, text
+    assert "consistent with a window of W+1" in text, text
+    assert re.search(r"reproduce: kvconform engine --engine-cmd .*serve-engine .*--filter '\^engine/hf-window-plus-one/mistral-w5/prefill_gt_w\$'", text), text
+    assert "rerun under pytest: pytest --kvconform-engine" in text and "--kvconform-filter '^mistral\\-w5/prefill_gt_w$'" in text, text
+
+
+def test_an_engine_without_a_checkout_is_a_clear_failure(tmp_path, binary):
+    code, out, results = pytester(tmp_path, binary, "--kvconform-engine", HF_ENGINE + ":HFEngine",
+                                  "--kvconform-root", str(tmp_path))
+    assert code == 1 and results["kvconform"][0] == "failure", out
+    assert "has no engines/models/make_models.py" in results["kvconform"][1], out

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "kvconform/engine/check.h"
@@ -26,10 +25,18 @@ struct CampaignOutcome {
   std::optional<Plan> shrunk;  // the shrunk failing plan
 };
 
-// A plan from a raw draw (plan i of a campaign draws up to its size of these): each (kind, size, seq) becomes a valid step for the engine's
-// operations (a rollback of an empty sequence is an extend; seq is 0 unless it runs sequences).
-Plan plan_from_draw(const std::string& model, const std::vector<std::tuple<int, int, int>>& draw, int64_t vocab, uint64_t seed,
-                    bool rollback, bool reload, bool sequences);
+// One drawn step: its kind, size, sequence and a variant (which window or block edge a fork
+// diverges at, which chunk size, how many draft tokens a spec cycle rejects, the batch's other length).
+struct DrawnStep {
+  int kind = 0, size = 1, seq = 0, variant = 0;
+};
+
+// A plan from a raw draw (plan i of a campaign draws up to its size of these): each step becomes a
+// valid step for the operations the engine's hello lists (`operations`: a rollback of an empty
+// sequence, or an operation the engine lacks, is an extend; seq is 0 unless it runs sequences).
+// `window` places the forks' and chunks' edges.
+Plan plan_from_draw(const std::string& model, const std::vector<DrawnStep>& draw, int64_t vocab, int64_t window, uint64_t seed,
+                    const std::vector<std::string>& operations);
 
 CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std::string& model_dir, const CampaignOptions& options);
 

@@ -32,11 +32,20 @@ struct Loss {
   int64_t before = 0;
 };
 
+// How a diagnosis re-runs the plan's serving operations wrong: keys lost at steps, every chunk of a
+// chunked extend seeing no key before it, forks starting `fork_by` tokens off their prefix, spec
+// cycles rejecting `spec_by` tokens more than they say.
+struct Departure {
+  std::vector<Loss> losses;
+  bool chunks_restart = false;
+  int64_t fork_by = 0, spec_by = 0;
+};
+
 // Runs the plan's steps through oracles (one per sequence) with the given options, calling
-// `on_extend(step index, seq, first position, logits)` for every extend.
+// `on_logits(step index, logits)` for every step with new positions (rows as new_positions()).
 template <class T, class F>
-void run_oracle(const Model& model, const Plan& plan, size_t steps, const std::vector<Loss>& losses, const OracleOptions& options,
-                F&& on_extend) {
+void run_oracle(const Model& model, const Plan& plan, size_t steps, const Departure& departure, const OracleOptions& options,
+                F&& on_logits) {
   std::map<int64_t, std::unique_ptr<SequenceOracle<T>>> seqs;
   auto seq = [&](int64_t s) -> SequenceOracle<T>& {
     auto& slot = seqs[s];
@@ -45,33 +54,70 @@ void run_oracle(const Model& model, const Plan& plan, size_t steps, const std::v
   };
   for (size_t i = 0; i < steps && i < plan.steps.size(); ++i) {
     const PlanStep& s = plan.steps[i];
-    for (const Loss& loss : losses)
+    for (const Loss& loss : departure.losses)
       if (loss.step == i) seq(s.seq).forget_before(loss.before);
-    if (s.kind == Kind::Extend) {
-      SequenceOracle<T>& o = seq(s.seq);
-      const int64_t first = o.length();
-      on_extend(i, s.seq, first, o.extend(s.tokens));
-    } else if (s.kind == Kind::Rollback) {
-      seq(s.seq).truncate(s.n);
-    } else if (s.kind == Kind::Reset) {
-      seqs.clear();
+    switch (s.kind) {
+      case Kind::Extend: on_logits(i, seq(s.seq).extend(s.tokens)); break;
+      case Kind::Chunked: {
+        // Chunking changes nothing: position p's logits depend only on tokens 0..p.
+        if (!departure.chunks_restart) {
+          on_logits(i, seq(s.seq).extend(s.tokens));
+          break;
+        }
+        std::vector<double> all;
+        for (size_t at = 0; at < s.tokens.size(); at += static_cast<size_t>(s.chunk)) {
+          SequenceOracle<T>& o = seq(s.seq);
+          o.forget_before(o.length());
+          const auto end = s.tokens.begin() + static_cast<long>(std::min(s.tokens.size(), at + static_cast<size_t>(s.chunk)));
+          const std::vector<double> l = o.extend(std::vector<int32_t>(s.tokens.begin() + static_cast<long>(at), end));
+          all.insert(all.end(), l.begin(), l.end());
+        }
+        on_logits(i, all);
+        break;
+      }
+      case Kind::Spec: {
+        on_logits(i, seq(s.seq).extend(s.tokens));
+        const int64_t n = std::clamp<int64_t>(s.n + departure.spec_by, 0, seq(s.seq).length());
+        if (n > 0) seq(s.seq).truncate(n);
+        break;
+      }
+      case Kind::Batch: {
+        std::vector<double> all;
+        for (const BatchItem& item : s.items) {
+          const std::vector<double> l = seq(item.seq).extend(item.tokens);
+          all.insert(all.end(), l.begin(), l.end());
+        }
+        on_logits(i, all);
+        break;
+      }
+      case Kind::Fork: {
+        // A fresh forward of the prefix: the source's oracle cut back to it (the prefix property).
+        auto copy = std::make_unique<SequenceOracle<T>>(seq(s.from));
+        const int64_t keep = std::clamp<int64_t>(s.n + departure.fork_by, 0, copy->length());
+        if (copy->length() > keep) copy->truncate(copy->length() - keep);
+        seqs[s.seq] = std::move(copy);
+        break;
+      }
+      case Kind::Rollback: seq(s.seq).truncate(s.n); break;
+      case Kind::Reset: seqs.clear(); break;
+      case Kind::Reload: break;
     }
   }
 }
 
-double max_error(const std::vector<float>& got, const std::vector<double>& want) {
-  double e = 0;
-  for (size_t i = 0; i < got.size(); ++i) e = std::max(e, std::isfinite(got[i]) ? std::abs(got[i] - want[i]) : INFINITY);
-  return e;
-}
-
 // The max error of the recorded logits against an oracle variant over every recorded extend.
-double variant_error(const Model& model, const Plan& plan, const Recorded& rec, const std::vector<Loss>& losses,
+double variant_error(const Model& model, const Plan& plan, const Recorded& rec, const Departure& departure,
                      const OracleOptions& options) {
   double worst = 0;
-  run_oracle<double>(model, plan, rec.logits.size(), losses, options,
-                     [&](size_t i, int64_t, int64_t, const std::vector<double>& want) {
-                       if (!rec.logits[i].empty()) worst = std::max(worst, max_error(rec.logits[i], want));
+  run_oracle<double>(model, plan, rec.logits.size(), departure, options,
+                     [&](size_t i, const std::vector<double>& want) {
+                       const std::vector<float>& got = rec.logits[i];
+                       const size_t vocab = static_cast<size_t>(model.config.vocab);
+                       for (size_t k = 0; k * vocab < got.size(); ++k) {
+                         const size_t at = static_cast<size_t>(rec.row(i, k)) * vocab;
+                         for (size_t v = 0; v < vocab; ++v)
+                           worst = std::max(worst, std::isfinite(got[k * vocab + v]) ? std::abs(got[k * vocab + v] - want[at + v]) : INFINITY);
+                       }
                      });
   return worst;
 }
@@ -106,18 +152,32 @@ std::string diagnose(const Model& model, const Plan& plan, const Recorded& rec, 
   for (const Variant& v : variants)
     if (variant_error(model, plan, rec, {}, v.options) <= bound) fits += (fits.empty() ? "consistent with " : " or with ") + v.explanation;
   if (!fits.empty()) return fits;
+  // A serving operation done wrong, with the window right.
+  struct Operation {
+    Kind kind;
+    std::string explanation;
+    Departure departure;
+  };
+  std::vector<Operation> operations{
+      {Kind::Chunked, "the window restarting at each chunk of the chunked extends (a chunk's sliding layers see no key before it)", {{}, true, 0, 0}},
+      {Kind::Fork, "the forks starting one token short of their prefix", {{}, false, -1, 0}},
+      {Kind::Fork, "the forks starting one token past their prefix", {{}, false, 1, 0}},
+      {Kind::Spec, "the spec cycles rolling back one token more than they reject", {{}, false, 0, 1}},
+      {Kind::Spec, "the spec cycles rolling back one token less than they reject", {{}, false, 0, -1}}};
+  for (const Operation& op : operations)
+    if (uses(plan, op.kind) && variant_error(model, plan, rec, op.departure, {}) <= bound)
+      fits += (fits.empty() ? "consistent with " : " or with ") + op.explanation;
+  if (!fits.empty()) return fits;
   // Keys lost at a rollback or reload: from the step on, that sequence's sliding layers see no key
   // before some position P. The smallest loss that explains the logits is named.
-  std::map<int64_t, int64_t> len;
+  Lengths len;
   for (size_t i = 0; i < plan.steps.size() && i < rec.logits.size(); ++i) {
     const PlanStep& s = plan.steps[i];
-    if (s.kind == Kind::Extend) len[s.seq] += static_cast<int64_t>(s.tokens.size());
-    if (s.kind == Kind::Reset) len.clear();
-    if (s.kind == Kind::Rollback) len[s.seq] -= s.n;
+    apply_step(s, len);
     if ((s.kind != Kind::Rollback && s.kind != Kind::Reload) || !any_sliding) continue;
     const int64_t L = len[s.seq];
     for (int64_t p = L; p >= std::max<int64_t>(0, L - 2 * c.sliding_window - 2); --p) {
-      if (variant_error(model, plan, rec, {{i, p}}, {}) <= bound)
+      if (variant_error(model, plan, rec, Departure{{{i, p}}}, {}) <= bound)
         return "consistent with the " + std::string(to_string(s.kind)) + " at step " + std::to_string(i) +
                " losing keys: from position " + std::to_string(L) + " on, the sliding layers see no key before position " +
                std::to_string(p) + " (the window wants " + std::to_string(std::max<int64_t>(0, L - c.sliding_window + 1)) + ")";
@@ -165,7 +225,7 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
   r.reproduce = options.reproduce;
   const ModelConfig& c = model.config;
   int64_t tokens = 0;
-  for (const PlanStep& s : plan.steps) tokens += static_cast<int64_t>(s.tokens.size());
+  for (const PlanStep& s : plan.steps) tokens += static_cast<int64_t>(new_positions(s, {}).size());
   r.params = "W=" + std::to_string(c.sliding_window) + ",steps=" + std::to_string(plan.steps.size()) + ",tokens=" + std::to_string(tokens);
   if (engine.spec().mutant != "none") r.params += ",mutant=" + engine.spec().mutant;
   const std::string id = report::case_id(r);
@@ -178,7 +238,7 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
 
   Reply hello = engine.hello();
   if (!hello.ok()) return finish(report::Status::Fail, hello.message);
-  for (Kind k : {Kind::Rollback, Kind::Reload})
+  for (Kind k : {Kind::Rollback, Kind::Reload, Kind::Fork, Kind::Chunked, Kind::Spec, Kind::Batch})
     if (uses(plan, k) && !engine.supports(optional_operation(k)))
       return finish(report::Status::Skipped, "the engine does not support " + optional_operation(k) + " (its hello lists " +
                                                  engine.info().value("operations", json::array()).dump() + ")");
@@ -207,14 +267,15 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
   // The engine's logits, step by step; a refusal or a fault ends the run there.
   Recorded rec;
   const auto t0 = std::chrono::steady_clock::now();
-  std::map<int64_t, int64_t> len;
+  Lengths len;
   std::string stopped;  // why the run ended early
   report::Status stopped_as = report::Status::Fail;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& s = plan.steps[i];
-    const std::string what = "step " + std::to_string(i) + " (" + describe(s, len[s.seq]) + ")";
+    const std::string what = "step " + std::to_string(i) + " (" + describe(s, len) + ")";
     Reply got = engine.step(s, id, static_cast<int64_t>(i), c.vocab);
     rec.logits.emplace_back();
+    rec.rows.emplace_back();
     if (got.kind == Reply::Kind::Unsupported) {
       stopped = what + ": the engine refused: " + got.message;
       stopped_as = report::Status::Skipped;
@@ -224,22 +285,17 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
       stopped = what + ": " + got.message;
       break;
     }
-    if (s.kind == Kind::Extend) rec.logits.back() = std::move(got.logits);
-    if (s.kind == Kind::Extend) len[s.seq] += static_cast<int64_t>(s.tokens.size());
-    if (s.kind == Kind::Rollback) len[s.seq] -= s.n;
-    if (s.kind == Kind::Reset) len.clear();
+    rec.logits.back() = std::move(got.logits);
+    rec.rows.back() = std::move(got.rows);
+    apply_step(s, len);
   }
 
   const auto t1 = std::chrono::steady_clock::now();
   // The same-dtype reference: this plan's forward in float32 (K/V rounded as the engine stores them).
   std::vector<std::vector<double>> want(rec.logits.size());
-  std::vector<int64_t> first_pos(rec.logits.size(), 0);
-  run_oracle<double>(model, plan, rec.logits.size(), {}, OracleOptions{}, [&](size_t i, int64_t, int64_t first, const std::vector<double>& w) {
-    want[i] = w;
-    first_pos[i] = first;
-  });
+  run_oracle<double>(model, plan, rec.logits.size(), {}, OracleOptions{}, [&](size_t i, const std::vector<double>& w) { want[i] = w; });
   double ref_error = 0;
-  run_oracle<float>(model, plan, rec.logits.size(), {}, same_dtype, [&](size_t i, int64_t, int64_t, const std::vector<double>& w) {
+  run_oracle<float>(model, plan, rec.logits.size(), {}, same_dtype, [&](size_t i, const std::vector<double>& w) {
     for (size_t k = 0; k < w.size(); ++k) ref_error = std::max(ref_error, std::abs(w[k] - want[i][k]));
   });
   const double bound = std::max(options.rule.floor, options.rule.factor * ref_error);
@@ -262,16 +318,16 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
   len.clear();
   for (size_t i = 0; i < rec.logits.size(); ++i) {
     const PlanStep& s = plan.steps[i];
-    const std::string what = "step " + std::to_string(i) + " (" + describe(s, len[s.seq]) + ")";
-    if (s.kind == Kind::Extend) len[s.seq] += static_cast<int64_t>(s.tokens.size());
-    if (s.kind == Kind::Rollback) len[s.seq] -= s.n;
-    if (s.kind == Kind::Reset) len.clear();
+    const std::string what = "step " + std::to_string(i) + " (" + describe(s, len) + ")";
+    const auto positions = new_positions(s, len);
+    apply_step(s, len);
     const std::vector<float>& got = rec.logits[i];
     if (got.empty()) continue;
     double step_worst = 0;
-    for (size_t row = 0; row < s.tokens.size(); ++row) {
-      const float* g = got.data() + row * c.vocab;
-      const double* w = want[i].data() + row * c.vocab;
+    for (size_t k = 0; k * c.vocab < got.size(); ++k) {
+      const auto [seq, pos] = positions[static_cast<size_t>(rec.row(i, k))];
+      const float* g = got.data() + k * c.vocab;
+      const double* w = want[i].data() + rec.row(i, k) * c.vocab;
       double e = 0;
       int64_t at = 0, top_got = 0, top_want = 0;
       for (int64_t v = 0; v < c.vocab; ++v) {
@@ -285,21 +341,27 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
         if (v != top_want) second = std::max(second, w[v]);
       ++judged;
       step_worst = std::max(step_worst, e);
-      const int64_t pos = first_pos[i] + static_cast<int64_t>(row);
+      const std::string where = (s.kind == Kind::Batch ? "seq " + std::to_string(seq) + " " : "") + "position " + std::to_string(pos);
       if (failure.empty() && e > bound)
-        failure = what + ": max |logit error| " + num(e) + " at position " + std::to_string(pos) + ", token id " + std::to_string(at) +
+        failure = what + ": max |logit error| " + num(e) + " at " + where + ", token id " + std::to_string(at) +
                   " (engine " + num(g[at]) + ", oracle " + num(w[at]) + ") > bound " + num(bound);
       else if (failure.empty() && top_got != top_want && w[top_want] - second > 2 * bound)
-        failure = what + ": top-1 token at position " + std::to_string(pos) + " is " + std::to_string(top_got) + ", the oracle's is " +
+        failure = what + ": top-1 token at " + where + " is " + std::to_string(top_got) + ", the oracle's is " +
                   std::to_string(top_want);
     }
     worst = std::max(worst, step_worst);
-    detail << what << ": max error " << num(step_worst) << "\n";
+    detail << what << ": max error " << num(step_worst);
+    if (got.size() / static_cast<size_t>(c.vocab) < positions.size())
+      detail << " (the engine answered " << got.size() / static_cast<size_t>(c.vocab) << " of " << positions.size() << " positions)";
+    detail << "\n";
   }
   r.detail = detail.str();
   r.error = worst;
   const std::string summary = std::to_string(rec.logits.size()) + " steps, " + std::to_string(judged) + " positions judged, max error " +
                               num(worst) + " (bound " + num(bound) + ")";
+  // An engine that answered logits for none of the new positions checked nothing: not a pass.
+  if (failure.empty() && stopped.empty() && judged == 0)
+    return finish(report::Status::Fail, "the engine answered no logits at any new position: nothing was judged (" + summary + ")");
   if (failure.empty() && stopped.empty()) return finish(report::Status::Pass, summary);
   std::string msg;
   if (failure.empty()) {
@@ -307,7 +369,9 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
     msg = stopped + " (" + summary + " before it)";
   } else {
     const std::string why = diagnose(model, plan, rec, bound);
-    msg = failure + (why.empty() ? "; no single explanation fits (window W-1, W+1, full attention on sliding layers, the window on full layers, lost keys)"
+    const bool serving = uses(plan, Kind::Fork) || uses(plan, Kind::Chunked) || uses(plan, Kind::Spec);
+    msg = failure + (why.empty() ? "; no single explanation fits (window W-1, W+1, full attention on sliding layers, the window on full layers, lost keys" +
+                                       std::string(serving ? ", a serving operation done wrong)" : ")")
                                  : "; " + why);
     if (!stopped.empty()) msg += "; then " + stopped;
   }

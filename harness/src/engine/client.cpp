@@ -62,9 +62,29 @@ Reply EngineClient::request(const json& header, int64_t rows, int64_t vocab) {
     return r;
   }
   if (rows < 0) return r;
+  // An engine may answer a subset of the new positions (e.g. only the last, as a server does): the
+  // header's "rows" names them, increasing indices into the step's new positions.
+  if (r.header.contains("rows")) {
+    const json& named = r.header["rows"];
+    bool valid = named.is_array();
+    for (size_t k = 0; valid && k < named.size(); ++k) {
+      valid = named[k].is_number_integer() && named[k].get<int64_t>() >= 0 && named[k].get<int64_t>() < rows &&
+              (k == 0 || named[k].get<int64_t>() > r.rows.back());
+      if (valid) r.rows.push_back(named[k].get<int64_t>());
+    }
+    if (!valid) {
+      r.kind = Reply::Kind::Error;
+      r.message = "the reply's \"rows\" must be increasing indices in [0, " + std::to_string(rows) + "); it was " + named.dump();
+      return r;
+    }
+  } else {
+    for (int64_t k = 0; k < rows; ++k) r.rows.push_back(k);
+  }
+  const int64_t got = static_cast<int64_t>(r.rows.size());
   const json buffers = r.header.value("buffers", json::array());
-  const json want_shape = {rows, vocab};
-  const size_t want = static_cast<size_t>(rows * vocab) * 4;
+  const json want_shape = {got, vocab};
+  const size_t want = static_cast<size_t>(got * vocab) * 4;
+  if (got == 0 && buffers.empty()) return r;
   if (buffers.size() != 1 || buffers[0].value("name", "") != "logits" || buffers[0].value("dtype", "") != "float32" ||
       buffers[0].value("shape", json()) != want_shape || payload.size() != want) {
     r.kind = Reply::Kind::Error;
@@ -72,7 +92,7 @@ Reply EngineClient::request(const json& header, int64_t rows, int64_t vocab) {
                 " bytes); it carried " + buffers.dump() + " and " + std::to_string(payload.size()) + " bytes";
     return r;
   }
-  r.logits.resize(static_cast<size_t>(rows * vocab));
+  r.logits.resize(static_cast<size_t>(got * vocab));
   std::memcpy(r.logits.data(), payload.data(), want);
   return r;
 }
@@ -89,11 +109,20 @@ Reply EngineClient::load(const std::string& model_dir, int64_t max_tokens, int64
 }
 
 Reply EngineClient::step(const PlanStep& s, const std::string& case_id, int64_t index, int64_t vocab) {
+  using Kind = PlanStep::Kind;
   json h = {{"op", to_string(s.kind)}, {"case", case_id}, {"step", index}};
-  if (s.kind != PlanStep::Kind::Reset) h["seq"] = s.seq;
-  if (s.kind == PlanStep::Kind::Extend) h["tokens"] = s.tokens;
-  if (s.kind == PlanStep::Kind::Rollback) h["n"] = s.n;
-  return request(h, s.kind == PlanStep::Kind::Extend ? static_cast<int64_t>(s.tokens.size()) : -1, vocab);
+  if (s.kind != Kind::Reset && s.kind != Kind::Batch) h["seq"] = s.seq;
+  if (s.kind == Kind::Extend || s.kind == Kind::Chunked || s.kind == Kind::Spec) h["tokens"] = s.tokens;
+  if (s.kind == Kind::Rollback || s.kind == Kind::Spec) h["n"] = s.n;
+  if (s.kind == Kind::Chunked) h["chunk"] = s.chunk;
+  if (s.kind == Kind::Fork) h["from"] = s.from, h["length"] = s.n;
+  if (s.kind == Kind::Batch) {
+    h["items"] = json::array();
+    for (const BatchItem& item : s.items) h["items"].push_back({{"seq", item.seq}, {"tokens", item.tokens}});
+  }
+  const int64_t rows = static_cast<int64_t>(new_positions(s, {}).size());
+  const bool has_logits = s.kind == Kind::Extend || s.kind == Kind::Chunked || s.kind == Kind::Spec || s.kind == Kind::Batch;
+  return request(h, has_logits ? rows : -1, vocab);
 }
 
 }  // namespace kvc::engine

@@ -274,5 +274,87 @@ TEST(EngineCheck, AnUnknownOptionIsTheEnginesErrorAndAPlanTheEngineCannotRunIsAS
   EXPECT_NE(bad.message.find("unknown option \"no_such_option\""), std::string::npos) << bad.message;
 }
 
+
+// Each serving operation's plan format: a bad field is named by file and JSON pointer.
+TEST(Plans, TheServingOperationsNameTheirBadField) {
+  const nlohmann::json ext = {{"op", "extend"}, {"seq", 0}, {"tokens", {1, 2, 3, 4, 5}}};
+  auto error = [&](nlohmann::json step) -> std::string {
+    const nlohmann::json plan = {{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, step}}};
+    try {
+      plan_from_json(plan, "p.json");
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const nlohmann::json fork = {{"op", "fork"}, {"seq", 1}, {"from", 0}, {"length", 3}};
+  const nlohmann::json chunked = {{"op", "chunked"}, {"seq", 0}, {"tokens", {1, 2, 3}}, {"chunk", 2}};
+  const nlohmann::json spec = {{"op", "spec"}, {"seq", 0}, {"tokens", {1, 2, 3}}, {"n", 2}};
+  const nlohmann::json batch = {{"op", "batch"}, {"items", {{{"seq", 0}, {"tokens", {1}}}, {{"seq", 1}, {"tokens", {2, 3}}}}}};
+  for (const nlohmann::json& good : {fork, chunked, spec, batch}) EXPECT_EQ(error(good), "") << good.dump();
+  auto with = [](nlohmann::json j, const std::string& key, nlohmann::json value) {
+    if (value.is_null()) j.erase(key);
+    else j[key] = value;
+    return j;
+  };
+  const std::vector<std::pair<nlohmann::json, std::string>> bad{
+      {with(fork, "from", nullptr), "p.json: /steps/1/from: must name the source sequence"},
+      {with(fork, "from", 1), "p.json: /steps/1/from: must differ from seq"},
+      {with(fork, "from", 16), "p.json: /steps/1/from: must be an integer in [0, 15]"},
+      {with(fork, "length", -1), "p.json: /steps/1/length: must be the length"},
+      {with(chunked, "chunk", 0), "p.json: /steps/1/chunk: must be a positive integer"},
+      {with(chunked, "tokens", nlohmann::json::array()), "p.json: /steps/1/tokens: must be a non-empty array"},
+      {with(spec, "n", 4), "p.json: /steps/1/n: rejects more than the draft's 3 tokens"},
+      {with(spec, "n", nullptr), "p.json: /steps/1/n: must be the number of rejected draft tokens"},
+      {with(batch, "items", nlohmann::json::array()), "p.json: /steps/1/items: must be a non-empty array"},
+      {with(batch, "items", {{{"seq", 0}, {"tokens", {1}}}, {{"seq", 0}, {"tokens", {2}}}}), "p.json: /steps/1/items/1/seq: sequence 0 is already"},
+      {with(batch, "items", {{{"seq", 0}, {"tokens", {1, "x"}}}}), "p.json: /steps/1/items/0/tokens/1: must be a token id"},
+  };
+  for (const auto& [step, words] : bad) EXPECT_NE(error(step).find(words), std::string::npos) << step.dump() << " -> " << error(step);
+  // What the format cannot see, the plan's run does: a fork longer than its source.
+  Plan p = plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, with(fork, "length", 6)}}}, "p.json");
+  EXPECT_NE(invalid_reason(p, 32).find("step 1: fork of the first 6 tokens of a sequence of 5"), std::string::npos) << invalid_reason(p, 32);
+  EXPECT_EQ(max_tokens(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, spec}}}, "p.json")), 8);
+  Lengths len{{0, 5}, {1, 2}};
+  EXPECT_EQ(describe(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {batch}}}, "p.json").steps[0], len),
+            "batch of 2: seq 0 1 token at 5, seq 1 2 tokens at 2..3");
+  EXPECT_EQ(describe(p.steps[1], len), "fork seq 1 from the first 6 of seq 0's 5 tokens");
+}
+
+TEST(EngineCheck, TheOracleEnginePassesEveryServingPlanAndEachOperationMutantFailsIt) {
+  // The diagnosis each mutant gets ("" where none of the named departures explains it).
+  for (auto [prefix, mutant, diagnosis] :
+       {std::tuple{"fork_", "fork-shared", ""}, {"fork_", "fork-prefix", "consistent with the forks starting one token short of their prefix"},
+        {"chunked_", "chunked-restart", "consistent with the window restarting at each chunk"},
+        {"spec_", "spec-rollback", "consistent with the spec cycles rolling back one token more than they reject"}, {"batch", "batch-offset", ""}}) {
+    const Model m = load_model(gemma2_dir());
+    int plans = 0;
+    for (const Plan& plan : fixed_plans("gemma2-w4", m.config.sliding_window, m.config.vocab)) {
+      if (plan.name.rfind(prefix, 0) != 0) continue;
+      ++plans;
+      const auto ok = run_oracle_engine(plan, nlohmann::json::object());
+      EXPECT_EQ(ok.status, report::Status::Pass) << plan.name << ": " << ok.message;
+      const auto bad = run_oracle_engine(plan, nlohmann::json::object(), mutant);
+      EXPECT_EQ(bad.status, report::Status::Fail) << plan.name << " under " << mutant << ": " << bad.message;
+      EXPECT_NE(bad.message.find("step "), std::string::npos) << bad.message;
+      EXPECT_NE(bad.message.find(*diagnosis ? diagnosis : "no single explanation fits"), std::string::npos) << mutant << ": " << bad.message;
+    }
+    EXPECT_GT(plans, 0) << prefix;
+  }
+}
+
+TEST(EngineCheck, AnEngineMayAnswerASubsetOfThePositionsButNotNone) {
+  const Plan plan = plan_named("batch");
+  const auto last = run_oracle_engine(plan, {{"logits", "last"}});
+  EXPECT_EQ(last.status, report::Status::Pass) << last.message;
+  EXPECT_NE(last.message.find("5 positions judged"), std::string::npos) << last.message;  // one per step with new positions
+  EXPECT_NE(last.detail.find("(the engine answered 1 of"), std::string::npos) << last.detail;
+  // The subset is still judged: a mutant that changes the last positions fails.
+  EXPECT_EQ(run_oracle_engine(plan_named("extend_after_full"), {{"logits", "last"}}, "window+1").status, report::Status::Fail);
+  const auto none = run_oracle_engine(plan, {{"logits", "none"}});
+  EXPECT_EQ(none.status, report::Status::Fail);
+  EXPECT_NE(none.message.find("nothing was judged"), std::string::npos) << none.message;
+}
+
 }  // namespace
 }  // namespace kvc::engine

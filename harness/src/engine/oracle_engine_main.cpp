@@ -1,8 +1,12 @@
 // kvc-oracle-engine: an engine-protocol worker (docs/engines.md) whose "engine" is the model oracle
 // itself in float32, keeping every position (no eviction). It is the protocol in one file for engine
 // authors, the engine suite's own positive control (it must pass every plan), and, with options, its
-// negative controls: the adapter mutants (a wrong window) and worker faults (crash, hang, garbage,
-// exit at a given step), which the suite must catch.
+// negative controls: the adapter mutants (a wrong window; a serving operation done wrong: a fork
+// that shares what it should copy or starts from the wrong prefix, a chunked prefill whose window
+// restarts at each chunk, a speculative rollback off by one, a batch that computes a sequence at
+// another's offset) and worker faults (crash, hang, garbage, exit at a given step), which the suite
+// must catch. Option "logits": "last" or "none" answers only the last new position of a step, or
+// none (the protocol's subset answer; a run judged on nothing is not a pass).
 #include <unistd.h>
 
 #include <csignal>
@@ -52,15 +56,41 @@ void send(const json& h, const std::string& payload = "") {
 struct State {
   std::unique_ptr<Model> model;
   kvc::engine::OracleOptions options;
-  std::map<int64_t, std::unique_ptr<Oracle>> seqs;
+  // Shared pointers only so that the fork-shared mutant can alias two sequences.
+  std::map<int64_t, std::shared_ptr<Oracle>> seqs;
   std::string fault;  // "crash", "hang", "garbage", "exit"
   int64_t fault_step = -1;
+  std::string mutant = "none";
+  std::string logits = "all";  // all, last, none: which new positions a step answers
   Oracle& seq(int64_t s) {
     auto& slot = seqs[s];
-    if (!slot) slot = std::make_unique<Oracle>(*model, options);
+    if (!slot) slot = std::make_shared<Oracle>(*model, options);
     return *slot;
   }
 };
+
+void append(std::vector<double>& all, const std::vector<double>& more) { all.insert(all.end(), more.begin(), more.end()); }
+
+// The answer to a step with new positions: all rows, or the subset the "logits" option names.
+void send_logits(const State& st, const std::vector<double>& logits) {
+  const int64_t vocab = st.model->config.vocab;
+  const int64_t rows = static_cast<int64_t>(logits.size()) / vocab;
+  std::vector<int64_t> keep;
+  if (st.logits == "all")
+    for (int64_t r = 0; r < rows; ++r) keep.push_back(r);
+  else if (st.logits == "last")
+    keep.push_back(rows - 1);
+  std::string payload(keep.size() * static_cast<size_t>(vocab) * 4, '\0');
+  for (size_t k = 0; k < keep.size(); ++k)
+    for (int64_t v = 0; v < vocab; ++v) {
+      const float f = static_cast<float>(logits[static_cast<size_t>(keep[k] * vocab + v)]);
+      std::memcpy(payload.data() + 4 * (k * static_cast<size_t>(vocab) + static_cast<size_t>(v)), &f, 4);
+    }
+  json reply = {{"status", "ok"},
+                {"buffers", {{{"name", "logits"}, {"dtype", "float32"}, {"shape", {keep.size(), vocab}}, {"nbytes", payload.size()}}}}};
+  if (st.logits != "all") reply["rows"] = keep;
+  send(reply, payload);
+}
 
 }  // namespace
 
@@ -79,7 +109,7 @@ int main() {
       if (op == "hello") {
         send({{"status", "ok"}, {"name", "kvc-oracle-engine"}, {"version", "1"},
               {"description", "the model oracle in float32, every position kept"},
-              {"operations", {"rollback", "reload", "sequences"}}});
+              {"operations", {"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch"}}});
         continue;
       }
       if (h.contains("step") && h["step"] == st.fault_step) {
@@ -98,20 +128,28 @@ int main() {
         st.options = {};
         st.fault.clear();
         st.fault_step = -1;
+        st.logits = "all";
         const json options = h.value("options", json::object());
         for (const auto& [key, value] : options.items()) {
           if (key == "fault") {
             const std::string f = value;  // "crash@3"
             st.fault = f.substr(0, f.find('@'));
             st.fault_step = std::stoll(f.substr(f.find('@') + 1));
+          } else if (key == "logits") {
+            st.logits = value.is_string() ? value.get<std::string>() : "";
+            if (st.logits != "all" && st.logits != "last" && st.logits != "none")
+              throw std::invalid_argument("option \"logits\": " + value.dump() + " (expected \"all\", \"last\" or \"none\")");
           } else {
-            throw std::invalid_argument("unknown option \"" + key + "\" (kvc-oracle-engine knows: fault)");
+            throw std::invalid_argument("unknown option \"" + key + "\" (kvc-oracle-engine knows: fault, logits)");
           }
         }
         const std::string mutant = h.value("mutant", "none");
+        st.mutant = mutant;
+        const bool operation_mutant = mutant == "fork-shared" || mutant == "fork-prefix" || mutant == "chunked-restart" ||
+                                      mutant == "spec-rollback" || mutant == "batch-offset";
         const auto& windows = st.model->config.windows;
         for (int64_t w : windows) {
-          if (mutant == "none") st.options.windows.push_back(w);
+          if (mutant == "none" || operation_mutant) st.options.windows.push_back(w);
           else if (mutant == "window+1") st.options.windows.push_back(w > 0 ? w + 1 : 0);
           else if (mutant == "window-1") st.options.windows.push_back(w > 1 ? w - 1 : w);
           else if (mutant == "full") st.options.windows.push_back(0);
@@ -119,23 +157,73 @@ int main() {
         }
         send({{"status", "ok"}, {"vocab", st.model->config.vocab}});
       } else if (op == "extend") {
+        send_logits(st, st.seq(h.at("seq")).extend(h.at("tokens").get<std::vector<int32_t>>()));
+      } else if (op == "chunked") {
         const std::vector<int32_t> tokens = h.at("tokens").get<std::vector<int32_t>>();
-        const std::vector<double> logits = st.seq(h.at("seq")).extend(tokens);
-        std::string payload(logits.size() * 4, '\0');
-        for (size_t i = 0; i < logits.size(); ++i) {
-          const float f = static_cast<float>(logits[i]);
-          std::memcpy(payload.data() + 4 * i, &f, 4);
+        const int64_t chunk = h.at("chunk");
+        if (chunk <= 0) throw std::invalid_argument("chunk must be positive");
+        Oracle& o = st.seq(h.at("seq"));
+        std::vector<double> all;
+        for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(chunk)) {
+          // The mutant's window restarts at each chunk: a chunk's sliding layers see no earlier key.
+          if (st.mutant == "chunked-restart") o.forget_before(o.length());
+          append(all, o.extend(std::vector<int32_t>(tokens.begin() + static_cast<long>(at),
+                                                    tokens.begin() + static_cast<long>(std::min(tokens.size(), at + static_cast<size_t>(chunk))))));
         }
-        send({{"status", "ok"},
-              {"buffers", {{{"name", "logits"}, {"dtype", "float32"}, {"shape", {tokens.size(), st.model->config.vocab}}, {"nbytes", payload.size()}}}}},
-             payload);
+        send_logits(st, all);
+      } else if (op == "spec") {
+        Oracle& o = st.seq(h.at("seq"));
+        const std::vector<double> logits = o.extend(h.at("tokens").get<std::vector<int32_t>>());
+        // The mutant rolls back one token more than the draft rejected.
+        const int64_t n = std::min<int64_t>(h.at("n").get<int64_t>() + (st.mutant == "spec-rollback" ? 1 : 0), o.length());
+        if (n > 0) o.truncate(n);
+        send_logits(st, logits);
+      } else if (op == "batch") {
+        std::vector<double> all;
+        const json& items = h.at("items");
+        const int64_t first_length = items.empty() ? 0 : st.seq(items[0].at("seq")).length();
+        for (const json& item : items) {
+          Oracle& o = st.seq(item.at("seq"));
+          const std::vector<int32_t> tokens = item.at("tokens").get<std::vector<int32_t>>();
+          if (st.mutant == "batch-offset" && o.length() != first_length) {
+            // The mutant computes this sequence's rows at the first item's offset: its cache cut
+            // back or padded (with its first token) to that length.
+            Oracle at_offset = o;
+            if (at_offset.length() > first_length) at_offset.truncate(at_offset.length() - first_length);
+            else at_offset.extend(std::vector<int32_t>(static_cast<size_t>(first_length - at_offset.length()), tokens.front()));
+            append(all, at_offset.extend(tokens));
+            o.extend(tokens);
+          } else {
+            append(all, o.extend(tokens));
+          }
+        }
+        send_logits(st, all);
+      } else if (op == "fork") {
+        const int64_t seq = h.at("seq"), from = h.at("from"), length = h.at("length");
+        if (seq == from) throw std::invalid_argument("fork into its own source");
+        Oracle& source = st.seq(from);
+        if (length < 0 || length > source.length())
+          throw std::invalid_argument("fork of " + std::to_string(length) + " tokens of a sequence of " + std::to_string(source.length()));
+        if (st.mutant == "fork-shared") {
+          // The mutant shares the source's state instead of copying it: cutting the fork cuts the
+          // source, and either one's extends land in both.
+          st.seqs[seq] = st.seqs[from];
+          if (source.length() > length) source.truncate(source.length() - length);
+        } else {
+          auto copy = std::make_shared<Oracle>(source);
+          // The mutant starts the fork from a prefix one token short.
+          const int64_t keep = st.mutant == "fork-prefix" ? std::max<int64_t>(0, length - 1) : length;
+          if (copy->length() > keep) copy->truncate(copy->length() - keep);
+          st.seqs[seq] = copy;
+        }
+        send({{"status", "ok"}});
       } else if (op == "rollback") {
         st.seq(h.at("seq")).truncate(h.at("n"));
         send({{"status", "ok"}});
       } else if (op == "reload") {
         Oracle copy = st.seq(h.at("seq"));
         st.seqs.erase(h.at("seq").get<int64_t>());
-        st.seqs[h.at("seq")] = std::make_unique<Oracle>(copy);
+        st.seqs[h.at("seq")] = std::make_shared<Oracle>(copy);
         send({{"status", "ok"}});
       } else if (op == "reset") {
         st.seqs.clear();

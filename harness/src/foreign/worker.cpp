@@ -11,6 +11,9 @@
 #include <chrono>
 #include <cstring>
 #include <sstream>
+#include <vector>
+
+extern char** environ;
 
 namespace kvc::worker {
 
@@ -43,6 +46,28 @@ std::string seconds(double s) {
   return os.str();
 }
 
+// The child's environment: this process's, with the checkout's Python package (python/, the
+// `kvconform` package that Python adapters import) on PYTHONPATH after any PYTHONPATH already set.
+// One place for every worker, kernel and engine alike: the engine venvs are shared between
+// checkouts (engines/setup_env.sh caches them by requirements), so an install into them could not
+// follow the checkout, and the harness and the package it launches come from the same checkout.
+std::vector<std::string> worker_environment() {
+  std::vector<std::string> env;
+  std::string python_path;
+  for (char** e = environ; *e; ++e) {
+    if (std::strncmp(*e, "PYTHONPATH=", 11) == 0)
+      python_path = *e + 11;
+    else
+      env.emplace_back(*e);
+  }
+#ifdef KVC_PYTHON_PACKAGE_DIR
+  if (access(KVC_PYTHON_PACKAGE_DIR "/kvconform/__init__.py", R_OK) == 0)  // a built checkout, not an install elsewhere
+    python_path += (python_path.empty() ? "" : ":") + std::string(KVC_PYTHON_PACKAGE_DIR);
+#endif
+  if (!python_path.empty()) env.push_back("PYTHONPATH=" + python_path);
+  return env;
+}
+
 }  // namespace
 
 std::string frame(const json& h) {
@@ -63,6 +88,12 @@ bool Worker::start(const json& hello, double startup_timeout_s, End& end, std::s
     detail = std::string("pipe: ") + std::strerror(errno);
     return false;
   }
+  // Built before fork: the child only calls async-signal-safe functions.
+  const std::vector<std::string> env = worker_environment();
+  std::vector<char*> envp;
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const char* argv[] = {"sh", "-c", command_.c_str(), nullptr};
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid < 0) {
@@ -77,7 +108,7 @@ bool Worker::start(const json& hello, double startup_timeout_s, End& end, std::s
     dup2(out[1], 1);
     dup2(err[1], 2);
     for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
-    execl("/bin/sh", "sh", "-c", command_.c_str(), static_cast<char*>(nullptr));
+    execve("/bin/sh", const_cast<char* const*>(argv), envp.data());
     _exit(127);
   }
   setpgid(pid, pid);  // also here: no race with the child's own call

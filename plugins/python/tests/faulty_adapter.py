@@ -9,17 +9,20 @@ restarted and serves the following cases (batch > 1 ones included).
 print: a stray print to the protocol's stdout; refuse: an error reply that quotes the header's
 "case", "step" and "layer" (a KeyError if the host does not send them).
 """
+import argparse
 import os
 import signal
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import torch  # noqa: E402
+import torch
 
-from kvc_protocol import Unsupported, arg, serve  # noqa: E402
+from kvconform import Unsupported
+from kvconform.serve import serve_handler
 
-FAULT = arg("fault", "crash", str)
+_flags = argparse.ArgumentParser()
+_flags.add_argument("--fault", default="crash")
+FAULT = _flags.parse_args().fault
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
 
@@ -65,4 +68,4 @@ def attention(h, buffers):
     return h["dtype"], tuple(out.shape), ctypes.string_at(out.data_ptr(), out.numel() * out.element_size())
 
 
-serve("faulty_" + FAULT, "fails on batch > 1", attention)
+serve_handler("faulty_" + FAULT, "fails on batch > 1", attention)

@@ -49,7 +49,13 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
 
 // Which explanation fits an engine's logits (recorded per extend step), or "" when none does.
 struct Recorded {
-  std::vector<std::vector<float>> logits;  // per plan step; empty for non-extend steps and steps not run
+  std::vector<std::vector<float>> logits;  // per plan step; empty for steps without logits and steps not run
+  // Per plan step, which of its new positions `logits` holds (indices into new_positions()); a step
+  // without an entry, or with an empty entry and logits, holds all of them.
+  std::vector<std::vector<int64_t>> rows;
+  int64_t row(size_t step, size_t k) const {
+    return step < rows.size() && !rows[step].empty() ? rows[step][k] : static_cast<int64_t>(k);
+  }
 };
 std::string diagnose(const Model& model, const Plan& plan, const Recorded& recorded, double bound);
 

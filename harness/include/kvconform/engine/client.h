@@ -31,7 +31,8 @@ struct Reply {
   Kind kind = Kind::Ok;
   std::string message;
   nlohmann::json header;     // the worker's reply header
-  std::vector<float> logits;  // extend: [tokens, vocab]
+  std::vector<float> logits;  // a step with new positions: [rows.size(), vocab]
+  std::vector<int64_t> rows;  // which of the step's new positions `logits` holds (all unless the engine named a subset)
   bool ok() const { return kind == Kind::Ok; }
 };
 

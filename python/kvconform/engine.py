@@ -1,0 +1,312 @@
+"""`kvconform.engine`: an inference engine behind kvconform's engine protocol (docs/engines.md).
+
+Subclass `Engine`, implement `load` and `extend` (and `reset`; `rollback`, `reload` and the serving
+operations `fork`, `chunked`, `spec`, `batch` when the engine has them, listed in `operations`), and
+serve it:
+
+    class MyEngine(kvconform.Engine):
+        name = "my-engine"
+        operations = ("rollback",)
+
+        def load(self, model_dir, options, mutant, max_tokens, sequences):
+            ...                                    # build the engine on the checkpoint in model_dir
+            return vocab_size                      # or Loaded(vocab_size, precision={"kv": "float16"})
+
+        def extend(self, seq, tokens):
+            ...                                    # feed tokens to sequence seq
+            return logits_float32_bytes            # len(tokens) * vocab little-endian float32, row-major
+                                                   # or Rows([len(tokens) - 1], last_row_bytes): a subset
+
+    if __name__ == "__main__":
+        kvconform.serve_engine(MyEngine())
+
+`kvconform engine --engine-cmd 'python my_adapter.py'` checks it, `pytest --kvconform-engine
+my_adapter.py:MyEngine` gives one test per case. Raise `Unsupported` for what the engine refuses (the
+case, or for an optional operation the whole plan, is a SKIP with the message); any other exception
+fails the case with its message; the worker lives on either way.
+"""
+from __future__ import annotations
+
+import operator
+import sys
+from typing import IO, Any, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+
+from ._load import load_object
+from .protocol import Buffer, Header, OutBuffer, Unsupported, protocol_stdout, serve_requests
+
+__all__ = [
+    "MUTANTS",
+    "OPERATIONS",
+    "OPERATION_MUTANTS",
+    "PRECISION",
+    "WINDOW_MUTANTS",
+    "Engine",
+    "Loaded",
+    "Rows",
+    "Unsupported",
+    "load_engine",
+    "mutate_hf_config",
+    "mutated_window",
+    "serve",
+]
+
+WINDOW_MUTANTS = ("none", "window+1", "window-1", "full")
+"""The window mutants: the engine is told W + 1, W - 1, or runs sliding layers as full attention."""
+OPERATION_MUTANTS = ("fork-shared", "fork-prefix", "chunked-restart", "spec-rollback", "batch-offset")
+"""The serving-operation mutants: a fork that shares the state it should copy / starts one token
+short, a chunked extend whose window restarts at each chunk, a spec cycle that rolls back one token
+too many, a batch that computes a sequence at another's offset. An adapter implements those of its
+operations and refuses the others (raise Unsupported); the window stays right."""
+MUTANTS = WINDOW_MUTANTS + OPERATION_MUTANTS
+"""The adapter mutants `load` gets."""
+OPERATIONS = ("rollback", "reload", "sequences", "fork", "chunked", "spec", "batch")
+"""The optional operations an engine may list in `Engine.operations`."""
+PRECISION = {"kv": "K and V stored or read as float16", "q": "queries read as float16",
+             "gelu": "GELU read from a float16 table (ggml's CPU GELU)"}
+"""The keys of a load answer's `precision`, each "float16" or "float32" (the default)."""
+
+
+class Loaded(NamedTuple):
+    """What `Engine.load` may return instead of the vocabulary size: the vocabulary size and, for this
+    load, where the engine computes below float32 (overrides `Engine.precision`)."""
+    vocab: int
+    precision: Optional[Mapping[str, str]] = None
+
+
+class Rows(NamedTuple):
+    """What a step with new positions may return instead of all their logits: the logits of only the
+    rows named (increasing indices into the step's new positions, e.g. `[n - 1]` for the last one, as
+    a server answers), float32 bytes of len(rows) * vocab. The judge checks those; a run that answered
+    none is not a pass."""
+    rows: Sequence[int]
+    logits: bytes
+
+
+Logits = Union[bytes, Rows]
+
+
+class Engine:
+    """The engine side of the protocol. Class attributes (answered to the host's hello):
+
+    name: the engine's name in the case ids (`engine/<name>/<model>/<plan>`) unless the host names it.
+    version, description: shown in the reports.
+    operations: the optional operations implemented: "rollback", "reload", "sequences" (more than
+        one sequence interleaved; without it, plans with two sequences are not sent), and the serving
+        operations "fork", "chunked", "spec", "batch" (docs/engines.md, "Serving operations").
+    precision: where the engine computes below float32 on every load, e.g. {"kv": "float16"}: the
+        same-dtype reference rounds there too (docs/engines.md, "Judging"). A load whose precision
+        depends on its options returns `Loaded(vocab, precision)` instead, which overrides it.
+    """
+
+    name: ClassVar[str] = "engine"
+    version: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    operations: ClassVar[Sequence[str]] = ()
+    precision: ClassVar[Mapping[str, str]] = {}
+
+    def load(self, model_dir: str, options: Mapping[str, Any], mutant: str, max_tokens: int,
+             sequences: int) -> Union[int, Loaded]:
+        """Loads the Hugging Face checkpoint in model_dir (config.json, model.safetensors, float32) with
+        the configuration's options (refuse unknown keys by name), telling the engine the window that
+        `mutated_window(W, mutant)` gives; max_tokens: the longest any sequence grows; sequences: how
+        many sequences (ids 0 .. sequences - 1). Every sequence starts empty. Returns the vocabulary
+        size, or `Loaded(vocab, precision)`."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement load")
+
+    def extend(self, seq: int, tokens: List[int]) -> Logits:
+        """Feeds tokens to sequence seq; returns the logits of each new position in order: float32
+        little-endian, len(tokens) * vocab values, row-major (numpy: `logits.astype("<f4").tobytes()`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement extend")
+
+    def rollback(self, seq: int, n: int) -> None:
+        """Drops the last n tokens of sequence seq (operation "rollback")."""
+        raise Unsupported("rollback is not supported")
+
+    def reload(self, seq: int) -> None:
+        """Saves sequence seq's state with the engine's state API, drops it and loads it back
+        (operation "reload")."""
+        raise Unsupported("reload is not supported")
+
+    def reset(self) -> None:
+        """Empties every sequence."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement reset")
+
+    def fork(self, seq: int, source: int, length: int) -> None:
+        """Sequence seq (its old contents dropped) starts from the first `length` tokens of sequence
+        `source`, sharing or copying the engine's state for them (prefix caching); `source` goes on
+        unchanged (operation "fork")."""
+        raise Unsupported("fork is not supported")
+
+    def chunked(self, seq: int, tokens: List[int], chunk: int) -> Logits:
+        """Feeds tokens to sequence seq in chunks of `chunk` tokens through the engine's own chunking
+        (a micro-batch size, repeated forward calls), the last chunk possibly shorter; returns the
+        logits of every new position as `extend` does (operation "chunked")."""
+        raise Unsupported("chunked is not supported")
+
+    def spec(self, seq: int, tokens: List[int], n: int) -> Logits:
+        """One speculative-decoding cycle: feeds the draft `tokens` to sequence seq, returns their
+        logits as `extend` does, then drops the last n (the rejected draft tokens; operation "spec").
+        The default is `extend` then `rollback`; an engine with its own verify step overrides it."""
+        logits = self.extend(seq, tokens)
+        if n:
+            self.rollback(seq, n)
+        return logits
+
+    def batch(self, items: List[Tuple[int, List[int]]]) -> Logits:
+        """Advances several sequences in one engine call: items are (seq, tokens), each seq once;
+        returns the logits of every new position, item after item (operation "batch")."""
+        raise Unsupported("batch is not supported")
+
+
+def mutated_window(window: int, mutant: str) -> Optional[int]:
+    """The window an adapter mutant tells the engine (None: sliding layers run as full attention)."""
+    if mutant not in MUTANTS:
+        raise ValueError(f"unknown mutant {mutant!r} (expected one of {', '.join(MUTANTS)})")
+    if mutant in OPERATION_MUTANTS:
+        return window  # the operation is done wrong, the window is right
+    return {"none": window, "window+1": window + 1, "window-1": window - 1, "full": None}[mutant]
+
+
+def mutate_hf_config(cfg: Any, mutant: str) -> Any:
+    """Tells a transformers config (a PretrainedConfig) the adapter mutant's window, in place, and
+    returns it: sliding_window W+-1, or every layer full attention (layer_types all full where the
+    config has them, else no sliding_window)."""
+    window = mutated_window(cfg.sliding_window, mutant)
+    if mutant == "none" or mutant in OPERATION_MUTANTS:
+        return cfg
+    if window is not None:
+        cfg.sliding_window = window
+    elif getattr(cfg, "layer_types", None) is not None:
+        cfg.layer_types = ["full_attention"] * cfg.num_hidden_layers
+    else:
+        cfg.sliding_window = None
+    return cfg
+
+
+def _precision(value: Mapping[str, str], where: str) -> Dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{where}: precision must be a mapping like {{'kv': 'float16'}}, got {type(value).__name__}")
+    out = {}
+    for key, dtype in value.items():
+        if key not in PRECISION:
+            raise ValueError(f"{where}: precision key {key!r}: known are {', '.join(PRECISION)}")
+        if dtype not in ("float16", "float32"):
+            raise ValueError(f"{where}: precision {key}={dtype!r}: expected 'float16' or 'float32'")
+        if dtype == "float16":
+            out[key] = dtype
+    return out
+
+
+class _Session:
+    """One worker's state between requests: the vocabulary of the last load."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine, self.vocab = engine, 0
+        bad = [op for op in engine.operations if op not in OPERATIONS]
+        if bad:
+            raise ValueError(f"{type(engine).__name__}.operations {bad}: known are {', '.join(OPERATIONS)}")
+        _precision(engine.precision, f"{type(engine).__name__}.precision")
+
+    def hello(self) -> Header:
+        e = self.engine
+        return {"status": "ok", "name": e.name, "version": e.version, "description": e.description,
+                "operations": list(e.operations)}
+
+    def handle(self, h: Header, buffers: Dict[str, Buffer]) -> Tuple[Header, Sequence[OutBuffer]]:
+        e, op = self.engine, h.get("op")
+        if op == "load":
+            self.vocab = 0
+            mutant = h.get("mutant", "none")
+            needs = mutant.split("-")[0]
+            if mutant in OPERATION_MUTANTS and needs not in e.operations:
+                raise Unsupported(f"mutant {mutant}: {type(e).__name__} has no {needs} operation")
+            loaded = e.load(h["model"], h.get("options", {}), h.get("mutant", "none"), h.get("max_tokens", 0),
+                            h.get("sequences", 1))
+            where = f"{type(e).__name__}.load"
+            if isinstance(loaded, Loaded):
+                vocab, precision = loaded.vocab, loaded.precision if loaded.precision is not None else e.precision
+            else:
+                vocab, precision = loaded, e.precision
+            if isinstance(vocab, bool) or not hasattr(vocab, "__index__") or operator.index(vocab) <= 0:
+                raise TypeError(f"{where} returned {vocab!r}: expected the vocabulary size (an int > 0) "
+                                "or Loaded(vocab, precision)")
+            vocab = operator.index(vocab)  # numpy's integers too
+            reply: Header = {"vocab": vocab}
+            rounded = _precision(precision, where)
+            if rounded:
+                reply["precision"] = rounded
+            self.vocab = vocab
+            return reply, ()
+        if op in ("extend", "chunked", "spec", "batch"):
+            where = f"{type(e).__name__}.{op}"
+            if op == "batch":
+                items = [(int(item["seq"]), list(item["tokens"])) for item in h["items"]]
+                rows = sum(len(tokens) for _, tokens in items)
+                answer = e.batch(items)
+            else:
+                tokens = list(h["tokens"])
+                rows = len(tokens)
+                answer = (e.extend(h["seq"], tokens) if op == "extend" else
+                          e.chunked(h["seq"], tokens, h["chunk"]) if op == "chunked" else e.spec(h["seq"], tokens, h["n"]))
+            return self._logits(answer, rows, where)
+        if op == "fork":
+            e.fork(h["seq"], h["from"], h["length"])
+            return {}, ()
+        if op == "rollback":
+            e.rollback(h["seq"], h["n"])
+        elif op == "reload":
+            e.reload(h["seq"])
+        elif op == "reset":
+            e.reset()
+        else:
+            raise ValueError(f"unknown op {op!r}")
+        return {}, ()
+
+
+    def _logits(self, answer: Logits, rows: int, where: str) -> Tuple[Header, Sequence[OutBuffer]]:
+        named = None
+        if isinstance(answer, Rows):
+            named = [operator.index(r) for r in answer.rows]
+            if any(r < 0 or r >= rows for r in named) or any(b <= a for a, b in zip(named, named[1:])):
+                raise ValueError(f"{where} returned Rows({named}, ...): rows must be increasing indices in [0, {rows})")
+            answer = answer.logits
+        data = bytes(answer)
+        count = rows if named is None else len(named)
+        want = 4 * count * self.vocab
+        if len(data) != want:
+            raise RuntimeError(f"{where} returned {len(data)} bytes of logits, expected {want} "
+                               f"({count} positions x vocab {self.vocab} float32)")
+        header: Header = {} if named is None else {"rows": named}
+        return header, [("logits", "float32", [count, self.vocab], data)]
+
+
+def serve(engine: Engine, stdin: Optional[IO[bytes]] = None, stdout: Optional[IO[bytes]] = None) -> None:
+    """Answers the host (`kvconform engine`) on stdin/stdout until it closes stdin. The protocol owns
+    stdout: print() goes to stderr meanwhile."""
+    if not isinstance(engine, Engine):
+        raise TypeError(f"kvconform.engine.serve: {engine!r} is not an instance of a kvconform.Engine subclass")
+    session = _Session(engine)
+    serve_requests(session.hello, session.handle, stdin, stdout)
+
+
+def load_engine(spec: str) -> Engine:
+    """The Engine that SPEC (path/adapter.py:Class or module:Class) names: a subclass, instantiated
+    without arguments, or an instance; the attribute may be omitted when the module defines exactly
+    one Engine subclass."""
+    found = load_object(spec, "a kvconform.Engine subclass or instance", _is_engine)
+    engine = found() if isinstance(found, type) else found
+    assert isinstance(engine, Engine)
+    return engine
+
+
+def _is_engine(obj: object) -> bool:
+    return isinstance(obj, Engine) or (isinstance(obj, type) and issubclass(obj, Engine) and obj is not Engine)
+
+
+def serve_main(argv: Optional[Sequence[str]] = None) -> None:
+    """python -m kvconform serve-engine SPEC: the worker `kvconform engine --engine-cmd` starts."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1 or args[0].startswith("-"):
+        sys.exit("usage: python -m kvconform serve-engine SPEC   (path/adapter.py:EngineClass or module:EngineClass)")
+    with protocol_stdout() as stream:  # from before the adapter's module is imported
+        serve(load_engine(args[0]), stdout=stream)

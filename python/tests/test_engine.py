@@ -1,0 +1,252 @@
+"""`kvconform.engine` and `kvconform.protocol` without the kvconform binary: what an Engine subclass
+answers to each request, the precision of the load answer, the checks on what it returns, and the
+worker process `python -m kvconform serve-engine` (a print at import goes to stderr)."""
+import io
+import json
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+import types
+import warnings
+
+import pytest
+
+import kvconform
+from kvconform import protocol
+from kvconform.engine import serve
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VOCAB = 3
+
+
+class Counting(kvconform.Engine):
+    """Logits = the token id in every column: enough to see the bytes go through."""
+    name, version, description = "counting", "1.0", "a test engine"
+    operations = ("sequences",)
+
+    def load(self, model_dir, options, mutant, max_tokens, sequences):
+        self.loaded = (model_dir, dict(options), mutant, max_tokens, sequences)
+        return VOCAB
+
+    def extend(self, seq, tokens):
+        return struct.pack(f"<{len(tokens) * VOCAB}f", *[float(t) for t in tokens for _ in range(VOCAB)])
+
+    def reset(self):
+        pass
+
+
+def exchange(engine, *requests):
+    """Serves engine on the requests; returns the replies (header, buffers)."""
+    stdin, stdout = io.BytesIO(), io.BytesIO()
+    for r in requests:
+        protocol.send(stdin, r)
+    stdin.seek(0)
+    serve(engine, stdin=stdin, stdout=stdout)
+    stdout.seek(0)
+    replies = []
+    while True:
+        try:
+            replies.append(protocol.receive(stdout))
+        except protocol.Closed:
+            return replies
+
+
+LOAD = {"op": "load", "case": "engine/x/m/p", "model": "/m", "options": {"k": 1}, "mutant": "window+1",
+        "max_tokens": 9, "sequences": 2}
+
+
+def test_hello_load_extend_reset():
+    e = Counting()
+    (hello, _), (load, _), (ext, bufs), (reset, _) = exchange(
+        e, {"op": "hello", "protocol": 1, "level": "engine"}, LOAD,
+        {"op": "extend", "case": "c", "step": 0, "seq": 1, "tokens": [5, 7]}, {"op": "reset", "case": "c", "step": 1})
+    assert hello == {"status": "ok", "name": "counting", "version": "1.0", "description": "a test engine",
+                     "operations": ["sequences"]}
+    assert load == {"status": "ok", "vocab": VOCAB}  # float32 everywhere: no precision field
+    assert e.loaded == ("/m", {"k": 1}, "window+1", 9, 2)
+    assert ext["status"] == "ok" and ext["buffers"] == [{"name": "logits", "dtype": "float32", "shape": [2, VOCAB],
+                                                          "nbytes": 4 * 2 * VOCAB}]
+    assert struct.unpack("<6f", bufs["logits"][2]) == (5, 5, 5, 7, 7, 7)
+    assert reset == {"status": "ok"}
+
+
+def test_precision_from_the_class_and_from_loaded():
+    class Half(Counting):
+        precision = {"kv": "float16"}
+
+    class PerLoad(Half):
+        def load(self, *args):
+            super().load(*args)
+            return kvconform.Loaded(VOCAB, {"q": "float16", "kv": "float16", "gelu": "float32"})
+
+    assert exchange(Half(), LOAD)[0][0] == {"status": "ok", "vocab": VOCAB, "precision": {"kv": "float16"}}
+    assert exchange(PerLoad(), LOAD)[0][0] == {"status": "ok", "vocab": VOCAB,
+                                               "precision": {"q": "float16", "kv": "float16"}}
+
+
+@pytest.mark.parametrize("precision,words", [({"k": "float16"}, "precision key 'k': known are kv, q, gelu"),
+                                             ({"kv": "bfloat16"}, "precision kv='bfloat16'")])
+def test_a_wrong_precision_is_an_error_naming_it(precision, words):
+    class Wrong(Counting):
+        def load(self, *args):
+            return kvconform.Loaded(VOCAB, precision)
+
+    reply = exchange(Wrong(), LOAD)[0][0]
+    assert reply["status"] == "error" and words in reply["error"] and "Wrong.load" in reply["error"], reply
+
+
+def test_what_the_engine_returns_is_checked():
+    class ShortLogits(Counting):
+        def extend(self, seq, tokens):
+            return b"\0" * 4
+
+    class NoVocab(Counting):
+        def load(self, *args):
+            return None
+
+    (_, _), (ext, _) = exchange(ShortLogits(), LOAD, {"op": "extend", "seq": 0, "tokens": [1, 2]})
+    assert ext["status"] == "error" and "returned 4 bytes of logits, expected 24" in ext["error"], ext
+    (load, _), = exchange(NoVocab(), LOAD)
+    assert load["status"] == "error" and "NoVocab.load returned None" in load["error"], load
+
+
+def test_unsupported_and_errors_keep_the_worker_alive():
+    class Refuses(Counting):
+        def extend(self, seq, tokens):
+            raise RuntimeError("boom")
+
+    replies = exchange(Refuses(), LOAD, {"op": "rollback", "seq": 0, "n": 1}, {"op": "extend", "seq": 0, "tokens": [1]},
+                       {"op": "frobnicate"}, {"op": "reset"})
+    assert [r["status"] for r, _ in replies] == ["ok", "unsupported", "error", "error", "ok"], replies
+    assert replies[1][0]["error"] == "rollback is not supported"
+    assert replies[2][0]["error"].startswith("RuntimeError: boom (test_engine.py:"), replies[2][0]
+    assert "unknown op 'frobnicate'" in replies[3][0]["error"]
+
+
+class Serving(Counting):
+    """The serving operations on top of Counting: a spec cycle through the default extend + rollback."""
+    operations = ("sequences", "rollback", "fork", "chunked", "spec", "batch")
+
+    def rollback(self, seq, n):
+        self.rolled = (seq, n)
+
+    def fork(self, seq, source, length):
+        self.forked = (seq, source, length)
+
+    def chunked(self, seq, tokens, chunk):
+        self.chunk = chunk
+        return kvconform.Rows([len(tokens) - 1], struct.pack(f"<{VOCAB}f", *[float(tokens[-1])] * VOCAB))
+
+    def batch(self, items):
+        return b"".join(self.extend(seq, tokens) for seq, tokens in items)
+
+
+def test_the_serving_operations_and_a_subset_answer():
+    e = Serving()
+    (_, _), (fork, _), (chunked, cbufs), (spec, _), (batch, bbufs) = exchange(
+        e, LOAD, {"op": "fork", "seq": 1, "from": 0, "length": 3},
+        {"op": "chunked", "seq": 0, "tokens": [4, 5, 6], "chunk": 2}, {"op": "spec", "seq": 0, "tokens": [8, 9], "n": 1},
+        {"op": "batch", "items": [{"seq": 0, "tokens": [1]}, {"seq": 1, "tokens": [2, 3]}]})
+    assert fork == {"status": "ok"} and e.forked == (1, 0, 3)
+    assert chunked["rows"] == [2] and chunked["buffers"][0]["shape"] == [1, VOCAB] and e.chunk == 2, chunked
+    assert struct.unpack("<3f", cbufs["logits"][2]) == (6, 6, 6)
+    assert spec["buffers"][0]["shape"] == [2, VOCAB] and "rows" not in spec and e.rolled == (0, 1), spec
+    assert batch["buffers"][0]["shape"] == [3, VOCAB]
+    assert struct.unpack("<9f", bbufs["logits"][2]) == (1, 1, 1, 2, 2, 2, 3, 3, 3)
+
+
+def test_a_wrong_subset_is_an_error_naming_it():
+    class BadRows(Serving):
+        def chunked(self, seq, tokens, chunk):
+            return kvconform.Rows([1, 0], b"")
+
+    (_, _), (reply, _) = exchange(BadRows(), LOAD, {"op": "chunked", "seq": 0, "tokens": [4, 5], "chunk": 1})
+    assert reply["status"] == "error" and "BadRows.chunked returned Rows([1, 0], ...): rows must be increasing" in reply["error"]
+    (_, _), (reply, _) = exchange(Counting(), LOAD, {"op": "fork", "seq": 1, "from": 0, "length": 1})
+    assert reply == {"status": "unsupported", "error": "fork is not supported"}
+    (load, _), = exchange(Counting(), dict(LOAD, mutant="fork-prefix"))
+    assert load == {"status": "unsupported", "error": "mutant fork-prefix: Counting has no fork operation"}, load
+
+
+def test_a_wrong_declaration_is_refused_before_serving():
+    class BadOps(Counting):
+        operations = ("rollback", "shift")
+
+    with pytest.raises(ValueError, match=r"BadOps.operations \['shift'\]: known are rollback, reload, sequences, fork"):
+        serve(BadOps(), stdin=io.BytesIO(), stdout=io.BytesIO())
+    with pytest.raises(TypeError, match="not an instance of a kvconform.Engine subclass"):
+        serve(Counting, stdin=io.BytesIO(), stdout=io.BytesIO())
+
+
+def test_mutants():
+    assert [kvconform.mutated_window(4, m) for m in kvconform.MUTANTS] == [4, 5, 3, None, 4, 4, 4, 4, 4]
+    with pytest.raises(ValueError, match=r"unknown mutant 'window\+2'"):
+        kvconform.mutated_window(4, "window+2")
+    cfg = types.SimpleNamespace(sliding_window=4, layer_types=["sliding_attention", "full_attention"], num_hidden_layers=2)
+    assert kvconform.mutate_hf_config(cfg, "full").layer_types == ["full_attention"] * 2 and cfg.sliding_window == 4
+    cfg = types.SimpleNamespace(sliding_window=4)
+    assert kvconform.mutate_hf_config(cfg, "window-1").sliding_window == 3
+    assert kvconform.mutate_hf_config(cfg, "full").sliding_window is None
+
+
+def test_serve_engine_process_and_client(tmp_path):
+    """`python -m kvconform serve-engine FILE` (the one Engine subclass of the file), driven by
+    protocol.Client as kvconform drives it; a print at import goes to stderr, not into the frames."""
+    adapter = tmp_path / "chatty_engine.py"
+    adapter.write_text("print('Loading engine')\nimport kvconform\n" + textwrap.dedent('''
+        class Chatty(kvconform.Engine):
+            name = "chatty"
+            def load(self, model_dir, options, mutant, max_tokens, sequences):
+                print("loading", model_dir)
+                return 2
+            def extend(self, seq, tokens):
+                return b"\\0" * 8 * len(tokens)
+        '''))
+    err = tmp_path / "stderr"
+    with open(err, "w") as stderr:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        proc = subprocess.Popen([sys.executable, "-m", "kvconform", "serve-engine", str(adapter)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
+        client = protocol.Client.__new__(protocol.Client)  # around an already started process
+        client.process, client.command, client.hello = proc, "serve-engine", {}
+        with client:
+            assert client.request({"op": "hello", "protocol": 1, "level": "engine"})[0]["name"] == "chatty"
+            assert client.request(LOAD)[0] == {"status": "ok", "vocab": 2}
+            assert client.request({"op": "extend", "seq": 0, "tokens": [1]})[1]["logits"][1] == (1, 2)
+            with pytest.raises(kvconform.Unsupported, match="reload is not supported"):
+                client.request({"op": "reload", "seq": 0})
+            with pytest.raises(protocol.WorkerError, match="does not implement reset"):
+                client.request({"op": "reset"})
+            assert client.request({"op": "reset"}, check=False)[0]["status"] == "error"
+    assert proc.returncode == 0
+    assert "Loading engine" in err.read_text() and "loading /m" in err.read_text()
+
+
+def test_the_old_module_is_a_deprecated_shim():
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "engines"))
+    try:
+        sys.modules.pop("kvc_engine", None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import kvc_engine
+        assert kvc_engine.Engine is kvconform.Engine and kvc_engine.serve is kvconform.serve_engine
+        assert any(issubclass(w.category, DeprecationWarning) and "goes away in the next release" in str(w.message)
+                   for w in caught), [str(w.message) for w in caught]
+    finally:
+        sys.path.pop(0)
+
+
+def test_protocol_frames_are_the_documented_bytes():
+    stream = io.BytesIO()
+    protocol.send(stream, {"op": "x"}, [("out", "float32", (1,), b"\0\0\x80\x3f")])
+    raw = stream.getvalue()
+    n = struct.unpack("<I", raw[:4])[0]
+    assert json.loads(raw[4:4 + n]) == {"op": "x", "buffers": [{"name": "out", "dtype": "float32", "shape": [1], "nbytes": 4}]}
+    assert raw[4 + n:] == b"\0\0\x80\x3f"
+    stream.seek(0)
+    assert protocol.receive(stream) == ({"op": "x", "buffers": [{"name": "out", "dtype": "float32", "shape": [1], "nbytes": 4}]},
+                                        {"out": ("float32", (1,), b"\0\0\x80\x3f")})
+    with pytest.raises(protocol.Closed):
+        protocol.receive(io.BytesIO(b"\x05\0\0\0{}"))
