@@ -2,7 +2,8 @@
 site-packages is edited; the patches live in this process only).
 
 In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 still round to
-float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral):
+float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
+the family registry's checkpoints (qwen2, qwen3, llama4_text):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -12,6 +13,14 @@ float32 in three places for the families of the kvconform zoo (gemma2, gemma3_te
      forward casts inv_freq and the positions with `.float()` and takes cos/sin in float32
      ("Force float32"), then casts cos/sin to the model dtype.
   3. Eager attention: `softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)`.
+
+llama4_text has more: its Llama4TextL2Norm (the weightless q/k norm) and Llama4TextRMSNorm cast
+to float32 like the others; its rotary embedding is complex (torch.polar of float32 angles) and
+apply_rotary_emb multiplies `xq.float()` as complex64; the router takes the sigmoid of
+`router_scores.float()`; and the attention temperature tuning computes its scale from
+`cache_position.float()` (4.x) or `positions.float()` (5.x) in float32. The first three are patched
+like the others; the temperature line is patched by rewriting `.float()` to `.double()` in that one
+expression of Llama4TextAttention.forward's source (exactly one occurrence, else it raises).
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype; each rotary module's forward with a float64 one whose inv_freq is recomputed in
@@ -62,16 +71,70 @@ def _rotary_forward(self, x, position_ids, layer_type=None):
     return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
 
 
+def _l2_norm_forward(self, x):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+def _llama4_norm_forward(self, x):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.to(x.dtype)
+
+
+def _complex_rotary_forward(self, x, position_ids):
+    freqs = position_ids[..., None].to(torch.float64) * self._kvc_inv_freq64[""].to(x.device)
+    return torch.polar(torch.ones_like(freqs), freqs) * self._kvc_scaling[""]
+
+
+def _apply_rotary_emb64(xq, xk, freqs_cis):
+    xq_ = torch.view_as_complex(xq.to(torch.float64).reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.to(torch.float64).reshape(*xk.shape[:-1], -1, 2))
+    xq_out = torch.view_as_real(xq_ * freqs_cis[:, :, None, :]).flatten(3)
+    xk_out = torch.view_as_real(xk_ * freqs_cis[:, :, None, :]).flatten(3)
+    return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+def _llama4_router_forward(self, hidden_states):
+    router_logits = torch.nn.functional.linear(hidden_states, self.weight, self.bias)
+    router_top_value, router_indices = torch.topk(router_logits, self.top_k, dim=1)
+    router_scores = torch.full_like(router_logits, float("-inf")).scatter_(1, router_indices, router_top_value)
+    return torch.sigmoid(router_scores), router_logits
+
+
+def _patch_llama4(mod):
+    """The llama4 islands that are not a norm or a rotary module (see the module docstring)."""
+    import inspect
+    import re
+    import textwrap
+
+    mod.apply_rotary_emb = _apply_rotary_emb64
+    mod.Llama4Router.forward = _llama4_router_forward
+    cls = mod.Llama4TextAttention
+    src = textwrap.dedent(inspect.getsource(cls.forward))
+    new, n = re.subn(r"\b(cache_position|positions)\.float\(\)", r"\1.double()", src)
+    if n != 1:
+        raise RuntimeError(f"exact64: Llama4TextAttention.forward has {n} temperature-tuning casts (expected 1)")
+    scope = dict(vars(mod))
+    exec(compile(new, inspect.getsourcefile(cls.forward), "exec"), scope)
+    cls.forward = scope["forward"]
+
+
 _NORMS = {  # module: (class, forward)
     "transformers.models.gemma2.modeling_gemma2": [("Gemma2RMSNorm", _gemma_norm_forward)],
     "transformers.models.gemma3.modeling_gemma3": [("Gemma3RMSNorm", _gemma_norm_forward)],
     "transformers.models.mistral.modeling_mistral": [("MistralRMSNorm", _llama_norm_forward)],
+    "transformers.models.qwen2.modeling_qwen2": [("Qwen2RMSNorm", _llama_norm_forward)],
+    "transformers.models.qwen3.modeling_qwen3": [("Qwen3RMSNorm", _llama_norm_forward)],
+    "transformers.models.llama4.modeling_llama4": [("Llama4TextRMSNorm", _llama4_norm_forward),
+                                                   ("Llama4TextL2Norm", _l2_norm_forward)],
 }
-_ROTARY = {
-    "transformers.models.gemma2.modeling_gemma2": "Gemma2RotaryEmbedding",
-    "transformers.models.gemma3.modeling_gemma3": "Gemma3RotaryEmbedding",
-    "transformers.models.mistral.modeling_mistral": "MistralRotaryEmbedding",
+_ROTARY = {  # module: (class, forward)
+    "transformers.models.gemma2.modeling_gemma2": ("Gemma2RotaryEmbedding", _rotary_forward),
+    "transformers.models.gemma3.modeling_gemma3": ("Gemma3RotaryEmbedding", _rotary_forward),
+    "transformers.models.mistral.modeling_mistral": ("MistralRotaryEmbedding", _rotary_forward),
+    "transformers.models.qwen2.modeling_qwen2": ("Qwen2RotaryEmbedding", _rotary_forward),
+    "transformers.models.qwen3.modeling_qwen3": ("Qwen3RotaryEmbedding", _rotary_forward),
+    "transformers.models.llama4.modeling_llama4": ("Llama4TextRotaryEmbedding", _complex_rotary_forward),
 }
+_EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4}
 
 
 def _bases(cfg):
@@ -131,19 +194,21 @@ def patch(model):
             mod = importlib.import_module(modname)
             for cls_name, fwd in items:
                 getattr(mod, cls_name).forward = fwd
-        for modname, cls_name in _ROTARY.items():
+        for modname, (cls_name, fwd) in _ROTARY.items():
             mod = importlib.import_module(modname)
-            getattr(mod, cls_name).forward = _rotary_forward
+            getattr(mod, cls_name).forward = fwd
+        for modname, fn in _EXTRA.items():
+            fn(importlib.import_module(modname))
         torch.nn.functional.softmax = _softmax64
         _PATCHED = True
-    rotary_classes = tuple(getattr(importlib.import_module(m), c) for m, c in _ROTARY.items())
+    rotary_classes = tuple(getattr(importlib.import_module(m), c) for m, (c, _) in _ROTARY.items())
     norm_classes = tuple(getattr(importlib.import_module(m), c) for m, items in _NORMS.items() for c, _ in items)
     for name, m in model.named_modules():
         if isinstance(m, rotary_classes):
             summary["rotary"].append({name: _prepare_rotary(m, model.config)})
         elif isinstance(m, norm_classes):
             summary["norms"].append(name)
-        elif "RotaryEmbedding" in type(m).__name__ or "RMSNorm" in type(m).__name__:
+        elif any(w in type(m).__name__ for w in ("RotaryEmbedding", "RMSNorm", "L2Norm", "LayerNorm")):
             raise RuntimeError(f"exact64: {type(m).__name__} ({name}) is not covered")
     summary["norms"] = len(summary["norms"])
     return summary

@@ -1,0 +1,94 @@
+"""The families set: one or more tiny checkpoints per family of the model oracle's registry beyond
+the engine zoo (docs/engines.md, "The family registry"), written by make_models.py --set families.
+
+These are not engine CI models: they exist so engines/transformers/oracle_agreement.py can hold the
+oracle's description of each family to transformers' own float64 forward. Same widths and weight
+stream as the zoo (make_models.py); each entry names what its config encodes, in the keys real
+checkpoints of the family use:
+
+  llama4-c4        llama4_text, 4 layers, attention_chunk_size 4, no layer_types (rope layers chunked,
+                   the NoPE layer 3 full, from the default no_rope_layer_interval), use_qk_norm,
+                   attention temperature tuning (floor_scale 4), MoE on layers 1 and 3 (4 experts, top 2,
+                   shared expert), dense MLP of intermediate_size_mlp on layers 0 and 2
+  llama4-explicit  llama4_text, explicit no_rope_layers [0, 1, 1] and layer_types, chunk 3, one MoE layer
+  qwen2-mwl2       qwen2, 4 layers, use_sliding_window, window 4, max_window_layers 2 (layers 2, 3 slide)
+  qwen2-nosw       qwen2, sliding_window 4 but use_sliding_window false: every layer full
+  qwen3-w3         qwen3, 3 layers, window 3, explicit layer_types [S, F, S], q/k RMS norms, attention_bias
+"""
+
+S, F, C = "sliding_attention", "full_attention", "chunked_attention"
+
+
+def _rope(theta):
+    return {"rope_theta": theta, "rope_parameters": {"rope_type": "default", "rope_theta": theta}}
+
+
+LLAMA4 = {
+    "architectures": ["Llama4ForCausalLM"],
+    "model_type": "llama4_text",
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-5,
+    "intermediate_size": 32,
+    "intermediate_size_mlp": 128,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+    "use_qk_norm": True,
+    "attn_temperature_tuning": True,
+    "floor_scale": 4,
+    "attn_scale": 0.1,
+    "tie_word_embeddings": False,
+    **_rope(10000.0),
+}
+
+MODELS = {
+    "llama4-c4": ("llama4_text", {
+        **LLAMA4,
+        "num_hidden_layers": 4,
+        "attention_chunk_size": 4,
+        "interleave_moe_layer_step": 2,
+    }),
+    "llama4-explicit": ("llama4_text", {
+        **LLAMA4,
+        "num_hidden_layers": 3,
+        "attention_chunk_size": 3,
+        "no_rope_layers": [0, 1, 1],
+        "layer_types": [F, C, C],
+        "moe_layers": [2],
+        "floor_scale": 8,
+    }),
+    "qwen2-mwl2": ("qwen2", {
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "num_hidden_layers": 4,
+        "hidden_act": "silu",
+        "use_sliding_window": True,
+        "sliding_window": 4,
+        "max_window_layers": 2,
+        "tie_word_embeddings": False,
+        **_rope(10000.0),
+    }),
+    "qwen2-nosw": ("qwen2", {
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "num_hidden_layers": 2,
+        "hidden_act": "silu",
+        "use_sliding_window": False,
+        "sliding_window": 4,
+        "max_window_layers": 0,
+        "tie_word_embeddings": True,
+        **_rope(10000.0),
+    }),
+    "qwen3-w3": ("qwen3", {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "num_hidden_layers": 3,
+        "hidden_act": "silu",
+        "use_sliding_window": True,
+        "sliding_window": 3,
+        "max_window_layers": 3,
+        "layer_types": [S, F, S],
+        "attention_bias": True,
+        "tie_word_embeddings": False,
+        **_rope(1000000.0),
+    }),
+}
