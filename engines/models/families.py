@@ -14,6 +14,9 @@ checkpoints of the family use:
   qwen2-mwl2       qwen2, 4 layers, use_sliding_window, window 4, max_window_layers 2 (layers 2, 3 slide)
   qwen2-nosw       qwen2, sliding_window 4 but use_sliding_window false: every layer full
   qwen3-w3         qwen3, 3 layers, window 3, explicit layer_types [S, F, S], q/k RMS norms, attention_bias
+  gptoss-w4        gpt_oss, 4 layers, no layer_types (alternating: even layers slide), window 4, sinks,
+                   YaRN rope (factor 8, truncate false: a fractional ramp over head_dim 16), a MoE on every
+                   layer (4 experts, top 2, router and expert biases, clamped SwiGLU)
 """
 
 S, F, C = "sliding_attention", "full_attention", "chunked_attention"
@@ -39,6 +42,9 @@ LLAMA4 = {
     "tie_word_embeddings": False,
     **_rope(10000.0),
 }
+
+YARN = {"rope_type": "yarn", "factor": 8.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+        "original_max_position_embeddings": 4096}
 
 MODELS = {
     "llama4-c4": ("llama4_text", {
@@ -90,5 +96,21 @@ MODELS = {
         "attention_bias": True,
         "tie_word_embeddings": False,
         **_rope(1000000.0),
+    }),
+    "gptoss-w4": ("gpt_oss", {
+        "architectures": ["GptOssForCausalLM"],
+        "model_type": "gpt_oss",
+        "num_hidden_layers": 4,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-5,
+        "sliding_window": 4,
+        "intermediate_size": 32,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "attention_bias": True,
+        "tie_word_embeddings": False,
+        "rope_theta": 150000.0,
+        "rope_scaling": dict(YARN),
+        "rope_parameters": {**YARN, "rope_theta": 150000.0},
     }),
 }

@@ -195,12 +195,15 @@ def tensors(name, family, cfg):
         put(p + "self_attn.k_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
-        if family == "qwen2" or (family == "qwen3" and cfg.get("attention_bias")):
+        if family == "qwen2" or (family in ("qwen3", "gpt_oss") and cfg.get("attention_bias")):
             put(p + "self_attn.q_proj.bias", (HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.k_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.v_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
-        if family == "qwen3" and cfg.get("attention_bias"):
+        if family in ("qwen3", "gpt_oss") and cfg.get("attention_bias"):
             put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
+        if family == "gpt_oss":
+            # Sinks around the scores' scale (std ~5), so some heads give a sink real weight.
+            put(p + "self_attn.sinks", (HEADS,), -1.0, 3.0)
         if family == "llama4_text":
             f = p + "feed_forward."
             if i in moe:
@@ -211,6 +214,14 @@ def tensors(name, family, cfg):
                 mlp(f + "shared_expert.", inter)
             else:
                 mlp(f, cfg["intermediate_size_mlp"])
+        elif family == "gpt_oss":
+            f, e, inter = p + "mlp.", cfg["num_local_experts"], cfg["intermediate_size"]
+            put(f + "router.weight", (e, HIDDEN), -PROJ, PROJ)
+            put(f + "router.bias", (e,), -BIAS, BIAS)
+            put(f + "experts.gate_up_proj", (e, HIDDEN, 2 * inter), -PROJ, PROJ)
+            put(f + "experts.gate_up_proj_bias", (e, 2 * inter), -BIAS, BIAS)
+            put(f + "experts.down_proj", (e, inter, HIDDEN), -OUT, OUT)
+            put(f + "experts.down_proj_bias", (e, HIDDEN), -BIAS, BIAS)
         else:
             mlp(p + "mlp.", cfg.get("intermediate_size", INTER))
         put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)

@@ -71,6 +71,13 @@ def _rotary_forward(self, x, position_ids, layer_type=None):
     return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
 
 
+def _half_rotary_forward(self, x, position_ids):
+    """gpt_oss: cos/sin of the d/2 angles, not repeated (its _apply_rotary_emb rotates the halves)."""
+    freqs = position_ids[..., None].to(torch.float64) * self._kvc_inv_freq64[""].to(x.device)
+    scaling = self._kvc_scaling[""]
+    return (freqs.cos() * scaling).to(dtype=x.dtype), (freqs.sin() * scaling).to(dtype=x.dtype)
+
+
 def _l2_norm_forward(self, x):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
 
@@ -125,6 +132,7 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.qwen3.modeling_qwen3": [("Qwen3RMSNorm", _llama_norm_forward)],
     "transformers.models.llama4.modeling_llama4": [("Llama4TextRMSNorm", _llama4_norm_forward),
                                                    ("Llama4TextL2Norm", _l2_norm_forward)],
+    "transformers.models.gpt_oss.modeling_gpt_oss": [("GptOssRMSNorm", _llama_norm_forward)],
 }
 _ROTARY = {  # module: (class, forward)
     "transformers.models.gemma2.modeling_gemma2": ("Gemma2RotaryEmbedding", _rotary_forward),
@@ -133,8 +141,40 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.qwen2.modeling_qwen2": ("Qwen2RotaryEmbedding", _rotary_forward),
     "transformers.models.qwen3.modeling_qwen3": ("Qwen3RotaryEmbedding", _rotary_forward),
     "transformers.models.llama4.modeling_llama4": ("Llama4TextRotaryEmbedding", _complex_rotary_forward),
+    "transformers.models.gpt_oss.modeling_gpt_oss": ("GptOssRotaryEmbedding", _half_rotary_forward),
 }
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4}
+
+
+def _yarn(cfg):
+    """The YaRN parameters of a config (4.x rope_scaling, 5.x rope_parameters), or None."""
+    for key in ("rope_parameters", "rope_scaling"):
+        v = getattr(cfg, key, None)
+        if isinstance(v, dict) and v.get("rope_type", v.get("type")) == "yarn":
+            return v
+    return None
+
+
+def _yarn_inv_freq(base, dim, p, max_pos, dtype):
+    """transformers' _compute_yarn_parameters' inv_freq, in dtype (float32: as transformers computes it)."""
+    import math
+    factor = p["factor"]
+    beta_fast, beta_slow = p.get("beta_fast") or 32, p.get("beta_slow") or 1
+    orig = p.get("original_max_position_embeddings") or max_pos
+
+    def corr(rot):
+        return (dim * math.log(orig / (rot * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = corr(beta_fast), corr(beta_slow)
+    if p.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    pos_freqs = base ** (torch.arange(0, dim, 2).to(dtype=dtype) / dim)
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=dtype) - low) / (high - low), 0, 1)
+    extra = 1 - ramp
+    return (1.0 / (factor * pos_freqs)) * (1 - extra) + (1.0 / pos_freqs) * extra
 
 
 def _bases(cfg):
@@ -149,10 +189,10 @@ def _bases(cfg):
         for v in [rp] + [x for x in rp.values() if isinstance(x, dict)]:
             if "rope_theta" in v:
                 out.append(float(v["rope_theta"]))
-            if v.get("rope_type", "default") != "default":
+            if v.get("rope_type", "default") not in ("default", "yarn"):
                 raise NotImplementedError(f"exact64: rope_type {v.get('rope_type')!r} is not supported")
     rs = getattr(cfg, "rope_scaling", None)
-    if isinstance(rs, dict) and rs.get("rope_type", rs.get("type", "default")) != "default":
+    if isinstance(rs, dict) and rs.get("rope_type", rs.get("type", "default")) not in ("default", "yarn"):
         raise NotImplementedError(f"exact64: rope_scaling {rs!r} is not supported")
     return sorted(set(out))
 
@@ -171,12 +211,17 @@ def _prepare_rotary(module, cfg):
         if not name.endswith("inv_freq") or name.endswith("original_inv_freq"):
             continue
         layer_type = name[: -len("_inv_freq")] if name != "inv_freq" else ""
-        match = [b for b in _bases(module.config if hasattr(module, "config") else cfg)
-                 if torch.equal(_inv_freq(b, dim, torch.float32).to(buf.dtype), buf.detach().cpu())]
+        mcfg = module.config if hasattr(module, "config") else cfg
+        yarn = _yarn(mcfg)
+        if yarn is not None:  # the float32 buffer must be exactly YaRN's of that base, or nothing is patched
+            fn = lambda b, dt: _yarn_inv_freq(b, dim, yarn, getattr(mcfg, "max_position_embeddings", None), dt)  # noqa: E731
+        else:
+            fn = lambda b, dt: _inv_freq(b, dim, dt)  # noqa: E731
+        match = [b for b in _bases(mcfg) if torch.equal(fn(b, torch.float32).to(buf.dtype), buf.detach().cpu())]
         if len(match) != 1:
             raise RuntimeError(f"exact64: cannot identify the rope base of {type(module).__name__}.{name} "
                                f"(candidates {_bases(cfg)}, matches {match})")
-        module._kvc_inv_freq64[layer_type] = _inv_freq(match[0], dim, torch.float64)
+        module._kvc_inv_freq64[layer_type] = fn(match[0], torch.float64)
         s = getattr(module, f"{layer_type}_attention_scaling" if layer_type else "attention_scaling", 1.0)
         module._kvc_scaling[layer_type] = float(s)
         found.append((name, match[0]))

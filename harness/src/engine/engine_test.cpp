@@ -158,6 +158,46 @@ TEST(ModelOracle, ANoPELayerIgnoresPositionsAndGetsTheTemperatureTuning) {
   EXPECT_EQ(SequenceOracle<double>(roped_tuned).extend(t), SequenceOracle<double>(roped).extend(t));
 }
 
+TEST(ModelOracle, ASinkJoinsTheSoftmaxDenominatorAndHoldsNoValue) {
+  Model plain = random_model(Family::Mistral, {0}, 0);
+  auto with_sinks = [&](double v) {
+    Model m = plain;
+    m.config.sinks = true;
+    m.tensors["model.layers.0.self_attn.sinks"] = std::vector<double>(static_cast<size_t>(m.config.heads), v);
+    return m;
+  };
+  const std::vector<int32_t> t = tokens(12);
+  // A sink far below every score takes no weight: exactly the model without sinks.
+  EXPECT_EQ(SequenceOracle<double>(with_sinks(-1e4)).extend(t), SequenceOracle<double>(plain).extend(t));
+  // A sink far above every score takes all the weight, and adds no value: the attention output is
+  // zero, as with a zero o_proj.
+  Model silent = plain;
+  std::fill(silent.tensors["model.layers.0.self_attn.o_proj.weight"].begin(), silent.tensors["model.layers.0.self_attn.o_proj.weight"].end(), 0.0);
+  const auto a = SequenceOracle<double>(with_sinks(500)).extend(t), b = SequenceOracle<double>(silent).extend(t);
+  double e = 0;
+  for (size_t i = 0; i < a.size(); ++i) e = std::max(e, std::abs(a[i] - b[i]));
+  EXPECT_LT(e, 1e-12);
+  // In between it changes every position.
+  const auto c = SequenceOracle<double>(with_sinks(0)).extend(t), d = SequenceOracle<double>(plain).extend(t);
+  for (int64_t p = 0; p < 12; ++p) EXPECT_NE(row(c, p, 32), row(d, p, 32)) << "position " << p;
+}
+
+TEST(ModelConfig, ReadsGptOssAlternationYarnAndMoe) {
+  nlohmann::json g = {{"model_type", "gpt_oss"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 4},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
+                      {"sliding_window", 3}, {"num_local_experts", 4}, {"num_experts_per_tok", 2},
+                      {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 8.0}, {"original_max_position_embeddings", 64}}}};
+  const ModelConfig m = parse_config(g, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 0, 3, 0}));  // (i + 1) % 2: even layers slide
+  EXPECT_TRUE(m.sinks && m.qkv_bias && m.o_bias);
+  EXPECT_EQ(m.moe.routing, MoeRouting::GptOss);
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>(4, true)));
+  EXPECT_DOUBLE_EQ(m.yarn.attention_factor, 0.1 * std::log(8.0) + 1);
+  EXPECT_TRUE(m.yarn.truncate);
+  g["rope_scaling"]["rope_type"] = "longrope";
+  EXPECT_THROW(parse_config(g, "c.json"), std::invalid_argument);
+}
+
 TEST(ModelConfig, ReadsQwenMaxWindowLayersAndLlama4NoRopeAndChunks) {
   nlohmann::json q = {{"model_type", "qwen2"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 4},
                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", 8},

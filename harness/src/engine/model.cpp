@@ -202,6 +202,31 @@ void read_llama4_text(const json& c, const std::string& file, ModelConfig& m) {
   }
 }
 
+// GptOssConfig: layer_types default alternating (even layers sliding), attention_bias (q/k/v/o),
+// sinks, a MoE on every layer (router with bias, clamped SwiGLU experts with biases), YaRN rope.
+// swiglu_alpha / swiglu_limit are read as 5.24 reads them; 4.56 - 5.13 hard-code 1.702 / 7.0.
+void read_gpt_oss(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 150000, file);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 128;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back((i + 1) % 2 ? "sliding_attention" : "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", true, file);
+  m.sinks = true;
+  m.moe.routing = MoeRouting::GptOss;
+  m.moe.experts = positive_or(c, "num_local_experts", 128, file);
+  m.moe.top_k = positive_or(c, "num_experts_per_tok", 4, file);
+  if (m.moe.top_k > m.moe.experts) bad(file, "/num_experts_per_tok", "exceeds num_local_experts");
+  m.moe.intermediate = m.intermediate;
+  m.moe.layers.assign(static_cast<size_t>(m.layers), true);
+  m.moe.swiglu_alpha = number_or(c, "swiglu_alpha", 1.702, file);
+  m.moe.swiglu_limit = number_or(c, "swiglu_limit", 7.0, file);
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -216,6 +241,7 @@ const FamilyEntry kRegistry[] = {
     {Family::Llama4Text, "llama4_text", read_llama4_text},
     {Family::Qwen2, "qwen2", read_qwen2},
     {Family::Qwen3, "qwen3", read_qwen3},
+    {Family::GptOss, "gpt_oss", read_gpt_oss},
 };
 
 }  // namespace
@@ -271,15 +297,40 @@ ModelConfig parse_config(const json& c, const std::string& file) {
   m.intermediate = positive(c, "intermediate_size", file);
   m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
   // attention_bias is read by the families that have it (qwen3); elsewhere true is not modelled.
-  if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && c.value("attention_bias", false))
+  if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::GptOss && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
-  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null()) bad(file, "/rope_scaling", "is not modelled (default rope only)");
+  // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
+  const json* scaling = nullptr;
+  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null()) scaling = &c["rope_scaling"];
   if (c.contains("rope_parameters") && c["rope_parameters"].is_object()) {
     const json& rp = c["rope_parameters"];
     for (const json* p : {&rp, rp.contains("full_attention") ? &rp["full_attention"] : nullptr,
                           rp.contains("sliding_attention") ? &rp["sliding_attention"] : nullptr})
-      if (p && p->is_object() && p->value("rope_type", std::string("default")) != "default")
-        bad(file, "/rope_parameters", "rope_type \"" + p->value("rope_type", std::string()) + "\" is not modelled (default rope only)");
+      if (p && p->is_object() && p->value("rope_type", std::string("default")) != "default") {
+        if (p != &rp) bad(file, "/rope_parameters", "a per-layer-type rope_type other than default is not modelled");
+        scaling = p;
+      }
+  }
+  if (scaling) {
+    const json& r = *scaling;
+    const std::string rt = r.is_object() ? r.value("rope_type", r.value("type", std::string("default"))) : "";
+    if (rt == "yarn") {
+      if (m.family != Family::GptOss) bad(file, "/rope_scaling", "YaRN is modelled (and checked against transformers) for gpt_oss only");
+      m.yarn.factor = number_or(r, "factor", 0, file);
+      if (m.yarn.factor <= 0) bad(file, "/rope_scaling/factor", "YaRN needs a positive factor");
+      m.yarn.beta_fast = number_or(r, "beta_fast", 32, file);
+      m.yarn.beta_slow = number_or(r, "beta_slow", 1, file);
+      if (m.yarn.beta_fast == 0) m.yarn.beta_fast = 32;  // transformers: `get("beta_fast") or 32`
+      if (m.yarn.beta_slow == 0) m.yarn.beta_slow = 1;
+      m.yarn.original_max_position = number_or(r, "original_max_position_embeddings", number_or(c, "max_position_embeddings", 0, file), file);
+      if (m.yarn.original_max_position <= 0) bad(file, "/rope_scaling/original_max_position_embeddings", "YaRN needs it");
+      m.yarn.truncate = bool_or(r, "truncate", true, file);
+      if (r.contains("mscale") || r.contains("mscale_all_dim")) bad(file, "/rope_scaling", "YaRN mscale is not modelled");
+      const double mscale = m.yarn.factor <= 1 ? 1.0 : 0.1 * std::log(m.yarn.factor) + 1.0;
+      m.yarn.attention_factor = number_or(r, "attention_factor", mscale, file);
+    } else if (rt != "default") {
+      bad(file, "/rope_scaling", "rope_type \"" + rt + "\" is not modelled (default and yarn are)");
+    }
   }
   const bool has_window = c.contains("sliding_window") && !c["sliding_window"].is_null();
   m.sliding_window = has_window ? positive(c, "sliding_window", file) : 0;
@@ -394,16 +445,26 @@ Model load_model(const std::string& dir) {
     }
     if (k.o_bias) need(layer_name(l, "self_attn.o_proj.bias"), k.hidden);
     const bool moe = !k.moe.layers.empty() && k.moe.layers[static_cast<size_t>(l)];
-    const std::string mlp = k.mlp_prefix + (moe ? "shared_expert." : "");
-    const int64_t inter = moe ? k.moe.intermediate : k.intermediate;
-    need(layer_name(l, mlp + "gate_proj.weight"), inter * k.hidden);
-    need(layer_name(l, mlp + "up_proj.weight"), inter * k.hidden);
-    need(layer_name(l, mlp + "down_proj.weight"), k.hidden * inter);
-    if (moe) {
-      need(layer_name(l, k.mlp_prefix + "router.weight"), k.moe.experts * k.hidden);
-      need(layer_name(l, k.mlp_prefix + "experts.gate_up_proj"), k.moe.experts * k.hidden * 2 * k.moe.intermediate);
-      need(layer_name(l, k.mlp_prefix + "experts.down_proj"), k.moe.experts * k.moe.intermediate * k.hidden);
+    const bool gpt_oss = moe && k.moe.routing == MoeRouting::GptOss;
+    if (!gpt_oss) {  // the dense MLP, or llama4's shared expert
+      const std::string mlp = k.mlp_prefix + (moe ? "shared_expert." : "");
+      const int64_t inter = moe ? k.moe.intermediate : k.intermediate;
+      need(layer_name(l, mlp + "gate_proj.weight"), inter * k.hidden);
+      need(layer_name(l, mlp + "up_proj.weight"), inter * k.hidden);
+      need(layer_name(l, mlp + "down_proj.weight"), k.hidden * inter);
     }
+    if (moe) {
+      const int64_t E = k.moe.experts, I = k.moe.intermediate;
+      need(layer_name(l, k.mlp_prefix + "router.weight"), E * k.hidden);
+      need(layer_name(l, k.mlp_prefix + "experts.gate_up_proj"), E * k.hidden * 2 * I);
+      need(layer_name(l, k.mlp_prefix + "experts.down_proj"), E * I * k.hidden);
+      if (gpt_oss) {
+        need(layer_name(l, k.mlp_prefix + "router.bias"), E);
+        need(layer_name(l, k.mlp_prefix + "experts.gate_up_proj_bias"), E * 2 * I);
+        need(layer_name(l, k.mlp_prefix + "experts.down_proj_bias"), E * k.hidden);
+      }
+    }
+    if (k.sinks) need(layer_name(l, "self_attn.sinks"), k.heads);
     need(layer_name(l, "input_layernorm.weight"), k.hidden);
     need(layer_name(l, "post_attention_layernorm.weight"), k.hidden);
     if (k.gemma_norm) {
@@ -451,11 +512,12 @@ void matvec(const std::vector<T>& w, const T* x, int64_t rows, int64_t cols, T* 
 // Rotates pairs by pos * inv_freq[i]: (i, i + d/2) (transformers' rotate_half convention), or
 // (2i, 2i + 1) (llama4's complex multiplication).
 template <class T>
-void rope(T* v, const std::vector<T>& inv_freq, int64_t d, int64_t pos, bool interleaved) {
+void rope(T* v, const std::vector<T>& inv_freq, int64_t d, int64_t pos, bool interleaved, T scale) {
   const int64_t h = d / 2;
   for (int64_t i = 0; i < h; ++i) {
     const T angle = static_cast<T>(pos) * inv_freq[static_cast<size_t>(i)];
-    const T c = std::cos(angle), s = std::sin(angle);
+    T c = std::cos(angle), s = std::sin(angle);
+    if (scale != T(1)) c *= scale, s *= scale;  // YaRN's attention factor
     const int64_t ia = interleaved ? 2 * i : i, ib = interleaved ? 2 * i + 1 : i + h;
     const T a = v[ia], b = v[ib];
     v[ia] = a * c - b * s;
@@ -506,15 +568,23 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     }
     if (k.o_bias) L.o_bias = get("self_attn.o_proj.bias");
     const bool moe = !k.moe.layers.empty() && k.moe.layers[li];
-    const std::string mlp = k.mlp_prefix + (moe ? "shared_expert." : "");
-    L.gate = get(mlp + "gate_proj.weight");
-    L.up = get(mlp + "up_proj.weight");
-    L.down = get(mlp + "down_proj.weight");
+    if (!(moe && k.moe.routing == MoeRouting::GptOss)) {
+      const std::string mlp = k.mlp_prefix + (moe ? "shared_expert." : "");
+      L.gate = get(mlp + "gate_proj.weight");
+      L.up = get(mlp + "up_proj.weight");
+      L.down = get(mlp + "down_proj.weight");
+    }
     if (moe) {
       L.router = get(k.mlp_prefix + "router.weight");
       L.experts_gate_up = get(k.mlp_prefix + "experts.gate_up_proj");
       L.experts_down = get(k.mlp_prefix + "experts.down_proj");
+      if (k.moe.routing == MoeRouting::GptOss) {
+        L.router_bias = get(k.mlp_prefix + "router.bias");
+        L.experts_gate_up_bias = get(k.mlp_prefix + "experts.gate_up_proj_bias");
+        L.experts_down_bias = get(k.mlp_prefix + "experts.down_proj_bias");
+      }
     }
+    if (k.sinks) L.sinks = get("self_attn.sinks");
     L.in_norm = get("input_layernorm.weight");
     L.post_attn_norm = get("post_attention_layernorm.weight");
     if (k.gemma_norm) {
@@ -531,8 +601,24 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     L.window = options_.windows.empty() ? k.windows[li] : options_.windows[li];
     L.chunk = options_.chunks.empty() ? (k.chunks.empty() ? 0 : k.chunks[li]) : options_.chunks[li];
     const double base = rule == Attention::Sliding && k.rope_local_theta > 0 ? k.rope_local_theta : k.rope_theta;
-    for (int64_t i = 0; i < k.head_dim / 2; ++i)
-      L.inv_freq.push_back(static_cast<T>(1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(k.head_dim))));
+    const double d = static_cast<double>(k.head_dim);
+    if (k.yarn.factor > 0) {
+      // transformers' _compute_yarn_parameters, in float64.
+      const ModelConfig::Yarn& y = k.yarn;
+      auto correction_dim = [&](double rotations) { return d * std::log(y.original_max_position / (rotations * 2 * M_PI)) / (2 * std::log(base)); };
+      double low = correction_dim(y.beta_fast), high = correction_dim(y.beta_slow);
+      if (y.truncate) low = std::floor(low), high = std::ceil(high);
+      low = std::max(low, 0.0), high = std::min(high, d - 1);
+      if (low == high) high += 0.001;
+      for (int64_t i = 0; i < k.head_dim / 2; ++i) {
+        const double pos_freq = std::pow(base, static_cast<double>(2 * i) / d);
+        const double extrapolation = 1 - std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+        L.inv_freq.push_back(static_cast<T>(1.0 / (y.factor * pos_freq) * (1 - extrapolation) + 1.0 / pos_freq * extrapolation));
+      }
+    } else {
+      for (int64_t i = 0; i < k.head_dim / 2; ++i)
+        L.inv_freq.push_back(static_cast<T>(1.0 / std::pow(base, static_cast<double>(2 * i) / d)));
+    }
   }
 }
 
@@ -562,8 +648,9 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
       for (int64_t i = 0; i < k.kv_heads; ++i) rms_norm(kk.data() + i * D, L.k_norm, D, eps, k.gemma_norm, kk.data() + i * D);
     }
     if (use_rope) {
-      for (int64_t i = 0; i < k.heads; ++i) rope(q.data() + i * D, L.inv_freq, D, pos, k.rope_interleaved);
-      for (int64_t i = 0; i < k.kv_heads; ++i) rope(kk.data() + i * D, L.inv_freq, D, pos, k.rope_interleaved);
+      const T scale = static_cast<T>(k.yarn.factor > 0 ? k.yarn.attention_factor : 1.0);
+      for (int64_t i = 0; i < k.heads; ++i) rope(q.data() + i * D, L.inv_freq, D, pos, k.rope_interleaved, scale);
+      for (int64_t i = 0; i < k.kv_heads; ++i) rope(kk.data() + i * D, L.inv_freq, D, pos, k.rope_interleaved, scale);
       if (k.qk_l2_norm) {
         for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, no_weight, D, eps, false, q.data() + i * D);
         for (int64_t i = 0; i < k.kv_heads; ++i) rms_norm(kk.data() + i * D, no_weight, D, eps, false, kk.data() + i * D);
@@ -599,8 +686,12 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
         scores[static_cast<size_t>(j)] = s;
         best = std::max(best, s);
       }
+      // A sink: one more logit in the softmax's max and denominator, with no value.
+      const T sink = L.sinks.empty() ? T(0) : L.sinks[static_cast<size_t>(head)];
+      if (!L.sinks.empty()) best = std::max(best, sink);
       T total = 0;
       for (int64_t j = first; j <= pos; ++j) total += (scores[static_cast<size_t>(j)] = std::exp(scores[static_cast<size_t>(j)] - best));
+      if (!L.sinks.empty()) total += std::exp(sink - best);
       T* out = attn.data() + head * D;
       std::fill(out, out + D, T(0));
       for (int64_t j = first; j <= pos; ++j) {
@@ -618,43 +709,69 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
       for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       rms_norm(x.data(), L.post_attn_norm, H, eps, false, h.data());
     }
-    // The dense MLP, or on a MoE layer its shared expert: act(gate h) * (up h), then down.
+    // The dense MLP, or on a llama4 MoE layer its shared expert: act(gate h) * (up h), then down.
     const bool moe = !L.router.empty();
     const int64_t I = moe ? k.moe.intermediate : k.intermediate;
-    matvec(L.gate, h.data(), I, H, g.data());
-    matvec(L.up, h.data(), I, H, u.data());
-    for (int64_t i = 0; i < I; ++i) {
-      const T a = options_.gelu_half && k.gelu ? round_kv(g[i], true) : g[i];
-      // gelu_pytorch_tanh, or SiLU
-      const T act = k.gelu ? T(0.5) * a * (T(1) + std::tanh(static_cast<T>(0.7978845608028654) * (a + T(0.044715) * a * a * a)))
-                           : silu(a);
-      g[i] = (options_.gelu_half && k.gelu ? round_kv(act, true) : act) * u[i];
+    if (!L.gate.empty()) {
+      matvec(L.gate, h.data(), I, H, g.data());
+      matvec(L.up, h.data(), I, H, u.data());
+      for (int64_t i = 0; i < I; ++i) {
+        const T a = options_.gelu_half && k.gelu ? round_kv(g[i], true) : g[i];
+        // gelu_pytorch_tanh, or SiLU
+        const T act = k.gelu ? T(0.5) * a * (T(1) + std::tanh(static_cast<T>(0.7978845608028654) * (a + T(0.044715) * a * a * a)))
+                             : silu(a);
+        g[i] = (options_.gelu_half && k.gelu ? round_kv(act, true) : act) * u[i];
+      }
+      matvec(L.down, g.data(), H, I, m.data());
+    } else {
+      std::fill(m.begin(), m.end(), T(0));
     }
-    matvec(L.down, g.data(), H, I, m.data());
     if (moe) {
-      // llama4's router: the top-k logits through a sigmoid scale their expert's input; the
-      // other experts get a zero input (sigmoid(-inf)) and add nothing.
       const int64_t E = k.moe.experts;
-      matvec(L.router, h.data(), E, H, router_logits.data());
+      const bool gpt_oss = k.moe.routing == MoeRouting::GptOss;
+      matvec(L.router, h.data(), E, H, router_logits.data(), L.router_bias);
       std::vector<int64_t> order(static_cast<size_t>(E));
       for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = e;
       std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return router_logits[a] > router_logits[b]; });
+      // llama4: sigmoid of each top-k logit, scaling the expert's input (the other experts get a
+      // zero input, sigmoid(-inf), and add nothing); gpt_oss: softmax over the top-k logits,
+      // weighting the expert's output.
+      std::vector<T> weight(static_cast<size_t>(k.moe.top_k));
+      if (gpt_oss) {
+        const T top = router_logits[order[0]];
+        T sum = 0;
+        for (int64_t r = 0; r < k.moe.top_k; ++r) sum += (weight[r] = std::exp(router_logits[order[r]] - top));
+        for (T& w : weight) w /= sum;
+      } else {
+        for (int64_t r = 0; r < k.moe.top_k; ++r) weight[r] = T(1) / (T(1) + std::exp(-router_logits[order[r]]));
+      }
+      const T alpha = static_cast<T>(k.moe.swiglu_alpha), limit = static_cast<T>(k.moe.swiglu_limit);
       std::fill(routed.begin(), routed.end(), T(0));
       for (int64_t r = 0; r < k.moe.top_k; ++r) {
         const int64_t e = order[static_cast<size_t>(r)];
-        const T score = T(1) / (T(1) + std::exp(-router_logits[e]));
-        for (int64_t i = 0; i < H; ++i) expert_in[i] = h[i] * score;
+        for (int64_t i = 0; i < H; ++i) expert_in[i] = gpt_oss ? h[i] : h[i] * weight[r];
         const T* gu = L.experts_gate_up.data() + e * H * 2 * I;  // [H, 2I]: x @ W
         for (int64_t c = 0; c < 2 * I; ++c) {
           T s = 0;
           for (int64_t i = 0; i < H; ++i) s += expert_in[i] * gu[i * 2 * I + c];
-          (c < I ? g[c] : u[c - I]) = s;
+          if (gpt_oss) s += L.experts_gate_up_bias[static_cast<size_t>(e * 2 * I + c)];
+          // llama4: gate, up = the halves; gpt_oss: the even and odd columns.
+          if (gpt_oss) (c % 2 ? u[c / 2] : g[c / 2]) = s;
+          else (c < I ? g[c] : u[c - I]) = s;
         }
-        for (int64_t i = 0; i < I; ++i) g[i] = u[i] * silu(g[i]);
+        for (int64_t i = 0; i < I; ++i) {
+          if (gpt_oss) {
+            const T gate = std::min(g[i], limit), up = std::clamp(u[i], -limit, limit);
+            g[i] = (up + T(1)) * (gate / (T(1) + std::exp(-gate * alpha)));
+          } else {
+            g[i] = u[i] * silu(g[i]);
+          }
+        }
         const T* dn = L.experts_down.data() + e * I * H;  // [I, H]
         for (int64_t c = 0; c < H; ++c) {
           T s = 0;
           for (int64_t i = 0; i < I; ++i) s += g[i] * dn[i * H + c];
+          if (gpt_oss) s = (s + L.experts_down_bias[static_cast<size_t>(e * H + c)]) * weight[r];
           routed[c] += s;
         }
       }

@@ -18,8 +18,8 @@ namespace kvc::engine {
 // The families the oracle models. Each is one entry of the registry in model.cpp: its model_type
 // and a reader that turns the family's config.json into the description below (which the one
 // forward applies); a family adds no code to the forward.
-enum class Family { Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3 };
-const char* to_string(Family f);  // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3"
+enum class Family { Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss };
+const char* to_string(Family f);  // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss"
 std::vector<Family> families();   // every family of the registry, in its order
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -27,13 +27,20 @@ std::vector<Family> families();   // every family of the registry, in its order
 enum class Attention { Full, Sliding, Chunked };
 const char* to_string(Attention a);  // "full", "sliding", "chunked"
 
-// A tiny mixture of experts (llama4's Llama4TextMoe): the router's top-k logits, through a sigmoid,
-// scale the input of their expert; every expert is a SwiGLU; a shared SwiGLU expert is added.
+// A tiny mixture of experts, in one of the two routings transformers has for the families here.
+//   Llama4: the router's top-k logits, through a sigmoid, scale the input of their expert; an expert
+//     is a SwiGLU (gate and up the halves of gate_up_proj); a shared SwiGLU expert is added.
+//   GptOss: the router (with a bias) softmaxes its top-k logits, which weight their expert's output;
+//     an expert has biases and the clamped SwiGLU: gate, up = the even and odd columns of gate_up,
+//     gate <= limit, -limit <= up <= limit, out = (up + 1) * gate * sigmoid(alpha * gate).
+enum class MoeRouting { Llama4, GptOss };
 struct MoeConfig {
   int64_t experts = 0;        // 0: no MoE anywhere
   int64_t top_k = 1;
   int64_t intermediate = 0;   // each expert's (and the shared expert's) intermediate size
   std::vector<bool> layers;   // per layer: the feed-forward is the MoE (else the dense MLP)
+  MoeRouting routing = MoeRouting::Llama4;
+  double swiglu_alpha = 1.702, swiglu_limit = 7.0;  // GptOss
 };
 
 // What the forward needs from config.json, read per family the way transformers reads it: the
@@ -47,6 +54,13 @@ struct ModelConfig {
   double rope_theta = 10000;        // full layers (and every layer without a local base)
   double rope_local_theta = 0;      // sliding layers' base where the family has one (gemma3); 0: none
   bool rope_interleaved = false;    // rope rotates pairs (2i, 2i+1) (llama4's complex form); else halves (i, i + d/2)
+  // YaRN (rope_type "yarn"): inv_freq blends base ** (-2i/d) and that / factor over a linear ramp
+  // between the correction dims of beta_fast and beta_slow; cos and sin are scaled by the attention factor.
+  struct Yarn {
+    double factor = 0;  // 0: default rope
+    double beta_fast = 32, beta_slow = 1, original_max_position = 4096, attention_factor = 1;
+    bool truncate = true;
+  } yarn;
   double query_scale = 0;           // the scores' factor: query_pre_attn_scalar ** -0.5 or head_dim ** -0.5
   double attn_softcap = 0;          // tanh soft-capping of the scores; 0: none
   double final_softcap = 0;         // of the logits; 0: none
@@ -56,7 +70,8 @@ struct ModelConfig {
   bool qk_norm = false;             // per-head RMSNorm (weighted, the model's norm style) of q and k before rope (gemma3, qwen3)
   bool qk_l2_norm = false;          // per-head weightless RMS ("L2") norm of q and k after rope, on rope layers (llama4 use_qk_norm)
   bool qkv_bias = false;            // q/k/v projections have a bias (qwen2; attention_bias)
-  bool o_bias = false;              // o projection has a bias (qwen3 attention_bias)
+  bool o_bias = false;              // o projection has a bias (qwen3, gpt_oss attention_bias)
+  bool sinks = false;               // a learned per-head logit joins each softmax's denominator (gpt_oss self_attn.sinks)
   bool gelu = false;                // gelu (tanh approximation) MLP; otherwise SiLU
   std::string mlp_prefix = "mlp.";  // the feed-forward's tensor prefix in a layer ("feed_forward." in llama4)
   int64_t sliding_window = 0;       // config.sliding_window
@@ -114,7 +129,8 @@ class SequenceOracle {
   struct Layer {
     std::vector<T> q, k, v, o, gate, up, down, in_norm, post_attn_norm, pre_ff_norm, post_ff_norm, q_norm, k_norm;
     std::vector<T> q_bias, k_bias, v_bias, o_bias;
-    std::vector<T> router, experts_gate_up, experts_down;  // [E, H], [E, H, 2I], [E, I, H] (llama4's layout)
+    std::vector<T> router, experts_gate_up, experts_down;  // [E, H], [E, H, 2I], [E, I, H] (x @ W layout)
+    std::vector<T> router_bias, experts_gate_up_bias, experts_down_bias, sinks;  // [E], [E, 2I], [E, H], [heads]
     std::vector<T> keys, values;  // [position][kv_heads * head_dim]
     int64_t window = 0, chunk = 0;
     bool bounded = false;  // the config's rule is sliding or chunked: forget_before applies
