@@ -17,6 +17,10 @@ checkpoints of the family use:
   gptoss-w4        gpt_oss, 4 layers, no layer_types (alternating: even layers slide), window 4, sinks,
                    YaRN rope (factor 8, truncate false: a fractional ramp over head_dim 16), a MoE on every
                    layer (4 experts, top 2, router and expert biases, clamped SwiGLU)
+  smollm3-nope     smollm3, 4 layers, default no_rope_layers (layer 3 NoPE), use_sliding_window with
+                   window 3 and no layer_types (the NoPE layer slides), attention_bias
+  cohere2-w3       cohere2, 4 layers, sliding_window_pattern 4 and no layer_types (layer 3 full, without
+                   rope), window 3, LayerNorm, the parallel block, logit_scale 0.5, tied
 """
 
 S, F, C = "sliding_attention", "full_attention", "chunked_attention"
@@ -112,5 +116,29 @@ MODELS = {
         "rope_theta": 150000.0,
         "rope_scaling": dict(YARN),
         "rope_parameters": {**YARN, "rope_theta": 150000.0},
+    }),
+    "smollm3-nope": ("smollm3", {
+        "architectures": ["SmolLM3ForCausalLM"],
+        "model_type": "smollm3",
+        "num_hidden_layers": 4,
+        "hidden_act": "silu",
+        "use_sliding_window": True,
+        "sliding_window": 3,
+        "attention_bias": True,
+        "mlp_bias": False,
+        "tie_word_embeddings": False,
+        **_rope(10000.0),
+    }),
+    "cohere2-w3": ("cohere2", {
+        "architectures": ["Cohere2ForCausalLM"],
+        "model_type": "cohere2",
+        "num_hidden_layers": 4,
+        "hidden_act": "silu",
+        "layer_norm_eps": 1e-5,
+        "sliding_window": 3,
+        "sliding_window_pattern": 4,
+        "logit_scale": 0.5,
+        "tie_word_embeddings": True,
+        **_rope(10000.0),
     }),
 }

@@ -195,11 +195,11 @@ def tensors(name, family, cfg):
         put(p + "self_attn.k_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
-        if family == "qwen2" or (family in ("qwen3", "gpt_oss") and cfg.get("attention_bias")):
+        if family == "qwen2" or (family in ("qwen3", "gpt_oss", "smollm3") and cfg.get("attention_bias")):
             put(p + "self_attn.q_proj.bias", (HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.k_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.v_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
-        if family in ("qwen3", "gpt_oss") and cfg.get("attention_bias"):
+        if family in ("qwen3", "gpt_oss", "smollm3") and cfg.get("attention_bias"):
             put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
         if family == "gpt_oss":
             # Sinks around the scores' scale (std ~5), so some heads give a sink real weight.
@@ -225,7 +225,8 @@ def tensors(name, family, cfg):
         else:
             mlp(p + "mlp.", cfg.get("intermediate_size", INTER))
         put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+        if family != "cohere2":  # cohere2's parallel block has one norm per layer
+            put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
         if gemma:
             put(p + "pre_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)

@@ -3,7 +3,7 @@ site-packages is edited; the patches live in this process only).
 
 In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 still round to
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
-the family registry's checkpoints (qwen2, qwen3, llama4_text):
+the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -78,6 +78,31 @@ def _half_rotary_forward(self, x, position_ids):
     return (freqs.cos() * scaling).to(dtype=x.dtype), (freqs.sin() * scaling).to(dtype=x.dtype)
 
 
+def _layer_norm_forward(self, x):
+    mean = x.mean(-1, keepdim=True)
+    variance = (x - mean).pow(2).mean(-1, keepdim=True)
+    return self.weight.to(x.dtype) * ((x - mean) * torch.rsqrt(variance + self.variance_epsilon))
+
+
+def _interleaved_rotary_forward(self, x, position_ids):
+    """cohere2: each angle repeated in place (repeat_interleave), for its pairwise rotate_half."""
+    freqs = position_ids[..., None].to(torch.float64) * self._kvc_inv_freq64[""].to(x.device)
+    emb = torch.repeat_interleave(freqs, 2, dim=-1)
+    scaling = self._kvc_scaling[""]
+    return (emb.cos() * scaling).to(dtype=x.dtype), (emb.sin() * scaling).to(dtype=x.dtype)
+
+
+def _patch_cohere2(mod):
+    """cohere2's apply_rotary_pos_emb computes in q.float(): the same formula in the input's dtype."""
+    rotate_half = mod.rotate_half
+
+    def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+        cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+        return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+    mod.apply_rotary_pos_emb = apply_rotary_pos_emb
+
+
 def _l2_norm_forward(self, x):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
 
@@ -133,6 +158,8 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.llama4.modeling_llama4": [("Llama4TextRMSNorm", _llama4_norm_forward),
                                                    ("Llama4TextL2Norm", _l2_norm_forward)],
     "transformers.models.gpt_oss.modeling_gpt_oss": [("GptOssRMSNorm", _llama_norm_forward)],
+    "transformers.models.smollm3.modeling_smollm3": [("SmolLM3RMSNorm", _llama_norm_forward)],
+    "transformers.models.cohere2.modeling_cohere2": [("Cohere2LayerNorm", _layer_norm_forward)],
 }
 _ROTARY = {  # module: (class, forward)
     "transformers.models.gemma2.modeling_gemma2": ("Gemma2RotaryEmbedding", _rotary_forward),
@@ -142,8 +169,11 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.qwen3.modeling_qwen3": ("Qwen3RotaryEmbedding", _rotary_forward),
     "transformers.models.llama4.modeling_llama4": ("Llama4TextRotaryEmbedding", _complex_rotary_forward),
     "transformers.models.gpt_oss.modeling_gpt_oss": ("GptOssRotaryEmbedding", _half_rotary_forward),
+    "transformers.models.smollm3.modeling_smollm3": ("SmolLM3RotaryEmbedding", _rotary_forward),
+    "transformers.models.cohere2.modeling_cohere2": ("Cohere2RotaryEmbedding", _interleaved_rotary_forward),
 }
-_EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4}
+_EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
+          "transformers.models.cohere2.modeling_cohere2": _patch_cohere2}
 
 
 def _yarn(cfg):

@@ -147,6 +147,24 @@ void read_qwen(const json& c, const std::string& file, ModelConfig& m, bool qwen
 void read_qwen2(const json& c, const std::string& file, ModelConfig& m) { read_qwen(c, file, m, false); }
 void read_qwen3(const json& c, const std::string& file, ModelConfig& m) { read_qwen(c, file, m, true); }
 
+// no_rope_layers as llama4 and smollm3 write it: 1 = rope, 0 = NoPE; absent (or empty), every
+// interval-th layer is NoPE.
+std::vector<bool> rope_layers_of(const json& c, int64_t layers, const std::string& file) {
+  std::vector<bool> rope;
+  if (c.contains("no_rope_layers") && c["no_rope_layers"].is_array() && !c["no_rope_layers"].empty()) {
+    if (static_cast<int64_t>(c["no_rope_layers"].size()) != layers)
+      bad(file, "/no_rope_layers", "must list one 0/1 per layer (" + std::to_string(layers) + ")");
+    for (const json& v : c["no_rope_layers"]) {
+      if (!v.is_number_integer() || (v.get<int64_t>() != 0 && v.get<int64_t>() != 1)) bad(file, "/no_rope_layers", "entries must be 0 or 1");
+      rope.push_back(v.get<int64_t>() == 1);
+    }
+  } else {
+    const int64_t interval = positive_or(c, "no_rope_layer_interval", 4, file);
+    for (int64_t i = 0; i < layers; ++i) rope.push_back((i + 1) % interval != 0);
+  }
+  return rope;
+}
+
 // Llama4TextConfig: no_rope_layers[i] is 1 on a rope layer, 0 on a NoPE layer (default: every
 // no_rope_layer_interval-th layer is NoPE); without layer_types the rope layers are chunked and the
 // NoPE layers full; use_qk_norm puts a weightless L2 norm after rope on the rope layers; the NoPE
@@ -160,18 +178,7 @@ void read_llama4_text(const json& c, const std::string& file, ModelConfig& m) {
   m.mlp_prefix = "feed_forward.";
   m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
   m.sliding_window = 0;
-  std::vector<bool> rope;
-  if (c.contains("no_rope_layers") && c["no_rope_layers"].is_array() && !c["no_rope_layers"].empty()) {
-    if (static_cast<int64_t>(c["no_rope_layers"].size()) != m.layers)
-      bad(file, "/no_rope_layers", "must list one 0/1 per layer (" + std::to_string(m.layers) + ")");
-    for (const json& v : c["no_rope_layers"]) {
-      if (!v.is_number_integer() || (v.get<int64_t>() != 0 && v.get<int64_t>() != 1)) bad(file, "/no_rope_layers", "entries must be 0 or 1");
-      rope.push_back(v.get<int64_t>() == 1);
-    }
-  } else {
-    const int64_t interval = positive_or(c, "no_rope_layer_interval", 4, file);
-    for (int64_t i = 0; i < m.layers; ++i) rope.push_back((i + 1) % interval != 0);
-  }
+  const std::vector<bool> rope = rope_layers_of(c, m.layers, file);
   m.rope_layers = rope;
   m.chunk_size = positive_or(c, "attention_chunk_size", 8192, file);
   std::vector<std::string> types;
@@ -227,6 +234,44 @@ void read_gpt_oss(const json& c, const std::string& file, ModelConfig& m) {
   m.moe.swiglu_limit = number_or(c, "swiglu_limit", 7.0, file);
 }
 
+// SmolLM3Config: llama with NoPE layers (no_rope_layers) and attention_bias on q/k/v/o. Without
+// layer_types the NoPE layers slide iff use_sliding_window and sliding_window is set; with
+// layer_types the eager forward masks by layer_types and config.sliding_window (use_sliding_window
+// only gates the flash-attention path).
+void read_smollm3(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", true);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 2000000, file);
+  if (bool_or(c, "mlp_bias", false, file)) bad(file, "/mlp_bias", "true is not modelled");
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  m.rope_layers = rope_layers_of(c, m.layers, file);
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
+    const bool slide = bool_or(c, "use_sliding_window", false, file) && m.sliding_window > 0;
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back(slide && !m.rope_layers[static_cast<size_t>(i)] ? "sliding_attention" : "full_attention");
+  }
+  m.windows = windows_of(types, m.sliding_window, file);
+}
+
+// Cohere2Config: layer_types default from sliding_window_pattern (4): every 4th layer full; rope on
+// the sliding layers only; interleaved rope pairs; LayerNorm (no bias, layer_norm_eps); the parallel
+// block; logits times logit_scale; head_dim is hidden_size / num_attention_heads whatever the config
+// says (every release sets it so).
+void read_cohere2(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", true);
+  m.head_dim = m.hidden / m.heads;
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  m.rope_interleaved = true;
+  m.eps = number_or(c, "layer_norm_eps", 1e-5, file);
+  m.layer_norm = m.parallel_block = true;
+  m.logit_scale = number_or(c, "logit_scale", 0.0625, file);
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 4096;
+  m.windows = gemma_windows(c, m.layers, m.sliding_window, positive_or(c, "sliding_window_pattern", 4, file), file);
+  for (int64_t w : m.windows) m.rope_layers.push_back(w > 0);
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -242,6 +287,8 @@ const FamilyEntry kRegistry[] = {
     {Family::Qwen2, "qwen2", read_qwen2},
     {Family::Qwen3, "qwen3", read_qwen3},
     {Family::GptOss, "gpt_oss", read_gpt_oss},
+    {Family::SmolLM3, "smollm3", read_smollm3},
+    {Family::Cohere2, "cohere2", read_cohere2},
 };
 
 }  // namespace
@@ -297,7 +344,8 @@ ModelConfig parse_config(const json& c, const std::string& file) {
   m.intermediate = positive(c, "intermediate_size", file);
   m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
   // attention_bias is read by the families that have it (qwen3); elsewhere true is not modelled.
-  if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::GptOss && c.value("attention_bias", false))
+  if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::GptOss && m.family != Family::SmolLM3 &&
+      m.family != Family::Cohere2 && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -466,7 +514,7 @@ Model load_model(const std::string& dir) {
     }
     if (k.sinks) need(layer_name(l, "self_attn.sinks"), k.heads);
     need(layer_name(l, "input_layernorm.weight"), k.hidden);
-    need(layer_name(l, "post_attention_layernorm.weight"), k.hidden);
+    if (!k.parallel_block) need(layer_name(l, "post_attention_layernorm.weight"), k.hidden);
     if (k.gemma_norm) {
       need(layer_name(l, "pre_feedforward_layernorm.weight"), k.hidden);
       need(layer_name(l, "post_feedforward_layernorm.weight"), k.hidden);
@@ -487,6 +535,20 @@ std::vector<T> as(const std::vector<double>& v) {
 }
 
 // RMSNorm over n values; gemma applies its weight as (1 + w); no weight: the weightless norm.
+template <class T>
+void rms_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, bool plus_one, T* out);
+
+// LayerNorm without bias: (x - mean) / sqrt(var + eps) * w.
+template <class T>
+void layer_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, T* out) {
+  T mean = 0;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<T>(n);
+  std::vector<T> centred(x, x + n);
+  for (T& v : centred) v -= mean;
+  rms_norm(centred.data(), w, n, eps, false, out);
+}
+
 template <class T>
 void rms_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, bool plus_one, T* out) {
   T sum = 0;
@@ -586,7 +648,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     }
     if (k.sinks) L.sinks = get("self_attn.sinks");
     L.in_norm = get("input_layernorm.weight");
-    L.post_attn_norm = get("post_attention_layernorm.weight");
+    if (!k.parallel_block) L.post_attn_norm = get("post_attention_layernorm.weight");
     if (k.gemma_norm) {
       L.pre_ff_norm = get("pre_feedforward_layernorm.weight");
       L.post_ff_norm = get("post_feedforward_layernorm.weight");
@@ -639,7 +701,8 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
     Layer& L = layers_[l];
     const int64_t li = static_cast<int64_t>(l);
     const bool use_rope = k.rope(li);
-    rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
+    if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data());
+    else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
     matvec(L.q, h.data(), k.heads * D, H, q.data(), L.q_bias);
     matvec(L.k, h.data(), kvd, H, kk.data(), L.k_bias);
     matvec(L.v, h.data(), kvd, H, vv.data(), L.v_bias);
@@ -701,7 +764,10 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
       }
     }
     matvec(L.o, attn.data(), H, k.heads * D, o.data(), L.o_bias);
-    if (k.gemma_norm) {
+    if (k.parallel_block) {
+      // The MLP reads the same normed input as the attention: h is kept.
+      for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+    } else if (k.gemma_norm) {
       rms_norm(o.data(), L.post_attn_norm, H, eps, true, o.data());
       for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       rms_norm(x.data(), L.pre_ff_norm, H, eps, true, h.data());
@@ -780,11 +846,13 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
     if (k.gemma_norm) rms_norm(m.data(), L.post_ff_norm, H, eps, true, m.data());
     for (int64_t i = 0; i < H; ++i) x[i] += m[i];
   }
-  rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm, h.data());
+  if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data());
+  else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm, h.data());
   for (int64_t r = 0; r < k.vocab; ++r) {
     const T* row = lm_head_.data() + r * H;
     T s = 0;
     for (int64_t c = 0; c < H; ++c) s += row[c] * h[c];
+    if (k.logit_scale != 1) s *= static_cast<T>(k.logit_scale);
     if (k.final_softcap > 0) s = std::tanh(s / static_cast<T>(k.final_softcap)) * static_cast<T>(k.final_softcap);
     logits[r] = static_cast<double>(s);
   }

@@ -18,8 +18,8 @@ namespace kvc::engine {
 // The families the oracle models. Each is one entry of the registry in model.cpp: its model_type
 // and a reader that turns the family's config.json into the description below (which the one
 // forward applies); a family adds no code to the forward.
-enum class Family { Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss };
-const char* to_string(Family f);  // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss"
+enum class Family { Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2 };
+const char* to_string(Family f);  // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3", "cohere2"
 std::vector<Family> families();   // every family of the registry, in its order
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -67,6 +67,9 @@ struct ModelConfig {
   double embed_scale = 1;           // gemma: sqrt(hidden)
   bool tied = false;                // lm_head is the embedding
   bool gemma_norm = false;          // RMSNorm weight w applied as (1 + w), with pre/post sandwich norms
+  bool layer_norm = false;          // every norm is a LayerNorm without bias (mean subtracted; cohere2), not an RMSNorm
+  bool parallel_block = false;      // x + attn(norm x) + mlp(norm x), one norm per layer (cohere2)
+  double logit_scale = 1;           // the logits' factor (cohere2 logit_scale)
   bool qk_norm = false;             // per-head RMSNorm (weighted, the model's norm style) of q and k before rope (gemma3, qwen3)
   bool qk_l2_norm = false;          // per-head weightless RMS ("L2") norm of q and k after rope, on rope layers (llama4 use_qk_norm)
   bool qkv_bias = false;            // q/k/v projections have a bias (qwen2; attention_bias)
