@@ -289,6 +289,24 @@ Recorded record(const Model& m, const Plan& plan, OracleOptions o) {
   return r;
 }
 
+TEST(Diagnose, NamesTheChunkThatExplainsTheLogits) {
+  Model m = random_model(Family::Mistral, {0, 0}, 0);
+  m.config.chunks = {4, 0};
+  const Plan plan{"p", "test", {PlanStep{PlanStep::Kind::Extend, 0, tokens(13), 0}}};
+  auto with = [](std::vector<int64_t> c, std::vector<int64_t> w = {0, 0}) {
+    OracleOptions o;
+    o.chunks = c;
+    o.windows = w;
+    return o;
+  };
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, with({5, 0})), 1e-3), "consistent with a chunk of C+1 on the chunked layers");
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, with({3, 0})), 1e-3), "consistent with a chunk of C-1 on the chunked layers");
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, with({0, 0})), 1e-3), "consistent with full attention on the chunked layers");
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, with({0, 0}, {4, 0})), 1e-3),
+            "consistent with a sliding window of C on the chunked layers instead of chunks");
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, {}), 1e-3), "");
+}
+
 TEST(Diagnose, NamesTheWindowThatExplainsTheLogits) {
   const Model m = random_model(Family::Gemma2, {4, 0, 4}, 4);
   const Plan plan{"p", "test", {PlanStep{PlanStep::Kind::Extend, 0, tokens(13), 0}, PlanStep{PlanStep::Kind::Extend, 0, tokens(3, 2), 0}}};
