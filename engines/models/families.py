@@ -21,6 +21,8 @@ checkpoints of the family use:
                    window 3 and no layer_types (the NoPE layer slides), attention_bias
   cohere2-w3       cohere2, 4 layers, sliding_window_pattern 4 and no layer_types (layer 3 full, without
                    rope), window 3, LayerNorm, the parallel block, logit_scale 0.5, tied
+  ministral-w4     ministral, 3 layers, window 4 and no layer_types: every layer slides (4.56.2 has no
+                   ministral: its row is ABSENT)
 """
 
 S, F, C = "sliding_attention", "full_attention", "chunked_attention"
@@ -139,6 +141,15 @@ MODELS = {
         "sliding_window_pattern": 4,
         "logit_scale": 0.5,
         "tie_word_embeddings": True,
+        **_rope(10000.0),
+    }),
+    "ministral-w4": ("ministral", {
+        "architectures": ["MinistralForCausalLM"],
+        "model_type": "ministral",
+        "num_hidden_layers": 3,
+        "hidden_act": "silu",
+        "sliding_window": 4,
+        "tie_word_embeddings": False,
         **_rope(10000.0),
     }),
 }

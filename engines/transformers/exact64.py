@@ -3,7 +3,8 @@ site-packages is edited; the patches live in this process only).
 
 In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 still round to
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
-the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2):
+the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
+ministral):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -160,6 +161,7 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.gpt_oss.modeling_gpt_oss": [("GptOssRMSNorm", _llama_norm_forward)],
     "transformers.models.smollm3.modeling_smollm3": [("SmolLM3RMSNorm", _llama_norm_forward)],
     "transformers.models.cohere2.modeling_cohere2": [("Cohere2LayerNorm", _layer_norm_forward)],
+    "transformers.models.ministral.modeling_ministral": [("MinistralRMSNorm", _llama_norm_forward)],
 }
 _ROTARY = {  # module: (class, forward)
     "transformers.models.gemma2.modeling_gemma2": ("Gemma2RotaryEmbedding", _rotary_forward),
@@ -171,6 +173,7 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.gpt_oss.modeling_gpt_oss": ("GptOssRotaryEmbedding", _half_rotary_forward),
     "transformers.models.smollm3.modeling_smollm3": ("SmolLM3RotaryEmbedding", _rotary_forward),
     "transformers.models.cohere2.modeling_cohere2": ("Cohere2RotaryEmbedding", _interleaved_rotary_forward),
+    "transformers.models.ministral.modeling_ministral": ("MinistralRotaryEmbedding", _rotary_forward),
 }
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.cohere2.modeling_cohere2": _patch_cohere2}
@@ -260,24 +263,34 @@ def _prepare_rotary(module, cfg):
     return found
 
 
+def _module(name):
+    """The modeling module, or None in a release without the family (ministral before 4.57)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError:
+        return None
+
+
 def patch(model):
     """Patches the classes (process-wide) and prepares the model's rotary modules. Returns a summary."""
     global _PATCHED
     summary = {"norms": [], "rotary": [], "softmax": "float64 kept"}
     if not _PATCHED:
         for modname, items in _NORMS.items():
-            mod = importlib.import_module(modname)
-            for cls_name, fwd in items:
+            mod = _module(modname)
+            for cls_name, fwd in items if mod else ():
                 getattr(mod, cls_name).forward = fwd
         for modname, (cls_name, fwd) in _ROTARY.items():
-            mod = importlib.import_module(modname)
-            getattr(mod, cls_name).forward = fwd
+            mod = _module(modname)
+            if mod:
+                getattr(mod, cls_name).forward = fwd
         for modname, fn in _EXTRA.items():
-            fn(importlib.import_module(modname))
+            if _module(modname):
+                fn(_module(modname))
         torch.nn.functional.softmax = _softmax64
         _PATCHED = True
-    rotary_classes = tuple(getattr(importlib.import_module(m), c) for m, (c, _) in _ROTARY.items())
-    norm_classes = tuple(getattr(importlib.import_module(m), c) for m, items in _NORMS.items() for c, _ in items)
+    rotary_classes = tuple(getattr(_module(m), c) for m, (c, _) in _ROTARY.items() if _module(m))
+    norm_classes = tuple(getattr(_module(m), c) for m, items in _NORMS.items() if _module(m) for c, _ in items)
     for name, m in model.named_modules():
         if isinstance(m, rotary_classes):
             summary["rotary"].append({name: _prepare_rotary(m, model.config)})

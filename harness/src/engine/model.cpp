@@ -272,6 +272,19 @@ void read_cohere2(const json& c, const std::string& file, ModelConfig& m) {
   for (int64_t w : m.windows) m.rope_layers.push_back(w > 0);
 }
 
+// MinistralConfig: mistral with layer_types; without them every layer slides when sliding_window
+// is set (default 4096), else every layer is full.
+void read_ministral(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 1e4, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 4096;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    types.assign(static_cast<size_t>(m.layers), m.sliding_window > 0 ? "sliding_attention" : "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -289,6 +302,7 @@ const FamilyEntry kRegistry[] = {
     {Family::GptOss, "gpt_oss", read_gpt_oss},
     {Family::SmolLM3, "smollm3", read_smollm3},
     {Family::Cohere2, "cohere2", read_cohere2},
+    {Family::Ministral, "ministral", read_ministral},
 };
 
 }  // namespace

@@ -18,8 +18,8 @@ namespace kvc::engine {
 // The families the oracle models. Each is one entry of the registry in model.cpp: its model_type
 // and a reader that turns the family's config.json into the description below (which the one
 // forward applies); a family adds no code to the forward.
-enum class Family { Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2 };
-const char* to_string(Family f);  // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3", "cohere2"
+enum class Family { Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2, Ministral };
+const char* to_string(Family f);  // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3", "cohere2", "ministral"
 std::vector<Family> families();   // every family of the registry, in its order
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
