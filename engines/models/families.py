@@ -153,3 +153,114 @@ MODELS = {
         **_rope(10000.0),
     }),
 }
+
+
+# ---- Drawn models: each family's config space, deterministic from (seed, index). ----
+
+class _Draw:
+    """A SHA-256 counter stream keyed by (family, seed, index): the same draw on every machine."""
+
+    def __init__(self, family, seed, index):
+        self.key, self.n = f"kvconform/draw/{family}/{seed}/{index}/", 0
+
+    def int(self, lo, hi):  # uniform in [lo, hi]
+        import hashlib
+        self.n += 1
+        u = int.from_bytes(hashlib.sha256((self.key + str(self.n)).encode()).digest()[:8], "little")
+        return lo + u % (hi - lo + 1)
+
+    def pick(self, options):
+        return options[self.int(0, len(options) - 1)]
+
+    def coin(self):
+        return self.int(0, 1) == 1
+
+
+def _widths(d, head_dims=(8, 16)):
+    """Heads, GQA ratio and head_dim (the hidden size stays 64)."""
+    heads = d.pick([2, 4, 8])
+    return {"num_attention_heads": heads, "num_key_value_heads": heads // d.pick([g for g in (1, 2, 4) if heads % g == 0]),
+            "head_dim": d.pick(list(head_dims)), "tie_word_embeddings": d.coin()}
+
+
+def _types(d, layers, kinds=(S, F)):
+    return [d.pick(list(kinds)) for _ in range(layers)]
+
+
+def draw(family, seed, index):
+    """One model of the family: (family, config overrides), in an encoding real checkpoints use."""
+    d = _Draw(family, seed, index)
+    layers = d.int(1, 5)
+    w = d.int(2, 6)
+    c = _widths(d)
+    c["num_hidden_layers"] = layers
+    if family in ("gemma2", "gemma3_text"):
+        c.update({"architectures": ["Gemma2ForCausalLM" if family == "gemma2" else "Gemma3ForCausalLM"], "model_type": family,
+                  "hidden_activation": "gelu_pytorch_tanh", "hidden_act": "gelu_pytorch_tanh", "sliding_window": w,
+                  "query_pre_attn_scalar": d.pick([8, 16, 32, 64]),
+                  "attn_logit_softcapping": d.pick([None, 10.0]) if family == "gemma2" else None,
+                  "final_logit_softcapping": d.pick([None, 8.0]) if family == "gemma2" else None})
+        if family == "gemma2":
+            c.update(_rope(10000.0))
+        else:
+            c.update({"rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+                      "rope_parameters": {F: {"rope_type": "default", "rope_theta": 1000000.0},
+                                          S: {"rope_type": "default", "rope_theta": 10000.0}}})
+        if d.coin():  # explicit layer_types; else the family's default pattern (gemma3: sliding_window_pattern)
+            c["layer_types"] = _types(d, layers)
+        elif family == "gemma3_text":
+            c["sliding_window_pattern"] = d.int(2, 4)
+    elif family in ("qwen2", "qwen3"):
+        c.update({"architectures": ["Qwen2ForCausalLM" if family == "qwen2" else "Qwen3ForCausalLM"], "model_type": family,
+                  "hidden_act": "silu", "use_sliding_window": d.coin(), "sliding_window": w,
+                  "max_window_layers": d.int(0, layers), **_rope(10000.0)})
+        if family == "qwen3":
+            c["attention_bias"] = d.coin()
+        if d.coin() and c["use_sliding_window"]:
+            c["layer_types"] = _types(d, layers)
+    elif family == "llama4_text":
+        c.update({k: v for k, v in LLAMA4.items() if k != "tie_word_embeddings"})
+        c.update({"attention_chunk_size": w, "num_experts_per_tok": d.int(1, 2), "use_qk_norm": d.coin(),
+                  "attn_temperature_tuning": d.coin(), "floor_scale": d.pick([2, 4, 8]),
+                  "interleave_moe_layer_step": d.int(1, 2)})
+        if d.coin():
+            c["no_rope_layers"] = [d.int(0, 1) for _ in range(layers)]
+        else:
+            c["no_rope_layer_interval"] = d.int(2, 4)
+        if d.coin():
+            c["layer_types"] = _types(d, layers, ("chunked_attention", F))
+    elif family == "gpt_oss":
+        c.update({k: v for k, v in MODELS["gptoss-w4"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c.update({"sliding_window": w, "num_experts_per_tok": d.int(1, 3)})
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
+    elif family == "cohere2":
+        c.update({k: v for k, v in MODELS["cohere2-w3"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c["head_dim"] = 64 // c["num_attention_heads"]  # cohere2 derives it so in every release
+        c["sliding_window"] = w
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
+        else:
+            c["sliding_window_pattern"] = d.int(2, 4)
+    elif family == "smollm3":
+        c.update({k: v for k, v in MODELS["smollm3-nope"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c.update({"use_sliding_window": d.coin(), "sliding_window": w, "attention_bias": d.coin()})
+        if d.coin():
+            c["no_rope_layers"] = [d.int(0, 1) for _ in range(layers)]
+        else:
+            c["no_rope_layer_interval"] = d.int(2, 4)
+    elif family == "mistral":
+        c.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu",
+                  "sliding_window": d.pick([None, w]), **_rope(10000.0)})
+    else:
+        raise ValueError(f"no drawer for {family}")
+    return ("gemma3" if family == "gemma3_text" else family), c  # make_models' tensor layout name
+
+
+DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2")
+
+
+def drawn(seed=0, count=2):
+    """The drawn set: `count` models per family."""
+    return {f"draw-{f.replace('_text', '').replace('_', '')}-{seed}-{i}": draw(f, seed, i)
+            for f in DRAWN_FAMILIES for i in range(count)}

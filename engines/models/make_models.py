@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes kvconform's tiny sliding-window model zoo as Hugging Face checkpoints.
 
-    python3 engines/models/make_models.py OUT_DIR [--set zoo|families] [--only NAME] [--list]
+    python3 engines/models/make_models.py OUT_DIR [--set zoo|families|drawn] [--only NAME] [--list]
 
 For each model, OUT_DIR/<name>/config.json and OUT_DIR/<name>/model.safetensors (float32 weights,
 no tokenizer). Standard library only, and deterministic: every weight comes from a SHA-256 counter
@@ -9,8 +9,8 @@ stream keyed by the model's name and the tensor's name, so every machine, Python
 writes the same bytes (no dependence on random's algorithms or on dict order).
 
 --set zoo (the default) is the engine zoo below, the models every engine check runs; --set families
-is the family registry's checkpoints (engines/models/families.py), for the oracle's agreement with
-transformers only.
+is the family registry's checkpoints and --set drawn two models per family drawn from its config
+space (engines/models/families.py), both for the oracle's agreement with transformers only.
 
 The zoo (docs/engines.md, "The tiny models"):
   gemma2-w4            gemma2, layers sliding/full/sliding/full, window 4, soft-capping, query_pre_attn_scalar != head_dim, tied
@@ -185,6 +185,8 @@ def tensors(name, family, cfg):
     gemma = family in ("gemma2", "gemma3")
     norm_lo, norm_hi = (-NORM, NORM) if gemma else (1 - NORM, 1 + NORM)
     layers = cfg["num_hidden_layers"]
+    # The widths the config says (a drawn model varies heads, KV heads and head_dim; the zoo's are the constants).
+    HEADS, KV_HEADS, HEAD_DIM = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     if family == "llama4_text":
         step = cfg.get("interleave_moe_layer_step", 1)
         moe = set(cfg["moe_layers"] if cfg.get("moe_layers") is not None else range(step - 1, layers, step))
@@ -254,11 +256,13 @@ def safetensors_bytes(t):
     return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
-SETS = {"zoo": MODELS, "families": families.MODELS}
+SETS = {"zoo": MODELS, "families": families.MODELS, "drawn": families.drawn()}
 
 
 def config(name):
-    family, over = MODELS[name] if name in MODELS else families.MODELS[name]
+    for models in SETS.values():
+        if name in models:
+            family, over = models[name]
     cfg = dict(COMMON)
     cfg.update(over)
     return family, cfg

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The model oracle (C++, kvc-model-oracle) against transformers' own no-cache float64 forward,
-for every model of the engine zoo and of the family registry's set (make_models.py --set families),
-and every pinned release whose environment exists.
+for every model of the engine zoo, of the family registry's set (make_models.py --set families) and
+of the drawn set (--set drawn: two models per family drawn from its config space, seed 0), and every
+pinned release whose environment exists.
 
     python3 engines/transformers/oracle_agreement.py [--oracle build/harness/kvc-model-oracle] [--models DIR]
                                                      [--family-models DIR] [--json]
@@ -67,10 +68,11 @@ def main():
     ap.add_argument("--models", default=os.path.join(ROOT, "build/engine-models"), help="the engine zoo's folder")
     ap.add_argument("--family-models", default=os.path.join(ROOT, "build/engine-models-families"),
                     help="the families set's folder (kept apart from the zoo: engine checks run every model of theirs)")
+    ap.add_argument("--drawn-models", default=os.path.join(ROOT, "build/engine-models-drawn"), help="the drawn set's folder")
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    models = write_set("zoo", a.models) + write_set("families", a.family_models)
+    models = write_set("zoo", a.models) + write_set("families", a.family_models) + write_set("drawn", a.drawn_models)
     tokens = ",".join(str(1 + (37 * i + 11) % 255) for i in range(a.tokens))
     releases = sorted(p.split("requirements-")[1][:-4] for p in glob.glob(os.path.join(ROOT, "golden/requirements-*.txt")))
     rows, failed, checked, passed = [], 0, 0, 0

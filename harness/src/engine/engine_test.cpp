@@ -182,6 +182,17 @@ TEST(ModelOracle, ASinkJoinsTheSoftmaxDenominatorAndHoldsNoValue) {
   for (int64_t p = 0; p < 12; ++p) EXPECT_NE(row(c, p, 32), row(d, p, 32)) << "position " << p;
 }
 
+TEST(ModelConfig, AGemma2SoftCapIsTheDefaultWhenAbsentAndNoneWhenNull) {
+  nlohmann::json g = {{"model_type", "gemma2"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 2},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
+                      {"sliding_window", 3}};
+  EXPECT_EQ(parse_config(g, "c.json").attn_softcap, 50);
+  EXPECT_EQ(parse_config(g, "c.json").final_softcap, 30);
+  g["attn_logit_softcapping"] = nullptr, g["final_logit_softcapping"] = nullptr;
+  EXPECT_EQ(parse_config(g, "c.json").attn_softcap, 0);
+  EXPECT_EQ(parse_config(g, "c.json").final_softcap, 0);
+}
+
 TEST(ModelConfig, ReadsGptOssAlternationYarnAndMoe) {
   nlohmann::json g = {{"model_type", "gpt_oss"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 4},
                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},

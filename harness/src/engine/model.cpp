@@ -104,8 +104,10 @@ void read_gemma(const json& c, const std::string& file, ModelConfig& m, bool g3)
   m.tied = c.value("tie_word_embeddings", true);
   m.embed_scale = std::sqrt(static_cast<double>(m.hidden));
   m.query_scale = std::pow(number_or(c, "query_pre_attn_scalar", 256, file), -0.5);
-  m.attn_softcap = number_or(c, "attn_logit_softcapping", g3 ? 0 : 50, file);
-  m.final_softcap = number_or(c, "final_logit_softcapping", g3 ? 0 : 30, file);
+  // Absent: the class default (gemma2: 50 and 30); null: None, no soft-capping.
+  auto softcap = [&](const char* key, double absent) { return c.contains(key) ? number_or(c, key, 0, file) : absent; };
+  m.attn_softcap = softcap("attn_logit_softcapping", g3 ? 0 : 50);
+  m.final_softcap = softcap("final_logit_softcapping", g3 ? 0 : 30);
   m.rope_theta = rope_base(c, "full_attention", "rope_theta", g3 ? 1e6 : 1e4, file);
   if (g3) m.rope_local_theta = rope_base(c, "sliding_attention", "rope_local_base_freq", 1e4, file);
   const int64_t pattern = g3 ? positive_or(c, "sliding_window_pattern", 6, file) : 2;
