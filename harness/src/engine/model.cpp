@@ -315,12 +315,6 @@ const char* to_string(Family f) {
   return "?";
 }
 
-std::vector<Family> families() {
-  std::vector<Family> out;
-  for (const FamilyEntry& e : kRegistry) out.push_back(e.family);
-  return out;
-}
-
 const char* to_string(Attention a) {
   switch (a) {
     case Attention::Full: return "full";

@@ -20,7 +20,6 @@ namespace kvc::engine {
 // forward applies); a family adds no code to the forward.
 enum class Family { Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2, Ministral };
 const char* to_string(Family f);  // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3", "cohere2", "ministral"
-std::vector<Family> families();   // every family of the registry, in its order
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
 // Full: j <= pos; Sliding (window W): pos - W < j <= pos; Chunked (chunk C): j <= pos && j / C == pos / C.
@@ -45,7 +44,7 @@ struct MoeConfig {
 
 // What the forward needs from config.json, read per family the way transformers reads it: the
 // family's description. Per-layer vectors left empty mean their default (no chunked layer, rope on
-// every layer), so a description built by hand for the older three families stays valid.
+// every layer), so a description built by hand needs only the fields its family uses.
 struct ModelConfig {
   std::string name;  // the checkpoint's folder name
   Family family = Family::Mistral;
@@ -53,7 +52,7 @@ struct ModelConfig {
   double eps = 1e-6;
   double rope_theta = 10000;        // full layers (and every layer without a local base)
   double rope_local_theta = 0;      // sliding layers' base where the family has one (gemma3); 0: none
-  bool rope_interleaved = false;    // rope rotates pairs (2i, 2i+1) (llama4's complex form); else halves (i, i + d/2)
+  bool rope_interleaved = false;    // rope rotates pairs (2i, 2i+1) (llama4's complex form, cohere2); else halves (i, i + d/2)
   // YaRN (rope_type "yarn"): inv_freq blends base ** (-2i/d) and that / factor over a linear ramp
   // between the correction dims of beta_fast and beta_slow; cos and sin are scaled by the attention factor.
   struct Yarn {
@@ -72,8 +71,8 @@ struct ModelConfig {
   double logit_scale = 1;           // the logits' factor (cohere2 logit_scale)
   bool qk_norm = false;             // per-head RMSNorm (weighted, the model's norm style) of q and k before rope (gemma3, qwen3)
   bool qk_l2_norm = false;          // per-head weightless RMS ("L2") norm of q and k after rope, on rope layers (llama4 use_qk_norm)
-  bool qkv_bias = false;            // q/k/v projections have a bias (qwen2; attention_bias)
-  bool o_bias = false;              // o projection has a bias (qwen3, gpt_oss attention_bias)
+  bool qkv_bias = false;            // q/k/v projections have a bias (qwen2; qwen3, gpt_oss, smollm3, cohere2 attention_bias)
+  bool o_bias = false;              // o projection has a bias (qwen3, gpt_oss, smollm3, cohere2 attention_bias)
   bool sinks = false;               // a learned per-head logit joins each softmax's denominator (gpt_oss self_attn.sinks)
   bool gelu = false;                // gelu (tanh approximation) MLP; otherwise SiLU
   std::string mlp_prefix = "mlp.";  // the feed-forward's tensor prefix in a layer ("feed_forward." in llama4)
