@@ -23,6 +23,8 @@ checkpoints of the family use:
                    rope), window 3, LayerNorm, the parallel block, logit_scale 0.5, tied
   ministral-w4     ministral, 3 layers, window 4 and no layer_types: every layer slides (4.56.2 has no
                    ministral: its row is ABSENT)
+  phi3-w4          phi3, 3 layers, window 4 on every layer, partial_rotary_factor 0.5, fused qkv_proj and
+                   gate_up_proj
 """
 
 S, F, C = "sliding_attention", "full_attention", "chunked_attention"
@@ -151,6 +153,19 @@ MODELS = {
         "sliding_window": 4,
         "tie_word_embeddings": False,
         **_rope(10000.0),
+    }),
+    "phi3-w4": ("phi3", {
+        "architectures": ["Phi3ForCausalLM"],
+        "model_type": "phi3",
+        "num_hidden_layers": 3,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-5,
+        "sliding_window": 4,
+        "partial_rotary_factor": 0.5,
+        "original_max_position_embeddings": 4096,
+        "tie_word_embeddings": False,
+        "rope_theta": 10000.0,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
     }),
 }
 

@@ -193,9 +193,12 @@ def tensors(name, family, cfg):
     put("model.embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
     for i in range(layers):
         p = f"model.layers.{i}."
-        put(p + "self_attn.q_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
-        put(p + "self_attn.k_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
-        put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+        if family == "phi3":  # fused: rows [q; k; v]
+            put(p + "self_attn.qkv_proj.weight", ((HEADS + 2 * KV_HEADS) * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+        else:
+            put(p + "self_attn.q_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+            put(p + "self_attn.k_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+            put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
         if family == "qwen2" or (family in ("qwen3", "gpt_oss", "smollm3") and cfg.get("attention_bias")):
             put(p + "self_attn.q_proj.bias", (HEADS * HEAD_DIM,), -BIAS, BIAS)
@@ -216,6 +219,10 @@ def tensors(name, family, cfg):
                 mlp(f + "shared_expert.", inter)
             else:
                 mlp(f, cfg["intermediate_size_mlp"])
+        elif family == "phi3":  # fused: rows [gate; up]
+            inter = cfg.get("intermediate_size", INTER)
+            put(p + "mlp.gate_up_proj.weight", (2 * inter, HIDDEN), -PROJ, PROJ)
+            put(p + "mlp.down_proj.weight", (HIDDEN, inter), -OUT, OUT)
         elif family == "gpt_oss":
             f, e, inter = p + "mlp.", cfg["num_local_experts"], cfg["intermediate_size"]
             put(f + "router.weight", (e, HIDDEN), -PROJ, PROJ)

@@ -4,7 +4,7 @@ site-packages is edited; the patches live in this process only).
 In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 still round to
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
 the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
-ministral):
+ministral, phi3):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -162,6 +162,7 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.smollm3.modeling_smollm3": [("SmolLM3RMSNorm", _llama_norm_forward)],
     "transformers.models.cohere2.modeling_cohere2": [("Cohere2LayerNorm", _layer_norm_forward)],
     "transformers.models.ministral.modeling_ministral": [("MinistralRMSNorm", _llama_norm_forward)],
+    "transformers.models.phi3.modeling_phi3": [("Phi3RMSNorm", _llama_norm_forward)],
 }
 _ROTARY = {  # module: (class, forward)
     "transformers.models.gemma2.modeling_gemma2": ("Gemma2RotaryEmbedding", _rotary_forward),
@@ -174,6 +175,7 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.smollm3.modeling_smollm3": ("SmolLM3RotaryEmbedding", _rotary_forward),
     "transformers.models.cohere2.modeling_cohere2": ("Cohere2RotaryEmbedding", _interleaved_rotary_forward),
     "transformers.models.ministral.modeling_ministral": ("MinistralRotaryEmbedding", _rotary_forward),
+    "transformers.models.phi3.modeling_phi3": ("Phi3RotaryEmbedding", _rotary_forward),
 }
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.cohere2.modeling_cohere2": _patch_cohere2}
@@ -238,6 +240,10 @@ def _inv_freq(base, dim, dtype):
 
 def _prepare_rotary(module, cfg):
     dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    # partial_rotary_factor: top-level (4.x) or in rope_parameters (5.x), as the rope init reads it.
+    rp = getattr(cfg, "rope_parameters", None)
+    factor = rp.get("partial_rotary_factor") if isinstance(rp, dict) else None
+    dim = int(dim * (factor if factor is not None else getattr(cfg, "partial_rotary_factor", 1.0) or 1.0))
     module._kvc_inv_freq64, module._kvc_scaling = {}, {}
     found = []
     for name, buf in module.named_buffers(recurse=False):

@@ -287,6 +287,23 @@ void read_ministral(const json& c, const std::string& file, ModelConfig& m) {
   m.windows = windows_of(types, m.sliding_window, file);
 }
 
+// Phi3Config: sliding_window (None: full) on every layer; partial_rotary_factor top-level (4.x) or in
+// rope_parameters (5.x); fused qkv_proj and gate_up_proj; longrope is not modelled.
+void read_phi3(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  m.fused_projections = true;
+  m.windows.assign(static_cast<size_t>(m.layers), m.sliding_window);
+  double factor = number_or(c, "partial_rotary_factor", 1.0, file);
+  if (c.contains("rope_parameters") && c["rope_parameters"].is_object())
+    factor = number_or(c["rope_parameters"], "partial_rotary_factor", factor, file);
+  m.rotary_dim = static_cast<int64_t>(static_cast<double>(m.head_dim) * factor);
+  if (m.rotary_dim <= 0 || m.rotary_dim > m.head_dim || m.rotary_dim % 2)
+    bad(file, "/partial_rotary_factor", "must give an even rotary dimension in (0, head_dim]");
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -305,6 +322,7 @@ const FamilyEntry kRegistry[] = {
     {Family::SmolLM3, "smollm3", read_smollm3},
     {Family::Cohere2, "cohere2", read_cohere2},
     {Family::Ministral, "ministral", read_ministral},
+    {Family::Phi3, "phi3", read_phi3},
 };
 
 }  // namespace
@@ -481,6 +499,30 @@ Model load_model(const std::string& dir) {
   const std::string st = dir + "/model.safetensors";
   m.tensors = read_safetensors(st);
   const ModelConfig& k = m.config;
+  if (k.fused_projections) {
+    // qkv_proj rows are [q; k; v], gate_up_proj rows [gate; up]: split into the names the forward reads.
+    auto split = [&](const std::string& fused, const std::vector<std::pair<std::string, int64_t>>& parts) {
+      const std::vector<double> t = m.at(fused);
+      int64_t rows = 0;
+      for (const auto& p : parts) rows += p.second;
+      if (static_cast<int64_t>(t.size()) != rows * k.hidden)
+        throw std::runtime_error(st + ": tensor \"" + fused + "\" has " + std::to_string(t.size()) + " values, expected " +
+                                 std::to_string(rows * k.hidden));
+      size_t at = 0;
+      for (const auto& [name, n] : parts) {
+        const size_t len = static_cast<size_t>(n * k.hidden);
+        m.tensors[name].assign(t.begin() + static_cast<std::ptrdiff_t>(at), t.begin() + static_cast<std::ptrdiff_t>(at + len));
+        at += len;
+      }
+    };
+    for (int64_t l = 0; l < k.layers; ++l) {
+      split(layer_name(l, "self_attn.qkv_proj.weight"), {{layer_name(l, "self_attn.q_proj.weight"), k.heads * k.head_dim},
+                                                          {layer_name(l, "self_attn.k_proj.weight"), k.kv_heads * k.head_dim},
+                                                          {layer_name(l, "self_attn.v_proj.weight"), k.kv_heads * k.head_dim}});
+      split(layer_name(l, "mlp.gate_up_proj.weight"), {{layer_name(l, "mlp.gate_proj.weight"), k.intermediate},
+                                                        {layer_name(l, "mlp.up_proj.weight"), k.intermediate}});
+    }
+  }
   auto need = [&](const std::string& name, int64_t size) {
     const auto& t = m.at(name);
     if (static_cast<int64_t>(t.size()) != size)
@@ -673,7 +715,8 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     L.window = options_.windows.empty() ? k.windows[li] : options_.windows[li];
     L.chunk = options_.chunks.empty() ? (k.chunks.empty() ? 0 : k.chunks[li]) : options_.chunks[li];
     const double base = rule == Attention::Sliding && k.rope_local_theta > 0 ? k.rope_local_theta : k.rope_theta;
-    const double d = static_cast<double>(k.head_dim);
+    const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : k.head_dim;
+    const double d = static_cast<double>(rd);
     if (k.yarn.factor > 0) {
       // transformers' _compute_yarn_parameters, in float64.
       const ModelConfig::Yarn& y = k.yarn;
@@ -682,13 +725,13 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
       if (y.truncate) low = std::floor(low), high = std::ceil(high);
       low = std::max(low, 0.0), high = std::min(high, d - 1);
       if (low == high) high += 0.001;
-      for (int64_t i = 0; i < k.head_dim / 2; ++i) {
+      for (int64_t i = 0; i < rd / 2; ++i) {
         const double pos_freq = std::pow(base, static_cast<double>(2 * i) / d);
         const double extrapolation = 1 - std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
         L.inv_freq.push_back(static_cast<T>(1.0 / (y.factor * pos_freq) * (1 - extrapolation) + 1.0 / pos_freq * extrapolation));
       }
     } else {
-      for (int64_t i = 0; i < k.head_dim / 2; ++i)
+      for (int64_t i = 0; i < rd / 2; ++i)
         L.inv_freq.push_back(static_cast<T>(1.0 / std::pow(base, static_cast<double>(2 * i) / d)));
     }
   }
@@ -722,8 +765,10 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
     }
     if (use_rope) {
       const T scale = static_cast<T>(k.yarn.factor > 0 ? k.yarn.attention_factor : 1.0);
-      for (int64_t i = 0; i < k.heads; ++i) rope(q.data() + i * D, L.inv_freq, D, pos, k.rope_interleaved, scale);
-      for (int64_t i = 0; i < k.kv_heads; ++i) rope(kk.data() + i * D, L.inv_freq, D, pos, k.rope_interleaved, scale);
+      // Partial rotary: the first rd entries of each head rotate (halves within them), the rest pass.
+      const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : D;
+      for (int64_t i = 0; i < k.heads; ++i) rope(q.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
+      for (int64_t i = 0; i < k.kv_heads; ++i) rope(kk.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
       if (k.qk_l2_norm) {
         for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, no_weight, D, eps, false, q.data() + i * D);
         for (int64_t i = 0; i < k.kv_heads; ++i) rms_norm(kk.data() + i * D, no_weight, D, eps, false, kk.data() + i * D);

@@ -18,8 +18,8 @@ namespace kvc::engine {
 // The families the oracle models. Each is one entry of the registry in model.cpp: its model_type
 // and a reader that turns the family's config.json into the description below (which the one
 // forward applies); a family adds no code to the forward.
-enum class Family { Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2, Ministral };
-const char* to_string(Family f);  // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3", "cohere2", "ministral"
+enum class Family { Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2, Ministral, Phi3 };
+const char* to_string(Family f);  // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3", "cohere2", "ministral", "phi3"
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
 // Full: j <= pos; Sliding (window W): pos - W < j <= pos; Chunked (chunk C): j <= pos && j / C == pos / C.
@@ -52,6 +52,8 @@ struct ModelConfig {
   double eps = 1e-6;
   double rope_theta = 10000;        // full layers (and every layer without a local base)
   double rope_local_theta = 0;      // sliding layers' base where the family has one (gemma3); 0: none
+  int64_t rotary_dim = 0;           // rope on the first rotary_dim entries of a head (partial_rotary_factor); 0: all
+  bool fused_projections = false;   // the checkpoint stores qkv_proj and gate_up_proj (phi3); load_model splits them
   bool rope_interleaved = false;    // rope rotates pairs (2i, 2i+1) (llama4's complex form, cohere2); else halves (i, i + d/2)
   // YaRN (rope_type "yarn"): inv_freq blends base ** (-2i/d) and that / factor over a linear ramp
   // between the correction dims of beta_fast and beta_slow; cos and sin are scaled by the attention factor.
