@@ -158,6 +158,30 @@ TEST(ModelOracle, ANoPELayerIgnoresPositionsAndGetsTheTemperatureTuning) {
   EXPECT_EQ(SequenceOracle<double>(roped_tuned).extend(t), SequenceOracle<double>(roped).extend(t));
 }
 
+TEST(ModelOracle, PartialRotaryRotatesOnlyTheFirstRotaryDimEntriesOfAHead) {
+  // q and k zero on the first 4 of each head's 8 entries: with rotary_dim 4 the scores see only
+  // unrotated entries, so position p's output is the same for any order of tokens 0..p-1; with
+  // rope on the whole head it is not.
+  Model m = random_model(Family::Mistral, {0}, 0);
+  for (const char* w : {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight"}) {
+    std::vector<double>& t = m.tensors[w];
+    for (size_t row = 0; row < t.size() / 16; ++row)
+      if (row % 8 < 4) std::fill(t.begin() + static_cast<std::ptrdiff_t>(row * 16), t.begin() + static_cast<std::ptrdiff_t>(row * 16 + 16), 0.0);
+  }
+  std::vector<int32_t> t = tokens(10), shuffled = t;
+  std::reverse(shuffled.begin(), shuffled.begin() + 9);
+  auto last_diff = [&](int64_t rotary_dim) {
+    Model x = m;
+    x.config.rotary_dim = rotary_dim;
+    const auto a = SequenceOracle<double>(x).extend(t), b = SequenceOracle<double>(x).extend(shuffled);
+    double e = 0;
+    for (int64_t i = 0; i < 32; ++i) e = std::max(e, std::abs(a[9 * 32 + i] - b[9 * 32 + i]));
+    return e;
+  };
+  EXPECT_LT(last_diff(4), 1e-12);
+  EXPECT_GT(last_diff(0), 1e-3);
+}
+
 TEST(ModelOracle, ASinkJoinsTheSoftmaxDenominatorAndHoldsNoValue) {
   Model plain = random_model(Family::Mistral, {0}, 0);
   auto with_sinks = [&](double v) {
