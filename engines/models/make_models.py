@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Writes kvconform's tiny sliding-window model zoo as Hugging Face checkpoints.
 
-    python3 engines/models/make_models.py OUT_DIR [--only NAME] [--list]
+    python3 engines/models/make_models.py OUT_DIR [--set zoo|families|drawn] [--only NAME] [--list]
 
 For each model, OUT_DIR/<name>/config.json and OUT_DIR/<name>/model.safetensors (float32 weights,
 no tokenizer). Standard library only, and deterministic: every weight comes from a SHA-256 counter
 stream keyed by the model's name and the tensor's name, so every machine, Python version and run
 writes the same bytes (no dependence on random's algorithms or on dict order).
+
+--set zoo (the default) is the engine zoo below, the models every engine check runs; --set families
+is the family registry's checkpoints and --set drawn two models per family drawn from its config
+space (engines/models/families.py), both for the oracle's agreement with transformers only.
 
 The zoo (docs/engines.md, "The tiny models"):
   gemma2-w4            gemma2, layers sliding/full/sliding/full, window 4, soft-capping, query_pre_attn_scalar != head_dim, tied
@@ -39,8 +43,12 @@ import os
 import struct
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import families  # noqa: E402
+
 VOCAB, HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER = 256, 64, 4, 2, 16, 128
 EMBED, PROJ, OUT, NORM = 0.8, 0.5, 0.15, 0.2
+BIAS = 0.3  # q/k/v/o biases where the family has them: shifts of the order of a projection's entries
 
 COMMON = {
     "vocab_size": VOCAB,
@@ -169,24 +177,69 @@ def tensors(name, family, cfg):
             n *= d
         t[key] = (list(shape), stream(name, key, n, lo, hi))
 
+    def mlp(prefix, inter):
+        put(prefix + "gate_proj.weight", (inter, HIDDEN), -PROJ, PROJ)
+        put(prefix + "up_proj.weight", (inter, HIDDEN), -PROJ, PROJ)
+        put(prefix + "down_proj.weight", (HIDDEN, inter), -OUT, OUT)
+
     gemma = family in ("gemma2", "gemma3")
     norm_lo, norm_hi = (-NORM, NORM) if gemma else (1 - NORM, 1 + NORM)
+    layers = cfg["num_hidden_layers"]
+    # The widths the config says (a drawn model varies heads, KV heads and head_dim; the zoo's are the constants).
+    HEADS, KV_HEADS, HEAD_DIM = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    if family == "llama4_text":
+        step = cfg.get("interleave_moe_layer_step", 1)
+        moe = set(cfg["moe_layers"] if cfg.get("moe_layers") is not None else range(step - 1, layers, step))
     put("model.embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
-    for i in range(cfg["num_hidden_layers"]):
+    for i in range(layers):
         p = f"model.layers.{i}."
-        put(p + "self_attn.q_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
-        put(p + "self_attn.k_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
-        put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+        if family == "phi3":  # fused: rows [q; k; v]
+            put(p + "self_attn.qkv_proj.weight", ((HEADS + 2 * KV_HEADS) * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+        else:
+            put(p + "self_attn.q_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+            put(p + "self_attn.k_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+            put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
-        put(p + "mlp.gate_proj.weight", (INTER, HIDDEN), -PROJ, PROJ)
-        put(p + "mlp.up_proj.weight", (INTER, HIDDEN), -PROJ, PROJ)
-        put(p + "mlp.down_proj.weight", (HIDDEN, INTER), -OUT, OUT)
+        if family == "qwen2" or (family in ("qwen3", "gpt_oss", "smollm3") and cfg.get("attention_bias")):
+            put(p + "self_attn.q_proj.bias", (HEADS * HEAD_DIM,), -BIAS, BIAS)
+            put(p + "self_attn.k_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
+            put(p + "self_attn.v_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
+        if family in ("qwen3", "gpt_oss", "smollm3") and cfg.get("attention_bias"):
+            put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
+        if family == "gpt_oss":
+            # Sinks around the scores' scale (std ~5), so some heads give a sink real weight.
+            put(p + "self_attn.sinks", (HEADS,), -1.0, 3.0)
+        if family == "llama4_text":
+            f = p + "feed_forward."
+            if i in moe:
+                e, inter = cfg["num_local_experts"], cfg["intermediate_size"]
+                put(f + "router.weight", (e, HIDDEN), -PROJ, PROJ)
+                put(f + "experts.gate_up_proj", (e, HIDDEN, 2 * inter), -PROJ, PROJ)
+                put(f + "experts.down_proj", (e, inter, HIDDEN), -OUT, OUT)
+                mlp(f + "shared_expert.", inter)
+            else:
+                mlp(f, cfg["intermediate_size_mlp"])
+        elif family == "phi3":  # fused: rows [gate; up]
+            inter = cfg.get("intermediate_size", INTER)
+            put(p + "mlp.gate_up_proj.weight", (2 * inter, HIDDEN), -PROJ, PROJ)
+            put(p + "mlp.down_proj.weight", (HIDDEN, inter), -OUT, OUT)
+        elif family == "gpt_oss":
+            f, e, inter = p + "mlp.", cfg["num_local_experts"], cfg["intermediate_size"]
+            put(f + "router.weight", (e, HIDDEN), -PROJ, PROJ)
+            put(f + "router.bias", (e,), -BIAS, BIAS)
+            put(f + "experts.gate_up_proj", (e, HIDDEN, 2 * inter), -PROJ, PROJ)
+            put(f + "experts.gate_up_proj_bias", (e, 2 * inter), -BIAS, BIAS)
+            put(f + "experts.down_proj", (e, inter, HIDDEN), -OUT, OUT)
+            put(f + "experts.down_proj_bias", (e, HIDDEN), -BIAS, BIAS)
+        else:
+            mlp(p + "mlp.", cfg.get("intermediate_size", INTER))
         put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+        if family != "cohere2":  # cohere2's parallel block has one norm per layer
+            put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
         if gemma:
             put(p + "pre_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family == "gemma3":
+        if family in ("gemma3", "qwen3"):
             put(p + "self_attn.q_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
             put(p + "self_attn.k_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
     put("model.norm.weight", (HIDDEN,), norm_lo, norm_hi)
@@ -210,8 +263,13 @@ def safetensors_bytes(t):
     return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
+SETS = {"zoo": MODELS, "families": families.MODELS, "drawn": families.drawn()}
+
+
 def config(name):
-    family, over = MODELS[name]
+    for models in SETS.values():
+        if name in models:
+            family, over = models[name]
     cfg = dict(COMMON)
     cfg.update(over)
     return family, cfg
@@ -233,15 +291,20 @@ def write(out_dir, name):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir", nargs="?")
-    ap.add_argument("--only", action="append", choices=sorted(MODELS), help="write only this model (repeatable)")
-    ap.add_argument("--list", action="store_true", help="print the model names and exit")
+    ap.add_argument("--set", default="zoo", choices=sorted(SETS), help="which models (default: the engine zoo)")
+    ap.add_argument("--only", action="append", help="write only this model of the set (repeatable)")
+    ap.add_argument("--list", action="store_true", help="print the set's model names and exit")
     a = ap.parse_args(argv)
+    models = SETS[a.set]
+    for name in a.only or []:
+        if name not in models:
+            ap.error(f"--only {name}: not a model of --set {a.set} ({', '.join(models)})")
     if a.list:
-        print("\n".join(MODELS))
+        print("\n".join(models))
         return 0
     if not a.out_dir:
         ap.error("OUT_DIR is required")
-    for name in a.only or MODELS:
+    for name in a.only or models:
         d, digest = write(a.out_dir, name)
         print(f"{name}\t{d}\tsha256(model.safetensors)={digest}")
     return 0

@@ -2,7 +2,9 @@
 site-packages is edited; the patches live in this process only).
 
 In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 still round to
-float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral):
+float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
+the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
+ministral, phi3):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -12,6 +14,14 @@ float32 in three places for the families of the kvconform zoo (gemma2, gemma3_te
      forward casts inv_freq and the positions with `.float()` and takes cos/sin in float32
      ("Force float32"), then casts cos/sin to the model dtype.
   3. Eager attention: `softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)`.
+
+llama4_text has more: its Llama4TextL2Norm (the weightless q/k norm) and Llama4TextRMSNorm cast
+to float32 like the others; its rotary embedding is complex (torch.polar of float32 angles) and
+apply_rotary_emb multiplies `xq.float()` as complex64; the router takes the sigmoid of
+`router_scores.float()`; and the attention temperature tuning computes its scale from
+`cache_position.float()` (4.x) or `positions.float()` (5.x) in float32. The first three are patched
+like the others; the temperature line is patched by rewriting `.float()` to `.double()` in that one
+expression of Llama4TextAttention.forward's source (exactly one occurrence, else it raises).
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype; each rotary module's forward with a float64 one whose inv_freq is recomputed in
@@ -62,16 +72,144 @@ def _rotary_forward(self, x, position_ids, layer_type=None):
     return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
 
 
+def _half_rotary_forward(self, x, position_ids):
+    """gpt_oss: cos/sin of the d/2 angles, not repeated (its _apply_rotary_emb rotates the halves)."""
+    freqs = position_ids[..., None].to(torch.float64) * self._kvc_inv_freq64[""].to(x.device)
+    scaling = self._kvc_scaling[""]
+    return (freqs.cos() * scaling).to(dtype=x.dtype), (freqs.sin() * scaling).to(dtype=x.dtype)
+
+
+def _layer_norm_forward(self, x):
+    mean = x.mean(-1, keepdim=True)
+    variance = (x - mean).pow(2).mean(-1, keepdim=True)
+    return self.weight.to(x.dtype) * ((x - mean) * torch.rsqrt(variance + self.variance_epsilon))
+
+
+def _interleaved_rotary_forward(self, x, position_ids):
+    """cohere2: each angle repeated in place (repeat_interleave), for its pairwise rotate_half."""
+    freqs = position_ids[..., None].to(torch.float64) * self._kvc_inv_freq64[""].to(x.device)
+    emb = torch.repeat_interleave(freqs, 2, dim=-1)
+    scaling = self._kvc_scaling[""]
+    return (emb.cos() * scaling).to(dtype=x.dtype), (emb.sin() * scaling).to(dtype=x.dtype)
+
+
+def _patch_cohere2(mod):
+    """cohere2's apply_rotary_pos_emb computes in q.float(): the same formula in the input's dtype."""
+    rotate_half = mod.rotate_half
+
+    def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+        cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+        return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+    mod.apply_rotary_pos_emb = apply_rotary_pos_emb
+
+
+def _l2_norm_forward(self, x):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+def _llama4_norm_forward(self, x):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.to(x.dtype)
+
+
+def _complex_rotary_forward(self, x, position_ids):
+    freqs = position_ids[..., None].to(torch.float64) * self._kvc_inv_freq64[""].to(x.device)
+    return torch.polar(torch.ones_like(freqs), freqs) * self._kvc_scaling[""]
+
+
+def _apply_rotary_emb64(xq, xk, freqs_cis):
+    xq_ = torch.view_as_complex(xq.to(torch.float64).reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.to(torch.float64).reshape(*xk.shape[:-1], -1, 2))
+    xq_out = torch.view_as_real(xq_ * freqs_cis[:, :, None, :]).flatten(3)
+    xk_out = torch.view_as_real(xk_ * freqs_cis[:, :, None, :]).flatten(3)
+    return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+def _llama4_router_forward(self, hidden_states):
+    router_logits = torch.nn.functional.linear(hidden_states, self.weight, self.bias)
+    router_top_value, router_indices = torch.topk(router_logits, self.top_k, dim=1)
+    router_scores = torch.full_like(router_logits, float("-inf")).scatter_(1, router_indices, router_top_value)
+    return torch.sigmoid(router_scores), router_logits
+
+
+def _patch_llama4(mod):
+    """The llama4 islands that are not a norm or a rotary module (see the module docstring)."""
+    import inspect
+    import re
+    import textwrap
+
+    mod.apply_rotary_emb = _apply_rotary_emb64
+    mod.Llama4Router.forward = _llama4_router_forward
+    cls = mod.Llama4TextAttention
+    src = textwrap.dedent(inspect.getsource(cls.forward))
+    new, n = re.subn(r"\b(cache_position|positions)\.float\(\)", r"\1.double()", src)
+    if n != 1:
+        raise RuntimeError(f"exact64: Llama4TextAttention.forward has {n} temperature-tuning casts (expected 1)")
+    scope = dict(vars(mod))
+    exec(compile(new, inspect.getsourcefile(cls.forward), "exec"), scope)
+    cls.forward = scope["forward"]
+
+
 _NORMS = {  # module: (class, forward)
     "transformers.models.gemma2.modeling_gemma2": [("Gemma2RMSNorm", _gemma_norm_forward)],
     "transformers.models.gemma3.modeling_gemma3": [("Gemma3RMSNorm", _gemma_norm_forward)],
     "transformers.models.mistral.modeling_mistral": [("MistralRMSNorm", _llama_norm_forward)],
+    "transformers.models.qwen2.modeling_qwen2": [("Qwen2RMSNorm", _llama_norm_forward)],
+    "transformers.models.qwen3.modeling_qwen3": [("Qwen3RMSNorm", _llama_norm_forward)],
+    "transformers.models.llama4.modeling_llama4": [("Llama4TextRMSNorm", _llama4_norm_forward),
+                                                   ("Llama4TextL2Norm", _l2_norm_forward)],
+    "transformers.models.gpt_oss.modeling_gpt_oss": [("GptOssRMSNorm", _llama_norm_forward)],
+    "transformers.models.smollm3.modeling_smollm3": [("SmolLM3RMSNorm", _llama_norm_forward)],
+    "transformers.models.cohere2.modeling_cohere2": [("Cohere2LayerNorm", _layer_norm_forward)],
+    "transformers.models.ministral.modeling_ministral": [("MinistralRMSNorm", _llama_norm_forward)],
+    "transformers.models.phi3.modeling_phi3": [("Phi3RMSNorm", _llama_norm_forward)],
 }
-_ROTARY = {
-    "transformers.models.gemma2.modeling_gemma2": "Gemma2RotaryEmbedding",
-    "transformers.models.gemma3.modeling_gemma3": "Gemma3RotaryEmbedding",
-    "transformers.models.mistral.modeling_mistral": "MistralRotaryEmbedding",
+_ROTARY = {  # module: (class, forward)
+    "transformers.models.gemma2.modeling_gemma2": ("Gemma2RotaryEmbedding", _rotary_forward),
+    "transformers.models.gemma3.modeling_gemma3": ("Gemma3RotaryEmbedding", _rotary_forward),
+    "transformers.models.mistral.modeling_mistral": ("MistralRotaryEmbedding", _rotary_forward),
+    "transformers.models.qwen2.modeling_qwen2": ("Qwen2RotaryEmbedding", _rotary_forward),
+    "transformers.models.qwen3.modeling_qwen3": ("Qwen3RotaryEmbedding", _rotary_forward),
+    "transformers.models.llama4.modeling_llama4": ("Llama4TextRotaryEmbedding", _complex_rotary_forward),
+    "transformers.models.gpt_oss.modeling_gpt_oss": ("GptOssRotaryEmbedding", _half_rotary_forward),
+    "transformers.models.smollm3.modeling_smollm3": ("SmolLM3RotaryEmbedding", _rotary_forward),
+    "transformers.models.cohere2.modeling_cohere2": ("Cohere2RotaryEmbedding", _interleaved_rotary_forward),
+    "transformers.models.ministral.modeling_ministral": ("MinistralRotaryEmbedding", _rotary_forward),
+    "transformers.models.phi3.modeling_phi3": ("Phi3RotaryEmbedding", _rotary_forward),
 }
+_EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
+          "transformers.models.cohere2.modeling_cohere2": _patch_cohere2}
+
+
+def _yarn(cfg):
+    """The YaRN parameters of a config (4.x rope_scaling, 5.x rope_parameters), or None."""
+    for key in ("rope_parameters", "rope_scaling"):
+        v = getattr(cfg, key, None)
+        if isinstance(v, dict) and v.get("rope_type", v.get("type")) == "yarn":
+            return v
+    return None
+
+
+def _yarn_inv_freq(base, dim, p, max_pos, dtype):
+    """transformers' _compute_yarn_parameters' inv_freq, in dtype (float32: as transformers computes it)."""
+    import math
+    factor = p["factor"]
+    beta_fast, beta_slow = p.get("beta_fast") or 32, p.get("beta_slow") or 1
+    orig = p.get("original_max_position_embeddings") or max_pos
+
+    def corr(rot):
+        return (dim * math.log(orig / (rot * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = corr(beta_fast), corr(beta_slow)
+    if p.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    pos_freqs = base ** (torch.arange(0, dim, 2).to(dtype=dtype) / dim)
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=dtype) - low) / (high - low), 0, 1)
+    extra = 1 - ramp
+    return (1.0 / (factor * pos_freqs)) * (1 - extra) + (1.0 / pos_freqs) * extra
 
 
 def _bases(cfg):
@@ -86,10 +224,10 @@ def _bases(cfg):
         for v in [rp] + [x for x in rp.values() if isinstance(x, dict)]:
             if "rope_theta" in v:
                 out.append(float(v["rope_theta"]))
-            if v.get("rope_type", "default") != "default":
+            if v.get("rope_type", "default") not in ("default", "yarn"):
                 raise NotImplementedError(f"exact64: rope_type {v.get('rope_type')!r} is not supported")
     rs = getattr(cfg, "rope_scaling", None)
-    if isinstance(rs, dict) and rs.get("rope_type", rs.get("type", "default")) != "default":
+    if isinstance(rs, dict) and rs.get("rope_type", rs.get("type", "default")) not in ("default", "yarn"):
         raise NotImplementedError(f"exact64: rope_scaling {rs!r} is not supported")
     return sorted(set(out))
 
@@ -102,18 +240,27 @@ def _inv_freq(base, dim, dtype):
 
 def _prepare_rotary(module, cfg):
     dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    # partial_rotary_factor: top-level (4.x) or in rope_parameters (5.x), as the rope init reads it.
+    rp = getattr(cfg, "rope_parameters", None)
+    factor = rp.get("partial_rotary_factor") if isinstance(rp, dict) else None
+    dim = int(dim * (factor if factor is not None else getattr(cfg, "partial_rotary_factor", 1.0) or 1.0))
     module._kvc_inv_freq64, module._kvc_scaling = {}, {}
     found = []
     for name, buf in module.named_buffers(recurse=False):
         if not name.endswith("inv_freq") or name.endswith("original_inv_freq"):
             continue
         layer_type = name[: -len("_inv_freq")] if name != "inv_freq" else ""
-        match = [b for b in _bases(module.config if hasattr(module, "config") else cfg)
-                 if torch.equal(_inv_freq(b, dim, torch.float32).to(buf.dtype), buf.detach().cpu())]
+        mcfg = module.config if hasattr(module, "config") else cfg
+        yarn = _yarn(mcfg)
+        if yarn is not None:  # the float32 buffer must be exactly YaRN's of that base, or nothing is patched
+            fn = lambda b, dt: _yarn_inv_freq(b, dim, yarn, getattr(mcfg, "max_position_embeddings", None), dt)  # noqa: E731
+        else:
+            fn = lambda b, dt: _inv_freq(b, dim, dt)  # noqa: E731
+        match = [b for b in _bases(mcfg) if torch.equal(fn(b, torch.float32).to(buf.dtype), buf.detach().cpu())]
         if len(match) != 1:
             raise RuntimeError(f"exact64: cannot identify the rope base of {type(module).__name__}.{name} "
                                f"(candidates {_bases(cfg)}, matches {match})")
-        module._kvc_inv_freq64[layer_type] = _inv_freq(match[0], dim, torch.float64)
+        module._kvc_inv_freq64[layer_type] = fn(match[0], torch.float64)
         s = getattr(module, f"{layer_type}_attention_scaling" if layer_type else "attention_scaling", 1.0)
         module._kvc_scaling[layer_type] = float(s)
         found.append((name, match[0]))
@@ -122,28 +269,40 @@ def _prepare_rotary(module, cfg):
     return found
 
 
+def _module(name):
+    """The modeling module, or None in a release without the family (ministral before 4.57)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError:
+        return None
+
+
 def patch(model):
     """Patches the classes (process-wide) and prepares the model's rotary modules. Returns a summary."""
     global _PATCHED
     summary = {"norms": [], "rotary": [], "softmax": "float64 kept"}
     if not _PATCHED:
         for modname, items in _NORMS.items():
-            mod = importlib.import_module(modname)
-            for cls_name, fwd in items:
+            mod = _module(modname)
+            for cls_name, fwd in items if mod else ():
                 getattr(mod, cls_name).forward = fwd
-        for modname, cls_name in _ROTARY.items():
-            mod = importlib.import_module(modname)
-            getattr(mod, cls_name).forward = _rotary_forward
+        for modname, (cls_name, fwd) in _ROTARY.items():
+            mod = _module(modname)
+            if mod:
+                getattr(mod, cls_name).forward = fwd
+        for modname, fn in _EXTRA.items():
+            if _module(modname):
+                fn(_module(modname))
         torch.nn.functional.softmax = _softmax64
         _PATCHED = True
-    rotary_classes = tuple(getattr(importlib.import_module(m), c) for m, c in _ROTARY.items())
-    norm_classes = tuple(getattr(importlib.import_module(m), c) for m, items in _NORMS.items() for c, _ in items)
+    rotary_classes = tuple(getattr(_module(m), c) for m, (c, _) in _ROTARY.items() if _module(m))
+    norm_classes = tuple(getattr(_module(m), c) for m, items in _NORMS.items() if _module(m) for c, _ in items)
     for name, m in model.named_modules():
         if isinstance(m, rotary_classes):
             summary["rotary"].append({name: _prepare_rotary(m, model.config)})
         elif isinstance(m, norm_classes):
             summary["norms"].append(name)
-        elif "RotaryEmbedding" in type(m).__name__ or "RMSNorm" in type(m).__name__:
+        elif any(w in type(m).__name__ for w in ("RotaryEmbedding", "RMSNorm", "L2Norm", "LayerNorm")):
             raise RuntimeError(f"exact64: {type(m).__name__} ({name}) is not covered")
     summary["norms"] = len(summary["norms"])
     return summary

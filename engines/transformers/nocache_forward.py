@@ -4,7 +4,9 @@
     PY=golden/.venv-5.24.0/bin/python
     $PY engines/transformers/nocache_forward.py MODEL_DIR --tokens 3,1,4,1,5 --out FILE [--exact] [--audit]
 
-Loads MODEL_DIR with attn_implementation="eager", moves it to float64, runs one forward over the
+Loads MODEL_DIR with attn_implementation="eager" (and experts_implementation="eager" where the
+release has it: 5.x runs MoE experts through grouped_mm by default, which has no float64 kernel),
+moves it to float64, runs one forward over the
 whole token list with use_cache=False, and writes the logits [n, vocab] to FILE as raw little-endian
 float64, row-major. Prints one JSON line: {"n", "vocab", "transformers", "exact", ...}.
 
@@ -25,6 +27,8 @@ import exact64  # a sibling: the script's folder is on sys.path
 
 
 def load_float64(model_dir, exact, **overrides):
+    if hasattr(transformers.PreTrainedModel, "_check_and_adjust_experts_implementation"):
+        overrides.setdefault("experts_implementation", "eager")
     model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager", **overrides)
     model = model.to(torch.float64).eval()
     summary = exact64.patch(model) if exact else None

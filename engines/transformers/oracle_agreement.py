@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """The model oracle (C++, kvc-model-oracle) against transformers' own no-cache float64 forward,
-for every model of the zoo and every pinned release whose environment exists.
+for every model of the engine zoo, of the family registry's set (make_models.py --set families) and
+of the drawn set (--set drawn: two models per family drawn from its config space, seed 0), and every
+pinned release whose environment exists.
 
-    python3 engines/transformers/oracle_agreement.py [--oracle build/harness/kvc-model-oracle] [--models DIR] [--json]
+    python3 engines/transformers/oracle_agreement.py [--oracle build/harness/kvc-model-oracle] [--models DIR]
+                                                     [--family-models DIR] [--json]
 
 Two numbers per model and release: the max |logit difference| against transformers with its float32
 islands patched to float64 (--exact: must be <= 1e-10, else exit 1), and against transformers as
 shipped (its float32 islands: RMSNorm, rotary cos/sin, eager softmax; reported, not judged).
-Exit 77 (CTest's skip) when no release's environment exists.
+A release without the model's model_type is a row that says so (ABSENT), never a pass; a model that
+fails to load or run in a release, or in the oracle, is that row's FAIL with the reason, and the run
+goes on. Exit 77 (CTest's skip) when no release's environment exists.
 Standard library only; each release runs in its own golden/.venv-<version>.
 """
 import argparse
@@ -22,14 +27,25 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOUND = 1e-10
 RUN_RELEASE = """
-import os, sys
+import json, os, sys, traceback
+root, tokens, tmp, v, *models = sys.argv[1:]
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 import nocache_forward  # engines/transformers is on PYTHONPATH
-root, models_dir, tokens, tmp, v, *models = sys.argv[1:]
 tokens = [int(t) for t in tokens.split(",")]
+status = {}
 for mode in ("plain", "exact"):
     for m in models:
-        logits, _, _ = nocache_forward.run(os.path.join(models_dir, m), tokens, exact=mode == "exact")
-        open(os.path.join(tmp, f"{v}.{m}.{mode}"), "wb").write(logits.contiguous().numpy().astype("<f8").tobytes())
+        name = os.path.basename(m)
+        model_type = json.load(open(os.path.join(m, "config.json")))["model_type"]
+        if model_type not in CONFIG_MAPPING:
+            status[name] = {"absent": model_type}
+            continue
+        try:
+            logits, _, _ = nocache_forward.run(m, tokens, exact=mode == "exact")
+            open(os.path.join(tmp, f"{v}.{name}.{mode}"), "wb").write(logits.contiguous().numpy().astype("<f8").tobytes())
+        except Exception as e:
+            status.setdefault(name, {})[mode] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+json.dump(status, open(os.path.join(tmp, f"{v}.status.json"), "w"))
 """
 
 
@@ -39,43 +55,72 @@ def read_f64(path):
     return struct.unpack(f"<{len(data) // 8}d", data)
 
 
+def write_set(which, out_dir):
+    subprocess.run([sys.executable, os.path.join(ROOT, "engines/models/make_models.py"), out_dir, "--set", which],
+                   check=True, stdout=subprocess.DEVNULL)
+    return sorted(os.path.join(out_dir, m) for m in os.listdir(out_dir) if os.path.isfile(os.path.join(out_dir, m, "config.json")))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--oracle", default=os.path.join(ROOT, "build/harness/kvc-model-oracle"))
-    ap.add_argument("--models", default=os.path.join(ROOT, "build/engine-models"))
+    ap.add_argument("--models", default=os.path.join(ROOT, "build/engine-models"), help="the engine zoo's folder")
+    ap.add_argument("--family-models", default=os.path.join(ROOT, "build/engine-models-families"),
+                    help="the families set's folder (kept apart from the zoo: engine checks run every model of theirs)")
+    ap.add_argument("--drawn-models", default=os.path.join(ROOT, "build/engine-models-drawn"), help="the drawn set's folder")
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    subprocess.run([sys.executable, os.path.join(ROOT, "engines/models/make_models.py"), a.models], check=True, stdout=subprocess.DEVNULL)
+    models = write_set("zoo", a.models) + write_set("families", a.family_models) + write_set("drawn", a.drawn_models)
     tokens = ",".join(str(1 + (37 * i + 11) % 255) for i in range(a.tokens))
     releases = sorted(p.split("requirements-")[1][:-4] for p in glob.glob(os.path.join(ROOT, "golden/requirements-*.txt")))
-    rows, failed, checked = [], False, 0
-    models = sorted(m for m in os.listdir(a.models) if os.path.isfile(os.path.join(a.models, m, "config.json")))
+    rows, failed, checked, passed = [], 0, 0, 0
     with tempfile.TemporaryDirectory() as tmp:
         # One interpreter per release runs every model, plain first: --exact patches classes for good.
+        status = {}
         for v in releases:
             py = os.path.join(ROOT, f"golden/.venv-{v}/bin/python")
             if os.path.exists(py):
-                subprocess.run([py, "-c", RUN_RELEASE, ROOT, a.models, tokens, tmp, v] + models, check=True,
+                subprocess.run([py, "-c", RUN_RELEASE, ROOT, tokens, tmp, v] + models, check=True,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "engines", "transformers")))
-        for model in models:
-            mdir = os.path.join(a.models, model)
-            if not os.path.isfile(os.path.join(mdir, "config.json")):
-                continue
-            subprocess.run([a.oracle, mdir, tokens, os.path.join(tmp, "oracle")], check=True, stdout=subprocess.DEVNULL)
-            ours = read_f64(os.path.join(tmp, "oracle"))
+                with open(os.path.join(tmp, f"{v}.status.json")) as f:
+                    status[v] = json.load(f)
+        for mdir in models:
+            model = os.path.basename(mdir)
+            r = subprocess.run([a.oracle, mdir, tokens, os.path.join(tmp, "oracle")], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+            ours = read_f64(os.path.join(tmp, "oracle")) if r.returncode == 0 else None
             for v in releases:
-                py = os.path.join(ROOT, f"golden/.venv-{v}/bin/python")
-                if not os.path.exists(py):
-                    rows.append({"model": model, "release": v, "skipped": "no golden/.venv-" + v})
+                row = {"model": model, "release": v}
+                rows.append(row)
+                if v not in status:
+                    row["skipped"] = "no golden/.venv-" + v
                     continue
-                diffs = {mode: max(abs(x - y) for x, y in zip(ours, read_f64(os.path.join(tmp, f"{v}.{model}.{mode}"))))
-                         for mode in ("exact", "plain")}
+                st = status[v].get(model, {})
+                if "absent" in st:
+                    row["absent"] = f"transformers {v} has no model_type {st['absent']}"
+                    continue
                 checked += 1
-                bad = diffs["exact"] > BOUND
-                failed |= bad
-                rows.append({"model": model, "release": v, "exact": diffs["exact"], "plain": diffs["plain"], "ok": not bad})
+                if ours is None:
+                    row["fail"] = "kvc-model-oracle: " + (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
+                elif "exact" in st:
+                    row["fail"] = "transformers --exact: " + st["exact"]
+                if "fail" in row:
+                    failed += 1
+                    continue
+                diffs = {}
+                for mode in ("exact", "plain"):
+                    path = os.path.join(tmp, f"{v}.{model}.{mode}")
+                    theirs = read_f64(path) if os.path.exists(path) else None
+                    if theirs is not None and len(theirs) != len(ours):
+                        theirs = None
+                    diffs[mode] = max(abs(x - y) for x, y in zip(ours, theirs)) if theirs is not None else None
+                row.update(exact=diffs["exact"], plain=diffs["plain"], ok=diffs["exact"] is not None and diffs["exact"] <= BOUND)
+                if row["ok"]:
+                    passed += 1
+                else:
+                    failed += 1
     if a.json:
         print(json.dumps(rows, indent=1))
     else:
@@ -83,9 +128,15 @@ def main():
         for r in rows:
             if "skipped" in r:
                 print(f"{r['model']:22} {r['release']:8} SKIP {r['skipped']}")
+            elif "absent" in r:
+                print(f"{r['model']:22} {r['release']:8} ABSENT {r['absent']}")
+            elif "fail" in r:
+                print(f"{r['model']:22} {r['release']:8} FAIL {r['fail']}")
             else:
-                print(f"{r['model']:22} {r['release']:8} {r['exact']:17.3e} {r['plain']:14.3e}{'' if r['ok'] else '  > 1e-10: FAIL'}")
-        print(f"{checked - sum(1 for r in rows if r.get('ok') is False)} passed, {sum(1 for r in rows if r.get('ok') is False)} failed")
+                plain = f"{r['plain']:14.3e}" if r["plain"] is not None else f"{'n/a':>14}"
+                print(f"{r['model']:22} {r['release']:8} {r['exact']:17.3e} {plain}{'' if r['ok'] else '  > 1e-10: FAIL'}")
+        absent = sum(1 for r in rows if "absent" in r)
+        print(f"{passed} passed, {failed} failed, {absent} absent (a release without the family)")
     if not checked:
         print("no pinned transformers environment (bash golden/setup_env.sh VERSION): nothing checked", file=sys.stderr)
         return 77

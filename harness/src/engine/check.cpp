@@ -147,6 +147,25 @@ std::string diagnose(const Model& model, const Plan& plan, const Recorded& rec, 
   }
   if (any_full && c.sliding_window > 0)
     variants.push_back({"the sliding window applied to the full-attention layers too", with([&](int64_t) { return c.sliding_window; })});
+  // Chunked layers, the same way through OracleOptions::chunks: one chunk size off, no chunking, and
+  // the chunk read as a sliding window (the window a chunked layer is most often mistaken for).
+  std::vector<int64_t> cs(w.size(), 0);
+  for (size_t l = 0; l < w.size(); ++l) cs[l] = l < c.chunks.size() ? c.chunks[l] : 0;
+  if (std::any_of(cs.begin(), cs.end(), [](int64_t x) { return x > 0; })) {
+    auto chunked = [&](auto f, bool as_window) {
+      OracleOptions o;
+      o.windows = w;
+      for (size_t l = 0; l < cs.size(); ++l) {
+        o.chunks.push_back(cs[l] > 0 && !as_window ? f(cs[l]) : 0);
+        if (cs[l] > 0 && as_window) o.windows[l] = cs[l];
+      }
+      return o;
+    };
+    variants.push_back({"a chunk of C+1 on the chunked layers", chunked([](int64_t x) { return x + 1; }, false)});
+    variants.push_back({"a chunk of C-1 on the chunked layers", chunked([](int64_t x) { return std::max<int64_t>(1, x - 1); }, false)});
+    variants.push_back({"full attention on the chunked layers", chunked([](int64_t) { return int64_t{0}; }, false)});
+    variants.push_back({"a sliding window of C on the chunked layers instead of chunks", chunked([](int64_t x) { return x; }, true)});
+  }
   // Every explanation that fits is named: a plan too short to tell W+1 from full attention says so.
   std::string fits;
   for (const Variant& v : variants)

@@ -2,6 +2,7 @@
 // diagnoses, and the judge against kvc-oracle-engine with its mutants and faults.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -104,6 +105,166 @@ TEST(ModelOracle, Float32StaysNearFloat64) {
   EXPECT_LT(e, 1e-4);
 }
 
+// One layer: position p's output depends only on the keys that layer's rule lets it see (they are
+// computed from the embeddings alone), so a rule is pinned by the window that shows the same keys.
+std::vector<double> row(const std::vector<double>& logits, int64_t p, int64_t vocab) {
+  return std::vector<double>(logits.begin() + p * vocab, logits.begin() + (p + 1) * vocab);
+}
+
+TEST(ModelOracle, AChunkedLayerSeesExactlyTheKeysOfItsOwnChunk) {
+  const int64_t C = 4, n = 14;
+  Model chunked = random_model(Family::Mistral, {0}, 0);
+  chunked.config.chunks = {C};
+  const std::vector<int32_t> t = tokens(n);
+  const auto got = SequenceOracle<double>(chunked).extend(t);
+  for (int64_t p = 0; p < n; ++p) {
+    // Keys p / C * C .. p: a window of p % C + 1 ending at p.
+    const Model sliding = random_model(Family::Mistral, {p % C + 1}, p % C + 1);
+    const auto want = SequenceOracle<double>(sliding).extend(std::vector<int32_t>(t.begin(), t.begin() + p + 1));
+    EXPECT_EQ(row(got, p, 32), row(want, p, 32)) << "position " << p;
+  }
+  // OracleOptions::chunks re-runs a chunked layer with another chunk size, as windows does a sliding one.
+  Model c5 = chunked;
+  c5.config.chunks = {5};
+  OracleOptions o;
+  o.chunks = {5};
+  EXPECT_EQ(SequenceOracle<double>(chunked, o).extend(tokens(n)), SequenceOracle<double>(c5).extend(tokens(n)));
+  EXPECT_NE(SequenceOracle<double>(chunked, o).extend(tokens(n)), got);
+}
+
+TEST(ModelOracle, ANoPELayerIgnoresPositionsAndGetsTheTemperatureTuning) {
+  // Without rope a full-attention layer's output at p is the same for any order of tokens 0..p-1.
+  Model nope = random_model(Family::Mistral, {0}, 0);
+  nope.config.rope_layers = {false};
+  Model roped = random_model(Family::Mistral, {0}, 0);
+  std::vector<int32_t> t = tokens(10), shuffled = t;
+  std::reverse(shuffled.begin(), shuffled.begin() + 9);
+  auto last_diff = [&](const Model& m) {
+    const auto a = SequenceOracle<double>(m).extend(t), b = SequenceOracle<double>(m).extend(shuffled);
+    double e = 0;
+    for (int64_t i = 0; i < 32; ++i) e = std::max(e, std::abs(a[9 * 32 + i] - b[9 * 32 + i]));
+    return e;
+  };
+  EXPECT_LT(last_diff(nope), 1e-12);
+  EXPECT_GT(last_diff(roped), 1e-3);
+  // Temperature tuning: q *= 1 + s * log(floor((p + 1) / F) + 1), on NoPE layers only; 1 below p = F - 1.
+  Model tuned = nope;
+  tuned.config.temperature_floor_scale = 4, tuned.config.temperature_attn_scale = 0.5;
+  const auto a = SequenceOracle<double>(tuned).extend(t), b = SequenceOracle<double>(nope).extend(t);
+  EXPECT_EQ(std::vector<double>(a.begin(), a.begin() + 3 * 32), std::vector<double>(b.begin(), b.begin() + 3 * 32));
+  EXPECT_NE(row(a, 3, 32), row(b, 3, 32));
+  Model roped_tuned = roped;
+  roped_tuned.config.temperature_floor_scale = 4, roped_tuned.config.temperature_attn_scale = 0.5;
+  EXPECT_EQ(SequenceOracle<double>(roped_tuned).extend(t), SequenceOracle<double>(roped).extend(t));
+}
+
+TEST(ModelOracle, PartialRotaryRotatesOnlyTheFirstRotaryDimEntriesOfAHead) {
+  // q and k zero on the first 4 of each head's 8 entries: with rotary_dim 4 the scores see only
+  // unrotated entries, so position p's output is the same for any order of tokens 0..p-1; with
+  // rope on the whole head it is not.
+  Model m = random_model(Family::Mistral, {0}, 0);
+  for (const char* w : {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight"}) {
+    std::vector<double>& t = m.tensors[w];
+    for (size_t row = 0; row < t.size() / 16; ++row)
+      if (row % 8 < 4) std::fill(t.begin() + static_cast<std::ptrdiff_t>(row * 16), t.begin() + static_cast<std::ptrdiff_t>(row * 16 + 16), 0.0);
+  }
+  std::vector<int32_t> t = tokens(10), shuffled = t;
+  std::reverse(shuffled.begin(), shuffled.begin() + 9);
+  auto last_diff = [&](int64_t rotary_dim) {
+    Model x = m;
+    x.config.rotary_dim = rotary_dim;
+    const auto a = SequenceOracle<double>(x).extend(t), b = SequenceOracle<double>(x).extend(shuffled);
+    double e = 0;
+    for (int64_t i = 0; i < 32; ++i) e = std::max(e, std::abs(a[9 * 32 + i] - b[9 * 32 + i]));
+    return e;
+  };
+  EXPECT_LT(last_diff(4), 1e-12);
+  EXPECT_GT(last_diff(0), 1e-3);
+}
+
+TEST(ModelOracle, ASinkJoinsTheSoftmaxDenominatorAndHoldsNoValue) {
+  Model plain = random_model(Family::Mistral, {0}, 0);
+  auto with_sinks = [&](double v) {
+    Model m = plain;
+    m.config.sinks = true;
+    m.tensors["model.layers.0.self_attn.sinks"] = std::vector<double>(static_cast<size_t>(m.config.heads), v);
+    return m;
+  };
+  const std::vector<int32_t> t = tokens(12);
+  // A sink far below every score takes no weight: exactly the model without sinks.
+  EXPECT_EQ(SequenceOracle<double>(with_sinks(-1e4)).extend(t), SequenceOracle<double>(plain).extend(t));
+  // A sink far above every score takes all the weight, and adds no value: the attention output is
+  // zero, as with a zero o_proj.
+  Model silent = plain;
+  std::fill(silent.tensors["model.layers.0.self_attn.o_proj.weight"].begin(), silent.tensors["model.layers.0.self_attn.o_proj.weight"].end(), 0.0);
+  const auto a = SequenceOracle<double>(with_sinks(500)).extend(t), b = SequenceOracle<double>(silent).extend(t);
+  double e = 0;
+  for (size_t i = 0; i < a.size(); ++i) e = std::max(e, std::abs(a[i] - b[i]));
+  EXPECT_LT(e, 1e-12);
+  // In between it changes every position.
+  const auto c = SequenceOracle<double>(with_sinks(0)).extend(t), d = SequenceOracle<double>(plain).extend(t);
+  for (int64_t p = 0; p < 12; ++p) EXPECT_NE(row(c, p, 32), row(d, p, 32)) << "position " << p;
+}
+
+TEST(ModelConfig, AGemma2SoftCapIsTheDefaultWhenAbsentAndNoneWhenNull) {
+  nlohmann::json g = {{"model_type", "gemma2"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 2},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
+                      {"sliding_window", 3}};
+  EXPECT_EQ(parse_config(g, "c.json").attn_softcap, 50);
+  EXPECT_EQ(parse_config(g, "c.json").final_softcap, 30);
+  g["attn_logit_softcapping"] = nullptr, g["final_logit_softcapping"] = nullptr;
+  EXPECT_EQ(parse_config(g, "c.json").attn_softcap, 0);
+  EXPECT_EQ(parse_config(g, "c.json").final_softcap, 0);
+}
+
+TEST(ModelConfig, ReadsGptOssAlternationYarnAndMoe) {
+  nlohmann::json g = {{"model_type", "gpt_oss"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 4},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
+                      {"sliding_window", 3}, {"num_local_experts", 4}, {"num_experts_per_tok", 2},
+                      {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 8.0}, {"original_max_position_embeddings", 64}}}};
+  const ModelConfig m = parse_config(g, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 0, 3, 0}));  // (i + 1) % 2: even layers slide
+  EXPECT_TRUE(m.sinks && m.qkv_bias && m.o_bias);
+  EXPECT_EQ(m.moe.routing, MoeRouting::GptOss);
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>(4, true)));
+  EXPECT_DOUBLE_EQ(m.yarn.attention_factor, 0.1 * std::log(8.0) + 1);
+  EXPECT_TRUE(m.yarn.truncate);
+  g["rope_scaling"]["rope_type"] = "longrope";
+  EXPECT_THROW(parse_config(g, "c.json"), std::invalid_argument);
+}
+
+TEST(ModelConfig, ReadsQwenMaxWindowLayersAndLlama4NoRopeAndChunks) {
+  nlohmann::json q = {{"model_type", "qwen2"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 4},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", 8},
+                      {"sliding_window", 3}, {"max_window_layers", 2}, {"use_sliding_window", true}};
+  // Layer i slides iff i >= max_window_layers: the first max_window_layers layers are full.
+  EXPECT_EQ(parse_config(q, "c.json").windows, (std::vector<int64_t>{0, 0, 3, 3}));
+  EXPECT_TRUE(parse_config(q, "c.json").qkv_bias);
+  q["use_sliding_window"] = false;  // sliding_window counts only with use_sliding_window
+  EXPECT_EQ(parse_config(q, "c.json").windows, (std::vector<int64_t>{0, 0, 0, 0}));
+  q["use_sliding_window"] = true, q["model_type"] = "qwen3", q["layer_types"] = {"sliding_attention", "full_attention", "full_attention", "sliding_attention"};
+  EXPECT_EQ(parse_config(q, "c.json").windows, (std::vector<int64_t>{3, 0, 0, 3}));
+  EXPECT_TRUE(parse_config(q, "c.json").qk_norm);
+  nlohmann::json l = {{"model_type", "llama4_text"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 4},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
+                      {"intermediate_size_mlp", 12}, {"attention_chunk_size", 5}, {"interleave_moe_layer_step", 2}};
+  const ModelConfig m = parse_config(l, "c.json");
+  // no_rope_layers defaults to every 4th layer NoPE (0); without layer_types rope layers are chunked.
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{true, true, true, false}));
+  EXPECT_EQ(m.chunks, (std::vector<int64_t>{5, 5, 5, 0}));
+  EXPECT_EQ(m.attention(0), Attention::Chunked);
+  EXPECT_EQ(m.attention(3), Attention::Full);
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{false, true, false, true}));
+  EXPECT_EQ(m.intermediate, 12);
+  EXPECT_EQ(m.moe.intermediate, 8);
+  l["no_rope_layers"] = {0, 1, 0, 1};  // 1 = rope, 0 = NoPE
+  EXPECT_EQ(parse_config(l, "c.json").chunks, (std::vector<int64_t>{0, 5, 0, 5}));
+  l["layer_types"] = {"full_attention", "full_attention", "chunked_attention", "chunked_attention"};
+  EXPECT_EQ(parse_config(l, "c.json").chunks, (std::vector<int64_t>{0, 0, 5, 5}));
+  l["layer_types"] = {"full_attention", "sliding_attention", "chunked_attention", "chunked_attention"};
+  EXPECT_THROW(parse_config(l, "c.json"), std::invalid_argument);
+}
+
 TEST(ModelConfig, ReadsEachFamilysWindowsAndRefusesWhatItDoesNotModel) {
   nlohmann::json c = {{"model_type", "gemma3_text"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 4},
                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
@@ -161,6 +322,24 @@ Recorded record(const Model& m, const Plan& plan, OracleOptions o) {
     if (s.kind == PlanStep::Kind::Rollback) slot->truncate(s.n);
   }
   return r;
+}
+
+TEST(Diagnose, NamesTheChunkThatExplainsTheLogits) {
+  Model m = random_model(Family::Mistral, {0, 0}, 0);
+  m.config.chunks = {4, 0};
+  const Plan plan{"p", "test", {PlanStep{PlanStep::Kind::Extend, 0, tokens(13), 0}}};
+  auto with = [](std::vector<int64_t> c, std::vector<int64_t> w = {0, 0}) {
+    OracleOptions o;
+    o.chunks = c;
+    o.windows = w;
+    return o;
+  };
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, with({5, 0})), 1e-3), "consistent with a chunk of C+1 on the chunked layers");
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, with({3, 0})), 1e-3), "consistent with a chunk of C-1 on the chunked layers");
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, with({0, 0})), 1e-3), "consistent with full attention on the chunked layers");
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, with({0, 0}, {4, 0})), 1e-3),
+            "consistent with a sliding window of C on the chunked layers instead of chunks");
+  EXPECT_EQ(diagnose(m, plan, record(m, plan, {}), 1e-3), "");
 }
 
 TEST(Diagnose, NamesTheWindowThatExplainsTheLogits) {

@@ -1,6 +1,7 @@
-// The model-level oracle (engine/model.h): a plain-loop forward of the gemma2, gemma3 and mistral
-// families, written from the families' published architecture (the transformers modeling files),
-// with the window rule of each layer applied as an explicit predicate over absolute positions.
+// The model-level oracle (engine/model.h): one plain-loop forward of every registered family, each
+// family a description read from its config.json the way transformers' modeling files read it (the
+// registry below), with each layer's attention rule (full, sliding, chunked) applied as an explicit
+// predicate over absolute positions.
 #include "kvconform/engine/model.h"
 
 #include <algorithm>
@@ -14,15 +15,6 @@ namespace kvc::engine {
 
 using nlohmann::json;
 
-const char* to_string(Family f) {
-  switch (f) {
-    case Family::Gemma2: return "gemma2";
-    case Family::Gemma3: return "gemma3_text";
-    case Family::Mistral: return "mistral";
-  }
-  return "?";
-}
-
 namespace {
 
 [[noreturn]] void bad(const std::string& file, const std::string& field, const std::string& why) {
@@ -35,10 +27,20 @@ int64_t positive(const json& c, const std::string& key, const std::string& file)
   return c[key].get<int64_t>();
 }
 
+int64_t positive_or(const json& c, const std::string& key, int64_t fallback, const std::string& file) {
+  return c.contains(key) && !c[key].is_null() ? positive(c, key, file) : fallback;
+}
+
 double number_or(const json& c, const std::string& key, double fallback, const std::string& file) {
   if (!c.contains(key) || c[key].is_null()) return fallback;
   if (!c[key].is_number()) bad(file, "/" + key, "must be a number");
   return c[key].get<double>();
+}
+
+bool bool_or(const json& c, const std::string& key, bool fallback, const std::string& file) {
+  if (!c.contains(key) || c[key].is_null()) return fallback;
+  if (!c[key].is_boolean()) bad(file, "/" + key, "must be true or false");
+  return c[key].get<bool>();
 }
 
 // rope_theta as the release wrote it: top-level (4.x) or inside rope_parameters (5.x), which gemma3
@@ -53,75 +55,362 @@ double rope_base(const json& c, const std::string& layer_type, const std::string
   return number_or(c, legacy_key, fallback, file);
 }
 
-std::vector<int64_t> layer_windows(const json& c, int64_t layers, int64_t window, int64_t default_pattern,
-                                   const std::string& file) {
-  std::vector<int64_t> w(static_cast<size_t>(layers), 0);
-  if (c.contains("layer_types") && !c["layer_types"].is_null()) {
-    const json& t = c["layer_types"];
-    if (!t.is_array() || static_cast<int64_t>(t.size()) != layers)
-      bad(file, "/layer_types", "must list one type per layer (" + std::to_string(layers) + ")");
-    for (size_t i = 0; i < t.size(); ++i) {
-      const std::string s = t[i].is_string() ? t[i].get<std::string>() : "";
-      if (s == "sliding_attention") w[i] = window;
-      else if (s != "full_attention")
-        bad(file, "/layer_types/" + std::to_string(i), "is \"" + s + "\" (expected sliding_attention or full_attention)");
-    }
-    return w;
+// config.layer_types, when the config has it: one of `allowed` per layer.
+bool layer_types(const json& c, int64_t layers, const std::vector<std::string>& allowed, std::vector<std::string>& out,
+                 const std::string& file) {
+  if (!c.contains("layer_types") || c["layer_types"].is_null()) return false;
+  const json& t = c["layer_types"];
+  if (!t.is_array() || static_cast<int64_t>(t.size()) != layers)
+    bad(file, "/layer_types", "must list one type per layer (" + std::to_string(layers) + ")");
+  std::string expected;
+  for (const std::string& a : allowed) expected += (expected.empty() ? "" : " or ") + a;
+  out.clear();
+  for (size_t i = 0; i < t.size(); ++i) {
+    const std::string s = t[i].is_string() ? t[i].get<std::string>() : "";
+    if (std::find(allowed.begin(), allowed.end(), s) == allowed.end())
+      bad(file, "/layer_types/" + std::to_string(i), "is \"" + s + "\" (expected " + expected + ")");
+    out.push_back(s);
   }
-  for (int64_t i = 0; i < layers; ++i) w[static_cast<size_t>(i)] = (i + 1) % default_pattern ? window : 0;
+  return true;
+}
+
+// Per layer: W on the sliding layers of `types`, 0 on the others.
+std::vector<int64_t> windows_of(const std::vector<std::string>& types, int64_t window, const std::string& file) {
+  std::vector<int64_t> w;
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (types[i] == "sliding_attention" && window <= 0)
+      bad(file, "/layer_types/" + std::to_string(i), "is sliding_attention but the config has no sliding_window");
+    w.push_back(types[i] == "sliding_attention" ? window : 0);
+  }
   return w;
 }
 
+const std::vector<std::string> kSlidingOrFull = {"sliding_attention", "full_attention"};
+
+// The gemma pattern when layer_types is absent: every pattern-th layer is full.
+std::vector<int64_t> gemma_windows(const json& c, int64_t layers, int64_t window, int64_t default_pattern, const std::string& file) {
+  std::vector<std::string> types;
+  if (!layer_types(c, layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < layers; ++i) types.push_back((i + 1) % default_pattern ? "sliding_attention" : "full_attention");
+  return windows_of(types, window, file);
+}
+
+// ---- The registry: one reader per family, filling the description from the family's config. ----
+
+void read_gemma(const json& c, const std::string& file, ModelConfig& m, bool g3) {
+  m.gemma_norm = true;
+  m.gelu = true;
+  m.qk_norm = g3;
+  m.tied = c.value("tie_word_embeddings", true);
+  m.embed_scale = std::sqrt(static_cast<double>(m.hidden));
+  m.query_scale = std::pow(number_or(c, "query_pre_attn_scalar", 256, file), -0.5);
+  // Absent: the class default (gemma2: 50 and 30); null: None, no soft-capping.
+  auto softcap = [&](const char* key, double absent) { return c.contains(key) ? number_or(c, key, 0, file) : absent; };
+  m.attn_softcap = softcap("attn_logit_softcapping", g3 ? 0 : 50);
+  m.final_softcap = softcap("final_logit_softcapping", g3 ? 0 : 30);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", g3 ? 1e6 : 1e4, file);
+  if (g3) m.rope_local_theta = rope_base(c, "sliding_attention", "rope_local_base_freq", 1e4, file);
+  const int64_t pattern = g3 ? positive_or(c, "sliding_window_pattern", 6, file) : 2;
+  m.windows = gemma_windows(c, m.layers, m.sliding_window, pattern, file);
+}
+void read_gemma2(const json& c, const std::string& file, ModelConfig& m) { read_gemma(c, file, m, false); }
+void read_gemma3(const json& c, const std::string& file, ModelConfig& m) { read_gemma(c, file, m, true); }
+
+void read_mistral(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 1e4, file);
+  // MistralAttention passes config.sliding_window to every layer.
+  m.windows.assign(static_cast<size_t>(m.layers), m.sliding_window);
+}
+
+// Qwen2 / Qwen3: sliding_window counts only with use_sliding_window; without layer_types, layer i
+// slides iff i >= max_window_layers (the first max_window_layers layers are full).
+void read_qwen(const json& c, const std::string& file, ModelConfig& m, bool qwen3) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 1e4, file);
+  if (!bool_or(c, "use_sliding_window", false, file)) m.sliding_window = 0;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
+    const int64_t max_window_layers = c.contains("max_window_layers") && !c["max_window_layers"].is_null()
+                                          ? c["max_window_layers"].get<int64_t>() : 28;
+    for (int64_t i = 0; i < m.layers; ++i)
+      types.push_back(m.sliding_window > 0 && i >= max_window_layers ? "sliding_attention" : "full_attention");
+  }
+  m.windows = windows_of(types, m.sliding_window, file);
+  if (qwen3) {
+    m.qk_norm = true;
+    m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  } else {
+    m.qkv_bias = true;  // Qwen2Attention: q/k/v with bias, o without, whatever attention_bias says
+  }
+}
+void read_qwen2(const json& c, const std::string& file, ModelConfig& m) { read_qwen(c, file, m, false); }
+void read_qwen3(const json& c, const std::string& file, ModelConfig& m) { read_qwen(c, file, m, true); }
+
+// no_rope_layers as llama4 and smollm3 write it: 1 = rope, 0 = NoPE; absent (or empty), every
+// interval-th layer is NoPE.
+std::vector<bool> rope_layers_of(const json& c, int64_t layers, const std::string& file) {
+  std::vector<bool> rope;
+  if (c.contains("no_rope_layers") && c["no_rope_layers"].is_array() && !c["no_rope_layers"].empty()) {
+    if (static_cast<int64_t>(c["no_rope_layers"].size()) != layers)
+      bad(file, "/no_rope_layers", "must list one 0/1 per layer (" + std::to_string(layers) + ")");
+    for (const json& v : c["no_rope_layers"]) {
+      if (!v.is_number_integer() || (v.get<int64_t>() != 0 && v.get<int64_t>() != 1)) bad(file, "/no_rope_layers", "entries must be 0 or 1");
+      rope.push_back(v.get<int64_t>() == 1);
+    }
+  } else {
+    const int64_t interval = positive_or(c, "no_rope_layer_interval", 4, file);
+    for (int64_t i = 0; i < layers; ++i) rope.push_back((i + 1) % interval != 0);
+  }
+  return rope;
+}
+
+// Llama4TextConfig: no_rope_layers[i] is 1 on a rope layer, 0 on a NoPE layer (default: every
+// no_rope_layer_interval-th layer is NoPE); without layer_types the rope layers are chunked and the
+// NoPE layers full; use_qk_norm puts a weightless L2 norm after rope on the rope layers; the NoPE
+// layers get attention temperature tuning; the feed-forward of the moe_layers is the MoE (default:
+// every interleave_moe_layer_step-th layer), of the others a dense MLP of intermediate_size_mlp.
+void read_llama4_text(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 500000, file);
+  m.rope_interleaved = true;
+  m.mlp_prefix = "feed_forward.";
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  m.sliding_window = 0;
+  const std::vector<bool> rope = rope_layers_of(c, m.layers, file);
+  m.rope_layers = rope;
+  m.chunk_size = positive_or(c, "attention_chunk_size", 8192, file);
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, {"chunked_attention", "full_attention"}, types, file))
+    for (bool r : rope) types.push_back(r ? "chunked_attention" : "full_attention");
+  m.windows.assign(static_cast<size_t>(m.layers), 0);
+  for (const std::string& t : types) m.chunks.push_back(t == "chunked_attention" ? m.chunk_size : 0);
+  m.qk_l2_norm = bool_or(c, "use_qk_norm", true, file);
+  if (bool_or(c, "attn_temperature_tuning", true, file)) {
+    m.temperature_floor_scale = number_or(c, "floor_scale", 8192, file);
+    m.temperature_attn_scale = number_or(c, "attn_scale", 0.1, file);
+  }
+  m.moe.experts = positive_or(c, "num_local_experts", 16, file);
+  m.moe.top_k = positive_or(c, "num_experts_per_tok", 1, file);
+  if (m.moe.top_k > m.moe.experts) bad(file, "/num_experts_per_tok", "exceeds num_local_experts");
+  m.moe.intermediate = m.intermediate;  // intermediate_size: the experts' and the shared expert's
+  m.intermediate = positive_or(c, "intermediate_size_mlp", 16384, file);
+  m.moe.layers.assign(static_cast<size_t>(m.layers), false);
+  if (c.contains("moe_layers") && !c["moe_layers"].is_null()) {
+    if (!c["moe_layers"].is_array()) bad(file, "/moe_layers", "must be a list of layer indices");
+    for (const json& v : c["moe_layers"]) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= m.layers) bad(file, "/moe_layers", "entries must be layer indices");
+      m.moe.layers[static_cast<size_t>(v.get<int64_t>())] = true;
+    }
+  } else {
+    const int64_t step = positive_or(c, "interleave_moe_layer_step", 1, file);
+    for (int64_t i = step - 1; i < m.layers; i += step) m.moe.layers[static_cast<size_t>(i)] = true;
+  }
+}
+
+// GptOssConfig: layer_types default alternating (even layers sliding), attention_bias (q/k/v/o),
+// sinks, a MoE on every layer (router with bias, clamped SwiGLU experts with biases), YaRN rope.
+// swiglu_alpha / swiglu_limit are read as 5.24 reads them; 4.56 - 5.13 hard-code 1.702 / 7.0.
+void read_gpt_oss(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 150000, file);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 128;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back((i + 1) % 2 ? "sliding_attention" : "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", true, file);
+  m.sinks = true;
+  m.moe.routing = MoeRouting::GptOss;
+  m.moe.experts = positive_or(c, "num_local_experts", 128, file);
+  m.moe.top_k = positive_or(c, "num_experts_per_tok", 4, file);
+  if (m.moe.top_k > m.moe.experts) bad(file, "/num_experts_per_tok", "exceeds num_local_experts");
+  m.moe.intermediate = m.intermediate;
+  m.moe.layers.assign(static_cast<size_t>(m.layers), true);
+  m.moe.swiglu_alpha = number_or(c, "swiglu_alpha", 1.702, file);
+  m.moe.swiglu_limit = number_or(c, "swiglu_limit", 7.0, file);
+}
+
+// SmolLM3Config: llama with NoPE layers (no_rope_layers) and attention_bias on q/k/v/o. Without
+// layer_types the NoPE layers slide iff use_sliding_window and sliding_window is set; with
+// layer_types the eager forward masks by layer_types and config.sliding_window (use_sliding_window
+// only gates the flash-attention path).
+void read_smollm3(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", true);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 2000000, file);
+  if (bool_or(c, "mlp_bias", false, file)) bad(file, "/mlp_bias", "true is not modelled");
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  m.rope_layers = rope_layers_of(c, m.layers, file);
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
+    const bool slide = bool_or(c, "use_sliding_window", false, file) && m.sliding_window > 0;
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back(slide && !m.rope_layers[static_cast<size_t>(i)] ? "sliding_attention" : "full_attention");
+  }
+  m.windows = windows_of(types, m.sliding_window, file);
+}
+
+// Cohere2Config: layer_types default from sliding_window_pattern (4): every 4th layer full; rope on
+// the sliding layers only; interleaved rope pairs; LayerNorm (no bias, layer_norm_eps); the parallel
+// block; logits times logit_scale; head_dim is hidden_size / num_attention_heads whatever the config
+// says (every release sets it so).
+void read_cohere2(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", true);
+  m.head_dim = m.hidden / m.heads;
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  m.rope_interleaved = true;
+  m.eps = number_or(c, "layer_norm_eps", 1e-5, file);
+  m.layer_norm = m.parallel_block = true;
+  m.logit_scale = number_or(c, "logit_scale", 0.0625, file);
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 4096;
+  m.windows = gemma_windows(c, m.layers, m.sliding_window, positive_or(c, "sliding_window_pattern", 4, file), file);
+  for (int64_t w : m.windows) m.rope_layers.push_back(w > 0);
+}
+
+// MinistralConfig: mistral with layer_types; without them every layer slides when sliding_window
+// is set (default 4096), else every layer is full.
+void read_ministral(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 1e4, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 4096;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    types.assign(static_cast<size_t>(m.layers), m.sliding_window > 0 ? "sliding_attention" : "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+}
+
+// Phi3Config: sliding_window (None: full) on every layer; partial_rotary_factor top-level (4.x) or in
+// rope_parameters (5.x); fused qkv_proj and gate_up_proj; longrope is not modelled.
+void read_phi3(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  m.fused_projections = true;
+  m.windows.assign(static_cast<size_t>(m.layers), m.sliding_window);
+  double factor = number_or(c, "partial_rotary_factor", 1.0, file);
+  if (c.contains("rope_parameters") && c["rope_parameters"].is_object())
+    factor = number_or(c["rope_parameters"], "partial_rotary_factor", factor, file);
+  m.rotary_dim = static_cast<int64_t>(static_cast<double>(m.head_dim) * factor);
+  if (m.rotary_dim <= 0 || m.rotary_dim > m.head_dim || m.rotary_dim % 2)
+    bad(file, "/partial_rotary_factor", "must give an even rotary dimension in (0, head_dim]");
+}
+
+struct FamilyEntry {
+  Family family;
+  const char* model_type;
+  void (*read)(const json&, const std::string&, ModelConfig&);
+};
+
+// Adding a family: its enumerator, its reader above, and one entry here.
+const FamilyEntry kRegistry[] = {
+    {Family::Gemma2, "gemma2", read_gemma2},
+    {Family::Gemma3, "gemma3_text", read_gemma3},
+    {Family::Mistral, "mistral", read_mistral},
+    {Family::Llama4Text, "llama4_text", read_llama4_text},
+    {Family::Qwen2, "qwen2", read_qwen2},
+    {Family::Qwen3, "qwen3", read_qwen3},
+    {Family::GptOss, "gpt_oss", read_gpt_oss},
+    {Family::SmolLM3, "smollm3", read_smollm3},
+    {Family::Cohere2, "cohere2", read_cohere2},
+    {Family::Ministral, "ministral", read_ministral},
+    {Family::Phi3, "phi3", read_phi3},
+};
+
 }  // namespace
+
+const char* to_string(Family f) {
+  for (const FamilyEntry& e : kRegistry)
+    if (e.family == f) return e.model_type;
+  return "?";
+}
+
+const char* to_string(Attention a) {
+  switch (a) {
+    case Attention::Full: return "full";
+    case Attention::Sliding: return "sliding";
+    case Attention::Chunked: return "chunked";
+  }
+  return "?";
+}
+
+Attention ModelConfig::attention(int64_t layer) const {
+  const size_t l = static_cast<size_t>(layer);
+  if (l < chunks.size() && chunks[l] > 0) return Attention::Chunked;
+  if (l < windows.size() && windows[l] > 0) return Attention::Sliding;
+  return Attention::Full;
+}
 
 ModelConfig parse_config(const json& c, const std::string& file) {
   if (!c.is_object()) bad(file, "", "must be a JSON object");
   ModelConfig m;
   const std::string type = c.value("model_type", std::string());
-  if (type == "gemma2") m.family = Family::Gemma2;
-  else if (type == "gemma3_text") m.family = Family::Gemma3;
-  else if (type == "mistral") m.family = Family::Mistral;
-  else bad(file, "/model_type", "\"" + type + "\" is not a family the oracle models (gemma2, gemma3_text, mistral)");
+  const FamilyEntry* entry = nullptr;
+  std::string known;
+  for (const FamilyEntry& e : kRegistry) {
+    if (type == e.model_type) entry = &e;
+    known += (known.empty() ? "" : ", ") + std::string(e.model_type);
+  }
+  if (!entry) bad(file, "/model_type", "\"" + type + "\" is not a family the oracle models (" + known + ")");
+  m.family = entry->family;
   m.vocab = positive(c, "vocab_size", file);
   m.hidden = positive(c, "hidden_size", file);
   m.layers = positive(c, "num_hidden_layers", file);
   m.heads = positive(c, "num_attention_heads", file);
-  m.kv_heads = c.contains("num_key_value_heads") ? positive(c, "num_key_value_heads", file) : m.heads;
+  m.kv_heads = c.contains("num_key_value_heads") && !c["num_key_value_heads"].is_null() ? positive(c, "num_key_value_heads", file) : m.heads;
   if (m.heads % m.kv_heads) bad(file, "/num_key_value_heads", "must divide num_attention_heads");
   m.head_dim = c.contains("head_dim") && !c["head_dim"].is_null() ? positive(c, "head_dim", file) : m.hidden / m.heads;
-  if (m.head_dim % 2) bad(file, "/head_dim", "must be even (rope rotates halves)");
+  if (m.head_dim % 2) bad(file, "/head_dim", "must be even (rope rotates pairs)");
   m.intermediate = positive(c, "intermediate_size", file);
   m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
-  if (c.value("attention_bias", false)) bad(file, "/attention_bias", "true is not modelled");
-  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null()) bad(file, "/rope_scaling", "is not modelled (default rope only)");
+  // attention_bias is read by the families that have it (qwen3); elsewhere true is not modelled.
+  if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::GptOss && m.family != Family::SmolLM3 &&
+      m.family != Family::Cohere2 && c.value("attention_bias", false))
+    bad(file, "/attention_bias", "true is not modelled for " + type);
+  // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
+  const json* scaling = nullptr;
+  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null()) scaling = &c["rope_scaling"];
+  if (c.contains("rope_parameters") && c["rope_parameters"].is_object()) {
+    const json& rp = c["rope_parameters"];
+    for (const json* p : {&rp, rp.contains("full_attention") ? &rp["full_attention"] : nullptr,
+                          rp.contains("sliding_attention") ? &rp["sliding_attention"] : nullptr})
+      if (p && p->is_object() && p->value("rope_type", std::string("default")) != "default") {
+        if (p != &rp) bad(file, "/rope_parameters", "a per-layer-type rope_type other than default is not modelled");
+        scaling = p;
+      }
+  }
+  if (scaling) {
+    const json& r = *scaling;
+    const std::string rt = r.is_object() ? r.value("rope_type", r.value("type", std::string("default"))) : "";
+    if (rt == "yarn") {
+      if (m.family != Family::GptOss) bad(file, "/rope_scaling", "YaRN is modelled (and checked against transformers) for gpt_oss only");
+      m.yarn.factor = number_or(r, "factor", 0, file);
+      if (m.yarn.factor <= 0) bad(file, "/rope_scaling/factor", "YaRN needs a positive factor");
+      m.yarn.beta_fast = number_or(r, "beta_fast", 32, file);
+      m.yarn.beta_slow = number_or(r, "beta_slow", 1, file);
+      if (m.yarn.beta_fast == 0) m.yarn.beta_fast = 32;  // transformers: `get("beta_fast") or 32`
+      if (m.yarn.beta_slow == 0) m.yarn.beta_slow = 1;
+      m.yarn.original_max_position = number_or(r, "original_max_position_embeddings", number_or(c, "max_position_embeddings", 0, file), file);
+      if (m.yarn.original_max_position <= 0) bad(file, "/rope_scaling/original_max_position_embeddings", "YaRN needs it");
+      m.yarn.truncate = bool_or(r, "truncate", true, file);
+      if (r.contains("mscale") || r.contains("mscale_all_dim")) bad(file, "/rope_scaling", "YaRN mscale is not modelled");
+      const double mscale = m.yarn.factor <= 1 ? 1.0 : 0.1 * std::log(m.yarn.factor) + 1.0;
+      m.yarn.attention_factor = number_or(r, "attention_factor", mscale, file);
+    } else if (rt != "default") {
+      bad(file, "/rope_scaling", "rope_type \"" + rt + "\" is not modelled (default and yarn are)");
+    }
+  }
   const bool has_window = c.contains("sliding_window") && !c["sliding_window"].is_null();
   m.sliding_window = has_window ? positive(c, "sliding_window", file) : 0;
-  switch (m.family) {
-    case Family::Gemma2:
-    case Family::Gemma3: {
-      const bool g3 = m.family == Family::Gemma3;
-      m.gemma_norm = true;
-      m.gelu = true;
-      m.qk_norm = g3;
-      m.tied = c.value("tie_word_embeddings", true);
-      m.embed_scale = std::sqrt(static_cast<double>(m.hidden));
-      m.query_scale = std::pow(number_or(c, "query_pre_attn_scalar", g3 ? 256 : 256, file), -0.5);
-      m.attn_softcap = number_or(c, "attn_logit_softcapping", g3 ? 0 : 50, file);
-      m.final_softcap = number_or(c, "final_logit_softcapping", g3 ? 0 : 30, file);
-      m.rope_theta = rope_base(c, "full_attention", "rope_theta", g3 ? 1e6 : 1e4, file);
-      if (g3) m.rope_local_theta = rope_base(c, "sliding_attention", "rope_local_base_freq", 1e4, file);
-      const int64_t pattern = g3 ? (c.contains("sliding_window_pattern") ? positive(c, "sliding_window_pattern", file) : 6) : 2;
-      m.windows = layer_windows(c, m.layers, m.sliding_window, pattern, file);
-      break;
-    }
-    case Family::Mistral:
-      m.tied = c.value("tie_word_embeddings", false);
-      m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
-      m.rope_theta = rope_base(c, "full_attention", "rope_theta", 1e4, file);
-      // MistralAttention passes config.sliding_window to every layer.
-      m.windows.assign(static_cast<size_t>(m.layers), m.sliding_window);
-      break;
-  }
+  entry->read(c, file, m);
   for (int64_t w : m.windows)
     if (w < 0) bad(file, "/sliding_window", "must be positive");
   return m;
@@ -210,6 +499,30 @@ Model load_model(const std::string& dir) {
   const std::string st = dir + "/model.safetensors";
   m.tensors = read_safetensors(st);
   const ModelConfig& k = m.config;
+  if (k.fused_projections) {
+    // qkv_proj rows are [q; k; v], gate_up_proj rows [gate; up]: split into the names the forward reads.
+    auto split = [&](const std::string& fused, const std::vector<std::pair<std::string, int64_t>>& parts) {
+      const std::vector<double> t = m.at(fused);
+      int64_t rows = 0;
+      for (const auto& p : parts) rows += p.second;
+      if (static_cast<int64_t>(t.size()) != rows * k.hidden)
+        throw std::runtime_error(st + ": tensor \"" + fused + "\" has " + std::to_string(t.size()) + " values, expected " +
+                                 std::to_string(rows * k.hidden));
+      size_t at = 0;
+      for (const auto& [name, n] : parts) {
+        const size_t len = static_cast<size_t>(n * k.hidden);
+        m.tensors[name].assign(t.begin() + static_cast<std::ptrdiff_t>(at), t.begin() + static_cast<std::ptrdiff_t>(at + len));
+        at += len;
+      }
+    };
+    for (int64_t l = 0; l < k.layers; ++l) {
+      split(layer_name(l, "self_attn.qkv_proj.weight"), {{layer_name(l, "self_attn.q_proj.weight"), k.heads * k.head_dim},
+                                                          {layer_name(l, "self_attn.k_proj.weight"), k.kv_heads * k.head_dim},
+                                                          {layer_name(l, "self_attn.v_proj.weight"), k.kv_heads * k.head_dim}});
+      split(layer_name(l, "mlp.gate_up_proj.weight"), {{layer_name(l, "mlp.gate_proj.weight"), k.intermediate},
+                                                        {layer_name(l, "mlp.up_proj.weight"), k.intermediate}});
+    }
+  }
   auto need = [&](const std::string& name, int64_t size) {
     const auto& t = m.at(name);
     if (static_cast<int64_t>(t.size()) != size)
@@ -219,16 +532,41 @@ Model load_model(const std::string& dir) {
   need("model.embed_tokens.weight", k.vocab * k.hidden);
   need("model.norm.weight", k.hidden);
   if (!k.tied) need("lm_head.weight", k.vocab * k.hidden);
+  const int64_t qd = k.heads * k.head_dim, kvd = k.kv_heads * k.head_dim;
   for (int64_t l = 0; l < k.layers; ++l) {
-    need(layer_name(l, "self_attn.q_proj.weight"), k.heads * k.head_dim * k.hidden);
-    need(layer_name(l, "self_attn.k_proj.weight"), k.kv_heads * k.head_dim * k.hidden);
-    need(layer_name(l, "self_attn.v_proj.weight"), k.kv_heads * k.head_dim * k.hidden);
-    need(layer_name(l, "self_attn.o_proj.weight"), k.hidden * k.heads * k.head_dim);
-    need(layer_name(l, "mlp.gate_proj.weight"), k.intermediate * k.hidden);
-    need(layer_name(l, "mlp.up_proj.weight"), k.intermediate * k.hidden);
-    need(layer_name(l, "mlp.down_proj.weight"), k.hidden * k.intermediate);
+    need(layer_name(l, "self_attn.q_proj.weight"), qd * k.hidden);
+    need(layer_name(l, "self_attn.k_proj.weight"), kvd * k.hidden);
+    need(layer_name(l, "self_attn.v_proj.weight"), kvd * k.hidden);
+    need(layer_name(l, "self_attn.o_proj.weight"), k.hidden * qd);
+    if (k.qkv_bias) {
+      need(layer_name(l, "self_attn.q_proj.bias"), qd);
+      need(layer_name(l, "self_attn.k_proj.bias"), kvd);
+      need(layer_name(l, "self_attn.v_proj.bias"), kvd);
+    }
+    if (k.o_bias) need(layer_name(l, "self_attn.o_proj.bias"), k.hidden);
+    const bool moe = !k.moe.layers.empty() && k.moe.layers[static_cast<size_t>(l)];
+    const bool gpt_oss = moe && k.moe.routing == MoeRouting::GptOss;
+    if (!gpt_oss) {  // the dense MLP, or llama4's shared expert
+      const std::string mlp = k.mlp_prefix + (moe ? "shared_expert." : "");
+      const int64_t inter = moe ? k.moe.intermediate : k.intermediate;
+      need(layer_name(l, mlp + "gate_proj.weight"), inter * k.hidden);
+      need(layer_name(l, mlp + "up_proj.weight"), inter * k.hidden);
+      need(layer_name(l, mlp + "down_proj.weight"), k.hidden * inter);
+    }
+    if (moe) {
+      const int64_t E = k.moe.experts, I = k.moe.intermediate;
+      need(layer_name(l, k.mlp_prefix + "router.weight"), E * k.hidden);
+      need(layer_name(l, k.mlp_prefix + "experts.gate_up_proj"), E * k.hidden * 2 * I);
+      need(layer_name(l, k.mlp_prefix + "experts.down_proj"), E * I * k.hidden);
+      if (gpt_oss) {
+        need(layer_name(l, k.mlp_prefix + "router.bias"), E);
+        need(layer_name(l, k.mlp_prefix + "experts.gate_up_proj_bias"), E * 2 * I);
+        need(layer_name(l, k.mlp_prefix + "experts.down_proj_bias"), E * k.hidden);
+      }
+    }
+    if (k.sinks) need(layer_name(l, "self_attn.sinks"), k.heads);
     need(layer_name(l, "input_layernorm.weight"), k.hidden);
-    need(layer_name(l, "post_attention_layernorm.weight"), k.hidden);
+    if (!k.parallel_block) need(layer_name(l, "post_attention_layernorm.weight"), k.hidden);
     if (k.gemma_norm) {
       need(layer_name(l, "pre_feedforward_layernorm.weight"), k.hidden);
       need(layer_name(l, "post_feedforward_layernorm.weight"), k.hidden);
@@ -248,42 +586,67 @@ std::vector<T> as(const std::vector<double>& v) {
   return std::vector<T>(v.begin(), v.end());
 }
 
-// RMSNorm over n values; gemma applies its weight as (1 + w).
+// RMSNorm over n values; gemma applies its weight as (1 + w); no weight: the weightless norm.
+template <class T>
+void rms_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, bool plus_one, T* out);
+
+// LayerNorm without bias: (x - mean) / sqrt(var + eps) * w.
+template <class T>
+void layer_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, T* out) {
+  T mean = 0;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<T>(n);
+  std::vector<T> centred(x, x + n);
+  for (T& v : centred) v -= mean;
+  rms_norm(centred.data(), w, n, eps, false, out);
+}
+
 template <class T>
 void rms_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, bool plus_one, T* out) {
   T sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
   const T inv = T(1) / std::sqrt(sum / static_cast<T>(n) + eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * (plus_one ? T(1) + w[i] : w[i]);
+  if (w.empty())
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
+  else
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * (plus_one ? T(1) + w[i] : w[i]);
 }
 
-// out[r] = sum_c W[r, c] x[c], W row-major [rows, cols] as nn.Linear stores it.
+// out[r] = sum_c W[r, c] x[c] (+ b[r]), W row-major [rows, cols] as nn.Linear stores it.
 template <class T>
-void matvec(const std::vector<T>& w, const T* x, int64_t rows, int64_t cols, T* out) {
+void matvec(const std::vector<T>& w, const T* x, int64_t rows, int64_t cols, T* out, const std::vector<T>& bias = {}) {
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = w.data() + r * cols;
     T s = 0;
     for (int64_t c = 0; c < cols; ++c) s += row[c] * x[c];
-    out[r] = s;
+    out[r] = bias.empty() ? s : s + bias[static_cast<size_t>(r)];
   }
 }
 
-// Rotates halves (transformers' rotate_half convention): pairs (i, i + d/2).
+// Rotates pairs by pos * inv_freq[i]: (i, i + d/2) (transformers' rotate_half convention), or
+// (2i, 2i + 1) (llama4's complex multiplication).
 template <class T>
-void rope(T* v, const std::vector<T>& inv_freq, int64_t d, int64_t pos) {
+void rope(T* v, const std::vector<T>& inv_freq, int64_t d, int64_t pos, bool interleaved, T scale) {
   const int64_t h = d / 2;
   for (int64_t i = 0; i < h; ++i) {
     const T angle = static_cast<T>(pos) * inv_freq[static_cast<size_t>(i)];
-    const T c = std::cos(angle), s = std::sin(angle);
-    const T a = v[i], b = v[i + h];
-    v[i] = a * c - b * s;
-    v[i + h] = b * c + a * s;
+    T c = std::cos(angle), s = std::sin(angle);
+    if (scale != T(1)) c *= scale, s *= scale;  // YaRN's attention factor
+    const int64_t ia = interleaved ? 2 * i : i, ib = interleaved ? 2 * i + 1 : i + h;
+    const T a = v[ia], b = v[ib];
+    v[ia] = a * c - b * s;
+    v[ib] = b * c + a * s;
   }
 }
 
 template <class T>
 T round_kv(T x, bool half) {
   return half ? static_cast<T>(static_cast<_Float16>(x)) : x;
+}
+
+template <class T>
+T silu(T a) {
+  return a / (T(1) + std::exp(-a));
 }
 
 }  // namespace
@@ -294,22 +657,50 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
   const ModelConfig& k = config_;
   if (!options_.windows.empty() && static_cast<int64_t>(options_.windows.size()) != k.layers)
     throw std::invalid_argument("OracleOptions::windows needs one window per layer");
+  if (!options_.chunks.empty() && static_cast<int64_t>(options_.chunks.size()) != k.layers)
+    throw std::invalid_argument("OracleOptions::chunks needs one chunk size per layer");
+  if (!k.chunks.empty() && static_cast<int64_t>(k.chunks.size()) != k.layers)
+    throw std::invalid_argument("ModelConfig::chunks needs one chunk size per layer");
+  if (!k.rope_layers.empty() && static_cast<int64_t>(k.rope_layers.size()) != k.layers)
+    throw std::invalid_argument("ModelConfig::rope_layers needs one entry per layer");
   embed_ = as<T>(model.at("model.embed_tokens.weight"));
   final_norm_ = as<T>(model.at("model.norm.weight"));
   lm_head_ = k.tied ? embed_ : as<T>(model.at("lm_head.weight"));
   layers_.resize(static_cast<size_t>(k.layers));
   for (int64_t l = 0; l < k.layers; ++l) {
     Layer& L = layers_[static_cast<size_t>(l)];
+    const size_t li = static_cast<size_t>(l);
     auto get = [&](const std::string& what) { return as<T>(model.at(layer_name(l, what))); };
     L.q = get("self_attn.q_proj.weight");
     L.k = get("self_attn.k_proj.weight");
     L.v = get("self_attn.v_proj.weight");
     L.o = get("self_attn.o_proj.weight");
-    L.gate = get("mlp.gate_proj.weight");
-    L.up = get("mlp.up_proj.weight");
-    L.down = get("mlp.down_proj.weight");
+    if (k.qkv_bias) {
+      L.q_bias = get("self_attn.q_proj.bias");
+      L.k_bias = get("self_attn.k_proj.bias");
+      L.v_bias = get("self_attn.v_proj.bias");
+    }
+    if (k.o_bias) L.o_bias = get("self_attn.o_proj.bias");
+    const bool moe = !k.moe.layers.empty() && k.moe.layers[li];
+    if (!(moe && k.moe.routing == MoeRouting::GptOss)) {
+      const std::string mlp = k.mlp_prefix + (moe ? "shared_expert." : "");
+      L.gate = get(mlp + "gate_proj.weight");
+      L.up = get(mlp + "up_proj.weight");
+      L.down = get(mlp + "down_proj.weight");
+    }
+    if (moe) {
+      L.router = get(k.mlp_prefix + "router.weight");
+      L.experts_gate_up = get(k.mlp_prefix + "experts.gate_up_proj");
+      L.experts_down = get(k.mlp_prefix + "experts.down_proj");
+      if (k.moe.routing == MoeRouting::GptOss) {
+        L.router_bias = get(k.mlp_prefix + "router.bias");
+        L.experts_gate_up_bias = get(k.mlp_prefix + "experts.gate_up_proj_bias");
+        L.experts_down_bias = get(k.mlp_prefix + "experts.down_proj_bias");
+      }
+    }
+    if (k.sinks) L.sinks = get("self_attn.sinks");
     L.in_norm = get("input_layernorm.weight");
-    L.post_attn_norm = get("post_attention_layernorm.weight");
+    if (!k.parallel_block) L.post_attn_norm = get("post_attention_layernorm.weight");
     if (k.gemma_norm) {
       L.pre_ff_norm = get("pre_feedforward_layernorm.weight");
       L.post_ff_norm = get("post_feedforward_layernorm.weight");
@@ -319,11 +710,30 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
       L.k_norm = get("self_attn.k_norm.weight");
     }
     // The rope base follows the layer's type in the config, not the window a variant tells it.
-    const bool sliding = k.windows[static_cast<size_t>(l)] > 0;
-    L.window = options_.windows.empty() ? k.windows[static_cast<size_t>(l)] : options_.windows[static_cast<size_t>(l)];
-    const double base = sliding && k.rope_local_theta > 0 ? k.rope_local_theta : k.rope_theta;
-    for (int64_t i = 0; i < k.head_dim / 2; ++i)
-      L.inv_freq.push_back(static_cast<T>(1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(k.head_dim))));
+    const Attention rule = k.attention(l);
+    L.bounded = rule != Attention::Full;
+    L.window = options_.windows.empty() ? k.windows[li] : options_.windows[li];
+    L.chunk = options_.chunks.empty() ? (k.chunks.empty() ? 0 : k.chunks[li]) : options_.chunks[li];
+    const double base = rule == Attention::Sliding && k.rope_local_theta > 0 ? k.rope_local_theta : k.rope_theta;
+    const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : k.head_dim;
+    const double d = static_cast<double>(rd);
+    if (k.yarn.factor > 0) {
+      // transformers' _compute_yarn_parameters, in float64.
+      const ModelConfig::Yarn& y = k.yarn;
+      auto correction_dim = [&](double rotations) { return d * std::log(y.original_max_position / (rotations * 2 * M_PI)) / (2 * std::log(base)); };
+      double low = correction_dim(y.beta_fast), high = correction_dim(y.beta_slow);
+      if (y.truncate) low = std::floor(low), high = std::ceil(high);
+      low = std::max(low, 0.0), high = std::min(high, d - 1);
+      if (low == high) high += 0.001;
+      for (int64_t i = 0; i < rd / 2; ++i) {
+        const double pos_freq = std::pow(base, static_cast<double>(2 * i) / d);
+        const double extrapolation = 1 - std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
+        L.inv_freq.push_back(static_cast<T>(1.0 / (y.factor * pos_freq) * (1 - extrapolation) + 1.0 / pos_freq * extrapolation));
+      }
+    } else {
+      for (int64_t i = 0; i < rd / 2; ++i)
+        L.inv_freq.push_back(static_cast<T>(1.0 / std::pow(base, static_cast<double>(2 * i) / d)));
+    }
   }
 }
 
@@ -334,32 +744,52 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
     throw std::invalid_argument("token " + std::to_string(token) + " is outside the vocabulary of " + std::to_string(k.vocab));
   const int64_t H = k.hidden, D = k.head_dim, kvd = k.kv_heads * D, group = k.heads / k.kv_heads;
   const T eps = static_cast<T>(k.eps);
+  const std::vector<T> no_weight;
   std::vector<T> x(embed_.begin() + token * H, embed_.begin() + (token + 1) * H);
   for (T& v : x) v *= static_cast<T>(k.embed_scale);
-  std::vector<T> h(H), q(k.heads * D), kk(kvd), vv(kvd), attn(k.heads * D), o(H), g(k.intermediate), u(k.intermediate), m(H);
-  std::vector<T> scores;
+  const int64_t inter = std::max(k.intermediate, k.moe.intermediate);
+  std::vector<T> h(H), q(k.heads * D), kk(kvd), vv(kvd), attn(k.heads * D), o(H), g(inter), u(inter), m(H);
+  std::vector<T> scores, routed(H), expert_in(H), router_logits(k.moe.experts);
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
-    const bool sliding_layer = k.windows[l] > 0;
-    rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
-    matvec(L.q, h.data(), k.heads * D, H, q.data());
-    matvec(L.k, h.data(), kvd, H, kk.data());
-    matvec(L.v, h.data(), kvd, H, vv.data());
+    const int64_t li = static_cast<int64_t>(l);
+    const bool use_rope = k.rope(li);
+    if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data());
+    else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
+    matvec(L.q, h.data(), k.heads * D, H, q.data(), L.q_bias);
+    matvec(L.k, h.data(), kvd, H, kk.data(), L.k_bias);
+    matvec(L.v, h.data(), kvd, H, vv.data(), L.v_bias);
     if (k.qk_norm) {
-      for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, L.q_norm, D, eps, true, q.data() + i * D);
-      for (int64_t i = 0; i < k.kv_heads; ++i) rms_norm(kk.data() + i * D, L.k_norm, D, eps, true, kk.data() + i * D);
+      for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, L.q_norm, D, eps, k.gemma_norm, q.data() + i * D);
+      for (int64_t i = 0; i < k.kv_heads; ++i) rms_norm(kk.data() + i * D, L.k_norm, D, eps, k.gemma_norm, kk.data() + i * D);
     }
-    for (int64_t i = 0; i < k.heads; ++i) rope(q.data() + i * D, L.inv_freq, D, pos);
+    if (use_rope) {
+      const T scale = static_cast<T>(k.yarn.factor > 0 ? k.yarn.attention_factor : 1.0);
+      // Partial rotary: the first rd entries of each head rotate (halves within them), the rest pass.
+      const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : D;
+      for (int64_t i = 0; i < k.heads; ++i) rope(q.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
+      for (int64_t i = 0; i < k.kv_heads; ++i) rope(kk.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
+      if (k.qk_l2_norm) {
+        for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, no_weight, D, eps, false, q.data() + i * D);
+        for (int64_t i = 0; i < k.kv_heads; ++i) rms_norm(kk.data() + i * D, no_weight, D, eps, false, kk.data() + i * D);
+      }
+    } else if (k.temperature_floor_scale > 0) {
+      const T scale = static_cast<T>(
+          std::log(std::floor((static_cast<double>(pos) + 1.0) / k.temperature_floor_scale) + 1.0) * k.temperature_attn_scale + 1.0);
+      for (T& v : q) v *= scale;
+    }
     if (options_.q_half)
       for (T& v : q) v = round_kv(v, true);
-    for (int64_t i = 0; i < k.kv_heads; ++i) rope(kk.data() + i * D, L.inv_freq, D, pos);
     for (int64_t i = 0; i < kvd; ++i) {
       L.keys.push_back(round_kv(kk[i], options_.kv_half));
       L.values.push_back(round_kv(vv[i], options_.kv_half));
     }
-    // The window rule, explicitly: key j is visible to query pos iff j <= pos and pos - W < j.
-    int64_t first = L.window > 0 ? std::max<int64_t>(0, pos - L.window + 1) : 0;
-    if (sliding_layer) first = std::max(first, std::min(forgotten_, pos));
+    // The layer's rule, explicitly: key j is visible to query pos iff j <= pos and
+    // pos - W < j (sliding, window W) or j / C == pos / C (chunked, chunk C).
+    int64_t first = 0;
+    if (L.chunk > 0) first = pos / L.chunk * L.chunk;
+    else if (L.window > 0) first = std::max<int64_t>(0, pos - L.window + 1);
+    if (L.bounded) first = std::max(first, std::min(forgotten_, pos));
     scores.assign(static_cast<size_t>(pos + 1), 0);
     for (int64_t head = 0; head < k.heads; ++head) {
       const T* qh = q.data() + head * D;
@@ -374,8 +804,12 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
         scores[static_cast<size_t>(j)] = s;
         best = std::max(best, s);
       }
+      // A sink: one more logit in the softmax's max and denominator, with no value.
+      const T sink = L.sinks.empty() ? T(0) : L.sinks[static_cast<size_t>(head)];
+      if (!L.sinks.empty()) best = std::max(best, sink);
       T total = 0;
       for (int64_t j = first; j <= pos; ++j) total += (scores[static_cast<size_t>(j)] = std::exp(scores[static_cast<size_t>(j)] - best));
+      if (!L.sinks.empty()) total += std::exp(sink - best);
       T* out = attn.data() + head * D;
       std::fill(out, out + D, T(0));
       for (int64_t j = first; j <= pos; ++j) {
@@ -384,8 +818,11 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
         for (int64_t d = 0; d < D; ++d) out[d] += w * vj[d];
       }
     }
-    matvec(L.o, attn.data(), H, k.heads * D, o.data());
-    if (k.gemma_norm) {
+    matvec(L.o, attn.data(), H, k.heads * D, o.data(), L.o_bias);
+    if (k.parallel_block) {
+      // The MLP reads the same normed input as the attention: h is kept.
+      for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+    } else if (k.gemma_norm) {
       rms_norm(o.data(), L.post_attn_norm, H, eps, true, o.data());
       for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       rms_norm(x.data(), L.pre_ff_norm, H, eps, true, h.data());
@@ -393,24 +830,84 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
       for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       rms_norm(x.data(), L.post_attn_norm, H, eps, false, h.data());
     }
-    matvec(L.gate, h.data(), k.intermediate, H, g.data());
-    matvec(L.up, h.data(), k.intermediate, H, u.data());
-    for (int64_t i = 0; i < k.intermediate; ++i) {
-      const T a = options_.gelu_half && k.gelu ? round_kv(g[i], true) : g[i];
-      // gelu_pytorch_tanh, or SiLU
-      const T act = k.gelu ? T(0.5) * a * (T(1) + std::tanh(static_cast<T>(0.7978845608028654) * (a + T(0.044715) * a * a * a)))
-                           : a / (T(1) + std::exp(-a));
-      g[i] = (options_.gelu_half && k.gelu ? round_kv(act, true) : act) * u[i];
+    // The dense MLP, or on a llama4 MoE layer its shared expert: act(gate h) * (up h), then down.
+    const bool moe = !L.router.empty();
+    const int64_t I = moe ? k.moe.intermediate : k.intermediate;
+    if (!L.gate.empty()) {
+      matvec(L.gate, h.data(), I, H, g.data());
+      matvec(L.up, h.data(), I, H, u.data());
+      for (int64_t i = 0; i < I; ++i) {
+        const T a = options_.gelu_half && k.gelu ? round_kv(g[i], true) : g[i];
+        // gelu_pytorch_tanh, or SiLU
+        const T act = k.gelu ? T(0.5) * a * (T(1) + std::tanh(static_cast<T>(0.7978845608028654) * (a + T(0.044715) * a * a * a)))
+                             : silu(a);
+        g[i] = (options_.gelu_half && k.gelu ? round_kv(act, true) : act) * u[i];
+      }
+      matvec(L.down, g.data(), H, I, m.data());
+    } else {
+      std::fill(m.begin(), m.end(), T(0));
     }
-    matvec(L.down, g.data(), H, k.intermediate, m.data());
+    if (moe) {
+      const int64_t E = k.moe.experts;
+      const bool gpt_oss = k.moe.routing == MoeRouting::GptOss;
+      matvec(L.router, h.data(), E, H, router_logits.data(), L.router_bias);
+      std::vector<int64_t> order(static_cast<size_t>(E));
+      for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = e;
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return router_logits[a] > router_logits[b]; });
+      // llama4: sigmoid of each top-k logit, scaling the expert's input (the other experts get a
+      // zero input, sigmoid(-inf), and add nothing); gpt_oss: softmax over the top-k logits,
+      // weighting the expert's output.
+      std::vector<T> weight(static_cast<size_t>(k.moe.top_k));
+      if (gpt_oss) {
+        const T top = router_logits[order[0]];
+        T sum = 0;
+        for (int64_t r = 0; r < k.moe.top_k; ++r) sum += (weight[r] = std::exp(router_logits[order[r]] - top));
+        for (T& w : weight) w /= sum;
+      } else {
+        for (int64_t r = 0; r < k.moe.top_k; ++r) weight[r] = T(1) / (T(1) + std::exp(-router_logits[order[r]]));
+      }
+      const T alpha = static_cast<T>(k.moe.swiglu_alpha), limit = static_cast<T>(k.moe.swiglu_limit);
+      std::fill(routed.begin(), routed.end(), T(0));
+      for (int64_t r = 0; r < k.moe.top_k; ++r) {
+        const int64_t e = order[static_cast<size_t>(r)];
+        for (int64_t i = 0; i < H; ++i) expert_in[i] = gpt_oss ? h[i] : h[i] * weight[r];
+        const T* gu = L.experts_gate_up.data() + e * H * 2 * I;  // [H, 2I]: x @ W
+        for (int64_t c = 0; c < 2 * I; ++c) {
+          T s = 0;
+          for (int64_t i = 0; i < H; ++i) s += expert_in[i] * gu[i * 2 * I + c];
+          if (gpt_oss) s += L.experts_gate_up_bias[static_cast<size_t>(e * 2 * I + c)];
+          // llama4: gate, up = the halves; gpt_oss: the even and odd columns.
+          if (gpt_oss) (c % 2 ? u[c / 2] : g[c / 2]) = s;
+          else (c < I ? g[c] : u[c - I]) = s;
+        }
+        for (int64_t i = 0; i < I; ++i) {
+          if (gpt_oss) {
+            const T gate = std::min(g[i], limit), up = std::clamp(u[i], -limit, limit);
+            g[i] = (up + T(1)) * (gate / (T(1) + std::exp(-gate * alpha)));
+          } else {
+            g[i] = u[i] * silu(g[i]);
+          }
+        }
+        const T* dn = L.experts_down.data() + e * I * H;  // [I, H]
+        for (int64_t c = 0; c < H; ++c) {
+          T s = 0;
+          for (int64_t i = 0; i < I; ++i) s += g[i] * dn[i * H + c];
+          if (gpt_oss) s = (s + L.experts_down_bias[static_cast<size_t>(e * H + c)]) * weight[r];
+          routed[c] += s;
+        }
+      }
+      for (int64_t i = 0; i < H; ++i) m[i] += routed[i];
+    }
     if (k.gemma_norm) rms_norm(m.data(), L.post_ff_norm, H, eps, true, m.data());
     for (int64_t i = 0; i < H; ++i) x[i] += m[i];
   }
-  rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm, h.data());
+  if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data());
+  else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm, h.data());
   for (int64_t r = 0; r < k.vocab; ++r) {
     const T* row = lm_head_.data() + r * H;
     T s = 0;
     for (int64_t c = 0; c < H; ++c) s += row[c] * h[c];
+    if (k.logit_scale != 1) s *= static_cast<T>(k.logit_scale);
     if (k.final_softcap > 0) s = std::tanh(s / static_cast<T>(k.final_softcap)) * static_cast<T>(k.final_softcap);
     logits[r] = static_cast<double>(s);
   }

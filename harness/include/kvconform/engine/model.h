@@ -15,10 +15,36 @@
 
 namespace kvc::engine {
 
-enum class Family { Gemma2, Gemma3, Mistral };
-const char* to_string(Family f);  // "gemma2", "gemma3_text", "mistral" (config.model_type)
+// The families the oracle models. Each is one entry of the registry in model.cpp: its model_type
+// and a reader that turns the family's config.json into the description below (which the one
+// forward applies); a family adds no code to the forward.
+enum class Family { Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2, Ministral, Phi3 };
+const char* to_string(Family f);  // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3", "cohere2", "ministral", "phi3"
 
-// What the forward needs from config.json, read per family the way transformers reads it.
+// A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
+// Full: j <= pos; Sliding (window W): pos - W < j <= pos; Chunked (chunk C): j <= pos && j / C == pos / C.
+enum class Attention { Full, Sliding, Chunked };
+const char* to_string(Attention a);  // "full", "sliding", "chunked"
+
+// A tiny mixture of experts, in one of the two routings transformers has for the families here.
+//   Llama4: the router's top-k logits, through a sigmoid, scale the input of their expert; an expert
+//     is a SwiGLU (gate and up the halves of gate_up_proj); a shared SwiGLU expert is added.
+//   GptOss: the router (with a bias) softmaxes its top-k logits, which weight their expert's output;
+//     an expert has biases and the clamped SwiGLU: gate, up = the even and odd columns of gate_up,
+//     gate <= limit, -limit <= up <= limit, out = (up + 1) * gate * sigmoid(alpha * gate).
+enum class MoeRouting { Llama4, GptOss };
+struct MoeConfig {
+  int64_t experts = 0;        // 0: no MoE anywhere
+  int64_t top_k = 1;
+  int64_t intermediate = 0;   // each expert's (and the shared expert's) intermediate size
+  std::vector<bool> layers;   // per layer: the feed-forward is the MoE (else the dense MLP)
+  MoeRouting routing = MoeRouting::Llama4;
+  double swiglu_alpha = 1.702, swiglu_limit = 7.0;  // GptOss
+};
+
+// What the forward needs from config.json, read per family the way transformers reads it: the
+// family's description. Per-layer vectors left empty mean their default (no chunked layer, rope on
+// every layer), so a description built by hand needs only the fields its family uses.
 struct ModelConfig {
   std::string name;  // the checkpoint's folder name
   Family family = Family::Mistral;
@@ -26,16 +52,44 @@ struct ModelConfig {
   double eps = 1e-6;
   double rope_theta = 10000;        // full layers (and every layer without a local base)
   double rope_local_theta = 0;      // sliding layers' base where the family has one (gemma3); 0: none
+  int64_t rotary_dim = 0;           // rope on the first rotary_dim entries of a head (partial_rotary_factor); 0: all
+  bool fused_projections = false;   // the checkpoint stores qkv_proj and gate_up_proj (phi3); load_model splits them
+  bool rope_interleaved = false;    // rope rotates pairs (2i, 2i+1) (llama4's complex form, cohere2); else halves (i, i + d/2)
+  // YaRN (rope_type "yarn"): inv_freq blends base ** (-2i/d) and that / factor over a linear ramp
+  // between the correction dims of beta_fast and beta_slow; cos and sin are scaled by the attention factor.
+  struct Yarn {
+    double factor = 0;  // 0: default rope
+    double beta_fast = 32, beta_slow = 1, original_max_position = 4096, attention_factor = 1;
+    bool truncate = true;
+  } yarn;
   double query_scale = 0;           // the scores' factor: query_pre_attn_scalar ** -0.5 or head_dim ** -0.5
   double attn_softcap = 0;          // tanh soft-capping of the scores; 0: none
   double final_softcap = 0;         // of the logits; 0: none
   double embed_scale = 1;           // gemma: sqrt(hidden)
   bool tied = false;                // lm_head is the embedding
   bool gemma_norm = false;          // RMSNorm weight w applied as (1 + w), with pre/post sandwich norms
-  bool qk_norm = false;             // per-head RMSNorm of queries and keys before rope (gemma3)
+  bool layer_norm = false;          // every norm is a LayerNorm without bias (mean subtracted; cohere2), not an RMSNorm
+  bool parallel_block = false;      // x + attn(norm x) + mlp(norm x), one norm per layer (cohere2)
+  double logit_scale = 1;           // the logits' factor (cohere2 logit_scale)
+  bool qk_norm = false;             // per-head RMSNorm (weighted, the model's norm style) of q and k before rope (gemma3, qwen3)
+  bool qk_l2_norm = false;          // per-head weightless RMS ("L2") norm of q and k after rope, on rope layers (llama4 use_qk_norm)
+  bool qkv_bias = false;            // q/k/v projections have a bias (qwen2; qwen3, gpt_oss, smollm3, cohere2 attention_bias)
+  bool o_bias = false;              // o projection has a bias (qwen3, gpt_oss, smollm3, cohere2 attention_bias)
+  bool sinks = false;               // a learned per-head logit joins each softmax's denominator (gpt_oss self_attn.sinks)
   bool gelu = false;                // gelu (tanh approximation) MLP; otherwise SiLU
+  std::string mlp_prefix = "mlp.";  // the feed-forward's tensor prefix in a layer ("feed_forward." in llama4)
   int64_t sliding_window = 0;       // config.sliding_window
-  std::vector<int64_t> windows;     // per layer: W on a sliding layer, 0 on a full one
+  std::vector<int64_t> windows;     // per layer: W on a sliding layer, 0 on any other
+  int64_t chunk_size = 0;           // config.attention_chunk_size where the family has chunked layers
+  std::vector<int64_t> chunks;      // per layer: C on a chunked layer, 0 on any other; empty: none
+  std::vector<bool> rope_layers;    // per layer: rope applied; false is a NoPE layer; empty: rope everywhere
+  // Attention temperature tuning (llama4) on the NoPE layers: q *= 1 + attn_scale * log(floor((pos + 1) / floor_scale) + 1).
+  double temperature_floor_scale = 0;  // 0: none
+  double temperature_attn_scale = 0;
+  MoeConfig moe;
+
+  Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
+  bool rope(int64_t layer) const { return rope_layers.empty() || rope_layers[static_cast<size_t>(layer)]; }
 };
 
 // Throws std::invalid_argument naming `file` and the field.
@@ -55,6 +109,7 @@ Model load_model(const std::string& dir);
 // How an oracle run departs from the model's own rule: the diagnoses re-run it this way.
 struct OracleOptions {
   std::vector<int64_t> windows;  // per layer; empty: the config's
+  std::vector<int64_t> chunks;   // per layer, the chunked layers' equivalent of windows; empty: the config's
   bool kv_half = false;          // K and V rounded to float16 as they are stored (an f16 KV cache)
   bool q_half = false;           // queries rounded to float16 before the scores (a kernel that reads Q as f16)
   bool gelu_half = false;        // gelu(x) read from a float16 table: half(gelu(half(x))), as ggml's CPU GELU
@@ -70,15 +125,19 @@ class SequenceOracle {
   // The logits of the new positions, row-major [tokens.size(), vocab].
   std::vector<double> extend(const std::vector<int32_t>& tokens);
   void truncate(int64_t n);  // drops the last n positions
-  // Models keys a cache lost: from now on, sliding layers see no key at a position < p.
+  // Models keys a cache lost: from now on, sliding and chunked layers see no key at a position < p.
   void forget_before(int64_t p) { forgotten_ = std::max(forgotten_, p); }
   int64_t length() const { return length_; }
 
  private:
   struct Layer {
     std::vector<T> q, k, v, o, gate, up, down, in_norm, post_attn_norm, pre_ff_norm, post_ff_norm, q_norm, k_norm;
+    std::vector<T> q_bias, k_bias, v_bias, o_bias;
+    std::vector<T> router, experts_gate_up, experts_down;  // [E, H], [E, H, 2I], [E, I, H] (x @ W layout)
+    std::vector<T> router_bias, experts_gate_up_bias, experts_down_bias, sinks;  // [E], [E, 2I], [E, H], [heads]
     std::vector<T> keys, values;  // [position][kv_heads * head_dim]
-    int64_t window = 0;
+    int64_t window = 0, chunk = 0;
+    bool bounded = false;  // the config's rule is sliding or chunked: forget_before applies
     std::vector<T> inv_freq;
   };
   void forward_one(int32_t token, int64_t pos, double* logits);

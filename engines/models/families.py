@@ -1,0 +1,281 @@
+"""The families set: one or more tiny checkpoints per family of the model oracle's registry beyond
+the engine zoo (docs/engines.md, "The family registry"), written by make_models.py --set families.
+
+These are not engine CI models: they exist so engines/transformers/oracle_agreement.py can hold the
+oracle's description of each family to transformers' own float64 forward. Same widths and weight
+stream as the zoo (make_models.py); each entry names what its config encodes, in the keys real
+checkpoints of the family use:
+
+  llama4-c4        llama4_text, 4 layers, attention_chunk_size 4, no layer_types (rope layers chunked,
+                   the NoPE layer 3 full, from the default no_rope_layer_interval), use_qk_norm,
+                   attention temperature tuning (floor_scale 4), MoE on layers 1 and 3 (4 experts, top 2,
+                   shared expert), dense MLP of intermediate_size_mlp on layers 0 and 2
+  llama4-explicit  llama4_text, explicit no_rope_layers [0, 1, 1] and layer_types, chunk 3, one MoE layer
+  qwen2-mwl2       qwen2, 4 layers, use_sliding_window, window 4, max_window_layers 2 (layers 2, 3 slide)
+  qwen2-nosw       qwen2, sliding_window 4 but use_sliding_window false: every layer full
+  qwen3-w3         qwen3, 3 layers, window 3, explicit layer_types [S, F, S], q/k RMS norms, attention_bias
+  gptoss-w4        gpt_oss, 4 layers, no layer_types (alternating: even layers slide), window 4, sinks,
+                   YaRN rope (factor 8, truncate false: a fractional ramp over head_dim 16), a MoE on every
+                   layer (4 experts, top 2, router and expert biases, clamped SwiGLU)
+  smollm3-nope     smollm3, 4 layers, default no_rope_layers (layer 3 NoPE), use_sliding_window with
+                   window 3 and no layer_types (the NoPE layer slides), attention_bias
+  cohere2-w3       cohere2, 4 layers, sliding_window_pattern 4 and no layer_types (layer 3 full, without
+                   rope), window 3, LayerNorm, the parallel block, logit_scale 0.5, tied
+  ministral-w4     ministral, 3 layers, window 4 and no layer_types: every layer slides (4.56.2 has no
+                   ministral: its row is ABSENT)
+  phi3-w4          phi3, 3 layers, window 4 on every layer, partial_rotary_factor 0.5, fused qkv_proj and
+                   gate_up_proj
+"""
+
+S, F, C = "sliding_attention", "full_attention", "chunked_attention"
+
+
+def _rope(theta):
+    return {"rope_theta": theta, "rope_parameters": {"rope_type": "default", "rope_theta": theta}}
+
+
+LLAMA4 = {
+    "architectures": ["Llama4ForCausalLM"],
+    "model_type": "llama4_text",
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-5,
+    "intermediate_size": 32,
+    "intermediate_size_mlp": 128,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+    "use_qk_norm": True,
+    "attn_temperature_tuning": True,
+    "floor_scale": 4,
+    "attn_scale": 0.1,
+    "tie_word_embeddings": False,
+    **_rope(10000.0),
+}
+
+YARN = {"rope_type": "yarn", "factor": 8.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+        "original_max_position_embeddings": 4096}
+
+MODELS = {
+    "llama4-c4": ("llama4_text", {
+        **LLAMA4,
+        "num_hidden_layers": 4,
+        "attention_chunk_size": 4,
+        "interleave_moe_layer_step": 2,
+    }),
+    "llama4-explicit": ("llama4_text", {
+        **LLAMA4,
+        "num_hidden_layers": 3,
+        "attention_chunk_size": 3,
+        "no_rope_layers": [0, 1, 1],
+        "layer_types": [F, C, C],
+        "moe_layers": [2],
+        "floor_scale": 8,
+    }),
+    "qwen2-mwl2": ("qwen2", {
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "num_hidden_layers": 4,
+        "hidden_act": "silu",
+        "use_sliding_window": True,
+        "sliding_window": 4,
+        "max_window_layers": 2,
+        "tie_word_embeddings": False,
+        **_rope(10000.0),
+    }),
+    "qwen2-nosw": ("qwen2", {
+        "architectures": ["Qwen2ForCausalLM"],
+        "model_type": "qwen2",
+        "num_hidden_layers": 2,
+        "hidden_act": "silu",
+        "use_sliding_window": False,
+        "sliding_window": 4,
+        "max_window_layers": 0,
+        "tie_word_embeddings": True,
+        **_rope(10000.0),
+    }),
+    "qwen3-w3": ("qwen3", {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "num_hidden_layers": 3,
+        "hidden_act": "silu",
+        "use_sliding_window": True,
+        "sliding_window": 3,
+        "max_window_layers": 3,
+        "layer_types": [S, F, S],
+        "attention_bias": True,
+        "tie_word_embeddings": False,
+        **_rope(1000000.0),
+    }),
+    "gptoss-w4": ("gpt_oss", {
+        "architectures": ["GptOssForCausalLM"],
+        "model_type": "gpt_oss",
+        "num_hidden_layers": 4,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-5,
+        "sliding_window": 4,
+        "intermediate_size": 32,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "attention_bias": True,
+        "tie_word_embeddings": False,
+        "rope_theta": 150000.0,
+        "rope_scaling": dict(YARN),
+        "rope_parameters": {**YARN, "rope_theta": 150000.0},
+    }),
+    "smollm3-nope": ("smollm3", {
+        "architectures": ["SmolLM3ForCausalLM"],
+        "model_type": "smollm3",
+        "num_hidden_layers": 4,
+        "hidden_act": "silu",
+        "use_sliding_window": True,
+        "sliding_window": 3,
+        "attention_bias": True,
+        "mlp_bias": False,
+        "tie_word_embeddings": False,
+        **_rope(10000.0),
+    }),
+    "cohere2-w3": ("cohere2", {
+        "architectures": ["Cohere2ForCausalLM"],
+        "model_type": "cohere2",
+        "num_hidden_layers": 4,
+        "hidden_act": "silu",
+        "layer_norm_eps": 1e-5,
+        "sliding_window": 3,
+        "sliding_window_pattern": 4,
+        "logit_scale": 0.5,
+        "tie_word_embeddings": True,
+        **_rope(10000.0),
+    }),
+    "ministral-w4": ("ministral", {
+        "architectures": ["MinistralForCausalLM"],
+        "model_type": "ministral",
+        "num_hidden_layers": 3,
+        "hidden_act": "silu",
+        "sliding_window": 4,
+        "tie_word_embeddings": False,
+        **_rope(10000.0),
+    }),
+    "phi3-w4": ("phi3", {
+        "architectures": ["Phi3ForCausalLM"],
+        "model_type": "phi3",
+        "num_hidden_layers": 3,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-5,
+        "sliding_window": 4,
+        "partial_rotary_factor": 0.5,
+        "original_max_position_embeddings": 4096,
+        "tie_word_embeddings": False,
+        "rope_theta": 10000.0,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    }),
+}
+
+
+# ---- Drawn models: each family's config space, deterministic from (seed, index). ----
+
+class _Draw:
+    """A SHA-256 counter stream keyed by (family, seed, index): the same draw on every machine."""
+
+    def __init__(self, family, seed, index):
+        self.key, self.n = f"kvconform/draw/{family}/{seed}/{index}/", 0
+
+    def int(self, lo, hi):  # uniform in [lo, hi]
+        import hashlib
+        self.n += 1
+        u = int.from_bytes(hashlib.sha256((self.key + str(self.n)).encode()).digest()[:8], "little")
+        return lo + u % (hi - lo + 1)
+
+    def pick(self, options):
+        return options[self.int(0, len(options) - 1)]
+
+    def coin(self):
+        return self.int(0, 1) == 1
+
+
+def _widths(d, head_dims=(8, 16)):
+    """Heads, GQA ratio and head_dim (the hidden size stays 64)."""
+    heads = d.pick([2, 4, 8])
+    return {"num_attention_heads": heads, "num_key_value_heads": heads // d.pick([g for g in (1, 2, 4) if heads % g == 0]),
+            "head_dim": d.pick(list(head_dims)), "tie_word_embeddings": d.coin()}
+
+
+def _types(d, layers, kinds=(S, F)):
+    return [d.pick(list(kinds)) for _ in range(layers)]
+
+
+def draw(family, seed, index):
+    """One model of the family: (family, config overrides), in an encoding real checkpoints use."""
+    d = _Draw(family, seed, index)
+    layers = d.int(1, 5)
+    w = d.int(2, 6)
+    c = _widths(d)
+    c["num_hidden_layers"] = layers
+    if family in ("gemma2", "gemma3_text"):
+        c.update({"architectures": ["Gemma2ForCausalLM" if family == "gemma2" else "Gemma3ForCausalLM"], "model_type": family,
+                  "hidden_activation": "gelu_pytorch_tanh", "hidden_act": "gelu_pytorch_tanh", "sliding_window": w,
+                  "query_pre_attn_scalar": d.pick([8, 16, 32, 64]),
+                  "attn_logit_softcapping": d.pick([None, 10.0]) if family == "gemma2" else None,
+                  "final_logit_softcapping": d.pick([None, 8.0]) if family == "gemma2" else None})
+        if family == "gemma2":
+            c.update(_rope(10000.0))
+        else:
+            c.update({"rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+                      "rope_parameters": {F: {"rope_type": "default", "rope_theta": 1000000.0},
+                                          S: {"rope_type": "default", "rope_theta": 10000.0}}})
+        if d.coin():  # explicit layer_types; else the family's default pattern (gemma3: sliding_window_pattern)
+            c["layer_types"] = _types(d, layers)
+        elif family == "gemma3_text":
+            c["sliding_window_pattern"] = d.int(2, 4)
+    elif family in ("qwen2", "qwen3"):
+        c.update({"architectures": ["Qwen2ForCausalLM" if family == "qwen2" else "Qwen3ForCausalLM"], "model_type": family,
+                  "hidden_act": "silu", "use_sliding_window": d.coin(), "sliding_window": w,
+                  "max_window_layers": d.int(0, layers), **_rope(10000.0)})
+        if family == "qwen3":
+            c["attention_bias"] = d.coin()
+        if d.coin() and c["use_sliding_window"]:
+            c["layer_types"] = _types(d, layers)
+    elif family == "llama4_text":
+        c.update({k: v for k, v in LLAMA4.items() if k != "tie_word_embeddings"})
+        c.update({"attention_chunk_size": w, "num_experts_per_tok": d.int(1, 2), "use_qk_norm": d.coin(),
+                  "attn_temperature_tuning": d.coin(), "floor_scale": d.pick([2, 4, 8]),
+                  "interleave_moe_layer_step": d.int(1, 2)})
+        if d.coin():
+            c["no_rope_layers"] = [d.int(0, 1) for _ in range(layers)]
+        else:
+            c["no_rope_layer_interval"] = d.int(2, 4)
+        if d.coin():
+            c["layer_types"] = _types(d, layers, ("chunked_attention", F))
+    elif family == "gpt_oss":
+        c.update({k: v for k, v in MODELS["gptoss-w4"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c.update({"sliding_window": w, "num_experts_per_tok": d.int(1, 3)})
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
+    elif family == "cohere2":
+        c.update({k: v for k, v in MODELS["cohere2-w3"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c["head_dim"] = 64 // c["num_attention_heads"]  # cohere2 derives it so in every release
+        c["sliding_window"] = w
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
+        else:
+            c["sliding_window_pattern"] = d.int(2, 4)
+    elif family == "smollm3":
+        c.update({k: v for k, v in MODELS["smollm3-nope"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c.update({"use_sliding_window": d.coin(), "sliding_window": w, "attention_bias": d.coin()})
+        if d.coin():
+            c["no_rope_layers"] = [d.int(0, 1) for _ in range(layers)]
+        else:
+            c["no_rope_layer_interval"] = d.int(2, 4)
+    elif family == "mistral":
+        c.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu",
+                  "sliding_window": d.pick([None, w]), **_rope(10000.0)})
+    else:
+        raise ValueError(f"no drawer for {family}")
+    return ("gemma3" if family == "gemma3_text" else family), c  # make_models' tensor layout name
+
+
+DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2")
+
+
+def drawn(seed=0, count=2):
+    """The drawn set: `count` models per family."""
+    return {f"draw-{f.replace('_text', '').replace('_', '')}-{seed}-{i}": draw(f, seed, i)
+            for f in DRAWN_FAMILIES for i in range(count)}
