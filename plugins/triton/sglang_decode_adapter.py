@@ -21,6 +21,7 @@ Flags (after the script's path):
                       window W sees (the rail sliding_window_size + 1 that SGLang's FlashInfer backend keeps).
   --window-offset N   sliding_window_size + N (default 0): with --rail window, +1 / -1 are mutants: FAIL.
   --kv-splits N       max_kv_splits (default 8).
+  --judge-bfloat16    judge bfloat16 all the same (to measure the interpreter's error; FAILs).
 Known limits, answered unsupported (SKIP with the reason): bfloat16 (the interpreter's bfloat16, NOTES.md),
 float64 (no float64 tl.dot), chunked layers (no chunked attention in SGLang's Triton backend), the
 explicit-mask form (the decode kernel takes no mask).
@@ -36,10 +37,9 @@ sys.path.insert(0, here)
 import kvconform  # noqa: E402  (the project's package, from the checkout)
 import seqs as packing  # noqa: E402
 import triton_env  # noqa: E402
-from vllm_triton_adapter import check_dtype  # noqa: E402  (the same interpreter limits)
 
 SPARE_SLOTS = 7
-OPTIONS = argparse.Namespace(rail="backend", window_offset=0, kv_splits=8)
+OPTIONS = argparse.Namespace(judge_bfloat16=False, rail="backend", window_offset=0, kv_splits=8)
 
 
 def decode(seqs, sliding_window_size, scale, seed):
@@ -95,7 +95,7 @@ def decode(seqs, sliding_window_size, scale, seed):
 def sglang_triton_decode(q, k, v, *, window_left, scale, query_positions=None, kv_offset=0, left_padding=None,
                          key_padding_mask=None, cu_seqlens_q=None, cu_seqlens_k=None, case=None, step=None):
     """SGLang's Triton decode_attention_fwd over its token pool and window rail (TRITON_INTERPRET=1 on the CPU)"""
-    check_dtype(q)
+    packing.check_dtype(q)
     sws = window_left + OPTIONS.window_offset if window_left >= 0 else -1
     import torch
     if cu_seqlens_q is not None:
@@ -110,7 +110,9 @@ def main():
     parser.add_argument("--rail", choices=("backend", "window"), default="backend")
     parser.add_argument("--window-offset", type=int, default=0)
     parser.add_argument("--kv-splits", type=int, default=8)
+    parser.add_argument("--judge-bfloat16", action="store_true")
     parser.parse_args(namespace=OPTIONS)
+    packing.JUDGE_BFLOAT16 = OPTIONS.judge_bfloat16
     if OPTIONS.kv_splits < 1:
         parser.error(f"--kv-splits {OPTIONS.kv_splits}: at least 1")
     protocol = os.fdopen(os.dup(1), "wb")  # the protocol owns file descriptor 1; prints go to stderr

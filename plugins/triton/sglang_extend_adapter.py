@@ -23,6 +23,7 @@ Flags (after the script's path):
                       +1 / -1 are mutants: FAIL.
   --full-prefix       hand the whole prefix on sliding layers (no window rail): the kernel's own mask
                       must then do all the windowing.
+  --judge-bfloat16    judge bfloat16 all the same (to measure the interpreter's error; FAILs).
 Known limits, answered unsupported (SKIP with the reason): bfloat16 (Triton 3.9's interpreter computes
 bfloat16 dots wrongly on this CPU: NOTES.md), float64 (the kernel's tl.dot takes no float64), chunked
 layers (SGLang's Triton backend has no chunked attention: llama4's chunk is taken as a sliding window),
@@ -39,10 +40,9 @@ sys.path.insert(0, here)
 import kvconform  # noqa: E402  (the project's package, from the checkout)
 import seqs as packing  # noqa: E402
 import triton_env  # noqa: E402
-from vllm_triton_adapter import check_dtype  # noqa: E402  (the same interpreter limits)
 
 SPARE_SLOTS = 7
-OPTIONS = argparse.Namespace(window_offset=0, full_prefix=False)
+OPTIONS = argparse.Namespace(judge_bfloat16=False, window_offset=0, full_prefix=False)
 
 
 def extend(seqs, sliding_window_size, scale, seed):
@@ -97,7 +97,7 @@ def extend(seqs, sliding_window_size, scale, seed):
 def sglang_triton_extend(q, k, v, *, window_left, scale, query_positions=None, kv_offset=0, left_padding=None,
                          key_padding_mask=None, cu_seqlens_q=None, cu_seqlens_k=None, case=None, step=None):
     """SGLang's Triton extend_attention_fwd over its token pool (TRITON_INTERPRET=1 on the CPU)"""
-    check_dtype(q)
+    packing.check_dtype(q)
     sws = window_left + OPTIONS.window_offset if window_left >= 0 else -1
     import torch
     if cu_seqlens_q is not None:
@@ -111,7 +111,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window-offset", type=int, default=0)
     parser.add_argument("--full-prefix", action="store_true")
+    parser.add_argument("--judge-bfloat16", action="store_true")
     parser.parse_args(namespace=OPTIONS)
+    packing.JUDGE_BFLOAT16 = OPTIONS.judge_bfloat16
     protocol = os.fdopen(os.dup(1), "wb")  # the protocol owns file descriptor 1; prints go to stderr
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -24,6 +24,7 @@ Flags (after the script's path):
   --decode-3d         decode steps through the backend's 3D kernel (KV split into segments and
                       reduce_segments), as the backend does for batches of decodes: softmax segment
                       buffers of 16 segments (the backend's NUM_PAR_SOFTMAX_SEGMENTS), seq_threshold_3D 64.
+  --judge-bfloat16    judge bfloat16 all the same (to measure the interpreter's error; FAILs).
 Known limits, answered unsupported (SKIP with the reason): bfloat16 (Triton 3.9's interpreter computes
 bfloat16 dots wrongly on this CPU: NOTES.md, "bfloat16"), float64 (the kernel's dot takes no float64),
 the explicit-mask form (the kernel takes no mask), queries that are not the last tokens of their keys.
@@ -43,9 +44,7 @@ import triton_env  # noqa: E402
 BLOCK = 16  # the Triton backend's default KV cache block size
 SPARE_BLOCKS = 3  # unused blocks in the pool, so the table must be followed, not just counted
 SEGMENTS = 16  # the backend's NUM_PAR_SOFTMAX_SEGMENTS for the 3D decode kernel
-OPTIONS = argparse.Namespace(window_offset=0, chunk_offset=0, decode_3d=False)
-BFLOAT16_REASON = ("bfloat16: Triton 3.9's interpreter computes bfloat16 wrongly on the CPU (NOTES.md, "
-                   "'bfloat16'); judged on a GPU only")
+OPTIONS = argparse.Namespace(judge_bfloat16=False, window_offset=0, chunk_offset=0, decode_3d=False)
 
 
 def attend(seqs, window_size, scale, seed, chunk_lookback=-1):
@@ -109,15 +108,6 @@ def window_arguments(window_size, chunk_size):
     return (-1, -1), -1  # the backend's no-window value
 
 
-def check_dtype(q):
-    import torch
-    if q.dtype == torch.bfloat16:
-        raise kvconform.Unsupported(BFLOAT16_REASON)
-    if q.dtype == torch.float64:
-        raise kvconform.Unsupported("float64: the kernel's tl.dot takes no float64 (vLLM's Triton backend lists "
-                                    "float16, bfloat16, float32)")
-
-
 # window="flash": the kernel receives window_size=(W - 1, 0) ((-1, 0) without a window), the tuple
 # vLLM's backend builds from a model's sliding_window W; chunk_size=C on a chunked layer.
 @kvconform.kernel(window="flash", layouts=["window", "key_padding_mask", "varlen"],
@@ -127,7 +117,7 @@ def vllm_triton_unified(q, k, v, *, window_size, scale, chunk_size=None, query_p
                         left_padding=None, key_padding_mask=None, cu_seqlens_q=None, cu_seqlens_k=None,
                         case=None, step=None):
     """vLLM's Triton unified_attention over its paged KV cache (TRITON_INTERPRET=1 on the CPU)"""
-    check_dtype(q)
+    packing.check_dtype(q)
     ws, lookback = window_arguments(window_size, chunk_size)
     import torch
     if cu_seqlens_q is not None:
@@ -142,7 +132,9 @@ def main():
     parser.add_argument("--window-offset", type=int, default=0)
     parser.add_argument("--chunk-offset", type=int, default=0)
     parser.add_argument("--decode-3d", action="store_true")
+    parser.add_argument("--judge-bfloat16", action="store_true")
     parser.parse_args(namespace=OPTIONS)
+    packing.JUDGE_BFLOAT16 = OPTIONS.judge_bfloat16
     protocol = os.fdopen(os.dup(1), "wb")  # the protocol owns file descriptor 1; prints go to stderr
     os.dup2(2, 1)
     sys.stdout = sys.stderr
