@@ -58,6 +58,15 @@ def attend(seqs, window_size, scale, seed, chunk_lookback=-1):
     s0 = seqs[live[0]]
     dtype, heads, kv_heads, d = s0.q.dtype, s0.q.shape[1], s0.k.shape[1], s0.q.shape[2]
     lead = [seqs[i].origin if chunk_lookback >= 0 else 0 for i in live]  # chunk origin: tokens before key row 0
+    if chunk_lookback >= 0:  # those tokens are garbage in the cache: they must lie in earlier chunks
+        chunk = (1 + window_size[0]) // (chunk_lookback + 1)
+        for x, i in enumerate(live):
+            first_query = lead[x] + seqs[i].k.shape[0] - seqs[i].q.shape[0]
+            if lead[x] > first_query // chunk * chunk:
+                raise kvconform.Unsupported(
+                    f"the keys handed over start {lead[x] - first_query // chunk * chunk} token(s) into the query's "
+                    f"chunk of {chunk}: a vLLM sequence holds every token of its chunk (a cache shorter than its "
+                    "chunk drops some)")
     q_lens = [seqs[i].q.shape[0] for i in live]
     k_lens = [lead[x] + seqs[i].k.shape[0] for x, i in enumerate(live)]
     blocks = [(n + BLOCK - 1) // BLOCK for n in k_lens]
