@@ -7,15 +7,18 @@
 find_package(Python3 REQUIRED COMPONENTS Interpreter)
 set(kvc_triton_check ${Python3_EXECUTABLE} ${CMAKE_CURRENT_LIST_DIR}/../python/tests/check_run.py)
 set(kvc_triton_needs "py=$(bash plugins/triton/setup_env.sh --check 2>/dev/null) || exit 77")
-set(kvc_triton_run $<TARGET_FILE:kvconform> run --no-report --plugin-iterations 0
-    --cases ${CMAKE_CURRENT_LIST_DIR}/../python/tests)  # an empty folder: the built-in patterns only
+set(kvc_triton_run $<TARGET_FILE:kvconform> run --no-report --plugin-iterations 0)
 
-# kvc_triton_test(name ADAPTER "file flags" RUN kvconform-run-args... CHECK check_run-options...)
+# kvc_triton_test(name ADAPTER "file flags" [CASES folder] RUN kvconform-run-args... CHECK check_run-options...)
+# CASES defaults to an empty folder: the built-in patterns only.
 function(kvc_triton_test name)
-  cmake_parse_arguments(T "" "ADAPTER" "RUN;CHECK" ${ARGN})
+  cmake_parse_arguments(T "" "ADAPTER;CASES" "RUN;CHECK" ${ARGN})
+  if(NOT T_CASES)
+    set(T_CASES ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../python/tests)
+  endif()
   add_test(NAME ${name}
            COMMAND sh -c "${kvc_triton_needs}; exec \"$@\" --backend-cmd \"$py plugins/triton/${T_ADAPTER}\""
-                   sh ${kvc_triton_check} ${T_CHECK} -- ${kvc_triton_run} ${T_RUN}
+                   sh ${kvc_triton_check} ${T_CHECK} -- ${kvc_triton_run} --cases ${T_CASES} ${T_RUN}
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(${name} PROPERTIES LABELS plugin SKIP_RETURN_CODE 77 TIMEOUT 300)
 endfunction()
@@ -74,6 +77,13 @@ kvc_triton_test(triton_sglang_extend_mutant_window+1 ADAPTER "sglang_extend_adap
 kvc_triton_test(triton_sglang_extend_mutant_window-1 ADAPTER "sglang_extend_adapter.py --window-offset -1"
   RUN --filter "/kernel/decode_across_window/static" --dtype float32
   CHECK --exit 1 --expect "decode_across_window/static/float32.*: FAIL step [0-9]+ .*: attention \\(window\\) max error")
+
+# a window of 1 key: sliding_window_size 0, which the kernel (and the backend) take for "no window"
+# (NOTES.md, "Findings"): full attention, so the golden case of W = 1 FAILs at its prefill
+kvc_triton_test(triton_sglang_extend_window1_finding ADAPTER sglang_extend_adapter.py CASES ${PROJECT_SOURCE_DIR}/cases
+  RUN --filter "golden-kernel/window1_static_sliding/" --dtype float32
+  CHECK --exit 1
+        --expect "window1_static_sliding/sliding_attention/float32.*: FAIL step 0 \\(Prefill\\(3\\)\\): attention \\(window\\) max error")
 
 # --- SGLang decode_attention_fwd: the kernel passes on a rail of the W keys a query sees ...
 # (fewer cases: every query of a prefill is a decode row, 8 KV splits each; the left-padded batch
