@@ -37,7 +37,7 @@ def from_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k):
 
 def from_window(q, k, v, query_positions, kv_offset, left_padding=None, key_padding_mask=None):
     """The window / key padding forms (q [B, n, H, D], k, v [B, kv, Hkv, D], bshd) taken with their
-    positions: returns (the sequences, n, a function putting the sequences' outputs back as [B, n, H, D])."""
+    positions: returns (the sequences, a function putting the sequences' outputs back as [B, n, H, D])."""
     import torch
     positions = query_positions.tolist()
     if any(p != positions[0] + i for i, p in enumerate(positions)):
@@ -51,6 +51,8 @@ def from_window(q, k, v, query_positions, kv_offset, left_padding=None, key_padd
             first = real.index(True) if True in real else keep
             if not all(real[first:]):
                 raise kvconform.Unsupported("a key padding mask that is not left padding: a sequence holds no pad tokens")
+            # the padding's end is unknown when it lies before key row 0; this form comes for sliding and
+            # full layers only, which need no origin
             lp = kv_offset + first if first > 0 else None
         else:
             lp = int(left_padding[b]) if left_padding is not None else 0
