@@ -119,7 +119,8 @@ def sglang_decode_attention():
 
 
 def _check():
-    """Import every unpacked kernel file and run the three adapted kernels once on a tiny input."""
+    """Import every unpacked kernel file and run each once on a tiny input (prefix_prefill, vLLM's older
+    paged prefill with its 5-D packed cache, is imported only: no adapter calls it)."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         raise SystemExit("triton_env --check: set TRITON_INTERPRET=1 (this machine has no GPU)")
     install_stubs()
@@ -143,6 +144,26 @@ def _check():
         out = fn(q[0], k[0], v[0], window=3, scale=0.25)
         err = (out - ref[0]).abs().max().item()
         print(f"triton_env: {name} ran: max |out - sdpa| = {err:.2e}")
+        if err > 1e-5:
+            raise SystemExit(f"triton_env --check: {name} is off by {err}")
+    # two kernels without a window argument (not adapted), once each with no window
+    from vllm.v1.attention.ops import triton_decode_attention
+    from sglang.kernels.ops.attention import prefill_attention
+    length = k.shape[1]
+    full = _sdpa(q, k, v, window=length)
+    o = torch.empty_like(q[0, -1:])
+    triton_decode_attention.decode_attention_fwd(q[0, -1:], k[0], v[0], o, torch.empty(1, 2),
+                                                 torch.arange(length, dtype=torch.int32)[None],
+                                                 torch.tensor([length], dtype=torch.int32), torch.empty(1, 2, 4, 17), 4,
+                                                 0.25)
+    kq = torch.randn(1, length, 2, 16, generator=g)
+    op = torch.empty_like(kq[0])
+    prefill_attention.context_attention_fwd(kq[0], k[0], v[0], op, torch.tensor([0]), torch.tensor([length]), length,
+                                            is_causal=True, sm_scale=0.25)
+    for name, out, expect in (("vllm triton_decode_attention", o, full[0, -1:]),
+                              ("sglang prefill_attention", op, _sdpa(kq, k, v, window=length)[0])):
+        err = (out - expect).abs().max().item()
+        print(f"triton_env: {name} ran (no window): max |out - sdpa| = {err:.2e}")
         if err > 1e-5:
             raise SystemExit(f"triton_env --check: {name} is off by {err}")
     out = sglang_decode_adapter.decode_packed(q[0, -1:], k[0], v[0], window=3, scale=0.25)
