@@ -109,3 +109,17 @@ kvc_triton_test(triton_sglang_decode_backend_rail_finding ADAPTER "sglang_decode
   CHECK --exit 1
         --expect "decode_across_window/static/float32.*: FAIL step 2 \\(Decode after 3 tokens\\): attention \\(window\\) max error"
         --expect "full_attention/static/float32.*: OK")
+# the finding's shrunk case (the campaign's, saved with --save-cases): a 2-token prefill, W = 2
+foreach(rail backend window)
+  if(rail STREQUAL backend)
+    set(kvc_triton_exit 1)
+    set(kvc_triton_verdict "FAIL step 0 \\(Prefill\\(2\\)\\): attention \\(window\\) max error")
+  else()
+    set(kvc_triton_exit 0)
+    set(kvc_triton_verdict "OK")
+  endif()
+  kvc_triton_test(triton_sglang_decode_shrunk_case_${rail}_rail ADAPTER "sglang_decode_adapter.py --rail ${rail}"
+    CASES ${CMAKE_CURRENT_LIST_DIR}/findings RUN --filter golden-kernel
+    CHECK --exit ${kvc_triton_exit}
+          --expect "golden-kernel/sglang_decode_backend_rail_shrunk/sliding_attention/float32.*: ${kvc_triton_verdict}")
+endforeach()
