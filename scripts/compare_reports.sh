@@ -5,7 +5,8 @@
 #   bash scripts/compare_reports.sh OLD_BINARY NEW_BINARY [PLUGIN_DIR]
 # Runs the default run, two --mutant runs and (with PLUGIN_DIR, e.g. build/plugins) four plugin
 # checks with each binary, then compares junit.xml, summary.json, summary.md, report.html and stdout
-# after removing the report folder's own path and RapidCheck's source:line of a failing RC_FAIL
+# after removing the report folder's own path, the build id (summary.json run.build: each binary
+# has its own) and RapidCheck's source:line of a failing RC_FAIL
 # (which moves with any edit of the file). When files differ, it also says per run whether the
 # verdicts are identical and which cases' records changed (for a deliberate change of behaviour).
 set -uo pipefail
@@ -31,7 +32,7 @@ done
 # The binaries' own paths appear in reproduce lines: both become KVCONFORM; a RapidCheck failure
 # names its source file by the checkout's absolute path, which differs between two checkouts.
 old_abs=$(realpath "$old") new_abs=$(realpath "$new")
-norm() { sed -E "s#$work/out/##g; s#(\\.cpp):[0-9]+:#\\1:N:#g; s#$old_abs#KVCONFORM#g; s#$new_abs#KVCONFORM#g; s#[^ ]*/((generators|harness)/src/)#\\1#g" "$1"; }
+norm() { sed -E "s#$work/out/##g; s#\"build\": \"[^\"]*\"#\"build\": \"BUILD\"#g; s#(\\.cpp):[0-9]+:#\\1:N:#g; s#$old_abs#KVCONFORM#g; s#$new_abs#KVCONFORM#g; s#[^ ]*/((generators|harness)/src/)#\\1#g" "$1"; }
 same=0 differ=0
 cmp -s "$work/old.exits" "$work/new.exits" || { echo "exit codes differ:"; diff "$work/old.exits" "$work/new.exits"; differ=$((differ + 1)); }
 for r in "${runs[@]}"; do

@@ -185,7 +185,7 @@ Summary run(const Options& options) {
   struct Result {
     bool done = false;
     Verdict verdict;
-    std::string saved, message;
+    std::string saved, message, scenario;
   };
   std::vector<Result> results(indices.size());
   std::mutex mu;  // guards next, results, the progress callback and RapidCheck (not thread-safe)
@@ -227,7 +227,8 @@ Summary run(const Options& options) {
           std::ofstream(tmp) << small.dump(2) << "\n";
           std::filesystem::rename(tmp, path);
           r.saved = path;
-          r.message = scenario["name"].get<std::string>() + ": " + r.verdict.message;
+          r.scenario = scenario["name"].get<std::string>();
+          r.message = r.scenario + ": " + r.verdict.message;
         }
         std::lock_guard<std::mutex> lock(mu);
         bad += r.verdict.disagree;
@@ -247,7 +248,8 @@ Summary run(const Options& options) {
   worker();
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);
-  for (const Result& r : results) {
+  for (size_t j = 0; j < results.size(); ++j) {
+    const Result& r = results[j];
     if (!r.done) continue;
     ++summary.sequences;
     summary.steps += r.verdict.steps;
@@ -256,6 +258,9 @@ Summary run(const Options& options) {
     ++summary.disagreements;
     summary.saved.push_back(r.saved);
     summary.messages.push_back(r.message);
+    summary.scenarios.push_back(r.scenario);
+    summary.verdicts.push_back(r.verdict.message);
+    summary.indices.push_back(indices[j]);
   }
   summary.workers = workers;
   summary.seconds = elapsed();

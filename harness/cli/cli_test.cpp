@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -766,6 +767,252 @@ TEST(HostileInput, MalformedFixtureIsNamedByFileAndPointer) {
                              dir.string() + "'");
   EXPECT_EQ(n.code, 2) << n.out;
   EXPECT_NE(n.out.find("tf_hybrid_cache.json: /steps/0/layers: number overflow parsing '1e999'"), std::string::npos) << n.out;
+}
+
+// ---- Shards and `kvconform merge` (docs/sharding.md) ----
+
+// Wall-clock fields, the one legitimate difference between merged shards and the unsharded run:
+// summary.json's seconds, JUnit's time=, "wall time" in summary.md and report.html, and the
+// differential campaign's ", N s)" on its closing lines.
+std::string masked(std::string s) {
+  s = std::regex_replace(s, std::regex(R"("(total_)?seconds": [-0-9.eE+]+)"), "\"$1seconds\": T");
+  s = std::regex_replace(s, std::regex(R"( time="[0-9.]+")"), " time=\"T\"");
+  s = std::regex_replace(s, std::regex(R"(wall time [0-9.]+ s)"), "wall time T s");
+  s = std::regex_replace(s, std::regex(R"(, [0-9]+ s\))"), ")");
+  return s;
+}
+
+size_t lines_in(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+
+// The last `n` lines of `s`.
+std::string last_lines(const std::string& s, size_t n) {
+  std::vector<std::string> lines;
+  std::istringstream in(s);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::string out;
+  for (size_t i = lines.size() - std::min(n, lines.size()); i < lines.size(); ++i) out += lines[i] + "\n";
+  return out;
+}
+
+const char* const kReportFiles[] = {"junit.xml", "summary.json", "summary.md", "report.html"};
+
+// "" where the texts are equal, else the first line where they differ (a report is too long to print whole).
+std::string first_difference(const std::string& got, const std::string& want) {
+  std::istringstream a(got), b(want);
+  std::string la, lb;
+  for (int line = 1;; ++line) {
+    const bool more_a = static_cast<bool>(std::getline(a, la)), more_b = static_cast<bool>(std::getline(b, lb));
+    if (!more_a && !more_b) return "";
+    if (more_a != more_b || la != lb)
+      return "line " + std::to_string(line) + ":\n  merged:    " + (more_a ? la : "(end)") + "\n  unsharded: " + (more_b ? lb : "(end)");
+  }
+}
+
+// Runs `args` unsharded and, for each n, as n shards (--shard k/n), merges the shards' folders and
+// expects the merged reports (byte for byte but for timings), closing lines and exit status to be
+// the unsharded run's. Returns the unsharded run's exit status.
+int expect_merge_equals_unsharded(const std::string& name, const std::string& args, const std::vector<int>& ns,
+                                  const std::string& env = "") {
+  const fs::path root = scratch("merge_" + name);
+  const Result whole = kvconform(args + " --report-dir '" + (root / "whole").string() + "'", env);
+  EXPECT_TRUE(whole.code == 0 || whole.code == 1) << whole.out;
+  for (int n : ns) {
+    std::string dirs;
+    for (int k = 0; k < n; ++k) {
+      const fs::path d = root / ("n" + std::to_string(n) + "_shard" + std::to_string(k));
+      const Result shard = kvconform(args + " --shard " + std::to_string(k) + "/" + std::to_string(n) + " --report-dir '" +
+                                     d.string() + "'", env);
+      EXPECT_TRUE(shard.code == 0 || shard.code == 1) << shard.out;
+      dirs += " '" + d.string() + "'";
+    }
+    const fs::path merged_dir = root / ("merged" + std::to_string(n));
+    const Result merged = kvconform("merge" + dirs + " --report-dir '" + merged_dir.string() + "'");
+    EXPECT_EQ(merged.code, whole.code) << name << " n=" << n << "\n" << merged.out;
+    EXPECT_GT(lines_in(merged.stdout_only), 0u) << merged.out;
+    EXPECT_EQ(masked(merged.stdout_only), masked(last_lines(whole.stdout_only, lines_in(merged.stdout_only))))
+        << name << " n=" << n;
+    for (const char* file : kReportFiles)
+      EXPECT_EQ(first_difference(masked(slurp(merged_dir / file)), masked(slurp(root / "whole" / file))), "")
+          << name << " n=" << n << " " << file;
+  }
+  return whole.code;
+}
+
+const std::vector<int> kShardCounts = {1, 2, 3, 5};
+
+// Golden fixtures, backend cases and properties, all three failing under a mutant (shrunk property
+// failures included) and passing without it; with --timings the timings are the only difference.
+TEST(Cli, MergedShardsOfRunEqualTheUnshardedRun) {
+  const std::string base = "run --suite golden,backend,property --iterations 5 --filter "
+                           "'window2|rows$|window_coverage|decode_across_window/static/(eager|sdpa)/float(32|64)'";
+  EXPECT_EQ(expect_merge_equals_unsharded("run_pass", base, {2, 5}), 0);
+  EXPECT_EQ(expect_merge_equals_unsharded("run_mutant", base + " --mutant window_too_wide", kShardCounts), 1);
+  EXPECT_EQ(expect_merge_equals_unsharded("run_timed", base + " --timings", {2}), 0);
+  const nlohmann::json merged = nlohmann::json::parse(slurp(scratch_root() / "merge_run_timed/merged2/summary.json"));
+  EXPECT_TRUE(merged.contains("total_seconds"));  // every shard timed: so is the merge
+  EXPECT_EQ(merged["run"]["shard"], (nlohmann::json{{"index", 0}, {"count", 1}}));
+}
+
+// Rounds of fresh seeds: failures (shrunk, written as case files into one folder) in round order,
+// the pass lines' case counts summed over the shards.
+TEST(Cli, MergedShardsOfFuzzEqualTheUnshardedRun) {
+  const fs::path out = scratch("merge_fuzz_cases");
+  const std::string base = "fuzz --iterations 50 --batch 10 --property 'stored_rows|window_coverage' --max-failures 100 --out '" +
+                           out.string() + "'";
+  EXPECT_EQ(expect_merge_equals_unsharded("fuzz_pass", base, {2, 5}), 0);
+  EXPECT_EQ(expect_merge_equals_unsharded("fuzz_mutant", base + " --mutant window_too_wide", kShardCounts), 1);
+  const nlohmann::json merged = nlohmann::json::parse(slurp(scratch_root() / "merge_fuzz_mutant/merged3/summary.json"));
+  EXPECT_EQ(merged["run"]["counters"]["rounds"], 5);
+  EXPECT_FALSE(merged["run"]["files"].empty());
+}
+
+TEST(Cli, MergedShardsOfEngineEqualTheUnshardedRun) {
+  if (!fs::exists(fs::path(KVC_SOURCE_DIR) / "build/harness/kvc-oracle-engine"))  // engines/engines.json "oracle"
+    GTEST_SKIP() << "build/harness/kvc-oracle-engine not built";
+  const std::string cd = std::string("cd '") + KVC_SOURCE_DIR + "' &&";
+  const std::string base = "engine --engine '^oracle$' --model '^gemma2-w4$' --plans all --iterations 3";
+  EXPECT_EQ(expect_merge_equals_unsharded("engine_pass", base, {2, 5}, cd), 0);
+  EXPECT_EQ(expect_merge_equals_unsharded("engine_mutant", base + " --mutant window+1", kShardCounts, cd), 1);
+}
+
+// Two versions in one campaign: 4.57.6 under 5.24.0's behaviours disagrees on every sequence
+// (shrunk, saved), 5.24.0 agrees (its pass case counts the sequences of every shard). Each run
+// starts a dumper per version, which takes most of its time (about 50 s a run here): 2 shards only.
+TEST(Cli, MergedShardsOfTheDifferentialCampaignEqualTheUnshardedRun) {
+  for (const char* v : {"4.57.6", "5.24.0"})
+    if (!fs::exists(fs::path(KVC_SOURCE_DIR) / "golden" / (std::string(".venv-") + v) / "bin/python"))
+      GTEST_SKIP() << "golden environment " << v << " not built (bash golden/setup_env.sh " << v << ")";
+  const fs::path out = scratch("merge_differential_cases");
+  const std::string base = std::string("fuzz --differential --iterations 2 --workers 1 --root ") + KVC_SOURCE_DIR +
+                           " --version 4.57.6 --version 5.24.0 --reference-release 5.24.0 --out '" + out.string() + "'";
+  EXPECT_EQ(expect_merge_equals_unsharded("differential", base, {2}), 1);
+  const nlohmann::json merged = nlohmann::json::parse(slurp(scratch_root() / "merge_differential/merged2/summary.json"));
+  EXPECT_EQ(merged["run"]["counters"]["sequences/5.24.0"], 2);
+  EXPECT_EQ(merged["run"]["counters"]["disagreements/4.57.6"], 2);
+  EXPECT_EQ(merged["run"]["files"].size(), 2u);
+}
+
+// Shards that do not belong together are refused (exit 2, nothing written), naming the folder and
+// the field.
+TEST(Cli, MergeRefusesShardsOfDifferentRuns) {
+  const fs::path root = scratch("merge_refusals");
+  const std::string base = "run --suite property --property 'rows$' --iterations 3";
+  const auto shard = [&](const std::string& name, const std::string& shard_arg, const std::string& args,
+                         const std::string& env = "") {
+    const fs::path d = root / name;
+    const Result r = kvconform(args + " --shard " + shard_arg + " --report-dir '" + d.string() + "'", env);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return "'" + d.string() + "'";
+  };
+  const std::string a0 = shard("a0", "0/2", base), a1 = shard("a1", "1/2", base), seed = shard("seed", "1/2", base, "KVC_SEED=8");
+  const std::string iterations = shard("iterations", "1/2", "run --suite property --property 'rows$' --iterations 4");
+  const std::string c1 = shard("c1", "1/3", base);
+  fs::create_directories(root / "empty");
+  fs::copy(root / "a0", root / "a0_again");
+  // A report of another build, and one written by a command that records no run.
+  fs::copy(root / "a1", root / "build");
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(slurp(root / "build/summary.json"));
+  j["run"]["build"] = "0000000000ff";
+  std::ofstream(root / "build/summary.json") << j.dump(2) << "\n";
+  fs::copy(root / "a1", root / "unrecorded");
+  j.erase("run");
+  std::ofstream(root / "unrecorded/summary.json") << j.dump(2) << "\n";
+  const fs::path fuzz_dir = root / "fuzz";
+  ASSERT_EQ(kvconform("fuzz --iterations 10 --batch 10 --property stored_rows --no-write --shard 1/2 --report-dir '" +
+                      fuzz_dir.string() + "'").code, 0);
+  const auto q = [&](const char* name) { return "'" + (root / name).string() + "'"; };
+
+  const std::vector<std::pair<std::string, std::string>> refusals = {
+      {a0 + " " + seed, (root / "seed").string() + ": seed differs: \"8\" here, \"20250917\" in " + (root / "a0").string()},
+      {a0 + " " + iterations, (root / "iterations").string() + ": command differs: \"kvconform run --suite property --property 'rows$' --iterations 4\" here"},
+      {a0 + " " + q("build"), (root / "build").string() + ": run.build differs: \"0000000000ff\" here"},
+      {a0 + " " + q("fuzz"), (root / "fuzz").string() + ": run.subcommand differs: \"fuzz\" here, \"run\" in"},
+      {a0 + " " + c1, (root / "c1").string() + ": run.shard.count differs: \"3\" here, \"2\" in " + (root / "a0").string()},
+      {a0, "shard 1/2 missing: 1 of 2 shards given"},
+      {a0 + " " + a1 + " " + q("a0_again"), (root / "a0_again").string() + " and " + (root / "a0").string() + " are both shard 0/2"},
+      {a0 + " " + q("empty"), (root / "empty").string() + ": no summary.json (not a kvconform report folder)"},
+      {a0 + " " + q("unrecorded"), (root / "unrecorded/summary.json").string() + ": no \"run\" record"},
+      {a0 + " " + q("nonexistent"), (root / "nonexistent").string() + ": not a folder"},
+  };
+  for (const auto& [dirs, message] : refusals) {
+    const fs::path out = root / "merged";
+    const Result r = kvconform("merge " + dirs + " --report-dir '" + out.string() + "'");
+    EXPECT_EQ(r.code, 2) << dirs << "\n" << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << message << "\n" << r.out;
+    EXPECT_FALSE(fs::exists(out)) << "a refused merge wrote " << out;
+  }
+  const Result ok = kvconform("merge " + a1 + " " + a0 + " --report-dir " + q("merged"));  // any order
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_EQ(kvconform("merge").code, 2);  // no folder: bad usage
+}
+
+// The one resolver of the shard (cli_util.h resolve_shard), through `run --list`: each scheduler's
+// variables select the same shard as --shard, --shard wins over them, bad values are bad usage
+// naming the variable and its value.
+TEST(Cli, ShardFromEverySchedulersVariables) {
+  const std::string list = "run --list --suite property";
+  const Result whole = kvconform(list);
+  ASSERT_EQ(whole.code, 0) << whole.out;
+  std::string joined;
+  for (int k = 0; k < 3; ++k) {
+    const Result s = kvconform(list + " --shard " + std::to_string(k) + "/3");
+    ASSERT_EQ(s.code, 0) << s.out;
+    joined += s.stdout_only;
+  }
+  // The shards partition the cases: together, each once.
+  std::multiset<std::string> a, b;
+  std::istringstream wa(whole.stdout_only), wb(joined);
+  for (std::string line; std::getline(wa, line);) a.insert(line);
+  for (std::string line; std::getline(wb, line);) b.insert(line);
+  EXPECT_EQ(a, b);
+  const std::string one = kvconform(list + " --shard 1/3").stdout_only, two = kvconform(list + " --shard 2/3").stdout_only;
+  ASSERT_NE(one, two);
+  for (const std::string& env : {"GTEST_SHARD_INDEX=1 GTEST_TOTAL_SHARDS=3", "JOB_COMPLETION_INDEX=1 KVC_SHARD_COUNT=3",
+                                 "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=3",
+                                 "SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_COUNT=3",
+                                 "SLURM_ARRAY_TASK_ID=14 SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_STEP=10 SLURM_ARRAY_TASK_COUNT=3",
+                                 "GTEST_SHARD_INDEX=1 GTEST_TOTAL_SHARDS=3 SLURM_ARRAY_TASK_ID=2 SLURM_ARRAY_TASK_COUNT=3"}) {
+    const Result r = kvconform(list, env);
+    EXPECT_EQ(r.code, 0) << env << "\n" << r.out;
+    EXPECT_EQ(r.stdout_only, one) << env;
+  }
+  const Result flag_count = kvconform(list + " --shard-count 3", "JOB_COMPLETION_INDEX=1");
+  EXPECT_EQ(flag_count.stdout_only, one) << flag_count.out;
+  // --shard (a CI matrix) wins over every variable.
+  const Result wins = kvconform(list + " --shard 2/3", "GTEST_SHARD_INDEX=1 GTEST_TOTAL_SHARDS=3 JOB_COMPLETION_INDEX=1 "
+                                                       "KVC_SHARD_COUNT=3 SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=3");
+  EXPECT_EQ(wins.stdout_only, two) << wins.out;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"GTEST_SHARD_INDEX=x GTEST_TOTAL_SHARDS=3", "GTEST_SHARD_INDEX=x: not a non-negative integer"},
+      {"GTEST_SHARD_INDEX=3 GTEST_TOTAL_SHARDS=3", "GTEST_SHARD_INDEX=3, GTEST_TOTAL_SHARDS=3: need 0 <= index < count"},
+      {"GTEST_TOTAL_SHARDS=3", "GTEST_SHARD_INDEX and GTEST_TOTAL_SHARDS must be set together (GTEST_TOTAL_SHARDS=3 alone)"},
+      {"JOB_COMPLETION_INDEX=1", "JOB_COMPLETION_INDEX=1 (a Kubernetes Indexed Job) names the shard but not the count"},
+      {"JOB_COMPLETION_INDEX=3 KVC_SHARD_COUNT=3", "JOB_COMPLETION_INDEX=3: need an index below the shard count (KVC_SHARD_COUNT=3)"},
+      {"JOB_COMPLETION_INDEX=-1 KVC_SHARD_COUNT=3", "JOB_COMPLETION_INDEX=-1: not a non-negative integer"},
+      {"JOB_COMPLETION_INDEX=0 KVC_SHARD_COUNT=0", "KVC_SHARD_COUNT=0: the shard count must be at least 1"},
+      {"KVC_SHARD_COUNT=3", "KVC_SHARD_COUNT=3 is given, but no JOB_COMPLETION_INDEX names the shard"},
+      {"SLURM_ARRAY_TASK_ID=1", "SLURM_ARRAY_TASK_ID=1 without SLURM_ARRAY_TASK_COUNT"},
+      {"SLURM_ARRAY_TASK_ID=2 SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_COUNT=3",
+       "SLURM_ARRAY_TASK_ID=2, SLURM_ARRAY_TASK_MIN=4, SLURM_ARRAY_TASK_COUNT=3: the task is not MIN + k * STEP"},
+      {"SLURM_ARRAY_TASK_ID=7 SLURM_ARRAY_TASK_COUNT=3", "SLURM_ARRAY_TASK_ID=7, SLURM_ARRAY_TASK_COUNT=3: need 0 <= index < count"},
+      {"SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=three", "SLURM_ARRAY_TASK_COUNT=three: not a non-negative integer"},
+  };
+  for (const auto& [env, message] : bad) {
+    const Result r = kvconform(list, env);
+    EXPECT_EQ(r.code, 2) << env << "\n" << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << message << "\n" << r.out;
+  }
+  const Result contradiction = kvconform(list + " --shard 1/3 --shard-count 2");
+  EXPECT_EQ(contradiction.code, 2);
+  EXPECT_NE(contradiction.out.find("--shard-count 2 contradicts --shard 1/3 (1/3)"), std::string::npos) << contradiction.out;
+  // fuzz and engine take the same options from the same resolver.
+  for (const char* sub : {"fuzz", "engine"}) {
+    const Result help = kvconform(std::string(sub) + " --help");
+    EXPECT_NE(help.out.find("--shard-count"), std::string::npos) << sub;
+  }
+  const Result fuzz = kvconform("fuzz --iterations 10 --no-write", "JOB_COMPLETION_INDEX=1");
+  EXPECT_EQ(fuzz.code, 2) << fuzz.out;
+  EXPECT_NE(fuzz.out.find("JOB_COMPLETION_INDEX=1"), std::string::npos) << fuzz.out;
 }
 
 }  // namespace

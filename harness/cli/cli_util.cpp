@@ -19,6 +19,11 @@ std::string& stored_command_line() {
   return line;
 }
 
+std::vector<std::string>& stored_arguments() {
+  static std::vector<std::string> words;
+  return words;
+}
+
 long long parse_count(const std::string& text, const std::string& what) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9)
     throw std::invalid_argument(what + " '" + text + "' is not a non-negative integer");
@@ -39,9 +44,29 @@ void set_command_line(int argc, char** argv) {
   std::string line = "kvconform";  // not argv[0]: the path differs between machines
   for (int i = 1; i < argc; ++i) line += " " + shell_quote(argv[i]);
   stored_command_line() = line;
+  stored_arguments().assign(argv + 1, argv + argc);
 }
 
 const std::string& command_line() { return stored_command_line(); }
+
+std::string report_command() {
+  static const std::vector<std::string> dropped = {"--shard", "--shard-count", "--report-dir"};
+  std::string line = "kvconform";
+  const std::vector<std::string>& words = stored_arguments();
+  for (size_t i = 0; i < words.size(); ++i) {
+    bool drop = false;
+    for (const std::string& flag : dropped) {
+      if (words[i] == flag) {
+        drop = true;
+        ++i;  // and its value
+        break;
+      }
+      if (words[i].rfind(flag + "=", 0) == 0) drop = true;
+    }
+    if (!drop) line += " " + shell_quote(words[i]);
+  }
+  return line;
+}
 
 void print_case_line(const report::CaseResult& r, bool verbose, size_t fail_detail_limit) {
   print_case_line(std::cout, r, verbose, fail_detail_limit);
@@ -120,20 +145,97 @@ Shard parse_shard(const std::string& text) {
   return s;
 }
 
-Shard resolve_shard(const std::string& flag) {
-  if (!flag.empty()) return parse_shard(flag);
-  const char* index = std::getenv("GTEST_SHARD_INDEX");
-  const char* total = std::getenv("GTEST_TOTAL_SHARDS");
-  const bool has_index = index && *index, has_total = total && *total;
-  if (!has_index && !has_total) return {};
-  if (has_index != has_total)
-    throw std::invalid_argument("GTEST_SHARD_INDEX and GTEST_TOTAL_SHARDS must be set together");
+const char* process_environment(const char* name) { return std::getenv(name); }
+
+namespace {
+// A variable's value, or nullopt where it is unset or empty.
+std::optional<std::string> variable(EnvLookup env, const char* name) {
+  const char* v = env(name);
+  if (!v || !*v) return std::nullopt;
+  return std::string(v);
+}
+
+long long variable_number(const std::string& name, const std::string& value) {
   try {
-    return parse_shard(std::string(index) + "/" + total);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(std::string("GTEST_SHARD_INDEX=") + index + ", GTEST_TOTAL_SHARDS=" + total + ": " +
-                                e.what());
+    return parse_count(value, name);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument(name + "=" + value + ": not a non-negative integer");
   }
+}
+}  // namespace
+
+Shard resolve_shard(const std::string& flag, const std::string& count_flag, EnvLookup env) {
+  // The count Kubernetes does not set: --shard-count, else KVC_SHARD_COUNT.
+  std::optional<long long> count;
+  std::string count_source;
+  if (!count_flag.empty()) {
+    count = variable_number("--shard-count", count_flag);
+    count_source = "--shard-count " + count_flag;
+  } else if (const auto v = variable(env, "KVC_SHARD_COUNT")) {
+    count = variable_number("KVC_SHARD_COUNT", *v);
+    count_source = "KVC_SHARD_COUNT=" + *v;
+  }
+  if (count && *count < 1) throw std::invalid_argument(count_source + ": the shard count must be at least 1");
+  Shard s;
+  const auto checked = [&](Shard shard) {
+    if (count && *count != shard.count)
+      throw std::invalid_argument(count_source + " contradicts " + shard.source + " (" + std::to_string(shard.index) + "/" +
+                                  std::to_string(shard.count) + ")");
+    return shard;
+  };
+  if (!flag.empty()) {
+    s = parse_shard(flag);
+    s.source = "--shard " + flag;
+    return checked(s);
+  }
+  const auto gtest_index = variable(env, "GTEST_SHARD_INDEX"), gtest_total = variable(env, "GTEST_TOTAL_SHARDS");
+  if (gtest_index || gtest_total) {
+    if (!gtest_index || !gtest_total)
+      throw std::invalid_argument("GTEST_SHARD_INDEX and GTEST_TOTAL_SHARDS must be set together (" +
+                                  (gtest_index ? "GTEST_SHARD_INDEX=" + *gtest_index : "GTEST_TOTAL_SHARDS=" + *gtest_total) +
+                                  " alone)");
+    s.index = variable_number("GTEST_SHARD_INDEX", *gtest_index);
+    s.count = variable_number("GTEST_TOTAL_SHARDS", *gtest_total);
+    s.source = "GTEST_SHARD_INDEX=" + *gtest_index + ", GTEST_TOTAL_SHARDS=" + *gtest_total;
+  } else if (const auto job = variable(env, "JOB_COMPLETION_INDEX")) {
+    s.index = variable_number("JOB_COMPLETION_INDEX", *job);
+    s.source = "JOB_COMPLETION_INDEX=" + *job;
+    if (!count)
+      throw std::invalid_argument(s.source + " (a Kubernetes Indexed Job) names the shard but not the count: pass "
+                                  "--shard-count N or set KVC_SHARD_COUNT to the Job's completions");
+    s.count = *count;
+    if (s.index >= s.count)
+      throw std::invalid_argument(s.source + ": need an index below the shard count (" + count_source + ")");
+    return s;
+  } else if (const auto task = variable(env, "SLURM_ARRAY_TASK_ID")) {
+    const auto total = variable(env, "SLURM_ARRAY_TASK_COUNT");
+    if (!total) throw std::invalid_argument("SLURM_ARRAY_TASK_ID=" + *task + " without SLURM_ARRAY_TASK_COUNT");
+    const long long id = variable_number("SLURM_ARRAY_TASK_ID", *task);
+    const auto min = variable(env, "SLURM_ARRAY_TASK_MIN"), step = variable(env, "SLURM_ARRAY_TASK_STEP");
+    const long long first = min ? variable_number("SLURM_ARRAY_TASK_MIN", *min) : 0;
+    const long long stride = step ? variable_number("SLURM_ARRAY_TASK_STEP", *step) : 1;
+    s.source = "SLURM_ARRAY_TASK_ID=" + *task + (min ? ", SLURM_ARRAY_TASK_MIN=" + *min : "") +
+               (step ? ", SLURM_ARRAY_TASK_STEP=" + *step : "") + ", SLURM_ARRAY_TASK_COUNT=" + *total;
+    if (stride < 1 || id < first || (id - first) % stride != 0)
+      throw std::invalid_argument(s.source + ": the task is not MIN + k * STEP (an array like --array=1-8 or 0-30:10 shards; "
+                                  "a list like --array=1,5,6 does not)");
+    s.index = (id - first) / stride;
+    s.count = variable_number("SLURM_ARRAY_TASK_COUNT", *total);
+  } else {
+    if (count) throw std::invalid_argument(count_source + " is given, but no JOB_COMPLETION_INDEX names the shard");
+    return s;
+  }
+  if (s.count < 1 || s.index >= s.count)
+    throw std::invalid_argument(s.source + ": need 0 <= index < count (shards are numbered from 0, as in GoogleTest)");
+  return checked(s);
+}
+
+void add_shard_options(CLI::App* cmd, std::string& shard, std::string& shard_count, const std::string& units) {
+  cmd->add_option("--shard", shard,
+                  "i/n: run only the " + units + " u with u % n == i (0-based); wins over the schedulers' variables "
+                  "(GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS, JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID; docs/sharding.md)");
+  cmd->add_option("--shard-count", shard_count,
+                  "The shard count of a Kubernetes Indexed Job (JOB_COMPLETION_INDEX names the shard; or KVC_SHARD_COUNT)");
 }
 
 std::vector<campaign::Property> select_properties(const std::string& regex) {

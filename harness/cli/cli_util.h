@@ -1,8 +1,10 @@
 // Small helpers shared by the subcommands (no LibTorch).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <iosfwd>
 #include <optional>
 #include <regex>
@@ -20,15 +22,34 @@ inline constexpr const char* kToolVersion = "kvconform 0.1.0";
 void set_command_line(int argc, char** argv);
 const std::string& command_line();
 std::string shell_quote(const std::string& word);
+// The command line without the flags that only say which shard runs or where its reports go
+// (--shard, --shard-count, --report-dir): what every shard of one run has in common, recorded as
+// RunSummary::command by the commands that shard, so that merged shards say the unsharded command.
+std::string report_command();
 
-// A slice of the fuzz rounds: this process runs the rounds r with r % count == index.
+// The binary's build id (generated at build time by cmake/build_id.cmake): its commit, with
+// "+dirty.<hash>" for uncommitted changes. Shards of different builds do not merge.
+const char* build_id();
+
+// A slice of a run: this process runs the units u (cases, rounds, sequences) with u % count == index.
 struct Shard {
   long long index = 0, count = 1;
+  std::string source;  // where it came from ("--shard", "GTEST_SHARD_INDEX", ...); empty: not sharded
 };
 // "i/n" with 0 <= i < n; throws std::invalid_argument.
 Shard parse_shard(const std::string& text);
-// The --shard value, else GTEST_SHARD_INDEX / GTEST_TOTAL_SHARDS (both set), else 0/1.
-Shard resolve_shard(const std::string& flag);
+// The one place that decides which shard this process is (docs/sharding.md): --shard i/n (a CI
+// matrix) wins; else GoogleTest's GTEST_SHARD_INDEX + GTEST_TOTAL_SHARDS; else a Kubernetes Indexed
+// Job's JOB_COMPLETION_INDEX with the count from --shard-count or KVC_SHARD_COUNT (Kubernetes sets
+// no count variable); else a Slurm array's SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN (divided by
+// SLURM_ARRAY_TASK_STEP) of SLURM_ARRAY_TASK_COUNT; else 0/1. A malformed or out-of-range value
+// throws std::invalid_argument naming the variable and its value. `env` looks up a variable
+// (the process's environment by default).
+using EnvLookup = const char* (*)(const char*);
+const char* process_environment(const char* name);  // std::getenv
+Shard resolve_shard(const std::string& flag, const std::string& count_flag = "", EnvLookup env = process_environment);
+// --shard and --shard-count on a sharding subcommand, with one help text.
+void add_shard_options(CLI::App* cmd, std::string& shard, std::string& shard_count, const std::string& units);
 
 // The scenario file (cases/schema.json) of a shrunk property counterexample, named by a hash of
 // what it runs (fuzz_command.cpp); `message` is the failure's last line.

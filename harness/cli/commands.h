@@ -24,6 +24,7 @@ Runner add_replay_command(CLI::App& app);   // replay_command.cpp
 Runner add_explain_command(CLI::App& app);  // replay_command.cpp
 Runner add_golden_command(CLI::App& app);  // golden_command.cpp
 Runner add_engine_command(CLI::App& app);  // engine_command.cpp
+Runner add_merge_command(CLI::App& app);   // merge_command.cpp
 
 // Transformers versions with a pinned dumper environment (golden/requirements-<version>.txt), sorted.
 std::vector<std::string> pinned_versions(const std::string& repo_root);
@@ -40,6 +41,7 @@ struct DifferentialRequest {
   std::string mutant = "none";    // --mutant: the reference is deliberately wrong, so it must disagree
   int64_t shard_index = 0, shard_count = 1;  // this worker runs the sequences i with i % count == index
   int64_t workers = 0;  // dumper processes in parallel; 0: one per core
+  std::string report_dir;  // junit.xml, summary.json, summary.md, report.html here; empty: none
 };
 int run_differential(const DifferentialRequest& request);
 

@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <iostream>
 
+#include "cli_util.h"
+#include "closing.h"
 #include "commands.h"
 #include "kvcgen/differential.h"
+#include "kvconform/report.h"
 
 namespace kvc::cli {
 
@@ -17,9 +20,19 @@ int run_differential(const DifferentialRequest& req) {
   const fs::path root = fs::weakly_canonical(fs::absolute(req.root));
   const std::vector<std::string> versions = req.versions.empty() ? pinned_versions(root.string()) : req.versions;
   if (versions.empty()) throw std::invalid_argument("no golden/requirements-<version>.txt under " + root.string());
-  int64_t disagreements = 0;
   const bool tty = isatty(STDERR_FILENO);
-  for (const std::string& v : versions) {
+  // The report (--report-dir): per version one FAIL case per disagreement, in sequence order, and a
+  // pass case where none disagreed; the counts are counters that merged shards sum (closing.h).
+  report::RunSummary summary;
+  summary.tool_version = kToolVersion;
+  summary.command = report_command();
+  summary.seed = req.seed;
+  summary.record.subcommand = "differential";
+  summary.record.build = build_id();
+  summary.record.shard_index = req.shard_index;
+  summary.record.shard_count = req.shard_count;
+  for (size_t vi = 0; vi < versions.size(); ++vi) {
+    const std::string& v = versions[vi];
     const std::string setup = "bash '" + (root / "golden/setup_env.sh").string() + "' " + v + " >&2";
     if (std::system(setup.c_str()) != 0) throw std::invalid_argument("cannot set up the environment for transformers " + v);
     differential::Options o;
@@ -44,15 +57,38 @@ int run_differential(const DifferentialRequest& req) {
     // On stderr: the report itself is the same for any worker count.
     std::fprintf(stderr, "%s: %.2f sequences/s with %d dumper workers\n", v.c_str(),
                  static_cast<double>(s.sequences) / std::max(s.seconds, 1e-9), s.workers);
-    std::cout << "differential(transformers=" << v << ",seed=" << req.seed
-              << (req.shard_count > 1 ? ",shard=" + std::to_string(req.shard_index) + "/" + std::to_string(req.shard_count) : "")
-              << "): " << (s.disagreements ? "FAIL" : "OK")
-              << " (" << s.sequences << " sequences, " << s.steps << " steps, " << s.disagreements << " disagreements, "
-              << s.deviations << " upstream deviations reproduced, " << static_cast<int64_t>(s.seconds) << " s)\n";
-    for (size_t i = 0; i < s.saved.size(); ++i) std::cout << "  " << s.messages[i] << "\n  saved: " << s.saved[i] << "\n";
-    disagreements += s.disagreements;
+    for (const auto& [field, value] : {std::pair<const char*, int64_t>{"sequences/", s.sequences}, {"steps/", s.steps},
+                                       {"disagreements/", s.disagreements}, {"deviations/", s.deviations}})
+      summary.record.counters.emplace_back(field + v, value);
+    report::CaseResult c;
+    c.suite = "differential";
+    c.params = "seed=" + std::to_string(req.seed) + (req.reference_release.empty() ? "" : ",reference=" + req.reference_release) +
+               (req.mutant == "none" ? "" : ",mutant=" + req.mutant);
+    c.backend = "transformers-" + v;
+    c.dtype = "mixed";
+    for (size_t i = 0; i < s.saved.size(); ++i) {
+      report::CaseResult bad = c;
+      bad.name = v + "/" + s.scenarios[i];
+      bad.status = report::Status::Fail;
+      bad.message = s.verdicts[i];
+      bad.detail = "saved: " + s.saved[i];
+      bad.ordinal = static_cast<int64_t>(vi) * req.iterations + s.indices[i];
+      summary.cases.push_back(bad);
+      summary.record.files.push_back(s.saved[i]);
+    }
+    if (s.disagreements == 0) {
+      c.name = v;
+      c.message = pass_message(summary.record, c);
+      summary.cases.push_back(c);
+    }
+    print_differential_version(summary, v, s.seconds);
   }
-  return disagreements == 0 ? 0 : 1;
+  std::sort(summary.record.files.begin(), summary.record.files.end());
+  if (!req.report_dir.empty()) {
+    report::write_reports(summary, req.report_dir);
+    std::cerr << "reports: " << req.report_dir << "/{junit.xml,summary.json,summary.md,report.html}\n";
+  }
+  return close_run(summary);
 }
 
 }  // namespace kvc::cli

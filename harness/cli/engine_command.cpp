@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cli_util.h"
+#include "closing.h"
 #include "commands.h"
 #include "kvcgen/engine_campaign.h"
 #include "kvcgen/search.h"
@@ -35,7 +36,7 @@ struct EngineArgs {
   int iterations = 10;
   uint64_t seed = kvc::seeds::kDefaultSeed;
   double time_budget = 0, timeout = 120, factor = 10, floor = 1e-4;
-  std::string mutant = "none", reproduce, save_cases, report_dir = "reports/engines", shard;
+  std::string mutant = "none", reproduce, save_cases, report_dir = "reports/engines", shard, shard_count;
   bool list = false, no_report = false, verbose = false, ci_only = false;
 };
 
@@ -122,7 +123,7 @@ Runner add_engine_command(CLI::App& app) {
         }
       });
   cmd->add_option("--time-budget", a->time_budget, "Stop starting new cases after this many seconds (0: no limit)");
-  cmd->add_option("--shard", a->shard, "i/n: run only the cases i, i+n, ... (or GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS)");
+  add_shard_options(cmd, a->shard, a->shard_count, "cases (in --list order)");
   cmd->add_option("--mutant", a->mutant,
                   "Tell the engine a wrong window (window+1, window-1, full) or to do a serving operation wrong (fork-shared, fork-prefix, "
                   "chunked-restart, spec-rollback, batch-offset): the suite must FAIL")
@@ -162,7 +163,7 @@ Runner add_engine_command(CLI::App& app) {
     check.rule = {a->factor, a->floor};
     if (fs::exists(a->known)) check.known = engine::load_known_deviations(a->known);
     const std::regex filter(a->filter.empty() ? ".*" : a->filter), model_re(a->model);
-    const Shard shard = resolve_shard(a->shard);
+    const Shard shard = resolve_shard(a->shard, a->shard_count);
 
     // The models: the zoo, or the ones the plan files name.
     const std::string models_dir = ensure_models(a->models.empty() ? "build/engine-models" : a->models);
@@ -186,8 +187,12 @@ Runner add_engine_command(CLI::App& app) {
 
     report::RunSummary summary;
     summary.tool_version = kToolVersion;
-    summary.command = command_line();
+    summary.command = report_command();
     summary.seed = a->seed;
+    summary.record.subcommand = "engine";
+    summary.record.build = build_id();
+    summary.record.shard_index = shard.index;
+    summary.record.shard_count = shard.count;
     const auto started = std::chrono::steady_clock::now();
     size_t index = 0;
     int listed = 0;
@@ -218,7 +223,8 @@ Runner add_engine_command(CLI::App& app) {
       };
       auto run_case = [&](const std::string& id, auto&& body) {
         if (!std::regex_search(id, filter)) return;
-        if (index++ % static_cast<size_t>(shard.count) != static_cast<size_t>(shard.index)) return;
+        const size_t ordinal = index++;
+        if (ordinal % static_cast<size_t>(shard.count) != static_cast<size_t>(shard.index)) return;
         if (a->list) {
           std::cout << id << "\n";
           ++listed;
@@ -239,6 +245,7 @@ Runner add_engine_command(CLI::App& app) {
         print_case_line(r, a->verbose, 4000);  // a long per-step table only with -v
         if (a->verbose && r.status != report::Status::Fail && !r.detail.empty())
           std::cout << r.detail << (r.detail.back() == '\n' ? "" : "\n");
+        r.ordinal = static_cast<int64_t>(ordinal);
         summary.cases.push_back(std::move(r));
       };
       auto not_installed = [&](const std::string& model, const std::string& plan) {
@@ -308,18 +315,7 @@ Runner add_engine_command(CLI::App& app) {
       const auto paths = report::write_reports(summary, a->report_dir);
       std::cerr << "reports: " << a->report_dir << "/{junit.xml,summary.json,summary.md,report.html}\n";
     }
-    const int failed = summary.count(report::Status::Fail), skipped = summary.count(report::Status::Skipped),
-              deviations = summary.count(report::Status::Deviation);
-    const int passed = static_cast<int>(summary.cases.size()) - failed - skipped;
-    std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped";
-    if (deviations) std::cout << " (" << deviations << " known engine deviations)";
-    std::cout << "\n";
-    if (failed) return 1;
-    if (passed == 0) {
-      std::cerr << "engine: nothing was checked (every case SKIP or none selected): not a pass\n";
-      return 1;
-    }
-    return 0;
+    return close_run(summary);
   };
 }
 

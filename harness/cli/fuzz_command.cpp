@@ -2,6 +2,7 @@
 // across processes, every failure shrunk and written as a scenario file (cases/README.md).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <sstream>
 
 #include "cli_util.h"
+#include "closing.h"
 #include "commands.h"
 #include "kvcgen/campaign.h"
 #include "kvconform/inputs.h"
@@ -31,7 +33,7 @@ struct FuzzArgs {
   uint64_t seed = kvc::seeds::kDefaultSeed;
   std::optional<long long> iterations;
   std::optional<double> time_budget;
-  std::string shard;
+  std::string shard, shard_count;
   int batch = 100, max_size = 100, max_failures = 10;
   std::string property = ".*", attention, dtype, mutant = "none";
   std::string out = "cases/regressions", report_dir;
@@ -115,8 +117,7 @@ Runner add_fuzz_command(CLI::App& app) {
   cmd->add_option("--time-budget", args->time_budget, "Stop starting new rounds after SECONDS (per shard)")
       ->check(CLI::PositiveNumber)
       ->excludes(iters);
-  cmd->add_option("--shard", args->shard,
-                  "i/n: run rounds r with r % n == i (0-based); default from GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS, else 0/1");
+  add_shard_options(cmd, args->shard, args->shard_count, "rounds (with --differential: sequences)");
   cmd->add_option("--batch", args->batch, "Traces per property per round (default 100)")->check(CLI::PositiveNumber);
   cmd->add_option("--max-size", args->max_size, "The last trace's size: longer command sequences as it grows (default 100)")
       ->check(CLI::PositiveNumber);
@@ -149,7 +150,7 @@ Runner add_fuzz_command(CLI::App& app) {
 
   return [args, differential, diff_flag]() -> int {
     if (*diff_flag) {  // the differential campaign: sequences of the generated-corpus generator
-      const Shard shard = resolve_shard(args->shard);
+      const Shard shard = resolve_shard(args->shard, args->shard_count);
       differential->shard_index = shard.index;
       differential->shard_count = shard.count;
       differential->seed = args->seed;
@@ -157,9 +158,10 @@ Runner add_fuzz_command(CLI::App& app) {
       differential->time_budget_s = args->time_budget.value_or(0);
       differential->out_dir = args->out;
       differential->mutant = args->mutant;
+      differential->report_dir = args->report_dir;
       return run_differential(*differential);
     }
-    const Shard shard = resolve_shard(args->shard);
+    const Shard shard = resolve_shard(args->shard, args->shard_count);
     campaign::Options base;
     base.max_size = args->max_size;
     base.mutation = parse_mutation(args->mutant);
@@ -176,8 +178,11 @@ Runner add_fuzz_command(CLI::App& app) {
     report::RunSummary summary;
     summary.tool_version = kToolVersion;
     summary.seed = args->seed;
-    summary.command = "kvconform fuzz --seed " + std::to_string(args->seed) + " --shard " + std::to_string(shard.index) +
-                      "/" + std::to_string(shard.count);
+    summary.command = report_command();
+    summary.record.subcommand = "fuzz";
+    summary.record.build = build_id();
+    summary.record.shard_index = shard.index;
+    summary.record.shard_count = shard.count;
     std::map<campaign::Property, long long> cases_per_property;
     std::set<std::string> files;
     long long checked = 0, rounds_run = 0;
@@ -195,7 +200,8 @@ Runner add_fuzz_command(CLI::App& app) {
       options.iterations = rounds < 0 ? args->batch
                                       : static_cast<int>(std::min<long long>(args->batch, total - r * args->batch));
       ++rounds_run;
-      for (campaign::Property p : selected) {
+      for (size_t pi = 0; pi < selected.size(); ++pi) {
+        const campaign::Property p = selected[pi];
         const campaign::Outcome o = campaign::run(p, options);
         checked += o.cases + (o.ok ? 0 : 1);
         cases_per_property[p] += o.cases + (o.ok ? 0 : 1);
@@ -218,6 +224,7 @@ Runner add_fuzz_command(CLI::App& app) {
         result.status = report::Status::Fail;
         result.message = message;
         result.detail = o.failure;
+        result.ordinal = r * static_cast<long long>(selected.size()) + static_cast<long long>(pi);  // the unsharded order
         result.reproduce = std::string("kvconform run --property '^") + campaign::to_string(p) + "$'" +
                            (base.mutation == Mutation::None ? "" : std::string(" --mutant ") + to_string(base.mutation)) +
                            " --reproduce '" + o.reproduce + "'";
@@ -232,6 +239,7 @@ Runner add_fuzz_command(CLI::App& app) {
             std::error_code ec;
             fs::create_directories(args->out, ec);
             report::write_file_atomically(path.string(), j.dump(2) + "\n");
+            summary.record.files.push_back(path.string());
             std::cout << "  case file: " << path.string() << "\n";
           } else if (!args->no_write) {
             std::cout << "  case file: " << path.string() << " (same scenario as an earlier failure)\n";
@@ -248,6 +256,11 @@ Runner add_fuzz_command(CLI::App& app) {
       }
     }
     if (tty) std::cerr << "\r\033[K" << std::flush;
+    // What the pass cases and the closing line count, as counters that merged shards sum.
+    summary.record.counters = {{"rounds", rounds_run}, {"cases", checked}};
+    for (campaign::Property p : selected)
+      summary.record.counters.emplace_back(std::string("cases/") + campaign::to_string(p), cases_per_property[p]);
+    std::sort(summary.record.files.begin(), summary.record.files.end());
     for (campaign::Property p : selected) {
       bool failed = false;
       for (const report::CaseResult& c : summary.cases) failed = failed || c.name == campaign::to_string(p);
@@ -255,18 +268,14 @@ Runner add_fuzz_command(CLI::App& app) {
       report::CaseResult ok;
       ok.suite = "fuzz";
       ok.name = campaign::to_string(p);
-      ok.params = "seed=" + std::to_string(args->seed) + ",shard=" + std::to_string(shard.index) + "/" +
-                  std::to_string(shard.count);
+      ok.params = "seed=" + std::to_string(args->seed);  // the whole campaign's: merged shards sum into it
       ok.backend = "reference";
       ok.dtype = base.filter.dtype ? to_string(*base.filter.dtype) : "mixed";
-      ok.message = std::to_string(cases_per_property[p]) + " cases";
+      ok.message = pass_message(summary.record, ok);
       summary.cases.push_back(ok);
     }
-    std::cout << "fuzz: " << rounds_run << " rounds, " << checked << " cases, " << failures << " failures";
-    if (!files.empty()) std::cout << ", " << files.size() << " case files in " << args->out;
-    std::cout << "\n";
     if (!args->report_dir.empty()) report::write_reports(summary, args->report_dir);
-    return failures == 0 ? 0 : 1;
+    return close_run(summary);
   };
 }
 

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   const kvc::cli::Runner explain = kvc::cli::add_explain_command(app);
   const kvc::cli::Runner golden = kvc::cli::add_golden_command(app);
   const kvc::cli::Runner engine = kvc::cli::add_engine_command(app);
+  const kvc::cli::Runner merge = kvc::cli::add_merge_command(app);
   // Every command that loads case files can lift the size caps (cases/README.md "Size caps").
   bool allow_large = false;
   for (const char* name : {"run", "replay", "explain", "golden"})
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("explain")) return explain();
     if (app.got_subcommand("golden")) return golden();
     if (app.got_subcommand("engine")) return engine();
+    if (app.got_subcommand("merge")) return merge();
   } catch (const std::invalid_argument& e) {
     std::cerr << "kvconform: " << e.what() << "\n";
     return 2;

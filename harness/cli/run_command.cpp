@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli_util.h"
+#include "closing.h"
 #include "commands.h"
 #include "kvconform/backends.h"
 #include "kvcgen/campaign.h"
@@ -47,6 +48,7 @@ struct RunArgs {
   std::vector<std::string> backend_cmds;  // kernels in worker processes (subprocess_backend.h)
   double backend_timeout = 10;
   int max_worker_failures = 0;  // 0: never give up
+  std::string shard, shard_count;  // docs/sharding.md
 };
 
 // `id` as an ECMAScript regular expression that matches exactly it.
@@ -202,6 +204,7 @@ Runner add_run_command(CLI::App& app) {
   run->add_option("--case-results", args->case_results,
                   "Also write each case's status and lines into its own file in this folder (emptied first), for a "
                   "test runner that names every case while one process runs them (ctest's case/<id> tests)");
+  add_shard_options(run, args->shard, args->shard_count, "selected cases");
   run->add_flag("-v,--verbose", args->verbose, "Also print details of passing cases (largest numerical errors)");
   run->add_flag("--allow-nothing-checked", args->allow_nothing_checked,
                 "Exit 0 even when every selected case was skipped (by default a run that checked nothing fails)");
@@ -244,7 +247,18 @@ Runner add_run_command(CLI::App& app) {
     if (args->golden_only) suites = {"golden"};
     if (args->properties_only) suites = {"property"};
     const Selection selection = Selection::make(args->filter, suites, args->case_regex, args->property);
-    const auto select = [&](const std::string& id) { return selection(id); };
+    // A shard runs the selected cases k with k % count == index, k counting every selected id in
+    // run order (docs/sharding.md); each case keeps k as its ordinal, the order merged shards take.
+    const Shard shard = resolve_shard(args->shard, args->shard_count);
+    std::map<std::string, int64_t> ordinal_of;
+    int64_t selected_ids = 0;
+    const auto select = [&](const std::string& id) {
+      if (!selection(id)) return false;
+      const int64_t k = selected_ids++;
+      if (k % shard.count != shard.index) return false;
+      ordinal_of[id] = k;
+      return true;
+    };
     int listed = 0;
     auto list = [&](const std::vector<report::CaseResult>& results) {
       for (const report::CaseResult& r : results) std::cout << report::case_id(r) << "\n";
@@ -434,12 +448,24 @@ Runner add_run_command(CLI::App& app) {
         summary.cases.push_back(std::move(r));
       }
     }
-    if (args->list ? listed == 0 : summary.cases.empty())
+    // A shard may hold none of the selected cases (more shards than cases): its empty report still
+    // merges; the filters matching nothing at all is bad usage.
+    if (args->list ? listed == 0 && selected_ids == 0 : summary.cases.empty() && selected_ids == 0)
       throw std::invalid_argument("nothing to run: the filters match no case");
     if (args->list) return 0;
+    // A result of an id the selection never saw (a foreign check that raised) stays after the case before it.
+    int64_t last_ordinal = 0;
+    for (report::CaseResult& r : summary.cases) {
+      const auto it = ordinal_of.find(report::case_id(r));
+      r.ordinal = last_ordinal = it == ordinal_of.end() ? last_ordinal : it->second;
+    }
+    summary.record.subcommand = "run";
+    summary.record.build = build_id();
+    summary.record.shard_index = shard.index;
+    summary.record.shard_count = shard.count;
     // Reports: written before the closing line, announced on stderr so stdout stays as it was.
     if (!args->no_report) {
-      summary.command = command_line();
+      summary.command = report_command();
       report::ReportOptions report_options;
       if (args->timings)
         report_options.timings = report::Timings{
@@ -447,18 +473,8 @@ Runner add_run_command(CLI::App& app) {
       report::write_reports(summary, args->report_dir, report_options);
       std::cerr << "reports: " << args->report_dir << "/{junit.xml,summary.json,summary.md,report.html}\n";
     }
-    const int failed = summary.count(report::Status::Fail), skipped = summary.count(report::Status::Skipped);
-    const int passed = static_cast<int>(summary.cases.size()) - failed - skipped;  // deviations reproduced count as checked
-    std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped";
-    if (int d = summary.count(report::Status::Deviation)) std::cout << " (" << d << " upstream deviations reproduced)";
-    std::cout << "\n";
-    if (failed) return 1;
-    if (passed == 0 && !args->allow_nothing_checked) {
-      std::cout << "nothing was checked: every one of the " << skipped
-                << " selected cases was skipped (see their reasons above); --allow-nothing-checked accepts that\n";
-      return 1;
-    }
-    return 0;
+    summary.command = report_command();  // close_run reads --allow-nothing-checked from it
+    return close_run(summary);
   };
 }
 

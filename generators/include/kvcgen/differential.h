@@ -57,6 +57,8 @@ struct Summary {
   int workers = 1;
   std::vector<std::string> saved;  // case files written for disagreements
   std::vector<std::string> messages;
+  std::vector<std::string> scenarios, verdicts;  // each disagreement's sequence ("diff_<seed>_<i>") and verdict
+  std::vector<int64_t> indices;  // each disagreement's sequence index i (in increasing order)
 };
 
 Summary run(const Options& options);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvc::report {
@@ -48,6 +49,10 @@ struct CaseResult {
   // A shrunk random failure's RapidCheck reproduce string (`--reproduce`), empty otherwise; the
   // reproduce line carries it.
   std::string replay;
+  // The case's place in the unsharded run of a command that shards (docs/sharding.md): `kvconform
+  // merge` orders the shards' cases by it. Negative: a case every shard contributes to (a
+  // campaign's pass line, rebuilt from the summed counters) or a command that does not shard.
+  int64_t ordinal = -1;
 };
 
 // The margin to the bound, where both are known: bound - error (positive: passed with that much
@@ -63,10 +68,29 @@ inline double margin_ratio(const CaseResult& r) { return r.error / r.bound; }
 //   plugin/<plugin>/<case>/<dtype>   engine/<engine>/<model>/<plan>
 std::string case_id(const CaseResult& r);
 
+// What a run of a sharding command was (docs/sharding.md), so that `kvconform merge` combines only
+// shards of one run: the same subcommand, build, command (without the flags that only pick the
+// shard or the report folder), seed and shard count.
+struct RunRecord {
+  std::string subcommand;  // "run", "fuzz", "engine", "differential"; empty: nothing recorded (not mergeable)
+  std::string build;       // the binary's build id: its commit, "+dirty.<hash of the diff>" for local changes
+  int64_t shard_index = 0, shard_count = 1;
+  // Tallies of work a report has no case for (fuzz rounds, cases per property, differential
+  // sequences per version), in a fixed order; merging sums them.
+  std::vector<std::pair<std::string, int64_t>> counters;
+  std::vector<std::string> files;  // case files the run wrote, sorted (merging takes the union)
+  int64_t counter(const std::string& name) const {
+    for (const auto& [key, value] : counters)
+      if (key == name) return value;
+    return 0;
+  }
+};
+
 struct RunSummary {
   std::string tool_version;            // "kvconform 0.1.0"
   std::string command;                 // the command line, for reproduction
   uint64_t seed = 0;
+  RunRecord record;
   std::vector<CaseResult> cases;       // in run order; reports must be byte-identical for the same inputs
   int count(Status s) const;
 };

@@ -176,6 +176,8 @@ std::string report_html(const RunSummary& run, const ReportOptions& options) {
   os << "<style>" << kStyle << "</style>\n</head>\n<body>\n";
   os << "<header>\n<h1>kvconform report</h1>\n<p class=\"meta\">" << esc(run.tool_version) << " &#183; seed <code>"
      << run.seed << "</code>";
+  if (run.record.shard_count > 1)
+    os << " &#183; shard " << run.record.shard_index << " of " << run.record.shard_count;
   if (options.timings) {
     char buf[64];
     std::snprintf(buf, sizeof buf, " &#183; wall time %.1f s", options.timings->total_seconds);

@@ -1,6 +1,8 @@
 // summary.json: totals, per-backend counts and every case (format documented in docs/cli.md).
 #include <nlohmann/json.hpp>
 
+#include <stdexcept>
+
 #include "kvconform/report.h"
 
 namespace kvc::report {
@@ -31,6 +33,18 @@ std::string summary_json(const RunSummary& run, const ReportOptions& options) {
   j["tool_version"] = run.tool_version;
   j["command"] = run.command;
   j["seed"] = run.seed;
+  if (!run.record.subcommand.empty()) {
+    const RunRecord& r = run.record;
+    Json record;
+    record["subcommand"] = r.subcommand;
+    record["build"] = r.build;
+    record["shard"] = {{"index", r.shard_index}, {"count", r.shard_count}};
+    Json counters = Json::object();
+    for (const auto& [key, value] : r.counters) counters[key] = value;
+    record["counters"] = counters;
+    record["files"] = r.files;
+    j["run"] = record;
+  }
   j["ok"] = run.count(Status::Fail) == 0;
   j["totals"] = counts(run, nullptr);
   Json backends = Json::array();
@@ -75,6 +89,7 @@ std::string summary_json(const RunSummary& run, const ReportOptions& options) {
       masks.push_back(p);
     }
     e["masks"] = masks;
+    if (c.ordinal >= 0) e["ordinal"] = c.ordinal;
     if (options.timings && i < options.timings->case_seconds.size() && options.timings->case_seconds[i] >= 0)
       e["seconds"] = options.timings->case_seconds[i];
     cases.push_back(e);
@@ -82,6 +97,141 @@ std::string summary_json(const RunSummary& run, const ReportOptions& options) {
   j["cases"] = cases;
   // Invalid UTF-8 in a message becomes U+FFFD instead of an exception.
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+namespace {
+// A field of summary.json with the type the writer gives it; std::invalid_argument names the file
+// and the JSON pointer otherwise.
+class Reader {
+ public:
+  explicit Reader(std::string where) : where_(std::move(where)) {}
+  [[noreturn]] void fail(const std::string& pointer, const std::string& problem) const {
+    throw std::invalid_argument(where_ + ": " + pointer + ": " + problem);
+  }
+  const nlohmann::json& at(const nlohmann::json& j, const std::string& pointer, const char* key) const {
+    if (!j.is_object() || !j.contains(key)) fail(pointer, std::string("missing \"") + key + "\"");
+    return j[key];
+  }
+  std::string string(const nlohmann::json& j, const std::string& pointer, const char* key) const {
+    const nlohmann::json& v = at(j, pointer, key);
+    if (!v.is_string()) fail(pointer + "/" + key, "not a string");
+    return v.get<std::string>();
+  }
+  int64_t integer(const nlohmann::json& j, const std::string& pointer, const char* key) const {
+    const nlohmann::json& v = at(j, pointer, key);
+    if (!v.is_number_integer()) fail(pointer + "/" + key, "not an integer");
+    return v.get<int64_t>();
+  }
+  // A number or null (null: -1, "none measured").
+  double number_or_null(const nlohmann::json& j, const std::string& pointer, const char* key) const {
+    const nlohmann::json& v = at(j, pointer, key);
+    if (v.is_null()) return -1;
+    if (!v.is_number()) fail(pointer + "/" + key, "not a number or null");
+    return v.get<double>();
+  }
+  const nlohmann::json& array(const nlohmann::json& j, const std::string& pointer, const char* key) const {
+    const nlohmann::json& v = at(j, pointer, key);
+    if (!v.is_array()) fail(pointer + "/" + key, "not an array");
+    return v;
+  }
+
+ private:
+  std::string where_;
+};
+
+Status parse_status(const Reader& in, const std::string& text, const std::string& pointer) {
+  for (Status s : {Status::Pass, Status::Fail, Status::Deviation, Status::Skipped})
+    if (text == to_string(s)) return s;
+  in.fail(pointer, "status \"" + text + "\" is none of OK, FAIL, DEVIATION, SKIP");
+}
+}  // namespace
+
+ReadSummary read_summary_json(std::string_view text, const std::string& where) {
+  const Reader in(where);
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) in.fail("", "not a JSON object");
+  if (const std::string format = in.string(j, "", "format"); format != kSummaryFormat)
+    in.fail("/format", "\"" + format + "\", expected \"" + kSummaryFormat + "\"");
+  ReadSummary out;
+  RunSummary& run = out.run;
+  run.tool_version = in.string(j, "", "tool_version");
+  run.command = in.string(j, "", "command");
+  const nlohmann::json& seed = in.at(j, "", "seed");
+  if (!seed.is_number_unsigned() && !(seed.is_number_integer() && seed.get<int64_t>() >= 0))
+    in.fail("/seed", "not an integer >= 0");
+  run.seed = seed.get<uint64_t>();
+  if (j.contains("run")) {
+    const nlohmann::json& r = j["run"];
+    RunRecord& record = run.record;
+    record.subcommand = in.string(r, "/run", "subcommand");
+    record.build = in.string(r, "/run", "build");
+    const nlohmann::json& shard = in.at(r, "/run", "shard");
+    record.shard_index = in.integer(shard, "/run/shard", "index");
+    record.shard_count = in.integer(shard, "/run/shard", "count");
+    if (record.shard_count < 1 || record.shard_index < 0 || record.shard_index >= record.shard_count)
+      in.fail("/run/shard", "index " + std::to_string(record.shard_index) + " of count " +
+                                std::to_string(record.shard_count) + " is not 0 <= index < count");
+    if (!in.at(r, "/run", "counters").is_object()) in.fail("/run/counters", "not an object");
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text, nullptr, false);  // counters keep their order
+    const nlohmann::ordered_json& counters = ordered["run"]["counters"];
+    for (const auto& [key, value] : counters.items()) {
+      if (!value.is_number_integer()) in.fail("/run/counters/" + key, "not an integer");
+      record.counters.emplace_back(key, value.get<int64_t>());
+    }
+    const nlohmann::json& files = in.array(r, "/run", "files");
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (!files[i].is_string()) in.fail("/run/files/" + std::to_string(i), "not a string");
+      record.files.push_back(files[i].get<std::string>());
+    }
+  }
+  if (j.contains("total_seconds")) out.timings = Timings{in.number_or_null(j, "", "total_seconds"), {}};
+  const nlohmann::json& cases = in.array(j, "", "cases");
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string at = "/cases/" + std::to_string(i);
+    const nlohmann::json& e = cases[i];
+    CaseResult c;
+    c.suite = in.string(e, at, "suite");
+    c.name = in.string(e, at, "name");
+    c.params = in.string(e, at, "params");
+    c.backend = in.string(e, at, "backend");
+    c.dtype = in.string(e, at, "dtype");
+    c.status = parse_status(in, in.string(e, at, "status"), at + "/status");
+    c.message = in.string(e, at, "message");
+    c.detail = in.string(e, at, "detail");
+    c.reproduce = in.string(e, at, "reproduce");
+    const nlohmann::json& policy = in.at(e, at, "policy");
+    if (!policy.is_null() && !policy.is_string()) in.fail(at + "/policy", "not a string or null");
+    c.policy = policy.is_null() ? "" : policy.get<std::string>();
+    c.bound = in.number_or_null(e, at, "bound");
+    c.error = in.number_or_null(e, at, "error");
+    const nlohmann::json& masks = in.array(e, at, "masks");
+    for (size_t m = 0; m < masks.size(); ++m) {
+      const std::string mat = at + "/masks/" + std::to_string(m);
+      MaskPicture p;
+      p.title = in.string(masks[m], mat, "title");
+      p.layer_type = in.string(masks[m], mat, "layer_type");
+      p.window = in.integer(masks[m], mat, "window");
+      p.kv_offset = in.integer(masks[m], mat, "kv_offset");
+      p.kv_length = in.integer(masks[m], mat, "kv_length");
+      for (const nlohmann::json& q : in.array(masks[m], mat, "query_positions")) {
+        if (!q.is_number_integer()) in.fail(mat + "/query_positions", "not integers");
+        p.query_positions.push_back(q.get<int64_t>());
+      }
+      for (const nlohmann::json& row : in.array(masks[m], mat, "rows")) {
+        if (!row.is_string()) in.fail(mat + "/rows", "not strings");
+        p.rows.push_back(row.get<std::string>());
+      }
+      c.masks.push_back(std::move(p));
+    }
+    if (e.contains("ordinal")) c.ordinal = in.integer(e, at, "ordinal");
+    // The id and title are derived fields: a file whose id does not follow from its fields was
+    // edited or written by something else.
+    if (const std::string id = in.string(e, at, "id"); id != case_id(c))
+      in.fail(at + "/id", "\"" + id + "\" is not the id of its fields (\"" + case_id(c) + "\")");
+    if (out.timings) out.timings->case_seconds.push_back(e.contains("seconds") ? in.number_or_null(e, at, "seconds") : -1);
+    run.cases.push_back(std::move(c));
+  }
+  return out;
 }
 
 }  // namespace kvc::report

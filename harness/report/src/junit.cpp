@@ -55,6 +55,8 @@ std::string junit_xml(const RunSummary& run, const ReportOptions& options) {
     property(os, "      ", "tool_version", run.tool_version);
     property(os, "      ", "command", run.command);
     property(os, "      ", "seed", std::to_string(run.seed));
+    if (run.record.shard_count > 1)  // one shard's part of a run (docs/sharding.md): kvconform merge combines them
+      property(os, "      ", "shard", std::to_string(run.record.shard_index) + "/" + std::to_string(run.record.shard_count));
     os << "    </properties>\n";
     for (size_t i = 0; i < run.cases.size(); ++i) {
       const CaseResult& c = run.cases[i];

@@ -104,6 +104,8 @@ std::string summary_markdown(const RunSummary& run, const ReportOptions& options
      << " | " << run.seed << " |\n\n";
   if (!run.command.empty()) os << "Command:\n\n" << fenced(run.command, "sh") << "\n";
   if (!run.tool_version.empty()) os << "Tool: " << cell(run.tool_version);
+  if (run.record.shard_count > 1)
+    os << "; shard " << run.record.shard_index << " of " << run.record.shard_count << " (`kvconform merge` combines them)";
   if (options.timings) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "; wall time %.1f s", options.timings->total_seconds);

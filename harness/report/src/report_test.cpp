@@ -197,5 +197,78 @@ TEST(WriteReports, UnwritableFolderThrows) {
   EXPECT_THROW(write_reports(sample_summary(), dir.string()), std::runtime_error);
 }
 
+// A shard's summary.json read back (read_summary_json, what `kvconform merge` reads) renders every
+// report byte for byte as the summary it was written from: merge needs no second parser.
+RunSummary sharded_sample() {
+  RunSummary run = sample_summary();
+  run.record.subcommand = "fuzz";
+  run.record.build = "0123456789ab+dirty.feedfacecafe";
+  run.record.shard_index = 1;
+  run.record.shard_count = 3;
+  run.record.counters = {{"rounds", 2}, {"cases/zeta", 7}, {"cases/alpha", 9}};  // kept in this order, not sorted
+  run.record.files = {"cases/regressions/fuzz_a.json"};
+  for (size_t i = 0; i < run.cases.size(); ++i) run.cases[i].ordinal = i == 2 ? -1 : static_cast<int64_t>(10 * i);
+  return run;
+}
+
+TEST(ShardReport, ReadBackRendersTheSameBytes) {
+  const RunSummary run = sharded_sample();
+  ReportOptions timed;
+  timed.timings = Timings{2.5, {0.25, -1, 0.5, 1e-7}};
+  for (const ReportOptions& options : {ReportOptions{}, timed}) {
+    const std::string json = summary_json(run, options);
+    const ReadSummary back = read_summary_json(json, "shard/summary.json");
+    ReportOptions again;
+    again.timings = back.timings;
+    EXPECT_EQ(back.timings.has_value(), options.timings.has_value());
+    EXPECT_EQ(summary_json(back.run, again), json);
+    EXPECT_EQ(junit_xml(back.run, again), junit_xml(run, options));
+    EXPECT_EQ(summary_markdown(back.run, again), summary_markdown(run, options));
+    EXPECT_EQ(report_html(back.run, again), report_html(run, options));
+  }
+  const ReadSummary back = read_summary_json(summary_json(run), "x");
+  EXPECT_EQ(back.run.record.counters, run.record.counters);
+  EXPECT_EQ(back.run.cases[1].ordinal, 10);
+  EXPECT_EQ(back.run.cases[2].ordinal, -1);
+  // A shard says it is one, in every format; the whole run (count 1) does not.
+  EXPECT_NE(junit_xml(run).find("<property name=\"shard\" value=\"1/3\"/>"), std::string::npos);
+  EXPECT_NE(summary_markdown(run).find("shard 1 of 3"), std::string::npos);
+  EXPECT_NE(report_html(run).find("shard 1 of 3"), std::string::npos);
+  RunSummary whole = run;
+  whole.record.shard_index = 0;
+  whole.record.shard_count = 1;
+  EXPECT_EQ(junit_xml(whole).find("name=\"shard\""), std::string::npos);
+  EXPECT_EQ(summary_markdown(whole).find("shard 0 of 1"), std::string::npos);
+}
+
+TEST(ShardReport, ReadingNamesTheFileAndTheField) {
+  const std::string json = summary_json(sharded_sample());
+  const auto error_of = [](const std::string& text) {
+    try {
+      read_summary_json(text, "dir/summary.json");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const auto edited = [&](const std::string& from, const std::string& to) {
+    std::string s = json;
+    const size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return s.replace(at, from.size(), to);
+  };
+  EXPECT_EQ(error_of("not json"), "dir/summary.json: : not a JSON object");
+  EXPECT_EQ(error_of(edited("kvconform-summary-v1", "kvconform-summary-v0")),
+            "dir/summary.json: /format: \"kvconform-summary-v0\", expected \"kvconform-summary-v1\"");
+  EXPECT_EQ(error_of(edited("\"status\": \"FAIL\"", "\"status\": \"BROKEN\"")),
+            "dir/summary.json: /cases/1/status: status \"BROKEN\" is none of OK, FAIL, DEVIATION, SKIP");
+  EXPECT_EQ(error_of(edited("\"index\": 1", "\"index\": 3")),
+            "dir/summary.json: /run/shard: index 3 of count 3 is not 0 <= index < count");
+  EXPECT_EQ(error_of(edited("\"suite\": \"golden\"", "\"suite\": 5")), "dir/summary.json: /cases/2/suite: not a string");
+  EXPECT_EQ(error_of(edited("\"name\": \"stored_rows\"", "\"name\": \"other\"")).substr(0, 48),
+            "dir/summary.json: /cases/0/id: \"property/stored_");
+  EXPECT_EQ(error_of(edited("\"rounds\": 2", "\"rounds\": \"2\"")), "dir/summary.json: /run/counters/rounds: not an integer");
+}
+
 }  // namespace
 }  // namespace kvc::report

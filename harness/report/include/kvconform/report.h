@@ -26,6 +26,16 @@ struct ReportOptions {
 // The JSON summary's "format" value; bump it when a field changes meaning.
 inline constexpr const char* kSummaryFormat = "kvconform-summary-v1";
 
+// summary.json read back into the RunSummary (and timings) it was written from: the inverse of
+// summary_json for every field a report is rendered from (`replay` is not written; the reproduce
+// line carries it). `kvconform merge` reads shards with it. Throws std::invalid_argument naming
+// `where` (the file) and the JSON pointer of a missing or mistyped field.
+struct ReadSummary {
+  RunSummary run;
+  std::optional<Timings> timings;
+};
+ReadSummary read_summary_json(std::string_view text, const std::string& where);
+
 // The file names write_reports produces, in the order they are written.
 std::vector<std::string> report_files();  // junit.xml, summary.json, summary.md, report.html
 
