@@ -884,7 +884,7 @@ TEST(Cli, MergedShardsOfTheDifferentialCampaignEqualTheUnshardedRun) {
       GTEST_SKIP() << "golden environment " << v << " not built (bash golden/setup_env.sh " << v << ")";
   const fs::path out = scratch("merge_differential_cases");
   const std::string base = std::string("fuzz --differential --iterations 2 --workers 1 --root ") + KVC_SOURCE_DIR +
-                           " --version 4.57.6 --version 5.24.0 --reference-release 5.24.0 --out '" + out.string() + "'";
+                           " --release 4.57.6 --release 5.24.0 --reference-release 5.24.0 --out '" + out.string() + "'";
   EXPECT_EQ(expect_merge_equals_unsharded("differential", base, {2}), 1);
   const nlohmann::json merged = nlohmann::json::parse(slurp(scratch_root() / "merge_differential/merged2/summary.json"));
   EXPECT_EQ(merged["run"]["counters"]["sequences/5.24.0"], 2);
