@@ -1,6 +1,6 @@
 # vLLM's and SGLang's Triton attention kernels under Triton's interpreter (plugins/triton/NOTES.md),
 # each in the cache venv of `bash plugins/triton/setup_env.sh` (torch 2.13.0 CPU + triton 3.9.0 and the
-# kernels' sources, about 60 s and 900 MB; not installed by CI): without it, skipped (77). Label: plugin.
+# kernels' sources: 2.0 GB, about 4 minutes to install on a loaded machine; CI installs it, .ci/run): without it, skipped (77). Label: plugin.
 # The interpreter runs a case of the built-in patterns in 1 to 2 s, so each test judges a few of them,
 # chosen for what it shows; the numerics cases (4096 keys: 20 s each) are in the measured results only.
 # tests/check_run.py (plugins/python) asserts the exit code and the output lines (in order).
