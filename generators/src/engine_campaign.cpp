@@ -140,7 +140,7 @@ CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std
   int passes = 0, skips = 0;
   double bound = 0;
   const auto check = [&](const Draw& draw, bool shrinking) -> std::optional<report::CaseResult> {
-    const Plan plan = plan_from_draw(model.config.name, draw, model.config.vocab, model.config.sliding_window, o.seed, operations);
+    const Plan plan = plan_from_draw(model.config.name, draw, model.config.vocab, model.config.local_span(), o.seed, operations);
     report::CaseResult c;
     try {
       c = check_plan(engine, model, model_dir, plan, o.check);
@@ -166,7 +166,7 @@ CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std
     return out;
   }
   r.status = report::Status::Fail;
-  Plan shrunk = plan_from_draw(model.config.name, *found.failing, model.config.vocab, model.config.sliding_window, o.seed, operations);
+  Plan shrunk = plan_from_draw(model.config.name, *found.failing, model.config.vocab, model.config.local_span(), o.seed, operations);
   shrunk.name = "campaign-shrunk";
   r.message = "shrunk to " + std::to_string(shrunk.steps.size()) + " steps: " + found.failure->message;
   r.detail = found.failure->detail;

@@ -266,7 +266,7 @@ Runner add_engine_command(CLI::App& app) {
             if (p.model == m) plans.push_back(p);
         } else if (a->plans != "campaign") {
           const engine::Model& model = model_of(m);
-          plans = engine::fixed_plans(m, model.config.sliding_window, model.config.vocab);
+          plans = engine::fixed_plans(m, model.config.local_span(), model.config.vocab);
         }
         for (const engine::Plan& p : plans) {
           const std::string id = "engine/" + name + "/" + m + "/" + p.name;

@@ -170,10 +170,17 @@ def mutated_window(window: int, mutant: str) -> Optional[int]:
 def mutate_hf_config(cfg: Any, mutant: str) -> Any:
     """Tells a transformers config (a PretrainedConfig) the adapter mutant's window, in place, and
     returns it: sliding_window W+-1, or every layer full attention (layer_types all full where the
-    config has them, else no sliding_window)."""
-    window = mutated_window(cfg.sliding_window, mutant)
+    config has them, else no sliding_window); on a chunked model without a window (llama4),
+    attention_chunk_size C+-1, or no chunking."""
     if mutant == "none" or mutant in OPERATION_MUTANTS:
         return cfg
+    chunk = getattr(cfg, "attention_chunk_size", None)
+    if chunk and not getattr(cfg, "sliding_window", None):
+        # A chunked model (llama4): the mutants tell it a wrong chunk, or no chunking.
+        cfg.attention_chunk_size = mutated_window(chunk, mutant) or 1 << 30
+        return cfg
+    sliding = getattr(cfg, "sliding_window", None)
+    window = mutated_window(sliding, mutant) if sliding else None
     if window is not None:
         cfg.sliding_window = window
     elif getattr(cfg, "layer_types", None) is not None:

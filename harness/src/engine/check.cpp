@@ -245,7 +245,7 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
   const ModelConfig& c = model.config;
   int64_t tokens = 0;
   for (const PlanStep& s : plan.steps) tokens += static_cast<int64_t>(new_positions(s, {}).size());
-  r.params = "W=" + std::to_string(c.sliding_window) + ",steps=" + std::to_string(plan.steps.size()) + ",tokens=" + std::to_string(tokens);
+  r.params = (c.sliding_window > 0 || c.chunk_size == 0 ? "W=" : "C=") + std::to_string(c.local_span()) + ",steps=" + std::to_string(plan.steps.size()) + ",tokens=" + std::to_string(tokens);
   if (engine.spec().mutant != "none") r.params += ",mutant=" + engine.spec().mutant;
   const std::string id = report::case_id(r);
   auto finish = [&](report::Status st, std::string msg) {

@@ -155,6 +155,13 @@ int main() {
           else if (mutant == "full") st.options.windows.push_back(0);
           else throw std::invalid_argument("unknown mutant \"" + mutant + "\"");
         }
+        // The same mutants on chunked layers: the chunk told one too large or small, or no chunking.
+        for (int64_t c : st.model->config.chunks) {
+          if (mutant == "window+1") st.options.chunks.push_back(c > 0 ? c + 1 : 0);
+          else if (mutant == "window-1") st.options.chunks.push_back(c > 1 ? c - 1 : c);
+          else if (mutant == "full") st.options.chunks.push_back(0);
+          else st.options.chunks.push_back(c);
+        }
         send({{"status", "ok"}, {"vocab", st.model->config.vocab}});
       } else if (op == "extend") {
         send_logits(st, st.seq(h.at("seq")).extend(h.at("tokens").get<std::vector<int32_t>>()));

@@ -89,6 +89,9 @@ struct ModelConfig {
   MoeConfig moe;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
+  // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
+  // layers are all chunked (llama4); 0 for a model with full attention only.
+  int64_t local_span() const { return sliding_window > 0 ? sliding_window : chunk_size; }
   bool rope(int64_t layer) const { return rope_layers.empty() || rope_layers[static_cast<size_t>(layer)]; }
 };
 
