@@ -72,6 +72,18 @@ def table(phases, times, labels):
     return "\n".join(lines) + "\n"
 
 
+def replace_block(path, begin, end, text):
+    """Replaces what stands between the markers begin and end in the file at path, atomically."""
+    doc = open(path).read()
+    m = re.search(re.escape(begin) + r".*?" + re.escape(end), doc, re.S)
+    if not m:
+        sys.exit(f"{path}: no {begin} ... {end} block to replace")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(doc[: m.start()] + begin + "\n" + text + end + doc[m.end():])
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--phases", default="build/ci-phases.tsv")
@@ -88,15 +100,7 @@ def main():
     if not a.update:
         sys.stdout.write(text)
         return 0
-    doc = open(a.update).read()
-    m = re.search(re.escape(BEGIN) + r".*?" + re.escape(END), doc, re.S)
-    if not m:
-        sys.exit(f"{a.update}: no {BEGIN} ... {END} block to replace")
-    new = doc[: m.start()] + BEGIN + "\n" + text + END + doc[m.end():]
-    tmp = a.update + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(new)
-    os.replace(tmp, a.update)
+    replace_block(a.update, BEGIN, END, text)
     return 0
 
 

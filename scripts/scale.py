@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 
+from ci_minutes import replace_block  # scripts/ is on sys.path when this runs as a script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEGIN, END = "<!-- scale:begin -->", "<!-- scale:end -->"
 
@@ -125,13 +127,7 @@ def main():
     if not a.update:
         sys.stdout.write(text)
         return 0
-    doc = open(a.update).read()
-    m = re.search(re.escape(BEGIN) + r".*?" + re.escape(END), doc, re.S)
-    if not m:
-        sys.exit(f"{a.update}: no {BEGIN} ... {END} block to replace")
-    tmp = a.update + ".tmp"
-    open(tmp, "w").write(doc[: m.start()] + BEGIN + "\n" + text + END + doc[m.end():])
-    os.replace(tmp, a.update)
+    replace_block(a.update, BEGIN, END, text)
     return 0
 
 
