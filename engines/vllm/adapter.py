@@ -88,6 +88,19 @@ def _int_option(options, key, lo):
     return v
 
 
+@contextlib.contextmanager
+def _refusal():
+    """vLLM's refusals of a configuration become Unsupported (a SKIP with its message). Measured: a model
+    with no sliding layer refuses block_size 16 (`No common block size for 16 (CPU_ATTN:
+    [MultipleOf(32)])`), while models with sliding layers run with it."""
+    try:
+        yield
+    except ValueError as e:
+        if "No common block size" in str(e):
+            raise Unsupported(f"vLLM refused the model: {e}") from e
+        raise
+
+
 class VllmEngine(Engine):
     name = "vllm"
     version = vllm.__version__
@@ -120,7 +133,7 @@ class VllmEngine(Engine):
         if self.llm is None or self.key != key or self.model_len < model_len:
             self._drop()
             start = time.monotonic()
-            with contextlib.redirect_stdout(sys.stderr):
+            with contextlib.redirect_stdout(sys.stderr), _refusal():
                 self.llm = LLM(
                     model=model_dir, skip_tokenizer_init=True, dtype="float32", enforce_eager=True, seed=0,
                     max_model_len=model_len, block_size=opts["block_size"],
