@@ -47,7 +47,9 @@ Options (an unknown key is an error naming it):
   hybrid_kv_cache       true (default) | false: vLLM's hybrid KV cache manager (sliding-window layers
                         in their own KV cache group that frees blocks past the window) or not
                         (disable_hybrid_kv_cache_manager: every layer keeps every block)
-  block_size            int (default 16): the KV cache block (page) size in tokens
+  block_size            int (default 16): the KV cache block (page) size in tokens; where vLLM refuses it
+                        (a model without sliding layers: its CPU attention then wants a multiple of 32)
+                        the adapter takes the size vLLM names, and says so on stderr
 
 Mutants: window+1 / window-1 / full change the Hugging Face config vLLM loads
 (`hf_overrides=kvconform.mutate_hf_config`); fork-prefix forks one token short, spec-rollback drops
@@ -58,6 +60,7 @@ wrong).
 import contextlib
 import gc
 import os
+import re
 import sys
 import time
 
@@ -88,17 +91,12 @@ def _int_option(options, key, lo):
     return v
 
 
-@contextlib.contextmanager
-def _refusal():
-    """vLLM's refusals of a configuration become Unsupported (a SKIP with its message). Measured: a model
-    with no sliding layer refuses block_size 16 (`No common block size for 16 (CPU_ATTN:
-    [MultipleOf(32)])`), while models with sliding layers run with it."""
-    try:
-        yield
-    except ValueError as e:
-        if "No common block size" in str(e):
-            raise Unsupported(f"vLLM refused the model: {e}") from e
-        raise
+def _block_refused(error):
+    """The block size vLLM asks for when it refuses the configured one, else None. Measured: a model with
+    no sliding layer (and the `full` mutant) refuses 16 (`No common block size for 16 (CPU_ATTN:
+    [MultipleOf(32)])`), while models with sliding layers run with 16-token blocks."""
+    m = re.search(r"No common block size for \d+ \(CPU_ATTN: \[MultipleOf\((\d+)\)\]\)", str(error))
+    return int(m.group(1)) if m else None
 
 
 class VllmEngine(Engine):
@@ -133,17 +131,15 @@ class VllmEngine(Engine):
         if self.llm is None or self.key != key or self.model_len < model_len:
             self._drop()
             start = time.monotonic()
-            with contextlib.redirect_stdout(sys.stderr), _refusal():
-                self.llm = LLM(
-                    model=model_dir, skip_tokenizer_init=True, dtype="float32", enforce_eager=True, seed=0,
-                    max_model_len=model_len, block_size=opts["block_size"],
-                    enable_prefix_caching=opts["prefix_caching"],
-                    enable_chunked_prefill=True,
-                    max_num_batched_tokens=max(opts["max_num_batched_tokens"], 1),
-                    max_num_seqs=8,
-                    disable_hybrid_kv_cache_manager=not opts["hybrid_kv_cache"],
-                    logprobs_mode="raw_logits", max_logprobs=-1,
-                    hf_overrides=(lambda cfg: mutate_hf_config(cfg, window_mutant)))
+            try:
+                self.llm = self._build(model_dir, opts, model_len, window_mutant, opts["block_size"])
+            except ValueError as e:
+                block = _block_refused(e)
+                if block is None:
+                    raise
+                print(f"vllm adapter: vLLM refused block_size {opts['block_size']} ({e}); using {block}",
+                      file=sys.stderr, flush=True)
+                self.llm = self._build(model_dir, opts, model_len, window_mutant, block)
             self.key, self.model_len = key, model_len
             self.scheduler = self._scheduler()
             self.budget = self.scheduler.max_num_scheduled_tokens
@@ -153,6 +149,19 @@ class VllmEngine(Engine):
         self.reset()
         self.vocab = int(self.llm.llm_engine.model_config.get_vocab_size())
         return self.vocab
+
+    def _build(self, model_dir, opts, model_len, window_mutant, block_size):
+        with contextlib.redirect_stdout(sys.stderr):
+            return LLM(
+                model=model_dir, skip_tokenizer_init=True, dtype="float32", enforce_eager=True, seed=0,
+                max_model_len=model_len, block_size=block_size,
+                enable_prefix_caching=opts["prefix_caching"],
+                enable_chunked_prefill=True,
+                max_num_batched_tokens=max(opts["max_num_batched_tokens"], 1),
+                max_num_seqs=8,
+                disable_hybrid_kv_cache_manager=not opts["hybrid_kv_cache"],
+                logprobs_mode="raw_logits", max_logprobs=-1,
+                hf_overrides=(lambda cfg: mutate_hf_config(cfg, window_mutant)))
 
     def _drop(self):
         if self.llm is not None:
