@@ -243,10 +243,11 @@ class VllmEngine(Engine):
 
     def rollback(self, seq, n):
         s = self.seqs.get(seq, [])
-        drop = n + 1 if self.mutant == "spec-rollback" and self._in_spec else n
-        if drop > len(s):
+        if n > len(s):
             raise ValueError(f"rollback of {n} tokens: sequence {seq} has {len(s)}")
-        self.seqs[seq] = s[:len(s) - drop]
+        if self.mutant == "spec-rollback" and self._in_spec:
+            n = min(n + 1, len(s))  # the mutant: one token more than the cycle rejected, where there is one
+        self.seqs[seq] = s[:len(s) - n]
 
     _in_spec = False
 
