@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""vLLM CPU's gpt-oss in float32 answers logits of ~1e24 (standalone: vLLM and the transformers it pins).
+"""vLLM's gpt-oss ignores tie_word_embeddings: a tied checkpoint's lm_head is never loaded (standalone).
 
     VPY=$(bash engines/setup_env.sh vllm)
-    python3 engines/models/make_models.py /tmp/m --set vllm --only vllm-gptoss-0-0
-    $VPY engines/vllm/repro_gpt_oss_float32_cpu.py /tmp/m/vllm-gptoss-0-0    # exit 1: reproduced
+    python3 engines/models/make_models.py /tmp/m --set vllm --only vllm-gptoss-0-0 --only vllm-gptoss-0-1
+    $VPY engines/vllm/repro_gpt_oss_tied_head.py /tmp/m/vllm-gptoss-0-0    # tied: exit 1, vLLM's logits 0
+    $VPY engines/vllm/repro_gpt_oss_tied_head.py /tmp/m/vllm-gptoss-0-1    # untied: exit 0, within 1e-5
 
 The same float32 checkpoint (an unquantized GptOssForCausalLM: q/k/v/o biases, sinks, a 4-expert MoE
-with gate_up_proj/down_proj and their biases, layers sliding/full) through transformers' own forward
-and through vLLM's offline LLM (raw logits of every prompt position via prompt_logprobs and the
-sampled position's logprobs); prints the largest |logit| and difference at each position; exit 1 when
-vLLM is more than 1e-3 away from transformers.
+with biases, sliding/full layers) through transformers' own forward and through vLLM's offline LLM
+(raw logits of every prompt position via prompt_logprobs and the sampled position's logprobs). With
+"tie_word_embeddings": true the checkpoint has no lm_head.weight (transformers ties it to
+embed_tokens); vLLM's GptOssForCausalLM builds its own ParallelLMHead and never ties it, and loads
+without a missing-weight error, so the head stays as allocated (logits 0 here, ~1e24 in another
+process). Exit 1 when vLLM is more than 1e-3 away from transformers.
 """
 import os
 import sys
