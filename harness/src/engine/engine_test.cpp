@@ -475,11 +475,17 @@ TEST(EngineCheck, TheOracleEnginePassesAndEachMutantFailsWithItsDiagnosis) {
   EXPECT_EQ(ok.status, report::Status::Pass) << ok.message;
   EXPECT_EQ(ok.policy, "same-dtype-reference");
   EXPECT_GT(ok.bound, 0);
-  for (auto [mutant, diagnosis] : {std::pair{"window+1", "window of W+1"}, {"window-1", "window of W-1"}, {"full", "full attention on the sliding"}}) {
+  // The picture of the first failing position: a key used that the rule masks ('+'), or one the rule
+  // allows left out ('-'), on the sliding layer.
+  for (auto [mutant, diagnosis, cell] : {std::tuple{"window+1", "window of W+1", '+'}, {"window-1", "window of W-1", '-'},
+                                         {"full", "full attention on the sliding", '+'}}) {
     const auto bad = run_oracle_engine(plan, nlohmann::json::object(), mutant);
     EXPECT_EQ(bad.status, report::Status::Fail) << mutant;
     EXPECT_NE(bad.message.find(diagnosis), std::string::npos) << bad.message;
     EXPECT_NE(bad.message.find("step "), std::string::npos) << bad.message;
+    ASSERT_FALSE(bad.masks.empty()) << mutant;
+    EXPECT_EQ(bad.masks[0].layer_type, "sliding_attention");
+    EXPECT_NE(bad.masks[0].rows.at(0).find(cell), std::string::npos) << mutant << ": " << bad.masks[0].rows[0];
   }
 }
 
