@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -52,50 +53,60 @@ class PlanOracle {
 
   // The logits of the step's new positions (rows as new_positions()), empty for a step without any.
   std::vector<double> apply(const PlanStep& s, size_t index) {
+    std::vector<double> out;
+    apply(s, index, out, nullptr);
+    return out;
+  }
+  // The same, row by row: `ok(row, logits)` is asked after each row and a false answer stops the
+  // step there (the hypothesis is refuted; its oracle is not used again).
+  using RowCheck = std::function<bool(size_t row, const double* logits)>;
+  bool apply(const PlanStep& s, size_t index, std::vector<double>& out, const RowCheck& ok) {
     for (const Loss& loss : departure_.losses)
       if (loss.step == index) seq(s.seq).forget_before(loss.before);
+    const size_t V = static_cast<size_t>(model_.config.vocab);
+    auto extend = [&](SequenceOracle<T>& o, const std::vector<int32_t>& tokens, size_t from, size_t to) {
+      for (size_t t = from; t < to; ++t) {
+        const std::vector<double> l = o.extend({tokens[t]});
+        out.insert(out.end(), l.begin(), l.end());
+        if (ok && !ok(out.size() / V - 1, out.data() + out.size() - V)) return false;
+      }
+      return true;
+    };
     switch (s.kind) {
-      case Kind::Extend: return seq(s.seq).extend(s.tokens);
+      case Kind::Extend: return extend(seq(s.seq), s.tokens, 0, s.tokens.size());
       case Kind::Chunked: {
         // Chunking changes nothing: position p's logits depend only on tokens 0..p.
-        if (!departure_.chunks_restart) return seq(s.seq).extend(s.tokens);
-        std::vector<double> all;
+        if (!departure_.chunks_restart) return extend(seq(s.seq), s.tokens, 0, s.tokens.size());
         for (size_t at = 0; at < s.tokens.size(); at += static_cast<size_t>(s.chunk)) {
           SequenceOracle<T>& o = seq(s.seq);
           o.forget_before(o.length());
-          const auto end = s.tokens.begin() + static_cast<long>(std::min(s.tokens.size(), at + static_cast<size_t>(s.chunk)));
-          const std::vector<double> l = o.extend(std::vector<int32_t>(s.tokens.begin() + static_cast<long>(at), end));
-          all.insert(all.end(), l.begin(), l.end());
+          if (!extend(o, s.tokens, at, std::min(s.tokens.size(), at + static_cast<size_t>(s.chunk)))) return false;
         }
-        return all;
+        return true;
       }
       case Kind::Spec: {
-        std::vector<double> l = seq(s.seq).extend(s.tokens);
+        if (!extend(seq(s.seq), s.tokens, 0, s.tokens.size())) return false;
         const int64_t n = std::clamp<int64_t>(s.n + departure_.spec_by, 0, seq(s.seq).length());
         if (n > 0) seq(s.seq).truncate(n);
-        return l;
+        return true;
       }
-      case Kind::Batch: {
-        std::vector<double> all;
-        for (const BatchItem& item : s.items) {
-          const std::vector<double> l = seq(item.seq).extend(item.tokens);
-          all.insert(all.end(), l.begin(), l.end());
-        }
-        return all;
-      }
+      case Kind::Batch:
+        for (const BatchItem& item : s.items)
+          if (!extend(seq(item.seq), item.tokens, 0, item.tokens.size())) return false;
+        return true;
       case Kind::Fork: {
         // A fresh forward of the prefix: the source's oracle cut back to it (the prefix property).
         auto copy = std::make_unique<SequenceOracle<T>>(seq(s.from));
         const int64_t keep = std::clamp<int64_t>(s.n + departure_.fork_by, 0, copy->length());
         if (copy->length() > keep) copy->truncate(copy->length() - keep);
         seqs_[s.seq] = std::move(copy);
-        return {};
+        return true;
       }
-      case Kind::Rollback: seq(s.seq).truncate(s.n); return {};
-      case Kind::Reset: seqs_.clear(); return {};
-      case Kind::Reload: return {};
+      case Kind::Rollback: seq(s.seq).truncate(s.n); return true;
+      case Kind::Reset: seqs_.clear(); return true;
+      case Kind::Reload: return true;
     }
-    return {};
+    return true;
   }
 
  private:
@@ -292,17 +303,6 @@ double row_error(const float* got, const double* want, int64_t vocab) {
   return worst;
 }
 
-// The largest row error over the answered rows of step i, the row at `skip` (an index into the
-// step's new positions) left out.
-double step_error(const Recorded& rec, size_t i, const std::vector<double>& want, int64_t vocab, int64_t skip = -1) {
-  double worst = 0;
-  const std::vector<float>& got = rec.logits[i];
-  for (size_t k = 0; k * static_cast<size_t>(vocab) < got.size(); ++k)
-    if (rec.row(i, k) != skip)
-      worst = std::max(worst, row_error(got.data() + k * static_cast<size_t>(vocab), want.data() + rec.row(i, k) * vocab, vocab));
-  return worst;
-}
-
 // The live hypotheses as the plan runs: each step the engine answered is applied to each hypothesis's
 // oracle, and one whose logits the engine's answer departs from by more than the bound is dropped.
 class Diagnoser {
@@ -325,18 +325,33 @@ class Diagnoser {
           add_positional(i, seq, pos);
           break;
         }
+    // Which answered row (k) holds each new position's row, -1 for one the engine did not answer.
+    std::vector<int64_t> answered(positions.size(), -1);
+    for (size_t k = 0; k * static_cast<size_t>(V) < rec.logits[i].size(); ++k) answered[static_cast<size_t>(rec.row(i, k))] = static_cast<int64_t>(k);
     for (Live& l : live_) {
       if (!l.alive) continue;
-      const std::vector<double> want = l.oracle ? l.oracle->apply(s, i) : truth;
-      if (rec.logits[i].empty()) continue;
       int64_t skip = -1;
       if (l.h.glitch)
         for (size_t r = 0; r < positions.size(); ++r)
           if (positions[r] == std::pair{l.h.seq, l.h.position}) skip = static_cast<int64_t>(r);
-      if (step_error(rec, i, want, V, skip) > bound) {
+      // A refuted hypothesis stops at its first row off the engine's answer.
+      auto ok = [&](size_t row, const double* want) {
+        const int64_t k = answered[row];
+        return k < 0 || static_cast<int64_t>(row) == skip ||
+               row_error(rec.logits[i].data() + static_cast<size_t>(k) * static_cast<size_t>(V), want, V) <= bound;
+      };
+      bool fits = true;
+      if (l.oracle) {
+        std::vector<double> want;
+        fits = l.oracle->apply(s, i, want, ok);
+      } else {
+        for (size_t r = 0; r < positions.size() && fits; ++r) fits = ok(r, truth.data() + r * static_cast<size_t>(V));
+      }
+      if (!fits) {
         l.alive = false;
         continue;
       }
+      if (rec.logits[i].empty()) continue;
       if (l.h.positional)
         for (size_t k = 0; k * static_cast<size_t>(V) < rec.logits[i].size(); ++k) {
           const auto [seq, pos] = positions[static_cast<size_t>(rec.row(i, k))];
@@ -431,11 +446,25 @@ class Diagnoser {
 std::vector<Diagnosis> lost_keys(const Model& model, const Plan& plan, const Recorded& rec, const std::vector<double>& bounds) {
   const ModelConfig& c = model.config;
   if (c.sliding_window <= 0) return {};
+  std::vector<Lengths> len_before;
+  {
+    Lengths l;
+    for (size_t i = 0; i < rec.logits.size(); ++i) {
+      len_before.push_back(l);
+      apply_step(plan.steps[i], l);
+    }
+  }
   auto fits = [&](const Departure& d) {
     PlanOracle<double> o(model, {}, d);
     for (size_t i = 0; i < rec.logits.size(); ++i) {
-      const std::vector<double> want = o.apply(plan.steps[i], i);
-      if (!rec.logits[i].empty() && step_error(rec, i, want, c.vocab) > bounds[i]) return false;
+      std::vector<int64_t> answered(new_positions(plan.steps[i], len_before[i]).size(), -1);
+      for (size_t k = 0; k * static_cast<size_t>(c.vocab) < rec.logits[i].size(); ++k) answered[static_cast<size_t>(rec.row(i, k))] = static_cast<int64_t>(k);
+      std::vector<double> want;
+      const bool ok = o.apply(plan.steps[i], i, want, [&](size_t row, const double* w) {
+        const int64_t k = answered[row];
+        return k < 0 || row_error(rec.logits[i].data() + static_cast<size_t>(k * c.vocab), w, c.vocab) <= bounds[i];
+      });
+      if (!ok) return false;
     }
     return true;
   };
