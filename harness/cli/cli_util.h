@@ -22,6 +22,13 @@ inline constexpr const char* kToolVersion = "kvconform 0.1.0";
 void set_command_line(int argc, char** argv);
 const std::string& command_line();
 std::string shell_quote(const std::string& word);
+
+// The running binary's absolute path (/proc/self/exe), for reproduce lines that work from anywhere.
+std::string self_path();
+// A data file or folder of the checkout (cases, golden fixtures, engines/engines.json): `value` when
+// `given`; by default ./REL when it exists, else the installed copy next to the binary
+// (<prefix>/share/kvconform/REL, cmake --install), else the checkout a build-tree binary was built from.
+std::string data_folder(const std::string& value, bool given, const std::string& rel);
 // The command line without the flags that only say which shard runs or where its reports go
 // (--shard, --shard-count, --report-dir): what every shard of one run has in common, recorded as
 // RunSummary::command by the commands that shard, so that merged shards say the unsharded command.

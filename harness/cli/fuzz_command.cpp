@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "kvcgen/campaign.h"
 #include "kvconform/inputs.h"
+#include "kvconform/regressions.h"
 #include "kvconform/report.h"
 #include "kvconform/seeds.h"
 
@@ -36,7 +37,7 @@ struct FuzzArgs {
   std::string shard, shard_count;
   int batch = 100, max_size = 100, max_failures = 10;
   std::string property = ".*", attention, dtype, mutant = "none";
-  std::string out = "cases/regressions", report_dir;
+  std::string out = "regressions", report_dir;  // the found-case corpus (kvconform/regressions.h)
   bool no_write = false;
 };
 
@@ -125,7 +126,10 @@ Runner add_fuzz_command(CLI::App& app) {
   cmd->add_option("--attention", args->attention, "Only sliding, chunked or full configurations");
   cmd->add_option("--dtype", args->dtype, "Only configurations of this dtype");
   cmd->add_option("--mutant", args->mutant, "Fuzz a deliberately wrong implementation (expect failures)");
-  cmd->add_option("--out", args->out, "Folder for shrunk failures as case files (default cases/regressions)");
+  CLI::Option* out = cmd->add_option("--regressions", args->out,
+                                     "The found-case corpus shrunk failures are saved into, as <suite>/<target>/<hash>.json "
+                                     "(default regressions; `run` replays it)");
+  add_old_spelling(cmd, "--out", out, args->out);
   cmd->add_flag("--no-write", args->no_write, "Report failures without writing case files");
   cmd->add_option("--max-failures", args->max_failures, "Stop after this many failures (default 10)")
       ->check(CLI::PositiveNumber);
@@ -233,18 +237,18 @@ Runner add_fuzz_command(CLI::App& app) {
         if (o.counterexample) {
           result.masks = o.counterexample->masks;
           const auto j = case_json(*o.counterexample, p, base.mutation, options.seed, message);
-          const std::string name = j["name"].get<std::string>();
-          const fs::path path = fs::path(args->out) / (name + ".json");
-          if (!args->no_write && files.insert(name).second) {
-            std::error_code ec;
-            fs::create_directories(args->out, ec);
-            report::write_file_atomically(path.string(), j.dump(2) + "\n");
-            summary.record.files.push_back(path.string());
-            std::cout << "  case file: " << path.string() << "\n";
-          } else if (!args->no_write) {
-            std::cout << "  case file: " << path.string() << " (same scenario as an earlier failure)\n";
+          if (!args->no_write) {
+            const regressions::Saved saved = regressions::save(args->out, "property", campaign::to_string(p), j);
+            if (files.insert(saved.path).second) {  // a file an earlier run saved is this run's find too
+              summary.record.files.push_back(saved.path);
+              std::cout << "  case file: " << saved.path << "\n";
+            } else {
+              std::cout << "  case file: " << saved.path << " (same scenario as an earlier failure)\n";
+            }
+            result.reproduce += "\n# or replay the case file: kvconform run --filter '^property/" + saved.id + "$'" +
+                                (base.mutation == Mutation::None ? "" : std::string(" --mutant ") + to_string(base.mutation)) +
+                                " --regressions " + args->out;
           }
-          result.reproduce += "\n# or replay the case file: kvconform replay " + path.string();
         }
         summary.cases.push_back(std::move(result));
         std::cout.flush();
