@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Usage: engines/setup_env.sh NAME            (installs if needed)
 #        engines/setup_env.sh --check NAME    (prints the python only if installed; exit 1 otherwise)
-# Creates (once) the virtual environment of engine NAME from engines/NAME/requirements.txt and prints
+# Creates (once) the virtual environment of engine NAME from engines/NAME/requirements.txt (or, for a
+# kernel checked under an engine's install, plugins/NAME/requirements.txt: vllm) and prints
 # its python's path on stdout; progress goes to stderr. The venv lives at
 #   ${KVC_CACHE:-$HOME/.cache/kvconform}/engine-NAME-<first 16 hex of sha256(requirements.txt)>
 # so editing the requirements gives a fresh venv. A stamp file written after a successful install
@@ -14,6 +15,7 @@ if [ $# -ne 1 ]; then echo "usage: $0 [--check] NAME" >&2; exit 2; fi
 name=$1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 req="$here/$name/requirements.txt"
+[ -f "$req" ] || [ ! -f "$here/../plugins/$name/requirements.txt" ] || req="$(cd "$here/../plugins/$name" && pwd)/requirements.txt"
 [ -f "$req" ] || { echo "setup_env: no $req" >&2; exit 2; }
 hash=$(sha256sum "$req" | cut -c1-16)
 cache=${KVC_CACHE:-$HOME/.cache/kvconform}
