@@ -196,8 +196,8 @@ Runner add_engine_command(CLI::App& app) {
       c.spec.name = a->engine_name;
       engines.push_back(c);
     } else {
-      // A configuration's command, install test and setup are relative to the checkout that holds its
-      // --config (<root>/engines/engines.json): they run there, whatever the working folder.
+      // A configuration's command and install test are relative to the checkout that holds its --config
+      // (<root>/engines/engines.json): they run there, whatever the working folder.
       const std::string root = fs::path(a->config).parent_path().parent_path().string();
       for (Configured& c : read_config(a->config)) {
         c.spec.command = "cd " + shell_quote(root) + " && " + c.spec.command;
@@ -219,7 +219,6 @@ Runner add_engine_command(CLI::App& app) {
     const Shard shard = resolve_shard(a->shard, a->shard_count);
     const std::string corpus = a->no_regressions ? "" : fs::absolute(regressions::resolve_root(a->regressions)).lexically_normal().string();
 
-    // The models: the zoo, or the ones the plan files name.
     // The zoo: --models, else build/engine-models of the checkout --config belongs to (of this folder
     // when it is that checkout).
     const std::string default_models = a->engine_cmd.empty()
