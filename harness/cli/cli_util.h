@@ -58,8 +58,8 @@ Shard resolve_shard(const std::string& flag, const std::string& count_flag = "",
 // --shard and --shard-count on a sharding subcommand, with one help text.
 void add_shard_options(CLI::App* cmd, std::string& shard, std::string& shard_count, const std::string& units);
 
-// The scenario file (cases/schema.json) of a shrunk property counterexample, named by a hash of
-// what it runs (fuzz_command.cpp); `message` is the failure's last line.
+// The scenario file (cases/schema.json) of a shrunk property counterexample (fuzz_command.cpp), for
+// regressions::save, which names it; `message` is the failure's last line.
 nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Property property, Mutation mutation,
                                  uint64_t seed, const std::string& message);
 

@@ -19,7 +19,6 @@
 #include "closing.h"
 #include "commands.h"
 #include "kvcgen/campaign.h"
-#include "kvconform/inputs.h"
 #include "kvconform/regressions.h"
 #include "kvconform/report.h"
 #include "kvconform/seeds.h"
@@ -56,15 +55,9 @@ std::string last_line(const std::string& text) {
   return last;
 }
 
-std::string hex64(uint64_t v) {
-  std::ostringstream os;
-  os << std::hex << std::setw(16) << std::setfill('0') << v;
-  return os.str();
-}
-
 }  // namespace
 
-// The scenario file for a counterexample; `name` is filled in from a hash of everything else.
+// The scenario file for a counterexample; the found-case corpus names it (regressions::save).
 nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Property property, Mutation mutation,
                                  uint64_t round_seed, const std::string& message) {
   const ScenarioConfig& cfg = c.config;
@@ -96,14 +89,7 @@ nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Pr
   for (int64_t n : c.steps) steps.push_back({{"tokens", n}});
   j["steps"] = steps;
   j["inputs"] = {{"generator", "kvc-mix64-v1"}, {"seed", cfg.seed}};
-  // Named by what it runs (not by the message or seed): the same shrunk scenario found twice is one file.
-  nlohmann::ordered_json identity = j;
-  identity.erase("name");
-  identity.erase("description");
-  identity.erase("tags");
-  uint64_t h = inputs::mix64(static_cast<uint64_t>(property));
-  for (unsigned char ch : identity.dump()) h = inputs::mix64(h ^ ch);
-  j["name"] = "fuzz_" + std::string(campaign::to_string(property)) + "_" + hex64(h).substr(0, 12);
+  j["name"] = "found";  // replaced by the corpus's hash when saved
   return j;
 }
 

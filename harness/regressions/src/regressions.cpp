@@ -53,7 +53,7 @@ void check_names(const std::string& suite, const std::string& target) {
 std::string target_name(const std::string& name) {
   std::string out = name.substr(0, 100);
   for (char& c : out)
-    if (!folder_name(std::string(1, c))) c = '_';
+    if (c != '.' && !folder_name(std::string(1, c))) c = '_';
   if (out.empty()) out = "_";
   if (out[0] == '.') out[0] = '_';
   return out;

@@ -103,6 +103,14 @@ TEST(Regressions, SaveRefusesBadSuiteAndTargetNames) {
   EXPECT_NO_THROW(kvc::regressions::save(root.string(), "plugin", "kvc_ggml-0.3.36", kPlan));
 }
 
+TEST(Regressions, ANameBecomesAFolderNameKeepingWhatAFolderNameMayHold) {
+  EXPECT_EQ(kvc::regressions::target_name("4.57.6"), "4.57.6");
+  EXPECT_EQ(kvc::regressions::target_name("llama.cpp/kv=q8_0"), "llama.cpp_kv_q8_0");
+  EXPECT_EQ(kvc::regressions::target_name(".hidden"), "_hidden");
+  EXPECT_EQ(kvc::regressions::target_name(""), "_");
+  EXPECT_NO_THROW(kvc::regressions::check_names("plugin", kvc::regressions::target_name("a b/c")));
+}
+
 TEST(Regressions, AFolderThatCannotBeWrittenIsAnErrorNamingIt) {
   if (::geteuid() == 0) {
     // root writes through permissions: a file where the folder should be blocks it instead.
