@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <regex>
 #include <set>
+#include <utility>
 
 #include "commands.h"
 #include "kvconform/cases.h"
@@ -58,6 +59,13 @@ std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
 std::vector<fs::path> scenario_folders(const fs::path& root) {
   std::vector<fs::path> out = {root / "cases"};
   if (fs::is_directory(root / "cases/generated")) out.push_back(root / "cases/generated");
+  if (fs::is_directory(root / "cases/regressions") && !fs::is_empty(root / "cases/regressions")) {  // the old folder
+    static bool said = false;
+    if (!std::exchange(said, true))
+      std::cerr << "kvconform golden: cases/regressions/ is now the found-case corpus regressions/<suite>/<target>/ "
+                   "(the old folder is read until kvconform 0.2)\n";
+    out.push_back(root / "cases/regressions");
+  }
   for (const char* suite : {"property", "differential"}) {
     const fs::path dir = root / "regressions" / suite;
     if (!fs::is_directory(dir)) continue;
