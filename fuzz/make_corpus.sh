@@ -7,9 +7,14 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:?usage: make_corpus.sh OUT}"
 rm -rf "$out" && mkdir -p "$out/case" "$out/fixture" "$out/plugin_wire"
-for d in cases cases/generated cases/regressions; do
+for d in cases cases/generated; do
   [ -d "$root/$d" ] || continue
   find "$root/$d" -maxdepth 1 -name '*.json' ! -name schema.json -exec cp {} "$out/case/" \;
+done
+# The found-case corpus's scenario files (regressions/<suite>/<target>/<hash>.json; not the engine plans).
+for suite in property differential plugin; do
+  [ -d "$root/regressions/$suite" ] || continue
+  find "$root/regressions/$suite" -mindepth 2 -maxdepth 2 -name '*.json' -exec sh -c 'cp "$1" "$2/case/regression-$(basename "$(dirname "$1")")-$(basename "$1")"' sh {} "$out" \;
 done
 for v in "$root"/golden/fixtures/*/; do
   name="$(basename "$v")"

@@ -6,7 +6,8 @@ step, for a real StaticCache / DynamicCache built from a model config the way a 
 
     golden/.venv-<version>/bin/python golden/crosscheck_masks.py [--fixtures DIR] [case files or dirs ...]
 
-Default cases: cases/, cases/generated/ and cases/regressions/. Default fixtures:
+Default cases: cases/, cases/generated/ and the found-case corpus's regressions/property/*/ and
+regressions/differential/*/. Default fixtures:
 golden/fixtures/<installed transformers version>/; a case without a fixture there is dumped afresh
 with dump.py (so the dumper itself is checked). Per step, before the update, and per layer:
 
@@ -176,12 +177,15 @@ def check(case, raw, fixtures_dir):
 
 
 def default_paths():
-    return [p for p in (os.path.join(ROOT, "cases", d) for d in ("", "generated", "regressions")) if os.path.isdir(p)]
+    found = [os.path.join(ROOT, "regressions", suite, t) for suite in ("property", "differential")
+             if os.path.isdir(os.path.join(ROOT, "regressions", suite))
+             for t in sorted(os.listdir(os.path.join(ROOT, "regressions", suite)))]
+    return [p for p in [os.path.join(ROOT, "cases", d) for d in ("", "generated")] + found if os.path.isdir(p)]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description="masks of the fixtures vs transformers' own create_*_mask builders")
-    ap.add_argument("paths", nargs="*", help="case files or directories (default: cases/, cases/generated/, cases/regressions/)")
+    ap.add_argument("paths", nargs="*", help="case files or directories (default: cases/, cases/generated/, regressions/property/*/, regressions/differential/*/)")
     ap.add_argument("--fixtures", help="fixture folder (default: golden/fixtures/<installed version>/)")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)

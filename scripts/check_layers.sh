@@ -6,7 +6,7 @@
 #   L3  core (the CMake targets kvc_core and kvc_cases) reaches neither the reports (harness/report/)
 #       nor the CLI, through any chain of includes;
 #   L4  the code that builds without LibTorch stays without it, through any chain of includes: core,
-#       the reports, the plugin runner (plugin_runner.cpp), the worker process and the engine level
+#       the reports, the found-case corpus (harness/regressions/), the plugin runner (plugin_runner.cpp), the worker process and the engine level
 #       (the CMake targets kvc_worker and kvc_engine) and the fuzz targets (fuzz/);
 #   L5  plugins (plugins/ but plugins/tests/, examples/) include from kvconform only the ABI header
 #       kvconform/plugin_abi.h (besides the plugin helpers in plugins/common/ and their own folder);
@@ -65,6 +65,7 @@ target_sources() {
 
 mapfile -t library < <(sources harness/src harness/include)
 mapfile -t reports < <(sources harness/report)
+mapfile -t corpus < <(sources harness/regressions)
 mapfile -t generators < <(sources generators)
 mapfile -t plugins < <(sources plugins examples | grep -v '^plugins/tests/')
 mapfile -t fuzzers < <(sources fuzz)
@@ -76,7 +77,7 @@ mapfile -t engines < <({ target_sources kvc_worker; target_sources kvc_engine; }
 [ ${#runner[@]} -gt 0 ] || broken L4 "plugin_runner.cpp not found under harness/ (renamed? update this script and docs/architecture.md)"
 
 # L1: harness/ does not reach up into generators/ or RapidCheck.
-for f in "${library[@]}" "${reports[@]}"; do
+for f in "${library[@]}" "${reports[@]}" "${corpus[@]}"; do
   while IFS= read -r line; do
     broken L1 "$f:${line%%:*}: includes ${line#*:} (harness/ must not reach up into generators/ or RapidCheck)"
   done < <(includes_of "$f" | grep -E ':(kvcgen/|rapidcheck)')
@@ -91,7 +92,7 @@ for f in "${library[@]}" "${reports[@]}" "${generators[@]}" "${plugins[@]}" "${f
 done
 
 # L3 and L4 over every chain of includes; the chain's end is named.
-torch_free=("${core[@]}" "${reports[@]}" "${runner[@]}" "${engines[@]}" "${fuzzers[@]}")
+torch_free=("${core[@]}" "${reports[@]}" "${corpus[@]}" "${runner[@]}" "${engines[@]}" "${fuzzers[@]}")
 declare -A in_core
 for f in "${core[@]}"; do in_core[$f]=1; done
 for f in "${torch_free[@]}"; do

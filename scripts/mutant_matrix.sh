@@ -38,7 +38,7 @@ for m in $mutants; do
   row="| \`$m\` | $(cell run --suite golden --mutant "$m" --no-report) | $(cell run --suite backend --mutant "$m" --no-report)"
   row="$row | $(cell run --suite property --iterations 100 --mutant "$m" --no-report)"
   if [ -n "$diff_version" ]; then
-    row="$row | $(cell fuzz --differential --release "$diff_version" --iterations 30 --mutant "$m" --out "$(mktemp -d)")"
+    row="$row | $(cell fuzz --differential --release "$diff_version" --iterations 30 --mutant "$m" --regressions "$(mktemp -d)")"
   fi
   echo "$row |"
 done

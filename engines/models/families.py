@@ -283,7 +283,7 @@ def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES, prefix="d
 
 
 # vLLM's CPU attention takes head_dim 32, 48, 64, 80, 96, 128, 256, 512 and refuses 4, 8, 16
-# (engines/vllm/RESULTS.md), so its set draws head_dim 32 or 64, over the families whose head_dim
+# (plugins/vllm/NOTES.md), so its set draws head_dim 32 or 64, over the families whose head_dim
 # is a free parameter (cohere2 derives it from the heads) and whose attention vLLM's CPU path has:
 # no chunked attention (llama4) on the CPU backend.
 VLLM_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "gpt_oss", "smollm3")

@@ -17,6 +17,7 @@
 #include "kvcgen/corpus.h"
 #include "kvcgen/shrink.h"
 #include "kvconform/golden.h"
+#include "kvconform/regressions.h"
 
 namespace kvc::differential {
 
@@ -221,12 +222,7 @@ Summary run(const Options& options) {
                                  ", sequence " + std::to_string(i) + "): " +
                                  judge(dumper, small, release, own_release, o.mutation).message;
           small["tags"] = {"differential", "transformers:" + o.version};
-          std::filesystem::create_directories(o.out_dir);
-          const std::string path = o.out_dir + "/" + stem + ".json";
-          const std::string tmp = path + ".tmp";
-          std::ofstream(tmp) << small.dump(2) << "\n";
-          std::filesystem::rename(tmp, path);
-          r.saved = path;
+          r.saved = regressions::save(o.out_dir, "differential", regressions::target_name(o.version), small).path;
           r.scenario = scenario["name"].get<std::string>();
           r.message = r.scenario + ": " + r.verdict.message;
         }

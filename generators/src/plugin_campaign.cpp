@@ -14,6 +14,7 @@
 #include "kvconform/cases.h"
 #include "kvconform/inputs.h"
 #include "kvconform/positions.h"
+#include "kvconform/regressions.h"
 #include "kvconform/subprocess_backend.h"
 #include "kvcgen/scenario.h"
 #include "kvcgen/search.h"
@@ -147,14 +148,8 @@ std::vector<Scenario> sequences(const Scenario& s) {
   return out;
 }
 
-std::string file_safe(const std::string& s) {
-  std::string out;
-  for (char ch : s) out += std::isalnum(static_cast<unsigned char>(ch)) ? static_cast<char>(std::tolower(ch)) : '_';
-  return out;
-}
-
-// Writes the first sequence of the shrunk scenario that fails on its own as a case file named by
-// what it runs; the path, or why nothing was written.
+// Saves the first sequence of the shrunk scenario that fails on its own into the found-case corpus;
+// the path, or why nothing was written.
 std::string write_failure_case(const Target& target, const std::string& part_name, Part part, const std::string& plugin,
                                const Scenario& shrunk, const PluginCheckOptions& o) {
   for (Scenario seq : sequences(shrunk)) {
@@ -163,17 +158,11 @@ std::string write_failure_case(const Target& target, const std::string& part_nam
     seq.description = "Found by kvconform run --plugin (" + part_name + " campaign, seed " + std::to_string(o.seed) +
                       ") on " + plugin + ": " + r.message;
     seq.tags = {"plugin", "plugin:" + plugin, "part:" + part_name, "seed:" + std::to_string(o.seed)};
-    seq.name = "";
-    nlohmann::ordered_json doc = cases::to_case_json(seq);
-    nlohmann::ordered_json identity = doc;  // the same shrunk sequence found twice is one file
-    for (const char* k : {"name", "description", "tags"}) identity.erase(k);
-    uint64_t h = inputs::mix64(static_cast<uint64_t>(part));
-    for (unsigned char ch : identity.dump()) h = inputs::mix64(h ^ ch);
-    std::ostringstream hex;
-    hex << std::hex << std::setw(16) << std::setfill('0') << h;
-    const std::string name = "plugin_" + file_safe(plugin) + "_" + part_name + "_" + hex.str().substr(0, 12);
-    doc["name"] = name;
+    // The corpus names the file, and the case, by a hash of what it holds (kvconform/regressions.h).
+    seq.name = "found";
+    const nlohmann::ordered_json doc = cases::to_case_json(seq);
     const std::string text = doc.dump(2) + "\n";
+    const std::string name = seq.name;
     std::string over_caps, allow_large;
     try {
       cases::parse_case(text, name + ".json");  // what is written must load as a case
@@ -184,16 +173,10 @@ std::string write_failure_case(const Target& target, const std::string& part_nam
       over_caps = std::string(", over the size caps (") + e.what() + ")";
       allow_large = " --allow-large";
     }
-    std::filesystem::create_directories(o.save_cases);
-    const std::string path = o.save_cases + "/" + name + ".json";
-    {
-      std::ofstream out(path + ".tmp");
-      out << text;
-      if (!out.flush()) throw std::runtime_error(path + ".tmp: cannot be written");
-    }
-    std::filesystem::rename(path + ".tmp", path);
-    return "saved as a case: " + path + over_caps + " (replay it with `kvconform run --plugin ... --cases " +
-           o.save_cases + allow_large + "`)";
+    const regressions::Saved saved = regressions::save(o.save_regressions, "plugin", regressions::target_name(plugin), doc);
+    return "saved as a case: " + saved.path + (saved.existed ? " (already there)" : "") + over_caps +
+           " (replayed by every `kvconform run --plugin` of it" + (allow_large.empty() ? "" : " with" + allow_large) +
+           " when it is in --regressions)";
   }
   return "not saved as a case: no sequence between resets fails on its own (the failure needs a reset before it)";
 }
@@ -259,7 +242,7 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
                  " shrinks\n\n" + message;
     out.replay = found.reproduce;
     out.reproduce += " --reproduce '" + out.replay + "'";
-    if (!o.save_cases.empty()) out.detail += "\n" + save_failure(target, part_name, part, plugin, found.failing->scenario(), o);
+    if (!o.save_regressions.empty()) out.detail += "\n" + save_failure(target, part_name, part, plugin, found.failing->scenario(), o);
   }
   return out;
 }

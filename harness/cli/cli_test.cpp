@@ -479,14 +479,15 @@ TEST(Fuzz, TimeBudgetStops) {
 
 TEST(Fuzz, FailuresBecomeCaseFiles) {
   const fs::path out = scratch("regressions"), reports = scratch("fuzz_reports");
-  const Result r = kvconform("fuzz --iterations 200 --property window_coverage --mutant window_too_wide --max-failures 2 --out '" +
+  const Result r = kvconform("fuzz --iterations 200 --property window_coverage --mutant window_too_wide --max-failures 2 --regressions '" +
                              out.string() + "' --report-dir '" + reports.string() + "'");
   EXPECT_EQ(r.code, 1) << r.out;
   int files = 0;
-  for (const auto& entry : fs::directory_iterator(out)) {
+  for (const auto& entry : fs::directory_iterator(out / "property" / "window_coverage")) {  // the corpus's folder
     ++files;
     const auto j = nlohmann::json::parse(slurp(entry.path()));
-    EXPECT_EQ(j["name"].get<std::string>() + ".json", entry.path().filename().string());
+    EXPECT_TRUE(std::regex_match(entry.path().filename().string(), std::regex("[0-9a-f]{16}[.]json"))) << entry.path();
+    EXPECT_EQ(j["name"].get<std::string>() + ".json", entry.path().filename().string());  // a case file's name is its stem
     for (const char* key : {"description", "cache", "layer_types", "batch", "heads", "kv_heads", "head_dim", "dtype", "steps", "inputs"})
       EXPECT_TRUE(j.contains(key)) << key;
     EXPECT_EQ(j["inputs"]["generator"], "kvc-mix64-v1");
@@ -495,6 +496,63 @@ TEST(Fuzz, FailuresBecomeCaseFiles) {
   }
   EXPECT_GE(files, 1);
   EXPECT_TRUE(fs::exists(reports / "report.html"));
+}
+
+// The found-case corpus (kvconform/regressions.h): a failure `kvconform fuzz` saves is replayed by the
+// next `run` by default (from the folder holding regressions/), as its own case
+// property/regressions/<property>/<hash>: it fails again under the mutant it was found on and passes on
+// the reference; a run that ignores the corpus has nothing of it to run.
+TEST(Regressions, AFoundCaseIsReplayedByTheNextRunByDefault) {
+  const fs::path dir = scratch("replayed_by_default");
+  const Result found = kvconform("fuzz --iterations 200 --property window_coverage --mutant window_too_wide --max-failures 1 --regressions '" +
+                                 (dir / "regressions").string() + "'");
+  ASSERT_EQ(found.code, 1) << found.out;
+  std::vector<std::string> hashes;
+  for (const auto& e : fs::directory_iterator(dir / "regressions/property/window_coverage")) hashes.push_back(e.path().stem().string());
+  ASSERT_EQ(hashes.size(), 1u) << found.out;
+  const std::string id = "property/regressions/window_coverage/" + hashes[0];
+  const std::string here = "cd '" + dir.string() + "' &&";
+  const Result listed = kvconform("run --list --filter '^property/regressions/'", here);
+  EXPECT_EQ(listed.code, 0) << listed.out;
+  EXPECT_EQ(listed.stdout_only, id + "\n");
+  const Result again = kvconform("run --filter '^property/regressions/' --mutant window_too_wide --no-report", here);
+  EXPECT_EQ(again.code, 1) << again.out;
+  EXPECT_NE(again.out.find(id + "(): FAIL "), std::string::npos) << again.out;
+  // Its reproduce line names the corpus by its absolute path: it runs from any folder.
+  EXPECT_NE(again.out.find(" --regressions " + (dir / "regressions").string()), std::string::npos) << again.out;
+  const Result fixed = kvconform("run --filter '^property/regressions/' --no-report", here);
+  EXPECT_EQ(fixed.code, 0) << fixed.out;
+  EXPECT_NE(fixed.out.find(id + "(): OK"), std::string::npos) << fixed.out;
+  // The saved file is a case file like any other: `kvconform replay` reads it (no fixture: SKIP).
+  const Result replayed = kvconform("replay '" + (dir / "regressions/property/window_coverage" / (hashes[0] + ".json")).string() + "'");
+  EXPECT_EQ(replayed.code, 0) << replayed.out;
+  // The mutant of the replay: ignoring the corpus leaves nothing to run (exit 2), so the FAIL above
+  // came from the saved file.
+  const Result ignored = kvconform("run --filter '^property/regressions/' --mutant window_too_wide --no-report --no-regressions", here);
+  EXPECT_EQ(ignored.code, 2) << ignored.out;
+  EXPECT_NE(ignored.out.find("nothing to run"), std::string::npos) << ignored.out;
+}
+
+// A corrupt file in the corpus is that case's FAIL naming the file, the run goes on to the next one;
+// a folder that names no property is its FAIL too.
+TEST(Regressions, ACorruptSavedCaseIsItsOwnFail) {
+  const fs::path dir = scratch("corrupt_corpus");
+  fs::create_directories(dir / "property/stored_rows");
+  fs::create_directories(dir / "property/no_such_property");
+  std::ofstream(dir / "property/stored_rows/0000000000000001.json") << "{\"name\": ";
+  std::ofstream(dir / "property/stored_rows/0000000000000002.json") << "{\"name\": \"x\", \"cache\": \"dynamic\"}";
+  std::ofstream(dir / "property/no_such_property/0000000000000003.json") << "{}";
+  const Result r = kvconform("run --filter '^property/regressions/' --no-report --regressions '" + dir.string() + "'");
+  EXPECT_EQ(r.code, 1) << r.out;
+  const std::string file1 = (dir / "property/stored_rows/0000000000000001.json").string();
+  const std::string file2 = (dir / "property/stored_rows/0000000000000002.json").string();
+  EXPECT_NE(r.out.find("property/regressions/stored_rows/0000000000000001(): FAIL the saved case does not load: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(file1), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("property/regressions/stored_rows/0000000000000002(): FAIL the saved case does not load: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(file2), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("property/regressions/no_such_property/0000000000000003(): FAIL the saved case does not load: unknown property"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0 passed, 3 failed"), std::string::npos) << r.out;
 }
 
 // Random sequences against the real transformers (the pinned environments, built in CI by
@@ -507,18 +565,18 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
       GTEST_SKIP() << "golden environment " << v << " not built (bash golden/setup_env.sh " << v << ")";
   const fs::path ok_dir = scratch("differential_ok"), bad_dir = scratch("differential_bad");
   const std::string root = std::string(" --root ") + KVC_SOURCE_DIR;
-  const Result ok = kvconform("fuzz --differential --iterations 20 --release 5.24.0 --shard 1/2 --out '" +
+  const Result ok = kvconform("fuzz --differential --iterations 20 --release 5.24.0 --shard 1/2 --regressions '" +
                               ok_dir.string() + "'" + root);
   EXPECT_EQ(ok.code, 0) << ok.out;
   EXPECT_NE(ok.out.find("(10 sequences,"), std::string::npos) << ok.out;  // shard 1 of 2: the odd ones
   EXPECT_NE(ok.out.find(" 0 disagreements"), std::string::npos) << ok.out;
-  const Result bad = kvconform("fuzz --differential --iterations 8 --workers 3 --release 4.57.6 --reference-release 5.24.0 --out '" +
+  const Result bad = kvconform("fuzz --differential --iterations 8 --workers 3 --release 4.57.6 --reference-release 5.24.0 --regressions '" +
                                bad_dir.string() + "'" + root);
   EXPECT_EQ(bad.code, 1) << bad.out;
   // 4.57.6 passes cache_position, 5.24.0's behaviours do not: the first differing field of each step.
   EXPECT_NE(bad.out.find("cache_position: transformers [0,"), std::string::npos) << bad.out;
   int saved = 0;
-  for (const auto& e : fs::directory_iterator(bad_dir)) {
+  for (const auto& e : fs::directory_iterator(bad_dir / "differential" / "4.57.6")) {  // the corpus's folder
     ++saved;
     const auto doc = nlohmann::json::parse(slurp(e.path()));
     EXPECT_EQ(doc["steps"].size(), 1u) << e.path();  // shrunk to the one step that disagrees
@@ -528,7 +586,7 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
   // One worker finds the same disagreements, shrinks them to the same files and prints the same
   // report (but for the seconds, the rate and the folder).
   const fs::path one_dir = scratch("differential_one");
-  const Result one = kvconform("fuzz --differential --iterations 8 --workers 1 --release 4.57.6 --reference-release 5.24.0 --out '" +
+  const Result one = kvconform("fuzz --differential --iterations 8 --workers 1 --release 4.57.6 --reference-release 5.24.0 --regressions '" +
                                one_dir.string() + "'" + root);
   auto normal = [](std::string s, const fs::path& dir) {
     for (size_t at; (at = s.find(dir.string())) != std::string::npos;) s.replace(at, dir.string().size(), "DIR");
@@ -536,8 +594,8 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
     return std::regex_replace(s, std::regex("[0-9]+ s\\)"), "N s)");
   };
   EXPECT_EQ(normal(one.stdout_only, one_dir), normal(bad.stdout_only, bad_dir));
-  for (const auto& e : fs::directory_iterator(bad_dir))
-    EXPECT_EQ(slurp(one_dir / e.path().filename()), slurp(e.path())) << e.path().filename();
+  for (const auto& e : fs::directory_iterator(bad_dir / "differential" / "4.57.6"))
+    EXPECT_EQ(slurp(one_dir / "differential" / "4.57.6" / e.path().filename()), slurp(e.path())) << e.path().filename();
 }
 
 // The same traces through Python and C++ side by side: both rates, the ratios and the differential
@@ -857,7 +915,7 @@ TEST(Cli, MergedShardsOfRunEqualTheUnshardedRun) {
 // the pass lines' case counts summed over the shards.
 TEST(Cli, MergedShardsOfFuzzEqualTheUnshardedRun) {
   const fs::path out = scratch("merge_fuzz_cases");
-  const std::string base = "fuzz --iterations 50 --batch 10 --property 'stored_rows|window_coverage' --max-failures 100 --out '" +
+  const std::string base = "fuzz --iterations 50 --batch 10 --property 'stored_rows|window_coverage' --max-failures 100 --regressions '" +
                            out.string() + "'";
   EXPECT_EQ(expect_merge_equals_unsharded("fuzz_pass", base, {2, 5}), 0);
   EXPECT_EQ(expect_merge_equals_unsharded("fuzz_mutant", base + " --mutant window_too_wide", kShardCounts), 1);
@@ -884,7 +942,7 @@ TEST(Cli, MergedShardsOfTheDifferentialCampaignEqualTheUnshardedRun) {
       GTEST_SKIP() << "golden environment " << v << " not built (bash golden/setup_env.sh " << v << ")";
   const fs::path out = scratch("merge_differential_cases");
   const std::string base = std::string("fuzz --differential --iterations 2 --workers 1 --root ") + KVC_SOURCE_DIR +
-                           " --release 4.57.6 --release 5.24.0 --reference-release 5.24.0 --out '" + out.string() + "'";
+                           " --release 4.57.6 --release 5.24.0 --reference-release 5.24.0 --regressions '" + out.string() + "'";
   EXPECT_EQ(expect_merge_equals_unsharded("differential", base, {2}), 1);
   const nlohmann::json merged = nlohmann::json::parse(slurp(scratch_root() / "merge_differential/merged2/summary.json"));
   EXPECT_EQ(merged["run"]["counters"]["sequences/5.24.0"], 2);

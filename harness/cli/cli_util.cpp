@@ -252,4 +252,27 @@ std::vector<campaign::Property> select_properties(const std::string& regex) {
   return selected;
 }
 
+// The running binary's absolute path (/proc/self/exe), for reproduce lines that work from anywhere.
+std::string self_path() {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("kvconform") : p.string();
+}
+
+std::string data_folder(const std::string& value, bool given, const std::string& rel) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!given && !fs::exists(value, ec)) {
+    const fs::path installed = fs::path(self_path()).parent_path().parent_path() / "share" / "kvconform" / rel;
+    if (fs::exists(installed, ec)) return installed.lexically_normal().string();
+#ifdef KVC_SOURCE_DIR
+    // A binary in its build tree (build/harness/cli/kvconform, as a pytest plugin or a reproduce
+    // line runs it from another folder): the checkout it was built from, while it is there.
+    const fs::path checkout = fs::path(KVC_SOURCE_DIR) / rel;
+    if (fs::exists(checkout, ec)) return checkout.lexically_normal().string();
+#endif
+  }
+  return value;
+}
+
 }  // namespace kvc::cli

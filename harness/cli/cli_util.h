@@ -22,6 +22,13 @@ inline constexpr const char* kToolVersion = "kvconform 0.1.0";
 void set_command_line(int argc, char** argv);
 const std::string& command_line();
 std::string shell_quote(const std::string& word);
+
+// The running binary's absolute path (/proc/self/exe), for reproduce lines that work from anywhere.
+std::string self_path();
+// A data file or folder of the checkout (cases, golden fixtures, engines/engines.json): `value` when
+// `given`; by default ./REL when it exists, else the installed copy next to the binary
+// (<prefix>/share/kvconform/REL, cmake --install), else the checkout a build-tree binary was built from.
+std::string data_folder(const std::string& value, bool given, const std::string& rel);
 // The command line without the flags that only say which shard runs or where its reports go
 // (--shard, --shard-count, --report-dir): what every shard of one run has in common, recorded as
 // RunSummary::command by the commands that shard, so that merged shards say the unsharded command.
@@ -51,8 +58,8 @@ Shard resolve_shard(const std::string& flag, const std::string& count_flag = "",
 // --shard and --shard-count on a sharding subcommand, with one help text.
 void add_shard_options(CLI::App* cmd, std::string& shard, std::string& shard_count, const std::string& units);
 
-// The scenario file (cases/schema.json) of a shrunk property counterexample, named by a hash of
-// what it runs (fuzz_command.cpp); `message` is the failure's last line.
+// The scenario file (cases/schema.json) of a shrunk property counterexample (fuzz_command.cpp), for
+// regressions::save, which names it; `message` is the failure's last line.
 nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Property property, Mutation mutation,
                                  uint64_t seed, const std::string& message);
 

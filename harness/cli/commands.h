@@ -35,7 +35,7 @@ struct DifferentialRequest {
   int64_t iterations = 1000;
   double time_budget_s = 0;
   std::vector<std::string> versions;  // empty: every pinned version
-  std::string out_dir = "cases/regressions";
+  std::string out_dir = "regressions";  // the found-case corpus (kvconform/regressions.h)
   std::string root = ".";
   std::string reference_release;  // empty: each version's own (behaviours_for_release)
   std::string mutant = "none";    // --mutant: the reference is deliberately wrong, so it must disagree

@@ -17,6 +17,7 @@
 #include "kvcgen/engine_campaign.h"
 #include "kvcgen/search.h"
 #include "kvconform/engine/check.h"
+#include "kvconform/regressions.h"
 #include "kvconform/report.h"
 #include "kvconform/seeds.h"
 
@@ -36,14 +37,17 @@ struct EngineArgs {
   int iterations = 10;
   uint64_t seed = kvc::seeds::kDefaultSeed;
   double time_budget = 0, timeout = 120, factor = 10, floor = 1e-4;
-  std::string mutant = "none", reproduce, save_cases, report_dir = "reports/engines", shard, shard_count;
-  bool list = false, no_report = false, verbose = false, ci_only = false;
+  std::string mutant = "none", reproduce, report_dir = "reports/engines", shard, shard_count;
+  // The found-case corpus (kvconform/regressions.h): replayed with the fixed plans; where shrunk plans go.
+  std::string regressions, save_regressions;
+  bool list = false, no_report = false, verbose = false, ci_only = false, no_regressions = false;
 };
 
 struct Configured {
   engine::EngineSpec spec;
   std::string needs, setup;  // a shell test that it is installed, and the command that installs it
   bool ci = false;           // part of CI's small fixed set (--ci)
+  std::string root;          // where `needs` runs: the checkout of --config (empty: here)
 };
 
 std::vector<Configured> read_config(const std::string& path) {
@@ -74,12 +78,15 @@ std::vector<Configured> read_config(const std::string& path) {
   return out;
 }
 
-// The zoo: generated on first use by engines/models/make_models.py (standard library Python only).
-// The stamp holds a hash of the generator, so a changed generator rewrites the zoo.
+// The zoo: generated on first use by engines/models/make_models.py (standard library Python only; the
+// checkout's or the installed copy, data_folder). The stamp holds a hash of the generator, so a
+// changed generator rewrites the zoo.
 std::string ensure_models(const std::string& dir) {
-  const std::string script = "engines/models/make_models.py";
+  const std::string script = data_folder("engines/models/make_models.py", false, "engines/models/make_models.py");
   std::ifstream in(script);
-  if (!in) throw std::invalid_argument(script + " not found: run kvconform engine from the repository root, or pass --models");
+  if (!in)
+    throw std::invalid_argument(script + " not found (neither here, installed nor in the checkout kvconform was built from): "
+                                "run kvconform engine from the repository root");
   std::stringstream text;
   text << in.rdbuf();
   const std::string stamp = std::to_string(std::hash<std::string>{}(text.str()));
@@ -87,11 +94,38 @@ std::string ensure_models(const std::string& dir) {
   std::ifstream old(stamp_file);
   std::string have;
   if (old && std::getline(old, have) && have == stamp) return dir;
-  const std::string cmd = "python3 " + script + " " + shell_quote(dir) + " >&2";
+  const std::string cmd = "python3 " + shell_quote(script) + " " + shell_quote(dir) + " >&2";
   std::cerr << "engine: writing the tiny model zoo: " << cmd << "\n";
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("could not write the model zoo into " + dir + " (" + cmd + ")");
   report::write_file_atomically(stamp_file.string(), stamp + "\n");
   return dir;
+}
+
+// The engine suite's found cases of one model (regressions/engine/<model>/<hash>.json): each plan,
+// named regressions/<hash> in its case id, keeps its own name for the check (known deviations match
+// it). A file that does not load is an exception the case turns into its FAIL naming file and field.
+struct SavedPlan {
+  std::string hash, path, error;
+  engine::Plan plan;
+};
+std::vector<SavedPlan> saved_plans(const std::string& root, const std::string& model) {
+  std::vector<SavedPlan> out;
+  if (root.empty()) return out;
+  for (const regressions::Entry& e : regressions::load(root, "engine", regressions::target_name(model))) {
+    SavedPlan p{e.hash, e.path, e.error, {}};
+    if (p.error.empty()) {
+      try {
+        p.plan = engine::plan_from_json(nlohmann::json::parse(e.text), e.path);
+        if (p.plan.model != model) p.error = e.path + ": /model: \"" + p.plan.model + "\" is not the folder's model " + model;
+      } catch (const std::exception& error) {
+        p.error = error.what();
+      }
+    } else {
+      p.error = e.path + ": " + p.error;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 }  // namespace
@@ -133,14 +167,28 @@ Runner add_engine_command(CLI::App& app) {
                              "batch-offset", "chunk-shift", "chunked-as-sliding", "sinks-dropped", "nope-inverted", "layers-swapped",
                              "softcap-dropped", "kv-bf16", "eviction-once", "glitch"}));
   cmd->add_option("--known", a->known, "Known engine deviations (default engines/known_deviations.json)");
-  cmd->add_option("--save-cases", a->save_cases, "Write shrunk campaign failures as plan files into this folder");
+  CLI::Option* corpus = cmd->add_option(
+      "--regressions", a->regressions,
+      "The found-case corpus whose plans (regressions/engine/<model>/) run with the fixed plans (default ./regressions, "
+      "else the installed or the built-from copy)");
+  cmd->add_flag("--no-regressions", a->no_regressions, "Replay no found plan of the corpus")->excludes(corpus);
+  CLI::Option* save = cmd->add_option("--save-regressions", a->save_regressions,
+                                      "Save shrunk campaign failures into this corpus folder (e.g. regressions: "
+                                      "engine/<model>/<hash>.json), so the next run replays them");
+  add_old_spelling(cmd, "--save-cases", save, a->save_regressions);
   cmd->add_option("--timeout", a->timeout, "Seconds per engine request (default 120)");
   cmd->add_option("--factor", a->factor, "Bound = max(floor, factor x float32 reference error) (default 10)");
   cmd->add_option("--floor", a->floor, "(default 1e-4)");
   cmd->add_option("--report-dir", a->report_dir, "Where the reports go (default reports/engines)");
   cmd->add_flag("--no-report", a->no_report, "Write no report files");
   cmd->add_flag("-v,--verbose", a->verbose, "Print each case's per-step errors");
-  return [a]() -> int {
+  return [a, cmd]() -> int {
+    // Files of the checkout resolved once, absolute: the run, and every reproduce line it prints, work
+    // from any folder.
+    const auto absolute = [](const std::string& p) { return fs::absolute(p).lexically_normal().string(); };
+    const bool default_known = a->known == "engines/known_deviations.json";
+    a->config = absolute(data_folder(a->config, cmd->count("--config") > 0, "engines/engines.json"));
+    a->known = a->known.empty() ? a->known : absolute(data_folder(a->known, cmd->count("--known") > 0, "engines/known_deviations.json"));
     std::vector<Configured> engines;
     if (!a->engine_cmd.empty()) {
       Configured c;
@@ -151,7 +199,12 @@ Runner add_engine_command(CLI::App& app) {
       c.spec.name = a->engine_name;
       engines.push_back(c);
     } else {
+      // A configuration's command and install test are relative to the checkout that holds its --config
+      // (<root>/engines/engines.json): they run there, whatever the working folder.
+      const std::string root = fs::path(a->config).parent_path().parent_path().string();
       for (Configured& c : read_config(a->config)) {
+        c.spec.command = "cd " + shell_quote(root) + " && " + c.spec.command;
+        c.root = root;
         bool pick = a->engines.empty();
         for (const std::string& re : a->engines) pick = pick || std::regex_search(c.spec.name, std::regex(re));
         if (pick && (!a->ci_only || c.ci)) engines.push_back(c);
@@ -167,9 +220,14 @@ Runner add_engine_command(CLI::App& app) {
     if (fs::exists(a->known)) check.known = engine::load_known_deviations(a->known);
     const std::regex filter(a->filter.empty() ? ".*" : a->filter), model_re(a->model);
     const Shard shard = resolve_shard(a->shard, a->shard_count);
+    const std::string corpus = a->no_regressions ? "" : fs::absolute(regressions::resolve_root(a->regressions)).lexically_normal().string();
 
-    // The models: the zoo, or the ones the plan files name.
-    const std::string models_dir = ensure_models(a->models.empty() ? "build/engine-models" : a->models);
+    // The zoo: --models, else build/engine-models of the checkout --config belongs to (of this folder
+    // when it is that checkout).
+    const std::string default_models = a->engine_cmd.empty()
+                                           ? (fs::path(a->config).parent_path().parent_path() / "build/engine-models").string()
+                                           : std::string("build/engine-models");
+    const std::string models_dir = absolute(ensure_models(a->models.empty() ? default_models : a->models));
     std::vector<std::string> model_names;
     for (const auto& e : fs::directory_iterator(models_dir))
       if (e.is_directory() && fs::exists(e.path() / "config.json") && std::regex_search(e.path().filename().string(), model_re))
@@ -203,7 +261,8 @@ Runner add_engine_command(CLI::App& app) {
       engine::Timing timing;
       check.timing = &timing;
       engine::EngineClient client(c.spec);
-      const bool installed = c.needs.empty() || std::system(("sh -c " + shell_quote(c.needs) + " >/dev/null 2>&1").c_str()) == 0;
+      const std::string needs = c.root.empty() ? c.needs : "cd " + shell_quote(c.root) + " && " + c.needs;
+      const bool installed = c.needs.empty() || std::system(("sh -c " + shell_quote(needs) + " >/dev/null 2>&1").c_str()) == 0;
       std::string name = c.spec.name;
       if (name.empty() && installed) {
         engine::Reply hello = client.hello();
@@ -211,15 +270,16 @@ Runner add_engine_command(CLI::App& app) {
         client.rename(name);
       }
       auto base_cmd = [&] {
-        std::string s = "kvconform engine";
+        std::string s = shell_quote(self_path()) + " engine";
         if (!a->engine_cmd.empty())
           s += " --engine-cmd " + shell_quote(a->engine_cmd) + " --engine-name " + shell_quote(name) +
                (c.spec.options.empty() ? "" : " --engine-options " + shell_quote(c.spec.options.dump()));
         else
           s += " --config " + shell_quote(a->config) + " --engine " + shell_quote("^" + std::regex_replace(name, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "$");
-        if (!a->models.empty()) s += " --models " + shell_quote(a->models);
+        s += " --models " + shell_quote(models_dir);
+        if (!a->regressions.empty()) s += " --regressions " + shell_quote(corpus);
         if (a->mutant != "none") s += " --mutant " + a->mutant;
-        if (a->known != "engines/known_deviations.json") s += " --known " + shell_quote(a->known);
+        if (!default_known) s += " --known " + shell_quote(a->known);
         if (a->timeout != 120) s += " --timeout " + std::to_string(a->timeout);
         if (a->factor != 10 || a->floor != 1e-4) s += " --factor " + std::to_string(a->factor) + " --floor " + std::to_string(a->floor);
         return s;
@@ -264,23 +324,44 @@ Runner add_engine_command(CLI::App& app) {
       for (const std::string& m : model_names) {
         const std::string dir = fs::absolute(fs::path(models_dir) / m).string();
         std::vector<engine::Plan> plans;
+        std::vector<std::string> plan_files;  // where each replayed plan came from
         if (!replays.empty()) {
-          for (const engine::Plan& p : replays)
-            if (p.model == m) plans.push_back(p);
+          for (size_t i = 0; i < replays.size(); ++i)
+            if (replays[i].model == m) {
+              plans.push_back(replays[i]);
+              plan_files.push_back(fs::absolute(a->plan_files[i]).lexically_normal().string());
+            }
         } else if (a->plans != "campaign") {
           const engine::Model& model = model_of(m);
           plans = engine::fixed_plans(m, model.config.local_span(), model.config.vocab);
         }
-        for (const engine::Plan& p : plans) {
+        for (size_t i = 0; i < plans.size(); ++i) {
+          const engine::Plan& p = plans[i];
           const std::string id = "engine/" + name + "/" + m + "/" + p.name;
           run_case(id, [&] {
             if (!installed) return not_installed(m, p.name);
             engine::CheckOptions o = check;
             o.reproduce = base_cmd() + (a->plan_files.empty() ? " --model " + shell_quote("^" + m + "$") + " --filter " + shell_quote("^" + id + "$")
-                                                              : " --plan " + shell_quote(a->plan_files.front()));
+                                                              : " --plan " + shell_quote(plan_files[i]));
             return engine::check_plan(client, model_of(m), dir, p, o);
           });
         }
+        // The corpus's plans of this model run with the fixed plans (not with --plan files, which replace both).
+        if (replays.empty() && a->plans != "campaign")
+          for (const SavedPlan& sp : saved_plans(corpus, m)) {
+            const std::string id = "engine/" + name + "/" + m + "/regressions/" + sp.hash;
+            run_case(id, [&] {
+              if (!installed) return not_installed(m, "regressions/" + sp.hash);
+              if (!sp.error.empty()) throw std::invalid_argument("the saved plan does not load: " + sp.error);
+              engine::CheckOptions o = check;
+              o.reproduce = base_cmd() + " --regressions " + shell_quote(corpus) + " --model " + shell_quote("^" + m + "$") +
+                            " --filter " + shell_quote("^" + id + "$");
+              report::CaseResult r = engine::check_plan(client, model_of(m), dir, sp.plan, o);
+              r.name = m + "/regressions/" + sp.hash;
+              r.params += ",plan=" + sp.plan.name;
+              return r;
+            });
+          }
         if (replays.empty() && a->plans != "fixed") {
           const std::string id = "engine/" + name + "/" + m + "/campaign";
           run_case(id, [&] {
@@ -294,12 +375,15 @@ Runner add_engine_command(CLI::App& app) {
             if (out.result.status == report::Status::Fail) {
               std::string replay = base_cmd() + " --plans campaign --model " + shell_quote("^" + m + "$") + " --seed " +
                                    std::to_string(a->seed) + " --iterations " + std::to_string(a->iterations) + " " + out.result.reproduce;
-              if (out.shrunk && !a->save_cases.empty()) {
-                fs::create_directories(a->save_cases);
-                const std::string text = engine::to_json(*out.shrunk).dump(1) + "\n";
-                const std::string file = (fs::path(a->save_cases) / ("engine-" + m + "-" + std::to_string(std::hash<std::string>{}(text) % 1000000007) + ".json")).string();
-                report::write_file_atomically(file, text);
-                replay += "\n  replay the shrunk plan: " + base_cmd() + " --plan " + shell_quote(file);
+              if (out.shrunk && !a->save_regressions.empty()) {
+                try {
+                  const regressions::Saved saved = regressions::save(a->save_regressions, "engine", regressions::target_name(m),
+                                                                     nlohmann::ordered_json(engine::to_json(*out.shrunk)));
+                  replay += "\n  saved as " + saved.path + "; replay the shrunk plan: " + base_cmd() + " --plan " +
+                            shell_quote(fs::absolute(saved.path).string());
+                } catch (const std::exception& e) {  // the FAIL stands and says why
+                  replay += std::string("\n  not saved: ") + e.what();
+                }
               }
               out.result.reproduce = replay;
             }

@@ -19,7 +19,7 @@
 #include "closing.h"
 #include "commands.h"
 #include "kvcgen/campaign.h"
-#include "kvconform/inputs.h"
+#include "kvconform/regressions.h"
 #include "kvconform/report.h"
 #include "kvconform/seeds.h"
 
@@ -36,7 +36,7 @@ struct FuzzArgs {
   std::string shard, shard_count;
   int batch = 100, max_size = 100, max_failures = 10;
   std::string property = ".*", attention, dtype, mutant = "none";
-  std::string out = "cases/regressions", report_dir;
+  std::string out = "regressions", report_dir;  // the found-case corpus (kvconform/regressions.h)
   bool no_write = false;
 };
 
@@ -55,15 +55,9 @@ std::string last_line(const std::string& text) {
   return last;
 }
 
-std::string hex64(uint64_t v) {
-  std::ostringstream os;
-  os << std::hex << std::setw(16) << std::setfill('0') << v;
-  return os.str();
-}
-
 }  // namespace
 
-// The scenario file for a counterexample; `name` is filled in from a hash of everything else.
+// The scenario file for a counterexample; the found-case corpus names it (regressions::save).
 nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Property property, Mutation mutation,
                                  uint64_t round_seed, const std::string& message) {
   const ScenarioConfig& cfg = c.config;
@@ -95,14 +89,7 @@ nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Pr
   for (int64_t n : c.steps) steps.push_back({{"tokens", n}});
   j["steps"] = steps;
   j["inputs"] = {{"generator", "kvc-mix64-v1"}, {"seed", cfg.seed}};
-  // Named by what it runs (not by the message or seed): the same shrunk scenario found twice is one file.
-  nlohmann::ordered_json identity = j;
-  identity.erase("name");
-  identity.erase("description");
-  identity.erase("tags");
-  uint64_t h = inputs::mix64(static_cast<uint64_t>(property));
-  for (unsigned char ch : identity.dump()) h = inputs::mix64(h ^ ch);
-  j["name"] = "fuzz_" + std::string(campaign::to_string(property)) + "_" + hex64(h).substr(0, 12);
+  j["name"] = "found";  // replaced by the corpus's hash when saved
   return j;
 }
 
@@ -125,7 +112,10 @@ Runner add_fuzz_command(CLI::App& app) {
   cmd->add_option("--attention", args->attention, "Only sliding, chunked or full configurations");
   cmd->add_option("--dtype", args->dtype, "Only configurations of this dtype");
   cmd->add_option("--mutant", args->mutant, "Fuzz a deliberately wrong implementation (expect failures)");
-  cmd->add_option("--out", args->out, "Folder for shrunk failures as case files (default cases/regressions)");
+  CLI::Option* out = cmd->add_option("--regressions", args->out,
+                                     "The found-case corpus shrunk failures are saved into, as <suite>/<target>/<hash>.json "
+                                     "(default regressions; `run` replays it)");
+  add_old_spelling(cmd, "--out", out, args->out);
   cmd->add_flag("--no-write", args->no_write, "Report failures without writing case files");
   cmd->add_option("--max-failures", args->max_failures, "Stop after this many failures (default 10)")
       ->check(CLI::PositiveNumber);
@@ -233,18 +223,18 @@ Runner add_fuzz_command(CLI::App& app) {
         if (o.counterexample) {
           result.masks = o.counterexample->masks;
           const auto j = case_json(*o.counterexample, p, base.mutation, options.seed, message);
-          const std::string name = j["name"].get<std::string>();
-          const fs::path path = fs::path(args->out) / (name + ".json");
-          if (!args->no_write && files.insert(name).second) {
-            std::error_code ec;
-            fs::create_directories(args->out, ec);
-            report::write_file_atomically(path.string(), j.dump(2) + "\n");
-            summary.record.files.push_back(path.string());
-            std::cout << "  case file: " << path.string() << "\n";
-          } else if (!args->no_write) {
-            std::cout << "  case file: " << path.string() << " (same scenario as an earlier failure)\n";
+          if (!args->no_write) {
+            const regressions::Saved saved = regressions::save(args->out, "property", campaign::to_string(p), j);
+            if (files.insert(saved.path).second) {  // a file an earlier run saved is this run's find too
+              summary.record.files.push_back(saved.path);
+              std::cout << "  case file: " << saved.path << "\n";
+            } else {
+              std::cout << "  case file: " << saved.path << " (same scenario as an earlier failure)\n";
+            }
+            result.reproduce += "\n# or replay the case file: kvconform run --filter '^property/" + saved.id + "$'" +
+                                (base.mutation == Mutation::None ? "" : std::string(" --mutant ") + to_string(base.mutation)) +
+                                " --regressions " + args->out;
           }
-          result.reproduce += "\n# or replay the case file: kvconform replay " + path.string();
         }
         summary.cases.push_back(std::move(result));
         std::cout.flush();

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <regex>
 #include <set>
+#include <utility>
 
 #include "commands.h"
 #include "kvconform/cases.h"
@@ -53,13 +54,37 @@ int shell(const std::string& command) {
 
 std::string quoted(const fs::path& p) { return "'" + p.string() + "'"; }
 
+// Every folder of scenario files: cases/, cases/generated/ and the found-case corpus's scenario
+// suites (regressions/property/<property>/, regressions/differential/<release>/).
+std::vector<fs::path> scenario_folders(const fs::path& root) {
+  std::vector<fs::path> out = {root / "cases"};
+  if (fs::is_directory(root / "cases/generated")) out.push_back(root / "cases/generated");
+  if (fs::is_directory(root / "cases/regressions") && !fs::is_empty(root / "cases/regressions")) {  // the old folder
+    static bool said = false;
+    if (!std::exchange(said, true))
+      std::cerr << "kvconform golden: cases/regressions/ is now the found-case corpus regressions/<suite>/<target>/ "
+                   "(the old folder is read until kvconform 0.2)\n";
+    out.push_back(root / "cases/regressions");
+  }
+  for (const char* suite : {"property", "differential"}) {
+    const fs::path dir = root / "regressions" / suite;
+    if (!fs::is_directory(dir)) continue;
+    std::vector<fs::path> targets;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_directory()) targets.push_back(e.path());
+    std::sort(targets.begin(), targets.end());
+    out.insert(out.end(), targets.begin(), targets.end());
+  }
+  return out;
+}
+
 // Dumps every case (hand-written and generated) for one version into `out`.
 int dump(const fs::path& root, const std::string& version, const fs::path& out) {
   if (int rc = shell("bash " + quoted(root / "golden/setup_env.sh") + " " + version + " >&2"); rc != 0) return rc;
   std::string cmd = quoted(root / ("golden/.venv-" + version) / "bin/python") + " " + quoted(root / "golden/dump.py") +
                     " --cases " + quoted(root / "cases");
-  for (const char* extra : {"cases/generated", "cases/regressions"})
-    if (fs::is_directory(root / extra) && !fs::is_empty(root / extra)) cmd += " " + quoted(root / extra);
+  for (const fs::path& extra : scenario_folders(root))
+    if (extra != root / "cases" && !fs::is_empty(extra)) cmd += " " + quoted(extra);
   return shell(cmd + " --out " + quoted(out));
 }
 
@@ -68,8 +93,7 @@ bool equivalent_fixtures(const fs::path& committed, const fs::path& fresh) {
   const auto a = nlohmann::json::parse(cases::read_file(committed.string()));
   const auto b = nlohmann::json::parse(cases::read_file(fresh.string()));
   const fs::path case_file = fs::path(a.value("case", "")).string() + ".json";
-  const fs::path cases_dir = committed.parent_path() / "../../../cases";
-  for (const fs::path& dir : {cases_dir, cases_dir / "generated", cases_dir / "regressions"}) {
+  for (const fs::path& dir : scenario_folders(committed.parent_path() / "../../..")) {
     if (!fs::exists(dir / case_file)) continue;
     const Scenario c = cases::load_case((dir / case_file).string());
     const report::CaseResult r = golden::compare(a, b, c);

@@ -20,6 +20,7 @@
 #include "kvconform/golden.h"
 #include "kvcgen/plugin_campaign.h"
 #include "kvconform/plugin_host.h"
+#include "kvconform/regressions.h"
 #include "kvconform/report.h"
 #include "kvconform/results.h"
 #include "kvconform/subprocess_backend.h"
@@ -41,7 +42,9 @@ struct RunArgs {
   std::string backend = ".*", device = "cpu";
   std::vector<std::string> plugins;
   int plugin_iterations = 25;
-  std::string save_cases;  // folder for shrunk property failures as case files
+  // The found-case corpus (kvconform/regressions.h): replayed by default; where shrunk failures are saved.
+  std::string regressions, save_regressions;
+  bool no_regressions = false;
   std::string case_results;  // one file per case (cli_util.h, CaseResults)
   bool allow_nothing_checked = false;
   std::vector<std::string> suites;  // --suite: golden, backend, property (default: all three)
@@ -59,32 +62,6 @@ std::string regex_quote(const std::string& id) {
     out += c;
   }
   return out;
-}
-
-// The running binary's absolute path (/proc/self/exe), for reproduce lines that work from anywhere.
-std::string self_path() {
-  std::error_code ec;
-  const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("kvconform") : p.string();
-}
-
-// A data folder (cases, golden fixtures): as given; by default ./REL when it exists, else the
-// installed copy next to the binary (<prefix>/share/kvconform/REL, cmake --install), else the
-// checkout a build-tree binary was built from.
-std::string data_folder(const std::string& value, bool given, const std::string& rel) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!given && !fs::exists(value, ec)) {
-    const fs::path installed = fs::path(self_path()).parent_path().parent_path() / "share" / "kvconform" / rel;
-    if (fs::is_directory(installed, ec)) return installed.lexically_normal().string();
-#ifdef KVC_SOURCE_DIR
-    // A binary in its build tree (build/harness/cli/kvconform, as a pytest plugin or a reproduce
-    // line runs it from another folder): the checkout it was built from, while it is there.
-    const fs::path checkout = fs::path(KVC_SOURCE_DIR) / rel;
-    if (fs::is_directory(checkout, ec)) return checkout.lexically_normal().string();
-#endif
-  }
-  return value;
 }
 
 // The folder as an absolute path, for a reproduce line that works from any working directory.
@@ -144,6 +121,53 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// The property suite's found cases (regressions/property/<property>/<hash>.json, saved by `run
+// --save-regressions` and `kvconform fuzz`): each scenario replayed on the fast engine for the property
+// it failed, as case property/regressions/<property>/<hash>. A value property's case is judged against
+// its golden fixture (`kvconform golden` dumps one), here a SKIP; a file that does not load is its FAIL.
+std::vector<report::CaseResult> property_regressions(const std::string& root, Mutation mutation,
+                                                     const std::function<bool(const std::string&)>& select, bool list_only) {
+  std::vector<report::CaseResult> out;
+  for (const regressions::Entry& e : regressions::load(root, "property")) {
+    report::CaseResult r;
+    r.suite = "property";
+    r.name = "regressions/" + e.target + "/" + e.hash;
+    r.backend = "reference";
+    r.dtype = "mixed";
+    if (!select(report::case_id(r))) continue;
+    if (list_only) {
+      out.push_back(r);
+      continue;
+    }
+    r.status = report::Status::Fail;
+    try {
+      const campaign::Property p = campaign::parse_property(e.target);
+      if (!e.error.empty()) throw cases::CaseError(e.path, "", e.error);
+      const Scenario c = cases::parse_case(e.text, e.path);
+      r.dtype = to_string(c.dtype);
+      if (!campaign::has_fast_path(p)) {
+        r.status = report::Status::Skipped;
+        r.message = std::string(campaign::to_string(p)) + " checks attention values: this case is judged against its golden "
+                    "fixture (kvconform golden dumps it from " + e.path + ")";
+      } else {
+        campaign::FastTrace t;
+        for (size_t l = 0; l < c.layer_types.size(); ++l) t.layers.push_back(c.layer_spec(l));
+        t.batch = c.batch;
+        t.left_padding = c.left_padding;
+        for (const Step& st : c.steps) t.steps.push_back(st.tokens);
+        const std::string failure = campaign::check_fast(p, t, mutation);
+        r.status = failure.empty() ? report::Status::Pass : report::Status::Fail;
+        r.message = failure.empty() ? std::to_string(t.steps.size()) + " steps on the fast engine" : failure;
+        r.detail = "saved case: " + e.path;
+      }
+    } catch (const std::exception& error) {  // this case's FAIL; the run goes on
+      r.message = std::string("the saved case does not load: ") + error.what();
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 }  // namespace
 
 Runner add_run_command(CLI::App& app) {
@@ -198,9 +222,16 @@ Runner add_run_command(CLI::App& app) {
                   "Give up on a --plugin or --backend-cmd after N worker failures (crash, hang, exit, no start): its "
                   "remaining cases are SKIP 'gave up after N worker failures' (default 0: never)")
       ->check(CLI::NonNegativeNumber);
-  run->add_option("--save-cases", args->save_cases,
-                  "Write each shrunk property or plugin-campaign failure as a case file into this folder (e.g. "
-                  "cases/regressions), so a found bug becomes a permanent case");
+  CLI::Option* regressions_root = run->add_option(
+      "--regressions", args->regressions,
+      "The found-case corpus replayed with the property and plugin suites (regressions/<suite>/<target>/; default "
+      "./regressions, else the installed or the built-from copy)");
+  run->add_flag("--no-regressions", args->no_regressions, "Replay no found case of the corpus")->excludes(regressions_root);
+  CLI::Option* save_regressions = run->add_option(
+      "--save-regressions", args->save_regressions,
+      "Save each shrunk property or plugin-campaign failure into this corpus folder (e.g. regressions: "
+      "<suite>/<target>/<hash>.json), so a found bug becomes a permanent case the next run replays");
+  add_old_spelling(run, "--save-cases", save_regressions, args->save_regressions);
   run->add_option("--case-results", args->case_results,
                   "Also write each case's status and lines into its own file in this folder (emptied first), for a "
                   "test runner that names every case while one process runs them (ctest's case/<id> tests)");
@@ -231,6 +262,7 @@ Runner add_run_command(CLI::App& app) {
       throw std::invalid_argument("--backend-timeout applies only with --backend-cmd");
     args->cases = data_folder(args->cases, given("--cases"), "cases");
     args->fixtures = data_folder(args->fixtures, given("--fixtures"), "golden/fixtures");
+    const std::string corpus = args->no_regressions ? "" : regressions::resolve_root(args->regressions);
     campaign::Options options = campaign::options_from_env();
     if (args->seed) options.seed = *args->seed;
     if (args->iterations) options.iterations = *args->iterations;
@@ -297,6 +329,8 @@ Runner add_run_command(CLI::App& app) {
         if (options.mutation != Mutation::None) os << " --mutant " << to_string(options.mutation);
       }
       os << " --seed " << options.seed;
+      if (report::case_id(r).find("/regressions/") != std::string::npos)  // a found case of the corpus
+        os << " --regressions " << shell_quote(absolute_folder(corpus));
       if (!args->dtype.empty()) os << " --dtype " << args->dtype;
       if (!args->attention.empty()) os << " --attention " << args->attention;
       if (!r.replay.empty())  // always quoted, as the reproduce strings have always been printed
@@ -384,7 +418,8 @@ Runner add_run_command(CLI::App& app) {
       p.seed = options.seed;
       p.iterations = args->plugin_iterations;
       p.cases_dir = args->cases;
-      p.save_cases = args->save_cases;
+      p.regressions_root = corpus;
+      p.save_regressions = args->save_regressions;
       p.select = select;
       p.list_only = args->list;
       try {
@@ -431,14 +466,15 @@ Runner add_run_command(CLI::App& app) {
         }
         report::CaseResult r = property_result(outcome, options, args->verbose);
         reproduce(r, "");
-        if (!outcome.ok && outcome.counterexample && !args->save_cases.empty()) {
+        if (!outcome.ok && outcome.counterexample && !args->save_regressions.empty()) {
           const std::string last = outcome.failure.substr(outcome.failure.find_last_of('\n', outcome.failure.size() - 2) + 1);
           const auto doc = case_json(*outcome.counterexample, p, options.mutation, options.seed, last);
-          std::filesystem::create_directories(args->save_cases);
-          const std::string path = args->save_cases + "/" + doc["name"].get<std::string>() + ".json";
-          std::ofstream(path + ".tmp") << doc.dump(2) << "\n";
-          std::filesystem::rename(path + ".tmp", path);
-          r.detail += "\nsaved as a case: " + path + " (dump its fixtures with `kvconform golden`)";
+          try {
+            const regressions::Saved saved = regressions::save(args->save_regressions, "property", campaign::to_string(p), doc);
+            r.detail += "\nsaved as a case: " + saved.path + " (" + saved.id + ", replayed by every run)";
+          } catch (const std::exception& e) {  // the FAIL stands and says why
+            r.detail += std::string("\nnot saved as a case: ") + e.what();
+          }
         }
         case_seconds.resize(summary.cases.size(), -1.0);  // golden cases are not timed one by one
         case_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
@@ -446,6 +482,14 @@ Runner add_run_command(CLI::App& app) {
         case_results.record(r, args->verbose);
         if (args->verbose && r.status == report::Status::Pass && !r.detail.empty()) std::cout << r.detail << "\n";
         summary.cases.push_back(std::move(r));
+      }
+      if (!corpus.empty() && options.reproduce.empty()) {
+        std::vector<report::CaseResult> found = property_regressions(corpus, options.mutation, select, args->list);
+        if (args->list) {
+          list(found);
+        } else {
+          for (report::CaseResult& r : found) add(std::move(r));
+        }
       }
     }
     // A shard may hold none of the selected cases (more shards than cases): its empty report still

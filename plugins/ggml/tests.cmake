@@ -1,7 +1,8 @@
 # ctest (label plugin) for the ggml plugins, included from plugins/CMakeLists.txt when KVC_WITH_GGML.
 set(_kvc_expect ${PROJECT_SOURCE_DIR}/cmake/expect_run.cmake)
 set(_kvc_run "$<TARGET_FILE:kvconform>|run|--no-report")  # "|"-separated for expect_run.cmake
-set(_kvc_regressions "--plugin-iterations|0|--cases|${CMAKE_CURRENT_LIST_DIR}/regressions|--plugin")
+# The found cases of regressions/plugin/kvc_ggml/ (the family folder of every kvc_ggml_* plugin), alone.
+set(_kvc_regressions "--plugin-iterations|0|--regressions|${PROJECT_SOURCE_DIR}/regressions|--filter|/regressions/|--plugin")
 
 function(kvc_ggml_test name)  # kvc_ggml_test(<name> <expect_run.cmake -D arguments>...)
   add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} ${ARGN} -P ${_kvc_expect} WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
@@ -24,14 +25,14 @@ endforeach()
 # The regressions (README.md): each fails on the build that keeps ggml's / llama.cpp's raw behaviour.
 kvc_ggml_test(plugin_kvc_ggml_softmax_raw_empty_rows
               "-DCOMMAND=${_kvc_run}|${_kvc_regressions}|$<TARGET_FILE:kvc_ggml_softmax_raw_empty_rows>" -DEXPECT_EXIT=1
-              "-DEXPECT_REGEX=ggml_softmax_query_without_keys/[^:]*: FAIL step 0 \\(Prefill\\(2\\)\\): attention \\(window\\) NaN")
+              "-DEXPECT_REGEX=regressions/kernel/kvc_ggml/d79b8f3c59bfb0cd/[^:]*: FAIL step 0 \\(Prefill\\(2\\)\\): attention \\(window\\) NaN")
 # f32 K/V cast to f16: the kernel then computes as a float16 kernel does (f16 storage, f16 V
 # accumulation), so every failure is a float32 bound (1e-6) missed by less than the float16 floor
 # (2e-3): measured up to 1.16e-3 on the numerics cases (head_dim 256, 4096 keys), under 5e-4 on
 # the short ones; never NaN, never a float16/bfloat16 bound.
 kvc_ggml_test(plugin_kvc_ggml_flash_cast_f16
               "-DCOMMAND=${_kvc_run}|${_kvc_regressions}|$<TARGET_FILE:kvc_ggml_flash_cast_f16>" -DEXPECT_EXIT=1
-              "-DEXPECT_REGEX=ggml_flash_f32_cache_cast_to_f16/[^:]*: FAIL [^>]*max error [0-9.]+e-0[4-6] > bound 1.00e-06"
+              "-DEXPECT_REGEX=regressions/kernel/kvc_ggml/04d306285927379a/[^:]*: FAIL [^>]*max error [0-9.]+e-0[4-6] > bound 1.00e-06"
               "-DREJECT_REGEX=NaN|> bound [0-9.]+e-0[0-5]|max error [0-9.]+e[-+]0[0-2] |max error [2-9][.][0-9]+e-03 ")
 
 # The same plugins built out of tree against an installed kvconform (plugins/ggml/CMakeLists.txt on

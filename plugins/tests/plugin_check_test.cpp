@@ -212,34 +212,41 @@ TEST(RingBufferPlugin, PassesTheGoldenCasesStepSequences) {
   EXPECT_FALSE(first_with(mutant, "holds token").empty());
 }
 
-// --save-cases: the campaign's shrunk failure becomes a case file that loads, and that the same
-// mutant then fails as a case (and the ring buffer passes): a found bug becomes a permanent case.
+// --save-regressions: the campaign's shrunk failure becomes a case file of the corpus
+// (regressions/plugin/<plugin>/<hash>.json) that loads, that the same mutant then fails as its
+// regressions case (and the ring buffer passes as a case file): a found bug becomes a permanent case.
 TEST(MutantPlugin, ShrunkCampaignFailureIsSavedAsACaseThatFailsAgain) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kvc_plugin_saved_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   PluginCheckOptions o = quick();
-  o.save_cases = dir.string();
+  o.save_regressions = dir.string();
   const auto results = check_plugin(KVC_MUTANT_WRAP_ORDER, o);
   std::string saved;
   for (const auto& r : results)
     if (r.name == "campaign/cache") saved = r.detail;
-  ASSERT_NE(saved.find("saved as a case: " + dir.string() + "/plugin_mutant_wrap_order_cache_"), std::string::npos)
-      << failures(results);
+  const std::filesystem::path folder = dir / "plugin" / "mutant_wrap_order";
+  ASSERT_NE(saved.find("saved as a case: " + folder.string() + "/"), std::string::npos) << failures(results);
   std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  for (const auto& e : std::filesystem::directory_iterator(folder)) files.push_back(e.path());
   ASSERT_EQ(files.size(), 1u);  // no temporary left beside it
   EXPECT_EQ(files[0].extension(), ".json");
   const Scenario c = cases::load_case(files[0].string());
+  EXPECT_EQ(c.name, files[0].stem().string());  // a case file's name is its stem: the corpus's hash
   for (const Step& st : c.steps) EXPECT_FALSE(st.is_reset());
   PluginCheckOptions replay;
   replay.iterations = 0;
   replay.kernel = false;
-  replay.cases_dir = dir.string();
-  replay.select = [&](const std::string& id) { return id.find("/golden-cache/" + c.name + "/") != std::string::npos; };
+  replay.regressions_root = dir.string();
+  const std::string hash = files[0].stem().string();
+  replay.select = [&](const std::string& id) { return id.find("/regressions/cache/mutant_wrap_order/" + hash + "/") != std::string::npos; };
   const auto again = check_plugin(KVC_MUTANT_WRAP_ORDER, replay);
   ASSERT_EQ(again.size(), 1u) << failures(again);
   EXPECT_EQ(again[0].status, Status::Fail);
   EXPECT_NE(again[0].message.find("holds token"), std::string::npos) << again[0].message;
+  replay.regressions_root.clear();  // a mutant of the replay that ignores the corpus: nothing of it runs
+  EXPECT_TRUE(check_plugin(KVC_MUTANT_WRAP_ORDER, replay).empty());
+  replay.cases_dir = folder.string();  // the ring buffer's own corpus is not this one: the file as a case
+  replay.select = [&](const std::string& id) { return id.find("/golden-cache/" + c.name + "/") != std::string::npos; };
   const auto good = check_plugin(KVC_RING_BUFFER, replay);
   ASSERT_EQ(good.size(), 1u) << failures(good);
   EXPECT_EQ(good[0].status, Status::Pass) << good[0].message;
@@ -253,15 +260,15 @@ TEST(MutantPlugin, ShrunkNumericsFailureIsSavedAsACaseThatFailsAgain) {
   std::filesystem::remove_all(dir);
   PluginCheckOptions o = quick(false, true);
   o.iterations = 25;
-  o.save_cases = dir.string();
+  o.save_regressions = dir.string();
   o.select = [](const std::string& id) { return id.find("/campaign/") != std::string::npos; };
   const auto results = check_plugin(KVC_MUTANT_NO_MAX_SUBTRACTION, o);
   ASSERT_EQ(results.size(), 1u) << failures(results);
   ASSERT_EQ(results[0].status, Status::Fail) << results[0].message;
-  ASSERT_NE(results[0].detail.find("saved as a case: " + dir.string() + "/plugin_mutant_no_max_subtraction_kernel_"),
-            std::string::npos) << results[0].detail;
+  const std::filesystem::path folder = dir / "plugin" / "mutant_no_max_subtraction";
+  ASSERT_NE(results[0].detail.find("saved as a case: " + folder.string() + "/"), std::string::npos) << results[0].detail;
   std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  for (const auto& e : std::filesystem::directory_iterator(folder)) files.push_back(e.path());
   ASSERT_EQ(files.size(), 1u);
   const Scenario c = cases::load_case(files[0].string());
   EXPECT_NE(c.distribution, inputs::Distribution::Mix64);
@@ -269,7 +276,7 @@ TEST(MutantPlugin, ShrunkNumericsFailureIsSavedAsACaseThatFailsAgain) {
   EXPECT_FALSE(c.steps[0].judged);  // the fill step
   PluginCheckOptions replay = quick(false, true);
   replay.iterations = 0;
-  replay.cases_dir = dir.string();
+  replay.cases_dir = folder.string();
   replay.select = [&](const std::string& id) { return id.find("/golden-kernel/" + c.name + "/") != std::string::npos; };
   const auto again = check_plugin(KVC_MUTANT_NO_MAX_SUBTRACTION, replay);
   ASSERT_EQ(again.size(), 1u) << failures(again);

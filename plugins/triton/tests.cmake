@@ -109,7 +109,8 @@ kvc_triton_test(triton_sglang_decode_backend_rail_finding ADAPTER "sglang_decode
   CHECK --exit 1
         --expect "decode_across_window/static/float32.*: FAIL step 2 \\(Decode after 3 tokens\\): attention \\(window\\) max error"
         --expect "full_attention/static/float32.*: OK")
-# the finding's shrunk case (the campaign's, saved with --save-cases): a 2-token prefill, W = 2
+# the finding's shrunk case (the campaign's, saved with --save-regressions into the corpus folder of
+# every sglang_triton_decode_* adapter, regressions/plugin/sglang_triton_decode/): a 2-token prefill, W = 2
 foreach(rail backend window)
   if(rail STREQUAL backend)
     set(kvc_triton_exit 1)
@@ -119,7 +120,7 @@ foreach(rail backend window)
     set(kvc_triton_verdict "OK")
   endif()
   kvc_triton_test(triton_sglang_decode_shrunk_case_${rail}_rail ADAPTER "sglang_decode_adapter.py --rail ${rail}"
-    CASES ${CMAKE_CURRENT_LIST_DIR}/findings RUN --filter golden-kernel
+    RUN --regressions ${PROJECT_SOURCE_DIR}/regressions --filter regressions/kernel/sglang_triton_decode/
     CHECK --exit ${kvc_triton_exit}
-          --expect "golden-kernel/sglang_decode_backend_rail_shrunk/sliding_attention/float32.*: ${kvc_triton_verdict}")
+          --expect "regressions/kernel/sglang_triton_decode/7996717f51a958ef/sliding_attention/float32.*: ${kvc_triton_verdict}")
 endforeach()

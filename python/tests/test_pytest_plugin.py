@@ -293,7 +293,7 @@ def test_a_wrong_engine_fails_with_the_fail_line(tmp_path, binary, tf_python):
     assert outcome == "failure", out
     assert "engine/hf-window-plus-one/mistral-w5/prefill_gt_w(W=5," in text and "): FAIL step" in text, text
     assert "consistent with a window of W+1" in text, text
-    assert re.search(r"reproduce: kvconform engine --engine-cmd .*serve-engine .*--filter '\^engine/hf-window-plus-one/mistral-w5/prefill_gt_w\$'", text), text
+    assert re.search(r"reproduce: /\S*kvconform\S* engine --engine-cmd .*serve-engine .*--filter '\^engine/hf-window-plus-one/mistral-w5/prefill_gt_w\$'", text), text
     assert "rerun under pytest: pytest --kvconform-engine" in text and "--kvconform-filter '^mistral\\-w5/prefill_gt_w$'" in text, text
 
 

@@ -42,7 +42,7 @@ struct Options {
   // Dumper processes (one worker thread each) sharing the shard's sequences; the summary is the
   // same for any count (except where a time budget cuts the campaign short).
   int64_t workers = 1;
-  std::string out_dir = "cases/regressions";
+  std::string out_dir = "regressions";  // the corpus: disagreements go to regressions/differential/<version>/
   // The release whose behaviours (behaviours_for_release) the reference follows; empty = `version`.
   // Another release proves the campaign can fail (their differences must show up as shrunk
   // disagreements).

@@ -33,9 +33,13 @@ struct PluginCheckOptions {
   // Over the registry id "plugin/<plugin>/<case>/<dtype>" (report::case_id); empty = all.
   std::function<bool(const std::string& id)> select;
   bool list_only = false;  // run nothing but the load probe: one Pass result per selected case
-  // A folder (e.g. cases/regressions): a random-campaign failure, shrunk, is written there as a
-  // case file (the step sequence that fails on its own), so a found bug becomes a permanent case.
-  std::string save_cases;
+  // The found-case corpus (kvconform/regressions.h) whose plugin suite is replayed: the entries of
+  // regressions/plugin/<plugin name>/ and of its family folders, as cases "regressions/<kernel|cache>/
+  // <folder>/<hash>/<layer type>"; empty = none.
+  std::string regressions_root;
+  // A corpus root: a random-campaign failure, shrunk, is saved there (regressions/plugin/<plugin>/)
+  // as a case file (the step sequence that fails on its own), so a found bug becomes a permanent case.
+  std::string save_regressions;
   // Selectors (--dtype, --attention): only cases of this dtype / this layer type; the random
   // campaign draws only such configurations.
   std::optional<DType> dtype;

@@ -15,6 +15,7 @@
 #include "kvconform/oracle.h"
 #include "kvconform/plugin_runner.h"
 #include "kvconform/positions.h"
+#include "kvconform/regressions.h"
 #include "kvconform/reference.h"
 #include "kvconform/scenario.h"
 #include "kvconform/step_driver.h"
@@ -579,33 +580,64 @@ FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options)
         s.dtype = dt;
         run("kernel/" + s.name + "/static", s, Part::Kernel);
       }
+  // A case file's step sequences on every layer type it lists, as cases `<cache>/<name>/<layer type>`.
+  auto replay_case = [&](const Scenario& c, const std::string& cache_prefix, const std::string& kernel_prefix,
+                         const std::string& name) {
+    // Plugins implement the query_length API: a case limited to cache_position releases is not theirs.
+    bool query_length_api = c.releases.empty();
+    for (const std::string& v : c.releases) {
+      try {
+        query_length_api |= behaviours_for_release(v).cache_api == CacheApi::QueryLength;
+      } catch (const std::invalid_argument&) {  // older than the table: not the query_length API either
+      }
+    }
+    if (!query_length_api) return;
+    std::vector<LayerType> types;
+    for (LayerType t : c.layer_types)
+      if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+    for (LayerType t : types) {
+      // The case's configuration, steps and generator seed on one layer of this type; explicit
+      // inputs are not replayed (the plugin is fed the generator's).
+      Scenario s = c;
+      s.layer_types = {t};
+      s.seed = c.seed.value_or(0);
+      s.explicit_q.clear(), s.explicit_k.clear(), s.explicit_v.clear();
+      for (Step& st : s.steps) st.cache_position.reset();
+      if (!checkable(s)) continue;
+      const std::string suffix = name + "/" + to_string(t);
+      if (out.has_cache) run(cache_prefix + suffix, s, Part::Cache);
+      if (out.has_attention) run(kernel_prefix + suffix, s, Part::Kernel);
+    }
+  };
   if (!options.cases_dir.empty())
     for (const std::string& file : cases::list_case_files(options.cases_dir)) {
       const Scenario c = cases::load_case(file);
-      // Plugins implement the query_length API: a case limited to cache_position releases is not theirs.
-      bool query_length_api = c.releases.empty();
-      for (const std::string& v : c.releases) {
-        try {
-          query_length_api |= behaviours_for_release(v).cache_api == CacheApi::QueryLength;
-        } catch (const std::invalid_argument&) {  // older than the table: not the query_length API either
+      replay_case(c, "golden-cache/", "golden-kernel/", c.name);
+    }
+  // The found cases of this plugin (regressions/plugin/<name>/) and of its family (a folder whose name
+  // and an underscore begin the plugin's: kvc_ggml/ for kvc_ggml_flash). A file that does not load is
+  // that entry's FAIL naming the file and field; the run goes on.
+  if (!options.regressions_root.empty())
+    for (const regressions::Entry& e : regressions::load(options.regressions_root, "plugin")) {
+      const std::string folder = regressions::target_name(out.name);
+      if (e.target != folder && folder.rfind(e.target + "_", 0) != 0) continue;
+      const std::string name = e.target + "/" + e.hash;
+      try {
+        if (!e.error.empty()) throw cases::CaseError(e.path, "", e.error);
+        replay_case(cases::parse_case(e.text, e.path), "regressions/cache/", "regressions/kernel/", name);
+      } catch (const std::exception& error) {
+        CaseResult r;
+        r.suite = "plugin";
+        r.name = "regressions/" + name;
+        r.backend = out.name;
+        r.dtype = "mixed";
+        if (options.select && !options.select(report::case_id(r))) continue;
+        if (options.list_only) {
+          out.results.push_back(r);
+          continue;
         }
-      }
-      if (!query_length_api) continue;
-      std::vector<LayerType> types;
-      for (LayerType t : c.layer_types)
-        if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
-      for (LayerType t : types) {
-        // The case's configuration, steps and generator seed on one layer of this type; explicit
-        // inputs are not replayed (the plugin is fed the generator's).
-        Scenario s = c;
-        s.layer_types = {t};
-        s.seed = c.seed.value_or(0);
-        s.explicit_q.clear(), s.explicit_k.clear(), s.explicit_v.clear();
-        for (Step& st : s.steps) st.cache_position.reset();
-        if (!checkable(s)) continue;
-        const std::string suffix = c.name + "/" + to_string(t);
-        if (out.has_cache) run("golden-cache/" + suffix, s, Part::Cache);
-        if (out.has_attention) run("golden-kernel/" + suffix, s, Part::Kernel);
+        fail(r, std::string("the saved case does not load: ") + error.what());
+        out.results.push_back(r);
       }
     }
   return out;

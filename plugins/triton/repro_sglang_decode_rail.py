@@ -1,6 +1,6 @@
 """SGLang 0.5.23's Triton backend decodes a sliding-window layer over W - 1 keys (NOTES.md, "Finding").
 
-    TRITON_INTERPRET=1 $(bash plugins/triton/setup_env.sh) plugins/triton/findings/sglang_decode_rail_repro.py
+    TRITON_INTERPRET=1 $(bash plugins/triton/setup_env.sh) plugins/triton/repro_sglang_decode_rail.py
 
 A model's sliding_window_size is config.sliding_window - 1 (gemma2.py, gpt_oss.py); for a decode,
 update_sliding_window_buffer lists min(seq_len, sliding_window_size) tokens, seq_len counting the token

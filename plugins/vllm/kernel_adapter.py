@@ -1,7 +1,7 @@
 """vLLM's CPU attention and paged cache write as a kvconform kernel (docs/plugins.md, python/README.md).
 
     VPY=$(bash engines/setup_env.sh vllm)
-    build/harness/cli/kvconform run --backend-cmd "$VPY engines/vllm/kernel_adapter.py" [--cases engines/vllm/cases]
+    build/harness/cli/kvconform run --backend-cmd "$VPY plugins/vllm/kernel_adapter.py" [--cases plugins/vllm/cases]
 
 Each call is one vLLM v1 CPU attention step, made with the ops `vllm/v1/attention/backends/cpu_attn.py`
 calls (`vllm._custom_ops`): the K/V of every sequence are written through `cpu_attn_reshape_and_cache`
@@ -15,7 +15,7 @@ a left-padded batch row becomes a sequence without its padding (a vLLM sequence 
 
 Window convention: `window="transformers"`, the kernel gets `sliding_window=W` (a query sees W keys,
 counting itself) and passes it unchanged: the CPU kernel takes the Hugging Face window, measured
-(engines/vllm/RESULTS.md: keys i - W < j <= i), and the model layer passes `config.sliding_window`
+(plugins/vllm/NOTES.md: keys i - W < j <= i), and the model layer passes `config.sliding_window`
 as is. A full layer is `sliding_window=-1`, vLLM's "no window".
 
 Flags (after the script's path):
@@ -56,7 +56,7 @@ def ops():
 
 def pick_isa(dtype, head_dim):
     """The backend's _get_attn_isa for block size 32 and an "auto" KV cache on x86 (its module cannot be
-    imported here: vllm.config pulls torchvision, which fails in this venv; RESULTS.md)."""
+    imported here: vllm.config pulls torchvision, which fails in this venv; NOTES.md)."""
     import torch
     if OPTIONS.isa == "amx" and dtype != torch.bfloat16:  # the backend's amx is bfloat16 only; float32 aborts
         raise kvconform.Unsupported(f"--isa amx: the backend picks amx for bfloat16 only, not {dtype}")
