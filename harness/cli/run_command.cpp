@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "closing.h"
 #include "commands.h"
+#include "registry.h"
 #include "kvconform/backends.h"
 #include "kvcgen/campaign.h"
 #include "kvcgen/search.h"
@@ -127,11 +128,6 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
       if (line.find_first_not_of(" \t") != std::string::npos) last = line;
     r.message = (last.empty() ? std::string("failed") : last) + " (after " + std::to_string(o.cases) + " passing cases)";
     detail << o.failure;
-    std::string cmd = "kvconform run --properties-only --property '^" + r.name + "$' --seed " + std::to_string(options.seed);
-    if (options.mutation != Mutation::None) cmd += std::string(" --mutant ") + to_string(options.mutation);
-    if (options.engine != campaign::Engine::Auto) cmd += std::string(" --trace-engine ") + to_string(options.engine);
-    if (!o.reproduce.empty()) cmd += " --reproduce '" + o.reproduce + "'";
-    r.reproduce = cmd;
   }
   if (verbose)
     for (const auto& [key, err] : o.observations.max_error)
@@ -242,28 +238,11 @@ Runner add_run_command(CLI::App& app) {
     options.mutation = parse_mutation(args->mutant);
     if (!args->engine.empty()) options.engine = campaign::parse_engine(args->engine);
     // The registry's one selection (cli_util.h): --case, --property, --suite and --*-only are
-    // spellings of the id filter; every suite asks it before running or listing a case.
+    // spellings of the id filter, asked of every registered case.
     std::vector<std::string> suites = args->suites;
     if (args->golden_only) suites = {"golden"};
     if (args->properties_only) suites = {"property"};
     const Selection selection = Selection::make(args->filter, suites, args->case_regex, args->property);
-    // A shard runs the selected cases k with k % count == index, k counting every selected id in
-    // run order (docs/sharding.md); each case keeps k as its ordinal, the order merged shards take.
-    const Shard shard = resolve_shard(args->shard, args->shard_count);
-    std::map<std::string, int64_t> ordinal_of;
-    int64_t selected_ids = 0;
-    const auto select = [&](const std::string& id) {
-      if (!selection(id)) return false;
-      const int64_t k = selected_ids++;
-      if (k % shard.count != shard.index) return false;
-      ordinal_of[id] = k;
-      return true;
-    };
-    int listed = 0;
-    auto list = [&](const std::vector<report::CaseResult>& results) {
-      for (const report::CaseResult& r : results) std::cout << report::case_id(r) << "\n";
-      listed += static_cast<int>(results.size());
-    };
     std::vector<campaign::Property> selected;
     for (campaign::Property p : campaign::all_properties())
       if (!selection.property_names || std::regex_search(campaign::to_string(p), *selection.property_names))
@@ -271,87 +250,75 @@ Runner add_run_command(CLI::App& app) {
     if (selected.empty() && !args->golden_only && args->suites.empty())
       throw std::invalid_argument("--property '" + args->property + "' matches no property");
 
-    // One runnable line per failing case (docs/cli.md, "Reproducing a failure"): the absolute
-    // binary, --filter for exactly its id, and every flag that changed its outcome, with folders as
-    // absolute paths, so it runs from any working directory.
-    const auto reproduce = [&](report::CaseResult& r, const std::string& target_flag) {
-      if (r.status != report::Status::Fail) return;
-      std::ostringstream os;
-      os << shell_quote(self_path()) << " run";
-      if (r.suite != "plugin" || r.name != "check") os << " --filter " << shell_quote("^" + regex_quote(report::case_id(r)) + "$");
-      if (r.suite == "plugin") {
-        os << " " << target_flag << " --cases " << shell_quote(absolute_folder(args->cases));
-        if (!args->backend_cmds.empty() && target_flag.rfind("--backend-cmd", 0) == 0)
-          os << " --backend-timeout " << args->backend_timeout;
-        if (r.name.rfind("campaign/", 0) == 0) os << " --plugin-iterations " << args->plugin_iterations;
-      } else {
-        os << " --suite " << r.suite;
-        if (r.suite == "golden")
-          os << " --fixtures " << shell_quote(absolute_folder(args->fixtures)) << " --cases "
-             << shell_quote(absolute_folder(args->cases));
-        if (r.suite == "backend" && args->device != "cpu") os << " --device " << args->device;
-        if (r.suite == "property") {
-          os << " --iterations " << options.iterations;
-          if (options.engine != campaign::Engine::Auto) os << " --trace-engine " << to_string(options.engine);
-        }
-        if (options.mutation != Mutation::None) os << " --mutant " << to_string(options.mutation);
-      }
-      os << " --seed " << options.seed;
-      if (!args->dtype.empty()) os << " --dtype " << args->dtype;
-      if (!args->attention.empty()) os << " --attention " << args->attention;
-      if (!r.replay.empty())  // always quoted, as the reproduce strings have always been printed
-        os << " --reproduce " << (r.replay.find('\'') == std::string::npos ? "'" + r.replay + "'" : shell_quote(r.replay));
-      r.reproduce = os.str();
-    };
     const CaseResults case_results(args->list ? "" : args->case_results);
-    const auto run_started = std::chrono::steady_clock::now();
-    std::vector<double> case_seconds;  // for --timings
-    report::RunSummary summary;
-    summary.tool_version = "kvconform 0.1.0";
-    summary.seed = options.seed;
     const bool reference_sections = args->plugins.empty() && args->backend_cmds.empty();
     // --mutant reaches every suite that runs the reference: golden replay, the backend suite and the
     // properties (docs/cli.md, "Mutants"), each of which must then fail.
     const auto suite = [&](const char* name) { return selection.suite(name); };
     if (reference_sections && suite("property"))  // --trace-engine fast on a value property is bad usage
       for (campaign::Property p : selected) campaign::resolve(options.engine, p);
-    const bool goldens = reference_sections && suite("golden") && options.reproduce.empty();
-    if (goldens) {
-      golden::ReplayOptions g;
-      g.fixtures_root = args->fixtures;
-      g.cases_root = args->cases;
-      g.dtype = options.filter.dtype;
-      g.layer_type = options.filter.attention;
-      g.mutation = options.mutation;
-      g.select = select;
-      g.list_only = args->list;
-      if (args->list) {
-        list(golden::replay(g));
-      } else {
-        for (report::CaseResult& r : golden::replay(g)) {
-          if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
-          reproduce(r, "");
-          print_case_line(r, args->verbose);
-          case_results.record(r, args->verbose);
-          if (args->verbose && r.status != report::Status::Fail && !r.detail.empty()) std::cout << "  " << r.detail << "\n";
-          summary.cases.push_back(std::move(r));
-        }
-      }
-    }
-    auto add = [&](report::CaseResult r, const std::string& target_flag = "") {
-      if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
-      reproduce(r, target_flag);
-      print_case_line(r, args->verbose);
-      case_results.record(r, args->verbose);
-      // -v: a passing case's detail too (a kernel case's form coverage, a backend case's errors).
-      if (args->verbose && r.status != report::Status::Fail && !r.detail.empty()) {
-        std::istringstream lines(r.detail);
-        for (std::string line; std::getline(lines, line);)
-          if (!line.empty()) std::cout << "  " << line << "\n";
-      }
-      case_seconds.resize(summary.cases.size(), -1.0);
-      summary.cases.push_back(std::move(r));
+
+    // The reproduce line of a failing case (docs/cli.md, "Reproducing a failure"): the absolute
+    // binary, --filter for exactly its id, the suite's flags that changed its outcome, with folders
+    // as absolute paths, so it runs from any working directory.
+    const auto filter_flag = [](const report::CaseResult& r) {
+      return Flag{"--filter", "^" + regex_quote(report::case_id(r)) + "$"};
     };
+    const auto common_flags = [args, &options](std::vector<Flag> flags, const report::CaseResult& r) {
+      flags.push_back({"--seed", std::to_string(options.seed), Flag::Quote::None});
+      if (!args->dtype.empty()) flags.push_back({"--dtype", args->dtype, Flag::Quote::None});
+      if (!args->attention.empty()) flags.push_back({"--attention", args->attention, Flag::Quote::None});
+      if (!r.replay.empty()) flags.push_back({"--reproduce", r.replay, Flag::Quote::Single});
+      return flags;
+    };
+    const auto reference_flags = [&, args](const report::CaseResult& r) {
+      std::vector<Flag> flags = {filter_flag(r), {"--suite", r.suite, Flag::Quote::None}};
+      if (r.suite == "golden") {
+        flags.push_back({"--fixtures", absolute_folder(args->fixtures)});
+        flags.push_back({"--cases", absolute_folder(args->cases)});
+      }
+      if (r.suite == "backend" && args->device != "cpu") flags.push_back({"--device", args->device, Flag::Quote::None});
+      if (r.suite == "property") {
+        flags.push_back({"--iterations", std::to_string(options.iterations), Flag::Quote::None});
+        if (options.engine != campaign::Engine::Auto)
+          flags.push_back({"--trace-engine", to_string(options.engine), Flag::Quote::None});
+      }
+      if (options.mutation != Mutation::None) flags.push_back({"--mutant", to_string(options.mutation), Flag::Quote::None});
+      return common_flags(std::move(flags), r);
+    };
+
+    // The registry: every suite's cases, in run order (golden, backend, plugin, property).
+    Registry registry;
+    // Golden replay and the backend suite list their cases in their list mode; a batch then runs
+    // the chosen ones in one pass (a release's manifest read once, a step pattern replayed once
+    // for every backend).
+    const auto register_listed = [&](const std::vector<report::CaseResult>& listed,
+                                     const std::shared_ptr<const CaseBatch>& batch, const auto& flags) {
+      for (const report::CaseResult& r : listed) {
+        registry.add(key_of(r), {}, batch);
+        registry.back().reproduce = flags;
+        // A plugin that does not load lists only that failure: it stands for every case it has.
+        registry.back().always = r.suite == "plugin" && r.name == "load" && r.status == report::Status::Fail;
+      }
+    };
+    golden::ReplayOptions g;
+    g.fixtures_root = args->fixtures;
+    g.cases_root = args->cases;
+    g.dtype = options.filter.dtype;
+    g.layer_type = options.filter.attention;
+    g.mutation = options.mutation;
+    if (reference_sections && suite("golden") && options.reproduce.empty()) {
+      golden::ReplayOptions listing = g;
+      listing.select = selection;
+      listing.list_only = true;
+      auto batch = std::make_shared<CaseBatch>();
+      batch->run = [g](const auto& chosen, const CaseSink& sink) {
+        golden::ReplayOptions run = g;
+        run.select = chosen;
+        for (report::CaseResult& r : golden::replay(run)) sink(std::move(r));
+      };
+      register_listed(golden::replay(listing), batch, reference_flags);
+    }
     // The backend suite: every built-in attention backend on the step patterns, judged against the
     // float64 oracle (the property backends_vs_oracle does the same on random sequences).
     if (reference_sections && suite("backend") && options.reproduce.empty()) {
@@ -363,36 +330,40 @@ Runner add_run_command(CLI::App& app) {
       for (const std::string& name : backends::names())
         if (std::regex_search(name, backend_pattern)) b.backends.push_back(name);
       if (b.backends.empty()) throw std::invalid_argument("--backend '" + args->backend + "' matches no backend");
-      b.select = select;
-      b.list_only = args->list;
-      if (args->list) {
-        list(backends::run_suite(b));
-      } else {
-        for (report::CaseResult& r : backends::run_suite(b)) add(std::move(r));
-      }
+      backends::SuiteOptions listing = b;
+      listing.select = selection;
+      listing.list_only = true;
+      auto batch = std::make_shared<CaseBatch>();
+      batch->run = [b](const auto& chosen, const CaseSink& sink) {
+        backends::SuiteOptions run = b;
+        run.select = chosen;
+        for (report::CaseResult& r : backends::run_suite(run)) sink(std::move(r));
+      };
+      register_listed(backends::run_suite(listing), batch, reference_flags);
     }
-    // Foreign implementations (C plugins, --backend-cmd workers): a raise of the check itself is that
-    // implementation's FAIL; a malformed case file stays bad input.
-    auto check_foreign = [&](const std::string& label, const std::string& target, auto&& check) {
-      const std::string target_flag = label == "plugin" ? "--plugin " + shell_quote(absolute_folder(target))
-                                                        : "--backend-cmd " + shell_quote(target);
-      plugin::PluginCheckOptions p;
-      p.dtype = options.filter.dtype;
-      p.attention = options.filter.attention;
-      p.max_worker_failures = args->max_worker_failures;
-      p.reproduce = args->reproduce;
-      p.seed = options.seed;
-      p.iterations = args->plugin_iterations;
-      p.cases_dir = args->cases;
-      p.save_cases = args->save_cases;
-      p.select = select;
-      p.list_only = args->list;
-      try {
-        if (args->list) return list(check(p));
-        for (report::CaseResult& r : check(p)) add(std::move(r), target_flag);
-      } catch (const cases::CaseError&) {
-        throw;
-      } catch (const std::exception& e) {
+    // Foreign implementations (C plugins, --backend-cmd workers): each target's cases run in one
+    // batch. A raise of the check itself is that implementation's FAIL; a malformed case file stays
+    // bad input.
+    const auto register_foreign = [&](const std::string& label, const std::string& target, auto check) {
+      const bool is_plugin = label == "plugin";
+      const std::vector<Flag> target_flags =
+          is_plugin
+              ? std::vector<Flag>{{"--plugin", absolute_folder(target)}, {"--cases", absolute_folder(args->cases)}}
+              : std::vector<Flag>{{"--backend-cmd", target}, {"--cases", absolute_folder(args->cases)}};
+      const auto flags = [&, args, target_flags, is_plugin](const report::CaseResult& r) {
+        std::vector<Flag> out;
+        if (r.name != "check") out.push_back(filter_flag(r));
+        out.insert(out.end(), target_flags.begin(), target_flags.end());
+        if (!is_plugin) {
+          std::ostringstream timeout;
+          timeout << args->backend_timeout;
+          out.push_back({"--backend-timeout", timeout.str(), Flag::Quote::None});
+        }
+        if (r.name.rfind("campaign/", 0) == 0)
+          out.push_back({"--plugin-iterations", std::to_string(args->plugin_iterations), Flag::Quote::None});
+        return common_flags(std::move(out), r);
+      };
+      const auto raised = [label, target](const std::exception& e) {
         report::CaseResult r;
         r.suite = "plugin";
         r.name = "check";
@@ -402,63 +373,128 @@ Runner add_run_command(CLI::App& app) {
         r.dtype = "mixed";
         r.status = report::Status::Fail;
         r.message = "the " + kind + " check itself raised: " + first_line(e.what());
-        add(std::move(r), target_flag);
+        return r;
+      };
+      plugin::PluginCheckOptions p;
+      p.dtype = options.filter.dtype;
+      p.attention = options.filter.attention;
+      p.max_worker_failures = args->max_worker_failures;
+      p.reproduce = args->reproduce;
+      p.seed = options.seed;
+      p.iterations = args->plugin_iterations;
+      p.cases_dir = args->cases;
+      p.save_cases = args->save_cases;
+      auto batch = std::make_shared<CaseBatch>();
+      batch->run = [p, check, raised](const auto& chosen, const CaseSink& sink) {
+        plugin::PluginCheckOptions run = p;
+        run.select = chosen;
+        try {
+          for (report::CaseResult& r : check(run)) sink(std::move(r));
+        } catch (const cases::CaseError&) {
+          throw;
+        } catch (const std::exception& e) {
+          sink(raised(e));
+        }
+      };
+      try {
+        plugin::PluginCheckOptions listing = p;
+        listing.select = selection;
+        listing.list_only = true;
+        register_listed(check(listing), batch, flags);
+      } catch (const cases::CaseError&) {
+        throw;
+      } catch (const std::exception& e) {
+        const report::CaseResult failure = raised(e);
+        registry.add(key_of(failure), [failure] { return failure; });
+        registry.back().reproduce = flags;
+        registry.back().always = true;
       }
     };
     for (const std::string& path : args->plugins)
-      check_foreign("plugin", path, [&](plugin::PluginCheckOptions p) { return plugin::check_plugin(path, p); });
+      register_foreign("plugin", path, [path](const plugin::PluginCheckOptions& p) { return plugin::check_plugin(path, p); });
     for (const std::string& command : args->backend_cmds)
-      check_foreign("backend command", command, [&](plugin::PluginCheckOptions p) {
-        p.timeout_s = args->backend_timeout;
+      register_foreign("backend command", command, [command, timeout = args->backend_timeout](plugin::PluginCheckOptions p) {
+        p.timeout_s = timeout;
         return plugin::check_backend_command(command, p);
       });
+    // The properties: each case one campaign on its own.
     if (reference_sections && suite("property")) {
       for (campaign::Property p : selected) {
-        if (!select(std::string("property/") + campaign::to_string(p))) continue;
-        if (args->list) {
-          std::cout << "property/" << campaign::to_string(p) << "\n";
-          ++listed;
-          continue;
-        }
-        const auto started = std::chrono::steady_clock::now();
-        campaign::Outcome outcome;
-        try {
-          outcome = campaign::run(p, options);
-        } catch (const std::exception& e) {  // RapidCheck reports raises inside a case; this is outside one
-          outcome.property = p;
-          outcome.ok = false;
-          outcome.failure = std::string("the campaign raised: ") + first_line(e.what());
-        }
-        report::CaseResult r = property_result(outcome, options, args->verbose);
-        reproduce(r, "");
-        if (!outcome.ok && outcome.counterexample && !args->save_cases.empty()) {
-          const std::string last = outcome.failure.substr(outcome.failure.find_last_of('\n', outcome.failure.size() - 2) + 1);
-          const auto doc = case_json(*outcome.counterexample, p, options.mutation, options.seed, last);
-          std::filesystem::create_directories(args->save_cases);
-          const std::string path = args->save_cases + "/" + doc["name"].get<std::string>() + ".json";
-          std::ofstream(path + ".tmp") << doc.dump(2) << "\n";
-          std::filesystem::rename(path + ".tmp", path);
-          r.detail += "\nsaved as a case: " + path + " (dump its fixtures with `kvconform golden`)";
-        }
-        case_seconds.resize(summary.cases.size(), -1.0);  // golden cases are not timed one by one
-        case_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-        print_case_line(r, args->verbose);
-        case_results.record(r, args->verbose);
-        if (args->verbose && r.status == report::Status::Pass && !r.detail.empty()) std::cout << r.detail << "\n";
-        summary.cases.push_back(std::move(r));
+        registry.add(PropertyKey{campaign::to_string(p)}, [&, p] {
+          campaign::Outcome outcome;
+          try {
+            outcome = campaign::run(p, options);
+          } catch (const std::exception& e) {  // RapidCheck reports raises inside a case; this is outside one
+            outcome.property = p;
+            outcome.ok = false;
+            outcome.failure = std::string("the campaign raised: ") + first_line(e.what());
+          }
+          report::CaseResult r = property_result(outcome, options, args->verbose);
+          if (!outcome.ok && outcome.counterexample && !args->save_cases.empty()) {
+            const std::string last =
+                outcome.failure.substr(outcome.failure.find_last_of('\n', outcome.failure.size() - 2) + 1);
+            const auto doc = case_json(*outcome.counterexample, p, options.mutation, options.seed, last);
+            std::filesystem::create_directories(args->save_cases);
+            const std::string path = args->save_cases + "/" + doc["name"].get<std::string>() + ".json";
+            report::write_file_atomically(path, doc.dump(2) + "\n");
+            r.detail += "\nsaved as a case: " + path + " (dump its fixtures with `kvconform golden`)";
+          }
+          return r;
+        });
+        registry.back().reproduce = reference_flags;
       }
     }
+
+    // A shard runs the selected cases k with k % count == index, k counting every selected case in
+    // registry order (docs/sharding.md); each case keeps k as its ordinal, the order merged shards take.
+    const Shard shard = resolve_shard(args->shard, args->shard_count);
+    const Registry::Plan plan = registry.choose(selection, shard.index, shard.count);
     // A shard may hold none of the selected cases (more shards than cases): its empty report still
     // merges; the filters matching nothing at all is bad usage.
-    if (args->list ? listed == 0 && selected_ids == 0 : summary.cases.empty() && selected_ids == 0)
-      throw std::invalid_argument("nothing to run: the filters match no case");
-    if (args->list) return 0;
-    // A result of an id the selection never saw (a foreign check that raised) stays after the case before it.
-    int64_t last_ordinal = 0;
-    for (report::CaseResult& r : summary.cases) {
-      const auto it = ordinal_of.find(report::case_id(r));
-      r.ordinal = last_ordinal = it == ordinal_of.end() ? last_ordinal : it->second;
+    if (plan.selected == 0 && plan.chosen.empty()) throw std::invalid_argument("nothing to run: the filters match no case");
+    if (args->list) {
+      for (const Chosen& c : plan.chosen) std::cout << c.entry->id << "\n";
+      return 0;
     }
+
+    const auto run_started = std::chrono::steady_clock::now();
+    std::vector<double> case_seconds;  // for --timings: the cases that run on their own
+    auto case_started = run_started;
+    report::RunSummary summary;
+    summary.tool_version = "kvconform 0.1.0";
+    summary.seed = options.seed;
+    Registry::run(
+        plan,
+        [&](const Chosen& c, report::CaseResult r) {
+          if (!c.entry->batch) {
+            case_seconds.resize(summary.cases.size(), -1.0);
+            case_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - case_started).count());
+          }
+          if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
+          if (r.status == report::Status::Fail)
+            r.reproduce = reproduce_line(self_path(), "run", c.entry->reproduce(r));
+          r.ordinal = c.ordinal;
+          print_case_line(r, args->verbose);
+          case_results.record(r, args->verbose);
+          // -v: a passing case's detail too (a kernel case's form coverage, a backend case's errors),
+          // each suite as it has always printed it.
+          if (args->verbose && !r.detail.empty()) {
+            if (r.suite == "golden" && r.status != report::Status::Fail) {
+              std::cout << "  " << r.detail << "\n";
+            } else if (r.suite == "property") {
+              if (r.status == report::Status::Pass) std::cout << r.detail << "\n";
+            } else if (r.status != report::Status::Fail) {
+              std::istringstream lines(r.detail);
+              for (std::string line; std::getline(lines, line);)
+                if (!line.empty()) std::cout << "  " << line << "\n";
+            }
+          }
+          summary.cases.push_back(std::move(r));
+        },
+        [&](const Chosen&) {
+          case_started = std::chrono::steady_clock::now();
+          return true;
+        });
     summary.record.subcommand = "run";
     summary.record.build = build_id();
     summary.record.shard_index = shard.index;
