@@ -140,6 +140,215 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// -v: a passing case's detail too (a kernel case's form coverage, a backend case's errors), each
+// suite as it has always printed it.
+void print_passing_detail(const report::CaseResult& r) {
+  if (r.detail.empty()) return;
+  if (r.suite == "golden") {
+    if (r.status != report::Status::Fail) std::cout << "  " << r.detail << "\n";
+  } else if (r.suite == "property") {
+    if (r.status == report::Status::Pass) std::cout << r.detail << "\n";
+  } else if (r.status != report::Status::Fail) {
+    std::istringstream lines(r.detail);
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty()) std::cout << "  " << line << "\n";
+  }
+}
+
+using ReproduceFlags = std::function<std::vector<Flag>(const report::CaseResult&)>;
+
+// The suites of `run`, each registering every case it has into the one registry, with the flags of
+// their reproduce lines; the selection is the registry's (Registry::choose). The entries refer to
+// this object: it lives until the run has ended.
+class RunSuites {
+ public:
+  RunSuites(const RunArgs& args, const campaign::Options& options, Registry& registry)
+      : args_(args), options_(options), registry_(registry) {}
+
+  // Golden replay: listed in its list mode, run as one batch (a release's manifest read once).
+  void golden() {
+    golden::ReplayOptions g;
+    g.fixtures_root = args_.fixtures;
+    g.cases_root = args_.cases;
+    g.dtype = options_.filter.dtype;
+    g.layer_type = options_.filter.attention;
+    g.mutation = options_.mutation;
+    golden::ReplayOptions listing = g;
+    listing.list_only = true;
+    auto batch = std::make_shared<CaseBatch>();
+    batch->run = [g](const auto& chosen, const CaseSink& sink) {
+      golden::ReplayOptions run = g;
+      run.select = chosen;
+      for (report::CaseResult& r : golden::replay(run)) sink(std::move(r));
+    };
+    add_listed(golden::replay(listing), batch, [this](const report::CaseResult& r) { return reference_flags(r); });
+  }
+
+  // The backend suite: every built-in attention backend on the step patterns, judged against the
+  // float64 oracle (the property backends_vs_oracle does the same on random sequences); one batch,
+  // a step pattern replayed once for all its backends.
+  void backend() {
+    backends::SuiteOptions b;
+    b.device = args_.device;
+    b.seed = options_.seed;
+    b.mutation = options_.mutation;
+    const std::regex backend_pattern(args_.backend);
+    for (const std::string& name : backends::names())
+      if (std::regex_search(name, backend_pattern)) b.backends.push_back(name);
+    if (b.backends.empty()) throw std::invalid_argument("--backend '" + args_.backend + "' matches no backend");
+    backends::SuiteOptions listing = b;
+    listing.list_only = true;
+    auto batch = std::make_shared<CaseBatch>();
+    batch->run = [b](const auto& chosen, const CaseSink& sink) {
+      backends::SuiteOptions run = b;
+      run.select = chosen;
+      for (report::CaseResult& r : backends::run_suite(run)) sink(std::move(r));
+    };
+    add_listed(backends::run_suite(listing), batch, [this](const report::CaseResult& r) { return reference_flags(r); });
+  }
+
+  // A foreign implementation (a C plugin, a --backend-cmd worker): its cases run in one batch (one
+  // worker). A raise of the check itself is that implementation's FAIL; a malformed case file stays
+  // bad input.
+  template <class Check>
+  void foreign(bool is_plugin, const std::string& target, Check check) {
+    const std::vector<Flag> target_flags = {is_plugin ? Flag{"--plugin", absolute_folder(target)} : Flag{"--backend-cmd", target},
+                                            {"--cases", absolute_folder(args_.cases)}};
+    const ReproduceFlags flags = [this, target_flags, is_plugin](const report::CaseResult& r) {
+      std::vector<Flag> out;
+      if (r.name != "check") out.push_back(filter_flag(r));
+      out.insert(out.end(), target_flags.begin(), target_flags.end());
+      if (!is_plugin) {
+        std::ostringstream timeout;
+        timeout << args_.backend_timeout;
+        out.push_back({"--backend-timeout", timeout.str(), Flag::Quote::None});
+      }
+      if (r.name.rfind("campaign/", 0) == 0)
+        out.push_back({"--plugin-iterations", std::to_string(args_.plugin_iterations), Flag::Quote::None});
+      return common_flags(std::move(out), r);
+    };
+    const auto raised = [is_plugin, target](const std::exception& e) {
+      report::CaseResult r;
+      r.suite = "plugin";
+      r.name = "check";
+      const std::string kind = is_plugin ? "plugin" : "backend-cmd";
+      r.params = kind + "=" + target;
+      r.backend = target;
+      r.dtype = "mixed";
+      r.status = report::Status::Fail;
+      r.message = "the " + kind + " check itself raised: " + first_line(e.what());
+      return r;
+    };
+    plugin::PluginCheckOptions p;
+    p.dtype = options_.filter.dtype;
+    p.attention = options_.filter.attention;
+    p.max_worker_failures = args_.max_worker_failures;
+    p.reproduce = args_.reproduce;
+    p.seed = options_.seed;
+    p.iterations = args_.plugin_iterations;
+    p.cases_dir = args_.cases;
+    p.save_cases = args_.save_cases;
+    auto batch = std::make_shared<CaseBatch>();
+    batch->run = [p, check, raised](const auto& chosen, const CaseSink& sink) {
+      plugin::PluginCheckOptions run = p;
+      run.select = chosen;
+      try {
+        for (report::CaseResult& r : check(run)) sink(std::move(r));
+      } catch (const cases::CaseError&) {
+        throw;
+      } catch (const std::exception& e) {
+        sink(raised(e));
+      }
+    };
+    try {
+      plugin::PluginCheckOptions listing = p;
+        listing.list_only = true;
+      add_listed(check(listing), batch, flags);
+    } catch (const cases::CaseError&) {
+      throw;
+    } catch (const std::exception& e) {  // it could not list its cases: one FAIL stands for them
+      const report::CaseResult failure = raised(e);
+      registry_.add(key_of(failure), [failure] { return failure; });
+      registry_.back().reproduce = flags;
+      registry_.back().always = true;
+    }
+  }
+
+  // The properties: each case one campaign on its own.
+  void properties(const std::vector<campaign::Property>& selected) {
+    for (campaign::Property p : selected) {
+      registry_.add(PropertyKey{campaign::to_string(p)}, [this, p] { return property(p); });
+      registry_.back().reproduce = [this](const report::CaseResult& r) { return reference_flags(r); };
+    }
+  }
+
+ private:
+  report::CaseResult property(campaign::Property p) const {
+    campaign::Outcome outcome;
+    try {
+      outcome = campaign::run(p, options_);
+    } catch (const std::exception& e) {  // RapidCheck reports raises inside a case; this is outside one
+      outcome.property = p;
+      outcome.ok = false;
+      outcome.failure = std::string("the campaign raised: ") + first_line(e.what());
+    }
+    report::CaseResult r = property_result(outcome, options_, args_.verbose);
+    if (!outcome.ok && outcome.counterexample && !args_.save_cases.empty()) {
+      const std::string last = outcome.failure.substr(outcome.failure.find_last_of('\n', outcome.failure.size() - 2) + 1);
+      const auto doc = case_json(*outcome.counterexample, p, options_.mutation, options_.seed, last);
+      std::filesystem::create_directories(args_.save_cases);
+      const std::string path = args_.save_cases + "/" + doc["name"].get<std::string>() + ".json";
+      report::write_file_atomically(path, doc.dump(2) + "\n");
+      r.detail += "\nsaved as a case: " + path + " (dump its fixtures with `kvconform golden`)";
+    }
+    return r;
+  }
+
+  void add_listed(const std::vector<report::CaseResult>& listed, const std::shared_ptr<const CaseBatch>& batch,
+                  const ReproduceFlags& flags) {
+    for (const report::CaseResult& r : listed) {
+      registry_.add(key_of(r), {}, batch);
+      registry_.back().reproduce = flags;
+      // A plugin that does not load lists only that failure: it stands for every case it has.
+      registry_.back().always = r.suite == "plugin" && r.name == "load" && r.status == report::Status::Fail;
+    }
+  }
+
+  // The reproduce line of a failing case (docs/cli.md, "Reproducing a failure"): the absolute
+  // binary, --filter for exactly its id, the suite's flags that changed its outcome, with folders
+  // as absolute paths, so it runs from any working directory.
+  static Flag filter_flag(const report::CaseResult& r) { return {"--filter", "^" + regex_quote(report::case_id(r)) + "$"}; }
+
+  std::vector<Flag> common_flags(std::vector<Flag> flags, const report::CaseResult& r) const {
+    flags.push_back({"--seed", std::to_string(options_.seed), Flag::Quote::None});
+    if (!args_.dtype.empty()) flags.push_back({"--dtype", args_.dtype, Flag::Quote::None});
+    if (!args_.attention.empty()) flags.push_back({"--attention", args_.attention, Flag::Quote::None});
+    if (!r.replay.empty()) flags.push_back({"--reproduce", r.replay, Flag::Quote::Single});
+    return flags;
+  }
+
+  std::vector<Flag> reference_flags(const report::CaseResult& r) const {
+    std::vector<Flag> flags = {filter_flag(r), {"--suite", r.suite, Flag::Quote::None}};
+    if (r.suite == "golden") {
+      flags.push_back({"--fixtures", absolute_folder(args_.fixtures)});
+      flags.push_back({"--cases", absolute_folder(args_.cases)});
+    }
+    if (r.suite == "backend" && args_.device != "cpu") flags.push_back({"--device", args_.device, Flag::Quote::None});
+    if (r.suite == "property") {
+      flags.push_back({"--iterations", std::to_string(options_.iterations), Flag::Quote::None});
+      if (options_.engine != campaign::Engine::Auto)
+        flags.push_back({"--trace-engine", to_string(options_.engine), Flag::Quote::None});
+    }
+    if (options_.mutation != Mutation::None) flags.push_back({"--mutant", to_string(options_.mutation), Flag::Quote::None});
+    return common_flags(std::move(flags), r);
+  }
+
+  const RunArgs& args_;
+  const campaign::Options& options_;
+  Registry& registry_;
+};
+
+
 }  // namespace
 
 Runner add_run_command(CLI::App& app) {
@@ -258,192 +467,19 @@ Runner add_run_command(CLI::App& app) {
     if (reference_sections && suite("property"))  // --trace-engine fast on a value property is bad usage
       for (campaign::Property p : selected) campaign::resolve(options.engine, p);
 
-    // The reproduce line of a failing case (docs/cli.md, "Reproducing a failure"): the absolute
-    // binary, --filter for exactly its id, the suite's flags that changed its outcome, with folders
-    // as absolute paths, so it runs from any working directory.
-    const auto filter_flag = [](const report::CaseResult& r) {
-      return Flag{"--filter", "^" + regex_quote(report::case_id(r)) + "$"};
-    };
-    const auto common_flags = [args, &options](std::vector<Flag> flags, const report::CaseResult& r) {
-      flags.push_back({"--seed", std::to_string(options.seed), Flag::Quote::None});
-      if (!args->dtype.empty()) flags.push_back({"--dtype", args->dtype, Flag::Quote::None});
-      if (!args->attention.empty()) flags.push_back({"--attention", args->attention, Flag::Quote::None});
-      if (!r.replay.empty()) flags.push_back({"--reproduce", r.replay, Flag::Quote::Single});
-      return flags;
-    };
-    const auto reference_flags = [&, args](const report::CaseResult& r) {
-      std::vector<Flag> flags = {filter_flag(r), {"--suite", r.suite, Flag::Quote::None}};
-      if (r.suite == "golden") {
-        flags.push_back({"--fixtures", absolute_folder(args->fixtures)});
-        flags.push_back({"--cases", absolute_folder(args->cases)});
-      }
-      if (r.suite == "backend" && args->device != "cpu") flags.push_back({"--device", args->device, Flag::Quote::None});
-      if (r.suite == "property") {
-        flags.push_back({"--iterations", std::to_string(options.iterations), Flag::Quote::None});
-        if (options.engine != campaign::Engine::Auto)
-          flags.push_back({"--trace-engine", to_string(options.engine), Flag::Quote::None});
-      }
-      if (options.mutation != Mutation::None) flags.push_back({"--mutant", to_string(options.mutation), Flag::Quote::None});
-      return common_flags(std::move(flags), r);
-    };
-
     // The registry: every suite's cases, in run order (golden, backend, plugin, property).
     Registry registry;
-    // Golden replay and the backend suite list their cases in their list mode; a batch then runs
-    // the chosen ones in one pass (a release's manifest read once, a step pattern replayed once
-    // for every backend).
-    const auto register_listed = [&](const std::vector<report::CaseResult>& listed,
-                                     const std::shared_ptr<const CaseBatch>& batch, const auto& flags) {
-      for (const report::CaseResult& r : listed) {
-        registry.add(key_of(r), {}, batch);
-        registry.back().reproduce = flags;
-        // A plugin that does not load lists only that failure: it stands for every case it has.
-        registry.back().always = r.suite == "plugin" && r.name == "load" && r.status == report::Status::Fail;
-      }
-    };
-    golden::ReplayOptions g;
-    g.fixtures_root = args->fixtures;
-    g.cases_root = args->cases;
-    g.dtype = options.filter.dtype;
-    g.layer_type = options.filter.attention;
-    g.mutation = options.mutation;
-    if (reference_sections && suite("golden") && options.reproduce.empty()) {
-      golden::ReplayOptions listing = g;
-      listing.select = selection;
-      listing.list_only = true;
-      auto batch = std::make_shared<CaseBatch>();
-      batch->run = [g](const auto& chosen, const CaseSink& sink) {
-        golden::ReplayOptions run = g;
-        run.select = chosen;
-        for (report::CaseResult& r : golden::replay(run)) sink(std::move(r));
-      };
-      register_listed(golden::replay(listing), batch, reference_flags);
-    }
-    // The backend suite: every built-in attention backend on the step patterns, judged against the
-    // float64 oracle (the property backends_vs_oracle does the same on random sequences).
-    if (reference_sections && suite("backend") && options.reproduce.empty()) {
-      backends::SuiteOptions b;
-      b.device = args->device;
-      b.seed = options.seed;
-      b.mutation = options.mutation;
-      const std::regex backend_pattern(args->backend);
-      for (const std::string& name : backends::names())
-        if (std::regex_search(name, backend_pattern)) b.backends.push_back(name);
-      if (b.backends.empty()) throw std::invalid_argument("--backend '" + args->backend + "' matches no backend");
-      backends::SuiteOptions listing = b;
-      listing.select = selection;
-      listing.list_only = true;
-      auto batch = std::make_shared<CaseBatch>();
-      batch->run = [b](const auto& chosen, const CaseSink& sink) {
-        backends::SuiteOptions run = b;
-        run.select = chosen;
-        for (report::CaseResult& r : backends::run_suite(run)) sink(std::move(r));
-      };
-      register_listed(backends::run_suite(listing), batch, reference_flags);
-    }
-    // Foreign implementations (C plugins, --backend-cmd workers): each target's cases run in one
-    // batch. A raise of the check itself is that implementation's FAIL; a malformed case file stays
-    // bad input.
-    const auto register_foreign = [&](const std::string& label, const std::string& target, auto check) {
-      const bool is_plugin = label == "plugin";
-      const std::vector<Flag> target_flags =
-          is_plugin
-              ? std::vector<Flag>{{"--plugin", absolute_folder(target)}, {"--cases", absolute_folder(args->cases)}}
-              : std::vector<Flag>{{"--backend-cmd", target}, {"--cases", absolute_folder(args->cases)}};
-      const auto flags = [&, args, target_flags, is_plugin](const report::CaseResult& r) {
-        std::vector<Flag> out;
-        if (r.name != "check") out.push_back(filter_flag(r));
-        out.insert(out.end(), target_flags.begin(), target_flags.end());
-        if (!is_plugin) {
-          std::ostringstream timeout;
-          timeout << args->backend_timeout;
-          out.push_back({"--backend-timeout", timeout.str(), Flag::Quote::None});
-        }
-        if (r.name.rfind("campaign/", 0) == 0)
-          out.push_back({"--plugin-iterations", std::to_string(args->plugin_iterations), Flag::Quote::None});
-        return common_flags(std::move(out), r);
-      };
-      const auto raised = [label, target](const std::exception& e) {
-        report::CaseResult r;
-        r.suite = "plugin";
-        r.name = "check";
-        const std::string kind = label == "plugin" ? "plugin" : "backend-cmd";
-        r.params = kind + "=" + target;
-        r.backend = target;
-        r.dtype = "mixed";
-        r.status = report::Status::Fail;
-        r.message = "the " + kind + " check itself raised: " + first_line(e.what());
-        return r;
-      };
-      plugin::PluginCheckOptions p;
-      p.dtype = options.filter.dtype;
-      p.attention = options.filter.attention;
-      p.max_worker_failures = args->max_worker_failures;
-      p.reproduce = args->reproduce;
-      p.seed = options.seed;
-      p.iterations = args->plugin_iterations;
-      p.cases_dir = args->cases;
-      p.save_cases = args->save_cases;
-      auto batch = std::make_shared<CaseBatch>();
-      batch->run = [p, check, raised](const auto& chosen, const CaseSink& sink) {
-        plugin::PluginCheckOptions run = p;
-        run.select = chosen;
-        try {
-          for (report::CaseResult& r : check(run)) sink(std::move(r));
-        } catch (const cases::CaseError&) {
-          throw;
-        } catch (const std::exception& e) {
-          sink(raised(e));
-        }
-      };
-      try {
-        plugin::PluginCheckOptions listing = p;
-        listing.select = selection;
-        listing.list_only = true;
-        register_listed(check(listing), batch, flags);
-      } catch (const cases::CaseError&) {
-        throw;
-      } catch (const std::exception& e) {
-        const report::CaseResult failure = raised(e);
-        registry.add(key_of(failure), [failure] { return failure; });
-        registry.back().reproduce = flags;
-        registry.back().always = true;
-      }
-    };
+    RunSuites suites_of_run(*args, options, registry);
+    if (reference_sections && suite("golden") && options.reproduce.empty()) suites_of_run.golden();
+    if (reference_sections && suite("backend") && options.reproduce.empty()) suites_of_run.backend();
     for (const std::string& path : args->plugins)
-      register_foreign("plugin", path, [path](const plugin::PluginCheckOptions& p) { return plugin::check_plugin(path, p); });
+      suites_of_run.foreign(true, path, [path](const plugin::PluginCheckOptions& p) { return plugin::check_plugin(path, p); });
     for (const std::string& command : args->backend_cmds)
-      register_foreign("backend command", command, [command, timeout = args->backend_timeout](plugin::PluginCheckOptions p) {
+      suites_of_run.foreign(false, command, [command, timeout = args->backend_timeout](plugin::PluginCheckOptions p) {
         p.timeout_s = timeout;
         return plugin::check_backend_command(command, p);
       });
-    // The properties: each case one campaign on its own.
-    if (reference_sections && suite("property")) {
-      for (campaign::Property p : selected) {
-        registry.add(PropertyKey{campaign::to_string(p)}, [&, p] {
-          campaign::Outcome outcome;
-          try {
-            outcome = campaign::run(p, options);
-          } catch (const std::exception& e) {  // RapidCheck reports raises inside a case; this is outside one
-            outcome.property = p;
-            outcome.ok = false;
-            outcome.failure = std::string("the campaign raised: ") + first_line(e.what());
-          }
-          report::CaseResult r = property_result(outcome, options, args->verbose);
-          if (!outcome.ok && outcome.counterexample && !args->save_cases.empty()) {
-            const std::string last =
-                outcome.failure.substr(outcome.failure.find_last_of('\n', outcome.failure.size() - 2) + 1);
-            const auto doc = case_json(*outcome.counterexample, p, options.mutation, options.seed, last);
-            std::filesystem::create_directories(args->save_cases);
-            const std::string path = args->save_cases + "/" + doc["name"].get<std::string>() + ".json";
-            report::write_file_atomically(path, doc.dump(2) + "\n");
-            r.detail += "\nsaved as a case: " + path + " (dump its fixtures with `kvconform golden`)";
-          }
-          return r;
-        });
-        registry.back().reproduce = reference_flags;
-      }
-    }
+    if (reference_sections && suite("property")) suites_of_run.properties(selected);
 
     // A shard runs the selected cases k with k % count == index, k counting every selected case in
     // registry order (docs/sharding.md); each case keeps k as its ordinal, the order merged shards take.
@@ -476,19 +512,7 @@ Runner add_run_command(CLI::App& app) {
           r.ordinal = c.ordinal;
           print_case_line(r, args->verbose);
           case_results.record(r, args->verbose);
-          // -v: a passing case's detail too (a kernel case's form coverage, a backend case's errors),
-          // each suite as it has always printed it.
-          if (args->verbose && !r.detail.empty()) {
-            if (r.suite == "golden" && r.status != report::Status::Fail) {
-              std::cout << "  " << r.detail << "\n";
-            } else if (r.suite == "property") {
-              if (r.status == report::Status::Pass) std::cout << r.detail << "\n";
-            } else if (r.status != report::Status::Fail) {
-              std::istringstream lines(r.detail);
-              for (std::string line; std::getline(lines, line);)
-                if (!line.empty()) std::cout << "  " << line << "\n";
-            }
-          }
+          if (args->verbose) print_passing_detail(r);
           summary.cases.push_back(std::move(r));
         },
         [&](const Chosen&) {
