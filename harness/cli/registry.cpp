@@ -106,7 +106,11 @@ void Registry::run(const Plan& plan, const std::function<void(const Chosen&, rep
     if (!c.entry->batch) {
       if (start && !start(c)) continue;
       const Chosen at{c.entry, c.entry->always ? last_ordinal : c.ordinal};
-      done(at, c.entry->run());
+      report::CaseResult r = c.entry->run();
+      // The reports name a result by report::case_id: it must be the name the case ran under.
+      if (report::case_id(r) != c.entry->id)
+        throw std::logic_error("case " + c.entry->id + " returned a result named " + report::case_id(r));
+      done(at, std::move(r));
       last_ordinal = at.ordinal;
       continue;
     }

@@ -103,9 +103,10 @@ class Registry {
               int64_t shard_count = 1) const;
 
   // Runs the chosen entries in order, a batch once for all its chosen entries, and calls `done`
-  // with each result, its ordinal set: the chosen entry's, or for a result no entry names (a batch
-  // that raised as a whole) the ordinal before it. `start` is asked before each case that runs on
-  // its own; false skips it (engine's --time-budget).
+  // with each result and the ordinal it takes: the chosen entry's, or for a result no entry names
+  // (a batch that raised as a whole) and an `always` entry the ordinal before it. `start` is asked
+  // before each case that runs on its own; false skips it (engine's --time-budget). A case on its
+  // own whose result has another id than its own is a std::logic_error.
   static void run(const Plan& plan, const std::function<void(const Chosen&, report::CaseResult)>& done,
                   const std::function<bool(const Chosen&)>& start = {});
 
