@@ -199,7 +199,6 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
   out.params = "seed=" + std::to_string(o.seed) + ",iterations=" + std::to_string(o.iterations);
   out.backend = plugin;
   out.dtype = "mixed";
-  out.reproduce = target.reproduce + " --seed " + std::to_string(o.seed);
   ConfigFilter filter;  // --dtype, --attention
   filter.dtype = o.dtype;
   filter.attention = o.attention;
@@ -241,7 +240,6 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
     out.detail = "Falsifiable after " + std::to_string(found.passed + 1) + " cases and " + std::to_string(found.shrinks) +
                  " shrinks\n\n" + message;
     out.replay = found.reproduce;
-    out.reproduce += " --reproduce '" + out.replay + "'";
     if (!o.save_regressions.empty()) out.detail += "\n" + save_failure(target, part_name, part, plugin, found.failing->scenario(), o);
   }
   return out;

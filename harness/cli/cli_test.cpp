@@ -306,6 +306,54 @@ TEST(Cli, ListPrintsExactlyTheIdsFilterRuns) {
   EXPECT_EQ(kvconform("run --list --filter '^nothing/'").code, 2);
 }
 
+// The registry drives --list, --filter and --shard alike: every mode is a loop over one list of
+// cases. The ids are stable (two listings are the same bytes) and unique; --filter R lists exactly
+// the listed ids R matches, in list order; shard i/n lists exactly the cases k % n == i of the
+// selection, in order (so the shards together are the list, each id once), for `run` and `engine`.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+void expect_registry_loops(const std::string& list_command, const std::string& filter, const std::string& cd = "") {
+  const Result all = kvconform(list_command, cd);
+  ASSERT_EQ(all.code, 0) << all.out;
+  EXPECT_EQ(kvconform(list_command, cd).stdout_only, all.stdout_only) << "the ids are not stable";
+  const std::vector<std::string> ids = lines_of(all.stdout_only);
+  ASSERT_GT(ids.size(), 10u);
+  EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size()) << "an id listed twice";
+  std::vector<std::string> matching;
+  for (const std::string& id : ids)
+    if (std::regex_search(id, std::regex(filter))) matching.push_back(id);
+  ASSERT_GT(matching.size(), 2u);
+  ASSERT_LT(matching.size(), ids.size());
+  const Result filtered = kvconform(list_command + " --filter '" + filter + "'", cd);
+  ASSERT_EQ(filtered.code, 0) << filtered.out;
+  EXPECT_EQ(lines_of(filtered.stdout_only), matching);
+  for (const auto& [selection, flags] : {std::pair{ids, std::string()}, std::pair{matching, " --filter '" + filter + "'"}})
+    for (size_t n : {2u, 3u, 7u}) {
+      for (size_t i = 0; i < n; ++i) {
+        std::vector<std::string> want;
+        for (size_t k = i; k < selection.size(); k += n) want.push_back(selection[k]);
+        const Result shard = kvconform(list_command + flags + " --shard " + std::to_string(i) + "/" + std::to_string(n), cd);
+        ASSERT_EQ(shard.code, 0) << shard.out;
+        EXPECT_EQ(lines_of(shard.stdout_only), want) << list_command << flags << " --shard " << i << "/" << n;
+      }
+    }
+}
+
+TEST(Cli, RegistryDrivesListFilterAndShardsOfRun) {
+  expect_registry_loops("run --list --cases " KVC_SOURCE_DIR "/cases --fixtures " KVC_SOURCE_DIR "/golden/fixtures",
+                        "^(golden/5\\.24\\.0/window|backend/chunked_left_padding/|property/(returned_rows|layer_agreement)$)");
+}
+
+TEST(Cli, RegistryDrivesListFilterAndShardsOfEngine) {
+  expect_registry_loops("engine --engine '^oracle$' --plans all --list", "gemma2-w4/|/campaign$",
+                        std::string("cd '") + KVC_SOURCE_DIR + "' &&");
+}
+
 // The older selectors are spellings of the one id filter: each lists exactly the ids of its --filter
 // twin, and they combine with --filter by "and".
 TEST(Cli, OldSelectorsAreSpellingsOfTheFilter) {

@@ -14,6 +14,7 @@
 #include "cli_util.h"
 #include "closing.h"
 #include "commands.h"
+#include "registry.h"
 #include "kvcgen/engine_campaign.h"
 #include "kvcgen/search.h"
 #include "kvconform/engine/check.h"
@@ -254,13 +255,36 @@ Runner add_engine_command(CLI::App& app) {
     summary.record.build = build_id();
     summary.record.shard_index = shard.index;
     summary.record.shard_count = shard.count;
-    const auto started = std::chrono::steady_clock::now();
-    size_t index = 0;
-    int listed = 0;
-    for (Configured& c : engines) {
+    // The registry: (engine configuration x model x plan), in --list order. An engine whose
+    // configuration names none is asked its name (hello) before its cases are named.
+    struct Group {
+      std::unique_ptr<engine::EngineClient> client;
       engine::Timing timing;
-      check.timing = &timing;
-      engine::EngineClient client(c.spec);
+    };
+    std::vector<std::unique_ptr<Group>> groups;
+    // A raise inside a case is that case's FAIL; the run goes on.
+    const auto guarded = [](const EngineKey& key, std::function<report::CaseResult()> body) {
+      return [key, body = std::move(body)] {
+        try {
+          return body();
+        } catch (const std::exception& e) {
+          report::CaseResult r;
+          r.suite = "engine";
+          r.name = key.model + "/" + key.plan;
+          r.backend = key.engine;
+          r.status = report::Status::Fail;
+          r.message = std::string("the check raised: ") + e.what();
+          return r;
+        }
+      };
+    };
+    std::map<const CaseEntry*, Group*> group_of;
+    Registry registry;
+    for (Configured& c : engines) {
+      groups.push_back(std::make_unique<Group>());
+      Group& group = *groups.back();
+      group.client = std::make_unique<engine::EngineClient>(c.spec);
+      engine::EngineClient& client = *group.client;
       const std::string needs = c.root.empty() ? c.needs : "cd " + shell_quote(c.root) + " && " + c.needs;
       const bool installed = c.needs.empty() || std::system(("sh -c " + shell_quote(needs) + " >/dev/null 2>&1").c_str()) == 0;
       std::string name = c.spec.name;
@@ -269,56 +293,38 @@ Runner add_engine_command(CLI::App& app) {
         name = hello.ok() ? client.info().value("name", std::string("engine")) : "engine";
         client.rename(name);
       }
-      auto base_cmd = [&] {
-        std::string s = shell_quote(self_path()) + " engine";
-        if (!a->engine_cmd.empty())
-          s += " --engine-cmd " + shell_quote(a->engine_cmd) + " --engine-name " + shell_quote(name) +
-               (c.spec.options.empty() ? "" : " --engine-options " + shell_quote(c.spec.options.dump()));
-        else
-          s += " --config " + shell_quote(a->config) + " --engine " + shell_quote("^" + std::regex_replace(name, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "$");
-        s += " --models " + shell_quote(models_dir);
-        if (!a->regressions.empty()) s += " --regressions " + shell_quote(corpus);
-        if (a->mutant != "none") s += " --mutant " + a->mutant;
-        if (!default_known) s += " --known " + shell_quote(a->known);
-        if (a->timeout != 120) s += " --timeout " + std::to_string(a->timeout);
-        if (a->factor != 10 || a->floor != 1e-4) s += " --factor " + std::to_string(a->factor) + " --floor " + std::to_string(a->floor);
-        return s;
+      // The flags of every reproduce line of this engine: which engine, and what changed its judging.
+      std::vector<Flag> engine_flags;
+      if (!a->engine_cmd.empty()) {
+        engine_flags.push_back({"--engine-cmd", a->engine_cmd});
+        engine_flags.push_back({"--engine-name", name});
+        if (!c.spec.options.empty()) engine_flags.push_back({"--engine-options", c.spec.options.dump()});
+      } else {
+        engine_flags.push_back({"--config", a->config});
+        engine_flags.push_back({"--engine", "^" + std::regex_replace(name, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "$"});
+      }
+      engine_flags.push_back({"--models", models_dir});
+      if (!a->regressions.empty()) engine_flags.push_back({"--regressions", corpus});
+      if (a->mutant != "none") engine_flags.push_back({"--mutant", a->mutant, Flag::Quote::None});
+      if (!default_known) engine_flags.push_back({"--known", a->known});
+      if (a->timeout != 120) engine_flags.push_back({"--timeout", std::to_string(a->timeout), Flag::Quote::None});
+      if (a->factor != 10 || a->floor != 1e-4) {
+        engine_flags.push_back({"--factor", std::to_string(a->factor), Flag::Quote::None});
+        engine_flags.push_back({"--floor", std::to_string(a->floor), Flag::Quote::None});
+      }
+      const auto line = [engine_flags](std::vector<Flag> more) {
+        std::vector<Flag> flags = engine_flags;
+        flags.insert(flags.end(), more.begin(), more.end());
+        return reproduce_line(self_path(), "engine", flags);
       };
-      auto run_case = [&](const std::string& id, auto&& body) {
-        if (!std::regex_search(id, filter)) return;
-        const size_t ordinal = index++;
-        if (ordinal % static_cast<size_t>(shard.count) != static_cast<size_t>(shard.index)) return;
-        if (a->list) {
-          std::cout << id << "\n";
-          ++listed;
-          return;
-        }
-        report::CaseResult r;
-        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        if (a->time_budget > 0 && elapsed > a->time_budget) return;
-        try {
-          r = body();
-        } catch (const std::exception& e) {  // the case's FAIL; the run goes on
-          r.suite = "engine";
-          r.name = id.substr(id.find('/', 7) + 1);
-          r.backend = name;
-          r.status = report::Status::Fail;
-          r.message = std::string("the check raised: ") + e.what();
-        }
-        print_case_line(r, a->verbose, 4000);  // a long per-step table only with -v
-        if (a->verbose && r.status != report::Status::Fail && !r.detail.empty())
-          std::cout << r.detail << (r.detail.back() == '\n' ? "" : "\n");
-        r.ordinal = static_cast<int64_t>(ordinal);
-        summary.cases.push_back(std::move(r));
-      };
-      auto not_installed = [&](const std::string& model, const std::string& plan) {
+      auto not_installed = [name, needs = c.needs, setup = c.setup](const std::string& model, const std::string& plan) {
         report::CaseResult r;
         r.suite = "engine";
         r.name = model + "/" + plan;
         r.backend = name;
         r.dtype = "float32";
         r.status = report::Status::Skipped;
-        r.message = "not installed (" + c.needs + " failed); install it with: " + c.setup;
+        r.message = "not installed (" + needs + " failed); install it with: " + setup;
         return r;
       };
       for (const std::string& m : model_names) {
@@ -337,50 +343,62 @@ Runner add_engine_command(CLI::App& app) {
         }
         for (size_t i = 0; i < plans.size(); ++i) {
           const engine::Plan& p = plans[i];
-          const std::string id = "engine/" + name + "/" + m + "/" + p.name;
-          run_case(id, [&] {
+          const EngineKey key{name, m, p.name};
+          const std::vector<Flag> which =
+              a->plan_files.empty()
+                  ? std::vector<Flag>{{"--model", "^" + m + "$"}, {"--filter", "^" + id_of(key) + "$"}}
+                  : std::vector<Flag>{{"--plan", plan_files[i]}};
+          const CaseEntry& e = registry.add(key, guarded(key, [&, installed, m, dir, p, not_installed, reproduce = line(which)] {
             if (!installed) return not_installed(m, p.name);
             engine::CheckOptions o = check;
-            o.reproduce = base_cmd() + (a->plan_files.empty() ? " --model " + shell_quote("^" + m + "$") + " --filter " + shell_quote("^" + id + "$")
-                                                              : " --plan " + shell_quote(plan_files[i]));
+            o.timing = &group.timing;
+            o.reproduce = reproduce;
             return engine::check_plan(client, model_of(m), dir, p, o);
-          });
+          }));
+          group_of[&e] = &group;
         }
         // The corpus's plans of this model run with the fixed plans (not with --plan files, which replace both).
         if (replays.empty() && a->plans != "campaign")
           for (const SavedPlan& sp : saved_plans(corpus, m)) {
-            const std::string id = "engine/" + name + "/" + m + "/regressions/" + sp.hash;
-            run_case(id, [&] {
+            const EngineKey key{name, m, "regressions/" + sp.hash};
+            std::vector<Flag> which{{"--model", "^" + m + "$"}, {"--filter", "^" + id_of(key) + "$"}};
+            if (a->regressions.empty()) which.insert(which.begin(), Flag{"--regressions", corpus});  // else among engine_flags
+            const CaseEntry& e = registry.add(key, guarded(key, [&, installed, m, dir, sp, not_installed, reproduce = line(which)] {
               if (!installed) return not_installed(m, "regressions/" + sp.hash);
               if (!sp.error.empty()) throw std::invalid_argument("the saved plan does not load: " + sp.error);
               engine::CheckOptions o = check;
-              o.reproduce = base_cmd() + " --regressions " + shell_quote(corpus) + " --model " + shell_quote("^" + m + "$") +
-                            " --filter " + shell_quote("^" + id + "$");
+              o.timing = &group.timing;
+              o.reproduce = reproduce;
               report::CaseResult r = engine::check_plan(client, model_of(m), dir, sp.plan, o);
               r.name = m + "/regressions/" + sp.hash;
               r.params += ",plan=" + sp.plan.name;
               return r;
-            });
+            }));
+            group_of[&e] = &group;
           }
         if (replays.empty() && a->plans != "fixed") {
-          const std::string id = "engine/" + name + "/" + m + "/campaign";
-          run_case(id, [&] {
+          const EngineKey key{name, m, "campaign"};
+          const CaseEntry& e = registry.add(key, guarded(key, [&, installed, m, dir, not_installed, line] {
             if (!installed) return not_installed(m, "campaign");
             engine::CampaignOptions o;
             o.seed = a->seed;
             o.iterations = a->iterations;
             o.reproduce = a->reproduce;
             o.check = check;
+            o.check.timing = &group.timing;
             engine::CampaignOutcome out = engine::run_campaign(client, model_of(m), dir, o);
             if (out.result.status == report::Status::Fail) {
-              std::string replay = base_cmd() + " --plans campaign --model " + shell_quote("^" + m + "$") + " --seed " +
-                                   std::to_string(a->seed) + " --iterations " + std::to_string(a->iterations) + " " + out.result.reproduce;
+              // run_campaign's reproduce is its --reproduce flag, already quoted.
+              std::string replay = line({{"--plans", "campaign", Flag::Quote::None},
+                                         {"--model", "^" + m + "$"},
+                                         {"--seed", std::to_string(a->seed), Flag::Quote::None},
+                                         {"--iterations", std::to_string(a->iterations), Flag::Quote::None},
+                                         {"", out.result.reproduce, Flag::Quote::None}});
               if (out.shrunk && !a->save_regressions.empty()) {
                 try {
                   const regressions::Saved saved = regressions::save(a->save_regressions, "engine", regressions::target_name(m),
                                                                      nlohmann::ordered_json(engine::to_json(*out.shrunk)));
-                  replay += "\n  saved as " + saved.path + "; replay the shrunk plan: " + base_cmd() + " --plan " +
-                            shell_quote(fs::absolute(saved.path).string());
+                  replay += "\n  saved as " + saved.path + "; replay the shrunk plan: " + line({{"--plan", fs::absolute(saved.path).string()}});
                 } catch (const std::exception& e) {  // the FAIL stands and says why
                   replay += std::string("\n  not saved: ") + e.what();
                 }
@@ -388,16 +406,46 @@ Runner add_engine_command(CLI::App& app) {
               out.result.reproduce = replay;
             }
             return out.result;
-          });
+          }));
+          group_of[&e] = &group;
         }
       }
-      client.stop();
-      if (timing.steps)
-        std::cerr << "engine " << name << ": " << timing.steps << " plan-steps, " << std::fixed << std::setprecision(1)
-                  << timing.steps / std::max(timing.engine_s, 1e-9) << " steps/s in the engine (" << timing.engine_s
-                  << " s), oracle " << timing.oracle_s << " s\n" << std::defaultfloat;
     }
-    if (a->list) return listed ? 0 : 2;
+    // Stops each engine after its last case (its next request would start a fresh worker).
+    const auto finish = [&](Group& group) {
+      group.client->stop();
+      const engine::Timing& timing = group.timing;
+      if (timing.steps)
+        std::cerr << "engine " << group.client->spec().name << ": " << timing.steps << " plan-steps, " << std::fixed
+                  << std::setprecision(1) << timing.steps / std::max(timing.engine_s, 1e-9) << " steps/s in the engine ("
+                  << timing.engine_s << " s), oracle " << timing.oracle_s << " s\n"
+                  << std::defaultfloat;
+    };
+
+    const Registry::Plan plan = registry.choose([&](const std::string& id) { return std::regex_search(id, filter); },
+                                                shard.index, shard.count);
+    if (a->list) {
+      for (const Chosen& c : plan.chosen) std::cout << c.entry->id << "\n";
+      for (auto& g : groups) g->client->stop();
+      return plan.chosen.empty() ? 2 : 0;
+    }
+    const auto started = std::chrono::steady_clock::now();
+    size_t finished = 0;  // the groups before this one are finished
+    Registry::run(
+        plan,
+        [&](const Chosen& c, report::CaseResult r) {
+          print_case_line(r, a->verbose, 4000);  // a long per-step table only with -v
+          if (a->verbose && r.status != report::Status::Fail && !r.detail.empty())
+            std::cout << r.detail << (r.detail.back() == '\n' ? "" : "\n");
+          r.ordinal = c.ordinal;
+          summary.cases.push_back(std::move(r));
+        },
+        [&](const Chosen& c) {
+          for (; groups[finished].get() != group_of.at(c.entry); ++finished) finish(*groups[finished]);
+          const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+          return !(a->time_budget > 0 && elapsed > a->time_budget);
+        });
+    for (; finished < groups.size(); ++finished) finish(*groups[finished]);
     if (!a->no_report) {
       const auto paths = report::write_reports(summary, a->report_dir);
       std::cerr << "reports: " << a->report_dir << "/{junit.xml,summary.json,summary.md,report.html}\n";

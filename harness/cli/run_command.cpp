@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "closing.h"
 #include "commands.h"
+#include "registry.h"
 #include "kvconform/backends.h"
 #include "kvcgen/campaign.h"
 #include "kvcgen/search.h"
@@ -104,11 +105,6 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
       if (line.find_first_not_of(" \t") != std::string::npos) last = line;
     r.message = (last.empty() ? std::string("failed") : last) + " (after " + std::to_string(o.cases) + " passing cases)";
     detail << o.failure;
-    std::string cmd = "kvconform run --properties-only --property '^" + r.name + "$' --seed " + std::to_string(options.seed);
-    if (options.mutation != Mutation::None) cmd += std::string(" --mutant ") + to_string(options.mutation);
-    if (options.engine != campaign::Engine::Auto) cmd += std::string(" --trace-engine ") + to_string(options.engine);
-    if (!o.reproduce.empty()) cmd += " --reproduce '" + o.reproduce + "'";
-    r.reproduce = cmd;
   }
   if (verbose)
     for (const auto& [key, err] : o.observations.max_error)
@@ -121,24 +117,170 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-// The property suite's found cases (regressions/property/<property>/<hash>.json, saved by `run
-// --save-regressions` and `kvconform fuzz`): each scenario replayed on the fast engine for the property
-// it failed, as case property/regressions/<property>/<hash>. A value property's case is judged against
-// its golden fixture (`kvconform golden` dumps one), here a SKIP; a file that does not load is its FAIL.
-std::vector<report::CaseResult> property_regressions(const std::string& root, Mutation mutation,
-                                                     const std::function<bool(const std::string&)>& select, bool list_only) {
-  std::vector<report::CaseResult> out;
-  for (const regressions::Entry& e : regressions::load(root, "property")) {
+// -v: a passing case's detail too (a kernel case's form coverage, a backend case's errors), each
+// suite as it has always printed it.
+void print_passing_detail(const report::CaseResult& r) {
+  if (r.detail.empty()) return;
+  if (r.suite == "golden") {
+    if (r.status != report::Status::Fail) std::cout << "  " << r.detail << "\n";
+  } else if (r.suite == "property") {
+    if (r.status == report::Status::Pass) std::cout << r.detail << "\n";
+  } else if (r.status != report::Status::Fail) {
+    std::istringstream lines(r.detail);
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty()) std::cout << "  " << line << "\n";
+  }
+}
+
+using ReproduceFlags = std::function<std::vector<Flag>(const report::CaseResult&)>;
+
+// The suites of `run`, each registering every case it has into the one registry, with the flags of
+// their reproduce lines; the selection is the registry's (Registry::choose). The entries refer to
+// this object: it lives until the run has ended.
+class RunSuites {
+ public:
+  RunSuites(const RunArgs& args, const campaign::Options& options, Registry& registry, std::string corpus)
+      : args_(args), options_(options), registry_(registry), corpus_(std::move(corpus)) {}
+
+  // Golden replay: listed in its list mode, run as one batch (a release's manifest read once).
+  void golden() {
+    golden::ReplayOptions g;
+    g.fixtures_root = args_.fixtures;
+    g.cases_root = args_.cases;
+    g.dtype = options_.filter.dtype;
+    g.layer_type = options_.filter.attention;
+    g.mutation = options_.mutation;
+    golden::ReplayOptions listing = g;
+    listing.list_only = true;
+    auto batch = std::make_shared<CaseBatch>();
+    batch->run = [g](const auto& chosen, const CaseSink& sink) {
+      golden::ReplayOptions run = g;
+      run.select = chosen;
+      for (report::CaseResult& r : golden::replay(run)) sink(std::move(r));
+    };
+    add_listed(golden::replay(listing), batch, [this](const report::CaseResult& r) { return reference_flags(r); });
+  }
+
+  // The backend suite: every built-in attention backend on the step patterns, judged against the
+  // float64 oracle (the property backends_vs_oracle does the same on random sequences); one batch,
+  // a step pattern replayed once for all its backends.
+  void backend() {
+    backends::SuiteOptions b;
+    b.device = args_.device;
+    b.seed = options_.seed;
+    b.mutation = options_.mutation;
+    const std::regex backend_pattern(args_.backend);
+    for (const std::string& name : backends::names())
+      if (std::regex_search(name, backend_pattern)) b.backends.push_back(name);
+    if (b.backends.empty()) throw std::invalid_argument("--backend '" + args_.backend + "' matches no backend");
+    backends::SuiteOptions listing = b;
+    listing.list_only = true;
+    auto batch = std::make_shared<CaseBatch>();
+    batch->run = [b](const auto& chosen, const CaseSink& sink) {
+      backends::SuiteOptions run = b;
+      run.select = chosen;
+      for (report::CaseResult& r : backends::run_suite(run)) sink(std::move(r));
+    };
+    add_listed(backends::run_suite(listing), batch, [this](const report::CaseResult& r) { return reference_flags(r); });
+  }
+
+  // A foreign implementation (a C plugin, a --backend-cmd worker): its cases run in one batch (one
+  // worker). A raise of the check itself is that implementation's FAIL; a malformed case file stays
+  // bad input.
+  template <class Check>
+  void foreign(bool is_plugin, const std::string& target, Check check) {
+    const std::vector<Flag> target_flags = {is_plugin ? Flag{"--plugin", absolute_folder(target)} : Flag{"--backend-cmd", target},
+                                            {"--cases", absolute_folder(args_.cases)}};
+    const ReproduceFlags flags = [this, target_flags, is_plugin](const report::CaseResult& r) {
+      std::vector<Flag> out;
+      if (r.name != "check") out.push_back(filter_flag(r));
+      out.insert(out.end(), target_flags.begin(), target_flags.end());
+      if (!is_plugin) {
+        std::ostringstream timeout;
+        timeout << args_.backend_timeout;
+        out.push_back({"--backend-timeout", timeout.str(), Flag::Quote::None});
+      }
+      if (r.name.rfind("campaign/", 0) == 0)
+        out.push_back({"--plugin-iterations", std::to_string(args_.plugin_iterations), Flag::Quote::None});
+      corpus_flag(out, r);
+      return common_flags(std::move(out), r);
+    };
+    const auto raised = [is_plugin, target](const std::exception& e) {
+      report::CaseResult r;
+      r.suite = "plugin";
+      r.name = "check";
+      const std::string kind = is_plugin ? "plugin" : "backend-cmd";
+      r.params = kind + "=" + target;
+      r.backend = target;
+      r.dtype = "mixed";
+      r.status = report::Status::Fail;
+      r.message = "the " + kind + " check itself raised: " + first_line(e.what());
+      return r;
+    };
+    plugin::PluginCheckOptions p;
+    p.dtype = options_.filter.dtype;
+    p.attention = options_.filter.attention;
+    p.max_worker_failures = args_.max_worker_failures;
+    p.reproduce = args_.reproduce;
+    p.seed = options_.seed;
+    p.iterations = args_.plugin_iterations;
+    p.cases_dir = args_.cases;
+    p.regressions_root = corpus_;
+    p.save_regressions = args_.save_regressions;
+    auto batch = std::make_shared<CaseBatch>();
+    batch->run = [p, check, raised](const auto& chosen, const CaseSink& sink) {
+      plugin::PluginCheckOptions run = p;
+      run.select = chosen;
+      try {
+        for (report::CaseResult& r : check(run)) sink(std::move(r));
+      } catch (const cases::CaseError&) {
+        throw;
+      } catch (const std::exception& e) {
+        sink(raised(e));
+      }
+    };
+    try {
+      plugin::PluginCheckOptions listing = p;
+        listing.list_only = true;
+      add_listed(check(listing), batch, flags);
+    } catch (const cases::CaseError&) {
+      throw;
+    } catch (const std::exception& e) {  // it could not list its cases: one FAIL stands for them
+      const report::CaseResult failure = raised(e);
+      registry_.add(key_of(failure), [failure] { return failure; });
+      registry_.back().reproduce = flags;
+      registry_.back().always = true;
+    }
+  }
+
+  // The properties: each case one campaign on its own.
+  void properties(const std::vector<campaign::Property>& selected) {
+    for (campaign::Property p : selected) {
+      registry_.add(PropertyKey{campaign::to_string(p)}, [this, p] { return property(p); });
+      registry_.back().reproduce = [this](const report::CaseResult& r) { return reference_flags(r); };
+    }
+  }
+
+  // The property suite's found cases (regressions/property/<property>/<hash>.json, saved by `run
+  // --save-regressions` and `kvconform fuzz`): each scenario replayed on the fast engine for the
+  // property it failed, as case property/regressions/<property>/<hash>. A value property's case is
+  // judged against its golden fixture (`kvconform golden` dumps one), here a SKIP; a file that does
+  // not load is its FAIL.
+  void property_regressions() {
+    if (corpus_.empty()) return;
+    for (const regressions::Entry& e : regressions::load(corpus_, "property")) {
+      registry_.add(PropertyKey{"regressions/" + e.target + "/" + e.hash}, [this, e] { return saved_property_case(e); });
+      registry_.back().reproduce = [this](const report::CaseResult& r) { return reference_flags(r); };
+    }
+  }
+
+ private:
+  report::CaseResult saved_property_case(const regressions::Entry& e) const {
     report::CaseResult r;
     r.suite = "property";
     r.name = "regressions/" + e.target + "/" + e.hash;
     r.backend = "reference";
     r.dtype = "mixed";
-    if (!select(report::case_id(r))) continue;
-    if (list_only) {
-      out.push_back(r);
-      continue;
-    }
     r.status = report::Status::Fail;
     try {
       const campaign::Property p = campaign::parse_property(e.target);
@@ -155,7 +297,7 @@ std::vector<report::CaseResult> property_regressions(const std::string& root, Mu
         t.batch = c.batch;
         t.left_padding = c.left_padding;
         for (const Step& st : c.steps) t.steps.push_back(st.tokens);
-        const std::string failure = campaign::check_fast(p, t, mutation);
+        const std::string failure = campaign::check_fast(p, t, options_.mutation);
         r.status = failure.empty() ? report::Status::Pass : report::Status::Fail;
         r.message = failure.empty() ? std::to_string(t.steps.size()) + " steps on the fast engine" : failure;
         r.detail = "saved case: " + e.path;
@@ -163,10 +305,84 @@ std::vector<report::CaseResult> property_regressions(const std::string& root, Mu
     } catch (const std::exception& error) {  // this case's FAIL; the run goes on
       r.message = std::string("the saved case does not load: ") + error.what();
     }
-    out.push_back(std::move(r));
+    return r;
   }
-  return out;
-}
+
+  report::CaseResult property(campaign::Property p) const {
+    campaign::Outcome outcome;
+    try {
+      outcome = campaign::run(p, options_);
+    } catch (const std::exception& e) {  // RapidCheck reports raises inside a case; this is outside one
+      outcome.property = p;
+      outcome.ok = false;
+      outcome.failure = std::string("the campaign raised: ") + first_line(e.what());
+    }
+    report::CaseResult r = property_result(outcome, options_, args_.verbose);
+    if (!outcome.ok && outcome.counterexample && !args_.save_regressions.empty()) {
+      const std::string last = outcome.failure.substr(outcome.failure.find_last_of('\n', outcome.failure.size() - 2) + 1);
+      const auto doc = case_json(*outcome.counterexample, p, options_.mutation, options_.seed, last);
+      try {
+        const regressions::Saved saved = regressions::save(args_.save_regressions, "property", campaign::to_string(p), doc);
+        r.detail += "\nsaved as a case: " + saved.path + " (" + saved.id + ", replayed by every run)";
+      } catch (const std::exception& e) {  // the FAIL stands and says why
+        r.detail += std::string("\nnot saved as a case: ") + e.what();
+      }
+    }
+    return r;
+  }
+
+  void add_listed(const std::vector<report::CaseResult>& listed, const std::shared_ptr<const CaseBatch>& batch,
+                  const ReproduceFlags& flags) {
+    for (const report::CaseResult& r : listed) {
+      registry_.add(key_of(r), {}, batch);
+      registry_.back().reproduce = flags;
+      // A plugin that does not load lists only that failure: it stands for every case it has.
+      registry_.back().always = r.suite == "plugin" && r.name == "load" && r.status == report::Status::Fail;
+    }
+  }
+
+  // The reproduce line of a failing case (docs/cli.md, "Reproducing a failure"): the absolute
+  // binary, --filter for exactly its id, the suite's flags that changed its outcome, with folders
+  // as absolute paths, so it runs from any working directory.
+  static Flag filter_flag(const report::CaseResult& r) { return {"--filter", "^" + regex_quote(report::case_id(r)) + "$"}; }
+
+  std::vector<Flag> common_flags(std::vector<Flag> flags, const report::CaseResult& r) const {
+    flags.push_back({"--seed", std::to_string(options_.seed), Flag::Quote::None});
+    if (!args_.dtype.empty()) flags.push_back({"--dtype", args_.dtype, Flag::Quote::None});
+    if (!args_.attention.empty()) flags.push_back({"--attention", args_.attention, Flag::Quote::None});
+    if (!r.replay.empty()) flags.push_back({"--reproduce", r.replay, Flag::Quote::Single});
+    return flags;
+  }
+
+  std::vector<Flag> reference_flags(const report::CaseResult& r) const {
+    std::vector<Flag> flags = {filter_flag(r), {"--suite", r.suite, Flag::Quote::None}};
+    if (r.suite == "golden") {
+      flags.push_back({"--fixtures", absolute_folder(args_.fixtures)});
+      flags.push_back({"--cases", absolute_folder(args_.cases)});
+    }
+    if (r.suite == "backend" && args_.device != "cpu") flags.push_back({"--device", args_.device, Flag::Quote::None});
+    if (r.suite == "property") {
+      flags.push_back({"--iterations", std::to_string(options_.iterations), Flag::Quote::None});
+      if (options_.engine != campaign::Engine::Auto)
+        flags.push_back({"--trace-engine", to_string(options_.engine), Flag::Quote::None});
+    }
+    if (options_.mutation != Mutation::None) flags.push_back({"--mutant", to_string(options_.mutation), Flag::Quote::None});
+    corpus_flag(flags, r);
+    return common_flags(std::move(flags), r);
+  }
+
+  // A found case of the corpus names the corpus it came from.
+  void corpus_flag(std::vector<Flag>& flags, const report::CaseResult& r) const {
+    if (report::case_id(r).find("/regressions/") != std::string::npos)
+      flags.push_back({"--regressions", absolute_folder(corpus_)});
+  }
+
+  const RunArgs& args_;
+  const campaign::Options& options_;
+  Registry& registry_;
+  const std::string corpus_;  // empty: --no-regressions
+};
+
 
 }  // namespace
 
@@ -262,7 +478,6 @@ Runner add_run_command(CLI::App& app) {
       throw std::invalid_argument("--backend-timeout applies only with --backend-cmd");
     args->cases = data_folder(args->cases, given("--cases"), "cases");
     args->fixtures = data_folder(args->fixtures, given("--fixtures"), "golden/fixtures");
-    const std::string corpus = args->no_regressions ? "" : regressions::resolve_root(args->regressions);
     campaign::Options options = campaign::options_from_env();
     if (args->seed) options.seed = *args->seed;
     if (args->iterations) options.iterations = *args->iterations;
@@ -274,28 +489,11 @@ Runner add_run_command(CLI::App& app) {
     options.mutation = parse_mutation(args->mutant);
     if (!args->engine.empty()) options.engine = campaign::parse_engine(args->engine);
     // The registry's one selection (cli_util.h): --case, --property, --suite and --*-only are
-    // spellings of the id filter; every suite asks it before running or listing a case.
+    // spellings of the id filter, asked of every registered case.
     std::vector<std::string> suites = args->suites;
     if (args->golden_only) suites = {"golden"};
     if (args->properties_only) suites = {"property"};
     const Selection selection = Selection::make(args->filter, suites, args->case_regex, args->property);
-    // A shard runs the selected cases k with k % count == index, k counting every selected id in
-    // run order (docs/sharding.md); each case keeps k as its ordinal, the order merged shards take.
-    const Shard shard = resolve_shard(args->shard, args->shard_count);
-    std::map<std::string, int64_t> ordinal_of;
-    int64_t selected_ids = 0;
-    const auto select = [&](const std::string& id) {
-      if (!selection(id)) return false;
-      const int64_t k = selected_ids++;
-      if (k % shard.count != shard.index) return false;
-      ordinal_of[id] = k;
-      return true;
-    };
-    int listed = 0;
-    auto list = [&](const std::vector<report::CaseResult>& results) {
-      for (const report::CaseResult& r : results) std::cout << report::case_id(r) << "\n";
-      listed += static_cast<int>(results.size());
-    };
     std::vector<campaign::Property> selected;
     for (campaign::Property p : campaign::all_properties())
       if (!selection.property_names || std::regex_search(campaign::to_string(p), *selection.property_names))
@@ -303,206 +501,68 @@ Runner add_run_command(CLI::App& app) {
     if (selected.empty() && !args->golden_only && args->suites.empty())
       throw std::invalid_argument("--property '" + args->property + "' matches no property");
 
-    // One runnable line per failing case (docs/cli.md, "Reproducing a failure"): the absolute
-    // binary, --filter for exactly its id, and every flag that changed its outcome, with folders as
-    // absolute paths, so it runs from any working directory.
-    const auto reproduce = [&](report::CaseResult& r, const std::string& target_flag) {
-      if (r.status != report::Status::Fail) return;
-      std::ostringstream os;
-      os << shell_quote(self_path()) << " run";
-      if (r.suite != "plugin" || r.name != "check") os << " --filter " << shell_quote("^" + regex_quote(report::case_id(r)) + "$");
-      if (r.suite == "plugin") {
-        os << " " << target_flag << " --cases " << shell_quote(absolute_folder(args->cases));
-        if (!args->backend_cmds.empty() && target_flag.rfind("--backend-cmd", 0) == 0)
-          os << " --backend-timeout " << args->backend_timeout;
-        if (r.name.rfind("campaign/", 0) == 0) os << " --plugin-iterations " << args->plugin_iterations;
-      } else {
-        os << " --suite " << r.suite;
-        if (r.suite == "golden")
-          os << " --fixtures " << shell_quote(absolute_folder(args->fixtures)) << " --cases "
-             << shell_quote(absolute_folder(args->cases));
-        if (r.suite == "backend" && args->device != "cpu") os << " --device " << args->device;
-        if (r.suite == "property") {
-          os << " --iterations " << options.iterations;
-          if (options.engine != campaign::Engine::Auto) os << " --trace-engine " << to_string(options.engine);
-        }
-        if (options.mutation != Mutation::None) os << " --mutant " << to_string(options.mutation);
-      }
-      os << " --seed " << options.seed;
-      if (report::case_id(r).find("/regressions/") != std::string::npos)  // a found case of the corpus
-        os << " --regressions " << shell_quote(absolute_folder(corpus));
-      if (!args->dtype.empty()) os << " --dtype " << args->dtype;
-      if (!args->attention.empty()) os << " --attention " << args->attention;
-      if (!r.replay.empty())  // always quoted, as the reproduce strings have always been printed
-        os << " --reproduce " << (r.replay.find('\'') == std::string::npos ? "'" + r.replay + "'" : shell_quote(r.replay));
-      r.reproduce = os.str();
-    };
     const CaseResults case_results(args->list ? "" : args->case_results);
-    const auto run_started = std::chrono::steady_clock::now();
-    std::vector<double> case_seconds;  // for --timings
-    report::RunSummary summary;
-    summary.tool_version = "kvconform 0.1.0";
-    summary.seed = options.seed;
     const bool reference_sections = args->plugins.empty() && args->backend_cmds.empty();
     // --mutant reaches every suite that runs the reference: golden replay, the backend suite and the
     // properties (docs/cli.md, "Mutants"), each of which must then fail.
     const auto suite = [&](const char* name) { return selection.suite(name); };
     if (reference_sections && suite("property"))  // --trace-engine fast on a value property is bad usage
       for (campaign::Property p : selected) campaign::resolve(options.engine, p);
-    const bool goldens = reference_sections && suite("golden") && options.reproduce.empty();
-    if (goldens) {
-      golden::ReplayOptions g;
-      g.fixtures_root = args->fixtures;
-      g.cases_root = args->cases;
-      g.dtype = options.filter.dtype;
-      g.layer_type = options.filter.attention;
-      g.mutation = options.mutation;
-      g.select = select;
-      g.list_only = args->list;
-      if (args->list) {
-        list(golden::replay(g));
-      } else {
-        for (report::CaseResult& r : golden::replay(g)) {
-          if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
-          reproduce(r, "");
-          print_case_line(r, args->verbose);
-          case_results.record(r, args->verbose);
-          if (args->verbose && r.status != report::Status::Fail && !r.detail.empty()) std::cout << "  " << r.detail << "\n";
-          summary.cases.push_back(std::move(r));
-        }
-      }
-    }
-    auto add = [&](report::CaseResult r, const std::string& target_flag = "") {
-      if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
-      reproduce(r, target_flag);
-      print_case_line(r, args->verbose);
-      case_results.record(r, args->verbose);
-      // -v: a passing case's detail too (a kernel case's form coverage, a backend case's errors).
-      if (args->verbose && r.status != report::Status::Fail && !r.detail.empty()) {
-        std::istringstream lines(r.detail);
-        for (std::string line; std::getline(lines, line);)
-          if (!line.empty()) std::cout << "  " << line << "\n";
-      }
-      case_seconds.resize(summary.cases.size(), -1.0);
-      summary.cases.push_back(std::move(r));
-    };
-    // The backend suite: every built-in attention backend on the step patterns, judged against the
-    // float64 oracle (the property backends_vs_oracle does the same on random sequences).
-    if (reference_sections && suite("backend") && options.reproduce.empty()) {
-      backends::SuiteOptions b;
-      b.device = args->device;
-      b.seed = options.seed;
-      b.mutation = options.mutation;
-      const std::regex backend_pattern(args->backend);
-      for (const std::string& name : backends::names())
-        if (std::regex_search(name, backend_pattern)) b.backends.push_back(name);
-      if (b.backends.empty()) throw std::invalid_argument("--backend '" + args->backend + "' matches no backend");
-      b.select = select;
-      b.list_only = args->list;
-      if (args->list) {
-        list(backends::run_suite(b));
-      } else {
-        for (report::CaseResult& r : backends::run_suite(b)) add(std::move(r));
-      }
-    }
-    // Foreign implementations (C plugins, --backend-cmd workers): a raise of the check itself is that
-    // implementation's FAIL; a malformed case file stays bad input.
-    auto check_foreign = [&](const std::string& label, const std::string& target, auto&& check) {
-      const std::string target_flag = label == "plugin" ? "--plugin " + shell_quote(absolute_folder(target))
-                                                        : "--backend-cmd " + shell_quote(target);
-      plugin::PluginCheckOptions p;
-      p.dtype = options.filter.dtype;
-      p.attention = options.filter.attention;
-      p.max_worker_failures = args->max_worker_failures;
-      p.reproduce = args->reproduce;
-      p.seed = options.seed;
-      p.iterations = args->plugin_iterations;
-      p.cases_dir = args->cases;
-      p.regressions_root = corpus;
-      p.save_regressions = args->save_regressions;
-      p.select = select;
-      p.list_only = args->list;
-      try {
-        if (args->list) return list(check(p));
-        for (report::CaseResult& r : check(p)) add(std::move(r), target_flag);
-      } catch (const cases::CaseError&) {
-        throw;
-      } catch (const std::exception& e) {
-        report::CaseResult r;
-        r.suite = "plugin";
-        r.name = "check";
-        const std::string kind = label == "plugin" ? "plugin" : "backend-cmd";
-        r.params = kind + "=" + target;
-        r.backend = target;
-        r.dtype = "mixed";
-        r.status = report::Status::Fail;
-        r.message = "the " + kind + " check itself raised: " + first_line(e.what());
-        add(std::move(r), target_flag);
-      }
-    };
+
+    // The registry: every suite's cases, in run order (golden, backend, plugin, property).
+    Registry registry;
+    const std::string corpus = args->no_regressions ? "" : regressions::resolve_root(args->regressions);
+    RunSuites suites_of_run(*args, options, registry, corpus);
+    if (reference_sections && suite("golden") && options.reproduce.empty()) suites_of_run.golden();
+    if (reference_sections && suite("backend") && options.reproduce.empty()) suites_of_run.backend();
     for (const std::string& path : args->plugins)
-      check_foreign("plugin", path, [&](plugin::PluginCheckOptions p) { return plugin::check_plugin(path, p); });
+      suites_of_run.foreign(true, path, [path](const plugin::PluginCheckOptions& p) { return plugin::check_plugin(path, p); });
     for (const std::string& command : args->backend_cmds)
-      check_foreign("backend command", command, [&](plugin::PluginCheckOptions p) {
-        p.timeout_s = args->backend_timeout;
+      suites_of_run.foreign(false, command, [command, timeout = args->backend_timeout](plugin::PluginCheckOptions p) {
+        p.timeout_s = timeout;
         return plugin::check_backend_command(command, p);
       });
-    if (reference_sections && suite("property")) {
-      for (campaign::Property p : selected) {
-        if (!select(std::string("property/") + campaign::to_string(p))) continue;
-        if (args->list) {
-          std::cout << "property/" << campaign::to_string(p) << "\n";
-          ++listed;
-          continue;
-        }
-        const auto started = std::chrono::steady_clock::now();
-        campaign::Outcome outcome;
-        try {
-          outcome = campaign::run(p, options);
-        } catch (const std::exception& e) {  // RapidCheck reports raises inside a case; this is outside one
-          outcome.property = p;
-          outcome.ok = false;
-          outcome.failure = std::string("the campaign raised: ") + first_line(e.what());
-        }
-        report::CaseResult r = property_result(outcome, options, args->verbose);
-        reproduce(r, "");
-        if (!outcome.ok && outcome.counterexample && !args->save_regressions.empty()) {
-          const std::string last = outcome.failure.substr(outcome.failure.find_last_of('\n', outcome.failure.size() - 2) + 1);
-          const auto doc = case_json(*outcome.counterexample, p, options.mutation, options.seed, last);
-          try {
-            const regressions::Saved saved = regressions::save(args->save_regressions, "property", campaign::to_string(p), doc);
-            r.detail += "\nsaved as a case: " + saved.path + " (" + saved.id + ", replayed by every run)";
-          } catch (const std::exception& e) {  // the FAIL stands and says why
-            r.detail += std::string("\nnot saved as a case: ") + e.what();
-          }
-        }
-        case_seconds.resize(summary.cases.size(), -1.0);  // golden cases are not timed one by one
-        case_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-        print_case_line(r, args->verbose);
-        case_results.record(r, args->verbose);
-        if (args->verbose && r.status == report::Status::Pass && !r.detail.empty()) std::cout << r.detail << "\n";
-        summary.cases.push_back(std::move(r));
-      }
-      if (!corpus.empty() && options.reproduce.empty()) {
-        std::vector<report::CaseResult> found = property_regressions(corpus, options.mutation, select, args->list);
-        if (args->list) {
-          list(found);
-        } else {
-          for (report::CaseResult& r : found) add(std::move(r));
-        }
-      }
-    }
+    if (reference_sections && suite("property")) suites_of_run.properties(selected);
+    if (reference_sections && suite("property") && options.reproduce.empty()) suites_of_run.property_regressions();
+
+    // A shard runs the selected cases k with k % count == index, k counting every selected case in
+    // registry order (docs/sharding.md); each case keeps k as its ordinal, the order merged shards take.
+    const Shard shard = resolve_shard(args->shard, args->shard_count);
+    const Registry::Plan plan = registry.choose(selection, shard.index, shard.count);
     // A shard may hold none of the selected cases (more shards than cases): its empty report still
     // merges; the filters matching nothing at all is bad usage.
-    if (args->list ? listed == 0 && selected_ids == 0 : summary.cases.empty() && selected_ids == 0)
-      throw std::invalid_argument("nothing to run: the filters match no case");
-    if (args->list) return 0;
-    // A result of an id the selection never saw (a foreign check that raised) stays after the case before it.
-    int64_t last_ordinal = 0;
-    for (report::CaseResult& r : summary.cases) {
-      const auto it = ordinal_of.find(report::case_id(r));
-      r.ordinal = last_ordinal = it == ordinal_of.end() ? last_ordinal : it->second;
+    if (plan.selected == 0 && plan.chosen.empty()) throw std::invalid_argument("nothing to run: the filters match no case");
+    if (args->list) {
+      for (const Chosen& c : plan.chosen) std::cout << c.entry->id << "\n";
+      return 0;
     }
+
+    const auto run_started = std::chrono::steady_clock::now();
+    std::vector<double> case_seconds;  // for --timings: the cases that run on their own
+    auto case_started = run_started;
+    report::RunSummary summary;
+    summary.tool_version = "kvconform 0.1.0";
+    summary.seed = options.seed;
+    Registry::run(
+        plan,
+        [&](const Chosen& c, report::CaseResult r) {
+          if (!c.entry->batch) {
+            case_seconds.resize(summary.cases.size(), -1.0);
+            case_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - case_started).count());
+          }
+          if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
+          if (r.status == report::Status::Fail)
+            r.reproduce = reproduce_line(self_path(), "run", c.entry->reproduce(r));
+          r.ordinal = c.ordinal;
+          print_case_line(r, args->verbose);
+          case_results.record(r, args->verbose);
+          if (args->verbose) print_passing_detail(r);
+          summary.cases.push_back(std::move(r));
+        },
+        [&](const Chosen&) {
+          case_started = std::chrono::steady_clock::now();
+          return true;
+        });
     summary.record.subcommand = "run";
     summary.record.build = build_id();
     summary.record.shard_index = shard.index;

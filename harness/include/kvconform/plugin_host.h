@@ -60,10 +60,9 @@ std::string gave_up_message(int failures);
 
 // Where the checks send their calls: a forked child loading a shared library (plugin_target), or a
 // worker process speaking the subprocess protocol (subprocess_backend.h). `run` executes one case's
-// ops like plugin_runner's execute; `reproduce` is the command line that repeats the checks.
+// ops like plugin_runner's execute.
 struct Target {
   std::string label;      // the path or command, for messages
-  std::string reproduce;  // "kvconform run --plugin PATH"
   std::function<Trace(const std::vector<Op>&, double timeout_s)> run;
   // The optional layouts the kernel declared (docs/plugins.md, "Optional layouts":
   // "key_padding_mask", ...); unset or empty: none. Asked after the worker answered hello.

@@ -382,7 +382,6 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
           r.backend = be->name();
           r.dtype = to_string(dtype);
           if (options.select && !options.select(report::case_id(r))) continue;
-          r.reproduce = "kvconform run --filter '^" + report::case_id(r) + "$' --device " + options.device;
           chosen.push_back(be.get());
           if (options.list_only) {
             results.push_back(r);

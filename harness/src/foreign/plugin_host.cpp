@@ -478,7 +478,6 @@ CaseResult check_scenario(const Target& target, const std::string& name, const S
   r.params = scenario_params(s);
   r.backend = plugin;
   r.dtype = to_string(s.dtype);
-  r.reproduce = target.reproduce;
   r.detail = describe(s);
   if (part == Part::Cache) check_cache_case(target, s, timeout_s, r); else check_kernel_case(target, s, timeout_s, r);
   return r;
@@ -505,7 +504,7 @@ bool checkable(const Scenario& s) {
 }
 
 Target plugin_target(const std::string& path) {
-  return {path, "kvconform run --plugin " + path,
+  return {path,
           [path](const std::vector<Op>& ops, double timeout_s) { return execute(path, ops, timeout_s); }, {}};
 }
 

@@ -164,7 +164,7 @@ Trace execute_command(const std::string& command, const std::vector<Op>& ops, do
 }
 
 Target backend_command_target(const std::string& command) {
-  Target t{command, "kvconform run --backend-cmd '" + command + "'",
+  Target t{command,
            [command](const std::vector<Op>& ops, double timeout_s) { return execute_command(command, ops, timeout_s); }, {}};
   t.layouts = [command] {
     std::vector<std::string> out;

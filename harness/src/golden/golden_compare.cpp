@@ -682,7 +682,6 @@ report::CaseResult replay_one(const LoadedFixture& f, Mutation mutation) {
     const std::string what = e.what();
     r.message = dynamic_cast<const StepFailure*>(&e) ? what : "the reference raised: " + what.substr(0, what.find('\n'));
   }
-  r.reproduce = "kvconform run --golden-only --case '^" + f.version + "/" + f.name + "$'";
   return r;
 }
 
