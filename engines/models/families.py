@@ -25,9 +25,27 @@ checkpoints of the family use:
                    ministral: its row is ABSENT)
   phi3-w4          phi3, 3 layers, window 4 on every layer, partial_rotary_factor 0.5, fused qkv_proj and
                    gate_up_proj
+  gemma4-shared    gemma4_text, 4 layers, layer_types [S, F, S, S] (the last forced full), window 3, full layers
+                   with global_head_dim 32 (sliding 16) and proportional rope (partial_rotary_factor 0.25: 4 of
+                   16 frequencies, base 1e6; sliding base 1e4), num_kv_shared_layers 2 (layer 2 reads layer 0's
+                   K/V, layer 3 layer 1's), v_norm, layer_scalar, final soft-cap, no per-layer input embeddings
+  gemma4-keqv      gemma4_text, 3 layers, no layer_types (5 : 1 with the last full: S, S, F), window 4,
+                   attention_k_eq_v with num_global_key_value_heads 1 on the full layer, partial 0.5, untied
+  olmo3-w3         olmo3, 4 layers, no layer_types (3 sliding : 1 full), window 3, olmo2's post-norms, q/k norms
+                   over the whole projection
+  olmo3-bias       olmo3, 3 layers, explicit irregular layer_types [F, S, S], window 2, attention_bias, tied
+  exaone4-w3       exaone4, 4 layers, sliding_window_pattern 4 and no layer_types (layer 3 full without rope),
+                   window 3, post-norms, q/k norms per head
+  exaone4-nowindow exaone4, 2 layers, sliding_window null with layer_types all full: rope on every layer
+  vaultgemma-w4    vaultgemma, 3 layers, no layer_types (alternating), window 4, soft-caps, pre-norms only
+  vaultgemma-allfull vaultgemma, 3 layers, window 4 but layer_types all full (the released checkpoint's
+                   config): every layer full
 """
 
 S, F, C = "sliding_attention", "full_attention", "chunked_attention"
+# An override value that removes a common key from the config: a gemma4 config with "rope_scaling": null
+# loads in 5.24.0 with rope_parameters None and fails (TypeError in Gemma4TextRotaryEmbedding).
+ABSENT = "<absent>"
 
 
 def _rope(theta):
@@ -53,6 +71,34 @@ LLAMA4 = {
 
 YARN = {"rope_type": "yarn", "factor": 8.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
         "original_max_position_embeddings": 4096}
+
+GEMMA4 = {
+    "architectures": ["Gemma4ForCausalLM"],
+    "model_type": "gemma4_text",
+    "rope_scaling": ABSENT,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "global_head_dim": 32,
+    "hidden_size_per_layer_input": 0,
+    "vocab_size_per_layer_input": 256,
+    "attention_k_eq_v": False,
+    "num_kv_shared_layers": 0,
+    "enable_moe_block": False,
+    "use_double_wide_mlp": False,
+    "final_logit_softcapping": None,
+    "tie_word_embeddings": True,
+    "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
+                        F: {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0}},
+}
+
+VAULTGEMMA = {
+    "architectures": ["VaultGemmaForCausalLM"],
+    "model_type": "vaultgemma",
+    "hidden_activation": "gelu_pytorch_tanh",
+    "hidden_act": "gelu_pytorch_tanh",
+    "query_pre_attn_scalar": 16,
+    "tie_word_embeddings": True,
+    **_rope(10000.0),
+}
 
 MODELS = {
     "llama4-c4": ("llama4_text", {
@@ -166,6 +212,83 @@ MODELS = {
         "tie_word_embeddings": False,
         "rope_theta": 10000.0,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    }),
+    "gemma4-shared": ("gemma4_text", {
+        **GEMMA4,
+        "num_hidden_layers": 4,
+        "layer_types": [S, F, S, S],
+        "sliding_window": 3,
+        "num_kv_shared_layers": 2,
+        "final_logit_softcapping": 8.0,
+    }),
+    "gemma4-keqv": ("gemma4_text", {
+        **GEMMA4,
+        "num_hidden_layers": 3,
+        "sliding_window": 4,
+        "attention_k_eq_v": True,
+        "num_global_key_value_heads": 1,
+        "tie_word_embeddings": False,
+        "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
+                            F: {"rope_type": "proportional", "partial_rotary_factor": 0.5, "rope_theta": 1000000.0}},
+    }),
+    "olmo3-w3": ("olmo3", {
+        "architectures": ["Olmo3ForCausalLM"],
+        "model_type": "olmo3",
+        "num_hidden_layers": 4,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "sliding_window": 3,
+        "tie_word_embeddings": False,
+        "rope_theta": 10000.0,
+        "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0}, F: {"rope_type": "default", "rope_theta": 10000.0}},
+    }),
+    "olmo3-bias": ("olmo3", {
+        "architectures": ["Olmo3ForCausalLM"],
+        "model_type": "olmo3",
+        "num_hidden_layers": 3,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "sliding_window": 2,
+        "layer_types": [F, S, S],
+        "attention_bias": True,
+        "tie_word_embeddings": True,
+        "rope_theta": 10000.0,
+        "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0}, F: {"rope_type": "default", "rope_theta": 10000.0}},
+    }),
+    "exaone4-w3": ("exaone4", {
+        "architectures": ["Exaone4ForCausalLM"],
+        "model_type": "exaone4",
+        "num_hidden_layers": 4,
+        "hidden_act": "silu",
+        "sliding_window": 3,
+        "sliding_window_pattern": 4,
+        "tie_word_embeddings": False,
+        **_rope(10000.0),
+    }),
+    "exaone4-nowindow": ("exaone4", {
+        "architectures": ["Exaone4ForCausalLM"],
+        "model_type": "exaone4",
+        "num_hidden_layers": 2,
+        "hidden_act": "silu",
+        "sliding_window": None,
+        "layer_types": [F, F],
+        "tie_word_embeddings": True,
+        **_rope(10000.0),
+    }),
+    "vaultgemma-w4": ("vaultgemma", {
+        **VAULTGEMMA,
+        "num_hidden_layers": 3,
+        "sliding_window": 4,
+        "attn_logit_softcapping": 10.0,
+        "final_logit_softcapping": 8.0,
+    }),
+    "vaultgemma-allfull": ("vaultgemma", {
+        **VAULTGEMMA,
+        "num_hidden_layers": 3,
+        "sliding_window": 4,
+        "layer_types": [F, F, F],
+        "attn_logit_softcapping": None,
+        "final_logit_softcapping": None,
     }),
 }
 

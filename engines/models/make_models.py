@@ -182,8 +182,13 @@ def tensors(name, family, cfg):
         put(prefix + "up_proj.weight", (inter, HIDDEN), -PROJ, PROJ)
         put(prefix + "down_proj.weight", (HIDDEN, inter), -OUT, OUT)
 
-    gemma = family in ("gemma2", "gemma3")
+    gemma = family in ("gemma2", "gemma3", "vaultgemma")  # RMSNorm weight applied as 1 + w
     norm_lo, norm_hi = (-NORM, NORM) if gemma else (1 - NORM, 1 + NORM)
+    post_norm = family in ("olmo3", "exaone4")  # olmo2's block: norms on the outputs only
+    if family == "gemma4_text":  # the layer types after Gemma4TextConfig's defaults and its forced full last layer
+        types = list(cfg.get("layer_types") or [S if (i + 1) % 6 else F for i in range(cfg["num_hidden_layers"])])
+        types[-1] = F
+        first_shared = cfg["num_hidden_layers"] - cfg.get("num_kv_shared_layers", 0)
     layers = cfg["num_hidden_layers"]
     # The widths the config says (a drawn model varies heads, KV heads and head_dim; the zoo's are the constants).
     HEADS, KV_HEADS, HEAD_DIM = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
@@ -191,20 +196,33 @@ def tensors(name, family, cfg):
         step = cfg.get("interleave_moe_layer_step", 1)
         moe = set(cfg["moe_layers"] if cfg.get("moe_layers") is not None else range(step - 1, layers, step))
     put("model.embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    head_dim, kv_heads = HEAD_DIM, KV_HEADS
     for i in range(layers):
         p = f"model.layers.{i}."
+        own_kv, own_v = True, True
+        if family == "gemma4_text":
+            # Full layers: global_head_dim and (attention_k_eq_v) the global KV heads, no v_proj; the last
+            # num_kv_shared_layers layers have no K/V projections or k_norm of their own.
+            full = types[i] == F
+            HEAD_DIM = cfg["global_head_dim"] if full else head_dim
+            KV_HEADS = cfg["num_global_key_value_heads"] if full and cfg.get("attention_k_eq_v") else kv_heads
+            own_kv = i < first_shared
+            own_v = own_kv and not (full and cfg.get("attention_k_eq_v"))
+            put(p + "layer_scalar", (1,), 0.7, 1.3)
         if family == "phi3":  # fused: rows [q; k; v]
             put(p + "self_attn.qkv_proj.weight", ((HEADS + 2 * KV_HEADS) * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         else:
             put(p + "self_attn.q_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
-            put(p + "self_attn.k_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
-            put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+            if own_kv:
+                put(p + "self_attn.k_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+            if own_v:
+                put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
-        if family == "qwen2" or (family in ("qwen3", "gpt_oss", "smollm3") and cfg.get("attention_bias")):
+        if family == "qwen2" or (family in ("qwen3", "gpt_oss", "smollm3", "olmo3") and cfg.get("attention_bias")):
             put(p + "self_attn.q_proj.bias", (HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.k_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.v_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
-        if family in ("qwen3", "gpt_oss", "smollm3") and cfg.get("attention_bias"):
+        if family in ("qwen3", "gpt_oss", "smollm3", "olmo3") and cfg.get("attention_bias"):
             put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
         if family == "gpt_oss":
             # Sinks around the scores' scale (std ~5), so some heads give a sink real weight.
@@ -233,15 +251,24 @@ def tensors(name, family, cfg):
             put(f + "experts.down_proj_bias", (e, HIDDEN), -BIAS, BIAS)
         else:
             mlp(p + "mlp.", cfg.get("intermediate_size", INTER))
-        put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family != "cohere2":  # cohere2's parallel block has one norm per layer
+        if not post_norm:
+            put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+        if family not in ("cohere2", "vaultgemma"):  # cohere2's parallel block has one norm per layer; vaultgemma none after attention
             put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if gemma:
+        if family in ("gemma2", "gemma3", "gemma4_text", "vaultgemma"):
             put(p + "pre_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+        if family in ("gemma2", "gemma3", "gemma4_text") or post_norm:
             put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma3", "qwen3"):
+        if family in ("gemma3", "qwen3", "gemma4_text"):
             put(p + "self_attn.q_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
-            put(p + "self_attn.k_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
+            if own_kv:
+                put(p + "self_attn.k_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
+        if post_norm:
+            # Scores of normed q and k scaled by head_dim^-0.5 have std ~ w^2: weights around 2 keep the
+            # attention peaked (olmo3 norms the whole projection, exaone4 each head).
+            whole = family == "olmo3"
+            put(p + "self_attn.q_norm.weight", ((HEADS if whole else 1) * HEAD_DIM,), 2.0 - 2 * NORM, 2.0 + 2 * NORM)
+            put(p + "self_attn.k_norm.weight", ((KV_HEADS if whole else 1) * HEAD_DIM,), 2.0 - 2 * NORM, 2.0 + 2 * NORM)
     put("model.norm.weight", (HIDDEN,), norm_lo, norm_hi)
     if not cfg["tie_word_embeddings"]:
         put("lm_head.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
@@ -272,7 +299,7 @@ def config(name):
             family, over = models[name]
     cfg = dict(COMMON)
     cfg.update(over)
-    return family, cfg
+    return family, {k: v for k, v in cfg.items() if v != families.ABSENT}
 
 
 def write(out_dir, name):

@@ -79,6 +79,12 @@ def _half_rotary_forward(self, x, position_ids):
     return (freqs.cos() * scaling).to(dtype=x.dtype), (freqs.sin() * scaling).to(dtype=x.dtype)
 
 
+def _gemma4_norm_forward(self, x):
+    """Gemma4RMSNorm: weight w (not 1 + w), optional (with_scale), torch.pow(ms + eps, -0.5)."""
+    out = x * torch.pow(x.pow(2).mean(-1, keepdim=True) + self.eps, -0.5)
+    return out * self.weight.to(x.dtype) if self.with_scale else out
+
+
 def _layer_norm_forward(self, x):
     mean = x.mean(-1, keepdim=True)
     variance = (x - mean).pow(2).mean(-1, keepdim=True)
@@ -163,6 +169,10 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.cohere2.modeling_cohere2": [("Cohere2LayerNorm", _layer_norm_forward)],
     "transformers.models.ministral.modeling_ministral": [("MinistralRMSNorm", _llama_norm_forward)],
     "transformers.models.phi3.modeling_phi3": [("Phi3RMSNorm", _llama_norm_forward)],
+    "transformers.models.gemma4.modeling_gemma4": [("Gemma4RMSNorm", _gemma4_norm_forward)],
+    "transformers.models.olmo3.modeling_olmo3": [("Olmo3RMSNorm", _llama_norm_forward)],
+    "transformers.models.exaone4.modeling_exaone4": [("Exaone4RMSNorm", _llama_norm_forward)],
+    "transformers.models.vaultgemma.modeling_vaultgemma": [("VaultGemmaRMSNorm", _gemma_norm_forward)],
 }
 _ROTARY = {  # module: (class, forward)
     "transformers.models.gemma2.modeling_gemma2": ("Gemma2RotaryEmbedding", _rotary_forward),
@@ -176,6 +186,10 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.cohere2.modeling_cohere2": ("Cohere2RotaryEmbedding", _interleaved_rotary_forward),
     "transformers.models.ministral.modeling_ministral": ("MinistralRotaryEmbedding", _rotary_forward),
     "transformers.models.phi3.modeling_phi3": ("Phi3RotaryEmbedding", _rotary_forward),
+    "transformers.models.gemma4.modeling_gemma4": ("Gemma4TextRotaryEmbedding", _rotary_forward),
+    "transformers.models.olmo3.modeling_olmo3": ("Olmo3RotaryEmbedding", _rotary_forward),
+    "transformers.models.exaone4.modeling_exaone4": ("Exaone4RotaryEmbedding", _rotary_forward),
+    "transformers.models.vaultgemma.modeling_vaultgemma": ("VaultGemmaRotaryEmbedding", _rotary_forward),
 }
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.cohere2.modeling_cohere2": _patch_cohere2}
@@ -238,12 +252,39 @@ def _inv_freq(base, dim, dtype):
     return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
 
 
+def _proportional_inv_freq(base, dim, factor, dtype):
+    """transformers' _compute_proportional_rope_parameters: the first int(factor * dim // 2) frequencies over
+    exponents of dim, zeros after (in dtype; float32 as transformers computes it)."""
+    angles = int(factor * dim // 2)
+    idx = torch.arange(0, 2 * angles, 2, dtype=torch.int64).to(dtype=dtype)
+    rotated = 1.0 / (base ** (idx / dim))
+    return torch.cat((rotated, torch.zeros(dim // 2 - angles, dtype=dtype)))
+
+
+def _gemma4_layer_rope(cfg, layer_type):
+    """(inv_freq function of (base, dtype), candidate bases) of a Gemma4TextRotaryEmbedding buffer:
+    per layer type its own head size (global_head_dim on full layers) and rope type."""
+    p = cfg.rope_parameters[layer_type]
+    plc = getattr(cfg, "per_layer_config", None)  # 5.24.0: head_dim is per layer, resolved per layer type
+    if plc is not None:
+        dim = plc[layer_type].head_dim
+    else:  # 5.13.1
+        dim = cfg.global_head_dim if layer_type == "full_attention" and cfg.global_head_dim else cfg.head_dim
+    if p.get("rope_type", "default") == "proportional":
+        return (lambda b, dt: _proportional_inv_freq(b, dim, p.get("partial_rotary_factor", 1.0), dt)), [float(p["rope_theta"])]
+    if p.get("rope_type", "default") != "default":
+        raise NotImplementedError(f"exact64: gemma4 rope_type {p.get('rope_type')!r} is not supported")
+    return (lambda b, dt: _inv_freq(b, dim, dt)), [float(p["rope_theta"])]
+
+
 def _prepare_rotary(module, cfg):
-    dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    gemma4 = type(module).__name__ == "Gemma4TextRotaryEmbedding"  # per layer type head sizes: _gemma4_layer_rope
+    dim = None if gemma4 else getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     # partial_rotary_factor: top-level (4.x) or in rope_parameters (5.x), as the rope init reads it.
     rp = getattr(cfg, "rope_parameters", None)
     factor = rp.get("partial_rotary_factor") if isinstance(rp, dict) else None
-    dim = int(dim * (factor if factor is not None else getattr(cfg, "partial_rotary_factor", 1.0) or 1.0))
+    if not gemma4:
+        dim = int(dim * (factor if factor is not None else getattr(cfg, "partial_rotary_factor", 1.0) or 1.0))
     module._kvc_inv_freq64, module._kvc_scaling = {}, {}
     found = []
     for name, buf in module.named_buffers(recurse=False):
@@ -252,11 +293,14 @@ def _prepare_rotary(module, cfg):
         layer_type = name[: -len("_inv_freq")] if name != "inv_freq" else ""
         mcfg = module.config if hasattr(module, "config") else cfg
         yarn = _yarn(mcfg)
-        if yarn is not None:  # the float32 buffer must be exactly YaRN's of that base, or nothing is patched
+        bases = None if gemma4 else _bases(mcfg)
+        if gemma4:
+            fn, bases = _gemma4_layer_rope(mcfg, layer_type)
+        elif yarn is not None:  # the float32 buffer must be exactly YaRN's of that base, or nothing is patched
             fn = lambda b, dt: _yarn_inv_freq(b, dim, yarn, getattr(mcfg, "max_position_embeddings", None), dt)  # noqa: E731
         else:
             fn = lambda b, dt: _inv_freq(b, dim, dt)  # noqa: E731
-        match = [b for b in _bases(mcfg) if torch.equal(fn(b, torch.float32).to(buf.dtype), buf.detach().cpu())]
+        match = [b for b in bases if torch.equal(fn(b, torch.float32).to(buf.dtype), buf.detach().cpu())]
         if len(match) != 1:
             raise RuntimeError(f"exact64: cannot identify the rope base of {type(module).__name__}.{name} "
                                f"(candidates {_bases(cfg)}, matches {match})")
