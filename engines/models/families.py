@@ -38,6 +38,10 @@ checkpoints of the family use:
                    window 3, post-norms, q/k norms per head
   exaone4-nowindow exaone4, 2 layers, sliding_window null with layer_types all full: rope on every layer
   vaultgemma-w4    vaultgemma, 3 layers, no layer_types (alternating), window 4, soft-caps, pre-norms only
+  cwm-w3           cwm, 5 layers, no layer_types (layer i full iff i % 4 == 0: F, S, S, S, F), window 3, untied
+  graniteswa-w4    granite_swa, 4 layers, no layer_types (F, S, S, S), window 4, sinks, layer_rope_theta with a
+                   NoPE layer and two bases, embedding / attention / residual multipliers, logits_scaling,
+                   attention_bias
   vaultgemma-allfull vaultgemma, 3 layers, window 4 but layer_types all full (the released checkpoint's
                    config): every layer full
 """
@@ -281,6 +285,30 @@ MODELS = {
         "sliding_window": 4,
         "attn_logit_softcapping": 10.0,
         "final_logit_softcapping": 8.0,
+    }),
+    "cwm-w3": ("cwm", {
+        "architectures": ["CwmForCausalLM"],
+        "model_type": "cwm",
+        "num_hidden_layers": 5,
+        "hidden_act": "silu",
+        "sliding_window": 3,
+        "tie_word_embeddings": False,
+        **_rope(10000.0),
+    }),
+    "graniteswa-w4": ("granite_swa", {
+        "architectures": ["GraniteSWAForCausalLM"],
+        "model_type": "granite_swa",
+        "num_hidden_layers": 4,
+        "hidden_act": "silu",
+        "sliding_window": 4,
+        "layer_rope_theta": [10000.0, 0, 10000.0, 500000.0],
+        "embedding_multiplier": 1.5,
+        "attention_multiplier": 0.3,
+        "residual_multiplier": 0.8,
+        "logits_scaling": 2.0,
+        "attention_bias": True,
+        "tie_word_embeddings": True,
+        **_rope(10000.0),
     }),
     "vaultgemma-allfull": ("vaultgemma", {
         **VAULTGEMMA,

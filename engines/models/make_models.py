@@ -218,13 +218,13 @@ def tensors(name, family, cfg):
             if own_v:
                 put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
-        if family == "qwen2" or (family in ("qwen3", "gpt_oss", "smollm3", "olmo3") and cfg.get("attention_bias")):
+        if family == "qwen2" or (family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa") and cfg.get("attention_bias")):
             put(p + "self_attn.q_proj.bias", (HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.k_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.v_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
-        if family in ("qwen3", "gpt_oss", "smollm3", "olmo3") and cfg.get("attention_bias"):
+        if family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa") and cfg.get("attention_bias"):
             put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
-        if family == "gpt_oss":
+        if family in ("gpt_oss", "granite_swa"):
             # Sinks around the scores' scale (std ~5), so some heads give a sink real weight.
             put(p + "self_attn.sinks", (HEADS,), -1.0, 3.0)
         if family == "llama4_text":

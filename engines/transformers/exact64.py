@@ -173,6 +173,8 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.olmo3.modeling_olmo3": [("Olmo3RMSNorm", _llama_norm_forward)],
     "transformers.models.exaone4.modeling_exaone4": [("Exaone4RMSNorm", _llama_norm_forward)],
     "transformers.models.vaultgemma.modeling_vaultgemma": [("VaultGemmaRMSNorm", _gemma_norm_forward)],
+    "transformers.models.cwm.modeling_cwm": [("CwmRMSNorm", _llama_norm_forward)],
+    "transformers.models.granite_swa.modeling_granite_swa": [("GraniteSWARMSNorm", _llama_norm_forward)],
 }
 _ROTARY = {  # module: (class, forward)
     "transformers.models.gemma2.modeling_gemma2": ("Gemma2RotaryEmbedding", _rotary_forward),
@@ -190,8 +192,29 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.olmo3.modeling_olmo3": ("Olmo3RotaryEmbedding", _rotary_forward),
     "transformers.models.exaone4.modeling_exaone4": ("Exaone4RotaryEmbedding", _rotary_forward),
     "transformers.models.vaultgemma.modeling_vaultgemma": ("VaultGemmaRotaryEmbedding", _rotary_forward),
+    "transformers.models.cwm.modeling_cwm": ("CwmRotaryEmbedding", _rotary_forward),
+    "transformers.models.granite_swa.modeling_granite_swa": ("GraniteSWARotaryEmbedding", _rotary_forward),
 }
+def _patch_granite_swa(mod):
+    """granite_swa's eager attention casts its sink scale sigmoid(lse - sink) to float32: kept in the input's dtype."""
+    import torch.nn.functional as F
+
+    def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+        key_states = mod.repeat_kv(key, module.num_key_value_groups)
+        value_states = mod.repeat_kv(value, module.num_key_value_groups)
+        attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+        if attention_mask is not None:
+            attn_weights = attn_weights + attention_mask
+        sink_scale = (torch.logsumexp(attn_weights, dim=-1) - module.sinks.view(1, -1, 1)).sigmoid()
+        attn_weights = F.softmax(attn_weights, dim=-1)
+        attn_output = torch.matmul(attn_weights, value_states) * sink_scale.unsqueeze(-1)
+        return attn_output.transpose(1, 2).contiguous(), attn_weights
+
+    mod.eager_attention_forward = eager_attention_forward
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
+          "transformers.models.granite_swa.modeling_granite_swa": _patch_granite_swa,
           "transformers.models.cohere2.modeling_cohere2": _patch_cohere2}
 
 

@@ -452,6 +452,59 @@ void read_vaultgemma(const json& c, const std::string& file, ModelConfig& m) {
   m.windows = windows_of(patterned_types(c, m.layers, 2, file), m.sliding_window, file);
 }
 
+// CwmConfig (5.13.1, 5.24.0): llama with layer_types (default: layer i full iff i % 4 == 0, so the
+// first layer is full), no attention biases. Without rope_parameters the config defaults to llama3
+// rope, which is not modelled.
+void read_cwm(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  if (bool_or(c, "mlp_bias", false, file)) bad(file, "/mlp_bias", "true is not modelled");
+  if (!c.contains("rope_parameters") || !c["rope_parameters"].is_object())
+    bad(file, "/rope_parameters", "absent: CwmConfig's default llama3 rope is not modelled");
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 1e6, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 8192;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back(i % 4 ? "sliding_attention" : "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+}
+
+// GraniteSWAConfig (5.24.0 only): granite (embedding, attention and residual multipliers, logits
+// divided by logits_scaling) with layer_types (default: layer i full iff i % 4 == 0), a learned sink
+// per head (applied by transformers as the output times sigmoid(logsumexp(scores) - sink), the same
+// as a sink logit in the denominator), and a rope base per layer (layer_rope_theta; 0 is a NoPE layer;
+// default rope_theta on every layer).
+void read_granite_swa(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", true);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  m.embed_scale = number_or(c, "embedding_multiplier", 1.0, file);
+  m.query_scale = number_or(c, "attention_multiplier", 1.0, file);
+  m.residual_scale = number_or(c, "residual_multiplier", 1.0, file);
+  const double logits_scaling = number_or(c, "logits_scaling", 1.0, file);
+  if (logits_scaling <= 0) bad(file, "/logits_scaling", "must be positive");
+  m.logit_scale = 1.0 / logits_scaling;
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  if (bool_or(c, "mlp_bias", false, file)) bad(file, "/mlp_bias", "true is not modelled");
+  m.sinks = true;
+  if (!c.contains("sliding_window")) m.sliding_window = 128;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back(i % 4 ? "sliding_attention" : "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  const double theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  if (c.contains("layer_rope_theta") && !c["layer_rope_theta"].is_null()) {
+    const json& t = c["layer_rope_theta"];
+    if (!t.is_array() || static_cast<int64_t>(t.size()) != m.layers)
+      bad(file, "/layer_rope_theta", "must list one base per layer (" + std::to_string(m.layers) + "; 0: NoPE)");
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (!t[i].is_number() || t[i].get<double>() < 0) bad(file, "/layer_rope_theta/" + std::to_string(i), "must be a base >= 0");
+      m.rope_thetas.push_back(t[i].get<double>() > 0 ? t[i].get<double>() : theta);
+      m.rope_layers.push_back(t[i].get<double>() > 0);
+    }
+  }
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -475,6 +528,8 @@ const FamilyEntry kRegistry[] = {
     {Family::Olmo3, "olmo3", read_olmo3},
     {Family::Exaone4, "exaone4", read_exaone4},
     {Family::VaultGemma, "vaultgemma", read_vaultgemma},
+    {Family::Cwm, "cwm", read_cwm},
+    {Family::GraniteSwa, "granite_swa", read_granite_swa},
 };
 
 }  // namespace
@@ -525,7 +580,7 @@ ModelConfig parse_config(const json& c, const std::string& file) {
   m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
   // attention_bias is read by the families that have it (qwen3); elsewhere true is not modelled.
   if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::GptOss && m.family != Family::SmolLM3 &&
-      m.family != Family::Cohere2 && m.family != Family::Olmo3 && c.value("attention_bias", false))
+      m.family != Family::Cohere2 && m.family != Family::Olmo3 && m.family != Family::GraniteSwa && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -1015,7 +1070,8 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
       for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       std::copy(x.begin(), x.end(), h.begin());
     } else {
-      for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+      const T r = static_cast<T>(k.residual_scale);  // granite's residual_multiplier (x * 1 is exact)
+      for (int64_t i = 0; i < H; ++i) x[i] += o[i] * r;
       rms_norm(x.data(), L.post_attn_norm, H, eps, k.gemma_norm, h.data());
     }
     // The dense MLP, or on a llama4 MoE layer its shared expert: act(gate h) * (up h), then down.
@@ -1087,7 +1143,7 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
       for (int64_t i = 0; i < H; ++i) m[i] += routed[i];
     }
     if (k.norm_placement != NormPlacement::Pre) rms_norm(m.data(), L.post_ff_norm, H, eps, k.gemma_norm, m.data());
-    for (int64_t i = 0; i < H; ++i) x[i] += m[i];
+    for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
     if (k.layer_scalar)
       for (T& v : x) v *= L.scalar;
   }

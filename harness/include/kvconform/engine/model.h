@@ -20,10 +20,10 @@ namespace kvc::engine {
 // forward applies); a family adds no code to the forward.
 enum class Family {
   Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2, Ministral, Phi3,
-  Gemma4Text, Olmo3, Exaone4, VaultGemma,
+  Gemma4Text, Olmo3, Exaone4, VaultGemma, Cwm, GraniteSwa,
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
-// "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", ...
+// "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -82,6 +82,7 @@ struct ModelConfig {
   std::string pre_ff_norm = "post_attention_layernorm.";  // Pre: the MLP's input norm (vaultgemma: pre_feedforward_layernorm.)
   bool layer_norm = false;          // every norm is a LayerNorm without bias (mean subtracted; cohere2), not an RMSNorm
   bool parallel_block = false;      // x + attn(norm x) + mlp(norm x), one norm per layer (cohere2)
+  double residual_scale = 1;        // each block's output times this before its residual add (granite residual_multiplier)
   double logit_scale = 1;           // the logits' factor (cohere2 logit_scale)
   bool qk_norm = false;             // per-head RMSNorm (weighted, the model's norm style) of q and k before rope (gemma3, qwen3)
   bool qk_norm_whole = false;       // the q/k norm spans every head's projection at once (olmo2, olmo3), not one head
