@@ -415,6 +415,58 @@ def draw(family, seed, index):
             c["no_rope_layers"] = [d.int(0, 1) for _ in range(layers)]
         else:
             c["no_rope_layer_interval"] = d.int(2, 4)
+    elif family == "gemma4_text":
+        c.update({k: v for k, v in GEMMA4.items() if k != "tie_word_embeddings"})
+        c.update({"sliding_window": w, "global_head_dim": 2 * c["head_dim"], "final_logit_softcapping": d.pick([None, 8.0]),
+                  "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
+                                      F: {"rope_type": "proportional", "partial_rotary_factor": d.pick([0.25, 0.5, 1.0]),
+                                          "rope_theta": 1000000.0}}})
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
+        types = list(c.get("layer_types") or [S if (i + 1) % 6 else F for i in range(layers)])
+        types[-1] = F
+        if d.coin():
+            c["attention_k_eq_v"], c["num_global_key_value_heads"] = True, d.pick([1, c["num_key_value_heads"]])
+        # KV sharing over the last layers, as far as every shared layer's type has an earlier producer.
+        shared = d.int(0, layers - 1)
+        while shared and set(types[layers - shared:]) - set(types[:layers - shared]):
+            shared -= 1
+        c["num_kv_shared_layers"] = shared
+    elif family == "olmo3":
+        c.update({k: v for k, v in MODELS["olmo3-w3"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c.update({"sliding_window": w, "attention_bias": d.coin()})
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
+    elif family == "exaone4":
+        c.update({k: v for k, v in MODELS["exaone4-w3"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c["sliding_window"] = w
+        encoding = d.pick(["layer_types", "pattern", "no window"])
+        if encoding == "layer_types":
+            c["layer_types"] = _types(d, layers)
+        elif encoding == "pattern":
+            c["sliding_window_pattern"] = d.int(2, 4)
+        else:
+            c["sliding_window"], c["layer_types"] = None, [F] * layers
+    elif family == "vaultgemma":
+        c.update({k: v for k, v in VAULTGEMMA.items() if k != "tie_word_embeddings"})
+        c.update({"sliding_window": w, "query_pre_attn_scalar": d.pick([8, 16, 32]),
+                  "attn_logit_softcapping": d.pick([None, 10.0]), "final_logit_softcapping": d.pick([None, 8.0])})
+        encoding = d.pick(["layer_types", "default", "all full"])
+        if encoding == "layer_types":
+            c["layer_types"] = _types(d, layers)
+        elif encoding == "all full":
+            c["layer_types"] = [F] * layers
+    elif family == "cwm":
+        c.update({k: v for k, v in MODELS["cwm-w3"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c["sliding_window"] = w
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
+    elif family == "granite_swa":
+        c.update({k: v for k, v in MODELS["graniteswa-w4"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c.update({"sliding_window": w, "attention_bias": d.coin(), "attention_multiplier": d.pick([0.125, 0.25, 0.5])})
+        c["layer_rope_theta"] = [d.pick([0, 10000.0, 500000.0]) for _ in range(layers)] if d.coin() else None
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
     elif family == "mistral":
         c.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu",
                   "sliding_window": d.pick([None, w]), **_rope(10000.0)})
@@ -423,7 +475,8 @@ def draw(family, seed, index):
     return ("gemma3" if family == "gemma3_text" else family), c  # make_models' tensor layout name
 
 
-DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2")
+DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2",
+                  "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa")
 
 
 def drawn(seed=0, count=2):

@@ -69,6 +69,40 @@ struct State {
   }
 };
 
+// The model mutants on the loaded description (and the run's windows); "" when applied, else why the
+// model has nothing for the mutant to change.
+std::string apply_model_mutant(const std::string& mutant, kvc::engine::ModelConfig& k, kvc::engine::OracleOptions& o) {
+  const size_t n = static_cast<size_t>(k.layers);
+  if (mutant == "sinks-dropped") {
+    if (!k.sinks) return "the model has no attention sinks";
+    k.sinks = false;
+  } else if (mutant == "nope-inverted") {
+    if (k.rope_layers.empty() || std::count(k.rope_layers.begin(), k.rope_layers.end(), true) == static_cast<long>(n))
+      return "the model has no NoPE layer";
+    for (size_t l = 0; l < n; ++l) k.rope_layers[l] = !k.rope_layers[l];
+  } else if (mutant == "rope-all-rotary") {
+    if (std::count(k.rope_angles.begin(), k.rope_angles.end(), 0) == static_cast<long>(k.rope_angles.size()) &&
+        (k.rotary_dim == 0 || k.rotary_dim == k.head_dim))
+      return "the model rotates every frequency already";
+    std::fill(k.rope_angles.begin(), k.rope_angles.end(), 0);
+    k.rotary_dim = 0;
+  } else if (mutant == "shared-kv-full") {
+    bool any = false;
+    for (size_t l = 0; l < n; ++l)
+      if (k.shares_kv(static_cast<int64_t>(l)) && o.windows[l] > 0) o.windows[l] = 0, any = true;
+    if (!any) return "the model has no sliding layer that shares another's K/V";
+  } else if (mutant == "window-everywhere") {
+    if (k.sliding_window <= 0 || std::count(o.windows.begin(), o.windows.end(), k.sliding_window) == static_cast<long>(n))
+      return "the model has no full layer beside a configured window";
+    std::fill(o.windows.begin(), o.windows.end(), k.sliding_window);
+  } else if (mutant == "sliding-from-bottom") {
+    std::vector<int64_t> reversed(o.windows.rbegin(), o.windows.rend());
+    if (reversed == o.windows) return "the layer pattern reads the same from either end";
+    o.windows = reversed;
+  }
+  return "";
+}
+
 void append(std::vector<double>& all, const std::vector<double>& more) { all.insert(all.end(), more.begin(), more.end()); }
 
 // The answer to a step with new positions: all rows, or the subset the "logits" option names.
@@ -147,9 +181,11 @@ int main() {
         st.mutant = mutant;
         const bool operation_mutant = mutant == "fork-shared" || mutant == "fork-prefix" || mutant == "chunked-restart" ||
                                       mutant == "spec-rollback" || mutant == "batch-offset";
+        const bool model_mutant = mutant == "sinks-dropped" || mutant == "nope-inverted" || mutant == "rope-all-rotary" ||
+                                  mutant == "shared-kv-full" || mutant == "window-everywhere" || mutant == "sliding-from-bottom";
         const auto& windows = st.model->config.windows;
         for (int64_t w : windows) {
-          if (mutant == "none" || operation_mutant) st.options.windows.push_back(w);
+          if (mutant == "none" || operation_mutant || model_mutant) st.options.windows.push_back(w);
           else if (mutant == "window+1") st.options.windows.push_back(w > 0 ? w + 1 : 0);
           else if (mutant == "window-1") st.options.windows.push_back(w > 1 ? w - 1 : w);
           else if (mutant == "full") st.options.windows.push_back(0);
@@ -161,6 +197,14 @@ int main() {
           else if (mutant == "window-1") st.options.chunks.push_back(c > 1 ? c - 1 : c);
           else if (mutant == "full") st.options.chunks.push_back(0);
           else st.options.chunks.push_back(c);
+        }
+        if (model_mutant) {
+          // A family feature read wrong, the window right; a model without the feature refuses.
+          const std::string refusal = apply_model_mutant(mutant, st.model->config, st.options);
+          if (!refusal.empty()) {
+            send({{"status", "unsupported"}, {"error", "mutant " + mutant + ": " + refusal}});
+            continue;
+          }
         }
         send({{"status", "ok"}, {"vocab", st.model->config.vocab}});
       } else if (op == "extend") {
