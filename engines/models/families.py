@@ -483,3 +483,35 @@ def drawn(seed=0, count=2):
     """The drawn set: `count` models per family."""
     return {f"draw-{f.replace('_text', '').replace('_', '')}-{seed}-{i}": draw(f, seed, i)
             for f in DRAWN_FAMILIES for i in range(count)}
+
+
+REAL_SPANS = (128, 512, 1024, 4096)
+WEIGHTS = ("zoo", "hf-init", "norms-away")
+
+
+def draw_wide(family, seed, index):
+    """draw() at real sizes: the same config, then from a second stream a window or chunk of 128, 512,
+    1024 or 4096, head_dim 16 to 256 (cohere2 derives its own) and the weight distribution
+    (make_models.py: the zoo's scaled uniform, transformers' own initialisation, norms away from
+    identity), kept in the private key "_weights" (never written to config.json)."""
+    name, c = draw(family, seed, index)
+    e = _Draw(family + "/wide", seed, index)
+    span = e.pick(list(REAL_SPANS))
+    if c.get("sliding_window") is not None:
+        c["sliding_window"] = span
+    if "attention_chunk_size" in c:
+        c["attention_chunk_size"] = span
+    if family != "cohere2":
+        c["head_dim"] = e.pick([16, 32, 64, 128, 256])
+        if family == "gemma4_text":
+            c["global_head_dim"] = 2 * c["head_dim"]
+    c["max_position_embeddings"] = max(4096, 2 * span + 64)
+    c["_weights"] = e.pick(list(WEIGHTS))
+    return name, c
+
+
+def wide(seed=0, count=1):
+    """The wide set: `count` models per family at real window sizes (python3 engines/models/sensitivity.py
+    checks that each one's window moves its logits before it judges a window)."""
+    return {f"wide-{f.replace('_text', '').replace('_', '')}-{seed}-{i}": draw_wide(f, seed, i)
+            for f in DRAWN_FAMILIES for i in range(count)}

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes kvconform's tiny sliding-window model zoo as Hugging Face checkpoints.
 
-    python3 engines/models/make_models.py OUT_DIR [--set zoo|families|drawn] [--only NAME] [--list]
+    python3 engines/models/make_models.py OUT_DIR [--set zoo|families|drawn|wide] [--only NAME] [--list]
 
 For each model, OUT_DIR/<name>/config.json and OUT_DIR/<name>/model.safetensors (float32 weights,
 no tokenizer). Standard library only, and deterministic: every weight comes from a SHA-256 counter
@@ -10,7 +10,9 @@ writes the same bytes (no dependence on random's algorithms or on dict order).
 
 --set zoo (the default) is the engine zoo below, the models every engine check runs; --set families
 is the family registry's checkpoints and --set drawn two models per family drawn from its config
-space (engines/models/families.py), both for the oracle's agreement with transformers only.
+space (engines/models/families.py), both for the oracle's agreement with transformers only; --set
+wide one model per family at real window sizes (128 to 4096), head_dim 16 to 256 and one of three
+weight distributions (families.draw_wide).
 
 The zoo (docs/engines.md, "The tiny models"):
   gemma2-w4            gemma2, layers sliding/full/sliding/full, window 4, soft-capping, query_pre_attn_scalar != head_dim, tied
@@ -167,14 +169,39 @@ def stream(model, tensor, n, lo, hi):
     return out[:n]
 
 
+def normal_stream(model, tensor, n, std):
+    """n values normal(0, std) from the same SHA-256 stream (Box-Muller on pairs of uniforms)."""
+    import math
+    u = stream(model, tensor, 2 * n, 0.0, 1.0)
+    return [std * math.sqrt(-2 * math.log(1 - u[2 * i])) * math.cos(2 * math.pi * u[2 * i + 1]) for i in range(n)]
+
+
 def tensors(name, family, cfg):
-    """{tensor name: (shape, [values])} for the model."""
+    """{tensor name: (shape, [values])} for the model. cfg["_weights"] (drawn models) picks the
+    distribution: "zoo" (the default, above), "hf-init" (transformers' own initialisation: normal(0,
+    initializer_range) for projections and embeddings, norms, scalars and biases at identity or zero)
+    or "norms-away" (the zoo's, with every norm weight three times as far from identity)."""
     t = {}
+    style = cfg.get("_weights", "zoo")
+    gemma = family in ("gemma2", "gemma3", "vaultgemma")  # RMSNorm weight applied as 1 + w
 
     def put(key, shape, lo, hi):
         n = 1
         for d in shape:
             n *= d
+        norm = "norm" in key or key.endswith("layer_scalar")
+        if style == "hf-init":
+            if norm:
+                identity = 0.0 if gemma and not key.endswith("layer_scalar") else 1.0  # gemma's 1 + w norms sit at w = 0
+                t[key] = (list(shape), [identity] * n)
+            elif key.endswith("bias") or key.endswith("sinks"):
+                t[key] = (list(shape), [0.0] * n)
+            else:
+                t[key] = (list(shape), normal_stream(name, key, n, cfg.get("initializer_range", 0.02)))
+            return
+        if style == "norms-away" and norm:
+            mid = (lo + hi) / 2
+            lo, hi = mid - 3 * (mid - lo), mid + 3 * (hi - mid)
         t[key] = (list(shape), stream(name, key, n, lo, hi))
 
     def mlp(prefix, inter):
@@ -182,7 +209,6 @@ def tensors(name, family, cfg):
         put(prefix + "up_proj.weight", (inter, HIDDEN), -PROJ, PROJ)
         put(prefix + "down_proj.weight", (HIDDEN, inter), -OUT, OUT)
 
-    gemma = family in ("gemma2", "gemma3", "vaultgemma")  # RMSNorm weight applied as 1 + w
     norm_lo, norm_hi = (-NORM, NORM) if gemma else (1 - NORM, 1 + NORM)
     post_norm = family in ("olmo3", "exaone4")  # olmo2's block: norms on the outputs only
     if family == "gemma4_text":  # the layer types after Gemma4TextConfig's defaults and its forced full last layer
@@ -290,7 +316,7 @@ def safetensors_bytes(t):
     return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
-SETS = {"zoo": MODELS, "families": families.MODELS, "drawn": families.drawn()}
+SETS = {"zoo": MODELS, "families": families.MODELS, "drawn": families.drawn(), "wide": families.wide()}
 
 
 def config(name):
@@ -302,12 +328,17 @@ def config(name):
     return family, {k: v for k, v in cfg.items() if v != families.ABSENT}
 
 
+def config_json(cfg):
+    """What config.json says: the config without the generator's private keys (_weights)."""
+    return {k: v for k, v in cfg.items() if not k.startswith("_")}
+
+
 def write(out_dir, name):
     family, cfg = config(name)
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
+        json.dump(config_json(cfg), f, indent=2, sort_keys=True)
         f.write("\n")
     data = safetensors_bytes(tensors(name, family, cfg))
     with open(os.path.join(d, "model.safetensors"), "wb") as f:

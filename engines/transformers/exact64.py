@@ -4,7 +4,7 @@ site-packages is edited; the patches live in this process only).
 In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 still round to
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
 the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
-ministral, phi3):
+ministral, phi3, gemma4_text, olmo3, exaone4, vaultgemma, cwm, granite_swa):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -22,6 +22,10 @@ apply_rotary_emb multiplies `xq.float()` as complex64; the router takes the sigm
 `cache_position.float()` (4.x) or `positions.float()` (5.x) in float32. The first three are patched
 like the others; the temperature line is patched by rewriting `.float()` to `.double()` in that one
 expression of Llama4TextAttention.forward's source (exactly one occurrence, else it raises).
+gemma4's rotary module holds one buffer per layer type with its own head size (global_head_dim on
+full layers) and, on full layers, proportional rope (zero frequencies past the partial factor): its
+bases are identified the same way from rope_parameters. granite_swa's eager attention casts its sink
+scale sigmoid(logsumexp - sink) to float32: replaced by the same function in the input's dtype.
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype; each rotary module's forward with a float64 one whose inv_freq is recomputed in
