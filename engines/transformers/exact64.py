@@ -263,7 +263,7 @@ def _bases(cfg):
     rp = getattr(cfg, "rope_parameters", None)
     if isinstance(rp, dict):
         for v in [rp] + [x for x in rp.values() if isinstance(x, dict)]:
-            if "rope_theta" in v:
+            if v.get("rope_theta") is not None:  # a layer type the model lacks may keep rope_theta None (olmo3, 5.13.1)
                 out.append(float(v["rope_theta"]))
             if v.get("rope_type", "default") not in ("default", "yarn"):
                 raise NotImplementedError(f"exact64: rope_type {v.get('rope_type')!r} is not supported")
