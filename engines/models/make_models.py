@@ -319,10 +319,13 @@ def safetensors_bytes(t):
 SETS = {"zoo": MODELS, "families": families.MODELS, "drawn": families.drawn(), "wide": families.wide()}
 
 
-def config(name):
-    for models in SETS.values():
-        if name in models:
-            family, over = models[name]
+def config(name, entry=None):
+    """(tensor layout family, full config) of a named model of a set, or of the (family, overrides) entry given."""
+    if entry is None:
+        for models in SETS.values():
+            if name in models:
+                entry = models[name]
+    family, over = entry
     cfg = dict(COMMON)
     cfg.update(over)
     return family, {k: v for k, v in cfg.items() if v != families.ABSENT}
@@ -333,8 +336,8 @@ def config_json(cfg):
     return {k: v for k, v in cfg.items() if not k.startswith("_")}
 
 
-def write(out_dir, name):
-    family, cfg = config(name)
+def write(out_dir, name, entry=None):
+    family, cfg = config(name, entry)
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:
