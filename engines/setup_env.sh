@@ -6,7 +6,9 @@
 #   ${KVC_CACHE:-$HOME/.cache/kvconform}/engine-NAME-<first 16 hex of sha256(requirements.txt)>
 # so editing the requirements gives a fresh venv. A stamp file written after a successful install
 # makes reruns instant; an interrupted install is redone from scratch. Concurrent callers serialize
-# on a lock file. PYTHON picks the interpreter (default python3).
+# on a lock file. PYTHON picks the interpreter (default python3). A line `# setup_env: --no-deps` in the
+# requirements says the file is a complete pinned list that must be installed as written (pip --no-deps): for a
+# wheel that declares a dependency which breaks it here.
 set -euo pipefail
 check=0
 if [ "${1:-}" = --check ]; then check=1; shift; fi
@@ -34,7 +36,9 @@ if [ ! -f "$stamp" ]; then
   start=$(date +%s)
   "$py" -m venv "$venv" >&2
   "$venv/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >&2
-  "$venv/bin/python" -m pip install --disable-pip-version-check -r "$req" >&2
+  flags=()
+  if grep -qx '# setup_env: --no-deps' "$req"; then flags+=(--no-deps); fi
+  "$venv/bin/python" -m pip install --disable-pip-version-check "${flags[@]}" -r "$req" >&2
   cp "$req" "$stamp"
   echo "setup_env: installed in $(( $(date +%s) - start )) s" >&2
 else

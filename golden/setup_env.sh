@@ -4,8 +4,11 @@
 #   bash golden/setup_env.sh 4.57.6
 #   bash golden/setup_env.sh 5.24.0
 #
-# Idempotent: a stamp file inside the venv holds the sha256 of the requirements file and the
-# interpreter; when it matches and the venv's python runs, nothing is done.
+# The venv itself lives in the cache, named by the content it was built from:
+#   ${KVC_CACHE:-$HOME/.cache/kvconform}/golden-VERSION-<16 hex of sha256(requirements, python X.Y)>
+# and golden/.venv-VERSION is a symlink to it, so a second checkout (a CI clone) reuses it and an
+# edited requirements file gets a fresh one. A stamp file inside it, written last, marks a complete
+# install; an interrupted one is redone. Concurrent callers serialize on a lock file.
 # Installs with `pip install --no-deps` (everything is pinned, so pip can never pull another torch),
 # then `pip check` and an import check of torch 2.13.0 + the requested transformers version.
 set -euo pipefail
@@ -17,8 +20,7 @@ fi
 VERSION="$1"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REQ="$HERE/requirements-$VERSION.txt"
-VENV="$HERE/.venv-$VERSION"
-STAMP="$VENV/.kvconform-stamp"
+LINK="$HERE/.venv-$VERSION"
 PYTHON="${PYTHON:-python3}"
 
 if [ ! -f "$REQ" ]; then
@@ -27,8 +29,22 @@ if [ ! -f "$REQ" ]; then
 fi
 
 WANT="$(sha256sum "$REQ" | cut -d' ' -f1) $("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+CACHE="${KVC_CACHE:-$HOME/.cache/kvconform}"
+VENV="$CACHE/golden-$VERSION-$(printf '%s' "$WANT" | sha256sum | cut -c1-16)"
+STAMP="$VENV/.kvconform-stamp"
+# Points golden/.venv-VERSION at the cached venv (replacing a venv that an older layout put there).
+link() {
+  if [ "$(readlink "$LINK" 2>/dev/null)" != "$VENV" ]; then
+    rm -rf "$LINK"
+    ln -s "$VENV" "$LINK"
+  fi
+}
+mkdir -p "$CACHE"
+exec 9>"$VENV.lock"
+flock 9
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ] && "$VENV/bin/python" -c 'import torch, transformers' 2>/dev/null; then
-  echo "setup_env: $VENV is up to date"
+  link
+  echo "setup_env: $LINK is up to date ($VENV)"
   exit 0
 fi
 
@@ -45,4 +61,5 @@ assert torch.__version__.split("+")[0] == "2.13.0", torch.__version__
 print(f"setup_env: python {sys.version.split()[0]}, torch {torch.__version__}, transformers {transformers.__version__}")
 EOF
 echo "$WANT" > "$STAMP"
-echo "setup_env: created $VENV"
+link
+echo "setup_env: created $VENV ($LINK points to it)"

@@ -25,7 +25,7 @@ step() {
 }
 say() { [ "$quiet" = 1 ] || echo "setup: $*" >&2; }
 
-debs=(build-essential cmake git python3-venv libssl-dev libgtest-dev librapidcheck-dev nlohmann-json3-dev libcli11-dev)
+debs=(build-essential ccache cmake git python3-venv libssl-dev libgtest-dev librapidcheck-dev nlohmann-json3-dev libcli11-dev)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -55,11 +55,28 @@ if [ ! -f .deps/valijson/usr/include/valijson/validator.hpp ]; then
 fi
 
 # LibTorch comes from the torch wheel (a CPU build pip finds on this machine); uv/poetry would
-# download a CUDA build of several GB instead.
-if ! .venv/bin/python -c 'import torch' >/dev/null 2>&1; then
-  say "creating .venv with torch==2.13.0 (a CPU wheel of about 200 MB)"
-  python3 -m venv .venv
-  step .venv/bin/pip install --disable-pip-version-check torch==2.13.0
+# download a CUDA build of several GB instead. The venv lives in the cache under a name made from
+# what it holds (torch's pin and the interpreter), and .venv links to it, so another checkout of
+# the same pins reuses it. A .venv that is a real folder (made by hand) is left as it is.
+torch_pin="torch==2.13.0"
+if [ ! -e .venv ] || [ -L .venv ]; then
+  cache="${KVC_CACHE:-$HOME/.cache/kvconform}"
+  venv="$cache/project-$(printf '%s %s' "$torch_pin" "$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')" | sha256sum | cut -c1-16)"
+  mkdir -p "$cache"
+  (
+    flock 9
+    if [ ! -f "$venv/.kvc-installed" ]; then
+      say "creating $venv with $torch_pin (a CPU wheel of about 200 MB)"
+      rm -rf "$venv"
+      python3 -m venv "$venv"
+      step "$venv/bin/python" -m pip install --disable-pip-version-check "$torch_pin"
+      echo "$torch_pin" > "$venv/.kvc-installed"
+    fi
+  ) 9>"$venv.lock"
+  [ "$(readlink .venv 2>/dev/null)" = "$venv" ] || { rm -f .venv; ln -s "$venv" .venv; }
+elif ! .venv/bin/python -c 'import torch' >/dev/null 2>&1; then
+  echo "setup: .venv is a folder without torch; remove it, or install $torch_pin into it" >&2
+  exit 1
 fi
 
 # The pinned transformers environments (golden/README.md): the differential-fuzz test and
@@ -78,6 +95,6 @@ if [ ! -f build/CMakeCache.txt ]; then
   prefix="$(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)"
   step cmake -S . -B build -DCMAKE_PREFIX_PATH="$prefix"
 fi
-say "building with $(nproc) jobs (a clean build takes a few minutes; ccache makes the next one fast)"
+say "building with $(nproc) jobs (a clean build takes a few minutes; ccache makes the next one fast, even in another checkout)"
 step cmake --build build -j "$(nproc)"
 say "build done"

@@ -353,12 +353,13 @@ def _types(d, layers, kinds=(S, F)):
     return [d.pick(list(kinds)) for _ in range(layers)]
 
 
-def draw(family, seed, index):
-    """One model of the family: (family, config overrides), in an encoding real checkpoints use."""
+def draw(family, seed, index, head_dims=(8, 16)):
+    """One model of the family: (family, config overrides), in an encoding real checkpoints use;
+    head_dim drawn from head_dims (families that derive it from the heads keep their rule)."""
     d = _Draw(family, seed, index)
     layers = d.int(1, 5)
     w = d.int(2, 6)
-    c = _widths(d)
+    c = _widths(d, head_dims)
     c["num_hidden_layers"] = layers
     if family in ("gemma2", "gemma3_text"):
         c.update({"architectures": ["Gemma2ForCausalLM" if family == "gemma2" else "Gemma3ForCausalLM"], "model_type": family,
@@ -479,10 +480,21 @@ DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_
                   "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa")
 
 
-def drawn(seed=0, count=2):
+def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES, prefix="draw"):
     """The drawn set: `count` models per family."""
-    return {f"draw-{f.replace('_text', '').replace('_', '')}-{seed}-{i}": draw(f, seed, i)
-            for f in DRAWN_FAMILIES for i in range(count)}
+    return {f"{prefix}-{f.replace('_text', '').replace('_', '')}-{seed}-{i}": draw(f, seed, i, head_dims)
+            for f in families for i in range(count)}
+
+
+# vLLM's CPU attention takes head_dim 32, 48, 64, 80, 96, 128, 256, 512 and refuses 4, 8, 16
+# (engines/vllm/RESULTS.md), so its set draws head_dim 32 or 64, over the families whose head_dim
+# is a free parameter (cohere2 derives it from the heads) and whose attention vLLM's CPU path has:
+# no chunked attention (llama4) on the CPU backend.
+VLLM_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "gpt_oss", "smollm3")
+
+
+def drawn_vllm(seed=0, count=2):
+    return drawn(seed, count, head_dims=(32, 64), families=VLLM_FAMILIES, prefix="vllm")
 
 
 REAL_SPANS = (128, 512, 1024, 4096)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes kvconform's tiny sliding-window model zoo as Hugging Face checkpoints.
 
-    python3 engines/models/make_models.py OUT_DIR [--set zoo|families|drawn|wide] [--only NAME] [--list]
+    python3 engines/models/make_models.py OUT_DIR [--set zoo|families|drawn|vllm|wide] [--only NAME] [--list]
 
 For each model, OUT_DIR/<name>/config.json and OUT_DIR/<name>/model.safetensors (float32 weights,
 no tokenizer). Standard library only, and deterministic: every weight comes from a SHA-256 counter
@@ -10,7 +10,8 @@ writes the same bytes (no dependence on random's algorithms or on dict order).
 
 --set zoo (the default) is the engine zoo below, the models every engine check runs; --set families
 is the family registry's checkpoints and --set drawn two models per family drawn from its config
-space (engines/models/families.py), both for the oracle's agreement with transformers only; --set
+space (engines/models/families.py), both for the oracle's agreement with transformers only; --set vllm
+draws two models per family with head_dim 32 or 64, the sizes vLLM's CPU attention takes; --set
 wide one model per family at real window sizes (128 to 4096), head_dim 16 to 256 and one of three
 weight distributions (families.draw_wide).
 
@@ -316,7 +317,8 @@ def safetensors_bytes(t):
     return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
-SETS = {"zoo": MODELS, "families": families.MODELS, "drawn": families.drawn(), "wide": families.wide()}
+SETS = {"zoo": MODELS, "families": families.MODELS, "drawn": families.drawn(), "vllm": families.drawn_vllm(),
+        "wide": families.wide()}
 
 
 def config(name, entry=None):

@@ -45,7 +45,7 @@ uses the source's cache object itself), fork-prefix (the copy is cropped one tok
 chunked-restart (every chunk after the first starts on a new, empty cache), spec-rollback (a cycle
 crops one token more than it rejected); batch-offset is refused (kvconform.Engine: no batch here).
 The model mutants: those a config can say through kvconform.mutate_hf_config (nope-inverted,
-rope-all-rotary, window-everywhere, sliding-from-bottom), and sinks-dropped by setting every
+rope-all-rotary, window-everywhere, layers-swapped), and sinks-dropped by setting every
 attention sink parameter to -inf after loading (exp(-inf) = 0: no sink in the softmax);
 shared-kv-full is refused.
 """

@@ -126,11 +126,13 @@ Runner add_engine_command(CLI::App& app) {
   add_shard_options(cmd, a->shard, a->shard_count, "cases (in --list order)");
   cmd->add_option("--mutant", a->mutant,
                   "Tell the engine a wrong window (window+1, window-1, full), to do a serving operation wrong (fork-shared, fork-prefix, "
-                  "chunked-restart, spec-rollback, batch-offset) or to read a family feature wrong (sinks-dropped, nope-inverted, "
-                  "rope-all-rotary, shared-kv-full, window-everywhere, sliding-from-bottom): the suite must FAIL")
+                  "chunked-restart, spec-rollback, batch-offset) or to read the config wrong (the oracle engine's chunk-shift, "
+                  "chunked-as-sliding, sinks-dropped, nope-inverted, layers-swapped, softcap-dropped, kv-bf16, eviction-once, glitch; "
+                  "rope-all-rotary, shared-kv-full, window-everywhere): the suite must FAIL")
       ->check(CLI::IsMember({"none", "window+1", "window-1", "full", "fork-shared", "fork-prefix", "chunked-restart", "spec-rollback",
-                             "batch-offset", "sinks-dropped", "nope-inverted", "rope-all-rotary", "shared-kv-full", "window-everywhere",
-                             "sliding-from-bottom"}));
+                             "batch-offset", "chunk-shift", "chunked-as-sliding", "sinks-dropped", "nope-inverted", "layers-swapped",
+                             "softcap-dropped", "kv-bf16", "eviction-once", "glitch", "rope-all-rotary", "shared-kv-full",
+                             "window-everywhere"}));
   cmd->add_option("--known", a->known, "Known engine deviations (default engines/known_deviations.json)");
   cmd->add_option("--save-cases", a->save_cases, "Write shrunk campaign failures as plan files into this folder");
   cmd->add_option("--timeout", a->timeout, "Seconds per engine request (default 120)");

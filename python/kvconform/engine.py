@@ -58,11 +58,11 @@ short, a chunked extend whose window restarts at each chunk, a spec cycle that r
 too many, a batch that computes a sequence at another's offset. An adapter implements those of its
 operations and refuses the others (raise Unsupported); the window stays right."""
 MODEL_MUTANTS = ("sinks-dropped", "nope-inverted", "rope-all-rotary", "shared-kv-full", "window-everywhere",
-                 "sliding-from-bottom")
+                 "layers-swapped")
 """The model mutants: the engine reads one feature of the family's config wrong, the window right:
 attention sinks dropped, NoPE and rope layers swapped, partial (proportional) rope rotating every
 frequency, KV-shared sliding layers attending every key of the layer they share, the config's window
-on every layer (a window with all-full layer_types), the sliding layers counted from the other end
+on every layer (a window with all-full layer_types), the sliding and the full layers swapped
 (max_window_layers read inverted). An adapter implements those its engine can express and refuses
 the others (raise Unsupported), as on a model without the feature."""
 MUTANTS = WINDOW_MUTANTS + OPERATION_MUTANTS + MODEL_MUTANTS
@@ -207,12 +207,13 @@ def _mutate_model_config(cfg: Any, mutant: str) -> Any:
 
     n = getattr(cfg, "num_hidden_layers", 0)
     types = list(getattr(cfg, "layer_types", None) or [])
-    if mutant in ("window-everywhere", "sliding-from-bottom"):
+    if mutant in ("window-everywhere", "layers-swapped"):
         if getattr(cfg, "model_type", "") == "gemma4_text":
             raise Unsupported(f"mutant {mutant}: gemma4's per-layer head sizes are fixed from layer_types when the config is built")
         if not types or not getattr(cfg, "sliding_window", None):
             raise Unsupported(f"mutant {mutant}: the config has no layer_types with a sliding_window")
-        new = ["sliding_attention"] * n if mutant == "window-everywhere" else types[::-1]
+        swap = {"sliding_attention": "full_attention", "full_attention": "sliding_attention"}
+        new = ["sliding_attention"] * n if mutant == "window-everywhere" else [swap.get(t, t) for t in types]
         if new == types:
             raise Unsupported(f"mutant {mutant}: changes nothing on layer_types {types}")
         cfg.layer_types = new

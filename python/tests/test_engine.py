@@ -191,7 +191,7 @@ def test_mutants():
     assert kvconform.mutate_hf_config(cfg, "full").sliding_window is None
     # The model mutants: what a config can say of the feature, else Unsupported.
     cfg = types.SimpleNamespace(sliding_window=4, layer_types=["full_attention", "sliding_attention"], num_hidden_layers=2)
-    assert kvconform.mutate_hf_config(cfg, "sliding-from-bottom").layer_types == ["sliding_attention", "full_attention"]
+    assert kvconform.mutate_hf_config(cfg, "layers-swapped").layer_types == ["sliding_attention", "full_attention"]
     assert kvconform.mutate_hf_config(cfg, "window-everywhere").layer_types == ["sliding_attention"] * 2
     cfg = types.SimpleNamespace(num_hidden_layers=2, no_rope_layers=[1, 0])
     assert kvconform.mutate_hf_config(cfg, "nope-inverted").no_rope_layers == [0, 1]

@@ -35,7 +35,8 @@ Tolerance eager_tolerance(DType dtype);
 // Policy::ExactFloat64: anything above it is a wrong row, a wrong mask or a lost token.
 constexpr double kExactTolerance = 1e-9;
 
-// Policy::SameDtypeReference: error <= max(floor, factor * reference error).
+// Policy::SameDtypeReference: error <= max(floor, factor * reference error). The kernels' rules
+// per dtype below; the engine level's is engine::kEngineRule (engine/check.h).
 struct ReferenceRule {
   double factor;
   double floor;

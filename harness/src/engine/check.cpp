@@ -4,17 +4,19 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <regex>
+#include <set>
 #include <sstream>
-
-#include "kvconform/tolerance.h"
 
 namespace kvc::engine {
 
 using nlohmann::json;
 using Kind = PlanStep::Kind;
+using DKind = Diagnosis::Kind;
 
 namespace {
 
@@ -32,7 +34,7 @@ struct Loss {
   int64_t before = 0;
 };
 
-// How a diagnosis re-runs the plan's serving operations wrong: keys lost at steps, every chunk of a
+// How a hypothesis runs the plan's serving operations wrong: keys lost at steps, every chunk of a
 // chunked extend seeing no key before it, forks starting `fork_by` tokens off their prefix, spec
 // cycles rejecting `spec_by` tokens more than they say.
 struct Departure {
@@ -41,168 +43,585 @@ struct Departure {
   int64_t fork_by = 0, spec_by = 0;
 };
 
-// Runs the plan's steps through oracles (one per sequence) with the given options, calling
-// `on_logits(step index, logits)` for every step with new positions (rows as new_positions()).
-template <class T, class F>
-void run_oracle(const Model& model, const Plan& plan, size_t steps, const Departure& departure, const OracleOptions& options,
-                F&& on_logits) {
-  std::map<int64_t, std::unique_ptr<SequenceOracle<T>>> seqs;
-  auto seq = [&](int64_t s) -> SequenceOracle<T>& {
-    auto& slot = seqs[s];
-    if (!slot) slot = std::make_unique<SequenceOracle<T>>(model, options);
-    return *slot;
-  };
-  for (size_t i = 0; i < steps && i < plan.steps.size(); ++i) {
-    const PlanStep& s = plan.steps[i];
-    for (const Loss& loss : departure.losses)
-      if (loss.step == i) seq(s.seq).forget_before(loss.before);
+// A plan's sequences in the model oracle, one SequenceOracle per sequence, each step applied as the
+// engine is asked it; `options` apply to sequence `only_seq` alone where it is set.
+template <class T>
+class PlanOracle {
+ public:
+  PlanOracle(const Model& model, OracleOptions options, Departure departure = {}, int64_t only_seq = -1)
+      : model_(model), options_(std::move(options)), departure_(std::move(departure)), only_seq_(only_seq) {}
+
+  // The logits of the step's new positions (rows as new_positions()), empty for a step without any.
+  std::vector<double> apply(const PlanStep& s, size_t index) {
+    std::vector<double> out;
+    apply(s, index, out, nullptr);
+    return out;
+  }
+  // The same, row by row: `ok(row, logits)` is asked after each row and a false answer stops the
+  // step there (the hypothesis is refuted; its oracle is not used again).
+  using RowCheck = std::function<bool(size_t row, const double* logits)>;
+  bool apply(const PlanStep& s, size_t index, std::vector<double>& out, const RowCheck& ok) {
+    for (const Loss& loss : departure_.losses)
+      if (loss.step == index) seq(s.seq).forget_before(loss.before);
+    const size_t V = static_cast<size_t>(model_.config.vocab);
+    auto extend = [&](SequenceOracle<T>& o, const std::vector<int32_t>& tokens, size_t from, size_t to) {
+      for (size_t t = from; t < to; ++t) {
+        const std::vector<double> l = o.extend({tokens[t]});
+        out.insert(out.end(), l.begin(), l.end());
+        if (ok && !ok(out.size() / V - 1, out.data() + out.size() - V)) return false;
+      }
+      return true;
+    };
     switch (s.kind) {
-      case Kind::Extend: on_logits(i, seq(s.seq).extend(s.tokens)); break;
+      case Kind::Extend: return extend(seq(s.seq), s.tokens, 0, s.tokens.size());
       case Kind::Chunked: {
         // Chunking changes nothing: position p's logits depend only on tokens 0..p.
-        if (!departure.chunks_restart) {
-          on_logits(i, seq(s.seq).extend(s.tokens));
-          break;
-        }
-        std::vector<double> all;
+        if (!departure_.chunks_restart) return extend(seq(s.seq), s.tokens, 0, s.tokens.size());
         for (size_t at = 0; at < s.tokens.size(); at += static_cast<size_t>(s.chunk)) {
           SequenceOracle<T>& o = seq(s.seq);
           o.forget_before(o.length());
-          const auto end = s.tokens.begin() + static_cast<long>(std::min(s.tokens.size(), at + static_cast<size_t>(s.chunk)));
-          const std::vector<double> l = o.extend(std::vector<int32_t>(s.tokens.begin() + static_cast<long>(at), end));
-          all.insert(all.end(), l.begin(), l.end());
+          if (!extend(o, s.tokens, at, std::min(s.tokens.size(), at + static_cast<size_t>(s.chunk)))) return false;
         }
-        on_logits(i, all);
-        break;
+        return true;
       }
       case Kind::Spec: {
-        on_logits(i, seq(s.seq).extend(s.tokens));
-        const int64_t n = std::clamp<int64_t>(s.n + departure.spec_by, 0, seq(s.seq).length());
+        if (!extend(seq(s.seq), s.tokens, 0, s.tokens.size())) return false;
+        const int64_t n = std::clamp<int64_t>(s.n + departure_.spec_by, 0, seq(s.seq).length());
         if (n > 0) seq(s.seq).truncate(n);
-        break;
+        return true;
       }
-      case Kind::Batch: {
-        std::vector<double> all;
-        for (const BatchItem& item : s.items) {
-          const std::vector<double> l = seq(item.seq).extend(item.tokens);
-          all.insert(all.end(), l.begin(), l.end());
-        }
-        on_logits(i, all);
-        break;
-      }
+      case Kind::Batch:
+        for (const BatchItem& item : s.items)
+          if (!extend(seq(item.seq), item.tokens, 0, item.tokens.size())) return false;
+        return true;
       case Kind::Fork: {
         // A fresh forward of the prefix: the source's oracle cut back to it (the prefix property).
         auto copy = std::make_unique<SequenceOracle<T>>(seq(s.from));
-        const int64_t keep = std::clamp<int64_t>(s.n + departure.fork_by, 0, copy->length());
+        const int64_t keep = std::clamp<int64_t>(s.n + departure_.fork_by, 0, copy->length());
         if (copy->length() > keep) copy->truncate(copy->length() - keep);
-        seqs[s.seq] = std::move(copy);
-        break;
+        seqs_[s.seq] = std::move(copy);
+        return true;
       }
-      case Kind::Rollback: seq(s.seq).truncate(s.n); break;
-      case Kind::Reset: seqs.clear(); break;
-      case Kind::Reload: break;
+      case Kind::Rollback: seq(s.seq).truncate(s.n); return true;
+      case Kind::Reset: seqs_.clear(); return true;
+      case Kind::Reload: return true;
     }
+    return true;
   }
+
+ private:
+  SequenceOracle<T>& seq(int64_t s) {
+    auto& slot = seqs_[s];
+    if (!slot) slot = std::make_unique<SequenceOracle<T>>(model_, only_seq_ < 0 || s == only_seq_ ? options_ : OracleOptions{});
+    return *slot;
+  }
+  const Model& model_;
+  OracleOptions options_;
+  Departure departure_;
+  int64_t only_seq_;
+  std::map<int64_t, std::unique_ptr<SequenceOracle<T>>> seqs_;
+};
+
+// One alternative to the rule: its diagnosis, the oracle that computes it, and for the positional
+// ones the (seq, position) they are about, which a matched row after it must confirm.
+struct Hypothesis {
+  Diagnosis diagnosis;
+  Departure departure;
+  int64_t only_seq = -1;
+  bool glitch = false;       // the rule's own oracle, the row at (seq, position) not compared
+  bool positional = false;
+  int64_t seq = -1, position = -1;
+};
+
+Diagnosis diagnosis(DKind kind, json params, std::string text, OracleOptions options = {}) {
+  Diagnosis d;
+  d.kind = kind;
+  d.params = std::move(params);
+  d.text = std::move(text);
+  d.options = std::move(options);
+  return d;
 }
 
-// The max error of the recorded logits against an oracle variant over every recorded extend.
-double variant_error(const Model& model, const Plan& plan, const Recorded& rec, const Departure& departure,
-                     const OracleOptions& options) {
-  double worst = 0;
-  run_oracle<double>(model, plan, rec.logits.size(), departure, options,
-                     [&](size_t i, const std::vector<double>& want) {
-                       const std::vector<float>& got = rec.logits[i];
-                       const size_t vocab = static_cast<size_t>(model.config.vocab);
-                       for (size_t k = 0; k * vocab < got.size(); ++k) {
-                         const size_t at = static_cast<size_t>(rec.row(i, k)) * vocab;
-                         for (size_t v = 0; v < vocab; ++v)
-                           worst = std::max(worst, std::isfinite(got[k * vocab + v]) ? std::abs(got[k * vocab + v] - want[at + v]) : INFINITY);
-                       }
-                     });
-  return worst;
-}
+const char* type_name(Attention a) { return a == Attention::Sliding ? "sliding" : a == Attention::Chunked ? "chunked" : "full"; }
 
-}  // namespace
-
-std::string diagnose(const Model& model, const Plan& plan, const Recorded& rec, double bound) {
+// The hypotheses a model and plan admit, in the order they are named: the layers' rules, the
+// features (sinks, NoPE, rope bases, soft-caps, K/V precision), then the serving operations.
+std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const std::string& kv_declared) {
   const ModelConfig& c = model.config;
-  const std::vector<int64_t>& w = c.windows;
-  auto with = [&](auto f) {
+  const size_t layers = static_cast<size_t>(c.layers);
+  std::vector<Attention> rule(layers);
+  std::vector<int64_t> w(layers), cs(layers);
+  for (size_t l = 0; l < layers; ++l) {
+    rule[l] = c.attention(static_cast<int64_t>(l));
+    w[l] = c.windows[l];
+    cs[l] = l < c.chunks.size() ? c.chunks[l] : 0;
+  }
+  auto has = [&](Attention a) { return std::find(rule.begin(), rule.end(), a) != rule.end(); };
+  const bool sliding = std::any_of(w.begin(), w.end(), [](int64_t x) { return x > 0; });
+  const bool any_window_free = std::any_of(w.begin(), w.end(), [](int64_t x) { return x == 0; });
+  std::vector<Hypothesis> out;
+  auto add = [&](DKind k, json params, std::string text, OracleOptions o) {
+    Hypothesis h;
+    h.diagnosis = diagnosis(k, std::move(params), std::move(text), std::move(o));
+    out.push_back(std::move(h));
+  };
+  auto windows = [&](auto f) {
     OracleOptions o;
-    for (size_t l = 0; l < w.size(); ++l) o.windows.push_back(f(w[l]));
+    for (size_t l = 0; l < layers; ++l) o.windows.push_back(f(l));
     return o;
   };
-  const bool any_sliding = std::any_of(w.begin(), w.end(), [](int64_t x) { return x > 0; });
-  const bool any_full = std::any_of(w.begin(), w.end(), [](int64_t x) { return x == 0; });
-  struct Variant {
-    std::string explanation;
-    OracleOptions options;
-  };
-  std::vector<Variant> variants;
-  if (any_sliding) {
-    variants.push_back({"a window of W+1 on the sliding layers (one key too many)", with([](int64_t x) { return x > 0 ? x + 1 : 0; })});
+  if (sliding) {
+    add(DKind::WindowOffByOne, {{"delta", 1}}, "a window of W+1 on the sliding layers (one key too many)",
+        windows([&](size_t l) { return w[l] > 0 ? w[l] + 1 : 0; }));
     if (c.sliding_window > 1)
-      variants.push_back({"a window of W-1 on the sliding layers (one key too few)", with([](int64_t x) { return x > 0 ? x - 1 : 0; })});
-    variants.push_back({"full attention on the sliding layers", with([](int64_t) { return int64_t{0}; })});
+      add(DKind::WindowOffByOne, {{"delta", -1}}, "a window of W-1 on the sliding layers (one key too few)",
+          windows([&](size_t l) { return w[l] > 0 ? w[l] - 1 : 0; }));
+    add(DKind::FullOnSliding, json::object(), "full attention on the sliding layers", windows([](size_t) { return int64_t{0}; }));
   }
-  if (any_full && c.sliding_window > 0)
-    variants.push_back({"the sliding window applied to the full-attention layers too", with([&](int64_t) { return c.sliding_window; })});
-  // Chunked layers, the same way through OracleOptions::chunks: one chunk size off, no chunking, and
-  // the chunk read as a sliding window (the window a chunked layer is most often mistaken for).
-  std::vector<int64_t> cs(w.size(), 0);
-  for (size_t l = 0; l < w.size(); ++l) cs[l] = l < c.chunks.size() ? c.chunks[l] : 0;
-  if (std::any_of(cs.begin(), cs.end(), [](int64_t x) { return x > 0; })) {
+  if (any_window_free && c.sliding_window > 0)
+    add(DKind::WindowOnEveryLayer, json::object(), "the sliding window applied to the full-attention layers too",
+        windows([&](size_t) { return c.sliding_window; }));
+  if (sliding && has(Attention::Full))
+    add(DKind::LayersSwapped, json::object(),
+        "the sliding and the full-attention layers swapped (max_window_layers or the layer pattern read the other way round)",
+        windows([&](size_t l) { return rule[l] == Attention::Full ? c.sliding_window : rule[l] == Attention::Sliding ? 0 : w[l]; }));
+  if (sliding) {
+    OracleOptions o;
+    o.windows = w;
+    for (size_t l = 0; l < layers; ++l) o.chunks.push_back(w[l] > 0 ? w[l] : cs[l]);
+    add(DKind::SlidingAsChunked, json::object(), "chunks of W on the sliding layers instead of a sliding window", o);
+  }
+  // Chunked layers, through OracleOptions::chunks: one chunk size off, no chunking, the chunk read as
+  // a sliding window (the window a chunked layer is most often mistaken for), the chunk size taken
+  // from another config value, and the chunk boundaries shifted by one.
+  if (has(Attention::Chunked)) {
     auto chunked = [&](auto f, bool as_window) {
       OracleOptions o;
       o.windows = w;
-      for (size_t l = 0; l < cs.size(); ++l) {
+      for (size_t l = 0; l < layers; ++l) {
         o.chunks.push_back(cs[l] > 0 && !as_window ? f(cs[l]) : 0);
         if (cs[l] > 0 && as_window) o.windows[l] = cs[l];
       }
       return o;
     };
-    variants.push_back({"a chunk of C+1 on the chunked layers", chunked([](int64_t x) { return x + 1; }, false)});
-    variants.push_back({"a chunk of C-1 on the chunked layers", chunked([](int64_t x) { return std::max<int64_t>(1, x - 1); }, false)});
-    variants.push_back({"full attention on the chunked layers", chunked([](int64_t) { return int64_t{0}; }, false)});
-    variants.push_back({"a sliding window of C on the chunked layers instead of chunks", chunked([](int64_t x) { return x; }, true)});
+    add(DKind::ChunkOffByOne, {{"delta", 1}}, "a chunk of C+1 on the chunked layers", chunked([](int64_t x) { return x + 1; }, false));
+    add(DKind::ChunkOffByOne, {{"delta", -1}}, "a chunk of C-1 on the chunked layers",
+        chunked([](int64_t x) { return std::max<int64_t>(1, x - 1); }, false));
+    add(DKind::FullOnChunked, json::object(), "full attention on the chunked layers", chunked([](int64_t) { return int64_t{0}; }, false));
+    add(DKind::ChunkedAsSliding, json::object(), "a sliding window of C on the chunked layers instead of chunks",
+        chunked([](int64_t x) { return x; }, true));
+    const int64_t C = c.chunk_size, longest = max_tokens(plan);
+    std::set<int64_t> seen{C - 1, C, C + 1};
+    for (auto [from, size] : std::vector<std::pair<std::string, int64_t>>{
+             {"sliding_window", c.sliding_window}, {"head_dim", c.head_dim}, {"hidden_size", c.hidden},
+             {"intermediate_size", c.intermediate}, {"8192", 8192}}) {
+      // A chunk at least as long as the plan is full attention, named above.
+      if (size <= 1 || size >= longest || !seen.insert(size).second) continue;
+      add(DKind::ChunkSize, {{"chunk", size}, {"from", from}},
+          "a chunk of " + std::to_string(size) + " on the chunked layers (" + (from == "8192" ? "a hard-coded size" : "the config's " + from) +
+              ") instead of C",
+          chunked([&](int64_t) { return size; }, false));
+    }
+    for (int64_t shift : {1, -1}) {
+      OracleOptions o = chunked([](int64_t x) { return x; }, false);
+      o.chunk_shift = shift;
+      add(DKind::ChunkShifted, {{"shift", shift}},
+          std::string("the chunk boundaries shifted by ") + (shift > 0 ? "+1" : "-1") + " (chunks start at k*C" + (shift > 0 ? "+1" : "-1") + ")", o);
+    }
   }
-  // Every explanation that fits is named: a plan too short to tell W+1 from full attention says so.
-  std::string fits;
-  for (const Variant& v : variants)
-    if (variant_error(model, plan, rec, {}, v.options) <= bound) fits += (fits.empty() ? "consistent with " : " or with ") + v.explanation;
-  if (!fits.empty()) return fits;
-  // A serving operation done wrong, with the window right.
-  struct Operation {
-    Kind kind;
-    std::string explanation;
-    Departure departure;
+  if (c.sinks) {
+    OracleOptions o;
+    o.no_sinks = true;
+    add(DKind::SinksDropped, json::object(), "the attention sinks left out of the softmax", o);
+  }
+  const size_t nope = static_cast<size_t>(std::count(c.rope_layers.begin(), c.rope_layers.end(), false));
+  if (nope > 0) {
+    OracleOptions all, inverted;
+    all.rope_layers.assign(layers, true);
+    for (size_t l = 0; l < layers; ++l) inverted.rope_layers.push_back(!c.rope_layers[l]);
+    add(DKind::NopeGivenRope, json::object(), "rope on the NoPE layers too", all);
+    if (nope < layers)
+      add(DKind::NopeInverted, json::object(), "rope on the NoPE layers and none on the rope layers (no_rope_layers read inverted)", inverted);
+  }
+  // A wrong rope base on one layer type: another type's base, or the default 10000.
+  std::map<Attention, double> base;
+  for (size_t l = 0; l < layers; ++l)
+    if (c.rope(static_cast<int64_t>(l)))
+      base[rule[l]] = rule[l] == Attention::Sliding && c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta;
+  for (const auto& [type, own] : base) {
+    std::set<double> others{10000.0};
+    for (const auto& [t, b] : base) others.insert(b);
+    for (double alt : others) {
+      if (alt == own) continue;
+      OracleOptions o;
+      for (size_t l = 0; l < layers; ++l)
+        o.rope_bases.push_back(rule[l] == type ? alt : rule[l] == Attention::Sliding && c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta);
+      add(DKind::RopeBase, {{"layer_type", type_name(type)}, {"base", alt}},
+          "a rope base of " + num(alt) + " on the " + type_name(type) + " layers (the config's is " + num(own) + ")", o);
+    }
+  }
+  if (c.attn_softcap > 0 || c.final_softcap > 0) {
+    auto dropped = [&](bool attn, bool fin, const char* which, std::string text) {
+      OracleOptions o;
+      o.no_attn_softcap = attn;
+      o.no_final_softcap = fin;
+      add(DKind::SoftcapDropped, {{"which", which}}, std::move(text), o);
+    };
+    if (c.attn_softcap > 0) dropped(true, false, "attention", "the attention scores' soft-cap (attn_logit_softcapping " + num(c.attn_softcap) + ") left out");
+    if (c.final_softcap > 0) dropped(false, true, "final", "the final logits' soft-cap (final_logit_softcapping " + num(c.final_softcap) + ") left out");
+    if (c.attn_softcap > 0 && c.final_softcap > 0) dropped(true, true, "both", "both soft-caps (attention and final logits) left out");
+  }
+  // K/V stored below the precision the engine declares.
+  for (const char* precision : {"float16", "bfloat16"}) {
+    if (kv_declared == precision) continue;
+    OracleOptions o;
+    (std::string(precision) == "float16" ? o.kv_half : o.kv_bf16) = true;
+    add(DKind::KvRounded, {{"precision", precision}},
+        std::string("K and V rounded to ") + precision + " as they are stored (the engine declares " + kv_declared + ")", o);
+  }
+  // A serving operation done wrong, the window right.
+  auto operation = [&](Kind op, DKind k, json params, std::string text, Departure d) {
+    if (!uses(plan, op)) return;
+    Hypothesis h;
+    h.diagnosis = diagnosis(k, std::move(params), std::move(text));
+    h.departure = std::move(d);
+    out.push_back(std::move(h));
   };
-  std::vector<Operation> operations{
-      {Kind::Chunked, "the window restarting at each chunk of the chunked extends (a chunk's sliding layers see no key before it)", {{}, true, 0, 0}},
-      {Kind::Fork, "the forks starting one token short of their prefix", {{}, false, -1, 0}},
-      {Kind::Fork, "the forks starting one token past their prefix", {{}, false, 1, 0}},
-      {Kind::Spec, "the spec cycles rolling back one token more than they reject", {{}, false, 0, 1}},
-      {Kind::Spec, "the spec cycles rolling back one token less than they reject", {{}, false, 0, -1}}};
-  for (const Operation& op : operations)
-    if (uses(plan, op.kind) && variant_error(model, plan, rec, op.departure, {}) <= bound)
-      fits += (fits.empty() ? "consistent with " : " or with ") + op.explanation;
-  if (!fits.empty()) return fits;
-  // Keys lost at a rollback or reload: from the step on, that sequence's sliding layers see no key
-  // before some position P. The smallest loss that explains the logits is named.
+  operation(Kind::Chunked, DKind::ChunksRestart, json::object(),
+            "the window restarting at each chunk of the chunked extends (a chunk's sliding layers see no key before it)", {{}, true, 0, 0});
+  operation(Kind::Fork, DKind::ForkOffByOne, {{"delta", -1}}, "the forks starting one token short of their prefix", {{}, false, -1, 0});
+  operation(Kind::Fork, DKind::ForkOffByOne, {{"delta", 1}}, "the forks starting one token past their prefix", {{}, false, 1, 0});
+  operation(Kind::Spec, DKind::SpecRollbackOffByOne, {{"delta", 1}}, "the spec cycles rolling back one token more than they reject", {{}, false, 0, 1});
+  operation(Kind::Spec, DKind::SpecRollbackOffByOne, {{"delta", -1}}, "the spec cycles rolling back one token less than they reject", {{}, false, 0, -1});
+  return out;
+}
+
+// |engine - want| at the worst token of one row (infinite where the engine's logit is not finite).
+double row_error(const float* got, const double* want, int64_t vocab) {
+  double worst = 0;
+  for (int64_t v = 0; v < vocab; ++v) worst = std::max(worst, std::isfinite(got[v]) ? std::abs(got[v] - want[v]) : INFINITY);
+  return worst;
+}
+
+// The live hypotheses as the plan runs: each step the engine answered is applied to each hypothesis's
+// oracle, and one whose logits the engine's answer departs from by more than the bound is dropped.
+class Diagnoser {
+ public:
+  Diagnoser(const Model& model, const Plan& plan, const std::string& kv_declared) : model_(model), plan_(plan), truth_(model, {}) {
+    for (Hypothesis& h : hypotheses(model, plan, kv_declared)) add(std::move(h));
+  }
+
+  void feed(size_t i, const Recorded& rec, double bound) {
+    const PlanStep& s = plan_.steps[i];
+    const auto positions = new_positions(s, len_);
+    const std::vector<double> truth = truth_.apply(s, i);
+    const int64_t V = model_.config.vocab;
+    if (!positional_)
+      // The first row the rule does not explain: where the positional hypotheses start.
+      for (size_t k = 0; k * static_cast<size_t>(V) < rec.logits[i].size(); ++k)
+        if (row_error(rec.logits[i].data() + k * static_cast<size_t>(V), truth.data() + rec.row(i, k) * V, V) > bound) {
+          positional_ = true;
+          const auto [seq, pos] = positions[static_cast<size_t>(rec.row(i, k))];
+          add_positional(i, seq, pos);
+          break;
+        }
+    // Which answered row (k) holds each new position's row, -1 for one the engine did not answer.
+    std::vector<int64_t> answered(positions.size(), -1);
+    for (size_t k = 0; k * static_cast<size_t>(V) < rec.logits[i].size(); ++k) answered[static_cast<size_t>(rec.row(i, k))] = static_cast<int64_t>(k);
+    for (Live& l : live_) {
+      if (!l.alive) continue;
+      int64_t skip = -1;
+      if (l.h.glitch)
+        for (size_t r = 0; r < positions.size(); ++r)
+          if (positions[r] == std::pair{l.h.seq, l.h.position}) skip = static_cast<int64_t>(r);
+      // A refuted hypothesis stops at its first row off the engine's answer.
+      auto ok = [&](size_t row, const double* want) {
+        const int64_t k = answered[row];
+        return k < 0 || static_cast<int64_t>(row) == skip ||
+               row_error(rec.logits[i].data() + static_cast<size_t>(k) * static_cast<size_t>(V), want, V) <= bound;
+      };
+      bool fits = true;
+      if (l.oracle) {
+        std::vector<double> want;
+        fits = l.oracle->apply(s, i, want, ok);
+      } else {
+        for (size_t r = 0; r < positions.size() && fits; ++r) fits = ok(r, truth.data() + r * static_cast<size_t>(V));
+      }
+      if (!fits) {
+        l.alive = false;
+        continue;
+      }
+      if (rec.logits[i].empty()) continue;
+      if (l.h.positional)
+        for (size_t k = 0; k * static_cast<size_t>(V) < rec.logits[i].size(); ++k) {
+          const auto [seq, pos] = positions[static_cast<size_t>(rec.row(i, k))];
+          if (seq == l.h.seq && pos > l.h.position) l.confirmed = true;
+        }
+    }
+    apply_step(s, len_);
+  }
+
+  // Nothing more to learn: at most one hypothesis lives, and it needs no later row.
+  bool settled() const {
+    int live = 0;
+    for (const Live& l : live_)
+      if (l.alive) {
+        ++live;
+        if (!l.confirmed) return false;
+      }
+    return live <= 1;
+  }
+
+  std::vector<Diagnosis> fits() const {
+    std::vector<Diagnosis> out;
+    for (const Live& l : live_)
+      if (l.alive && l.confirmed) out.push_back(l.h.diagnosis);
+    return out;
+  }
+
+  std::string tried() const {
+    std::vector<std::string> kinds;
+    for (const Live& l : live_)
+      if (std::find(kinds.begin(), kinds.end(), to_string(l.h.diagnosis.kind)) == kinds.end()) kinds.push_back(to_string(l.h.diagnosis.kind));
+    std::string s;
+    for (const std::string& k : kinds) s += k + ", ";
+    return s + to_string(DKind::LostKeys);
+  }
+
+ private:
+  struct Live {
+    Hypothesis h;
+    std::unique_ptr<PlanOracle<double>> oracle;  // null: the rule's own (the glitch)
+    bool alive = true, confirmed = true;
+  };
+  void add(Hypothesis h) {
+    Live l;
+    if (!h.glitch) l.oracle = std::make_unique<PlanOracle<double>>(model_, h.diagnosis.options, h.departure, h.only_seq);
+    l.confirmed = !h.positional;
+    l.h = std::move(h);
+    live_.push_back(std::move(l));
+  }
+  // One eviction off by one and a glitch, at the first failing row; their oracles replay the steps
+  // before it.
+  void add_positional(size_t step, int64_t seq, int64_t pos) {
+    const std::string at = "position " + std::to_string(pos) + (sequence_count(plan_) > 1 ? " of seq " + std::to_string(seq) : "");
+    const json where = {{"seq", seq}, {"position", pos}};
+    const size_t first = live_.size();
+    if (model_.config.sliding_window > 0)
+      for (int64_t delta : {1, -1}) {
+        if (delta < 0 && model_.config.sliding_window < 2) continue;
+        Hypothesis h;
+        h.diagnosis.options.window_delta_position = pos;
+        h.diagnosis.options.window_delta = delta;
+        json p = where;
+        p["delta"] = delta;
+        h.diagnosis = diagnosis(DKind::EvictionOffByOne, p,
+                                "one eviction off by one: at " + at + " alone the sliding layers see W" + (delta > 0 ? "+1" : "-1") + " keys",
+                                h.diagnosis.options);
+        h.only_seq = seq;
+        h.positional = true;
+        h.seq = seq, h.position = pos;
+        add(std::move(h));
+      }
+    Hypothesis g;
+    g.diagnosis = diagnosis(DKind::PositionGlitch, where, "a glitch at " + at + " alone (every other position matches the rule)");
+    g.glitch = g.positional = true;
+    g.seq = seq, g.position = pos;
+    add(std::move(g));
+    for (size_t l = first; l < live_.size(); ++l)
+      if (live_[l].oracle)
+        for (size_t i = 0; i < step; ++i) live_[l].oracle->apply(plan_.steps[i], i);
+  }
+
+  const Model& model_;
+  const Plan& plan_;
+  PlanOracle<double> truth_;
+  std::vector<Live> live_;
+  Lengths len_;
+  bool positional_ = false;
+};
+
+// Keys lost at a rollback or reload: from the step on, that sequence's sliding layers see no key
+// before some position P. The smallest loss that explains the recorded logits is named.
+std::vector<Diagnosis> lost_keys(const Model& model, const Plan& plan, const Recorded& rec, const std::vector<double>& bounds) {
+  const ModelConfig& c = model.config;
+  if (c.sliding_window <= 0) return {};
+  std::vector<Lengths> len_before;
+  {
+    Lengths l;
+    for (size_t i = 0; i < rec.logits.size(); ++i) {
+      len_before.push_back(l);
+      apply_step(plan.steps[i], l);
+    }
+  }
+  auto fits = [&](const Departure& d) {
+    PlanOracle<double> o(model, {}, d);
+    for (size_t i = 0; i < rec.logits.size(); ++i) {
+      std::vector<int64_t> answered(new_positions(plan.steps[i], len_before[i]).size(), -1);
+      for (size_t k = 0; k * static_cast<size_t>(c.vocab) < rec.logits[i].size(); ++k) answered[static_cast<size_t>(rec.row(i, k))] = static_cast<int64_t>(k);
+      std::vector<double> want;
+      const bool ok = o.apply(plan.steps[i], i, want, [&](size_t row, const double* w) {
+        const int64_t k = answered[row];
+        return k < 0 || row_error(rec.logits[i].data() + static_cast<size_t>(k * c.vocab), w, c.vocab) <= bounds[i];
+      });
+      if (!ok) return false;
+    }
+    return true;
+  };
   Lengths len;
   for (size_t i = 0; i < plan.steps.size() && i < rec.logits.size(); ++i) {
     const PlanStep& s = plan.steps[i];
     apply_step(s, len);
-    if ((s.kind != Kind::Rollback && s.kind != Kind::Reload) || !any_sliding) continue;
+    if (s.kind != Kind::Rollback && s.kind != Kind::Reload) continue;
     const int64_t L = len[s.seq];
     for (int64_t p = L; p >= std::max<int64_t>(0, L - 2 * c.sliding_window - 2); --p) {
-      if (variant_error(model, plan, rec, Departure{{{i, p}}}, {}) <= bound)
-        return "consistent with the " + std::string(to_string(s.kind)) + " at step " + std::to_string(i) +
-               " losing keys: from position " + std::to_string(L) + " on, the sliding layers see no key before position " +
-               std::to_string(p) + " (the window wants " + std::to_string(std::max<int64_t>(0, L - c.sliding_window + 1)) + ")";
+      if (!fits(Departure{{{i, p}}})) continue;
+      const int64_t wants = std::max<int64_t>(0, L - c.sliding_window + 1);
+      return {diagnosis(DKind::LostKeys, {{"step", i}, {"op", to_string(s.kind)}, {"from", L}, {"before", p}, {"wants", wants}},
+                        "the " + std::string(to_string(s.kind)) + " at step " + std::to_string(i) + " losing keys: from position " +
+                            std::to_string(L) + " on, the sliding layers see no key before position " + std::to_string(p) +
+                            " (the window wants " + std::to_string(wants) + ")")};
     }
   }
-  return "";
+  return {};
+}
+
+// The first failing position drawn per layer rule: the keys the rule allows beside the keys the
+// diagnosis says the engine used ('#' both, '.' neither, '+' used but not allowed, '-' allowed but
+// not used), one picture per distinct pair.
+std::vector<report::MaskPicture> pictures(const Model& model, const Diagnosis& d, size_t step, int64_t seq, int64_t pos) {
+  const ModelConfig& c = model.config;
+  std::vector<report::MaskPicture> out;
+  std::set<std::string> drawn;
+  const int64_t forgotten = d.kind == DKind::LostKeys ? d.params.value("before", int64_t{0}) : 0;
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const Attention a = c.attention(l);
+    const size_t li = static_cast<size_t>(l);
+    const int64_t span = a == Attention::Sliding ? c.windows[li] : a == Attention::Chunked ? c.chunks[li] : 0;
+    const int64_t rule_first = first_visible_key(c, {}, l, pos);
+    const int64_t used_first = first_visible_key(c, d.options, l, pos, forgotten);
+    if (!drawn.insert(std::string(to_string(a)) + "/" + std::to_string(rule_first) + "/" + std::to_string(used_first)).second) continue;
+    report::MaskPicture m;
+    m.title = "step " + std::to_string(step) + (seq > 0 ? " seq " + std::to_string(seq) : "") + " position " +
+              std::to_string(pos) + ", layer " + std::to_string(l) + " (" + to_string(a) +
+              (span ? std::string(a == Attention::Chunked ? " C=" : " W=") + std::to_string(span) : "") + "): the rule's keys beside " + d.id() + "'s";
+    m.query_positions = {pos};
+    m.kv_length = pos + 1;
+    m.window = span;
+    m.layer_type = std::string(to_string(a)) + "_attention";
+    std::string row;
+    for (int64_t j = 0; j <= pos; ++j) {
+      const bool allowed = j >= rule_first, used = j >= used_first;
+      row += allowed && used ? '#' : !allowed && !used ? '.' : used ? '+' : '-';
+    }
+    m.rows = {row};
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::string kv_declared_of(const OracleOptions& same_dtype) { return same_dtype.kv_half ? "float16" : "float32"; }
+
+// Keys lost at a rollback or reload are looked for where nothing else fits, or only a single
+// position does (a loss that shows at one position looks like one eviction off by one there); a
+// loss found is named first.
+std::vector<Diagnosis> with_lost_keys(std::vector<Diagnosis> fits, const Model& model, const Plan& plan, const Recorded& rec,
+                                      const std::vector<double>& bounds) {
+  const bool positional = std::all_of(fits.begin(), fits.end(), [](const Diagnosis& d) {
+    return d.kind == DKind::EvictionOffByOne || d.kind == DKind::PositionGlitch;
+  });
+  if (!positional) return fits;
+  std::vector<Diagnosis> out = lost_keys(model, plan, rec, bounds);
+  out.insert(out.end(), fits.begin(), fits.end());
+  return out;
+}
+
+bool matches(const KnownDeviation& k, const std::vector<Diagnosis>& fits) {
+  for (const Diagnosis& d : fits) {
+    if (d.kind != *k.diagnosis) continue;
+    bool all = true;
+    for (const auto& [key, value] : k.params.items()) all = all && d.params.contains(key) && d.params[key] == value;
+    if (all) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const char* to_string(DKind k) {
+  switch (k) {
+    case DKind::WindowOffByOne: return "window_off_by_one";
+    case DKind::FullOnSliding: return "full_attention_on_sliding";
+    case DKind::WindowOnEveryLayer: return "window_on_every_layer";
+    case DKind::LayersSwapped: return "layer_types_swapped";
+    case DKind::SlidingAsChunked: return "sliding_as_chunked";
+    case DKind::ChunkOffByOne: return "chunk_off_by_one";
+    case DKind::FullOnChunked: return "full_attention_on_chunked";
+    case DKind::ChunkedAsSliding: return "chunked_as_sliding";
+    case DKind::ChunkSize: return "chunk_size";
+    case DKind::ChunkShifted: return "chunk_boundaries_shifted";
+    case DKind::SinksDropped: return "sinks_dropped";
+    case DKind::NopeGivenRope: return "nope_given_rope";
+    case DKind::NopeInverted: return "nope_inverted";
+    case DKind::RopeBase: return "rope_base";
+    case DKind::SoftcapDropped: return "softcap_dropped";
+    case DKind::KvRounded: return "kv_rounded";
+    case DKind::EvictionOffByOne: return "eviction_off_by_one";
+    case DKind::PositionGlitch: return "position_glitch";
+    case DKind::ChunksRestart: return "window_restarts_per_chunk";
+    case DKind::ForkOffByOne: return "fork_off_by_one";
+    case DKind::SpecRollbackOffByOne: return "spec_rollback_off_by_one";
+    case DKind::LostKeys: return "lost_keys";
+    case DKind::Unexplained: return "unexplained";
+  }
+  return "?";
+}
+
+std::optional<DKind> diagnosis_kind(const std::string& name) {
+  for (int k = 0; k <= static_cast<int>(DKind::Unexplained); ++k)
+    if (name == to_string(static_cast<DKind>(k))) return static_cast<DKind>(k);
+  return std::nullopt;
+}
+
+std::string Diagnosis::id() const {
+  std::string s = to_string(kind);
+  if (params.empty()) return s;
+  std::string inner;
+  for (const auto& [key, value] : params.items()) inner += (inner.empty() ? "" : ",") + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+  return s + "(" + inner + ")";
+}
+
+std::string explain(const std::vector<Diagnosis>& fits) {
+  std::string s;
+  for (const Diagnosis& d : fits) s += (s.empty() ? "consistent with " : " or with ") + d.text;
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+struct SequenceModel::Oracles {
+  PlanOracle<double> truth;
+  PlanOracle<float> reference;
+};
+
+SequenceModel::SequenceModel(const Model& model, const OracleOptions& same_dtype)
+    : oracles_(std::make_unique<Oracles>(Oracles{PlanOracle<double>(model, {}), PlanOracle<float>(model, same_dtype)})) {}
+SequenceModel::~SequenceModel() = default;
+
+SequenceModel::Expected SequenceModel::apply(const PlanStep& step, size_t index) {
+  Expected e;
+  e.positions = new_positions(step, lengths_);
+  e.logits = oracles_->truth.apply(step, index);
+  const std::vector<double> ref = oracles_->reference.apply(step, index);
+  for (size_t k = 0; k < ref.size(); ++k) e.reference_error = std::max(e.reference_error, std::abs(ref[k] - e.logits[k]));
+  apply_step(step, lengths_);
+  return e;
+}
+
+std::vector<Diagnosis> diagnose(const Model& model, const Plan& plan, const Recorded& rec, double bound) {
+  Diagnoser d(model, plan, "float32");
+  for (size_t i = 0; i < rec.logits.size() && i < plan.steps.size(); ++i) d.feed(i, rec, bound);
+  return with_lost_keys(d.fits(), model, plan, rec, std::vector<double>(rec.logits.size(), bound));
 }
 
 std::vector<KnownDeviation> load_known_deviations(const std::string& path) {
@@ -216,17 +635,51 @@ std::vector<KnownDeviation> load_known_deviations(const std::string& path) {
   std::vector<KnownDeviation> out;
   for (size_t i = 0; i < j["deviations"].size(); ++i) {
     const json& d = j["deviations"][i];
+    const std::string at = path + ": /deviations/" + std::to_string(i);
+    if (!d.is_object()) throw std::invalid_argument(at + ": must be an object");
     KnownDeviation k;
-    for (auto [key, field] : {std::pair{"engine", &k.engine}, {"model", &k.model}, {"plan", &k.plan}, {"explanation", &k.explanation}, {"note", &k.note}}) {
-      if (!d.contains(key) || !d[key].is_string())
-        throw std::invalid_argument(path + ": /deviations/" + std::to_string(i) + "/" + key + ": must be a string");
+    for (auto [key, field] : {std::pair{"engine", &k.engine}, {"model", &k.model}, {"plan", &k.plan}, {"note", &k.note}}) {
+      if (!d.contains(key) || !d[key].is_string()) throw std::invalid_argument(at + "/" + key + ": must be a string");
       *field = d[key];
     }
+    int forms = 0;
+    if (d.contains("diagnosis")) {
+      ++forms;
+      const json& g = d["diagnosis"];
+      const std::string name = g.is_string() ? g.get<std::string>() : g.is_object() && g.contains("kind") && g["kind"].is_string() ? g["kind"].get<std::string>() : "";
+      k.diagnosis = diagnosis_kind(name);
+      if (!k.diagnosis) {
+        std::string all;
+        for (int x = 0; x <= static_cast<int>(DKind::Unexplained); ++x) all += std::string(x ? ", " : "") + to_string(static_cast<DKind>(x));
+        throw std::invalid_argument(at + "/diagnosis: " + g.dump() + " names no diagnosis kind (a kind, or {\"kind\": ..., parameters}; kinds: " + all + ")");
+      }
+      if (g.is_object())
+        for (const auto& [key, value] : g.items())
+          if (key != "kind") k.params[key] = value;
+    }
+    if (d.contains("error")) {
+      ++forms;
+      if (!d["error"].is_string() || d["error"].get<std::string>().empty()) throw std::invalid_argument(at + "/error: must be a non-empty string");
+      k.error = d["error"];
+    }
+    if (d.contains("failure")) {
+      ++forms;
+      if (d["failure"] != "logits") throw std::invalid_argument(at + "/failure: must be \"logits\" (any logit failure, whatever its diagnosis)");
+      k.any_logits = true;
+    }
+    if (d.contains("explanation")) {
+      ++forms;
+      if (!d["explanation"].is_string()) throw std::invalid_argument(at + "/explanation: must be a string");
+      k.explanation = d["explanation"];
+      std::cerr << at << ": \"explanation\" (text the failure message contains) is accepted for one more release: give the "
+                << "\"diagnosis\" kind, the engine's \"error\" text, or \"failure\": \"logits\"\n";
+    }
+    if (forms != 1) throw std::invalid_argument(at + ": needs exactly one of \"diagnosis\", \"error\", \"failure\" (or the old \"explanation\")");
     for (const std::string* re : {&k.engine, &k.model, &k.plan}) {
       try {
         std::regex test(*re);
       } catch (const std::regex_error& e) {
-        throw std::invalid_argument(path + ": /deviations/" + std::to_string(i) + ": bad regex \"" + *re + "\": " + e.what());
+        throw std::invalid_argument(at + ": bad regex \"" + *re + "\": " + e.what());
       }
     }
     out.push_back(k);
@@ -282,76 +735,63 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
     for (auto [key, on] : {std::pair{"kv", same_dtype.kv_half}, {"q", same_dtype.q_half}, {"gelu", same_dtype.gelu_half}})
       if (on) r.dtype += std::string("/") + key + "-f16";
   }
+  r.policy = to_string(Policy::SameDtypeReference);
 
-  // The engine's logits, step by step; a refusal or a fault ends the run there.
+  // The plan as stateful commands: each step goes to the engine and to the sequence model, and the
+  // engine's answer is judged against the model's before the next step. The bound is the rule's over
+  // the steps so far (the same-dtype reference's error grows with the positions it has seen).
+  SequenceModel expected(model, same_dtype);
   Recorded rec;
-  const auto t0 = std::chrono::steady_clock::now();
-  Lengths len;
-  std::string stopped;  // why the run ended early
+  std::vector<double> bounds;  // per step run
+  double engine_s = 0, ref_error = 0, bound = options.rule.floor, worst = 0;
+  int64_t judged = 0;
+  std::string failure, stopped;  // the first failing step; why the run ended early
   report::Status stopped_as = report::Status::Fail;
-  for (size_t i = 0; i < plan.steps.size(); ++i) {
-    const PlanStep& s = plan.steps[i];
-    const std::string what = "step " + std::to_string(i) + " (" + describe(s, len) + ")";
-    Reply got = engine.step(s, id, static_cast<int64_t>(i), c.vocab);
+  std::ostringstream steps;
+  size_t failed_at = 0;
+  int64_t fail_seq = -1, fail_pos = -1;
+  // Sends step i; false (and `why` set) when the engine refused it or failed.
+  auto send = [&](size_t i, const std::string& what, std::string& why, report::Status* as) {
+    const auto t = std::chrono::steady_clock::now();
+    Reply got = engine.step(plan.steps[i], id, static_cast<int64_t>(i), c.vocab);
+    engine_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
     rec.logits.emplace_back();
     rec.rows.emplace_back();
     if (got.kind == Reply::Kind::Unsupported) {
-      stopped = what + ": the engine refused: " + got.message;
-      stopped_as = report::Status::Skipped;
-      break;
+      why = what + ": the engine refused: " + got.message;
+      if (as) *as = report::Status::Skipped;
+      return false;
     }
     if (!got.ok()) {
-      stopped = what + ": " + got.message;
-      break;
+      why = what + ": " + got.message;
+      return false;
     }
     rec.logits.back() = std::move(got.logits);
     rec.rows.back() = std::move(got.rows);
-    apply_step(s, len);
-  }
-
-  const auto t1 = std::chrono::steady_clock::now();
-  // The same-dtype reference: this plan's forward in float32 (K/V rounded as the engine stores them).
-  std::vector<std::vector<double>> want(rec.logits.size());
-  run_oracle<double>(model, plan, rec.logits.size(), {}, OracleOptions{}, [&](size_t i, const std::vector<double>& w) { want[i] = w; });
-  double ref_error = 0;
-  run_oracle<float>(model, plan, rec.logits.size(), {}, same_dtype, [&](size_t i, const std::vector<double>& w) {
-    for (size_t k = 0; k < w.size(); ++k) ref_error = std::max(ref_error, std::abs(w[k] - want[i][k]));
-  });
-  const double bound = std::max(options.rule.floor, options.rule.factor * ref_error);
-  if (options.timing) {
-    options.timing->engine_s += std::chrono::duration<double>(t1 - t0).count();
-    options.timing->oracle_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
-    options.timing->steps += static_cast<int64_t>(rec.logits.size());
-  }
-  r.policy = to_string(Policy::SameDtypeReference);
-  r.bound = bound;
-
-  double worst = 0;
-  int64_t judged = 0;
-  std::string failure;
-  std::ostringstream detail;
-  detail << "engine: " << engine.info().value("name", std::string("?")) << " " << engine.info().value("version", std::string()) << "\n";
-  detail << "plan: " << to_json(plan).dump() << "\n";
-  detail << "bound " << num(bound) << " = max(floor " << num(options.rule.floor) << ", " << options.rule.factor
-         << " x float32 reference error " << num(ref_error) << ")\n";
-  len.clear();
-  for (size_t i = 0; i < rec.logits.size(); ++i) {
+    return true;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t i = 0;
+  for (; i < plan.steps.size() && failure.empty(); ++i) {
     const PlanStep& s = plan.steps[i];
-    const std::string what = "step " + std::to_string(i) + " (" + describe(s, len) + ")";
-    const auto positions = new_positions(s, len);
-    apply_step(s, len);
+    const std::string what = "step " + std::to_string(i) + " (" + describe(s, expected.lengths()) + ")";
+    if (!send(i, what, stopped, &stopped_as)) break;
+    const SequenceModel::Expected e = expected.apply(s, i);
+    ref_error = std::max(ref_error, e.reference_error);
+    bound = std::max(options.rule.floor, options.rule.factor * ref_error);
+    bounds.push_back(bound);
     const std::vector<float>& got = rec.logits[i];
     if (got.empty()) continue;
     double step_worst = 0;
     for (size_t k = 0; k * c.vocab < got.size(); ++k) {
-      const auto [seq, pos] = positions[static_cast<size_t>(rec.row(i, k))];
+      const auto [seq, pos] = e.positions[static_cast<size_t>(rec.row(i, k))];
       const float* g = got.data() + k * c.vocab;
-      const double* w = want[i].data() + rec.row(i, k) * c.vocab;
-      double e = 0;
+      const double* w = e.logits.data() + rec.row(i, k) * c.vocab;
+      double err = 0;
       int64_t at = 0, top_got = 0, top_want = 0;
       for (int64_t v = 0; v < c.vocab; ++v) {
         const double d = std::isfinite(g[v]) ? std::abs(g[v] - w[v]) : INFINITY;
-        if (d > e) e = d, at = v;
+        if (d > err) err = d, at = v;
         if (g[v] > g[top_got]) top_got = v;
         if (w[v] > w[top_want]) top_want = v;
       }
@@ -359,25 +799,66 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
       for (int64_t v = 0; v < c.vocab; ++v)
         if (v != top_want) second = std::max(second, w[v]);
       ++judged;
-      step_worst = std::max(step_worst, e);
+      step_worst = std::max(step_worst, err);
       const std::string where = (s.kind == Kind::Batch ? "seq " + std::to_string(seq) + " " : "") + "position " + std::to_string(pos);
-      if (failure.empty() && e > bound)
-        failure = what + ": max |logit error| " + num(e) + " at " + where + ", token id " + std::to_string(at) +
-                  " (engine " + num(g[at]) + ", oracle " + num(w[at]) + ") > bound " + num(bound);
-      else if (failure.empty() && top_got != top_want && w[top_want] - second > 2 * bound)
-        failure = what + ": top-1 token at " + where + " is " + std::to_string(top_got) + ", the oracle's is " +
-                  std::to_string(top_want);
+      std::string bad;
+      if (err > bound)
+        bad = what + ": max |logit error| " + num(err) + " at " + where + ", token id " + std::to_string(at) + " (engine " + num(g[at]) +
+              ", oracle " + num(w[at]) + ") > bound " + num(bound);
+      else if (top_got != top_want && w[top_want] - second > 2 * bound)
+        bad = what + ": top-1 token at " + where + " is " + std::to_string(top_got) + ", the oracle's is " + std::to_string(top_want);
+      if (!bad.empty() && failure.empty()) failure = bad, failed_at = i, fail_seq = seq, fail_pos = pos;
     }
     worst = std::max(worst, step_worst);
-    detail << what << ": max error " << num(step_worst);
-    if (got.size() / static_cast<size_t>(c.vocab) < positions.size())
-      detail << " (the engine answered " << got.size() / static_cast<size_t>(c.vocab) << " of " << positions.size() << " positions)";
-    detail << "\n";
+    steps << what << ": max error " << num(step_worst);
+    if (got.size() / static_cast<size_t>(c.vocab) < e.positions.size())
+      steps << " (the engine answered " << got.size() / static_cast<size_t>(c.vocab) << " of " << e.positions.size() << " positions)";
+    steps << "\n";
+  }
+  const size_t run = rec.logits.size();
+
+  // The diagnosis: the hypotheses that still match the engine's answers up to the failing step; while
+  // more than one does, the plan goes on, its steps only telling them apart.
+  std::vector<Diagnosis> fits;
+  std::string tried, then;
+  size_t told_apart = 0;
+  if (!failure.empty()) {
+    Diagnoser d(model, plan, kv_declared_of(same_dtype));
+    for (size_t k = 0; k < run; ++k) d.feed(k, rec, bounds[k]);
+    for (; !d.settled() && i < plan.steps.size(); ++i, ++told_apart) {
+      const std::string what = "step " + std::to_string(i) + " (" + describe(plan.steps[i], expected.lengths()) + ")";
+      if (!send(i, what, then, nullptr)) break;
+      ref_error = std::max(ref_error, expected.apply(plan.steps[i], i).reference_error);
+      bounds.push_back(std::max(options.rule.floor, options.rule.factor * ref_error));
+      d.feed(i, rec, bounds.back());
+    }
+    if (rec.logits.size() > bounds.size()) rec.logits.pop_back(), rec.rows.pop_back();  // the step that failed to answer
+    fits = with_lost_keys(d.fits(), model, plan, rec, bounds);
+    tried = d.tried();
+  }
+  if (options.timing) {
+    options.timing->engine_s += engine_s;
+    options.timing->oracle_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - engine_s;
+    options.timing->steps += static_cast<int64_t>(rec.logits.size());
+  }
+  if (!fits.empty()) r.masks = pictures(model, fits.front(), failed_at, fail_seq, fail_pos);
+  r.bound = bound;
+  r.error = worst;
+  std::ostringstream detail;
+  detail << "engine: " << engine.info().value("name", std::string("?")) << " " << engine.info().value("version", std::string()) << "\n";
+  detail << "plan: " << to_json(plan).dump() << "\n";
+  detail << "bound " << num(bound) << " = max(floor " << num(options.rule.floor) << ", " << options.rule.factor
+         << " x float32 reference error " << num(ref_error) << ")\n";
+  detail << steps.str();
+  if (told_apart) detail << "the plan went on " << told_apart << " more steps to tell the explanations apart\n";
+  if (!failure.empty()) {
+    std::string ids;
+    for (const Diagnosis& f : fits) ids += (ids.empty() ? "" : " | ") + f.id();
+    detail << "diagnosis: " << (fits.empty() ? std::string(to_string(DKind::Unexplained)) : ids) << "\n";
   }
   r.detail = detail.str();
-  r.error = worst;
-  const std::string summary = std::to_string(rec.logits.size()) + " steps, " + std::to_string(judged) + " positions judged, max error " +
-                              num(worst) + " (bound " + num(bound) + ")";
+  const std::string summary = std::to_string(run) + " steps, " + std::to_string(judged) + " positions judged, max error " + num(worst) +
+                              " (bound " + num(bound) + ")";
   // An engine that answered logits for none of the new positions checked nothing: not a pass.
   if (failure.empty() && stopped.empty() && judged == 0)
     return finish(report::Status::Fail, "the engine answered no logits at any new position: nothing was judged (" + summary + ")");
@@ -387,19 +868,23 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
     if (stopped_as == report::Status::Skipped) return finish(stopped_as, stopped + " (" + summary + " before it)");
     msg = stopped + " (" + summary + " before it)";
   } else {
-    const std::string why = diagnose(model, plan, rec, bound);
-    const bool serving = uses(plan, Kind::Fork) || uses(plan, Kind::Chunked) || uses(plan, Kind::Spec);
-    msg = failure + (why.empty() ? "; no single explanation fits (window W-1, W+1, full attention on sliding layers, the window on full layers, lost keys" +
-                                       std::string(serving ? ", a serving operation done wrong)" : ")")
-                                 : "; " + why);
-    if (!stopped.empty()) msg += "; then " + stopped;
+    std::string ids;
+    for (const Diagnosis& f : fits) ids += (ids.empty() ? "" : " | ") + f.id();
+    msg = failure + (fits.empty() ? "; no single explanation fits (tried " + tried + ") [unexplained]" : "; " + explain(fits) + " [" + ids + "]");
+    if (!then.empty()) msg += "; then " + then;
   }
   // A behaviour the engine is known to have is its DEVIATION; a mutant run is never excused.
   if (engine.spec().mutant == "none")
-    for (const KnownDeviation& k : options.known)
-      if (std::regex_search(engine.spec().name, std::regex(k.engine)) && std::regex_search(plan.model, std::regex(k.model)) &&
-          std::regex_search(plan.name, std::regex(k.plan)) && msg.find(k.explanation) != std::string::npos)
-        return finish(report::Status::Deviation, "known engine deviation (" + k.note + "): " + msg);
+    for (const KnownDeviation& k : options.known) {
+      if (!std::regex_search(engine.spec().name, std::regex(k.engine)) || !std::regex_search(plan.model, std::regex(k.model)) ||
+          !std::regex_search(plan.name, std::regex(k.plan)))
+        continue;
+      const bool logits = !failure.empty();
+      const bool hit = (k.diagnosis && logits && (*k.diagnosis == DKind::Unexplained ? fits.empty() : matches(k, fits))) ||
+                       (!k.error.empty() && ((stopped + then).find(k.error) != std::string::npos)) || (k.any_logits && logits) ||
+                       (!k.explanation.empty() && msg.find(k.explanation) != std::string::npos);
+      if (hit) return finish(report::Status::Deviation, "known engine deviation (" + k.note + "): " + msg);
+    }
   return finish(report::Status::Fail, msg);
 }
 

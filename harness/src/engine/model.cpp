@@ -853,12 +853,37 @@ T round_kv(T x, bool half) {
   return half ? static_cast<T>(static_cast<_Float16>(x)) : x;
 }
 
+// To the nearest bfloat16 (ties to even), as torch rounds a float32 to bfloat16.
+template <class T>
+T round_bf16(T x) {
+  float f = static_cast<float>(x);
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7F800000u) != 0x7F800000u) u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&f, &u, 4);
+  return static_cast<T>(f);
+}
+
 template <class T>
 T silu(T a) {
   return a / (T(1) + std::exp(-a));
 }
 
 }  // namespace
+
+// The layer's rule, explicitly: key j is visible to query pos iff j <= pos and pos - W < j (sliding,
+// window W) or j / C == pos / C (chunked, chunk C).
+int64_t first_visible_key(const ModelConfig& k, const OracleOptions& o, int64_t layer, int64_t pos, int64_t forgotten) {
+  const size_t li = static_cast<size_t>(layer);
+  const int64_t window = o.windows.empty() ? k.windows[li] : o.windows[li];
+  const int64_t chunk = o.chunks.empty() ? (k.chunks.empty() ? 0 : k.chunks[li]) : o.chunks[li];
+  const int64_t shift = o.chunk_shift;
+  int64_t first = 0;
+  if (chunk > 0) first = pos < shift ? 0 : std::max<int64_t>(0, (pos - shift) / chunk * chunk + shift);
+  else if (window > 0) first = std::max<int64_t>(0, pos - window - (pos == o.window_delta_position ? o.window_delta : 0) + 1);
+  if (k.attention(layer) != Attention::Full) first = std::max(first, std::min(forgotten, pos));
+  return first;
+}
 
 template <class T>
 SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
@@ -872,6 +897,10 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     throw std::invalid_argument("ModelConfig::chunks needs one chunk size per layer");
   if (!k.rope_layers.empty() && static_cast<int64_t>(k.rope_layers.size()) != k.layers)
     throw std::invalid_argument("ModelConfig::rope_layers needs one entry per layer");
+  if (!options_.rope_layers.empty() && static_cast<int64_t>(options_.rope_layers.size()) != k.layers)
+    throw std::invalid_argument("OracleOptions::rope_layers needs one entry per layer");
+  if (!options_.rope_bases.empty() && static_cast<int64_t>(options_.rope_bases.size()) != k.layers)
+    throw std::invalid_argument("OracleOptions::rope_bases needs one base per layer");
   for (size_t n : {k.rope_thetas.size(), k.rope_angles.size(), k.head_dims.size(), k.layer_kv_heads.size(), k.k_eq_v.size(),
                    k.kv_source.size()})
     if (n != 0 && static_cast<int64_t>(n) != k.layers)
@@ -915,7 +944,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
         L.experts_down_bias = get(k.mlp_prefix + "experts.down_proj_bias");
       }
     }
-    if (k.sinks) L.sinks = get("self_attn.sinks");
+    if (k.sinks && !options_.no_sinks) L.sinks = get("self_attn.sinks");
     if (k.norm_placement != NormPlacement::Post) L.in_norm = get("input_layernorm.weight");
     // Pre: post_attn_norm is the MLP's input norm; Sandwich and Post: the attention output's.
     if (!k.parallel_block)
@@ -929,11 +958,10 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     if (k.layer_scalar) L.scalar = get("layer_scalar")[0];
     // The rope base follows the layer's type in the config, not the window a variant tells it.
     const Attention rule = k.attention(l);
-    L.bounded = rule != Attention::Full;
-    L.window = options_.windows.empty() ? k.windows[li] : options_.windows[li];
-    L.chunk = options_.chunks.empty() ? (k.chunks.empty() ? 0 : k.chunks[li]) : options_.chunks[li];
-    const double base = !k.rope_thetas.empty() ? k.rope_thetas[li]
-                        : rule == Attention::Sliding && k.rope_local_theta > 0 ? k.rope_local_theta : k.rope_theta;
+    const double base = !options_.rope_bases.empty() ? options_.rope_bases[li]
+                        : !k.rope_thetas.empty()      ? k.rope_thetas[li]
+                        : rule == Attention::Sliding && k.rope_local_theta > 0 ? k.rope_local_theta
+                                                                               : k.rope_theta;
     const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : k.dim(l);
     // Proportional rope: only the first `angles` frequencies rotate; the others are 0 (an identity rotation).
     const int64_t angles = k.rope_angles.empty() || k.rope_angles[li] == 0 ? rd / 2 : k.rope_angles[li];
@@ -976,7 +1004,7 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
     const int64_t li = static_cast<int64_t>(l);
-    const bool use_rope = k.rope(li);
+    const bool use_rope = options_.rope_layers.empty() ? k.rope(li) : static_cast<bool>(options_.rope_layers[l]);
     // The layer's widths; a layer that shares another's K/V computes only its queries.
     const int64_t D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = k.heads / KVH;
     const bool own_kv = !k.shares_kv(li);
@@ -1019,16 +1047,11 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
       for (T& v : q) v = round_kv(v, true);
     if (own_kv)
       for (int64_t i = 0; i < kvd; ++i) {
-        L.keys.push_back(round_kv(kk[i], options_.kv_half));
-        L.values.push_back(round_kv(vv[i], options_.kv_half));
+        L.keys.push_back(options_.kv_bf16 ? round_bf16(kk[i]) : round_kv(kk[i], options_.kv_half));
+        L.values.push_back(options_.kv_bf16 ? round_bf16(vv[i]) : round_kv(vv[i], options_.kv_half));
       }
     const Layer& S = layers_[static_cast<size_t>(k.source(li))];  // whose keys and values the layer attends
-    // The layer's rule, explicitly: key j is visible to query pos iff j <= pos and
-    // pos - W < j (sliding, window W) or j / C == pos / C (chunked, chunk C).
-    int64_t first = 0;
-    if (L.chunk > 0) first = pos / L.chunk * L.chunk;
-    else if (L.window > 0) first = std::max<int64_t>(0, pos - L.window + 1);
-    if (L.bounded) first = std::max(first, std::min(forgotten_, pos));
+    const int64_t first = first_visible_key(k, options_, li, pos, forgotten_);
     scores.assign(static_cast<size_t>(pos + 1), 0);
     for (int64_t head = 0; head < k.heads; ++head) {
       const T* qh = q.data() + head * D;
@@ -1039,7 +1062,7 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
         T s = 0;
         for (int64_t d = 0; d < D; ++d) s += qh[d] * kj[d];
         s *= static_cast<T>(k.query_scale);
-        if (k.attn_softcap > 0) s = std::tanh(s / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
+        if (k.attn_softcap > 0 && !options_.no_attn_softcap) s = std::tanh(s / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
         scores[static_cast<size_t>(j)] = s;
         best = std::max(best, s);
       }
@@ -1154,7 +1177,7 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
     T s = 0;
     for (int64_t c = 0; c < H; ++c) s += row[c] * h[c];
     if (k.logit_scale != 1) s *= static_cast<T>(k.logit_scale);
-    if (k.final_softcap > 0) s = std::tanh(s / static_cast<T>(k.final_softcap)) * static_cast<T>(k.final_softcap);
+    if (k.final_softcap > 0 && !options_.no_final_softcap) s = std::tanh(s / static_cast<T>(k.final_softcap)) * static_cast<T>(k.final_softcap);
     logits[r] = static_cast<double>(s);
   }
 }

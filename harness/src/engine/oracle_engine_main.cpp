@@ -1,14 +1,19 @@
 // kvc-oracle-engine: an engine-protocol worker (docs/engines.md) whose "engine" is the model oracle
 // itself in float32, keeping every position (no eviction). It is the protocol in one file for engine
 // authors, the engine suite's own positive control (it must pass every plan), and, with options, its
-// negative controls: the adapter mutants (a wrong window; a serving operation done wrong: a fork
+// negative controls: the adapter mutants (a wrong window or chunk; a config read wrong: chunk
+// boundaries shifted, chunks read as windows, sinks or the attention soft-cap dropped, NoPE layers
+// inverted, sliding and full layers swapped, K/V stored in bfloat16, one eviction late, a glitch in
+// one position's logits; a serving operation done wrong: a fork
 // that shares what it should copy or starts from the wrong prefix, a chunked prefill whose window
 // restarts at each chunk, a speculative rollback off by one, a batch that computes a sequence at
 // another's offset) and worker faults (crash, hang, garbage, exit at a given step), which the suite
 // must catch. Option "logits": "last" or "none" answers only the last new position of a step, or
-// none (the protocol's subset answer; a run judged on nothing is not a pass).
+// none (the protocol's subset answer; a run judged on nothing is not a pass); option "deviate":
+// MUTANT behaves as that mutant without the suite being told (what a known deviation excuses).
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -69,18 +74,12 @@ struct State {
   }
 };
 
-// The model mutants on the loaded description (and the run's windows); "" when applied, else why the
-// model has nothing for the mutant to change.
+// The family-feature mutants that change the loaded description or the run's windows (rope-all-rotary,
+// shared-kv-full, window-everywhere); "" when applied, else why the model has nothing for the mutant
+// to change (the load answers unsupported: a SKIP).
 std::string apply_model_mutant(const std::string& mutant, kvc::engine::ModelConfig& k, kvc::engine::OracleOptions& o) {
   const size_t n = static_cast<size_t>(k.layers);
-  if (mutant == "sinks-dropped") {
-    if (!k.sinks) return "the model has no attention sinks";
-    k.sinks = false;
-  } else if (mutant == "nope-inverted") {
-    if (k.rope_layers.empty() || std::count(k.rope_layers.begin(), k.rope_layers.end(), true) == static_cast<long>(n))
-      return "the model has no NoPE layer";
-    for (size_t l = 0; l < n; ++l) k.rope_layers[l] = !k.rope_layers[l];
-  } else if (mutant == "rope-all-rotary") {
+  if (mutant == "rope-all-rotary") {
     if (std::count(k.rope_angles.begin(), k.rope_angles.end(), 0) == static_cast<long>(k.rope_angles.size()) &&
         (k.rotary_dim == 0 || k.rotary_dim == k.head_dim))
       return "the model rotates every frequency already";
@@ -95,10 +94,6 @@ std::string apply_model_mutant(const std::string& mutant, kvc::engine::ModelConf
     if (k.sliding_window <= 0 || std::count(o.windows.begin(), o.windows.end(), k.sliding_window) == static_cast<long>(n))
       return "the model has no full layer beside a configured window";
     std::fill(o.windows.begin(), o.windows.end(), k.sliding_window);
-  } else if (mutant == "sliding-from-bottom") {
-    std::vector<int64_t> reversed(o.windows.rbegin(), o.windows.rend());
-    if (reversed == o.windows) return "the layer pattern reads the same from either end";
-    o.windows = reversed;
   }
   return "";
 }
@@ -106,9 +101,12 @@ std::string apply_model_mutant(const std::string& mutant, kvc::engine::ModelConf
 void append(std::vector<double>& all, const std::vector<double>& more) { all.insert(all.end(), more.begin(), more.end()); }
 
 // The answer to a step with new positions: all rows, or the subset the "logits" option names.
-void send_logits(const State& st, const std::vector<double>& logits) {
+// The glitch mutant adds 0.5 to token 1's logit at position W (first: the position of the first row; -1 for a batch).
+void send_logits(const State& st, std::vector<double> logits, int64_t first = -1) {
   const int64_t vocab = st.model->config.vocab;
   const int64_t rows = static_cast<int64_t>(logits.size()) / vocab;
+  const int64_t glitch = st.model->config.local_span() - first;
+  if (st.mutant == "glitch" && first >= 0 && glitch >= 0 && glitch < rows) logits[static_cast<size_t>(glitch * vocab + 1)] += 0.5;
   std::vector<int64_t> keep;
   if (st.logits == "all")
     for (int64_t r = 0; r < rows; ++r) keep.push_back(r);
@@ -164,6 +162,7 @@ int main() {
         st.fault_step = -1;
         st.logits = "all";
         const json options = h.value("options", json::object());
+        std::string deviate = "none";
         for (const auto& [key, value] : options.items()) {
           if (key == "fault") {
             const std::string f = value;  // "crash@3"
@@ -173,30 +172,67 @@ int main() {
             st.logits = value.is_string() ? value.get<std::string>() : "";
             if (st.logits != "all" && st.logits != "last" && st.logits != "none")
               throw std::invalid_argument("option \"logits\": " + value.dump() + " (expected \"all\", \"last\" or \"none\")");
+          } else if (key == "deviate") {
+            // The engine's own deviation, one of the mutants' behaviours the suite is not told of: a
+            // known deviation may excuse it (a mutant run never is).
+            deviate = value.is_string() ? value.get<std::string>() : "";
           } else {
-            throw std::invalid_argument("unknown option \"" + key + "\" (kvc-oracle-engine knows: fault, logits)");
+            throw std::invalid_argument("unknown option \"" + key + "\" (kvc-oracle-engine knows: fault, logits, deviate)");
           }
         }
-        const std::string mutant = h.value("mutant", "none");
+        const std::string told = h.value("mutant", "none");
+        const std::string mutant = told != "none" ? told : deviate;
         st.mutant = mutant;
-        const bool operation_mutant = mutant == "fork-shared" || mutant == "fork-prefix" || mutant == "chunked-restart" ||
-                                      mutant == "spec-rollback" || mutant == "batch-offset";
-        const bool model_mutant = mutant == "sinks-dropped" || mutant == "nope-inverted" || mutant == "rope-all-rotary" ||
-                                  mutant == "shared-kv-full" || mutant == "window-everywhere" || mutant == "sliding-from-bottom";
-        const auto& windows = st.model->config.windows;
-        for (int64_t w : windows) {
-          if (mutant == "none" || operation_mutant || model_mutant) st.options.windows.push_back(w);
-          else if (mutant == "window+1") st.options.windows.push_back(w > 0 ? w + 1 : 0);
-          else if (mutant == "window-1") st.options.windows.push_back(w > 1 ? w - 1 : w);
-          else if (mutant == "full") st.options.windows.push_back(0);
-          else throw std::invalid_argument("unknown mutant \"" + mutant + "\"");
-        }
-        // The same mutants on chunked layers: the chunk told one too large or small, or no chunking.
-        for (int64_t c : st.model->config.chunks) {
-          if (mutant == "window+1") st.options.chunks.push_back(c > 0 ? c + 1 : 0);
-          else if (mutant == "window-1") st.options.chunks.push_back(c > 1 ? c - 1 : c);
-          else if (mutant == "full") st.options.chunks.push_back(0);
-          else st.options.chunks.push_back(c);
+        const bool model_mutant = mutant == "rope-all-rotary" || mutant == "shared-kv-full" || mutant == "window-everywhere";
+        // The mutants: a window or chunk one too large or small or none (window+1, window-1, full:
+        // the same on chunked layers), a config read wrong (the model oracle's hypothesis options),
+        // a logit glitch at one position, or a serving operation done wrong (below, per operation).
+        const kvc::engine::ModelConfig& cfg = st.model->config;
+        kvc::engine::OracleOptions& o = st.options;
+        o.windows = cfg.windows;
+        o.chunks = cfg.chunks.empty() ? std::vector<int64_t>(cfg.windows.size(), 0) : cfg.chunks;
+        auto each = [](std::vector<int64_t>& v, auto f) {
+          for (int64_t& x : v) x = f(x);
+        };
+        static const std::vector<std::string> operation_mutants{"none", "fork-shared", "fork-prefix", "chunked-restart", "spec-rollback",
+                                                                "batch-offset", "glitch"};
+        if (mutant == "window+1") {
+          each(o.windows, [](int64_t w) { return w > 0 ? w + 1 : 0; });
+          each(o.chunks, [](int64_t c) { return c > 0 ? c + 1 : 0; });
+        } else if (mutant == "window-1") {
+          each(o.windows, [](int64_t w) { return w > 1 ? w - 1 : w; });
+          each(o.chunks, [](int64_t c) { return c > 1 ? c - 1 : c; });
+        } else if (mutant == "full") {
+          each(o.windows, [](int64_t) { return int64_t{0}; });
+          each(o.chunks, [](int64_t) { return int64_t{0}; });
+        } else if (mutant == "chunk-shift") {
+          o.chunk_shift = 1;  // chunks start at k*C + 1
+        } else if (mutant == "chunked-as-sliding") {
+          for (size_t l = 0; l < o.chunks.size(); ++l)
+            if (o.chunks[l] > 0) o.windows[l] = o.chunks[l], o.chunks[l] = 0;
+        } else if (mutant == "sinks-dropped") {
+          o.no_sinks = true;
+        } else if (mutant == "nope-inverted") {
+          for (int64_t l = 0; l < cfg.layers; ++l) o.rope_layers.push_back(!cfg.rope(l));
+        } else if (mutant == "layers-swapped") {
+          // max_window_layers read the other way round: the full layers slide and the sliding ones do not.
+          for (int64_t l = 0; l < cfg.layers; ++l) {
+            const auto rule = cfg.attention(l);
+            if (rule == kvc::engine::Attention::Sliding) o.windows[static_cast<size_t>(l)] = 0;
+            if (rule == kvc::engine::Attention::Full) o.windows[static_cast<size_t>(l)] = cfg.sliding_window;
+          }
+        } else if (mutant == "softcap-dropped") {
+          o.no_attn_softcap = true;
+        } else if (mutant == "kv-bf16") {
+          o.kv_bf16 = true;
+        } else if (mutant == "eviction-once") {
+          // The first eviction is late: the query at position W still sees key 0.
+          o.window_delta_position = cfg.local_span();
+          o.window_delta = 1;
+        } else if (model_mutant) {
+          // A family feature read wrong, the window right (apply_model_mutant, below the switch).
+        } else if (std::find(operation_mutants.begin(), operation_mutants.end(), mutant) == operation_mutants.end()) {
+          throw std::invalid_argument("unknown mutant \"" + mutant + "\"");
         }
         if (model_mutant) {
           // A family feature read wrong, the window right; a model without the feature refuses.
@@ -208,12 +244,15 @@ int main() {
         }
         send({{"status", "ok"}, {"vocab", st.model->config.vocab}});
       } else if (op == "extend") {
-        send_logits(st, st.seq(h.at("seq")).extend(h.at("tokens").get<std::vector<int32_t>>()));
+        Oracle& o = st.seq(h.at("seq"));
+        const int64_t first = o.length();
+        send_logits(st, o.extend(h.at("tokens").get<std::vector<int32_t>>()), first);
       } else if (op == "chunked") {
         const std::vector<int32_t> tokens = h.at("tokens").get<std::vector<int32_t>>();
         const int64_t chunk = h.at("chunk");
         if (chunk <= 0) throw std::invalid_argument("chunk must be positive");
         Oracle& o = st.seq(h.at("seq"));
+        const int64_t first = o.length();
         std::vector<double> all;
         for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(chunk)) {
           // The mutant's window restarts at each chunk: a chunk's sliding layers see no earlier key.
@@ -221,14 +260,15 @@ int main() {
           append(all, o.extend(std::vector<int32_t>(tokens.begin() + static_cast<long>(at),
                                                     tokens.begin() + static_cast<long>(std::min(tokens.size(), at + static_cast<size_t>(chunk))))));
         }
-        send_logits(st, all);
+        send_logits(st, all, first);
       } else if (op == "spec") {
         Oracle& o = st.seq(h.at("seq"));
+        const int64_t first = o.length();
         const std::vector<double> logits = o.extend(h.at("tokens").get<std::vector<int32_t>>());
         // The mutant rolls back one token more than the draft rejected.
         const int64_t n = std::min<int64_t>(h.at("n").get<int64_t>() + (st.mutant == "spec-rollback" ? 1 : 0), o.length());
         if (n > 0) o.truncate(n);
-        send_logits(st, logits);
+        send_logits(st, logits, first);
       } else if (op == "batch") {
         std::vector<double> all;
         const json& items = h.at("items");

@@ -1,34 +1,86 @@
-// Judging an engine on a plan: at every new position, its logits against the model oracle
-// (engine/model.h) under the same-dtype-reference rule, and top-1 agreement; a deviation is
-// diagnosed by re-running the oracle with other windows or with lost keys. No LibTorch here.
+// Judging an engine on a plan, as stateful commands: each step is sent to the engine and applied to
+// the sequence model (each sequence's length and its model oracle, engine/model.h), and the engine's
+// answer is judged as the step runs, under the same-dtype-reference rule and top-1 agreement. The
+// first failing step ends the judging; its diagnosis is a typed value: the oracle re-run under the
+// alternative hypotheses (a window off by one, a chunk read as a window, sinks dropped, ...) that
+// still match the engine's logits. No LibTorch here.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "kvconform/engine/client.h"
 #include "kvconform/engine/model.h"
 #include "kvconform/engine/plan.h"
 #include "kvconform/results.h"
+#include "kvconform/tolerance.h"
 
 namespace kvc::engine {
 
-// bound = max(floor, factor x the error of the same forward in float32 (the engine's dtype) against
-// float64), FlashAttention's rule at model level; docs/engines.md says how factor and floor were measured.
-struct JudgeRule {
-  double factor = 10;
-  double floor = 1e-4;
+// The engine level's same-dtype-reference rule (tolerance.h): bound = max(floor, factor x the error
+// of the same forward in float32, the engine's dtype, against float64), FlashAttention's rule at
+// model level; docs/engines.md says how factor and floor were measured.
+constexpr ReferenceRule kEngineRule{10, 1e-4};
+
+// What an engine's logits are consistent with: one hypothesis, the oracle re-run with the rule
+// departed from in one named way. `kind` and `params` are the typed value known deviations match;
+// id() is its stable string form ("window_off_by_one(delta=1)"), `text` the sentence for a person.
+struct Diagnosis {
+  enum class Kind {
+    WindowOffByOne,          // delta: +1 or -1 on the sliding layers
+    FullOnSliding,           // the sliding layers attend every earlier key
+    WindowOnEveryLayer,      // the sliding window on the full-attention layers too
+    LayersSwapped,           // sliding and full-attention layers swapped (max_window_layers read inverted)
+    SlidingAsChunked,        // the sliding layers chunked with chunks of W
+    ChunkOffByOne,           // delta: +1 or -1 on the chunked layers
+    FullOnChunked,           // the chunked layers attend every earlier key
+    ChunkedAsSliding,        // a sliding window of C on the chunked layers
+    ChunkSize,               // chunk: N, from: the config key (or "8192", a hard-coded size) it was taken from
+    ChunkShifted,            // shift: chunk boundaries at k*C + shift
+    SinksDropped,            // the attention sinks left out
+    NopeGivenRope,           // rope on the NoPE layers too
+    NopeInverted,            // rope on the NoPE layers and none on the rope layers
+    RopeBase,                // layer_type, base: a wrong rope base on one layer type
+    SoftcapDropped,          // which: "attention", "final" or "both"
+    KvRounded,               // precision: K and V stored below the declared precision
+    EvictionOffByOne,        // seq, position, delta: one query alone sees W + delta keys
+    PositionGlitch,          // seq, position: that position's logits alone are wrong
+    ChunksRestart,           // the window restarting at each chunk of a chunked extend
+    ForkOffByOne,            // delta: forks starting delta tokens off their prefix
+    SpecRollbackOffByOne,    // delta: spec cycles rolling back delta tokens more than they reject
+    LostKeys,                // step, op, from, before, wants: keys lost at a rollback or reload
+    Unexplained,             // no hypothesis fits
+  };
+  Kind kind = Kind::Unexplained;
+  nlohmann::json params = nlohmann::json::object();
+  std::string text;
+  std::string id() const;
+  OracleOptions options;  // the hypothesis's oracle (what the report's picture draws); not part of the value
 };
+const char* to_string(Diagnosis::Kind k);  // "window_off_by_one", ... (the kinds of known_deviations.json)
+std::optional<Diagnosis::Kind> diagnosis_kind(const std::string& name);
+// "consistent with A or with B", or "" for none.
+std::string explain(const std::vector<Diagnosis>& fits);
 
 // A behaviour an engine is known to have (engines/known_deviations.json): a failure of a matching
-// case whose message (the diagnosis, or the engine's own error) contains `explanation` is a
-// DEVIATION, not a FAIL. Mutant runs are never excused.
+// case that has the given diagnosis (kind, and each given parameter equal), or whose engine error
+// contains `error`, or any logit failure (`failure`: "logits"), is a DEVIATION, not a FAIL. Mutant
+// runs are never excused.
 struct KnownDeviation {
-  std::string engine, model, plan;  // regexes over the spec name, model and plan name
-  std::string explanation;          // text the failure message must contain
-  std::string note;                 // upstream reference, why
+  std::string engine, model, plan;            // regexes over the spec name, model and plan name
+  std::optional<Diagnosis::Kind> diagnosis;
+  nlohmann::json params = nlohmann::json::object();
+  std::string error;                          // text the engine's own error message contains
+  bool any_logits = false;                    // "failure": "logits"
+  std::string explanation;                    // the old form, text the message contains (one release more)
+  std::string note;                           // upstream reference, why
 };
-std::vector<KnownDeviation> load_known_deviations(const std::string& path);  // throws naming file and field
+// Throws naming file and field; an entry in the old form ("explanation") is warned about on stderr.
+std::vector<KnownDeviation> load_known_deviations(const std::string& path);
 
 // Where the time goes (`kvconform engine` prints it per engine on stderr).
 struct Timing {
@@ -37,7 +89,7 @@ struct Timing {
 };
 
 struct CheckOptions {
-  JudgeRule rule;
+  ReferenceRule rule = kEngineRule;
   Timing* timing = nullptr;  // accumulated into when set
   std::vector<KnownDeviation> known;
   std::string reproduce;  // the command line that runs this case alone
@@ -47,16 +99,38 @@ struct CheckOptions {
 report::CaseResult check_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan,
                               const CheckOptions& options);
 
-// Which explanation fits an engine's logits (recorded per extend step), or "" when none does.
+// The sequence model a plan's steps apply to: the sequences' lengths (the one place they are kept),
+// the float64 oracle (what the rule says) and the same-dtype reference (what the bound is measured
+// on), one oracle per sequence, advanced step by step.
+class SequenceModel {
+ public:
+  SequenceModel(const Model& model, const OracleOptions& same_dtype);
+  ~SequenceModel();
+  struct Expected {
+    std::vector<std::pair<int64_t, int64_t>> positions;  // (seq, position) of each row, as new_positions()
+    std::vector<double> logits;                          // the float64 oracle's rows [positions, vocab]
+    double reference_error = 0;                          // max |same-dtype reference - float64| over them
+  };
+  Expected apply(const PlanStep& step, size_t index);
+  const Lengths& lengths() const { return lengths_; }
+
+ private:
+  struct Oracles;
+  std::unique_ptr<Oracles> oracles_;
+  Lengths lengths_;
+};
+
+// An engine's answers so far, per plan step: the logits (empty for steps without logits and steps
+// not run) and which of the step's new positions they hold (indices into new_positions(); a step
+// without an entry, or with an empty entry and logits, holds all of them).
 struct Recorded {
-  std::vector<std::vector<float>> logits;  // per plan step; empty for steps without logits and steps not run
-  // Per plan step, which of its new positions `logits` holds (indices into new_positions()); a step
-  // without an entry, or with an empty entry and logits, holds all of them.
+  std::vector<std::vector<float>> logits;
   std::vector<std::vector<int64_t>> rows;
   int64_t row(size_t step, size_t k) const {
     return step < rows.size() && !rows[step].empty() ? rows[step][k] : static_cast<int64_t>(k);
   }
 };
-std::string diagnose(const Model& model, const Plan& plan, const Recorded& recorded, double bound);
+// Every hypothesis that fits the recorded logits within `bound` (empty when none does).
+std::vector<Diagnosis> diagnose(const Model& model, const Plan& plan, const Recorded& recorded, double bound);
 
 }  // namespace kvc::engine

@@ -145,7 +145,22 @@ struct OracleOptions {
   bool kv_half = false;          // K and V rounded to float16 as they are stored (an f16 KV cache)
   bool q_half = false;           // queries rounded to float16 before the scores (a kernel that reads Q as f16)
   bool gelu_half = false;        // gelu(x) read from a float16 table: half(gelu(half(x))), as ggml's CPU GELU
+  // The hypotheses of the diagnoses (check.cpp), each one way an engine reads the config wrong.
+  bool kv_bf16 = false;          // K and V rounded to bfloat16 as they are stored
+  int64_t chunk_shift = 0;       // chunk boundaries at k*C + chunk_shift instead of k*C
+  bool no_sinks = false;         // the sinks left out of the softmax
+  bool no_attn_softcap = false;  // the scores' tanh soft-cap left out
+  bool no_final_softcap = false; // the logits' tanh soft-cap left out
+  std::vector<bool> rope_layers;     // per layer, which layers rotate; empty: the config's
+  std::vector<double> rope_bases;    // per layer, the rope base; empty: the config's
+  // One eviction off by one: the query at this position alone sees window + window_delta keys on
+  // the sliding layers (-1: no such position).
+  int64_t window_delta_position = -1, window_delta = 0;
 };
+
+// The first key the query at `pos` sees on `layer` (it sees keys first..pos): the layer's rule as
+// `options` tell it, after `forgotten` (the keys a cache lost, on sliding and chunked layers).
+int64_t first_visible_key(const ModelConfig& config, const OracleOptions& options, int64_t layer, int64_t pos, int64_t forgotten = 0);
 
 // One sequence's forward, position by position. Position p's logits depend only on tokens
 // 0..p, computed with the same arithmetic however the tokens arrive, so extend() in pieces equals
@@ -169,8 +184,6 @@ class SequenceOracle {
     std::vector<T> router, experts_gate_up, experts_down;  // [E, H], [E, H, 2I], [E, I, H] (x @ W layout)
     std::vector<T> router_bias, experts_gate_up_bias, experts_down_bias, sinks;  // [E], [E, 2I], [E, H], [heads]
     std::vector<T> keys, values;  // [position][kv_heads * head_dim]
-    int64_t window = 0, chunk = 0;
-    bool bounded = false;  // the config's rule is sliding or chunked: forget_before applies
     std::vector<T> inv_freq;
   };
   void forward_one(int32_t token, int64_t pos, double* logits);
