@@ -25,9 +25,31 @@ checkpoints of the family use:
                    ministral: its row is ABSENT)
   phi3-w4          phi3, 3 layers, window 4 on every layer, partial_rotary_factor 0.5, fused qkv_proj and
                    gate_up_proj
+  gemma4-shared    gemma4_text, 4 layers, layer_types [S, F, S, S] (the last forced full), window 3, full layers
+                   with global_head_dim 32 (sliding 16) and proportional rope (partial_rotary_factor 0.25: 4 of
+                   16 frequencies, base 1e6; sliding base 1e4), num_kv_shared_layers 2 (layer 2 reads layer 0's
+                   K/V, layer 3 layer 1's), v_norm, layer_scalar, final soft-cap, no per-layer input embeddings
+  gemma4-keqv      gemma4_text, 3 layers, no layer_types (5 : 1 with the last full: S, S, F), window 4,
+                   attention_k_eq_v with num_global_key_value_heads 1 on the full layer, partial 0.5, untied
+  olmo3-w3         olmo3, 4 layers, no layer_types (3 sliding : 1 full), window 3, olmo2's post-norms, q/k norms
+                   over the whole projection
+  olmo3-bias       olmo3, 3 layers, explicit irregular layer_types [F, S, S], window 2, attention_bias, tied
+  exaone4-w3       exaone4, 4 layers, sliding_window_pattern 4 and no layer_types (layer 3 full without rope),
+                   window 3, post-norms, q/k norms per head
+  exaone4-nowindow exaone4, 2 layers, sliding_window null with layer_types all full: rope on every layer
+  vaultgemma-w4    vaultgemma, 3 layers, no layer_types (alternating), window 4, soft-caps, pre-norms only
+  cwm-w3           cwm, 5 layers, no layer_types (layer i full iff i % 4 == 0: F, S, S, S, F), window 3, untied
+  graniteswa-w4    granite_swa, 4 layers, no layer_types (F, S, S, S), window 4, sinks, layer_rope_theta with a
+                   NoPE layer and two bases, embedding / attention / residual multipliers, logits_scaling,
+                   attention_bias
+  vaultgemma-allfull vaultgemma, 3 layers, window 4 but layer_types all full (the released checkpoint's
+                   config): every layer full
 """
 
 S, F, C = "sliding_attention", "full_attention", "chunked_attention"
+# An override value that removes a common key from the config: a gemma4 config with "rope_scaling": null
+# loads in 5.24.0 with rope_parameters None and fails (TypeError in Gemma4TextRotaryEmbedding).
+ABSENT = "<absent>"
 
 
 def _rope(theta):
@@ -53,6 +75,34 @@ LLAMA4 = {
 
 YARN = {"rope_type": "yarn", "factor": 8.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
         "original_max_position_embeddings": 4096}
+
+GEMMA4 = {
+    "architectures": ["Gemma4ForCausalLM"],
+    "model_type": "gemma4_text",
+    "rope_scaling": ABSENT,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "global_head_dim": 32,
+    "hidden_size_per_layer_input": 0,
+    "vocab_size_per_layer_input": 256,
+    "attention_k_eq_v": False,
+    "num_kv_shared_layers": 0,
+    "enable_moe_block": False,
+    "use_double_wide_mlp": False,
+    "final_logit_softcapping": None,
+    "tie_word_embeddings": True,
+    "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
+                        F: {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0}},
+}
+
+VAULTGEMMA = {
+    "architectures": ["VaultGemmaForCausalLM"],
+    "model_type": "vaultgemma",
+    "hidden_activation": "gelu_pytorch_tanh",
+    "hidden_act": "gelu_pytorch_tanh",
+    "query_pre_attn_scalar": 16,
+    "tie_word_embeddings": True,
+    **_rope(10000.0),
+}
 
 MODELS = {
     "llama4-c4": ("llama4_text", {
@@ -167,6 +217,107 @@ MODELS = {
         "rope_theta": 10000.0,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
     }),
+    "gemma4-shared": ("gemma4_text", {
+        **GEMMA4,
+        "num_hidden_layers": 4,
+        "layer_types": [S, F, S, S],
+        "sliding_window": 3,
+        "num_kv_shared_layers": 2,
+        "final_logit_softcapping": 8.0,
+    }),
+    "gemma4-keqv": ("gemma4_text", {
+        **GEMMA4,
+        "num_hidden_layers": 3,
+        "sliding_window": 4,
+        "attention_k_eq_v": True,
+        "num_global_key_value_heads": 1,
+        "tie_word_embeddings": False,
+        "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
+                            F: {"rope_type": "proportional", "partial_rotary_factor": 0.5, "rope_theta": 1000000.0}},
+    }),
+    "olmo3-w3": ("olmo3", {
+        "architectures": ["Olmo3ForCausalLM"],
+        "model_type": "olmo3",
+        "num_hidden_layers": 4,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "sliding_window": 3,
+        "tie_word_embeddings": False,
+        "rope_theta": 10000.0,
+        "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0}, F: {"rope_type": "default", "rope_theta": 10000.0}},
+    }),
+    "olmo3-bias": ("olmo3", {
+        "architectures": ["Olmo3ForCausalLM"],
+        "model_type": "olmo3",
+        "num_hidden_layers": 3,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "sliding_window": 2,
+        "layer_types": [F, S, S],
+        "attention_bias": True,
+        "tie_word_embeddings": True,
+        "rope_theta": 10000.0,
+        "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0}, F: {"rope_type": "default", "rope_theta": 10000.0}},
+    }),
+    "exaone4-w3": ("exaone4", {
+        "architectures": ["Exaone4ForCausalLM"],
+        "model_type": "exaone4",
+        "num_hidden_layers": 4,
+        "hidden_act": "silu",
+        "sliding_window": 3,
+        "sliding_window_pattern": 4,
+        "tie_word_embeddings": False,
+        **_rope(10000.0),
+    }),
+    "exaone4-nowindow": ("exaone4", {
+        "architectures": ["Exaone4ForCausalLM"],
+        "model_type": "exaone4",
+        "num_hidden_layers": 2,
+        "hidden_act": "silu",
+        "sliding_window": None,
+        "layer_types": [F, F],
+        "tie_word_embeddings": True,
+        **_rope(10000.0),
+    }),
+    "vaultgemma-w4": ("vaultgemma", {
+        **VAULTGEMMA,
+        "num_hidden_layers": 3,
+        "sliding_window": 4,
+        "attn_logit_softcapping": 10.0,
+        "final_logit_softcapping": 8.0,
+    }),
+    "cwm-w3": ("cwm", {
+        "architectures": ["CwmForCausalLM"],
+        "model_type": "cwm",
+        "num_hidden_layers": 5,
+        "hidden_act": "silu",
+        "sliding_window": 3,
+        "tie_word_embeddings": False,
+        **_rope(10000.0),
+    }),
+    "graniteswa-w4": ("granite_swa", {
+        "architectures": ["GraniteSWAForCausalLM"],
+        "model_type": "granite_swa",
+        "num_hidden_layers": 4,
+        "hidden_act": "silu",
+        "sliding_window": 4,
+        "layer_rope_theta": [10000.0, 0, 10000.0, 500000.0],
+        "embedding_multiplier": 1.5,
+        "attention_multiplier": 0.3,
+        "residual_multiplier": 0.8,
+        "logits_scaling": 2.0,
+        "attention_bias": True,
+        "tie_word_embeddings": True,
+        **_rope(10000.0),
+    }),
+    "vaultgemma-allfull": ("vaultgemma", {
+        **VAULTGEMMA,
+        "num_hidden_layers": 3,
+        "sliding_window": 4,
+        "layer_types": [F, F, F],
+        "attn_logit_softcapping": None,
+        "final_logit_softcapping": None,
+    }),
 }
 
 
@@ -265,6 +416,58 @@ def draw(family, seed, index, head_dims=(8, 16)):
             c["no_rope_layers"] = [d.int(0, 1) for _ in range(layers)]
         else:
             c["no_rope_layer_interval"] = d.int(2, 4)
+    elif family == "gemma4_text":
+        c.update({k: v for k, v in GEMMA4.items() if k != "tie_word_embeddings"})
+        c.update({"sliding_window": w, "global_head_dim": 2 * c["head_dim"], "final_logit_softcapping": d.pick([None, 8.0]),
+                  "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
+                                      F: {"rope_type": "proportional", "partial_rotary_factor": d.pick([0.25, 0.5, 1.0]),
+                                          "rope_theta": 1000000.0}}})
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
+        types = list(c.get("layer_types") or [S if (i + 1) % 6 else F for i in range(layers)])
+        types[-1] = F
+        if d.coin():
+            c["attention_k_eq_v"], c["num_global_key_value_heads"] = True, d.pick([1, c["num_key_value_heads"]])
+        # KV sharing over the last layers, as far as every shared layer's type has an earlier producer.
+        shared = d.int(0, layers - 1)
+        while shared and set(types[layers - shared:]) - set(types[:layers - shared]):
+            shared -= 1
+        c["num_kv_shared_layers"] = shared
+    elif family == "olmo3":
+        c.update({k: v for k, v in MODELS["olmo3-w3"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c.update({"sliding_window": w, "attention_bias": d.coin()})
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
+    elif family == "exaone4":
+        c.update({k: v for k, v in MODELS["exaone4-w3"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c["sliding_window"] = w
+        encoding = d.pick(["layer_types", "pattern", "no window"])
+        if encoding == "layer_types":
+            c["layer_types"] = _types(d, layers)
+        elif encoding == "pattern":
+            c["sliding_window_pattern"] = d.int(2, 4)
+        else:
+            c["sliding_window"], c["layer_types"] = None, [F] * layers
+    elif family == "vaultgemma":
+        c.update({k: v for k, v in VAULTGEMMA.items() if k != "tie_word_embeddings"})
+        c.update({"sliding_window": w, "query_pre_attn_scalar": d.pick([8, 16, 32]),
+                  "attn_logit_softcapping": d.pick([None, 10.0]), "final_logit_softcapping": d.pick([None, 8.0])})
+        encoding = d.pick(["layer_types", "default", "all full"])
+        if encoding == "layer_types":
+            c["layer_types"] = _types(d, layers)
+        elif encoding == "all full":
+            c["layer_types"] = [F] * layers
+    elif family == "cwm":
+        c.update({k: v for k, v in MODELS["cwm-w3"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c["sliding_window"] = w
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
+    elif family == "granite_swa":
+        c.update({k: v for k, v in MODELS["graniteswa-w4"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c.update({"sliding_window": w, "attention_bias": d.coin(), "attention_multiplier": d.pick([0.125, 0.25, 0.5])})
+        c["layer_rope_theta"] = [d.pick([0, 10000.0, 500000.0]) for _ in range(layers)] if d.coin() else None
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
     elif family == "mistral":
         c.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu",
                   "sliding_window": d.pick([None, w]), **_rope(10000.0)})
@@ -273,7 +476,8 @@ def draw(family, seed, index, head_dims=(8, 16)):
     return ("gemma3" if family == "gemma3_text" else family), c  # make_models' tensor layout name
 
 
-DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2")
+DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2",
+                  "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa")
 
 
 def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES, prefix="draw"):
@@ -291,3 +495,35 @@ VLLM_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "gpt_oss"
 
 def drawn_vllm(seed=0, count=2):
     return drawn(seed, count, head_dims=(32, 64), families=VLLM_FAMILIES, prefix="vllm")
+
+
+REAL_SPANS = (128, 512, 1024, 4096)
+WEIGHTS = ("zoo", "hf-init", "norms-away")
+
+
+def draw_wide(family, seed, index):
+    """draw() at real sizes: the same config, then from a second stream a window or chunk of 128, 512,
+    1024 or 4096, head_dim 16 to 256 (cohere2 derives its own) and the weight distribution
+    (make_models.py: the zoo's scaled uniform, transformers' own initialisation, norms away from
+    identity), kept in the private key "_weights" (never written to config.json)."""
+    name, c = draw(family, seed, index)
+    e = _Draw(family + "/wide", seed, index)
+    span = e.pick(list(REAL_SPANS))
+    if c.get("sliding_window") is not None:
+        c["sliding_window"] = span
+    if "attention_chunk_size" in c:
+        c["attention_chunk_size"] = span
+    if family != "cohere2":
+        c["head_dim"] = e.pick([16, 32, 64, 128, 256])
+        if family == "gemma4_text":
+            c["global_head_dim"] = 2 * c["head_dim"]
+    c["max_position_embeddings"] = max(4096, 2 * span + 64)
+    c["_weights"] = e.pick(list(WEIGHTS))
+    return name, c
+
+
+def wide(seed=0, count=1):
+    """The wide set: `count` models per family at real window sizes (python3 engines/models/sensitivity.py
+    checks that each one's window moves its logits before it judges a window)."""
+    return {f"wide-{f.replace('_text', '').replace('_', '')}-{seed}-{i}": draw_wide(f, seed, i)
+            for f in DRAWN_FAMILIES for i in range(count)}

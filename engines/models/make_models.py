@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes kvconform's tiny sliding-window model zoo as Hugging Face checkpoints.
 
-    python3 engines/models/make_models.py OUT_DIR [--set zoo|families|drawn|vllm] [--only NAME] [--list]
+    python3 engines/models/make_models.py OUT_DIR [--set zoo|families|drawn|vllm|wide] [--only NAME] [--list]
 
 For each model, OUT_DIR/<name>/config.json and OUT_DIR/<name>/model.safetensors (float32 weights,
 no tokenizer). Standard library only, and deterministic: every weight comes from a SHA-256 counter
@@ -11,7 +11,9 @@ writes the same bytes (no dependence on random's algorithms or on dict order).
 --set zoo (the default) is the engine zoo below, the models every engine check runs; --set families
 is the family registry's checkpoints and --set drawn two models per family drawn from its config
 space (engines/models/families.py), both for the oracle's agreement with transformers only; --set vllm
-draws two models per family with head_dim 32 or 64, the sizes vLLM's CPU attention takes.
+draws two models per family with head_dim 32 or 64, the sizes vLLM's CPU attention takes; --set
+wide one model per family at real window sizes (128 to 4096), head_dim 16 to 256 and one of three
+weight distributions (families.draw_wide).
 
 The zoo (docs/engines.md, "The tiny models"):
   gemma2-w4            gemma2, layers sliding/full/sliding/full, window 4, soft-capping, query_pre_attn_scalar != head_dim, tied
@@ -168,14 +170,39 @@ def stream(model, tensor, n, lo, hi):
     return out[:n]
 
 
+def normal_stream(model, tensor, n, std):
+    """n values normal(0, std) from the same SHA-256 stream (Box-Muller on pairs of uniforms)."""
+    import math
+    u = stream(model, tensor, 2 * n, 0.0, 1.0)
+    return [std * math.sqrt(-2 * math.log(1 - u[2 * i])) * math.cos(2 * math.pi * u[2 * i + 1]) for i in range(n)]
+
+
 def tensors(name, family, cfg):
-    """{tensor name: (shape, [values])} for the model."""
+    """{tensor name: (shape, [values])} for the model. cfg["_weights"] (drawn models) picks the
+    distribution: "zoo" (the default, above), "hf-init" (transformers' own initialisation: normal(0,
+    initializer_range) for projections and embeddings, norms, scalars and biases at identity or zero)
+    or "norms-away" (the zoo's, with every norm weight three times as far from identity)."""
     t = {}
+    style = cfg.get("_weights", "zoo")
+    gemma = family in ("gemma2", "gemma3", "vaultgemma")  # RMSNorm weight applied as 1 + w
 
     def put(key, shape, lo, hi):
         n = 1
         for d in shape:
             n *= d
+        norm = "norm" in key or key.endswith("layer_scalar")
+        if style == "hf-init":
+            if norm:
+                identity = 0.0 if gemma and not key.endswith("layer_scalar") else 1.0  # gemma's 1 + w norms sit at w = 0
+                t[key] = (list(shape), [identity] * n)
+            elif key.endswith("bias") or key.endswith("sinks"):
+                t[key] = (list(shape), [0.0] * n)
+            else:
+                t[key] = (list(shape), normal_stream(name, key, n, cfg.get("initializer_range", 0.02)))
+            return
+        if style == "norms-away" and norm:
+            mid = (lo + hi) / 2
+            lo, hi = mid - 3 * (mid - lo), mid + 3 * (hi - mid)
         t[key] = (list(shape), stream(name, key, n, lo, hi))
 
     def mlp(prefix, inter):
@@ -183,8 +210,12 @@ def tensors(name, family, cfg):
         put(prefix + "up_proj.weight", (inter, HIDDEN), -PROJ, PROJ)
         put(prefix + "down_proj.weight", (HIDDEN, inter), -OUT, OUT)
 
-    gemma = family in ("gemma2", "gemma3")
     norm_lo, norm_hi = (-NORM, NORM) if gemma else (1 - NORM, 1 + NORM)
+    post_norm = family in ("olmo3", "exaone4")  # olmo2's block: norms on the outputs only
+    if family == "gemma4_text":  # the layer types after Gemma4TextConfig's defaults and its forced full last layer
+        types = list(cfg.get("layer_types") or [S if (i + 1) % 6 else F for i in range(cfg["num_hidden_layers"])])
+        types[-1] = F
+        first_shared = cfg["num_hidden_layers"] - cfg.get("num_kv_shared_layers", 0)
     layers = cfg["num_hidden_layers"]
     # The widths the config says (a drawn model varies heads, KV heads and head_dim; the zoo's are the constants).
     HEADS, KV_HEADS, HEAD_DIM = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
@@ -192,22 +223,35 @@ def tensors(name, family, cfg):
         step = cfg.get("interleave_moe_layer_step", 1)
         moe = set(cfg["moe_layers"] if cfg.get("moe_layers") is not None else range(step - 1, layers, step))
     put("model.embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    head_dim, kv_heads = HEAD_DIM, KV_HEADS
     for i in range(layers):
         p = f"model.layers.{i}."
+        own_kv, own_v = True, True
+        if family == "gemma4_text":
+            # Full layers: global_head_dim and (attention_k_eq_v) the global KV heads, no v_proj; the last
+            # num_kv_shared_layers layers have no K/V projections or k_norm of their own.
+            full = types[i] == F
+            HEAD_DIM = cfg["global_head_dim"] if full else head_dim
+            KV_HEADS = cfg["num_global_key_value_heads"] if full and cfg.get("attention_k_eq_v") else kv_heads
+            own_kv = i < first_shared
+            own_v = own_kv and not (full and cfg.get("attention_k_eq_v"))
+            put(p + "layer_scalar", (1,), 0.7, 1.3)
         if family == "phi3":  # fused: rows [q; k; v]
             put(p + "self_attn.qkv_proj.weight", ((HEADS + 2 * KV_HEADS) * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         else:
             put(p + "self_attn.q_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
-            put(p + "self_attn.k_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
-            put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+            if own_kv:
+                put(p + "self_attn.k_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+            if own_v:
+                put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
-        if family == "qwen2" or (family in ("qwen3", "gpt_oss", "smollm3") and cfg.get("attention_bias")):
+        if family == "qwen2" or (family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa") and cfg.get("attention_bias")):
             put(p + "self_attn.q_proj.bias", (HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.k_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.v_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
-        if family in ("qwen3", "gpt_oss", "smollm3") and cfg.get("attention_bias"):
+        if family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa") and cfg.get("attention_bias"):
             put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
-        if family == "gpt_oss":
+        if family in ("gpt_oss", "granite_swa"):
             # Sinks around the scores' scale (std ~5), so some heads give a sink real weight.
             put(p + "self_attn.sinks", (HEADS,), -1.0, 3.0)
         if family == "llama4_text":
@@ -234,15 +278,24 @@ def tensors(name, family, cfg):
             put(f + "experts.down_proj_bias", (e, HIDDEN), -BIAS, BIAS)
         else:
             mlp(p + "mlp.", cfg.get("intermediate_size", INTER))
-        put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family != "cohere2":  # cohere2's parallel block has one norm per layer
+        if not post_norm:
+            put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+        if family not in ("cohere2", "vaultgemma"):  # cohere2's parallel block has one norm per layer; vaultgemma none after attention
             put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if gemma:
+        if family in ("gemma2", "gemma3", "gemma4_text", "vaultgemma"):
             put(p + "pre_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+        if family in ("gemma2", "gemma3", "gemma4_text") or post_norm:
             put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma3", "qwen3"):
+        if family in ("gemma3", "qwen3", "gemma4_text"):
             put(p + "self_attn.q_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
-            put(p + "self_attn.k_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
+            if own_kv:
+                put(p + "self_attn.k_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
+        if post_norm:
+            # Scores of normed q and k scaled by head_dim^-0.5 have std ~ w^2: weights around 2 keep the
+            # attention peaked (olmo3 norms the whole projection, exaone4 each head).
+            whole = family == "olmo3"
+            put(p + "self_attn.q_norm.weight", ((HEADS if whole else 1) * HEAD_DIM,), 2.0 - 2 * NORM, 2.0 + 2 * NORM)
+            put(p + "self_attn.k_norm.weight", ((KV_HEADS if whole else 1) * HEAD_DIM,), 2.0 - 2 * NORM, 2.0 + 2 * NORM)
     put("model.norm.weight", (HIDDEN,), norm_lo, norm_hi)
     if not cfg["tie_word_embeddings"]:
         put("lm_head.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
@@ -264,24 +317,33 @@ def safetensors_bytes(t):
     return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
-SETS = {"zoo": MODELS, "families": families.MODELS, "drawn": families.drawn(), "vllm": families.drawn_vllm()}
+SETS = {"zoo": MODELS, "families": families.MODELS, "drawn": families.drawn(), "vllm": families.drawn_vllm(),
+        "wide": families.wide()}
 
 
-def config(name):
-    for models in SETS.values():
-        if name in models:
-            family, over = models[name]
+def config(name, entry=None):
+    """(tensor layout family, full config) of a named model of a set, or of the (family, overrides) entry given."""
+    if entry is None:
+        for models in SETS.values():
+            if name in models:
+                entry = models[name]
+    family, over = entry
     cfg = dict(COMMON)
     cfg.update(over)
-    return family, cfg
+    return family, {k: v for k, v in cfg.items() if v != families.ABSENT}
 
 
-def write(out_dir, name):
-    family, cfg = config(name)
+def config_json(cfg):
+    """What config.json says: the config without the generator's private keys (_weights)."""
+    return {k: v for k, v in cfg.items() if not k.startswith("_")}
+
+
+def write(out_dir, name, entry=None):
+    family, cfg = config(name, entry)
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2, sort_keys=True)
+        json.dump(config_json(cfg), f, indent=2, sort_keys=True)
         f.write("\n")
     data = safetensors_bytes(tensors(name, family, cfg))
     with open(os.path.join(d, "model.safetensors"), "wb") as f:

@@ -44,6 +44,10 @@ config has layer_types, else sliding_window = None). The operation mutants: fork
 uses the source's cache object itself), fork-prefix (the copy is cropped one token short),
 chunked-restart (every chunk after the first starts on a new, empty cache), spec-rollback (a cycle
 crops one token more than it rejected); batch-offset is refused (kvconform.Engine: no batch here).
+The model mutants: those a config can say through kvconform.mutate_hf_config (nope-inverted,
+rope-all-rotary, window-everywhere, layers-swapped), and sinks-dropped by setting every
+attention sink parameter to -inf after loading (exp(-inf) = 0: no sink in the softmax);
+shared-kv-full is refused.
 """
 import copy
 import inspect
@@ -121,7 +125,7 @@ class TransformersEngine(Engine):
             raise Unsupported(f"transformers {transformers.__version__} has no Cache.activate_past_recording")
 
         cfg = AutoConfig.from_pretrained(model_dir)
-        mutate_hf_config(cfg, mutant)
+        mutate_hf_config(cfg, "none" if mutant == "sinks-dropped" else mutant)
         self.mutant = mutant
         self.model = None
         key = (os.path.realpath(model_dir), os.path.getmtime(os.path.join(model_dir, "model.safetensors")), mutant,
@@ -133,6 +137,13 @@ class TransformersEngine(Engine):
                 if "does not support" in str(e):
                     raise Unsupported(f"transformers {transformers.__version__}: {e}") from e
                 raise
+            if mutant == "sinks-dropped":
+                sinks = [m.sinks for m in model.modules() if isinstance(getattr(m, "sinks", None), torch.nn.Parameter)]
+                if not sinks:
+                    raise Unsupported("mutant sinks-dropped: the model has no attention sinks")
+                with torch.no_grad():
+                    for p in sinks:
+                        p.fill_(float("-inf"))
             self._loaded = {key: model.to(getattr(torch, o["dtype"])).eval()}
         self.model = self._loaded[key]
         params = inspect.signature(self.model.forward).parameters

@@ -4,7 +4,7 @@ site-packages is edited; the patches live in this process only).
 In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 still round to
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
 the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
-ministral, phi3):
+ministral, phi3, gemma4_text, olmo3, exaone4, vaultgemma, cwm, granite_swa):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -22,6 +22,10 @@ apply_rotary_emb multiplies `xq.float()` as complex64; the router takes the sigm
 `cache_position.float()` (4.x) or `positions.float()` (5.x) in float32. The first three are patched
 like the others; the temperature line is patched by rewriting `.float()` to `.double()` in that one
 expression of Llama4TextAttention.forward's source (exactly one occurrence, else it raises).
+gemma4's rotary module holds one buffer per layer type with its own head size (global_head_dim on
+full layers) and, on full layers, proportional rope (zero frequencies past the partial factor): its
+bases are identified the same way from rope_parameters. granite_swa's eager attention casts its sink
+scale sigmoid(logsumexp - sink) to float32: replaced by the same function in the input's dtype.
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype; each rotary module's forward with a float64 one whose inv_freq is recomputed in
@@ -77,6 +81,12 @@ def _half_rotary_forward(self, x, position_ids):
     freqs = position_ids[..., None].to(torch.float64) * self._kvc_inv_freq64[""].to(x.device)
     scaling = self._kvc_scaling[""]
     return (freqs.cos() * scaling).to(dtype=x.dtype), (freqs.sin() * scaling).to(dtype=x.dtype)
+
+
+def _gemma4_norm_forward(self, x):
+    """Gemma4RMSNorm: weight w (not 1 + w), optional (with_scale), torch.pow(ms + eps, -0.5)."""
+    out = x * torch.pow(x.pow(2).mean(-1, keepdim=True) + self.eps, -0.5)
+    return out * self.weight.to(x.dtype) if self.with_scale else out
 
 
 def _layer_norm_forward(self, x):
@@ -163,6 +173,12 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.cohere2.modeling_cohere2": [("Cohere2LayerNorm", _layer_norm_forward)],
     "transformers.models.ministral.modeling_ministral": [("MinistralRMSNorm", _llama_norm_forward)],
     "transformers.models.phi3.modeling_phi3": [("Phi3RMSNorm", _llama_norm_forward)],
+    "transformers.models.gemma4.modeling_gemma4": [("Gemma4RMSNorm", _gemma4_norm_forward)],
+    "transformers.models.olmo3.modeling_olmo3": [("Olmo3RMSNorm", _llama_norm_forward)],
+    "transformers.models.exaone4.modeling_exaone4": [("Exaone4RMSNorm", _llama_norm_forward)],
+    "transformers.models.vaultgemma.modeling_vaultgemma": [("VaultGemmaRMSNorm", _gemma_norm_forward)],
+    "transformers.models.cwm.modeling_cwm": [("CwmRMSNorm", _llama_norm_forward)],
+    "transformers.models.granite_swa.modeling_granite_swa": [("GraniteSWARMSNorm", _llama_norm_forward)],
 }
 _ROTARY = {  # module: (class, forward)
     "transformers.models.gemma2.modeling_gemma2": ("Gemma2RotaryEmbedding", _rotary_forward),
@@ -176,8 +192,33 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.cohere2.modeling_cohere2": ("Cohere2RotaryEmbedding", _interleaved_rotary_forward),
     "transformers.models.ministral.modeling_ministral": ("MinistralRotaryEmbedding", _rotary_forward),
     "transformers.models.phi3.modeling_phi3": ("Phi3RotaryEmbedding", _rotary_forward),
+    "transformers.models.gemma4.modeling_gemma4": ("Gemma4TextRotaryEmbedding", _rotary_forward),
+    "transformers.models.olmo3.modeling_olmo3": ("Olmo3RotaryEmbedding", _rotary_forward),
+    "transformers.models.exaone4.modeling_exaone4": ("Exaone4RotaryEmbedding", _rotary_forward),
+    "transformers.models.vaultgemma.modeling_vaultgemma": ("VaultGemmaRotaryEmbedding", _rotary_forward),
+    "transformers.models.cwm.modeling_cwm": ("CwmRotaryEmbedding", _rotary_forward),
+    "transformers.models.granite_swa.modeling_granite_swa": ("GraniteSWARotaryEmbedding", _rotary_forward),
 }
+def _patch_granite_swa(mod):
+    """granite_swa's eager attention casts its sink scale sigmoid(lse - sink) to float32: kept in the input's dtype."""
+    import torch.nn.functional as F
+
+    def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+        key_states = mod.repeat_kv(key, module.num_key_value_groups)
+        value_states = mod.repeat_kv(value, module.num_key_value_groups)
+        attn_weights = torch.matmul(query, key_states.transpose(2, 3)) * scaling
+        if attention_mask is not None:
+            attn_weights = attn_weights + attention_mask
+        sink_scale = (torch.logsumexp(attn_weights, dim=-1) - module.sinks.view(1, -1, 1)).sigmoid()
+        attn_weights = F.softmax(attn_weights, dim=-1)
+        attn_output = torch.matmul(attn_weights, value_states) * sink_scale.unsqueeze(-1)
+        return attn_output.transpose(1, 2).contiguous(), attn_weights
+
+    mod.eager_attention_forward = eager_attention_forward
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
+          "transformers.models.granite_swa.modeling_granite_swa": _patch_granite_swa,
           "transformers.models.cohere2.modeling_cohere2": _patch_cohere2}
 
 
@@ -222,7 +263,7 @@ def _bases(cfg):
     rp = getattr(cfg, "rope_parameters", None)
     if isinstance(rp, dict):
         for v in [rp] + [x for x in rp.values() if isinstance(x, dict)]:
-            if "rope_theta" in v:
+            if v.get("rope_theta") is not None:  # a layer type the model lacks may keep rope_theta None (olmo3, 5.13.1)
                 out.append(float(v["rope_theta"]))
             if v.get("rope_type", "default") not in ("default", "yarn"):
                 raise NotImplementedError(f"exact64: rope_type {v.get('rope_type')!r} is not supported")
@@ -238,12 +279,39 @@ def _inv_freq(base, dim, dtype):
     return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
 
 
+def _proportional_inv_freq(base, dim, factor, dtype):
+    """transformers' _compute_proportional_rope_parameters: the first int(factor * dim // 2) frequencies over
+    exponents of dim, zeros after (in dtype; float32 as transformers computes it)."""
+    angles = int(factor * dim // 2)
+    idx = torch.arange(0, 2 * angles, 2, dtype=torch.int64).to(dtype=dtype)
+    rotated = 1.0 / (base ** (idx / dim))
+    return torch.cat((rotated, torch.zeros(dim // 2 - angles, dtype=dtype)))
+
+
+def _gemma4_layer_rope(cfg, layer_type):
+    """(inv_freq function of (base, dtype), candidate bases) of a Gemma4TextRotaryEmbedding buffer:
+    per layer type its own head size (global_head_dim on full layers) and rope type."""
+    p = cfg.rope_parameters[layer_type]
+    plc = getattr(cfg, "per_layer_config", None)  # 5.24.0: head_dim is per layer, resolved per layer type
+    if plc is not None:
+        dim = plc[layer_type].head_dim
+    else:  # 5.13.1
+        dim = cfg.global_head_dim if layer_type == "full_attention" and cfg.global_head_dim else cfg.head_dim
+    if p.get("rope_type", "default") == "proportional":
+        return (lambda b, dt: _proportional_inv_freq(b, dim, p.get("partial_rotary_factor", 1.0), dt)), [float(p["rope_theta"])]
+    if p.get("rope_type", "default") != "default":
+        raise NotImplementedError(f"exact64: gemma4 rope_type {p.get('rope_type')!r} is not supported")
+    return (lambda b, dt: _inv_freq(b, dim, dt)), [float(p["rope_theta"])]
+
+
 def _prepare_rotary(module, cfg):
-    dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    gemma4 = type(module).__name__ == "Gemma4TextRotaryEmbedding"  # per layer type head sizes: _gemma4_layer_rope
+    dim = None if gemma4 else getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     # partial_rotary_factor: top-level (4.x) or in rope_parameters (5.x), as the rope init reads it.
     rp = getattr(cfg, "rope_parameters", None)
     factor = rp.get("partial_rotary_factor") if isinstance(rp, dict) else None
-    dim = int(dim * (factor if factor is not None else getattr(cfg, "partial_rotary_factor", 1.0) or 1.0))
+    if not gemma4:
+        dim = int(dim * (factor if factor is not None else getattr(cfg, "partial_rotary_factor", 1.0) or 1.0))
     module._kvc_inv_freq64, module._kvc_scaling = {}, {}
     found = []
     for name, buf in module.named_buffers(recurse=False):
@@ -252,11 +320,14 @@ def _prepare_rotary(module, cfg):
         layer_type = name[: -len("_inv_freq")] if name != "inv_freq" else ""
         mcfg = module.config if hasattr(module, "config") else cfg
         yarn = _yarn(mcfg)
-        if yarn is not None:  # the float32 buffer must be exactly YaRN's of that base, or nothing is patched
+        bases = None if gemma4 else _bases(mcfg)
+        if gemma4:
+            fn, bases = _gemma4_layer_rope(mcfg, layer_type)
+        elif yarn is not None:  # the float32 buffer must be exactly YaRN's of that base, or nothing is patched
             fn = lambda b, dt: _yarn_inv_freq(b, dim, yarn, getattr(mcfg, "max_position_embeddings", None), dt)  # noqa: E731
         else:
             fn = lambda b, dt: _inv_freq(b, dim, dt)  # noqa: E731
-        match = [b for b in _bases(mcfg) if torch.equal(fn(b, torch.float32).to(buf.dtype), buf.detach().cpu())]
+        match = [b for b in bases if torch.equal(fn(b, torch.float32).to(buf.dtype), buf.detach().cpu())]
         if len(match) != 1:
             raise RuntimeError(f"exact64: cannot identify the rope base of {type(module).__name__}.{name} "
                                f"(candidates {_bases(cfg)}, matches {match})")

@@ -36,8 +36,16 @@ def load_float64(model_dir, exact, **overrides):
 
 
 def forward(model, tokens):
+    extra = {}
+    cfg = model.config
+    if (getattr(cfg, "model_type", "") == "gemma4_text" and getattr(cfg, "num_kv_shared_layers", 0)
+            and not getattr(cfg, "hidden_size_per_layer_input", 0)):
+        # transformers 5.24.0's Gemma4TextModel._maybe_slice_kv_shared_inputs slices per_layer_inputs even when
+        # the model has none (hidden_size_per_layer_input 0): a TypeError on every multi-token forward with KV
+        # sharing. Asking for the hidden states turns that optimisation off; the logits are the same.
+        extra["output_hidden_states"] = True
     with torch.no_grad():
-        out = model(torch.tensor([tokens], dtype=torch.long), use_cache=False)
+        out = model(torch.tensor([tokens], dtype=torch.long), use_cache=False, **extra)
     return out.logits[0].to(torch.float64)
 
 

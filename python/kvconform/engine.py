@@ -57,7 +57,15 @@ OPERATION_MUTANTS = ("fork-shared", "fork-prefix", "chunked-restart", "spec-roll
 short, a chunked extend whose window restarts at each chunk, a spec cycle that rolls back one token
 too many, a batch that computes a sequence at another's offset. An adapter implements those of its
 operations and refuses the others (raise Unsupported); the window stays right."""
-MUTANTS = WINDOW_MUTANTS + OPERATION_MUTANTS
+MODEL_MUTANTS = ("sinks-dropped", "nope-inverted", "rope-all-rotary", "shared-kv-full", "window-everywhere",
+                 "layers-swapped")
+"""The model mutants: the engine reads one feature of the family's config wrong, the window right:
+attention sinks dropped, NoPE and rope layers swapped, partial (proportional) rope rotating every
+frequency, KV-shared sliding layers attending every key of the layer they share, the config's window
+on every layer (a window with all-full layer_types), the sliding and the full layers swapped
+(max_window_layers read inverted). An adapter implements those its engine can express and refuses
+the others (raise Unsupported), as on a model without the feature."""
+MUTANTS = WINDOW_MUTANTS + OPERATION_MUTANTS + MODEL_MUTANTS
 """The adapter mutants `load` gets."""
 OPERATIONS = ("rollback", "reload", "sequences", "fork", "chunked", "spec", "batch")
 """The optional operations an engine may list in `Engine.operations`."""
@@ -162,8 +170,8 @@ def mutated_window(window: int, mutant: str) -> Optional[int]:
     """The window an adapter mutant tells the engine (None: sliding layers run as full attention)."""
     if mutant not in MUTANTS:
         raise ValueError(f"unknown mutant {mutant!r} (expected one of {', '.join(MUTANTS)})")
-    if mutant in OPERATION_MUTANTS:
-        return window  # the operation is done wrong, the window is right
+    if mutant in OPERATION_MUTANTS or mutant in MODEL_MUTANTS:
+        return window  # the operation or the model feature is done wrong, the window is right
     return {"none": window, "window+1": window + 1, "window-1": window - 1, "full": None}[mutant]
 
 
@@ -171,9 +179,13 @@ def mutate_hf_config(cfg: Any, mutant: str) -> Any:
     """Tells a transformers config (a PretrainedConfig) the adapter mutant's window, in place, and
     returns it: sliding_window W+-1, or every layer full attention (layer_types all full where the
     config has them, else no sliding_window); on a chunked model without a window (llama4),
-    attention_chunk_size C+-1, or no chunking."""
+    attention_chunk_size C+-1, or no chunking. A model mutant (MODEL_MUTANTS) changes what the
+    config can express of it, and raises Unsupported where it cannot (sinks-dropped and
+    shared-kv-full are weights and cache sharing, not config: the adapter's own business)."""
     if mutant == "none" or mutant in OPERATION_MUTANTS:
         return cfg
+    if mutant in MODEL_MUTANTS:
+        return _mutate_model_config(cfg, mutant)
     chunk = getattr(cfg, "attention_chunk_size", None)
     if chunk and not getattr(cfg, "sliding_window", None):
         # A chunked model (llama4): the mutants tell it a wrong chunk, or no chunking.
@@ -187,6 +199,45 @@ def mutate_hf_config(cfg: Any, mutant: str) -> Any:
         cfg.layer_types = ["full_attention"] * cfg.num_hidden_layers
     else:
         cfg.sliding_window = None
+    return cfg
+
+
+def _mutate_model_config(cfg: Any, mutant: str) -> Any:
+    from .protocol import Unsupported
+
+    n = getattr(cfg, "num_hidden_layers", 0)
+    types = list(getattr(cfg, "layer_types", None) or [])
+    if mutant in ("window-everywhere", "layers-swapped"):
+        if getattr(cfg, "model_type", "") == "gemma4_text":
+            raise Unsupported(f"mutant {mutant}: gemma4's per-layer head sizes are fixed from layer_types when the config is built")
+        if not types or not getattr(cfg, "sliding_window", None):
+            raise Unsupported(f"mutant {mutant}: the config has no layer_types with a sliding_window")
+        swap = {"sliding_attention": "full_attention", "full_attention": "sliding_attention"}
+        new = ["sliding_attention"] * n if mutant == "window-everywhere" else [swap.get(t, t) for t in types]
+        if new == types:
+            raise Unsupported(f"mutant {mutant}: changes nothing on layer_types {types}")
+        cfg.layer_types = new
+    elif mutant == "nope-inverted":
+        if getattr(cfg, "no_rope_layers", None):  # llama4, smollm3: 1 = rope, 0 = NoPE
+            cfg.no_rope_layers = [1 - int(v) for v in cfg.no_rope_layers]
+        elif getattr(cfg, "layer_rope_theta", None):  # granite_swa: 0 = NoPE
+            rp = getattr(cfg, "rope_parameters", None) or {}
+            base = rp.get("rope_theta") or getattr(cfg, "rope_theta", None) or 10000.0
+            cfg.layer_rope_theta = [0 if t else base for t in cfg.layer_rope_theta]
+        else:
+            raise Unsupported("mutant nope-inverted: the config names no NoPE layers (no_rope_layers, layer_rope_theta)")
+    elif mutant == "rope-all-rotary":
+        hit = False
+        rp = getattr(cfg, "rope_parameters", None)
+        for p in ([rp] + list(rp.values())) if isinstance(rp, dict) else []:
+            if isinstance(p, dict) and p.get("partial_rotary_factor", 1.0) != 1.0:
+                p["partial_rotary_factor"], hit = 1.0, True
+        if getattr(cfg, "partial_rotary_factor", 1.0) not in (None, 1.0):  # phi3 in 4.x
+            cfg.partial_rotary_factor, hit = 1.0, True
+        if not hit:
+            raise Unsupported("mutant rope-all-rotary: the config has no partial_rotary_factor below 1")
+    else:
+        raise Unsupported(f"mutant {mutant}: not a config change (the adapter's weights or cache)")
     return cfg
 
 

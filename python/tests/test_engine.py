@@ -181,7 +181,7 @@ def test_a_wrong_declaration_is_refused_before_serving():
 
 
 def test_mutants():
-    assert [kvconform.mutated_window(4, m) for m in kvconform.MUTANTS] == [4, 5, 3, None, 4, 4, 4, 4, 4]
+    assert [kvconform.mutated_window(4, m) for m in kvconform.MUTANTS] == [4, 5, 3, None] + [4] * 11
     with pytest.raises(ValueError, match=r"unknown mutant 'window\+2'"):
         kvconform.mutated_window(4, "window+2")
     cfg = types.SimpleNamespace(sliding_window=4, layer_types=["sliding_attention", "full_attention"], num_hidden_layers=2)
@@ -189,6 +189,17 @@ def test_mutants():
     cfg = types.SimpleNamespace(sliding_window=4)
     assert kvconform.mutate_hf_config(cfg, "window-1").sliding_window == 3
     assert kvconform.mutate_hf_config(cfg, "full").sliding_window is None
+    # The model mutants: what a config can say of the feature, else Unsupported.
+    cfg = types.SimpleNamespace(sliding_window=4, layer_types=["full_attention", "sliding_attention"], num_hidden_layers=2)
+    assert kvconform.mutate_hf_config(cfg, "layers-swapped").layer_types == ["sliding_attention", "full_attention"]
+    assert kvconform.mutate_hf_config(cfg, "window-everywhere").layer_types == ["sliding_attention"] * 2
+    cfg = types.SimpleNamespace(num_hidden_layers=2, no_rope_layers=[1, 0])
+    assert kvconform.mutate_hf_config(cfg, "nope-inverted").no_rope_layers == [0, 1]
+    cfg = types.SimpleNamespace(rope_parameters={"full_attention": {"partial_rotary_factor": 0.25}, "sliding_attention": {}})
+    assert kvconform.mutate_hf_config(cfg, "rope-all-rotary").rope_parameters["full_attention"]["partial_rotary_factor"] == 1.0
+    for mutant in ("sinks-dropped", "shared-kv-full", "nope-inverted", "rope-all-rotary", "window-everywhere"):
+        with pytest.raises(kvconform.Unsupported):
+            kvconform.mutate_hf_config(types.SimpleNamespace(num_hidden_layers=2, sliding_window=None), mutant)
 
 
 def test_serve_engine_process_and_client(tmp_path):

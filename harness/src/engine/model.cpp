@@ -99,6 +99,7 @@ std::vector<int64_t> gemma_windows(const json& c, int64_t layers, int64_t window
 
 void read_gemma(const json& c, const std::string& file, ModelConfig& m, bool g3) {
   m.gemma_norm = true;
+  m.norm_placement = NormPlacement::Sandwich;
   m.gelu = true;
   m.qk_norm = g3;
   m.tied = c.value("tie_word_embeddings", true);
@@ -304,6 +305,206 @@ void read_phi3(const json& c, const std::string& file, ModelConfig& m) {
     bad(file, "/partial_rotary_factor", "must give an even rotary dimension in (0, head_dim]");
 }
 
+// The layer types of a family whose default is "every pattern-th layer full".
+std::vector<std::string> patterned_types(const json& c, int64_t layers, int64_t pattern, const std::string& file) {
+  std::vector<std::string> types;
+  if (!layer_types(c, layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < layers; ++i) types.push_back((i + 1) % pattern ? "sliding_attention" : "full_attention");
+  return types;
+}
+
+// Gemma4TextConfig (5.13.1, 5.24.0; earlier releases have no gemma4). Layer types default 5 sliding :
+// 1 full, and the last layer is forced full whatever layer_types says. Rope per layer type from
+// rope_parameters (default: sliding "default" base 1e4; full "proportional", partial_rotary_factor 0.25,
+// base 1e6): proportional rope rotates the first int(factor * D // 2) of a head's D / 2 frequencies, with
+// exponents over D, and leaves the rest. Full layers have their own head size (global_head_dim, default
+// 512) and, with attention_k_eq_v, num_global_key_value_heads KV heads and no v_proj (values are the
+// raw key projection). q and k get weighted RMS norms (weight w, not 1 + w) before rope, values a
+// weightless one; the scores are not scaled. The last num_kv_shared_layers layers have no K/V of their
+// own: each attends the keys and values of the last earlier non-shared layer of its type (5.13.1
+// spells it per layer, 5.24.0 as config.kv_sharing_modes; the same layers). Each layer's output is
+// multiplied by its layer_scalar buffer. Per-layer input embeddings (hidden_size_per_layer_input,
+// default 256), the MoE block, the double-wide MLP and bidirectional attention are not modelled.
+void read_gemma4_text(const json& c, const std::string& file, ModelConfig& m) {
+  m.norm_placement = NormPlacement::Sandwich;
+  m.gelu = true;
+  if (c.value("hidden_activation", std::string("gelu_pytorch_tanh")) != "gelu_pytorch_tanh")
+    bad(file, "/hidden_activation", "only gelu_pytorch_tanh is modelled");
+  m.qk_norm = m.v_norm = m.layer_scalar = true;
+  m.tied = c.value("tie_word_embeddings", true);
+  m.embed_scale = std::sqrt(static_cast<double>(m.hidden));
+  m.query_scale = 1.0;
+  m.final_softcap = number_or(c, "final_logit_softcapping", 0, file);
+  if (c.contains("use_bidirectional_attention") && !c["use_bidirectional_attention"].is_null())
+    bad(file, "/use_bidirectional_attention", "bidirectional attention is not modelled");
+  if (number_or(c, "hidden_size_per_layer_input", 256, file) != 0)
+    bad(file, "/hidden_size_per_layer_input", "per-layer input embeddings are not modelled (set 0)");
+  if (bool_or(c, "enable_moe_block", false, file)) bad(file, "/enable_moe_block", "the MoE block is not modelled");
+  if (!c.contains("sliding_window")) m.sliding_window = 512;
+  std::vector<std::string> types = patterned_types(c, m.layers, 6, file);
+  types.back() = "full_attention";
+  m.windows = windows_of(types, m.sliding_window, file);
+  const int64_t global_dim = positive_or(c, "global_head_dim", 512, file);
+  if (global_dim % 2) bad(file, "/global_head_dim", "must be even (rope rotates pairs)");
+  const bool k_eq_v = bool_or(c, "attention_k_eq_v", false, file);
+  const bool has_global_kv = c.contains("num_global_key_value_heads") && !c["num_global_key_value_heads"].is_null();
+  const int64_t global_kv = has_global_kv ? positive(c, "num_global_key_value_heads", file) : m.kv_heads;
+  if (k_eq_v && !has_global_kv) bad(file, "/num_global_key_value_heads", "attention_k_eq_v needs it");
+  if (m.heads % global_kv) bad(file, "/num_global_key_value_heads", "must divide num_attention_heads");
+  const json rp = c.contains("rope_parameters") && c["rope_parameters"].is_object()
+                      ? c["rope_parameters"]
+                      : json{{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+                             {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1e6}}}};
+  const int64_t shared = c.contains("num_kv_shared_layers") && c["num_kv_shared_layers"].is_number_integer()
+                             ? c["num_kv_shared_layers"].get<int64_t>() : 0;
+  if (shared < 0 || shared >= m.layers) bad(file, "/num_kv_shared_layers", "must be in [0, num_hidden_layers)");
+  if (shared > 0 && bool_or(c, "use_double_wide_mlp", false, file)) bad(file, "/use_double_wide_mlp", "is not modelled");
+  const int64_t first_shared = m.layers - shared;
+  for (int64_t l = 0; l < m.layers; ++l) {
+    const std::string& type = types[static_cast<size_t>(l)];
+    const bool full = type == "full_attention";
+    const int64_t d = full ? global_dim : m.head_dim;
+    m.head_dims.push_back(d);
+    m.layer_kv_heads.push_back(full && k_eq_v ? global_kv : m.kv_heads);
+    m.k_eq_v.push_back(full && k_eq_v);
+    if (!rp.contains(type) || !rp[type].is_object()) bad(file, "/rope_parameters/" + type, "is missing");
+    const json& r = rp[type];
+    const std::string rt = r.value("rope_type", std::string("default"));
+    m.rope_thetas.push_back(number_or(r, "rope_theta", 10000, file));
+    if (rt == "proportional") {
+      if (number_or(r, "factor", 1.0, file) != 1.0) bad(file, "/rope_parameters/" + type + "/factor", "only 1 is modelled");
+      m.rope_angles.push_back(static_cast<int64_t>(std::floor(number_or(r, "partial_rotary_factor", 1.0, file) * static_cast<double>(d) / 2)));
+    } else if (rt == "default") {
+      m.rope_angles.push_back(0);
+    } else {
+      bad(file, "/rope_parameters/" + type + "/rope_type", "\"" + rt + "\" is not modelled (default and proportional are)");
+    }
+    int64_t source = l;
+    if (l >= first_shared) {
+      source = -1;
+      for (int64_t j = first_shared - 1; j >= 0 && source < 0; --j)
+        if (types[static_cast<size_t>(j)] == type) source = j;
+      if (source < 0)
+        bad(file, "/num_kv_shared_layers", "layer " + std::to_string(l) + " (" + type + ") has no earlier layer of its type to share");
+    }
+    m.kv_source.push_back(source);
+  }
+}
+
+// Olmo3Config (4.57.6 on; 4.56.2 has no olmo3): layer types default 3 sliding : 1 full (every 4th full);
+// olmo2's block: no input norms, RMSNorm of the attention's and the MLP's outputs before each residual
+// add; q and k RMS-normed over the whole projection (all heads at once) before rope; rope base per
+// layer type (5.x rope_parameters keyed by type; 4.57.6 one rope_theta, default 1e4 there, 5e5 in 5.x).
+void read_olmo3(const json& c, const std::string& file, ModelConfig& m) {
+  m.norm_placement = NormPlacement::Post;
+  m.qk_norm = m.qk_norm_whole = true;
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 4096;
+  const std::vector<std::string> types = patterned_types(c, m.layers, 4, file);
+  m.windows = windows_of(types, m.sliding_window, file);
+  for (const std::string& t : types) m.rope_thetas.push_back(rope_base(c, t, "rope_theta", 500000, file));
+}
+
+// Exaone4Config (all four releases): layer types default from the integer sliding_window_pattern (4:
+// every 4th layer full; a string such as "LLLG" fails in every release's own config); sliding_window
+// null means no sliding layer (without layer_types every release then divides by zero: refused). With
+// a window, rope only on the sliding layers; without one, on every layer. olmo2's post-norm block,
+// q/k RMS norms per head before rope.
+void read_exaone4(const json& c, const std::string& file, ModelConfig& m) {
+  m.norm_placement = NormPlacement::Post;
+  m.qk_norm = true;
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 4096;
+  if (c.contains("sliding_window_pattern") && !c["sliding_window_pattern"].is_null() &&
+      !c["sliding_window_pattern"].is_number_integer())
+    bad(file, "/sliding_window_pattern", "must be an integer (transformers' own config fails on a string)");
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
+    if (m.sliding_window == 0) bad(file, "/sliding_window", "null without layer_types: every release's config divides by zero");
+    types = patterned_types(c, m.layers, positive_or(c, "sliding_window_pattern", 4, file), file);
+  }
+  m.windows = windows_of(types, m.sliding_window, file);
+  for (int64_t w : m.windows) m.rope_layers.push_back(m.sliding_window == 0 || w > 0);
+}
+
+// VaultGemmaConfig (4.57.6 on): gemma2 without the post-attention and post-feed-forward norms (x +=
+// attn(RMS₁₊w x); x += mlp(RMS₁₊w x), the second norm named pre_feedforward_layernorm); layer types
+// default alternating (even layers slide). A window with all-full layer_types (the released
+// checkpoint's config) leaves every layer full: the window applies only where layer_types says sliding.
+void read_vaultgemma(const json& c, const std::string& file, ModelConfig& m) {
+  m.gemma_norm = true;
+  m.pre_ff_norm = "pre_feedforward_layernorm.";
+  m.gelu = true;
+  m.tied = c.value("tie_word_embeddings", true);
+  m.embed_scale = std::sqrt(static_cast<double>(m.hidden));
+  m.query_scale = std::pow(number_or(c, "query_pre_attn_scalar", 256, file), -0.5);
+  auto softcap = [&](const char* key, double absent) { return c.contains(key) ? number_or(c, key, 0, file) : absent; };
+  m.attn_softcap = softcap("attn_logit_softcapping", 50);
+  m.final_softcap = softcap("final_logit_softcapping", 30);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 4096;
+  m.windows = windows_of(patterned_types(c, m.layers, 2, file), m.sliding_window, file);
+}
+
+// CwmConfig (5.13.1, 5.24.0): llama with layer_types (default: layer i full iff i % 4 == 0, so the
+// first layer is full), no attention biases. Without rope_parameters the config defaults to llama3
+// rope, which is not modelled.
+void read_cwm(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  if (bool_or(c, "mlp_bias", false, file)) bad(file, "/mlp_bias", "true is not modelled");
+  if (!c.contains("rope_parameters") || !c["rope_parameters"].is_object())
+    bad(file, "/rope_parameters", "absent: CwmConfig's default llama3 rope is not modelled");
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 1e6, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 8192;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back(i % 4 ? "sliding_attention" : "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+}
+
+// GraniteSWAConfig (5.24.0 only): granite (embedding, attention and residual multipliers, logits
+// divided by logits_scaling) with layer_types (default: layer i full iff i % 4 == 0), a learned sink
+// per head (applied by transformers as the output times sigmoid(logsumexp(scores) - sink), the same
+// as a sink logit in the denominator), and a rope base per layer (layer_rope_theta; 0 is a NoPE layer;
+// default rope_theta on every layer).
+void read_granite_swa(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", true);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  m.embed_scale = number_or(c, "embedding_multiplier", 1.0, file);
+  m.query_scale = number_or(c, "attention_multiplier", 1.0, file);
+  m.residual_scale = number_or(c, "residual_multiplier", 1.0, file);
+  const double logits_scaling = number_or(c, "logits_scaling", 1.0, file);
+  if (logits_scaling <= 0) bad(file, "/logits_scaling", "must be positive");
+  m.logit_scale = 1.0 / logits_scaling;
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  if (bool_or(c, "mlp_bias", false, file)) bad(file, "/mlp_bias", "true is not modelled");
+  m.sinks = true;
+  if (!c.contains("sliding_window")) m.sliding_window = 128;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back(i % 4 ? "sliding_attention" : "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  const double theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  if (c.contains("layer_rope_theta") && !c["layer_rope_theta"].is_null()) {
+    const json& t = c["layer_rope_theta"];
+    if (!t.is_array() || static_cast<int64_t>(t.size()) != m.layers)
+      bad(file, "/layer_rope_theta", "must list one base per layer (" + std::to_string(m.layers) + "; 0: NoPE)");
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (!t[i].is_number() || t[i].get<double>() < 0) bad(file, "/layer_rope_theta/" + std::to_string(i), "must be a base >= 0");
+      m.rope_thetas.push_back(t[i].get<double>() > 0 ? t[i].get<double>() : theta);
+      m.rope_layers.push_back(t[i].get<double>() > 0);
+    }
+  }
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -323,6 +524,12 @@ const FamilyEntry kRegistry[] = {
     {Family::Cohere2, "cohere2", read_cohere2},
     {Family::Ministral, "ministral", read_ministral},
     {Family::Phi3, "phi3", read_phi3},
+    {Family::Gemma4Text, "gemma4_text", read_gemma4_text},
+    {Family::Olmo3, "olmo3", read_olmo3},
+    {Family::Exaone4, "exaone4", read_exaone4},
+    {Family::VaultGemma, "vaultgemma", read_vaultgemma},
+    {Family::Cwm, "cwm", read_cwm},
+    {Family::GraniteSwa, "granite_swa", read_granite_swa},
 };
 
 }  // namespace
@@ -373,12 +580,13 @@ ModelConfig parse_config(const json& c, const std::string& file) {
   m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
   // attention_bias is read by the families that have it (qwen3); elsewhere true is not modelled.
   if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::GptOss && m.family != Family::SmolLM3 &&
-      m.family != Family::Cohere2 && c.value("attention_bias", false))
+      m.family != Family::Cohere2 && m.family != Family::Olmo3 && m.family != Family::GraniteSwa && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
   if (c.contains("rope_scaling") && !c["rope_scaling"].is_null()) scaling = &c["rope_scaling"];
-  if (c.contains("rope_parameters") && c["rope_parameters"].is_object()) {
+  // gemma4's reader reads its per-layer-type rope (proportional on full layers) itself.
+  if (m.family != Family::Gemma4Text && c.contains("rope_parameters") && c["rope_parameters"].is_object()) {
     const json& rp = c["rope_parameters"];
     for (const json* p : {&rp, rp.contains("full_attention") ? &rp["full_attention"] : nullptr,
                           rp.contains("sliding_attention") ? &rp["sliding_attention"] : nullptr})
@@ -532,11 +740,12 @@ Model load_model(const std::string& dir) {
   need("model.embed_tokens.weight", k.vocab * k.hidden);
   need("model.norm.weight", k.hidden);
   if (!k.tied) need("lm_head.weight", k.vocab * k.hidden);
-  const int64_t qd = k.heads * k.head_dim, kvd = k.kv_heads * k.head_dim;
   for (int64_t l = 0; l < k.layers; ++l) {
+    const int64_t qd = k.heads * k.dim(l), kvd = k.kv(l) * k.dim(l);
+    const bool own_kv = !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[static_cast<size_t>(l)]);
     need(layer_name(l, "self_attn.q_proj.weight"), qd * k.hidden);
-    need(layer_name(l, "self_attn.k_proj.weight"), kvd * k.hidden);
-    need(layer_name(l, "self_attn.v_proj.weight"), kvd * k.hidden);
+    if (own_kv) need(layer_name(l, "self_attn.k_proj.weight"), kvd * k.hidden);
+    if (own_v) need(layer_name(l, "self_attn.v_proj.weight"), kvd * k.hidden);
     need(layer_name(l, "self_attn.o_proj.weight"), k.hidden * qd);
     if (k.qkv_bias) {
       need(layer_name(l, "self_attn.q_proj.bias"), qd);
@@ -565,16 +774,16 @@ Model load_model(const std::string& dir) {
       }
     }
     if (k.sinks) need(layer_name(l, "self_attn.sinks"), k.heads);
-    need(layer_name(l, "input_layernorm.weight"), k.hidden);
-    if (!k.parallel_block) need(layer_name(l, "post_attention_layernorm.weight"), k.hidden);
-    if (k.gemma_norm) {
-      need(layer_name(l, "pre_feedforward_layernorm.weight"), k.hidden);
-      need(layer_name(l, "post_feedforward_layernorm.weight"), k.hidden);
-    }
+    if (k.norm_placement != NormPlacement::Post) need(layer_name(l, "input_layernorm.weight"), k.hidden);
+    if (!k.parallel_block)
+      need(layer_name(l, (k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm.") + "weight"), k.hidden);
+    if (k.norm_placement == NormPlacement::Sandwich) need(layer_name(l, "pre_feedforward_layernorm.weight"), k.hidden);
+    if (k.norm_placement != NormPlacement::Pre) need(layer_name(l, "post_feedforward_layernorm.weight"), k.hidden);
     if (k.qk_norm) {
-      need(layer_name(l, "self_attn.q_norm.weight"), k.head_dim);
-      need(layer_name(l, "self_attn.k_norm.weight"), k.head_dim);
+      need(layer_name(l, "self_attn.q_norm.weight"), k.qk_norm_whole ? qd : k.dim(l));
+      if (own_kv) need(layer_name(l, "self_attn.k_norm.weight"), k.qk_norm_whole ? kvd : k.dim(l));
     }
+    if (k.layer_scalar) need(layer_name(l, "layer_scalar"), 1);
   }
   return m;
 }
@@ -692,6 +901,10 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     throw std::invalid_argument("OracleOptions::rope_layers needs one entry per layer");
   if (!options_.rope_bases.empty() && static_cast<int64_t>(options_.rope_bases.size()) != k.layers)
     throw std::invalid_argument("OracleOptions::rope_bases needs one base per layer");
+  for (size_t n : {k.rope_thetas.size(), k.rope_angles.size(), k.head_dims.size(), k.layer_kv_heads.size(), k.k_eq_v.size(),
+                   k.kv_source.size()})
+    if (n != 0 && static_cast<int64_t>(n) != k.layers)
+      throw std::invalid_argument("ModelConfig: a per-layer field needs one entry per layer");
   embed_ = as<T>(model.at("model.embed_tokens.weight"));
   final_norm_ = as<T>(model.at("model.norm.weight"));
   lm_head_ = k.tied ? embed_ : as<T>(model.at("lm_head.weight"));
@@ -700,9 +913,13 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     Layer& L = layers_[static_cast<size_t>(l)];
     const size_t li = static_cast<size_t>(l);
     auto get = [&](const std::string& what) { return as<T>(model.at(layer_name(l, what))); };
+    const bool own_kv = !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[li]);
+    if (k.source(l) < 0 || k.source(l) > l || k.attention(k.source(l)) != k.attention(l) || k.dim(k.source(l)) != k.dim(l) ||
+        k.kv(k.source(l)) != k.kv(l))
+      throw std::invalid_argument("ModelConfig::kv_source: layer " + std::to_string(l) + " must share an earlier layer of its rule and shape");
     L.q = get("self_attn.q_proj.weight");
-    L.k = get("self_attn.k_proj.weight");
-    L.v = get("self_attn.v_proj.weight");
+    if (own_kv) L.k = get("self_attn.k_proj.weight");
+    if (own_v) L.v = get("self_attn.v_proj.weight");
     L.o = get("self_attn.o_proj.weight");
     if (k.qkv_bias) {
       L.q_bias = get("self_attn.q_proj.bias");
@@ -728,22 +945,26 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
       }
     }
     if (k.sinks && !options_.no_sinks) L.sinks = get("self_attn.sinks");
-    L.in_norm = get("input_layernorm.weight");
-    if (!k.parallel_block) L.post_attn_norm = get("post_attention_layernorm.weight");
-    if (k.gemma_norm) {
-      L.pre_ff_norm = get("pre_feedforward_layernorm.weight");
-      L.post_ff_norm = get("post_feedforward_layernorm.weight");
-    }
+    if (k.norm_placement != NormPlacement::Post) L.in_norm = get("input_layernorm.weight");
+    // Pre: post_attn_norm is the MLP's input norm; Sandwich and Post: the attention output's.
+    if (!k.parallel_block)
+      L.post_attn_norm = get((k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm.") + "weight");
+    if (k.norm_placement == NormPlacement::Sandwich) L.pre_ff_norm = get("pre_feedforward_layernorm.weight");
+    if (k.norm_placement != NormPlacement::Pre) L.post_ff_norm = get("post_feedforward_layernorm.weight");
     if (k.qk_norm) {
       L.q_norm = get("self_attn.q_norm.weight");
-      L.k_norm = get("self_attn.k_norm.weight");
+      if (own_kv) L.k_norm = get("self_attn.k_norm.weight");
     }
+    if (k.layer_scalar) L.scalar = get("layer_scalar")[0];
     // The rope base follows the layer's type in the config, not the window a variant tells it.
     const Attention rule = k.attention(l);
-    const double base = !options_.rope_bases.empty()                             ? options_.rope_bases[li]
+    const double base = !options_.rope_bases.empty() ? options_.rope_bases[li]
+                        : !k.rope_thetas.empty()      ? k.rope_thetas[li]
                         : rule == Attention::Sliding && k.rope_local_theta > 0 ? k.rope_local_theta
                                                                                : k.rope_theta;
-    const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : k.head_dim;
+    const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : k.dim(l);
+    // Proportional rope: only the first `angles` frequencies rotate; the others are 0 (an identity rotation).
+    const int64_t angles = k.rope_angles.empty() || k.rope_angles[li] == 0 ? rd / 2 : k.rope_angles[li];
     const double d = static_cast<double>(rd);
     if (k.yarn.factor > 0) {
       // transformers' _compute_yarn_parameters, in float64.
@@ -760,7 +981,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
       }
     } else {
       for (int64_t i = 0; i < rd / 2; ++i)
-        L.inv_freq.push_back(static_cast<T>(1.0 / std::pow(base, static_cast<double>(2 * i) / d)));
+        L.inv_freq.push_back(i < angles ? static_cast<T>(1.0 / std::pow(base, static_cast<double>(2 * i) / d)) : T(0));
     }
   }
 }
@@ -770,36 +991,52 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
   const ModelConfig& k = config_;
   if (token < 0 || token >= k.vocab)
     throw std::invalid_argument("token " + std::to_string(token) + " is outside the vocabulary of " + std::to_string(k.vocab));
-  const int64_t H = k.hidden, D = k.head_dim, kvd = k.kv_heads * D, group = k.heads / k.kv_heads;
+  const int64_t H = k.hidden;
+  int64_t widest = 0;  // the largest q and K/V widths over the layers
+  for (int64_t l = 0; l < k.layers; ++l) widest = std::max(widest, k.heads * k.dim(l));
   const T eps = static_cast<T>(k.eps);
   const std::vector<T> no_weight;
   std::vector<T> x(embed_.begin() + token * H, embed_.begin() + (token + 1) * H);
   for (T& v : x) v *= static_cast<T>(k.embed_scale);
   const int64_t inter = std::max(k.intermediate, k.moe.intermediate);
-  std::vector<T> h(H), q(k.heads * D), kk(kvd), vv(kvd), attn(k.heads * D), o(H), g(inter), u(inter), m(H);
+  std::vector<T> h(H), q(widest), kk(widest), vv(widest), attn(widest), o(H), g(inter), u(inter), m(H);
   std::vector<T> scores, routed(H), expert_in(H), router_logits(k.moe.experts);
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
     const int64_t li = static_cast<int64_t>(l);
     const bool use_rope = options_.rope_layers.empty() ? k.rope(li) : static_cast<bool>(options_.rope_layers[l]);
-    if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data());
+    // The layer's widths; a layer that shares another's K/V computes only its queries.
+    const int64_t D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = k.heads / KVH;
+    const bool own_kv = !k.shares_kv(li);
+    if (k.norm_placement == NormPlacement::Post) std::copy(x.begin(), x.end(), h.begin());
+    else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data());
     else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
     matvec(L.q, h.data(), k.heads * D, H, q.data(), L.q_bias);
-    matvec(L.k, h.data(), kvd, H, kk.data(), L.k_bias);
-    matvec(L.v, h.data(), kvd, H, vv.data(), L.v_bias);
-    if (k.qk_norm) {
-      for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, L.q_norm, D, eps, k.gemma_norm, q.data() + i * D);
-      for (int64_t i = 0; i < k.kv_heads; ++i) rms_norm(kk.data() + i * D, L.k_norm, D, eps, k.gemma_norm, kk.data() + i * D);
+    if (own_kv) {
+      matvec(L.k, h.data(), kvd, H, kk.data(), L.k_bias);
+      if (L.v.empty()) std::copy(kk.begin(), kk.begin() + kvd, vv.begin());  // k_eq_v: the raw key projection
+      else matvec(L.v, h.data(), kvd, H, vv.data(), L.v_bias);
     }
+    if (k.qk_norm && k.qk_norm_whole) {
+      rms_norm(q.data(), L.q_norm, k.heads * D, eps, k.gemma_norm, q.data());
+      rms_norm(kk.data(), L.k_norm, kvd, eps, k.gemma_norm, kk.data());
+    } else if (k.qk_norm) {
+      for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, L.q_norm, D, eps, k.gemma_norm, q.data() + i * D);
+      if (own_kv)
+        for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, L.k_norm, D, eps, k.gemma_norm, kk.data() + i * D);
+    }
+    if (k.v_norm && own_kv)
+      for (int64_t i = 0; i < KVH; ++i) rms_norm(vv.data() + i * D, no_weight, D, eps, false, vv.data() + i * D);
     if (use_rope) {
       const T scale = static_cast<T>(k.yarn.factor > 0 ? k.yarn.attention_factor : 1.0);
       // Partial rotary: the first rd entries of each head rotate (halves within them), the rest pass.
       const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : D;
       for (int64_t i = 0; i < k.heads; ++i) rope(q.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
-      for (int64_t i = 0; i < k.kv_heads; ++i) rope(kk.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
+      if (own_kv)
+        for (int64_t i = 0; i < KVH; ++i) rope(kk.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
       if (k.qk_l2_norm) {
         for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, no_weight, D, eps, false, q.data() + i * D);
-        for (int64_t i = 0; i < k.kv_heads; ++i) rms_norm(kk.data() + i * D, no_weight, D, eps, false, kk.data() + i * D);
+        for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, no_weight, D, eps, false, kk.data() + i * D);
       }
     } else if (k.temperature_floor_scale > 0) {
       const T scale = static_cast<T>(
@@ -808,10 +1045,12 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
     }
     if (options_.q_half)
       for (T& v : q) v = round_kv(v, true);
-    for (int64_t i = 0; i < kvd; ++i) {
-      L.keys.push_back(options_.kv_bf16 ? round_bf16(kk[i]) : round_kv(kk[i], options_.kv_half));
-      L.values.push_back(options_.kv_bf16 ? round_bf16(vv[i]) : round_kv(vv[i], options_.kv_half));
-    }
+    if (own_kv)
+      for (int64_t i = 0; i < kvd; ++i) {
+        L.keys.push_back(options_.kv_bf16 ? round_bf16(kk[i]) : round_kv(kk[i], options_.kv_half));
+        L.values.push_back(options_.kv_bf16 ? round_bf16(vv[i]) : round_kv(vv[i], options_.kv_half));
+      }
+    const Layer& S = layers_[static_cast<size_t>(k.source(li))];  // whose keys and values the layer attends
     const int64_t first = first_visible_key(k, options_, li, pos, forgotten_);
     scores.assign(static_cast<size_t>(pos + 1), 0);
     for (int64_t head = 0; head < k.heads; ++head) {
@@ -819,7 +1058,7 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
       const int64_t kvh = head / group;
       T best = -INFINITY;
       for (int64_t j = first; j <= pos; ++j) {
-        const T* kj = L.keys.data() + j * kvd + kvh * D;
+        const T* kj = S.keys.data() + j * kvd + kvh * D;
         T s = 0;
         for (int64_t d = 0; d < D; ++d) s += qh[d] * kj[d];
         s *= static_cast<T>(k.query_scale);
@@ -837,7 +1076,7 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
       std::fill(out, out + D, T(0));
       for (int64_t j = first; j <= pos; ++j) {
         const T w = scores[static_cast<size_t>(j)] / total;
-        const T* vj = L.values.data() + j * kvd + kvh * D;
+        const T* vj = S.values.data() + j * kvd + kvh * D;
         for (int64_t d = 0; d < D; ++d) out[d] += w * vj[d];
       }
     }
@@ -845,13 +1084,18 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
     if (k.parallel_block) {
       // The MLP reads the same normed input as the attention: h is kept.
       for (int64_t i = 0; i < H; ++i) x[i] += o[i];
-    } else if (k.gemma_norm) {
-      rms_norm(o.data(), L.post_attn_norm, H, eps, true, o.data());
+    } else if (k.norm_placement == NormPlacement::Sandwich) {
+      rms_norm(o.data(), L.post_attn_norm, H, eps, k.gemma_norm, o.data());
       for (int64_t i = 0; i < H; ++i) x[i] += o[i];
-      rms_norm(x.data(), L.pre_ff_norm, H, eps, true, h.data());
+      rms_norm(x.data(), L.pre_ff_norm, H, eps, k.gemma_norm, h.data());
+    } else if (k.norm_placement == NormPlacement::Post) {
+      rms_norm(o.data(), L.post_attn_norm, H, eps, k.gemma_norm, o.data());
+      for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+      std::copy(x.begin(), x.end(), h.begin());
     } else {
-      for (int64_t i = 0; i < H; ++i) x[i] += o[i];
-      rms_norm(x.data(), L.post_attn_norm, H, eps, false, h.data());
+      const T r = static_cast<T>(k.residual_scale);  // granite's residual_multiplier (x * 1 is exact)
+      for (int64_t i = 0; i < H; ++i) x[i] += o[i] * r;
+      rms_norm(x.data(), L.post_attn_norm, H, eps, k.gemma_norm, h.data());
     }
     // The dense MLP, or on a llama4 MoE layer its shared expert: act(gate h) * (up h), then down.
     const bool moe = !L.router.empty();
@@ -921,8 +1165,10 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
       }
       for (int64_t i = 0; i < H; ++i) m[i] += routed[i];
     }
-    if (k.gemma_norm) rms_norm(m.data(), L.post_ff_norm, H, eps, true, m.data());
-    for (int64_t i = 0; i < H; ++i) x[i] += m[i];
+    if (k.norm_placement != NormPlacement::Pre) rms_norm(m.data(), L.post_ff_norm, H, eps, k.gemma_norm, m.data());
+    for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
+    if (k.layer_scalar)
+      for (T& v : x) v *= L.scalar;
   }
   if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data());
   else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm, h.data());
@@ -947,10 +1193,12 @@ template <class T>
 void SequenceOracle<T>::truncate(int64_t n) {
   if (n < 0 || n > length_) throw std::invalid_argument("cannot drop " + std::to_string(n) + " of " + std::to_string(length_) + " positions");
   length_ -= n;
-  const size_t keep = static_cast<size_t>(length_ * config_.kv_heads * config_.head_dim);
-  for (Layer& L : layers_) {
-    L.keys.resize(keep);
-    L.values.resize(keep);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const int64_t li = static_cast<int64_t>(l);
+    if (config_.shares_kv(li)) continue;
+    const size_t keep = static_cast<size_t>(length_ * config_.kv(li) * config_.dim(li));
+    layers_[l].keys.resize(keep);
+    layers_[l].values.resize(keep);
   }
 }
 

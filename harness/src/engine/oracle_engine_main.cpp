@@ -74,6 +74,30 @@ struct State {
   }
 };
 
+// The family-feature mutants that change the loaded description or the run's windows (rope-all-rotary,
+// shared-kv-full, window-everywhere); "" when applied, else why the model has nothing for the mutant
+// to change (the load answers unsupported: a SKIP).
+std::string apply_model_mutant(const std::string& mutant, kvc::engine::ModelConfig& k, kvc::engine::OracleOptions& o) {
+  const size_t n = static_cast<size_t>(k.layers);
+  if (mutant == "rope-all-rotary") {
+    if (std::count(k.rope_angles.begin(), k.rope_angles.end(), 0) == static_cast<long>(k.rope_angles.size()) &&
+        (k.rotary_dim == 0 || k.rotary_dim == k.head_dim))
+      return "the model rotates every frequency already";
+    std::fill(k.rope_angles.begin(), k.rope_angles.end(), 0);
+    k.rotary_dim = 0;
+  } else if (mutant == "shared-kv-full") {
+    bool any = false;
+    for (size_t l = 0; l < n; ++l)
+      if (k.shares_kv(static_cast<int64_t>(l)) && o.windows[l] > 0) o.windows[l] = 0, any = true;
+    if (!any) return "the model has no sliding layer that shares another's K/V";
+  } else if (mutant == "window-everywhere") {
+    if (k.sliding_window <= 0 || std::count(o.windows.begin(), o.windows.end(), k.sliding_window) == static_cast<long>(n))
+      return "the model has no full layer beside a configured window";
+    std::fill(o.windows.begin(), o.windows.end(), k.sliding_window);
+  }
+  return "";
+}
+
 void append(std::vector<double>& all, const std::vector<double>& more) { all.insert(all.end(), more.begin(), more.end()); }
 
 // The answer to a step with new positions: all rows, or the subset the "logits" option names.
@@ -159,6 +183,7 @@ int main() {
         const std::string told = h.value("mutant", "none");
         const std::string mutant = told != "none" ? told : deviate;
         st.mutant = mutant;
+        const bool model_mutant = mutant == "rope-all-rotary" || mutant == "shared-kv-full" || mutant == "window-everywhere";
         // The mutants: a window or chunk one too large or small or none (window+1, window-1, full:
         // the same on chunked layers), a config read wrong (the model oracle's hypothesis options),
         // a logit glitch at one position, or a serving operation done wrong (below, per operation).
@@ -204,8 +229,18 @@ int main() {
           // The first eviction is late: the query at position W still sees key 0.
           o.window_delta_position = cfg.local_span();
           o.window_delta = 1;
+        } else if (model_mutant) {
+          // A family feature read wrong, the window right (apply_model_mutant, below the switch).
         } else if (std::find(operation_mutants.begin(), operation_mutants.end(), mutant) == operation_mutants.end()) {
           throw std::invalid_argument("unknown mutant \"" + mutant + "\"");
+        }
+        if (model_mutant) {
+          // A family feature read wrong, the window right; a model without the feature refuses.
+          const std::string refusal = apply_model_mutant(mutant, st.model->config, st.options);
+          if (!refusal.empty()) {
+            send({{"status", "unsupported"}, {"error", "mutant " + mutant + ": " + refusal}});
+            continue;
+          }
         }
         send({{"status", "ok"}, {"vocab", st.model->config.vocab}});
       } else if (op == "extend") {

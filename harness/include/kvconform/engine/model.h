@@ -18,13 +18,23 @@ namespace kvc::engine {
 // The families the oracle models. Each is one entry of the registry in model.cpp: its model_type
 // and a reader that turns the family's config.json into the description below (which the one
 // forward applies); a family adds no code to the forward.
-enum class Family { Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2, Ministral, Phi3 };
-const char* to_string(Family f);  // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3", "cohere2", "ministral", "phi3"
+enum class Family {
+  Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2, Ministral, Phi3,
+  Gemma4Text, Olmo3, Exaone4, VaultGemma, Cwm, GraniteSwa,
+};
+// config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
+// "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa"
+const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
 // Full: j <= pos; Sliding (window W): pos - W < j <= pos; Chunked (chunk C): j <= pos && j / C == pos / C.
 enum class Attention { Full, Sliding, Chunked };
 const char* to_string(Attention a);  // "full", "sliding", "chunked"
+
+// Where a decoder layer's norms sit. Pre: x += attn(norm x); x += mlp(norm' x) (llama). Sandwich (gemma
+// 2-4): x += norm(attn(norm x)); x += norm(mlp(norm x)). Post (olmo2, olmo3, exaone4): x += norm(attn x);
+// x += norm(mlp x), no input norms.
+enum class NormPlacement { Pre, Sandwich, Post };
 
 // A tiny mixture of experts, in one of the two routings transformers has for the families here.
 //   Llama4: the router's top-k logits, through a sigmoid, scale the input of their expert; an expert
@@ -67,11 +77,17 @@ struct ModelConfig {
   double final_softcap = 0;         // of the logits; 0: none
   double embed_scale = 1;           // gemma: sqrt(hidden)
   bool tied = false;                // lm_head is the embedding
-  bool gemma_norm = false;          // RMSNorm weight w applied as (1 + w), with pre/post sandwich norms
+  bool gemma_norm = false;          // RMSNorm weight w applied as (1 + w)
+  NormPlacement norm_placement = NormPlacement::Pre;
+  std::string pre_ff_norm = "post_attention_layernorm.";  // Pre: the MLP's input norm (vaultgemma: pre_feedforward_layernorm.)
   bool layer_norm = false;          // every norm is a LayerNorm without bias (mean subtracted; cohere2), not an RMSNorm
   bool parallel_block = false;      // x + attn(norm x) + mlp(norm x), one norm per layer (cohere2)
+  double residual_scale = 1;        // each block's output times this before its residual add (granite residual_multiplier)
   double logit_scale = 1;           // the logits' factor (cohere2 logit_scale)
   bool qk_norm = false;             // per-head RMSNorm (weighted, the model's norm style) of q and k before rope (gemma3, qwen3)
+  bool qk_norm_whole = false;       // the q/k norm spans every head's projection at once (olmo2, olmo3), not one head
+  bool v_norm = false;              // a weightless RMS norm of each value head (gemma4)
+  bool layer_scalar = false;        // each layer's output times its model.layers.<l>.layer_scalar (gemma4)
   bool qk_l2_norm = false;          // per-head weightless RMS ("L2") norm of q and k after rope, on rope layers (llama4 use_qk_norm)
   bool qkv_bias = false;            // q/k/v projections have a bias (qwen2; qwen3, gpt_oss, smollm3, cohere2 attention_bias)
   bool o_bias = false;              // o projection has a bias (qwen3, gpt_oss, smollm3, cohere2 attention_bias)
@@ -83,6 +99,15 @@ struct ModelConfig {
   int64_t chunk_size = 0;           // config.attention_chunk_size where the family has chunked layers
   std::vector<int64_t> chunks;      // per layer: C on a chunked layer, 0 on any other; empty: none
   std::vector<bool> rope_layers;    // per layer: rope applied; false is a NoPE layer; empty: rope everywhere
+  // Per layer, each empty for the model-wide value (gemma4's full layers differ from its sliding ones):
+  std::vector<double> rope_thetas;  // the rope base; empty: rope_local_theta on sliding layers where set, else rope_theta
+  std::vector<int64_t> rope_angles; // proportional rope: the first n of a head's head_dim / 2 frequencies rotate (the
+                                    // exponent's denominator stays head_dim), the others are 0; 0: all
+  std::vector<int64_t> head_dims;   // a layer's head size (gemma4 global_head_dim on full layers)
+  std::vector<int64_t> layer_kv_heads;
+  std::vector<bool> k_eq_v;         // the layer has no v_proj: its values are the raw key projection (gemma4 attention_k_eq_v)
+  std::vector<int64_t> kv_source;   // the layer whose keys and values it attends: itself, or an earlier layer of its
+                                    // type whose cache it shares (gemma4 num_kv_shared_layers)
   // Attention temperature tuning (llama4) on the NoPE layers: q *= 1 + attn_scale * log(floor((pos + 1) / floor_scale) + 1).
   double temperature_floor_scale = 0;  // 0: none
   double temperature_attn_scale = 0;
@@ -93,6 +118,10 @@ struct ModelConfig {
   // layers are all chunked (llama4); 0 for a model with full attention only.
   int64_t local_span() const { return sliding_window > 0 ? sliding_window : chunk_size; }
   bool rope(int64_t layer) const { return rope_layers.empty() || rope_layers[static_cast<size_t>(layer)]; }
+  int64_t dim(int64_t layer) const { return head_dims.empty() ? head_dim : head_dims[static_cast<size_t>(layer)]; }
+  int64_t kv(int64_t layer) const { return layer_kv_heads.empty() ? kv_heads : layer_kv_heads[static_cast<size_t>(layer)]; }
+  int64_t source(int64_t layer) const { return kv_source.empty() ? layer : kv_source[static_cast<size_t>(layer)]; }
+  bool shares_kv(int64_t layer) const { return source(layer) != layer; }
 };
 
 // Throws std::invalid_argument naming `file` and the field.
@@ -150,6 +179,7 @@ class SequenceOracle {
  private:
   struct Layer {
     std::vector<T> q, k, v, o, gate, up, down, in_norm, post_attn_norm, pre_ff_norm, post_ff_norm, q_norm, k_norm;
+    T scalar = 1;  // gemma4 layer_scalar
     std::vector<T> q_bias, k_bias, v_bias, o_bias;
     std::vector<T> router, experts_gate_up, experts_down;  // [E, H], [E, H, 2I], [E, I, H] (x @ W layout)
     std::vector<T> router_bias, experts_gate_up_bias, experts_down_bias, sinks;  // [E], [E, 2I], [E, H], [heads]

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Does moving a model's window by one token move its logits far above the engine checks' bound?
+
+    python3 engines/models/sensitivity.py [--oracle build/harness/kvc-model-oracle] [--min 0.01] MODEL_DIR...
+    python3 engines/models/sensitivity.py --draw OUT_DIR [--family F ...] [--seed S] [--tries 4]
+
+A drawn model judges windows only if a window one token larger changes its logits: for each model,
+the model oracle (float64) runs 2W + 2 tokens with its own windows (or chunks) and with each one a
+token larger, and the largest |logit difference| must reach --min (default 1e-2: a hundred times the
+engine checks' 1e-4 floor). One line per model: OK, INSENSITIVE (such a model must not judge a
+window: redraw it) or NO-WINDOW (no sliding or chunked layer: nothing to judge). Exit 1 if any model is
+INSENSITIVE, 2 on bad input. Standard library only.
+
+--draw writes the wide draws (families.draw_wide) into OUT_DIR and redraws each INSENSITIVE one: index
+0, 1, ... of the seed until a draw is OK or NO-WINDOW (at most --tries), printing which index each
+family keeps; a family with no sensitive draw in --tries is reported and exits 1.
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(oracle, model, tokens, out, delta):
+    r = subprocess.run([oracle, model, ",".join(map(str, tokens)), out] + (["--span-delta", str(delta)] if delta else []),
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(r.stderr.strip() or f"exit {r.returncode}")
+    with open(out, "rb") as f:
+        data = f.read()
+    return json.loads(r.stdout), struct.unpack(f"<{len(data) // 8}d", data)
+
+
+def check(oracle, model, out, need):
+    """("OK" | "INSENSITIVE" | "NO-WINDOW", the line to print)."""
+    name = os.path.basename(os.path.normpath(model))
+    info, _ = run(oracle, model, [1], out, 0)
+    if not info["local_layers"]:
+        return "NO-WINDOW", f"{name}: NO-WINDOW (no sliding or chunked layer)"
+    span = info["span"]
+    tokens = [1 + (37 * i + 11) % 255 for i in range(2 * span + 2)]
+    _, base = run(oracle, model, tokens, out, 0)
+    _, moved = run(oracle, model, tokens, out, 1)
+    diff = max(abs(x - y) for x, y in zip(base, moved))
+    verdict = "OK" if diff >= need else "INSENSITIVE"
+    return verdict, (f"{name}: {verdict} (W={span}, {len(tokens)} tokens: a window of W+1 moves the logits by {diff:.3g}, "
+                     f"needed {need:g})")
+
+
+def redraw(a, tmp):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import families
+    import make_models
+    failed = 0
+    for family in a.family or families.DRAWN_FAMILIES:
+        for index in range(a.tries):
+            name = f"wide-{family.replace('_text', '').replace('_', '')}-{a.seed}-{index}"
+            d, _ = make_models.write(a.draw, name, families.draw_wide(family, a.seed, index))
+            verdict, line = check(a.oracle, d, os.path.join(tmp, "logits"), a.min)
+            print(line, flush=True)
+            if verdict != "INSENSITIVE":
+                print(f"{family}: keeps draw {index}", flush=True)
+                break
+        else:
+            print(f"{family}: no sensitive draw in {a.tries} tries", flush=True)
+            failed += 1
+    return 1 if failed else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("models", nargs="*")
+    ap.add_argument("--oracle", default=os.path.join(ROOT, "build/harness/kvc-model-oracle"))
+    ap.add_argument("--min", type=float, default=1e-2)
+    ap.add_argument("--draw", help="write the wide draws into this folder, redrawing insensitive ones")
+    ap.add_argument("--family", action="append", help="with --draw: only this family (repeatable)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tries", type=int, default=4)
+    a = ap.parse_args()
+    if not a.models and not a.draw:
+        ap.error("give MODEL_DIRs or --draw OUT_DIR")
+    insensitive = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        if a.draw:
+            try:
+                return redraw(a, tmp)
+            except (RuntimeError, ValueError, KeyError) as e:
+                print(f"ERROR {e}", file=sys.stderr)
+                return 2
+        out = os.path.join(tmp, "logits")
+        for model in a.models:
+            try:
+                verdict, line = check(a.oracle, model, out, a.min)
+            except (RuntimeError, ValueError, KeyError) as e:
+                print(f"{os.path.basename(os.path.normpath(model))}: ERROR {e}", file=sys.stderr)
+                return 2
+            insensitive += verdict == "INSENSITIVE"
+            print(line, flush=True)
+    return 1 if insensitive else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
