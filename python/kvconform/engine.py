@@ -209,7 +209,9 @@ def _mutate_model_config(cfg: Any, mutant: str) -> Any:
     types = list(getattr(cfg, "layer_types", None) or [])
     if mutant in ("window-everywhere", "layers-swapped"):
         if getattr(cfg, "model_type", "") == "gemma4_text":
-            raise Unsupported(f"mutant {mutant}: gemma4's per-layer head sizes are fixed from layer_types when the config is built")
+            raise Unsupported(
+                f"mutant {mutant}: gemma4's per-layer head sizes are fixed from layer_types when the config is built"
+            )
         if not types or not getattr(cfg, "sliding_window", None):
             raise Unsupported(f"mutant {mutant}: the config has no layer_types with a sliding_window")
         swap = {"sliding_attention": "full_attention", "full_attention": "sliding_attention"}
