@@ -3,9 +3,9 @@
 
     python engines/llama_cpp/convert.py MODEL_DIR OUT.gguf [--src LLAMA_SRC] [--no-fold-query-scale]
 
-It reuses the model classes of the convert_hf_to_gguf.py vendored in the pinned llama-cpp-python
-sdist (unpacked by engines/llama_cpp/build_llama.sh into ${KVC_CACHE:-~/.cache/kvconform}/
-llama-0.3.36/src, or --src / $KVC_LLAMA_SRC), so llama.cpp's own tensor transforms apply (Gemma's
+It reuses the model classes of the convert_hf_to_gguf.py vendored in the pinned llama.cpp source
+(unpacked by engines/llama_cpp/build_llama.sh into ${KVC_CACHE:-~/.cache/kvconform}/
+llama-0.3.36/src, or --src / $KVC_LLAMA_SRC: llama-11434/src for the second version), so llama.cpp's own tensor transforms apply (Gemma's
 norm weight + 1, Llama's q/k rope permutation, ...). Only three things differ from that script:
 
 * no tokenizer: the checkpoints have none and the engine is fed token ids, so the GGUF says
@@ -57,6 +57,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     src = Path(args.src)
+    # build_llama.sh's cache is llama-VERSION/src: the GGUF names the source whose converter wrote it.
+    cached = src.resolve().parent.name
+    source = f"llama.cpp {cached[len('llama-'):]}" if cached.startswith("llama-") else f"llama.cpp source {src.name}"
     if not (src / "convert_hf_to_gguf.py").is_file():
         sys.exit(f"convert.py: no convert_hf_to_gguf.py in {src}: run engines/llama_cpp/build_llama.sh first")
     sys.path.insert(0, str(src / "gguf-py"))
@@ -105,7 +108,7 @@ def main(argv=None):
                 w.add_uint32("kvconform.sliding_window", int(self.hparams["sliding_window"]))
             if layer_types:
                 w.add_array("kvconform.layer_types", list(layer_types))
-            w.add_string("kvconform.source", f"engines/llama_cpp/convert.py, llama-cpp-python {VERSION}")
+            w.add_string("kvconform.source", f"engines/llama_cpp/convert.py, {source}")
             if fold is not None:
                 w.add_float32("kvconform.query_scale_folded", fold)
 
