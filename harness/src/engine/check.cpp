@@ -105,12 +105,29 @@ void run_oracle(const Model& model, const Plan& plan, size_t steps, const Depart
   }
 }
 
+// An oracle's logits of step `step` in the space the engine answered it: as they are, or each row
+// log-softmaxed where the engine answered log-probabilities (a server's answer), so that the judge,
+// the same-dtype bound and every diagnosis compare like with like.
+std::vector<double> as_answered(const Recorded& rec, size_t step, int64_t vocab, std::vector<double> rows) {
+  if (!rec.logprob(step)) return rows;
+  const size_t n = static_cast<size_t>(vocab);
+  for (size_t at = 0; at + n <= rows.size(); at += n) {
+    double top = -INFINITY, sum = 0;
+    for (size_t v = 0; v < n; ++v) top = std::max(top, rows[at + v]);
+    for (size_t v = 0; v < n; ++v) sum += std::exp(rows[at + v] - top);
+    const double lse = top + std::log(sum);
+    for (size_t v = 0; v < n; ++v) rows[at + v] -= lse;
+  }
+  return rows;
+}
+
 // The max error of the recorded logits against an oracle variant over every recorded extend.
 double variant_error(const Model& model, const Plan& plan, const Recorded& rec, const Departure& departure,
                      const OracleOptions& options) {
   double worst = 0;
   run_oracle<double>(model, plan, rec.logits.size(), departure, options,
-                     [&](size_t i, const std::vector<double>& want) {
+                     [&](size_t i, const std::vector<double>& raw) {
+                       const std::vector<double> want = as_answered(rec, i, model.config.vocab, raw);
                        const std::vector<float>& got = rec.logits[i];
                        const size_t vocab = static_cast<size_t>(model.config.vocab);
                        for (size_t k = 0; k * vocab < got.size(); ++k) {
@@ -306,15 +323,19 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
     }
     rec.logits.back() = std::move(got.logits);
     rec.rows.back() = std::move(got.rows);
+    rec.logprobs.resize(rec.logits.size());
+    rec.logprobs.back() = got.logprobs;
     apply_step(s, len);
   }
 
   const auto t1 = std::chrono::steady_clock::now();
   // The same-dtype reference: this plan's forward in float32 (K/V rounded as the engine stores them).
   std::vector<std::vector<double>> want(rec.logits.size());
-  run_oracle<double>(model, plan, rec.logits.size(), {}, OracleOptions{}, [&](size_t i, const std::vector<double>& w) { want[i] = w; });
+  run_oracle<double>(model, plan, rec.logits.size(), {}, OracleOptions{},
+                     [&](size_t i, const std::vector<double>& w) { want[i] = as_answered(rec, i, c.vocab, w); });
   double ref_error = 0;
-  run_oracle<float>(model, plan, rec.logits.size(), {}, same_dtype, [&](size_t i, const std::vector<double>& w) {
+  run_oracle<float>(model, plan, rec.logits.size(), {}, same_dtype, [&](size_t i, const std::vector<double>& raw) {
+    const std::vector<double> w = as_answered(rec, i, c.vocab, raw);
     for (size_t k = 0; k < w.size(); ++k) ref_error = std::max(ref_error, std::abs(w[k] - want[i][k]));
   });
   const double bound = std::max(options.rule.floor, options.rule.factor * ref_error);
@@ -362,7 +383,7 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
       step_worst = std::max(step_worst, e);
       const std::string where = (s.kind == Kind::Batch ? "seq " + std::to_string(seq) + " " : "") + "position " + std::to_string(pos);
       if (failure.empty() && e > bound)
-        failure = what + ": max |logit error| " + num(e) + " at " + where + ", token id " + std::to_string(at) +
+        failure = what + (rec.logprob(i) ? ": max |log-prob error| " : ": max |logit error| ") + num(e) + " at " + where + ", token id " + std::to_string(at) +
                   " (engine " + num(g[at]) + ", oracle " + num(w[at]) + ") > bound " + num(bound);
       else if (failure.empty() && top_got != top_want && w[top_want] - second > 2 * bound)
         failure = what + ": top-1 token at " + where + " is " + std::to_string(top_got) + ", the oracle's is " +

@@ -56,6 +56,9 @@ struct Recorded {
   int64_t row(size_t step, size_t k) const {
     return step < rows.size() && !rows[step].empty() ? rows[step][k] : static_cast<int64_t>(k);
   }
+  // Per plan step, whether `logits` holds log-probabilities (the engine answered "logprobs").
+  std::vector<char> logprobs;
+  bool logprob(size_t step) const { return step < logprobs.size() && logprobs[step]; }
 };
 std::string diagnose(const Model& model, const Plan& plan, const Recorded& recorded, double bound);
 
