@@ -54,6 +54,8 @@ def main(argv=None):
                     help="write Gemma 2 as the vendored script does (llama.cpp then ignores query_pre_attn_scalar)")
     ap.add_argument("--no-layer-types", action="store_true",
                     help="leave the sliding pattern out as the vendored script does (llama.cpp derives its default)")
+    ap.add_argument("--byte-vocab", action="store_true",
+                    help="a vocabulary of vocab_size ASCII pieces instead of none (llama-server needs pieces)")
     args = ap.parse_args(argv)
 
     src = Path(args.src)
@@ -94,6 +96,21 @@ def main(argv=None):
         model_arch = base.model_arch
 
         def set_vocab(self):
+            if args.byte_vocab:
+                # llama-server prints each token's piece (n_probs), which a vocabulary of type "none"
+                # aborts on: an SPM vocabulary of the same size names every id "<0xNN>" (the texts
+                # llama.cpp looks its newline up by), as normal tokens, so that every piece is ASCII
+                # (a byte piece of a byte >= 0x80 is held back as incomplete UTF-8, and its
+                # probabilities with it); the ids the engine is fed, and the arithmetic, are unchanged.
+                n = int(self.hparams["vocab_size"])
+                w = self.gguf_writer
+                w.add_tokenizer_model("llama")
+                w.add_token_list([f"<0x{i:02X}>" if i < 256 else f"[kvc{i}]" for i in range(n)])
+                w.add_token_scores([0.0] * n)
+                w.add_token_types([gguf.TokenType.NORMAL] * n)
+                w.add_add_bos_token(False)
+                w.add_add_eos_token(False)
+                return
             self.gguf_writer.add_tokenizer_model("none")
             if not any(gguf.Keys.LLM.VOCAB_SIZE.format(arch=self.gguf_writer.arch) in kv
                        for kv in self.gguf_writer.kv_data):  # some set_gguf_parameters write it too

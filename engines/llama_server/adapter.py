@@ -136,8 +136,9 @@ class Server:
             except (urllib.error.URLError, ConnectionError, OSError):
                 pass
             if time.monotonic() > deadline:
+                tail = self.tail()
                 self.stop()
-                raise RuntimeError(f"llama-server did not become healthy in {timeout:g} s: {self.tail()}")
+                raise RuntimeError(f"llama-server did not become healthy in {timeout:g} s: {tail}")
             time.sleep(0.05)
 
     def tail(self, n: int = 1500) -> str:
@@ -158,8 +159,9 @@ class Server:
         except (urllib.error.URLError, ConnectionError, OSError, TimeoutError) as e:
             status = self.proc.poll()
             why = f"exited with status {status}" if status is not None else f"did not answer in {self.timeout:g} s ({e})"
+            tail = self.tail()
             self.stop()
-            raise RuntimeError(f"llama-server {path}: the server {why}; it is restarted at the next load: {self.tail()}") from None
+            raise RuntimeError(f"llama-server {path}: the server {why}; it is restarted at the next load: {tail}") from None
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -196,7 +198,7 @@ class LlamaServer(kvconform.Engine):
         h = hashlib.sha256()
         for part in (Path(model_dir, "config.json"), Path(model_dir, "model.safetensors"), CONVERT):
             h.update(part.read_bytes())
-        h.update(VERSION.encode())
+        h.update(VERSION.encode() + b" --byte-vocab")
         out = CACHE / "gguf" / f"server-{h.hexdigest()[:16]}.gguf"
         if out.is_file():
             return out
@@ -205,7 +207,7 @@ class LlamaServer(kvconform.Engine):
             raise RuntimeError(f"no llama.cpp {VERSION} source in {src}: run engines/llama_cpp/build_llama.sh {VERSION}")
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-        run = subprocess.run([str(CONVERT_PYTHON), str(CONVERT), "--src", str(src), model_dir, str(tmp)],
+        run = subprocess.run([str(CONVERT_PYTHON), str(CONVERT), "--src", str(src), "--byte-vocab", model_dir, str(tmp)],
                              stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
         if run.returncode != 0:
             raise RuntimeError(f"convert.py failed ({run.returncode}): {run.stderr[-800:]}")
@@ -285,11 +287,16 @@ class LlamaServer(kvconform.Engine):
             raise RuntimeError("llama-server is not running (it died at an earlier step; the next load restarts it)")
         reply = self.server.post("/completion", {
             "prompt": self.tokens[seq], "n_predict": 1, "n_probs": self.vocab, "cache_prompt": self.cache_prompt,
-            "id_slot": seq, "temperature": 0, "post_sampling_probs": False, "stream": False})
+            "id_slot": seq, "temperature": 0, "post_sampling_probs": False, "stream": False,
+            # the byte vocabulary makes id 2 an end-of-generation token: a greedy pick of it would end the
+            # completion before its probabilities are sent (the probabilities are the raw logits').
+            "ignore_eos": True})
         probs = reply.get("completion_probabilities") or []
         top = probs[0].get("top_logprobs", []) if probs else []
         if len(top) != self.vocab:
-            raise RuntimeError(f"llama-server answered {len(top)} log-probabilities, not the vocabulary's {self.vocab}")
+            raise RuntimeError(f"llama-server answered {len(top)} log-probabilities, not the vocabulary's {self.vocab} "
+                               f"(stop_type {reply.get('stop_type')!r}, {reply.get('tokens_predicted')} tokens predicted, "
+                               f"content {reply.get('content')!r})")
         row = [0.0] * self.vocab
         for t in top:
             row[int(t["id"])] = float(t["logprob"])
