@@ -7,7 +7,8 @@ runs, and rewrites the part of docs/engines.md between its matrix markers.
 
 One table: a row per engine configuration (the engine's own version from its hello), a column per
 model; a cell counts the fixed plans OK / DEVIATION / FAIL / SKIP with the largest error of the OK
-ones. Below it, every cell that is not OK, by scenario class, with its verdict and message.
+ones. Below it, every cell that is not OK, by scenario class, with its verdict and message, and
+every verdict that changed between two versions of one engine configuration.
 """
 import argparse
 import json
@@ -85,6 +86,7 @@ def main():
                 msg = msg[:237] + "..."
             where = ", ".join(f"`{w}`" for w, _ in items[:6]) + (f" and {len(items) - 6} more" if len(items) > 6 else "")
             out.append(f"  - {where}: {status} {msg}")
+    out += changes(engines, cells, models)
     text = "\n".join(out) + "\n"
     if not a.doc:
         sys.stdout.write(text)
@@ -96,6 +98,41 @@ def main():
     _, tail = rest.split(END, 1)
     open(a.doc, "w").write(head + BEGIN + "\n" + text + END + tail)
     return 0
+
+
+def changes(engines, cells, models):
+    """The configurations that differ only by the engine's version (`llama.cpp/default` and
+    `llama.cpp-b11434/default`, `transformers-4.57.6/static/eager` and `transformers-5.24.0/...`):
+    every model/scenario class whose verdict changed between the versions, grouped by the verdicts."""
+    family = OrderedDict()
+    for e in engines:
+        family.setdefault(re.sub(r"^([^/]*?)-b?[0-9][0-9.]*(?=/|$)", r"\1", e, count=1), []).append(e)
+    out = []
+    for key, names in family.items():
+        if len(names) < 2:
+            continue
+        verdicts = OrderedDict()
+        for m in models:
+            by_plan = OrderedDict()
+            for e in names:
+                for plan, c in cells[(e, m)]:
+                    by_plan.setdefault(plan, {})[e] = c
+            for plan, got in by_plan.items():
+                if len(got) == len(names) and len({c["status"] for c in got.values()}) > 1:
+                    verdicts.setdefault(tuple(got[e]["status"] for e in names), []).append((f"{m}/{plan}", got))
+        if not verdicts:
+            continue
+        if not out:
+            out += ["", "Between versions (the configurations that differ only by the engine's version), every "
+                    "model/scenario class whose verdict changed:", ""]
+        out.append(f"- `{key}`: " + ", ".join(f"`{e}`" for e in names))
+        for statuses, items in verdicts.items():
+            where = ", ".join(f"`{w}`" for w, _ in items[:6]) + (f" and {len(items) - 6} more" if len(items) > 6 else "")
+            first = items[0][1]
+            msgs = "; ".join(f"`{e}`: {first[e]['status']} {first[e].get('message', '')[:140]}".replace("|", "\\|")
+                             for e in names if first[e]["status"] != "OK")
+            out.append(f"  - {where}: " + " → ".join(statuses) + (f" ({msgs})" if msgs else ""))
+    return out
 
 
 if __name__ == "__main__":

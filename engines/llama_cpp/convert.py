@@ -3,9 +3,9 @@
 
     python engines/llama_cpp/convert.py MODEL_DIR OUT.gguf [--src LLAMA_SRC] [--no-fold-query-scale]
 
-It reuses the model classes of the convert_hf_to_gguf.py vendored in the pinned llama-cpp-python
-sdist (unpacked by engines/llama_cpp/build_llama.sh into ${KVC_CACHE:-~/.cache/kvconform}/
-llama-0.3.36/src, or --src / $KVC_LLAMA_SRC), so llama.cpp's own tensor transforms apply (Gemma's
+It reuses the model classes of the convert_hf_to_gguf.py vendored in the pinned llama.cpp source
+(unpacked by engines/llama_cpp/build_llama.sh into ${KVC_CACHE:-~/.cache/kvconform}/
+llama-0.3.36/src, or --src / $KVC_LLAMA_SRC: llama-11434/src for the second version), so llama.cpp's own tensor transforms apply (Gemma's
 norm weight + 1, Llama's q/k rope permutation, ...). Only three things differ from that script:
 
 * no tokenizer: the checkpoints have none and the engine is fed token ids, so the GGUF says
@@ -54,9 +54,14 @@ def main(argv=None):
                     help="write Gemma 2 as the vendored script does (llama.cpp then ignores query_pre_attn_scalar)")
     ap.add_argument("--no-layer-types", action="store_true",
                     help="leave the sliding pattern out as the vendored script does (llama.cpp derives its default)")
+    ap.add_argument("--byte-vocab", action="store_true",
+                    help="a vocabulary of vocab_size ASCII pieces instead of none (llama-server needs pieces)")
     args = ap.parse_args(argv)
 
     src = Path(args.src)
+    # build_llama.sh's cache is llama-VERSION/src: the GGUF names the source whose converter wrote it.
+    cached = src.resolve().parent.name
+    source = f"llama.cpp {cached[len('llama-'):]}" if cached.startswith("llama-") else f"llama.cpp source {src.name}"
     if not (src / "convert_hf_to_gguf.py").is_file():
         sys.exit(f"convert.py: no convert_hf_to_gguf.py in {src}: run engines/llama_cpp/build_llama.sh first")
     sys.path.insert(0, str(src / "gguf-py"))
@@ -91,6 +96,21 @@ def main(argv=None):
         model_arch = base.model_arch
 
         def set_vocab(self):
+            if args.byte_vocab:
+                # llama-server prints each token's piece (n_probs), which a vocabulary of type "none"
+                # aborts on: an SPM vocabulary of the same size names every id "<0xNN>" (the texts
+                # llama.cpp looks its newline up by), as normal tokens, so that every piece is ASCII
+                # (a byte piece of a byte >= 0x80 is held back as incomplete UTF-8, and its
+                # probabilities with it); the ids the engine is fed, and the arithmetic, are unchanged.
+                n = int(self.hparams["vocab_size"])
+                w = self.gguf_writer
+                w.add_tokenizer_model("llama")
+                w.add_token_list([f"<0x{i:02X}>" if i < 256 else f"[kvc{i}]" for i in range(n)])
+                w.add_token_scores([0.0] * n)
+                w.add_token_types([gguf.TokenType.NORMAL] * n)
+                w.add_add_bos_token(False)
+                w.add_add_eos_token(False)
+                return
             self.gguf_writer.add_tokenizer_model("none")
             if not any(gguf.Keys.LLM.VOCAB_SIZE.format(arch=self.gguf_writer.arch) in kv
                        for kv in self.gguf_writer.kv_data):  # some set_gguf_parameters write it too
@@ -105,7 +125,7 @@ def main(argv=None):
                 w.add_uint32("kvconform.sliding_window", int(self.hparams["sliding_window"]))
             if layer_types:
                 w.add_array("kvconform.layer_types", list(layer_types))
-            w.add_string("kvconform.source", f"engines/llama_cpp/convert.py, llama-cpp-python {VERSION}")
+            w.add_string("kvconform.source", f"engines/llama_cpp/convert.py, {source}")
             if fold is not None:
                 w.add_float32("kvconform.query_scale_folded", fold)
 

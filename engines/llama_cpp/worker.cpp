@@ -58,6 +58,9 @@ extern char** environ;
 #ifndef KVC_LLAMA_COMMIT
 #define KVC_LLAMA_COMMIT "unknown"
 #endif
+#ifndef KVC_LLAMA_PACKAGE
+#define KVC_LLAMA_PACKAGE "llama-cpp-python " KVC_LLAMA_VERSION
+#endif
 #ifndef KVC_LLAMA_DEFAULT_CONVERT
 #define KVC_LLAMA_DEFAULT_CONVERT ""
 #endif
@@ -627,7 +630,7 @@ int main(int argc, char** argv) {
       if (op == "hello") {
         send({{"status", "ok"},
               {"name", "llama.cpp"},
-              {"version", "llama-cpp-python " KVC_LLAMA_VERSION " (llama.cpp " KVC_LLAMA_COMMIT ")"},
+              {"version", KVC_LLAMA_PACKAGE " (llama.cpp " KVC_LLAMA_COMMIT ")"},
               {"description", std::string("llama.cpp through llama.h, CPU (") + llama_print_system_info() + ")"},
               {"operations", {"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch"}}});
       } else if (op == "load") {

@@ -42,6 +42,7 @@ __all__ = [
     "WINDOW_MUTANTS",
     "Engine",
     "Loaded",
+    "LogProbs",
     "Rows",
     "Unsupported",
     "load_engine",
@@ -90,7 +91,16 @@ class Rows(NamedTuple):
     logits: bytes
 
 
-Logits = Union[bytes, Rows]
+class LogProbs(NamedTuple):
+    """What a step with new positions may return when the engine gives log-probabilities rather than
+    logits (a server's `n_probs` over the whole vocabulary): float32 bytes of log-probabilities,
+    len(rows) * vocab, for the rows named (None: every new position). The judge compares them with
+    the oracle's log-softmax, under a bound from the same-dtype reference's log-softmax."""
+    rows: Optional[Sequence[int]]
+    logprobs: bytes
+
+
+Logits = Union[bytes, Rows, LogProbs]
 
 
 class Engine:
@@ -324,20 +334,27 @@ class _Session:
 
 
     def _logits(self, answer: Logits, rows: int, where: str) -> Tuple[Header, Sequence[OutBuffer]]:
-        named = None
-        if isinstance(answer, Rows):
-            named = [operator.index(r) for r in answer.rows]
-            if any(r < 0 or r >= rows for r in named) or any(b <= a for a, b in zip(named, named[1:])):
-                raise ValueError(f"{where} returned Rows({named}, ...): rows must be increasing indices in [0, {rows})")
+        named, kind = None, "logits"
+        if isinstance(answer, LogProbs):
+            kind = "logprobs"
+            named = None if answer.rows is None else list(answer.rows)
+            answer = answer.logprobs
+        elif isinstance(answer, Rows):
+            named = list(answer.rows)
             answer = answer.logits
+        if named is not None:
+            named = [operator.index(r) for r in named]
+            if any(r < 0 or r >= rows for r in named) or any(b <= a for a, b in zip(named, named[1:])):
+                raise ValueError(f"{where} returned {'LogProbs' if kind == 'logprobs' else 'Rows'}({named}, ...): "
+                                 f"rows must be increasing indices in [0, {rows})")
         data = bytes(answer)
         count = rows if named is None else len(named)
         want = 4 * count * self.vocab
         if len(data) != want:
-            raise RuntimeError(f"{where} returned {len(data)} bytes of logits, expected {want} "
+            raise RuntimeError(f"{where} returned {len(data)} bytes of {kind}, expected {want} "
                                f"({count} positions x vocab {self.vocab} float32)")
         header: Header = {} if named is None else {"rows": named}
-        return header, [("logits", "float32", [count, self.vocab], data)]
+        return header, [(kind, "float32", [count, self.vocab], data)]
 
 
 def serve(engine: Engine, stdin: Optional[IO[bytes]] = None, stdout: Optional[IO[bytes]] = None) -> None:

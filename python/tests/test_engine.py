@@ -170,6 +170,24 @@ def test_a_wrong_subset_is_an_error_naming_it():
     assert load == {"status": "unsupported", "error": "mutant fork-prefix: Counting has no fork operation"}, load
 
 
+def test_a_log_probability_answer_names_its_buffer():
+    class Server(Serving):
+        def extend(self, seq, tokens):
+            return kvconform.LogProbs([len(tokens) - 1], struct.pack(f"<{VOCAB}f", *[-1.0] * VOCAB))
+
+        def batch(self, items):
+            return kvconform.LogProbs(None, struct.pack(f"<{3 * VOCAB}f", *[-2.0] * 3 * VOCAB))
+
+    (_, _), (ext, ebufs), (batch, bbufs), (bad, _) = exchange(
+        Server(), LOAD, {"op": "extend", "seq": 0, "tokens": [4, 5]},
+        {"op": "batch", "items": [{"seq": 0, "tokens": [1]}, {"seq": 1, "tokens": [2, 3]}]},
+        {"op": "spec", "seq": 0, "tokens": [8], "n": 0})
+    assert ext["rows"] == [1] and ext["buffers"][0]["name"] == "logprobs" and ext["buffers"][0]["shape"] == [1, VOCAB], ext
+    assert struct.unpack("<3f", ebufs["logprobs"][2]) == (-1, -1, -1)
+    assert "rows" not in batch and batch["buffers"][0]["shape"] == [3, VOCAB] and "logprobs" in bbufs, batch
+    assert bad["status"] == "ok" and bad["rows"] == [0], bad
+
+
 def test_a_wrong_declaration_is_refused_before_serving():
     class BadOps(Counting):
         operations = ("rollback", "shift")

@@ -296,10 +296,32 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
   return out;
 }
 
-// |engine - want| at the worst token of one row (infinite where the engine's logit is not finite).
-double row_error(const float* got, const double* want, int64_t vocab) {
+// log(sum(exp(row))) of one row of logits, in double.
+double log_sum_exp(const double* row, int64_t vocab) {
+  const double top = *std::max_element(row, row + vocab);
+  double sum = 0;
+  for (int64_t v = 0; v < vocab; ++v) sum += std::exp(row[v] - top);
+  return top + std::log(sum);
+}
+
+// An oracle's rows in the space the engine answered them: as they are, or each row log-softmaxed
+// where the engine answered log-probabilities (a server's answer), so that the judge, the
+// same-dtype bound and every diagnosis compare like with like.
+std::vector<double> as_answered(std::vector<double> rows, int64_t vocab, bool logprobs) {
+  if (!logprobs) return rows;
+  for (size_t at = 0; at + static_cast<size_t>(vocab) <= rows.size(); at += static_cast<size_t>(vocab)) {
+    const double lse = log_sum_exp(rows.data() + at, vocab);
+    for (int64_t v = 0; v < vocab; ++v) rows[at + static_cast<size_t>(v)] -= lse;
+  }
+  return rows;
+}
+
+// |engine - want| at the worst token of one row (infinite where the engine's logit is not finite);
+// `want` is logits, log-softmaxed first where the engine answered log-probabilities.
+double row_error(const float* got, const double* want, int64_t vocab, bool logprobs = false) {
+  const double lse = logprobs ? log_sum_exp(want, vocab) : 0;
   double worst = 0;
-  for (int64_t v = 0; v < vocab; ++v) worst = std::max(worst, std::isfinite(got[v]) ? std::abs(got[v] - want[v]) : INFINITY);
+  for (int64_t v = 0; v < vocab; ++v) worst = std::max(worst, std::isfinite(got[v]) ? std::abs(got[v] - (want[v] - lse)) : INFINITY);
   return worst;
 }
 
@@ -319,7 +341,7 @@ class Diagnoser {
     if (!positional_)
       // The first row the rule does not explain: where the positional hypotheses start.
       for (size_t k = 0; k * static_cast<size_t>(V) < rec.logits[i].size(); ++k)
-        if (row_error(rec.logits[i].data() + k * static_cast<size_t>(V), truth.data() + rec.row(i, k) * V, V) > bound) {
+        if (row_error(rec.logits[i].data() + k * static_cast<size_t>(V), truth.data() + rec.row(i, k) * V, V, rec.logprob(i)) > bound) {
           positional_ = true;
           const auto [seq, pos] = positions[static_cast<size_t>(rec.row(i, k))];
           add_positional(i, seq, pos);
@@ -338,7 +360,7 @@ class Diagnoser {
       auto ok = [&](size_t row, const double* want) {
         const int64_t k = answered[row];
         return k < 0 || static_cast<int64_t>(row) == skip ||
-               row_error(rec.logits[i].data() + static_cast<size_t>(k) * static_cast<size_t>(V), want, V) <= bound;
+               row_error(rec.logits[i].data() + static_cast<size_t>(k) * static_cast<size_t>(V), want, V, rec.logprob(i)) <= bound;
       };
       bool fits = true;
       if (l.oracle) {
@@ -462,7 +484,7 @@ std::vector<Diagnosis> lost_keys(const Model& model, const Plan& plan, const Rec
       std::vector<double> want;
       const bool ok = o.apply(plan.steps[i], i, want, [&](size_t row, const double* w) {
         const int64_t k = answered[row];
-        return k < 0 || row_error(rec.logits[i].data() + static_cast<size_t>(k * c.vocab), w, c.vocab) <= bounds[i];
+        return k < 0 || row_error(rec.logits[i].data() + static_cast<size_t>(k * c.vocab), w, c.vocab, rec.logprob(i)) <= bounds[i];
       });
       if (!ok) return false;
     }
@@ -605,14 +627,15 @@ struct SequenceModel::Oracles {
 };
 
 SequenceModel::SequenceModel(const Model& model, const OracleOptions& same_dtype)
-    : oracles_(std::make_unique<Oracles>(Oracles{PlanOracle<double>(model, {}), PlanOracle<float>(model, same_dtype)})) {}
+    : oracles_(std::make_unique<Oracles>(Oracles{PlanOracle<double>(model, {}), PlanOracle<float>(model, same_dtype)})),
+      vocab_(model.config.vocab) {}
 SequenceModel::~SequenceModel() = default;
 
-SequenceModel::Expected SequenceModel::apply(const PlanStep& step, size_t index) {
+SequenceModel::Expected SequenceModel::apply(const PlanStep& step, size_t index, bool logprobs) {
   Expected e;
   e.positions = new_positions(step, lengths_);
-  e.logits = oracles_->truth.apply(step, index);
-  const std::vector<double> ref = oracles_->reference.apply(step, index);
+  e.logits = as_answered(oracles_->truth.apply(step, index), vocab_, logprobs);
+  const std::vector<double> ref = as_answered(oracles_->reference.apply(step, index), vocab_, logprobs);
   for (size_t k = 0; k < ref.size(); ++k) e.reference_error = std::max(e.reference_error, std::abs(ref[k] - e.logits[k]));
   apply_step(step, lengths_);
   return e;
@@ -757,6 +780,7 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
     engine_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
     rec.logits.emplace_back();
     rec.rows.emplace_back();
+    rec.logprobs.push_back(0);
     if (got.kind == Reply::Kind::Unsupported) {
       why = what + ": the engine refused: " + got.message;
       if (as) *as = report::Status::Skipped;
@@ -768,6 +792,7 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
     }
     rec.logits.back() = std::move(got.logits);
     rec.rows.back() = std::move(got.rows);
+    rec.logprobs.back() = got.logprobs;
     return true;
   };
   const auto t0 = std::chrono::steady_clock::now();
@@ -776,7 +801,7 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
     const PlanStep& s = plan.steps[i];
     const std::string what = "step " + std::to_string(i) + " (" + describe(s, expected.lengths()) + ")";
     if (!send(i, what, stopped, &stopped_as)) break;
-    const SequenceModel::Expected e = expected.apply(s, i);
+    const SequenceModel::Expected e = expected.apply(s, i, rec.logprob(i));
     ref_error = std::max(ref_error, e.reference_error);
     bound = std::max(options.rule.floor, options.rule.factor * ref_error);
     bounds.push_back(bound);
@@ -803,7 +828,7 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
       const std::string where = (s.kind == Kind::Batch ? "seq " + std::to_string(seq) + " " : "") + "position " + std::to_string(pos);
       std::string bad;
       if (err > bound)
-        bad = what + ": max |logit error| " + num(err) + " at " + where + ", token id " + std::to_string(at) + " (engine " + num(g[at]) +
+        bad = what + (rec.logprob(i) ? ": max |log-prob error| " : ": max |logit error| ") + num(err) + " at " + where + ", token id " + std::to_string(at) + " (engine " + num(g[at]) +
               ", oracle " + num(w[at]) + ") > bound " + num(bound);
       else if (top_got != top_want && w[top_want] - second > 2 * bound)
         bad = what + ": top-1 token at " + where + " is " + std::to_string(top_got) + ", the oracle's is " + std::to_string(top_want);
@@ -828,11 +853,11 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
     for (; !d.settled() && i < plan.steps.size(); ++i, ++told_apart) {
       const std::string what = "step " + std::to_string(i) + " (" + describe(plan.steps[i], expected.lengths()) + ")";
       if (!send(i, what, then, nullptr)) break;
-      ref_error = std::max(ref_error, expected.apply(plan.steps[i], i).reference_error);
+      ref_error = std::max(ref_error, expected.apply(plan.steps[i], i, rec.logprob(i)).reference_error);
       bounds.push_back(std::max(options.rule.floor, options.rule.factor * ref_error));
       d.feed(i, rec, bounds.back());
     }
-    if (rec.logits.size() > bounds.size()) rec.logits.pop_back(), rec.rows.pop_back();  // the step that failed to answer
+    if (rec.logits.size() > bounds.size()) rec.logits.pop_back(), rec.rows.pop_back(), rec.logprobs.pop_back();  // the step that failed to answer
     fits = with_lost_keys(d.fits(), model, plan, rec, bounds);
     tried = d.tried();
   }

@@ -85,13 +85,17 @@ Reply EngineClient::request(const json& header, int64_t rows, int64_t vocab) {
   const json want_shape = {got, vocab};
   const size_t want = static_cast<size_t>(got * vocab) * 4;
   if (got == 0 && buffers.empty()) return r;
-  if (buffers.size() != 1 || buffers[0].value("name", "") != "logits" || buffers[0].value("dtype", "") != "float32" ||
+  // "logprobs" instead of "logits": log-probabilities over the vocabulary (a server's answer), judged
+  // as log-softmax against the oracle's.
+  const std::string name = buffers.size() == 1 ? buffers[0].value("name", "") : "";
+  if ((name != "logits" && name != "logprobs") || buffers[0].value("dtype", "") != "float32" ||
       buffers[0].value("shape", json()) != want_shape || payload.size() != want) {
     r.kind = Reply::Kind::Error;
-    r.message = "the reply must carry one float32 buffer \"logits\" of shape " + want_shape.dump() + " (" + std::to_string(want) +
-                " bytes); it carried " + buffers.dump() + " and " + std::to_string(payload.size()) + " bytes";
+    r.message = "the reply must carry one float32 buffer \"logits\" (or \"logprobs\") of shape " + want_shape.dump() + " (" +
+                std::to_string(want) + " bytes); it carried " + buffers.dump() + " and " + std::to_string(payload.size()) + " bytes";
     return r;
   }
+  r.logprobs = name == "logprobs";
   r.logits.resize(static_cast<size_t>(got * vocab));
   std::memcpy(r.logits.data(), payload.data(), want);
   return r;

@@ -647,5 +647,21 @@ TEST(EngineCheck, AnEngineMayAnswerASubsetOfThePositionsButNotNone) {
   EXPECT_NE(none.message.find("nothing was judged"), std::string::npos) << none.message;
 }
 
+TEST(EngineCheck, LogProbabilitiesAreJudgedAsLogSoftmaxUnderTheirOwnBound) {
+  for (const char* answer : {"logprobs", "last-logprobs"}) {
+    const auto ok = run_oracle_engine(plan_named("batch"), {{"logits", answer}});
+    EXPECT_EQ(ok.status, report::Status::Pass) << answer << ": " << ok.message;
+    // A wrong window still shows through log-probabilities, diagnosed as with logits.
+    const auto bad = run_oracle_engine(plan_named("extend_after_full"), {{"logits", answer}}, "window+1");
+    EXPECT_EQ(bad.status, report::Status::Fail) << answer;
+    EXPECT_NE(bad.message.find("max |log-prob error|"), std::string::npos) << bad.message;
+    EXPECT_NE(bad.message.find("consistent with a window of W+1"), std::string::npos) << bad.message;
+  }
+  // Log-probabilities labelled as logits are off by each row's log-sum-exp: not a pass.
+  const auto mislabelled = run_oracle_engine(plan_named("batch"), {{"logits", "logprobs-as-logits"}});
+  EXPECT_EQ(mislabelled.status, report::Status::Fail) << mislabelled.message;
+  EXPECT_NE(mislabelled.message.find("max |logit error|"), std::string::npos) << mislabelled.message;
+}
+
 }  // namespace
 }  // namespace kvc::engine

@@ -9,11 +9,15 @@
 // restarts at each chunk, a speculative rollback off by one, a batch that computes a sequence at
 // another's offset) and worker faults (crash, hang, garbage, exit at a given step), which the suite
 // must catch. Option "logits": "last" or "none" answers only the last new position of a step, or
-// none (the protocol's subset answer; a run judged on nothing is not a pass); option "deviate":
-// MUTANT behaves as that mutant without the suite being told (what a known deviation excuses).
+// none (the protocol's subset answer; a run judged on nothing is not a pass); "logprobs" and
+// "last-logprobs" answer log-probabilities instead (buffer "logprobs", as a server does), and
+// "logprobs-as-logits" sends them labelled as logits (a negative control: the judge must not pass it);
+// option "deviate": MUTANT behaves as that mutant without the suite being told (what a known
+// deviation excuses).
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -66,7 +70,7 @@ struct State {
   std::string fault;  // "crash", "hang", "garbage", "exit"
   int64_t fault_step = -1;
   std::string mutant = "none";
-  std::string logits = "all";  // all, last, none: which new positions a step answers
+  std::string logits = "all";  // all, last, none (which new positions a step answers), logprobs, last-logprobs, logprobs-as-logits
   Oracle& seq(int64_t s) {
     auto& slot = seqs[s];
     if (!slot) slot = std::make_shared<Oracle>(*model, options);
@@ -107,20 +111,30 @@ void send_logits(const State& st, std::vector<double> logits, int64_t first = -1
   const int64_t rows = static_cast<int64_t>(logits.size()) / vocab;
   const int64_t glitch = st.model->config.local_span() - first;
   if (st.mutant == "glitch" && first >= 0 && glitch >= 0 && glitch < rows) logits[static_cast<size_t>(glitch * vocab + 1)] += 0.5;
+  const bool logprobs = st.logits.find("logprobs") != std::string::npos;
   std::vector<int64_t> keep;
-  if (st.logits == "all")
+  if (st.logits == "all" || st.logits == "logprobs" || st.logits == "logprobs-as-logits")
     for (int64_t r = 0; r < rows; ++r) keep.push_back(r);
-  else if (st.logits == "last")
+  else if (st.logits == "last" || st.logits == "last-logprobs")
     keep.push_back(rows - 1);
   std::string payload(keep.size() * static_cast<size_t>(vocab) * 4, '\0');
-  for (size_t k = 0; k < keep.size(); ++k)
+  for (size_t k = 0; k < keep.size(); ++k) {
+    const double* row = logits.data() + keep[k] * vocab;
+    double lse = 0;
+    if (logprobs) {  // log-softmax in double, rounded once to float32 as the logits are
+      const double top = *std::max_element(row, row + vocab);
+      for (int64_t v = 0; v < vocab; ++v) lse += std::exp(row[v] - top);
+      lse = top + std::log(lse);
+    }
     for (int64_t v = 0; v < vocab; ++v) {
-      const float f = static_cast<float>(logits[static_cast<size_t>(keep[k] * vocab + v)]);
+      const float f = static_cast<float>(row[v] - lse);
       std::memcpy(payload.data() + 4 * (k * static_cast<size_t>(vocab) + static_cast<size_t>(v)), &f, 4);
     }
+  }
+  const std::string name = logprobs && st.logits != "logprobs-as-logits" ? "logprobs" : "logits";
   json reply = {{"status", "ok"},
-                {"buffers", {{{"name", "logits"}, {"dtype", "float32"}, {"shape", {keep.size(), vocab}}, {"nbytes", payload.size()}}}}};
-  if (st.logits != "all") reply["rows"] = keep;
+                {"buffers", {{{"name", name}, {"dtype", "float32"}, {"shape", {keep.size(), vocab}}, {"nbytes", payload.size()}}}}};
+  if (keep.size() != static_cast<size_t>(rows)) reply["rows"] = keep;
   send(reply, payload);
 }
 
@@ -170,8 +184,10 @@ int main() {
             st.fault_step = std::stoll(f.substr(f.find('@') + 1));
           } else if (key == "logits") {
             st.logits = value.is_string() ? value.get<std::string>() : "";
-            if (st.logits != "all" && st.logits != "last" && st.logits != "none")
-              throw std::invalid_argument("option \"logits\": " + value.dump() + " (expected \"all\", \"last\" or \"none\")");
+            if (st.logits != "all" && st.logits != "last" && st.logits != "none" && st.logits != "logprobs" &&
+                st.logits != "last-logprobs" && st.logits != "logprobs-as-logits")
+              throw std::invalid_argument("option \"logits\": " + value.dump() +
+                                          " (expected \"all\", \"last\", \"none\", \"logprobs\", \"last-logprobs\" or \"logprobs-as-logits\")");
           } else if (key == "deviate") {
             // The engine's own deviation, one of the mutants' behaviours the suite is not told of: a
             // known deviation may excuse it (a mutant run never is).

@@ -111,12 +111,15 @@ class SequenceModel {
     std::vector<double> logits;                          // the float64 oracle's rows [positions, vocab]
     double reference_error = 0;                          // max |same-dtype reference - float64| over them
   };
-  Expected apply(const PlanStep& step, size_t index);
+  // `logprobs`: the engine answered this step's rows as log-probabilities; the expected rows (and the
+  // reference's error) are then log-softmaxed, judged in the space the engine answered.
+  Expected apply(const PlanStep& step, size_t index, bool logprobs = false);
   const Lengths& lengths() const { return lengths_; }
 
  private:
   struct Oracles;
   std::unique_ptr<Oracles> oracles_;
+  int64_t vocab_;
   Lengths lengths_;
 };
 
@@ -129,6 +132,9 @@ struct Recorded {
   int64_t row(size_t step, size_t k) const {
     return step < rows.size() && !rows[step].empty() ? rows[step][k] : static_cast<int64_t>(k);
   }
+  // Per plan step, whether `logits` holds log-probabilities (the engine answered "logprobs").
+  std::vector<char> logprobs;
+  bool logprob(size_t step) const { return step < logprobs.size() && logprobs[step]; }
 };
 // Every hypothesis that fits the recorded logits within `bound` (empty when none does).
 std::vector<Diagnosis> diagnose(const Model& model, const Plan& plan, const Recorded& recorded, double bound);

@@ -33,6 +33,7 @@ struct Reply {
   nlohmann::json header;     // the worker's reply header
   std::vector<float> logits;  // a step with new positions: [rows.size(), vocab]
   std::vector<int64_t> rows;  // which of the step's new positions `logits` holds (all unless the engine named a subset)
+  bool logprobs = false;      // `logits` holds log-probabilities (the reply's buffer "logprobs"), as a server answers
   bool ok() const { return kind == Kind::Ok; }
 };
 

