@@ -419,7 +419,7 @@ std::vector<Plan> fixed_plans(const std::string& model, int64_t W, int64_t vocab
   }
   // Context shift (llama.cpp): positions [keep, keep + n) discarded, the later ones moved down with
   // their keys re-rotated; discarding across the window edge after the first token (llama.cpp's
-  // n_keep), discarding from the start, and twice in a row once the window has slid.
+  // n_keep), discarding from the start, twice in a row once the window has slid, and after a long run.
   {
     auto shift = [](int64_t keep, int64_t n) {
       PlanStep s;
@@ -431,6 +431,8 @@ std::vector<Plan> fixed_plans(const std::string& model, int64_t W, int64_t vocab
     plan("shift_across_w", {ext(2 * w + 3), shift(1, w + 1), ext(1), ext(w), ext(1)});
     plan("shift_from_start", {ext(w + 3), shift(0, std::max<int64_t>(1, w - 1)), ext(2), ext(1)});
     plan("shift_twice", {ext(3 * w + 2), shift(1, w), ext(1), shift(2, w + 1), ext(w + 1), ext(1)});
+    // Past a 256-cell SWA cache: llama.cpp shifts only where its SWA cache is as large as the full one.
+    plan("shift_after_long_run", {ext(300), ext(1), shift(1, 150), ext(1), ext(3)});
   }
   return plans;
 }
