@@ -21,7 +21,8 @@
 // Serving operations: fork is llama_memory_seq_cp of the source's positions [0, length) after the
 // target's llama_memory_seq_rm (without kv_unified: of the whole source, then the tail removed); chunked is one llama_decode per chunk (a caller's n_batch, each
 // chunk then split by n_ubatch); spec is an extend then a rollback; batch is one llama_batch holding
-// every item's tokens under its own seq_id and positions (split only where it exceeds n_batch).
+// every item's tokens under its own seq_id and positions (split only where it exceeds n_batch); shift
+// is llama_memory_seq_rm of [keep, keep + discard) then llama_memory_seq_add of -discard to the rest.
 // Operation mutants: fork-prefix copies one position short, chunked-restart removes the sequence's
 // cells before each chunk (llama_memory_seq_rm [0, chunk start)), spec-rollback removes one token
 // more than rejected, batch-offset positions every item at the first item's length; fork-shared is
@@ -282,6 +283,7 @@ class Engine {
       // "full": a window larger than any plan, so sliding layers see everything; not far larger, as
       // llama.cpp sizes the SWA cache from n_swa * n_seq_max in uint32 arithmetic.
       else if (mutant == "full") want_swa = std::max<int64_t>(int64_t(1) << 20, max_tokens + 1);
+      else if (mutant == "shift-no-rerotate") throw Unsupported("shift-no-rerotate: llama.h has no shift without llama.cpp's own K-shift");
       else if (mutant == "fork-shared") throw Unsupported("fork-shared: llama_memory_seq_cp shares cells by design, there is no copy to skip");
       else if (mutant == "fork-prefix" || mutant == "chunked-restart" || mutant == "spec-rollback" || mutant == "batch-offset") want_swa = -1;
       else throw std::runtime_error("unknown mutant \"" + mutant + "\" (none, window+1, window-1, full, fork-prefix, chunked-restart, spec-rollback, batch-offset)");
@@ -486,6 +488,25 @@ class Engine {
                         ": the SWA cache overwrote them (swa_full would keep them)");
   }
 
+  // llama.cpp's context shift (what llama-server's context_shift does): the cells of positions
+  // [keep, keep + discard) removed, the later ones moved down; llama.cpp re-rotates the moved keys
+  // (its K-shift) at the next decode. A memory that cannot shift (an SWA cache smaller than the full
+  // one, i.e. without swa_full) would abort there, so it is refused here.
+  void shift(int seq, int64_t keep, int64_t discard) {
+    check_seq(seq);
+    int64_t& len = len_[size_t(seq)];
+    if (keep < 0 || discard <= 0 || keep + discard > len)
+      throw std::runtime_error("shift discarding " + std::to_string(discard) + " after " + std::to_string(keep) + " of a sequence of " +
+                               std::to_string(len));
+    if (!llama_memory_can_shift(mem_))
+      throw Unsupported("llama_memory_can_shift is false for this memory (an SWA cache needs swa_full to shift)");
+    if (!llama_memory_seq_rm(mem_, seq, llama_pos(keep), llama_pos(keep + discard)))
+      throw Unsupported("llama_memory_seq_rm(seq " + std::to_string(seq) + ", p0 " + std::to_string(keep) + ", p1 " +
+                        std::to_string(keep + discard) + ") returned false" + (last_error().empty() ? "" : ": " + last_error()));
+    llama_memory_seq_add(mem_, seq, llama_pos(keep + discard), -1, llama_pos(-discard));
+    len -= discard;
+  }
+
   void reload(int seq) {
     check_seq(seq);
     const size_t size = llama_state_seq_get_size(ctx_, seq);
@@ -632,7 +653,7 @@ int main(int argc, char** argv) {
               {"name", "llama.cpp"},
               {"version", KVC_LLAMA_PACKAGE " (llama.cpp " KVC_LLAMA_COMMIT ")"},
               {"description", std::string("llama.cpp through llama.h, CPU (") + llama_print_system_info() + ")"},
-              {"operations", {"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch"}}});
+              {"operations", {"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift"}}});
       } else if (op == "load") {
         send(engine.load(h));
       } else if (op == "extend") {
@@ -661,6 +682,9 @@ int main(int argc, char** argv) {
              logits.data(), nbytes);
       } else if (op == "fork") {
         engine.fork(h.at("seq").get<int>(), h.at("from").get<int>(), h.at("length").get<int64_t>());
+        send({{"status", "ok"}});
+      } else if (op == "shift") {
+        engine.shift(h.at("seq").get<int>(), h.at("keep").get<int64_t>(), h.at("discard").get<int64_t>());
         send({{"status", "ok"}});
       } else if (op == "rollback") {
         engine.rollback(h.at("seq").get<int>(), h.at("n").get<int64_t>());

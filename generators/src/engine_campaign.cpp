@@ -32,7 +32,15 @@ Plan plan_from_draw(const std::string& model, const std::vector<DrawnStep>& draw
     // other sequence, at the variant's edge), 12 chunked (size tokens, the variant's chunk), 13 spec
     // (a draft of size tokens, the variant's rejections), 14 batch (size tokens and the variant's
     // count on the other sequence)
-    if ((d.kind == 7 || d.kind == 10) && rollback && len[s.seq] > 0) {
+    // A deep rollback's upper variants are a context shift where the engine lists one (the draw
+    // stream stays the same for every engine): discard size tokens after the variant's keep.
+    if (d.kind == 10 && v >= 4 && has("shift") && len[s.seq] > 1) {
+      const int64_t L = len[s.seq];
+      const int64_t keep[] = {1, w - 1, w, 0};
+      s.kind = Kind::Shift;
+      s.keep = std::clamp<int64_t>(keep[v - 4], 0, L - 1);
+      s.n = std::clamp<int64_t>(size, 1, L - s.keep);
+    } else if ((d.kind == 7 || d.kind == 10) && rollback && len[s.seq] > 0) {
       s.kind = Kind::Rollback;
       s.n = std::min<int64_t>(d.kind == 10 ? 16 * size : size, len[s.seq]);
     } else if (d.kind == 8 && reload && len[s.seq] > 0) {

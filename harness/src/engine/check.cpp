@@ -36,11 +36,12 @@ struct Loss {
 
 // How a hypothesis runs the plan's serving operations wrong: keys lost at steps, every chunk of a
 // chunked extend seeing no key before it, forks starting `fork_by` tokens off their prefix, spec
-// cycles rejecting `spec_by` tokens more than they say.
+// cycles rejecting `spec_by` tokens more than they say, shifts moving keys without re-rotating them.
 struct Departure {
   std::vector<Loss> losses;
   bool chunks_restart = false;
   int64_t fork_by = 0, spec_by = 0;
+  bool shift_unrotated = false;
 };
 
 // A plan's sequences in the model oracle, one SequenceOracle per sequence, each step applied as the
@@ -103,6 +104,8 @@ class PlanOracle {
         return true;
       }
       case Kind::Rollback: seq(s.seq).truncate(s.n); return true;
+      // Not a fresh forward of the kept tokens: their cached K/V as computed, the moved keys re-rotated.
+      case Kind::Shift: seq(s.seq).shift(s.keep, s.n, !departure_.shift_unrotated); return true;
       case Kind::Reset: seqs_.clear(); return true;
       case Kind::Reload: return true;
     }
@@ -293,6 +296,8 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
   operation(Kind::Fork, DKind::ForkOffByOne, {{"delta", 1}}, "the forks starting one token past their prefix", {{}, false, 1, 0});
   operation(Kind::Spec, DKind::SpecRollbackOffByOne, {{"delta", 1}}, "the spec cycles rolling back one token more than they reject", {{}, false, 0, 1});
   operation(Kind::Spec, DKind::SpecRollbackOffByOne, {{"delta", -1}}, "the spec cycles rolling back one token less than they reject", {{}, false, 0, -1});
+  operation(Kind::Shift, DKind::ShiftNotRerotated, json::object(),
+            "the kept keys not re-rotated after a shift (moved down, still rotated for their old positions)", {{}, false, 0, 0, true});
   return out;
 }
 
@@ -593,6 +598,7 @@ const char* to_string(DKind k) {
     case DKind::ChunksRestart: return "window_restarts_per_chunk";
     case DKind::ForkOffByOne: return "fork_off_by_one";
     case DKind::SpecRollbackOffByOne: return "spec_rollback_off_by_one";
+    case DKind::ShiftNotRerotated: return "shift_not_rerotated";
     case DKind::LostKeys: return "lost_keys";
     case DKind::Unexplained: return "unexplained";
   }
@@ -733,7 +739,7 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
 
   Reply hello = engine.hello();
   if (!hello.ok()) return finish(report::Status::Fail, hello.message);
-  for (Kind k : {Kind::Rollback, Kind::Reload, Kind::Fork, Kind::Chunked, Kind::Spec, Kind::Batch})
+  for (Kind k : {Kind::Rollback, Kind::Reload, Kind::Fork, Kind::Chunked, Kind::Spec, Kind::Batch, Kind::Shift})
     if (uses(plan, k) && !engine.supports(optional_operation(k)))
       return finish(report::Status::Skipped, "the engine does not support " + optional_operation(k) + " (its hello lists " +
                                                  engine.info().value("operations", json::array()).dump() + ")");

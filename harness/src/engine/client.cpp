@@ -120,6 +120,7 @@ Reply EngineClient::step(const PlanStep& s, const std::string& case_id, int64_t 
   if (s.kind == Kind::Rollback || s.kind == Kind::Spec) h["n"] = s.n;
   if (s.kind == Kind::Chunked) h["chunk"] = s.chunk;
   if (s.kind == Kind::Fork) h["from"] = s.from, h["length"] = s.n;
+  if (s.kind == Kind::Shift) h["keep"] = s.keep, h["discard"] = s.n;
   if (s.kind == Kind::Batch) {
     h["items"] = json::array();
     for (const BatchItem& item : s.items) h["items"].push_back({{"seq", item.seq}, {"tokens", item.tokens}});

@@ -65,6 +65,54 @@ Model random_model(Family family, std::vector<int64_t> windows, int64_t window, 
 
 std::vector<int32_t> tokens(int64_t n, uint64_t salt = 1) { return tokens_for(3, salt, n, 32); }
 
+// A context shift is not the no-cache forward of the kept tokens: the moved keys keep the context
+// of the discarded ones. Its independent construction is rope's relative-position invariance: on a
+// model whose every layer slides (window W), a token after the shift whose window holds only moved
+// keys (the W-1 before it) sees what it would have seen, at the same distances, had nothing been
+// discarded; so shift + extend equals the unshifted forward's row (to float64 rounding), and differs
+// from the fresh forward of the kept tokens (the discarded ones are in the moved keys' context two
+// layers up) and from the same shift without re-rotation. A shift of the last n is a rollback of n.
+TEST(ModelOracle, AShiftKeepsTheKeysAsComputedAndReRotatesThem) {
+  for (Family f : {Family::Mistral, Family::Gemma3}) {
+    const int64_t W = 4, keep = 1, n = 3;
+    const Model m = random_model(f, {W, W, W}, W);
+    const std::vector<int32_t> head = tokens(keep, 1), dropped = tokens(n, 2), moved = tokens(W - 1, 3), next = tokens(1, 4);
+    std::vector<int32_t> all = head;
+    for (const auto* part : {&dropped, &moved}) all.insert(all.end(), part->begin(), part->end());
+    auto max_diff = [](const std::vector<double>& a, const std::vector<double>& b) {
+      double d = 0;
+      for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+      return d;
+    };
+    auto shifted = [&](bool rerotate) {
+      SequenceOracle<double> o(m);
+      o.extend(all);
+      o.shift(keep, n, rerotate);
+      EXPECT_EQ(o.length(), keep + W - 1);
+      return o.extend(next);
+    };
+    const std::vector<double> after = shifted(true);
+    SequenceOracle<double> unshifted(m);
+    unshifted.extend(all);
+    EXPECT_LT(max_diff(after, unshifted.extend(next)), 1e-10) << to_string(f);
+    SequenceOracle<double> fresh(m);
+    std::vector<int32_t> kept = head;
+    kept.insert(kept.end(), moved.begin(), moved.end());
+    fresh.extend(kept);
+    EXPECT_GT(max_diff(after, fresh.extend(next)), 1e-3) << to_string(f) << ": the shift is the no-cache forward of the kept tokens";
+    EXPECT_GT(max_diff(after, shifted(false)), 1e-3) << to_string(f) << ": re-rotation changed nothing";
+
+    SequenceOracle<double> end(m), rolled(m);
+    end.extend(all), rolled.extend(all);
+    end.shift(static_cast<int64_t>(all.size()) - n, n);
+    rolled.truncate(n);
+    EXPECT_EQ(end.extend(next), rolled.extend(next)) << to_string(f);
+  }
+  SequenceOracle<double> o(random_model(Family::Mistral, {4}, 4));
+  o.extend(tokens(5));
+  EXPECT_THROW(o.shift(3, 3), std::invalid_argument);
+}
+
 TEST(ModelOracle, ExtendInPiecesEqualsOneForwardBitForBit) {
   for (Family f : {Family::Gemma2, Family::Gemma3, Family::Mistral}) {
     const Model m = random_model(f, {3, 0, 3}, 3);
@@ -582,7 +630,8 @@ TEST(Plans, TheServingOperationsNameTheirBadField) {
   const nlohmann::json chunked = {{"op", "chunked"}, {"seq", 0}, {"tokens", {1, 2, 3}}, {"chunk", 2}};
   const nlohmann::json spec = {{"op", "spec"}, {"seq", 0}, {"tokens", {1, 2, 3}}, {"n", 2}};
   const nlohmann::json batch = {{"op", "batch"}, {"items", {{{"seq", 0}, {"tokens", {1}}}, {{"seq", 1}, {"tokens", {2, 3}}}}}};
-  for (const nlohmann::json& good : {fork, chunked, spec, batch}) EXPECT_EQ(error(good), "") << good.dump();
+  const nlohmann::json shift = {{"op", "shift"}, {"seq", 0}, {"keep", 1}, {"discard", 2}};
+  for (const nlohmann::json& good : {fork, chunked, spec, batch, shift}) EXPECT_EQ(error(good), "") << good.dump();
   auto with = [](nlohmann::json j, const std::string& key, nlohmann::json value) {
     if (value.is_null()) j.erase(key);
     else j[key] = value;
@@ -600,6 +649,8 @@ TEST(Plans, TheServingOperationsNameTheirBadField) {
       {with(batch, "items", nlohmann::json::array()), "p.json: /steps/1/items: must be a non-empty array"},
       {with(batch, "items", {{{"seq", 0}, {"tokens", {1}}}, {{"seq", 0}, {"tokens", {2}}}}), "p.json: /steps/1/items/1/seq: sequence 0 is already"},
       {with(batch, "items", {{{"seq", 0}, {"tokens", {1, "x"}}}}), "p.json: /steps/1/items/0/tokens/1: must be a token id"},
+      {with(shift, "discard", 0), "p.json: /steps/1/discard: must be the number of positions discarded"},
+      {with(shift, "keep", nullptr), "p.json: /steps/1/keep: must be the number of positions kept"},
   };
   for (const auto& [step, words] : bad) EXPECT_NE(error(step).find(words), std::string::npos) << step.dump() << " -> " << error(step);
   // What the format cannot see, the plan's run does: a fork longer than its source.
@@ -610,6 +661,12 @@ TEST(Plans, TheServingOperationsNameTheirBadField) {
   EXPECT_EQ(describe(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {batch}}}, "p.json").steps[0], len),
             "batch of 2: seq 0 1 token at 5, seq 1 2 tokens at 2..3");
   EXPECT_EQ(describe(p.steps[1], len), "fork seq 1 from the first 6 of seq 0's 5 tokens");
+  // A shift past the sequence's end, and what a valid one says.
+  Plan q = plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, with(shift, "discard", 5)}}}, "p.json");
+  EXPECT_NE(invalid_reason(q, 32).find("step 1: shift discarding 5 after 1 of a sequence of 5 tokens"), std::string::npos) << invalid_reason(q, 32);
+  q = plan_from_json(to_json(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, shift}}}, "p.json")), "p.json");
+  EXPECT_EQ(describe(q.steps[1], len), "shift seq 0: discard 2 tokens at 1..2, move 2 down (to 3)");
+  EXPECT_EQ(invalid_reason(q, 32), "");
 }
 
 TEST(EngineCheck, TheOracleEnginePassesEveryServingPlanAndEachOperationMutantFailsIt) {
@@ -617,7 +674,8 @@ TEST(EngineCheck, TheOracleEnginePassesEveryServingPlanAndEachOperationMutantFai
   for (auto [prefix, mutant, diagnosis] :
        {std::tuple{"fork_", "fork-shared", ""}, {"fork_", "fork-prefix", "consistent with the forks starting one token short of their prefix"},
         {"chunked_", "chunked-restart", "consistent with the window restarting at each chunk"},
-        {"spec_", "spec-rollback", "consistent with the spec cycles rolling back one token more than they reject"}, {"batch", "batch-offset", ""}}) {
+        {"spec_", "spec-rollback", "consistent with the spec cycles rolling back one token more than they reject"}, {"batch", "batch-offset", ""},
+        {"shift_", "shift-no-rerotate", "consistent with the kept keys not re-rotated after a shift"}}) {
     const Model m = load_model(gemma2_dir());
     int plans = 0;
     for (const Plan& plan : fixed_plans("gemma2-w4", m.config.sliding_window, m.config.vocab)) {

@@ -1202,6 +1202,36 @@ void SequenceOracle<T>::truncate(int64_t n) {
   }
 }
 
+template <class T>
+void SequenceOracle<T>::shift(int64_t keep, int64_t discard, bool rerotate) {
+  if (keep < 0 || discard < 0 || keep + discard > length_)
+    throw std::invalid_argument("cannot shift out " + std::to_string(discard) + " positions after " + std::to_string(keep) + " of " +
+                                std::to_string(length_));
+  const ModelConfig& k = config_;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const int64_t li = static_cast<int64_t>(l);
+    if (k.shares_kv(li)) continue;
+    Layer& L = layers_[l];
+    const int64_t D = k.dim(li), KVH = k.kv(li), kvd = KVH * D;
+    const bool use_rope = options_.rope_layers.empty() ? k.rope(li) : static_cast<bool>(options_.rope_layers[l]);
+    if (rerotate && use_rope && discard > 0) {
+      // A pure rotation (scale 1: YaRN's attention factor was applied once, when the key was computed),
+      // re-stored at the cache's precision as llama.cpp writes the shifted K back.
+      const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : D;
+      for (int64_t j = keep + discard; j < length_; ++j)
+        for (int64_t i = 0; i < KVH; ++i) {
+          T* key = L.keys.data() + j * kvd + i * D;
+          rope(key, L.inv_freq, rd, -discard, k.rope_interleaved, T(1));
+          for (int64_t d = 0; d < D; ++d) key[d] = options_.kv_bf16 ? round_bf16(key[d]) : round_kv(key[d], options_.kv_half);
+        }
+    }
+    L.keys.erase(L.keys.begin() + keep * kvd, L.keys.begin() + (keep + discard) * kvd);
+    L.values.erase(L.values.begin() + keep * kvd, L.values.begin() + (keep + discard) * kvd);
+  }
+  length_ -= discard;
+  if (forgotten_ > keep) forgotten_ = std::max(keep, forgotten_ - discard);
+}
+
 template class SequenceOracle<double>;
 template class SequenceOracle<float>;
 

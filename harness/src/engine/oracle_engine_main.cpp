@@ -7,8 +7,8 @@
 // one position's logits; a serving operation done wrong: a fork
 // that shares what it should copy or starts from the wrong prefix, a chunked prefill whose window
 // restarts at each chunk, a speculative rollback off by one, a batch that computes a sequence at
-// another's offset) and worker faults (crash, hang, garbage, exit at a given step), which the suite
-// must catch. Option "logits": "last" or "none" answers only the last new position of a step, or
+// another's offset, a context shift that moves the kept keys without re-rotating them) and worker
+// faults (crash, hang, garbage, exit at a given step), which the suite must catch. Option "logits": "last" or "none" answers only the last new position of a step, or
 // none (the protocol's subset answer; a run judged on nothing is not a pass); "logprobs" and
 // "last-logprobs" answer log-probabilities instead (buffer "logprobs", as a server does), and
 // "logprobs-as-logits" sends them labelled as logits (a negative control: the judge must not pass it);
@@ -155,7 +155,7 @@ int main() {
       if (op == "hello") {
         send({{"status", "ok"}, {"name", "kvc-oracle-engine"}, {"version", "1"},
               {"description", "the model oracle in float32, every position kept"},
-              {"operations", {"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch"}}});
+              {"operations", {"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift"}}});
         continue;
       }
       if (h.contains("step") && h["step"] == st.fault_step) {
@@ -211,7 +211,7 @@ int main() {
           for (int64_t& x : v) x = f(x);
         };
         static const std::vector<std::string> operation_mutants{"none", "fork-shared", "fork-prefix", "chunked-restart", "spec-rollback",
-                                                                "batch-offset", "glitch"};
+                                                                "batch-offset", "shift-no-rerotate", "glitch"};
         if (mutant == "window+1") {
           each(o.windows, [](int64_t w) { return w > 0 ? w + 1 : 0; });
           each(o.chunks, [](int64_t c) { return c > 0 ? c + 1 : 0; });
@@ -323,6 +323,13 @@ int main() {
           if (copy->length() > keep) copy->truncate(copy->length() - keep);
           st.seqs[seq] = copy;
         }
+        send({{"status", "ok"}});
+      } else if (op == "shift") {
+        // llama.cpp's context shift on the cached K/V; the mutant moves the keys without re-rotating them.
+        Oracle& o = st.seq(h.at("seq"));
+        const int64_t keep = h.at("keep"), discard = h.at("discard");
+        if (discard <= 0) throw std::invalid_argument("discard must be positive");
+        o.shift(keep, discard, st.mutant != "shift-no-rerotate");
         send({{"status", "ok"}});
       } else if (op == "rollback") {
         st.seq(h.at("seq")).truncate(h.at("n"));

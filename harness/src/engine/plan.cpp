@@ -21,6 +21,7 @@ const char* to_string(Kind k) {
     case Kind::Chunked: return "chunked";
     case Kind::Spec: return "spec";
     case Kind::Batch: return "batch";
+    case Kind::Shift: return "shift";
   }
   return "?";
 }
@@ -30,7 +31,8 @@ void apply_step(const PlanStep& s, Lengths& len) {
     case Kind::Extend:
     case Kind::Chunked: len[s.seq] += static_cast<int64_t>(s.tokens.size()); break;
     case Kind::Spec: len[s.seq] += static_cast<int64_t>(s.tokens.size()) - s.n; break;
-    case Kind::Rollback: len[s.seq] -= s.n; break;
+    case Kind::Rollback:
+    case Kind::Shift: len[s.seq] -= s.n; break;
     case Kind::Fork: len[s.seq] = s.n; break;
     case Kind::Batch:
       for (const BatchItem& item : s.items) len[item.seq] += static_cast<int64_t>(item.tokens.size());
@@ -77,6 +79,9 @@ std::string describe(const PlanStep& s, const Lengths& len) {
     case Kind::Rollback: return "rollback " + seq + " by " + std::to_string(s.n) + " (to " + std::to_string(before - s.n) + ")";
     case Kind::Reload: return "reload " + seq + " (" + std::to_string(before) + " tokens)";
     case Kind::Reset: return "reset";
+    case Kind::Shift:
+      return "shift " + seq + ": discard " + span(s.keep, s.n) + ", move " + std::to_string(before - s.keep - s.n) + " down (to " +
+             std::to_string(before - s.n) + ")";
     case Kind::Fork:
       return "fork " + seq + " from the first " + std::to_string(s.n) + " of seq " + std::to_string(s.from) + "'s " +
              std::to_string(length_of(len, s.from)) + " tokens";
@@ -140,6 +145,9 @@ std::string invalid_reason(const Plan& p, int64_t vocab) {
       return at + "spec rejects " + std::to_string(s.n) + " of a draft of " + std::to_string(s.tokens.size()) + " tokens";
     if (s.kind == Kind::Rollback && (s.n <= 0 || s.n > length_of(len, s.seq)))
       return at + "rollback by " + std::to_string(s.n) + " of a sequence of " + std::to_string(length_of(len, s.seq)) + " tokens";
+    if (s.kind == Kind::Shift && (s.n <= 0 || s.keep < 0 || s.keep + s.n > length_of(len, s.seq)))
+      return at + "shift discarding " + std::to_string(s.n) + " after " + std::to_string(s.keep) + " of a sequence of " +
+             std::to_string(length_of(len, s.seq)) + " tokens";
     if (s.kind == Kind::Fork) {
       if (s.from < 0 || s.from == s.seq) return at + "fork from seq " + std::to_string(s.from) + " into seq " + std::to_string(s.seq);
       if (s.n < 0 || s.n > length_of(len, s.from))
@@ -169,6 +177,7 @@ json to_json(const Plan& p) {
     if (s.kind == Kind::Rollback || s.kind == Kind::Spec) j["n"] = s.n;
     if (s.kind == Kind::Chunked) j["chunk"] = s.chunk;
     if (s.kind == Kind::Fork) j["from"] = s.from, j["length"] = s.n;
+    if (s.kind == Kind::Shift) j["keep"] = s.keep, j["discard"] = s.n;
     if (s.kind == Kind::Batch) {
       j["items"] = json::array();
       for (const BatchItem& item : s.items) j["items"].push_back({{"seq", item.seq}, {"tokens", item.tokens}});
@@ -194,9 +203,9 @@ Plan plan_from_json(const json& j, const std::string& file) {
     PlanStep step;
     const std::string op = s.value("op", "");
     bool known = false;
-    for (Kind k : {Kind::Extend, Kind::Rollback, Kind::Reload, Kind::Reset, Kind::Fork, Kind::Chunked, Kind::Spec, Kind::Batch})
+    for (Kind k : {Kind::Extend, Kind::Rollback, Kind::Reload, Kind::Reset, Kind::Fork, Kind::Chunked, Kind::Spec, Kind::Batch, Kind::Shift})
       if (op == to_string(k)) step.kind = k, known = true;
-    if (!known) bad(ptr + "/op", "\"" + op + "\" (expected extend, rollback, reload, reset, fork, chunked, spec or batch)");
+    if (!known) bad(ptr + "/op", "\"" + op + "\" (expected extend, rollback, reload, reset, fork, chunked, spec, batch or shift)");
     auto seq_at = [&](const json& obj, const std::string& key, const std::string& at) {
       if (!obj[key].is_number_integer() || obj[key].get<int64_t>() < 0 || obj[key].get<int64_t>() > 15)
         bad(at + "/" + key, "must be an integer in [0, 15]");
@@ -229,6 +238,10 @@ Plan plan_from_json(const json& j, const std::string& file) {
       step.from = seq_at(s, "from", ptr);
       if (step.from == step.seq) bad(ptr + "/from", "must differ from seq");
       step.n = int_at("length", 0, "must be the length of the source's prefix (an integer >= 0)");
+    }
+    if (step.kind == Kind::Shift) {
+      step.keep = int_at("keep", 0, "must be the number of positions kept before the discarded ones (an integer >= 0)");
+      step.n = int_at("discard", 1, "must be the number of positions discarded (a positive integer)");
     }
     if (step.kind == Kind::Batch) {
       if (!s.contains("items") || !s["items"].is_array() || s["items"].empty()) bad(ptr + "/items", "must be a non-empty array of {seq, tokens}");
@@ -403,6 +416,23 @@ std::vector<Plan> fixed_plans(const std::string& model, int64_t W, int64_t vocab
     };
     plan("batch", {batch({{0, 2 * w + 1}, {1, 2}}), batch({{0, 1}, {1, w + 1}}), batch({{0, 3}, {1, 1}, {2, w}}), batch({{2, 1}, {1, 1}}),
                    ext(1, 0)});
+  }
+  // Context shift (llama.cpp): positions [keep, keep + n) discarded, the later ones moved down with
+  // their keys re-rotated; discarding across the window edge after the first token (llama.cpp's
+  // n_keep), discarding from the start, twice in a row once the window has slid, and after a long run.
+  {
+    auto shift = [](int64_t keep, int64_t n) {
+      PlanStep s;
+      s.kind = Kind::Shift;
+      s.keep = keep;
+      s.n = n;
+      return s;
+    };
+    plan("shift_across_w", {ext(2 * w + 3), shift(1, w + 1), ext(1), ext(w), ext(1)});
+    plan("shift_from_start", {ext(w + 3), shift(0, std::max<int64_t>(1, w - 1)), ext(2), ext(1)});
+    plan("shift_twice", {ext(3 * w + 2), shift(1, w), ext(1), shift(2, w + 1), ext(w + 1), ext(1)});
+    // Past a 256-cell SWA cache: llama.cpp shifts only where its SWA cache is as large as the full one.
+    plan("shift_after_long_run", {ext(300), ext(1), shift(1, 150), ext(1), ext(3)});
   }
   return plans;
 }

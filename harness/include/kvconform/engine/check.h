@@ -52,6 +52,7 @@ struct Diagnosis {
     ChunksRestart,           // the window restarting at each chunk of a chunked extend
     ForkOffByOne,            // delta: forks starting delta tokens off their prefix
     SpecRollbackOffByOne,    // delta: spec cycles rolling back delta tokens more than they reject
+    ShiftNotRerotated,       // the keys a shift moved kept at their old rotation
     LostKeys,                // step, op, from, before, wants: keys lost at a rollback or reload
     Unexplained,             // no hypothesis fits
   };

@@ -172,6 +172,12 @@ class SequenceOracle {
   // The logits of the new positions, row-major [tokens.size(), vocab].
   std::vector<double> extend(const std::vector<int32_t>& tokens);
   void truncate(int64_t n);  // drops the last n positions
+  // llama.cpp's context shift: drops positions [keep, keep + discard) and moves the later ones down
+  // by `discard`, on the cached K/V as computed (not a fresh forward of the kept tokens): each moved
+  // key is rotated by -discard * inv_freq on the rope layers (llama.cpp's K-shift on already-rotated
+  // keys), the NoPE layers' keys and every value unchanged. `rerotate` false keeps the moved keys at
+  // their old rotation (the shift-no-rerotate mutant and its hypothesis).
+  void shift(int64_t keep, int64_t discard, bool rerotate = true);
   // Models keys a cache lost: from now on, sliding and chunked layers see no key at a position < p.
   void forget_before(int64_t p) { forgotten_ = std::max(forgotten_, p); }
   int64_t length() const { return length_; }

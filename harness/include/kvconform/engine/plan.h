@@ -1,7 +1,7 @@
 // A plan: what an engine is asked to do, step by step (feed tokens to a sequence, roll it back,
 // save and reload its state, reset, and the serving operations: fork a sequence from another's
 // prefix, an extend processed in chunks, speculative draft/verify cycles, several sequences in one
-// call), and the fixed scenario classes every engine runs. Plans are
+// call, a context shift), and the fixed scenario classes every engine runs. Plans are
 // JSON files (the shrunk failures of the campaign are saved as such, and replayed with
 // `kvconform engine --plan FILE`). No LibTorch here.
 #pragma once
@@ -23,18 +23,20 @@ struct BatchItem {
 };
 
 struct PlanStep {
-  enum class Kind { Extend, Rollback, Reload, Reset, Fork, Chunked, Spec, Batch };
+  enum class Kind { Extend, Rollback, Reload, Reset, Fork, Chunked, Spec, Batch, Shift };
   Kind kind = Kind::Extend;
   int64_t seq = 0;
   std::vector<int32_t> tokens;  // Extend, Chunked; Spec: the draft
   // Rollback: tokens dropped from the end of the sequence; Spec: draft tokens rejected (dropped
-  // after the draft is fed); Fork: the length of the prefix of `from` that `seq` starts from.
+  // after the draft is fed); Fork: the length of the prefix of `from` that `seq` starts from;
+  // Shift: the positions discarded after the first `keep`.
   int64_t n = 0;
   int64_t from = 0;              // Fork: the source sequence
   int64_t chunk = 0;             // Chunked: the engine processes the tokens in chunks of this many
   std::vector<BatchItem> items;  // Batch: advanced in one engine call, logits in item order
+  int64_t keep = 0;              // Shift: the positions kept before the discarded ones
 };
-const char* to_string(PlanStep::Kind k);  // "extend", "rollback", "reload", "reset", "fork", "chunked", "spec", "batch"
+const char* to_string(PlanStep::Kind k);  // "extend", "rollback", "reload", "reset", "fork", "chunked", "spec", "batch", "shift"
 
 // Sequence lengths as the steps run: apply_step() applies one step.
 using Lengths = std::map<int64_t, int64_t>;
@@ -53,7 +55,7 @@ int64_t sequence_count(const Plan& plan);
 int64_t max_tokens(const Plan& plan);  // the longest any sequence grows
 bool uses(const Plan& plan, PlanStep::Kind kind);
 // The protocol name of an optional operation ("rollback", "reload", "fork", "chunked", "spec",
-// "batch"), or "" for extend and reset.
+// "batch", "shift"), or "" for extend and reset.
 std::string optional_operation(PlanStep::Kind kind);
 constexpr int64_t kBlock = 16;  // the block of a paged KV cache (vLLM's default): the fork plans' block edges
 // The first step that cannot run (rollback past the start, a token outside the vocabulary): empty when valid.
@@ -71,7 +73,8 @@ std::vector<int32_t> tokens_for(uint64_t seed, uint64_t salt, int64_t count, int
 // prefill shorter than, equal to and longer than the window; decodes across it; multi-token extends
 // once it is full; a long run past every engine's cache padding (>= 600 tokens); rollback and
 // reload, short and after a long run; reset; two interleaved sequences; forks diverging at window and
-// block edges; chunked prefills of every chunk size around the window; speculative cycles; a batch.
+// block edges; chunked prefills of every chunk size around the window; speculative cycles; a batch;
+// context shifts across the window edge.
 std::vector<Plan> fixed_plans(const std::string& model, int64_t window, int64_t vocab);
 
 }  // namespace kvc::engine
