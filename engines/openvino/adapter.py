@@ -20,8 +20,8 @@ LLMPipeline runs (its KV cache lives in the model's variables):
     not the logits of every new position.
   * rollback: each variable's state read, cut to length - n along the sequence axis, set back (what
     GenAI's trim of the KV cache does); reload: the states copied out, the request reset, copied back.
-Options: none (any key is refused by name). Mutants rewrite config.json's window before the export
-(window+1 / window-1; full: layer_types all full_attention, else sliding_window = max_tokens + 1).
+Options: none (any key is refused by name). Mutants reach the transformers config before the export
+through kvconform.mutate_hf_config (window+1 / window-1 / full, and the model mutants a config can say).
 """
 import contextlib
 import hashlib
@@ -31,7 +31,7 @@ import shutil
 import sys
 import time
 
-from kvconform import Engine, Unsupported, mutated_window, serve_engine
+from kvconform import Engine, mutate_hf_config, serve_engine
 
 with contextlib.redirect_stdout(sys.stderr):
     import numpy as np
@@ -49,24 +49,6 @@ def log(*a):
 
 def cache_root():
     return os.path.join(os.environ.get("KVC_CACHE") or os.path.expanduser("~/.cache/kvconform"), "openvino-models")
-
-
-def mutate_config(config, mutant, max_tokens):
-    if mutant == "none":
-        return config
-    config = dict(config)
-    if mutant in ("window+1", "window-1"):
-        if not isinstance(config.get("sliding_window"), int):
-            raise Unsupported(f"mutant {mutant}: the config has no integer sliding_window")
-        config["sliding_window"] = mutated_window(config["sliding_window"], mutant)
-    elif mutant == "full":
-        if isinstance(config.get("layer_types"), list):
-            config["layer_types"] = ["full_attention"] * len(config["layer_types"])
-        else:
-            config["sliding_window"] = int(max_tokens) + 1
-    else:
-        raise Unsupported(f"mutant {mutant}: not implemented by the openvino adapter")
-    return config
 
 
 class KVWrap(torch.nn.Module):
@@ -92,15 +74,7 @@ class KVWrap(torch.nn.Module):
 
 
 def export(model_dir, config, out):
-    stage = out + ".stage"
-    shutil.rmtree(stage, ignore_errors=True)
-    os.makedirs(stage)
-    for name in os.listdir(model_dir):
-        if name != "config.json":
-            os.symlink(os.path.join(os.path.abspath(model_dir), name), os.path.join(stage, name))
-    with open(os.path.join(stage, "config.json"), "w") as f:
-        json.dump(config, f, indent=1)
-    hf = AutoModelForCausalLM.from_pretrained(stage, attn_implementation="eager", dtype=torch.float32).eval()
+    hf = AutoModelForCausalLM.from_pretrained(model_dir, config=config, attn_implementation="eager", dtype=torch.float32).eval()
     c = hf.config
     layers, heads, dim = c.num_hidden_layers, c.num_key_value_heads, getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
     past, new = 7, 3
@@ -125,7 +99,6 @@ def export(model_dir, config, out):
     ov.save_model(om, os.path.join(out, "model.xml"), compress_to_fp16=False)
     with open(os.path.join(out, "kv.json"), "w") as f:
         json.dump({"layers": layers, "kv_heads": heads, "head_dim": dim, "vocab": c.vocab_size}, f)
-    shutil.rmtree(stage, ignore_errors=True)
     log(f"exported {model_dir} in {time.time() - t0:.1f} s ({layers} layers) to {out}")
 
 
@@ -144,9 +117,8 @@ class OpenVINOEngine(Engine):
     def load(self, model_dir, options, mutant, max_tokens, sequences):
         if options:
             raise ValueError(f"unknown option(s) {', '.join(sorted(options))} (the openvino adapter takes none)")
-        with open(os.path.join(model_dir, "config.json")) as f:
-            config = mutate_config(json.load(f), mutant, max_tokens)
-        h = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
+        config = mutate_hf_config(AutoConfig.from_pretrained(model_dir), mutant)
+        h = hashlib.sha256(config.to_json_string(use_diff=False).encode())
         with open(os.path.join(model_dir, "model.safetensors"), "rb") as f:
             h.update(hashlib.sha256(f.read()).digest())
         h.update(json.dumps([ov.get_version(), transformers.__version__, torch.__version__]).encode())
