@@ -19,9 +19,13 @@ LLMPipeline runs (its KV cache lives in the model's variables):
     OpenVINO GenAI's LLMPipeline is not the entry point: generate() returns tokens and scores,
     not the logits of every new position.
   * rollback: each variable's state read, cut to length - n along the sequence axis, set back (what
-    GenAI's trim of the KV cache does); reload: the states copied out, the request reset, copied back.
+    GenAI's trim of the KV cache does); reload: the states copied out, the request reset, copied back;
+    fork: the source's states cut to the prefix, copied into the new sequence's request (prefix reuse);
+    spec: extend, then rollback of the rejected tokens.
 Options: none (any key is refused by name). Mutants reach the transformers config before the export
-through kvconform.mutate_hf_config (window+1 / window-1 / full, and the model mutants a config can say).
+through kvconform.mutate_hf_config (window+1 / window-1 / full, and the model mutants a config can say);
+fork-prefix forks one token short, spec-rollback drops one token more than a cycle rejected; fork-shared,
+chunked-restart and batch-offset are refused (set_state copies; no chunked or batch operation).
 """
 import contextlib
 import hashlib
@@ -108,7 +112,7 @@ class OpenVINOEngine(Engine):
     description = ("OpenVINO CPU plugin: a stateful graph from openvino.convert_model of the HF model (eager attention) "
                    "+ apply_make_stateful_transformation; infer per step gives every new position's logits; "
                    "rollback trims the variables' states")
-    operations = ("rollback", "reload", "sequences")
+    operations = ("rollback", "reload", "sequences", "fork", "spec")
 
     def __init__(self):
         self.compiled = None
@@ -117,6 +121,10 @@ class OpenVINOEngine(Engine):
     def load(self, model_dir, options, mutant, max_tokens, sequences):
         if options:
             raise ValueError(f"unknown option(s) {', '.join(sorted(options))} (the openvino adapter takes none)")
+        if mutant in ("fork-shared", "chunked-restart", "batch-offset"):
+            raise Unsupported(f"mutant {mutant}: OpenVINO copies a state on set (nothing to share), and the "
+                              "adapter has no chunked or batch operation")
+        self.mutant = mutant
         config = mutate_hf_config(AutoConfig.from_pretrained(model_dir), mutant)
         h = hashlib.sha256(config.to_json_string(use_diff=False).encode())
         with open(os.path.join(model_dir, "model.safetensors"), "rb") as f:
@@ -162,6 +170,27 @@ class OpenVINOEngine(Engine):
                 raise RuntimeError(f"state {s.name} holds {a.shape[2]} positions, the sequence has {r[1]}")
             s.state = ov.Tensor(np.ascontiguousarray(a[:, :, : r[1] - n]))
         r[1] -= n
+
+    def spec(self, seq, tokens, n):
+        logits = self.extend(seq, tokens)
+        if self.mutant == "spec-rollback":
+            n = min(n + 1, self.reqs[seq][1])  # the mutant: one token more than the cycle rejected
+        if n:
+            self.rollback(seq, n)
+        return logits
+
+    def fork(self, seq, source, length):
+        src = self._req(source)
+        if not 0 <= length <= src[1]:
+            raise ValueError(f"fork of {length} tokens: sequence {source} has {src[1]}")
+        if self.mutant == "fork-prefix":
+            length = max(length - 1, 0)  # the mutant: one token short
+        states = {s.name: np.ascontiguousarray(np.array(s.state.data)[:, :, :length]) for s in src[0].query_state()}
+        self.reqs.pop(seq, None)
+        dst = self._req(seq)
+        for s in dst[0].query_state():
+            s.state = ov.Tensor(states[s.name])
+        dst[1] = length
 
     def reload(self, seq):
         r = self._req(seq)
