@@ -14,11 +14,17 @@
 #include <set>
 #include <sstream>
 
+#include "build_paths.h"
 #include "scratch_dir.h"
+#include "target_files.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+
+const std::string kSourceDir = kvc::paths::source_dir();
+const std::string kBinary = kvc::paths::target_file("kvconform");
+const std::string kCaseResult = kvc::paths::target_file("kvc-case-result");
 
 struct Result {
   int code = -1;
@@ -45,7 +51,7 @@ std::string slurp(const fs::path& p) {
 // Runs `env kvconform args` with stdout captured (stderr to a file too: not a terminal).
 Result kvconform(const std::string& args, const std::string& env = "") {
   const fs::path dir = scratch("io");
-  const std::string cmd = env + (env.empty() ? "" : " ") + "'" + KVC_BINARY + "' " + args + " >'" +
+  const std::string cmd = env + (env.empty() ? "" : " ") + "'" + kBinary + "' " + args + " >'" +
                           (dir / "out").string() + "' 2>'" + (dir / "err").string() + "'";
   const int status = std::system(cmd.c_str());
   Result r;
@@ -127,7 +133,7 @@ TEST(Cli, OldSpellingsStillWorkAndSayTheirNewName) {
   const Result env = kvconform(props, "KVC_ENGINE=tensor"), env_now = kvconform(props, "KVC_TRACE_ENGINE=tensor");
   EXPECT_EQ(env.stdout_only, env_now.stdout_only);
   EXPECT_EQ(kvconform(props + " --trace-engine fast --engine fast").code, 2);
-  const std::string c = std::string(KVC_SOURCE_DIR) + "/cases/tf_hybrid_cache.json";
+  const std::string c = kSourceDir + "/cases/tf_hybrid_cache.json";
   const Result replay = kvconform("replay " + c + " --json --version 4.57.6");
   EXPECT_EQ(replay.code, 0) << replay.out;
   EXPECT_NE(replay.out.find("kvconform replay: --version is now --release"), std::string::npos) << replay.out;
@@ -145,7 +151,7 @@ TEST(Cli, CaseResultsGiveEachCaseItsOwnVerdict) {
   ASSERT_EQ(ids.size(), 4u) << listed.out;
   const auto judge = [](const fs::path& file) {
     const fs::path out = scratch_root() / "judge.out";
-    const int status = std::system(("'" + std::string(KVC_CASE_RESULT) + "' '" + file.string() + "' case_batch/backend >'" +
+    const int status = std::system(("'" + kCaseResult + "' '" + file.string() + "' case_batch/backend >'" +
                                     out.string() + "' 2>&1").c_str());
     return Result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), ""};
   };
@@ -178,17 +184,17 @@ TEST(Cli, CaseResultsGiveEachCaseItsOwnVerdict) {
 }
 
 TEST(Cli, BadUsageExitsTwo) {
-  for (const char* args : {"", "nosuchcommand", "run --no-such-flag", "run --dtype float8", "run --property 'zzz'",
+  for (const std::string& args : std::vector<std::string>{"", "nosuchcommand", "run --no-such-flag", "run --dtype float8", "run --property 'zzz'",
                            "run --no-report --report-dir x", "run --properties-only --reproduce B0gclRXd", "engine --reproduce B0gclRXd", "fuzz --shard 2/2", "fuzz --shard x",
                            "fuzz --shard 1/0", "fuzz --iterations 10 --time-budget 5", "fuzz --iterations 0",
                            "fuzz --mutant nosuch", "fuzz --property '('", "bench --windows 0", "bench --dtype int8",
                            "bench --kinds static_diagonal", "bench --backends flash", "bench --quick --kv-heads 3",
-                           "replay", "replay /nonexistent/case.json", "explain " KVC_SOURCE_DIR "/cases/tf_hybrid_cache.json",
-                           "explain " KVC_SOURCE_DIR "/cases/tf_hybrid_cache.json --step 99",
+                           "replay", "replay /nonexistent/case.json", "explain " + kSourceDir + "/cases/tf_hybrid_cache.json",
+                           "explain " + kSourceDir + "/cases/tf_hybrid_cache.json --step 99",
                            "explain /nonexistent/case.json --step 0", "run --fixtures /nonexistent --golden-only",
-                           "run --golden-only --case '^no_such_case$' --fixtures " KVC_SOURCE_DIR "/golden/fixtures --cases " KVC_SOURCE_DIR "/cases",
-                           "run --plugin /nonexistent.so", "run --device tpu", "run --backend '^none$' --case '^x$' --fixtures " KVC_SOURCE_DIR "/golden/fixtures --cases " KVC_SOURCE_DIR "/cases",
-                           "golden --version 9.9 --root " KVC_SOURCE_DIR, "golden --generate-corpus 0",
+                           "run --golden-only --case '^no_such_case$' --fixtures " + kSourceDir + "/golden/fixtures --cases " + kSourceDir + "/cases",
+                           "run --plugin /nonexistent.so", "run --device tpu", "run --backend '^none$' --case '^x$' --fixtures " + kSourceDir + "/golden/fixtures --cases " + kSourceDir + "/cases",
+                           "golden --version 9.9 --root " + kSourceDir, "golden --generate-corpus 0",
                            "golden --root /nonexistent", "fuzz --release 5.24.0",
                            "fuzz --differential --version 9.9 --root-is-not-an-option",
                            "run --properties-only --trace-engine warp", "run --properties-only --trace-engine fast",
@@ -205,7 +211,7 @@ TEST(Cli, MalformedFixtureExitsTwoNamingTheFile) {
   const fs::path dir = scratch("bad_fixture");
   fs::create_directories(dir / "fixtures/5.24.0");
   fs::create_directories(dir / "cases");
-  fs::copy_file(KVC_SOURCE_DIR "/cases/tf_hybrid_cache.json", dir / "cases/tf_hybrid_cache.json");
+  fs::copy_file(kSourceDir + "/cases/tf_hybrid_cache.json", dir / "cases/tf_hybrid_cache.json");
   std::ofstream(dir / "fixtures/5.24.0/manifest.json") << R"({"cases": {"tf_hybrid_cache": {}}})";
   std::ofstream(dir / "fixtures/5.24.0/tf_hybrid_cache.json") << "{ truncated";
   const Result r = kvconform("run --golden-only --fixtures '" + (dir / "fixtures").string() + "' --cases '" +
@@ -239,8 +245,8 @@ TEST(Cli, RunWritesDeterministicReports) {
 // float64. The JSON carries both; the Markdown shows them.
 TEST(Cli, EveryResultNamesItsPolicyAndBound) {
   const fs::path dir = scratch("policies");
-  const Result r = kvconform("run --iterations 3 --report-dir '" + dir.string() + "' --fixtures " KVC_SOURCE_DIR
-                             "/golden/fixtures --cases " KVC_SOURCE_DIR "/cases --filter "
+  const Result r = kvconform("run --iterations 3 --report-dir '" + dir.string() + "' --fixtures " + kSourceDir +
+                             "/golden/fixtures --cases " + kSourceDir + "/cases --filter "
                              "'^(golden/5\\.24\\.0/tf_hybrid_cache|backend/chunked_left_padding/static/eager/float(32|16)|"
                              "property/(stored_rows|layer_agreement|backends_vs_oracle))$'");
   ASSERT_EQ(r.code, 0) << r.out.substr(0, 2000);
@@ -275,7 +281,7 @@ TEST(Cli, EveryResultNamesItsPolicyAndBound) {
 TEST(Cli, MutantFailsEverySuiteAndTheRunGoesOn) {
   const fs::path dir = scratch("mutant_everywhere");
   const Result r = kvconform("run --iterations 5 --mutant dynamic_keeps_window --report-dir '" + dir.string() +
-                             "' --fixtures " KVC_SOURCE_DIR "/golden/fixtures --cases " KVC_SOURCE_DIR "/cases");
+                             "' --fixtures " + kSourceDir + "/golden/fixtures --cases " + kSourceDir + "/cases");
   EXPECT_EQ(r.code, 1) << r.out.substr(0, 3000);
   EXPECT_TRUE(std::regex_search(r.out, std::regex("golden/[0-9.]+/[a-z0-9_]+\\([^)]*\\): FAIL step [0-9]+"))) << r.out.substr(0, 3000);
   EXPECT_TRUE(std::regex_search(r.out, std::regex("backend/[a-z_]+/dynamic/[a-z_]+/[a-z0-9]+\\(.*\\): FAIL"))) << r.out.substr(0, 3000);
@@ -289,7 +295,7 @@ TEST(Cli, MutantFailsEverySuiteAndTheRunGoesOn) {
 // suites; a filter that matches nothing is bad usage.
 TEST(Cli, ListPrintsExactlyTheIdsFilterRuns) {
   const std::string filter = "--filter '^(golden/5\\.24\\.0/tf_hybrid|backend/chunked_left_padding/static/(eager|windowed)/|property/stored_rows$)' "
-                             "--iterations 5 --cases " KVC_SOURCE_DIR "/cases --fixtures " KVC_SOURCE_DIR "/golden/fixtures";
+                             "--iterations 5 --cases " + kSourceDir + "/cases --fixtures " + kSourceDir + "/golden/fixtures";
   const Result listed = kvconform("run --list " + filter);
   ASSERT_EQ(listed.code, 0) << listed.out;
   std::set<std::string> ids;
@@ -345,19 +351,19 @@ void expect_registry_loops(const std::string& list_command, const std::string& f
 }
 
 TEST(Cli, RegistryDrivesListFilterAndShardsOfRun) {
-  expect_registry_loops("run --list --cases " KVC_SOURCE_DIR "/cases --fixtures " KVC_SOURCE_DIR "/golden/fixtures",
+  expect_registry_loops("run --list --cases " + kSourceDir + "/cases --fixtures " + kSourceDir + "/golden/fixtures",
                         "^(golden/5\\.24\\.0/window|backend/chunked_left_padding/|property/(returned_rows|layer_agreement)$)");
 }
 
 TEST(Cli, RegistryDrivesListFilterAndShardsOfEngine) {
   expect_registry_loops("engine --engine '^oracle$' --plans all --list", "gemma2-w4/|/campaign$",
-                        std::string("cd '") + KVC_SOURCE_DIR + "' &&");
+                        std::string("cd '") + kSourceDir + "' &&");
 }
 
 // The older selectors are spellings of the one id filter: each lists exactly the ids of its --filter
 // twin, and they combine with --filter by "and".
 TEST(Cli, OldSelectorsAreSpellingsOfTheFilter) {
-  const std::string data = " --iterations 5 --cases " KVC_SOURCE_DIR "/cases --fixtures " KVC_SOURCE_DIR "/golden/fixtures";
+  const std::string data = " --iterations 5 --cases " + kSourceDir + "/cases --fixtures " + kSourceDir + "/golden/fixtures";
   const auto ids = [&](const std::string& flags) {
     const Result r = kvconform("run --list " + flags + data);
     EXPECT_EQ(r.code, 0) << flags << "\n" << r.out;
@@ -384,7 +390,7 @@ TEST(Cli, RunThatCheckedNothingIsNotGreen) {
 // A selector given where it cannot apply is refused (exit 2), never accepted and
 // ignored (docs/cli.md, "Which selector applies where"). `--backend-cmd true` is never started.
 TEST(Cli, SelectorsThatCannotApplyAreRefused) {
-  const std::string plugin = std::string("--plugin '") + KVC_BINARY + "'";  // an existing file: refused before loading
+  const std::string plugin = std::string("--plugin '") + kBinary + "'";  // an existing file: refused before loading
   for (const std::string& args :
        {std::string("run --backend-cmd true --iterations 5"), std::string("run --backend-cmd true --case x"),
         std::string("run --backend-cmd true --property stored_rows"), std::string("run --backend-cmd true --backend eager"),
@@ -443,7 +449,7 @@ TEST(Cli, VerbosePrintsMeasuredErrorAndReportsRecordIt) {
 TEST(Cli, BuildTreeBinaryFindsItsCheckoutsDataFromAnywhere) {
   const fs::path cwd = scratch("no_data_here");
   const fs::path out = scratch("no_data_here_out") / "out";
-  const int status = std::system(("cd '" + cwd.string() + "' && '" KVC_BINARY "' run --list --filter '^golden/5\\.24\\.0/window2' >'" +
+  const int status = std::system(("cd '" + cwd.string() + "' && '" + kBinary + "' run --list --filter '^golden/5\\.24\\.0/window2' >'" +
                                   out.string() + "' 2>&1").c_str());
   const std::string listed = slurp(out);
   EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0) << listed;
@@ -609,10 +615,10 @@ TEST(Regressions, ACorruptSavedCaseIsItsOwnFail) {
 // each disagreement is shrunk into a case file.
 TEST(Fuzz, DifferentialAgreesAndCanFail) {
   for (const char* v : {"4.57.6", "5.24.0"})
-    if (!fs::exists(fs::path(KVC_SOURCE_DIR) / "golden" / (std::string(".venv-") + v) / "bin/python"))
+    if (!fs::exists(fs::path(kSourceDir) / "golden" / (std::string(".venv-") + v) / "bin/python"))
       GTEST_SKIP() << "golden environment " << v << " not built (bash golden/setup_env.sh " << v << ")";
   const fs::path ok_dir = scratch("differential_ok"), bad_dir = scratch("differential_bad");
-  const std::string root = std::string(" --root ") + KVC_SOURCE_DIR;
+  const std::string root = std::string(" --root ") + kSourceDir;
   const Result ok = kvconform("fuzz --differential --iterations 20 --release 5.24.0 --shard 1/2 --regressions '" +
                               ok_dir.string() + "'" + root);
   EXPECT_EQ(ok.code, 0) << ok.out;
@@ -649,12 +655,12 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
 // The same traces through Python and C++ side by side: both rates, the ratios and the differential
 // pool's sequences/s, in one run (docs/performance.md).
 TEST(Bench, VsPythonPrintsBothSidesAndTheRatio) {
-  if (!fs::exists(fs::path(KVC_SOURCE_DIR) / "golden/.venv-5.24.0/bin/python"))
+  if (!fs::exists(fs::path(kSourceDir) / "golden/.venv-5.24.0/bin/python"))
     GTEST_SKIP() << "golden environment 5.24.0 not built (bash golden/setup_env.sh 5.24.0)";
   const fs::path dir = scratch("vs_python");
   const Result r = kvconform("bench --vs-python --release 5.24.0 --traces 10 --python-repeats 2 --campaign-traces 100 "
                              "--differential-sequences 6 --workers 2 --json '" + (dir / "vs.json").string() +
-                             "' --root " KVC_SOURCE_DIR);
+                             "' --root " + kSourceDir);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("python golden/dump.py dump_case"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("x python"), std::string::npos) << r.out;
@@ -683,7 +689,7 @@ TEST(Bench, QuickGridWritesJson) {
 // one line (and one JSON entry) per case, each with its verdict; a filter matching nothing is bad usage.
 TEST(Bench, FilterTimesExactlyTheIdsRunLists) {
   const fs::path dir = scratch("bench_cases");
-  const std::string paths = " --cases " KVC_SOURCE_DIR "/cases --fixtures " KVC_SOURCE_DIR "/golden/fixtures";
+  const std::string paths = " --cases " + kSourceDir + "/cases --fixtures " + kSourceDir + "/golden/fixtures";
   const std::string filter = "'^(golden/5\\.24\\.0/tf_hybrid_cache$|backend/chunked_left_padding/static/eager/|property/stored_rows$)'";
   const Result listed = kvconform("run --list --filter " + filter + paths);
   ASSERT_EQ(listed.code, 0) << listed.out;
@@ -708,11 +714,11 @@ TEST(Bench, FilterTimesExactlyTheIdsRunLists) {
 }
 
 TEST(Replay, CaseAgainstItsFixtures) {
-  const std::string fixtures = std::string(" --fixtures ") + KVC_SOURCE_DIR + "/golden/fixtures";
-  const Result r = kvconform(std::string("replay ") + KVC_SOURCE_DIR + "/cases/tf_hybrid_cache.json" + fixtures);
+  const std::string fixtures = std::string(" --fixtures ") + kSourceDir + "/golden/fixtures";
+  const Result r = kvconform(std::string("replay ") + kSourceDir + "/cases/tf_hybrid_cache.json" + fixtures);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("tf_hybrid_cache"), std::string::npos) << r.out;
-  const Result e = kvconform(std::string("explain ") + KVC_SOURCE_DIR + "/cases/tf_hybrid_cache.json --step 1" + fixtures);
+  const Result e = kvconform(std::string("explain ") + kSourceDir + "/cases/tf_hybrid_cache.json --step 1" + fixtures);
   EXPECT_EQ(e.code, 0) << e.out;
   // The sliding layer (W = 2) at query 3 sees keys 2 and 3: drawn over absolute key positions.
   EXPECT_NE(e.out.find("window 2: each query sees itself and 1 earlier keys"), std::string::npos) << e.out;
@@ -725,7 +731,7 @@ TEST(Replay, CaseAgainstItsFixtures) {
 // 5.24.0 has no cache_position and skips a static prefill).
 TEST(Replay, JsonPrintsTheReferenceObservations) {
   const std::string nofixtures = " --fixtures '" + scratch("json_no_fixtures").string() + "'";
-  const std::string c = std::string(KVC_SOURCE_DIR) + "/cases/tf_static_cache.json";
+  const std::string c = kSourceDir + "/cases/tf_static_cache.json";
   const Result old = kvconform("replay " + c + " --json --release 4.57.6" + nofixtures);
   ASSERT_EQ(old.code, 0) << old.out;
   const auto j = nlohmann::json::parse(old.stdout_only);
@@ -752,8 +758,8 @@ TEST(Replay, JsonPrintsTheReferenceObservations) {
 // Without --json, --release picks one release's fixture; its reproduce line names the release the same way.
 // (The verdict is Replay.CaseAgainstItsFixtures' business: only the selection is checked here.)
 TEST(Replay, ReleaseSelectsOneFixture) {
-  const std::string c = std::string(KVC_SOURCE_DIR) + "/cases/tf_hybrid_cache.json";
-  const std::string fixtures = std::string(" --fixtures ") + KVC_SOURCE_DIR + "/golden/fixtures";
+  const std::string c = kSourceDir + "/cases/tf_hybrid_cache.json";
+  const std::string fixtures = std::string(" --fixtures ") + kSourceDir + "/golden/fixtures";
   const std::string dir = scratch("replay_release").string();
   const Result r = kvconform("replay " + c + " --release 4.57.6 --report-dir '" + dir + "'" + fixtures);
   ASSERT_NE(r.code, 2) << r.out;
@@ -767,9 +773,9 @@ TEST(Replay, ReleaseSelectsOneFixture) {
 // A step where 4.56's sliding layer raises (a multi-token update once full) is explained, not a crash:
 // the raise is shown by phase on both sides.
 TEST(Replay, ExplainShowsARaisedUpdate) {
-  const Result e = kvconform(std::string("explain ") + KVC_SOURCE_DIR +
+  const Result e = kvconform(std::string("explain ") + kSourceDir +
                              "/cases/static_sliding_multi_token_after_full_equal.json --step 1 --release 4.56.2 --fixtures " +
-                             KVC_SOURCE_DIR + "/golden/fixtures");
+                             kSourceDir + "/golden/fixtures");
   EXPECT_EQ(e.code, 0) << e.out;
   EXPECT_NE(e.out.find("    raised in: [\"update\"]\n"), std::string::npos) << e.out;
   EXPECT_NE(e.out.find("0 differences"), std::string::npos) << e.out;
@@ -779,11 +785,11 @@ TEST(Replay, ExplainShowsARaisedUpdate) {
 TEST(Replay, ExplainMarksMismatches) {
   const fs::path dir = scratch("explain_mismatch");
   fs::create_directories(dir / "5.24.0");
-  fs::copy_file(KVC_SOURCE_DIR "/golden/fixtures/5.24.0/manifest.json", dir / "5.24.0/manifest.json");
-  auto fixture = nlohmann::json::parse(slurp(KVC_SOURCE_DIR "/golden/fixtures/5.24.0/tf_hybrid_cache.json"));
+  fs::copy_file(kSourceDir + "/golden/fixtures/5.24.0/manifest.json", dir / "5.24.0/manifest.json");
+  auto fixture = nlohmann::json::parse(slurp(kSourceDir + "/golden/fixtures/5.24.0/tf_hybrid_cache.json"));
   fixture["steps"][1]["layers"][1]["bool_mask"][0][0] = "01";  // transformers would not attend key 2
   std::ofstream(dir / "5.24.0/tf_hybrid_cache.json") << fixture.dump();
-  const Result e = kvconform(std::string("explain ") + KVC_SOURCE_DIR + "/cases/tf_hybrid_cache.json --step 1 --fixtures '" +
+  const Result e = kvconform(std::string("explain ") + kSourceDir + "/cases/tf_hybrid_cache.json --step 1 --fixtures '" +
                              dir.string() + "'");
   EXPECT_EQ(e.code, 1) << e.out;
   EXPECT_NE(e.out.find("  q3    +#\n"), std::string::npos) << e.out;
@@ -793,7 +799,7 @@ TEST(Replay, ExplainMarksMismatches) {
 // A hostile case file is bad input (exit 2) named by file and JSON pointer, in every command that
 // loads cases; before the caps, 2e9 tokens was an out-of-memory kill and batch 1e8 a long hang.
 fs::path hostile_case(const fs::path& dir, const std::string& name, const std::string& override_field) {
-  auto c = nlohmann::json::parse(slurp(KVC_SOURCE_DIR "/cases/tf_hybrid_cache.json"));
+  auto c = nlohmann::json::parse(slurp(kSourceDir + "/cases/tf_hybrid_cache.json"));
   c["name"] = name;
   c["inputs"] = {{"generator", "kvc-mix64-v1"}, {"seed", 1}};
   std::string text = c.dump();
@@ -838,8 +844,8 @@ TEST(HostileInput, CapsAndRangesExitTwoNamingFileAndPointer) {
 }
 
 TEST(HostileInput, CapsAreRaisedByEnvironmentAndLiftedByFlag) {
-  const std::string replay = std::string("replay ") + KVC_SOURCE_DIR + "/cases/tf_hybrid_cache.json --fixtures " +
-                             KVC_SOURCE_DIR + "/golden/fixtures";
+  const std::string replay = std::string("replay ") + kSourceDir + "/cases/tf_hybrid_cache.json --fixtures " +
+                             kSourceDir + "/golden/fixtures";
   const Result low = kvconform(replay, "KVC_MAX_TOKENS=2");
   EXPECT_EQ(low.code, 2) << low.out;
   EXPECT_NE(low.out.find("tf_hybrid_cache.json: /steps/0/tokens: 3 exceeds the cap of 2 tokens per case"), std::string::npos)
@@ -857,11 +863,11 @@ TEST(HostileInput, CapsAreRaisedByEnvironmentAndLiftedByFlag) {
 TEST(HostileInput, MalformedFixtureIsNamedByFileAndPointer) {
   const fs::path dir = scratch("bad_fixture");
   fs::create_directories(dir / "5.24.0");
-  fs::copy_file(KVC_SOURCE_DIR "/golden/fixtures/5.24.0/manifest.json", dir / "5.24.0/manifest.json");
-  auto fixture = nlohmann::json::parse(slurp(KVC_SOURCE_DIR "/golden/fixtures/5.24.0/tf_hybrid_cache.json"));
+  fs::copy_file(kSourceDir + "/golden/fixtures/5.24.0/manifest.json", dir / "5.24.0/manifest.json");
+  auto fixture = nlohmann::json::parse(slurp(kSourceDir + "/golden/fixtures/5.24.0/tf_hybrid_cache.json"));
   fixture["steps"][0]["layers"][1]["attention"]["eager"]["hex"] = std::string(200, '0');
   std::ofstream(dir / "5.24.0/tf_hybrid_cache.json") << fixture.dump();
-  const Result r = kvconform(std::string("replay ") + KVC_SOURCE_DIR + "/cases/tf_hybrid_cache.json --fixtures '" +
+  const Result r = kvconform(std::string("replay ") + kSourceDir + "/cases/tf_hybrid_cache.json --fixtures '" +
                              dir.string() + "'");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("tf_hybrid_cache.json: /steps/0/layers/1/attention/eager/hex: 200 hex digits, the shape and dtype "
@@ -869,7 +875,7 @@ TEST(HostileInput, MalformedFixtureIsNamedByFileAndPointer) {
             std::string::npos)
       << r.out;
   std::ofstream(dir / "5.24.0/tf_hybrid_cache.json") << R"({"format": "kvconform-fixture-v1", "steps": [{"layers": 1e999}]})";
-  const Result n = kvconform(std::string("replay ") + KVC_SOURCE_DIR + "/cases/tf_hybrid_cache.json --fixtures '" +
+  const Result n = kvconform(std::string("replay ") + kSourceDir + "/cases/tf_hybrid_cache.json --fixtures '" +
                              dir.string() + "'");
   EXPECT_EQ(n.code, 2) << n.out;
   EXPECT_NE(n.out.find("tf_hybrid_cache.json: /steps/0/layers: number overflow parsing '1e999'"), std::string::npos) << n.out;
@@ -973,9 +979,9 @@ TEST(Cli, MergedShardsOfFuzzEqualTheUnshardedRun) {
 }
 
 TEST(Cli, MergedShardsOfEngineEqualTheUnshardedRun) {
-  if (!fs::exists(fs::path(KVC_SOURCE_DIR) / "build/harness/kvc-oracle-engine"))  // engines/engines.json "oracle"
+  if (!fs::exists(fs::path(kSourceDir) / "build/harness/kvc-oracle-engine"))  // engines/engines.json "oracle"
     GTEST_SKIP() << "build/harness/kvc-oracle-engine not built";
-  const std::string cd = std::string("cd '") + KVC_SOURCE_DIR + "' &&";
+  const std::string cd = std::string("cd '") + kSourceDir + "' &&";
   const std::string base = "engine --engine '^oracle$' --model '^gemma2-w4$' --plans all --iterations 3";
   EXPECT_EQ(expect_merge_equals_unsharded("engine_pass", base, {2, 5}, cd), 0);
   EXPECT_EQ(expect_merge_equals_unsharded("engine_mutant", base + " --mutant window+1", kShardCounts, cd), 1);
@@ -986,10 +992,10 @@ TEST(Cli, MergedShardsOfEngineEqualTheUnshardedRun) {
 // starts a dumper per version, which takes most of its time (about 50 s a run here): 2 shards only.
 TEST(Cli, MergedShardsOfTheDifferentialCampaignEqualTheUnshardedRun) {
   for (const char* v : {"4.57.6", "5.24.0"})
-    if (!fs::exists(fs::path(KVC_SOURCE_DIR) / "golden" / (std::string(".venv-") + v) / "bin/python"))
+    if (!fs::exists(fs::path(kSourceDir) / "golden" / (std::string(".venv-") + v) / "bin/python"))
       GTEST_SKIP() << "golden environment " << v << " not built (bash golden/setup_env.sh " << v << ")";
   const fs::path out = scratch("merge_differential_cases");
-  const std::string base = std::string("fuzz --differential --iterations 2 --workers 1 --root ") + KVC_SOURCE_DIR +
+  const std::string base = std::string("fuzz --differential --iterations 2 --workers 1 --root ") + kSourceDir +
                            " --release 4.57.6 --release 5.24.0 --reference-release 5.24.0 --regressions '" + out.string() + "'";
   EXPECT_EQ(expect_merge_equals_unsharded("differential", base, {2}), 1);
   const nlohmann::json merged = nlohmann::json::parse(slurp(scratch_root() / "merge_differential/merged2/summary.json"));

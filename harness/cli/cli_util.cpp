@@ -10,6 +10,7 @@
 
 #include "kvconform/cases.h"
 #include "kvconform/report.h"
+#include "build_paths.h"
 
 namespace kvc::cli {
 
@@ -265,12 +266,10 @@ std::string data_folder(const std::string& value, bool given, const std::string&
   if (!given && !fs::exists(value, ec)) {
     const fs::path installed = fs::path(self_path()).parent_path().parent_path() / "share" / "kvconform" / rel;
     if (fs::exists(installed, ec)) return installed.lexically_normal().string();
-#ifdef KVC_SOURCE_DIR
     // A binary in its build tree (build/harness/cli/kvconform, as a pytest plugin or a reproduce
     // line runs it from another folder): the checkout it was built from, while it is there.
-    const fs::path checkout = fs::path(KVC_SOURCE_DIR) / rel;
+    const fs::path checkout = fs::path(kvc::paths::source_dir()) / rel;
     if (fs::exists(checkout, ec)) return checkout.lexically_normal().string();
-#endif
   }
   return value;
 }

@@ -8,9 +8,11 @@
 #include <filesystem>
 #include <string>
 
+#include "build_paths.h"
 #include "kvcgen/plugin_campaign.h"
 #include "kvconform/cases.h"
 #include "kvconform/plugin_runner.h"
+#include "target_files.h"
 
 namespace kvc::plugin {
 namespace {
@@ -39,7 +41,7 @@ std::string failures(const std::vector<CaseResult>& rs) {
 }
 
 TEST(RingBufferPlugin, PassesEveryCheck) {
-  const auto results = check_plugin(KVC_RING_BUFFER);
+  const auto results = check_plugin(kvc::paths::target_file("ring_buffer"));
   ASSERT_GT(results.size(), 50u);
   EXPECT_EQ(count(results, Status::Pass), static_cast<int>(results.size())) << failures(results);
   for (const auto& r : results) {
@@ -64,7 +66,7 @@ PluginCheckOptions quick(bool cache = true, bool kernel = false) {
 }
 
 TEST(MutantPlugin, WindowOffByOneIsCaughtByTheKernelCheck) {
-  const auto results = check_plugin(KVC_MUTANT_WINDOW_OFF_BY_ONE, quick(true, true));
+  const auto results = check_plugin(kvc::paths::target_file("mutant_window_off_by_one"), quick(true, true));
   const std::string hit = first_with(results, "attention (window) max error");
   EXPECT_FALSE(hit.empty()) << failures(results);
   std::cout << "  e.g. " << hit << "\n";
@@ -98,18 +100,18 @@ TEST_P(NumericsMutantPlugin, IsCaughtByANamedNumericsCase) {
     }
   EXPECT_TRUE(caught) << failures(results);
   o.select = [&](const std::string& id) { return id.find(wanted) != std::string::npos; };
-  const auto correct = check_plugin(KVC_RING_BUFFER, o);
+  const auto correct = check_plugin(kvc::paths::target_file("ring_buffer"), o);
   ASSERT_FALSE(correct.empty());
   EXPECT_EQ(count(correct, Status::Pass), static_cast<int>(correct.size())) << failures(correct);
 }
 INSTANTIATE_TEST_SUITE_P(
     Numerics, NumericsMutantPlugin,
-    ::testing::Values(NumericsCatch{KVC_MUTANT_SOFTMAX_IN_INPUT_DTYPE, "long_keys_4096/static", "float16", "max error"},
-                      NumericsCatch{KVC_MUTANT_SOFTMAX_IN_INPUT_DTYPE, "long_keys_4096/static", "bfloat16", "max error"},
-                      NumericsCatch{KVC_MUTANT_F16_ACCUMULATION, "long_keys_4096/static", "float16", "max error"},
-                      NumericsCatch{KVC_MUTANT_F16_ACCUMULATION, "long_keys_4096/static", "bfloat16", "max error"},
-                      NumericsCatch{KVC_MUTANT_NO_MAX_SUBTRACTION, "large_logits/static", "float64", "NaN"},
-                      NumericsCatch{KVC_MUTANT_NO_MAX_SUBTRACTION, "large_logits/static", "float16", "NaN"}));
+    ::testing::Values(NumericsCatch{kvc::paths::target_file("mutant_softmax_in_input_dtype"), "long_keys_4096/static", "float16", "max error"},
+                      NumericsCatch{kvc::paths::target_file("mutant_softmax_in_input_dtype"), "long_keys_4096/static", "bfloat16", "max error"},
+                      NumericsCatch{kvc::paths::target_file("mutant_f16_accumulation"), "long_keys_4096/static", "float16", "max error"},
+                      NumericsCatch{kvc::paths::target_file("mutant_f16_accumulation"), "long_keys_4096/static", "bfloat16", "max error"},
+                      NumericsCatch{kvc::paths::target_file("mutant_no_max_subtraction"), "large_logits/static", "float64", "NaN"},
+                      NumericsCatch{kvc::paths::target_file("mutant_no_max_subtraction"), "large_logits/static", "float16", "NaN"}));
 
 // The kernel campaign's numerics share (one case in five: long ranges, large magnitudes, head_dim up
 // to 256) finds the missing max subtraction on its own, with the default budget.
@@ -117,7 +119,7 @@ TEST(NumericsMutantPlugin, NoMaxSubtractionIsCaughtByTheCampaignToo) {
   PluginCheckOptions o = quick(false, true);
   o.iterations = 25;
   o.select = [](const std::string& id) { return id.find("/campaign/kernel/") != std::string::npos; };
-  const auto results = check_plugin(KVC_MUTANT_NO_MAX_SUBTRACTION, o);
+  const auto results = check_plugin(kvc::paths::target_file("mutant_no_max_subtraction"), o);
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].status, Status::Fail) << results[0].message;
   EXPECT_NE(results[0].message.find("NaN"), std::string::npos) << results[0].message;
@@ -125,14 +127,14 @@ TEST(NumericsMutantPlugin, NoMaxSubtractionIsCaughtByTheCampaignToo) {
 }
 
 TEST(MutantPlugin, StaleKvOffsetIsCaughtByTheCacheCheck) {
-  const auto results = check_plugin(KVC_MUTANT_STALE_KV_OFFSET, quick());
+  const auto results = check_plugin(kvc::paths::target_file("mutant_stale_kv_offset"), quick());
   const std::string hit = first_with(results, "get_mask_sizes(");
   EXPECT_NE(hit.find("kv_offset"), std::string::npos) << failures(results);
   std::cout << "  e.g. " << hit << "\n";
 }
 
 TEST(MutantPlugin, WrongOrderAfterWrapAroundIsCaught) {
-  const auto results = check_plugin(KVC_MUTANT_WRAP_ORDER, quick());
+  const auto results = check_plugin(kvc::paths::target_file("mutant_wrap_order"), quick());
   const std::string hit = first_with(results, "holds token");
   EXPECT_FALSE(hit.empty()) << failures(results);
   std::cout << "  e.g. " << hit << "\n";
@@ -142,14 +144,14 @@ TEST(MutantPlugin, WrongOrderAfterWrapAroundIsCaught) {
 }
 
 TEST(MutantPlugin, ReadingOneRowPastTheEndIsCaughtByGuardBytes) {
-  const auto results = check_plugin(KVC_MUTANT_READ_PAST_END, quick());
+  const auto results = check_plugin(kvc::paths::target_file("mutant_read_past_end"), quick());
   const std::string hit = first_with(results, "cache_read wrote outside its output");
   EXPECT_NE(hit.find("past the end"), std::string::npos) << failures(results);
   std::cout << "  e.g. " << hit << "\n";
 }
 
 TEST(MutantPlugin, ACrashFailsItsCasesWithTheSignalAndTheRunGoesOn) {
-  const auto results = check_plugin(KVC_MUTANT_CRASH, quick(true, true));
+  const auto results = check_plugin(kvc::paths::target_file("mutant_crash"), quick(true, true));
   const std::string hit = first_with(results, "crashed: killed by SIGSEGV");
   EXPECT_FALSE(hit.empty()) << failures(results);
   std::cout << "  e.g. " << hit << "\n";
@@ -169,7 +171,7 @@ TEST(MutantPlugin, ACrashFailsItsCasesWithTheSignalAndTheRunGoesOn) {
 TEST(MutantPlugin, MaxWorkerFailuresGivesUpCleanly) {
   PluginCheckOptions o = quick(true, true);
   o.max_worker_failures = 1;
-  const auto results = check_plugin(KVC_MUTANT_CRASH, o);
+  const auto results = check_plugin(kvc::paths::target_file("mutant_crash"), o);
   int faults = 0, gave_up = 0;
   bool after = false;
   for (const auto& r : results) {
@@ -188,7 +190,7 @@ TEST(MutantPlugin, AHangFailsItsCasesWithTheTimeoutAndTheRunGoesOn) {
   o.timeout_s = 0.5;
   o.kernel = false;
   const auto start = std::chrono::steady_clock::now();
-  const auto results = check_plugin(KVC_MUTANT_HANG, o);
+  const auto results = check_plugin(kvc::paths::target_file("mutant_hang"), o);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string hit = first_with(results, "timed out after 0.5 s");
   EXPECT_FALSE(hit.empty()) << failures(results);
@@ -201,14 +203,14 @@ TEST(MutantPlugin, AHangFailsItsCasesWithTheTimeoutAndTheRunGoesOn) {
 TEST(RingBufferPlugin, PassesTheGoldenCasesStepSequences) {
   PluginCheckOptions o;
   o.iterations = 0;
-  o.cases_dir = KVC_CASES_DIR;
-  const auto results = check_plugin(KVC_RING_BUFFER, o);
+  o.cases_dir = std::string(kvc::paths::source_dir()) + "/cases";
+  const auto results = check_plugin(kvc::paths::target_file("ring_buffer"), o);
   int golden = 0;
   for (const auto& r : results) golden += r.name.rfind("golden-", 0) == 0;
   EXPECT_GT(golden, 40);
   EXPECT_EQ(count(results, Status::Pass), static_cast<int>(results.size())) << failures(results);
   o.kernel = false;
-  const auto mutant = check_plugin(KVC_MUTANT_WRAP_ORDER, o);
+  const auto mutant = check_plugin(kvc::paths::target_file("mutant_wrap_order"), o);
   EXPECT_FALSE(first_with(mutant, "holds token").empty());
 }
 
@@ -220,7 +222,7 @@ TEST(MutantPlugin, ShrunkCampaignFailureIsSavedAsACaseThatFailsAgain) {
   std::filesystem::remove_all(dir);
   PluginCheckOptions o = quick();
   o.save_regressions = dir.string();
-  const auto results = check_plugin(KVC_MUTANT_WRAP_ORDER, o);
+  const auto results = check_plugin(kvc::paths::target_file("mutant_wrap_order"), o);
   std::string saved;
   for (const auto& r : results)
     if (r.name == "campaign/cache") saved = r.detail;
@@ -239,15 +241,15 @@ TEST(MutantPlugin, ShrunkCampaignFailureIsSavedAsACaseThatFailsAgain) {
   replay.regressions_root = dir.string();
   const std::string hash = files[0].stem().string();
   replay.select = [&](const std::string& id) { return id.find("/regressions/cache/mutant_wrap_order/" + hash + "/") != std::string::npos; };
-  const auto again = check_plugin(KVC_MUTANT_WRAP_ORDER, replay);
+  const auto again = check_plugin(kvc::paths::target_file("mutant_wrap_order"), replay);
   ASSERT_EQ(again.size(), 1u) << failures(again);
   EXPECT_EQ(again[0].status, Status::Fail);
   EXPECT_NE(again[0].message.find("holds token"), std::string::npos) << again[0].message;
   replay.regressions_root.clear();  // a mutant of the replay that ignores the corpus: nothing of it runs
-  EXPECT_TRUE(check_plugin(KVC_MUTANT_WRAP_ORDER, replay).empty());
+  EXPECT_TRUE(check_plugin(kvc::paths::target_file("mutant_wrap_order"), replay).empty());
   replay.cases_dir = folder.string();  // the ring buffer's own corpus is not this one: the file as a case
   replay.select = [&](const std::string& id) { return id.find("/golden-cache/" + c.name + "/") != std::string::npos; };
-  const auto good = check_plugin(KVC_RING_BUFFER, replay);
+  const auto good = check_plugin(kvc::paths::target_file("ring_buffer"), replay);
   ASSERT_EQ(good.size(), 1u) << failures(good);
   EXPECT_EQ(good[0].status, Status::Pass) << good[0].message;
   std::filesystem::remove_all(dir);
@@ -262,7 +264,7 @@ TEST(MutantPlugin, ShrunkNumericsFailureIsSavedAsACaseThatFailsAgain) {
   o.iterations = 25;
   o.save_regressions = dir.string();
   o.select = [](const std::string& id) { return id.find("/campaign/") != std::string::npos; };
-  const auto results = check_plugin(KVC_MUTANT_NO_MAX_SUBTRACTION, o);
+  const auto results = check_plugin(kvc::paths::target_file("mutant_no_max_subtraction"), o);
   ASSERT_EQ(results.size(), 1u) << failures(results);
   ASSERT_EQ(results[0].status, Status::Fail) << results[0].message;
   const std::filesystem::path folder = dir / "plugin" / "mutant_no_max_subtraction";
@@ -278,10 +280,10 @@ TEST(MutantPlugin, ShrunkNumericsFailureIsSavedAsACaseThatFailsAgain) {
   replay.iterations = 0;
   replay.cases_dir = folder.string();
   replay.select = [&](const std::string& id) { return id.find("/golden-kernel/" + c.name + "/") != std::string::npos; };
-  const auto again = check_plugin(KVC_MUTANT_NO_MAX_SUBTRACTION, replay);
+  const auto again = check_plugin(kvc::paths::target_file("mutant_no_max_subtraction"), replay);
   ASSERT_EQ(again.size(), 1u) << failures(again);
   EXPECT_EQ(again[0].status, Status::Fail) << again[0].message;
-  const auto good = check_plugin(KVC_RING_BUFFER, replay);
+  const auto good = check_plugin(kvc::paths::target_file("ring_buffer"), replay);
   ASSERT_EQ(good.size(), 1u) << failures(good);
   EXPECT_EQ(good[0].status, Status::Pass) << good[0].message;
   std::filesystem::remove_all(dir);
@@ -298,7 +300,7 @@ TEST(PluginLoading, AMissingFileOrSymbolIsOneFailedCase) {
 }
 
 TEST(PluginRunner, ProbeReportsWhatThePluginExports) {
-  const Trace t = execute(KVC_RING_BUFFER, {}, 5);
+  const Trace t = execute(kvc::paths::target_file("ring_buffer"), {}, 5);
   ASSERT_TRUE(t.ok()) << t.detail;
   EXPECT_EQ(t.name, "ring_buffer");
   EXPECT_TRUE(t.has_attention);
@@ -309,7 +311,7 @@ TEST(PluginRunner, ProbeReportsWhatThePluginExports) {
 // A plugin that answers KVC_ERR_UNSUPPORTED to everything is checked on nothing: every case is a
 // SKIP (the random campaigns too), none a pass, so `kvconform run --plugin` exits 1 on it.
 TEST(UnsupportedPlugin, EveryCaseIsSkippedNoneCountsAsPassed) {
-  const auto results = check_plugin(KVC_MUTANT_UNSUPPORTED, quick(true, true));
+  const auto results = check_plugin(kvc::paths::target_file("mutant_unsupported"), quick(true, true));
   ASSERT_FALSE(results.empty());
   EXPECT_EQ(count(results, Status::Pass), 0) << failures(results);
   EXPECT_EQ(count(results, Status::Skipped), static_cast<int>(results.size())) << failures(results);

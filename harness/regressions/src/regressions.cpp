@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "kvconform/report.h"
+#include "build_paths.h"
 
 namespace kvc::regressions {
 
@@ -153,10 +154,8 @@ std::string resolve_root(const std::string& given) {
     const fs::path installed = self.parent_path().parent_path() / "share" / "kvconform" / "regressions";
     if (fs::is_directory(installed, ec)) return installed.lexically_normal().string();
   }
-#ifdef KVC_SOURCE_DIR
-  const fs::path checkout = fs::path(KVC_SOURCE_DIR) / "regressions";
+  const fs::path checkout = fs::path(kvc::paths::source_dir()) / "regressions";
   if (fs::is_directory(checkout, ec)) return checkout.lexically_normal().string();
-#endif
   return "regressions";
 }
 

@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 
+#include "build_paths.h"
 #include "kvconform/attention.h"
 #include "kvconform/backends.h"
 #include "kvconform/tensors.h"
@@ -205,7 +206,7 @@ TEST(Judge, Float64KernelComputingInFloat32IsCaught) {
 // A backend's name lives in one place, the registry: docs/backends.md's table must list exactly the
 // registered backends, so that adding or renaming one without its documentation fails here.
 TEST(BackendRegistry, DocsTableListsExactlyTheRegisteredBackends) {
-  std::ifstream in(std::string(KVC_SOURCE_DIR) + "/docs/backends.md");
+  std::ifstream in(std::string(kvc::paths::source_dir()) + "/docs/backends.md");
   ASSERT_TRUE(in) << "docs/backends.md";
   std::set<std::string> documented;
   const std::regex row("^\\| `([a-z_0-9]+)` \\|");

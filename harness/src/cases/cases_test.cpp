@@ -7,13 +7,14 @@
 #include <regex>
 #include <tuple>
 
+#include "build_paths.h"
 #include "kvconform/cases.h"
 #include "kvconform/fixture_check.h"
 
 namespace kvc::cases {
 namespace {
 
-const std::string kRoot = KVC_SOURCE_DIR;
+const std::string kRoot = kvc::paths::source_dir();
 
 // A small valid case; `fields` (JSON object members, without braces) replace the defaults.
 std::string doc(const std::string& fields = "", const std::string& steps = R"([{"tokens": 2}, {"tokens": 1}])") {
@@ -255,7 +256,7 @@ TEST(CaseFiles, WrittenCaseLoadsBackTheSame) {
 namespace kvc::golden {
 namespace {
 
-const std::string kRoot = KVC_SOURCE_DIR;
+const std::string kRoot = kvc::paths::source_dir();
 
 nlohmann::json fixture() {
   return cases::parse_json(cases::read_file(kRoot + "/golden/fixtures/5.24.0/tf_hybrid_cache.json"), "f.json");

@@ -9,9 +9,11 @@
 #include <random>
 #include <unistd.h>
 
+#include "build_paths.h"
 #include "kvconform/engine/check.h"
 #include "kvconform/engine/model.h"
 #include "kvconform/engine/plan.h"
+#include "target_files.h"
 
 namespace kvc::engine {
 namespace {
@@ -495,7 +497,7 @@ TEST(Diagnose, NamesEachConfigReadWrong) {
 const std::string& gemma2_dir() {
   static const std::string dir = [] {
     const std::string out = (std::filesystem::temp_directory_path() / ("kvc-engine-test-" + std::to_string(getpid()))).string();
-    const std::string cmd = "python3 " KVC_SOURCE_DIR "/engines/models/make_models.py " + out + " --only gemma2-w4 >/dev/null";
+    const std::string cmd = "python3 " + std::string(kvc::paths::source_dir()) + "/engines/models/make_models.py " + out + " --only gemma2-w4 >/dev/null";
     if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
     return out + "/gemma2-w4";
   }();
@@ -511,7 +513,7 @@ Plan plan_named(const std::string& name) {
 
 report::CaseResult run_oracle_engine(const Plan& plan, nlohmann::json options, const std::string& mutant = "none",
                                      EngineClient* reuse = nullptr) {
-  EngineSpec spec{"oracle", KVC_ORACLE_ENGINE, std::move(options), mutant, 5};
+  EngineSpec spec{"oracle", kvc::paths::target_file("kvc-oracle-engine"), std::move(options), mutant, 5};
   EngineClient own(spec);
   EngineClient& client = reuse ? *reuse : own;
   return check_plan(client, load_model(gemma2_dir()), gemma2_dir(), plan, {});
@@ -541,7 +543,7 @@ TEST(EngineCheck, AWorkerFaultIsThatCasesFailAndTheNextCaseGetsAFreshWorker) {
   const Plan plan = plan_named("prefill_gt_w");
   for (auto [fault, words] : {std::pair{"crash@1", "crashed: the worker was killed by SIGSEGV"}, {"exit@1", "exited with status 3"},
                               {"hang@1", "timed out after 5 s"}, {"garbage@1", "protocol error"}}) {
-    EngineSpec spec{"oracle", KVC_ORACLE_ENGINE, {{"fault", fault}}, "none", 5};
+    EngineSpec spec{"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"fault", fault}}, "none", 5};
     EngineClient client(spec);
     const auto bad = check_plan(client, load_model(gemma2_dir()), gemma2_dir(), plan, {});
     EXPECT_EQ(bad.status, report::Status::Fail) << fault;
@@ -560,8 +562,8 @@ TEST(EngineCheck, AKnownDeviationIsADeviationAndOnlyWithItsDiagnosis) {
   const Plan plan = plan_named("extend_after_full");
   const Model m = load_model(gemma2_dir());
   // The engine's own window of W+1 (the oracle engine's "deviate" option: the suite is not told).
-  EngineClient own({"oracle", KVC_ORACLE_ENGINE, {{"deviate", "window+1"}}, "none", 5});
-  EngineClient plus1({"oracle", KVC_ORACLE_ENGINE, nlohmann::json::object(), "window+1", 5});
+  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window+1"}}, "none", 5});
+  EngineClient plus1({"oracle", kvc::paths::target_file("kvc-oracle-engine"), nlohmann::json::object(), "window+1", 5});
   auto known = [](std::optional<Diagnosis::Kind> kind, nlohmann::json params = nlohmann::json::object()) {
     CheckOptions o;
     KnownDeviation k;

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <vector>
 
+#include "build_paths.h"
+
 extern char** environ;
 
 namespace kvc::worker {
@@ -60,10 +62,9 @@ std::vector<std::string> worker_environment() {
     else
       env.emplace_back(*e);
   }
-#ifdef KVC_PYTHON_PACKAGE_DIR
-  if (access(KVC_PYTHON_PACKAGE_DIR "/kvconform/__init__.py", R_OK) == 0)  // a built checkout, not an install elsewhere
-    python_path += (python_path.empty() ? "" : ":") + std::string(KVC_PYTHON_PACKAGE_DIR);
-#endif
+  const std::string package = std::string(kvc::paths::source_dir()) + "/python";
+  if (access((package + "/kvconform/__init__.py").c_str(), R_OK) == 0)  // a built checkout, not an install elsewhere
+    python_path += (python_path.empty() ? "" : ":") + package;
   if (!python_path.empty()) env.push_back("PYTHONPATH=" + python_path);
   return env;
 }

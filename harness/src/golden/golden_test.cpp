@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 
+#include "build_paths.h"
 #include "kvconform/fixture_format.h"
 #include "kvconform/golden.h"
 #include "kvconform/inputs.h"
@@ -16,7 +17,7 @@
 namespace kvc::golden {
 namespace {
 
-const std::string kRoot = KVC_SOURCE_DIR;
+const std::string kRoot = kvc::paths::source_dir();
 
 ReplayOptions options() {
   ReplayOptions o;

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "build_paths.h"
+
 namespace kvc {
 namespace {
 
@@ -33,7 +35,7 @@ std::vector<std::string> disagreements(const json& sweep) {
 }
 
 json sweep_file() {
-  const std::filesystem::path path = std::filesystem::path(KVC_SOURCE_DIR) / "golden" / "behaviours.json";
+  const std::filesystem::path path = std::filesystem::path(kvc::paths::source_dir()) / "golden" / "behaviours.json";
   if (!std::filesystem::exists(path)) return nullptr;
   std::ifstream in(path);
   std::stringstream text;

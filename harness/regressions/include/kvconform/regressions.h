@@ -58,7 +58,7 @@ std::vector<Entry> load(const std::string& root, const std::string& suite, const
 
 // The corpus folder a command reads: `given` when set; else ./regressions when it is a folder; else
 // the installed copy next to the binary (<prefix>/share/kvconform/regressions); else the checkout the
-// binary was built from (KVC_SOURCE_DIR); else "regressions" (then empty).
+// binary was built from (kvc::paths::source_dir()); else "regressions" (then empty).
 std::string resolve_root(const std::string& given = "");
 
 }  // namespace kvc::regressions
