@@ -40,6 +40,7 @@ engines/models/check_models.py (or the check in the report) measures the window 
 logits at position 20 with sliding_window W and W+1 differ by much more than 1e-3.
 """
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -338,16 +339,28 @@ def config_json(cfg):
     return {k: v for k, v in cfg.items() if not k.startswith("_")}
 
 
+def put(path, data):
+    """Writes data to path unless it already holds exactly that, through a rename: engine runs read
+    the zoo while another run (a parallel ctest) writes the same bytes, and must never see half a file."""
+    try:
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return
+    except FileNotFoundError:
+        pass
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
 def write(out_dir, name, entry=None):
     family, cfg = config(name, entry)
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(config_json(cfg), f, indent=2, sort_keys=True)
-        f.write("\n")
+    put(os.path.join(d, "config.json"), (json.dumps(config_json(cfg), indent=2, sort_keys=True) + "\n").encode())
     data = safetensors_bytes(tensors(name, family, cfg))
-    with open(os.path.join(d, "model.safetensors"), "wb") as f:
-        f.write(data)
+    put(os.path.join(d, "model.safetensors"), data)
     return d, hashlib.sha256(data).hexdigest()
 
 
@@ -367,9 +380,13 @@ def main(argv=None):
         return 0
     if not a.out_dir:
         ap.error("OUT_DIR is required")
-    for name in a.only or models:
-        d, digest = write(a.out_dir, name)
-        print(f"{name}\t{d}\tsha256(model.safetensors)={digest}")
+    os.makedirs(a.out_dir, exist_ok=True)
+    # Concurrent writers of one folder take turns, so the second finds every file already right.
+    with open(os.path.join(a.out_dir, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for name in a.only or models:
+            d, digest = write(a.out_dir, name)
+            print(f"{name}\t{d}\tsha256(model.safetensors)={digest}")
     return 0
 
 

@@ -35,7 +35,7 @@ import shutil
 import sys
 import time
 
-from kvconform import Engine, mutate_hf_config, serve_engine
+from kvconform import Engine, cache_lock, mutate_hf_config, serve_engine
 
 with contextlib.redirect_stdout(sys.stderr):
     import numpy as np
@@ -131,9 +131,10 @@ class OpenVINOEngine(Engine):
             h.update(hashlib.sha256(f.read()).digest())
         h.update(json.dumps([ov.get_version(), transformers.__version__, torch.__version__]).encode())
         out = os.path.join(cache_root(), f"{os.path.basename(os.path.normpath(model_dir))}-{h.hexdigest()[:16]}")
-        if not os.path.exists(os.path.join(out, "kv.json")):
-            shutil.rmtree(out, ignore_errors=True)
-            export(model_dir, config, out)
+        with cache_lock(out):
+            if not os.path.exists(os.path.join(out, "kv.json")):
+                shutil.rmtree(out, ignore_errors=True)
+                export(model_dir, config, out)
         with open(os.path.join(out, "kv.json")) as f:
             self.kv = json.load(f)
         self.compiled = ov.Core().compile_model(os.path.join(out, "model.xml"), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})

@@ -46,7 +46,7 @@ import subprocess
 import sys
 import time
 
-from kvconform import Engine, Unsupported, mutated_window, serve_engine
+from kvconform import Engine, Unsupported, cache_lock, mutated_window, serve_engine
 
 with contextlib.redirect_stdout(sys.stderr):
     import numpy as np
@@ -128,44 +128,45 @@ class OrtGenaiEngine(Engine):
         h.update(json.dumps({"o": {k: o[k] for k in ("precision", "windowed_kv_cache", "cache_slack")}, "og": og.__version__, "ort": onnxruntime.__version__}, sort_keys=True).encode())
         key = f"{os.path.basename(os.path.normpath(model_dir))}-{o['precision']}-{h.hexdigest()[:16]}"
         out = os.path.join(cache_root(), key)
-        if os.path.exists(os.path.join(out, ".kvc-built")):
-            return out, config
-        fail = os.path.join(cache_root(), key + ".failed")
-        if os.path.exists(fail):
-            with open(fail) as f:
-                raise Unsupported(f.read())
-        stage = out + ".stage"
-        shutil.rmtree(stage, ignore_errors=True)
-        shutil.rmtree(out, ignore_errors=True)
-        os.makedirs(stage)
-        for name in os.listdir(model_dir):
-            if name != "config.json":
-                os.symlink(os.path.join(os.path.abspath(model_dir), name), os.path.join(stage, name))
-        with open(os.path.join(stage, "config.json"), "w") as f:
-            json.dump(config, f, indent=1)
-        if not any(os.path.exists(os.path.join(stage, n)) for n in ("tokenizer.json", "tokenizer.model")):
-            for name, content in tokenizer_files(int(config["vocab_size"])).items():
-                with open(os.path.join(stage, name), "w") as f:
-                    json.dump(content, f)
-        cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", stage, "-o", out,
-               "-p", o["precision"], "-e", "cpu", "-c", stage + "-hfcache"]
-        if not o["windowed_kv_cache"]:
-            cmd += ["--extra_options", "windowed_kv_cache=false"]
-        t0 = time.time()
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=stage)
-        log(f"builder ({time.time() - t0:.1f} s, rc {r.returncode}): {' '.join(cmd)}")
-        if r.returncode != 0:
-            lines = [l for l in r.stdout.splitlines() if l.strip()]
-            msg = (f"onnxruntime-genai {og.__version__} model builder failed (rc {r.returncode}) on "
-                   f"{config.get('architectures')} -p {o['precision']} -e cpu: " + " | ".join(lines[-3:]))
-            with open(fail, "w") as f:
-                f.write(msg)
+        with cache_lock(out):
+            if os.path.exists(os.path.join(out, ".kvc-built")):
+                return out, config
+            fail = os.path.join(cache_root(), key + ".failed")
+            if os.path.exists(fail):
+                with open(fail) as f:
+                    raise Unsupported(f.read())
+            stage = out + ".stage"
+            shutil.rmtree(stage, ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
+            os.makedirs(stage)
+            for name in os.listdir(model_dir):
+                if name != "config.json":
+                    os.symlink(os.path.join(os.path.abspath(model_dir), name), os.path.join(stage, name))
+            with open(os.path.join(stage, "config.json"), "w") as f:
+                json.dump(config, f, indent=1)
+            if not any(os.path.exists(os.path.join(stage, n)) for n in ("tokenizer.json", "tokenizer.model")):
+                for name, content in tokenizer_files(int(config["vocab_size"])).items():
+                    with open(os.path.join(stage, name), "w") as f:
+                        json.dump(content, f)
+            cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", stage, "-o", out,
+                   "-p", o["precision"], "-e", "cpu", "-c", stage + "-hfcache"]
+            if not o["windowed_kv_cache"]:
+                cmd += ["--extra_options", "windowed_kv_cache=false"]
+            t0 = time.time()
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=stage)
+            log(f"builder ({time.time() - t0:.1f} s, rc {r.returncode}): {' '.join(cmd)}")
+            if r.returncode != 0:
+                lines = [l for l in r.stdout.splitlines() if l.strip()]
+                msg = (f"onnxruntime-genai {og.__version__} model builder failed (rc {r.returncode}) on "
+                       f"{config.get('architectures')} -p {o['precision']} -e cpu: " + " | ".join(lines[-3:]))
+                with open(fail, "w") as f:
+                    f.write(msg)
+                shutil.rmtree(stage + "-hfcache", ignore_errors=True)
+                raise Unsupported(msg)
             shutil.rmtree(stage + "-hfcache", ignore_errors=True)
-            raise Unsupported(msg)
-        shutil.rmtree(stage + "-hfcache", ignore_errors=True)
-        with open(os.path.join(out, ".kvc-built"), "w") as f:
-            f.write(" ".join(cmd) + "\n")
-        return out, config
+            with open(os.path.join(out, ".kvc-built"), "w") as f:
+                f.write(" ".join(cmd) + "\n")
+            return out, config
 
     def check_graph(self, out, config):
         with open(os.path.join(out, "genai_config.json")) as f:

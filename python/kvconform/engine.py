@@ -27,9 +27,12 @@ fails the case with its message; the worker lives on either way.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import operator
+import os
 import sys
-from typing import IO, Any, ClassVar, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import IO, Any, ClassVar, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._load import load_object
 from .protocol import Buffer, Header, OutBuffer, Unsupported, protocol_stdout, serve_requests
@@ -45,6 +48,7 @@ __all__ = [
     "LogProbs",
     "Rows",
     "Unsupported",
+    "cache_lock",
     "load_engine",
     "mutate_hf_config",
     "mutated_window",
@@ -174,6 +178,22 @@ class Engine:
         """Advances several sequences in one engine call: items are (seq, tokens), each seq once;
         returns the logits of every new position, item after item (operation "batch")."""
         raise Unsupported("batch is not supported")
+
+
+@contextlib.contextmanager
+def cache_lock(path: str) -> Iterator[None]:
+    """Holds an exclusive lock on PATH + ".lock" for the block: an adapter that converts a checkpoint
+    into a cache folder (check, build, mark done) wraps all three in it, so that two engine runs at
+    once (a parallel ctest, two CI jobs on one cache) build a folder once and never read one half
+    built or removed under them."""
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def mutated_window(window: int, mutant: str) -> Optional[int]:

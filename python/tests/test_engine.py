@@ -279,3 +279,16 @@ def test_protocol_frames_are_the_documented_bytes():
                                         {"out": ("float32", (1,), b"\0\0\x80\x3f")})
     with pytest.raises(protocol.Closed):
         protocol.receive(io.BytesIO(b"\x05\0\0\0{}"))
+
+
+def test_cache_lock_makes_a_second_process_wait(tmp_path):
+    """Two engine runs converting one checkpoint into one cache folder: the second waits for the
+    first's block to end (it would otherwise see the folder half built, or remove it under the first)."""
+    folder = str(tmp_path / "model-abc")
+    waiter = [sys.executable, "-c", "import sys, kvconform\nwith kvconform.cache_lock(sys.argv[1]): print('got it')", folder]
+    with kvconform.cache_lock(folder):
+        p = subprocess.Popen(waiter, stdout=subprocess.PIPE, text=True)
+        with pytest.raises(subprocess.TimeoutExpired):
+            p.wait(timeout=1.0)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 0 and out.strip() == "got it"
