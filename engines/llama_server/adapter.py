@@ -128,7 +128,9 @@ class Server:
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited with status {self.proc.returncode} while starting: {self.tail()}")
+                tail = self.tail()
+                self.stop()
+                raise RuntimeError(f"llama-server exited with status {self.proc.returncode} while starting: {tail}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
                     if r.status == 200:
@@ -157,7 +159,11 @@ class Server:
         except urllib.error.HTTPError as e:  # the server's own refusal: its message
             raise RuntimeError(f"llama-server {path}: HTTP {e.code}: {e.read().decode(errors='replace')[:500]}") from None
         except (urllib.error.URLError, ConnectionError, OSError, TimeoutError) as e:
-            status = self.proc.poll()
+            # A server that aborts closes the connection a moment before the kernel reports its exit.
+            try:
+                status = self.proc.wait(0 if isinstance(e, TimeoutError) else 2)
+            except subprocess.TimeoutExpired:
+                status = None
             why = f"exited with status {status}" if status is not None else f"did not answer in {self.timeout:g} s ({e})"
             tail = self.tail()
             self.stop()
