@@ -1,7 +1,7 @@
-// `kvconform bench --filter REGEX`: perf mode over the registry. The cases `kvconform run --list
-// --filter REGEX` lists (golden replay, backend suite, properties; report::case_id), each run as
-// `run` runs it, repeated and timed: one line per case id, as test-backend-ops' perf mode does for
-// its own test registry. A golden fixture is read once and only its replay is timed.
+// `kvconform bench --filter REGEX`: perf mode over the registry. The entries `kvconform run --list
+// --filter REGEX` lists (make_run_registry: golden replay, backend suite, properties, found cases),
+// each run as `run` runs it, repeated and timed: one line per case id, as test-backend-ops' perf
+// mode does for its own test registry.
 // No LibTorch in this file.
 #include <algorithm>
 #include <chrono>
@@ -11,10 +11,8 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "kvcgen/campaign.h"
-#include "kvconform/backends.h"
-#include "kvconform/golden.h"
 #include "kvconform/report.h"
+#include "registry.h"
 
 namespace kvc::cli {
 
@@ -60,33 +58,16 @@ int run_case_perf(const CasePerfRequest& req, nlohmann::ordered_json* json_out) 
     all.push_back(t);
   };
 
-  golden::ReplayOptions g;
-  g.fixtures_root = req.fixtures;
-  g.cases_root = req.cases;
-  g.select = selected;
-  golden::for_each_fixture(g, [&](const golden::LoadedFixture& f) {
-    print(timed("golden/" + f.version + "/" + f.name, req, [&] { return golden::replay_one(f, Mutation::None).status; }));
-  });
-
-  backends::SuiteOptions b;
-  b.seed = req.seed;
-  b.select = selected;
-  b.list_only = true;
-  for (const report::CaseResult& listed : backends::run_suite(b)) {
-    const std::string id = report::case_id(listed);
-    backends::SuiteOptions one = b;
-    one.list_only = false;
-    one.select = [&](const std::string& other) { return other == id; };
-    print(timed(id, req, [&] { return backends::run_suite(one).at(0).status; }));
-  }
-
-  for (campaign::Property p : campaign::all_properties()) {
-    const std::string id = std::string("property/") + campaign::to_string(p);
-    if (!selected(id)) continue;
-    campaign::Options o;
-    o.seed = req.seed;
-    o.iterations = req.iterations;
-    print(timed(id, req, [&] { return campaign::run(p, o).ok ? report::Status::Pass : report::Status::Fail; }));
+  // Each chosen entry alone, through the registry's own runner: a case of a batch (golden replay,
+  // the backend suite) runs its batch with only itself chosen, so a fixture's load is in its time.
+  const std::unique_ptr<RunRegistry> run = make_run_registry(req.fixtures, req.cases, req.seed, req.iterations);
+  for (const Chosen& c : run->registry().choose(selected).chosen) {
+    const Registry::Plan alone{{c}, 1};
+    print(timed(c.entry->id, req, [&] {
+      report::Status status = report::Status::Skipped;
+      Registry::run(alone, [&](const Chosen&, report::CaseResult r) { status = r.status; });
+      return status;
+    }));
   }
 
   if (all.empty()) throw std::invalid_argument("--filter '" + req.filter + "' matches no case (kvconform run --list shows the ids)");

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,18 @@ struct CasePerfRequest {
   bool quiet_stdout = false;  // the table on stderr (JSON on stdout)
 };
 int run_case_perf(const CasePerfRequest& request, nlohmann::ordered_json* json_out);
+
+// The registry `kvconform run` builds with its defaults (run_command.cpp): golden replay of
+// `fixtures`, the backend suite, every property and the corpus' found cases, in --list order. The
+// object owns what its entries refer to; bench --filter times those entries.
+class Registry;
+class RunRegistry {
+ public:
+  virtual ~RunRegistry() = default;
+  virtual const Registry& registry() const = 0;
+};
+std::unique_ptr<RunRegistry> make_run_registry(const std::string& fixtures, const std::string& cases, uint64_t seed,
+                                               int iterations);
 
 // One name per concept across the subcommands: OLD is a former spelling of the option `current`,
 // still accepted for one release (until kvconform 0.2) with a warning on stderr that names the new

@@ -383,8 +383,35 @@ class RunSuites {
   const std::string corpus_;  // empty: --no-regressions
 };
 
+// make_run_registry's object: the arguments and options the suites refer to, then the suites.
+class DefaultRunRegistry : public RunRegistry {
+ public:
+  DefaultRunRegistry(const std::string& fixtures, const std::string& cases, uint64_t seed, int iterations) {
+    args_.fixtures = fixtures;
+    args_.cases = cases;
+    options_ = campaign::options_from_env();
+    options_.seed = seed;
+    options_.iterations = iterations;
+    suites_ = std::make_unique<RunSuites>(args_, options_, registry_, regressions::resolve_root(""));
+    suites_->golden();
+    suites_->backend();
+    suites_->properties(campaign::all_properties());
+    suites_->property_regressions();
+  }
+  const Registry& registry() const override { return registry_; }
 
+ private:
+  RunArgs args_;
+  campaign::Options options_;
+  Registry registry_;
+  std::unique_ptr<RunSuites> suites_;
+};
 }  // namespace
+
+std::unique_ptr<RunRegistry> make_run_registry(const std::string& fixtures, const std::string& cases, uint64_t seed,
+                                               int iterations) {
+  return std::make_unique<DefaultRunRegistry>(fixtures, cases, seed, iterations);
+}
 
 Runner add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
