@@ -80,8 +80,7 @@ struct LoadedFixture {
   const nlohmann::json* fixture = nullptr;
   FixtureBehaviours behaviours;
 };
-// replay() is for_each_fixture + replay_one; perf mode (kvconform bench --filter) times replay_one
-// on each loaded fixture. The pointers live for the call of `visit` only.
+// replay() is for_each_fixture + replay_one. The pointers live for the call of `visit` only.
 void for_each_fixture(const ReplayOptions& options, const std::function<void(const LoadedFixture&)>& visit);
 // The replay of one loaded fixture: check(), the FAIL of a behaviours mismatch or of a raise.
 report::CaseResult replay_one(const LoadedFixture& fixture, Mutation mutation);
