@@ -17,14 +17,18 @@ The engine under test is mlx-lm itself, used as its generate() uses it:
     offset < max_size; a refusal is Unsupported, the plan SKIPs);
   * reload: save_prompt_cache to a temporary .safetensors, drop the cache, load_prompt_cache.
 
+A Llama4ForCausalLM checkpoint (model_type llama4_text) is given to mlx-lm in the Llama 4
+releases' layout (llama4_layout below), so that mlx-lm runs its chunked-attention model.
+
 Options (any other key is refused by name):
   prefill_step   int >= 1: feed each extend in chunks of this many tokens (default: one call).
 
 Mutants rewrite the config before the model is built (load_model's model_config override):
-window+1 / window-1 change config.sliding_window; full sets layer_types to all full_attention
+window+1 / window-1 change config.sliding_window (on Llama 4, attention_chunk_size); full sets layer_types to all full_attention
 (read by llama.py) and sliding_window to a window longer than any plan (for the families that
 derive the sliding layers from a pattern and only read sliding_window).
 """
+import json
 import os
 import sys
 import tempfile
@@ -51,6 +55,11 @@ def mutant_config(config, mutant, max_tokens):
     """The config overrides that make mutant (passed to load_model as model_config)."""
     if mutant == "none":
         return {}
+    text = config.get("text_config", config)
+    if isinstance(text.get("attention_chunk_size"), int) and not isinstance(text.get("sliding_window"), int):
+        # Llama 4: the mutant moves the chunk (full: one chunk longer than any plan)
+        c = mutated_window(text["attention_chunk_size"], mutant)
+        return {"attention_chunk_size": c if c is not None else max(FULL_WINDOW, int(max_tokens) + 1)}
     window = config.get("sliding_window")
     if not isinstance(window, int):
         raise Unsupported(f"mutant {mutant}: the config has no integer sliding_window ({window!r})")
@@ -61,6 +70,20 @@ def mutant_config(config, mutant, max_tokens):
     if isinstance(config.get("layer_types"), list):
         over["layer_types"] = ["full_attention"] * len(config["layer_types"])
     return over
+
+
+def llama4_layout(src, out):
+    """A Llama4ForCausalLM checkpoint (model_type llama4_text) in the layout of the Llama 4 releases
+    (Llama4ForConditionalGeneration: the text config under text_config, weights under
+    language_model.), which mlx-lm reads with its chunked-attention model, models/llama4.py. Its
+    llama4_text.py, which the text-only layout selects, has neither chunked attention nor the MoE
+    block, and refuses the checkpoint's expert weights."""
+    config = load_config(src)
+    weights = mx.load(str(src / "model.safetensors"))
+    mx.save_safetensors(str(out / "model.safetensors"), {f"language_model.{k}": v for k, v in weights.items()})
+    with open(out / "config.json", "w") as f:
+        json.dump({"model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"], "text_config": config}, f)
+    return out
 
 
 class MlxEngine(Engine):
@@ -85,8 +108,18 @@ class MlxEngine(Engine):
         self.model = None
         self.caches = {}
         path = Path(model_dir)
+        self.layout_dir = None
+        if load_config(path).get("model_type") == "llama4_text":
+            top_k = load_config(path).get("num_experts_per_tok", 1)
+            if top_k != 1:  # models/llama4.py asserts it: an engine limit, not a wrong answer
+                raise Unsupported(f"mlx-lm's Llama 4 MoE routes one expert per token; the config asks {top_k}")
+            self.layout_dir = tempfile.TemporaryDirectory(prefix="kvc-mlx-llama4-")
+            path = llama4_layout(path, Path(self.layout_dir.name))
         over = mutant_config(load_config(path), mutant, max_tokens)
+        if "text_config" in load_config(path) and over:
+            over = {"text_config": {**load_config(path)["text_config"], **over}}
         model, config = load_model(path, model_config=over)
+        config = config.get("text_config", config)
         bad = {k: str(v.dtype) for k, v in tree_flatten(model.parameters()) if v.dtype != mx.float32}
         if bad:
             raise RuntimeError(f"mlx-lm loaded non-float32 parameters: {bad}")

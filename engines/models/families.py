@@ -11,6 +11,8 @@ checkpoints of the family use:
                    attention temperature tuning (floor_scale 4), MoE on layers 1 and 3 (4 experts, top 2,
                    shared expert), dense MLP of intermediate_size_mlp on layers 0 and 2
   llama4-explicit  llama4_text, explicit no_rope_layers [0, 1, 1] and layer_types, chunk 3, one MoE layer
+  llama4-top1      llama4_text as Llama 4 Scout encodes it: 4 layers, chunk 4, a MoE on every layer
+                   (interleave_moe_layer_step 1) routing each token to one expert
   qwen2-mwl2       qwen2, 4 layers, use_sliding_window, window 4, max_window_layers 2 (layers 2, 3 slide)
   qwen2-nosw       qwen2, sliding_window 4 but use_sliding_window false: every layer full
   qwen3-w3         qwen3, 3 layers, window 3, explicit layer_types [S, F, S], q/k RMS norms, attention_bias
@@ -110,6 +112,13 @@ MODELS = {
         "num_hidden_layers": 4,
         "attention_chunk_size": 4,
         "interleave_moe_layer_step": 2,
+    }),
+    "llama4-top1": ("llama4_text", {
+        **LLAMA4,
+        "num_hidden_layers": 4,
+        "attention_chunk_size": 4,
+        "interleave_moe_layer_step": 1,
+        "num_experts_per_tok": 1,
     }),
     "llama4-explicit": ("llama4_text", {
         **LLAMA4,
