@@ -55,10 +55,9 @@ def mutant_config(config, mutant, max_tokens):
     """The config overrides that make mutant (passed to load_model as model_config)."""
     if mutant == "none":
         return {}
-    text = config.get("text_config", config)
-    if isinstance(text.get("attention_chunk_size"), int) and not isinstance(text.get("sliding_window"), int):
+    if isinstance(config.get("attention_chunk_size"), int) and not isinstance(config.get("sliding_window"), int):
         # Llama 4: the mutant moves the chunk (full: one chunk longer than any plan)
-        c = mutated_window(text["attention_chunk_size"], mutant)
+        c = mutated_window(config["attention_chunk_size"], mutant)
         return {"attention_chunk_size": c if c is not None else max(FULL_WINDOW, int(max_tokens) + 1)}
     window = config.get("sliding_window")
     if not isinstance(window, int):
@@ -72,13 +71,12 @@ def mutant_config(config, mutant, max_tokens):
     return over
 
 
-def llama4_layout(src, out):
+def llama4_layout(src, config, out):
     """A Llama4ForCausalLM checkpoint (model_type llama4_text) in the layout of the Llama 4 releases
     (Llama4ForConditionalGeneration: the text config under text_config, weights under
     language_model.), which mlx-lm reads with its chunked-attention model, models/llama4.py. Its
     llama4_text.py, which the text-only layout selects, has neither chunked attention nor the MoE
     block, and refuses the checkpoint's expert weights."""
-    config = load_config(src)
     weights = mx.load(str(src / "model.safetensors"))
     mx.save_safetensors(str(out / "model.safetensors"), {f"language_model.{k}": v for k, v in weights.items()})
     with open(out / "config.json", "w") as f:
@@ -109,15 +107,18 @@ class MlxEngine(Engine):
         self.caches = {}
         path = Path(model_dir)
         self.layout_dir = None
-        if load_config(path).get("model_type") == "llama4_text":
-            top_k = load_config(path).get("num_experts_per_tok", 1)
+        config = load_config(path)
+        if config.get("model_type") == "llama4_text":
+            top_k = config.get("num_experts_per_tok", 1)
             if top_k != 1:  # models/llama4.py asserts it: an engine limit, not a wrong answer
                 raise Unsupported(f"mlx-lm's Llama 4 MoE routes one expert per token; the config asks {top_k}")
             self.layout_dir = tempfile.TemporaryDirectory(prefix="kvc-mlx-llama4-")
-            path = llama4_layout(path, Path(self.layout_dir.name))
-        over = mutant_config(load_config(path), mutant, max_tokens)
-        if "text_config" in load_config(path) and over:
-            over = {"text_config": {**load_config(path)["text_config"], **over}}
+            path = llama4_layout(path, config, Path(self.layout_dir.name))
+            config = load_config(path)
+        text = config.get("text_config", config)  # a mutant rewrites the text model's config
+        over = mutant_config(text, mutant, max_tokens)
+        if over and text is not config:
+            over = {"text_config": {**text, **over}}
         model, config = load_model(path, model_config=over)
         config = config.get("text_config", config)
         bad = {k: str(v.dtype) for k, v in tree_flatten(model.parameters()) if v.dtype != mx.float32}
