@@ -477,6 +477,16 @@ def draw(family, seed, index, head_dims=(8, 16)):
         c["layer_rope_theta"] = [d.pick([0, 10000.0, 500000.0]) for _ in range(layers)] if d.coin() else None
         if d.coin():
             c["layer_types"] = _types(d, layers)
+    elif family == "phi3":
+        factor = d.pick([0.25, 0.5, 1.0])
+        c.update({k: v for k, v in MODELS["phi3-w4"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c.update({"sliding_window": d.pick([None, w]), "partial_rotary_factor": factor,
+                  "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": factor}})
+    elif family == "ministral":
+        c.update({k: v for k, v in MODELS["ministral-w4"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
+        c["sliding_window"] = w
+        if d.coin():  # else no layer_types: every layer slides
+            c["layer_types"] = _types(d, layers)
     elif family == "mistral":
         c.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu",
                   "sliding_window": d.pick([None, w]), **_rope(10000.0)})
@@ -486,7 +496,7 @@ def draw(family, seed, index, head_dims=(8, 16)):
 
 
 DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2",
-                  "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa")
+                  "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa", "phi3", "ministral")
 
 
 def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES, prefix="draw"):

@@ -2,6 +2,8 @@
 """Writes kvconform's tiny sliding-window model zoo as Hugging Face checkpoints.
 
     python3 engines/models/make_models.py OUT_DIR [--set zoo|families|drawn|vllm|wide] [--only NAME] [--list]
+    python3 engines/models/make_models.py --draw FAMILY:SEED:INDEX      # one drawn model's recipe, as JSON
+    python3 engines/models/make_models.py OUT_DIR --recipe FILE|-        # write the checkpoint of a recipe
 
 For each model, OUT_DIR/<name>/config.json and OUT_DIR/<name>/model.safetensors (float32 weights,
 no tokenizer). Standard library only, and deterministic: every weight comes from a SHA-256 counter
@@ -14,6 +16,11 @@ space (engines/models/families.py), both for the oracle's agreement with transfo
 draws two models per family with head_dim 32 or 64, the sizes vLLM's CPU attention takes; --set
 wide one model per family at real window sizes (128 to 4096), head_dim 16 to 256 and one of three
 weight distributions (families.draw_wide).
+
+A recipe is what a checkpoint is written from: {"name": ..., "layout": ..., "config": {...}}, the
+name keying the weight streams, the layout naming the tensor set (the family's), the config the whole
+config.json. `kvconform engine --plans models` draws recipes with --draw, shrinks their configs and
+writes each with --recipe; a shrunk (model, plan) pair keeps its recipe, so it replays anywhere.
 
 The zoo (docs/engines.md, "The tiny models"):
   gemma2-w4            gemma2, layers sliding/full/sliding/full, window 4, soft-capping, query_pre_attn_scalar != head_dim, tied
@@ -354,9 +361,10 @@ def put(path, data):
     os.replace(tmp, path)
 
 
-def write(out_dir, name, entry=None):
+def write(out_dir, name, entry=None, folder=None):
+    """Writes model `name` into out_dir/folder (default: out_dir/name); its weights are keyed by the name."""
     family, cfg = config(name, entry)
-    d = os.path.join(out_dir, name)
+    d = os.path.join(out_dir, folder or name)
     os.makedirs(d, exist_ok=True)
     put(os.path.join(d, "config.json"), (json.dumps(config_json(cfg), indent=2, sort_keys=True) + "\n").encode())
     data = safetensors_bytes(tensors(name, family, cfg))
@@ -364,14 +372,62 @@ def write(out_dir, name, entry=None):
     return d, hashlib.sha256(data).hexdigest()
 
 
+def recipe(family, seed, index):
+    """The recipe of drawn model (family, seed, index): families.draw's config over the common one."""
+    layout, cfg = config(None, families.draw(family, seed, index))
+    name = f"draw-{family.replace('_text', '').replace('_', '')}-{seed}-{index}"
+    return {"name": name, "folder": name, "layout": layout, "config": cfg}
+
+
+def read_recipe(text, where):
+    """A recipe from JSON text; SystemExit naming `where` and the field when it is not one."""
+    try:
+        r = json.loads(text)
+    except ValueError as e:
+        sys.exit(f"{where}: not JSON: {e}")
+    if not isinstance(r, dict):
+        sys.exit(f"{where}: expected an object {{\"name\", \"layout\", \"config\"}}")
+    for key, kind in (("name", str), ("layout", str), ("config", dict)):
+        if not isinstance(r.get(key), kind):
+            sys.exit(f"{where}: /{key}: expected a {kind.__name__}")
+    r.setdefault("folder", r["name"])
+    for key in ("name", "folder"):
+        if not r[key] or not all(ch.isalnum() or ch in "._-" for ch in r[key]) or r[key].startswith("."):
+            sys.exit(f"{where}: /{key}: {r[key]!r} is not a folder name (letters, digits, '.', '_', '-')")
+    return r
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir", nargs="?")
+    ap.add_argument("--draw", metavar="FAMILY:SEED:INDEX",
+                    help="print the recipe of one drawn model (families.draw) and exit; --draw list prints the families")
+    ap.add_argument("--recipe", metavar="FILE", help="write the checkpoint of this recipe (a file, or - for standard input)")
     ap.add_argument("--set", default="zoo", choices=sorted(SETS), help="which models (default: the engine zoo)")
     ap.add_argument("--only", action="append", help="write only this model of the set (repeatable)")
     ap.add_argument("--list", action="store_true", help="print the set's model names and exit")
     a = ap.parse_args(argv)
+    if a.draw == "list":
+        print("\n".join(families.DRAWN_FAMILIES))
+        return 0
+    if a.draw:
+        parts = a.draw.split(":")
+        if len(parts) != 3 or parts[0] not in families.DRAWN_FAMILIES or not parts[1].isdigit() or not parts[2].isdigit():
+            ap.error(f"--draw {a.draw}: expected FAMILY:SEED:INDEX, FAMILY one of {', '.join(families.DRAWN_FAMILIES)}")
+        print(json.dumps(recipe(parts[0], int(parts[1]), int(parts[2])), sort_keys=True))
+        return 0
     models = SETS[a.set]
+    if a.recipe:
+        if not a.out_dir:
+            ap.error("OUT_DIR is required")
+        text = sys.stdin.read() if a.recipe == "-" else open(a.recipe).read()
+        r = read_recipe(text, "standard input" if a.recipe == "-" else a.recipe)
+        os.makedirs(a.out_dir, exist_ok=True)
+        with open(os.path.join(a.out_dir, ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            d, digest = write(a.out_dir, r["name"], (r["layout"], r["config"]), r["folder"])
+        print(f"{r['folder']}\t{d}\tsha256(model.safetensors)={digest}")
+        return 0
     for name in a.only or []:
         if name not in models:
             ap.error(f"--only {name}: not a model of --set {a.set} ({', '.join(models)})")
@@ -385,7 +441,7 @@ def main(argv=None):
     with open(os.path.join(a.out_dir, ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         for name in a.only or models:
-            d, digest = write(a.out_dir, name)
+            d, digest = write(a.out_dir, name, models[name])
             print(f"{name}\t{d}\tsha256(model.safetensors)={digest}")
     return 0
 
