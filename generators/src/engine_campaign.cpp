@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <sstream>
 #include <stdexcept>
 
 #include "kvcgen/scenario.h"
 #include "kvcgen/search.h"
+#include "kvconform/regressions.h"
 #include "kvconform/seeds.h"
 #include "kvconform/tolerance.h"
 
@@ -180,6 +183,267 @@ CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std
   r.detail = found.failure->detail;
   r.bound = found.failure->bound;
   out.shrunk = std::move(shrunk);
+  r.reproduce = "--reproduce '" + found.reproduce + "'";
+  return out;
+}
+
+// ---- The model campaign ----
+
+nlohmann::json to_json(const ModelRecipe& r) {
+  return {{"name", r.name}, {"folder", r.folder}, {"layout", r.layout}, {"config", r.config}};
+}
+
+ModelRecipe recipe_from_json(const nlohmann::json& j, const std::string& file) {
+  auto bad = [&](const std::string& ptr, const std::string& why) { throw std::invalid_argument(file + ": " + ptr + ": " + why); };
+  if (!j.is_object()) bad("", "a model recipe is a JSON object {\"name\", \"folder\", \"layout\", \"config\"}");
+  ModelRecipe r;
+  for (const char* key : {"name", "layout"})
+    if (!j.contains(key) || !j[key].is_string() || j[key].get<std::string>().empty()) bad(std::string("/") + key, "must be a non-empty string");
+  r.name = j["name"];
+  r.layout = j["layout"];
+  r.folder = j.value("folder", r.name);
+  if (!j.contains("config") || !j["config"].is_object()) bad("/config", "must be the model's config.json, an object");
+  r.config = j["config"];
+  try {
+    regressions::check_names("engine", r.folder);
+  } catch (const std::exception&) {
+    bad("/folder", "\"" + r.folder + "\" is not a folder name (letters, digits, '.', '_', '-')");
+  }
+  parse_config(r.config, file + ": /config");
+  return r;
+}
+
+namespace {
+
+using json = nlohmann::json;
+
+// The rule of every layer, as the forward applies it: what a respelt pattern must keep.
+struct Rules {
+  std::vector<int64_t> windows, chunks;
+  std::vector<bool> rope;
+  bool operator==(const Rules& o) const { return windows == o.windows && chunks == o.chunks && rope == o.rope; }
+};
+Rules rules_of(const ModelConfig& c) {
+  Rules r{c.windows, c.chunks, {}};
+  for (int64_t l = 0; l < c.layers; ++l) r.rope.push_back(c.rope(l));
+  if (r.chunks.empty()) r.chunks.assign(static_cast<size_t>(c.layers), 0);
+  return r;
+}
+
+std::optional<ModelConfig> parsed(const json& config) {
+  try {
+    ModelConfig c = parse_config(config, "config.json");
+    if (c.layers < 1) return std::nullopt;
+    return c;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// The config without layer `i`: every per-layer list loses its entry, counts of layers follow.
+json without_layer(json c, int64_t i, int64_t n) {
+  for (auto it = c.begin(); it != c.end(); ++it)
+    if (it.value().is_array() && static_cast<int64_t>(it.value().size()) == n && it.key() != "architectures")
+      it.value().erase(static_cast<size_t>(i));
+  c["num_hidden_layers"] = n - 1;
+  if (c.contains("moe_layers") && c["moe_layers"].is_array()) {  // layer indices
+    json kept = json::array();
+    for (const json& l : c["moe_layers"])
+      if (l.is_number_integer() && l.get<int64_t>() != i) kept.push_back(l.get<int64_t>() > i ? l.get<int64_t>() - 1 : l.get<int64_t>());
+    c["moe_layers"] = kept;
+  }
+  if (c.contains("max_window_layers") && c["max_window_layers"].is_number_integer() && i < c["max_window_layers"].get<int64_t>())
+    c["max_window_layers"] = c["max_window_layers"].get<int64_t>() - 1;
+  if (c.contains("num_kv_shared_layers") && c["num_kv_shared_layers"].is_number_integer())
+    c["num_kv_shared_layers"] = std::min<int64_t>(c["num_kv_shared_layers"].get<int64_t>(), n - 2);
+  return c;
+}
+
+}  // namespace
+
+std::vector<json> simpler_configs(const json& config) {
+  std::vector<json> out;
+  const std::optional<ModelConfig> base = parsed(config);
+  if (!base) return out;
+  std::set<std::string> seen{config.dump()};
+  auto offer = [&](const json& c) {
+    if (!seen.insert(c.dump()).second) return;
+    if (parsed(c)) out.push_back(c);
+  };
+  const int64_t n = base->layers;
+  if (n > 1)
+    for (int64_t i = n; i-- > 0;) offer(without_layer(config, i, n));
+  for (const char* key : {"sliding_window", "attention_chunk_size"})
+    if (config.contains(key) && config[key].is_number_integer() && config[key].get<int64_t>() > 1) {
+      const int64_t w = config[key].get<int64_t>();
+      for (int64_t smaller : {w / 2, w - 1}) {
+        json c = config;
+        c[key] = smaller;
+        offer(c);
+      }
+    }
+  {
+    // The pattern spelt out, legacy keys gone, where that keeps every layer's rule.
+    const Rules rules = rules_of(*base);
+    json c = config;
+    json types = json::array();
+    for (int64_t l = 0; l < n; ++l)
+      types.push_back(base->attention(l) == Attention::Sliding   ? "sliding_attention"
+                      : base->attention(l) == Attention::Chunked ? "chunked_attention"
+                                                                 : "full_attention");
+    c["layer_types"] = types;
+    for (const char* legacy : {"sliding_window_pattern", "max_window_layers"}) c.erase(legacy);
+    if (c.contains("no_rope_layer_interval")) {
+      json rope = json::array();
+      for (int64_t l = 0; l < n; ++l) rope.push_back(base->rope(l) ? 1 : 0);
+      c.erase("no_rope_layer_interval");
+      c["no_rope_layers"] = rope;
+    }
+    if (const auto respelt = parsed(c); respelt && rules_of(*respelt) == rules) offer(c);
+  }
+  // Features off, each alone.
+  const std::pair<const char*, json> off[] = {
+      {"attn_logit_softcapping", nullptr}, {"final_logit_softcapping", nullptr}, {"use_qk_norm", false},
+      {"attn_temperature_tuning", false},  {"attention_bias", false},            {"num_kv_shared_layers", 0},
+      {"attention_k_eq_v", false},         {"num_experts_per_tok", 1},           {"layer_rope_theta", nullptr}};
+  for (const auto& [key, value] : off)
+    if (config.contains(key) && config[key] != value) {
+      json c = config;
+      c[key] = value;
+      offer(c);
+    }
+  // Fewer and smaller heads (cohere2 derives head_dim from the heads: its heads stay).
+  if (config.value("model_type", "") != "cohere2") {
+    const int64_t heads = config.value("num_attention_heads", int64_t{0}), kv = config.value("num_key_value_heads", heads);
+    if (kv > 1) {
+      json c = config;
+      c["num_key_value_heads"] = 1;
+      offer(c);
+    }
+    if (heads > kv && kv > 0) {
+      json c = config;
+      c["num_attention_heads"] = kv;
+      offer(c);
+    }
+    if (config.contains("head_dim") && config["head_dim"].is_number_integer() && config["head_dim"].get<int64_t>() > 8) {
+      json c = config;
+      c["head_dim"] = 8;
+      if (c.contains("global_head_dim")) c["global_head_dim"] = 16;
+      offer(c);
+    }
+  }
+  return out;
+}
+
+std::string describe_model(const ModelConfig& c) {
+  std::ostringstream s;
+  s << c.layers << (c.layers == 1 ? " layer: " : " layers: ");
+  for (int64_t l = 0; l < c.layers; ++l) {
+    if (l) s << ", ";
+    const Attention a = c.attention(l);
+    s << to_string(a);
+    if (a == Attention::Sliding) s << " " << c.windows[static_cast<size_t>(l)];
+    if (a == Attention::Chunked) s << " " << c.chunks[static_cast<size_t>(l)];
+    if (!c.rope(l)) s << " NoPE";
+  }
+  s << "; head_dim " << c.head_dim << ", " << c.heads << "/" << c.kv_heads << " heads";
+  if (c.sinks) s << ", sinks";
+  if (c.moe.experts) s << ", MoE top-" << c.moe.top_k;
+  return s.str();
+}
+
+ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string& family, const ModelSource& source,
+                                        const CampaignOptions& o) {
+  ModelCampaignOutcome out;
+  report::CaseResult& r = out.result;
+  r.suite = "engine";
+  r.name = "drawn-" + family + "/model-campaign";
+  r.backend = engine.spec().name;
+  r.dtype = "float32";
+  r.params = "family=" + family + ",seed=" + std::to_string(o.seed) + ",iterations=" + std::to_string(o.iterations);
+  if (engine.spec().mutant != "none") r.params += ",mutant=" + engine.spec().mutant;
+  r.policy = to_string(Policy::SameDtypeReference);
+  if (Reply hello = engine.hello(); !hello.ok()) {
+    r.status = report::Status::Fail;
+    r.message = hello.message;
+    return out;
+  }
+  std::vector<std::string> operations;
+  for (const auto& op : engine.info().value("operations", nlohmann::json::array()))
+    if (op.is_string()) operations.push_back(op);
+
+  struct Pair {
+    ModelRecipe model;
+    Draw plan;
+  };
+  std::map<std::string, std::pair<std::string, Model>> written;  // folder -> (checkpoint folder, model)
+  auto model_of = [&](const ModelRecipe& recipe) -> const std::pair<std::string, Model>& {
+    auto it = written.find(recipe.folder);
+    if (it == written.end()) {
+      const std::string dir = source.write(recipe);
+      it = written.emplace(recipe.folder, std::make_pair(dir, load_model(dir))).first;
+    }
+    return it->second;
+  };
+  auto plan_of = [&](const Pair& p, const Model& m) {
+    return plan_from_draw(p.model.folder, p.plan, m.config.vocab, m.config.local_span(), o.seed, operations);
+  };
+  int passes = 0, skips = 0;
+  double bound = 0;
+  const auto check = [&](const Pair& p, bool shrinking) -> std::optional<report::CaseResult> {
+    report::CaseResult c;
+    try {
+      const auto& [dir, model] = model_of(p.model);
+      c = check_plan(engine, model, dir, plan_of(p, model), o.check);
+    } catch (const std::exception& e) {
+      if (shrinking) return std::nullopt;  // a simplification that cannot be written or loaded is no case
+      c.status = report::Status::Fail;
+      c.message = std::string("the check raised: ") + e.what();
+    }
+    bound = std::max(bound, c.bound);
+    if (c.status == report::Status::Fail) return c;
+    if (!shrinking) {
+      ++passes;
+      if (c.status == report::Status::Skipped) ++skips;
+    }
+    return std::nullopt;
+  };
+  const auto draw = [&](const search::CaseId& id) { return Pair{source.draw(family, id.seed, id.index), draw_plan(id)}; };
+  const auto simpler = [&](const Pair& p) {
+    std::vector<Pair> s;
+    for (json& c : simpler_configs(p.model.config)) {
+      ModelRecipe m = p.model;
+      m.config = std::move(c);
+      m.folder = m.name + "-" + regressions::content_hash(m.config.dump()).substr(0, 8);
+      s.push_back({std::move(m), p.plan});
+    }
+    for (Draw& d : simplifications(p.plan)) s.push_back({p.model, std::move(d)});
+    return s;
+  };
+  const search::Budget budget{o.seed, o.iterations, o.max_size, o.reproduce};
+  const auto found = search::run<Pair, report::CaseResult>(budget, draw, check, simpler, [](const Pair&) { return true; });
+  r.bound = bound;
+  if (found.ok()) {
+    r.status = skips == passes && passes > 0 ? report::Status::Skipped : report::Status::Pass;
+    r.message = std::to_string(found.passed) + " drawn models and plans" + (skips ? ", " + std::to_string(skips) + " skipped" : "");
+    return out;
+  }
+  r.status = report::Status::Fail;
+  const Pair& shrunk = *found.failing;
+  std::string model_text = shrunk.model.folder;
+  try {
+    const auto& [dir, model] = model_of(shrunk.model);
+    Plan plan = plan_of(shrunk, model);
+    plan.name = "model-campaign-shrunk";
+    model_text = describe_model(model.config);
+    r.message = "shrunk to " + std::to_string(plan.steps.size()) + (plan.steps.size() == 1 ? " step on " : " steps on ") + model_text + ": " + found.failure->message;
+    out.shrunk = std::move(plan);
+    out.model = shrunk.model;
+  } catch (const std::exception& e) {  // the first draw itself failed to load: nothing to shrink
+    r.message = found.failure->message;
+  }
+  r.detail = found.failure->detail;
+  r.bound = found.failure->bound;
   r.reproduce = "--reproduce '" + found.reproduce + "'";
   return out;
 }

@@ -1,8 +1,10 @@
 // The one greedy shrinker (kvcgen/shrink.h) of the fast campaign and the differential fuzzer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
+#include "kvcgen/engine_campaign.h"
 #include "kvcgen/shrink.h"
 
 namespace kvc::shrink {
@@ -25,6 +27,86 @@ TEST(Shrink, GreedyStopsAtItsLimitAndKeepsAFailingCase) {
   int passing_everywhere = 9;
   EXPECT_EQ(greedy(passing_everywhere, halve_or_decrement, [](int) { return false; }), 0);
   EXPECT_EQ(passing_everywhere, 9);
+}
+
+// Drawn configs as make_models.py --draw writes them: gemma3_text with a legacy sliding_window_pattern
+// (4 layers, window 3), qwen2 with use_sliding_window and max_window_layers (3 layers, window 6).
+const char* kGemma3Pattern = R"({"architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "attn_logit_softcapping": null, "bos_token_id": 1, "eos_token_id": 2, "final_logit_softcapping": null, "head_dim": 8, "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 128, "max_position_embeddings": 4096, "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 4, "num_key_value_heads": 1, "pad_token_id": 0, "query_pre_attn_scalar": 64, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000.0, "rope_parameters": {"full_attention": {"rope_theta": 1000000.0, "rope_type": "default"}, "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}}, "rope_scaling": null, "rope_theta": 1000000.0, "sliding_window": 3, "sliding_window_pattern": 2, "tie_word_embeddings": false, "torch_dtype": "float32", "use_cache": true, "vocab_size": 256})";
+const char* kQwen2MaxWindowLayers = R"({"architectures": ["Qwen2ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2, "head_dim": 16, "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 128, "max_position_embeddings": 4096, "max_window_layers": 2, "model_type": "qwen2", "num_attention_heads": 2, "num_hidden_layers": 3, "num_key_value_heads": 2, "pad_token_id": 0, "rms_norm_eps": 1e-06, "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}, "rope_scaling": null, "rope_theta": 10000.0, "sliding_window": 6, "tie_word_embeddings": true, "torch_dtype": "float32", "use_cache": true, "use_sliding_window": true, "vocab_size": 256})";
+
+std::vector<engine::Attention> rules(const nlohmann::json& config) {
+  const engine::ModelConfig c = engine::parse_config(config, "config.json");
+  std::vector<engine::Attention> out;
+  for (int64_t l = 0; l < c.layers; ++l) out.push_back(c.attention(l));
+  return out;
+}
+
+// Every simplification of a model is a model of its family, smaller in one respect: a layer fewer, a
+// smaller window, the pattern respelt with every layer's rule kept, or fewer or smaller heads.
+TEST(ModelShrink, EverySimplerConfigParsesAndIsSmallerInOneRespect) {
+  for (const char* text : {kGemma3Pattern, kQwen2MaxWindowLayers}) {
+    const nlohmann::json config = nlohmann::json::parse(text);
+    const engine::ModelConfig base = engine::parse_config(config, "config.json");
+    const std::vector<nlohmann::json> simpler = engine::simpler_configs(config);
+    ASSERT_FALSE(simpler.empty());
+    int fewer_layers = 0, smaller_window = 0, respelt = 0;
+    for (const nlohmann::json& c : simpler) {
+      ASSERT_NE(c, config);
+      const engine::ModelConfig m = engine::parse_config(c, "config.json");
+      EXPECT_LE(m.layers, base.layers);
+      EXPECT_LE(m.sliding_window, base.sliding_window);
+      EXPECT_LE(m.head_dim, base.head_dim);
+      if (m.layers < base.layers) ++fewer_layers;
+      if (m.sliding_window < base.sliding_window) ++smaller_window;
+      if (c.contains("layer_types") && !config.contains("layer_types")) {
+        ++respelt;
+        EXPECT_EQ(rules(c), rules(config)) << c.dump();
+        EXPECT_FALSE(c.contains("sliding_window_pattern") || c.contains("max_window_layers")) << c.dump();
+      }
+    }
+    EXPECT_GE(fewer_layers, 1);
+    EXPECT_EQ(smaller_window, 2);  // W / 2 and W - 1
+    EXPECT_EQ(respelt, 1);
+  }
+}
+
+// Removing a layer removes that layer's rule and keeps the others': qwen2's layers below
+// max_window_layers are full, so the count follows a removed layer below it (else the pattern would
+// move up by one).
+TEST(ModelShrink, ALayerFewerKeepsTheOtherLayersRules) {
+  for (const char* text : {kGemma3Pattern, kQwen2MaxWindowLayers}) {
+    const nlohmann::json config = nlohmann::json::parse(text);
+    const auto before = rules(config);
+    int seen = 0;
+    for (const nlohmann::json& c : engine::simpler_configs(config)) {
+      if (c.value("num_hidden_layers", 0) != static_cast<int>(before.size()) - 1) continue;
+      ++seen;
+      bool one_removed = false;
+      for (size_t i = 0; i < before.size(); ++i) {
+        auto expected = before;
+        expected.erase(expected.begin() + static_cast<long>(i));
+        one_removed = one_removed || rules(c) == expected;
+      }
+      EXPECT_TRUE(one_removed) << c.dump();
+    }
+    EXPECT_GE(seen, 1);
+  }
+}
+
+TEST(ModelShrink, ARecipeReadsBackAndABadOneNamesItsField) {
+  engine::ModelRecipe r{"draw-qwen2-0-4", "draw-qwen2-0-4-1a2b3c4d", "qwen2", nlohmann::json::parse(kQwen2MaxWindowLayers)};
+  const engine::ModelRecipe back = engine::recipe_from_json(engine::to_json(r), "pair.json");
+  EXPECT_EQ(back.name, r.name);
+  EXPECT_EQ(back.folder, r.folder);
+  EXPECT_EQ(back.config, r.config);
+  nlohmann::json bad = engine::to_json(r);
+  bad["folder"] = "../x";
+  try {
+    engine::recipe_from_json(bad, "pair.json");
+    FAIL() << "a folder outside the models folder was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("pair.json: /folder"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,5 +40,47 @@ Plan plan_from_draw(const std::string& model, const std::vector<DrawnStep>& draw
                     const std::vector<std::string>& operations);
 
 CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std::string& model_dir, const CampaignOptions& options);
+
+// ---- The model campaign: (model, plan) pairs drawn, and a failure shrinks both. ----
+
+// What a drawn checkpoint is written from (engines/models/make_models.py --recipe): `name` keys the
+// weight streams and `layout` names the family's tensor set; `folder` is the checkpoint's folder (the
+// name, or the name and a hash of the config once shrinking edited it, so that a shrunk model keeps
+// the weights of the layers it kept); `config` is the whole config.json.
+struct ModelRecipe {
+  std::string name, folder, layout;
+  nlohmann::json config;
+};
+nlohmann::json to_json(const ModelRecipe& recipe);
+// Throws std::invalid_argument naming `file` and the field.
+ModelRecipe recipe_from_json(const nlohmann::json& j, const std::string& file);
+
+// Where the model campaign's checkpoints come from: the CLI draws and writes them with make_models.py.
+struct ModelSource {
+  std::function<ModelRecipe(const std::string& family, uint64_t seed, int64_t index)> draw;
+  std::function<std::string(const ModelRecipe& recipe)> write;  // returns the checkpoint folder
+};
+
+// Smaller configs of one model, most promising first: a layer fewer (each layer in turn), a smaller
+// window or chunk, the layer pattern spelt as explicit layer_types, a feature off (soft-caps, q/k
+// norms, biases, temperature tuning, KV sharing, a second expert per token), fewer KV heads, smaller
+// heads. Each parses as its family's description (parse_config); a respelt pattern keeps every
+// layer's rule.
+std::vector<nlohmann::json> simpler_configs(const nlohmann::json& config);
+
+// "3 layers: sliding 4, full, chunked 4; NoPE 1; head_dim 8, 4/2 heads"
+std::string describe_model(const ModelConfig& config);
+
+struct ModelCampaignOutcome {
+  report::CaseResult result;         // engine/<engine>/drawn-<family>/model-campaign
+  std::optional<Plan> shrunk;        // the shrunk failing plan, its model the recipe's folder
+  std::optional<ModelRecipe> model;  // the shrunk failing model
+};
+
+// Pair i of the seed: drawn model (family, seed, i) and plan i, checked with check_plan; the first
+// failure shrinks the model (simpler_configs) and the plan (the plan campaign's simplifications) by
+// the one campaign loop, and is named by its reproduce string.
+ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string& family, const ModelSource& source,
+                                        const CampaignOptions& options);
 
 }  // namespace kvc::engine
