@@ -3,7 +3,9 @@
 // campaign on every model of the zoo; one line per case, reports, `N passed, N failed, N skipped`.
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -34,6 +36,7 @@ struct EngineArgs {
   std::string engine_cmd, engine_name, engine_options = "{}";
   std::string config = "engines/engines.json", known = "engines/known_deviations.json";
   std::string models, model = ".*", filter, plans = "fixed";
+  std::string family = ".*", campaign_models;  // the model campaign's families and checkpoint folder
   std::vector<std::string> plan_files;
   int iterations = 10;
   uint64_t seed = kvc::seeds::kDefaultSeed;
@@ -79,15 +82,21 @@ std::vector<Configured> read_config(const std::string& path) {
   return out;
 }
 
+// make_models.py, the checkout's or the installed copy.
+std::string make_models_script() {
+  const std::string script = data_folder("engines/models/make_models.py", false, "engines/models/make_models.py");
+  if (!fs::exists(script))
+    throw std::invalid_argument(script + " not found (neither here, installed nor in the checkout kvconform was built from): "
+                                "run kvconform engine from the repository root");
+  return script;
+}
+
 // The zoo: generated on first use by engines/models/make_models.py (standard library Python only; the
 // checkout's or the installed copy, data_folder). The stamp holds a hash of the generator, so a
 // changed generator rewrites the zoo.
 std::string ensure_models(const std::string& dir) {
-  const std::string script = data_folder("engines/models/make_models.py", false, "engines/models/make_models.py");
+  const std::string script = make_models_script();
   std::ifstream in(script);
-  if (!in)
-    throw std::invalid_argument(script + " not found (neither here, installed nor in the checkout kvconform was built from): "
-                                "run kvconform engine from the repository root");
   std::stringstream text;
   text << in.rdbuf();
   const std::string stamp = std::to_string(std::hash<std::string>{}(text.str()));
@@ -100,6 +109,75 @@ std::string ensure_models(const std::string& dir) {
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("could not write the model zoo into " + dir + " (" + cmd + ")");
   report::write_file_atomically(stamp_file.string(), stamp + "\n");
   return dir;
+}
+
+// A command's standard output; throws naming the command when it fails.
+std::string output_of(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) throw std::runtime_error("cannot run " + cmd);
+  std::array<char, 4096> buf{};
+  for (size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) out.append(buf.data(), n);
+  if (pclose(p) != 0) throw std::runtime_error("failed: " + cmd);
+  return out;
+}
+
+// The model campaign's checkpoints: drawn and written by make_models.py into `dir`, each folder once
+// (its recipe.json says which recipe it holds, so a second run writes nothing).
+engine::ModelSource model_source(const std::string& dir) {
+  const std::string script = make_models_script();
+  engine::ModelSource s;
+  s.draw = [script](const std::string& family, uint64_t seed, int64_t index) {
+    const std::string cmd = "python3 " + shell_quote(script) + " --draw " + shell_quote(family + ":" + std::to_string(seed) + ":" + std::to_string(index));
+    return engine::recipe_from_json(json::parse(output_of(cmd)), cmd);
+  };
+  s.write = [script, dir](const engine::ModelRecipe& recipe) {
+    const fs::path folder = fs::path(dir) / recipe.folder;
+    const std::string text = engine::to_json(recipe).dump(2) + "\n";
+    std::ifstream old(folder / "recipe.json");
+    std::stringstream have;
+    have << old.rdbuf();
+    if (old && have.str() == text && fs::exists(folder / "model.safetensors")) return folder.string();
+    fs::create_directories(dir);
+    const std::string tmp = (fs::path(dir) / (".recipe." + recipe.folder + "." + std::to_string(getpid()) + ".json")).string();
+    report::write_file_atomically(tmp, text);
+    const std::string cmd = "python3 " + shell_quote(script) + " " + shell_quote(dir) + " --recipe " + shell_quote(tmp) + " >/dev/null";
+    const int rc = std::system(cmd.c_str());
+    fs::remove(tmp);
+    if (rc != 0) throw std::runtime_error("could not write model " + recipe.folder + " (" + cmd + ")");
+    report::write_file_atomically((folder / "recipe.json").string(), text);
+    return folder.string();
+  };
+  return s;
+}
+
+std::vector<std::string> drawn_families() {
+  std::vector<std::string> out;
+  std::istringstream lines(output_of("python3 " + shell_quote(make_models_script()) + " --draw list"));
+  for (std::string f; std::getline(lines, f);)
+    if (!f.empty()) out.push_back(f);
+  return out;
+}
+
+// A (model, plan) pair of the model campaign, as saved: the plan and the recipe of its model.
+struct DrawnPair {
+  std::string hash, path, error;  // hash: the corpus file's; empty for a --plan file
+  engine::Plan plan;
+  engine::ModelRecipe recipe;
+};
+DrawnPair drawn_pair(const json& doc, const std::string& path) {
+  DrawnPair p;
+  p.path = path;
+  p.plan = engine::plan_from_json(doc, path);
+  p.recipe = engine::recipe_from_json(doc.at("recipe"), path + ": /recipe");
+  if (p.plan.model != p.recipe.folder)
+    throw std::invalid_argument(path + ": /model: \"" + p.plan.model + "\" is not the recipe's folder " + p.recipe.folder);
+  return p;
+}
+json drawn_pair_json(const engine::Plan& plan, const engine::ModelRecipe& recipe) {
+  json j = engine::to_json(plan);
+  j["recipe"] = engine::to_json(recipe);
+  return j;
 }
 
 // The engine suite's found cases of one model (regressions/engine/<model>/<hash>.json): each plan,
@@ -144,9 +222,14 @@ Runner add_engine_command(CLI::App& app) {
   cmd->add_option("--model", a->model, "Models whose name matches (default all)");
   cmd->add_option("--filter", a->filter, "Run only the case ids matching this regex (what --list prints)");
   cmd->add_flag("--list", a->list, "Print the case ids and exit");
-  cmd->add_option("--plans", a->plans, "fixed, campaign or all (default fixed)")->check(CLI::IsMember({"fixed", "campaign", "all"}));
+  cmd->add_option("--plans", a->plans,
+                  "fixed, campaign or all (default fixed); models: the model campaign instead, drawn (model, plan) pairs of each --family")
+      ->check(CLI::IsMember({"fixed", "campaign", "all", "models"}));
+  cmd->add_option("--family", a->family, "The model campaign's families whose model_type matches (default every drawn family)");
+  cmd->add_option("--campaign-models", a->campaign_models,
+                  "Where the model campaign and drawn found cases write their checkpoints (default: the zoo folder's name + -campaign)");
   cmd->add_option("--plan", a->plan_files, "Replay a saved plan file instead (repeatable)");
-  cmd->add_option("--iterations", a->iterations, "Random plans per engine and model in the campaign (default 10)");
+  cmd->add_option("--iterations", a->iterations, "Random plans per engine and model in the campaign, (model, plan) pairs per family in the model campaign (default 10)");
   add_seed_option(cmd, a->seed, "Campaign seed");
   cmd->add_option("--reproduce", a->reproduce, "Replay one shrunk campaign failure (its reproduce string, trace:SEED:INDEX:SIZE)")
       ->check([](const std::string& s) {
@@ -229,11 +312,31 @@ Runner add_engine_command(CLI::App& app) {
     const std::string default_models = a->engine_cmd.empty()
                                            ? (fs::path(a->config).parent_path().parent_path() / "build/engine-models").string()
                                            : std::string("build/engine-models");
-    const std::string models_dir = absolute(ensure_models(a->models.empty() ? default_models : a->models));
+    const bool model_campaign = a->plans == "models";
+    const std::string zoo = absolute(a->models.empty() ? default_models : a->models);
+    // A --plan file with a recipe is a drawn (model, plan) pair; the others need the zoo.
+    std::vector<DrawnPair> drawn_replays;
+    std::vector<std::string> zoo_plan_files;
+    for (const std::string& f : a->plan_files) {
+      std::ifstream in(f);
+      if (!in) throw std::invalid_argument(f + ": cannot be read (--plan)");
+      const json doc = json::parse(in, nullptr, false);
+      if (doc.is_object() && doc.contains("recipe")) {
+        drawn_replays.push_back(drawn_pair(doc, f));
+        drawn_replays.back().path = fs::absolute(f).lexically_normal().string();
+      } else {
+        zoo_plan_files.push_back(f);
+      }
+    }
+    a->plan_files = zoo_plan_files;
+    const bool zoo_needed = !model_campaign && (drawn_replays.empty() || !zoo_plan_files.empty());
+    const std::string models_dir = zoo_needed ? ensure_models(zoo) : zoo;
+    const std::string campaign_dir = absolute(a->campaign_models.empty() ? zoo + "-campaign" : a->campaign_models);
     std::vector<std::string> model_names;
-    for (const auto& e : fs::directory_iterator(models_dir))
-      if (e.is_directory() && fs::exists(e.path() / "config.json") && std::regex_search(e.path().filename().string(), model_re))
-        model_names.push_back(e.path().filename().string());
+    if (zoo_needed)
+      for (const auto& e : fs::directory_iterator(models_dir))
+        if (e.is_directory() && fs::exists(e.path() / "config.json") && std::regex_search(e.path().filename().string(), model_re))
+          model_names.push_back(e.path().filename().string());
     std::sort(model_names.begin(), model_names.end());
     std::vector<engine::Plan> replays;
     for (const std::string& f : a->plan_files) {
@@ -241,6 +344,36 @@ Runner add_engine_command(CLI::App& app) {
       if (!fs::exists(fs::path(models_dir) / replays.back().model / "config.json"))
         throw std::invalid_argument(f + ": /model: \"" + replays.back().model + "\" is not a model of the zoo in " + models_dir);
     }
+    if (!drawn_replays.empty() && replays.empty()) model_names.clear();  // only the drawn pairs given
+    // The corpus's drawn pairs (regressions/engine/drawn/), replayed with the fixed plans.
+    std::vector<DrawnPair> drawn_saved;
+    if (a->plan_files.empty() && drawn_replays.empty() && !model_campaign && a->plans != "campaign" && !corpus.empty())
+      for (const regressions::Entry& e : regressions::load(corpus, "engine", "drawn")) {
+        DrawnPair p;
+        if (e.error.empty() && !std::regex_search(e.doc.value("model", std::string()), model_re)) continue;
+        try {
+          if (!e.error.empty()) throw std::invalid_argument(e.path + ": " + e.error);
+          p = drawn_pair(nlohmann::json::parse(e.text), e.path);
+        } catch (const std::exception& error) {
+          p.error = error.what();
+          p.plan.model = "drawn";
+        }
+        p.hash = e.hash;
+        p.path = e.path;
+        drawn_saved.push_back(std::move(p));
+      }
+    std::vector<std::string> families;
+    if (model_campaign) {
+      const std::regex family_re(a->family);
+      for (const std::string& f : drawn_families())
+        if (std::regex_search(f, family_re)) families.push_back(f);
+      if (families.empty()) throw std::invalid_argument("--family " + a->family + ": matches no drawn family (" + make_models_script() + " --draw list)");
+    }
+    std::optional<engine::ModelSource> source;
+    auto source_of = [&]() -> const engine::ModelSource& {
+      if (!source) source = model_source(campaign_dir);
+      return *source;
+    };
     std::map<std::string, engine::Model> models;
     auto model_of = [&](const std::string& name) -> const engine::Model& {
       auto it = models.find(name);
@@ -305,6 +438,7 @@ Runner add_engine_command(CLI::App& app) {
         engine_flags.push_back({"--engine", "^" + std::regex_replace(name, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "$"});
       }
       engine_flags.push_back({"--models", models_dir});
+      if (!a->campaign_models.empty()) engine_flags.push_back({"--campaign-models", campaign_dir});
       if (!a->regressions.empty()) engine_flags.push_back({"--regressions", corpus});
       if (a->mutant != "none") engine_flags.push_back({"--mutant", a->mutant, Flag::Quote::None});
       if (!default_known) engine_flags.push_back({"--known", a->known});
@@ -338,7 +472,7 @@ Runner add_engine_command(CLI::App& app) {
               plans.push_back(replays[i]);
               plan_files.push_back(fs::absolute(a->plan_files[i]).lexically_normal().string());
             }
-        } else if (a->plans != "campaign") {
+        } else if (a->plans == "fixed" || a->plans == "all") {
           const engine::Model& model = model_of(m);
           plans = engine::fixed_plans(m, model.config.local_span(), model.config.vocab);
         }
@@ -359,7 +493,7 @@ Runner add_engine_command(CLI::App& app) {
           group_of[&e] = &group;
         }
         // The corpus's plans of this model run with the fixed plans (not with --plan files, which replace both).
-        if (replays.empty() && a->plans != "campaign")
+        if (replays.empty() && (a->plans == "fixed" || a->plans == "all"))
           for (const SavedPlan& sp : saved_plans(corpus, m)) {
             const EngineKey key{name, m, "regressions/" + sp.hash};
             std::vector<Flag> which{{"--model", "^" + m + "$"}, {"--filter", "^" + id_of(key) + "$"}};
@@ -377,7 +511,7 @@ Runner add_engine_command(CLI::App& app) {
             }));
             group_of[&e] = &group;
           }
-        if (replays.empty() && a->plans != "fixed") {
+        if (replays.empty() && (a->plans == "campaign" || a->plans == "all")) {
           const EngineKey key{name, m, "campaign"};
           const CaseEntry& e = registry.add(key, guarded(key, [&, installed, m, dir, not_installed, line] {
             if (!installed) return not_installed(m, "campaign");
@@ -410,6 +544,67 @@ Runner add_engine_command(CLI::App& app) {
           }));
           group_of[&e] = &group;
         }
+      }
+      // Drawn (model, plan) pairs: the --plan files with a recipe, else the corpus's.
+      for (const DrawnPair& dp : drawn_replays.empty() ? drawn_saved : drawn_replays) {
+        const bool saved = !dp.hash.empty();
+        const EngineKey key{name, dp.plan.model, saved ? "regressions/" + dp.hash : dp.plan.name};
+        std::vector<Flag> which{{"--plan", dp.path}};
+        const CaseEntry& e = registry.add(key, guarded(key, [&, installed, dp, saved, not_installed, key, reproduce = line(which)] {
+          if (!installed) return not_installed(dp.plan.model, key.plan);
+          if (!dp.error.empty()) throw std::invalid_argument("the saved pair does not load: " + dp.error);
+          const std::string dir = source_of().write(dp.recipe);
+          engine::CheckOptions o = check;
+          o.timing = &group.timing;
+          o.reproduce = reproduce;
+          report::CaseResult r = engine::check_plan(client, engine::load_model(dir), dir, dp.plan, o);
+          if (saved) {
+            r.name = dp.plan.model + "/regressions/" + dp.hash;
+            r.params += ",plan=" + dp.plan.name;
+          }
+          return r;
+        }));
+        group_of[&e] = &group;
+      }
+      for (const std::string& f : families) {
+        const EngineKey key{name, "drawn-" + f, "model-campaign"};
+        const CaseEntry& e = registry.add(key, guarded(key, [&, installed, f, not_installed, line] {
+          if (!installed) return not_installed("drawn-" + f, "model-campaign");
+          engine::CampaignOptions o;
+          o.seed = a->seed;
+          o.iterations = a->iterations;
+          o.reproduce = a->reproduce;
+          o.check = check;
+          o.check.timing = &group.timing;
+          engine::ModelCampaignOutcome out = engine::run_model_campaign(client, f, source_of(), o);
+          if (out.result.status == report::Status::Fail) {
+            std::string replay = line({{"--plans", "models", Flag::Quote::None},
+                                       {"--family", "^" + f + "$"},
+                                       {"--seed", std::to_string(a->seed), Flag::Quote::None},
+                                       {"--iterations", std::to_string(a->iterations), Flag::Quote::None},
+                                       {"", out.result.reproduce, Flag::Quote::None}});
+            if (out.shrunk && out.model) {
+              // The shrunk pair as one file, replayed alone with --plan from any folder.
+              const json doc = drawn_pair_json(*out.shrunk, *out.model);
+              try {
+                std::string path;
+                if (!a->save_regressions.empty()) {
+                  path = regressions::save(a->save_regressions, "engine", "drawn", nlohmann::ordered_json(doc)).path;
+                } else {
+                  path = (fs::path(campaign_dir) / (out.model->folder + "." + regressions::content_hash(doc.dump()) + ".pair.json")).string();
+                  fs::create_directories(campaign_dir);
+                  report::write_file_atomically(path, doc.dump(2) + "\n");
+                }
+                replay += "\n  the shrunk (model, plan) pair: " + line({{"--plan", fs::absolute(path).string()}});
+              } catch (const std::exception& error) {  // the FAIL stands and says why
+                replay += std::string("\n  not saved: ") + error.what();
+              }
+            }
+            out.result.reproduce = replay;
+          }
+          return out.result;
+        }));
+        group_of[&e] = &group;
       }
     }
     // Stops each engine after its last case (its next request would start a fresh worker).
