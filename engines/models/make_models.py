@@ -361,9 +361,11 @@ def put(path, data):
     os.replace(tmp, path)
 
 
-def write(out_dir, name, entry=None, folder=None):
-    """Writes model `name` into out_dir/folder (default: out_dir/name); its weights are keyed by the name."""
-    family, cfg = config(name, entry)
+def write(out_dir, name, entry=None, folder=None, whole=False):
+    """Writes model `name` into out_dir/folder (default: out_dir/name); its weights are keyed by the name.
+    whole: entry's config is the whole config.json (a recipe's), not overrides of COMMON: a key the
+    draw removed stays removed."""
+    family, cfg = entry if whole else config(name, entry)
     d = os.path.join(out_dir, folder or name)
     os.makedirs(d, exist_ok=True)
     put(os.path.join(d, "config.json"), (json.dumps(config_json(cfg), indent=2, sort_keys=True) + "\n").encode())
@@ -425,7 +427,7 @@ def main(argv=None):
         os.makedirs(a.out_dir, exist_ok=True)
         with open(os.path.join(a.out_dir, ".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            d, digest = write(a.out_dir, r["name"], (r["layout"], r["config"]), r["folder"])
+            d, digest = write(a.out_dir, r["name"], (r["layout"], r["config"]), r["folder"], whole=True)
         print(f"{r['folder']}\t{d}\tsha256(model.safetensors)={digest}")
         return 0
     for name in a.only or []:
