@@ -388,7 +388,8 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
   auto plan_of = [&](const Pair& p, const Model& m) {
     return plan_from_draw(p.model.folder, p.plan, m.config.vocab, m.config.local_span(), o.seed, operations);
   };
-  int passes = 0, skips = 0;
+  int passes = 0, skips = 0, deviations = 0;
+  std::string first_deviation;
   double bound = 0;
   const auto check = [&](const Pair& p, bool shrinking) -> std::optional<report::CaseResult> {
     report::CaseResult c;
@@ -405,6 +406,7 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
     if (!shrinking) {
       ++passes;
       if (c.status == report::Status::Skipped) ++skips;
+      if (c.status == report::Status::Deviation && !deviations++) first_deviation = p.model.folder + ": " + c.message;
     }
     return std::nullopt;
   };
@@ -424,8 +426,12 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
   const auto found = search::run<Pair, report::CaseResult>(budget, draw, check, simpler, [](const Pair&) { return true; });
   r.bound = bound;
   if (found.ok()) {
-    r.status = skips == passes && passes > 0 ? report::Status::Skipped : report::Status::Pass;
-    r.message = std::to_string(found.passed) + " drawn models and plans" + (skips ? ", " + std::to_string(skips) + " skipped" : "");
+    // A known deviation on any pair makes the campaign that deviation: it is reported, never a pass.
+    r.status = deviations ? report::Status::Deviation
+               : skips == passes && passes > 0 ? report::Status::Skipped
+                                               : report::Status::Pass;
+    r.message = std::to_string(found.passed) + " drawn models and plans" + (skips ? ", " + std::to_string(skips) + " skipped" : "") +
+                (deviations ? ", " + std::to_string(deviations) + (deviations == 1 ? " known deviation" : " known deviations") + ", the first on " + first_deviation : "");
     return out;
   }
   r.status = report::Status::Fail;
