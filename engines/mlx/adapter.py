@@ -119,7 +119,12 @@ class MlxEngine(Engine):
         over = mutant_config(text, mutant, max_tokens)
         if over and text is not config:
             over = {"text_config": {**text, **over}}
-        model, config = load_model(path, model_config=over)
+        try:
+            model, config = load_model(path, model_config=over)
+        except ValueError as e:  # mlx-lm has no module for this model_type: an engine limit, not a wrong answer
+            if "not supported" in str(e) and str(e).startswith("Model type"):
+                raise Unsupported(f"mlx-lm: {e}") from e
+            raise
         config = config.get("text_config", config)
         bad = {k: str(v.dtype) for k, v in tree_flatten(model.parameters()) if v.dtype != mx.float32}
         if bad:

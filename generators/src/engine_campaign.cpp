@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -259,6 +260,21 @@ json without_layer(json c, int64_t i, int64_t n) {
   return c;
 }
 
+// What kind of failure a result is, so that shrinking keeps the bug it found instead of sliding to
+// another one (a smaller model that fails to load for a different reason): wrong logits, or an error
+// by where it happened (load or step), its exception type and its source location where given.
+std::string failure_kind(const report::CaseResult& c) {
+  const std::string& m = c.message;
+  if (m.find("max |logit error|") != std::string::npos) return "logits";
+  std::string kind = m.rfind("load:", 0) == 0 ? "load" : "step";
+  static const std::regex exception(R"(json\.exception\.[a-z_]+\.[0-9]+|\b[A-Za-z_.]*(Error|Exception)\b|crashed|converter failed|timed out)");
+  static const std::regex where(R"(\(([^()]+:[0-9]+ in [^()]+)\))");
+  std::smatch e;
+  if (std::regex_search(m, e, exception)) kind += " " + e.str(0);
+  if (std::smatch w; std::regex_search(m, w, where)) kind += " at " + w.str(1);
+  return kind;
+}
+
 }  // namespace
 
 std::vector<json> simpler_configs(const json& config) {
@@ -389,7 +405,7 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
     return plan_from_draw(p.model.folder, p.plan, m.config.vocab, m.config.local_span(), o.seed, operations);
   };
   int passes = 0, skips = 0, deviations = 0;
-  std::string first_deviation;
+  std::string first_deviation, first_skip, found_kind;
   double bound = 0;
   const auto check = [&](const Pair& p, bool shrinking) -> std::optional<report::CaseResult> {
     report::CaseResult c;
@@ -402,10 +418,14 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
       c.message = std::string("the check raised: ") + e.what();
     }
     bound = std::max(bound, c.bound);
-    if (c.status == report::Status::Fail) return c;
+    if (c.status == report::Status::Fail) {
+      if (!shrinking) found_kind = failure_kind(c);
+      if (shrinking && failure_kind(c) != found_kind) return std::nullopt;  // another bug: not a simplification of this one
+      return c;
+    }
     if (!shrinking) {
       ++passes;
-      if (c.status == report::Status::Skipped) ++skips;
+      if (c.status == report::Status::Skipped && !skips++) first_skip = c.message;
       if (c.status == report::Status::Deviation && !deviations++) first_deviation = p.model.folder + ": " + c.message;
     }
     return std::nullopt;
@@ -430,7 +450,7 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
     r.status = deviations ? report::Status::Deviation
                : skips == passes && passes > 0 ? report::Status::Skipped
                                                : report::Status::Pass;
-    r.message = std::to_string(found.passed) + " drawn models and plans" + (skips ? ", " + std::to_string(skips) + " skipped" : "") +
+    r.message = std::to_string(found.passed) + " drawn models and plans" + (skips ? ", " + std::to_string(skips) + " skipped (the first: " + first_skip + ")" : "") +
                 (deviations ? ", " + std::to_string(deviations) + (deviations == 1 ? " known deviation" : " known deviations") + ", the first on " + first_deviation : "");
     return out;
   }

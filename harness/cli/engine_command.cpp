@@ -123,24 +123,33 @@ std::string output_of(const std::string& cmd) {
 }
 
 // The model campaign's checkpoints: drawn and written by make_models.py into `dir`, each folder once
-// (its recipe.json says which recipe it holds, so a second run writes nothing).
+// (its recipe.json says which recipe it holds and a hash of the writer that wrote it, so a second run
+// writes nothing and a changed writer rewrites).
 engine::ModelSource model_source(const std::string& dir) {
   const std::string script = make_models_script();
+  std::string writer;
+  for (const fs::path& f : {fs::path(script), fs::path(script).parent_path() / "families.py"}) {
+    std::ifstream in(f);
+    std::stringstream text;
+    text << in.rdbuf();
+    writer += text.str();
+  }
+  writer = regressions::content_hash(writer);
   engine::ModelSource s;
   s.draw = [script](const std::string& family, uint64_t seed, int64_t index) {
     const std::string cmd = "python3 " + shell_quote(script) + " --draw " + shell_quote(family + ":" + std::to_string(seed) + ":" + std::to_string(index));
     return engine::recipe_from_json(json::parse(output_of(cmd)), cmd);
   };
-  s.write = [script, dir](const engine::ModelRecipe& recipe) {
+  s.write = [script, dir, writer](const engine::ModelRecipe& recipe) {
     const fs::path folder = fs::path(dir) / recipe.folder;
-    const std::string text = engine::to_json(recipe).dump(2) + "\n";
+    const std::string text = json{{"recipe", engine::to_json(recipe)}, {"writer", writer}}.dump(2) + "\n";
     std::ifstream old(folder / "recipe.json");
     std::stringstream have;
     have << old.rdbuf();
     if (old && have.str() == text && fs::exists(folder / "model.safetensors")) return folder.string();
     fs::create_directories(dir);
     const std::string tmp = (fs::path(dir) / (".recipe." + recipe.folder + "." + std::to_string(getpid()) + ".json")).string();
-    report::write_file_atomically(tmp, text);
+    report::write_file_atomically(tmp, engine::to_json(recipe).dump(2) + "\n");
     const std::string cmd = "python3 " + shell_quote(script) + " " + shell_quote(dir) + " --recipe " + shell_quote(tmp) + " >/dev/null";
     const int rc = std::system(cmd.c_str());
     fs::remove(tmp);
