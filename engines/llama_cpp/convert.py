@@ -77,7 +77,11 @@ def main(argv=None):
     cfg = json.loads((dir_model / "config.json").read_text())
     hparams = ModelBase.load_hparams(dir_model, False)
     arch = get_model_architecture(hparams, ModelType.TEXT)
-    base = get_model_class(arch, mmproj=False)
+    try:
+        base = get_model_class(arch, mmproj=False)
+    except NotImplementedError as e:  # exit 3: this llama.cpp version converts no such architecture
+        print(f"convert.py: {e}", file=sys.stderr)
+        return 3
     layer_types = cfg.get("layer_types")
     model_type = cfg.get("model_type", "")
     gemma = model_type in ("gemma2", "gemma3_text", "gemma3")
@@ -162,4 +166,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -183,6 +183,8 @@ void run_convert(const std::string& cmd, const std::string& model_dir, const std
   if (rc != 0) throw std::runtime_error(std::string("cannot start the converter: ") + std::strerror(rc));
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 3)  // convert.py: an architecture this version does not convert
+    throw Unsupported("llama.cpp's convert_hf_to_gguf.py of this version has no class for the checkpoint's architecture (" + model_dir + ")");
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw std::runtime_error("converter failed (status " + std::to_string(status) + "): " + script + " " + model_dir + " " + out);
 }
@@ -270,7 +272,10 @@ class Engine {
 
     // The checkpoint's window, for the mutants.
     json cfg = json::parse(slurp(model_dir + "/config.json"));
-    const int64_t window = cfg.value("sliding_window", int64_t(0));
+    // null (no window: mistral, phi3, exaone4 all-full configs) is no window, as transformers reads it.
+    const int64_t window = cfg.contains("sliding_window") && cfg["sliding_window"].is_number_integer()
+                               ? cfg["sliding_window"].get<int64_t>()
+                               : 0;
 
     const std::string gguf = convert(model_dir);
     const std::string arch = gguf_architecture(gguf);
