@@ -129,26 +129,37 @@ std::vector<Draw> simplifications(const Draw& d) {
   return out;
 }
 
-}  // namespace
-
-CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std::string& model_dir, const CampaignOptions& o) {
-  CampaignOutcome out;
-  report::CaseResult& r = out.result;
+// A campaign's case header (suite, name, engine, params, policy) and the engine's hello: the serving
+// operations its plans may draw, or nullopt with `r` the hello's FAIL.
+std::optional<std::vector<std::string>> open_campaign(EngineClient& engine, const std::string& name, std::string params,
+                                                      report::CaseResult& r) {
   r.suite = "engine";
-  r.name = model.config.name + "/campaign";
+  r.name = name;
   r.backend = engine.spec().name;
   r.dtype = "float32";
-  r.params = "seed=" + std::to_string(o.seed) + ",iterations=" + std::to_string(o.iterations);
+  r.params = std::move(params);
   if (engine.spec().mutant != "none") r.params += ",mutant=" + engine.spec().mutant;
   r.policy = to_string(Policy::SameDtypeReference);
   if (Reply hello = engine.hello(); !hello.ok()) {
     r.status = report::Status::Fail;
     r.message = hello.message;
-    return out;
+    return std::nullopt;
   }
   std::vector<std::string> operations;
   for (const auto& op : engine.info().value("operations", nlohmann::json::array()))
     if (op.is_string()) operations.push_back(op);
+  return operations;
+}
+
+}  // namespace
+
+CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std::string& model_dir, const CampaignOptions& o) {
+  CampaignOutcome out;
+  report::CaseResult& r = out.result;
+  const auto opened = open_campaign(engine, model.config.name + "/campaign",
+                                    "seed=" + std::to_string(o.seed) + ",iterations=" + std::to_string(o.iterations), r);
+  if (!opened) return out;
+  const std::vector<std::string>& operations = *opened;
   int passes = 0, skips = 0;
   double bound = 0;
   const auto check = [&](const Draw& draw, bool shrinking) -> std::optional<report::CaseResult> {
@@ -372,21 +383,10 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
                                         const CampaignOptions& o) {
   ModelCampaignOutcome out;
   report::CaseResult& r = out.result;
-  r.suite = "engine";
-  r.name = "drawn-" + family + "/model-campaign";
-  r.backend = engine.spec().name;
-  r.dtype = "float32";
-  r.params = "family=" + family + ",seed=" + std::to_string(o.seed) + ",iterations=" + std::to_string(o.iterations);
-  if (engine.spec().mutant != "none") r.params += ",mutant=" + engine.spec().mutant;
-  r.policy = to_string(Policy::SameDtypeReference);
-  if (Reply hello = engine.hello(); !hello.ok()) {
-    r.status = report::Status::Fail;
-    r.message = hello.message;
-    return out;
-  }
-  std::vector<std::string> operations;
-  for (const auto& op : engine.info().value("operations", nlohmann::json::array()))
-    if (op.is_string()) operations.push_back(op);
+  const auto opened = open_campaign(engine, "drawn-" + family + "/model-campaign",
+                                    "family=" + family + ",seed=" + std::to_string(o.seed) + ",iterations=" + std::to_string(o.iterations), r);
+  if (!opened) return out;
+  const std::vector<std::string>& operations = *opened;
 
   struct Pair {
     ModelRecipe model;

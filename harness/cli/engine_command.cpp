@@ -421,6 +421,17 @@ Runner add_engine_command(CLI::App& app) {
         }
       };
     };
+    // Both campaigns' options: the seed, size and reproduce string given, each plan checked as the
+    // fixed plans are, timed into its engine's group.
+    const auto campaign_options = [&](Group& group) {
+      engine::CampaignOptions o;
+      o.seed = a->seed;
+      o.iterations = a->iterations;
+      o.reproduce = a->reproduce;
+      o.check = check;
+      o.check.timing = &group.timing;
+      return o;
+    };
     std::map<const CaseEntry*, Group*> group_of;
     Registry registry;
     for (Configured& c : engines) {
@@ -524,13 +535,7 @@ Runner add_engine_command(CLI::App& app) {
           const EngineKey key{name, m, "campaign"};
           const CaseEntry& e = registry.add(key, guarded(key, [&, installed, m, dir, not_installed, line] {
             if (!installed) return not_installed(m, "campaign");
-            engine::CampaignOptions o;
-            o.seed = a->seed;
-            o.iterations = a->iterations;
-            o.reproduce = a->reproduce;
-            o.check = check;
-            o.check.timing = &group.timing;
-            engine::CampaignOutcome out = engine::run_campaign(client, model_of(m), dir, o);
+            engine::CampaignOutcome out = engine::run_campaign(client, model_of(m), dir, campaign_options(group));
             if (out.result.status == report::Status::Fail) {
               // run_campaign's reproduce is its --reproduce flag, already quoted.
               std::string replay = line({{"--plans", "campaign", Flag::Quote::None},
@@ -579,13 +584,7 @@ Runner add_engine_command(CLI::App& app) {
         const EngineKey key{name, "drawn-" + f, "model-campaign"};
         const CaseEntry& e = registry.add(key, guarded(key, [&, installed, f, not_installed, line] {
           if (!installed) return not_installed("drawn-" + f, "model-campaign");
-          engine::CampaignOptions o;
-          o.seed = a->seed;
-          o.iterations = a->iterations;
-          o.reproduce = a->reproduce;
-          o.check = check;
-          o.check.timing = &group.timing;
-          engine::ModelCampaignOutcome out = engine::run_model_campaign(client, f, source_of(), o);
+          engine::ModelCampaignOutcome out = engine::run_model_campaign(client, f, source_of(), campaign_options(group));
           if (out.result.status == report::Status::Fail) {
             std::string replay = line({{"--plans", "models", Flag::Quote::None},
                                        {"--family", "^" + f + "$"},
