@@ -271,22 +271,20 @@ json without_layer(json c, int64_t i, int64_t n) {
   return c;
 }
 
-// What kind of failure a result is, so that shrinking keeps the bug it found instead of sliding to
-// another one (a smaller model that fails to load for a different reason): wrong logits, or an error
-// by where it happened (load or step), its exception type and its source location where given.
+}  // namespace
+
 std::string failure_kind(const report::CaseResult& c) {
   const std::string& m = c.message;
-  if (m.find("max |logit error|") != std::string::npos) return "logits";
+  for (const char* judged : {"max |logit error|", "max |log-prob error|", ": top-1 token at "})
+    if (m.find(judged) != std::string::npos) return "logits";
   std::string kind = m.rfind("load:", 0) == 0 ? "load" : "step";
-  static const std::regex exception(R"(json\.exception\.[a-z_]+\.[0-9]+|\b[A-Za-z_.]*(Error|Exception)\b|crashed|converter failed|timed out)");
+  static const std::regex exception(R"(json\.exception\.[a-z_]+\.[0-9]+|\b[A-Za-z_.]*(Error|Exception)\b|crashed|exited with status [0-9]+|protocol error|converter failed|timed out)");
   static const std::regex where(R"(\(([^()]+:[0-9]+ in [^()]+)\))");
   std::smatch e;
   if (std::regex_search(m, e, exception)) kind += " " + e.str(0);
   if (std::smatch w; std::regex_search(m, w, where)) kind += " at " + w.str(1);
   return kind;
 }
-
-}  // namespace
 
 std::vector<json> simpler_configs(const json& config) {
   std::vector<json> out;

@@ -68,6 +68,12 @@ struct ModelSource {
 // layer's rule.
 std::vector<nlohmann::json> simpler_configs(const nlohmann::json& config);
 
+// What kind of failure a result is, so that shrinking keeps the bug it found instead of sliding to
+// another one (a smaller model that fails to load for a different reason): "logits" for wrong
+// logits, else where it happened ("load" or "step"), then its exception type and its source
+// location ("at file:line in fn") where the message names them.
+std::string failure_kind(const report::CaseResult& result);
+
 // "3 layers: sliding 4, full, chunked 4; NoPE 1; head_dim 8, 4/2 heads"
 std::string describe_model(const ModelConfig& config);
 

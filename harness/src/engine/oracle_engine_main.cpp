@@ -8,7 +8,8 @@
 // that shares what it should copy or starts from the wrong prefix, a chunked prefill whose window
 // restarts at each chunk, a speculative rollback off by one, a batch that computes a sequence at
 // another's offset, a context shift that moves the kept keys without re-rotating them) and worker
-// faults (crash, hang, garbage, exit at a given step), which the suite must catch. Option "logits": "last" or "none" answers only the last new position of a step, or
+// faults (crash, hang, garbage, exit at a given step; "load-error@L": a load error for a model of
+// fewer than L layers, a second bug for shrinking to slide into), which the suite must catch. Option "logits": "last" or "none" answers only the last new position of a step, or
 // none (the protocol's subset answer; a run judged on nothing is not a pass); "logprobs" and
 // "last-logprobs" answer log-probabilities instead (buffer "logprobs", as a server does), and
 // "logprobs-as-logits" sends them labelled as logits (a negative control: the judge must not pass it);
@@ -67,7 +68,7 @@ struct State {
   kvc::engine::OracleOptions options;
   // Shared pointers only so that the fork-shared mutant can alias two sequences.
   std::map<int64_t, std::shared_ptr<Oracle>> seqs;
-  std::string fault;  // "crash", "hang", "garbage", "exit"
+  std::string fault;  // "crash", "hang", "garbage", "exit" (at step fault_step), "load-error" (below fault_step layers)
   int64_t fault_step = -1;
   std::string mutant = "none";
   std::string logits = "all";  // all, last, none (which new positions a step answers), logprobs, last-logprobs, logprobs-as-logits
@@ -257,6 +258,13 @@ int main() {
             send({{"status", "unsupported"}, {"error", "mutant " + mutant + ": " + refusal}});
             continue;
           }
+        }
+        if (st.fault == "load-error" && st.model->config.layers < st.fault_step) {
+          // Shaped as a Python adapter's error: the exception type and where it was raised.
+          send({{"status", "error"},
+                {"error", "ValueError: a model of " + std::to_string(st.model->config.layers) + (st.model->config.layers == 1 ? " layer" : " layers") + ", fewer than " +
+                              std::to_string(st.fault_step) + " (oracle_engine_main.cpp:" + std::to_string(__LINE__) + " in load)"}});
+          continue;
         }
         send({{"status", "ok"}, {"vocab", st.model->config.vocab}});
       } else if (op == "extend") {
