@@ -716,6 +716,28 @@ std::vector<KnownDeviation> load_known_deviations(const std::string& path) {
   return out;
 }
 
+namespace {
+
+// The known deviation that excuses a failure, if any: one whose engine, model and plan patterns match
+// and whose engine error text is in `error`, or whose logits rule `on_logits` accepts. A behaviour the
+// engine is known to have is its DEVIATION; a mutant run is never excused.
+template <class OnLogits>
+const KnownDeviation* known_deviation(const EngineClient& engine, const Plan& plan, const CheckOptions& options, const std::string& error,
+                                      const std::string& message, OnLogits on_logits) {
+  if (engine.spec().mutant != "none") return nullptr;
+  for (const KnownDeviation& k : options.known) {
+    if (!std::regex_search(engine.spec().name, std::regex(k.engine)) || !std::regex_search(plan.model, std::regex(k.model)) ||
+        !std::regex_search(plan.name, std::regex(k.plan)))
+      continue;
+    if ((!k.error.empty() && error.find(k.error) != std::string::npos) || on_logits(k) ||
+        (!k.explanation.empty() && message.find(k.explanation) != std::string::npos))
+      return &k;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 report::CaseResult check_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan,
                               const CheckOptions& options) {
   report::CaseResult r;
@@ -748,7 +770,12 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
                                                engine.info().value("operations", json::array()).dump() + ")");
   Reply loaded = engine.load(model_dir, max_tokens(plan), sequence_count(plan), id);
   if (loaded.kind == Reply::Kind::Unsupported) return finish(report::Status::Skipped, "the engine refused the model: " + loaded.message);
-  if (!loaded.ok()) return finish(report::Status::Fail, "load: " + loaded.message);
+  if (!loaded.ok()) {
+    const std::string msg = "load: " + loaded.message;
+    if (const KnownDeviation* k = known_deviation(engine, plan, options, loaded.message, msg, [](const KnownDeviation&) { return false; }))
+      return finish(report::Status::Deviation, "known engine deviation (" + k->note + "): " + msg);
+    return finish(report::Status::Fail, msg);
+  }
   if (loaded.header.value("vocab", int64_t{-1}) != c.vocab)
     return finish(report::Status::Fail, "load: the engine reports a vocabulary of " + loaded.header.value("vocab", json()).dump() +
                                             ", the model has " + std::to_string(c.vocab));
@@ -904,18 +931,11 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
     msg = failure + (fits.empty() ? "; no single explanation fits (tried " + tried + ") [unexplained]" : "; " + explain(fits) + " [" + ids + "]");
     if (!then.empty()) msg += "; then " + then;
   }
-  // A behaviour the engine is known to have is its DEVIATION; a mutant run is never excused.
-  if (engine.spec().mutant == "none")
-    for (const KnownDeviation& k : options.known) {
-      if (!std::regex_search(engine.spec().name, std::regex(k.engine)) || !std::regex_search(plan.model, std::regex(k.model)) ||
-          !std::regex_search(plan.name, std::regex(k.plan)))
-        continue;
-      const bool logits = !failure.empty();
-      const bool hit = (k.diagnosis && logits && (*k.diagnosis == DKind::Unexplained ? fits.empty() : matches(k, fits))) ||
-                       (!k.error.empty() && ((stopped + then).find(k.error) != std::string::npos)) || (k.any_logits && logits) ||
-                       (!k.explanation.empty() && msg.find(k.explanation) != std::string::npos);
-      if (hit) return finish(report::Status::Deviation, "known engine deviation (" + k.note + "): " + msg);
-    }
+  const bool logits = !failure.empty();
+  if (const KnownDeviation* k = known_deviation(engine, plan, options, stopped + then, msg, [&](const KnownDeviation& k) {
+        return logits && ((k.diagnosis && (*k.diagnosis == DKind::Unexplained ? fits.empty() : matches(k, fits))) || k.any_logits);
+      }))
+    return finish(report::Status::Deviation, "known engine deviation (" + k->note + "): " + msg);
   return finish(report::Status::Fail, msg);
 }
 

@@ -588,6 +588,29 @@ TEST(EngineCheck, AKnownDeviationIsADeviationAndOnlyWithItsDiagnosis) {
   EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, old).status, report::Status::Deviation);
 }
 
+// An engine that refuses to load a config it should take: its known error text excuses the load's
+// failure as its DEVIATION, another text does not, and a mutant run is never excused.
+TEST(EngineCheck, AKnownLoadErrorIsADeviation) {
+  const Plan plan = plan_named("extend_after_full");
+  const Model m = load_model(gemma2_dir());
+  const nlohmann::json refuses = {{"fault", "load-error@99"}};
+  auto known = [](const std::string& error) {
+    CheckOptions o;
+    KnownDeviation k;
+    k.engine = "^oracle$", k.model = "gemma2", k.plan = ".", k.note = "test", k.error = error;
+    o.known.push_back(k);
+    return o;
+  };
+  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), refuses, "none", 5});
+  const auto excused = check_plan(own, m, gemma2_dir(), plan, known("fewer than 99"));
+  EXPECT_EQ(excused.status, report::Status::Deviation) << excused.message;
+  EXPECT_NE(excused.message.find("known engine deviation (test): load: ValueError: a model of"), std::string::npos) << excused.message;
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known("KeyError")).status, report::Status::Fail);
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, {}).status, report::Status::Fail);
+  EngineClient told({"oracle", kvc::paths::target_file("kvc-oracle-engine"), refuses, "window+1", 5});
+  EXPECT_EQ(check_plan(told, m, gemma2_dir(), plan, known("fewer than 99")).status, report::Status::Fail);
+}
+
 TEST(EngineCheck, KnownDeviationsNameTheirBadField) {
   const std::string file = (std::filesystem::temp_directory_path() / ("kvc-known-" + std::to_string(getpid()) + ".json")).string();
   auto load = [&](const std::string& entry) -> std::string {
