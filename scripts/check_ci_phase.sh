@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# .ci/run's phase (scripts/ci_phase.sh) passes its command's failure on however it is called: plainly
+# under set -e, tested with ||, and in the background then waited for; and records every phase.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+phases=$(mktemp)
+trap 'rm -f "$phases"' EXIT
+# shellcheck source=ci_phase.sh
+source "$here/ci_phase.sh"
+fail() { echo "check_ci_phase: $*" >&2; exit 1; }
+phase ok true >/dev/null || fail "a passing command's phase returned $?"
+rc=0; phase tested false >/dev/null || rc=$?
+[ "$rc" = 1 ] || fail "a failing command's phase returned $rc under ||, not 1"
+rc=0; phase status bash -c 'exit 7' >/dev/null || rc=$?
+[ "$rc" = 7 ] || fail "the phase returned $rc, not the command's 7"
+phase background false >/dev/null &
+rc=0; wait $! || rc=$?
+[ "$rc" = 1 ] || fail "a failing command's phase in the background returned $rc, not 1"
+out=$(phases="$phases" bash -c 'set -e; source "$1"; phase plain false >/dev/null; echo "not stopped"' _ "$here/ci_phase.sh")
+[ -z "$out" ] || fail "set -e did not stop at a failing phase"
+[ "$(cut -f1 "$phases" | tr '\n' ' ')" = "ok tested status background plain " ] || fail "recorded phases: $(cut -f1 "$phases" | tr '\n' ' ')"
+echo "check_ci_phase: every failing phase fails its caller; all five recorded"
