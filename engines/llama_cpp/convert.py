@@ -6,20 +6,27 @@
 It reuses the model classes of the convert_hf_to_gguf.py vendored in the pinned llama.cpp source
 (unpacked by engines/llama_cpp/build_llama.sh into ${KVC_CACHE:-~/.cache/kvconform}/
 llama-0.3.36/src, or --src / $KVC_LLAMA_SRC: llama-11434/src for the second version), so llama.cpp's own tensor transforms apply (Gemma's
-norm weight + 1, Llama's q/k rope permutation, ...). Only three things differ from that script:
+norm weight + 1, Llama's q/k rope permutation, ...). Only these things differ from that script:
 
 * no tokenizer: the checkpoints have none and the engine is fed token ids, so the GGUF says
   tokenizer model "none" with `<arch>.vocab_size` (llama.cpp then adds that many dummy tokens);
 * the per-layer sliding pattern is written from config.layer_types as a bool array
-  (`<arch>.attention.sliding_window_pattern`) for the Gemma families: the vendored script leaves it
-  out, and llama.cpp would otherwise derive the default pattern (Gemma 2: every other layer, Gemma 3:
-  5 sliding : 1 full), which is wrong for gemma3-irregular-w4;
+  (`<arch>.attention.sliding_window_pattern`, chunked layers counted as windowed) wherever the vendored
+  class leaves it out (Gemma 2/3, Cohere2, gpt-oss, Llama 4; Gemma 4, OLMo 3 and granite_swa write their
+  own): llama.cpp would otherwise derive a default period (Gemma 2: every other layer, Gemma 3: 5
+  sliding : 1 full, Cohere2: 3 : 1), which is wrong for gemma3-irregular-w4 and any irregular layer_types;
+* Gemma 3 and 4 keep their whole token_embd (the vendored class trims it to tokenizer.json's size);
+* Cohere2 without `rotary_pct` (a key transformers' Cohere2Config does not have; the vendored class
+  reads it unconditionally) gets 1.0, the whole head as transformers rotates it;
 * query_pre_attn_scalar (Gemma 2 and 3): llama.cpp ignores it (it scales queries by
   1/sqrt(head_dim), or 1/sqrt(n_embd/n_head) for the 27B sizes only). Unless --no-fold-query-scale,
   when the two differ the ratio is folded into q_proj (Gemma 2: exact, RoPE is linear and there is
   no q-norm) or into q_norm's weight (Gemma 3, whose q-norm comes after q_proj), so the GGUF
   computes what transformers computes; the GGUF records the factor under
   kvconform.query_scale_folded. gemma2-w4 needs it (query_pre_attn_scalar 32, head_dim 16).
+
+The note on stderr also says when an untied lm_head is not converted (Gemma 2's class drops it and
+llama.cpp's gemma2 reads token_embd as the head) and when the GGUF has no sliding window key.
 
 Mistral: the vendored script maps MistralForCausalLM to the plain `llama` architecture, which has no
 sliding window in llama.cpp; the GGUF is written as that script writes it (a finding, not hidden):
@@ -84,7 +91,6 @@ def main(argv=None):
         return 3
     layer_types = cfg.get("layer_types")
     model_type = cfg.get("model_type", "")
-    gemma = model_type in ("gemma2", "gemma3_text", "gemma3")
     # llama.cpp ignores query_pre_attn_scalar: it scales queries by 1/sqrt(head_dim), or by
     # 1/sqrt(n_embd/n_head) for the sizes it knows as 27B (Gemma 2: 46 layers, Gemma 3: 62 layers).
     fold = None
@@ -121,10 +127,17 @@ def main(argv=None):
                 self.gguf_writer.add_vocab_size(self.hparams["vocab_size"])
 
         def set_gguf_parameters(self):
+            if model_type == "cohere2" and "rotary_pct" not in self.hparams:
+                # The vendored Cohere2 class reads hparams["rotary_pct"], a key transformers' Cohere2Config
+                # does not have (its rope covers the whole head): 1.0 is what transformers computes.
+                self.hparams["rotary_pct"] = 1.0
             super().set_gguf_parameters()
             w = self.gguf_writer
-            if gemma and layer_types and not args.no_layer_types:
-                w.add_sliding_window_pattern([t == "sliding_attention" for t in layer_types])
+            # Gemma 2/3, Cohere2, gpt-oss, Llama 4, OLMo 3...: the vendored classes leave the pattern out (Gemma 4 and
+            # granite_swa write it) and llama.cpp derives a default period, which config.layer_types may not follow.
+            pattern_key = gguf.Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch=w.arch)
+            if layer_types and not args.no_layer_types and not any(pattern_key in kv for kv in w.kv_data):
+                w.add_sliding_window_pattern([t in ("sliding_attention", "chunked_attention") for t in layer_types])
             if self.hparams.get("sliding_window") is not None:
                 w.add_uint32("kvconform.sliding_window", int(self.hparams["sliding_window"]))
             if layer_types:
@@ -134,8 +147,9 @@ def main(argv=None):
                 w.add_float32("kvconform.query_scale_folded", fold)
 
         def modify_tensors(self, data_torch, name, bid):
-            # Gemma 3 trims token_embd to the tokenizer's vocabulary, which these checkpoints lack.
-            if "embed_tokens.weight" in name and model_type.startswith("gemma3"):
+            # Gemma 3 (and Gemma 4, its subclass) trims token_embd to the tokenizer's vocabulary, which
+            # these checkpoints lack.
+            if "embed_tokens.weight" in name and model_type.startswith(("gemma3", "gemma4")):
                 yield from TextModel.modify_tensors(self, data_torch, name, bid)
                 return
             if fold is not None:
@@ -154,11 +168,16 @@ def main(argv=None):
     with torch.inference_mode():
         m = NoTokenizer(dir_model, gguf.LlamaFileType.ALL_F32, tmp, model_name=dir_model.name)
         m.write()
+    untied_dropped = cfg.get("tie_word_embeddings") is False and \
+        "output.weight" not in {t.name for t in gguf.GGUFReader(tmp).tensors}
     os.replace(tmp, out)
     note = f"{dir_model.name}: {arch} -> {m.model_arch.name.lower()}"
     if fold is not None:
         note += f", query_pre_attn_scalar folded into {'q_proj' if model_type == 'gemma2' else 'q_norm'} (x{fold:.6g})"
-    if not gemma and cfg.get("sliding_window"):
+    if untied_dropped:  # e.g. Gemma 2: its class skips lm_head.weight and llama.cpp reads token_embd as the head
+        note += "; the checkpoint's untied lm_head is not converted: llama.cpp uses token_embd as the output head"
+    swa_key = gguf.Keys.Attention.SLIDING_WINDOW.format(arch=m.gguf_writer.arch)
+    if cfg.get("sliding_window") and not any(swa_key in kv for kv in m.gguf_writer.kv_data):
         note += f"; llama.cpp's {gguf.MODEL_ARCH_NAMES[m.model_arch]} architecture has no sliding window: " \
                 f"sliding_window={cfg['sliding_window']} is not applied"
     print(f"convert.py: {note}", file=sys.stderr)

@@ -308,7 +308,11 @@ class Engine {
     mp.n_gpu_layers = 0;
     if (!ov.empty()) mp.kv_overrides = ov.data();
     model_ = llama_model_load_from_file(gguf.c_str(), mp);
-    if (!model_) throw std::runtime_error("llama_model_load_from_file failed for " + gguf + " (see stderr)");
+    if (!model_) {
+      // llama.cpp's own reason ("tensor 'blk.0.attn_q.weight' has wrong shape; ...") is in its log.
+      const std::string why = last_error();
+      throw std::runtime_error("llama_model_load_from_file failed for " + gguf + (why.empty() ? " (see stderr)" : ": " + why));
+    }
 
     const int32_t n_swa = llama_model_n_swa(model_);
     if (mutant != "none" && operation_mutant_ == "none") {
