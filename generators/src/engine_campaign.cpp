@@ -31,8 +31,10 @@ Plan plan_from_draw(const std::string& model, const std::vector<DrawnStep>& draw
     s.seq = sequences ? d.seq : 0;
     ++salt;
     const int64_t size = d.size, v = d.variant % 8, other = 1 - s.seq;
-    // kinds 0-5 extend (size tokens), 6 a long extend (size x 16), 7 rollback (size), 8 reload,
-    // 9 reset, 10 a deep rollback (size x 16: behind what a sliding cache keeps), 11 fork (from the
+    // kinds 0-2 extend (size tokens), 3-5 an extend at the window's edges (the variant's: size, 1,
+    // W-1, W, W+1, 2W, 2W+1, W+size tokens), 6 a long extend (size x 16, or past llama.cpp's 256-cell
+    // SWA padding or a 1024-key cap), 7 rollback (size), 8 reload (its upper variants followed by a
+    // deep rollback), 9 reset, 10 a deep rollback (size x 16: behind what a sliding cache keeps), 11 fork (from the
     // other sequence, at the variant's edge), 12 chunked (size tokens, the variant's chunk), 13 spec
     // (a draft of size tokens, the variant's rejections), 14 batch (size tokens and the variant's
     // count on the other sequence)
@@ -73,10 +75,28 @@ Plan plan_from_draw(const std::string& model, const std::vector<DrawnStep>& draw
       s.items.push_back({s.seq, tokens(size, d.size)});
       s.items.push_back({other, tokens_for(seed ^ 0x5bd1e995u, salt, std::max<int64_t>(1, count[v]), vocab)});
     } else {
-      s.tokens = tokens(d.kind == 6 ? 16 * size : size, d.size);
+      int64_t n = size;
+      if (d.kind >= 3 && d.kind <= 5) {
+        const int64_t edge[] = {size, 1, w - 1, w, w + 1, 2 * w, 2 * w + 1, w + size};
+        n = std::max<int64_t>(1, edge[v]);
+      } else if (d.kind == 6) {
+        const int64_t long_extend[] = {16 * size, 16 * size, 16 * size, 16 * size, 16 * size, 16 * size, 256 + w + size, 1024 + w + size};
+        n = long_extend[v];
+      }
+      s.tokens = tokens(n, d.size);
     }
+    const bool deep_after_reload = s.kind == Kind::Reload && v >= 6 && rollback;
+    const int64_t seq = s.seq;
     apply_step(s, len);
     p.steps.push_back(std::move(s));
+    if (deep_after_reload && len[seq] > 0) {
+      PlanStep back;
+      back.kind = Kind::Rollback;
+      back.seq = seq;
+      back.n = std::min<int64_t>(16 * size, len[seq]);
+      apply_step(back, len);
+      p.steps.push_back(std::move(back));
+    }
   }
   if (std::none_of(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return !new_positions(s, {}).empty(); })) {
     PlanStep s;
@@ -123,6 +143,7 @@ std::vector<Draw> simplifications(const Draw& d) {
     if (x.kind != 0) with([](DrawnStep& s) { s.kind = 0; });
     if (x.size > 1) with([](DrawnStep& s) { s.size = 1; });
     if (x.size / 2 > 1) with([](DrawnStep& s) { s.size /= 2; });
+    if (x.size > 2) with([](DrawnStep& s) { --s.size; });  // the minimal length (W+1, not 2W)
     if (x.seq != 0) with([](DrawnStep& s) { s.seq = 0; });
     if (x.variant != 0) with([](DrawnStep& s) { s.variant = 0; });
   }

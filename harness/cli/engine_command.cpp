@@ -254,11 +254,11 @@ Runner add_engine_command(CLI::App& app) {
   cmd->add_option("--mutant", a->mutant,
                   "Tell the engine a wrong window (window+1, window-1, full), to do a serving operation wrong (fork-shared, fork-prefix, "
                   "chunked-restart, spec-rollback, batch-offset, shift-no-rerotate) or to read the config wrong (the oracle engine's chunk-shift, "
-                  "chunked-as-sliding, sinks-dropped, nope-inverted, layers-swapped, softcap-dropped, kv-bf16, eviction-once, glitch; "
+                  "chunked-as-sliding, sinks-dropped, nope-inverted, layers-swapped, softcap-dropped, kv-bf16, eviction-once, full-capped, glitch; "
                   "rope-all-rotary, shared-kv-full, window-everywhere): the suite must FAIL")
       ->check(CLI::IsMember({"none", "window+1", "window-1", "full", "fork-shared", "fork-prefix", "chunked-restart", "spec-rollback",
                              "batch-offset", "shift-no-rerotate", "chunk-shift", "chunked-as-sliding", "sinks-dropped", "nope-inverted", "layers-swapped",
-                             "softcap-dropped", "kv-bf16", "eviction-once", "glitch", "rope-all-rotary", "shared-kv-full",
+                             "softcap-dropped", "kv-bf16", "eviction-once", "full-capped", "glitch", "rope-all-rotary", "shared-kv-full",
                              "window-everywhere"}));
   cmd->add_option("--known", a->known, "Known engine deviations (default engines/known_deviations.json)");
   CLI::Option* corpus = cmd->add_option(

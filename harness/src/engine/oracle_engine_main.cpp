@@ -3,8 +3,8 @@
 // authors, the engine suite's own positive control (it must pass every plan), and, with options, its
 // negative controls: the adapter mutants (a wrong window or chunk; a config read wrong: chunk
 // boundaries shifted, chunks read as windows, sinks or the attention soft-cap dropped, NoPE layers
-// inverted, sliding and full layers swapped, K/V stored in bfloat16, one eviction late, a glitch in
-// one position's logits; a serving operation done wrong: a fork
+// inverted, sliding and full layers swapped, K/V stored in bfloat16, one eviction late, a full layer
+// keeping only its last 1024 keys, a glitch in one position's logits; a serving operation done wrong: a fork
 // that shares what it should copy or starts from the wrong prefix, a chunked prefill whose window
 // restarts at each chunk, a speculative rollback off by one, a batch that computes a sequence at
 // another's offset, a context shift that moves the kept keys without re-rotating them) and worker
@@ -80,7 +80,7 @@ struct State {
 };
 
 // The family-feature mutants that change the loaded description or the run's windows (rope-all-rotary,
-// shared-kv-full, window-everywhere); "" when applied, else why the model has nothing for the mutant
+// shared-kv-full, window-everywhere, full-capped); "" when applied, else why the model has nothing for the mutant
 // to change (the load answers unsupported: a SKIP).
 std::string apply_model_mutant(const std::string& mutant, kvc::engine::ModelConfig& k, kvc::engine::OracleOptions& o) {
   const size_t n = static_cast<size_t>(k.layers);
@@ -95,6 +95,12 @@ std::string apply_model_mutant(const std::string& mutant, kvc::engine::ModelConf
     for (size_t l = 0; l < n; ++l)
       if (k.shares_kv(static_cast<int64_t>(l)) && o.windows[l] > 0) o.windows[l] = 0, any = true;
     if (!any) return "the model has no sliding layer that shares another's K/V";
+  } else if (mutant == "full-capped") {
+    // A full layer that keeps only its last 1024 keys (a cache sized for a window it does not have).
+    bool any = false;
+    for (size_t l = 0; l < n; ++l)
+      if (k.attention(static_cast<int64_t>(l)) == kvc::engine::Attention::Full) o.windows[l] = 1024, any = true;
+    if (!any) return "the model has no full layer";
   } else if (mutant == "window-everywhere") {
     if (k.sliding_window <= 0 || std::count(o.windows.begin(), o.windows.end(), k.sliding_window) == static_cast<long>(n))
       return "the model has no full layer beside a configured window";
@@ -200,7 +206,8 @@ int main() {
         const std::string told = h.value("mutant", "none");
         const std::string mutant = told != "none" ? told : deviate;
         st.mutant = mutant;
-        const bool model_mutant = mutant == "rope-all-rotary" || mutant == "shared-kv-full" || mutant == "window-everywhere";
+        const bool model_mutant =
+            mutant == "rope-all-rotary" || mutant == "shared-kv-full" || mutant == "window-everywhere" || mutant == "full-capped";
         // The mutants: a window or chunk one too large or small or none (window+1, window-1, full:
         // the same on chunked layers), a config read wrong (the model oracle's hypothesis options),
         // a logit glitch at one position, or a serving operation done wrong (below, per operation).

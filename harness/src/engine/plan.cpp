@@ -335,6 +335,9 @@ std::vector<Plan> fixed_plans(const std::string& model, int64_t W, int64_t vocab
     s.push_back(ext(1));
     plan("long_run", s);
   }
+  // Past 1024 keys on every layer: a full layer whose cache silently keeps only its last 1024 keys
+  // (sized like a window it does not have) answers wrong from position 1024 on; long_run stops short.
+  plan("past_1024", {ext(1024 + w + 1), ext(1), ext(64)});
   plan("rollback", {ext(2 * w + 3), roll(std::min<int64_t>(w, 2 * w + 2)), ext(3), ext(1)});
   plan("rollback_one", decodes({ext(2 * w + 3), roll(1)}, 2));
   plan("reload", {ext(2 * w + 3), reload(), ext(1), ext(4)});
