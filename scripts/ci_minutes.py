@@ -2,13 +2,16 @@
 """Where CI's minutes go: one Markdown table from what .ci/run recorded.
 
     python3 scripts/ci_minutes.py [--phases build/ci-phases.tsv] [--junit build/ctest-junit.xml]
-                                  [--build build] [--update docs/performance.md]
+                                  [--build build] [--update docs/performance.md] [--costs scripts/ctest-costs.txt]
 
 .ci/run times every phase into build/ci-phases.tsv (name, seconds) and has ctest write JUnit with
 each test's time; the test labels come from `ctest --show-only=json-v1` in the build folder. The
 table gives each phase's wall time and, for ctest, each label's test count and summed test time
 (tests run two at a time, so the sum is about twice the phase's wall time) and the slowest tests.
---update replaces the table between the `<!-- ci-minutes -->` markers of that file.
+--update replaces the table between the `<!-- ci-minutes -->` markers of that file. --costs FILE
+writes the build's measured test costs (ctest's own Testing/Temporary/CTestCostData.txt, the tests
+that exist now and took at least half a second) for scripts/test.sh to seed a fresh build with, so
+that ctest starts the longest tests first on a clean clone too, instead of in declaration order.
 Standard library only.
 """
 import argparse
@@ -84,13 +87,39 @@ def replace_block(path, begin, end, text):
     os.replace(tmp, path)
 
 
+def write_costs(build, out):
+    """ctest's cost file (name, runs, average seconds per line, then "---" and the failed tests), kept
+    to the tests the build lists now, without the failed list."""
+    listed = json.loads(subprocess.run(["ctest", "--show-only=json-v1"], cwd=build, check=True,
+                                       stdout=subprocess.PIPE, text=True).stdout)
+    names = {t["name"] for t in listed.get("tests", [])}
+    rows = []
+    with open(os.path.join(build, "Testing", "Temporary", "CTestCostData.txt")) as f:
+        for line in f:
+            if line.strip() == "---":
+                break
+            parts = line.split()
+            if len(parts) == 3 and parts[0] in names and float(parts[2]) >= 0.5:
+                rows.append(f"{parts[0]} 1 {float(parts[2]):.1f}\n")
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        f.writelines(sorted(rows))
+        f.write("---\n")
+    os.replace(tmp, out)
+    print(f"{out}: {len(rows)} test costs", file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--phases", default="build/ci-phases.tsv")
     ap.add_argument("--junit", default="build/ctest-junit.xml")
     ap.add_argument("--build", default="build")
     ap.add_argument("--update", metavar="FILE", help="replace the table between the ci-minutes markers of FILE")
+    ap.add_argument("--costs", metavar="FILE", help="write the build's measured test costs (for scripts/test.sh)")
     a = ap.parse_args()
+    if a.costs:
+        write_costs(a.build, a.costs)
+        return 0
     if not os.path.exists(a.phases):
         sys.exit(f"{a.phases}: not found (run .ci/run first)")
     phases = read_phases(a.phases)

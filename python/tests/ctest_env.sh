@@ -3,8 +3,9 @@
 #   ctest_env.sh install OUT PYTHON   pip-installs the package from the checkout into OUT/site, as a
 #                                     user would (no build isolation: nothing downloaded), and pytest
 #                                     (requirements-test.txt: pytest, mypy, ruff) into a cache outside the checkout
-#   ctest_env.sh test OUT PYTHON BIN [PYTEST ARGS]
-#                                     runs python/tests with that install and the kvconform binary BIN
+#   ctest_env.sh test OUT PYTHON BIN [FILE]
+#                                     runs python/tests (or its test file FILE) with that install and
+#                                     the kvconform binary BIN
 #   ctest_env.sh lint OUT PYTHON      mypy --strict and ruff check on python/kvconform (pyproject.toml);
 #                                     exit 77 (skipped) when the cache has not been installed
 # KVC_PYTEST_CACHE overrides the cache folder (default ~/.cache/kvconform/pytest-<hash>).
@@ -32,13 +33,14 @@ if [ "$mode" = install ]; then
   fi
   echo "installed kvconform into $out/site; pytest in $cache"
 elif [ "$mode" = test ]; then
-  # a copy: a concurrent rebuild relinking the binary must not pull it from under a running test
-  cp "$4" "$out/kvconform-under-test"
-  binary="$out/kvconform-under-test"
-  shift 4
+  # a copy per test file: a concurrent rebuild relinking the binary must not pull it from under a
+  # running test, and the test files run at once
+  binary="$out/kvconform-under-test.${5:-all}"
+  cp "$4" "$binary"
+  tests="$here/tests${5:+/$5}"
   cd "$out"  # not the checkout: `import kvconform` must find the installed package
   PYTHONPATH="$out/site:$cache" KVCONFORM_BIN="$binary" KVC_EXPECT_INSTALLED=1 \
-    exec "$python" -m pytest -p no:cacheprovider -q -rfEs "$here/tests" "$@"
+    exec "$python" -m pytest -p no:cacheprovider -q -rfEs "$tests"
 elif [ "$mode" = lint ]; then
   if [ ! -f "$cache/.complete" ] || ! PYTHONPATH="$cache" "$python" -c "import mypy, ruff" 2>/dev/null; then
     echo "ctest_env.sh: mypy and ruff are not installed in $cache (ctest -R py_package_install installs them)" >&2
