@@ -17,8 +17,8 @@ out=$("$kvc" engine --engine-cmd build/harness/kvc-oracle-engine --engine-name o
       --engine-options "{\"fault\": \"load-error@$layers\"}" --mutant window+1 --plans models --family "^$family\$" \
       --seed "$seed" --reproduce "trace:$seed:$index:$size" --campaign-models "$d/models" --no-report 2>&1)
 echo "$out"
-line=$(echo "$out" | grep "drawn-$family/model-campaign.*: FAIL") || fail "the campaign did not FAIL"
-echo "$line" | grep -q "FAIL shrunk to [0-9]* steps\? on $layers layers: .*max |logit error|" ||
+line=$(grep "drawn-$family/model-campaign.*: FAIL" <<< "$out") || fail "the campaign did not FAIL"
+grep -q "FAIL shrunk to [0-9]* steps\? on $layers layers: .*max |logit error|" <<< "$line" ||
   fail "the shrunk pair is not the window bug on all $layers layers (a shrink that slid into the load error?)"
 if "$kvc" engine --engine-cmd build/harness/kvc-oracle-engine --engine-options "{\"fault\": \"load-error@$layers\"}" \
      --plans models --family "^$family\$" --seed "$seed" --reproduce "trace:$seed:$index:$size" \
