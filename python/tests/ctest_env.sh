@@ -3,7 +3,7 @@
 #   ctest_env.sh install OUT PYTHON   pip-installs the package from the checkout into OUT/site, as a
 #                                     user would (no build isolation: nothing downloaded), and pytest
 #                                     (requirements-test.txt: pytest, mypy, ruff) into a cache outside the checkout
-#   ctest_env.sh test OUT PYTHON BIN [FILE]
+#   ctest_env.sh test OUT PYTHON BIN [FILE [PYTEST ARGS]]
 #                                     runs python/tests (or its test file FILE) with that install and
 #                                     the kvconform binary BIN
 #   ctest_env.sh lint OUT PYTHON      mypy --strict and ruff check on python/kvconform (pyproject.toml);
@@ -40,7 +40,7 @@ elif [ "$mode" = test ]; then
   tests="$here/tests${5:+/$5}"
   cd "$out"  # not the checkout: `import kvconform` must find the installed package
   PYTHONPATH="$out/site:$cache" KVCONFORM_BIN="$binary" KVC_EXPECT_INSTALLED=1 \
-    exec "$python" -m pytest -p no:cacheprovider -q -rfEs "$tests"
+    exec "$python" -m pytest -p no:cacheprovider -q -rfEs "$tests" "${@:6}"
 elif [ "$mode" = lint ]; then
   if [ ! -f "$cache/.complete" ] || ! PYTHONPATH="$cache" "$python" -c "import mypy, ruff" 2>/dev/null; then
     echo "ctest_env.sh: mypy and ruff are not installed in $cache (ctest -R py_package_install installs them)" >&2
