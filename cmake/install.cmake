@@ -1,6 +1,6 @@
 # cmake --install: the kvconform CLI, the plugin headers and a CMake package, so an out-of-tree
 # project writes find_package(kvconform) and kvconform_add_plugin(name src.cpp)
-# (examples/out_of_tree_plugin). The CLI's install rule is in harness/cli/CMakeLists.txt.
+# (examples/out_of_tree_plugin). The CLI's install rule is in cli/CMakeLists.txt.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the per-case ctests cost, batched as ctest runs them now (one `kvconform run --case-results`
-# per slice, harness/cli/discover_cases.cmake.in) beside one process per case (`kvconform run
+# per slice, cli/discover_cases.cmake.in) beside one process per case (`kvconform run
 # --filter '^ID$'` for every id, what each case/<id> test ran before), side by side in one run.
 #
 #   bash scripts/bench_case_tests.sh [JOBS] [EVERY]   # defaults: nproc jobs, every case
@@ -12,7 +12,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 jobs="${1:-$(nproc)}"
 every="${2:-1}"
-bin="$root/build/harness/cli/kvconform"
+bin="$root/build/cli/kvconform"
 cd "$root"
 ids="$(mktemp)"
 trap 'rm -f "$ids"' EXIT

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The layering rules of docs/architecture.md ("Layering rules"), each one checked here and no other:
+#   L0  each folder of harness/src is one library: kvc_X compiles sources of src/X/ only, and no
+#       other library under harness/ compiles them;
 #   L1  the harness library and the reports include nothing from generators/ (kvcgen/) or RapidCheck;
-#   L2  nothing but the CLI includes the CLI's headers (harness/cli/): not the library, the reports,
+#   L2  nothing but the CLI includes the CLI's headers (cli/): not the library, the reports,
 #       the generators, the plugins or the fuzz targets;
-#   L3  core (the CMake targets kvc_core and kvc_cases) reaches neither the reports (harness/report/)
+#   L3  core (harness/src/core/ and harness/src/cases/) reaches neither the reports (harness/report/)
 #       nor the CLI, through any chain of includes;
-#   L4  the code that builds without LibTorch stays without it, through any chain of includes: core,
-#       the reports, the found-case corpus (harness/regressions/), the plugin runner (plugin_runner.cpp), the worker process and the engine level
-#       (the CMake targets kvc_worker and kvc_engine) and the fuzz targets (fuzz/);
+#   L4  the code that builds without LibTorch stays without it, through any chain of includes: the
+#       folders core/, cases/, worker/ and engine/ of harness/src, the reports, the found-case corpus
+#       (harness/regressions/) and the fuzz targets (fuzz/);
 #   L5  plugins (plugins/ but plugins/tests/, examples/) include from kvconform only the ABI header
 #       kvconform/plugin_abi.h (besides the plugin helpers in plugins/common/ and their own folder);
 #   L6  RapidCheck's internal runner (rc::detail) is reached from one adapter file,
@@ -52,29 +54,42 @@ reach() {
   done
   reached=$(printf '%s\n' "${!seen[@]}" | sort)
 }
-# Sources of a CMake target, from its add_library/add_executable under harness/ (paths from the repo root).
-target_sources() {
-  local target=$1 file
-  while IFS= read -r file; do
-    awk -v t="$target" '
-      $0 ~ "add_(library|executable)\\(" t "[ )]" {on = 1}
-      on {print; if ($0 ~ /\)/) exit}' "$file" |
-      tr -s ' \t()' '\n' | grep -E '^[A-Za-z0-9_./-]+\.(cpp|cc|c)$' | sed "s#^#$(dirname "$file")/#"
-  done < <(find harness -name CMakeLists.txt | sort)
-}
-
 mapfile -t library < <(sources harness/src harness/include)
 mapfile -t reports < <(sources harness/report)
 mapfile -t corpus < <(sources harness/regressions)
 mapfile -t generators < <(sources generators)
 mapfile -t plugins < <(sources plugins examples | grep -v '^plugins/tests/')
 mapfile -t fuzzers < <(sources fuzz)
-mapfile -t core < <({ target_sources kvc_core; target_sources kvc_cases; } | sort -u)
-mapfile -t runner < <(find harness -name plugin_runner.cpp | sort)
-mapfile -t engines < <({ target_sources kvc_worker; target_sources kvc_engine; } | sort -u)
-[ ${#engines[@]} -gt 0 ] || broken L4 "no sources found for the CMake targets kvc_worker, kvc_engine under harness/ (renamed? update this script and docs/architecture.md)"
-[ ${#core[@]} -gt 0 ] || broken L3 "no sources found for the CMake targets kvc_core, kvc_cases under harness/ (renamed? update this script and docs/architecture.md)"
-[ ${#runner[@]} -gt 0 ] || broken L4 "plugin_runner.cpp not found under harness/ (renamed? update this script and docs/architecture.md)"
+# The folders of harness/src that build without LibTorch (docs/architecture.md, "The layers").
+torch_free_folders=(core cases worker engine)
+mapfile -t core < <(sources harness/src/core harness/src/cases)
+mapfile -t torch_free_src < <(sources "${torch_free_folders[@]/#/harness/src/}")
+for d in "${torch_free_folders[@]}"; do
+  [ -d "harness/src/$d" ] || broken L4 "harness/src/$d: no such folder (renamed? update this script and docs/architecture.md)"
+done
+
+# L0: a folder is a library. Every add_library under harness/ names its sources; kvc_X takes them
+# from src/X/ only, and each source sits in one library.
+declare -A owner
+while IFS=$'\t' read -r target src; do
+  folder=${src#harness/src/}; folder=${folder%%/*}
+  case "$src" in
+    harness/src/*/*) [ "$target" = "kvc_$folder" ] ||
+      broken L0 "$src is compiled by $target (the sources of harness/src/$folder/ belong to kvc_$folder)" ;;
+  esac
+  if [ -n "${owner[$src]+x}" ] && [ "${owner[$src]}" != "$target" ]; then
+    broken L0 "$src is compiled by both ${owner[$src]} and $target (one folder, one library)"
+  fi
+  owner[$src]=$target
+done < <(find harness -name CMakeLists.txt | sort | while IFS= read -r file; do
+  awk '/add_library\(/ {on = 1; sub(/.*add_library\(/, ""); target = $1}
+       on {for (i = 1; i <= NF; i++) if ($i ~ /\.(cpp|cc|c)\)?$/) {f = $i; sub(/\)$/, "", f); print target "\t" f}
+           if ($0 ~ /\)/) on = 0}' "$file" | sed "s#\t#\t$(dirname "$file")/#"
+done)
+for d in harness/src/*/; do
+  d=${d%/}; d=${d#harness/src/}
+  [ -n "$(printf '%s\n' "${owner[@]}" | grep -x "kvc_$d")" ] || broken L0 "harness/src/$d/ is no library (no add_library(kvc_$d ...) under harness/)"
+done
 
 # L1: harness/ does not reach up into generators/ or RapidCheck.
 for f in "${library[@]}" "${reports[@]}" "${corpus[@]}"; do
@@ -87,12 +102,12 @@ done
 for f in "${library[@]}" "${reports[@]}" "${generators[@]}" "${plugins[@]}" "${fuzzers[@]}"; do
   while IFS= read -r line; do
     resolve "$f" "${line#*:}"
-    case "$resolved" in harness/cli/*) broken L2 "$f:${line%%:*}: includes $resolved (only the CLI includes harness/cli/)" ;; esac
+    case "$resolved" in cli/*) broken L2 "$f:${line%%:*}: includes $resolved (only the CLI includes cli/)" ;; esac
   done < <(includes_of "$f")
 done
 
 # L3 and L4 over every chain of includes; the chain's end is named.
-torch_free=("${core[@]}" "${reports[@]}" "${corpus[@]}" "${runner[@]}" "${engines[@]}" "${fuzzers[@]}")
+torch_free=("${torch_free_src[@]}" "${reports[@]}" "${corpus[@]}" "${fuzzers[@]}")
 declare -A in_core
 for f in "${core[@]}"; do in_core[$f]=1; done
 for f in "${torch_free[@]}"; do
@@ -102,7 +117,7 @@ for f in "${torch_free[@]}"; do
     if [ -n "${in_core[$f]+x}" ]; then
       case "$r" in
         harness/report/*) broken L3 "$f reaches $r (core must not include the reports)" ;;
-        harness/cli/*) broken L3 "$f reaches $r (core must not include the CLI)" ;;
+        cli/*) broken L3 "$f reaches $r (core must not include the CLI)" ;;
       esac
     fi
     while IFS= read -r line; do
@@ -133,7 +148,7 @@ users=$(grep -rlE 'rc::detail' --include='*.cpp' --include='*.h' harness generat
 [ -z "$users" ] || broken L6 "rc::detail outside generators/src/rc_check.cpp: $users"
 
 if [ $status -eq 0 ]; then
-  echo "layers point down: L1-L6 of docs/architecture.md hold (${#core[@]} core sources, ${#library[@]} library," \
+  echo "layers point down: L0-L6 of docs/architecture.md hold (${#owner[@]} library sources, ${#core[@]} core sources, ${#library[@]} library," \
     "${#reports[@]} report, ${#generators[@]} generator, ${#plugins[@]} plugin, ${#fuzzers[@]} fuzz files)"
 fi
 exit $status

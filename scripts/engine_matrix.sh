@@ -8,7 +8,7 @@ bash scripts/engines.sh --setup-only
 start=$(date +%s)
 pids=()
 for i in 0 1; do
-  build/harness/cli/kvconform engine --shard "$i/2" --report-dir "reports/engine-matrix-$i" "$@" \
+  build/cli/kvconform engine --shard "$i/2" --report-dir "reports/engine-matrix-$i" "$@" \
     > "reports/engine-matrix-$i.log" 2>&1 &
   pids+=($!)
 done

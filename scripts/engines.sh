@@ -39,4 +39,4 @@ llama_worker 0.3.36 build-llama
 say "llama.cpp b11434 library and llama-server (cached; the first build took 69 minutes on 2 heavily shared cores)"
 llama_worker 11434 build-llama-11434
 [ "$setup_only" = 1 ] && exit 0
-exec build/harness/cli/kvconform engine "$@"
+exec build/cli/kvconform engine "$@"

@@ -16,6 +16,6 @@ cmake --build $B -j16 --target kvc_backends_test kvconform > $OUT/build.log 2>&1
   || { grep -E "error|Error" -A4 $OUT/build.log | head -60; exit 4; }
 export LD_LIBRARY_PATH=$P/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 $B/harness/kvc_backends_test 2>&1 | tee $OUT/backends_test.log | tail -25
-$B/harness/cli/kvconform run --suite backend --device cuda -v --no-report > $OUT/run_cuda.log 2>&1; echo "run exit $?"
+$B/cli/kvconform run --suite backend --device cuda -v --no-report > $OUT/run_cuda.log 2>&1; echo "run exit $?"
 tail -3 $OUT/run_cuda.log
 grep -c ": OK" $OUT/run_cuda.log; grep -E "FAIL|DEVIATION" $OUT/run_cuda.log | head -20

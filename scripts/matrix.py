@@ -91,7 +91,7 @@ def table(rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kvconform", default=os.path.join(ROOT, "build/harness/cli/kvconform"))
+    ap.add_argument("--kvconform", default=os.path.join(ROOT, "build/cli/kvconform"))
     ap.add_argument("--plugin", action="append", default=[], help="a plugin shared library (repeatable)")
     ap.add_argument("--backend-cmd", action="append", default=[], help="a worker command line (repeatable)")
     ap.add_argument("--backend-timeout", default="30")

@@ -9,7 +9,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-kvc=build/harness/cli/kvconform
+kvc=build/cli/kvconform
 diff_version=""
 if [ "${1:-}" = "--differential" ]; then diff_version="${2:?--differential needs a transformers version}"; fi
 

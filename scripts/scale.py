@@ -116,7 +116,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="a small grid (a smoke test of the script)")
     ap.add_argument("--update", metavar="FILE")
     a = ap.parse_args()
-    kvc = os.path.join(a.build, "harness/cli/kvconform")
+    kvc = os.path.join(a.build, "cli/kvconform")
     if not os.path.exists(kvc):
         sys.exit(f"scale: {kvc} not found (build first: bash scripts/setup.sh)")
     parts = ["Trace engines against the number of traces:", "", *trace_engines(kvc, a.quick), "",

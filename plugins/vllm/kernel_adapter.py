@@ -1,7 +1,7 @@
 """vLLM's CPU attention and paged cache write as a kvconform kernel (docs/plugins.md, python/README.md).
 
     VPY=$(bash engines/setup_env.sh vllm)
-    build/harness/cli/kvconform run --backend-cmd "$VPY plugins/vllm/kernel_adapter.py" [--cases plugins/vllm/cases]
+    build/cli/kvconform run --backend-cmd "$VPY plugins/vllm/kernel_adapter.py" [--cases plugins/vllm/cases]
 
 Each call is one vLLM v1 CPU attention step, made with the ops `vllm/v1/attention/backends/cpu_attn.py`
 calls (`vllm._custom_ops`): the K/V of every sequence are written through `cpu_attn_reshape_and_cache`

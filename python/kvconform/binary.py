@@ -5,7 +5,10 @@ import os
 import shutil
 from typing import Iterator, Optional
 
-CHECKOUT_BUILD = os.path.join("build", "harness", "cli", "kvconform")
+CHECKOUT_BUILD = os.path.join("build", "cli", "kvconform")
+# Where a checkout built before the CLI became the top-level cli/ folder keeps its binary; still found
+# for one release.
+OLD_CHECKOUT_BUILD = os.path.join("build", "harness", "cli", "kvconform")
 
 
 class NotFound(Exception):
@@ -38,9 +41,10 @@ def find(explicit: Optional[str] = None, start: Optional[str] = None) -> str:
     looked.append("kvconform on PATH (none)")
     for root in (start or os.getcwd(), os.path.dirname(__file__)):
         for folder in ancestors(root):
-            candidate = os.path.join(folder, CHECKOUT_BUILD)
-            if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-                return candidate
+            for build in (CHECKOUT_BUILD, OLD_CHECKOUT_BUILD):
+                candidate = os.path.join(folder, build)
+                if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                    return candidate
         looked.append(f"{CHECKOUT_BUILD} in {os.path.abspath(root)} and its parents (none)")
     raise NotFound("no kvconform binary: looked at " + "; ".join(looked) +
                    ". Build it (bash scripts/setup.sh in a kvconform checkout), install it "

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import pytest
 
 from .__main__ import worker_command
-from .binary import NotFound, ancestors, find
+from .binary import CHECKOUT_BUILD, OLD_CHECKOUT_BUILD, NotFound, ancestors, find
 from .kernel import Kernel
 
 _REGEX_SPECIAL = re.compile(r"([.^$*+?()\[\]{}|\\])")
@@ -40,7 +40,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "one test per engine case (model x plan)")
     group.addoption("--kvconform-bin", metavar="PATH", default=None,
                     help="the kvconform binary (default: $KVCONFORM_BIN, PATH, then a checkout's "
-                         "build/harness/cli/kvconform)")
+                         "build/cli/kvconform)")
     group.addoption("--kvconform-filter", metavar="REGEX", default=None,
                     help="only the cases whose id (the test name: kernel/decode_across_window/static/float32, "
                          "mistral-w5/rollback) matches")
@@ -236,9 +236,10 @@ class _EngineRun(_Run):
 
 
 def _checkout_of_binary(binary: str) -> Optional[str]:
-    """The checkout whose build/harness/cli/kvconform this is, if it is one."""
-    if binary.endswith(os.path.join("build", "harness", "cli", "kvconform")):
-        return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(binary))))
+    """The checkout whose build/cli/kvconform this is, if it is one."""
+    for build in (CHECKOUT_BUILD, OLD_CHECKOUT_BUILD):
+        if binary.endswith(os.sep + build):
+            return binary[: -len(os.sep + build)]
     return None
 
 

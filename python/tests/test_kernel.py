@@ -225,12 +225,14 @@ def test_binary_lookup_order(tmp_path, monkeypatch):
     assert find() == str(fake)
     monkeypatch.setenv("PATH", "/nonexistent")
     checkout = tmp_path / "checkout"
-    (checkout / "build" / "harness" / "cli").mkdir(parents=True)
-    built = checkout / "build" / "harness" / "cli" / "kvconform"
-    built.write_text("#!/bin/sh\n")
-    built.chmod(0o755)
-    (checkout / "src").mkdir()
-    assert find(start=str(checkout / "src")) == str(built)
+    (checkout / "src").mkdir(parents=True)
+    # an old checkout's build (the CLI under harness/cli) is still found; the current layout first
+    for parts in (("build", "harness", "cli"), ("build", "cli")):
+        (checkout / os.path.join(*parts)).mkdir(parents=True)
+        built = checkout / os.path.join(*parts) / "kvconform"
+        built.write_text("#!/bin/sh\n")
+        built.chmod(0o755)
+        assert find(start=str(checkout / "src")) == str(built)
     monkeypatch.setattr("kvconform.binary.__file__", str(tmp_path / "elsewhere" / "binary.py"))
     with pytest.raises(NotFound, match="no kvconform binary: looked at"):
         find(start=str(tmp_path / "elsewhere"))

@@ -607,7 +607,7 @@ FixtureBehaviours fixture_behaviours(const json& fixture, const std::string& ver
   const std::vector<std::string> keys = differing_keys(to_json(out.behaviours), record);
   if (!keys.empty()) {
     out.mismatch = where + ": the fixture's behaviours record disagrees with behaviours_for_release(\"" + release +
-                   "\") (harness/src/reference/behaviours.cpp), table vs record: ";
+                   "\") (harness/src/core/behaviours.cpp), table vs record: ";
     for (size_t i = 0; i < keys.size(); ++i) out.mismatch += (i ? "; " : "") + keys[i];
     return out;
   }

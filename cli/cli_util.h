@@ -71,7 +71,7 @@ void print_case_line(std::ostream& os, const report::CaseResult& r, bool verbose
                      size_t fail_detail_limit = std::string::npos);
 
 // `--case-results DIR`: one file per case, for test runners that name every case (ctest's per-case
-// tests, harness/cli/discover_cases.cmake.in) while one process runs them all. The file is
+// tests, cli/discover_cases.cmake.in) while one process runs them all. The file is
 // DIR/<case_result_file(id)>; its first line is the status word, the rest what the run printed for
 // the case. The folder is emptied when the run starts, so a case a crashed run did not reach has no
 // file rather than last run's.

@@ -266,7 +266,7 @@ std::string data_folder(const std::string& value, bool given, const std::string&
   if (!given && !fs::exists(value, ec)) {
     const fs::path installed = fs::path(self_path()).parent_path().parent_path() / "share" / "kvconform" / rel;
     if (fs::exists(installed, ec)) return installed.lexically_normal().string();
-    // A binary in its build tree (build/harness/cli/kvconform, as a pytest plugin or a reproduce
+    // A binary in its build tree (build/cli/kvconform, as a pytest plugin or a reproduce
     // line runs it from another folder): the checkout it was built from, while it is there.
     const fs::path checkout = fs::path(kvc::paths::source_dir()) / rel;
     if (fs::exists(checkout, ec)) return checkout.lexically_normal().string();
