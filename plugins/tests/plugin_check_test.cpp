@@ -294,13 +294,13 @@ TEST(PluginLoading, AMissingFileOrSymbolIsOneFailedCase) {
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].name, "load");
   EXPECT_NE(results[0].message.find("cannot load"), std::string::npos);
-  const Trace t = execute("libm.so.6", {}, 5);
-  EXPECT_EQ(t.end, Trace::End::LoadFailed);
+  const PluginRun t = execute("libm.so.6", {}, 5);
+  EXPECT_EQ(t.end, PluginRun::End::LoadFailed);
   EXPECT_NE(t.detail.find("kvc_plugin_get_api"), std::string::npos) << t.detail;
 }
 
 TEST(PluginRunner, ProbeReportsWhatThePluginExports) {
-  const Trace t = execute(kvc::paths::target_file("ring_buffer"), {}, 5);
+  const PluginRun t = execute(kvc::paths::target_file("ring_buffer"), {}, 5);
   ASSERT_TRUE(t.ok()) << t.detail;
   EXPECT_EQ(t.name, "ring_buffer");
   EXPECT_TRUE(t.has_attention);

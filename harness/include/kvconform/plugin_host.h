@@ -63,7 +63,7 @@ std::string gave_up_message(int failures);
 // ops like plugin_runner's execute.
 struct Target {
   std::string label;      // the path or command, for messages
-  std::function<Trace(const std::vector<Op>&, double timeout_s)> run;
+  std::function<PluginRun(const std::vector<Op>&, double timeout_s)> run;
   // The optional layouts the kernel declared (docs/plugins.md, "Optional layouts":
   // "key_padding_mask", ...); unset or empty: none. Asked after the worker answered hello.
   std::function<std::vector<std::string>()> layouts;

@@ -57,7 +57,9 @@ struct OpResult {
   std::string guard;              // non-empty when a write landed outside an output buffer
 };
 
-struct Trace {
+// What one plugin run in its child process returned and how it ended (a generated sequence of
+// commands is kvcgen::Trace; this is not one).
+struct PluginRun {
   enum class End { Completed, LoadFailed, Crashed, TimedOut, Exited };
   End end = End::Completed;
   std::string detail;  // "SIGSEGV (Segmentation fault)", "timed out after 2 s", the dlopen error, ...
@@ -70,13 +72,13 @@ struct Trace {
 // Loads `path` in a child, runs `ops` in order (a cache op before Create fails with KVC_ERR_INVALID;
 // ops go on after a failed call), destroys the cache and reports. With no ops it only probes the
 // plugin (its name and what it exports).
-Trace execute(const std::string& path, const std::vector<Op>& ops, double timeout_s);
+PluginRun execute(const std::string& path, const std::vector<Op>& ops, double timeout_s);
 
-const char* to_string(Trace::End e);
+const char* to_string(PluginRun::End e);
 
 // Decodes the records the child wrote to the pipe into `t` (execute's second half). The bytes come
 // from the plugin's process, which may have scribbled over them: a truncated or corrupt stream ends
-// the trace as Exited and is never read past its end (fuzzed by fuzz/plugin_wire_fuzz.cpp).
-void decode_trace(const std::string& data, Trace& t);
+// the run as Exited and is never read past its end (fuzzed by fuzz/plugin_wire_fuzz.cpp).
+void decode_run(const std::string& data, PluginRun& t);
 
 }  // namespace kvc::plugin

@@ -22,7 +22,7 @@ constexpr double kStartupTimeoutS = 120;
 // Runs the attention ops of `ops` on the worker of `command` (started on first use, restarted after
 // a failure), each call bounded by `timeout_s`. Cache ops are answered KVC_ERR_UNSUPPORTED: the
 // protocol carries kernels only. With no ops it only starts the worker (its name and description).
-Trace execute_command(const std::string& command, const std::vector<Op>& ops, double timeout_s);
+PluginRun execute_command(const std::string& command, const std::vector<Op>& ops, double timeout_s);
 
 // The target the plugin kernel checks (plugin_host.h, kvcgen/plugin_campaign.h) send their calls to:
 // the worker of `command`. Cache ops are answered KVC_ERR_UNSUPPORTED.

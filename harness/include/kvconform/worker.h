@@ -15,7 +15,7 @@
 
 namespace kvc::worker {
 
-using End = plugin::Trace::End;
+using End = plugin::PluginRun::End;
 
 // u32 little-endian header length | header: the start of every message.
 std::string frame(const nlohmann::json& header);

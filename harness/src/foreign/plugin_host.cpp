@@ -125,7 +125,7 @@ void fail(CaseResult& r, const std::string& message, const std::string& detail =
 }
 
 // The message for an op the plugin never returned from (crash or hang).
-std::string ended(const Trace& t) { return std::string(to_string(t.end)) + ": " + t.detail; }
+std::string ended(const PluginRun& t) { return std::string(to_string(t.end)) + ": " + t.detail; }
 
 kvc_cache_config abi_config(const Scenario& s) {
   const LayerSpec spec = s.layer_spec(0);
@@ -209,8 +209,8 @@ void check_cache_case(const Target& target, const Scenario& s, double timeout_s,
   const TokenTable table(s, most);
   out.policy = to_string(Policy::Bitwise);  // rows and K/V bytes
   out.bound = 0;
-  const Trace t = target.run(ops, timeout_s);
-  if (t.end == Trace::End::LoadFailed) return fail(out, "cannot load the plugin: " + t.detail);
+  const PluginRun t = target.run(ops, timeout_s);
+  if (t.end == PluginRun::End::LoadFailed) return fail(out, "cannot load the plugin: " + t.detail);
   // Walk the ops in order; the first problem is the message.
   size_t at_op = 0;
   auto result = [&](const char* call, const std::string& where) -> const OpResult* {
@@ -368,8 +368,8 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
       e.forms.push_back(3);
     }
   });
-  const Trace t = target.run(ops, timeout_s);
-  if (t.end == Trace::End::LoadFailed) return fail(out, "cannot load the plugin: " + t.detail);
+  const PluginRun t = target.run(ops, timeout_s);
+  if (t.end == PluginRun::End::LoadFailed) return fail(out, "cannot load the plugin: " + t.detail);
   size_t at_op = 0;
   double worst = 0, worst_ref = 0;
   out.policy = to_string(Policy::SameDtypeReference);
@@ -511,7 +511,7 @@ Target plugin_target(const std::string& path) {
 FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options) {
   const std::string& path = target.label;
   FixedChecks out;
-  const Trace probe = target.run({}, options.timeout_s);
+  const PluginRun probe = target.run({}, options.timeout_s);
   if (!probe.ok()) {
     CaseResult r;
     r.suite = "plugin";

@@ -138,8 +138,8 @@ OpResult decode_attention(const Op& op, const json& reply, const std::string& pa
 
 }  // namespace
 
-Trace execute_command(const std::string& command, const std::vector<Op>& ops, double timeout_s) {
-  Trace t;
+PluginRun execute_command(const std::string& command, const std::vector<Op>& ops, double timeout_s) {
+  PluginRun t;
   auto& slot = workers()[command];
   if (!slot) slot = std::make_unique<Worker>(command);
   Worker& w = *slot;

@@ -23,13 +23,13 @@ size_t element_size(kvc_dtype d) {
   return 0;
 }
 
-const char* to_string(Trace::End e) {
+const char* to_string(PluginRun::End e) {
   switch (e) {
-    case Trace::End::Completed: return "completed";
-    case Trace::End::LoadFailed: return "load failed";
-    case Trace::End::Crashed: return "crashed";
-    case Trace::End::TimedOut: return "timed out";
-    case Trace::End::Exited: return "exited";
+    case PluginRun::End::Completed: return "completed";
+    case PluginRun::End::LoadFailed: return "load failed";
+    case PluginRun::End::Crashed: return "crashed";
+    case PluginRun::End::TimedOut: return "timed out";
+    case PluginRun::End::Exited: return "exited";
   }
   return "?";
 }
@@ -296,13 +296,13 @@ std::string signal_name(int sig) {
 
 }  // namespace
 
-void decode_trace(const std::string& data, Trace& t) {
+void decode_run(const std::string& data, PluginRun& t) {
   Reader in{data};
   bool finished = false;
   while (in.ok && in.at < data.size()) {
     const char tag = data[in.at++];
     if (tag == 'E') {
-      t.end = Trace::End::LoadFailed;
+      t.end = PluginRun::End::LoadFailed;
       t.detail = in.str();
       return;
     } else if (tag == 'H') {
@@ -327,14 +327,14 @@ void decode_trace(const std::string& data, Trace& t) {
       in.ok = false;
     }
   }
-  if (!finished && t.end == Trace::End::Completed) {
-    t.end = Trace::End::Exited;
+  if (!finished && t.end == PluginRun::End::Completed) {
+    t.end = PluginRun::End::Exited;
     t.detail = "the child ended without finishing its calls";
   }
 }
 
-Trace execute(const std::string& path, const std::vector<Op>& ops, double timeout_s) {
-  Trace t;
+PluginRun execute(const std::string& path, const std::vector<Op>& ops, double timeout_s) {
+  PluginRun t;
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   std::fflush(nullptr);
@@ -369,16 +369,16 @@ Trace execute(const std::string& path, const std::vector<Op>& ops, double timeou
   int wstatus = 0;
   while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
-  decode_trace(data, t);
+  decode_run(data, t);
   if (timed_out) {
-    t.end = Trace::End::TimedOut;
+    t.end = PluginRun::End::TimedOut;
     t.detail = "timed out after " + std::to_string(timeout_s).substr(0, std::to_string(timeout_s).find('.') + 2) +
                " s (killed)";
   } else if (WIFSIGNALED(wstatus)) {
-    t.end = Trace::End::Crashed;
+    t.end = PluginRun::End::Crashed;
     t.detail = "killed by " + signal_name(WTERMSIG(wstatus));
-  } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) != 0 && t.end != Trace::End::LoadFailed) {
-    t.end = Trace::End::Exited;
+  } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) != 0 && t.end != PluginRun::End::LoadFailed) {
+    t.end = PluginRun::End::Exited;
     t.detail = "the plugin exited with status " + std::to_string(WEXITSTATUS(wstatus));
   }
   return t;

@@ -1,4 +1,4 @@
-// What a plugin's child process sends back is decoded defensively (plugin_runner.h, decode_trace):
+// What a plugin's child process sends back is decoded defensively (plugin_runner.h, decode_run):
 // regression inputs found by fuzz/plugin_wire_fuzz.cpp. No LibTorch.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -16,9 +16,9 @@ std::string str(const std::string& s) { return u64(s.size()) + s; }
 const std::string kHello = "H" + str("ring_buffer") + str("a ring buffer") + u64(1) + u64(1);
 
 TEST(DecodeTrace, WellFormedStream) {
-  Trace t;
-  decode_trace(kHello + "R" + u64(0) + str("") + u64(4) + u64(0) + str("ab") + str("cd") + str("") + "Z", t);
-  EXPECT_EQ(t.end, Trace::End::Completed);
+  PluginRun t;
+  decode_run(kHello + "R" + u64(0) + str("") + u64(4) + u64(0) + str("ab") + str("cd") + str("") + "Z", t);
+  EXPECT_EQ(t.end, PluginRun::End::Completed);
   EXPECT_EQ(t.name, "ring_buffer");
   ASSERT_EQ(t.results.size(), 1u);
   EXPECT_EQ(t.results[0].a, 4);
@@ -31,9 +31,9 @@ TEST(DecodeTrace, LengthThatWrapsIsCorruptNotARewind) {
   const std::string data = kHello + "R" + u64(0) + str("") + u64(0x4800000000000001ULL) + u64(~0ULL) +
                            std::string(120, '\xff') + std::string("\x0b\0\0\0", 4);
   ASSERT_EQ(data.size(), 214u);
-  Trace t;
-  decode_trace(data, t);
-  EXPECT_EQ(t.end, Trace::End::Exited);
+  PluginRun t;
+  decode_run(data, t);
+  EXPECT_EQ(t.end, PluginRun::End::Exited);
   EXPECT_TRUE(t.results.empty());
 }
 
@@ -47,9 +47,9 @@ TEST(DecodeTrace, LengthThatWrapsOntoItsRecordEnds) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {  // a hang would be the test's: bound it
     alarm(10);
-    Trace t;
-    decode_trace(data, t);
-    _exit(t.results.empty() && t.end == Trace::End::Exited ? 0 : 1);
+    PluginRun t;
+    decode_run(data, t);
+    _exit(t.results.empty() && t.end == PluginRun::End::Exited ? 0 : 1);
   }
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
