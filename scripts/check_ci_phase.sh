@@ -5,6 +5,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 phases=$(mktemp)
 trap 'rm -f "$phases"' EXIT
+unset KVC_PHASES KVC_PHASE
 # shellcheck source=ci_phase.sh
 source "$here/ci_phase.sh"
 fail() { echo "check_ci_phase: $*" >&2; exit 1; }
@@ -19,4 +20,16 @@ rc=0; wait $! || rc=$?
 out=$(phases="$phases" bash -c 'set -e; source "$1"; phase plain false >/dev/null; echo "not stopped"' _ "$here/ci_phase.sh")
 [ -z "$out" ] || fail "set -e did not stop at a failing phase"
 [ "$(cut -f1 "$phases" | tr '\n' ' ')" = "ok tested status background plain " ] || fail "recorded phases: $(cut -f1 "$phases" | tr '\n' ' ')"
-echo "check_ci_phase: every failing phase fails its caller; all five recorded"
+# part: a script the phase runs records where the phase's seconds went, as "PHASE / PART" rows;
+# a part under a second, and a part outside any phase, record nothing.
+script=$(mktemp)
+trap 'rm -f "$phases" "$script"' EXIT
+printf 'source "%s"\npart instant\nsleep 1.1\npart slept\n' "$here/ci_phase.sh" > "$script"
+: > "$phases"
+phase parted bash "$script" >/dev/null || fail "the parted phase failed"
+[ "$(cut -f1 "$phases" | tr '\n' '|')" = "parted / slept|parted|" ] || fail "recorded parts: $(tr '\t\n' ':|' < "$phases")"
+[ "$(head -1 "$phases" | cut -f2)" -ge 1 ] || fail "the slept part took $(head -1 "$phases" | cut -f2) s"
+: > "$phases"
+bash "$script"
+[ ! -s "$phases" ] || fail "a part outside a phase was recorded: $(cat "$phases")"
+echo "check_ci_phase: every failing phase fails its caller; all five recorded; parts recorded inside a phase only"

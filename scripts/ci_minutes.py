@@ -54,11 +54,20 @@ def read_labels(build):
 
 
 def table(phases, times, labels):
-    total = dict(phases).get("total") or sum(s for _, s in phases)
+    # "PHASE / PART" rows (scripts/ci_phase.sh `part`) say where a phase's seconds went: printed under
+    # their phase, indented, and not summed again.
+    total = dict(phases).get("total") or sum(s for n, s in phases if " / " not in n)
+    parts = collections.defaultdict(list)
+    for name, s in phases:
+        if " / " in name:
+            parent, part = name.split(" / ", 1)
+            parts[parent].append((part, s))
     lines = ["| phase | wall s | share |", "| --- | ---: | ---: |"]
     for name, s in phases:
-        if name != "total":
+        if name != "total" and " / " not in name:
             lines.append(f"| {name} | {s} | {100 * s / total:.0f} % |" if total else f"| {name} | {s} | |")
+            for part, ps in parts.pop(name, []):
+                lines.append(f"| &nbsp;&nbsp;· {part} | {ps} | {100 * ps / total:.0f} % |" if total else f"| &nbsp;&nbsp;· {part} | {ps} | |")
     lines.append(f"| **total** | **{total}** | |")
     if times:
         by = collections.defaultdict(lambda: [0, 0.0])

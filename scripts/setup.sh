@@ -24,6 +24,7 @@ step() {
   fi
 }
 say() { [ "$quiet" = 1 ] || echo "setup: $*" >&2; }
+source "$root/scripts/ci_phase.sh"  # part NAME: where a CI phase's seconds went
 
 debs=(build-essential ccache cmake git python3-venv libssl-dev libgtest-dev librapidcheck-dev nlohmann-json3-dev libcli11-dev)
 missing=()
@@ -34,6 +35,7 @@ if ((${#missing[@]})); then
   step $sudo_ apt-get update -q
   step env DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -q "${missing[@]}"
 fi
+part "Debian packages"
 
 # Headless Chromium renders reports/latest/report.html in the browser test (it skips without one).
 # Installed with KVC_WITH_BROWSER=1, and in CI (CI=true) unless KVC_WITH_BROWSER=0: measured 16 s
@@ -44,6 +46,7 @@ if [ "${KVC_WITH_BROWSER:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}" = 1 ] &&
   step $sudo_ apt-get update -q
   step env DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -q chromium
 fi
+part chromium
 
 # valijson is header-only, but its Debian package depends on Qt, Poco and every JSON library it has
 # adapters for: unpack just its headers into .deps/ instead of installing it.
@@ -53,6 +56,7 @@ if [ ! -f .deps/valijson/usr/include/valijson/validator.hpp ]; then
   (cd .deps && apt-get download libvalijson-dev >/dev/null 2>&1 || { apt-get update -qq && apt-get download libvalijson-dev >/dev/null; })
   dpkg -x .deps/libvalijson-dev_*.deb .deps/valijson && rm -f .deps/libvalijson-dev_*.deb
 fi
+part valijson
 
 # LibTorch comes from the torch wheel (a CPU build pip finds on this machine); uv/poetry would
 # download a CUDA build of several GB instead. The venv lives in the cache under a name made from
@@ -78,6 +82,7 @@ elif ! .venv/bin/python -c 'import torch' >/dev/null 2>&1; then
   echo "setup: .venv is a folder without torch; remove it, or install $torch_pin into it" >&2
   exit 1
 fi
+part "project venv (torch)"
 
 # The pinned transformers environments (golden/README.md): the differential-fuzz test and
 # `kvconform golden` need them. Built with KVC_WITH_GOLDEN=1, and in CI unless KVC_WITH_GOLDEN=0
@@ -87,6 +92,7 @@ if [ "${KVC_WITH_GOLDEN:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}" = 1 ]; th
     v="${req#golden/requirements-}"; v="${v%.txt}"
     say "transformers $v environment (golden/.venv-$v)"
     step bash golden/setup_env.sh "$v"
+    part "transformers $v"
   done
 fi
 
@@ -95,6 +101,8 @@ if [ ! -f build/CMakeCache.txt ]; then
   prefix="$(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)"
   step cmake -S . -B build -DCMAKE_PREFIX_PATH="$prefix"
 fi
+part "cmake configure"
 say "building with $(nproc) jobs (a clean build takes a few minutes; ccache makes the next one fast, even in another checkout)"
 step cmake --build build -j "$(nproc)"
+part build
 say "build done"
