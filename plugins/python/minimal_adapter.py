@@ -1,9 +1,11 @@
 """kvconform kernel adapter in pure PyTorch (docs/plugins.md, "Kernels in another process").
-Declares the optional layouts key_padding_mask (a per-key padding mask instead of left_padding) and
-varlen (FlashAttention's packed cu_seqlens batches).
+Declares the optional layouts key_padding_mask (a per-key padding mask instead of left_padding),
+varlen (FlashAttention's packed cu_seqlens batches) and sinks (gpt-oss's per-head sink logits).
 --window-delta N: a mutant whose mask uses a sliding window of W + N (must FAIL).
 --ignore-key-padding: a mutant that attends padding keys in the key_padding form (must FAIL).
 --varlen-top-left: a mutant that aligns a varlen sequence's queries with its first keys (must FAIL).
+--drop-sinks: a mutant that ignores the sinks buffer (must FAIL the sinks form).
+--scaled-sinks: a mutant that multiplies the sink logits by the softmax scale like a score (must FAIL).
 Numerics mutants (docs/mutants.md, "Kernel mutants"; each FAILs a named numerics case):
 --softmax-in-input-dtype: scores, max, exp and the softmax sum in the input dtype (float16: long_keys_4096).
 --f16-accumulation: the softmax sum and the P@V accumulator kept in the 16-bit input dtype (long_keys_4096).
@@ -16,6 +18,7 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 DELTA = int(sys.argv[sys.argv.index("--window-delta") + 1]) if "--window-delta" in sys.argv else 0
 IGNORE_KEY_PADDING = "--ignore-key-padding" in sys.argv
 TOP_LEFT = "--varlen-top-left" in sys.argv
+SINKS_MUTANT = next((f for f in ("--drop-sinks", "--scaled-sinks") if f in sys.argv), None)
 NUMERICS = [f for f in ("--softmax-in-input-dtype", "--f16-accumulation", "--no-max-subtraction") if f in sys.argv]
 
 
@@ -76,6 +79,19 @@ def varlen(h, t):
     return torch.cat(outs)
 
 
+def with_sinks(q, k, v, mask, scale, sinks):
+    """The sinks layout: softmax over [scores, sink] per row, the sink's column dropped (gpt-oss's eager
+    attention); q [B, H, nq, D], k, v [B, Hkv, nk, D], mask [B, 1, nq, nk], sinks [H] float32."""
+    dt, g = q.dtype, q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    wide = torch.float64 if dt == torch.float64 else torch.float32
+    s = ((q.to(wide) @ k.to(wide).transpose(-1, -2)) * scale).masked_fill(~mask, float("-inf"))
+    sink = sinks.to(wide) * (scale if SINKS_MUTANT == "--scaled-sinks" else 1)  # BUG when scaled
+    s = torch.cat([s, sink.view(1, -1, 1, 1).expand(*s.shape[:3], 1)], -1)
+    p = torch.softmax(s, -1)[..., :-1]
+    return (p @ v.to(wide)).to(dt)
+
+
 def numerics_mutant(q, k, v, mask, scale):
     """The numerics mutants on the window and mask forms: q [B, H, nq, D], k, v [B, Hkv, nk, D], mask [B, 1, nq, nk]."""
     dt, g = q.dtype, q.shape[1] // k.shape[1]
@@ -110,16 +126,19 @@ while True:
     if h["op"] == "hello":
         send({"status": "ok", "name": "minimal_adapter" + (f"_window_plus_{DELTA}" if DELTA else "")
               + ("_ignore_key_padding" if IGNORE_KEY_PADDING else "") + ("_varlen_top_left" if TOP_LEFT else "")
+              + (SINKS_MUTANT[1:].replace("-", "_") if SINKS_MUTANT else "")
               + "".join("_" + f[2:].replace("-", "_") for f in NUMERICS),
               "description": "torch scaled_dot_product_attention with a boolean mask",
-              "layouts": ["key_padding_mask", "varlen"]})
+              "layouts": ["key_padding_mask", "varlen", "sinks"]})
         continue
     if h["form"] == "varlen":
         send({"status": "ok"}, varlen(h, t))
         continue
     mask = t["mask"].bool() if h["form"] == "mask" else allowed(
         h, t["query"].shape[0], t["key"].shape[2], t.get("key_padding_mask"))
-    if NUMERICS:
+    if "sinks" in t and SINKS_MUTANT != "--drop-sinks":  # BUG when dropped: the window form's answer
+        out = with_sinks(t["query"], t["key"], t["value"], mask[:, None], h["scale"], t["sinks"])
+    elif NUMERICS:
         out = numerics_mutant(t["query"], t["key"], t["value"], mask[:, None], h["scale"])
     else:
         out = torch.nn.functional.scaled_dot_product_attention(

@@ -12,7 +12,8 @@ sequence. Each query is one decode row: a call with n queries (a prefill) is n d
 the sequence up to query i, so every step of a case is judged. K/V live in a token pool (page size 1)
 at shuffled slots, with spare slots of finite garbage; the split-KV launch is the backend's static one
 (num_kv_splits = max_kv_splits = 8, its default), attn_logits / attn_lse in float32, k_scale = v_scale =
-1.0, logit_cap 0, no sinks (kvconform's reference has none).
+1.0, logit_cap 0, and the case's per-head sink logits as sinks= where it sends them (the sinks layout;
+gpt-oss's attention sinks, a float32 [num_heads] tensor).
 
 Flags (after the script's path):
   --rail backend      list min(seq_len, sliding_window_size) tokens, as SGLang 0.5.23's backend does:
@@ -22,6 +23,8 @@ Flags (after the script's path):
   --window-offset N   sliding_window_size + N (default 0): with --rail window, +1 / -1 are mutants: FAIL.
   --kv-splits N       max_kv_splits (default 8).
   --judge-bfloat16    judge bfloat16 all the same (to measure the interpreter's error; FAILs).
+  --drop-sinks        call the kernel with sinks=None even where the case sends sinks. A mutant: FAIL
+                      (the sinks form).
 Known limits, answered unsupported (SKIP with the reason): bfloat16 (the interpreter's bfloat16, NOTES.md),
 float64 (no float64 tl.dot), chunked layers (no chunked attention in SGLang's Triton backend), the
 explicit-mask form (the decode kernel takes no mask).
@@ -39,10 +42,10 @@ import seqs as packing  # noqa: E402
 import triton_env  # noqa: E402
 
 SPARE_SLOTS = 7
-OPTIONS = argparse.Namespace(judge_bfloat16=False, rail="backend", window_offset=0, kv_splits=8)
+OPTIONS = argparse.Namespace(judge_bfloat16=False, rail="backend", window_offset=0, kv_splits=8, drop_sinks=False)
 
 
-def decode(seqs, sliding_window_size, scale, seed):
+def decode(seqs, sliding_window_size, scale, seed, sinks=None):
     """decode_attention_fwd over every query of seqs (packing.Seq) as a decode row; outputs [n, H, D] of each."""
     import torch
     da = triton_env.sglang_decode_attention()
@@ -79,7 +82,7 @@ def decode(seqs, sliding_window_size, scale, seed):
     attn_lse = torch.empty(bs, heads, splits, dtype=torch.float32)
     num_kv_splits = torch.full((bs,), splits, dtype=torch.int32)  # get_num_kv_splits' static fill
     da.decode_attention_fwd(q, k_buffer, v_buffer, o, kv_indptr, torch.cat(kv_indices).to(torch.int64), attn_logits,
-                            attn_lse, num_kv_splits, splits, scale, 1.0, 1.0, logit_cap=0.0, sinks=None)
+                            attn_lse, num_kv_splits, splits, scale, 1.0, 1.0, logit_cap=0.0, sinks=sinks)
     at = 0
     for x, s in enumerate(seqs):
         n = s.q.shape[0]
@@ -89,20 +92,22 @@ def decode(seqs, sliding_window_size, scale, seed):
 
 
 # window="flashinfer": window_left = W - 1 (-1 without a window), SGLang's sliding_window_size.
-@kvconform.kernel(window="flashinfer", layouts=["window", "key_padding_mask", "varlen"],
+@kvconform.kernel(window="flashinfer", layouts=["window", "key_padding_mask", "varlen", "sinks"],
                   dtypes=("float32", "float16", "bfloat16", "float64"), layer_types=("sliding", "full"),
                   qkv="bshd", name="sglang_triton_decode")
 def sglang_triton_decode(q, k, v, *, window_left, scale, query_positions=None, kv_offset=0, left_padding=None,
-                         key_padding_mask=None, cu_seqlens_q=None, cu_seqlens_k=None, case=None, step=None):
+                         key_padding_mask=None, cu_seqlens_q=None, cu_seqlens_k=None, sinks=None, case=None,
+                         step=None):
     """SGLang's Triton decode_attention_fwd over its token pool and window rail (TRITON_INTERPRET=1 on the CPU)"""
     packing.check_dtype(q)
     sws = window_left + OPTIONS.window_offset if window_left >= 0 else -1
     import torch
+    sinks = None if sinks is None or OPTIONS.drop_sinks else sinks.to(torch.float32).contiguous()
     if cu_seqlens_q is not None:
         seqs = packing.from_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)
-        return torch.cat(decode(seqs, sws, scale, zlib.crc32(repr(cu_seqlens_k.tolist()).encode())))
+        return torch.cat(decode(seqs, sws, scale, zlib.crc32(repr(cu_seqlens_k.tolist()).encode()), sinks))
     seqs, back = packing.from_window(q, k, v, query_positions, kv_offset, left_padding, key_padding_mask)
-    return back(decode(seqs, sws, scale, zlib.crc32(f"{case}/{step}/{k.shape[1]}".encode())))
+    return back(decode(seqs, sws, scale, zlib.crc32(f"{case}/{step}/{k.shape[1]}".encode()), sinks))
 
 
 def main():
@@ -111,6 +116,7 @@ def main():
     parser.add_argument("--window-offset", type=int, default=0)
     parser.add_argument("--kv-splits", type=int, default=8)
     parser.add_argument("--judge-bfloat16", action="store_true")
+    parser.add_argument("--drop-sinks", action="store_true")
     parser.parse_args(namespace=OPTIONS)
     packing.JUDGE_BFLOAT16 = OPTIONS.judge_bfloat16
     if OPTIONS.kv_splits < 1:
@@ -122,7 +128,7 @@ def main():
     triton_env.sglang_decode_attention()
     n = OPTIONS.window_offset
     sglang_triton_decode.name += f"_{OPTIONS.rail}_rail" + (f"_window_{'plus' if n > 0 else 'minus'}_{abs(n)}"
-                                                           if n else "")
+                                                           if n else "") + ("_drop_sinks" if OPTIONS.drop_sinks else "")
     from kvconform.serve import serve
     serve(sglang_triton_decode, stdout=protocol)
 

@@ -11,7 +11,8 @@ in a shuffled order with spare slots of finite garbage. On a sliding layer the p
 window rail: update_sliding_window_buffer over the prefix lengths keeps the last
 min(prefix_len, sliding_window_size) prefix tokens (window_kv_indptr / window_kv_indices), exactly as
 forward_extend passes it; a full layer gets the whole prefix. k_scale = v_scale = 1.0 (no KV scales),
-logit_cap 0, no custom mask, causal, no sinks (kvconform's reference has none).
+logit_cap 0, no custom mask, causal, and the case's per-head sink logits as sinks= where it sends them
+(the sinks layout; gpt-oss's attention sinks, a float32 [num_heads] tensor).
 
 Window convention, as SGLang's models set RadixAttention's sliding_window_size (gemma2, gpt_oss:
 get_attention_sliding_window_size = config.sliding_window - 1): sliding_window_size = W - 1, -1 without
@@ -24,6 +25,8 @@ Flags (after the script's path):
   --full-prefix       hand the whole prefix on sliding layers (no window rail): the kernel's own mask
                       must then do all the windowing.
   --judge-bfloat16    judge bfloat16 all the same (to measure the interpreter's error; FAILs).
+  --drop-sinks        call the kernel with sinks=None even where the case sends sinks. A mutant: FAIL
+                      (the sinks form).
 Known limits, answered unsupported (SKIP with the reason): bfloat16 (Triton 3.9's interpreter computes
 bfloat16 dots wrongly on this CPU: NOTES.md), float64 (the kernel's tl.dot takes no float64), chunked
 layers (SGLang's Triton backend has no chunked attention: llama4's chunk is taken as a sliding window),
@@ -42,10 +45,10 @@ import seqs as packing  # noqa: E402
 import triton_env  # noqa: E402
 
 SPARE_SLOTS = 7
-OPTIONS = argparse.Namespace(judge_bfloat16=False, window_offset=0, full_prefix=False)
+OPTIONS = argparse.Namespace(judge_bfloat16=False, window_offset=0, full_prefix=False, drop_sinks=False)
 
 
-def extend(seqs, sliding_window_size, scale, seed):
+def extend(seqs, sliding_window_size, scale, seed, sinks=None):
     """One extend_attention_fwd over seqs (packing.Seq); returns the outputs [n, H, D] of each."""
     import torch
     ea = triton_env.sglang_extend_attention()
@@ -82,7 +85,7 @@ def extend(seqs, sliding_window_size, scale, seed):
     kv_indptr = torch.tensor([0] + rail, dtype=torch.int32).cumsum(0, dtype=torch.int32)
     ea.extend_attention_fwd(q, k_extend, v_extend, o, k_buffer, v_buffer, qo_indptr, kv_indptr,
                             torch.cat(kv_indices).to(torch.int64), None, True, None, max(q_lens), 1.0, 1.0,
-                            sm_scale=scale, logit_cap=0.0, sliding_window_size=sliding_window_size, sinks=None,
+                            sm_scale=scale, logit_cap=0.0, sliding_window_size=sliding_window_size, sinks=sinks,
                             window_kv_offsets=None)
     for i, out in zip(live, o.split(q_lens)):
         outs[i] = out
@@ -91,20 +94,22 @@ def extend(seqs, sliding_window_size, scale, seed):
 
 # window="flashinfer": the kernel receives window_left = W - 1 (-1 without a window): SGLang's
 # sliding_window_size.
-@kvconform.kernel(window="flashinfer", layouts=["window", "key_padding_mask", "varlen"],
+@kvconform.kernel(window="flashinfer", layouts=["window", "key_padding_mask", "varlen", "sinks"],
                   dtypes=("float32", "float16", "bfloat16", "float64"), layer_types=("sliding", "full"),
                   qkv="bshd", name="sglang_triton_extend")
 def sglang_triton_extend(q, k, v, *, window_left, scale, query_positions=None, kv_offset=0, left_padding=None,
-                         key_padding_mask=None, cu_seqlens_q=None, cu_seqlens_k=None, case=None, step=None):
+                         key_padding_mask=None, cu_seqlens_q=None, cu_seqlens_k=None, sinks=None, case=None,
+                         step=None):
     """SGLang's Triton extend_attention_fwd over its token pool (TRITON_INTERPRET=1 on the CPU)"""
     packing.check_dtype(q)
     sws = window_left + OPTIONS.window_offset if window_left >= 0 else -1
     import torch
+    sinks = None if sinks is None or OPTIONS.drop_sinks else sinks.to(torch.float32).contiguous()
     if cu_seqlens_q is not None:
         seqs = packing.from_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)
-        return torch.cat(extend(seqs, sws, scale, zlib.crc32(repr(cu_seqlens_k.tolist()).encode())))
+        return torch.cat(extend(seqs, sws, scale, zlib.crc32(repr(cu_seqlens_k.tolist()).encode()), sinks))
     seqs, back = packing.from_window(q, k, v, query_positions, kv_offset, left_padding, key_padding_mask)
-    return back(extend(seqs, sws, scale, zlib.crc32(f"{case}/{step}/{k.shape[1]}".encode())))
+    return back(extend(seqs, sws, scale, zlib.crc32(f"{case}/{step}/{k.shape[1]}".encode()), sinks))
 
 
 def main():
@@ -112,6 +117,7 @@ def main():
     parser.add_argument("--window-offset", type=int, default=0)
     parser.add_argument("--full-prefix", action="store_true")
     parser.add_argument("--judge-bfloat16", action="store_true")
+    parser.add_argument("--drop-sinks", action="store_true")
     parser.parse_args(namespace=OPTIONS)
     packing.JUDGE_BFLOAT16 = OPTIONS.judge_bfloat16
     protocol = os.fdopen(os.dup(1), "wb")  # the protocol owns file descriptor 1; prints go to stderr
@@ -121,7 +127,7 @@ def main():
     triton_env.sglang_extend_attention()
     n = OPTIONS.window_offset
     sglang_triton_extend.name += (f"_window_{'plus' if n > 0 else 'minus'}_{abs(n)}" if n else "") \
-        + ("_full_prefix" if OPTIONS.full_prefix else "")
+        + ("_full_prefix" if OPTIONS.full_prefix else "") + ("_drop_sinks" if OPTIONS.drop_sinks else "")
     from kvconform.serve import serve
     serve(sglang_triton_extend, stdout=protocol)
 

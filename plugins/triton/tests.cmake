@@ -54,6 +54,11 @@ kvc_triton_test(triton_vllm_unified_mutant_window+1 ADAPTER "vllm_triton_adapter
 kvc_triton_test(triton_vllm_unified_mutant_window-1 ADAPTER "vllm_triton_adapter.py --window-offset -1"
   RUN --filter "/kernel/decode_across_window/static" --dtype float32
   CHECK --exit 1 --expect "decode_across_window/static/float32.*: FAIL step [0-9]+ .*: attention \\(window\\) max error")
+# sinks dropped (sinks=None although the case sends gpt-oss's per-head sink logits): every row's
+# softmax loses the sink's share, so the sinks form FAILs at the first step and the window form passes
+kvc_triton_test(triton_vllm_unified_mutant_drop-sinks ADAPTER "vllm_triton_adapter.py --drop-sinks"
+  RUN --filter "/kernel/decode_across_window/static" --dtype float32
+  CHECK --exit 1 --expect "decode_across_window/static/float32.*: FAIL step 0 \\(Prefill\\(2\\)\\): attention \\(sinks\\) max error")
 # chunk C + 1: chunk boundaries one token late
 kvc_triton_test(triton_vllm_unified_mutant_chunk+1 ADAPTER "vllm_triton_adapter.py --chunk-offset 1"
   RUN --filter "/kernel/chunked_across_chunks/static" --dtype float32
@@ -77,6 +82,10 @@ kvc_triton_test(triton_sglang_extend_mutant_window+1 ADAPTER "sglang_extend_adap
 kvc_triton_test(triton_sglang_extend_mutant_window-1 ADAPTER "sglang_extend_adapter.py --window-offset -1"
   RUN --filter "/kernel/decode_across_window/static" --dtype float32
   CHECK --exit 1 --expect "decode_across_window/static/float32.*: FAIL step [0-9]+ .*: attention \\(window\\) max error")
+
+kvc_triton_test(triton_sglang_extend_mutant_drop-sinks ADAPTER "sglang_extend_adapter.py --drop-sinks"
+  RUN --filter "/kernel/decode_across_window/static" --dtype float32
+  CHECK --exit 1 --expect "decode_across_window/static/float32.*: FAIL step 0 \\(Prefill\\(2\\)\\): attention \\(sinks\\) max error")
 
 # a window of 1 key: sliding_window_size 0, which the kernel (and the backend) take for "no window"
 # (NOTES.md, "Findings"): full attention, so the golden case of W = 1 FAILs at its prefill
@@ -102,6 +111,9 @@ kvc_triton_test(triton_sglang_decode_mutant_window+1 ADAPTER "sglang_decode_adap
 kvc_triton_test(triton_sglang_decode_mutant_window-1 ADAPTER "sglang_decode_adapter.py --rail window --window-offset -1"
   RUN --filter "/kernel/decode_across_window/static" --dtype float32
   CHECK --exit 1 --expect "decode_across_window/static/float32.*: FAIL step [0-9]+ .*: attention \\(window\\) max error")
+kvc_triton_test(triton_sglang_decode_mutant_drop-sinks ADAPTER "sglang_decode_adapter.py --rail window --drop-sinks"
+  RUN --filter "/kernel/decode_across_window/static" --dtype float32
+  CHECK --exit 1 --expect "decode_across_window/static/float32.*: FAIL step 0 \\(Prefill\\(2\\)\\): attention \\(sinks\\) max error")
 # ... and FAILs on the rail SGLang 0.5.23's Triton backend fills (min(seq_len, sliding_window_size):
 # W - 1 keys, NOTES.md "Finding"): the first decode past the window drops its oldest key.
 kvc_triton_test(triton_sglang_decode_backend_rail_finding ADAPTER "sglang_decode_adapter.py --rail backend"

@@ -9,7 +9,8 @@ of 16-token blocks in the backend's layout (a [num_blocks, Hkv, block_size, 2 * 
 split into key and value caches as forward() does), whose blocks are handed out in a shuffled order with
 spare blocks of finite garbage, so the block table is really followed; then one unified_attention over all
 sequences (cu_seqlens_q, seqused_k, block_table, k/v_descale of ones as the backend expands
-layer._k_scale), with causal=True, softcap 0 and no sinks (kvconform's reference has none).
+layer._k_scale), with causal=True, softcap 0, and the case's per-head sink logits as sinks= where it sends them (the
+sinks layout; gpt-oss's attention sinks, which the backend passes as a float32 [num_heads] tensor).
 
 Window convention, as the backend's __init__ converts a model's sliding_window W: window_size =
 (W - 1, 0) for a decoder, (-1, -1) without a window; the kernel then masks keys with
@@ -25,6 +26,8 @@ Flags (after the script's path):
                       reduce_segments), as the backend does for batches of decodes: softmax segment
                       buffers of 16 segments (the backend's NUM_PAR_SOFTMAX_SEGMENTS), seq_threshold_3D 64.
   --judge-bfloat16    judge bfloat16 all the same (to measure the interpreter's error; FAILs).
+  --drop-sinks        call the kernel with sinks=None even where the case sends sinks. A mutant: FAIL
+                      (the sinks form).
 Known limits, answered unsupported (SKIP with the reason): bfloat16 (Triton 3.9's interpreter computes
 bfloat16 dots wrongly on this CPU: NOTES.md, "bfloat16"), float64 (the kernel's dot takes no float64),
 the explicit-mask form (the kernel takes no mask), queries that are not the last tokens of their keys.
@@ -44,10 +47,10 @@ import triton_env  # noqa: E402
 BLOCK = 16  # the Triton backend's default KV cache block size
 SPARE_BLOCKS = 3  # unused blocks in the pool, so the table must be followed, not just counted
 SEGMENTS = 16  # the backend's NUM_PAR_SOFTMAX_SEGMENTS for the 3D decode kernel
-OPTIONS = argparse.Namespace(judge_bfloat16=False, window_offset=0, chunk_offset=0, decode_3d=False)
+OPTIONS = argparse.Namespace(judge_bfloat16=False, window_offset=0, chunk_offset=0, decode_3d=False, drop_sinks=False)
 
 
-def attend(seqs, window_size, scale, seed, chunk_lookback=-1):
+def attend(seqs, window_size, scale, seed, chunk_lookback=-1, sinks=None):
     """One unified_attention call over seqs (packing.Seq); returns the outputs [n, H, D] of each."""
     import torch
     ua = triton_env.vllm_unified_attention()
@@ -101,7 +104,7 @@ def attend(seqs, window_size, scale, seed, chunk_lookback=-1):
     ua.unified_attention(q=q, k=key_cache, v=value_cache, out=out, cu_seqlens_q=cu_seqlens_q,
                          max_seqlen_q=max(q_lens), seqused_k=seqused_k, max_seqlen_k=max(k_lens),
                          softmax_scale=scale, causal=True, window_size=window_size, block_table=table,
-                         softcap=0, q_descale=None, k_descale=descale, v_descale=descale, sinks=None,
+                         softcap=0, q_descale=None, k_descale=descale, v_descale=descale, sinks=sinks,
                          chunk_lookback=chunk_lookback, **extra)
     for i, o in zip(live, out.split(q_lens)):
         outs[i] = o
@@ -119,21 +122,22 @@ def window_arguments(window_size, chunk_size):
 
 # window="flash": the kernel receives window_size=(W - 1, 0) ((-1, 0) without a window), the tuple
 # vLLM's backend builds from a model's sliding_window W; chunk_size=C on a chunked layer.
-@kvconform.kernel(window="flash", layouts=["window", "key_padding_mask", "varlen"],
+@kvconform.kernel(window="flash", layouts=["window", "key_padding_mask", "varlen", "sinks"],
                   dtypes=("float32", "float16", "bfloat16", "float64"), layer_types=("sliding", "full", "chunked"),
                   qkv="bshd", name="vllm_triton_unified")
 def vllm_triton_unified(q, k, v, *, window_size, scale, chunk_size=None, query_positions=None, kv_offset=0,
                         left_padding=None, key_padding_mask=None, cu_seqlens_q=None, cu_seqlens_k=None,
-                        case=None, step=None):
+                        sinks=None, case=None, step=None):
     """vLLM's Triton unified_attention over its paged KV cache (TRITON_INTERPRET=1 on the CPU)"""
     packing.check_dtype(q)
     ws, lookback = window_arguments(window_size, chunk_size)
     import torch
+    sinks = None if sinks is None or OPTIONS.drop_sinks else sinks.to(torch.float32).contiguous()
     if cu_seqlens_q is not None:
         seqs = packing.from_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k)
-        return torch.cat(attend(seqs, ws, scale, zlib.crc32(repr(cu_seqlens_k.tolist()).encode()), lookback))
+        return torch.cat(attend(seqs, ws, scale, zlib.crc32(repr(cu_seqlens_k.tolist()).encode()), lookback, sinks))
     seqs, back = packing.from_window(q, k, v, query_positions, kv_offset, left_padding, key_padding_mask)
-    return back(attend(seqs, ws, scale, zlib.crc32(f"{case}/{step}/{k.shape[1]}".encode()), lookback))
+    return back(attend(seqs, ws, scale, zlib.crc32(f"{case}/{step}/{k.shape[1]}".encode()), lookback, sinks))
 
 
 def main():
@@ -142,6 +146,7 @@ def main():
     parser.add_argument("--chunk-offset", type=int, default=0)
     parser.add_argument("--decode-3d", action="store_true")
     parser.add_argument("--judge-bfloat16", action="store_true")
+    parser.add_argument("--drop-sinks", action="store_true")
     parser.parse_args(namespace=OPTIONS)
     packing.JUDGE_BFLOAT16 = OPTIONS.judge_bfloat16
     protocol = os.fdopen(os.dup(1), "wb")  # the protocol owns file descriptor 1; prints go to stderr
@@ -151,7 +156,7 @@ def main():
     triton_env.vllm_unified_attention()  # the slow import, before the hello answer
     suffix = "".join(f"_{name}_{'plus' if n > 0 else 'minus'}_{abs(n)}" for name, n in
                      (("window", OPTIONS.window_offset), ("chunk", OPTIONS.chunk_offset)) if n)
-    vllm_triton_unified.name += suffix + ("_3d" if OPTIONS.decode_3d else "")
+    vllm_triton_unified.name += suffix + ("_3d" if OPTIONS.decode_3d else "") + ("_drop_sinks" if OPTIONS.drop_sinks else "")
     from kvconform.serve import serve
     serve(vllm_triton_unified, stdout=protocol)
 

@@ -31,7 +31,11 @@ LAYOUTS: Dict[str, Tuple[str, Tuple[str, ...]]] = {
     "mask": ("mask", ("attn_mask",)),
     "key_padding_mask": ("key_padding", ("key_padding_mask",)),
     "varlen": ("varlen", ("cu_seqlens_q", "cu_seqlens_k")),
+    # not a form of its own: the window form with a float32 [H] buffer of per-head sink logits
+    # (gpt-oss), which join each row's softmax without a value
+    "sinks": ("window", ("sinks",)),
 }
+OPTIONAL_LAYOUTS = ("key_padding_mask", "varlen", "sinks")  # declared in the hello; the host sends them only then
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 LAYER_TYPES = ("sliding", "full", "chunked")
 SCALE_NAMES = ("scale", "softmax_scale", "sm_scale")  # SDPA, FlashAttention, FlashInfer
@@ -62,7 +66,9 @@ def kernel(fn: Optional[Callable[..., Any]] = None, *, window: str = "transforme
     layouts: what the function can be called with: "window" (the window keyword), "mask" (also
         attn_mask, bool [B, 1, q, kv], True = attend), "key_padding_mask" (also key_padding_mask,
         bool [B, kv], True = a real key), "varlen" (FlashAttention's packed layout: q [total_q, H, D],
-        k, v [total_k, Hkv, D], cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k).
+        k, v [total_k, Hkv, D], cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), "sinks"
+        (also sinks, float32 [H]: per-head logits that join each row's softmax without a value, as
+        gpt-oss's attention sinks; sent with the window form).
     dtypes, layer_types: the others are answered unsupported (SKIP). A "chunked" kernel gets
         chunk_size=C and the no-window value of its convention.
     qkv: "bhsd" ([batch, heads, seq, head_dim], SDPA's) or "bshd" (FlashAttention's).
@@ -125,7 +131,7 @@ class Kernel:
 
     def hello(self) -> Header:
         """The worker's answer to the host's hello."""
-        optional = [lay for lay in self.layouts if lay in ("key_padding_mask", "varlen")]
+        optional = [lay for lay in self.layouts if lay in OPTIONAL_LAYOUTS]
         reply: Header = {"status": "ok", "name": self.name, "description": self.description}
         if optional:
             reply["layouts"] = optional
@@ -148,6 +154,10 @@ class Kernel:
         q, k, v = t["query"], t["key"], t["value"]
         kw: Dict[str, Any] = {}
         self._window_arguments(h, kw, masked=form == "mask")
+        if "sinks" in t:
+            if "sinks" not in self.layouts:
+                raise Unsupported(f"{self.name} does not declare the sinks layout")
+            kw["sinks"] = t["sinks"]
         scale = next((n for n in SCALE_NAMES if n in self.accepts), None)
         if scale:
             kw[scale] = h["scale"]

@@ -122,6 +122,21 @@ def test_declaring_a_layout_needs_its_keyword():
         kvconform.kernel(lambda q, k, v, *, window_size: q, window="W-1")
 
 
+def test_sinks_are_passed_where_declared_and_unsupported_elsewhere():
+    k, calls = recorder(window="flash", layouts=["window", "sinks"], params=["window_size", "sinks"])
+    assert k.hello()["layouts"] == ["sinks"]
+    q, key, v = qkv()
+    sinks = torch.tensor([0.25, -1.5])
+    k.handle(header(sinks=True), buffers(query=q, key=key, value=v, sinks=sinks))
+    assert torch.equal(calls[0]["sinks"], sinks) and calls[0]["window_size"] == (2, 0)
+    with pytest.raises(TypeError, match="sinks"):
+        kvconform.kernel(lambda q, k, v, *, window_size: q, window="flash", layouts=["window", "sinks"])
+    bare, _ = recorder(window="flash", params=["window_size"])
+    assert "layouts" not in bare.hello()
+    with pytest.raises(Unsupported, match="sinks layout"):
+        bare.handle(header(sinks=True), buffers(query=q, key=key, value=v, sinks=sinks))
+
+
 def test_bshd_and_no_gqa():
     k, calls = recorder(window="flash", qkv="bshd", gqa=False, params=["window_size"])
     q, key, v = qkv(heads=4, kv_heads=2, q=2, kv=5)

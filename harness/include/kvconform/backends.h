@@ -86,9 +86,10 @@ at::Tensor windowed(const at::Tensor& query, const at::Tensor& keys, const at::T
 
 // The same-dtype math reference of the tolerance policy: matmul, masked softmax and matmul all in
 // the input dtype (no upcast), rows that see nothing zero. Its error against the oracle is what
-// the dtype itself costs.
+// the dtype itself costs. sinks (optional, [heads]): per-head logits that join each row's softmax
+// without a value, as gpt-oss's eager attention concatenates them (Oracle::attend's sinks).
 at::Tensor math_reference(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
-                          const at::Tensor& boolean_mask);
+                          const at::Tensor& boolean_mask, const at::Tensor& sinks = {});
 
 
 struct Verdict {

@@ -31,8 +31,10 @@ class Oracle {
 
   // Attention of queries at absolute positions [seen - q, seen) (the last q appended tokens).
   // query: row-major [batch, heads, q, head_dim]; result has the same layout. A query that may
-  // see no key at all gets zeros (the FlashAttention convention).
-  std::vector<double> attend(const std::vector<double>& query, int64_t q) const;
+  // see no key at all gets zeros (the FlashAttention convention). sinks: one logit per query head
+  // that joins every row's softmax without a value (gpt-oss's attention sinks: the eager forward's
+  // softmax over [scores, sink], the sink's column dropped); empty: none.
+  std::vector<double> attend(const std::vector<double>& query, int64_t q, const std::vector<double>& sinks = {}) const;
 
   void reset();
 

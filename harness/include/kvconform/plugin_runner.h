@@ -47,6 +47,10 @@ struct Op {
   // [cu_seqlens_q[b], cu_seqlens_q[b + 1]); queries and keys aligned at their ends (bottom-right).
   bool varlen = false;
   std::vector<int64_t> cu_seqlens_q, cu_seqlens_k;
+  // The optional "sinks" layout (docs/plugins.md, "Optional layouts"): one logit per query head
+  // that joins each row's softmax without a value (gpt-oss), sent as a float32 [heads] buffer with
+  // the window form. Empty: none.
+  std::vector<float> sinks;
 };
 
 struct OpResult {

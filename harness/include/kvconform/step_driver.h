@@ -77,7 +77,7 @@ struct LayerStep {
   // "step 3 (Decode after 6 tokens)"
   std::string where() const;
   // With DriverOptions::oracle: float64 [B, H, q, D] attention of every key the window allows.
-  at::Tensor oracle_output() const;
+  at::Tensor oracle_output(const std::vector<double>& sinks = {}) const;  // sinks: Oracle::attend's
   // With DriverOptions::oracle: bool [B, 1, q, seen + q], whether query i may see token k (window
   // rule, causality, padding), and bool [B, 1, q, 1], whether it sees any key at all.
   at::Tensor visible_keys() const;

@@ -262,7 +262,7 @@ std::unique_ptr<Backend> make_sdpa_is_causal(Fault) { return std::make_unique<Sd
 std::unique_ptr<Backend> make_windowed(Fault fault) { return std::make_unique<Windowed>(fault); }
 
 at::Tensor math_reference(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
-                          const at::Tensor& boolean_mask) {
+                          const at::Tensor& boolean_mask, const at::Tensor& sinks) {
   const int64_t group = query.size(1) / keys.size(1);
   const at::Tensor K = keys.repeat_interleave(group, 1), V = values.repeat_interleave(group, 1);
   const at::Tensor mask = boolean_mask.to(query.device());
@@ -271,6 +271,11 @@ at::Tensor math_reference(const at::Tensor& query, const at::Tensor& keys, const
   s = s.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
   const at::Tensor any = mask.any(-1, true);
   s = s.masked_fill(any.logical_not(), 0.0);
+  if (sinks.defined()) {  // softmax over [scores, sink], the sink's column dropped
+    const at::Tensor sink = sinks.to(query.device()).to(query.scalar_type()).view({1, -1, 1, 1}).expand({s.size(0), s.size(1), s.size(2), 1});
+    const at::Tensor p = at::softmax(at::cat({s, sink}, -1), -1).narrow(-1, 0, s.size(3));
+    return at::matmul(p, V) * any.to(query.scalar_type());
+  }
   return at::matmul(at::softmax(s, -1), V) * any.to(query.scalar_type());
 }
 

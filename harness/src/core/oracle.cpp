@@ -52,11 +52,13 @@ bool Oracle::visible(int64_t b, int64_t q_pos, int64_t k_pos) const {
   return positions::window_allows(type_, window_, lp, q_pos, k_pos);
 }
 
-std::vector<double> Oracle::attend(const std::vector<double>& query, int64_t q) const {
+std::vector<double> Oracle::attend(const std::vector<double>& query, int64_t q, const std::vector<double>& sinks) const {
   const int64_t B = shape_.batch, H = shape_.heads, D = shape_.head_dim;
   const int64_t group = H / shape_.kv_heads;
   if (query.size() != static_cast<size_t>(B * H * q * D))
     throw std::invalid_argument("oracle: query has the wrong number of values");
+  if (!sinks.empty() && sinks.size() != static_cast<size_t>(H))
+    throw std::invalid_argument("oracle: sinks must hold one logit per query head");
   if (q > seen_) throw std::invalid_argument("oracle: more queries than tokens appended");
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   std::vector<double> out(query.size(), 0.0);
@@ -76,6 +78,11 @@ std::vector<double> Oracle::attend(const std::vector<double>& query, int64_t q) 
         }
         if (best == -std::numeric_limits<double>::infinity()) continue;  // sees nothing: zeros
         double total = 0;
+        if (!sinks.empty()) {  // the sink's share of the softmax, which adds no value
+          const double sink = sinks[static_cast<size_t>(h)];
+          best = std::max(best, sink);
+          total = std::exp(sink - best);
+        }
         for (int64_t t = 0; t < seen_; ++t)
           if (visible(b, q_pos, t)) total += (scores[t] = std::exp(scores[t] - best));
         double* orow = &out[((b * H + h) * q + i) * D];

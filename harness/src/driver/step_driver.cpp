@@ -187,10 +187,10 @@ void need_oracle(const Oracle* o) {
 }
 }  // namespace
 
-at::Tensor LayerStep::oracle_output() const {
+at::Tensor LayerStep::oracle_output(const std::vector<double>& sinks) const {
   need_oracle(oracle);
   const Scenario& c = *scenario;
-  return from_values(oracle->attend(query_values, q), {c.batch, c.heads, q, c.head_dim}, DType::Float64);
+  return from_values(oracle->attend(query_values, q, sinks), {c.batch, c.heads, q, c.head_dim}, DType::Float64);
 }
 
 bool LayerStep::visible(int64_t b, int64_t query_position, int64_t key_position) const {

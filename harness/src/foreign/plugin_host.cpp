@@ -272,6 +272,7 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
     at::Tensor oracle, reference, sees;
     std::vector<int> forms = {0, 1};  // indexes into kForms, in the order the ops were sent
     std::vector<int64_t> varlen_q0, cu_q;  // the varlen form: each row's first real query, the packing
+    at::Tensor sink_oracle, sink_reference;  // the sinks form: the step with the sinks' share
   };
   std::vector<Op> ops;
   std::vector<Expect> ex;
@@ -282,6 +283,7 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
   const auto declares = [&](const char* layout) { return std::find(declared.begin(), declared.end(), layout) != declared.end(); };
   const bool key_padding_form = declares("key_padding_mask") && spec.type != LayerType::Chunked;
   const bool varlen_form = declares("varlen") && spec.type != LayerType::Chunked;
+  const bool sinks_form = declares("sinks");
   DriverOptions options;
   options.oracle = true;
   StepDriver driver(s, options);
@@ -313,6 +315,27 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
     const at::Tensor m8 = mask.squeeze(1).to(at::kByte).contiguous();  // [B, q, kv]
     masked.mask.assign(m8.data_ptr<uint8_t>(), m8.data_ptr<uint8_t>() + m8.numel());
     ops.push_back(masked);
+    if (sinks_form) {
+      // The window form with one sink logit per query head, drawn from the case and step: eighths in
+      // [-2, 2], exact in every dtype and of the scores' size, so that a kernel that drops them (or
+      // adds them twice, or per kv head) moves each row by far more than the bound.
+      Op sunk = op;
+      std::vector<double> sinks;
+      uint64_t state = 0xcbf29ce484222325ULL;  // FNV-1a of the case id: the same sinks on every platform
+      for (const unsigned char c : id) state = (state ^ c) * 0x100000001b3ULL;
+      state = inputs::mix64(state ^ (static_cast<uint64_t>(v.step) << 32));
+      for (int64_t h = 0; h < s.heads; ++h) {
+        state = inputs::mix64(state + 0x9E3779B97F4A7C15ULL);
+        sinks.push_back(static_cast<double>(static_cast<int64_t>(state % 33) - 16) / 8.0);
+      }
+      sunk.sinks.assign(sinks.begin(), sinks.end());
+      Expect& e = ex.back();
+      e.sink_oracle = v.oracle_output(sinks);
+      e.sink_reference = backends::math_reference(v.query, v.returned.keys, v.returned.values, mask,
+                                                  at::tensor(sinks, at::TensorOptions().dtype(at::kDouble)));
+      ops.push_back(sunk);
+      e.forms.push_back(4);
+    }
     if (key_padding_form && !w.left_padding.empty()) {
       // The same step with the left padding as a per-key mask: key j is real when its position
       // kv_offset + j is not before the row's left padding.
@@ -376,11 +399,12 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
   // Form coverage: the steps judged in each form (window, explicit mask, key padding mask where
   // declared) and the kernel's reason where it answered KVC_ERR_UNSUPPORTED; a form it did not
   // serve is named in the verdict.
-  static const char* const kForms[4] = {"window", "explicit mask", "key padding mask", "varlen"};
-  int checked[4] = {0, 0, 0, 0}, offered[4] = {0, 0, 0, 0};
-  std::string unsupported[4];
+  static const char* const kForms[5] = {"window", "explicit mask", "key padding mask", "varlen", "sinks"};
+  int checked[5] = {0, 0, 0, 0, 0}, offered[5] = {0, 0, 0, 0, 0};
+  std::string unsupported[5];
+  const auto any_checked = [&] { return checked[0] + checked[1] + checked[2] + checked[3] + checked[4] > 0; };
   const auto failed = [&](const std::string& message) {
-    if (checked[0] + checked[1] + checked[2] + checked[3] > 0) out.error = worst;
+    if (any_checked()) out.error = worst;
     fail(out, message);
   };
   for (const Expect& e : ex) {
@@ -406,7 +430,9 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
       } else {
         got = from_bytes(r.out1, {s.batch, s.heads, e.q, s.head_dim}, s.dtype);
       }
-      const backends::Verdict v = backends::judge(got, e.reference, e.oracle, e.sees, s.dtype);
+      const backends::Verdict v =
+          f == 4 ? backends::judge(got, e.sink_reference, e.sink_oracle, e.sees, s.dtype)
+                 : backends::judge(got, e.reference, e.oracle, e.sees, s.dtype);
       worst = std::max(worst, v.error);
       worst_ref = std::max(worst_ref, v.reference_error);
       out.bound = std::max(out.bound, v.bound);
@@ -415,7 +441,7 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
     }
   }
   if (!t.ok()) return failed("after the last step: " + ended(t));
-  if (checked[0] + checked[1] + checked[2] + checked[3] == 0) {  // no form served: nothing was checked
+  if (!any_checked()) {  // no form served: nothing was checked
     out.status = Status::Skipped;
     out.message = "the kernel does not support " + spec.describe() + " in " + to_string(s.dtype) + ": " +
                   (unsupported[0].empty() ? unsupported[1] : unsupported[0]);
@@ -424,7 +450,7 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
   }
   out.error = worst;
   std::string coverage;
-  for (int f = 0; f < 4; ++f) {
+  for (int f = 0; f < 5; ++f) {
     if (unsupported[f].empty()) continue;
     std::string note = checked[f] == 0 && f < 2 ? std::string(kForms[1 - f]) + " form only: the " + kForms[f] +
                                                       " form answered unsupported (" + unsupported[f] + ")"
@@ -443,6 +469,7 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
      << ex.size() << " steps";
   if (offered[2]) os << ", key padding mask " << checked[2] << " of " << offered[2] << " steps";
   if (offered[3]) os << ", varlen " << checked[3] << " of " << offered[3] << " steps";
+  if (offered[4]) os << ", sinks " << checked[4] << " of " << offered[4] << " steps";
   out.detail += os.str();
 }
 

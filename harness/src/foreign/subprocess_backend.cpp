@@ -76,6 +76,7 @@ std::string encode_attention(const Op& op) {
     h["max_seqlen_q"] = max_q;
     h["max_seqlen_k"] = max_k;
   }
+  if (!op.sinks.empty()) h["sinks"] = true;
   h["case"] = op.case_id;
   h["step"] = op.step;
   h["layer"] = op.layer;
@@ -86,6 +87,8 @@ std::string encode_attention(const Op& op) {
   if (mask) buffers.push_back(buffer_entry("mask", "uint8", {op.query.shape[0], op.query.shape[2], op.keys.shape[2]}, op.mask.size()));
   if (key_padding)
     buffers.push_back(buffer_entry("key_padding_mask", "uint8", {op.query.shape[0], op.keys.shape[2]}, op.key_padding.size()));
+  if (!op.sinks.empty())
+    buffers.push_back(buffer_entry("sinks", "float32", {static_cast<int64_t>(op.sinks.size())}, op.sinks.size() * sizeof(float)));
   h["buffers"] = buffers;
   std::string msg = frame(h);
   auto add = [&](const std::vector<uint8_t>& b) { msg.append(reinterpret_cast<const char*>(b.data()), b.size()); };
@@ -94,6 +97,8 @@ std::string encode_attention(const Op& op) {
   add(op.values.bytes);
   if (mask) add(op.mask);
   if (key_padding) add(op.key_padding);
+  if (!op.sinks.empty())  // little-endian float32, as every buffer of the protocol
+    msg.append(reinterpret_cast<const char*>(op.sinks.data()), op.sinks.size() * sizeof(float));
   return msg;
 }
 
