@@ -39,6 +39,7 @@ struct EngineArgs {
   std::string family = ".*", campaign_models;  // the model campaign's families and checkpoint folder
   std::vector<std::string> plan_files;
   int iterations = 10;
+  double min_window_sensitivity = engine::kMinWindowSensitivity;
   uint64_t seed = kvc::seeds::kDefaultSeed;
   double time_budget = 0, timeout = 120, factor = 10, floor = 1e-4;
   std::string mutant = "none", reproduce, report_dir = "reports/engines", shard, shard_count;
@@ -239,6 +240,9 @@ Runner add_engine_command(CLI::App& app) {
                   "Where the model campaign and drawn found cases write their checkpoints (default: the zoo folder's name + -campaign)");
   cmd->add_option("--plan", a->plan_files, "Replay a saved plan file instead (repeatable)");
   cmd->add_option("--iterations", a->iterations, "Random plans per engine and model in the campaign, (model, plan) pairs per family in the model campaign (default 10)");
+  cmd->add_option("--min-window-sensitivity", a->min_window_sensitivity,
+                  "The model campaign redraws a model whose logits a window one token wider moves by less (default 0.01)")
+      ->check(CLI::PositiveNumber);
   add_seed_option(cmd, a->seed, "Campaign seed");
   cmd->add_option("--reproduce", a->reproduce, "Replay one shrunk campaign failure (its reproduce string, trace:SEED:INDEX:SIZE)")
       ->check([](const std::string& s) {
@@ -428,6 +432,7 @@ Runner add_engine_command(CLI::App& app) {
       o.seed = a->seed;
       o.iterations = a->iterations;
       o.reproduce = a->reproduce;
+      o.min_window_sensitivity = a->min_window_sensitivity;
       o.check = check;
       o.check.timing = &group.timing;
       return o;
@@ -591,6 +596,8 @@ Runner add_engine_command(CLI::App& app) {
                                        {"--seed", std::to_string(a->seed), Flag::Quote::None},
                                        {"--iterations", std::to_string(a->iterations), Flag::Quote::None},
                                        {"", out.result.reproduce, Flag::Quote::None}});
+            if (a->min_window_sensitivity != engine::kMinWindowSensitivity)  // it decides which models are drawn
+              replay += " --min-window-sensitivity " + (std::ostringstream() << a->min_window_sensitivity).str();
             if (out.shrunk && out.model) {
               // The shrunk pair as one file, replayed alone with --plan from any folder.
               const json doc = drawn_pair_json(*out.shrunk, *out.model);

@@ -423,11 +423,40 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
   auto plan_of = [&](const Pair& p, const Model& m) {
     return plan_from_draw(p.model.folder, p.plan, m.config.vocab, m.config.local_span(), o.seed, operations);
   };
-  int passes = 0, skips = 0, deviations = 0;
+  int passes = 0, skips = 0, deviations = 0, redrawn = 0;
   std::string first_deviation, first_skip, found_kind;
   double bound = 0;
+  // A drawn model whose windows are to be judged must move its logits far above the bound when a
+  // window is one token off (window_sensitivity): one that does not is redrawn from another stream
+  // of the same seed and index, and if none of kDraws is sensitive it is not judged (a SKIP).
+  constexpr int kDraws = 4;
+  std::map<std::string, std::string> insensitive;  // folder -> why it is not judged
+  const auto draw = [&](const search::CaseId& id) {
+    ModelRecipe recipe;
+    std::optional<double> moved;
+    for (int t = 0; t < kDraws; ++t) {
+      recipe = source.draw(family, t == 0 ? id.seed : id.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(t)), id.index);
+      try {
+        moved = window_sensitivity(model_of(recipe).second);
+      } catch (const std::exception&) {
+        return Pair{recipe, draw_plan(id)};  // a draw that cannot be written or loaded is checked as it is: that is its finding
+      }
+      if (!moved || *moved >= o.min_window_sensitivity) return Pair{recipe, draw_plan(id)};  // no window, or a sensitive one
+      ++redrawn;
+    }
+    std::ostringstream why;
+    why << recipe.folder << ": no window-sensitive draw in " << kDraws << " (a window one token larger moves the logits by "
+        << *moved << ", needed " << o.min_window_sensitivity << ")";
+    insensitive[recipe.folder] = why.str();
+    return Pair{recipe, draw_plan(id)};
+  };
   const auto check = [&](const Pair& p, bool shrinking) -> std::optional<report::CaseResult> {
     report::CaseResult c;
+    if (!shrinking && insensitive.count(p.model.folder)) {  // never judged
+      ++passes;
+      if (!skips++) first_skip = insensitive[p.model.folder];
+      return std::nullopt;
+    }
     try {
       const auto& [dir, model] = model_of(p.model);
       c = check_plan(engine, model, dir, plan_of(p, model), o.check);
@@ -449,7 +478,6 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
     }
     return std::nullopt;
   };
-  const auto draw = [&](const search::CaseId& id) { return Pair{source.draw(family, id.seed, id.index), draw_plan(id)}; };
   const auto simpler = [&](const Pair& p) {
     std::vector<Pair> s;
     for (json& c : simpler_configs(p.model.config)) {
@@ -469,7 +497,9 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
     r.status = deviations ? report::Status::Deviation
                : skips == passes && passes > 0 ? report::Status::Skipped
                                                : report::Status::Pass;
-    r.message = std::to_string(found.passed) + " drawn models and plans" + (skips ? ", " + std::to_string(skips) + " skipped (the first: " + first_skip + ")" : "") +
+    r.message = std::to_string(found.passed) + " drawn models and plans" +
+                (redrawn ? " (" + std::to_string(redrawn) + " window-insensitive " + (redrawn == 1 ? "draw" : "draws") + " redrawn)" : "") +
+                (skips ? ", " + std::to_string(skips) + " skipped (the first: " + first_skip + ")" : "") +
                 (deviations ? ", " + std::to_string(deviations) + (deviations == 1 ? " known deviation" : " known deviations") + ", the first on " + first_deviation : "");
     return out;
   }

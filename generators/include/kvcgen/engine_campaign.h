@@ -19,6 +19,9 @@ struct CampaignOptions {
   int max_size = 30;      // the last plan's size: plan steps grow with it
   std::string reproduce;  // trace:SEED:INDEX:SIZE from an earlier failure: replays that plan alone
   CheckOptions check;
+  // The model campaign: a drawn model whose logits a one-token-wider window moves by less than this
+  // is redrawn (window_sensitivity).
+  double min_window_sensitivity = kMinWindowSensitivity;
 };
 
 struct CampaignOutcome {

@@ -145,6 +145,20 @@ TEST(ModelOracle, AWindowAtLeastTheSequenceIsFullAttentionAndAShorterOneIsNot) {
   EXPECT_NE(std::vector<double>(a.begin() + 4 * 32, a.begin() + 5 * 32), std::vector<double>(b.begin() + 4 * 32, b.begin() + 5 * 32));
 }
 
+// The sensitivity check before a drawn model judges a window: a window one token larger moves a
+// sliding model's logits; a model with values of zero on its only sliding layer reads nothing through
+// attention, so no window bug could show (0, and redrawn); a model with no local layer has none.
+TEST(ModelOracle, WindowSensitivityIsHowFarAOneTokenWiderWindowMovesTheLogits) {
+  const Model w4 = random_model(Family::Mistral, {4}, 4);
+  ASSERT_TRUE(window_sensitivity(w4).has_value());
+  EXPECT_GE(*window_sensitivity(w4), kMinWindowSensitivity);
+  Model deaf = w4;
+  for (double& x : deaf.tensors["model.layers.0.self_attn.v_proj.weight"]) x = 0;
+  ASSERT_TRUE(window_sensitivity(deaf).has_value());
+  EXPECT_EQ(*window_sensitivity(deaf), 0.0);
+  EXPECT_FALSE(window_sensitivity(random_model(Family::Mistral, {0, 0}, 0)).has_value());
+}
+
 TEST(ModelOracle, Float32StaysNearFloat64) {
   const Model m = random_model(Family::Gemma3, {3, 3, 0}, 3);
   const auto a = SequenceOracle<double>(m).extend(tokens(40));

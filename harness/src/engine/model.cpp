@@ -1235,4 +1235,22 @@ void SequenceOracle<T>::shift(int64_t keep, int64_t discard, bool rerotate) {
 template class SequenceOracle<double>;
 template class SequenceOracle<float>;
 
+std::optional<double> window_sensitivity(const Model& model) {
+  const ModelConfig& c = model.config;
+  OracleOptions moved;
+  bool local = false;
+  for (int64_t l = 0; l < c.layers; ++l) local |= c.attention(l) != Attention::Full;
+  if (!local) return std::nullopt;
+  for (const int64_t w : c.windows) moved.windows.push_back(w > 0 ? w + 1 : 0);
+  for (const int64_t k : c.chunks) moved.chunks.push_back(k > 0 ? k + 1 : 0);
+  const int64_t span = c.local_span(), n = span <= 64 ? 2 * span + 2 : span + 2;
+  std::vector<int32_t> tokens;
+  for (int64_t i = 0; i < n; ++i) tokens.push_back(static_cast<int32_t>(1 + (37 * i + 11) % std::max<int64_t>(1, c.vocab - 1)));
+  const std::vector<double> base = SequenceOracle<double>(model).extend(tokens);
+  const std::vector<double> wider = SequenceOracle<double>(model, moved).extend(tokens);
+  double most = 0;
+  for (size_t i = 0; i < base.size(); ++i) most = std::max(most, std::abs(base[i] - wider[i]));
+  return most;
+}
+
 }  // namespace kvc::engine

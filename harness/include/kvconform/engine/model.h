@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,13 @@ struct OracleOptions {
   // the sliding layers (-1: no such position).
   int64_t window_delta_position = -1, window_delta = 0;
 };
+
+// How far a one-token window bug moves this model: the largest |logit| change over 2 * span + 2
+// tokens (span + 2 past a span of 64) when every sliding window and chunk is one token larger
+// (engines/models/sensitivity.py's measure, in process); nullopt for a model with no sliding or
+// chunked layer. A model whose window is to be judged needs it far above the engine checks' bound.
+std::optional<double> window_sensitivity(const Model& model);
+constexpr double kMinWindowSensitivity = 1e-2;  // a hundred times the engine checks' floor
 
 // The first key the query at `pos` sees on `layer` (it sees keys first..pos): the layer's rule as
 // `options` tell it, after `forgotten` (the keys a cache lost, on sliding and chunked layers).
