@@ -587,6 +587,27 @@ TEST(Regressions, AFoundCaseIsReplayedByTheNextRunByDefault) {
   EXPECT_NE(ignored.out.find("nothing to run"), std::string::npos) << ignored.out;
 }
 
+// A value property's found case (attention against the float64 oracle) replays on the tensor engine,
+// as the campaign found it: FAIL under its mutant, naming the command; OK on the reference.
+TEST(Regressions, AFoundValuePropertyCaseReplaysOnTheTensorEngine) {
+  const fs::path dir = scratch("value_property_replayed");
+  const Result found = kvconform("fuzz --iterations 200 --property attention_vs_oracle --mutant window_too_wide --max-failures 1 --regressions '" +
+                                 (dir / "regressions").string() + "'");
+  ASSERT_EQ(found.code, 1) << found.out;
+  std::vector<std::string> hashes;
+  for (const auto& e : fs::directory_iterator(dir / "regressions/property/attention_vs_oracle")) hashes.push_back(e.path().stem().string());
+  ASSERT_EQ(hashes.size(), 1u) << found.out;
+  const std::string id = "property/regressions/attention_vs_oracle/" + hashes[0];
+  const std::string here = "cd '" + dir.string() + "' &&";
+  const Result again = kvconform("run --filter '^property/regressions/' --mutant window_too_wide --no-report", here);
+  EXPECT_EQ(again.code, 1) << again.out;
+  EXPECT_NE(again.out.find(id + "(): FAIL command 0 (Prefill("), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("differs from the oracle"), std::string::npos) << again.out;
+  const Result fixed = kvconform("run --filter '^property/regressions/' --no-report", here);
+  EXPECT_EQ(fixed.code, 0) << fixed.out;
+  EXPECT_NE(fixed.out.find(id + "(): OK (1 commands on the tensor engine)"), std::string::npos) << fixed.out;
+}
+
 // A corrupt file in the corpus is that case's FAIL naming the file, the run goes on to the next one;
 // a folder that names no property is its FAIL too.
 TEST(Regressions, ACorruptSavedCaseIsItsOwnFail) {

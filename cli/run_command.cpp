@@ -17,6 +17,7 @@
 #include "kvconform/backends.h"
 #include "kvcgen/campaign.h"
 #include "kvcgen/search.h"
+#include "kvcgen/trace_engine.h"
 #include "kvconform/cases.h"
 #include "kvconform/golden.h"
 #include "kvcgen/plugin_campaign.h"
@@ -263,9 +264,9 @@ class RunSuites {
 
   // The property suite's found cases (regressions/property/<property>/<hash>.json, saved by `run
   // --save-regressions` and `kvconform fuzz`): each scenario replayed on the fast engine for the
-  // property it failed, as case property/regressions/<property>/<hash>. A value property's case is
-  // judged against its golden fixture (`kvconform golden` dumps one), here a SKIP; a file that does
-  // not load is its FAIL.
+  // property it failed, as case property/regressions/<property>/<hash>; a value property's case on
+  // the tensor engine, against the float64 oracle, as the campaign found it. A file that does not load
+  // is its FAIL.
   void property_regressions() {
     if (corpus_.empty()) return;
     for (const regressions::Entry& e : regressions::load(corpus_, "property")) {
@@ -275,6 +276,37 @@ class RunSuites {
   }
 
  private:
+  // The trace a saved value-property case stands for: its one layer's configuration (a dynamic case's
+  // static twin given room for every token, as the campaign's generator sizes it), its steps as
+  // commands (the first of a sequence a Prefill, then Decode or Extend), its generated inputs; nullopt
+  // for a case the tensor engine cannot run (several layers, explicit inputs).
+  static std::optional<Trace> trace_of(const Scenario& c) {
+    if (c.layer_types.size() != 1 || !c.explicit_k.empty() || !c.explicit_q.empty() || !c.seed) return std::nullopt;
+    Trace t;
+    ScenarioConfig& cfg = t.config;
+    cfg.attention = c.layer_types[0];
+    cfg.window = c.window;
+    cfg.batch = c.batch, cfg.heads = c.heads, cfg.kv_heads = c.kv_heads, cfg.head_dim = c.head_dim;
+    cfg.dtype = c.dtype;
+    cfg.left_padding = c.left_padding;
+    cfg.seed = *c.seed;
+    int64_t longest = 0, run = 0;
+    bool first = true;
+    for (const Step& st : c.steps) {
+      if (st.is_reset()) {
+        t.commands.push_back({CommandKind::Reset, 0});
+        first = true, run = 0;
+        continue;
+      }
+      t.commands.push_back({first ? CommandKind::Prefill : st.tokens == 1 ? CommandKind::Decode : CommandKind::Extend, st.tokens});
+      first = false;
+      longest = std::max(longest, run += st.tokens);
+    }
+    cfg.max_cache_len = c.cache == CacheKind::Static ? c.max_cache_len : std::max(longest, c.window);
+    cfg.max_tokens = longest;
+    return t;
+  }
+
   report::CaseResult saved_property_case(const regressions::Entry& e) const {
     report::CaseResult r;
     r.suite = "property";
@@ -288,9 +320,21 @@ class RunSuites {
       const Scenario c = cases::parse_case(e.text, e.path);
       r.dtype = to_string(c.dtype);
       if (!campaign::has_fast_path(p)) {
-        r.status = report::Status::Skipped;
-        r.message = std::string(campaign::to_string(p)) + " checks attention values: this case is judged against its golden "
-                    "fixture (kvconform golden dumps it from " + e.path + ")";
+        const std::optional<Trace> trace = trace_of(c);
+        if (!trace) {
+          r.status = report::Status::Skipped;
+          r.message = std::string(campaign::to_string(p)) + " checks attention values on the tensor engine, which runs one "
+                      "layer with generated inputs: this case has " + (c.layer_types.size() != 1 ? "several layers" : "explicit inputs") +
+                      " (kvconform golden dumps its fixture from " + e.path + ")";
+        } else {
+          r.backend = "tensor";
+          const auto failure = campaign::make_tensor_engine(p, options_.mutation, nullptr)->run(*trace);
+          r.status = failure ? report::Status::Fail : report::Status::Pass;
+          r.message = failure ? "command " + std::to_string(failure->command) + " (" + trace->commands[failure->command].show() + "): " +
+                                    failure->message
+                              : std::to_string(trace->commands.size()) + " commands on the tensor engine";
+        }
+        r.detail = "saved case: " + e.path;
       } else {
         campaign::FastTrace t;
         for (size_t l = 0; l < c.layer_types.size(); ++l) t.layers.push_back(c.layer_spec(l));
