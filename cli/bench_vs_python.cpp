@@ -161,7 +161,7 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
     if (!campaign::has_fast_path(p)) continue;
     campaign::Options o;
     o.iterations = static_cast<int>(req.campaign_traces);
-    o.engine = campaign::Engine::Fast;
+    o.trace_engine = campaign::TraceEngineKind::Fast;
     const double t0 = cpu_now();
     const campaign::Outcome out = campaign::run(p, o);
     const double s = cpu_now() - t0;

@@ -407,8 +407,8 @@ class RunSuites {
     if (r.suite == "backend" && args_.device != "cpu") flags.push_back({"--device", args_.device, Flag::Quote::None});
     if (r.suite == "property") {
       flags.push_back({"--iterations", std::to_string(options_.iterations), Flag::Quote::None});
-      if (options_.engine != campaign::Engine::Auto)
-        flags.push_back({"--trace-engine", to_string(options_.engine), Flag::Quote::None});
+      if (options_.trace_engine != campaign::TraceEngineKind::Auto)
+        flags.push_back({"--trace-engine", to_string(options_.trace_engine), Flag::Quote::None});
     }
     if (options_.mutation != Mutation::None) flags.push_back({"--mutant", to_string(options_.mutation), Flag::Quote::None});
     corpus_flag(flags, r);
@@ -558,7 +558,7 @@ Runner add_run_command(CLI::App& app) {
     if (!args->attention.empty()) options.filter.attention = parse_layer_type(args->attention);
     if (!args->dtype.empty()) options.filter.dtype = parse_dtype(args->dtype);
     options.mutation = parse_mutation(args->mutant);
-    if (!args->engine.empty()) options.engine = campaign::parse_engine(args->engine);
+    if (!args->engine.empty()) options.trace_engine = campaign::parse_trace_engine(args->engine);
     // The registry's one selection (cli_util.h): --case, --property, --suite and --*-only are
     // spellings of the id filter, asked of every registered case.
     std::vector<std::string> suites = args->suites;
@@ -578,7 +578,7 @@ Runner add_run_command(CLI::App& app) {
     // properties (docs/cli.md, "Mutants"), each of which must then fail.
     const auto suite = [&](const char* name) { return selection.suite(name); };
     if (reference_sections && suite("property"))  // --trace-engine fast on a value property is bad usage
-      for (campaign::Property p : selected) campaign::resolve(options.engine, p);
+      for (campaign::Property p : selected) campaign::resolve(options.trace_engine, p);
 
     // The registry: every suite's cases, in run order (golden, backend, plugin, property).
     Registry registry;

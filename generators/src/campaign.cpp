@@ -64,17 +64,17 @@ Property parse_property(const std::string& s) {
   throw std::invalid_argument("unknown property '" + s + "' (expected one of: " + names + ")");
 }
 
-const char* to_string(Engine e) {
+const char* to_string(TraceEngineKind e) {
   switch (e) {
-    case Engine::Auto: return "auto";
-    case Engine::Tensor: return "tensor";
-    case Engine::Fast: return "fast";
+    case TraceEngineKind::Auto: return "auto";
+    case TraceEngineKind::Tensor: return "tensor";
+    case TraceEngineKind::Fast: return "fast";
   }
   return "?";
 }
 
-Engine parse_engine(const std::string& s) {
-  for (Engine e : {Engine::Auto, Engine::Tensor, Engine::Fast})
+TraceEngineKind parse_trace_engine(const std::string& s) {
+  for (TraceEngineKind e : {TraceEngineKind::Auto, TraceEngineKind::Tensor, TraceEngineKind::Fast})
     if (s == to_string(e)) return e;
   throw std::invalid_argument("unknown engine '" + s + "' (expected one of: auto, tensor, fast)");
 }
@@ -83,9 +83,9 @@ bool has_fast_path(Property p) {
   return p == Property::StoredRows || p == Property::ReturnedRows || p == Property::WindowCoverage;
 }
 
-Engine resolve(Engine e, Property p) {
-  if (e == Engine::Auto) return has_fast_path(p) ? Engine::Fast : Engine::Tensor;
-  if (e == Engine::Fast && !has_fast_path(p))
+TraceEngineKind resolve(TraceEngineKind e, Property p) {
+  if (e == TraceEngineKind::Auto) return has_fast_path(p) ? TraceEngineKind::Fast : TraceEngineKind::Tensor;
+  if (e == TraceEngineKind::Fast && !has_fast_path(p))
     throw std::invalid_argument(std::string("property ") + to_string(p) +
                                 " checks attention values and has no fast engine (use --trace-engine tensor or auto)");
   return e;
@@ -110,26 +110,26 @@ Options options_from_env(Options o) {
   o.max_size = env_number<int>("KVC_MAX_SIZE", o.max_size, 1);
   if (const char* r = std::getenv("KVC_REPRODUCE"); r && *r) o.reproduce = r;
   // KVC_TRACE_ENGINE; KVC_ENGINE is its old name, read until kvconform 0.2.
-  if (const char* e = std::getenv("KVC_TRACE_ENGINE"); e && *e) o.engine = parse_engine(e);
-  else if (const char* old = std::getenv("KVC_ENGINE"); old && *old) o.engine = parse_engine(old);
+  if (const char* e = std::getenv("KVC_TRACE_ENGINE"); e && *e) o.trace_engine = parse_trace_engine(e);
+  else if (const char* old = std::getenv("KVC_ENGINE"); old && *old) o.trace_engine = parse_trace_engine(old);
   return o;
 }
 
 namespace {
 
 // The case's name: the tensor engine, the reference, is named without an engine.
-std::string params_of(const Options& options, Engine engine) {
+std::string params_of(const Options& options, TraceEngineKind engine) {
   std::ostringstream params;
   params << "seed=" << options.seed << ",iterations=" << options.iterations;
-  if (engine == Engine::Fast) params << ",engine=" << to_string(engine);
+  if (engine == TraceEngineKind::Fast) params << ",engine=" << to_string(engine);
   if (options.mutation != Mutation::None) params << ",mutant=" << to_string(options.mutation);
   if (options.filter.attention) params << ",attention=" << to_string(*options.filter.attention);
   if (options.filter.dtype) params << ",dtype=" << to_string(*options.filter.dtype);
   return params.str();
 }
 
-std::unique_ptr<TraceEngine> make_engine(Engine engine, Property property, Mutation mutation, Observations* observations) {
-  return engine == Engine::Fast ? make_fast_engine(property, mutation, observations)
+std::unique_ptr<TraceEngine> make_engine(TraceEngineKind engine, Property property, Mutation mutation, Observations* observations) {
+  return engine == TraceEngineKind::Fast ? make_fast_engine(property, mutation, observations)
                                 : make_tensor_engine(property, mutation, observations);
 }
 
@@ -159,7 +159,7 @@ std::string failure_text(const std::string& first_line, const Counterexample& ce
 // The properties' campaign: the one loop (search.h) over the one generator's traces on the
 // property's engine; shrinking runs on a second engine that observes nothing.
 Outcome run(Property property, const Options& options) {
-  const Engine engine = resolve(options.engine, property);
+  const TraceEngineKind engine = resolve(options.trace_engine, property);
   Outcome outcome;
   outcome.property = property;
   outcome.params = params_of(options, engine);

@@ -25,11 +25,11 @@ TEST(CounterexampleAbsent, WhenTheCampaignPasses) {
   EXPECT_FALSE(out.counterexample);
 }
 
-class CounterexampleOf : public ::testing::TestWithParam<Engine> {};
+class CounterexampleOf : public ::testing::TestWithParam<TraceEngineKind> {};
 
 TEST_P(CounterexampleOf, ShrunkStepsAndMaskOfAWindowBug) {
   Options o = mutant(Mutation::WindowTooWide);
-  o.engine = GetParam();
+  o.trace_engine = GetParam();
   const Outcome out = run(Property::WindowCoverage, o);
   ASSERT_FALSE(out.ok);
   ASSERT_TRUE(out.counterexample);
@@ -49,7 +49,7 @@ TEST_P(CounterexampleOf, ShrunkStepsAndMaskOfAWindowBug) {
 
 TEST_P(CounterexampleOf, ReproduceStringGivesTheSameCase) {
   Options o = mutant(Mutation::WindowTooWide);
-  o.engine = GetParam();
+  o.trace_engine = GetParam();
   const Outcome first = run(Property::WindowCoverage, o);
   ASSERT_TRUE(first.counterexample);
   Options again = o;
@@ -60,7 +60,7 @@ TEST_P(CounterexampleOf, ReproduceStringGivesTheSameCase) {
   EXPECT_EQ(second.counterexample->config.describe(), first.counterexample->config.describe());
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, CounterexampleOf, ::testing::Values(Engine::Fast, Engine::Tensor),
+INSTANTIATE_TEST_SUITE_P(Engines, CounterexampleOf, ::testing::Values(TraceEngineKind::Fast, TraceEngineKind::Tensor),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 // One generator, one shrinker, two independent rules: both engines meet the same traces, so a bug
@@ -70,9 +70,9 @@ TEST(OneCampaign, BothEnginesFailTheSameTraceAndShrinkItAlike) {
                                            std::pair{Mutation::KvOffsetTooSmall, Property::ReturnedRows},
                                            std::pair{Mutation::CapacityMax, Property::StoredRows}}) {
     Options o = mutant(mutation);
-    o.engine = Engine::Fast;
+    o.trace_engine = TraceEngineKind::Fast;
     const Outcome fast = run(property, o);
-    o.engine = Engine::Tensor;
+    o.trace_engine = TraceEngineKind::Tensor;
     const Outcome tensor = run(property, o);
     ASSERT_FALSE(fast.ok) << to_string(mutation);
     ASSERT_FALSE(tensor.ok) << to_string(mutation);

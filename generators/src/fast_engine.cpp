@@ -88,7 +88,7 @@ struct Checker {
 }  // namespace
 
 std::string check_fast(Property property, const FastTrace& t, Mutation mutation) {
-  if (!has_fast_path(property)) resolve(Engine::Fast, property);
+  if (!has_fast_path(property)) resolve(TraceEngineKind::Fast, property);
   thread_local Checker checker{property, mutation};
   checker.property = property;
   checker.mutation = mutation;
@@ -124,7 +124,7 @@ class FastEngine : public TraceEngine {
 }  // namespace
 
 std::unique_ptr<TraceEngine> make_fast_engine(Property p, Mutation m, Observations* observations) {
-  if (!has_fast_path(p)) resolve(Engine::Fast, p);  // throws with the reason
+  if (!has_fast_path(p)) resolve(TraceEngineKind::Fast, p);  // throws with the reason
   return std::make_unique<FastEngine>(p, m, observations);
 }
 

@@ -10,7 +10,7 @@ namespace {
 struct Expectation {
   Mutation mutation;
   Property caught_by;
-  Engine engine = Engine::Auto;  // Auto: the fast engine for the row / size / mask properties
+  TraceEngineKind engine = TraceEngineKind::Auto;  // Auto: the fast engine for the row / size / mask properties
 };
 
 class MutantIsCaught : public ::testing::TestWithParam<Expectation> {};
@@ -18,7 +18,7 @@ class MutantIsCaught : public ::testing::TestWithParam<Expectation> {};
 TEST_P(MutantIsCaught, WithinTheDefaultBudget) {
   Options options;  // the defaults on purpose: detection must not depend on a long campaign
   options.mutation = GetParam().mutation;
-  options.engine = GetParam().engine;
+  options.trace_engine = GetParam().engine;
   const Outcome outcome = run(GetParam().caught_by, options);
   EXPECT_FALSE(outcome.ok) << to_string(GetParam().mutation) << " survived " << to_string(GetParam().caught_by)
                            << " after " << outcome.cases << " cases";
@@ -40,17 +40,17 @@ INSTANTIATE_TEST_SUITE_P(
                       Expectation{Mutation::BecomingFullKeepsFirst, Property::LayerAgreement},
                       Expectation{Mutation::KvOffsetTooSmall, Property::BackendsVsOracle},
                       // The same row / size / mask bugs caught by the LibTorch engine too.
-                      Expectation{Mutation::WindowTooWide, Property::WindowCoverage, Engine::Tensor},
-                      Expectation{Mutation::ExtendAfterFullKeepsOldest, Property::ReturnedRows, Engine::Tensor},
-                      Expectation{Mutation::KvOffsetTooSmall, Property::ReturnedRows, Engine::Tensor},
-                      Expectation{Mutation::KvOffsetTooSmall, Property::WindowCoverage, Engine::Tensor},
-                      Expectation{Mutation::BecomingFullKeepsFirst, Property::StoredRows, Engine::Tensor},
-                      Expectation{Mutation::DynamicKeepsWindow, Property::StoredRows, Engine::Tensor},
-                      Expectation{Mutation::ChunkIgnoresLeftPadding, Property::WindowCoverage, Engine::Tensor},
-                      Expectation{Mutation::CapacityMax, Property::StoredRows, Engine::Tensor}),
+                      Expectation{Mutation::WindowTooWide, Property::WindowCoverage, TraceEngineKind::Tensor},
+                      Expectation{Mutation::ExtendAfterFullKeepsOldest, Property::ReturnedRows, TraceEngineKind::Tensor},
+                      Expectation{Mutation::KvOffsetTooSmall, Property::ReturnedRows, TraceEngineKind::Tensor},
+                      Expectation{Mutation::KvOffsetTooSmall, Property::WindowCoverage, TraceEngineKind::Tensor},
+                      Expectation{Mutation::BecomingFullKeepsFirst, Property::StoredRows, TraceEngineKind::Tensor},
+                      Expectation{Mutation::DynamicKeepsWindow, Property::StoredRows, TraceEngineKind::Tensor},
+                      Expectation{Mutation::ChunkIgnoresLeftPadding, Property::WindowCoverage, TraceEngineKind::Tensor},
+                      Expectation{Mutation::CapacityMax, Property::StoredRows, TraceEngineKind::Tensor}),
     [](const auto& info) {
       return std::string(to_string(info.param.mutation)) + "_by_" + to_string(info.param.caught_by) +
-             (info.param.engine == Engine::Tensor ? "_tensor" : "");
+             (info.param.engine == TraceEngineKind::Tensor ? "_tensor" : "");
     });
 
 // A step that raises inside LibTorch (a mutant whose K/V and mask disagree in size) is a FAIL whose

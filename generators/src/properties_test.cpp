@@ -24,7 +24,7 @@ class TensorEngineHolds : public ::testing::TestWithParam<Property> {};
 
 TEST_P(TensorEngineHolds, OnTheReference) {
   Options options = options_from_env();
-  options.engine = Engine::Tensor;
+  options.trace_engine = TraceEngineKind::Tensor;
   const Outcome outcome = run(GetParam(), options);
   EXPECT_TRUE(outcome.ok) << to_string(GetParam()) << "(" << outcome.params << ")\n" << outcome.failure;
 }
@@ -35,10 +35,10 @@ INSTANTIATE_TEST_SUITE_P(Campaign, TensorEngineHolds,
 
 TEST(FastEngine, RefusesTheValueProperties) {
   Options options;
-  options.engine = Engine::Fast;
+  options.trace_engine = TraceEngineKind::Fast;
   EXPECT_THROW(run(Property::AttentionVsOracle, options), std::invalid_argument);
-  EXPECT_EQ(resolve(Engine::Auto, Property::StoredRows), Engine::Fast);
-  EXPECT_EQ(resolve(Engine::Auto, Property::BackendsVsOracle), Engine::Tensor);
+  EXPECT_EQ(resolve(TraceEngineKind::Auto, Property::StoredRows), TraceEngineKind::Fast);
+  EXPECT_EQ(resolve(TraceEngineKind::Auto, Property::BackendsVsOracle), TraceEngineKind::Tensor);
 }
 
 }  // namespace

@@ -43,11 +43,11 @@ Judged judged_by(Property p, std::optional<DType> dtype);
 // tensors; rows, mask sizes and masks only). Tensor: the LibTorch reference with position-tag
 // shadows and the K/V bytes of every row. Auto: Fast where it covers the property (stored_rows,
 // returned_rows, window_coverage), Tensor for the value properties.
-enum class Engine { Auto, Tensor, Fast };
-const char* to_string(Engine e);            // "auto", "tensor", "fast"
-Engine parse_engine(const std::string& s);  // throws std::invalid_argument
+enum class TraceEngineKind { Auto, Tensor, Fast };
+const char* to_string(TraceEngineKind e);            // "auto", "tensor", "fast"
+TraceEngineKind parse_trace_engine(const std::string& s);  // throws std::invalid_argument
 bool has_fast_path(Property p);
-Engine resolve(Engine e, Property p);  // Auto -> Fast or Tensor; Fast without a fast path throws
+TraceEngineKind resolve(TraceEngineKind e, Property p);  // Auto -> Fast or Tensor; Fast without a fast path throws
 
 struct Options {
   uint64_t seed = kvc::seeds::kDefaultSeed;  // fixed default: the same campaign every run
@@ -56,7 +56,7 @@ struct Options {
   Mutation mutation = Mutation::None;
   ConfigFilter filter;
   std::string reproduce;  // a reproduce string from an earlier failure: replays that case alone
-  Engine engine = Engine::Auto;
+  TraceEngineKind trace_engine = TraceEngineKind::Auto;  // the trace engine (run --trace-engine); not an inference engine (kvc::engine)
 };
 
 // Defaults overridden by KVC_SEED, KVC_ITERATIONS, KVC_MAX_SIZE, KVC_REPRODUCE, KVC_TRACE_ENGINE (or its old name KVC_ENGINE); a malformed
