@@ -18,6 +18,7 @@
 #include "kvconform/regressions.h"
 #include "kvconform/reference.h"
 #include "kvconform/scenario.h"
+#include "kvconform/seeds.h"
 #include "kvconform/step_driver.h"
 #include "kvconform/tensors.h"
 #include "kvconform/tolerance.h"
@@ -316,18 +317,15 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
     masked.mask.assign(m8.data_ptr<uint8_t>(), m8.data_ptr<uint8_t>() + m8.numel());
     ops.push_back(masked);
     if (sinks_form) {
-      // The window form with one sink logit per query head, drawn from the case and step: eighths in
-      // [-2, 2], exact in every dtype and of the scores' size, so that a kernel that drops them (or
-      // adds them twice, or per kv head) moves each row by far more than the bound.
+      // The window form with one sink logit per query head, drawn like the case's other tensors from
+      // its input seed (seeds.h), per step and head: eighths in [-2, 2], exact in every dtype and of
+      // the scores' size, so that a kernel that drops them (or adds them twice, or per kv head)
+      // moves each row by far more than the bound.
       Op sunk = op;
       std::vector<double> sinks;
-      uint64_t state = 0xcbf29ce484222325ULL;  // FNV-1a of the case id: the same sinks on every platform
-      for (const unsigned char c : id) state = (state ^ c) * 0x100000001b3ULL;
-      state = inputs::mix64(state ^ (static_cast<uint64_t>(v.step) << 32));
-      for (int64_t h = 0; h < s.heads; ++h) {
-        state = inputs::mix64(state + 0x9E3779B97F4A7C15ULL);
-        sinks.push_back(static_cast<double>(static_cast<int64_t>(state % 33) - 16) / 8.0);
-      }
+      const uint64_t step_seed = seeds::case_seed(s.seed.value_or(0), static_cast<uint64_t>(v.step));
+      for (int64_t h = 0; h < s.heads; ++h)
+        sinks.push_back(static_cast<double>(static_cast<int64_t>(seeds::case_seed(step_seed, static_cast<uint64_t>(h)) % 33) - 16) / 8.0);
       sunk.sinks.assign(sinks.begin(), sinks.end());
       Expect& e = ex.back();
       e.sink_oracle = v.oracle_output(sinks);
