@@ -824,12 +824,29 @@ void rms_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, bool plus_o
 // out[r] = sum_c W[r, c] x[c] (+ b[r]), W row-major [rows, cols] as nn.Linear stores it.
 template <class T>
 void matvec(const std::vector<T>& w, const T* x, int64_t rows, int64_t cols, T* out, const std::vector<T>& bias = {}) {
-  for (int64_t r = 0; r < rows; ++r) {
+  // Four rows at a time, each summed over c in order: the same sums, bit for bit, as one row at a
+  // time, in four independent chains of additions instead of one (a float64 add's latency, not its
+  // throughput, bounds a single chain).
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) {
+    const T *r0 = w.data() + r * cols, *r1 = r0 + cols, *r2 = r1 + cols, *r3 = r2 + cols;
+    T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int64_t c = 0; c < cols; ++c) {
+      s0 += r0[c] * x[c];
+      s1 += r1[c] * x[c];
+      s2 += r2[c] * x[c];
+      s3 += r3[c] * x[c];
+    }
+    out[r] = s0, out[r + 1] = s1, out[r + 2] = s2, out[r + 3] = s3;
+  }
+  for (; r < rows; ++r) {
     const T* row = w.data() + r * cols;
     T s = 0;
     for (int64_t c = 0; c < cols; ++c) s += row[c] * x[c];
-    out[r] = bias.empty() ? s : s + bias[static_cast<size_t>(r)];
+    out[r] = s;
   }
+  if (!bias.empty())
+    for (r = 0; r < rows; ++r) out[r] += bias[static_cast<size_t>(r)];
 }
 
 // Rotates pairs by pos * inv_freq[i]: (i, i + d/2) (transformers' rotate_half convention), or
@@ -1052,33 +1069,76 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
       }
     const Layer& S = layers_[static_cast<size_t>(k.source(li))];  // whose keys and values the layer attends
     const int64_t first = first_visible_key(k, options_, li, pos, forgotten_);
-    scores.assign(static_cast<size_t>(pos + 1), 0);
-    for (int64_t head = 0; head < k.heads; ++head) {
-      const T* qh = q.data() + head * D;
-      const int64_t kvh = head / group;
-      T best = -INFINITY;
-      for (int64_t j = first; j <= pos; ++j) {
-        const T* kj = S.keys.data() + j * kvd + kvh * D;
-        T s = 0;
-        for (int64_t d = 0; d < D; ++d) s += qh[d] * kj[d];
-        s *= static_cast<T>(k.query_scale);
-        if (k.attn_softcap > 0 && !options_.no_attn_softcap) s = std::tanh(s / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
-        scores[static_cast<size_t>(j)] = s;
-        best = std::max(best, s);
+    // The heads that share a K/V head go through its keys and values together, four keys at a time:
+    // each key and value row is read once per group while it is in cache (the long windows are
+    // memory-bound), and each score and each out[d] still sums its terms in the order of one head
+    // and one key at a time, so the results are the same bit for bit.
+    const int64_t span = pos + 1 - first;
+    scores.assign(static_cast<size_t>(group * span), 0);
+    for (int64_t kvh = 0; kvh < KVH; ++kvh) {
+      const T* keys = S.keys.data() + kvh * D;
+      const T* values = S.values.data() + kvh * D;
+      int64_t j = first;
+      for (; j + 4 <= pos + 1; j += 4) {
+        const T *k0 = keys + j * kvd, *k1 = k0 + kvd, *k2 = k1 + kvd, *k3 = k2 + kvd;
+        for (int64_t g = 0; g < group; ++g) {
+          const T* qh = q.data() + (kvh * group + g) * D;
+          T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+          for (int64_t d = 0; d < D; ++d) {
+            s0 += qh[d] * k0[d];
+            s1 += qh[d] * k1[d];
+            s2 += qh[d] * k2[d];
+            s3 += qh[d] * k3[d];
+          }
+          T* row = scores.data() + g * span + (j - first);
+          row[0] = s0, row[1] = s1, row[2] = s2, row[3] = s3;
+        }
       }
-      // A sink: one more logit in the softmax's max and denominator, with no value.
-      const T sink = L.sinks.empty() ? T(0) : L.sinks[static_cast<size_t>(head)];
-      if (!L.sinks.empty()) best = std::max(best, sink);
-      T total = 0;
-      for (int64_t j = first; j <= pos; ++j) total += (scores[static_cast<size_t>(j)] = std::exp(scores[static_cast<size_t>(j)] - best));
-      if (!L.sinks.empty()) total += std::exp(sink - best);
-      T* out = attn.data() + head * D;
-      std::fill(out, out + D, T(0));
-      for (int64_t j = first; j <= pos; ++j) {
-        const T w = scores[static_cast<size_t>(j)] / total;
-        const T* vj = S.values.data() + j * kvd + kvh * D;
-        for (int64_t d = 0; d < D; ++d) out[d] += w * vj[d];
+      for (; j <= pos; ++j)
+        for (int64_t g = 0; g < group; ++g) {
+          const T* qh = q.data() + (kvh * group + g) * D;
+          T s = 0;
+          for (int64_t d = 0; d < D; ++d) s += qh[d] * keys[j * kvd + d];
+          scores[static_cast<size_t>(g * span + (j - first))] = s;
+        }
+      std::vector<T> total(static_cast<size_t>(group));
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t head = kvh * group + g;
+        T* row = scores.data() + g * span;
+        T best = -INFINITY;
+        for (int64_t i = 0; i < span; ++i) {
+          T s = row[i] * static_cast<T>(k.query_scale);
+          if (k.attn_softcap > 0 && !options_.no_attn_softcap) s = std::tanh(s / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
+          row[i] = s;
+          best = std::max(best, s);
+        }
+        // A sink: one more logit in the softmax's max and denominator, with no value.
+        const T sink = L.sinks.empty() ? T(0) : L.sinks[static_cast<size_t>(head)];
+        if (!L.sinks.empty()) best = std::max(best, sink);
+        T sum = 0;
+        for (int64_t i = 0; i < span; ++i) sum += (row[i] = std::exp(row[i] - best));
+        if (!L.sinks.empty()) sum += std::exp(sink - best);
+        total[static_cast<size_t>(g)] = sum;
+        std::fill(attn.data() + head * D, attn.data() + (head + 1) * D, T(0));
       }
+      j = first;
+      for (; j + 4 <= pos + 1; j += 4) {
+        const T *v0 = values + j * kvd, *v1 = v0 + kvd, *v2 = v1 + kvd, *v3 = v2 + kvd;
+        for (int64_t g = 0; g < group; ++g) {
+          const T* row = scores.data() + g * span + (j - first);
+          const T t = total[static_cast<size_t>(g)];
+          const T w0 = row[0] / t, w1 = row[1] / t, w2 = row[2] / t, w3 = row[3] / t;
+          T* out = attn.data() + (kvh * group + g) * D;
+          for (int64_t d = 0; d < D; ++d) out[d] = out[d] + w0 * v0[d] + w1 * v1[d] + w2 * v2[d] + w3 * v3[d];
+        }
+      }
+      for (; j <= pos; ++j)
+        for (int64_t g = 0; g < group; ++g) {
+          const T w = scores[static_cast<size_t>(g * span + (j - first))] / total[static_cast<size_t>(g)];
+          const T* vj = values + j * kvd;
+          T* out = attn.data() + (kvh * group + g) * D;
+          for (int64_t d = 0; d < D; ++d) out[d] += w * vj[d];
+        }
     }
     matvec(L.o, attn.data(), H, k.heads * D, o.data(), L.o_bias);
     if (k.parallel_block) {
@@ -1172,10 +1232,10 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
   }
   if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data());
   else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm, h.data());
+  std::vector<T> head(static_cast<size_t>(k.vocab));
+  matvec(lm_head_, h.data(), k.vocab, H, head.data());
   for (int64_t r = 0; r < k.vocab; ++r) {
-    const T* row = lm_head_.data() + r * H;
-    T s = 0;
-    for (int64_t c = 0; c < H; ++c) s += row[c] * h[c];
+    T s = head[static_cast<size_t>(r)];
     if (k.logit_scale != 1) s *= static_cast<T>(k.logit_scale);
     if (k.final_softcap > 0 && !options_.no_final_softcap) s = std::tanh(s / static_cast<T>(k.final_softcap)) * static_cast<T>(k.final_softcap);
     logits[r] = static_cast<double>(s);
