@@ -450,6 +450,23 @@ class Diagnoser {
         h.seq = seq, h.position = pos;
         add(std::move(h));
       }
+    // A full-attention cache that keeps only its last N keys first departs from the rule at position
+    // N, the first query that loses key 0: the first failing position names the cap. A cap of W is
+    // the window on every layer, named already.
+    const ModelConfig& c = model_.config;
+    bool full = false;
+    for (int64_t l = 0; l < c.layers; ++l) full = full || c.attention(l) == Attention::Full;
+    if (full && pos >= 1 && pos != c.sliding_window) {
+      OracleOptions capped;
+      for (int64_t l = 0; l < c.layers; ++l)
+        capped.windows.push_back(c.attention(l) == Attention::Full ? pos : c.windows[static_cast<size_t>(l)]);
+      Hypothesis h;
+      h.diagnosis = diagnosis(DKind::FullCapped, {{"keys", pos}},
+                              "the full-attention layers keeping only their last " + std::to_string(pos) + " keys (a cache capped at " +
+                                  std::to_string(pos) + ")",
+                              std::move(capped));
+      add(std::move(h));
+    }
     Hypothesis g;
     g.diagnosis = diagnosis(DKind::PositionGlitch, where, "a glitch at " + at + " alone (every other position matches the rule)");
     g.glitch = g.positional = true;
@@ -580,6 +597,7 @@ const char* to_string(DKind k) {
     case DKind::WindowOffByOne: return "window_off_by_one";
     case DKind::FullOnSliding: return "full_attention_on_sliding";
     case DKind::WindowOnEveryLayer: return "window_on_every_layer";
+    case DKind::FullCapped: return "full_attention_capped";
     case DKind::LayersSwapped: return "layer_types_swapped";
     case DKind::SlidingAsChunked: return "sliding_as_chunked";
     case DKind::ChunkOffByOne: return "chunk_off_by_one";

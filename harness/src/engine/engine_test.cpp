@@ -469,6 +469,9 @@ TEST(Diagnose, NamesEachConfigReadWrong) {
   EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.windows = {0, 4, 0}; }))), "layer_types_swapped");
   EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.windows = {4, 0, 4}, o.chunks = {4, 0, 4}; }))), "sliding_as_chunked");
   EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.windows = {4, 4, 4}; }))), "window_on_every_layer");
+  // A full layer keeping its last 9 keys first departs at position 9, which names the cap.
+  const Plan past{"p", "test", {PlanStep{PlanStep::Kind::Extend, 0, tokens(13), 0}, PlanStep{PlanStep::Kind::Extend, 0, tokens(4, 2), 0}}};
+  EXPECT_EQ(named(g2, past, record(g2, past, opts([](OracleOptions& o) { o.windows = {4, 9, 4}; }))), "full_attention_capped(keys=9)");
   // One eviction late (position 6 sees W+1 keys) is not a window of W+1: the positions after it tell.
   const Recorded late = record(g2, plan, opts([](OracleOptions& o) { o.window_delta_position = 6, o.window_delta = 1; }));
   EXPECT_EQ(named(g2, plan, late), "eviction_off_by_one(delta=1,position=6,seq=0)");

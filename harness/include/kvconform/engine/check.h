@@ -34,6 +34,7 @@ struct Diagnosis {
     WindowOffByOne,          // delta: +1 or -1 on the sliding layers
     FullOnSliding,           // the sliding layers attend every earlier key
     WindowOnEveryLayer,      // the sliding window on the full-attention layers too
+    FullCapped,              // keys: N, the full-attention layers keeping only their last N keys
     LayersSwapped,           // sliding and full-attention layers swapped (max_window_layers read inverted)
     SlidingAsChunked,        // the sliding layers chunked with chunks of W
     ChunkOffByOne,           // delta: +1 or -1 on the chunked layers
