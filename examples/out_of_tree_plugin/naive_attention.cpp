@@ -50,7 +50,7 @@ kvc_status attention(const kvc_attention_args* args, char* err, size_t err_len) 
 
 const kvc_plugin_api api = {KVC_PLUGIN_ABI_VERSION, sizeof(kvc_plugin_api), "naive_attention",
                             "float64 attention, one row at a time (out-of-tree example)", attention,
-                            nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+                            nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
 
 }  // namespace
 

@@ -16,7 +16,11 @@
 // - llama.cpp has no padding tokens: a row with left padding lp is a sequence whose positions
 //   start at lp, so llama.cpp position = kvconform position - lp, and pad keys are not in its cache.
 //
+// - Attention sinks (the "sinks" layout, gpt-oss): an F32 tensor of one logit per head added to the
+//   kernel as llama.cpp's gpt-oss graph does (ggml_flash_attn_ext_add_sinks, ggml_soft_max_add_sinks).
+//
 // Build options: KVC_GGML_N_SWA_DELTA (a mutant hands the kernel n_swa = W + delta),
+// KVC_GGML_DROP_SINKS (a mutant that declares sinks and leaves them out),
 // KVC_GGML_CAST_KV_F16 (f32 K/V cast to f16 first, as build_attn_mha's flash path does with an f32
 // cache), KVC_GGML_RAW_EMPTY_ROWS (ggml's output for a query that sees no key), KVC_PLUGIN_NAME.
 #include <cmath>
@@ -159,6 +163,13 @@ kvc_status attention(const kvc_attention_args* args, char* err, size_t err_len) 
     return a.window.kind == KVC_WINDOW_MASK ? KVC_ERR_INVALID : KVC_ERR_UNSUPPORTED;
   }
   const float scale = static_cast<float>(a.scale);
+  ggml_tensor* sinks = nullptr;
+#ifndef KVC_GGML_DROP_SINKS
+  if (a.sinks) {
+    sinks = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, H);
+    std::memcpy(sinks->data, a.sinks, static_cast<size_t>(H) * sizeof(float));
+  }
+#endif
 
   ggml_tensor* out;
 #if KVC_GGML_FLASH
@@ -168,10 +179,12 @@ kvc_status attention(const kvc_attention_args* args, char* err, size_t err_len) 
 #endif
   out = ggml_flash_attn_ext(ctx, q, k, v, mask, scale, 0.0f, 0.0f);  // ne = {D, H, q, B}
   ggml_prec_set_acc(out, GGML_PREC_F32);
+  if (sinks) ggml_flash_attn_ext_add_sinks(out, sinks);
 #else
   ggml_tensor* kq = ggml_mul_mat(ctx, k, q);  // ne = {kv, q, H, B}
   ggml_prec_set_acc(kq, GGML_PREC_F32);
   kq = ggml_soft_max_ext(ctx, kq, mask, scale, 0.0f);
+  if (sinks) ggml_soft_max_add_sinks(kq, sinks);
   ggml_tensor* vt = ggml_cont(ctx, ggml_transpose(ctx, v));  // ne = {kv, D, Hkv, B}
   out = ggml_mul_mat(ctx, vt, kq);                           // ne = {D, q, H, B}
 #endif
@@ -225,6 +238,7 @@ const kvc_plugin_api api = {
 #endif
     attention,
     nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+    "sinks",
 };
 
 }  // namespace

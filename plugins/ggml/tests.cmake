@@ -22,6 +22,13 @@ foreach(p kvc_ggml_mutant_flash_n_swa_plus_one kvc_ggml_mutant_softmax_n_swa_plu
                 "-DEXPECT_REGEX=kernel/[^:]*: FAIL step [^:]*: attention \\(window\\) max error")
 endforeach()
 
+# Sinks declared and left out must fail the sinks form while the window form passes.
+foreach(p kvc_ggml_mutant_flash_drop_sinks kvc_ggml_mutant_softmax_drop_sinks)
+  kvc_ggml_test(plugin_${p} "-DCOMMAND=${_kvc_run}|--plugin-iterations|0|--filter|/kernel/decode_across_window/|--plugin|$<TARGET_FILE:${p}>"
+                -DEXPECT_EXIT=1 "-DEXPECT_REGEX=kernel/decode_across_window/[^:]*: FAIL step 0 [^:]*: attention \\(sinks\\) max error"
+                "-DREJECT_REGEX=attention \\(window\\) max error")
+endforeach()
+
 # The regressions (README.md): each fails on the build that keeps ggml's / llama.cpp's raw behaviour.
 kvc_ggml_test(plugin_kvc_ggml_softmax_raw_empty_rows
               "-DCOMMAND=${_kvc_run}|${_kvc_regressions}|$<TARGET_FILE:kvc_ggml_softmax_raw_empty_rows>" -DEXPECT_EXIT=1

@@ -382,6 +382,7 @@ const kvc_plugin_api kApi = {
     cache_read,
     cache_reset,
     cache_destroy,
+    nullptr,  // layouts: none beyond the window and mask forms
 };
 
 }  // namespace

@@ -75,6 +75,10 @@ typedef struct kvc_attention_args {
   int64_t kv_offset;              /* absolute position of key row 0 (get_mask_sizes' kv_offset) */
   kvc_window window;
   double scale;                   /* softmax scale, head_dim ** -0.5 */
+  /* The optional "sinks" layout: [H] one logit per query head that joins each row's softmax with no
+   * value (gpt-oss's attention sinks), float32 whatever the case's dtype. NULL: no sinks. The host
+   * passes it only to a plugin whose `layouts` list "sinks". */
+  const float* sinks;
 } kvc_attention_args;
 /* A query that may see no key at all must produce finite values (zeros recommended, as FlashAttention). */
 
@@ -120,7 +124,16 @@ typedef struct kvc_plugin_api {
   /* Forgets every token (the next update starts a new sequence); keeps the configuration. */
   kvc_status (*cache_reset)(kvc_cache* cache, char* err, size_t err_len);
   void (*cache_destroy)(kvc_cache* cache);
+
+  /* The optional layouts the kernel serves besides the window and mask forms, comma-separated
+   * ("sinks"), as the subprocess protocol's hello lists them; NULL or "": none. A plugin built before
+   * this field existed has a smaller struct_size (KVC_PLUGIN_API_BASE_SIZE) and declares none. */
+  const char* layouts;
 } kvc_plugin_api;
+
+/* The size of kvc_plugin_api without the fields added within version 1 (layouts): the smallest
+ * struct_size the host accepts. */
+#define KVC_PLUGIN_API_BASE_SIZE offsetof(kvc_plugin_api, layouts)
 
 /* The one exported symbol. Returns NULL when the plugin cannot serve abi_version. */
 typedef const kvc_plugin_api* (*kvc_plugin_get_api_fn)(uint32_t abi_version);

@@ -69,6 +69,7 @@ struct PluginRun {
   std::string detail;  // "SIGSEGV (Segmentation fault)", "timed out after 2 s", the dlopen error, ...
   std::string name, description;
   bool has_attention = false, has_cache = false;
+  std::vector<std::string> layouts;  // the optional layouts the plugin's table lists (kvc_plugin_api::layouts)
   std::vector<OpResult> results;  // one per op that returned, in order
   bool ok() const { return end == End::Completed; }
 };

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "kvconform/backends.h"
@@ -529,8 +530,19 @@ bool checkable(const Scenario& s) {
 }
 
 Target plugin_target(const std::string& path) {
+  // The layouts the plugin's table lists, from the first run's hello (check_fixed's probe), or from
+  // a probe of their own when asked before any run.
+  auto declared = std::make_shared<std::optional<std::vector<std::string>>>();
   return {path,
-          [path](const std::vector<Op>& ops, double timeout_s) { return execute(path, ops, timeout_s); }, {}};
+          [path, declared](const std::vector<Op>& ops, double timeout_s) {
+            PluginRun t = execute(path, ops, timeout_s);
+            if (!*declared && t.ok()) *declared = t.layouts;
+            return t;
+          },
+          [path, declared] {
+            if (!*declared) *declared = execute(path, {}, 30).layouts;
+            return **declared;
+          }};
 }
 
 FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options) {

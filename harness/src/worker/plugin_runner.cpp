@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <cstddef>
+#include <sstream>
 #include <stdexcept>
 
 namespace kvc::plugin {
@@ -224,6 +226,7 @@ OpResult run_op(const kvc_plugin_api* api, kvc_cache*& cache, const Op& op) {
       args.window.left_padding = op.left_padding.empty() ? nullptr : op.left_padding.data();
       args.window.mask = op.mask.empty() ? nullptr : op.mask.data();
       args.scale = op.scale;
+      args.sinks = op.sinks.empty() ? nullptr : op.sinks.data();
       status(api->attention(&args, err, kErrLen));
       r.out1 = out.contents();
       r.guard = out.check();
@@ -254,7 +257,7 @@ OpResult run_op(const kvc_plugin_api* api, kvc_cache*& cache, const Op& op) {
     _exit(0);
   }
   const kvc_plugin_api* api = get(KVC_PLUGIN_ABI_VERSION);
-  if (!api || api->abi_version != KVC_PLUGIN_ABI_VERSION || api->struct_size < sizeof(kvc_plugin_api)) {
+  if (!api || api->abi_version != KVC_PLUGIN_ABI_VERSION || api->struct_size < KVC_PLUGIN_API_BASE_SIZE) {
     msg = "E";
     put_str(msg, !api ? "kvc_plugin_get_api(" + std::to_string(KVC_PLUGIN_ABI_VERSION) + ") returned NULL (ABI version not supported)"
                       : "the plugin was built for ABI version " + std::to_string(api->abi_version) + " (struct size " +
@@ -268,6 +271,12 @@ OpResult run_op(const kvc_plugin_api* api, kvc_cache*& cache, const Op& op) {
   put_str(msg, c_str(api->description));
   put_u64(msg, api->attention != nullptr);
   put_u64(msg, api->cache_create != nullptr);
+  // The optional layouts in a record of their own, read only where the plugin's table has the field:
+  // a plugin built before it, and a stream written before it, stay valid.
+  if (api->struct_size >= offsetof(kvc_plugin_api, layouts) + sizeof(api->layouts) && api->layouts && *api->layouts) {
+    msg += "L";
+    put_str(msg, api->layouts);
+  }
   if (!write_all(fd, msg)) _exit(3);
   kvc_cache* cache = nullptr;
   for (const Op& op : ops) {
@@ -310,6 +319,10 @@ void decode_run(const std::string& data, PluginRun& t) {
       t.description = in.str();
       t.has_attention = in.u64();
       t.has_cache = in.u64();
+    } else if (tag == 'L') {
+      std::stringstream list(in.str());
+      for (std::string layout; std::getline(list, layout, ',');)
+        if (!layout.empty()) t.layouts.push_back(layout);
     } else if (tag == 'R') {
       OpResult r;
       r.status = static_cast<int>(static_cast<int64_t>(in.u64()));

@@ -25,6 +25,17 @@ TEST(DecodeTrace, WellFormedStream) {
   EXPECT_EQ(t.results[0].out1, std::vector<uint8_t>({'a', 'b'}));
 }
 
+// A plugin's optional layouts arrive in a record of their own after its hello; a stream without one
+// (a plugin that declares none, or one built before the field) has none.
+TEST(DecodeTrace, LayoutsRecordListsTheDeclaredLayouts) {
+  PluginRun with, without;
+  decode_run(kHello + "L" + str("sinks,,other") + "Z", with);
+  EXPECT_EQ(with.end, PluginRun::End::Completed);
+  EXPECT_EQ(with.layouts, std::vector<std::string>({"sinks", "other"}));
+  decode_run(kHello + "Z", without);
+  EXPECT_TRUE(without.layouts.empty());
+}
+
 // The fuzzer's first find (214 bytes): lengths of 2^64 - 1 wrapped `at + n`, each field rewound one
 // byte and re-read the rest, and one result came back holding more bytes than the stream had.
 TEST(DecodeTrace, LengthThatWrapsIsCorruptNotARewind) {
