@@ -15,7 +15,8 @@ is the family registry's checkpoints and --set drawn two models per family drawn
 space (engines/models/families.py), both for the oracle's agreement with transformers only; --set vllm
 draws two models per family with head_dim 32 or 64, the sizes vLLM's CPU attention takes; --set
 wide one model per family at real window sizes (128 to 4096), head_dim 16 to 256 and one of three
-weight distributions (families.draw_wide).
+weight distributions (families.draw_wide), each checked with the model oracle (--oracle) and redrawn
+where a window one token wider does not move its logits (engines/models/sensitivity.py).
 
 A recipe is what a checkpoint is written from: {"name": ..., "layout": ..., "config": {...}}, the
 name keying the weight streams, the layout naming the tensor set (the family's), the config the whole
@@ -408,6 +409,9 @@ def main(argv=None):
     ap.add_argument("--set", default="zoo", choices=sorted(SETS), help="which models (default: the engine zoo)")
     ap.add_argument("--only", action="append", help="write only this model of the set (repeatable)")
     ap.add_argument("--list", action="store_true", help="print the set's model names and exit")
+    ap.add_argument("--oracle", default=os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                                     "build/harness/kvc-model-oracle"),
+                    help="--set wide: the model oracle that checks each draw's window sensitivity")
     a = ap.parse_args(argv)
     if a.draw == "list":
         print("\n".join(families.DRAWN_FAMILIES))
@@ -439,6 +443,19 @@ def main(argv=None):
     if not a.out_dir:
         ap.error("OUT_DIR is required")
     os.makedirs(a.out_dir, exist_ok=True)
+    if a.set == "wide":
+        # Each draw is checked for window sensitivity and redrawn where a window one token wider
+        # does not move its logits (sensitivity.py): a model that cannot tell windows apart never
+        # judges one.
+        import sensitivity
+        only = [f for f in families.DRAWN_FAMILIES if sensitivity.wide_name(f, 0, 0) in a.only] if a.only else None
+        with open(os.path.join(a.out_dir, ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                failed = sensitivity.write_wide(a.out_dir, a.oracle, only=only, log=lambda line: print(line, flush=True))
+            except RuntimeError as e:
+                sys.exit(f"--set wide: {e}")
+        return 1 if failed else 0
     # Concurrent writers of one folder take turns, so the second finds every file already right.
     with open(os.path.join(a.out_dir, ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -13,7 +13,8 @@ INSENSITIVE, 2 on bad input. Standard library only.
 
 --draw writes the wide draws (families.draw_wide) into OUT_DIR and redraws each INSENSITIVE one: index
 0, 1, ... of the seed until a draw is OK or NO-WINDOW (at most --tries), printing which index each
-family keeps; a family with no sensitive draw in --tries is reported and exits 1.
+family keeps and removing the insensitive draws' folders; a family with no sensitive draw in --tries
+is reported and exits 1. make_models.py --set wide writes the set the same way.
 """
 import argparse
 import json
@@ -52,24 +53,42 @@ def check(oracle, model, out, need):
                      f"needed {need:g})")
 
 
-def redraw(a, tmp):
+def wide_name(family, seed, index):
+    return f"wide-{family.replace('_text', '').replace('_', '')}-{seed}-{index}"
+
+
+def write_wide(out_dir, oracle, seed=0, tries=4, need=1e-2, only=None, log=print):
+    """Writes the wide set into out_dir, each family's draw 0, 1, ... of the seed until one is OK or
+    NO-WINDOW (at most `tries`); an INSENSITIVE draw's folder is removed, so the folder holds only
+    models that may judge a window. Returns the families with no sensitive draw. The one writer of
+    the wide set (make_models.py --set wide and --draw below)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import shutil
     import families
     import make_models
-    failed = 0
-    for family in a.family or families.DRAWN_FAMILIES:
-        for index in range(a.tries):
-            name = f"wide-{family.replace('_text', '').replace('_', '')}-{a.seed}-{index}"
-            d, _ = make_models.write(a.draw, name, families.draw_wide(family, a.seed, index))
-            verdict, line = check(a.oracle, d, os.path.join(tmp, "logits"), a.min)
-            print(line, flush=True)
-            if verdict != "INSENSITIVE":
-                print(f"{family}: keeps draw {index}", flush=True)
-                break
-        else:
-            print(f"{family}: no sensitive draw in {a.tries} tries", flush=True)
-            failed += 1
-    return 1 if failed else 0
+    if not os.access(oracle, os.X_OK):
+        raise RuntimeError(f"the wide set checks every draw with the model oracle, and {oracle} is not built "
+                           "(cmake --build build, or give --oracle)")
+    failed = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for family in only or families.DRAWN_FAMILIES:
+            for index in range(tries):
+                name = wide_name(family, seed, index)
+                d, _ = make_models.write(out_dir, name, families.draw_wide(family, seed, index))
+                verdict, line = check(oracle, d, os.path.join(tmp, "logits"), need)
+                log(line)
+                if verdict != "INSENSITIVE":
+                    log(f"{family}: keeps draw {index}")
+                    break
+                shutil.rmtree(d)
+            else:
+                log(f"{family}: no sensitive draw in {tries} tries")
+                failed.append(family)
+    return failed
+
+
+def redraw(a):
+    return 1 if write_wide(a.draw, a.oracle, a.seed, a.tries, a.min, a.family, lambda line: print(line, flush=True)) else 0
 
 
 def main():
@@ -88,7 +107,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         if a.draw:
             try:
-                return redraw(a, tmp)
+                return redraw(a)
             except (RuntimeError, ValueError, KeyError) as e:
                 print(f"ERROR {e}", file=sys.stderr)
                 return 2
