@@ -1003,21 +1003,41 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
   }
 }
 
+// A row of a per-token buffer, used where the one-token forward used a std::vector of its own.
 template <class T>
-void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) {
+struct Row {
+  T* p;
+  size_t n;
+  T* data() const { return p; }
+  T* begin() const { return p; }
+  T* end() const { return p + n; }
+  T& operator[](int64_t i) const { return p[i]; }
+};
+
+// Tokens whose queries go through a K/V head's keys and values together (forward's attention).
+constexpr int64_t kQueryTile = 8;
+
+template <class T>
+void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits) {
   const ModelConfig& k = config_;
-  if (token < 0 || token >= k.vocab)
-    throw std::invalid_argument("token " + std::to_string(token) + " is outside the vocabulary of " + std::to_string(k.vocab));
+  for (int64_t t = 0; t < n; ++t)
+    if (tokens[t] < 0 || tokens[t] >= k.vocab)
+      throw std::invalid_argument("token " + std::to_string(tokens[t]) + " is outside the vocabulary of " + std::to_string(k.vocab));
   const int64_t H = k.hidden;
   int64_t widest = 0;  // the largest q and K/V widths over the layers
   for (int64_t l = 0; l < k.layers; ++l) widest = std::max(widest, k.heads * k.dim(l));
   const T eps = static_cast<T>(k.eps);
   const std::vector<T> no_weight;
-  std::vector<T> x(embed_.begin() + token * H, embed_.begin() + (token + 1) * H);
-  for (T& v : x) v *= static_cast<T>(k.embed_scale);
+  // Layer by layer over the tokens, each token computed as alone: the residual stream, its normed
+  // copy, the queries and the attention output per token; the rest is one token's scratch.
+  std::vector<T> X(static_cast<size_t>(n * H)), Hn(static_cast<size_t>(n * H)), Q(static_cast<size_t>(n * widest)),
+      A(static_cast<size_t>(n * widest));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < H; ++i) X[static_cast<size_t>(t * H + i)] = embed_[static_cast<size_t>(tokens[t] * H + i)] * static_cast<T>(k.embed_scale);
   const int64_t inter = std::max(k.intermediate, k.moe.intermediate);
-  std::vector<T> h(H), q(widest), kk(widest), vv(widest), attn(widest), o(H), g(inter), u(inter), m(H);
+  std::vector<T> kk(widest), vv(widest), o(H), g(inter), u(inter), m(H);
   std::vector<T> scores, routed(H), expert_in(H), router_logits(k.moe.experts);
+  auto row = [](std::vector<T>& b, int64_t t, int64_t w) { return Row<T>{b.data() + t * w, static_cast<size_t>(w)}; };
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
     const int64_t li = static_cast<int64_t>(l);
@@ -1025,227 +1045,258 @@ void SequenceOracle<T>::forward_one(int32_t token, int64_t pos, double* logits) 
     // The layer's widths; a layer that shares another's K/V computes only its queries.
     const int64_t D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = k.heads / KVH;
     const bool own_kv = !k.shares_kv(li);
-    if (k.norm_placement == NormPlacement::Post) std::copy(x.begin(), x.end(), h.begin());
-    else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data());
-    else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
-    matvec(L.q, h.data(), k.heads * D, H, q.data(), L.q_bias);
-    if (own_kv) {
-      matvec(L.k, h.data(), kvd, H, kk.data(), L.k_bias);
-      if (L.v.empty()) std::copy(kk.begin(), kk.begin() + kvd, vv.begin());  // k_eq_v: the raw key projection
-      else matvec(L.v, h.data(), kvd, H, vv.data(), L.v_bias);
-    }
-    if (k.qk_norm && k.qk_norm_whole) {
-      rms_norm(q.data(), L.q_norm, k.heads * D, eps, k.gemma_norm, q.data());
-      rms_norm(kk.data(), L.k_norm, kvd, eps, k.gemma_norm, kk.data());
-    } else if (k.qk_norm) {
-      for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, L.q_norm, D, eps, k.gemma_norm, q.data() + i * D);
-      if (own_kv)
-        for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, L.k_norm, D, eps, k.gemma_norm, kk.data() + i * D);
-    }
-    if (k.v_norm && own_kv)
-      for (int64_t i = 0; i < KVH; ++i) rms_norm(vv.data() + i * D, no_weight, D, eps, false, vv.data() + i * D);
-    if (use_rope) {
-      const T scale = static_cast<T>(k.yarn.factor > 0 ? k.yarn.attention_factor : 1.0);
-      // Partial rotary: the first rd entries of each head rotate (halves within them), the rest pass.
-      const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : D;
-      for (int64_t i = 0; i < k.heads; ++i) rope(q.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
-      if (own_kv)
-        for (int64_t i = 0; i < KVH; ++i) rope(kk.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
-      if (k.qk_l2_norm) {
-        for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, no_weight, D, eps, false, q.data() + i * D);
-        for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, no_weight, D, eps, false, kk.data() + i * D);
+    // Each token's queries, and its keys and values appended in token order.
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t pos = pos0 + t;
+      const Row<T> x = row(X, t, H), h = row(Hn, t, H), q = row(Q, t, widest);
+      if (k.norm_placement == NormPlacement::Post) std::copy(x.begin(), x.end(), h.begin());
+      else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data());
+      else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
+      matvec(L.q, h.data(), k.heads * D, H, q.data(), L.q_bias);
+      if (own_kv) {
+        matvec(L.k, h.data(), kvd, H, kk.data(), L.k_bias);
+        if (L.v.empty()) std::copy(kk.begin(), kk.begin() + kvd, vv.begin());  // k_eq_v: the raw key projection
+        else matvec(L.v, h.data(), kvd, H, vv.data(), L.v_bias);
       }
-    } else if (k.temperature_floor_scale > 0) {
-      const T scale = static_cast<T>(
-          std::log(std::floor((static_cast<double>(pos) + 1.0) / k.temperature_floor_scale) + 1.0) * k.temperature_attn_scale + 1.0);
-      for (T& v : q) v *= scale;
-    }
-    if (options_.q_half)
-      for (T& v : q) v = round_kv(v, true);
-    if (own_kv)
-      for (int64_t i = 0; i < kvd; ++i) {
-        L.keys.push_back(options_.kv_bf16 ? round_bf16(kk[i]) : round_kv(kk[i], options_.kv_half));
-        L.values.push_back(options_.kv_bf16 ? round_bf16(vv[i]) : round_kv(vv[i], options_.kv_half));
+      if (k.qk_norm && k.qk_norm_whole) {
+        rms_norm(q.data(), L.q_norm, k.heads * D, eps, k.gemma_norm, q.data());
+        rms_norm(kk.data(), L.k_norm, kvd, eps, k.gemma_norm, kk.data());
+      } else if (k.qk_norm) {
+        for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, L.q_norm, D, eps, k.gemma_norm, q.data() + i * D);
+        if (own_kv)
+          for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, L.k_norm, D, eps, k.gemma_norm, kk.data() + i * D);
       }
+      if (k.v_norm && own_kv)
+        for (int64_t i = 0; i < KVH; ++i) rms_norm(vv.data() + i * D, no_weight, D, eps, false, vv.data() + i * D);
+      if (use_rope) {
+        const T scale = static_cast<T>(k.yarn.factor > 0 ? k.yarn.attention_factor : 1.0);
+        // Partial rotary: the first rd entries of each head rotate (halves within them), the rest pass.
+        const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : D;
+        for (int64_t i = 0; i < k.heads; ++i) rope(q.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
+        if (own_kv)
+          for (int64_t i = 0; i < KVH; ++i) rope(kk.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
+        if (k.qk_l2_norm) {
+          for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, no_weight, D, eps, false, q.data() + i * D);
+          for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, no_weight, D, eps, false, kk.data() + i * D);
+        }
+      } else if (k.temperature_floor_scale > 0) {
+        const T scale = static_cast<T>(
+            std::log(std::floor((static_cast<double>(pos) + 1.0) / k.temperature_floor_scale) + 1.0) * k.temperature_attn_scale + 1.0);
+        for (T& v : q) v *= scale;
+      }
+      if (options_.q_half)
+        for (T& v : q) v = round_kv(v, true);
+      if (own_kv)
+        for (int64_t i = 0; i < kvd; ++i) {
+          L.keys.push_back(options_.kv_bf16 ? round_bf16(kk[i]) : round_kv(kk[i], options_.kv_half));
+          L.values.push_back(options_.kv_bf16 ? round_bf16(vv[i]) : round_kv(vv[i], options_.kv_half));
+        }
+    }
     const Layer& S = layers_[static_cast<size_t>(k.source(li))];  // whose keys and values the layer attends
-    const int64_t first = first_visible_key(k, options_, li, pos, forgotten_);
-    // The heads that share a K/V head go through its keys and values together, four keys at a time:
-    // each key and value row is read once per group while it is in cache (the long windows are
-    // memory-bound), and each score and each out[d] still sums its terms in the order of one head
-    // and one key at a time, so the results are the same bit for bit.
-    const int64_t span = pos + 1 - first;
-    scores.assign(static_cast<size_t>(group * span), 0);
-    for (int64_t kvh = 0; kvh < KVH; ++kvh) {
-      const T* keys = S.keys.data() + kvh * D;
-      const T* values = S.values.data() + kvh * D;
-      int64_t j = first;
-      for (; j + 4 <= pos + 1; j += 4) {
-        const T *k0 = keys + j * kvd, *k1 = k0 + kvd, *k2 = k1 + kvd, *k3 = k2 + kvd;
-        for (int64_t g = 0; g < group; ++g) {
-          const T* qh = q.data() + (kvh * group + g) * D;
-          T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-          for (int64_t d = 0; d < D; ++d) {
-            s0 += qh[d] * k0[d];
-            s1 += qh[d] * k1[d];
-            s2 += qh[d] * k2[d];
-            s3 += qh[d] * k3[d];
+    // The attention, kQueryTile tokens and the heads that share a K/V head at a time, four keys at a
+    // time: each key and value row is read once per tile while it is in cache (the long windows are
+    // memory-bound), and each score and each out[d] still sums its terms in the order of one token,
+    // one head and one key at a time, so the results are the same bit for bit.
+    for (int64_t t0 = 0; t0 < n; t0 += kQueryTile) {
+      const int64_t tn = std::min(kQueryTile, n - t0);
+      int64_t first[kQueryTile], last[kQueryTile], span[kQueryTile], at[kQueryTile];
+      int64_t lo = pos0 + t0, hi = pos0 + t0 + tn - 1, size = 0;
+      for (int64_t t = 0; t < tn; ++t) {
+        last[t] = pos0 + t0 + t;
+        first[t] = first_visible_key(k, options_, li, last[t], forgotten_);
+        span[t] = last[t] + 1 - first[t];
+        at[t] = size;  // token t's rows of scores: one per head of the group, span[t] each
+        size += group * span[t];
+        lo = std::min(lo, first[t]);
+      }
+      scores.assign(static_cast<size_t>(size), 0);
+      std::vector<T> total(static_cast<size_t>(tn * group));
+      for (int64_t kvh = 0; kvh < KVH; ++kvh) {
+        const T* keys = S.keys.data() + kvh * D;
+        const T* values = S.values.data() + kvh * D;
+        for (int64_t j = lo; j <= hi; j += 4)
+          for (int64_t t = 0; t < tn; ++t) {
+            if (j + 4 <= first[t] || j > last[t]) continue;
+            for (int64_t gi = 0; gi < group; ++gi) {
+              const T* qh = Q.data() + (t0 + t) * widest + (kvh * group + gi) * D;
+              T* out = scores.data() + at[t] + gi * span[t] - first[t];  // out[j]: key j's score
+              if (j >= first[t] && j + 4 <= last[t] + 1) {
+                const T *k0 = keys + j * kvd, *k1 = k0 + kvd, *k2 = k1 + kvd, *k3 = k2 + kvd;
+                T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+                for (int64_t d = 0; d < D; ++d) {
+                  s0 += qh[d] * k0[d];
+                  s1 += qh[d] * k1[d];
+                  s2 += qh[d] * k2[d];
+                  s3 += qh[d] * k3[d];
+                }
+                out[j] = s0, out[j + 1] = s1, out[j + 2] = s2, out[j + 3] = s3;
+              } else {
+                for (int64_t jj = std::max(j, first[t]); jj < std::min(j + 4, last[t] + 1); ++jj) {
+                  T s = 0;
+                  for (int64_t d = 0; d < D; ++d) s += qh[d] * keys[jj * kvd + d];
+                  out[jj] = s;
+                }
+              }
+            }
           }
-          T* row = scores.data() + g * span + (j - first);
-          row[0] = s0, row[1] = s1, row[2] = s2, row[3] = s3;
-        }
+        for (int64_t t = 0; t < tn; ++t)
+          for (int64_t gi = 0; gi < group; ++gi) {
+            const int64_t head = kvh * group + gi;
+            T* r = scores.data() + at[t] + gi * span[t];
+            T best = -INFINITY;
+            for (int64_t i = 0; i < span[t]; ++i) {
+              T s = r[i] * static_cast<T>(k.query_scale);
+              if (k.attn_softcap > 0 && !options_.no_attn_softcap) s = std::tanh(s / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
+              r[i] = s;
+              best = std::max(best, s);
+            }
+            // A sink: one more logit in the softmax's max and denominator, with no value.
+            const T sink = L.sinks.empty() ? T(0) : L.sinks[static_cast<size_t>(head)];
+            if (!L.sinks.empty()) best = std::max(best, sink);
+            T sum = 0;
+            for (int64_t i = 0; i < span[t]; ++i) sum += (r[i] = std::exp(r[i] - best));
+            if (!L.sinks.empty()) sum += std::exp(sink - best);
+            total[static_cast<size_t>(t * group + gi)] = sum;
+            T* out = A.data() + (t0 + t) * widest + head * D;
+            std::fill(out, out + D, T(0));
+          }
+        for (int64_t j = lo; j <= hi; j += 4)
+          for (int64_t t = 0; t < tn; ++t) {
+            if (j + 4 <= first[t] || j > last[t]) continue;
+            for (int64_t gi = 0; gi < group; ++gi) {
+              const T* w = scores.data() + at[t] + gi * span[t] - first[t];  // w[j]: key j's weight before the division
+              const T sum = total[static_cast<size_t>(t * group + gi)];
+              T* out = A.data() + (t0 + t) * widest + (kvh * group + gi) * D;
+              if (j >= first[t] && j + 4 <= last[t] + 1) {
+                const T w0 = w[j] / sum, w1 = w[j + 1] / sum, w2 = w[j + 2] / sum, w3 = w[j + 3] / sum;
+                const T *v0 = values + j * kvd, *v1 = v0 + kvd, *v2 = v1 + kvd, *v3 = v2 + kvd;
+                for (int64_t d = 0; d < D; ++d) out[d] = out[d] + w0 * v0[d] + w1 * v1[d] + w2 * v2[d] + w3 * v3[d];
+              } else {
+                for (int64_t jj = std::max(j, first[t]); jj < std::min(j + 4, last[t] + 1); ++jj) {
+                  const T wj = w[jj] / sum;
+                  const T* vj = values + jj * kvd;
+                  for (int64_t d = 0; d < D; ++d) out[d] += wj * vj[d];
+                }
+              }
+            }
+          }
       }
-      for (; j <= pos; ++j)
-        for (int64_t g = 0; g < group; ++g) {
-          const T* qh = q.data() + (kvh * group + g) * D;
-          T s = 0;
-          for (int64_t d = 0; d < D; ++d) s += qh[d] * keys[j * kvd + d];
-          scores[static_cast<size_t>(g * span + (j - first))] = s;
-        }
-      std::vector<T> total(static_cast<size_t>(group));
-      for (int64_t g = 0; g < group; ++g) {
-        const int64_t head = kvh * group + g;
-        T* row = scores.data() + g * span;
-        T best = -INFINITY;
-        for (int64_t i = 0; i < span; ++i) {
-          T s = row[i] * static_cast<T>(k.query_scale);
-          if (k.attn_softcap > 0 && !options_.no_attn_softcap) s = std::tanh(s / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
-          row[i] = s;
-          best = std::max(best, s);
-        }
-        // A sink: one more logit in the softmax's max and denominator, with no value.
-        const T sink = L.sinks.empty() ? T(0) : L.sinks[static_cast<size_t>(head)];
-        if (!L.sinks.empty()) best = std::max(best, sink);
-        T sum = 0;
-        for (int64_t i = 0; i < span; ++i) sum += (row[i] = std::exp(row[i] - best));
-        if (!L.sinks.empty()) sum += std::exp(sink - best);
-        total[static_cast<size_t>(g)] = sum;
-        std::fill(attn.data() + head * D, attn.data() + (head + 1) * D, T(0));
-      }
-      j = first;
-      for (; j + 4 <= pos + 1; j += 4) {
-        const T *v0 = values + j * kvd, *v1 = v0 + kvd, *v2 = v1 + kvd, *v3 = v2 + kvd;
-        for (int64_t g = 0; g < group; ++g) {
-          const T* row = scores.data() + g * span + (j - first);
-          const T t = total[static_cast<size_t>(g)];
-          const T w0 = row[0] / t, w1 = row[1] / t, w2 = row[2] / t, w3 = row[3] / t;
-          T* out = attn.data() + (kvh * group + g) * D;
-          for (int64_t d = 0; d < D; ++d) out[d] = out[d] + w0 * v0[d] + w1 * v1[d] + w2 * v2[d] + w3 * v3[d];
-        }
-      }
-      for (; j <= pos; ++j)
-        for (int64_t g = 0; g < group; ++g) {
-          const T w = scores[static_cast<size_t>(g * span + (j - first))] / total[static_cast<size_t>(g)];
-          const T* vj = values + j * kvd;
-          T* out = attn.data() + (kvh * group + g) * D;
-          for (int64_t d = 0; d < D; ++d) out[d] += w * vj[d];
-        }
     }
-    matvec(L.o, attn.data(), H, k.heads * D, o.data(), L.o_bias);
-    if (k.parallel_block) {
-      // The MLP reads the same normed input as the attention: h is kept.
-      for (int64_t i = 0; i < H; ++i) x[i] += o[i];
-    } else if (k.norm_placement == NormPlacement::Sandwich) {
-      rms_norm(o.data(), L.post_attn_norm, H, eps, k.gemma_norm, o.data());
-      for (int64_t i = 0; i < H; ++i) x[i] += o[i];
-      rms_norm(x.data(), L.pre_ff_norm, H, eps, k.gemma_norm, h.data());
-    } else if (k.norm_placement == NormPlacement::Post) {
-      rms_norm(o.data(), L.post_attn_norm, H, eps, k.gemma_norm, o.data());
-      for (int64_t i = 0; i < H; ++i) x[i] += o[i];
-      std::copy(x.begin(), x.end(), h.begin());
-    } else {
-      const T r = static_cast<T>(k.residual_scale);  // granite's residual_multiplier (x * 1 is exact)
-      for (int64_t i = 0; i < H; ++i) x[i] += o[i] * r;
-      rms_norm(x.data(), L.post_attn_norm, H, eps, k.gemma_norm, h.data());
-    }
-    // The dense MLP, or on a llama4 MoE layer its shared expert: act(gate h) * (up h), then down.
-    const bool moe = !L.router.empty();
-    const int64_t I = moe ? k.moe.intermediate : k.intermediate;
-    if (!L.gate.empty()) {
-      matvec(L.gate, h.data(), I, H, g.data());
-      matvec(L.up, h.data(), I, H, u.data());
-      for (int64_t i = 0; i < I; ++i) {
-        const T a = options_.gelu_half && k.gelu ? round_kv(g[i], true) : g[i];
-        // gelu_pytorch_tanh, or SiLU
-        const T act = k.gelu ? T(0.5) * a * (T(1) + std::tanh(static_cast<T>(0.7978845608028654) * (a + T(0.044715) * a * a * a)))
-                             : silu(a);
-        g[i] = (options_.gelu_half && k.gelu ? round_kv(act, true) : act) * u[i];
-      }
-      matvec(L.down, g.data(), H, I, m.data());
-    } else {
-      std::fill(m.begin(), m.end(), T(0));
-    }
-    if (moe) {
-      const int64_t E = k.moe.experts;
-      const bool gpt_oss = k.moe.routing == MoeRouting::GptOss;
-      matvec(L.router, h.data(), E, H, router_logits.data(), L.router_bias);
-      std::vector<int64_t> order(static_cast<size_t>(E));
-      for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = e;
-      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return router_logits[a] > router_logits[b]; });
-      // llama4: sigmoid of each top-k logit, scaling the expert's input (the other experts get a
-      // zero input, sigmoid(-inf), and add nothing); gpt_oss: softmax over the top-k logits,
-      // weighting the expert's output.
-      std::vector<T> weight(static_cast<size_t>(k.moe.top_k));
-      if (gpt_oss) {
-        const T top = router_logits[order[0]];
-        T sum = 0;
-        for (int64_t r = 0; r < k.moe.top_k; ++r) sum += (weight[r] = std::exp(router_logits[order[r]] - top));
-        for (T& w : weight) w /= sum;
+    // The rest of the layer, token by token.
+    for (int64_t t = 0; t < n; ++t) {
+      const Row<T> x = row(X, t, H), h = row(Hn, t, H), attn = row(A, t, widest);
+      matvec(L.o, attn.data(), H, k.heads * D, o.data(), L.o_bias);
+      if (k.parallel_block) {
+        // The MLP reads the same normed input as the attention: h is kept.
+        for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+      } else if (k.norm_placement == NormPlacement::Sandwich) {
+        rms_norm(o.data(), L.post_attn_norm, H, eps, k.gemma_norm, o.data());
+        for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+        rms_norm(x.data(), L.pre_ff_norm, H, eps, k.gemma_norm, h.data());
+      } else if (k.norm_placement == NormPlacement::Post) {
+        rms_norm(o.data(), L.post_attn_norm, H, eps, k.gemma_norm, o.data());
+        for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+        std::copy(x.begin(), x.end(), h.begin());
       } else {
-        for (int64_t r = 0; r < k.moe.top_k; ++r) weight[r] = T(1) / (T(1) + std::exp(-router_logits[order[r]]));
+        const T r = static_cast<T>(k.residual_scale);  // granite's residual_multiplier (x * 1 is exact)
+        for (int64_t i = 0; i < H; ++i) x[i] += o[i] * r;
+        rms_norm(x.data(), L.post_attn_norm, H, eps, k.gemma_norm, h.data());
       }
-      const T alpha = static_cast<T>(k.moe.swiglu_alpha), limit = static_cast<T>(k.moe.swiglu_limit);
-      std::fill(routed.begin(), routed.end(), T(0));
-      for (int64_t r = 0; r < k.moe.top_k; ++r) {
-        const int64_t e = order[static_cast<size_t>(r)];
-        for (int64_t i = 0; i < H; ++i) expert_in[i] = gpt_oss ? h[i] : h[i] * weight[r];
-        const T* gu = L.experts_gate_up.data() + e * H * 2 * I;  // [H, 2I]: x @ W
-        for (int64_t c = 0; c < 2 * I; ++c) {
-          T s = 0;
-          for (int64_t i = 0; i < H; ++i) s += expert_in[i] * gu[i * 2 * I + c];
-          if (gpt_oss) s += L.experts_gate_up_bias[static_cast<size_t>(e * 2 * I + c)];
-          // llama4: gate, up = the halves; gpt_oss: the even and odd columns.
-          if (gpt_oss) (c % 2 ? u[c / 2] : g[c / 2]) = s;
-          else (c < I ? g[c] : u[c - I]) = s;
-        }
+      // The dense MLP, or on a llama4 MoE layer its shared expert: act(gate h) * (up h), then down.
+      const bool moe = !L.router.empty();
+      const int64_t I = moe ? k.moe.intermediate : k.intermediate;
+      if (!L.gate.empty()) {
+        matvec(L.gate, h.data(), I, H, g.data());
+        matvec(L.up, h.data(), I, H, u.data());
         for (int64_t i = 0; i < I; ++i) {
-          if (gpt_oss) {
-            const T gate = std::min(g[i], limit), up = std::clamp(u[i], -limit, limit);
-            g[i] = (up + T(1)) * (gate / (T(1) + std::exp(-gate * alpha)));
-          } else {
-            g[i] = u[i] * silu(g[i]);
+          const T a = options_.gelu_half && k.gelu ? round_kv(g[i], true) : g[i];
+          // gelu_pytorch_tanh, or SiLU
+          const T act = k.gelu ? T(0.5) * a * (T(1) + std::tanh(static_cast<T>(0.7978845608028654) * (a + T(0.044715) * a * a * a)))
+                               : silu(a);
+          g[i] = (options_.gelu_half && k.gelu ? round_kv(act, true) : act) * u[i];
+        }
+        matvec(L.down, g.data(), H, I, m.data());
+      } else {
+        std::fill(m.begin(), m.end(), T(0));
+      }
+      if (moe) {
+        const int64_t E = k.moe.experts;
+        const bool gpt_oss = k.moe.routing == MoeRouting::GptOss;
+        matvec(L.router, h.data(), E, H, router_logits.data(), L.router_bias);
+        std::vector<int64_t> order(static_cast<size_t>(E));
+        for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = e;
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return router_logits[a] > router_logits[b]; });
+        // llama4: sigmoid of each top-k logit, scaling the expert's input (the other experts get a
+        // zero input, sigmoid(-inf), and add nothing); gpt_oss: softmax over the top-k logits,
+        // weighting the expert's output.
+        std::vector<T> weight(static_cast<size_t>(k.moe.top_k));
+        if (gpt_oss) {
+          const T top = router_logits[order[0]];
+          T sum = 0;
+          for (int64_t r = 0; r < k.moe.top_k; ++r) sum += (weight[r] = std::exp(router_logits[order[r]] - top));
+          for (T& w : weight) w /= sum;
+        } else {
+          for (int64_t r = 0; r < k.moe.top_k; ++r) weight[r] = T(1) / (T(1) + std::exp(-router_logits[order[r]]));
+        }
+        const T alpha = static_cast<T>(k.moe.swiglu_alpha), limit = static_cast<T>(k.moe.swiglu_limit);
+        std::fill(routed.begin(), routed.end(), T(0));
+        for (int64_t r = 0; r < k.moe.top_k; ++r) {
+          const int64_t e = order[static_cast<size_t>(r)];
+          for (int64_t i = 0; i < H; ++i) expert_in[i] = gpt_oss ? h[i] : h[i] * weight[r];
+          const T* gu = L.experts_gate_up.data() + e * H * 2 * I;  // [H, 2I]: x @ W
+          for (int64_t c = 0; c < 2 * I; ++c) {
+            T s = 0;
+            for (int64_t i = 0; i < H; ++i) s += expert_in[i] * gu[i * 2 * I + c];
+            if (gpt_oss) s += L.experts_gate_up_bias[static_cast<size_t>(e * 2 * I + c)];
+            // llama4: gate, up = the halves; gpt_oss: the even and odd columns.
+            if (gpt_oss) (c % 2 ? u[c / 2] : g[c / 2]) = s;
+            else (c < I ? g[c] : u[c - I]) = s;
+          }
+          for (int64_t i = 0; i < I; ++i) {
+            if (gpt_oss) {
+              const T gate = std::min(g[i], limit), up = std::clamp(u[i], -limit, limit);
+              g[i] = (up + T(1)) * (gate / (T(1) + std::exp(-gate * alpha)));
+            } else {
+              g[i] = u[i] * silu(g[i]);
+            }
+          }
+          const T* dn = L.experts_down.data() + e * I * H;  // [I, H]
+          for (int64_t c = 0; c < H; ++c) {
+            T s = 0;
+            for (int64_t i = 0; i < I; ++i) s += g[i] * dn[i * H + c];
+            if (gpt_oss) s = (s + L.experts_down_bias[static_cast<size_t>(e * H + c)]) * weight[r];
+            routed[c] += s;
           }
         }
-        const T* dn = L.experts_down.data() + e * I * H;  // [I, H]
-        for (int64_t c = 0; c < H; ++c) {
-          T s = 0;
-          for (int64_t i = 0; i < I; ++i) s += g[i] * dn[i * H + c];
-          if (gpt_oss) s = (s + L.experts_down_bias[static_cast<size_t>(e * H + c)]) * weight[r];
-          routed[c] += s;
-        }
+        for (int64_t i = 0; i < H; ++i) m[i] += routed[i];
       }
-      for (int64_t i = 0; i < H; ++i) m[i] += routed[i];
+      if (k.norm_placement != NormPlacement::Pre) rms_norm(m.data(), L.post_ff_norm, H, eps, k.gemma_norm, m.data());
+      for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
+      if (k.layer_scalar)
+        for (T& v : x) v *= L.scalar;
     }
-    if (k.norm_placement != NormPlacement::Pre) rms_norm(m.data(), L.post_ff_norm, H, eps, k.gemma_norm, m.data());
-    for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
-    if (k.layer_scalar)
-      for (T& v : x) v *= L.scalar;
   }
-  if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data());
-  else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm, h.data());
-  std::vector<T> head(static_cast<size_t>(k.vocab));
-  matvec(lm_head_, h.data(), k.vocab, H, head.data());
-  for (int64_t r = 0; r < k.vocab; ++r) {
-    T s = head[static_cast<size_t>(r)];
-    if (k.logit_scale != 1) s *= static_cast<T>(k.logit_scale);
-    if (k.final_softcap > 0 && !options_.no_final_softcap) s = std::tanh(s / static_cast<T>(k.final_softcap)) * static_cast<T>(k.final_softcap);
-    logits[r] = static_cast<double>(s);
+  for (int64_t t = 0; t < n; ++t) {
+    const Row<T> x = row(X, t, H), h = row(Hn, t, H);
+    double* out = logits + t * k.vocab;
+    if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data());
+    else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm, h.data());
+    std::vector<T> head(static_cast<size_t>(k.vocab));
+    matvec(lm_head_, h.data(), k.vocab, H, head.data());
+    for (int64_t r = 0; r < k.vocab; ++r) {
+      T s = head[static_cast<size_t>(r)];
+      if (k.logit_scale != 1) s *= static_cast<T>(k.logit_scale);
+      if (k.final_softcap > 0 && !options_.no_final_softcap) s = std::tanh(s / static_cast<T>(k.final_softcap)) * static_cast<T>(k.final_softcap);
+      out[r] = static_cast<double>(s);
+    }
   }
 }
 
 template <class T>
 std::vector<double> SequenceOracle<T>::extend(const std::vector<int32_t>& tokens) {
   std::vector<double> out(tokens.size() * static_cast<size_t>(config_.vocab));
-  for (size_t i = 0; i < tokens.size(); ++i) forward_one(tokens[i], length_++, out.data() + i * static_cast<size_t>(config_.vocab));
+  forward(tokens.data(), static_cast<int64_t>(tokens.size()), length_, out.data());
+  length_ += static_cast<int64_t>(tokens.size());
   return out;
 }
 

@@ -200,7 +200,8 @@ class SequenceOracle {
     std::vector<T> keys, values;  // [position][kv_heads * head_dim]
     std::vector<T> inv_freq;
   };
-  void forward_one(int32_t token, int64_t pos, double* logits);
+  // The logits of n tokens at positions pos0, pos0 + 1, ... ([n, vocab]), their K/V appended.
+  void forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits);
 
   ModelConfig config_;
   OracleOptions options_;
