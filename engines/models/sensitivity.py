@@ -7,7 +7,8 @@
 A drawn model judges windows only if a window one token larger changes its logits: for each model,
 the model oracle (float64) runs 2W + 2 tokens with its own windows (or chunks) and with each one a
 token larger, and the largest |logit difference| must reach --min (default 1e-2: a hundred times the
-engine checks' 1e-4 floor). One line per model: OK, INSENSITIVE (such a model must not judge a
+engine checks' 1e-4 floor) and ten times the bound the model's own float32 error gives (the same
+tokens in float32: bound = max(1e-4, 10 x that error), the engine checks' rule). One line per model: OK, INSENSITIVE (such a model must not judge a
 window: redraw it) or NO-WINDOW (no sliding or chunked layer: nothing to judge). Exit 1 if any model is
 INSENSITIVE, 2 on bad input. Standard library only.
 
@@ -27,9 +28,9 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run(oracle, model, tokens, out, delta):
-    r = subprocess.run([oracle, model, ",".join(map(str, tokens)), out] + (["--span-delta", str(delta)] if delta else []),
-                       capture_output=True, text=True)
+def run(oracle, model, tokens, out, delta, extra=()):
+    r = subprocess.run([oracle, model, ",".join(map(str, tokens)), out] + (["--span-delta", str(delta)] if delta else [])
+                       + list(extra), capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(r.stderr.strip() or f"exit {r.returncode}")
     with open(out, "rb") as f:
@@ -37,8 +38,15 @@ def run(oracle, model, tokens, out, delta):
     return json.loads(r.stdout), struct.unpack(f"<{len(data) // 8}d", data)
 
 
+# The engine checks' same-dtype-reference rule (harness/include/kvconform/engine/check.h kEngineRule,
+# docs/engines.md): bound = max(floor, factor x the float32 forward's error against float64).
+RULE_FACTOR, RULE_FLOOR = 10, 1e-4
+
+
 def check(oracle, model, out, need):
-    """("OK" | "INSENSITIVE" | "NO-WINDOW", the line to print)."""
+    """("OK" | "INSENSITIVE" | "NO-WINDOW", the line to print). The window's move must reach `need`
+    and ten times the bound the model's own float32 error gives (a model that float32 rounding
+    already moves by whole units judges no window)."""
     name = os.path.basename(os.path.normpath(model))
     info, _ = run(oracle, model, [1], out, 0)
     if not info["local_layers"]:
@@ -47,10 +55,13 @@ def check(oracle, model, out, need):
     tokens = [1 + (37 * i + 11) % 255 for i in range(2 * span + 2)]
     _, base = run(oracle, model, tokens, out, 0)
     _, moved = run(oracle, model, tokens, out, 1)
+    _, single = run(oracle, model, tokens, out, 0, ["--float32"])
     diff = max(abs(x - y) for x, y in zip(base, moved))
-    verdict = "OK" if diff >= need else "INSENSITIVE"
+    error = max(abs(x - y) for x, y in zip(base, single))
+    needed = max(need, 10 * max(RULE_FLOOR, RULE_FACTOR * error))
+    verdict = "OK" if diff >= needed else "INSENSITIVE"
     return verdict, (f"{name}: {verdict} (W={span}, {len(tokens)} tokens: a window of W+1 moves the logits by {diff:.3g}, "
-                     f"needed {need:g})")
+                     f"float32 by {error:.3g}, needed {needed:.3g})")
 
 
 def wide_name(family, seed, index):

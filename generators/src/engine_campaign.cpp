@@ -431,9 +431,15 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
   // of the same seed and index, and if none of kDraws is sensitive it is not judged (a SKIP).
   constexpr int kDraws = 4;
   std::map<std::string, std::string> insensitive;  // folder -> why it is not judged
+  // Far above the bound: at least --min-window-sensitivity, and ten times the bound the model's own
+  // float32 error gives under the engine rule (a model that float32 rounding already moves by whole
+  // units judges nothing, whatever its window does).
+  const auto needed = [&](const WindowSensitivity& s) {
+    return std::max(o.min_window_sensitivity, 10 * std::max(kEngineRule.floor, kEngineRule.factor * s.float32_error));
+  };
   const auto draw = [&](const search::CaseId& id) {
     ModelRecipe recipe;
-    std::optional<double> moved;
+    std::optional<WindowSensitivity> moved;
     for (int t = 0; t < kDraws; ++t) {
       recipe = source.draw(family, t == 0 ? id.seed : id.seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(t)), id.index);
       try {
@@ -441,12 +447,12 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
       } catch (const std::exception&) {
         return Pair{recipe, draw_plan(id)};  // a draw that cannot be written or loaded is checked as it is: that is its finding
       }
-      if (!moved || *moved >= o.min_window_sensitivity) return Pair{recipe, draw_plan(id)};  // no window, or a sensitive one
+      if (!moved || moved->moved >= needed(*moved)) return Pair{recipe, draw_plan(id)};  // no window, or a sensitive one
       ++redrawn;
     }
     std::ostringstream why;
     why << recipe.folder << ": no window-sensitive draw in " << kDraws << " (a window one token larger moves the logits by "
-        << *moved << ", needed " << o.min_window_sensitivity << ")";
+        << moved->moved << ", needed " << needed(*moved) << ")";
     insensitive[recipe.folder] = why.str();
     return Pair{recipe, draw_plan(id)};
   };

@@ -1346,7 +1346,7 @@ void SequenceOracle<T>::shift(int64_t keep, int64_t discard, bool rerotate) {
 template class SequenceOracle<double>;
 template class SequenceOracle<float>;
 
-std::optional<double> window_sensitivity(const Model& model) {
+std::optional<WindowSensitivity> window_sensitivity(const Model& model) {
   const ModelConfig& c = model.config;
   OracleOptions moved;
   bool local = false;
@@ -1359,9 +1359,13 @@ std::optional<double> window_sensitivity(const Model& model) {
   for (int64_t i = 0; i < n; ++i) tokens.push_back(static_cast<int32_t>(1 + (37 * i + 11) % std::max<int64_t>(1, c.vocab - 1)));
   const std::vector<double> base = SequenceOracle<double>(model).extend(tokens);
   const std::vector<double> wider = SequenceOracle<double>(model, moved).extend(tokens);
-  double most = 0;
-  for (size_t i = 0; i < base.size(); ++i) most = std::max(most, std::abs(base[i] - wider[i]));
-  return most;
+  const std::vector<double> single = SequenceOracle<float>(model).extend(tokens);
+  WindowSensitivity out;
+  for (size_t i = 0; i < base.size(); ++i) {
+    out.moved = std::max(out.moved, std::abs(base[i] - wider[i]));
+    out.float32_error = std::max(out.float32_error, std::abs(base[i] - single[i]));
+  }
+  return out;
 }
 
 }  // namespace kvc::engine

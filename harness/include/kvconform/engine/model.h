@@ -159,11 +159,16 @@ struct OracleOptions {
   int64_t window_delta_position = -1, window_delta = 0;
 };
 
-// How far a one-token window bug moves this model: the largest |logit| change over 2 * span + 2
-// tokens (span + 2 past a span of 64) when every sliding window and chunk is one token larger
-// (engines/models/sensitivity.py's measure, in process); nullopt for a model with no sliding or
-// chunked layer. A model whose window is to be judged needs it far above the engine checks' bound.
-std::optional<double> window_sensitivity(const Model& model);
+// How far a one-token window bug moves this model, against how far float32 rounding does: over
+// 2 * span + 2 tokens (span + 2 past a span of 64), the largest |logit| change when every sliding
+// window and chunk is one token larger, and the largest |float32 forward - float64 forward| (the
+// same-dtype reference error an engine check's bound is made of). engines/models/sensitivity.py's
+// measure, in process; nullopt for a model with no sliding or chunked layer. A model whose window is
+// to be judged needs `moved` far above the bound its float32 error gives.
+struct WindowSensitivity {
+  double moved = 0, float32_error = 0;
+};
+std::optional<WindowSensitivity> window_sensitivity(const Model& model);
 constexpr double kMinWindowSensitivity = 1e-2;  // a hundred times the engine checks' floor
 
 // The first key the query at `pos` sees on `layer` (it sees keys first..pos): the layer's rule as
