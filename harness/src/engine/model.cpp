@@ -822,23 +822,27 @@ void rms_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, bool plus_o
 }
 
 // out[r] = sum_c W[r, c] x[c] (+ b[r]), W row-major [rows, cols] as nn.Linear stores it.
+// The dot products of x with the four rows at `row`, `row + stride`, ... (n terms each) into out[0..3]:
+// each summed over its terms in order, the same sums bit for bit as one row at a time, in four
+// independent chains of additions instead of one (a float64 add's latency, not its throughput,
+// bounds a single chain).
+template <class T>
+void dot4(const T* x, const T* row, int64_t stride, int64_t n, T* out) {
+  const T *r0 = row, *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
+  T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    s0 += r0[c] * x[c];
+    s1 += r1[c] * x[c];
+    s2 += r2[c] * x[c];
+    s3 += r3[c] * x[c];
+  }
+  out[0] = s0, out[1] = s1, out[2] = s2, out[3] = s3;
+}
+
 template <class T>
 void matvec(const std::vector<T>& w, const T* x, int64_t rows, int64_t cols, T* out, const std::vector<T>& bias = {}) {
-  // Four rows at a time, each summed over c in order: the same sums, bit for bit, as one row at a
-  // time, in four independent chains of additions instead of one (a float64 add's latency, not its
-  // throughput, bounds a single chain).
   int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) {
-    const T *r0 = w.data() + r * cols, *r1 = r0 + cols, *r2 = r1 + cols, *r3 = r2 + cols;
-    T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (int64_t c = 0; c < cols; ++c) {
-      s0 += r0[c] * x[c];
-      s1 += r1[c] * x[c];
-      s2 += r2[c] * x[c];
-      s3 += r3[c] * x[c];
-    }
-    out[r] = s0, out[r + 1] = s1, out[r + 2] = s2, out[r + 3] = s3;
-  }
+  for (; r + 4 <= rows; r += 4) dot4(x, w.data() + r * cols, cols, cols, out + r);
   for (; r < rows; ++r) {
     const T* row = w.data() + r * cols;
     T s = 0;
@@ -1121,15 +1125,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
               const T* qh = Q.data() + (t0 + t) * widest + (kvh * group + gi) * D;
               T* out = scores.data() + at[t] + gi * span[t] - first[t];  // out[j]: key j's score
               if (j >= first[t] && j + 4 <= last[t] + 1) {
-                const T *k0 = keys + j * kvd, *k1 = k0 + kvd, *k2 = k1 + kvd, *k3 = k2 + kvd;
-                T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-                for (int64_t d = 0; d < D; ++d) {
-                  s0 += qh[d] * k0[d];
-                  s1 += qh[d] * k1[d];
-                  s2 += qh[d] * k2[d];
-                  s3 += qh[d] * k3[d];
-                }
-                out[j] = s0, out[j + 1] = s1, out[j + 2] = s2, out[j + 3] = s3;
+                dot4(qh, keys + j * kvd, kvd, D, out + j);
               } else {
                 for (int64_t jj = std::max(j, first[t]); jj < std::min(j + 4, last[t] + 1); ++jj) {
                   T s = 0;
