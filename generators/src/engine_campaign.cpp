@@ -431,12 +431,7 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
   // of the same seed and index, and if none of kDraws is sensitive it is not judged (a SKIP).
   constexpr int kDraws = 4;
   std::map<std::string, std::string> insensitive;  // folder -> why it is not judged
-  // Far above the bound: at least --min-window-sensitivity, and ten times the bound the model's own
-  // float32 error gives under the engine rule (a model that float32 rounding already moves by whole
-  // units judges nothing, whatever its window does).
-  const auto needed = [&](const WindowSensitivity& s) {
-    return std::max(o.min_window_sensitivity, 10 * std::max(kEngineRule.floor, kEngineRule.factor * s.float32_error));
-  };
+  const auto needed = [&](const WindowSensitivity& s) { return window_move_needed(s, o.min_window_sensitivity); };
   const auto draw = [&](const search::CaseId& id) {
     ModelRecipe recipe;
     std::optional<WindowSensitivity> moved;

@@ -601,6 +601,10 @@ bool matches(const KnownDeviation& k, const std::vector<Diagnosis>& fits) {
 
 }  // namespace
 
+double window_move_needed(const WindowSensitivity& s, double min) {
+  return std::max(min, 10 * std::max(kEngineRule.floor, kEngineRule.factor * s.float32_error));
+}
+
 const char* to_string(DKind k) {
   switch (k) {
     case DKind::WindowOffByOne: return "window_off_by_one";

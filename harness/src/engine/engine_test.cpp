@@ -160,6 +160,11 @@ TEST(ModelOracle, WindowSensitivityIsHowFarAOneTokenWiderWindowMovesTheLogits) {
   ASSERT_TRUE(window_sensitivity(deaf).has_value());
   EXPECT_EQ(window_sensitivity(deaf)->moved, 0.0);
   EXPECT_FALSE(window_sensitivity(random_model(Family::Mistral, {0, 0}, 0)).has_value());
+  // What a draw must move by: the minimum for a tiny model, ten bounds for one whose float32 error is
+  // large (the wide gpt_oss draw, W = 4096: moved by 11.9, float32 by 9.69, refused).
+  EXPECT_EQ(window_move_needed({1.0, 1e-6}, kMinWindowSensitivity), kMinWindowSensitivity);
+  EXPECT_NEAR(window_move_needed({11.9, 9.69}, kMinWindowSensitivity), 969, 1e-9);
+  EXPECT_GT(window_move_needed({11.9, 9.69}, kMinWindowSensitivity), 11.9);
 }
 
 TEST(ModelOracle, Float32StaysNearFloat64) {

@@ -26,6 +26,11 @@ namespace kvc::engine {
 // model level; docs/engines.md says how factor and floor were measured.
 constexpr ReferenceRule kEngineRule{10, 1e-4};
 
+// How far a window one token wider must move a drawn model's logits before the model may judge a
+// window (window_sensitivity): at least `min`, and ten times the bound its own float32 error gives
+// under kEngineRule (a model that float32 rounding already moves by whole units can catch nothing).
+double window_move_needed(const WindowSensitivity& s, double min);
+
 // What an engine's logits are consistent with: one hypothesis, the oracle re-run with the rule
 // departed from in one named way. `kind` and `params` are the typed value known deviations match;
 // id() is its stable string form ("window_off_by_one(delta=1)"), `text` the sentence for a person.
