@@ -241,7 +241,8 @@ Runner add_engine_command(CLI::App& app) {
   cmd->add_option("--plan", a->plan_files, "Replay a saved plan file instead (repeatable)");
   cmd->add_option("--iterations", a->iterations, "Random plans per engine and model in the campaign, (model, plan) pairs per family in the model campaign (default 10)");
   cmd->add_option("--min-window-sensitivity", a->min_window_sensitivity,
-                  "The model campaign redraws a model whose logits a window one token wider moves by less (default 0.01)")
+                  "The model campaign redraws a model whose logits a window one token wider moves by less, or by less than ten "
+                  "times the bound its float32 error gives (default 0.01)")
       ->check(CLI::PositiveNumber);
   add_seed_option(cmd, a->seed, "Campaign seed");
   cmd->add_option("--reproduce", a->reproduce, "Replay one shrunk campaign failure (its reproduce string, trace:SEED:INDEX:SIZE)")
