@@ -69,8 +69,9 @@ class PlanOracle {
     // after its first wrong row, and the rows after it are never read), whole otherwise: the oracle
     // computes a piece layer by layer, far faster than token by token, with the same logits.
     auto extend = [&](SequenceOracle<T>& o, const std::vector<int32_t>& tokens, size_t from, size_t to) {
-      for (size_t at = from, piece = 16; at < to; at += piece, piece = std::min<size_t>(2 * piece, 1024)) {
-        const size_t end = ok ? std::min(to, at + piece) : to;
+      size_t piece = ok ? 16 : to - from;
+      for (size_t at = from; at < to; at += piece, piece = std::min<size_t>(2 * piece, 1024)) {
+        const size_t end = std::min(to, at + piece);
         const size_t before = out.size() / V;
         const std::vector<double> l = o.extend(std::vector<int32_t>(tokens.begin() + static_cast<std::ptrdiff_t>(at),
                                                                     tokens.begin() + static_cast<std::ptrdiff_t>(end)));
@@ -78,7 +79,6 @@ class PlanOracle {
         if (ok)
           for (size_t r = before; r < out.size() / V; ++r)
             if (!ok(r, out.data() + r * V)) return false;
-        if (!ok) break;
       }
       return true;
     };

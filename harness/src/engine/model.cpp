@@ -1101,6 +1101,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     // time: each key and value row is read once per tile while it is in cache (the long windows are
     // memory-bound), and each score and each out[d] still sums its terms in the order of one token,
     // one head and one key at a time, so the results are the same bit for bit.
+    std::vector<T> total(static_cast<size_t>(kQueryTile * group));  // each (token, head) row's softmax denominator
     for (int64_t t0 = 0; t0 < n; t0 += kQueryTile) {
       const int64_t tn = std::min(kQueryTile, n - t0);
       int64_t first[kQueryTile], last[kQueryTile], span[kQueryTile], at[kQueryTile];
@@ -1114,7 +1115,6 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         lo = std::min(lo, first[t]);
       }
       scores.assign(static_cast<size_t>(size), 0);
-      std::vector<T> total(static_cast<size_t>(tn * group));
       for (int64_t kvh = 0; kvh < KVH; ++kvh) {
         const T* keys = S.keys.data() + kvh * D;
         const T* values = S.values.data() + kvh * D;
@@ -1272,12 +1272,12 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         for (T& v : x) v *= L.scalar;
     }
   }
+  std::vector<T> head(static_cast<size_t>(k.vocab));
   for (int64_t t = 0; t < n; ++t) {
     const Row<T> x = row(X, t, H), h = row(Hn, t, H);
     double* out = logits + t * k.vocab;
     if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data());
     else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm, h.data());
-    std::vector<T> head(static_cast<size_t>(k.vocab));
     matvec(lm_head_, h.data(), k.vocab, H, head.data());
     for (int64_t r = 0; r < k.vocab; ++r) {
       T s = head[static_cast<size_t>(r)];
