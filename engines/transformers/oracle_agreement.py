@@ -5,7 +5,8 @@ of the drawn set (--set drawn: two models per family drawn from its config space
 pinned release whose environment exists.
 
     python3 engines/transformers/oracle_agreement.py [--oracle build/harness/kvc-model-oracle] [--models DIR]
-                                                     [--family-models DIR] [--json]
+                                                     [--family-models DIR] [--json] [--cache DIR | --no-cache]
+                                                     [--oracle-args ARGS]
 
 Two numbers per model and release: the max |logit difference| against transformers with its float32
 islands patched to float64 (--exact: must be <= 1e-10, else exit 1), and against transformers as
@@ -14,9 +15,15 @@ A release without the model's model_type is a row that says so (ABSENT), never a
 fails to load or run in a release, or in the oracle, is that row's FAIL with the reason, and the run
 goes on. Exit 77 (CTest's skip) when no release's environment exists.
 Standard library only; each release runs in its own golden/.venv-<version>.
+
+transformers' side is a pure function of the model's files, the token ids, the release's environment
+(its venv folder is named by the sha256 of its pinned requirements), nocache_forward.py and this
+script, so its logits are cached under the sha256 of all of them (--cache, default
+~/.cache/kvconform/oracle-agreement; --no-cache recomputes); the oracle runs every time.
 """
 import argparse
 import glob
+import hashlib
 import json
 import os
 import struct
@@ -55,6 +62,68 @@ def read_f64(path):
     return struct.unpack(f"<{len(data) // 8}d", data)
 
 
+def content_key(release_venv, model_dir, tokens):
+    """sha256 of everything transformers' logits for (release, model) depend on."""
+    h = hashlib.sha256()
+    for part in (RUN_RELEASE, os.path.basename(os.path.realpath(release_venv)), tokens):
+        h.update(part.encode() + b"\0")
+    with open(os.path.join(ROOT, "engines", "transformers", "nocache_forward.py"), "rb") as f:
+        h.update(f.read())
+    for name in sorted(os.listdir(model_dir)):
+        path = os.path.join(model_dir, name)
+        if os.path.isfile(path) and name.endswith((".json", ".safetensors")):  # what from_pretrained reads
+            with open(path, "rb") as f:
+                h.update(name.encode() + b"\0" + hashlib.sha256(f.read()).digest())
+    return h.hexdigest()[:32]
+
+
+def write_atomically(path, data):
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def run_release(py, v, models, tokens, tmp, cache):
+    """transformers' logits and status for each model into tmp/<v>.<model>.<mode>; from the cache
+    where the key matches, the rest in one interpreter (then saved). Returns (status, cached count)."""
+    status, todo, cached = {}, [], 0
+    keys = {m: content_key(os.path.dirname(os.path.dirname(py)), m, tokens) for m in models} if cache else {}
+    for m in models:
+        name = os.path.basename(m)
+        entry = os.path.join(cache, keys[m]) if cache else None
+        if entry and os.path.exists(entry + ".json"):
+            with open(entry + ".json") as f:
+                saved = json.load(f)
+            if all(os.path.exists(f"{entry}.{mode}") for mode in saved["modes"]):
+                for mode in saved["modes"]:
+                    with open(f"{entry}.{mode}", "rb") as f, open(os.path.join(tmp, f"{v}.{name}.{mode}"), "wb") as g:
+                        g.write(f.read())
+                if saved["status"]:
+                    status[name] = saved["status"]
+                cached += 1
+                continue
+        todo.append(m)
+    if todo:
+        # One interpreter per release runs every model, plain first: --exact patches classes for good.
+        subprocess.run([py, "-c", RUN_RELEASE, ROOT, tokens, tmp, v] + todo, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "engines", "transformers")))
+        with open(os.path.join(tmp, f"{v}.status.json")) as f:
+            fresh = json.load(f)
+        status.update(fresh)
+        if cache:
+            os.makedirs(cache, exist_ok=True)
+            for m in todo:
+                name, entry = os.path.basename(m), os.path.join(cache, keys[m])
+                modes = [mode for mode in ("plain", "exact") if os.path.exists(os.path.join(tmp, f"{v}.{name}.{mode}"))]
+                for mode in modes:
+                    with open(os.path.join(tmp, f"{v}.{name}.{mode}"), "rb") as f:
+                        write_atomically(f"{entry}.{mode}", f.read())
+                write_atomically(entry + ".json", json.dumps({"status": fresh.get(name, {}), "modes": modes}).encode())
+    return status, cached
+
+
 def write_set(which, out_dir):
     subprocess.run([sys.executable, os.path.join(ROOT, "engines/models/make_models.py"), out_dir, "--set", which],
                    check=True, stdout=subprocess.DEVNULL)
@@ -70,25 +139,27 @@ def main():
     ap.add_argument("--drawn-models", default=os.path.join(ROOT, "build/engine-models-drawn"), help="the drawn set's folder")
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--cache", default=os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
+                                                    "kvconform", "oracle-agreement"),
+                    help="where transformers' logits are kept, by content key")
+    ap.add_argument("--no-cache", action="store_true", help="run transformers for every model, keep nothing")
+    ap.add_argument("--oracle-args", default="", help="more arguments for kvc-model-oracle (the mutant ctest: '--span-delta 1')")
     a = ap.parse_args()
+    cache = None if a.no_cache else a.cache
     models = write_set("zoo", a.models) + write_set("families", a.family_models) + write_set("drawn", a.drawn_models)
     tokens = ",".join(str(1 + (37 * i + 11) % 255) for i in range(a.tokens))
     releases = sorted(p.split("requirements-")[1][:-4] for p in glob.glob(os.path.join(ROOT, "golden/requirements-*.txt")))
     rows, failed, checked, passed = [], 0, 0, 0
     with tempfile.TemporaryDirectory() as tmp:
-        # One interpreter per release runs every model, plain first: --exact patches classes for good.
-        status = {}
+        status, cached, runs = {}, 0, 0
         for v in releases:
             py = os.path.join(ROOT, f"golden/.venv-{v}/bin/python")
             if os.path.exists(py):
-                subprocess.run([py, "-c", RUN_RELEASE, ROOT, tokens, tmp, v] + models, check=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "engines", "transformers")))
-                with open(os.path.join(tmp, f"{v}.status.json")) as f:
-                    status[v] = json.load(f)
+                status[v], n = run_release(py, v, models, tokens, tmp, cache)
+                cached, runs = cached + n, runs + len(models)
         for mdir in models:
             model = os.path.basename(mdir)
-            r = subprocess.run([a.oracle, mdir, tokens, os.path.join(tmp, "oracle")], stdout=subprocess.DEVNULL,
+            r = subprocess.run([a.oracle, mdir, tokens, os.path.join(tmp, "oracle")] + a.oracle_args.split(), stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
             ours = read_f64(os.path.join(tmp, "oracle")) if r.returncode == 0 else None
             for v in releases:
@@ -137,6 +208,9 @@ def main():
                 print(f"{r['model']:22} {r['release']:8} {r['exact']:17.3e} {plain}{'' if r['ok'] else '  > 1e-10: FAIL'}")
         absent = sum(1 for r in rows if "absent" in r)
         print(f"{passed} passed, {failed} failed, {absent} absent (a release without the family)")
+        if runs:
+            print(f"transformers' side: {runs - cached} of {runs} (release, model) forwards run, {cached} from the cache "
+                  f"({cache}, keyed by the sha256 of the model files, tokens, environment and forward script)")
     if not checked:
         print("no pinned transformers environment (bash golden/setup_env.sh VERSION): nothing checked", file=sys.stderr)
         return 77
