@@ -23,9 +23,9 @@ fi
 build="$root/build-fuzz"
 if [ ! -f "$build/CMakeCache.txt" ]; then
   prefix="$(.venv/bin/python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)' 2>/dev/null)"
-  launcher=()
-  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  cmake -S . -B "$build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER=clang++ -DKVC_FUZZ=ON "${launcher[@]}" >/dev/null
+  # ccache through the project's own launcher (CMakeLists.txt): its base directory is what lets a
+  # fresh clone elsewhere hit what an earlier one compiled
+  cmake -S . -B "$build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER=clang++ -DKVC_FUZZ=ON >/dev/null
 fi
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" >/dev/null
 bash fuzz/make_corpus.sh "$build/seeds" >/dev/null
