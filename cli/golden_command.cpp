@@ -10,10 +10,13 @@
 #include <set>
 #include <utility>
 
+#include <unistd.h>
+
 #include "commands.h"
 #include "kvconform/cases.h"
 #include "kvcgen/corpus.h"
 #include "kvconform/golden.h"
+#include "kvconform/report.h"
 #include "kvconform/seeds.h"
 
 namespace kvc::cli {
@@ -23,6 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 struct GoldenArgs {
   bool check = false;
+  bool no_cache = false;
   int corpus = 0;
   uint64_t seed = kvc::seeds::kDefaultSeed;
   std::vector<std::string> versions;
@@ -78,14 +82,22 @@ std::vector<fs::path> scenario_folders(const fs::path& root) {
   return out;
 }
 
-// Dumps every case (hand-written and generated) for one version into `out`.
-int dump(const fs::path& root, const std::string& version, const fs::path& out) {
-  if (int rc = shell("bash " + quoted(root / "golden/setup_env.sh") + " " + version + " >&2"); rc != 0) return rc;
+int setup_env(const fs::path& root, const std::string& version) {
+  return shell("bash " + quoted(root / "golden/setup_env.sh") + " " + version + " >&2");
+}
+
+// Dumps every case (hand-written and generated) for one version into `out`, its environment set up.
+int dump_only(const fs::path& root, const std::string& version, const fs::path& out) {
   std::string cmd = quoted(root / ("golden/.venv-" + version) / "bin/python") + " " + quoted(root / "golden/dump.py") +
                     " --cases " + quoted(root / "cases");
   for (const fs::path& extra : scenario_folders(root))
     if (extra != root / "cases" && !fs::is_empty(extra)) cmd += " " + quoted(extra);
   return shell(cmd + " --out " + quoted(out));
+}
+
+int dump(const fs::path& root, const std::string& version, const fs::path& out) {
+  if (int rc = setup_env(root, version); rc != 0) return rc;
+  return dump_only(root, version, out);
 }
 
 // Same rows, sizes, masks, K/V bytes and errors, attention outputs within the tolerance policy.
@@ -105,7 +117,7 @@ bool equivalent_fixtures(const fs::path& committed, const fs::path& fresh) {
 }
 
 // Byte comparison of two fixture folders; prints each difference, returns their count.
-int compare_dirs(const fs::path& committed, const fs::path& fresh) {
+int compare_dirs(const fs::path& committed, const fs::path& fresh, bool* bytes_equal) {
   int differences = 0;
   std::set<std::string> names;
   for (const fs::path& d : {committed, fresh})
@@ -119,12 +131,55 @@ int compare_dirs(const fs::path& committed, const fs::path& fresh) {
     } else if (cases::read_file((committed / n).string()) != cases::read_file((fresh / n).string())) {
       // Attention outputs are judged by the replay's policy: bitwise under the CPU kernel pin
       // (golden/README.md), the dtype's epsilons when the pin or torch differ; the rest is exact.
+      *bytes_equal = false;
       if (n != "manifest.json" && equivalent_fixtures(committed / n, fresh / n)) continue;
       std::cout << "differs: " << (committed / n).string() << "\n";
       ++differences;
     }
   }
   return differences;
+}
+
+// golden --check's verdict for a release is a function of the dumper (golden/'s files), every
+// scenario file, the committed fixtures, the release's environment (its venv folder is named by the
+// sha256 of its pins) and the CPU: a key over all of them that once dumped byte for byte identical
+// need not be dumped again. Only a byte-identical pass is kept (no tolerance judged, no binary
+// involved).
+std::string check_key(const fs::path& root, const std::string& version) {
+  std::string all = "golden --check 1\n" + version + "\n" +
+                    fs::weakly_canonical(root / ("golden/.venv-" + version)).filename().string() + "\n";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0 || line.rfind("flags", 0) == 0) {
+      all += line + "\n";
+      if (line.rfind("flags", 0) == 0) break;
+    }
+  auto add = [&](const fs::path& file) {
+    all += fs::relative(file, root).string() + " " + cases::sha256_hex(cases::read_file(file.string())) + "\n";
+  };
+  auto add_folder = [&](const fs::path& dir, bool recursive) {
+    std::vector<fs::path> files;
+    if (recursive) {
+      for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file()) files.push_back(e.path());
+    } else {
+      for (const auto& e : fs::directory_iterator(dir))
+        if (e.is_regular_file()) files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const fs::path& f : files) add(f);
+  };
+  add_folder(root / "golden", false);
+  for (const fs::path& dir : scenario_folders(root)) add_folder(dir, false);
+  if (fs::is_directory(root / "golden/fixtures" / version)) add_folder(root / "golden/fixtures" / version, true);
+  return cases::sha256_hex(all);
+}
+
+fs::path check_cache_dir() {
+  if (const char* c = std::getenv("KVC_CACHE")) return fs::path(c) / "golden-check";
+  if (const char* x = std::getenv("XDG_CACHE_HOME")) return fs::path(x) / "kvconform/golden-check";
+  const char* home = std::getenv("HOME");
+  return fs::path(home ? home : "/tmp") / ".cache/kvconform/golden-check";
 }
 
 int write_corpus(const fs::path& root, int count, uint64_t seed) {
@@ -154,6 +209,9 @@ Runner add_golden_command(CLI::App& app) {
   CLI::Option* release =
       cmd->add_option("--release", args->versions, "Only these transformers releases (default: every golden/requirements-*.txt)");
   add_old_spelling(cmd, "--version", release, args->versions);
+  cmd->add_flag("--no-cache", args->no_cache,
+                "--check dumps every release again, even one whose inputs (dumper, cases, fixtures, environment, CPU) "
+                "once dumped identical");
   cmd->add_option("--root", args->root, "Repository root")->check(CLI::ExistingDirectory);
   return [args]() -> int {
     const fs::path root = fs::weakly_canonical(fs::absolute(args->root));
@@ -169,13 +227,28 @@ Runner add_golden_command(CLI::App& app) {
         if (int rc = dump(root, v, committed); rc != 0) return rc == 2 ? 2 : 1;
         continue;
       }
-      const fs::path fresh = fs::temp_directory_path() / ("kvconform-golden-check-" + v);
+      if (int rc = setup_env(root, v); rc != 0) return rc == 2 ? 2 : 1;
+      const std::string key = check_key(root, v);
+      const fs::path passed = check_cache_dir() / key;
+      if (!args->no_cache && fs::exists(passed)) {
+        std::cout << "golden --check " << v << ": identical (its inputs dumped identical before: key " << key.substr(0, 16)
+                  << " in " << check_cache_dir().string() << "; --no-cache dumps again)\n";
+        continue;
+      }
+      // its own folder: two checks at once (CI's beside a ctest's) must not dump into each other
+      const fs::path fresh = fs::temp_directory_path() / ("kvconform-golden-check-" + v + "-" + std::to_string(::getpid()));
       fs::remove_all(fresh);
-      if (int rc = dump(root, v, fresh); rc != 0) return rc == 2 ? 2 : 1;
-      const int d = compare_dirs(committed, fresh);
+      if (int rc = dump_only(root, v, fresh); rc != 0) return rc == 2 ? 2 : 1;
+      bool bytes_equal = true;
+      const int d = compare_dirs(committed, fresh, &bytes_equal);
       std::cout << "golden --check " << v << ": " << (d == 0 ? "identical" : std::to_string(d) + " files differ") << "\n";
       differences += d;
       fs::remove_all(fresh);
+      if (d == 0 && bytes_equal && !args->no_cache) {
+        std::error_code ec;
+        fs::create_directories(check_cache_dir(), ec);
+        report::write_file_atomically(passed.string(), "golden --check " + v + ": identical\n");
+      }
     }
     return differences == 0 ? 0 : 1;
   };

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# golden --check keeps a release's pass under the sha256 of its inputs: the dumper (golden/), the
+# scenario files, the committed fixtures and the environment. This shows that the kept pass hides
+# nothing: a copy of the repository's golden/ and cases/ elsewhere is the same key (a pass without
+# dumping, once the checkout's own check has run), and the copy with one fixture value changed is
+# dumped again and FAILs.
+#   golden/check_cache_test.sh KVCONFORM ROOT [RELEASE]     exit 77 (skip) without RELEASE's venv
+set -euo pipefail
+bin="$1" root="$2" v="${3:-5.24.0}"
+[ -x "$root/golden/.venv-$v/bin/python" ] || { echo "no golden/.venv-$v: skipped"; exit 77; }
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/repo/regressions"
+cp -r "$root/golden" "$root/cases" "$tmp/repo/"  # the venvs stay links into the shared cache
+for suite in property differential; do
+  [ -d "$root/regressions/$suite" ] && cp -r "$root/regressions/$suite" "$tmp/repo/regressions/"
+done
+"$bin" golden --check --release "$v" --root "$tmp/repo" > "$tmp/first.log" 2>&1 || { cat "$tmp/first.log"; exit 1; }
+grep "golden --check $v: identical" "$tmp/first.log"
+fixtures=("$tmp/repo/golden/fixtures/$v"/[a-z]*_*.json)  # a case's fixture, not the manifest
+fixture="${fixtures[0]}"
+python3 - "$fixture" <<'PY'  # one mask size one larger: a difference the comparison judges
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["steps"][0]["layers"][0]["mask_sizes"]["kv_length"] += 1
+json.dump(d, open(sys.argv[1], "w"), indent=1)
+PY
+if "$bin" golden --check --release "$v" --root "$tmp/repo" > "$tmp/second.log" 2>&1; then
+  cat "$tmp/second.log"
+  echo "FAIL: golden --check passed a changed fixture ($fixture)"
+  exit 1
+fi
+if grep -q "dumped identical before" "$tmp/second.log"; then
+  echo "FAIL: the changed fixture was a cache hit"; exit 1
+fi
+grep "differs: \|files differ" "$tmp/second.log"
+echo "OK: the changed fixture was dumped again and differs"
