@@ -289,7 +289,9 @@ std::vector<CaseResult> check_backend_command(const std::string& command, const 
   // A worker that never started has no name: the report names the command instead.
   for (CaseResult& r : results)
     if (r.name == "load") r.backend = command;
-  stop_worker(command);
+  // The listing's worker (its hello) stays for the run that follows: a Python worker's start is
+  // seconds of imports; after the run the next check starts afresh.
+  if (!options.list_only) stop_worker(command);
   return results;
 }
 
