@@ -369,9 +369,23 @@ kvc_status attention(const kvc_attention_args* a, char* err, size_t err_len) {
 #define KVC_PLUGIN_NAME "ring_buffer"
 #endif
 
+// A table as a plugin built before `layouts` existed has it (KVC_OLD_TABLE): its struct_size ends
+// before the field, and the word after it is whatever follows in memory, here a "sinks" the host
+// must not read (this plugin has no sinks form). KVC_MUTANT_TABLE_TOO_SMALL: smaller still, refused.
+#if defined(KVC_OLD_TABLE)
+#define KVC_TABLE_SIZE KVC_PLUGIN_API_BASE_SIZE
+#define KVC_TABLE_LAYOUTS "sinks"
+#elif defined(KVC_MUTANT_TABLE_TOO_SMALL)
+#define KVC_TABLE_SIZE (KVC_PLUGIN_API_BASE_SIZE - sizeof(void*))
+#define KVC_TABLE_LAYOUTS nullptr
+#else
+#define KVC_TABLE_SIZE sizeof(kvc_plugin_api)
+#define KVC_TABLE_LAYOUTS nullptr  // none beyond the window and mask forms
+#endif
+
 const kvc_plugin_api kApi = {
     KVC_PLUGIN_ABI_VERSION,
-    sizeof(kvc_plugin_api),
+    static_cast<uint32_t>(KVC_TABLE_SIZE),
     KVC_PLUGIN_NAME,
     "ring-buffer KV cache (O(1) decode writes) and a mask-free windowed attention kernel",
     attention,
@@ -382,7 +396,7 @@ const kvc_plugin_api kApi = {
     cache_read,
     cache_reset,
     cache_destroy,
-    nullptr,  // layouts: none beyond the window and mask forms
+    KVC_TABLE_LAYOUTS,
 };
 
 }  // namespace
