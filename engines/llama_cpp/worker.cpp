@@ -169,24 +169,46 @@ std::string gguf_dir() {
   return cache + "/llama-" KVC_LLAMA_VERSION "/gguf";
 }
 
-// Runs `sh -c 'CMD "$1" "$2"'` with its stdout on our stderr; throws with the exit status.
+// Runs `sh -c 'CMD "$1" "$2"'`, its output copied to our stderr; throws with the exit status and
+// the output's last line (a converter's traceback ends with the exception that stopped it).
 void run_convert(const std::string& cmd, const std::string& model_dir, const std::string& out) {
+  char log_path[] = "/tmp/kvc-convert-XXXXXX";
+  const int log = mkstemp(log_path);
+  if (log < 0) throw std::runtime_error(std::string("cannot create the converter's log: ") + std::strerror(errno));
+  unlink(log_path);  // the open descriptor keeps it
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, 2, 1);
+  posix_spawn_file_actions_adddup2(&fa, log, 1);
+  posix_spawn_file_actions_adddup2(&fa, log, 2);
   posix_spawn_file_actions_addclose(&fa, g_out);
   std::string script = cmd + " \"$1\" \"$2\"";
   const char* argv[] = {"sh", "-c", script.c_str(), "kvc-convert", model_dir.c_str(), out.c_str(), nullptr};
   pid_t pid;
   int rc = posix_spawn(&pid, "/bin/sh", &fa, nullptr, const_cast<char* const*>(argv), environ);
   posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) throw std::runtime_error(std::string("cannot start the converter: ") + std::strerror(rc));
+  if (rc != 0) {
+    close(log);
+    throw std::runtime_error(std::string("cannot start the converter: ") + std::strerror(rc));
+  }
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  std::string output;
+  lseek(log, 0, SEEK_SET);
+  char buf[65536];
+  for (ssize_t n; (n = read(log, buf, sizeof buf)) > 0;) output.append(buf, static_cast<size_t>(n));
+  close(log);
+  std::fwrite(output.data(), 1, output.size(), stderr);
+  std::string last;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 3)  // convert.py: an architecture this version does not convert
     throw Unsupported("llama.cpp's convert_hf_to_gguf.py of this version has no class for the checkpoint's architecture (" + model_dir + ")");
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw std::runtime_error("converter failed (status " + std::to_string(status) + "): " + script + " " + model_dir + " " + out);
+    throw std::runtime_error("converter failed (" +
+                             (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
+                                                : "signal " + std::to_string(WTERMSIG(status))) +
+                             (last.empty() ? "" : ": " + last.substr(0, 300)) + "): " + script + " " + model_dir + " " + out);
 }
 
 std::string gguf_architecture(const std::string& path) {
