@@ -148,7 +148,10 @@ class Server:
             text = Path(self.log.name).read_text(errors="replace")
         except OSError:
             return "(no log)"
-        return " | ".join(line for line in text[-n:].splitlines() if line.strip())
+        last = " | ".join(line for line in text[-n:].splitlines() if line.strip())
+        # an abort's backtrace fills the tail: the assertion that raised it leads
+        cause = next((line.strip() for line in text.splitlines() if "GGML_ASSERT" in line or "GGML_ABORT" in line), "")
+        return f"{cause} | ... | {last}" if cause and cause not in last else last
 
     def post(self, path: str, body: Mapping[str, Any]) -> Dict[str, Any]:
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=json.dumps(body).encode(),

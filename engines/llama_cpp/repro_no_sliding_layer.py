@@ -1,12 +1,15 @@
-"""llama.cpp (llama-cpp-python 0.3.36): a Gemma 4 GGUF whose layers are all full attention (a 1-layer checkpoint: Gemma 4
-forces its last layer full) aborts in llama_init_from_model with GGML_ASSERT(hparams.is_swa_any()) (src/llama-model.cpp,
-create_memory): src/models/gemma4.cpp sets swa_type STANDARD whatever the sliding_window_pattern array says, so the
-iSWA cache is built for a model with no sliding layer. An abort, not a load error. Exit 1 while the bug is there.
+"""llama.cpp (llama-cpp-python 0.3.36; the same in build 11434 and its llama-server): a Gemma 4 or Gemma 2 GGUF whose
+layers are all full attention aborts in llama_init_from_model with GGML_ASSERT(hparams.is_swa_any()) (src/llama-model.cpp,
+create_memory): src/models/gemma4.cpp and gemma2.cpp set swa_type STANDARD whatever the sliding_window_pattern array
+says, so the iSWA cache is built for a model with no sliding layer. An abort, not a load error. Exit 1 while the bug is there.
     python3 engines/models/make_models.py --draw gemma4_text:20250917:1 | python3 -c "import json,sys; r=json.load(sys.stdin); \\
       r['config'].update(num_hidden_layers=1, layer_types=['full_attention'], num_kv_shared_layers=0); r['folder']='g4-full1'; \\
       print(json.dumps(r))" | python3 engines/models/make_models.py /tmp/zoo --recipe -
+    python3 engines/models/make_models.py --draw gemma2:20250917:0 | python3 -c "import json,sys; r=json.load(sys.stdin); \\
+      r['config'].update(num_hidden_layers=1, layer_types=['full_attention'], tie_word_embeddings=True); r['folder']='g2-full1'; \\
+      print(json.dumps(r))" | python3 engines/models/make_models.py /tmp/zoo --recipe -
     python engines/llama_cpp/convert.py /tmp/zoo/g4-full1 /tmp/g4.gguf   # llama.cpp's own converter classes (+ convert.py's fixes)
-    python repro_gemma4_no_sliding_layer.py /tmp/g4.gguf"""
+    python repro_no_sliding_layer.py /tmp/g4.gguf                        # and the same for g2-full1"""
 import subprocess
 import sys
 
