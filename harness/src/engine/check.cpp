@@ -698,10 +698,19 @@ std::vector<KnownDeviation> load_known_deviations(const std::string& path) {
     const std::string at = path + ": /deviations/" + std::to_string(i);
     if (!d.is_object()) throw std::invalid_argument(at + ": must be an object");
     KnownDeviation k;
-    for (auto [key, field] : {std::pair{"engine", &k.engine}, {"model", &k.model}, {"plan", &k.plan}, {"note", &k.note}}) {
+    for (auto [key, field] : {std::pair{"engine", &k.engine}, {"plan", &k.plan}, {"note", &k.note}}) {
       if (!d.contains(key) || !d[key].is_string()) throw std::invalid_argument(at + "/" + key + ": must be a string");
       *field = d[key];
     }
+    // A family's misreading is named by "family"; "model" narrows to some folders (either may be left out).
+    for (auto [key, field] : {std::pair{"model", &k.model}, {"family", &k.family}})
+      if (d.contains(key)) {
+        if (!d[key].is_string()) throw std::invalid_argument(at + "/" + key + ": must be a string (a regex)");
+        *field = d[key];
+      }
+    for (const auto& [key, value] : d.items())
+      if (!std::set<std::string>{"engine", "model", "family", "plan", "note", "diagnosis", "error", "failure", "explanation"}.count(key))
+        throw std::invalid_argument(at + "/" + key + ": unknown field (engine, family, model, plan, note, and one of diagnosis, error, failure)");
     int forms = 0;
     if (d.contains("diagnosis")) {
       ++forms;
@@ -735,7 +744,7 @@ std::vector<KnownDeviation> load_known_deviations(const std::string& path) {
                 << "\"diagnosis\" kind, the engine's \"error\" text, or \"failure\": \"logits\"\n";
     }
     if (forms != 1) throw std::invalid_argument(at + ": needs exactly one of \"diagnosis\", \"error\", \"failure\" (or the old \"explanation\")");
-    for (const std::string* re : {&k.engine, &k.model, &k.plan}) {
+    for (const std::string* re : {&k.engine, &k.model, &k.family, &k.plan}) {
       try {
         std::regex test(*re);
       } catch (const std::regex_error& e) {
@@ -753,12 +762,12 @@ namespace {
 // and whose engine error text is in `error`, or whose logits rule `on_logits` accepts. A behaviour the
 // engine is known to have is its DEVIATION; a mutant run is never excused.
 template <class OnLogits>
-const KnownDeviation* known_deviation(const EngineClient& engine, const Plan& plan, const CheckOptions& options, const std::string& error,
-                                      const std::string& message, OnLogits on_logits) {
+const KnownDeviation* known_deviation(const EngineClient& engine, const Model& model, const Plan& plan, const CheckOptions& options,
+                                      const std::string& error, const std::string& message, OnLogits on_logits) {
   if (engine.spec().mutant != "none") return nullptr;
   for (const KnownDeviation& k : options.known) {
     if (!std::regex_search(engine.spec().name, std::regex(k.engine)) || !std::regex_search(plan.model, std::regex(k.model)) ||
-        !std::regex_search(plan.name, std::regex(k.plan)))
+        !std::regex_search(to_string(model.config.family), std::regex(k.family)) || !std::regex_search(plan.name, std::regex(k.plan)))
       continue;
     if ((!k.error.empty() && error.find(k.error) != std::string::npos) || on_logits(k) ||
         (!k.explanation.empty() && message.find(k.explanation) != std::string::npos))
@@ -803,7 +812,7 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
   if (loaded.kind == Reply::Kind::Unsupported) return finish(report::Status::Skipped, "the engine refused the model: " + loaded.message);
   if (!loaded.ok()) {
     const std::string msg = "load: " + loaded.message;
-    if (const KnownDeviation* k = known_deviation(engine, plan, options, loaded.message, msg, [](const KnownDeviation&) { return false; }))
+    if (const KnownDeviation* k = known_deviation(engine, model, plan, options, loaded.message, msg, [](const KnownDeviation&) { return false; }))
       return finish(report::Status::Deviation, "known engine deviation (" + k->note + "): " + msg);
     return finish(report::Status::Fail, msg);
   }
@@ -963,7 +972,7 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
     if (!then.empty()) msg += "; then " + then;
   }
   const bool logits = !failure.empty();
-  if (const KnownDeviation* k = known_deviation(engine, plan, options, stopped + then, msg, [&](const KnownDeviation& k) {
+  if (const KnownDeviation* k = known_deviation(engine, model, plan, options, stopped + then, msg, [&](const KnownDeviation& k) {
         return logits && ((k.diagnosis && (*k.diagnosis == DKind::Unexplained ? fits.empty() : matches(k, fits))) || k.any_logits);
       }))
     return finish(report::Status::Deviation, "known engine deviation (" + k->note + "): " + msg);

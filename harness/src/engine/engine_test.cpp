@@ -636,6 +636,31 @@ TEST(EngineCheck, AKnownLoadErrorIsADeviation) {
   EXPECT_EQ(check_plan(told, m, gemma2_dir(), plan, known("fewer than 99")).status, report::Status::Fail);
 }
 
+// A family's misreading is known on every model of that family, whatever its folder is called: the
+// entry's "family" matches config.model_type (the copy below is named like no zoo model), another
+// family's entry does not, and "model" still narrows.
+TEST(EngineCheck, AKnownDeviationOfAFamilyMatchesItsModelsByModelType) {
+  const Plan plan = plan_named("extend_after_full");
+  const std::string copy = (std::filesystem::temp_directory_path() / ("my-own-checkpoint-" + std::to_string(getpid()))).string();
+  std::filesystem::copy(gemma2_dir(), copy, std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  const Model m = load_model(copy);
+  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window+1"}}, "none", 5});
+  auto known = [](const std::string& family, const std::string& model) {
+    CheckOptions o;
+    KnownDeviation k;
+    k.engine = "^oracle$", k.family = family, k.model = model, k.plan = ".", k.note = "test";
+    k.diagnosis = Diagnosis::Kind::WindowOffByOne;
+    o.known.push_back(k);
+    return o;
+  };
+  Plan named = plan;
+  named.model = std::filesystem::path(copy).filename().string();
+  EXPECT_EQ(check_plan(own, m, copy, named, known("^gemma2$", ".")).status, report::Status::Deviation);
+  EXPECT_EQ(check_plan(own, m, copy, named, known("^(mistral|gemma3_text)$", ".")).status, report::Status::Fail);
+  EXPECT_EQ(check_plan(own, m, copy, named, known("^gemma2$", "^draw-")).status, report::Status::Fail);
+  std::filesystem::remove_all(copy);
+}
+
 TEST(EngineCheck, KnownDeviationsNameTheirBadField) {
   const std::string file = (std::filesystem::temp_directory_path() / ("kvc-known-" + std::to_string(getpid()) + ".json")).string();
   auto load = [&](const std::string& entry) -> std::string {
@@ -654,6 +679,9 @@ TEST(EngineCheck, KnownDeviationsNameTheirBadField) {
       << load(R"("diagnosis": "window_of_by_one")");
   EXPECT_NE(load(R"("failure": "top1")").find("/deviations/0/failure: must be \"logits\""), std::string::npos);
   EXPECT_NE(load(R"("diagnosis": "sinks_dropped", "error": "x")").find("needs exactly one of"), std::string::npos);
+  EXPECT_NE(load(R"("error": "x", "family": 2)").find("/deviations/0/family: must be a string"), std::string::npos);
+  EXPECT_NE(load(R"("error": "x", "familly": "^gemma2$")").find("/deviations/0/familly: unknown field"), std::string::npos);
+  EXPECT_NE(load(R"("error": "x", "family": "(")").find("bad regex"), std::string::npos);
   std::filesystem::remove(file);
 }
 

@@ -76,9 +76,12 @@ std::string explain(const std::vector<Diagnosis>& fits);
 // A behaviour an engine is known to have (engines/known_deviations.json): a failure of a matching
 // case that has the given diagnosis (kind, and each given parameter equal), or whose engine error
 // contains `error`, or any logit failure (`failure`: "logits"), is a DEVIATION, not a FAIL. Mutant
-// runs are never excused.
+// runs are never excused. `family` matches the model's config.model_type, so that an engine's
+// misreading of a family is known on every model of it (zoo, drawn, wide, a user's), whatever its
+// folder is called.
 struct KnownDeviation {
-  std::string engine, model, plan;            // regexes over the spec name, model and plan name
+  std::string engine, model = ".", plan;      // regexes over the spec name, model (folder) name and plan name
+  std::string family = ".";                   // regex over the model's family (to_string(Family): "gemma3_text")
   std::optional<Diagnosis::Kind> diagnosis;
   nlohmann::json params = nlohmann::json::object();
   std::string error;                          // text the engine's own error message contains
