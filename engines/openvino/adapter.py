@@ -51,6 +51,10 @@ def log(*a):
     print("[openvino]", *a, file=sys.stderr, flush=True)
 
 
+# Part of the exported IR's cache key: a new kv.json layout or wrapper exports again.
+EXPORT_FORMAT = 3
+
+
 def cache_root():
     return os.path.join(os.environ.get("KVC_CACHE") or os.path.expanduser("~/.cache/kvconform"), "openvino-models")
 
@@ -78,16 +82,36 @@ class KVWrap(torch.nn.Module):
 
 
 def export(model_dir, config, out):
+    # Eager attention, and for a MoE the batched_mm experts (each token's experts gathered by index):
+    # transformers 5.24.0's default grouped_mm counts tokens per expert with torch.histc, which
+    # OpenVINO's PyTorch frontend cannot convert (aten::histc), and the eager experts loop over the
+    # experts the example input hits, which a trace would freeze.
     hf = AutoModelForCausalLM.from_pretrained(model_dir, config=config, attn_implementation="eager", dtype=torch.float32).eval()
+    if hf._can_set_experts_implementation():
+        hf.set_experts_implementation("batched_mm")
     c = hf.config
-    layers, heads, dim = c.num_hidden_layers, c.num_key_value_heads, getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads
+    # Each layer's KV shape comes from the model's own cache, not the config: a family may give
+    # layer types their own head size and KV heads (Gemma 4's global_head_dim, where transformers
+    # refuses a global config.head_dim) or cache fewer layers than it has.
+    with torch.no_grad():
+        probe = hf(input_ids=torch.zeros((1, 1), dtype=torch.long), use_cache=True).past_key_values
+    # A KV-shared layer (Gemma 4's num_kv_shared_layers) reads an earlier layer's states and leaves
+    # its own cache layer empty: only the layers that cache are carried.
+    cached = [i for i, layer in enumerate(probe.layers) if layer.keys is not None and layer.keys.dim() == 4]
+    if cached != list(range(len(cached))):
+        raise RuntimeError(f"the layers that cache are {cached}, not the first {len(cached)}: the export carries a prefix")
+    shapes = {f"past.{i}.{k}": [int(t.shape[1]), int(t.shape[3])]
+              for i in cached for k, t in (("key", probe.layers[i].keys), ("value", probe.layers[i].values))}
+    layers = len(cached)
     past, new = 7, 3
     ex = {"input_ids": torch.randint(0, c.vocab_size, (1, new)), "position_ids": torch.arange(past, past + new)[None]}
-    for i in range(layers):
-        ex[f"past.{i}.key"] = torch.randn(1, heads, past, dim)
-        ex[f"past.{i}.value"] = torch.randn(1, heads, past, dim)
+    for name, (heads, dim) in shapes.items():
+        ex[name] = torch.randn(1, heads, past, dim)
     t0 = time.time()
     with torch.no_grad():
+        # The model's own forward first: its failure is the model's (transformers' file and line), not
+        # a conversion failure that only says the trace failed.
+        KVWrap(hf, layers)(*ex.values())
         om = ov.convert_model(KVWrap(hf, layers), example_input=tuple(ex.values()))
     if len(om.inputs) != len(ex) or len(om.outputs) != 1 + 2 * layers:
         raise RuntimeError(f"convert_model gave {len(om.inputs)} inputs / {len(om.outputs)} outputs, "
@@ -102,7 +126,7 @@ def export(model_dir, config, out):
     os.makedirs(out, exist_ok=True)
     ov.save_model(om, os.path.join(out, "model.xml"), compress_to_fp16=False)
     with open(os.path.join(out, "kv.json"), "w") as f:
-        json.dump({"layers": layers, "kv_heads": heads, "head_dim": dim, "vocab": c.vocab_size}, f)
+        json.dump({"layers": layers, "shapes": shapes, "vocab": c.vocab_size}, f)
     log(f"exported {model_dir} in {time.time() - t0:.1f} s ({layers} layers) to {out}")
 
 
@@ -129,7 +153,7 @@ class OpenVINOEngine(Engine):
         h = hashlib.sha256(config.to_json_string(use_diff=False).encode())
         with open(os.path.join(model_dir, "model.safetensors"), "rb") as f:
             h.update(hashlib.sha256(f.read()).digest())
-        h.update(json.dumps([ov.get_version(), transformers.__version__, torch.__version__]).encode())
+        h.update(json.dumps([ov.get_version(), transformers.__version__, torch.__version__, EXPORT_FORMAT]).encode())
         out = os.path.join(cache_root(), f"{os.path.basename(os.path.normpath(model_dir))}-{h.hexdigest()[:16]}")
         with cache_lock(out):
             if not os.path.exists(os.path.join(out, "kv.json")):
@@ -144,9 +168,10 @@ class OpenVINOEngine(Engine):
     def _req(self, seq):
         if seq not in self.reqs:
             r = self.compiled.create_infer_request()
-            empty = np.zeros((1, self.kv["kv_heads"], 0, self.kv["head_dim"]), np.float32)
             for s in r.query_state():
-                s.state = ov.Tensor(empty)
+                # make_stateful names a variable by its input's name and its output's: "past.0.keypresent.0.key"
+                heads, dim = self.kv["shapes"][s.name.split("present.")[0]]
+                s.state = ov.Tensor(np.zeros((1, heads, 0, dim), np.float32))
             self.reqs[seq] = [r, 0]
         return self.reqs[seq]
 
