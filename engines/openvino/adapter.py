@@ -111,8 +111,9 @@ def export(model_dir, config, out):
     with torch.no_grad():
         # The model's own forward first: its failure is the model's (transformers' file and line), not
         # a conversion failure that only says the trace failed.
-        KVWrap(hf, layers)(*ex.values())
-        om = ov.convert_model(KVWrap(hf, layers), example_input=tuple(ex.values()))
+        wrap = KVWrap(hf, layers)
+        wrap(*ex.values())
+        om = ov.convert_model(wrap, example_input=tuple(ex.values()))
     if len(om.inputs) != len(ex) or len(om.outputs) != 1 + 2 * layers:
         raise RuntimeError(f"convert_model gave {len(om.inputs)} inputs / {len(om.outputs)} outputs, "
                            f"expected {len(ex)} / {1 + 2 * layers}")
