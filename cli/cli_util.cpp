@@ -75,7 +75,7 @@ void print_case_line(const report::CaseResult& r, bool verbose, size_t fail_deta
 }
 
 void print_case_line(std::ostream& out, const report::CaseResult& r, bool verbose, size_t fail_detail_limit) {
-  out << report::case_id(r) << "(" << r.params << "): " << to_string(r.status);
+  out << r.id << "(" << r.params << "): " << to_string(r.status);
   if (!r.message.empty()) out << " " << (r.status == report::Status::Pass ? "(" + r.message + ")" : r.message);
   out << "\n";
   if (verbose && r.error >= 0) out << "  measured: " << report::measured_text(r) << " (" << r.policy << ")\n";
@@ -101,7 +101,7 @@ void CaseResults::record(const report::CaseResult& r, bool verbose) const {
   std::ostringstream text;
   text << to_string(r.status) << "\n";
   print_case_line(text, r, verbose);
-  report::write_file_atomically(dir_ + "/" + case_result_file(report::case_id(r)), text.str());
+  report::write_file_atomically(dir_ + "/" + case_result_file(r.id), text.str());
 }
 
 Selection Selection::make(const std::string& filter, const std::vector<std::string>& suites,

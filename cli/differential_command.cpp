@@ -60,15 +60,14 @@ int run_differential(const DifferentialRequest& req) {
     for (const auto& [field, value] : {std::pair<const char*, int64_t>{"sequences/", s.sequences}, {"steps/", s.steps},
                                        {"disagreements/", s.disagreements}, {"deviations/", s.deviations}})
       summary.record.counters.emplace_back(field + v, value);
-    report::CaseResult c;
-    c.suite = "differential";
+    report::CaseResult c = report::named(report::CampaignKey{"differential", ""});
     c.params = "seed=" + std::to_string(req.seed) + (req.reference_release.empty() ? "" : ",reference=" + req.reference_release) +
                (req.mutant == "none" ? "" : ",mutant=" + req.mutant);
     c.backend = "transformers-" + v;
     c.dtype = "mixed";
     for (size_t i = 0; i < s.saved.size(); ++i) {
       report::CaseResult bad = c;
-      bad.name = v + "/" + s.scenarios[i];
+      report::rename(bad, report::CampaignKey{"differential", v + "/" + s.scenarios[i]});
       bad.status = report::Status::Fail;
       bad.message = s.verdicts[i];
       bad.detail = "saved: " + s.saved[i];
@@ -77,7 +76,7 @@ int run_differential(const DifferentialRequest& req) {
       summary.record.files.push_back(s.saved[i]);
     }
     if (s.disagreements == 0) {
-      c.name = v;
+      report::rename(c, report::CampaignKey{"differential", v});
       c.message = pass_message(summary.record, c);
       summary.cases.push_back(c);
     }

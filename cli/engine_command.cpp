@@ -416,10 +416,7 @@ Runner add_engine_command(CLI::App& app) {
         try {
           return body();
         } catch (const std::exception& e) {
-          report::CaseResult r;
-          r.suite = "engine";
-          r.name = key.model + "/" + key.plan;
-          r.backend = key.engine;
+          report::CaseResult r = report::named(key);
           r.status = report::Status::Fail;
           r.message = std::string("the check raised: ") + e.what();
           return r;
@@ -479,10 +476,7 @@ Runner add_engine_command(CLI::App& app) {
         return reproduce_line(self_path(), "engine", flags);
       };
       auto not_installed = [name, needs = c.needs, setup = c.setup](const std::string& model, const std::string& plan) {
-        report::CaseResult r;
-        r.suite = "engine";
-        r.name = model + "/" + plan;
-        r.backend = name;
+        report::CaseResult r = report::named(EngineKey{name, model, plan});
         r.dtype = "float32";
         r.status = report::Status::Skipped;
         r.message = "not installed (" + needs + " failed); install it with: " + setup;
@@ -524,14 +518,14 @@ Runner add_engine_command(CLI::App& app) {
             const EngineKey key{name, m, "regressions/" + sp.hash};
             std::vector<Flag> which{{"--model", "^" + m + "$"}, {"--filter", "^" + id_of(key) + "$"}};
             if (a->regressions.empty()) which.insert(which.begin(), Flag{"--regressions", corpus});  // else among engine_flags
-            const CaseEntry& e = registry.add(key, guarded(key, [&, installed, m, dir, sp, not_installed, reproduce = line(which)] {
+            const CaseEntry& e = registry.add(key, guarded(key, [&, installed, m, dir, sp, not_installed, key, reproduce = line(which)] {
               if (!installed) return not_installed(m, "regressions/" + sp.hash);
               if (!sp.error.empty()) throw std::invalid_argument("the saved plan does not load: " + sp.error);
               engine::CheckOptions o = check;
               o.timing = &group.timing;
               o.reproduce = reproduce;
               report::CaseResult r = engine::check_plan(client, model_of(m), dir, sp.plan, o);
-              r.name = m + "/regressions/" + sp.hash;
+              report::rename(r, key);
               r.params += ",plan=" + sp.plan.name;
               return r;
             }));
@@ -579,7 +573,7 @@ Runner add_engine_command(CLI::App& app) {
           o.reproduce = reproduce;
           report::CaseResult r = engine::check_plan(client, engine::load_model(dir), dir, dp.plan, o);
           if (saved) {
-            r.name = dp.plan.model + "/regressions/" + dp.hash;
+            report::rename(r, key);
             r.params += ",plan=" + dp.plan.name;
           }
           return r;

@@ -205,9 +205,7 @@ Runner add_fuzz_command(CLI::App& app) {
         ++failures;
         if (tty) std::cerr << "\r\033[K" << std::flush;
         const std::string message = last_line(o.failure);
-        report::CaseResult result;
-        result.suite = "fuzz";
-        result.name = campaign::to_string(p);
+        report::CaseResult result = report::named(report::CampaignKey{"fuzz", campaign::to_string(p)});
         result.params = o.params + ",round=" + std::to_string(r);
         result.backend = "reference";
         result.dtype = base.filter.dtype ? to_string(*base.filter.dtype) : "mixed";
@@ -255,9 +253,7 @@ Runner add_fuzz_command(CLI::App& app) {
       bool failed = false;
       for (const report::CaseResult& c : summary.cases) failed = failed || c.name == campaign::to_string(p);
       if (failed) continue;
-      report::CaseResult ok;
-      ok.suite = "fuzz";
-      ok.name = campaign::to_string(p);
+      report::CaseResult ok = report::named(report::CampaignKey{"fuzz", campaign::to_string(p)});
       ok.params = "seed=" + std::to_string(args->seed);  // the whole campaign's: merged shards sum into it
       ok.backend = "reference";
       ok.dtype = base.filter.dtype ? to_string(*base.filter.dtype) : "mixed";

@@ -7,53 +7,6 @@
 
 namespace kvc::cli {
 
-namespace {
-template <class... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
-template <class... F>
-Overloaded(F...) -> Overloaded<F...>;
-}  // namespace
-
-std::string suite_of(const CaseKey& key) {
-  return std::visit(Overloaded{[](const GoldenKey&) { return std::string("golden"); },
-                               [](const BackendKey&) { return std::string("backend"); },
-                               [](const PropertyKey&) { return std::string("property"); },
-                               [](const PluginKey&) { return std::string("plugin"); },
-                               [](const EngineKey&) { return std::string("engine"); }},
-                    key);
-}
-
-std::string id_of(const CaseKey& key) {
-  const std::string suite = suite_of(key);
-  return suite + "/" +
-         std::visit(Overloaded{[](const GoldenKey& k) { return k.release + "/" + k.name; },
-                               [](const BackendKey& k) { return k.scenario + "/" + k.cache + "/" + k.backend + "/" + k.dtype; },
-                               [](const PropertyKey& k) { return k.property; },
-                               [](const PluginKey& k) { return k.plugin + "/" + k.name + "/" + k.dtype; },
-                               [](const EngineKey& k) { return k.engine + "/" + k.model + "/" + k.plan; }},
-                    key);
-}
-
-CaseKey key_of(const report::CaseResult& r) {
-  if (r.suite == "golden") {
-    const auto slash = r.name.find('/');
-    return GoldenKey{r.name.substr(0, slash), slash == std::string::npos ? "" : r.name.substr(slash + 1)};
-  }
-  if (r.suite == "backend") {
-    const auto slash = r.name.rfind('/');
-    return BackendKey{r.name.substr(0, slash), slash == std::string::npos ? "" : r.name.substr(slash + 1), r.backend, r.dtype};
-  }
-  if (r.suite == "property") return PropertyKey{r.name};
-  if (r.suite == "plugin") return PluginKey{r.backend, r.name, r.dtype};
-  if (r.suite == "engine") {
-    const auto slash = r.name.find('/');
-    return EngineKey{r.backend, r.name.substr(0, slash), slash == std::string::npos ? "" : r.name.substr(slash + 1)};
-  }
-  throw std::logic_error("a case of no registered suite: '" + r.suite + "'");
-}
-
 std::string reproduce_line(const std::string& program, const std::string& subcommand, const std::vector<Flag>& flags) {
   std::string line = shell_quote(program) + " " + subcommand;
   for (const Flag& f : flags) {
@@ -107,9 +60,8 @@ void Registry::run(const Plan& plan, const std::function<void(const Chosen&, rep
       if (start && !start(c)) continue;
       const Chosen at{c.entry, c.entry->always ? last_ordinal : c.ordinal};
       report::CaseResult r = c.entry->run();
-      // The reports name a result by report::case_id: it must be the name the case ran under.
-      if (report::case_id(r) != c.entry->id)
-        throw std::logic_error("case " + c.entry->id + " returned a result named " + report::case_id(r));
+      // The reports name a result by its id: it must be the name the case ran under.
+      if (r.id != c.entry->id) throw std::logic_error("case " + c.entry->id + " returned a result named '" + r.id + "'");
       done(at, std::move(r));
       last_ordinal = at.ordinal;
       continue;
@@ -121,7 +73,8 @@ void Registry::run(const Plan& plan, const std::function<void(const Chosen&, rep
       of_batch.emplace(plan.chosen[j].entry->id, plan.chosen[j]);
     batch_done->run([&](const std::string& id) { return of_batch.count(id) > 0; },
                     [&](report::CaseResult r) {
-                      const auto it = of_batch.find(report::case_id(r));
+                      if (r.id.empty()) throw std::logic_error("a case of the batch of " + c.entry->id + " returned a result with no id");
+                      const auto it = of_batch.find(r.id);
                       Chosen at = it != of_batch.end() ? it->second : Chosen{c.entry, last_ordinal};
                       if (at.entry->always) at.ordinal = last_ordinal;
                       last_ordinal = at.ordinal;

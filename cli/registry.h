@@ -10,37 +10,23 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "kvconform/results.h"
 
 namespace kvc::cli {
 
-// The fields that name a case, one struct per suite; id() below joins them into the registry id
-// (what --list prints, --filter matches, ctest's case/<id> and report::case_id say).
-struct GoldenKey {  // golden/<release>/<case>
-  std::string release, name;
-};
-struct BackendKey {  // backend/<scenario>/<cache>/<backend>/<dtype>
-  std::string scenario, cache, backend, dtype;
-};
-struct PropertyKey {  // property/<name>
-  std::string property;
-};
-struct PluginKey {  // plugin/<plugin>/<case>/<dtype>
-  std::string plugin, name, dtype;
-};
-struct EngineKey {  // engine/<engine>/<model>/<plan>
-  std::string engine, model, plan;
-};
-using CaseKey = std::variant<GoldenKey, BackendKey, PropertyKey, PluginKey, EngineKey>;
-
-std::string suite_of(const CaseKey& key);  // "golden", "backend", "property", "plugin", "engine"
-std::string id_of(const CaseKey& key);
-// The key of a result a suite yields when it only lists its cases (golden replay, the backend suite
-// and the plugin checks enumerate in their list mode); id_of(key_of(r)) == report::case_id(r).
-CaseKey key_of(const report::CaseResult& listed);
+// A case is named by its typed key (report::CaseKey, results.h) before it runs; these are the
+// registry's words for them.
+using report::BackendKey;
+using report::CaseKey;
+using report::EngineKey;
+using report::GoldenKey;
+using report::id_of;
+using report::key_of;
+using report::PluginKey;
+using report::PropertyKey;
+using report::suite_of;
 
 // One word of a reproduce line: the flag and its value, quoted for the shell.
 struct Flag {

@@ -97,8 +97,7 @@ Runner add_replay_command(CLI::App& app) {
       } else if (fixture) {
         r = golden::compare(*fixture, reference, c);
       } else {
-        r.suite = "golden";
-        r.name = version + "/" + c.name;
+        report::rename(r, report::GoldenKey{version, c.name});
         r.backend = "reference";
         r.dtype = to_string(c.dtype);
         r.status = report::Status::Skipped;

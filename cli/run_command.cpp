@@ -73,9 +73,7 @@ std::string absolute_folder(const std::string& value) {
 }
 
 report::CaseResult property_result(const campaign::Outcome& o, const campaign::Options& options, bool verbose) {
-  report::CaseResult r;
-  r.suite = "property";
-  r.name = campaign::to_string(o.property);
+  report::CaseResult r = report::named(report::PropertyKey{campaign::to_string(o.property)});
   r.params = o.params;
   r.backend = "reference";
   r.dtype = options.filter.dtype ? to_string(*options.filter.dtype) : "mixed";
@@ -207,13 +205,9 @@ class RunSuites {
       return common_flags(std::move(out), r);
     };
     const auto raised = [is_plugin, target](const std::exception& e) {
-      report::CaseResult r;
-      r.suite = "plugin";
-      r.name = "check";
+      report::CaseResult r = report::named(report::PluginKey{target, "check", "mixed"});
       const std::string kind = is_plugin ? "plugin" : "backend-cmd";
       r.params = kind + "=" + target;
-      r.backend = target;
-      r.dtype = "mixed";
       r.status = report::Status::Fail;
       r.message = "the " + kind + " check itself raised: " + first_line(e.what());
       return r;
@@ -308,9 +302,7 @@ class RunSuites {
   }
 
   report::CaseResult saved_property_case(const regressions::Entry& e) const {
-    report::CaseResult r;
-    r.suite = "property";
-    r.name = "regressions/" + e.target + "/" + e.hash;
+    report::CaseResult r = report::named(report::PropertyKey{"regressions/" + e.target + "/" + e.hash});
     r.backend = "reference";
     r.dtype = "mixed";
     r.status = report::Status::Fail;
@@ -388,7 +380,7 @@ class RunSuites {
   // The reproduce line of a failing case (docs/cli.md, "Reproducing a failure"): the absolute
   // binary, --filter for exactly its id, the suite's flags that changed its outcome, with folders
   // as absolute paths, so it runs from any working directory.
-  static Flag filter_flag(const report::CaseResult& r) { return {"--filter", "^" + regex_quote(report::case_id(r)) + "$"}; }
+  static Flag filter_flag(const report::CaseResult& r) { return {"--filter", "^" + regex_quote(r.id) + "$"}; }
 
   std::vector<Flag> common_flags(std::vector<Flag> flags, const report::CaseResult& r) const {
     flags.push_back({"--seed", std::to_string(options_.seed), Flag::Quote::None});
@@ -417,7 +409,7 @@ class RunSuites {
 
   // A found case of the corpus names the corpus it came from.
   void corpus_flag(std::vector<Flag>& flags, const report::CaseResult& r) const {
-    if (report::case_id(r).find("/regressions/") != std::string::npos)
+    if (r.id.find("/regressions/") != std::string::npos)
       flags.push_back({"--regressions", absolute_folder(corpus_)});
   }
 

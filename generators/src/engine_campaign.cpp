@@ -152,11 +152,9 @@ std::vector<Draw> simplifications(const Draw& d) {
 
 // A campaign's case header (suite, name, engine, params, policy) and the engine's hello: the serving
 // operations its plans may draw, or nullopt with `r` the hello's FAIL.
-std::optional<std::vector<std::string>> open_campaign(EngineClient& engine, const std::string& name, std::string params,
-                                                      report::CaseResult& r) {
-  r.suite = "engine";
-  r.name = name;
-  r.backend = engine.spec().name;
+std::optional<std::vector<std::string>> open_campaign(EngineClient& engine, const std::string& model, const std::string& plan,
+                                                      std::string params, report::CaseResult& r) {
+  r = report::named(report::EngineKey{engine.spec().name, model, plan});
   r.dtype = "float32";
   r.params = std::move(params);
   if (engine.spec().mutant != "none") r.params += ",mutant=" + engine.spec().mutant;
@@ -177,7 +175,7 @@ std::optional<std::vector<std::string>> open_campaign(EngineClient& engine, cons
 CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std::string& model_dir, const CampaignOptions& o) {
   CampaignOutcome out;
   report::CaseResult& r = out.result;
-  const auto opened = open_campaign(engine, model.config.name + "/campaign",
+  const auto opened = open_campaign(engine, model.config.name, "campaign",
                                     "seed=" + std::to_string(o.seed) + ",iterations=" + std::to_string(o.iterations), r);
   if (!opened) return out;
   const std::vector<std::string>& operations = *opened;
@@ -402,7 +400,7 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
                                         const CampaignOptions& o) {
   ModelCampaignOutcome out;
   report::CaseResult& r = out.result;
-  const auto opened = open_campaign(engine, "drawn-" + family + "/model-campaign",
+  const auto opened = open_campaign(engine, "drawn-" + family, "model-campaign",
                                     "family=" + family + ",seed=" + std::to_string(o.seed) + ",iterations=" + std::to_string(o.iterations), r);
   if (!opened) return out;
   const std::vector<std::string>& operations = *opened;

@@ -193,12 +193,8 @@ std::string save_failure(const Target& target, const std::string& part_name, Par
 
 CaseResult run_campaign(const Target& target, Part part, const std::string& plugin, const PluginCheckOptions& o) {
   const std::string part_name = part == Part::Cache ? "cache" : "kernel";
-  CaseResult out;
-  out.suite = "plugin";
-  out.name = "campaign/" + part_name;
+  CaseResult out = report::named(report::PluginKey{plugin, "campaign/" + part_name, "mixed"});
   out.params = "seed=" + std::to_string(o.seed) + ",iterations=" + std::to_string(o.iterations);
-  out.backend = plugin;
-  out.dtype = "mixed";
   ConfigFilter filter;  // --dtype, --attention
   filter.dtype = o.dtype;
   filter.attention = o.attention;
@@ -253,13 +249,9 @@ std::vector<CaseResult> check_target(const Target& target, const PluginCheckOpti
   if (!fixed.loaded || options.iterations <= 0) return results;
   for (const Part part : {Part::Cache, Part::Kernel}) {
     if (!(part == Part::Cache ? fixed.has_cache : fixed.has_attention)) continue;
-    CaseResult id;
-    id.suite = "plugin";
-    id.name = std::string("campaign/") + (part == Part::Cache ? "cache" : "kernel");
-    id.backend = fixed.name;
-    id.dtype = "mixed";
+    CaseResult id = report::named(report::PluginKey{fixed.name, std::string("campaign/") + (part == Part::Cache ? "cache" : "kernel"), "mixed"});
     id.params = "seed=" + std::to_string(options.seed) + ",iterations=" + std::to_string(options.iterations);
-    if (options.select && !options.select(report::case_id(id))) continue;
+    if (options.select && !options.select(id.id)) continue;
     if (options.list_only) {
       results.push_back(id);
       continue;
@@ -288,7 +280,7 @@ std::vector<CaseResult> check_backend_command(const std::string& command, const 
   auto results = check_target(backend_command_target(command), o);
   // A worker that never started has no name: the report names the command instead.
   for (CaseResult& r : results)
-    if (r.name == "load") r.backend = command;
+    if (r.name == "load") report::rename(r, report::PluginKey{command, r.name, r.dtype});
   // The listing's worker (its hello) stays for the run that follows: a Python worker's start is
   // seconds of imports; after the run the next check starts afresh.
   if (!options.list_only) stop_worker(command);

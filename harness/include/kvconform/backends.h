@@ -128,7 +128,7 @@ struct SuiteOptions {
   Mutation mutation = Mutation::None;
   // Run the numerics cases (numeric_scenarios) after the built-in step patterns.
   bool numerics = true;
-  // Over the registry id "backend/<scenario>/<cache>/<backend>/<dtype>" (report::case_id); empty = all.
+  // Over the registry id "backend/<scenario>/<cache>/<backend>/<dtype>" (report::id_of); empty = all.
   std::function<bool(const std::string& id)> select;
   bool list_only = false;  // run nothing: one Pass result per selected case, for --list
 };

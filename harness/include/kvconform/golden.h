@@ -55,7 +55,7 @@ struct ReplayOptions {
   std::string fixtures_root = "golden/fixtures";
   std::string cases_root = "cases";
   std::string name_regex;  // over "<version>/<case>"; empty = all
-  // Over the registry id "golden/<version>/<case>" (report::case_id), checked before the case is
+  // Over the registry id "golden/<version>/<case>" (report::id_of), checked before the case is
   // loaded; empty = every case.
   std::function<bool(const std::string& id)> select;
   bool list_only = false;  // replay nothing: one Pass result per selected case, for --list

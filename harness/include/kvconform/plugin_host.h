@@ -30,7 +30,7 @@ struct PluginCheckOptions {
   // beside the built-in scenarios; empty = none. Cases limited to releases of the
   // cache_position API are skipped (plugins implement the query_length API, behaviours.h).
   std::string cases_dir;
-  // Over the registry id "plugin/<plugin>/<case>/<dtype>" (report::case_id); empty = all.
+  // Over the registry id "plugin/<plugin>/<case>/<dtype>" (report::id_of); empty = all.
   std::function<bool(const std::string& id)> select;
   bool list_only = false;  // run nothing but the load probe: one Pass result per selected case
   // The found-case corpus (kvconform/regressions.h) whose plugin suite is replayed: the entries of

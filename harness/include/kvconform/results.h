@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace kvc::report {
@@ -26,8 +27,37 @@ struct MaskPicture {
   std::vector<std::string> rows;         // each kv_length characters
 };
 
+// The fields that name a case, one struct per suite; id_of joins them into the case's id (what
+// `kvconform run --list` prints, --filter matches, ctest's case/<id> and every report say). A suite
+// names a case by its key before it runs (named below), as llama.cpp's test-backend-ops names a
+// case by its vars().
+struct GoldenKey {  // golden/<release>/<case>
+  std::string release, name;
+};
+struct BackendKey {  // backend/<scenario>/<cache>/<backend>/<dtype>
+  std::string scenario, cache, backend, dtype;
+};
+struct PropertyKey {  // property/<name>
+  std::string property;
+};
+struct PluginKey {  // plugin/<plugin>/<case>/<dtype>
+  std::string plugin, name, dtype;
+};
+struct EngineKey {  // engine/<engine>/<model>/<plan>
+  std::string engine, model, plan;
+};
+// A line of a command that runs no registry (fuzz's rounds, the differential campaign): <suite>/<name>.
+struct CampaignKey {
+  std::string suite, name;
+};
+using CaseKey = std::variant<GoldenKey, BackendKey, PropertyKey, PluginKey, EngineKey, CampaignKey>;
+
+std::string suite_of(const CaseKey& key);  // "golden", "backend", "property", "plugin", "engine", or the campaign's
+std::string id_of(const CaseKey& key);
+
 struct CaseResult {
-  std::string suite;    // "property", "golden", "backend", "plugin"
+  std::string id;       // id_of(its key): set by named(), never derived from the fields below
+  std::string suite;    // "property", "golden", "backend", "plugin", "engine"
   std::string name;     // "stored_rows", "4.57.6/static_sliding_w4_decode", ...
   std::string params;   // compact "key=value,..." as printed in NAME(params)
   std::string backend;  // "reference", "eager", "sdpa", "sdpa_is_causal", "windowed", plugin name
@@ -63,10 +93,15 @@ inline double margin(const CaseResult& r) { return r.bound - r.error; }
 inline bool has_margin_ratio(const CaseResult& r) { return has_margin(r) && r.bound > 0; }
 inline double margin_ratio(const CaseResult& r) { return r.error / r.bound; }
 
-// The case's id in the registry: what `kvconform run --list` prints and `--filter` matches.
-//   golden/<release>/<case>   backend/<scenario>/<cache>/<backend>/<dtype>   property/<name>
-//   plugin/<plugin>/<case>/<dtype>   engine/<engine>/<model>/<plan>
-std::string case_id(const CaseResult& r);
+// A result named by its key before the case runs: its id, suite, and the fields of the key that the
+// reports show (name; backend for the backend, plugin and engine suites; dtype where the key has one).
+CaseResult named(const CaseKey& key);
+// Names r by `key` as named() does, keeping its verdict and its other fields (a saved plan's result
+// takes the corpus entry's name).
+void rename(CaseResult& r, const CaseKey& key);
+// The key whose named() result has r's suite, name, backend and dtype: what a report read back names
+// its case by (summary.json's id is checked against it).
+CaseKey key_of(const CaseResult& r);
 
 // What a run of a sharding command was (docs/sharding.md), so that `kvconform merge` combines only
 // shards of one run: the same subcommand, build, command (without the flags that only pick the

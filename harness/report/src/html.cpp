@@ -140,7 +140,7 @@ void heatmap(std::ostringstream& os, const MaskPicture& m) {
 void case_article(std::ostringstream& os, const CaseResult& c, size_t index) {
   os << "<article class=\"" << status_class(c.status) << "\" id=\"case-" << index << "\">\n";
   os << "<h3>" << esc(case_title(c)) << "</h3>\n";
-  os << "<p class=\"id\">id <code>" << esc(case_id(c)) << "</code></p>\n";
+  os << "<p class=\"id\">id <code>" << esc(c.id) << "</code></p>\n";
   os << "<div><span class=\"badge " << status_class(c.status) << "\">" << to_string(c.status) << "</span> suite "
      << esc(c.suite) << "</div>\n";
   if (!c.message.empty()) os << "<p class=\"message\">" << esc(c.message) << "</p>\n";
@@ -211,7 +211,7 @@ std::string report_html(const RunSummary& run, const ReportOptions& options) {
       const bool linked = c.status == Status::Fail || c.status == Status::Deviation;
       os << "<tr class=\"" << status_class(c.status) << "\"><td class=\"case\">";
       if (linked) os << "<a href=\"#case-" << i << "\">";
-      os << esc(case_id(c) + "(" + c.params + ")");
+      os << esc(c.id + "(" + c.params + ")");
       if (linked) os << "</a>";
       os << "</td><td>" << esc(c.suite) << "</td><td>" << esc(c.dtype) << "</td><td><span class=\"badge "
          << status_class(c.status) << "\">" << to_string(c.status) << "</span></td><td>" << esc(measured_text(c)) << "</td><td>" << esc(c.message)

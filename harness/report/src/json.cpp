@@ -60,7 +60,7 @@ std::string summary_json(const RunSummary& run, const ReportOptions& options) {
   for (size_t i = 0; i < run.cases.size(); ++i) {
     const CaseResult& c = run.cases[i];
     Json e;
-    e["id"] = case_id(c);
+    e["id"] = c.id;
     e["suite"] = c.suite;
     e["name"] = c.name;
     e["params"] = c.params;
@@ -226,8 +226,9 @@ ReadSummary read_summary_json(std::string_view text, const std::string& where) {
     if (e.contains("ordinal")) c.ordinal = in.integer(e, at, "ordinal");
     // The id and title are derived fields: a file whose id does not follow from its fields was
     // edited or written by something else.
-    if (const std::string id = in.string(e, at, "id"); id != case_id(c))
-      in.fail(at + "/id", "\"" + id + "\" is not the id of its fields (\"" + case_id(c) + "\")");
+    c.id = in.string(e, at, "id");
+    if (const std::string of_fields = id_of(key_of(c)); c.id != of_fields)
+      in.fail(at + "/id", "\"" + c.id + "\" is not the id of its fields (\"" + of_fields + "\")");
     if (out.timings) out.timings->case_seconds.push_back(e.contains("seconds") ? in.number_or_null(e, at, "seconds") : -1);
     run.cases.push_back(std::move(c));
   }

@@ -127,7 +127,7 @@ std::string summary_markdown(const RunSummary& run, const ReportOptions& options
     if (!rows.empty()) {
       os << "| case | suite | dtype | judged by | status | message |\n|---|---|---|---|---|---|\n";
       for (const CaseResult* c : rows)
-        os << "| " << cell(case_id(*c) + "(" + c->params + ")") << " | " << cell(c->suite) << " | " << cell(c->dtype) << " | "
+        os << "| " << cell(c->id + "(" + c->params + ")") << " | " << cell(c->suite) << " | " << cell(c->dtype) << " | "
            << cell(judged_text(*c)) << " | " << badge(c->status) << " | " << cell(c->message) << " |\n";
       os << "\n";
     }
@@ -139,7 +139,7 @@ std::string summary_markdown(const RunSummary& run, const ReportOptions& options
     for (const CaseResult& c : run.cases) {
       if (c.status != Status::Fail) continue;
       os << "#### ❌ " << cell(case_title(c)) << "\n\n";
-      os << "Id: " << fenced_inline(case_id(c)) << "\n\n";
+      os << "Id: " << fenced_inline(c.id) << "\n\n";
       if (!c.message.empty()) os << cell(c.message) << "\n\n";
       if (!c.policy.empty()) os << "Judged by " << judged_text(c) << ".\n\n";
       for (const MaskPicture& m : c.masks) os << fenced(mask_text(m), "text") << "\n";
@@ -151,7 +151,7 @@ std::string summary_markdown(const RunSummary& run, const ReportOptions& options
     os << "### Upstream deviations\n\n";
     for (const CaseResult& c : run.cases)
       if (c.status == Status::Deviation)
-        os << "- " << fenced_inline(case_id(c)) << " " << cell(case_title(c)) << ": " << cell(c.message) << "\n";
+        os << "- " << fenced_inline(c.id) << " " << cell(case_title(c)) << ": " << cell(c.message) << "\n";
     os << "\n";
   }
   return os.str();

@@ -154,6 +154,34 @@ TEST(MeasuredError, ErrorBoundAndMarginInEveryFormatAndIdsEverywhere) {
   EXPECT_NE(html.find("<pre class=\"values\">Extend(2) after 1 tokens", at), std::string::npos);
 }
 
+// A result is named by its key before its case runs: its id is the key's, its display fields follow
+// from the key, and reading those fields back gives the key again (what summary.json's reader checks).
+TEST(CaseKey, NamesItsResultAndIsReadBackFromItsFields) {
+  const std::vector<std::pair<CaseKey, std::string>> keys = {
+      {GoldenKey{"5.24.0", "static_sliding_w4_decode"}, "golden/5.24.0/static_sliding_w4_decode"},
+      {BackendKey{"decode_across_window", "static", "eager", "float32"}, "backend/decode_across_window/static/eager/float32"},
+      {PropertyKey{"regressions/stored_rows/0123abcd"}, "property/regressions/stored_rows/0123abcd"},
+      {PluginKey{"ring_buffer", "campaign/cache", "mixed"}, "plugin/ring_buffer/campaign/cache/mixed"},
+      {EngineKey{"oracle", "gemma2-w4", "regressions/096b814dd710eb40"}, "engine/oracle/gemma2-w4/regressions/096b814dd710eb40"},
+      {CampaignKey{"fuzz", "window_coverage"}, "fuzz/window_coverage"}};
+  for (const auto& [key, id] : keys) {
+    const CaseResult r = named(key);
+    EXPECT_EQ(r.id, id);
+    EXPECT_EQ(id_of(key), id);
+    EXPECT_EQ(r.suite, suite_of(key));
+    EXPECT_EQ(id_of(key_of(r)), id) << "the fields of " << id << " read back as another key";
+  }
+  // Renaming keeps the verdict and the fields the key does not name.
+  CaseResult r = named(EngineKey{"oracle", "gemma2-w4", "long_run"});
+  r.dtype = "float32";
+  r.status = Status::Fail;
+  rename(r, EngineKey{"oracle", "gemma2-w4", "regressions/00ff"});
+  EXPECT_EQ(r.id, "engine/oracle/gemma2-w4/regressions/00ff");
+  EXPECT_EQ(r.name, "gemma2-w4/regressions/00ff");
+  EXPECT_EQ(r.dtype, "float32");
+  EXPECT_EQ(r.status, Status::Fail);
+}
+
 TEST(WriteReports, ByteIdenticalForTheSameSummary) {
   const fs::path a = fresh_dir("a"), b = fresh_dir("b");
   const auto written = write_reports(sample_summary(), a.string());

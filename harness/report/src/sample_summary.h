@@ -12,9 +12,7 @@ inline RunSummary sample_summary() {
   run.command = "kvconform run --seed 7 --property 'window_coverage|stored_rows'";
   run.seed = 7;
 
-  CaseResult ok;
-  ok.suite = "property";
-  ok.name = "stored_rows";
+  CaseResult ok = named(PropertyKey{"stored_rows"});
   ok.params = "seed=7,iterations=100";
   ok.backend = "reference";
   ok.dtype = "mixed";
@@ -24,7 +22,7 @@ inline RunSummary sample_summary() {
   run.cases.push_back(ok);
 
   CaseResult fail = ok;
-  fail.name = "window_coverage";
+  rename(fail, PropertyKey{"window_coverage"});
   fail.status = Status::Fail;
   fail.message = "Extend(2) after 1 tokens: static static/sliding_attention(W=2,L=2) boolean mask: query 2 (row 0) "
                  "attends {0,1,2}, the window rule allows {1,2}";
@@ -44,8 +42,7 @@ inline RunSummary sample_summary() {
   run.cases.push_back(fail);
 
   CaseResult dev = ok;
-  dev.suite = "golden";
-  dev.name = "5.24.0/window1_dynamic_sliding";
+  rename(dev, GoldenKey{"5.24.0", "window1_dynamic_sliding"});
   dev.params = "steps=3";
   dev.backend = "eager";
   dev.dtype = "float32";
@@ -57,7 +54,7 @@ inline RunSummary sample_summary() {
   run.cases.push_back(dev);
 
   CaseResult skip = dev;
-  skip.name = "5.24.0/float16_static_sliding";
+  rename(skip, GoldenKey{"5.24.0", "float16_static_sliding"});
   skip.backend = "sdpa";
   skip.dtype = "float16";
   skip.status = Status::Skipped;

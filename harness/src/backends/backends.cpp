@@ -378,15 +378,11 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
         std::vector<report::CaseResult> cases;
         std::vector<const Backend*> chosen;
         for (const auto& be : backends) {
-          report::CaseResult r;
-          r.suite = "backend";
-          r.name = sc.name + "/" + to_string(cache);
+          report::CaseResult r = report::named(report::BackendKey{sc.name, to_string(cache), be->name(), to_string(dtype)});
           r.params = "layer=" + spec.describe() + ",device=" + options.device + ",seed=" + std::to_string(options.seed);
           if (sc.distribution != inputs::Distribution::Mix64)
             r.params += ",D=" + std::to_string(sc.head_dim) + ",inputs=" + inputs::to_string(sc.distribution);
-          r.backend = be->name();
-          r.dtype = to_string(dtype);
-          if (options.select && !options.select(report::case_id(r))) continue;
+          if (options.select && !options.select(r.id)) continue;
           chosen.push_back(be.get());
           if (options.list_only) {
             results.push_back(r);

@@ -137,7 +137,7 @@ TEST_P(KernelMutant, FailsItsNamedNumericsCase) {
   const report::CaseResult& r = results[0];
   EXPECT_EQ(r.status, report::Status::Fail) << id << ": " << r.message << "\n" << r.detail;
   EXPECT_NE(r.message.find(c.fragment), std::string::npos) << r.message;
-  std::cout << "  " << to_string(c.mutation) << ": " << report::case_id(r) << ": " << r.message << "\n";
+  std::cout << "  " << to_string(c.mutation) << ": " << r.id << ": " << r.message << "\n";
 }
 INSTANTIATE_TEST_SUITE_P(
     Numerics, KernelMutant,

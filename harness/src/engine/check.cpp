@@ -780,10 +780,7 @@ const KnownDeviation* known_deviation(const EngineClient& engine, const Model& m
 
 report::CaseResult check_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan,
                               const CheckOptions& options) {
-  report::CaseResult r;
-  r.suite = "engine";
-  r.name = plan.model + "/" + plan.name;
-  r.backend = engine.spec().name;
+  report::CaseResult r = report::named(report::EngineKey{engine.spec().name, plan.model, plan.name});
   r.dtype = "float32";
   r.reproduce = options.reproduce;
   const ModelConfig& c = model.config;
@@ -791,7 +788,7 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
   for (const PlanStep& s : plan.steps) tokens += static_cast<int64_t>(new_positions(s, {}).size());
   r.params = (c.sliding_window > 0 || c.chunk_size == 0 ? "W=" : "C=") + std::to_string(c.local_span()) + ",steps=" + std::to_string(plan.steps.size()) + ",tokens=" + std::to_string(tokens);
   if (engine.spec().mutant != "none") r.params += ",mutant=" + engine.spec().mutant;
-  const std::string id = report::case_id(r);
+  const std::string id = r.id;
   auto finish = [&](report::Status st, std::string msg) {
     r.status = st;
     r.message = std::move(msg);

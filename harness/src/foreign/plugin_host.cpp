@@ -278,7 +278,7 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
   };
   std::vector<Op> ops;
   std::vector<Expect> ex;
-  const std::string id = report::case_id(out);
+  const std::string id = out.id;
   // Optional layouts (docs/plugins.md): the key_padding form where the kernel declared it and the
   // case has left padding to express (sliding and full layers; chunks start at the left padding).
   const std::vector<std::string> declared = target.layouts ? target.layouts() : std::vector<std::string>{};
@@ -498,12 +498,8 @@ std::string scenario_params(const Scenario& s) {
 
 CaseResult check_scenario(const Target& target, const std::string& name, const Scenario& s, Part part,
                           const std::string& plugin, double timeout_s) {
-  CaseResult r;
-  r.suite = "plugin";
-  r.name = name;
+  CaseResult r = report::named(report::PluginKey{plugin, name, to_string(s.dtype)});
   r.params = scenario_params(s);
-  r.backend = plugin;
-  r.dtype = to_string(s.dtype);
   r.detail = describe(s);
   if (part == Part::Cache) check_cache_case(target, s, timeout_s, r); else check_kernel_case(target, s, timeout_s, r);
   return r;
@@ -550,11 +546,7 @@ FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options)
   FixedChecks out;
   const PluginRun probe = target.run({}, options.timeout_s);
   if (!probe.ok()) {
-    CaseResult r;
-    r.suite = "plugin";
-    r.name = "load";
-    r.backend = path.substr(path.find_last_of('/') + 1);
-    r.dtype = "mixed";
+    CaseResult r = report::named(report::PluginKey{path.substr(path.find_last_of('/') + 1), "load", "mixed"});
     fail(r, std::string("cannot load ") + path + ": " + ended(probe));
     out.results.push_back(r);
     return out;
@@ -565,7 +557,7 @@ FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options)
   out.has_attention = options.kernel && probe.has_attention;
   auto note = [&](const CaseResult& r) {
     if (worker_fault(r)) {
-      if (!out.isolated_failure) out.first_fault = report::case_id(r);
+      if (!out.isolated_failure) out.first_fault = r.id;
       out.isolated_failure = true;
       ++out.worker_failures;
     }
@@ -575,12 +567,8 @@ FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options)
   auto run = [&](const std::string& name, const Scenario& s, Part part) {
     if (options.dtype && s.dtype != *options.dtype) return;
     if (options.attention && s.layer_spec(0).type != *options.attention) return;
-    CaseResult r;
-    r.suite = "plugin";
-    r.name = name;
-    r.backend = out.name;
-    r.dtype = to_string(s.dtype);
-    if (options.select && !options.select(report::case_id(r))) return;
+    CaseResult r = report::named(report::PluginKey{out.name, name, to_string(s.dtype)});
+    if (options.select && !options.select(r.id)) return;
     if (options.list_only) return out.results.push_back(r);
     if (options.max_worker_failures > 0 && out.worker_failures >= options.max_worker_failures) {
       r.status = Status::Skipped;
@@ -662,12 +650,8 @@ FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options)
         if (!e.error.empty()) throw cases::CaseError(e.path, "", e.error);
         replay_case(cases::parse_case(e.text, e.path), "regressions/cache/", "regressions/kernel/", name);
       } catch (const std::exception& error) {
-        CaseResult r;
-        r.suite = "plugin";
-        r.name = "regressions/" + name;
-        r.backend = out.name;
-        r.dtype = "mixed";
-        if (options.select && !options.select(report::case_id(r))) continue;
+        CaseResult r = report::named(report::PluginKey{out.name, "regressions/" + name, "mixed"});
+        if (options.select && !options.select(r.id)) continue;
         if (options.list_only) {
           out.results.push_back(r);
           continue;

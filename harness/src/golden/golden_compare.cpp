@@ -207,8 +207,7 @@ struct Judged {
 Judged judged(const json& fixture, const Scenario& c) {
   Judged j;
   report::CaseResult& r = j.result;
-  r.suite = "golden";
-  r.name = fixture.value("transformers_version", std::string("?")) + "/" + c.name;
+  r = report::named(report::GoldenKey{fixture.value("transformers_version", std::string("?")), c.name});
   r.backend = "reference";
   r.dtype = to_string(c.dtype);
   r.params = c.params();
@@ -616,9 +615,7 @@ FixtureBehaviours fixture_behaviours(const json& fixture, const std::string& ver
 
 report::CaseResult behaviours_failure(const json& fixture, const std::string& version, const Scenario& c,
                                       const std::string& mismatch) {
-  report::CaseResult r;
-  r.suite = "golden";
-  r.name = fixture.value("transformers_version", version) + "/" + c.name;
+  report::CaseResult r = report::named(report::GoldenKey{fixture.value("transformers_version", version), c.name});
   r.backend = "reference";
   r.dtype = to_string(c.dtype);
   r.status = report::Status::Fail;
@@ -673,9 +670,7 @@ report::CaseResult replay_one(const LoadedFixture& f, Mutation mutation) {
     r = f.behaviours.mismatch.empty() ? check(*f.fixture, c, f.behaviours.behaviours, mutation)
                                       : behaviours_failure(*f.fixture, f.version, c, f.behaviours.mismatch);
   } catch (const std::exception& e) {
-    r = report::CaseResult{};
-    r.suite = "golden";
-    r.name = f.version + "/" + f.name;
+    r = report::named(report::GoldenKey{f.version, f.name});
     r.backend = "reference";
     r.dtype = to_string(c.dtype);
     r.status = report::Status::Fail;
@@ -689,10 +684,7 @@ std::vector<report::CaseResult> replay(const ReplayOptions& o) {
   std::vector<report::CaseResult> results;
   for_each_fixture(o, [&](const LoadedFixture& f) {
     if (!f.fixture) {  // listing: one Pass result per selected case, nothing replayed
-      report::CaseResult r;
-      r.suite = "golden";
-      r.name = f.version + "/" + f.name;
-      results.push_back(r);
+      results.push_back(report::named(report::GoldenKey{f.version, f.name}));
       return;
     }
     results.push_back(replay_one(f, o.mutation));
