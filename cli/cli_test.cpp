@@ -74,7 +74,7 @@ TEST(Cli, HelpOnEverySubcommand) {
 TEST(Cli, EngineOfTheRowProperties) {
   const Result fast = kvconform("run --properties-only --property 'rows$' --iterations 50 --no-report");
   EXPECT_EQ(fast.code, 0) << fast.out;
-  EXPECT_NE(fast.out.find("stored_rows(seed=20250917,iterations=50,engine=fast): OK"), std::string::npos) << fast.out;
+  EXPECT_NE(fast.out.find("stored_rows(seed=20250917,iterations=50,trace_engine=fast): OK"), std::string::npos) << fast.out;
   const Result tensor = kvconform("run --properties-only --property 'rows$' --iterations 5 --no-report", "KVC_TRACE_ENGINE=tensor");
   EXPECT_EQ(tensor.code, 0) << tensor.out;
   EXPECT_NE(tensor.out.find("stored_rows(seed=20250917,iterations=5): OK"), std::string::npos) << tensor.out;

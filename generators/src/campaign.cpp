@@ -121,7 +121,7 @@ namespace {
 std::string params_of(const Options& options, TraceEngineKind engine) {
   std::ostringstream params;
   params << "seed=" << options.seed << ",iterations=" << options.iterations;
-  if (engine == TraceEngineKind::Fast) params << ",engine=" << to_string(engine);
+  if (engine == TraceEngineKind::Fast) params << ",trace_engine=" << to_string(engine);  // the --trace-engine that ran it
   if (options.mutation != Mutation::None) params << ",mutant=" << to_string(options.mutation);
   if (options.filter.attention) params << ",attention=" << to_string(*options.filter.attention);
   if (options.filter.dtype) params << ",dtype=" << to_string(*options.filter.dtype);
