@@ -1021,6 +1021,119 @@ struct Row {
 // Tokens whose queries go through a K/V head's keys and values together (forward's attention).
 constexpr int64_t kQueryTile = 8;
 
+// 32 bytes of T as one value (GCC's vector extension: one AVX register where the code is compiled
+// for AVX, two SSE2 registers otherwise). Lane-wise + and * are the scalar operations, without contraction into a
+// fused multiply-add, so each lane's sum is the scalar loop's bit for bit.
+template <class T>
+struct Lanes {
+  static constexpr int64_t n = 32 / sizeof(T);
+  typedef T V __attribute__((vector_size(32)));
+  [[gnu::always_inline]] static V load(const T* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  [[gnu::always_inline]] static void store(T* p, const V& v) { std::memcpy(p, &v, sizeof v); }
+};
+
+// A tile's query rows: token t of the tile sees keys first[t]..last[t]; its scores for head gi of the
+// group are scores[at[t] + gi * span[t] + (key - first[t])].
+struct TileRows {
+  int64_t tn, group;
+  const int64_t *first, *last, *span, *at;
+};
+
+// Every score of the tile's rows against keys lo..hi of one K/V head, four keys at a time. qt holds
+// the query rows as lanes (qt[c * rows + r], rows padded with zeros to whole vectors): each lane sums
+// its q[c] * key[c] over c in order from 0, as one row at a time does.
+template <class T>
+[[gnu::always_inline]] inline void tile_scores_of(const T* qt, int64_t rows, const T* keys, int64_t kvd, int64_t D, int64_t lo,
+                                                  int64_t hi, const TileRows& tile, T* scores) {
+  using L = Lanes<T>;
+  const int64_t R = tile.tn * tile.group;
+  for (int64_t j = lo; j <= hi; j += 4) {
+    const int64_t nk = std::min<int64_t>(4, hi + 1 - j);
+    const T* k0 = keys + j * kvd;
+    const T* k1 = nk > 1 ? k0 + kvd : k0;  // a missing key is computed from key j and not kept
+    const T* k2 = nk > 2 ? k0 + 2 * kvd : k0;
+    const T* k3 = nk > 3 ? k0 + 3 * kvd : k0;
+    for (int64_t rv = 0; rv < R; rv += L::n) {
+      typename L::V a0{}, a1{}, a2{}, a3{};
+      for (int64_t c = 0; c < D; ++c) {
+        const typename L::V q = L::load(qt + c * rows + rv);
+        a0 += q * k0[c];
+        a1 += q * k1[c];
+        a2 += q * k2[c];
+        a3 += q * k3[c];
+      }
+      for (int64_t lane = 0; lane < L::n && rv + lane < R; ++lane) {
+        const int64_t t = (rv + lane) / tile.group, gi = (rv + lane) % tile.group;
+        T* out = scores + tile.at[t] + gi * tile.span[t] - tile.first[t];  // out[j]: key j's score
+        const T got[4] = {a0[lane], a1[lane], a2[lane], a3[lane]};
+        for (int64_t kk = 0; kk < nk; ++kk)
+          if (j + kk >= tile.first[t] && j + kk <= tile.last[t]) out[j + kk] = got[kk];
+      }
+    }
+  }
+}
+
+// Adds each row's softmax weights (scores over total) times the values of keys lo..hi of one K/V
+// head into its output (out: the tile's first token's first head of the group, rows `widest` apart):
+// four keys at a time, lanes over d, so each out[d] adds its terms in key order as one key at a time does.
+template <class T>
+[[gnu::always_inline]] inline void tile_values_of(const T* scores, const T* total, const T* values, int64_t kvd, int64_t D,
+                                                  int64_t lo, int64_t hi, const TileRows& tile, T* out0, int64_t widest) {
+  using L = Lanes<T>;
+  const int64_t* first = tile.first;
+  const int64_t* last = tile.last;
+  for (int64_t j = lo; j <= hi; j += 4)
+    for (int64_t t = 0; t < tile.tn; ++t) {
+      if (j + 4 <= first[t] || j > last[t]) continue;
+      for (int64_t gi = 0; gi < tile.group; ++gi) {
+        const T* w = scores + tile.at[t] + gi * tile.span[t] - first[t];  // w[j]: key j's weight before the division
+        const T sum = total[t * tile.group + gi];
+        T* out = out0 + t * widest + gi * D;
+        if (j >= first[t] && j + 4 <= last[t] + 1) {
+          const T w0 = w[j] / sum, w1 = w[j + 1] / sum, w2 = w[j + 2] / sum, w3 = w[j + 3] / sum;
+          const T *v0 = values + j * kvd, *v1 = v0 + kvd, *v2 = v1 + kvd, *v3 = v2 + kvd;
+          int64_t d = 0;
+          for (; d + L::n <= D; d += L::n)
+            L::store(out + d, L::load(out + d) + w0 * L::load(v0 + d) + w1 * L::load(v1 + d) + w2 * L::load(v2 + d) + w3 * L::load(v3 + d));
+          for (; d < D; ++d) out[d] = out[d] + w0 * v0[d] + w1 * v1[d] + w2 * v2[d] + w3 * v3[d];
+        } else {
+          for (int64_t jj = std::max(j, first[t]); jj < std::min(j + 4, last[t] + 1); ++jj) {
+            const T wj = w[jj] / sum;
+            const T* vj = values + jj * kvd;
+            for (int64_t d = 0; d < D; ++d) out[d] += wj * vj[d];
+          }
+        }
+      }
+    }
+}
+
+// The two loops that bound a long window, compiled twice and chosen at load by the CPU (GCC's
+// target_clones): AVX2 where the CPU has it, the baseline otherwise. Neither clone may fuse a
+// multiply-add (AVX2 does not bring FMA, and the library builds with -ffp-contract=off), so both give
+// the same bits.
+#define KVC_ATTENTION_CLONES __attribute__((target_clones("avx2", "default")))
+KVC_ATTENTION_CLONES void tile_scores(const double* qt, int64_t rows, const double* keys, int64_t kvd, int64_t D, int64_t lo,
+                                      int64_t hi, const TileRows& tile, double* scores) {
+  tile_scores_of(qt, rows, keys, kvd, D, lo, hi, tile, scores);
+}
+KVC_ATTENTION_CLONES void tile_scores(const float* qt, int64_t rows, const float* keys, int64_t kvd, int64_t D, int64_t lo,
+                                      int64_t hi, const TileRows& tile, float* scores) {
+  tile_scores_of(qt, rows, keys, kvd, D, lo, hi, tile, scores);
+}
+KVC_ATTENTION_CLONES void tile_values(const double* scores, const double* total, const double* values, int64_t kvd, int64_t D,
+                                      int64_t lo, int64_t hi, const TileRows& tile, double* out0, int64_t widest) {
+  tile_values_of(scores, total, values, kvd, D, lo, hi, tile, out0, widest);
+}
+KVC_ATTENTION_CLONES void tile_values(const float* scores, const float* total, const float* values, int64_t kvd, int64_t D,
+                                      int64_t lo, int64_t hi, const TileRows& tile, float* out0, int64_t widest) {
+  tile_values_of(scores, total, values, kvd, D, lo, hi, tile, out0, widest);
+}
+
+
 template <class T>
 void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits) {
   const ModelConfig& k = config_;
@@ -1040,7 +1153,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     for (int64_t i = 0; i < H; ++i) X[static_cast<size_t>(t * H + i)] = embed_[static_cast<size_t>(tokens[t] * H + i)] * static_cast<T>(k.embed_scale);
   const int64_t inter = std::max(k.intermediate, k.moe.intermediate);
   std::vector<T> kk(widest), vv(widest), o(H), g(inter), u(inter), m(H);
-  std::vector<T> scores, routed(H), expert_in(H), router_logits(k.moe.experts);
+  std::vector<T> scores, qt, routed(H), expert_in(H), router_logits(k.moe.experts);
   auto row = [](std::vector<T>& b, int64_t t, int64_t w) { return Row<T>{b.data() + t * w, static_cast<size_t>(w)}; };
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
@@ -1118,23 +1231,17 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       for (int64_t kvh = 0; kvh < KVH; ++kvh) {
         const T* keys = S.keys.data() + kvh * D;
         const T* values = S.values.data() + kvh * D;
-        for (int64_t j = lo; j <= hi; j += 4)
-          for (int64_t t = 0; t < tn; ++t) {
-            if (j + 4 <= first[t] || j > last[t]) continue;
-            for (int64_t gi = 0; gi < group; ++gi) {
-              const T* qh = Q.data() + (t0 + t) * widest + (kvh * group + gi) * D;
-              T* out = scores.data() + at[t] + gi * span[t] - first[t];  // out[j]: key j's score
-              if (j >= first[t] && j + 4 <= last[t] + 1) {
-                dot4(qh, keys + j * kvd, kvd, D, out + j);
-              } else {
-                for (int64_t jj = std::max(j, first[t]); jj < std::min(j + 4, last[t] + 1); ++jj) {
-                  T s = 0;
-                  for (int64_t d = 0; d < D; ++d) s += qh[d] * keys[jj * kvd + d];
-                  out[jj] = s;
-                }
-              }
-            }
-          }
+        // The tile's query rows (token t, head gi of the group) as lanes: qt[c * rows + r] is row r's
+        // term c, rows padded with zeros to whole vectors. Each lane sums its q[c] * key[c] over c in
+        // order from 0, as one row at a time does.
+        const int64_t R = tn * group, rows = (R + Lanes<T>::n - 1) / Lanes<T>::n * Lanes<T>::n;
+        qt.assign(static_cast<size_t>(D * rows), T(0));
+        for (int64_t r = 0; r < R; ++r) {
+          const T* qh = Q.data() + (t0 + r / group) * widest + (kvh * group + r % group) * D;
+          for (int64_t c = 0; c < D; ++c) qt[static_cast<size_t>(c * rows + r)] = qh[c];
+        }
+        const TileRows tile{tn, group, first, last, span, at};
+        tile_scores(qt.data(), rows, keys, kvd, D, lo, hi, tile, scores.data());
         for (int64_t t = 0; t < tn; ++t)
           for (int64_t gi = 0; gi < group; ++gi) {
             const int64_t head = kvh * group + gi;
@@ -1156,26 +1263,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
             T* out = A.data() + (t0 + t) * widest + head * D;
             std::fill(out, out + D, T(0));
           }
-        for (int64_t j = lo; j <= hi; j += 4)
-          for (int64_t t = 0; t < tn; ++t) {
-            if (j + 4 <= first[t] || j > last[t]) continue;
-            for (int64_t gi = 0; gi < group; ++gi) {
-              const T* w = scores.data() + at[t] + gi * span[t] - first[t];  // w[j]: key j's weight before the division
-              const T sum = total[static_cast<size_t>(t * group + gi)];
-              T* out = A.data() + (t0 + t) * widest + (kvh * group + gi) * D;
-              if (j >= first[t] && j + 4 <= last[t] + 1) {
-                const T w0 = w[j] / sum, w1 = w[j + 1] / sum, w2 = w[j + 2] / sum, w3 = w[j + 3] / sum;
-                const T *v0 = values + j * kvd, *v1 = v0 + kvd, *v2 = v1 + kvd, *v3 = v2 + kvd;
-                for (int64_t d = 0; d < D; ++d) out[d] = out[d] + w0 * v0[d] + w1 * v1[d] + w2 * v2[d] + w3 * v3[d];
-              } else {
-                for (int64_t jj = std::max(j, first[t]); jj < std::min(j + 4, last[t] + 1); ++jj) {
-                  const T wj = w[jj] / sum;
-                  const T* vj = values + jj * kvd;
-                  for (int64_t d = 0; d < D; ++d) out[d] += wj * vj[d];
-                }
-              }
-            }
-          }
+        tile_values(scores.data(), total.data(), values, kvd, D, lo, hi, tile, A.data() + t0 * widest + kvh * group * D, widest);
       }
     }
     // The rest of the layer, token by token.
