@@ -62,13 +62,17 @@ def gone(pid):
 def main():
     problems = []
     with tempfile.TemporaryDirectory() as d:
+        # The adapter's server logs go to this check's own folder: a llama-server of another test
+        # running beside it (CI runs two at a time) writes its log to the shared temporary folder.
+        tempfile.tempdir = d
         script = os.path.join(d, "stand_in.py")
         Path(script).write_text(STAND_IN)
         # (mode, timeout, where it fails, the words its error must have)
         cases = [("exit-at-start", 10, "start", ["exited with status 7 while starting", "model file not found"]),
                  ("never-healthy", 1.5, "start", ["did not become healthy in 1.5 s", "mode never-healthy"]),
                  ("die", 10, "request", ["exited with status 134", "GGML_ASSERT"]),
-                 ("hang", 1.5, "request", ["did not answer in 1.5 s", "stuck in decode"])]
+                 # the server must get healthy within the timeout first: a loaded machine starts Python slowly
+                 ("hang", 6, "request", ["did not answer in 6 s", "stuck in decode"])]
         for mode, timeout, where, words in cases:
             server, error, pid = None, "", None
             logs_before = set(server_logs())
