@@ -85,9 +85,16 @@ class ExecutorchEngine(Engine):
         if int(sequences or 1) > 1:
             raise Unsupported("one sequence per module (the ring cache and the custom sdpa hook belong to one module)")
         self.o, self.mod, self.method = o, None, None
-        cfg = AutoConfig.from_pretrained(model_dir)
+        try:
+            cfg = AutoConfig.from_pretrained(model_dir)
+        except ValueError as e:  # a family newer than the transformers optimum-executorch pins: a refusal
+            if "does not recognize this architecture" not in str(e):
+                raise
+            raise Unsupported(str(e).split(". ")[0]) from None
         mutate_hf_config(cfg, mutant)
-        hybrid = getattr(cfg, "layer_types", None) is not None and cfg.sliding_window is not None
+        # Llama 4's text config has no sliding_window attribute at all (its local layers are chunked)
+        window = getattr(cfg, "sliding_window", None)
+        hybrid = getattr(cfg, "layer_types", None) is not None and window is not None
         self.max_len = max(int(max_tokens or 0), 8)
         self.cfg, self.model_dir = cfg, model_dir
         with contextlib.redirect_stdout(sys.stderr):
@@ -96,7 +103,7 @@ class ExecutorchEngine(Engine):
                                                 cache_implementation="hybrid" if hybrid else "static")
         self.vocab = int(cfg.vocab_size)
         # optimum-executorch's export: dynamic sequence dim max = min(max_seq_len, sliding_window) - 1
-        self.max_chunk = max(min(self.max_len, cfg.sliding_window or (1 << 30)) - 1, 1)
+        self.max_chunk = max(min(self.max_len, window or (1 << 30)) - 1, 1)
         if o["mode"] == "pte":
             self._export_pte()
         self.reset()
