@@ -14,7 +14,8 @@ For every family of the model generator (engines/models/families.py), draw 0 of 
     does not convert the architecture;
   * each engine configuration the regex picks (default: the CI's one per engine) on the family's model
     campaign (`kvconform engine --plans models --family F --iterations K`): plan-steps per second in
-    the engine, as the engine line on stderr says; "–" where the engine is not installed.
+    the engine, as the engine line on stderr says; "–" where the engine ran no plan-step (not installed,
+    or every pair was refused or failed at load: docs/engines.md's model campaign table says which).
 --update replaces the block between the `<!-- family-costs -->` markers of that file.
 """
 import argparse
@@ -115,7 +116,8 @@ def main():
     load = os.getloadavg()[0]
     lines = [f"Measured by `python3 scripts/family_costs.py` (seed {a.seed}, draw 0 of each family, {a.tokens} tokens; "
              f"the load average was {load:.1f} on this machine's {os.cpu_count()} cores when it ended). Plan-steps/s: "
-             f"the family's model campaign ({a.iterations} drawn pairs) as each engine line reports it.", "",
+             f"the family's model campaign ({a.iterations} drawn pairs) as each engine line reports it; – where the engine ran "
+             "no plan-step (not installed, or every pair refused or failed at load).", "",
              "| family | drawn model | draw ms | write ms | oracle float64 positions/s | float32 reference positions/s | "
              "llama.cpp convert s | " + " | ".join(f"`{e}` plan-steps/s" for e in engine_names) + " |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: |" + " ---: |" * len(engine_names)]
