@@ -1228,19 +1228,18 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         lo = std::min(lo, first[t]);
       }
       scores.assign(static_cast<size_t>(size), 0);
+      const TileRows tile{tn, group, first, last, span, at};
       for (int64_t kvh = 0; kvh < KVH; ++kvh) {
         const T* keys = S.keys.data() + kvh * D;
         const T* values = S.values.data() + kvh * D;
-        // The tile's query rows (token t, head gi of the group) as lanes: qt[c * rows + r] is row r's
-        // term c, rows padded with zeros to whole vectors. Each lane sums its q[c] * key[c] over c in
-        // order from 0, as one row at a time does.
+        // This K/V head's query rows (token t, head gi of the group: row t * group + gi) as
+        // tile_scores' lanes.
         const int64_t R = tn * group, rows = (R + Lanes<T>::n - 1) / Lanes<T>::n * Lanes<T>::n;
         qt.assign(static_cast<size_t>(D * rows), T(0));
         for (int64_t r = 0; r < R; ++r) {
           const T* qh = Q.data() + (t0 + r / group) * widest + (kvh * group + r % group) * D;
           for (int64_t c = 0; c < D; ++c) qt[static_cast<size_t>(c * rows + r)] = qh[c];
         }
-        const TileRows tile{tn, group, first, last, span, at};
         tile_scores(qt.data(), rows, keys, kvd, D, lo, hi, tile, scores.data());
         for (int64_t t = 0; t < tn; ++t)
           for (int64_t gi = 0; gi < group; ++gi) {
