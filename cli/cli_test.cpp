@@ -1149,3 +1149,32 @@ TEST(Cli, ShardFromEverySchedulersVariables) {
 }
 
 }  // namespace
+
+// An engine configuration's head_dims narrow the head sizes its model campaign draws (an engine whose
+// attention takes only some, as vLLM's CPU kernel), under a name that says so; a size that is not one
+// is refused naming the file and the field.
+TEST(Cli, AnEngineConfigurationNarrowsTheHeadSizesItsModelsAreDrawnWith) {
+  const fs::path oracle = fs::path(kSourceDir) / "build/harness/kvc-oracle-engine";
+  if (!fs::exists(oracle)) GTEST_SKIP() << "build/harness/kvc-oracle-engine not built";
+  const fs::path dir = scratch("head_dims");
+  const auto config = [&](const std::string& name, const std::string& head_dims) {
+    const fs::path f = dir / name;
+    std::ofstream(f) << R"({"engines": [{"name": "narrow", "command": ")" << oracle.string() << R"(", "head_dims": )" << head_dims
+                     << "}]}\n";
+    return f.string();
+  };
+  const std::string cd = std::string("cd '") + kSourceDir + "' &&";
+  const Result r = kvconform("engine --config '" + config("good.json", "[32]") + "' --plans models --family '^mistral$' --iterations 1 --campaign-models '" +
+                                 (dir / "models").string() + "' --no-report",
+                             cd);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("engine/narrow/drawn-mistral/model-campaign"), std::string::npos) << r.out;
+  const fs::path drawn = dir / "models" / "draw-mistral-20250917-0-hd32" / "config.json";
+  ASSERT_TRUE(fs::exists(drawn)) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(slurp(drawn)).at("head_dim"), 32);
+  for (const char* bad : {"[3]", "[]", "\"32\""}) {
+    const Result refused = kvconform("engine --config '" + config("bad.json", bad) + "' --plans models --family '^mistral$' --no-report", cd);
+    EXPECT_EQ(refused.code, 2) << bad << ": " << refused.out;
+    EXPECT_NE(refused.out.find("bad.json: /engines/0/head_dims"), std::string::npos) << bad << ": " << refused.out;
+  }
+}

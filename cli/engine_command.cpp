@@ -53,6 +53,9 @@ struct Configured {
   std::string needs, setup;  // a shell test that it is installed, and the command that installs it
   bool ci = false;           // part of CI's small fixed set (--ci)
   std::string root;          // where `needs` runs: the checkout of --config (empty: here)
+  // The head sizes the model campaign draws for it (empty: the drawer's own), for an engine whose
+  // attention takes only some (vLLM's CPU kernel refuses 8 and 16): without it every draw is refused.
+  std::vector<int> head_dims;
 };
 
 std::vector<Configured> read_config(const std::string& path) {
@@ -78,6 +81,15 @@ std::vector<Configured> read_config(const std::string& path) {
     c.setup = e.value("setup", "");
     c.spec.timeout_s = e.value("timeout", 120.0);
     c.ci = e.value("ci", false);
+    if (e.contains("head_dims")) {
+      const json& h = e["head_dims"];
+      if (!h.is_array() || h.empty()) throw std::invalid_argument(at + "/head_dims: must be a non-empty array of even sizes");
+      for (size_t k = 0; k < h.size(); ++k) {
+        if (!h[k].is_number_integer() || h[k].get<int>() < 2 || h[k].get<int>() % 2)
+          throw std::invalid_argument(at + "/head_dims/" + std::to_string(k) + ": must be an even size of at least 2");
+        c.head_dims.push_back(h[k].get<int>());
+      }
+    }
     out.push_back(c);
   }
   return out;
@@ -126,7 +138,7 @@ std::string output_of(const std::string& cmd) {
 // The model campaign's checkpoints: drawn and written by make_models.py into `dir`, each folder once
 // (its recipe.json says which recipe it holds and a hash of the writer that wrote it, so a second run
 // writes nothing and a changed writer rewrites).
-engine::ModelSource model_source(const std::string& dir) {
+engine::ModelSource model_source(const std::string& dir, const std::vector<int>& head_dims) {
   const std::string script = make_models_script();
   std::string writer;
   for (const fs::path& f : {fs::path(script), fs::path(script).parent_path() / "families.py"}) {
@@ -137,8 +149,10 @@ engine::ModelSource model_source(const std::string& dir) {
   }
   writer = regressions::content_hash(writer);
   engine::ModelSource s;
-  s.draw = [script](const std::string& family, uint64_t seed, int64_t index) {
-    const std::string cmd = "python3 " + shell_quote(script) + " --draw " + shell_quote(family + ":" + std::to_string(seed) + ":" + std::to_string(index));
+  std::string narrowed;
+  for (int h : head_dims) narrowed += (narrowed.empty() ? " --head-dims " : ",") + std::to_string(h);
+  s.draw = [script, narrowed](const std::string& family, uint64_t seed, int64_t index) {
+    const std::string cmd = "python3 " + shell_quote(script) + " --draw " + shell_quote(family + ":" + std::to_string(seed) + ":" + std::to_string(index)) + narrowed;
     return engine::recipe_from_json(json::parse(output_of(cmd)), cmd);
   };
   s.write = [script, dir, writer](const engine::ModelRecipe& recipe) {
@@ -383,10 +397,11 @@ Runner add_engine_command(CLI::App& app) {
         if (std::regex_search(f, family_re)) families.push_back(f);
       if (families.empty()) throw std::invalid_argument("--family " + a->family + ": matches no drawn family (" + make_models_script() + " --draw list)");
     }
-    std::optional<engine::ModelSource> source;
-    auto source_of = [&]() -> const engine::ModelSource& {
-      if (!source) source = model_source(campaign_dir);
-      return *source;
+    std::map<std::vector<int>, engine::ModelSource> sources;  // by the head sizes an engine takes
+    auto source_of = [&](const std::vector<int>& head_dims) -> const engine::ModelSource& {
+      auto it = sources.find(head_dims);
+      if (it == sources.end()) it = sources.emplace(head_dims, model_source(campaign_dir, head_dims)).first;
+      return it->second;
     };
     std::map<std::string, engine::Model> models;
     auto model_of = [&](const std::string& name) -> const engine::Model& {
@@ -567,7 +582,7 @@ Runner add_engine_command(CLI::App& app) {
         const CaseEntry& e = registry.add(key, guarded(key, [&, installed, dp, saved, not_installed, key, reproduce = line(which)] {
           if (!installed) return not_installed(dp.plan.model, key.plan);
           if (!dp.error.empty()) throw std::invalid_argument("the saved pair does not load: " + dp.error);
-          const std::string dir = source_of().write(dp.recipe);
+          const std::string dir = source_of({}).write(dp.recipe);
           engine::CheckOptions o = check;
           o.timing = &group.timing;
           o.reproduce = reproduce;
@@ -582,9 +597,9 @@ Runner add_engine_command(CLI::App& app) {
       }
       for (const std::string& f : families) {
         const EngineKey key{name, "drawn-" + f, "model-campaign"};
-        const CaseEntry& e = registry.add(key, guarded(key, [&, installed, f, not_installed, line] {
+        const CaseEntry& e = registry.add(key, guarded(key, [&, installed, f, not_installed, line, head_dims = c.head_dims] {
           if (!installed) return not_installed("drawn-" + f, "model-campaign");
-          engine::ModelCampaignOutcome out = engine::run_model_campaign(client, f, source_of(), campaign_options(group));
+          engine::ModelCampaignOutcome out = engine::run_model_campaign(client, f, source_of(head_dims), campaign_options(group));
           if (out.result.status == report::Status::Fail) {
             std::string replay = line({{"--plans", "models", Flag::Quote::None},
                                        {"--family", "^" + f + "$"},

@@ -375,10 +375,17 @@ def write(out_dir, name, entry=None, folder=None, whole=False):
     return d, hashlib.sha256(data).hexdigest()
 
 
-def recipe(family, seed, index):
-    """The recipe of drawn model (family, seed, index): families.draw's config over the common one."""
-    layout, cfg = config(None, families.draw(family, seed, index))
-    name = f"draw-{family.replace('_text', '').replace('_', '')}-{seed}-{index}"
+def recipe(family, seed, index, head_dims=None):
+    """The recipe of drawn model (family, seed, index): families.draw's config over the common one.
+    head_dims narrows the head sizes drawn (an engine whose kernel takes only some); the name says so,
+    since the weights are keyed by it."""
+    if head_dims:
+        layout, cfg = config(None, families.draw(family, seed, index, tuple(head_dims)))
+        suffix = "-hd" + "x".join(str(h) for h in head_dims)
+    else:
+        layout, cfg = config(None, families.draw(family, seed, index))
+        suffix = ""
+    name = f"draw-{family.replace('_text', '').replace('_', '')}-{seed}-{index}{suffix}"
     return {"name": name, "folder": name, "layout": layout, "config": cfg}
 
 
@@ -405,6 +412,8 @@ def main(argv=None):
     ap.add_argument("out_dir", nargs="?")
     ap.add_argument("--draw", metavar="FAMILY:SEED:INDEX",
                     help="print the recipe of one drawn model (families.draw) and exit; --draw list prints the families")
+    ap.add_argument("--head-dims", metavar="N,N,...",
+                    help="--draw: draw head_dim from these sizes (default 8,16), for an engine that takes only some")
     ap.add_argument("--recipe", metavar="FILE", help="write the checkpoint of this recipe (a file, or - for standard input)")
     ap.add_argument("--set", default="zoo", choices=sorted(SETS), help="which models (default: the engine zoo)")
     ap.add_argument("--only", action="append", help="write only this model of the set (repeatable)")
@@ -420,7 +429,15 @@ def main(argv=None):
         parts = a.draw.split(":")
         if len(parts) != 3 or parts[0] not in families.DRAWN_FAMILIES or not parts[1].isdigit() or not parts[2].isdigit():
             ap.error(f"--draw {a.draw}: expected FAMILY:SEED:INDEX, FAMILY one of {', '.join(families.DRAWN_FAMILIES)}")
-        print(json.dumps(recipe(parts[0], int(parts[1]), int(parts[2])), sort_keys=True))
+        head_dims = None
+        if a.head_dims:
+            try:
+                head_dims = [int(h) for h in a.head_dims.split(",")]
+            except ValueError:
+                head_dims = None
+            if not head_dims or any(h < 2 or h % 2 for h in head_dims):
+                ap.error(f"--head-dims {a.head_dims}: expected even sizes of at least 2, separated by commas")
+        print(json.dumps(recipe(parts[0], int(parts[1]), int(parts[2]), head_dims), sort_keys=True))
         return 0
     models = SETS[a.set]
     if a.recipe:
