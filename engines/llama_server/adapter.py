@@ -218,7 +218,12 @@ class LlamaServer(kvconform.Engine):
         tmp = out.with_name(out.name + f".tmp{os.getpid()}")
         run = subprocess.run([str(CONVERT_PYTHON), str(CONVERT), "--src", str(src), "--byte-vocab", model_dir, str(tmp)],
                              stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
+        if run.returncode == 3:  # convert.py: this llama.cpp version's converter has no class for the architecture
+            tmp.unlink(missing_ok=True)
+            raise Unsupported(f"llama.cpp {VERSION}'s convert_hf_to_gguf.py has no class for the checkpoint's architecture "
+                              f"({run.stderr.strip().splitlines()[-1] if run.stderr.strip() else model_dir})")
         if run.returncode != 0:
+            tmp.unlink(missing_ok=True)
             raise RuntimeError(f"convert.py failed ({run.returncode}): {run.stderr[-800:]}")
         os.replace(tmp, out)
         return out
