@@ -133,6 +133,12 @@ class VllmEngine(Engine):
             start = time.monotonic()
             try:
                 self.llm = self._build(model_dir, opts, model_len, window_mutant, opts["block_size"])
+            except AssertionError as e:
+                # vLLM's own refusals of a config it does not implement (Qwen2's "Sliding window for some but
+                # all layers is not supported"): a SKIP with its message, not a failure.
+                if "is not supported" not in str(e):
+                    raise
+                raise Unsupported(f"vLLM {vllm.__version__}: {e}") from e
             except ValueError as e:
                 block = _block_refused(e)
                 if block is None:
@@ -141,6 +147,7 @@ class VllmEngine(Engine):
                       file=sys.stderr, flush=True)
                 self.llm = self._build(model_dir, opts, model_len, window_mutant, block)
             self.key, self.model_len = key, model_len
+            self._refuse_chunk_not_in_blocks()
             self.scheduler = self._scheduler()
             self.budget = self.scheduler.max_num_scheduled_tokens
             print(f"vllm adapter: LLM start-up {time.monotonic() - start:.1f} s ({os.path.basename(model_dir)}, "
@@ -149,6 +156,20 @@ class VllmEngine(Engine):
         self.reset()
         self.vocab = int(self.llm.llm_engine.model_config.get_vocab_size())
         return self.vocab
+
+    def _refuse_chunk_not_in_blocks(self):
+        """vLLM's chunked local attention splits each chunk into whole KV blocks: make_local_attention_virtual_batches
+        asserts attn_chunk_size % block_size == 0 at the first forward, after which the engine is unusable. A
+        Llama 4 whose chunk is not a multiple of the block size vLLM settled on (32 where a model has no sliding
+        layer) is refused here, with that rule, before any step."""
+        hf = self.llm.llm_engine.model_config.hf_text_config
+        chunk = getattr(hf, "attention_chunk_size", None)
+        block = self.llm.llm_engine.vllm_config.cache_config.block_size
+        if chunk and block and chunk % block:
+            self._drop()
+            self.key = None
+            raise Unsupported(f"vLLM {vllm.__version__}: attn_chunk_size {chunk} is not divisible by block_size {block} "
+                              "(make_local_attention_virtual_batches asserts it: chunked attention runs in whole KV blocks)")
 
     def _build(self, model_dir, opts, model_len, window_mutant, block_size):
         with contextlib.redirect_stdout(sys.stderr):
@@ -227,7 +248,16 @@ class VllmEngine(Engine):
         return rows, logits, base
 
     def _answer(self, items, budget=None):
-        rows, logits, total = self._run(items, budget)
+        try:
+            rows, logits, total = self._run(items, budget)
+        except RuntimeError as e:
+            # The CPU attention kernel takes some head sizes only (head_dim 32, 48, 64, 80, 96, 128, 256, 512)
+            # and says so at the first forward, not at start-up; the engine is rebuilt at the next load.
+            if "Unsupported CPU attention configuration" not in str(e):
+                raise
+            self._drop()
+            self.key = None
+            raise Unsupported(f"vLLM {vllm.__version__}: {e}") from e
         if len(rows) == total:
             return logits
         return Rows(rows, logits)
