@@ -9,14 +9,20 @@ One table: a row per engine configuration (the engine's own version from its hel
 model; a cell counts the fixed plans OK / DEVIATION / FAIL / SKIP with the largest error of the OK
 ones. Below it, every cell that is not OK, by scenario class, with its verdict and message, and
 every verdict that changed between two versions of one engine configuration.
+
+    bash scripts/family_matrix.sh                 # the family x engine matrix: every engine on the families set
+    python3 scripts/engine_matrix.py SUMMARY... --family-of DIR... --markers family-matrix --doc docs/engines.md
+
+With --family-of, a column is a family (the model_type of DIR/<model>/config.json, the first DIR that has the
+model) instead of a model: a cell counts every checkpoint of the family under every scenario class.
 """
 import argparse
 import json
+import os
 import re
 import sys
 from collections import defaultdict, OrderedDict
 
-BEGIN, END = "<!-- engine matrix begin -->", "<!-- engine matrix end -->"
 
 
 def main():
@@ -24,7 +30,20 @@ def main():
     ap.add_argument("summaries", nargs="+")
     ap.add_argument("--doc", default=None, help="rewrite the matrix section of this Markdown file")
     ap.add_argument("--command", default="bash scripts/engine_matrix.sh")
+    ap.add_argument("--family-of", nargs="+", default=[], metavar="DIR",
+                    help="columns by family: the model_type of DIR/<model>/config.json")
+    ap.add_argument("--markers", default="engine matrix", help="the section's markers: <!-- MARKERS begin --> ... end")
     a = ap.parse_args()
+    begin, end = f"<!-- {a.markers} begin -->", f"<!-- {a.markers} end -->"
+
+    def column(model):
+        for d in a.family_of:
+            cfg = os.path.join(d, model, "config.json")
+            if os.path.isfile(cfg):
+                return json.load(open(cfg))["model_type"]
+        if a.family_of:
+            sys.exit(f"{model}: no config.json in {', '.join(a.family_of)} (--family-of)")
+        return model
     by_id = OrderedDict()  # a case run again in a later summary replaces the earlier result
     for path in a.summaries:
         for c in json.load(open(path))["cases"]:
@@ -37,6 +56,8 @@ def main():
         if c["suite"] != "engine":
             continue
         model, plan = c["name"].split("/", 1)
+        if a.family_of:
+            model, plan = column(model), f"{model}/{plan}"
         engines[c["backend"]] = 1
         models[model] = 1
         cells[(c["backend"], model)].append((plan, c))
@@ -46,7 +67,7 @@ def main():
     models = sorted(models)
     out = [f"Measured with `{a.command}` (fixed plans; {len(cases)} cases). A cell: OK / DEVIATION (known, "
            "engines/known_deviations.json) / FAIL / SKIP over the scenario classes, and the largest error of the OK ones.", ""]
-    out.append("| engine configuration | version | dtype | " + " | ".join(models) + " |")
+    out.append("| engine configuration | version | dtype | " + " | ".join(f"`{m}`" if a.family_of else m for m in models) + " |")
     out.append("| --- | --- | --- | " + " | ".join("---" for _ in models) + " |")
     for e in engines:
         dtypes = sorted({c.get("dtype", "") for m in models for _, c in cells[(e, m)]})
@@ -92,11 +113,11 @@ def main():
         sys.stdout.write(text)
         return 0
     doc = open(a.doc).read()
-    if BEGIN not in doc or END not in doc:
-        sys.exit(f"{a.doc}: no {BEGIN} ... {END} section")
-    head, rest = doc.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    open(a.doc, "w").write(head + BEGIN + "\n" + text + END + tail)
+    if begin not in doc or end not in doc:
+        sys.exit(f"{a.doc}: no {begin} ... {end} section")
+    head, rest = doc.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    open(a.doc, "w").write(head + begin + "\n" + text + end + tail)
     return 0
 
 

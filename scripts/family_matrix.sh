@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Regenerates the family x engine matrix of docs/engines.md: one configuration of each engine on the
+# families set (make_models.py --set families: every family of the registry), and vLLM, whose CPU
+# attention refuses their head_dim 16, on the vllm set (the same families drawn with head_dim 32/64),
+# under the plans that cross, fill and roll back the window; then scripts/engine_matrix.py by family.
+# Engines that are not installed are SKIP columns' worth of "not installed" (bash scripts/engines.sh
+# --setup-only and engines/setup_env.sh NAME install them). About 25 minutes here with all installed.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+families=build/engine-models-families vllm_set=build/engine-models-vllm
+python3 engines/models/make_models.py "$families" --set families >/dev/null
+python3 engines/models/make_models.py "$vllm_set" --set vllm >/dev/null
+plans='/(prefill_lt_w|prefill_eq_w|prefill_gt_w|decode_across_w|extend_after_full|rollback|reload)$'
+start=$(date +%s)
+status=0
+build/cli/kvconform engine --models "$families" --no-regressions --filter "$plans" --report-dir reports/family-matrix \
+  --engine '^oracle$' --engine '^transformers-5.24.0/static/eager$' --engine '^llama\.cpp/default$' \
+  --engine '^llama\.cpp-b11434/default$' --engine '^llama-server-b11434/default$' --engine '^mlx-lm$' \
+  --engine '^openvino-2026.4.1/stateful$' --engine '^executorch-1.5.1/eager$' --engine '^ort_genai-0.18.0/fp32/window_cache$' \
+  > reports/family-matrix.log 2>&1 || status=$?
+build/cli/kvconform engine --models "$vllm_set" --no-regressions --filter "$plans" --report-dir reports/family-matrix-vllm \
+  --engine '^vllm-0.32.0/prefix_caching$' > reports/family-matrix-vllm.log 2>&1 || status=$?
+echo "family matrix: $(( $(date +%s) - start )) s (exit $status: 1 means a FAIL, which the matrix shows)" >&2
+tail -n 1 reports/family-matrix.log reports/family-matrix-vllm.log >&2
+python3 scripts/engine_matrix.py reports/family-matrix/summary.json reports/family-matrix-vllm/summary.json \
+  --family-of "$families" "$vllm_set" --markers "family matrix" --command "bash scripts/family_matrix.sh" --doc docs/engines.md
