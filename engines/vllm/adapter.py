@@ -59,6 +59,7 @@ wrong).
 """
 import contextlib
 import gc
+import json
 import os
 import re
 import sys
@@ -89,6 +90,17 @@ def _int_option(options, key, lo):
     if isinstance(v, bool) or not isinstance(v, int) or v < lo:
         raise ValueError(f"option {key}: expected an integer >= {lo}, got {v!r}")
     return v
+
+
+def _max_positions(model_dir):
+    """max_position_embeddings of the checkpoint's (text) config, else None."""
+    try:
+        cfg = json.load(open(os.path.join(model_dir, "config.json")))
+    except (OSError, ValueError):
+        return None
+    cfg = cfg.get("text_config", cfg)
+    v = cfg.get("max_position_embeddings")
+    return int(v) if isinstance(v, (int, float)) and v > 0 else None
 
 
 def _block_refused(error):
@@ -126,6 +138,11 @@ class VllmEngine(Engine):
         model_len = MIN_MODEL_LEN
         while model_len < max_tokens + 2:
             model_len *= 2
+        # vLLM refuses a max_model_len past the config's max_position_embeddings; the rounding above must not
+        # ask for one where the plan itself fits (a plan that does not fit is vLLM's refusal, below).
+        limit = _max_positions(model_dir)
+        if limit and max_tokens + 2 <= limit < model_len:
+            model_len = limit
         window_mutant = mutant if mutant in ("window+1", "window-1", "full") else "none"
         key = (os.path.abspath(model_dir), tuple(sorted(opts.items())), window_mutant)
         if self.llm is None or self.key != key or self.model_len < model_len:
@@ -139,7 +156,10 @@ class VllmEngine(Engine):
                 if "is not supported" not in str(e):
                     raise
                 raise Unsupported(f"vLLM {vllm.__version__}: {e}") from e
-            except ValueError as e:
+            except ValueError as e:  # pydantic's ValidationError of vLLM's ModelConfig is one too
+                if "is greater than the derived max_model_len" in str(e):
+                    raise Unsupported(f"vLLM {vllm.__version__}: a plan of {max_tokens} tokens is longer than the model's "
+                                      f"max_position_embeddings, which vLLM enforces: {str(e).splitlines()[1].strip()[:300]}") from e
                 block = _block_refused(e)
                 if block is None:
                     raise
@@ -250,10 +270,11 @@ class VllmEngine(Engine):
     def _answer(self, items, budget=None):
         try:
             rows, logits, total = self._run(items, budget)
-        except RuntimeError as e:
-            # The CPU attention kernel takes some head sizes only (head_dim 32, 48, 64, 80, 96, 128, 256, 512)
-            # and says so at the first forward, not at start-up; the engine is rebuilt at the next load.
-            if "Unsupported CPU attention configuration" not in str(e):
+        except (RuntimeError, AssertionError) as e:
+            # The CPU attention kernel takes some head sizes only (head_dim 32, 48, 64, 80, 96, 128, 256, 512),
+            # and Llama 4's MoE one expert per token ("apply_router_weight_on_input is only implemented for
+            # topk=1"): each says so at the first forward, not at start-up; the engine is rebuilt at the next load.
+            if "Unsupported CPU attention configuration" not in str(e) and "is only implemented for" not in str(e):
                 raise
             self._drop()
             self.key = None
