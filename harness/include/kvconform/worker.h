@@ -43,6 +43,8 @@ class Worker {
 
  private:
   std::string stderr_note();
+  // Keeps the last stderr line from `from` on that says why a process died (an assertion, an abort).
+  void remember_cause(size_t from);
   bool died(End& end, std::string& detail);
   // "protocol error: the worker sent WHAT" (or "the worker WHAT" when !sent).
   bool protocol_error(const std::string& what, End& end, std::string& detail, bool sent = true);
@@ -53,6 +55,9 @@ class Worker {
   pid_t pid_ = -1;
   int to_ = -1, from_ = -1, err_ = -1;
   std::string stderr_;
+  // A backtrace printed after an assertion can push the assertion out of the stderr tail a failure
+  // message quotes; its line is kept here, so that the message (and a known deviation's "error") has it.
+  std::string cause_;
   nlohmann::json hello_reply_;
 };
 

@@ -566,7 +566,9 @@ TEST(EngineCheck, TheOracleEnginePassesAndEachMutantFailsWithItsDiagnosis) {
 
 TEST(EngineCheck, AWorkerFaultIsThatCasesFailAndTheNextCaseGetsAFreshWorker) {
   const Plan plan = plan_named("prefill_gt_w");
+  // abort@1: the assertion line scrolled out of the stderr tail by a long backtrace is still quoted.
   for (auto [fault, words] : {std::pair{"crash@1", "crashed: the worker was killed by SIGSEGV"}, {"exit@1", "exited with status 3"},
+                              {"abort@1", "worker stderr: kvc-oracle-engine: ASSERT(fault != abort) failed at step 1 | ..."},
                               {"hang@1", "timed out after 5 s"}, {"garbage@1", "protocol error"}}) {
     EngineSpec spec{"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"fault", fault}}, "none", 5};
     EngineClient client(spec);

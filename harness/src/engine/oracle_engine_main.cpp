@@ -8,7 +8,8 @@
 // that shares what it should copy or starts from the wrong prefix, a chunked prefill whose window
 // restarts at each chunk, a speculative rollback off by one, a batch that computes a sequence at
 // another's offset, a context shift that moves the kept keys without re-rotating them) and worker
-// faults (crash, hang, garbage, exit at a given step; "load-error@L": a load error for a model of
+// faults (crash, hang, garbage, exit at a given step; "abort@N": an assertion line on stderr, then a
+// backtrace far longer than the tail a failure quotes, then SIGABRT, as ggml's asserts print; "load-error@L": a load error for a model of
 // fewer than L layers, a second bug for shrinking to slide into), which the suite must catch. Option "logits": "last" or "none" answers only the last new position of a step, or
 // none (the protocol's subset answer; a run judged on nothing is not a pass); "logprobs" and
 // "last-logprobs" answer log-probabilities instead (buffer "logprobs", as a server does), and
@@ -68,7 +69,7 @@ struct State {
   kvc::engine::OracleOptions options;
   // Shared pointers only so that the fork-shared mutant can alias two sequences.
   std::map<int64_t, std::shared_ptr<Oracle>> seqs;
-  std::string fault;  // "crash", "hang", "garbage", "exit" (at step fault_step), "load-error" (below fault_step layers)
+  std::string fault;  // "crash", "abort", "hang", "garbage", "exit" (at step fault_step), "load-error" (below fault_step layers)
   int64_t fault_step = -1;
   std::string mutant = "none";
   std::string logits = "all";  // all, last, none (which new positions a step answers), logprobs, last-logprobs, logprobs-as-logits
@@ -167,6 +168,12 @@ int main() {
       }
       if (h.contains("step") && h["step"] == st.fault_step) {
         if (st.fault == "crash") std::raise(SIGSEGV);
+        if (st.fault == "abort") {
+          std::fprintf(stderr, "kvc-oracle-engine: ASSERT(fault != abort) failed at step %lld\n", static_cast<long long>(st.fault_step));
+          for (int frame = 0; frame < 400; ++frame) std::fprintf(stderr, "#%d 0x%016x in frame_%d () from a backtrace\n", frame, frame, frame);
+          std::fflush(stderr);
+          std::abort();
+        }
         if (st.fault == "exit") std::exit(3);
         if (st.fault == "hang") pause();
         if (st.fault == "garbage") {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include "build_paths.h"
@@ -125,6 +126,7 @@ bool Worker::start(const json& hello, double startup_timeout_s, End& end, std::s
     fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
   stderr_.clear();
+  cause_.clear();
   json reply;
   std::string payload;
   if (!transact(frame(hello), startup_timeout_s, reply, payload, end, detail)) {
@@ -168,7 +170,9 @@ bool Worker::transact(const std::string& request, double timeout_s, json& reply,
     if (p[1].revents & (POLLIN | POLLHUP)) {
       const ssize_t n = read(err_, buf, sizeof buf);
       if (n > 0) {
+        const size_t from = stderr_.size();
         stderr_.append(buf, static_cast<size_t>(n));
+        remember_cause(from);
         if (stderr_.size() > 4 * kStderrTail) stderr_.erase(0, stderr_.size() - kStderrTail);
       }
     }
@@ -243,14 +247,35 @@ std::string Worker::stderr_note() {
   for (;;) {
     const ssize_t n = err_ >= 0 ? read(err_, buf, sizeof buf) : -1;
     if (n <= 0) break;
+    const size_t from = stderr_.size();
     stderr_.append(buf, static_cast<size_t>(n));
+    remember_cause(from);
   }
   std::string tail = stderr_.size() > kStderrTail ? "..." + stderr_.substr(stderr_.size() - kStderrTail) : stderr_;
+  if (!cause_.empty() && tail.find(cause_) == std::string::npos) tail = cause_ + "\n" + tail;
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
   // One result line: the stderr's own lines are joined with " | ".
   std::string flat;
   for (char c : tail) flat += c == '\n' ? std::string(" | ") : std::string(1, c);
   return flat.empty() ? "" : "; worker stderr: " + flat;
+}
+
+void Worker::remember_cause(size_t from) {
+  // The first such line is the cause; what follows it (a debugger's backtrace frames, "#3 ... in ggml_abort
+  // (... fmt="GGML_ASSERT(%s) failed")") only repeats it. Lines that end in the new bytes are read (a line
+  // split across reads is seen whole once its newline arrives).
+  if (!cause_.empty()) return;
+  size_t start = from == 0 ? std::string::npos : stderr_.rfind('\n', from - 1);
+  start = start == std::string::npos ? 0 : start + 1;
+  for (size_t end; (end = stderr_.find('\n', start)) != std::string::npos && cause_.empty(); start = end + 1) {
+    const std::string_view line(stderr_.data() + start, end - start);
+    if (const size_t first = line.find_first_not_of(" \t"); first != std::string_view::npos && line[first] == '#') continue;
+    for (const char* marker : {"ASSERT", "Assertion", "assertion failed", "terminate called", "Fatal Python error", "GGML_ABORT"})
+      if (line.find(marker) != std::string_view::npos) {
+        cause_ = std::string(line.substr(0, 400));
+        break;
+      }
+  }
 }
 
 bool Worker::died(End& end, std::string& detail) {
