@@ -58,6 +58,7 @@ class Worker {
   // A backtrace printed after an assertion can push the assertion out of the stderr tail a failure
   // message quotes; its line is kept here, so that the message (and a known deviation's "error") has it.
   std::string cause_;
+  bool stderr_cut_ = false;  // stderr_ lost its beginning while it was read
   nlohmann::json hello_reply_;
 };
 

@@ -126,6 +126,7 @@ bool Worker::start(const json& hello, double startup_timeout_s, End& end, std::s
     fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
   stderr_.clear();
+  stderr_cut_ = false;
   cause_.clear();
   json reply;
   std::string payload;
@@ -173,7 +174,10 @@ bool Worker::transact(const std::string& request, double timeout_s, json& reply,
         const size_t from = stderr_.size();
         stderr_.append(buf, static_cast<size_t>(n));
         remember_cause(from);
-        if (stderr_.size() > 4 * kStderrTail) stderr_.erase(0, stderr_.size() - kStderrTail);
+        if (stderr_.size() > 4 * kStderrTail) {
+          stderr_.erase(0, stderr_.size() - kStderrTail);
+          stderr_cut_ = true;
+        }
       }
     }
     if (p[2].revents & POLLOUT) {
@@ -251,7 +255,9 @@ std::string Worker::stderr_note() {
     stderr_.append(buf, static_cast<size_t>(n));
     remember_cause(from);
   }
-  std::string tail = stderr_.size() > kStderrTail ? "..." + stderr_.substr(stderr_.size() - kStderrTail) : stderr_;
+  std::string tail = stderr_cut_ || stderr_.size() > kStderrTail
+                         ? "..." + stderr_.substr(stderr_.size() > kStderrTail ? stderr_.size() - kStderrTail : 0)
+                         : stderr_;
   if (!cause_.empty() && tail.find(cause_) == std::string::npos) tail = cause_ + "\n" + tail;
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
   // One result line: the stderr's own lines are joined with " | ".
