@@ -43,7 +43,9 @@ class Worker {
 
  private:
   std::string stderr_note();
-  // Keeps the last stderr line from `from` on that says why a process died (an assertion, an abort).
+  // Appends what the worker wrote to stderr, keeping its cause line and at most a bounded tail.
+  void take_stderr(const char* data, size_t n);
+  // Keeps the first stderr line from `from` on that says why a process died (an assertion, an abort).
   void remember_cause(size_t from);
   bool died(End& end, std::string& detail);
   // "protocol error: the worker sent WHAT" (or "the worker WHAT" when !sent).

@@ -170,15 +170,7 @@ bool Worker::transact(const std::string& request, double timeout_s, json& reply,
     if (ready <= 0) continue;
     if (p[1].revents & (POLLIN | POLLHUP)) {
       const ssize_t n = read(err_, buf, sizeof buf);
-      if (n > 0) {
-        const size_t from = stderr_.size();
-        stderr_.append(buf, static_cast<size_t>(n));
-        remember_cause(from);
-        if (stderr_.size() > 4 * kStderrTail) {
-          stderr_.erase(0, stderr_.size() - kStderrTail);
-          stderr_cut_ = true;
-        }
-      }
+      if (n > 0) take_stderr(buf, static_cast<size_t>(n));
     }
     if (p[2].revents & POLLOUT) {
       const ssize_t n = write(to_, request.data() + written, request.size() - written);
@@ -251,9 +243,7 @@ std::string Worker::stderr_note() {
   for (;;) {
     const ssize_t n = err_ >= 0 ? read(err_, buf, sizeof buf) : -1;
     if (n <= 0) break;
-    const size_t from = stderr_.size();
-    stderr_.append(buf, static_cast<size_t>(n));
-    remember_cause(from);
+    take_stderr(buf, static_cast<size_t>(n));
   }
   std::string tail = stderr_cut_ || stderr_.size() > kStderrTail
                          ? "..." + stderr_.substr(stderr_.size() > kStderrTail ? stderr_.size() - kStderrTail : 0)
@@ -264,6 +254,16 @@ std::string Worker::stderr_note() {
   std::string flat;
   for (char c : tail) flat += c == '\n' ? std::string(" | ") : std::string(1, c);
   return flat.empty() ? "" : "; worker stderr: " + flat;
+}
+
+void Worker::take_stderr(const char* data, size_t n) {
+  const size_t from = stderr_.size();
+  stderr_.append(data, n);
+  remember_cause(from);
+  if (stderr_.size() > 4 * kStderrTail) {
+    stderr_.erase(0, stderr_.size() - kStderrTail);
+    stderr_cut_ = true;
+  }
 }
 
 void Worker::remember_cause(size_t from) {
