@@ -165,16 +165,19 @@ def main(argv=None):
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    with torch.inference_mode():
-        # The byte vocabulary has none of a real tokenizer's special tokens, and llama.cpp's vocabulary
-        # loader keys some lookups on general.name (a name containing "phi3" looks up "</s>" and
-        # aborts the load with unordered_map::at): that GGUF gets a name no such rule matches.
-        name = "kvconform-byte-vocab" if args.byte_vocab else dir_model.name
-        m = NoTokenizer(dir_model, gguf.LlamaFileType.ALL_F32, tmp, model_name=name)
-        m.write()
-    untied_dropped = cfg.get("tie_word_embeddings") is False and \
-        "output.weight" not in {t.name for t in gguf.GGUFReader(tmp).tensors}
-    os.replace(tmp, out)
+    try:
+        with torch.inference_mode():
+            # The byte vocabulary has none of a real tokenizer's special tokens, and llama.cpp's vocabulary
+            # loader keys some lookups on general.name (a name containing "phi3" looks up "</s>" and
+            # aborts the load with unordered_map::at): that GGUF gets a name no such rule matches.
+            name = "kvconform-byte-vocab" if args.byte_vocab else dir_model.name
+            m = NoTokenizer(dir_model, gguf.LlamaFileType.ALL_F32, tmp, model_name=name)
+            m.write()
+        untied_dropped = cfg.get("tie_word_embeddings") is False and \
+            "output.weight" not in {t.name for t in gguf.GGUFReader(tmp).tensors}
+        os.replace(tmp, out)
+    finally:  # a converter that raised leaves no partial GGUF in the cache
+        tmp.unlink(missing_ok=True)
     note = f"{dir_model.name}: {arch} -> {m.model_arch.name.lower()}"
     if fold is not None:
         note += f", query_pre_attn_scalar folded into {'q_proj' if model_type == 'gemma2' else 'q_norm'} (x{fold:.6g})"

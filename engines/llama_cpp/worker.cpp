@@ -6,7 +6,8 @@
 // load converts MODEL_DIR to a GGUF once (CMD MODEL_DIR OUT.gguf; CMD from --convert, else
 // $KVC_LLAMA_CONVERT, else the build's default: engines/llama_cpp/convert.py under the golden
 // venv's python) into $KVC_LLAMA_GGUF_DIR or ${KVC_CACHE:-~/.cache/kvconform}/llama-VERSION/gguf,
-// named by a hash of config.json, model.safetensors, CMD and the .py files CMD names, then loads it.
+// named by a hash of config.json, model.safetensors and CMD by content (the .py files it names by their
+// text, other files by their folder's real path), then loads it; a converter's refusal is kept there too.
 //
 // Options (anything else is refused by name): n_ubatch, n_batch, n_ctx, threads, swa_full (bool),
 // kv_unified (bool), flash_attn (bool or "on"/"off"/"auto"), type_k / type_v ("f32" | "f16", also
@@ -34,6 +35,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -203,7 +205,8 @@ void run_convert(const std::string& cmd, const std::string& model_dir, const std
   for (std::string line; std::getline(lines, line);)
     if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 3)  // convert.py: an architecture this version does not convert
-    throw Unsupported("llama.cpp's convert_hf_to_gguf.py of this version has no class for the checkpoint's architecture (" + model_dir + ")");
+    throw Unsupported("llama.cpp's convert_hf_to_gguf.py of this version has no class for the checkpoint's architecture (" +
+                      (last.empty() ? model_dir : last.substr(0, 300)) + ")");
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw std::runtime_error("converter failed (" +
                              (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
@@ -582,26 +585,50 @@ class Engine {
     uint64_t hsh = 1469598103934665603ull;
     hsh = fnv1a(hsh, slurp(model_dir + "/config.json"));
     hsh = fnv1a(hsh, slurp(model_dir + "/model.safetensors"));
-    hsh = fnv1a(hsh, convert_);
-    {  // the converter's scripts too (a .py named in the command), so an edited convert.py reconverts
-      std::istringstream words(convert_);
-      for (std::string w; words >> w;) {
-        struct stat ws{};
-        if (w.size() > 3 && w.compare(w.size() - 3, 3, ".py") == 0 && ::stat(w.c_str(), &ws) == 0 && S_ISREG(ws.st_mode))
-          hsh = fnv1a(hsh, slurp(w));
+    // The command by content, not by where the checkout is: every clone names its own convert.py and
+    // venv, and a key holding those paths converted every checkpoint again in each CI clone. A .py
+    // counts by its text (an edited convert.py reconverts); another file by its folder's real path
+    // (a venv's folder is named by the hash of its pins); any other word as written.
+    std::istringstream words(convert_);
+    for (std::string w; words >> w;) {
+      struct stat ws{};
+      if (::stat(w.c_str(), &ws) != 0 || !S_ISREG(ws.st_mode)) {
+        hsh = fnv1a(hsh, "word " + w);
+      } else if (w.size() > 3 && w.compare(w.size() - 3, 3, ".py") == 0) {
+        hsh = fnv1a(hsh, "script " + slurp(w));
+      } else {
+        const size_t slash = w.rfind('/');
+        const std::string folder = slash == std::string::npos ? "." : w.substr(0, slash == 0 ? 1 : slash);
+        char real[PATH_MAX];
+        hsh = fnv1a(hsh, std::string("file ") + (::realpath(folder.c_str(), real) ? real : folder.c_str()) + "/" +
+                             (slash == std::string::npos ? w : w.substr(slash + 1)));
       }
     }
     hsh = fnv1a(hsh, KVC_LLAMA_VERSION " " KVC_LLAMA_COMMIT);
     char name[64];
-    std::snprintf(name, sizeof name, "kvc-%016llx.gguf", static_cast<unsigned long long>(hsh));
+    std::snprintf(name, sizeof name, "kvc-%016llx", static_cast<unsigned long long>(hsh));
     const std::string dir = gguf_dir();
-    const std::string path = dir + "/" + name;
+    const std::string path = dir + "/" + name + ".gguf";
+    // A refusal is kept beside the GGUFs under the same key: converting only to be refused again
+    // cost each case of such a checkpoint a Python start (torch and transformers imported).
+    const std::string refused = dir + "/" + name + ".refused";
     struct stat st{};
     if (::stat(path.c_str(), &st) == 0) return path;
+    if (::stat(refused.c_str(), &st) == 0) throw Unsupported(slurp(refused));
     mkdirs(dir);
     const std::string tmp = path + ".tmp" + std::to_string(::getpid());
     std::fprintf(stderr, "kvc_llama_worker: converting %s -> %s\n", model_dir.c_str(), path.c_str());
-    run_convert(convert_, model_dir, tmp);
+    try {
+      run_convert(convert_, model_dir, tmp);
+    } catch (const Unsupported& e) {
+      ::unlink(tmp.c_str());
+      const std::string tmp_refused = refused + ".tmp" + std::to_string(::getpid());
+      if (std::ofstream(tmp_refused) << e.what()) std::rename(tmp_refused.c_str(), refused.c_str());
+      throw;
+    } catch (...) {
+      ::unlink(tmp.c_str());
+      throw;
+    }
     if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("rename " + tmp + ": " + std::strerror(errno));
     return path;
   }

@@ -209,8 +209,13 @@ class LlamaServer(kvconform.Engine):
             h.update(part.read_bytes())
         h.update(VERSION.encode() + b" --byte-vocab")
         out = CACHE / "gguf" / f"server-{h.hexdigest()[:16]}.gguf"
+        # A refusal is kept under the same key: converting only to be refused again cost every case
+        # of such a checkpoint a Python start with torch and transformers.
+        refused = out.with_suffix(".refused")
         if out.is_file():
             return out
+        if refused.is_file():
+            raise Unsupported(refused.read_text())
         src = CACHE / "src"
         if not (src / "convert_hf_to_gguf.py").is_file():
             raise RuntimeError(f"no llama.cpp {VERSION} source in {src}: run engines/llama_cpp/build_llama.sh {VERSION}")
@@ -220,8 +225,12 @@ class LlamaServer(kvconform.Engine):
                              stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
         if run.returncode == 3:  # convert.py: this llama.cpp version's converter has no class for the architecture
             tmp.unlink(missing_ok=True)
-            raise Unsupported(f"llama.cpp {VERSION}'s convert_hf_to_gguf.py has no class for the checkpoint's architecture "
-                              f"({run.stderr.strip().splitlines()[-1] if run.stderr.strip() else model_dir})")
+            why = (f"llama.cpp {VERSION}'s convert_hf_to_gguf.py has no class for the checkpoint's architecture "
+                   f"({run.stderr.strip().splitlines()[-1] if run.stderr.strip() else model_dir})")
+            tmp_refused = refused.with_name(refused.name + f".tmp{os.getpid()}")
+            tmp_refused.write_text(why)
+            os.replace(tmp_refused, refused)
+            raise Unsupported(why)
         if run.returncode != 0:
             tmp.unlink(missing_ok=True)
             raise RuntimeError(f"convert.py failed ({run.returncode}): {run.stderr[-800:]}")

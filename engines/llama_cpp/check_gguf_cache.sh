@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The llama.cpp worker's GGUF cache is keyed by content, not by the checkout's paths: two checkouts
+# (each its own convert.py and its own venv link to the same venv) convert a checkpoint once, an
+# edited convert.py converts it again, and a converter's refusal is kept (the second run of a
+# refused checkpoint starts no converter).
+#
+#   bash engines/llama_cpp/check_gguf_cache.sh KVCONFORM MODELS_DIR
+#
+# MODELS_DIR holds gemma2-w4 and cwm-w3 (make_models.py --set families). Exit 77: no worker.
+set -euo pipefail
+kvc=$1
+models=$2
+test -x build-llama/kvc_llama_worker || exit 77
+venv=$(readlink -f golden/.venv-5.24.0)
+src=${KVC_CACHE:-$HOME/.cache/kvconform}/llama-0.3.36/src
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+for clone in a b; do
+  mkdir -p "$d/$clone"
+  ln -s "$venv" "$d/$clone/venv"
+  cp engines/llama_cpp/convert.py "$d/$clone/convert.py"
+done
+# Every converter start is a line in calls.
+printf '#!/bin/sh\necho "$@" >> "%s/calls"\nexec "$@"\n' "$d" > "$d/count.sh"
+: > "$d/calls"
+export KVC_LLAMA_GGUF_DIR=$d/gguf
+run() {  # CLONE MODEL: kvconform's exit status (a refused checkpoint alone checks nothing: 1)
+  KVC_LLAMA_CONVERT="sh $d/count.sh $d/$1/venv/bin/python $d/$1/convert.py --src $src" \
+    "$kvc" engine --models "$models" --engine '^llama.cpp/default$' --model "^$2\$" --filter '/prefill_gt_w$' \
+    --no-regressions --no-report >"$d/out" 2>&1
+}
+expect_calls() {  # N WHAT
+  local n
+  n=$(wc -l < "$d/calls")
+  if [ "$n" != "$1" ]; then
+    cat "$d/calls"
+    echo "check_gguf_cache: $2: $n converter starts, expected $1"
+    exit 1
+  fi
+}
+run a gemma2-w4 || { cat "$d/out"; exit 1; }
+expect_calls 1 "checkout a, gemma2-w4"
+run b gemma2-w4 || { cat "$d/out"; exit 1; }
+expect_calls 1 "checkout b, the same checkpoint and convert.py (a path in the key would convert again)"
+run a cwm-w3 || true
+grep -q "SKIP the engine refused the model: .*no class for the checkpoint's architecture" "$d/out" ||
+  { cat "$d/out"; echo "check_gguf_cache: cwm-w3 was not refused"; exit 1; }
+run b cwm-w3 || true
+expect_calls 2 "cwm-w3 refused twice from two checkouts (the refusal kept once)"
+grep -q "SKIP the engine refused the model: .*no class for the checkpoint's architecture (convert.py: " "$d/out" ||
+  { cat "$d/out"; echo "check_gguf_cache: the kept refusal lost the converter's reason"; exit 1; }
+echo "# edited" >> "$d/b/convert.py"
+run b gemma2-w4 || { cat "$d/out"; exit 1; }
+expect_calls 3 "an edited convert.py"
+echo "check_gguf_cache: the worker: 3 converter starts for 5 loads from two checkouts"
+
+# llama-server's adapter keeps its converter's refusal as well: the second run reads the kept file
+# (here rewritten, so that reading it shows) instead of converting again.
+cache=${KVC_CACHE:-$HOME/.cache/kvconform}
+if [ -x "$cache/llama-11434/install/bin/llama-server" ]; then
+  mkdir -p "$d/cache/llama-11434"
+  ln -s "$cache/llama-11434/src" "$cache/llama-11434/install" "$d/cache/llama-11434/"
+  server() {
+    KVC_CACHE=$d/cache "$kvc" engine --models "$models" --engine '^llama-server-b11434/default$' --model '^cwm-w3$' \
+      --filter '/prefill_gt_w$' --no-regressions --no-report >"$d/out" 2>&1 || true
+  }
+  server
+  kept=$(ls "$d"/cache/llama-11434/gguf/*.refused 2>/dev/null || true)
+  [ -n "$kept" ] || { cat "$d/out"; echo "check_gguf_cache: llama-server kept no refusal of cwm-w3"; exit 1; }
+  echo "the kept refusal, read back" > "$kept"
+  server
+  grep -q "SKIP the engine refused the model: the kept refusal, read back" "$d/out" ||
+    { cat "$d/out"; echo "check_gguf_cache: llama-server converted cwm-w3 again instead of reading its kept refusal"; exit 1; }
+  echo "check_gguf_cache: llama-server: the refusal kept and read back"
+fi
+echo "check_gguf_cache: OK"
