@@ -19,7 +19,8 @@ whole vocabulary: the answer is the log-probabilities of the last position only 
 one row per request). A rollback or a fork is the next prompt being shorter or another sequence's
 prefix, so the server's own prefix matching, SWA checkpoints and cache reuse decide what it keeps;
 reload is the server's slot API (`/slots/ID?action=save|erase|restore`, `--slot-save-path`); a
-batch is one concurrent request per item, which the server batches into one decode.
+batch is one concurrent request per item, which the server batches into one decode; a shift is the
+server's own context shift at the next extend (LlamaServer.shifted_extend).
 
 Options (anything else is refused by name): cache_prompt (bool, default true), cache_reuse (int,
 `--cache-reuse`), ctx_checkpoints (int, `--ctx-checkpoints`, this build's spelling of
@@ -29,7 +30,8 @@ context_shift (bool), n_ubatch, n_batch, flash_attn ("on"/"off"/"auto" or bool),
 ("f32", "f16"), threads (default 1), timeout (seconds per request, default 60).
 Mutants: window+1 / window-1 / full through `--override-kv <arch>.attention.sliding_window=int:N`
 (refused where the architecture has no window); fork-prefix starts a fork one token short;
-spec-rollback drops one token more than the cycle rejected; the others are refused.
+spec-rollback drops one token more than the cycle rejected; the others (shift-no-rerotate among them:
+the shift is the server's) are refused.
 """
 from __future__ import annotations
 
@@ -192,7 +194,7 @@ class Server:
 
 class LlamaServer(kvconform.Engine):
     name = "llama-server"
-    operations = ("rollback", "reload", "sequences", "fork", "spec", "batch")
+    operations = ("rollback", "reload", "sequences", "fork", "spec", "batch", "shift")
 
     def __init__(self, server: Optional[str] = None) -> None:
         self.binary = Path(server or os.environ.get("KVC_LLAMA_SERVER") or CACHE / "install" / "bin" / "llama-server")
@@ -244,8 +246,9 @@ class LlamaServer(kvconform.Engine):
         unknown = sorted(set(options) - set(KNOWN))
         if unknown:
             raise ValueError(f"unknown option {unknown[0]!r} (llama-server options: {', '.join(KNOWN)})")
-        if mutant in ("fork-shared", "chunked-restart", "batch-offset"):
-            raise Unsupported(f"mutant {mutant}: llama-server has no such step to do wrong (a fork or a batch is prompts sent)")
+        if mutant in ("fork-shared", "chunked-restart", "batch-offset", "shift-no-rerotate"):
+            raise Unsupported(f"mutant {mutant}: llama-server has no such step to do wrong (a fork or a batch is prompts "
+                              "sent, a shift is the server's own)")
         self.mutant = mutant
         self.cache_prompt = bool(options.get("cache_prompt", True))
         timeout = float(options.get("timeout", 60))
@@ -254,7 +257,10 @@ class LlamaServer(kvconform.Engine):
             raise ValueError(f"option parallel={parallel}: the plan needs {sequences} slots")
         threads = int(options.get("threads", 1))
         gguf = self.gguf(model_dir)
-        argv = [str(self.binary), "-m", str(gguf), "--parallel", str(parallel), "-c", str((max(max_tokens, 1) + 64) * parallel),
+        self.parallel = parallel
+        self.context_shift = options.get("context_shift", False) is True  # the server's default: off
+        self.ctx = (max(max_tokens, 1) + 64) * parallel
+        argv = [str(self.binary), "-m", str(gguf), "--parallel", str(parallel),
                 "-t", str(threads), "-tb", str(threads), "--threads-http", str(max(2, parallel + 1)), "--no-warmup",
                 "--no-ui", "--slot-save-path", self.save_dir, "-ngl", "0"]
         for key, (on, off) in BOOL_FLAGS.items():
@@ -288,8 +294,11 @@ class LlamaServer(kvconform.Engine):
                 raise Unsupported(f"llama.cpp's {arch} architecture has no sliding window to mutate")
             n = kvconform.mutated_window(window, mutant) or max(1 << 20, max_tokens + 1)
             argv += ["--override-kv", f"{arch}.attention.sliding_window=int:{n}"]
-        self.server = Server(argv, timeout)
+        self.argv, self.timeout = argv, timeout
+        self.server = Server(argv + ["-c", str(self.ctx)], timeout)
         self.tokens = [[] for _ in range(sequences)]
+        self.pending: Dict[int, Tuple[int, int]] = {}
+        self.shifted: set = set()  # sequences whose next request must continue the shifted cache
         self.vocab = int(cfg["vocab_size"])
         # Where llama.cpp computes below float32 (as engines/llama_cpp/worker.cpp says): flash
         # attention (auto resolves to on for the CPU) reads Q and K/V as float16; an f16 cache; ggml's
@@ -304,8 +313,9 @@ class LlamaServer(kvconform.Engine):
         return kvconform.Loaded(self.vocab, precision=precision)
 
     # -- steps ----------------------------------------------------------------------------------
-    def ask(self, seq: int) -> bytes:
-        """One completion of sequence seq's tokens: the log-probabilities of its next token."""
+    def ask(self, seq: int, new: int = 0) -> bytes:
+        """One completion of sequence seq's tokens (its last `new` not yet sent): the log-probabilities
+        of its next token."""
         if self.server is None or not self.server.alive():
             raise RuntimeError("llama-server is not running (it died at an earlier step; the next load restarts it)")
         reply = self.server.post("/completion", {
@@ -320,6 +330,16 @@ class LlamaServer(kvconform.Engine):
             raise RuntimeError(f"llama-server answered {len(top)} log-probabilities, not the vocabulary's {self.vocab} "
                                f"(stop_type {reply.get('stop_type')!r}, {reply.get('tokens_predicted')} tokens predicted, "
                                f"content {reply.get('content')!r})")
+        evaluated = reply.get("timings", {}).get("prompt_n")
+        if seq in self.shifted and new:
+            self.shifted.discard(seq)
+            if isinstance(evaluated, int) and evaluated > new:
+                # The server found no cache data it could continue (an SWA cache without checkpoints,
+                # after the restart the shift needs) and computed the shifted prompt from scratch:
+                # the keys the shift kept are gone, so what follows judges no shift.
+                raise Unsupported(f"llama-server evaluated {evaluated} tokens, not the {new} new ones, after the shift: it "
+                                  "recomputed the shifted prompt instead of continuing its shifted cache (with swa_full off "
+                                  "a restored slot has no SWA context checkpoint)")
         row = [0.0] * self.vocab
         for t in top:
             row[int(t["id"])] = float(t["logprob"])
@@ -328,33 +348,128 @@ class LlamaServer(kvconform.Engine):
         return struct.pack(f"<{self.vocab}f", *row)
 
     def extend(self, seq: int, tokens: List[int]):
+        if seq in self.pending:
+            return self.shifted_extend(seq, tokens)
         self.tokens[seq] += tokens
-        return LogProbs([len(tokens) - 1], self.ask(seq))
+        return LogProbs([len(tokens) - 1], self.ask(seq, len(tokens)))
+
+    # -- context shift --------------------------------------------------------------------------
+    # llama-server shifts a slot only while it generates, when the slot's context is full: in
+    # pre_decode, before the sampled token is decoded, it removes n_discard tokens after n_keep
+    # (the request's) and moves the rest down (llama_memory_seq_rm, llama_memory_seq_add). So a
+    # plan's shift is done at the next extend: the slot is saved, the server restarted with a slot
+    # context of exactly the sequence's length + 1, the slot restored, and one completion of two
+    # tokens asked whose first is forced to the extend's first token (logit_bias): the server
+    # re-evaluates the last prompt token, samples the forced token, shifts, decodes it at its moved
+    # position, and the second token's log-probabilities are that position's. The slot is saved
+    # again and the server restarted at its full context for the rest of the extend. The slot's
+    # context is set with --kv-unified-per-slot, since -c is padded to a multiple of 256.
+    def shift(self, seq: int, keep: int, discard: int) -> None:
+        if not self.context_shift:
+            raise Unsupported("llama-server's context shift is off (its default; option context_shift turns it on)")
+        if seq in self.pending:
+            raise Unsupported("two shifts without an extend between: llama-server shifts once per generated token")
+        if discard == 0:
+            return  # n_discard 0 is the server's "half of what is left", not nothing
+        n = len(self.tokens[seq])
+        # the server's clamps: n_keep at most n_ctx - 4 (n_ctx = n + 1), n_discard at most n_left - 1
+        if keep > n - 3 or discard > n - keep - 1:
+            raise Unsupported(f"llama-server cannot shift keep {keep} discard {discard} of {n} tokens: it keeps at most "
+                              f"n_ctx - 4 = {n - 3} and discards at most n_left - 1 = {n - keep - 1}")
+        self.pending[seq] = (keep, discard)
+
+    def refuse_pending(self, seq: int, op: str) -> None:
+        if seq in self.pending:
+            raise Unsupported(f"{op} right after a shift: llama-server shifts only while it generates, so a shift "
+                              "is done at the sequence's next extend")
+
+    def restart(self, ctx: int, extra: List[str], restore: Mapping[int, str]) -> None:
+        assert self.server is not None
+        self.server.stop()
+        self.server = Server(self.argv + ["-c", str(ctx)] + extra, self.timeout)
+        for seq, name in restore.items():
+            self.server.post(f"/slots/{seq}?action=restore", {"filename": name})
+
+    def save_all(self, tag: str) -> Dict[int, str]:
+        assert self.server is not None
+        saved = {}
+        for seq, tokens in enumerate(self.tokens):
+            if tokens:
+                saved[seq] = f"shift-{tag}-seq{seq}.bin"
+                self.server.post(f"/slots/{seq}?action=save", {"filename": saved[seq]})
+        return saved
+
+    def shifted_extend(self, seq: int, tokens: List[int]):
+        keep, discard = self.pending.pop(seq)
+        n = len(self.tokens[seq])
+        saved = self.save_all("before")
+        # --kv-unified-per-slot caps each slot's context at exactly n + 1 (-c itself is padded to 256)
+        self.restart(self.ctx, ["--kv-unified-per-slot", str(n + 1)], {seq: saved[seq]})
+        assert self.server is not None
+        reply = self.server.post("/completion", {
+            "prompt": self.tokens[seq], "n_predict": 2, "n_probs": self.vocab, "cache_prompt": True,
+            "id_slot": seq, "temperature": 0, "post_sampling_probs": False, "stream": False, "ignore_eos": True,
+            "n_keep": keep, "n_discard": discard, "logit_bias": [[tokens[0], 1e6]]})
+        log = Path(self.server.log.name).read_text(errors="replace")
+        if "ctx_shift is not supported by this context" in log:
+            raise Unsupported("llama-server turned its context shift off: its KV cache cannot shift "
+                              "(llama_memory_can_shift is false; an SWA model needs swa_full)")
+        shifted = [line for line in log.splitlines() if "slot context shift" in line]
+        probs = reply.get("completion_probabilities") or []
+        if not shifted or len(probs) != 2 or int(probs[0].get("id", -1)) != tokens[0]:
+            raise RuntimeError(f"llama-server did not shift as asked (n_keep {keep}, n_discard {discard}, context {n + 1}): "
+                               f"{len(probs)} tokens, first {probs[0].get('id') if probs else None} (forced {tokens[0]}), "
+                               f"log {' | '.join(shifted) or 'without a context shift'}")
+        want = f"n_keep = {keep}, n_left = {n - keep}, n_discard = {discard}"
+        if want not in shifted[0]:
+            raise RuntimeError(f"llama-server shifted otherwise than asked ({want}): {shifted[0].strip()}")
+        top = probs[1].get("top_logprobs", [])
+        if len(top) != self.vocab:
+            raise RuntimeError(f"llama-server answered {len(top)} log-probabilities after the shift, not {self.vocab}")
+        row = [0.0] * self.vocab
+        for t in top:
+            row[int(t["id"])] = float(t["logprob"])
+        self.tokens[seq] = self.tokens[seq][:keep] + self.tokens[seq][keep + discard:] + [tokens[0]]
+        saved = self.save_all("after")
+        self.restart(self.ctx, [], saved)
+        self.shifted.add(seq)
+        first = struct.pack(f"<{self.vocab}f", *row)
+        if len(tokens) == 1:
+            return LogProbs([0], first)
+        self.tokens[seq] += tokens[1:]
+        return LogProbs([0, len(tokens) - 1], first + self.ask(seq, len(tokens) - 1))
 
     def rollback(self, seq: int, n: int) -> None:
+        self.refuse_pending(seq, "rollback")
         if n:
             del self.tokens[seq][len(self.tokens[seq]) - n:]
 
     def spec(self, seq: int, tokens: List[int], n: int):
+        self.refuse_pending(seq, "a spec cycle")
         answer = self.extend(seq, tokens)
         self.rollback(seq, min(len(self.tokens[seq]), n + (self.mutant == "spec-rollback")))
         return answer
 
     def fork(self, seq: int, source: int, length: int) -> None:
+        self.refuse_pending(source, "a fork")
+        self.pending.pop(seq, None)
         keep = max(0, length - 1) if self.mutant == "fork-prefix" else length
         self.tokens[seq] = list(self.tokens[source][:keep])
 
     def batch(self, items: List[Tuple[int, List[int]]]):
+        for seq, _ in items:
+            self.refuse_pending(seq, "a batch")
         rows, at = [], 0
         for seq, tokens in items:
             self.tokens[seq] += tokens
             at += len(tokens)
             rows.append(at - 1)
         with concurrent.futures.ThreadPoolExecutor(len(items)) as pool:
-            answers = list(pool.map(self.ask, [seq for seq, _ in items]))
+            answers = list(pool.map(lambda item: self.ask(item[0], len(item[1])), items))
         return LogProbs(rows, b"".join(answers))
 
     def reload(self, seq: int) -> None:
+        self.refuse_pending(seq, "reload")
         assert self.server is not None
         name = f"seq{seq}.bin"
         saved = self.server.post(f"/slots/{seq}?action=save", {"filename": name})
@@ -368,6 +483,8 @@ class LlamaServer(kvconform.Engine):
         for seq in range(len(self.tokens)):
             self.server.post(f"/slots/{seq}?action=erase", {})
         self.tokens = [[] for _ in self.tokens]
+        self.pending = {}
+        self.shifted = set()
 
     def stop(self) -> None:
         if self.server is not None:

@@ -1,7 +1,7 @@
 """`kvconform.engine`: an inference engine behind kvconform's engine protocol (docs/engines.md).
 
 Subclass `Engine`, implement `load` and `extend` (and `reset`; `rollback`, `reload` and the serving
-operations `fork`, `chunked`, `spec`, `batch` when the engine has them, listed in `operations`), and
+operations `fork`, `chunked`, `spec`, `batch`, `shift` when the engine has them, listed in `operations`), and
 serve it:
 
     class MyEngine(kvconform.Engine):
@@ -57,10 +57,12 @@ __all__ = [
 
 WINDOW_MUTANTS = ("none", "window+1", "window-1", "full")
 """The window mutants: the engine is told W + 1, W - 1, or runs sliding layers as full attention."""
-OPERATION_MUTANTS = ("fork-shared", "fork-prefix", "chunked-restart", "spec-rollback", "batch-offset")
+OPERATION_MUTANTS = ("fork-shared", "fork-prefix", "chunked-restart", "spec-rollback", "batch-offset",
+                     "shift-no-rerotate")
 """The serving-operation mutants: a fork that shares the state it should copy / starts one token
 short, a chunked extend whose window restarts at each chunk, a spec cycle that rolls back one token
-too many, a batch that computes a sequence at another's offset. An adapter implements those of its
+too many, a batch that computes a sequence at another's offset, a shift that moves keys without
+rotating them to their new positions. An adapter implements those of its
 operations and refuses the others (raise Unsupported); the window stays right."""
 MODEL_MUTANTS = ("sinks-dropped", "nope-inverted", "rope-all-rotary", "shared-kv-full", "window-everywhere",
                  "layers-swapped")
@@ -72,7 +74,7 @@ on every layer (a window with all-full layer_types), the sliding and the full la
 the others (raise Unsupported), as on a model without the feature."""
 MUTANTS = WINDOW_MUTANTS + OPERATION_MUTANTS + MODEL_MUTANTS
 """The adapter mutants `load` gets."""
-OPERATIONS = ("rollback", "reload", "sequences", "fork", "chunked", "spec", "batch")
+OPERATIONS = ("rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift")
 """The optional operations an engine may list in `Engine.operations`."""
 PRECISION = {"kv": "K and V stored or read as float16", "q": "queries read as float16",
              "gelu": "GELU read from a float16 table (ggml's CPU GELU)"}
@@ -114,7 +116,7 @@ class Engine:
     version, description: shown in the reports.
     operations: the optional operations implemented: "rollback", "reload", "sequences" (more than
         one sequence interleaved; without it, plans with two sequences are not sent), and the serving
-        operations "fork", "chunked", "spec", "batch" (docs/engines.md, "Serving operations").
+        operations "fork", "chunked", "spec", "batch", "shift" (docs/engines.md, "Serving operations").
     precision: where the engine computes below float32 on every load, e.g. {"kv": "float16"}: the
         same-dtype reference rounds there too (docs/engines.md, "Judging"). A load whose precision
         depends on its options returns `Loaded(vocab, precision)` instead, which overrides it.
@@ -178,6 +180,12 @@ class Engine:
         """Advances several sequences in one engine call: items are (seq, tokens), each seq once;
         returns the logits of every new position, item after item (operation "batch")."""
         raise Unsupported("batch is not supported")
+
+    def shift(self, seq: int, keep: int, discard: int) -> None:
+        """A context shift of sequence seq: positions keep .. keep + discard - 1 are dropped and the
+        later ones move down by discard, their keys re-rotated to the new positions (llama.cpp's
+        `llama_memory_seq_rm` then `llama_memory_seq_add`; operation "shift")."""
+        raise Unsupported("shift is not supported")
 
 
 @contextlib.contextmanager
@@ -341,6 +349,9 @@ class _Session:
             return self._logits(answer, rows, where)
         if op == "fork":
             e.fork(h["seq"], h["from"], h["length"])
+            return {}, ()
+        if op == "shift":
+            e.shift(h["seq"], h["keep"], h["discard"])
             return {}, ()
         if op == "rollback":
             e.rollback(h["seq"], h["n"])

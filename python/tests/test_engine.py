@@ -127,13 +127,16 @@ def test_unsupported_and_errors_keep_the_worker_alive():
 
 class Serving(Counting):
     """The serving operations on top of Counting: a spec cycle through the default extend + rollback."""
-    operations = ("sequences", "rollback", "fork", "chunked", "spec", "batch")
+    operations = ("sequences", "rollback", "fork", "chunked", "spec", "batch", "shift")
 
     def rollback(self, seq, n):
         self.rolled = (seq, n)
 
     def fork(self, seq, source, length):
         self.forked = (seq, source, length)
+
+    def shift(self, seq, keep, discard):
+        self.shifted = (seq, keep, discard)
 
     def chunked(self, seq, tokens, chunk):
         self.chunk = chunk
@@ -145,11 +148,12 @@ class Serving(Counting):
 
 def test_the_serving_operations_and_a_subset_answer():
     e = Serving()
-    (_, _), (fork, _), (chunked, cbufs), (spec, _), (batch, bbufs) = exchange(
-        e, LOAD, {"op": "fork", "seq": 1, "from": 0, "length": 3},
+    (_, _), (fork, _), (shift, _), (chunked, cbufs), (spec, _), (batch, bbufs) = exchange(
+        e, LOAD, {"op": "fork", "seq": 1, "from": 0, "length": 3}, {"op": "shift", "seq": 1, "keep": 1, "discard": 2},
         {"op": "chunked", "seq": 0, "tokens": [4, 5, 6], "chunk": 2}, {"op": "spec", "seq": 0, "tokens": [8, 9], "n": 1},
         {"op": "batch", "items": [{"seq": 0, "tokens": [1]}, {"seq": 1, "tokens": [2, 3]}]})
     assert fork == {"status": "ok"} and e.forked == (1, 0, 3)
+    assert shift == {"status": "ok"} and e.shifted == (1, 1, 2)
     assert chunked["rows"] == [2] and chunked["buffers"][0]["shape"] == [1, VOCAB] and e.chunk == 2, chunked
     assert struct.unpack("<3f", cbufs["logits"][2]) == (6, 6, 6)
     assert spec["buffers"][0]["shape"] == [2, VOCAB] and "rows" not in spec and e.rolled == (0, 1), spec
@@ -168,6 +172,10 @@ def test_a_wrong_subset_is_an_error_naming_it():
     assert reply == {"status": "unsupported", "error": "fork is not supported"}
     (load, _), = exchange(Counting(), dict(LOAD, mutant="fork-prefix"))
     assert load == {"status": "unsupported", "error": "mutant fork-prefix: Counting has no fork operation"}, load
+    (_, _), (reply, _) = exchange(Counting(), LOAD, {"op": "shift", "seq": 0, "keep": 0, "discard": 1})
+    assert reply == {"status": "unsupported", "error": "shift is not supported"}
+    (load, _), = exchange(Counting(), dict(LOAD, mutant="shift-no-rerotate"))
+    assert load == {"status": "unsupported", "error": "mutant shift-no-rerotate: Counting has no shift operation"}, load
 
 
 def test_a_log_probability_answer_names_its_buffer():
@@ -190,16 +198,16 @@ def test_a_log_probability_answer_names_its_buffer():
 
 def test_a_wrong_declaration_is_refused_before_serving():
     class BadOps(Counting):
-        operations = ("rollback", "shift")
+        operations = ("rollback", "evict")
 
-    with pytest.raises(ValueError, match=r"BadOps.operations \['shift'\]: known are rollback, reload, sequences, fork"):
+    with pytest.raises(ValueError, match=r"BadOps.operations \['evict'\]: known are rollback, reload, sequences, fork"):
         serve(BadOps(), stdin=io.BytesIO(), stdout=io.BytesIO())
     with pytest.raises(TypeError, match="not an instance of a kvconform.Engine subclass"):
         serve(Counting, stdin=io.BytesIO(), stdout=io.BytesIO())
 
 
 def test_mutants():
-    assert [kvconform.mutated_window(4, m) for m in kvconform.MUTANTS] == [4, 5, 3, None] + [4] * 11
+    assert [kvconform.mutated_window(4, m) for m in kvconform.MUTANTS] == [4, 5, 3, None] + [4] * 12
     with pytest.raises(ValueError, match=r"unknown mutant 'window\+2'"):
         kvconform.mutated_window(4, "window+2")
     cfg = types.SimpleNamespace(sliding_window=4, layer_types=["sliding_attention", "full_attention"], num_hidden_layers=2)
