@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The llama.cpp worker's GGUF cache is keyed by content, not by the checkout's paths: two checkouts
 # (each its own convert.py and its own venv link to the same venv) convert a checkpoint once, an
-# edited convert.py converts it again, and a converter's refusal is kept (the second run of a
-# refused checkpoint starts no converter).
+# edited convert.py converts it again, and a converter's refusal or exception is kept (the second
+# run of such a checkpoint starts no converter and says the same).
 #
 #   bash engines/llama_cpp/check_gguf_cache.sh KVCONFORM MODELS_DIR
 #
@@ -24,9 +24,9 @@ done
 printf '#!/bin/sh\necho "$@" >> "%s/calls"\nexec "$@"\n' "$d" > "$d/count.sh"
 : > "$d/calls"
 export KVC_LLAMA_GGUF_DIR=$d/gguf
-run() {  # CLONE MODEL: kvconform's exit status (a refused checkpoint alone checks nothing: 1)
+run() {  # CLONE MODEL [MODELS]: kvconform's exit status (a refused checkpoint alone checks nothing: 1)
   KVC_LLAMA_CONVERT="sh $d/count.sh $d/$1/venv/bin/python $d/$1/convert.py --src $src" \
-    "$kvc" engine --models "$models" --engine '^llama.cpp/default$' --model "^$2\$" --filter '/prefill_gt_w$' \
+    "$kvc" engine --models "${3:-$models}" --engine '^llama.cpp/default$' --model "^$2\$" --filter '/prefill_gt_w$' \
     --no-regressions --no-report >"$d/out" 2>&1
 }
 expect_calls() {  # N WHAT
@@ -49,10 +49,23 @@ run b cwm-w3 || true
 expect_calls 2 "cwm-w3 refused twice from two checkouts (the refusal kept once)"
 grep -q "SKIP the engine refused the model: .*no class for the checkpoint's architecture (convert.py: " "$d/out" ||
   { cat "$d/out"; echo "check_gguf_cache: the kept refusal lost the converter's reason"; exit 1; }
+# A Gemma 2 whose soft-caps are null does not convert (llama.cpp's finding 41: struct.error): the
+# converter's exception is kept too, and read back with the same message.
+mkdir -p "$d/models/gemma2-nullcap"
+cp "$models/gemma2-w4/model.safetensors" "$d/models/gemma2-nullcap/"
+python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c.update(attn_logit_softcapping=None, final_logit_softcapping=None); json.dump(c, open(sys.argv[2], "w"))' \
+  "$models/gemma2-w4/config.json" "$d/models/gemma2-nullcap/config.json"
+run a gemma2-nullcap "$d/models" || true
+grep -q "load: converter failed (exit 1: struct.error" "$d/out" || { cat "$d/out"; echo "check_gguf_cache: gemma2-nullcap converted"; exit 1; }
+cp "$d/out" "$d/out.first"
+run b gemma2-nullcap "$d/models" || true
+expect_calls 3 "gemma2-nullcap failing twice from two checkouts (the exception kept once)"
+diff <(grep '^engine/' "$d/out.first") <(grep '^engine/' "$d/out") ||
+  { echo "check_gguf_cache: the kept exception reads otherwise than the first"; exit 1; }
 echo "# edited" >> "$d/b/convert.py"
 run b gemma2-w4 || { cat "$d/out"; exit 1; }
-expect_calls 3 "an edited convert.py"
-echo "check_gguf_cache: the worker: 3 converter starts for 5 loads from two checkouts"
+expect_calls 4 "an edited convert.py"
+echo "check_gguf_cache: the worker: 4 converter starts for 7 loads from two checkouts"
 
 # llama-server's adapter keeps its converter's refusal as well: the second run reads the kept file
 # (here rewritten, so that reading it shows) instead of converting again.
@@ -71,6 +84,15 @@ if [ -x "$cache/llama-11434/install/bin/llama-server" ]; then
   server
   grep -q "SKIP the engine refused the model: the kept refusal, read back" "$d/out" ||
     { cat "$d/out"; echo "check_gguf_cache: llama-server converted cwm-w3 again instead of reading its kept refusal"; exit 1; }
-  echo "check_gguf_cache: llama-server: the refusal kept and read back"
+  KVC_CACHE=$d/cache "$kvc" engine --models "$d/models" --engine '^llama-server-b11434/default$' --model '^gemma2-nullcap$' \
+    --filter '/prefill_gt_w$' --no-regressions --no-report >"$d/out" 2>&1 || true
+  kept=$(ls "$d"/cache/llama-11434/gguf/*.failed 2>/dev/null || true)
+  [ -n "$kept" ] || { cat "$d/out"; echo "check_gguf_cache: llama-server kept no converter exception of gemma2-nullcap"; exit 1; }
+  echo "the kept exception, read back" > "$kept"
+  KVC_CACHE=$d/cache "$kvc" engine --models "$d/models" --engine '^llama-server-b11434/default$' --model '^gemma2-nullcap$' \
+    --filter '/prefill_gt_w$' --no-regressions --no-report >"$d/out" 2>&1 || true
+  grep -q "FAIL load: RuntimeError: the kept exception, read back" "$d/out" ||
+    { cat "$d/out"; echo "check_gguf_cache: llama-server converted gemma2-nullcap again instead of reading its kept exception"; exit 1; }
+  echo "check_gguf_cache: llama-server: the refusal and the exception kept and read back"
 fi
 echo "check_gguf_cache: OK"

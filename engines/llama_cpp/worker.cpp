@@ -7,7 +7,8 @@
 // $KVC_LLAMA_CONVERT, else the build's default: engines/llama_cpp/convert.py under the golden
 // venv's python) into $KVC_LLAMA_GGUF_DIR or ${KVC_CACHE:-~/.cache/kvconform}/llama-VERSION/gguf,
 // named by a hash of config.json, model.safetensors and CMD by content (the .py files it names by their
-// text, other files by their folder's real path), then loads it; a converter's refusal is kept there too.
+// text, other files by their folder's real path), then loads it; a converter's refusal (exit 3) or
+// exception is kept there too, as NAME.refused or NAME.failed.
 //
 // Options (anything else is refused by name): n_ubatch, n_batch, n_ctx, threads, swa_full (bool),
 // kv_unified (bool), flash_attn (bool or "on"/"off"/"auto"), type_k / type_v ("f32" | "f16", also
@@ -73,6 +74,11 @@ using nlohmann::json;
 namespace {
 
 struct Unsupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The converter raised on this checkpoint (deterministic for its key, so kept like a refusal).
+struct ConvertError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
@@ -207,6 +213,17 @@ void run_convert(const std::string& cmd, const std::string& model_dir, const std
   if (WIFEXITED(status) && WEXITSTATUS(status) == 3)  // convert.py: an architecture this version does not convert
     throw Unsupported("llama.cpp's convert_hf_to_gguf.py of this version has no class for the checkpoint's architecture (" +
                       (last.empty() ? model_dir : last.substr(0, 300)) + ")");
+  // A Python exception in the conversion itself (exit 1, not an import or resource error) recurs
+  // for the same key: it is thrown as ConvertError, which convert() keeps beside the GGUFs.
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 1) {
+    // a traceback's last line: "module.Name: message" (struct.error, ValueError, ...)
+    const size_t colon = last.find(": ");
+    const std::string kind = colon == std::string::npos ? "" : last.substr(0, colon);
+    const bool exception = !kind.empty() && kind.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") == std::string::npos;
+    const bool environment = kind == "ModuleNotFoundError" || kind == "ImportError" || kind == "MemoryError" ||
+                             kind == "OSError" || kind == "KeyboardInterrupt" || kind.find("Permission") != std::string::npos;
+    if (exception && !environment) throw ConvertError("converter failed (exit 1: " + last.substr(0, 300) + ")");
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw std::runtime_error("converter failed (" +
                              (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
@@ -609,12 +626,14 @@ class Engine {
     std::snprintf(name, sizeof name, "kvc-%016llx", static_cast<unsigned long long>(hsh));
     const std::string dir = gguf_dir();
     const std::string path = dir + "/" + name + ".gguf";
-    // A refusal is kept beside the GGUFs under the same key: converting only to be refused again
-    // cost each case of such a checkpoint a Python start (torch and transformers imported).
+    // A refusal or a converter exception is kept beside the GGUFs under the same key: converting
+    // only to fail again cost each case of such a checkpoint a Python start (torch, transformers).
     const std::string refused = dir + "/" + name + ".refused";
     struct stat st{};
     if (::stat(path.c_str(), &st) == 0) return path;
     if (::stat(refused.c_str(), &st) == 0) throw Unsupported(slurp(refused));
+    const std::string failed = dir + "/" + name + ".failed";
+    if (::stat(failed.c_str(), &st) == 0) throw ConvertError(slurp(failed));
     mkdirs(dir);
     const std::string tmp = path + ".tmp" + std::to_string(::getpid());
     std::fprintf(stderr, "kvc_llama_worker: converting %s -> %s\n", model_dir.c_str(), path.c_str());
@@ -622,8 +641,11 @@ class Engine {
       run_convert(convert_, model_dir, tmp);
     } catch (const Unsupported& e) {
       ::unlink(tmp.c_str());
-      const std::string tmp_refused = refused + ".tmp" + std::to_string(::getpid());
-      if (std::ofstream(tmp_refused) << e.what()) std::rename(tmp_refused.c_str(), refused.c_str());
+      keep_verdict(refused, e.what());
+      throw;
+    } catch (const ConvertError& e) {
+      ::unlink(tmp.c_str());
+      keep_verdict(failed, e.what());
       throw;
     } catch (...) {
       ::unlink(tmp.c_str());
@@ -631,6 +653,11 @@ class Engine {
     }
     if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("rename " + tmp + ": " + std::strerror(errno));
     return path;
+  }
+
+  static void keep_verdict(const std::string& path, const std::string& text) {
+    const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+    if (std::ofstream(tmp) << text) std::rename(tmp.c_str(), path.c_str());
   }
 
   void unload() {

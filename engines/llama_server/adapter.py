@@ -67,6 +67,8 @@ BOOL_FLAGS = {"swa_full": ("--swa-full", None), "kv_unified": ("--kv-unified", "
 INT_FLAGS = {"cache_reuse": "--cache-reuse", "ctx_checkpoints": "--ctx-checkpoints",
              "checkpoint_min_step": "--checkpoint-min-step", "cache_ram": "--cache-ram",
              "n_ubatch": "--ubatch-size", "n_batch": "--batch-size"}
+# A converter that stops on one of these may succeed another time: not kept.
+ENVIRONMENT_ERRORS = {"ModuleNotFoundError", "ImportError", "MemoryError", "OSError", "KeyboardInterrupt", "PermissionError"}
 KNOWN = sorted(["cache_prompt", "parallel", "flash_attn", "type_k", "type_v", "threads", "timeout",
                 *BOOL_FLAGS, *INT_FLAGS])
 
@@ -218,6 +220,9 @@ class LlamaServer(kvconform.Engine):
             return out
         if refused.is_file():
             raise Unsupported(refused.read_text())
+        failed = out.with_suffix(".failed")
+        if failed.is_file():
+            raise RuntimeError(failed.read_text())
         src = CACHE / "src"
         if not (src / "convert_hf_to_gguf.py").is_file():
             raise RuntimeError(f"no llama.cpp {VERSION} source in {src}: run engines/llama_cpp/build_llama.sh {VERSION}")
@@ -235,6 +240,15 @@ class LlamaServer(kvconform.Engine):
             raise Unsupported(why)
         if run.returncode != 0:
             tmp.unlink(missing_ok=True)
+            last = run.stderr.strip().splitlines()[-1] if run.stderr.strip() else ""
+            kind = last.split(": ", 1)[0] if ": " in last else ""
+            if run.returncode == 1 and kind.replace(".", "_").isidentifier() and kind not in ENVIRONMENT_ERRORS:
+                # an exception of the conversion itself recurs for this key: kept like a refusal
+                why = f"convert.py failed (1): {last[:300]}"
+                tmp_failed = failed.with_name(failed.name + f".tmp{os.getpid()}")
+                tmp_failed.write_text(why)
+                os.replace(tmp_failed, failed)
+                raise RuntimeError(why)
             raise RuntimeError(f"convert.py failed ({run.returncode}): {run.stderr[-800:]}")
         os.replace(tmp, out)
         return out
