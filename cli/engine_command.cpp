@@ -272,11 +272,11 @@ Runner add_engine_command(CLI::App& app) {
   add_shard_options(cmd, a->shard, a->shard_count, "cases (in --list order)");
   cmd->add_option("--mutant", a->mutant,
                   "Tell the engine a wrong window (window+1, window-1, full), to do a serving operation wrong (fork-shared, fork-prefix, "
-                  "chunked-restart, spec-rollback, batch-offset, shift-no-rerotate) or to read the config wrong (the oracle engine's chunk-shift, "
+                  "chunked-restart, spec-rollback, batch-offset, shift-no-rerotate, shift-discard+1) or to read the config wrong (the oracle engine's chunk-shift, "
                   "chunked-as-sliding, sinks-dropped, nope-inverted, layers-swapped, softcap-dropped, kv-bf16, eviction-once, full-capped, glitch; "
                   "rope-all-rotary, shared-kv-full, window-everywhere): the suite must FAIL")
       ->check(CLI::IsMember({"none", "window+1", "window-1", "full", "fork-shared", "fork-prefix", "chunked-restart", "spec-rollback",
-                             "batch-offset", "shift-no-rerotate", "chunk-shift", "chunked-as-sliding", "sinks-dropped", "nope-inverted", "layers-swapped",
+                             "batch-offset", "shift-no-rerotate", "shift-discard+1", "chunk-shift", "chunked-as-sliding", "sinks-dropped", "nope-inverted", "layers-swapped",
                              "softcap-dropped", "kv-bf16", "eviction-once", "full-capped", "glitch", "rope-all-rotary", "shared-kv-full",
                              "window-everywhere"}));
   cmd->add_option("--known", a->known, "Known engine deviations (default engines/known_deviations.json)");

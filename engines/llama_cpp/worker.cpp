@@ -27,8 +27,9 @@
 // is llama_memory_seq_rm of [keep, keep + discard) then llama_memory_seq_add of -discard to the rest.
 // Operation mutants: fork-prefix copies one position short, chunked-restart removes the sequence's
 // cells before each chunk (llama_memory_seq_rm [0, chunk start)), spec-rollback removes one token
-// more than rejected, batch-offset positions every item at the first item's length; fork-shared is
-// refused (seq_cp already shares cells: there is no copy to skip).
+// more than rejected, batch-offset positions every item at the first item's length, shift-discard+1
+// discards one token more than the shift asks; fork-shared is refused (seq_cp already shares cells:
+// there is no copy to skip).
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -332,8 +333,10 @@ class Engine {
       else if (mutant == "full") want_swa = std::max<int64_t>(int64_t(1) << 20, max_tokens + 1);
       else if (mutant == "shift-no-rerotate") throw Unsupported("shift-no-rerotate: llama.h has no shift without llama.cpp's own K-shift");
       else if (mutant == "fork-shared") throw Unsupported("fork-shared: llama_memory_seq_cp shares cells by design, there is no copy to skip");
-      else if (mutant == "fork-prefix" || mutant == "chunked-restart" || mutant == "spec-rollback" || mutant == "batch-offset") want_swa = -1;
-      else throw std::runtime_error("unknown mutant \"" + mutant + "\" (none, window+1, window-1, full, fork-prefix, chunked-restart, spec-rollback, batch-offset)");
+      else if (mutant == "fork-prefix" || mutant == "chunked-restart" || mutant == "spec-rollback" || mutant == "batch-offset" ||
+               mutant == "shift-discard+1")
+        want_swa = -1;
+      else throw std::runtime_error("unknown mutant \"" + mutant + "\" (none, window+1, window-1, full, fork-prefix, chunked-restart, spec-rollback, batch-offset, shift-discard+1)");
     }
     operation_mutant_ = want_swa == -1 ? mutant : "none";
     if (want_swa != -1 && mutant != "none") {
@@ -769,7 +772,11 @@ int main(int argc, char** argv) {
         engine.fork(h.at("seq").get<int>(), h.at("from").get<int>(), h.at("length").get<int64_t>());
         send({{"status", "ok"}});
       } else if (op == "shift") {
-        engine.shift(h.at("seq").get<int>(), h.at("keep").get<int64_t>(), h.at("discard").get<int64_t>());
+        const int seq = h.at("seq").get<int>();
+        const int64_t keep = h.at("keep").get<int64_t>(), discard = h.at("discard").get<int64_t>();
+        // the mutant drops one token more than asked where there is one
+        const int64_t more = engine.operation_mutant() == "shift-discard+1" && keep + discard < engine.length(seq) ? 1 : 0;
+        engine.shift(seq, keep, discard + more);
         send({{"status", "ok"}});
       } else if (op == "rollback") {
         engine.rollback(h.at("seq").get<int>(), h.at("n").get<int64_t>());

@@ -30,7 +30,8 @@ context_shift (bool), n_ubatch, n_batch, flash_attn ("on"/"off"/"auto" or bool),
 ("f32", "f16"), threads (default 1), timeout (seconds per request, default 60).
 Mutants: window+1 / window-1 / full through `--override-kv <arch>.attention.sliding_window=int:N`
 (refused where the architecture has no window); fork-prefix starts a fork one token short;
-spec-rollback drops one token more than the cycle rejected; the others (shift-no-rerotate among them:
+spec-rollback drops one token more than the cycle rejected; shift-discard+1 asks the server for a
+shift of one token more than the plan's; the others (shift-no-rerotate among them:
 the shift is the server's) are refused.
 """
 from __future__ import annotations
@@ -386,6 +387,8 @@ class LlamaServer(kvconform.Engine):
         if discard == 0:
             return  # n_discard 0 is the server's "half of what is left", not nothing
         n = len(self.tokens[seq])
+        if self.mutant == "shift-discard+1" and keep + discard < n:
+            discard += 1  # the mutant asks the server to drop one token more than the plan does
         # the server's clamps: n_keep at most n_ctx - 4 (n_ctx = n + 1), n_discard at most n_left - 1
         if keep > n - 3 or discard > n - keep - 1:
             raise Unsupported(f"llama-server cannot shift keep {keep} discard {discard} of {n} tokens: it keeps at most "

@@ -58,11 +58,11 @@ __all__ = [
 WINDOW_MUTANTS = ("none", "window+1", "window-1", "full")
 """The window mutants: the engine is told W + 1, W - 1, or runs sliding layers as full attention."""
 OPERATION_MUTANTS = ("fork-shared", "fork-prefix", "chunked-restart", "spec-rollback", "batch-offset",
-                     "shift-no-rerotate")
+                     "shift-no-rerotate", "shift-discard+1")
 """The serving-operation mutants: a fork that shares the state it should copy / starts one token
 short, a chunked extend whose window restarts at each chunk, a spec cycle that rolls back one token
 too many, a batch that computes a sequence at another's offset, a shift that moves keys without
-rotating them to their new positions. An adapter implements those of its
+rotating them to their new positions, a shift that discards one token more than asked. An adapter implements those of its
 operations and refuses the others (raise Unsupported); the window stays right."""
 MODEL_MUTANTS = ("sinks-dropped", "nope-inverted", "rope-all-rotary", "shared-kv-full", "window-everywhere",
                  "layers-swapped")

@@ -755,7 +755,7 @@ TEST(EngineCheck, TheOracleEnginePassesEveryServingPlanAndEachOperationMutantFai
        {std::tuple{"fork_", "fork-shared", ""}, {"fork_", "fork-prefix", "consistent with the forks starting one token short of their prefix"},
         {"chunked_", "chunked-restart", "consistent with the window restarting at each chunk"},
         {"spec_", "spec-rollback", "consistent with the spec cycles rolling back one token more than they reject"}, {"batch", "batch-offset", ""},
-        {"shift_", "shift-no-rerotate", "consistent with the kept keys not re-rotated after a shift"}}) {
+        {"shift_", "shift-no-rerotate", "consistent with the kept keys not re-rotated after a shift"}, {"shift_", "shift-discard+1", ""}}) {
     const Model m = load_model(gemma2_dir());
     int plans = 0;
     for (const Plan& plan : fixed_plans("gemma2-w4", m.config.sliding_window, m.config.vocab)) {

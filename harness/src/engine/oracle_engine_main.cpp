@@ -226,7 +226,7 @@ int main() {
           for (int64_t& x : v) x = f(x);
         };
         static const std::vector<std::string> operation_mutants{"none", "fork-shared", "fork-prefix", "chunked-restart", "spec-rollback",
-                                                                "batch-offset", "shift-no-rerotate", "glitch"};
+                                                                "batch-offset", "shift-no-rerotate", "shift-discard+1", "glitch"};
         if (mutant == "window+1") {
           each(o.windows, [](int64_t w) { return w > 0 ? w + 1 : 0; });
           each(o.chunks, [](int64_t c) { return c > 0 ? c + 1 : 0; });
@@ -351,7 +351,9 @@ int main() {
         Oracle& o = st.seq(h.at("seq"));
         const int64_t keep = h.at("keep"), discard = h.at("discard");
         if (discard <= 0) throw std::invalid_argument("discard must be positive");
-        o.shift(keep, discard, st.mutant != "shift-no-rerotate");
+        // shift-discard+1 drops one token more than asked, where there is one
+        const int64_t more = st.mutant == "shift-discard+1" && keep + discard < o.length() ? 1 : 0;
+        o.shift(keep, discard + more, st.mutant != "shift-no-rerotate");
         send({{"status", "ok"}});
       } else if (op == "rollback") {
         st.seq(h.at("seq")).truncate(h.at("n"));
