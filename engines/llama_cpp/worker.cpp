@@ -702,6 +702,9 @@ void log_and_keep(enum ggml_log_level level, const char* text, void* ud) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // An abort (GGML_ASSERT) would attach gdb for a backtrace: about a second per aborting case, and
+  // its output buries the assertion. KVC_GGML_BACKTRACE=1 keeps ggml's backtrace.
+  if (const char* b = std::getenv("KVC_GGML_BACKTRACE"); !(b && std::string(b) == "1")) setenv("GGML_NO_BACKTRACE", "1", 1);
   std::string convert;
   if (const char* c = std::getenv("KVC_LLAMA_CONVERT"); c && *c) convert = c;
   else convert = KVC_LLAMA_DEFAULT_CONVERT;

@@ -128,7 +128,12 @@ class Server:
         self.timeout = timeout
         self.log = tempfile.NamedTemporaryFile(prefix="kvc-llama-server-", suffix=".log", delete=False)
         self.argv = argv + ["--host", "127.0.0.1", "--port", str(self.port)]
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+        # An abort would attach gdb for a backtrace (about a second, and it buries the assertion);
+        # KVC_GGML_BACKTRACE=1 keeps it.
+        env = dict(os.environ)
+        if env.get("KVC_GGML_BACKTRACE") != "1":
+            env["GGML_NO_BACKTRACE"] = "1"
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env,
                                      preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout
         while True:
