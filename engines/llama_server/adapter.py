@@ -452,8 +452,10 @@ class LlamaServer(kvconform.Engine):
         for t in top:
             row[int(t["id"])] = float(t["logprob"])
         self.tokens[seq] = self.tokens[seq][:keep] + self.tokens[seq][keep + discard:] + [tokens[0]]
-        saved = self.save_all("after")
-        self.restart(self.ctx, [], saved)
+        # the other slots come back from their saves before the shift (the capped server held only seq)
+        after = f"shift-after-seq{seq}.bin"
+        self.server.post(f"/slots/{seq}?action=save", {"filename": after})
+        self.restart(self.ctx, [], {**saved, seq: after})
         self.shifted.add(seq)
         first = struct.pack(f"<{self.vocab}f", *row)
         if len(tokens) == 1:
