@@ -2,6 +2,11 @@
 # The whole test suite: set up if needed, then every CTest test (unit, property, cli labels).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# python3 may be a version manager's shim (pyenv's is a bash script costing about 0.1 s a start, and
+# the suite starts python3 thousands of times): the interpreter it resolves to goes first on PATH.
+if py_bin=$(python3 -c 'import os, sys; print(os.path.dirname(sys.executable))' 2>/dev/null) && [ -x "$py_bin/python3" ]; then
+  export PATH="$py_bin:$PATH"
+fi
 "$root/scripts/setup.sh"
 cd "$root/build"
 # A fresh build has no cost data, and ctest would run the tests in declaration order, the longest
