@@ -164,6 +164,21 @@ class OrtGenaiEngine(Engine):
                 shutil.rmtree(stage + "-hfcache", ignore_errors=True)
                 raise Unsupported(msg)
             shutil.rmtree(stage + "-hfcache", ignore_errors=True)
+            if o["cache_slack"] is not None:
+                # written here, under the lock and before .kvc-built (cache_slack is part of the key):
+                # rewriting it at each load raced with another worker reading it (an empty file)
+                gpath = os.path.join(out, "genai_config.json")
+                with open(gpath) as f:
+                    gcfg = json.load(f)
+                sw = gcfg["model"]["decoder"].get("sliding_window")
+                if sw is None:
+                    msg = "cache_slack: the builder wrote no model.decoder.sliding_window to genai_config.json"
+                    with open(fail, "w") as f:
+                        f.write(msg)
+                    raise Unsupported(msg)
+                sw["cache_slack"] = o["cache_slack"]
+                with open(gpath, "w") as f:
+                    json.dump(gcfg, f, indent=4)
             with open(os.path.join(out, ".kvc-built"), "w") as f:
                 f.write(" ".join(cmd) + "\n")
             return out, config
@@ -199,16 +214,6 @@ class OrtGenaiEngine(Engine):
             raise ValueError(f"option cache_slack={slack!r}: expected an integer >= 0")
         self.model, self.gens = None, {}
         out, config = self.build(model_dir, o, mutant, max_tokens)
-        if slack is not None:
-            gpath = os.path.join(out, "genai_config.json")
-            with open(gpath) as f:
-                gcfg = json.load(f)
-            sw = gcfg["model"]["decoder"].get("sliding_window")
-            if sw is None:
-                raise Unsupported("cache_slack: the builder wrote no model.decoder.sliding_window to genai_config.json")
-            sw["cache_slack"] = slack
-            with open(gpath, "w") as f:
-                json.dump(gcfg, f, indent=4)
         bad = self.check_graph(out, config)
         if bad and o["check_graph"]:
             raise Unsupported("the exported graph does not carry the config's window: " + "; ".join(bad))
