@@ -209,7 +209,13 @@ class VllmEngine(Engine):
             with contextlib.suppress(Exception):
                 self.llm.llm_engine.engine_core.shutdown()
             self.llm = None
-            gc.collect()
+        # The distributed state (world, TP/PP/EP groups) outlives an LLM, also one whose load failed,
+        # and the next LLM reuses it: after a dense model an MoE one found no expert-parallel group
+        # ("expert parallel group is not initialized"). vLLM's own teardown between instances:
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+        with contextlib.suppress(Exception):
+            cleanup_dist_env_and_memory()
+        gc.collect()
 
     def _scheduler(self):
         core = self.llm.llm_engine.engine_core  # InprocClient (VLLM_ENABLE_V1_MULTIPROCESSING=0)
