@@ -432,7 +432,13 @@ class LlamaServer(kvconform.Engine):
             "prompt": self.tokens[seq], "n_predict": 2, "n_probs": self.vocab, "cache_prompt": True,
             "id_slot": seq, "temperature": 0, "post_sampling_probs": False, "stream": False, "ignore_eos": True,
             "n_keep": keep, "n_discard": discard, "logit_bias": [[tokens[0], 1e6]]})
-        log = Path(self.server.log.name).read_text(errors="replace")
+        # The server logs from its own thread: the shift's line may land after the answer (seen under load).
+        deadline = time.monotonic() + 5
+        while True:
+            log = Path(self.server.log.name).read_text(errors="replace")
+            if "slot context shift" in log or "ctx_shift is not supported" in log or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
         if "ctx_shift is not supported by this context" in log:
             raise Unsupported("llama-server turned its context shift off: its KV cache cannot shift "
                               "(llama_memory_can_shift is false; an SWA model needs swa_full)")
