@@ -73,24 +73,22 @@ cache=${KVC_CACHE:-$HOME/.cache/kvconform}
 if [ -x "$cache/llama-11434/install/bin/llama-server" ]; then
   mkdir -p "$d/cache/llama-11434"
   ln -s "$cache/llama-11434/src" "$cache/llama-11434/install" "$d/cache/llama-11434/"
-  server() {
-    KVC_CACHE=$d/cache "$kvc" engine --models "$models" --engine '^llama-server-b11434/default$' --model '^cwm-w3$' \
+  server() {  # MODEL MODELS
+    KVC_CACHE=$d/cache "$kvc" engine --models "$2" --engine '^llama-server-b11434/default$' --model "^$1\$" \
       --filter '/prefill_gt_w$' --no-regressions --no-report >"$d/out" 2>&1 || true
   }
-  server
+  server cwm-w3 "$models"
   kept=$(ls "$d"/cache/llama-11434/gguf/*.refused 2>/dev/null || true)
   [ -n "$kept" ] || { cat "$d/out"; echo "check_gguf_cache: llama-server kept no refusal of cwm-w3"; exit 1; }
   echo "the kept refusal, read back" > "$kept"
-  server
+  server cwm-w3 "$models"
   grep -q "SKIP the engine refused the model: the kept refusal, read back" "$d/out" ||
     { cat "$d/out"; echo "check_gguf_cache: llama-server converted cwm-w3 again instead of reading its kept refusal"; exit 1; }
-  KVC_CACHE=$d/cache "$kvc" engine --models "$d/models" --engine '^llama-server-b11434/default$' --model '^gemma2-nullcap$' \
-    --filter '/prefill_gt_w$' --no-regressions --no-report >"$d/out" 2>&1 || true
+  server gemma2-nullcap "$d/models"
   kept=$(ls "$d"/cache/llama-11434/gguf/*.failed 2>/dev/null || true)
   [ -n "$kept" ] || { cat "$d/out"; echo "check_gguf_cache: llama-server kept no converter exception of gemma2-nullcap"; exit 1; }
   echo "the kept exception, read back" > "$kept"
-  KVC_CACHE=$d/cache "$kvc" engine --models "$d/models" --engine '^llama-server-b11434/default$' --model '^gemma2-nullcap$' \
-    --filter '/prefill_gt_w$' --no-regressions --no-report >"$d/out" 2>&1 || true
+  server gemma2-nullcap "$d/models"
   grep -q "FAIL load: RuntimeError: the kept exception, read back" "$d/out" ||
     { cat "$d/out"; echo "check_gguf_cache: llama-server converted gemma2-nullcap again instead of reading its kept exception"; exit 1; }
   echo "check_gguf_cache: llama-server: the refusal and the exception kept and read back"

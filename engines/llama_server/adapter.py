@@ -114,6 +114,13 @@ def die_with_parent() -> None:
         pass
 
 
+def keep_verdict(path: Path, text: str) -> None:
+    """Writes a converter's kept refusal or exception whole (another worker may read it at once)."""
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -240,9 +247,7 @@ class LlamaServer(kvconform.Engine):
             tmp.unlink(missing_ok=True)
             why = (f"llama.cpp {VERSION}'s convert_hf_to_gguf.py has no class for the checkpoint's architecture "
                    f"({run.stderr.strip().splitlines()[-1] if run.stderr.strip() else model_dir})")
-            tmp_refused = refused.with_name(refused.name + f".tmp{os.getpid()}")
-            tmp_refused.write_text(why)
-            os.replace(tmp_refused, refused)
+            keep_verdict(refused, why)
             raise Unsupported(why)
         if run.returncode != 0:
             tmp.unlink(missing_ok=True)
@@ -251,9 +256,7 @@ class LlamaServer(kvconform.Engine):
             if run.returncode == 1 and kind.replace(".", "_").isidentifier() and kind not in ENVIRONMENT_ERRORS:
                 # an exception of the conversion itself recurs for this key: kept like a refusal
                 why = f"convert.py failed (1): {last[:300]}"
-                tmp_failed = failed.with_name(failed.name + f".tmp{os.getpid()}")
-                tmp_failed.write_text(why)
-                os.replace(tmp_failed, failed)
+                keep_verdict(failed, why)
                 raise RuntimeError(why)
             raise RuntimeError(f"convert.py failed ({run.returncode}): {run.stderr[-800:]}")
         os.replace(tmp, out)
@@ -360,11 +363,15 @@ class LlamaServer(kvconform.Engine):
                 raise Unsupported(f"llama-server evaluated {evaluated} tokens, not the {new} new ones, after the shift: it "
                                   "recomputed the shifted prompt instead of continuing its shifted cache (with swa_full off "
                                   "a restored slot has no SWA context checkpoint)")
+        print(f"llama-server: slot {seq}: {len(self.tokens[seq])} tokens, {reply.get('tokens_cached')} cached, "
+              f"{reply.get('timings', {}).get('prompt_n')} evaluated", file=sys.stderr)
+        return self.packed(top)
+
+    def packed(self, top: List[Mapping[str, Any]]) -> bytes:
+        """`top_logprobs` over the whole vocabulary as one float32 row."""
         row = [0.0] * self.vocab
         for t in top:
             row[int(t["id"])] = float(t["logprob"])
-        print(f"llama-server: slot {seq}: {len(self.tokens[seq])} tokens, {reply.get('tokens_cached')} cached, "
-              f"{reply.get('timings', {}).get('prompt_n')} evaluated", file=sys.stderr)
         return struct.pack(f"<{self.vocab}f", *row)
 
     def extend(self, seq: int, tokens: List[int]):
@@ -454,16 +461,13 @@ class LlamaServer(kvconform.Engine):
         top = probs[1].get("top_logprobs", [])
         if len(top) != self.vocab:
             raise RuntimeError(f"llama-server answered {len(top)} log-probabilities after the shift, not {self.vocab}")
-        row = [0.0] * self.vocab
-        for t in top:
-            row[int(t["id"])] = float(t["logprob"])
+        first = self.packed(top)
         self.tokens[seq] = self.tokens[seq][:keep] + self.tokens[seq][keep + discard:] + [tokens[0]]
         # the other slots come back from their saves before the shift (the capped server held only seq)
         after = f"shift-after-seq{seq}.bin"
         self.server.post(f"/slots/{seq}?action=save", {"filename": after})
         self.restart(self.ctx, [], {**saved, seq: after})
         self.shifted.add(seq)
-        first = struct.pack(f"<{self.vocab}f", *row)
         if len(tokens) == 1:
             return LogProbs([0], first)
         self.tokens[seq] += tokens[1:]
