@@ -3,10 +3,13 @@
 # scenario files, the committed fixtures and the environment. This shows that the kept pass hides
 # nothing: a copy of the repository's golden/ and cases/ elsewhere is the same key (a pass without
 # dumping, once the checkout's own check has run), and the copy with one fixture value changed is
-# dumped again and FAILs.
-#   golden/check_cache_test.sh KVCONFORM ROOT [RELEASE]     exit 77 (skip) without RELEASE's venv
+# dumped again and FAILs. With `crosscheck`, the same for crosscheck_masks.py's kept pass (the same
+# inputs and the CPU, under the release's environment): the copy is a kept pass, and the copy with one
+# fixture's SDPA mask bit flipped is checked again and FAILs.
+#   golden/check_cache_test.sh KVCONFORM ROOT [RELEASE [golden-check|crosscheck]]
+#                                                            exit 77 (skip) without RELEASE's venv
 set -euo pipefail
-bin="$1" root="$2" v="${3:-5.24.0}"
+bin="$1" root="$2" v="${3:-5.24.0}" mode="${4:-golden-check}"
 [ -x "$root/golden/.venv-$v/bin/python" ] || { echo "no golden/.venv-$v: skipped"; exit 77; }
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
@@ -15,10 +18,35 @@ cp -r "$root/golden" "$root/cases" "$tmp/repo/"  # the venvs stay links into the
 for suite in property differential; do
   [ -d "$root/regressions/$suite" ] && cp -r "$root/regressions/$suite" "$tmp/repo/regressions/"
 done
-"$bin" golden --check --release "$v" --root "$tmp/repo" > "$tmp/first.log" 2>&1 || { cat "$tmp/first.log"; exit 1; }
-grep "golden --check $v: identical" "$tmp/first.log"
 fixtures=("$tmp/repo/golden/fixtures/$v"/[a-z]*_*.json)  # a case's fixture, not the manifest
 fixture="${fixtures[0]}"
+if [ "$mode" = crosscheck ]; then
+  crosscheck() { "$tmp/repo/golden/.venv-$v/bin/python" "$tmp/repo/golden/crosscheck_masks.py" "$@"; }
+  crosscheck > "$tmp/first.log" 2>&1 || { cat "$tmp/first.log"; exit 1; }
+  crosscheck > "$tmp/again.log" 2>&1 || { cat "$tmp/again.log"; exit 1; }
+  grep -q "a kept pass" "$tmp/again.log" || { cat "$tmp/again.log"; echo "FAIL: the unchanged copy was checked again"; exit 1; }
+  python3 - "$fixture" <<'PY'  # the first SDPA mask row's first bit flipped
+import json, sys
+d = json.load(open(sys.argv[1]))
+for layer in d["steps"][0]["layers"]:
+    if isinstance(layer.get("sdpa_mask"), list):
+        row = layer["sdpa_mask"][0][0]
+        layer["sdpa_mask"][0][0] = ("0" if row[0] == "1" else "1") + row[1:]
+        break
+else:
+    sys.exit("no sdpa_mask row in " + sys.argv[1])
+json.dump(d, open(sys.argv[1], "w"), indent=1)
+PY
+  if crosscheck > "$tmp/second.log" 2>&1; then
+    cat "$tmp/second.log"; echo "FAIL: crosscheck passed a changed fixture ($fixture)"; exit 1
+  fi
+  if grep -q "a kept pass" "$tmp/second.log"; then echo "FAIL: the changed fixture was a kept pass"; exit 1; fi
+  grep "sdpa mask" "$tmp/second.log"
+  echo "OK: the changed fixture was checked again and differs"
+  exit 0
+fi
+"$bin" golden --check --release "$v" --root "$tmp/repo" > "$tmp/first.log" 2>&1 || { cat "$tmp/first.log"; exit 1; }
+grep "golden --check $v: identical" "$tmp/first.log"
 python3 - "$fixture" <<'PY'  # one mask size one larger: a difference the comparison judges
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -27,6 +27,7 @@ One line per mismatch (`file: step S layer L (type): what`), then
 bad case file or usage, 0 otherwise.
 """
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -35,23 +36,28 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-import cpu_pin  # noqa: E402
-
-cpu_pin.apply()  # before torch, as dump.py (the fixtures' CPU kernel pin)
-
-import torch  # noqa: E402
-import transformers  # noqa: E402
-from transformers import cache_utils, masking_utils  # noqa: E402
-
-import dump  # noqa: E402
 import validate_cases  # noqa: E402
 
-CREATE = {
-    "full_attention": masking_utils.create_causal_mask,
-    "sliding_attention": masking_utils.create_sliding_window_causal_mask,
-    "chunked_attention": masking_utils.create_chunked_causal_mask,
-}
-Config = getattr(transformers, "PreTrainedConfig", None) or transformers.PretrainedConfig
+# torch and the release's transformers are imported by load_release(): a kept pass needs neither, and
+# their import is most of a kept run's cost.
+torch = transformers = cache_utils = masking_utils = dump = Config = None
+CREATE = {}
+
+
+def load_release():
+    global torch, transformers, cache_utils, masking_utils, dump, Config
+    import cpu_pin
+    cpu_pin.apply()  # before torch, as dump.py (the fixtures' CPU kernel pin)
+    import torch
+    import transformers
+    from transformers import cache_utils, masking_utils
+    import dump
+    CREATE.update({
+        "full_attention": masking_utils.create_causal_mask,
+        "sliding_attention": masking_utils.create_sliding_window_causal_mask,
+        "chunked_attention": masking_utils.create_chunked_causal_mask,
+    })
+    Config = getattr(transformers, "PreTrainedConfig", None) or transformers.PretrainedConfig
 
 
 def model_config(case, impl):
@@ -183,13 +189,46 @@ def default_paths():
     return [p for p in [os.path.join(ROOT, "cases", d) for d in ("", "generated")] + found if os.path.isdir(p)]
 
 
+def cache_dir():
+    if os.environ.get("KVC_CACHE"):
+        return os.path.join(os.environ["KVC_CACHE"], "crosscheck")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "kvconform", "crosscheck")
+
+
+def kept_key(version, files, fixtures_dir):
+    """sha256 of everything a check reads: golden/'s files (this script and the dumper), the case files,
+    the fixtures, the release's environment folder (named by the sha256 of its pins), the CPU."""
+    lines = ["crosscheck kept pass", f"transformers {version}",
+             f"environment {os.path.basename(os.path.realpath(sys.prefix))}"]
+    with open("/proc/cpuinfo") if os.path.exists("/proc/cpuinfo") else open(os.devnull) as cpu:
+        lines += [l.strip() for l in cpu if l.startswith(("model name", "flags"))][:2]
+
+    def add(name, path):
+        with open(path, "rb") as f:
+            lines.append(f"{name} {hashlib.sha256(f.read()).hexdigest()}")
+    for name in sorted(os.listdir(HERE)):
+        if os.path.isfile(os.path.join(HERE, name)):
+            add("golden/" + name, os.path.join(HERE, name))
+    for path in files:
+        add(os.path.relpath(path, ROOT), path)
+    if fixtures_dir:
+        for top, dirs, names in sorted(os.walk(fixtures_dir)):
+            dirs.sort()
+            for name in sorted(names):
+                add("fixture " + os.path.relpath(os.path.join(top, name), fixtures_dir), os.path.join(top, name))
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="masks of the fixtures vs transformers' own create_*_mask builders")
     ap.add_argument("paths", nargs="*", help="case files or directories (default: cases/, cases/generated/, regressions/property/*/, regressions/differential/*/)")
     ap.add_argument("--fixtures", help="fixture folder (default: golden/fixtures/<installed version>/)")
+    ap.add_argument("--no-cache", action="store_true",
+                    help="check again even where the same inputs (see kept_key) were checked clean before")
     args = ap.parse_args(argv)
-    torch.set_num_threads(1)
-    version = dump.api().transformers_version
+    from importlib.metadata import version as installed
+    version = installed("transformers")
     fixtures_dir = args.fixtures or os.path.join(HERE, "fixtures", version)
     if not os.path.isdir(fixtures_dir):
         fixtures_dir = None
@@ -201,6 +240,22 @@ def main(argv=None):
     if not files:
         print("crosscheck: no case files", file=sys.stderr)
         return 2
+    key = kept_key(version, files, fixtures_dir)
+    kept = os.path.join(cache_dir(), key)
+    if not args.no_cache and os.path.isfile(kept):
+        with open(kept) as f:
+            said = f.read()
+        print(f"crosscheck {version}: a kept pass (its inputs checked clean before: key {key[:16]} in {cache_dir()};"
+              " --no-cache checks again)")
+        print(said, end="")
+        return 0
+    load_release()
+    torch.set_num_threads(1)
+    out = []
+
+    def say(line):
+        print(line)
+        out.append(line + "\n")
     n_cases = n_checked = 0
     mismatches = 0
     bad_input = False
@@ -208,7 +263,7 @@ def main(argv=None):
         case, raw, errs = validate_cases.load_case_file(p)
         if errs:
             for ptr, msg in errs:
-                print(f"{p}: {ptr}: {msg}")
+                say(f"{p}: {ptr}: {msg}")
             bad_input = True
             continue
         if not dump.applies(case):
@@ -220,16 +275,23 @@ def main(argv=None):
             checked, problems = 0, [f"crosscheck failed: {type(e).__name__}: {e}"]
         n_checked += checked
         for prob in problems:
-            print(f"{os.path.relpath(p, ROOT)}: {prob}")
+            say(f"{os.path.relpath(p, ROOT)}: {prob}")
         mismatches += len(problems)
     if UNCOMPARABLE[0]:
-        print(f"crosscheck {version}: {UNCOMPARABLE[0]} layer-steps not comparable (the builder sizes the mask "
-              "from a layer of another class)")
-    print(f"crosscheck {version}: {n_cases} cases, {n_checked} layer-steps checked, {mismatches} mismatches")
+        say(f"crosscheck {version}: {UNCOMPARABLE[0]} layer-steps not comparable (the builder sizes the mask "
+            "from a layer of another class)")
+    say(f"crosscheck {version}: {n_cases} cases, {n_checked} layer-steps checked, {mismatches} mismatches")
     if bad_input:
         return 2
-    return 1 if mismatches else 0
-
+    if mismatches:
+        return 1
+    if not args.no_cache:
+        os.makedirs(cache_dir(), exist_ok=True)
+        tmp = f"{kept}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.writelines(out)
+        os.replace(tmp, kept)
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())
