@@ -3,15 +3,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <future>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 namespace kvc::engine {
 
@@ -659,26 +663,127 @@ std::string explain(const std::vector<Diagnosis>& fits) {
 
 // ---------------------------------------------------------------------------------------------------
 
+namespace {
+
+// Every field, so that two options that compute different rows never share a key.
+std::string options_text(const OracleOptions& o) {
+  static_assert(sizeof(OracleOptions) == 152, "a field added to OracleOptions must be added to options_text");
+  json j = {o.windows, o.chunks, o.kv_half, o.q_half, o.gelu_half, o.kv_bf16, o.chunk_shift, o.no_sinks, o.no_attn_softcap,
+            o.no_final_softcap, o.rope_layers, o.rope_bases, o.window_delta_position, o.window_delta};
+  return j.dump();
+}
+
+// The oracles' rows of each step, kept for the rest of the process under (the model's digest, the
+// oracle's options, steps 0..i): a run judges the same plans on every engine configuration, and a
+// shrink tries plans that begin with the steps of the plan it shrinks. The oracles are deterministic
+// and read nothing else, so a kept row is the row they would compute again. KVC_ORACLE_MEMO=0 turns
+// it off (docs/performance.md measures both).
+class OracleMemo {
+ public:
+  std::optional<std::vector<double>> find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(m_);
+    const auto it = rows_.find(key);
+    if (it == rows_.end()) return ++stats_.misses, std::nullopt;
+    ++stats_.hits;
+    return it->second;
+  }
+  void keep(const std::string& key, const std::vector<double>& rows) {
+    std::lock_guard<std::mutex> lock(m_);
+    const size_t size = rows.size() * sizeof(double) + key.size();
+    if (bytes_ + size > kBytes) rows_.clear(), bytes_ = 0;  // a bound, not a cache policy: runs that fill it are rare
+    if (rows_.emplace(key, rows).second) bytes_ += size;
+  }
+  OracleMemoStats stats() {
+    std::lock_guard<std::mutex> lock(m_);
+    return stats_;
+  }
+  static bool on() {
+    static const bool enabled = [] {
+      const char* v = std::getenv("KVC_ORACLE_MEMO");
+      return !(v && std::string(v) == "0");
+    }();
+    return enabled;
+  }
+
+ private:
+  static constexpr size_t kBytes = size_t{512} << 20;
+  std::mutex m_;
+  std::unordered_map<std::string, std::vector<double>> rows_;
+  size_t bytes_ = 0;
+  OracleMemoStats stats_;
+};
+
+OracleMemo& oracle_memo() {
+  static OracleMemo memo;
+  return memo;
+}
+
+std::string step_text(const PlanStep& step) {
+  Plan one;
+  one.steps = {step};
+  return to_json(one)["steps"][0].dump();
+}
+
+// One oracle behind the memo: its rows of a step are the kept ones where there are, computed (after
+// the steps it skipped) where not.
+template <class T>
+class Kept {
+ public:
+  Kept(const Model& model, const OracleOptions& options, const char* type)
+      : oracle_(model, options),
+        key_(model.digest.empty() || !OracleMemo::on() ? "" : content_digest({model.digest, type, options_text(options)})) {}
+  // Advances the key; true where the step's rows are kept (into `rows`), and the oracle then stays behind.
+  bool kept(const PlanStep& step, size_t index, std::vector<double>& rows) {
+    if (key_.empty()) return false;
+    key_ = content_digest({key_, step_text(step)});
+    std::optional<std::vector<double>> found = oracle_memo().find(key_);
+    if (!found) return false;
+    rows = std::move(*found);
+    behind_.emplace_back(step, index);
+    return true;
+  }
+  std::vector<double> compute(const PlanStep& step, size_t index) {
+    for (const auto& [s, i] : behind_) oracle_.apply(s, i);
+    behind_.clear();
+    std::vector<double> rows = oracle_.apply(step, index);
+    if (!key_.empty()) oracle_memo().keep(key_, rows);
+    return rows;
+  }
+
+ private:
+  PlanOracle<T> oracle_;
+  std::string key_;  // of the steps so far; empty: nothing is kept
+  std::vector<std::pair<PlanStep, size_t>> behind_;
+};
+
+}  // namespace
+
+OracleMemoStats oracle_memo_stats() { return oracle_memo().stats(); }
+
 struct SequenceModel::Oracles {
-  PlanOracle<double> truth;
-  PlanOracle<float> reference;
+  Kept<double> truth;
+  Kept<float> reference;
 };
 
 SequenceModel::SequenceModel(const Model& model, const OracleOptions& same_dtype)
-    : oracles_(std::make_unique<Oracles>(Oracles{PlanOracle<double>(model, {}), PlanOracle<float>(model, same_dtype)})),
+    : oracles_(std::make_unique<Oracles>(Oracles{Kept<double>(model, {}, "float64"), Kept<float>(model, same_dtype, "float32")})),
       vocab_(model.config.vocab) {}
 SequenceModel::~SequenceModel() = default;
 
 SequenceModel::Expected SequenceModel::apply(const PlanStep& step, size_t index, bool logprobs) {
   Expected e;
   e.positions = new_positions(step, lengths_);
-  // The float32 reference beside the float64 oracle on a second core where a step is long enough to
-  // pay for a thread (the two share nothing, so each gives the same bits either way).
+  std::vector<double> truth, reference;
+  const bool truth_kept = oracles_->truth.kept(step, index, truth), reference_kept = oracles_->reference.kept(step, index, reference);
+  // The float32 reference beside the float64 oracle on a second core where both are computed and the
+  // step is long enough to pay for a thread (the two share nothing, so each gives the same bits either way).
   std::future<std::vector<double>> beside;
-  if (e.positions.size() >= 32)
-    beside = std::async(std::launch::async, [&] { return oracles_->reference.apply(step, index); });
-  e.logits = as_answered(oracles_->truth.apply(step, index), vocab_, logprobs);
-  const std::vector<double> ref = as_answered(beside.valid() ? beside.get() : oracles_->reference.apply(step, index), vocab_, logprobs);
+  if (!reference_kept && !truth_kept && e.positions.size() >= 32)
+    beside = std::async(std::launch::async, [&] { return oracles_->reference.compute(step, index); });
+  if (!truth_kept) truth = oracles_->truth.compute(step, index);
+  if (!reference_kept) reference = beside.valid() ? beside.get() : oracles_->reference.compute(step, index);
+  e.logits = as_answered(std::move(truth), vocab_, logprobs);
+  const std::vector<double> ref = as_answered(std::move(reference), vocab_, logprobs);
   for (size_t k = 0; k < ref.size(); ++k) e.reference_error = std::max(e.reference_error, std::abs(ref[k] - e.logits[k]));
   apply_step(step, lengths_);
   return e;

@@ -278,6 +278,46 @@ TEST(ModelOracle, ASinkJoinsTheSoftmaxDenominatorAndHoldsNoValue) {
   for (int64_t p = 0; p < 12; ++p) EXPECT_NE(row(c, p, 32), row(d, p, 32)) << "position " << p;
 }
 
+// The rows a SequenceModel keeps for the process (check.cpp's memo) are the rows the oracles compute:
+// a model without a digest keeps nothing, and is the reference here. A kept row is keyed by the
+// model, the reference's options and every step before it; a plan that leaves the kept steps catches
+// its oracles up before computing.
+std::vector<SequenceModel::Expected> expected_rows(const Model& m, const std::vector<PlanStep>& steps, OracleOptions o = {}) {
+  SequenceModel s(m, o);
+  std::vector<SequenceModel::Expected> out;
+  for (size_t i = 0; i < steps.size(); ++i) out.push_back(s.apply(steps[i], i));
+  return out;
+}
+
+void expect_same_rows(const std::vector<SequenceModel::Expected>& got, const std::vector<SequenceModel::Expected>& want, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].positions, want[i].positions) << what << " step " << i;
+    EXPECT_EQ(got[i].logits, want[i].logits) << what << " step " << i;  // bit for bit
+    EXPECT_EQ(got[i].reference_error, want[i].reference_error) << what << " step " << i;
+  }
+}
+
+TEST(SequenceModel, KeptRowsAreTheComputedOnesUnderModelOptionsAndEveryStep) {
+  auto keyed = [](Model m, const std::string& digest) { m.digest = digest; return m; };
+  const Model a = random_model(Family::Gemma2, {3, 0}, 3, 7), b = random_model(Family::Gemma2, {3, 0}, 3, 8);
+  const Model ka = keyed(a, "memo-test-a"), kb = keyed(b, "memo-test-b");
+  const PlanStep s0{PlanStep::Kind::Extend, 0, tokens(6, 1), 0}, s1{PlanStep::Kind::Extend, 0, tokens(3, 2), 0},
+      other0{PlanStep::Kind::Extend, 0, tokens(6, 3), 0}, s2{PlanStep::Kind::Extend, 0, tokens(2, 4), 0};
+  OracleOptions half;
+  half.kv_half = true;
+  const OracleMemoStats before = oracle_memo_stats();
+  expect_same_rows(expected_rows(ka, {s0, s1}), expected_rows(a, {s0, s1}), "first run");
+  expect_same_rows(expected_rows(ka, {s0, s1}), expected_rows(a, {s0, s1}), "kept run");
+  EXPECT_GE(oracle_memo_stats().hits - before.hits, 4);  // both oracles, both steps, on the second run
+  expect_same_rows(expected_rows(ka, {s0, s1}, half), expected_rows(a, {s0, s1}, half), "other options");
+  expect_same_rows(expected_rows(kb, {s0, s1}), expected_rows(b, {s0, s1}), "other model");
+  expect_same_rows(expected_rows(ka, {other0, s1}), expected_rows(a, {other0, s1}), "other first step");
+  expect_same_rows(expected_rows(ka, {s0, s1, s2}), expected_rows(a, {s0, s1, s2}), "a step after the kept ones");
+  EXPECT_NE(expected_rows(a, {other0, s1})[1].logits, expected_rows(a, {s0, s1})[1].logits);  // the test can tell them apart
+  EXPECT_NE(expected_rows(a, {s0, s1}, half)[1].reference_error, expected_rows(a, {s0, s1})[1].reference_error);
+}
+
 TEST(ModelConfig, AGemma2SoftCapIsTheDefaultWhenAbsentAndNoneWhenNull) {
   nlohmann::json g = {{"model_type", "gemma2"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 2},
                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},

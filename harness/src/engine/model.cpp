@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 
@@ -697,6 +699,22 @@ std::string layer_name(int64_t l, const std::string& what) { return "model.layer
 
 }  // namespace
 
+std::string content_digest(std::initializer_list<std::string_view> parts) {
+  uint64_t fnv = 1469598103934665603ull;
+  std::string joined;
+  for (std::string_view part : parts) {
+    const std::string length = std::to_string(part.size()) + ":";
+    for (std::string_view piece : {std::string_view(length), part})
+      for (unsigned char ch : piece) fnv = (fnv ^ ch) * 1099511628211ull;
+    joined += length;
+    joined += part;
+  }
+  char out[33];
+  std::snprintf(out, sizeof out, "%016llx%016llx", static_cast<unsigned long long>(fnv),
+                static_cast<unsigned long long>(std::hash<std::string>{}(joined)));
+  return out;
+}
+
 Model load_model(const std::string& dir) {
   Model m;
   const std::string cfg_path = dir + "/config.json";
@@ -706,6 +724,7 @@ Model load_model(const std::string& dir) {
   m.config.name = dir.substr(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
   const std::string st = dir + "/model.safetensors";
   m.tensors = read_safetensors(st);
+  m.digest = content_digest({m.config.name, read_file(cfg_path), read_file(st)});
   const ModelConfig& k = m.config;
   if (k.fused_projections) {
     // qkv_proj rows are [q; k; v], gate_up_proj rows [gate; up]: split into the names the forward reads.

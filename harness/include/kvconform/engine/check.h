@@ -127,11 +127,17 @@ class SequenceModel {
   const Lengths& lengths() const { return lengths_; }
 
  private:
-  struct Oracles;
+  struct Oracles;  // each behind check.cpp's memo of rows already computed in this process
   std::unique_ptr<Oracles> oracles_;
   int64_t vocab_;
   Lengths lengths_;
 };
+
+// How often a SequenceModel found a step's rows kept in this process, and how often it computed them.
+struct OracleMemoStats {
+  int64_t hits = 0, misses = 0;
+};
+OracleMemoStats oracle_memo_stats();
 
 // An engine's answers so far, per plan step: the logits (empty for steps without logits and steps
 // not run) and which of the step's new positions they hold (indices into new_positions(); a step

@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -131,8 +133,13 @@ ModelConfig parse_config(const nlohmann::json& config, const std::string& file);
 struct Model {
   ModelConfig config;
   std::map<std::string, std::vector<double>> tensors;  // by safetensors name, row-major
+  std::string digest;  // of the folder's name and files as read: the oracle's rows are kept under it (check.cpp)
   const std::vector<double>& at(const std::string& name) const;  // throws naming the missing tensor
 };
+
+// 32 hex digits naming the parts' bytes (length-prefixed, so that no two splits of one text collide):
+// FNV-1a and libstdc++'s std::hash side by side. A key for what this process keeps, never written out.
+std::string content_digest(std::initializer_list<std::string_view> parts);
 
 // Reads DIR/config.json and DIR/model.safetensors (F32, F64, F16 or BF16 tensors). Throws
 // std::runtime_error naming the file and what is wrong; every tensor the family needs must be there
