@@ -77,20 +77,18 @@ if [ -x "$cache/llama-11434/install/bin/llama-server" ]; then
     KVC_CACHE=$d/cache "$kvc" engine --models "$2" --engine '^llama-server-b11434/default$' --model "^$1\$" \
       --filter '/prefill_gt_w$' --no-regressions --no-report >"$d/out" 2>&1 || true
   }
-  server cwm-w3 "$models"
-  kept=$(ls "$d"/cache/llama-11434/gguf/*.refused 2>/dev/null || true)
-  [ -n "$kept" ] || { cat "$d/out"; echo "check_gguf_cache: llama-server kept no refusal of cwm-w3"; exit 1; }
-  echo "the kept refusal, read back" > "$kept"
-  server cwm-w3 "$models"
-  grep -q "SKIP the engine refused the model: the kept refusal, read back" "$d/out" ||
-    { cat "$d/out"; echo "check_gguf_cache: llama-server converted cwm-w3 again instead of reading its kept refusal"; exit 1; }
-  server gemma2-nullcap "$d/models"
-  kept=$(ls "$d"/cache/llama-11434/gguf/*.failed 2>/dev/null || true)
-  [ -n "$kept" ] || { cat "$d/out"; echo "check_gguf_cache: llama-server kept no converter exception of gemma2-nullcap"; exit 1; }
-  echo "the kept exception, read back" > "$kept"
-  server gemma2-nullcap "$d/models"
-  grep -q "FAIL load: RuntimeError: the kept exception, read back" "$d/out" ||
-    { cat "$d/out"; echo "check_gguf_cache: llama-server converted gemma2-nullcap again instead of reading its kept exception"; exit 1; }
+  # MODEL MODELS SUFFIX WHAT EXPECTED: the verdict kept once, then read back instead of converting again.
+  read_back() {
+    server "$1" "$2"
+    kept=$(ls "$d"/cache/llama-11434/gguf/*."$3" 2>/dev/null || true)
+    [ -n "$kept" ] || { cat "$d/out"; echo "check_gguf_cache: llama-server kept no $4 of $1"; exit 1; }
+    echo "the kept $4, read back" > "$kept"
+    server "$1" "$2"
+    grep -q "$5: the kept $4, read back" "$d/out" ||
+      { cat "$d/out"; echo "check_gguf_cache: llama-server converted $1 again instead of reading its kept $4"; exit 1; }
+  }
+  read_back cwm-w3 "$models" refused refusal "SKIP the engine refused the model"
+  read_back gemma2-nullcap "$d/models" failed "converter exception" "FAIL load: RuntimeError"
   echo "check_gguf_cache: llama-server: the refusal and the exception kept and read back"
 fi
 echo "check_gguf_cache: OK"
