@@ -66,6 +66,20 @@ echo "# edited" >> "$d/b/convert.py"
 run b gemma2-w4 || { cat "$d/out"; exit 1; }
 expect_calls 4 "an edited convert.py"
 echo "check_gguf_cache: the worker: 4 converter starts for 7 loads from two checkouts"
+# One worker converting several checkpoints starts its converter once (convert.py --serve, the imports
+# done once), and each GGUF is byte for byte what a converter run of its own writes.
+: > "$d/calls"
+export KVC_LLAMA_GGUF_DIR=$d/gguf-served
+run a '(gemma2-w4|gemma3-irregular-w4|qwen3-w3)' || { cat "$d/out"; exit 1; }
+expect_calls 1 "three checkpoints converted by one worker (a converter start for each, without convert.py --serve)"
+[ "$(ls "$d"/gguf-served/*.gguf | wc -l)" = 3 ] || { ls "$d/gguf-served"; echo "check_gguf_cache: not three GGUFs"; exit 1; }
+for m in gemma2-w4 gemma3-irregular-w4 qwen3-w3; do
+  "$d/a/venv/bin/python" "$d/a/convert.py" "$models/$m" "$d/alone-$m.gguf" --src "$src" >/dev/null 2>&1
+  served=$(for g in "$d"/gguf-served/*.gguf; do if cmp -s "$g" "$d/alone-$m.gguf"; then echo "$g"; fi; done)
+  [ -n "$served" ] || { echo "check_gguf_cache: the served GGUF of $m differs from convert.py's own run"; exit 1; }
+done
+echo "check_gguf_cache: the worker: 1 converter start for 3 checkpoints, each GGUF as convert.py alone writes it"
+export KVC_LLAMA_GGUF_DIR=$d/gguf
 
 # llama-server's adapter keeps its converter's refusal as well: the second run reads the kept file
 # (here rewritten, so that reading it shows) instead of converting again.

@@ -191,5 +191,47 @@ def main(argv=None):
     print(out)
 
 
+def serve(argv):
+    """convert.py --serve [--src ...]: conversions on request, for a worker that converts several
+    checkpoints. The imports (torch, transformers, the vendored converter: about 3 s of a 4.5 s
+    conversion) are done once; each request line MODEL_DIR<TAB>OUT<TAB>LOG is then converted in a
+    forked child exactly as `convert.py MODEL_DIR OUT [--src ...]` would run it, its output into LOG,
+    and its exit status answered as one line (a negative number: the signal that ended it). The
+    first line out says the server is up; without it a caller runs convert.py once per checkpoint."""
+    import traceback
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--src", default=os.environ.get("KVC_LLAMA_SRC") or default_src())
+    known, _ = ap.parse_known_args(argv)
+    src = Path(known.src)
+    if not (src / "convert_hf_to_gguf.py").is_file():
+        sys.exit(f"convert.py: no convert_hf_to_gguf.py in {src}: run engines/llama_cpp/build_llama.sh first")
+    sys.path.insert(0, str(src / "gguf-py"))
+    sys.path.insert(0, str(src))
+    import torch  # noqa: F401
+    import gguf  # noqa: F401
+    import conversion  # noqa: F401
+    print("kvc-convert-serve 1", flush=True)
+    for line in sys.stdin:
+        model_dir, out, log = line.rstrip("\n").split("\t")
+        pid = os.fork()
+        if pid == 0:
+            fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            try:
+                code = main([model_dir, out] + argv)
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) or e.code is None else (print(e.code, file=sys.stderr) or 1)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code or 0)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status), flush=True)
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve([a for a in sys.argv[1:] if a != "--serve"]) if "--serve" in sys.argv[1:] else main())

@@ -3,7 +3,8 @@
 //
 //   kvc_llama_worker [--convert "CMD"]      (stdin/stdout: the protocol; stderr: diagnostics)
 //
-// load converts MODEL_DIR to a GGUF once (CMD MODEL_DIR OUT.gguf; CMD from --convert, else
+// load converts MODEL_DIR to a GGUF once (CMD MODEL_DIR OUT.gguf, or through `CMD --serve` kept for the
+// worker's life where CMD has that mode; CMD from --convert, else
 // $KVC_LLAMA_CONVERT, else the build's default: engines/llama_cpp/convert.py under the golden
 // venv's python) into $KVC_LLAMA_GGUF_DIR or ${KVC_CACHE:-~/.cache/kvconform}/llama-VERSION/gguf,
 // named by a hash of config.json, model.safetensors and CMD by content (the .py files it names by their
@@ -31,6 +32,8 @@
 // discards one token more than the shift asks; fork-shared is refused (seq_cp already shares cells:
 // there is no copy to skip).
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -178,29 +181,107 @@ std::string gguf_dir() {
   return cache + "/llama-" KVC_LLAMA_VERSION "/gguf";
 }
 
-// Runs `sh -c 'CMD "$1" "$2"'`, its output copied to our stderr; throws with the exit status and
-// the output's last line (a converter's traceback ends with the exception that stopped it).
+// CMD --serve (convert.py's serve mode), started at the first conversion and kept for the worker's
+// life: its imports (torch, transformers, the vendored converter) are most of a conversion's time, and
+// a cold cache converts every checkpoint once. Each conversion still runs in a child of its own, as
+// `CMD MODEL_DIR OUT` would. A command without that mode (no "kvc-convert-serve 1" line) runs once per
+// conversion instead.
+class ConvertServer {
+ public:
+  // The conversion's exit code (negative: the signal that ended it) into `code`; false where the
+  // server is not up (then nothing was converted).
+  bool convert(const std::string& cmd, const std::string& model_dir, const std::string& out, const std::string& log, int& code) {
+    if (!started_) start(cmd);
+    if (!to_) return false;
+    const std::string request = model_dir + "\t" + out + "\t" + log + "\n";
+    char line[64];
+    if (std::fputs(request.c_str(), to_) < 0 || std::fflush(to_) != 0 || !std::fgets(line, sizeof line, from_)) {
+      stop();  // it died: this and later conversions run on their own
+      return false;
+    }
+    code = std::atoi(line);
+    return true;
+  }
+  ~ConvertServer() { stop(); }
+
+ private:
+  void start(const std::string& cmd) {
+    started_ = true;
+    int in[2], back[2];
+    if (::pipe(in) != 0) return;
+    if (::pipe(back) != 0) return (void)(::close(in[0]), ::close(in[1]));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, back[1], 1);
+    for (int fd : {in[0], in[1], back[0], back[1], g_out}) posix_spawn_file_actions_addclose(&fa, fd);
+    const std::string script = cmd + " --serve";
+    const char* argv[] = {"sh", "-c", script.c_str(), "kvc-convert-serve", nullptr};
+    const int rc = posix_spawn(&pid_, "/bin/sh", &fa, nullptr, const_cast<char* const*>(argv), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(in[0]);
+    ::close(back[1]);
+    if (rc != 0) return (void)(::close(in[1]), ::close(back[0]), pid_ = -1);
+    ::fcntl(in[1], F_SETFD, FD_CLOEXEC);
+    ::fcntl(back[0], F_SETFD, FD_CLOEXEC);
+    to_ = ::fdopen(in[1], "w");
+    from_ = ::fdopen(back[0], "r");
+    // A command without the mode exits (convert.py-like: a usage error) or, at worst, waits: not forever.
+    if (!to_ || !from_) return stop();
+    pollfd up{::fileno(from_), POLLIN, 0};
+    if (::poll(&up, 1, 120000) != 1) ::kill(pid_, SIGKILL);
+    char hello[64];
+    if (!std::fgets(hello, sizeof hello, from_) || std::string(hello) != "kvc-convert-serve 1\n") stop();
+  }
+  void stop() {
+    if (to_) std::fclose(to_), to_ = nullptr;  // EOF: the server ends
+    if (from_) std::fclose(from_), from_ = nullptr;
+    if (pid_ > 0) {
+      int status;
+      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {}
+      pid_ = -1;
+    }
+  }
+  bool started_ = false;
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+};
+
+ConvertServer& convert_server() {
+  static ConvertServer server;
+  return server;
+}
+
+// Runs `CMD MODEL_DIR OUT` (through the convert server where there is one), its output copied to our
+// stderr; throws with the exit status and the output's last line (a converter's traceback ends with
+// the exception that stopped it).
 void run_convert(const std::string& cmd, const std::string& model_dir, const std::string& out) {
   char log_path[] = "/tmp/kvc-convert-XXXXXX";
   const int log = mkstemp(log_path);
   if (log < 0) throw std::runtime_error(std::string("cannot create the converter's log: ") + std::strerror(errno));
-  unlink(log_path);  // the open descriptor keeps it
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, log, 1);
-  posix_spawn_file_actions_adddup2(&fa, log, 2);
-  posix_spawn_file_actions_addclose(&fa, g_out);
-  std::string script = cmd + " \"$1\" \"$2\"";
-  const char* argv[] = {"sh", "-c", script.c_str(), "kvc-convert", model_dir.c_str(), out.c_str(), nullptr};
-  pid_t pid;
-  int rc = posix_spawn(&pid, "/bin/sh", &fa, nullptr, const_cast<char* const*>(argv), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
-    close(log);
-    throw std::runtime_error(std::string("cannot start the converter: ") + std::strerror(rc));
+  int code = 0;  // the exit code, or minus the signal
+  if (!convert_server().convert(cmd, model_dir, out, log_path, code)) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, log, 1);
+    posix_spawn_file_actions_adddup2(&fa, log, 2);
+    posix_spawn_file_actions_addclose(&fa, g_out);
+    std::string script = cmd + " \"$1\" \"$2\"";
+    const char* argv[] = {"sh", "-c", script.c_str(), "kvc-convert", model_dir.c_str(), out.c_str(), nullptr};
+    pid_t pid;
+    int rc = posix_spawn(&pid, "/bin/sh", &fa, nullptr, const_cast<char* const*>(argv), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+      close(log);
+      unlink(log_path);
+      throw std::runtime_error(std::string("cannot start the converter: ") + std::strerror(rc));
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  unlink(log_path);  // the open descriptor keeps it
   std::string output;
   lseek(log, 0, SEEK_SET);
   char buf[65536];
@@ -211,12 +292,12 @@ void run_convert(const std::string& cmd, const std::string& model_dir, const std
   std::istringstream lines(output);
   for (std::string line; std::getline(lines, line);)
     if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 3)  // convert.py: an architecture this version does not convert
+  if (code == 3)  // convert.py: an architecture this version does not convert
     throw Unsupported("llama.cpp's convert_hf_to_gguf.py of this version has no class for the checkpoint's architecture (" +
                       (last.empty() ? model_dir : last.substr(0, 300)) + ")");
   // A Python exception in the conversion itself (exit 1, not an import or resource error) recurs
   // for the same key: it is thrown as ConvertError, which convert() keeps beside the GGUFs.
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 1) {
+  if (code == 1) {
     // a traceback's last line: "module.Name: message" (struct.error, ValueError, ...)
     const size_t colon = last.find(": ");
     const std::string kind = colon == std::string::npos ? "" : last.substr(0, colon);
@@ -225,11 +306,9 @@ void run_convert(const std::string& cmd, const std::string& model_dir, const std
                              kind == "OSError" || kind == "KeyboardInterrupt" || kind.find("Permission") != std::string::npos;
     if (exception && !environment) throw ConvertError("converter failed (exit 1: " + last.substr(0, 300) + ")");
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw std::runtime_error("converter failed (" +
-                             (WIFEXITED(status) ? "exit " + std::to_string(WEXITSTATUS(status))
-                                                : "signal " + std::to_string(WTERMSIG(status))) +
-                             (last.empty() ? "" : ": " + last.substr(0, 300)) + "): " + script + " " + model_dir + " " + out);
+  if (code != 0)
+    throw std::runtime_error("converter failed (" + (code > 0 ? "exit " + std::to_string(code) : "signal " + std::to_string(-code)) +
+                             (last.empty() ? "" : ": " + last.substr(0, 300)) + "): " + cmd + " " + model_dir + " " + out);
 }
 
 std::string gguf_architecture(const std::string& path) {
