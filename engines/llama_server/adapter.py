@@ -121,6 +121,43 @@ def keep_verdict(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+class ConvertServer:
+    """convert.py --serve, started at the first conversion and kept for the adapter's life: its imports
+    (torch, transformers, the vendored converter) are most of a conversion's time. Each conversion still
+    runs in a child of its own, as a run of convert.py would (the llama.cpp worker does the same)."""
+
+    def __init__(self, command: List[str]):
+        self.command = command
+        self.proc: Optional[subprocess.Popen] = None
+        self.tried = False
+
+    def convert(self, model_dir: str, out: Path) -> Optional[Tuple[int, str]]:
+        """(exit code, output) of the conversion; None where the server is not up (nothing converted)."""
+        if not self.tried:
+            self.tried = True
+            self.proc = subprocess.Popen(self.command + ["--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=sys.stderr, text=True, preexec_fn=die_with_parent)
+            if self.proc.stdout is None or self.proc.stdout.readline() != "kvc-convert-serve 1\n":
+                self.stop()
+        if self.proc is None or self.proc.stdin is None or self.proc.stdout is None:
+            return None
+        with tempfile.NamedTemporaryFile("r", prefix="kvc-convert-") as log:
+            try:
+                self.proc.stdin.write(f"{model_dir}\t{out}\t{log.name}\n")
+                self.proc.stdin.flush()
+                code = int(self.proc.stdout.readline())
+            except (OSError, ValueError):
+                self.stop()
+                return None
+            return code, log.read()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -218,6 +255,7 @@ class LlamaServer(kvconform.Engine):
         self.server: Optional[Server] = None
         self.tokens: List[List[int]] = []
         self.save_dir = tempfile.mkdtemp(prefix="kvc-llama-server-slots-")
+        self.converter: Optional[ConvertServer] = None
 
     # -- the model ------------------------------------------------------------------------------
     def gguf(self, model_dir: str) -> Path:
@@ -241,8 +279,15 @@ class LlamaServer(kvconform.Engine):
             raise RuntimeError(f"no llama.cpp {VERSION} source in {src}: run engines/llama_cpp/build_llama.sh {VERSION}")
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-        run = subprocess.run([str(CONVERT_PYTHON), str(CONVERT), "--src", str(src), "--byte-vocab", model_dir, str(tmp)],
-                             stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
+        command = [str(CONVERT_PYTHON), str(CONVERT), "--src", str(src), "--byte-vocab"]
+        if self.converter is None:
+            self.converter = ConvertServer(command)
+        served = self.converter.convert(model_dir, tmp)
+        if served is not None:
+            sys.stderr.write(served[1])
+            run = subprocess.CompletedProcess(command, served[0], stderr=served[1])
+        else:
+            run = subprocess.run(command + [model_dir, str(tmp)], stdout=sys.stderr, stderr=subprocess.PIPE, text=True)
         if run.returncode == 3:  # convert.py: this llama.cpp version's converter has no class for the architecture
             tmp.unlink(missing_ok=True)
             why = (f"llama.cpp {VERSION}'s convert_hf_to_gguf.py has no class for the checkpoint's architecture "
