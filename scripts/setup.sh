@@ -87,13 +87,20 @@ part "project venv (torch)"
 # The pinned transformers environments (golden/README.md): the differential-fuzz test and
 # `kvconform golden` need them. Built with KVC_WITH_GOLDEN=1, and in CI unless KVC_WITH_GOLDEN=0
 # (about 35 s each from PyPI the first time; setup_env.sh does nothing when they are current).
+# The transformers environments install beside the build: pip waits on the disk much of the time, the
+# compiler is CPU-bound (on a cold machine, 152 s of installs and a 232 s build one after the other).
+golden_pid=""
+golden_log="$root/build/setup-golden.log"
 if [ "${KVC_WITH_GOLDEN:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}" = 1 ]; then
-  for req in golden/requirements-*.txt; do
-    v="${req#golden/requirements-}"; v="${v%.txt}"
-    say "transformers $v environment (golden/.venv-$v)"
-    step bash golden/setup_env.sh "$v"
-    part "transformers $v"
-  done
+  say "transformers environments (golden/.venv-*), beside the build; their log: build/setup-golden.log"
+  (
+    for req in golden/requirements-*.txt; do
+      v="${req#golden/requirements-}"; v="${v%.txt}"
+      echo "setup: transformers $v environment (golden/.venv-$v)"
+      bash golden/setup_env.sh "$v" || exit
+    done
+  ) > "$golden_log" 2>&1 &
+  golden_pid=$!
 fi
 
 if [ ! -f build/CMakeCache.txt ]; then
@@ -105,4 +112,9 @@ part "cmake configure"
 say "building with $(nproc) jobs (a clean build takes a few minutes; ccache makes the next one fast, even in another checkout)"
 step cmake --build build -j "$(nproc)"
 part build
+if [ -n "$golden_pid" ]; then
+  wait "$golden_pid" || { status=$?; cat "$golden_log" >&2; echo "setup: failed: the transformers environments" >&2; exit "$status"; }
+  [ "$quiet" = 1 ] || cat "$golden_log" >&2
+  part "transformers environments (after the build, beside it)"
+fi
 say "build done"
