@@ -257,7 +257,11 @@ std::vector<campaign::Property> select_properties(const std::string& regex) {
 std::string self_path() {
   std::error_code ec;
   const std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("kvconform") : p.string();
+  if (ec) return "kvconform";
+  // kvconform-libtorch runs what the launcher beside it handed over: a user reruns the launcher.
+  if (p.filename() == "kvconform-libtorch" && std::filesystem::exists(p.parent_path() / "kvconform", ec))
+    return (p.parent_path() / "kvconform").string();
+  return p.string();
 }
 
 std::string data_folder(const std::string& value, bool given, const std::string& rel) {

@@ -23,7 +23,8 @@ void set_command_line(int argc, char** argv);
 const std::string& command_line();
 std::string shell_quote(const std::string& word);
 
-// The running binary's absolute path (/proc/self/exe), for reproduce lines that work from anywhere.
+// The running binary's absolute path (/proc/self/exe; the launcher beside kvconform-libtorch), for
+// reproduce lines that work from anywhere.
 std::string self_path();
 // A data file or folder of the checkout (cases, golden fixtures, engines/engines.json): `value` when
 // `given`; by default ./REL when it exists, else the installed copy next to the binary

@@ -9,7 +9,8 @@
 #       nor the CLI, through any chain of includes;
 #   L4  the code that builds without LibTorch stays without it, through any chain of includes: the
 #       folders core/, cases/, worker/ and engine/ of harness/src, the reports, the found-case corpus
-#       (harness/regressions/) and the fuzz targets (fuzz/);
+#       (harness/regressions/), the fuzz targets (fuzz/) and the `kvconform` launcher with the
+#       libraries it links (kvc_cli, kvc_generators_core);
 #   L5  plugins (plugins/ but plugins/tests/, examples/) include from kvconform only the ABI header
 #       kvconform/plugin_abi.h (besides the plugin helpers in plugins/common/ and their own folder);
 #   L6  RapidCheck's internal runner (rc::detail) is reached from one adapter file,
@@ -67,6 +68,15 @@ mapfile -t torch_free_src < <(sources "${torch_free_folders[@]/#/harness/src/}")
 for d in "${torch_free_folders[@]}"; do
   [ -d "harness/src/$d" ] || broken L4 "harness/src/$d: no such folder (renamed? update this script and docs/architecture.md)"
 done
+# The `kvconform` launcher (cli/app.h) and the two libraries it links, kvc_cli and kvc_generators_core,
+# as their CMakeLists name their sources.
+mapfile -t launcher < <(for file in cli/CMakeLists.txt generators/CMakeLists.txt; do
+  awk '/add_(library|executable)\(/ {on = 1; sub(/.*add_(library|executable)\(/, ""); target = $1}
+       on && (target == "kvc_cli" || target == "kvc_generators_core" || target == "kvconform") {
+         for (i = 1; i <= NF; i++) if ($i ~ /\.cpp\)?$/) {f = $i; sub(/\)$/, "", f); print f}}
+       on && /\)/ {on = 0}' "$file" | sed "s#^#$(dirname "$file")/#"
+done)
+[ "${#launcher[@]}" -ge 8 ] || broken L4 "found ${#launcher[@]} sources of kvconform, kvc_cli and kvc_generators_core (renamed? update this script)"
 
 # L0: a folder is a library. Every add_library under harness/ names its sources; kvc_X takes them
 # from src/X/ only, and each source sits in one library.
@@ -107,7 +117,7 @@ for f in "${library[@]}" "${reports[@]}" "${generators[@]}" "${plugins[@]}" "${f
 done
 
 # L3 and L4 over every chain of includes; the chain's end is named.
-torch_free=("${torch_free_src[@]}" "${reports[@]}" "${corpus[@]}" "${fuzzers[@]}")
+torch_free=("${torch_free_src[@]}" "${reports[@]}" "${corpus[@]}" "${fuzzers[@]}" "${launcher[@]}")
 declare -A in_core
 for f in "${core[@]}"; do in_core[$f]=1; done
 for f in "${torch_free[@]}"; do

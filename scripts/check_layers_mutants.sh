@@ -27,6 +27,7 @@ echo '#include "../../cli/cli_util.h"' >> "$t/generators/src/corpus.cpp"
 echo '#include <kvconform/report.h>' >> "$t/harness/src/core/scenario.cpp"
 echo '#include <ATen/ATen.h>' >> "$t/harness/src/worker/worker.cpp"
 echo '#include <ATen/ATen.h>' >> "$t/harness/src/engine/model.cpp"
+echo '#include <ATen/ATen.h>' >> "$t/cli/merge_command.cpp"
 echo '#include <kvconform/types.h>' >> "$t/plugins/ring_buffer/ring_buffer.cpp"
 echo 'namespace rc { namespace detail {} }  // rc::detail' >> "$t/generators/src/search.cpp"
 out=$(bash "$t/scripts/check_layers.sh" 2>&1); rc=$?
@@ -46,6 +47,7 @@ expect L2 "generators/src/corpus.cpp.*cli/cli_util.h" "a generator includes the 
 expect L3 "core/scenario.cpp reaches .*report.h" "core includes the reports"
 expect L4 "worker/worker.cpp reaches .*ATen" "the worker includes LibTorch"
 expect L4 "engine/model.cpp reaches .*ATen" "the model oracle includes LibTorch"
+expect L4 "cli/merge_command.cpp reaches .*ATen" "the kvconform launcher includes LibTorch"
 expect L5 "ring_buffer.cpp.*kvconform/types.h" "a plugin includes the library"
 expect L6 "generators/src/search.cpp" "rc::detail outside its adapter"
 [ $status -eq 0 ] || { echo "--- check_layers.sh printed:"; echo "$out"; }

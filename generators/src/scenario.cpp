@@ -167,9 +167,11 @@ std::vector<ScenarioConfig> simpler_configs(const ScenarioConfig& c) {
     with(s);
     for (size_t b = 0; b < c.left_padding->size(); ++b)
       if ((*c.left_padding)[b] > 0) {
-        s = c;
-        (*s.left_padding)[b] -= 1;
-        with(s);
+        std::vector<int64_t> padding = *c.left_padding;
+        padding[b] -= 1;
+        ScenarioConfig one_less = c;
+        one_less.left_padding = std::move(padding);
+        with(one_less);
       }
   }
   if (c.batch > 1) {

@@ -33,10 +33,14 @@ if [ "$mode" = install ]; then
   fi
   echo "installed kvconform into $out/site; pytest in $cache"
 elif [ "$mode" = test ]; then
-  # a copy per test file: a concurrent rebuild relinking the binary must not pull it from under a
-  # running test, and the test files run at once
-  binary="$out/kvconform-under-test.${5:-all}"
+  # a copy per test file: a concurrent rebuild relinking the binaries must not pull them from under a
+  # running test, and the test files run at once (the launcher with kvconform-libtorch, which it
+  # runs from its own folder)
+  under_test="$out/under-test.${5:-all}"
+  mkdir -p "$under_test"
+  binary="$under_test/kvconform"
   cp "$4" "$binary"
+  cp "$(dirname "$4")/kvconform-libtorch" "$under_test/kvconform-libtorch"
   tests="$here/tests${5:+/$5}"
   cd "$out"  # not the checkout: `import kvconform` must find the installed package
   PYTHONPATH="$out/site:$cache" KVCONFORM_BIN="$binary" KVC_EXPECT_INSTALLED=1 \

@@ -12,19 +12,11 @@
 
 #include "kvconform/behaviours.h"
 #include "kvconform/cases.h"
+#include "kvconform/cpu_pin.h"
 #include "kvconform/mutants.h"
 #include "kvconform/results.h"
 
 namespace kvc::golden {
-
-// The CPU kernel pin (golden/README.md "CPU kernel pin"; golden/cpu_pin.py is the Python side and
-// must stay equal): ATEN_CPU_CAPABILITY=avx2, MKL_CBWR=COMPATIBLE, ONEDNN_MAX_CPU_ISA=AVX2, so that
-// LibTorch computes the same bits on every x86-64 CPU with AVX2 (Intel or AMD, AVX2-only or
-// AVX-512). Sets each variable the environment does not set (an override is kept, recorded by
-// cpu_kernels() and so seen by the replay); returns one line per override, empty when pinned.
-// Call it first thing in main(), before any LibTorch op: ATen, MKL and oneDNN read the variables
-// once, at first use. The kvconform CLI and every gtest binary that runs LibTorch do.
-std::vector<std::string> pin_cpu_kernels();
 
 // The record of the CPU kernels this process runs, as fixtures record theirs (`cpu_kernels`): each
 // pin variable as the process has it (null where unset) and ATen's CPU capability in use (the

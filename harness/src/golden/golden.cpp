@@ -34,26 +34,10 @@ namespace kvc::golden {
 
 using nlohmann::json;
 
-namespace {
-// golden/cpu_pin.py's PIN, in its order.
-constexpr std::pair<const char*, const char*> kCpuPin[] = {
-    {"ATEN_CPU_CAPABILITY", "avx2"}, {"MKL_CBWR", "COMPATIBLE"}, {"ONEDNN_MAX_CPU_ISA", "AVX2"}};
-}  // namespace
-
-std::vector<std::string> pin_cpu_kernels() {
-  std::vector<std::string> overrides;
-  for (const auto& [name, value] : kCpuPin) {
-    setenv(name, value, /*overwrite=*/0);
-    if (const std::string now = std::getenv(name); now != value)
-      overrides.push_back(std::string(name) + "=" + now + " (the pin: " + value + ")");
-  }
-  return overrides;
-}
-
 const json& cpu_kernels() {
   static const json record = [] {
     json r = json::object();
-    for (const auto& [name, value] : kCpuPin) {
+    for (const auto& [name, value] : cpu_pin()) {
       const char* now = std::getenv(name);
       r[name] = now ? json(now) : json(nullptr);
     }
