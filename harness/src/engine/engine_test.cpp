@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <unistd.h>
 
 #include "build_paths.h"
@@ -316,6 +318,41 @@ TEST(SequenceModel, KeptRowsAreTheComputedOnesUnderModelOptionsAndEveryStep) {
   expect_same_rows(expected_rows(ka, {s0, s1, s2}), expected_rows(a, {s0, s1, s2}), "a step after the kept ones");
   EXPECT_NE(expected_rows(a, {other0, s1})[1].logits, expected_rows(a, {s0, s1})[1].logits);  // the test can tell them apart
   EXPECT_NE(expected_rows(a, {s0, s1}, half)[1].reference_error, expected_rows(a, {s0, s1})[1].reference_error);
+}
+
+// The memo's files: rows another process kept are the computed ones, and a damaged file (a flipped
+// byte in its rows) is computed again rather than believed.
+TEST(SequenceModel, RowsKeptInFilesAreTheComputedOnesAndADamagedFileIsComputedAgain) {
+  namespace fs = std::filesystem;
+  const fs::path dir = oracle_files_dir();
+  if (dir.empty()) GTEST_SKIP() << "the oracle keeps no files here (KVC_ORACLE_MEMO, KVC_CACHE, HOME)";
+  Model a = random_model(Family::Gemma2, {3, 0}, 3, 11);
+  const std::vector<PlanStep> plan = {{PlanStep::Kind::Extend, 0, tokens(6, 1), 0}, {PlanStep::Kind::Extend, 0, tokens(3, 2), 0}};
+  const auto want = expected_rows(a, plan);  // no digest: computed, nothing kept
+  a.digest = "memo-file-test-" + std::to_string(getpid()) + "-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  std::set<fs::path> old_files;
+  for (const auto& f : fs::directory_iterator(dir)) old_files.insert(f.path());
+  expect_same_rows(expected_rows(a, plan), want, "computed and written");
+  std::vector<fs::path> written;
+  for (const auto& f : fs::directory_iterator(dir))
+    if (!old_files.count(f.path())) written.push_back(f.path());
+  ASSERT_EQ(written.size(), 4u);  // both oracles, both steps
+  forget_kept_oracle_rows();
+  OracleMemoStats before = oracle_memo_stats();
+  expect_same_rows(expected_rows(a, plan), want, "read from the files");
+  EXPECT_EQ(oracle_memo_stats().file_hits - before.file_hits, 4);
+  for (const fs::path& f : written) {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekg(3);
+    const char byte = static_cast<char>(io.get() ^ 0xff);
+    io.seekp(3);
+    io.put(byte);
+  }
+  forget_kept_oracle_rows();
+  before = oracle_memo_stats();
+  expect_same_rows(expected_rows(a, plan), want, "damaged files");
+  EXPECT_EQ(oracle_memo_stats().file_hits - before.file_hits, 0);
+  for (const fs::path& f : written) fs::remove(f);
 }
 
 TEST(ModelConfig, AGemma2SoftCapIsTheDefaultWhenAbsentAndNoneWhenNull) {

@@ -133,11 +133,16 @@ class SequenceModel {
   Lengths lengths_;
 };
 
-// How often a SequenceModel found a step's rows kept in this process, and how often it computed them.
+// How often a SequenceModel found a step's rows kept (in this process or, file_hits of them, in the
+// oracle's files: KVC_ORACLE_MEMO), and how often it computed them.
 struct OracleMemoStats {
-  int64_t hits = 0, misses = 0;
+  int64_t hits = 0, misses = 0, file_hits = 0;
 };
 OracleMemoStats oracle_memo_stats();
+// The folder of the oracle's files (empty: none kept), and forgetting the rows kept in this process,
+// as a new process starts with none (tests).
+std::string oracle_files_dir();
+void forget_kept_oracle_rows();
 
 // An engine's answers so far, per plan step: the logits (empty for steps without logits and steps
 // not run) and which of the step's new positions they hold (indices into new_positions(); a step
