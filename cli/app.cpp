@@ -1,9 +1,12 @@
 #include "app.h"
 
+#include <CLI/CLI.hpp>
+
 #include <filesystem>
 #include <iostream>
 
 #include "cli_util.h"
+#include "commands.h"
 #include "kvconform/cases.h"
 #include "kvconform/cpu_pin.h"
 

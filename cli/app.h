@@ -4,15 +4,18 @@
 // initialisers before main; engine campaigns and merges start kvconform hundreds of times a test run.
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "commands.h"
+namespace CLI {
+class App;  // no CLI11 here: it costs about 3 s of every translation unit that includes it
+}
 
 namespace kvc::cli {
+
+// A subcommand's work once its options are parsed: the process exit code.
+using Runner = std::function<int()>;
 
 struct Subcommand {
   const char* name;

@@ -12,11 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "app.h"
 #include "kvconform/seeds.h"
 
 namespace kvc::cli {
-
-using Runner = std::function<int()>;
 
 Runner add_run_command(CLI::App& app);
 Runner add_fuzz_command(CLI::App& app);    // fuzz_command.cpp

@@ -1,7 +1,10 @@
 // kvconform-libtorch: every subcommand (cli/app.h). `kvconform` hands it those that need LibTorch.
 #include "kvconform/cases.h"
 
+#include <CLI/CLI.hpp>
+
 #include "app.h"
+#include "commands.h"
 
 int main(int argc, char** argv) {
   using namespace kvc::cli;
