@@ -58,9 +58,7 @@ const std::vector<Subcommand>& subcommands_without_tensors() {
 }
 
 std::string libtorch_binary() {
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ((ec ? std::filesystem::path(".") : self.parent_path()) / "kvconform-libtorch").string();
+  return (std::filesystem::path(self_path()).parent_path() / "kvconform-libtorch").string();
 }
 
 }  // namespace kvc::cli
