@@ -731,7 +731,13 @@ class OracleFiles {
       out << bytes << content_digest({bytes});
       if (!out.flush()) return (void)std::remove(part.c_str());
     }
-    if (std::rename(part.c_str(), path.c_str()) != 0) std::remove(part.c_str());
+    if (std::rename(part.c_str(), path.c_str()) != 0) return (void)std::remove(part.c_str());
+    std::lock_guard<std::mutex> lock(m_);
+    written_paths_.push_back(path);
+  }
+  std::vector<std::string> written() const {
+    std::lock_guard<std::mutex> lock(m_);
+    return written_paths_;
   }
 
  private:
@@ -761,6 +767,8 @@ class OracleFiles {
   static constexpr uint64_t kWriteBudget = uint64_t{256} << 20;
   std::string dir_;  // empty: no files
   std::atomic<uint64_t> written_{0};
+  mutable std::mutex m_;
+  std::vector<std::string> written_paths_;  // at most kWriteBudget's worth of files
 };
 
 // The oracles' rows of each step, kept under (the model's digest, the oracle's options, steps
@@ -857,6 +865,7 @@ class Kept {
 
 OracleMemoStats oracle_memo_stats() { return oracle_memo().stats(); }
 std::string oracle_files_dir() { return OracleMemo::on() ? OracleFiles::get().dir() : ""; }
+std::vector<std::string> oracle_files_written() { return OracleFiles::get().written(); }
 void forget_kept_oracle_rows() { oracle_memo().forget(); }
 
 struct SequenceModel::Oracles {

@@ -139,9 +139,11 @@ struct OracleMemoStats {
   int64_t hits = 0, misses = 0, file_hits = 0;
 };
 OracleMemoStats oracle_memo_stats();
-// The folder of the oracle's files (empty: none kept), and forgetting the rows kept in this process,
-// as a new process starts with none (tests).
+// The folder of the oracle's files (empty: none kept), the files this process wrote there (other
+// processes write beside it), and forgetting the rows kept in this process, as a new process starts
+// with none (tests).
 std::string oracle_files_dir();
+std::vector<std::string> oracle_files_written();
 void forget_kept_oracle_rows();
 
 // An engine's answers so far, per plan step: the logits (empty for steps without logits and steps
