@@ -54,10 +54,13 @@ import inspect
 import io
 import os
 
-import torch
-import transformers
-from transformers import AutoConfig, AutoModelForCausalLM
-from transformers import cache_utils
+from kvconform.zygote import hand_off
+
+hand_off(("torch", "transformers", "transformers.modeling_utils"))  # KVC_PY_ZYGOTE=1: a fork server's child
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
+from transformers import cache_utils  # noqa: E402
 
 from kvconform import Engine, Unsupported, mutate_hf_config, serve_engine
 

@@ -17,12 +17,15 @@ Explicit masks (the mask form) are not asked of it: KVC_ERR_UNSUPPORTED.
 import argparse
 import functools
 
-import torch
-from torch.nn.attention import flex_attention as flex
-from transformers import masking_utils
+from kvconform.zygote import hand_off
 
-from kvconform import Unsupported
-from kvconform.serve import serve_handler
+hand_off(("torch", "transformers.masking_utils"))  # KVC_PY_ZYGOTE=1: a fork server's child
+import torch  # noqa: E402
+from torch.nn.attention import flex_attention as flex  # noqa: E402
+from transformers import masking_utils  # noqa: E402
+
+from kvconform import Unsupported  # noqa: E402
+from kvconform.serve import serve_handler  # noqa: E402
 
 _flags = argparse.ArgumentParser()
 _flags.add_argument("--window-delta", type=int, default=0)

@@ -20,13 +20,16 @@ Mapping of one kvconform step onto GQA (batch rows one by one, past/present in B
 """
 import argparse
 
-import numpy as np
-import onnx
-import onnxruntime as ort
-from onnx import TensorProto, helper
+from kvconform.zygote import hand_off
 
-from kvconform import Unsupported
-from kvconform.serve import serve_handler
+hand_off(("numpy", "onnx", "onnxruntime"))  # KVC_PY_ZYGOTE=1: a fork server's child
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
+
+from kvconform import Unsupported  # noqa: E402
+from kvconform.serve import serve_handler  # noqa: E402
 
 _flags = argparse.ArgumentParser()
 _flags.add_argument("--lws-offset", type=int, default=0)

@@ -23,6 +23,8 @@ def serve_main(argv: Optional[Sequence[str]] = None) -> None:
         sys.exit("usage: python -m kvconform serve SPEC")
     from .protocol import protocol_stdout
     from .serve import load, serve
+    from .zygote import hand_off
+    hand_off(("torch",))  # KVC_PY_ZYGOTE=1: a fork server's child serves
     with protocol_stdout() as stream:  # from before the kernel's module is imported
         serve(load(args[0]), stdout=stream)
 
@@ -48,6 +50,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     if command == "serve-engine":
         from .engine import serve_main as serve_engine_main
+        from .zygote import hand_off
+        hand_off(("torch", "transformers", "transformers.modeling_utils"))
         serve_engine_main(rest)
         return 0
     from .binary import NotFound, find
