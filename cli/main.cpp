@@ -5,8 +5,11 @@
 
 #include "app.h"
 #include "commands.h"
+#include "zygote.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace kvc::cli;
   std::vector<Subcommand> subcommands = {{"run", add_run_command},       {"fuzz", add_fuzz_command},
                                          {"bench", add_bench_command},   {"replay", add_replay_command},
@@ -19,4 +22,11 @@ int main(int argc, char** argv) {
           "--allow-large", [] { kvc::cases::allow_large(); },
           "Lift the size caps on case files (also KVC_ALLOW_LARGE=1; KVC_MAX_* raise one)");
   });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == kvc::cli::kZygoteServeFlag) return kvc::cli::serve_zygote(argc, argv, run);
+  return run(argc, argv);
 }

@@ -15,9 +15,10 @@ if [ ! -f Testing/Temporary/CTestCostData.txt ] && [ -f "$root/scripts/ctest-cos
   mkdir -p Testing/Temporary
   cp "$root/scripts/ctest-costs.txt" Testing/Temporary/CTestCostData.txt
 fi
-# The suite starts the same torch and transformers workers hundreds of times: each runs in a child of
-# a fork server that imported them once (python/kvconform/zygote.py). KVC_PY_ZYGOTE=0 turns it off.
-export KVC_PY_ZYGOTE="${KVC_PY_ZYGOTE:-1}"
+# The suite starts kvconform-libtorch over a thousand times and the same torch and transformers
+# workers hundreds of times: each runs in a child of a fork server that paid LibTorch's initialisers
+# or the imports once (cli/zygote.h, python/kvconform/zygote.py). KVC_ZYGOTE=0 turns them off.
+export KVC_ZYGOTE="${KVC_ZYGOTE:-1}"
 # One job more than cores: the engine tests wait on their workers and servers (and their threads spin
 # while idle), so a third job fills the cores (docs/performance.md: 158.5 s at -j2, 133.2 s at -j3 for
 # the llama.cpp and transformers engine tests). KVC_TEST_JOBS sets it.

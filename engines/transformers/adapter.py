@@ -56,7 +56,7 @@ import os
 
 from kvconform.zygote import hand_off
 
-hand_off(("torch", "transformers", "transformers.modeling_utils"))  # KVC_PY_ZYGOTE=1: a fork server's child
+hand_off(("torch", "transformers", "transformers.modeling_utils"))  # KVC_ZYGOTE=1: a fork server's child
 import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402

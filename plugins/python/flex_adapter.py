@@ -19,7 +19,7 @@ import functools
 
 from kvconform.zygote import hand_off
 
-hand_off(("torch", "transformers.masking_utils"))  # KVC_PY_ZYGOTE=1: a fork server's child
+hand_off(("torch", "transformers.masking_utils"))  # KVC_ZYGOTE=1: a fork server's child
 import torch  # noqa: E402
 from torch.nn.attention import flex_attention as flex  # noqa: E402
 from transformers import masking_utils  # noqa: E402

@@ -22,7 +22,7 @@ import argparse
 
 from kvconform.zygote import hand_off
 
-hand_off(("numpy", "onnx", "onnxruntime"))  # KVC_PY_ZYGOTE=1: a fork server's child
+hand_off(("numpy", "onnx", "onnxruntime"))  # KVC_ZYGOTE=1: a fork server's child
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402

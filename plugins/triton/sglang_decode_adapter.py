@@ -42,7 +42,7 @@ import seqs as packing  # noqa: E402
 import triton_env  # noqa: E402
 from kvconform.zygote import hand_off  # noqa: E402
 
-hand_off(("torch",))  # KVC_PY_ZYGOTE=1: a fork server's child (triton is imported after TRITON_INTERPRET is set)
+hand_off(("torch",))  # KVC_ZYGOTE=1: a fork server's child (triton is imported after TRITON_INTERPRET is set)
 
 SPARE_SLOTS = 7
 OPTIONS = argparse.Namespace(judge_bfloat16=False, rail="backend", window_offset=0, kv_splits=8, drop_sinks=False)

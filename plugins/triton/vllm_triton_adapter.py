@@ -45,7 +45,7 @@ import seqs as packing  # noqa: E402
 import triton_env  # noqa: E402
 from kvconform.zygote import hand_off  # noqa: E402
 
-hand_off(("torch",))  # KVC_PY_ZYGOTE=1: a fork server's child (triton is imported after TRITON_INTERPRET is set)
+hand_off(("torch",))  # KVC_ZYGOTE=1: a fork server's child (triton is imported after TRITON_INTERPRET is set)
 
 BLOCK = 16  # the Triton backend's default KV cache block size
 SPARE_BLOCKS = 3  # unused blocks in the pool, so the table must be followed, not just counted

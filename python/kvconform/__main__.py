@@ -24,7 +24,7 @@ def serve_main(argv: Optional[Sequence[str]] = None) -> None:
     from .protocol import protocol_stdout
     from .serve import load, serve
     from .zygote import hand_off
-    hand_off(("torch",))  # KVC_PY_ZYGOTE=1: a fork server's child serves
+    hand_off(("torch",))  # KVC_ZYGOTE=1: a fork server's child serves
     with protocol_stdout() as stream:  # from before the kernel's module is imported
         serve(load(args[0]), stdout=stream)
 

@@ -1,4 +1,4 @@
-"""A fork server for Python workers, on with KVC_PY_ZYGOTE=1 (scripts/test.sh sets it).
+"""A fork server for Python workers, on with KVC_ZYGOTE=1 (scripts/test.sh sets it).
 
 A worker that calls `hand_off(preload)` before its heavy imports hands its run to a server that has
 imported `preload` once: the server forks, and the child runs the worker's program as a fresh
@@ -31,7 +31,7 @@ import time
 import traceback
 from typing import Any, Dict, List, Optional, Sequence, TextIO, Tuple
 
-IDLE_S = 60.0
+IDLE_S = 30.0
 START_TIMEOUT_S = 180.0
 _VOLATILE = frozenset({"PYTEST_CURRENT_TEST", "_", "OLDPWD", "PWD", "SHLVL"})
 _child = False  # True in a server's child: hand_off() returns and the worker runs here
@@ -139,9 +139,9 @@ def _start_server(path: str, preload: Sequence[str]) -> bool:
 
 
 def hand_off(preload: Sequence[str] = ("torch",)) -> None:
-    """Runs this worker in a fork server's child when KVC_PY_ZYGOTE=1 and returns only where the
+    """Runs this worker in a fork server's child when KVC_ZYGOTE=1 and returns only where the
     worker is to run itself: in the child, or where no server can take it."""
-    if _child or os.environ.get("KVC_PY_ZYGOTE") != "1":
+    if _child or os.environ.get("KVC_ZYGOTE") != "1":
         return
     main = _main_spec()
     folder = _folder()

@@ -53,7 +53,7 @@ def zyg(tmp_path: Path) -> Iterator[Dict[str, object]]:
     (tmp_path / "run").mkdir()
     cache = tempfile.mkdtemp(prefix="kz", dir="/tmp")  # a socket path stays under sockaddr_un's limit
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "PYTEST_CURRENT_TEST")}
-    env.update(KVC_PY_ZYGOTE="1", KVC_CACHE=cache, PYTHONPATH=os.pathsep.join([PACKAGE, str(tmp_path)]), X="1")
+    env.update(KVC_ZYGOTE="1", KVC_CACHE=cache, PYTHONPATH=os.pathsep.join([PACKAGE, str(tmp_path)]), X="1")
     yield {"dir": tmp_path, "env": env}
     shutil.rmtree(cache, ignore_errors=True)
 
@@ -73,7 +73,7 @@ def fields(out: str) -> Dict[str, str]:
 
 
 def test_a_served_worker_is_the_run_it_would_be_alone(zyg: Dict[str, object]) -> None:
-    alone = run(zyg, "3", env={"KVC_PY_ZYGOTE": "0"})
+    alone = run(zyg, "3", env={"KVC_ZYGOTE": "0"})
     first, second = run(zyg, "3"), run(zyg, "3")
     for r in (alone, first, second):
         assert r.returncode == 3, r.stderr
@@ -100,7 +100,7 @@ def test_exceptions_messages_and_signals_end_the_worker_as_they_end_python(zyg: 
     message = run(zyg, "message")
     assert message.returncode == 1 and message.stderr.endswith("a message\n")
     assert run(zyg, "segv").returncode == -signal.SIGSEGV
-    assert run(zyg, "segv", env={"KVC_PY_ZYGOTE": "0"}).returncode == -signal.SIGSEGV
+    assert run(zyg, "segv", env={"KVC_ZYGOTE": "0"}).returncode == -signal.SIGSEGV
 
 
 def test_the_host_sees_stdout_end_when_the_child_closes_it(zyg: Dict[str, object]) -> None:
