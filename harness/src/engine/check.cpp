@@ -692,12 +692,12 @@ std::string memo_mode() {
 
 // The memo's second level, shared by the processes of a test run (the engine tests judge the same
 // models and plans on many engines, each in its own kvconform) and by later runs of the same
-// binary: one file per key in ${KVC_CACHE:-$HOME/.cache/kvconform}/oracle/<id>/. The id digests
-// this binary's bytes (the oracle's code, compiler and flags), glibc's version and the CPU's model
-// and flags (libm picks its exp and tanh by them), so another build or machine computes its own
-// rows; a file ends with the digest of its rows, so a torn or damaged one is computed again. Best
-// effort: a folder or file that cannot be written only costs the computation. Other ids' folders
-// unused for a week are removed.
+// oracle: one file per key in ${KVC_CACHE:-$HOME/.cache/kvconform}/oracle/<id>/. The id digests
+// the oracle's code (oracle_code_id(): its archives' bytes, so the compiler and flags too), glibc's
+// version and the CPU's model and flags (libm picks its exp and tanh by them), so another oracle or
+// machine computes its own rows; a file ends with the digest of its rows, so a torn or damaged one
+// is computed again. Best effort: a folder or file that cannot be written only costs the
+// computation. Other ids' folders unused for a week are removed.
 class OracleFiles {
  public:
   static OracleFiles& get() {
@@ -752,10 +752,7 @@ class OracleFiles {
     std::ifstream info("/proc/cpuinfo");
     for (std::string line; std::getline(info, line) && cpu.size() < 2;)
       if (line.rfind("model name", 0) == 0 || line.rfind("flags", 0) == 0) cpu += line + "\n";
-    std::ifstream self("/proc/self/exe", std::ios::binary);
-    const std::string exe((std::istreambuf_iterator<char>(self)), std::istreambuf_iterator<char>());
-    if (exe.empty()) return;
-    const fs::path dir = root / content_digest({exe, gnu_get_libc_version(), cpu});
+    const fs::path dir = root / content_digest({oracle_code_id(), gnu_get_libc_version(), cpu});
     std::error_code ec;
     fs::create_directories(dir, ec);
     if (ec) return;

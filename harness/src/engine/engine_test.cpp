@@ -354,6 +354,23 @@ TEST(SequenceModel, RowsKeptInFilesAreTheComputedOnesAndADamagedFileIsComputedAg
   for (const fs::path& f : written) fs::remove(f);
 }
 
+// The files are keyed by the oracle's code: the sha256 of its archives' sha256s, as sha256sum says
+// of the archives this test was built with (a stale or partial id would hand one oracle's rows to another).
+TEST(SequenceModel, TheOraclesFilesAreKeyedByItsArchivesAsTheyAreNow) {
+  auto shell = [](const std::string& command) {
+    std::string out;
+    FILE* p = popen(command.c_str(), "r");
+    char buffer[256];
+    while (p && fgets(buffer, sizeof buffer, p)) out += buffer;
+    if (p) pclose(p);
+    return out;
+  };
+  const std::string sums = shell(std::string("sha256sum ") + KVC_ORACLE_ARCHIVES + " | cut -c1-64 | tr -d '\\n'");
+  ASSERT_EQ(sums.size(), 128u) << sums;
+  const std::string id = shell("printf %s " + sums + " | sha256sum | cut -c1-32 | tr -d '\\n'");
+  EXPECT_EQ(oracle_code_id(), id);
+}
+
 TEST(ModelConfig, AGemma2SoftCapIsTheDefaultWhenAbsentAndNoneWhenNull) {
   nlohmann::json g = {{"model_type", "gemma2"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 2},
                       {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},

@@ -143,6 +143,9 @@ OracleMemoStats oracle_memo_stats();
 // processes write beside it), and forgetting the rows kept in this process, as a new process starts
 // with none (tests).
 std::string oracle_files_dir();
+// The model oracle's code: a digest of the archives that hold it (generated at build time,
+// cmake/oracle_code_id.cmake), which keys the oracle's files.
+const char* oracle_code_id();
 std::vector<std::string> oracle_files_written();
 void forget_kept_oracle_rows();
 
