@@ -145,6 +145,21 @@ bool start_server(const std::string& binary, const std::string& path) {
   return ok;
 }
 
+// One sendmsg or recvmsg of `size` bytes with room for the three standard descriptors.
+struct Message {
+  Message(char* bytes, size_t size) : iov{bytes, size} {
+    header.msg_iov = &iov;
+    header.msg_iovlen = 1;
+    header.msg_control = control;
+    header.msg_controllen = sizeof control;
+  }
+  Message(const Message&) = delete;
+  Message& operator=(const Message&) = delete;
+  iovec iov;
+  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
+  msghdr header{};
+};
+
 int g_connection = -1;
 
 void forward_signal(int sig) {
@@ -200,21 +215,15 @@ void hand_off_to_zygote(const std::string& binary, char** argv) {
   frame += body;
 
   // The frame's first bytes carry the three standard descriptors.
-  int fds[3] = {0, 1, 2};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
-  iovec iov{frame.data(), frame.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  const int fds[3] = {0, 1, 2};
+  Message msg(frame.data(), frame.size());
+  cmsghdr* c = CMSG_FIRSTHDR(&msg.header);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof fds);
   std::memcpy(CMSG_DATA(c), fds, sizeof fds);
   ssize_t sent;
-  do sent = sendmsg(s, &msg, MSG_NOSIGNAL);
+  do sent = sendmsg(s, &msg.header, MSG_NOSIGNAL);
   while (sent < 0 && errno == EINTR);
   if (sent <= 0 || (static_cast<size_t>(sent) < frame.size() && !write_all(s, frame.substr(static_cast<size_t>(sent)))))
     return (void)close(s);
@@ -260,15 +269,9 @@ bool receive(int s, json& request, std::vector<int>& fds) {
   timeval timeout{10, 0};
   setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   std::string data(65536, '\0');
-  alignas(cmsghdr) char control[CMSG_SPACE(3 * sizeof(int))] = {};
-  iovec iov{data.data(), data.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  const ssize_t got = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+  Message msg(data.data(), data.size());
+  const ssize_t got = recvmsg(s, &msg.header, MSG_CMSG_CLOEXEC);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg.header); c; c = CMSG_NXTHDR(&msg.header, c))
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
       for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
         int fd;
