@@ -40,13 +40,14 @@ server=$(servers | head -1)
 [ $rc -eq 1 ] || fail "a failing run served exits $rc, not 1"
 grep -q "reproduce: $kvc run " "$work/mutant.out" || fail "the served reproduce line does not name the launcher: $(grep -m1 reproduce: "$work/mutant.out")"
 [ "$("$kvc" --version)" = "$(KVC_ZYGOTE=0 "$kvc" --version)" ] || fail "--version served differs"
-# What the run's own processes see: a variable that differs per test (not in the server's key) and
+# What the run's own processes see: variables that differ per test (not in the server's key) and
 # the launcher's limits, through a worker that writes them down.
+# kvconform's own variables (KVC_*) are of the run too: tests set them per run.
 for v in one two; do
   (ulimit -n 200
-   PYTEST_CURRENT_TEST=$v "$kvc" run --backend-cmd "echo \"\$PYTEST_CURRENT_TEST \$(ulimit -n)\" > $work/seen; exit 1" \
+   PYTEST_CURRENT_TEST=$v KVC_FAULT_DIR=/$v "$kvc" run --backend-cmd "echo \"\$PYTEST_CURRENT_TEST \$KVC_FAULT_DIR \$(ulimit -n)\" > $work/seen; exit 1" \
      --filter kernel/decode_across_window --no-report >/dev/null 2>&1)
-  [ "$(cat "$work/seen" 2>/dev/null)" = "$v 200" ] || fail "the served run's worker saw '$(cat "$work/seen" 2>/dev/null)', not '$v 200'"
+  [ "$(cat "$work/seen" 2>/dev/null)" = "$v /$v 200" ] || fail "the served run's worker saw '$(cat "$work/seen" 2>/dev/null)', not '$v /$v 200'"
 done
 [ "$(servers | wc -l)" = 1 ] || fail "a variable that changes per test started another server"
 

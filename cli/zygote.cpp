@@ -37,7 +37,10 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kIdle = std::chrono::seconds(30);  // a server holds about 70 MB of its own: few linger
 constexpr int kStartTimeoutMs = 60000;
 // Variables that differ from test to test and that nothing reads at start-up: the child gets them.
+// kvconform's own (KVC_*) are read by the run itself, in the child, never by a static initialiser;
+// tests set them per run (a temporary folder, a seed), and each value would otherwise get a server.
 const std::set<std::string> kVolatile = {"PYTEST_CURRENT_TEST", "_", "OLDPWD", "PWD", "SHLVL"};
+bool volatile_variable(const std::string& name) { return kVolatile.count(name) || name.rfind("KVC_", 0) == 0; }
 // Limits a test may lower for the run (ulimit): the child takes the launcher's.
 constexpr int kLimits[] = {RLIMIT_AS, RLIMIT_CORE, RLIMIT_CPU, RLIMIT_DATA, RLIMIT_FSIZE, RLIMIT_NOFILE};
 
@@ -69,7 +72,7 @@ std::vector<std::string> environment() {
 std::string key(const std::string& binary, const struct stat& st) {
   std::vector<std::string> env;
   for (const std::string& e : environment())
-    if (!kVolatile.count(e.substr(0, e.find('=')))) env.push_back(e);
+    if (!volatile_variable(e.substr(0, e.find('=')))) env.push_back(e);
   std::sort(env.begin(), env.end());
   std::string joined;
   for (const std::string& e : env) joined += e + '\0';

@@ -8,7 +8,8 @@ waits and exits with the child's status, or dies of the child's signal. A test r
 torch and transformers workers hundreds of times; each import costs 1 to 3.5 s of CPU.
 
 One server per interpreter, preload list, sys.path and environment (all of it, but for variables
-that change per test: _VOLATILE), so that whatever the imports read from the environment is what a
+that change per test: _VOLATILE, and kvconform's own KVC_* variables, which the third-party modules
+a server preloads never read, and which tests set per run), so that whatever the imports read from the environment is what a
 fresh start reads. The server refuses a request (the worker then runs itself) once any file it has
 imported changed since, and exits after IDLE_S without a worker. When the waiting worker dies (a
 timeout's SIGKILL), the server kills its child. Anything unusual (no socket, a server that does not
@@ -66,7 +67,7 @@ def _folder() -> Optional[str]:
 
 
 def _key(preload: Sequence[str]) -> str:
-    env = sorted((k, v) for k, v in os.environ.items() if k not in _VOLATILE)
+    env = sorted((k, v) for k, v in os.environ.items() if k not in _VOLATILE and not k.startswith("KVC_"))
     with open(__file__, "rb") as f:
         own = hashlib.sha256(f.read()).hexdigest()
     text = json.dumps([sys.executable, sys.version, list(preload), sys.path[1:], env, own, os.getuid()])
@@ -121,7 +122,9 @@ def _start_server(path: str, preload: Sequence[str]) -> bool:
     import subprocess
     r, w = os.pipe()
     try:
-        serve = "from kvconform.zygote import _serve_main; _serve_main()"
+        # This package's folder first: a worker may have found it on sys.path, not on PYTHONPATH.
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        serve = f"import sys; sys.path.insert(0, {package!r}); from kvconform.zygote import _serve_main; _serve_main()"
         subprocess.Popen([sys.executable, "-c", serve, path, str(w), *preload],
                          pass_fds=(w,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True, cwd="/")

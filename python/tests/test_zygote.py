@@ -26,6 +26,7 @@ import os, sys, time
 import zyg_mod
 line = sys.stdin.readline().strip()
 print(f"argv={sys.argv[1:]} cwd={os.getcwd()} X={os.environ.get('X')} V={os.environ.get('PYTEST_CURRENT_TEST')} "
+      f"K={os.environ.get('KVC_FAULT_DIR')} "
       f"stdin={line} value={zyg_mod.VALUE} ppid={os.getppid()} main={__name__}", flush=True)
 print("to stderr", file=sys.stderr)
 what = sys.argv[1] if len(sys.argv) > 1 else ""
@@ -89,9 +90,9 @@ def test_a_served_worker_is_the_run_it_would_be_alone(zyg: Dict[str, object]) ->
 
 
 def test_a_variable_that_changes_per_test_reaches_the_child_of_the_same_server(zyg: Dict[str, object]) -> None:
-    a = fields(run(zyg, env={"PYTEST_CURRENT_TEST": "one"}).stdout)
-    b = fields(run(zyg, env={"PYTEST_CURRENT_TEST": "two"}).stdout)
-    assert (a["V"], b["V"]) == ("one", "two") and a["ppid"] == b["ppid"]
+    a = fields(run(zyg, env={"PYTEST_CURRENT_TEST": "one", "KVC_FAULT_DIR": "/a"}).stdout)
+    b = fields(run(zyg, env={"PYTEST_CURRENT_TEST": "two", "KVC_FAULT_DIR": "/b"}).stdout)
+    assert (a["V"], b["V"], a["K"], b["K"]) == ("one", "two", "/a", "/b") and a["ppid"] == b["ppid"]
 
 
 def test_exceptions_messages_and_signals_end_the_worker_as_they_end_python(zyg: Dict[str, object]) -> None:
