@@ -34,6 +34,11 @@ def apply():
     if _applied:
         return
     if "torch" in sys.modules:
+        # A fork server's child (python/kvconform/zygote.py) finds torch imported by its server, which
+        # started with this environment (servers are keyed by it): every variable is there already.
+        if all(name in os.environ for name, _ in PIN):
+            _applied = True
+            return
         raise RuntimeError("cpu_pin.apply() must run before torch is imported (golden/cpu_pin.py)")
     for name, value in PIN:
         os.environ.setdefault(name, value)

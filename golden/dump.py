@@ -53,6 +53,17 @@ cpu_pin.apply()  # before torch: the CPU kernel pin (cpu_pin.py, golden/README.m
 import kvc_inputs  # noqa: E402
 import validate_cases  # noqa: E402
 
+# KVC_ZYGOTE=1 (scripts/test.sh): run in a fork server's child that imported torch and transformers
+# once (python/kvconform/zygote.py, after the pin above: the server starts with this environment).
+# A copy of golden/ without the checkout's python/ folder runs itself.
+_PACKAGE = os.path.join(HERE, os.pardir, "python")
+if os.path.isfile(os.path.join(_PACKAGE, "kvconform", "zygote.py")):
+    sys.path.append(_PACKAGE)
+    from kvconform.zygote import hand_off  # noqa: E402
+
+    hand_off(("torch", "transformers", "transformers.cache_utils", "transformers.masking_utils",
+              "transformers.integrations.sdpa_attention", "transformers.models.llama.modeling_llama"))
+
 DUMPER_VERSION = "1.2.0"
 FIXTURE_FORMAT = "kvconform-fixture-v1"
 MAX_MESSAGE = 600
