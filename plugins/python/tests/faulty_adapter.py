@@ -15,7 +15,10 @@ import signal
 import sys
 import time
 
-import torch
+from kvconform.zygote import hand_off
+
+hand_off(("torch",))  # KVC_ZYGOTE=1: a fork server's child, whose crash, hang or exit is the worker's
+import torch  # noqa: E402
 
 from kvconform import Unsupported
 from kvconform.serve import serve_handler
