@@ -107,7 +107,7 @@ const std::vector<Sequence> kMeasured = {
    }},
 };
 
-at::Tensor seq(const std::vector<double>& v) {
+at::Tensor sequence(const std::vector<double>& v) {
   return from_values(v, {1, 1, static_cast<int64_t>(v.size()), 1}, DType::Float32);
 }
 
@@ -121,15 +121,15 @@ TEST(PreMergeLayers, AgreeWithTransformers4562) {
       SCOPED_TRACE(std::string(s.name) + ", step " + std::to_string(i));
       EXPECT_EQ(layer->mask_sizes_for_positions(st.cache_position), st.mask_sizes);
       if (st.raises == "RuntimeError") {  // the index assignment's shape mismatch
-        EXPECT_THROW(layer->update(seq(st.values), seq(st.values), st.cache_position), std::runtime_error);
+        EXPECT_THROW(layer->update(sequence(st.values), sequence(st.values), st.cache_position), std::runtime_error);
         break;
       }
       if (st.raises == "IndexError") {  // index_copy_ past the buffer
-        EXPECT_THROW(layer->update(seq(st.values), seq(st.values), st.cache_position), std::out_of_range);
+        EXPECT_THROW(layer->update(sequence(st.values), sequence(st.values), st.cache_position), std::out_of_range);
         break;
       }
       ASSERT_EQ(st.raises, "");
-      const KV kv = layer->update(seq(st.values), seq(st.values), st.cache_position);
+      const KV kv = layer->update(sequence(st.values), sequence(st.values), st.cache_position);
       EXPECT_EQ(values_of(kv.keys), st.returned);
       EXPECT_EQ(values_of(layer->keys()), st.stored);
       EXPECT_EQ(layer->seq_length(), st.seq_length);
@@ -146,7 +146,7 @@ TEST(PreMergeLayers, MergedLayerDiffersOnTheMeasuredSequences) {
     for (const Step& st : s.steps) {
       if (layer->mask_sizes_for_positions(st.cache_position) != st.mask_sizes) ++differences;
       try {
-        const KV kv = layer->update(seq(st.values), seq(st.values), st.cache_position);
+        const KV kv = layer->update(sequence(st.values), sequence(st.values), st.cache_position);
         if (!st.raises.empty() || values_of(kv.keys) != st.returned) ++differences;
       } catch (const std::exception&) {
         differences += st.raises.empty();
@@ -160,7 +160,7 @@ TEST(PreMergeLayers, MergedLayerDiffersOnTheMeasuredSequences) {
 
 TEST(PreMergeLayers, SlidingLayerNeedsCachePosition) {
   auto layer = make_layer({CacheKind::Static, LayerType::Sliding, 4, 8}, behaviours_for_release("4.56.0"));
-  EXPECT_THROW(layer->update(seq({1}), seq({1})), std::invalid_argument);
+  EXPECT_THROW(layer->update(sequence({1}), sequence({1})), std::invalid_argument);
 }
 
 }  // namespace
