@@ -8,8 +8,7 @@ waits and exits with the child's status, or dies of the child's signal. A test r
 torch and transformers workers hundreds of times; each import costs 1 to 3.5 s of CPU.
 
 One server per interpreter, preload list, sys.path and environment (all of it, but for variables
-that change per test: _VOLATILE, and kvconform's own KVC_* variables, which the third-party modules
-a server preloads never read, and which tests set per run), so that whatever the imports read from the environment is what a
+that change per test: _volatile()), so that whatever the imports read from the environment is what a
 fresh start reads. The server refuses a request (the worker then runs itself) once any file it has
 imported changed since, and exits after IDLE_S without a worker. When the waiting worker dies (a
 timeout's SIGKILL), the server kills its child. Anything unusual (no socket, a server that does not
@@ -66,8 +65,15 @@ def _folder() -> Optional[str]:
     return folder
 
 
+def _volatile(name: str) -> bool:
+    """Left out of a server's key, as cli/zygote.cpp does: variables that change per test, and
+    kvconform's own KVC_* (tests set them per run; the third-party modules a server preloads never
+    read them). The child still gets the worker's values."""
+    return name in _VOLATILE or name.startswith("KVC_")
+
+
 def _key(preload: Sequence[str]) -> str:
-    env = sorted((k, v) for k, v in os.environ.items() if k not in _VOLATILE and not k.startswith("KVC_"))
+    env = sorted((k, v) for k, v in os.environ.items() if not _volatile(k))
     with open(__file__, "rb") as f:
         own = hashlib.sha256(f.read()).hexdigest()
     text = json.dumps([sys.executable, sys.version, list(preload), sys.path[1:], env, own, os.getuid()])
