@@ -4,9 +4,11 @@
 #   bash plugins/python/setup_env.sh ort    # plugins/python/.venv-ort from requirements-ort.txt
 #   bash plugins/python/setup_env.sh flex   # plugins/python/.venv-flex -> golden/.venv-5.24.0
 #
-# Idempotent like golden/setup_env.sh: a stamp holds the sha256 of the requirements and the
-# interpreter version; when it matches and the adapter's imports work, nothing is done. Installs
-# with --no-deps (everything is pinned). The flex adapter needs torch 2.13.0 + transformers 5.24.0,
+# Idempotent like golden/setup_env.sh: the venv lives in the cache, named by what it is built from,
+#   ${KVC_CACHE:-$HOME/.cache/kvconform}/plugin-ort-<16 hex of sha256(requirements, python X.Y)>
+# and .venv-ort is a symlink to it, so a second checkout (a CI clone) reuses it. A stamp written last
+# marks a complete install; concurrent callers serialize on a lock file. Installs with --no-deps
+# (everything is pinned). The flex adapter needs torch 2.13.0 + transformers 5.24.0,
 # which the golden environment already pins: it is linked, not installed twice.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -15,19 +17,30 @@ name="${1:-}"
 case "$name" in
   ort)
     req="$here/requirements-ort.txt"
-    venv="$here/.venv-ort"
-    stamp="$venv/.kvconform-stamp"
+    link="$here/.venv-ort"
     want="$(sha256sum "$req" | cut -d' ' -f1) $(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$venv/bin/python" -c 'import onnx, onnxruntime, ml_dtypes' 2>/dev/null; then
-      echo "setup_env: $venv is up to date"; exit 0
+    cache="${KVC_CACHE:-$HOME/.cache/kvconform}"
+    venv="$cache/plugin-ort-$(printf '%s' "$want" | sha256sum | cut -c1-16)"
+    stamp="$venv/.kvconform-stamp"
+    mkdir -p "$cache"
+    exec 9>"$venv.lock"
+    flock 9
+    if ! { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
+           "$venv/bin/python" -c 'import onnx, onnxruntime, ml_dtypes' 2>/dev/null; }; then
+      rm -rf "$venv"
+      python3 -m venv "$venv"
+      "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r "$req"
+      "$venv/bin/python" -m pip check
+      "$venv/bin/python" -c 'import onnx, onnxruntime as o; print("setup_env: onnxruntime", o.__version__, "onnx", onnx.__version__)'
+      echo "$want" > "$stamp"
+      echo "setup_env: created $venv"
     fi
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r "$req"
-    "$venv/bin/python" -m pip check
-    "$venv/bin/python" -c 'import onnx, onnxruntime as o; print("setup_env: onnxruntime", o.__version__, "onnx", onnx.__version__)'
-    echo "$want" > "$stamp"
-    echo "setup_env: created $venv" ;;
+    # A venv that an older layout put in the checkout is replaced by the link.
+    if [ "$(readlink "$link" 2>/dev/null)" != "$venv" ]; then
+      rm -rf "$link"
+      ln -s "$venv" "$link"
+    fi
+    echo "setup_env: $link is up to date ($venv)" ;;
   flex)
     bash "$root/golden/setup_env.sh" 5.24.0 >/dev/null
     ln -sfn "$root/golden/.venv-5.24.0" "$here/.venv-flex"
