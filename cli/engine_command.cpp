@@ -10,6 +10,8 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <memory>
+#include <mutex>
 #include <regex>
 #include <sstream>
 
@@ -23,6 +25,7 @@
 #include "kvconform/regressions.h"
 #include "kvconform/report.h"
 #include "kvconform/seeds.h"
+#include "kvconform/worker.h"
 
 namespace kvc::cli {
 
@@ -135,6 +138,31 @@ std::string output_of(const std::string& cmd) {
   return out;
 }
 
+// make_models.py --serve, started at the first draw or write: a model campaign draws and writes
+// hundreds of models, and each start of the script costs about 0.15 s of CPU. A request it refuses
+// throws its message, as the one-shot command's failure would.
+class ModelsServer {
+ public:
+  explicit ModelsServer(const std::string& script) : worker_("exec python3 " + shell_quote(script) + " --serve") {}
+  json ask(const json& request, const std::string& what) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    worker::End end{};
+    std::string detail;
+    if (!worker_.running() && !worker_.start(json{{"op", "hello"}}, 60, end, detail))
+      throw std::runtime_error(what + ": " + worker_.command() + ": " + detail);
+    json reply;
+    std::string payload;
+    if (!worker_.transact(worker::frame(request), 600, reply, payload, end, detail))
+      throw std::runtime_error(what + ": " + worker_.command() + ": " + detail);
+    if (reply.value("status", "") != "ok") throw std::runtime_error(what + ": " + reply.value("error", reply.dump()));
+    return reply;
+  }
+
+ private:
+  std::mutex mutex_;
+  worker::Worker worker_;
+};
+
 // The model campaign's checkpoints: drawn and written by make_models.py into `dir`, each folder once
 // (its recipe.json says which recipe it holds and a hash of the writer that wrote it, so a second run
 // writes nothing and a changed writer rewrites).
@@ -150,12 +178,15 @@ engine::ModelSource model_source(const std::string& dir, const std::vector<int>&
   writer = regressions::content_hash(writer);
   engine::ModelSource s;
   std::string narrowed;
-  for (int h : head_dims) narrowed += (narrowed.empty() ? " --head-dims " : ",") + std::to_string(h);
-  s.draw = [script, narrowed](const std::string& family, uint64_t seed, int64_t index) {
-    const std::string cmd = "python3 " + shell_quote(script) + " --draw " + shell_quote(family + ":" + std::to_string(seed) + ":" + std::to_string(index)) + narrowed;
-    return engine::recipe_from_json(json::parse(output_of(cmd)), cmd);
+  for (int h : head_dims) narrowed += (narrowed.empty() ? "" : ",") + std::to_string(h);
+  auto server = std::make_shared<ModelsServer>(script);
+  s.draw = [server, narrowed](const std::string& family, uint64_t seed, int64_t index) {
+    const std::string spec = family + ":" + std::to_string(seed) + ":" + std::to_string(index);
+    const std::string what = "make_models.py --draw " + spec + (narrowed.empty() ? "" : " --head-dims " + narrowed);
+    const json reply = server->ask({{"op", "draw"}, {"spec", spec}, {"head_dims", narrowed.empty() ? json() : json(narrowed)}}, what);
+    return engine::recipe_from_json(reply.at("recipe"), what);
   };
-  s.write = [script, dir, writer](const engine::ModelRecipe& recipe) {
+  s.write = [server, dir, writer](const engine::ModelRecipe& recipe) {
     const fs::path folder = fs::path(dir) / recipe.folder;
     const std::string text = json{{"recipe", engine::to_json(recipe)}, {"writer", writer}}.dump(2) + "\n";
     std::ifstream old(folder / "recipe.json");
@@ -163,12 +194,8 @@ engine::ModelSource model_source(const std::string& dir, const std::vector<int>&
     have << old.rdbuf();
     if (old && have.str() == text && fs::exists(folder / "model.safetensors")) return folder.string();
     fs::create_directories(dir);
-    const std::string tmp = (fs::path(dir) / (".recipe." + recipe.folder + "." + std::to_string(getpid()) + ".json")).string();
-    report::write_file_atomically(tmp, engine::to_json(recipe).dump(2) + "\n");
-    const std::string cmd = "python3 " + shell_quote(script) + " " + shell_quote(dir) + " --recipe " + shell_quote(tmp) + " >/dev/null";
-    const int rc = std::system(cmd.c_str());
-    fs::remove(tmp);
-    if (rc != 0) throw std::runtime_error("could not write model " + recipe.folder + " (" + cmd + ")");
+    server->ask({{"op", "write"}, {"dir", dir}, {"recipe", engine::to_json(recipe).dump(2) + "\n"}},
+                "could not write model " + recipe.folder + " (make_models.py " + dir + " --recipe)");
     report::write_file_atomically((folder / "recipe.json").string(), text);
     return folder.string();
   };

@@ -4,6 +4,7 @@
     python3 engines/models/make_models.py OUT_DIR [--set zoo|families|drawn|vllm|wide] [--only NAME] [--list]
     python3 engines/models/make_models.py --draw FAMILY:SEED:INDEX      # one drawn model's recipe, as JSON
     python3 engines/models/make_models.py OUT_DIR --recipe FILE|-        # write the checkpoint of a recipe
+    python3 engines/models/make_models.py --serve                        # draws and writes on request (below)
 
 For each model, OUT_DIR/<name>/config.json and OUT_DIR/<name>/model.safetensors (float32 weights,
 no tokenizer). Standard library only, and deterministic: every weight comes from a SHA-256 counter
@@ -20,8 +21,16 @@ where a window one token wider does not move its logits (engines/models/sensitiv
 
 A recipe is what a checkpoint is written from: {"name": ..., "layout": ..., "config": {...}}, the
 name keying the weight streams, the layout naming the tensor set (the family's), the config the whole
-config.json. `kvconform engine --plans models` draws recipes with --draw, shrinks their configs and
-writes each with --recipe; a shrunk (model, plan) pair keeps its recipe, so it replays anywhere.
+config.json. `kvconform engine --plans models` draws recipes, shrinks their configs and writes each
+recipe's checkpoint; a shrunk (model, plan) pair keeps its recipe, so it replays anywhere. It asks one
+--serve process for all of them (a model campaign draws and writes hundreds, and each start of this
+script is about 0.15 s of CPU): requests in the engine protocol's framing (a u32 little-endian length,
+then a JSON header), answered as --draw and --recipe would answer them:
+  {"op": "hello"}                                          -> {"status": "ok"}
+  {"op": "draw", "spec": "F:SEED:I", "head_dims": "8,16"}  -> {"status": "ok", "recipe": {...}}
+  {"op": "write", "dir": OUT_DIR, "recipe": TEXT}          -> {"status": "ok", "line": "NAME\tDIR\tsha256(...)=..."}
+A request that fails is answered {"status": "error", "error": the one-shot command's message}, and the
+server goes on; it ends at the end of its input.
 
 The zoo (docs/engines.md, "The tiny models"):
   gemma2-w4            gemma2, layers sliding/full/sliding/full, window 4, soft-capping, query_pre_attn_scalar != head_dim, tied
@@ -407,6 +416,63 @@ def read_recipe(text, where):
     return r
 
 
+def draw_recipe(spec, head_dims_text=None):
+    """--draw SPEC [--head-dims TEXT]: the recipe; ValueError naming the argument when it is not one."""
+    parts = spec.split(":")
+    if len(parts) != 3 or parts[0] not in families.DRAWN_FAMILIES or not parts[1].isdigit() or not parts[2].isdigit():
+        raise ValueError(f"--draw {spec}: expected FAMILY:SEED:INDEX, FAMILY one of {', '.join(families.DRAWN_FAMILIES)}")
+    head_dims = None
+    if head_dims_text:
+        try:
+            head_dims = [int(h) for h in head_dims_text.split(",")]
+        except ValueError:
+            head_dims = None
+        if not head_dims or any(h < 2 or h % 2 for h in head_dims):
+            raise ValueError(f"--head-dims {head_dims_text}: expected even sizes of at least 2, separated by commas")
+    return recipe(parts[0], int(parts[1]), int(parts[2]), head_dims)
+
+
+def write_recipe(out_dir, text, where):
+    """--recipe: writes the checkpoint of the recipe in `text`; its line (folder, path, digest)."""
+    r = read_recipe(text, where)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        d, digest = write(out_dir, r["name"], (r["layout"], r["config"]), r["folder"], whole=True)
+    return f"{r['folder']}\t{d}\tsha256(model.safetensors)={digest}"
+
+
+def serve():
+    """--serve (the module docstring): one request at a time from stdin, one reply each to stdout."""
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # a stray print must not break the framing
+
+    def reply(header):
+        data = json.dumps(header, sort_keys=True).encode()
+        out.write(struct.pack("<I", len(data)) + data)
+        out.flush()
+
+    while True:
+        size = inp.read(4)
+        if len(size) < 4:
+            return 0
+        try:
+            request = json.loads(inp.read(struct.unpack("<I", size)[0]))
+            op = request.get("op")
+            if op == "hello":
+                reply({"status": "ok", "name": "make_models"})
+            elif op == "draw":
+                reply({"status": "ok", "recipe": draw_recipe(request["spec"], request.get("head_dims"))})
+            elif op == "write":
+                reply({"status": "ok", "line": write_recipe(request["dir"], request["recipe"], "the write request's recipe")})
+            else:
+                reply({"status": "error", "error": f"unknown op {op!r} (hello, draw, write)"})
+        except SystemExit as e:  # read_recipe's refusal, as --recipe prints it
+            reply({"status": "error", "error": str(e.code)})
+        except (ValueError, KeyError, TypeError, AttributeError, OSError) as e:
+            reply({"status": "error", "error": f"{type(e).__name__}: {e}" if isinstance(e, KeyError) else str(e)})
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir", nargs="?")
@@ -415,6 +481,7 @@ def main(argv=None):
     ap.add_argument("--head-dims", metavar="N,N,...",
                     help="--draw: draw head_dim from these sizes (default 8,16), for an engine that takes only some")
     ap.add_argument("--recipe", metavar="FILE", help="write the checkpoint of this recipe (a file, or - for standard input)")
+    ap.add_argument("--serve", action="store_true", help="draw and write on request (the module docstring)")
     ap.add_argument("--set", default="zoo", choices=sorted(SETS), help="which models (default: the engine zoo)")
     ap.add_argument("--only", action="append", help="write only this model of the set (repeatable)")
     ap.add_argument("--list", action="store_true", help="print the set's model names and exit")
@@ -422,34 +489,23 @@ def main(argv=None):
                                                      "build/harness/kvc-model-oracle"),
                     help="--set wide: the model oracle that checks each draw's window sensitivity")
     a = ap.parse_args(argv)
+    if a.serve:
+        return serve()
     if a.draw == "list":
         print("\n".join(families.DRAWN_FAMILIES))
         return 0
     if a.draw:
-        parts = a.draw.split(":")
-        if len(parts) != 3 or parts[0] not in families.DRAWN_FAMILIES or not parts[1].isdigit() or not parts[2].isdigit():
-            ap.error(f"--draw {a.draw}: expected FAMILY:SEED:INDEX, FAMILY one of {', '.join(families.DRAWN_FAMILIES)}")
-        head_dims = None
-        if a.head_dims:
-            try:
-                head_dims = [int(h) for h in a.head_dims.split(",")]
-            except ValueError:
-                head_dims = None
-            if not head_dims or any(h < 2 or h % 2 for h in head_dims):
-                ap.error(f"--head-dims {a.head_dims}: expected even sizes of at least 2, separated by commas")
-        print(json.dumps(recipe(parts[0], int(parts[1]), int(parts[2]), head_dims), sort_keys=True))
+        try:
+            print(json.dumps(draw_recipe(a.draw, a.head_dims), sort_keys=True))
+        except ValueError as e:
+            ap.error(str(e))
         return 0
     models = SETS[a.set]
     if a.recipe:
         if not a.out_dir:
             ap.error("OUT_DIR is required")
         text = sys.stdin.read() if a.recipe == "-" else open(a.recipe).read()
-        r = read_recipe(text, "standard input" if a.recipe == "-" else a.recipe)
-        os.makedirs(a.out_dir, exist_ok=True)
-        with open(os.path.join(a.out_dir, ".lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            d, digest = write(a.out_dir, r["name"], (r["layout"], r["config"]), r["folder"], whole=True)
-        print(f"{r['folder']}\t{d}\tsha256(model.safetensors)={digest}")
+        print(write_recipe(a.out_dir, text, "standard input" if a.recipe == "-" else a.recipe))
         return 0
     for name in a.only or []:
         if name not in models:
