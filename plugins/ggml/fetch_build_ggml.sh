@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Fetches llama.cpp's source as PyPI ships it (vendored in the llama-cpp-python sdist, pinned and
 # hash-checked), unpacks only ggml and the headers the plugin needs, and builds ggml's CPU backend as
-# static PIC libraries into a cache outside the build tree. A second run finds the stamp and does
-# nothing. Prints the install prefix (pass it as -DKVC_GGML_ROOT=... or GGML_ROOT) on stdout.
+# static PIC libraries into a cache outside the build tree, with the options llama.cpp's own build gives
+# ggml: engines/llama_cpp/build_llama.sh links llama.cpp 0.3.36 against these same libraries, so ggml
+# is compiled once for the plugins and the engine. A second run finds the stamp (the version, the
+# sdist's sha256 and the options) and does nothing. Prints the install prefix (pass it as
+# -DKVC_GGML_ROOT=... or GGML_ROOT) on stdout.
 #
 #   plugins/ggml/fetch_build_ggml.sh            # cache in ${KVC_CACHE:-$HOME/.cache/kvconform}
 #   PYTHON=/path/python plugins/ggml/fetch_build_ggml.sh
@@ -14,7 +17,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cache="${KVC_CACHE:-${HOME:?set HOME or KVC_CACHE}/.cache/kvconform}/ggml-$version"
 prefix="$cache/install"
 
-if [[ -f "$cache/done" ]]; then
+# What the stamp records: a cache built otherwise (another source or other options) is built again.
+options="GGML_NATIVE=${KVC_GGML_NATIVE:-OFF} GGML_LLAMAFILE=ON GGML_OPENMP=OFF"
+if [[ -f "$cache/done" && "$(cat "$cache/done")" == "$version $sha256 $options" ]]; then
   echo "$prefix"
   exit 0
 fi
@@ -36,17 +41,20 @@ tar -xzf "$sdist" -C "$src" --strip-components=3 \
 
 # CPU only, static and position independent so each plugin .so carries its own ggml. Not native:
 # the cache must run on any x86-64 machine CI lands on. No OpenMP: the plugin runs in a child forked
-# from a LibTorch process, which has its own OpenMP runtime.
+# from a LibTorch process, which has its own OpenMP runtime. LLAMAFILE on, as llama.cpp's top-level
+# CMakeLists turns it on (ggml alone defaults to off): an f32 mul_mat runs llamafile's sgemm, as in
+# llama.cpp.
+rm -f "$cache/done"
 echo "fetch_build_ggml: building ggml (CPU) in $cache/build" >&2
 cmake -S "$src/ggml" -B "$cache/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
   -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DGGML_NATIVE="${KVC_GGML_NATIVE:-OFF}" -DGGML_OPENMP=OFF \
   -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF -DGGML_METAL=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF \
-  -DGGML_BLAS=OFF -DGGML_ACCELERATE=OFF -DGGML_LLAMAFILE=OFF \
+  -DGGML_BLAS=OFF -DGGML_ACCELERATE=OFF -DGGML_LLAMAFILE=ON \
   -DCMAKE_INSTALL_PREFIX="$prefix" >&2
 cmake --build "$cache/build" -j "${KVC_GGML_JOBS:-$(nproc)}" >&2
 cmake --install "$cache/build" >&2
 # llama.cpp's headers beside ggml's, for the SWA mask rule (compiled from llama-hparams.h).
 mkdir -p "$prefix/include/llama"
 cp "$src/include/llama.h" "$src/src/llama-hparams.h" "$src/LICENSE" "$prefix/include/llama/"
-echo "$version $sha256" > "$cache/done"
+echo "$version $sha256 $options" > "$cache/done"
 echo "$prefix"
