@@ -15,17 +15,20 @@ venv=$(readlink -f golden/.venv-5.24.0)
 src=${KVC_CACHE:-$HOME/.cache/kvconform}/llama-0.3.36/src
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
+# Each "checkout" holds its own convert.py where a checkout has it, and the package beside it (with
+# KVC_ZYGOTE=1 the converter hands off to the Python fork server, as the checkout's does).
 for clone in a b; do
-  mkdir -p "$d/$clone"
+  mkdir -p "$d/$clone/engines/llama_cpp"
   ln -s "$venv" "$d/$clone/venv"
-  cp engines/llama_cpp/convert.py "$d/$clone/convert.py"
+  ln -s "$PWD/python" "$d/$clone/python"
+  cp engines/llama_cpp/convert.py "$d/$clone/engines/llama_cpp/convert.py"
 done
 # Every converter start is a line in calls.
 printf '#!/bin/sh\necho "$@" >> "%s/calls"\nexec "$@"\n' "$d" > "$d/count.sh"
 : > "$d/calls"
 export KVC_LLAMA_GGUF_DIR=$d/gguf
 run() {  # CLONE MODEL [MODELS]: kvconform's exit status (a refused checkpoint alone checks nothing: 1)
-  KVC_LLAMA_CONVERT="sh $d/count.sh $d/$1/venv/bin/python $d/$1/convert.py --src $src" \
+  KVC_LLAMA_CONVERT="sh $d/count.sh $d/$1/venv/bin/python $d/$1/engines/llama_cpp/convert.py --src $src" \
     "$kvc" engine --models "${3:-$models}" --engine '^llama.cpp/default$' --model "^$2\$" --filter '/prefill_gt_w$' \
     --no-regressions --no-report >"$d/out" 2>&1
 }
@@ -62,7 +65,7 @@ run b gemma2-nullcap "$d/models" || true
 expect_calls 3 "gemma2-nullcap failing twice from two checkouts (the exception kept once)"
 diff <(grep '^engine/' "$d/out.first") <(grep '^engine/' "$d/out") ||
   { echo "check_gguf_cache: the kept exception reads otherwise than the first"; exit 1; }
-echo "# edited" >> "$d/b/convert.py"
+echo "# edited" >> "$d/b/engines/llama_cpp/convert.py"
 run b gemma2-w4 || { cat "$d/out"; exit 1; }
 expect_calls 4 "an edited convert.py"
 echo "check_gguf_cache: the worker: 4 converter starts for 7 loads from two checkouts"
@@ -74,7 +77,7 @@ run a '(gemma2-w4|gemma3-irregular-w4|qwen3-w3)' || { cat "$d/out"; exit 1; }
 expect_calls 1 "three checkpoints converted by one worker (a converter start for each, without convert.py --serve)"
 [ "$(ls "$d"/gguf-served/*.gguf | wc -l)" = 3 ] || { ls "$d/gguf-served"; echo "check_gguf_cache: not three GGUFs"; exit 1; }
 for m in gemma2-w4 gemma3-irregular-w4 qwen3-w3; do
-  "$d/a/venv/bin/python" "$d/a/convert.py" "$models/$m" "$d/alone-$m.gguf" --src "$src" >/dev/null 2>&1
+  "$d/a/venv/bin/python" "$d/a/engines/llama_cpp/convert.py" "$models/$m" "$d/alone-$m.gguf" --src "$src" >/dev/null 2>&1
   served=$(for g in "$d"/gguf-served/*.gguf; do if cmp -s "$g" "$d/alone-$m.gguf"; then echo "$g"; fi; done)
   [ -n "$served" ] || { echo "check_gguf_cache: the served GGUF of $m differs from convert.py's own run"; exit 1; }
 done

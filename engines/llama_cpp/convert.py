@@ -46,6 +46,17 @@ from pathlib import Path
 VERSION = "0.3.36"
 
 
+def hand_off():
+    """KVC_ZYGOTE=1 (scripts/test.sh): the conversion runs in a fork server's child that imported torch
+    and transformers once (python/kvconform/zygote.py; about 3 s of CPU a start), as a run of its own
+    would. A copy of this file without the checkout's python/ folder two levels up runs itself."""
+    package = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, "python")
+    if os.path.isfile(os.path.join(package, "kvconform", "zygote.py")):
+        sys.path.append(package)
+        from kvconform.zygote import hand_off as zygote_hand_off
+        zygote_hand_off(("torch", "transformers"))
+
+
 def default_src():
     cache = os.environ.get("KVC_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "kvconform")
     return os.path.join(cache, f"llama-{VERSION}", "src")
@@ -74,6 +85,7 @@ def main(argv=None):
     sys.path.insert(0, str(src / "gguf-py"))
     sys.path.insert(0, str(src))
     os.environ.pop("NO_LOCAL_GGUF", None)
+    hand_off()
 
     import torch
     import gguf
@@ -207,6 +219,7 @@ def serve(argv):
         sys.exit(f"convert.py: no convert_hf_to_gguf.py in {src}: run engines/llama_cpp/build_llama.sh first")
     sys.path.insert(0, str(src / "gguf-py"))
     sys.path.insert(0, str(src))
+    hand_off()
     import torch  # noqa: F401
     import gguf  # noqa: F401
     import conversion  # noqa: F401
