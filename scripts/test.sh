@@ -19,6 +19,11 @@ fi
 # workers hundreds of times: each runs in a child of a fork server that paid LibTorch's initialisers
 # or the imports once (cli/zygote.h, python/kvconform/zygote.py). KVC_ZYGOTE=0 turns them off.
 export KVC_ZYGOTE="${KVC_ZYGOTE:-1}"
+# LibTorch's OpenMP threads (GNU libgomp) spin after each parallel region before they sleep: with three
+# jobs on two cores the spinning threads take the cores from the tests that have work
+# (docs/performance.md: 17 plugin and engine tests at -j3, 54 s and 106 s of CPU spinning, 17 s and
+# 33 s passive). Passive waiting changes no thread count and no result. OMP_WAIT_POLICY set wins.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 # One job more than cores: the engine tests wait on their workers and servers (and their threads spin
 # while idle), so a third job fills the cores (docs/performance.md: 158.5 s at -j2, 133.2 s at -j3 for
 # the llama.cpp and transformers engine tests). KVC_TEST_JOBS sets it.
