@@ -32,4 +32,10 @@ phase parted bash "$script" >/dev/null || fail "the parted phase failed"
 : > "$phases"
 bash "$script"
 [ ! -s "$phases" ] || fail "a part outside a phase was recorded: $(cat "$phases")"
-echo "check_ci_phase: every failing phase fails its caller; all five recorded; parts recorded inside a phase only"
+# The third column is the machine's busy CPU while the phase ran: a phase that keeps a core busy for
+# two seconds had at least one second of it (other processes can only add to it).
+: > "$phases"
+phase spin timeout 2 sh -c 'while :; do :; done' >/dev/null || true
+cpu=$(cut -f3 "$phases")
+[ -n "$cpu" ] && [ "$cpu" -ge 1 ] || fail "a phase that spun a core for 2 s recorded '$cpu' s of CPU"
+echo "check_ci_phase: every failing phase fails its caller; all five recorded; parts recorded inside a phase only; CPU counted"

@@ -4,9 +4,10 @@
     python3 scripts/ci_minutes.py [--phases build/ci-phases.tsv] [--junit build/ctest-junit.xml]
                                   [--build build] [--update docs/performance.md] [--costs scripts/ctest-costs.txt]
 
-.ci/run times every phase into build/ci-phases.tsv (name, seconds) and has ctest write JUnit with
-each test's time; the test labels come from `ctest --show-only=json-v1` in the build folder. The
-table gives each phase's wall time and, for ctest, each label's test count and summed test time
+.ci/run times every phase into build/ci-phases.tsv (name, wall seconds, the machine's busy CPU
+seconds meanwhile; a "cores" row gives the core count) and has ctest write JUnit with each test's
+time; the test labels come from `ctest --show-only=json-v1` in the build folder. The table gives
+each phase's wall time and CPU and, for ctest, each label's test count and summed test time
 (tests run two at a time, so the sum is about twice the phase's wall time) and the slowest tests.
 --update replaces the table between the `<!-- ci-minutes -->` markers of that file. --costs FILE
 writes the build's measured test costs (ctest's own Testing/Temporary/CTestCostData.txt, the tests
@@ -27,14 +28,20 @@ BEGIN, END = "<!-- ci-minutes:begin -->", "<!-- ci-minutes:end -->"
 
 
 def read_phases(path):
-    rows = []
+    """(name, wall s, busy CPU s or None) rows, and the machine's core count (a "cores" row) or None."""
+    rows, cores = [], None
     with open(path) as f:
         for n, line in enumerate(f, 1):
             parts = line.rstrip("\n").split("\t")
-            if len(parts) != 2 or not parts[1].isdigit():
-                sys.exit(f"{path}:{n}: expected 'NAME<TAB>SECONDS', got {line!r}")
-            rows.append((parts[0], int(parts[1])))
-    return rows
+            if len(parts) == 2:
+                parts.append("")
+            if len(parts) != 3 or not parts[1].isdigit() or not (parts[2] == "" or parts[2].isdigit()):
+                sys.exit(f"{path}:{n}: expected 'NAME<TAB>SECONDS[<TAB>CPU SECONDS]', got {line!r}")
+            if parts[0] == "cores":
+                cores = int(parts[1])
+                continue
+            rows.append((parts[0], int(parts[1]), int(parts[2]) if parts[2] else None))
+    return rows, cores
 
 
 def read_junit(path):
@@ -53,22 +60,39 @@ def read_labels(build):
     return labels
 
 
-def table(phases, times, labels):
+def table(phases, times, labels, cores=None):
     # "PHASE / PART" rows (scripts/ci_phase.sh `part`) say where a phase's seconds went: printed under
-    # their phase, indented, and not summed again.
-    total = dict(phases).get("total") or sum(s for n, s in phases if " / " not in n)
+    # their phase, indented, and not summed again. The CPU column is the machine's busy CPU while the
+    # phase ran (every process, phases beside it included), and "busy cores" that over its wall time:
+    # a phase near the core count is bound by its work, one well under it waits (on pip, a link).
+    wall = {n: s for n, s, _ in phases}
+    total = wall.get("total") or sum(s for n, s, _ in phases if " / " not in n)
+    has_cpu = any(c is not None for _, _, c in phases)
     parts = collections.defaultdict(list)
-    for name, s in phases:
+    for name, s, c in phases:
         if " / " in name:
             parent, part = name.split(" / ", 1)
-            parts[parent].append((part, s))
-    lines = ["| phase | wall s | share |", "| --- | ---: | ---: |"]
-    for name, s in phases:
+            parts[parent].append((part, s, c))
+
+    def row(label, s, c, share=True):
+        cells = [label, str(s), f"{100 * s / total:.0f} %" if total and share else ""]
+        if has_cpu:
+            cells += ["" if c is None else str(c), f"{c / s:.2f}" if c is not None and s else ""]
+        return "| " + " | ".join(cells) + " |"
+
+    head = ["phase", "wall s", "share"] + (["CPU s", "busy cores"] if has_cpu else [])
+    lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
+    for name, s, c in phases:
         if name != "total" and " / " not in name:
-            lines.append(f"| {name} | {s} | {100 * s / total:.0f} % |" if total else f"| {name} | {s} | |")
-            for part, ps in parts.pop(name, []):
-                lines.append(f"| &nbsp;&nbsp;· {part} | {ps} | {100 * ps / total:.0f} % |" if total else f"| &nbsp;&nbsp;· {part} | {ps} | |")
-    lines.append(f"| **total** | **{total}** | |")
+            lines.append(row(name, s, c))
+            for part, ps, pc in parts.pop(name, []):
+                lines.append(row(f"&nbsp;&nbsp;· {part}", ps, pc))
+    total_cpu = next((c for n, _, c in phases if n == "total"), None)
+    lines.append(row("**total**", total, total_cpu, share=False).replace(f"| {total} |", f"| **{total}** |", 1))
+    if total_cpu is not None and cores:
+        lines += ["", f"The run kept {total_cpu / total:.2f} of this machine's {cores} cores busy ({total_cpu} s of "
+                      f"CPU in {total} s): the same work cannot take less than {total_cpu / cores:.0f} s on {cores} "
+                      "cores, whatever runs beside what."]
     if times:
         by = collections.defaultdict(lambda: [0, 0.0])
         for name, s in times.items():
@@ -131,10 +155,10 @@ def main():
         return 0
     if not os.path.exists(a.phases):
         sys.exit(f"{a.phases}: not found (run .ci/run first)")
-    phases = read_phases(a.phases)
+    phases, cores = read_phases(a.phases)
     times = read_junit(a.junit) if os.path.exists(a.junit) else {}
     labels = read_labels(a.build) if times else {}
-    text = table(phases, times, labels)
+    text = table(phases, times, labels, cores)
     if not a.update:
         sys.stdout.write(text)
         return 0
