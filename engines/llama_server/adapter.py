@@ -43,6 +43,7 @@ import hashlib
 import json
 import os
 import signal
+import shutil
 import socket
 import struct
 import subprocess
@@ -580,6 +581,9 @@ def main() -> None:
         kvconform.serve_engine(engine)
     finally:
         engine.stop()
+        if engine.converter is not None:
+            engine.converter.stop()
+        shutil.rmtree(engine.save_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

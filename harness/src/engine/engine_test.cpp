@@ -611,13 +611,21 @@ TEST(Diagnose, NamesEachConfigReadWrong) {
             "full_attention_on_chunked");
 }
 
-// The zoo's gemma2 model, written once for these tests by the project's generator.
+// The zoo's gemma2 model, written once for these tests by the project's generator into a folder
+// removed when the test binary exits.
 const std::string& gemma2_dir() {
+  struct Folder {
+    std::string path = (std::filesystem::temp_directory_path() / ("kvc-engine-test-" + std::to_string(getpid()))).string();
+    ~Folder() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Folder folder;
   static const std::string dir = [] {
-    const std::string out = (std::filesystem::temp_directory_path() / ("kvc-engine-test-" + std::to_string(getpid()))).string();
-    const std::string cmd = "python3 " + std::string(kvc::paths::source_dir()) + "/engines/models/make_models.py " + out + " --only gemma2-w4 >/dev/null";
+    const std::string cmd = "python3 " + std::string(kvc::paths::source_dir()) + "/engines/models/make_models.py " + folder.path + " --only gemma2-w4 >/dev/null";
     if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
-    return out + "/gemma2-w4";
+    return folder.path + "/gemma2-w4";
   }();
   return dir;
 }
