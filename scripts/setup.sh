@@ -7,10 +7,12 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 quiet="${KVC_QUIET:-0}"
+packages_only=0
 for arg in "$@"; do
   case "$arg" in
     -q|--quiet) quiet=1 ;;
-    *) echo "setup: unknown argument '$arg' (expected -q)" >&2; exit 2 ;;
+    --packages) packages_only=1 ;;  # the Debian packages (and valijson's headers) only: what a compile needs
+    *) echo "setup: unknown argument '$arg' (expected -q or --packages)" >&2; exit 2 ;;
   esac
 done
 log="$root/build/setup.log"
@@ -57,6 +59,7 @@ if [ ! -f .deps/valijson/usr/include/valijson/validator.hpp ]; then
   dpkg -x .deps/libvalijson-dev_*.deb .deps/valijson && rm -f .deps/libvalijson-dev_*.deb
 fi
 part valijson
+[ "$packages_only" = 0 ] || exit 0
 
 # LibTorch comes from the torch wheel (a CPU build pip finds on this machine); uv/poetry would
 # download a CUDA build of several GB instead. The venv lives in the cache under a name made from

@@ -27,6 +27,12 @@ kvc_cache="${KVC_CACHE:-${HOME:?set HOME or KVC_CACHE}/.cache/kvconform}"
 cache="$kvc_cache/llama-$version"
 prefix="$cache/install"
 
+# One build of a version at a time: CI starts the builds beside the project's, and a second caller
+# waits for the first one's stamp instead of unpacking over its source. (0.3.36 takes ggml's lock
+# inside this one, never the other way round.)
+mkdir -p "$kvc_cache"
+exec 9>"$cache.lock"
+flock 9
 # The stamp names what the build depends on beyond the sdist: the -O1 rule's text, and for 0.3.36 the
 # stamp of the plugins' ggml it links (same sdist, same options). Another rule or ggml builds again.
 o1="$root/engines/llama_cpp/orchestration_o1.cmake"

@@ -17,6 +17,11 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cache="${KVC_CACHE:-${HOME:?set HOME or KVC_CACHE}/.cache/kvconform}/ggml-$version"
 prefix="$cache/install"
 
+# One build at a time: CI starts this beside the project's build, and a second caller waits for the
+# first one's stamp instead of unpacking over its source.
+mkdir -p "$(dirname "$cache")"
+exec 8>"$cache.lock"
+flock 8
 # What the stamp records: a cache built otherwise (another source or other options) is built again.
 options="GGML_NATIVE=${KVC_GGML_NATIVE:-OFF} GGML_LLAMAFILE=ON GGML_OPENMP=OFF"
 if [[ -f "$cache/done" && "$(cat "$cache/done")" == "$version $sha256 $options" ]]; then
