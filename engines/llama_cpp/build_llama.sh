@@ -11,7 +11,7 @@
 #           and llama-server (tools/server, for engines/llama_server), nothing else of tools/
 #
 # CPU only, not native (the cache must run on any x86-64 machine), no OpenMP, no tests/examples/curl/
-# OpenSSL/web UI; what does not compute (llama-server's closure) at -O1 (orchestration_o1.cmake). The
+# OpenSSL/web UI; everything but ggml's kernels at -O1 (o1_but_ggml.cmake: same results). The
 # cache is llama-VERSION; a second run finds its stamp (the version, the sdist's sha256, the commit,
 # the -O1 rule's hash; for 0.3.36 also ggml's stamp) and does nothing. Prints the prefix on stdout
 # (pass it as -DKVC_LLAMA_ROOT=...), progress on stderr. The unpacked source stays in the cache: convert.py imports that sdist's gguf-py
@@ -35,7 +35,7 @@ exec 9>"$cache.lock"
 flock 9
 # The stamp names what the build depends on beyond the sdist: the -O1 rule's text, and for 0.3.36 the
 # stamp of the plugins' ggml it links (same sdist, same options). Another rule or ggml builds again.
-o1="$root/engines/llama_cpp/orchestration_o1.cmake"
+o1="$root/engines/llama_cpp/o1_but_ggml.cmake"
 built_with=" -O1 rule: $(sha256sum "$o1" | cut -c1-16)"
 ggml_prefix=""
 if [[ "$version" == 0.3.36 ]]; then
