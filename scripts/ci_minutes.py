@@ -2,17 +2,20 @@
 """Where CI's minutes go: one Markdown table from what .ci/run recorded.
 
     python3 scripts/ci_minutes.py [--phases build/ci-phases.tsv] [--junit build/ctest-junit.xml]
-                                  [--build build] [--update docs/performance.md] [--costs scripts/ctest-costs.txt]
+                                  [--build build] [--update docs/performance.md [--block NAME]]
+                                  [--costs scripts/ctest-costs.txt]
 
 .ci/run times every phase into build/ci-phases.tsv (name, wall seconds, the machine's busy CPU
 seconds meanwhile; a "cores" row gives the core count) and has ctest write JUnit with each test's
 time; the test labels come from `ctest --show-only=json-v1` in the build folder. The table gives
 each phase's wall time and CPU and, for ctest, each label's test count and summed test time
 (tests run two at a time, so the sum is about twice the phase's wall time) and the slowest tests.
---update replaces the table between the `<!-- ci-minutes -->` markers of that file. --costs FILE
-writes the build's measured test costs (ctest's own Testing/Temporary/CTestCostData.txt, the tests
-that exist now and took at least half a second) for scripts/test.sh to seed a fresh build with, so
-that ctest starts the longest tests first on a clean clone too, instead of in declaration order.
+--update replaces the table between the `<!-- ci-minutes:begin -->` and `<!-- ci-minutes:end -->`
+markers of that file (with --block cold, `<!-- ci-minutes cold:begin -->` ...: a second table, of a
+cold run). --costs FILE writes the build's measured test costs (ctest's own
+Testing/Temporary/CTestCostData.txt, the tests that exist now and took at least half a second) for
+scripts/test.sh to seed a fresh build with, so that ctest starts the longest tests first on a clean
+clone too, instead of in declaration order.
 Standard library only.
 """
 import argparse
@@ -24,7 +27,12 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-BEGIN, END = "<!-- ci-minutes:begin -->", "<!-- ci-minutes:end -->"
+
+
+def markers(block):
+    """The begin and end markers of a table in a document: the warm run's, or a named block's."""
+    name = "ci-minutes" + (f" {block}" if block else "")
+    return f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
 
 
 def read_phases(path):
@@ -110,7 +118,10 @@ def table(phases, times, labels, cores=None):
 
 def replace_block(path, begin, end, text):
     """Replaces what stands between the markers begin and end in the file at path, atomically."""
-    doc = open(path).read()
+    try:
+        doc = open(path).read()
+    except OSError as e:
+        sys.exit(f"{path}: {e.strerror}")
     m = re.search(re.escape(begin) + r".*?" + re.escape(end), doc, re.S)
     if not m:
         sys.exit(f"{path}: no {begin} ... {end} block to replace")
@@ -148,6 +159,7 @@ def main():
     ap.add_argument("--junit", default="build/ctest-junit.xml")
     ap.add_argument("--build", default="build")
     ap.add_argument("--update", metavar="FILE", help="replace the table between the ci-minutes markers of FILE")
+    ap.add_argument("--block", metavar="NAME", help="with --update: the table between the 'ci-minutes NAME' markers")
     ap.add_argument("--costs", metavar="FILE", help="write the build's measured test costs (for scripts/test.sh)")
     a = ap.parse_args()
     if a.costs:
@@ -162,7 +174,7 @@ def main():
     if not a.update:
         sys.stdout.write(text)
         return 0
-    replace_block(a.update, BEGIN, END, text)
+    replace_block(a.update, *markers(a.block), text)
     return 0
 
 
