@@ -1,6 +1,7 @@
 # phase NAME COMMAND...: runs COMMAND, then prints and records (in "$phases", a TSV: name, wall
-# seconds, the machine's busy CPU seconds meanwhile) how long it took and what CPU it had, and returns COMMAND's exit status, also where the caller tests it (`phase ... || rc=$?`) or runs
-# it in the background (`phase ... &; wait $!`), where `set -e` does not stop at the failure.
+# seconds, the machine's busy CPU seconds meanwhile) how long it took and what CPU it had, and
+# returns COMMAND's exit status, also where the caller tests it (`phase ... || rc=$?`) or runs it in
+# the background (`phase ... &; wait $!`), where `set -e` does not stop at the failure.
 # Sourced by .ci/run, and by the scripts a phase runs for `part`; scripts/check_ci_phase.sh tests both.
 phase() {
   local name=$1 start rc=0 cpu
