@@ -30,15 +30,13 @@ mkdir -p "$cache"
 exec 9>"$venv.lock"
 flock 9
 if [ ! -f "$stamp" ]; then
-  rm -rf "$venv"
-  py=${PYTHON:-python3}
-  echo "setup_env: creating $venv with $($py --version 2>&1) from $req" >&2
+  echo "setup_env: creating $venv with $(${PYTHON:-python3} --version 2>&1) from $req" >&2
   start=$(date +%s)
-  "$py" -m venv "$venv" >&2
-  "$venv/bin/python" -m pip install --disable-pip-version-check -q --upgrade pip >&2
   flags=()
   if grep -qx '# setup_env: --no-deps' "$req"; then flags+=(--no-deps); fi
-  "$venv/bin/python" -m pip install --disable-pip-version-check "${flags[@]}" -r "$req" >&2
+  source "$here/../scripts/venv.sh"
+  make_venv "$venv" --upgrade pip >&2
+  "$venv/bin/python" -m pip install --disable-pip-version-check --no-compile "${flags[@]}" -r "$req" >&2
   cp "$req" "$stamp"
   echo "setup_env: installed in $(( $(date +%s) - start )) s" >&2
 else

@@ -55,9 +55,8 @@ then
   exit 0
 fi
 
-rm -rf "$VENV"
-"$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --no-deps -r "$REQ"
+source "$HERE/../scripts/venv.sh"
+make_venv "$VENV" --quiet --no-deps -r "$REQ"
 "$VENV/bin/python" -m pip check
 "$VENV/bin/python" - "$VERSION" <<'EOF'
 import sys

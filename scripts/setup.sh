@@ -74,9 +74,8 @@ if [ ! -e .venv ] || [ -L .venv ]; then
     flock 9
     if [ ! -f "$venv/.kvc-installed" ]; then
       say "creating $venv with $torch_pin (a CPU wheel of about 200 MB)"
-      rm -rf "$venv"
-      python3 -m venv "$venv"
-      step "$venv/bin/python" -m pip install --disable-pip-version-check "$torch_pin"
+      source "$root/scripts/venv.sh"
+      step make_venv "$venv" "$torch_pin"
       echo "$torch_pin" > "$venv/.kvc-installed"
     fi
   ) 9>"$venv.lock"

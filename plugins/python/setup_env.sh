@@ -27,9 +27,8 @@ case "$name" in
     flock 9
     if ! { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
            "$venv/bin/python" -c 'import onnx, onnxruntime, ml_dtypes' 2>/dev/null; }; then
-      rm -rf "$venv"
-      python3 -m venv "$venv"
-      "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps -r "$req"
+      source "$root/scripts/venv.sh"
+      PYTHON=python3 make_venv "$venv" --quiet --no-deps -r "$req"
       "$venv/bin/python" -m pip check
       "$venv/bin/python" -c 'import onnx, onnxruntime as o; print("setup_env: onnxruntime", o.__version__, "onnx", onnx.__version__)'
       echo "$want" > "$stamp"

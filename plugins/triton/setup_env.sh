@@ -26,12 +26,10 @@ mkdir -p "$cache"
 exec 9>"$venv.lock"
 flock 9
 if [ ! -f "$stamp" ]; then
-  rm -rf "$venv"
-  py=${PYTHON:-python3}
-  echo "setup_env: creating $venv with $($py --version 2>&1)" >&2
+  echo "setup_env: creating $venv with $(${PYTHON:-python3} --version 2>&1)" >&2
   start=$(date +%s)
-  "$py" -m venv "$venv" >&2
-  "$venv/bin/python" -m pip install --disable-pip-version-check -q --no-deps -r "$here/requirements.txt" >&2
+  source "$here/../../scripts/venv.sh"
+  make_venv "$venv" -q --no-deps -r "$here/requirements.txt" >&2
   mkdir -p "$venv/kernel-src" "$venv/wheels"
   grep -v '^#' "$here/wheels.txt" | while read -r pin files; do
     [ -n "$pin" ] || continue

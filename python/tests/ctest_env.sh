@@ -28,7 +28,8 @@ if [ "$mode" = install ]; then
   fi
   if [ ! -f "$cache/.complete" ]; then
     rm -rf "$cache"
-    "$python" -m pip install --disable-pip-version-check --quiet --target "$cache" -r "$here/requirements-test.txt"
+    # --no-compile: the project venv's python writes the bytecode of what it imports (scripts/venv.sh)
+    "$python" -m pip install --disable-pip-version-check --quiet --no-compile --target "$cache" -r "$here/requirements-test.txt"
     touch "$cache/.complete"
   fi
   echo "installed kvconform into $out/site; pytest in $cache"
