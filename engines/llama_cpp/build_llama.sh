@@ -11,11 +11,12 @@
 #           and llama-server (tools/server, for engines/llama_server), nothing else of tools/
 #
 # CPU only, not native (the cache must run on any x86-64 machine), no OpenMP, no tests/examples/curl/
-# OpenSSL/web UI; everything but ggml's kernels at -O1 (o1_but_ggml.cmake: same results). The
-# cache is llama-VERSION; a second run finds its stamp (the version, the sdist's sha256, the commit,
-# the -O1 rule's hash; for 0.3.36 also ggml's stamp) and does nothing. Prints the prefix on stdout
-# (pass it as -DKVC_LLAMA_ROOT=...), progress on stderr. The unpacked source stays in the cache: convert.py imports that sdist's gguf-py
-# and convert_hf_to_gguf.py from $cache/src.
+# OpenSSL/web UI, no ccache (the stamp is the build's cache, as in fetch_build_ggml.sh); everything
+# but ggml's kernels at -O1 (o1_but_ggml.cmake: same results). The cache is llama-VERSION; a second
+# run finds its stamp (the version, the sdist's sha256, the commit, the -O1 rule's hash; for 0.3.36
+# also ggml's stamp) and does nothing. Prints the prefix on stdout (pass it as -DKVC_LLAMA_ROOT=...),
+# progress on stderr. The unpacked source stays in the cache: convert.py imports that sdist's
+# gguf-py and convert_hf_to_gguf.py from $cache/src.
 #
 #   engines/llama_cpp/build_llama.sh [0.3.36|11434]   # default 0.3.36; cache in ${KVC_CACHE:-$HOME/.cache/kvconform}
 #   KVC_LLAMA_JOBS=2 engines/llama_cpp/build_llama.sh 11434
@@ -101,7 +102,7 @@ echo "build_llama: building llama (CPU)$([[ $server = ON ]] && echo ' and llama-
 start=$SECONDS
 cmake -S "$src" -B "$cache/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
   -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DGGML_NATIVE="${KVC_GGML_NATIVE:-OFF}" -DGGML_OPENMP=OFF \
-  -DGGML_METAL=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_BLAS=OFF -DGGML_ACCELERATE=OFF \
+  -DGGML_METAL=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_BLAS=OFF -DGGML_ACCELERATE=OFF -DGGML_CCACHE=OFF \
   -DLLAMA_BUILD_COMMON="$server" -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS="$server" -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_SERVER="$server" -DLLAMA_TOOLS_INSTALL=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF \
   -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_COMMIT="${commit:-unknown}" \

@@ -48,13 +48,14 @@ tar -xzf "$sdist" -C "$src" --strip-components=3 \
 # the cache must run on any x86-64 machine CI lands on. No OpenMP: the plugin runs in a child forked
 # from a LibTorch process, which has its own OpenMP runtime. LLAMAFILE on, as llama.cpp's top-level
 # CMakeLists turns it on (ggml alone defaults to off): an f32 mul_mat runs llamafile's sgemm, as in
-# llama.cpp.
+# llama.cpp. No ccache: the stamp below is this build's cache, and ccache's work on a miss (hashing
+# every include, storing every object) is a tenth of the compiler's, for objects nothing asks for again.
 rm -f "$cache/done"
 echo "fetch_build_ggml: building ggml (CPU) in $cache/build" >&2
 cmake -S "$src/ggml" -B "$cache/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
   -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DGGML_NATIVE="${KVC_GGML_NATIVE:-OFF}" -DGGML_OPENMP=OFF \
   -DGGML_BUILD_TESTS=OFF -DGGML_BUILD_EXAMPLES=OFF -DGGML_METAL=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF \
-  -DGGML_BLAS=OFF -DGGML_ACCELERATE=OFF -DGGML_LLAMAFILE=ON \
+  -DGGML_BLAS=OFF -DGGML_ACCELERATE=OFF -DGGML_LLAMAFILE=ON -DGGML_CCACHE=OFF \
   -DCMAKE_INSTALL_PREFIX="$prefix" >&2
 cmake --build "$cache/build" -j "${KVC_GGML_JOBS:-$(nproc)}" >&2
 cmake --install "$cache/build" >&2
