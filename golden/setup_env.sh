@@ -56,7 +56,7 @@ then
 fi
 
 source "$HERE/../scripts/venv.sh"
-make_venv "$VENV" --quiet --no-deps -r "$REQ"
+make_venv "$PYTHON" "$VENV" --quiet --no-deps -r "$REQ"
 "$VENV/bin/python" -m pip check
 "$VENV/bin/python" - "$VERSION" <<'EOF'
 import sys

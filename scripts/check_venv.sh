@@ -15,15 +15,12 @@ printf 'Metadata-Version: 2.1\nName: kvc-probe\nVersion: 1.0\n' > "$work/whl/kvc
 printf 'Wheel-Version: 1.0\nGenerator: check_venv\nRoot-Is-Purelib: true\nTag: py3-none-any\n' > "$work/whl/kvc_probe-1.0.dist-info/WHEEL"
 printf 'kvc_probe.py,,\nkvc_probe-1.0.dist-info/METADATA,,\nkvc_probe-1.0.dist-info/WHEEL,,\nkvc_probe-1.0.dist-info/RECORD,,\n' \
   > "$work/whl/kvc_probe-1.0.dist-info/RECORD"
-(cd "$work/whl" && python3 -c 'import sys, zipfile
-with zipfile.ZipFile(sys.argv[1], "w") as z:
-    for f in ("kvc_probe.py", "kvc_probe-1.0.dist-info/METADATA", "kvc_probe-1.0.dist-info/WHEEL", "kvc_probe-1.0.dist-info/RECORD"):
-        z.write(f)' "$work/kvc_probe-1.0-py3-none-any.whl")
+(cd "$work/whl" && python3 -m zipfile -c "$work/kvc_probe-1.0-py3-none-any.whl" kvc_probe.py kvc_probe-1.0.dist-info)
 
 # check VENV_SH: 0 when it passes; 1 with the reason on stderr
 check() {
   local venv="$work/venv"
-  (source "$1" && make_venv "$venv" --quiet --no-index "$work/kvc_probe-1.0-py3-none-any.whl") >/dev/null
+  (source "$1" && make_venv python3 "$venv" --quiet --no-index "$work/kvc_probe-1.0-py3-none-any.whl") >/dev/null
   local module
   module=$("$venv/bin/python" -c 'import importlib.util; print(importlib.util.find_spec("kvc_probe").origin)')
   local pyc

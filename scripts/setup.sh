@@ -75,7 +75,7 @@ if [ ! -e .venv ] || [ -L .venv ]; then
     if [ ! -f "$venv/.kvc-installed" ]; then
       say "creating $venv with $torch_pin (a CPU wheel of about 200 MB)"
       source "$root/scripts/venv.sh"
-      step make_venv "$venv" "$torch_pin"
+      step make_venv python3 "$venv" "$torch_pin"
       echo "$torch_pin" > "$venv/.kvc-installed"
     fi
   ) 9>"$venv.lock"

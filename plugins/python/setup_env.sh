@@ -28,7 +28,7 @@ case "$name" in
     if ! { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] &&
            "$venv/bin/python" -c 'import onnx, onnxruntime, ml_dtypes' 2>/dev/null; }; then
       source "$root/scripts/venv.sh"
-      PYTHON=python3 make_venv "$venv" --quiet --no-deps -r "$req"
+      make_venv python3 "$venv" --quiet --no-deps -r "$req"
       "$venv/bin/python" -m pip check
       "$venv/bin/python" -c 'import onnx, onnxruntime as o; print("setup_env: onnxruntime", o.__version__, "onnx", onnx.__version__)'
       echo "$want" > "$stamp"

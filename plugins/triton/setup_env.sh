@@ -29,7 +29,7 @@ if [ ! -f "$stamp" ]; then
   echo "setup_env: creating $venv with $(${PYTHON:-python3} --version 2>&1)" >&2
   start=$(date +%s)
   source "$here/../../scripts/venv.sh"
-  make_venv "$venv" -q --no-deps -r "$here/requirements.txt" >&2
+  make_venv "${PYTHON:-python3}" "$venv" -q --no-deps -r "$here/requirements.txt" >&2
   mkdir -p "$venv/kernel-src" "$venv/wheels"
   grep -v '^#' "$here/wheels.txt" | while read -r pin files; do
     [ -n "$pin" ] || continue
