@@ -12,8 +12,9 @@
 #
 # CPU only, not native (the cache must run on any x86-64 machine), no OpenMP, no tests/examples/curl/
 # OpenSSL/web UI, no ccache (the stamp is the build's cache, as in fetch_build_ggml.sh); everything
-# but ggml's kernels at -O1 (o1_but_ggml.cmake: same results). The cache is llama-VERSION; a second
-# run finds its stamp (the version, the sdist's sha256, the commit, the -O1 rule's hash; for 0.3.36
+# but ggml's kernels at -O1, llama-server's closure in unity batches (compile_rules.cmake: same
+# results). The cache is llama-VERSION; a second run finds its stamp (the version, the sdist's
+# sha256, the commit, the compile rules' hash; for 0.3.36
 # also ggml's stamp) and does nothing. Prints the prefix on stdout (pass it as -DKVC_LLAMA_ROOT=...),
 # progress on stderr. The unpacked source stays in the cache: convert.py imports that sdist's
 # gguf-py and convert_hf_to_gguf.py from $cache/src.
@@ -34,10 +35,10 @@ prefix="$cache/install"
 mkdir -p "$kvc_cache"
 exec 9>"$cache.lock"
 flock 9
-# The stamp names what the build depends on beyond the sdist: the -O1 rule's text, and for 0.3.36 the
+# The stamp names what the build depends on beyond the sdist: the compile rules' text, and for 0.3.36 the
 # stamp of the plugins' ggml it links (same sdist, same options). Another rule or ggml builds again.
-o1="$root/engines/llama_cpp/o1_but_ggml.cmake"
-built_with=" -O1 rule: $(sha256sum "$o1" | cut -c1-16)"
+rules="$root/engines/llama_cpp/compile_rules.cmake"
+built_with=" compile rules: $(sha256sum "$rules" | cut -c1-16)"
 ggml_prefix=""
 if [[ "$version" == 0.3.36 ]]; then
   ggml_prefix="$("$root/plugins/ggml/fetch_build_ggml.sh")"
@@ -108,7 +109,7 @@ cmake -S "$src" -B "$cache/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS
   -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_COMMIT="${commit:-unknown}" \
   ${build_number:+-DLLAMA_BUILD_NUMBER="$build_number"} \
   ${ggml_prefix:+-DLLAMA_USE_SYSTEM_GGML=ON -Dggml_DIR="$ggml_prefix/lib/cmake/ggml"} \
-  -DCMAKE_PROJECT_INCLUDE="$o1" \
+  -DCMAKE_PROJECT_INCLUDE="$rules" \
   -DCMAKE_INSTALL_PREFIX="$prefix" >&2
 targets=(llama)
 [[ $server = ON ]] && targets+=(llama-server)
