@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# make_venv (scripts/venv.sh) installs without byte-compiling, and the venv then writes the bytecode
-# of a module at its first import even where PYTHONDONTWRITEBYTECODE is set; a venv made by each of
-# two mutants of venv.sh (pip compiling; no .pth) fails the check that names it.
+# make_venv (scripts/venv.sh) installs with uv (or with pip where KVC_UV=0) without byte-compiling,
+# and the venv then writes the bytecode of a module at its first import even where
+# PYTHONDONTWRITEBYTECODE is set; a venv made by each of three mutants of venv.sh (uv compiling, pip
+# compiling, no .pth) fails the check that names it.
 #   check_venv.sh [VENV_SH]   checks the given venv.sh (default: the one beside this script)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,26 +18,33 @@ printf 'kvc_probe.py,,\nkvc_probe-1.0.dist-info/METADATA,,\nkvc_probe-1.0.dist-i
   > "$work/whl/kvc_probe-1.0.dist-info/RECORD"
 (cd "$work/whl" && python3 -m zipfile -c "$work/kvc_probe-1.0-py3-none-any.whl" kvc_probe.py kvc_probe-1.0.dist-info)
 
-# check VENV_SH: 0 when it passes; 1 with the reason on stderr
+# check VENV_SH INSTALLER: 0 when it passes; 1 with the reason on stderr
 check() {
-  local venv="$work/venv"
-  (source "$1" && make_venv python3 "$venv" --quiet --no-index "$work/kvc_probe-1.0-py3-none-any.whl") >/dev/null
+  local venv="$work/venv" uv=1
+  [ "$2" = uv ] || uv=0
+  (source "$1" && KVC_UV=$uv make_venv python3 "$venv" --quiet --no-index "$work/kvc_probe-1.0-py3-none-any.whl") >/dev/null
+  local installer
+  installer=$("$venv/bin/python" -c 'import importlib.metadata as m; print((m.distribution("kvc-probe").read_text("INSTALLER") or "").strip())')
+  if [ "$installer" != "$2" ]; then echo "check_venv: $2 was to install, $installer did" >&2; return 1; fi
   local module
   module=$("$venv/bin/python" -c 'import importlib.util; print(importlib.util.find_spec("kvc_probe").origin)')
   local pyc
   pyc=$("$venv/bin/python" -c 'import importlib.util, sys; print(importlib.util.cache_from_source(sys.argv[1]))' "$module")
-  if [ -e "$pyc" ]; then echo "check_venv: pip byte-compiled what it installed ($pyc)" >&2; return 1; fi
+  if [ -e "$pyc" ]; then echo "check_venv: $2 byte-compiled what it installed ($pyc)" >&2; return 1; fi
   PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" -c 'import kvc_probe; assert kvc_probe.VALUE == 42'
   if [ ! -e "$pyc" ]; then echo "check_venv: the first import wrote no bytecode ($pyc)" >&2; return 1; fi
 }
-check "$venv_sh"
+check "$venv_sh" uv
+check "$venv_sh" pip
 # Each mutant fails with its own reason.
-for mutant in 's/ --no-compile//|pip byte-compiled' '/dont_write_bytecode/d|wrote no bytecode'; do
-  sed "${mutant%%|*}" "$venv_sh" > "$work/mutant.sh"
-  if check "$work/mutant.sh" 2> "$work/reason"; then
-    echo "check_venv: the mutant '${mutant%%|*}' of venv.sh passed" >&2
+for mutant in 'uv|s/--index-strategy unsafe-best-match/--compile-bytecode &/|uv byte-compiled' \
+              'pip|s/ --no-compile//|pip byte-compiled' 'uv|/dont_write_bytecode/d|wrote no bytecode'; do
+  installer=${mutant%%|*} rest=${mutant#*|}
+  sed "${rest%%|*}" "$venv_sh" > "$work/mutant.sh"
+  if check "$work/mutant.sh" "$installer" 2> "$work/reason"; then
+    echo "check_venv: the mutant '${rest%%|*}' of venv.sh passed" >&2
     exit 1
   fi
-  grep -q "${mutant#*|}" "$work/reason" || { echo "check_venv: the mutant '${mutant%%|*}' failed otherwise: $(cat "$work/reason")" >&2; exit 1; }
+  grep -q "${rest#*|}" "$work/reason" || { echo "check_venv: the mutant '${rest%%|*}' failed otherwise: $(cat "$work/reason")" >&2; exit 1; }
 done
-echo "check_venv: make_venv installs without bytecode and writes it at the first import; both mutants fail"
+echo "check_venv: make_venv installs with uv or pip without bytecode, and the venv writes it at the first import; the three mutants fail"
