@@ -36,7 +36,7 @@ if [ ! -f "$stamp" ]; then
   if grep -qx '# setup_env: --no-deps' "$req"; then flags+=(--no-deps); fi
   source "$here/../scripts/venv.sh"
   make_venv "${PYTHON:-python3}" "$venv" --upgrade pip >&2
-  "$venv/bin/python" -m pip install --disable-pip-version-check --no-compile "${flags[@]}" -r "$req" >&2
+  venv_install "$venv/bin/python" "${flags[@]}" -r "$req" >&2
   cp "$req" "$stamp"
   echo "setup_env: installed in $(( $(date +%s) - start )) s" >&2
 else

@@ -63,6 +63,25 @@ for line in sys.stdin:
 '
 }
 
+# Installs the arguments (pip install's) into the environment of the interpreter PYTHON, or where
+# --target says: with uv, else with pip, byte-compiling nothing either way.
+venv_install() {
+  local python="$1"; shift
+  local uv=""
+  [ "${KVC_UV:-1}" = 0 ] || uv="$(kvc_uv "$python")"
+  if [ -n "$uv" ]; then
+    local config=() args=() cert="${SSL_CERT_FILE:-}" line
+    mapfile -t config < <(kvc_uv_config "$python")
+    for line in "${config[@]}"; do
+      if [[ "$line" == SSL_CERT_FILE=* ]]; then cert="${line#SSL_CERT_FILE=}"; else args+=("$line"); fi
+    done
+    # pip takes the best version over all its indexes and links; uv by default the first index's
+    env ${cert:+SSL_CERT_FILE="$cert"} "$uv" pip install --python "$python" --index-strategy unsafe-best-match "${args[@]}" "$@"
+  else
+    "$python" -m pip install --disable-pip-version-check --no-compile "$@"
+  fi
+}
+
 make_venv() {
   local python="$1" venv="$2"; shift 2
   rm -rf "$venv"
@@ -72,17 +91,10 @@ make_venv() {
   if [ -n "$uv" ]; then
     "$python" -m venv --without-pip "$venv"
     "$uv" pip install --quiet --python "$venv/bin/python" --no-index "$bundled"/*.whl
-    local config=() args=() cert="${SSL_CERT_FILE:-}" line
-    mapfile -t config < <(kvc_uv_config "$venv/bin/python")
-    for line in "${config[@]}"; do
-      if [[ "$line" == SSL_CERT_FILE=* ]]; then cert="${line#SSL_CERT_FILE=}"; else args+=("$line"); fi
-    done
-    # pip takes the best version over all its indexes and links; uv by default the first index's
-    env ${cert:+SSL_CERT_FILE="$cert"} "$uv" pip install --python "$venv/bin/python" --index-strategy unsafe-best-match "${args[@]}" "$@"
   else
     "$python" -m venv "$venv"
-    "$venv/bin/python" -m pip install --disable-pip-version-check --no-compile "$@"
   fi
+  KVC_UV=$([ -n "$uv" ] && echo 1 || echo 0) venv_install "$venv/bin/python" "$@"
   local site
   site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   echo 'import sys; sys.dont_write_bytecode = False' > "$site/kvc-write-bytecode.pth"

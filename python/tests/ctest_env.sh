@@ -28,8 +28,10 @@ if [ "$mode" = install ]; then
   fi
   if [ ! -f "$cache/.complete" ]; then
     rm -rf "$cache"
-    # --no-compile: the project venv's python writes the bytecode of what it imports (scripts/venv.sh)
-    "$python" -m pip install --disable-pip-version-check --quiet --no-compile --target "$cache" -r "$here/requirements-test.txt"
+    # uncompiled, as every venv here (scripts/venv.sh): the project venv's python writes the bytecode
+    # of what it imports
+    source "$here/../scripts/venv.sh"
+    venv_install "$python" --quiet --target "$cache" -r "$here/requirements-test.txt"
     touch "$cache/.complete"
   fi
   echo "installed kvconform into $out/site; pytest in $cache"
