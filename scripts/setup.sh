@@ -61,8 +61,8 @@ fi
 part valijson
 [ "$packages_only" = 0 ] || exit 0
 
-# LibTorch comes from the torch wheel (a CPU build pip finds on this machine); uv/poetry would
-# download a CUDA build of several GB instead. The venv lives in the cache under a name made from
+# LibTorch comes from the torch wheel (a CPU build pip's configuration finds on this machine: make_venv
+# passes it to uv, which would otherwise download a CUDA build of several GB). The venv lives in the cache under a name made from
 # what it holds (torch's pin and the interpreter), and .venv links to it, so another checkout of
 # the same pins reuses it. A .venv that is a real folder (made by hand) is left as it is.
 torch_pin="torch==2.13.0"
