@@ -9,7 +9,8 @@
 # and golden/.venv-VERSION is a symlink to it, so a second checkout (a CI clone) reuses it and an
 # edited requirements file gets a fresh one. A stamp file inside it, written last, marks a complete
 # install; an interrupted one is redone. Concurrent callers serialize on a lock file.
-# Installs with `pip install --no-deps` (everything is pinned, so pip can never pull another torch),
+# Installs with make_venv (scripts/venv.sh: uv, else pip) and --no-deps (everything is pinned, so the
+# installer can never pull another torch),
 # then `pip check` and an import check of torch 2.13.0 + the requested transformers version.
 set -euo pipefail
 
