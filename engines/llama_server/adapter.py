@@ -168,9 +168,22 @@ def free_port() -> int:
 class Server:
     """One llama-server process: started, health-checked, asked, stopped."""
 
+    # free_port() only finds a port that was free: another process (a server of a test beside this
+    # one, any outgoing connection's ephemeral port) may take it before llama-server binds it. The
+    # server then exits with this line, and starts again on another port.
+    BIND_FAILED = "couldn't bind HTTP server socket"
+    PORT_ATTEMPTS = 5
+
     def __init__(self, argv: List[str], timeout: float) -> None:
-        self.port = free_port()
         self.timeout = timeout
+        attempt = 1
+        while not self.start(argv, last=attempt == self.PORT_ATTEMPTS):
+            attempt += 1
+
+    def start(self, argv: List[str], last: bool) -> bool:
+        """False when the port was taken before the server bound it (unless `last`); raises on any
+        other failure."""
+        self.port = free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="kvc-llama-server-", suffix=".log", delete=False)
         self.argv = argv + ["--host", "127.0.0.1", "--port", str(self.port)]
         # An abort would attach gdb for a backtrace (about a second, and it buries the assertion);
@@ -180,22 +193,24 @@ class Server:
             env["GGML_NO_BACKTRACE"] = "1"
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, env=env,
                                      preexec_fn=die_with_parent)
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + self.timeout
         while True:
             if self.proc.poll() is not None:
                 tail = self.tail()
                 self.stop()
+                if self.BIND_FAILED in tail and not last:
+                    return False
                 raise RuntimeError(f"llama-server exited with status {self.proc.returncode} while starting: {tail}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
                     if r.status == 200:
-                        return
+                        return True
             except (urllib.error.URLError, ConnectionError, OSError):
                 pass
             if time.monotonic() > deadline:
                 tail = self.tail()
                 self.stop()
-                raise RuntimeError(f"llama-server did not become healthy in {timeout:g} s: {tail}")
+                raise RuntimeError(f"llama-server did not become healthy in {self.timeout:g} s: {tail}")
             time.sleep(0.05)
 
     def tail(self, n: int = 1500) -> str:

@@ -1,10 +1,12 @@
 """Fault injection for the llama-server adapter's server lifecycle (adapter.py's Server), against a
 stand-in server on 127.0.0.1 that misbehaves one way each: exits while starting, never becomes
-healthy, dies (an abort) inside a request, hangs inside a request. Each must become an error that
-says which of these it was and carries the server's log tail, leave no server process behind, and
-(for the adapter) make the next step say the server is gone rather than talk to a dead port.
+healthy, dies (an abort) inside a request, hangs inside a request, finds its port taken (once: it must
+start on another; always: an error after the adapter's attempts). Each failure must become an error
+that says which of these it was and carries the server's log tail, leave no server process behind,
+and (for the adapter) make the next step say the server is gone rather than talk to a dead port.
 Standard library only; exit 0 when every case holds, 1 naming the ones that do not."""
 import os
+import socket
 import sys
 import tempfile
 import time
@@ -23,6 +25,13 @@ print("stand-in llama-server, mode", mode, flush=True)
 if mode == "exit-at-start":
     print("error: model file not found", flush=True)
     sys.exit(7)
+if mode.startswith("port-taken"):  # llama-server's own words when its port is not free
+    import socket
+    try:
+        socket.socket().bind(("127.0.0.1", port))
+    except OSError:
+        print("E srv         start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port:", port, flush=True)
+        sys.exit(1)
 class H(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
@@ -73,14 +82,25 @@ def main():
                  ("die", 10, "request", ["exited with status 134", "GGML_ASSERT"]),
                  # the server must get healthy within the timeout first: a loaded machine starts Python slowly
                  ("hang", 6, "request", ["did not answer in 6 s", "stuck in decode"])]
+        # A port held by this check: free_port() hands it out first ("once") or every time ("always").
+        held = socket.socket()
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        real_free_port = adapter.free_port
+        cases += [("port-taken-once", 10, None, ["no error"]),
+                  ("port-taken-always", 10, "start", ["exited with status 1 while starting", "couldn't bind HTTP server socket"])]
         for mode, timeout, where, words in cases:
             server, error, pid = None, "", None
             logs_before = set(server_logs())
+            ports = iter([held.getsockname()[1]] * (adapter.Server.PORT_ATTEMPTS if mode == "port-taken-always" else 1))
+            adapter.free_port = (lambda: next(ports, None) or real_free_port()) if mode.startswith("port-taken") else real_free_port
             try:
                 server = adapter.Server([sys.executable, script, mode], timeout)
                 pid = server.proc.pid
                 server.post("/completion", {"prompt": [1, 2]})
                 error = "no error"
+                if where is None:
+                    server.stop()
             except RuntimeError as e:
                 error = str(e)
             missing = [w for w in words if w not in error]
