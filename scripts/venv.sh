@@ -23,13 +23,16 @@
 # checkout that links the venv finds it (the checkout's own folders ignore them).
 KVC_UV_VERSION=0.13.9
 
-# The uv binary on stdout, installed once into the cache (uv-VERSION, by pip); nothing when it
-# cannot be installed.
+# Sets kvc_uv_bin to the uv binary, installed once into the cache (uv-VERSION, by pip), or to
+# nothing where KVC_UV=0 or it cannot be installed; decided once per shell.
 kvc_uv() {
+  [ -z "${kvc_uv_decided:-}" ] || return 0
+  kvc_uv_decided=1 kvc_uv_bin=""
+  [ "${KVC_UV:-1}" != 0 ] || return 0
   local python="$1"
   local dir="${KVC_CACHE:-$HOME/.cache/kvconform}/uv-$KVC_UV_VERSION"
   mkdir -p "$(dirname "$dir")"
-  (
+  if (
     flock 8
     if [ ! -x "$dir/bin/uv" ] || [ ! -f "$dir/.kvc-installed" ]; then
       rm -rf "$dir"
@@ -37,8 +40,11 @@ kvc_uv() {
         "$dir/bin/python" -m pip install --disable-pip-version-check --no-compile -q "uv==$KVC_UV_VERSION" &&
         touch "$dir/.kvc-installed"; } >&2 || { rm -rf "$dir"; exit 1; }
     fi
-  ) 8>"$dir.lock" || { echo "make_venv: uv $KVC_UV_VERSION could not be installed; pip installs instead" >&2; return 0; }
-  echo "$dir/bin/uv"
+  ) 8>"$dir.lock"; then
+    kvc_uv_bin="$dir/bin/uv"
+  else
+    echo "venv.sh: uv $KVC_UV_VERSION could not be installed; pip installs instead" >&2
+  fi
 }
 
 # pip's configuration (`pip config list`: its files and PIP_* variables) as uv's arguments, one per
@@ -67,34 +73,35 @@ for line in sys.stdin:
 # --target says: with uv, else with pip, byte-compiling nothing either way.
 venv_install() {
   local python="$1"; shift
-  local uv=""
-  [ "${KVC_UV:-1}" = 0 ] || uv="$(kvc_uv "$python")"
-  if [ -n "$uv" ]; then
+  kvc_uv "$python"
+  if [ -n "$kvc_uv_bin" ]; then
     local config=() args=() cert="${SSL_CERT_FILE:-}" line
     mapfile -t config < <(kvc_uv_config "$python")
     for line in "${config[@]}"; do
       if [[ "$line" == SSL_CERT_FILE=* ]]; then cert="${line#SSL_CERT_FILE=}"; else args+=("$line"); fi
     done
     # pip takes the best version over all its indexes and links; uv by default the first index's
-    env ${cert:+SSL_CERT_FILE="$cert"} "$uv" pip install --python "$python" --index-strategy unsafe-best-match "${args[@]}" "$@"
+    env ${cert:+SSL_CERT_FILE="$cert"} "$kvc_uv_bin" pip install --python "$python" --index-strategy unsafe-best-match "${args[@]}" "$@"
   else
     "$python" -m pip install --disable-pip-version-check --no-compile "$@"
   fi
 }
 
+# Without ensurepip's wheels to seed the venv's pip, pip makes the venv and installs.
 make_venv() {
   local python="$1" venv="$2"; shift 2
   rm -rf "$venv"
-  local uv="" bundled
+  local bundled
   bundled="$("$python" -c 'import ensurepip, os; print(os.path.join(os.path.dirname(ensurepip.__file__), "_bundled"))' 2>/dev/null || true)"
-  if [ "${KVC_UV:-1}" != 0 ] && compgen -G "$bundled/pip-*.whl" >/dev/null; then uv="$(kvc_uv "$python")"; fi
-  if [ -n "$uv" ]; then
+  compgen -G "$bundled/pip-*.whl" >/dev/null || { kvc_uv_decided=1 kvc_uv_bin=""; }
+  kvc_uv "$python"
+  if [ -n "$kvc_uv_bin" ]; then
     "$python" -m venv --without-pip "$venv"
-    "$uv" pip install --quiet --python "$venv/bin/python" --no-index "$bundled"/*.whl
+    "$kvc_uv_bin" pip install --quiet --python "$venv/bin/python" --no-index "$bundled"/*.whl
   else
     "$python" -m venv "$venv"
   fi
-  KVC_UV=$([ -n "$uv" ] && echo 1 || echo 0) venv_install "$venv/bin/python" "$@"
+  venv_install "$venv/bin/python" "$@"
   local site
   site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   echo 'import sys; sys.dont_write_bytecode = False' > "$site/kvc-write-bytecode.pth"
