@@ -21,7 +21,7 @@ int run_app(int argc, char** argv, const std::vector<Subcommand>& subcommands,
     std::cerr << "kvconform: CPU kernels not pinned: " << o << "; golden attention outputs are judged with tolerances\n";
   CLI::App app{"kvconform: conformance checks for sliding-window KV caches against transformers' reference"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", kToolVersion);
+  app.set_version_flag("--version", version_text);
   std::vector<std::pair<CLI::App*, Runner>> runners;
   for (const Subcommand& s : subcommands) {
     Runner runner = s.add(app);

@@ -69,6 +69,22 @@ TEST(Cli, HelpOnEverySubcommand) {
   }
 }
 
+// One version number (the repository's VERSION file): `kvconform --version` prints it with the build id
+// and the golden fixtures' releases; every report records it as tool_version.
+TEST(Cli, VersionComesFromTheVersionFileAndNamesTheFixtureReleases) {
+  std::string version = slurp(fs::path(kSourceDir) / "VERSION");
+  version.erase(version.find_last_not_of(" \n") + 1);
+  const Result r = kvconform("--version");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.stdout_only.substr(0, r.stdout_only.find('\n')), "kvconform " + version) << r.out;
+  EXPECT_NE(r.stdout_only.find("\nbuild "), std::string::npos) << r.out;
+  for (const auto& entry : fs::directory_iterator(fs::path(kSourceDir) / "golden" / "fixtures"))
+    if (entry.is_directory()) EXPECT_NE(r.stdout_only.find(entry.path().filename().string()), std::string::npos) << r.out;
+  const fs::path dir = scratch("version-report");
+  ASSERT_EQ(kvconform("run --golden-only --filter 'decode_across_boundary' --report-dir '" + dir.string() + "'").code, 0);
+  EXPECT_NE(slurp(dir / "summary.json").find("\"tool_version\": \"kvconform " + version + "\""), std::string::npos);
+}
+
 // The row / size / mask properties run on the fast engine unless told otherwise; both engines pass
 // and the reproduce command keeps an explicit engine.
 TEST(Cli, EngineOfTheRowProperties) {

@@ -278,4 +278,31 @@ std::string data_folder(const std::string& value, bool given, const std::string&
   return value;
 }
 
+namespace {
+// "4.57.6" before "5.13.1" before "5.24.0": numeric parts, not text ("5.9.0" < "5.13.1").
+std::vector<long> release_parts(const std::string& name) {
+  std::vector<long> parts;
+  std::stringstream in(name);
+  for (std::string part; std::getline(in, part, '.');) parts.push_back(std::strtol(part.c_str(), nullptr, 10));
+  return parts;
+}
+}  // namespace
+
+std::string version_text() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> releases;
+  std::error_code ec;
+  const fs::path root = data_folder("golden/fixtures", false, "golden/fixtures");
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec) && std::regex_match(it->path().filename().string(), std::regex("[0-9]+(\\.[0-9]+)*")))
+      releases.push_back(it->path().filename().string());
+  std::sort(releases.begin(), releases.end(),
+            [](const std::string& a, const std::string& b) { return release_parts(a) < release_parts(b); });
+  std::string text = std::string(kToolVersion) + "\nbuild " + build_id() + "\ngolden fixtures: ";
+  if (releases.empty()) return text + "none found (" + root.string() + ")";
+  text += "transformers";
+  for (size_t i = 0; i < releases.size(); ++i) text += (i ? ", " : " ") + releases[i];
+  return text + " (" + fs::absolute(root).lexically_normal().string() + ")";
+}
+
 }  // namespace kvc::cli

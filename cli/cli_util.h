@@ -16,7 +16,15 @@
 
 namespace kvc::cli {
 
-inline constexpr const char* kToolVersion = "kvconform 0.1.0";
+// "kvconform X.Y.Z", from the one VERSION file (KVC_VERSION, set by cli/CMakeLists.txt): what every
+// report records as tool_version, so an implementation can pin the suite it passed.
+#ifndef KVC_VERSION
+#error "KVC_VERSION is set by cli/CMakeLists.txt from the VERSION file"
+#endif
+inline constexpr const char* kToolVersion = "kvconform " KVC_VERSION;
+// What `kvconform --version` prints: the version, the build id and the golden fixtures' transformers
+// releases that a run replays (the folders of the fixtures folder a plain `run` would use).
+std::string version_text();
 
 // The command line as given, shell-quoted where needed (RunSummary::command). main() records it.
 void set_command_line(int argc, char** argv);

@@ -600,11 +600,12 @@ Runner add_run_command(CLI::App& app) {
       return 0;
     }
 
+    reproduce_reports_in(args->report_dir, args->no_report);
     const auto run_started = std::chrono::steady_clock::now();
     std::vector<double> case_seconds;  // for --timings: the cases that run on their own
     auto case_started = run_started;
     report::RunSummary summary;
-    summary.tool_version = "kvconform 0.1.0";
+    summary.tool_version = kToolVersion;
     summary.seed = options.seed;
     Registry::run(
         plan,

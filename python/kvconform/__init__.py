@@ -16,6 +16,8 @@ Engines (docs/engines.md, "The engine protocol"): a subclass of `kvconform.Engin
 
 The framing both use is `kvconform.protocol`.
 """
+from pathlib import Path
+
 from .binary import NotFound
 from .binary import find as find_binary
 from .engine import MUTANTS, Engine, Loaded, LogProbs, Rows, cache_lock, mutate_hf_config, mutated_window
@@ -25,4 +27,6 @@ from .protocol import Unsupported
 
 __all__ = ["CONVENTIONS", "LAYOUTS", "MUTANTS", "Engine", "Kernel", "Loaded", "LogProbs", "NotFound", "Rows", "Unsupported",
            "cache_lock", "find_binary", "kernel", "mutate_hf_config", "mutated_window", "serve_engine"]
-__version__ = "0.2.0"
+# The repository's one version number (VERSION; the package's own VERSION links to it): the binary's
+# `kvconform --version` says the same.
+__version__ = (Path(__file__).with_name("VERSION")).read_text(encoding="utf-8").strip()

@@ -18,7 +18,7 @@ if [ "$mode" = install ]; then
   rm -rf "$out/site" "$out/src"
   mkdir -p "$out/src"
   # a copy, so that setuptools' build/ and egg-info land in the build folder, not in the checkout
-  cp -r "$here/pyproject.toml" "$here/README.md" "$here/kvconform" "$out/src/"
+  cp -rL "$here/pyproject.toml" "$here/README.md" "$here/kvconform" "$out/src/"  # -L: kvconform/VERSION links to the repository's VERSION
   if ! "$python" -m pip install --disable-pip-version-check --quiet --no-deps --no-build-isolation \
       --target "$out/site" "$out/src"; then
     # setuptools < 70.1 without `wheel` cannot build a wheel (docs/plugins.md): an isolated build

@@ -267,3 +267,11 @@ def test_numpy_tensors():
     assert seen["types"] == (np.ndarray, 2) and dtype == "float32" and shape == (1, 2, 1, 4)
     with pytest.raises(Unsupported, match="bfloat16"):
         numpy_kernel.handle(header(dtype="bfloat16"), buffers(query=q.bfloat16(), key=key.bfloat16(), value=v.bfloat16()))
+
+
+def test_package_version_is_the_binarys():
+    """One version number: the installed package says what `kvconform --version` says (both read VERSION)."""
+    import kvconform
+    from kvconform.binary import find
+    first = subprocess.run([find(), "--version"], stdout=subprocess.PIPE, text=True, timeout=60, check=True).stdout
+    assert first.splitlines()[0] == f"kvconform {kvconform.__version__}"
