@@ -84,6 +84,11 @@ struct NumericsCatch {
   const char* dtype;
   const char* fragment;  // in its message
 };
+// The ctest name's suffix (gtest_discover_tests prints the parameter): the plugin's file name, the case and
+// the dtype, the same in every build, where gtest's default printed the struct's raw bytes.
+void PrintTo(const NumericsCatch& c, std::ostream* os) {
+  *os << std::filesystem::path(c.plugin).stem().string() << "/" << c.id << "/" << c.dtype;
+}
 class NumericsMutantPlugin : public ::testing::TestWithParam<NumericsCatch> {};
 TEST_P(NumericsMutantPlugin, IsCaughtByANamedNumericsCase) {
   const NumericsCatch c = GetParam();

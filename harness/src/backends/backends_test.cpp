@@ -124,6 +124,11 @@ struct KernelCatch {
   DType dtype;
   const char* fragment;  // in the FAIL message
 };
+// The parameter's printed form is the ctest name's suffix (gtest_discover_tests): readable and the same in
+// every build, where gtest's default printed the struct's raw bytes (a pointer among them).
+void PrintTo(const KernelCatch& c, std::ostream* os) {
+  *os << to_string(c.mutation) << "/" << c.scenario << "/" << to_string(c.dtype);
+}
 class KernelMutant : public ::testing::TestWithParam<KernelCatch> {};
 TEST_P(KernelMutant, FailsItsNamedNumericsCase) {
   const KernelCatch c = GetParam();
