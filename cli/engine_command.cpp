@@ -677,6 +677,7 @@ Runner add_engine_command(CLI::App& app) {
       for (auto& g : groups) g->client->stop();
       return plan.chosen.empty() ? 2 : 0;
     }
+    reproduce_reports_in(a->report_dir, a->no_report);
     const auto started = std::chrono::steady_clock::now();
     size_t finished = 0;  // the groups before this one are finished
     Registry::run(

@@ -22,6 +22,7 @@
 #include "kvconform/regressions.h"
 #include "kvconform/report.h"
 #include "kvconform/seeds.h"
+#include "registry.h"
 
 namespace kvc::cli {
 
@@ -165,6 +166,7 @@ Runner add_fuzz_command(CLI::App& app) {
     const auto start = Clock::now();
     const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
+    reproduce_reports_in(args->report_dir, args->report_dir.empty());
     report::RunSummary summary;
     summary.tool_version = kToolVersion;
     summary.seed = args->seed;
@@ -213,9 +215,13 @@ Runner add_fuzz_command(CLI::App& app) {
         result.message = message;
         result.detail = o.failure;
         result.ordinal = r * static_cast<long long>(selected.size()) + static_cast<long long>(pi);  // the unsharded order
-        result.reproduce = std::string("kvconform run --property '^") + campaign::to_string(p) + "$'" +
-                           (base.mutation == Mutation::None ? "" : std::string(" --mutant ") + to_string(base.mutation)) +
-                           " --reproduce '" + o.reproduce + "'";
+        // Lines that run as printed from any folder: this binary's path, the corpus folder made absolute.
+        std::vector<Flag> mutant;
+        if (base.mutation != Mutation::None) mutant.push_back({"--mutant", to_string(base.mutation), Flag::Quote::None});
+        std::vector<Flag> flags = {{"--property", "^" + campaign::to_string(p) + "$", Flag::Quote::Single}};
+        flags.insert(flags.end(), mutant.begin(), mutant.end());
+        flags.push_back({"--reproduce", o.reproduce, Flag::Quote::Single});
+        result.reproduce = reproduce_line(self_path(), "run", flags);
         std::cout << "FAIL " << campaign::to_string(p) << " round " << r << " (seed " << options.seed << "): " << message
                   << "\n  reproduce: " << result.reproduce << "\n";
         if (o.counterexample) {
@@ -229,9 +235,10 @@ Runner add_fuzz_command(CLI::App& app) {
             } else {
               std::cout << "  case file: " << saved.path << " (same scenario as an earlier failure)\n";
             }
-            result.reproduce += "\n# or replay the case file: kvconform run --filter '^property/" + saved.id + "$'" +
-                                (base.mutation == Mutation::None ? "" : std::string(" --mutant ") + to_string(base.mutation)) +
-                                " --regressions " + args->out;
+            std::vector<Flag> replay = {{"--filter", "^property/" + saved.id + "$", Flag::Quote::Single}};
+            replay.insert(replay.end(), mutant.begin(), mutant.end());
+            replay.push_back({"--regressions", std::filesystem::absolute(args->out).lexically_normal().string()});
+            result.reproduce += "\n# or replay the case file: " + reproduce_line(self_path(), "run", replay);
           }
         }
         summary.cases.push_back(std::move(result));

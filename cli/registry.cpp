@@ -1,5 +1,7 @@
 #include "registry.h"
 
+#include <algorithm>
+#include <filesystem>
 #include <map>
 #include <stdexcept>
 
@@ -7,8 +9,33 @@
 
 namespace kvc::cli {
 
-std::string reproduce_line(const std::string& program, const std::string& subcommand, const std::vector<Flag>& flags) {
+namespace {
+std::vector<Flag>& reproduce_report_flags() {
+  static std::vector<Flag> flags;
+  return flags;
+}
+}  // namespace
+
+void reproduce_reports_in(const std::string& report_dir, bool no_report) {
+  namespace fs = std::filesystem;
+  std::vector<Flag>& flags = reproduce_report_flags();
+  if (no_report || report_dir.empty()) {
+    flags = {{"--no-report", ""}};
+    return;
+  }
+  // A reproduce run that prints reproduce lines itself keeps its folder (no reproduce/reproduce/...).
+  fs::path dir = fs::absolute(report_dir).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();
+  if (dir.filename() != "reproduce") dir /= "reproduce";
+  flags = {{"--report-dir", dir.string()}};
+}
+
+std::string reproduce_line(const std::string& program, const std::string& subcommand, const std::vector<Flag>& given) {
   std::string line = shell_quote(program) + " " + subcommand;
+  std::vector<Flag> flags = given;
+  const auto says_where = [&](const Flag& f) { return f.name == "--report-dir" || f.name == "--no-report"; };
+  if (std::none_of(flags.begin(), flags.end(), says_where))
+    for (const Flag& f : reproduce_report_flags()) flags.push_back(f);
   for (const Flag& f : flags) {
     if (!f.name.empty()) line += " " + f.name;
     if (f.value.empty()) continue;

@@ -38,8 +38,13 @@ struct Flag {
   std::string name, value;
   Quote quote = Quote::Shell;
 };
-// The one reproduce-line builder: PROGRAM SUBCOMMAND, then each flag and its value.
+// The one reproduce-line builder: PROGRAM SUBCOMMAND, then each flag and its value, then where the
+// reproduce run's reports go (reproduce_reports_in).
 std::string reproduce_line(const std::string& program, const std::string& subcommand, const std::vector<Flag>& flags);
+// Where the reports of the reproduce lines this process prints go, so that a line pasted in another
+// folder writes none there: `REPORT_DIR/reproduce` (absolute) of the run that printed it, or nothing
+// (--no-report) when that run wrote none. Each command that prints reproduce lines calls it once.
+void reproduce_reports_in(const std::string& report_dir, bool no_report);
 
 using CaseSink = std::function<void(report::CaseResult)>;
 // Cases that run together (the backend suite replays a step pattern once for all its backends; a
