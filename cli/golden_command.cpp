@@ -12,6 +12,8 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "commands.h"
 #include "kvconform/cases.h"
 #include "kvcgen/corpus.h"
@@ -27,6 +29,7 @@ namespace {
 struct GoldenArgs {
   bool check = false;
   bool no_cache = false;
+  bool print_key = false;
   int corpus = 0;
   uint64_t seed = kvc::seeds::kDefaultSeed;
   std::vector<std::string> versions;
@@ -140,14 +143,47 @@ int compare_dirs(const fs::path& committed, const fs::path& fresh, bool* bytes_e
   return differences;
 }
 
+// The installed transformers package of a release's venv: its folder, or why there is none to key by
+// (an editable install runs a source tree that can change under an unchanged venv).
+struct InstalledPackage {
+  fs::path dir;
+  std::string not_kept;  // non-empty: why no pass may be kept for this venv
+};
+InstalledPackage installed_transformers(const fs::path& venv) {
+  std::error_code ec;
+  for (const auto& lib : fs::directory_iterator(venv / "lib", ec)) {
+    const fs::path site = lib.path() / "site-packages";
+    for (const auto& e : fs::directory_iterator(site, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("transformers-", 0) != 0 || e.path().extension() != ".dist-info") continue;
+      const fs::path direct_url = e.path() / "direct_url.json";
+      if (fs::exists(direct_url, ec)) {
+        const auto j = nlohmann::json::parse(cases::read_file(direct_url.string()), nullptr, false);
+        if (j.is_object() && j.value("dir_info", nlohmann::json::object()).value("editable", false))
+          return {{}, "transformers is an editable install (" + direct_url.string() + ")"};
+      }
+      if (fs::is_directory(site / "transformers", ec)) return {site / "transformers", ""};
+      return {{}, "transformers' files are not in " + site.string()};
+    }
+  }
+  return {{}, "no installed transformers in " + venv.string()};
+}
+
 // golden --check's verdict for a release is a function of the dumper (golden/'s files), every
 // scenario file, the committed fixtures, the release's environment (its venv folder is named by the
-// sha256 of its pins) and the CPU: a key over all of them that once dumped byte for byte identical
-// need not be dumped again. Only a byte-identical pass is kept (no tolerance judged, no binary
-// involved).
-std::string check_key(const fs::path& root, const std::string& version) {
-  std::string all = "golden --check 1\n" + version + "\n" +
-                    fs::weakly_canonical(root / ("golden/.venv-" + version)).filename().string() + "\n";
+// sha256 of its pins, and the content of every source file of the transformers package installed
+// there: a locally patched transformers in an unchanged venv is a new key) and the CPU: a key over
+// all of them that once dumped byte for byte identical need not be dumped again. Only a
+// byte-identical pass is kept (no tolerance judged, no binary involved). Empty, with `why` set: no
+// pass is kept for this release (an editable transformers).
+std::string check_key(const fs::path& root, const std::string& version, std::string* why) {
+  const fs::path venv = fs::weakly_canonical(root / ("golden/.venv-" + version));
+  const InstalledPackage package = installed_transformers(venv);
+  if (!package.not_kept.empty()) {
+    *why = package.not_kept;
+    return "";
+  }
+  std::string all = "golden --check 2\n" + version + "\n" + venv.filename().string() + "\n";
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);)
     if (line.rfind("model name", 0) == 0 || line.rfind("flags", 0) == 0) {
@@ -171,6 +207,13 @@ std::string check_key(const fs::path& root, const std::string& version) {
   };
   add_folder(root / "golden", false);
   for (const fs::path& dir : scenario_folders(root)) add_folder(dir, false);
+  // Every .py of the installed package (about 3,000 files, 0.3 s of CPU): what the dump may execute.
+  std::vector<fs::path> sources;
+  for (const auto& e : fs::recursive_directory_iterator(package.dir))
+    if (e.is_regular_file() && e.path().extension() == ".py") sources.push_back(e.path());
+  std::sort(sources.begin(), sources.end());
+  for (const fs::path& f : sources)
+    all += "transformers/" + fs::relative(f, package.dir).string() + " " + cases::sha256_hex(cases::read_file(f.string())) + "\n";
   if (fs::is_directory(root / "golden/fixtures" / version)) add_folder(root / "golden/fixtures" / version, true);
   return cases::sha256_hex(all);
 }
@@ -212,6 +255,8 @@ Runner add_golden_command(CLI::App& app) {
   cmd->add_flag("--no-cache", args->no_cache,
                 "--check dumps every release again, even one whose inputs (dumper, cases, fixtures, environment, CPU) "
                 "once dumped identical");
+  cmd->add_flag("--print-check-key", args->print_key,
+                "With --check: print each release's key of kept passes (or why none is kept) and stop");
   cmd->add_option("--root", args->root, "Repository root")->check(CLI::ExistingDirectory);
   return [args]() -> int {
     const fs::path root = fs::weakly_canonical(fs::absolute(args->root));
@@ -227,10 +272,18 @@ Runner add_golden_command(CLI::App& app) {
         if (int rc = dump(root, v, committed); rc != 0) return rc == 2 ? 2 : 1;
         continue;
       }
-      if (int rc = setup_env(root, v); rc != 0) return rc == 2 ? 2 : 1;
-      const std::string key = check_key(root, v);
-      const fs::path passed = check_cache_dir() / key;
-      if (!args->no_cache && fs::exists(passed)) {
+      // --print-check-key reads the environment as it is (a test points it at a patched copy).
+      if (!args->print_key)
+        if (int rc = setup_env(root, v); rc != 0) return rc == 2 ? 2 : 1;
+      std::string not_kept;
+      const std::string key = check_key(root, v, &not_kept);
+      if (args->print_key) {
+        std::cout << v << " " << (key.empty() ? "not kept: " + not_kept : key) << "\n";
+        continue;
+      }
+      if (key.empty()) std::cout << "golden --check " << v << ": dumping (no pass is kept: " << not_kept << ")\n";
+      const fs::path passed = check_cache_dir() / (key.empty() ? "-" : key);
+      if (!args->no_cache && !key.empty() && fs::exists(passed)) {
         std::cout << "golden --check " << v << ": identical (its inputs dumped identical before: key " << key.substr(0, 16)
                   << " in " << check_cache_dir().string() << "; --no-cache dumps again)\n";
         continue;
@@ -244,7 +297,7 @@ Runner add_golden_command(CLI::App& app) {
       std::cout << "golden --check " << v << ": " << (d == 0 ? "identical" : std::to_string(d) + " files differ") << "\n";
       differences += d;
       fs::remove_all(fresh);
-      if (d == 0 && bytes_equal && !args->no_cache) {
+      if (d == 0 && bytes_equal && !args->no_cache && !key.empty()) {
         std::error_code ec;
         fs::create_directories(check_cache_dir(), ec);
         report::write_file_atomically(passed.string(), "golden --check " + v + ": identical\n");

@@ -6,7 +6,10 @@
 # dumped again and FAILs. With `crosscheck`, the same for crosscheck_masks.py's kept pass (the same
 # inputs and the CPU, under the release's environment): the copy is a kept pass, and the copy with one
 # fixture's SDPA mask bit flipped is checked again and FAILs.
-#   golden/check_cache_test.sh KVCONFORM ROOT [RELEASE [golden-check|crosscheck]]
+# With `package`, that a locally patched transformers in an unchanged venv is never a kept pass: a
+# copy of the venv whose transformers files are the same has the same key (golden --check's and the
+# crosscheck's), one with a comment added to cache_utils.py a new key, and an editable install none.
+#   golden/check_cache_test.sh KVCONFORM ROOT [RELEASE [golden-check|crosscheck|package]]
 #                                                            exit 77 (skip) without RELEASE's venv
 set -euo pipefail
 bin="$1" root="$2" v="${3:-5.24.0}" mode="${4:-golden-check}"
@@ -20,6 +23,38 @@ for suite in property differential; do
 done
 fixtures=("$tmp/repo/golden/fixtures/$v"/[a-z]*_*.json)  # a case's fixture, not the manifest
 fixture="${fixtures[0]}"
+if [ "$mode" = package ]; then
+  real="$(cd "$root/golden/.venv-$v" && pwd -P)"
+  site_rel="$(cd "$real" && ls -d lib/python3*/site-packages)"
+  fake="$tmp/venvs/$(basename "$real")"  # the same folder name: only the files may differ
+  mkdir -p "$fake/$site_rel" "$fake/bin"
+  cp "$real/pyvenv.cfg" "$fake/"
+  ln -s "$(readlink -f "$real/bin/python")" "$fake/bin/python"
+  for e in "$real/$site_rel"/*; do
+    case "$(basename "$e")" in transformers|transformers-*.dist-info) ;; *) ln -s "$e" "$fake/$site_rel/" ;; esac
+  done
+  cp -r "$real/$site_rel"/transformers-*.dist-info "$fake/$site_rel/"
+  cp -rs "$real/$site_rel/transformers" "$fake/$site_rel/transformers"  # a tree of links to the same files
+  rm -f "$tmp/repo/golden/.venv-$v" && ln -s "$fake" "$tmp/repo/golden/.venv-$v"
+  golden_key() { "$bin" golden --check --print-check-key --release "$v" --root "$tmp/repo" | cut -d' ' -f2-; }
+  cross_key() { "$fake/bin/python" -c "import sys; sys.path.insert(0, '$tmp/repo/golden'); import crosscheck_masks as c; print(c.kept_key('$v', [], None))"; }
+  same_golden="$(golden_key)" same_cross="$(cross_key)"
+  [ "$same_golden" = "$("$bin" golden --check --print-check-key --release "$v" --root "$root" | cut -d' ' -f2-)" ] ||
+    { echo "FAIL: the same transformers files under a copy of the venv gave another golden --check key"; exit 1; }
+  [ "$same_cross" = "$("$real/bin/python" -c "import sys; sys.path.insert(0, '$tmp/repo/golden'); import crosscheck_masks as c; print(c.kept_key('$v', [], None))")" ] ||
+    { echo "FAIL: the same transformers files under a copy of the venv gave another crosscheck key"; exit 1; }
+  cache_utils="$fake/$site_rel/transformers/cache_utils.py"
+  cp --remove-destination "$(readlink -f "$cache_utils")" "$cache_utils"
+  echo "# a local patch" >> "$cache_utils"
+  [ "$(golden_key)" != "$same_golden" ] || { echo "FAIL: golden --check keeps its pass for a patched cache_utils.py"; exit 1; }
+  [ "$(cross_key)" != "$same_cross" ] || { echo "FAIL: the crosscheck keeps its pass for a patched cache_utils.py"; exit 1; }
+  echo '{"url": "file:///src/transformers", "dir_info": {"editable": true}}' > "$fake/$site_rel"/transformers-*.dist-info/direct_url.json
+  golden_key | grep -q "^not kept: transformers is an editable install" ||
+    { golden_key; echo "FAIL: golden --check keys an editable transformers"; exit 1; }
+  [ "$(cross_key)" = None ] || { echo "FAIL: the crosscheck keys an editable transformers"; exit 1; }
+  echo "OK: the same files keep one key; a patched cache_utils.py is a new key; an editable install keeps no pass"
+  exit 0
+fi
 if [ "$mode" = crosscheck ]; then
   crosscheck() { "$tmp/repo/golden/.venv-$v/bin/python" "$tmp/repo/golden/crosscheck_masks.py" "$@"; }
   crosscheck > "$tmp/first.log" 2>&1 || { cat "$tmp/first.log"; exit 1; }

@@ -196,11 +196,36 @@ def cache_dir():
     return os.path.join(base, "kvconform", "crosscheck")
 
 
+def installed_sources():
+    """(path, sha256) of every .py file of the installed transformers package, found without importing
+    it; None for an editable install, whose source tree can change under an unchanged environment."""
+    import importlib.metadata
+    import importlib.util
+    direct = importlib.metadata.distribution("transformers").read_text("direct_url.json")
+    if direct and json.loads(direct).get("dir_info", {}).get("editable"):
+        return None
+    package = os.path.dirname(importlib.util.find_spec("transformers").origin)
+    out = []
+    for top, dirs, names in os.walk(package):
+        dirs.sort()
+        for name in sorted(names):
+            if name.endswith(".py"):
+                with open(os.path.join(top, name), "rb") as f:
+                    out.append((os.path.relpath(os.path.join(top, name), package), hashlib.sha256(f.read()).hexdigest()))
+    return out
+
+
 def kept_key(version, files, fixtures_dir):
     """sha256 of everything a check reads: golden/'s files (this script and the dumper), the case files,
-    the fixtures, the release's environment folder (named by the sha256 of its pins), the CPU."""
-    lines = ["crosscheck kept pass", f"transformers {version}",
+    the fixtures, the release's environment folder (named by the sha256 of its pins) and the content of
+    the transformers package installed there (a locally patched file is a new key), the CPU. None: no
+    pass is kept (an editable transformers)."""
+    sources = installed_sources()
+    if sources is None:
+        return None
+    lines = ["crosscheck kept pass 2", f"transformers {version}",
              f"environment {os.path.basename(os.path.realpath(sys.prefix))}"]
+    lines += [f"transformers/{rel} {digest}" for rel, digest in sources]
     with open("/proc/cpuinfo") if os.path.exists("/proc/cpuinfo") else open(os.devnull) as cpu:
         lines += [l.strip() for l in cpu if l.startswith(("model name", "flags"))][:2]
 
@@ -241,7 +266,10 @@ def main(argv=None):
         print("crosscheck: no case files", file=sys.stderr)
         return 2
     key = kept_key(version, files, fixtures_dir)
-    kept = os.path.join(cache_dir(), key)
+    if key is None:
+        print(f"crosscheck {version}: checking (no pass is kept for an editable transformers)")
+        args.no_cache = True
+    kept = os.path.join(cache_dir(), key or "-")
     if not args.no_cache and os.path.isfile(kept):
         with open(kept) as f:
             said = f.read()
