@@ -218,7 +218,7 @@ Runner add_fuzz_command(CLI::App& app) {
         // Lines that run as printed from any folder: this binary's path, the corpus folder made absolute.
         std::vector<Flag> mutant;
         if (base.mutation != Mutation::None) mutant.push_back({"--mutant", to_string(base.mutation), Flag::Quote::None});
-        std::vector<Flag> flags = {{"--property", "^" + campaign::to_string(p) + "$", Flag::Quote::Single}};
+        std::vector<Flag> flags = {{"--property", std::string("^") + campaign::to_string(p) + "$", Flag::Quote::Single}};
         flags.insert(flags.end(), mutant.begin(), mutant.end());
         flags.push_back({"--reproduce", o.reproduce, Flag::Quote::Single});
         result.reproduce = reproduce_line(self_path(), "run", flags);

@@ -16,6 +16,16 @@
 #include "kvconform/tensors.h"
 
 namespace kvc::backends {
+// The ctest name of a WindowedFault case (gtest_discover_tests prints the parameter): the fault's name,
+// where gtest's default printed the enum's bytes.
+void PrintTo(Fault f, std::ostream* os) {
+  switch (f) {
+    case Fault::WindowOffByOne: *os << "WindowOffByOne"; return;
+    case Fault::FirstRowPadding: *os << "FirstRowPadding"; return;
+    case Fault::IgnoreKvOffset: *os << "IgnoreKvOffset"; return;
+    default: *os << "fault" << static_cast<int>(f);
+  }
+}
 namespace {
 
 TEST(BackendSuite, EveryBuiltinBackendPassesOnCpu) {
