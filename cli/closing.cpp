@@ -72,8 +72,19 @@ int close_run(const report::RunSummary& summary) {
     return disagreements == 0 ? 0 : 1;
   }
   std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped";
-  if (deviations)
-    std::cout << " (" << deviations << (record.subcommand == "engine" ? " known engine deviations)" : " upstream deviations reproduced)");
+  // An engine's deviations are its expectations' expected failures; `run`'s are upstream's own
+  // (transformers breaking its rule) or, given --expectations, the implementation's expected failures.
+  int expected = 0;
+  for (const report::CaseResult& c : summary.cases) expected += c.expectation.outcome == "expected_failure";
+  if (deviations && record.subcommand == "engine") {
+    std::cout << " (" << deviations << " known engine deviations)";
+  } else if (deviations) {
+    const int upstream = deviations - expected;
+    std::cout << " (";
+    if (upstream) std::cout << upstream << " upstream deviations reproduced" << (expected ? ", " : "");
+    if (expected) std::cout << expected << " expected failure" << (expected == 1 ? "" : "s");
+    std::cout << ")";
+  }
   std::cout << "\n";
   if (failed) return 1;
   if (passed > 0) return 0;

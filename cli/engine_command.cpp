@@ -10,13 +10,17 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "cli_util.h"
 #include "closing.h"
+#include "expectation_options.h"
 #include "commands.h"
 #include "registry.h"
 #include "kvcgen/engine_campaign.h"
@@ -37,7 +41,9 @@ namespace {
 struct EngineArgs {
   std::vector<std::string> engines;  // regexes over engines.json names
   std::string engine_cmd, engine_name, engine_options = "{}";
-  std::string config = "engines/engines.json", known = "engines/known_deviations.json";
+  std::string config = "engines/engines.json";
+  std::optional<std::string> known;  // the old --known FILE, read as --expectations for one release
+  ExpectationArgs expectations;
   std::string models, model = ".*", filter, plans = "fixed";
   std::string family = ".*", campaign_models;  // the model campaign's families and checkpoint folder
   std::vector<std::string> plan_files;
@@ -56,6 +62,9 @@ struct Configured {
   std::string needs, setup;  // a shell test that it is installed, and the command that installs it
   bool ci = false;           // part of CI's small fixed set (--ci)
   std::string root;          // where `needs` runs: the checkout of --config (empty: here)
+  // Its expectations file, relative to root (docs/expectations.md): "expectations" in --config, else
+  // engines/<folder>/expectations.jsonc of the first engines/<folder>/ its command names; empty: none.
+  std::string expectations;
   // The head sizes the model campaign draws for it (empty: the drawer's own), for an engine whose
   // attention takes only some (vLLM's CPU kernel refuses 8 and 16): without it every draw is refused.
   std::vector<int> head_dims;
@@ -84,6 +93,12 @@ std::vector<Configured> read_config(const std::string& path) {
     c.setup = e.value("setup", "");
     c.spec.timeout_s = e.value("timeout", 120.0);
     c.ci = e.value("ci", false);
+    if (e.contains("expectations") && (!e["expectations"].is_string() || e["expectations"].get<std::string>().empty()))
+      throw std::invalid_argument(at + "/expectations: must be a file name relative to the checkout, got " + e["expectations"].dump());
+    std::smatch folder;
+    if (e.contains("expectations")) c.expectations = e["expectations"];
+    else if (std::regex_search(c.spec.command, folder, std::regex(R"((^|[\s/"'])engines/([A-Za-z0-9_.-]+)/)")))
+      c.expectations = "engines/" + folder[2].str() + "/expectations.jsonc";
     if (e.contains("head_dims")) {
       const json& h = e["head_dims"];
       if (!h.is_array() || h.empty()) throw std::invalid_argument(at + "/head_dims: must be a non-empty array of even sizes");
@@ -306,7 +321,9 @@ Runner add_engine_command(CLI::App& app) {
                              "batch-offset", "shift-no-rerotate", "shift-discard+1", "chunk-shift", "chunked-as-sliding", "sinks-dropped", "nope-inverted", "layers-swapped",
                              "softcap-dropped", "kv-bf16", "eviction-once", "full-capped", "glitch", "rope-all-rotary", "shared-kv-full",
                              "window-everywhere"}));
-  cmd->add_option("--known", a->known, "Known engine deviations (default engines/known_deviations.json)");
+  add_expectation_options(cmd, a->expectations, true);
+  cmd->add_option("--known", a->known,
+                  "Deprecated (one release): --expectations FILE instead of the engine folders' own files; '' is --no-expectations");
   CLI::Option* corpus = cmd->add_option(
       "--regressions", a->regressions,
       "The found-case corpus whose plans (regressions/engine/<model>/) run with the fixed plans (default ./regressions, "
@@ -326,9 +343,15 @@ Runner add_engine_command(CLI::App& app) {
     // Files of the checkout resolved once, absolute: the run, and every reproduce line it prints, work
     // from any folder.
     const auto absolute = [](const std::string& p) { return fs::absolute(p).lexically_normal().string(); };
-    const bool default_known = a->known == "engines/known_deviations.json";
     a->config = absolute(data_folder(a->config, cmd->count("--config") > 0, "engines/engines.json"));
-    a->known = a->known.empty() ? a->known : absolute(data_folder(a->known, cmd->count("--known") > 0, "engines/known_deviations.json"));
+    if (a->known) {
+      std::cerr << "engine: --known is accepted for one more release: it is read as "
+                << (a->known->empty() ? "--no-expectations" : "--expectations " + *a->known + " (the engine folders' own files not loaded)")
+                << "; an old known-deviations file converts with python3 scripts/known_to_expectations.py\n";
+      if (!a->expectations.files.empty()) throw std::invalid_argument("--known: give --expectations alone");
+      a->expectations.none = true;  // only the file given
+      if (!a->known->empty()) a->expectations.files.push_back(*a->known);
+    }
     std::vector<Configured> engines;
     if (!a->engine_cmd.empty()) {
       Configured c;
@@ -357,7 +380,31 @@ Runner add_engine_command(CLI::App& app) {
     }
     engine::CheckOptions check;
     check.rule = {a->factor, a->floor};
-    if (fs::exists(a->known)) check.known = engine::load_known_deviations(a->known);
+    // The expectations: each selected configuration's own file (its folder's), then the files given.
+    // A folder's file is checked for entries that match no case only when the run has every case
+    // it speaks of (every configuration of that folder, the whole zoo, the fixed plans).
+    Expectations expectations;
+    const std::vector<std::string> kinds = engine::diagnosis_kind_names();
+    std::map<std::string, std::string> home_of_engine;  // engine name -> its expectations file
+    if (a->expectations.update && a->mutant != "none")
+      throw std::invalid_argument("--update-expectations: a --mutant run's failures are the mutant's, not the engine's");
+    if (!a->expectations.none && a->engine_cmd.empty()) {
+      std::map<std::string, std::set<std::string>> all_of_file, selected_of_file;
+      for (const Configured& c : read_config(a->config))
+        if (!c.expectations.empty()) all_of_file[c.expectations].insert(c.spec.name);
+      for (const Configured& c : engines)
+        if (!c.expectations.empty()) selected_of_file[c.expectations].insert(c.spec.name);
+      const bool whole = a->model == ".*" && (a->plans == "fixed" || a->plans == "all") && a->plan_files.empty();
+      for (const auto& [file, names] : selected_of_file) {
+        const std::string path = (fs::path(engines.front().root) / file).lexically_normal().string();
+        expectations.load(path, file, whole && names == all_of_file[file], true, kinds);
+        for (const std::string& n : names) home_of_engine[n] = path;
+      }
+    }
+    for (const std::string& f : a->expectations.files) expectations.load(absolute(f), f, true, false, kinds);
+    if (a->expectations.update && home_of_engine.empty() && a->expectations.files.empty())
+      throw std::invalid_argument("--update-expectations: no expectations file to update: give --expectations FILE");
+    if (!expectations.set->empty() || a->expectations.update) check.expectations = expectations.set;
     const std::regex filter(a->filter.empty() ? ".*" : a->filter), model_re(a->model);
     const Shard shard = resolve_shard(a->shard, a->shard_count);
     const std::string corpus = a->no_regressions ? "" : fs::absolute(regressions::resolve_root(a->regressions)).lexically_normal().string();
@@ -506,7 +553,9 @@ Runner add_engine_command(CLI::App& app) {
       if (!a->campaign_models.empty()) engine_flags.push_back({"--campaign-models", campaign_dir});
       if (!a->regressions.empty()) engine_flags.push_back({"--regressions", corpus});
       if (a->mutant != "none") engine_flags.push_back({"--mutant", a->mutant, Flag::Quote::None});
-      if (!default_known) engine_flags.push_back({"--known", a->known});
+      // The same expectations judge the case alone.
+      if (a->expectations.none) engine_flags.push_back({"--no-expectations", "", Flag::Quote::None});
+      for (const std::string& f : a->expectations.files) engine_flags.push_back({"--expectations", absolute(f)});
       if (a->timeout != 120) engine_flags.push_back({"--timeout", std::to_string(a->timeout), Flag::Quote::None});
       if (a->factor != 10 || a->floor != 1e-4) {
         engine_flags.push_back({"--factor", std::to_string(a->factor), Flag::Quote::None});
@@ -693,8 +742,27 @@ Runner add_engine_command(CLI::App& app) {
           for (; groups[finished].get() != group_of.at(c.entry); ++finished) finish(*groups[finished]);
           const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
           return !(a->time_budget > 0 && elapsed > a->time_budget);
+        },
+        [&](const CaseEntry& e) -> std::optional<report::CaseResult> {
+          const expect::Expectation* skip = expectations.set->skip(e.id);
+          if (!skip) return std::nullopt;
+          report::CaseResult r = expect::Set::skipped(e.key, *skip);
+          r.dtype = "float32";
+          return r;
         });
     for (; finished < groups.size(); ++finished) finish(*groups[finished]);
+    {
+      std::vector<std::string> ids;
+      for (const CaseEntry& e : registry.entries()) ids.push_back(e.id);
+      const std::string first_file = a->expectations.files.empty() ? "" : absolute(a->expectations.files.front());
+      finish_expectations(expectations, a->expectations, summary.cases, ids, [&](const report::CaseResult& r) {
+        // The file of the case's engine configuration (the longest name its id starts with), else the first given.
+        std::string best, home = first_file;
+        for (const auto& [name, file] : home_of_engine)
+          if (r.id.rfind("engine/" + name + "/", 0) == 0 && name.size() > best.size()) best = name, home = file;
+        return home;
+      });
+    }
     if (!a->no_report) {
       const auto paths = report::write_reports(summary, a->report_dir);
       std::cerr << "reports: " << a->report_dir << "/{junit.xml,summary.json,summary.md,report.html}\n";

@@ -78,11 +78,21 @@ Registry::Plan Registry::choose(const std::function<bool(const std::string& id)>
 }
 
 void Registry::run(const Plan& plan, const std::function<void(const Chosen&, report::CaseResult)>& done,
-                   const std::function<bool(const Chosen&)>& start) {
+                   const std::function<bool(const Chosen&)>& start,
+                   const std::function<std::optional<report::CaseResult>(const CaseEntry&)>& instead) {
   int64_t last_ordinal = 0;
   const CaseBatch* batch_done = nullptr;  // batches are contiguous in registry order
+  std::set<const CaseEntry*> replaced;    // the cases `instead` answered for
   for (size_t i = 0; i < plan.chosen.size(); ++i) {
     const Chosen& c = plan.chosen[i];
+    if (instead && !c.entry->always) {
+      if (std::optional<report::CaseResult> r = instead(*c.entry)) {
+        replaced.insert(c.entry);
+        done(c, std::move(*r));
+        last_ordinal = c.ordinal;
+        if (!c.entry->batch) continue;
+      }
+    }
     if (!c.entry->batch) {
       if (start && !start(c)) continue;
       const Chosen at{c.entry, c.entry->always ? last_ordinal : c.ordinal};
@@ -96,8 +106,16 @@ void Registry::run(const Plan& plan, const std::function<void(const Chosen&, rep
     if (c.entry->batch.get() == batch_done) continue;
     batch_done = c.entry->batch.get();
     std::map<std::string, Chosen> of_batch;
-    for (size_t j = i; j < plan.chosen.size() && plan.chosen[j].entry->batch.get() == batch_done; ++j)
-      of_batch.emplace(plan.chosen[j].entry->id, plan.chosen[j]);
+    for (size_t j = i; j < plan.chosen.size() && plan.chosen[j].entry->batch.get() == batch_done; ++j) {
+      const Chosen& b = plan.chosen[j];
+      if (j > i && instead && !b.entry->always && !replaced.count(b.entry))
+        if (std::optional<report::CaseResult> r = instead(*b.entry)) {
+          replaced.insert(b.entry);
+          done(b, std::move(*r));
+        }
+      if (!replaced.count(b.entry)) of_batch.emplace(b.entry->id, b);
+    }
+    if (of_batch.empty()) continue;
     batch_done->run([&](const std::string& id) { return of_batch.count(id) > 0; },
                     [&](report::CaseResult r) {
                       if (r.id.empty()) throw std::logic_error("a case of the batch of " + c.entry->id + " returned a result with no id");

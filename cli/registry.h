@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -98,8 +99,11 @@ class Registry {
   // (a batch that raised as a whole) and an `always` entry the ordinal before it. `start` is asked
   // before each case that runs on its own; false skips it (engine's --time-budget). A case on its
   // own whose result has another id than its own is a std::logic_error.
+  // `instead`: a result for a case that is not to run (an expectations file's "skip"), given to
+  // `done` in its place; a batch runs without it.
   static void run(const Plan& plan, const std::function<void(const Chosen&, report::CaseResult)>& done,
-                  const std::function<bool(const Chosen&)>& start = {});
+                  const std::function<bool(const Chosen&)>& start = {},
+                  const std::function<std::optional<report::CaseResult>(const CaseEntry&)>& instead = {});
 
  private:
   std::deque<CaseEntry> entries_;  // a deque: an entry stays where it is as more are added

@@ -13,6 +13,7 @@
 #include "cli_util.h"
 #include "closing.h"
 #include "commands.h"
+#include "expectation_options.h"
 #include "registry.h"
 #include "kvconform/backends.h"
 #include "kvcgen/campaign.h"
@@ -54,6 +55,7 @@ struct RunArgs {
   double backend_timeout = 10;
   int max_worker_failures = 0;  // 0: never give up
   std::string shard, shard_count;  // docs/sharding.md
+  ExpectationArgs expectations;    // docs/expectations.md
 };
 
 // `id` as an ECMAScript regular expression that matches exactly it.
@@ -518,6 +520,7 @@ Runner add_run_command(CLI::App& app) {
   run->add_flag("-v,--verbose", args->verbose, "Also print details of passing cases (largest numerical errors)");
   run->add_flag("--allow-nothing-checked", args->allow_nothing_checked,
                 "Exit 0 even when every selected case was skipped (by default a run that checked nothing fails)");
+  add_expectation_options(run, args->expectations, false);
 
   return [args, run]() -> int {
     const auto given = [&](const char* name) { return run->count(name) > 0; };
@@ -564,6 +567,13 @@ Runner add_run_command(CLI::App& app) {
     if (selected.empty() && !args->golden_only && args->suites.empty())
       throw std::invalid_argument("--property '" + args->property + "' matches no property");
 
+    // The implementation's expectations (docs/expectations.md); a mutant run is never excused.
+    Expectations expectations;
+    for (const std::string& f : args->expectations.files) expectations.load(f, f, true);
+    if (args->expectations.update && args->expectations.files.empty())
+      throw std::invalid_argument("--update-expectations: no expectations file to update: give --expectations FILE");
+    if (args->expectations.update && args->mutant != "none")
+      throw std::invalid_argument("--update-expectations: a --mutant run's failures are the mutant's, not the implementation's");
     const CaseResults case_results(args->list ? "" : args->case_results);
     const bool reference_sections = args->plugins.empty() && args->backend_cmds.empty();
     // --mutant reaches every suite that runs the reference: golden replay, the backend suite and the
@@ -617,6 +627,7 @@ Runner add_run_command(CLI::App& app) {
           if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
           if (r.status == report::Status::Fail)
             r.reproduce = reproduce_line(self_path(), "run", c.entry->reproduce(r));
+          if (args->mutant == "none") expectations.set->judge(r, r.id, "", {r.message, false, {}});
           r.ordinal = c.ordinal;
           print_case_line(r, args->verbose);
           case_results.record(r, args->verbose);
@@ -626,7 +637,18 @@ Runner add_run_command(CLI::App& app) {
         [&](const Chosen&) {
           case_started = std::chrono::steady_clock::now();
           return true;
+        },
+        [&](const CaseEntry& e) -> std::optional<report::CaseResult> {
+          const expect::Expectation* skip = expectations.set->skip(e.id);
+          if (!skip) return std::nullopt;
+          return expect::Set::skipped(e.key, *skip);
         });
+    {
+      std::vector<std::string> ids;
+      for (const CaseEntry& e : registry.entries()) ids.push_back(e.id);
+      const std::string home = args->expectations.files.empty() ? "" : args->expectations.files.front();
+      finish_expectations(expectations, args->expectations, summary.cases, ids, [&](const report::CaseResult&) { return home; });
+    }
     summary.record.subcommand = "run";
     summary.record.build = build_id();
     summary.record.shard_index = shard.index;

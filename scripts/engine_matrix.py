@@ -65,8 +65,8 @@ def main():
         if m and c["backend"] not in version:
             version[c["backend"]] = m.group(1).strip()
     models = sorted(models)
-    out = [f"Measured with `{a.command}` (fixed plans; {len(cases)} cases). A cell: OK / DEVIATION (known, "
-           "engines/known_deviations.json) / FAIL / SKIP over the scenario classes, and the largest error of the OK ones.", ""]
+    out = [f"Measured with `{a.command}` (fixed plans; {len(cases)} cases). A cell: OK / DEVIATION (expected, "
+           "engines/<engine>/expectations.jsonc) / FAIL / SKIP over the scenario classes, and the largest error of the OK ones.", ""]
     out.append("| engine configuration | version | dtype | " + " | ".join(f"`{m}`" if a.family_of else m for m in models) + " |")
     out.append("| --- | --- | --- | " + " | ".join("---" for _ in models) + " |")
     for e in engines:

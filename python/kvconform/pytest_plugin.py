@@ -6,7 +6,9 @@ conftest.py files; engines from --kvconform-engine SPEC (repeatable; ini `kvconf
 kvconform.Engine subclass. For each, kvconform is asked for its case ids at collection (`kvconform
 run --list`, `kvconform engine --list`), and run ONCE, on the first selected item, for all the
 selected ones, writing its JSON report; each item then passes, fails (with the case's FAIL line:
-message, error, bound, margin, reproduce line) or skips from that report.
+message, error, bound, margin, reproduce line) or skips from that report. With
+--kvconform-expectations FILE (docs/expectations.md) an expected failure is an xfail, an unexpected
+pass an XPASS (a failure under --kvconform-strict-expectations), an expected skip a skip.
 """
 from __future__ import annotations
 
@@ -59,6 +61,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "$KVCONFORM_ROOT, then the checkout of the binary, of the rootdir or of the working directory)")
     group.addoption("--kvconform-report-dir", metavar="DIR", default=None,
                     help="keep kvconform's reports (junit.xml, summary.json, summary.md, report.html) in DIR/<kernel or engine>")
+    group.addoption("--kvconform-expectations", action="append", default=[], metavar="FILE",
+                    help="the implementation's expectations file (docs/expectations.md; repeatable): its expected "
+                         "failures are xfail, its unexpected passes XPASS")
+    group.addoption("--kvconform-strict-expectations", action="store_true", default=False,
+                    help="an expectation whose cases all passed fails those tests (kvconform --strict-expectations)")
+    parser.addini("kvconform_expectations", "expectations files (docs/expectations.md), as --kvconform-expectations",
+                  type="linelist", default=[])
     parser.addini("kvconform_adapters", "kernels to check with --kvconform (module:function or path.py:function)",
                   type="linelist", default=[])
     parser.addini("kvconform_engines", "engines to check (module:Class or path.py:Class), as --kvconform-engine",
@@ -114,8 +123,18 @@ class _Run:
         dtype = self.config.getoption("kvconform_dtype")
         return args + (["--dtype", dtype] if dtype else [])
 
+    def _expectations(self) -> List[str]:
+        """--expectations FILE (absolute: an engine run starts in the kvconform checkout) and --strict-expectations."""
+        files = list(self.config.getoption("kvconform_expectations")) + list(self.config.getini("kvconform_expectations"))
+        args: List[str] = []
+        for f in files:
+            args += ["--expectations", os.path.abspath(f)]
+        if self.config.getoption("kvconform_strict_expectations"):
+            args.append("--strict-expectations")
+        return args
+
     def _base(self) -> List[str]:
-        binary, extra = self._binary(), self._extra()
+        binary, extra = self._binary(), self._extra() + self._expectations()
         if not any(a == "--cases" or a.startswith("--cases=") for a in extra) and not os.path.isdir("cases"):
             # a checkout's build: its golden cases (an installed kvconform finds its own share/ copy)
             checkout = _checkout_of_binary(binary)
@@ -208,7 +227,7 @@ class _EngineRun(_Run):
     def _base(self) -> List[str]:
         python = self.config.getoption("kvconform_engine_python")
         command = worker_command(self.spec, python, serve="serve-engine")
-        return [self._binary(), "engine", "--engine-cmd", command] + self._extra()
+        return [self._binary(), "engine", "--engine-cmd", command] + self._extra() + self._expectations()
 
     def _cwd(self) -> str:
         explicit = self.config.getoption("kvconform_root") or os.environ.get("KVCONFORM_ROOT")
@@ -279,10 +298,19 @@ class CaseItem(pytest.Item):
         self.user_properties.append(("kvconform.status", status))
         if message:
             self.user_properties.append(("kvconform.message", message))
+        expectation = case.get("expectation") or {}
+        if expectation:
+            self.user_properties.append(("kvconform.expectation", expectation.get("outcome")))
         if status == "SKIP":
             pytest.skip(f"kvconform SKIP: {message}")
         if status == "FAIL":
             raise KvconformFailure(self._failure(case))
+        if expectation.get("outcome") == "expected_failure":
+            pytest.xfail(message)
+        if expectation.get("outcome") == "unexpected_pass":
+            # An xfail mark added while the test runs makes its pass an XPASS (pytest re-reads the marks after the call).
+            self.add_marker(pytest.mark.xfail(reason=f"unexpected pass: {expectation.get('file')}:{expectation.get('line')} "
+                                                     f"expects it to fail ({expectation.get('reason')})", strict=False))
 
     def _failure(self, case: Dict[str, Any]) -> str:
         lines = [f"{case['id']}({case.get('params', '')}): FAIL {case.get('message', '')}"]
@@ -423,7 +451,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         t = r.summary.get("totals", {})
         terminalreporter.write_line(
             f"kvconform {r.label}: {t.get('passed', 0)} passed, {t.get('failed', 0)} failed, "
-            f"{t.get('skipped', 0)} skipped; reports in {r.report_dir}")
+            f"{t.get('skipped', 0)} skipped"
+            + (f" ({t['expected_failures']} expected failures)" if t.get("expected_failures") else "")
+            + f"; reports in {r.report_dir}")
         if r.nothing_checked():
             terminalreporter.write_line(
                 f"kvconform {r.label}: NOTHING WAS CHECKED (every selected case is a SKIP): this run fails",

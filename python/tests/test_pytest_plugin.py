@@ -110,6 +110,54 @@ def test_mutants_fail_with_a_reproduce_line(tmp_path, binary, mutant, case, word
     assert re.search(r"^0 passed, 1 failed", again.stdout, re.M), again.stdout
 
 
+def test_expectations_are_xfail_xpass_and_strict_failures(tmp_path, binary):
+    """--kvconform-expectations (docs/expectations.md): the mutant's failing case that the file expects
+    is an xfail; the same entry on the passing example is an XPASS, and a failure under
+    --kvconform-strict-expectations; a malformed file fails at collection naming file and line."""
+    case = "kernel/prefill_longer_than_window/static/float32"
+    def expecting(kernel):
+        f = tmp_path / f"{kernel}.jsonc"
+        f.write_text(textwrap.dedent(f"""\
+            // {kernel}'s known failures
+            {{
+              "expectations": [
+                {{
+                  "case": "^plugin/{kernel}/{re.escape(case)}$",
+                  "outcome": "fail",
+                  "reason": "told W+1",
+                  "link": "https://example.org/1"
+                }}
+              ]
+            }}
+            """))
+        return str(f)
+    select = ["--kvconform-dtype", "float32", "--kvconform-args", FAST, "--kvconform-filter", "^" + re.escape(case) + "$"]
+    mutant = os.path.join(MUTANTS, "sdpa_window_plus_one.py") + ":sdpa_window_plus_one"
+    code, out, results = pytester(tmp_path, binary, "--kvconform", "--kvconform-adapter", mutant,
+                                  "--kvconform-expectations", expecting("sdpa_window_plus_one"), *select)
+    assert code == 0, out
+    outcome, text = results[case]
+    assert outcome == "skipped" and "expected failure (" in text and "told W+1" in text, (text, out)
+    assert "1 xfailed" in out and "0 passed, 0 failed, 0 skipped (1 expected failures)" in out, out
+    # without the file the same case fails: the entry is what made it an xfail
+    code, out, results = pytester(tmp_path, binary, "--kvconform", "--kvconform-adapter", mutant, *select)
+    assert code == 1 and results[case][0] == "failure", out
+    flash = EXAMPLE + ":sdpa_flash"
+    code, out, results = pytester(tmp_path, binary, "--kvconform", "--kvconform-adapter", flash,
+                                  "--kvconform-expectations", expecting("sdpa_flash"), *select)
+    assert code == 0 and results[case][0] == "passed" and "1 xpassed" in out, out
+    code, out, results = pytester(tmp_path, binary, "--kvconform", "--kvconform-adapter", flash,
+                                  "--kvconform-expectations", expecting("sdpa_flash"), "--kvconform-strict-expectations", *select)
+    assert code == 1, out
+    outcome, text = results[case]
+    assert outcome == "failure" and "unexpected pass (--strict-expectations)" in text, (text, out)
+    bad = tmp_path / "bad.jsonc"
+    bad.write_text('{"expectations": [\n  {"case": "x", "outcome": "fial", "reason": "r"}\n]}\n')
+    code, out, results = pytester(tmp_path, binary, "--kvconform", "--kvconform-adapter", flash,
+                                  "--kvconform-expectations", str(bad), *select)
+    assert code == 1 and 'bad.jsonc:2: /expectations/0/outcome: must be "fail" or "skip", got "fial"' in out, out
+
+
 def test_kernels_in_test_modules_and_conftest_are_collected(tmp_path, binary):
     """No --kvconform-adapter: an @kvconform.kernel in a test module is a collector of its cases (node
     ids FILE::FUNCTION::CASE), one in conftest.py is collected too; without --kvconform only the

@@ -83,6 +83,15 @@ struct CaseResult {
   // merge` orders the shards' cases by it. Negative: a case every shard contributes to (a
   // campaign's pass line, rebuilt from the summed counters) or a command that does not shard.
   int64_t ordinal = -1;
+  // What an expectations file (kvconform/expectations.h, docs/expectations.md) said of this case:
+  // outcome "expected_failure" (a DEVIATION its entry expects), "unexpected_pass" (it passed while
+  // its entry expects failures; a FAIL under --strict-expectations) or "expected_skip" (not run);
+  // empty where no entry spoke of it.
+  struct Expectation {
+    std::string outcome, file;
+    int64_t line = 0;
+    std::string pattern, reason, link;
+  } expectation;
 };
 
 // The margin to the bound, where both are known: bound - error (positive: passed with that much

@@ -21,6 +21,15 @@ const char* status_class(Status s) {
   return "";
 }
 
+// What an expectations file made of the case (docs/expectations.md), beside its status badge.
+std::string expectation_note(const CaseResult& c) {
+  if (c.expectation.outcome.empty()) return "";
+  std::string words = c.expectation.outcome == "expected_failure" ? "expected failure"
+                      : c.expectation.outcome == "unexpected_pass" ? "unexpected pass" : "expected skip";
+  return " <span class=\"expect\" title=\"" + attr(c.expectation.file + ":" + std::to_string(c.expectation.line) + ": " + c.expectation.reason) +
+         "\">" + words + "</span>";
+}
+
 constexpr const char* kStyle = R"css(
 :root{--ok:#1a7f37;--fail:#cf222e;--dev:#9a6700;--skip:#6e7781;--ink:#1f2328;--muted:#57606a;--line:#d0d7de}
 *{box-sizing:border-box}
@@ -37,6 +46,7 @@ table{border-collapse:collapse;width:100%;font-size:14px}
 th,td{border:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.case{font-family:ui-monospace,"DejaVu Sans Mono",monospace;overflow-wrap:anywhere}
 .badge{display:inline-block;border-radius:10px;padding:0 8px;font-size:12px;font-weight:700;color:#fff}
+.expect{font-size:12px;color:var(--muted);font-style:italic}
 .badge.ok{background:var(--ok)}.badge.fail{background:var(--fail)}.badge.dev{background:var(--dev)}.badge.skip{background:var(--skip)}
 tr.fail td{background:#ffebe9}tr.dev td{background:#fff8c5}
 article{border:1px solid var(--line);border-left:6px solid var(--fail);border-radius:6px;padding:14px 18px;margin:16px 0}
@@ -209,12 +219,14 @@ std::string report_html(const RunSummary& run, const ReportOptions& options) {
       const CaseResult& c = run.cases[i];
       if (c.backend != backend) continue;
       const bool linked = c.status == Status::Fail || c.status == Status::Deviation;
-      os << "<tr class=\"" << status_class(c.status) << "\"><td class=\"case\">";
+      os << "<tr class=\"" << status_class(c.status) << "\"";
+      if (!c.expectation.outcome.empty()) os << " data-expectation=\"" << attr(c.expectation.outcome) << "\"";
+      os << "><td class=\"case\">";
       if (linked) os << "<a href=\"#case-" << i << "\">";
       os << esc(c.id + "(" + c.params + ")");
       if (linked) os << "</a>";
       os << "</td><td>" << esc(c.suite) << "</td><td>" << esc(c.dtype) << "</td><td><span class=\"badge "
-         << status_class(c.status) << "\">" << to_string(c.status) << "</span></td><td>" << esc(measured_text(c)) << "</td><td>" << esc(c.message)
+         << status_class(c.status) << "\">" << to_string(c.status) << "</span>" << expectation_note(c) << "</td><td>" << esc(measured_text(c)) << "</td><td>" << esc(c.message)
          << "</td></tr>\n";
     }
     os << "</tbody>\n</table>\n</section>\n";
@@ -225,6 +237,19 @@ std::string report_html(const RunSummary& run, const ReportOptions& options) {
     for (size_t i = 0; i < run.cases.size(); ++i)
       if (run.cases[i].status == Status::Fail) case_article(os, run.cases[i], i);
     os << "</section>\n";
+  }
+  std::vector<size_t> unexpected;
+  for (size_t i = 0; i < run.cases.size(); ++i)
+    if (run.cases[i].expectation.outcome == "unexpected_pass") unexpected.push_back(i);
+  if (!unexpected.empty()) {
+    os << "<section id=\"unexpected-passes\">\n<h2>Unexpected passes</h2>\n<p>An expectations file expects these to fail, and every "
+          "case of its entry passed (<code>--update-expectations</code> drops the entry; <code>--strict-expectations</code> fails the run).</p>\n<ul>\n";
+    for (size_t i : unexpected) {
+      const CaseResult& c = run.cases[i];
+      os << "<li><code>" << esc(c.id) << "</code>: " << esc(c.expectation.file + ":" + std::to_string(c.expectation.line)) << " ("
+         << esc(c.expectation.reason) << ")</li>\n";
+    }
+    os << "</ul>\n</section>\n";
   }
   if (deviations) {
     os << "<section id=\"deviations\">\n<h2>Upstream deviations</h2>\n";

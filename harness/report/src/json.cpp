@@ -23,6 +23,21 @@ Json counts(const RunSummary& run, const std::string* backend) {
   j["failed"] = n[static_cast<int>(Status::Fail)];
   j["deviations"] = n[static_cast<int>(Status::Deviation)];
   j["skipped"] = n[static_cast<int>(Status::Skipped)];
+  // What the expectations files made of them (docs/expectations.md), only where one spoke: the
+  // expected failures are among the deviations, the unexpected passes among the passed (or, under
+  // --strict-expectations, the failed), the expected skips among the skipped.
+  int expected = 0, unexpected = 0, skips = 0;
+  for (const CaseResult& c : run.cases) {
+    if (backend && c.backend != *backend) continue;
+    expected += c.expectation.outcome == "expected_failure";
+    unexpected += c.expectation.outcome == "unexpected_pass";
+    skips += c.expectation.outcome == "expected_skip";
+  }
+  if (expected || unexpected || skips) {
+    j["expected_failures"] = expected;
+    j["unexpected_passes"] = unexpected;
+    j["expected_skips"] = skips;
+  }
   return j;
 }
 }  // namespace
@@ -89,6 +104,17 @@ std::string summary_json(const RunSummary& run, const ReportOptions& options) {
       masks.push_back(p);
     }
     e["masks"] = masks;
+    if (!c.expectation.outcome.empty()) {
+      const CaseResult::Expectation& x = c.expectation;
+      Json ex;
+      ex["outcome"] = x.outcome;
+      ex["file"] = x.file;
+      ex["line"] = x.line;
+      ex["case"] = x.pattern;
+      ex["reason"] = x.reason;
+      ex["link"] = x.link.empty() ? Json(nullptr) : Json(x.link);
+      e["expectation"] = ex;
+    }
     if (c.ordinal >= 0) e["ordinal"] = c.ordinal;
     if (options.timings && i < options.timings->case_seconds.size() && options.timings->case_seconds[i] >= 0)
       e["seconds"] = options.timings->case_seconds[i];
@@ -222,6 +248,20 @@ ReadSummary read_summary_json(std::string_view text, const std::string& where) {
         p.rows.push_back(row.get<std::string>());
       }
       c.masks.push_back(std::move(p));
+    }
+    if (e.contains("expectation")) {
+      const nlohmann::json& x = e["expectation"];
+      const std::string xat = at + "/expectation";
+      c.expectation.outcome = in.string(x, xat, "outcome");
+      if (c.expectation.outcome != "expected_failure" && c.expectation.outcome != "unexpected_pass" && c.expectation.outcome != "expected_skip")
+        in.fail(xat + "/outcome", "\"" + c.expectation.outcome + "\" is none of expected_failure, unexpected_pass, expected_skip");
+      c.expectation.file = in.string(x, xat, "file");
+      c.expectation.line = in.integer(x, xat, "line");
+      c.expectation.pattern = in.string(x, xat, "case");
+      c.expectation.reason = in.string(x, xat, "reason");
+      const nlohmann::json& link = in.at(x, xat, "link");
+      if (!link.is_null() && !link.is_string()) in.fail(xat + "/link", "not a string or null");
+      c.expectation.link = link.is_null() ? "" : link.get<std::string>();
     }
     if (e.contains("ordinal")) c.ordinal = in.integer(e, at, "ordinal");
     // The id and title are derived fields: a file whose id does not follow from its fields was

@@ -78,10 +78,23 @@ std::string junit_xml(const RunSummary& run, const ReportOptions& options) {
         property(os, "        ", "kvconform.status", "DEVIATION");
         property(os, "        ", "kvconform.deviation", c.message);
       }
+      // What an expectations file made of it (docs/expectations.md): expected_failure,
+      // unexpected_pass or expected_skip, and the entry.
+      if (!c.expectation.outcome.empty()) {
+        property(os, "        ", "kvconform.expectation", c.expectation.outcome);
+        property(os, "        ", "kvconform.expectation.entry", c.expectation.file + ":" + std::to_string(c.expectation.line));
+        property(os, "        ", "kvconform.expectation.reason", c.expectation.reason);
+        if (!c.expectation.link.empty()) property(os, "        ", "kvconform.expectation.link", c.expectation.link);
+      }
       os << "      </properties>\n";
       switch (c.status) {
         case Status::Pass:
-          if (!c.message.empty()) os << "      <system-out>" << xml_escape(c.message) << "</system-out>\n";
+          if (c.expectation.outcome == "unexpected_pass")
+            os << "      <system-out>" << xml_escape("UNEXPECTED PASS: " + c.expectation.file + ":" + std::to_string(c.expectation.line) +
+                                                    " expects it to fail (" + c.expectation.reason + "); " + c.message)
+               << "</system-out>\n";
+          else if (!c.message.empty())
+            os << "      <system-out>" << xml_escape(c.message) << "</system-out>\n";
           break;
         case Status::Fail: {
           std::string body = c.detail;
@@ -91,7 +104,7 @@ std::string junit_xml(const RunSummary& run, const ReportOptions& options) {
           break;
         }
         case Status::Deviation: {
-          std::string note = "DEVIATION: " + c.message;
+          std::string note = (c.expectation.outcome == "expected_failure" ? "DEVIATION (expected failure): " : "DEVIATION: ") + c.message;
           if (!c.detail.empty()) note += "\n" + c.detail;
           os << "      <system-out>" << xml_escape(note) << "</system-out>\n";
           break;

@@ -29,6 +29,15 @@ const char* badge(Status s) {
   return "?";
 }
 
+// The badge, with what an expectations file made of the case (docs/expectations.md).
+std::string badge(const CaseResult& c) {
+  std::string b = badge(c.status);
+  if (c.expectation.outcome == "expected_failure") b += " (expected failure)";
+  if (c.expectation.outcome == "unexpected_pass") b += " (unexpected pass)";
+  if (c.expectation.outcome == "expected_skip") b += " (expected skip)";
+  return b;
+}
+
 // Text inside a table cell: no line breaks, no cell separators, no raw HTML.
 std::string cell(std::string_view text) {
   std::string out;
@@ -122,13 +131,14 @@ std::string summary_markdown(const RunSummary& run, const ReportOptions& options
     for (const CaseResult* c : rows) bp += c->status == Status::Pass;
     os << "### Backend `" << backend << "`: " << bp << " of " << total << " passed\n\n";
     if (total > kFullTableLimit)
-      rows.erase(std::remove_if(rows.begin(), rows.end(), [](const CaseResult* c) { return c->status == Status::Pass; }),
+      rows.erase(std::remove_if(rows.begin(), rows.end(),
+                                [](const CaseResult* c) { return c->status == Status::Pass && c->expectation.outcome.empty(); }),
                  rows.end());
     if (!rows.empty()) {
       os << "| case | suite | dtype | judged by | status | message |\n|---|---|---|---|---|---|\n";
       for (const CaseResult* c : rows)
         os << "| " << cell(c->id + "(" + c->params + ")") << " | " << cell(c->suite) << " | " << cell(c->dtype) << " | "
-           << cell(judged_text(*c)) << " | " << badge(c->status) << " | " << cell(c->message) << " |\n";
+           << cell(judged_text(*c)) << " | " << badge(*c) << " | " << cell(c->message) << " |\n";
       os << "\n";
     }
     if (rows.size() < total) os << "_" << (total - rows.size()) << " passing cases not listed; see summary.json._\n\n";
@@ -147,11 +157,23 @@ std::string summary_markdown(const RunSummary& run, const ReportOptions& options
       if (!c.reproduce.empty()) os << "Reproduce:\n\n" << fenced(c.reproduce, "sh") << "\n";
     }
   }
+  int unexpected = 0;
+  for (const CaseResult& c : run.cases) unexpected += c.expectation.outcome == "unexpected_pass";
+  if (unexpected) {
+    os << "### Unexpected passes\n\nAn expectations file expects these to fail, and every case of its entry passed "
+          "(`--update-expectations` drops the entry; `--strict-expectations` fails the run):\n\n";
+    for (const CaseResult& c : run.cases)
+      if (c.expectation.outcome == "unexpected_pass")
+        os << "- " << fenced_inline(c.id) << ": " << cell(c.expectation.file + ":" + std::to_string(c.expectation.line)) << " ("
+           << cell(c.expectation.reason) << ")\n";
+    os << "\n";
+  }
   if (deviations) {
     os << "### Upstream deviations\n\n";
     for (const CaseResult& c : run.cases)
       if (c.status == Status::Deviation)
-        os << "- " << fenced_inline(c.id) << " " << cell(case_title(c)) << ": " << cell(c.message) << "\n";
+        os << "- " << fenced_inline(c.id) << " " << cell(case_title(c)) << (c.expectation.outcome.empty() ? "" : " (expected failure)")
+           << ": " << cell(c.message) << (c.expectation.link.empty() ? "" : " " + cell(c.expectation.link)) << "\n";
     os << "\n";
   }
   return os.str();

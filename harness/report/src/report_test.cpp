@@ -269,6 +269,45 @@ TEST(ShardReport, ReadBackRendersTheSameBytes) {
   EXPECT_EQ(summary_markdown(whole).find("shard 0 of 1"), std::string::npos);
 }
 
+// What an expectations file made of a case (docs/expectations.md) is in every format and survives
+// `kvconform merge`'s read-back; a summary with none writes no expectation field at all.
+TEST(Expectations, EveryFormatSaysWhatTheEntryMadeOfTheCase) {
+  RunSummary run = sharded_sample();
+  const std::string plain = summary_json(run);
+  EXPECT_EQ(plain.find("expectation"), std::string::npos);
+  run.cases[0].expectation = {"unexpected_pass", "mine.jsonc", 4, "^property/stored_rows$", "fixed upstream", ""};
+  run.cases[1].status = Status::Deviation;
+  run.cases[1].expectation = {"expected_failure", "mine.jsonc", 9, "^property/", "window one too wide", "https://example.org/1"};
+  const std::string json = summary_json(run);
+  const nlohmann::json j = nlohmann::json::parse(json);
+  EXPECT_EQ(j["cases"][1]["expectation"], (nlohmann::json{{"outcome", "expected_failure"}, {"file", "mine.jsonc"}, {"line", 9},
+                                                          {"case", "^property/"}, {"reason", "window one too wide"},
+                                                          {"link", "https://example.org/1"}}));
+  EXPECT_EQ(j["cases"][0]["expectation"]["link"], nullptr);
+  EXPECT_EQ(j["totals"]["expected_failures"], 1);
+  EXPECT_EQ(j["totals"]["unexpected_passes"], 1);
+  EXPECT_EQ(j["totals"]["expected_skips"], 0);
+  const ReadSummary back = read_summary_json(json, "x");
+  EXPECT_EQ(summary_json(back.run), json);
+  EXPECT_EQ(back.run.cases[1].expectation.link, "https://example.org/1");
+  const std::string xml = junit_xml(run);
+  EXPECT_NE(xml.find("<property name=\"kvconform.expectation\" value=\"expected_failure\"/>"), std::string::npos);
+  EXPECT_NE(xml.find("<property name=\"kvconform.expectation.entry\" value=\"mine.jsonc:9\"/>"), std::string::npos);
+  EXPECT_NE(xml.find("<system-out>UNEXPECTED PASS: mine.jsonc:4 expects it to fail (fixed upstream)"), std::string::npos);
+  EXPECT_NE(xml.find("DEVIATION (expected failure): "), std::string::npos);
+  const std::string md = summary_markdown(run);
+  EXPECT_NE(md.find("⚠️ DEVIATION (expected failure)"), std::string::npos);
+  EXPECT_NE(md.find("### Unexpected passes"), std::string::npos);
+  const std::string html = report_html(run);
+  EXPECT_NE(html.find("data-expectation=\"expected_failure\""), std::string::npos);
+  EXPECT_NE(html.find("<section id=\"unexpected-passes\">"), std::string::npos);
+  EXPECT_NE(html.find(">expected failure</span>"), std::string::npos);
+  std::string bad = json;
+  const std::string from = "\"outcome\": \"expected_failure\"";
+  bad.replace(bad.find(from), from.size(), "\"outcome\": \"expected_glory\"");
+  EXPECT_THROW(read_summary_json(bad, "x"), std::invalid_argument);
+}
+
 TEST(ShardReport, ReadingNamesTheFileAndTheField) {
   const std::string json = summary_json(sharded_sample());
   const auto error_of = [](const std::string& text) {

@@ -601,16 +601,6 @@ std::vector<Diagnosis> with_lost_keys(std::vector<Diagnosis> fits, const Model& 
   return out;
 }
 
-bool matches(const KnownDeviation& k, const std::vector<Diagnosis>& fits) {
-  for (const Diagnosis& d : fits) {
-    if (d.kind != *k.diagnosis) continue;
-    bool all = true;
-    for (const auto& [key, value] : k.params.items()) all = all && d.params.contains(key) && d.params[key] == value;
-    if (all) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 double window_move_needed(const WindowSensitivity& s, double min) {
@@ -652,6 +642,12 @@ std::optional<DKind> diagnosis_kind(const std::string& name) {
   for (int k = 0; k <= static_cast<int>(DKind::Unexplained); ++k)
     if (name == to_string(static_cast<DKind>(k))) return static_cast<DKind>(k);
   return std::nullopt;
+}
+
+std::vector<std::string> diagnosis_kind_names() {
+  std::vector<std::string> out;
+  for (int k = 0; k <= static_cast<int>(DKind::Unexplained); ++k) out.push_back(to_string(static_cast<DKind>(k)));
+  return out;
 }
 
 std::string Diagnosis::id() const {
@@ -900,96 +896,24 @@ std::vector<Diagnosis> diagnose(const Model& model, const Plan& plan, const Reco
   return with_lost_keys(d.fits(), model, plan, rec, std::vector<double>(rec.logits.size(), bound));
 }
 
-std::vector<KnownDeviation> load_known_deviations(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument(path + ": cannot be read");
-  std::stringstream s;
-  s << in.rdbuf();
-  const json j = json::parse(s.str(), nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("deviations") || !j["deviations"].is_array())
-    throw std::invalid_argument(path + ": expected {\"deviations\": [...]}");
-  std::vector<KnownDeviation> out;
-  for (size_t i = 0; i < j["deviations"].size(); ++i) {
-    const json& d = j["deviations"][i];
-    const std::string at = path + ": /deviations/" + std::to_string(i);
-    if (!d.is_object()) throw std::invalid_argument(at + ": must be an object");
-    KnownDeviation k;
-    for (auto [key, field] : {std::pair{"engine", &k.engine}, {"plan", &k.plan}, {"note", &k.note}}) {
-      if (!d.contains(key) || !d[key].is_string()) throw std::invalid_argument(at + "/" + key + ": must be a string");
-      *field = d[key];
-    }
-    // A family's misreading is named by "family"; "model" narrows to some folders (either may be left out).
-    for (auto [key, field] : {std::pair{"model", &k.model}, {"family", &k.family}})
-      if (d.contains(key)) {
-        if (!d[key].is_string()) throw std::invalid_argument(at + "/" + key + ": must be a string (a regex)");
-        *field = d[key];
-      }
-    for (const auto& [key, value] : d.items())
-      if (!std::set<std::string>{"engine", "model", "family", "plan", "note", "diagnosis", "error", "failure", "explanation"}.count(key))
-        throw std::invalid_argument(at + "/" + key + ": unknown field (engine, family, model, plan, note, and one of diagnosis, error, failure)");
-    int forms = 0;
-    if (d.contains("diagnosis")) {
-      ++forms;
-      const json& g = d["diagnosis"];
-      const std::string name = g.is_string() ? g.get<std::string>() : g.is_object() && g.contains("kind") && g["kind"].is_string() ? g["kind"].get<std::string>() : "";
-      k.diagnosis = diagnosis_kind(name);
-      if (!k.diagnosis) {
-        std::string all;
-        for (int x = 0; x <= static_cast<int>(DKind::Unexplained); ++x) all += std::string(x ? ", " : "") + to_string(static_cast<DKind>(x));
-        throw std::invalid_argument(at + "/diagnosis: " + g.dump() + " names no diagnosis kind (a kind, or {\"kind\": ..., parameters}; kinds: " + all + ")");
-      }
-      if (g.is_object())
-        for (const auto& [key, value] : g.items())
-          if (key != "kind") k.params[key] = value;
-    }
-    if (d.contains("error")) {
-      ++forms;
-      if (!d["error"].is_string() || d["error"].get<std::string>().empty()) throw std::invalid_argument(at + "/error: must be a non-empty string");
-      k.error = d["error"];
-    }
-    if (d.contains("failure")) {
-      ++forms;
-      if (d["failure"] != "logits") throw std::invalid_argument(at + "/failure: must be \"logits\" (any logit failure, whatever its diagnosis)");
-      k.any_logits = true;
-    }
-    if (d.contains("explanation")) {
-      ++forms;
-      if (!d["explanation"].is_string()) throw std::invalid_argument(at + "/explanation: must be a string");
-      k.explanation = d["explanation"];
-      std::cerr << at << ": \"explanation\" (text the failure message contains) is accepted for one more release: give the "
-                << "\"diagnosis\" kind, the engine's \"error\" text, or \"failure\": \"logits\"\n";
-    }
-    if (forms != 1) throw std::invalid_argument(at + ": needs exactly one of \"diagnosis\", \"error\", \"failure\" (or the old \"explanation\")");
-    for (const std::string* re : {&k.engine, &k.model, &k.family, &k.plan}) {
-      try {
-        std::regex test(*re);
-      } catch (const std::regex_error& e) {
-        throw std::invalid_argument(at + ": bad regex \"" + *re + "\": " + e.what());
-      }
-    }
-    out.push_back(k);
-  }
-  return out;
-}
-
 namespace {
 
-// The known deviation that excuses a failure, if any: one whose engine, model and plan patterns match
-// and whose engine error text is in `error`, or whose logits rule `on_logits` accepts. A behaviour the
-// engine is known to have is its DEVIATION; a mutant run is never excused.
-template <class OnLogits>
-const KnownDeviation* known_deviation(const EngineClient& engine, const Model& model, const Plan& plan, const CheckOptions& options,
-                                      const std::string& error, const std::string& message, OnLogits on_logits) {
-  if (engine.spec().mutant != "none") return nullptr;
-  for (const KnownDeviation& k : options.known) {
-    if (!std::regex_search(engine.spec().name, std::regex(k.engine)) || !std::regex_search(plan.model, std::regex(k.model)) ||
-        !std::regex_search(to_string(model.config.family), std::regex(k.family)) || !std::regex_search(plan.name, std::regex(k.plan)))
-      continue;
-    if ((!k.error.empty() && error.find(k.error) != std::string::npos) || on_logits(k) ||
-        (!k.explanation.empty() && message.find(k.explanation) != std::string::npos))
-      return &k;
-  }
-  return nullptr;
+// Judges a finished case by the engine's expectations (CheckOptions::expectations): a failure one
+// expects becomes its expected failure, a pass counts for the entries that apply to it. A mutant run
+// is never excused.
+void judge(report::CaseResult& r, const EngineClient& engine, const Model& model, const Plan& plan, const CheckOptions& options,
+           const expect::Failure& failure) {
+  if (!options.expectations || engine.spec().mutant != "none") return;
+  options.expectations->judge(r, report::id_of(report::EngineKey{engine.spec().name, plan.model, plan.name}),
+                              to_string(model.config.family), failure);
+}
+
+expect::Failure logit_failure(const std::vector<Diagnosis>& fits, const std::string& error) {
+  expect::Failure f;
+  f.error = error;
+  f.logits = true;
+  for (const Diagnosis& d : fits) f.diagnoses.emplace_back(to_string(d.kind), d.params);
+  return f;
 }
 
 }  // namespace
@@ -1025,9 +949,9 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
   if (loaded.kind == Reply::Kind::Unsupported) return finish(report::Status::Skipped, "the engine refused the model: " + loaded.message);
   if (!loaded.ok()) {
     const std::string msg = "load: " + loaded.message;
-    if (const KnownDeviation* k = known_deviation(engine, model, plan, options, loaded.message, msg, [](const KnownDeviation&) { return false; }))
-      return finish(report::Status::Deviation, "known engine deviation (" + k->note + "): " + msg);
-    return finish(report::Status::Fail, msg);
+    finish(report::Status::Fail, msg);
+    judge(r, engine, model, plan, options, {loaded.message, false, {}});
+    return r;
   }
   if (loaded.header.value("vocab", int64_t{-1}) != c.vocab)
     return finish(report::Status::Fail, "load: the engine reports a vocabulary of " + loaded.header.value("vocab", json()).dump() +
@@ -1173,7 +1097,11 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
   // An engine that answered logits for none of the new positions checked nothing: not a pass.
   if (failure.empty() && stopped.empty() && judged == 0)
     return finish(report::Status::Fail, "the engine answered no logits at any new position: nothing was judged (" + summary + ")");
-  if (failure.empty() && stopped.empty()) return finish(report::Status::Pass, summary);
+  if (failure.empty() && stopped.empty()) {
+    finish(report::Status::Pass, summary);
+    judge(r, engine, model, plan, options, {});
+    return r;
+  }
   std::string msg;
   if (failure.empty()) {
     if (stopped_as == report::Status::Skipped) return finish(stopped_as, stopped + " (" + summary + " before it)");
@@ -1184,12 +1112,11 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
     msg = failure + (fits.empty() ? "; no single explanation fits (tried " + tried + ") [unexplained]" : "; " + explain(fits) + " [" + ids + "]");
     if (!then.empty()) msg += "; then " + then;
   }
-  const bool logits = !failure.empty();
-  if (const KnownDeviation* k = known_deviation(engine, model, plan, options, stopped + then, msg, [&](const KnownDeviation& k) {
-        return logits && ((k.diagnosis && (*k.diagnosis == DKind::Unexplained ? fits.empty() : matches(k, fits))) || k.any_logits);
-      }))
-    return finish(report::Status::Deviation, "known engine deviation (" + k->note + "): " + msg);
-  return finish(report::Status::Fail, msg);
+  finish(report::Status::Fail, msg);
+  expect::Failure as = logit_failure(fits, stopped + then);
+  as.logits = !failure.empty();
+  judge(r, engine, model, plan, options, as);
+  return r;
 }
 
 }  // namespace kvc::engine

@@ -686,106 +686,151 @@ TEST(EngineCheck, AWorkerFaultIsThatCasesFailAndTheNextCaseGetsAFreshWorker) {
   }
 }
 
-TEST(EngineCheck, AKnownDeviationIsADeviationAndOnlyWithItsDiagnosis) {
+// CheckOptions expecting one entry (the fields given; an exact engine, any model and plan by default).
+CheckOptions expecting(expect::Expectation e) {
+  if (e.pattern.empty()) e.pattern = "^engine/oracle/";
+  e.file = "test.jsonc", e.line = 7, e.reason = "test";
+  CheckOptions o;
+  o.expectations = std::make_shared<expect::Set>();
+  o.expectations->add({e});
+  return o;
+}
+
+TEST(EngineCheck, AnExpectedFailureIsADeviationAndOnlyWithItsDiagnosis) {
   const Plan plan = plan_named("extend_after_full");
   const Model m = load_model(gemma2_dir());
   // The engine's own window of W+1 (the oracle engine's "deviate" option: the suite is not told).
   EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window+1"}}, "none", 5});
   EngineClient plus1({"oracle", kvc::paths::target_file("kvc-oracle-engine"), nlohmann::json::object(), "window+1", 5});
-  auto known = [](std::optional<Diagnosis::Kind> kind, nlohmann::json params = nlohmann::json::object()) {
-    CheckOptions o;
-    KnownDeviation k;
-    k.engine = "^oracle$", k.model = "gemma2", k.plan = "extend_after_full", k.note = "test";
-    k.diagnosis = kind;
-    k.params = std::move(params);
-    o.known.push_back(k);
-    return o;
+  auto known = [](std::string kind, nlohmann::json params = nlohmann::json::object()) {
+    expect::Expectation e;
+    e.pattern = "^engine/oracle/gemma2[^/]*/extend_after_full$";
+    e.diagnosis = std::move(kind);
+    e.params = std::move(params);
+    return expecting(e);
   };
-  const auto excused = check_plan(own, m, gemma2_dir(), plan, known(Diagnosis::Kind::WindowOffByOne, {{"delta", 1}}));
+  const auto excused = check_plan(own, m, gemma2_dir(), plan, known("window_off_by_one", {{"delta", 1}}));
   EXPECT_EQ(excused.status, report::Status::Deviation) << excused.message;
+  EXPECT_NE(excused.message.find("expected failure (test.jsonc:7: test): "), std::string::npos) << excused.message;
   EXPECT_NE(excused.message.find("[window_off_by_one(delta=1)]"), std::string::npos) << excused.message;
-  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known(Diagnosis::Kind::WindowOffByOne)).status, report::Status::Deviation);
-  // Another parameter, another kind: not this deviation.
-  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known(Diagnosis::Kind::WindowOffByOne, {{"delta", -1}})).status, report::Status::Fail);
-  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known(Diagnosis::Kind::FullOnSliding)).status, report::Status::Fail);
+  EXPECT_EQ(excused.expectation.outcome, "expected_failure");
+  EXPECT_EQ(excused.expectation.line, 7);
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known("window_off_by_one")).status, report::Status::Deviation);
+  // Another parameter, another kind, another plan: not this failure.
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known("window_off_by_one", {{"delta", -1}})).status, report::Status::Fail);
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known("full_attention_on_sliding")).status, report::Status::Fail);
+  expect::Expectation other;
+  other.pattern = "^engine/oracle/gemma2[^/]*/prefill_eq_w$";
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(other)).status, report::Status::Fail);
+  // Any logit failure; an entry with no qualifier: any failure.
+  expect::Expectation logits;
+  logits.any_logits = true;
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(logits)).status, report::Status::Deviation);
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting({})).status, report::Status::Deviation);
   // Mutant runs are never excused.
-  EXPECT_EQ(check_plan(plus1, m, gemma2_dir(), plan, known(Diagnosis::Kind::WindowOffByOne)).status, report::Status::Fail);
-  // The old form, text of the message, still excuses for one release.
-  CheckOptions old = known(std::nullopt);
-  old.known.front().explanation = "consistent with a window of W+1";
-  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, old).status, report::Status::Deviation);
+  EXPECT_EQ(check_plan(plus1, m, gemma2_dir(), plan, known("window_off_by_one")).status, report::Status::Fail);
 }
 
 // An engine that refuses to load a config it should take: its known error text excuses the load's
-// failure as its DEVIATION, another text does not, and a mutant run is never excused.
-TEST(EngineCheck, AKnownLoadErrorIsADeviation) {
+// failure as its expected failure, another text does not, "failure": "logits" does not (no logits
+// failed), and a mutant run is never excused.
+TEST(EngineCheck, AnExpectedLoadErrorIsADeviation) {
   const Plan plan = plan_named("extend_after_full");
   const Model m = load_model(gemma2_dir());
   const nlohmann::json refuses = {{"fault", "load-error@99"}};
   auto known = [](const std::string& error) {
-    CheckOptions o;
-    KnownDeviation k;
-    k.engine = "^oracle$", k.model = "gemma2", k.plan = ".", k.note = "test", k.error = error;
-    o.known.push_back(k);
-    return o;
+    expect::Expectation e;
+    e.pattern = "^engine/oracle/gemma2";
+    e.error = error;
+    return expecting(e);
   };
   EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), refuses, "none", 5});
   const auto excused = check_plan(own, m, gemma2_dir(), plan, known("fewer than 99"));
   EXPECT_EQ(excused.status, report::Status::Deviation) << excused.message;
-  EXPECT_NE(excused.message.find("known engine deviation (test): load: ValueError: a model of"), std::string::npos) << excused.message;
+  EXPECT_NE(excused.message.find("expected failure (test.jsonc:7: test): load: ValueError: a model of"), std::string::npos) << excused.message;
   EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known("KeyError")).status, report::Status::Fail);
   EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, {}).status, report::Status::Fail);
+  expect::Expectation logits;
+  logits.any_logits = true;
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(logits)).status, report::Status::Fail);
   EngineClient told({"oracle", kvc::paths::target_file("kvc-oracle-engine"), refuses, "window+1", 5});
   EXPECT_EQ(check_plan(told, m, gemma2_dir(), plan, known("fewer than 99")).status, report::Status::Fail);
 }
 
 // A family's misreading is known on every model of that family, whatever its folder is called: the
 // entry's "family" matches config.model_type (the copy below is named like no zoo model), another
-// family's entry does not, and "model" still narrows.
-TEST(EngineCheck, AKnownDeviationOfAFamilyMatchesItsModelsByModelType) {
+// family's entry does not, and the case pattern still narrows to some folders.
+TEST(EngineCheck, AnExpectationOfAFamilyMatchesItsModelsByModelType) {
   const Plan plan = plan_named("extend_after_full");
   const std::string copy = (std::filesystem::temp_directory_path() / ("my-own-checkpoint-" + std::to_string(getpid()))).string();
   std::filesystem::copy(gemma2_dir(), copy, std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
   const Model m = load_model(copy);
   EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window+1"}}, "none", 5});
-  auto known = [](const std::string& family, const std::string& model) {
-    CheckOptions o;
-    KnownDeviation k;
-    k.engine = "^oracle$", k.family = family, k.model = model, k.plan = ".", k.note = "test";
-    k.diagnosis = Diagnosis::Kind::WindowOffByOne;
-    o.known.push_back(k);
-    return o;
+  auto known = [](const std::string& family, const std::string& pattern) {
+    expect::Expectation e;
+    e.pattern = pattern;
+    e.family = family;
+    e.diagnosis = "window_off_by_one";
+    return expecting(e);
   };
   Plan named = plan;
   named.model = std::filesystem::path(copy).filename().string();
-  EXPECT_EQ(check_plan(own, m, copy, named, known("^gemma2$", ".")).status, report::Status::Deviation);
-  EXPECT_EQ(check_plan(own, m, copy, named, known("^(mistral|gemma3_text)$", ".")).status, report::Status::Fail);
-  EXPECT_EQ(check_plan(own, m, copy, named, known("^gemma2$", "^draw-")).status, report::Status::Fail);
+  EXPECT_EQ(check_plan(own, m, copy, named, known("^gemma2$", "^engine/oracle/")).status, report::Status::Deviation);
+  EXPECT_EQ(check_plan(own, m, copy, named, known("^(mistral|gemma3_text)$", "^engine/oracle/")).status, report::Status::Fail);
+  EXPECT_EQ(check_plan(own, m, copy, named, known("^gemma2$", "^engine/oracle/draw-")).status, report::Status::Fail);
   std::filesystem::remove_all(copy);
 }
 
-TEST(EngineCheck, KnownDeviationsNameTheirBadField) {
-  const std::string file = (std::filesystem::temp_directory_path() / ("kvc-known-" + std::to_string(getpid()) + ".json")).string();
-  auto load = [&](const std::string& entry) -> std::string {
-    std::ofstream(file) << R"({"deviations": [{"engine": ".", "model": ".", "plan": ".", "note": "n", )" << entry << "}]}";
-    try {
-      const auto k = load_known_deviations(file);
-      return k.front().diagnosis ? to_string(*k.front().diagnosis) + k.front().params.dump() : k.front().error;
-    } catch (const std::invalid_argument& e) {
-      return e.what();
+// A passing case counts for the entries that apply to it: an entry whose cases all passed is stale
+// (an unexpected pass), one that excused a failure is not.
+TEST(EngineCheck, AnEntryWhoseCasesPassIsAnUnexpectedPass) {
+  const Plan plan = plan_named("extend_after_full");
+  const Model m = load_model(gemma2_dir());
+  EngineClient fine({"oracle", kvc::paths::target_file("kvc-oracle-engine"), nlohmann::json::object(), "none", 5});
+  expect::Expectation e;
+  e.diagnosis = "window_off_by_one";
+  const CheckOptions o = expecting(e);
+  const auto passed = check_plan(fine, m, gemma2_dir(), plan, o);
+  EXPECT_EQ(passed.status, report::Status::Pass) << passed.message;
+  ASSERT_EQ(o.expectations->stale().size(), 1u);
+  EXPECT_EQ(o.expectations->stale().front().passed, std::vector<std::string>{passed.id});
+  std::vector<report::CaseResult> cases{passed};
+  EXPECT_EQ(o.expectations->mark_unexpected_passes(cases, false), 1);
+  EXPECT_EQ(cases.front().status, report::Status::Pass);
+  EXPECT_EQ(cases.front().expectation.outcome, "unexpected_pass");
+  cases = {passed};
+  EXPECT_EQ(o.expectations->mark_unexpected_passes(cases, true), 1);
+  EXPECT_EQ(cases.front().status, report::Status::Fail);
+  EXPECT_NE(cases.front().message.find("unexpected pass (--strict-expectations): test.jsonc:7"), std::string::npos) << cases.front().message;
+  // The same entry excusing a failure of another case is not stale.
+  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window+1"}}, "none", 5});
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, o).status, report::Status::Deviation);
+  EXPECT_TRUE(o.expectations->stale().empty());
+}
+
+// The project's own expectations files (engines/<engine>/expectations.jsonc) load, naming only
+// diagnosis kinds the judge has, and docs/expectations.schema.json lists exactly those kinds.
+TEST(EngineCheck, TheEngineFoldersExpectationsLoadAndTheSchemaNamesEveryKind) {
+  const std::filesystem::path root = kvc::paths::source_dir();
+  size_t files = 0, entries = 0;
+  for (const auto& folder : std::filesystem::directory_iterator(root / "engines")) {
+    const std::filesystem::path file = folder.path() / "expectations.jsonc";
+    if (!std::filesystem::exists(file)) continue;
+    ++files;
+    const auto loaded = expect::load(file.string(), std::filesystem::relative(file, root).string(), diagnosis_kind_names());
+    EXPECT_FALSE(loaded.empty()) << file;
+    for (const expect::Expectation& e : loaded) {
+      ++entries;
+      EXPECT_EQ(e.outcome, expect::Outcome::Fail) << e.where();
+      // Each folder's entries speak of its own configurations' cases only.
+      EXPECT_EQ(e.pattern.rfind("^engine/", 0), 0u) << e.where() << ": " << e.pattern;
     }
-  };
-  EXPECT_EQ(load(R"("diagnosis": {"kind": "window_off_by_one", "delta": 1})"), "window_off_by_one{\"delta\":1}");
-  EXPECT_EQ(load(R"("diagnosis": "sinks_dropped")"), "sinks_dropped{}");
-  EXPECT_EQ(load(R"("error": "SIGABRT")"), "SIGABRT");
-  EXPECT_NE(load(R"("diagnosis": "window_of_by_one")").find("/deviations/0/diagnosis: \"window_of_by_one\" names no diagnosis kind"), std::string::npos)
-      << load(R"("diagnosis": "window_of_by_one")");
-  EXPECT_NE(load(R"("failure": "top1")").find("/deviations/0/failure: must be \"logits\""), std::string::npos);
-  EXPECT_NE(load(R"("diagnosis": "sinks_dropped", "error": "x")").find("needs exactly one of"), std::string::npos);
-  EXPECT_NE(load(R"("error": "x", "family": 2)").find("/deviations/0/family: must be a string"), std::string::npos);
-  EXPECT_NE(load(R"("error": "x", "familly": "^gemma2$")").find("/deviations/0/familly: unknown field"), std::string::npos);
-  EXPECT_NE(load(R"("error": "x", "family": "(")").find("bad regex"), std::string::npos);
-  std::filesystem::remove(file);
+  }
+  EXPECT_GE(files, 8u);
+  EXPECT_GE(entries, 89u);
+  std::ifstream in(root / "docs/expectations.schema.json");
+  const nlohmann::json schema = nlohmann::json::parse(in);
+  EXPECT_EQ(schema["$defs"]["kind"]["enum"].get<std::vector<std::string>>(), diagnosis_kind_names());
 }
 
 TEST(EngineCheck, AnUnknownOptionIsTheEnginesErrorAndAPlanTheEngineCannotRunIsASkip) {

@@ -16,6 +16,7 @@
 #include "kvconform/engine/client.h"
 #include "kvconform/engine/model.h"
 #include "kvconform/engine/plan.h"
+#include "kvconform/expectations.h"
 #include "kvconform/results.h"
 #include "kvconform/tolerance.h"
 
@@ -32,7 +33,7 @@ constexpr ReferenceRule kEngineRule{10, 1e-4};
 double window_move_needed(const WindowSensitivity& s, double min);
 
 // What an engine's logits are consistent with: one hypothesis, the oracle re-run with the rule
-// departed from in one named way. `kind` and `params` are the typed value known deviations match;
+// departed from in one named way. `kind` and `params` are the typed value expectations match;
 // id() is its stable string form ("window_off_by_one(delta=1)"), `text` the sentence for a person.
 struct Diagnosis {
   enum class Kind {
@@ -68,29 +69,11 @@ struct Diagnosis {
   std::string id() const;
   OracleOptions options;  // the hypothesis's oracle (what the report's picture draws); not part of the value
 };
-const char* to_string(Diagnosis::Kind k);  // "window_off_by_one", ... (the kinds of known_deviations.json)
+const char* to_string(Diagnosis::Kind k);  // "window_off_by_one", ... (the kinds an expectations file names)
+std::vector<std::string> diagnosis_kind_names();  // every kind, in enum order
 std::optional<Diagnosis::Kind> diagnosis_kind(const std::string& name);
 // "consistent with A or with B", or "" for none.
 std::string explain(const std::vector<Diagnosis>& fits);
-
-// A behaviour an engine is known to have (engines/known_deviations.json): a failure of a matching
-// case that has the given diagnosis (kind, and each given parameter equal), or whose engine error
-// contains `error`, or any logit failure (`failure`: "logits"), is a DEVIATION, not a FAIL. Mutant
-// runs are never excused. `family` matches the model's config.model_type, so that an engine's
-// misreading of a family is known on every model of it (zoo, drawn, wide, a user's), whatever its
-// folder is called.
-struct KnownDeviation {
-  std::string engine, model = ".", plan;      // regexes over the spec name, model (folder) name and plan name
-  std::string family = ".";                   // regex over the model's family (to_string(Family): "gemma3_text")
-  std::optional<Diagnosis::Kind> diagnosis;
-  nlohmann::json params = nlohmann::json::object();
-  std::string error;                          // text the engine's own error message contains
-  bool any_logits = false;                    // "failure": "logits"
-  std::string explanation;                    // the old form, text the message contains (one release more)
-  std::string note;                           // upstream reference, why
-};
-// Throws naming file and field; an entry in the old form ("explanation") is warned about on stderr.
-std::vector<KnownDeviation> load_known_deviations(const std::string& path);
 
 // Where the time goes (`kvconform engine` prints it per engine on stderr).
 struct Timing {
@@ -101,7 +84,11 @@ struct Timing {
 struct CheckOptions {
   ReferenceRule rule = kEngineRule;
   Timing* timing = nullptr;  // accumulated into when set
-  std::vector<KnownDeviation> known;
+  // The engine's expectations (engines/<engine>/expectations.jsonc, --expectations): a failure of a
+  // case one expects is its expected failure (a DEVIATION naming the entry); a mutant run is never
+  // excused. Patterns see engine/<spec name>/<model>/<plan name>, "family" the model's model_type (so
+  // that an engine's misreading of a family is known on every model of it, whatever its folder).
+  std::shared_ptr<expect::Set> expectations;
   std::string reproduce;  // the command line that runs this case alone
 };
 

@@ -1,0 +1,382 @@
+#include "kvconform/expectations.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace kvc::expect {
+
+namespace {
+using nlohmann::json;
+
+// Where the entries of a JSON-with-comments expectations file are, found by one scan that skips
+// strings and comments (nlohmann's parser, which validates the file, gives no positions): each
+// entry's text [begin, end) and the line of each of its keys, and the top-level array's brackets.
+struct Entry {
+  size_t begin = 0, end = 0;
+  int64_t line = 0;
+  std::map<std::string, int64_t> key_lines;
+};
+struct Layout {
+  size_t open = std::string::npos, close = std::string::npos;  // '[' and ']' of "expectations"
+  std::vector<Entry> entries;
+};
+
+Layout scan(const std::string& t) {
+  Layout out;
+  std::vector<char> stack;
+  int64_t line = 1;
+  std::string last_string;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const char c = t[i];
+    if (c == '\n') {
+      ++line;
+    } else if (c == '/' && i + 1 < t.size() && t[i + 1] == '/') {
+      while (i + 1 < t.size() && t[i + 1] != '\n') ++i;
+    } else if (c == '/' && i + 1 < t.size() && t[i + 1] == '*') {
+      for (i += 2; i + 1 < t.size() && !(t[i] == '*' && t[i + 1] == '/'); ++i)
+        if (t[i] == '\n') ++line;
+      ++i;
+    } else if (c == '"') {
+      std::string s;
+      for (++i; i < t.size() && t[i] != '"'; ++i) {
+        if (t[i] == '\\' && i + 1 < t.size()) ++i;
+        s += t[i];
+      }
+      // A key of an entry: the string followed by ':' at depth 3 (object > array > entry).
+      size_t k = i + 1;
+      while (k < t.size() && std::isspace(static_cast<unsigned char>(t[k]))) ++k;
+      if (k < t.size() && t[k] == ':' && stack.size() == 3 && !out.entries.empty()) out.entries.back().key_lines.emplace(s, line);
+      last_string = s;
+    } else if (c == '{' || c == '[') {
+      stack.push_back(c);
+      if (stack.size() == 2 && c == '[' && out.open == std::string::npos) out.open = i;
+      if (stack.size() == 3 && c == '{' && i > out.open && out.close == std::string::npos) out.entries.push_back({i, i, line, {}});
+    } else if (c == '}' || c == ']') {
+      if (stack.size() == 3 && c == '}' && !out.entries.empty() && out.close == std::string::npos) out.entries.back().end = i + 1;
+      if (stack.size() == 2 && c == ']' && out.open != std::string::npos && out.close == std::string::npos) out.close = i;
+      if (!stack.empty()) stack.pop_back();
+    }
+  }
+  return out;
+}
+
+int64_t line_of(const std::string& t, size_t byte) {
+  return 1 + std::count(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(std::min(byte, t.size())), '\n');
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::invalid_argument(path + ": cannot be read (--expectations)");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void check_regex(const std::string& re, const std::string& at, const json& value) {
+  try {
+    std::regex test(re);
+  } catch (const std::regex_error& e) {
+    throw std::invalid_argument(at + ": not a regular expression (" + e.what() + "), got " + value.dump());
+  }
+}
+
+const std::set<std::string> kFields = {"case", "outcome", "reason", "link", "family", "diagnosis", "error", "failure"};
+}  // namespace
+
+const char* to_string(Outcome o) { return o == Outcome::Fail ? "fail" : "skip"; }
+
+std::string regex_quote(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::vector<Expectation> load(const std::string& path, const std::string& shown, const std::vector<std::string>& diagnosis_kinds) {
+  if (!std::ifstream(path)) throw std::invalid_argument(shown + ": cannot be read (--expectations)");
+  const std::string text = read(path);
+  json j;
+  try {
+    j = json::parse(text, nullptr, true, /*ignore_comments=*/true);
+  } catch (const json::parse_error& e) {
+    throw std::invalid_argument(shown + ":" + std::to_string(line_of(text, e.byte ? e.byte - 1 : 0)) +
+                                ": not JSON (with // and /* */ comments): " + e.what());
+  }
+  if (!j.is_object() || !j.contains("expectations") || !j["expectations"].is_array())
+    throw std::invalid_argument(shown + ":1: expected {\"expectations\": [...]}" +
+                                (j.is_object() && j.contains("deviations") ? " (an old known-deviations file: convert it with "
+                                                                             "python3 scripts/known_to_expectations.py)" : ""));
+  for (const auto& [key, value] : j.items())
+    if (key != "expectations" && key != "$schema")
+      throw std::invalid_argument(shown + ":1: /" + key + ": unknown field (expectations, $schema)");
+  const Layout layout = scan(text);
+  const json& list = j["expectations"];
+  if (layout.entries.size() != list.size())  // the scan and the parser disagree: report the parser's view
+    throw std::invalid_argument(shown + ": /expectations: " + std::to_string(list.size()) + " entries, each must be an object");
+  std::vector<Expectation> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const json& d = list[i];
+    const Entry& span = layout.entries[i];
+    const auto at = [&](const std::string& key) {
+      const auto it = span.key_lines.find(key);
+      return shown + ":" + std::to_string(it == span.key_lines.end() ? span.line : it->second) + ": /expectations/" +
+             std::to_string(i) + (key.empty() ? "" : "/" + key);
+    };
+    if (!d.is_object()) throw std::invalid_argument(at("") + ": must be an object, got " + d.dump());
+    for (const auto& [key, value] : d.items())
+      if (!kFields.count(key))
+        throw std::invalid_argument(at(key) + ": unknown field (case, outcome, reason, link, family, and one of diagnosis, error, failure)");
+    Expectation e;
+    e.file = shown;
+    e.line = span.line;
+    for (auto [key, field] : {std::pair{"case", &e.pattern}, {"reason", &e.reason}}) {
+      if (!d.contains(key) || !d[key].is_string() || d[key].get<std::string>().empty())
+        throw std::invalid_argument(at(key) + ": must be a non-empty string, got " + (d.contains(key) ? d[key].dump() : "nothing"));
+      *field = d[key];
+    }
+    check_regex(e.pattern, at("case"), d["case"]);
+    const json outcome = d.value("outcome", json());
+    if (outcome == "fail") e.outcome = Outcome::Fail;
+    else if (outcome == "skip") e.outcome = Outcome::Skip;
+    else throw std::invalid_argument(at("outcome") + ": must be \"fail\" or \"skip\", got " + (d.contains("outcome") ? outcome.dump() : "nothing"));
+    if (d.contains("link")) {
+      if (!d["link"].is_string() || d["link"].get<std::string>().empty())
+        throw std::invalid_argument(at("link") + ": must be a non-empty string (a URL), got " + d["link"].dump());
+      e.link = d["link"];
+    }
+    if (d.contains("family")) {
+      if (!d["family"].is_string() || d["family"].get<std::string>().empty())
+        throw std::invalid_argument(at("family") + ": must be a non-empty string (a regex over the model's model_type), got " + d["family"].dump());
+      e.family = d["family"];
+      check_regex(e.family, at("family"), d["family"]);
+    }
+    int forms = 0;
+    if (d.contains("diagnosis")) {
+      ++forms;
+      const json& g = d["diagnosis"];
+      e.diagnosis = g.is_string() ? g.get<std::string>()
+                    : g.is_object() && g.contains("kind") && g["kind"].is_string() ? g["kind"].get<std::string>() : "";
+      if (e.diagnosis.empty() ||
+          (!diagnosis_kinds.empty() && std::find(diagnosis_kinds.begin(), diagnosis_kinds.end(), e.diagnosis) == diagnosis_kinds.end())) {
+        std::string all;
+        for (const std::string& k : diagnosis_kinds) all += (all.empty() ? "" : ", ") + k;
+        throw std::invalid_argument(at("diagnosis") + ": names no diagnosis kind (a kind, or {\"kind\": ..., parameters}" +
+                                    (all.empty() ? "" : "; kinds: " + all) + "), got " + g.dump());
+      }
+      if (g.is_object())
+        for (const auto& [key, value] : g.items())
+          if (key != "kind") e.params[key] = value;
+    }
+    if (d.contains("error")) {
+      ++forms;
+      if (!d["error"].is_string() || d["error"].get<std::string>().empty())
+        throw std::invalid_argument(at("error") + ": must be a non-empty string, got " + d["error"].dump());
+      e.error = d["error"];
+    }
+    if (d.contains("failure")) {
+      ++forms;
+      if (d["failure"] != "logits") throw std::invalid_argument(at("failure") + ": must be \"logits\" (any logit failure), got " + d["failure"].dump());
+      e.any_logits = true;
+    }
+    if (forms > 1) throw std::invalid_argument(at("") + ": at most one of \"diagnosis\", \"error\", \"failure\"");
+    if (e.outcome == Outcome::Skip && (forms || !e.family.empty()))
+      throw std::invalid_argument(at("outcome") + ": a \"skip\" entry names its cases by \"case\" alone (family, diagnosis, error and "
+                                                  "failure describe a failure, and a skipped case does not run)");
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+void Set::add(std::vector<Expectation> entries) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Expectation& e : entries) {
+    patterns_.emplace_back(e.pattern);
+    families_.emplace_back(e.family.empty() ? std::string(".") : e.family);
+    entries_.push_back(std::move(e));
+    tally_.emplace_back();
+  }
+}
+
+const Expectation* Set::skip(const std::string& id) const {
+  for (size_t i = 0; i < entries_.size(); ++i)
+    if (entries_[i].outcome == Outcome::Skip && std::regex_search(id, patterns_[i])) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      const_cast<Tally&>(tally_[i]).seen = true;
+      return &entries_[i];
+    }
+  return nullptr;
+}
+
+report::CaseResult Set::skipped(const report::CaseKey& key, const Expectation& e) {
+  report::CaseResult r = report::named(key);
+  r.status = report::Status::Skipped;
+  r.message = "expected skip (" + e.where() + ": " + e.reason + (e.link.empty() ? "" : "; " + e.link) + "): not run";
+  r.expectation = {"expected_skip", e.file, e.line, e.pattern, e.reason, e.link};
+  return r;
+}
+
+const Expectation* Set::applies(size_t i, const std::string& id, const std::string& family) const {
+  const Expectation& e = entries_[i];
+  if (e.outcome != Outcome::Fail || !std::regex_search(id, patterns_[i])) return nullptr;
+  if (!e.family.empty() && (family.empty() || !std::regex_search(family, families_[i]))) return nullptr;
+  return &e;
+}
+
+const Expectation* Set::judge(report::CaseResult& r, const std::string& id, const std::string& family, const Failure& failure) {
+  if (r.status != report::Status::Fail && r.status != report::Status::Pass) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Expectation* excused = nullptr;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const Expectation* e = applies(i, id, family);
+    if (!e) continue;
+    Tally& t = tally_[i];
+    t.seen = true;
+    if (r.status == report::Status::Pass) {
+      t.passed.push_back(id);
+      continue;
+    }
+    if (excused) continue;
+    bool fits = true;
+    if (!e->error.empty()) fits = failure.error.find(e->error) != std::string::npos;
+    if (e->any_logits) fits = failure.logits;
+    if (!e->diagnosis.empty()) {
+      fits = false;
+      if (failure.logits && e->diagnosis == "unexplained") fits = failure.diagnoses.empty();
+      for (const auto& [kind, params] : failure.logits ? failure.diagnoses : decltype(failure.diagnoses){}) {
+        if (kind != e->diagnosis) continue;
+        bool all = true;
+        for (const auto& [key, value] : e->params.items()) all = all && params.contains(key) && params[key] == value;
+        fits = fits || all;
+      }
+    }
+    if (!fits) {
+      ++t.failed;
+      continue;
+    }
+    ++t.excused;
+    excused = e;
+  }
+  if (excused) {
+    r.status = report::Status::Deviation;
+    r.message = "expected failure (" + excused->where() + ": " + excused->reason + "): " + r.message;
+    r.expectation = {"expected_failure", excused->file, excused->line, excused->pattern, excused->reason, excused->link};
+  }
+  return excused;
+}
+
+std::vector<Set::Stale> Set::stale() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Stale> out;
+  for (size_t i = 0; i < entries_.size(); ++i)
+    if (tally_[i].excused == 0 && tally_[i].failed == 0 && !tally_[i].passed.empty()) out.push_back({i, tally_[i].passed});
+  return out;
+}
+
+std::vector<size_t> Set::unmatched(const std::vector<std::string>& ids) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<size_t> out;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (tally_[i].seen) continue;
+    const std::regex& re = patterns_[i];
+    if (std::none_of(ids.begin(), ids.end(), [&](const std::string& id) { return std::regex_search(id, re); })) out.push_back(i);
+  }
+  return out;
+}
+
+int Set::mark_unexpected_passes(std::vector<report::CaseResult>& cases, bool strict) const {
+  int marked = 0;
+  for (const Stale& s : stale()) {
+    const Expectation& e = entries_[s.entry];
+    const std::set<std::string> ids(s.passed.begin(), s.passed.end());
+    for (report::CaseResult& c : cases) {
+      if (c.status != report::Status::Pass || !ids.count(c.id) || !c.expectation.outcome.empty()) continue;
+      c.expectation = {"unexpected_pass", e.file, e.line, e.pattern, e.reason, e.link};
+      if (strict) {
+        c.status = report::Status::Fail;
+        c.message = "unexpected pass (--strict-expectations): " + e.where() + " expects this case to fail (" + e.reason +
+                    "), and every case of that entry passed: remove the entry (--update-expectations); the run: " + c.message;
+      }
+      ++marked;
+    }
+  }
+  return marked;
+}
+
+void update_file(const std::string& path, const std::set<int64_t>& drop_lines, const std::vector<std::string>& add) {
+  std::string text;
+  if (std::filesystem::exists(path)) {
+    text = read(path);
+  } else {
+    text = "// kvconform expectations (docs/expectations.md): the cases expected to fail here, and why.\n"
+           "{\n  \"expectations\": [\n  ]\n}\n";
+  }
+  const Layout layout = scan(text);
+  if (layout.open == std::string::npos || layout.close == std::string::npos)
+    throw std::invalid_argument(path + ": no \"expectations\" array to update");
+  // The text before an entry: from the end of the element before it (or the '['), its comma taken out.
+  const auto gap = [&](size_t from, size_t to) {
+    std::string g = text.substr(from, to - from);
+    for (size_t i = 0; i < g.size(); ++i) {
+      if (g[i] == '/' && i + 1 < g.size() && g[i + 1] == '/') {
+        while (i < g.size() && g[i] != '\n') ++i;
+      } else if (g[i] == '/' && i + 1 < g.size() && g[i + 1] == '*') {
+        i = g.find("*/", i + 2);
+        if (i == std::string::npos) break;
+        ++i;
+      } else if (g[i] == ',') {
+        g.erase(i, 1);
+        break;
+      }
+    }
+    return g;
+  };
+  std::string indent = "    ";
+  if (!layout.entries.empty()) {
+    const size_t bol = text.rfind('\n', layout.entries.front().begin);
+    indent = text.substr(bol + 1, layout.entries.front().begin - bol - 1);
+    if (indent.find_first_not_of(" \t") != std::string::npos) indent = "    ";
+  }
+  std::string body;
+  bool first = true;
+  size_t previous = layout.open + 1;
+  for (const Entry& e : layout.entries) {
+    const std::string before = gap(previous, e.begin);
+    previous = e.end;
+    if (drop_lines.count(e.line)) continue;
+    body += (first ? "" : ",") + before + text.substr(e.begin, e.end - e.begin);
+    first = false;
+  }
+  std::string trailing = gap(previous, layout.close);
+  for (const std::string& id : add) {
+    const json entry = {{"case", "^" + regex_quote(id) + "$"}, {"outcome", "fail"}, {"reason", kPlaceholderReason}};
+    body += std::string(first ? "" : ",") + "\n" + indent + "{\n" + indent + "  \"case\": " + entry["case"].dump() + ",\n" + indent +
+            "  \"outcome\": \"fail\",\n" + indent + "  \"reason\": " + entry["reason"].dump() + "\n" + indent + "}";
+    first = false;
+  }
+  if (!add.empty() && trailing.find('\n') == std::string::npos) trailing = "\n" + indent.substr(0, indent.size() >= 2 ? indent.size() - 2 : 0);
+  const std::string out = text.substr(0, layout.open + 1) + body + trailing + text.substr(layout.close);
+  // Atomically: a temporary file beside it, renamed over it.
+  const std::filesystem::path target(path);
+  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path());
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
+    o << out;
+    o.flush();
+    if (!o) {
+      std::filesystem::remove(tmp);
+      throw std::runtime_error(path + ": could not write " + tmp);
+    }
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+}  // namespace kvc::expect
