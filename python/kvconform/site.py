@@ -91,6 +91,7 @@ class Case:
     plan: str = ""
     slug: str = ""
     findings: List[int] = field(default_factory=list)
+    expectation: Dict[str, Any] = field(default_factory=dict)  # what an expectations file made of it
 
 
 @dataclass
@@ -145,8 +146,11 @@ def read_report(folder: str, source: int) -> Tuple[Report, List[Case]]:
             raise SiteError(f"{where}/status: {json.dumps(get['status'])} is not one of OK, FAIL, DEVIATION, SKIP")
         if not get["id"]:
             get["id"] = f"{get['suite']}/{get['backend']}/{get['name']}({get['params']})"
-        cases.append(Case(get["id"], get["suite"], get["name"], get["params"], get["backend"], get["dtype"], get["status"],
-                          get["message"], get["detail"], get["reproduce"], get["title"], source, articles.get(i, "")))
+        case = Case(get["id"], get["suite"], get["name"], get["params"], get["backend"], get["dtype"], get["status"],
+                    get["message"], get["detail"], get["reproduce"], get["title"], source, articles.get(i, ""))
+        if isinstance(c.get("expectation"), dict):
+            case.expectation = c["expectation"]
+        cases.append(case)
     return Report(folder, summary), cases
 
 
@@ -226,8 +230,12 @@ class Finding:
     kind: str  # what the engine is expected to do: a diagnosis kind, an error text, any logit failure
     note: str
     source: str  # the file it came from
+    case: str = ""  # an expectations file's "case": a regex over case ids
+    link: str = ""  # upstream issue
+    folder: str = ""  # engines/NAME of a per-engine expectations file
     cases: List[Case] = field(default_factory=list)  # reported as this deviation
     candidates: List[Case] = field(default_factory=list)  # every case its patterns match
+    unexpected: List[Case] = field(default_factory=list)  # passed where the expectations file said fail
     repro: List[str] = field(default_factory=list)  # repository paths
     corpus: List[str] = field(default_factory=list)  # regressions/engine/... shrunk plans
 
@@ -245,9 +253,34 @@ def _expected(entry: Dict[str, Any]) -> str:
     return ""
 
 
+def strip_comments(text: str) -> str:
+    """JSON with // line comments (an expectations file, .jsonc) as JSON; "//" inside strings stays."""
+    out, i, in_string = [], 0, False
+    while i < len(text):
+        ch = text[i]
+        if in_string:
+            out.append(ch)
+            if ch == "\\" and i + 1 < len(text):
+                out.append(text[i + 1])
+                i += 1
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+            out.append(ch)
+        elif text.startswith("//", i):
+            while i < len(text) and text[i] != "\n":
+                i += 1
+            continue
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
 def _entries_of(path: str, text: str) -> List[Dict[str, Any]]:
     try:
-        data = json.loads(text)
+        data = json.loads(strip_comments(text))
     except ValueError as e:
         raise SiteError(f"{path}: {e}") from None
     for key in ("deviations", "expectations"):
@@ -257,12 +290,13 @@ def _entries_of(path: str, text: str) -> List[Dict[str, Any]]:
 
 
 def read_findings(root: str, known: Optional[str]) -> List[Finding]:
-    """The known deviations: --known FILE, else engines/known_deviations.json, else every engine
-    folder's expectations file (engines/*/expectations.json)."""
+    """The known deviations: --known FILE (either form), else engines/known_deviations.json
+    ({"deviations": [...]}), else every engine folder's expectations file (engines/*/expectations.jsonc:
+    {"expectations": [{"case", "outcome", "reason", "link", ...}]})."""
     paths = [known] if known else []
     if not paths:
         central = os.path.join(root, "engines", "known_deviations.json")
-        per_engine = sorted(glob.glob(os.path.join(root, "engines", "*", "expectations*.json")))
+        per_engine = sorted(glob.glob(os.path.join(root, "engines", "*", "expectations.json*")))
         paths = [central] if os.path.isfile(central) else per_engine
     out: List[Finding] = []
     for path in paths:
@@ -275,12 +309,12 @@ def read_findings(root: str, known: Optional[str]) -> List[Finding]:
         for i, e in enumerate(_entries_of(path, text)):
             def get(k: str, d: str = ".", e: Dict[str, Any] = e) -> str:
                 return str(e.get(k, d))
-            engine = get("engine", "")
-            if not engine and os.path.basename(os.path.dirname(path)) != "engines":
-                engine = "^" + re.escape(os.path.basename(os.path.dirname(path)))
-            out.append(Finding(index=len(out) + 1, engine=engine, family=get("family", ""), model=get("model", ""),
+            parent = os.path.dirname(os.path.abspath(path))
+            folder = os.path.basename(parent) if os.path.basename(os.path.dirname(parent)) == "engines" else ""
+            out.append(Finding(index=len(out) + 1, engine=get("engine", ""), family=get("family", ""), model=get("model", ""),
                                plan=get("plan"), kind=_expected(e), note=get("note", get("reason", "")),
-                               source=f"{rel} /{'deviations' if 'deviations' in text else 'expectations'}/{i}"))
+                               source=f"{rel} /{'deviations' if 'deviations' in text else 'expectations'}/{i}",
+                               case=get("case", ""), link=get("link", ""), folder=folder))
     return out
 
 
@@ -295,6 +329,8 @@ def _search(pattern: str, text: str) -> bool:
 
 def _engine_folders(root: str, finding: Finding) -> List[str]:
     """The folders (engines/NAME) of the configurations of engines/engines.json a finding names."""
+    if finding.folder:
+        return [finding.folder]
     path = os.path.join(root, "engines", "engines.json")
     try:
         with open(path, encoding="utf-8") as f:
@@ -323,14 +359,17 @@ def attach_findings(findings: List[Finding], cases: Sequence[Case], root: str) -
                 continue
             plan = c.plan.split("/", 1)[1] if c.plan.startswith("regressions/") else c.plan
             plan_param = re.search(r"(?:^|,)plan=([^,]+)", c.params)
-            if not (_search(f.engine, c.backend) and (not f.family or _search(f.family, c.family))
+            if not (_search(f.engine, c.backend) and _search(f.case, c.id) and (not f.family or _search(f.family, c.family))
                     and (not f.model or _search(f.model, c.model))
                     and (_search(f.plan, plan) or (plan_param is not None and _search(f.plan, plan_param.group(1))))):
                 continue
             f.candidates.append(c)
-            if c.status == "DEVIATION" and f.note and f.note in c.message:
+            said = c.expectation.get("reason") if c.expectation.get("outcome") == "expected_failure" else None
+            if c.status == "DEVIATION" and f.note and (said == f.note or f.note in c.message):
                 f.cases.append(c)
                 c.findings.append(f.index)
+            if c.expectation.get("outcome") == "unexpected_pass" and c.expectation.get("reason") == f.note:
+                f.unexpected.append(c)
         words = _family_words(f.family or f.model)
         for folder in _engine_folders(root, f):
             for path in sorted(glob.glob(os.path.join(root, "engines", folder, "repro_*.py"))):
@@ -348,6 +387,8 @@ def finding_state(f: Finding) -> Tuple[str, str]:
     """(class, text): whether these reports show the deviation, show it gone, or never ran it."""
     if f.cases:
         return "dev", f"reported: {len(f.cases)} case{'s' if len(f.cases) != 1 else ''}"
+    if f.unexpected:
+        return "ok", f"passes now: {len(f.unexpected)} unexpected pass{'es' if len(f.unexpected) != 1 else ''}"
     judged = [c for c in f.candidates if c.status in ("OK", "FAIL")]
     if judged and all(c.status == "OK" for c in judged):
         return "ok", f"passes now: its {len(judged)} matching case{'s' if len(judged) != 1 else ''} OK (an unexpected pass)"
@@ -424,9 +465,12 @@ def coverage_rows(root: str, release: str) -> Tuple[Optional[List[Tuple[str, str
         return None, f"{path} cannot be imported"
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    rows, missing = getattr(module, "rows", None), getattr(module, "NotInstalled", None)
+    if rows is None or missing is None:
+        return None, f"{os.path.relpath(path, root)} has no rows() (an older checkout)"
     try:
-        return list(module.rows(release)), ""
-    except module.NotInstalled as e:
+        return list(rows(release)), ""
+    except missing as e:
         return None, str(e)
 
 
@@ -792,9 +836,12 @@ def render_findings(s: Site) -> str:
         seen = "<br>".join(f"<code>{esc(b)}</code> ({esc(s.versions.get(b, '?'))})" for b in configs)
         repro = [f"<a href=\"repro/{esc(p)}\"><code>{esc(p)}</code></a>" for p in f.repro]
         repro += [f"<code>{esc(p)}</code>" for p in f.corpus]
+        if f.link:
+            repro.append(f"<a href=\"{esc(f.link)}\">upstream</a>")
         first = sorted(f.cases, key=sort_key)[:1]
         repro += [f"<a href=\"cases/{c.slug}.html\">a case</a>" for c in first]
-        where = " ".join(x for x in (f"<code>{esc(f.family)}</code>" if f.family else "",
+        where = " ".join(x for x in (f"case <code>{esc(f.case)}</code>" if f.case else "",
+                                     f"<code>{esc(f.family)}</code>" if f.family else "",
                                      f"model <code>{esc(f.model)}</code>" if f.model else "") if x)
         out.append(f"<tr id=\"finding-{f.index}\" class=\"{cls}\" data-state=\"{cls}\"><td>{f.index}</td>"
                    f"<td><code>{esc(f.engine)}</code></td><td>{where}</td><td><code>{esc(f.plan)}</code></td>"
