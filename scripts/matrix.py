@@ -7,8 +7,8 @@ DEVIATION / SKIP with the largest measured error, as a Markdown table.
 Each implementation is one `kvconform run -v` (the built-in attention backends: their CPU suite;
 plugins and --backend-cmd workers: their kernel checks without golden cases and campaign), read back
 from its summary.json (--reports DIR keeps each run's folder, which `kvconform site` shows as its kernels
-page). The table is kvconform.site's (python/kvconform/site.py). The cases are the built-in step patterns (harness/include/kvconform/
-step_patterns.h) on static and dynamic layers; a cell takes the worst status of its cases (FAIL >
+page). The table is kvconform.site's (python/kvconform/site.py). The cases are the built-in step
+patterns (harness/include/kvconform/step_patterns.h) on static and dynamic layers; a cell takes the worst status of its cases (FAIL >
 DEVIATION > OK > SKIP) and the largest error any of them measured against the float64 oracle
 (for a failure: the error that broke the bound). Cells are "OK 2.4e-04", "FAIL 3.0e-01",
 "OK 1.2e-07 (2/4 SKIP)" when part of the class was unsupported, "SKIP" when all of it was.

@@ -825,7 +825,8 @@ def render_findings(s: Site) -> str:
            "versions it was reported in, and its state in these reports: reported, passing now (an expectation "
            "to remove), or not run. Reproductions are copied under <code>repro/</code>.</p>\n"]
     states = _count_states(s.findings)
-    out.append(f"<p id=\"finding-totals\">{len(s.findings)} findings: " + ", ".join(
+    plural = "s" if len(s.findings) != 1 else ""
+    out.append(f"<p id=\"finding-totals\">{len(s.findings)} finding{plural}: " + ", ".join(
         f"{n} {k}" for k, n in states) + "</p>\n")
     out.append("<table id=\"findings\"><thead><tr><th>#</th><th>engine</th><th>family / model</th><th>plan</th>"
                "<th>expected</th><th>what</th><th>configurations (version)</th><th>state</th><th>reproduction</th>"
