@@ -526,6 +526,7 @@ figure{margin:10px 0 14px}figcaption{font-size:13px;color:var(--muted);margin-bo
 .sw.att{background:#3b6fb6}.sw.msk{background:#e9edf2}.sw.extra{background:#d62728}
 .sw.missing{background:#ff9f1c}.sw.none{background:#fff}
 svg text{font-family:ui-monospace,"DejaVu Sans Mono",monospace}
+.expect{color:var(--muted);font-style:italic}
 ol.steps{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:13px}
 """
 
@@ -689,6 +690,15 @@ def render_index(s: Site) -> str:
     return page("kvconform results", "index.html", "".join(out))
 
 
+def expectation_note(c: Case) -> str:
+    """What an expectations file made of the case (summary.json's cases[].expectation), beside its badge."""
+    outcome = str(c.expectation.get("outcome", ""))
+    if not outcome:
+        return ""
+    where = f"{c.expectation.get('file', '')}:{c.expectation.get('line', '')}: {c.expectation.get('reason', '')}"
+    return f' <small class="expect" title="{esc(where)}">{esc(outcome.replace("_", " "))}</small>'
+
+
 def render_matrix(s: Site) -> str:
     cases = sorted(s.cases, key=sort_key)
     def options(name: str, values: Iterable[str], label: str) -> str:
@@ -737,7 +747,7 @@ def render_matrix(s: Site) -> str:
         out.append(f"<tr class=\"{STATUS_CLASS[c.status]}\" data-config=\"{esc(c.backend)}\" data-family=\"{esc(c.family)}\" "
                    f"data-plan=\"{esc(c.plan)}\" data-dtype=\"{esc(c.dtype)}\" data-status=\"{c.status}\">"
                    f"<td class=\"case\">{name}</td><td>{esc(c.backend)}</td><td>{esc(c.family)}</td><td>{esc(c.plan)}</td>"
-                   f"<td>{esc(c.dtype)}</td><td>{badge(c.status)}</td><td>{esc(c.message[:300])}</td></tr>\n")
+                   f"<td>{esc(c.dtype)}</td><td>{badge(c.status)}{expectation_note(c)}</td><td>{esc(c.message[:300])}</td></tr>\n")
     out.append("</tbody></table>\n")
     return page("Engine configuration \u00d7 family \u00d7 plan", "matrix.html", "".join(out), script=True)
 
