@@ -53,7 +53,8 @@ int run_app(int argc, char** argv, const std::vector<Subcommand>& subcommands,
 }
 
 const std::vector<Subcommand>& subcommands_without_tensors() {
-  static const std::vector<Subcommand> subcommands = {{"engine", add_engine_command}, {"merge", add_merge_command}};
+  static const std::vector<Subcommand> subcommands = {{"engine", add_engine_command}, {"merge", add_merge_command},
+                                                                     {"site", add_site_command}};
   return subcommands;
 }
 

@@ -22,7 +22,7 @@ struct Subcommand {
   Runner (*add)(CLI::App&);
 };
 
-// The subcommands that need no tensors, which `kvconform` runs itself: engine, merge.
+// The subcommands that need no tensors, which `kvconform` runs itself: engine, merge, site.
 const std::vector<Subcommand>& subcommands_without_tensors();
 
 // Pins the CPU kernels, parses the command line into `subcommands` (`configure` adds options after

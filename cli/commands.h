@@ -25,6 +25,7 @@ Runner add_explain_command(CLI::App& app);  // replay_command.cpp
 Runner add_golden_command(CLI::App& app);  // golden_command.cpp
 Runner add_engine_command(CLI::App& app);  // engine_command.cpp
 Runner add_merge_command(CLI::App& app);   // merge_command.cpp
+Runner add_site_command(CLI::App& app);    // site_command.cpp
 
 // Transformers versions with a pinned dumper environment (golden/requirements-<version>.txt), sorted.
 std::vector<std::string> pinned_versions(const std::string& repo_root);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates the engine matrix of docs/engines.md: every configuration of engines/engines.json on
-# every model, the fixed plans, in two shards on the two cores, then scripts/engine_matrix.py.
+# The engine matrix: every configuration of engines/engines.json on every model, the fixed plans, in
+# two shards on the two cores, then `kvconform site` writes the results as a site (reports/engine-site,
+# or the folder given as $KVC_SITE_OUT; docs/cli.md "kvconform site").
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -16,4 +17,4 @@ status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
 echo "engine matrix: $(( $(date +%s) - start )) s (exit $status: 1 means a FAIL, which the matrix shows)" >&2
 tail -n 2 reports/engine-matrix-0.log reports/engine-matrix-1.log >&2
-python3 scripts/engine_matrix.py reports/engine-matrix-0/summary.json reports/engine-matrix-1/summary.json --doc docs/engines.md
+build/cli/kvconform site reports/engine-matrix-0 reports/engine-matrix-1 --out "${KVC_SITE_OUT:-reports/engine-site}"

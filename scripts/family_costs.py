@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""What a drawn model of each family costs, measured: the table of docs/engines.md "Performance".
+"""What a drawn model of each family costs, measured: the table of studies/engines/results.md "Performance".
 
     python3 scripts/family_costs.py [--build build] [--seed S] [--tokens N] [--engine REGEX]
-                                    [--iterations K] [--update docs/engines.md]
+                                    [--iterations K] [--update studies/engines/results.md]
 
 For every family of the model generator (engines/models/families.py), draw 0 of the seed (the one
 `kvconform engine --plans models --seed S` draws first), timed on this machine:
@@ -15,7 +15,7 @@ For every family of the model generator (engines/models/families.py), draw 0 of 
   * each engine configuration the regex picks (default: the CI's one per engine) on the family's model
     campaign (`kvconform engine --plans models --family F --iterations K`): plan-steps per second in
     the engine, as the engine line on stderr says; "–" where the engine ran no plan-step (not installed,
-    or every pair was refused or failed at load: docs/engines.md's model campaign table says which).
+    or every pair was refused or failed at load: studies/engines/results.md's model campaign table says which).
 --update replaces the block between the `<!-- family-costs -->` markers of that file.
 """
 import argparse

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Regenerates the family x engine matrix of docs/engines.md: one configuration of each engine on the
+# The family x engine matrix: one configuration of each engine on the
 # families set (make_models.py --set families: every family of the registry), and vLLM, whose CPU
 # attention refuses their head_dim 16, on the vllm set (the same families drawn with head_dim 32/64),
-# under the plans that cross, fill and roll back the window; then scripts/engine_matrix.py by family.
+# under the plans that cross, fill and roll back the window; then `kvconform site` writes the results
+# as a site (reports/family-site, or $KVC_SITE_OUT), a family's column from each model's config.json.
 # Engines that are not installed are SKIP columns' worth of "not installed" (bash scripts/engines.sh
 # --setup-only and engines/setup_env.sh NAME install them). 658 s here with all installed, conversions cached.
 set -euo pipefail
@@ -23,5 +24,5 @@ build/cli/kvconform engine --models "$vllm_set" --no-regressions --filter "$plan
   --engine '^vllm-0.32.0/prefix_caching$' > reports/family-matrix-vllm.log 2>&1 || status=$?
 echo "family matrix: $(( $(date +%s) - start )) s (exit $status: 1 means a FAIL, which the matrix shows)" >&2
 tail -n 1 reports/family-matrix.log reports/family-matrix-vllm.log >&2
-python3 scripts/engine_matrix.py reports/family-matrix/summary.json reports/family-matrix-vllm/summary.json \
-  --family-of "$families" "$vllm_set" --markers "family matrix" --command "bash scripts/family_matrix.sh" --doc docs/engines.md
+build/cli/kvconform site reports/family-matrix reports/family-matrix-vllm --models "$families" --models "$vllm_set" \
+  --out "${KVC_SITE_OUT:-reports/family-site}"

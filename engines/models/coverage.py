@@ -6,7 +6,8 @@
 Lists every model folder of the release whose configuration speaks of `sliding_attention` or
 `chunked_attention`, or whose modeling file has attention sinks, beside the `model_type`s the
 registry in harness/src/engine/model.cpp reads (its kRegistry table), as a Markdown table. The
-release's own source is read from golden/.venv-<release>. Standard library only.
+release's own source is read from golden/.venv-<release>. Standard library only. `kvconform site`
+shows the same table (rows()).
 """
 import argparse
 import glob
@@ -50,18 +51,21 @@ def registry():
     return set(re.findall(r'"([a-z0-9_]+)"', m.group(1)))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--release", default="5.24.0")
-    a = ap.parse_args()
-    models = glob.glob(os.path.join(ROOT, f"golden/.venv-{a.release}/lib/python3*/site-packages/transformers/models"))
+class NotInstalled(Exception):
+    """The release's own source is not installed here."""
+
+
+def rows(release):
+    """(folder, local attention kinds, what the registry reads) for every folder of the release that
+    has local attention or a registry family; raises NotInstalled without golden/.venv-RELEASE."""
+    models = glob.glob(os.path.join(ROOT, f"golden/.venv-{release}/lib/python3*/site-packages/transformers/models"))
     if not models:
-        sys.exit(f"coverage: golden/.venv-{a.release} is not installed (bash golden/setup_env.sh {a.release})")
+        raise NotInstalled(f"golden/.venv-{release} is not installed (bash golden/setup_env.sh {release})")
     covered = registry()
-    rows = []
+    out = []
     for folder in sorted(os.listdir(models[0])):
         path = os.path.join(models[0], folder)
-        text = lambda pattern: "".join(open(f, errors="replace").read() for f in glob.glob(os.path.join(path, pattern)))
+        text = lambda pattern: "".join(open(f, errors="replace").read() for f in sorted(glob.glob(os.path.join(path, pattern))))
         config, modeling = text("configuration_*.py"), text("modeling_*.py")
         kinds = [k for k, hit in (("sliding", "sliding_attention" in config), ("chunked", "chunked_attention" in config),
                                   ("sinks", re.search(r"\bsinks\b", modeling) is not None)) if hit]
@@ -69,13 +73,24 @@ def main():
         # A folder's own model types (a multimodal folder's text config may name another family's).
         mine = sorted(t for t in types & covered if t.startswith(folder) or folder.startswith(t))
         if kinds or mine:
-            rows.append((folder, ", ".join(kinds) or "through its decoder's config",
-                         ", ".join(mine) or "not read: " + REASONS.get(folder, "not read yet")))
+            out.append((folder, ", ".join(kinds) or "through its decoder's config",
+                        ", ".join(mine) or "not read: " + REASONS.get(folder, "not read yet")))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--release", default="5.24.0")
+    a = ap.parse_args()
+    try:
+        found = rows(a.release)
+    except NotInstalled as e:
+        sys.exit(f"coverage: {e}")
     print(f"| transformers {a.release} folder | local attention | registry reads |")
     print("| --- | --- | --- |")
-    for folder, kinds, mine in rows:
+    for folder, kinds, mine in found:
         print(f"| `{folder}` | {kinds} | {mine} |")
-    print(f"\n{sum(1 for r in rows if not r[2].startswith('not read'))} of {len(rows)} folders read by the registry.")
+    print(f"\n{sum(1 for r in found if not r[2].startswith('not read'))} of {len(found)} folders read by the registry.")
     return 0
 
 

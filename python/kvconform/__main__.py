@@ -3,6 +3,7 @@ python -m kvconform serve-engine SPEC     serve one engine to `kvconform engine 
 python -m kvconform run SPEC [ARGS]       run kvconform on a kernel: `kvconform run --backend-cmd '...' ARGS`
 python -m kvconform engine SPEC [ARGS]    run kvconform on an engine: `kvconform engine --engine-cmd '...' ARGS`
                                           (from a kvconform checkout: it needs engines/models/)
+python -m kvconform site REPORT_DIR...    the results of report folders as a static site (`kvconform site`)
 python -m kvconform bin                   print the kvconform binary that `run`, `engine` and the pytest plugin use
 
 SPEC: package.module:NAME or path/to/file.py:NAME: a function decorated with @kvconform.kernel, or a
@@ -54,6 +55,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         hand_off(("torch", "transformers", "transformers.modeling_utils"))
         serve_engine_main(rest)
         return 0
+    if command == "site":
+        from .site import main as site_main
+        return site_main(rest)
     from .binary import NotFound, find
     try:
         binary = find()

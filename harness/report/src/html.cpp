@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "kvconform/report.h"
 
@@ -206,34 +208,9 @@ std::string report_html(const RunSummary& run, const ReportOptions& options) {
   os << "<div class=\"total skip\"><span class=\"n\">" << skipped << "</span>skipped</div>\n";
   os << "</section>\n";
 
-  for (const std::string& backend : backends_in_order(run)) {
-    int total = 0, ok = 0;
-    for (const CaseResult& c : run.cases)
-      if (c.backend == backend) {
-        ++total;
-        ok += c.status == Status::Pass;
-      }
-    os << "<section class=\"backend\">\n<h2>Backend " << esc(backend) << ": " << ok << " of " << total
-       << " passed</h2>\n<table>\n<thead><tr><th>Case</th><th>Suite</th><th>dtype</th><th>Status</th><th>Error / bound</th><th>Message</th></tr></thead>\n<tbody>\n";
-    for (size_t i = 0; i < run.cases.size(); ++i) {
-      const CaseResult& c = run.cases[i];
-      if (c.backend != backend) continue;
-      const bool linked = c.status == Status::Fail || c.status == Status::Deviation;
-      os << "<tr class=\"" << status_class(c.status) << "\"";
-      if (!c.expectation.outcome.empty()) os << " data-expectation=\"" << attr(c.expectation.outcome) << "\"";
-      os << "><td class=\"case\">";
-      if (linked) os << "<a href=\"#case-" << i << "\">";
-      os << esc(c.id + "(" + c.params + ")");
-      if (linked) os << "</a>";
-      os << "</td><td>" << esc(c.suite) << "</td><td>" << esc(c.dtype) << "</td><td><span class=\"badge "
-         << status_class(c.status) << "\">" << to_string(c.status) << "</span>" << expectation_note(c) << "</td><td>" << esc(measured_text(c)) << "</td><td>" << esc(c.message)
-         << "</td></tr>\n";
-    }
-    os << "</tbody>\n</table>\n</section>\n";
-  }
-
+  // Failures and deviations first, each with its picture; then a table per suite and backend.
   if (failed) {
-    os << "<section id=\"failures\">\n<h2>Failures</h2>\n";
+    os << "<section id=\"failures\">\n<h2>Failures (" << failed << ")</h2>\n";
     for (size_t i = 0; i < run.cases.size(); ++i)
       if (run.cases[i].status == Status::Fail) case_article(os, run.cases[i], i);
     os << "</section>\n";
@@ -252,10 +229,50 @@ std::string report_html(const RunSummary& run, const ReportOptions& options) {
     os << "</ul>\n</section>\n";
   }
   if (deviations) {
-    os << "<section id=\"deviations\">\n<h2>Upstream deviations</h2>\n";
+    os << "<section id=\"deviations\">\n<h2>Upstream deviations (" << deviations << ")</h2>\n";
     for (size_t i = 0; i < run.cases.size(); ++i)
       if (run.cases[i].status == Status::Deviation) case_article(os, run.cases[i], i);
     os << "</section>\n";
+  }
+
+  // One table per suite and backend in the order they first ran ("golden on reference", "property on
+  // reference", "backend on eager"): a heading counts what its own table holds, every status, so
+  // that it agrees with the closing line. Rows: failures, deviations, skips, then passes.
+  std::vector<std::pair<std::string, std::string>> groups;
+  for (const CaseResult& c : run.cases)
+    if (std::find(groups.begin(), groups.end(), std::pair{c.suite, c.backend}) == groups.end())
+      groups.emplace_back(c.suite, c.backend);
+  constexpr Status kRowOrder[] = {Status::Fail, Status::Deviation, Status::Skipped, Status::Pass};
+  for (const auto& [suite, backend] : groups) {
+    int n[4] = {0, 0, 0, 0}, total = 0;
+    for (const CaseResult& c : run.cases)
+      if (c.suite == suite && c.backend == backend) {
+        ++total;
+        ++n[static_cast<int>(c.status)];
+      }
+    os << "<section class=\"suite\" data-suite=\"" << attr(suite) << "\" data-backend=\"" << attr(backend)
+       << "\">\n<h2>Suite " << esc(suite) << " on " << esc(backend) << ": " << n[static_cast<int>(Status::Pass)] << " of "
+       << total << " passed";
+    if (n[static_cast<int>(Status::Fail)]) os << ", " << n[static_cast<int>(Status::Fail)] << " failed";
+    if (n[static_cast<int>(Status::Deviation)]) os << ", " << n[static_cast<int>(Status::Deviation)] << " deviations";
+    if (n[static_cast<int>(Status::Skipped)]) os << ", " << n[static_cast<int>(Status::Skipped)] << " skipped";
+    os << "</h2>\n<table>\n<thead><tr><th>Case</th><th>dtype</th><th>Status</th><th>Error / bound</th><th>Message</th></tr></thead>\n<tbody>\n";
+    for (const Status wanted : kRowOrder)
+      for (size_t i = 0; i < run.cases.size(); ++i) {
+        const CaseResult& c = run.cases[i];
+        if (c.suite != suite || c.backend != backend || c.status != wanted) continue;
+        const bool linked = c.status == Status::Fail || c.status == Status::Deviation;
+        os << "<tr class=\"" << status_class(c.status) << "\"";
+        if (!c.expectation.outcome.empty()) os << " data-expectation=\"" << attr(c.expectation.outcome) << "\"";
+        os << "><td class=\"case\">";
+        if (linked) os << "<a href=\"#case-" << i << "\">";
+        os << esc(c.id + "(" + c.params + ")");
+        if (linked) os << "</a>";
+        os << "</td><td>" << esc(c.dtype) << "</td><td><span class=\"badge " << status_class(c.status) << "\">"
+           << to_string(c.status) << "</span>" << expectation_note(c) << "</td><td>" << esc(measured_text(c)) << "</td><td>"
+           << esc(c.message) << "</td></tr>\n";
+      }
+    os << "</tbody>\n</table>\n</section>\n";
   }
   os << "</body>\n</html>\n";
   return os.str();

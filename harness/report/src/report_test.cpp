@@ -108,6 +108,30 @@ TEST(Markdown, TablesPerBackendAndFailureWithReproduce) {
   EXPECT_NE(md.find("q2 +##"), std::string::npos);
 }
 
+// A clean run's golden and property cases both run on "reference": a heading names its suite and
+// counts only its own table, and the failures and deviations come before every table.
+TEST(Html, HeadingsBySuiteWithFailuresAndDeviationsFirst) {
+  RunSummary run = sample_summary();
+  CaseResult golden = run.cases[0];
+  rename(golden, GoldenKey{"5.24.0", "window3_static_sliding"});
+  golden.backend = "reference";
+  run.cases.push_back(golden);
+  const std::string html = report_html(run);
+  EXPECT_EQ(html.find("Backend reference"), std::string::npos);
+  EXPECT_NE(html.find("<h2>Suite property on reference: 1 of 2 passed, 1 failed</h2>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<h2>Suite golden on reference: 1 of 1 passed</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<h2>Suite golden on eager: 0 of 1 passed, 1 deviations</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<h2>Suite golden on sdpa: 0 of 1 passed, 1 skipped</h2>"), std::string::npos);
+  const size_t tables = html.find("<section class=\"suite\"");
+  ASSERT_NE(tables, std::string::npos);
+  EXPECT_LT(html.find("<section id=\"failures\">"), tables);
+  EXPECT_LT(html.find("<section id=\"deviations\">"), tables);
+  // Within a table, the failure before the pass it ran after.
+  const size_t property = html.find("data-suite=\"property\"");
+  EXPECT_LT(html.find("<tr class=\"fail\">", property), html.find("<tr class=\"ok\">", property));
+  EXPECT_EQ(occurrences(html, "<section class=\"suite\""), 4u);
+}
+
 TEST(Html, SelfContainedWithTotalsHeatmapAndReproduce) {
   const std::string html = report_html(sample_summary());
   for (const char* external : {"<script", "<link", " src=", "https://", "url(", "@import"})
