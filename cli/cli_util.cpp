@@ -272,8 +272,9 @@ std::string data_folder(const std::string& value, bool given, const std::string&
     if (fs::exists(installed, ec)) return installed.lexically_normal().string();
     // A binary in its build tree (build/cli/kvconform, as a pytest plugin or a reproduce
     // line runs it from another folder): the checkout it was built from, while it is there.
-    const fs::path checkout = fs::path(kvc::paths::source_dir()) / rel;
-    if (fs::exists(checkout, ec)) return checkout.lexically_normal().string();
+    const std::string source = kvc::paths::source_dir();  // empty in a wheel's binary
+    const fs::path checkout = fs::path(source) / rel;
+    if (!source.empty() && fs::exists(checkout, ec)) return checkout.lexically_normal().string();
   }
   return value;
 }

@@ -5,7 +5,8 @@
 
 namespace kvc::paths {
 
-// The checkout's top folder (PROJECT_SOURCE_DIR at configure time), absolute.
+// The checkout's top folder (PROJECT_SOURCE_DIR at configure time), absolute; empty in a wheel's
+// binaries, which look for nothing in a checkout.
 const char* source_dir();
 
 }  // namespace kvc::paths

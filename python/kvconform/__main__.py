@@ -2,7 +2,7 @@
 python -m kvconform serve-engine SPEC     serve one engine to `kvconform engine --engine-cmd` (the worker)
 python -m kvconform run SPEC [ARGS]       run kvconform on a kernel: `kvconform run --backend-cmd '...' ARGS`
 python -m kvconform engine SPEC [ARGS]    run kvconform on an engine: `kvconform engine --engine-cmd '...' ARGS`
-                                          (from a kvconform checkout: it needs engines/models/)
+                                          (the wheel's kvconform, or from a checkout: it needs engines/models/)
 python -m kvconform site REPORT_DIR...    the results of report folders as a static site (`kvconform site`)
 python -m kvconform bin                   print the kvconform binary that `run`, `engine` and the pytest plugin use
 

@@ -58,7 +58,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="the interpreter that runs the engine worker (default: pytest's own), e.g. the engine's venv")
     group.addoption("--kvconform-root", metavar="DIR", default=None,
                     help="the kvconform checkout `kvconform engine` runs in (it needs engines/models/; default: "
-                         "$KVCONFORM_ROOT, then the checkout of the binary, of the rootdir or of the working directory)")
+                         "$KVCONFORM_ROOT, then the checkout of the binary, of the rootdir or of the working directory; "
+                         "an installed kvconform, the wheel's, runs in the working directory with its own engines/models/)")
     group.addoption("--kvconform-report-dir", metavar="DIR", default=None,
                     help="keep kvconform's reports (junit.xml, summary.json, summary.md, report.html) in DIR/<kernel or engine>")
     group.addoption("--kvconform-expectations", action="append", default=[], metavar="FILE",
@@ -229,17 +230,20 @@ class _EngineRun(_Run):
         command = worker_command(self.spec, python, serve="serve-engine")
         return [self._binary(), "engine", "--engine-cmd", command] + self._extra() + self._expectations()
 
-    def _cwd(self) -> str:
+    def _cwd(self) -> Optional[str]:
         explicit = self.config.getoption("kvconform_root") or os.environ.get("KVCONFORM_ROOT")
         if explicit:
             if not os.path.isfile(os.path.join(explicit, ENGINE_ROOT_MARK)):
                 raise NotFound(f"kvconform root {explicit} (--kvconform-root / KVCONFORM_ROOT) has no {ENGINE_ROOT_MARK}")
             return os.path.abspath(explicit)
-        starts = [p for p in (_checkout_of_binary(self._binary()), str(self.config.rootpath), os.getcwd()) if p]
+        binary = self._binary()
+        starts = [p for p in (_checkout_of_binary(binary), str(self.config.rootpath), os.getcwd()) if p]
         for start in starts:
             for folder in ancestors(start):
                 if os.path.isfile(os.path.join(folder, ENGINE_ROOT_MARK)):
                     return folder
+        if _installed_data(binary, ENGINE_ROOT_MARK):
+            return None  # an installed kvconform (the wheel's): its own generator, the zoo in ./build/engine-models
         raise NotFound(f"`kvconform engine` runs in a kvconform checkout (it writes the model zoo with {ENGINE_ROOT_MARK}); "
                        f"none found above {', '.join(starts)}: pass --kvconform-root DIR or set KVCONFORM_ROOT")
 
@@ -252,6 +256,12 @@ class _EngineRun(_Run):
     def rerun_hint(self, name: str) -> str:
         return (f"pytest --kvconform-engine {shlex.quote(self.spec)} --kvconform-filter "
                 f"{shlex.quote('^' + re.escape(name) + '$')}")
+
+
+def _installed_data(binary: str, rel: str) -> bool:
+    """Whether an installed binary (the wheel's kvconform/bin, or cmake --install's <prefix>/bin) has
+    the data file REL in its share/kvconform/, where it looks first (cli/cli_util.cpp data_folder)."""
+    return os.path.isfile(os.path.join(os.path.dirname(os.path.dirname(binary)), "share", "kvconform", rel))
 
 
 def _checkout_of_binary(binary: str) -> Optional[str]:

@@ -154,8 +154,9 @@ std::string resolve_root(const std::string& given) {
     const fs::path installed = self.parent_path().parent_path() / "share" / "kvconform" / "regressions";
     if (fs::is_directory(installed, ec)) return installed.lexically_normal().string();
   }
-  const fs::path checkout = fs::path(kvc::paths::source_dir()) / "regressions";
-  if (fs::is_directory(checkout, ec)) return checkout.lexically_normal().string();
+  const std::string source = kvc::paths::source_dir();  // empty in a wheel's binary
+  const fs::path checkout = fs::path(source) / "regressions";
+  if (!source.empty() && fs::is_directory(checkout, ec)) return checkout.lexically_normal().string();
   return "regressions";
 }
 

@@ -63,8 +63,11 @@ std::vector<std::string> worker_environment() {
     else
       env.emplace_back(*e);
   }
-  const std::string package = std::string(kvc::paths::source_dir()) + "/python";
-  if (access((package + "/kvconform/__init__.py").c_str(), R_OK) == 0)  // a built checkout, not an install elsewhere
+  // A built checkout, not an install elsewhere (a wheel's binary records no checkout: its workers
+  // import the installed package).
+  const std::string source = kvc::paths::source_dir();
+  const std::string package = source + "/python";
+  if (!source.empty() && access((package + "/kvconform/__init__.py").c_str(), R_OK) == 0)
     python_path += (python_path.empty() ? "" : ":") + package;
   if (!python_path.empty()) env.push_back("PYTHONPATH=" + python_path);
   return env;
