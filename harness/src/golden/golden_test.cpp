@@ -319,6 +319,57 @@ TEST(Golden, MutantOfTheReferenceFailsCasesWithoutAborting) {
     if (r.status == report::Status::Fail) EXPECT_NE(r.message.find("step "), std::string::npos) << r.message;
 }
 
+// The call steps (reset, crop, activate_past_recording) replay on every pinned release, and each
+// layer-API mutant of the reference FAILs a call case there, through the field it breaks: stored
+// rows, a raise, an attribute. The case each is named by is the one that reaches its branch.
+TEST(Golden, LayerApiMutantsAreCaughtThroughTheCallSteps) {
+  struct Catch {
+    Mutation mutant;
+    const char* release;
+    const char* case_name;
+    const char* field;  // in the FAIL message
+  };
+  const Catch catches[] = {
+      {Mutation::CropKeepsPastRows, "5.24.0", "call_crop_past_recording", "stored.shape"},
+      {Mutation::StaticCropKeepsWritePosition, "5.24.0", "call_crop_static_croppable", "cumulative_length_after"},
+      {Mutation::ResetDropsRows, "4.57.6", "call_reset_dynamic", "stored"},
+      {Mutation::AlwaysCroppable, "5.24.0", "call_crop_static_past_window", "attributes.is_croppable"},
+      {Mutation::PastRecordingIgnored, "5.24.0", "call_crop_past_recording", "stored"},
+      {Mutation::PositiveCropAccepted, "5.24.0", "call_crop_positive_argument", "cumulative_length_after"},
+  };
+  std::vector<Mutation> caught;
+  for (const Catch& k : catches) {
+    const Scenario c = cases::load_case(kRoot + "/cases/" + k.case_name + ".json");
+    const nlohmann::json f = fixture(k.release, k.case_name);
+    const Behaviours b = behaviours_for_release(k.release);
+    ASSERT_EQ(judged(f, c, b).status, report::Status::Pass) << k.case_name;
+    const report::CaseResult r = judged(f, c, b, k.mutant);
+    EXPECT_EQ(r.status, report::Status::Fail) << to_string(k.mutant);
+    EXPECT_NE(r.message.find(k.field), std::string::npos) << to_string(k.mutant) << ": " << r.message;
+    caught.push_back(k.mutant);
+  }
+  EXPECT_EQ(caught, layer_api_mutations());  // every layer-API mutant has its catch here
+}
+
+// A release whose layer API the reference does not model fails a call step naming the range,
+// instead of replaying another release's crop.
+TEST(Golden, CallStepUnderAnUnmodelledReleaseFailsNamingIt) {
+  const Scenario c = cases::load_case(kRoot + "/cases/call_crop_dynamic_within_window.json");
+  const nlohmann::json f = fixture("5.24.0", c.name);
+  Behaviours b = behaviours_for_release("5.24.0");
+  b.layer_api = behaviours_for_release("5.20.0").layer_api;
+  ASSERT_EQ(b.layer_api, LayerApi::Unmodelled);
+  LoadedFixture loaded;
+  loaded.scenario = &c;
+  loaded.fixture = &f;
+  loaded.behaviours.behaviours = b;
+  loaded.version = "5.24.0";
+  loaded.name = c.name;
+  const report::CaseResult r = replay_one(loaded, Mutation::None);
+  EXPECT_EQ(r.status, report::Status::Fail);
+  EXPECT_NE(r.message.find("5.14 to 5.23"), std::string::npos) << r.message;
+}
+
 TEST(Golden, AnotherReleasesBehavioursAreCaught) {
   // 4.57 falls back to arange(q) without cache_position and counts non-zero rows; 5.24 does neither.
   const Scenario c = cases::load_case(kRoot + "/cases/tf_static_cache.json");
