@@ -313,6 +313,8 @@ class RunSuites {
       if (!e.error.empty()) throw cases::CaseError(e.path, "", e.error);
       const Scenario c = cases::parse_case(e.text, e.path);
       r.dtype = to_string(c.dtype);
+      if (c.has_calls())  // the campaigns' traces are updates and resets; a crop has no property here
+        throw cases::CaseError(e.path, "/steps", "a saved property case holds no call steps (golden replay judges them)");
       if (!campaign::has_fast_path(p)) {
         const std::optional<Trace> trace = trace_of(c);
         if (!trace) {

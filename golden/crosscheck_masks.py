@@ -104,7 +104,7 @@ def check(case, raw, fixtures_dir):
         problems.append(f"layer classes: real cache {classes} vs fixture {[l['class'] for l in fx['layers']]}")
     dtype = dump.DTYPES[case["dtype"]]
     B = case["batch"]
-    total = sum(s["tokens"] for s in case["steps"])
+    total = sum(s.get("tokens", 0) for s in case["steps"])
     lp = case.get("left_padding")
     full_2d = None
     if lp is not None:
@@ -113,8 +113,18 @@ def check(case, raw, fixtures_dir):
     dead = [False] * len(lts)
     is_sliding = list(cache.is_sliding)
     checked = 0
-    seen = 0
+    seen = fed = 0  # positions, and tokens fed (the inputs' index), as dump.py counts them
     for si, step in enumerate(case["steps"]):
+        if "call" in step:  # reset, crop, activate_past_recording on the model's cache layers, as dump.py
+            for li in range(len(lts)):
+                if not dead[li]:
+                    try:
+                        dump.call_method(cache.layers[li], step)
+                    except Exception:
+                        pass
+            seen = dump.positions_after_call(step, seen)
+            fed = 0 if step["call"] == "reset" else fed
+            continue
         q = step["tokens"]
         cp = torch.tensor(step.get("cache_position") or list(range(seen, seen + q)), dtype=torch.long)
         am = full_2d[:, : seen + q] if full_2d is not None else None
@@ -163,7 +173,7 @@ def check(case, raw, fixtures_dir):
         for li, lt in enumerate(lts):
             if dead[li]:
                 continue
-            q64, k64, v64 = dump.build_inputs(case, li, si, seen, q)
+            q64, k64, v64 = dump.build_inputs(case, li, si, fed, q)
             k, v = k64.to(dtype), v64.to(dtype)
             try:
                 if A.behaviours["cache_api"] == "cache_position":
@@ -179,6 +189,7 @@ def check(case, raw, fixtures_dir):
                                 f"the fixture says it {'failed' if fixture_dead else 'worked'}")
                 dead[li] = True
         seen += q
+        fed += q
     return checked, problems
 
 

@@ -26,6 +26,12 @@ the dumper does what a transformers model does for that layer:
 A second copy of every layer, in float64 with B=H=D=1 and value token_index+1, is fed the same steps
 to tell which absolute token each returned/stored row holds (0 = unwritten row -> null).
 
+A call step ({"call": "crop", "argument": -2}, cases/README.md) calls that method of every layer (and
+of its row tracker) instead of an update, as a caller does: getattr(layer, method)(argument), so a
+method the release's class lacks raises its AttributeError. It records each layer's sequence length
+before and after, its stored rows and the attributes a caller reads (is_croppable, the maximum
+length, is_compileable), and what the call raised (the layer goes on).
+
 Torch runs with one thread under the CPU kernel pin (cpu_pin.py, set before torch is imported), so
 the attention outputs are the same bits on every x86-64 CPU; every fixture records it (`cpu_kernels`).
 
@@ -64,7 +70,7 @@ if os.path.isfile(os.path.join(_PACKAGE, "kvconform", "zygote.py")):
     hand_off(("torch", "transformers", "transformers.cache_utils", "transformers.masking_utils",
               "transformers.integrations.sdpa_attention", "transformers.models.llama.modeling_llama"))
 
-DUMPER_VERSION = "1.2.0"
+DUMPER_VERSION = "1.3.0"
 FIXTURE_FORMAT = "kvconform-fixture-v1"
 MAX_MESSAGE = 600
 
@@ -289,6 +295,60 @@ class DummyAttention(torch.nn.Module):
         self.training = False
 
 
+def layer_attributes(layer):
+    """What a caller reads of a layer: is_croppable (None where the release has no such attribute),
+    get_max_length() (get_max_cache_shape() before it existed), is_compileable."""
+    if hasattr(layer, "get_max_length"):
+        max_length = layer.get_max_length()
+    else:
+        max_length = layer.get_max_cache_shape()
+    croppable = getattr(layer, "is_croppable", None)
+    return {
+        "is_croppable": None if croppable is None else bool(croppable),
+        "max_length": as_int(max_length),
+        "is_compileable": bool(getattr(layer, "is_compileable", False)),
+    }
+
+
+def call_method(layer, step):
+    fn = getattr(layer, step["call"])  # AttributeError where the release's class has no such method
+    return fn(step["argument"]) if "argument" in step else fn()
+
+
+def positions_after_call(step, seen):
+    """The positions a case counts after a call step (scenario.h, LayerMethod::positions_after)."""
+    if step["call"] == "reset":
+        return 0
+    if step["call"] == "crop":
+        n = step["argument"]
+        return max(seen + n, 0) if n < 0 else seen if n == 0 else min(seen, n)
+    return seen
+
+
+def dump_call_step(layer, tracker, step):
+    rec = {"cumulative_length_before": seq_length(layer)}
+    errors = []
+    try:
+        call_method(layer, step)
+    except Exception as e:
+        errors.append(exc_record(step["call"], e))
+    try:
+        call_method(tracker, step)
+    except Exception:  # raises as the layer does; its rows are read as they are
+        pass
+    rec["cumulative_length_after"] = seq_length(layer)
+    if layer.keys is None:
+        rec["stored"] = None
+    else:
+        sk, sv = layer.keys, layer.values
+        rows = rows_of(tracker.keys) if tracker.keys is not None and tracker.keys.shape[-2] == sk.shape[-2] else None
+        rec["stored"] = {"shape": list(sk.shape), "rows": rows, "k_sha256": sha256_bytes(tensor_bytes(sk)),
+                         "v_sha256": sha256_bytes(tensor_bytes(sv))}
+    rec["attributes"] = layer_attributes(layer)
+    rec["errors"] = errors
+    return rec
+
+
 def make_layers(case):
     """The case's layers, taken from a real StaticCache / DynamicCache built from its layer_types."""
     cache = make_cache(case["cache"], case["layer_types"], case.get("window"), case.get("max_cache_len"))
@@ -377,7 +437,7 @@ def dump_case(case, case_bytes):
     dtype = DTYPES[case["dtype"]]
     B, H, KV, D = case["batch"], case["heads"], case["kv_heads"], case["head_dim"]
     steps = case["steps"]
-    total = sum(s["tokens"] for s in steps)
+    total = sum(s.get("tokens", 0) for s in steps)
     lp = case.get("left_padding")
     full_2d = None
     if lp is not None:
@@ -418,8 +478,33 @@ def dump_case(case, case_bytes):
         "errors": [],
     }
 
-    seen = 0
+    # seen: the positions so far (a crop counts back); fed: the tokens fed since the last reset, the
+    # inputs' token index (a crop does not count back, so tokens fed after it have new values).
+    seen = fed = 0
     for si, step in enumerate(steps):
+        if "call" in step:
+            step_rec = {
+                "index": si,
+                "call": {"method": step["call"], "argument": step.get("argument")},
+                "tokens": 0,
+                "token_range": [seen, seen],
+                "cache_position": None,
+                "attention_mask_2d": None,
+                "layers": [],
+            }
+            for li in range(len(layers)):
+                rec = {"layer": li}
+                step_rec["layers"].append(rec)
+                if dead[li] is not None:
+                    rec["skipped"] = f"layer failed at step {dead[li]}"
+                    continue
+                rec.update(dump_call_step(layers[li], trackers[li], step))
+                for e in rec["errors"]:
+                    fixture["errors"].append(dict(step=si, layer=li, **e))
+            fixture["steps"].append(step_rec)
+            seen = positions_after_call(step, seen)
+            fed = 0 if step["call"] == "reset" else fed
+            continue
         q_len = step["tokens"]
         cp_list = step.get("cache_position")
         positions = cp_list if cp_list is not None else list(range(seen, seen + q_len))
@@ -445,7 +530,7 @@ def dump_case(case, case_bytes):
                 continue
             layer, tracker = layers[li], trackers[li]
             rec.update(dump_layer_step(
-                A, case, layer, tracker, lt, li, si, seen, q_len, positions, am_bool, left_padding_tokens,
+                A, case, layer, tracker, lt, li, si, seen, fed, q_len, positions, am_bool, left_padding_tokens,
                 dtype, module, scaling, B, H, KV, D,
             ))
             errs = rec.get("errors") or []
@@ -455,10 +540,11 @@ def dump_case(case, case_bytes):
                 dead[li] = si
         fixture["steps"].append(step_rec)
         seen += q_len
+        fed += q_len
     return fixture
 
 
-def dump_layer_step(A, case, layer, tracker, lt, li, si, seen, q_len, positions, am_bool, left_padding_tokens,
+def dump_layer_step(A, case, layer, tracker, lt, li, si, seen, fed, q_len, positions, am_bool, left_padding_tokens,
                     dtype, module, scaling, B, H, KV, D):
     rec = {}
     errors = []
@@ -524,7 +610,7 @@ def dump_layer_step(A, case, layer, tracker, lt, li, si, seen, q_len, positions,
         rec["eager_mask"] = None
 
     # ---- 3. update (real layer, then the row tracker)
-    q64, k64, v64 = build_inputs(case, li, si, seen, q_len)
+    q64, k64, v64 = build_inputs(case, li, si, fed, q_len)
     q, k, v = q64.to(dtype), k64.to(dtype), v64.to(dtype)
     K = V = None
     try:

@@ -51,6 +51,20 @@ class Caps(unittest.TestCase):
     def test_valid_case_loads(self):
         self.assertEqual(errors(doc()), [])
 
+    def test_call_steps(self):  # the same pointers and messages as CaseFiles.CallStepsLoadAndTheirArgumentIsChecked
+        self.assertEqual(errors(doc("", '[{"tokens": 3}, {"call": "crop", "argument": -2}, {"tokens": 1}, '
+                                        '{"call": "activate_past_recording"}, {"call": "reset"}, {"tokens": 1}]')), [])
+        self.assertEqual(errors(doc("", '[{"tokens": 2}, {"call": "crop"}]')),
+                         ['cases/x.json: /steps/1: crop needs an "argument"'])
+        self.assertEqual(errors(doc("", '[{"tokens": 2}, {"call": "reset", "argument": 1}]')),
+                         ["cases/x.json: /steps/1/argument: reset takes no argument"])
+        self.assertEqual(errors(doc("", '[{"tokens": 2, "argument": 1}]')),
+                         ["cases/x.json: /steps/0/argument: only a call step takes an argument"])
+        self.assertEqual(errors(doc("", '[{"tokens": 2}, {"call": "crop", "argument": -1, "judged": false}]')),
+                         ["cases/x.json: /steps/1/judged: a call step takes no judged"])
+        self.assertTrue(errors(doc("", '[{"tokens": 2}, {"call": "truncate", "argument": -1}]')))
+        self.assertTrue(errors(doc("", '[{"tokens": 2, "call": "reset"}]')))  # one or the other
+
     def test_huge_token_count(self):
         self.assertEqual(errors(doc("", '[{"tokens": 1}, {"tokens": 2}, {"tokens": 3}, {"tokens": 2000000000}]')),
                          ["cases/x.json: /steps/3/tokens: 2000000000 exceeds the cap of 65536 tokens per case "

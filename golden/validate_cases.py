@@ -177,7 +177,7 @@ def limit_errors(case, caps):
                     caps["elements"], "elements per tensor", "KVC_MAX_ELEMENTS")
     total = 0
     for i, s in enumerate(steps):
-        ptr, q = f"/steps/{i}/tokens", s["tokens"]
+        ptr, q = f"/steps/{i}/tokens", s.get("tokens", 0)  # a call step feeds no tokens
         if q > caps["tokens"]:
             return over(ptr, q, caps["tokens"], "tokens per case", "KVC_MAX_TOKENS")
         total += q
@@ -206,6 +206,10 @@ def _best_errors(err):
     return [err]
 
 
+# The layer methods a call step names that take an argument (scenario.h, layer_methods()).
+CALLS_WITH_ARGUMENT = ("crop",)
+
+
 def semantic_errors(case, stem=None, size_policy=False):
     """Checks the schema cannot express. Returns a list of (pointer, message)."""
     errs = []
@@ -216,7 +220,7 @@ def semantic_errors(case, stem=None, size_policy=False):
         errs.append(("/kv_heads", f"kv_heads {kv_heads} does not divide heads {heads}"))
     batch = case["batch"]
     steps = case["steps"]
-    total = sum(s["tokens"] for s in steps)
+    total = sum(s.get("tokens", 0) for s in steps)
     lp = case.get("left_padding")
     if lp is not None:
         if len(lp) != batch:
@@ -227,6 +231,18 @@ def semantic_errors(case, stem=None, size_policy=False):
     if not any(s.get("judged", True) for s in steps):
         errs.append(("/steps", 'every step is a fill step ("judged": false): the case would judge nothing'))
     for i, s in enumerate(steps):
+        if "call" in s:  # a call step (cases/README.md, Call steps): the same rules as cases.cpp
+            for only_updates in ("cache_position", "judged"):
+                if only_updates in s:
+                    errs.append((f"/steps/{i}/{only_updates}", f"a call step takes no {only_updates}"))
+            takes_argument = s["call"] in CALLS_WITH_ARGUMENT
+            if takes_argument and "argument" not in s:
+                errs.append((f"/steps/{i}", f'{s["call"]} needs an "argument"'))
+            elif not takes_argument and "argument" in s:
+                errs.append((f"/steps/{i}/argument", f'{s["call"]} takes no argument'))
+            continue
+        if "argument" in s:
+            errs.append((f"/steps/{i}/argument", "only a call step takes an argument"))
         cp = s.get("cache_position")
         if cp is not None and len(cp) != s["tokens"]:
             errs.append((f"/steps/{i}/cache_position", f"has {len(cp)} positions, step has {s['tokens']} tokens"))
@@ -246,7 +262,7 @@ def semantic_errors(case, stem=None, size_policy=False):
                 errs.append((f"/inputs/explicit/{name}", f"has {len(vals)} step lists, scenario has {len(steps)} steps"))
                 continue
             for i, (lst, s) in enumerate(zip(vals, steps)):
-                want = batch * h * s["tokens"] * D
+                want = batch * h * s.get("tokens", 0) * D
                 if len(lst) != want:
                     errs.append((f"/inputs/explicit/{name}/{i}",
                                  f"has {len(lst)} values, expected batch*{'heads' if name == 'q' else 'kv_heads'}*tokens*head_dim = {want}"))

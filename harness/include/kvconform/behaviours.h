@@ -42,6 +42,24 @@ struct SdpaGqaPath {
   }
 };
 
+// The layer API beyond update and get_mask_sizes: reset, crop, activate_past_recording and the
+// attributes a caller reads (is_croppable, the maximum length). Read from the releases' own
+// cache_utils.py and held to the pinned fixtures' call steps (cases with "call" steps); dump.py
+// does not probe it, so like SdpaGqaPath it is not part of the JSON record.
+//  max_length: crop(max_length) on dynamic layers only (a negative argument removes that many
+//    tokens; a dynamic sliding layer refuses once it has seen its window); static layers have no
+//    crop; reset zeroes every layer's rows and keeps them (a dynamic layer then concatenates onto
+//    its zeroed rows); no activate_past_recording, no is_croppable (4.56 to 5.13).
+//  tokens_to_remove: crop(tokens_to_remove) on every layer, negative only (a positive one raises);
+//    a dynamic sliding layer past its window crops only with past recording
+//    (activate_past_recording), which keeps every row until the next crop; a static layer only
+//    lowers its counters; reset drops a dynamic layer's rows; is_croppable (5.24).
+//  unmodelled: the releases between, each with a form of its own (5.16: tokens_to_remove with a
+//    deprecated positive path and no is_croppable; 5.20: is_croppable, no static crop), which the
+//    reference does not model: a call step under them fails naming the release range.
+enum class LayerApi { MaxLength, Unmodelled, TokensToRemove };
+const char* to_string(LayerApi api);
+
 struct Behaviours {
   // Defaults are the newest row of the release table (a unit test holds them to it).
   CacheApi cache_api = CacheApi::QueryLength;
@@ -51,11 +69,12 @@ struct Behaviours {
   bool sdpa_skip_empty_cache = true;
   StaticSeqLength static_seq_length = StaticSeqLength::Cumulative;
   SdpaGqaPath sdpa_gqa;  // not in the JSON record (see SdpaGqaPath)
+  LayerApi layer_api = LayerApi::TokensToRemove;  // not in the JSON record (see LayerApi)
 
   bool operator==(const Behaviours& o) const {
     return cache_api == o.cache_api && sliding_layer == o.sliding_layer && sdpa_skip == o.sdpa_skip &&
            sdpa_skip_empty_cache == o.sdpa_skip_empty_cache && static_seq_length == o.static_seq_length &&
-           sdpa_gqa == o.sdpa_gqa;
+           sdpa_gqa == o.sdpa_gqa && layer_api == o.layer_api;
   }
   bool operator!=(const Behaviours& o) const { return !(*this == o); }
 };

@@ -21,6 +21,14 @@ enum class Mutation {
   KernelSoftmaxInInputDtype,   // scores, running max, exp and the softmax sum in the input dtype (P@V in float32)
   KernelF16Accumulation,       // QK dot products, softmax sum and P@V accumulators in the 16-bit input dtype
   KernelNoMaxSubtraction,      // exp(score) without subtracting the running max: overflows on large logits
+  // Layer-API mutants: the reference's reset, crop, past recording and attributes (the call steps
+  // of case files). Only golden replay drives those methods, so these are caught there alone.
+  CropKeepsPastRows,           // a crop past the window (past recording) keeps every row before the removed ones
+  StaticCropKeepsWritePosition,  // a static crop lowers the Python int count but not the tensor one
+  ResetDropsRows,              // the max_length releases' reset drops a layer's rows instead of zeroing them
+  AlwaysCroppable,             // a static sliding layer larger than its window says is_croppable
+  PastRecordingIgnored,        // activate_past_recording does nothing
+  PositiveCropAccepted,        // a dynamic layer takes crop(n > 0) as max_length where the release raises
 };
 
 const char* to_string(Mutation m);             // "window_too_wide", ...
@@ -28,5 +36,6 @@ Mutation parse_mutation(const std::string& s);  // throws std::invalid_argument
 std::vector<Mutation> all_mutations();          // every mutant of the reference, None excluded
 std::vector<Mutation> kernel_mutations();       // every kernel mutant (the reference untouched)
 bool is_kernel_mutation(Mutation m);
+std::vector<Mutation> layer_api_mutations();    // every layer-API mutant (golden replay's call steps)
 
 }  // namespace kvc

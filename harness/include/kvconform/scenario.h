@@ -14,14 +14,54 @@
 
 namespace kvc {
 
+// The layer methods a caller has besides update and get_mask_sizes (cache_utils.py's
+// CacheLayerMixin and its layers), as the reference layers and any other layer that takes a call
+// step implement them. Each throws what transformers raises there (reference.h, PythonError).
+class LayerMethods {
+ public:
+  virtual ~LayerMethods() = default;
+  virtual void reset() = 0;
+  virtual void crop(int64_t argument) = 0;
+  virtual void activate_past_recording() = 0;
+};
+
+// One kind of call step: a method of the layer other than update, as case files and fixtures spell
+// it ({"call": "crop", "argument": -2}), the way it is made on a layer, and what it does to the
+// step's bookkeeping of positions. A new kind is one more object in layer_methods(), nothing else
+// switches on it.
+struct LayerMethod {
+  const char* name;     // transformers' method name: "reset", "crop", "activate_past_recording"
+  bool takes_argument;  // crop's max_length / tokens_to_remove
+  void (*call)(LayerMethods& layer, int64_t argument);
+  // The positions the case counts after the call, from those before it: reset starts a new
+  // sequence (0), crop(-n) drops the last n (not below 0), crop(0) none (tokens_to_remove's
+  // meaning), crop(n > 0) keeps the first n (max_length's meaning; the releases that raise for it
+  // leave the layers as they were, and the case still counts what it said).
+  int64_t (*positions_after)(int64_t seen, int64_t argument);
+};
+const std::vector<LayerMethod>& layer_methods();
+// Throws std::invalid_argument naming the method and the accepted names.
+const LayerMethod& layer_method(const std::string& name);
+
+struct LayerCall {
+  const LayerMethod* method = nullptr;
+  int64_t argument = 0;  // takes_argument only
+  bool resets() const;   // a reset: a new sequence starts (inputs, oracle and positions from 0)
+  std::string show() const;  // "crop(-2)", "reset()"
+};
+
 struct Step {
-  int64_t tokens = 0;  // 0: reset (a new sequence starts); built-in and generated scenarios only
+  // 0: a reset (a new sequence starts; built-in and generated scenarios) or a call step
+  int64_t tokens = 0;
   std::optional<std::vector<int64_t>> cache_position;  // cache_position API only
   // false: a fill step (built-in numerics cases only): the layer is updated and the oracle fed, but
   // the kernel suites neither call kernels nor ask the oracle for it. Thousands of keys then cost a
   // few judged queries, not thousands.
   bool judged = true;
-  bool is_reset() const { return tokens == 0; }
+  // A call of another layer method instead of an update (case files: {"call": ..., "argument": ...}).
+  std::optional<LayerCall> call = std::nullopt;
+  bool is_reset() const { return tokens == 0 && (!call || call->resets()); }
+  bool is_call() const { return call.has_value(); }
 };
 
 struct Scenario {
@@ -44,6 +84,7 @@ struct Scenario {
 
   LayerSpec layer_spec(size_t layer) const;
   int64_t total_tokens() const;
+  bool has_calls() const;  // a step calls a layer method other than update
   bool applies_to(const std::string& transformers_version) const;
   // Row-major [batch, heads or kv_heads, tokens, head_dim] inputs of one step for one layer: the
   // explicit lists, or the generator over the tokens fed since the last reset.

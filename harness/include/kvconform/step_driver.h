@@ -44,6 +44,10 @@ struct DriverOptions {
   // no LibTorch; held to the tensor reference by its tests) instead of float64 tag layers.
   bool fast_rows = false;
   bool oracle = false;                  // the float64 oracle over every token since the last reset
+  // Call steps (Step::call: reset, crop, activate_past_recording) are handed to the check as a
+  // LayerStep with `call` set, one per layer. Without it a call step other than reset is a
+  // StepFailure: only golden replay judges what a call does.
+  bool record_calls = false;
 };
 
 // What one layer did in one step. Steps are numbered from 0 in every message.
@@ -52,12 +56,20 @@ struct LayerStep {
   const DrivenLayer* driven = nullptr;
   const Scenario* scenario = nullptr;
   int64_t seen = 0, q = 0;  // tokens fed since the last reset before this step; new tokens
+  // The first query's position as the mask builders take it: cache_position's (seen) on the
+  // cache_position API, the layer's get_seq_length() on the query_length API (create_*_mask's
+  // q_offset), which differs from seen only after a call step (a crop the layer refused).
+  int64_t query_start = 0;
   bool judged = true;       // Step::judged: false for a numerics case's fill step (no kernel, no oracle output)
   // The cache_position API's positions (the step's, or arange from seen); nullopt on the
   // query_length API.
   std::optional<std::vector<int64_t>> cache_position;
   // >= 0: the layer raised at that step and has not run since (nothing below is set).
   int64_t failed_at = -1;
+  // A call step (DriverOptions::record_calls): the method called instead of an update, and what it
+  // raised (the layer goes on). Set for such a step: seq_length_before/after, cache, stored_rows.
+  const LayerCall* call = nullptr;
+  std::exception_ptr call_error;
 
   std::vector<double> query_values, key_values, value_values;  // row-major [B, H(kv), q, D]
   at::Tensor query, keys, values;                              // the same in the scenario's dtype
@@ -115,6 +127,8 @@ class StepDriver {
   int64_t seen() const { return seen_; }
 
  private:
+  void call_step(size_t s, const Step& step, const Check& check, const OnReset& on_reset);
+  void start_sequence(size_t s, const OnReset& on_reset);
   struct Impl;
   const Scenario& scenario_;
   DriverOptions options_;
@@ -122,6 +136,9 @@ class StepDriver {
   std::unique_ptr<Impl> impl_;
   size_t step_index_ = 0;
   int64_t seen_ = 0;
+  // Tokens fed since the last reset, the inputs' token index: equal to seen_ until a crop, after
+  // which new tokens get new values (a layer that kept a cropped row then shows it).
+  int64_t fed_ = 0;
 };
 
 }  // namespace kvc

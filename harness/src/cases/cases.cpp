@@ -303,7 +303,7 @@ void check_limits(const json& doc, const std::string& origin, const Limits& L) {
   int64_t total = 0;
   for (size_t s = 0; s < steps.size(); ++s) {
     const std::string ptr = "/steps/" + std::to_string(s) + "/tokens";
-    const int64_t q = steps[s].at("tokens").get<int64_t>();
+    const int64_t q = steps[s].value("tokens", int64_t{0});  // a call step feeds no tokens
     if (q > L.tokens) over(ptr, std::to_string(q), L.tokens, "tokens per case", "KVC_MAX_TOKENS");
     total += q;  // both <= the cap, which is < 2^63: no overflow
     if (total > L.tokens)
@@ -342,7 +342,8 @@ void check_semantics(const Scenario& c, const std::string& origin) {
   if (std::none_of(c.steps.begin(), c.steps.end(), [](const Step& s) { return s.judged; }))
     throw CaseError(origin, "/steps", "every step is a fill step (\"judged\": false): the case would judge nothing");
   for (size_t s = 0; s < c.steps.size(); ++s)
-    if (c.steps[s].cache_position && static_cast<int64_t>(c.steps[s].cache_position->size()) != c.steps[s].tokens)
+    if (c.steps[s].cache_position && static_cast<int64_t>(c.steps[s].cache_position->size()) != c.steps[s].tokens &&
+        !c.steps[s].is_call())
       throw CaseError(origin, "/steps/" + std::to_string(s) + "/cache_position",
                       "has " + std::to_string(c.steps[s].cache_position->size()) + " entries for " +
                           std::to_string(c.steps[s].tokens) + " tokens");
@@ -400,10 +401,25 @@ Scenario parse_case(const std::string& text, const std::string& origin, const Li
   if (doc.contains("left_padding") && !doc.at("left_padding").is_null())
     c.left_padding = doc.at("left_padding").get<std::vector<int64_t>>();
   for (const json& s : doc.at("steps")) {
+    const std::string at = "/steps/" + std::to_string(c.steps.size());
     Step step;
-    step.tokens = s.at("tokens").get<int64_t>();
-    if (s.contains("cache_position")) step.cache_position = s.at("cache_position").get<std::vector<int64_t>>();
-    step.judged = s.value("judged", true);
+    if (s.contains("call")) {  // a call step: another layer method instead of an update
+      LayerCall call{&layer_method(s.at("call").get<std::string>())};  // one of the schema's enum
+      for (const char* only_updates : {"cache_position", "judged"})
+        if (s.contains(only_updates))
+          throw CaseError(origin, at + "/" + only_updates, std::string("a call step takes no ") + only_updates);
+      if (call.method->takes_argument != s.contains("argument"))
+        throw CaseError(origin, at + (call.method->takes_argument ? "" : "/argument"),
+                        call.method->takes_argument ? std::string(call.method->name) + " needs an \"argument\""
+                                                    : std::string(call.method->name) + " takes no argument");
+      call.argument = s.value("argument", int64_t{0});
+      step.call = call;
+    } else {
+      if (s.contains("argument")) throw CaseError(origin, at + "/argument", "only a call step takes an argument");
+      step.tokens = s.at("tokens").get<int64_t>();
+      if (s.contains("cache_position")) step.cache_position = s.at("cache_position").get<std::vector<int64_t>>();
+      step.judged = s.value("judged", true);
+    }
     c.steps.push_back(step);
   }
   const json& in = doc.at("inputs");
@@ -450,7 +466,14 @@ nlohmann::ordered_json to_case_json(const Scenario& s) {
   j["left_padding"] = s.left_padding ? oj(*s.left_padding) : oj(nullptr);
   oj steps = oj::array();
   for (const Step& st : s.steps) {
-    if (st.is_reset()) throw std::invalid_argument("to_case_json: '" + s.name + "' has a reset step, which a case file cannot hold");
+    if (st.is_call()) {
+      oj step = {{"call", st.call->method->name}};
+      if (st.call->method->takes_argument) step["argument"] = st.call->argument;
+      steps.push_back(step);
+      continue;
+    }
+    if (st.is_reset())
+      throw std::invalid_argument("to_case_json: '" + s.name + "' has a reset step, which a case file holds as {\"call\": \"reset\"}");
     oj step = {{"tokens", st.tokens}};
     if (st.cache_position) step["cache_position"] = *st.cache_position;
     if (!st.judged) step["judged"] = false;

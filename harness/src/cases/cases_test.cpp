@@ -207,6 +207,40 @@ TEST(CaseLimits, RulesOnlyThePythonValidatorHadAreEnforcedToo) {
   EXPECT_EQ(error_of(full), "cases/x.json: /window: window given but no sliding or chunked layer");
 }
 
+// Call steps: another layer method instead of an update, each kind named by layer_methods().
+TEST(CaseFiles, CallStepsLoadAndTheirArgumentIsChecked) {
+  const Scenario c = parse_case(doc("", R"([{"tokens": 3}, {"call": "crop", "argument": -2}, {"tokens": 1},
+                                           {"call": "activate_past_recording"}, {"call": "reset"}, {"tokens": 1}])"),
+                                "cases/x.json");
+  ASSERT_EQ(c.steps.size(), 6u);
+  EXPECT_TRUE(c.has_calls());
+  EXPECT_EQ(c.steps[1].call->show(), "crop(-2)");
+  EXPECT_FALSE(c.steps[1].is_reset());
+  EXPECT_EQ(c.steps[3].call->show(), "activate_past_recording()");
+  EXPECT_TRUE(c.steps[4].is_reset());
+  EXPECT_EQ(c.total_tokens(), 5);
+  // A crop does not count the generator's token index back: the decode after it is token 3.
+  EXPECT_EQ(c.step_inputs(inputs::kKey, 0, 2), inputs::block(3, inputs::kKey, 0, 1, 1, 3, 1, 4));
+  EXPECT_EQ(c.step_inputs(inputs::kKey, 0, 5), inputs::block(3, inputs::kKey, 0, 1, 1, 0, 1, 4));  // after the reset
+  EXPECT_EQ(error_of(doc("", R"([{"tokens": 2}, {"call": "crop"}])")), "cases/x.json: /steps/1: crop needs an \"argument\"");
+  EXPECT_EQ(error_of(doc("", R"([{"tokens": 2}, {"call": "reset", "argument": 1}])")),
+            "cases/x.json: /steps/1/argument: reset takes no argument");
+  EXPECT_EQ(error_of(doc("", R"([{"tokens": 2, "argument": 1}])")),
+            "cases/x.json: /steps/0/argument: only a call step takes an argument");
+  EXPECT_EQ(error_of(doc("", R"([{"tokens": 2}, {"call": "crop", "argument": -1, "judged": false}])")),
+            "cases/x.json: /steps/1/judged: a call step takes no judged");
+  EXPECT_NE(error_of(doc("", R"([{"tokens": 2}, {"call": "truncate", "argument": -1}])")).find("/steps/1/call"),
+            std::string::npos);
+  EXPECT_NE(error_of(doc("", R"([{"tokens": 2, "call": "reset"}])")), "loaded");  // one or the other
+  // Written back, the calls load again.
+  const Scenario back = parse_case(to_case_json(c).dump(), "cases/x.json");
+  ASSERT_EQ(back.steps.size(), c.steps.size());
+  for (size_t i = 0; i < c.steps.size(); ++i) {
+    EXPECT_EQ(back.steps[i].is_call(), c.steps[i].is_call());
+    if (c.steps[i].is_call()) EXPECT_EQ(back.steps[i].call->show(), c.steps[i].call->show());
+  }
+}
+
 TEST(CaseLimits, EveryCommittedCaseIsWithinTheCaps) {
   int n = 0;
   for (const char* dir : {"/cases", "/cases/generated"})

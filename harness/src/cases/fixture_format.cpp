@@ -42,6 +42,25 @@ struct Checker {
     need(t, p, "k_sha256", kString, "a string");
     need(t, p, "v_sha256", kString, "a string");
   }
+  // A call step's layer (reset, crop, activate_past_recording): its counts, stored rows,
+  // attributes and what the call raised.
+  void call_layer_step(const json& l, const std::string& at) const {
+    if (!l.is_object()) bad(at, "expected an object");
+    if (l.contains("skipped")) {
+      need(l, at, "skipped", kString, "a string");
+      return;
+    }
+    for (const char* k : {"cumulative_length_before", "cumulative_length_after"}) need(l, at, k, kInt, "an integer");
+    tensor_pair(l, at, "stored");
+    const json& a = need(l, at, "attributes", kObject, "an object");
+    need(a, at + "/attributes", "is_croppable", or_null(kBool), "a boolean or null");
+    need(a, at + "/attributes", "max_length", kInt, "an integer");
+    need(a, at + "/attributes", "is_compileable", kBool, "a boolean");
+    const json& errors = need(l, at, "errors", kArray, "an array");
+    for (size_t i = 0; i < errors.size(); ++i)
+      for (const char* k : {"phase", "type", "message"})
+        need(errors[i], at + "/errors/" + std::to_string(i), k, kString, "a string");
+  }
   void layer_step(const json& l, const std::string& at) const {
     if (!l.is_object()) bad(at, "expected an object");
     if (l.contains("skipped")) {
@@ -108,7 +127,14 @@ void validate_fixture(const json& f, const std::string& path, size_t steps, size
     const json& sl = c.need(ss[s], at, "layers", kArray, "an array");
     if (sl.size() != layers)
       c.bad(at + "/layers", "has " + std::to_string(sl.size()) + " layers, the case's layer_types " + std::to_string(layers));
-    for (size_t l = 0; l < sl.size(); ++l) c.layer_step(sl[l], at + "/layers/" + std::to_string(l));
+    const bool call = ss[s].contains("call");
+    if (call) {
+      const json& m = c.need(ss[s], at, "call", kObject, "an object");
+      c.need(m, at + "/call", "method", kString, "a string");
+      c.need(m, at + "/call", "argument", or_null(kInt), "an integer or null");
+    }
+    for (size_t l = 0; l < sl.size(); ++l)
+      call ? c.call_layer_step(sl[l], at + "/layers/" + std::to_string(l)) : c.layer_step(sl[l], at + "/layers/" + std::to_string(l));
   }
 }
 

@@ -21,22 +21,41 @@ namespace {
 //          empty-cache (q_offset == 0) prefill rule.
 //  5.13.0 and 5.23.0 change only the SDPA GQA path (SdpaGqaPath, not in the JSON record):
 //          enable_gqa only for head_dim <= 256 from 5.13.0, pack_gqa on masked decode from 5.23.0.
+//  The layer API (LayerApi, not in the JSON record): max_length up to 5.13 (4.56.2, 4.57.6, 5.0.0,
+//          5.6.0, 5.10.1 and 5.13.1 read; 5.14.0 already has past recording), tokens_to_remove from
+//          5.24.0 (5.23.0 has no static crop and no is_croppable on StaticLayer); the forms between
+//          (5.14.0, 5.15.0, 5.16.0, 5.18.0, 5.20.0, 5.22.0, 5.23.0 read) are not modelled.
 const std::vector<ReleaseRow>& rows() {
   using C = CacheApi;
   using L = SlidingLayer;
   using S = SdpaSkip;
   using N = StaticSeqLength;
+  using A = LayerApi;
   const SdpaGqaPath repeat{0, false}, limited{256, false}, packed{256, true};
   static const std::vector<ReleaseRow> table = {
-      {"4.56.0", {C::CachePosition, L::PreMerge, S::NotCompileable, false, N::NonzeroRows, repeat}},
-      {"4.57.0", {C::CachePosition, L::Merged, S::NotCompileable, false, N::NonzeroRows, repeat}},
-      {"5.4.0", {C::QueryLength, L::Merged, S::NotCompileable, false, N::Cumulative, repeat}},
-      {"5.13.0", {C::QueryLength, L::Merged, S::NotCompileable, false, N::Cumulative, limited}},
-      {"5.14.0", {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, limited}},
-      {"5.23.0", {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, packed}},
+      {"4.56.0", {C::CachePosition, L::PreMerge, S::NotCompileable, false, N::NonzeroRows, repeat, A::MaxLength}},
+      {"4.57.0", {C::CachePosition, L::Merged, S::NotCompileable, false, N::NonzeroRows, repeat, A::MaxLength}},
+      {"5.4.0", {C::QueryLength, L::Merged, S::NotCompileable, false, N::Cumulative, repeat, A::MaxLength}},
+      {"5.13.0", {C::QueryLength, L::Merged, S::NotCompileable, false, N::Cumulative, limited, A::MaxLength}},
+      {"5.14.0", {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, limited, A::Unmodelled}},
+      {"5.23.0", {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, packed, A::Unmodelled}},
+      {"5.24.0", {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, packed, A::TokensToRemove}},
   };
   return table;
 }
+
+}  // namespace
+
+const char* to_string(LayerApi api) {
+  switch (api) {
+    case LayerApi::MaxLength: return "max_length";
+    case LayerApi::Unmodelled: return "unmodelled";
+    case LayerApi::TokensToRemove: return "tokens_to_remove";
+  }
+  return "?";
+}
+
+namespace {
 
 template <typename E>
 struct Names {

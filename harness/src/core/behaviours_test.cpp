@@ -81,6 +81,12 @@ TEST(Behaviours, ReleaseBoundaries) {
   EXPECT_FALSE(behaviours_for_release("5.13.1").sdpa_skip_empty_cache);
   EXPECT_EQ(behaviours_for_release("5.14.0").sdpa_skip, SdpaSkip::NotCompileableDecode);
   EXPECT_TRUE(behaviours_for_release("5.14.0").sdpa_skip_empty_cache);
+  // The layer API (behaviours.h, LayerApi): read from each release's cache_utils.py.
+  EXPECT_EQ(behaviours_for_release("4.56.2").layer_api, LayerApi::MaxLength);
+  EXPECT_EQ(behaviours_for_release("5.13.1").layer_api, LayerApi::MaxLength);
+  EXPECT_EQ(behaviours_for_release("5.14.0").layer_api, LayerApi::Unmodelled);
+  EXPECT_EQ(behaviours_for_release("5.23.0").layer_api, LayerApi::Unmodelled);
+  EXPECT_EQ(behaviours_for_release("5.24.0").layer_api, LayerApi::TokensToRemove);
 }
 
 TEST(Behaviours, NewerThanTheTableGetsTheNewestRow) {

@@ -20,6 +20,12 @@ const char* to_string(Mutation m) {
     case Mutation::KernelSoftmaxInInputDtype: return "kernel_softmax_in_input_dtype";
     case Mutation::KernelF16Accumulation: return "kernel_f16_accumulation";
     case Mutation::KernelNoMaxSubtraction: return "kernel_no_max_subtraction";
+    case Mutation::CropKeepsPastRows: return "crop_keeps_past_rows";
+    case Mutation::StaticCropKeepsWritePosition: return "static_crop_keeps_write_position";
+    case Mutation::ResetDropsRows: return "reset_drops_rows";
+    case Mutation::AlwaysCroppable: return "always_croppable";
+    case Mutation::PastRecordingIgnored: return "past_recording_ignored";
+    case Mutation::PositiveCropAccepted: return "positive_crop_accepted";
   }
   return "?";
 }
@@ -34,6 +40,11 @@ std::vector<Mutation> kernel_mutations() {
   return {Mutation::KernelSoftmaxInInputDtype, Mutation::KernelF16Accumulation, Mutation::KernelNoMaxSubtraction};
 }
 
+std::vector<Mutation> layer_api_mutations() {
+  return {Mutation::CropKeepsPastRows, Mutation::StaticCropKeepsWritePosition, Mutation::ResetDropsRows,
+          Mutation::AlwaysCroppable,   Mutation::PastRecordingIgnored,         Mutation::PositiveCropAccepted};
+}
+
 bool is_kernel_mutation(Mutation m) {
   return m == Mutation::KernelSoftmaxInInputDtype || m == Mutation::KernelF16Accumulation ||
          m == Mutation::KernelNoMaxSubtraction;
@@ -44,6 +55,7 @@ Mutation parse_mutation(const std::string& s) {
   std::string names;
   std::vector<Mutation> every = all_mutations();
   for (Mutation m : kernel_mutations()) every.push_back(m);
+  for (Mutation m : layer_api_mutations()) every.push_back(m);
   for (Mutation m : every) {
     if (s == to_string(m)) return m;
     names += std::string(names.empty() ? "" : ", ") + to_string(m);

@@ -1,8 +1,39 @@
 #include "kvconform/scenario.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace kvc {
+
+const std::vector<LayerMethod>& layer_methods() {
+  static const std::vector<LayerMethod> methods = {
+      {"reset", false, [](LayerMethods& l, int64_t) { l.reset(); }, [](int64_t, int64_t) -> int64_t { return 0; }},
+      {"crop", true, [](LayerMethods& l, int64_t n) { l.crop(n); },
+       [](int64_t seen, int64_t n) { return n < 0 ? std::max<int64_t>(seen + n, 0) : n == 0 ? seen : std::min(seen, n); }},
+      {"activate_past_recording", false, [](LayerMethods& l, int64_t) { l.activate_past_recording(); },
+       [](int64_t seen, int64_t) { return seen; }},
+  };
+  return methods;
+}
+
+const LayerMethod& layer_method(const std::string& name) {
+  std::string names;
+  for (const LayerMethod& m : layer_methods()) {
+    if (name == m.name) return m;
+    names += std::string(names.empty() ? "" : ", ") + m.name;
+  }
+  throw std::invalid_argument("unknown layer method '" + name + "' (expected one of: " + names + ")");
+}
+
+bool LayerCall::resets() const { return method == &layer_methods().front(); }
+
+std::string LayerCall::show() const {
+  return std::string(method->name) + "(" + (method->takes_argument ? std::to_string(argument) : "") + ")";
+}
+
+bool Scenario::has_calls() const {
+  return std::any_of(steps.begin(), steps.end(), [](const Step& s) { return s.is_call(); });
+}
 
 LayerSpec Scenario::layer_spec(size_t layer) const { return {cache, layer_types.at(layer), window, max_cache_len}; }
 
@@ -21,6 +52,8 @@ std::vector<double> Scenario::step_inputs(inputs::TensorId tensor, size_t layer,
       tensor == inputs::kQuery ? explicit_q : tensor == inputs::kKey ? explicit_k : explicit_v;
   if (!given.empty()) return given.at(step);
   int64_t seen = 0;  // a reset starts the positions again, so a restarted sequence repeats its inputs
+  // A crop does not count back: the tokens fed after it are new tokens with new values, so that a
+  // layer which kept a cropped row shows it.
   for (size_t s = 0; s < step; ++s) seen = steps[s].is_reset() ? 0 : seen + steps[s].tokens;
   // An explicit case without q takes its queries from the generator with seed 0.
   return inputs::block(seed.value_or(0), tensor, layer, batch, tensor == inputs::kQuery ? heads : kv_heads, seen,

@@ -80,19 +80,67 @@ void StepDriver::run(const Check& check, const OnReset& on_reset) {
   for (const Step& s : scenario_.steps) step(s, check, on_reset);
 }
 
+void StepDriver::start_sequence(size_t s, const OnReset& on_reset) {
+  for (auto& f : impl_->fast_layers) f.reset();
+  for (auto& o : impl_->oracles) o->reset();
+  for (auto& h : impl_->key_history) h.clear();
+  for (auto& h : impl_->value_history) h.clear();
+  seen_ = 0;
+  fed_ = 0;
+  if (on_reset) on_reset(s);
+}
+
+void StepDriver::call_step(size_t s, const Step& st, const Check& check, const OnReset& on_reset) {
+  const LayerCall& call = *st.call;
+  if (!options_.record_calls && !call.resets())
+    throw StepFailure(s, 0, "a " + call.show() + " step: this suite replays no call steps other than reset (golden replay judges them)");
+  if (!impl_->fast_layers.empty())
+    throw StepFailure(s, 0, "a " + call.show() + " step: the fast path's rows follow updates and resets only (track rows with tag layers)");
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    CacheLayer& layer = *impl_->layers[l];
+    LayerStep v;
+    v.step = s;
+    v.layer = l;
+    v.driven = &layers_[l];
+    v.scenario = &scenario_;
+    v.seen = seen_;
+    v.call = &call;
+    v.failed_at = impl_->failed_at[l];
+    v.cache = &layer;
+    if (v.failed_at < 0) {
+      v.seq_length_before = layer.seq_length();
+      try {
+        call.method->call(layer, call.argument);
+      } catch (const PythonError&) {  // what transformers raises there: the layer goes on
+        v.call_error = std::current_exception();
+      } catch (const std::invalid_argument&) {  // a ValueError of transformers'
+        v.call_error = std::current_exception();
+      } catch (const std::exception& e) {  // the reference cannot make the call (an unmodelled release)
+        throw StepFailure(s, l, e.what());
+      }
+      if (!impl_->tags.empty()) {
+        try {
+          call.method->call(*impl_->tags[l], call.argument);
+        } catch (const std::exception&) {  // raises as the layer does; the rows are read as they are
+        }
+        if (impl_->tags[l]->initialized()) v.stored_rows = rows_of_tags(impl_->tags[l]->keys());
+      }
+      v.seq_length_after = layer.seq_length();
+    }
+    if (options_.record_calls) check(v);
+  }
+  if (call.resets()) return start_sequence(s, on_reset);
+  seen_ = call.method->positions_after(seen_, call.argument);
+}
+
 void StepDriver::step(const Step& st, const Check& check, const OnReset& on_reset) {
   const size_t s = step_index_++;
   const Scenario& c = scenario_;
-  if (st.is_reset()) {
-    for (auto& l : impl_->layers) l->reset();
-    for (auto& t : impl_->tags) t->reset();
-    for (auto& f : impl_->fast_layers) f.reset();
-    for (auto& o : impl_->oracles) o->reset();
-    for (auto& h : impl_->key_history) h.clear();
-    for (auto& h : impl_->value_history) h.clear();
-    seen_ = 0;
-    if (on_reset) on_reset(s);
-    return;
+  if (st.is_call()) return call_step(s, st, check, on_reset);
+  if (st.is_reset()) {  // a new sequence, as on a new layer (the layers' own reset is a call step)
+    for (auto& l : impl_->layers) l->clear();
+    for (auto& t : impl_->tags) t->clear();
+    return start_sequence(s, on_reset);
   }
   const int64_t q = st.tokens;
   std::vector<int64_t> arange(static_cast<size_t>(q));
@@ -105,7 +153,7 @@ void StepDriver::step(const Step& st, const Check& check, const OnReset& on_rese
     const auto& given = id == inputs::kQuery ? c.explicit_q : id == inputs::kKey ? c.explicit_k : c.explicit_v;
     if (!given.empty()) return given.at(s);
     // An explicit case without q takes its queries from the generator with seed 0.
-    return inputs::block(c.seed.value_or(0), id, input_layer, c.batch, id == inputs::kQuery ? c.heads : c.kv_heads, seen_,
+    return inputs::block(c.seed.value_or(0), id, input_layer, c.batch, id == inputs::kQuery ? c.heads : c.kv_heads, fed_,
                          q, c.head_dim, c.distribution);
   };
   for (size_t l = 0; l < layers_.size(); ++l) {
@@ -135,9 +183,11 @@ void StepDriver::step(const Step& st, const Check& check, const OnReset& on_rese
       v.keys = from_values(v.key_values, {c.batch, c.kv_heads, q, c.head_dim}, c.dtype);
       v.values = from_values(v.value_values, {c.batch, c.kv_heads, q, c.head_dim}, c.dtype);
       v.seq_length_before = layer.seq_length();
+      v.query_start = options_.behaviours.cache_api == CacheApi::QueryLength ? v.seq_length_before : seen_;
       v.sizes = cache_position ? layer.mask_sizes_for_positions(*cache_position) : layer.get_mask_sizes(q);
-      assign_mask_request(v.mask, layer.spec(), options_.behaviours, c.batch, c.left_padding, seen_, q, cache_position,
-                          v.sizes, options_.mutation);
+      assign_mask_request(v.mask, layer.spec(), options_.behaviours, c.batch, c.left_padding, v.query_start, q,
+                          cache_position, v.sizes, options_.mutation);
+      v.mask.seen_after = seen_ + q;  // the 2D attention_mask covers the case's tokens
       v.lost_keys = positions::loses_window_keys(layer.spec(), seen_, q, c.left_padding.value_or(std::vector<int64_t>{}));
       if (options_.oracle) {
         impl_->oracles[l]->append(v.key_values, v.value_values, q);
@@ -172,9 +222,11 @@ void StepDriver::step(const Step& st, const Check& check, const OnReset& on_rese
     check(v);
   }
   seen_ += q;
+  fed_ += q;
 }
 
 std::string LayerStep::where() const {
+  if (call) return "step " + std::to_string(step) + " (" + call->show() + " after " + std::to_string(seen) + " tokens)";
   const std::string what = seen == 0 ? "Prefill(" + std::to_string(q) + ")"
                            : q == 1  ? "Decode after " + std::to_string(seen) + " tokens"
                                      : "Extend(" + std::to_string(q) + ") after " + std::to_string(seen) + " tokens";

@@ -155,6 +155,9 @@ json error_record(const std::string& phase, const std::exception& e) {
     if (dynamic_cast<const c10::IndexError*>(&e)) type = "IndexError";
     else if (dynamic_cast<const c10::ValueError*>(&e)) type = "ValueError";
     else if (dynamic_cast<const c10::TypeError*>(&e)) type = "TypeError";
+  } else if (const auto* p = dynamic_cast<const PythonError*>(&e)) {
+    message = e.what();
+    type = p->type();
   } else {
     message = e.what();
     if (dynamic_cast<const std::out_of_range*>(&e)) type = "IndexError";
@@ -210,7 +213,8 @@ struct StepMasks {
 StepMasks step_masks(const LayerStep& v, const Scenario& c, const Behaviours& behaviours, Mutation mutation) {
   StepMasks out;
   // The sizes are what the layer under test answered, as transformers' mask builders use them.
-  const MaskRequest m = mask_request(v.driven->spec, behaviours, c.batch, c.left_padding, v.seen, v.q, v.cache_position, v.sizes);
+  MaskRequest m = mask_request(v.driven->spec, behaviours, c.batch, c.left_padding, v.query_start, v.q, v.cache_position, v.sizes);
+  m.seen_after = v.seen + v.q;
   fast::boolean_mask(m, out.boolean, mutation);
   out.skipped = fast::skips(m);
   fast::additive_mask_bytes(out.boolean, c.dtype, out.additive_bytes);
@@ -300,13 +304,36 @@ struct ReplayMode {
   ~ReplayMode() { at::set_num_threads(saved); }
 };
 
-DriverOptions replay_options(const Behaviours& behaviours, Mutation mutation) {
+DriverOptions replay_options(const Scenario& c, const Behaviours& behaviours, Mutation mutation) {
   DriverOptions options;
   options.behaviours = behaviours;
   options.mutation = mutation;
   options.track_rows = true;
-  options.fast_rows = true;  // rows and masks at the position level; K/V bytes and attention through LibTorch
+  // Rows and masks at the position level; K/V bytes and attention through LibTorch. The fast path
+  // has no crop: a case with call steps tracks its rows with tag layers.
+  options.fast_rows = !c.has_calls();
+  options.record_calls = true;
   return options;
+}
+
+// A call step's layer as golden/dump.py records it: its counts, stored rows, attributes and raise.
+void write_call_layer(const LayerStep& v, json& jl) {
+  const CacheLayer& layer = *v.cache;
+  jl["cumulative_length_before"] = v.seq_length_before;
+  jl["cumulative_length_after"] = v.seq_length_after;
+  jl["stored"] = layer.initialized() ? kv_json(kv_record(layer.keys(), layer.values(), v.stored_rows)) : json(nullptr);
+  const std::optional<bool> croppable = layer.is_croppable();
+  jl["attributes"] = {{"is_croppable", croppable ? json(*croppable) : json(nullptr)},
+                      {"max_length", layer.max_length()},
+                      {"is_compileable", layer.is_compileable()}};
+  jl["errors"] = json::array();
+  if (v.call_error) {
+    try {
+      std::rethrow_exception(v.call_error);
+    } catch (const std::exception& e) {
+      jl["errors"].push_back(error_record(v.call->method->name, e));
+    }
+  }
 }
 
 // The reference raised where transformers does not: the reference itself broke.
@@ -359,6 +386,13 @@ json step_record(size_t step, int64_t seen, int64_t q, const std::optional<std::
           {"attention_mask_2d", attention_mask_2d(c, seen + q)}, {"layers", json::array()}};
 }
 
+json call_step_record(size_t step, int64_t seen, const LayerCall& call) {
+  return {{"index", step}, {"call", {{"method", call.method->name},
+                                     {"argument", call.method->takes_argument ? json(call.argument) : json(nullptr)}}},
+          {"tokens", 0}, {"token_range", {seen, seen}}, {"cache_position", nullptr}, {"attention_mask_2d", nullptr},
+          {"layers", json::array()}};
+}
+
 // Decodes an attention output's hex into doubles (any of the four dtypes).
 std::vector<double> decode_output(const json& j) {
   const std::string hex = j.at("hex").get<std::string>();
@@ -379,13 +413,15 @@ json run_case(const Scenario& c, const Behaviours& behaviours, Mutation mutation
               {"behaviours", to_json(behaviours)}, {"torch_version", TORCH_VERSION}, {"cpu_kernels", cpu_kernels()},
               {"dtype", to_string(c.dtype)}};
   out["layers"] = detail::layer_records(c, behaviours);
-  StepDriver driver(c, replay_options(behaviours, mutation));
+  StepDriver driver(c, replay_options(c, behaviours, mutation));
   json steps = json::array();
   json js;
   driver.run([&](LayerStep& v) {
-    if (v.layer == 0) js = detail::step_record(v.step, v.seen, v.q, v.cache_position, c);
+    if (v.layer == 0)
+      js = v.call ? detail::call_step_record(v.step, v.seen, *v.call) : detail::step_record(v.step, v.seen, v.q, v.cache_position, c);
     json jl = {{"layer", v.layer}};
     if (v.failed_at >= 0) jl["skipped"] = "layer failed at step " + std::to_string(v.failed_at);
+    else if (v.call) guarded(v, [&] { write_call_layer(v, jl); });
     else guarded(v, [&] { detail::write_layer(layer_values(v, c, behaviours, mutation), jl); });
     js["layers"].push_back(jl);
     if (v.layer + 1 == c.layer_types.size()) steps.push_back(js);
@@ -402,6 +438,7 @@ struct Differs {};  // the fast path stops at the first field that disagrees
 std::optional<report::CaseResult> agreed_without_record(const json& fixture, const Scenario& c,
                                                         const Behaviours& behaviours, Mutation mutation) {
   using detail::agrees;
+  if (c.has_calls()) return std::nullopt;  // call steps are judged by compare(run_case) alone
   if (!agrees(fixture.at("dtype"), json(to_string(c.dtype))) || !agrees(fixture.at("layers"), detail::layer_records(c, behaviours)))
     return std::nullopt;
   const json& fsteps = fixture.at("steps");
@@ -409,7 +446,7 @@ std::optional<report::CaseResult> agreed_without_record(const json& fixture, con
       std::count_if(c.steps.begin(), c.steps.end(), [](const Step& s) { return !s.is_reset(); }));
   if (!fsteps.is_array() || fsteps.size() != recorded) return std::nullopt;
   const ReplayMode mode;
-  StepDriver driver(c, replay_options(behaviours, mutation));
+  StepDriver driver(c, replay_options(c, behaviours, mutation));
   size_t k = 0;
   int64_t outputs = 0;
   try {

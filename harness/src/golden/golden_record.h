@@ -120,6 +120,8 @@ bool step_matches(const json& fixture_step, const StepValues& v, size_t layers);
 json layer_records(const Scenario& c, const Behaviours& behaviours);
 json step_record(size_t step, int64_t seen, int64_t q, const std::optional<std::vector<int64_t>>& cache_position,
                  const Scenario& c);
+// A call step's own fields: its call ({"method", "argument"}), no tokens, no mask.
+json call_step_record(size_t step, int64_t seen, const LayerCall& call);
 extern const char* const kStepFields[5];
 
 // An attention output's hex (fixture or record) as doubles, any of the four dtypes.

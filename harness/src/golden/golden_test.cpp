@@ -273,6 +273,61 @@ TEST(Golden, FieldsBeyondRowsAndMasksAreCompared) {
   fails_on("/steps/1/layers/0/errors/0", {{"phase", "update"}, {"type", "IndexError"}, {"message", "x"}}, "errors.length");
 }
 
+// Every field of a call step is compared: the call itself, the counts, the stored rows, each
+// attribute and what the call raised (its type; the wording of transformers' own raises is not
+// LibTorch's, so only the type), and a call record that goes missing is named.
+TEST(Golden, CallStepFieldsAreCompared) {
+  const Scenario c = cases::load_case(kRoot + "/cases/call_crop_dynamic_past_window.json");
+  const Behaviours b = behaviours_for_release("5.24.0");
+  const nlohmann::json good = fixture("5.24.0", c.name);
+  ASSERT_EQ(judged(good, c, b).status, report::Status::Pass);
+  auto fails_on = [&](const std::string& pointer, const nlohmann::json& value, const std::string& field) {
+    nlohmann::json f = good;
+    f[nlohmann::json::json_pointer(pointer)] = value;
+    const report::CaseResult r = judged(f, c, b);
+    EXPECT_EQ(r.status, report::Status::Fail) << pointer;
+    EXPECT_NE(r.message.find(field), std::string::npos) << pointer << ": " << r.message;
+  };
+  fails_on("/steps/1/call/method", "reset", "call.method");
+  fails_on("/steps/1/call/argument", -2, "call.argument");
+  fails_on("/steps/1/layers/1/cumulative_length_before", 4, "cumulative_length_before");
+  fails_on("/steps/1/layers/1/cumulative_length_after", 5, "cumulative_length_after");
+  fails_on("/steps/1/layers/1/stored/shape/2", 5, "stored.shape[2]");
+  fails_on("/steps/1/layers/1/stored/rows/0", 1, "stored.rows[0]");
+  fails_on("/steps/1/layers/1/stored/k_sha256", "00", "stored.k_sha256");
+  fails_on("/steps/1/layers/0/attributes/is_croppable", false, "attributes.is_croppable");
+  fails_on("/steps/1/layers/0/attributes/max_length", 4, "attributes.max_length");
+  fails_on("/steps/1/layers/0/attributes/is_compileable", true, "attributes.is_compileable");
+  fails_on("/steps/1/layers/0/errors/0/type", "ValueError", "errors[0].type");
+  fails_on("/steps/1/layers/1/errors/0", {{"phase", "crop"}, {"type", "ValueError"}, {"message", "x"}}, "errors.length");
+  nlohmann::json f = good;
+  f["steps"][1].erase("call");  // an update step now: the reference's call is named, and the format check
+  EXPECT_EQ(judged(f, c, b).status, report::Status::Fail);  // finds the update fields missing
+  EXPECT_THROW(validate_fixture(f, "f.json", c.steps.size(), c.layer_types.size()), cases::CaseError);
+}
+
+// Up to 5.13 reset() keeps a dynamic layer's zeroed rows, which get_mask_sizes does not count: an
+// upstream deviation. After a crop a layer refused, the case's positions are not the layer's
+// tokens: its later steps are compared, not judged by the window rule (which would blame
+// transformers for the case's bookkeeping).
+TEST(Golden, ResetOfDynamicLayersUpTo513IsADeviationARefusedCropIsNot) {
+  for (const char* release : {"4.57.6", "5.13.1"}) {
+    const Scenario c = cases::load_case(kRoot + "/cases/call_reset_dynamic.json");
+    const report::CaseResult r = judged(fixture(release, c.name), c, behaviours_for_release(release));
+    EXPECT_EQ(r.status, report::Status::Deviation) << release;
+    EXPECT_NE(r.message.find("step 2 layer 0 (sliding_attention): update returned 4 rows but get_mask_sizes said kv_length 2"),
+              std::string::npos) << r.message;
+  }
+  const Scenario c = cases::load_case(kRoot + "/cases/call_reset_dynamic.json");
+  EXPECT_EQ(judged(fixture("5.24.0", c.name), c, behaviours_for_release("5.24.0")).status, report::Status::Pass);
+  for (const char* name : {"call_crop_positive_argument", "call_crop_past_recording", "call_crop_static_past_window"})
+    for (const char* release : {"4.56.2", "5.13.1", "5.24.0"}) {
+      const Scenario k = cases::load_case(kRoot + "/cases/" + name + ".json");
+      const report::CaseResult r = judged(fixture(release, name), k, behaviours_for_release(release));
+      EXPECT_EQ(r.status, report::Status::Pass) << release << "/" << name << ": " << r.message;
+    }
+}
+
 TEST(Golden, ErrorTypesAndLibTorchMessagesAreCompared) {
   const Scenario c = cases::load_case(kRoot + "/cases/upstream_48280_returned_rows_vs_mask_sizes.json");
   const Behaviours b = behaviours_for_release("5.24.0");
@@ -317,6 +372,57 @@ TEST(Golden, MutantOfTheReferenceFailsCasesWithoutAborting) {
   EXPECT_GT(passed, 0);  // the static-only cases are untouched by this mutant
   for (const auto& r : results)
     if (r.status == report::Status::Fail) EXPECT_NE(r.message.find("step "), std::string::npos) << r.message;
+}
+
+// The call steps (reset, crop, activate_past_recording) replay on every pinned release, and each
+// layer-API mutant of the reference FAILs a call case there, through the field it breaks: stored
+// rows, a raise, an attribute. The case each is named by is the one that reaches its branch.
+TEST(Golden, LayerApiMutantsAreCaughtThroughTheCallSteps) {
+  struct Catch {
+    Mutation mutant;
+    const char* release;
+    const char* case_name;
+    const char* field;  // in the FAIL message
+  };
+  const Catch catches[] = {
+      {Mutation::CropKeepsPastRows, "5.24.0", "call_crop_past_recording", "stored."},
+      {Mutation::StaticCropKeepsWritePosition, "5.24.0", "call_crop_static_croppable", "cumulative_length_after"},
+      {Mutation::ResetDropsRows, "4.57.6", "call_reset_dynamic", "stored"},
+      {Mutation::AlwaysCroppable, "5.24.0", "call_crop_static_past_window", "attributes.is_croppable"},
+      {Mutation::PastRecordingIgnored, "5.24.0", "call_crop_past_recording", "stored"},
+      {Mutation::PositiveCropAccepted, "5.24.0", "call_crop_positive_argument", "cumulative_length_after"},
+  };
+  std::vector<Mutation> caught;
+  for (const Catch& k : catches) {
+    const Scenario c = cases::load_case(kRoot + "/cases/" + k.case_name + ".json");
+    const nlohmann::json f = fixture(k.release, k.case_name);
+    const Behaviours b = behaviours_for_release(k.release);
+    ASSERT_NE(judged(f, c, b).status, report::Status::Fail) << k.case_name;  // 4.57.6's reset: a DEVIATION
+    const report::CaseResult r = judged(f, c, b, k.mutant);
+    EXPECT_EQ(r.status, report::Status::Fail) << to_string(k.mutant);
+    EXPECT_NE(r.message.find(k.field), std::string::npos) << to_string(k.mutant) << ": " << r.message;
+    caught.push_back(k.mutant);
+  }
+  EXPECT_EQ(caught, layer_api_mutations());  // every layer-API mutant has its catch here
+}
+
+// A release whose layer API the reference does not model fails a call step naming the range,
+// instead of replaying another release's crop.
+TEST(Golden, CallStepUnderAnUnmodelledReleaseFailsNamingIt) {
+  const Scenario c = cases::load_case(kRoot + "/cases/call_crop_dynamic_within_window.json");
+  const nlohmann::json f = fixture("5.24.0", c.name);
+  Behaviours b = behaviours_for_release("5.24.0");
+  b.layer_api = behaviours_for_release("5.20.0").layer_api;
+  ASSERT_EQ(b.layer_api, LayerApi::Unmodelled);
+  LoadedFixture loaded;
+  loaded.scenario = &c;
+  loaded.fixture = &f;
+  loaded.behaviours.behaviours = b;
+  loaded.version = "5.24.0";
+  loaded.name = c.name;
+  const report::CaseResult r = replay_one(loaded, Mutation::None);
+  EXPECT_EQ(r.status, report::Status::Fail);
+  EXPECT_NE(r.message.find("5.14 to 5.23"), std::string::npos) << r.message;
 }
 
 TEST(Golden, AnotherReleasesBehavioursAreCaught) {

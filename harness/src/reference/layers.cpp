@@ -29,12 +29,82 @@ MaskSizes CacheLayer::mask_sizes_for_positions(const std::vector<int64_t>& cache
   return get_mask_sizes(static_cast<int64_t>(cache_position.size()));
 }
 
-void CacheLayer::reset() {
-  // Python zeroes the static buffers and keeps them; a fresh lazy allocation is observably the same.
+void CacheLayer::clear() {
   keys_ = at::Tensor();
   values_ = at::Tensor();
   cumulative_ = 0;
+  written_ = 0;
+  record_past_ = false;
   init_shape_.clear();
+}
+
+const char* python_class(const LayerSpec& spec, const Behaviours& behaviours) {
+  if (spec.cache == CacheKind::Dynamic) return spec.is_sliding() ? "DynamicSlidingWindowLayer" : "DynamicLayer";
+  if (!spec.is_sliding()) return "StaticLayer";
+  if (behaviours.sliding_layer == SlidingLayer::PreMerge)
+    return spec.type == LayerType::Chunked ? "ChunkedSlidingLayer" : "SlidingWindowLayer";
+  return "StaticSlidingWindowLayer";
+}
+
+const char* CacheLayer::python_class() const { return kvc::python_class(spec_, behaviours_); }
+
+LayerApi CacheLayer::layer_api() const {
+  if (behaviours_.layer_api == LayerApi::Unmodelled)
+    throw std::logic_error(spec_.describe() +
+                           ": kvconform does not model the layer API (reset, crop, activate_past_recording, "
+                           "is_croppable) of transformers 5.14 to 5.23, whose forms differ release by release "
+                           "(behaviours.h, LayerApi)");
+  return behaviours_.layer_api;
+}
+
+// CacheLayerMixin.reset: the rows are zeroed in place and kept, the counters start again.
+void CacheLayer::reset() {
+  layer_api();
+  if (keys_.defined()) {
+    keys_.zero_();
+    values_.zero_();
+  }
+  cumulative_ = 0;
+  written_ = 0;
+}
+
+// The static layers: none has crop under max_length; StaticLayer.crop lowers cumulative_length
+// (and StaticSlidingWindowLayer its Python int too) and leaves the rows to be overwritten.
+void CacheLayer::crop(int64_t n) {
+  if (layer_api() == LayerApi::MaxLength)
+    throw PythonError("AttributeError", std::string("'") + python_class() + "' object has no attribute 'crop'");
+  if (n > 0)
+    throw PythonError("RuntimeError",
+                      "Static layers can only be cropped by passing a negative int, to specify how many tokens to remove");
+  written_ -= -n;
+  cumulative_ -= -n;
+}
+
+void CacheLayer::activate_past_recording() {
+  layer_api();
+  throw PythonError("AttributeError", std::string("'") + python_class() + "' object has no attribute 'activate_past_recording'");
+}
+
+std::optional<bool> CacheLayer::is_croppable() const {
+  if (layer_api() == LayerApi::MaxLength) return std::nullopt;
+  return true;  // DynamicLayer and StaticLayer
+}
+
+void CacheLayer::drop_rows(int64_t n) {
+  if (n > 0)
+    throw std::invalid_argument("Calling `crop` with a positive value (`" + std::to_string(n) +
+                                "`) is not supported. Please use a negative integer to remove that number of tokens "
+                                "from the cache instead.");
+  if (n == 0 || !keys_.defined()) return;  // nothing to crop, or a layer not initialised
+  keys_ = detail::python_slice(keys_, std::nullopt, n);
+  values_ = detail::python_slice(values_, std::nullopt, n);
+}
+
+void CacheLayer::crop_rows_to(int64_t max_length, int64_t seq) {
+  if (seq <= max_length) return;
+  if (!keys_.defined()) throw PythonError("TypeError", "'NoneType' object is not subscriptable");
+  keys_ = detail::python_slice(keys_, std::nullopt, max_length);
+  values_ = detail::python_slice(values_, std::nullopt, max_length);
 }
 
 void CacheLayer::check_update(const at::Tensor& k, const at::Tensor& v,
@@ -76,9 +146,9 @@ void CacheLayer::write_in_place(const at::Tensor& k, const at::Tensor& v,
   const int64_t q = k.size(2), rows = keys_.size(2);
   std::vector<int64_t> where;
   if (pos) where = *pos;
-  else  // the cache_position API falls back to arange(q); the query_length API writes at the cumulative length
+  else  // the cache_position API falls back to arange(q); the query_length API writes at cumulative_length
     for (int64_t i = 0; i < q; ++i)
-      where.push_back(behaviours_.cache_api == CacheApi::CachePosition ? i : cumulative_ + i);
+      where.push_back(behaviours_.cache_api == CacheApi::CachePosition ? i : written_ + i);
   for (int64_t p : where)
     if (p < 0 || p >= rows)
       throw std::out_of_range(spec_.describe() + ".update: position " + std::to_string(p) + " is outside the buffer of " +
@@ -96,11 +166,23 @@ at::Tensor python_tail(const at::Tensor& x, int64_t n) {
   return x.slice(2, start, len);
 }
 
+at::Tensor python_slice(const at::Tensor& x, std::optional<int64_t> start, std::optional<int64_t> stop) {
+  const int64_t len = x.size(2);
+  auto bound = [len](std::optional<int64_t> b, int64_t open) {
+    if (!b) return open;
+    const int64_t v = *b < 0 ? *b + len : *b;
+    return std::clamp<int64_t>(v, 0, len);
+  };
+  const int64_t from = bound(start, 0), to = bound(stop, len);
+  return x.slice(2, from, std::max(from, to));
+}
+
 // ---- StaticLayer -------------------------------------------------------------------------
 MaskSizes StaticFullLayer::get_mask_sizes(int64_t) const { return {spec_.max_cache_len, 0}; }
 
 int64_t StaticFullLayer::seq_length() const {
-  if (behaviours_.static_seq_length == StaticSeqLength::Cumulative || !keys_.defined()) return cumulative_;
+  if (!keys_.defined()) return 0;  // get_seq_length of a layer not yet initialised (a crop may have moved its count)
+  if (behaviours_.static_seq_length == StaticSeqLength::Cumulative) return cumulative_;
   // Rows with any non-zero value in batch 0, head 0.
   return keys_.select(0, 0).select(0, 0).ne(0).any(-1).sum().item<int64_t>();
 }
@@ -114,11 +196,23 @@ KV StaticFullLayer::update(const at::Tensor& k, const at::Tensor& v, const std::
   }
   write_in_place(k, v, pos);
   cumulative_ += q;
+  written_ += q;
   return {keys_, values_};
 }
 
 // ---- DynamicLayer ------------------------------------------------------------------------
-MaskSizes DynamicFullLayer::get_mask_sizes(int64_t q) const { return {cumulative_ + q, 0}; }
+MaskSizes DynamicFullLayer::get_mask_sizes(int64_t q) const { return {seq_length() + q, 0}; }
+
+// tokens_to_remove: DynamicLayer.reset drops the rows (the next update initialises again).
+void DynamicFullLayer::reset() {
+  if (layer_api() == LayerApi::MaxLength) return CacheLayer::reset();
+  clear();
+}
+
+void DynamicFullLayer::crop(int64_t n) {
+  if (layer_api() == LayerApi::MaxLength) return crop_rows_to(n < 0 ? seq_length() + n : n, seq_length());
+  drop_rows(n);
+}
 
 KV DynamicFullLayer::update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) {
   check_update(k, v, pos);
@@ -165,12 +259,13 @@ KV StaticSlidingLayer::update(const at::Tensor& k, const at::Tensor& v, const st
   if (old >= c) {  // 2: already full, several tokens
     full_k = at::cat({kept_when_full(keys_), k}, 2);
     full_v = at::cat({kept_when_full(values_), v}, 2);
-  } else if (old + q > c) {  // 3: becoming full
-    full_k = old == 0 ? k : at::cat({keys_.slice(2, 0, old), k}, 2);
-    full_v = old == 0 ? v : at::cat({values_.slice(2, 0, old), v}, 2);
-  } else {  // 4: in place at the given positions
+  } else if (old + q > c) {  // 3: becoming full (keys[:, :, :old], which a crop below 0 makes count from the end)
+    full_k = old == 0 ? k : at::cat({python_slice(keys_, std::nullopt, old), k}, 2);
+    full_v = old == 0 ? v : at::cat({python_slice(values_, std::nullopt, old), v}, 2);
+  } else {  // 4: in place at the given positions (the query_length API: at the tensor count)
     write_in_place(k, v, pos);
     cumulative_ += q;
+    written_ += q;
     return {keys_, values_};
   }
   cumulative_ += q;
@@ -180,7 +275,62 @@ KV StaticSlidingLayer::update(const at::Tensor& k, const at::Tensor& v, const st
   return {full_k, full_v};
 }
 
+std::optional<bool> StaticSlidingLayer::is_croppable() const {
+  if (layer_api() == LayerApi::MaxLength) return std::nullopt;
+  return spec_.max_cache_len <= spec_.window;
+}
+
 // ---- DynamicSlidingWindowLayer -----------------------------------------------------------
+void DynamicSlidingLayer::reset() {
+  if (layer_api() == LayerApi::MaxLength) return CacheLayer::reset();
+  const bool recording = record_past_;  // reset keeps past recording on
+  clear();
+  record_past_ = recording;
+}
+
+void DynamicSlidingLayer::activate_past_recording() {
+  if (layer_api() == LayerApi::MaxLength) return CacheLayer::activate_past_recording();
+  record_past_ = true;
+}
+
+at::Tensor DynamicSlidingLayer::kept_after_crop(const at::Tensor& rows, int64_t removed) const {
+  const int64_t w = spec_.window;
+  if (removed == 0) return python_slice(rows, -w + 1, std::nullopt);
+  return python_slice(rows, -w + 1 - removed, -removed);
+}
+
+void DynamicSlidingLayer::crop(int64_t n) {
+  const int64_t w = spec_.window;
+  const auto rows_held = [&] {  // self.cumulative_length = self.keys.shape[-2]
+    if (!keys_.defined()) throw PythonError("AttributeError", "'NoneType' object has no attribute 'shape'");
+    cumulative_ = keys_.size(2);
+  };
+  if (layer_api() == LayerApi::MaxLength) {
+    if (cumulative_ >= w)
+      throw std::invalid_argument("Cannot `crop` a `DynamicSlidingWindowLayer` after it has seen more tokens than its"
+                                  "sliding window (otherwise some states are lost)");
+    crop_rows_to(n < 0 ? cumulative_ + n : n, cumulative_);
+    return rows_held();
+  }
+  if (cumulative_ >= w) {
+    if (!record_past_)
+      throw PythonError("RuntimeError",
+                        "`crop` was called, but the current layer does not track past states, and the sliding window "
+                        "size was already reached. Call `activate_past_recording` before `crop` to be able to rollback "
+                        "the cache.");
+    if (n > 0)
+      throw PythonError("RuntimeError",
+                        "Once the sliding window size has been reached, `DynamicSlidingWindowLayer` can only be cropped "
+                        "by passing a negative int, to specify how many tokens to remove");
+    keys_ = kept_after_crop(keys_, -n);
+    values_ = kept_after_crop(values_, -n);
+    cumulative_ += n;
+    return;
+  }
+  drop_rows(n);  // DynamicLayer.crop, then the rows it holds
+  rows_held();
+}
+
 MaskSizes DynamicSlidingLayer::get_mask_sizes(int64_t q) const {
   const int64_t w = spec_.window;
   const int64_t offset = std::max<int64_t>(cumulative_ - w + 1, 0);
@@ -243,6 +393,12 @@ KV DynamicSlidingLayer::update(const at::Tensor& k, const at::Tensor& v, const s
   cumulative_ += k.size(2);
   at::Tensor full_k = keys_.defined() ? at::cat({keys_, k}, 2) : k.clone();
   at::Tensor full_v = values_.defined() ? at::cat({values_, v}, 2) : v.clone();
+  if (record_past_) {  // every row kept until the next crop; returned: what get_mask_sizes advertised
+    keys_ = full_k;
+    values_ = full_v;
+    const int64_t visible = spec_.window - 1 + k.size(2);
+    return {python_tail(full_k, visible), python_tail(full_v, visible)};
+  }
   keys_ = python_tail(full_k, kept_rows());
   values_ = python_tail(full_v, kept_rows());
   return {full_k, full_v};
@@ -286,6 +442,52 @@ struct DynamicKeepsWindow : DynamicSlidingLayer {
   int64_t kept_rows() const override { return spec_.window; }
 };
 
+// The layer-API mutants.
+struct CropKeepsPastRows : DynamicSlidingLayer {
+  using DynamicSlidingLayer::DynamicSlidingLayer;
+  at::Tensor kept_after_crop(const at::Tensor& rows, int64_t removed) const override {
+    return removed == 0 ? rows : detail::python_slice(rows, std::nullopt, -removed);
+  }
+};
+
+struct StaticCropKeepsWritePosition : StaticSlidingLayer {
+  using StaticSlidingLayer::StaticSlidingLayer;
+  void crop(int64_t n) override {
+    const int64_t written = written_;
+    StaticSlidingLayer::crop(n);
+    written_ = written;
+  }
+};
+
+template <typename Base>
+struct ResetDropsRows : Base {
+  using Base::Base;
+  void reset() override {
+    Base::reset();
+    this->clear();
+  }
+};
+
+struct AlwaysCroppable : StaticSlidingLayer {
+  using StaticSlidingLayer::StaticSlidingLayer;
+  std::optional<bool> is_croppable() const override {
+    return StaticSlidingLayer::is_croppable() ? std::optional<bool>(true) : std::nullopt;
+  }
+};
+
+struct PastRecordingIgnored : DynamicSlidingLayer {
+  using DynamicSlidingLayer::DynamicSlidingLayer;
+  void activate_past_recording() override {}
+};
+
+struct PositiveCropAccepted : detail::DynamicFullLayer {
+  using DynamicFullLayer::DynamicFullLayer;
+  void crop(int64_t n) override {
+    if (n > 0) return crop_rows_to(n, seq_length());
+    DynamicFullLayer::crop(n);
+  }
+};
+
 template <typename T>
 std::unique_ptr<CacheLayer> only_if(bool applies, const LayerSpec& spec, const Behaviours& b) {
   return applies ? std::make_unique<T>(spec, b) : nullptr;
@@ -304,6 +506,17 @@ std::unique_ptr<CacheLayer> make_mutant_layer(const LayerSpec& spec, const Behav
     case Mutation::BecomingFullKeepsFirst: return only_if<BecomingFullKeepsFirst>(static_sliding, spec, b);
     case Mutation::CapacityMax: return only_if<CapacityMax>(static_sliding, spec, b);
     case Mutation::DynamicKeepsWindow: return only_if<DynamicKeepsWindow>(dynamic_sliding, spec, b);
+    case Mutation::CropKeepsPastRows: return only_if<CropKeepsPastRows>(dynamic_sliding, spec, b);
+    case Mutation::StaticCropKeepsWritePosition: return only_if<StaticCropKeepsWritePosition>(static_sliding, spec, b);
+    case Mutation::ResetDropsRows:
+      if (spec.cache == CacheKind::Dynamic)
+        return spec.is_sliding() ? only_if<ResetDropsRows<DynamicSlidingLayer>>(true, spec, b)
+                                 : only_if<ResetDropsRows<detail::DynamicFullLayer>>(true, spec, b);
+      return nullptr;
+    case Mutation::AlwaysCroppable: return only_if<AlwaysCroppable>(static_sliding, spec, b);
+    case Mutation::PastRecordingIgnored: return only_if<PastRecordingIgnored>(dynamic_sliding, spec, b);
+    case Mutation::PositiveCropAccepted:
+      return only_if<PositiveCropAccepted>(spec.cache == CacheKind::Dynamic && !spec.is_sliding(), spec, b);
     default: return nullptr;  // mask mutations live in masks.cpp
   }
 }

@@ -14,6 +14,7 @@ class StaticFullLayer : public CacheLayer {
   MaskSizes get_mask_sizes(int64_t query_length) const override;
   KV update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) override;
   int64_t seq_length() const override;
+  int64_t max_length() const override { return spec_.max_cache_len; }
 };
 
 // DynamicLayer: concatenates; returns everything.
@@ -22,6 +23,12 @@ class DynamicFullLayer : public CacheLayer {
   using CacheLayer::CacheLayer;
   MaskSizes get_mask_sizes(int64_t query_length) const override;
   KV update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) override;
+  // The rows it holds (get_seq_length: keys.shape[-2]), which after a max_length release's reset
+  // are its zeroed rows.
+  int64_t seq_length() const override { return keys_.defined() ? keys_.size(2) : 0; }
+  void reset() override;
+  void crop(int64_t argument) override;
+  int64_t max_length() const override { return -1; }
 };
 
 // StaticSlidingWindowLayer (4.57+), serving sliding and chunked attention alike.
@@ -30,6 +37,10 @@ class StaticSlidingLayer : public CacheLayer {
   using CacheLayer::CacheLayer;
   MaskSizes get_mask_sizes(int64_t query_length) const override;
   KV update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) override;
+  // Only while crop can undo an update: a layer no larger than its window (the configured
+  // max_cache_len, before the capacity's min).
+  std::optional<bool> is_croppable() const override;
+  int64_t max_length() const override { return capacity(); }
 
  protected:
   // get_mask_sizes as if `old` tokens had been written (the cumulative length; 4.56: the first position).
@@ -50,10 +61,17 @@ class DynamicSlidingLayer : public CacheLayer {
   // pre_merge: kv_offset from the first cache position (4.56), kv_length from the cumulative length.
   MaskSizes mask_sizes_for_positions(const std::vector<int64_t>& cache_position) const override;
   KV update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) override;
+  void reset() override;
+  void crop(int64_t argument) override;
+  void activate_past_recording() override;
+  int64_t max_length() const override { return spec_.window; }
 
  protected:
   // How many trailing rows to keep, with Python slice semantics: keys[:, :, -n:] (so 0 keeps all).
   virtual int64_t kept_rows() const { return spec_.window - 1; }
+  // The rows that stay stored after a crop past the window with past recording: keys[:, :,
+  // -W + 1 - n : -n] (n = tokens removed, 0: keys[:, :, -W + 1:]).
+  virtual at::Tensor kept_after_crop(const at::Tensor& rows, int64_t removed) const;
 };
 
 // 4.56's SlidingWindowLayer (sliding_layer pre_merge, sliding attention), faithful to its branches:
@@ -67,6 +85,7 @@ class PreMergeSlidingLayer : public CacheLayer {
   MaskSizes get_mask_sizes(int64_t query_length) const override;
   MaskSizes mask_sizes_for_positions(const std::vector<int64_t>& cache_position) const override;
   KV update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) override;
+  int64_t max_length() const override { return capacity(); }
 
  private:
   int64_t capacity() const { return std::min(spec_.window, spec_.max_cache_len); }
@@ -82,5 +101,8 @@ class PreMergeChunkedLayer : public StaticSlidingLayer {
 
 // x[:, :, -n:] with Python's semantics for n == 0 (everything) and n > len (everything).
 at::Tensor python_tail(const at::Tensor& x, int64_t n);
+// x[:, :, start:stop] with Python's slice semantics (negative bounds count from the end, nullopt
+// is the open end, bounds outside the rows clamp).
+at::Tensor python_slice(const at::Tensor& x, std::optional<int64_t> start, std::optional<int64_t> stop);
 
 }  // namespace kvc::detail
