@@ -651,9 +651,11 @@ def draw(family, seed, index, head_dims=(8, 16)):
         # Every layer sliding or none: 4.56.2 and 4.57.6 slide every layer where use_sliding_window (read_qwen2_moe).
         experts = d.pick([4, 6, 8])
         c.update({k: v for k, v in QWEN2_MOE.items() if k != "tie_word_embeddings"})
+        step = min(d.int(1, 2), layers)
+        last_moe = max(i for i in range(layers) if (i + 1) % step == 0)  # kept a MoE layer: every draw has one
         c.update({"use_sliding_window": d.coin(), "sliding_window": w, "num_experts": experts,
-                  "num_experts_per_tok": d.int(1, 3), "norm_topk_prob": d.coin(), "decoder_sparse_step": d.int(1, 2),
-                  "mlp_only_layers": [i for i in range(layers) if d.int(0, 3) == 0]})
+                  "num_experts_per_tok": d.int(1, 3), "norm_topk_prob": d.coin(), "decoder_sparse_step": step,
+                  "mlp_only_layers": [i for i in range(layers) if d.int(0, 3) == 0 and i != last_moe]})
         c["layer_types"] = [S if c["use_sliding_window"] else F] * layers
         c["head_dim"] = 64 // c["num_attention_heads"]  # 4.56.2 and 4.57.6 derive it so (and refuse another)
     elif family == "dots1":
@@ -663,7 +665,7 @@ def draw(family, seed, index, head_dims=(8, 16)):
         c.update({k: v for k, v in DOTS1.items() if k != "tie_word_embeddings"})
         c.update({"sliding_window": w, "n_routed_experts": experts, "n_group": groups, "topk_group": topk_group,
                   "num_experts_per_tok": d.int(1, min(3, topk_group * experts // groups)), "norm_topk_prob": d.coin(),
-                  "routed_scaling_factor": d.pick([1.0, 2.5]), "first_k_dense_replace": d.int(0, 1),
+                  "routed_scaling_factor": d.pick([1.0, 2.5]), "first_k_dense_replace": d.int(0, min(1, layers - 1)),
                   "n_shared_experts": d.int(1, 2), "attention_bias": d.coin()})
         if d.coin():
             c["layer_types"] = _types(d, layers)
@@ -677,10 +679,10 @@ def draw(family, seed, index, head_dims=(8, 16)):
         c.update({"sliding_window": w, "num_experts": experts, "n_group": groups, "topk_group": topk_group,
                   "num_experts_per_tok": d.int(1, min(3, topk_group * experts // groups)), "norm_topk_prob": d.coin(),
                   "routed_scaling_factor": d.pick([1.0, 2.5]), "num_shared_experts": d.int(1, 2)})
-        if d.coin():
-            c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers)]
+        if d.coin():  # the last layer sparse: every draw has a MoE layer
+            c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"]
         else:
-            c["first_k_dense_replace"] = d.int(0, 1)
+            c["first_k_dense_replace"] = d.int(0, min(1, layers - 1))
         if d.coin():
             c["layer_types"] = _types(d, layers)
         else:
