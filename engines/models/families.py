@@ -46,6 +46,23 @@ checkpoints of the family use:
                    attention_bias
   vaultgemma-allfull vaultgemma, 3 layers, window 4 but layer_types all full (the released checkpoint's
                    config): every layer full
+  qwen2moe-w3      qwen2_moe, 3 layers, use_sliding_window with every layer sliding (window 3), a MoE on layers 0
+                   and 2 (decoder_sparse_step 1, mlp_only_layers [1]): softmax over 4 experts, top 2, not
+                   renormalised, a shared expert gated by sigmoid(shared_expert_gate x)
+  qwen2moe-norm    qwen2_moe, 2 layers, no sliding, decoder_sparse_step 2 (layer 1 the MoE), norm_topk_prob, top 3 of 6
+  dots1-w3         dots1, 4 layers, window 3, max_window_layers 1 (layers 1-3 slide), first_k_dense_replace 1, sigmoid
+                   routing over 8 experts in 2 groups (topk_group 1), top 2 by score + e_score_correction_bias,
+                   renormalised, routed_scaling_factor 2.5, one shared expert, q/k norms, attention_bias
+  dots1-nonorm     dots1, 3 layers, explicit layer_types [S, F, S], window 2, no groups, top 1 of 4, not renormalised
+  granitemoeswa-w3 granitemoe_swa (5.24.0 only), 4 layers, no layer_types (F, S, S, S), window 3, sinks, granite's
+                   multipliers, a MoE on every layer: top 2 of 4 logits softmaxed among themselves, a shared expert
+  granitemoeswa-noshared granitemoe_swa, 2 layers, explicit layer_types [S, S], window 2, top 1 of 3, no shared expert
+  exaonemoe-w3     exaone_moe (5.13.1 on), 4 layers, sliding_window_pattern 2 and no layer_types (S, F, S, F; rope on
+                   the sliding layers only), window 3, first_k_dense_replace 1, sigmoid routing over 8 experts in 4
+                   groups (topk_group 2) by score + e_score_correction_bias, top 3, renormalised, times 2.5, two shared
+                   experts
+  exaonemoe-mlptypes exaone_moe, 3 layers, explicit layer_types [F, S, S] and mlp_layer_types [sparse, dense, sparse],
+                   window 2, top 1 of 4, not renormalised, routed_scaling_factor 1
 """
 
 S, F, C = "sliding_attention", "full_attention", "chunked_attention"
@@ -94,6 +111,62 @@ GEMMA4 = {
     "tie_word_embeddings": True,
     "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
                         F: {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0}},
+}
+
+MODELS_GRANITE_SWA = {  # granite_swa's encoding (graniteswa-w4 below), which granitemoe_swa shares
+    "architectures": ["GraniteSWAForCausalLM"],
+    "model_type": "granite_swa",
+    "num_hidden_layers": 4,
+    "hidden_act": "silu",
+    "sliding_window": 4,
+    "layer_rope_theta": [10000.0, 0, 10000.0, 500000.0],
+    "embedding_multiplier": 1.5,
+    "attention_multiplier": 0.3,
+    "residual_multiplier": 0.8,
+    "logits_scaling": 2.0,
+    "attention_bias": True,
+    "tie_word_embeddings": True,
+    **_rope(10000.0),
+}
+
+QWEN2_MOE = {
+    "architectures": ["Qwen2MoeForCausalLM"],
+    "model_type": "qwen2_moe",
+    "hidden_act": "silu",
+    "qkv_bias": True,
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 48,
+    "intermediate_size": 96,
+    "tie_word_embeddings": False,
+    **_rope(10000.0),
+}
+
+DOTS1 = {
+    "architectures": ["Dots1ForCausalLM"],
+    "model_type": "dots1",
+    "hidden_act": "silu",
+    "moe_intermediate_size": 32,
+    "intermediate_size": 96,
+    "n_shared_experts": 1,
+    "tie_word_embeddings": False,
+    **_rope(10000.0),
+}
+
+GRANITEMOE_SWA = {
+    **{k: v for k, v in MODELS_GRANITE_SWA.items() if k not in ("num_hidden_layers", "architectures", "model_type")},
+    "architectures": ["GraniteMoeSWAForCausalLM"],
+    "model_type": "granitemoe_swa",
+    "intermediate_size": 32,
+}
+
+EXAONE_MOE = {
+    "architectures": ["ExaoneMoeForCausalLM"],
+    "model_type": "exaone_moe",
+    "hidden_act": "silu",
+    "moe_intermediate_size": 32,
+    "intermediate_size": 96,
+    "tie_word_embeddings": False,
+    **_rope(10000.0),
 }
 
 VAULTGEMMA = {
@@ -304,20 +377,107 @@ MODELS = {
         "tie_word_embeddings": False,
         **_rope(10000.0),
     }),
-    "graniteswa-w4": ("granite_swa", {
-        "architectures": ["GraniteSWAForCausalLM"],
-        "model_type": "granite_swa",
-        "num_hidden_layers": 4,
-        "hidden_act": "silu",
+    "graniteswa-w4": ("granite_swa", dict(MODELS_GRANITE_SWA)),
+    "qwen2moe-w3": ("qwen2_moe", {
+        **QWEN2_MOE,
+        "num_hidden_layers": 3,
+        "use_sliding_window": True,
+        "sliding_window": 3,
+        "layer_types": [S, S, S],
+        "max_window_layers": 3,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [1],
+        "norm_topk_prob": False,
+    }),
+    "qwen2moe-norm": ("qwen2_moe", {
+        **QWEN2_MOE,
+        "num_hidden_layers": 2,
+        "use_sliding_window": False,
         "sliding_window": 4,
-        "layer_rope_theta": [10000.0, 0, 10000.0, 500000.0],
-        "embedding_multiplier": 1.5,
-        "attention_multiplier": 0.3,
-        "residual_multiplier": 0.8,
-        "logits_scaling": 2.0,
-        "attention_bias": True,
+        "num_experts": 6,
+        "num_experts_per_tok": 3,
+        "decoder_sparse_step": 2,
+        "norm_topk_prob": True,
         "tie_word_embeddings": True,
-        **_rope(10000.0),
+    }),
+    "dots1-w3": ("dots1", {
+        **DOTS1,
+        "num_hidden_layers": 4,
+        "sliding_window": 3,
+        "max_window_layers": 1,
+        "first_k_dense_replace": 1,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "n_group": 2,
+        "topk_group": 1,
+        "norm_topk_prob": True,
+        "routed_scaling_factor": 2.5,
+        "attention_bias": True,
+    }),
+    "dots1-nonorm": ("dots1", {
+        **DOTS1,
+        "num_hidden_layers": 3,
+        "sliding_window": 2,
+        "layer_types": [S, F, S],
+        "first_k_dense_replace": 0,
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 1,
+        "n_group": 1,
+        "topk_group": 1,
+        "norm_topk_prob": False,
+        "routed_scaling_factor": 1.0,
+        "tie_word_embeddings": True,
+    }),
+    "granitemoeswa-w3": ("granitemoe_swa", {
+        **GRANITEMOE_SWA,
+        "num_hidden_layers": 4,
+        "sliding_window": 3,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "shared_intermediate_size": 48,
+        "attention_bias": True,
+    }),
+    "granitemoeswa-noshared": ("granitemoe_swa", {
+        **GRANITEMOE_SWA,
+        "num_hidden_layers": 2,
+        "sliding_window": 2,
+        "layer_types": [S, S],
+        "num_local_experts": 3,
+        "num_experts_per_tok": 1,
+        "shared_intermediate_size": 0,
+        "layer_rope_theta": None,
+        "tie_word_embeddings": False,
+    }),
+    "exaonemoe-w3": ("exaone_moe", {
+        **EXAONE_MOE,
+        "num_hidden_layers": 4,
+        "sliding_window": 3,
+        "sliding_window_pattern": 2,
+        "first_k_dense_replace": 1,
+        "num_experts": 8,
+        "num_experts_per_tok": 3,
+        "n_group": 4,
+        "topk_group": 2,
+        "num_shared_experts": 2,
+        "norm_topk_prob": True,
+        "routed_scaling_factor": 2.5,
+    }),
+    "exaonemoe-mlptypes": ("exaone_moe", {
+        **EXAONE_MOE,
+        "num_hidden_layers": 3,
+        "sliding_window": 2,
+        "layer_types": [F, S, S],
+        "mlp_layer_types": ["sparse", "dense", "sparse"],
+        "num_experts": 4,
+        "num_experts_per_tok": 1,
+        "n_group": 1,
+        "topk_group": 1,
+        "num_shared_experts": 1,
+        "norm_topk_prob": False,
+        "routed_scaling_factor": 1.0,
+        "tie_word_embeddings": True,
     }),
     "vaultgemma-allfull": ("vaultgemma", {
         **VAULTGEMMA,
@@ -487,6 +647,54 @@ def draw(family, seed, index, head_dims=(8, 16)):
         c["sliding_window"] = w
         if d.coin():  # else no layer_types: every layer slides
             c["layer_types"] = _types(d, layers)
+    elif family == "qwen2_moe":
+        # Every layer sliding or none: 4.56.2 and 4.57.6 slide every layer where use_sliding_window (read_qwen2_moe).
+        experts = d.pick([4, 6, 8])
+        c.update({k: v for k, v in QWEN2_MOE.items() if k != "tie_word_embeddings"})
+        step = min(d.int(1, 2), layers)
+        last_moe = max(i for i in range(layers) if (i + 1) % step == 0)  # kept a MoE layer: every draw has one
+        c.update({"use_sliding_window": d.coin(), "sliding_window": w, "num_experts": experts,
+                  "num_experts_per_tok": d.int(1, 3), "norm_topk_prob": d.coin(), "decoder_sparse_step": step,
+                  "mlp_only_layers": [i for i in range(layers) if d.int(0, 3) == 0 and i != last_moe]})
+        c["layer_types"] = [S if c["use_sliding_window"] else F] * layers
+        c["head_dim"] = 64 // c["num_attention_heads"]  # 4.56.2 and 4.57.6 derive it so (and refuse another)
+    elif family == "dots1":
+        experts = d.pick([4, 8])
+        groups = d.pick([g for g in (1, 2) if experts // g >= 2])
+        topk_group = d.int(1, groups)
+        c.update({k: v for k, v in DOTS1.items() if k != "tie_word_embeddings"})
+        c.update({"sliding_window": w, "n_routed_experts": experts, "n_group": groups, "topk_group": topk_group,
+                  "num_experts_per_tok": d.int(1, min(3, topk_group * experts // groups)), "norm_topk_prob": d.coin(),
+                  "routed_scaling_factor": d.pick([1.0, 2.5]), "first_k_dense_replace": d.int(0, min(1, layers - 1)),
+                  "n_shared_experts": d.int(1, 2), "attention_bias": d.coin()})
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
+        else:
+            c["max_window_layers"] = d.int(0, layers)
+    elif family == "exaone_moe":
+        experts = d.pick([4, 8])
+        groups = d.pick([g for g in (1, 2, 4) if experts // g >= 2])
+        topk_group = d.int(1, groups)
+        c.update({k: v for k, v in EXAONE_MOE.items() if k != "tie_word_embeddings"})
+        c.update({"sliding_window": w, "num_experts": experts, "n_group": groups, "topk_group": topk_group,
+                  "num_experts_per_tok": d.int(1, min(3, topk_group * experts // groups)), "norm_topk_prob": d.coin(),
+                  "routed_scaling_factor": d.pick([1.0, 2.5]), "num_shared_experts": d.int(1, 2)})
+        if d.coin():  # the last layer sparse: every draw has a MoE layer
+            c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"]
+        else:
+            c["first_k_dense_replace"] = d.int(0, min(1, layers - 1))
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
+        else:
+            c["sliding_window_pattern"] = d.int(2, 4)
+    elif family == "granitemoe_swa":
+        c.update({k: v for k, v in GRANITEMOE_SWA.items() if k != "tie_word_embeddings"})
+        c.update({"sliding_window": w, "attention_bias": d.coin(), "attention_multiplier": d.pick([0.125, 0.25, 0.5]),
+                  "num_local_experts": d.pick([3, 4, 6]), "num_experts_per_tok": d.int(1, 3),
+                  "shared_intermediate_size": d.pick([0, 48])})
+        c["layer_rope_theta"] = [d.pick([0, 10000.0, 500000.0]) for _ in range(layers)] if d.coin() else None
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
     elif family == "mistral":
         c.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu",
                   "sliding_window": d.pick([None, w]), **_rope(10000.0)})
@@ -496,7 +704,8 @@ def draw(family, seed, index, head_dims=(8, 16)):
 
 
 DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2",
-                  "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa", "phi3", "ministral")
+                  "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa", "phi3", "ministral", "qwen2_moe", "dots1",
+                  "granitemoe_swa", "exaone_moe")
 
 
 def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES, prefix="draw"):
@@ -533,7 +742,7 @@ def draw_wide(family, seed, index):
         c["sliding_window"] = span
     if "attention_chunk_size" in c:
         c["attention_chunk_size"] = span
-    if family != "cohere2":
+    if family not in ("cohere2", "qwen2_moe"):  # these derive head_dim from the heads (qwen2_moe in 4.x)
         c["head_dim"] = e.pick([16, 32, 64, 128, 256])
         if family == "gemma4_text":
             c["global_head_dim"] = 2 * c["head_dim"]

@@ -240,6 +240,15 @@ def tensors(name, family, cfg):
     if family == "llama4_text":
         step = cfg.get("interleave_moe_layer_step", 1)
         moe = set(cfg["moe_layers"] if cfg.get("moe_layers") is not None else range(step - 1, layers, step))
+    if family == "qwen2_moe":  # read_qwen2_moe's rule
+        step, dense = cfg.get("decoder_sparse_step", 1), set(cfg.get("mlp_only_layers") or [])
+        moe = {i for i in range(layers) if i not in dense and cfg.get("num_experts", 60) > 0 and (i + 1) % step == 0}
+    if family == "dots1":
+        moe = set(range(cfg.get("first_k_dense_replace") or 0, layers))
+    if family == "exaone_moe":  # read_exaone_moe's rule
+        kinds = cfg.get("mlp_layer_types")
+        first = cfg.get("first_k_dense_replace", 1)
+        moe = {i for i in range(layers) if (kinds[i] == "sparse" if kinds else i >= first)}
     put("model.embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
     head_dim, kv_heads = HEAD_DIM, KV_HEADS
     for i in range(layers):
@@ -263,13 +272,14 @@ def tensors(name, family, cfg):
             if own_v:
                 put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
-        if family == "qwen2" or (family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa") and cfg.get("attention_bias")):
+        if family in ("qwen2", "qwen2_moe") or (family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1",
+                                                              "granitemoe_swa") and cfg.get("attention_bias")):
             put(p + "self_attn.q_proj.bias", (HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.k_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.v_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
-        if family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa") and cfg.get("attention_bias"):
+        if family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1", "granitemoe_swa") and cfg.get("attention_bias"):
             put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
-        if family in ("gpt_oss", "granite_swa"):
+        if family in ("gpt_oss", "granite_swa", "granitemoe_swa"):
             # Sinks around the scores' scale (std ~5), so some heads give a sink real weight.
             put(p + "self_attn.sinks", (HEADS,), -1.0, 3.0)
         if family == "llama4_text":
@@ -282,6 +292,27 @@ def tensors(name, family, cfg):
                 mlp(f + "shared_expert.", inter)
             else:
                 mlp(f, cfg["intermediate_size_mlp"])
+        elif family in ("qwen2_moe", "dots1", "exaone_moe") and i in moe:
+            # The Hub's layout, which every release loads (5.x joins the experts' modules as it loads them).
+            f, e, inter = p + "mlp.", cfg.get("num_experts", cfg.get("n_routed_experts")), cfg["moe_intermediate_size"]
+            put(f + "gate.weight", (e, HIDDEN), -PROJ, PROJ)
+            for x in range(e):
+                mlp(f"{f}experts.{x}.", inter)
+            if family == "qwen2_moe":
+                mlp(f + "shared_expert.", cfg["shared_expert_intermediate_size"])
+                put(f + "shared_expert_gate.weight", (1, HIDDEN), -PROJ, PROJ)
+            else:
+                # Biases >= 0 keep every score + bias positive: 4.56.2 masks the groups not chosen with 0 (read_dots1).
+                put(f + "gate.e_score_correction_bias", (e,), 0.0, BIAS)
+                mlp(f + "shared_experts.", inter * cfg.get("n_shared_experts", cfg.get("num_shared_experts", 1)))
+        elif family == "granitemoe_swa":  # its own module layout: stacked experts, a fused shared expert
+            f, e, inter = p + "block_sparse_moe.", cfg["num_local_experts"], cfg["intermediate_size"]
+            put(f + "router.weight", (e, HIDDEN), -PROJ, PROJ)
+            put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
+            put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+            if cfg.get("shared_intermediate_size"):
+                put(p + "shared_mlp.input_linear.weight", (2 * cfg["shared_intermediate_size"], HIDDEN), -PROJ, PROJ)
+                put(p + "shared_mlp.output_linear.weight", (HIDDEN, cfg["shared_intermediate_size"]), -OUT, OUT)
         elif family == "phi3":  # fused: rows [gate; up]
             inter = cfg.get("intermediate_size", INTER)
             put(p + "mlp.gate_up_proj.weight", (2 * inter, HIDDEN), -PROJ, PROJ)
@@ -304,7 +335,7 @@ def tensors(name, family, cfg):
             put(p + "pre_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
         if family in ("gemma2", "gemma3", "gemma4_text") or post_norm:
             put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma3", "qwen3", "gemma4_text"):
+        if family in ("gemma3", "qwen3", "gemma4_text", "dots1", "exaone_moe"):
             put(p + "self_attn.q_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
             if own_kv:
                 put(p + "self_attn.k_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)

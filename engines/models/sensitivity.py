@@ -12,6 +12,12 @@ tokens in float32: bound = max(1e-4, 10 x that error), the engine checks' rule).
 window: redraw it) or NO-WINDOW (no sliding or chunked layer: nothing to judge). Exit 1 if any model is
 INSENSITIVE, 2 on bad input. Standard library only.
 
+A model with MoE layers must also make its expert constants act over the same tokens: routing each
+token to one expert more (and one fewer, where it takes more than one), dropping the renormalisation
+of the chosen weights (where the model renormalises) and dropping the shared expert (where it has one)
+must each move the logits by the same amount as the window must; a constant that does not is named
+(INERT: the draw cannot tell that rule apart, redraw it).
+
 --draw writes the wide draws (families.draw_wide) into OUT_DIR and redraws each INSENSITIVE one: index
 0, 1, ... of the seed until a draw is OK or NO-WINDOW (at most --tries), printing which index each
 family keeps and removing the insensitive draws' folders; a family with no sensitive draw in --tries
@@ -44,24 +50,54 @@ RULE_FACTOR, RULE_FLOOR = 10, 1e-4
 
 
 def check(oracle, model, out, need):
-    """("OK" | "INSENSITIVE" | "NO-WINDOW", the line to print). The window's move must reach `need`
-    and ten times the bound the model's own float32 error gives (a model that float32 rounding
-    already moves by whole units judges no window)."""
+    """("OK" | "INSENSITIVE" | "INERT" | "NO-WINDOW", the line to print). The window's move must reach
+    `need` and ten times the bound the model's own float32 error gives (a model that float32 rounding
+    already moves by whole units judges no window); so must each expert constant's of a MoE model
+    (INERT where one does not), over the same tokens (2 * 8 + 2 where the model has no window)."""
     name = os.path.basename(os.path.normpath(model))
     info, _ = run(oracle, model, [1], out, 0)
-    if not info["local_layers"]:
+    if not info["local_layers"] and not info.get("moe_layers"):
         return "NO-WINDOW", f"{name}: NO-WINDOW (no sliding or chunked layer)"
-    span = info["span"]
+    span = info["span"] or 8
     tokens = [1 + (37 * i + 11) % 255 for i in range(2 * span + 2)]
     _, base = run(oracle, model, tokens, out, 0)
-    _, moved = run(oracle, model, tokens, out, 1)
     _, single = run(oracle, model, tokens, out, 0, ["--float32"])
-    diff = max(abs(x - y) for x, y in zip(base, moved))
     error = max(abs(x - y) for x, y in zip(base, single))
     needed = max(need, 10 * max(RULE_FLOOR, RULE_FACTOR * error))
-    verdict = "OK" if diff >= needed else "INSENSITIVE"
-    return verdict, (f"{name}: {verdict} (W={span}, {len(tokens)} tokens: a window of W+1 moves the logits by {diff:.3g}, "
-                     f"float32 by {error:.3g}, needed {needed:.3g})")
+    if info["local_layers"]:
+        _, moved = run(oracle, model, tokens, out, 1)
+        diff = max(abs(x - y) for x, y in zip(base, moved))
+        verdict = "OK" if diff >= needed else "INSENSITIVE"
+        line = (f"{name}: {verdict} (W={span}, {len(tokens)} tokens: a window of W+1 moves the logits by {diff:.3g}, "
+                f"float32 by {error:.3g}, needed {needed:.3g})")
+    else:
+        verdict = "NO-WINDOW"
+        line = f"{name}: NO-WINDOW (no sliding or chunked layer; {len(tokens)} tokens, float32 by {error:.3g}, needed {needed:.3g})"
+    if info.get("moe_layers"):
+        inert, moves = [], []
+        for label, args in moe_mutants(info):
+            _, other = run(oracle, model, tokens, out, 0, args)
+            d = max(abs(x - y) for x, y in zip(base, other))
+            moves.append(f"{label} moves them by {d:.3g}")
+            if d < needed:
+                inert.append(label)
+        line += f"; experts ({info['top_k']} of {info['experts']}): {', '.join(moves)}"
+        if inert:
+            line = line.replace(f"{name}: {verdict} ", f"{name}: INERT ", 1) + f"; inert: {', '.join(inert)}"
+            verdict = "INERT"
+    return verdict, line
+
+
+def moe_mutants(info):
+    """The expert constants a MoE model must make act: (label, kvc-model-oracle arguments)."""
+    out = [("top_k+1", ["--top-k-delta", "1"])] if info["top_k"] < info["top_k_max"] else []
+    if info["top_k"] > 1:
+        out.append(("top_k-1", ["--top-k-delta", "-1"]))
+    if info.get("renormalize"):
+        out.append(("renormalisation dropped", ["--no-renormalize"]))
+    if info.get("shared_expert"):
+        out.append(("shared expert dropped", ["--no-shared-expert"]))
+    return out
 
 
 def wide_name(family, seed, index):
@@ -88,7 +124,7 @@ def write_wide(out_dir, oracle, seed=0, tries=4, need=1e-2, only=None, log=print
                 d, _ = make_models.write(out_dir, name, families.draw_wide(family, seed, index))
                 verdict, line = check(oracle, d, os.path.join(tmp, "logits"), need)
                 log(line)
-                if verdict != "INSENSITIVE":
+                if verdict not in ("INSENSITIVE", "INERT"):
                     log(f"{family}: keeps draw {index}")
                     break
                 shutil.rmtree(d)
@@ -129,7 +165,7 @@ def main():
             except (RuntimeError, ValueError, KeyError) as e:
                 print(f"{os.path.basename(os.path.normpath(model))}: ERROR {e}", file=sys.stderr)
                 return 2
-            insensitive += verdict == "INSENSITIVE"
+            insensitive += verdict in ("INSENSITIVE", "INERT")
             print(line, flush=True)
     return 1 if insensitive else 0
 

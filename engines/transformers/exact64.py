@@ -4,7 +4,8 @@ site-packages is edited; the patches live in this process only).
 In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 still round to
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
 the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
-ministral, phi3, gemma4_text, olmo3, exaone4, vaultgemma, cwm, granite_swa):
+ministral, phi3, gemma4_text, olmo3, exaone4, vaultgemma, cwm, granite_swa, qwen2_moe, dots1,
+granitemoe_swa, exaone_moe):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -26,6 +27,10 @@ gemma4's rotary module holds one buffer per layer type with its own head size (g
 full layers) and, on full layers, proportional rope (zero frequencies past the partial factor): its
 bases are identified the same way from rope_parameters. granite_swa's eager attention casts its sink
 scale sigmoid(logsumexp - sink) to float32: replaced by the same function in the input's dtype.
+dots1's (and exaone_moe's) router computes its logits from float32 casts of the input and weight: rewritten to float64
+in that method's source, like llama4's temperature line, and granitemoe_swa's router's `.float()` of its
+logits to `.double()` (its attention's sink scale as granite_swa's). qwen2_moe's router softmax asks for float32
+and is kept float64 by the softmax patch.
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype; each rotary module's forward with a float64 one whose inv_freq is recomputed in
@@ -179,6 +184,10 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.vaultgemma.modeling_vaultgemma": [("VaultGemmaRMSNorm", _gemma_norm_forward)],
     "transformers.models.cwm.modeling_cwm": [("CwmRMSNorm", _llama_norm_forward)],
     "transformers.models.granite_swa.modeling_granite_swa": [("GraniteSWARMSNorm", _llama_norm_forward)],
+    "transformers.models.qwen2_moe.modeling_qwen2_moe": [("Qwen2MoeRMSNorm", _llama_norm_forward)],
+    "transformers.models.dots1.modeling_dots1": [("Dots1RMSNorm", _llama_norm_forward)],
+    "transformers.models.granitemoe_swa.modeling_granitemoe_swa": [("GraniteMoeSWARMSNorm", _llama_norm_forward)],
+    "transformers.models.exaone_moe.modeling_exaone_moe": [("ExaoneMoeRMSNorm", _llama_norm_forward)],
 }
 _ROTARY = {  # module: (class, forward)
     "transformers.models.gemma2.modeling_gemma2": ("Gemma2RotaryEmbedding", _rotary_forward),
@@ -198,6 +207,10 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.vaultgemma.modeling_vaultgemma": ("VaultGemmaRotaryEmbedding", _rotary_forward),
     "transformers.models.cwm.modeling_cwm": ("CwmRotaryEmbedding", _rotary_forward),
     "transformers.models.granite_swa.modeling_granite_swa": ("GraniteSWARotaryEmbedding", _rotary_forward),
+    "transformers.models.qwen2_moe.modeling_qwen2_moe": ("Qwen2MoeRotaryEmbedding", _rotary_forward),
+    "transformers.models.dots1.modeling_dots1": ("Dots1RotaryEmbedding", _rotary_forward),
+    "transformers.models.granitemoe_swa.modeling_granitemoe_swa": ("GraniteMoeSWARotaryEmbedding", _rotary_forward),
+    "transformers.models.exaone_moe.modeling_exaone_moe": ("ExaoneMoeRotaryEmbedding", _rotary_forward),
 }
 def _patch_granite_swa(mod):
     """granite_swa's eager attention casts its sink scale sigmoid(lse - sink) to float32: kept in the input's dtype."""
@@ -217,7 +230,43 @@ def _patch_granite_swa(mod):
     mod.eager_attention_forward = eager_attention_forward
 
 
+def _recast(cls, mod, pattern, replacement, expected):
+    """cls.forward with its float32 casts (`pattern`, exactly `expected` of them, else it raises) rewritten to
+    float64, compiled in the module's scope."""
+    import inspect
+    import re
+    import textwrap
+
+    src = textwrap.dedent(inspect.getsource(cls.forward))
+    new, n = re.subn(pattern, replacement, src)
+    if n != expected:
+        raise RuntimeError(f"exact64: {cls.__name__}.forward has {n} float32 casts (expected {expected})")
+    scope = dict(vars(mod))
+    exec(compile(new, inspect.getsourcefile(cls.forward), "exec"), scope)
+    cls.forward = scope["forward"]
+
+
+def _patch_dots1(mod):
+    """Dots1TopkRouter.forward computes the router's logits in float32 (`.type(torch.float32)` of the input and
+    the weight, every release): the same source with float64 there."""
+    _recast(mod.Dots1TopkRouter, mod, r"\.type\(torch\.float32\)", ".type(torch.float64)", 2)
+
+
+def _patch_exaone_moe(mod):
+    """ExaoneMoeTopkRouter.forward: dots1's router, its float32 casts the same."""
+    _recast(mod.ExaoneMoeTopkRouter, mod, r"\.type\(torch\.float32\)", ".type(torch.float64)", 2)
+
+
+def _patch_granitemoe_swa(mod):
+    """granitemoe_swa: granite_swa's sink scale (_patch_granite_swa), and its router's `.float()` of the logits."""
+    _patch_granite_swa(mod)
+    _recast(mod.GraniteMoeSWATopKRouter, mod, r"\)\.float\(\)", ").double()", 1)
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
+          "transformers.models.dots1.modeling_dots1": _patch_dots1,
+          "transformers.models.granitemoe_swa.modeling_granitemoe_swa": _patch_granitemoe_swa,
+          "transformers.models.exaone_moe.modeling_exaone_moe": _patch_exaone_moe,
           "transformers.models.granite_swa.modeling_granite_swa": _patch_granite_swa,
           "transformers.models.cohere2.modeling_cohere2": _patch_cohere2}
 

@@ -6,7 +6,7 @@ pinned release whose environment exists.
 
     python3 engines/transformers/oracle_agreement.py [--oracle build/harness/kvc-model-oracle] [--models DIR]
                                                      [--family-models DIR] [--json] [--cache DIR | --no-cache]
-                                                     [--oracle-args ARGS]
+                                                     [--oracle-args ARGS] [--only REGEX]
 
 Two numbers per model and release: the max |logit difference| against transformers with its float32
 islands patched to float64 (--exact: must be <= 1e-10, else exit 1), and against transformers as
@@ -144,9 +144,15 @@ def main():
                     help="where transformers' logits are kept, by content key")
     ap.add_argument("--no-cache", action="store_true", help="run transformers for every model, keep nothing")
     ap.add_argument("--oracle-args", default="", help="more arguments for kvc-model-oracle (the mutant ctest: '--span-delta 1')")
+    ap.add_argument("--only", help="only the models whose folder name this regular expression finds (the MoE mutants' ctests)")
     a = ap.parse_args()
     cache = None if a.no_cache else a.cache
     models = write_set("zoo", a.models) + write_set("families", a.family_models) + write_set("drawn", a.drawn_models)
+    if a.only:
+        import re
+        models = [m for m in models if re.search(a.only, os.path.basename(m))]
+        if not models:
+            ap.error(f"--only {a.only}: matches no model")
     tokens = ",".join(str(1 + (37 * i + 11) % 255) for i in range(a.tokens))
     releases = sorted(p.split("requirements-")[1][:-4] for p in glob.glob(os.path.join(ROOT, "golden/requirements-*.txt")))
     rows, failed, checked, passed = [], 0, 0, 0

@@ -199,7 +199,7 @@ void read_llama4_text(const json& c, const std::string& file, ModelConfig& m) {
   m.moe.experts = positive_or(c, "num_local_experts", 16, file);
   m.moe.top_k = positive_or(c, "num_experts_per_tok", 1, file);
   if (m.moe.top_k > m.moe.experts) bad(file, "/num_experts_per_tok", "exceeds num_local_experts");
-  m.moe.intermediate = m.intermediate;  // intermediate_size: the experts' and the shared expert's
+  m.moe.intermediate = m.moe.shared_intermediate = m.intermediate;  // intermediate_size: the experts' and the shared expert's
   m.intermediate = positive_or(c, "intermediate_size_mlp", 16384, file);
   m.moe.layers.assign(static_cast<size_t>(m.layers), false);
   if (c.contains("moe_layers") && !c["moe_layers"].is_null()) {
@@ -507,6 +507,202 @@ void read_granite_swa(const json& c, const std::string& file, ModelConfig& m) {
   }
 }
 
+// The layers whose feed-forward is the MoE: every layer not in `dense` from `first` on whose index + 1 is a
+// multiple of `step`.
+std::vector<bool> moe_layers_of(const json& c, int64_t layers, int64_t first, int64_t step, const char* dense_key,
+                                const std::string& file) {
+  std::vector<bool> out(static_cast<size_t>(layers), false);
+  for (int64_t i = first; i < layers; ++i) out[static_cast<size_t>(i)] = (i + 1) % step == 0;
+  if (dense_key && c.contains(dense_key) && !c[dense_key].is_null()) {
+    if (!c[dense_key].is_array()) bad(file, std::string("/") + dense_key, "must be a list of layer indices");
+    for (const json& v : c[dense_key]) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= layers)
+        bad(file, std::string("/") + dense_key, "entries must be layer indices");
+      out[static_cast<size_t>(v.get<int64_t>())] = false;
+    }
+  }
+  return out;
+}
+
+// The TopK routing's counts, checked as the family's router needs them.
+void check_topk(MoeConfig& moe, const std::string& file) {
+  if (moe.top_k > moe.experts) bad(file, "/num_experts_per_tok", "exceeds the number of experts");
+  if (moe.groups < 1 || moe.experts % moe.groups) bad(file, "/n_group", "must divide the number of experts");
+  if (moe.groups > 1 && moe.experts / moe.groups < 2) bad(file, "/n_group", "each group needs two experts (its score sums its best two)");
+  if (moe.topk_groups < 1 || moe.topk_groups > moe.groups) bad(file, "/topk_group", "must be in [1, n_group]");
+  if (moe.top_k > moe.topk_groups * (moe.experts / moe.groups)) bad(file, "/num_experts_per_tok", "exceeds the experts of topk_group groups");
+}
+
+// Qwen2MoeConfig: qwen2's attention (q/k/v biases: qkv_bias, default true) and a MoE: softmax of the
+// router's logits over every expert, the top num_experts_per_tok of them, renormalised where
+// norm_topk_prob (default false), weighting their experts' outputs, plus a shared expert of
+// shared_expert_intermediate_size gated by sigmoid(shared_expert_gate x). A layer's feed-forward is the
+// MoE iff it is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0, else the dense MLP of
+// intermediate_size. sliding_window counts only with use_sliding_window; without layer_types, 5.x
+// slides layer i iff i is even and i < max_window_layers (its config's __post_init__). 4.56.2 and
+// 4.57.6 have no layer_types: their eager mask slides every layer where use_sliding_window (the one mask
+// of _update_causal_mask), so a checkpoint agrees across releases only with every layer sliding or none
+// (families.py draws those). head_dim is the config's in 5.x; 4.x derives hidden_size / num_attention_heads
+// (and refuses a config where they differ).
+void read_qwen2_moe(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 1e4, file);
+  m.qkv_bias = bool_or(c, "qkv_bias", true, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 4096;
+  if (!bool_or(c, "use_sliding_window", false, file)) m.sliding_window = 0;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
+    const int64_t max_window_layers = c.contains("max_window_layers") && c["max_window_layers"].is_number_integer()
+                                          ? c["max_window_layers"].get<int64_t>() : 28;
+    for (int64_t i = 0; i < m.layers; ++i)
+      types.push_back(m.sliding_window > 0 && (i + 1) % 2 && i < max_window_layers ? "sliding_attention" : "full_attention");
+  }
+  m.windows = windows_of(types, m.sliding_window, file);
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Softmax;
+  moe.experts = c.contains("num_experts") && c["num_experts"].is_number_integer() && c["num_experts"].get<int64_t>() == 0
+                    ? 0 : positive_or(c, "num_experts", 60, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 4, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 1408, file);
+  moe.shared_intermediate = positive_or(c, "shared_expert_intermediate_size", 5632, file);
+  moe.shared_gate = true;
+  moe.renormalize = bool_or(c, "norm_topk_prob", false, file);
+  moe.router = "gate.";
+  moe.shared = "shared_expert.";
+  if (moe.experts > 0) {
+    check_topk(moe, file);
+    moe.layers = moe_layers_of(c, m.layers, 0, positive_or(c, "decoder_sparse_step", 1, file), "mlp_only_layers", file);
+  }
+}
+
+// Dots1Config: qwen3's attention (per-head q/k RMS norms, attention_bias on q/k/v/o), layer types default
+// sliding on the layers from max_window_layers (default 62) on where sliding_window (default 4096) is set,
+// and a MoE from layer first_k_dense_replace on (the first layers have the dense MLP of
+// intermediate_size): sigmoid scores, the top num_experts_per_tok chosen by score + e_score_correction_bias
+// among the topk_group best of n_group groups, weighted by their scores, renormalised where norm_topk_prob,
+// times routed_scaling_factor; plus n_shared_experts shared experts as one SwiGLU of
+// moe_intermediate_size * n_shared_experts, ungated. 4.56.2 masks the groups not chosen with 0 where 5.x
+// uses -inf: the same choice while every score + bias is positive (families.py draws biases >= 0).
+void read_dots1(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 1e4, file);
+  m.qk_norm = true;
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 4096;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
+    const int64_t max_window_layers = c.contains("max_window_layers") && c["max_window_layers"].is_number_integer()
+                                          ? c["max_window_layers"].get<int64_t>() : 62;
+    for (int64_t i = 0; i < m.layers; ++i)
+      types.push_back(m.sliding_window > 0 && i >= max_window_layers ? "sliding_attention" : "full_attention");
+  }
+  m.windows = windows_of(types, m.sliding_window, file);
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = true;
+  moe.experts = positive(c, "n_routed_experts", file);
+  moe.top_k = positive(c, "num_experts_per_tok", file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 1408, file);
+  moe.shared_intermediate = moe.intermediate * positive(c, "n_shared_experts", file);
+  moe.groups = positive_or(c, "n_group", 1, file);
+  moe.topk_groups = positive_or(c, "topk_group", 1, file);
+  moe.renormalize = bool_or(c, "norm_topk_prob", false, file);
+  moe.routed_scale = number_or(c, "routed_scaling_factor", 1.0, file);
+  moe.router = "gate.";
+  moe.shared = "shared_experts.";
+  check_topk(moe, file);
+  const int64_t first = c.contains("first_k_dense_replace") && c["first_k_dense_replace"].is_number_integer()
+                            ? c["first_k_dense_replace"].get<int64_t>() : 0;
+  if (first < 0) bad(file, "/first_k_dense_replace", "must be >= 0");
+  moe.layers = moe_layers_of(c, m.layers, first, 1, nullptr, file);
+}
+
+// ExaoneMoeConfig (5.13.1, 5.24.0): exaone4's layer types and rope (sliding_window_pattern, default 4:
+// every 4th layer full; rope on the sliding layers only while there is a window; sliding_window null
+// without layer_types divides by zero in its own config: refused) and per-head q/k RMS norms, but the
+// llama block (input and post-attention norms, not exaone4's post-norms) and no biases. The feed-forward
+// per mlp_layer_types ("dense" or "sparse"; default: dense before first_k_dense_replace, 1): dense the
+// MLP of intermediate_size, sparse dots1's routing (sigmoid scores, top num_experts_per_tok of num_experts
+// by score + e_score_correction_bias within the topk_group best of n_group groups, renormalised where
+// norm_topk_prob (default true), times routed_scaling_factor (2.5)) plus num_shared_experts shared
+// experts as one SwiGLU of moe_intermediate_size * num_shared_experts.
+void read_exaone_moe(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  m.qk_norm = true;
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 4096;
+  if (c.contains("sliding_window_pattern") && !c["sliding_window_pattern"].is_null() &&
+      !c["sliding_window_pattern"].is_number_integer())
+    bad(file, "/sliding_window_pattern", "only an integer is modelled");
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
+    if (m.sliding_window == 0) bad(file, "/sliding_window", "null without layer_types: the release's own config divides by zero");
+    types = patterned_types(c, m.layers, positive_or(c, "sliding_window_pattern", 4, file), file);
+  }
+  m.windows = windows_of(types, m.sliding_window, file);
+  for (int64_t w : m.windows) m.rope_layers.push_back(m.sliding_window == 0 || w > 0);
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = true;
+  moe.experts = positive_or(c, "num_experts", 64, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 1024, file);
+  moe.shared_intermediate = moe.intermediate * positive_or(c, "num_shared_experts", 1, file);
+  moe.groups = positive_or(c, "n_group", 1, file);
+  moe.topk_groups = positive_or(c, "topk_group", 1, file);
+  moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
+  moe.routed_scale = number_or(c, "routed_scaling_factor", 2.5, file);
+  moe.router = "gate.";
+  moe.shared = "shared_experts.";
+  check_topk(moe, file);
+  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
+    const json& t = c["mlp_layer_types"];
+    if (!t.is_array() || static_cast<int64_t>(t.size()) != m.layers)
+      bad(file, "/mlp_layer_types", "must list \"dense\" or \"sparse\" per layer (" + std::to_string(m.layers) + ")");
+    for (size_t i = 0; i < t.size(); ++i) {
+      const std::string v = t[i].is_string() ? t[i].get<std::string>() : "";
+      if (v != "dense" && v != "sparse") bad(file, "/mlp_layer_types/" + std::to_string(i), "is \"" + v + "\" (expected dense or sparse)");
+      moe.layers.push_back(v == "sparse");
+    }
+  } else {
+    const int64_t first = c.contains("first_k_dense_replace") && c["first_k_dense_replace"].is_number_integer()
+                              ? c["first_k_dense_replace"].get<int64_t>() : 1;
+    moe.layers = moe_layers_of(c, m.layers, std::max<int64_t>(0, first), 1, nullptr, file);
+  }
+}
+
+// GraniteMoeSWAConfig (5.24.0 only): granite_swa's attention, multipliers and sinks (read_granite_swa),
+// and a MoE on every layer: the top num_experts_per_tok of the router's logits, softmaxed among
+// themselves, weighting their experts (intermediate_size each; experts stacked, block_sparse_moe.), plus
+// a shared expert of shared_intermediate_size (shared_mlp., 0: none), ungated.
+void read_granitemoe_swa(const json& c, const std::string& file, ModelConfig& m) {
+  read_granite_swa(c, file, m);
+  m.mlp_prefix = "block_sparse_moe.";
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::TopKSoftmax;
+  moe.experts = positive_or(c, "num_local_experts", 8, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 2, file);
+  moe.intermediate = m.intermediate;
+  const int64_t shared = c.contains("shared_intermediate_size") && c["shared_intermediate_size"].is_number_integer()
+                             ? c["shared_intermediate_size"].get<int64_t>() : 0;
+  if (shared < 0) bad(file, "/shared_intermediate_size", "must be >= 0");
+  moe.shared_intermediate = shared;
+  moe.router = "router.";
+  moe.shared = "shared_mlp.";
+  moe.fused_shared = "shared_mlp.";
+  moe.stacked_experts = true;
+  check_topk(moe, file);
+  moe.layers.assign(static_cast<size_t>(m.layers), true);
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -532,6 +728,10 @@ const FamilyEntry kRegistry[] = {
     {Family::VaultGemma, "vaultgemma", read_vaultgemma},
     {Family::Cwm, "cwm", read_cwm},
     {Family::GraniteSwa, "granite_swa", read_granite_swa},
+    {Family::Qwen2Moe, "qwen2_moe", read_qwen2_moe},
+    {Family::Dots1, "dots1", read_dots1},
+    {Family::GraniteMoeSwa, "granitemoe_swa", read_granitemoe_swa},
+    {Family::ExaoneMoe, "exaone_moe", read_exaone_moe},
 };
 
 }  // namespace
@@ -582,7 +782,9 @@ ModelConfig parse_config(const json& c, const std::string& file) {
   m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
   // attention_bias is read by the families that have it (qwen3); elsewhere true is not modelled.
   if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::GptOss && m.family != Family::SmolLM3 &&
-      m.family != Family::Cohere2 && m.family != Family::Olmo3 && m.family != Family::GraniteSwa && c.value("attention_bias", false))
+      m.family != Family::Cohere2 && m.family != Family::Olmo3 && m.family != Family::GraniteSwa && m.family != Family::Dots1 &&
+      m.family != Family::GraniteMoeSwa &&
+      c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -750,6 +952,52 @@ Model load_model(const std::string& dir) {
                                                         {layer_name(l, "mlp.up_proj.weight"), k.intermediate}});
     }
   }
+  if (k.moe.routing == MoeRouting::TopK) {
+    // Each expert's module (experts.<e>.{gate,up,down}_proj.weight, nn.Linear's [out, in]) into the
+    // x @ W tensors the forward reads: experts.gate_up_proj [E, H, 2I] (gate the first half) and
+    // experts.down_proj [E, I, H].
+    const int64_t E = k.moe.experts, I = k.moe.intermediate, H = k.hidden;
+    for (int64_t l = 0; l < k.layers; ++l) {
+      if (k.moe.layers.empty() || !k.moe.layers[static_cast<size_t>(l)]) continue;
+      std::vector<double> gate_up(static_cast<size_t>(E * H * 2 * I)), down(static_cast<size_t>(E * I * H));
+      auto sized = [&](const std::string& name, int64_t size) -> const std::vector<double>& {
+        const std::vector<double>& t = m.at(name);
+        if (static_cast<int64_t>(t.size()) != size)
+          throw std::runtime_error(st + ": tensor \"" + name + "\" has " + std::to_string(t.size()) + " values, expected " +
+                                   std::to_string(size));
+        return t;
+      };
+      // Stacked: [E, 2I, H] and [E, H, I] read in place; modules: each expert's three tensors.
+      const std::vector<double> no_tensor;
+      const std::vector<double>& stacked_gate_up =
+          k.moe.stacked_experts ? sized(layer_name(l, k.mlp_prefix + "experts.gate_up_proj"), E * 2 * I * H) : no_tensor;
+      const std::vector<double>& stacked_down =
+          k.moe.stacked_experts ? sized(layer_name(l, k.mlp_prefix + "experts.down_proj"), E * H * I) : no_tensor;
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string expert = k.mlp_prefix + "experts." + std::to_string(e) + ".";
+        const double* g = k.moe.stacked_experts ? stacked_gate_up.data() + e * 2 * I * H : sized(layer_name(l, expert + "gate_proj.weight"), I * H).data();
+        const double* u = k.moe.stacked_experts ? g + I * H : sized(layer_name(l, expert + "up_proj.weight"), I * H).data();
+        const double* d = k.moe.stacked_experts ? stacked_down.data() + e * H * I : sized(layer_name(l, expert + "down_proj.weight"), H * I).data();
+        for (int64_t i = 0; i < I; ++i)
+          for (int64_t h = 0; h < H; ++h) {
+            gate_up[static_cast<size_t>((e * H + h) * 2 * I + i)] = g[i * H + h];
+            gate_up[static_cast<size_t>((e * H + h) * 2 * I + I + i)] = u[i * H + h];
+            down[static_cast<size_t>((e * I + i) * H + h)] = d[h * I + i];
+          }
+      }
+      if (!k.moe.fused_shared.empty() && k.moe.shared_intermediate > 0) {
+        // input_linear [2S, H]: the gate's rows, then the up's; output_linear is the down projection.
+        const int64_t S = k.moe.shared_intermediate;
+        const std::vector<double>& in = sized(layer_name(l, k.moe.fused_shared + "input_linear.weight"), 2 * S * H);
+        const std::string shared = k.mlp_prefix + k.moe.shared;
+        m.tensors[layer_name(l, shared + "gate_proj.weight")].assign(in.begin(), in.begin() + S * H);
+        m.tensors[layer_name(l, shared + "up_proj.weight")].assign(in.begin() + S * H, in.end());
+        m.tensors[layer_name(l, shared + "down_proj.weight")] = sized(layer_name(l, k.moe.fused_shared + "output_linear.weight"), H * S);
+      }
+      m.tensors[layer_name(l, k.mlp_prefix + "experts.gate_up_proj")] = std::move(gate_up);
+      m.tensors[layer_name(l, k.mlp_prefix + "experts.down_proj")] = std::move(down);
+    }
+  }
   auto need = [&](const std::string& name, int64_t size) {
     const auto& t = m.at(name);
     if (static_cast<int64_t>(t.size()) != size)
@@ -774,16 +1022,18 @@ Model load_model(const std::string& dir) {
     if (k.o_bias) need(layer_name(l, "self_attn.o_proj.bias"), k.hidden);
     const bool moe = !k.moe.layers.empty() && k.moe.layers[static_cast<size_t>(l)];
     const bool gpt_oss = moe && k.moe.routing == MoeRouting::GptOss;
-    if (!gpt_oss) {  // the dense MLP, or llama4's shared expert
-      const std::string mlp = k.mlp_prefix + (moe ? "shared_expert." : "");
-      const int64_t inter = moe ? k.moe.intermediate : k.intermediate;
+    if (!moe || k.moe.shared_intermediate > 0) {  // the dense MLP, or the shared expert
+      const std::string mlp = k.mlp_prefix + (moe ? k.moe.shared : "");
+      const int64_t inter = moe ? k.moe.shared_intermediate : k.intermediate;
       need(layer_name(l, mlp + "gate_proj.weight"), inter * k.hidden);
       need(layer_name(l, mlp + "up_proj.weight"), inter * k.hidden);
       need(layer_name(l, mlp + "down_proj.weight"), k.hidden * inter);
+      if (moe && k.moe.shared_gate) need(layer_name(l, k.mlp_prefix + "shared_expert_gate.weight"), k.hidden);
     }
     if (moe) {
       const int64_t E = k.moe.experts, I = k.moe.intermediate;
-      need(layer_name(l, k.mlp_prefix + "router.weight"), E * k.hidden);
+      need(layer_name(l, k.mlp_prefix + k.moe.router + "weight"), E * k.hidden);
+      if (k.moe.selection_bias) need(layer_name(l, k.mlp_prefix + k.moe.router + "e_score_correction_bias"), E);
       need(layer_name(l, k.mlp_prefix + "experts.gate_up_proj"), E * k.hidden * 2 * I);
       need(layer_name(l, k.mlp_prefix + "experts.down_proj"), E * I * k.hidden);
       if (gpt_oss) {
@@ -968,14 +1218,16 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     }
     if (k.o_bias) L.o_bias = get("self_attn.o_proj.bias");
     const bool moe = !k.moe.layers.empty() && k.moe.layers[li];
-    if (!(moe && k.moe.routing == MoeRouting::GptOss)) {
-      const std::string mlp = k.mlp_prefix + (moe ? "shared_expert." : "");
+    if (!moe || k.moe.shared_intermediate > 0) {  // the dense MLP, or the shared expert
+      const std::string mlp = k.mlp_prefix + (moe ? k.moe.shared : "");
       L.gate = get(mlp + "gate_proj.weight");
       L.up = get(mlp + "up_proj.weight");
       L.down = get(mlp + "down_proj.weight");
+      if (moe && k.moe.shared_gate) L.shared_gate = get(k.mlp_prefix + "shared_expert_gate.weight");
     }
     if (moe) {
-      L.router = get(k.mlp_prefix + "router.weight");
+      L.router = get(k.mlp_prefix + k.moe.router + "weight");
+      if (k.moe.selection_bias) L.selection_bias = get(k.mlp_prefix + k.moe.router + "e_score_correction_bias");
       L.experts_gate_up = get(k.mlp_prefix + "experts.gate_up_proj");
       L.experts_down = get(k.mlp_prefix + "experts.down_proj");
       if (k.moe.routing == MoeRouting::GptOss) {
@@ -1170,7 +1422,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       A(static_cast<size_t>(n * widest));
   for (int64_t t = 0; t < n; ++t)
     for (int64_t i = 0; i < H; ++i) X[static_cast<size_t>(t * H + i)] = embed_[static_cast<size_t>(tokens[t] * H + i)] * static_cast<T>(k.embed_scale);
-  const int64_t inter = std::max(k.intermediate, k.moe.intermediate);
+  const int64_t inter = std::max({k.intermediate, k.moe.intermediate, k.moe.shared_intermediate});
   std::vector<T> kk(widest), vv(widest), o(H), g(inter), u(inter), m(H);
   std::vector<T> scores, qt, routed(H), expert_in(H), router_logits(k.moe.experts);
   auto row = [](std::vector<T>& b, int64_t t, int64_t w) { return Row<T>{b.data() + t * w, static_cast<size_t>(w)}; };
@@ -1304,9 +1556,9 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         for (int64_t i = 0; i < H; ++i) x[i] += o[i] * r;
         rms_norm(x.data(), L.post_attn_norm, H, eps, k.gemma_norm, h.data());
       }
-      // The dense MLP, or on a llama4 MoE layer its shared expert: act(gate h) * (up h), then down.
+      // The dense MLP, or on a MoE layer its shared expert: act(gate h) * (up h), then down.
       const bool moe = !L.router.empty();
-      const int64_t I = moe ? k.moe.intermediate : k.intermediate;
+      int64_t I = moe ? k.moe.shared_intermediate : k.intermediate;
       if (!L.gate.empty()) {
         matvec(L.gate, h.data(), I, H, g.data());
         matvec(L.up, h.data(), I, H, u.data());
@@ -1318,33 +1570,86 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           g[i] = (options_.gelu_half && k.gelu ? round_kv(act, true) : act) * u[i];
         }
         matvec(L.down, g.data(), H, I, m.data());
+        if (!L.shared_gate.empty()) {  // qwen2_moe: the shared expert's output times sigmoid(shared_expert_gate h)
+          T z = 0;
+          for (int64_t i = 0; i < H; ++i) z += L.shared_gate[static_cast<size_t>(i)] * h[i];
+          const T gate = T(1) / (T(1) + std::exp(-z));
+          for (T& v : m) v *= gate;
+        }
       } else {
         std::fill(m.begin(), m.end(), T(0));
       }
+      I = k.moe.intermediate;
       if (moe) {
         const int64_t E = k.moe.experts;
-        const bool gpt_oss = k.moe.routing == MoeRouting::GptOss;
+        const bool gpt_oss = k.moe.routing == MoeRouting::GptOss, topk = k.moe.routing == MoeRouting::TopK;
         matvec(L.router, h.data(), E, H, router_logits.data(), L.router_bias);
+        // TopK: the scores the weights come from, and what the experts are chosen by.
+        std::vector<T> score(router_logits.begin(), router_logits.end()), choice;
+        if (topk && k.moe.score == MoeScore::Softmax) {
+          const T top = *std::max_element(score.begin(), score.end());
+          T sum = 0;
+          for (T& v : score) sum += (v = std::exp(v - top));
+          for (T& v : score) v /= sum;
+        } else if (topk && k.moe.score == MoeScore::Sigmoid) {
+          for (T& v : score) v = T(1) / (T(1) + std::exp(-v));
+        }
+        choice = score;
+        if (!L.selection_bias.empty())
+          for (int64_t e = 0; e < E; ++e) choice[static_cast<size_t>(e)] += L.selection_bias[static_cast<size_t>(e)];
+        if (topk && k.moe.groups > 1) {
+          // Group-limited: a group's score is the sum of its two best choices; the experts of all but
+          // the topk_groups best groups cannot be chosen.
+          const int64_t G = k.moe.groups, per = E / G;
+          std::vector<T> group_score(static_cast<size_t>(G));
+          for (int64_t gi = 0; gi < G; ++gi) {
+            std::vector<T> members(choice.begin() + gi * per, choice.begin() + (gi + 1) * per);
+            std::partial_sort(members.begin(), members.begin() + 2, members.end(), std::greater<T>());
+            group_score[static_cast<size_t>(gi)] = members[0] + members[1];
+          }
+          std::vector<int64_t> groups(static_cast<size_t>(G));
+          for (int64_t gi = 0; gi < G; ++gi) groups[static_cast<size_t>(gi)] = gi;
+          std::stable_sort(groups.begin(), groups.end(), [&](int64_t a, int64_t b) { return group_score[a] > group_score[b]; });
+          for (int64_t r = k.moe.topk_groups; r < G; ++r)
+            for (int64_t e = groups[static_cast<size_t>(r)] * per; e < (groups[static_cast<size_t>(r)] + 1) * per; ++e)
+              choice[static_cast<size_t>(e)] = -INFINITY;
+        }
         std::vector<int64_t> order(static_cast<size_t>(E));
         for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = e;
-        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return router_logits[a] > router_logits[b]; });
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return choice[a] > choice[b]; });
         // llama4: sigmoid of each top-k logit, scaling the expert's input (the other experts get a
         // zero input, sigmoid(-inf), and add nothing); gpt_oss: softmax over the top-k logits,
-        // weighting the expert's output.
-        std::vector<T> weight(static_cast<size_t>(k.moe.top_k));
-        if (gpt_oss) {
+        // weighting the expert's output; TopK: the chosen scores (MoeConfig), weighting the output.
+        const int64_t top_k = k.moe.top_k;
+        std::vector<T> weight(static_cast<size_t>(top_k));
+        if (topk) {
+          if (k.moe.score == MoeScore::TopKSoftmax) {
+            const T top = score[order[0]];
+            T sum = 0;
+            for (int64_t r = 0; r < top_k; ++r) sum += (weight[r] = std::exp(score[order[r]] - top));
+            for (T& w : weight) w /= sum;
+          } else {
+            for (int64_t r = 0; r < top_k; ++r) weight[r] = score[order[r]];
+          }
+          if (k.moe.renormalize) {
+            T sum = 0;
+            for (const T& w : weight) sum += w;
+            for (T& w : weight) w /= sum;
+          }
+          for (T& w : weight) w *= static_cast<T>(k.moe.routed_scale);
+        } else if (gpt_oss) {
           const T top = router_logits[order[0]];
           T sum = 0;
-          for (int64_t r = 0; r < k.moe.top_k; ++r) sum += (weight[r] = std::exp(router_logits[order[r]] - top));
+          for (int64_t r = 0; r < top_k; ++r) sum += (weight[r] = std::exp(router_logits[order[r]] - top));
           for (T& w : weight) w /= sum;
         } else {
-          for (int64_t r = 0; r < k.moe.top_k; ++r) weight[r] = T(1) / (T(1) + std::exp(-router_logits[order[r]]));
+          for (int64_t r = 0; r < top_k; ++r) weight[r] = T(1) / (T(1) + std::exp(-router_logits[order[r]]));
         }
         const T alpha = static_cast<T>(k.moe.swiglu_alpha), limit = static_cast<T>(k.moe.swiglu_limit);
         std::fill(routed.begin(), routed.end(), T(0));
-        for (int64_t r = 0; r < k.moe.top_k; ++r) {
+        for (int64_t r = 0; r < top_k; ++r) {
           const int64_t e = order[static_cast<size_t>(r)];
-          for (int64_t i = 0; i < H; ++i) expert_in[i] = gpt_oss ? h[i] : h[i] * weight[r];
+          for (int64_t i = 0; i < H; ++i) expert_in[i] = gpt_oss || topk ? h[i] : h[i] * weight[r];
           const T* gu = L.experts_gate_up.data() + e * H * 2 * I;  // [H, 2I]: x @ W
           for (int64_t c = 0; c < 2 * I; ++c) {
             T s = 0;
@@ -1367,6 +1672,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
             T s = 0;
             for (int64_t i = 0; i < I; ++i) s += g[i] * dn[i * H + c];
             if (gpt_oss) s = (s + L.experts_down_bias[static_cast<size_t>(e * H + c)]) * weight[r];
+            else if (topk) s *= weight[r];
             routed[c] += s;
           }
         }

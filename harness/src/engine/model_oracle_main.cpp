@@ -1,9 +1,15 @@
-// kvc-model-oracle MODEL_DIR TOKENS OUT [--float32] [--span-delta N]: the model oracle's logits for one
+// kvc-model-oracle MODEL_DIR TOKENS OUT [--float32] [--span-delta N] [--top-k-delta N] [--no-renormalize]
+// [--no-shared-expert]: the model oracle's logits for one
 // sequence, raw little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
-// does moving the window move the logits?). Prints {"n", "vocab", "span", "local_layers"} (the model's local span, and how many
-// layers slide or chunk).
+// does moving the window move the logits?). --top-k-delta N routes every token of a MoE layer to N more
+// experts, --no-renormalize keeps the chosen routing weights as scored, --no-shared-expert leaves the shared
+// expert out (OracleOptions: the MoE rules' mutants, and sensitivity.py's check that the drawn expert constants
+// act; each edits the model's description as a reader that got it wrong would). Prints {"n", "vocab", "span", "local_layers",
+// "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
+// "shared_expert"} (the model's local span, how many layers slide or chunk, how many are MoE, and their routing).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -14,22 +20,32 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::cerr << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N]\n";
+    std::cerr << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
+                 "[--no-renormalize] [--no-shared-expert]\n";
     return 2;
   }
   try {
-    const kvc::engine::Model model = kvc::engine::load_model(argv[1]);
+    kvc::engine::Model model = kvc::engine::load_model(argv[1]);
     std::vector<int32_t> tokens;
     std::stringstream list(argv[2]);
     for (std::string t; std::getline(list, t, ',');) tokens.push_back(std::stoi(t));
     bool f32 = false;
     int64_t delta = 0;
+    kvc::engine::OracleOptions options;
+    kvc::engine::MoeConfig& moe = model.config.moe;
+    const kvc::engine::MoeConfig as_read = moe;
+    // The most experts a token can be routed to: those of the groups it may choose.
+    const int64_t allowed = moe.routing == kvc::engine::MoeRouting::TopK ? moe.topk_groups * (moe.experts / std::max<int64_t>(1, moe.groups))
+                                                                         : moe.experts;
     for (int i = 4; i < argc; ++i) {
       if (std::strcmp(argv[i], "--float32") == 0) f32 = true;
       else if (std::strcmp(argv[i], "--span-delta") == 0 && i + 1 < argc) delta = std::stoll(argv[++i]);
+      else if (std::strcmp(argv[i], "--top-k-delta") == 0 && i + 1 < argc) {
+        moe.top_k = std::clamp<int64_t>(moe.top_k + std::stoll(argv[++i]), 1, std::max<int64_t>(1, allowed));
+      } else if (std::strcmp(argv[i], "--no-renormalize") == 0) moe.renormalize = false;
+      else if (std::strcmp(argv[i], "--no-shared-expert") == 0) moe.shared_intermediate = 0, moe.shared_gate = false;
       else throw std::invalid_argument(std::string("unknown argument ") + argv[i]);
     }
-    kvc::engine::OracleOptions options;
     if (delta != 0) {
       for (int64_t w : model.config.windows) options.windows.push_back(w > 0 ? std::max<int64_t>(1, w + delta) : 0);
       for (int64_t c : model.config.chunks) options.chunks.push_back(c > 0 ? std::max<int64_t>(1, c + delta) : 0);
@@ -41,8 +57,13 @@ int main(int argc, char** argv) {
     if (!out) throw std::runtime_error(std::string(argv[3]) + ": cannot be written");
     int64_t local = 0;
     for (int64_t l = 0; l < model.config.layers; ++l) local += model.config.attention(l) != kvc::engine::Attention::Full;
+    int64_t moe_layers = 0;
+    for (bool b : as_read.layers) moe_layers += b;
+    const bool renormalize = as_read.routing == kvc::engine::MoeRouting::TopK && as_read.renormalize;
     std::cout << "{\"n\": " << tokens.size() << ", \"vocab\": " << model.config.vocab << ", \"span\": " << model.config.local_span()
-              << ", \"local_layers\": " << local << "}\n";
+              << ", \"local_layers\": " << local << ", \"moe_layers\": " << moe_layers << ", \"experts\": " << as_read.experts
+              << ", \"top_k\": " << (moe_layers ? as_read.top_k : 0) << ", \"top_k_max\": " << (moe_layers ? allowed : 0) << ", \"renormalize\": " << (renormalize ? "true" : "false")
+              << ", \"shared_expert\": " << (moe_layers && as_read.shared_intermediate > 0 ? "true" : "false") << "}\n";
   } catch (const std::exception& e) {
     std::cerr << "kvc-model-oracle: " << e.what() << "\n";
     return 2;

@@ -23,10 +23,11 @@ namespace kvc::engine {
 // forward applies); a family adds no code to the forward.
 enum class Family {
   Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2, Ministral, Phi3,
-  Gemma4Text, Olmo3, Exaone4, VaultGemma, Cwm, GraniteSwa,
+  Gemma4Text, Olmo3, Exaone4, VaultGemma, Cwm, GraniteSwa, Qwen2Moe, Dots1, GraniteMoeSwa, ExaoneMoe,
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
-// "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa"
+// "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
+// "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -39,20 +40,45 @@ const char* to_string(Attention a);  // "full", "sliding", "chunked"
 // x += norm(mlp x), no input norms.
 enum class NormPlacement { Pre, Sandwich, Post };
 
-// A tiny mixture of experts, in one of the two routings transformers has for the families here.
+// A tiny mixture of experts. Llama4 and GptOss are those families' own routings; TopK is every other
+// family's, its variants configuration (the fields below), not a code path per family.
 //   Llama4: the router's top-k logits, through a sigmoid, scale the input of their expert; an expert
 //     is a SwiGLU (gate and up the halves of gate_up_proj); a shared SwiGLU expert is added.
 //   GptOss: the router (with a bias) softmaxes its top-k logits, which weight their expert's output;
 //     an expert has biases and the clamped SwiGLU: gate, up = the even and odd columns of gate_up,
 //     gate <= limit, -limit <= up <= limit, out = (up + 1) * gate * sigmoid(alpha * gate).
-enum class MoeRouting { Llama4, GptOss };
+//   TopK: scores = score(router logits) over every expert (Softmax, Sigmoid) or the logits themselves
+//     (TopKSoftmax); the experts chosen are the top_k of scores + selection bias (e_score_correction_bias,
+//     where selection_bias), within the topk_groups best of `groups` equal groups (a group's score: the
+//     sum of its two best); their weights are the chosen scores (TopKSoftmax: the softmax of the chosen
+//     logits), divided by their sum where renormalize, times routed_scale; each weights its SwiGLU
+//     expert's output. A shared SwiGLU expert (shared_intermediate > 0) is added, times
+//     sigmoid(shared_gate . x) where shared_gate.
+enum class MoeRouting { Llama4, GptOss, TopK };
+enum class MoeScore { Softmax, Sigmoid, TopKSoftmax };
 struct MoeConfig {
   int64_t experts = 0;        // 0: no MoE anywhere
   int64_t top_k = 1;
-  int64_t intermediate = 0;   // each expert's (and the shared expert's) intermediate size
+  int64_t intermediate = 0;   // each expert's intermediate size
+  int64_t shared_intermediate = 0;  // the shared expert's (llama4: intermediate); 0: none
   std::vector<bool> layers;   // per layer: the feed-forward is the MoE (else the dense MLP)
   MoeRouting routing = MoeRouting::Llama4;
   double swiglu_alpha = 1.702, swiglu_limit = 7.0;  // GptOss
+  // TopK (above):
+  MoeScore score = MoeScore::Softmax;
+  bool selection_bias = false, renormalize = false, shared_gate = false;
+  int64_t groups = 1, topk_groups = 1;
+  double routed_scale = 1;
+  // The checkpoint's names under the layer's feed-forward prefix (mlp_prefix): the router's weight
+  // (and selection bias beside it), the shared expert's module. TopK experts are modules
+  // experts.<e>.{gate,up,down}_proj (the Hub's layout, which every release loads) or, where
+  // stacked_experts, experts.gate_up_proj [E, 2I, H] and experts.down_proj [E, H, I] (nn.Linear's layout
+  // per expert, granitemoe_swa's own); load_model turns either into experts.gate_up_proj [E, H, 2I] and
+  // experts.down_proj [E, I, H] as llama4 stores them. fused_shared names a layer-level shared expert
+  // stored as input_linear [2S, H] (gate the first half) and output_linear (granitemoe_swa shared_mlp.),
+  // which load_model splits into the shared module's gate_proj, up_proj and down_proj.
+  std::string router = "router.", shared = "shared_expert.", fused_shared;
+  bool stacked_experts = false;
 };
 
 // What the forward needs from config.json, read per family the way transformers reads it: the
@@ -208,6 +234,7 @@ class SequenceOracle {
     T scalar = 1;  // gemma4 layer_scalar
     std::vector<T> q_bias, k_bias, v_bias, o_bias;
     std::vector<T> router, experts_gate_up, experts_down;  // [E, H], [E, H, 2I], [E, I, H] (x @ W layout)
+    std::vector<T> selection_bias, shared_gate;  // TopK: [E], [H]
     std::vector<T> router_bias, experts_gate_up_bias, experts_down_bias, sinks;  // [E], [E, 2I], [E, H], [heads]
     std::vector<T> keys, values;  // [position][kv_heads * head_dim]
     std::vector<T> inv_freq;
