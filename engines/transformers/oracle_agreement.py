@@ -6,7 +6,7 @@ pinned release whose environment exists.
 
     python3 engines/transformers/oracle_agreement.py [--oracle build/harness/kvc-model-oracle] [--models DIR]
                                                      [--family-models DIR] [--json] [--cache DIR | --no-cache]
-                                                     [--oracle-args ARGS]
+                                                     [--oracle-args ARGS] [--release X ...]
 
 Two numbers per model and release: the max |logit difference| against transformers with its float32
 islands patched to float64 (--exact: must be <= 1e-10, else exit 1), and against transformers as
@@ -144,11 +144,17 @@ def main():
                     help="where transformers' logits are kept, by content key")
     ap.add_argument("--no-cache", action="store_true", help="run transformers for every model, keep nothing")
     ap.add_argument("--oracle-args", default="", help="more arguments for kvc-model-oracle (the mutant ctest: '--span-delta 1')")
+    ap.add_argument("--release", action="append", default=[],
+                    help="only this pinned release (repeatable; default: every golden/requirements-*.txt)")
     a = ap.parse_args()
     cache = None if a.no_cache else a.cache
     models = write_set("zoo", a.models) + write_set("families", a.family_models) + write_set("drawn", a.drawn_models)
     tokens = ",".join(str(1 + (37 * i + 11) % 255) for i in range(a.tokens))
     releases = sorted(p.split("requirements-")[1][:-4] for p in glob.glob(os.path.join(ROOT, "golden/requirements-*.txt")))
+    for v in a.release:
+        if v not in releases:
+            ap.error(f"--release {v}: no golden/requirements-{v}.txt (pinned: {', '.join(releases)})")
+    releases = [v for v in releases if not a.release or v in a.release]
     rows, failed, checked, passed = [], 0, 0, 0
     with tempfile.TemporaryDirectory() as tmp:
         status, cached, runs = {}, 0, 0
