@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """timeline.py --releases X --write: one release merged into behaviours.json and behaviours.md
-without the full sweep (standard library only; the releases' probe dumps are stand-ins).
+without the full sweep (standard library only; the releases' probe dumps are stand-ins), and the
+steps of add_release.py that need no environment.
 
     python3 golden/test_timeline.py
 """
@@ -115,6 +116,58 @@ class Merge(unittest.TestCase):
         with self.assertRaises(SystemExit) as e:
             tl.read_outputs(self.json, self.md)
         self.assertIn("2 probes announced, 1 listed", str(e.exception))
+
+
+class AddRelease(unittest.TestCase):
+    """golden/add_release.py's steps that need no environment: engines.json, and the stop on a behaviour change."""
+
+    def setUp(self):
+        import add_release
+        self.ar = add_release
+        self.dir = tempfile.mkdtemp(prefix="kvc-add-release-test-")
+        self.engines = os.path.join(self.dir, "engines.json")
+        entry = lambda v, cfg, ci: {"name": f"transformers-{v}/{cfg}", "command": f"golden/.venv-{v}/bin/python a.py",
+                                    "needs": f"test -x golden/.venv-{v}/bin/python", "setup": f"bash golden/setup_env.sh {v}",
+                                    "ci": ci}
+        with open(self.engines, "w") as f:
+            json.dump({"engines": [{"name": "oracle", "ci": True}, entry("1.2.0", "static", True), entry("1.2.0", "dynamic", False),
+                                   entry("1.0.0", "static", False)]}, f)
+        self.saved = add_release.ENGINES
+        add_release.ENGINES = self.engines
+
+    def tearDown(self):
+        self.ar.ENGINES = self.saved
+        shutil.rmtree(self.dir)
+
+    def names(self):
+        with open(self.engines) as f:
+            return [(e["name"], e.get("ci")) for e in json.load(f)["engines"]]
+
+    def test_the_newest_release_gets_the_newest_configurations_and_the_ci_marks(self):
+        self.ar.engines("1.3.0")
+        self.assertEqual(self.names(), [("oracle", True), ("transformers-1.3.0/static", True), ("transformers-1.3.0/dynamic", False),
+                                        ("transformers-1.2.0/static", False), ("transformers-1.2.0/dynamic", False),
+                                        ("transformers-1.0.0/static", False)])
+        with open(self.engines) as f:
+            e = json.load(f)["engines"][1]
+        self.assertEqual((e["command"], e["needs"], e["setup"]), ("golden/.venv-1.3.0/bin/python a.py",
+                                                                  "test -x golden/.venv-1.3.0/bin/python", "bash golden/setup_env.sh 1.3.0"))
+        before = self.names()
+        self.ar.engines("1.3.0")  # again: kept
+        self.assertEqual(self.names(), before)
+
+    def test_an_older_release_joins_without_ci(self):
+        self.ar.engines("1.1.0")
+        self.assertIn(("transformers-1.1.0/static", False), self.names())
+        self.assertIn(("transformers-1.2.0/static", True), self.names())
+
+    def test_a_behaviour_change_stops_the_command_naming_the_cpp_table(self):
+        from unittest import mock
+        with mock.patch.object(self.ar.subprocess, "run", return_value=mock.Mock(returncode=3)):
+            with self.assertRaises(self.ar.StepFailed) as e:
+                self.ar.behaviours("9.9.9")
+        self.assertIn("changes a behaviour", str(e.exception))
+        self.assertIn("harness/src/core/behaviours.cpp", str(e.exception))
 
 
 if __name__ == "__main__":
