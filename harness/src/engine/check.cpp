@@ -925,8 +925,19 @@ std::vector<KnownDeviation> load_known_deviations(const std::string& path) {
         *field = d[key];
       }
     for (const auto& [key, value] : d.items())
-      if (!std::set<std::string>{"engine", "model", "family", "plan", "note", "diagnosis", "error", "failure", "explanation"}.count(key))
-        throw std::invalid_argument(at + "/" + key + ": unknown field (engine, family, model, plan, note, and one of diagnosis, error, failure)");
+      if (!std::set<std::string>{"engine", "model", "family", "plan", "note", "diagnosis", "error", "failure", "explanation", "releases"}.count(key))
+        throw std::invalid_argument(at + "/" + key + ": unknown field (engine, family, model, plan, note, releases, and one of diagnosis, error, failure)");
+    if (d.contains("releases")) {
+      const json& r = d["releases"];
+      if (!r.is_object() || r.empty()) throw std::invalid_argument(at + "/releases: must be an object {\"from\": X.Y.Z, \"fixed_in\": X.Y.Z}");
+      for (const auto& [key, value] : r.items()) {
+        if (key != "from" && key != "fixed_in") throw std::invalid_argument(at + "/releases/" + key + ": unknown field (from, fixed_in)");
+        static const std::regex release("\\d+\\.\\d+\\.\\d+");
+        if (!value.is_string() || !std::regex_match(value.get<std::string>(), release))
+          throw std::invalid_argument(at + "/releases/" + key + ": " + value.dump() + " is not a release X.Y.Z");
+        (key == "from" ? k.from : k.fixed_in) = value.get<std::string>();
+      }
+    }
     int forms = 0;
     if (d.contains("diagnosis")) {
       ++forms;
@@ -972,6 +983,29 @@ std::vector<KnownDeviation> load_known_deviations(const std::string& path) {
   return out;
 }
 
+std::string engine_release(const std::string& engine_name) {
+  static const std::regex release("^[^/]*?-[a-z]?(\\d+\\.\\d+\\.\\d+)");
+  std::smatch m;
+  return std::regex_search(engine_name, m, release) ? m[1].str() : "";
+}
+
+namespace {
+std::vector<int> release_parts(const std::string& v) {
+  std::vector<int> out;
+  std::stringstream s(v);
+  for (std::string part; std::getline(s, part, '.');) out.push_back(std::stoi(part));
+  return out;
+}
+}  // namespace
+
+bool in_release_range(const KnownDeviation& k, const std::string& engine_name) {
+  if (k.from.empty() && k.fixed_in.empty()) return true;
+  const std::string v = engine_release(engine_name);
+  if (v.empty()) return false;  // a range names releases: an engine without one is not in it
+  if (!k.from.empty() && release_parts(v) < release_parts(k.from)) return false;
+  return k.fixed_in.empty() || release_parts(v) < release_parts(k.fixed_in);
+}
+
 namespace {
 
 // The known deviation that excuses a failure, if any: one whose engine, model and plan patterns match
@@ -982,7 +1016,8 @@ const KnownDeviation* known_deviation(const EngineClient& engine, const Model& m
                                       const std::string& error, const std::string& message, OnLogits on_logits) {
   if (engine.spec().mutant != "none") return nullptr;
   for (const KnownDeviation& k : options.known) {
-    if (!std::regex_search(engine.spec().name, std::regex(k.engine)) || !std::regex_search(plan.model, std::regex(k.model)) ||
+    if (!std::regex_search(engine.spec().name, std::regex(k.engine)) || !in_release_range(k, engine.spec().name) ||
+        !std::regex_search(plan.model, std::regex(k.model)) ||
         !std::regex_search(to_string(model.config.family), std::regex(k.family)) || !std::regex_search(plan.name, std::regex(k.plan)))
       continue;
     if ((!k.error.empty() && error.find(k.error) != std::string::npos) || on_logits(k) ||

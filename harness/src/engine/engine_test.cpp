@@ -785,7 +785,44 @@ TEST(EngineCheck, KnownDeviationsNameTheirBadField) {
   EXPECT_NE(load(R"("error": "x", "family": 2)").find("/deviations/0/family: must be a string"), std::string::npos);
   EXPECT_NE(load(R"("error": "x", "familly": "^gemma2$")").find("/deviations/0/familly: unknown field"), std::string::npos);
   EXPECT_NE(load(R"("error": "x", "family": "(")").find("bad regex"), std::string::npos);
+  EXPECT_EQ(load(R"("error": "x", "releases": {"from": "5.23.0", "fixed_in": "5.25.0"})"), "x");
+  EXPECT_NE(load(R"("error": "x", "releases": {"fixed_in": "5.25"})").find("/deviations/0/releases/fixed_in: \"5.25\" is not a release X.Y.Z"),
+            std::string::npos) << load(R"("error": "x", "releases": {"fixed_in": "5.25"})");
+  EXPECT_NE(load(R"("error": "x", "releases": {"until": "5.25.0"})").find("/deviations/0/releases/until: unknown field"), std::string::npos);
   std::filesystem::remove(file);
+}
+
+// A finding that upstream fixed stops excusing at the release that fixed it: "releases" holds the
+// engines whose name's release is in [from, fixed_in), and no engine without a release.
+TEST(EngineCheck, AKnownDeviationHoldsOnlyInItsReleaseRange) {
+  EXPECT_EQ(engine_release("transformers-5.24.0/static/eager"), "5.24.0");
+  EXPECT_EQ(engine_release("openvino-2026.4.1/stateful"), "2026.4.1");
+  EXPECT_EQ(engine_release("mlx-lm"), "");
+  EXPECT_EQ(engine_release("llama.cpp-b11434/default"), "");
+  KnownDeviation k;
+  k.from = "5.23.0", k.fixed_in = "5.25.0";
+  EXPECT_FALSE(in_release_range(k, "transformers-5.22.2/static/eager"));
+  EXPECT_TRUE(in_release_range(k, "transformers-5.23.0/static/eager"));
+  EXPECT_TRUE(in_release_range(k, "transformers-5.24.0/dynamic/sdpa"));
+  EXPECT_FALSE(in_release_range(k, "transformers-5.25.0/static/eager"));
+  EXPECT_FALSE(in_release_range(k, "transformers-5.100.0/static/eager"));  // numbers, not text
+  EXPECT_FALSE(in_release_range(k, "oracle"));
+  KnownDeviation open;
+  open.fixed_in = "5.25.0";
+  EXPECT_TRUE(in_release_range(open, "transformers-4.56.2/static/eager"));
+  EXPECT_TRUE(in_release_range(KnownDeviation{}, "oracle"));
+  // At the check: the oracle engine's load error is excused by an entry without a range, not by one
+  // with a range (the oracle names no release).
+  const Plan plan = plan_named("extend_after_full");
+  const Model m = load_model(gemma2_dir());
+  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"fault", "load-error@99"}}, "none", 5});
+  CheckOptions o;
+  KnownDeviation e;
+  e.engine = "^oracle$", e.plan = ".", e.note = "test", e.error = "fewer than 99";
+  o.known.push_back(e);
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, o).status, report::Status::Deviation);
+  o.known.front().fixed_in = "5.25.0";
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, o).status, report::Status::Fail);
 }
 
 TEST(EngineCheck, AnUnknownOptionIsTheEnginesErrorAndAPlanTheEngineCannotRunIsASkip) {

@@ -88,7 +88,15 @@ struct KnownDeviation {
   bool any_logits = false;                    // "failure": "logits"
   std::string explanation;                    // the old form, text the message contains (one release more)
   std::string note;                           // upstream reference, why
+  // "releases": {"from": A, "fixed_in": B} (either may be left out): only engines whose release, the
+  // first X.Y.Z of their name ("transformers-5.24.0/static/eager": 5.24.0), is >= A and < B; the release
+  // that fixed it upstream is where the entry stops excusing.
+  std::string from, fixed_in;
 };
+// The release an engine name carries (the first X.Y.Z after a '-' in its first segment), or "" where none.
+std::string engine_release(const std::string& engine_name);
+// Whether an entry's "releases" range holds the engine (true when the entry has no range).
+bool in_release_range(const KnownDeviation& k, const std::string& engine_name);
 // Throws naming file and field; an entry in the old form ("explanation") is warned about on stderr.
 std::vector<KnownDeviation> load_known_deviations(const std::string& path);
 
