@@ -17,8 +17,8 @@ goes on. Exit 77 (CTest's skip) when no release's environment exists.
 Standard library only; each release runs in its own golden/.venv-<version>.
 
 transformers' side is a pure function of the model's files, the token ids, the release's environment
-(its venv folder is named by the sha256 of its pinned requirements), nocache_forward.py and this
-script, so its logits are cached under the sha256 of all of them (--cache, default
+(its venv folder is named by the sha256 of its pinned requirements), nocache_forward.py, exact64.py
+and this script, so its logits are cached under the sha256 of all of them (--cache, default
 ~/.cache/kvconform/oracle-agreement; --no-cache recomputes); the oracle runs every time.
 """
 import argparse
@@ -67,8 +67,9 @@ def content_key(release_venv, model_dir, tokens):
     h = hashlib.sha256()
     for part in (RUN_RELEASE, os.path.basename(os.path.realpath(release_venv)), tokens):
         h.update(part.encode() + b"\0")
-    with open(os.path.join(ROOT, "engines", "transformers", "nocache_forward.py"), "rb") as f:
-        h.update(f.read())
+    for script in ("nocache_forward.py", "exact64.py"):  # the forward and its float64 patches
+        with open(os.path.join(ROOT, "engines", "transformers", script), "rb") as f:
+            h.update(f.read())
     for name in sorted(os.listdir(model_dir)):
         path = os.path.join(model_dir, name)
         if os.path.isfile(path) and name.endswith((".json", ".safetensors")):  # what from_pretrained reads
