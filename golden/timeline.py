@@ -8,7 +8,11 @@ Sweep (the default): for every transformers release from 4.56.0 to the newest on
 it into a cached environment, run golden/dump.py on the PROBES below (which also records the
 release's `behaviours`, detected by calling it), and print, release after release, which behaviour
 and which fixture field of which probe changed from the previous release. --write stores the
-result as golden/behaviours.json (release -> behaviours) and golden/behaviours.md. Each release's
+result as golden/behaviours.json (release -> behaviours) and golden/behaviours.md. With --releases,
+--write measures those releases alone (and their neighbours in the written timeline, from the cache
+where a sweep left them) and merges them into behaviours.json and behaviours.md: the record added,
+the "what changed" entries through it recomputed; exit 3 when a merged release changes a behaviour
+(the C++ reference's release table must then model it). Each release's
 probe dump stays in the cache (fixtures/<release>/): --assemble [--write] redoes the comparison
 from those alone, e.g. after sweeping disjoint --releases ranges in parallel.
 
@@ -22,7 +26,8 @@ jsonschema, then transformers uninstalled) and reused by later releases it satis
 --check-fixtures DIR: every DIR/<release>/ fixture (and manifest) must record exactly the behaviours
 golden/behaviours.json holds for that release. Needs only the standard library (CI runs it).
 
-Exit status: 0 fine, 1 a fixture disagrees (--check-fixtures) or a release failed to dump, 2 bad usage.
+Exit status: 0 fine, 1 a fixture disagrees (--check-fixtures) or a release failed to dump, 2 bad usage,
+3 a merged release changes a behaviour (--releases X --write; written all the same).
 """
 import argparse
 import json
@@ -248,10 +253,15 @@ def probe_files():
 
 def dump_release(envs, v):
     """-> (behaviours or None, {case: fixture}, error text or None)"""
-    target = envs.release(v)
-    py = envs.base_for(v, target)
+    pinned = os.path.join(HERE, f".venv-{v}", "bin", "python")
+    if os.path.exists(pinned):  # a pinned release's own environment (golden/setup_env.sh): nothing to install
+        py, env = pinned, dict(os.environ)
+        env.pop("PYTHONPATH", None)
+    else:
+        target = envs.release(v)
+        py = envs.base_for(v, target)
+        env = dict(os.environ, PYTHONPATH=target, PYTHONDONTWRITEBYTECODE="1")
     out = os.path.join(envs.root, "fixtures", v)
-    env = dict(os.environ, PYTHONPATH=target, PYTHONDONTWRITEBYTECODE="1")
     cmd = [py, os.path.join(HERE, "dump.py"), "--cases", *probe_files(), "--out", out]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if p.returncode != 0:
@@ -400,13 +410,14 @@ def ranges(results):
     return out
 
 
-def write_outputs(results, changes):
-    with open(BEHAVIOURS_JSON, "w", encoding="ascii") as f:
+def write_outputs(results, changes, json_path=BEHAVIOURS_JSON, md_path=BEHAVIOURS_MD):
+    with open(json_path, "w", encoding="ascii") as f:
         f.write(json.dumps(results, indent=1) + "\n")
     keys = list(next(iter(results.values())))
     L = ["# transformers behaviour timeline", "",
          "Written by `python3 golden/timeline.py --write` (or `--assemble --write` from the probe dumps cached by "
-         "sweeps; do not edit by hand): every transformers release from "
+         "sweeps, or `--releases X --write`, which measures X alone and merges it; do not edit by hand): every "
+         "transformers release from "
          f"{next(iter(results))} to {list(results)[-1]} ({len(results)} releases, the ones `pip index versions "
          "transformers` lists; it lists no 4.57.0), each installed and measured on torch 2.13.0 CPU. `behaviours.json` holds the same record per release; every fixture "
          "carries its release's record (`behaviours`), and `timeline.py --check-fixtures golden/fixtures` checks "
@@ -434,9 +445,131 @@ def write_outputs(results, changes):
             L.append(f"- field `{f}` ({len(cs)} probes): " + ", ".join(cs))
         L.append("")
     L.append("Releases not listed under a heading changed no behaviour and no probe field.")
-    with open(BEHAVIOURS_MD, "w", encoding="utf-8") as f:
+    with open(md_path, "w", encoding="utf-8") as f:
         f.write("\n".join(L) + "\n")
-    log(f"timeline: wrote {BEHAVIOURS_JSON} and {BEHAVIOURS_MD}")
+    log(f"timeline: wrote {json_path} and {md_path}")
+
+
+# --------------------------------------------------------------------------------------------
+# --releases X --write: one release measured and merged into the written timeline
+# --------------------------------------------------------------------------------------------
+CHANGE_HEAD = re.compile(r"### (\S+) -> (\S+)$")
+CHANGE_BEHAVIOUR = re.compile(r"- behaviour `([^`]+)`: `(.*)` -> `(.*)`$")
+CHANGE_FIELD = re.compile(r"- field `([^`]+)` \((\d+) probes?\): (.*)$")
+
+
+def read_outputs(json_path=BEHAVIOURS_JSON, md_path=BEHAVIOURS_MD):
+    """(results, changes) as write_outputs wrote them: the releases' records from behaviours.json and
+    the changes between consecutive releases from behaviours.md's "What changed" section."""
+    with open(json_path, encoding="ascii") as f:
+        results = json.load(f)
+    changes, cur = [], None
+    with open(md_path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    try:
+        start = lines.index("## What changed, release by release")
+    except ValueError:
+        raise SystemExit(f"timeline: {md_path}: no '## What changed, release by release' section to merge into")
+    for n, line in enumerate(lines[start + 1:], start + 2):
+        m = CHANGE_HEAD.match(line)
+        if m:
+            cur = (m.group(2), m.group(1), {}, {})
+            changes.append(cur)
+            continue
+        m = CHANGE_BEHAVIOUR.match(line)
+        if m and cur:
+            cur[2][m.group(1)] = (json.loads(m.group(2)), json.loads(m.group(3)))
+            continue
+        m = CHANGE_FIELD.match(line)
+        if m and cur:
+            cur[3][m.group(1)] = m.group(3).split(", ")
+            if len(cur[3][m.group(1)]) != int(m.group(2)):
+                raise SystemExit(f"timeline: {md_path}:{n}: {m.group(2)} probes announced, {len(cur[3][m.group(1)])} listed")
+            continue
+        if line.startswith("- ") and cur:
+            raise SystemExit(f"timeline: {md_path}:{n}: not a change line this script writes: {line}")
+    for v, prev, _, _ in changes:
+        if v not in results or prev not in results:
+            raise SystemExit(f"timeline: {md_path}: '### {prev} -> {v}' names a release {json_path} does not hold")
+    return results, changes
+
+
+def diff_records(prev, cur):
+    """(behaviour changes, field changes) between two measured releases, each (behaviours, {case: fixture})."""
+    (pb, pfx), (b, fx) = prev, cur
+    return {k: (pb.get(k), b[k]) for k in b if pb.get(k) != b[k]}, fixture_changes(pfx, fx)
+
+
+def merge(releases, measure, json_path=BEHAVIOURS_JSON, md_path=BEHAVIOURS_MD):
+    """Measures each release (measure(v) -> (behaviours, {case: fixture}) or raises RuntimeError), and
+    its neighbours in the written timeline, and writes the timeline with them in it: records added or
+    replaced, the change between the neighbours replaced by the changes through the new release.
+    Returns ([(release, previous, behaviour changes)], the releases whose behaviours changed)."""
+    results, changes = read_outputs(json_path, md_path)
+    by_release = {v: (p, bch, fch) for v, p, bch, fch in changes}
+    measured = {}
+
+    def get(v):
+        if v not in measured:
+            measured[v] = measure(v)
+        return measured[v]
+
+    changed = []
+    for v in sorted(releases, key=vkey):
+        order = sorted(set(results) | {v}, key=vkey)
+        i = order.index(v)
+        prev = order[i - 1] if i > 0 else None
+        nxt = order[i + 1] if i + 1 < len(order) else None
+        b, _ = get(v)
+        results[v] = b
+        by_release.pop(v, None)
+        if nxt is not None:
+            by_release.pop(nxt, None)
+        for a, c in ((prev, v), (v, nxt)):
+            if a is None or c is None:
+                continue
+            bch, fch = diff_records(get(a), get(c))
+            if bch or fch:
+                by_release[c] = (a, bch, fch)
+            if c == v:
+                changed.append((v, a, bch, fch))
+    results = {v: results[v] for v in sorted(results, key=vkey)}
+    ordered = [(v, *by_release[v]) for v in results if v in by_release]
+    write_outputs(results, ordered, json_path, md_path)
+    return changed
+
+
+def measure_with(envs, v, fresh=()):
+    """A release's probe dump: measured now for the releases being merged (fresh), from a sweep's cache
+    for their neighbours where it has them."""
+    cached = None if v in fresh else load_cached(envs.root, v)
+    if cached is not None:
+        return cached
+    b, fx, err = dump_release(envs, v)
+    if err:
+        raise RuntimeError(f"{v}: {err}")
+    return b, fx
+
+
+def merge_main(releases):
+    envs = Envs()
+    try:
+        changed = merge(releases, lambda v: measure_with(envs, v, set(releases)))
+    except (RuntimeError, subprocess.CalledProcessError) as e:
+        log(f"timeline: not writing {BEHAVIOURS_JSON}: {e}{chr(10) + e.output if getattr(e, 'output', None) else ''}")
+        return 1
+    rc = 0
+    for v, prev, bch, fch in changed:
+        if not bch and not fch:
+            log(f"timeline: {v}: the behaviours and every probe field of {prev}")
+            continue
+        for k, (x, y) in bch.items():
+            rc = 3
+            log(f"timeline: {v}: behaviour {k}: {json.dumps(x)} -> {json.dumps(y)} since {prev}: the C++ reference "
+                f"models behaviours by release (harness/src/core/behaviours.cpp; docs/architecture.md, 'To add a release X')")
+        for f, cs in sorted(fch.items()):
+            log(f"timeline: {v}: probe field {f} changed since {prev} in {', '.join(cs)}")
+    return rc
 
 
 # --------------------------------------------------------------------------------------------
@@ -493,8 +626,10 @@ def main(argv=None):
     if args.check_fixtures:
         return check_fixtures(args.check_fixtures)
     releases = sorted(args.releases, key=vkey) if args.releases else list_releases()
+    if args.write and args.releases and not args.assemble:
+        return merge_main(releases)
     if args.write and args.releases:
-        ap.error("--write needs the full sweep (no --releases)")
+        ap.error("--assemble --write needs every release (no --releases); --releases X --write merges X alone")
     if args.assemble:
         return assemble(releases, args.write)
     log(f"timeline: {len(releases)} releases: {' '.join(releases)}")

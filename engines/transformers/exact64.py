@@ -33,7 +33,8 @@ logits to `.double()` (its attention's sink scale as granite_swa's). qwen2_moe's
 and is kept float64 by the softmax patch.
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
-input's dtype; each rotary module's forward with a float64 one whose inv_freq is recomputed in
+input's dtype, its epsilon taken from the model's configuration (the one candidate with which the
+formula, run in float32, reproduces transformers' own forward: no private attribute is read); each rotary module's forward with a float64 one whose inv_freq is recomputed in
 float64 from the rope base that produced the module's float32 buffer (the base is identified by
 recomputing each candidate base's float32 inv_freq exactly as transformers does and requiring
 bit-equality, so a wrong base can never be picked silently); and torch.nn.functional.softmax so that
@@ -50,6 +51,7 @@ import importlib
 import torch
 
 _PATCHED = False
+_ORIG_FORWARD = {}  # norm and rotary class: transformers' own forward, which the patched one is checked against
 _orig_softmax = torch.nn.functional.softmax
 
 
@@ -59,15 +61,18 @@ def _softmax64(input, dim=None, _stacklevel=3, dtype=None):
     return _orig_softmax(input, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
 
 
+# The norms' epsilon (_kvc_eps) and whether they scale (_kvc_scaled: a weight parameter, the
+# checkpoint's own key) are set on each module by _prepare_norm from the model's configuration,
+# never read from the module's private attributes (5.25.0 renamed Gemma 4's and Llama 4's `eps` to
+# `variance_epsilon`).
 def _gemma_norm_forward(self, x):
-    out = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+    out = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self._kvc_eps)
     return (out * (1.0 + self.weight.to(x.dtype))).type_as(x)
 
 
 def _llama_norm_forward(self, hidden_states):
     variance = hidden_states.pow(2).mean(-1, keepdim=True)
-    eps = getattr(self, "variance_epsilon", getattr(self, "eps", None))
-    return self.weight.to(hidden_states.dtype) * (hidden_states * torch.rsqrt(variance + eps))
+    return self.weight.to(hidden_states.dtype) * (hidden_states * torch.rsqrt(variance + self._kvc_eps))
 
 
 def _rotary_forward(self, x, position_ids, layer_type=None):
@@ -90,14 +95,14 @@ def _half_rotary_forward(self, x, position_ids):
 
 def _gemma4_norm_forward(self, x):
     """Gemma4RMSNorm: weight w (not 1 + w), optional (with_scale), torch.pow(ms + eps, -0.5)."""
-    out = x * torch.pow(x.pow(2).mean(-1, keepdim=True) + self.eps, -0.5)
-    return out * self.weight.to(x.dtype) if self.with_scale else out
+    out = x * torch.pow(x.pow(2).mean(-1, keepdim=True) + self._kvc_eps, -0.5)
+    return out * self.weight.to(x.dtype) if self._kvc_scaled else out
 
 
 def _layer_norm_forward(self, x):
     mean = x.mean(-1, keepdim=True)
     variance = (x - mean).pow(2).mean(-1, keepdim=True)
-    return self.weight.to(x.dtype) * ((x - mean) * torch.rsqrt(variance + self.variance_epsilon))
+    return self.weight.to(x.dtype) * ((x - mean) * torch.rsqrt(variance + self._kvc_eps))
 
 
 def _interleaved_rotary_forward(self, x, position_ids):
@@ -120,11 +125,11 @@ def _patch_cohere2(mod):
 
 
 def _l2_norm_forward(self, x):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self._kvc_eps)
 
 
 def _llama4_norm_forward(self, x):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.to(x.dtype)
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self._kvc_eps) * self.weight.to(x.dtype)
 
 
 def _complex_rotary_forward(self, x, position_ids):
@@ -386,7 +391,82 @@ def _prepare_rotary(module, cfg):
         found.append((name, match[0]))
     if not found:
         raise RuntimeError(f"exact64: no inv_freq buffer in {type(module).__name__}")
+    _check_rotary(module)
     return found
+
+
+def _check_rotary(module):
+    """The float64 rotary forward, rounded to float32, against transformers' own (float32) forward
+    at positions 0..15 of each layer type: a scaling read wrong (attention_scaling is looked up by
+    name, 1.0 where a release has none) or a changed formula raises here, not in the proof."""
+    cls = type(module)
+    theirs = next(_ORIG_FORWARD[c] for c in cls.__mro__ if c in _ORIG_FORWARD)
+    x = torch.zeros(1, 16, 1, dtype=torch.float32)
+    pos = torch.arange(16)[None, :]
+    for layer_type in module._kvc_inv_freq64:
+        args = (x, pos, layer_type) if layer_type else (x, pos)
+        with torch.no_grad():
+            want, got = theirs(module, *args), cls.forward(module, *args)
+        want, got = (want if isinstance(want, tuple) else (want,)), (got if isinstance(got, tuple) else (got,))
+        dev = max(float((w.to(torch.complex128) - g.to(torch.complex128)).abs().max()) for w, g in zip(want, got))
+        if len(want) != len(got) or dev > 1e-5:
+            raise RuntimeError(f"exact64: the float64 rotary forward of {cls.__name__} ({layer_type or 'default'}) parts "
+                               f"from transformers' own by {dev:.3g} at positions 0..15 (float32 rounding is below 1e-5)")
+
+
+def _eps_candidates(cfg, cls):
+    """Every epsilon a norm of this model may have been built with: the configuration's numeric
+    values named *eps* (rms_norm_eps, layer_norm_eps, ..., at any nesting of to_dict()) and the
+    defaults of the norm class's own *eps* constructor arguments."""
+    import inspect
+
+    out = set()
+
+    def walk(d):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                walk(v)
+            elif "eps" in str(k).lower() and isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+                out.add(float(v))
+
+    walk(cfg.to_dict())
+    for name, p in inspect.signature(cls.__init__).parameters.items():
+        if "eps" in name.lower() and isinstance(p.default, (int, float)) and not isinstance(p.default, bool) and p.default > 0:
+            out.add(float(p.default))
+    return sorted(out)
+
+
+def _prepare_norm(module, cfg, name):
+    """Sets module._kvc_eps and module._kvc_scaled for the float64 forward. The epsilon is the one
+    candidate (_eps_candidates) with which that forward, run in float32 on a copy of the module,
+    gives what transformers' own forward gives (within float32 rounding) on rows whose mean square
+    spans 1e-14 .. 1, where any two candidates' results part by far more: so a wrong epsilon, or an
+    upstream change of the formula, raises here instead of passing silently into the proof."""
+    import copy
+
+    cls = type(module)
+    params = dict(module.named_parameters(recurse=False))
+    probe = copy.deepcopy(module).to(torch.float32)
+    probe._kvc_scaled = "weight" in params
+    n = params["weight"].shape[-1] if "weight" in params else 16
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(8, n, generator=g, dtype=torch.float32) + 0.5  # a non-zero mean for the layer norms
+    scale = torch.tensor([10.0 ** -e for e in (7, 6, 5, 4, 3, 2, 1, 0)], dtype=torch.float32)[:, None]
+    x = base * scale
+    with torch.no_grad():
+        want = next(_ORIG_FORWARD[c] for c in cls.__mro__ if c in _ORIG_FORWARD)(probe, x).to(torch.float64)
+        tried = {}
+        for eps in _eps_candidates(cfg, cls):
+            probe._kvc_eps = eps
+            got = cls.forward(probe, x).to(torch.float64)
+            tried[eps] = float(((got - want).abs() / want.abs().clamp_min(1e-30)).max())
+    match = [eps for eps, dev in tried.items() if dev <= 1e-4]
+    if len(match) != 1:
+        raise RuntimeError(f"exact64: cannot identify the epsilon of {cls.__name__} ({name}): the float64 forward, "
+                           f"run in float32, gives transformers' own with {len(match)} of the configuration's "
+                           f"candidates (relative deviation by candidate: {tried})")
+    module._kvc_eps, module._kvc_scaled = match[0], probe._kvc_scaled
+    return match[0]
 
 
 def _module(name):
@@ -405,10 +485,12 @@ def patch(model):
         for modname, items in _NORMS.items():
             mod = _module(modname)
             for cls_name, fwd in items if mod else ():
+                _ORIG_FORWARD.setdefault(getattr(mod, cls_name), getattr(mod, cls_name).forward)
                 getattr(mod, cls_name).forward = fwd
         for modname, (cls_name, fwd) in _ROTARY.items():
             mod = _module(modname)
             if mod:
+                _ORIG_FORWARD.setdefault(getattr(mod, cls_name), getattr(mod, cls_name).forward)
                 getattr(mod, cls_name).forward = fwd
         for modname, fn in _EXTRA.items():
             if _module(modname):
@@ -421,7 +503,7 @@ def patch(model):
         if isinstance(m, rotary_classes):
             summary["rotary"].append({name: _prepare_rotary(m, model.config)})
         elif isinstance(m, norm_classes):
-            summary["norms"].append(name)
+            summary["norms"].append(_prepare_norm(m, model.config, name))
         elif any(w in type(m).__name__ for w in ("RotaryEmbedding", "RMSNorm", "L2Norm", "LayerNorm")):
             raise RuntimeError(f"exact64: {type(m).__name__} ({name}) is not covered")
     summary["norms"] = len(summary["norms"])

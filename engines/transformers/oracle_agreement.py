@@ -6,7 +6,7 @@ pinned release whose environment exists.
 
     python3 engines/transformers/oracle_agreement.py [--oracle build/harness/kvc-model-oracle] [--models DIR]
                                                      [--family-models DIR] [--json] [--cache DIR | --no-cache]
-                                                     [--oracle-args ARGS] [--only REGEX]
+                                                     [--oracle-args ARGS] [--only REGEX] [--release X ...]
 
 Two numbers per model and release: the max |logit difference| against transformers with its float32
 islands patched to float64 (--exact: must be <= 1e-10, else exit 1), and against transformers as
@@ -17,8 +17,8 @@ goes on. Exit 77 (CTest's skip) when no release's environment exists.
 Standard library only; each release runs in its own golden/.venv-<version>.
 
 transformers' side is a pure function of the model's files, the token ids, the release's environment
-(its venv folder is named by the sha256 of its pinned requirements), nocache_forward.py and this
-script, so its logits are cached under the sha256 of all of them (--cache, default
+(its venv folder is named by the sha256 of its pinned requirements), nocache_forward.py, exact64.py
+and this script, so its logits are cached under the sha256 of all of them (--cache, default
 ~/.cache/kvconform/oracle-agreement; --no-cache recomputes); the oracle runs every time.
 """
 import argparse
@@ -67,8 +67,9 @@ def content_key(release_venv, model_dir, tokens):
     h = hashlib.sha256()
     for part in (RUN_RELEASE, os.path.basename(os.path.realpath(release_venv)), tokens):
         h.update(part.encode() + b"\0")
-    with open(os.path.join(ROOT, "engines", "transformers", "nocache_forward.py"), "rb") as f:
-        h.update(f.read())
+    for script in ("nocache_forward.py", "exact64.py"):  # the forward and its float64 patches
+        with open(os.path.join(ROOT, "engines", "transformers", script), "rb") as f:
+            h.update(f.read())
     for name in sorted(os.listdir(model_dir)):
         path = os.path.join(model_dir, name)
         if os.path.isfile(path) and name.endswith((".json", ".safetensors")):  # what from_pretrained reads
@@ -145,6 +146,8 @@ def main():
     ap.add_argument("--no-cache", action="store_true", help="run transformers for every model, keep nothing")
     ap.add_argument("--oracle-args", default="", help="more arguments for kvc-model-oracle (the mutant ctest: '--span-delta 1')")
     ap.add_argument("--only", help="only the models whose folder name this regular expression finds (the MoE mutants' ctests)")
+    ap.add_argument("--release", action="append", default=[],
+                    help="only this pinned release (repeatable; default: every golden/requirements-*.txt)")
     a = ap.parse_args()
     cache = None if a.no_cache else a.cache
     models = write_set("zoo", a.models) + write_set("families", a.family_models) + write_set("drawn", a.drawn_models)
@@ -155,6 +158,10 @@ def main():
             ap.error(f"--only {a.only}: matches no model")
     tokens = ",".join(str(1 + (37 * i + 11) % 255) for i in range(a.tokens))
     releases = sorted(p.split("requirements-")[1][:-4] for p in glob.glob(os.path.join(ROOT, "golden/requirements-*.txt")))
+    for v in a.release:
+        if v not in releases:
+            ap.error(f"--release {v}: no golden/requirements-{v}.txt (pinned: {', '.join(releases)})")
+    releases = [v for v in releases if not a.release or v in a.release]
     rows, failed, checked, passed = [], 0, 0, 0
     with tempfile.TemporaryDirectory() as tmp:
         status, cached, runs = {}, 0, 0

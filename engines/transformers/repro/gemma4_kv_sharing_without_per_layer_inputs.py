@@ -1,8 +1,9 @@
 """Gemma4 with KV sharing (num_kv_shared_layers > 0) and no per-layer input embeddings
-(hidden_size_per_layer_input 0) fails on every multi-token forward in transformers 5.24.0:
-Gemma4TextModel._maybe_slice_kv_shared_inputs slices per_layer_inputs, which is None, and raises
-TypeError (5.13.1 runs it; single-token decodes run). Exit 1 while the bug is there. Only
-transformers and torch."""
+(hidden_size_per_layer_input 0) fails on every multi-token forward in transformers 5.23.0 and
+5.24.0: Gemma4TextModel._maybe_slice_kv_shared_inputs (new in 5.23.0) slices per_layer_inputs, which
+is None, and raises TypeError (5.13.1 runs it; single-token decodes run). Fixed in 5.25.0, which
+guards the slice (`if per_layer_inputs is not None`): it runs there. Exit 1 while the bug is there.
+Only transformers and torch."""
 import sys
 import torch
 from transformers import Gemma4ForCausalLM, Gemma4TextConfig, __version__

@@ -41,8 +41,18 @@ struct Expectation {
   nlohmann::json params = nlohmann::json::object();  // the diagnosis's parameters that must be equal
   std::string error;      // text the failure's error contains
   bool any_logits = false;  // "failure": "logits": any logit failure
+  // "releases": {"from": A, "fixed_in": B} (either may be left out): only cases whose engine release, the
+  // first X.Y.Z of the configuration's name in the case id ("engine/transformers-5.24.0/...": 5.24.0), is
+  // >= A and < B; the release that fixed it upstream is where the entry stops expecting the failure.
+  std::string from, fixed_in;
   std::string where() const { return file + ":" + std::to_string(line); }
 };
+
+// The engine release a case id carries (the first X.Y.Z after a '-' in its configuration's first
+// segment: "engine/transformers-5.24.0/static/eager/m/p" gives "5.24.0"), or "" where none.
+std::string case_release(const std::string& id);
+// Whether the entry's "releases" range holds the case (true when the entry has no range).
+bool in_release_range(const Expectation& e, const std::string& id);
 
 // A file's entries, in file order. `diagnosis_kinds`: the names a "diagnosis" may take (empty: any).
 // Throws std::invalid_argument "FILE:LINE: /expectations/N/FIELD: problem, got VALUE" for a file that

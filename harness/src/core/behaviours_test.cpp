@@ -57,7 +57,27 @@ TEST(Behaviours, TableAgreesWithTheGoldenSweep) {
                            << all;
 }
 
-// The check above can fail: one tampered entry is reported with its release and key.
+// TableAgreesWithTheGoldenSweep compares every pinned release: each golden/requirements-X.txt has X in the sweep's
+// record (timeline.py --releases X --write merges it), so a newly pinned release cannot pass by absence.
+TEST(Behaviours, SweepHasEveryPinnedRelease) {
+  const json sweep = sweep_file();
+  ASSERT_FALSE(sweep.is_null()) << "golden/behaviours.json is missing (python3 golden/timeline.py --write)";
+  const json& releases = sweep.contains("releases") ? sweep.at("releases") : sweep;
+  const std::filesystem::path golden = std::filesystem::path(kvc::paths::source_dir()) / "golden";
+  size_t pinned = 0;
+  for (const auto& e : std::filesystem::directory_iterator(golden)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("requirements-", 0) != 0 || e.path().extension() != ".txt") continue;
+    const std::string release = name.substr(13, name.size() - 13 - 4);
+    ++pinned;
+    EXPECT_TRUE(releases.contains(release) && releases.at(release).is_object())
+        << "golden/" << name << " pins transformers " << release << ", which golden/behaviours.json does not record "
+        << "(python3 golden/timeline.py --releases " << release << " --write)";
+  }
+  EXPECT_GT(pinned, 0u);
+}
+
+// TableAgreesWithTheGoldenSweep can fail: one tampered entry is reported with its release and key.
 TEST(Behaviours, TamperedSweepEntryIsReported) {
   json sweep = {{"5.14.0", to_json(behaviours_for_release("5.14.0"))}, {"4.57.6", to_json(behaviours_for_release("4.57.6"))}};
   EXPECT_TRUE(disagreements(sweep).empty());

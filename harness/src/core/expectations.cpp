@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -86,7 +87,7 @@ void check_regex(const std::string& re, const std::string& at, const json& value
   }
 }
 
-const std::set<std::string> kFields = {"case", "outcome", "reason", "link", "family", "diagnosis", "error", "failure"};
+const std::set<std::string> kFields = {"case", "outcome", "reason", "link", "family", "releases", "diagnosis", "error", "failure"};
 }  // namespace
 
 const char* to_string(Outcome o) { return o == Outcome::Fail ? "fail" : "skip"; }
@@ -133,7 +134,7 @@ std::vector<Expectation> load(const std::string& path, const std::string& shown,
     if (!d.is_object()) throw std::invalid_argument(at("") + ": must be an object, got " + d.dump());
     for (const auto& [key, value] : d.items())
       if (!kFields.count(key))
-        throw std::invalid_argument(at(key) + ": unknown field (case, outcome, reason, link, family, and one of diagnosis, error, failure)");
+        throw std::invalid_argument(at(key) + ": unknown field (case, outcome, reason, link, family, releases, and one of diagnosis, error, failure)");
     Expectation e;
     e.file = shown;
     e.line = span.line;
@@ -147,6 +148,18 @@ std::vector<Expectation> load(const std::string& path, const std::string& shown,
     if (outcome == "fail") e.outcome = Outcome::Fail;
     else if (outcome == "skip") e.outcome = Outcome::Skip;
     else throw std::invalid_argument(at("outcome") + ": must be \"fail\" or \"skip\", got " + (d.contains("outcome") ? outcome.dump() : "nothing"));
+    if (d.contains("releases")) {
+      const json& r = d["releases"];
+      if (!r.is_object() || r.empty())
+        throw std::invalid_argument(at("releases") + ": must be an object {\"from\": \"X.Y.Z\", \"fixed_in\": \"X.Y.Z\"}, got " + r.dump());
+      static const std::regex release("\\d+\\.\\d+\\.\\d+");
+      for (const auto& [key, value] : r.items()) {
+        if (key != "from" && key != "fixed_in") throw std::invalid_argument(at("releases") + "/" + key + ": unknown field (from, fixed_in)");
+        if (!value.is_string() || !std::regex_match(value.get<std::string>(), release))
+          throw std::invalid_argument(at("releases") + "/" + key + ": must be a release X.Y.Z, got " + value.dump());
+        (key == "from" ? e.from : e.fixed_in) = value.get<std::string>();
+      }
+    }
     if (d.contains("link")) {
       if (!d["link"].is_string() || d["link"].get<std::string>().empty())
         throw std::invalid_argument(at("link") + ": must be a non-empty string (a URL), got " + d["link"].dump());
@@ -207,7 +220,7 @@ void Set::add(std::vector<Expectation> entries) {
 
 const Expectation* Set::skip(const std::string& id) const {
   for (size_t i = 0; i < entries_.size(); ++i)
-    if (entries_[i].outcome == Outcome::Skip && std::regex_search(id, patterns_[i])) {
+    if (entries_[i].outcome == Outcome::Skip && std::regex_search(id, patterns_[i]) && in_release_range(entries_[i], id)) {
       std::lock_guard<std::mutex> lock(mutex_);
       const_cast<Tally&>(tally_[i]).seen = true;
       return &entries_[i];
@@ -223,9 +236,32 @@ report::CaseResult Set::skipped(const report::CaseKey& key, const Expectation& e
   return r;
 }
 
+std::string case_release(const std::string& id) {
+  static const std::regex release("^engine/[^/]*?-[a-z]?(\\d+\\.\\d+\\.\\d+)");
+  std::smatch m;
+  return std::regex_search(id, m, release) ? m[1].str() : "";
+}
+
+namespace {
+std::vector<int> release_parts(const std::string& v) {
+  std::vector<int> out;
+  std::stringstream s(v);
+  for (std::string part; std::getline(s, part, '.');) out.push_back(std::stoi(part));
+  return out;
+}
+}  // namespace
+
+bool in_release_range(const Expectation& e, const std::string& id) {
+  if (e.from.empty() && e.fixed_in.empty()) return true;
+  const std::string v = case_release(id);
+  if (v.empty()) return false;  // a range names releases: a case without one is not in it
+  if (!e.from.empty() && release_parts(v) < release_parts(e.from)) return false;
+  return e.fixed_in.empty() || release_parts(v) < release_parts(e.fixed_in);
+}
+
 const Expectation* Set::applies(size_t i, const std::string& id, const std::string& family) const {
   const Expectation& e = entries_[i];
-  if (e.outcome != Outcome::Fail || !std::regex_search(id, patterns_[i])) return nullptr;
+  if (e.outcome != Outcome::Fail || !std::regex_search(id, patterns_[i]) || !in_release_range(e, id)) return nullptr;
   if (!e.family.empty() && (family.empty() || !std::regex_search(family, families_[i]))) return nullptr;
   return &e;
 }

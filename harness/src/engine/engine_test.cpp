@@ -833,6 +833,40 @@ TEST(EngineCheck, TheEngineFoldersExpectationsLoadAndTheSchemaNamesEveryKind) {
   EXPECT_EQ(schema["$defs"]["kind"]["enum"].get<std::vector<std::string>>(), diagnosis_kind_names());
 }
 
+// A finding that upstream fixed stops excusing at the release that fixed it: "releases" holds the
+// engines whose name's release is in [from, fixed_in), and no engine without a release.
+TEST(EngineCheck, AKnownDeviationHoldsOnlyInItsReleaseRange) {
+  using expect::case_release;
+  using expect::in_release_range;
+  EXPECT_EQ(case_release("engine/transformers-5.24.0/static/eager/gemma2-w2/extend"), "5.24.0");
+  EXPECT_EQ(case_release("engine/openvino-2026.4.1/stateful/m/p"), "2026.4.1");
+  EXPECT_EQ(case_release("engine/mlx-lm/m/p"), "");
+  EXPECT_EQ(case_release("engine/llama.cpp-b11434/default/m/p"), "");
+  EXPECT_EQ(case_release("golden/5.24.0/static_sliding_decode"), "");  // only an engine case's configuration
+  expect::Expectation k;
+  k.from = "5.23.0", k.fixed_in = "5.25.0";
+  EXPECT_FALSE(in_release_range(k, "engine/transformers-5.22.2/static/eager/m/p"));
+  EXPECT_TRUE(in_release_range(k, "engine/transformers-5.23.0/static/eager/m/p"));
+  EXPECT_TRUE(in_release_range(k, "engine/transformers-5.24.0/dynamic/sdpa/m/p"));
+  EXPECT_FALSE(in_release_range(k, "engine/transformers-5.25.0/static/eager/m/p"));
+  EXPECT_FALSE(in_release_range(k, "engine/transformers-5.100.0/static/eager/m/p"));  // numbers, not text
+  EXPECT_FALSE(in_release_range(k, "engine/oracle/m/p"));
+  expect::Expectation open;
+  open.fixed_in = "5.25.0";
+  EXPECT_TRUE(in_release_range(open, "engine/transformers-4.56.2/static/eager/m/p"));
+  EXPECT_TRUE(in_release_range(expect::Expectation{}, "engine/oracle/m/p"));
+  // At the check: the oracle engine's load error is excused by an entry without a range, not by one
+  // with a range (the oracle names no release).
+  const Plan plan = plan_named("extend_after_full");
+  const Model m = load_model(gemma2_dir());
+  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"fault", "load-error@99"}}, "none", 5});
+  expect::Expectation e;
+  e.error = "fewer than 99";
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(e)).status, report::Status::Deviation);
+  e.fixed_in = "5.25.0";
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(e)).status, report::Status::Fail);
+}
+
 TEST(EngineCheck, AnUnknownOptionIsTheEnginesErrorAndAPlanTheEngineCannotRunIsASkip) {
   const auto bad = run_oracle_engine(plan_named("prefill_eq_w"), {{"no_such_option", 1}});
   EXPECT_EQ(bad.status, report::Status::Fail);
