@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -48,7 +49,7 @@ struct EngineArgs {
   std::string mutant = "none", reproduce, report_dir = "reports/engines", shard, shard_count;
   // The found-case corpus (kvconform/regressions.h): replayed with the fixed plans; where shrunk plans go.
   std::string regressions, save_regressions;
-  bool list = false, no_report = false, verbose = false, ci_only = false, no_regressions = false;
+  bool list = false, no_report = false, verbose = false, ci_only = false, no_regressions = false, protocol = false;
 };
 
 struct Configured {
@@ -297,15 +298,20 @@ Runner add_engine_command(CLI::App& app) {
       });
   cmd->add_option("--time-budget", a->time_budget, "Stop starting new cases after this many seconds (0: no limit)");
   add_shard_options(cmd, a->shard, a->shard_count, "cases (in --list order)");
-  cmd->add_option("--mutant", a->mutant,
-                  "Tell the engine a wrong window (window+1, window-1, full), to do a serving operation wrong (fork-shared, fork-prefix, "
-                  "chunked-restart, spec-rollback, batch-offset, shift-no-rerotate, shift-discard+1) or to read the config wrong (the oracle engine's chunk-shift, "
-                  "chunked-as-sliding, sinks-dropped, nope-inverted, layers-swapped, softcap-dropped, kv-bf16, eviction-once, full-capped, glitch; "
-                  "rope-all-rotary, shared-kv-full, window-everywhere): the suite must FAIL")
-      ->check(CLI::IsMember({"none", "window+1", "window-1", "full", "fork-shared", "fork-prefix", "chunked-restart", "spec-rollback",
-                             "batch-offset", "shift-no-rerotate", "shift-discard+1", "chunk-shift", "chunked-as-sliding", "sinks-dropped", "nope-inverted", "layers-swapped",
-                             "softcap-dropped", "kv-bf16", "eviction-once", "full-capped", "glitch", "rope-all-rotary", "shared-kv-full",
-                             "window-everywhere"}));
+  {
+    // The adapter mutants of the step table and its neighbours (engine/steps.h, engines/protocol.json).
+    std::vector<std::string> names{"none"};
+    std::map<std::string, std::string> by_kind;
+    for (const engine::EngineMutant& m : engine::engine_mutants()) {
+      names.push_back(m.name);
+      by_kind[m.kind] += (by_kind[m.kind].empty() ? "" : ", ") + m.name;
+    }
+    cmd->add_option("--mutant", a->mutant,
+                    "Tell the engine a wrong window (" + by_kind["window"] + "), to do a serving operation wrong (" + by_kind["operation"] +
+                        ") or to read the config wrong (the oracle engine's " + by_kind["config"] + "; " + by_kind["model"] +
+                        "): the suite must FAIL")
+        ->check(CLI::IsMember(names));
+  }
   cmd->add_option("--known", a->known, "Known engine deviations (default engines/known_deviations.json)");
   CLI::Option* corpus = cmd->add_option(
       "--regressions", a->regressions,
@@ -322,7 +328,13 @@ Runner add_engine_command(CLI::App& app) {
   cmd->add_option("--report-dir", a->report_dir, "Where the reports go (default reports/engines)");
   cmd->add_flag("--no-report", a->no_report, "Write no report files");
   cmd->add_flag("-v,--verbose", a->verbose, "Print each case's per-step errors");
+  // The step table as data (engines/protocol.json is this output; ctest engine_protocol_json compares).
+  cmd->add_flag("--protocol", a->protocol, "Print the engine protocol's steps, operations and mutants as JSON and exit")->group("");
   return [a, cmd]() -> int {
+    if (a->protocol) {
+      std::cout << engine::protocol_description().dump(1) << "\n";
+      return 0;
+    }
     // Files of the checkout resolved once, absolute: the run, and every reproduce line it prints, work
     // from any folder.
     const auto absolute = [](const std::string& p) { return fs::absolute(p).lexically_normal().string(); };
