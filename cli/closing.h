@@ -14,7 +14,11 @@ namespace kvc::cli {
 // Prints the closing line(s) on stdout (a "nothing was checked" note where it applies) and returns
 // the exit status: 0 all pass, 1 a failure or nothing checked. The differential campaign prints
 // its per-version lines with print_differential_version (the live run as each version finishes).
-int close_run(const report::RunSummary& summary);
+// `allow_nothing_checked`: the run's --allow-nothing-checked (a run of only SKIPs then exits 0).
+int close_run(const report::RunSummary& summary, bool allow_nothing_checked = false);
+// Whether the run a summary records was given --allow-nothing-checked: what `kvconform merge` knows
+// of its shards' flags (their recorded command).
+bool recorded_allow_nothing_checked(const report::RunSummary& summary);
 
 // The message of a campaign's pass case, from the record's counters: fuzz `<N> cases` (counter
 // cases/<property>), differential `<N> sequences, <N> steps, 0 disagreements, <N> upstream

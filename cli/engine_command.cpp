@@ -54,7 +54,7 @@ struct EngineArgs {
   std::string mutant = "none", reproduce, report_dir = "reports/engines", shard, shard_count;
   // The found-case corpus (kvconform/regressions.h): replayed with the fixed plans; where shrunk plans go.
   std::string regressions, save_regressions;
-  bool list = false, no_report = false, verbose = false, ci_only = false, no_regressions = false;
+  bool list = false, no_report = false, verbose = false, ci_only = false, no_regressions = false, protocol = false;
 };
 
 struct Configured {
@@ -312,15 +312,20 @@ Runner add_engine_command(CLI::App& app) {
       });
   cmd->add_option("--time-budget", a->time_budget, "Stop starting new cases after this many seconds (0: no limit)");
   add_shard_options(cmd, a->shard, a->shard_count, "cases (in --list order)");
-  cmd->add_option("--mutant", a->mutant,
-                  "Tell the engine a wrong window (window+1, window-1, full), to do a serving operation wrong (fork-shared, fork-prefix, "
-                  "chunked-restart, spec-rollback, batch-offset, shift-no-rerotate, shift-discard+1) or to read the config wrong (the oracle engine's chunk-shift, "
-                  "chunked-as-sliding, sinks-dropped, nope-inverted, layers-swapped, softcap-dropped, kv-bf16, eviction-once, full-capped, glitch; "
-                  "rope-all-rotary, shared-kv-full, window-everywhere): the suite must FAIL")
-      ->check(CLI::IsMember({"none", "window+1", "window-1", "full", "fork-shared", "fork-prefix", "chunked-restart", "spec-rollback",
-                             "batch-offset", "shift-no-rerotate", "shift-discard+1", "chunk-shift", "chunked-as-sliding", "sinks-dropped", "nope-inverted", "layers-swapped",
-                             "softcap-dropped", "kv-bf16", "eviction-once", "full-capped", "glitch", "rope-all-rotary", "shared-kv-full",
-                             "window-everywhere"}));
+  {
+    // The adapter mutants of the step table and its neighbours (engine/steps.h, engines/protocol.json).
+    std::vector<std::string> names{"none"};
+    std::map<std::string, std::string> by_kind;
+    for (const engine::EngineMutant& m : engine::engine_mutants()) {
+      names.push_back(m.name);
+      by_kind[m.kind] += (by_kind[m.kind].empty() ? "" : ", ") + m.name;
+    }
+    cmd->add_option("--mutant", a->mutant,
+                    "Tell the engine a wrong window (" + by_kind["window"] + "), to do a serving operation wrong (" + by_kind["operation"] +
+                        ") or to read the config wrong (the oracle engine's " + by_kind["config"] + "; " + by_kind["model"] +
+                        "): the suite must FAIL")
+        ->check(CLI::IsMember(names));
+  }
   add_expectation_options(cmd, a->expectations, true);
   cmd->add_option("--known", a->known,
                   "Deprecated (one release): --expectations FILE instead of the engine folders' own files; '' is --no-expectations");
@@ -339,7 +344,13 @@ Runner add_engine_command(CLI::App& app) {
   cmd->add_option("--report-dir", a->report_dir, "Where the reports go (default reports/engines)");
   cmd->add_flag("--no-report", a->no_report, "Write no report files");
   cmd->add_flag("-v,--verbose", a->verbose, "Print each case's per-step errors");
+  // The step table as data (engines/protocol.json is this output; ctest engine_protocol_json compares).
+  cmd->add_flag("--protocol", a->protocol, "Print the engine protocol's steps, operations and mutants as JSON and exit")->group("");
   return [a, cmd]() -> int {
+    if (a->protocol) {
+      std::cout << engine::protocol_description().dump(1) << "\n";
+      return 0;
+    }
     // Files of the checkout resolved once, absolute: the run, and every reproduce line it prints, work
     // from any folder.
     const auto absolute = [](const std::string& p) { return fs::absolute(p).lexically_normal().string(); };
@@ -573,6 +584,32 @@ Runner add_engine_command(CLI::App& app) {
         r.message = "not installed (" + needs + " failed); install it with: " + setup;
         return r;
       };
+      // Every case of this engine, one way: registered under its key, a SKIP where the engine is not
+      // installed, a raise its FAIL, timed into the engine's group.
+      const auto add_case = [&](const EngineKey& key, std::function<report::CaseResult()> body) {
+        const CaseEntry& e = registry.add(key, guarded(key, [installed, key, not_installed, body = std::move(body)] {
+          if (!installed) return not_installed(key.model, key.plan);
+          return body();
+        }));
+        group_of[&e] = &group;
+      };
+      // A case that judges one plan (a fixed plan, a corpus plan, a drawn pair): `judge` runs check_plan
+      // with the options and this case's reproduce line; a corpus entry (`own_name` set) keeps its key
+      // as its id and names its plan in params.
+      const auto plan_case = [&](const EngineKey& key, const std::vector<Flag>& which, const std::string& own_name,
+                                 std::function<report::CaseResult(const engine::CheckOptions&)> judge) {
+        add_case(key, [timing = &group.timing, &check, key, own_name, judge = std::move(judge), reproduce = line(which)] {
+          engine::CheckOptions o = check;
+          o.timing = timing;
+          o.reproduce = reproduce;
+          report::CaseResult r = judge(o);
+          if (!own_name.empty()) {
+            report::rename(r, key);
+            r.params += ",plan=" + own_name;
+          }
+          return r;
+        });
+      };
       for (const std::string& m : model_names) {
         const std::string dir = fs::absolute(fs::path(models_dir) / m).string();
         std::vector<engine::Plan> plans;
@@ -594,14 +631,7 @@ Runner add_engine_command(CLI::App& app) {
               a->plan_files.empty()
                   ? std::vector<Flag>{{"--model", "^" + m + "$"}, {"--filter", "^" + id_of(key) + "$"}}
                   : std::vector<Flag>{{"--plan", plan_files[i]}};
-          const CaseEntry& e = registry.add(key, guarded(key, [&, installed, m, dir, p, not_installed, reproduce = line(which)] {
-            if (!installed) return not_installed(m, p.name);
-            engine::CheckOptions o = check;
-            o.timing = &group.timing;
-            o.reproduce = reproduce;
-            return engine::check_plan(client, model_of(m), dir, p, o);
-          }));
-          group_of[&e] = &group;
+          plan_case(key, which, "", [&, m, dir, p](const engine::CheckOptions& o) { return engine::check_plan(client, model_of(m), dir, p, o); });
         }
         // The corpus's plans of this model run with the fixed plans (not with --plan files, which replace both).
         if (replays.empty() && (a->plans == "fixed" || a->plans == "all"))
@@ -609,23 +639,14 @@ Runner add_engine_command(CLI::App& app) {
             const EngineKey key{name, m, "regressions/" + sp.hash};
             std::vector<Flag> which{{"--model", "^" + m + "$"}, {"--filter", "^" + id_of(key) + "$"}};
             if (a->regressions.empty()) which.insert(which.begin(), Flag{"--regressions", corpus});  // else among engine_flags
-            const CaseEntry& e = registry.add(key, guarded(key, [&, installed, m, dir, sp, not_installed, key, reproduce = line(which)] {
-              if (!installed) return not_installed(m, "regressions/" + sp.hash);
+            plan_case(key, which, sp.plan.name, [&, m, dir, sp](const engine::CheckOptions& o) {
               if (!sp.error.empty()) throw std::invalid_argument("the saved plan does not load: " + sp.error);
-              engine::CheckOptions o = check;
-              o.timing = &group.timing;
-              o.reproduce = reproduce;
-              report::CaseResult r = engine::check_plan(client, model_of(m), dir, sp.plan, o);
-              report::rename(r, key);
-              r.params += ",plan=" + sp.plan.name;
-              return r;
-            }));
-            group_of[&e] = &group;
+              return engine::check_plan(client, model_of(m), dir, sp.plan, o);
+            });
           }
         if (replays.empty() && (a->plans == "campaign" || a->plans == "all")) {
           const EngineKey key{name, m, "campaign"};
-          const CaseEntry& e = registry.add(key, guarded(key, [&, installed, m, dir, not_installed, line] {
-            if (!installed) return not_installed(m, "campaign");
+          add_case(key, [&, m, dir, line] {
             engine::CampaignOutcome out = engine::run_campaign(client, model_of(m), dir, campaign_options(group));
             if (out.result.status == report::Status::Fail) {
               // run_campaign's reproduce is its --reproduce flag, already quoted.
@@ -646,8 +667,7 @@ Runner add_engine_command(CLI::App& app) {
               out.result.reproduce = replay;
             }
             return out.result;
-          }));
-          group_of[&e] = &group;
+          });
         }
       }
       // Drawn (model, plan) pairs: the --plan files with a recipe, else the corpus's.
@@ -655,26 +675,15 @@ Runner add_engine_command(CLI::App& app) {
         const bool saved = !dp.hash.empty();
         const EngineKey key{name, dp.plan.model, saved ? "regressions/" + dp.hash : dp.plan.name};
         std::vector<Flag> which{{"--plan", dp.path}};
-        const CaseEntry& e = registry.add(key, guarded(key, [&, installed, dp, saved, not_installed, key, reproduce = line(which)] {
-          if (!installed) return not_installed(dp.plan.model, key.plan);
+        plan_case(key, which, saved ? dp.plan.name : "", [&, dp](const engine::CheckOptions& o) {
           if (!dp.error.empty()) throw std::invalid_argument("the saved pair does not load: " + dp.error);
           const std::string dir = source_of({}).write(dp.recipe);
-          engine::CheckOptions o = check;
-          o.timing = &group.timing;
-          o.reproduce = reproduce;
-          report::CaseResult r = engine::check_plan(client, engine::load_model(dir), dir, dp.plan, o);
-          if (saved) {
-            report::rename(r, key);
-            r.params += ",plan=" + dp.plan.name;
-          }
-          return r;
-        }));
-        group_of[&e] = &group;
+          return engine::check_plan(client, engine::load_model(dir), dir, dp.plan, o);
+        });
       }
       for (const std::string& f : families) {
         const EngineKey key{name, "drawn-" + f, "model-campaign"};
-        const CaseEntry& e = registry.add(key, guarded(key, [&, installed, f, not_installed, line, head_dims = c.head_dims] {
-          if (!installed) return not_installed("drawn-" + f, "model-campaign");
+        add_case(key, [&, f, line, head_dims = c.head_dims] {
           engine::ModelCampaignOutcome out = engine::run_model_campaign(client, f, source_of(head_dims), campaign_options(group));
           if (out.result.status == report::Status::Fail) {
             std::string replay = line({{"--plans", "models", Flag::Quote::None},
@@ -704,8 +713,7 @@ Runner add_engine_command(CLI::App& app) {
             out.result.reproduce = replay;
           }
           return out.result;
-        }));
-        group_of[&e] = &group;
+        });
       }
     }
     // Stops each engine after its last case (its next request would start a fresh worker).

@@ -191,7 +191,7 @@ Runner add_merge_command(CLI::App& app) {
     if (merged.record.subcommand == "differential")
       for (const auto& [key, value] : merged.record.counters)
         if (key.rfind("sequences/", 0) == 0) print_differential_version(merged, key.substr(10), std::nullopt);
-    return close_run(merged);
+    return close_run(merged, recorded_allow_nothing_checked(merged));
   };
 }
 

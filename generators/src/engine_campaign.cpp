@@ -15,94 +15,17 @@
 
 namespace kvc::engine {
 
-using Kind = PlanStep::Kind;
-
 Plan plan_from_draw(const std::string& model, const std::vector<DrawnStep>& draw, int64_t vocab, int64_t window, uint64_t seed,
                     const std::vector<std::string>& operations) {
-  auto has = [&](const char* op) { return std::find(operations.begin(), operations.end(), op) != operations.end(); };
-  const bool rollback = has("rollback"), reload = has("reload"), sequences = has("sequences");
-  const int64_t w = std::max<int64_t>(window, 1);
+  // Each raw draw is offered to the step table's rows (steps.h, `draw`): the drawn kinds 0-2 are
+  // extends, 3-5 extends at the window's edges, 6 a long extend, 7 a rollback, 8 a reload, 9 a reset,
+  // 10 a deep rollback (or a shift), 11 a fork, 12 a chunked extend, 13 a spec cycle, 14 a batch.
   Plan p{"campaign", model, {}};
-  Lengths len;
-  uint64_t salt = 0;
-  auto tokens = [&](int64_t n, int size) { return tokens_for(seed, salt * 1000003 + static_cast<uint64_t>(size), n, vocab); };
-  for (const DrawnStep& d : draw) {
-    PlanStep s;
-    s.seq = sequences ? d.seq : 0;
-    ++salt;
-    const int64_t size = d.size, v = d.variant % 8, other = 1 - s.seq;
-    // kinds 0-2 extend (size tokens), 3-5 an extend at the window's edges (the variant's: size, 1,
-    // W-1, W, W+1, 2W, 2W+1, W+size tokens), 6 a long extend (size x 16, or past llama.cpp's 256-cell
-    // SWA padding or a 1024-key cap), 7 rollback (size), 8 reload (its upper variants followed by a
-    // deep rollback), 9 reset, 10 a deep rollback (size x 16: behind what a sliding cache keeps), 11 fork (from the
-    // other sequence, at the variant's edge), 12 chunked (size tokens, the variant's chunk), 13 spec
-    // (a draft of size tokens, the variant's rejections), 14 batch (size tokens and the variant's
-    // count on the other sequence)
-    // A deep rollback's upper variants are a context shift where the engine lists one (the draw
-    // stream stays the same for every engine): discard size tokens after the variant's keep.
-    if (d.kind == 10 && v >= 4 && has("shift") && len[s.seq] > 1) {
-      const int64_t L = len[s.seq];
-      const int64_t keep[] = {1, w - 1, w, 0};
-      s.kind = Kind::Shift;
-      s.keep = std::clamp<int64_t>(keep[v - 4], 0, L - 1);
-      s.n = std::clamp<int64_t>(size, 1, L - s.keep);
-    } else if ((d.kind == 7 || d.kind == 10) && rollback && len[s.seq] > 0) {
-      s.kind = Kind::Rollback;
-      s.n = std::min<int64_t>(d.kind == 10 ? 16 * size : size, len[s.seq]);
-    } else if (d.kind == 8 && reload && len[s.seq] > 0) {
-      s.kind = Kind::Reload;
-    } else if (d.kind == 9) {
-      s.kind = Kind::Reset;
-    } else if (d.kind == 11 && has("fork") && sequences && len[other] > 0) {
-      const int64_t L = len[other], last_block = ((L - 1) / kBlock) * kBlock;
-      const int64_t at[] = {L, w - 1, w, w + 1, kBlock - 1, kBlock, kBlock + 1, last_block + (L - last_block + 1) / 2};
-      s.kind = Kind::Fork;
-      s.from = other;
-      s.n = std::clamp<int64_t>(at[v], 1, L);
-    } else if (d.kind == 12 && has("chunked")) {
-      const int64_t chunk[] = {w, 1, w - 1, w + 1, 2 * w, 2 * w + 1, 3, w + 2};
-      s.kind = Kind::Chunked;
-      s.tokens = tokens(size, d.size);
-      s.chunk = std::max<int64_t>(1, chunk[v]);
-    } else if (d.kind == 13 && has("spec")) {
-      const int64_t rejected[] = {1, 0, w - 1, w, w + 1, size, size - 1, 2 * w};
-      s.kind = Kind::Spec;
-      s.tokens = tokens(size, d.size);
-      s.n = std::clamp<int64_t>(rejected[v], 0, size);
-    } else if (d.kind == 14 && has("batch") && sequences) {
-      const int64_t count[] = {1, 2, w - 1, w, w + 1, 2 * w + 1, 3, 5};
-      s.kind = Kind::Batch;
-      s.items.push_back({s.seq, tokens(size, d.size)});
-      s.items.push_back({other, tokens_for(seed ^ 0x5bd1e995u, salt, std::max<int64_t>(1, count[v]), vocab)});
-    } else {
-      int64_t n = size;
-      if (d.kind >= 3 && d.kind <= 5) {
-        const int64_t edge[] = {size, 1, w - 1, w, w + 1, 2 * w, 2 * w + 1, w + size};
-        n = std::max<int64_t>(1, edge[v]);
-      } else if (d.kind == 6) {
-        const int64_t long_extend[] = {16 * size, 16 * size, 16 * size, 16 * size, 16 * size, 16 * size, 256 + w + size, 1024 + w + size};
-        n = long_extend[v];
-      }
-      s.tokens = tokens(n, d.size);
-    }
-    const bool deep_after_reload = s.kind == Kind::Reload && v >= 6 && rollback;
-    const int64_t seq = s.seq;
-    apply_step(s, len);
-    p.steps.push_back(std::move(s));
-    if (deep_after_reload && len[seq] > 0) {
-      PlanStep back;
-      back.kind = Kind::Rollback;
-      back.seq = seq;
-      back.n = std::min<int64_t>(16 * size, len[seq]);
-      apply_step(back, len);
-      p.steps.push_back(std::move(back));
-    }
-  }
-  if (std::none_of(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return !new_positions(s, {}).empty(); })) {
-    PlanStep s;
-    s.tokens = tokens_for(seed, 0, 1, vocab);
-    p.steps.push_back(s);
-  }
+  DrawContext c{operations, std::max<int64_t>(window, 1), vocab, seed, 0, {}};
+  for (const DrawnStep& d : draw)
+    for (PlanStep& s : draw_step(d, c)) p.steps.push_back(std::move(s));
+  if (std::none_of(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return !s.positions({}).empty(); }))
+    p.steps.push_back(Extend{0, tokens_for(seed, 0, 1, vocab)});
   return p;
 }
 
@@ -292,18 +215,17 @@ json without_layer(json c, int64_t i, int64_t n) {
 
 }  // namespace
 
-std::string failure_kind(const report::CaseResult& c) {
-  const std::string& m = c.message;
-  for (const char* judged : {"max |logit error|", "max |log-prob error|", ": top-1 token at "})
-    if (m.find(judged) != std::string::npos) return "logits";
-  std::string kind = m.rfind("load:", 0) == 0 ? "load" : "step";
+std::string error_class(const std::string& error) {
   static const std::regex exception(R"(json\.exception\.[a-z_]+\.[0-9]+|\b[A-Za-z_.]*(Error|Exception)\b|crashed|exited with status [0-9]+|protocol error|converter failed|timed out)");
   static const std::regex where(R"(\(([^()]+:[0-9]+ in [^()]+)\))");
+  std::string kind;
   std::smatch e;
-  if (std::regex_search(m, e, exception)) kind += " " + e.str(0);
-  if (std::smatch w; std::regex_search(m, w, where)) kind += " at " + w.str(1);
+  if (std::regex_search(error, e, exception)) kind = e.str(0);
+  if (std::smatch w; std::regex_search(error, w, where)) kind += " at " + w.str(1);
   return kind;
 }
+
+bool same_bug(const Failure& a, const Failure& b) { return same_failure(a, b, error_class); }
 
 std::vector<json> simpler_configs(const json& config) {
   std::vector<json> out;
@@ -422,7 +344,8 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
     return plan_from_draw(p.model.folder, p.plan, m.config.vocab, m.config.local_span(), o.seed, operations);
   };
   int passes = 0, skips = 0, deviations = 0, redrawn = 0;
-  std::string first_deviation, first_skip, found_kind;
+  std::string first_deviation, first_skip;
+  Failure found_failure;  // the failure the first failing pair had: shrinking keeps it
   double bound = 0;
   // A drawn model whose windows are to be judged must move its logits far above the bound when a
   // window is one token off (window_sensitivity): one that does not is redrawn from another stream
@@ -450,24 +373,26 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
     return Pair{recipe, draw_plan(id)};
   };
   const auto check = [&](const Pair& p, bool shrinking) -> std::optional<report::CaseResult> {
-    report::CaseResult c;
     if (!shrinking && insensitive.count(p.model.folder)) {  // never judged
       ++passes;
       if (!skips++) first_skip = insensitive[p.model.folder];
       return std::nullopt;
     }
+    Judged judged;
+    report::CaseResult& c = judged.result;
     try {
       const auto& [dir, model] = model_of(p.model);
-      c = check_plan(engine, model, dir, plan_of(p, model), o.check);
+      judged = judge_plan(engine, model, dir, plan_of(p, model), o.check);
     } catch (const std::exception& e) {
       if (shrinking) return std::nullopt;  // a simplification that cannot be written or loaded is no case
       c.status = report::Status::Fail;
       c.message = std::string("the check raised: ") + e.what();
+      judged.failure = {Failure::Where::Step, {}, e.what()};
     }
     bound = std::max(bound, c.bound);
     if (c.status == report::Status::Fail) {
-      if (!shrinking) found_kind = failure_kind(c);
-      if (shrinking && failure_kind(c) != found_kind) return std::nullopt;  // another bug: not a simplification of this one
+      if (!shrinking) found_failure = judged.failure;
+      if (shrinking && !same_bug(judged.failure, found_failure)) return std::nullopt;  // another bug: not a simplification of this one
       return c;
     }
     if (!shrinking) {

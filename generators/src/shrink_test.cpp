@@ -112,35 +112,43 @@ TEST(ModelShrink, ARecipeReadsBackAndABadOneNamesItsField) {
   }
 }
 
-report::CaseResult failed(const std::string& message) {
-  report::CaseResult r;
-  r.status = report::Status::Fail;
-  r.message = message;
-  return r;
+engine::Failure failed(engine::Failure::Where where, const std::string& error, std::vector<engine::Diagnosis::Kind> kinds = {}) {
+  engine::Failure f{where, {}, error};
+  for (engine::Diagnosis::Kind k : kinds) {
+    engine::Diagnosis d;
+    d.kind = k;
+    f.fits.push_back(d);
+  }
+  return f;
 }
 
-// Shrinking keeps the failure it found: wrong logits stay wrong logits, and an error stays the same
-// error (where it happened, its exception type, its source line), whatever numbers its text carries.
-TEST(ModelShrink, AFailureKindIsItsLogitsOrItsErrorNotItsNumbers) {
-  using engine::failure_kind;
-  const std::string logits = failure_kind(failed("step 2 (extend 3): max |logit error| 0.5 at position 3, token id 1 (engine 0.7, oracle 0.2) > bound 1e-05"));
-  EXPECT_EQ(logits, "logits");
-  EXPECT_EQ(failure_kind(failed("step 0 (extend 9): top-1 token at position 8 is 4, the oracle's is 7")), logits);
-  EXPECT_EQ(failure_kind(failed("step 1 (extend 2): max |log-prob error| 0.1 at position 2, token id 5 (engine -3, oracle -3.1) > bound 1e-05")), logits);
+// Shrinking keeps the failure it found, by its typed value: wrong logits stay wrong logits with a
+// diagnosis in common (or unexplained), and an error stays the same error (where it happened, its
+// exception type, its source line), whatever numbers its text carries.
+TEST(ModelShrink, AFailureIsItsPlaceItsDiagnosisOrItsErrorNotItsNumbers) {
+  using engine::same_bug;
+  using Where = engine::Failure::Where;
+  using K = engine::Diagnosis::Kind;
+  const auto wider = failed(Where::Logits, "", {K::WindowOffByOne});
+  EXPECT_TRUE(same_bug(wider, failed(Where::Logits, "", {K::WindowOffByOne, K::FullOnSliding})));
+  EXPECT_FALSE(same_bug(wider, failed(Where::Logits, "", {K::SinksDropped})));
+  EXPECT_FALSE(same_bug(wider, failed(Where::Logits, "")));  // unexplained is another bug
+  EXPECT_TRUE(same_bug(failed(Where::Logits, ""), failed(Where::Logits, "")));
 
-  const std::string load = failure_kind(failed("load: ValueError: head_dim 8 is not hidden/heads 16 (adapter.py:41 in load)"));
-  EXPECT_EQ(load, "load ValueError at adapter.py:41 in load");
-  EXPECT_EQ(failure_kind(failed("load: ValueError: head_dim 4 is not hidden/heads 32 (adapter.py:41 in load)")), load);
-  EXPECT_NE(failure_kind(failed("load: KeyError: 'rope_theta' (adapter.py:41 in load)")), load);
-  EXPECT_NE(failure_kind(failed("load: ValueError: no such layer (adapter.py:97 in load)")), load);
-  EXPECT_NE(failure_kind(failed("step 0 (extend 4): ValueError: head_dim 8 is not hidden/heads 16 (adapter.py:41 in load)")), load);
-  EXPECT_NE(failure_kind(failed("load: [json.exception.type_error.302] type must be number, but is null")), load);
+  EXPECT_EQ(engine::error_class("ValueError: head_dim 8 is not hidden/heads 16 (adapter.py:41 in load)"), "ValueError at adapter.py:41 in load");
+  const auto load = failed(Where::Load, "ValueError: head_dim 8 is not hidden/heads 16 (adapter.py:41 in load)");
+  EXPECT_TRUE(same_bug(load, failed(Where::Load, "ValueError: head_dim 4 is not hidden/heads 32 (adapter.py:41 in load)")));
+  EXPECT_FALSE(same_bug(load, failed(Where::Load, "KeyError: 'rope_theta' (adapter.py:41 in load)")));
+  EXPECT_FALSE(same_bug(load, failed(Where::Load, "ValueError: no such layer (adapter.py:97 in load)")));
+  EXPECT_FALSE(same_bug(load, failed(Where::Step, "ValueError: head_dim 8 is not hidden/heads 16 (adapter.py:41 in load)")));
+  EXPECT_FALSE(same_bug(load, failed(Where::Load, "[json.exception.type_error.302] type must be number, but is null")));
+  EXPECT_FALSE(same_bug(load, wider));
 
-  const std::string crash = failure_kind(failed("step 3 (decode): the worker crashed: the worker was killed by SIGSEGV"));
-  EXPECT_EQ(crash, "step crashed");
-  EXPECT_NE(failure_kind(failed("step 3 (decode): the worker exited with status 3")), crash);
-  EXPECT_NE(failure_kind(failed("step 3 (decode): timed out after 5 s")), crash);
-  EXPECT_NE(crash, logits);
+  const auto crash = failed(Where::Step, "crashed: the worker was killed by SIGSEGV");
+  EXPECT_EQ(engine::error_class(crash.error), "crashed");
+  EXPECT_FALSE(same_bug(crash, failed(Where::Step, "the worker exited with status 3")));
+  EXPECT_FALSE(same_bug(crash, failed(Where::Step, "timed out after 5 s")));
+  EXPECT_FALSE(same_bug(crash, wider));
 }
 
 }  // namespace

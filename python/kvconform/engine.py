@@ -32,13 +32,14 @@ import fcntl
 import operator
 import os
 import sys
-from typing import IO, Any, ClassVar, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Callable, ClassVar, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._load import load_object
 from .protocol import Buffer, Header, OutBuffer, Unsupported, protocol_stdout, serve_requests
 
 __all__ = [
     "MUTANTS",
+    "MUTANT_OPERATION",
     "OPERATIONS",
     "OPERATION_MUTANTS",
     "PRECISION",
@@ -57,8 +58,11 @@ __all__ = [
 
 WINDOW_MUTANTS = ("none", "window+1", "window-1", "full")
 """The window mutants: the engine is told W + 1, W - 1, or runs sliding layers as full attention."""
-OPERATION_MUTANTS = ("fork-shared", "fork-prefix", "chunked-restart", "spec-rollback", "batch-offset",
-                     "shift-no-rerotate", "shift-discard+1")
+MUTANT_OPERATION: Mapping[str, str] = {
+    "fork-shared": "fork", "fork-prefix": "fork", "chunked-restart": "chunked", "spec-rollback": "spec",
+    "batch-offset": "batch", "shift-no-rerotate": "shift", "shift-discard+1": "shift"}
+"""The operation each serving-operation mutant does wrong (engines/protocol.json, the step table's)."""
+OPERATION_MUTANTS = tuple(MUTANT_OPERATION)
 """The serving-operation mutants: a fork that shares the state it should copy / starts one token
 short, a chunked extend whose window restarts at each chunk, a spec cycle that rolls back one token
 too many, a batch that computes a sequence at another's offset, a shift that moves keys without
@@ -295,6 +299,31 @@ def _precision(value: Mapping[str, str], where: str) -> Dict[str, str]:
     return out
 
 
+class _Step(NamedTuple):
+    """How a worker serves one op of the step table (engines/protocol.json): the Engine method it calls
+    with the request's fields, and how many logit rows it answers (None: an answer without logits)."""
+    serve: Callable[[Engine, Header], Any]
+    rows: Optional[Callable[[Header], int]]
+
+
+def _batch_items(h: Header) -> List[Tuple[int, List[int]]]:
+    return [(int(item["seq"]), list(item["tokens"])) for item in h["items"]]
+
+
+_STEPS: Dict[str, _Step] = {
+    "extend": _Step(lambda e, h: e.extend(h["seq"], list(h["tokens"])), lambda h: len(h["tokens"])),
+    "rollback": _Step(lambda e, h: e.rollback(h["seq"], h["n"]), None),
+    "reload": _Step(lambda e, h: e.reload(h["seq"]), None),
+    "reset": _Step(lambda e, h: e.reset(), None),
+    "fork": _Step(lambda e, h: e.fork(h["seq"], h["from"], h["length"]), None),
+    "chunked": _Step(lambda e, h: e.chunked(h["seq"], list(h["tokens"]), h["chunk"]), lambda h: len(h["tokens"])),
+    "spec": _Step(lambda e, h: e.spec(h["seq"], list(h["tokens"]), h["n"]), lambda h: len(h["tokens"])),
+    "batch": _Step(lambda e, h: e.batch(_batch_items(h)), lambda h: sum(len(t) for _, t in _batch_items(h))),
+    "shift": _Step(lambda e, h: e.shift(h["seq"], h["keep"], h["discard"]), None),
+}
+"""Every plan step's op, served: adding an operation is a row here (and in the step table) and an Engine method."""
+
+
 class _Session:
     """One worker's state between requests: the vocabulary of the last load."""
 
@@ -315,8 +344,8 @@ class _Session:
         if op == "load":
             self.vocab = 0
             mutant = h.get("mutant", "none")
-            needs = mutant.split("-")[0]
-            if mutant in OPERATION_MUTANTS and needs not in e.operations:
+            needs = MUTANT_OPERATION.get(mutant)
+            if needs is not None and needs not in e.operations:
                 raise Unsupported(f"mutant {mutant}: {type(e).__name__} has no {needs} operation")
             loaded = e.load(h["model"], h.get("options", {}), h.get("mutant", "none"), h.get("max_tokens", 0),
                             h.get("sequences", 1))
@@ -335,34 +364,13 @@ class _Session:
                 reply["precision"] = rounded
             self.vocab = vocab
             return reply, ()
-        if op in ("extend", "chunked", "spec", "batch"):
-            where = f"{type(e).__name__}.{op}"
-            if op == "batch":
-                items = [(int(item["seq"]), list(item["tokens"])) for item in h["items"]]
-                rows = sum(len(tokens) for _, tokens in items)
-                answer = e.batch(items)
-            else:
-                tokens = list(h["tokens"])
-                rows = len(tokens)
-                answer = (e.extend(h["seq"], tokens) if op == "extend" else
-                          e.chunked(h["seq"], tokens, h["chunk"]) if op == "chunked" else e.spec(h["seq"], tokens, h["n"]))
-            return self._logits(answer, rows, where)
-        if op == "fork":
-            e.fork(h["seq"], h["from"], h["length"])
-            return {}, ()
-        if op == "shift":
-            e.shift(h["seq"], h["keep"], h["discard"])
-            return {}, ()
-        if op == "rollback":
-            e.rollback(h["seq"], h["n"])
-        elif op == "reload":
-            e.reload(h["seq"])
-        elif op == "reset":
-            e.reset()
-        else:
+        step = _STEPS.get(op) if isinstance(op, str) else None
+        if step is None:
             raise ValueError(f"unknown op {op!r}")
-        return {}, ()
-
+        answer = step.serve(e, h)
+        if step.rows is None:
+            return {}, ()
+        return self._logits(answer, step.rows(h), f"{type(e).__name__}.{op}")
 
     def _logits(self, answer: Logits, rows: int, where: str) -> Tuple[Header, Sequence[OutBuffer]]:
         named, kind = None, "logits"

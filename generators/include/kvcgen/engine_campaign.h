@@ -29,13 +29,7 @@ struct CampaignOutcome {
   std::optional<Plan> shrunk;  // the shrunk failing plan
 };
 
-// One drawn step: its kind, size, sequence and a variant (which window or block edge a fork
-// diverges at, which chunk size, how many draft tokens a spec cycle rejects, the batch's other length).
-struct DrawnStep {
-  int kind = 0, size = 1, seq = 0, variant = 0;
-};
-
-// A plan from a raw draw (plan i of a campaign draws up to its size of these): each step becomes a
+// A plan from a raw draw (plan i of a campaign draws up to its size of DrawnStep, steps.h): each step becomes a
 // valid step for the operations the engine's hello lists (`operations`: a rollback of an empty
 // sequence, or an operation the engine lacks, is an extend; seq is 0 unless it runs sequences).
 // `window` places the forks' and chunks' edges.
@@ -71,11 +65,14 @@ struct ModelSource {
 // layer's rule.
 std::vector<nlohmann::json> simpler_configs(const nlohmann::json& config);
 
-// What kind of failure a result is, so that shrinking keeps the bug it found instead of sliding to
-// another one (a smaller model that fails to load for a different reason): "logits" for wrong
-// logits, else where it happened ("load" or "step"), then its exception type and its source
-// location ("at file:line in fn") where the message names them.
-std::string failure_kind(const report::CaseResult& result);
+// What kind of error an engine's error text is: its exception type and its source location ("at
+// file:line in fn") where the text names them, "" where it names neither.
+std::string error_class(const std::string& error);
+// Whether a failure found while shrinking is the bug the campaign found, so that shrinking keeps it
+// instead of sliding to another one (a smaller model that fails to load for a different reason):
+// the same place (load, a step, the logits), for wrong logits a diagnosis kind in common, for an
+// error the same error_class.
+bool same_bug(const Failure& a, const Failure& b);
 
 // "3 layers: sliding 4, full, chunked 4; NoPE 1; head_dim 8, 4/2 heads"
 std::string describe_model(const ModelConfig& config);

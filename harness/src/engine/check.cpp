@@ -27,7 +27,6 @@
 namespace kvc::engine {
 
 using nlohmann::json;
-using Kind = PlanStep::Kind;
 using DKind = Diagnosis::Kind;
 
 namespace {
@@ -64,7 +63,7 @@ class PlanOracle {
   PlanOracle(const Model& model, OracleOptions options, Departure departure = {}, int64_t only_seq = -1)
       : model_(model), options_(std::move(options)), departure_(std::move(departure)), only_seq_(only_seq) {}
 
-  // The logits of the step's new positions (rows as new_positions()), empty for a step without any.
+  // The logits of the step's new positions (rows as PlanStep::positions()), empty for a step without any.
   std::vector<double> apply(const PlanStep& s, size_t index) {
     std::vector<double> out;
     apply(s, index, out, nullptr);
@@ -74,13 +73,35 @@ class PlanOracle {
   // step there (the hypothesis is refuted; its oracle is not used again).
   using RowCheck = std::function<bool(size_t row, const double* logits)>;
   bool apply(const PlanStep& s, size_t index, std::vector<double>& out, const RowCheck& ok) {
-    for (const Loss& loss : departure_.losses)
-      if (loss.step == index) seq(s.seq).forget_before(loss.before);
-    const size_t V = static_cast<size_t>(model_.config.vocab);
+    if (const int64_t lost = s.may_lose_keys_of(); lost >= 0)
+      for (const Loss& loss : departure_.losses)
+        if (loss.step == index) seq(lost).forget_before(loss.before);
+    Run run{*this, out, ok};
+    return s.visit([&](const auto& step) { return step.oracle(run); });
+  }
+
+ private:
+  // What a row of the step table runs its oracle on (steps.h, `oracle`): the sequences' oracles, the
+  // departure, and extend, which appends the rows to `out` and checks them as they come.
+  struct Run {
+    PlanOracle& plan;
+    std::vector<double>& out;
+    const RowCheck& ok;
+    SequenceOracle<T>& seq(int64_t s) { return plan.seq(s); }
+    const Departure& departure() const { return plan.departure_; }
+    void clear() { plan.seqs_.clear(); }
+    // A fresh forward of the prefix: the source's oracle cut back to `length` tokens (clamped).
+    void fork(int64_t into, int64_t from, int64_t length) {
+      auto copy = std::make_unique<SequenceOracle<T>>(plan.seq(from));
+      const int64_t keep = std::clamp<int64_t>(length, 0, copy->length());
+      if (copy->length() > keep) copy->truncate(copy->length() - keep);
+      plan.seqs_[into] = std::move(copy);
+    }
     // In pieces that double from 16 tokens where rows are checked (a refuted hypothesis stops soon
     // after its first wrong row, and the rows after it are never read), whole otherwise: the oracle
     // computes a piece layer by layer, far faster than token by token, with the same logits.
-    auto extend = [&](SequenceOracle<T>& o, const std::vector<int32_t>& tokens, size_t from, size_t to) {
+    bool extend(SequenceOracle<T>& o, const std::vector<int32_t>& tokens, size_t from, size_t to) {
+      const size_t V = static_cast<size_t>(plan.model_.config.vocab);
       size_t piece = ok ? 16 : to - from;
       for (size_t at = from; at < to; at += piece, piece = std::min<size_t>(2 * piece, 1024)) {
         const size_t end = std::min(to, at + piece);
@@ -93,47 +114,8 @@ class PlanOracle {
             if (!ok(r, out.data() + r * V)) return false;
       }
       return true;
-    };
-    switch (s.kind) {
-      case Kind::Extend: return extend(seq(s.seq), s.tokens, 0, s.tokens.size());
-      case Kind::Chunked: {
-        // Chunking changes nothing: position p's logits depend only on tokens 0..p.
-        if (!departure_.chunks_restart) return extend(seq(s.seq), s.tokens, 0, s.tokens.size());
-        for (size_t at = 0; at < s.tokens.size(); at += static_cast<size_t>(s.chunk)) {
-          SequenceOracle<T>& o = seq(s.seq);
-          o.forget_before(o.length());
-          if (!extend(o, s.tokens, at, std::min(s.tokens.size(), at + static_cast<size_t>(s.chunk)))) return false;
-        }
-        return true;
-      }
-      case Kind::Spec: {
-        if (!extend(seq(s.seq), s.tokens, 0, s.tokens.size())) return false;
-        const int64_t n = std::clamp<int64_t>(s.n + departure_.spec_by, 0, seq(s.seq).length());
-        if (n > 0) seq(s.seq).truncate(n);
-        return true;
-      }
-      case Kind::Batch:
-        for (const BatchItem& item : s.items)
-          if (!extend(seq(item.seq), item.tokens, 0, item.tokens.size())) return false;
-        return true;
-      case Kind::Fork: {
-        // A fresh forward of the prefix: the source's oracle cut back to it (the prefix property).
-        auto copy = std::make_unique<SequenceOracle<T>>(seq(s.from));
-        const int64_t keep = std::clamp<int64_t>(s.n + departure_.fork_by, 0, copy->length());
-        if (copy->length() > keep) copy->truncate(copy->length() - keep);
-        seqs_[s.seq] = std::move(copy);
-        return true;
-      }
-      case Kind::Rollback: seq(s.seq).truncate(s.n); return true;
-      // Not a fresh forward of the kept tokens: their cached K/V as computed, the moved keys re-rotated.
-      case Kind::Shift: seq(s.seq).shift(s.keep, s.n, !departure_.shift_unrotated); return true;
-      case Kind::Reset: seqs_.clear(); return true;
-      case Kind::Reload: return true;
     }
-    return true;
-  }
-
- private:
+  };
   SequenceOracle<T>& seq(int64_t s) {
     auto& slot = seqs_[s];
     if (!slot) slot = std::make_unique<SequenceOracle<T>>(model_, only_seq_ < 0 || s == only_seq_ ? options_ : OracleOptions{});
@@ -304,20 +286,20 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
         std::string("K and V rounded to ") + precision + " as they are stored (the engine declares " + kv_declared + ")", o);
   }
   // A serving operation done wrong, the window right.
-  auto operation = [&](Kind op, DKind k, json params, std::string text, Departure d) {
-    if (!uses(plan, op)) return;
+  auto operation = [&](bool used, DKind k, json params, std::string text, Departure d) {
+    if (!used) return;
     Hypothesis h;
     h.diagnosis = diagnosis(k, std::move(params), std::move(text));
     h.departure = std::move(d);
     out.push_back(std::move(h));
   };
-  operation(Kind::Chunked, DKind::ChunksRestart, json::object(),
+  operation(uses<Chunked>(plan), DKind::ChunksRestart, json::object(),
             "the window restarting at each chunk of the chunked extends (a chunk's sliding layers see no key before it)", {{}, true, 0, 0});
-  operation(Kind::Fork, DKind::ForkOffByOne, {{"delta", -1}}, "the forks starting one token short of their prefix", {{}, false, -1, 0});
-  operation(Kind::Fork, DKind::ForkOffByOne, {{"delta", 1}}, "the forks starting one token past their prefix", {{}, false, 1, 0});
-  operation(Kind::Spec, DKind::SpecRollbackOffByOne, {{"delta", 1}}, "the spec cycles rolling back one token more than they reject", {{}, false, 0, 1});
-  operation(Kind::Spec, DKind::SpecRollbackOffByOne, {{"delta", -1}}, "the spec cycles rolling back one token less than they reject", {{}, false, 0, -1});
-  operation(Kind::Shift, DKind::ShiftNotRerotated, json::object(),
+  operation(uses<Fork>(plan), DKind::ForkOffByOne, {{"delta", -1}}, "the forks starting one token short of their prefix", {{}, false, -1, 0});
+  operation(uses<Fork>(plan), DKind::ForkOffByOne, {{"delta", 1}}, "the forks starting one token past their prefix", {{}, false, 1, 0});
+  operation(uses<Spec>(plan), DKind::SpecRollbackOffByOne, {{"delta", 1}}, "the spec cycles rolling back one token more than they reject", {{}, false, 0, 1});
+  operation(uses<Spec>(plan), DKind::SpecRollbackOffByOne, {{"delta", -1}}, "the spec cycles rolling back one token less than they reject", {{}, false, 0, -1});
+  operation(uses<Shift>(plan), DKind::ShiftNotRerotated, json::object(),
             "the kept keys not re-rotated after a shift (moved down, still rotated for their old positions)", {{}, false, 0, 0, true});
   return out;
 }
@@ -361,7 +343,7 @@ class Diagnoser {
 
   void feed(size_t i, const Recorded& rec, double bound) {
     const PlanStep& s = plan_.steps[i];
-    const auto positions = new_positions(s, len_);
+    const auto positions = s.positions(len_);
     const std::vector<double> truth = truth_.apply(s, i);
     const int64_t V = model_.config.vocab;
     if (!positional_)
@@ -406,7 +388,7 @@ class Diagnoser {
           if (seq == l.h.seq && pos > l.h.position) l.confirmed = true;
         }
     }
-    apply_step(s, len_);
+    s.apply(len_);
   }
 
   // Nothing more to learn: at most one hypothesis lives, and it needs no later row.
@@ -516,13 +498,13 @@ std::vector<Diagnosis> lost_keys(const Model& model, const Plan& plan, const Rec
     Lengths l;
     for (size_t i = 0; i < rec.logits.size(); ++i) {
       len_before.push_back(l);
-      apply_step(plan.steps[i], l);
+      plan.steps[i].apply(l);
     }
   }
   auto fits = [&](const Departure& d) {
     PlanOracle<double> o(model, {}, d);
     for (size_t i = 0; i < rec.logits.size(); ++i) {
-      std::vector<int64_t> answered(new_positions(plan.steps[i], len_before[i]).size(), -1);
+      std::vector<int64_t> answered(plan.steps[i].positions(len_before[i]).size(), -1);
       for (size_t k = 0; k * static_cast<size_t>(c.vocab) < rec.logits[i].size(); ++k) answered[static_cast<size_t>(rec.row(i, k))] = static_cast<int64_t>(k);
       std::vector<double> want;
       const bool ok = o.apply(plan.steps[i], i, want, [&](size_t row, const double* w) {
@@ -536,14 +518,15 @@ std::vector<Diagnosis> lost_keys(const Model& model, const Plan& plan, const Rec
   Lengths len;
   for (size_t i = 0; i < plan.steps.size() && i < rec.logits.size(); ++i) {
     const PlanStep& s = plan.steps[i];
-    apply_step(s, len);
-    if (s.kind != Kind::Rollback && s.kind != Kind::Reload) continue;
-    const int64_t L = len[s.seq];
+    s.apply(len);
+    const int64_t seq = s.may_lose_keys_of();
+    if (seq < 0) continue;
+    const int64_t L = len[seq];
     for (int64_t p = L; p >= std::max<int64_t>(0, L - 2 * c.sliding_window - 2); --p) {
       if (!fits(Departure{{{i, p}}})) continue;
       const int64_t wants = std::max<int64_t>(0, L - c.sliding_window + 1);
-      return {diagnosis(DKind::LostKeys, {{"step", i}, {"op", to_string(s.kind)}, {"from", L}, {"before", p}, {"wants", wants}},
-                        "the " + std::string(to_string(s.kind)) + " at step " + std::to_string(i) + " losing keys: from position " +
+      return {diagnosis(DKind::LostKeys, {{"step", i}, {"op", s.op()}, {"from", L}, {"before", p}, {"wants", wants}},
+                        "the " + std::string(s.op()) + " at step " + std::to_string(i) + " losing keys: from position " +
                             std::to_string(L) + " on, the sliding layers see no key before position " + std::to_string(p) +
                             " (the window wants " + std::to_string(wants) + ")")};
     }
@@ -873,7 +856,7 @@ SequenceModel::~SequenceModel() = default;
 
 SequenceModel::Expected SequenceModel::apply(const PlanStep& step, size_t index, bool logprobs) {
   Expected e;
-  e.positions = new_positions(step, lengths_);
+  e.positions = step.positions(lengths_);
   std::vector<double> truth, reference;
   const bool truth_kept = oracles_->truth.kept(step, index, truth), reference_kept = oracles_->reference.kept(step, index, reference);
   // The float32 reference beside the float64 oracle on a second core where both are computed and the
@@ -886,7 +869,7 @@ SequenceModel::Expected SequenceModel::apply(const PlanStep& step, size_t index,
   e.logits = as_answered(std::move(truth), vocab_, logprobs);
   const std::vector<double> ref = as_answered(std::move(reference), vocab_, logprobs);
   for (size_t k = 0; k < ref.size(); ++k) e.reference_error = std::max(e.reference_error, std::abs(ref[k] - e.logits[k]));
-  apply_step(step, lengths_);
+  step.apply(lengths_);
   return e;
 }
 
@@ -918,29 +901,216 @@ expect::Failure logit_failure(const std::vector<Diagnosis>& fits, const std::str
 
 }  // namespace
 
-report::CaseResult check_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan,
-                              const CheckOptions& options) {
+namespace {
+
+// The case's record before anything runs: its id, dtype, parameters and the command that reruns it.
+report::CaseResult open_case(const EngineClient& engine, const Model& model, const Plan& plan, const CheckOptions& options) {
   report::CaseResult r = report::named(report::EngineKey{engine.spec().name, plan.model, plan.name});
   r.dtype = "float32";
   r.reproduce = options.reproduce;
   const ModelConfig& c = model.config;
   int64_t tokens = 0;
-  for (const PlanStep& s : plan.steps) tokens += static_cast<int64_t>(new_positions(s, {}).size());
+  for (const PlanStep& s : plan.steps) tokens += static_cast<int64_t>(s.positions({}).size());
   r.params = (c.sliding_window > 0 || c.chunk_size == 0 ? "W=" : "C=") + std::to_string(c.local_span()) + ",steps=" + std::to_string(plan.steps.size()) + ",tokens=" + std::to_string(tokens);
   if (engine.spec().mutant != "none") r.params += ",mutant=" + engine.spec().mutant;
+  return r;
+}
+
+// Where the engine says its arithmetic is coarser than float32 (docs/engines.md, "precision"), the
+// same-dtype reference is too: FlashAttention's rule, a reference in the kernel's own precision.
+OracleOptions same_dtype_of(const json& load_header, std::string& dtype) {
+  const json precision = load_header.value("precision", json::object());
+  OracleOptions same_dtype;
+  same_dtype.kv_half = precision.value("kv", "float32") == "float16";
+  same_dtype.q_half = precision.value("q", "float32") == "float16";
+  same_dtype.gelu_half = precision.value("gelu", "float32") == "float16";
+  if (same_dtype.kv_half || same_dtype.q_half || same_dtype.gelu_half) {
+    dtype = "float32";
+    for (auto [key, on] : {std::pair{"kv", same_dtype.kv_half}, {"q", same_dtype.q_half}, {"gelu", same_dtype.gelu_half}})
+      if (on) dtype += std::string("/") + key + "-f16";
+  }
+  return same_dtype;
+}
+
+// The plan's run: the engine and the sequence model side by side, each step sent to the first and
+// applied to the second; the engine's answers recorded and the rule's bound over the steps so far
+// (the same-dtype reference's error grows with the positions it has seen).
+class PlanRun {
+ public:
+  PlanRun(EngineClient& engine, const Model& model, const Plan& plan, const OracleOptions& same_dtype, const ReferenceRule& rule,
+          std::string id)
+      : engine_(engine), plan_(plan), vocab_(model.config.vocab), rule_(rule), id_(std::move(id)), expected(model, same_dtype), bound(rule.floor) {}
+
+  std::string what(size_t i) const { return "step " + std::to_string(i) + " (" + plan_.steps[i].describe(expected.lengths()) + ")"; }
+
+  // Sends step i; false (and `why` set, `as` the status where the engine refused it) when the engine
+  // refused the step or failed; `error` is then the engine's own text.
+  bool send(size_t i, std::string& why, std::string& error, report::Status* as) {
+    const auto t = std::chrono::steady_clock::now();
+    Reply got = engine_.step(plan_.steps[i], id_, static_cast<int64_t>(i), vocab_);
+    engine_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    rec.logits.emplace_back();
+    rec.rows.emplace_back();
+    rec.logprobs.push_back(0);
+    if (got.kind == Reply::Kind::Unsupported) {
+      why = what(i) + ": the engine refused: " + got.message;
+      error = got.message;
+      if (as) *as = report::Status::Skipped;
+      return false;
+    }
+    if (!got.ok()) {
+      why = what(i) + ": " + got.message;
+      error = got.message;
+      return false;
+    }
+    rec.logits.back() = std::move(got.logits);
+    rec.rows.back() = std::move(got.rows);
+    rec.logprobs.back() = got.logprobs;
+    return true;
+  }
+  // Applies step i to the sequence model: its expected rows, the step's bound. `judged`: the step is
+  // judged, and its bound is the case's (the steps run on only for the diagnosis leave it).
+  SequenceModel::Expected apply(size_t i, bool judged = true) {
+    SequenceModel::Expected e = expected.apply(plan_.steps[i], i, rec.logprob(i));
+    ref_error = std::max(ref_error, e.reference_error);
+    bounds.push_back(std::max(rule_.floor, rule_.factor * ref_error));
+    if (judged) bound = bounds.back();
+    return e;
+  }
+  size_t answered() const { return rec.logits.size(); }
+
+ private:
+  EngineClient& engine_;
+  const Plan& plan_;
+  int64_t vocab_;
+  ReferenceRule rule_;
+  std::string id_;
+
+ public:
+  SequenceModel expected;
+  Recorded rec;
+  std::vector<double> bounds;  // per step applied
+  double engine_s = 0, ref_error = 0, bound;
+};
+
+// One step's answer against the model's rows: the worst error, the positions judged, and the first
+// row that breaks the rule (beyond the bound, or another top-1 token where the oracle's is clear).
+struct StepVerdict {
+  double worst = 0;
+  int64_t judged = 0;
+  std::string bad;  // empty: every row within the rule
+  int64_t seq = -1, position = -1;
+};
+StepVerdict judge_step(const std::string& what, const PlanStep& s, const SequenceModel::Expected& e, const Recorded& rec, size_t i,
+                       int64_t vocab, double bound) {
+  StepVerdict v;
+  const std::vector<float>& got = rec.logits[i];
+  for (size_t k = 0; k * vocab < got.size(); ++k) {
+    const auto [seq, pos] = e.positions[static_cast<size_t>(rec.row(i, k))];
+    const float* g = got.data() + k * vocab;
+    const double* w = e.logits.data() + rec.row(i, k) * vocab;
+    double err = 0;
+    int64_t at = 0, top_got = 0, top_want = 0;
+    for (int64_t t = 0; t < vocab; ++t) {
+      const double d = std::isfinite(g[t]) ? std::abs(g[t] - w[t]) : INFINITY;
+      if (d > err) err = d, at = t;
+      if (g[t] > g[top_got]) top_got = t;
+      if (w[t] > w[top_want]) top_want = t;
+    }
+    double second = -INFINITY;
+    for (int64_t t = 0; t < vocab; ++t)
+      if (t != top_want) second = std::max(second, w[t]);
+    ++v.judged;
+    v.worst = std::max(v.worst, err);
+    const std::string where = (s.several_sequences() ? "seq " + std::to_string(seq) + " " : "") + "position " + std::to_string(pos);
+    std::string bad;
+    if (err > bound)
+      bad = what + (rec.logprob(i) ? ": max |log-prob error| " : ": max |logit error| ") + num(err) + " at " + where + ", token id " + std::to_string(at) + " (engine " + num(g[at]) +
+            ", oracle " + num(w[at]) + ") > bound " + num(bound);
+    else if (top_got != top_want && w[top_want] - second > 2 * bound)
+      bad = what + ": top-1 token at " + where + " is " + std::to_string(top_got) + ", the oracle's is " + std::to_string(top_want);
+    if (!bad.empty() && v.bad.empty()) v.bad = bad, v.seq = seq, v.position = pos;
+  }
+  return v;
+}
+
+// The diagnosis of a logit failure at step `failed`: the hypotheses that still match the engine's
+// answers; while more than one does, the plan goes on from step `next`, its steps only telling them
+// apart.
+struct Diagnosed {
+  std::vector<Diagnosis> fits;
+  std::string tried, then;  // the hypotheses' kinds; why the plan stopped going on
+  size_t told_apart = 0;    // steps run after the failing one
+};
+Diagnosed diagnose_failure(PlanRun& run, const Model& model, const Plan& plan, const OracleOptions& same_dtype, size_t next) {
+  Diagnosed out;
+  Diagnoser d(model, plan, kv_declared_of(same_dtype));
+  for (size_t k = 0; k < run.answered(); ++k) d.feed(k, run.rec, run.bounds[k]);
+  for (size_t i = next; !d.settled() && i < plan.steps.size(); ++i, ++out.told_apart) {
+    std::string error;
+    if (!run.send(i, out.then, error, nullptr)) break;
+    run.apply(i, false);
+    d.feed(i, run.rec, run.bounds.back());
+  }
+  // The step that failed to answer.
+  if (run.rec.logits.size() > run.bounds.size()) run.rec.logits.pop_back(), run.rec.rows.pop_back(), run.rec.logprobs.pop_back();
+  out.fits = with_lost_keys(d.fits(), model, plan, run.rec, run.bounds);
+  out.tried = d.tried();
+  return out;
+}
+
+std::string diagnosis_ids(const std::vector<Diagnosis>& fits) {
+  std::string ids;
+  for (const Diagnosis& f : fits) ids += (ids.empty() ? "" : " | ") + f.id();
+  return ids;
+}
+
+// The case's detail: the engine, the plan, the bound and how it was reached, each step's worst
+// error, and the diagnosis.
+std::string detail_text(const EngineClient& engine, const Plan& plan, const ReferenceRule& rule, const PlanRun& run, const std::string& steps,
+                        const std::string& failure, const Diagnosed& diagnosed) {
+  std::ostringstream detail;
+  detail << "engine: " << engine.info().value("name", std::string("?")) << " " << engine.info().value("version", std::string()) << "\n";
+  detail << "plan: " << to_json(plan).dump() << "\n";
+  detail << "bound " << num(run.bound) << " = max(floor " << num(rule.floor) << ", " << rule.factor << " x float32 reference error "
+         << num(run.ref_error) << ")\n";
+  detail << steps;
+  if (diagnosed.told_apart) detail << "the plan went on " << diagnosed.told_apart << " more steps to tell the explanations apart\n";
+  if (!failure.empty())
+    detail << "diagnosis: " << (diagnosed.fits.empty() ? std::string(to_string(DKind::Unexplained)) : diagnosis_ids(diagnosed.fits)) << "\n";
+  return detail.str();
+}
+
+// A logit failure's message: the failing row, then what it is consistent with (or that nothing is).
+std::string logits_message(const std::string& failure, const Diagnosed& diagnosed) {
+  std::string msg = failure + (diagnosed.fits.empty() ? "; no single explanation fits (tried " + diagnosed.tried + ") [unexplained]"
+                                                      : "; " + explain(diagnosed.fits) + " [" + diagnosis_ids(diagnosed.fits) + "]");
+  if (!diagnosed.then.empty()) msg += "; then " + diagnosed.then;
+  return msg;
+}
+
+}  // namespace
+
+Judged judge_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan, const CheckOptions& options) {
+  Judged out;
+  report::CaseResult& r = out.result;
+  r = open_case(engine, model, plan, options);
+  const ModelConfig& c = model.config;
   const std::string id = r.id;
-  auto finish = [&](report::Status st, std::string msg) {
+  auto finish = [&](report::Status st, std::string msg, Failure::Where where = Failure::Where::Step, std::string error = "") {
     r.status = st;
     r.message = std::move(msg);
-    return r;
+    if (st == report::Status::Fail || st == report::Status::Deviation) out.failure.where = where, out.failure.error = std::move(error);
+    return out;
   };
+  // `pre` of every step, before the engine is started: a plan that cannot run is not sent.
   if (const std::string why = invalid_reason(plan, c.vocab); !why.empty()) return finish(report::Status::Fail, "invalid plan: " + why);
 
   Reply hello = engine.hello();
-  if (!hello.ok()) return finish(report::Status::Fail, hello.message);
-  for (Kind k : {Kind::Rollback, Kind::Reload, Kind::Fork, Kind::Chunked, Kind::Spec, Kind::Batch, Kind::Shift})
-    if (uses(plan, k) && !engine.supports(optional_operation(k)))
-      return finish(report::Status::Skipped, "the engine does not support " + optional_operation(k) + " (its hello lists " +
+  if (!hello.ok()) return finish(report::Status::Fail, hello.message, Failure::Where::Step, hello.message);
+  for (const std::string& operation : operations_used(plan))
+    if (!engine.supports(operation))
+      return finish(report::Status::Skipped, "the engine does not support " + operation + " (its hello lists " +
                                                  engine.info().value("operations", json::array()).dump() + ")");
   if (sequence_count(plan) > 1 && !engine.supports("sequences"))
     return finish(report::Status::Skipped, "the engine does not run several sequences (its hello lists " +
@@ -949,174 +1119,92 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
   if (loaded.kind == Reply::Kind::Unsupported) return finish(report::Status::Skipped, "the engine refused the model: " + loaded.message);
   if (!loaded.ok()) {
     const std::string msg = "load: " + loaded.message;
-    finish(report::Status::Fail, msg);
+    finish(report::Status::Fail, msg, Failure::Where::Load, loaded.message);
     judge(r, engine, model, plan, options, {loaded.message, false, {}});
-    return r;
+    return out;
   }
-  if (loaded.header.value("vocab", int64_t{-1}) != c.vocab)
-    return finish(report::Status::Fail, "load: the engine reports a vocabulary of " + loaded.header.value("vocab", json()).dump() +
-                                            ", the model has " + std::to_string(c.vocab));
-  // Where the engine says its arithmetic is coarser than float32 (docs/engines.md, "precision"), the
-  // same-dtype reference is too: FlashAttention's rule, a reference in the kernel's own precision.
-  const json precision = loaded.header.value("precision", json::object());
-  OracleOptions same_dtype;
-  same_dtype.kv_half = precision.value("kv", "float32") == "float16";
-  same_dtype.q_half = precision.value("q", "float32") == "float16";
-  same_dtype.gelu_half = precision.value("gelu", "float32") == "float16";
-  if (same_dtype.kv_half || same_dtype.q_half || same_dtype.gelu_half) {
-    r.dtype = "float32";
-    for (auto [key, on] : {std::pair{"kv", same_dtype.kv_half}, {"q", same_dtype.q_half}, {"gelu", same_dtype.gelu_half}})
-      if (on) r.dtype += std::string("/") + key + "-f16";
+  if (loaded.header.value("vocab", int64_t{-1}) != c.vocab) {
+    const std::string why = "the engine reports a vocabulary of " + loaded.header.value("vocab", json()).dump() + ", the model has " + std::to_string(c.vocab);
+    return finish(report::Status::Fail, "load: " + why, Failure::Where::Load, why);
   }
+  const OracleOptions same_dtype = same_dtype_of(loaded.header, r.dtype);
   r.policy = to_string(Policy::SameDtypeReference);
 
   // The plan as stateful commands: each step goes to the engine and to the sequence model, and the
-  // engine's answer is judged against the model's before the next step. The bound is the rule's over
-  // the steps so far (the same-dtype reference's error grows with the positions it has seen).
-  SequenceModel expected(model, same_dtype);
-  Recorded rec;
-  std::vector<double> bounds;  // per step run
-  double engine_s = 0, ref_error = 0, bound = options.rule.floor, worst = 0;
+  // engine's answer is judged against the model's before the next step.
+  PlanRun run(engine, model, plan, same_dtype, options.rule, id);
+  double worst = 0;
   int64_t judged = 0;
-  std::string failure, stopped;  // the first failing step; why the run ended early
+  std::string failure, stopped, error;  // the first failing row; why the run ended early; the engine's text
   report::Status stopped_as = report::Status::Fail;
   std::ostringstream steps;
   size_t failed_at = 0;
   int64_t fail_seq = -1, fail_pos = -1;
-  // Sends step i; false (and `why` set) when the engine refused it or failed.
-  auto send = [&](size_t i, const std::string& what, std::string& why, report::Status* as) {
-    const auto t = std::chrono::steady_clock::now();
-    Reply got = engine.step(plan.steps[i], id, static_cast<int64_t>(i), c.vocab);
-    engine_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-    rec.logits.emplace_back();
-    rec.rows.emplace_back();
-    rec.logprobs.push_back(0);
-    if (got.kind == Reply::Kind::Unsupported) {
-      why = what + ": the engine refused: " + got.message;
-      if (as) *as = report::Status::Skipped;
-      return false;
-    }
-    if (!got.ok()) {
-      why = what + ": " + got.message;
-      return false;
-    }
-    rec.logits.back() = std::move(got.logits);
-    rec.rows.back() = std::move(got.rows);
-    rec.logprobs.back() = got.logprobs;
-    return true;
-  };
   const auto t0 = std::chrono::steady_clock::now();
   size_t i = 0;
   for (; i < plan.steps.size() && failure.empty(); ++i) {
-    const PlanStep& s = plan.steps[i];
-    const std::string what = "step " + std::to_string(i) + " (" + describe(s, expected.lengths()) + ")";
-    if (!send(i, what, stopped, &stopped_as)) break;
-    const SequenceModel::Expected e = expected.apply(s, i, rec.logprob(i));
-    ref_error = std::max(ref_error, e.reference_error);
-    bound = std::max(options.rule.floor, options.rule.factor * ref_error);
-    bounds.push_back(bound);
-    const std::vector<float>& got = rec.logits[i];
-    if (got.empty()) continue;
-    double step_worst = 0;
-    for (size_t k = 0; k * c.vocab < got.size(); ++k) {
-      const auto [seq, pos] = e.positions[static_cast<size_t>(rec.row(i, k))];
-      const float* g = got.data() + k * c.vocab;
-      const double* w = e.logits.data() + rec.row(i, k) * c.vocab;
-      double err = 0;
-      int64_t at = 0, top_got = 0, top_want = 0;
-      for (int64_t v = 0; v < c.vocab; ++v) {
-        const double d = std::isfinite(g[v]) ? std::abs(g[v] - w[v]) : INFINITY;
-        if (d > err) err = d, at = v;
-        if (g[v] > g[top_got]) top_got = v;
-        if (w[v] > w[top_want]) top_want = v;
-      }
-      double second = -INFINITY;
-      for (int64_t v = 0; v < c.vocab; ++v)
-        if (v != top_want) second = std::max(second, w[v]);
-      ++judged;
-      step_worst = std::max(step_worst, err);
-      const std::string where = (s.kind == Kind::Batch ? "seq " + std::to_string(seq) + " " : "") + "position " + std::to_string(pos);
-      std::string bad;
-      if (err > bound)
-        bad = what + (rec.logprob(i) ? ": max |log-prob error| " : ": max |logit error| ") + num(err) + " at " + where + ", token id " + std::to_string(at) + " (engine " + num(g[at]) +
-              ", oracle " + num(w[at]) + ") > bound " + num(bound);
-      else if (top_got != top_want && w[top_want] - second > 2 * bound)
-        bad = what + ": top-1 token at " + where + " is " + std::to_string(top_got) + ", the oracle's is " + std::to_string(top_want);
-      if (!bad.empty() && failure.empty()) failure = bad, failed_at = i, fail_seq = seq, fail_pos = pos;
-    }
-    worst = std::max(worst, step_worst);
-    steps << what << ": max error " << num(step_worst);
-    if (got.size() / static_cast<size_t>(c.vocab) < e.positions.size())
-      steps << " (the engine answered " << got.size() / static_cast<size_t>(c.vocab) << " of " << e.positions.size() << " positions)";
+    const std::string what = run.what(i);
+    if (!run.send(i, stopped, error, &stopped_as)) break;
+    const SequenceModel::Expected e = run.apply(i);
+    if (run.rec.logits[i].empty()) continue;
+    const StepVerdict v = judge_step(what, plan.steps[i], e, run.rec, i, c.vocab, run.bound);
+    judged += v.judged;
+    if (!v.bad.empty()) failure = v.bad, failed_at = i, fail_seq = v.seq, fail_pos = v.position;
+    worst = std::max(worst, v.worst);
+    steps << what << ": max error " << num(v.worst);
+    const size_t rows = run.rec.logits[i].size() / static_cast<size_t>(c.vocab);
+    if (rows < e.positions.size()) steps << " (the engine answered " << rows << " of " << e.positions.size() << " positions)";
     steps << "\n";
   }
-  const size_t run = rec.logits.size();
+  const size_t ran = run.answered();
 
-  // The diagnosis: the hypotheses that still match the engine's answers up to the failing step; while
-  // more than one does, the plan goes on, its steps only telling them apart.
-  std::vector<Diagnosis> fits;
-  std::string tried, then;
-  size_t told_apart = 0;
-  if (!failure.empty()) {
-    Diagnoser d(model, plan, kv_declared_of(same_dtype));
-    for (size_t k = 0; k < run; ++k) d.feed(k, rec, bounds[k]);
-    for (; !d.settled() && i < plan.steps.size(); ++i, ++told_apart) {
-      const std::string what = "step " + std::to_string(i) + " (" + describe(plan.steps[i], expected.lengths()) + ")";
-      if (!send(i, what, then, nullptr)) break;
-      ref_error = std::max(ref_error, expected.apply(plan.steps[i], i, rec.logprob(i)).reference_error);
-      bounds.push_back(std::max(options.rule.floor, options.rule.factor * ref_error));
-      d.feed(i, rec, bounds.back());
-    }
-    if (rec.logits.size() > bounds.size()) rec.logits.pop_back(), rec.rows.pop_back(), rec.logprobs.pop_back();  // the step that failed to answer
-    fits = with_lost_keys(d.fits(), model, plan, rec, bounds);
-    tried = d.tried();
-  }
+  Diagnosed diagnosed;
+  if (!failure.empty()) diagnosed = diagnose_failure(run, model, plan, same_dtype, i);
   if (options.timing) {
-    options.timing->engine_s += engine_s;
-    options.timing->oracle_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - engine_s;
-    options.timing->steps += static_cast<int64_t>(rec.logits.size());
+    options.timing->engine_s += run.engine_s;
+    options.timing->oracle_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - run.engine_s;
+    options.timing->steps += static_cast<int64_t>(run.rec.logits.size());
   }
-  if (!fits.empty()) r.masks = pictures(model, fits.front(), failed_at, fail_seq, fail_pos);
-  r.bound = bound;
+  if (!diagnosed.fits.empty()) r.masks = pictures(model, diagnosed.fits.front(), failed_at, fail_seq, fail_pos);
+  r.bound = run.bound;
   r.error = worst;
-  std::ostringstream detail;
-  detail << "engine: " << engine.info().value("name", std::string("?")) << " " << engine.info().value("version", std::string()) << "\n";
-  detail << "plan: " << to_json(plan).dump() << "\n";
-  detail << "bound " << num(bound) << " = max(floor " << num(options.rule.floor) << ", " << options.rule.factor
-         << " x float32 reference error " << num(ref_error) << ")\n";
-  detail << steps.str();
-  if (told_apart) detail << "the plan went on " << told_apart << " more steps to tell the explanations apart\n";
-  if (!failure.empty()) {
-    std::string ids;
-    for (const Diagnosis& f : fits) ids += (ids.empty() ? "" : " | ") + f.id();
-    detail << "diagnosis: " << (fits.empty() ? std::string(to_string(DKind::Unexplained)) : ids) << "\n";
-  }
-  r.detail = detail.str();
-  const std::string summary = std::to_string(run) + " steps, " + std::to_string(judged) + " positions judged, max error " + num(worst) +
-                              " (bound " + num(bound) + ")";
+  r.detail = detail_text(engine, plan, options.rule, run, steps.str(), failure, diagnosed);
+  const std::string summary = std::to_string(ran) + " steps, " + std::to_string(judged) + " positions judged, max error " + num(worst) +
+                              " (bound " + num(run.bound) + ")";
   // An engine that answered logits for none of the new positions checked nothing: not a pass.
   if (failure.empty() && stopped.empty() && judged == 0)
     return finish(report::Status::Fail, "the engine answered no logits at any new position: nothing was judged (" + summary + ")");
   if (failure.empty() && stopped.empty()) {
     finish(report::Status::Pass, summary);
     judge(r, engine, model, plan, options, {});
-    return r;
+    return out;
   }
-  std::string msg;
-  if (failure.empty()) {
-    if (stopped_as == report::Status::Skipped) return finish(stopped_as, stopped + " (" + summary + " before it)");
-    msg = stopped + " (" + summary + " before it)";
-  } else {
-    std::string ids;
-    for (const Diagnosis& f : fits) ids += (ids.empty() ? "" : " | ") + f.id();
-    msg = failure + (fits.empty() ? "; no single explanation fits (tried " + tried + ") [unexplained]" : "; " + explain(fits) + " [" + ids + "]");
-    if (!then.empty()) msg += "; then " + then;
-  }
-  finish(report::Status::Fail, msg);
-  expect::Failure as = logit_failure(fits, stopped + then);
-  as.logits = !failure.empty();
+  if (failure.empty() && stopped_as == report::Status::Skipped) return finish(stopped_as, stopped + " (" + summary + " before it)");
+  const std::string msg = failure.empty() ? stopped + " (" + summary + " before it)" : logits_message(failure, diagnosed);
+  const bool logits = !failure.empty();
+  out.failure.fits = diagnosed.fits;
+  const Failure::Where where = logits ? Failure::Where::Logits : Failure::Where::Step;
+  finish(report::Status::Fail, msg, where, error);
+  // The engine's expectations (an expected failure becomes its DEVIATION), judged on the typed failure.
+  expect::Failure as = logit_failure(diagnosed.fits, stopped + diagnosed.then);
+  as.logits = logits;
   judge(r, engine, model, plan, options, as);
-  return r;
+  return out;
+}
+
+report::CaseResult check_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan,
+                              const CheckOptions& options) {
+  return judge_plan(engine, model, model_dir, plan, options).result;
+}
+
+bool same_failure(const Failure& a, const Failure& b, const std::function<std::string(const std::string&)>& error_class) {
+  if (a.where != b.where) return false;
+  if (a.where != Failure::Where::Logits) return error_class(a.error) == error_class(b.error);
+  if (a.fits.empty() || b.fits.empty()) return a.fits.empty() && b.fits.empty();  // unexplained stays unexplained
+  for (const Diagnosis& x : a.fits)
+    for (const Diagnosis& y : b.fits)
+      if (x.kind == y.kind) return true;
+  return false;
 }
 
 }  // namespace kvc::engine

@@ -113,21 +113,10 @@ Reply EngineClient::load(const std::string& model_dir, int64_t max_tokens, int64
 }
 
 Reply EngineClient::step(const PlanStep& s, const std::string& case_id, int64_t index, int64_t vocab) {
-  using Kind = PlanStep::Kind;
-  json h = {{"op", to_string(s.kind)}, {"case", case_id}, {"step", index}};
-  if (s.kind != Kind::Reset && s.kind != Kind::Batch) h["seq"] = s.seq;
-  if (s.kind == Kind::Extend || s.kind == Kind::Chunked || s.kind == Kind::Spec) h["tokens"] = s.tokens;
-  if (s.kind == Kind::Rollback || s.kind == Kind::Spec) h["n"] = s.n;
-  if (s.kind == Kind::Chunked) h["chunk"] = s.chunk;
-  if (s.kind == Kind::Fork) h["from"] = s.from, h["length"] = s.n;
-  if (s.kind == Kind::Shift) h["keep"] = s.keep, h["discard"] = s.n;
-  if (s.kind == Kind::Batch) {
-    h["items"] = json::array();
-    for (const BatchItem& item : s.items) h["items"].push_back({{"seq", item.seq}, {"tokens", item.tokens}});
-  }
-  const int64_t rows = static_cast<int64_t>(new_positions(s, {}).size());
-  const bool has_logits = s.kind == Kind::Extend || s.kind == Kind::Chunked || s.kind == Kind::Spec || s.kind == Kind::Batch;
-  return request(h, has_logits ? rows : -1, vocab);
+  json h = s.to_json();
+  h["case"] = case_id;
+  h["step"] = index;
+  return request(h, s.logits() ? static_cast<int64_t>(s.positions({}).size()) : -1, vocab);
 }
 
 }  // namespace kvc::engine

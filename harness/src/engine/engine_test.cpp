@@ -304,8 +304,8 @@ TEST(SequenceModel, KeptRowsAreTheComputedOnesUnderModelOptionsAndEveryStep) {
   auto keyed = [](Model m, const std::string& digest) { m.digest = digest; return m; };
   const Model a = random_model(Family::Gemma2, {3, 0}, 3, 7), b = random_model(Family::Gemma2, {3, 0}, 3, 8);
   const Model ka = keyed(a, "memo-test-a"), kb = keyed(b, "memo-test-b");
-  const PlanStep s0{PlanStep::Kind::Extend, 0, tokens(6, 1), 0}, s1{PlanStep::Kind::Extend, 0, tokens(3, 2), 0},
-      other0{PlanStep::Kind::Extend, 0, tokens(6, 3), 0}, s2{PlanStep::Kind::Extend, 0, tokens(2, 4), 0};
+  const PlanStep s0{Extend{0, tokens(6, 1)}}, s1{Extend{0, tokens(3, 2)}},
+      other0{Extend{0, tokens(6, 3)}}, s2{Extend{0, tokens(2, 4)}};
   OracleOptions half;
   half.kv_half = true;
   const OracleMemoStats before = oracle_memo_stats();
@@ -327,7 +327,7 @@ TEST(SequenceModel, RowsKeptInFilesAreTheComputedOnesAndADamagedFileIsComputedAg
   const fs::path dir = oracle_files_dir();
   if (dir.empty()) GTEST_SKIP() << "the oracle keeps no files here (KVC_ORACLE_MEMO, KVC_CACHE, HOME)";
   Model a = random_model(Family::Gemma2, {3, 0}, 3, 11);
-  const std::vector<PlanStep> plan = {{PlanStep::Kind::Extend, 0, tokens(6, 1), 0}, {PlanStep::Kind::Extend, 0, tokens(3, 2), 0}};
+  const std::vector<PlanStep> plan = {{Extend{0, tokens(6, 1)}}, {Extend{0, tokens(3, 2)}}};
   const auto want = expected_rows(a, plan);  // no digest: computed, nothing kept
   a.digest = "memo-file-test-" + std::to_string(getpid()) + "-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   const size_t before_written = oracle_files_written().size();
@@ -465,10 +465,7 @@ TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
     EXPECT_NE(std::string(e.what()).find("p.json: /steps/0/op"), std::string::npos) << e.what();
   }
   Plan p{"x", "m", {}};
-  PlanStep roll;
-  roll.kind = PlanStep::Kind::Rollback;
-  roll.n = 1;
-  p.steps.push_back(roll);
+  p.steps.push_back(Rollback{0, 1});
   EXPECT_NE(invalid_reason(p, 32).find("rollback by 1 of a sequence of 0"), std::string::npos);
 }
 
@@ -476,15 +473,18 @@ TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
 Recorded record(const Model& m, const Plan& plan, OracleOptions o) {
   Recorded r;
   std::map<int64_t, std::unique_ptr<SequenceOracle<double>>> seqs;
+  auto seq = [&](int64_t s) -> SequenceOracle<double>& {
+    auto& slot = seqs[s];
+    if (!slot) slot = std::make_unique<SequenceOracle<double>>(m, o);
+    return *slot;
+  };
   for (const PlanStep& s : plan.steps) {
     r.logits.emplace_back();
-    auto& slot = seqs[s.seq];
-    if (!slot) slot = std::make_unique<SequenceOracle<double>>(m, o);
-    if (s.kind == PlanStep::Kind::Extend) {
-      const auto l = slot->extend(s.tokens);
+    if (const Extend* e = s.as<Extend>()) {
+      const auto l = seq(e->seq).extend(e->tokens);
       r.logits.back().assign(l.begin(), l.end());
     }
-    if (s.kind == PlanStep::Kind::Rollback) slot->truncate(s.n);
+    if (const Rollback* b = s.as<Rollback>()) seq(b->seq).truncate(b->drop);
   }
   return r;
 }
@@ -493,7 +493,7 @@ TEST(Diagnose, NamesTheChunkThatExplainsTheLogits) {
   Model m = random_model(Family::Mistral, {0, 0}, 0);
   m.config.chunks = {4, 0};
   m.config.chunk_size = 4;
-  const Plan plan{"p", "test", {PlanStep{PlanStep::Kind::Extend, 0, tokens(13), 0}}};
+  const Plan plan{"p", "test", {PlanStep{Extend{0, tokens(13)}}}};
   auto with = [](std::vector<int64_t> c, std::vector<int64_t> w = {0, 0}) {
     OracleOptions o;
     o.chunks = c;
@@ -510,7 +510,7 @@ TEST(Diagnose, NamesTheChunkThatExplainsTheLogits) {
 
 TEST(Diagnose, NamesTheWindowThatExplainsTheLogits) {
   const Model m = random_model(Family::Gemma2, {4, 0, 4}, 4);
-  const Plan plan{"p", "test", {PlanStep{PlanStep::Kind::Extend, 0, tokens(13), 0}, PlanStep{PlanStep::Kind::Extend, 0, tokens(3, 2), 0}}};
+  const Plan plan{"p", "test", {PlanStep{Extend{0, tokens(13)}}, PlanStep{Extend{0, tokens(3, 2)}}}};
   auto with = [](std::vector<int64_t> w) {
     OracleOptions o;
     o.windows = w;
@@ -519,7 +519,7 @@ TEST(Diagnose, NamesTheWindowThatExplainsTheLogits) {
   EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({5, 0, 5})), 1e-3)), "consistent with a window of W+1 on the sliding layers (one key too many)");
   EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({3, 0, 3})), 1e-3)), "consistent with a window of W-1 on the sliding layers (one key too few)");
   // A plan no longer than W+1 cannot tell W+1 from full attention: both are named.
-  const Plan short_plan{"p", "test", {PlanStep{PlanStep::Kind::Extend, 0, tokens(5), 0}}};
+  const Plan short_plan{"p", "test", {PlanStep{Extend{0, tokens(5)}}}};
   EXPECT_EQ(explain(diagnose(m, short_plan, record(m, short_plan, with({5, 0, 5})), 1e-3)),
             "consistent with a window of W+1 on the sliding layers (one key too many) or with full attention on the sliding layers");
   EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({0, 0, 0})), 1e-3)), "consistent with full attention on the sliding layers");
@@ -527,15 +527,15 @@ TEST(Diagnose, NamesTheWindowThatExplainsTheLogits) {
             "consistent with the sliding window applied to the full-attention layers too");
   EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({4, 0, 4})), 1e-3)), "");  // the truth is no deviation
   Plan roll = plan;
-  roll.steps.insert(roll.steps.begin() + 1, PlanStep{PlanStep::Kind::Rollback, 0, {}, 2});
+  roll.steps.insert(roll.steps.begin() + 1, PlanStep{Rollback{0, 2}});
   // After the rollback to 11, the sliding layers lost key 8 (they kept W - 1 = 3 rows, 2 of them rolled back).
   Recorded lost = record(m, roll, {});
   {
     SequenceOracle<double> o(m);
-    o.extend(roll.steps[0].tokens);
+    o.extend(roll.steps[0].as<Extend>()->tokens);
     o.truncate(2);
     o.forget_before(9);
-    const auto l = o.extend(roll.steps[2].tokens);
+    const auto l = o.extend(roll.steps[2].as<Extend>()->tokens);
     lost.logits[2].assign(l.begin(), l.end());
   }
   const std::vector<Diagnosis> why = diagnose(m, roll, lost, 1e-3);
@@ -557,7 +557,7 @@ std::string named(const Model& m, const Plan& plan, const Recorded& rec) {
 }
 
 TEST(Diagnose, NamesEachConfigReadWrong) {
-  const Plan plan{"p", "test", {PlanStep{PlanStep::Kind::Extend, 0, tokens(13), 0}, PlanStep{PlanStep::Kind::Extend, 0, tokens(3, 2), 0}}};
+  const Plan plan{"p", "test", {PlanStep{Extend{0, tokens(13)}}, PlanStep{Extend{0, tokens(3, 2)}}}};
   auto opts = [](auto f) {
     OracleOptions o;
     f(o);
@@ -571,7 +571,7 @@ TEST(Diagnose, NamesEachConfigReadWrong) {
   EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.windows = {4, 0, 4}, o.chunks = {4, 0, 4}; }))), "sliding_as_chunked");
   EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.windows = {4, 4, 4}; }))), "window_on_every_layer");
   // A full layer keeping its last 9 keys first departs at position 9, which names the cap.
-  const Plan past{"p", "test", {PlanStep{PlanStep::Kind::Extend, 0, tokens(13), 0}, PlanStep{PlanStep::Kind::Extend, 0, tokens(4, 2), 0}}};
+  const Plan past{"p", "test", {PlanStep{Extend{0, tokens(13)}}, PlanStep{Extend{0, tokens(4, 2)}}}};
   EXPECT_EQ(named(g2, past, record(g2, past, opts([](OracleOptions& o) { o.windows = {4, 9, 4}; }))), "full_attention_capped(keys=9)");
   // One eviction late (position 6 sees W+1 keys) is not a window of W+1: the positions after it tell.
   const Recorded late = record(g2, plan, opts([](OracleOptions& o) { o.window_delta_position = 6, o.window_delta = 1; }));
@@ -918,15 +918,53 @@ TEST(Plans, TheServingOperationsNameTheirBadField) {
   EXPECT_NE(invalid_reason(p, 32).find("step 1: fork of the first 6 tokens of a sequence of 5"), std::string::npos) << invalid_reason(p, 32);
   EXPECT_EQ(max_tokens(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, spec}}}, "p.json")), 8);
   Lengths len{{0, 5}, {1, 2}};
-  EXPECT_EQ(describe(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {batch}}}, "p.json").steps[0], len),
+  EXPECT_EQ(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {batch}}}, "p.json").steps[0].describe(len),
             "batch of 2: seq 0 1 token at 5, seq 1 2 tokens at 2..3");
-  EXPECT_EQ(describe(p.steps[1], len), "fork seq 1 from the first 6 of seq 0's 5 tokens");
+  EXPECT_EQ(p.steps[1].describe(len), "fork seq 1 from the first 6 of seq 0's 5 tokens");
   // A shift past the sequence's end, and what a valid one says.
   Plan q = plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, with(shift, "discard", 5)}}}, "p.json");
   EXPECT_NE(invalid_reason(q, 32).find("step 1: shift discarding 5 after 1 of a sequence of 5 tokens"), std::string::npos) << invalid_reason(q, 32);
   q = plan_from_json(to_json(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, shift}}}, "p.json")), "p.json");
-  EXPECT_EQ(describe(q.steps[1], len), "shift seq 0: discard 2 tokens at 1..2, move 2 down (to 3)");
+  EXPECT_EQ(q.steps[1].describe(len), "shift seq 0: discard 2 tokens at 1..2, move 2 down (to 3)");
   EXPECT_EQ(invalid_reason(q, 32), "");
+}
+
+// The step table: each row reads back what it writes, the protocol names each row's fields, every
+// draw of the campaign is a valid step of a listed operation, and the operation mutants each name
+// their row's operation.
+TEST(StepTable, EachRowRoundTripsAndTheProtocolIsTheTable) {
+  const std::vector<PlanStep> one_of_each{Extend{0, tokens(3)},       Rollback{0, 1},           Reload{0},
+                                          Reset{},                    Fork{1, 0, 2},            Chunked{0, tokens(4, 2), 3},
+                                          Spec{0, tokens(3, 3), 1},   Batch{{{0, tokens(1)}, {1, tokens(2, 4)}}}, Shift{0, 1, 1}};
+  const nlohmann::json protocol = protocol_description();
+  ASSERT_EQ(protocol["steps"].size(), one_of_each.size());
+  for (size_t i = 0; i < one_of_each.size(); ++i) {
+    const PlanStep& s = one_of_each[i];
+    const nlohmann::json j = s.to_json();
+    EXPECT_EQ(PlanStep::from_json(j, "/steps/0", "t").to_json(), j) << j.dump();
+    EXPECT_EQ(protocol["steps"][i]["op"], s.op());
+    EXPECT_EQ(protocol["steps"][i]["logits"], s.logits());
+    std::vector<std::string> fields;
+    for (const auto& [key, value] : j.items())
+      if (key != "op") fields.push_back(key);
+    EXPECT_EQ(protocol["steps"][i]["fields"].get<std::vector<std::string>>(), fields) << s.op();
+    EXPECT_EQ(s.logits(), !s.positions({{0, 5}, {1, 5}}).empty()) << s.op();
+  }
+  for (const std::string& m : operation_mutants()) EXPECT_NE(operation_of_mutant(m), "") << m;
+  EXPECT_EQ(operation_of_mutant("window+1"), "");
+  // Every kind drawn, each step valid and of an operation listed: by the whole list, and by none.
+  for (const std::vector<std::string>& operations :
+       {std::vector<std::string>{"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift"}, std::vector<std::string>{}}) {
+    DrawContext c{operations, 4, 32, 7, 0, {}};
+    Plan p{"drawn", "m", {}};
+    std::set<std::string> ops;
+    for (int kind = 0; kind < 15; ++kind)
+      for (int variant = 0; variant < 8; ++variant)
+        for (PlanStep& s : draw_step(DrawnStep{kind, 3 + variant, variant % 2, variant}, c)) ops.insert(s.op()), p.steps.push_back(std::move(s));
+    EXPECT_EQ(invalid_reason(p, 32), "");
+    for (const std::string& op : operations_used(p)) EXPECT_NE(std::find(operations.begin(), operations.end(), op), operations.end()) << op;
+    EXPECT_EQ(ops.size(), operations.empty() ? 2u : one_of_each.size());  // without operations: extends and resets
+  }
 }
 
 TEST(EngineCheck, TheOracleEnginePassesEveryServingPlanAndEachOperationMutantFailsIt) {

@@ -30,6 +30,7 @@
 #include <string>
 
 #include "kvconform/engine/model.h"
+#include "kvconform/engine/steps.h"
 
 using nlohmann::json;
 using kvc::engine::Model;
@@ -146,10 +147,105 @@ void send_logits(const State& st, std::vector<double> logits, int64_t first = -1
   send(reply, payload);
 }
 
+// The oracle engine's answer to each kind of step (one method per row of the step table, steps.h):
+// what a worker writes to serve an operation.
+struct Serve {
+  State& st;
+  void operator()(const kvc::engine::Extend& s) {
+    Oracle& o = st.seq(s.seq);
+    const int64_t first = o.length();
+    send_logits(st, o.extend(s.tokens), first);
+  }
+  void operator()(const kvc::engine::Chunked& s) {
+    Oracle& o = st.seq(s.seq);
+    const int64_t first = o.length();
+    std::vector<double> all;
+    for (size_t at = 0; at < s.tokens.size(); at += static_cast<size_t>(s.chunk)) {
+      // The mutant's window restarts at each chunk: a chunk's sliding layers see no earlier key.
+      if (st.mutant == "chunked-restart") o.forget_before(o.length());
+      append(all, o.extend(std::vector<int32_t>(s.tokens.begin() + static_cast<long>(at),
+                                                s.tokens.begin() + static_cast<long>(std::min(s.tokens.size(), at + static_cast<size_t>(s.chunk))))));
+    }
+    send_logits(st, all, first);
+  }
+  void operator()(const kvc::engine::Spec& s) {
+    Oracle& o = st.seq(s.seq);
+    const int64_t first = o.length();
+    const std::vector<double> logits = o.extend(s.draft);
+    // The mutant rolls back one token more than the draft rejected.
+    const int64_t n = std::min<int64_t>(s.reject + (st.mutant == "spec-rollback" ? 1 : 0), o.length());
+    if (n > 0) o.truncate(n);
+    send_logits(st, logits, first);
+  }
+  void operator()(const kvc::engine::Batch& s) {
+    std::vector<double> all;
+    const int64_t first_length = s.items.empty() ? 0 : st.seq(s.items[0].seq).length();
+    for (const kvc::engine::BatchItem& item : s.items) {
+      Oracle& o = st.seq(item.seq);
+      if (st.mutant == "batch-offset" && o.length() != first_length) {
+        // The mutant computes this sequence's rows at the first item's offset: its cache cut
+        // back or padded (with its first token) to that length.
+        Oracle at_offset = o;
+        if (at_offset.length() > first_length) at_offset.truncate(at_offset.length() - first_length);
+        else at_offset.extend(std::vector<int32_t>(static_cast<size_t>(first_length - at_offset.length()), item.tokens.front()));
+        append(all, at_offset.extend(item.tokens));
+        o.extend(item.tokens);
+      } else {
+        append(all, o.extend(item.tokens));
+      }
+    }
+    send_logits(st, all);
+  }
+  void operator()(const kvc::engine::Fork& s) {
+    Oracle& source = st.seq(s.from);
+    if (s.length > source.length())
+      throw std::invalid_argument("fork of " + std::to_string(s.length) + " tokens of a sequence of " + std::to_string(source.length()));
+    if (st.mutant == "fork-shared") {
+      // The mutant shares the source's state instead of copying it: cutting the fork cuts the
+      // source, and either one's extends land in both.
+      st.seqs[s.seq] = st.seqs[s.from];
+      if (source.length() > s.length) source.truncate(source.length() - s.length);
+    } else {
+      auto copy = std::make_shared<Oracle>(source);
+      // The mutant starts the fork from a prefix one token short.
+      const int64_t keep = st.mutant == "fork-prefix" ? std::max<int64_t>(0, s.length - 1) : s.length;
+      if (copy->length() > keep) copy->truncate(copy->length() - keep);
+      st.seqs[s.seq] = copy;
+    }
+    send({{"status", "ok"}});
+  }
+  void operator()(const kvc::engine::Shift& s) {
+    // llama.cpp's context shift on the cached K/V; the mutant moves the keys without re-rotating them.
+    Oracle& o = st.seq(s.seq);
+    // shift-discard+1 drops one token more than asked, where there is one
+    const int64_t more = st.mutant == "shift-discard+1" && s.keep + s.discard < o.length() ? 1 : 0;
+    o.shift(s.keep, s.discard + more, st.mutant != "shift-no-rerotate");
+    send({{"status", "ok"}});
+  }
+  void operator()(const kvc::engine::Rollback& s) {
+    st.seq(s.seq).truncate(s.drop);
+    send({{"status", "ok"}});
+  }
+  void operator()(const kvc::engine::Reload& s) {
+    Oracle copy = st.seq(s.seq);
+    st.seqs.erase(s.seq);
+    st.seqs[s.seq] = std::make_shared<Oracle>(copy);
+    send({{"status", "ok"}});
+  }
+  void operator()(const kvc::engine::Reset&) {
+    st.seqs.clear();
+    send({{"status", "ok"}});
+  }
+};
+
 }  // namespace
 
 int main() {
   State st;
+  // Every optional operation of the step table, and several sequences.
+  const json protocol = kvc::engine::protocol_description();
+  json operations = json::array();
+  for (const json& o : protocol["operations"]) operations.push_back(o["name"]);
   for (;;) {
     char len[4];
     if (!read_exact(len, 4)) return 0;
@@ -163,7 +259,7 @@ int main() {
       if (op == "hello") {
         send({{"status", "ok"}, {"name", "kvc-oracle-engine"}, {"version", "1"},
               {"description", "the model oracle in float32, every position kept"},
-              {"operations", {"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift"}}});
+              {"operations", operations}});
         continue;
       }
       if (h.contains("step") && h["step"] == st.fault_step) {
@@ -225,8 +321,8 @@ int main() {
         auto each = [](std::vector<int64_t>& v, auto f) {
           for (int64_t& x : v) x = f(x);
         };
-        static const std::vector<std::string> operation_mutants{"none", "fork-shared", "fork-prefix", "chunked-restart", "spec-rollback",
-                                                                "batch-offset", "shift-no-rerotate", "shift-discard+1", "glitch"};
+        std::vector<std::string> operation_mutants = kvc::engine::operation_mutants();
+        operation_mutants.insert(operation_mutants.end(), {"none", "glitch"});
         if (mutant == "window+1") {
           each(o.windows, [](int64_t w) { return w > 0 ? w + 1 : 0; });
           each(o.chunks, [](int64_t c) { return c > 0 ? c + 1 : 0; });
@@ -281,93 +377,9 @@ int main() {
           continue;
         }
         send({{"status", "ok"}, {"vocab", st.model->config.vocab}});
-      } else if (op == "extend") {
-        Oracle& o = st.seq(h.at("seq"));
-        const int64_t first = o.length();
-        send_logits(st, o.extend(h.at("tokens").get<std::vector<int32_t>>()), first);
-      } else if (op == "chunked") {
-        const std::vector<int32_t> tokens = h.at("tokens").get<std::vector<int32_t>>();
-        const int64_t chunk = h.at("chunk");
-        if (chunk <= 0) throw std::invalid_argument("chunk must be positive");
-        Oracle& o = st.seq(h.at("seq"));
-        const int64_t first = o.length();
-        std::vector<double> all;
-        for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(chunk)) {
-          // The mutant's window restarts at each chunk: a chunk's sliding layers see no earlier key.
-          if (st.mutant == "chunked-restart") o.forget_before(o.length());
-          append(all, o.extend(std::vector<int32_t>(tokens.begin() + static_cast<long>(at),
-                                                    tokens.begin() + static_cast<long>(std::min(tokens.size(), at + static_cast<size_t>(chunk))))));
-        }
-        send_logits(st, all, first);
-      } else if (op == "spec") {
-        Oracle& o = st.seq(h.at("seq"));
-        const int64_t first = o.length();
-        const std::vector<double> logits = o.extend(h.at("tokens").get<std::vector<int32_t>>());
-        // The mutant rolls back one token more than the draft rejected.
-        const int64_t n = std::min<int64_t>(h.at("n").get<int64_t>() + (st.mutant == "spec-rollback" ? 1 : 0), o.length());
-        if (n > 0) o.truncate(n);
-        send_logits(st, logits, first);
-      } else if (op == "batch") {
-        std::vector<double> all;
-        const json& items = h.at("items");
-        const int64_t first_length = items.empty() ? 0 : st.seq(items[0].at("seq")).length();
-        for (const json& item : items) {
-          Oracle& o = st.seq(item.at("seq"));
-          const std::vector<int32_t> tokens = item.at("tokens").get<std::vector<int32_t>>();
-          if (st.mutant == "batch-offset" && o.length() != first_length) {
-            // The mutant computes this sequence's rows at the first item's offset: its cache cut
-            // back or padded (with its first token) to that length.
-            Oracle at_offset = o;
-            if (at_offset.length() > first_length) at_offset.truncate(at_offset.length() - first_length);
-            else at_offset.extend(std::vector<int32_t>(static_cast<size_t>(first_length - at_offset.length()), tokens.front()));
-            append(all, at_offset.extend(tokens));
-            o.extend(tokens);
-          } else {
-            append(all, o.extend(tokens));
-          }
-        }
-        send_logits(st, all);
-      } else if (op == "fork") {
-        const int64_t seq = h.at("seq"), from = h.at("from"), length = h.at("length");
-        if (seq == from) throw std::invalid_argument("fork into its own source");
-        Oracle& source = st.seq(from);
-        if (length < 0 || length > source.length())
-          throw std::invalid_argument("fork of " + std::to_string(length) + " tokens of a sequence of " + std::to_string(source.length()));
-        if (st.mutant == "fork-shared") {
-          // The mutant shares the source's state instead of copying it: cutting the fork cuts the
-          // source, and either one's extends land in both.
-          st.seqs[seq] = st.seqs[from];
-          if (source.length() > length) source.truncate(source.length() - length);
-        } else {
-          auto copy = std::make_shared<Oracle>(source);
-          // The mutant starts the fork from a prefix one token short.
-          const int64_t keep = st.mutant == "fork-prefix" ? std::max<int64_t>(0, length - 1) : length;
-          if (copy->length() > keep) copy->truncate(copy->length() - keep);
-          st.seqs[seq] = copy;
-        }
-        send({{"status", "ok"}});
-      } else if (op == "shift") {
-        // llama.cpp's context shift on the cached K/V; the mutant moves the keys without re-rotating them.
-        Oracle& o = st.seq(h.at("seq"));
-        const int64_t keep = h.at("keep"), discard = h.at("discard");
-        if (discard <= 0) throw std::invalid_argument("discard must be positive");
-        // shift-discard+1 drops one token more than asked, where there is one
-        const int64_t more = st.mutant == "shift-discard+1" && keep + discard < o.length() ? 1 : 0;
-        o.shift(keep, discard + more, st.mutant != "shift-no-rerotate");
-        send({{"status", "ok"}});
-      } else if (op == "rollback") {
-        st.seq(h.at("seq")).truncate(h.at("n"));
-        send({{"status", "ok"}});
-      } else if (op == "reload") {
-        Oracle copy = st.seq(h.at("seq"));
-        st.seqs.erase(h.at("seq").get<int64_t>());
-        st.seqs[h.at("seq")] = std::make_shared<Oracle>(copy);
-        send({{"status", "ok"}});
-      } else if (op == "reset") {
-        st.seqs.clear();
-        send({{"status", "ok"}});
       } else {
-        send({{"status", "error"}, {"error", "unknown op \"" + op + "\""}});
+        // A plan step, read by the step table (an unknown op or a bad field is the error's message).
+        kvc::engine::PlanStep::from_json(h, "", "request").visit(Serve{st});
       }
     } catch (const std::exception& e) {
       send({{"status", "error"}, {"error", e.what()}});

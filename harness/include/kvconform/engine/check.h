@@ -6,6 +6,7 @@
 // still match the engine's logits. No LibTorch here.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -92,9 +93,30 @@ struct CheckOptions {
   std::string reproduce;  // the command line that runs this case alone
 };
 
-// The case id is engine/<spec name>/<model>/<plan name>.
+// What failed in a case, typed: where, the diagnoses its wrong logits fit (empty: unexplained), and
+// the engine's own error text. The shrinker keeps a failure by it (same_failure), not by its message.
+struct Failure {
+  enum class Where { None, Load, Step, Logits };  // Step: a step, the hello, the plan or the check itself failed
+  Where where = Where::None;
+  std::vector<Diagnosis> fits;
+  std::string error;
+};
+struct Judged {
+  report::CaseResult result;
+  Failure failure;  // where = None unless the result is a FAIL or a DEVIATION
+};
+
+// The plan run as a stateful test: every step's `pre` first (a plan that cannot run is not sent);
+// then, step by step, sent to the engine, applied to the sequence model and the answer judged; the
+// first failing row is diagnosed (diagnose), a known deviation looked for, the message built. The
+// case id is engine/<spec name>/<model>/<plan name>.
+Judged judge_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan, const CheckOptions& options);
 report::CaseResult check_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan,
                               const CheckOptions& options);
+// Whether two failures are the same bug: the same place, and for wrong logits a diagnosis kind in
+// common (or both unexplained); for an engine's error, the same `error_class` of its text (its
+// exception type and source location, which only the text carries).
+bool same_failure(const Failure& a, const Failure& b, const std::function<std::string(const std::string&)>& error_class);
 
 // The sequence model a plan's steps apply to: the sequences' lengths (the one place they are kept),
 // the float64 oracle (what the rule says) and the same-dtype reference (what the bound is measured
@@ -104,7 +126,7 @@ class SequenceModel {
   SequenceModel(const Model& model, const OracleOptions& same_dtype);
   ~SequenceModel();
   struct Expected {
-    std::vector<std::pair<int64_t, int64_t>> positions;  // (seq, position) of each row, as new_positions()
+    std::vector<std::pair<int64_t, int64_t>> positions;  // (seq, position) of each row, as PlanStep::positions()
     std::vector<double> logits;                          // the float64 oracle's rows [positions, vocab]
     double reference_error = 0;                          // max |same-dtype reference - float64| over them
   };
@@ -137,7 +159,7 @@ std::vector<std::string> oracle_files_written();
 void forget_kept_oracle_rows();
 
 // An engine's answers so far, per plan step: the logits (empty for steps without logits and steps
-// not run) and which of the step's new positions they hold (indices into new_positions(); a step
+// not run) and which of the step's new positions they hold (indices into PlanStep::positions(); a step
 // without an entry, or with an empty entry and logits, holds all of them).
 struct Recorded {
   std::vector<std::vector<float>> logits;

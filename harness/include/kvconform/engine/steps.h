@@ -1,0 +1,471 @@
+// The step table: every kind of plan step, defined once. A kind is one struct (a command, as
+// RapidCheck's Command or a Hypothesis @rule): its named fields, its protocol op, the optional
+// operation an engine must list to be sent it, its operation mutants, `pre` (when it may run),
+// `apply` to the sequence lengths, the positions whose logits it returns and the judge checks, its
+// oracle (how the model oracle runs it, and how a departure from it is run), how the campaign draws
+// it, its JSON in and out (plans and the protocol share the fields) and how it prints. `PlanStep`
+// holds one of them; the code outside this table asks the step, never which kind it is.
+// Adding a serving operation is one struct here (and its row in `StepKinds`) plus one method per
+// worker; engines/protocol.json is generated from this table (`kvconform engine --protocol`).
+// No LibTorch here.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kvc::engine {
+
+class PlanStep;
+
+// Sequence lengths as the steps run (PlanStep::apply).
+using Lengths = std::map<int64_t, int64_t>;
+// (sequence, position) of each row of a step's logits, in order.
+using Positions = std::vector<std::pair<int64_t, int64_t>>;
+
+// A mutant that does one operation wrong (the window right): its name and what it does.
+struct OperationMutant {
+  const char* name;
+  const char* does;
+};
+
+// Reads a step's fields from a plan file or a request header; throws std::invalid_argument naming the
+// file and the JSON pointer of the bad field.
+struct StepReader {
+  const nlohmann::json& j;
+  std::string ptr, file;
+  [[noreturn]] void bad(const std::string& at, const std::string& why) const;
+  int64_t seq(const nlohmann::json& obj, const std::string& key, const std::string& at) const;  // in [0, 15]
+  std::vector<int32_t> tokens(const nlohmann::json& obj, const std::string& at) const;       // non-empty token ids
+  int64_t integer(const std::string& key, int64_t least, const std::string& what) const;      // j[key] >= least
+  int64_t seq() const { return j.contains("seq") ? seq(j, "seq", ptr) : 0; }
+};
+
+// One raw draw of the engine campaign: its kind, size, sequence and a variant (which window or block
+// edge a fork diverges at, which chunk size, how many draft tokens a spec cycle rejects, the batch's
+// other length). A shrunk draw is simpler: fewer steps, kind 0 (an extend), smaller, on sequence 0,
+// variant 0 (each operation's plainest form).
+struct DrawnStep {
+  int kind = 0, size = 1, seq = 0, variant = 0;
+};
+
+// What a row's draw may use: the engine's operations, the lengths so far, the plan's token streams.
+struct DrawContext {
+  std::vector<std::string> operations;
+  int64_t window = 1, vocab = 2;  // window >= 1
+  uint64_t seed = 0, salt = 0;
+  Lengths len;
+  bool has(const char* operation) const;
+  int64_t length(int64_t seq) const;
+  std::vector<int32_t> tokens(int64_t n, int size) const;  // the draw's tokens, from (seed, salt, size)
+};
+
+namespace steps {
+std::string span(int64_t first, int64_t n);  // "3 tokens at 12..14"
+int64_t length_of(const Lengths& len, int64_t seq);
+std::string bad_tokens(const char* op, const std::vector<int32_t>& tokens, int64_t vocab);  // "" when valid
+Positions new_rows(int64_t seq, size_t count, const Lengths& before);
+}  // namespace steps
+
+// ---- The rows. Each has: op, operation ("" when every engine serves it), mutants, logits (answered
+// with the logits of its new positions), and the members pre, apply, positions, fields, read,
+// describe, oracle, draw. ----
+
+// Feeds tokens to a sequence; its logits are every new position's.
+struct Extend {
+  static constexpr const char* op = "extend";
+  static constexpr const char* operation = "";
+  static constexpr std::array<OperationMutant, 0> mutants{};
+  static constexpr bool logits = true;
+  static constexpr const char* about = "feeds `tokens` to sequence `seq`; answers the logits of each new position";
+  int64_t seq = 0;
+  std::vector<int32_t> tokens;
+
+  std::string pre(const Lengths&, int64_t vocab) const { return steps::bad_tokens(op, tokens, vocab); }
+  void apply(Lengths& len) const { len[seq] += static_cast<int64_t>(tokens.size()); }
+  Positions positions(const Lengths& before) const { return steps::new_rows(seq, tokens.size(), before); }
+  nlohmann::json fields() const { return {{"seq", seq}, {"tokens", tokens}}; }
+  static Extend read(const StepReader& r) { return {r.seq(), r.tokens(r.j, r.ptr)}; }
+  std::string describe(const Lengths& len) const {
+    return "extend seq " + std::to_string(seq) + ": " + steps::span(steps::length_of(len, seq), static_cast<int64_t>(tokens.size()));
+  }
+  template <class O>
+  bool oracle(O& o) const {
+    return o.extend(o.seq(seq), tokens, 0, tokens.size());
+  }
+  // Takes any draw: kinds 3-5 an extend at the window's edges (the variant's: size, 1, W-1, W, W+1,
+  // 2W, 2W+1, W+size tokens), 6 a long extend (size x 16, or past llama.cpp's 256-cell SWA padding
+  // or a 1024-key cap), any other `size` tokens (0-2, and a draw whose operation the engine lacks).
+  static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
+};
+
+// Drops the last `drop` tokens of a sequence.
+struct Rollback {
+  static constexpr const char* op = "rollback";
+  static constexpr const char* operation = "rollback";
+  static constexpr std::array<OperationMutant, 0> mutants{};
+  static constexpr bool logits = false;
+  static constexpr const char* about = "drops the last `n` tokens of sequence `seq`";
+  static constexpr bool may_lose_keys = true;  // an engine that evicted keys cannot give them back
+  int64_t seq = 0;
+  int64_t drop = 0;  // "n" in JSON
+
+  std::string pre(const Lengths& len, int64_t) const {
+    if (drop <= 0 || drop > steps::length_of(len, seq))
+      return "rollback by " + std::to_string(drop) + " of a sequence of " + std::to_string(steps::length_of(len, seq)) + " tokens";
+    return "";
+  }
+  void apply(Lengths& len) const { len[seq] -= drop; }
+  Positions positions(const Lengths&) const { return {}; }
+  nlohmann::json fields() const { return {{"seq", seq}, {"n", drop}}; }
+  static Rollback read(const StepReader& r) { return {r.seq(), r.integer("n", 1, "must be a positive integer")}; }
+  std::string describe(const Lengths& len) const {
+    return "rollback seq " + std::to_string(seq) + " by " + std::to_string(drop) + " (to " +
+           std::to_string(steps::length_of(len, seq) - drop) + ")";
+  }
+  template <class O>
+  bool oracle(O& o) const {
+    o.seq(seq).truncate(drop);
+    return true;
+  }
+  // Kinds 7 (size) and 10 (a deep rollback, size x 16: behind what a sliding cache keeps).
+  static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
+};
+
+// Saves a sequence's state with the engine's state API, drops it and loads it back.
+struct Reload {
+  static constexpr const char* op = "reload";
+  static constexpr const char* operation = "reload";
+  static constexpr std::array<OperationMutant, 0> mutants{};
+  static constexpr bool logits = false;
+  static constexpr const char* about = "saves sequence `seq`'s state with the engine's state API, drops the sequence and loads the state back";
+  static constexpr bool may_lose_keys = true;
+  int64_t seq = 0;
+
+  std::string pre(const Lengths&, int64_t) const { return ""; }
+  void apply(Lengths&) const {}
+  Positions positions(const Lengths&) const { return {}; }
+  nlohmann::json fields() const { return {{"seq", seq}}; }
+  static Reload read(const StepReader& r) { return {r.seq()}; }
+  std::string describe(const Lengths& len) const {
+    return "reload seq " + std::to_string(seq) + " (" + std::to_string(steps::length_of(len, seq)) + " tokens)";
+  }
+  template <class O>
+  bool oracle(O&) const {
+    return true;
+  }
+  // Kind 8; its upper variants (6, 7) are followed by a deep rollback (size x 16).
+  static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
+};
+
+// Empties every sequence.
+struct Reset {
+  static constexpr const char* op = "reset";
+  static constexpr const char* operation = "";
+  static constexpr std::array<OperationMutant, 0> mutants{};
+  static constexpr bool logits = false;
+  static constexpr const char* about = "every sequence is empty";
+
+  std::string pre(const Lengths&, int64_t) const { return ""; }
+  void apply(Lengths& len) const { len.clear(); }
+  Positions positions(const Lengths&) const { return {}; }
+  nlohmann::json fields() const { return nlohmann::json::object(); }
+  static Reset read(const StepReader&) { return {}; }
+  std::string describe(const Lengths&) const { return "reset"; }
+  template <class O>
+  bool oracle(O& o) const {
+    o.clear();
+    return true;
+  }
+  // Kind 9.
+  static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
+};
+
+// Sequence `seq` (its old contents dropped) starts from the first `length` tokens of `from`.
+struct Fork {
+  static constexpr const char* op = "fork";
+  static constexpr const char* operation = "fork";
+  static constexpr std::array<OperationMutant, 2> mutants{{{"fork-shared", "the fork shares the state it should copy"},
+                                                           {"fork-prefix", "the fork starts one token short of the prefix"}}};
+  static constexpr bool logits = false;
+  static constexpr const char* about =
+      "sequence `seq` (its old contents dropped) starts from the first `length` tokens of sequence `from`, which goes on unchanged";
+  int64_t seq = 0;
+  int64_t from = 0;
+  int64_t length = 0;
+
+  std::string pre(const Lengths& len, int64_t) const {
+    if (from < 0 || from == seq) return "fork from seq " + std::to_string(from) + " into seq " + std::to_string(seq);
+    if (length < 0 || length > steps::length_of(len, from))
+      return "fork of the first " + std::to_string(length) + " tokens of a sequence of " + std::to_string(steps::length_of(len, from));
+    return "";
+  }
+  void apply(Lengths& len) const { len[seq] = length; }
+  Positions positions(const Lengths&) const { return {}; }
+  nlohmann::json fields() const { return {{"seq", seq}, {"from", from}, {"length", length}}; }
+  static Fork read(const StepReader& r);
+  std::string describe(const Lengths& len) const {
+    return "fork seq " + std::to_string(seq) + " from the first " + std::to_string(length) + " of seq " + std::to_string(from) + "'s " +
+           std::to_string(steps::length_of(len, from)) + " tokens";
+  }
+  // A fresh forward of the prefix: the source's oracle cut back to it (the prefix property); a
+  // departure starts it fork_by tokens off.
+  template <class O>
+  bool oracle(O& o) const {
+    o.fork(seq, from, length + o.departure().fork_by);
+    return true;
+  }
+  // Kind 11: from the other sequence, at the variant's edge (its whole length, W-1, W, W+1, the
+  // block's edges, half-way into its last block).
+  static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
+};
+
+// An extend the engine processes in chunks of `chunk` tokens through its own chunking.
+struct Chunked {
+  static constexpr const char* op = "chunked";
+  static constexpr const char* operation = "chunked";
+  static constexpr std::array<OperationMutant, 1> mutants{{{"chunked-restart", "each chunk's sliding layers see no key before the chunk"}}};
+  static constexpr bool logits = true;
+  static constexpr const char* about = "as `extend`, the engine processing the tokens in chunks of `chunk` through its own chunking";
+  int64_t seq = 0;
+  std::vector<int32_t> tokens;
+  int64_t chunk = 0;
+
+  std::string pre(const Lengths&, int64_t vocab) const {
+    if (std::string why = steps::bad_tokens(op, tokens, vocab); !why.empty()) return why;
+    if (chunk <= 0) return "chunk " + std::to_string(chunk) + " is not positive";
+    return "";
+  }
+  void apply(Lengths& len) const { len[seq] += static_cast<int64_t>(tokens.size()); }
+  Positions positions(const Lengths& before) const { return steps::new_rows(seq, tokens.size(), before); }
+  nlohmann::json fields() const { return {{"seq", seq}, {"tokens", tokens}, {"chunk", chunk}}; }
+  static Chunked read(const StepReader& r) {
+    return {r.seq(), r.tokens(r.j, r.ptr), r.integer("chunk", 1, "must be a positive integer (tokens per chunk)")};
+  }
+  std::string describe(const Lengths& len) const {
+    return "chunked extend seq " + std::to_string(seq) + " in chunks of " + std::to_string(chunk) + ": " +
+           steps::span(steps::length_of(len, seq), static_cast<int64_t>(tokens.size()));
+  }
+  // Chunking changes nothing: position p's logits depend only on tokens 0..p. The departure
+  // restarts the window at each chunk.
+  template <class O>
+  bool oracle(O& o) const {
+    if (!o.departure().chunks_restart) return o.extend(o.seq(seq), tokens, 0, tokens.size());
+    for (size_t at = 0; at < tokens.size(); at += static_cast<size_t>(chunk)) {
+      auto& s = o.seq(seq);
+      s.forget_before(s.length());
+      if (!o.extend(s, tokens, at, std::min(tokens.size(), at + static_cast<size_t>(chunk)))) return false;
+    }
+    return true;
+  }
+  // Kind 12: size tokens in the variant's chunk (W, 1, W-1, W+1, 2W, 2W+1, 3, W+2).
+  static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
+};
+
+// One speculative cycle: a draft fed in one step, then its last `reject` tokens dropped.
+struct Spec {
+  static constexpr const char* op = "spec";
+  static constexpr const char* operation = "spec";
+  static constexpr std::array<OperationMutant, 1> mutants{{{"spec-rollback", "a cycle rolls back one token more than it rejected"}}};
+  static constexpr bool logits = true;
+  static constexpr const char* about =
+      "one speculative cycle: as `extend` for the draft `tokens`, then the last `n` of them (the rejected ones) are gone";
+  int64_t seq = 0;
+  std::vector<int32_t> draft;  // "tokens" in JSON
+  int64_t reject = 0;          // "n" in JSON
+
+  std::string pre(const Lengths&, int64_t vocab) const {
+    if (std::string why = steps::bad_tokens(op, draft, vocab); !why.empty()) return why;
+    if (reject < 0 || reject > static_cast<int64_t>(draft.size()))
+      return "spec rejects " + std::to_string(reject) + " of a draft of " + std::to_string(draft.size()) + " tokens";
+    return "";
+  }
+  void apply(Lengths& len) const { len[seq] += static_cast<int64_t>(draft.size()) - reject; }
+  Positions positions(const Lengths& before) const { return steps::new_rows(seq, draft.size(), before); }
+  // A cycle holds its whole draft before it rejects part of it.
+  int64_t peak(const Lengths& before) const { return steps::length_of(before, seq) + static_cast<int64_t>(draft.size()); }
+  nlohmann::json fields() const { return {{"seq", seq}, {"tokens", draft}, {"n", reject}}; }
+  static Spec read(const StepReader& r);
+  std::string describe(const Lengths& len) const {
+    const int64_t before = steps::length_of(len, seq), n = static_cast<int64_t>(draft.size());
+    return "spec cycle seq " + std::to_string(seq) + ": draft " + steps::span(before, n) + ", reject " + std::to_string(reject) + " (to " +
+           std::to_string(before + n - reject) + ")";
+  }
+  // The departure rolls back spec_by tokens more than the cycle rejects.
+  template <class O>
+  bool oracle(O& o) const {
+    auto& s = o.seq(seq);
+    if (!o.extend(s, draft, 0, draft.size())) return false;
+    const int64_t n = std::clamp<int64_t>(reject + o.departure().spec_by, 0, s.length());
+    if (n > 0) s.truncate(n);
+    return true;
+  }
+  // Kind 13: a draft of size tokens, the variant's rejections (1, 0, W-1, W, W+1, size, size-1, 2W).
+  static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
+};
+
+// One sequence's part of a batch step.
+struct BatchItem {
+  int64_t seq = 0;
+  std::vector<int32_t> tokens;
+};
+
+// Several sequences advanced in one engine call.
+struct Batch {
+  static constexpr const char* op = "batch";
+  static constexpr const char* operation = "batch";
+  static constexpr std::array<OperationMutant, 1> mutants{{{"batch-offset", "a batch computes each sequence after the first at the first one's length"}}};
+  static constexpr bool logits = true;
+  static constexpr const char* about = "several sequences (each once) advanced in one engine call: their logits item after item";
+  static constexpr bool several_sequences = true;  // a position is named with its sequence
+  std::vector<BatchItem> items;
+
+  std::string pre(const Lengths&, int64_t vocab) const;
+  void apply(Lengths& len) const {
+    for (const BatchItem& item : items) len[item.seq] += static_cast<int64_t>(item.tokens.size());
+  }
+  Positions positions(const Lengths& before) const {
+    Positions out;
+    for (const BatchItem& item : items)
+      for (auto& p : steps::new_rows(item.seq, item.tokens.size(), before)) out.push_back(p);
+    return out;
+  }
+  nlohmann::json fields() const;
+  static Batch read(const StepReader& r);
+  std::string describe(const Lengths& len) const;
+  template <class O>
+  bool oracle(O& o) const {
+    for (const BatchItem& item : items)
+      if (!o.extend(o.seq(item.seq), item.tokens, 0, item.tokens.size())) return false;
+    return true;
+  }
+  // Kind 14: size tokens, and the variant's count (1, 2, W-1, W, W+1, 2W+1, 3, 5) on the other sequence.
+  static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
+};
+
+// llama.cpp's context shift: positions [keep, keep + discard) dropped, the later ones moved down.
+struct Shift {
+  static constexpr const char* op = "shift";
+  static constexpr const char* operation = "shift";
+  static constexpr std::array<OperationMutant, 2> mutants{
+      {{"shift-no-rerotate", "a shift moves the kept keys down without re-rotating them"},
+       {"shift-discard+1", "a shift discards one token more than asked, where one is left"}}};
+  static constexpr bool logits = false;
+  static constexpr const char* about =
+      "a context shift: positions `keep .. keep+discard-1` are gone and the later ones moved down by `discard`, their keys re-rotated";
+  int64_t seq = 0;
+  int64_t keep = 0;
+  int64_t discard = 0;
+
+  std::string pre(const Lengths& len, int64_t) const {
+    if (discard <= 0 || keep < 0 || keep + discard > steps::length_of(len, seq))
+      return "shift discarding " + std::to_string(discard) + " after " + std::to_string(keep) + " of a sequence of " +
+             std::to_string(steps::length_of(len, seq)) + " tokens";
+    return "";
+  }
+  void apply(Lengths& len) const { len[seq] -= discard; }
+  Positions positions(const Lengths&) const { return {}; }
+  nlohmann::json fields() const { return {{"seq", seq}, {"keep", keep}, {"discard", discard}}; }
+  static Shift read(const StepReader& r) {
+    return {r.seq(), r.integer("keep", 0, "must be the number of positions kept before the discarded ones (an integer >= 0)"),
+            r.integer("discard", 1, "must be the number of positions discarded (a positive integer)")};
+  }
+  std::string describe(const Lengths& len) const {
+    const int64_t before = steps::length_of(len, seq);
+    return "shift seq " + std::to_string(seq) + ": discard " + steps::span(keep, discard) + ", move " + std::to_string(before - keep - discard) +
+           " down (to " + std::to_string(before - discard) + ")";
+  }
+  // Not a fresh forward of the kept tokens: their cached K/V as computed, the moved keys re-rotated
+  // (the departure leaves them at their old rotation).
+  template <class O>
+  bool oracle(O& o) const {
+    o.seq(seq).shift(keep, discard, !o.departure().shift_unrotated);
+    return true;
+  }
+  // Kind 10's upper variants (4-7) where the engine lists shift: discard size tokens after the
+  // variant's keep (1, W-1, W, 0); the draw stream stays the same for every engine.
+  static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
+};
+
+// The table: every kind, in protocol order (plans, the protocol's op list, engines/protocol.json).
+using StepKinds = std::variant<Extend, Rollback, Reload, Reset, Fork, Chunked, Spec, Batch, Shift>;
+// The order a draw is offered to the rows: the shift a deep rollback may become first, the extend
+// (which takes any draw) last.
+using DrawOrder = std::variant<Shift, Rollback, Reload, Reset, Fork, Chunked, Spec, Batch, Extend>;
+
+// Calls f(Row{}) for each row of a variant's list, in order, until f returns true.
+template <class Variant, class F, size_t I = 0>
+bool for_each_row(F&& f) {
+  if constexpr (I == std::variant_size_v<Variant>) {
+    return false;
+  } else {
+    if (f(std::variant_alternative_t<I, Variant>{})) return true;
+    return for_each_row<Variant, F, I + 1>(std::forward<F>(f));
+  }
+}
+
+// One step of a plan: one row of the table, asked through its members.
+class PlanStep {
+ public:
+  PlanStep() = default;  // an empty extend of sequence 0
+  template <class S, class = std::enable_if_t<std::is_constructible_v<StepKinds, S>>>
+  PlanStep(S s) : step_(std::move(s)) {}
+
+  const char* op() const;
+  // The operation an engine lists to be sent this step; "" when every engine serves it.
+  std::string operation() const;
+  bool logits() const;                                            // answered with its new positions' logits
+  std::string pre(const Lengths& before, int64_t vocab) const;    // why it cannot run; "" when it can
+  void apply(Lengths& len) const;
+  Positions positions(const Lengths& before) const;               // the rows of its logits
+  int64_t peak(const Lengths& before) const;                      // the longest a sequence grows during it
+  std::vector<int64_t> sequences() const;                         // the sequences it names
+  // The sequence whose keys it may lose (a rollback or a reload: an engine that evicted keys cannot
+  // give them back), or -1.
+  int64_t may_lose_keys_of() const;
+  bool several_sequences() const;                                 // its positions are named with their sequence
+  nlohmann::json to_json() const;                                 // {"op", fields...}
+  static PlanStep from_json(const nlohmann::json& j, const std::string& ptr, const std::string& file);
+  std::string describe(const Lengths& before) const;
+
+  template <class S>
+  const S* as() const {
+    return std::get_if<S>(&step_);
+  }
+  template <class F>
+  decltype(auto) visit(F&& f) const {
+    return std::visit(std::forward<F>(f), step_);
+  }
+
+ private:
+  StepKinds step_;
+};
+
+// Each step drawn from a raw draw: valid for the engine's operations and the lengths so far.
+std::vector<PlanStep> draw_step(const DrawnStep& d, DrawContext& c);
+
+// The protocol as data (engines/protocol.json): every op with its fields and what it does, the
+// optional operations with their mutants.
+nlohmann::json protocol_description();
+// Every operation mutant, in table order; the operation of one (empty when it names none).
+std::vector<std::string> operation_mutants();
+std::string operation_of_mutant(const std::string& mutant);
+
+// Every adapter mutant `--mutant` accepts (the load's "mutant"), by what it gets wrong: "window" (the
+// engine told a wrong window), "operation" (a serving operation done wrong: the rows' mutants),
+// "model" (a family feature of the config read wrong, which adapters implement where their engine
+// can express it) and "config" (a config read wrong, the oracle engine's: the diagnoses' proofs).
+struct EngineMutant {
+  std::string name, kind, does, operation;  // operation: the operation an "operation" mutant needs
+};
+std::vector<EngineMutant> engine_mutants();
+
+}  // namespace kvc::engine
