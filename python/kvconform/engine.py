@@ -358,12 +358,15 @@ def mutated_window(window: int, mutant: str) -> Optional[int]:
 
 
 def mutate_hf_config(cfg: Any, mutant: str) -> Any:
-    """Tells a transformers config (a PretrainedConfig) the adapter mutant's window, in place, and
-    returns it: sliding_window W+-1, or every layer full attention (layer_types all full where the
+    """Tells a transformers config (a PretrainedConfig), or config.json's contents as a dict (no
+    transformers needed: an engine that converts the checkpoint writes the dict back), the adapter
+    mutant's window, in place, and returns it: sliding_window W+-1, or every layer full attention (layer_types all full where the
     config has them, else no sliding_window); on a chunked model without a window (llama4),
     attention_chunk_size C+-1, or no chunking. A model mutant (MODEL_MUTANTS) changes what the
     config can express of it, and raises Unsupported where it cannot (sinks-dropped and
     shared-kv-full are weights and cache sharing, not config: the adapter's own business)."""
+    if isinstance(cfg, dict):
+        return _mutate_config_dict(cfg, mutant)
     if mutant == "none" or mutant in OPERATION_MUTANTS:
         return cfg
     if mutant in MODEL_MUTANTS:
@@ -381,6 +384,19 @@ def mutate_hf_config(cfg: Any, mutant: str) -> Any:
         cfg.layer_types = ["full_attention"] * cfg.num_hidden_layers
     else:
         cfg.sliding_window = None
+    return cfg
+
+
+def _mutate_config_dict(cfg: Dict[str, Any], mutant: str) -> Dict[str, Any]:
+    """mutate_hf_config on config.json's dict: the same rules, through an attribute view of it."""
+    import types
+
+    if mutated_window(1 << 20, mutant) is None and not isinstance(cfg.get("num_hidden_layers"), int):
+        raise ValueError("mutate_hf_config: config.json has no integer num_hidden_layers")
+    view = types.SimpleNamespace(**cfg)
+    mutate_hf_config(view, mutant)
+    cfg.clear()
+    cfg.update(vars(view))
     return cfg
 
 

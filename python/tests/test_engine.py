@@ -411,3 +411,22 @@ def test_a_prompt_engine_refuses_a_row_without_the_whole_vocabulary():
 def test_a_prompt_engine_refuses_the_operation_mutants_it_cannot_do():
     (load, _), = exchange(Prompted(), dict(LOAD, mutant="fork-shared"))
     assert load["status"] == "unsupported" and "fork-shared" in load["error"]
+
+
+def test_mutate_hf_config_on_config_json_without_transformers():
+    """The mutants on config.json's dict, as an engine that converts the checkpoint needs them, with
+    the rules of the PretrainedConfig path (mutant of the test: the dict returned unchanged)."""
+    mistral = {"model_type": "mistral", "num_hidden_layers": 3, "sliding_window": 5, "vocab_size": 256}
+    assert kvconform.mutate_hf_config(dict(mistral), "window+1")["sliding_window"] == 6
+    assert kvconform.mutate_hf_config(dict(mistral), "window-1")["sliding_window"] == 4
+    assert kvconform.mutate_hf_config(dict(mistral), "full")["sliding_window"] is None
+    assert kvconform.mutate_hf_config(dict(mistral), "fork-prefix") == mistral
+    gemma = {"num_hidden_layers": 2, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]}
+    cfg = dict(gemma)
+    assert kvconform.mutate_hf_config(cfg, "full") is cfg and cfg["layer_types"] == ["full_attention"] * 2
+    assert kvconform.mutate_hf_config(dict(gemma), "layers-swapped")["layer_types"] == ["full_attention", "sliding_attention"]
+    llama4 = {"num_hidden_layers": 4, "attention_chunk_size": 8, "sliding_window": None}
+    assert kvconform.mutate_hf_config(dict(llama4), "window+1")["attention_chunk_size"] == 9
+    with pytest.raises(kvconform.Unsupported):
+        kvconform.mutate_hf_config(dict(mistral), "nope-inverted")
+    json.dumps(kvconform.mutate_hf_config(dict(gemma), "window-everywhere"))  # still JSON
