@@ -99,6 +99,10 @@ class MistralRsEngine(PromptEngine):
                    "(max_tokens 1, top_logprobs = vocab) per judged position: log-probabilities; "
                    "options rows=last|every, prefix_cache_n")
     kind = "logprobs"
+    # Asked for F32, mistral.rs 0.9.5 on CPU rounds K and V to float16 (position 0, whose attention
+    # is its own V, matches transformers float64 with K and V rounded to float16 to 7e-6, and float32
+    # K and V to 4e-3 only): the same-dtype reference rounds them too (NOTES.md).
+    precision = {"kv": "float16"}
 
     def open(self, model_dir, options, mutant, max_tokens, sequences):
         unknown = sorted(set(options) - set(OPTIONS))
