@@ -81,8 +81,21 @@ def check(d):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--mutant", choices=MUTANTS)
+    ap.add_argument("--mutant", choices=MUTANTS + ("all",),
+                    help="damage the files this way; all: each mutant in turn, every one must FAIL (one process: the imports once)")
     args = ap.parse_args()
+    if args.mutant == "all":
+        missed = []
+        for mutant in MUTANTS:
+            args.mutant = mutant
+            if run(args) == 0:
+                missed.append(mutant)
+        print(f"FAIL: mutants not caught: {', '.join(missed)}" if missed else f"OK: every mutant caught ({', '.join(MUTANTS)})")
+        return 1 if missed else 0
+    return run(args)
+
+
+def run(args):
     with tempfile.TemporaryDirectory() as out:
         make = [sys.executable, os.path.join(HERE, "make_models.py"), out]
         # The zoo, a family whose registered tokenizer class is its own (qwen2), one with another
