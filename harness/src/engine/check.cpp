@@ -992,6 +992,53 @@ const KnownDeviation* known_deviation(const EngineClient& engine, const Model& m
   return nullptr;
 }
 
+// What a failing step's answered rows look like, where an adapter's row bookkeeping explains more
+// than any cache hypothesis: every row the same (one position's row sent for each), or each row the
+// oracle's row of the position before or after it (rows off by one). Rows of one sequence only;
+// empty when neither holds or fewer than two rows were answered.
+std::string row_hint(const std::vector<float>& got, const SequenceModel::Expected& e, const Recorded& rec, size_t step,
+                     int64_t vocab, double bound) {
+  const size_t n = got.size() / static_cast<size_t>(vocab);
+  if (n < 2) return "";
+  std::vector<int64_t> idx(n);
+  for (size_t k = 0; k < n; ++k) {
+    idx[k] = rec.row(step, k);
+    if (e.positions[static_cast<size_t>(idx[k])].first != e.positions[static_cast<size_t>(idx[0])].first) return "";
+  }
+  auto dist = [&](const float* a, auto b) {  // b: an engine row (float) or an oracle row (double)
+    double d = 0;
+    for (int64_t v = 0; v < vocab; ++v) d = std::max(d, std::isfinite(a[v]) ? std::abs(a[v] - static_cast<double>(b[v])) : INFINITY);
+    return d;
+  };
+  bool same = true, oracle_same = true;
+  for (size_t k = 1; k < n; ++k) {
+    same = same && dist(got.data() + k * static_cast<size_t>(vocab), got.data()) <= bound;
+    double o = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      o = std::max(o, std::abs(e.logits[static_cast<size_t>(idx[k] * vocab + v)] - e.logits[static_cast<size_t>(idx[0] * vocab + v)]));
+    oracle_same = oracle_same && o <= bound;
+  }
+  if (same && !oracle_same)
+    return "the engine answered the same row for all " + std::to_string(n) +
+           " positions of the step (one position's logits sent for every position?)";
+  for (int shift : {-1, 1}) {
+    bool fits = true;
+    size_t compared = 0;
+    for (size_t k = 0; k < n && fits; ++k) {
+      const int64_t want = idx[k] + shift;
+      if (want < 0 || want >= static_cast<int64_t>(e.positions.size()) ||
+          e.positions[static_cast<size_t>(want)].first != e.positions[static_cast<size_t>(idx[k])].first)
+        continue;
+      fits = dist(got.data() + k * static_cast<size_t>(vocab), e.logits.data() + want * vocab) <= bound;
+      ++compared;
+    }
+    if (fits && compared + 1 >= n && compared >= 1)
+      return std::string("the engine's rows are the oracle's shifted by one position (each row is the position ") +
+             (shift < 0 ? "before" : "after") + " it's: an off-by-one in the adapter's row bookkeeping?)";
+  }
+  return "";
+}
+
 }  // namespace
 
 report::CaseResult check_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan,
@@ -1055,6 +1102,7 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
   double engine_s = 0, ref_error = 0, bound = options.rule.floor, worst = 0;
   int64_t judged = 0;
   std::string failure, stopped;  // the first failing step; why the run ended early
+  std::string hint;              // what the failing step's rows look like, for an unexplained failure
   report::Status stopped_as = report::Status::Fail;
   std::ostringstream steps;
   size_t failed_at = 0;
@@ -1120,6 +1168,7 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
         bad = what + ": top-1 token at " + where + " is " + std::to_string(top_got) + ", the oracle's is " + std::to_string(top_want);
       if (!bad.empty() && failure.empty()) failure = bad, failed_at = i, fail_seq = seq, fail_pos = pos;
     }
+    if (!failure.empty() && failed_at == i) hint = row_hint(got, e, rec, i, c.vocab, bound);
     worst = std::max(worst, step_worst);
     steps << what << ": max error " << num(step_worst);
     if (got.size() / static_cast<size_t>(c.vocab) < e.positions.size())
@@ -1181,7 +1230,8 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
   } else {
     std::string ids;
     for (const Diagnosis& f : fits) ids += (ids.empty() ? "" : " | ") + f.id();
-    msg = failure + (fits.empty() ? "; no single explanation fits (tried " + tried + ") [unexplained]" : "; " + explain(fits) + " [" + ids + "]");
+    msg = failure + (fits.empty() ? "; no single explanation fits (tried " + tried + ")" + (hint.empty() ? "" : "; hint: " + hint) + " [unexplained]"
+                                  : "; " + explain(fits) + " [" + ids + "]");
     if (!then.empty()) msg += "; then " + then;
   }
   const bool logits = !failure.empty();
