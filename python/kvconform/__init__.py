@@ -23,6 +23,7 @@ from .engine import serve as serve_engine
 from .kernel import CONVENTIONS, LAYOUTS, Kernel, kernel
 from .protocol import Unsupported
 
-__all__ = ["CONVENTIONS", "LAYOUTS", "MUTANTS", "Engine", "Kernel", "Loaded", "LogProbs", "NotFound", "PromptEngine", "Rows", "Unsupported",
+__all__ = ["CONVENTIONS", "LAYOUTS", "MUTANTS", "Engine", "Kernel", "Loaded", "LogProbs", "NotFound", "PromptEngine", "Rows",
+           "Unsupported",
            "cache_lock", "find_binary", "kernel", "mutate_hf_config", "mutated_window", "serve_engine"]
 __version__ = "0.2.0"

@@ -215,8 +215,8 @@ class PromptEngine(Engine):
     oracle's log-softmax). The operation mutants fork-prefix and spec-rollback are done here, so
     that `--mutant` catches them for every prompt engine."""
 
-    kind: ClassVar[str] = "logits"
-    answers: ClassVar[str] = "every"
+    kind: str = "logits"
+    answers: str = "every"
     operations: ClassVar[Sequence[str]] = ("rollback", "reload", "sequences", "fork", "spec", "batch")
 
     def open(self, model_dir: str, options: Mapping[str, Any], mutant: str, max_tokens: int,
@@ -237,7 +237,8 @@ class PromptEngine(Engine):
     def load(self, model_dir: str, options: Mapping[str, Any], mutant: str, max_tokens: int,
              sequences: int) -> Union[int, Loaded]:
         if self.kind not in ("logits", "logprobs") or self.answers not in ("every", "last"):
-            raise ValueError(f"{type(self).__name__}: kind {self.kind!r} (logits, logprobs), answers {self.answers!r} (every, last)")
+            raise ValueError(f"{type(self).__name__}: kind {self.kind!r} (logits, logprobs), "
+                             f"answers {self.answers!r} (every, last)")
         if mutant in OPERATION_MUTANTS and mutant not in PROMPT_MUTANTS:
             raise Unsupported(f"mutant {mutant}: a prompt engine implements only {', '.join(PROMPT_MUTANTS)} "
                               "of the operation mutants (it has no cache to share, chunk, batch or shift)")
@@ -282,7 +283,7 @@ class PromptEngine(Engine):
         a = np.asarray(scores, dtype="<f4")
         if a.shape != (count, self.vocab):
             raise RuntimeError(f"{where} gave scores of shape {a.shape}, expected {(count, self.vocab)}")
-        return np.ascontiguousarray(a).tobytes()
+        return bytes(np.ascontiguousarray(a).tobytes())
 
     def _answer(self, wanted: List[int], data: bytes, total: int) -> Logits:
         every = len(wanted) == total
