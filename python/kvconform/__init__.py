@@ -20,12 +20,13 @@ from pathlib import Path
 
 from .binary import NotFound
 from .binary import find as find_binary
-from .engine import MUTANTS, Engine, Loaded, LogProbs, Rows, cache_lock, mutate_hf_config, mutated_window
+from .engine import MUTANTS, Engine, Loaded, LogProbs, PromptEngine, Rows, cache_lock, mutate_hf_config, mutated_window
 from .engine import serve as serve_engine
 from .kernel import CONVENTIONS, LAYOUTS, Kernel, kernel
 from .protocol import Unsupported
 
-__all__ = ["CONVENTIONS", "LAYOUTS", "MUTANTS", "Engine", "Kernel", "Loaded", "LogProbs", "NotFound", "Rows", "Unsupported",
+__all__ = ["CONVENTIONS", "LAYOUTS", "MUTANTS", "Engine", "Kernel", "Loaded", "LogProbs", "NotFound", "PromptEngine", "Rows",
+           "Unsupported",
            "cache_lock", "find_binary", "kernel", "mutate_hf_config", "mutated_window", "serve_engine"]
 # The repository's one version number (VERSION; the package's own VERSION links to it): the binary's
 # `kvconform --version` says the same.

@@ -43,10 +43,12 @@ __all__ = [
     "OPERATIONS",
     "OPERATION_MUTANTS",
     "PRECISION",
+    "PROMPT_MUTANTS",
     "WINDOW_MUTANTS",
     "Engine",
     "Loaded",
     "LogProbs",
+    "PromptEngine",
     "Rows",
     "Unsupported",
     "cache_lock",
@@ -192,6 +194,149 @@ class Engine:
         raise Unsupported("shift is not supported")
 
 
+PROMPT_MUTANTS = ("fork-prefix", "spec-rollback")
+"""The operation mutants `PromptEngine` implements itself: a fork one token short of the prefix, a
+speculative cycle that drops one token more than it rejected."""
+
+
+class PromptEngine(Engine):
+    """An engine without a cache handle: a prompt in, the scores of some of its positions out (an
+    offline generator's forward, a server's completion with log-probabilities). Subclass it and
+    implement `open` (load the model, return the vocabulary size or `Loaded`) and `score`; the class
+    keeps each sequence as its prompt of token ids and does the protocol's operations on prompts:
+
+    * extend: the tokens are appended and `score(prompt, rows)` is asked for the new positions
+      (`rows`: indices into the prompt; all of them, or the last only where `answers = "last"`);
+    * rollback: the prompt loses its last n tokens; fork: sequence seq's prompt is the first
+      `length` tokens of `source`'s; reload: the prompt is the whole state, so it is given back as
+      it was (`reload_prompt` may send it through the engine's own save/restore); spec: extend,
+      then rollback; batch: each item as an extend, rows item after item; reset: every prompt empty.
+
+    `score` returns the rows asked for as float32 bytes, a numpy array `[len(rows), vocab]`, or a
+    list of `{token id: score}` mappings (a server's top log-probabilities over the whole
+    vocabulary), which are assembled into rows and refused when a row misses a token. `kind` says
+    what the scores are: "logits" or "logprobs" (the judge compares log-probabilities with the
+    oracle's log-softmax). The operation mutants fork-prefix and spec-rollback are done here, so
+    that `--mutant` catches them for every prompt engine."""
+
+    kind: str = "logits"
+    answers: str = "every"
+    operations: ClassVar[Sequence[str]] = ("rollback", "reload", "sequences", "fork", "spec", "batch")
+
+    def open(self, model_dir: str, options: Mapping[str, Any], mutant: str, max_tokens: int,
+             sequences: int) -> Union[int, Loaded]:
+        """Loads the model as `Engine.load` does (the window mutants are the subclass's)."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement open")
+
+    def score(self, prompt: List[int], rows: List[int]) -> Any:
+        """The scores of prompt positions `rows` (position i: the distribution of the token after
+        prompt[: i + 1]), in order: bytes, an array [len(rows), vocab], or one {id: score} per row."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement score")
+
+    def reload_prompt(self, seq: int, prompt: List[int]) -> List[int]:
+        """The prompt of sequence seq after a save and a load; an engine with a state API overrides it."""
+        return list(prompt)
+
+    # ---- the protocol, on prompts ------------------------------------------------------------------
+    def load(self, model_dir: str, options: Mapping[str, Any], mutant: str, max_tokens: int,
+             sequences: int) -> Union[int, Loaded]:
+        if self.kind not in ("logits", "logprobs") or self.answers not in ("every", "last"):
+            raise ValueError(f"{type(self).__name__}: kind {self.kind!r} (logits, logprobs), "
+                             f"answers {self.answers!r} (every, last)")
+        if mutant in OPERATION_MUTANTS and mutant not in PROMPT_MUTANTS:
+            raise Unsupported(f"mutant {mutant}: a prompt engine implements only {', '.join(PROMPT_MUTANTS)} "
+                              "of the operation mutants (it has no cache to share, chunk, batch or shift)")
+        self.prompts: Dict[int, List[int]] = {}
+        self.mutant = mutant
+        self.vocab = 0
+        loaded = self.open(model_dir, options, mutant, max_tokens, sequences)
+        self.vocab = loaded.vocab if isinstance(loaded, Loaded) else int(loaded)
+        return loaded
+
+    def _prompt(self, seq: int) -> List[int]:
+        return self.prompts.setdefault(seq, [])
+
+    def _rows(self, seq: int, tokens: List[int]) -> Tuple[List[int], List[int]]:
+        prompt = self._prompt(seq)
+        start = len(prompt)
+        prompt.extend(tokens)
+        new = list(range(len(tokens)))
+        wanted = new[-1:] if self.answers == "last" else new
+        return wanted, [start + i for i in wanted]
+
+    def _assemble(self, scores: Any, count: int, where: str) -> bytes:
+        if isinstance(scores, (bytes, bytearray, memoryview)):
+            return bytes(scores)
+        if isinstance(scores, (list, tuple)) and all(isinstance(r, Mapping) for r in scores):
+            if len(scores) != count:
+                raise RuntimeError(f"{where} gave {len(scores)} rows of scores, {count} were asked for")
+            import array
+
+            out = array.array("f")
+            for i, row in enumerate(scores):
+                missing = [t for t in range(self.vocab) if t not in row]
+                if missing:
+                    raise RuntimeError(f"{where}: row {i} has scores of {len(row)} tokens, not the whole vocabulary of "
+                                       f"{self.vocab} (token {missing[0]} missing): ask for every token's score")
+                out.extend(float(row[t]) for t in range(self.vocab))
+            if sys.byteorder != "little":
+                out.byteswap()
+            return out.tobytes()
+        import numpy as np
+
+        a = np.asarray(scores, dtype="<f4")
+        if a.shape != (count, self.vocab):
+            raise RuntimeError(f"{where} gave scores of shape {a.shape}, expected {(count, self.vocab)}")
+        return bytes(np.ascontiguousarray(a).tobytes())
+
+    def _answer(self, wanted: List[int], data: bytes, total: int) -> Logits:
+        every = len(wanted) == total
+        if self.kind == "logprobs":
+            return LogProbs(None if every else wanted, data)
+        return data if every else Rows(wanted, data)
+
+    def extend(self, seq: int, tokens: List[int]) -> Logits:
+        wanted, positions = self._rows(seq, tokens)
+        data = self._assemble(self.score(list(self._prompt(seq)), positions), len(positions), f"{type(self).__name__}.score")
+        return self._answer(wanted, data, len(tokens))
+
+    def batch(self, items: List[Tuple[int, List[int]]]) -> Logits:
+        wanted, chunks, offset = [], [], 0
+        for seq, tokens in items:
+            rows, positions = self._rows(seq, tokens)
+            chunks.append(self._assemble(self.score(list(self._prompt(seq)), positions), len(positions),
+                                         f"{type(self).__name__}.score"))
+            wanted += [offset + r for r in rows]
+            offset += len(tokens)
+        return self._answer(wanted, b"".join(chunks), offset)
+
+    def rollback(self, seq: int, n: int) -> None:
+        prompt = self._prompt(seq)
+        if not 0 <= n <= len(prompt):
+            raise ValueError(f"rollback of {n} tokens from sequence {seq} of {len(prompt)}")
+        del prompt[len(prompt) - n:]
+
+    def spec(self, seq: int, tokens: List[int], n: int) -> Logits:
+        answer = self.extend(seq, tokens)
+        drop = n + 1 if self.mutant == "spec-rollback" and n < len(self._prompt(seq)) else n
+        self.rollback(seq, drop)
+        return answer
+
+    def fork(self, seq: int, source: int, length: int) -> None:
+        prompt = self._prompt(source)
+        if not 0 <= length <= len(prompt):
+            raise ValueError(f"fork of {length} tokens from sequence {source} of {len(prompt)}")
+        if self.mutant == "fork-prefix" and length:
+            length -= 1
+        self.prompts[seq] = list(prompt[:length])
+
+    def reload(self, seq: int) -> None:
+        self.prompts[seq] = list(self.reload_prompt(seq, list(self._prompt(seq))))
+
+    def reset(self) -> None:
+        self.prompts = {}
+
+
 @contextlib.contextmanager
 def cache_lock(path: str) -> Iterator[None]:
     """Holds an exclusive lock on PATH + ".lock" for the block: an adapter that converts a checkpoint
@@ -218,12 +363,15 @@ def mutated_window(window: int, mutant: str) -> Optional[int]:
 
 
 def mutate_hf_config(cfg: Any, mutant: str) -> Any:
-    """Tells a transformers config (a PretrainedConfig) the adapter mutant's window, in place, and
-    returns it: sliding_window W+-1, or every layer full attention (layer_types all full where the
+    """Tells a transformers config (a PretrainedConfig), or config.json's contents as a dict (no
+    transformers needed: an engine that converts the checkpoint writes the dict back), the adapter
+    mutant's window, in place, and returns it: sliding_window W+-1, or every layer full attention (layer_types all full where the
     config has them, else no sliding_window); on a chunked model without a window (llama4),
     attention_chunk_size C+-1, or no chunking. A model mutant (MODEL_MUTANTS) changes what the
     config can express of it, and raises Unsupported where it cannot (sinks-dropped and
     shared-kv-full are weights and cache sharing, not config: the adapter's own business)."""
+    if isinstance(cfg, dict):
+        return _mutate_config_dict(cfg, mutant)
     if mutant == "none" or mutant in OPERATION_MUTANTS:
         return cfg
     if mutant in MODEL_MUTANTS:
@@ -241,6 +389,19 @@ def mutate_hf_config(cfg: Any, mutant: str) -> Any:
         cfg.layer_types = ["full_attention"] * cfg.num_hidden_layers
     else:
         cfg.sliding_window = None
+    return cfg
+
+
+def _mutate_config_dict(cfg: Dict[str, Any], mutant: str) -> Dict[str, Any]:
+    """mutate_hf_config on config.json's dict: the same rules, through an attribute view of it."""
+    import types
+
+    if mutated_window(1 << 20, mutant) is None and not isinstance(cfg.get("num_hidden_layers"), int):
+        raise ValueError("mutate_hf_config: config.json has no integer num_hidden_layers")
+    view = types.SimpleNamespace(**cfg)
+    mutate_hf_config(view, mutant)
+    cfg.clear()
+    cfg.update(vars(view))
     return cfg
 
 

@@ -89,14 +89,36 @@ def error_reply(e: BaseException) -> Header:
 
 @contextlib.contextmanager
 def protocol_stdout() -> Iterator[IO[bytes]]:
-    """The protocol's stream, with sys.stdout sent to stderr meanwhile: a library's print() on stdout
-    would corrupt the frames. Enter it before importing what prints."""
-    stream = sys.stdout.buffer
+    """The protocol's stream, guarded at the file-descriptor level: the stream is a duplicate of file
+    descriptor 1, and meanwhile descriptor 1 itself points at stderr (and sys.stdout is sys.stderr),
+    so that nothing else written to "stdout" reaches the frames: a library's print(), a native
+    library's printf or log (C stdio, Rust, a subprocess inheriting descriptor 1) all go to the
+    worker's stderr, which the host keeps as its log. Enter it before importing what prints.
+    Where descriptor 1 cannot be duplicated (no such descriptor), only sys.stdout is redirected."""
+    sys.stdout.flush()
+    try:
+        saved_fd = os.dup(1)
+    except OSError:
+        saved_fd = -1
+    if saved_fd < 0:
+        stream = sys.stdout.buffer
+        saved, sys.stdout = sys.stdout, sys.stderr
+        try:
+            yield stream
+        finally:
+            sys.stdout = saved
+        return
+    sys.stderr.flush()
+    os.dup2(2, 1)
+    stream = os.fdopen(saved_fd, "wb", closefd=False)
     saved, sys.stdout = sys.stdout, sys.stderr
     try:
         yield stream
     finally:
+        stream.flush()
         sys.stdout = saved
+        os.dup2(saved_fd, 1)
+        os.close(saved_fd)
 
 
 def serve_requests(hello: Callable[[], Header], handle: Handler, stdin: Optional[IO[bytes]] = None,

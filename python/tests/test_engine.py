@@ -300,3 +300,133 @@ def test_cache_lock_makes_a_second_process_wait(tmp_path):
             p.wait(timeout=1.0)
     out, _ = p.communicate(timeout=30)
     assert p.returncode == 0 and out.strip() == "got it"
+
+
+def test_native_writes_to_descriptor_1_go_to_stderr_not_into_the_frames(tmp_path):
+    """A native library's output on file descriptor 1 (os.write(1), printf, a child process that
+    inherits it) goes to stderr: the protocol's stream is a duplicate of descriptor 1, which points
+    at stderr while the worker serves (mutant: protocol_stdout that only swaps sys.stdout)."""
+    adapter = tmp_path / "native_engine.py"
+    adapter.write_text("import os\nos.write(1, b'\\x1b[2mINFO native load\\x1b[0m\\n')\nimport kvconform\n" + textwrap.dedent('''
+        import subprocess
+        class Native(kvconform.Engine):
+            name = "native"
+            def load(self, model_dir, options, mutant, max_tokens, sequences):
+                os.write(1, b"\\x1b[32m INFO\\x1b[0m weights loaded\\n")
+                subprocess.run(["echo", "a child's stdout"], check=True)
+                return 2
+            def extend(self, seq, tokens):
+                os.write(1, b"printf from the kernel\\n")
+                return b"\\0" * 8 * len(tokens)
+            def reset(self):
+                pass
+        '''))
+    requests = io.BytesIO()
+    for r in ({"op": "hello", "protocol": 1, "level": "engine"}, LOAD, {"op": "extend", "seq": 0, "tokens": [1, 2]},
+              {"op": "reset"}):
+        protocol.send(requests, r)
+    err = tmp_path / "stderr"
+    with open(err, "w") as stderr:  # all requests at once: a broken frame must fail, not hang
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        proc = subprocess.run([sys.executable, "-m", "kvconform", "serve-engine", str(adapter)], input=requests.getvalue(),
+                              stdout=subprocess.PIPE, stderr=stderr, env=env, timeout=120)
+    assert proc.returncode == 0
+    out = io.BytesIO(proc.stdout)
+    assert out.getvalue()[:4] != b"\x1b[2m", "the native library's text came first on the protocol's stream"
+    (hello, _), (load, _), (ext, bufs), (reset, _) = [protocol.receive(out) for _ in range(4)]
+    assert out.read() == b"", "bytes after the last reply"
+    assert hello["name"] == "native" and load == {"status": "ok", "vocab": 2} and reset == {"status": "ok"}
+    assert bufs["logits"][1] == (2, 2)
+    text = err.read_text()
+    for line in ("INFO native load", "weights loaded", "a child's stdout", "printf from the kernel"):
+        assert line in text
+
+
+class Prompted(kvconform.PromptEngine):
+    """A prompt engine whose score of position i is the prompt's sum up to i in every column (logits)
+    or as {id: score} rows (log-probabilities): the prompt the class keeps is visible in the numbers."""
+    name = "prompted"
+
+    def __init__(self, kind="logits", answers="every"):
+        self.kind, self.answers = kind, answers
+        self.asked = []
+
+    def open(self, model_dir, options, mutant, max_tokens, sequences):
+        return VOCAB
+
+    def score(self, prompt, rows):
+        self.asked.append((list(prompt), list(rows)))
+        sums = [float(sum(prompt[: r + 1])) for r in rows]
+        if self.kind == "logprobs":
+            return [{t: s for t in range(VOCAB)} for s in sums]
+        return struct.pack(f"<{len(rows) * VOCAB}f", *[s for s in sums for _ in range(VOCAB)])
+
+
+def floats(bufs, name="logits"):
+    data = bufs[name][2]
+    return struct.unpack(f"<{len(data) // 4}f", data)[::VOCAB]
+
+
+@pytest.mark.parametrize("mutant", ["none", "fork-prefix", "spec-rollback"])
+def test_a_prompt_engine_does_each_operation_on_prompts(mutant):
+    e = Prompted()
+    load = dict(LOAD, mutant=mutant)
+    steps = [load, {"op": "extend", "seq": 0, "tokens": [1, 2, 3]},
+             {"op": "spec", "seq": 0, "tokens": [10, 20], "n": 1},    # [1, 2, 3, 10]
+             {"op": "rollback", "seq": 0, "n": 2},                    # [1, 2]
+             {"op": "fork", "seq": 1, "from": 0, "length": 1},        # seq 1: [1]
+             {"op": "reload", "seq": 1},
+             {"op": "batch", "items": [{"seq": 0, "tokens": [5]}, {"seq": 1, "tokens": [7, 1]}]},
+             {"op": "reset"}, {"op": "extend", "seq": 1, "tokens": [4]}]
+    replies = exchange(e, *steps)
+    assert [r[0]["status"] for r in replies] == ["ok"] * len(steps)
+    ext, spec, batch, after = floats(replies[1][1]), floats(replies[2][1]), floats(replies[6][1]), floats(replies[8][1])
+    assert ext == (1, 3, 6) and after == (4,)
+    if mutant == "none":
+        assert spec == (16, 36) and batch == (8, 8, 9)
+    elif mutant == "fork-prefix":  # the fork started empty, one token short: sequence 1 shows it
+        assert batch == (8, 7, 8)
+    else:  # the spec cycle dropped one token more: [1, 2, 3] -> rollback 2 -> [1]
+        assert batch == (6, 8, 9)
+
+
+def test_a_prompt_engine_answers_the_last_row_and_assembles_log_probabilities():
+    e = Prompted(kind="logprobs", answers="last")
+    (load, _), (ext, bufs), (batch, bbufs) = exchange(
+        e, LOAD, {"op": "extend", "seq": 0, "tokens": [1, 2, 3]},
+        {"op": "batch", "items": [{"seq": 0, "tokens": [5]}, {"seq": 1, "tokens": [7, 1]}]})
+    assert ext["rows"] == [2] and ext["buffers"][0]["name"] == "logprobs" and floats(bufs, "logprobs") == (6,)
+    assert batch["rows"] == [0, 2] and floats(bbufs, "logprobs") == (11, 8)
+    assert e.asked[0] == ([1, 2, 3], [2])
+
+
+def test_a_prompt_engine_refuses_a_row_without_the_whole_vocabulary():
+    class Short(Prompted):
+        def score(self, prompt, rows):
+            return [{0: 0.0, 1: -1.0} for _ in rows]  # top log-probabilities of 2 tokens, vocab 3
+    (_, _), (ext, _) = exchange(Short(kind="logprobs"), LOAD, {"op": "extend", "seq": 0, "tokens": [1]})
+    assert ext["status"] == "error" and "token 2 missing" in ext["error"] and "whole vocabulary" in ext["error"]
+
+
+def test_a_prompt_engine_refuses_the_operation_mutants_it_cannot_do():
+    (load, _), = exchange(Prompted(), dict(LOAD, mutant="fork-shared"))
+    assert load["status"] == "unsupported" and "fork-shared" in load["error"]
+
+
+def test_mutate_hf_config_on_config_json_without_transformers():
+    """The mutants on config.json's dict, as an engine that converts the checkpoint needs them, with
+    the rules of the PretrainedConfig path (mutant of the test: the dict returned unchanged)."""
+    mistral = {"model_type": "mistral", "num_hidden_layers": 3, "sliding_window": 5, "vocab_size": 256}
+    assert kvconform.mutate_hf_config(dict(mistral), "window+1")["sliding_window"] == 6
+    assert kvconform.mutate_hf_config(dict(mistral), "window-1")["sliding_window"] == 4
+    assert kvconform.mutate_hf_config(dict(mistral), "full")["sliding_window"] is None
+    assert kvconform.mutate_hf_config(dict(mistral), "fork-prefix") == mistral
+    gemma = {"num_hidden_layers": 2, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]}
+    cfg = dict(gemma)
+    assert kvconform.mutate_hf_config(cfg, "full") is cfg and cfg["layer_types"] == ["full_attention"] * 2
+    assert kvconform.mutate_hf_config(dict(gemma), "layers-swapped")["layer_types"] == ["full_attention", "sliding_attention"]
+    llama4 = {"num_hidden_layers": 4, "attention_chunk_size": 8, "sliding_window": None}
+    assert kvconform.mutate_hf_config(dict(llama4), "window+1")["attention_chunk_size"] == 9
+    with pytest.raises(kvconform.Unsupported):
+        kvconform.mutate_hf_config(dict(mistral), "nope-inverted")
+    json.dumps(kvconform.mutate_hf_config(dict(gemma), "window-everywhere"))  # still JSON

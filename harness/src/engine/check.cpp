@@ -899,6 +899,53 @@ expect::Failure logit_failure(const std::vector<Diagnosis>& fits, const std::str
   return f;
 }
 
+// What a failing step's answered rows look like, where an adapter's row bookkeeping explains more
+// than any cache hypothesis: every row the same (one position's row sent for each), or each row the
+// oracle's row of the position before or after it (rows off by one). Rows of one sequence only;
+// empty when neither holds or fewer than two rows were answered.
+std::string row_hint(const std::vector<float>& got, const SequenceModel::Expected& e, const Recorded& rec, size_t step,
+                     int64_t vocab, double bound) {
+  const size_t n = got.size() / static_cast<size_t>(vocab);
+  if (n < 2) return "";
+  std::vector<int64_t> idx(n);
+  for (size_t k = 0; k < n; ++k) {
+    idx[k] = rec.row(step, k);
+    if (e.positions[static_cast<size_t>(idx[k])].first != e.positions[static_cast<size_t>(idx[0])].first) return "";
+  }
+  auto dist = [&](const float* a, auto b) {  // b: an engine row (float) or an oracle row (double)
+    double d = 0;
+    for (int64_t v = 0; v < vocab; ++v) d = std::max(d, std::isfinite(a[v]) ? std::abs(a[v] - static_cast<double>(b[v])) : INFINITY);
+    return d;
+  };
+  bool same = true, oracle_same = true;
+  for (size_t k = 1; k < n; ++k) {
+    same = same && dist(got.data() + k * static_cast<size_t>(vocab), got.data()) <= bound;
+    double o = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      o = std::max(o, std::abs(e.logits[static_cast<size_t>(idx[k] * vocab + v)] - e.logits[static_cast<size_t>(idx[0] * vocab + v)]));
+    oracle_same = oracle_same && o <= bound;
+  }
+  if (same && !oracle_same)
+    return "the engine answered the same row for all " + std::to_string(n) +
+           " positions of the step (one position's logits sent for every position?)";
+  for (int shift : {-1, 1}) {
+    bool fits = true;
+    size_t compared = 0;
+    for (size_t k = 0; k < n && fits; ++k) {
+      const int64_t want = idx[k] + shift;
+      if (want < 0 || want >= static_cast<int64_t>(e.positions.size()) ||
+          e.positions[static_cast<size_t>(want)].first != e.positions[static_cast<size_t>(idx[k])].first)
+        continue;
+      fits = dist(got.data() + k * static_cast<size_t>(vocab), e.logits.data() + want * vocab) <= bound;
+      ++compared;
+    }
+    if (fits && compared + 1 >= n && compared >= 1)
+      return std::string("the engine's rows are the oracle's shifted by one position (each row is the position ") +
+             (shift < 0 ? "before" : "after") + " it's: an off-by-one in the adapter's row bookkeeping?)";
+  }
+  return "";
+}
+
 }  // namespace
 
 namespace {
@@ -1082,8 +1129,10 @@ std::string detail_text(const EngineClient& engine, const Plan& plan, const Refe
 }
 
 // A logit failure's message: the failing row, then what it is consistent with (or that nothing is).
-std::string logits_message(const std::string& failure, const Diagnosed& diagnosed) {
-  std::string msg = failure + (diagnosed.fits.empty() ? "; no single explanation fits (tried " + diagnosed.tried + ") [unexplained]"
+// An unexplained failure carries the hint of what its rows look like (row_hint), where one applies.
+std::string logits_message(const std::string& failure, const Diagnosed& diagnosed, const std::string& hint) {
+  std::string msg = failure + (diagnosed.fits.empty() ? "; no single explanation fits (tried " + diagnosed.tried + ")" +
+                                                            (hint.empty() ? "" : "; hint: " + hint) + " [unexplained]"
                                                       : "; " + explain(diagnosed.fits) + " [" + diagnosis_ids(diagnosed.fits) + "]");
   if (!diagnosed.then.empty()) msg += "; then " + diagnosed.then;
   return msg;
@@ -1136,6 +1185,7 @@ Judged judge_plan(EngineClient& engine, const Model& model, const std::string& m
   double worst = 0;
   int64_t judged = 0;
   std::string failure, stopped, error;  // the first failing row; why the run ended early; the engine's text
+  std::string hint;                     // what the failing step's rows look like, for an unexplained failure
   report::Status stopped_as = report::Status::Fail;
   std::ostringstream steps;
   size_t failed_at = 0;
@@ -1149,7 +1199,10 @@ Judged judge_plan(EngineClient& engine, const Model& model, const std::string& m
     if (run.rec.logits[i].empty()) continue;
     const StepVerdict v = judge_step(what, plan.steps[i], e, run.rec, i, c.vocab, run.bound);
     judged += v.judged;
-    if (!v.bad.empty()) failure = v.bad, failed_at = i, fail_seq = v.seq, fail_pos = v.position;
+    if (!v.bad.empty()) {
+      failure = v.bad, failed_at = i, fail_seq = v.seq, fail_pos = v.position;
+      hint = row_hint(run.rec.logits[i], e, run.rec, i, c.vocab, run.bound);
+    }
     worst = std::max(worst, v.worst);
     steps << what << ": max error " << num(v.worst);
     const size_t rows = run.rec.logits[i].size() / static_cast<size_t>(c.vocab);
@@ -1180,7 +1233,7 @@ Judged judge_plan(EngineClient& engine, const Model& model, const std::string& m
     return out;
   }
   if (failure.empty() && stopped_as == report::Status::Skipped) return finish(stopped_as, stopped + " (" + summary + " before it)");
-  const std::string msg = failure.empty() ? stopped + " (" + summary + " before it)" : logits_message(failure, diagnosed);
+  const std::string msg = failure.empty() ? stopped + " (" + summary + " before it)" : logits_message(failure, diagnosed, hint);
   const bool logits = !failure.empty();
   out.failure.fits = diagnosed.fits;
   const Failure::Where where = logits ? Failure::Where::Logits : Failure::Where::Step;

@@ -670,7 +670,8 @@ TEST(EngineCheck, AWorkerFaultIsThatCasesFailAndTheNextCaseGetsAFreshWorker) {
   // abort@1: the assertion line scrolled out of the stderr tail by a long backtrace is still quoted.
   for (auto [fault, words] : {std::pair{"crash@1", "crashed: the worker was killed by SIGSEGV"}, {"exit@1", "exited with status 3"},
                               {"abort@1", "worker stderr: kvc-oracle-engine: ASSERT(fault != abort) failed at step 1 | ..."},
-                              {"hang@1", "timed out after 5 s"}, {"garbage@1", "protocol error"}}) {
+                              {"hang@1", "timed out after 5 s"}, {"garbage@1", "protocol error"},
+                              {"ansi@1", "printed to stdout: '\\x1b[2m2026-12-06T21:51:42Z\\x1b[0m \\x1b[32m INFO"}}) {
     EngineSpec spec{"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"fault", fault}}, "none", 5};
     EngineClient client(spec);
     const auto bad = check_plan(client, load_model(gemma2_dir()), gemma2_dir(), plan, {});
@@ -1017,6 +1018,20 @@ TEST(EngineCheck, LogProbabilitiesAreJudgedAsLogSoftmaxUnderTheirOwnBound) {
   const auto mislabelled = run_oracle_engine(plan_named("batch"), {{"logits", "logprobs-as-logits"}});
   EXPECT_EQ(mislabelled.status, report::Status::Fail) << mislabelled.message;
   EXPECT_NE(mislabelled.message.find("max |logit error|"), std::string::npos) << mislabelled.message;
+}
+
+TEST(EngineCheck, RowsRepeatedOrShiftedByOneGetAHint) {
+  // An adapter that sends one position's row for every position, or each position the row before
+  // it, fits no cache hypothesis: the failure says what its rows look like.
+  for (auto [answer, words] : {std::pair{"first-repeated", "hint: the engine answered the same row for all "},
+                               {"shifted", "hint: the engine's rows are the oracle's shifted by one position (each row is the position before"}}) {
+    const auto bad = run_oracle_engine(plan_named("prefill_gt_w"), {{"logits", answer}});
+    EXPECT_EQ(bad.status, report::Status::Fail) << answer;
+    EXPECT_NE(bad.message.find(words), std::string::npos) << bad.message;
+  }
+  // A right answer and a wrong window get none.
+  const auto plus1 = run_oracle_engine(plan_named("prefill_gt_w"), {}, "window+1");
+  EXPECT_EQ(plus1.message.find("hint:"), std::string::npos) << plus1.message;
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 // that shares what it should copy or starts from the wrong prefix, a chunked prefill whose window
 // restarts at each chunk, a speculative rollback off by one, a batch that computes a sequence at
 // another's offset, a context shift that moves the kept keys without re-rotating them) and worker
-// faults (crash, hang, garbage, exit at a given step; "abort@N": an assertion line on stderr, then a
+// faults (crash, hang, garbage, ansi (a coloured log line on stdout), exit at a given step; "abort@N": an assertion line on stderr, then a
 // backtrace far longer than the tail a failure quotes, then SIGABRT, as ggml's asserts print; "load-error@L": a load error for a model of
 // fewer than L layers, a second bug for shrinking to slide into), which the suite must catch. Option "logits": "last" or "none" answers only the last new position of a step, or
 // none (the protocol's subset answer; a run judged on nothing is not a pass); "logprobs" and
@@ -121,8 +121,14 @@ void send_logits(const State& st, std::vector<double> logits, int64_t first = -1
   const int64_t glitch = st.model->config.local_span() - first;
   if (st.mutant == "glitch" && first >= 0 && glitch >= 0 && glitch < rows) logits[static_cast<size_t>(glitch * vocab + 1)] += 0.5;
   const bool logprobs = st.logits.find("logprobs") != std::string::npos;
+  // An adapter's row bookkeeping gone wrong: every row the step's first position's, or each row the
+  // position before it's (the first its own): the suite's hint must name them.
+  if (st.logits == "first-repeated" || st.logits == "shifted")
+    for (int64_t r = rows - 1; r >= 1; --r)
+      std::copy_n(logits.begin() + (st.logits == "shifted" ? r - 1 : 0) * vocab, vocab, logits.begin() + r * vocab);
   std::vector<int64_t> keep;
-  if (st.logits == "all" || st.logits == "logprobs" || st.logits == "logprobs-as-logits")
+  if (st.logits == "all" || st.logits == "logprobs" || st.logits == "logprobs-as-logits" || st.logits == "first-repeated" ||
+      st.logits == "shifted")
     for (int64_t r = 0; r < rows; ++r) keep.push_back(r);
   else if (st.logits == "last" || st.logits == "last-logprobs")
     keep.push_back(rows - 1);
@@ -277,6 +283,11 @@ int main() {
           std::fflush(stdout);
           pause();
         }
+        if (st.fault == "ansi") {  // a native library's coloured log line on fd 1 (mistral.rs's tracing)
+          std::fputs("\x1b[2m2026-12-06T21:51:42Z\x1b[0m \x1b[32m INFO\x1b[0m mistralrs_core: loading\n", stdout);
+          std::fflush(stdout);
+          pause();
+        }
       }
       if (op == "load") {
         st.model = std::make_unique<Model>(kvc::engine::load_model(h.at("model").get<std::string>()));
@@ -295,9 +306,10 @@ int main() {
           } else if (key == "logits") {
             st.logits = value.is_string() ? value.get<std::string>() : "";
             if (st.logits != "all" && st.logits != "last" && st.logits != "none" && st.logits != "logprobs" &&
-                st.logits != "last-logprobs" && st.logits != "logprobs-as-logits")
+                st.logits != "last-logprobs" && st.logits != "logprobs-as-logits" && st.logits != "first-repeated" && st.logits != "shifted")
               throw std::invalid_argument("option \"logits\": " + value.dump() +
-                                          " (expected \"all\", \"last\", \"none\", \"logprobs\", \"last-logprobs\" or \"logprobs-as-logits\")");
+                                          " (expected \"all\", \"last\", \"none\", \"logprobs\", \"last-logprobs\", \"logprobs-as-logits\", "
+                                          "\"first-repeated\" or \"shifted\")");
           } else if (key == "deviate") {
             // The engine's own deviation, one of the mutants' behaviours the suite is not told of: a
             // known deviation may excuse it (a mutant run never is).

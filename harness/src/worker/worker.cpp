@@ -34,13 +34,22 @@ std::string signal_text(int sig) {
   return std::string(abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig)) + " (" + (desc ? desc : "?") + ")";
 }
 
-// Text bytes: printable ASCII, tab, newline or carriage return.
+// Text bytes: printable ASCII, tab, newline, carriage return, or ESC (a log line's ANSI colour codes).
 bool printable(const char* p, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const unsigned char c = static_cast<unsigned char>(p[i]);
-    if (!((c >= 0x20 && c < 0x7F) || c == '\t' || c == '\n' || c == '\r')) return false;
+    if (!((c >= 0x20 && c < 0x7F) || c == '\t' || c == '\n' || c == '\r' || c == 0x1b)) return false;
   }
   return true;
+}
+
+// A byte as it is shown in a message: itself where printable, else \xNN.
+std::string shown_byte(char ch) {
+  const unsigned char c = static_cast<unsigned char>(ch);
+  if (c >= 0x20 && c < 0x7F) return std::string(1, ch);
+  if (c == '\t') return " ";
+  static const char* hex = "0123456789abcdef";
+  return std::string("\\x") + hex[c >> 4] + hex[c & 15];
 }
 
 std::string seconds(double s) {
@@ -193,7 +202,9 @@ bool Worker::transact(const std::string& request, double timeout_s, json& reply,
         // Four printable bytes are no length: the worker (or a library it loaded) printed text to
         // the protocol's stdout. Name what it printed rather than the length it would mean.
         if (printable(in.data(), 4)) return protocol_error("printed to stdout: " + stray_text(in, deadline), end, detail, false);
-        return protocol_error("a header of " + std::to_string(hlen) + " bytes", end, detail);
+        std::string first;
+        for (size_t i = 0; i < in.size() && i < 16; ++i) first += shown_byte(in[i]);
+        return protocol_error("a header of " + std::to_string(hlen) + " bytes (its first bytes: '" + first + "')", end, detail);
       }
       if (in.size() < 4 + hlen) continue;
       reply = json::parse(in.begin() + 4, in.begin() + 4 + hlen, nullptr, false);
@@ -328,7 +339,7 @@ std::string Worker::stray_text(std::string& in, Clock::time_point deadline) {
   // Its first line, as far as it is text: what it printed (a reply may follow it).
   std::string shown;
   size_t i = 0;
-  for (; i < in.size() && i < kShown && in[i] != '\n' && printable(&in[i], 1); ++i) shown += in[i] == '\t' ? ' ' : in[i];
+  for (; i < in.size() && i < kShown && in[i] != '\n' && printable(&in[i], 1); ++i) shown += shown_byte(in[i]);
   if (i == kShown) shown += "...";
   return "'" + shown + "'";
 }
