@@ -17,17 +17,14 @@ std::vector<Flag>& reproduce_report_flags() {
 }  // namespace
 
 void reproduce_reports_in(const std::string& report_dir, bool no_report) {
-  namespace fs = std::filesystem;
   std::vector<Flag>& flags = reproduce_report_flags();
   if (no_report || report_dir.empty()) {
     flags = {{"--no-report", ""}};
     return;
   }
-  // A reproduce run that prints reproduce lines itself keeps its folder (no reproduce/reproduce/...).
-  fs::path dir = fs::absolute(report_dir).lexically_normal();
-  if (dir.filename().empty()) dir = dir.parent_path();
-  if (dir.filename() != "reproduce") dir /= "reproduce";
-  flags = {{"--report-dir", dir.string()}};
+  // The folder the run was started in, not the run's own report folder: shards of one run (each with
+  // its own --report-dir) print the same line as the unsharded run, so merged reports stay equal.
+  flags = {{"--report-dir", (std::filesystem::current_path() / "reports" / "reproduce").lexically_normal().string()}};
 }
 
 std::string reproduce_line(const std::string& program, const std::string& subcommand, const std::vector<Flag>& given) {

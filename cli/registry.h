@@ -43,8 +43,9 @@ struct Flag {
 // reproduce run's reports go (reproduce_reports_in).
 std::string reproduce_line(const std::string& program, const std::string& subcommand, const std::vector<Flag>& flags);
 // Where the reports of the reproduce lines this process prints go, so that a line pasted in another
-// folder writes none there: `REPORT_DIR/reproduce` (absolute) of the run that printed it, or nothing
-// (--no-report) when that run wrote none. Each command that prints reproduce lines calls it once.
+// folder writes none there: `reports/reproduce` of the folder the run was started in (absolute), or
+// nothing (--no-report) when that run wrote no report. Each command that prints reproduce lines calls
+// it once.
 void reproduce_reports_in(const std::string& report_dir, bool no_report);
 
 using CaseSink = std::function<void(report::CaseResult)>;
