@@ -89,21 +89,48 @@ t=$(clock)
 out="$(kvconform engine "${engine[@]}" --mutant window+1 --no-report 2>&1)" && { echo "$out" | tail -5; fail "kvconform engine --mutant window+1 passed"; }
 took "kvconform engine --mutant window+1" "$t"
 echo "$out" | grep -q 'FAIL step' || { echo "$out" | tail -10; fail "kvconform engine --mutant window+1 named no failing step"; }
-if kvconform engine --help | grep -q -- '--expectations'; then
-  # The implementation's own expectations file: the mutant's failures expected, the run passes.
-  cat > expectations.jsonc <<'EOF'
-// What this engine is expected to fail (docs/expectations.md): here, every case under --mutant window+1.
+# The implementation's own expectations file (docs/expectations.md), as an engine team keeps it: an
+# engine with a bug of its own (its window one token wider, the suite not told) fails without the file,
+# passes with it, its failures reported as expected; the same file on the correct engine is an
+# unexpected pass, which fails the run under --strict-expectations. (A --mutant run is never excused.)
+cat > buggy_engine.py <<'EOF'
+import kvconform
+from my_engine import HFEngine
+
+
+class BuggyEngine(HFEngine):
+    name = "hf-buggy"
+
+    def load(self, model_dir, options, mutant, max_tokens, sequences):  # its own bug: a window one wider
+        return super().load(model_dir, options, "window+1" if mutant == "none" else mutant, max_tokens, sequences)
+
+
+if __name__ == "__main__":
+    kvconform.serve_engine(BuggyEngine())
+EOF
+cat > expectations.jsonc <<'EOF'
+// What this engine is expected to fail (docs/expectations.md).
 {"expectations": [
-  {"case": "mistral-w5/(two_sequences|extend_after_full)", "outcome": "fail",
-   "reason": "the smoke test tells the engine a window one token wider"}
+  {
+    "case": "^engine/mine/mistral-w5/(two_sequences|extend_after_full)$",
+    "outcome": "fail",
+    "diagnosis": "window_off_by_one",
+    "reason": "the engine's window is one token wider than the model's (the smoke's own bug)"
+  }
 ]}
 EOF
-  t=$(clock)
-  out="$(kvconform engine "${engine[@]}" --mutant window+1 --expectations expectations.jsonc --report-dir reports/expected 2>&1)" \
-    || { echo "$out" | tail -20; fail "kvconform engine --expectations: the expected failures failed the run"; }
-  took "kvconform engine --expectations" "$t"
-  echo "$out" | tail -1 | sed 's/^/  /'
-fi
+buggy=(--engine-cmd 'python buggy_engine.py' --engine-name mine --model '^mistral-w5$' --filter 'two_sequences|extend_after_full')
+t=$(clock)
+out="$(kvconform engine "${buggy[@]}" --no-report 2>&1)" && { echo "$out" | tail -5; fail "the buggy engine passed without its expectations"; }
+out="$(kvconform engine "${buggy[@]}" --expectations expectations.jsonc --report-dir reports/expected 2>&1)" \
+  || { echo "$out" | tail -20; fail "kvconform engine --expectations: the expected failures failed the run"; }
+echo "$out" | grep -q "expected failure (expectations.jsonc:" || { echo "$out" | tail -10; fail "no case was reported as an expected failure"; }
+out="$(kvconform engine "${engine[@]}" --expectations expectations.jsonc --no-report 2>&1)" \
+  || { echo "$out" | tail -10; fail "an unexpected pass failed the run without --strict-expectations"; }
+out="$(kvconform engine "${engine[@]}" --expectations expectations.jsonc --strict-expectations --no-report 2>&1)" \
+  && { echo "$out" | tail -10; fail "an unexpected pass did not fail the run under --strict-expectations"; }
+took "kvconform engine --expectations" "$t"
+echo "  expected failures reported as such; an unexpected pass fails under --strict-expectations"
 
 # 3. The pytest plugin on the README's kernel and engine (a few cases each: the plugin's own tests
 # in the checkout go through all of them).
