@@ -13,6 +13,10 @@ struct Expectation {
   TraceEngineKind engine = TraceEngineKind::Auto;  // Auto: the fast engine for the row / size / mask properties
 };
 
+// The ctest name's suffix: the mutant, the property and the engine, where gtest printed the struct's bytes.
+void PrintTo(const Expectation& e, std::ostream* os) {
+  *os << to_string(e.mutation) << "/" << to_string(e.caught_by) << "/" << to_string(e.engine);
+}
 class MutantIsCaught : public ::testing::TestWithParam<Expectation> {};
 
 TEST_P(MutantIsCaught, WithinTheDefaultBudget) {
