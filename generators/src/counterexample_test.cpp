@@ -5,13 +5,10 @@
 #include <numeric>
 
 #include "kvcgen/campaign.h"
+#include "print_params_test.h"
 #include "kvcgen/search.h"
 
 namespace kvc::campaign {
-// The ctest name's suffix (gtest_discover_tests prints the parameter): the property's or engine's name,
-// where gtest's default printed the enum's bytes. static: each test file of the binary has its own.
-static void PrintTo(Property p, std::ostream* os) { *os << to_string(p); }
-static void PrintTo(TraceEngineKind k, std::ostream* os) { *os << to_string(k); }
 namespace {
 
 Options mutant(Mutation m) {
