@@ -213,7 +213,7 @@ std::string check_key(const fs::path& root, const std::string& version, std::str
     if (e.is_regular_file() && e.path().extension() == ".py") sources.push_back(e.path());
   std::sort(sources.begin(), sources.end());
   for (const fs::path& f : sources)
-    all += "transformers/" + fs::relative(f, package.dir).string() + " " + cases::sha256_hex(cases::read_file(f.string())) + "\n";
+    all += "transformers/" + f.lexically_relative(package.dir).string() + " " + cases::sha256_hex(cases::read_file(f.string())) + "\n";
   if (fs::is_directory(root / "golden/fixtures" / version)) add_folder(root / "golden/fixtures" / version, true);
   return cases::sha256_hex(all);
 }

@@ -39,8 +39,9 @@ if [ "$mode" = package ]; then
   golden_key() { "$bin" golden --check --print-check-key --release "$v" --root "$tmp/repo" | cut -d' ' -f2-; }
   cross_key() { "$fake/bin/python" -c "import sys; sys.path.insert(0, '$tmp/repo/golden'); import crosscheck_masks as c; print(c.kept_key('$v', [], None))"; }
   same_golden="$(golden_key)" same_cross="$(cross_key)"
-  [ "$same_golden" = "$("$bin" golden --check --print-check-key --release "$v" --root "$root" | cut -d' ' -f2-)" ] ||
-    { echo "FAIL: the same transformers files under a copy of the venv gave another golden --check key"; exit 1; }
+  real_golden="$("$bin" golden --check --print-check-key --release "$v" --root "$root" | cut -d' ' -f2-)"
+  [ "$same_golden" = "$real_golden" ] ||
+    { echo "FAIL: the same transformers files under a copy of the venv gave another golden --check key ($same_golden, $real_golden)"; exit 1; }
   [ "$same_cross" = "$("$real/bin/python" -c "import sys; sys.path.insert(0, '$tmp/repo/golden'); import crosscheck_masks as c; print(c.kept_key('$v', [], None))")" ] ||
     { echo "FAIL: the same transformers files under a copy of the venv gave another crosscheck key"; exit 1; }
   cache_utils="$fake/$site_rel/transformers/cache_utils.py"
@@ -48,7 +49,8 @@ if [ "$mode" = package ]; then
   echo "# a local patch" >> "$cache_utils"
   [ "$(golden_key)" != "$same_golden" ] || { echo "FAIL: golden --check keeps its pass for a patched cache_utils.py"; exit 1; }
   [ "$(cross_key)" != "$same_cross" ] || { echo "FAIL: the crosscheck keeps its pass for a patched cache_utils.py"; exit 1; }
-  echo '{"url": "file:///src/transformers", "dir_info": {"editable": true}}' > "$fake/$site_rel"/transformers-*.dist-info/direct_url.json
+  dist_info=("$fake/$site_rel"/transformers-*.dist-info)
+  echo '{"url": "file:///src/transformers", "dir_info": {"editable": true}}' > "${dist_info[0]}/direct_url.json"
   golden_key | grep -q "^not kept: transformers is an editable install" ||
     { golden_key; echo "FAIL: golden --check keys an editable transformers"; exit 1; }
   [ "$(cross_key)" = None ] || { echo "FAIL: the crosscheck keys an editable transformers"; exit 1; }

@@ -95,7 +95,12 @@ TEST_F(Expectations, ABadFileNamesFileLineFieldAndValue) {
                       "window_off_by_one, unexplained), got \"window_of_by_one\""),
             std::string::npos);
   EXPECT_EQ(error_of(one("\"case\": \"x\", \"outcome\": \"fail\", \"reason\": \"r\",\n\"familly\": \"^gemma2$\"")),
-            "e.jsonc:5: /expectations/0/familly: unknown field (case, outcome, reason, link, family, and one of diagnosis, error, failure)");
+            "e.jsonc:5: /expectations/0/familly: unknown field (case, outcome, reason, link, family, releases, and one of diagnosis, error, failure)");
+  EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "releases": {"fixed_in": "5.25"})")),
+            "e.jsonc:4: /expectations/0/releases/fixed_in: must be a release X.Y.Z, got \"5.25\"");
+  EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "releases": {"until": "5.25.0"})")),
+            "e.jsonc:4: /expectations/0/releases/until: unknown field (from, fixed_in)");
+  EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "releases": {"from": "5.23.0", "fixed_in": "5.25.0"})")), "");
   EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "failure": "top1")")),
             "e.jsonc:4: /expectations/0/failure: must be \"logits\" (any logit failure), got \"top1\"");
   EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "error": "a", "failure": "logits")")),

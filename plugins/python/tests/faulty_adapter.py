@@ -23,6 +23,12 @@ import torch  # noqa: E402
 from kvconform import Unsupported
 from kvconform.serve import serve_handler
 
+# The protocol's own pipe, taken before serve_handler guards it: kvconform's worker points descriptor 1
+# at stderr while it serves (protocol.protocol_stdout), so a stray print cannot reach the frames. The
+# garbage and print faults write here on purpose, as a worker without that guard (another language, an
+# older package) would: the host must still name the protocol error.
+PROTOCOL = os.dup(1)
+
 _flags = argparse.ArgumentParser()
 _flags.add_argument("--fault", default="crash")
 FAULT = _flags.parse_args().fault
@@ -47,12 +53,10 @@ def attention(h, buffers):
         elif FAULT == "exit":
             os._exit(3)
         elif FAULT == "garbage":
-            sys.__stdout__.buffer.write(b"\xff\xff\xff\x7fnot a header")
-            sys.__stdout__.buffer.flush()
+            os.write(PROTOCOL, b"\xff\xff\xff\x7fnot a header")
             time.sleep(3600)
         elif FAULT == "print":
-            sys.__stdout__.buffer.write(b"Loading weights from /tmp/model.bin\n")
-            sys.__stdout__.buffer.flush()
+            os.write(PROTOCOL, b"Loading weights from /tmp/model.bin\n")
         elif FAULT == "refuse":
             raise RuntimeError(f"refused case {h['case']} step {h['step']} layer {h['layer']}")
     kv = t["key"].shape[2]
