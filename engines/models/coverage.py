@@ -21,23 +21,54 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # Why a folder of the newest release is not read (its decoder's model_type is not in kRegistry),
 # from its own modeling file. A folder missing here prints "not read yet".
 MOE = "a MoE decoder: its routing or expert layout is not in the registry's MoE configuration yet"
-HYBRID = "a hybrid with linear-attention or recurrent layers: no such layer rule in the registry"
 MULTIMODAL = "multimodal (vision or audio tower): its text decoder is not a registry family"
-ENCODER = "an encoder, seq2seq or bidirectional model: not a causal decoder"
+# What an encoder's model level and mask level lack, precisely.
+BIDIRECTIONAL = ("Model level: the oracle's forward is causal and incremental (SequenceOracle: a position's output "
+                 "from the tokens up to it, extend and truncate), and a bidirectional layer's output depends on later "
+                 "tokens: it needs a whole-sequence encoder forward, not built. Mask level: the reference masks "
+                 "(harness masks.cpp, MaskRequest) have no bidirectional sliding window (masking_utils' "
+                 "sliding_window_bidirectional_overlay, abs(q - kv) <= sliding_window, inclusive, from 5.13.1), so no "
+                 "golden case or crosscheck holds it yet")
 REASONS = {
     "afmoe": MOE, "beam": MOE, "cohere2_moe": MOE, "exaone_moe": MOE, "flint": MOE + " (with sinks)",
     "kolibri1": MOE, "laguna": MOE, "mellum": MOE, "mimo_v2_flash": MOE + " (with sinks)",
     "deepseek_v4": "multi-head latent attention (kv_lora_rank) and a MoE", "hy_v4": "multi-head latent attention and a MoE",
-    "lara_mini": HYBRID, "lfm3": HYBRID, "recurrent_gemma": HYBRID, "dory": HYBRID, "inkling2": HYBRID,
-    "inkling2_loop": HYBRID,
+    "lara_mini": "a hybrid: gated DeltaNet linear-attention layers (a delta-rule recurrence after a short convolution, "
+    "LaraMiniGatedDeltaNet) beside sliding and full layers, and a MoE: the delta-rule recurrence is not a registry rule "
+    "(lfm3's short convolution is)",
+    "recurrent_gemma": "a hybrid: RG-LRU recurrent blocks (a gated linear recurrence after a conv1d, RecurrentGemmaRglru) "
+    "beside local attention: the RG-LRU recurrence is not a registry rule (lfm3's short convolution is)",
+    "dory": "nGPT on the unit sphere (L2 norms, the per-channel interpolated residual lambda_1/lambda_2, the sqk, s_gate "
+    "and suv scales, a per-token logit scale) and a looped section (n_recurrent_loops passes over the same layers, a "
+    "KV cache per loop or the last loop's only): depth recurrence, no recurrent state; none of it is a registry rule",
+    "inkling2": "a hybrid: each hybrid_sliding / hybrid layer is sliding or full attention beside a linear-attention "
+    "branch (dynamic short convolutions, a relative position bias, L2 clips) with block attention residuals and a MoE: "
+    "not registry rules. Its own forward slides hybrid_sliding layers in 5.24.0 and 5.25.0 alike; "
+    "create_masks_for_generate gave them a causal mask in 5.24.0, a windowed one from 5.25.0",
+    "inkling2_loop": "inkling2's hybrid layers (see inkling2) run in a loop with message gates and message attention "
+    "residuals: not registry rules",
     "cohere_compass": MULTIMODAL, "deepseek_ocr2": MULTIMODAL, "dots3_note": MULTIMODAL, "gemma3n": MULTIMODAL
     + " (and per-layer input embeddings, AltUp, KV sharing)", "gemma4_unified": MULTIMODAL, "hy_v4_vl": MULTIMODAL,
     "muse_glimmer": MULTIMODAL, "muse_spark": MULTIMODAL, "qwen2_5_omni": MULTIMODAL, "qwen2_5_vl": MULTIMODAL,
     "qwen2_vl": MULTIMODAL, "qwen3_omni_moe": MULTIMODAL, "step3p7": MULTIMODAL, "unlimited_ocr": MULTIMODAL,
     "neomme": MULTIMODAL,
-    "embedding_gemma2": ENCODER, "modernbert": ENCODER, "ultrabert": ENCODER, "t5gemma": ENCODER, "t5gemma2": ENCODER,
-    "openai_privacy_filter": ENCODER + " (token classification)", "diffusion_gemma": ENCODER + " (diffusion)",
-    "muse_glimmer_assistant": ENCODER,
+    "modernbert": "an encoder (masked LM: fused Wqkv, GeGLU Wi, LayerNorms, a dense + GELU + LayerNorm head): local layers "
+    "see abs(i - j) <= local_attention // 2 (4.x its own window mask, 5.13.1 on create_bidirectional_sliding_window_mask), "
+    "every global_attn_every_n_layers-th layer every key. " + BIDIRECTIONAL,
+    "embedding_gemma2": "a sentence-embedding encoder (pooled hidden states and multimodal embedders, no LM head) with "
+    "gemma's layers bidirectional, sliding ones windowed. " + BIDIRECTIONAL,
+    "ultrabert": "an encoder (masked LM) with bidirectional sliding layers. " + BIDIRECTIONAL,
+    "openai_privacy_filter": "a token classifier (per-token labels, no LM head) whose bidirectional sliding layers have "
+    "attention sinks. " + BIDIRECTIONAL,
+    "t5gemma": "an encoder-decoder: a bidirectional (sliding) encoder, and a decoder whose causal sliding self-attention "
+    "is followed by cross-attention to the encoder; the registry has no cross-attention. " + BIDIRECTIONAL,
+    "t5gemma2": "an encoder-decoder (t5gemma's, self- and cross-attention merged in one softmax, a vision encoder): "
+    "the registry has no cross-attention. " + BIDIRECTIONAL,
+    "diffusion_gemma": "block diffusion: a canvas attends bidirectionally within itself over a causal sliding cache "
+    "(create_diffusion_decoder_attention_mask); no canvas mask or denoising loop in the registry. " + BIDIRECTIONAL,
+    "muse_glimmer_assistant": "a block-diffusion drafter: noise embeddings of a block attend bidirectionally (sliding on "
+    "its sliding layers) over the target model's projected hidden states; its input is another model's hidden "
+    "states, not tokens. " + BIDIRECTIONAL,
     "modernbert_decoder": "a causal decoder with its own tensor layout (fused Wqkv, GeGLU Wi, biased LayerNorms) the loader does not map",
 }
 

@@ -254,6 +254,9 @@ def tensors(name, family, cfg):
     head_dim, kv_heads = HEAD_DIM, KV_HEADS
     for i in range(layers):
         p = f"model.layers.{i}."
+        if family == "lfm3":
+            lfm3_layer(put, p, i, cfg, norm_lo, norm_hi)
+            continue
         own_kv, own_v = True, True
         if family == "gemma4_text":
             # Full layers: global_head_dim and (attention_k_eq_v) the global KV heads, no v_proj; the last
@@ -346,10 +349,43 @@ def tensors(name, family, cfg):
             whole = family == "olmo3"
             put(p + "self_attn.q_norm.weight", ((HEADS if whole else 1) * HEAD_DIM,), 2.0 - 2 * NORM, 2.0 + 2 * NORM)
             put(p + "self_attn.k_norm.weight", ((KV_HEADS if whole else 1) * HEAD_DIM,), 2.0 - 2 * NORM, 2.0 + 2 * NORM)
-    put("model.norm.weight", (HIDDEN,), norm_lo, norm_hi)
+    put("model.embedding_norm.weight" if family == "lfm3" else "model.norm.weight", (HIDDEN,), norm_lo, norm_hi)
     if not cfg["tie_word_embeddings"]:
         put("lm_head.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
     return t
+
+
+def lfm3_layer(put, p, i, cfg, norm_lo, norm_hi):
+    """An lfm3 layer's tensors under its own names: a short-convolution block (conv layers) or attention with
+    q/k norms and the per-head gate g_proj, SwiGLU feed_forward.w1/w3/w2, operator and ffn norms (and, with
+    use_sandwich_norm, their post norms)."""
+    kinds = cfg.get("layer_types") or ["full_attention" if j % 4 == 2 else S if j % 4 == 0 and j > 0 else "conv"
+                                       for j in range(cfg["num_hidden_layers"])]
+    heads, kv, d = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    if kinds[i] == "conv":
+        taps = cfg.get("conv_L_cache", 7)
+        put(p + "conv.in_proj.weight", (3 * HIDDEN, HIDDEN), -PROJ, PROJ)
+        put(p + "conv.conv.weight", (HIDDEN, 1, taps), -PROJ, PROJ)
+        put(p + "conv.out_proj.weight", (HIDDEN, HIDDEN), -OUT, OUT)
+        if cfg.get("conv_bias"):
+            for name, n in (("in_proj", 3 * HIDDEN), ("conv", HIDDEN), ("out_proj", HIDDEN)):
+                put(p + f"conv.{name}.bias", (n,), -BIAS, BIAS)
+    else:
+        put(p + "self_attn.q_proj.weight", (heads * d, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.k_proj.weight", (kv * d, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.v_proj.weight", (kv * d, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
+        put(p + "self_attn.q_norm.weight", (d,), 1.0 - NORM, 1.0 + NORM)
+        put(p + "self_attn.k_norm.weight", (d,), 1.0 - NORM, 1.0 + NORM)
+        if cfg.get("use_attention_gate", True):
+            put(p + "self_attn.g_proj.weight", (heads, HIDDEN), -PROJ, PROJ)
+    inter = cfg.get("intermediate_size", INTER)
+    put(p + "feed_forward.w1.weight", (inter, HIDDEN), -PROJ, PROJ)
+    put(p + "feed_forward.w3.weight", (inter, HIDDEN), -PROJ, PROJ)
+    put(p + "feed_forward.w2.weight", (HIDDEN, inter), -OUT, OUT)
+    norms = ["operator_norm", "ffn_norm"] + (["post_operator_norm", "post_ffn_norm"] if cfg.get("use_sandwich_norm", True) else [])
+    for name in norms:
+        put(p + name + ".weight", (HIDDEN,), norm_lo, norm_hi)
 
 
 def safetensors_bytes(t):
@@ -483,8 +519,9 @@ def read_recipe(text, where):
 def draw_recipe(spec, head_dims_text=None):
     """--draw SPEC [--head-dims TEXT]: the recipe; ValueError naming the argument when it is not one."""
     parts = spec.split(":")
-    if len(parts) != 3 or parts[0] not in families.DRAWN_FAMILIES or not parts[1].isdigit() or not parts[2].isdigit():
-        raise ValueError(f"--draw {spec}: expected FAMILY:SEED:INDEX, FAMILY one of {', '.join(families.DRAWN_FAMILIES)}")
+    drawable = families.DRAWN_FAMILIES + families.HYBRID_FAMILIES
+    if len(parts) != 3 or parts[0] not in drawable or not parts[1].isdigit() or not parts[2].isdigit():
+        raise ValueError(f"--draw {spec}: expected FAMILY:SEED:INDEX, FAMILY one of {', '.join(drawable)}")
     head_dims = None
     if head_dims_text:
         try:

@@ -16,7 +16,9 @@ A model with MoE layers must also make its expert constants act over the same to
 token to one expert more (and one fewer, where it takes more than one), dropping the renormalisation
 of the chosen weights (where the model renormalises) and dropping the shared expert (where it has one)
 must each move the logits by the same amount as the window must; a constant that does not is named
-(INERT: the draw cannot tell that rule apart, redraw it).
+(INERT: the draw cannot tell that rule apart, redraw it). A hybrid with convolution layers (lfm3) must
+likewise make its convolution's oldest tap act (each conv kernel one tap shorter, the state a row short)
+and its attention gate (where it has one: the gate left out).
 
 --draw writes the wide draws (families.draw_wide) into OUT_DIR and redraws each INSENSITIVE one: index
 0, 1, ... of the seed until a draw is OK or NO-WINDOW (at most --tries), printing which index each
@@ -56,7 +58,7 @@ def check(oracle, model, out, need):
     (INERT where one does not), over the same tokens (2 * 8 + 2 where the model has no window)."""
     name = os.path.basename(os.path.normpath(model))
     info, _ = run(oracle, model, [1], out, 0)
-    if not info["local_layers"] and not info.get("moe_layers"):
+    if not info["local_layers"] and not info.get("moe_layers") and not info.get("conv_layers"):
         return "NO-WINDOW", f"{name}: NO-WINDOW (no sliding or chunked layer)"
     span = info["span"] or 8
     tokens = [1 + (37 * i + 11) % 255 for i in range(2 * span + 2)]
@@ -73,15 +75,18 @@ def check(oracle, model, out, need):
     else:
         verdict = "NO-WINDOW"
         line = f"{name}: NO-WINDOW (no sliding or chunked layer; {len(tokens)} tokens, float32 by {error:.3g}, needed {needed:.3g})"
-    if info.get("moe_layers"):
+    constants = moe_mutants(info) if info.get("moe_layers") else []
+    constants += hybrid_mutants(info)
+    if constants:
         inert, moves = [], []
-        for label, args in moe_mutants(info):
+        for label, args in constants:
             _, other = run(oracle, model, tokens, out, 0, args)
             d = max(abs(x - y) for x, y in zip(base, other))
             moves.append(f"{label} moves them by {d:.3g}")
             if d < needed:
                 inert.append(label)
-        line += f"; experts ({info['top_k']} of {info['experts']}): {', '.join(moves)}"
+        what = f"experts ({info['top_k']} of {info['experts']})" if info.get("moe_layers") else f"hybrid ({info['conv_layers']} conv layers of {info['conv_kernel']} taps)"
+        line += f"; {what}: {', '.join(moves)}"
         if inert:
             line = line.replace(f"{name}: {verdict} ", f"{name}: INERT ", 1) + f"; inert: {', '.join(inert)}"
             verdict = "INERT"
@@ -97,6 +102,16 @@ def moe_mutants(info):
         out.append(("renormalisation dropped", ["--no-renormalize"]))
     if info.get("shared_expert"):
         out.append(("shared expert dropped", ["--no-shared-expert"]))
+    return out
+
+
+def hybrid_mutants(info):
+    """The hybrid layer constants a model with convolution layers must make act: (label, kvc-model-oracle arguments)."""
+    out = []
+    if info.get("conv_layers") and info.get("conv_kernel", 0) > 1:
+        out.append(("oldest conv tap dropped", ["--conv-taps-dropped", "1"]))
+    if info.get("conv_layers") and info.get("attention_gate"):
+        out.append(("attention gate dropped", ["--no-attention-gate"]))
     return out
 
 

@@ -5,7 +5,7 @@ In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
 the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
 ministral, phi3, gemma4_text, olmo3, exaone4, vaultgemma, cwm, granite_swa, qwen2_moe, dots1,
-granitemoe_swa, exaone_moe):
+granitemoe_swa, exaone_moe, lfm3):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -193,6 +193,7 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.dots1.modeling_dots1": [("Dots1RMSNorm", _llama_norm_forward)],
     "transformers.models.granitemoe_swa.modeling_granitemoe_swa": [("GraniteMoeSWARMSNorm", _llama_norm_forward)],
     "transformers.models.exaone_moe.modeling_exaone_moe": [("ExaoneMoeRMSNorm", _llama_norm_forward)],
+    "transformers.models.lfm3.modeling_lfm3": [("Lfm3RMSNorm", _llama_norm_forward)],
 }
 _ROTARY = {  # module: (class, forward)
     "transformers.models.gemma2.modeling_gemma2": ("Gemma2RotaryEmbedding", _rotary_forward),
@@ -216,6 +217,7 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.dots1.modeling_dots1": ("Dots1RotaryEmbedding", _rotary_forward),
     "transformers.models.granitemoe_swa.modeling_granitemoe_swa": ("GraniteMoeSWARotaryEmbedding", _rotary_forward),
     "transformers.models.exaone_moe.modeling_exaone_moe": ("ExaoneMoeRotaryEmbedding", _rotary_forward),
+    "transformers.models.lfm3.modeling_lfm3": ("Lfm3RotaryEmbedding", _rotary_forward),
 }
 def _patch_granite_swa(mod):
     """granite_swa's eager attention casts its sink scale sigmoid(lse - sink) to float32: kept in the input's dtype."""
@@ -343,14 +345,16 @@ def _proportional_inv_freq(base, dim, factor, dtype):
 
 
 def _gemma4_layer_rope(cfg, layer_type):
-    """(inv_freq function of (base, dtype), candidate bases) of a Gemma4TextRotaryEmbedding buffer:
-    per layer type its own head size (global_head_dim on full layers) and rope type."""
+    """(inv_freq function of (base, dtype), candidate bases) of a Gemma4TextRotaryEmbedding (or
+    Lfm3RotaryEmbedding) buffer: per layer type its own head size (gemma4's global_head_dim on full
+    layers) and rope type."""
     p = cfg.rope_parameters[layer_type]
     plc = getattr(cfg, "per_layer_config", None)  # 5.24.0: head_dim is per layer, resolved per layer type
     if plc is not None:
         dim = plc[layer_type].head_dim
     else:  # 5.13.1
-        dim = cfg.global_head_dim if layer_type == "full_attention" and cfg.global_head_dim else cfg.head_dim
+        glob = getattr(cfg, "global_head_dim", None)  # lfm3 has none: one head size
+        dim = glob if layer_type == "full_attention" and glob else cfg.head_dim
     if p.get("rope_type", "default") == "proportional":
         return (lambda b, dt: _proportional_inv_freq(b, dim, p.get("partial_rotary_factor", 1.0), dt)), [float(p["rope_theta"])]
     if p.get("rope_type", "default") != "default":
@@ -359,7 +363,8 @@ def _gemma4_layer_rope(cfg, layer_type):
 
 
 def _prepare_rotary(module, cfg):
-    gemma4 = type(module).__name__ == "Gemma4TextRotaryEmbedding"  # per layer type head sizes: _gemma4_layer_rope
+    # Per layer type rope types (proportional on full layers) and head sizes: _gemma4_layer_rope.
+    gemma4 = type(module).__name__ in ("Gemma4TextRotaryEmbedding", "Lfm3RotaryEmbedding")
     dim = None if gemma4 else getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     # partial_rotary_factor: top-level (4.x) or in rope_parameters (5.x), as the rope init reads it.
     rp = getattr(cfg, "rope_parameters", None)
@@ -389,6 +394,8 @@ def _prepare_rotary(module, cfg):
         s = getattr(module, f"{layer_type}_attention_scaling" if layer_type else "attention_scaling", 1.0)
         module._kvc_scaling[layer_type] = float(s)
         found.append((name, match[0]))
+    if not found and getattr(module, "layer_types", None) == []:
+        return found  # lfm3 without an attention layer: its rotary module holds no rope at all
     if not found:
         raise RuntimeError(f"exact64: no inv_freq buffer in {type(module).__name__}")
     _check_rotary(module)

@@ -6,7 +6,7 @@ pinned release whose environment exists.
 
     python3 engines/transformers/oracle_agreement.py [--oracle build/harness/kvc-model-oracle] [--models DIR]
                                                      [--family-models DIR] [--json] [--cache DIR | --no-cache]
-                                                     [--oracle-args ARGS] [--only REGEX] [--release X ...]
+                                                     [--oracle-args ARGS] [--only REGEX] [--exclude REGEX] [--release X ...]
 
 Two numbers per model and release: the max |logit difference| against transformers with its float32
 islands patched to float64 (--exact: must be <= 1e-10, else exit 1), and against transformers as
@@ -146,6 +146,8 @@ def main():
     ap.add_argument("--no-cache", action="store_true", help="run transformers for every model, keep nothing")
     ap.add_argument("--oracle-args", default="", help="more arguments for kvc-model-oracle (the mutant ctest: '--span-delta 1')")
     ap.add_argument("--only", help="only the models whose folder name this regular expression finds (the MoE mutants' ctests)")
+    ap.add_argument("--exclude", help="leave out the models whose folder name this regular expression finds (CI's "
+                                      "whole-set ctest leaves the families it samples apart to their own ctest)")
     ap.add_argument("--release", action="append", default=[],
                     help="only this pinned release (repeatable; default: every golden/requirements-*.txt)")
     a = ap.parse_args()
@@ -156,6 +158,9 @@ def main():
         models = [m for m in models if re.search(a.only, os.path.basename(m))]
         if not models:
             ap.error(f"--only {a.only}: matches no model")
+    if a.exclude:
+        import re
+        models = [m for m in models if not re.search(a.exclude, os.path.basename(m))]
     tokens = ",".join(str(1 + (37 * i + 11) % 255) for i in range(a.tokens))
     releases = sorted(p.split("requirements-")[1][:-4] for p in glob.glob(os.path.join(ROOT, "golden/requirements-*.txt")))
     for v in a.release:

@@ -280,6 +280,129 @@ TEST(ModelOracle, ASinkJoinsTheSoftmaxDenominatorAndHoldsNoValue) {
   for (int64_t p = 0; p < 12; ++p) EXPECT_NE(row(c, p, 32), row(d, p, 32)) << "position " << p;
 }
 
+// A model whose layer 0 is lfm3's short-convolution block with `taps` taps (weights ~ N(0, 0.5)), layer 1
+// (if `layers` is 2) attention; the conv weights given per tap (one value for every channel) where `tap`.
+Model conv_model(int64_t taps, int64_t layers = 1, std::vector<double> tap = {}) {
+  Model m = random_model(Family::Mistral, std::vector<int64_t>(static_cast<size_t>(layers), 0), 0);
+  ModelConfig& c = m.config;
+  c.family = Family::Lfm3;
+  c.conv_layers.assign(static_cast<size_t>(layers), false);
+  c.conv_layers[0] = true;
+  c.conv_kernel = taps;
+  std::mt19937_64 rng(11);
+  std::normal_distribution<double> n(0, 0.5);
+  auto t = [&](const std::string& name, int64_t size) {
+    auto& v = m.tensors[name];
+    v.resize(static_cast<size_t>(size));
+    for (double& x : v) x = n(rng);
+  };
+  t("model.layers.0.conv.in_proj.weight", 3 * c.hidden * c.hidden);
+  t("model.layers.0.conv.out_proj.weight", c.hidden * c.hidden);
+  t("model.layers.0.conv.conv.weight", c.hidden * taps);  // last: the projections do not depend on taps
+  if (!tap.empty())
+    for (int64_t ch = 0; ch < c.hidden; ++ch)
+      for (int64_t j = 0; j < taps; ++j) m.tensors["model.layers.0.conv.conv.weight"][static_cast<size_t>(ch * taps + j)] = tap[static_cast<size_t>(j)];
+  return m;
+}
+
+// lfm3's conv layer is F.conv1d over the last `taps` positions, left-padded with zeros: its row at
+// position p depends on tokens p - taps + 1 .. p and on no other (a one-layer model), tap taps - 1 is
+// the current position (before position taps - 1 the earlier taps read zeros: at position 0 the model
+// is its last tap alone), and its state is restored exactly by a rollback.
+TEST(ModelOracle, AConvLayerSeesExactlyItsLastTapsPositionsWithZerosBeforeTheFirst) {
+  const int64_t taps = 3;
+  const Model m = conv_model(taps);
+  std::vector<int32_t> a = tokens(10, 1), b = a;
+  const int64_t p = 7;
+  b[static_cast<size_t>(p - taps)] = (b[static_cast<size_t>(p - taps)] + 5) % 32;  // just outside the taps
+  EXPECT_EQ(row(SequenceOracle<double>(m).extend(a), p, 32), row(SequenceOracle<double>(m).extend(b), p, 32));
+  b = a;
+  b[static_cast<size_t>(p - taps + 1)] = (b[static_cast<size_t>(p - taps + 1)] + 5) % 32;  // the oldest tap
+  EXPECT_NE(row(SequenceOracle<double>(m).extend(a), p, 32), row(SequenceOracle<double>(m).extend(b), p, 32));
+  // Position 0: taps 0 and 1 read the zero padding, so the model is its last tap alone.
+  const std::vector<double> w = {0.7, -1.3, 0.4};
+  const Model full = conv_model(taps, 1, w), last = conv_model(1, 1, {w[2]});
+  EXPECT_EQ(row(SequenceOracle<double>(full).extend(a), 0, 32), row(SequenceOracle<double>(last).extend(a), 0, 32));
+  EXPECT_NE(row(SequenceOracle<double>(full).extend(a), 2, 32), row(SequenceOracle<double>(last).extend(a), 2, 32));
+  // A tap only on the oldest position delays B * x by taps - 1: a token there moves position p + taps - 1.
+  const Model delay = conv_model(taps, 1, {1.0, 0.0, 0.0});
+  b = a;
+  b[3] = (b[3] + 5) % 32;
+  const auto da = SequenceOracle<double>(delay).extend(a), db = SequenceOracle<double>(delay).extend(b);
+  EXPECT_NE(row(da, 3 + taps - 1, 32), row(db, 3 + taps - 1, 32));
+  EXPECT_EQ(row(da, 3 + taps, 32), row(db, 3 + taps, 32));
+}
+
+// The oracle's rollback on a recurrent state is the forward re-run from the prompt: the kept rows of
+// B * x are the state, so truncate + extend equals one forward of the new sequence bit for bit (with an
+// attention layer above the conv one). A context shift has no meaning for a state: refused.
+TEST(ModelOracle, AConvStateRollsBackAsARerunFromThePromptAndRefusesAShift) {
+  const Model m = conv_model(4, 2);
+  const std::vector<int32_t> a = tokens(12, 2), b = tokens(5, 3);
+  SequenceOracle<double> rolled(m);
+  rolled.extend(a);
+  rolled.truncate(4);
+  const std::vector<double> got = rolled.extend(b);
+  std::vector<int32_t> whole(a.begin(), a.end() - 4);
+  whole.insert(whole.end(), b.begin(), b.end());
+  const std::vector<double> want = SequenceOracle<double>(m).extend(whole);
+  EXPECT_EQ(got, std::vector<double>(want.end() - static_cast<std::ptrdiff_t>(got.size()), want.end()));
+  SequenceOracle<double> shifted(m);
+  shifted.extend(a);
+  EXPECT_THROW(shifted.shift(2, 3), std::invalid_argument);
+}
+
+// lfm3's attention gate: each head's output times sigmoid(g_proj h). A zero g_proj halves every head
+// (exactly: the model with o_proj halved); a head whose gate logit is far below zero is silenced (the
+// model with that head's o_proj columns zeroed), one far above passes unchanged.
+TEST(ModelOracle, AnAttentionGateScalesEachHeadByTheSigmoidOfItsOwnLogit) {
+  const Model plain = random_model(Family::Mistral, {0}, 0);
+  const ModelConfig& c = plain.config;
+  auto gated = [&](double head0, double others) {
+    Model m = plain;
+    m.config.attn_gate = true;
+    auto& g = m.tensors["model.layers.0.self_attn.g_proj.weight"];
+    g.assign(static_cast<size_t>(c.heads * c.hidden), 0.0);
+    // Every entry of head 0's row of g_proj is head0, of the other heads' rows `others`.
+    for (int64_t h = 0; h < c.heads; ++h)
+      for (int64_t i = 0; i < c.hidden; ++i) g[static_cast<size_t>(h * c.hidden + i)] = h == 0 ? head0 : others;
+    return m;
+  };
+  const std::vector<int32_t> t = tokens(9);
+  Model half = plain;
+  for (double& v : half.tensors["model.layers.0.self_attn.o_proj.weight"]) v *= 0.5;
+  EXPECT_EQ(SequenceOracle<double>(gated(0, 0)).extend(t), SequenceOracle<double>(half).extend(t));
+  // The gate reads h, the normed input: with every input-norm weight 0 but the first, and every token's
+  // first embedding entry 1, h = (1 / rms(x), 0, ...), so a row of +-1e4 gives a logit of +-1e4 / rms(x).
+  Model base = plain;
+  auto& in = base.tensors["model.layers.0.input_layernorm.weight"];
+  std::fill(in.begin(), in.end(), 0.0);
+  in[0] = 1.0;
+  auto with_gate = [&](double head0, double others) {
+    Model m = gated(head0, others);
+    m.tensors["model.layers.0.input_layernorm.weight"] = in;
+    return m;
+  };
+  for (int64_t tok = 0; tok < c.vocab; ++tok) base.tensors["model.embed_tokens.weight"][static_cast<size_t>(tok * c.hidden)] = 1.0;
+  auto embed = base.tensors["model.embed_tokens.weight"];
+  Model silenced = base;
+  auto& o = silenced.tensors["model.layers.0.self_attn.o_proj.weight"];
+  for (int64_t r = 0; r < c.hidden; ++r)
+    for (int64_t d = 0; d < c.head_dim; ++d) o[static_cast<size_t>(r * c.heads * c.head_dim + d)] = 0.0;  // head 0's columns
+  Model g1 = with_gate(-1e4, 1e4);
+  g1.tensors["model.embed_tokens.weight"] = embed;
+  const auto x = SequenceOracle<double>(g1).extend(t), y = SequenceOracle<double>(silenced).extend(t);
+  double e = 0;
+  for (size_t i = 0; i < x.size(); ++i) e = std::max(e, std::abs(x[i] - y[i]));
+  EXPECT_LT(e, 1e-12);
+  Model open = with_gate(1e4, 1e4);
+  open.tensors["model.embed_tokens.weight"] = embed;
+  const auto z = SequenceOracle<double>(open).extend(t), w = SequenceOracle<double>(base).extend(t);
+  e = 0;
+  for (size_t i = 0; i < z.size(); ++i) e = std::max(e, std::abs(z[i] - w[i]));
+  EXPECT_LT(e, 1e-12);
+}
+
 // The rows a SequenceModel keeps for the process (check.cpp's memo) are the rows the oracles compute:
 // a model without a digest keeps nothing, and is the reference here. A kept row is keyed by the
 // model, the reference's options and every step before it; a plan that leaves the kept steps catches
@@ -444,6 +567,39 @@ TEST(ModelConfig, ReadsEachFamilysWindowsAndRefusesWhatItDoesNotModel) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("c.json: /model_type"), std::string::npos) << e.what();
   }
+}
+
+// Lfm3Config's defaults: layer i full iff i % 4 == 2, sliding iff i % 4 == 0 and i > 0, else conv;
+// proportional rope 0.5 on full layers (4 of 8 frequencies at head_dim 16), the gate and sandwich norms
+// on, norm_eps 1e-5, conv_L_cache 7; its tensor names read as the forward's; what it does not model refused.
+TEST(ModelConfig, ReadsLfm3ConvLayersRopePerLayerTypeAndItsTensorNames) {
+  nlohmann::json c = {{"model_type", "lfm3"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 6},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16}, {"intermediate_size", 8},
+                      {"sliding_window", 3}};
+  const ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.conv_layers, (std::vector<bool>{true, true, false, true, false, true}));
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 0, 0, 0, 3, 0}));
+  EXPECT_EQ(m.rope_angles[2], 4);
+  EXPECT_EQ(m.rope_thetas[2], 1e6);
+  EXPECT_EQ(m.rope_angles[4], 0);
+  EXPECT_EQ(m.rope_thetas[4], 1e4);
+  EXPECT_TRUE(m.attn_gate && m.qk_norm && m.tied);
+  EXPECT_EQ(m.norm_placement, NormPlacement::Sandwich);
+  EXPECT_EQ(m.eps, 1e-5);
+  EXPECT_EQ(m.conv_kernel, 7);
+  c["layer_types"] = {"sliding_attention", "conv", "full_attention", "conv", "conv", "conv"};
+  c["use_sandwich_norm"] = false, c["use_attention_gate"] = false, c["conv_L_cache"] = 2;
+  const ModelConfig e = parse_config(c, "c.json");
+  EXPECT_EQ(e.conv_layers, (std::vector<bool>{false, true, false, true, true, true}));
+  EXPECT_EQ(e.windows, (std::vector<int64_t>{3, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(e.norm_placement, NormPlacement::Pre);
+  EXPECT_FALSE(e.attn_gate);
+  EXPECT_EQ(e.conv_kernel, 2);
+  c["layer_types"][1] = "linear_attention";
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+  c["layer_types"][1] = "conv";
+  c["rope_parameters"] = {{"full_attention", {{"rope_type", "yarn"}, {"factor", 2.0}}}, {"sliding_attention", {{"rope_type", "default"}}}};
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
 }
 
 TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {

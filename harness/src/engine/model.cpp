@@ -703,6 +703,66 @@ void read_granitemoe_swa(const json& c, const std::string& file, ModelConfig& m)
   moe.layers.assign(static_cast<size_t>(m.layers), true);
 }
 
+// Lfm3Config (5.24.0 on; older releases have no lfm3): LFM2's hybrid with sliding layers. layer_types
+// (default: layer i full iff i % 4 == 2, sliding iff i % 4 == 0 and i > 0, else "conv") are "conv",
+// "sliding_attention" (window sliding_window, default 256) or "full_attention". A conv layer is the
+// short-convolution block (ModelConfig::conv_layers; conv_L_cache taps, default 7; conv_bias on its
+// in_proj, conv and out_proj); an attention layer has per-head q/k RMS norms (weight w) before rope and,
+// with use_attention_gate (default true), each head's output times sigmoid(g_proj h). rope_parameters is
+// keyed by layer type (default: sliding "default" base 1e4, full "proportional", partial_rotary_factor 0.5,
+// base 1e6; proportional as gemma4's). use_sandwich_norm (default true) adds post_operator_norm and
+// post_ffn_norm: gemma's sandwich with weight w. The final norm is model.embedding_norm; norm_eps default
+// 1e-5; head_dim default 128; tied by default. 5.24.0 and 5.25.0 compute the same forward (5.25.0 moved
+// the conv's cache handling into causal_conv1d_forward; without a cache it is the same convolution).
+void read_lfm3(const json& c, const std::string& file, ModelConfig& m) {
+  m.eps = number_or(c, "norm_eps", number_or(c, "rms_norm_eps", 1e-5, file), file);
+  m.head_dim = positive_or(c, "head_dim", 128, file);
+  if (m.head_dim % 2) bad(file, "/head_dim", "must be even (rope rotates pairs)");
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.tied = bool_or(c, "tie_word_embeddings", true, file);
+  m.qk_norm = true;
+  m.attn_gate = bool_or(c, "use_attention_gate", true, file);
+  m.norm_placement = bool_or(c, "use_sandwich_norm", true, file) ? NormPlacement::Sandwich : NormPlacement::Pre;
+  m.pre_ff_norm = "pre_feedforward_layernorm.";
+  m.conv_kernel = positive_or(c, "conv_L_cache", 7, file);
+  m.conv_bias = bool_or(c, "conv_bias", false, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 256;
+  m.tensor_names = {{"operator_norm.", "input_layernorm."},         {"post_operator_norm.", "post_attention_layernorm."},
+                    {"ffn_norm.", "pre_feedforward_layernorm."},    {"post_ffn_norm.", "post_feedforward_layernorm."},
+                    {"feed_forward.w1.", "mlp.gate_proj."},         {"feed_forward.w3.", "mlp.up_proj."},
+                    {"feed_forward.w2.", "mlp.down_proj."},         {"model.embedding_norm.", "model.norm."}};
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, {"conv", "sliding_attention", "full_attention"}, types, file))
+    for (int64_t i = 0; i < m.layers; ++i)
+      types.push_back(i % 4 == 2 ? "full_attention" : i % 4 == 0 && i > 0 ? "sliding_attention" : "conv");
+  m.windows = windows_of(types, m.sliding_window, file);
+  const json rp = c.contains("rope_parameters") && c["rope_parameters"].is_object()
+                      ? c["rope_parameters"]
+                      : json{{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+                             {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.5}, {"rope_theta", 1e6}}}};
+  for (int64_t l = 0; l < m.layers; ++l) {
+    const std::string& type = types[static_cast<size_t>(l)];
+    m.conv_layers.push_back(type == "conv");
+    if (type == "conv") {
+      m.rope_thetas.push_back(10000);  // no rope on a conv layer: a base only so that every layer has one
+      m.rope_angles.push_back(0);
+      continue;
+    }
+    if (!rp.contains(type) || !rp[type].is_object()) bad(file, "/rope_parameters/" + type, "is missing (lfm3 keys it by layer type)");
+    const json& r = rp[type];
+    const std::string rt = r.value("rope_type", std::string("default"));
+    m.rope_thetas.push_back(number_or(r, "rope_theta", 10000, file));
+    if (rt == "proportional") {
+      if (number_or(r, "factor", 1.0, file) != 1.0) bad(file, "/rope_parameters/" + type + "/factor", "only 1 is modelled");
+      m.rope_angles.push_back(static_cast<int64_t>(std::floor(number_or(r, "partial_rotary_factor", 1.0, file) * static_cast<double>(m.head_dim) / 2)));
+    } else if (rt == "default") {
+      m.rope_angles.push_back(0);
+    } else {
+      bad(file, "/rope_parameters/" + type + "/rope_type", "\"" + rt + "\" is not modelled (default and proportional are)");
+    }
+  }
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -732,6 +792,7 @@ const FamilyEntry kRegistry[] = {
     {Family::Dots1, "dots1", read_dots1},
     {Family::GraniteMoeSwa, "granitemoe_swa", read_granitemoe_swa},
     {Family::ExaoneMoe, "exaone_moe", read_exaone_moe},
+    {Family::Lfm3, "lfm3", read_lfm3},
 };
 
 }  // namespace
@@ -789,8 +850,8 @@ ModelConfig parse_config(const json& c, const std::string& file) {
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
   if (c.contains("rope_scaling") && !c["rope_scaling"].is_null()) scaling = &c["rope_scaling"];
-  // gemma4's reader reads its per-layer-type rope (proportional on full layers) itself.
-  if (m.family != Family::Gemma4Text && c.contains("rope_parameters") && c["rope_parameters"].is_object()) {
+  // gemma4's and lfm3's readers read their per-layer-type rope (proportional on full layers) themselves.
+  if (m.family != Family::Gemma4Text && m.family != Family::Lfm3 && c.contains("rope_parameters") && c["rope_parameters"].is_object()) {
     const json& rp = c["rope_parameters"];
     for (const json* p : {&rp, rp.contains("full_attention") ? &rp["full_attention"] : nullptr,
                           rp.contains("sliding_attention") ? &rp["sliding_attention"] : nullptr})
@@ -928,6 +989,25 @@ Model load_model(const std::string& dir) {
   m.tensors = read_safetensors(st);
   m.digest = content_digest({m.config.name, read_file(cfg_path), read_file(st)});
   const ModelConfig& k = m.config;
+  if (!k.tensor_names.empty()) {
+    // The family's checkpoint names under the forward's (lfm3's operator_norm is input_layernorm, ...).
+    std::map<std::string, std::vector<double>> renamed;
+    for (auto& [name, t] : m.tensors) {
+      std::string to = name;
+      const size_t layer_at = name.rfind("model.layers.", 0) == 0 ? name.find('.', 13) + 1 : 0;
+      for (const auto& [from, into] : k.tensor_names) {
+        const bool whole = from.rfind("model.", 0) == 0;
+        const size_t at = whole ? 0 : layer_at;
+        if ((whole || layer_at > 0) && name.compare(at, from.size(), from) == 0) {
+          to = name.substr(0, at) + into + name.substr(at + from.size());
+          break;
+        }
+      }
+      if (renamed.count(to)) throw std::runtime_error(st + ": tensors \"" + name + "\" and another both read as \"" + to + "\"");
+      renamed[to] = std::move(t);
+    }
+    m.tensors = std::move(renamed);
+  }
   if (k.fused_projections) {
     // qkv_proj rows are [q; k; v], gate_up_proj rows [gate; up]: split into the names the forward reads.
     auto split = [&](const std::string& fused, const std::vector<std::pair<std::string, int64_t>>& parts) {
@@ -1009,17 +1089,30 @@ Model load_model(const std::string& dir) {
   if (!k.tied) need("lm_head.weight", k.vocab * k.hidden);
   for (int64_t l = 0; l < k.layers; ++l) {
     const int64_t qd = k.heads * k.dim(l), kvd = k.kv(l) * k.dim(l);
-    const bool own_kv = !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[static_cast<size_t>(l)]);
-    need(layer_name(l, "self_attn.q_proj.weight"), qd * k.hidden);
+    const bool conv = k.conv(l);  // a short-convolution block in place of the attention
+    const bool own_kv = !conv && !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[static_cast<size_t>(l)]);
+    if (conv) {
+      need(layer_name(l, "conv.in_proj.weight"), 3 * k.hidden * k.hidden);
+      need(layer_name(l, "conv.conv.weight"), k.hidden * k.conv_kernel);
+      need(layer_name(l, "conv.out_proj.weight"), k.hidden * k.hidden);
+      if (k.conv_bias) {
+        need(layer_name(l, "conv.in_proj.bias"), 3 * k.hidden);
+        need(layer_name(l, "conv.conv.bias"), k.hidden);
+        need(layer_name(l, "conv.out_proj.bias"), k.hidden);
+      }
+    } else {
+      need(layer_name(l, "self_attn.q_proj.weight"), qd * k.hidden);
+      need(layer_name(l, "self_attn.o_proj.weight"), k.hidden * qd);
+      if (k.attn_gate) need(layer_name(l, "self_attn.g_proj.weight"), k.heads * k.hidden);
+    }
     if (own_kv) need(layer_name(l, "self_attn.k_proj.weight"), kvd * k.hidden);
     if (own_v) need(layer_name(l, "self_attn.v_proj.weight"), kvd * k.hidden);
-    need(layer_name(l, "self_attn.o_proj.weight"), k.hidden * qd);
-    if (k.qkv_bias) {
+    if (k.qkv_bias && !conv) {
       need(layer_name(l, "self_attn.q_proj.bias"), qd);
       need(layer_name(l, "self_attn.k_proj.bias"), kvd);
       need(layer_name(l, "self_attn.v_proj.bias"), kvd);
     }
-    if (k.o_bias) need(layer_name(l, "self_attn.o_proj.bias"), k.hidden);
+    if (k.o_bias && !conv) need(layer_name(l, "self_attn.o_proj.bias"), k.hidden);
     const bool moe = !k.moe.layers.empty() && k.moe.layers[static_cast<size_t>(l)];
     const bool gpt_oss = moe && k.moe.routing == MoeRouting::GptOss;
     if (!moe || k.moe.shared_intermediate > 0) {  // the dense MLP, or the shared expert
@@ -1042,13 +1135,13 @@ Model load_model(const std::string& dir) {
         need(layer_name(l, k.mlp_prefix + "experts.down_proj_bias"), E * k.hidden);
       }
     }
-    if (k.sinks) need(layer_name(l, "self_attn.sinks"), k.heads);
+    if (k.sinks && !conv) need(layer_name(l, "self_attn.sinks"), k.heads);
     if (k.norm_placement != NormPlacement::Post) need(layer_name(l, "input_layernorm.weight"), k.hidden);
     if (!k.parallel_block)
       need(layer_name(l, (k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm.") + "weight"), k.hidden);
     if (k.norm_placement == NormPlacement::Sandwich) need(layer_name(l, "pre_feedforward_layernorm.weight"), k.hidden);
     if (k.norm_placement != NormPlacement::Pre) need(layer_name(l, "post_feedforward_layernorm.weight"), k.hidden);
-    if (k.qk_norm) {
+    if (k.qk_norm && !conv) {
       need(layer_name(l, "self_attn.q_norm.weight"), k.qk_norm_whole ? qd : k.dim(l));
       if (own_kv) need(layer_name(l, "self_attn.k_norm.weight"), k.qk_norm_whole ? kvd : k.dim(l));
     }
@@ -1203,20 +1296,35 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     Layer& L = layers_[static_cast<size_t>(l)];
     const size_t li = static_cast<size_t>(l);
     auto get = [&](const std::string& what) { return as<T>(model.at(layer_name(l, what))); };
-    const bool own_kv = !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[li]);
+    const bool conv = k.conv(l);
+    const bool own_kv = !conv && !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[li]);
     if (k.source(l) < 0 || k.source(l) > l || k.attention(k.source(l)) != k.attention(l) || k.dim(k.source(l)) != k.dim(l) ||
-        k.kv(k.source(l)) != k.kv(l))
+        k.kv(k.source(l)) != k.kv(l) || (conv && k.shares_kv(l)))
       throw std::invalid_argument("ModelConfig::kv_source: layer " + std::to_string(l) + " must share an earlier layer of its rule and shape");
-    L.q = get("self_attn.q_proj.weight");
+    if (conv) {
+      if (k.conv_kernel < 1) throw std::invalid_argument("ModelConfig::conv_kernel: a conv layer needs at least one tap");
+      // The block's out_proj stands where the attention's o_proj does: the rest of the layer is the same.
+      L.in_proj = get("conv.in_proj.weight");
+      L.conv = get("conv.conv.weight");
+      L.o = get("conv.out_proj.weight");
+      if (k.conv_bias) {
+        L.in_bias = get("conv.in_proj.bias");
+        L.conv_b = get("conv.conv.bias");
+        L.o_bias = get("conv.out_proj.bias");
+      }
+    } else {
+      L.q = get("self_attn.q_proj.weight");
+      L.o = get("self_attn.o_proj.weight");
+      if (k.attn_gate) L.gate_proj = get("self_attn.g_proj.weight");
+    }
     if (own_kv) L.k = get("self_attn.k_proj.weight");
     if (own_v) L.v = get("self_attn.v_proj.weight");
-    L.o = get("self_attn.o_proj.weight");
-    if (k.qkv_bias) {
+    if (k.qkv_bias && !conv) {
       L.q_bias = get("self_attn.q_proj.bias");
       L.k_bias = get("self_attn.k_proj.bias");
       L.v_bias = get("self_attn.v_proj.bias");
     }
-    if (k.o_bias) L.o_bias = get("self_attn.o_proj.bias");
+    if (k.o_bias && !conv) L.o_bias = get("self_attn.o_proj.bias");
     const bool moe = !k.moe.layers.empty() && k.moe.layers[li];
     if (!moe || k.moe.shared_intermediate > 0) {  // the dense MLP, or the shared expert
       const std::string mlp = k.mlp_prefix + (moe ? k.moe.shared : "");
@@ -1236,14 +1344,14 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
         L.experts_down_bias = get(k.mlp_prefix + "experts.down_proj_bias");
       }
     }
-    if (k.sinks && !options_.no_sinks) L.sinks = get("self_attn.sinks");
+    if (k.sinks && !options_.no_sinks && !conv) L.sinks = get("self_attn.sinks");
     if (k.norm_placement != NormPlacement::Post) L.in_norm = get("input_layernorm.weight");
     // Pre: post_attn_norm is the MLP's input norm; Sandwich and Post: the attention output's.
     if (!k.parallel_block)
       L.post_attn_norm = get((k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm.") + "weight");
     if (k.norm_placement == NormPlacement::Sandwich) L.pre_ff_norm = get("pre_feedforward_layernorm.weight");
     if (k.norm_placement != NormPlacement::Pre) L.post_ff_norm = get("post_feedforward_layernorm.weight");
-    if (k.qk_norm) {
+    if (k.qk_norm && !conv) {
       L.q_norm = get("self_attn.q_norm.weight");
       if (own_kv) L.k_norm = get("self_attn.k_norm.weight");
     }
@@ -1414,6 +1522,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
   const int64_t H = k.hidden;
   int64_t widest = 0;  // the largest q and K/V widths over the layers
   for (int64_t l = 0; l < k.layers; ++l) widest = std::max(widest, k.heads * k.dim(l));
+  if (!k.conv_layers.empty()) widest = std::max(widest, H);  // a conv layer's output row (C * conv) is H wide
   const T eps = static_cast<T>(k.eps);
   const std::vector<T> no_weight;
   // Layer by layer over the tokens, each token computed as alone: the residual stream, its normed
@@ -1433,7 +1542,34 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     // The layer's widths; a layer that shares another's K/V computes only its queries.
     const int64_t D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = k.heads / KVH;
     const bool own_kv = !k.shares_kv(li);
+    const bool conv = k.conv(li);
+    if (conv) {
+      // The short-convolution block, token by token: B, C, x = in_proj(h); the state keeps B * x per
+      // position; the output row is C * (the causal depthwise convolution of B * x over the last
+      // conv_kernel positions, tap j on position pos - conv_kernel + 1 + j, zeros before position 0).
+      const int64_t taps = k.conv_kernel;
+      std::vector<T> bcx(static_cast<size_t>(3 * H));
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t pos = pos0 + t;
+        const Row<T> x = row(X, t, H), h = row(Hn, t, H);
+        if (k.norm_placement == NormPlacement::Post) std::copy(x.begin(), x.end(), h.begin());
+        else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data());
+        else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
+        matvec(L.in_proj, h.data(), 3 * H, H, bcx.data(), L.in_bias);
+        for (int64_t c = 0; c < H; ++c) L.conv_in.push_back(bcx[static_cast<size_t>(c)] * bcx[static_cast<size_t>(2 * H + c)]);
+        T* a = A.data() + t * widest;
+        for (int64_t c = 0; c < H; ++c) {
+          T sum = L.conv_b.empty() ? T(0) : L.conv_b[static_cast<size_t>(c)];
+          for (int64_t j = 0; j < taps; ++j) {
+            const int64_t p = pos - taps + 1 + j;
+            if (p >= 0) sum += L.conv[static_cast<size_t>(c * taps + j)] * L.conv_in[static_cast<size_t>(p * H + c)];
+          }
+          a[c] = bcx[static_cast<size_t>(H + c)] * sum;
+        }
+      }
+    }
     // Each token's queries, and its keys and values appended in token order.
+    if (!conv)
     for (int64_t t = 0; t < n; ++t) {
       const int64_t pos = pos0 + t;
       const Row<T> x = row(X, t, H), h = row(Hn, t, H), q = row(Q, t, widest);
@@ -1486,6 +1622,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     // memory-bound), and each score and each out[d] still sums its terms in the order of one token,
     // one head and one key at a time, so the results are the same bit for bit.
     std::vector<T> total(static_cast<size_t>(kQueryTile * group));  // each (token, head) row's softmax denominator
+    if (!conv)
     for (int64_t t0 = 0; t0 < n; t0 += kQueryTile) {
       const int64_t tn = std::min(kQueryTile, n - t0);
       int64_t first[kQueryTile], last[kQueryTile], span[kQueryTile], at[kQueryTile];
@@ -1539,7 +1676,16 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     // The rest of the layer, token by token.
     for (int64_t t = 0; t < n; ++t) {
       const Row<T> x = row(X, t, H), h = row(Hn, t, H), attn = row(A, t, widest);
-      matvec(L.o, attn.data(), H, k.heads * D, o.data(), L.o_bias);
+      if (!L.gate_proj.empty()) {
+        // lfm3's attention gate: each head's output times sigmoid(g_proj h), h the attention's input.
+        for (int64_t head = 0; head < k.heads; ++head) {
+          T z = 0;
+          for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(head * H + i)] * h[i];
+          const T gate = T(1) / (T(1) + std::exp(-z));
+          for (int64_t d = 0; d < D; ++d) attn[head * D + d] *= gate;
+        }
+      }
+      matvec(L.o, attn.data(), H, conv ? H : k.heads * D, o.data(), L.o_bias);
       if (k.parallel_block) {
         // The MLP reads the same normed input as the attention: h is kept.
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
@@ -1714,6 +1860,7 @@ void SequenceOracle<T>::truncate(int64_t n) {
   length_ -= n;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const int64_t li = static_cast<int64_t>(l);
+    layers_[l].conv_in.resize(layers_[l].conv_in.empty() ? 0 : static_cast<size_t>(length_ * config_.hidden));
     if (config_.shares_kv(li)) continue;
     const size_t keep = static_cast<size_t>(length_ * config_.kv(li) * config_.dim(li));
     layers_[l].keys.resize(keep);
@@ -1727,6 +1874,8 @@ void SequenceOracle<T>::shift(int64_t keep, int64_t discard, bool rerotate) {
     throw std::invalid_argument("cannot shift out " + std::to_string(discard) + " positions after " + std::to_string(keep) + " of " +
                                 std::to_string(length_));
   const ModelConfig& k = config_;
+  if (!k.conv_layers.empty() && std::find(k.conv_layers.begin(), k.conv_layers.end(), true) != k.conv_layers.end())
+    throw std::invalid_argument("a context shift is not defined for a model with convolution layers: their state has no position to move");
   for (size_t l = 0; l < layers_.size(); ++l) {
     const int64_t li = static_cast<int64_t>(l);
     if (k.shares_kv(li)) continue;

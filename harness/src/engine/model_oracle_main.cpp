@@ -1,14 +1,17 @@
 // kvc-model-oracle MODEL_DIR TOKENS OUT [--float32] [--span-delta N] [--top-k-delta N] [--no-renormalize]
-// [--no-shared-expert]: the model oracle's logits for one
+// [--no-shared-expert] [--conv-taps-dropped N] [--no-attention-gate]: the model oracle's logits for one
 // sequence, raw little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
 // does moving the window move the logits?). --top-k-delta N routes every token of a MoE layer to N more
 // experts, --no-renormalize keeps the chosen routing weights as scored, --no-shared-expert leaves the shared
 // expert out (OracleOptions: the MoE rules' mutants, and sensitivity.py's check that the drawn expert constants
-// act; each edits the model's description as a reader that got it wrong would). Prints {"n", "vocab", "span", "local_layers",
+// act; each edits the model's description as a reader that got it wrong would). --conv-taps-dropped N gives every
+// convolution layer (lfm3) only its last conv_kernel - N taps (a state N rows short), --no-attention-gate leaves
+// lfm3's attention gate out: the hybrid rules' mutants. Prints {"n", "vocab", "span", "local_layers",
 // "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
-// "shared_expert"} (the model's local span, how many layers slide or chunk, how many are MoE, and their routing).
+// "shared_expert", "conv_layers", "conv_kernel", "attention_gate"} (the model's local span, how many layers slide
+// or chunk, how many are MoE, and their routing, how many are convolutions and their taps, and the gate).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -21,7 +24,7 @@
 int main(int argc, char** argv) {
   if (argc < 4) {
     std::cerr << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
-                 "[--no-renormalize] [--no-shared-expert]\n";
+                 "[--no-renormalize] [--no-shared-expert] [--conv-taps-dropped N] [--no-attention-gate]\n";
     return 2;
   }
   try {
@@ -44,6 +47,20 @@ int main(int argc, char** argv) {
         moe.top_k = std::clamp<int64_t>(moe.top_k + std::stoll(argv[++i]), 1, std::max<int64_t>(1, allowed));
       } else if (std::strcmp(argv[i], "--no-renormalize") == 0) moe.renormalize = false;
       else if (std::strcmp(argv[i], "--no-shared-expert") == 0) moe.shared_intermediate = 0, moe.shared_gate = false;
+      else if (std::strcmp(argv[i], "--conv-taps-dropped") == 0 && i + 1 < argc) {
+        // The oldest N taps of each channel's kernel left out: conv.conv.weight [H, K] becomes [H, K - N].
+        kvc::engine::ModelConfig& c = model.config;
+        const int64_t drop = std::clamp<int64_t>(std::stoll(argv[++i]), 0, std::max<int64_t>(0, c.conv_kernel - 1));
+        for (int64_t l = 0; l < c.layers; ++l) {
+          if (!c.conv(l)) continue;
+          std::vector<double>& w = model.tensors["model.layers." + std::to_string(l) + ".conv.conv.weight"];
+          std::vector<double> kept;
+          for (int64_t ch = 0; ch < c.hidden; ++ch)
+            kept.insert(kept.end(), w.begin() + ch * c.conv_kernel + drop, w.begin() + (ch + 1) * c.conv_kernel);
+          w = std::move(kept);
+        }
+        c.conv_kernel -= drop;
+      } else if (std::strcmp(argv[i], "--no-attention-gate") == 0) model.config.attn_gate = false;
       else throw std::invalid_argument(std::string("unknown argument ") + argv[i]);
     }
     if (delta != 0) {
@@ -59,11 +76,15 @@ int main(int argc, char** argv) {
     for (int64_t l = 0; l < model.config.layers; ++l) local += model.config.attention(l) != kvc::engine::Attention::Full;
     int64_t moe_layers = 0;
     for (bool b : as_read.layers) moe_layers += b;
+    int64_t conv_layers = 0;
+    for (bool b : model.config.conv_layers) conv_layers += b;
     const bool renormalize = as_read.routing == kvc::engine::MoeRouting::TopK && as_read.renormalize;
     std::cout << "{\"n\": " << tokens.size() << ", \"vocab\": " << model.config.vocab << ", \"span\": " << model.config.local_span()
               << ", \"local_layers\": " << local << ", \"moe_layers\": " << moe_layers << ", \"experts\": " << as_read.experts
               << ", \"top_k\": " << (moe_layers ? as_read.top_k : 0) << ", \"top_k_max\": " << (moe_layers ? allowed : 0) << ", \"renormalize\": " << (renormalize ? "true" : "false")
-              << ", \"shared_expert\": " << (moe_layers && as_read.shared_intermediate > 0 ? "true" : "false") << "}\n";
+              << ", \"shared_expert\": " << (moe_layers && as_read.shared_intermediate > 0 ? "true" : "false")
+              << ", \"conv_layers\": " << conv_layers << ", \"conv_kernel\": " << model.config.conv_kernel
+              << ", \"attention_gate\": " << (model.config.attn_gate ? "true" : "false") << "}\n";
   } catch (const std::exception& e) {
     std::cerr << "kvc-model-oracle: " << e.what() << "\n";
     return 2;

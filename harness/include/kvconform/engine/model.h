@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,10 +25,11 @@ namespace kvc::engine {
 enum class Family {
   Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2, Ministral, Phi3,
   Gemma4Text, Olmo3, Exaone4, VaultGemma, Cwm, GraniteSwa, Qwen2Moe, Dots1, GraniteMoeSwa, ExaoneMoe,
+  Lfm3,
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
-// "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe"
+// "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -141,6 +143,18 @@ struct ModelConfig {
   double temperature_floor_scale = 0;  // 0: none
   double temperature_attn_scale = 0;
   MoeConfig moe;
+  // Hybrid layers (lfm3): per layer, a short-convolution block (LFM2's ShortConv) in place of the
+  // attention; empty: none. in_proj [3H, H] gives B, C and x (its row thirds); y = out_proj(C * conv(B * x)),
+  // conv a causal depthwise convolution of conv_kernel taps over positions p - conv_kernel + 1 .. p
+  // (zeros before position 0), weight conv.weight [H, 1, conv_kernel]; conv_bias: all three have a bias.
+  // Its state is the last conv_kernel - 1 rows of B * x, kept in T (float64 in the oracle).
+  std::vector<bool> conv_layers;
+  int64_t conv_kernel = 0;
+  bool conv_bias = false;
+  bool attn_gate = false;  // each head's output times sigmoid(self_attn.g_proj h) [heads, H] before o_proj (lfm3)
+  // Checkpoint names the loader reads under the names the forward uses: (from, to) pairs, each a prefix
+  // of a layer's relative name (model.layers.<l>.<from>...) or, beginning "model.", of a whole name.
+  std::vector<std::pair<std::string, std::string>> tensor_names;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -151,6 +165,7 @@ struct ModelConfig {
   int64_t kv(int64_t layer) const { return layer_kv_heads.empty() ? kv_heads : layer_kv_heads[static_cast<size_t>(layer)]; }
   int64_t source(int64_t layer) const { return kv_source.empty() ? layer : kv_source[static_cast<size_t>(layer)]; }
   bool shares_kv(int64_t layer) const { return source(layer) != layer; }
+  bool conv(int64_t layer) const { return !conv_layers.empty() && conv_layers[static_cast<size_t>(layer)]; }
 };
 
 // Throws std::invalid_argument naming `file` and the field.
@@ -217,12 +232,17 @@ class SequenceOracle {
   SequenceOracle(const Model& model, OracleOptions options = {});
   // The logits of the new positions, row-major [tokens.size(), vocab].
   std::vector<double> extend(const std::vector<int32_t>& tokens);
-  void truncate(int64_t n);  // drops the last n positions
+  // Drops the last n positions. A hybrid's convolution state is the rows of its input kept per
+  // position (like the K/V), so dropping them is the forward of the shorter prefix re-run from the
+  // prompt, bit for bit.
+  void truncate(int64_t n);
   // llama.cpp's context shift: drops positions [keep, keep + discard) and moves the later ones down
   // by `discard`, on the cached K/V as computed (not a fresh forward of the kept tokens): each moved
   // key is rotated by -discard * inv_freq on the rope layers (llama.cpp's K-shift on already-rotated
   // keys), the NoPE layers' keys and every value unchanged. `rerotate` false keeps the moved keys at
   // their old rotation (the shift-no-rerotate mutant and its hypothesis).
+  // A model with convolution layers refuses it (std::invalid_argument): a recurrent state has no
+  // position to move.
   void shift(int64_t keep, int64_t discard, bool rerotate = true);
   // Models keys a cache lost: from now on, sliding and chunked layers see no key at a position < p.
   void forget_before(int64_t p) { forgotten_ = std::max(forgotten_, p); }
@@ -237,6 +257,8 @@ class SequenceOracle {
     std::vector<T> selection_bias, shared_gate;  // TopK: [E], [H]
     std::vector<T> router_bias, experts_gate_up_bias, experts_down_bias, sinks;  // [E], [E, 2I], [E, H], [heads]
     std::vector<T> keys, values;  // [position][kv_heads * head_dim]
+    std::vector<T> gate_proj, in_proj, in_bias, conv, conv_b, out_proj, out_bias;  // attn_gate; a conv layer
+    std::vector<T> conv_in;  // a conv layer's B * x, [position][hidden]: its state, kept whole
     std::vector<T> inv_freq;
   };
   // The logits of n tokens at positions pos0, pos0 + 1, ... ([n, vocab]), their K/V appended.

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The hybrid models (lfm3: the families set's checkpoints and the drawn set's draws) make their layer
+# constants act (engines/models/sensitivity.py): each convolution one tap shorter (its state a row
+# short) and the attention gate left out each move the logits past the bound. And the check can fail: an
+# lfm3 draw whose convolution is longer than the tokens it is measured over (conv_L_cache 64: the oldest
+# tap never reads a token) is INERT, naming the tap, and sensitivity.py exits 1.
+#
+#   bash engines/models/check_hybrid_constants.sh build/harness/kvc-model-oracle
+set -u
+oracle="$1"
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+d="$(mktemp -d)"
+trap 'rm -rf "$d"' EXIT
+python3 "$root/engines/models/make_models.py" "$d" --set families >/dev/null || exit 1
+python3 "$root/engines/models/make_models.py" "$d" --set drawn >/dev/null || exit 1
+out="$(python3 "$root/engines/models/sensitivity.py" --oracle "$oracle" "$d"/*lfm3*)"
+rc=$?
+echo "$out"
+if [ $rc -ne 0 ]; then echo "FAIL: a hybrid model's window or layer constant does not act (exit $rc)"; exit 1; fi
+if echo "$out" | grep -v 'hybrid ('; then echo "FAIL: the lines above judged no hybrid constant"; exit 1; fi
+python3 "$root/engines/models/make_models.py" --draw lfm3:0:0 |
+  python3 -c 'import json, sys; r = json.load(sys.stdin); r["name"] = r["folder"] = "lfm3-inert"; r["config"]["conv_L_cache"] = 64; print(json.dumps(r))' |
+  python3 "$root/engines/models/make_models.py" "$d" --recipe - >/dev/null || exit 1
+out="$(python3 "$root/engines/models/sensitivity.py" --oracle "$oracle" "$d/lfm3-inert")"
+rc=$?
+echo "$out"
+if [ $rc -ne 1 ] || ! echo "$out" | grep -q 'lfm3-inert: INERT .*inert: oldest conv tap dropped'; then
+  echo "FAIL: a convolution longer than the measured tokens was not found INERT (exit $rc)"
+  exit 1
+fi
+echo "OK: every hybrid model's layer constants act, and inert ones are named"
