@@ -125,10 +125,16 @@ def run_release(py, v, models, tokens, tmp, cache):
     return status, cached
 
 
-def write_set(which, out_dir):
-    subprocess.run([sys.executable, os.path.join(ROOT, "engines/models/make_models.py"), out_dir, "--set", which],
+def write_set(which, out_dir, keep=lambda name: True):
+    """The set's models that `keep` keeps, written into out_dir (only those: a sampled run writes no other)."""
+    make = [sys.executable, os.path.join(ROOT, "engines/models/make_models.py")]
+    names = [n for n in subprocess.run(make + ["--set", which, "--list"], check=True, capture_output=True,
+                                       text=True).stdout.split() if keep(n)]
+    if not names:
+        return []
+    subprocess.run(make + [out_dir, "--set", which] + [arg for n in names for arg in ("--only", n)],
                    check=True, stdout=subprocess.DEVNULL)
-    return sorted(os.path.join(out_dir, m) for m in os.listdir(out_dir) if os.path.isfile(os.path.join(out_dir, m, "config.json")))
+    return sorted(os.path.join(out_dir, n) for n in names)
 
 
 def main():
@@ -152,15 +158,14 @@ def main():
                     help="only this pinned release (repeatable; default: every golden/requirements-*.txt)")
     a = ap.parse_args()
     cache = None if a.no_cache else a.cache
-    models = write_set("zoo", a.models) + write_set("families", a.family_models) + write_set("drawn", a.drawn_models)
-    if a.only:
-        import re
-        models = [m for m in models if re.search(a.only, os.path.basename(m))]
-        if not models:
-            ap.error(f"--only {a.only}: matches no model")
-    if a.exclude:
-        import re
-        models = [m for m in models if not re.search(a.exclude, os.path.basename(m))]
+    import re
+
+    def keep(name):
+        return (not a.only or re.search(a.only, name)) and not (a.exclude and re.search(a.exclude, name))
+    models = (write_set("zoo", a.models, keep) + write_set("families", a.family_models, keep)
+              + write_set("drawn", a.drawn_models, keep))
+    if a.only and not models:
+        ap.error(f"--only {a.only}: matches no model")
     tokens = ",".join(str(1 + (37 * i + 11) % 255) for i in range(a.tokens))
     releases = sorted(p.split("requirements-")[1][:-4] for p in glob.glob(os.path.join(ROOT, "golden/requirements-*.txt")))
     for v in a.release:
