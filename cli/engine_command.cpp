@@ -122,26 +122,6 @@ std::string make_models_script() {
   return script;
 }
 
-// The zoo: generated on first use by engines/models/make_models.py (standard library Python only; the
-// checkout's or the installed copy, data_folder). The stamp holds a hash of the generator, so a
-// changed generator rewrites the zoo.
-std::string ensure_models(const std::string& dir) {
-  const std::string script = make_models_script();
-  std::ifstream in(script);
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string stamp = std::to_string(std::hash<std::string>{}(text.str()));
-  const fs::path stamp_file = fs::path(dir) / ".complete";
-  std::ifstream old(stamp_file);
-  std::string have;
-  if (old && std::getline(old, have) && have == stamp) return dir;
-  const std::string cmd = "python3 " + shell_quote(script) + " " + shell_quote(dir) + " >&2";
-  std::cerr << "engine: writing the tiny model zoo: " << cmd << "\n";
-  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("could not write the model zoo into " + dir + " (" + cmd + ")");
-  report::write_file_atomically(stamp_file.string(), stamp + "\n");
-  return dir;
-}
-
 // A command's standard output; throws naming the command when it fails.
 std::string output_of(const std::string& cmd) {
   std::string out;
@@ -151,6 +131,56 @@ std::string output_of(const std::string& cmd) {
   for (size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) out.append(buf.data(), n);
   if (pclose(p) != 0) throw std::runtime_error("failed: " + cmd);
   return out;
+}
+
+// The zoo: the models of engines/models/make_models.py's engine zoo that `--model` selects, written on
+// first use (standard library Python only; the checkout's or the installed copy, data_folder). The
+// stamp (.complete) holds a hash of the generator, then the models written under it: a changed
+// generator rewrites, a model asked later is added, and a run writes no model it does not run. A
+// --models folder that holds models the zoo writer did not stamp (the families set, a vLLM set, an
+// author's own checkpoints) is used as it is: nothing is written into it.
+bool own_models_folder(const std::string& dir) {
+  if (fs::exists(fs::path(dir) / ".complete") || !fs::is_directory(dir)) return false;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && fs::exists(e.path() / "config.json")) return true;
+  return false;
+}
+std::string ensure_models(const std::string& dir, const std::regex& model_re, bool given) {
+  const fs::path stamp_file = fs::path(dir) / ".complete";
+  if (given && own_models_folder(dir)) return dir;
+  const std::string script = make_models_script();
+  std::ifstream in(script);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string stamp = std::to_string(std::hash<std::string>{}(text.str()));
+  // The models written under this generator, as the stamp says (read again before it is rewritten:
+  // a parallel run may have added its own).
+  const auto stamped = [&] {
+    std::set<std::string> names;
+    std::ifstream old(stamp_file);
+    std::string line;
+    if (!old || !std::getline(old, line) || line != stamp) return names;
+    while (std::getline(old, line))
+      if (!line.empty()) names.insert(line);
+    return names;
+  };
+  std::vector<std::string> missing;
+  std::istringstream zoo(output_of("python3 " + shell_quote(script) + " --list"));
+  const std::set<std::string> have = stamped();
+  for (std::string name; std::getline(zoo, name);)
+    if (!name.empty() && std::regex_search(name, model_re) && !have.count(name)) missing.push_back(name);
+  if (missing.empty()) return dir;
+  std::string cmd = "python3 " + shell_quote(script) + " " + shell_quote(dir);
+  for (const std::string& name : missing) cmd += " --only " + shell_quote(name);
+  cmd += " >&2";
+  std::cerr << "engine: writing " << missing.size() << (missing.size() == 1 ? " model" : " models") << " of the tiny model zoo: " << cmd << "\n";
+  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("could not write the model zoo into " + dir + " (" + cmd + ")");
+  std::set<std::string> now = stamped();
+  now.insert(missing.begin(), missing.end());
+  std::string out = stamp + "\n";
+  for (const std::string& name : now) out += name + "\n";
+  report::write_file_atomically(stamp_file.string(), out);
+  return dir;
 }
 
 // make_models.py --serve, started at the first draw or write: a model campaign draws and writes
@@ -443,7 +473,7 @@ Runner add_engine_command(CLI::App& app) {
     }
     a->plan_files = zoo_plan_files;
     const bool zoo_needed = !model_campaign && (drawn_replays.empty() || !zoo_plan_files.empty());
-    const std::string models_dir = zoo_needed ? ensure_models(zoo) : zoo;
+    const std::string models_dir = zoo_needed ? ensure_models(zoo, model_re, !a->models.empty()) : zoo;
     const std::string campaign_dir = absolute(a->campaign_models.empty() ? zoo + "-campaign" : a->campaign_models);
     std::vector<std::string> model_names;
     if (zoo_needed)
@@ -460,7 +490,10 @@ Runner add_engine_command(CLI::App& app) {
     if (!drawn_replays.empty() && replays.empty()) model_names.clear();  // only the drawn pairs given
     // The corpus's drawn pairs (regressions/engine/drawn/), replayed with the fixed plans.
     std::vector<DrawnPair> drawn_saved;
-    if (a->plan_files.empty() && drawn_replays.empty() && !model_campaign && a->plans != "campaign" && !corpus.empty())
+    // Not with a --models folder of one's own: its run is about its models, and the pairs' checkpoints
+    // would be written beside it (unless --campaign-models says where).
+    const bool own_folder = !a->models.empty() && a->campaign_models.empty() && own_models_folder(zoo);
+    if (a->plan_files.empty() && drawn_replays.empty() && !model_campaign && a->plans != "campaign" && !corpus.empty() && !own_folder)
       for (const regressions::Entry& e : regressions::load(corpus, "engine", "drawn")) {
         DrawnPair p;
         if (e.error.empty() && !std::regex_search(e.doc.value("model", std::string()), model_re)) continue;
@@ -536,6 +569,7 @@ Runner add_engine_command(CLI::App& app) {
       return o;
     };
     std::map<const CaseEntry*, Group*> group_of;
+    std::vector<std::string> engine_names;  // --filter matches past them
     Registry registry;
     for (Configured& c : engines) {
       groups.push_back(std::make_unique<Group>());
@@ -550,6 +584,7 @@ Runner add_engine_command(CLI::App& app) {
         name = hello.ok() ? client.info().value("name", std::string("engine")) : "engine";
         client.rename(name);
       }
+      engine_names.push_back(name);
       // The flags of every reproduce line of this engine: which engine, and what changed its judging.
       std::vector<Flag> engine_flags;
       if (!a->engine_cmd.empty()) {
@@ -727,13 +762,31 @@ Runner add_engine_command(CLI::App& app) {
                   << std::defaultfloat;
     };
 
-    const Registry::Plan plan = registry.choose([&](const std::string& id) { return std::regex_search(id, filter); },
-                                                shard.index, shard.count);
+    // --filter matches a case id past its engine's name (engine/<engine>/<model>/<plan>): a match that
+    // lies wholly in the engine's name does not choose the case (`--filter llama` picks the llama
+    // models' cases, not every case of llama.cpp; --engine picks engines), one that reaches the model
+    // or the plan does (an id --list prints, given whole, still picks its case).
+    const auto chosen = [&](const std::string& id) {
+      size_t past = 0;  // the length of "engine/<engine>/"
+      for (const std::string& n : engine_names)
+        if (const std::string p = "engine/" + n + "/"; id.rfind(p, 0) == 0) past = std::max(past, p.size());
+      if (past == 0) return std::regex_search(id, filter);
+      for (std::sregex_iterator m(id.begin(), id.end(), filter), end; m != end; ++m)
+        if (static_cast<size_t>(m->position() + m->length()) > past) return true;
+      return false;
+    };
+    const Registry::Plan plan = registry.choose(chosen, shard.index, shard.count);
     if (a->list) {
       for (const Chosen& c : plan.chosen) std::cout << c.entry->id << "\n";
-      for (auto& g : groups) g->client->stop();
+      for (auto& g : groups) finish(*g);
       return plan.chosen.empty() ? 2 : 0;
     }
+    // The corpus's found cases run beside the plans asked for: said before they run, with their count.
+    size_t found = 0;
+    for (const Chosen& c : plan.chosen) found += c.entry->id.find("/regressions/") != std::string::npos;
+    if (found)
+      std::cerr << "engine: replaying " << found << (found == 1 ? " found case" : " found cases") << " of the corpus " << corpus
+                << " with the plans asked for (--no-regressions leaves them out)\n";
     reproduce_reports_in(a->report_dir, a->no_report);
     const auto started = std::chrono::steady_clock::now();
     size_t finished = 0;  // the groups before this one are finished
