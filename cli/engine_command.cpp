@@ -113,6 +113,38 @@ std::vector<Configured> read_config(const std::string& path) {
   return out;
 }
 
+// A configuration pair of --config ("pairs": [{"name", "a", "b", "about"}]): two configurations of one
+// engine that differ only in a cache path, judged against each other (engine::check_pair).
+struct ConfiguredPair {
+  std::string name, a, b;
+};
+
+std::vector<ConfiguredPair> read_pairs(const std::string& path, const std::vector<Configured>& all) {
+  std::ifstream in(path);
+  const json j = json::parse(in, nullptr, false);
+  std::vector<ConfiguredPair> out;
+  if (!j.is_object() || !j.contains("pairs")) return out;
+  if (!j["pairs"].is_array()) throw std::invalid_argument(path + ": /pairs: must be an array of {\"name\", \"a\", \"b\"}");
+  for (size_t i = 0; i < j["pairs"].size(); ++i) {
+    const json& e = j["pairs"][i];
+    const std::string at = path + ": /pairs/" + std::to_string(i);
+    ConfiguredPair p;
+    for (auto [key, field] : {std::pair{"name", &p.name}, {"a", &p.a}, {"b", &p.b}}) {
+      if (!e.is_object() || !e.contains(key) || !e[key].is_string() || e[key].get<std::string>().empty())
+        throw std::invalid_argument(at + "/" + key + ": must be a non-empty string");
+      *field = e[key];
+    }
+    for (auto [key, side] : {std::pair{"a", p.a}, {"b", p.b}})
+      if (std::none_of(all.begin(), all.end(), [&](const Configured& c) { return c.spec.name == side; }))
+        throw std::invalid_argument(at + "/" + key + ": \"" + side + "\" is not a configuration of /engines");
+    if (p.a == p.b) throw std::invalid_argument(at + "/b: the same configuration as a");
+    if (std::any_of(all.begin(), all.end(), [&](const Configured& c) { return c.spec.name == p.name; }))
+      throw std::invalid_argument(at + "/name: \"" + p.name + "\" is the name of a configuration");
+    out.push_back(p);
+  }
+  return out;
+}
+
 // make_models.py, the checkout's or the installed copy.
 std::string make_models_script() {
   const std::string script = data_folder("engines/models/make_models.py", false, "engines/models/make_models.py");
@@ -540,6 +572,7 @@ Runner add_engine_command(CLI::App& app) {
     // configuration names none is asked its name (hello) before its cases are named.
     struct Group {
       std::unique_ptr<engine::EngineClient> client;
+      std::unique_ptr<engine::EngineClient> other;  // a pair's side B
       engine::Timing timing;
     };
     std::vector<std::unique_ptr<Group>> groups;
@@ -751,9 +784,56 @@ Runner add_engine_command(CLI::App& app) {
         });
       }
     }
+    // The configuration pairs of --config whose two sides this run selected: each fixed plan of each
+    // model judged side A against side B (engine::check_pair), on workers of their own.
+    if (a->engine_cmd.empty() && replays.empty() && (a->plans == "fixed" || a->plans == "all"))
+      for (const ConfiguredPair& p : read_pairs(a->config, read_config(a->config))) {
+        const auto side = [&](const std::string& n) {
+          const auto it = std::find_if(engines.begin(), engines.end(), [&](const Configured& c) { return c.spec.name == n; });
+          return it == engines.end() ? nullptr : &*it;
+        };
+        const Configured *ca = side(p.a), *cb = side(p.b);
+        if (!ca || !cb) continue;
+        groups.push_back(std::make_unique<Group>());
+        Group& group = *groups.back();
+        group.client = std::make_unique<engine::EngineClient>(ca->spec);
+        group.other = std::make_unique<engine::EngineClient>(cb->spec);
+        std::string missing;
+        for (const Configured* c : {ca, cb}) {
+          const std::string needs = c->root.empty() ? c->needs : "cd " + shell_quote(c->root) + " && " + c->needs;
+          if (!c->needs.empty() && std::system(("sh -c " + shell_quote(needs) + " >/dev/null 2>&1").c_str()) != 0)
+            missing = c->spec.name + " is not installed (" + c->needs + " failed); install it with: " + c->setup;
+        }
+        engine_names.push_back(p.name);
+        const auto quoted = [](const std::string& n) { return "^" + std::regex_replace(n, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "$"; };
+        for (const std::string& m : model_names) {
+          const std::string dir = fs::absolute(fs::path(models_dir) / m).string();
+          const engine::Model& model = model_of(m);
+          for (const engine::Plan& plan : engine::fixed_plans(m, model.config.local_span(), model.config.vocab)) {
+            const EngineKey key{p.name, m, plan.name};
+            std::vector<Flag> flags{{"--config", a->config}, {"--engine", quoted(p.a)}, {"--engine", quoted(p.b)}, {"--models", models_dir},
+                                    {"--model", "^" + m + "$"}, {"--filter", "^" + id_of(key) + "$"}};
+            if (a->mutant != "none") flags.push_back({"--mutant", a->mutant, Flag::Quote::None});
+            const CaseEntry& e = registry.add(
+                key, guarded(key, [&, key, missing, dir, plan, m, name = p.name, pair = &group, reproduce = reproduce_line(self_path(), "engine", flags)] {
+                  if (!missing.empty()) {
+                    report::CaseResult r = report::named(key);
+                    r.dtype = "float32", r.status = report::Status::Skipped, r.message = missing;
+                    return r;
+                  }
+                  engine::CheckOptions o = check;
+                  o.timing = &pair->timing;
+                  o.reproduce = reproduce;
+                  return engine::check_pair(*pair->client, *pair->other, name, model_of(m), dir, plan, o);
+                }));
+            group_of[&e] = &group;
+          }
+        }
+      }
     // Stops each engine after its last case (its next request would start a fresh worker).
     const auto finish = [&](Group& group) {
       group.client->stop();
+      if (group.other) group.other->stop();
       const engine::Timing& timing = group.timing;
       if (timing.steps)
         std::cerr << "engine " << group.client->spec().name << ": " << timing.steps << " plan-steps, " << std::fixed
