@@ -207,7 +207,7 @@ def test_a_wrong_declaration_is_refused_before_serving():
 
 
 def test_mutants():
-    assert [kvconform.mutated_window(4, m) for m in kvconform.MUTANTS] == [4, 5, 3, None] + [4] * 13
+    assert [kvconform.mutated_window(4, m) for m in kvconform.MUTANTS] == [4, 5, 3, None] + [4] * 15
     with pytest.raises(ValueError, match=r"unknown mutant 'window\+2'"):
         kvconform.mutated_window(4, "window+2")
     cfg = types.SimpleNamespace(sliding_window=4, layer_types=["sliding_attention", "full_attention"], num_hidden_layers=2)
