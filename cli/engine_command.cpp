@@ -113,6 +113,38 @@ std::vector<Configured> read_config(const std::string& path) {
   return out;
 }
 
+// A configuration pair of --config ("pairs": [{"name", "a", "b", "about"}]): two configurations of one
+// engine that differ only in a cache path, judged against each other (engine::check_pair).
+struct ConfiguredPair {
+  std::string name, a, b;
+};
+
+std::vector<ConfiguredPair> read_pairs(const std::string& path, const std::vector<Configured>& all) {
+  std::ifstream in(path);
+  const json j = json::parse(in, nullptr, false);
+  std::vector<ConfiguredPair> out;
+  if (!j.is_object() || !j.contains("pairs")) return out;
+  if (!j["pairs"].is_array()) throw std::invalid_argument(path + ": /pairs: must be an array of {\"name\", \"a\", \"b\"}");
+  for (size_t i = 0; i < j["pairs"].size(); ++i) {
+    const json& e = j["pairs"][i];
+    const std::string at = path + ": /pairs/" + std::to_string(i);
+    ConfiguredPair p;
+    for (auto [key, field] : {std::pair{"name", &p.name}, {"a", &p.a}, {"b", &p.b}}) {
+      if (!e.is_object() || !e.contains(key) || !e[key].is_string() || e[key].get<std::string>().empty())
+        throw std::invalid_argument(at + "/" + key + ": must be a non-empty string");
+      *field = e[key];
+    }
+    for (auto [key, side] : {std::pair{"a", p.a}, {"b", p.b}})
+      if (std::none_of(all.begin(), all.end(), [&](const Configured& c) { return c.spec.name == side; }))
+        throw std::invalid_argument(at + "/" + key + ": \"" + side + "\" is not a configuration of /engines");
+    if (p.a == p.b) throw std::invalid_argument(at + "/b: the same configuration as a");
+    if (std::any_of(all.begin(), all.end(), [&](const Configured& c) { return c.spec.name == p.name; }))
+      throw std::invalid_argument(at + "/name: \"" + p.name + "\" is the name of a configuration");
+    out.push_back(p);
+  }
+  return out;
+}
+
 // make_models.py, the checkout's or the installed copy.
 std::string make_models_script() {
   const std::string script = data_folder("engines/models/make_models.py", false, "engines/models/make_models.py");
@@ -120,26 +152,6 @@ std::string make_models_script() {
     throw std::invalid_argument(script + " not found (neither here, installed nor in the checkout kvconform was built from): "
                                 "run kvconform engine from the repository root");
   return script;
-}
-
-// The zoo: generated on first use by engines/models/make_models.py (standard library Python only; the
-// checkout's or the installed copy, data_folder). The stamp holds a hash of the generator, so a
-// changed generator rewrites the zoo.
-std::string ensure_models(const std::string& dir) {
-  const std::string script = make_models_script();
-  std::ifstream in(script);
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string stamp = std::to_string(std::hash<std::string>{}(text.str()));
-  const fs::path stamp_file = fs::path(dir) / ".complete";
-  std::ifstream old(stamp_file);
-  std::string have;
-  if (old && std::getline(old, have) && have == stamp) return dir;
-  const std::string cmd = "python3 " + shell_quote(script) + " " + shell_quote(dir) + " >&2";
-  std::cerr << "engine: writing the tiny model zoo: " << cmd << "\n";
-  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("could not write the model zoo into " + dir + " (" + cmd + ")");
-  report::write_file_atomically(stamp_file.string(), stamp + "\n");
-  return dir;
 }
 
 // A command's standard output; throws naming the command when it fails.
@@ -151,6 +163,56 @@ std::string output_of(const std::string& cmd) {
   for (size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) out.append(buf.data(), n);
   if (pclose(p) != 0) throw std::runtime_error("failed: " + cmd);
   return out;
+}
+
+// The zoo: the models of engines/models/make_models.py's engine zoo that `--model` selects, written on
+// first use (standard library Python only; the checkout's or the installed copy, data_folder). The
+// stamp (.complete) holds a hash of the generator, then the models written under it: a changed
+// generator rewrites, a model asked later is added, and a run writes no model it does not run. A
+// --models folder that holds models the zoo writer did not stamp (the families set, a vLLM set, an
+// author's own checkpoints) is used as it is: nothing is written into it.
+bool own_models_folder(const std::string& dir) {
+  if (fs::exists(fs::path(dir) / ".complete") || !fs::is_directory(dir)) return false;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && fs::exists(e.path() / "config.json")) return true;
+  return false;
+}
+std::string ensure_models(const std::string& dir, const std::regex& model_re, bool given) {
+  const fs::path stamp_file = fs::path(dir) / ".complete";
+  if (given && own_models_folder(dir)) return dir;
+  const std::string script = make_models_script();
+  std::ifstream in(script);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string stamp = std::to_string(std::hash<std::string>{}(text.str()));
+  // The models written under this generator, as the stamp says (read again before it is rewritten:
+  // a parallel run may have added its own).
+  const auto stamped = [&] {
+    std::set<std::string> names;
+    std::ifstream old(stamp_file);
+    std::string line;
+    if (!old || !std::getline(old, line) || line != stamp) return names;
+    while (std::getline(old, line))
+      if (!line.empty()) names.insert(line);
+    return names;
+  };
+  std::vector<std::string> missing;
+  std::istringstream zoo(output_of("python3 " + shell_quote(script) + " --list"));
+  const std::set<std::string> have = stamped();
+  for (std::string name; std::getline(zoo, name);)
+    if (!name.empty() && std::regex_search(name, model_re) && !have.count(name)) missing.push_back(name);
+  if (missing.empty()) return dir;
+  std::string cmd = "python3 " + shell_quote(script) + " " + shell_quote(dir);
+  for (const std::string& name : missing) cmd += " --only " + shell_quote(name);
+  cmd += " >&2";
+  std::cerr << "engine: writing " << missing.size() << (missing.size() == 1 ? " model" : " models") << " of the tiny model zoo: " << cmd << "\n";
+  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("could not write the model zoo into " + dir + " (" + cmd + ")");
+  std::set<std::string> now = stamped();
+  now.insert(missing.begin(), missing.end());
+  std::string out = stamp + "\n";
+  for (const std::string& name : now) out += name + "\n";
+  report::write_file_atomically(stamp_file.string(), out);
+  return dir;
 }
 
 // make_models.py --serve, started at the first draw or write: a model campaign draws and writes
@@ -443,7 +505,7 @@ Runner add_engine_command(CLI::App& app) {
     }
     a->plan_files = zoo_plan_files;
     const bool zoo_needed = !model_campaign && (drawn_replays.empty() || !zoo_plan_files.empty());
-    const std::string models_dir = zoo_needed ? ensure_models(zoo) : zoo;
+    const std::string models_dir = zoo_needed ? ensure_models(zoo, model_re, !a->models.empty()) : zoo;
     const std::string campaign_dir = absolute(a->campaign_models.empty() ? zoo + "-campaign" : a->campaign_models);
     std::vector<std::string> model_names;
     if (zoo_needed)
@@ -460,7 +522,10 @@ Runner add_engine_command(CLI::App& app) {
     if (!drawn_replays.empty() && replays.empty()) model_names.clear();  // only the drawn pairs given
     // The corpus's drawn pairs (regressions/engine/drawn/), replayed with the fixed plans.
     std::vector<DrawnPair> drawn_saved;
-    if (a->plan_files.empty() && drawn_replays.empty() && !model_campaign && a->plans != "campaign" && !corpus.empty())
+    // Not with a --models folder of one's own: its run is about its models, and the pairs' checkpoints
+    // would be written beside it (unless --campaign-models says where).
+    const bool own_folder = !a->models.empty() && a->campaign_models.empty() && own_models_folder(zoo);
+    if (a->plan_files.empty() && drawn_replays.empty() && !model_campaign && a->plans != "campaign" && !corpus.empty() && !own_folder)
       for (const regressions::Entry& e : regressions::load(corpus, "engine", "drawn")) {
         DrawnPair p;
         if (e.error.empty() && !std::regex_search(e.doc.value("model", std::string()), model_re)) continue;
@@ -507,6 +572,7 @@ Runner add_engine_command(CLI::App& app) {
     // configuration names none is asked its name (hello) before its cases are named.
     struct Group {
       std::unique_ptr<engine::EngineClient> client;
+      std::unique_ptr<engine::EngineClient> other;  // a pair's side B
       engine::Timing timing;
     };
     std::vector<std::unique_ptr<Group>> groups;
@@ -536,6 +602,7 @@ Runner add_engine_command(CLI::App& app) {
       return o;
     };
     std::map<const CaseEntry*, Group*> group_of;
+    std::vector<std::string> engine_names;  // --filter matches past them
     Registry registry;
     for (Configured& c : engines) {
       groups.push_back(std::make_unique<Group>());
@@ -550,6 +617,7 @@ Runner add_engine_command(CLI::App& app) {
         name = hello.ok() ? client.info().value("name", std::string("engine")) : "engine";
         client.rename(name);
       }
+      engine_names.push_back(name);
       // The flags of every reproduce line of this engine: which engine, and what changed its judging.
       std::vector<Flag> engine_flags;
       if (!a->engine_cmd.empty()) {
@@ -716,9 +784,56 @@ Runner add_engine_command(CLI::App& app) {
         });
       }
     }
+    // The configuration pairs of --config whose two sides this run selected: each fixed plan of each
+    // model judged side A against side B (engine::check_pair), on workers of their own.
+    if (a->engine_cmd.empty() && replays.empty() && (a->plans == "fixed" || a->plans == "all"))
+      for (const ConfiguredPair& p : read_pairs(a->config, read_config(a->config))) {
+        const auto side = [&](const std::string& n) {
+          const auto it = std::find_if(engines.begin(), engines.end(), [&](const Configured& c) { return c.spec.name == n; });
+          return it == engines.end() ? nullptr : &*it;
+        };
+        const Configured *ca = side(p.a), *cb = side(p.b);
+        if (!ca || !cb) continue;
+        groups.push_back(std::make_unique<Group>());
+        Group& group = *groups.back();
+        group.client = std::make_unique<engine::EngineClient>(ca->spec);
+        group.other = std::make_unique<engine::EngineClient>(cb->spec);
+        std::string missing;
+        for (const Configured* c : {ca, cb}) {
+          const std::string needs = c->root.empty() ? c->needs : "cd " + shell_quote(c->root) + " && " + c->needs;
+          if (!c->needs.empty() && std::system(("sh -c " + shell_quote(needs) + " >/dev/null 2>&1").c_str()) != 0)
+            missing = c->spec.name + " is not installed (" + c->needs + " failed); install it with: " + c->setup;
+        }
+        engine_names.push_back(p.name);
+        const auto quoted = [](const std::string& n) { return "^" + std::regex_replace(n, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "$"; };
+        for (const std::string& m : model_names) {
+          const std::string dir = fs::absolute(fs::path(models_dir) / m).string();
+          const engine::Model& model = model_of(m);
+          for (const engine::Plan& plan : engine::fixed_plans(m, model.config.local_span(), model.config.vocab)) {
+            const EngineKey key{p.name, m, plan.name};
+            std::vector<Flag> flags{{"--config", a->config}, {"--engine", quoted(p.a)}, {"--engine", quoted(p.b)}, {"--models", models_dir},
+                                    {"--model", "^" + m + "$"}, {"--filter", "^" + id_of(key) + "$"}};
+            if (a->mutant != "none") flags.push_back({"--mutant", a->mutant, Flag::Quote::None});
+            const CaseEntry& e = registry.add(
+                key, guarded(key, [&, key, missing, dir, plan, m, name = p.name, pair = &group, reproduce = reproduce_line(self_path(), "engine", flags)] {
+                  if (!missing.empty()) {
+                    report::CaseResult r = report::named(key);
+                    r.dtype = "float32", r.status = report::Status::Skipped, r.message = missing;
+                    return r;
+                  }
+                  engine::CheckOptions o = check;
+                  o.timing = &pair->timing;
+                  o.reproduce = reproduce;
+                  return engine::check_pair(*pair->client, *pair->other, name, model_of(m), dir, plan, o);
+                }));
+            group_of[&e] = &group;
+          }
+        }
+      }
     // Stops each engine after its last case (its next request would start a fresh worker).
     const auto finish = [&](Group& group) {
       group.client->stop();
+      if (group.other) group.other->stop();
       const engine::Timing& timing = group.timing;
       if (timing.steps)
         std::cerr << "engine " << group.client->spec().name << ": " << timing.steps << " plan-steps, " << std::fixed
@@ -727,13 +842,31 @@ Runner add_engine_command(CLI::App& app) {
                   << std::defaultfloat;
     };
 
-    const Registry::Plan plan = registry.choose([&](const std::string& id) { return std::regex_search(id, filter); },
-                                                shard.index, shard.count);
+    // --filter matches a case id past its engine's name (engine/<engine>/<model>/<plan>): a match that
+    // lies wholly in the engine's name does not choose the case (`--filter llama` picks the llama
+    // models' cases, not every case of llama.cpp; --engine picks engines), one that reaches the model
+    // or the plan does (an id --list prints, given whole, still picks its case).
+    const auto chosen = [&](const std::string& id) {
+      size_t past = 0;  // the length of "engine/<engine>/"
+      for (const std::string& n : engine_names)
+        if (const std::string p = "engine/" + n + "/"; id.rfind(p, 0) == 0) past = std::max(past, p.size());
+      if (past == 0) return std::regex_search(id, filter);
+      for (std::sregex_iterator m(id.begin(), id.end(), filter), end; m != end; ++m)
+        if (static_cast<size_t>(m->position() + m->length()) > past) return true;
+      return false;
+    };
+    const Registry::Plan plan = registry.choose(chosen, shard.index, shard.count);
     if (a->list) {
       for (const Chosen& c : plan.chosen) std::cout << c.entry->id << "\n";
-      for (auto& g : groups) g->client->stop();
+      for (auto& g : groups) finish(*g);
       return plan.chosen.empty() ? 2 : 0;
     }
+    // The corpus's found cases run beside the plans asked for: said before they run, with their count.
+    size_t found = 0;
+    for (const Chosen& c : plan.chosen) found += c.entry->id.find("/regressions/") != std::string::npos;
+    if (found)
+      std::cerr << "engine: replaying " << found << (found == 1 ? " found case" : " found cases") << " of the corpus " << corpus
+                << " with the plans asked for (--no-regressions leaves them out)\n";
     reproduce_reports_in(a->report_dir, a->no_report);
     const auto started = std::chrono::steady_clock::now();
     size_t finished = 0;  // the groups before this one are finished

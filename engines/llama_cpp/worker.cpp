@@ -29,8 +29,10 @@
 // Operation mutants: fork-prefix copies one position short, chunked-restart removes the sequence's
 // cells before each chunk (llama_memory_seq_rm [0, chunk start)), spec-rollback removes one token
 // more than rejected, batch-offset positions every item at the first item's length, shift-discard+1
-// discards one token more than the shift asks; fork-shared is refused (seq_cp already shares cells:
-// there is no copy to skip).
+// discards one token more than the shift asks, preempt-short decodes all but the last token again;
+// fork-shared is refused (seq_cp already shares cells: there is no copy to skip). preempt is
+// llama_memory_seq_rm of the whole sequence, then its tokens decoded again from position 0; turn is a
+// rollback to the kept prefix then an extend (turn-past keeps one old token more).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -413,9 +415,9 @@ class Engine {
       else if (mutant == "shift-no-rerotate") throw Unsupported("shift-no-rerotate: llama.h has no shift without llama.cpp's own K-shift");
       else if (mutant == "fork-shared") throw Unsupported("fork-shared: llama_memory_seq_cp shares cells by design, there is no copy to skip");
       else if (mutant == "fork-prefix" || mutant == "chunked-restart" || mutant == "spec-rollback" || mutant == "batch-offset" ||
-               mutant == "shift-discard+1")
+               mutant == "shift-discard+1" || mutant == "preempt-short" || mutant == "turn-past")
         want_swa = -1;
-      else throw std::runtime_error("unknown mutant \"" + mutant + "\" (none, window+1, window-1, full, fork-prefix, chunked-restart, spec-rollback, batch-offset, shift-discard+1)");
+      else throw std::runtime_error("unknown mutant \"" + mutant + "\" (none, window+1, window-1, full, fork-prefix, chunked-restart, spec-rollback, batch-offset, shift-discard+1, preempt-short, turn-past)");
     }
     operation_mutant_ = want_swa == -1 ? mutant : "none";
     if (want_swa != -1 && mutant != "none") {
@@ -460,6 +462,8 @@ class Engine {
     batch_ = llama_batch_init(n_batch_, 0, 1);
     have_batch_ = true;
     len_.assign(size_t(sequences), 0);
+    tokens_.assign(size_t(sequences), {});
+    shifted_.assign(size_t(sequences), false);
 
     char desc[256] = {0};
     llama_model_desc(model_, desc, sizeof desc);
@@ -504,6 +508,7 @@ class Engine {
         // length is what the memory now says.
         const llama_pos pmax = llama_memory_seq_pos_max(mem_, seq);
         len_[size_t(seq)] = pmax < 0 ? 0 : int64_t(pmax) + 1;
+        tokens_[size_t(seq)].resize(size_t(len_[size_t(seq)]));
         throw std::runtime_error("llama_decode returned " + std::to_string(rc) + " (seq " + std::to_string(seq) + ", " +
                                  std::to_string(n) + " tokens at position " + std::to_string(batch_.pos[0]) + "): " + last_error());
       }
@@ -513,6 +518,7 @@ class Engine {
         std::memcpy(out.data() + (done + i) * size_t(vocab_), l, sizeof(float) * size_t(vocab_));
       }
       len_[size_t(seq)] += int64_t(n);
+      tokens_[size_t(seq)].insert(tokens_[size_t(seq)].end(), tokens.begin() + long(done), tokens.begin() + long(done + n));
       done += n;
     }
     return out;
@@ -551,6 +557,7 @@ class Engine {
         for (const auto& [seq, tokens] : items) {
           const llama_pos pmax = llama_memory_seq_pos_max(mem_, seq);
           len_[size_t(seq)] = pmax < 0 ? 0 : int64_t(pmax) + 1;
+          tokens_[size_t(seq)].resize(size_t(len_[size_t(seq)]));
         }
         throw std::runtime_error("llama_decode returned " + std::to_string(rc) + " (" + std::to_string(n) + " tokens, the first of seq " +
                                  std::to_string(all[g].seq) + " at position " + std::to_string(all[g].pos) + "): " + last_error());
@@ -561,7 +568,10 @@ class Engine {
         std::memcpy(out.data() + (g + i) * size_t(vocab_), l, sizeof(float) * size_t(vocab_));
       }
     }
-    for (const auto& [seq, tokens] : items) len_[size_t(seq)] += int64_t(tokens.size());
+    for (const auto& [seq, tokens] : items) {
+      len_[size_t(seq)] += int64_t(tokens.size());
+      tokens_[size_t(seq)].insert(tokens_[size_t(seq)].end(), tokens.begin(), tokens.end());
+    }
     return out;
   }
 
@@ -589,6 +599,8 @@ class Engine {
       }
     }
     len_[size_t(seq)] = keep;
+    tokens_[size_t(seq)].assign(tokens_[size_t(from)].begin(), tokens_[size_t(from)].begin() + long(keep));
+    shifted_[size_t(seq)] = shifted_[size_t(from)];
     const llama_pos pmax = llama_memory_seq_pos_max(mem_, seq);
     if (int64_t(pmax) + 1 != keep)
       throw Unsupported("after llama_memory_seq_cp(" + std::to_string(from) + " -> " + std::to_string(seq) + ", [0, " + std::to_string(keep) +
@@ -605,6 +617,7 @@ class Engine {
                         ", p1 -1) returned false: llama.cpp cannot remove a partial sequence from this memory" +
                         (last_error().empty() ? "" : ": " + last_error()));
     len -= n;
+    tokens_[size_t(seq)].resize(size_t(len));
     // llama_memory_seq_rm returns true on an SWA cache even when the cells the next token needs
     // (positions len - n_swa + 1 .. len - 1) were already overwritten: what is left is only visible
     // through llama_memory_seq_pos_min (llama-server checks it and reprocesses the prompt).
@@ -638,6 +651,25 @@ class Engine {
                         std::to_string(keep + discard) + ") returned false" + (last_error().empty() ? "" : ": " + last_error()));
     llama_memory_seq_add(mem_, seq, llama_pos(keep + discard), -1, llama_pos(-discard));
     len -= discard;
+    auto& t = tokens_[size_t(seq)];
+    t.erase(t.begin() + long(keep), t.begin() + long(keep + discard));
+    shifted_[size_t(seq)] = true;
+  }
+
+  // A preemption (operation "preempt"): every cell of the sequence given back (llama_memory_seq_rm of
+  // the whole sequence, the SWA cache's wrapped cells too) and its tokens decoded again from position
+  // 0, as a server re-processes a prompt whose slot it lost. A shifted sequence's keys are not a fresh
+  // forward of its kept tokens, so its preempt is refused. preempt-short decodes all but the last.
+  void preempt(int seq) {
+    check_seq(seq);
+    if (shifted_[size_t(seq)])
+      throw Unsupported("preempt of a shifted sequence: decoding its kept tokens again would not give the keys the shift left");
+    std::vector<llama_token> tokens = tokens_[size_t(seq)];
+    if (operation_mutant_ == "preempt-short" && !tokens.empty()) tokens.pop_back();
+    if (!llama_memory_seq_rm(mem_, seq, -1, -1)) throw std::runtime_error("llama_memory_seq_rm of the whole sequence returned false");
+    len_[size_t(seq)] = 0;
+    tokens_[size_t(seq)].clear();
+    if (!tokens.empty()) extend(seq, tokens);
   }
 
   void reload(int seq) {
@@ -659,6 +691,8 @@ class Engine {
     if (!ctx_) throw std::runtime_error("reset before load");
     llama_memory_clear(mem_, true);
     std::fill(len_.begin(), len_.end(), 0);
+    for (auto& t : tokens_) t.clear();
+    std::fill(shifted_.begin(), shifted_.end(), false);
   }
 
   int32_t vocab() const { return vocab_; }
@@ -763,6 +797,8 @@ class Engine {
   std::string operation_mutant_ = "none";
   bool kv_unified_ = false;
   std::vector<int64_t> len_;
+  std::vector<std::vector<llama_token>> tokens_;  // each sequence's tokens, for a preempt's recompute
+  std::vector<bool> shifted_;                     // a shift moved it: its keys are no fresh forward of tokens_
 };
 
 // Keeps llama.cpp's warning/error lines of the current op, for error replies.
@@ -823,7 +859,7 @@ int main(int argc, char** argv) {
               {"name", "llama.cpp"},
               {"version", KVC_LLAMA_PACKAGE " (llama.cpp " KVC_LLAMA_COMMIT ")"},
               {"description", std::string("llama.cpp through llama.h, CPU (") + llama_print_system_info() + ")"},
-              {"operations", {"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift"}}});
+              {"operations", {"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift", "preempt", "turn"}}});
       } else if (op == "load") {
         send(engine.load(h));
       } else if (op == "extend") {
@@ -865,6 +901,23 @@ int main(int argc, char** argv) {
         send({{"status", "ok"}});
       } else if (op == "reload") {
         engine.reload(h.at("seq").get<int>());
+        send({{"status", "ok"}});
+      } else if (op == "turn") {
+        // A multi-turn request: back to the kept prefix, then the new tokens (turn-past keeps one more).
+        const int seq = h.at("seq").get<int>();
+        int64_t keep = h.at("keep").get<int64_t>();
+        if (engine.operation_mutant() == "turn-past" && keep < engine.length(seq)) ++keep;
+        if (keep < 0 || keep > engine.length(seq))
+          throw std::runtime_error("turn keeping " + std::to_string(keep) + " of a sequence of " + std::to_string(engine.length(seq)));
+        engine.rollback(seq, engine.length(seq) - keep);
+        std::vector<llama_token> tokens = h.at("tokens").get<std::vector<llama_token>>();
+        std::vector<float> logits = engine.extend(seq, tokens);
+        const size_t nbytes = logits.size() * sizeof(float);
+        send({{"status", "ok"},
+              {"buffers", {{{"name", "logits"}, {"dtype", "float32"}, {"shape", {tokens.size(), engine.vocab()}}, {"nbytes", nbytes}}}}},
+             logits.data(), nbytes);
+      } else if (op == "preempt") {
+        engine.preempt(h.at("seq").get<int>());
         send({{"status", "ok"}});
       } else if (op == "reset") {
         engine.reset();

@@ -19,6 +19,8 @@ whole vocabulary: the answer is the log-probabilities of the last position only 
 one row per request). A rollback or a fork is the next prompt being shorter or another sequence's
 prefix, so the server's own prefix matching, SWA checkpoints and cache reuse decide what it keeps;
 reload is the server's slot API (`/slots/ID?action=save|erase|restore`, `--slot-save-path`); a
+turn (a chat's next turn) is one request of the kept prefix and the new tokens; a preempt erases
+the slot (`/slots/ID?action=erase`), so the next request evaluates its prompt again; a
 batch is one concurrent request per item, which the server batches into one decode; a shift is the
 server's own context shift at the next extend (LlamaServer.shifted_extend).
 
@@ -30,7 +32,8 @@ context_shift (bool), n_ubatch, n_batch, flash_attn ("on"/"off"/"auto" or bool),
 ("f32", "f16"), threads (default 1), timeout (seconds per request, default 60).
 Mutants: window+1 / window-1 / full through `--override-kv <arch>.attention.sliding_window=int:N`
 (refused where the architecture has no window); fork-prefix starts a fork one token short;
-spec-rollback drops one token more than the cycle rejected; shift-discard+1 asks the server for a
+spec-rollback drops one token more than the cycle rejected; turn-past keeps one old token past the
+turn's prefix; preempt-short drops the last token after an erase; shift-discard+1 asks the server for a
 shift of one token more than the plan's; the others (shift-no-rerotate among them:
 the shift is the server's) are refused.
 """
@@ -262,7 +265,7 @@ class Server:
 
 class LlamaServer(kvconform.Engine):
     name = "llama-server"
-    operations = ("rollback", "reload", "sequences", "fork", "spec", "batch", "shift")
+    operations = ("rollback", "reload", "sequences", "fork", "spec", "batch", "shift", "preempt", "turn")
 
     def __init__(self, server: Optional[str] = None) -> None:
         self.binary = Path(server or os.environ.get("KVC_LLAMA_SERVER") or CACHE / "install" / "bin" / "llama-server")
@@ -572,6 +575,25 @@ class LlamaServer(kvconform.Engine):
         restored = self.server.post(f"/slots/{seq}?action=restore", {"filename": name})
         if saved.get("n_saved") != restored.get("n_restored"):
             raise RuntimeError(f"slot {seq}: saved {saved.get('n_saved')} tokens, restored {restored.get('n_restored')}")
+
+    def turn(self, seq: int, keep: int, tokens: List[int]):
+        """A chat's next turn: one completion of the kept prefix and the new tokens, the server matching
+        the prefix its slot holds (restoring an SWA context checkpoint at or before it, or evaluating
+        the prompt again); turn-past keeps one old token more."""
+        self.refuse_pending(seq, "a turn")
+        if self.mutant == "turn-past" and keep < len(self.tokens[seq]):
+            keep += 1
+        self.tokens[seq] = self.tokens[seq][:keep] + list(tokens)
+        return LogProbs([len(tokens) - 1], self.ask(seq, len(tokens)))
+
+    def preempt(self, seq: int) -> None:
+        """The slot's cache given back (`/slots/ID?action=erase`); the next request's prompt is evaluated
+        again from its tokens. preempt-short leaves the last token out of it."""
+        self.refuse_pending(seq, "a preempt")
+        assert self.server is not None
+        self.server.post(f"/slots/{seq}?action=erase", {})
+        if self.mutant == "preempt-short" and self.tokens[seq]:
+            del self.tokens[seq][-1:]
 
     def reset(self) -> None:
         assert self.server is not None

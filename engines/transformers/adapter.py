@@ -37,13 +37,16 @@ reset builds new caches.
 fork deep-copies the source's cache (transformers' own prefix-reuse recipe: copy.deepcopy of a
 prompt cache) and crops the copy to the prefix (unsupported where crop is). chunked runs one
 generate-style forward per chunk on the sequence's cache. spec is an extend then a rollback. With
-left_padding > 0 these three are unsupported. No batch: the adapter keeps one cache per sequence.
+left_padding > 0 these three are unsupported. preempt gives back the sequence's cache and
+recomputes it from the tokens the adapter keeps, one prefill into a fresh cache (unsupported with
+left_padding). No batch: the adapter keeps one cache per sequence.
 Mutants (kvconform mutants window+1, window-1, full) change the config before the model is built:
 sliding_window = W +- 1, or every layer full attention (layer_types all "full_attention" where the
 config has layer_types, else sliding_window = None). The operation mutants: fork-shared (the fork
 uses the source's cache object itself), fork-prefix (the copy is cropped one token short),
 chunked-restart (every chunk after the first starts on a new, empty cache), spec-rollback (a cycle
-crops one token more than it rejected); batch-offset is refused (kvconform.Engine: no batch here).
+crops one token more than it rejected), preempt-short (the recompute leaves the last token out);
+batch-offset is refused (kvconform.Engine: no batch here).
 The model mutants: those a config can say through kvconform.mutate_hf_config (nope-inverted,
 rope-all-rotary, window-everywhere, layers-swapped), and sinks-dropped by setting every
 attention sink parameter to -inf after loading (exp(-inf) = 0: no sink in the softmax);
@@ -77,10 +80,12 @@ def filler(n):
 
 class _Seq:
     """One sequence: its cache (batch of 1, or of 2 with left padding), the unpadded reference cache
-    (left padding only), and how many of its own tokens the cache holds."""
+    (left padding only), how many of its own tokens the cache holds, and those tokens (a preemption
+    recomputes the cache from them)."""
 
     def __init__(self, cache, ref_cache):
         self.cache, self.ref_cache, self.n, self.padded = cache, ref_cache, 0, False
+        self.tokens = []
 
 
 def _forward_args():
@@ -101,7 +106,7 @@ class TransformersEngine(Engine):
                    f"generate-style model({_forward_args()}, use_cache=True) forwards; "
                    "options cache=dynamic|static|hybrid, attention=eager|sdpa|flex, dtype=float32|float64, "
                    "left_padding=P, record_past=false|true, crop=checked|unchecked")
-    operations = ("rollback", "reload", "sequences", "fork", "chunked", "spec")
+    operations = ("rollback", "reload", "sequences", "fork", "chunked", "spec", "preempt")
 
     def __init__(self):
         self.model = None
@@ -202,6 +207,7 @@ class TransformersEngine(Engine):
         if not tokens:
             raise ValueError("extend with no tokens")
         new = len(tokens)
+        s.tokens += tokens
         if not self.P:
             logits = self._forward(s.cache, [tokens], [[1] * (s.n + new)], s.n)[0]
         else:
@@ -247,6 +253,7 @@ class TransformersEngine(Engine):
         if s.ref_cache is not None:
             self._crop(s.ref_cache, n, s.n - n)
         s.n -= n
+        del s.tokens[s.n:]
 
     def reload(self, seq):
         s = self._seq(seq)
@@ -282,6 +289,7 @@ class TransformersEngine(Engine):
         if keep < src.n:
             self._crop(cache, src.n - keep, keep)
         dst.cache, dst.ref_cache, dst.n, dst.padded = cache, None, keep, False
+        dst.tokens = src.tokens[:keep] if cache is not src.cache else src.tokens
 
     def chunked(self, seq, tokens, chunk):
         self._unpadded("chunked")
@@ -291,7 +299,7 @@ class TransformersEngine(Engine):
         for at in range(0, len(tokens), chunk):
             if at and self.mutant == "chunked-restart":
                 s = self._seq(seq)
-                s.cache, s.n = self._new_cache(), 0
+                s.cache, s.n, s.tokens = self._new_cache(), 0, []
             parts.append(self.extend(seq, tokens[at:at + chunk]))
         return b"".join(parts)
 
@@ -302,6 +310,16 @@ class TransformersEngine(Engine):
         if n:
             self.rollback(seq, n)
         return logits
+
+    def preempt(self, seq):
+        """The sequence's cache given back and recomputed from its tokens: one prefill into a fresh
+        cache (a static cache's sliding layers wrap as they did); preempt-short leaves the last out."""
+        self._unpadded("preempt")
+        s = self._seq(seq)
+        tokens = s.tokens[:-1] if self.mutant == "preempt-short" else list(s.tokens)
+        s.cache, s.n, s.tokens = self._new_cache(), 0, []
+        if tokens:
+            self.extend(seq, tokens)
 
 
 if __name__ == "__main__":

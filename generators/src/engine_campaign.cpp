@@ -16,17 +16,22 @@
 namespace kvc::engine {
 
 Plan plan_from_draw(const std::string& model, const std::vector<DrawnStep>& draw, int64_t vocab, int64_t window, uint64_t seed,
-                    const std::vector<std::string>& operations) {
+                    const std::vector<std::string>& operations, int64_t chunk) {
   // Each raw draw is offered to the step table's rows (steps.h, `draw`): the drawn kinds 0-2 are
   // extends, 3-5 extends at the window's edges, 6 a long extend, 7 a rollback, 8 a reload, 9 a reset,
   // 10 a deep rollback (or a shift), 11 a fork, 12 a chunked extend, 13 a spec cycle, 14 a batch.
   Plan p{"campaign", model, {}};
-  DrawContext c{operations, std::max<int64_t>(window, 1), vocab, seed, 0, {}};
+  DrawContext c{operations, std::max<int64_t>(window, 1), vocab, seed, 0, {}, std::max<int64_t>(chunk, 0)};
   for (const DrawnStep& d : draw)
     for (PlanStep& s : draw_step(d, c)) p.steps.push_back(std::move(s));
   if (std::none_of(p.steps.begin(), p.steps.end(), [](const PlanStep& s) { return !s.positions({}).empty(); }))
     p.steps.push_back(Extend{0, tokens_for(seed, 0, 1, vocab)});
   return p;
+}
+
+int64_t drawn_chunk(const Model& model) {
+  const auto& chunks = model.config.chunks;
+  return std::any_of(chunks.begin(), chunks.end(), [](int64_t c) { return c > 0; }) ? model.config.chunk_size : 0;
 }
 
 namespace {
@@ -105,7 +110,7 @@ CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std
   int passes = 0, skips = 0;
   double bound = 0;
   const auto check = [&](const Draw& draw, bool shrinking) -> std::optional<report::CaseResult> {
-    const Plan plan = plan_from_draw(model.config.name, draw, model.config.vocab, model.config.local_span(), o.seed, operations);
+    const Plan plan = plan_from_draw(model.config.name, draw, model.config.vocab, model.config.local_span(), o.seed, operations, drawn_chunk(model));
     report::CaseResult c;
     try {
       c = check_plan(engine, model, model_dir, plan, o.check);
@@ -131,7 +136,8 @@ CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std
     return out;
   }
   r.status = report::Status::Fail;
-  Plan shrunk = plan_from_draw(model.config.name, *found.failing, model.config.vocab, model.config.local_span(), o.seed, operations);
+  Plan shrunk = plan_from_draw(model.config.name, *found.failing, model.config.vocab, model.config.local_span(), o.seed, operations,
+                               drawn_chunk(model));
   shrunk.name = "campaign-shrunk";
   r.message = "shrunk to " + std::to_string(shrunk.steps.size()) + " steps: " + found.failure->message;
   r.detail = found.failure->detail;
@@ -341,7 +347,7 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
     return it->second;
   };
   auto plan_of = [&](const Pair& p, const Model& m) {
-    return plan_from_draw(p.model.folder, p.plan, m.config.vocab, m.config.local_span(), o.seed, operations);
+    return plan_from_draw(p.model.folder, p.plan, m.config.vocab, m.config.local_span(), o.seed, operations, drawn_chunk(m));
   };
   int passes = 0, skips = 0, deviations = 0, redrawn = 0;
   std::string first_deviation, first_skip;

@@ -1,7 +1,7 @@
 """`kvconform.engine`: an inference engine behind kvconform's engine protocol (docs/engines.md).
 
 Subclass `Engine`, implement `load` and `extend` (and `reset`; `rollback`, `reload` and the serving
-operations `fork`, `chunked`, `spec`, `batch`, `shift` when the engine has them, listed in `operations`), and
+operations `fork`, `chunked`, `spec`, `batch`, `shift`, `preempt` when the engine has them, listed in `operations`), and
 serve it:
 
     class MyEngine(kvconform.Engine):
@@ -62,13 +62,16 @@ WINDOW_MUTANTS = ("none", "window+1", "window-1", "full")
 """The window mutants: the engine is told W + 1, W - 1, or runs sliding layers as full attention."""
 MUTANT_OPERATION: Mapping[str, str] = {
     "fork-shared": "fork", "fork-prefix": "fork", "chunked-restart": "chunked", "spec-rollback": "spec",
-    "batch-offset": "batch", "shift-no-rerotate": "shift", "shift-discard+1": "shift"}
+    "batch-offset": "batch", "shift-no-rerotate": "shift", "shift-discard+1": "shift", "preempt-short": "preempt",
+    "turn-past": "turn"}
 """The operation each serving-operation mutant does wrong (engines/protocol.json, the step table's)."""
 OPERATION_MUTANTS = tuple(MUTANT_OPERATION)
 """The serving-operation mutants: a fork that shares the state it should copy / starts one token
 short, a chunked extend whose window restarts at each chunk, a spec cycle that rolls back one token
 too many, a batch that computes a sequence at another's offset, a shift that moves keys without
-rotating them to their new positions, a shift that discards one token more than asked. An adapter implements those of its
+rotating them to their new positions, a shift that discards one token more than asked, a recompute after a
+preemption that leaves out the sequence's last token, a turn that continues one token past its kept
+prefix. An adapter implements those of its
 operations and refuses the others (raise Unsupported); the window stays right."""
 MODEL_MUTANTS = ("sinks-dropped", "nope-inverted", "rope-all-rotary", "shared-kv-full", "window-everywhere",
                  "layers-swapped")
@@ -80,7 +83,7 @@ on every layer (a window with all-full layer_types), the sliding and the full la
 the others (raise Unsupported), as on a model without the feature."""
 MUTANTS = WINDOW_MUTANTS + OPERATION_MUTANTS + MODEL_MUTANTS
 """The adapter mutants `load` gets."""
-OPERATIONS = ("rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift")
+OPERATIONS = ("rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift", "preempt", "turn")
 """The optional operations an engine may list in `Engine.operations`."""
 PRECISION = {"kv": "K and V stored or read as float16", "q": "queries read as float16",
              "gelu": "GELU read from a float16 table (ggml's CPU GELU)"}
@@ -122,7 +125,8 @@ class Engine:
     version, description: shown in the reports.
     operations: the optional operations implemented: "rollback", "reload", "sequences" (more than
         one sequence interleaved; without it, plans with two sequences are not sent), and the serving
-        operations "fork", "chunked", "spec", "batch", "shift" (docs/engines.md, "Serving operations").
+        operations "fork", "chunked", "spec", "batch", "shift", "preempt", "turn" (docs/engines.md, "Serving
+        operations").
     precision: where the engine computes below float32 on every load, e.g. {"kv": "float16"}: the
         same-dtype reference rounds there too (docs/engines.md, "Judging"). A load whose precision
         depends on its options returns `Loaded(vocab, precision)` instead, which overrides it.
@@ -193,10 +197,24 @@ class Engine:
         `llama_memory_seq_rm` then `llama_memory_seq_add`; operation "shift")."""
         raise Unsupported("shift is not supported")
 
+    def preempt(self, seq: int) -> None:
+        """A preemption of sequence seq: the engine gives back its cache (every block, the sliding
+        layers' wrapped ones too) and recomputes it from the sequence's tokens, as a scheduler does
+        under memory pressure; nothing the sequence holds changes (operation "preempt"). An adapter
+        keeps the sequence's tokens for it (the engine's own recompute path where it has one)."""
+        raise Unsupported("preempt is not supported")
 
-PROMPT_MUTANTS = ("fork-prefix", "spec-rollback")
+    def turn(self, seq: int, keep: int, tokens: List[int]) -> Logits:
+        """A multi-turn request: sequence seq keeps its first `keep` tokens and goes on with `tokens`
+        in one request (a chat's next turn); returns the new positions' logits as `extend` does
+        (operation "turn"). An engine with a rollback may do it as `rollback` then `extend`."""
+        raise Unsupported("turn is not supported")
+
+
+PROMPT_MUTANTS = ("fork-prefix", "spec-rollback", "preempt-short", "turn-past")
 """The operation mutants `PromptEngine` implements itself: a fork one token short of the prefix, a
-speculative cycle that drops one token more than it rejected."""
+speculative cycle that drops one token more than it rejected, a recompute after a preemption that
+leaves out the last token, a turn that continues one token past its kept prefix."""
 
 
 class PromptEngine(Engine):
@@ -210,18 +228,20 @@ class PromptEngine(Engine):
     * rollback: the prompt loses its last n tokens; fork: sequence seq's prompt is the first
       `length` tokens of `source`'s; reload: the prompt is the whole state, so it is given back as
       it was (`reload_prompt` may send it through the engine's own save/restore); spec: extend,
-      then rollback; batch: each item as an extend, rows item after item; reset: every prompt empty.
+      then rollback; batch: each item as an extend, rows item after item; reset: every prompt empty;
+      preempt: a prompt engine recomputes the whole prompt on every call, so the prompt stays; turn:
+      the prompt cut back to `keep` tokens, then an extend.
 
     `score` returns the rows asked for as float32 bytes, a numpy array `[len(rows), vocab]`, or a
     list of `{token id: score}` mappings (a server's top log-probabilities over the whole
     vocabulary), which are assembled into rows and refused when a row misses a token. `kind` says
     what the scores are: "logits" or "logprobs" (the judge compares log-probabilities with the
-    oracle's log-softmax). The operation mutants fork-prefix and spec-rollback are done here, so
+    oracle's log-softmax). The operation mutants fork-prefix, spec-rollback, preempt-short and turn-past are done here, so
     that `--mutant` catches them for every prompt engine."""
 
     kind: str = "logits"
     answers: str = "every"
-    operations: ClassVar[Sequence[str]] = ("rollback", "reload", "sequences", "fork", "spec", "batch")
+    operations: ClassVar[Sequence[str]] = ("rollback", "reload", "sequences", "fork", "spec", "batch", "preempt", "turn")
 
     def open(self, model_dir: str, options: Mapping[str, Any], mutant: str, max_tokens: int,
              sequences: int) -> Union[int, Loaded]:
@@ -332,6 +352,20 @@ class PromptEngine(Engine):
 
     def reload(self, seq: int) -> None:
         self.prompts[seq] = list(self.reload_prompt(seq, list(self._prompt(seq))))
+
+    def preempt(self, seq: int) -> None:
+        prompt = self._prompt(seq)
+        if self.mutant == "preempt-short" and prompt:
+            del prompt[-1:]
+
+    def turn(self, seq: int, keep: int, tokens: List[int]) -> Logits:
+        prompt = self._prompt(seq)
+        if not 0 <= keep <= len(prompt):
+            raise ValueError(f"turn keeping {keep} tokens of sequence {seq} of {len(prompt)}")
+        if self.mutant == "turn-past" and keep < len(prompt):
+            keep += 1
+        del prompt[keep:]
+        return self.extend(seq, tokens)
 
     def reset(self) -> None:
         self.prompts = {}
@@ -481,6 +515,8 @@ _STEPS: Dict[str, _Step] = {
     "spec": _Step(lambda e, h: e.spec(h["seq"], list(h["tokens"]), h["n"]), lambda h: len(h["tokens"])),
     "batch": _Step(lambda e, h: e.batch(_batch_items(h)), lambda h: sum(len(t) for _, t in _batch_items(h))),
     "shift": _Step(lambda e, h: e.shift(h["seq"], h["keep"], h["discard"]), None),
+    "preempt": _Step(lambda e, h: e.preempt(h["seq"]), None),
+    "turn": _Step(lambda e, h: e.turn(h["seq"], h["keep"], list(h["tokens"])), lambda h: len(h["tokens"])),
 }
 """Every plan step's op, served: adding an operation is a row here (and in the step table) and an Engine method."""
 

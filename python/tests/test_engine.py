@@ -207,7 +207,7 @@ def test_a_wrong_declaration_is_refused_before_serving():
 
 
 def test_mutants():
-    assert [kvconform.mutated_window(4, m) for m in kvconform.MUTANTS] == [4, 5, 3, None] + [4] * 13
+    assert [kvconform.mutated_window(4, m) for m in kvconform.MUTANTS] == [4, 5, 3, None] + [4] * 15
     with pytest.raises(ValueError, match=r"unknown mutant 'window\+2'"):
         kvconform.mutated_window(4, "window+2")
     cfg = types.SimpleNamespace(sliding_window=4, layer_types=["sliding_attention", "full_attention"], num_hidden_layers=2)
@@ -388,6 +388,21 @@ def test_a_prompt_engine_does_each_operation_on_prompts(mutant):
         assert batch == (8, 7, 8)
     else:  # the spec cycle dropped one token more: [1, 2, 3] -> rollback 2 -> [1]
         assert batch == (6, 8, 9)
+
+
+@pytest.mark.parametrize("mutant", ["none", "preempt-short", "turn-past"])
+def test_a_prompt_engine_preempts_and_turns_on_prompts(mutant):
+    # preempt keeps the prompt (it is recomputed on every call); a turn cuts it back to `keep`, then
+    # extends; each mutant shows in the next numbers.
+    steps = [dict(LOAD, mutant=mutant), {"op": "extend", "seq": 0, "tokens": [1, 2, 3]},
+             {"op": "preempt", "seq": 0},                               # [1, 2, 3]
+             {"op": "extend", "seq": 0, "tokens": [4]},                 # [1, 2, 3, 4]
+             {"op": "turn", "seq": 0, "keep": 1, "tokens": [10]},       # [1, 10]
+             {"op": "extend", "seq": 0, "tokens": [4]}]                 # [1, 10, 4]
+    replies = exchange(Prompted(), *steps)
+    assert [r[0]["status"] for r in replies] == ["ok"] * len(steps)
+    got = tuple(floats(replies[k][1])[0] for k in (3, 4, 5))
+    assert got == {"none": (10, 11, 15), "preempt-short": (7, 11, 15), "turn-past": (10, 13, 17)}[mutant]
 
 
 def test_a_prompt_engine_answers_the_last_row_and_assembles_log_probabilities():

@@ -32,9 +32,12 @@ struct CampaignOutcome {
 // A plan from a raw draw (plan i of a campaign draws up to its size of DrawnStep, steps.h): each step becomes a
 // valid step for the operations the engine's hello lists (`operations`: a rollback of an empty
 // sequence, or an operation the engine lacks, is an extend; seq is 0 unless it runs sequences).
-// `window` places the forks' and chunks' edges.
+// `window` places the forks' and chunks' edges; `chunk` (the chunked layers' C, 0: none) aims the
+// operations at chunk starts (DrawContext::chunk).
 Plan plan_from_draw(const std::string& model, const std::vector<DrawnStep>& draw, int64_t vocab, int64_t window, uint64_t seed,
-                    const std::vector<std::string>& operations);
+                    const std::vector<std::string>& operations, int64_t chunk = 0);
+// The C the draws aim at: the config's chunk where the model has chunked layers, else 0.
+int64_t drawn_chunk(const Model& model);
 
 CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std::string& model_dir, const CampaignOptions& options);
 

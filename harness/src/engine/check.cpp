@@ -1250,6 +1250,87 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
   return judge_plan(engine, model, model_dir, plan, options).result;
 }
 
+// ---- A configuration pair: two cache paths of one engine judged against each other ----
+
+report::CaseResult check_pair(EngineClient& a, EngineClient& b, const std::string& name, const Model& model, const std::string& model_dir,
+                              const Plan& plan, const CheckOptions& options) {
+  report::CaseResult r = report::named(report::EngineKey{name, plan.model, plan.name});
+  r.dtype = "float32";
+  r.reproduce = options.reproduce;
+  r.params = "a=" + a.spec().name + ",b=" + b.spec().name + ",steps=" + std::to_string(plan.steps.size());
+  r.policy = to_string(Policy::SameDtypeReference);
+  const ModelConfig& c = model.config;
+  auto finish = [&](report::Status st, std::string msg) {
+    r.status = st;
+    r.message = std::move(msg);
+    return r;
+  };
+  if (const std::string why = invalid_reason(plan, c.vocab); !why.empty()) return finish(report::Status::Fail, "invalid plan: " + why);
+  // Each side as the engine check opens it: hello, the plan's operations, the load.
+  OracleOptions same_dtype;
+  for (auto [side, engine] : {std::pair{"A", &a}, {"B", &b}}) {
+    const std::string who = std::string(side) + " (" + engine->spec().name + ")";
+    Reply hello = engine->hello();
+    if (!hello.ok()) return finish(report::Status::Fail, who + ": " + hello.message);
+    for (const std::string& operation : operations_used(plan))
+      if (!engine->supports(operation)) return finish(report::Status::Skipped, who + " does not support " + operation);
+    if (sequence_count(plan) > 1 && !engine->supports("sequences")) return finish(report::Status::Skipped, who + " does not run several sequences");
+    Reply loaded = engine->load(model_dir, max_tokens(plan), sequence_count(plan), r.id);
+    if (loaded.kind == Reply::Kind::Unsupported) return finish(report::Status::Skipped, who + " refused the model: " + loaded.message);
+    if (!loaded.ok()) return finish(report::Status::Fail, who + ": load: " + loaded.message);
+    if (loaded.header.value("vocab", int64_t{-1}) != c.vocab) return finish(report::Status::Fail, who + ": load: another vocabulary");
+    // The coarser of the two sides' declared precisions sizes the bound.
+    std::string dtype;
+    const OracleOptions o = same_dtype_of(loaded.header, dtype);
+    same_dtype.kv_half |= o.kv_half, same_dtype.q_half |= o.q_half, same_dtype.gelu_half |= o.gelu_half;
+  }
+  // The bound each side is held to against the oracle (the same-dtype reference's error over the
+  // steps so far, times the rule's factor): two cache paths of one computation differ by less.
+  SequenceModel expected(model, same_dtype);
+  double ref_error = 0, bound = options.rule.floor, worst = 0;
+  int64_t compared = 0;
+  const int64_t V = c.vocab;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    const std::string what = "step " + std::to_string(i) + " (" + s.describe(expected.lengths()) + ")";
+    Reply ra = a.step(s, r.id, static_cast<int64_t>(i), V), rb = b.step(s, r.id, static_cast<int64_t>(i), V);
+    for (auto [side, got] : {std::pair{"A", &ra}, {"B", &rb}}) {
+      if (got->kind == Reply::Kind::Unsupported) return finish(report::Status::Skipped, what + ": " + side + " refused: " + got->message);
+      if (!got->ok()) return finish(report::Status::Fail, what + ": " + side + ": " + got->message);
+    }
+    const SequenceModel::Expected e = expected.apply(s, i, ra.logprobs);
+    ref_error = std::max(ref_error, e.reference_error);
+    bound = std::max(options.rule.floor, options.rule.factor * ref_error);
+    if (ra.logits.empty() || rb.logits.empty()) continue;
+    if (ra.logprobs != rb.logprobs) return finish(report::Status::Fail, what + ": one side answered logits, the other log-probabilities");
+    // The rows both sides answered (each may answer a subset of the new positions).
+    std::map<int64_t, size_t> of_b;
+    for (size_t k = 0; k * static_cast<size_t>(V) < rb.logits.size(); ++k) of_b[rb.rows.empty() ? static_cast<int64_t>(k) : rb.rows[k]] = k;
+    for (size_t k = 0; k * static_cast<size_t>(V) < ra.logits.size(); ++k) {
+      const int64_t row = ra.rows.empty() ? static_cast<int64_t>(k) : ra.rows[k];
+      const auto other = of_b.find(row);
+      if (other == of_b.end()) continue;
+      const float* x = ra.logits.data() + k * static_cast<size_t>(V);
+      const float* y = rb.logits.data() + other->second * static_cast<size_t>(V);
+      double err = 0;
+      for (int64_t v = 0; v < V; ++v) err = std::max(err, std::isfinite(x[v]) && std::isfinite(y[v]) ? std::abs(double(x[v]) - y[v]) : INFINITY);
+      ++compared;
+      worst = std::max(worst, err);
+      if (err > bound) {
+        const auto [seq, pos] = e.positions[static_cast<size_t>(row)];
+        r.error = err, r.bound = bound;
+        return finish(report::Status::Fail, what + ": seq " + std::to_string(seq) + " position " + std::to_string(pos) +
+                                                ": the two configurations disagree: max |A - B| " + num(err) + " > bound " + num(bound));
+      }
+    }
+  }
+  r.error = worst, r.bound = bound;
+  const std::string summary = std::to_string(plan.steps.size()) + " steps, " + std::to_string(compared) + " positions compared, max |A - B| " +
+                              num(worst) + " (bound " + num(bound) + ")";
+  if (compared == 0) return finish(report::Status::Fail, "no position answered by both sides: nothing was compared (" + summary + ")");
+  return finish(report::Status::Pass, summary);
+}
+
 bool same_failure(const Failure& a, const Failure& b, const std::function<std::string(const std::string&)>& error_class) {
   if (a.where != b.where) return false;
   if (a.where != Failure::Where::Logits) return error_class(a.error) == error_class(b.error);

@@ -1092,7 +1092,8 @@ TEST(Plans, TheServingOperationsNameTheirBadField) {
 TEST(StepTable, EachRowRoundTripsAndTheProtocolIsTheTable) {
   const std::vector<PlanStep> one_of_each{Extend{0, tokens(3)},       Rollback{0, 1},           Reload{0},
                                           Reset{},                    Fork{1, 0, 2},            Chunked{0, tokens(4, 2), 3},
-                                          Spec{0, tokens(3, 3), 1},   Batch{{{0, tokens(1)}, {1, tokens(2, 4)}}}, Shift{0, 1, 1}};
+                                          Spec{0, tokens(3, 3), 1},   Batch{{{0, tokens(1)}, {1, tokens(2, 4)}}}, Shift{0, 1, 1},
+                                          Preempt{0},                 Turn{0, 1, tokens(2, 5)}};
   const nlohmann::json protocol = protocol_description();
   ASSERT_EQ(protocol["steps"].size(), one_of_each.size());
   for (size_t i = 0; i < one_of_each.size(); ++i) {
@@ -1111,7 +1112,8 @@ TEST(StepTable, EachRowRoundTripsAndTheProtocolIsTheTable) {
   EXPECT_EQ(operation_of_mutant("window+1"), "");
   // Every kind drawn, each step valid and of an operation listed: by the whole list, and by none.
   for (const std::vector<std::string>& operations :
-       {std::vector<std::string>{"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift"}, std::vector<std::string>{}}) {
+       {std::vector<std::string>{"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift", "preempt", "turn"},
+        std::vector<std::string>{}}) {
     DrawContext c{operations, 4, 32, 7, 0, {}};
     Plan p{"drawn", "m", {}};
     std::set<std::string> ops;
@@ -1124,13 +1126,68 @@ TEST(StepTable, EachRowRoundTripsAndTheProtocolIsTheTable) {
   }
 }
 
+// On a chunked model the campaign's operations aim at chunk starts (issue: chunk boundaries were drawn
+// less than window edges): where each drawn extend, rollback, fork, spec cycle and shift leaves its
+// sequence (a shift and a turn: the prefix they keep) lies within one token of a chunk start k*C past
+// the first chunk (after a cache keeping one chunk evicted the previous one) far more often than the
+// same draws give on the model without chunks, and the draws are the seed's alone.
+TEST(StepTable, ChunkedModelsDrawEveryOperationAtChunkBoundaries) {
+  const int64_t C = 5;
+  const std::vector<std::string> operations{"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift", "preempt", "turn"};
+  struct Tally {
+    std::map<std::string, int> at_boundary, drawn;
+    int past_first_chunk = 0;
+    std::string plan;
+  };
+  const auto draw = [&](int64_t chunk, uint32_t seed) {
+    Tally t;
+    DrawContext c{operations, C, 32, seed, 0, {}, chunk};
+    std::mt19937 r(seed);
+    const int aimed[] = {3, 4, 5, 7, 10, 11, 13};  // the kinds with targets (10: a shift at variants 4-7)
+    for (int i = 0; i < 3000; ++i) {
+      if (i % 40 == 0) c.len.clear();  // fresh sequences now and then, as a plan starts
+      const int kind = r() % 3 == 0 ? 0 : aimed[r() % 7], variant = 1 + static_cast<int>(r() % 7);
+      const int size = 1 + static_cast<int>(r() % 12), seq = static_cast<int>(r() % 2);
+      if (c.length(0) == 0 || c.length(1) == 0) {  // grow both sequences first, so that every operation can run
+        draw_step(DrawnStep{0, size, c.length(0) == 0 ? 0 : 1, 0}, c);
+        continue;
+      }
+      for (const PlanStep& s : draw_step(DrawnStep{kind, size, seq, variant}, c)) {
+        t.plan += s.to_json().dump();
+        if (kind == 0 || (kind == 10 && !s.as<Shift>())) continue;  // plain extends, deep rollbacks: no target
+        const int64_t on = s.sequences().front();
+        // Where it leaves the sequence; a shift's and a turn's kept prefix.
+        const int64_t at = s.as<Shift>() ? s.as<Shift>()->keep : s.as<Turn>() ? s.as<Turn>()->keep : c.length(on);
+        const int64_t off = at % C;
+        const bool boundary = off == 0 || off == 1 || off == C - 1;
+        ++t.drawn[s.op()];
+        // past the first chunk (whose edges are the window's edges W - 1, W, W + 1 as well)
+        if (at >= 2 * C - 1 && boundary) ++t.at_boundary[s.op()];
+        if (at > C + 1 && boundary) ++t.past_first_chunk;
+      }
+    }
+    return t;
+  };
+  Tally chunked = draw(C, 11), plain = draw(0, 11);
+  for (const char* op : {"extend", "rollback", "fork", "spec", "shift", "turn"}) {
+    ASSERT_GT(chunked.drawn.at(op), 20) << op;
+    const double aimed = double(chunked.at_boundary[op]) / chunked.drawn.at(op), before = double(plain.at_boundary[op]) / plain.drawn.at(op);
+    EXPECT_GT(aimed, 0.6) << op << ": " << chunked.at_boundary[op] << " of " << chunked.drawn.at(op) << " at a chunk boundary";
+    EXPECT_GT(aimed, before + 0.15) << op << ": " << aimed << " against " << before << " without chunks";
+  }
+  EXPECT_GT(chunked.past_first_chunk, 200);
+  EXPECT_EQ(draw(C, 11).plan, chunked.plan);  // the same seed, the same draws
+  EXPECT_NE(draw(C, 12).plan, chunked.plan);
+}
+
 TEST(EngineCheck, TheOracleEnginePassesEveryServingPlanAndEachOperationMutantFailsIt) {
   // The diagnosis each mutant gets ("" where none of the named departures explains it).
   for (auto [prefix, mutant, diagnosis] :
        {std::tuple{"fork_", "fork-shared", ""}, {"fork_", "fork-prefix", "consistent with the forks starting one token short of their prefix"},
         {"chunked_", "chunked-restart", "consistent with the window restarting at each chunk"},
         {"spec_", "spec-rollback", "consistent with the spec cycles rolling back one token more than they reject"}, {"batch", "batch-offset", ""},
-        {"shift_", "shift-no-rerotate", "consistent with the kept keys not re-rotated after a shift"}, {"shift_", "shift-discard+1", ""}}) {
+        {"shift_", "shift-no-rerotate", "consistent with the kept keys not re-rotated after a shift"}, {"shift_", "shift-discard+1", ""},
+        {"preempt_", "preempt-short", ""}, {"turn_", "turn-past", ""}}) {
     const Model m = load_model(gemma2_dir());
     int plans = 0;
     for (const Plan& plan : fixed_plans("gemma2-w4", m.config.sliding_window, m.config.vocab)) {

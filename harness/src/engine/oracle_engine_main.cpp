@@ -7,7 +7,9 @@
 // keeping only its last 1024 keys, a glitch in one position's logits; a serving operation done wrong: a fork
 // that shares what it should copy or starts from the wrong prefix, a chunked prefill whose window
 // restarts at each chunk, a speculative rollback off by one, a batch that computes a sequence at
-// another's offset, a context shift that moves the kept keys without re-rotating them) and worker
+// another's offset, a context shift that moves the kept keys without re-rotating them, a recompute
+// after a preemption that leaves out the last token, a turn that continues one token past its kept
+// prefix) and worker
 // faults (crash, hang, garbage, ansi (a coloured log line on stdout), exit at a given step; "abort@N": an assertion line on stderr, then a
 // backtrace far longer than the tail a failure quotes, then SIGABRT, as ggml's asserts print; "load-error@L": a load error for a model of
 // fewer than L layers, a second bug for shrinking to slide into), which the suite must catch. Option "logits": "last" or "none" answers only the last new position of a step, or
@@ -237,6 +239,21 @@ struct Serve {
     st.seqs.erase(s.seq);
     st.seqs[s.seq] = std::make_shared<Oracle>(copy);
     send({{"status", "ok"}});
+  }
+  void operator()(const kvc::engine::Preempt& s) {
+    // The recompute from the sequence's tokens is the state it had (position p's keys depend only on
+    // tokens 0..p), so the oracle keeps it; the mutant's recompute leaves out the last token.
+    Oracle& o = st.seq(s.seq);
+    if (st.mutant == "preempt-short" && o.length() > 0) o.truncate(1);
+    send({{"status", "ok"}});
+  }
+  void operator()(const kvc::engine::Turn& s) {
+    // The kept prefix, then the new tokens; the mutant continues from one old token past the prefix.
+    Oracle& o = st.seq(s.seq);
+    const int64_t keep = st.mutant == "turn-past" && s.keep < o.length() ? s.keep + 1 : s.keep;
+    if (o.length() > keep) o.truncate(o.length() - keep);
+    const int64_t first = o.length();
+    send_logits(st, o.extend(s.tokens), first);
   }
   void operator()(const kvc::engine::Reset&) {
     st.seqs.clear();

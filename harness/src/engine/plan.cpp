@@ -204,6 +204,19 @@ std::vector<Plan> fixed_plans(const std::string& model, int64_t W, int64_t vocab
     // Past a 256-cell SWA cache: llama.cpp shifts only where its SWA cache is as large as the full one.
     plan("shift_after_long_run", {ext(300), ext(1), shift(1, 150), ext(1), ext(3)});
   }
+  // Preemption and recompute: the sequence's cache given back once its sliding blocks have wrapped
+  // (past two windows; past llama.cpp's 256-cell SWA padding) and recomputed from its tokens, then
+  // decodes across the window; and one of two sequences preempted while the other goes on.
+  plan("preempt_after_wrap", {ext(2 * w + 3), Preempt{0}, ext(1), ext(w), ext(1)});
+  plan("preempt_after_long_run", {ext(300), ext(1), Preempt{0}, ext(1), ext(3)});
+  plan("preempt_one_of_two", {ext(w + 2, 0), ext(2 * w + 1, 1), Preempt{1}, ext(1, 0), ext(1, 1), ext(w, 1), ext(1, 0)});
+  // Multi-turn requests (a chat's next turn keeps a prefix and renders the rest anew): the last token
+  // replaced once the window has slid, back behind the window (where a server restores a checkpoint
+  // of its sliding cache, or evaluates the prompt again), and turn after turn.
+  auto turn = [&](int64_t keep, int64_t n) { return Turn{0, keep, tokens(n)}; };
+  plan("turn_last_replaced", {ext(2 * w + 3), turn(2 * w + 2, w), ext(1), ext(1)});
+  plan("turn_behind_w", {ext(2 * w + 3), turn(w + 1, w + 2), ext(1), ext(1)});
+  plan("turn_after_turn", {ext(w + 3), ext(4), turn(w + 5, w + 2), ext(3), turn(2 * w + 8, w), ext(1)});
   return plans;
 }
 

@@ -133,12 +133,29 @@ std::vector<int32_t> DrawContext::tokens(int64_t n, int size) const {
   return tokens_for(seed, salt * 1000003 + static_cast<uint64_t>(size), n, vocab);
 }
 
+int64_t DrawContext::chunk_behind(int64_t length, int variant) const {
+  const int v = variant % 8;
+  if (chunk <= 0 || v == 0) return -1;
+  const int64_t C = chunk, c0 = (length / C) * C;
+  const int64_t at[] = {0, c0 - 1, c0, c0 + 1, c0 - C, c0 - C + 1, c0 - C - 1, c0 + (length - c0 + 1) / 2};
+  return std::clamp<int64_t>(at[v], 0, length);
+}
+
+int64_t DrawContext::chunk_ahead(int64_t length, int variant) const {
+  const int v = variant % 8;
+  if (chunk <= 0 || v == 0) return -1;
+  const int64_t C = chunk, next = (length / C) * C + C;
+  const int64_t at[] = {0, next - 1, next, next + 1, next + C - 1, next + C, next + C + 1, next + C / 2};
+  return std::max(at[v], length + 1);
+}
+
 bool Extend::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out) {
   const int64_t size = d.size, v = d.variant % 8, w = c.window;
   int64_t n = size;
   if (d.kind >= 3 && d.kind <= 5) {
     const int64_t edge[] = {size, 1, w - 1, w, w + 1, 2 * w, 2 * w + 1, w + size};
     n = std::max<int64_t>(1, edge[v]);
+    if (const int64_t to = c.chunk_ahead(c.length(seq), d.variant); to >= 0) n = to - c.length(seq);
   } else if (d.kind == 6) {
     const int64_t long_extend[] = {16 * size, 16 * size, 16 * size, 16 * size, 16 * size, 16 * size, 256 + w + size, 1024 + w + size};
     n = long_extend[v];
@@ -149,7 +166,9 @@ bool Extend::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<P
 
 bool Rollback::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out) {
   if ((d.kind != 7 && d.kind != 10) || !c.has(operation) || c.length(seq) <= 0) return false;
-  out.push_back(Rollback{seq, std::min<int64_t>(d.kind == 10 ? 16 * d.size : d.size, c.length(seq))});
+  int64_t drop = std::min<int64_t>(d.kind == 10 ? 16 * d.size : d.size, c.length(seq));
+  if (const int64_t to = c.chunk_behind(c.length(seq), d.variant); d.kind == 7 && to >= 0) drop = std::max<int64_t>(1, c.length(seq) - to);
+  out.push_back(Rollback{seq, drop});
   return true;
 }
 
@@ -158,6 +177,23 @@ bool Reload::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<P
   out.push_back(Reload{seq});
   // A reload keeps the length: a deep rollback behind what a sliding cache keeps follows it.
   if (d.variant % 8 >= 6 && c.has(Rollback::operation)) out.push_back(Rollback{seq, std::min<int64_t>(16 * d.size, c.length(seq))});
+  return true;
+}
+
+bool Preempt::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out) {
+  if (d.kind != 8 || d.variant % 2 == 0 || !c.has(operation) || c.length(seq) <= 0) return false;
+  out.push_back(Preempt{seq});
+  if (d.variant % 8 == 7 && c.has(Rollback::operation)) out.push_back(Rollback{seq, std::min<int64_t>(16 * d.size, c.length(seq))});
+  return true;
+}
+
+bool Turn::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out) {
+  const int v = d.variant % 8;
+  if (d.kind != 7 || v < 4 || !c.has(operation) || c.length(seq) <= 0) return false;
+  const int64_t L = c.length(seq), w = c.window;
+  const int64_t keeps[] = {L - d.size, L - w, L - w - 1, L - w + 1};
+  const int64_t to = c.chunk_behind(L, v - 3);
+  out.push_back(Turn{seq, std::clamp<int64_t>(to >= 0 ? to : keeps[v - 4], 0, L), c.tokens(d.size, d.size)});
   return true;
 }
 
@@ -172,7 +208,8 @@ bool Fork::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<Pla
   if (d.kind != 11 || !c.has(operation) || !c.has("sequences") || c.length(other) <= 0) return false;
   const int64_t L = c.length(other), last_block = ((L - 1) / kBlock) * kBlock, w = c.window;
   const int64_t at[] = {L, w - 1, w, w + 1, kBlock - 1, kBlock, kBlock + 1, last_block + (L - last_block + 1) / 2};
-  out.push_back(Fork{seq, other, std::clamp<int64_t>(at[d.variant % 8], 1, L)});
+  const int64_t to = c.chunk_behind(L, d.variant);
+  out.push_back(Fork{seq, other, std::clamp<int64_t>(to >= 0 ? to : at[d.variant % 8], 1, L)});
   return true;
 }
 
@@ -188,7 +225,10 @@ bool Spec::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<Pla
   if (d.kind != 13 || !c.has(operation)) return false;
   const int64_t w = c.window, size = d.size;
   const int64_t rejected[] = {1, 0, w - 1, w, w + 1, size, size - 1, 2 * w};
-  out.push_back(Spec{seq, c.tokens(size, d.size), std::clamp<int64_t>(rejected[d.variant % 8], 0, size)});
+  int64_t reject = rejected[d.variant % 8];
+  // On a chunked model: the cycle ends at a chunk boundary at or behind its draft's end (not before it).
+  if (const int64_t to = c.chunk_behind(c.length(seq) + size, d.variant); to >= 0) reject = c.length(seq) + size - std::max(to, c.length(seq));
+  out.push_back(Spec{seq, c.tokens(size, d.size), std::clamp<int64_t>(reject, 0, size)});
   return true;
 }
 
@@ -208,7 +248,8 @@ bool Shift::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<Pl
   if (d.kind != 10 || v < 4 || !c.has(operation) || c.length(seq) <= 1) return false;
   const int64_t L = c.length(seq), w = c.window;
   const int64_t keeps[] = {1, w - 1, w, 0};
-  Shift s{seq, std::clamp<int64_t>(keeps[v - 4], 0, L - 1), 0};
+  const int64_t to = c.chunk_behind(L, static_cast<int>(v) - 3);  // a chunk's front, the previous chunk's start
+  Shift s{seq, std::clamp<int64_t>(to >= 0 ? to : keeps[v - 4], 0, L - 1), 0};
   s.discard = std::clamp<int64_t>(d.size, 1, L - s.keep);
   out.push_back(s);
   return true;

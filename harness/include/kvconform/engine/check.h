@@ -113,6 +113,14 @@ struct Judged {
 Judged judge_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan, const CheckOptions& options);
 report::CaseResult check_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan,
                               const CheckOptions& options);
+// A configuration pair (engines.json "pairs": one engine's cache path on and off, llama.cpp's swa_full,
+// transformers' static and dynamic caches): each step goes to both sides, and every position both
+// answered is compared, A's row against B's, within the bound the engine check holds each side to
+// against the oracle (the same-dtype reference's error so far, of the coarser side's precision). The
+// case id is engine/<pair name>/<model>/<plan name>; each side is judged against the oracle in its
+// own cases.
+report::CaseResult check_pair(EngineClient& a, EngineClient& b, const std::string& name, const Model& model, const std::string& model_dir,
+                              const Plan& plan, const CheckOptions& options);
 // Whether two failures are the same bug: the same place, and for wrong logits a diagnosis kind in
 // common (or both unexplained); for an engine's error, the same `error_class` of its text (its
 // exception type and source location, which only the text carries).

@@ -63,9 +63,22 @@ struct DrawContext {
   int64_t window = 1, vocab = 2;  // window >= 1
   uint64_t seed = 0, salt = 0;
   Lengths len;
+  // The chunked layers' C (0: the model has none). A chunk's boundaries are absolute (k*C), not a
+  // distance back from the query as a window's edge is: on a chunked model the operations' variants
+  // 1-7 aim at the chunk starts near the sequence's length instead of the window's edges (variant 0
+  // stays each operation's plainest form, where the shrinker goes).
+  int64_t chunk = 0;
   bool has(const char* operation) const;
   int64_t length(int64_t seq) const;
   std::vector<int32_t> tokens(int64_t n, int size) const;  // the draw's tokens, from (seed, salt, size)
+  // Variant v's (1-7) position at a chunk boundary at or behind `length`, with c0 the start of the chunk
+  // `length` is in: c0 - 1, c0, c0 + 1 (the chunk's front, which a cache keeping one chunk evicted the
+  // previous chunk for), the previous chunk's start, one after and one before it, half-way into the
+  // current chunk; clamped to [0, length]. -1 where the model has no chunk or v is 0.
+  int64_t chunk_behind(int64_t length, int variant) const;
+  // Variant v's (1-7) length past `length` at the next chunk starts (next = c0 + C): next - 1, next,
+  // next + 1, next + C - 1, next + C, next + C + 1, next + C/2. -1 where the model has no chunk or v is 0.
+  int64_t chunk_ahead(int64_t length, int variant) const;
 };
 
 namespace steps {
@@ -102,7 +115,7 @@ struct Extend {
     return o.extend(o.seq(seq), tokens, 0, tokens.size());
   }
   // Takes any draw: kinds 3-5 an extend at the window's edges (the variant's: size, 1, W-1, W, W+1,
-  // 2W, 2W+1, W+size tokens), 6 a long extend (size x 16, or past llama.cpp's 256-cell SWA padding
+  // 2W, 2W+1, W+size tokens; to the next chunk starts on a chunked model, DrawContext::chunk_ahead), 6 a long extend (size x 16, or past llama.cpp's 256-cell SWA padding
   // or a 1024-key cap), any other `size` tokens (0-2, and a draw whose operation the engine lacks).
   static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
 };
@@ -136,7 +149,8 @@ struct Rollback {
     o.seq(seq).truncate(drop);
     return true;
   }
-  // Kinds 7 (size) and 10 (a deep rollback, size x 16: behind what a sliding cache keeps).
+  // Kinds 7 (size; on a chunked model back to the variant's chunk boundary, DrawContext::chunk_behind)
+  // and 10 (a deep rollback, size x 16: behind what a sliding cache keeps).
   static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
 };
 
@@ -163,6 +177,40 @@ struct Reload {
     return true;
   }
   // Kind 8; its upper variants (6, 7) are followed by a deep rollback (size x 16).
+  static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
+};
+
+// A preemption: the engine gives back a sequence's cache (every block of it, the sliding layers'
+// wrapped ones too, as a scheduler does under memory pressure) and recomputes it from the sequence's
+// tokens before it runs again. Position p's keys depend only on tokens 0..p, so the recompute is the
+// state the sequence had: the logits after it are those of the plan without it, and, unlike a reload
+// (which restores what the engine kept), no key is lost. A sequence a shift moved keeps its keys as
+// the shift left them (a recompute of its kept tokens would be a fresh forward at their new
+// positions, not the shifted keys: an engine with both refuses a preempt of a shifted sequence).
+struct Preempt {
+  static constexpr const char* op = "preempt";
+  static constexpr const char* operation = "preempt";
+  static constexpr std::array<OperationMutant, 1> mutants{
+      {{"preempt-short", "the recompute after a preemption leaves out the sequence's last token (the one sampled before it)"}}};
+  static constexpr bool logits = false;
+  static constexpr const char* about =
+      "sequence `seq`'s cache is dropped (every block given back) and recomputed from its tokens; nothing it holds changes";
+  int64_t seq = 0;
+
+  std::string pre(const Lengths&, int64_t) const { return ""; }
+  void apply(Lengths&) const {}
+  Positions positions(const Lengths&) const { return {}; }
+  nlohmann::json fields() const { return {{"seq", seq}}; }
+  static Preempt read(const StepReader& r) { return {r.seq()}; }
+  std::string describe(const Lengths& len) const {
+    return "preempt seq " + std::to_string(seq) + " (" + std::to_string(steps::length_of(len, seq)) + " tokens recomputed)";
+  }
+  template <class O>
+  bool oracle(O&) const {
+    return true;
+  }
+  // Kind 8's odd variants where the engine lists preempt (a reload's draws otherwise); its upper
+  // variant (7) is followed by a deep rollback (size x 16), as a reload's are.
   static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
 };
 
@@ -223,7 +271,8 @@ struct Fork {
     o.fork(seq, from, length + o.departure().fork_by);
     return true;
   }
-  // Kind 11: from the other sequence, at the variant's edge (its whole length, W-1, W, W+1, the
+  // Kind 11: from the other sequence, at the variant's edge (on a chunked model its chunk boundary,
+  // DrawContext::chunk_behind; else its whole length, W-1, W, W+1, the
   // block's edges, half-way into its last block).
   static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
 };
@@ -308,7 +357,8 @@ struct Spec {
     if (n > 0) s.truncate(n);
     return true;
   }
-  // Kind 13: a draft of size tokens, the variant's rejections (1, 0, W-1, W, W+1, size, size-1, 2W).
+  // Kind 13: a draft of size tokens, the variant's rejections (1, 0, W-1, W, W+1, size, size-1, 2W; on
+  // a chunked model down to the chunk boundary behind the draft's end, DrawContext::chunk_behind).
   static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
 };
 
@@ -391,15 +441,64 @@ struct Shift {
     return true;
   }
   // Kind 10's upper variants (4-7) where the engine lists shift: discard size tokens after the
+  // chunk's front (c0 - 1, c0, c0 + 1, the previous chunk's start) on a chunked model, else after the
   // variant's keep (1, W-1, W, 0); the draw stream stays the same for every engine.
   static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
 };
 
+// A multi-turn request: the next prompt keeps the first `keep` tokens of the sequence and goes on
+// with `tokens` (a chat's next turn, whose template renders the last answer anew: a server matches
+// the common prefix, restores a checkpoint of its sliding cache at or before it and evaluates the
+// rest). The same as a rollback to `keep` and an extend, in one request: the new positions' logits
+// are a fresh forward of the kept prefix and the tokens. A turn behind what a sliding cache kept may
+// lose keys (a server without a checkpoint that early must evaluate the prompt again).
+struct Turn {
+  static constexpr const char* op = "turn";
+  static constexpr const char* operation = "turn";
+  static constexpr std::array<OperationMutant, 1> mutants{
+      {{"turn-past", "a turn continues from one token past the kept prefix (a checkpoint restored past the prompt's last common position)"}}};
+  static constexpr bool logits = true;
+  static constexpr const char* about =
+      "a multi-turn request: sequence `seq` keeps its first `keep` tokens and goes on with `tokens`; answers the logits of each new position";
+  static constexpr bool may_lose_keys = true;
+  int64_t seq = 0;
+  int64_t keep = 0;
+  std::vector<int32_t> tokens;
+
+  std::string pre(const Lengths& len, int64_t vocab) const {
+    if (std::string why = steps::bad_tokens(op, tokens, vocab); !why.empty()) return why;
+    if (keep < 0 || keep > steps::length_of(len, seq))
+      return "turn keeping " + std::to_string(keep) + " of a sequence of " + std::to_string(steps::length_of(len, seq)) + " tokens";
+    return "";
+  }
+  void apply(Lengths& len) const { len[seq] = keep + static_cast<int64_t>(tokens.size()); }
+  Positions positions(const Lengths&) const { return steps::new_rows(seq, tokens.size(), {{seq, keep}}); }
+  nlohmann::json fields() const { return {{"seq", seq}, {"keep", keep}, {"tokens", tokens}}; }
+  static Turn read(const StepReader& r) {
+    return {r.seq(), r.integer("keep", 0, "must be the number of the sequence's tokens the turn keeps (an integer >= 0)"),
+            r.tokens(r.j, r.ptr)};
+  }
+  std::string describe(const Lengths& len) const {
+    return "turn seq " + std::to_string(seq) + ": keep " + std::to_string(keep) + " of " + std::to_string(steps::length_of(len, seq)) + ", then " +
+           steps::span(keep, static_cast<int64_t>(tokens.size()));
+  }
+  template <class O>
+  bool oracle(O& o) const {
+    auto& s = o.seq(seq);
+    if (s.length() > keep) s.truncate(s.length() - keep);
+    return o.extend(s, tokens, 0, tokens.size());
+  }
+  // Kind 7's upper variants (4-7) where the engine lists turn (a rollback's draws otherwise): keep
+  // the sequence back to the variant's (its length - size, the window's edge behind it: L - W, L - W - 1,
+  // L - W + 1; a chunk boundary on a chunked model), then size tokens.
+  static bool draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out);
+};
+
 // The table: every kind, in protocol order (plans, the protocol's op list, engines/protocol.json).
-using StepKinds = std::variant<Extend, Rollback, Reload, Reset, Fork, Chunked, Spec, Batch, Shift>;
+using StepKinds = std::variant<Extend, Rollback, Reload, Reset, Fork, Chunked, Spec, Batch, Shift, Preempt, Turn>;
 // The order a draw is offered to the rows: the shift a deep rollback may become first, the extend
 // (which takes any draw) last.
-using DrawOrder = std::variant<Shift, Rollback, Reload, Reset, Fork, Chunked, Spec, Batch, Extend>;
+using DrawOrder = std::variant<Shift, Turn, Rollback, Preempt, Reload, Reset, Fork, Chunked, Spec, Batch, Extend>;
 
 // Calls f(Row{}) for each row of a variant's list, in order, until f returns true.
 template <class Variant, class F, size_t I = 0>
