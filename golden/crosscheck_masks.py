@@ -90,10 +90,13 @@ def load_fixture(fixtures_dir, case, raw):
 
 
 UNCOMPARABLE = [0]
-# Masks of full layers after a layer-API call (reset, crop) under the max_length API (before 5.14): the
-# builder's masks and the dumper's differ there on 5.13.1 (not on 4.56.2 or 4.57.6), where reset keeps a
-# dynamic layer's zeroed rows (an upstream bug the fixtures reproduce); not yet explained. Golden replay
-# still judges those fixtures bit for bit, and the count is printed.
+# Masks of full layers after a layer-API call (reset, crop) under the max_length API (before 5.14): from
+# 5.4 to 5.13 the builders take their query offset from past_key_values.get_seq_length(), layer 0's
+# count, where the layer-level masks take the layer's own (as from 5.14 get_query_offset(layer_idx)
+# does). The two differ once a call leaves the layers with different counts: a reset keeps a dynamic
+# full layer's zeroed rows (an upstream bug the fixtures reproduce) while a sliding layer 0 counts from
+# 0 again, and a sliding layer refuses a crop its full layers take. The fixtures record the builders'
+# own masks too (mask_builders, golden replay judges them); the count is printed.
 UNCOMPARABLE_EAGER_AFTER_CALL = [0]
 
 
@@ -337,7 +340,8 @@ def main(argv=None):
         mismatches += len(problems)
     if UNCOMPARABLE_EAGER_AFTER_CALL[0]:
         say(f"crosscheck {version}: {UNCOMPARABLE_EAGER_AFTER_CALL[0]} masks of full layers after a layer-API call "
-            "(sdpa or eager) not compared (before 5.14 they differ from the builder's, not yet explained; golden replay judges them)")
+            "(sdpa or eager) not compared with the layer-level masks: 5.4-5.13's builders place the queries by layer 0's "
+            "count, which the call left different (the fixtures' mask_builders record the builders' masks)")
     if UNCOMPARABLE[0]:
         say(f"crosscheck {version}: {UNCOMPARABLE[0]} layer-steps not comparable (the builder sizes the mask "
             "from a layer of another class)")

@@ -23,6 +23,14 @@ the dumper does what a transformers model does for that layer:
   4. eager_attention_forward (modeling_llama) and sdpa_attention_forward (integrations) on the
      returned K/V.
 
+Before any layer of a step is updated, the release's own builders are called as a model calls them
+(builder_masks: create_causal_mask / create_sliding_window_causal_mask / create_chunked_causal_mask on
+the real cache, no layer_idx) under sdpa, eager and flex_attention; the flex mask is the release's
+flex_attention_mask with torch's create_mask in place of create_block_mask, i.e. its mask function
+with its padding and q/kv offsets evaluated on the step's index grid. They are recorded as
+`mask_builders` at the first layer of each type, with the layers each builder asked for its sizes
+(`sized_from`) and its query offset (`query_offset_from`).
+
 A second copy of every layer, in float64 with B=H=D=1 and value token_index+1, is fed the same steps
 to tell which absolute token each returned/stored row holds (0 = unwritten row -> null).
 
@@ -39,6 +47,7 @@ Exit status: 0 on success, 2 on a bad case (one line `file: /pointer: message` p
 usage; nothing is written to --out unless every case was dumped.
 """
 import argparse
+import contextlib
 import hashlib
 import inspect
 import json
@@ -70,7 +79,7 @@ if os.path.isfile(os.path.join(_PACKAGE, "kvconform", "zygote.py")):
     hand_off(("torch", "transformers", "transformers.cache_utils", "transformers.masking_utils",
               "transformers.integrations.sdpa_attention", "transformers.models.llama.modeling_llama"))
 
-DUMPER_VERSION = "1.3.0"
+DUMPER_VERSION = "1.4.0"
 FIXTURE_FORMAT = "kvconform-fixture-v1"
 MAX_MESSAGE = 600
 
@@ -349,12 +358,17 @@ def dump_call_step(layer, tracker, step):
     return rec
 
 
-def make_layers(case):
-    """The case's layers, taken from a real StaticCache / DynamicCache built from its layer_types."""
+def make_case_cache(case):
+    """A real StaticCache / DynamicCache built from the case's layer_types."""
     cache = make_cache(case["cache"], case["layer_types"], case.get("window"), case.get("max_cache_len"))
     if len(cache.layers) != len(case["layer_types"]):
         raise RuntimeError(f"{type(cache).__name__} built {len(cache.layers)} layers for {len(case['layer_types'])} layer types")
-    return list(cache.layers)
+    return cache
+
+
+def make_layers(case):
+    """The case's layers, taken from a real StaticCache / DynamicCache built from its layer_types."""
+    return list(make_case_cache(case).layers)
 
 
 def seq_length(layer):
@@ -413,6 +427,113 @@ def build_inputs(case, layer, step_index, seen, tokens):
 
 
 # --------------------------------------------------------------------------------------------
+# the release's own mask builders
+# --------------------------------------------------------------------------------------------
+# What a model of the release does for its masks: create_causal_mask / create_sliding_window_causal_mask
+# / create_chunked_causal_mask, called as a model calls them (no layer_idx: the builder picks the
+# layer it sizes the mask from), once per layer type and step, before any layer is updated, under
+# each attention implementation's config. The flex path is the release's flex_attention_mask (its
+# padding and its q/kv offsets) with torch's create_block_mask replaced by torch's own create_mask
+# (flex_attention.py): the same mask_mod evaluated on the step's whole index grid, no kernel and no
+# compile. The layer each builder sizes from and the one its query offset comes from are measured by
+# watching which layers it asks, not assumed.
+BUILDERS = {
+    "full_attention": "create_causal_mask",
+    "sliding_attention": "create_sliding_window_causal_mask",
+    "chunked_attention": "create_chunked_causal_mask",
+}
+
+
+@contextlib.contextmanager
+def flex_on_the_index_grid():
+    from torch.nn.attention import flex_attention
+
+    def grid(mask_mod, B, H, Q_LEN, KV_LEN, device=None, **kwargs):
+        return flex_attention.create_mask(mask_mod, B, H, Q_LEN, KV_LEN, device="cpu")
+
+    saved = masking_utils.create_block_mask
+    masking_utils.create_block_mask = grid
+    try:
+        yield
+    finally:
+        masking_utils.create_block_mask = saved
+
+
+@contextlib.contextmanager
+def asked_layers(cache):
+    """Which layers a builder asks, outermost calls only (a layer's get_mask_sizes asks its own
+    get_seq_length): {"get_mask_sizes": [layer, ...], "get_seq_length": [layer, ...]}."""
+    asked = {"get_mask_sizes": [], "get_seq_length": []}
+    depth = [0]
+    for i, layer in enumerate(cache.layers):
+        for name in asked:
+            def watched(*args, _method=getattr(layer, name), _i=i, _name=name, **kwargs):
+                if depth[0] == 0:
+                    asked[_name].append(_i)
+                depth[0] += 1
+                try:
+                    return _method(*args, **kwargs)
+                finally:
+                    depth[0] -= 1
+            setattr(layer, name, watched)  # an instance attribute shadows the method
+    try:
+        yield asked
+    finally:
+        for layer in cache.layers:
+            for name in asked:
+                layer.__dict__.pop(name, None)
+
+
+def builder_masks(A, case, cache, dtype, positions, am, dead):
+    """{layer: record} for the first layer of each type: what the release's own builder returns for
+    that type's layers at this step, under sdpa, eager and flex_attention (see BUILDERS)."""
+    B, q_len = case["batch"], len(positions)
+    embeds = torch.zeros(B, q_len, 1, dtype=dtype)
+    out = {}
+    for lt, name in BUILDERS.items():
+        if lt not in case["layer_types"]:
+            continue
+        li = case["layer_types"].index(lt)
+        if dead[li] is not None:
+            continue
+        fn = getattr(masking_utils, name)
+        rec = {"builder": name}
+        got = {}
+        for impl in ("sdpa", "eager", "flex_attention"):
+            cfg = make_config(case["layer_types"], case.get("window"), impl)
+            with asked_layers(cache) as asked, flex_on_the_index_grid():
+                try:
+                    got[impl] = create_mask(fn, cfg, embeds, am, torch.tensor(positions, dtype=torch.long), cache)
+                except Exception as e:
+                    got[impl] = e
+            sized = sorted(set(asked["get_mask_sizes"]))
+            offset = sorted(set(asked["get_seq_length"]))
+            if len(sized) != 1 or len(offset) > 1:
+                raise RuntimeError(f"{name} under {impl} asked layers {asked}: expected one layer's mask sizes")
+            where = {"sized_from": sized[0], "query_offset_from": offset[0] if offset else None}
+            if "sized_from" in rec and {k: rec[k] for k in where} != where:
+                raise RuntimeError(f"{name} asked other layers under {impl} ({where}) than before ({rec})")
+            rec.update(where)
+        failed = [dead[j] for j in (rec["sized_from"], rec["query_offset_from"]) if j is not None and dead[j] is not None]
+        if failed:
+            rec["skipped"] = f"the layer it sizes from failed at step {min(failed)}"
+            out[li] = rec
+            continue
+        for impl, m in got.items():
+            key = "flex" if impl == "flex_attention" else impl
+            if isinstance(m, Exception):
+                rec[key] = {"error": exc_record("mask_builder", m)}
+            elif impl == "sdpa":
+                rec[key] = {"skipped": m is None, "rows": None if m is None else mask_strings(m)}
+            elif impl == "eager":
+                rec[key] = {"shape": list(m.shape), "sha256": sha256_bytes(tensor_bytes(m))}
+            else:
+                rec[key] = {"shape": list(m.shape), "rows": mask_strings(m)}
+        out[li] = rec
+    return out
+
+
+# --------------------------------------------------------------------------------------------
 # the dump of one case
 # --------------------------------------------------------------------------------------------
 def layer_mask_function(ltype, window, left_padding_tokens):
@@ -445,7 +566,8 @@ def dump_case(case, case_bytes):
     module = DummyAttention(H // KV).eval()
     scaling = D ** -0.5
 
-    layers, trackers = make_layers(case), make_layers(case)
+    cache = make_case_cache(case)  # the builders ask the cache, as a model's do
+    layers, trackers = list(cache.layers), make_layers(case)
     dead = [None] * len(layers)
     layer_info = []
     for i, lt in enumerate(case["layer_types"]):
@@ -522,6 +644,7 @@ def dump_case(case, case_bytes):
             "attention_mask_2d": ["".join(str(int(x)) for x in row) for row in am.tolist()] if am is not None else None,
             "layers": [],
         }
+        built = builder_masks(A, case, cache, dtype, positions, am, dead)
         for li, lt in enumerate(case["layer_types"]):
             rec = {"layer": li}
             step_rec["layers"].append(rec)
@@ -533,6 +656,8 @@ def dump_case(case, case_bytes):
                 A, case, layer, tracker, lt, li, si, seen, fed, q_len, positions, am_bool, left_padding_tokens,
                 dtype, module, scaling, B, H, KV, D,
             ))
+            if li in built:
+                rec["mask_builders"] = built[li]
             errs = rec.get("errors") or []
             for e in errs:
                 fixture["errors"].append(dict(step=si, layer=li, **e))

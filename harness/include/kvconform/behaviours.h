@@ -60,6 +60,18 @@ struct SdpaGqaPath {
 enum class LayerApi { MaxLength, Unmodelled, TokensToRemove };
 const char* to_string(LayerApi api);
 
+// Where the release's create_*_mask builders, called as a model calls them (no layer_idx: the mask
+// of a kind is sized from the first layer of that kind, sliding and chunked counting as one), take
+// the first query's position on the query_length API:
+//  first_layer: past_key_values.get_seq_length(), layer 0's count whatever the mask's kind (5.4 to
+//    5.13): after a reset or crop that leaves layers with different counts, a full layer's mask is
+//    placed by a sliding layer's count;
+//  sized_layer: get_query_offset(layer_idx), the count of the layer it sizes from (from 5.14).
+// The cache_position API (before 5.4) takes cache_position. Read from the releases' masking_utils.py
+// (5.0.0 to 5.25.0) and held to the fixtures' mask_builders records, in which dump.py records the
+// layers each builder asked; like SdpaGqaPath it is not part of the JSON record.
+enum class BuilderQueryOffset { FirstLayer, SizedLayer };
+
 struct Behaviours {
   // Defaults are the newest row of the release table (a unit test holds them to it).
   CacheApi cache_api = CacheApi::QueryLength;
@@ -70,11 +82,12 @@ struct Behaviours {
   StaticSeqLength static_seq_length = StaticSeqLength::Cumulative;
   SdpaGqaPath sdpa_gqa;  // not in the JSON record (see SdpaGqaPath)
   LayerApi layer_api = LayerApi::TokensToRemove;  // not in the JSON record (see LayerApi)
+  BuilderQueryOffset builder_query_offset = BuilderQueryOffset::SizedLayer;  // not in the JSON record
 
   bool operator==(const Behaviours& o) const {
     return cache_api == o.cache_api && sliding_layer == o.sliding_layer && sdpa_skip == o.sdpa_skip &&
            sdpa_skip_empty_cache == o.sdpa_skip_empty_cache && static_seq_length == o.static_seq_length &&
-           sdpa_gqa == o.sdpa_gqa && layer_api == o.layer_api;
+           sdpa_gqa == o.sdpa_gqa && layer_api == o.layer_api && builder_query_offset == o.builder_query_offset;
   }
   bool operator!=(const Behaviours& o) const { return !(*this == o); }
 };

@@ -29,6 +29,14 @@ enum class Mutation {
   AlwaysCroppable,             // a static sliding layer larger than its window says is_croppable
   PastRecordingIgnored,        // activate_past_recording does nothing
   PositiveCropAccepted,        // a dynamic layer takes crop(n > 0) as max_length where the release raises
+  // Mask-builder mutants: the masks the release's own create_*_mask return (a fixture's
+  // mask_builders), which only golden replay compares; listed with the layer-API mutants.
+  BuilderSizedFromOwnLayer,    // a builder sizes each kind's mask from the first layer of its type, not of its kind
+  BuilderOffsetFromSizedLayer,  // before 5.14 the builders' query offset comes from the sized layer, not layer 0
+  FlexWithoutQueryOffset,      // the flex mask function evaluated without the query offset
+  // A static sliding layer's mask sizes while it is still filling count its tokens, not its
+  // capacity (transformers #45940's proposed change); golden replay's warm-up cases catch it.
+  WarmUpSizesCountTokens,
 };
 
 const char* to_string(Mutation m);             // "window_too_wide", ...

@@ -102,6 +102,33 @@ struct Checker {
     for (size_t i = 0; i < errors.size(); ++i)
       for (const char* k : {"phase", "type", "message"})
         need(errors[i], at + "/errors/" + std::to_string(i), k, kString, "a string");
+    if (l.contains("mask_builders")) mask_builders(l.at("mask_builders"), at + "/mask_builders");
+  }
+  // The release's own builders' masks (dumper 1.4.0 on; golden/README.md "mask_builders").
+  void mask_builders(const json& b, const std::string& at) const {
+    if (!b.is_object()) bad(at, "expected an object");
+    need(b, at, "builder", kString, "a string");
+    need(b, at, "sized_from", kInt, "an integer");
+    need(b, at, "query_offset_from", or_null(kInt), "an integer or null");
+    if (b.contains("skipped")) {
+      need(b, at, "skipped", kString, "a string");
+      return;
+    }
+    const json& sdpa = need(b, at, "sdpa", kObject, "an object");
+    if (!sdpa.contains("error")) {
+      need(sdpa, at + "/sdpa", "skipped", kBool, "a boolean");
+      need(sdpa, at + "/sdpa", "rows", or_null(kArray), "an array or null");
+    }
+    const json& eager = need(b, at, "eager", kObject, "an object");
+    if (!eager.contains("error")) {
+      need(eager, at + "/eager", "shape", kArray, "an array");
+      need(eager, at + "/eager", "sha256", kString, "a string");
+    }
+    const json& flex = need(b, at, "flex", kObject, "an object");
+    if (!flex.contains("error")) {
+      need(flex, at + "/flex", "shape", kArray, "an array");
+      need(flex, at + "/flex", "rows", kArray, "an array");
+    }
   }
 };
 }  // namespace

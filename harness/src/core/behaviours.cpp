@@ -25,21 +25,24 @@ namespace {
 //          5.6.0, 5.10.1 and 5.13.1 read; 5.14.0 already has past recording), tokens_to_remove from
 //          5.24.0 (5.23.0 has no static crop and no is_croppable on StaticLayer); the forms between
 //          (5.14.0, 5.15.0, 5.16.0, 5.18.0, 5.20.0, 5.22.0, 5.23.0 read) are not modelled.
+//  The builders' query offset (BuilderQueryOffset, not in the JSON record): layer 0's count from
+//          5.4 (5.6.0, 5.10.1, 5.13.1 read), the sized layer's from 5.14.0 (5.14.0 to 5.25.0 read).
 const std::vector<ReleaseRow>& rows() {
   using C = CacheApi;
   using L = SlidingLayer;
   using S = SdpaSkip;
   using N = StaticSeqLength;
   using A = LayerApi;
+  using Q = BuilderQueryOffset;
   const SdpaGqaPath repeat{0, false}, limited{256, false}, packed{256, true};
   static const std::vector<ReleaseRow> table = {
-      {"4.56.0", {C::CachePosition, L::PreMerge, S::NotCompileable, false, N::NonzeroRows, repeat, A::MaxLength}},
-      {"4.57.0", {C::CachePosition, L::Merged, S::NotCompileable, false, N::NonzeroRows, repeat, A::MaxLength}},
-      {"5.4.0", {C::QueryLength, L::Merged, S::NotCompileable, false, N::Cumulative, repeat, A::MaxLength}},
-      {"5.13.0", {C::QueryLength, L::Merged, S::NotCompileable, false, N::Cumulative, limited, A::MaxLength}},
-      {"5.14.0", {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, limited, A::Unmodelled}},
-      {"5.23.0", {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, packed, A::Unmodelled}},
-      {"5.24.0", {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, packed, A::TokensToRemove}},
+      {"4.56.0", {C::CachePosition, L::PreMerge, S::NotCompileable, false, N::NonzeroRows, repeat, A::MaxLength, Q::FirstLayer}},
+      {"4.57.0", {C::CachePosition, L::Merged, S::NotCompileable, false, N::NonzeroRows, repeat, A::MaxLength, Q::FirstLayer}},
+      {"5.4.0", {C::QueryLength, L::Merged, S::NotCompileable, false, N::Cumulative, repeat, A::MaxLength, Q::FirstLayer}},
+      {"5.13.0", {C::QueryLength, L::Merged, S::NotCompileable, false, N::Cumulative, limited, A::MaxLength, Q::FirstLayer}},
+      {"5.14.0", {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, limited, A::Unmodelled, Q::SizedLayer}},
+      {"5.23.0", {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, packed, A::Unmodelled, Q::SizedLayer}},
+      {"5.24.0", {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, packed, A::TokensToRemove, Q::SizedLayer}},
   };
   return table;
 }

@@ -26,6 +26,10 @@ const char* to_string(Mutation m) {
     case Mutation::AlwaysCroppable: return "always_croppable";
     case Mutation::PastRecordingIgnored: return "past_recording_ignored";
     case Mutation::PositiveCropAccepted: return "positive_crop_accepted";
+    case Mutation::BuilderSizedFromOwnLayer: return "builder_sized_from_own_layer";
+    case Mutation::BuilderOffsetFromSizedLayer: return "builder_offset_from_sized_layer";
+    case Mutation::FlexWithoutQueryOffset: return "flex_without_query_offset";
+    case Mutation::WarmUpSizesCountTokens: return "warm_up_sizes_count_tokens";
   }
   return "?";
 }
@@ -42,7 +46,9 @@ std::vector<Mutation> kernel_mutations() {
 
 std::vector<Mutation> layer_api_mutations() {
   return {Mutation::CropKeepsPastRows, Mutation::StaticCropKeepsWritePosition, Mutation::ResetDropsRows,
-          Mutation::AlwaysCroppable,   Mutation::PastRecordingIgnored,         Mutation::PositiveCropAccepted};
+          Mutation::AlwaysCroppable,   Mutation::PastRecordingIgnored,         Mutation::PositiveCropAccepted,
+          Mutation::BuilderSizedFromOwnLayer, Mutation::BuilderOffsetFromSizedLayer, Mutation::FlexWithoutQueryOffset,
+          Mutation::WarmUpSizesCountTokens};
 }
 
 bool is_kernel_mutation(Mutation m) {

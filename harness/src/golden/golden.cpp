@@ -336,6 +336,93 @@ void write_call_layer(const LayerStep& v, json& jl) {
   }
 }
 
+// The masks the release's own create_*_mask builders return (golden/dump.py's builder_masks): a
+// model calls them once per kind of mask and step, before any layer is updated, with no layer_idx,
+// so each is sized from the first layer of its kind (sliding and chunked layers counting as one,
+// layer 0 where there is none) and takes its first query's position from cache_position, layer 0's
+// count or the sized layer's (Behaviours::builder_query_offset). Recorded at the first layer of each
+// type: sdpa (with the release's skip), eager (the additive mask's bytes) and flex (the mask
+// function with its offsets on the step's index grid: the boolean mask of the same request, with
+// the query offset alone on the cache_position API, as flex_attention_mask adds cache_position[0]).
+class StepBuilders {
+ public:
+  // Every layer's LayerStep of a step, in layer order, before its record is asked.
+  void see(const LayerStep& v) {
+    if (v.layer == 0) layers_.clear();
+    layers_.resize(v.layer + 1);
+    layers_[v.layer] = {v.sizes, v.seq_length_before, v.failed_at};
+  }
+
+  // null where the layer is not the first of its type.
+  json record(const LayerStep& v, const Scenario& c, const Behaviours& b, Mutation mutation) const {
+    const LayerType type = c.layer_spec(v.layer).type;
+    for (size_t l = 0; l < v.layer; ++l)
+      if (c.layer_spec(l).type == type) return nullptr;
+    const bool windowed = type != LayerType::Full;
+    size_t sized = 0;
+    for (size_t l = 0; l < c.layer_types.size(); ++l)
+      if ((c.layer_spec(l).type != LayerType::Full) == windowed) {
+        sized = l;
+        break;
+      }
+    if (mutation == Mutation::BuilderSizedFromOwnLayer) sized = v.layer;
+    std::optional<size_t> offset_from;
+    if (b.cache_api == CacheApi::QueryLength)
+      offset_from = b.builder_query_offset == BuilderQueryOffset::FirstLayer && mutation != Mutation::BuilderOffsetFromSizedLayer
+                        ? 0 : sized;
+    const char* name = type == LayerType::Full      ? "create_causal_mask"
+                       : type == LayerType::Sliding ? "create_sliding_window_causal_mask"
+                                                    : "create_chunked_causal_mask";
+    json rec = {{"builder", name}, {"sized_from", sized},
+                {"query_offset_from", offset_from ? json(*offset_from) : json(nullptr)}};
+    int64_t failed = -1;
+    for (size_t l : {sized, offset_from.value_or(sized)})
+      if (layers_.at(l).failed_at >= 0) failed = failed < 0 ? layers_[l].failed_at : std::min(failed, layers_[l].failed_at);
+    if (failed >= 0) {
+      rec["skipped"] = "the layer it sizes from failed at step " + std::to_string(failed);
+      return rec;
+    }
+    const LayerSpec spec = c.layer_spec(v.layer);
+    const MaskSizes sizes = layers_[sized].sizes;
+    const int64_t start = offset_from ? layers_[*offset_from].seq_length_before : v.seen;
+    const auto masks = [&](int64_t t0, const std::optional<std::vector<int64_t>>& positions) {
+      MaskRequest m = mask_request(spec, b, c.batch, c.left_padding, t0, v.q, positions, sizes, mutation);
+      m.seen_after = v.seen + v.q;
+      return m;
+    };
+    const MaskRequest m = masks(start, v.cache_position);
+    std::vector<uint8_t> boolean;
+    fast::boolean_mask(m, boolean, mutation);
+    const bool skipped = fast::skips(m);
+    std::string additive;
+    fast::additive_mask_bytes(boolean, c.dtype, additive);
+    const json shape = {c.batch, 1, v.q, sizes.kv_length};
+    const json rows = mask_rows(boolean, c.batch, v.q, sizes.kv_length);
+    rec["sdpa"] = {{"skipped", skipped}, {"rows", skipped ? json(nullptr) : rows}};
+    rec["eager"] = {{"shape", shape}, {"sha256", cases::sha256_hex(additive)}};
+    // flex_attention_mask adds one query offset to the mask function's query index: cache_position[0]
+    // on the cache_position API (positions off arange are not followed), the builder's q_offset after.
+    int64_t flex_start = v.cache_position && !v.cache_position->empty() ? v.cache_position->front() : start;
+    if (mutation == Mutation::FlexWithoutQueryOffset) flex_start = 0;
+    std::optional<std::vector<int64_t>> flex_positions;
+    if (v.cache_position) {
+      flex_positions.emplace(static_cast<size_t>(v.q));
+      for (int64_t i = 0; i < v.q; ++i) (*flex_positions)[static_cast<size_t>(i)] = flex_start + i;
+    }
+    std::vector<uint8_t> flex;
+    fast::boolean_mask(masks(flex_start, flex_positions), flex, mutation);
+    rec["flex"] = {{"shape", shape}, {"rows", mask_rows(flex, c.batch, v.q, sizes.kv_length)}};
+    return rec;
+  }
+
+ private:
+  struct Seen {
+    MaskSizes sizes;
+    int64_t seq_length_before = 0, failed_at = -1;
+  };
+  std::vector<Seen> layers_;
+};
+
 // The reference raised where transformers does not: the reference itself broke.
 template <typename F>
 auto guarded(const LayerStep& v, F f) {
@@ -371,6 +458,7 @@ void write_layer(const LayerValues& v, json& jl) {
   jl["stored"] = v.updated ? kv_json(v.stored) : json(nullptr);
   jl["attention"] = {{"eager", output_json(v.eager)}, {"sdpa", output_json(v.sdpa)}};
   jl["errors"] = v.errors;
+  if (!v.builders.is_null()) jl["mask_builders"] = v.builders;
 }
 
 json layer_records(const Scenario& c, const Behaviours& behaviours) {
@@ -416,13 +504,19 @@ json run_case(const Scenario& c, const Behaviours& behaviours, Mutation mutation
   StepDriver driver(c, replay_options(c, behaviours, mutation));
   json steps = json::array();
   json js;
+  StepBuilders builders;
   driver.run([&](LayerStep& v) {
+    if (!v.call) builders.see(v);
     if (v.layer == 0)
       js = v.call ? detail::call_step_record(v.step, v.seen, *v.call) : detail::step_record(v.step, v.seen, v.q, v.cache_position, c);
     json jl = {{"layer", v.layer}};
     if (v.failed_at >= 0) jl["skipped"] = "layer failed at step " + std::to_string(v.failed_at);
     else if (v.call) guarded(v, [&] { write_call_layer(v, jl); });
-    else guarded(v, [&] { detail::write_layer(layer_values(v, c, behaviours, mutation), jl); });
+    else guarded(v, [&] {
+      detail::LayerValues values = layer_values(v, c, behaviours, mutation);
+      values.builders = builders.record(v, c, behaviours, mutation);
+      detail::write_layer(values, jl);
+    });
     js["layers"].push_back(jl);
     if (v.layer + 1 == c.layer_types.size()) steps.push_back(js);
   });
@@ -449,15 +543,21 @@ std::optional<report::CaseResult> agreed_without_record(const json& fixture, con
   StepDriver driver(c, replay_options(c, behaviours, mutation));
   size_t k = 0;
   int64_t outputs = 0;
+  StepBuilders builders;
   try {
     driver.run([&](LayerStep& v) {
+      builders.see(v);
       const json& fs = fsteps.at(k);
       if (v.layer == 0 && !detail::step_matches(fs, {v.step, v.seen, v.q, &v.cache_position, &c.left_padding},
                                                  c.layer_types.size()))
         throw Differs{};
       const json& fl = fs.at("layers").at(v.layer);
       if (fl.contains("skipped") != (v.failed_at >= 0)) throw Differs{};
-      if (v.failed_at < 0 && !detail::layer_matches(fl, guarded(v, [&] { return layer_values(v, c, behaviours, mutation); }), outputs))
+      if (v.failed_at < 0 && !detail::layer_matches(fl, guarded(v, [&] {
+            detail::LayerValues values = layer_values(v, c, behaviours, mutation);
+            values.builders = builders.record(v, c, behaviours, mutation);
+            return values;
+          }), outputs))
         throw Differs{};
       if (v.layer + 1 == c.layer_types.size()) ++k;
     });

@@ -74,6 +74,7 @@ struct LayerValues {
   bool updated = false;       // false: update raised; nothing below is set
   KvRecord returned, stored;
   std::optional<Output> eager, sdpa;  // nullopt: that attention raised (see errors)
+  json builders;  // "mask_builders" at the first layer of each type (golden.cpp's StepBuilders); else null
 };
 
 // A layer's fields as golden/dump.py writes them (without "layer"/"skipped").

@@ -271,6 +271,13 @@ TEST(Golden, FieldsBeyondRowsAndMasksAreCompared) {
   fails_on("/steps/1/layers/0/attention/sdpa/shape/1", 2, "attention.sdpa.shape[1]");
   fails_on("/steps/1/layers/0/attention/sdpa", nullptr, "attention.sdpa");
   fails_on("/steps/1/layers/0/errors/0", {{"phase", "update"}, {"type", "IndexError"}, {"message", "x"}}, "errors.length");
+  // The release's own builders' masks (mask_builders), which the fast path reads too.
+  fails_on("/steps/1/layers/0/mask_builders/sized_from", 1, "mask_builders.sized_from");
+  fails_on("/steps/1/layers/0/mask_builders/query_offset_from", 1, "mask_builders.query_offset_from");
+  fails_on("/steps/1/layers/0/mask_builders/sdpa/skipped", true, "mask_builders.sdpa.skipped");
+  fails_on("/steps/1/layers/0/mask_builders/eager/sha256", "00", "mask_builders.eager.sha256");
+  fails_on("/steps/1/layers/0/mask_builders/flex/rows/1/0", row, "mask_builders.flex.rows[1][0]");
+  fails_on("/steps/1/layers/0/mask_builders/flex/shape/3", 99, "mask_builders.flex.shape[3]");
 }
 
 // Every field of a call step is compared: the call itself, the counts, the stored rows, each
@@ -391,6 +398,12 @@ TEST(Golden, LayerApiMutantsAreCaughtThroughTheCallSteps) {
       {Mutation::AlwaysCroppable, "5.24.0", "call_crop_static_past_window", "attributes.is_croppable"},
       {Mutation::PastRecordingIgnored, "5.24.0", "call_crop_past_recording", "stored"},
       {Mutation::PositiveCropAccepted, "5.24.0", "call_crop_positive_argument", "cumulative_length_after"},
+      // The release's own mask builders (mask_builders), which a model's masks come from.
+      {Mutation::BuilderSizedFromOwnLayer, "5.24.0", "call_reset_dynamic", "mask_builders.sized_from"},
+      {Mutation::BuilderOffsetFromSizedLayer, "5.13.1", "call_reset_dynamic", "mask_builders."},
+      {Mutation::FlexWithoutQueryOffset, "5.24.0", "tf_hybrid_chunked_cache", "mask_builders.flex.rows"},
+      // A static sliding layer's mask sizes while it fills (transformers #45940's class).
+      {Mutation::WarmUpSizesCountTokens, "5.24.0", "static_sliding_warm_up_mask_sizes", "mask_sizes.kv_length"},
   };
   std::vector<Mutation> caught;
   for (const Catch& k : catches) {

@@ -425,6 +425,17 @@ struct KvOffsetTooSmall : StaticSlidingLayer {
   }
 };
 
+// transformers #45940's change: while the layer is still filling, kv_length counts the tokens
+// (cumulative + q) instead of the capacity the layer returns, so the mask no longer fits the keys.
+struct WarmUpSizesCountTokens : StaticSlidingLayer {
+  using StaticSlidingLayer::StaticSlidingLayer;
+  MaskSizes get_mask_sizes(int64_t q) const override {
+    MaskSizes m = StaticSlidingLayer::get_mask_sizes(q);
+    if (seq_length() + q <= capacity()) m.kv_length = seq_length() + q;
+    return m;
+  }
+};
+
 struct BecomingFullKeepsFirst : StaticSlidingLayer {
   using StaticSlidingLayer::StaticSlidingLayer;
   at::Tensor rows_to_store(const at::Tensor& full, bool becoming_full) const override {
@@ -503,6 +514,7 @@ std::unique_ptr<CacheLayer> make_mutant_layer(const LayerSpec& spec, const Behav
   switch (mutation) {
     case Mutation::ExtendAfterFullKeepsOldest: return only_if<ExtendAfterFullKeepsOldest>(static_sliding, spec, b);
     case Mutation::KvOffsetTooSmall: return only_if<KvOffsetTooSmall>(static_sliding, spec, b);
+    case Mutation::WarmUpSizesCountTokens: return only_if<WarmUpSizesCountTokens>(static_sliding, spec, b);
     case Mutation::BecomingFullKeepsFirst: return only_if<BecomingFullKeepsFirst>(static_sliding, spec, b);
     case Mutation::CapacityMax: return only_if<CapacityMax>(static_sliding, spec, b);
     case Mutation::DynamicKeepsWindow: return only_if<DynamicKeepsWindow>(dynamic_sliding, spec, b);
