@@ -230,14 +230,17 @@ int write_corpus(const fs::path& root, int count, uint64_t seed) {
   const fs::path tmp = root / "cases/.generated.tmp";
   fs::remove_all(tmp);
   fs::create_directories(tmp);
-  for (const auto& doc : corpus::generate(seed, count)) {
+  std::vector<nlohmann::ordered_json> docs = corpus::generate(seed, count);
+  for (auto& doc : corpus::generate_rare(seed, corpus::kRareCases)) docs.push_back(std::move(doc));
+  for (const auto& doc : docs) {
     const std::string text = doc.dump(2) + "\n";
     cases::parse_case(text, doc["name"].get<std::string>() + ".json");  // every file must load
     std::ofstream(tmp / (doc["name"].get<std::string>() + ".json")) << text;
   }
   fs::remove_all(dir);
   fs::rename(tmp, dir);  // all or nothing
-  std::cout << "wrote " << count << " cases to " << dir.string() << " (seed " << seed << ")\n";
+  std::cout << "wrote " << count << " cases and " << corpus::kRareCases << " for the mask builders' rare branches to "
+            << dir.string() << " (seed " << seed << ")\n";
   return 0;
 }
 }  // namespace

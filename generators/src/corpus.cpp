@@ -106,6 +106,63 @@ ordered_json sample(uint64_t seed, const std::string& name) {
   return gen_case(name)(rc::Random(seed), 50).value();
 }
 
+// The mask builders' rare branches, which the plain draws reach seldom or never (golden/dump.py's
+// mask_builders): decoding with left padding on a static sliding or chunked layer that holds fewer
+// rows than its window (max_cache_len below it), and on dynamic hybrids whose sliding and chunked
+// layers share one builder's sizes. Every case left-pads a row and decodes past its capacity.
+rc::Gen<ordered_json> gen_rare_case(std::string name) {
+  return rc::gen::exec([name] {
+    using L = LayerType;
+    const CacheKind cache = *rc::gen::element(CacheKind::Static, CacheKind::Dynamic);
+    const std::vector<LayerType> layers =
+        cache == CacheKind::Static
+            ? *rc::gen::element(std::vector<L>{L::Sliding}, std::vector<L>{L::Chunked}, std::vector<L>{L::Sliding, L::Chunked},
+                                std::vector<L>{L::Chunked, L::Sliding, L::Sliding})
+            : *rc::gen::element(std::vector<L>{L::Sliding, L::Full}, std::vector<L>{L::Full, L::Chunked, L::Sliding},
+                                std::vector<L>{L::Chunked, L::Full}, std::vector<L>{L::Sliding, L::Chunked, L::Full});
+    const int64_t window = *rc::gen::inRange<int64_t>(2, 9);
+    const int64_t max_cache_len = *rc::gen::inRange<int64_t>(1, window);  // below the window
+    const int64_t batch = *rc::gen::inRange<int64_t>(2, 4);
+    std::vector<int64_t> padding(static_cast<size_t>(batch));
+    for (int64_t& lp : padding) lp = *rc::gen::inRange<int64_t>(0, window + 1);
+    padding[static_cast<size_t>(*rc::gen::inRange<int64_t>(0, batch))] = *rc::gen::inRange<int64_t>(1, window + 1);
+    const int64_t max_pad = *std::max_element(padding.begin(), padding.end());
+    // A prefill past the padding, then decodes (some after an extend) well past the capacity.
+    std::vector<int64_t> steps = {*rc::gen::inRange<int64_t>(max_pad + 1, max_pad + window + 1)};
+    const int decodes = *rc::gen::inRange(3, 3 + static_cast<int>(window) + 2);
+    for (int i = 0; i < decodes; ++i) steps.push_back(*rc::gen::weightedElement<int64_t>({{4, 1}, {1, 2}, {1, window}}));
+    const int64_t heads = *rc::gen::element<int64_t>(1, 2, 4);
+    const int64_t kv_heads = *rc::gen::element<int64_t>(1, heads);
+    const DType dtype = *rc::gen::element(DType::Float32, DType::Float64, DType::BFloat16, DType::Float16);
+
+    std::string kinds;
+    for (LayerType t : layers) kinds += t == LayerType::Full ? "f" : t == LayerType::Sliding ? "s" : "c";
+    ordered_json j;
+    j["name"] = name;
+    j["description"] = "Generated for the mask builders' rare branches (kvconform golden --generate-corpus): left "
+                       "padding at decode; layers " + kinds + ", window " + std::to_string(window) +
+                       (cache == CacheKind::Static ? ", max_cache_len " + std::to_string(max_cache_len) + " below it" : "") + ".";
+    j["tags"] = {"generated", "rare-branch"};
+    j["cache"] = to_string(cache);
+    ordered_json types = ordered_json::array();
+    for (LayerType t : layers) types.push_back(to_string(t));
+    j["layer_types"] = types;
+    j["window"] = window;
+    if (cache == CacheKind::Static) j["max_cache_len"] = max_cache_len;
+    j["batch"] = batch;
+    j["heads"] = heads;
+    j["kv_heads"] = kv_heads;
+    j["head_dim"] = 4;
+    j["dtype"] = to_string(dtype);
+    j["left_padding"] = padding;
+    ordered_json js = ordered_json::array();
+    for (int64_t n : steps) js.push_back({{"tokens", n}});
+    j["steps"] = js;
+    j["inputs"] = {{"generator", "kvc-mix64-v1"}, {"seed", *rc::gen::inRange<uint64_t>(0, uint64_t{1} << 40)}};
+    return j;
+  });
+}
+
 }  // namespace
 
 ordered_json draw(uint64_t seed, uint64_t index, const std::string& name) {
@@ -120,6 +177,21 @@ std::vector<ordered_json> generate(uint64_t seed, int count) {
     name << "gen_" << std::setw(4) << std::setfill('0') << i << "_" << probe["cache"].get<std::string>() << "_";
     for (const auto& t : probe["layer_types"]) name << t.get<std::string>().substr(0, 1);
     if (probe.contains("window")) name << "_w" << probe["window"].get<int64_t>();
+    probe["name"] = name.str();
+    out.push_back(std::move(probe));
+  }
+  return out;
+}
+
+std::vector<ordered_json> generate_rare(uint64_t seed, int count) {
+  std::vector<ordered_json> out;
+  for (int i = 0; i < count; ++i) {
+    // Drawn from its own stream of case seeds (index offset), so the plain draws stay as they were.
+    ordered_json probe = gen_rare_case("x")(rc::Random(seeds::case_seed(seed, (uint64_t{1} << 32) + i)), 50).value();
+    std::ostringstream name;
+    name << "gen_rare_" << std::setw(4) << std::setfill('0') << i << "_" << probe["cache"].get<std::string>() << "_";
+    for (const auto& t : probe["layer_types"]) name << t.get<std::string>().substr(0, 1);
+    name << "_w" << probe["window"].get<int64_t>();
     probe["name"] = name.str();
     out.push_back(std::move(probe));
   }

@@ -19,4 +19,10 @@ nlohmann::ordered_json draw(uint64_t seed, uint64_t index, const std::string& na
 // gen_<index>_<cache>_<layers>_w<W>.
 std::vector<nlohmann::ordered_json> generate(uint64_t seed, int count);
 
+// `count` cases for the mask builders' rare branches (left padding at decode, static sliding and
+// chunked layers below their window, hybrids sharing a builder's sizes), from their own stream of
+// case seeds: gen_rare_<index>_<cache>_<layers>_w<W>.
+std::vector<nlohmann::ordered_json> generate_rare(uint64_t seed, int count);
+constexpr int kRareCases = 12;  // written beside --generate-corpus N's N cases
+
 }  // namespace kvc::corpus
