@@ -212,6 +212,10 @@ kvc_status cache_update(kvc_cache* c, const kvc_tensor* keys, const kvc_tensor* 
   *out_rows = kv_length;
   // Keep the newest tokens: one slot write per token.
   const int64_t skip = c->capacity > 0 ? std::max<int64_t>(q - c->capacity, 0) : 0;
+#ifdef KVC_MUTANT_PARTIAL_WRAP
+  const bool was_full = c->capacity > 0 && c->count == c->slots;
+  const int64_t first_slot = c->start, written = q - skip;
+#endif
   for (int64_t i = skip; i < q; ++i) {
     if (c->capacity < 0 && c->count == c->slots) grow(c);
     int64_t slot;
@@ -222,6 +226,14 @@ kvc_status cache_update(kvc_cache* c, const kvc_tensor* keys, const kvc_tensor* 
       slot = c->start;
       c->start = (c->start + 1) % c->slots;
     }
+#ifdef KVC_MUTANT_PARTIAL_WRAP
+    // BUG: a write of several rows into the full ring that reaches its end is split in two copies,
+    // the first one row short: the rest starts at slot 0 one row early and the last slot stays stale.
+    if (was_full && written > 1 && first_slot + written >= c->slots) {
+      const int64_t r = i - skip, first = c->slots - first_slot - 1;
+      slot = r < first ? first_slot + r : (r - first) % c->slots;
+    }
+#endif
     copy_in(c, c->k, slot, *keys, i);
     copy_in(c, c->v, slot, *values, i);
   }
