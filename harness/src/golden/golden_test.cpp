@@ -399,7 +399,7 @@ TEST(Golden, LayerApiMutantsAreCaughtThroughTheCallSteps) {
       {Mutation::PastRecordingIgnored, "5.24.0", "call_crop_past_recording", "stored"},
       {Mutation::PositiveCropAccepted, "5.24.0", "call_crop_positive_argument", "cumulative_length_after"},
       // The release's own mask builders (mask_builders), which a model's masks come from.
-      {Mutation::BuilderSizedFromOwnLayer, "5.24.0", "call_reset_dynamic", "mask_builders.sized_from"},
+      {Mutation::BuilderSizedFromOwnLayer, "4.57.6", "call_reset_dynamic", "mask_builders.sized_from"},
       {Mutation::BuilderOffsetFromSizedLayer, "5.13.1", "call_reset_dynamic", "mask_builders."},
       {Mutation::FlexWithoutQueryOffset, "5.24.0", "tf_hybrid_chunked_cache", "mask_builders.flex.rows"},
       // A static sliding layer's mask sizes while it fills (transformers #45940's class).
