@@ -249,7 +249,7 @@ Runner add_golden_command(CLI::App& app) {
   auto args = std::make_shared<GoldenArgs>();
   CLI::App* cmd = app.add_subcommand("golden", "Regenerate golden fixtures from the pinned transformers versions");
   cmd->add_flag("--check", args->check, "Dump into a temporary folder and report any difference from the committed fixtures");
-  cmd->add_option("--generate-corpus", args->corpus, "Write N random cases to cases/generated/ (replacing it) and stop")
+  cmd->add_option("--generate-corpus", args->corpus, "Write N random cases, and 12 for the mask builders' rare branches, to cases/generated/ (replacing it) and stop")
       ->check(CLI::PositiveNumber);
   add_seed_option(cmd, args->seed, "Seed of the generated corpus: case i is drawn from case_seed(seed, i)");
   CLI::Option* release =
