@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Which local-attention families of a transformers release the model oracle's registry reads.
 
-    python3 engines/models/coverage.py [--release 5.24.0]
+    python3 engines/models/coverage.py [--release 5.24.0] [--reports REPORT_DIR ...]
 
 Lists every model folder of the release whose configuration speaks of `sliding_attention` or
 `chunked_attention`, or whose modeling file has attention sinks, beside the `model_type`s the
 registry in harness/src/engine/model.cpp reads (its kRegistry table), as a Markdown table. The
 release's own source is read from golden/.venv-<release>. Standard library only. `kvconform site`
-shows the same table (rows()).
+shows the same table (rows()). With engine report folders (--reports; by default the family matrix's,
+scripts/family_matrix.sh) a fourth column says which engines ran each folder's models and how each fared.
 """
 import argparse
 import glob
@@ -108,18 +109,97 @@ def rows(release):
     return out
 
 
+# ---- Engines per folder: which engines read a folder's models and how each fares there. ----
+# From engine report folders (`kvconform engine ... --report-dir`, scripts/family_matrix.sh writes
+# reports/family-matrix*): each engine case's model has a model_type (its config.json), which names a
+# folder. An engine reads a folder where it answered at least one case of it; a folder whose every case
+# it SKIPped is refused with the engine's own message (its support list speaks through its refusals).
+DEFAULT_REPORTS = ("reports/family-matrix", "reports/family-matrix-vllm")
+
+
+def folder_of(model_type, folders):
+    """The release folder of a model_type: its own name, else the longest folder it extends with "_"
+    (gemma3_text: gemma3, qwen2_vl_text: qwen2_vl)."""
+    if model_type in folders:
+        return model_type
+    longer = [f for f in folders if model_type.startswith(f + "_")]
+    return max(longer, key=len) if longer else None
+
+
+def engine_results(results, folders):
+    """{folder: {engine: {"OK": n, "FAIL": n, "DEVIATION": n, "expected": n, "SKIP": n, "refusal": first SKIP
+    message}}} from (engine, model_type, status, message, expected) tuples; model types of no folder are left out."""
+    table = {}
+    for engine, model_type, status, message, expected in results:
+        folder = folder_of(model_type, folders)
+        if folder is None:
+            continue
+        cell = table.setdefault(folder, {}).setdefault(engine, {"OK": 0, "FAIL": 0, "DEVIATION": 0, "expected": 0, "SKIP": 0})
+        cell[status] = cell.get(status, 0) + 1
+        cell["expected"] += 1 if expected else 0
+        if status == "SKIP":
+            cell.setdefault("refusal", message)
+    return table
+
+
+def fares(cell):
+    """One engine's cell: "12 OK, 2 DEVIATION (2 expected), 1 FAIL", or "refused: MESSAGE" where it answered none."""
+    if not any(cell[s] for s in ("OK", "FAIL", "DEVIATION")):
+        return "refused: " + " ".join(cell.get("refusal", "").split())[:120]
+    parts = [f"{cell[s]} {s}" for s in ("OK", "DEVIATION", "FAIL", "SKIP") if cell[s]]
+    if cell["expected"]:
+        parts[[p.split()[1] for p in parts].index("DEVIATION") if cell["DEVIATION"] else -1] += f" ({cell['expected']} expected)"
+    return ", ".join(parts)
+
+
+def engines_cell(table, folder, registry_reads):
+    """The engines column of a folder: each engine that ran it and how it fares, "-" where none did."""
+    cells = table.get(folder, {})
+    text = "; ".join(f"{engine}: {fares(cells[engine])}" for engine in sorted(cells))
+    if not cells and registry_reads:
+        return "not run (no report of its models)"
+    return text or "-"
+
+
+def read_results(dirs):
+    """(engine, model_type, status, message, expected) of every engine case of the report folders, read by
+    python/kvconform/site.py (standard library only, loaded by path)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("kvconform_site", os.path.join(ROOT, "python", "kvconform", "site.py"))
+    site = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = site  # its dataclasses look their module up there
+    spec.loader.exec_module(site)
+    families = site.Families([os.path.join(ROOT, "build", d) for d in ("engine-models-families", "engine-models-vllm",
+                                                                        "engine-models-drawn", "engine-models")])
+    out = []
+    for i, d in enumerate(dirs):
+        for c in site.read_report(d, i)[1]:
+            site.classify(c, families)
+            if c.suite == "engine" and c.family:
+                out.append((c.backend, c.family, c.status, c.message, bool(c.expectation)))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--release", default="5.24.0")
+    ap.add_argument("--reports", action="append", default=None,
+                    help="an engine report folder (repeatable; default: " + ", ".join(DEFAULT_REPORTS) + " where they exist)")
     a = ap.parse_args()
     try:
         found = rows(a.release)
     except NotInstalled as e:
         sys.exit(f"coverage: {e}")
-    print(f"| transformers {a.release} folder | local attention | registry reads |")
-    print("| --- | --- | --- |")
+    dirs = a.reports if a.reports is not None else [d for d in (os.path.join(ROOT, r) for r in DEFAULT_REPORTS)
+                                                      if os.path.isfile(os.path.join(d, "summary.json"))]
+    try:
+        table = engine_results(read_results(dirs), [r[0] for r in found]) if dirs else {}
+    except Exception as e:  # site.SiteError: a folder that is not a report
+        sys.exit(f"coverage: {e}")
+    print(f"| transformers {a.release} folder | local attention | registry reads | engines ({', '.join(dirs) or 'no reports'}) |")
+    print("| --- | --- | --- | --- |")
     for folder, kinds, mine in found:
-        print(f"| `{folder}` | {kinds} | {mine} |")
+        print(f"| `{folder}` | {kinds} | {mine} | {engines_cell(table, folder, not mine.startswith('not read'))} |")
     print(f"\n{sum(1 for r in found if not r[2].startswith('not read'))} of {len(found)} folders read by the registry.")
     return 0
 

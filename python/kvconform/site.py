@@ -455,8 +455,8 @@ def kernel_markdown(rows: Sequence[Tuple[str, Sequence[Dict[str, Any]]]]) -> str
     return "\n".join(lines) + "\n"
 
 
-def coverage_rows(root: str, release: str) -> Tuple[Optional[List[Tuple[str, str, str]]], str]:
-    """engines/models/coverage.py's table, or None and why not."""
+def _coverage_module(root: str) -> Tuple[Any, str]:
+    """engines/models/coverage.py as a module, or None and why not."""
     path = os.path.join(root, "engines", "models", "coverage.py")
     if not os.path.isfile(path):
         return None, f"{os.path.relpath(path, root)} is not in {root}"
@@ -465,6 +465,26 @@ def coverage_rows(root: str, release: str) -> Tuple[Optional[List[Tuple[str, str
         return None, f"{path} cannot be imported"
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module, ""
+
+
+def coverage_engines(root: str, rows: Optional[Sequence[Tuple[str, str, str]]], cases: Sequence[Case]) -> Dict[str, str]:
+    """Each coverage folder's engines cell (coverage.py's engines_cell): the engines that ran the site's
+    cases of its models and how each fared; {} where coverage.py has no engines_cell (an older checkout)."""
+    module, _ = _coverage_module(root)
+    if rows is None or module is None or not hasattr(module, "engines_cell"):
+        return {}
+    results = [(c.backend, c.family, c.status, c.message, bool(c.expectation)) for c in cases if c.suite == "engine" and c.family]
+    table = module.engine_results(results, [r[0] for r in rows])
+    return {r[0]: module.engines_cell(table, r[0], not r[2].startswith("not read")) for r in rows}
+
+
+def coverage_rows(root: str, release: str) -> Tuple[Optional[List[Tuple[str, str, str]]], str]:
+    """engines/models/coverage.py's table, or None and why not."""
+    module, why = _coverage_module(root)
+    if module is None:
+        return None, why
+    path = os.path.join(root, "engines", "models", "coverage.py")
     rows, missing = getattr(module, "rows", None), getattr(module, "NotInstalled", None)
     if rows is None or missing is None:
         return None, f"{os.path.relpath(path, root)} has no rows() (an older checkout)"
@@ -908,10 +928,11 @@ def render_coverage(s: Site) -> str:
     else:
         read = sum(1 for r in rows if not r[2].startswith("not read"))
         out.append(f"<p id=\"coverage-total\">{read} of {len(rows)} folders read by the registry.</p>\n")
+        engines = coverage_engines(s.root, rows, s.cases)
         out.append(f"<table id=\"coverage\"><thead><tr><th>transformers {esc(s.release)} folder</th><th>local attention</th>"
-                   "<th>registry reads</th></tr></thead><tbody>\n")
+                   "<th>registry reads</th><th>engines (this site's cases)</th></tr></thead><tbody>\n")
         out += [f"<tr class=\"{'skip' if m.startswith('not read') else 'ok'}\"><td><code>{esc(a)}</code></td><td>{esc(k)}</td>"
-                f"<td>{esc(m)}</td></tr>\n" for a, k, m in rows]
+                f"<td>{esc(m)}</td><td class=\"engines\">{esc(engines.get(a, '-'))}</td></tr>\n" for a, k, m in rows]
         out.append("</tbody></table>\n")
     return page("Family coverage", "coverage.html", "".join(out))
 

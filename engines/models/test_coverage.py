@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""coverage.py's engines column, on a report folder written here: each folder's engines, and how each
+fares, come from the engine cases of that folder's models (a model's config.json names its model_type).
+
+    python3 engines/models/test_coverage.py [--mutant folder-prefix|expected-dropped|refusal-as-read]
+
+Standard library only. A --mutant replaces one rule of coverage.py with a wrong one, and the test must
+then fail (the ctest engine_coverage_engines_mutant_* expects that).
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import coverage  # noqa: E402  (a sibling)
+
+
+def case(model, plan, engine, status, models, message="", expected=False):
+    c = {"id": f"engine/{engine}/{model}/{plan}", "suite": "engine", "name": f"{model}/{plan}", "params": "",
+         "backend": engine, "dtype": "", "status": status, "message": message, "detail": "", "title": "",
+         "reproduce": f"build/cli/kvconform engine --models {models} --model '^{model}$'"}
+    if expected:
+        c["expectation"] = {"outcome": "fail", "source": "engines/x/expectations.jsonc:3"}
+    return c
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mutant", choices=("folder-prefix", "expected-dropped", "refusal-as-read"))
+    a = ap.parse_args()
+    if a.mutant == "folder-prefix":  # a model_type matched to any folder it starts with (qwen2_vl_text -> qwen2)
+        coverage.folder_of = lambda t, folders: min((f for f in folders if t.startswith(f)), key=len, default=None)
+    elif a.mutant == "expected-dropped":  # expected failures counted as if no expectations file spoke
+        real = coverage.engine_results
+        coverage.engine_results = lambda results, folders: real([r[:4] + (False,) for r in results], folders)
+    elif a.mutant == "refusal-as-read":  # an engine that refused every case still "reads" the folder
+        coverage.fares = lambda cell: ", ".join(f"{cell[s]} {s}" for s in ("OK", "DEVIATION", "FAIL", "SKIP") if cell[s])
+    with tempfile.TemporaryDirectory() as tmp:
+        models, report = os.path.join(tmp, "models"), os.path.join(tmp, "report")
+        for name, model_type in (("qwen2vl-x", "qwen2_vl"), ("qwen2-x", "qwen2"), ("gemma3-x", "gemma3_text")):
+            os.makedirs(os.path.join(models, name))
+            with open(os.path.join(models, name, "config.json"), "w") as f:
+                json.dump({"model_type": model_type}, f)
+        cases = [case("qwen2vl-x", "prefill", "oracle", "OK", models), case("qwen2vl-x", "decode", "oracle", "OK", models),
+                 case("qwen2vl-x", "prefill", "mlx-lm", "SKIP", models, "mlx-lm: no module for qwen2_vl"),
+                 case("qwen2-x", "prefill", "oracle", "OK", models),
+                 case("qwen2-x", "prefill", "mlx-lm", "DEVIATION", models, "window off by one", expected=True),
+                 case("qwen2-x", "decode", "mlx-lm", "FAIL", models, "logits differ"),
+                 case("gemma3-x", "prefill", "oracle", "OK", models)]
+        os.makedirs(report)
+        with open(os.path.join(report, "summary.json"), "w") as f:
+            json.dump({"format": "kvconform-summary-v1", "cases": cases}, f)
+        folders = ["gemma3", "qwen2", "qwen2_vl", "qwen2_moe"]
+        table = coverage.engine_results(coverage.read_results([report]), folders)
+        got = {f: coverage.engines_cell(table, f, True) for f in folders}  # every one a registry family
+    want = {"gemma3": "oracle: 1 OK",
+            "qwen2": "mlx-lm: 1 DEVIATION (1 expected), 1 FAIL; oracle: 1 OK",
+            "qwen2_vl": "mlx-lm: refused: mlx-lm: no module for qwen2_vl; oracle: 2 OK",
+            "qwen2_moe": "not run (no report of its models)"}
+    bad = [f"{f}: got {got[f]!r}, expected {want[f]!r}" for f in folders if got[f] != want[f]]
+    for line in bad:
+        print("test_coverage: " + line, file=sys.stderr)
+    print(f"test_coverage ({'mutant ' + a.mutant if a.mutant else 'coverage.py as is'}): {'FAILED' if bad else 'passed'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
