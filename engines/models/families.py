@@ -525,6 +525,44 @@ MODELS = {
 }
 
 
+# ---- Multimodal models: the text decoder of a vision-language checkpoint, text-only inputs. ----
+# The whole config.json of the multimodal class (its text decoder in text_config, over make_models.py's
+# COMMON; a tiny vision tower the text-only forward never runs, its weights left to transformers'
+# initialisation), loaded by oracle_agreement.py through the class config.architectures names. The
+# decoder's tensors are under model.language_model. (what every pinned release's class saves and loads).
+#   qwen2vl-mwl2     qwen2_vl, 4 layers, use_sliding_window, window 3, max_window_layers 1 (layers 1-3 slide),
+#                    M-RoPE sections [2, 3, 3] (4.x rope_scaling {"type": "mrope"}), head_dim from the heads
+#   qwen25vl-types   qwen2_5_vl, explicit layer_types [S, F, S], window 2, M-RoPE [4, 2, 2], tied head
+MULTIMODAL_VISION = {
+    "qwen2_vl": {"depth": 1, "embed_dim": 16, "hidden_size": 64, "num_heads": 2, "mlp_ratio": 2, "patch_size": 2,
+                 "temporal_patch_size": 1, "spatial_merge_size": 1, "in_channels": 3},
+    "qwen2_5_vl": {"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2, "out_hidden_size": 64,
+                   "patch_size": 2, "temporal_patch_size": 1, "spatial_merge_size": 1, "window_size": 4,
+                   "fullatt_block_indexes": [0], "in_channels": 3},
+}
+# The special tokens' ids inside the tiny vocabulary (the defaults are past it); text-only prompts avoid them.
+QWEN_VL_TOKENS = {"image_token_id": 253, "video_token_id": 254, "vision_start_token_id": 251, "vision_end_token_id": 252}
+
+
+def _qwen_vl(model_type, arch, tie, text):
+    return {"architectures": [arch], "model_type": model_type, "tie_word_embeddings": tie, **QWEN_VL_TOKENS,
+            "vision_config": MULTIMODAL_VISION[model_type],
+            "text_config": {"model_type": model_type + "_text", "hidden_act": "silu", "tie_word_embeddings": tie,
+                            "rope_theta": 10000.0, **text}}
+
+
+MULTIMODAL = {
+    "qwen2vl-mwl2": ("qwen2_vl", _qwen_vl("qwen2_vl", "Qwen2VLForConditionalGeneration", False, {
+        "num_hidden_layers": 4, "use_sliding_window": True, "sliding_window": 3, "max_window_layers": 1,
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}})),
+    "qwen25vl-types": ("qwen2_5_vl", _qwen_vl("qwen2_5_vl", "Qwen2_5_VLForConditionalGeneration", True, {
+        "num_hidden_layers": 3, "use_sliding_window": True, "sliding_window": 2, "layer_types": [S, F, S],
+        "rope_scaling": {"type": "mrope", "mrope_section": [4, 2, 2]}})),
+}
+# The multimodal family: the registry family whose tensor layout its text decoder has.
+MULTIMODAL_TEXT_LAYOUT = {"qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2"}
+MODELS.update(MULTIMODAL)
+
 # ---- Drawn models: each family's config space, deterministic from (seed, index). ----
 
 class _Draw:

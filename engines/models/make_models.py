@@ -201,6 +201,10 @@ def tensors(name, family, cfg):
     distribution: "zoo" (the default, above), "hf-init" (transformers' own initialisation: normal(0,
     initializer_range) for projections and embeddings, norms, scalars and biases at identity or zero)
     or "norms-away" (the zoo's, with every norm weight three times as far from identity)."""
+    if family in families.MULTIMODAL_TEXT_LAYOUT:
+        # The text decoder's tensors, under the multimodal class's prefix (the towers are not written).
+        text = tensors(name, families.MULTIMODAL_TEXT_LAYOUT[family], cfg["text_config"])
+        return {(k if k.startswith("lm_head.") else "model.language_model." + k[len("model."):]): v for k, v in text.items()}
     t = {}
     style = cfg.get("_weights", "zoo")
     gemma = family in ("gemma2", "gemma3", "vaultgemma")  # RMSNorm weight applied as 1 + w
@@ -414,6 +418,10 @@ def config(name, entry=None):
             if name in models:
                 entry = models[name]
     family, over = entry
+    if "text_config" in over:  # a multimodal model: COMMON describes its text decoder
+        cfg = dict(over)
+        cfg["text_config"] = {k: v for k, v in {**COMMON, **over["text_config"]}.items() if v != families.ABSENT}
+        return family, cfg
     cfg = dict(COMMON)
     cfg.update(over)
     return family, {k: v for k, v in cfg.items() if v != families.ABSENT}
@@ -455,7 +463,7 @@ def tokenizer_files(cfg):
     tokenizer_config.json (<1>, <2>, <0>: a null bos or eos is a type error in some loaders), nothing
     added around a prompt (no post-processor), and a chat template that is the messages' text as it
     is (a chat endpoint then sees exactly the prompt's tokens)."""
-    vocab = int(cfg["vocab_size"])
+    vocab = int(cfg.get("text_config", cfg)["vocab_size"])
     tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
            "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None,
            "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},

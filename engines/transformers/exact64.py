@@ -93,6 +93,22 @@ def _half_rotary_forward(self, x, position_ids):
     return (freqs.cos() * scaling).to(dtype=x.dtype), (freqs.sin() * scaling).to(dtype=x.dtype)
 
 
+def _mrope_rotary_forward(self, x, position_ids):
+    """qwen2_vl / qwen2_5_vl M-RoPE: the default frequencies per (temporal, height, width) position id, [3, bs,
+    seq]. 5.24 on choose each frequency's section here (recomposition_frequencies, kept as the class has it);
+    before, the cos/sin of all three go out and apply_multimodal_rotary_pos_emb chooses."""
+    if position_ids.ndim == 2:
+        position_ids = position_ids[None].expand(3, -1, -1)
+    freqs = position_ids[..., None].to(torch.float64) * self._kvc_inv_freq64[""].to(x.device)
+    scaling = self._kvc_scaling[""]
+    if hasattr(self, "recomposition_frequencies"):
+        cos, sin = self.recomposition_frequencies(freqs.cos() * scaling), self.recomposition_frequencies(freqs.sin() * scaling)
+    else:
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos() * scaling, emb.sin() * scaling
+    return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
 def _gemma4_norm_forward(self, x):
     """Gemma4RMSNorm: weight w (not 1 + w), optional (with_scale), torch.pow(ms + eps, -0.5)."""
     out = x * torch.pow(x.pow(2).mean(-1, keepdim=True) + self._kvc_eps, -0.5)
@@ -195,6 +211,11 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.exaone_moe.modeling_exaone_moe": [("ExaoneMoeRMSNorm", _llama_norm_forward)],
     "transformers.models.lfm3.modeling_lfm3": [("Lfm3RMSNorm", _llama_norm_forward)],
 }
+# The multimodal text decoders' norms (5.x; 4.x uses qwen2's Qwen2RMSNorm).
+_NORMS.update({
+    "transformers.models.qwen2_vl.modeling_qwen2_vl": [("Qwen2VLRMSNorm", _llama_norm_forward)],
+    "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl": [("Qwen2_5_VLRMSNorm", _llama_norm_forward)],
+})
 _ROTARY = {  # module: (class, forward)
     "transformers.models.gemma2.modeling_gemma2": ("Gemma2RotaryEmbedding", _rotary_forward),
     "transformers.models.gemma3.modeling_gemma3": ("Gemma3RotaryEmbedding", _rotary_forward),
@@ -219,6 +240,13 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.exaone_moe.modeling_exaone_moe": ("ExaoneMoeRotaryEmbedding", _rotary_forward),
     "transformers.models.lfm3.modeling_lfm3": ("Lfm3RotaryEmbedding", _rotary_forward),
 }
+_ROTARY.update({
+    "transformers.models.qwen2_vl.modeling_qwen2_vl": ("Qwen2VLRotaryEmbedding", _mrope_rotary_forward),
+    "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl": ("Qwen2_5_VLRotaryEmbedding", _mrope_rotary_forward),
+})
+_MROPE = ("Qwen2VLRotaryEmbedding", "Qwen2_5_VLRotaryEmbedding")  # position ids [3, bs, seq] (_check_rotary)
+# A multimodal model's towers (vision, audio): a text-only forward never runs them, so they are not patched.
+_TOWERS = {"visual", "vision_tower", "vision_model", "audio_tower", "audio_model"}
 def _patch_granite_swa(mod):
     """granite_swa's eager attention casts its sink scale sigmoid(lse - sink) to float32: kept in the input's dtype."""
     import torch.nn.functional as F
@@ -365,6 +393,8 @@ def _gemma4_layer_rope(cfg, layer_type):
 def _prepare_rotary(module, cfg):
     # Per layer type rope types (proportional on full layers) and head sizes: _gemma4_layer_rope.
     gemma4 = type(module).__name__ in ("Gemma4TextRotaryEmbedding", "Lfm3RotaryEmbedding")
+    if hasattr(module, "config"):  # the decoder's own config (a multimodal model's text_config)
+        cfg = module.config
     dim = None if gemma4 else getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     # partial_rotary_factor: top-level (4.x) or in rope_parameters (5.x), as the rope init reads it.
     rp = getattr(cfg, "rope_parameters", None)
@@ -410,6 +440,8 @@ def _check_rotary(module):
     theirs = next(_ORIG_FORWARD[c] for c in cls.__mro__ if c in _ORIG_FORWARD)
     x = torch.zeros(1, 16, 1, dtype=torch.float32)
     pos = torch.arange(16)[None, :]
+    if cls.__name__ in _MROPE:  # one position id per M-RoPE section, all three the text position
+        pos = pos[None].expand(3, -1, -1)
     for layer_type in module._kvc_inv_freq64:
         args = (x, pos, layer_type) if layer_type else (x, pos)
         with torch.no_grad():
@@ -492,11 +524,13 @@ def patch(model):
         for modname, items in _NORMS.items():
             mod = _module(modname)
             for cls_name, fwd in items if mod else ():
+                if not hasattr(mod, cls_name):  # a release whose module uses another family's class (4.x qwen2_vl)
+                    continue
                 _ORIG_FORWARD.setdefault(getattr(mod, cls_name), getattr(mod, cls_name).forward)
                 getattr(mod, cls_name).forward = fwd
         for modname, (cls_name, fwd) in _ROTARY.items():
             mod = _module(modname)
-            if mod:
+            if mod and hasattr(mod, cls_name):
                 _ORIG_FORWARD.setdefault(getattr(mod, cls_name), getattr(mod, cls_name).forward)
                 getattr(mod, cls_name).forward = fwd
         for modname, fn in _EXTRA.items():
@@ -504,9 +538,12 @@ def patch(model):
                 fn(_module(modname))
         torch.nn.functional.softmax = _softmax64
         _PATCHED = True
-    rotary_classes = tuple(getattr(_module(m), c) for m, (c, _) in _ROTARY.items() if _module(m))
-    norm_classes = tuple(getattr(_module(m), c) for m, items in _NORMS.items() if _module(m) for c, _ in items)
+    rotary_classes = tuple(getattr(_module(m), c) for m, (c, _) in _ROTARY.items() if hasattr(_module(m), c))
+    norm_classes = tuple(getattr(_module(m), c) for m, items in _NORMS.items() if _module(m) for c, _ in items
+                         if hasattr(_module(m), c))
     for name, m in model.named_modules():
+        if _TOWERS & set(name.split(".")):
+            continue
         if isinstance(m, rotary_classes):
             summary["rotary"].append({name: _prepare_rotary(m, model.config)})
         elif isinstance(m, norm_classes):

@@ -17,6 +17,7 @@ tensors during the forward (what is left of the islands).
 """
 import argparse
 import json
+import os
 import sys
 
 import torch
@@ -26,10 +27,24 @@ from transformers import AutoModelForCausalLM
 import exact64  # a sibling: the script's folder is on sys.path
 
 
+def _model_class(model_dir):
+    """AutoModelForCausalLM, or for a multimodal model (no causal-LM class for its model_type) the class its
+    config.architectures names: transformers' own multimodal class, run on text-only inputs."""
+    config = transformers.AutoConfig.from_pretrained(model_dir)
+    if type(config) in AutoModelForCausalLM._model_mapping:
+        return AutoModelForCausalLM
+    with open(os.path.join(model_dir, "config.json")) as f:  # as written: 4.57.6's composite config drops it
+        arch = (json.load(f).get("architectures") or [None])[0]
+    if not arch or not hasattr(transformers, arch):
+        raise ValueError(f"{model_dir}: model_type {config.model_type!r} has no causal-LM class and config.architectures "
+                         f"names no class of transformers {transformers.__version__} ({arch!r})")
+    return getattr(transformers, arch)
+
+
 def load_float64(model_dir, exact, **overrides):
     if hasattr(transformers.PreTrainedModel, "_check_and_adjust_experts_implementation"):
         overrides.setdefault("experts_implementation", "eager")
-    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="eager", **overrides)
+    model = _model_class(model_dir).from_pretrained(model_dir, attn_implementation="eager", **overrides)
     model = model.to(torch.float64).eval()
     summary = exact64.patch(model) if exact else None
     return model, summary

@@ -602,6 +602,77 @@ TEST(ModelConfig, ReadsLfm3ConvLayersRopePerLayerTypeAndItsTensorNames) {
   EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
 }
 
+// A multimodal model (qwen2_vl, qwen2_5_vl): its decoder is read from text_config, not from the outer
+// config; the attention's head size is hidden_size / num_attention_heads; layer i slides iff
+// use_sliding_window and i >= max_window_layers (default 80 in Qwen2VLTextConfig, not qwen2's 28); the
+// M-RoPE sections must cover head_dim / 2; the head is tied where either config ties it, and refused
+// where they disagree; the tensors come from under model.language_model.
+TEST(ModelConfig, AMultimodalModelsDecoderIsItsTextConfig) {
+  nlohmann::json text = {{"model_type", "qwen2_vl_text"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 4},
+                         {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", 8},
+                         {"use_sliding_window", true}, {"sliding_window", 3}, {"max_window_layers", 1},
+                         {"rope_scaling", {{"type", "mrope"}, {"mrope_section", {1, 0, 1}}}}};
+  nlohmann::json c = {{"model_type", "qwen2_vl"}, {"vocab_size", 99}, {"num_hidden_layers", 9}, {"text_config", text}};
+  auto error = [&](const nlohmann::json& j) -> std::string {
+    try {
+      parse_config(j, "c.json");
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(error(c).find("c.json (text_config): /rope_scaling/mrope_section: sizes must be positive"), std::string::npos) << error(c);
+  c["text_config"]["rope_scaling"]["mrope_section"] = {1, 1, 1};  // head_dim 4: 2 frequencies
+  EXPECT_NE(error(c).find("sums to 3, not head_dim / 2 = 2"), std::string::npos) << error(c);
+  c["text_config"]["rope_scaling"]["mrope_section"] = {2, 1, 1};
+  c["text_config"]["hidden_size"] = 32;  // head_dim 8: 4 frequencies
+  const ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.family, Family::Qwen2Vl);
+  EXPECT_EQ(m.vocab, 32);
+  EXPECT_EQ(m.layers, 4);
+  EXPECT_EQ(m.head_dim, 8);
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 3, 3, 3}));
+  EXPECT_TRUE(m.qkv_bias && !m.o_bias && !m.tied);
+  EXPECT_EQ(m.text_prefix, "model.language_model.");
+  c["text_config"].erase("max_window_layers");  // Qwen2VLTextConfig's default, 80: every layer full
+  EXPECT_EQ(parse_config(c, "c.json").windows, (std::vector<int64_t>{0, 0, 0, 0}));
+  c["text_config"]["head_dim"] = 16;
+  EXPECT_NE(error(c).find("/head_dim: is 16, not hidden_size / num_attention_heads = 8"), std::string::npos) << "[" << error(c) << "]";
+  c["text_config"]["head_dim"] = 8;
+  c["model_type"] = "qwen2_5_vl", c["tie_word_embeddings"] = true;
+  EXPECT_EQ(parse_config(c, "c.json").family, Family::Qwen25Vl);
+  EXPECT_TRUE(parse_config(c, "c.json").tied);
+  c["text_config"]["tie_word_embeddings"] = false;
+  EXPECT_NE(error(c).find("c.json: /tie_word_embeddings: differs from text_config's"), std::string::npos) << error(c);
+  c.erase("text_config");
+  EXPECT_NE(error(c).find("c.json: /text_config: missing"), std::string::npos) << error(c);
+}
+
+// The multimodal checkpoint's decoder is exactly the qwen2 checkpoint of the same tensors and config:
+// the loader takes model.language_model.* as model.*, leaves the towers out, and M-RoPE with text positions
+// is the default rope (which oracle_agreement.py holds to transformers' own multimodal forward).
+TEST(ModelOracle, AMultimodalCheckpointsDecoderIsTheSameQwen2Decoder) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("kvc-mm-test-" + std::to_string(getpid()))).string();
+  const std::string cmd = "python3 " + std::string(kvc::paths::source_dir()) + "/engines/models/make_models.py " + dir +
+                          " --set families --only qwen2vl-mwl2 >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const Model mm = load_model(dir + "/qwen2vl-mwl2");
+  for (const auto& [name, t] : mm.tensors)
+    EXPECT_TRUE(name.rfind("model.layers.", 0) == 0 || name == "model.embed_tokens.weight" || name == "model.norm.weight" ||
+                name == "lm_head.weight") << name;
+  nlohmann::json flat = nlohmann::json::parse(std::ifstream(dir + "/qwen2vl-mwl2/config.json"))["text_config"];
+  flat["model_type"] = "qwen2", flat.erase("rope_scaling");
+  Model plain;
+  plain.config = parse_config(flat, "flat.json");
+  plain.tensors = mm.tensors;
+  EXPECT_EQ(plain.config.windows, mm.config.windows);
+  EXPECT_EQ(plain.config.windows, (std::vector<int64_t>{0, 3, 3, 3}));
+  SequenceOracle<double> a(mm), b(plain);
+  const std::vector<int32_t> t = tokens(12);
+  EXPECT_EQ(a.extend(t), b.extend(t));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
   for (const Plan& p : fixed_plans("m", 4, 32)) {
     EXPECT_EQ(invalid_reason(p, 32), "") << p.name;

@@ -129,7 +129,7 @@ void read_mistral(const json& c, const std::string& file, ModelConfig& m) {
 
 // Qwen2 / Qwen3: sliding_window counts only with use_sliding_window; without layer_types, layer i
 // slides iff i >= max_window_layers (the first max_window_layers layers are full).
-void read_qwen(const json& c, const std::string& file, ModelConfig& m, bool qwen3) {
+void read_qwen(const json& c, const std::string& file, ModelConfig& m, bool qwen3, int64_t default_max_window_layers = 28) {
   m.tied = c.value("tie_word_embeddings", false);
   m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
   m.rope_theta = rope_base(c, "full_attention", "rope_theta", 1e4, file);
@@ -137,7 +137,7 @@ void read_qwen(const json& c, const std::string& file, ModelConfig& m, bool qwen
   std::vector<std::string> types;
   if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
     const int64_t max_window_layers = c.contains("max_window_layers") && !c["max_window_layers"].is_null()
-                                          ? c["max_window_layers"].get<int64_t>() : 28;
+                                          ? c["max_window_layers"].get<int64_t>() : default_max_window_layers;
     for (int64_t i = 0; i < m.layers; ++i)
       types.push_back(m.sliding_window > 0 && i >= max_window_layers ? "sliding_attention" : "full_attention");
   }
@@ -763,10 +763,47 @@ void read_lfm3(const json& c, const std::string& file, ModelConfig& m) {
   }
 }
 
+// ---- Multimodal models: the text decoder of text_config, text-only inputs. ----
+
+// qwen2_vl and qwen2_5_vl (text_config, model_type qwen2_vl_text / qwen2_5_vl_text): qwen2's decoder
+// (q/k/v with bias, o without; layer i slides iff use_sliding_window and i >= max_window_layers, whose
+// default is 80 here, or by layer_types), with head_dim = hidden_size / num_attention_heads
+// (Qwen2VLAttention and Qwen2_5_VLAttention compute it so in every release), and M-RoPE:
+// mrope_section splits a head's head_dim / 2 frequencies into temporal, height and width sections, each
+// rotated by its own position id. For text tokens the three ids are one position (the text model's
+// default position_ids, and get_rope_index's text stretches), so every section rotates by it and the
+// rope is the default one; the sections must cover the head exactly (4.x splits cos by
+// mrope_section * 2, 5.24 on splits the frequencies by mrope_section: a mismatch raises in both).
+void read_qwen2_vl(const json& c, const std::string& file, ModelConfig& m) {
+  if (!c.contains("sliding_window") && bool_or(c, "use_sliding_window", false, file)) m.sliding_window = 4096;  // the class default
+  if (m.hidden % m.heads) bad(file, "/hidden_size", "must be a multiple of num_attention_heads");
+  // The attention's head size is hidden_size / num_attention_heads; the rotary's is head_dim where set (5.x):
+  // a config where they differ fails in transformers' forward, so it is refused here.
+  if (c.contains("head_dim") && !c["head_dim"].is_null() && m.head_dim != m.hidden / m.heads)
+    bad(file, "/head_dim", "is " + std::to_string(m.head_dim) + ", not hidden_size / num_attention_heads = " + std::to_string(m.hidden / m.heads));
+  m.head_dim = m.hidden / m.heads;
+  read_qwen(c, file, m, false, 80);
+  const json* section = nullptr;
+  for (const char* key : {"rope_parameters", "rope_scaling"})
+    if (c.contains(key) && c[key].is_object() && c[key].contains("mrope_section")) section = &c[key]["mrope_section"];
+  if (!section) bad(file, "/rope_scaling/mrope_section", "missing (M-RoPE's three sections of head_dim / 2 frequencies)");
+  int64_t sum = 0;
+  if (!section->is_array() || section->size() != 3) bad(file, "/rope_scaling/mrope_section", "must list three section sizes");
+  for (const json& n : *section) {
+    if (!n.is_number_integer() || n.get<int64_t>() <= 0) bad(file, "/rope_scaling/mrope_section", "sizes must be positive integers");
+    sum += n.get<int64_t>();
+  }
+  if (sum != m.head_dim / 2)
+    bad(file, "/rope_scaling/mrope_section", "sums to " + std::to_string(sum) + ", not head_dim / 2 = " + std::to_string(m.head_dim / 2));
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
   void (*read)(const json&, const std::string&, ModelConfig&);
+  // A multimodal model: its text decoder's config is config.text_config (the reader reads that), its
+  // tensors are under ModelConfig::text_prefix.
+  bool multimodal = false;
 };
 
 // Adding a family: its enumerator, its reader above, and one entry here.
@@ -793,6 +830,8 @@ const FamilyEntry kRegistry[] = {
     {Family::GraniteMoeSwa, "granitemoe_swa", read_granitemoe_swa},
     {Family::ExaoneMoe, "exaone_moe", read_exaone_moe},
     {Family::Lfm3, "lfm3", read_lfm3},
+    {Family::Qwen2Vl, "qwen2_vl", read_qwen2_vl, true},
+    {Family::Qwen25Vl, "qwen2_5_vl", read_qwen2_vl, true},
 };
 
 }  // namespace
@@ -819,18 +858,23 @@ Attention ModelConfig::attention(int64_t layer) const {
   return Attention::Full;
 }
 
-ModelConfig parse_config(const json& c, const std::string& file) {
-  if (!c.is_object()) bad(file, "", "must be a JSON object");
+ModelConfig parse_config(const json& outer, const std::string& outer_file) {
+  if (!outer.is_object()) bad(outer_file, "", "must be a JSON object");
   ModelConfig m;
-  const std::string type = c.value("model_type", std::string());
+  const std::string type = outer.value("model_type", std::string());
   const FamilyEntry* entry = nullptr;
   std::string known;
   for (const FamilyEntry& e : kRegistry) {
     if (type == e.model_type) entry = &e;
     known += (known.empty() ? "" : ", ") + std::string(e.model_type);
   }
-  if (!entry) bad(file, "/model_type", "\"" + type + "\" is not a family the oracle models (" + known + ")");
+  if (!entry) bad(outer_file, "/model_type", "\"" + type + "\" is not a family the oracle models (" + known + ")");
   m.family = entry->family;
+  // A multimodal model's decoder is described by its text_config (the fields below name that object).
+  if (entry->multimodal && !(outer.contains("text_config") && outer["text_config"].is_object()))
+    bad(outer_file, "/text_config", "missing: " + type + " describes its text decoder there");
+  const json& c = entry->multimodal ? outer["text_config"] : outer;
+  const std::string file = entry->multimodal ? outer_file + " (text_config)" : outer_file;
   m.vocab = positive(c, "vocab_size", file);
   m.hidden = positive(c, "hidden_size", file);
   m.layers = positive(c, "num_hidden_layers", file);
@@ -842,7 +886,8 @@ ModelConfig parse_config(const json& c, const std::string& file) {
   m.intermediate = positive(c, "intermediate_size", file);
   m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
   // attention_bias is read by the families that have it (qwen3); elsewhere true is not modelled.
-  if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::GptOss && m.family != Family::SmolLM3 &&
+  if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::Qwen2Vl && m.family != Family::Qwen25Vl &&
+      m.family != Family::GptOss && m.family != Family::SmolLM3 &&
       m.family != Family::Cohere2 && m.family != Family::Olmo3 && m.family != Family::GraniteSwa && m.family != Family::Dots1 &&
       m.family != Family::GraniteMoeSwa &&
       c.value("attention_bias", false))
@@ -877,6 +922,8 @@ ModelConfig parse_config(const json& c, const std::string& file) {
       if (r.contains("mscale") || r.contains("mscale_all_dim")) bad(file, "/rope_scaling", "YaRN mscale is not modelled");
       const double mscale = m.yarn.factor <= 1 ? 1.0 : 0.1 * std::log(m.yarn.factor) + 1.0;
       m.yarn.attention_factor = number_or(r, "attention_factor", mscale, file);
+    } else if (rt == "mrope" && (m.family == Family::Qwen2Vl || m.family == Family::Qwen25Vl)) {
+      // M-RoPE: default rope frequencies in sections (read_qwen2_vl); transformers loads it as "default".
     } else if (rt != "default") {
       bad(file, "/rope_scaling", "rope_type \"" + rt + "\" is not modelled (default and yarn are)");
     }
@@ -884,6 +931,15 @@ ModelConfig parse_config(const json& c, const std::string& file) {
   const bool has_window = c.contains("sliding_window") && !c["sliding_window"].is_null();
   m.sliding_window = has_window ? positive(c, "sliding_window", file) : 0;
   entry->read(c, file, m);
+  if (entry->multimodal) {
+    // The head's tie: the outer config's (5.x) or text_config's (4.x reads it there; 5.25 ties when either
+    // says so): a checkpoint whose two disagree would differ between releases.
+    const bool outer_tie = bool_or(outer, "tie_word_embeddings", false, outer_file), inner_tie = bool_or(c, "tie_word_embeddings", false, file);
+    if (outer.contains("tie_word_embeddings") && c.contains("tie_word_embeddings") && outer_tie != inner_tie)
+      bad(outer_file, "/tie_word_embeddings", "differs from text_config's: the releases read one or the other");
+    m.tied = outer_tie || inner_tie;
+    m.text_prefix = "model.language_model.";
+  }
   for (int64_t w : m.windows)
     if (w < 0) bad(file, "/sliding_window", "must be positive");
   return m;
@@ -987,6 +1043,18 @@ Model load_model(const std::string& dir) {
   m.config.name = dir.substr(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
   const std::string st = dir + "/model.safetensors";
   m.tensors = read_safetensors(st);
+  if (!m.config.text_prefix.empty()) {
+    // A multimodal checkpoint: its text decoder's tensors become the decoder's own names, the towers go.
+    std::map<std::string, std::vector<double>> text;
+    for (auto& [name, t] : m.tensors) {
+      if (name.rfind(m.config.text_prefix, 0) == 0) text["model." + name.substr(m.config.text_prefix.size())] = std::move(t);
+      else if (name.rfind("lm_head.", 0) == 0) text[name] = std::move(t);
+    }
+    if (!text.count("model.embed_tokens.weight"))
+      throw std::runtime_error(st + ": no tensor \"" + m.config.text_prefix + "embed_tokens.weight\" (a " +
+                               to_string(m.config.family) + " checkpoint keeps its text decoder under " + m.config.text_prefix + ")");
+    m.tensors = std::move(text);
+  }
   m.digest = content_digest({m.config.name, read_file(cfg_path), read_file(st)});
   const ModelConfig& k = m.config;
   if (!k.tensor_names.empty()) {

@@ -26,10 +26,11 @@ enum class Family {
   Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2, Ministral, Phi3,
   Gemma4Text, Olmo3, Exaone4, VaultGemma, Cwm, GraniteSwa, Qwen2Moe, Dots1, GraniteMoeSwa, ExaoneMoe,
   Lfm3,
+  Qwen2Vl, Qwen25Vl,  // multimodal: the text decoder of the model's text_config
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
-// "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3"
+// "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "qwen2_vl", "qwen2_5_vl"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -124,6 +125,9 @@ struct ModelConfig {
   bool o_bias = false;              // o projection has a bias (qwen3, gpt_oss, smollm3, cohere2 attention_bias)
   bool sinks = false;               // a learned per-head logit joins each softmax's denominator (gpt_oss self_attn.sinks)
   bool gelu = false;                // gelu (tanh approximation) MLP; otherwise SiLU
+  // A multimodal checkpoint's text decoder tensors are under this prefix ("model.language_model."), its
+  // head at lm_head; the loader reads them as the decoder's own (model.*) and ignores the towers.
+  std::string text_prefix;
   std::string mlp_prefix = "mlp.";  // the feed-forward's tensor prefix in a layer ("feed_forward." in llama4)
   int64_t sliding_window = 0;       // config.sliding_window
   std::vector<int64_t> windows;     // per layer: W on a sliding layer, 0 on any other
