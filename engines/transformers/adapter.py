@@ -62,10 +62,11 @@ from kvconform.zygote import hand_off
 hand_off(("torch", "transformers", "transformers.modeling_utils"))  # KVC_ZYGOTE=1: a fork server's child
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
+from transformers import AutoConfig  # noqa: E402
 from transformers import cache_utils  # noqa: E402
 
 from kvconform import Engine, Unsupported, mutate_hf_config, serve_engine
+from nocache_forward import _model_class  # noqa: E402  (a sibling: the script's folder is on sys.path)
 
 OPTIONS = {"cache": ("dynamic", "static", "hybrid"), "attention": ("eager", "sdpa", "flex"),
            "dtype": ("float32", "float64"), "left_padding": None, "record_past": (False, True),
@@ -133,14 +134,16 @@ class TransformersEngine(Engine):
             raise Unsupported(f"transformers {transformers.__version__} has no Cache.activate_past_recording")
 
         cfg = AutoConfig.from_pretrained(model_dir)
-        mutate_hf_config(cfg, "none" if mutant == "sinks-dropped" else mutant)
+        # The decoder's config: a multimodal model's text_config (get_text_config() is the config itself elsewhere).
+        mutate_hf_config(cfg.get_text_config(), "none" if mutant == "sinks-dropped" else mutant)
         self.mutant = mutant
         self.model = None
         key = (os.path.realpath(model_dir), os.path.getmtime(os.path.join(model_dir, "model.safetensors")), mutant,
                o["attention"], o["dtype"])
         if key not in self._loaded:
             try:
-                model = AutoModelForCausalLM.from_pretrained(model_dir, config=cfg, attn_implementation=ATTN[o["attention"]])
+                # A multimodal model: the class its config.architectures names, on text-only inputs (nocache_forward).
+                model = _model_class(model_dir).from_pretrained(model_dir, config=cfg, attn_implementation=ATTN[o["attention"]])
             except ValueError as e:  # the release refuses this attention implementation for this model
                 if "does not support" in str(e):
                     raise Unsupported(f"transformers {transformers.__version__}: {e}") from e
@@ -162,9 +165,10 @@ class TransformersEngine(Engine):
         self.o, self.P = o, P
         self.max_cache_len = max(int(max_tokens or 0), 1) + P
         self.n_seq = max(int(sequences or 1), 1)
-        self.pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
+        text = cfg.get_text_config()
+        self.pad_id = text.pad_token_id if getattr(text, "pad_token_id", None) is not None else 0
         self.reset()
-        return self.model.config.vocab_size
+        return self.model.config.get_text_config().vocab_size
 
     def _new_cache(self):
         cfg = self.model.config

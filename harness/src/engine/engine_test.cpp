@@ -634,8 +634,10 @@ TEST(ModelConfig, AMultimodalModelsDecoderIsItsTextConfig) {
   EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 3, 3, 3}));
   EXPECT_TRUE(m.qkv_bias && !m.o_bias && !m.tied);
   EXPECT_EQ(m.text_prefix, "model.language_model.");
-  c["text_config"].erase("max_window_layers");  // Qwen2VLTextConfig's default, 80: every layer full
-  EXPECT_EQ(parse_config(c, "c.json").windows, (std::vector<int64_t>{0, 0, 0, 0}));
+  c["text_config"].erase("max_window_layers");  // Qwen2VLTextConfig's default, 80 (qwen2's 28): 30 layers all full
+  c["text_config"]["num_hidden_layers"] = 30;
+  EXPECT_EQ(parse_config(c, "c.json").windows, std::vector<int64_t>(30, 0));
+  c["text_config"]["num_hidden_layers"] = 4;
   c["text_config"]["head_dim"] = 16;
   EXPECT_NE(error(c).find("/head_dim: is 16, not hidden_size / num_attention_heads = 8"), std::string::npos) << "[" << error(c) << "]";
   c["text_config"]["head_dim"] = 8;
