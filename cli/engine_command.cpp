@@ -601,6 +601,19 @@ Runner add_engine_command(CLI::App& app) {
       o.check.timing = &group.timing;
       return o;
     };
+    // A campaign's shrunk failure, saved one way for both campaigns: into the corpus under
+    // --save-regressions (engine/<target>/<hash>.json, which the next run replays), else nowhere (the
+    // reproduce line reruns the campaign). What the FAIL's reproduce adds: where it went and the line
+    // that replays it alone, or why it was not saved.
+    const auto save_shrunk = [&](const std::string& target, const json& doc, const auto& line) -> std::string {
+      if (a->save_regressions.empty()) return "";
+      try {
+        const regressions::Saved saved = regressions::save(a->save_regressions, "engine", target, nlohmann::ordered_json(doc));
+        return "\n  saved as " + saved.path + "; replay the shrunk plan: " + line({{"--plan", fs::absolute(saved.path).string()}});
+      } catch (const std::exception& e) {  // the FAIL stands and says why
+        return std::string("\n  not saved: ") + e.what();
+      }
+    };
     std::map<const CaseEntry*, Group*> group_of;
     std::vector<std::string> engine_names;  // --filter matches past them
     Registry registry;
@@ -723,15 +736,7 @@ Runner add_engine_command(CLI::App& app) {
                                          {"--seed", std::to_string(a->seed), Flag::Quote::None},
                                          {"--iterations", std::to_string(a->iterations), Flag::Quote::None},
                                          {"", out.result.reproduce, Flag::Quote::None}});
-              if (out.shrunk && !a->save_regressions.empty()) {
-                try {
-                  const regressions::Saved saved = regressions::save(a->save_regressions, "engine", regressions::target_name(m),
-                                                                     nlohmann::ordered_json(engine::to_json(*out.shrunk)));
-                  replay += "\n  saved as " + saved.path + "; replay the shrunk plan: " + line({{"--plan", fs::absolute(saved.path).string()}});
-                } catch (const std::exception& e) {  // the FAIL stands and says why
-                  replay += std::string("\n  not saved: ") + e.what();
-                }
-              }
+              if (out.shrunk) replay += save_shrunk(regressions::target_name(m), engine::to_json(*out.shrunk), line);
               out.result.reproduce = replay;
             }
             return out.result;
@@ -761,23 +766,8 @@ Runner add_engine_command(CLI::App& app) {
                                        {"", out.result.reproduce, Flag::Quote::None}});
             if (a->min_window_sensitivity != engine::kMinWindowSensitivity)  // it decides which models are drawn
               replay += " --min-window-sensitivity " + (std::ostringstream() << a->min_window_sensitivity).str();
-            if (out.shrunk && out.model) {
-              // The shrunk pair as one file, replayed alone with --plan from any folder.
-              const json doc = drawn_pair_json(*out.shrunk, *out.model);
-              try {
-                std::string path;
-                if (!a->save_regressions.empty()) {
-                  path = regressions::save(a->save_regressions, "engine", "drawn", nlohmann::ordered_json(doc)).path;
-                } else {
-                  path = (fs::path(campaign_dir) / (out.model->folder + "." + regressions::content_hash(doc.dump()) + ".pair.json")).string();
-                  fs::create_directories(campaign_dir);
-                  report::write_file_atomically(path, doc.dump(2) + "\n");
-                }
-                replay += "\n  the shrunk (model, plan) pair: " + line({{"--plan", fs::absolute(path).string()}});
-              } catch (const std::exception& error) {  // the FAIL stands and says why
-                replay += std::string("\n  not saved: ") + error.what();
-              }
-            }
+            // The shrunk pair as one file (the plan with its model's recipe), replayed alone with --plan.
+            if (out.shrunk && out.model) replay += save_shrunk("drawn", drawn_pair_json(*out.shrunk, *out.model), line);
             out.result.reproduce = replay;
           }
           return out.result;
