@@ -59,6 +59,7 @@
 
 #include "gguf.h"
 #include "llama.h"
+#include "kvconform/framing.h"
 
 extern char** environ;
 
@@ -90,56 +91,19 @@ struct ConvertError : std::runtime_error {
 
 int g_out = -1;  // the protocol's stdout (fd 1 is pointed at stderr so stray prints cannot corrupt it)
 
-bool read_all(int fd, void* p, size_t n) {
-  auto* c = static_cast<char*>(p);
-  while (n) {
-    ssize_t r = ::read(fd, c, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    c += r;
-    n -= size_t(r);
-  }
-  return true;
-}
-
-void write_all(int fd, const void* p, size_t n) {
-  auto* c = static_cast<const char*>(p);
-  while (n) {
-    ssize_t r = ::write(fd, c, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      std::perror("kvc_llama_worker: write");
-      std::exit(1);
-    }
-    c += r;
-    n -= size_t(r);
-  }
-}
-
+// The protocol's frames (kvconform/framing.h, shared with the host and the oracle engine).
 bool receive(json& h) {
-  unsigned char len[4];
-  if (!read_all(0, len, 4)) return false;
-  uint32_t n = uint32_t(len[0]) | uint32_t(len[1]) << 8 | uint32_t(len[2]) << 16 | uint32_t(len[3]) << 24;
-  if (n > (1u << 24)) throw std::runtime_error("header too long");
-  std::string s(n, '\0');
-  if (!read_all(0, s.data(), n)) return false;
+  std::string s;
+  if (!kvc::framing::read_header(0, s)) return false;
   h = json::parse(s);
-  if (h.contains("buffers")) {  // none expected: skip their bytes to stay in frame
-    for (auto& b : h["buffers"]) {
-      std::vector<char> skip(b.value("nbytes", size_t(0)));
-      if (!read_all(0, skip.data(), skip.size())) return false;
-    }
-  }
-  return true;
+  return kvc::framing::read_buffers(0, h);  // none expected: skip their bytes to stay in frame
 }
 
 void send(const json& h, const void* payload = nullptr, size_t nbytes = 0) {
-  std::string s = h.dump();
-  uint32_t n = uint32_t(s.size());
-  unsigned char len[4] = {uint8_t(n), uint8_t(n >> 8), uint8_t(n >> 16), uint8_t(n >> 24)};
-  write_all(g_out, len, 4);
-  write_all(g_out, s.data(), s.size());
-  if (nbytes) write_all(g_out, payload, nbytes);
+  if (!kvc::framing::send(g_out, h, payload, nbytes)) {
+    std::perror("kvc_llama_worker: write");
+    std::exit(1);
+  }
 }
 
 void log_to_stderr(enum ggml_log_level level, const char* text, void*) {

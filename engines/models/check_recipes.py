@@ -9,7 +9,6 @@ after a refusal.
 Exit 0 when all hold, 1 naming each difference."""
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -17,7 +16,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "make_models.py")
 sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(HERE, "..", "..", "python"))
 import families  # noqa: E402
+from kvconform import protocol  # noqa: E402  (the frames, the package's one implementation)
 
 
 def make(*args, stdin=None):
@@ -31,16 +32,11 @@ class Served:
         self.p = subprocess.Popen([sys.executable, SCRIPT, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def ask(self, request):
-        data = json.dumps(request).encode()
         try:
-            self.p.stdin.write(struct.pack("<I", len(data)) + data)
-            self.p.stdin.flush()
-        except BrokenPipeError:
+            protocol.send(self.p.stdin, request)
+            return protocol.receive(self.p.stdout)[0]
+        except (BrokenPipeError, protocol.Closed):
             return {"status": "error", "error": f"the server ended (exit {self.p.wait()})"}
-        size = self.p.stdout.read(4)
-        if len(size) < 4:
-            return {"status": "error", "error": f"the server ended (exit {self.p.wait()})"}
-        return json.loads(self.p.stdout.read(struct.unpack("<I", size)[0]))
 
     def close(self):
         try:

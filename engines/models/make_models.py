@@ -552,21 +552,24 @@ def write_recipe(out_dir, text, where):
 
 
 def serve():
-    """--serve (the module docstring): one request at a time from stdin, one reply each to stdout."""
+    """--serve (the module docstring): one request at a time from stdin, one reply each to stdout, in
+    the protocol's frames (kvconform.protocol, the package's one implementation)."""
+    protocol = _protocol()
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print must not break the framing
 
     def reply(header):
-        data = json.dumps(header, sort_keys=True).encode()
-        out.write(struct.pack("<I", len(data)) + data)
-        out.flush()
+        protocol.send(out, header)
 
     while True:
-        size = inp.read(4)
-        if len(size) < 4:
-            return 0
         try:
-            request = json.loads(inp.read(struct.unpack("<I", size)[0]))
+            request, _ = protocol.receive(inp)
+        except protocol.Closed:
+            return 0
+        except ValueError as e:  # a header that is not a JSON object: the frame is read, the next one follows
+            reply({"status": "error", "error": str(e)})
+            continue
+        try:
             op = request.get("op")
             if op == "hello":
                 reply({"status": "ok", "name": "make_models"})
@@ -580,6 +583,17 @@ def serve():
             reply({"status": "error", "error": str(e.code)})
         except (ValueError, KeyError, TypeError, AttributeError, OSError) as e:
             reply({"status": "error", "error": f"{type(e).__name__}: {e}" if isinstance(e, KeyError) else str(e)})
+
+
+def _protocol():
+    """kvconform.protocol: the installed package's, else the checkout's (python/ beside engines/); the
+    one-shot commands need neither."""
+    try:
+        from kvconform import protocol
+    except ImportError:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+        from kvconform import protocol
+    return protocol
 
 
 def main(argv=None):

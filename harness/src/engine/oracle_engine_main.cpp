@@ -33,6 +33,7 @@
 
 #include "kvconform/engine/model.h"
 #include "kvconform/engine/steps.h"
+#include "kvconform/framing.h"
 
 using nlohmann::json;
 using kvc::engine::Model;
@@ -40,37 +41,15 @@ using Oracle = kvc::engine::SequenceOracle<float>;
 
 namespace {
 
-bool read_exact(char* p, size_t n) {
-  while (n) {
-    const ssize_t r = read(0, p, n);
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
+// One reply on stdout (kvconform/framing.h); the host gone, the engine ends.
 void send(const json& h, const std::string& payload = "") {
-  const std::string s = h.dump();
-  const uint32_t n = static_cast<uint32_t>(s.size());
-  char len[4];
-  for (int i = 0; i < 4; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
-  std::string msg(len, 4);
-  msg += s + payload;
-  const char* p = msg.data();
-  size_t left = msg.size();
-  while (left) {
-    const ssize_t w = write(1, p, left);
-    if (w <= 0) std::exit(0);
-    p += w;
-    left -= static_cast<size_t>(w);
-  }
+  if (!kvc::framing::send(1, h, payload.data(), payload.size())) std::exit(0);
 }
 
 struct State {
   std::unique_ptr<Model> model;
   kvc::engine::OracleOptions options;
-  // Shared pointers only so that the fork-shared mutant can alias two sequences.
+  // Shared pointers only so that the fork_shared mutant can alias two sequences.
   std::map<int64_t, std::shared_ptr<Oracle>> seqs;
   std::string fault;  // "crash", "abort", "hang", "garbage", "exit" (at step fault_step), "load-error" (below fault_step layers)
   int64_t fault_step = -1;
@@ -270,12 +249,13 @@ int main() {
   json operations = json::array();
   for (const json& o : protocol["operations"]) operations.push_back(o["name"]);
   for (;;) {
-    char len[4];
-    if (!read_exact(len, 4)) return 0;
-    uint32_t n = 0;
-    for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(static_cast<uint8_t>(len[i])) << (8 * i);
-    std::string header(n, '\0');
-    if (!read_exact(header.data(), n)) return 0;
+    std::string header;
+    try {
+      if (!kvc::framing::read_header(0, header)) return 0;
+    } catch (const std::exception& e) {  // out of frame: nothing after it can be read
+      std::fprintf(stderr, "kvc-oracle-engine: bad frame: %s\n", e.what());
+      return 1;
+    }
     const json h = json::parse(header, nullptr, false);
     const std::string op = h.is_object() ? h.value("op", "") : "";
     try {

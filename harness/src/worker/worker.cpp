@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "build_paths.h"
+#include "kvconform/framing.h"
 
 extern char** environ;
 
@@ -84,13 +85,7 @@ std::vector<std::string> worker_environment() {
 
 }  // namespace
 
-std::string frame(const json& h) {
-  const std::string header = h.dump();
-  std::string msg;
-  const uint32_t n = static_cast<uint32_t>(header.size());
-  for (int i = 0; i < 4; ++i) msg.push_back(static_cast<char>((n >> (8 * i)) & 0xFF));
-  return msg + header;
-}
+std::string frame(const json& h) { return framing::frame(h); }
 
 
 bool Worker::start(const json& hello, double startup_timeout_s, End& end, std::string& detail) {
@@ -196,8 +191,7 @@ bool Worker::transact(const std::string& request, double timeout_s, json& reply,
       if (n > 0) in.append(buf, static_cast<size_t>(n));
     }
     if (!header_known && in.size() >= 4) {
-      uint32_t hlen = 0;
-      for (int i = 0; i < 4; ++i) hlen |= static_cast<uint32_t>(static_cast<uint8_t>(in[i])) << (8 * i);
+      const uint32_t hlen = framing::read_length(in.data());
       if (hlen > kMaxHeader) {
         // Four printable bytes are no length: the worker (or a library it loaded) printed text to
         // the protocol's stdout. Name what it printed rather than the length it would mean.
