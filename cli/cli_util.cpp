@@ -8,6 +8,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "kvconform/behaviours.h"
 #include "kvconform/cases.h"
 #include "kvconform/report.h"
 #include "build_paths.h"
@@ -279,16 +280,6 @@ std::string data_folder(const std::string& value, bool given, const std::string&
   return value;
 }
 
-namespace {
-// "4.57.6" before "5.13.1" before "5.24.0": numeric parts, not text ("5.9.0" < "5.13.1").
-std::vector<long> release_parts(const std::string& name) {
-  std::vector<long> parts;
-  std::stringstream in(name);
-  for (std::string part; std::getline(in, part, '.');) parts.push_back(std::strtol(part.c_str(), nullptr, 10));
-  return parts;
-}
-}  // namespace
-
 std::string version_text() {
   namespace fs = std::filesystem;
   std::vector<std::string> releases;
@@ -298,7 +289,8 @@ std::string version_text() {
     if (it->is_directory(ec) && std::regex_match(it->path().filename().string(), std::regex("[0-9]+(\\.[0-9]+)*")))
       releases.push_back(it->path().filename().string());
   std::sort(releases.begin(), releases.end(),
-            [](const std::string& a, const std::string& b) { return release_parts(a) < release_parts(b); });
+            // "4.57.6" before "5.13.1" before "5.24.0": numeric parts, not text ("5.9.0" < "5.13.1").
+            [](const std::string& a, const std::string& b) { return release_components(a) < release_components(b); });
   std::string text = std::string(kToolVersion) + "\nbuild " + build_id() + "\ngolden fixtures: ";
   if (releases.empty()) return text + "none found (" + root.string() + ")";
   text += "transformers";

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "kvconform/behaviours.h"
+
 namespace kvc::expect {
 
 namespace {
@@ -242,21 +244,12 @@ std::string case_release(const std::string& id) {
   return std::regex_search(id, m, release) ? m[1].str() : "";
 }
 
-namespace {
-std::vector<int> release_parts(const std::string& v) {
-  std::vector<int> out;
-  std::stringstream s(v);
-  for (std::string part; std::getline(s, part, '.');) out.push_back(std::stoi(part));
-  return out;
-}
-}  // namespace
-
 bool in_release_range(const Expectation& e, const std::string& id) {
   if (e.from.empty() && e.fixed_in.empty()) return true;
   const std::string v = case_release(id);
   if (v.empty()) return false;  // a range names releases: a case without one is not in it
-  if (!e.from.empty() && release_parts(v) < release_parts(e.from)) return false;
-  return e.fixed_in.empty() || release_parts(v) < release_parts(e.fixed_in);
+  if (!e.from.empty() && release_components(v) < release_components(e.from)) return false;
+  return e.fixed_in.empty() || release_components(v) < release_components(e.fixed_in);
 }
 
 const Expectation* Set::applies(size_t i, const std::string& id, const std::string& family) const {
