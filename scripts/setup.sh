@@ -28,7 +28,9 @@ step() {
 say() { [ "$quiet" = 1 ] || echo "setup: $*" >&2; }
 source "$root/scripts/ci_phase.sh"  # part NAME: where a CI phase's seconds went
 
-debs=(build-essential ccache cmake git python3-venv libssl-dev libgtest-dev librapidcheck-dev nlohmann-json3-dev libcli11-dev)
+# clang-format and clang-tidy: scripts/lint.sh (the C++ lint CI runs) and scripts/format.sh.
+debs=(build-essential ccache cmake git python3-venv libssl-dev libgtest-dev librapidcheck-dev nlohmann-json3-dev libcli11-dev
+      clang-format clang-tidy)
 missing=()
 for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
