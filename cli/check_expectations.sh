@@ -48,7 +48,7 @@ lacks() {
 # on one model and plan: a FAIL diagnosed window_off_by_one(delta=1).
 engine=(engine --engine-cmd "$oracle" --engine-name mine --models "$models" --model '^gemma2-w4$' --filter '/extend_after_full$'
         --no-regressions --report-dir "$work/reports")
-wrong=("${engine[@]}" --engine-options '{"deviate": "window+1"}')
+wrong=("${engine[@]}" --engine-options '{"deviate": "window_off_by_one+1"}')
 expect_file() {  # expect_file NAME DIAGNOSIS: one entry expecting the case to fail with it
   cat >"$work/$1" <<EOF
 // mine's known failures
@@ -98,7 +98,7 @@ grep -q 'DEVIATION (expected failure)' "$work/reports/summary.md" || { echo "FAI
 check "an entry for another diagnosis" 1 "$kvc" "${wrong[@]}" --expectations other.jsonc
 has "another diagnosis" "): FAIL step"
 # Mutant: a --mutant run is never excused.
-check "a mutant run" 1 "$kvc" "${engine[@]}" --mutant window+1 --expectations right.jsonc
+check "a mutant run" 1 "$kvc" "${engine[@]}" --mutant window_off_by_one+1 --expectations right.jsonc
 has "a mutant run" "): FAIL step"
 
 # The engine fixed: the entry's case passes. A warning, and a FAIL under strict.

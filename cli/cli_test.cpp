@@ -103,7 +103,7 @@ TEST(Cli, EngineOfTheRowProperties) {
 // either engine, for the same property (its independent rule must agree) and for a value property
 // the fast engine does not have; the fast engine's old "fast:" spelling names the same trace.
 TEST(Cli, AReproduceStringRunsOnBothEngines) {
-  const Result fast = kvconform("run --properties-only --property '^window_coverage$' --mutant window_too_wide --no-report");
+  const Result fast = kvconform("run --properties-only --property '^window_coverage$' --mutant window_off_by_one+1 --no-report");
   ASSERT_EQ(fast.code, 1) << fast.out;
   const std::regex repro("--reproduce '(trace:[0-9]+:[0-9]+:[0-9]+)'");
   std::smatch m;
@@ -114,7 +114,7 @@ TEST(Cli, AReproduceStringRunsOnBothEngines) {
     const std::string line = first_line(out);
     return line.substr(line.find(": FAIL "));
   };
-  const std::string base = "run --properties-only --no-report --mutant window_too_wide --reproduce '" + string + "'";
+  const std::string base = "run --properties-only --no-report --mutant window_off_by_one+1 --reproduce '" + string + "'";
   const Result tensor = kvconform(base + " --property '^window_coverage$' --trace-engine tensor");
   EXPECT_EQ(tensor.code, 1) << tensor.out;
   EXPECT_NE(tensor.out.find("(tensor engine)"), std::string::npos) << tensor.out;
@@ -127,7 +127,7 @@ TEST(Cli, AReproduceStringRunsOnBothEngines) {
   const Result good = kvconform("run --properties-only --no-report --property '^window_coverage$' --trace-engine tensor --reproduce '" + string + "'");
   EXPECT_EQ(good.code, 0) << good.out;
   const std::string old_spelling = "fast:" + string.substr(std::string("trace:").size());
-  const Result old = kvconform("run --properties-only --no-report --mutant window_too_wide --property '^window_coverage$' --reproduce '" +
+  const Result old = kvconform("run --properties-only --no-report --mutant window_off_by_one+1 --property '^window_coverage$' --reproduce '" +
                                old_spelling + "'");
   EXPECT_EQ(old.code, 1) << old.out;
   EXPECT_EQ(verdict(old.out).substr(0, 60), verdict(fast.out).substr(0, 60)) << old.out;
@@ -410,7 +410,7 @@ TEST(Cli, SelectorsThatCannotApplyAreRefused) {
   for (const std::string& args :
        {std::string("run --backend-cmd true --iterations 5"), std::string("run --backend-cmd true --case x"),
         std::string("run --backend-cmd true --property stored_rows"), std::string("run --backend-cmd true --backend eager"),
-        std::string("run --backend-cmd true --mutant window_too_wide"), std::string("run --backend-cmd true --suite golden"),
+        std::string("run --backend-cmd true --mutant window_off_by_one+1"), std::string("run --backend-cmd true --suite golden"),
         std::string("run --backend-cmd true --golden-only"), std::string("run --backend-cmd true --device cuda"),
         std::string("run --backend-cmd true --fixtures x"), "run " + plugin + " --backend-timeout 3",
         std::string("run --plugin-iterations 3"), std::string("run --backend-timeout 3"),
@@ -425,7 +425,7 @@ TEST(Cli, SelectorsThatCannotApplyAreRefused) {
 // (absolute binary, --filter for its id, the flags that changed its outcome, the replay string) and
 // fails exactly that case again.
 TEST(Cli, ReproduceLineRunsFromAnywhere) {
-  const Result r = kvconform("run --properties-only --property window_coverage --mutant window_too_wide --iterations 100 "
+  const Result r = kvconform("run --properties-only --property window_coverage --mutant window_off_by_one+1 --iterations 100 "
                              "--dtype float32 --no-report");
   ASSERT_EQ(r.code, 1) << r.out;
   const std::string key = "  reproduce: ";
@@ -433,7 +433,7 @@ TEST(Cli, ReproduceLineRunsFromAnywhere) {
   ASSERT_NE(at, std::string::npos) << r.out;
   const std::string line = r.stdout_only.substr(at + key.size(), r.stdout_only.find('\n', at) - at - key.size());
   EXPECT_EQ(line.rfind('/', 0), 0u) << line;  // the absolute binary
-  for (const char* part : {" --filter '^property/window_coverage$'", " --mutant window_too_wide", " --iterations 100",
+  for (const char* part : {" --filter '^property/window_coverage$'", " --mutant window_off_by_one+1", " --iterations 100",
                            " --dtype float32", " --seed 20250917", " --reproduce '"})
     EXPECT_NE(line.find(part), std::string::npos) << part << " in " << line;
   const fs::path cwd = scratch("elsewhere");
@@ -474,7 +474,7 @@ TEST(Cli, BuildTreeBinaryFindsItsCheckoutsDataFromAnywhere) {
 
 TEST(Cli, RunFailureReportsHeatmapAndReproduce) {
   const fs::path dir = scratch("failing");
-  const Result r = kvconform("run --properties-only --iterations 100 --property window_coverage --mutant window_too_wide "
+  const Result r = kvconform("run --properties-only --iterations 100 --property window_coverage --mutant window_off_by_one+1 "
                              "--dtype float32 --report-dir '" + dir.string() + "'");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("0 passed, 1 failed, 0 skipped"), std::string::npos) << r.out;
@@ -549,7 +549,7 @@ TEST(Fuzz, TimeBudgetStops) {
 
 TEST(Fuzz, FailuresBecomeCaseFiles) {
   const fs::path out = scratch("regressions"), reports = scratch("fuzz_reports");
-  const Result r = kvconform("fuzz --iterations 200 --property window_coverage --mutant window_too_wide --max-failures 2 --regressions '" +
+  const Result r = kvconform("fuzz --iterations 200 --property window_coverage --mutant window_off_by_one+1 --max-failures 2 --regressions '" +
                              out.string() + "' --report-dir '" + reports.string() + "'");
   EXPECT_EQ(r.code, 1) << r.out;
   int files = 0;
@@ -574,7 +574,7 @@ TEST(Fuzz, FailuresBecomeCaseFiles) {
 // the reference; a run that ignores the corpus has nothing of it to run.
 TEST(Regressions, AFoundCaseIsReplayedByTheNextRunByDefault) {
   const fs::path dir = scratch("replayed_by_default");
-  const Result found = kvconform("fuzz --iterations 200 --property window_coverage --mutant window_too_wide --max-failures 1 --regressions '" +
+  const Result found = kvconform("fuzz --iterations 200 --property window_coverage --mutant window_off_by_one+1 --max-failures 1 --regressions '" +
                                  (dir / "regressions").string() + "'");
   ASSERT_EQ(found.code, 1) << found.out;
   std::vector<std::string> hashes;
@@ -585,7 +585,7 @@ TEST(Regressions, AFoundCaseIsReplayedByTheNextRunByDefault) {
   const Result listed = kvconform("run --list --filter '^property/regressions/'", here);
   EXPECT_EQ(listed.code, 0) << listed.out;
   EXPECT_EQ(listed.stdout_only, id + "\n");
-  const Result again = kvconform("run --filter '^property/regressions/' --mutant window_too_wide --no-report", here);
+  const Result again = kvconform("run --filter '^property/regressions/' --mutant window_off_by_one+1 --no-report", here);
   EXPECT_EQ(again.code, 1) << again.out;
   EXPECT_NE(again.out.find(id + "(): FAIL "), std::string::npos) << again.out;
   // Its reproduce line names the corpus by its absolute path: it runs from any folder.
@@ -598,7 +598,7 @@ TEST(Regressions, AFoundCaseIsReplayedByTheNextRunByDefault) {
   EXPECT_EQ(replayed.code, 0) << replayed.out;
   // The mutant of the replay: ignoring the corpus leaves nothing to run (exit 2), so the FAIL above
   // came from the saved file.
-  const Result ignored = kvconform("run --filter '^property/regressions/' --mutant window_too_wide --no-report --no-regressions", here);
+  const Result ignored = kvconform("run --filter '^property/regressions/' --mutant window_off_by_one+1 --no-report --no-regressions", here);
   EXPECT_EQ(ignored.code, 2) << ignored.out;
   EXPECT_NE(ignored.out.find("nothing to run"), std::string::npos) << ignored.out;
 }
@@ -607,7 +607,7 @@ TEST(Regressions, AFoundCaseIsReplayedByTheNextRunByDefault) {
 // as the campaign found it: FAIL under its mutant, naming the command; OK on the reference.
 TEST(Regressions, AFoundValuePropertyCaseReplaysOnTheTensorEngine) {
   const fs::path dir = scratch("value_property_replayed");
-  const Result found = kvconform("fuzz --iterations 200 --property attention_vs_oracle --mutant window_too_wide --max-failures 1 --regressions '" +
+  const Result found = kvconform("fuzz --iterations 200 --property attention_vs_oracle --mutant window_off_by_one+1 --max-failures 1 --regressions '" +
                                  (dir / "regressions").string() + "'");
   ASSERT_EQ(found.code, 1) << found.out;
   std::vector<std::string> hashes;
@@ -615,7 +615,7 @@ TEST(Regressions, AFoundValuePropertyCaseReplaysOnTheTensorEngine) {
   ASSERT_EQ(hashes.size(), 1u) << found.out;
   const std::string id = "property/regressions/attention_vs_oracle/" + hashes[0];
   const std::string here = "cd '" + dir.string() + "' &&";
-  const Result again = kvconform("run --filter '^property/regressions/' --mutant window_too_wide --no-report", here);
+  const Result again = kvconform("run --filter '^property/regressions/' --mutant window_off_by_one+1 --no-report", here);
   EXPECT_EQ(again.code, 1) << again.out;
   EXPECT_NE(again.out.find(id + "(): FAIL command 0 (Prefill("), std::string::npos) << again.out;
   EXPECT_NE(again.out.find("differs from the oracle"), std::string::npos) << again.out;
@@ -995,7 +995,7 @@ TEST(Cli, MergedShardsOfRunEqualTheUnshardedRun) {
   const std::string base = "run --suite golden,backend,property --iterations 5 --filter "
                            "'window2|rows$|window_coverage|decode_across_window/static/(eager|sdpa)/float(32|64)'";
   EXPECT_EQ(expect_merge_equals_unsharded("run_pass", base, {2, 5}), 0);
-  EXPECT_EQ(expect_merge_equals_unsharded("run_mutant", base + " --mutant window_too_wide", kShardCounts), 1);
+  EXPECT_EQ(expect_merge_equals_unsharded("run_mutant", base + " --mutant window_off_by_one+1", kShardCounts), 1);
   EXPECT_EQ(expect_merge_equals_unsharded("run_timed", base + " --timings", {2}), 0);
   const nlohmann::json merged = nlohmann::json::parse(slurp(scratch_root() / "merge_run_timed/merged2/summary.json"));
   EXPECT_TRUE(merged.contains("total_seconds"));  // every shard timed: so is the merge
@@ -1009,7 +1009,7 @@ TEST(Cli, MergedShardsOfFuzzEqualTheUnshardedRun) {
   const std::string base = "fuzz --iterations 50 --batch 10 --property 'stored_rows|window_coverage' --max-failures 100 --regressions '" +
                            out.string() + "'";
   EXPECT_EQ(expect_merge_equals_unsharded("fuzz_pass", base, {2, 5}), 0);
-  EXPECT_EQ(expect_merge_equals_unsharded("fuzz_mutant", base + " --mutant window_too_wide", kShardCounts), 1);
+  EXPECT_EQ(expect_merge_equals_unsharded("fuzz_mutant", base + " --mutant window_off_by_one+1", kShardCounts), 1);
   const nlohmann::json merged = nlohmann::json::parse(slurp(scratch_root() / "merge_fuzz_mutant/merged3/summary.json"));
   EXPECT_EQ(merged["run"]["counters"]["rounds"], 5);
   EXPECT_FALSE(merged["run"]["files"].empty());
@@ -1021,7 +1021,7 @@ TEST(Cli, MergedShardsOfEngineEqualTheUnshardedRun) {
   const std::string cd = std::string("cd '") + kSourceDir + "' &&";
   const std::string base = "engine --engine '^oracle$' --model '^gemma2-w4$' --plans all --iterations 3";
   EXPECT_EQ(expect_merge_equals_unsharded("engine_pass", base, {2, 5}, cd), 0);
-  EXPECT_EQ(expect_merge_equals_unsharded("engine_mutant", base + " --mutant window+1", kShardCounts, cd), 1);
+  EXPECT_EQ(expect_merge_equals_unsharded("engine_mutant", base + " --mutant window_off_by_one+1", kShardCounts, cd), 1);
 }
 
 // Two versions in one campaign: 4.57.6 under 5.24.0's behaviours disagrees on every sequence

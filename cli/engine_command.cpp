@@ -375,11 +375,13 @@ Runner add_engine_command(CLI::App& app) {
   cmd->add_option("--time-budget", a->time_budget, "Stop starting new cases after this many seconds (0: no limit)");
   add_shard_options(cmd, a->shard, a->shard_count, "cases (in --list order)");
   {
-    // The adapter mutants of the step table and its neighbours (engine/steps.h, engines/protocol.json).
+    // The adapter mutants of the step table and its neighbours (engine/steps.h, engines/protocol.json),
+    // and the spellings they replaced (accepted for one release: the run says the new name).
     std::vector<std::string> names{"none"};
     std::map<std::string, std::string> by_kind;
     for (const engine::EngineMutant& m : engine::engine_mutants()) {
       names.push_back(m.name);
+      if (!m.old.empty()) names.push_back(m.old);
       by_kind[m.kind] += (by_kind[m.kind].empty() ? "" : ", ") + m.name;
     }
     cmd->add_option("--mutant", a->mutant,
@@ -413,6 +415,9 @@ Runner add_engine_command(CLI::App& app) {
       std::cout << engine::protocol_description().dump(1) << "\n";
       return 0;
     }
+    std::string renamed;
+    a->mutant = engine::canonical_mutant(a->mutant, &renamed);
+    if (!renamed.empty()) std::cerr << "engine: " << renamed << "\n";
     // Files of the checkout resolved once, absolute: the run, and every reproduce line it prints, work
     // from any folder.
     const auto absolute = [](const std::string& p) { return fs::absolute(p).lexically_normal().string(); };

@@ -9,7 +9,7 @@
 #      closing line must be the checkout's (the same cases and verdicts: only the packaging moved);
 #   2. `kvconform engine --engine-cmd 'python my_engine.py'`: the README's transformers engine
 #      (python/examples/hf_engine.py) on one tiny model, written by the installed generator; told a
-#      wrong window (--mutant window+1) it must FAIL, and with an expectations file that expects
+#      wrong window (--mutant window_off_by_one+1) it must FAIL, and with an expectations file that expects
 #      those failures it passes, reporting them as expected;
 #   3. `pytest --kvconform` on the README's kernel and `pytest --kvconform-engine` on its engine;
 #   4. `kvconform site` over the reports, where this kvconform has it.
@@ -86,9 +86,9 @@ took "kvconform engine" "$t"
 echo "$out" | tail -1 | sed 's/^/  /'
 echo "$out" | tail -1 | grep -Eq '^[1-9][0-9]* passed, 0 failed' || fail "kvconform engine did not pass: $(echo "$out" | tail -1)"
 t=$(clock)
-out="$(kvconform engine "${engine[@]}" --mutant window+1 --no-report 2>&1)" && { echo "$out" | tail -5; fail "kvconform engine --mutant window+1 passed"; }
-took "kvconform engine --mutant window+1" "$t"
-echo "$out" | grep -q 'FAIL step' || { echo "$out" | tail -10; fail "kvconform engine --mutant window+1 named no failing step"; }
+out="$(kvconform engine "${engine[@]}" --mutant window_off_by_one+1 --no-report 2>&1)" && { echo "$out" | tail -5; fail "kvconform engine --mutant window_off_by_one+1 passed"; }
+took "kvconform engine --mutant window_off_by_one+1" "$t"
+echo "$out" | grep -q 'FAIL step' || { echo "$out" | tail -10; fail "kvconform engine --mutant window_off_by_one+1 named no failing step"; }
 # The implementation's own expectations file (docs/expectations.md), as an engine team keeps it: an
 # engine with a bug of its own (its window one token wider, the suite not told) fails without the file,
 # passes with it, its failures reported as expected; the same file on the correct engine is an
@@ -102,7 +102,7 @@ class BuggyEngine(HFEngine):
     name = "hf-buggy"
 
     def load(self, model_dir, options, mutant, max_tokens, sequences):  # its own bug: a window one wider
-        return super().load(model_dir, options, "window+1" if mutant == "none" else mutant, max_tokens, sequences)
+        return super().load(model_dir, options, "window_off_by_one+1" if mutant == "none" else mutant, max_tokens, sequences)
 
 
 if __name__ == "__main__":

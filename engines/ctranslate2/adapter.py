@@ -29,8 +29,8 @@ Options (any other key is refused by name):
            last new position of each step only, as a server answers)
 
 Mutants rewrite the staged config.json before conversion (kvconform.mutate_hf_config on the JSON):
-window+1 / window-1 change sliding_window; full sets layer_types all full_attention where the config
-has them, else drops the window; fork-prefix and spec-rollback are PromptEngine's.
+window_off_by_one+1 / window_off_by_one-1 change sliding_window; full sets layer_types all full_attention where the config
+has them, else drops the window; fork_off_by_one and spec_rollback_off_by_one are PromptEngine's.
 """
 import contextlib
 import hashlib

@@ -27,7 +27,7 @@ Options (any other key is refused by name):
   mode   "eager" (default) | "pte"
   chunk  int >= 1: feed each extend in chunks of this many tokens
 
-Mutants rewrite the config before the model is built: window+1 / window-1 change sliding_window; full sets
+Mutants rewrite the config before the model is built: window_off_by_one+1 / window_off_by_one-1 change sliding_window; full sets
 layer_types to all full_attention where the config has it, else sliding_window = None.
 """
 import contextlib

@@ -18,7 +18,7 @@
 // llama_memory_seq_pos_min shows the SWA cache no longer holds the window the next token needs, as
 // llama-server checks; off, the worker trusts llama_memory_seq_rm as llama.h documents it).
 // Mutants override the architecture's `<arch>.attention.sliding_window` key at load
-// (llama_model_kv_override): window±1, or a window larger than any plan ("full"); the loaded
+// (llama_model_kv_override): window±1, or a window larger than any plan (full_attention_on_sliding); the loaded
 // model's llama_model_n_swa is checked against the intent.
 //
 // Serving operations: fork is llama_memory_seq_cp of the source's positions [0, length) after the
@@ -26,13 +26,13 @@
 // chunk then split by n_ubatch); spec is an extend then a rollback; batch is one llama_batch holding
 // every item's tokens under its own seq_id and positions (split only where it exceeds n_batch); shift
 // is llama_memory_seq_rm of [keep, keep + discard) then llama_memory_seq_add of -discard to the rest.
-// Operation mutants: fork-prefix copies one position short, chunked-restart removes the sequence's
-// cells before each chunk (llama_memory_seq_rm [0, chunk start)), spec-rollback removes one token
-// more than rejected, batch-offset positions every item at the first item's length, shift-discard+1
-// discards one token more than the shift asks, preempt-short decodes all but the last token again;
-// fork-shared is refused (seq_cp already shares cells: there is no copy to skip). preempt is
+// Operation mutants: fork_off_by_one copies one position short, window_restarts_per_chunk removes the sequence's
+// cells before each chunk (llama_memory_seq_rm [0, chunk start)), spec_rollback_off_by_one removes one token
+// more than rejected, batch_offset positions every item at the first item's length, shift_discard_off_by_one
+// discards one token more than the shift asks, preempt_short decodes all but the last token again;
+// fork_shared is refused (seq_cp already shares cells: there is no copy to skip). preempt is
 // llama_memory_seq_rm of the whole sequence, then its tokens decoded again from position 0; turn is a
-// rollback to the kept prefix then an extend (turn-past keeps one old token more).
+// rollback to the kept prefix then an extend (turn_past keeps one old token more).
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -371,17 +371,17 @@ class Engine {
     std::vector<llama_model_kv_override> ov;
     int64_t want_swa = -1;
     if (mutant != "none") {
-      if (mutant == "window+1") want_swa = window + 1;
-      else if (mutant == "window-1") want_swa = window - 1;
-      // "full": a window larger than any plan, so sliding layers see everything; not far larger, as
+      if (mutant == "window_off_by_one+1") want_swa = window + 1;
+      else if (mutant == "window_off_by_one-1") want_swa = window - 1;
+      // full_attention_on_sliding: a window larger than any plan, so sliding layers see everything; not far larger, as
       // llama.cpp sizes the SWA cache from n_swa * n_seq_max in uint32 arithmetic.
-      else if (mutant == "full") want_swa = std::max<int64_t>(int64_t(1) << 20, max_tokens + 1);
-      else if (mutant == "shift-no-rerotate") throw Unsupported("shift-no-rerotate: llama.h has no shift without llama.cpp's own K-shift");
-      else if (mutant == "fork-shared") throw Unsupported("fork-shared: llama_memory_seq_cp shares cells by design, there is no copy to skip");
-      else if (mutant == "fork-prefix" || mutant == "chunked-restart" || mutant == "spec-rollback" || mutant == "batch-offset" ||
-               mutant == "shift-discard+1" || mutant == "preempt-short" || mutant == "turn-past")
+      else if (mutant == "full_attention_on_sliding") want_swa = std::max<int64_t>(int64_t(1) << 20, max_tokens + 1);
+      else if (mutant == "shift_not_rerotated") throw Unsupported("shift_not_rerotated: llama.h has no shift without llama.cpp's own K-shift");
+      else if (mutant == "fork_shared") throw Unsupported("fork_shared: llama_memory_seq_cp shares cells by design, there is no copy to skip");
+      else if (mutant == "fork_off_by_one" || mutant == "window_restarts_per_chunk" || mutant == "spec_rollback_off_by_one" || mutant == "batch_offset" ||
+               mutant == "shift_discard_off_by_one" || mutant == "preempt_short" || mutant == "turn_past")
         want_swa = -1;
-      else throw std::runtime_error("unknown mutant \"" + mutant + "\" (none, window+1, window-1, full, fork-prefix, chunked-restart, spec-rollback, batch-offset, shift-discard+1, preempt-short, turn-past)");
+      else throw std::runtime_error("unknown mutant \"" + mutant + "\" (none, window_off_by_one+1, window_off_by_one-1, full_attention_on_sliding, fork_off_by_one, window_restarts_per_chunk, spec_rollback_off_by_one, batch_offset, shift_discard_off_by_one, preempt_short, turn_past)");
     }
     operation_mutant_ = want_swa == -1 ? mutant : "none";
     if (want_swa != -1 && mutant != "none") {
@@ -499,14 +499,14 @@ class Engine {
     std::vector<Tok> all;
     for (const auto& [seq, tokens] : items) {
       check_seq(seq);
-      const int64_t base = operation_mutant_ == "batch-offset" ? len_[size_t(items[0].first)] : len_[size_t(seq)];
+      const int64_t base = operation_mutant_ == "batch_offset" ? len_[size_t(items[0].first)] : len_[size_t(seq)];
       for (size_t k = 0; k < tokens.size(); ++k) all.push_back({seq, llama_pos(base + int64_t(k)), tokens[k]});
     }
     std::vector<float> out(all.size() * size_t(vocab_));
     const size_t group = std::max<size_t>(1, std::min(size_t(n_batch_), chunk));
     for (size_t g = 0; g < all.size(); g += group) {
       const size_t n = std::min(group, all.size() - g);
-      if (chunked && operation_mutant_ == "chunked-restart" && all[g].pos > 0) llama_memory_seq_rm(mem_, all[g].seq, 0, all[g].pos);
+      if (chunked && operation_mutant_ == "window_restarts_per_chunk" && all[g].pos > 0) llama_memory_seq_rm(mem_, all[g].seq, 0, all[g].pos);
       batch_.n_tokens = int32_t(n);
       for (size_t i = 0; i < n; ++i) {
         batch_.token[i] = all[g + i].token;
@@ -545,7 +545,7 @@ class Engine {
     if (seq == from || length < 0 || length > len_[size_t(from)])
       throw std::runtime_error("fork of " + std::to_string(length) + " tokens of seq " + std::to_string(from) + " (" +
                                std::to_string(len_[size_t(from)]) + " tokens) into seq " + std::to_string(seq));
-    const int64_t keep = operation_mutant_ == "fork-prefix" ? std::max<int64_t>(0, length - 1) : length;
+    const int64_t keep = operation_mutant_ == "fork_off_by_one" ? std::max<int64_t>(0, length - 1) : length;
     if (!llama_memory_seq_rm(mem_, seq, -1, -1)) throw std::runtime_error("llama_memory_seq_rm of the fork's target returned false");
     len_[size_t(seq)] = 0;
     // llama.cpp copies a partial range only between sequences of one stream (kv_unified); across
@@ -623,13 +623,13 @@ class Engine {
   // A preemption (operation "preempt"): every cell of the sequence given back (llama_memory_seq_rm of
   // the whole sequence, the SWA cache's wrapped cells too) and its tokens decoded again from position
   // 0, as a server re-processes a prompt whose slot it lost. A shifted sequence's keys are not a fresh
-  // forward of its kept tokens, so its preempt is refused. preempt-short decodes all but the last.
+  // forward of its kept tokens, so its preempt is refused. preempt_short decodes all but the last.
   void preempt(int seq) {
     check_seq(seq);
     if (shifted_[size_t(seq)])
       throw Unsupported("preempt of a shifted sequence: decoding its kept tokens again would not give the keys the shift left");
     std::vector<llama_token> tokens = tokens_[size_t(seq)];
-    if (operation_mutant_ == "preempt-short" && !tokens.empty()) tokens.pop_back();
+    if (operation_mutant_ == "preempt_short" && !tokens.empty()) tokens.pop_back();
     if (!llama_memory_seq_rm(mem_, seq, -1, -1)) throw std::runtime_error("llama_memory_seq_rm of the whole sequence returned false");
     len_[size_t(seq)] = 0;
     tokens_[size_t(seq)].clear();
@@ -843,7 +843,7 @@ int main(int argc, char** argv) {
         if (chunk <= 0) throw std::runtime_error("chunk must be positive");
         std::vector<float> logits = engine.decode(items, size_t(chunk), op == "chunked");
         if (op == "spec") {
-          const int64_t n = h.at("n").get<int64_t>() + (engine.operation_mutant() == "spec-rollback" ? 1 : 0);
+          const int64_t n = h.at("n").get<int64_t>() + (engine.operation_mutant() == "spec_rollback_off_by_one" ? 1 : 0);
           engine.rollback(items[0].first, std::min<int64_t>(n, engine.length(items[0].first)));
         }
         const size_t nbytes = logits.size() * sizeof(float);
@@ -857,7 +857,7 @@ int main(int argc, char** argv) {
         const int seq = h.at("seq").get<int>();
         const int64_t keep = h.at("keep").get<int64_t>(), discard = h.at("discard").get<int64_t>();
         // the mutant drops one token more than asked where there is one
-        const int64_t more = engine.operation_mutant() == "shift-discard+1" && keep + discard < engine.length(seq) ? 1 : 0;
+        const int64_t more = engine.operation_mutant() == "shift_discard_off_by_one" && keep + discard < engine.length(seq) ? 1 : 0;
         engine.shift(seq, keep, discard + more);
         send({{"status", "ok"}});
       } else if (op == "rollback") {
@@ -867,10 +867,10 @@ int main(int argc, char** argv) {
         engine.reload(h.at("seq").get<int>());
         send({{"status", "ok"}});
       } else if (op == "turn") {
-        // A multi-turn request: back to the kept prefix, then the new tokens (turn-past keeps one more).
+        // A multi-turn request: back to the kept prefix, then the new tokens (turn_past keeps one more).
         const int seq = h.at("seq").get<int>();
         int64_t keep = h.at("keep").get<int64_t>();
-        if (engine.operation_mutant() == "turn-past" && keep < engine.length(seq)) ++keep;
+        if (engine.operation_mutant() == "turn_past" && keep < engine.length(seq)) ++keep;
         if (keep < 0 || keep > engine.length(seq))
           throw std::runtime_error("turn keeping " + std::to_string(keep) + " of a sequence of " + std::to_string(engine.length(seq)));
         engine.rollback(seq, engine.length(seq) - keep);

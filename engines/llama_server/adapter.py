@@ -30,11 +30,11 @@ Options (anything else is refused by name): cache_prompt (bool, default true), c
 default false as the server's), parallel (slots, at least the plan's sequences), kv_unified (bool),
 context_shift (bool), n_ubatch, n_batch, flash_attn ("on"/"off"/"auto" or bool), type_k / type_v
 ("f32", "f16"), threads (default 1), timeout (seconds per request, default 60).
-Mutants: window+1 / window-1 / full through `--override-kv <arch>.attention.sliding_window=int:N`
-(refused where the architecture has no window); fork-prefix starts a fork one token short;
-spec-rollback drops one token more than the cycle rejected; turn-past keeps one old token past the
-turn's prefix; preempt-short drops the last token after an erase; shift-discard+1 asks the server for a
-shift of one token more than the plan's; the others (shift-no-rerotate among them:
+Mutants: window_off_by_one+1 / window_off_by_one-1 / full through `--override-kv <arch>.attention.sliding_window=int:N`
+(refused where the architecture has no window); fork_off_by_one starts a fork one token short;
+spec_rollback_off_by_one drops one token more than the cycle rejected; turn_past keeps one old token past the
+turn's prefix; preempt_short drops the last token after an erase; shift_discard_off_by_one asks the server for a
+shift of one token more than the plan's; the others (shift_not_rerotated among them:
 the shift is the server's) are refused.
 """
 from __future__ import annotations
@@ -333,7 +333,7 @@ class LlamaServer(kvconform.Engine):
         unknown = sorted(set(options) - set(KNOWN))
         if unknown:
             raise ValueError(f"unknown option {unknown[0]!r} (llama-server options: {', '.join(KNOWN)})")
-        if mutant in ("fork-shared", "chunked-restart", "batch-offset", "shift-no-rerotate"):
+        if mutant in ("fork_shared", "window_restarts_per_chunk", "batch_offset", "shift_not_rerotated"):
             raise Unsupported(f"mutant {mutant}: llama-server has no such step to do wrong (a fork or a batch is prompts "
                               "sent, a shift is the server's own)")
         self.mutant = mutant
@@ -376,7 +376,7 @@ class LlamaServer(kvconform.Engine):
         cfg = json.loads(Path(model_dir, "config.json").read_text())
         window = int(cfg.get("sliding_window") or 0)
         arch = gguf_architecture(gguf)
-        if mutant in ("window+1", "window-1", "full"):
+        if mutant in ("window_off_by_one+1", "window_off_by_one-1", "full_attention_on_sliding"):
             if window <= 0 or arch == "llama":
                 raise Unsupported(f"llama.cpp's {arch} architecture has no sliding window to mutate")
             n = kvconform.mutated_window(window, mutant) or max(1 << 20, max_tokens + 1)
@@ -463,7 +463,7 @@ class LlamaServer(kvconform.Engine):
         if discard == 0:
             return  # n_discard 0 is the server's "half of what is left", not nothing
         n = len(self.tokens[seq])
-        if self.mutant == "shift-discard+1" and keep + discard < n:
+        if self.mutant == "shift_discard_off_by_one" and keep + discard < n:
             discard += 1  # the mutant asks the server to drop one token more than the plan does
         # the server's clamps: n_keep at most n_ctx - 4 (n_ctx = n + 1), n_discard at most n_left - 1
         if keep > n - 3 or discard > n - keep - 1:
@@ -545,13 +545,13 @@ class LlamaServer(kvconform.Engine):
     def spec(self, seq: int, tokens: List[int], n: int):
         self.refuse_pending(seq, "a spec cycle")
         answer = self.extend(seq, tokens)
-        self.rollback(seq, min(len(self.tokens[seq]), n + (self.mutant == "spec-rollback")))
+        self.rollback(seq, min(len(self.tokens[seq]), n + (self.mutant == "spec_rollback_off_by_one")))
         return answer
 
     def fork(self, seq: int, source: int, length: int) -> None:
         self.refuse_pending(source, "a fork")
         self.pending.pop(seq, None)
-        keep = max(0, length - 1) if self.mutant == "fork-prefix" else length
+        keep = max(0, length - 1) if self.mutant == "fork_off_by_one" else length
         self.tokens[seq] = list(self.tokens[source][:keep])
 
     def batch(self, items: List[Tuple[int, List[int]]]):
@@ -579,20 +579,20 @@ class LlamaServer(kvconform.Engine):
     def turn(self, seq: int, keep: int, tokens: List[int]):
         """A chat's next turn: one completion of the kept prefix and the new tokens, the server matching
         the prefix its slot holds (restoring an SWA context checkpoint at or before it, or evaluating
-        the prompt again); turn-past keeps one old token more."""
+        the prompt again); turn_past keeps one old token more."""
         self.refuse_pending(seq, "a turn")
-        if self.mutant == "turn-past" and keep < len(self.tokens[seq]):
+        if self.mutant == "turn_past" and keep < len(self.tokens[seq]):
             keep += 1
         self.tokens[seq] = self.tokens[seq][:keep] + list(tokens)
         return LogProbs([len(tokens) - 1], self.ask(seq, len(tokens)))
 
     def preempt(self, seq: int) -> None:
         """The slot's cache given back (`/slots/ID?action=erase`); the next request's prompt is evaluated
-        again from its tokens. preempt-short leaves the last token out of it."""
+        again from its tokens. preempt_short leaves the last token out of it."""
         self.refuse_pending(seq, "a preempt")
         assert self.server is not None
         self.server.post(f"/slots/{seq}?action=erase", {})
-        if self.mutant == "preempt-short" and self.tokens[seq]:
+        if self.mutant == "preempt_short" and self.tokens[seq]:
             del self.tokens[seq][-1:]
 
     def reset(self) -> None:

@@ -28,9 +28,9 @@ Options (any other key is refused by name):
   prefix_cache_n  int >= 0 (default 16, mistral.rs's): sequences whose KV cache is kept for prefix
                   reuse; 0 turns the prefix cache off (every request is a fresh prefill)
 
-Mutants rewrite the staged config.json (kvconform.mutate_hf_config on the JSON): window+1 /
-window-1 change sliding_window; full sets layer_types all full_attention where the config has them,
-else drops the window; fork-prefix and spec-rollback are PromptEngine's.
+Mutants rewrite the staged config.json (kvconform.mutate_hf_config on the JSON): window_off_by_one+1 /
+window_off_by_one-1 change sliding_window; full sets layer_types all full_attention where the config has them,
+else drops the window; fork_off_by_one and spec_rollback_off_by_one are PromptEngine's.
 """
 import hashlib
 import json

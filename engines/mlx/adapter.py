@@ -24,7 +24,7 @@ Options (any other key is refused by name):
   prefill_step   int >= 1: feed each extend in chunks of this many tokens (default: one call).
 
 Mutants rewrite the config before the model is built (load_model's model_config override):
-window+1 / window-1 change config.sliding_window (on Llama 4, attention_chunk_size); full sets layer_types to all full_attention
+window_off_by_one+1 / window_off_by_one-1 change config.sliding_window (on Llama 4, attention_chunk_size); full sets layer_types to all full_attention
 (read by llama.py) and sliding_window to a window longer than any plan (for the families that
 derive the sliding layers from a pattern and only read sliding_window).
 """
@@ -48,7 +48,7 @@ with contextlib.redirect_stdout(sys.stderr):  # stdout belongs to the protocol, 
     from mlx_lm.utils import load_config, load_model
 
 OPTIONS = ("prefill_step",)
-FULL_WINDOW = 1 << 24  # "full" mutant: a window no plan reaches
+FULL_WINDOW = 1 << 24  # full_attention_on_sliding mutant: a window no plan reaches
 
 
 def mutant_config(config, mutant, max_tokens):

@@ -14,7 +14,7 @@ recipe=$(python3 engines/models/make_models.py --draw "$family:$seed:$index") ||
 layers=$(echo "$recipe" | python3 -c 'import json, sys; print(json.load(sys.stdin)["config"]["num_hidden_layers"])')
 [ "$layers" -ge 2 ] || fail "$family:$seed:$index has $layers layer: a layer fewer would be no model, pick another draw"
 out=$("$kvc" engine --engine-cmd build/harness/kvc-oracle-engine --engine-name oracle-load-error \
-      --engine-options "{\"fault\": \"load-error@$layers\"}" --mutant window+1 --plans models --family "^$family\$" \
+      --engine-options "{\"fault\": \"load-error@$layers\"}" --mutant window_off_by_one+1 --plans models --family "^$family\$" \
       --seed "$seed" --reproduce "trace:$seed:$index:$size" --campaign-models "$d/models" --no-report 2>&1)
 echo "$out"
 line=$(grep "drawn-$family/model-campaign.*: FAIL" <<< "$out") || fail "the campaign did not FAIL"

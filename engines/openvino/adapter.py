@@ -23,9 +23,9 @@ LLMPipeline runs (its KV cache lives in the model's variables):
     fork: the source's states cut to the prefix, copied into the new sequence's request (prefix reuse);
     spec: extend, then rollback of the rejected tokens.
 Options: none (any key is refused by name). Mutants reach the transformers config before the export
-through kvconform.mutate_hf_config (window+1 / window-1 / full, and the model mutants a config can say);
-fork-prefix forks one token short, spec-rollback drops one token more than a cycle rejected; fork-shared,
-chunked-restart and batch-offset are refused (set_state copies; no chunked or batch operation).
+through kvconform.mutate_hf_config (window_off_by_one+1 / window_off_by_one-1 / full, and the model mutants a config can say);
+fork_off_by_one forks one token short, spec_rollback_off_by_one drops one token more than a cycle rejected; fork_shared,
+window_restarts_per_chunk and batch_offset are refused (set_state copies; no chunked or batch operation).
 """
 import contextlib
 import hashlib
@@ -146,7 +146,7 @@ class OpenVINOEngine(Engine):
     def load(self, model_dir, options, mutant, max_tokens, sequences):
         if options:
             raise ValueError(f"unknown option(s) {', '.join(sorted(options))} (the openvino adapter takes none)")
-        if mutant in ("fork-shared", "chunked-restart", "batch-offset"):
+        if mutant in ("fork_shared", "window_restarts_per_chunk", "batch_offset"):
             raise Unsupported(f"mutant {mutant}: OpenVINO copies a state on set (nothing to share), and the "
                               "adapter has no chunked or batch operation")
         self.mutant = mutant
@@ -200,7 +200,7 @@ class OpenVINOEngine(Engine):
 
     def spec(self, seq, tokens, n):
         logits = self.extend(seq, tokens)
-        if self.mutant == "spec-rollback":
+        if self.mutant == "spec_rollback_off_by_one":
             n = min(n + 1, self.reqs[seq][1])  # the mutant: one token more than the cycle rejected
         if n:
             self.rollback(seq, n)
@@ -210,7 +210,7 @@ class OpenVINOEngine(Engine):
         src = self._req(source)
         if not 0 <= length <= src[1]:
             raise ValueError(f"fork of {length} tokens: sequence {source} has {src[1]}")
-        if self.mutant == "fork-prefix":
+        if self.mutant == "fork_off_by_one":
             length = max(length - 1, 0)  # the mutant: one token short
         states = {s.name: np.ascontiguousarray(np.array(s.state.data)[:, :, :length]) for s in src[0].query_state()}
         self.reqs.pop(seq, None)

@@ -33,7 +33,7 @@ Options (any other key is refused by name):
   check_graph        false (default: the graph's windows are only reported on stderr, the logits
                      judge) | true: refuse (SKIP) a graph whose sliding layers lack the window
 
-Mutants rewrite the staged config.json before the builder runs: window+1 / window-1 change
+Mutants rewrite the staged config.json before the builder runs: window_off_by_one+1 / window_off_by_one-1 change
 sliding_window; full sets layer_types to all full_attention where the config has it, else
 sliding_window = max_tokens + 1 (no plan reaches it).
 """
@@ -82,7 +82,7 @@ def mutate_config(config, mutant, max_tokens):
         return config
     config = dict(config)
     w = mutated_window(config.get("sliding_window"), mutant) if isinstance(config.get("sliding_window"), int) else None
-    if mutant != "full":
+    if mutant != "full_attention_on_sliding":
         if w is None:
             raise Unsupported(f"mutant {mutant}: the config has no integer sliding_window")
         config["sliding_window"] = w

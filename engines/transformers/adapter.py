@@ -40,17 +40,17 @@ generate-style forward per chunk on the sequence's cache. spec is an extend then
 left_padding > 0 these three are unsupported. preempt gives back the sequence's cache and
 recomputes it from the tokens the adapter keeps, one prefill into a fresh cache (unsupported with
 left_padding). No batch: the adapter keeps one cache per sequence.
-Mutants (kvconform mutants window+1, window-1, full) change the config before the model is built:
+Mutants (kvconform mutants window_off_by_one+1, window_off_by_one-1, full) change the config before the model is built:
 sliding_window = W +- 1, or every layer full attention (layer_types all "full_attention" where the
-config has layer_types, else sliding_window = None). The operation mutants: fork-shared (the fork
-uses the source's cache object itself), fork-prefix (the copy is cropped one token short),
-chunked-restart (every chunk after the first starts on a new, empty cache), spec-rollback (a cycle
-crops one token more than it rejected), preempt-short (the recompute leaves the last token out);
-batch-offset is refused (kvconform.Engine: no batch here).
-The model mutants: those a config can say through kvconform.mutate_hf_config (nope-inverted,
-rope-all-rotary, window-everywhere, layers-swapped), and sinks-dropped by setting every
+config has layer_types, else sliding_window = None). The operation mutants: fork_shared (the fork
+uses the source's cache object itself), fork_off_by_one (the copy is cropped one token short),
+window_restarts_per_chunk (every chunk after the first starts on a new, empty cache), spec_rollback_off_by_one (a cycle
+crops one token more than it rejected), preempt_short (the recompute leaves the last token out);
+batch_offset is refused (kvconform.Engine: no batch here).
+The model mutants: those a config can say through kvconform.mutate_hf_config (nope_inverted,
+rope_all_rotary, window_on_every_layer, layer_types_swapped), and sinks_dropped by setting every
 attention sink parameter to -inf after loading (exp(-inf) = 0: no sink in the softmax);
-shared-kv-full is refused.
+shared_kv_full is refused.
 """
 import copy
 import inspect
@@ -135,7 +135,7 @@ class TransformersEngine(Engine):
 
         cfg = AutoConfig.from_pretrained(model_dir)
         # The decoder's config: a multimodal model's text_config (get_text_config() is the config itself elsewhere).
-        mutate_hf_config(cfg.get_text_config(), "none" if mutant == "sinks-dropped" else mutant)
+        mutate_hf_config(cfg.get_text_config(), "none" if mutant == "sinks_dropped" else mutant)
         self.mutant = mutant
         self.model = None
         key = (os.path.realpath(model_dir), os.path.getmtime(os.path.join(model_dir, "model.safetensors")), mutant,
@@ -148,10 +148,10 @@ class TransformersEngine(Engine):
                 if "does not support" in str(e):
                     raise Unsupported(f"transformers {transformers.__version__}: {e}") from e
                 raise
-            if mutant == "sinks-dropped":
+            if mutant == "sinks_dropped":
                 sinks = [m.sinks for m in model.modules() if isinstance(getattr(m, "sinks", None), torch.nn.Parameter)]
                 if not sinks:
-                    raise Unsupported("mutant sinks-dropped: the model has no attention sinks")
+                    raise Unsupported("mutant sinks_dropped: the model has no attention sinks")
                 with torch.no_grad():
                     for p in sinks:
                         p.fill_(float("-inf"))
@@ -288,8 +288,8 @@ class TransformersEngine(Engine):
         src, dst = self._seq(source), self._seq(seq)
         if not 0 <= length <= src.n:
             raise ValueError(f"fork of {length} tokens from a sequence of {src.n}")
-        cache = src.cache if self.mutant == "fork-shared" else copy.deepcopy(src.cache)
-        keep = max(length - 1, 0) if self.mutant == "fork-prefix" else length
+        cache = src.cache if self.mutant == "fork_shared" else copy.deepcopy(src.cache)
+        keep = max(length - 1, 0) if self.mutant == "fork_off_by_one" else length
         if keep < src.n:
             self._crop(cache, src.n - keep, keep)
         dst.cache, dst.ref_cache, dst.n, dst.padded = cache, None, keep, False
@@ -301,7 +301,7 @@ class TransformersEngine(Engine):
             raise ValueError(f"chunk {chunk} is not positive")
         parts = []
         for at in range(0, len(tokens), chunk):
-            if at and self.mutant == "chunked-restart":
+            if at and self.mutant == "window_restarts_per_chunk":
                 s = self._seq(seq)
                 s.cache, s.n, s.tokens = self._new_cache(), 0, []
             parts.append(self.extend(seq, tokens[at:at + chunk]))
@@ -310,17 +310,17 @@ class TransformersEngine(Engine):
     def spec(self, seq, tokens, n):
         self._unpadded("spec")
         logits = self.extend(seq, tokens)
-        n = min(n + 1, self._seq(seq).n) if self.mutant == "spec-rollback" else n
+        n = min(n + 1, self._seq(seq).n) if self.mutant == "spec_rollback_off_by_one" else n
         if n:
             self.rollback(seq, n)
         return logits
 
     def preempt(self, seq):
         """The sequence's cache given back and recomputed from its tokens: one prefill into a fresh
-        cache (a static cache's sliding layers wrap as they did); preempt-short leaves the last out."""
+        cache (a static cache's sliding layers wrap as they did); preempt_short leaves the last out."""
         self._unpadded("preempt")
         s = self._seq(seq)
-        tokens = s.tokens[:-1] if self.mutant == "preempt-short" else list(s.tokens)
+        tokens = s.tokens[:-1] if self.mutant == "preempt_short" else list(s.tokens)
         s.cache, s.n, s.tokens = self._new_cache(), 0, []
         if tokens:
             self.extend(seq, tokens)

@@ -12,7 +12,7 @@ the plan (extends, reloads, rollbacks) and compares each extend's logits with th
 no-cache forward of the sequence so far (nocache_forward.py without --exact), atol 1e-4. One JSON
 line per run: status "pass" | "fail" (max error above atol; the first failing step) | "unsupported"
 (the adapter's SKIP message) | "error" (its FAIL message), then a summary table on stderr.
---mutants adds, per model, the adapter mutants (window+1, window-1, full) on dynamic/eager, which
+--mutants adds, per model, the adapter mutants (window_off_by_one+1, window_off_by_one-1, full) on dynamic/eager, which
 must "fail" (the suite catches them). Exit status 0 always: the lines are the findings.
 """
 import argparse
@@ -122,7 +122,7 @@ def main():
                             rows.append(r)
                             print(json.dumps(r), flush=True)
         if a.mutants:
-            for mutant in ("window+1", "window-1", "full"):
+            for mutant in ("window_off_by_one+1", "window_off_by_one-1", "full_attention_on_sliding"):
                 r = run(model_dir, ref, {"cache": "dynamic", "attention": "eager"}, PLANS["base"], mutant)
                 r = {"transformers": transformers.__version__, "model": model, "plan": "base", "mutant": mutant, **r}
                 rows.append(r)

@@ -51,9 +51,9 @@ Options (an unknown key is an error naming it):
                         (a model without sliding layers: its CPU attention then wants a multiple of 32)
                         the adapter takes the size vLLM names, and says so on stderr
 
-Mutants: window+1 / window-1 / full change the Hugging Face config vLLM loads
-(`hf_overrides=kvconform.mutate_hf_config`); fork-prefix forks one token short, spec-rollback drops
-one token more than a cycle rejected; fork-shared, chunked-restart and batch-offset are refused
+Mutants: window_off_by_one+1 / window_off_by_one-1 / full change the Hugging Face config vLLM loads
+(`hf_overrides=kvconform.mutate_hf_config`); fork_off_by_one forks one token short, spec_rollback_off_by_one drops
+one token more than a cycle rejected; fork_shared, window_restarts_per_chunk and batch_offset are refused
 (vLLM's blocks are immutable and shared by design; its chunks and batches have no knob to do them
 wrong).
 """
@@ -128,7 +128,7 @@ class VllmEngine(Engine):
         for key in ("prefix_caching", "hybrid_kv_cache"):
             if options.get(key, DEFAULTS[key]) not in (True, False):
                 raise ValueError(f"option {key}: expected true or false, got {options[key]!r}")
-        if mutant in ("fork-shared", "chunked-restart", "batch-offset"):
+        if mutant in ("fork_shared", "window_restarts_per_chunk", "batch_offset"):
             raise Unsupported(f"mutant {mutant}: vLLM has no way to do it (its full blocks are immutable and "
                               "shared by hash; chunks and batches are the scheduler's)")
         opts = {k: options.get(k, DEFAULTS[k]) for k in OPTIONS}
@@ -143,7 +143,7 @@ class VllmEngine(Engine):
         limit = _max_positions(model_dir)
         if limit and max_tokens + 2 <= limit < model_len:
             model_len = limit
-        window_mutant = mutant if mutant in ("window+1", "window-1", "full") else "none"
+        window_mutant = mutant if mutant in ("window_off_by_one+1", "window_off_by_one-1", "full_attention_on_sliding") else "none"
         key = (os.path.abspath(model_dir), tuple(sorted(opts.items())), window_mutant)
         if self.llm is None or self.key != key or self.model_len < model_len:
             self._drop()
@@ -302,7 +302,7 @@ class VllmEngine(Engine):
         s = self.seqs.get(seq, [])
         if n > len(s):
             raise ValueError(f"rollback of {n} tokens: sequence {seq} has {len(s)}")
-        if self.mutant == "spec-rollback" and self._in_spec:
+        if self.mutant == "spec_rollback_off_by_one" and self._in_spec:
             n = min(n + 1, len(s))  # the mutant: one token more than the cycle rejected, where there is one
         self.seqs[seq] = s[:len(s) - n]
 
@@ -312,7 +312,7 @@ class VllmEngine(Engine):
         logits = self.extend(seq, tokens)
         self._in_spec = True
         try:
-            if n or self.mutant == "spec-rollback":
+            if n or self.mutant == "spec_rollback_off_by_one":
                 self.rollback(seq, n)
         finally:
             self._in_spec = False
@@ -322,7 +322,7 @@ class VllmEngine(Engine):
         src = self.seqs.get(source, [])
         if length > len(src):
             raise ValueError(f"fork of {length} tokens: sequence {source} has {len(src)}")
-        if self.mutant == "fork-prefix":
+        if self.mutant == "fork_off_by_one":
             length = max(length - 1, 0)
         self.seqs[seq] = list(src[:length])
 

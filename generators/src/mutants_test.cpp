@@ -2,6 +2,8 @@
 // property aimed at its bug class, within the default budget (seed and iterations of the campaign).
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "kvcgen/campaign.h"
 
 namespace kvc::campaign {
@@ -53,8 +55,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Expectation{Mutation::ChunkIgnoresLeftPadding, Property::WindowCoverage, TraceEngineKind::Tensor},
                       Expectation{Mutation::CapacityMax, Property::StoredRows, TraceEngineKind::Tensor}),
     [](const auto& info) {
-      return std::string(to_string(info.param.mutation)) + "_by_" + to_string(info.param.caught_by) +
-             (info.param.engine == TraceEngineKind::Tensor ? "_tensor" : "");
+      // A test name is letters, digits and '_': window_off_by_one+1 is window_off_by_one_plus_1.
+      std::string name = std::regex_replace(to_string(info.param.mutation), std::regex("\\+"), "_plus_");
+      return name + "_by_" + to_string(info.param.caught_by) + (info.param.engine == TraceEngineKind::Tensor ? "_tensor" : "");
     });
 
 // A step that raises inside LibTorch (a mutant whose K/V and mask disagree in size) is a FAIL whose

@@ -47,11 +47,11 @@ kvc_triton_test(triton_vllm_unified_skips ADAPTER vllm_triton_adapter.py
         --expect "float64.*: SKIP .*in float64: the kernel accumulates in float32"
         --expect "^nothing was checked: every one of the 2 selected cases was skipped")
 # window_size[0] = W: one key too many wherever the K/V hold more than W tokens (a long prefill)
-kvc_triton_test(triton_vllm_unified_mutant_window+1 ADAPTER "vllm_triton_adapter.py --window-offset 1"
+kvc_triton_test(triton_vllm_unified_mutant_window_off_by_one+1 ADAPTER "vllm_triton_adapter.py --window-offset 1"
   RUN --filter "/kernel/prefill_longer_than_window/static" --dtype float32
   CHECK --exit 1 --expect "prefill_longer_than_window/static/float32.*: FAIL step 0 \\(Prefill\\(6\\)\\): attention \\(window\\) max error")
 # window_size[0] = W - 2 (vLLM's window_size taken as the key count): one key short, decodes included
-kvc_triton_test(triton_vllm_unified_mutant_window-1 ADAPTER "vllm_triton_adapter.py --window-offset -1"
+kvc_triton_test(triton_vllm_unified_mutant_window_off_by_one-1 ADAPTER "vllm_triton_adapter.py --window-offset -1"
   RUN --filter "/kernel/decode_across_window/static" --dtype float32
   CHECK --exit 1 --expect "decode_across_window/static/float32.*: FAIL step [0-9]+ .*: attention \\(window\\) max error")
 # sinks dropped (sinks=None although the case sends gpt-oss's per-head sink logits): every row's
@@ -76,10 +76,10 @@ endforeach()
 kvc_triton_test(triton_sglang_extend_full_prefix ADAPTER "sglang_extend_adapter.py --full-prefix"
   RUN --filter "/kernel/(prefill_longer_than_window|sliding_left_padding_batch)/static" --dtype float32
   CHECK --exit 0 --expect "prefill_longer_than_window/static/float32.*: OK" --absent ": FAIL")
-kvc_triton_test(triton_sglang_extend_mutant_window+1 ADAPTER "sglang_extend_adapter.py --window-offset 1"
+kvc_triton_test(triton_sglang_extend_mutant_window_off_by_one+1 ADAPTER "sglang_extend_adapter.py --window-offset 1"
   RUN --filter "/kernel/prefill_longer_than_window/static" --dtype float32
   CHECK --exit 1 --expect "prefill_longer_than_window/static/float32.*: FAIL step 0 \\(Prefill\\(6\\)\\): attention \\(window\\) max error")
-kvc_triton_test(triton_sglang_extend_mutant_window-1 ADAPTER "sglang_extend_adapter.py --window-offset -1"
+kvc_triton_test(triton_sglang_extend_mutant_window_off_by_one-1 ADAPTER "sglang_extend_adapter.py --window-offset -1"
   RUN --filter "/kernel/decode_across_window/static" --dtype float32
   CHECK --exit 1 --expect "decode_across_window/static/float32.*: FAIL step [0-9]+ .*: attention \\(window\\) max error")
 
@@ -105,10 +105,10 @@ foreach(dtype float32 float16)
           --expect "kernel/wrap_around_three_times/static/${dtype}.*: OK" --absent ": FAIL")
 endforeach()
 # W + 1 keys: shows only where a row's sequence is longer than W + 1 (rows of a long prefill)
-kvc_triton_test(triton_sglang_decode_mutant_window+1 ADAPTER "sglang_decode_adapter.py --rail window --window-offset 1"
+kvc_triton_test(triton_sglang_decode_mutant_window_off_by_one+1 ADAPTER "sglang_decode_adapter.py --rail window --window-offset 1"
   RUN --filter "/kernel/prefill_longer_than_window/static" --dtype float32
   CHECK --exit 1 --expect "prefill_longer_than_window/static/float32.*: FAIL step 0 \\(Prefill\\(6\\)\\): attention \\(window\\) max error")
-kvc_triton_test(triton_sglang_decode_mutant_window-1 ADAPTER "sglang_decode_adapter.py --rail window --window-offset -1"
+kvc_triton_test(triton_sglang_decode_mutant_window_off_by_one-1 ADAPTER "sglang_decode_adapter.py --rail window --window-offset -1"
   RUN --filter "/kernel/decode_across_window/static" --dtype float32
   CHECK --exit 1 --expect "decode_across_window/static/float32.*: FAIL step [0-9]+ .*: attention \\(window\\) max error")
 kvc_triton_test(triton_sglang_decode_mutant_drop-sinks ADAPTER "sglang_decode_adapter.py --rail window --drop-sinks"

@@ -32,6 +32,7 @@ import fcntl
 import operator
 import os
 import sys
+import warnings
 from typing import IO, Any, Callable, ClassVar, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._load import load_object
@@ -44,6 +45,7 @@ __all__ = [
     "OPERATION_MUTANTS",
     "PRECISION",
     "PROMPT_MUTANTS",
+    "RENAMED_MUTANTS",
     "WINDOW_MUTANTS",
     "Engine",
     "Loaded",
@@ -52,18 +54,19 @@ __all__ = [
     "Rows",
     "Unsupported",
     "cache_lock",
+    "canonical_mutant",
     "load_engine",
     "mutate_hf_config",
     "mutated_window",
     "serve",
 ]
 
-WINDOW_MUTANTS = ("none", "window+1", "window-1", "full")
+WINDOW_MUTANTS = ("none", "window_off_by_one+1", "window_off_by_one-1", "full_attention_on_sliding")
 """The window mutants: the engine is told W + 1, W - 1, or runs sliding layers as full attention."""
 MUTANT_OPERATION: Mapping[str, str] = {
-    "fork-shared": "fork", "fork-prefix": "fork", "chunked-restart": "chunked", "spec-rollback": "spec",
-    "batch-offset": "batch", "shift-no-rerotate": "shift", "shift-discard+1": "shift", "preempt-short": "preempt",
-    "turn-past": "turn"}
+    "fork_shared": "fork", "fork_off_by_one": "fork", "window_restarts_per_chunk": "chunked", "spec_rollback_off_by_one": "spec",
+    "batch_offset": "batch", "shift_not_rerotated": "shift", "shift_discard_off_by_one": "shift", "preempt_short": "preempt",
+    "turn_past": "turn"}
 """The operation each serving-operation mutant does wrong (engines/protocol.json, the step table's)."""
 OPERATION_MUTANTS = tuple(MUTANT_OPERATION)
 """The serving-operation mutants: a fork that shares the state it should copy / starts one token
@@ -73,8 +76,8 @@ rotating them to their new positions, a shift that discards one token more than 
 preemption that leaves out the sequence's last token, a turn that continues one token past its kept
 prefix. An adapter implements those of its
 operations and refuses the others (raise Unsupported); the window stays right."""
-MODEL_MUTANTS = ("sinks-dropped", "nope-inverted", "rope-all-rotary", "shared-kv-full", "window-everywhere",
-                 "layers-swapped")
+MODEL_MUTANTS = ("sinks_dropped", "nope_inverted", "rope_all_rotary", "shared_kv_full", "window_on_every_layer",
+                 "layer_types_swapped")
 """The model mutants: the engine reads one feature of the family's config wrong, the window right:
 attention sinks dropped, NoPE and rope layers swapped, partial (proportional) rope rotating every
 frequency, KV-shared sliding layers attending every key of the layer they share, the config's window
@@ -83,6 +86,28 @@ on every layer (a window with all-full layer_types), the sliding and the full la
 the others (raise Unsupported), as on a model without the feature."""
 MUTANTS = WINDOW_MUTANTS + OPERATION_MUTANTS + MODEL_MUTANTS
 """The adapter mutants `load` gets."""
+RENAMED_MUTANTS: Mapping[str, str] = {
+    "window+1": "window_off_by_one+1", "window-1": "window_off_by_one-1", "full": "full_attention_on_sliding",
+    "fork-shared": "fork_shared", "fork-prefix": "fork_off_by_one", "chunked-restart": "window_restarts_per_chunk",
+    "spec-rollback": "spec_rollback_off_by_one", "batch-offset": "batch_offset", "shift-no-rerotate": "shift_not_rerotated",
+    "shift-discard+1": "shift_discard_off_by_one", "preempt-short": "preempt_short", "turn-past": "turn_past",
+    "sinks-dropped": "sinks_dropped", "nope-inverted": "nope_inverted",
+    "rope-all-rotary": "rope_all_rotary", "shared-kv-full": "shared_kv_full", "window-everywhere": "window_on_every_layer",
+    "layers-swapped": "layer_types_swapped", "chunk-shift": "chunk_boundaries_shifted",
+    "chunked-as-sliding": "chunked_as_sliding", "softcap-dropped": "softcap_dropped", "kv-bf16": "kv_rounded",
+    "eviction-once": "eviction_off_by_one", "full-capped": "full_attention_capped", "glitch": "position_glitch"}
+"""The spellings the adapter mutants had before a mistake got one name (engines/protocol.json "replaces"),
+accepted for one release by `canonical_mutant`, `mutated_window` and `mutate_hf_config`."""
+
+
+def canonical_mutant(mutant: str) -> str:
+    """The mutant's name: itself, or the new name of an old spelling (a DeprecationWarning says it)."""
+    new = RENAMED_MUTANTS.get(mutant)
+    if new is None:
+        return mutant
+    warnings.warn(f"mutant {mutant!r} is deprecated (accepted for one release): it is now {new!r}", DeprecationWarning,
+                  stacklevel=3)
+    return new
 OPERATIONS = ("rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift", "preempt", "turn")
 """The optional operations an engine may list in `Engine.operations`."""
 PRECISION = {"kv": "K and V stored or read as float16", "q": "queries read as float16",
@@ -211,7 +236,7 @@ class Engine:
         raise Unsupported("turn is not supported")
 
 
-PROMPT_MUTANTS = ("fork-prefix", "spec-rollback", "preempt-short", "turn-past")
+PROMPT_MUTANTS = ("fork_off_by_one", "spec_rollback_off_by_one", "preempt_short", "turn_past")
 """The operation mutants `PromptEngine` implements itself: a fork one token short of the prefix, a
 speculative cycle that drops one token more than it rejected, a recompute after a preemption that
 leaves out the last token, a turn that continues one token past its kept prefix."""
@@ -236,7 +261,7 @@ class PromptEngine(Engine):
     list of `{token id: score}` mappings (a server's top log-probabilities over the whole
     vocabulary), which are assembled into rows and refused when a row misses a token. `kind` says
     what the scores are: "logits" or "logprobs" (the judge compares log-probabilities with the
-    oracle's log-softmax). The operation mutants fork-prefix, spec-rollback, preempt-short and turn-past are done here, so
+    oracle's log-softmax). The operation mutants fork_off_by_one, spec_rollback_off_by_one, preempt_short and turn_past are done here, so
     that `--mutant` catches them for every prompt engine."""
 
     kind: str = "logits"
@@ -338,7 +363,7 @@ class PromptEngine(Engine):
 
     def spec(self, seq: int, tokens: List[int], n: int) -> Logits:
         answer = self.extend(seq, tokens)
-        drop = n + 1 if self.mutant == "spec-rollback" and n < len(self._prompt(seq)) else n
+        drop = n + 1 if self.mutant == "spec_rollback_off_by_one" and n < len(self._prompt(seq)) else n
         self.rollback(seq, drop)
         return answer
 
@@ -346,7 +371,7 @@ class PromptEngine(Engine):
         prompt = self._prompt(source)
         if not 0 <= length <= len(prompt):
             raise ValueError(f"fork of {length} tokens from sequence {source} of {len(prompt)}")
-        if self.mutant == "fork-prefix" and length:
+        if self.mutant == "fork_off_by_one" and length:
             length -= 1
         self.prompts[seq] = list(prompt[:length])
 
@@ -355,14 +380,14 @@ class PromptEngine(Engine):
 
     def preempt(self, seq: int) -> None:
         prompt = self._prompt(seq)
-        if self.mutant == "preempt-short" and prompt:
+        if self.mutant == "preempt_short" and prompt:
             del prompt[-1:]
 
     def turn(self, seq: int, keep: int, tokens: List[int]) -> Logits:
         prompt = self._prompt(seq)
         if not 0 <= keep <= len(prompt):
             raise ValueError(f"turn keeping {keep} tokens of sequence {seq} of {len(prompt)}")
-        if self.mutant == "turn-past" and keep < len(prompt):
+        if self.mutant == "turn_past" and keep < len(prompt):
             keep += 1
         del prompt[keep:]
         return self.extend(seq, tokens)
@@ -389,11 +414,13 @@ def cache_lock(path: str) -> Iterator[None]:
 
 def mutated_window(window: int, mutant: str) -> Optional[int]:
     """The window an adapter mutant tells the engine (None: sliding layers run as full attention)."""
+    mutant = canonical_mutant(mutant)
     if mutant not in MUTANTS:
         raise ValueError(f"unknown mutant {mutant!r} (expected one of {', '.join(MUTANTS)})")
     if mutant in OPERATION_MUTANTS or mutant in MODEL_MUTANTS:
         return window  # the operation or the model feature is done wrong, the window is right
-    return {"none": window, "window+1": window + 1, "window-1": window - 1, "full": None}[mutant]
+    return {"none": window, "window_off_by_one+1": window + 1, "window_off_by_one-1": window - 1,
+            "full_attention_on_sliding": None}[mutant]
 
 
 def mutate_hf_config(cfg: Any, mutant: str) -> Any:
@@ -402,8 +429,9 @@ def mutate_hf_config(cfg: Any, mutant: str) -> Any:
     mutant's window, in place, and returns it: sliding_window W+-1, or every layer full attention (layer_types all full where the
     config has them, else no sliding_window); on a chunked model without a window (llama4),
     attention_chunk_size C+-1, or no chunking. A model mutant (MODEL_MUTANTS) changes what the
-    config can express of it, and raises Unsupported where it cannot (sinks-dropped and
-    shared-kv-full are weights and cache sharing, not config: the adapter's own business)."""
+    config can express of it, and raises Unsupported where it cannot (sinks_dropped and
+    shared_kv_full are weights and cache sharing, not config: the adapter's own business)."""
+    mutant = canonical_mutant(mutant)
     if isinstance(cfg, dict):
         return _mutate_config_dict(cfg, mutant)
     if mutant == "none" or mutant in OPERATION_MUTANTS:
@@ -444,7 +472,7 @@ def _mutate_model_config(cfg: Any, mutant: str) -> Any:
 
     n = getattr(cfg, "num_hidden_layers", 0)
     types = list(getattr(cfg, "layer_types", None) or [])
-    if mutant in ("window-everywhere", "layers-swapped"):
+    if mutant in ("window_on_every_layer", "layer_types_swapped"):
         if getattr(cfg, "model_type", "") == "gemma4_text":
             raise Unsupported(
                 f"mutant {mutant}: gemma4's per-layer head sizes are fixed from layer_types when the config is built"
@@ -452,11 +480,11 @@ def _mutate_model_config(cfg: Any, mutant: str) -> Any:
         if not types or not getattr(cfg, "sliding_window", None):
             raise Unsupported(f"mutant {mutant}: the config has no layer_types with a sliding_window")
         swap = {"sliding_attention": "full_attention", "full_attention": "sliding_attention"}
-        new = ["sliding_attention"] * n if mutant == "window-everywhere" else [swap.get(t, t) for t in types]
+        new = ["sliding_attention"] * n if mutant == "window_on_every_layer" else [swap.get(t, t) for t in types]
         if new == types:
             raise Unsupported(f"mutant {mutant}: changes nothing on layer_types {types}")
         cfg.layer_types = new
-    elif mutant == "nope-inverted":
+    elif mutant == "nope_inverted":
         if getattr(cfg, "no_rope_layers", None):  # llama4, smollm3: 1 = rope, 0 = NoPE
             cfg.no_rope_layers = [1 - int(v) for v in cfg.no_rope_layers]
         elif getattr(cfg, "layer_rope_theta", None):  # granite_swa: 0 = NoPE
@@ -464,8 +492,8 @@ def _mutate_model_config(cfg: Any, mutant: str) -> Any:
             base = rp.get("rope_theta") or getattr(cfg, "rope_theta", None) or 10000.0
             cfg.layer_rope_theta = [0 if t else base for t in cfg.layer_rope_theta]
         else:
-            raise Unsupported("mutant nope-inverted: the config names no NoPE layers (no_rope_layers, layer_rope_theta)")
-    elif mutant == "rope-all-rotary":
+            raise Unsupported("mutant nope_inverted: the config names no NoPE layers (no_rope_layers, layer_rope_theta)")
+    elif mutant == "rope_all_rotary":
         hit = False
         rp = getattr(cfg, "rope_parameters", None)
         for p in ([rp] + list(rp.values())) if isinstance(rp, dict) else []:
@@ -474,7 +502,7 @@ def _mutate_model_config(cfg: Any, mutant: str) -> Any:
         if getattr(cfg, "partial_rotary_factor", 1.0) not in (None, 1.0):  # phi3 in 4.x
             cfg.partial_rotary_factor, hit = 1.0, True
         if not hit:
-            raise Unsupported("mutant rope-all-rotary: the config has no partial_rotary_factor below 1")
+            raise Unsupported("mutant rope_all_rotary: the config has no partial_rotary_factor below 1")
     else:
         raise Unsupported(f"mutant {mutant}: not a config change (the adapter's weights or cache)")
     return cfg
@@ -540,11 +568,11 @@ class _Session:
         e, op = self.engine, h.get("op")
         if op == "load":
             self.vocab = 0
-            mutant = h.get("mutant", "none")
+            mutant = canonical_mutant(h.get("mutant", "none"))
             needs = MUTANT_OPERATION.get(mutant)
             if needs is not None and needs not in e.operations:
                 raise Unsupported(f"mutant {mutant}: {type(e).__name__} has no {needs} operation")
-            loaded = e.load(h["model"], h.get("options", {}), h.get("mutant", "none"), h.get("max_tokens", 0),
+            loaded = e.load(h["model"], h.get("options", {}), mutant, h.get("max_tokens", 0),
                             h.get("sequences", 1))
             where = f"{type(e).__name__}.load"
             if isinstance(loaded, Loaded):

@@ -117,11 +117,11 @@ def make_reports(kvconform, out):
     oracle, zeros, kernel = (os.path.join(out, n) for n in ("oracle-report", "zeros-report", "kernel-report"))
     plans = "/(prefill_gt_w|decode_across_w)$"
     run([kvconform, "engine", "--engine", "^oracle$", "--model", "^gemma2-w4$", "--no-regressions", "--filter", plans,
-         "--mutant", "window+1", "--report-dir", oracle])
+         "--mutant", "window_off_by_one+1", "--report-dir", oracle])
     run([kvconform, "engine", "--engine-cmd", f"{sys.executable} {engine_script}", "--engine-name", "zeros",
          "--model", "^gemma2-w4$", "--no-regressions", "--filter", plans, flag, known, "--report-dir", zeros])
     run([kvconform, "run", "-v", "--case", "^no golden case$", "--property", "^(backends_vs_oracle|window_coverage)$",
-         "--iterations", "20", "--mutant", "window_too_wide",
+         "--iterations", "20", "--mutant", "window_off_by_one+1",
          "--filter", "^(backend/(decode_across_window|chunked_across_chunks)/|property/window_coverage)", "--report-dir", kernel])
     return [oracle, zeros, kernel], known
 

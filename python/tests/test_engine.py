@@ -53,7 +53,7 @@ def exchange(engine, *requests):
             return replies
 
 
-LOAD = {"op": "load", "case": "engine/x/m/p", "model": "/m", "options": {"k": 1}, "mutant": "window+1",
+LOAD = {"op": "load", "case": "engine/x/m/p", "model": "/m", "options": {"k": 1}, "mutant": "window_off_by_one+1",
         "max_tokens": 9, "sequences": 2}
 
 
@@ -65,7 +65,7 @@ def test_hello_load_extend_reset():
     assert hello == {"status": "ok", "name": "counting", "version": "1.0", "description": "a test engine",
                      "operations": ["sequences"]}
     assert load == {"status": "ok", "vocab": VOCAB}  # float32 everywhere: no precision field
-    assert e.loaded == ("/m", {"k": 1}, "window+1", 9, 2)
+    assert e.loaded == ("/m", {"k": 1}, "window_off_by_one+1", 9, 2)
     assert ext["status"] == "ok" and ext["buffers"] == [{"name": "logits", "dtype": "float32", "shape": [2, VOCAB],
                                                           "nbytes": 4 * 2 * VOCAB}]
     assert struct.unpack("<6f", bufs["logits"][2]) == (5, 5, 5, 7, 7, 7)
@@ -170,12 +170,12 @@ def test_a_wrong_subset_is_an_error_naming_it():
     assert reply["status"] == "error" and "BadRows.chunked returned Rows([1, 0], ...): rows must be increasing" in reply["error"]
     (_, _), (reply, _) = exchange(Counting(), LOAD, {"op": "fork", "seq": 1, "from": 0, "length": 1})
     assert reply == {"status": "unsupported", "error": "fork is not supported"}
-    (load, _), = exchange(Counting(), dict(LOAD, mutant="fork-prefix"))
-    assert load == {"status": "unsupported", "error": "mutant fork-prefix: Counting has no fork operation"}, load
+    (load, _), = exchange(Counting(), dict(LOAD, mutant="fork_off_by_one"))
+    assert load == {"status": "unsupported", "error": "mutant fork_off_by_one: Counting has no fork operation"}, load
     (_, _), (reply, _) = exchange(Counting(), LOAD, {"op": "shift", "seq": 0, "keep": 0, "discard": 1})
     assert reply == {"status": "unsupported", "error": "shift is not supported"}
-    (load, _), = exchange(Counting(), dict(LOAD, mutant="shift-no-rerotate"))
-    assert load == {"status": "unsupported", "error": "mutant shift-no-rerotate: Counting has no shift operation"}, load
+    (load, _), = exchange(Counting(), dict(LOAD, mutant="shift_not_rerotated"))
+    assert load == {"status": "unsupported", "error": "mutant shift_not_rerotated: Counting has no shift operation"}, load
 
 
 def test_a_log_probability_answer_names_its_buffer():
@@ -211,19 +211,19 @@ def test_mutants():
     with pytest.raises(ValueError, match=r"unknown mutant 'window\+2'"):
         kvconform.mutated_window(4, "window+2")
     cfg = types.SimpleNamespace(sliding_window=4, layer_types=["sliding_attention", "full_attention"], num_hidden_layers=2)
-    assert kvconform.mutate_hf_config(cfg, "full").layer_types == ["full_attention"] * 2 and cfg.sliding_window == 4
+    assert kvconform.mutate_hf_config(cfg, "full_attention_on_sliding").layer_types == ["full_attention"] * 2 and cfg.sliding_window == 4
     cfg = types.SimpleNamespace(sliding_window=4)
-    assert kvconform.mutate_hf_config(cfg, "window-1").sliding_window == 3
-    assert kvconform.mutate_hf_config(cfg, "full").sliding_window is None
+    assert kvconform.mutate_hf_config(cfg, "window_off_by_one-1").sliding_window == 3
+    assert kvconform.mutate_hf_config(cfg, "full_attention_on_sliding").sliding_window is None
     # The model mutants: what a config can say of the feature, else Unsupported.
     cfg = types.SimpleNamespace(sliding_window=4, layer_types=["full_attention", "sliding_attention"], num_hidden_layers=2)
-    assert kvconform.mutate_hf_config(cfg, "layers-swapped").layer_types == ["sliding_attention", "full_attention"]
-    assert kvconform.mutate_hf_config(cfg, "window-everywhere").layer_types == ["sliding_attention"] * 2
+    assert kvconform.mutate_hf_config(cfg, "layer_types_swapped").layer_types == ["sliding_attention", "full_attention"]
+    assert kvconform.mutate_hf_config(cfg, "window_on_every_layer").layer_types == ["sliding_attention"] * 2
     cfg = types.SimpleNamespace(num_hidden_layers=2, no_rope_layers=[1, 0])
-    assert kvconform.mutate_hf_config(cfg, "nope-inverted").no_rope_layers == [0, 1]
+    assert kvconform.mutate_hf_config(cfg, "nope_inverted").no_rope_layers == [0, 1]
     cfg = types.SimpleNamespace(rope_parameters={"full_attention": {"partial_rotary_factor": 0.25}, "sliding_attention": {}})
-    assert kvconform.mutate_hf_config(cfg, "rope-all-rotary").rope_parameters["full_attention"]["partial_rotary_factor"] == 1.0
-    for mutant in ("sinks-dropped", "shared-kv-full", "nope-inverted", "rope-all-rotary", "window-everywhere"):
+    assert kvconform.mutate_hf_config(cfg, "rope_all_rotary").rope_parameters["full_attention"]["partial_rotary_factor"] == 1.0
+    for mutant in ("sinks_dropped", "shared_kv_full", "nope_inverted", "rope_all_rotary", "window_on_every_layer"):
         with pytest.raises(kvconform.Unsupported):
             kvconform.mutate_hf_config(types.SimpleNamespace(num_hidden_layers=2, sliding_window=None), mutant)
 
@@ -367,7 +367,7 @@ def floats(bufs, name="logits"):
     return struct.unpack(f"<{len(data) // 4}f", data)[::VOCAB]
 
 
-@pytest.mark.parametrize("mutant", ["none", "fork-prefix", "spec-rollback"])
+@pytest.mark.parametrize("mutant", ["none", "fork_off_by_one", "spec_rollback_off_by_one"])
 def test_a_prompt_engine_does_each_operation_on_prompts(mutant):
     e = Prompted()
     load = dict(LOAD, mutant=mutant)
@@ -384,13 +384,13 @@ def test_a_prompt_engine_does_each_operation_on_prompts(mutant):
     assert ext == (1, 3, 6) and after == (4,)
     if mutant == "none":
         assert spec == (16, 36) and batch == (8, 8, 9)
-    elif mutant == "fork-prefix":  # the fork started empty, one token short: sequence 1 shows it
+    elif mutant == "fork_off_by_one":  # the fork started empty, one token short: sequence 1 shows it
         assert batch == (8, 7, 8)
     else:  # the spec cycle dropped one token more: [1, 2, 3] -> rollback 2 -> [1]
         assert batch == (6, 8, 9)
 
 
-@pytest.mark.parametrize("mutant", ["none", "preempt-short", "turn-past"])
+@pytest.mark.parametrize("mutant", ["none", "preempt_short", "turn_past"])
 def test_a_prompt_engine_preempts_and_turns_on_prompts(mutant):
     # preempt keeps the prompt (it is recomputed on every call); a turn cuts it back to `keep`, then
     # extends; each mutant shows in the next numbers.
@@ -402,7 +402,7 @@ def test_a_prompt_engine_preempts_and_turns_on_prompts(mutant):
     replies = exchange(Prompted(), *steps)
     assert [r[0]["status"] for r in replies] == ["ok"] * len(steps)
     got = tuple(floats(replies[k][1])[0] for k in (3, 4, 5))
-    assert got == {"none": (10, 11, 15), "preempt-short": (7, 11, 15), "turn-past": (10, 13, 17)}[mutant]
+    assert got == {"none": (10, 11, 15), "preempt_short": (7, 11, 15), "turn_past": (10, 13, 17)}[mutant]
 
 
 def test_a_prompt_engine_answers_the_last_row_and_assembles_log_probabilities():
@@ -424,24 +424,24 @@ def test_a_prompt_engine_refuses_a_row_without_the_whole_vocabulary():
 
 
 def test_a_prompt_engine_refuses_the_operation_mutants_it_cannot_do():
-    (load, _), = exchange(Prompted(), dict(LOAD, mutant="fork-shared"))
-    assert load["status"] == "unsupported" and "fork-shared" in load["error"]
+    (load, _), = exchange(Prompted(), dict(LOAD, mutant="fork_shared"))
+    assert load["status"] == "unsupported" and "fork_shared" in load["error"]
 
 
 def test_mutate_hf_config_on_config_json_without_transformers():
     """The mutants on config.json's dict, as an engine that converts the checkpoint needs them, with
     the rules of the PretrainedConfig path (mutant of the test: the dict returned unchanged)."""
     mistral = {"model_type": "mistral", "num_hidden_layers": 3, "sliding_window": 5, "vocab_size": 256}
-    assert kvconform.mutate_hf_config(dict(mistral), "window+1")["sliding_window"] == 6
-    assert kvconform.mutate_hf_config(dict(mistral), "window-1")["sliding_window"] == 4
-    assert kvconform.mutate_hf_config(dict(mistral), "full")["sliding_window"] is None
-    assert kvconform.mutate_hf_config(dict(mistral), "fork-prefix") == mistral
+    assert kvconform.mutate_hf_config(dict(mistral), "window_off_by_one+1")["sliding_window"] == 6
+    assert kvconform.mutate_hf_config(dict(mistral), "window_off_by_one-1")["sliding_window"] == 4
+    assert kvconform.mutate_hf_config(dict(mistral), "full_attention_on_sliding")["sliding_window"] is None
+    assert kvconform.mutate_hf_config(dict(mistral), "fork_off_by_one") == mistral
     gemma = {"num_hidden_layers": 2, "sliding_window": 4, "layer_types": ["sliding_attention", "full_attention"]}
     cfg = dict(gemma)
-    assert kvconform.mutate_hf_config(cfg, "full") is cfg and cfg["layer_types"] == ["full_attention"] * 2
-    assert kvconform.mutate_hf_config(dict(gemma), "layers-swapped")["layer_types"] == ["full_attention", "sliding_attention"]
+    assert kvconform.mutate_hf_config(cfg, "full_attention_on_sliding") is cfg and cfg["layer_types"] == ["full_attention"] * 2
+    assert kvconform.mutate_hf_config(dict(gemma), "layer_types_swapped")["layer_types"] == ["full_attention", "sliding_attention"]
     llama4 = {"num_hidden_layers": 4, "attention_chunk_size": 8, "sliding_window": None}
-    assert kvconform.mutate_hf_config(dict(llama4), "window+1")["attention_chunk_size"] == 9
+    assert kvconform.mutate_hf_config(dict(llama4), "window_off_by_one+1")["attention_chunk_size"] == 9
     with pytest.raises(kvconform.Unsupported):
-        kvconform.mutate_hf_config(dict(mistral), "nope-inverted")
-    json.dumps(kvconform.mutate_hf_config(dict(gemma), "window-everywhere"))  # still JSON
+        kvconform.mutate_hf_config(dict(mistral), "nope_inverted")
+    json.dumps(kvconform.mutate_hf_config(dict(gemma), "window_on_every_layer"))  # still JSON

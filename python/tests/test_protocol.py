@@ -67,3 +67,45 @@ def test_the_llama_cpp_worker_serves_the_table():
     assert re.findall(r'"([a-z_]+)"', listed.group(1)) == [o["name"] for o in protocol()["operations"]]
     served = set(re.findall(r'op == "([a-z_]+)"', src))
     assert {s["op"] for s in protocol()["steps"]} <= served
+
+
+def mutant_tests():
+    with open(os.path.join(ROOT, "engines", "mutant_tests.json"), encoding="utf-8") as f:
+        return json.load(f)["tests"]
+
+
+def diagnosis_kinds():
+    with open(os.path.join(ROOT, "docs", "expectations.schema.json"), encoding="utf-8") as f:
+        text = f.read()
+    return set(json.loads(re.search(r'"enum": (\["window_off_by_one"[^\]]*\])', text).group(1)))
+
+
+def test_a_mistake_has_one_name():
+    # A mutant the judge names is named by its diagnosis kind (with its sign); the old spelling of
+    # each is the one Python accepts for one release.
+    kinds = diagnosis_kinds()
+    for m in protocol()["mutants"]:
+        bare = re.sub(r"[+-]1$", "", m["name"])
+        assert re.fullmatch(r"[a-z0-9_]+([+-]1)?", m["name"]), f"{m['name']}: a mutant's name is snake_case (a sign at the end)"
+        assert m.get("diagnosis", bare) == bare, m
+        assert ("diagnosis" in m) == (bare in kinds), f"{m['name']}: a diagnosis kind of that name exists: name it"
+    assert dict(kvc_engine.RENAMED_MUTANTS) == {m["replaces"]: m["name"] for m in protocol()["mutants"] if "replaces" in m}
+    with pytest.warns(DeprecationWarning, match="it is now 'window_off_by_one\\+1'"):
+        assert kvc_engine.mutated_window(4, "window+1") == 5
+
+
+def test_every_mutant_has_its_ctests_in_the_table():
+    names = {m["name"] for m in protocol()["mutants"]}
+    rows = mutant_tests()
+    kinds = diagnosis_kinds()
+    for i, r in enumerate(rows):
+        assert r["mutant"] in names, f"engines/mutant_tests.json: /tests/{i}: {r['mutant']} is no mutant of engines/protocol.json"
+        if "diagnosis" in r:
+            assert r["diagnosis"] in kinds, f"engines/mutant_tests.json: /tests/{i}: {r['diagnosis']} is no diagnosis kind"
+    untested = names - {r["mutant"] for r in rows}
+    assert not untested, f"mutants no ctest shows caught (engines/mutant_tests.json): {sorted(untested)}"
+
+
+def test_the_docs_mutant_table_is_the_tables():
+    out = subprocess.run(["python3", os.path.join(ROOT, "scripts", "mutant_table.py"), "--check"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr

@@ -332,7 +332,7 @@ def test_a_wrong_engine_fails_with_the_fail_line(tmp_path, binary, tf_python):
             name = "hf-window-plus-one"
 
             def load(self, model_dir, options, mutant, max_tokens, sequences):
-                return super().load(model_dir, options, "window+1", max_tokens, sequences)
+                return super().load(model_dir, options, "window_off_by_one+1", max_tokens, sequences)
 
 
         if __name__ == "__main__":''')))

@@ -39,7 +39,7 @@ enum class Mutation {
   WarmUpSizesCountTokens,
 };
 
-const char* to_string(Mutation m);             // "window_too_wide", ...
+const char* to_string(Mutation m);             // "window_off_by_one+1", ...
 Mutation parse_mutation(const std::string& s);  // throws std::invalid_argument
 std::vector<Mutation> all_mutations();          // every mutant of the reference, None excluded
 std::vector<Mutation> kernel_mutations();       // every kernel mutant (the reference untouched)

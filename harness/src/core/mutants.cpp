@@ -3,14 +3,17 @@
 // torch-free so that the fast path and torch-free tools can name them too.
 #include "kvconform/mutants.h"
 
+#include <iostream>
 #include <stdexcept>
 
 namespace kvc {
 
+// "window_off_by_one+1", ... (mutants.h): a mistake the engine level also has is named as the engine
+// mutant and the diagnosis name it (docs/mutants.md).
 const char* to_string(Mutation m) {
   switch (m) {
     case Mutation::None: return "none";
-    case Mutation::WindowTooWide: return "window_too_wide";
+    case Mutation::WindowTooWide: return "window_off_by_one+1";
     case Mutation::ExtendAfterFullKeepsOldest: return "extend_after_full_keeps_oldest";
     case Mutation::KvOffsetTooSmall: return "kv_offset_too_small";
     case Mutation::BecomingFullKeepsFirst: return "becoming_full_keeps_first";
@@ -58,6 +61,12 @@ bool is_kernel_mutation(Mutation m) {
 
 Mutation parse_mutation(const std::string& s) {
   if (s == "none") return Mutation::None;
+  // The spelling a mutant replaced, accepted for one release: the mistake's one name is the engine
+  // mutant's and the diagnosis's (docs/mutants.md).
+  if (s == "window_too_wide") {
+    std::cerr << "kvconform: --mutant window_too_wide is deprecated (accepted for one release): it is now window_off_by_one+1\n";
+    return Mutation::WindowTooWide;
+  }
   std::string names;
   std::vector<Mutation> every = all_mutations();
   for (Mutation m : kernel_mutations()) every.push_back(m);

@@ -882,8 +882,8 @@ TEST(EngineCheck, TheOracleEnginePassesAndEachMutantFailsWithItsDiagnosis) {
   EXPECT_GT(ok.bound, 0);
   // The picture of the first failing position: a key used that the rule masks ('+'), or one the rule
   // allows left out ('-'), on the sliding layer.
-  for (auto [mutant, diagnosis, cell] : {std::tuple{"window+1", "window of W+1", '+'}, {"window-1", "window of W-1", '-'},
-                                         {"full", "full attention on the sliding", '+'}}) {
+  for (auto [mutant, diagnosis, cell] : {std::tuple{"window_off_by_one+1", "window of W+1", '+'}, {"window_off_by_one-1", "window of W-1", '-'},
+                                         {"full_attention_on_sliding", "full attention on the sliding", '+'}}) {
     const auto bad = run_oracle_engine(plan, nlohmann::json::object(), mutant);
     EXPECT_EQ(bad.status, report::Status::Fail) << mutant;
     EXPECT_NE(bad.message.find(diagnosis), std::string::npos) << bad.message;
@@ -930,8 +930,8 @@ TEST(EngineCheck, AnExpectedFailureIsADeviationAndOnlyWithItsDiagnosis) {
   const Plan plan = plan_named("extend_after_full");
   const Model m = load_model(gemma2_dir());
   // The engine's own window of W+1 (the oracle engine's "deviate" option: the suite is not told).
-  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window+1"}}, "none", 5});
-  EngineClient plus1({"oracle", kvc::paths::target_file("kvc-oracle-engine"), nlohmann::json::object(), "window+1", 5});
+  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window_off_by_one+1"}}, "none", 5});
+  EngineClient plus1({"oracle", kvc::paths::target_file("kvc-oracle-engine"), nlohmann::json::object(), "window_off_by_one+1", 5});
   auto known = [](std::string kind, nlohmann::json params = nlohmann::json::object()) {
     expect::Expectation e;
     e.pattern = "^engine/oracle/gemma2[^/]*/extend_after_full$";
@@ -983,7 +983,7 @@ TEST(EngineCheck, AnExpectedLoadErrorIsADeviation) {
   expect::Expectation logits;
   logits.any_logits = true;
   EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(logits)).status, report::Status::Fail);
-  EngineClient told({"oracle", kvc::paths::target_file("kvc-oracle-engine"), refuses, "window+1", 5});
+  EngineClient told({"oracle", kvc::paths::target_file("kvc-oracle-engine"), refuses, "window_off_by_one+1", 5});
   EXPECT_EQ(check_plan(told, m, gemma2_dir(), plan, known("fewer than 99")).status, report::Status::Fail);
 }
 
@@ -995,7 +995,7 @@ TEST(EngineCheck, AnExpectationOfAFamilyMatchesItsModelsByModelType) {
   const std::string copy = (std::filesystem::temp_directory_path() / ("my-own-checkpoint-" + std::to_string(getpid()))).string();
   std::filesystem::copy(gemma2_dir(), copy, std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
   const Model m = load_model(copy);
-  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window+1"}}, "none", 5});
+  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window_off_by_one+1"}}, "none", 5});
   auto known = [](const std::string& family, const std::string& pattern) {
     expect::Expectation e;
     e.pattern = pattern;
@@ -1033,7 +1033,7 @@ TEST(EngineCheck, AnEntryWhoseCasesPassIsAnUnexpectedPass) {
   EXPECT_EQ(cases.front().status, report::Status::Fail);
   EXPECT_NE(cases.front().message.find("unexpected pass (--strict-expectations): test.jsonc:7"), std::string::npos) << cases.front().message;
   // The same entry excusing a failure of another case is not stale.
-  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window+1"}}, "none", 5});
+  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window_off_by_one+1"}}, "none", 5});
   EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, o).status, report::Status::Deviation);
   EXPECT_TRUE(o.expectations->stale().empty());
 }
@@ -1182,7 +1182,7 @@ TEST(StepTable, EachRowRoundTripsAndTheProtocolIsTheTable) {
     EXPECT_EQ(s.logits(), !s.positions({{0, 5}, {1, 5}}).empty()) << s.op();
   }
   for (const std::string& m : operation_mutants()) EXPECT_NE(operation_of_mutant(m), "") << m;
-  EXPECT_EQ(operation_of_mutant("window+1"), "");
+  EXPECT_EQ(operation_of_mutant("window_off_by_one+1"), "");
   // Every kind drawn, each step valid and of an operation listed: by the whole list, and by none.
   for (const std::vector<std::string>& operations :
        {std::vector<std::string>{"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift", "preempt", "turn"},
@@ -1256,11 +1256,11 @@ TEST(StepTable, ChunkedModelsDrawEveryOperationAtChunkBoundaries) {
 TEST(EngineCheck, TheOracleEnginePassesEveryServingPlanAndEachOperationMutantFailsIt) {
   // The diagnosis each mutant gets ("" where none of the named departures explains it).
   for (auto [prefix, mutant, diagnosis] :
-       {std::tuple{"fork_", "fork-shared", ""}, {"fork_", "fork-prefix", "consistent with the forks starting one token short of their prefix"},
-        {"chunked_", "chunked-restart", "consistent with the window restarting at each chunk"},
-        {"spec_", "spec-rollback", "consistent with the spec cycles rolling back one token more than they reject"}, {"batch", "batch-offset", ""},
-        {"shift_", "shift-no-rerotate", "consistent with the kept keys not re-rotated after a shift"}, {"shift_", "shift-discard+1", ""},
-        {"preempt_", "preempt-short", ""}, {"turn_", "turn-past", ""}}) {
+       {std::tuple{"fork_", "fork_shared", ""}, {"fork_", "fork_off_by_one", "consistent with the forks starting one token short of their prefix"},
+        {"chunked_", "window_restarts_per_chunk", "consistent with the window restarting at each chunk"},
+        {"spec_", "spec_rollback_off_by_one", "consistent with the spec cycles rolling back one token more than they reject"}, {"batch", "batch_offset", ""},
+        {"shift_", "shift_not_rerotated", "consistent with the kept keys not re-rotated after a shift"}, {"shift_", "shift_discard_off_by_one", ""},
+        {"preempt_", "preempt_short", ""}, {"turn_", "turn_past", ""}}) {
     const Model m = load_model(gemma2_dir());
     int plans = 0;
     for (const Plan& plan : fixed_plans("gemma2-w4", m.config.sliding_window, m.config.vocab)) {
@@ -1284,7 +1284,7 @@ TEST(EngineCheck, AnEngineMayAnswerASubsetOfThePositionsButNotNone) {
   EXPECT_NE(last.message.find("5 positions judged"), std::string::npos) << last.message;  // one per step with new positions
   EXPECT_NE(last.detail.find("(the engine answered 1 of"), std::string::npos) << last.detail;
   // The subset is still judged: a mutant that changes the last positions fails.
-  EXPECT_EQ(run_oracle_engine(plan_named("extend_after_full"), {{"logits", "last"}}, "window+1").status, report::Status::Fail);
+  EXPECT_EQ(run_oracle_engine(plan_named("extend_after_full"), {{"logits", "last"}}, "window_off_by_one+1").status, report::Status::Fail);
   const auto none = run_oracle_engine(plan, {{"logits", "none"}});
   EXPECT_EQ(none.status, report::Status::Fail);
   EXPECT_NE(none.message.find("nothing was judged"), std::string::npos) << none.message;
@@ -1295,7 +1295,7 @@ TEST(EngineCheck, LogProbabilitiesAreJudgedAsLogSoftmaxUnderTheirOwnBound) {
     const auto ok = run_oracle_engine(plan_named("batch"), {{"logits", answer}});
     EXPECT_EQ(ok.status, report::Status::Pass) << answer << ": " << ok.message;
     // A wrong window still shows through log-probabilities, diagnosed as with logits.
-    const auto bad = run_oracle_engine(plan_named("extend_after_full"), {{"logits", answer}}, "window+1");
+    const auto bad = run_oracle_engine(plan_named("extend_after_full"), {{"logits", answer}}, "window_off_by_one+1");
     EXPECT_EQ(bad.status, report::Status::Fail) << answer;
     EXPECT_NE(bad.message.find("max |log-prob error|"), std::string::npos) << bad.message;
     EXPECT_NE(bad.message.find("consistent with a window of W+1"), std::string::npos) << bad.message;
@@ -1316,7 +1316,7 @@ TEST(EngineCheck, RowsRepeatedOrShiftedByOneGetAHint) {
     EXPECT_NE(bad.message.find(words), std::string::npos) << bad.message;
   }
   // A right answer and a wrong window get none.
-  const auto plus1 = run_oracle_engine(plan_named("prefill_gt_w"), {}, "window+1");
+  const auto plus1 = run_oracle_engine(plan_named("prefill_gt_w"), {}, "window_off_by_one+1");
   EXPECT_EQ(plus1.message.find("hint:"), std::string::npos) << plus1.message;
 }
 

@@ -62,29 +62,29 @@ struct State {
   }
 };
 
-// The family-feature mutants that change the loaded description or the run's windows (rope-all-rotary,
-// shared-kv-full, window-everywhere, full-capped); "" when applied, else why the model has nothing for the mutant
+// The family-feature mutants that change the loaded description or the run's windows (rope_all_rotary,
+// shared_kv_full, window_on_every_layer, full_attention_capped); "" when applied, else why the model has nothing for the mutant
 // to change (the load answers unsupported: a SKIP).
 std::string apply_model_mutant(const std::string& mutant, kvc::engine::ModelConfig& k, kvc::engine::OracleOptions& o) {
   const size_t n = static_cast<size_t>(k.layers);
-  if (mutant == "rope-all-rotary") {
+  if (mutant == "rope_all_rotary") {
     if (std::count(k.rope_angles.begin(), k.rope_angles.end(), 0) == static_cast<long>(k.rope_angles.size()) &&
         (k.rotary_dim == 0 || k.rotary_dim == k.head_dim))
       return "the model rotates every frequency already";
     std::fill(k.rope_angles.begin(), k.rope_angles.end(), 0);
     k.rotary_dim = 0;
-  } else if (mutant == "shared-kv-full") {
+  } else if (mutant == "shared_kv_full") {
     bool any = false;
     for (size_t l = 0; l < n; ++l)
       if (k.shares_kv(static_cast<int64_t>(l)) && o.windows[l] > 0) o.windows[l] = 0, any = true;
     if (!any) return "the model has no sliding layer that shares another's K/V";
-  } else if (mutant == "full-capped") {
+  } else if (mutant == "full_attention_capped") {
     // A full layer that keeps only its last 1024 keys (a cache sized for a window it does not have).
     bool any = false;
     for (size_t l = 0; l < n; ++l)
       if (k.attention(static_cast<int64_t>(l)) == kvc::engine::Attention::Full) o.windows[l] = 1024, any = true;
     if (!any) return "the model has no full layer";
-  } else if (mutant == "window-everywhere") {
+  } else if (mutant == "window_on_every_layer") {
     if (k.sliding_window <= 0 || std::count(o.windows.begin(), o.windows.end(), k.sliding_window) == static_cast<long>(n))
       return "the model has no full layer beside a configured window";
     std::fill(o.windows.begin(), o.windows.end(), k.sliding_window);
@@ -100,7 +100,7 @@ void send_logits(const State& st, std::vector<double> logits, int64_t first = -1
   const int64_t vocab = st.model->config.vocab;
   const int64_t rows = static_cast<int64_t>(logits.size()) / vocab;
   const int64_t glitch = st.model->config.local_span() - first;
-  if (st.mutant == "glitch" && first >= 0 && glitch >= 0 && glitch < rows) logits[static_cast<size_t>(glitch * vocab + 1)] += 0.5;
+  if (st.mutant == "position_glitch" && first >= 0 && glitch >= 0 && glitch < rows) logits[static_cast<size_t>(glitch * vocab + 1)] += 0.5;
   const bool logprobs = st.logits.find("logprobs") != std::string::npos;
   // An adapter's row bookkeeping gone wrong: every row the step's first position's, or each row the
   // position before it's (the first its own): the suite's hint must name them.
@@ -149,7 +149,7 @@ struct Serve {
     std::vector<double> all;
     for (size_t at = 0; at < s.tokens.size(); at += static_cast<size_t>(s.chunk)) {
       // The mutant's window restarts at each chunk: a chunk's sliding layers see no earlier key.
-      if (st.mutant == "chunked-restart") o.forget_before(o.length());
+      if (st.mutant == "window_restarts_per_chunk") o.forget_before(o.length());
       append(all, o.extend(std::vector<int32_t>(s.tokens.begin() + static_cast<long>(at),
                                                 s.tokens.begin() + static_cast<long>(std::min(s.tokens.size(), at + static_cast<size_t>(s.chunk))))));
     }
@@ -160,7 +160,7 @@ struct Serve {
     const int64_t first = o.length();
     const std::vector<double> logits = o.extend(s.draft);
     // The mutant rolls back one token more than the draft rejected.
-    const int64_t n = std::min<int64_t>(s.reject + (st.mutant == "spec-rollback" ? 1 : 0), o.length());
+    const int64_t n = std::min<int64_t>(s.reject + (st.mutant == "spec_rollback_off_by_one" ? 1 : 0), o.length());
     if (n > 0) o.truncate(n);
     send_logits(st, logits, first);
   }
@@ -169,7 +169,7 @@ struct Serve {
     const int64_t first_length = s.items.empty() ? 0 : st.seq(s.items[0].seq).length();
     for (const kvc::engine::BatchItem& item : s.items) {
       Oracle& o = st.seq(item.seq);
-      if (st.mutant == "batch-offset" && o.length() != first_length) {
+      if (st.mutant == "batch_offset" && o.length() != first_length) {
         // The mutant computes this sequence's rows at the first item's offset: its cache cut
         // back or padded (with its first token) to that length.
         Oracle at_offset = o;
@@ -187,7 +187,7 @@ struct Serve {
     Oracle& source = st.seq(s.from);
     if (s.length > source.length())
       throw std::invalid_argument("fork of " + std::to_string(s.length) + " tokens of a sequence of " + std::to_string(source.length()));
-    if (st.mutant == "fork-shared") {
+    if (st.mutant == "fork_shared") {
       // The mutant shares the source's state instead of copying it: cutting the fork cuts the
       // source, and either one's extends land in both.
       st.seqs[s.seq] = st.seqs[s.from];
@@ -195,7 +195,7 @@ struct Serve {
     } else {
       auto copy = std::make_shared<Oracle>(source);
       // The mutant starts the fork from a prefix one token short.
-      const int64_t keep = st.mutant == "fork-prefix" ? std::max<int64_t>(0, s.length - 1) : s.length;
+      const int64_t keep = st.mutant == "fork_off_by_one" ? std::max<int64_t>(0, s.length - 1) : s.length;
       if (copy->length() > keep) copy->truncate(copy->length() - keep);
       st.seqs[s.seq] = copy;
     }
@@ -204,9 +204,9 @@ struct Serve {
   void operator()(const kvc::engine::Shift& s) {
     // llama.cpp's context shift on the cached K/V; the mutant moves the keys without re-rotating them.
     Oracle& o = st.seq(s.seq);
-    // shift-discard+1 drops one token more than asked, where there is one
-    const int64_t more = st.mutant == "shift-discard+1" && s.keep + s.discard < o.length() ? 1 : 0;
-    o.shift(s.keep, s.discard + more, st.mutant != "shift-no-rerotate");
+    // shift_discard_off_by_one drops one token more than asked, where there is one
+    const int64_t more = st.mutant == "shift_discard_off_by_one" && s.keep + s.discard < o.length() ? 1 : 0;
+    o.shift(s.keep, s.discard + more, st.mutant != "shift_not_rerotated");
     send({{"status", "ok"}});
   }
   void operator()(const kvc::engine::Rollback& s) {
@@ -223,13 +223,13 @@ struct Serve {
     // The recompute from the sequence's tokens is the state it had (position p's keys depend only on
     // tokens 0..p), so the oracle keeps it; the mutant's recompute leaves out the last token.
     Oracle& o = st.seq(s.seq);
-    if (st.mutant == "preempt-short" && o.length() > 0) o.truncate(1);
+    if (st.mutant == "preempt_short" && o.length() > 0) o.truncate(1);
     send({{"status", "ok"}});
   }
   void operator()(const kvc::engine::Turn& s) {
     // The kept prefix, then the new tokens; the mutant continues from one old token past the prefix.
     Oracle& o = st.seq(s.seq);
-    const int64_t keep = st.mutant == "turn-past" && s.keep < o.length() ? s.keep + 1 : s.keep;
+    const int64_t keep = st.mutant == "turn_past" && s.keep < o.length() ? s.keep + 1 : s.keep;
     if (o.length() > keep) o.truncate(o.length() - keep);
     const int64_t first = o.length();
     send_logits(st, o.extend(s.tokens), first);
@@ -310,17 +310,17 @@ int main() {
           } else if (key == "deviate") {
             // The engine's own deviation, one of the mutants' behaviours the suite is not told of: a
             // known deviation may excuse it (a mutant run never is).
-            deviate = value.is_string() ? value.get<std::string>() : "";
+            deviate = value.is_string() ? kvc::engine::canonical_mutant(value.get<std::string>()) : "";
           } else {
             throw std::invalid_argument("unknown option \"" + key + "\" (kvc-oracle-engine knows: fault, logits, deviate)");
           }
         }
-        const std::string told = h.value("mutant", "none");
+        const std::string told = kvc::engine::canonical_mutant(h.value("mutant", "none"));
         const std::string mutant = told != "none" ? told : deviate;
         st.mutant = mutant;
         const bool model_mutant =
-            mutant == "rope-all-rotary" || mutant == "shared-kv-full" || mutant == "window-everywhere" || mutant == "full-capped";
-        // The mutants: a window or chunk one too large or small or none (window+1, window-1, full:
+            mutant == "rope_all_rotary" || mutant == "shared_kv_full" || mutant == "window_on_every_layer" || mutant == "full_attention_capped";
+        // The mutants: a window or chunk one too large or small or none (window_off_by_one+1, window_off_by_one-1, full_attention_on_sliding:
         // the same on chunked layers), a config read wrong (the model oracle's hypothesis options),
         // a logit glitch at one position, or a serving operation done wrong (below, per operation).
         const kvc::engine::ModelConfig& cfg = st.model->config;
@@ -331,37 +331,37 @@ int main() {
           for (int64_t& x : v) x = f(x);
         };
         std::vector<std::string> operation_mutants = kvc::engine::operation_mutants();
-        operation_mutants.insert(operation_mutants.end(), {"none", "glitch"});
-        if (mutant == "window+1") {
+        operation_mutants.insert(operation_mutants.end(), {"none", "position_glitch"});
+        if (mutant == "window_off_by_one+1") {
           each(o.windows, [](int64_t w) { return w > 0 ? w + 1 : 0; });
           each(o.chunks, [](int64_t c) { return c > 0 ? c + 1 : 0; });
-        } else if (mutant == "window-1") {
+        } else if (mutant == "window_off_by_one-1") {
           each(o.windows, [](int64_t w) { return w > 1 ? w - 1 : w; });
           each(o.chunks, [](int64_t c) { return c > 1 ? c - 1 : c; });
-        } else if (mutant == "full") {
+        } else if (mutant == "full_attention_on_sliding") {
           each(o.windows, [](int64_t) { return int64_t{0}; });
           each(o.chunks, [](int64_t) { return int64_t{0}; });
-        } else if (mutant == "chunk-shift") {
+        } else if (mutant == "chunk_boundaries_shifted") {
           o.chunk_shift = 1;  // chunks start at k*C + 1
-        } else if (mutant == "chunked-as-sliding") {
+        } else if (mutant == "chunked_as_sliding") {
           for (size_t l = 0; l < o.chunks.size(); ++l)
             if (o.chunks[l] > 0) o.windows[l] = o.chunks[l], o.chunks[l] = 0;
-        } else if (mutant == "sinks-dropped") {
+        } else if (mutant == "sinks_dropped") {
           o.no_sinks = true;
-        } else if (mutant == "nope-inverted") {
+        } else if (mutant == "nope_inverted") {
           for (int64_t l = 0; l < cfg.layers; ++l) o.rope_layers.push_back(!cfg.rope(l));
-        } else if (mutant == "layers-swapped") {
+        } else if (mutant == "layer_types_swapped") {
           // max_window_layers read the other way round: the full layers slide and the sliding ones do not.
           for (int64_t l = 0; l < cfg.layers; ++l) {
             const auto rule = cfg.attention(l);
             if (rule == kvc::engine::Attention::Sliding) o.windows[static_cast<size_t>(l)] = 0;
             if (rule == kvc::engine::Attention::Full) o.windows[static_cast<size_t>(l)] = cfg.sliding_window;
           }
-        } else if (mutant == "softcap-dropped") {
+        } else if (mutant == "softcap_dropped") {
           o.no_attn_softcap = true;
-        } else if (mutant == "kv-bf16") {
+        } else if (mutant == "kv_rounded") {
           o.kv_bf16 = true;
-        } else if (mutant == "eviction-once") {
+        } else if (mutant == "eviction_off_by_one") {
           // The first eviction is late: the query at position W still sees key 0.
           o.window_delta_position = cfg.local_span();
           o.window_delta = 1;

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "kvconform/engine/check.h"
 #include "kvconform/engine/plan.h"
 
 namespace kvc::engine {
@@ -394,32 +395,61 @@ std::string operation_of_mutant(const std::string& mutant) {
 }
 
 std::vector<EngineMutant> engine_mutants() {
-  std::vector<EngineMutant> out{{"window+1", "window", "the engine is told W+1 (C+1 on a chunked model)", ""},
-                                {"window-1", "window", "the engine is told W-1 (C-1)", ""},
-                                {"full", "window", "the sliding (chunked) layers run as full attention", ""}};
+  // {name, does, the spelling it replaced}, by kind; the operation mutants are the step rows'.
+  struct Row {
+    const char* name;
+    const char* does;
+    const char* old;
+  };
+  std::vector<EngineMutant> out;
+  const auto add = [&](const char* kind, const Row& r, const char* operation) {
+    // The diagnosis kind is the mutant's name without its sign, where the judge has that kind.
+    std::string kind_name = r.name;
+    if (kind_name.size() > 2 && (kind_name.compare(kind_name.size() - 2, 2, "+1") == 0 || kind_name.compare(kind_name.size() - 2, 2, "-1") == 0))
+      kind_name.resize(kind_name.size() - 2);
+    out.push_back({r.name, kind, r.does, operation, diagnosis_kind(kind_name) ? kind_name : "", r.old});
+  };
+  const Row window[] = {{"window_off_by_one+1", "the engine is told W+1 (C+1 on a chunked model)", "window+1"},
+                        {"window_off_by_one-1", "the engine is told W-1 (C-1)", "window-1"},
+                        {"full_attention_on_sliding", "the sliding (chunked) layers run as full attention", "full"}};
+  for (const Row& r : window) add("window", r, "");
   for_each_row<StepKinds>([&](auto row) {
     using S = decltype(row);
-    for (const OperationMutant& m : S::mutants) out.push_back({m.name, "operation", m.does, S::operation});
+    for (const OperationMutant& m : S::mutants) add("operation", {m.name, m.does, m.old}, S::operation);
     return false;
   });
-  const std::pair<const char*, const char*> model[] = {
-      {"sinks-dropped", "the attention sinks left out"},
-      {"nope-inverted", "rope on the NoPE layers and none on the rope layers"},
-      {"rope-all-rotary", "partial (proportional) rope rotating every frequency"},
-      {"shared-kv-full", "KV-shared sliding layers attending every key of the layer they share"},
-      {"window-everywhere", "the config's window on every layer"},
-      {"layers-swapped", "the sliding and the full layers swapped (max_window_layers read inverted)"}};
-  for (const auto& [name, does] : model) out.push_back({name, "model", does, ""});
-  const std::pair<const char*, const char*> config[] = {
-      {"chunk-shift", "chunk boundaries at k*C+1"},
-      {"chunked-as-sliding", "a sliding window of C on the chunked layers"},
-      {"softcap-dropped", "the attention scores' soft-cap left out"},
-      {"kv-bf16", "K and V stored in bfloat16"},
-      {"eviction-once", "the first eviction one token late"},
-      {"full-capped", "a full layer keeping only its last 1024 keys"},
-      {"glitch", "a wrong logit at one position"}};
-  for (const auto& [name, does] : config) out.push_back({name, "config", does, ""});
+  const Row model[] = {
+      {"sinks_dropped", "the attention sinks left out", "sinks-dropped"},
+      {"nope_inverted", "rope on the NoPE layers and none on the rope layers", "nope-inverted"},
+      {"rope_all_rotary", "partial (proportional) rope rotating every frequency", "rope-all-rotary"},
+      {"shared_kv_full", "KV-shared sliding layers attending every key of the layer they share", "shared-kv-full"},
+      {"window_on_every_layer", "the config's window on every layer", "window-everywhere"},
+      {"layer_types_swapped", "the sliding and the full layers swapped (max_window_layers read inverted)", "layers-swapped"}};
+  for (const Row& r : model) add("model", r, "");
+  const Row config[] = {
+      {"chunk_boundaries_shifted", "chunk boundaries at k*C+1", "chunk-shift"},
+      {"chunked_as_sliding", "a sliding window of C on the chunked layers", "chunked-as-sliding"},
+      {"softcap_dropped", "the attention scores' soft-cap left out", "softcap-dropped"},
+      {"kv_rounded", "K and V stored in bfloat16", "kv-bf16"},
+      {"eviction_off_by_one", "the first eviction one token late", "eviction-once"},
+      {"full_attention_capped", "a full layer keeping only its last 1024 keys", "full-capped"},
+      {"position_glitch", "a wrong logit at one position", "glitch"}};
+  for (const Row& r : config) add("config", r, "");
   return out;
+}
+
+std::string canonical_mutant(const std::string& name, std::string* note) {
+  if (name == "none") return name;
+  std::string names = "none";
+  for (const EngineMutant& m : engine_mutants()) {
+    if (name == m.name) return name;
+    if (!m.old.empty() && name == m.old) {
+      if (note) *note = "--mutant " + m.old + " is deprecated (accepted for one release): it is now " + m.name;
+      return m.name;
+    }
+    names += ", " + m.name;
+  }
+  throw std::invalid_argument("unknown mutant '" + name + "' (expected one of: " + names + ")");
 }
 
 json protocol_description() {
@@ -443,6 +473,8 @@ json protocol_description() {
   for (const EngineMutant& m : engine_mutants()) {
     json j = {{"name", m.name}, {"kind", m.kind}, {"does", m.does}};
     if (!m.operation.empty()) j["operation"] = m.operation;
+    if (!m.diagnosis.empty()) j["diagnosis"] = m.diagnosis;
+    if (!m.old.empty()) j["replaces"] = m.old;
     mutants.push_back(j);
   }
   return {{"format", "kvconform-engine-protocol-v1"},

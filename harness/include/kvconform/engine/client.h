@@ -22,7 +22,7 @@ struct EngineSpec {
   std::string name;           // the results' backend column: "transformers-5.24.0/dynamic/sdpa", ...
   std::string command;        // sh -c COMMAND
   nlohmann::json options = nlohmann::json::object();
-  std::string mutant = "none";  // none, window+1, window-1, full (the adapter is told a wrong window)
+  std::string mutant = "none";  // none, window_off_by_one+1, window_off_by_one-1, full (the adapter is told a wrong window)
   double timeout_s = 120;     // per request
 };
 

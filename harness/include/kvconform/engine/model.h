@@ -244,7 +244,7 @@ class SequenceOracle {
   // by `discard`, on the cached K/V as computed (not a fresh forward of the kept tokens): each moved
   // key is rotated by -discard * inv_freq on the rope layers (llama.cpp's K-shift on already-rotated
   // keys), the NoPE layers' keys and every value unchanged. `rerotate` false keeps the moved keys at
-  // their old rotation (the shift-no-rerotate mutant and its hypothesis).
+  // their old rotation (the shift_not_rerotated mutant and its hypothesis).
   // A model with convolution layers refuses it (std::invalid_argument): a recurrent state has no
   // position to move.
   void shift(int64_t keep, int64_t discard, bool rerotate = true);

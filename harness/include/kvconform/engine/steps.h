@@ -31,10 +31,13 @@ using Lengths = std::map<int64_t, int64_t>;
 // (sequence, position) of each row of a step's logits, in order.
 using Positions = std::vector<std::pair<int64_t, int64_t>>;
 
-// A mutant that does one operation wrong (the window right): its name and what it does.
+// A mutant that does one operation wrong (the window right): its name (the name of the mistake: the
+// diagnosis kind it is caught as where it has one, docs/mutants.md), what it does, and the spelling
+// it replaced (accepted for one release, with a note naming the new one; "" for none).
 struct OperationMutant {
   const char* name;
   const char* does;
+  const char* old = "";
 };
 
 // Reads a step's fields from a plan file or a request header; throws std::invalid_argument naming the
@@ -191,7 +194,7 @@ struct Preempt {
   static constexpr const char* op = "preempt";
   static constexpr const char* operation = "preempt";
   static constexpr std::array<OperationMutant, 1> mutants{
-      {{"preempt-short", "the recompute after a preemption leaves out the sequence's last token (the one sampled before it)"}}};
+      {{"preempt_short", "the recompute after a preemption leaves out the sequence's last token (the one sampled before it)", "preempt-short"}}};
   static constexpr bool logits = false;
   static constexpr const char* about =
       "sequence `seq`'s cache is dropped (every block given back) and recomputed from its tokens; nothing it holds changes";
@@ -241,8 +244,8 @@ struct Reset {
 struct Fork {
   static constexpr const char* op = "fork";
   static constexpr const char* operation = "fork";
-  static constexpr std::array<OperationMutant, 2> mutants{{{"fork-shared", "the fork shares the state it should copy"},
-                                                           {"fork-prefix", "the fork starts one token short of the prefix"}}};
+  static constexpr std::array<OperationMutant, 2> mutants{{{"fork_shared", "the fork shares the state it should copy", "fork-shared"},
+                                                           {"fork_off_by_one", "the fork starts one token short of the prefix", "fork-prefix"}}};
   static constexpr bool logits = false;
   static constexpr const char* about =
       "sequence `seq` (its old contents dropped) starts from the first `length` tokens of sequence `from`, which goes on unchanged";
@@ -281,7 +284,7 @@ struct Fork {
 struct Chunked {
   static constexpr const char* op = "chunked";
   static constexpr const char* operation = "chunked";
-  static constexpr std::array<OperationMutant, 1> mutants{{{"chunked-restart", "each chunk's sliding layers see no key before the chunk"}}};
+  static constexpr std::array<OperationMutant, 1> mutants{{{"window_restarts_per_chunk", "each chunk's sliding layers see no key before the chunk", "chunked-restart"}}};
   static constexpr bool logits = true;
   static constexpr const char* about = "as `extend`, the engine processing the tokens in chunks of `chunk` through its own chunking";
   int64_t seq = 0;
@@ -323,7 +326,7 @@ struct Chunked {
 struct Spec {
   static constexpr const char* op = "spec";
   static constexpr const char* operation = "spec";
-  static constexpr std::array<OperationMutant, 1> mutants{{{"spec-rollback", "a cycle rolls back one token more than it rejected"}}};
+  static constexpr std::array<OperationMutant, 1> mutants{{{"spec_rollback_off_by_one", "a cycle rolls back one token more than it rejected", "spec-rollback"}}};
   static constexpr bool logits = true;
   static constexpr const char* about =
       "one speculative cycle: as `extend` for the draft `tokens`, then the last `n` of them (the rejected ones) are gone";
@@ -372,7 +375,7 @@ struct BatchItem {
 struct Batch {
   static constexpr const char* op = "batch";
   static constexpr const char* operation = "batch";
-  static constexpr std::array<OperationMutant, 1> mutants{{{"batch-offset", "a batch computes each sequence after the first at the first one's length"}}};
+  static constexpr std::array<OperationMutant, 1> mutants{{{"batch_offset", "a batch computes each sequence after the first at the first one's length", "batch-offset"}}};
   static constexpr bool logits = true;
   static constexpr const char* about = "several sequences (each once) advanced in one engine call: their logits item after item";
   static constexpr bool several_sequences = true;  // a position is named with its sequence
@@ -406,8 +409,8 @@ struct Shift {
   static constexpr const char* op = "shift";
   static constexpr const char* operation = "shift";
   static constexpr std::array<OperationMutant, 2> mutants{
-      {{"shift-no-rerotate", "a shift moves the kept keys down without re-rotating them"},
-       {"shift-discard+1", "a shift discards one token more than asked, where one is left"}}};
+      {{"shift_not_rerotated", "a shift moves the kept keys down without re-rotating them", "shift-no-rerotate"},
+       {"shift_discard_off_by_one", "a shift discards one token more than asked, where one is left", "shift-discard+1"}}};
   static constexpr bool logits = false;
   static constexpr const char* about =
       "a context shift: positions `keep .. keep+discard-1` are gone and the later ones moved down by `discard`, their keys re-rotated";
@@ -456,7 +459,7 @@ struct Turn {
   static constexpr const char* op = "turn";
   static constexpr const char* operation = "turn";
   static constexpr std::array<OperationMutant, 1> mutants{
-      {{"turn-past", "a turn continues from one token past the kept prefix (a checkpoint restored past the prompt's last common position)"}}};
+      {{"turn_past", "a turn continues from one token past the kept prefix (a checkpoint restored past the prompt's last common position)", "turn-past"}}};
   static constexpr bool logits = true;
   static constexpr const char* about =
       "a multi-turn request: sequence `seq` keeps its first `keep` tokens and goes on with `tokens`; answers the logits of each new position";
@@ -562,9 +565,15 @@ std::string operation_of_mutant(const std::string& mutant);
 // engine told a wrong window), "operation" (a serving operation done wrong: the rows' mutants),
 // "model" (a family feature of the config read wrong, which adapters implement where their engine
 // can express it) and "config" (a config read wrong, the oracle engine's: the diagnoses' proofs).
+// `diagnosis`: the diagnosis kind (check.h) the judge names it by, where it has one (a mistake has one
+// name: the mutant's is the kind's, a signed one with its sign); `old`: the spelling it replaced.
 struct EngineMutant {
   std::string name, kind, does, operation;  // operation: the operation an "operation" mutant needs
+  std::string diagnosis, old;
 };
 std::vector<EngineMutant> engine_mutants();
+// The mutant a `--mutant` value names: itself, or the new name of an old spelling (accepted for one
+// release: `note` then says the new name); throws std::invalid_argument for no mutant, naming them all.
+std::string canonical_mutant(const std::string& name, std::string* note = nullptr);
 
 }  // namespace kvc::engine
