@@ -1,0 +1,945 @@
+#!/usr/bin/env python3
+"""Mutation campaign against the installed transformers: how much of the release's cache and mask
+behaviour kvconform's fixtures pin down.
+
+    python3 golden/mutate_transformers.py --release 5.25.0 [--jobs 2] [--seed 1] [--sample N]
+        [--tests DIR] [--doc docs/transformers-mutants.md]
+
+It makes mutants of the release's own source (transformers/cache_utils.py: the layer mixin, the
+dynamic, static and sliding layers; transformers/masking_utils.py: the overlays, the padding mask, the
+SDPA skip rule, sdpa_mask / eager_mask and the causal, sliding and chunked mask builders) with Python's
+ast module, one change per mutant, by the operators of OPERATORS below, in source order (a --sample is
+drawn from that list by --seed). Each mutant is loaded IN-PROCESS: a child forked from this process
+(which imported torch and transformers once) re-compiles the mutated function in the module's globals
+and binds it where the original was (the class attribute, the module global and every dict that held
+the original, such as the mask interface's registry). Then, stopping at the first difference:
+
+  1. the golden dump (dump.py's dump_case) of every case that executes the mutated line, compared
+     byte for byte with the release's committed fixture: golden replay is bitwise, so a difference is a
+     mutant that `kvconform run` reports (killed by "golden");
+  2. the mask crosscheck (crosscheck_masks.py's check) of every case that executes the line: the
+     release's own create_*_mask builders against the committed fixtures (killed by "crosscheck").
+
+Which cases execute which line is measured once per release on the unmutated source (line tracing,
+kept with the results): a case that never executes the mutated line cannot tell the mutant apart, so
+it is not run, and a mutant whose line no case executes survives without a run (an automatic `gap`).
+A child that runs past --timeout is killed and counts as killed ("timeout"), as one that crashes.
+
+--tests DIR (transformers' tests/ folder from the release's sdist, which the wheel lacks) also runs
+transformers' own cache and mask unit tests (tests/utils/test_cache_utils.py, test_masking_utils.py)
+on every mutant, those of them that pass on the unmutated release and execute the mutated line, for
+the side-by-side column.
+
+Results are appended to a JSON-lines file keyed by release, mutant id and the sha256 of the mutated
+function, the module's source and the inputs (cases, fixtures, dump.py, crosscheck_masks.py): a rerun
+skips what is there (resumable), and a changed input runs again. Survivors are classified by
+golden/mutation/<release>.json (hand-written judgements: `equivalent` with the evidence or `gap` with
+what kvconform would need to drive; each names the mutant's sha so a changed mutant is judged again),
+or automatically as a `gap` where no case executes the mutated line; any other survivor is reported
+`unexplained`. --doc writes the release's section of the documented result.
+
+Exit status: 0 when the campaign ran (whatever the kill rate; --min-kill-rate P makes a lower rate
+exit 1), 2 on bad usage or when the unmutated release does not reproduce its committed fixtures.
+"""
+import argparse
+import ast
+import copy
+import difflib
+import gc
+import hashlib
+import json
+import os
+import random
+import re
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+CAMPAIGN_VERSION = "1"  # part of every result's key: a change to what a run does runs every mutant again
+
+# What is mutated: per module, the classes whose methods and the functions whose bodies are. A name
+# the release lacks is left out (4.56 has SlidingWindowLayer / ChunkedSlidingLayer, later releases
+# StaticSlidingWindowLayer).
+CACHE_CLASSES = ("CacheLayerMixin", "DynamicLayer", "DynamicSlidingWindowLayer", "StaticLayer",
+                 "StaticSlidingWindowLayer", "SlidingWindowLayer", "ChunkedSlidingLayer")
+# Methods outside the sliding-window layer API kvconform proves: device offloading, beam search
+# reordering and batch expansion for generation strategies, and the repr.
+EXCLUDED_METHODS = ("offload", "prefetch", "reorder_cache", "batch_repeat_interleave", "batch_select_indices",
+                    "__repr__", "__init_subclass__")
+MASK_FUNCTIONS = ("and_masks", "or_masks", "causal_mask_function", "sliding_window_overlay", "chunked_overlay",
+                  "sliding_window_causal_mask_function", "chunked_causal_mask_function", "padding_mask_function",
+                  "add_offsets_to_mask_function", "prepare_padding_mask", "_ignore_causal_mask_sdpa",
+                  "_vmap_expansion_sdpa", "_non_vmap_expansion_sdpa", "sdpa_mask", "sdpa_mask_recent_torch",
+                  "sdpa_mask_older_torch", "eager_mask", "_preprocess_mask_arguments", "create_causal_mask",
+                  "create_sliding_window_causal_mask", "create_chunked_causal_mask")
+MODULES = ("cache_utils", "masking_utils")
+
+RELATIONAL = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+              ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+MINMAX = {"min": "max", "max": "min", "minimum": "maximum", "maximum": "minimum", "amin": "amax", "amax": "amin"}
+# operator -> what it changes (the report's legend)
+OPERATORS = {
+    "rel": "relational flip (< <=, > >=, == !=, is / is not, in / not in)",
+    "const": "off-by-one on an integer constant (n+1, n-1)",
+    "drop": "a statement dropped (replaced by pass)",
+    "slice": "a slice bound changed (+1, -1) or dropped",
+    "ret": "the first two values of a returned tuple swapped",
+    "minmax": "min/max (minimum/maximum, amin/amax) swapped",
+    "neg": "boolean negation (a condition negated, and/or swapped, True/False flipped, a not removed)",
+}
+
+
+# --------------------------------------------------------------------------------------------
+# mutants
+# --------------------------------------------------------------------------------------------
+class Site:
+    """One mutation: where (a path of (field, index) from the function node), which operator and variant."""
+
+    def __init__(self, path, op, variant, stmt_line, node):
+        self.path, self.op, self.variant, self.stmt_line = path, op, variant, stmt_line
+        self.lineno, self.col = node.lineno, node.col_offset
+
+
+def _quiet_call(node):
+    """Calls whose mutation changes only what is logged: logger.*, warnings.warn, logging helpers."""
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    text = ast.unparse(f)
+    return text.startswith("logger.") or text in ("warnings.warn", "warn", "logger")
+
+
+def sites_of(fn):
+    """Every mutation site of a function's body, in source order."""
+    out = []
+
+    def visit(node, path, stmt_line, in_body_list):
+        if isinstance(node, (ast.JoinedStr, ast.FormattedValue)) or _quiet_call(node):
+            return
+        if isinstance(node, ast.stmt):
+            stmt_line = node.lineno
+            if in_body_list and not isinstance(node, ast.Pass) and not (
+                    isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)) and not (
+                    isinstance(node, ast.Expr) and _quiet_call(node.value)):
+                out.append(Site(path, "drop", 0, stmt_line, node))
+        if isinstance(node, ast.Compare):
+            for i, o in enumerate(node.ops):
+                if type(o) in RELATIONAL:
+                    out.append(Site(path, "rel", i, stmt_line, node))
+        elif isinstance(node, ast.Constant) and type(node.value) is int:
+            out.append(Site(path, "const", 0, stmt_line, node))
+            out.append(Site(path, "const", 1, stmt_line, node))
+        elif isinstance(node, ast.Constant) and type(node.value) is bool:
+            out.append(Site(path, "neg", 0, stmt_line, node))
+        elif isinstance(node, ast.Slice):
+            for bi, bound in enumerate(("lower", "upper")):
+                b = getattr(node, bound)
+                if b is None:
+                    continue
+                if not isinstance(b, ast.Constant) and not (
+                        isinstance(b, ast.UnaryOp) and isinstance(b.operand, ast.Constant)):
+                    out.append(Site(path, "slice", bi * 3 + 0, stmt_line, node))
+                    out.append(Site(path, "slice", bi * 3 + 1, stmt_line, node))
+                out.append(Site(path, "slice", bi * 3 + 2, stmt_line, node))
+        elif isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) >= 2:
+            out.append(Site(path, "ret", 0, stmt_line, node))
+        elif isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if name in MINMAX:
+                out.append(Site(path, "minmax", 0, stmt_line, node))
+        elif isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+            out.append(Site(path, "neg", 0, stmt_line, node))
+        elif isinstance(node, ast.BoolOp):
+            out.append(Site(path, "neg", 0, stmt_line, node))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            out.append(Site(path, "neg", 0, stmt_line, node))
+        for field, value in ast.iter_fields(node):
+            if field in ("decorator_list", "args", "returns", "type_comment") and isinstance(node, ast.FunctionDef):
+                continue  # defaults, annotations and decorators are evaluated once, at definition
+            if isinstance(value, list):
+                for i, child in enumerate(value):
+                    if isinstance(child, ast.AST):
+                        visit(child, path + [(field, i)], stmt_line, field in ("body", "orelse", "finalbody"))
+            elif isinstance(value, ast.AST):
+                visit(value, path + [(field, None)], stmt_line, False)
+
+    for i, stmt in enumerate(fn.body):
+        visit(stmt, [("body", i)], stmt.lineno, True)
+    return out
+
+
+def _get(node, path):
+    for field, i in path:
+        node = getattr(node, field) if i is None else getattr(node, field)[i]
+    return node
+
+
+def _replace(root, path, new):
+    parent = _get(root, path[:-1])
+    field, i = path[-1]
+    if i is None:
+        setattr(parent, field, new)
+    else:
+        getattr(parent, field)[i] = new
+
+
+def _plus(expr, n):
+    return ast.BinOp(left=expr, op=ast.Add() if n > 0 else ast.Sub(), right=ast.Constant(abs(n)))
+
+
+def apply_site(fn, site):
+    """-> a mutated deep copy of the function node (None when the mutation changes nothing)."""
+    m = copy.deepcopy(fn)
+    node = _get(m, site.path)
+    op, v = site.op, site.variant
+    if op == "drop":
+        _replace(m, site.path, ast.Pass())
+    elif op == "rel":
+        node.ops[v] = RELATIONAL[type(node.ops[v])]()
+    elif op == "const":
+        _replace(m, site.path, ast.Constant(node.value + (1 if v == 0 else -1)))
+    elif op == "slice":
+        bound = ("lower", "upper")[v // 3]
+        kind = v % 3
+        b = getattr(node, bound)
+        setattr(node, bound, _plus(b, 1) if kind == 0 else _plus(b, -1) if kind == 1 else None)
+    elif op == "ret":
+        e = node.value.elts
+        e[0], e[1] = e[1], e[0]
+    elif op == "minmax":
+        if isinstance(node.func, ast.Attribute):
+            node.func.attr = MINMAX[node.func.attr]
+        else:
+            node.func.id = MINMAX[node.func.id]
+    elif op == "neg":
+        if isinstance(node, ast.Constant):
+            _replace(m, site.path, ast.Constant(not node.value))
+        elif isinstance(node, ast.BoolOp):
+            node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+        elif isinstance(node, ast.UnaryOp):
+            _replace(m, site.path, node.operand)
+        else:
+            t = node.test
+            node.test = t.operand if isinstance(t, ast.UnaryOp) and isinstance(t.op, ast.Not) else ast.UnaryOp(
+                op=ast.Not(), operand=t)
+    ast.fix_missing_locations(m)  # a new node takes the line of the node it sits in
+    return m
+
+
+
+class Target:
+    """A mutable function: module short name, qualified name, the node, the class (or None)."""
+
+    def __init__(self, module, qual, node, cls):
+        self.module, self.qual, self.node, self.cls = module, qual, node, cls
+        self.source = ast.unparse(node)
+
+
+def targets_of(module, tree):
+    out = []
+    for top in tree.body:
+        if module == "cache_utils" and isinstance(top, ast.ClassDef) and top.name in CACHE_CLASSES:
+            for item in top.body:
+                if isinstance(item, ast.FunctionDef) and item.name not in EXCLUDED_METHODS:
+                    out.append(Target(module, f"{top.name}.{item.name}", item, top.name))
+        elif module == "masking_utils" and isinstance(top, ast.FunctionDef) and top.name in MASK_FUNCTIONS:
+            out.append(Target(module, top.name, top, None))
+    return out
+
+
+class Mutant:
+    def __init__(self, target, site, node, module_sha, inputs_key, release):
+        self.target, self.site, self.node = target, site, node
+        self.source = ast.unparse(node)
+        self.id = f"{target.module}:{target.qual}:L{site.lineno}:C{site.col}:{site.op}{site.variant}"
+        self.sha = hashlib.sha256(self.source.encode()).hexdigest()
+        self.key = hashlib.sha256("\0".join((CAMPAIGN_VERSION, release, self.id, self.sha, module_sha,
+                                             inputs_key)).encode()).hexdigest()
+
+    def diff(self):
+        a = self.target.source.splitlines()
+        b = self.source.splitlines()
+        lines = [l for l in difflib.unified_diff(a, b, lineterm="", n=0)][2:]
+        return "\n".join(l for l in lines if not l.startswith("@@"))
+
+
+def enumerate_mutants(sources, release, inputs_key, only=None):
+    out, seen = [], set()
+    for module in MODULES:
+        text, sha = sources[module]
+        tree = ast.parse(text)
+        for t in targets_of(module, tree):
+            if only and not re.search(only, f"{module}:{t.qual}"):
+                continue
+            for site in sites_of(t.node):
+                m = apply_site(t.node, site)
+                mut = Mutant(t, site, m, sha, inputs_key, release)
+                if mut.source == t.source or (t.qual, mut.sha) in seen:
+                    continue  # a no-op, or the same function as an earlier mutant
+                seen.add((t.qual, mut.sha))
+                out.append(mut)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# loading a mutant in-process (in a forked child)
+# --------------------------------------------------------------------------------------------
+def install(mutant, modules):
+    """Compiles the mutated function in its module's globals and binds it wherever the original was."""
+    mod = modules[mutant.target.module]
+    g = mod.__dict__
+    name = mutant.target.node.name
+    if mutant.target.cls:
+        # the method inside a factory taking __class__, so zero-argument super() finds its class
+        factory = ast.FunctionDef(name="__kvc_mutant_factory",
+                                  args=ast.arguments(posonlyargs=[], args=[ast.arg(arg="__class__")], kwonlyargs=[],
+                                                     kw_defaults=[], defaults=[]),
+                                  body=[mutant.node, ast.Return(value=ast.Name(id=name, ctx=ast.Load()))],
+                                  decorator_list=[], returns=None, type_params=[])
+        module = ast.Module(body=[factory], type_ignores=[])
+        ast.fix_missing_locations(module)
+        ns = {}
+        exec(compile(module, mod.__file__, "exec"), g, ns)
+        cls = getattr(mod, mutant.target.cls)
+        old = cls.__dict__[name]
+        new = ns["__kvc_mutant_factory"](cls)
+        setattr(cls, name, new)
+    else:
+        old = g[name]
+        module = ast.Module(body=[mutant.node], type_ignores=[])
+        ns = {}
+        exec(compile(module, mod.__file__, "exec"), g, ns)
+        new = ns[name]
+        g[name] = new
+    # every dict that held the original (another module's `from ... import`, a registry such as
+    # AttentionMaskInterface._global_mapping, an alias like sdpa_mask = sdpa_mask_recent_torch)
+    for ref in gc.get_referrers(old):
+        if isinstance(ref, dict) and ref is not ns:
+            for k, v in list(ref.items()):
+                if v is old:
+                    ref[k] = new
+
+
+# --------------------------------------------------------------------------------------------
+# the harness side: cases, coverage, the checks
+# --------------------------------------------------------------------------------------------
+class Harness:
+    def __init__(self, release, case_paths):
+        self.release = release
+        self.modules = None
+        import validate_cases
+        self.fixtures = os.path.join(HERE, "fixtures", release)
+        if not os.path.isdir(self.fixtures):
+            raise SystemExit(f"mutate: no fixtures for {release} ({self.fixtures}); dump them first (golden/README.md)")
+        self.cases = []  # (name, case, raw, fixture text)
+        for p in sorted(set(validate_cases.expand_paths(case_paths))):
+            case, raw, errs = validate_cases.load_case_file(p)
+            if errs:
+                raise SystemExit(f"mutate: {p}: {errs[0][0]}: {errs[0][1]}")
+            releases = validate_cases.releases_of(case)
+            if releases is not None and release not in releases:
+                continue  # the case's profile leaves this release out (dump.py's applies)
+            fx = os.path.join(self.fixtures, case["name"] + ".json")
+            if not os.path.isfile(fx):
+                raise SystemExit(f"mutate: no fixture {fx} for case {p}; dump the release's fixtures first")
+            with open(fx, encoding="ascii") as f:
+                self.cases.append((case["name"], case, raw, f.read()))
+        # smaller fixtures first: a mutant most cases tell apart is killed sooner
+        self.cases.sort(key=lambda c: (len(c[3]), c[0]))
+
+    def load(self):
+        """Imports torch, the release's transformers, dump.py and crosscheck_masks.py (seconds)."""
+        import crosscheck_masks
+        crosscheck_masks.load_release()
+        self.cc = crosscheck_masks
+        self.dump = crosscheck_masks.dump
+        import torch
+        torch.set_num_threads(1)
+        from transformers import cache_utils, masking_utils
+        self.modules = {"cache_utils": cache_utils, "masking_utils": masking_utils}
+
+    def files(self):
+        return {source_path(k): k for k in MODULES}
+
+    def dump_text(self, case, raw):
+        return self.dump.dumps_fixture(self.dump.dump_case(case, raw), pretty=True)
+
+    def baseline(self):
+        """Checks that the unmutated release reproduces its fixtures and the crosscheck is clean, and
+        measures which lines of the two modules each case executes (dump, crosscheck, behaviour probe)."""
+        files = self.files()
+        lines = set()
+
+        def local(frame, event, arg):
+            if event == "line":
+                lines.add((files[frame.f_code.co_filename], frame.f_lineno))
+            return local
+
+        def tracer(frame, event, arg):
+            return local if frame.f_code.co_filename in files else None
+
+        def traced(fn):
+            lines.clear()
+            sys.settrace(tracer)
+            try:
+                r = fn()
+            finally:
+                sys.settrace(None)
+            return r, sorted(lines)
+
+        cov = {"probe": None, "golden": {}, "crosscheck": {}}
+        self.dump.API = None
+        _, cov["probe"] = traced(self.dump.api)
+        stale, dirty = [], []
+        for name, case, raw, text in self.cases:
+            got, cov["golden"][name] = traced(lambda: self.dump_text(case, raw))
+            if got != text:
+                stale.append(name)
+            (_, problems), cov["crosscheck"][name] = traced(lambda: self.cc.check(case, raw, self.fixtures))
+            if problems:
+                dirty.append(f"{name}: {problems[0]}")
+        return cov, stale, dirty
+
+    def run_mutant(self, mutant, cov, deadline_case=None):
+        """In the child: -> result dict (killed_by, case, where) for the first difference, or survived."""
+        install(mutant, self.modules)
+        line = (mutant.target.module, mutant.site.stmt_line)
+        self.dump.API = None
+        probe = line in cov["probe_set"]
+        golden = [c for c in self.cases if line in cov["golden_set"][c[0]]]
+        cross = [c for c in self.cases if line in cov["crosscheck_set"][c[0]]]
+        if probe and not golden:
+            golden = self.cases[:1]  # the behaviours the probe measures are recorded in every fixture
+        ran = 0
+        for name, case, raw, text in golden:
+            ran += 1
+            try:
+                got = self.dump_text(case, raw)
+            except Exception as e:
+                return {"status": "killed", "killed_by": "golden", "case": name,
+                        "where": f"the dump raised {type(e).__name__}: {str(e)[:200]}", "ran": ran}
+            if got != text:
+                return {"status": "killed", "killed_by": "golden", "case": name, "where": first_difference(text, got),
+                        "ran": ran}
+        for name, case, raw, text in cross:
+            ran += 1
+            try:
+                _, problems = self.cc.check(case, raw, self.fixtures)
+            except Exception as e:
+                problems = [f"the crosscheck raised {type(e).__name__}: {str(e)[:200]}"]
+            if problems:
+                return {"status": "killed", "killed_by": "crosscheck", "case": name, "where": problems[0][:300],
+                        "ran": ran}
+        return {"status": "survived", "ran": ran, "executed": bool(golden or cross or probe)}
+
+
+def first_difference(want_text, got_text):
+    """The JSON path of the first field where a mutant's fixture differs from the committed one."""
+    try:
+        want, got = json.loads(want_text), json.loads(got_text)
+    except ValueError:
+        return "the fixture text"
+
+    def walk(a, b, path):
+        if type(a) is not type(b):
+            return path or "/"
+        if isinstance(a, dict):
+            for k in list(a) + [k for k in b if k not in a]:
+                if k not in a or k not in b:
+                    return f"{path}/{k}"
+                r = walk(a[k], b[k], f"{path}/{k}")
+                if r:
+                    return r
+            return None
+        if isinstance(a, list):
+            for i, (x, y) in enumerate(zip(a, b)):
+                r = walk(x, y, f"{path}/{i}")
+                if r:
+                    return r
+            return f"{path} (length {len(a)} vs {len(b)})" if len(a) != len(b) else None
+        return None if a == b else (path or "/")
+
+    return walk(want, got, "") or "the fixture text (formatting)"
+
+
+# --------------------------------------------------------------------------------------------
+# transformers' own tests (from the release's sdist)
+# --------------------------------------------------------------------------------------------
+TEST_FILES = ("utils/test_cache_utils.py", "utils/test_masking_utils.py")
+
+
+class _Collector:
+    """A pytest plugin: outcome and executed lines (of the two modules) per test."""
+
+    def __init__(self, files, trace):
+        self.files, self.trace = files, trace
+        self.outcomes, self.lines = {}, {}
+        self._cur = None
+
+    def _local(self, frame, event, arg):
+        if event == "line":
+            self._cur.add((self.files[frame.f_code.co_filename], frame.f_lineno))
+        return self._local
+
+    def _tracer(self, frame, event, arg):
+        return self._local if frame.f_code.co_filename in self.files else None
+
+    def pytest_runtest_call(self, item):
+        if self.trace:
+            self._cur = self.lines.setdefault(item.nodeid, set())
+            sys.settrace(self._tracer)
+
+    def pytest_runtest_teardown(self, item):
+        sys.settrace(None)
+
+    def pytest_runtest_logreport(self, report):
+        if report.when == "call" or report.outcome != "passed":
+            prev = self.outcomes.get(report.nodeid)
+            if prev in (None, "passed"):
+                self.outcomes[report.nodeid] = report.outcome
+
+
+def run_pytest(test_root, args, collector):
+    import pytest
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    saved = os.dup(1), os.dup(2)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    try:
+        return pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--rootdir", test_root,
+                            "-o", "addopts=", *args], plugins=[collector])
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+
+
+def tests_baseline(test_root, files):
+    c = _Collector(files, trace=True)
+    run_pytest(test_root, [os.path.join(test_root, t) for t in TEST_FILES if os.path.isfile(os.path.join(test_root, t))], c)
+    passed = {n: sorted(c.lines.get(n, ())) for n, o in c.outcomes.items() if o == "passed"}
+    return {"passed": passed, "counts": {o: sum(1 for x in c.outcomes.values() if x == o) for o in sorted(set(c.outcomes.values()))}}
+
+
+# --------------------------------------------------------------------------------------------
+# running: forked children, a results file
+# --------------------------------------------------------------------------------------------
+def in_child(job, out_path, timeout):
+    """Runs in a forked child: one job, its result written to out_path (atomically)."""
+    kind, mutant, ctx = job
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    try:
+        if kind == "kvconform":
+            r = ctx["harness"].run_mutant(mutant, ctx["cov"])
+        else:
+            install(mutant, ctx["harness"].modules)
+            line = (mutant.target.module, mutant.site.stmt_line)
+            ids = [n for n, ls in ctx["tests_set"].items() if line in ls]
+            if not ids:
+                r = {"status": "survived", "ran": 0, "executed": False}
+            else:
+                c = _Collector({}, trace=False)
+                run_pytest(ctx["test_root"], ["-x", *ids], c)
+                bad = sorted(n for n, o in c.outcomes.items() if o != "passed")
+                missing = [n for n in ids if n not in c.outcomes]
+                if bad:
+                    r = {"status": "killed", "killed_by": "transformers-tests", "case": bad[0], "ran": len(c.outcomes)}
+                elif missing and not c.outcomes:
+                    r = {"status": "killed", "killed_by": "transformers-tests", "case": "(collection failed)", "ran": 0}
+                else:
+                    r = {"status": "survived", "ran": len(c.outcomes), "executed": True}
+    except BaseException as e:  # the harness itself failed under the mutant (an import, a recursion)
+        r = {"status": "killed", "killed_by": kind if kind != "kvconform" else "golden",
+             "case": None, "where": f"{type(e).__name__}: {str(e)[:200]}"}
+    with open(out_path + ".tmp", "w") as f:
+        json.dump(r, f)
+    os.replace(out_path + ".tmp", out_path)
+
+
+def run_jobs(jobs, n_parallel, timeout, tmpdir, on_result):
+    """Forks one child per job, at most n_parallel at once; a child past timeout is killed."""
+    pending = list(jobs)
+    running = {}
+    while pending or running:
+        while pending and len(running) < n_parallel:
+            job = pending.pop(0)
+            out = os.path.join(tmpdir, f"{os.getpid()}-{len(pending)}-{job[0]}.json")
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    in_child(job, out, timeout)
+                except BaseException:
+                    code = 3
+                os._exit(code)
+            running[pid] = (job, out, time.monotonic())
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            now = time.monotonic()
+            for p, (job, out, t0) in list(running.items()):
+                if now - t0 > timeout:
+                    os.kill(p, 9)
+            time.sleep(0.02)
+            continue
+        if pid not in running:
+            continue
+        job, out, t0 = running.pop(pid)
+        secs = time.monotonic() - t0
+        if os.path.isfile(out):
+            with open(out) as f:
+                r = json.load(f)
+            os.remove(out)
+        elif os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9 and secs > timeout:
+            r = {"status": "killed", "killed_by": "timeout", "where": f"ran past {timeout} s"}
+        else:
+            r = {"status": "killed", "killed_by": "crash", "where": f"the child ended with status {status}"}
+        r["seconds"] = round(secs, 2)
+        on_result(job, r)
+
+
+def source_path(module):
+    """The installed transformers' module file, found without importing it (an import of torch costs seconds)."""
+    import importlib.util
+    return os.path.join(importlib.util.find_spec("transformers").submodule_search_locations[0], module + ".py")
+
+
+def sha_file(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def inputs_key(harness):
+    h = hashlib.sha256()
+    for name, case, raw, text in sorted(harness.cases, key=lambda c: c[0]):
+        h.update(name.encode() + b"\0" + hashlib.sha256(raw).digest() + hashlib.sha256(text.encode()).digest())
+    for f in ("dump.py", "crosscheck_masks.py", "kvc_inputs.py", "cpu_pin.py"):
+        h.update(sha_file(os.path.join(HERE, f)).encode())
+    return h.hexdigest()
+
+
+def load_results(path):
+    out = {}
+    if os.path.isfile(path):
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    try:
+                        r = json.loads(line)
+                    except ValueError:
+                        continue  # a line cut short by an interrupted run: that mutant runs again
+                    out[(r["key"], r["part"])] = r
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the report
+# --------------------------------------------------------------------------------------------
+def load_judgements(release):
+    path = os.path.join(HERE, "mutation", f"{release}.json")
+    if not os.path.isfile(path):
+        return path, {}
+    with open(path) as f:
+        data = json.load(f)
+    out = {}
+    for i, j in enumerate(data.get("survivors", [])):
+        for field in ("id", "sha", "class", "why"):
+            if field not in j:
+                raise SystemExit(f"mutate: {path}: /survivors/{i}: missing field '{field}'")
+        if j["class"] not in ("equivalent", "gap"):
+            raise SystemExit(f"mutate: {path}: /survivors/{i}/class: '{j['class']}' is not 'equivalent' or 'gap'")
+        out[j["id"]] = j
+    return path, out
+
+
+def classify(mutants, results, judgements, with_tests):
+    rows = []
+    for m in mutants:
+        r = results.get((m.key, "kvconform"))
+        if r is None:
+            continue
+        t = results.get((m.key, "transformers-tests")) if with_tests else None
+        row = {"mutant": m, "r": r, "t": t, "class": None, "why": None}
+        if r["status"] == "survived":
+            j = judgements.get(m.id)
+            if j and j["sha"] == m.sha[:16]:
+                row["class"], row["why"] = j["class"], j["why"]
+            elif not r.get("executed"):
+                row["class"], row["why"] = "gap", "no case executes this line"
+            else:
+                row["class"] = "unexplained"
+                if j:
+                    row["why"] = f"judged for another version of this mutant (sha {j['sha']})"
+        rows.append(row)
+    return rows
+
+
+def render(release, rows, args, tests_info, total_mutants, n_chosen):
+    out = []
+    w = out.append
+    killed = [x for x in rows if x["r"]["status"] == "killed"]
+    equiv = [x for x in rows if x["class"] == "equivalent"]
+    gaps = [x for x in rows if x["class"] == "gap"]
+    unexplained = [x for x in rows if x["class"] == "unexplained"]
+    nonequiv = len(rows) - len(equiv)
+    rate = 100.0 * len(killed) / nonequiv if nonequiv else 100.0
+    with_tests = tests_info is not None
+    tkilled = [x for x in rows if x["t"] and x["t"]["status"] == "killed"]
+    w(f"## transformers {release}\n\n")
+    chosen = f"a sample of {args.sample} drawn by seed {args.seed}" if args.sample else "all of them"
+    ran = f"{len(rows)} run" if len(rows) == n_chosen else \
+        f"{len(rows)} of them run so far (in an order drawn by seed {args.seed}, so a random sample; the rest not yet run)"
+    w(f"Mutants: {total_mutants} in the mutated functions"
+      + (f" matching `{args.only}`" if args.only else "") + f"; chosen: {chosen}; {ran}. ")
+    w(f"Killed by kvconform: **{len(killed)}**; equivalent: {len(equiv)}; gaps: {len(gaps)}; unexplained: "
+      f"{len(unexplained)}. Kill rate of the non-equivalent mutants: **{rate:.1f} %** ({len(killed)} of {nonequiv}).\n\n")
+    by = {}
+    for x in killed:
+        by[x["r"]["killed_by"]] = by.get(x["r"]["killed_by"], 0) + 1
+    w("Killed by: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())) + ".\n\n")
+    if with_tests:
+        trate = 100.0 * len(tkilled) / nonequiv if nonequiv else 100.0
+        counts = ", ".join(f"{v} {k}" for k, v in tests_info["counts"].items())
+        w(f"transformers' own tests ({', '.join('tests/' + t for t in TEST_FILES)} of the release's sdist; "
+          f"on the unmutated release: {counts}; the passing ones are run): killed **{len(tkilled)}** "
+          f"({trate:.1f} % of the non-equivalent mutants).\n\n")
+    else:
+        w("transformers' own tests: not run (no --tests folder).\n\n")
+    head = "| function | mutants | killed by kvconform |" + (" killed by transformers' tests |" if with_tests else "") + \
+        " equivalent | gaps | unexplained |\n"
+    w(head)
+    w("|" + " --- |" * (head.count("|") - 1) + "\n")
+    funcs = {}
+    for x in rows:
+        funcs.setdefault(f"{x['mutant'].target.module}.{x['mutant'].target.qual}", []).append(x)
+    for f in sorted(funcs):
+        xs = funcs[f]
+        k = sum(1 for x in xs if x["r"]["status"] == "killed")
+        cells = [f"`{f}`", str(len(xs)), str(k)]
+        if with_tests:
+            cells.append(str(sum(1 for x in xs if x["t"] and x["t"]["status"] == "killed")))
+        cells += [str(sum(1 for x in xs if x["class"] == c)) for c in ("equivalent", "gap", "unexplained")]
+        w("| " + " | ".join(cells) + " |\n")
+    tot = ["**total**", str(len(rows)), str(len(killed))] + ([str(len(tkilled))] if with_tests else []) + \
+        [str(len(equiv)), str(len(gaps)), str(len(unexplained))]
+    w("| " + " | ".join(tot) + " |\n\n")
+    surv = [x for x in rows if x["r"]["status"] == "survived"]
+    if surv:
+        w(f"### Survivors of {release}\n\n")
+        for x in surv:
+            m = x["mutant"]
+            tk = ""
+            if with_tests:
+                tk = " killed by transformers' tests" if x["t"] and x["t"]["status"] == "killed" else " survives transformers' tests too"
+            w(f"- `{m.id}` (sha {m.sha[:16]}), **{x['class']}**{': ' + x['why'] if x['why'] else ''};{tk}\n\n")
+            w("  ```diff\n")
+            for line in m.diff().splitlines():
+                w(f"  {line}\n")
+            w("  ```\n\n")
+    return "".join(out), rate
+
+
+def write_doc(path, release, section):
+    begin, end = f"<!-- mutate_transformers {release} begin -->\n", f"<!-- mutate_transformers {release} end -->\n"
+    text = ""
+    if os.path.isfile(path):
+        with open(path) as f:
+            text = f.read()
+    if begin in text and end in text:
+        a, rest = text.split(begin, 1)
+        _, b = rest.split(end, 1)
+        text = a + begin + section + end + b
+    else:
+        if not text:
+            text = DOC_HEAD
+        text += "\n" + begin + section + end
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+DOC_HEAD = """# Mutants of transformers itself
+
+How much of a transformers release's cache and mask behaviour kvconform's fixtures pin down, measured by
+mutating the release's own source (`golden/mutate_transformers.py`, see golden/README.md "Mutation
+campaign"): every mutant is a one-place change to a function of `cache_utils.py` (the layer mixin,
+the dynamic, static and sliding layers) or `masking_utils.py` (the overlays, the padding mask, the SDPA
+skip rule, `sdpa_mask`, `eager_mask`, the causal, sliding and chunked mask builders). A mutant is
+killed when the golden dump of a case differs from the release's committed fixture (golden replay is
+bitwise, so `kvconform run` would report it) or when the mask crosscheck fails. Each survivor is
+listed with its diff and classified: `equivalent` (no input can tell it apart, with the evidence),
+`gap` (what kvconform would have to drive to tell it apart), or `unexplained` (not judged yet).
+
+The sections below are written by the command (`--doc`); the judgements come from
+`golden/mutation/<release>.json`.
+"""
+
+
+# --------------------------------------------------------------------------------------------
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="mutation campaign against the installed transformers' cache and mask code")
+    ap.add_argument("--release", help="pinned release (golden/requirements-X.txt); default: the installed one")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the --sample draw (default 1)")
+    ap.add_argument("--sample", type=int, default=0, help="run N mutants drawn by --seed (default: every mutant)")
+    ap.add_argument("--only", help="regex on 'module:Class.method' / 'module:function': mutate only those")
+    ap.add_argument("--mutant", action="append", metavar="ID", help="run this mutant (an id of --list); repeatable")
+    ap.add_argument("--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)), help="mutants run at once (default 2)")
+    ap.add_argument("--timeout", type=float, default=300, help="seconds a mutant may run before it counts as killed (timeout)")
+    ap.add_argument("--cases", nargs="+", default=[os.path.join(ROOT, "cases"), os.path.join(ROOT, "cases", "generated")],
+                    help="case files or folders (default: cases/ cases/generated/)")
+    ap.add_argument("--results", help="results file, JSON lines (default: build/mutate-transformers/<release>.jsonl)")
+    ap.add_argument("--tests", metavar="DIR", help="transformers' tests/ folder of the release's sdist: run its cache and mask tests too")
+    ap.add_argument("--doc", metavar="FILE", help="write the release's section of this Markdown file (e.g. docs/transformers-mutants.md)")
+    ap.add_argument("--json", metavar="FILE", help="write the per-mutant results as JSON")
+    ap.add_argument("--list", action="store_true", help="list the mutants (id and diff) and exit")
+    ap.add_argument("--min-kill-rate", type=float, help="exit 1 when the kill rate of non-equivalent mutants is below this percentage")
+    args = ap.parse_args(argv)
+
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        here = version("transformers")
+    except PackageNotFoundError:
+        here = None
+    release = args.release or here
+    if release is None:
+        ap.error("no transformers installed here: name a pinned release with --release")
+    if here != release:
+        py = os.path.join(HERE, f".venv-{release}", "bin", "python")
+        if not os.path.isfile(py):
+            print(f"mutate: no golden/.venv-{release}; run: bash golden/setup_env.sh {release}", file=sys.stderr)
+            return 2
+        os.execv(py, [py, os.path.abspath(__file__)] + (argv if argv is not None else sys.argv[1:]))
+    if args.jobs < 1 or args.sample < 0 or args.timeout <= 0:
+        ap.error("--jobs and --timeout must be positive, --sample not negative")
+    if args.tests and not all(os.path.isfile(os.path.join(args.tests, t)) for t in TEST_FILES):
+        ap.error(f"--tests {args.tests}: no {' / '.join(TEST_FILES)} there (the sdist's tests/ folder)")
+
+    t0 = time.monotonic()
+    harness = Harness(release, args.cases)
+    sources = {}
+    for k in MODULES:
+        with open(source_path(k), encoding="utf-8") as f:
+            text = f.read()
+        sources[k] = (text, hashlib.sha256(text.encode()).hexdigest())
+    ikey = inputs_key(harness)
+    mutants = enumerate_mutants(sources, release, ikey, args.only)
+    total = len(mutants)
+    if args.mutant:
+        ids = {m.id for m in mutants}
+        unknown = [i for i in args.mutant if i not in ids]
+        if unknown:
+            ap.error(f"--mutant {unknown[0]}: no such mutant of {release} (see --list)")
+        mutants = [m for m in mutants if m.id in set(args.mutant)]
+    elif args.sample and args.sample < total:
+        keep = set(random.Random(args.seed).sample(range(total), args.sample))
+        mutants = [m for i, m in enumerate(mutants) if i in keep]
+    if args.list:
+        for m in mutants:
+            print(m.id)
+            print("  " + m.diff().replace("\n", "\n  "))
+        return 0
+
+    results_path = args.results or os.path.join(ROOT, "build", "mutate-transformers", f"{release}.jsonl")
+    os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
+    results = load_results(results_path)
+    parts = ["kvconform"] + (["transformers-tests"] if args.tests else [])
+    todo = [(p, m) for m in mutants for p in parts if (m.key, p) not in results]
+    # in an order drawn by --seed: a campaign stopped part way has run a random sample of its mutants
+    random.Random(args.seed).shuffle(todo)
+    print(f"mutate {release}: {len(mutants)} mutants of {total} ({len(harness.cases)} cases), "
+          f"{len(todo)} runs to do, {len(mutants) * len(parts) - len(todo)} kept in {results_path}", file=sys.stderr)
+
+    tests_info = None
+    ctx = {"harness": harness}
+    if todo or args.tests:
+        harness.load()
+        # the coverage of the unmutated release, kept beside the results (keyed like them)
+        cov_path = os.path.join(os.path.dirname(os.path.abspath(results_path)),
+                                f"{release}-coverage-{hashlib.sha256((ikey + sources['cache_utils'][1] + sources['masking_utils'][1] + (os.path.abspath(args.tests) if args.tests else '')).encode()).hexdigest()[:16]}.json")
+        if os.path.isfile(cov_path):
+            with open(cov_path) as f:
+                cov = json.load(f)
+        else:
+            print(f"mutate {release}: baseline (the unmutated release, line coverage per case)...", file=sys.stderr)
+            cov, stale, dirty = harness.baseline()
+            if stale or dirty:
+                for s in stale[:10]:
+                    print(f"mutate: {s}: the unmutated {release} does not reproduce its committed fixture", file=sys.stderr)
+                for s in dirty[:10]:
+                    print(f"mutate: crosscheck of the unmutated release: {s}", file=sys.stderr)
+                print(f"mutate: {len(stale)} stale fixtures, {len(dirty)} crosscheck problems: re-dump the fixtures "
+                      "(golden/README.md) before a campaign", file=sys.stderr)
+                return 2
+            if args.tests:
+                tmp = cov_path + ".tests.tmp"
+                pid = os.fork()
+                if pid == 0:  # transformers' tests import and set state this process must not keep
+                    code = 0
+                    try:
+                        with open(tmp, "w") as f:
+                            json.dump(tests_baseline(os.path.dirname(os.path.abspath(args.tests.rstrip("/"))),
+                                                     harness.files()), f)
+                    except BaseException:
+                        code = 3
+                    os._exit(code)
+                os.waitpid(pid, 0)
+                with open(tmp) as f:
+                    cov["tests"] = json.load(f)
+                os.remove(tmp)
+            with open(cov_path + ".tmp", "w") as f:
+                json.dump(cov, f)
+            os.replace(cov_path + ".tmp", cov_path)
+        cov["probe_set"] = {tuple(x) for x in cov["probe"]}
+        for part in ("golden", "crosscheck"):
+            cov[part + "_set"] = {n: {tuple(x) for x in ls} for n, ls in cov[part].items()}
+        ctx["cov"] = cov
+        if args.tests:
+            tests_info = cov["tests"]
+            ctx["test_root"] = os.path.dirname(os.path.abspath(args.tests.rstrip("/")))
+            ctx["tests_set"] = {n: {tuple(x) for x in ls} for n, ls in tests_info["passed"].items()}
+
+    done = [0]
+    with open(results_path, "a") as out:
+        def on_result(job, r):
+            part, m = job[0], job[1]
+            r.update({"key": m.key, "part": part, "id": m.id, "release": release})
+            out.write(json.dumps(r, sort_keys=True) + "\n")
+            out.flush()
+            results[(m.key, part)] = r
+            done[0] += 1
+            print(f"mutate {release}: [{done[0]}/{len(todo)}] {m.id} {part}: {r['status']}"
+                  + (f" by {r['killed_by']} ({r.get('case')})" if r["status"] == "killed" else "")
+                  + f" {r.get('seconds', 0)} s", file=sys.stderr)
+
+        tmpdir = os.path.join(os.path.dirname(os.path.abspath(results_path)), "tmp")
+        os.makedirs(tmpdir, exist_ok=True)
+        run_jobs([(p, m, ctx) for p, m in todo], args.jobs, args.timeout, tmpdir, on_result)
+
+    jpath, judgements = load_judgements(release)
+    rows = classify(mutants, results, judgements, bool(args.tests))
+    section, rate = render(release, rows, args, tests_info, total, len(mutants))
+    if args.doc:
+        write_doc(args.doc, release, section)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([{"id": x["mutant"].id, "sha": x["mutant"].sha[:16], "function": f"{x['mutant'].target.module}.{x['mutant'].target.qual}",
+                        "op": x["mutant"].site.op, "kvconform": {k: v for k, v in x["r"].items() if k not in ("key", "seconds")},
+                        "transformers_tests": x["t"] and {k: v for k, v in x["t"].items() if k not in ("key", "seconds")},
+                        "class": x["class"], "why": x["why"], "diff": x["mutant"].diff()} for x in rows], f, indent=1)
+    killed = sum(1 for x in rows if x["r"]["status"] == "killed")
+    unexplained = sum(1 for x in rows if x["class"] == "unexplained")
+    print(f"mutate {release}: {len(rows)} mutants, {killed} killed, kill rate of non-equivalent {rate:.1f} %, "
+          f"{unexplained} survivors unexplained ({time.monotonic() - t0:.0f} s)")
+    if args.min_kill_rate is not None and rate < args.min_kill_rate:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
