@@ -3,7 +3,7 @@
 behaviour kvconform's fixtures pin down.
 
     python3 golden/mutate_transformers.py --release 5.25.0 [--jobs 2] [--seed 1] [--sample N]
-        [--tests DIR] [--doc docs/transformers-mutants.md]
+        [--doc docs/transformers-mutants.md]
 
 It makes mutants of the release's own source (transformers/cache_utils.py: the layer mixin, the
 dynamic, static and sliding layers; transformers/masking_utils.py: the overlays, the padding mask, the
@@ -24,11 +24,6 @@ Which cases execute which line is measured once per release on the unmutated sou
 kept with the results): a case that never executes the mutated line cannot tell the mutant apart, so
 it is not run, and a mutant whose line no case executes survives without a run (an automatic `gap`).
 A child that runs past --timeout is killed and counts as killed ("timeout"), as one that crashes.
-
---tests DIR (transformers' tests/ folder from the release's sdist, which the wheel lacks) also runs
-transformers' own cache and mask unit tests (tests/utils/test_cache_utils.py, test_masking_utils.py)
-on every mutant, those of them that pass on the unmutated release and execute the mutated line, for
-the side-by-side column.
 
 Results are appended to a JSON-lines file keyed by release, mutant id and the sha256 of the mutated
 function, the module's source and the inputs (cases, fixtures, dump.py, crosscheck_masks.py): a rerun
@@ -466,64 +461,6 @@ def first_difference(want_text, got_text):
 
 
 # --------------------------------------------------------------------------------------------
-# transformers' own tests (from the release's sdist)
-# --------------------------------------------------------------------------------------------
-TEST_FILES = ("utils/test_cache_utils.py", "utils/test_masking_utils.py")
-
-
-class _Collector:
-    """A pytest plugin: outcome and executed lines (of the two modules) per test."""
-
-    def __init__(self, files, trace):
-        self.files, self.trace = files, trace
-        self.outcomes, self.lines = {}, {}
-        self._cur = None
-
-    def _local(self, frame, event, arg):
-        if event == "line":
-            self._cur.add((self.files[frame.f_code.co_filename], frame.f_lineno))
-        return self._local
-
-    def _tracer(self, frame, event, arg):
-        return self._local if frame.f_code.co_filename in self.files else None
-
-    def pytest_runtest_call(self, item):
-        if self.trace:
-            self._cur = self.lines.setdefault(item.nodeid, set())
-            sys.settrace(self._tracer)
-
-    def pytest_runtest_teardown(self, item):
-        sys.settrace(None)
-
-    def pytest_runtest_logreport(self, report):
-        if report.when == "call" or report.outcome != "passed":
-            prev = self.outcomes.get(report.nodeid)
-            if prev in (None, "passed"):
-                self.outcomes[report.nodeid] = report.outcome
-
-
-def run_pytest(test_root, args, collector):
-    import pytest
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    saved = os.dup(1), os.dup(2)
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    try:
-        return pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--rootdir", test_root,
-                            "-o", "addopts=", *args], plugins=[collector])
-    finally:
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-
-
-def tests_baseline(test_root, files):
-    c = _Collector(files, trace=True)
-    run_pytest(test_root, [os.path.join(test_root, t) for t in TEST_FILES if os.path.isfile(os.path.join(test_root, t))], c)
-    passed = {n: sorted(c.lines.get(n, ())) for n, o in c.outcomes.items() if o == "passed"}
-    return {"passed": passed, "counts": {o: sum(1 for x in c.outcomes.values() if x == o) for o in sorted(set(c.outcomes.values()))}}
-
-
-# --------------------------------------------------------------------------------------------
 # running: forked children, a results file
 # --------------------------------------------------------------------------------------------
 def in_child(job, out_path, timeout):
@@ -533,28 +470,9 @@ def in_child(job, out_path, timeout):
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     try:
-        if kind == "kvconform":
-            r = ctx["harness"].run_mutant(mutant, ctx["cov"])
-        else:
-            install(mutant, ctx["harness"].modules)
-            line = (mutant.target.module, mutant.site.stmt_line)
-            ids = [n for n, ls in ctx["tests_set"].items() if line in ls]
-            if not ids:
-                r = {"status": "survived", "ran": 0, "executed": False}
-            else:
-                c = _Collector({}, trace=False)
-                run_pytest(ctx["test_root"], ["-x", *ids], c)
-                bad = sorted(n for n, o in c.outcomes.items() if o != "passed")
-                missing = [n for n in ids if n not in c.outcomes]
-                if bad:
-                    r = {"status": "killed", "killed_by": "transformers-tests", "case": bad[0], "ran": len(c.outcomes)}
-                elif missing and not c.outcomes:
-                    r = {"status": "killed", "killed_by": "transformers-tests", "case": "(collection failed)", "ran": 0}
-                else:
-                    r = {"status": "survived", "ran": len(c.outcomes), "executed": True}
+        r = ctx["harness"].run_mutant(mutant, ctx["cov"])
     except BaseException as e:  # the harness itself failed under the mutant (an import, a recursion)
-        r = {"status": "killed", "killed_by": kind if kind != "kvconform" else "golden",
-             "case": None, "where": f"{type(e).__name__}: {str(e)[:200]}"}
+        r = {"status": "killed", "killed_by": "golden", "case": None, "where": f"{type(e).__name__}: {str(e)[:200]}"}
     with open(out_path + ".tmp", "w") as f:
         json.dump(r, f)
     os.replace(out_path + ".tmp", out_path)
@@ -656,14 +574,13 @@ def load_judgements(release):
     return path, out
 
 
-def classify(mutants, results, judgements, with_tests):
+def classify(mutants, results, judgements):
     rows = []
     for m in mutants:
         r = results.get((m.key, "kvconform"))
         if r is None:
             continue
-        t = results.get((m.key, "transformers-tests")) if with_tests else None
-        row = {"mutant": m, "r": r, "t": t, "class": None, "why": None}
+        row = {"mutant": m, "r": r, "class": None, "why": None}
         if r["status"] == "survived":
             j = judgements.get(m.id)
             if j and j["sha"] == m.sha[:16]:
@@ -678,7 +595,7 @@ def classify(mutants, results, judgements, with_tests):
     return rows
 
 
-def render(release, rows, args, tests_info, total_mutants, n_chosen):
+def render(release, rows, args, total_mutants, n_chosen):
     out = []
     w = out.append
     killed = [x for x in rows if x["r"]["status"] == "killed"]
@@ -687,8 +604,6 @@ def render(release, rows, args, tests_info, total_mutants, n_chosen):
     unexplained = [x for x in rows if x["class"] == "unexplained"]
     nonequiv = len(rows) - len(equiv)
     rate = 100.0 * len(killed) / nonequiv if nonequiv else 100.0
-    with_tests = tests_info is not None
-    tkilled = [x for x in rows if x["t"] and x["t"]["status"] == "killed"]
     w(f"## transformers {release}\n\n")
     chosen = f"a sample of {args.sample} drawn by seed {args.seed}" if args.sample else "all of them"
     ran = f"{len(rows)} run" if len(rows) == n_chosen else \
@@ -701,16 +616,9 @@ def render(release, rows, args, tests_info, total_mutants, n_chosen):
     for x in killed:
         by[x["r"]["killed_by"]] = by.get(x["r"]["killed_by"], 0) + 1
     w("Killed by: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())) + ".\n\n")
-    if with_tests:
-        trate = 100.0 * len(tkilled) / nonequiv if nonequiv else 100.0
-        counts = ", ".join(f"{v} {k}" for k, v in tests_info["counts"].items())
-        w(f"transformers' own tests ({', '.join('tests/' + t for t in TEST_FILES)} of the release's sdist; "
-          f"on the unmutated release: {counts}; the passing ones are run): killed **{len(tkilled)}** "
-          f"({trate:.1f} % of the non-equivalent mutants).\n\n")
-    else:
-        w("transformers' own tests: not run (no --tests folder).\n\n")
-    head = "| function | mutants | killed by kvconform |" + (" killed by transformers' tests |" if with_tests else "") + \
-        " equivalent | gaps | unexplained |\n"
+    w("transformers' own cache and mask tests (tests/utils/test_cache_utils.py, test_masking_utils.py) are "
+      "in neither the release's wheel nor its sdist, so they are not run beside it.\n\n")
+    head = "| function | mutants | killed by kvconform | equivalent | gaps | unexplained |\n"
     w(head)
     w("|" + " --- |" * (head.count("|") - 1) + "\n")
     funcs = {}
@@ -720,22 +628,16 @@ def render(release, rows, args, tests_info, total_mutants, n_chosen):
         xs = funcs[f]
         k = sum(1 for x in xs if x["r"]["status"] == "killed")
         cells = [f"`{f}`", str(len(xs)), str(k)]
-        if with_tests:
-            cells.append(str(sum(1 for x in xs if x["t"] and x["t"]["status"] == "killed")))
         cells += [str(sum(1 for x in xs if x["class"] == c)) for c in ("equivalent", "gap", "unexplained")]
         w("| " + " | ".join(cells) + " |\n")
-    tot = ["**total**", str(len(rows)), str(len(killed))] + ([str(len(tkilled))] if with_tests else []) + \
-        [str(len(equiv)), str(len(gaps)), str(len(unexplained))]
+    tot = ["**total**", str(len(rows)), str(len(killed)), str(len(equiv)), str(len(gaps)), str(len(unexplained))]
     w("| " + " | ".join(tot) + " |\n\n")
     surv = [x for x in rows if x["r"]["status"] == "survived"]
     if surv:
         w(f"### Survivors of {release}\n\n")
         for x in surv:
             m = x["mutant"]
-            tk = ""
-            if with_tests:
-                tk = " killed by transformers' tests" if x["t"] and x["t"]["status"] == "killed" else " survives transformers' tests too"
-            w(f"- `{m.id}` (sha {m.sha[:16]}), **{x['class']}**{': ' + x['why'] if x['why'] else ''};{tk}\n\n")
+            w(f"- `{m.id}` (sha {m.sha[:16]}), **{x['class']}**{': ' + x['why'] if x['why'] else ''}\n\n")
             w("  ```diff\n")
             for line in m.diff().splitlines():
                 w(f"  {line}\n")
@@ -793,7 +695,6 @@ def main(argv=None):
     ap.add_argument("--cases", nargs="+", default=[os.path.join(ROOT, "cases"), os.path.join(ROOT, "cases", "generated")],
                     help="case files or folders (default: cases/ cases/generated/)")
     ap.add_argument("--results", help="results file, JSON lines (default: build/mutate-transformers/<release>.jsonl)")
-    ap.add_argument("--tests", metavar="DIR", help="transformers' tests/ folder of the release's sdist: run its cache and mask tests too")
     ap.add_argument("--doc", metavar="FILE", help="write the release's section of this Markdown file (e.g. docs/transformers-mutants.md)")
     ap.add_argument("--json", metavar="FILE", help="write the per-mutant results as JSON")
     ap.add_argument("--list", action="store_true", help="list the mutants (id and diff) and exit")
@@ -817,8 +718,6 @@ def main(argv=None):
         os.execv(py, [py, os.path.abspath(__file__)] + (argv if argv is not None else sys.argv[1:]))
     if args.jobs < 1 or args.sample < 0 or args.timeout <= 0:
         ap.error("--jobs and --timeout must be positive, --sample not negative")
-    if args.tests and not all(os.path.isfile(os.path.join(args.tests, t)) for t in TEST_FILES):
-        ap.error(f"--tests {args.tests}: no {' / '.join(TEST_FILES)} there (the sdist's tests/ folder)")
 
     t0 = time.monotonic()
     harness = Harness(release, args.cases)
@@ -848,20 +747,19 @@ def main(argv=None):
     results_path = args.results or os.path.join(ROOT, "build", "mutate-transformers", f"{release}.jsonl")
     os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
     results = load_results(results_path)
-    parts = ["kvconform"] + (["transformers-tests"] if args.tests else [])
+    parts = ["kvconform"]
     todo = [(p, m) for m in mutants for p in parts if (m.key, p) not in results]
     # in an order drawn by --seed: a campaign stopped part way has run a random sample of its mutants
     random.Random(args.seed).shuffle(todo)
     print(f"mutate {release}: {len(mutants)} mutants of {total} ({len(harness.cases)} cases), "
           f"{len(todo)} runs to do, {len(mutants) * len(parts) - len(todo)} kept in {results_path}", file=sys.stderr)
 
-    tests_info = None
     ctx = {"harness": harness}
-    if todo or args.tests:
+    if todo:
         harness.load()
         # the coverage of the unmutated release, kept beside the results (keyed like them)
         cov_path = os.path.join(os.path.dirname(os.path.abspath(results_path)),
-                                f"{release}-coverage-{hashlib.sha256((ikey + sources['cache_utils'][1] + sources['masking_utils'][1] + (os.path.abspath(args.tests) if args.tests else '')).encode()).hexdigest()[:16]}.json")
+                                f"{release}-coverage-{hashlib.sha256((ikey + sources['cache_utils'][1] + sources['masking_utils'][1]).encode()).hexdigest()[:16]}.json")
         if os.path.isfile(cov_path):
             with open(cov_path) as f:
                 cov = json.load(f)
@@ -876,22 +774,6 @@ def main(argv=None):
                 print(f"mutate: {len(stale)} stale fixtures, {len(dirty)} crosscheck problems: re-dump the fixtures "
                       "(golden/README.md) before a campaign", file=sys.stderr)
                 return 2
-            if args.tests:
-                tmp = cov_path + ".tests.tmp"
-                pid = os.fork()
-                if pid == 0:  # transformers' tests import and set state this process must not keep
-                    code = 0
-                    try:
-                        with open(tmp, "w") as f:
-                            json.dump(tests_baseline(os.path.dirname(os.path.abspath(args.tests.rstrip("/"))),
-                                                     harness.files()), f)
-                    except BaseException:
-                        code = 3
-                    os._exit(code)
-                os.waitpid(pid, 0)
-                with open(tmp) as f:
-                    cov["tests"] = json.load(f)
-                os.remove(tmp)
             with open(cov_path + ".tmp", "w") as f:
                 json.dump(cov, f)
             os.replace(cov_path + ".tmp", cov_path)
@@ -899,10 +781,6 @@ def main(argv=None):
         for part in ("golden", "crosscheck"):
             cov[part + "_set"] = {n: {tuple(x) for x in ls} for n, ls in cov[part].items()}
         ctx["cov"] = cov
-        if args.tests:
-            tests_info = cov["tests"]
-            ctx["test_root"] = os.path.dirname(os.path.abspath(args.tests.rstrip("/")))
-            ctx["tests_set"] = {n: {tuple(x) for x in ls} for n, ls in tests_info["passed"].items()}
 
     done = [0]
     with open(results_path, "a") as out:
@@ -922,15 +800,14 @@ def main(argv=None):
         run_jobs([(p, m, ctx) for p, m in todo], args.jobs, args.timeout, tmpdir, on_result)
 
     jpath, judgements = load_judgements(release)
-    rows = classify(mutants, results, judgements, bool(args.tests))
-    section, rate = render(release, rows, args, tests_info, total, len(mutants))
+    rows = classify(mutants, results, judgements)
+    section, rate = render(release, rows, args, total, len(mutants))
     if args.doc:
         write_doc(args.doc, release, section)
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"id": x["mutant"].id, "sha": x["mutant"].sha[:16], "function": f"{x['mutant'].target.module}.{x['mutant'].target.qual}",
                         "op": x["mutant"].site.op, "kvconform": {k: v for k, v in x["r"].items() if k not in ("key", "seconds")},
-                        "transformers_tests": x["t"] and {k: v for k, v in x["t"].items() if k not in ("key", "seconds")},
                         "class": x["class"], "why": x["why"], "diff": x["mutant"].diff()} for x in rows], f, indent=1)
     killed = sum(1 for x in rows if x["r"]["status"] == "killed")
     unexplained = sum(1 for x in rows if x["class"] == "unexplained")
