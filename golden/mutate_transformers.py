@@ -249,6 +249,7 @@ class Mutant:
     def __init__(self, target, site, node, module_sha, inputs_key, release):
         self.target, self.site, self.node = target, site, node
         self.source = ast.unparse(node)
+        self.module_sha = module_sha
         self.id = f"{target.module}:{target.qual}:L{site.lineno}:C{site.col}:{site.op}{site.variant}"
         self.sha = hashlib.sha256(self.source.encode()).hexdigest()
         self.key = hashlib.sha256("\0".join((CAMPAIGN_VERSION, release, self.id, self.sha, module_sha,
@@ -344,6 +345,7 @@ class Harness:
                 self.cases.append((case["name"], case, raw, f.read()))
         # smaller fixtures first: a mutant most cases tell apart is killed sooner
         self.cases.sort(key=lambda c: (len(c[3]), c[0]))
+        self.by_name = {c[0]: c for c in self.cases}
 
     def load(self):
         """Imports torch, the release's transformers, dump.py and crosscheck_masks.py (seconds)."""
@@ -530,13 +532,29 @@ def sha_file(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def code_key():
+    """The harness code a result depends on."""
+    return hashlib.sha256("".join(sha_file(os.path.join(HERE, f)) for f in
+                                  ("dump.py", "crosscheck_masks.py", "kvc_inputs.py", "cpu_pin.py")).encode()).hexdigest()
+
+
 def inputs_key(harness):
     h = hashlib.sha256()
     for name, case, raw, text in sorted(harness.cases, key=lambda c: c[0]):
         h.update(name.encode() + b"\0" + hashlib.sha256(raw).digest() + hashlib.sha256(text.encode()).digest())
-    for f in ("dump.py", "crosscheck_masks.py", "kvc_inputs.py", "cpu_pin.py"):
-        h.update(sha_file(os.path.join(HERE, f)).encode())
+    h.update(code_key().encode())
     return h.hexdigest()
+
+
+def kill_key(mutant, harness, case_name, code):
+    """What a kill by one case depends on: the mutant, that case and its fixture, the harness code. A
+    mutant a case killed stays killed when other cases are added or changed."""
+    c = harness.by_name.get(case_name)
+    if c is None:
+        return None
+    return hashlib.sha256("\0".join((CAMPAIGN_VERSION, mutant.id, mutant.sha, mutant.module_sha, code, case_name,
+                                     hashlib.sha256(c[2]).hexdigest(), hashlib.sha256(c[3].encode()).hexdigest())
+                                    ).encode()).hexdigest()
 
 
 def load_results(path):
@@ -551,6 +569,9 @@ def load_results(path):
                     except ValueError:
                         continue  # a line cut short by an interrupted run: that mutant runs again
                     out[(r["key"], r["part"])] = r
+                    out[("any:" + r["id"], r["part"])] = r
+                    if r.get("kill_key"):
+                        out[("id:" + r["id"], r["part"])] = r
     return out
 
 
@@ -574,7 +595,18 @@ def load_judgements(release):
     return path, out
 
 
-def classify(mutants, results, judgements):
+def reached(mutant, cov):
+    """Whether any case executes what the mutant changes: the mutated statement's line, or for a
+    dropped compound statement (if, for, while, with, try) a line of its body."""
+    lines = cov["all"]
+    module = mutant.target.module
+    node = _get(mutant.target.node, mutant.site.path)
+    if mutant.site.op == "drop" and isinstance(node, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+        return any((module, n) in lines for n in range(node.lineno + 1, node.end_lineno + 1))
+    return (module, mutant.site.stmt_line) in lines
+
+
+def classify(mutants, results, judgements, cov):
     rows = []
     for m in mutants:
         r = results.get((m.key, "kvconform"))
@@ -585,8 +617,11 @@ def classify(mutants, results, judgements):
             j = judgements.get(m.id)
             if j and j["sha"] == m.sha[:16]:
                 row["class"], row["why"] = j["class"], j["why"]
-            elif not r.get("executed"):
-                row["class"], row["why"] = "gap", "no case executes this line"
+            elif not r.get("executed") or (cov is not None and not reached(m, cov)):
+                node = _get(m.target.node, m.site.path)
+                row["class"], row["why"] = "gap", (
+                    f"no case enters this block (lines {node.lineno + 1}-{node.end_lineno})"
+                    if r.get("executed") else "no case executes this line")
             else:
                 row["class"] = "unexplained"
                 if j:
@@ -698,6 +733,9 @@ def main(argv=None):
     ap.add_argument("--doc", metavar="FILE", help="write the release's section of this Markdown file (e.g. docs/transformers-mutants.md)")
     ap.add_argument("--json", metavar="FILE", help="write the per-mutant results as JSON")
     ap.add_argument("--list", action="store_true", help="list the mutants (id and diff) and exit")
+    ap.add_argument("--no-run", action="store_true", help="run nothing: report the results kept in --results")
+    ap.add_argument("--kept-only", action="store_true",
+                    help="run only the mutants the results file has a result for, under any inputs (after cases changed)")
     ap.add_argument("--min-kill-rate", type=float, help="exit 1 when the kill rate of non-equivalent mutants is below this percentage")
     args = ap.parse_args(argv)
 
@@ -748,22 +786,41 @@ def main(argv=None):
     os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
     results = load_results(results_path)
     parts = ["kvconform"]
-    todo = [(p, m) for m in mutants for p in parts if (m.key, p) not in results]
+    code = code_key()
+    todo = []  # a kill by a case whose case file and fixture are unchanged stands (kill_key)
+    for m in mutants:
+        for p in parts:
+            if (m.key, p) in results:
+                continue
+            prior = results.get(("id:" + m.id, p))
+            k = prior and prior.get("kill_key")
+            if k and k == kill_key(m, harness, prior.get("case"), code):
+                results[(m.key, p)] = prior
+                continue
+            todo.append((p, m))
+    if args.no_run:
+        todo = []
+    n_chosen = len(mutants)
+    if args.kept_only:
+        todo = [(p, m) for p, m in todo if ("any:" + m.id, p) in results]
+        mutants = [m for m in mutants if any(("any:" + m.id, p) in results for p in parts)]
     # in an order drawn by --seed: a campaign stopped part way has run a random sample of its mutants
     random.Random(args.seed).shuffle(todo)
     print(f"mutate {release}: {len(mutants)} mutants of {total} ({len(harness.cases)} cases), "
           f"{len(todo)} runs to do, {len(mutants) * len(parts) - len(todo)} kept in {results_path}", file=sys.stderr)
 
     ctx = {"harness": harness}
-    if todo:
+    # the coverage of the unmutated release, kept beside the results (keyed like them): which cases a
+    # mutant runs, and which survivors no case reaches
+    cov_path = os.path.join(os.path.dirname(os.path.abspath(results_path)), f"{release}-coverage-"
+                            f"{hashlib.sha256((ikey + sources['cache_utils'][1] + sources['masking_utils'][1]).encode()).hexdigest()[:16]}.json")
+    cov = None
+    if os.path.isfile(cov_path):
+        with open(cov_path) as f:
+            cov = json.load(f)
+    if todo or (cov is None and any(results.get((m.key, "kvconform"), {}).get("status") == "survived" for m in mutants)):
         harness.load()
-        # the coverage of the unmutated release, kept beside the results (keyed like them)
-        cov_path = os.path.join(os.path.dirname(os.path.abspath(results_path)),
-                                f"{release}-coverage-{hashlib.sha256((ikey + sources['cache_utils'][1] + sources['masking_utils'][1]).encode()).hexdigest()[:16]}.json")
-        if os.path.isfile(cov_path):
-            with open(cov_path) as f:
-                cov = json.load(f)
-        else:
+        if cov is None:
             print(f"mutate {release}: baseline (the unmutated release, line coverage per case)...", file=sys.stderr)
             cov, stale, dirty = harness.baseline()
             if stale or dirty:
@@ -777,9 +834,11 @@ def main(argv=None):
             with open(cov_path + ".tmp", "w") as f:
                 json.dump(cov, f)
             os.replace(cov_path + ".tmp", cov_path)
+    if cov is not None:
         cov["probe_set"] = {tuple(x) for x in cov["probe"]}
         for part in ("golden", "crosscheck"):
             cov[part + "_set"] = {n: {tuple(x) for x in ls} for n, ls in cov[part].items()}
+        cov["all"] = set(cov["probe_set"]).union(*cov["golden_set"].values(), *cov["crosscheck_set"].values())
         ctx["cov"] = cov
 
     done = [0]
@@ -787,6 +846,8 @@ def main(argv=None):
         def on_result(job, r):
             part, m = job[0], job[1]
             r.update({"key": m.key, "part": part, "id": m.id, "release": release})
+            if r["status"] == "killed" and r.get("case"):
+                r["kill_key"] = kill_key(m, harness, r["case"], code)
             out.write(json.dumps(r, sort_keys=True) + "\n")
             out.flush()
             results[(m.key, part)] = r
@@ -800,8 +861,8 @@ def main(argv=None):
         run_jobs([(p, m, ctx) for p, m in todo], args.jobs, args.timeout, tmpdir, on_result)
 
     jpath, judgements = load_judgements(release)
-    rows = classify(mutants, results, judgements)
-    section, rate = render(release, rows, args, total, len(mutants))
+    rows = classify(mutants, results, judgements, cov)
+    section, rate = render(release, rows, args, total, n_chosen)
     if args.doc:
         write_doc(args.doc, release, section)
     if args.json:
