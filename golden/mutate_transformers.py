@@ -313,7 +313,9 @@ def install(mutant, modules):
     # every dict that held the original (another module's `from ... import`, a registry such as
     # AttentionMaskInterface._global_mapping, an alias like sdpa_mask = sdpa_mask_recent_torch)
     for ref in gc.get_referrers(old):
-        if isinstance(ref, dict) and ref is not ns:
+        # not a class's own namespace: written behind the type's back it leaves a stale method cache
+        # (a crash); the class was rebound through setattr above
+        if isinstance(ref, dict) and ref is not ns and not any(isinstance(o, type) for o in gc.get_referrers(ref)):
             for k, v in list(ref.items()):
                 if v is old:
                     ref[k] = new
