@@ -23,7 +23,9 @@ the original, such as the mask interface's registry). Then, stopping at the firs
 Which cases execute which line is measured once per release on the unmutated source (line tracing,
 kept with the results): a case that never executes the mutated line cannot tell the mutant apart, so
 it is not run, and a mutant whose line no case executes survives without a run (an automatic `gap`).
-A child that runs past --timeout is killed and counts as killed ("timeout"), as one that crashes.
+A child that runs past its time is killed and counts as killed ("timeout"), as one that crashes: ten
+times what the unmutated release took on the cases the mutant runs (measured with the coverage, so a
+loaded machine stretches both), at least 120 s; --timeout S sets it.
 
 Results are appended to a JSON-lines file keyed by release, mutant id and the sha256 of the mutated
 function, the module's source and the inputs (cases, fixtures, dump.py, crosscheck_masks.py): a rerun
@@ -389,15 +391,21 @@ class Harness:
                 sys.settrace(None)
             return r, sorted(lines)
 
-        cov = {"probe": None, "golden": {}, "crosscheck": {}}
+        cov = {"probe": None, "golden": {}, "crosscheck": {}, "seconds": {"golden": {}, "crosscheck": {}}}
         self.dump.API = None
+        t0 = time.monotonic()
         _, cov["probe"] = traced(self.dump.api)
+        cov["seconds"]["probe"] = time.monotonic() - t0
         stale, dirty = [], []
         for name, case, raw, text in self.cases:
+            t0 = time.monotonic()
             got, cov["golden"][name] = traced(lambda: self.dump_text(case, raw))
+            t1 = time.monotonic()
             if got != text:
                 stale.append(name)
             (_, problems), cov["crosscheck"][name] = traced(lambda: self.cc.check(case, raw, self.fixtures))
+            cov["seconds"]["golden"][name] = t1 - t0
+            cov["seconds"]["crosscheck"][name] = time.monotonic() - t1
             if problems:
                 dirty.append(f"{name}: {problems[0]}")
         return cov, stale, dirty
@@ -467,7 +475,7 @@ def first_difference(want_text, got_text):
 # --------------------------------------------------------------------------------------------
 # running: forked children, a results file
 # --------------------------------------------------------------------------------------------
-def in_child(job, out_path, timeout):
+def in_child(job, out_path):
     """Runs in a forked child: one job, its result written to out_path (atomically)."""
     kind, mutant, ctx = job
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -494,29 +502,29 @@ def run_jobs(jobs, n_parallel, timeout, tmpdir, on_result):
             if pid == 0:
                 code = 0
                 try:
-                    in_child(job, out, timeout)
+                    in_child(job, out)
                 except BaseException:
                     code = 3
                 os._exit(code)
-            running[pid] = (job, out, time.monotonic())
+            running[pid] = (job, out, time.monotonic(), timeout(job[1]))
         pid, status = os.waitpid(-1, os.WNOHANG)
         if pid == 0:
             now = time.monotonic()
-            for p, (job, out, t0) in list(running.items()):
-                if now - t0 > timeout:
+            for p, (job, out, t0, limit) in list(running.items()):
+                if now - t0 > limit:
                     os.kill(p, 9)
             time.sleep(0.02)
             continue
         if pid not in running:
             continue
-        job, out, t0 = running.pop(pid)
+        job, out, t0, limit = running.pop(pid)
         secs = time.monotonic() - t0
         if os.path.isfile(out):
             with open(out) as f:
                 r = json.load(f)
             os.remove(out)
-        elif os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9 and secs > timeout:
-            r = {"status": "killed", "killed_by": "timeout", "where": f"ran past {timeout} s"}
+        elif os.WIFSIGNALED(status) and os.WTERMSIG(status) == 9 and secs > limit:
+            r = {"status": "killed", "killed_by": "timeout", "where": f"ran past {limit:.0f} s"}
         else:
             r = {"status": "killed", "killed_by": "crash", "where": f"the child ended with status {status}"}
         r["seconds"] = round(secs, 2)
@@ -728,7 +736,8 @@ def main(argv=None):
     ap.add_argument("--only", help="regex on 'module:Class.method' / 'module:function': mutate only those")
     ap.add_argument("--mutant", action="append", metavar="ID", help="run this mutant (an id of --list); repeatable")
     ap.add_argument("--jobs", type=int, default=max(1, min(2, os.cpu_count() or 1)), help="mutants run at once (default 2)")
-    ap.add_argument("--timeout", type=float, default=300, help="seconds a mutant may run before it counts as killed (timeout)")
+    ap.add_argument("--timeout", type=float, help="seconds a mutant may run before it counts as killed (timeout); default: "
+                    "ten times what the unmutated release took on the cases it runs, at least 120")
     ap.add_argument("--cases", nargs="+", default=[os.path.join(ROOT, "cases"), os.path.join(ROOT, "cases", "generated")],
                     help="case files or folders (default: cases/ cases/generated/)")
     ap.add_argument("--results", help="results file, JSON lines (default: build/mutate-transformers/<release>.jsonl)")
@@ -756,7 +765,7 @@ def main(argv=None):
             print(f"mutate: no golden/.venv-{release}; run: bash golden/setup_env.sh {release}", file=sys.stderr)
             return 2
         os.execv(py, [py, os.path.abspath(__file__)] + (argv if argv is not None else sys.argv[1:]))
-    if args.jobs < 1 or args.sample < 0 or args.timeout <= 0:
+    if args.jobs < 1 or args.sample < 0 or (args.timeout is not None and args.timeout <= 0):
         ap.error("--jobs and --timeout must be positive, --sample not negative")
 
     t0 = time.monotonic()
@@ -860,7 +869,18 @@ def main(argv=None):
 
         tmpdir = os.path.join(os.path.dirname(os.path.abspath(results_path)), "tmp")
         os.makedirs(tmpdir, exist_ok=True)
-        run_jobs([(p, m, ctx) for p, m in todo], args.jobs, args.timeout, tmpdir, on_result)
+        def limit(m):
+            if args.timeout:
+                return args.timeout
+            secs = cov.get("seconds")
+            if not secs:
+                return 1800.0  # a baseline kept before timings were recorded
+            line = (m.target.module, m.site.stmt_line)
+            t = sum(secs["golden"].get(n, 0) for n in cov["golden_set"] if line in cov["golden_set"][n]) + \
+                sum(secs["crosscheck"].get(n, 0) for n in cov["crosscheck_set"] if line in cov["crosscheck_set"][n])
+            return max(120.0, 10 * (t + secs["probe"]))
+
+        run_jobs([(p, m, ctx) for p, m in todo], args.jobs, limit, tmpdir, on_result)
 
     jpath, judgements = load_judgements(release)
     rows = classify(mutants, results, judgements, cov)
