@@ -542,17 +542,20 @@ def sha_file(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+CODE_FILES = ("dump.py", "crosscheck_masks.py", "kvc_inputs.py", "cpu_pin.py")
+
+
 def code_key():
     """The harness code a result depends on."""
-    return hashlib.sha256("".join(sha_file(os.path.join(HERE, f)) for f in
-                                  ("dump.py", "crosscheck_masks.py", "kvc_inputs.py", "cpu_pin.py")).encode()).hexdigest()
+    return hashlib.sha256("".join(sha_file(os.path.join(HERE, f)) for f in CODE_FILES).encode()).hexdigest()
 
 
 def inputs_key(harness):
     h = hashlib.sha256()
     for name, case, raw, text in sorted(harness.cases, key=lambda c: c[0]):
         h.update(name.encode() + b"\0" + hashlib.sha256(raw).digest() + hashlib.sha256(text.encode()).digest())
-    h.update(code_key().encode())
+    for f in CODE_FILES:
+        h.update(sha_file(os.path.join(HERE, f)).encode())
     return h.hexdigest()
 
 
@@ -640,7 +643,7 @@ def classify(mutants, results, judgements, cov):
     return rows
 
 
-def render(release, rows, args, total_mutants, n_chosen):
+def render(release, rows, args, total_mutants, n_chosen, n_cases):
     out = []
     w = out.append
     killed = [x for x in rows if x["r"]["status"] == "killed"]
@@ -654,7 +657,7 @@ def render(release, rows, args, total_mutants, n_chosen):
     ran = f"{len(rows)} run" if len(rows) == n_chosen else \
         f"{len(rows)} of them run so far (in an order drawn by seed {args.seed}, so a random sample; the rest not yet run)"
     w(f"Mutants: {total_mutants} in the mutated functions"
-      + (f" matching `{args.only}`" if args.only else "") + f"; chosen: {chosen}; {ran}. ")
+      + (f" matching `{args.only}`" if args.only else "") + f"; chosen: {chosen}; {ran}; against {n_cases} cases. ")
     w(f"Killed by kvconform: **{len(killed)}**; equivalent: {len(equiv)}; gaps: {len(gaps)}; unexplained: "
       f"{len(unexplained)}. Kill rate of the non-equivalent mutants: **{rate:.1f} %** ({len(killed)} of {nonequiv}).\n\n")
     by = {}
@@ -884,7 +887,7 @@ def main(argv=None):
 
     jpath, judgements = load_judgements(release)
     rows = classify(mutants, results, judgements, cov)
-    section, rate = render(release, rows, args, total, n_chosen)
+    section, rate = render(release, rows, args, total, n_chosen, len(harness.cases))
     if args.doc:
         write_doc(args.doc, release, section)
     if args.json:
