@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Which local-attention families of a transformers release the model oracle's registry reads.
 
-    python3 engines/models/coverage.py [--release 5.24.0] [--reports REPORT_DIR ...]
+    python3 engines/models/coverage.py [--release X] [--reports REPORT_DIR ...]   (default: the newest pinned release)
 
 Lists every model folder of the release whose configuration speaks of `sliding_attention` or
 `chunked_attention`, or whose modeling file has attention sinks, beside the `model_type`s the
 registry in harness/src/engine/model.cpp reads (its kRegistry table), as a Markdown table. The
-release's own source is read from golden/.venv-<release>. Standard library only. `kvconform site`
+release is the newest of golden/requirements-*.txt unless --release names another; its own source is
+read from golden/.venv-<release>. Standard library only. `kvconform site`
 shows the same table (rows()). With engine report folders (--reports; by default the family matrix's,
 scripts/family_matrix.sh) a fourth column says which engines ran each folder's models and how each fared.
 """
@@ -70,8 +71,20 @@ REASONS = {
     "muse_glimmer_assistant": "a block-diffusion drafter: noise embeddings of a block attend bidirectionally (sliding on "
     "its sliding layers) over the target model's projected hidden states; its input is another model's hidden "
     "states, not tokens. " + BIDIRECTIONAL,
+    "ergo": MOE + " (per-expert input norms, a learned residual gate per hidden dimension, a float32-output router)",
+    "kolibri1_1": MOE + " (kolibri1's, with a weightless indexer that picks each query's keys, rounded to NVFP4,"
+    " and KV sharing)",
     "modernbert_decoder": "a causal decoder with its own tensor layout (fused Wqkv, GeGLU Wi, biased LayerNorms) the loader does not map",
 }
+
+
+def newest_release():
+    """The newest pinned transformers release (golden/requirements-X.txt, by version)."""
+    found = [os.path.basename(p)[len("requirements-"):-len(".txt")]
+             for p in glob.glob(os.path.join(ROOT, "golden", "requirements-*.txt"))]
+    if not found:
+        sys.exit("coverage: no golden/requirements-*.txt")
+    return max(found, key=lambda v: tuple(int(x) if x.isdigit() else -1 for x in re.split(r"[.]", v)))
 
 
 def registry():
@@ -182,10 +195,11 @@ def read_results(dirs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--release", default="5.24.0")
+    ap.add_argument("--release", default=None, help="a pinned release (default: the newest of golden/requirements-*.txt)")
     ap.add_argument("--reports", action="append", default=None,
                     help="an engine report folder (repeatable; default: " + ", ".join(DEFAULT_REPORTS) + " where they exist)")
     a = ap.parse_args()
+    a.release = a.release or newest_release()
     try:
         found = rows(a.release)
     except NotInstalled as e:
