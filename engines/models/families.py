@@ -61,6 +61,11 @@ checkpoints of the family use:
                    the sliding layers only), window 3, first_k_dense_replace 1, sigmoid routing over 8 experts in 4
                    groups (topk_group 2) by score + e_score_correction_bias, top 3, renormalised, times 2.5, two shared
                    experts
+  mellum-w3        mellum (5.13.1 on), 4 layers, layer_types [S, S, F, S], window 3, one rope base per layer type (full
+                   5e5, sliding 1e4), mlp_layer_types [dense, sparse, sparse, sparse], softmax over 6 experts, top 2,
+                   renormalised, no shared expert, per-head q/k norms, attention_bias
+  mellum-defaults  mellum, 3 layers, every default: no layer_types (every layer full), no rope_parameters (full 5e5),
+                   no mlp_layer_types (every layer sparse), top 3 of 4, not renormalised, tied
   exaonemoe-mlptypes exaone_moe, 3 layers, explicit layer_types [F, S, S] and mlp_layer_types [sparse, dense, sparse],
                    window 2, top 1 of 4, not renormalised, routed_scaling_factor 1
   lfm3-w3          lfm3 (5.24.0 on), 5 layers, no layer_types (conv, conv, full, conv, sliding), window 3, short
@@ -173,6 +178,21 @@ EXAONE_MOE = {
     "tie_word_embeddings": False,
     **_rope(10000.0),
 }
+
+MELLUM = {
+    "architectures": ["MellumForCausalLM"],
+    "model_type": "mellum",
+    "rope_scaling": ABSENT,  # "rope_scaling": null (the zoo's common keys) loads as rope_parameters None, a TypeError
+    "hidden_act": "silu",
+    "moe_intermediate_size": 32,
+    "intermediate_size": 96,
+    "tie_word_embeddings": False,
+}
+
+
+def _mellum_rope(full, sliding):  # mellum keys its rope by layer type and converts no flat rope_theta
+    return {F: {"rope_type": "default", "rope_theta": full}, S: {"rope_type": "default", "rope_theta": sliding}}
+
 
 VAULTGEMMA = {
     "architectures": ["VaultGemmaForCausalLM"],
@@ -514,6 +534,27 @@ MODELS = {
         "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
                             F: {"rope_type": "default", "rope_theta": 500000.0}},
     }),
+    "mellum-w3": ("mellum", {
+        **MELLUM,
+        "num_hidden_layers": 4,
+        "sliding_window": 3,
+        "layer_types": [S, S, F, S],
+        "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"],
+        "num_local_experts": 6,
+        "num_experts_per_tok": 2,
+        "norm_topk_prob": True,
+        "attention_bias": True,
+        "rope_parameters": _mellum_rope(500000.0, 10000.0),
+    }),
+    "mellum-defaults": ("mellum", {
+        **MELLUM,
+        "num_hidden_layers": 3,
+        "sliding_window": 3,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 3,
+        "norm_topk_prob": False,
+        "tie_word_embeddings": True,
+    }),
     "vaultgemma-allfull": ("vaultgemma", {
         **VAULTGEMMA,
         "num_hidden_layers": 3,
@@ -760,6 +801,17 @@ def draw(family, seed, index, head_dims=(8, 16)):
             c["layer_types"] = _types(d, layers)
         else:
             c["sliding_window_pattern"] = d.int(2, 4)
+    elif family == "mellum":
+        experts = d.pick([4, 6, 8])
+        c.update({k: v for k, v in MELLUM.items() if k != "tie_word_embeddings"})
+        c.update({"sliding_window": w, "num_local_experts": experts, "num_experts_per_tok": d.int(1, 3),
+                  "norm_topk_prob": d.coin(), "attention_bias": d.coin()})
+        if d.coin():  # else no layer_types: every layer full
+            c["layer_types"] = _types(d, layers)
+        if d.coin():  # the last layer sparse: every draw has a MoE layer; else every layer sparse
+            c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"]
+        if d.coin():  # else the config's own bases (full 5e5, sliding 1e4)
+            c["rope_parameters"] = _mellum_rope(d.pick([500000.0, 1000000.0]), d.pick([10000.0, 100000.0]))
     elif family == "granitemoe_swa":
         c.update({k: v for k, v in GRANITEMOE_SWA.items() if k != "tie_word_embeddings"})
         c.update({"sliding_window": w, "attention_bias": d.coin(), "attention_multiplier": d.pick([0.125, 0.25, 0.5]),
@@ -788,11 +840,17 @@ def draw(family, seed, index, head_dims=(8, 16)):
 
 DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2",
                   "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa", "phi3", "ministral", "qwen2_moe", "dots1",
-                  "granitemoe_swa", "exaone_moe")
+                  "granitemoe_swa", "exaone_moe", "mellum")
 # Hybrid families: drawn into the drawn set (oracle_agreement.py), not into the model campaign's families
 # (make_models.py --draw list) or the wide set, which the third-party engines run: their support for a
 # convolution layer is not established, so none is asked yet.
 HYBRID_FAMILIES = ("lfm3",)
+
+
+# The families whose models the oracle's agreement with transformers checks in CI as a seeded sample,
+# one model per family and run (engines/transformers/oracle_agreement.py; --all checks every one): CI's
+# agreement test was over its budget before them.
+SAMPLED = ("mellum",)
 
 
 def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES + HYBRID_FAMILIES, prefix="draw"):

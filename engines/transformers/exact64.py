@@ -5,7 +5,7 @@ In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
 the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
 ministral, phi3, gemma4_text, olmo3, exaone4, vaultgemma, cwm, granite_swa, qwen2_moe, dots1,
-granitemoe_swa, exaone_moe, lfm3):
+granitemoe_swa, exaone_moe, lfm3, mellum):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -29,8 +29,8 @@ bases are identified the same way from rope_parameters. granite_swa's eager atte
 scale sigmoid(logsumexp - sink) to float32: replaced by the same function in the input's dtype.
 dots1's (and exaone_moe's) router computes its logits from float32 casts of the input and weight: rewritten to float64
 in that method's source, like llama4's temperature line, and granitemoe_swa's router's `.float()` of its
-logits to `.double()` (its attention's sink scale as granite_swa's). qwen2_moe's router softmax asks for float32
-and is kept float64 by the softmax patch.
+logits to `.double()` (its attention's sink scale as granite_swa's). qwen2_moe's and mellum's router softmax asks
+for float32 and is kept float64 by the softmax patch.
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype, its epsilon taken from the model's configuration (the one candidate with which the
@@ -210,6 +210,7 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.granitemoe_swa.modeling_granitemoe_swa": [("GraniteMoeSWARMSNorm", _llama_norm_forward)],
     "transformers.models.exaone_moe.modeling_exaone_moe": [("ExaoneMoeRMSNorm", _llama_norm_forward)],
     "transformers.models.lfm3.modeling_lfm3": [("Lfm3RMSNorm", _llama_norm_forward)],
+    "transformers.models.mellum.modeling_mellum": [("MellumRMSNorm", _llama_norm_forward)],
 }
 # The multimodal text decoders' norms (5.x; 4.x uses qwen2's Qwen2RMSNorm).
 _NORMS.update({
@@ -239,6 +240,7 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.granitemoe_swa.modeling_granitemoe_swa": ("GraniteMoeSWARotaryEmbedding", _rotary_forward),
     "transformers.models.exaone_moe.modeling_exaone_moe": ("ExaoneMoeRotaryEmbedding", _rotary_forward),
     "transformers.models.lfm3.modeling_lfm3": ("Lfm3RotaryEmbedding", _rotary_forward),
+    "transformers.models.mellum.modeling_mellum": ("MellumRotaryEmbedding", _rotary_forward),
 }
 _ROTARY.update({
     "transformers.models.qwen2_vl.modeling_qwen2_vl": ("Qwen2VLRotaryEmbedding", _mrope_rotary_forward),

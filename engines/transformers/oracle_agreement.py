@@ -7,6 +7,7 @@ pinned release whose environment exists.
     python3 engines/transformers/oracle_agreement.py [--oracle build/harness/kvc-model-oracle] [--models DIR]
                                                      [--family-models DIR] [--json] [--cache DIR | --no-cache]
                                                      [--oracle-args ARGS] [--only REGEX] [--exclude REGEX] [--release X ...]
+                                                     [--all | --sample-seed N]
 
 Two numbers per model and release: the max |logit difference| against transformers with its float32
 islands patched to float64 (--exact: must be <= 1e-10, else exit 1), and against transformers as
@@ -15,6 +16,11 @@ A release without the model's model_type is a row that says so (ABSENT), never a
 fails to load or run in a release, or in the oracle, is that row's FAIL with the reason, and the run
 goes on. Exit 77 (CTest's skip) when no release's environment exists.
 Standard library only; each release runs in its own golden/.venv-<version>.
+
+The families that engines/models/families.py lists in SAMPLED (the newest ones) enter a default run
+as a seeded sample: one model per family, of its checkpoints and draws, picked by --sample-seed
+(default 0; CI's ctest runs the default), so each new family adds one model per release to CI;
+--all runs every model of theirs (the whole proof, a documented command: docs/families.md).
 
 transformers' side is a pure function of the model's files, the token ids, the release's environment
 (its venv folder is named by the sha256 of its pinned requirements), nocache_forward.py, exact64.py
@@ -137,6 +143,24 @@ def write_set(which, out_dir, keep=lambda name: True):
     return sorted(os.path.join(out_dir, n) for n in names)
 
 
+def sample(models, seed):
+    """(kept, left out): one model per family of families.SAMPLED, picked by the seed, and every other model."""
+    sys.path.insert(0, os.path.join(ROOT, "engines", "models"))
+    import families
+    by_family, kept = {}, []
+    for m in models:
+        with open(os.path.join(m, "config.json")) as f:
+            model_type = json.load(f).get("model_type")
+        (by_family.setdefault(model_type, []) if model_type in families.SAMPLED else kept).append(m)
+    left = []
+    for model_type, ms in sorted(by_family.items()):
+        ms = sorted(ms, key=os.path.basename)
+        pick = int(hashlib.sha256(f"kvconform/agreement/{model_type}/{seed}".encode()).hexdigest(), 16) % len(ms)
+        kept.append(ms[pick])
+        left += [m for i, m in enumerate(ms) if i != pick]
+    return kept, left
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--oracle", default=os.path.join(ROOT, "build/harness/kvc-model-oracle"))
@@ -156,6 +180,8 @@ def main():
                                       "whole-set ctest leaves the families it samples apart to their own ctest)")
     ap.add_argument("--release", action="append", default=[],
                     help="only this pinned release (repeatable; default: every golden/requirements-*.txt)")
+    ap.add_argument("--all", action="store_true", help="every model of the sampled families too (the full proof)")
+    ap.add_argument("--sample-seed", type=int, default=0, help="which model of each sampled family a default run checks")
     a = ap.parse_args()
     cache = None if a.no_cache else a.cache
     import re
@@ -166,6 +192,9 @@ def main():
               + write_set("drawn", a.drawn_models, keep))
     if a.only and not models:
         ap.error(f"--only {a.only}: matches no model")
+    left_out = []
+    if not a.all:
+        models, left_out = sample(models, a.sample_seed)
     tokens = ",".join(str(1 + (37 * i + 11) % 255) for i in range(a.tokens))
     releases = sorted(p.split("requirements-")[1][:-4] for p in glob.glob(os.path.join(ROOT, "golden/requirements-*.txt")))
     for v in a.release:
@@ -231,6 +260,9 @@ def main():
                 print(f"{r['model']:22} {r['release']:8} {r['exact']:17.3e} {plain}{'' if r['ok'] else '  > 1e-10: FAIL'}")
         absent = sum(1 for r in rows if "absent" in r)
         print(f"{passed} passed, {failed} failed, {absent} absent (a release without the family)")
+        if left_out:
+            print(f"{len(left_out)} models of the sampled families (families.SAMPLED) left out at --sample-seed "
+                  f"{a.sample_seed}: --all checks them too")
         if runs:
             print(f"transformers' side: {runs - cached} of {runs} (release, model) forwards run, {cached} from the cache "
                   f"({cache}, keyed by the sha256 of the model files, tokens, environment and forward script)")

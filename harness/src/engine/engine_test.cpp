@@ -675,6 +675,33 @@ TEST(ModelOracle, AMultimodalCheckpointsDecoderIsTheSameQwen2Decoder) {
   std::filesystem::remove_all(dir);
 }
 
+// mellum: layer types default all full, one rope base per layer type (defaults full 5e5, sliding 1e4;
+// no flat base), mlp_layer_types (default every layer sparse), softmax top-k renormalised by default,
+// no shared expert.
+TEST(ModelConfig, ReadsMellumsRopePerLayerTypeAndItsMlpLayerTypes) {
+  nlohmann::json c = {{"model_type", "mellum"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 3},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
+                      {"sliding_window", 3}, {"num_local_experts", 4}, {"num_experts_per_tok", 2}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(m.rope_thetas, (std::vector<double>{500000.0, 500000.0, 500000.0}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(m.moe.score, MoeScore::Softmax);
+  EXPECT_TRUE(m.moe.renormalize && m.qk_norm);
+  EXPECT_EQ(m.moe.shared_intermediate, 0);
+  c["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+  c["mlp_layer_types"] = {"dense", "sparse", "sparse"};
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 0, 3}));
+  EXPECT_EQ(m.rope_thetas, (std::vector<double>{10000.0, 500000.0, 10000.0}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{false, true, true}));
+  c["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e6}}},
+                          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 2e4}}}};
+  EXPECT_EQ(parse_config(c, "c.json").rope_thetas, (std::vector<double>{2e4, 1e6, 2e4}));
+  c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e6}};  // its rotary module keys by layer type
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+}
+
 TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
   for (const Plan& p : fixed_plans("m", 4, 32)) {
     EXPECT_EQ(invalid_reason(p, 32), "") << p.name;

@@ -797,6 +797,66 @@ void read_qwen2_vl(const json& c, const std::string& file, ModelConfig& m) {
     bad(file, "/rope_scaling/mrope_section", "sums to " + std::to_string(sum) + ", not head_dim / 2 = " + std::to_string(m.head_dim / 2));
 }
 
+// mlp_layer_types as exaone_moe and mellum write it: "dense" or "sparse" per layer (the MoE layers).
+std::vector<bool> mlp_layer_types_of(const json& c, int64_t layers, const std::string& file) {
+  const json& t = c["mlp_layer_types"];
+  if (!t.is_array() || static_cast<int64_t>(t.size()) != layers)
+    bad(file, "/mlp_layer_types", "must list \"dense\" or \"sparse\" per layer (" + std::to_string(layers) + ")");
+  std::vector<bool> out;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const std::string v = t[i].is_string() ? t[i].get<std::string>() : "";
+    if (v != "dense" && v != "sparse") bad(file, "/mlp_layer_types/" + std::to_string(i), "is \"" + v + "\" (expected dense or sparse)");
+    out.push_back(v == "sparse");
+  }
+  return out;
+}
+
+// MellumConfig (5.13.1 on): qwen3_moe's attention (per-head q/k RMS norms before rope, attention_bias on
+// q/k/v/o) with layer_types (default: every layer full) and one rope base per layer type from
+// rope_parameters keyed by layer type (default: full 5e5, sliding 1e4; the config converts no flat or
+// top-level rope_theta, and a layer type missing there fails in its rotary module: refused); the llama
+// block; the feed-forward per mlp_layer_types (default: every layer sparse): dense the MLP of
+// intermediate_size, sparse a softmax over num_local_experts (alias num_experts, default 64) experts, the
+// top num_experts_per_tok, renormalised where norm_topk_prob (default true), no shared expert. The releases
+// differ only in tensor-parallel plans and multi-token-prediction keys the forward ignores.
+void read_mellum(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.qk_norm = true;
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 1024;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) types.assign(static_cast<size_t>(m.layers), "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  const bool per_type = c.contains("rope_parameters") && !c["rope_parameters"].is_null();
+  for (const std::string& t : types) {
+    if (!per_type) {
+      m.rope_thetas.push_back(t == "full_attention" ? 500000.0 : 10000.0);
+      continue;
+    }
+    const json& rp = c["rope_parameters"];
+    if (!rp.is_object() || !rp.contains(t) || !rp[t].is_object())
+      bad(file, "/rope_parameters/" + t, "must be an object (mellum keys its rope by layer type)");
+    if (number_or(rp[t], "partial_rotary_factor", 1.0, file) != 1.0)
+      bad(file, "/rope_parameters/" + t + "/partial_rotary_factor", "only 1 is modelled");
+    if (!rp[t].contains("rope_theta")) bad(file, "/rope_parameters/" + t + "/rope_theta", "is required");
+    m.rope_thetas.push_back(number_or(rp[t], "rope_theta", 0, file));
+  }
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Softmax;
+  moe.experts = c.contains("num_local_experts") ? positive(c, "num_local_experts", file) : positive_or(c, "num_experts", 64, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 896, file);
+  moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
+  moe.router = "gate.";
+  check_topk(moe, file);
+  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null())
+    moe.layers = mlp_layer_types_of(c, m.layers, file);
+  else
+    moe.layers.assign(static_cast<size_t>(m.layers), true);
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -832,6 +892,7 @@ const FamilyEntry kRegistry[] = {
     {Family::Lfm3, "lfm3", read_lfm3},
     {Family::Qwen2Vl, "qwen2_vl", read_qwen2_vl, true},
     {Family::Qwen25Vl, "qwen2_5_vl", read_qwen2_vl, true},
+    {Family::Mellum, "mellum", read_mellum},
 };
 
 }  // namespace
@@ -889,7 +950,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::Qwen2Vl && m.family != Family::Qwen25Vl &&
       m.family != Family::GptOss && m.family != Family::SmolLM3 &&
       m.family != Family::Cohere2 && m.family != Family::Olmo3 && m.family != Family::GraniteSwa && m.family != Family::Dots1 &&
-      m.family != Family::GraniteMoeSwa &&
+      m.family != Family::GraniteMoeSwa && m.family != Family::Mellum &&
       c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
