@@ -13,7 +13,7 @@ d="$(mktemp -d)"
 trap 'rm -rf "$d"' EXIT
 python3 "$root/engines/models/make_models.py" "$d" --set families >/dev/null || exit 1
 python3 "$root/engines/models/make_models.py" "$d" --set drawn >/dev/null || exit 1
-out="$(python3 "$root/engines/models/sensitivity.py" --oracle "$oracle" "$d"/*moe* "$d"/*dots1* "$d"/*mellum*)"
+out="$(python3 "$root/engines/models/sensitivity.py" --oracle "$oracle" "$d"/*moe* "$d"/*dots1* "$d"/*mellum* "$d"/*flint*)"
 rc=$?
 echo "$out"
 if [ $rc -ne 0 ]; then echo "FAIL: a MoE model's window or expert constant does not act (exit $rc)"; exit 1; fi

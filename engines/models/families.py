@@ -66,6 +66,11 @@ checkpoints of the family use:
                    renormalised, no shared expert, per-head q/k norms, attention_bias
   mellum-defaults  mellum, 3 layers, every default: no layer_types (every layer full), no rope_parameters (full 5e5),
                    no mlp_layer_types (every layer sparse), top 3 of 4, not renormalised, tied
+  flint-w3         flint (5.24.0 on), 6 layers, no layer_types (F, F, S, S, S, F: full on 0, 1, i % 4 == 1 and the last; rope on
+                   the sliding layers only), window 3, sinks, no mlp_only_layers (layers 0, 1 dense), sigmoid over 4
+                   experts, top 2, renormalised, an ungated shared expert, per-head q/k norms, attention_bias
+  flint-explicit   flint, 3 layers, layer_types [S, F, S], window 2, mlp_only_layers [] (every layer a MoE), top 1 of 3,
+                   not renormalised, tied
   exaonemoe-mlptypes exaone_moe, 3 layers, explicit layer_types [F, S, S] and mlp_layer_types [sparse, dense, sparse],
                    window 2, top 1 of 4, not renormalised, routed_scaling_factor 1
   lfm3-w3          lfm3 (5.24.0 on), 5 layers, no layer_types (conv, conv, full, conv, sliding), window 3, short
@@ -187,6 +192,19 @@ MELLUM = {
     "moe_intermediate_size": 32,
     "intermediate_size": 96,
     "tie_word_embeddings": False,
+}
+
+
+FLINT = {
+    "architectures": ["FlintForCausalLM"],
+    "model_type": "flint",
+    "rope_scaling": ABSENT,  # as mellum's: a null rope_scaling would load as rope_parameters None
+    "hidden_act": "silu",
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 48,
+    "intermediate_size": 96,
+    "tie_word_embeddings": False,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
 }
 
 
@@ -555,6 +573,25 @@ MODELS = {
         "norm_topk_prob": False,
         "tie_word_embeddings": True,
     }),
+    "flint-w3": ("flint", {
+        **FLINT,
+        "num_hidden_layers": 6,
+        "sliding_window": 3,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "attention_bias": True,
+    }),
+    "flint-explicit": ("flint", {
+        **FLINT,
+        "num_hidden_layers": 3,
+        "sliding_window": 2,
+        "layer_types": [S, F, S],
+        "mlp_only_layers": [],
+        "num_experts": 3,
+        "num_experts_per_tok": 1,
+        "norm_topk_prob": False,
+        "tie_word_embeddings": True,
+    }),
     "vaultgemma-allfull": ("vaultgemma", {
         **VAULTGEMMA,
         "num_hidden_layers": 3,
@@ -812,6 +849,17 @@ def draw(family, seed, index, head_dims=(8, 16)):
             c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"]
         if d.coin():  # else the config's own bases (full 5e5, sliding 1e4)
             c["rope_parameters"] = _mellum_rope(d.pick([500000.0, 1000000.0]), d.pick([10000.0, 100000.0]))
+    elif family == "flint":
+        c.update({k: v for k, v in FLINT.items() if k != "tie_word_embeddings"})
+        step = min(d.int(1, 2), layers)
+        last_moe = max(i for i in range(layers) if (i + 1) % step == 0)  # kept a MoE layer: every draw has one
+        c.update({"sliding_window": w, "num_experts": d.pick([4, 6, 8]), "num_experts_per_tok": d.int(1, 3),
+                  "norm_topk_prob": d.coin(), "attention_bias": d.coin(), "decoder_sparse_step": step,
+                  "shared_expert_intermediate_size": d.pick([32, 48])})
+        if d.coin() or last_moe < 2:  # else the default mlp_only_layers [0, 1]
+            c["mlp_only_layers"] = [i for i in range(layers) if d.int(0, 3) == 0 and i != last_moe]
+        if d.coin() or layers < 3:  # else the default pattern (full on 0, 1, i % 4 == 1 and the last: none slides below 3)
+            c["layer_types"] = _types(d, layers)
     elif family == "granitemoe_swa":
         c.update({k: v for k, v in GRANITEMOE_SWA.items() if k != "tie_word_embeddings"})
         c.update({"sliding_window": w, "attention_bias": d.coin(), "attention_multiplier": d.pick([0.125, 0.25, 0.5]),
@@ -840,7 +888,7 @@ def draw(family, seed, index, head_dims=(8, 16)):
 
 DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2",
                   "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa", "phi3", "ministral", "qwen2_moe", "dots1",
-                  "granitemoe_swa", "exaone_moe", "mellum")
+                  "granitemoe_swa", "exaone_moe", "mellum", "flint")
 # Hybrid families: drawn into the drawn set (oracle_agreement.py), not into the model campaign's families
 # (make_models.py --draw list) or the wide set, which the third-party engines run: their support for a
 # convolution layer is not established, so none is asked yet.
@@ -850,7 +898,7 @@ HYBRID_FAMILIES = ("lfm3",)
 # The families whose models the oracle's agreement with transformers checks in CI as a seeded sample,
 # one model per family and run (engines/transformers/oracle_agreement.py; --all checks every one): CI's
 # agreement test was over its budget before them.
-SAMPLED = ("mellum",)
+SAMPLED = ("mellum", "flint")
 
 
 def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES + HYBRID_FAMILIES, prefix="draw"):

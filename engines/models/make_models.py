@@ -254,6 +254,10 @@ def tensors(name, family, cfg):
         kinds = cfg.get("mlp_layer_types")
         first = cfg.get("first_k_dense_replace", 1)
         moe = {i for i in range(layers) if (kinds[i] == "sparse" if kinds else i >= first)}
+    if family == "flint":  # read_flint's rule
+        step = cfg.get("decoder_sparse_step", 1)
+        dense = set(cfg["mlp_only_layers"] if cfg.get("mlp_only_layers") is not None else [0, 1])
+        moe = {i for i in range(layers) if i not in dense and (i + 1) % step == 0}
     if family == "mellum":  # read_mellum's rule
         kinds = cfg.get("mlp_layer_types")
         moe = {i for i in range(layers) if not kinds or kinds[i] == "sparse"}
@@ -284,13 +288,13 @@ def tensors(name, family, cfg):
                 put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
         if family in ("qwen2", "qwen2_moe") or (family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1",
-                                                              "granitemoe_swa", "mellum") and cfg.get("attention_bias")):
+                                                              "granitemoe_swa", "mellum", "flint") and cfg.get("attention_bias")):
             put(p + "self_attn.q_proj.bias", (HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.k_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.v_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
-        if family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1", "granitemoe_swa", "mellum") and cfg.get("attention_bias"):
+        if family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1", "granitemoe_swa", "mellum", "flint") and cfg.get("attention_bias"):
             put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
-        if family in ("gpt_oss", "granite_swa", "granitemoe_swa"):
+        if family in ("gpt_oss", "granite_swa", "granitemoe_swa", "flint"):
             # Sinks around the scores' scale (std ~5), so some heads give a sink real weight.
             put(p + "self_attn.sinks", (HEADS,), -1.0, 3.0)
         if family == "llama4_text":
@@ -303,7 +307,7 @@ def tensors(name, family, cfg):
                 mlp(f + "shared_expert.", inter)
             else:
                 mlp(f, cfg["intermediate_size_mlp"])
-        elif family in ("qwen2_moe", "dots1", "exaone_moe", "mellum") and i in moe:
+        elif family in ("qwen2_moe", "dots1", "exaone_moe", "mellum", "flint") and i in moe:
             # The Hub's layout, which every release loads (5.x joins the experts' modules as it loads them).
             f, e, inter = p + "mlp.", cfg.get("num_experts", cfg.get("n_routed_experts", cfg.get("num_local_experts"))), cfg["moe_intermediate_size"]
             put(f + "gate.weight", (e, HIDDEN), -PROJ, PROJ)
@@ -311,6 +315,8 @@ def tensors(name, family, cfg):
                 mlp(f"{f}experts.{x}.", inter)
             if family == "mellum":
                 pass  # no shared expert
+            elif family == "flint":  # ungated
+                mlp(f + "shared_expert.", cfg["shared_expert_intermediate_size"])
             elif family == "qwen2_moe":
                 mlp(f + "shared_expert.", cfg["shared_expert_intermediate_size"])
                 put(f + "shared_expert_gate.weight", (1, HIDDEN), -PROJ, PROJ)
@@ -348,7 +354,7 @@ def tensors(name, family, cfg):
             put(p + "pre_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
         if family in ("gemma2", "gemma3", "gemma4_text") or post_norm:
             put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma3", "qwen3", "gemma4_text", "dots1", "exaone_moe", "mellum"):
+        if family in ("gemma3", "qwen3", "gemma4_text", "dots1", "exaone_moe", "mellum", "flint"):
             put(p + "self_attn.q_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
             if own_kv:
                 put(p + "self_attn.k_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)

@@ -5,7 +5,7 @@ In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
 the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
 ministral, phi3, gemma4_text, olmo3, exaone4, vaultgemma, cwm, granite_swa, qwen2_moe, dots1,
-granitemoe_swa, exaone_moe, lfm3, mellum):
+granitemoe_swa, exaone_moe, lfm3, mellum, flint):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -30,7 +30,8 @@ scale sigmoid(logsumexp - sink) to float32: replaced by the same function in the
 dots1's (and exaone_moe's) router computes its logits from float32 casts of the input and weight: rewritten to float64
 in that method's source, like llama4's temperature line, and granitemoe_swa's router's `.float()` of its
 logits to `.double()` (its attention's sink scale as granite_swa's). qwen2_moe's and mellum's router softmax asks
-for float32 and is kept float64 by the softmax patch.
+for float32 and is kept float64 by the softmax patch. flint's router and its eager attention's scores cast to
+float32 with `.float()`: rewritten to `.double()` in their source.
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype, its epsilon taken from the model's configuration (the one candidate with which the
@@ -211,6 +212,7 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.exaone_moe.modeling_exaone_moe": [("ExaoneMoeRMSNorm", _llama_norm_forward)],
     "transformers.models.lfm3.modeling_lfm3": [("Lfm3RMSNorm", _llama_norm_forward)],
     "transformers.models.mellum.modeling_mellum": [("MellumRMSNorm", _llama_norm_forward)],
+    "transformers.models.flint.modeling_flint": [("FlintRMSNorm", _llama_norm_forward)],
 }
 # The multimodal text decoders' norms (5.x; 4.x uses qwen2's Qwen2RMSNorm).
 _NORMS.update({
@@ -241,6 +243,7 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.exaone_moe.modeling_exaone_moe": ("ExaoneMoeRotaryEmbedding", _rotary_forward),
     "transformers.models.lfm3.modeling_lfm3": ("Lfm3RotaryEmbedding", _rotary_forward),
     "transformers.models.mellum.modeling_mellum": ("MellumRotaryEmbedding", _rotary_forward),
+    "transformers.models.flint.modeling_flint": ("FlintRotaryEmbedding", _rotary_forward),
 }
 _ROTARY.update({
     "transformers.models.qwen2_vl.modeling_qwen2_vl": ("Qwen2VLRotaryEmbedding", _mrope_rotary_forward),
@@ -300,10 +303,29 @@ def _patch_granitemoe_swa(mod):
     _recast(mod.GraniteMoeSWATopKRouter, mod, r"\)\.float\(\)", ").double()", 1)
 
 
+def _patch_flint(mod):
+    """flint: its router's logits from `.float()` of the input and the weight, and its eager attention's scores
+    from `.float()` of the query and the keys ("the scores and the softmax stay in float32"): both rewritten to
+    `.double()` in the same source."""
+    import inspect
+    import re
+    import textwrap
+
+    _recast(mod.FlintTopKRouter, mod, r"\.float\(\)", ".double()", 2)
+    src = textwrap.dedent(inspect.getsource(mod.eager_attention_forward))
+    new, n = re.subn(r"\.float\(\)", ".double()", src)
+    if n != 2:
+        raise RuntimeError(f"exact64: flint's eager_attention_forward has {n} float32 casts (expected 2)")
+    scope = dict(vars(mod))
+    exec(compile(new, inspect.getsourcefile(mod.eager_attention_forward), "exec"), scope)
+    mod.eager_attention_forward = scope["eager_attention_forward"]
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.dots1.modeling_dots1": _patch_dots1,
           "transformers.models.granitemoe_swa.modeling_granitemoe_swa": _patch_granitemoe_swa,
           "transformers.models.exaone_moe.modeling_exaone_moe": _patch_exaone_moe,
+          "transformers.models.flint.modeling_flint": _patch_flint,
           "transformers.models.granite_swa.modeling_granite_swa": _patch_granite_swa,
           "transformers.models.cohere2.modeling_cohere2": _patch_cohere2}
 

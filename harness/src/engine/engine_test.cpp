@@ -702,6 +702,25 @@ TEST(ModelConfig, ReadsMellumsRopePerLayerTypeAndItsMlpLayerTypes) {
   EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
 }
 
+// flint: layer types default full on layers 0, 1, every i % 4 == 1 and the last; rope on the sliding layers
+// only; sinks; mlp_only_layers default [0, 1]; sigmoid top-k renormalised; an ungated shared expert.
+TEST(ModelConfig, ReadsFlintsDefaultPatternNoPEFullLayersAndDenseFirstLayers) {
+  nlohmann::json c = {{"model_type", "flint"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 7},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
+                      {"sliding_window", 3}, {"num_experts", 4}, {"num_experts_per_tok", 2}, {"shared_expert_intermediate_size", 8}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 0, 3, 3, 3, 0, 0}));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{false, false, true, true, true, false, false}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{false, false, true, true, true, true, true}));
+  EXPECT_TRUE(m.sinks && m.qk_norm && m.moe.renormalize);
+  EXPECT_EQ(m.moe.score, MoeScore::Sigmoid);
+  EXPECT_EQ(m.moe.shared_intermediate, 8);
+  EXPECT_FALSE(m.moe.shared_gate);
+  c["mlp_only_layers"] = {3};
+  c["decoder_sparse_step"] = 2;
+  EXPECT_EQ(parse_config(c, "c.json").moe.layers, (std::vector<bool>{false, true, false, false, false, true, false}));
+}
+
 TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
   for (const Plan& p : fixed_plans("m", 4, 32)) {
     EXPECT_EQ(invalid_reason(p, 32), "") << p.name;

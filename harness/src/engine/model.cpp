@@ -857,6 +857,44 @@ void read_mellum(const json& c, const std::string& file, ModelConfig& m) {
     moe.layers.assign(static_cast<size_t>(m.layers), true);
 }
 
+// FlintConfig (5.24.0 on): qwen3_moe's attention (per-head q/k RMS norms, attention_bias on q/k/v/o) with a
+// learned sink per head, layer types (default: full on the first two layers, on every layer i % 4 == 1 and
+// on the last; the others slide, window default 513), rope on the sliding layers only (the full layers are
+// NoPE); a MoE where a layer is not in mlp_only_layers (default [0, 1]) and (i + 1) % decoder_sparse_step == 0:
+// sigmoid scores of the router's logits, the top num_experts_per_tok, renormalised where norm_topk_prob
+// (default true), plus an ungated shared expert of shared_expert_intermediate_size.
+void read_flint(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  m.qk_norm = true;
+  m.sinks = true;
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 513;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < m.layers; ++i)
+      types.push_back(i < 2 || i % 4 == 1 || i == m.layers - 1 ? "full_attention" : "sliding_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  for (int64_t w : m.windows) m.rope_layers.push_back(w > 0);
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.experts = positive_or(c, "num_experts", 256, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 6, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 512, file);
+  moe.shared_intermediate = positive_or(c, "shared_expert_intermediate_size", 1024, file);
+  moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
+  moe.router = "gate.";
+  moe.shared = "shared_expert.";
+  check_topk(moe, file);
+  json dense = c;
+  if (!c.contains("mlp_only_layers") || c["mlp_only_layers"].is_null()) dense["mlp_only_layers"] = json::array();
+  moe.layers = moe_layers_of(dense, m.layers, 0, positive_or(c, "decoder_sparse_step", 1, file), "mlp_only_layers", file);
+  if (!c.contains("mlp_only_layers") || c["mlp_only_layers"].is_null())
+    for (int64_t i = 0; i < std::min<int64_t>(2, m.layers); ++i) moe.layers[static_cast<size_t>(i)] = false;
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -893,6 +931,7 @@ const FamilyEntry kRegistry[] = {
     {Family::Qwen2Vl, "qwen2_vl", read_qwen2_vl, true},
     {Family::Qwen25Vl, "qwen2_5_vl", read_qwen2_vl, true},
     {Family::Mellum, "mellum", read_mellum},
+    {Family::Flint, "flint", read_flint},
 };
 
 }  // namespace
@@ -950,7 +989,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::Qwen2Vl && m.family != Family::Qwen25Vl &&
       m.family != Family::GptOss && m.family != Family::SmolLM3 &&
       m.family != Family::Cohere2 && m.family != Family::Olmo3 && m.family != Family::GraniteSwa && m.family != Family::Dots1 &&
-      m.family != Family::GraniteMoeSwa && m.family != Family::Mellum &&
+      m.family != Family::GraniteMoeSwa && m.family != Family::Mellum && m.family != Family::Flint &&
       c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.

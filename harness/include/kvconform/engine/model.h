@@ -25,12 +25,12 @@ namespace kvc::engine {
 enum class Family {
   Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2, Ministral, Phi3,
   Gemma4Text, Olmo3, Exaone4, VaultGemma, Cwm, GraniteSwa, Qwen2Moe, Dots1, GraniteMoeSwa, ExaoneMoe,
-  Lfm3, Mellum,
+  Lfm3, Mellum, Flint,
   Qwen2Vl, Qwen25Vl,  // multimodal: the text decoder of the model's text_config
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
-// "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "qwen2_vl", "qwen2_5_vl"
+// "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "qwen2_vl", "qwen2_5_vl"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
