@@ -12,8 +12,7 @@
 
 namespace kvc::cli {
 
-int run_app(int argc, char** argv, const std::vector<Subcommand>& subcommands,
-            const std::function<void(CLI::App&)>& configure) {
+int run_app(int argc, char** argv, const std::vector<Subcommand>& subcommands, const std::function<void(CLI::App&)>& configure) {
   // Before anything can run LibTorch: the CPU kernels golden replay judges bitwise
   // (golden/README.md "CPU kernel pin"), and the engine processes `engine` starts inherit them. An
   // override stays, is said here and in each golden result.
@@ -53,13 +52,11 @@ int run_app(int argc, char** argv, const std::vector<Subcommand>& subcommands,
 }
 
 const std::vector<Subcommand>& subcommands_without_tensors() {
-  static const std::vector<Subcommand> subcommands = {{"engine", add_engine_command}, {"merge", add_merge_command},
-                                                                     {"site", add_site_command}};
+  static const std::vector<Subcommand> subcommands = {
+      {"engine", add_engine_command}, {"merge", add_merge_command}, {"site", add_site_command}};
   return subcommands;
 }
 
-std::string libtorch_binary() {
-  return (std::filesystem::path(self_path()).parent_path() / "kvconform-libtorch").string();
-}
+std::string libtorch_binary() { return (std::filesystem::path(self_path()).parent_path() / "kvconform-libtorch").string(); }
 
 }  // namespace kvc::cli

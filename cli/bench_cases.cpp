@@ -49,12 +49,13 @@ int run_case_perf(const CasePerfRequest& req, nlohmann::ordered_json* json_out) 
   const Selection selected = Selection::make(req.filter, {}, "", "");  // run's --filter, the same ids
   std::ostream& os = req.quiet_stdout ? std::cerr : std::cout;
   os << std::left << std::setw(72) << "case" << std::right << std::setw(6) << "runs" << std::setw(13) << "median_us"
-     << std::setw(11) << "iqr_us" << "  status\n";
+     << std::setw(11) << "iqr_us"
+     << "  status\n";
   std::vector<Timed> all;
   auto print = [&](const Timed& t) {
     os << std::left << std::setw(72) << t.id << std::right << std::setw(6) << t.us.size() << std::setw(13) << std::fixed
-       << std::setprecision(1) << quantile(t.us, 0.5) << std::setw(11) << quantile(t.us, 0.75) - quantile(t.us, 0.25)
-       << "  " << report::to_string(t.status) << std::endl;  // one line as soon as it is measured
+       << std::setprecision(1) << quantile(t.us, 0.5) << std::setw(11) << quantile(t.us, 0.75) - quantile(t.us, 0.25) << "  "
+       << report::to_string(t.status) << std::endl;  // one line as soon as it is measured
     all.push_back(t);
   };
 
@@ -70,7 +71,8 @@ int run_case_perf(const CasePerfRequest& req, nlohmann::ordered_json* json_out) 
     }));
   }
 
-  if (all.empty()) throw std::invalid_argument("--filter '" + req.filter + "' matches no case (kvconform run --list shows the ids)");
+  if (all.empty())
+    throw std::invalid_argument("--filter '" + req.filter + "' matches no case (kvconform run --list shows the ids)");
   if (json_out) {
     nlohmann::ordered_json cases = nlohmann::ordered_json::array();
     for (const Timed& t : all)

@@ -32,8 +32,8 @@ struct BenchArgs {
   int64_t kv_heads = 0, batch = 1, prefill = 512;
   int repeats = 15, warmup = 3, harness_iterations = 50, threads = 0;
   std::string dtype = "float32", json;
-  std::vector<std::string> kinds{"static_sliding", "dynamic_sliding", "static_chunked", "dynamic_chunked",
-                                 "static_full", "dynamic_full"};
+  std::vector<std::string> kinds{"static_sliding",  "dynamic_sliding", "static_chunked",
+                                 "dynamic_chunked", "static_full",     "dynamic_full"};
   std::vector<std::string> backends{"eager", "sdpa"};
   bool quick = false, no_harness = false, vs_python = false;
   VsPythonRequest python;
@@ -80,18 +80,18 @@ std::string fixed(double v, int digits) {
 }
 
 void print_header(std::ostream& table) {
-  table << std::left << std::setw(16) << "kind" << std::setw(7) << "backend" << std::right << std::setw(6) << "W"
-        << std::setw(7) << "L" << std::setw(4) << "H" << std::setw(4) << "Hkv" << std::setw(5) << "D" << std::setw(9)
-        << "op" << std::setw(6) << "q" << std::setw(7) << "kv" << std::setw(12) << "median_us" << std::setw(12)
-        << "iqr_us" << std::setw(9) << "GB/s" << "\n";
+  table << std::left << std::setw(16) << "kind" << std::setw(7) << "backend" << std::right << std::setw(6) << "W" << std::setw(7)
+        << "L" << std::setw(4) << "H" << std::setw(4) << "Hkv" << std::setw(5) << "D" << std::setw(9) << "op" << std::setw(6)
+        << "q" << std::setw(7) << "kv" << std::setw(12) << "median_us" << std::setw(12) << "iqr_us" << std::setw(9) << "GB/s"
+        << "\n";
 }
 
 void print_row(std::ostream& table, const Measurement& m) {
   table << std::left << std::setw(16) << m.kind << std::setw(7) << m.backend << std::right << std::setw(6) << m.window
-        << std::setw(7) << m.cache_len << std::setw(4) << m.heads << std::setw(4) << m.kv_heads << std::setw(5)
-        << m.head_dim << std::setw(9) << m.op << std::setw(6) << m.tokens << std::setw(7) << m.kv_length
-        << std::setw(12) << fixed(m.us.median, 1) << std::setw(12) << fixed(m.us.p75 - m.us.p25, 1) << std::setw(9)
-        << fixed(m.gbps, 2) << std::endl;  // one line as soon as it is measured
+        << std::setw(7) << m.cache_len << std::setw(4) << m.heads << std::setw(4) << m.kv_heads << std::setw(5) << m.head_dim
+        << std::setw(9) << m.op << std::setw(6) << m.tokens << std::setw(7) << m.kv_length << std::setw(12)
+        << fixed(m.us.median, 1) << std::setw(12) << fixed(m.us.p75 - m.us.p25, 1) << std::setw(9) << fixed(m.gbps, 2)
+        << std::endl;  // one line as soon as it is measured
 }
 
 class Bench {
@@ -201,7 +201,9 @@ void write_json(const std::string& where, const nlohmann::ordered_json& j) {
 Runner add_bench_command(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "Time prefill and decode per layer kind and attention backend; harness throughput");
-  cmd->add_option("--windows", a->windows, "Windows (sliding_window / attention_chunk_size)")->delimiter(',')->check(CLI::PositiveNumber);
+  cmd->add_option("--windows", a->windows, "Windows (sliding_window / attention_chunk_size)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--cache-lens", a->cache_lens, "max_cache_len values (static layers; decode fills to this length)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
@@ -209,7 +211,8 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--head-dims", a->head_dims, "Head dims")->delimiter(',')->check(CLI::PositiveNumber);
   cmd->add_option("--kv-heads", a->kv_heads, "KV heads (default: as many as query heads)")->check(CLI::PositiveNumber);
   cmd->add_option("--batch", a->batch, "Batch size (default 1)")->check(CLI::PositiveNumber);
-  cmd->add_option("--prefill", a->prefill, "Prefill tokens (capped at the cache length; default 512)")->check(CLI::PositiveNumber);
+  cmd->add_option("--prefill", a->prefill, "Prefill tokens (capped at the cache length; default 512)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--dtype", a->dtype, "float32, float16, bfloat16 or float64 (default float32)");
   cmd->add_option("--kinds", a->kinds, "Layer kinds: {static,dynamic}_{sliding,chunked,full}")->delimiter(',');
   cmd->add_option("--backends", a->backends, "eager, sdpa")->delimiter(',');
@@ -240,8 +243,8 @@ Runner add_bench_command(CLI::App& app) {
                   "With --vs-python: passes of the Python side over the traces, every dump_case timed (default 3; "
                   "one pass moves by about 10 % between runs)")
       ->check(CLI::PositiveNumber);
-  CLI::Option* release = cmd->add_option("--release", a->python.version,
-                  "With --vs-python: transformers release of the Python side (default: the newest pinned)");
+  CLI::Option* release = cmd->add_option(
+      "--release", a->python.version, "With --vs-python: transformers release of the Python side (default: the newest pinned)");
   add_old_spelling(cmd, "--python-version", release, a->python.version);
   cmd->add_option("--root", a->python.root, "With --vs-python: the repository root (golden/)");
   add_seed_option(cmd, a->python.seed, "With --vs-python: seed of the traces; with --filter: the run's seed");
@@ -301,8 +304,7 @@ Runner add_bench_command(CLI::App& app) {
 
     nlohmann::ordered_json harness = nlohmann::ordered_json::array();
     if (!a->no_harness) {
-      table << "\nharness throughput (random traces checked per second, " << a->harness_iterations
-            << " cases per property):\n";
+      table << "\nharness throughput (random traces checked per second, " << a->harness_iterations << " cases per property):\n";
       for (campaign::Property p : campaign::all_properties()) {
         campaign::Options o;
         o.iterations = a->harness_iterations;
@@ -310,9 +312,8 @@ Runner add_bench_command(CLI::App& app) {
         const campaign::Outcome out = campaign::run(p, o);
         const double s = std::chrono::duration<double>(Clock::now() - t0).count();
         const double rate = out.cases / std::max(s, 1e-9);
-        table << "  " << std::left << std::setw(22) << campaign::to_string(p) << std::right << std::setw(10)
-              << fixed(rate, 1) << " traces/s  (" << out.cases << " traces, " << out.observations.steps << " steps, "
-              << fixed(s, 2) << " s)\n";
+        table << "  " << std::left << std::setw(22) << campaign::to_string(p) << std::right << std::setw(10) << fixed(rate, 1)
+              << " traces/s  (" << out.cases << " traces, " << out.observations.steps << " steps, " << fixed(s, 2) << " s)\n";
         harness.push_back({{"property", campaign::to_string(p)},
                            {"traces", out.cases},
                            {"steps", out.observations.steps},
@@ -330,11 +331,21 @@ Runner add_bench_command(CLI::App& app) {
       j["threads"] = at::get_num_threads();
       nlohmann::ordered_json rows = nlohmann::ordered_json::array();
       for (const Measurement& m : results)
-        rows.push_back({{"kind", m.kind},           {"backend", m.backend},   {"op", m.op},
-                        {"window", m.window},       {"cache_len", m.cache_len}, {"batch", m.batch},
-                        {"heads", m.heads},         {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim},
-                        {"tokens", m.tokens},       {"kv_length", m.kv_length}, {"median_us", m.us.median},
-                        {"p25_us", m.us.p25},       {"p75_us", m.us.p75},     {"min_us", m.us.min},
+        rows.push_back({{"kind", m.kind},
+                        {"backend", m.backend},
+                        {"op", m.op},
+                        {"window", m.window},
+                        {"cache_len", m.cache_len},
+                        {"batch", m.batch},
+                        {"heads", m.heads},
+                        {"kv_heads", m.kv_heads},
+                        {"head_dim", m.head_dim},
+                        {"tokens", m.tokens},
+                        {"kv_length", m.kv_length},
+                        {"median_us", m.us.median},
+                        {"p25_us", m.us.p25},
+                        {"p75_us", m.us.p75},
+                        {"min_us", m.us.min},
                         {"gbps", m.gbps}});
       j["results"] = rows;
       j["harness"] = harness;

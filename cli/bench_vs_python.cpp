@@ -84,8 +84,8 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
   }
   std::cerr << "vs-python: " << req.traces << " traces through transformers " << version << " (golden/bench_dump.py)...\n";
   const std::string cmd = "'" + python.string() + "' '" + (root / "golden/bench_dump.py").string() + "' --repeat " +
-                          std::to_string(req.python_repeats) + " < '" +
-                          (dir / "cases.jsonl").string() + "' > '" + (dir / "fixtures.jsonl").string() + "'";
+                          std::to_string(req.python_repeats) + " < '" + (dir / "cases.jsonl").string() + "' > '" +
+                          (dir / "fixtures.jsonl").string() + "'";
   if (std::system(cmd.c_str()) != 0) {
     fs::remove_all(dir);
     throw std::runtime_error("golden/bench_dump.py failed (command: " + cmd + ")");
@@ -101,8 +101,7 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
         py_seconds = j["bench"]["cpu_seconds"].get<double>();
         py_wall = j["bench"]["seconds"].get<double>();
         py_traces = j["bench"]["traces"].get<int64_t>();
-      }
-      else fixtures.push_back(std::move(j));
+      } else fixtures.push_back(std::move(j));
     }
   }
   fs::remove_all(dir);
@@ -166,8 +165,8 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
     const campaign::Outcome out = campaign::run(p, o);
     const double s = cpu_now() - t0;
     os << "  campaign " << std::left << std::setw(27) << campaign::to_string(p) << std::right << std::setw(10)
-       << rate(out.cases / std::max(s, 1e-9)) << " traces/s  (" << out.cases << " random traces, "
-       << out.observations.steps << " layer steps, " << (out.ok ? "ok" : "FAIL") << ")\n";
+       << rate(out.cases / std::max(s, 1e-9)) << " traces/s  (" << out.cases << " random traces, " << out.observations.steps
+       << " layer steps, " << (out.ok ? "ok" : "FAIL") << ")\n";
     jrows.push_back({{"what", std::string("campaign ") + campaign::to_string(p)},
                      {"traces_per_second", out.cases / std::max(s, 1e-9)},
                      {"ok", out.ok}});
@@ -190,8 +189,8 @@ int run_vs_python(const VsPythonRequest& req, nlohmann::ordered_json* json_out) 
     fs::remove_all(d.out_dir);
     disagreements = ds.disagreements;
     const double seq_rate = static_cast<double>(ds.sequences) / std::max(ds.seconds, 1e-9);
-    os << "  differential, " << ds.workers << " dumper workers " << std::setw(13) << rate(seq_rate)
-       << " sequences/s  (" << ds.sequences << " sequences, " << std::fixed << std::setprecision(1) << ds.seconds
+    os << "  differential, " << ds.workers << " dumper workers " << std::setw(13) << rate(seq_rate) << " sequences/s  ("
+       << ds.sequences << " sequences, " << std::fixed << std::setprecision(1) << ds.seconds
        << " s wall including the dumpers' start, " << ds.disagreements << " disagreements)\n";
     jrows.push_back({{"what", "differential"},
                      {"workers", ds.workers},

@@ -25,9 +25,7 @@ int main(int argc, char** argv) {
   rest << in.rdbuf();
   std::cout << rest.str();
   if (status == "OK" || status == "DEVIATION") return 0;
-  if (status == "SKIP")
-    std::cout << "nothing was checked: the case was skipped (see its reason above)\n";
-  else if (status != "FAIL")
-    std::cout << "unreadable result file " << argv[1] << ": status '" << status << "'\n";
+  if (status == "SKIP") std::cout << "nothing was checked: the case was skipped (see its reason above)\n";
+  else if (status != "FAIL") std::cout << "unreadable result file " << argv[1] << ": status '" << status << "'\n";
   return 1;
 }

@@ -51,8 +51,8 @@ std::string slurp(const fs::path& p) {
 // Runs `env kvconform args` with stdout captured (stderr to a file too: not a terminal).
 Result kvconform(const std::string& args, const std::string& env = "") {
   const fs::path dir = scratch("io");
-  const std::string cmd = env + (env.empty() ? "" : " ") + "'" + kBinary + "' " + args + " >'" +
-                          (dir / "out").string() + "' 2>'" + (dir / "err").string() + "'";
+  const std::string cmd = env + (env.empty() ? "" : " ") + "'" + kBinary + "' " + args + " >'" + (dir / "out").string() +
+                          "' 2>'" + (dir / "err").string() + "'";
   const int status = std::system(cmd.c_str());
   Result r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -91,10 +91,12 @@ TEST(Cli, EngineOfTheRowProperties) {
   const Result fast = kvconform("run --properties-only --property 'rows$' --iterations 50 --no-report");
   EXPECT_EQ(fast.code, 0) << fast.out;
   EXPECT_NE(fast.out.find("stored_rows(seed=20250917,iterations=50,trace_engine=fast): OK"), std::string::npos) << fast.out;
-  const Result tensor = kvconform("run --properties-only --property 'rows$' --iterations 5 --no-report", "KVC_TRACE_ENGINE=tensor");
+  const Result tensor =
+      kvconform("run --properties-only --property 'rows$' --iterations 5 --no-report", "KVC_TRACE_ENGINE=tensor");
   EXPECT_EQ(tensor.code, 0) << tensor.out;
   EXPECT_NE(tensor.out.find("stored_rows(seed=20250917,iterations=5): OK"), std::string::npos) << tensor.out;
-  const Result caught = kvconform("run --properties-only --property '^stored_rows$' --mutant capacity_max --trace-engine tensor --no-report");
+  const Result caught =
+      kvconform("run --properties-only --property '^stored_rows$' --mutant capacity_max --trace-engine tensor --no-report");
   EXPECT_EQ(caught.code, 1) << caught.out;
   EXPECT_NE(caught.out.find("--trace-engine tensor"), std::string::npos) << caught.out;
 }
@@ -124,11 +126,13 @@ TEST(Cli, AReproduceStringRunsOnBothEngines) {
   EXPECT_NE(value.out.find("differs from the oracle"), std::string::npos) << value.out;
   EXPECT_NE(value.out.find("--reproduce '" + string + "'"), std::string::npos) << value.out;
   // Without the mutant the same trace holds on the tensor engine.
-  const Result good = kvconform("run --properties-only --no-report --property '^window_coverage$' --trace-engine tensor --reproduce '" + string + "'");
+  const Result good = kvconform(
+      "run --properties-only --no-report --property '^window_coverage$' --trace-engine tensor --reproduce '" + string + "'");
   EXPECT_EQ(good.code, 0) << good.out;
   const std::string old_spelling = "fast:" + string.substr(std::string("trace:").size());
-  const Result old = kvconform("run --properties-only --no-report --mutant window_off_by_one+1 --property '^window_coverage$' --reproduce '" +
-                               old_spelling + "'");
+  const Result old =
+      kvconform("run --properties-only --no-report --mutant window_off_by_one+1 --property '^window_coverage$' --reproduce '" +
+                old_spelling + "'");
   EXPECT_EQ(old.code, 1) << old.out;
   EXPECT_EQ(verdict(old.out).substr(0, 60), verdict(fast.out).substr(0, 60)) << old.out;
 }
@@ -167,8 +171,8 @@ TEST(Cli, CaseResultsGiveEachCaseItsOwnVerdict) {
   ASSERT_EQ(ids.size(), 4u) << listed.out;
   const auto judge = [](const fs::path& file) {
     const fs::path out = scratch_root() / "judge.out";
-    const int status = std::system(("'" + kCaseResult + "' '" + file.string() + "' case_batch/backend >'" +
-                                    out.string() + "' 2>&1").c_str());
+    const int status =
+        std::system(("'" + kCaseResult + "' '" + file.string() + "' case_batch/backend >'" + out.string() + "' 2>&1").c_str());
     return Result{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), ""};
   };
   const auto file_of = [&](const std::string& id) {
@@ -200,21 +204,46 @@ TEST(Cli, CaseResultsGiveEachCaseItsOwnVerdict) {
 }
 
 TEST(Cli, BadUsageExitsTwo) {
-  for (const std::string& args : std::vector<std::string>{"", "nosuchcommand", "run --no-such-flag", "run --dtype float8", "run --property 'zzz'",
-                           "run --no-report --report-dir x", "run --properties-only --reproduce B0gclRXd", "engine --reproduce B0gclRXd", "fuzz --shard 2/2", "fuzz --shard x",
-                           "fuzz --shard 1/0", "fuzz --iterations 10 --time-budget 5", "fuzz --iterations 0",
-                           "fuzz --mutant nosuch", "fuzz --property '('", "bench --windows 0", "bench --dtype int8",
-                           "bench --kinds static_diagonal", "bench --backends flash", "bench --quick --kv-heads 3",
-                           "replay", "replay /nonexistent/case.json", "explain " + kSourceDir + "/cases/tf_hybrid_cache.json",
-                           "explain " + kSourceDir + "/cases/tf_hybrid_cache.json --step 99",
-                           "explain /nonexistent/case.json --step 0", "run --fixtures /nonexistent --golden-only",
-                           "run --golden-only --case '^no_such_case$' --fixtures " + kSourceDir + "/golden/fixtures --cases " + kSourceDir + "/cases",
-                           "run --plugin /nonexistent.so", "run --device tpu", "run --backend '^none$' --case '^x$' --fixtures " + kSourceDir + "/golden/fixtures --cases " + kSourceDir + "/cases",
-                           "golden --version 9.9 --root " + kSourceDir, "golden --generate-corpus 0",
-                           "golden --root /nonexistent", "fuzz --release 5.24.0",
-                           "fuzz --differential --version 9.9 --root-is-not-an-option",
-                           "run --properties-only --trace-engine warp", "run --properties-only --trace-engine fast",
-                           "run --properties-only --property '^attention' --trace-engine fast"}) {
+  for (const std::string& args : std::vector<std::string>{
+           "",
+           "nosuchcommand",
+           "run --no-such-flag",
+           "run --dtype float8",
+           "run --property 'zzz'",
+           "run --no-report --report-dir x",
+           "run --properties-only --reproduce B0gclRXd",
+           "engine --reproduce B0gclRXd",
+           "fuzz --shard 2/2",
+           "fuzz --shard x",
+           "fuzz --shard 1/0",
+           "fuzz --iterations 10 --time-budget 5",
+           "fuzz --iterations 0",
+           "fuzz --mutant nosuch",
+           "fuzz --property '('",
+           "bench --windows 0",
+           "bench --dtype int8",
+           "bench --kinds static_diagonal",
+           "bench --backends flash",
+           "bench --quick --kv-heads 3",
+           "replay",
+           "replay /nonexistent/case.json",
+           "explain " + kSourceDir + "/cases/tf_hybrid_cache.json",
+           "explain " + kSourceDir + "/cases/tf_hybrid_cache.json --step 99",
+           "explain /nonexistent/case.json --step 0",
+           "run --fixtures /nonexistent --golden-only",
+           "run --golden-only --case '^no_such_case$' --fixtures " + kSourceDir + "/golden/fixtures --cases " + kSourceDir +
+               "/cases",
+           "run --plugin /nonexistent.so",
+           "run --device tpu",
+           "run --backend '^none$' --case '^x$' --fixtures " + kSourceDir + "/golden/fixtures --cases " + kSourceDir + "/cases",
+           "golden --version 9.9 --root " + kSourceDir,
+           "golden --generate-corpus 0",
+           "golden --root /nonexistent",
+           "fuzz --release 5.24.0",
+           "fuzz --differential --version 9.9 --root-is-not-an-option",
+           "run --properties-only --trace-engine warp",
+           "run --properties-only --trace-engine fast",
+           "run --properties-only --property '^attention' --trace-engine fast"}) {
     const Result r = kvconform(args);
     EXPECT_EQ(r.code, 2) << args << "\n" << r.out;
   }
@@ -262,7 +291,8 @@ TEST(Cli, RunWritesDeterministicReports) {
 TEST(Cli, EveryResultNamesItsPolicyAndBound) {
   const fs::path dir = scratch("policies");
   const Result r = kvconform("run --iterations 3 --report-dir '" + dir.string() + "' --fixtures " + kSourceDir +
-                             "/golden/fixtures --cases " + kSourceDir + "/cases --filter "
+                             "/golden/fixtures --cases " + kSourceDir +
+                             "/cases --filter "
                              "'^(golden/5\\.24\\.0/tf_hybrid_cache|backend/chunked_left_padding/static/eager/float(32|16)|"
                              "property/(stored_rows|layer_agreement|backends_vs_oracle))$'");
   ASSERT_EQ(r.code, 0) << r.out.substr(0, 2000);
@@ -274,7 +304,8 @@ TEST(Cli, EveryResultNamesItsPolicyAndBound) {
   auto bound = [&](const std::string& id) { return by_id.at(id).at("bound"); };
   EXPECT_EQ(policy("golden/5.24.0/tf_hybrid_cache"), "bitwise");
   EXPECT_EQ(bound("golden/5.24.0/tf_hybrid_cache"), 0.0);
-  const std::string f32 = "backend/chunked_left_padding/static/eager/float32", f16 = "backend/chunked_left_padding/static/eager/float16";
+  const std::string f32 = "backend/chunked_left_padding/static/eager/float32",
+                    f16 = "backend/chunked_left_padding/static/eager/float16";
   EXPECT_EQ(policy(f32), "same-dtype-reference");
   EXPECT_EQ(policy(f16), "same-dtype-reference");
   EXPECT_GT(bound(f32).get<double>(), 0.0);
@@ -296,11 +327,13 @@ TEST(Cli, EveryResultNamesItsPolicyAndBound) {
 // which used to end the run with a LibTorch stack trace.
 TEST(Cli, MutantFailsEverySuiteAndTheRunGoesOn) {
   const fs::path dir = scratch("mutant_everywhere");
-  const Result r = kvconform("run --iterations 5 --mutant dynamic_keeps_window --report-dir '" + dir.string() +
-                             "' --fixtures " + kSourceDir + "/golden/fixtures --cases " + kSourceDir + "/cases");
+  const Result r = kvconform("run --iterations 5 --mutant dynamic_keeps_window --report-dir '" + dir.string() + "' --fixtures " +
+                             kSourceDir + "/golden/fixtures --cases " + kSourceDir + "/cases");
   EXPECT_EQ(r.code, 1) << r.out.substr(0, 3000);
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("golden/[0-9.]+/[a-z0-9_]+\\([^)]*\\): FAIL step [0-9]+"))) << r.out.substr(0, 3000);
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("backend/[a-z_]+/dynamic/[a-z_]+/[a-z0-9]+\\(.*\\): FAIL"))) << r.out.substr(0, 3000);
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("golden/[0-9.]+/[a-z0-9_]+\\([^)]*\\): FAIL step [0-9]+")))
+      << r.out.substr(0, 3000);
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("backend/[a-z_]+/dynamic/[a-z_]+/[a-z0-9]+\\(.*\\): FAIL")))
+      << r.out.substr(0, 3000);
   EXPECT_NE(r.out.find("property/stored_rows(seed="), std::string::npos);  // the properties still ran after both
   for (const char* f : {"junit.xml", "summary.json", "summary.md", "report.html"}) EXPECT_TRUE(fs::exists(dir / f)) << f;
 }
@@ -310,8 +343,10 @@ TEST(Cli, MutantFailsEverySuiteAndTheRunGoesOn) {
 // The registry: --list prints exactly the ids a --filter run then runs, one line per case, across
 // suites; a filter that matches nothing is bad usage.
 TEST(Cli, ListPrintsExactlyTheIdsFilterRuns) {
-  const std::string filter = "--filter '^(golden/5\\.24\\.0/tf_hybrid|backend/chunked_left_padding/static/(eager|windowed)/|property/stored_rows$)' "
-                             "--iterations 5 --cases " + kSourceDir + "/cases --fixtures " + kSourceDir + "/golden/fixtures";
+  const std::string filter =
+      "--filter '^(golden/5\\.24\\.0/tf_hybrid|backend/chunked_left_padding/static/(eager|windowed)/|property/stored_rows$)' "
+      "--iterations 5 --cases " +
+      kSourceDir + "/cases --fixtures " + kSourceDir + "/golden/fixtures";
   const Result listed = kvconform("run --list " + filter);
   ASSERT_EQ(listed.code, 0) << listed.out;
   std::set<std::string> ids;
@@ -425,8 +460,9 @@ TEST(Cli, SelectorsThatCannotApplyAreRefused) {
 // (absolute binary, --filter for its id, the flags that changed its outcome, the replay string) and
 // fails exactly that case again.
 TEST(Cli, ReproduceLineRunsFromAnywhere) {
-  const Result r = kvconform("run --properties-only --property window_coverage --mutant window_off_by_one+1 --iterations 100 "
-                             "--dtype float32 --no-report");
+  const Result r = kvconform(
+      "run --properties-only --property window_coverage --mutant window_off_by_one+1 --iterations 100 "
+      "--dtype float32 --no-report");
   ASSERT_EQ(r.code, 1) << r.out;
   const std::string key = "  reproduce: ";
   const size_t at = r.stdout_only.find(key);
@@ -448,8 +484,10 @@ TEST(Cli, ReproduceLineRunsFromAnywhere) {
 // -v prints each case's measured error, bound and margin; the reports record them.
 TEST(Cli, VerbosePrintsMeasuredErrorAndReportsRecordIt) {
   const fs::path dir = scratch("measured");
-  const Result r = kvconform("run --suite backend --filter '^backend/decode_across_window/static/eager/float32$' -v "
-                             "--report-dir '" + dir.string() + "'");
+  const Result r = kvconform(
+      "run --suite backend --filter '^backend/decode_across_window/static/eager/float32$' -v "
+      "--report-dir '" +
+      dir.string() + "'");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(std::regex_search(r.stdout_only, std::regex("\n  measured: error [0-9.e+-]+, bound [0-9.e+-]+, margin [0-9.e+-]+ "
                                                           "\\(same-dtype-reference\\)\n")))
@@ -465,8 +503,9 @@ TEST(Cli, VerbosePrintsMeasuredErrorAndReportsRecordIt) {
 TEST(Cli, BuildTreeBinaryFindsItsCheckoutsDataFromAnywhere) {
   const fs::path cwd = scratch("no_data_here");
   const fs::path out = scratch("no_data_here_out") / "out";
-  const int status = std::system(("cd '" + cwd.string() + "' && '" + kBinary + "' run --list --filter '^golden/5\\.24\\.0/window2' >'" +
-                                  out.string() + "' 2>&1").c_str());
+  const int status = std::system(("cd '" + cwd.string() + "' && '" + kBinary +
+                                  "' run --list --filter '^golden/5\\.24\\.0/window2' >'" + out.string() + "' 2>&1")
+                                     .c_str());
   const std::string listed = slurp(out);
   EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0) << listed;
   EXPECT_EQ(listed, "golden/5.24.0/window2_dynamic_sliding\ngolden/5.24.0/window2_static_sliding\n");
@@ -474,8 +513,10 @@ TEST(Cli, BuildTreeBinaryFindsItsCheckoutsDataFromAnywhere) {
 
 TEST(Cli, RunFailureReportsHeatmapAndReproduce) {
   const fs::path dir = scratch("failing");
-  const Result r = kvconform("run --properties-only --iterations 100 --property window_coverage --mutant window_off_by_one+1 "
-                             "--dtype float32 --report-dir '" + dir.string() + "'");
+  const Result r = kvconform(
+      "run --properties-only --iterations 100 --property window_coverage --mutant window_off_by_one+1 "
+      "--dtype float32 --report-dir '" +
+      dir.string() + "'");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("0 passed, 1 failed, 0 skipped"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(dir / "summary.json"));
@@ -490,14 +531,19 @@ TEST(Cli, RunFailureReportsHeatmapAndReproduce) {
 
 TEST(Cli, RunNoReportWritesNothing) {
   const fs::path dir = scratch("none");
-  ASSERT_EQ(kvconform("run --properties-only --iterations 3 --property stored_rows --no-report", "cd '" + dir.string() + "' &&").code, 0);
+  ASSERT_EQ(
+      kvconform("run --properties-only --iterations 3 --property stored_rows --no-report", "cd '" + dir.string() + "' &&").code,
+      0);
   EXPECT_FALSE(fs::exists(dir / "reports"));
 }
 
 TEST(Cli, RunUnwritableReportFolderExitsTwo) {
   const fs::path dir = scratch("blocked");
   { std::ofstream(dir / "file") << "x"; }
-  EXPECT_EQ(kvconform("run --properties-only --iterations 3 --property stored_rows --report-dir '" + (dir / "file").string() + "'").code, 2);
+  EXPECT_EQ(
+      kvconform("run --properties-only --iterations 3 --property stored_rows --report-dir '" + (dir / "file").string() + "'")
+          .code,
+      2);
 }
 
 long long cases_in(const std::string& out) {
@@ -531,9 +577,10 @@ TEST(Seeds, EveryCommandThatDrawsTakesTheOneSeedOption) {
   const Result env = kvconform("fuzz --iterations 5 --batch 5 --property stored_rows --no-write", "KVC_SEED=77");
   EXPECT_NE(env.out.find("seed 77"), std::string::npos) << env.out;
   // A negative or non-numeric seed is bad usage, from the flag or the environment, never a wrapped one.
-  for (const auto& [args, env_seed] : std::vector<std::pair<std::string, std::string>>{
-           {"run --properties-only --no-report --seed -5", ""}, {"fuzz --iterations 5 --no-write", "KVC_SEED=-5"},
-           {"engine --list", "KVC_SEED=abc"}}) {
+  for (const auto& [args, env_seed] :
+       std::vector<std::pair<std::string, std::string>>{{"run --properties-only --no-report --seed -5", ""},
+                                                        {"fuzz --iterations 5 --no-write", "KVC_SEED=-5"},
+                                                        {"engine --list", "KVC_SEED=abc"}}) {
     const Result bad = kvconform(args, env_seed);
     EXPECT_EQ(bad.code, 2) << args << " " << env_seed << ": " << bad.out;
     EXPECT_NE(bad.out.find("is not an integer >= 0"), std::string::npos) << bad.out;
@@ -549,8 +596,9 @@ TEST(Fuzz, TimeBudgetStops) {
 
 TEST(Fuzz, FailuresBecomeCaseFiles) {
   const fs::path out = scratch("regressions"), reports = scratch("fuzz_reports");
-  const Result r = kvconform("fuzz --iterations 200 --property window_coverage --mutant window_off_by_one+1 --max-failures 2 --regressions '" +
-                             out.string() + "' --report-dir '" + reports.string() + "'");
+  const Result r =
+      kvconform("fuzz --iterations 200 --property window_coverage --mutant window_off_by_one+1 --max-failures 2 --regressions '" +
+                out.string() + "' --report-dir '" + reports.string() + "'");
   EXPECT_EQ(r.code, 1) << r.out;
   int files = 0;
   for (const auto& entry : fs::directory_iterator(out / "property" / "window_coverage")) {  // the corpus's folder
@@ -558,7 +606,8 @@ TEST(Fuzz, FailuresBecomeCaseFiles) {
     const auto j = nlohmann::json::parse(slurp(entry.path()));
     EXPECT_TRUE(std::regex_match(entry.path().filename().string(), std::regex("[0-9a-f]{16}[.]json"))) << entry.path();
     EXPECT_EQ(j["name"].get<std::string>() + ".json", entry.path().filename().string());  // a case file's name is its stem
-    for (const char* key : {"description", "cache", "layer_types", "batch", "heads", "kv_heads", "head_dim", "dtype", "steps", "inputs"})
+    for (const char* key :
+         {"description", "cache", "layer_types", "batch", "heads", "kv_heads", "head_dim", "dtype", "steps", "inputs"})
       EXPECT_TRUE(j.contains(key)) << key;
     EXPECT_EQ(j["inputs"]["generator"], "kvc-mix64-v1");
     EXPECT_EQ(j.contains("max_cache_len"), j["cache"] == "static");
@@ -574,11 +623,13 @@ TEST(Fuzz, FailuresBecomeCaseFiles) {
 // the reference; a run that ignores the corpus has nothing of it to run.
 TEST(Regressions, AFoundCaseIsReplayedByTheNextRunByDefault) {
   const fs::path dir = scratch("replayed_by_default");
-  const Result found = kvconform("fuzz --iterations 200 --property window_coverage --mutant window_off_by_one+1 --max-failures 1 --regressions '" +
-                                 (dir / "regressions").string() + "'");
+  const Result found =
+      kvconform("fuzz --iterations 200 --property window_coverage --mutant window_off_by_one+1 --max-failures 1 --regressions '" +
+                (dir / "regressions").string() + "'");
   ASSERT_EQ(found.code, 1) << found.out;
   std::vector<std::string> hashes;
-  for (const auto& e : fs::directory_iterator(dir / "regressions/property/window_coverage")) hashes.push_back(e.path().stem().string());
+  for (const auto& e : fs::directory_iterator(dir / "regressions/property/window_coverage"))
+    hashes.push_back(e.path().stem().string());
   ASSERT_EQ(hashes.size(), 1u) << found.out;
   const std::string id = "property/regressions/window_coverage/" + hashes[0];
   const std::string here = "cd '" + dir.string() + "' &&";
@@ -594,11 +645,13 @@ TEST(Regressions, AFoundCaseIsReplayedByTheNextRunByDefault) {
   EXPECT_EQ(fixed.code, 0) << fixed.out;
   EXPECT_NE(fixed.out.find(id + "(): OK"), std::string::npos) << fixed.out;
   // The saved file is a case file like any other: `kvconform replay` reads it (no fixture: SKIP).
-  const Result replayed = kvconform("replay '" + (dir / "regressions/property/window_coverage" / (hashes[0] + ".json")).string() + "'");
+  const Result replayed =
+      kvconform("replay '" + (dir / "regressions/property/window_coverage" / (hashes[0] + ".json")).string() + "'");
   EXPECT_EQ(replayed.code, 0) << replayed.out;
   // The mutant of the replay: ignoring the corpus leaves nothing to run (exit 2), so the FAIL above
   // came from the saved file.
-  const Result ignored = kvconform("run --filter '^property/regressions/' --mutant window_off_by_one+1 --no-report --no-regressions", here);
+  const Result ignored =
+      kvconform("run --filter '^property/regressions/' --mutant window_off_by_one+1 --no-report --no-regressions", here);
   EXPECT_EQ(ignored.code, 2) << ignored.out;
   EXPECT_NE(ignored.out.find("nothing to run"), std::string::npos) << ignored.out;
 }
@@ -607,11 +660,13 @@ TEST(Regressions, AFoundCaseIsReplayedByTheNextRunByDefault) {
 // as the campaign found it: FAIL under its mutant, naming the command; OK on the reference.
 TEST(Regressions, AFoundValuePropertyCaseReplaysOnTheTensorEngine) {
   const fs::path dir = scratch("value_property_replayed");
-  const Result found = kvconform("fuzz --iterations 200 --property attention_vs_oracle --mutant window_off_by_one+1 --max-failures 1 --regressions '" +
-                                 (dir / "regressions").string() + "'");
+  const Result found = kvconform(
+      "fuzz --iterations 200 --property attention_vs_oracle --mutant window_off_by_one+1 --max-failures 1 --regressions '" +
+      (dir / "regressions").string() + "'");
   ASSERT_EQ(found.code, 1) << found.out;
   std::vector<std::string> hashes;
-  for (const auto& e : fs::directory_iterator(dir / "regressions/property/attention_vs_oracle")) hashes.push_back(e.path().stem().string());
+  for (const auto& e : fs::directory_iterator(dir / "regressions/property/attention_vs_oracle"))
+    hashes.push_back(e.path().stem().string());
   ASSERT_EQ(hashes.size(), 1u) << found.out;
   const std::string id = "property/regressions/attention_vs_oracle/" + hashes[0];
   const std::string here = "cd '" + dir.string() + "' &&";
@@ -637,12 +692,18 @@ TEST(Regressions, ACorruptSavedCaseIsItsOwnFail) {
   EXPECT_EQ(r.code, 1) << r.out;
   const std::string file1 = (dir / "property/stored_rows/0000000000000001.json").string();
   const std::string file2 = (dir / "property/stored_rows/0000000000000002.json").string();
-  EXPECT_NE(r.out.find("property/regressions/stored_rows/0000000000000001(): FAIL the saved case does not load: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("property/regressions/stored_rows/0000000000000001(): FAIL the saved case does not load: "),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find(file1), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("property/regressions/stored_rows/0000000000000002(): FAIL the saved case does not load: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("property/regressions/stored_rows/0000000000000002(): FAIL the saved case does not load: "),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find(file2), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("property/regressions/no_such_property/0000000000000003(): FAIL the saved case does not load: unknown property"),
-            std::string::npos) << r.out;
+  EXPECT_NE(
+      r.out.find("property/regressions/no_such_property/0000000000000003(): FAIL the saved case does not load: unknown property"),
+      std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("0 passed, 3 failed"), std::string::npos) << r.out;
 }
 
@@ -661,8 +722,9 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
   EXPECT_EQ(ok.code, 0) << ok.out;
   EXPECT_NE(ok.out.find("(10 sequences,"), std::string::npos) << ok.out;  // shard 1 of 2: the odd ones
   EXPECT_NE(ok.out.find(" 0 disagreements"), std::string::npos) << ok.out;
-  const Result bad = kvconform("fuzz --differential --iterations 8 --workers 3 --release 4.57.6 --reference-release 5.24.0 --regressions '" +
-                               bad_dir.string() + "'" + root);
+  const Result bad =
+      kvconform("fuzz --differential --iterations 8 --workers 3 --release 4.57.6 --reference-release 5.24.0 --regressions '" +
+                bad_dir.string() + "'" + root);
   EXPECT_EQ(bad.code, 1) << bad.out;
   // 4.57.6 passes cache_position, 5.24.0's behaviours do not: the first differing field of each step.
   EXPECT_NE(bad.out.find("cache_position: transformers [0,"), std::string::npos) << bad.out;
@@ -677,8 +739,9 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
   // One worker finds the same disagreements, shrinks them to the same files and prints the same
   // report (but for the seconds, the rate and the folder).
   const fs::path one_dir = scratch("differential_one");
-  const Result one = kvconform("fuzz --differential --iterations 8 --workers 1 --release 4.57.6 --reference-release 5.24.0 --regressions '" +
-                               one_dir.string() + "'" + root);
+  const Result one =
+      kvconform("fuzz --differential --iterations 8 --workers 1 --release 4.57.6 --reference-release 5.24.0 --regressions '" +
+                one_dir.string() + "'" + root);
   auto normal = [](std::string s, const fs::path& dir) {
     for (size_t at; (at = s.find(dir.string())) != std::string::npos;) s.replace(at, dir.string().size(), "DIR");
     s = std::regex_replace(s, std::regex("[^\\n]*dumper workers\\n"), "");
@@ -695,9 +758,10 @@ TEST(Bench, VsPythonPrintsBothSidesAndTheRatio) {
   if (!fs::exists(fs::path(kSourceDir) / "golden/.venv-5.24.0/bin/python"))
     GTEST_SKIP() << "golden environment 5.24.0 not built (bash golden/setup_env.sh 5.24.0)";
   const fs::path dir = scratch("vs_python");
-  const Result r = kvconform("bench --vs-python --release 5.24.0 --traces 10 --python-repeats 2 --campaign-traces 100 "
-                             "--differential-sequences 6 --workers 2 --json '" + (dir / "vs.json").string() +
-                             "' --root " + kSourceDir);
+  const Result r = kvconform(
+      "bench --vs-python --release 5.24.0 --traces 10 --python-repeats 2 --campaign-traces 100 "
+      "--differential-sequences 6 --workers 2 --json '" +
+      (dir / "vs.json").string() + "' --root " + kSourceDir);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("python golden/dump.py dump_case"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("x python"), std::string::npos) << r.out;
@@ -727,7 +791,8 @@ TEST(Bench, QuickGridWritesJson) {
 TEST(Bench, FilterTimesExactlyTheIdsRunLists) {
   const fs::path dir = scratch("bench_cases");
   const std::string paths = " --cases " + kSourceDir + "/cases --fixtures " + kSourceDir + "/golden/fixtures";
-  const std::string filter = "'^(golden/5\\.24\\.0/tf_hybrid_cache$|backend/chunked_left_padding/static/eager/|property/stored_rows$)'";
+  const std::string filter =
+      "'^(golden/5\\.24\\.0/tf_hybrid_cache$|backend/chunked_left_padding/static/eager/|property/stored_rows$)'";
   const Result listed = kvconform("run --list --filter " + filter + paths);
   ASSERT_EQ(listed.code, 0) << listed.out;
   std::set<std::string> ids;
@@ -826,8 +891,8 @@ TEST(Replay, ExplainMarksMismatches) {
   auto fixture = nlohmann::json::parse(slurp(kSourceDir + "/golden/fixtures/5.24.0/tf_hybrid_cache.json"));
   fixture["steps"][1]["layers"][1]["bool_mask"][0][0] = "01";  // transformers would not attend key 2
   std::ofstream(dir / "5.24.0/tf_hybrid_cache.json") << fixture.dump();
-  const Result e = kvconform(std::string("explain ") + kSourceDir + "/cases/tf_hybrid_cache.json --step 1 --fixtures '" +
-                             dir.string() + "'");
+  const Result e =
+      kvconform(std::string("explain ") + kSourceDir + "/cases/tf_hybrid_cache.json --step 1 --fixtures '" + dir.string() + "'");
   EXPECT_EQ(e.code, 1) << e.out;
   EXPECT_NE(e.out.find("  q3    +#\n"), std::string::npos) << e.out;
   EXPECT_NE(e.out.find("1 differences"), std::string::npos) << e.out;
@@ -874,15 +939,15 @@ TEST(HostileInput, CapsAndRangesExitTwoNamingFileAndPointer) {
   // `run` replays cases named by a fixtures manifest.
   fs::create_directories(dir / "fixtures/5.24.0");
   std::ofstream(dir / "fixtures/5.24.0/manifest.json") << R"({"cases": {"tokens": {"case_file": "cases/tokens.json"}}})";
-  const Result r = kvconform("run --golden-only --no-report --fixtures '" + (dir / "fixtures").string() + "' --cases '" +
-                             dir.string() + "'");
+  const Result r =
+      kvconform("run --golden-only --no-report --fixtures '" + (dir / "fixtures").string() + "' --cases '" + dir.string() + "'");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("tokens.json: /steps/1/tokens: 2000000000 exceeds the cap"), std::string::npos) << r.out;
 }
 
 TEST(HostileInput, CapsAreRaisedByEnvironmentAndLiftedByFlag) {
-  const std::string replay = std::string("replay ") + kSourceDir + "/cases/tf_hybrid_cache.json --fixtures " +
-                             kSourceDir + "/golden/fixtures";
+  const std::string replay =
+      std::string("replay ") + kSourceDir + "/cases/tf_hybrid_cache.json --fixtures " + kSourceDir + "/golden/fixtures";
   const Result low = kvconform(replay, "KVC_MAX_TOKENS=2");
   EXPECT_EQ(low.code, 2) << low.out;
   EXPECT_NE(low.out.find("tf_hybrid_cache.json: /steps/0/tokens: 3 exceeds the cap of 2 tokens per case"), std::string::npos)
@@ -904,16 +969,16 @@ TEST(HostileInput, MalformedFixtureIsNamedByFileAndPointer) {
   auto fixture = nlohmann::json::parse(slurp(kSourceDir + "/golden/fixtures/5.24.0/tf_hybrid_cache.json"));
   fixture["steps"][0]["layers"][1]["attention"]["eager"]["hex"] = std::string(200, '0');
   std::ofstream(dir / "5.24.0/tf_hybrid_cache.json") << fixture.dump();
-  const Result r = kvconform(std::string("replay ") + kSourceDir + "/cases/tf_hybrid_cache.json --fixtures '" +
-                             dir.string() + "'");
+  const Result r =
+      kvconform(std::string("replay ") + kSourceDir + "/cases/tf_hybrid_cache.json --fixtures '" + dir.string() + "'");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("tf_hybrid_cache.json: /steps/0/layers/1/attention/eager/hex: 200 hex digits, the shape and dtype "
                        "make 24"),
             std::string::npos)
       << r.out;
   std::ofstream(dir / "5.24.0/tf_hybrid_cache.json") << R"({"format": "kvconform-fixture-v1", "steps": [{"layers": 1e999}]})";
-  const Result n = kvconform(std::string("replay ") + kSourceDir + "/cases/tf_hybrid_cache.json --fixtures '" +
-                             dir.string() + "'");
+  const Result n =
+      kvconform(std::string("replay ") + kSourceDir + "/cases/tf_hybrid_cache.json --fixtures '" + dir.string() + "'");
   EXPECT_EQ(n.code, 2) << n.out;
   EXPECT_NE(n.out.find("tf_hybrid_cache.json: /steps/0/layers: number overflow parsing '1e999'"), std::string::npos) << n.out;
 }
@@ -953,7 +1018,8 @@ std::string first_difference(const std::string& got, const std::string& want) {
     const bool more_a = static_cast<bool>(std::getline(a, la)), more_b = static_cast<bool>(std::getline(b, lb));
     if (!more_a && !more_b) return "";
     if (more_a != more_b || la != lb)
-      return "line " + std::to_string(line) + ":\n  merged:    " + (more_a ? la : "(end)") + "\n  unsharded: " + (more_b ? lb : "(end)");
+      return "line " + std::to_string(line) + ":\n  merged:    " + (more_a ? la : "(end)") +
+             "\n  unsharded: " + (more_b ? lb : "(end)");
   }
 }
 
@@ -969,8 +1035,8 @@ int expect_merge_equals_unsharded(const std::string& name, const std::string& ar
     std::string dirs;
     for (int k = 0; k < n; ++k) {
       const fs::path d = root / ("n" + std::to_string(n) + "_shard" + std::to_string(k));
-      const Result shard = kvconform(args + " --shard " + std::to_string(k) + "/" + std::to_string(n) + " --report-dir '" +
-                                     d.string() + "'", env);
+      const Result shard =
+          kvconform(args + " --shard " + std::to_string(k) + "/" + std::to_string(n) + " --report-dir '" + d.string() + "'", env);
       EXPECT_TRUE(shard.code == 0 || shard.code == 1) << shard.out;
       dirs += " '" + d.string() + "'";
     }
@@ -992,8 +1058,9 @@ const std::vector<int> kShardCounts = {1, 2, 3, 5};
 // Golden fixtures, backend cases and properties, all three failing under a mutant (shrunk property
 // failures included) and passing without it; with --timings the timings are the only difference.
 TEST(Cli, MergedShardsOfRunEqualTheUnshardedRun) {
-  const std::string base = "run --suite golden,backend,property --iterations 5 --filter "
-                           "'window2|rows$|window_coverage|decode_across_window/static/(eager|sdpa)/float(32|64)'";
+  const std::string base =
+      "run --suite golden,backend,property --iterations 5 --filter "
+      "'window2|rows$|window_coverage|decode_across_window/static/(eager|sdpa)/float(32|64)'";
   EXPECT_EQ(expect_merge_equals_unsharded("run_pass", base, {2, 5}), 0);
   EXPECT_EQ(expect_merge_equals_unsharded("run_mutant", base + " --mutant window_off_by_one+1", kShardCounts), 1);
   EXPECT_EQ(expect_merge_equals_unsharded("run_timed", base + " --timings", {2}), 0);
@@ -1006,8 +1073,9 @@ TEST(Cli, MergedShardsOfRunEqualTheUnshardedRun) {
 // the pass lines' case counts summed over the shards.
 TEST(Cli, MergedShardsOfFuzzEqualTheUnshardedRun) {
   const fs::path out = scratch("merge_fuzz_cases");
-  const std::string base = "fuzz --iterations 50 --batch 10 --property 'stored_rows|window_coverage' --max-failures 100 --regressions '" +
-                           out.string() + "'";
+  const std::string base =
+      "fuzz --iterations 50 --batch 10 --property 'stored_rows|window_coverage' --max-failures 100 --regressions '" +
+      out.string() + "'";
   EXPECT_EQ(expect_merge_equals_unsharded("fuzz_pass", base, {2, 5}), 0);
   EXPECT_EQ(expect_merge_equals_unsharded("fuzz_mutant", base + " --mutant window_off_by_one+1", kShardCounts), 1);
   const nlohmann::json merged = nlohmann::json::parse(slurp(scratch_root() / "merge_fuzz_mutant/merged3/summary.json"));
@@ -1068,17 +1136,21 @@ TEST(Cli, MergeRefusesShardsOfDifferentRuns) {
   std::ofstream(root / "unrecorded/summary.json") << j.dump(2) << "\n";
   const fs::path fuzz_dir = root / "fuzz";
   ASSERT_EQ(kvconform("fuzz --iterations 10 --batch 10 --property stored_rows --no-write --shard 1/2 --report-dir '" +
-                      fuzz_dir.string() + "'").code, 0);
+                      fuzz_dir.string() + "'")
+                .code,
+            0);
   const auto q = [&](const char* name) { return "'" + (root / name).string() + "'"; };
 
   const std::vector<std::pair<std::string, std::string>> refusals = {
       {a0 + " " + seed, (root / "seed").string() + ": seed differs: \"8\" here, \"20250917\" in " + (root / "a0").string()},
-      {a0 + " " + iterations, (root / "iterations").string() + ": command differs: \"kvconform run --suite property --property 'rows$' --iterations 4\" here"},
+      {a0 + " " + iterations, (root / "iterations").string() +
+                                  ": command differs: \"kvconform run --suite property --property 'rows$' --iterations 4\" here"},
       {a0 + " " + q("build"), (root / "build").string() + ": run.build differs: \"0000000000ff\" here"},
       {a0 + " " + q("fuzz"), (root / "fuzz").string() + ": run.subcommand differs: \"fuzz\" here, \"run\" in"},
       {a0 + " " + c1, (root / "c1").string() + ": run.shard.count differs: \"3\" here, \"2\" in " + (root / "a0").string()},
       {a0, "shard 1/2 missing: 1 of 2 shards given"},
-      {a0 + " " + a1 + " " + q("a0_again"), (root / "a0_again").string() + " and " + (root / "a0").string() + " are both shard 0/2"},
+      {a0 + " " + a1 + " " + q("a0_again"),
+       (root / "a0_again").string() + " and " + (root / "a0").string() + " are both shard 0/2"},
       {a0 + " " + q("empty"), (root / "empty").string() + ": no summary.json (not a kvconform report folder)"},
       {a0 + " " + q("unrecorded"), (root / "unrecorded/summary.json").string() + ": no \"run\" record"},
       {a0 + " " + q("nonexistent"), (root / "nonexistent").string() + ": not a folder"},
@@ -1116,11 +1188,11 @@ TEST(Cli, ShardFromEverySchedulersVariables) {
   EXPECT_EQ(a, b);
   const std::string one = kvconform(list + " --shard 1/3").stdout_only, two = kvconform(list + " --shard 2/3").stdout_only;
   ASSERT_NE(one, two);
-  for (const std::string& env : {"GTEST_SHARD_INDEX=1 GTEST_TOTAL_SHARDS=3", "JOB_COMPLETION_INDEX=1 KVC_SHARD_COUNT=3",
-                                 "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=3",
-                                 "SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_COUNT=3",
-                                 "SLURM_ARRAY_TASK_ID=14 SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_STEP=10 SLURM_ARRAY_TASK_COUNT=3",
-                                 "GTEST_SHARD_INDEX=1 GTEST_TOTAL_SHARDS=3 SLURM_ARRAY_TASK_ID=2 SLURM_ARRAY_TASK_COUNT=3"}) {
+  for (const std::string& env :
+       {"GTEST_SHARD_INDEX=1 GTEST_TOTAL_SHARDS=3", "JOB_COMPLETION_INDEX=1 KVC_SHARD_COUNT=3",
+        "SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=3", "SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_COUNT=3",
+        "SLURM_ARRAY_TASK_ID=14 SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_STEP=10 SLURM_ARRAY_TASK_COUNT=3",
+        "GTEST_SHARD_INDEX=1 GTEST_TOTAL_SHARDS=3 SLURM_ARRAY_TASK_ID=2 SLURM_ARRAY_TASK_COUNT=3"}) {
     const Result r = kvconform(list, env);
     EXPECT_EQ(r.code, 0) << env << "\n" << r.out;
     EXPECT_EQ(r.stdout_only, one) << env;
@@ -1128,22 +1200,25 @@ TEST(Cli, ShardFromEverySchedulersVariables) {
   const Result flag_count = kvconform(list + " --shard-count 3", "JOB_COMPLETION_INDEX=1");
   EXPECT_EQ(flag_count.stdout_only, one) << flag_count.out;
   // --shard (a CI matrix) wins over every variable.
-  const Result wins = kvconform(list + " --shard 2/3", "GTEST_SHARD_INDEX=1 GTEST_TOTAL_SHARDS=3 JOB_COMPLETION_INDEX=1 "
-                                                       "KVC_SHARD_COUNT=3 SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=3");
+  const Result wins = kvconform(list + " --shard 2/3",
+                                "GTEST_SHARD_INDEX=1 GTEST_TOTAL_SHARDS=3 JOB_COMPLETION_INDEX=1 "
+                                "KVC_SHARD_COUNT=3 SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=3");
   EXPECT_EQ(wins.stdout_only, two) << wins.out;
   const std::vector<std::pair<std::string, std::string>> bad = {
       {"GTEST_SHARD_INDEX=x GTEST_TOTAL_SHARDS=3", "GTEST_SHARD_INDEX=x: not a non-negative integer"},
       {"GTEST_SHARD_INDEX=3 GTEST_TOTAL_SHARDS=3", "GTEST_SHARD_INDEX=3, GTEST_TOTAL_SHARDS=3: need 0 <= index < count"},
       {"GTEST_TOTAL_SHARDS=3", "GTEST_SHARD_INDEX and GTEST_TOTAL_SHARDS must be set together (GTEST_TOTAL_SHARDS=3 alone)"},
       {"JOB_COMPLETION_INDEX=1", "JOB_COMPLETION_INDEX=1 (a Kubernetes Indexed Job) names the shard but not the count"},
-      {"JOB_COMPLETION_INDEX=3 KVC_SHARD_COUNT=3", "JOB_COMPLETION_INDEX=3: need an index below the shard count (KVC_SHARD_COUNT=3)"},
+      {"JOB_COMPLETION_INDEX=3 KVC_SHARD_COUNT=3",
+       "JOB_COMPLETION_INDEX=3: need an index below the shard count (KVC_SHARD_COUNT=3)"},
       {"JOB_COMPLETION_INDEX=-1 KVC_SHARD_COUNT=3", "JOB_COMPLETION_INDEX=-1: not a non-negative integer"},
       {"JOB_COMPLETION_INDEX=0 KVC_SHARD_COUNT=0", "KVC_SHARD_COUNT=0: the shard count must be at least 1"},
       {"KVC_SHARD_COUNT=3", "KVC_SHARD_COUNT=3 is given, but no JOB_COMPLETION_INDEX names the shard"},
       {"SLURM_ARRAY_TASK_ID=1", "SLURM_ARRAY_TASK_ID=1 without SLURM_ARRAY_TASK_COUNT"},
       {"SLURM_ARRAY_TASK_ID=2 SLURM_ARRAY_TASK_MIN=4 SLURM_ARRAY_TASK_COUNT=3",
        "SLURM_ARRAY_TASK_ID=2, SLURM_ARRAY_TASK_MIN=4, SLURM_ARRAY_TASK_COUNT=3: the task is not MIN + k * STEP"},
-      {"SLURM_ARRAY_TASK_ID=7 SLURM_ARRAY_TASK_COUNT=3", "SLURM_ARRAY_TASK_ID=7, SLURM_ARRAY_TASK_COUNT=3: need 0 <= index < count"},
+      {"SLURM_ARRAY_TASK_ID=7 SLURM_ARRAY_TASK_COUNT=3",
+       "SLURM_ARRAY_TASK_ID=7, SLURM_ARRAY_TASK_COUNT=3: need 0 <= index < count"},
       {"SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=three", "SLURM_ARRAY_TASK_COUNT=three: not a non-negative integer"},
   };
   for (const auto& [env, message] : bad) {
@@ -1180,7 +1255,8 @@ TEST(Cli, AnEngineConfigurationNarrowsTheHeadSizesItsModelsAreDrawnWith) {
     return f.string();
   };
   const std::string cd = std::string("cd '") + kSourceDir + "' &&";
-  const Result r = kvconform("engine --config '" + config("good.json", "[32]") + "' --plans models --family '^mistral$' --iterations 1 --campaign-models '" +
+  const Result r = kvconform("engine --config '" + config("good.json", "[32]") +
+                                 "' --plans models --family '^mistral$' --iterations 1 --campaign-models '" +
                                  (dir / "models").string() + "' --no-report",
                              cd);
   EXPECT_EQ(r.code, 0) << r.out;
@@ -1189,7 +1265,8 @@ TEST(Cli, AnEngineConfigurationNarrowsTheHeadSizesItsModelsAreDrawnWith) {
   ASSERT_TRUE(fs::exists(drawn)) << r.out;
   EXPECT_EQ(nlohmann::json::parse(slurp(drawn)).at("head_dim"), 32);
   for (const char* bad : {"[3]", "[]", "\"32\""}) {
-    const Result refused = kvconform("engine --config '" + config("bad.json", bad) + "' --plans models --family '^mistral$' --no-report", cd);
+    const Result refused =
+        kvconform("engine --config '" + config("bad.json", bad) + "' --plans models --family '^mistral$' --no-report", cd);
     EXPECT_EQ(refused.code, 2) << bad << ": " << refused.out;
     EXPECT_NE(refused.out.find("bad.json: /engines/0/head_dims"), std::string::npos) << bad << ": " << refused.out;
   }

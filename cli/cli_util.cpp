@@ -34,8 +34,8 @@ long long parse_count(const std::string& text, const std::string& what) {
 }  // namespace
 
 std::string shell_quote(const std::string& word) {
-  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") ==
-                           std::string::npos)
+  if (!word.empty() &&
+      word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == std::string::npos)
     return word;
   std::string out = "'";
   for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -105,8 +105,8 @@ void CaseResults::record(const report::CaseResult& r, bool verbose) const {
   report::write_file_atomically(dir_ + "/" + case_result_file(r.id), text.str());
 }
 
-Selection Selection::make(const std::string& filter, const std::vector<std::string>& suites,
-                          const std::string& case_regex, const std::string& property_regex) {
+Selection Selection::make(const std::string& filter, const std::vector<std::string>& suites, const std::string& case_regex,
+                          const std::string& property_regex) {
   Selection s;
   s.suites = suites;
   const auto compile = [](const std::string& flag, const std::string& text) -> std::optional<std::regex> {
@@ -203,7 +203,8 @@ Shard resolve_shard(const std::string& flag, const std::string& count_flag, EnvL
     s.index = variable_number("JOB_COMPLETION_INDEX", *job);
     s.source = "JOB_COMPLETION_INDEX=" + *job;
     if (!count)
-      throw std::invalid_argument(s.source + " (a Kubernetes Indexed Job) names the shard but not the count: pass "
+      throw std::invalid_argument(s.source +
+                                  " (a Kubernetes Indexed Job) names the shard but not the count: pass "
                                   "--shard-count N or set KVC_SHARD_COUNT to the Job's completions");
     s.count = *count;
     if (s.index >= s.count)
@@ -219,7 +220,8 @@ Shard resolve_shard(const std::string& flag, const std::string& count_flag, EnvL
     s.source = "SLURM_ARRAY_TASK_ID=" + *task + (min ? ", SLURM_ARRAY_TASK_MIN=" + *min : "") +
                (step ? ", SLURM_ARRAY_TASK_STEP=" + *step : "") + ", SLURM_ARRAY_TASK_COUNT=" + *total;
     if (stride < 1 || id < first || (id - first) % stride != 0)
-      throw std::invalid_argument(s.source + ": the task is not MIN + k * STEP (an array like --array=1-8 or 0-30:10 shards; "
+      throw std::invalid_argument(s.source +
+                                  ": the task is not MIN + k * STEP (an array like --array=1-8 or 0-30:10 shards; "
                                   "a list like --array=1,5,6 does not)");
     s.index = (id - first) / stride;
     s.count = variable_number("SLURM_ARRAY_TASK_COUNT", *total);
@@ -234,8 +236,9 @@ Shard resolve_shard(const std::string& flag, const std::string& count_flag, EnvL
 
 void add_shard_options(CLI::App* cmd, std::string& shard, std::string& shard_count, const std::string& units) {
   cmd->add_option("--shard", shard,
-                  "i/n: run only the " + units + " u with u % n == i (0-based); wins over the schedulers' variables "
-                  "(GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS, JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID; docs/sharding.md)");
+                  "i/n: run only the " + units +
+                      " u with u % n == i (0-based); wins over the schedulers' variables "
+                      "(GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS, JOB_COMPLETION_INDEX, SLURM_ARRAY_TASK_ID; docs/sharding.md)");
   cmd->add_option("--shard-count", shard_count,
                   "The shard count of a Kubernetes Indexed Job (JOB_COMPLETION_INDEX names the shard; or KVC_SHARD_COUNT)");
 }

@@ -69,15 +69,14 @@ void add_shard_options(CLI::App* cmd, std::string& shard, std::string& shard_cou
 
 // The scenario file (cases/schema.json) of a shrunk property counterexample (fuzz_command.cpp), for
 // regressions::save, which names it; `message` is the failure's last line.
-nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Property property, Mutation mutation,
-                                 uint64_t seed, const std::string& message);
+nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Property property, Mutation mutation, uint64_t seed,
+                                 const std::string& message);
 
 // One line per case, opened by its registry id (what --filter matches), then the status and message;
 // with -v the measured error against its bound; for a FAIL its detail (unless longer than
 // `fail_detail_limit` characters without -v) and its reproduce line. `run` and `engine` print with it.
 void print_case_line(const report::CaseResult& r, bool verbose, size_t fail_detail_limit = std::string::npos);
-void print_case_line(std::ostream& os, const report::CaseResult& r, bool verbose,
-                     size_t fail_detail_limit = std::string::npos);
+void print_case_line(std::ostream& os, const report::CaseResult& r, bool verbose, size_t fail_detail_limit = std::string::npos);
 
 // `--case-results DIR`: one file per case, for test runners that name every case (ctest's per-case
 // tests, cli/discover_cases.cmake.in) while one process runs them all. The file is

@@ -20,7 +20,9 @@ bool has_word(const std::string& command, const std::string& word) {
 }
 }  // namespace
 
-bool recorded_allow_nothing_checked(const report::RunSummary& summary) { return has_word(summary.command, "--allow-nothing-checked"); }
+bool recorded_allow_nothing_checked(const report::RunSummary& summary) {
+  return has_word(summary.command, "--allow-nothing-checked");
+}
 
 std::string group_of(const report::RunRecord& record, const report::CaseResult& c) {
   if (record.subcommand == "differential") return c.name.substr(0, c.name.find('/'));

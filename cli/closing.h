@@ -31,7 +31,6 @@ std::string group_of(const report::RunRecord& record, const report::CaseResult& 
 
 // The differential campaign's lines for one version (its verdict and counts, then every
 // disagreement and its saved case file); `seconds` where measured.
-void print_differential_version(const report::RunSummary& summary, const std::string& version,
-                                std::optional<double> seconds);
+void print_differential_version(const report::RunSummary& summary, const std::string& version, std::optional<double> seconds);
 
 }  // namespace kvc::cli

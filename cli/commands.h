@@ -18,14 +18,14 @@
 namespace kvc::cli {
 
 Runner add_run_command(CLI::App& app);
-Runner add_fuzz_command(CLI::App& app);    // fuzz_command.cpp
-Runner add_bench_command(CLI::App& app);   // bench_command.cpp (the one CLI file with LibTorch)
+Runner add_fuzz_command(CLI::App& app);     // fuzz_command.cpp
+Runner add_bench_command(CLI::App& app);    // bench_command.cpp (the one CLI file with LibTorch)
 Runner add_replay_command(CLI::App& app);   // replay_command.cpp
 Runner add_explain_command(CLI::App& app);  // replay_command.cpp
-Runner add_golden_command(CLI::App& app);  // golden_command.cpp
-Runner add_engine_command(CLI::App& app);  // engine_command.cpp
-Runner add_merge_command(CLI::App& app);   // merge_command.cpp
-Runner add_site_command(CLI::App& app);    // site_command.cpp
+Runner add_golden_command(CLI::App& app);   // golden_command.cpp
+Runner add_engine_command(CLI::App& app);   // engine_command.cpp
+Runner add_merge_command(CLI::App& app);    // merge_command.cpp
+Runner add_site_command(CLI::App& app);     // site_command.cpp
 
 // Transformers versions with a pinned dumper environment (golden/requirements-<version>.txt), sorted.
 std::vector<std::string> pinned_versions(const std::string& repo_root);
@@ -35,28 +35,28 @@ struct DifferentialRequest {
   uint64_t seed = kvc::seeds::kDefaultSeed;
   int64_t iterations = 1000;
   double time_budget_s = 0;
-  std::vector<std::string> versions;  // empty: every pinned version
+  std::vector<std::string> versions;    // empty: every pinned version
   std::string out_dir = "regressions";  // the found-case corpus (kvconform/regressions.h)
   std::string root = ".";
-  std::string reference_release;  // empty: each version's own (behaviours_for_release)
-  std::string mutant = "none";    // --mutant: the reference is deliberately wrong, so it must disagree
+  std::string reference_release;             // empty: each version's own (behaviours_for_release)
+  std::string mutant = "none";               // --mutant: the reference is deliberately wrong, so it must disagree
   int64_t shard_index = 0, shard_count = 1;  // this worker runs the sequences i with i % count == index
-  int64_t workers = 0;  // dumper processes in parallel; 0: one per core
-  std::string report_dir;  // junit.xml, summary.json, summary.md, report.html here; empty: none
+  int64_t workers = 0;                       // dumper processes in parallel; 0: one per core
+  std::string report_dir;                    // junit.xml, summary.json, summary.md, report.html here; empty: none
 };
 int run_differential(const DifferentialRequest& request);
 
 // kvconform bench --vs-python (bench_vs_python.cpp).
 struct VsPythonRequest {
   std::string root = ".";
-  std::string version;               // transformers version of the Python side; empty: the newest pinned
+  std::string version;  // transformers version of the Python side; empty: the newest pinned
   uint64_t seed = kvc::seeds::kDefaultSeed;
-  int64_t traces = 200;              // identical traces for both sides
-  int64_t campaign_traces = 100000;  // random traces per fast-engine campaign
-  int64_t python_repeats = 3;        // passes of golden/bench_dump.py over the traces (its figure varies)
-  double min_seconds = 0.5;          // each C++ measurement repeats the traces for at least this long
+  int64_t traces = 200;                   // identical traces for both sides
+  int64_t campaign_traces = 100000;       // random traces per fast-engine campaign
+  int64_t python_repeats = 3;             // passes of golden/bench_dump.py over the traces (its figure varies)
+  double min_seconds = 0.5;               // each C++ measurement repeats the traces for at least this long
   int64_t differential_sequences = 1000;  // fuzz --differential sequences timed with the dumper pool (0: none)
-  int64_t workers = 0;                   // its dumper processes; 0: one per core
+  int64_t workers = 0;                    // its dumper processes; 0: one per core
 };
 int run_vs_python(const VsPythonRequest& request, nlohmann::ordered_json* json_out);
 
@@ -89,13 +89,10 @@ std::unique_ptr<RunRegistry> make_run_registry(const std::string& fixtures, cons
 template <class T>
 CLI::Option* add_old_spelling(CLI::App* cmd, const std::string& old_name, CLI::Option* current, T& target) {
   const std::string sub = cmd->get_name(), new_name = current->get_name();
-  return cmd->add_option(old_name, target)
-      ->group("")
-      ->excludes(current)
-      ->each([sub, old_name, new_name](const std::string&) {
-        std::cerr << "kvconform " << sub << ": " << old_name << " is now " << new_name
-                  << " (the old spelling is accepted until kvconform 0.2)\n";
-      });
+  return cmd->add_option(old_name, target)->group("")->excludes(current)->each([sub, old_name, new_name](const std::string&) {
+    std::cerr << "kvconform " << sub << ": " << old_name << " is now " << new_name
+              << " (the old spelling is accepted until kvconform 0.2)\n";
+  });
 }
 
 // `--seed` of every command: one default, one environment variable, one meaning (kvconform/seeds.h).

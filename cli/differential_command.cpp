@@ -50,15 +50,18 @@ int run_differential(const DifferentialRequest& req) {
     o.workers = req.workers > 0 ? req.workers : std::max<int64_t>(1, sysconf(_SC_NPROCESSORS_ONLN));
     if (tty)
       o.progress = [&](int64_t done, int64_t bad) {
-        if (done % 50 == 0) std::fprintf(stderr, "\r%s: %lld sequences, %lld disagreements", v.c_str(), (long long)done, (long long)bad);
+        if (done % 50 == 0)
+          std::fprintf(stderr, "\r%s: %lld sequences, %lld disagreements", v.c_str(), (long long)done, (long long)bad);
       };
     const differential::Summary s = differential::run(o);
     if (tty) std::fprintf(stderr, "\n");
     // On stderr: the report itself is the same for any worker count.
     std::fprintf(stderr, "%s: %.2f sequences/s with %d dumper workers\n", v.c_str(),
                  static_cast<double>(s.sequences) / std::max(s.seconds, 1e-9), s.workers);
-    for (const auto& [field, value] : {std::pair<const char*, int64_t>{"sequences/", s.sequences}, {"steps/", s.steps},
-                                       {"disagreements/", s.disagreements}, {"deviations/", s.deviations}})
+    for (const auto& [field, value] : {std::pair<const char*, int64_t>{"sequences/", s.sequences},
+                                       {"steps/", s.steps},
+                                       {"disagreements/", s.disagreements},
+                                       {"deviations/", s.deviations}})
       summary.record.counters.emplace_back(field + v, value);
     report::CaseResult c = report::named(report::CampaignKey{"differential", ""});
     c.params = "seed=" + std::to_string(req.seed) + (req.reference_release.empty() ? "" : ",reference=" + req.reference_release) +

@@ -94,7 +94,8 @@ std::vector<Configured> read_config(const std::string& path) {
     c.spec.timeout_s = e.value("timeout", 120.0);
     c.ci = e.value("ci", false);
     if (e.contains("expectations") && (!e["expectations"].is_string() || e["expectations"].get<std::string>().empty()))
-      throw std::invalid_argument(at + "/expectations: must be a file name relative to the checkout, got " + e["expectations"].dump());
+      throw std::invalid_argument(at + "/expectations: must be a file name relative to the checkout, got " +
+                                  e["expectations"].dump());
     std::smatch folder;
     if (e.contains("expectations")) c.expectations = e["expectations"];
     else if (std::regex_search(c.spec.command, folder, std::regex(R"((^|[\s/"'])engines/([A-Za-z0-9_.-]+)/)")))
@@ -149,7 +150,8 @@ std::vector<ConfiguredPair> read_pairs(const std::string& path, const std::vecto
 std::string make_models_script() {
   const std::string script = data_folder("engines/models/make_models.py", false, "engines/models/make_models.py");
   if (!fs::exists(script))
-    throw std::invalid_argument(script + " not found (neither here, installed nor in the checkout kvconform was built from): "
+    throw std::invalid_argument(script +
+                                " not found (neither here, installed nor in the checkout kvconform was built from): "
                                 "run kvconform engine from the repository root");
   return script;
 }
@@ -205,7 +207,8 @@ std::string ensure_models(const std::string& dir, const std::regex& model_re, bo
   std::string cmd = "python3 " + shell_quote(script) + " " + shell_quote(dir);
   for (const std::string& name : missing) cmd += " --only " + shell_quote(name);
   cmd += " >&2";
-  std::cerr << "engine: writing " << missing.size() << (missing.size() == 1 ? " model" : " models") << " of the tiny model zoo: " << cmd << "\n";
+  std::cerr << "engine: writing " << missing.size() << (missing.size() == 1 ? " model" : " models")
+            << " of the tiny model zoo: " << cmd << "\n";
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("could not write the model zoo into " + dir + " (" + cmd + ")");
   std::set<std::string> now = stamped();
   now.insert(missing.begin(), missing.end());
@@ -260,7 +263,8 @@ engine::ModelSource model_source(const std::string& dir, const std::vector<int>&
   s.draw = [server, narrowed](const std::string& family, uint64_t seed, int64_t index) {
     const std::string spec = family + ":" + std::to_string(seed) + ":" + std::to_string(index);
     const std::string what = "make_models.py --draw " + spec + (narrowed.empty() ? "" : " --head-dims " + narrowed);
-    const json reply = server->ask({{"op", "draw"}, {"spec", spec}, {"head_dims", narrowed.empty() ? json() : json(narrowed)}}, what);
+    const json reply =
+        server->ask({{"op", "draw"}, {"spec", spec}, {"head_dims", narrowed.empty() ? json() : json(narrowed)}}, what);
     return engine::recipe_from_json(reply.at("recipe"), what);
   };
   s.write = [server, dir, writer](const engine::ModelRecipe& recipe) {
@@ -339,9 +343,11 @@ std::vector<SavedPlan> saved_plans(const std::string& root, const std::string& m
 
 Runner add_engine_command(CLI::App& app) {
   auto a = std::make_shared<EngineArgs>();
-  CLI::App* cmd = app.add_subcommand("engine", "Check inference engines end to end on tiny sliding-window models (docs/engines.md)");
+  CLI::App* cmd =
+      app.add_subcommand("engine", "Check inference engines end to end on tiny sliding-window models (docs/engines.md)");
   cmd->add_option("--engine", a->engines, "Engine configurations of --config whose name matches (repeatable; default: all)");
-  cmd->add_option("--engine-cmd", a->engine_cmd, "An engine worker command (the engine protocol, docs/engines.md) instead of --engine");
+  cmd->add_option("--engine-cmd", a->engine_cmd,
+                  "An engine worker command (the engine protocol, docs/engines.md) instead of --engine");
   cmd->add_option("--engine-name", a->engine_name, "Its name in the results (default: the name its hello announces)");
   cmd->add_option("--engine-options", a->engine_options, "Its load options, a JSON object");
   cmd->add_option("--config", a->config, "Engine configurations (default engines/engines.json)");
@@ -350,14 +356,18 @@ Runner add_engine_command(CLI::App& app) {
   cmd->add_option("--model", a->model, "Models whose name matches (default all)");
   cmd->add_option("--filter", a->filter, "Run only the case ids matching this regex (what --list prints)");
   cmd->add_flag("--list", a->list, "Print the case ids and exit");
-  cmd->add_option("--plans", a->plans,
-                  "fixed, campaign or all (default fixed); models: the model campaign instead, drawn (model, plan) pairs of each --family")
+  cmd->add_option(
+         "--plans", a->plans,
+         "fixed, campaign or all (default fixed); models: the model campaign instead, drawn (model, plan) pairs of each --family")
       ->check(CLI::IsMember({"fixed", "campaign", "all", "models"}));
   cmd->add_option("--family", a->family, "The model campaign's families whose model_type matches (default every drawn family)");
-  cmd->add_option("--campaign-models", a->campaign_models,
-                  "Where the model campaign and drawn found cases write their checkpoints (default: the zoo folder's name + -campaign)");
+  cmd->add_option(
+      "--campaign-models", a->campaign_models,
+      "Where the model campaign and drawn found cases write their checkpoints (default: the zoo folder's name + -campaign)");
   cmd->add_option("--plan", a->plan_files, "Replay a saved plan file instead (repeatable)");
-  cmd->add_option("--iterations", a->iterations, "Random plans per engine and model in the campaign, (model, plan) pairs per family in the model campaign (default 10)");
+  cmd->add_option(
+      "--iterations", a->iterations,
+      "Random plans per engine and model in the campaign, (model, plan) pairs per family in the model campaign (default 10)");
   cmd->add_option("--min-window-sensitivity", a->min_window_sensitivity,
                   "The model campaign redraws a model whose logits a window one token wider moves by less, or by less than ten "
                   "times the bound its float32 error gives (default 0.01)")
@@ -385,14 +395,15 @@ Runner add_engine_command(CLI::App& app) {
       by_kind[m.kind] += (by_kind[m.kind].empty() ? "" : ", ") + m.name;
     }
     cmd->add_option("--mutant", a->mutant,
-                    "Tell the engine a wrong window (" + by_kind["window"] + "), to do a serving operation wrong (" + by_kind["operation"] +
-                        ") or to read the config wrong (the oracle engine's " + by_kind["config"] + "; " + by_kind["model"] +
-                        "): the suite must FAIL")
+                    "Tell the engine a wrong window (" + by_kind["window"] + "), to do a serving operation wrong (" +
+                        by_kind["operation"] + ") or to read the config wrong (the oracle engine's " + by_kind["config"] + "; " +
+                        by_kind["model"] + "): the suite must FAIL")
         ->check(CLI::IsMember(names));
   }
   add_expectation_options(cmd, a->expectations, true);
-  cmd->add_option("--known", a->known,
-                  "Deprecated (one release): --expectations FILE instead of the engine folders' own files; '' is --no-expectations");
+  cmd->add_option(
+      "--known", a->known,
+      "Deprecated (one release): --expectations FILE instead of the engine folders' own files; '' is --no-expectations");
   CLI::Option* corpus = cmd->add_option(
       "--regressions", a->regressions,
       "The found-case corpus whose plans (regressions/engine/<model>/) run with the fixed plans (default ./regressions, "
@@ -409,7 +420,8 @@ Runner add_engine_command(CLI::App& app) {
   cmd->add_flag("--no-report", a->no_report, "Write no report files");
   cmd->add_flag("-v,--verbose", a->verbose, "Print each case's per-step errors");
   // The step table as data (engines/protocol.json is this output; ctest engine_protocol_json compares).
-  cmd->add_flag("--protocol", a->protocol, "Print the engine protocol's steps, operations and mutants as JSON and exit")->group("");
+  cmd->add_flag("--protocol", a->protocol, "Print the engine protocol's steps, operations and mutants as JSON and exit")
+      ->group("");
   return [a, cmd]() -> int {
     if (a->protocol) {
       std::cout << engine::protocol_description().dump(1) << "\n";
@@ -424,7 +436,8 @@ Runner add_engine_command(CLI::App& app) {
     a->config = absolute(data_folder(a->config, cmd->count("--config") > 0, "engines/engines.json"));
     if (a->known) {
       std::cerr << "engine: --known is accepted for one more release: it is read as "
-                << (a->known->empty() ? "--no-expectations" : "--expectations " + *a->known + " (the engine folders' own files not loaded)")
+                << (a->known->empty() ? "--no-expectations"
+                                      : "--expectations " + *a->known + " (the engine folders' own files not loaded)")
                 << "; an old known-deviations file converts with python3 scripts/known_to_expectations.py\n";
       if (!a->expectations.files.empty()) throw std::invalid_argument("--known: give --expectations alone");
       a->expectations.none = true;  // only the file given
@@ -485,7 +498,8 @@ Runner add_engine_command(CLI::App& app) {
     if (!expectations.set->empty() || a->expectations.update) check.expectations = expectations.set;
     const std::regex filter(a->filter.empty() ? ".*" : a->filter), model_re(a->model);
     const Shard shard = resolve_shard(a->shard, a->shard_count);
-    const std::string corpus = a->no_regressions ? "" : fs::absolute(regressions::resolve_root(a->regressions)).lexically_normal().string();
+    const std::string corpus =
+        a->no_regressions ? "" : fs::absolute(regressions::resolve_root(a->regressions)).lexically_normal().string();
 
     // The zoo: --models, else build/engine-models of the checkout --config belongs to (of this folder
     // when it is that checkout).
@@ -530,7 +544,8 @@ Runner add_engine_command(CLI::App& app) {
     // Not with a --models folder of one's own: its run is about its models, and the pairs' checkpoints
     // would be written beside it (unless --campaign-models says where).
     const bool own_folder = !a->models.empty() && a->campaign_models.empty() && own_models_folder(zoo);
-    if (a->plan_files.empty() && drawn_replays.empty() && !model_campaign && a->plans != "campaign" && !corpus.empty() && !own_folder)
+    if (a->plan_files.empty() && drawn_replays.empty() && !model_campaign && a->plans != "campaign" && !corpus.empty() &&
+        !own_folder)
       for (const regressions::Entry& e : regressions::load(corpus, "engine", "drawn")) {
         DrawnPair p;
         if (e.error.empty() && !std::regex_search(e.doc.value("model", std::string()), model_re)) continue;
@@ -550,7 +565,9 @@ Runner add_engine_command(CLI::App& app) {
       const std::regex family_re(a->family);
       for (const std::string& f : drawn_families())
         if (std::regex_search(f, family_re)) families.push_back(f);
-      if (families.empty()) throw std::invalid_argument("--family " + a->family + ": matches no drawn family (" + make_models_script() + " --draw list)");
+      if (families.empty())
+        throw std::invalid_argument("--family " + a->family + ": matches no drawn family (" + make_models_script() +
+                                    " --draw list)");
     }
     std::map<std::vector<int>, engine::ModelSource> sources;  // by the head sizes an engine takes
     auto source_of = [&](const std::vector<int>& head_dims) -> const engine::ModelSource& {
@@ -561,7 +578,8 @@ Runner add_engine_command(CLI::App& app) {
     std::map<std::string, engine::Model> models;
     auto model_of = [&](const std::string& name) -> const engine::Model& {
       auto it = models.find(name);
-      if (it == models.end()) it = models.emplace(name, engine::load_model(fs::absolute(fs::path(models_dir) / name).string())).first;
+      if (it == models.end())
+        it = models.emplace(name, engine::load_model(fs::absolute(fs::path(models_dir) / name).string())).first;
       return it->second;
     };
 
@@ -614,7 +632,8 @@ Runner add_engine_command(CLI::App& app) {
       if (a->save_regressions.empty()) return "";
       try {
         const regressions::Saved saved = regressions::save(a->save_regressions, "engine", target, nlohmann::ordered_json(doc));
-        return "\n  saved as " + saved.path + "; replay the shrunk plan: " + line({{"--plan", fs::absolute(saved.path).string()}});
+        return "\n  saved as " + saved.path +
+               "; replay the shrunk plan: " + line({{"--plan", fs::absolute(saved.path).string()}});
       } catch (const std::exception& e) {  // the FAIL stands and says why
         return std::string("\n  not saved: ") + e.what();
       }
@@ -644,7 +663,8 @@ Runner add_engine_command(CLI::App& app) {
         if (!c.spec.options.empty()) engine_flags.push_back({"--engine-options", c.spec.options.dump()});
       } else {
         engine_flags.push_back({"--config", a->config});
-        engine_flags.push_back({"--engine", "^" + std::regex_replace(name, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "$"});
+        engine_flags.push_back(
+            {"--engine", "^" + std::regex_replace(name, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "$"});
       }
       engine_flags.push_back({"--models", models_dir});
       if (!a->campaign_models.empty()) engine_flags.push_back({"--campaign-models", campaign_dir});
@@ -674,9 +694,9 @@ Runner add_engine_command(CLI::App& app) {
       // installed, a raise its FAIL, timed into the engine's group.
       const auto add_case = [&](const EngineKey& key, std::function<report::CaseResult()> body) {
         const CaseEntry& e = registry.add(key, guarded(key, [installed, key, not_installed, body = std::move(body)] {
-          if (!installed) return not_installed(key.model, key.plan);
-          return body();
-        }));
+                                            if (!installed) return not_installed(key.model, key.plan);
+                                            return body();
+                                          }));
         group_of[&e] = &group;
       };
       // A case that judges one plan (a fixed plan, a corpus plan, a drawn pair): `judge` runs check_plan
@@ -714,10 +734,10 @@ Runner add_engine_command(CLI::App& app) {
           const engine::Plan& p = plans[i];
           const EngineKey key{name, m, p.name};
           const std::vector<Flag> which =
-              a->plan_files.empty()
-                  ? std::vector<Flag>{{"--model", "^" + m + "$"}, {"--filter", "^" + id_of(key) + "$"}}
-                  : std::vector<Flag>{{"--plan", plan_files[i]}};
-          plan_case(key, which, "", [&, m, dir, p](const engine::CheckOptions& o) { return engine::check_plan(client, model_of(m), dir, p, o); });
+              a->plan_files.empty() ? std::vector<Flag>{{"--model", "^" + m + "$"}, {"--filter", "^" + id_of(key) + "$"}}
+                                    : std::vector<Flag>{{"--plan", plan_files[i]}};
+          plan_case(key, which, "",
+                    [&, m, dir, p](const engine::CheckOptions& o) { return engine::check_plan(client, model_of(m), dir, p, o); });
         }
         // The corpus's plans of this model run with the fixed plans (not with --plan files, which replace both).
         if (replays.empty() && (a->plans == "fixed" || a->plans == "all"))
@@ -800,27 +820,30 @@ Runner add_engine_command(CLI::App& app) {
             missing = c->spec.name + " is not installed (" + c->needs + " failed); install it with: " + c->setup;
         }
         engine_names.push_back(p.name);
-        const auto quoted = [](const std::string& n) { return "^" + std::regex_replace(n, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "$"; };
+        const auto quoted = [](const std::string& n) {
+          return "^" + std::regex_replace(n, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "$";
+        };
         for (const std::string& m : model_names) {
           const std::string dir = fs::absolute(fs::path(models_dir) / m).string();
           const engine::Model& model = model_of(m);
           for (const engine::Plan& plan : engine::fixed_plans(m, model.config.local_span(), model.config.vocab)) {
             const EngineKey key{p.name, m, plan.name};
-            std::vector<Flag> flags{{"--config", a->config}, {"--engine", quoted(p.a)}, {"--engine", quoted(p.b)}, {"--models", models_dir},
-                                    {"--model", "^" + m + "$"}, {"--filter", "^" + id_of(key) + "$"}};
+            std::vector<Flag> flags{{"--config", a->config},  {"--engine", quoted(p.a)},  {"--engine", quoted(p.b)},
+                                    {"--models", models_dir}, {"--model", "^" + m + "$"}, {"--filter", "^" + id_of(key) + "$"}};
             if (a->mutant != "none") flags.push_back({"--mutant", a->mutant, Flag::Quote::None});
-            const CaseEntry& e = registry.add(
-                key, guarded(key, [&, key, missing, dir, plan, m, name = p.name, pair = &group, reproduce = reproduce_line(self_path(), "engine", flags)] {
-                  if (!missing.empty()) {
-                    report::CaseResult r = report::named(key);
-                    r.dtype = "float32", r.status = report::Status::Skipped, r.message = missing;
-                    return r;
-                  }
-                  engine::CheckOptions o = check;
-                  o.timing = &pair->timing;
-                  o.reproduce = reproduce;
-                  return engine::check_pair(*pair->client, *pair->other, name, model_of(m), dir, plan, o);
-                }));
+            const CaseEntry& e =
+                registry.add(key, guarded(key, [&, key, missing, dir, plan, m, name = p.name, pair = &group,
+                                                reproduce = reproduce_line(self_path(), "engine", flags)] {
+                               if (!missing.empty()) {
+                                 report::CaseResult r = report::named(key);
+                                 r.dtype = "float32", r.status = report::Status::Skipped, r.message = missing;
+                                 return r;
+                               }
+                               engine::CheckOptions o = check;
+                               o.timing = &pair->timing;
+                               o.reproduce = reproduce;
+                               return engine::check_pair(*pair->client, *pair->other, name, model_of(m), dir, plan, o);
+                             }));
             group_of[&e] = &group;
           }
         }

@@ -18,7 +18,8 @@ void add_expectation_options(CLI::App* cmd, ExpectationArgs& a, bool none_flag) 
                 "Rewrite the expectations files from this run: entries whose cases now pass dropped, a new entry (placeholder "
                 "reason) for each failure none expects; the rest kept as written");
   if (none_flag)
-    cmd->add_flag("--no-expectations", a.none, "Load no expectations file, not even the engine folders' own: every failure a FAIL")
+    cmd->add_flag("--no-expectations", a.none,
+                  "Load no expectations file, not even the engine folders' own: every failure a FAIL")
         ->excludes(files);
 }
 
@@ -34,7 +35,8 @@ void Expectations::load(const std::string& path, const std::string& shown, bool 
 }
 
 void finish_expectations(const Expectations& x, const ExpectationArgs& a, std::vector<report::CaseResult>& cases,
-                         const std::vector<std::string>& ids, const std::function<std::string(const report::CaseResult&)>& home_of) {
+                         const std::vector<std::string>& ids,
+                         const std::function<std::string(const report::CaseResult&)>& home_of) {
   const std::vector<expect::Expectation>& entries = x.set->entries();
   const auto file_of = [&](size_t entry) -> const Expectations::File* {
     for (const Expectations::File& f : x.files)
@@ -44,14 +46,16 @@ void finish_expectations(const Expectations& x, const ExpectationArgs& a, std::v
   for (size_t i : x.set->unmatched(ids)) {
     const Expectations::File* f = file_of(i);
     if (f && f->check_unmatched)
-      std::cerr << "expectations: warning: " << entries[i].where() << ": \"" << entries[i].pattern << "\" matches no case of this run\n";
+      std::cerr << "expectations: warning: " << entries[i].where() << ": \"" << entries[i].pattern
+                << "\" matches no case of this run\n";
   }
   const std::vector<expect::Set::Stale> stale = x.set->stale();
   for (const expect::Set::Stale& s : stale) {
     const expect::Expectation& e = entries[s.entry];
     std::cerr << "expectations: " << (a.strict ? "FAIL" : "warning") << ": " << e.where() << ": unexpected pass: \"" << e.pattern
-              << "\" expects a failure and its " << s.passed.size() << " case" << (s.passed.size() == 1 ? "" : "s") << " passed (first "
-              << s.passed.front() << ")" << (a.update ? "; dropped" : "; --update-expectations drops it") << "\n";
+              << "\" expects a failure and its " << s.passed.size() << " case" << (s.passed.size() == 1 ? "" : "s")
+              << " passed (first " << s.passed.front() << ")" << (a.update ? "; dropped" : "; --update-expectations drops it")
+              << "\n";
   }
   x.set->mark_unexpected_passes(cases, a.strict);
   if (!a.update) return;
@@ -67,9 +71,11 @@ void finish_expectations(const Expectations& x, const ExpectationArgs& a, std::v
     const auto d = drop.find(f.path);
     const auto n = add.find(f.path);
     if (d == drop.end() && n == add.end()) continue;
-    expect::update_file(f.path, d == drop.end() ? std::set<int64_t>{} : d->second, n == add.end() ? std::vector<std::string>{} : n->second);
-    std::cerr << "expectations: updated " << f.shown << ": " << (d == drop.end() ? 0 : d->second.size()) << " entries dropped (now passing), "
-              << (n == add.end() ? 0 : n->second.size()) << " added (reason \"" << expect::kPlaceholderReason << "\" to fill in)\n";
+    expect::update_file(f.path, d == drop.end() ? std::set<int64_t>{} : d->second,
+                        n == add.end() ? std::vector<std::string>{} : n->second);
+    std::cerr << "expectations: updated " << f.shown << ": " << (d == drop.end() ? 0 : d->second.size())
+              << " entries dropped (now passing), " << (n == add.end() ? 0 : n->second.size()) << " added (reason \""
+              << expect::kPlaceholderReason << "\" to fill in)\n";
   }
 }
 

@@ -43,6 +43,7 @@ struct Expectations {
 // under --strict-expectations), and with --update-expectations rewrites each file: stale entries
 // dropped, each FAIL no entry expects added to the file `home_of` names for it ("" : to none).
 void finish_expectations(const Expectations& x, const ExpectationArgs& a, std::vector<report::CaseResult>& cases,
-                         const std::vector<std::string>& ids, const std::function<std::string(const report::CaseResult&)>& home_of);
+                         const std::vector<std::string>& ids,
+                         const std::function<std::string(const report::CaseResult&)>& home_of);
 
 }  // namespace kvc::cli

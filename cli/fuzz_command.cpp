@@ -67,11 +67,13 @@ nlohmann::ordered_json case_json(const campaign::Counterexample& c, campaign::Pr
   j["name"] = "";
   j["description"] = "Found by kvconform fuzz: " + std::string(campaign::to_string(property)) +
                      (mutation == Mutation::None ? "" : std::string(" against mutant ") + to_string(mutation)) +
-                     " failed: " + message + " (commands: " + [&] {
+                     " failed: " + message + " (commands: " +
+                     [&] {
                        std::string s;
                        for (const std::string& cmd : c.commands) s += (s.empty() ? "" : ", ") + cmd;
                        return s;
-                     }() + ")";
+                     }() +
+                     ")";
   nlohmann::ordered_json tags = {"fuzz", std::string("property:") + campaign::to_string(property),
                                  "fuzz-seed:" + std::to_string(round_seed)};
   if (mutation != Mutation::None) tags.push_back(std::string("mutant:") + to_string(mutation));
@@ -99,8 +101,7 @@ Runner add_fuzz_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "fuzz", "Long random property campaigns: rounds of fresh seeds, sharding, shrunk failures written as case files");
   add_seed_option(cmd, args->seed, "Base seed; round r runs with seed case_seed(seed, r) (docs/architecture.md, Seeds)");
-  auto* iters = cmd->add_option("--iterations", args->iterations,
-                                "Total traces per property over all shards (default 1000)")
+  auto* iters = cmd->add_option("--iterations", args->iterations, "Total traces per property over all shards (default 1000)")
                     ->check(CLI::PositiveNumber);
   cmd->add_option("--time-budget", args->time_budget, "Stop starting new rounds after SECONDS (per shard)")
       ->check(CLI::PositiveNumber)
@@ -118,13 +119,14 @@ Runner add_fuzz_command(CLI::App& app) {
                                      "(default regressions; `run` replays it)");
   add_old_spelling(cmd, "--out", out, args->out);
   cmd->add_flag("--no-write", args->no_write, "Report failures without writing case files");
-  cmd->add_option("--max-failures", args->max_failures, "Stop after this many failures (default 10)")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-failures", args->max_failures, "Stop after this many failures (default 10)")->check(CLI::PositiveNumber);
   cmd->add_option("--report-dir", args->report_dir, "Also write junit.xml, summary.json, summary.md, report.html here");
   auto differential = std::make_shared<DifferentialRequest>();
-  auto* diff_flag = cmd->add_flag("--differential", "Compare random sequences with the real transformers (golden/dump.py --serve) instead");
-  CLI::Option* release = cmd->add_option("--release", differential->versions, "With --differential: transformers releases (default: every pinned one)")
-      ->needs(diff_flag);
+  auto* diff_flag =
+      cmd->add_flag("--differential", "Compare random sequences with the real transformers (golden/dump.py --serve) instead");
+  CLI::Option* release = cmd->add_option("--release", differential->versions,
+                                         "With --differential: transformers releases (default: every pinned one)")
+                             ->needs(diff_flag);
   add_old_spelling(cmd, "--version", release, differential->versions)->needs(diff_flag);
   cmd->add_option("--reference-release,--reference-profile", differential->reference_release,
                   "With --differential: run the reference with this transformers release's behaviours (e.g. 5.24.0) "
@@ -189,8 +191,7 @@ Runner add_fuzz_command(CLI::App& app) {
       if (args->time_budget && elapsed() >= *args->time_budget) break;
       campaign::Options options = base;
       options.seed = seeds::case_seed(args->seed, static_cast<uint64_t>(r));  // round r
-      options.iterations = rounds < 0 ? args->batch
-                                      : static_cast<int>(std::min<long long>(args->batch, total - r * args->batch));
+      options.iterations = rounds < 0 ? args->batch : static_cast<int>(std::min<long long>(args->batch, total - r * args->batch));
       ++rounds_run;
       for (size_t pi = 0; pi < selected.size(); ++pi) {
         const campaign::Property p = selected[pi];

@@ -213,7 +213,8 @@ std::string check_key(const fs::path& root, const std::string& version, std::str
     if (e.is_regular_file() && e.path().extension() == ".py") sources.push_back(e.path());
   std::sort(sources.begin(), sources.end());
   for (const fs::path& f : sources)
-    all += "transformers/" + f.lexically_relative(package.dir).string() + " " + cases::sha256_hex(cases::read_file(f.string())) + "\n";
+    all += "transformers/" + f.lexically_relative(package.dir).string() + " " + cases::sha256_hex(cases::read_file(f.string())) +
+           "\n";
   if (fs::is_directory(root / "golden/fixtures" / version)) add_folder(root / "golden/fixtures" / version, true);
   return cases::sha256_hex(all);
 }
@@ -249,7 +250,9 @@ Runner add_golden_command(CLI::App& app) {
   auto args = std::make_shared<GoldenArgs>();
   CLI::App* cmd = app.add_subcommand("golden", "Regenerate golden fixtures from the pinned transformers versions");
   cmd->add_flag("--check", args->check, "Dump into a temporary folder and report any difference from the committed fixtures");
-  cmd->add_option("--generate-corpus", args->corpus, "Write N random cases, and 12 for the mask builders' rare branches, to cases/generated/ (replacing it) and stop")
+  cmd->add_option(
+         "--generate-corpus", args->corpus,
+         "Write N random cases, and 12 for the mask builders' rare branches, to cases/generated/ (replacing it) and stop")
       ->check(CLI::PositiveNumber);
   add_seed_option(cmd, args->seed, "Seed of the generated corpus: case i is drawn from case_seed(seed, i)");
   CLI::Option* release =

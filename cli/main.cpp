@@ -11,8 +11,8 @@ namespace {
 
 int run(int argc, char** argv) {
   using namespace kvc::cli;
-  std::vector<Subcommand> subcommands = {{"run", add_run_command},       {"fuzz", add_fuzz_command},
-                                         {"bench", add_bench_command},   {"replay", add_replay_command},
+  std::vector<Subcommand> subcommands = {{"run", add_run_command},         {"fuzz", add_fuzz_command},
+                                         {"bench", add_bench_command},     {"replay", add_replay_command},
                                          {"explain", add_explain_command}, {"golden", add_golden_command}};
   for (const Subcommand& s : subcommands_without_tensors()) subcommands.push_back(s);
   return run_app(argc, argv, subcommands, [](CLI::App& app) {

@@ -34,14 +34,13 @@ ShardReport read_shard(const std::string& dir) {
   text << in.rdbuf();
   ShardReport s{dir, report::read_summary_json(text.str(), file.string())};
   if (s.read.run.record.subcommand.empty())
-    throw std::invalid_argument(file.string() + ": no \"run\" record: not the report of a command that shards "
+    throw std::invalid_argument(file.string() +
+                                ": no \"run\" record: not the report of a command that shards "
                                 "(run, engine, fuzz, fuzz --differential), or written before shards were recorded");
   return s;
 }
 
-std::string shard_name(const report::RunRecord& r) {
-  return std::to_string(r.shard_index) + "/" + std::to_string(r.shard_count);
-}
+std::string shard_name(const report::RunRecord& r) { return std::to_string(r.shard_index) + "/" + std::to_string(r.shard_count); }
 
 // Every shard against the first: the fields that say which run a report belongs to.
 void check_same_run(const std::vector<ShardReport>& shards) {
@@ -98,7 +97,8 @@ report::RunSummary merge(const std::vector<ShardReport>& shards, std::optional<r
   out.record.counters = first.record.counters;
   for (auto& [key, value] : out.record.counters) value = 0;
   for (const ShardReport& s : shards)
-    for (size_t i = 0; i < s.read.run.record.counters.size(); ++i) out.record.counters[i].second += s.read.run.record.counters[i].second;
+    for (size_t i = 0; i < s.read.run.record.counters.size(); ++i)
+      out.record.counters[i].second += s.read.run.record.counters[i].second;
   for (const ShardReport& s : shards)
     out.record.files.insert(out.record.files.end(), s.read.run.record.files.begin(), s.read.run.record.files.end());
   std::sort(out.record.files.begin(), out.record.files.end());
@@ -113,7 +113,8 @@ report::RunSummary merge(const std::vector<ShardReport>& shards, std::optional<r
     double seconds;
   };
   std::vector<Placed> placed;
-  const bool all_timed = std::all_of(shards.begin(), shards.end(), [](const ShardReport& s) { return s.read.timings.has_value(); });
+  const bool all_timed =
+      std::all_of(shards.begin(), shards.end(), [](const ShardReport& s) { return s.read.timings.has_value(); });
   std::vector<const report::CaseResult*> pass_templates;  // a campaign's pass case, one per group
   for (const ShardReport& s : shards) {
     const report::RunSummary& run = s.read.run;
@@ -171,12 +172,14 @@ report::RunSummary merge(const std::vector<ShardReport>& shards, std::optional<r
 Runner add_merge_command(CLI::App& app) {
   auto dirs = std::make_shared<std::vector<std::string>>();
   auto report_dir = std::make_shared<std::string>("reports/merged");
-  CLI::App* cmd = app.add_subcommand(
-      "merge", "Combine the report folders of a run's shards into the report, closing line and exit status of the "
-               "unsharded run (docs/sharding.md)");
+  CLI::App* cmd =
+      app.add_subcommand("merge",
+                         "Combine the report folders of a run's shards into the report, closing line and exit status of the "
+                         "unsharded run (docs/sharding.md)");
   cmd->add_option("DIR", *dirs, "A shard's report folder (its --report-dir); every shard of the run, each once")->required();
-  cmd->add_option("--report-dir", *report_dir, "Folder for the merged junit.xml, summary.json, summary.md, report.html "
-                                               "(default reports/merged)");
+  cmd->add_option("--report-dir", *report_dir,
+                  "Folder for the merged junit.xml, summary.json, summary.md, report.html "
+                  "(default reports/merged)");
   return [dirs, report_dir]() -> int {
     std::vector<ShardReport> shards;
     for (const std::string& d : *dirs) shards.push_back(read_shard(d));

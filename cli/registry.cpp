@@ -47,8 +47,7 @@ std::string reproduce_line(const std::string& program, const std::string& subcom
   return line;
 }
 
-const CaseEntry& Registry::add(CaseKey key, std::function<report::CaseResult()> run,
-                               std::shared_ptr<const CaseBatch> batch) {
+const CaseEntry& Registry::add(CaseKey key, std::function<report::CaseResult()> run, std::shared_ptr<const CaseBatch> batch) {
   CaseEntry e;
   e.id = id_of(key);
   e.key = std::move(key);
@@ -115,7 +114,8 @@ void Registry::run(const Plan& plan, const std::function<void(const Chosen&, rep
     if (of_batch.empty()) continue;
     batch_done->run([&](const std::string& id) { return of_batch.count(id) > 0; },
                     [&](report::CaseResult r) {
-                      if (r.id.empty()) throw std::logic_error("a case of the batch of " + c.entry->id + " returned a result with no id");
+                      if (r.id.empty())
+                        throw std::logic_error("a case of the batch of " + c.entry->id + " returned a result with no id");
                       const auto it = of_batch.find(r.id);
                       Chosen at = it != of_batch.end() ? it->second : Chosen{c.entry, last_ordinal};
                       if (at.entry->always) at.ordinal = last_ordinal;

@@ -81,8 +81,7 @@ class Registry {
  public:
   // Registers one case; ids are unique (a second entry of an id is a std::logic_error). The entry
   // stays at its address while more are added.
-  const CaseEntry& add(CaseKey key, std::function<report::CaseResult()> run = {},
-                       std::shared_ptr<const CaseBatch> batch = {});
+  const CaseEntry& add(CaseKey key, std::function<report::CaseResult()> run = {}, std::shared_ptr<const CaseBatch> batch = {});
   CaseEntry& back() { return entries_.back(); }
   const std::deque<CaseEntry>& entries() const { return entries_; }
 
@@ -92,8 +91,7 @@ class Registry {
     std::vector<Chosen> chosen;
     int64_t selected = 0;  // across every shard
   };
-  Plan choose(const std::function<bool(const std::string& id)>& selected, int64_t shard_index = 0,
-              int64_t shard_count = 1) const;
+  Plan choose(const std::function<bool(const std::string& id)>& selected, int64_t shard_index = 0, int64_t shard_count = 1) const;
 
   // Runs the chosen entries in order, a batch once for all its chosen entries, and calls `done`
   // with each result and the ordinal it takes: the chosen entry's, or for a result no entry names

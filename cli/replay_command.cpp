@@ -133,8 +133,7 @@ int draw_masks(const Scenario& c, size_t layer, const nlohmann::json& rl, const 
     std::cout << "window " << spec.window << ": each query sees itself and " << spec.window - 1 << " earlier keys\n";
   else if (spec.type == LayerType::Chunked)
     std::cout << "chunks of " << spec.window << " counted from each row's first real token\n";
-  else
-    std::cout << "full causal attention\n";
+  else std::cout << "full causal attention\n";
   std::cout << "  # attended  . outside the window  p padding  (blank) future key  + / - reference attends / misses vs "
                "transformers\n";
   int mismatches = 0;
@@ -191,8 +190,8 @@ Runner add_explain_command(CLI::App& app) {
   return [a]() -> int {
     const Scenario c = cases::load_case(a->path);
     if (a->step >= static_cast<int>(c.steps.size()))
-      throw std::invalid_argument("--step " + std::to_string(a->step) + ": " + c.name + " has " +
-                                  std::to_string(c.steps.size()) + " steps (0.." + std::to_string(c.steps.size() - 1) + ")");
+      throw std::invalid_argument("--step " + std::to_string(a->step) + ": " + c.name + " has " + std::to_string(c.steps.size()) +
+                                  " steps (0.." + std::to_string(c.steps.size() - 1) + ")");
     auto all = fixtures_for(c, *a);
     const auto& [version, fixture] = all.back();  // versions are sorted: the newest
     const golden::FixtureBehaviours fb = behaviours_of(*a, version, c, fixture);
@@ -204,8 +203,7 @@ Runner add_explain_command(CLI::App& app) {
                                     : nullptr;
     int differences = 0;
     std::cout << c.name << " step " << a->step << " (" << c.steps[static_cast<size_t>(a->step)].tokens
-              << " tokens), transformers " << version << (fs_ ? " fixture vs reference" : " reference only (no fixture)")
-              << "\n";
+              << " tokens), transformers " << version << (fs_ ? " fixture vs reference" : " reference only (no fixture)") << "\n";
     for (size_t l = 0; l < rs["layers"].size(); ++l) {
       const nlohmann::json& rl = rs["layers"][l];
       const nlohmann::json* fl = fs_ && l < (*fs_)["layers"].size() ? &(*fs_)["layers"][l] : nullptr;

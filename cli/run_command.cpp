@@ -50,10 +50,10 @@ struct RunArgs {
   bool no_regressions = false;
   std::string case_results;  // one file per case (cli_util.h, CaseResults)
   bool allow_nothing_checked = false;
-  std::vector<std::string> suites;  // --suite: golden, backend, property (default: all three)
+  std::vector<std::string> suites;        // --suite: golden, backend, property (default: all three)
   std::vector<std::string> backend_cmds;  // kernels in worker processes (subprocess_backend.h)
   double backend_timeout = 10;
-  int max_worker_failures = 0;  // 0: never give up
+  int max_worker_failures = 0;     // 0: never give up
   std::string shard, shard_count;  // docs/sharding.md
   ExpectationArgs expectations;    // docs/expectations.md
 };
@@ -109,8 +109,7 @@ report::CaseResult property_result(const campaign::Outcome& o, const campaign::O
   }
   if (verbose)
     for (const auto& [key, err] : o.observations.max_error)
-      detail << (detail.tellp() ? "\n" : "") << "max error " << key << ": " << std::scientific << std::setprecision(3)
-             << err;
+      detail << (detail.tellp() ? "\n" : "") << "max error " << key << ": " << std::scientific << std::setprecision(3) << err;
   r.detail = detail.str();
   if (o.counterexample) r.masks = o.counterexample->masks;  // heatmaps of the failing update's masks
   return r;
@@ -238,7 +237,7 @@ class RunSuites {
     };
     try {
       plugin::PluginCheckOptions listing = p;
-        listing.list_only = true;
+      listing.list_only = true;
       add_listed(check(listing), batch, flags);
     } catch (const cases::CaseError&) {
       throw;
@@ -294,7 +293,10 @@ class RunSuites {
         first = true, run = 0;
         continue;
       }
-      t.commands.push_back({first ? CommandKind::Prefill : st.tokens == 1 ? CommandKind::Decode : CommandKind::Extend, st.tokens});
+      t.commands.push_back({first            ? CommandKind::Prefill
+                            : st.tokens == 1 ? CommandKind::Decode
+                                             : CommandKind::Extend,
+                            st.tokens});
       first = false;
       longest = std::max(longest, run += st.tokens);
     }
@@ -319,15 +321,17 @@ class RunSuites {
         const std::optional<Trace> trace = trace_of(c);
         if (!trace) {
           r.status = report::Status::Skipped;
-          r.message = std::string(campaign::to_string(p)) + " checks attention values on the tensor engine, which runs one "
-                      "layer with generated inputs: this case has " + (c.layer_types.size() != 1 ? "several layers" : "explicit inputs") +
+          r.message = std::string(campaign::to_string(p)) +
+                      " checks attention values on the tensor engine, which runs one "
+                      "layer with generated inputs: this case has " +
+                      (c.layer_types.size() != 1 ? "several layers" : "explicit inputs") +
                       " (kvconform golden dumps its fixture from " + e.path + ")";
         } else {
           r.backend = "tensor";
           const auto failure = campaign::make_tensor_engine(p, options_.mutation, nullptr)->run(*trace);
           r.status = failure ? report::Status::Fail : report::Status::Pass;
-          r.message = failure ? "command " + std::to_string(failure->command) + " (" + trace->commands[failure->command].show() + "): " +
-                                    failure->message
+          r.message = failure ? "command " + std::to_string(failure->command) + " (" + trace->commands[failure->command].show() +
+                                    "): " + failure->message
                               : std::to_string(trace->commands.size()) + " commands on the tensor engine";
         }
         r.detail = "saved case: " + e.path;
@@ -413,8 +417,7 @@ class RunSuites {
 
   // A found case of the corpus names the corpus it came from.
   void corpus_flag(std::vector<Flag>& flags, const report::CaseResult& r) const {
-    if (r.id.find("/regressions/") != std::string::npos)
-      flags.push_back({"--regressions", absolute_folder(corpus_)});
+    if (r.id.find("/regressions/") != std::string::npos) flags.push_back({"--regressions", absolute_folder(corpus_)});
   }
 
   const RunArgs& args_;
@@ -455,7 +458,8 @@ std::unique_ptr<RunRegistry> make_run_registry(const std::string& fixtures, cons
 
 Runner add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
-  CLI::App* run = app.add_subcommand("run", "Replay the golden fixtures and run the property campaign (defaults: all, fixed seed)");
+  CLI::App* run =
+      app.add_subcommand("run", "Replay the golden fixtures and run the property campaign (defaults: all, fixed seed)");
   add_seed_option(run, args->seed, "Campaign seed");
   run->add_option("--iterations", args->iterations, "Traces per property (default 100, or KVC_ITERATIONS)")
       ->check(CLI::PositiveNumber);
@@ -464,9 +468,10 @@ Runner add_run_command(CLI::App& app) {
   run->add_option("--attention", args->attention, "Only sliding, chunked or full configurations / cases");
   run->add_option("--dtype", args->dtype, "Only this dtype (float32, float16, bfloat16, float64)");
   run->add_option("--mutant", args->mutant, "Run the properties against a deliberately wrong implementation (expect FAIL)");
-  CLI::Option* trace_engine = run->add_option("--trace-engine", args->engine,
-                  "auto (default: the fast position-level engine for stored_rows, returned_rows and window_coverage, "
-                  "LibTorch for the rest), tensor or fast (or KVC_TRACE_ENGINE)");
+  CLI::Option* trace_engine =
+      run->add_option("--trace-engine", args->engine,
+                      "auto (default: the fast position-level engine for stored_rows, returned_rows and window_coverage, "
+                      "LibTorch for the rest), tensor or fast (or KVC_TRACE_ENGINE)");
   add_old_spelling(run, "--engine", trace_engine, args->engine);
   run->add_option("--reproduce", args->reproduce, "Replay a property failure from its reproduce string (with --property)");
   run->add_option("--fixtures", args->fixtures, "Golden fixtures folder (one subfolder per transformers version)");
@@ -510,10 +515,10 @@ Runner add_run_command(CLI::App& app) {
       "The found-case corpus replayed with the property and plugin suites (regressions/<suite>/<target>/; default "
       "./regressions, else the installed or the built-from copy)");
   run->add_flag("--no-regressions", args->no_regressions, "Replay no found case of the corpus")->excludes(regressions_root);
-  CLI::Option* save_regressions = run->add_option(
-      "--save-regressions", args->save_regressions,
-      "Save each shrunk property or plugin-campaign failure into this corpus folder (e.g. regressions: "
-      "<suite>/<target>/<hash>.json), so a found bug becomes a permanent case the next run replays");
+  CLI::Option* save_regressions =
+      run->add_option("--save-regressions", args->save_regressions,
+                      "Save each shrunk property or plugin-campaign failure into this corpus folder (e.g. regressions: "
+                      "<suite>/<target>/<hash>.json), so a found bug becomes a permanent case the next run replays");
   add_old_spelling(run, "--save-cases", save_regressions, args->save_regressions);
   run->add_option("--case-results", args->case_results,
                   "Also write each case's status and lines into its own file in this folder (emptied first), for a "
@@ -530,14 +535,16 @@ Runner add_run_command(CLI::App& app) {
     // Selectors and options apply where docs/cli.md says; one given where it cannot apply is bad
     // usage (exit 2), never accepted and ignored.
     if (foreign) {
-      for (const char* name : {"--case", "--property", "--backend", "--device", "--trace-engine", "--engine", "--suite", "--golden-only",
-                               "--properties-only", "--iterations", "--fixtures"})
+      for (const char* name : {"--case", "--property", "--backend", "--device", "--trace-engine", "--engine", "--suite",
+                               "--golden-only", "--properties-only", "--iterations", "--fixtures"})
         if (given(name))
-          throw std::invalid_argument(std::string(name) + " does not apply to --plugin/--backend-cmd checks (they run "
+          throw std::invalid_argument(std::string(name) +
+                                      " does not apply to --plugin/--backend-cmd checks (they run "
                                       "only the plugin suite; see docs/cli.md, 'Which selector applies where')");
       if (args->mutant != "none")
-        throw std::invalid_argument("--mutant does not apply to --plugin/--backend-cmd checks (it changes the reference, "
-                                    "which they do not run)");
+        throw std::invalid_argument(
+            "--mutant does not apply to --plugin/--backend-cmd checks (it changes the reference, "
+            "which they do not run)");
     } else {
       for (const char* name : {"--plugin-iterations", "--backend-timeout", "--max-worker-failures"})
         if (given(name)) throw std::invalid_argument(std::string(name) + " applies only with --plugin or --backend-cmd");
@@ -627,8 +634,7 @@ Runner add_run_command(CLI::App& app) {
             case_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - case_started).count());
           }
           if (r.status == report::Status::Pass && !args->verbose) r.detail.clear();
-          if (r.status == report::Status::Fail)
-            r.reproduce = reproduce_line(self_path(), "run", c.entry->reproduce(r));
+          if (r.status == report::Status::Fail) r.reproduce = reproduce_line(self_path(), "run", c.entry->reproduce(r));
           if (args->mutant == "none") expectations.set->judge(r, r.id, "", {r.message, false, {}});
           r.ordinal = c.ordinal;
           print_case_line(r, args->verbose);
@@ -660,8 +666,8 @@ Runner add_run_command(CLI::App& app) {
       summary.command = report_command();
       report::ReportOptions report_options;
       if (args->timings)
-        report_options.timings = report::Timings{
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - run_started).count(), case_seconds};
+        report_options.timings =
+            report::Timings{std::chrono::duration<double>(std::chrono::steady_clock::now() - run_started).count(), case_seconds};
       report::write_reports(summary, args->report_dir, report_options);
       std::cerr << "reports: " << args->report_dir << "/{junit.xml,summary.json,summary.md,report.html}\n";
     }

@@ -18,8 +18,9 @@ namespace kvc::cli {
 
 Runner add_site_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
-      "site", "Write the results of report folders as a static site: matrix with filters, a page per failure and "
-              "deviation, findings, kernel and family-coverage tables (kvconform site --help: python3 -m kvconform.site)");
+      "site",
+      "Write the results of report folders as a static site: matrix with filters, a page per failure and "
+      "deviation, findings, kernel and family-coverage tables (kvconform site --help: python3 -m kvconform.site)");
   // Every argument, --help included, goes to the Python module, whose argparse documents them.
   cmd->set_help_flag();
   cmd->prefix_command();

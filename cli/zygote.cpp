@@ -76,8 +76,8 @@ std::string key(const std::string& binary, const struct stat& st) {
   std::sort(env.begin(), env.end());
   std::string joined;
   for (const std::string& e : env) joined += e + '\0';
-  const std::string file = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) +
-                           ":" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+  const std::string file = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+                           std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
   return kvc::engine::content_digest({binary, file, joined, std::to_string(getuid())});
 }
 
@@ -416,7 +416,8 @@ int serve_zygote(int argc, char** argv, const std::function<int(int, char**)>& r
       if (it == children.end()) continue;
       if (it->second >= 0) {
         write_all(it->second, (WIFSIGNALED(status) ? "signal " + std::to_string(WTERMSIG(status))
-                                                   : "exit " + std::to_string(WEXITSTATUS(status))) + "\n");
+                                                   : "exit " + std::to_string(WEXITSTATUS(status))) +
+                                  "\n");
         close(it->second);
         connections.erase(it->second);
       }

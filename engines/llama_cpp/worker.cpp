@@ -204,7 +204,8 @@ class ConvertServer {
     if (from_) std::fclose(from_), from_ = nullptr;
     if (pid_ > 0) {
       int status;
-      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {}
+      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
       pid_ = -1;
     }
   }
@@ -244,7 +245,8 @@ void run_convert(const std::string& cmd, const std::string& model_dir, const std
       throw std::runtime_error(std::string("cannot start the converter: ") + std::strerror(rc));
     }
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
     code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
   }
   unlink(log_path);  // the open descriptor keeps it
@@ -267,13 +269,16 @@ void run_convert(const std::string& cmd, const std::string& model_dir, const std
     // a traceback's last line: "module.Name: message" (struct.error, ValueError, ...)
     const size_t colon = last.find(": ");
     const std::string kind = colon == std::string::npos ? "" : last.substr(0, colon);
-    const bool exception = !kind.empty() && kind.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") == std::string::npos;
+    const bool exception =
+        !kind.empty() &&
+        kind.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.") == std::string::npos;
     const bool environment = kind == "ModuleNotFoundError" || kind == "ImportError" || kind == "MemoryError" ||
                              kind == "OSError" || kind == "KeyboardInterrupt" || kind.find("Permission") != std::string::npos;
     if (exception && !environment) throw ConvertError("converter failed (exit 1: " + last.substr(0, 300) + ")");
   }
   if (code != 0)
-    throw std::runtime_error("converter failed (" + (code > 0 ? "exit " + std::to_string(code) : "signal " + std::to_string(-code)) +
+    throw std::runtime_error("converter failed (" +
+                             (code > 0 ? "exit " + std::to_string(code) : "signal " + std::to_string(-code)) +
                              (last.empty() ? "" : ": " + last.substr(0, 300)) + "): " + cmd + " " + model_dir + " " + out);
 }
 
@@ -348,8 +353,9 @@ class Engine {
       else if (key == "type_k") cp.type_k = opt_type(v, "type_k");
       else if (key == "type_v") cp.type_v = opt_type(v, "type_v");
       else
-        throw std::runtime_error("unknown option \"" + key +
-                                 "\" (llama.cpp options: n_ubatch, n_batch, n_ctx, threads, swa_full, kv_unified, flash_attn, type_k, type_v, rollback_check)");
+        throw std::runtime_error(
+            "unknown option \"" + key +
+            "\" (llama.cpp options: n_ubatch, n_batch, n_ctx, threads, swa_full, kv_unified, flash_attn, type_k, type_v, rollback_check)");
     }
     if (!n_batch_given && cp.n_batch < cp.n_ubatch) cp.n_batch = cp.n_ubatch;
     if (!n_ctx_given) {
@@ -361,9 +367,8 @@ class Engine {
     // The checkpoint's window, for the mutants.
     json cfg = json::parse(slurp(model_dir + "/config.json"));
     // null (no window: mistral, phi3, exaone4 all-full configs) is no window, as transformers reads it.
-    const int64_t window = cfg.contains("sliding_window") && cfg["sliding_window"].is_number_integer()
-                               ? cfg["sliding_window"].get<int64_t>()
-                               : 0;
+    const int64_t window =
+        cfg.contains("sliding_window") && cfg["sliding_window"].is_number_integer() ? cfg["sliding_window"].get<int64_t>() : 0;
 
     const std::string gguf = convert(model_dir);
     const std::string arch = gguf_architecture(gguf);
@@ -376,12 +381,18 @@ class Engine {
       // full_attention_on_sliding: a window larger than any plan, so sliding layers see everything; not far larger, as
       // llama.cpp sizes the SWA cache from n_swa * n_seq_max in uint32 arithmetic.
       else if (mutant == "full_attention_on_sliding") want_swa = std::max<int64_t>(int64_t(1) << 20, max_tokens + 1);
-      else if (mutant == "shift_not_rerotated") throw Unsupported("shift_not_rerotated: llama.h has no shift without llama.cpp's own K-shift");
-      else if (mutant == "fork_shared") throw Unsupported("fork_shared: llama_memory_seq_cp shares cells by design, there is no copy to skip");
-      else if (mutant == "fork_off_by_one" || mutant == "window_restarts_per_chunk" || mutant == "spec_rollback_off_by_one" || mutant == "batch_offset" ||
-               mutant == "shift_discard_off_by_one" || mutant == "preempt_short" || mutant == "turn_past")
+      else if (mutant == "shift_not_rerotated")
+        throw Unsupported("shift_not_rerotated: llama.h has no shift without llama.cpp's own K-shift");
+      else if (mutant == "fork_shared")
+        throw Unsupported("fork_shared: llama_memory_seq_cp shares cells by design, there is no copy to skip");
+      else if (mutant == "fork_off_by_one" || mutant == "window_restarts_per_chunk" || mutant == "spec_rollback_off_by_one" ||
+               mutant == "batch_offset" || mutant == "shift_discard_off_by_one" || mutant == "preempt_short" ||
+               mutant == "turn_past")
         want_swa = -1;
-      else throw std::runtime_error("unknown mutant \"" + mutant + "\" (none, window_off_by_one+1, window_off_by_one-1, full_attention_on_sliding, fork_off_by_one, window_restarts_per_chunk, spec_rollback_off_by_one, batch_offset, shift_discard_off_by_one, preempt_short, turn_past)");
+      else
+        throw std::runtime_error(
+            "unknown mutant \"" + mutant +
+            "\" (none, window_off_by_one+1, window_off_by_one-1, full_attention_on_sliding, fork_off_by_one, window_restarts_per_chunk, spec_rollback_off_by_one, batch_offset, shift_discard_off_by_one, preempt_short, turn_past)");
     }
     operation_mutant_ = want_swa == -1 ? mutant : "none";
     if (want_swa != -1 && mutant != "none") {
@@ -410,7 +421,8 @@ class Engine {
         throw Unsupported("llama.cpp runs architecture \"" + arch + "\" without a sliding window (llama_model_n_swa = 0): " +
                           arch + ".attention.sliding_window is not read, so there is no window to mutate");
       if (n_swa != want_swa)
-        throw std::runtime_error("mutant " + mutant + ": llama_model_n_swa is " + std::to_string(n_swa) + ", not " + std::to_string(want_swa));
+        throw std::runtime_error("mutant " + mutant + ": llama_model_n_swa is " + std::to_string(n_swa) + ", not " +
+                                 std::to_string(want_swa));
     }
 
     ctx_ = llama_init_from_model(model_, cp);
@@ -474,7 +486,8 @@ class Engine {
         len_[size_t(seq)] = pmax < 0 ? 0 : int64_t(pmax) + 1;
         tokens_[size_t(seq)].resize(size_t(len_[size_t(seq)]));
         throw std::runtime_error("llama_decode returned " + std::to_string(rc) + " (seq " + std::to_string(seq) + ", " +
-                                 std::to_string(n) + " tokens at position " + std::to_string(batch_.pos[0]) + "): " + last_error());
+                                 std::to_string(n) + " tokens at position " + std::to_string(batch_.pos[0]) +
+                                 "): " + last_error());
       }
       for (size_t i = 0; i < n; ++i) {
         const float* l = llama_get_logits_ith(ctx_, int32_t(i));
@@ -506,7 +519,8 @@ class Engine {
     const size_t group = std::max<size_t>(1, std::min(size_t(n_batch_), chunk));
     for (size_t g = 0; g < all.size(); g += group) {
       const size_t n = std::min(group, all.size() - g);
-      if (chunked && operation_mutant_ == "window_restarts_per_chunk" && all[g].pos > 0) llama_memory_seq_rm(mem_, all[g].seq, 0, all[g].pos);
+      if (chunked && operation_mutant_ == "window_restarts_per_chunk" && all[g].pos > 0)
+        llama_memory_seq_rm(mem_, all[g].seq, 0, all[g].pos);
       batch_.n_tokens = int32_t(n);
       for (size_t i = 0; i < n; ++i) {
         batch_.token[i] = all[g + i].token;
@@ -523,8 +537,9 @@ class Engine {
           len_[size_t(seq)] = pmax < 0 ? 0 : int64_t(pmax) + 1;
           tokens_[size_t(seq)].resize(size_t(len_[size_t(seq)]));
         }
-        throw std::runtime_error("llama_decode returned " + std::to_string(rc) + " (" + std::to_string(n) + " tokens, the first of seq " +
-                                 std::to_string(all[g].seq) + " at position " + std::to_string(all[g].pos) + "): " + last_error());
+        throw std::runtime_error("llama_decode returned " + std::to_string(rc) + " (" + std::to_string(n) +
+                                 " tokens, the first of seq " + std::to_string(all[g].seq) + " at position " +
+                                 std::to_string(all[g].pos) + "): " + last_error());
       }
       for (size_t i = 0; i < n; ++i) {
         const float* l = llama_get_logits_ith(ctx_, int32_t(i));
@@ -546,7 +561,8 @@ class Engine {
       throw std::runtime_error("fork of " + std::to_string(length) + " tokens of seq " + std::to_string(from) + " (" +
                                std::to_string(len_[size_t(from)]) + " tokens) into seq " + std::to_string(seq));
     const int64_t keep = operation_mutant_ == "fork_off_by_one" ? std::max<int64_t>(0, length - 1) : length;
-    if (!llama_memory_seq_rm(mem_, seq, -1, -1)) throw std::runtime_error("llama_memory_seq_rm of the fork's target returned false");
+    if (!llama_memory_seq_rm(mem_, seq, -1, -1))
+      throw std::runtime_error("llama_memory_seq_rm of the fork's target returned false");
     len_[size_t(seq)] = 0;
     // llama.cpp copies a partial range only between sequences of one stream (kv_unified); across
     // streams (the default with n_seq_max > 1) a partial seq_cp aborts the process (GGML_ASSERT
@@ -567,14 +583,15 @@ class Engine {
     shifted_[size_t(seq)] = shifted_[size_t(from)];
     const llama_pos pmax = llama_memory_seq_pos_max(mem_, seq);
     if (int64_t(pmax) + 1 != keep)
-      throw Unsupported("after llama_memory_seq_cp(" + std::to_string(from) + " -> " + std::to_string(seq) + ", [0, " + std::to_string(keep) +
-                        ")) the target ends at position " + std::to_string(pmax) + ": " + last_error());
+      throw Unsupported("after llama_memory_seq_cp(" + std::to_string(from) + " -> " + std::to_string(seq) + ", [0, " +
+                        std::to_string(keep) + ")) the target ends at position " + std::to_string(pmax) + ": " + last_error());
   }
 
   void rollback(int seq, int64_t n) {
     check_seq(seq);
     int64_t& len = len_[size_t(seq)];
-    if (n < 0 || n > len) throw std::runtime_error("rollback of " + std::to_string(n) + " tokens from a sequence of " + std::to_string(len));
+    if (n < 0 || n > len)
+      throw std::runtime_error("rollback of " + std::to_string(n) + " tokens from a sequence of " + std::to_string(len));
     if (n == 0) return;
     if (!llama_memory_seq_rm(mem_, seq, llama_pos(len - n), -1))
       throw Unsupported("llama_memory_seq_rm(seq " + std::to_string(seq) + ", p0 " + std::to_string(len - n) +
@@ -593,9 +610,9 @@ class Engine {
                  lost ? " (the window's keys are gone: the next token's logits will be wrong)" : "");
     if (lost && rollback_check_)
       throw Unsupported("after llama_memory_seq_rm (which returned true) the memory of seq " + std::to_string(seq) +
-                        " holds positions " + std::to_string(pmin) + ".." + std::to_string(pmax) + ", but the next token (position " +
-                        std::to_string(len) + ") needs keys from position " + std::to_string(need) +
-                        ": the SWA cache overwrote them (swa_full would keep them)");
+                        " holds positions " + std::to_string(pmin) + ".." + std::to_string(pmax) +
+                        ", but the next token (position " + std::to_string(len) + ") needs keys from position " +
+                        std::to_string(need) + ": the SWA cache overwrote them (swa_full would keep them)");
   }
 
   // llama.cpp's context shift (what llama-server's context_shift does): the cells of positions
@@ -606,8 +623,8 @@ class Engine {
     check_seq(seq);
     int64_t& len = len_[size_t(seq)];
     if (keep < 0 || discard <= 0 || keep + discard > len)
-      throw std::runtime_error("shift discarding " + std::to_string(discard) + " after " + std::to_string(keep) + " of a sequence of " +
-                               std::to_string(len));
+      throw std::runtime_error("shift discarding " + std::to_string(discard) + " after " + std::to_string(keep) +
+                               " of a sequence of " + std::to_string(len));
     if (!llama_memory_can_shift(mem_))
       throw Unsupported("llama_memory_can_shift is false for this memory (an SWA cache needs swa_full to shift)");
     if (!llama_memory_seq_rm(mem_, seq, llama_pos(keep), llama_pos(keep + discard)))
@@ -630,7 +647,8 @@ class Engine {
       throw Unsupported("preempt of a shifted sequence: decoding its kept tokens again would not give the keys the shift left");
     std::vector<llama_token> tokens = tokens_[size_t(seq)];
     if (operation_mutant_ == "preempt_short" && !tokens.empty()) tokens.pop_back();
-    if (!llama_memory_seq_rm(mem_, seq, -1, -1)) throw std::runtime_error("llama_memory_seq_rm of the whole sequence returned false");
+    if (!llama_memory_seq_rm(mem_, seq, -1, -1))
+      throw std::runtime_error("llama_memory_seq_rm of the whole sequence returned false");
     len_[size_t(seq)] = 0;
     tokens_[size_t(seq)].clear();
     if (!tokens.empty()) extend(seq, tokens);
@@ -642,9 +660,12 @@ class Engine {
     std::vector<uint8_t> state(size);
     const size_t got = llama_state_seq_get_data(ctx_, state.data(), state.size(), seq);
     if (got == 0 && len_[size_t(seq)] > 0) throw std::runtime_error("llama_state_seq_get_data returned 0: " + last_error());
-    if (!llama_memory_seq_rm(mem_, seq, -1, -1)) throw std::runtime_error("llama_memory_seq_rm of the whole sequence returned false");
+    if (!llama_memory_seq_rm(mem_, seq, -1, -1))
+      throw std::runtime_error("llama_memory_seq_rm of the whole sequence returned false");
     const size_t set = llama_state_seq_set_data(ctx_, state.data(), got, seq);
-    if (set == 0) throw std::runtime_error("llama_state_seq_set_data returned 0 (failed to load " + std::to_string(got) + " bytes): " + last_error());
+    if (set == 0)
+      throw std::runtime_error("llama_state_seq_set_data returned 0 (failed to load " + std::to_string(got) +
+                               " bytes): " + last_error());
     const llama_pos pmax = llama_memory_seq_pos_max(mem_, seq);
     if (int64_t(pmax) + 1 != len_[size_t(seq)])
       throw std::runtime_error("after reload, the sequence ends at position " + std::to_string(pmax) + ", expected " +
@@ -688,7 +709,7 @@ class Engine {
     // (a venv's folder is named by the hash of its pins); any other word as written.
     std::istringstream words(convert_);
     for (std::string w; words >> w;) {
-      struct stat ws{};
+      struct stat ws {};
       if (::stat(w.c_str(), &ws) != 0 || !S_ISREG(ws.st_mode)) {
         hsh = fnv1a(hsh, "word " + w);
       } else if (w.size() > 3 && w.compare(w.size() - 3, 3, ".py") == 0) {
@@ -709,7 +730,7 @@ class Engine {
     // A refusal or a converter exception is kept beside the GGUFs under the same key: converting
     // only to fail again cost each case of such a checkpoint a Python start (torch, transformers).
     const std::string refused = dir + "/" + name + ".refused";
-    struct stat st{};
+    struct stat st {};
     if (::stat(path.c_str(), &st) == 0) return path;
     if (::stat(refused.c_str(), &st) == 0) throw Unsupported(slurp(refused));
     const std::string failed = dir + "/" + name + ".failed";
@@ -823,7 +844,8 @@ int main(int argc, char** argv) {
               {"name", "llama.cpp"},
               {"version", KVC_LLAMA_PACKAGE " (llama.cpp " KVC_LLAMA_COMMIT ")"},
               {"description", std::string("llama.cpp through llama.h, CPU (") + llama_print_system_info() + ")"},
-              {"operations", {"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift", "preempt", "turn"}}});
+              {"operations",
+               {"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift", "preempt", "turn"}}});
       } else if (op == "load") {
         send(engine.load(h));
       } else if (op == "extend") {
@@ -831,14 +853,15 @@ int main(int argc, char** argv) {
         std::vector<float> logits = engine.extend(h.at("seq").get<int>(), tokens);
         const size_t nbytes = logits.size() * sizeof(float);
         send({{"status", "ok"},
-              {"buffers", {{{"name", "logits"}, {"dtype", "float32"}, {"shape", {tokens.size(), engine.vocab()}}, {"nbytes", nbytes}}}}},
+              {"buffers",
+               {{{"name", "logits"}, {"dtype", "float32"}, {"shape", {tokens.size(), engine.vocab()}}, {"nbytes", nbytes}}}}},
              logits.data(), nbytes);
       } else if (op == "chunked" || op == "spec" || op == "batch") {
         std::vector<std::pair<int, std::vector<llama_token>>> items;
         if (op == "batch")
-          for (const json& item : h.at("items")) items.push_back({item.at("seq").get<int>(), item.at("tokens").get<std::vector<llama_token>>()});
-        else
-          items.push_back({h.at("seq").get<int>(), h.at("tokens").get<std::vector<llama_token>>()});
+          for (const json& item : h.at("items"))
+            items.push_back({item.at("seq").get<int>(), item.at("tokens").get<std::vector<llama_token>>()});
+        else items.push_back({h.at("seq").get<int>(), h.at("tokens").get<std::vector<llama_token>>()});
         const int64_t chunk = op == "chunked" ? h.at("chunk").get<int64_t>() : int64_t(1) << 40;
         if (chunk <= 0) throw std::runtime_error("chunk must be positive");
         std::vector<float> logits = engine.decode(items, size_t(chunk), op == "chunked");
@@ -848,7 +871,11 @@ int main(int argc, char** argv) {
         }
         const size_t nbytes = logits.size() * sizeof(float);
         send({{"status", "ok"},
-              {"buffers", {{{"name", "logits"}, {"dtype", "float32"}, {"shape", {logits.size() / size_t(engine.vocab()), engine.vocab()}}, {"nbytes", nbytes}}}}},
+              {"buffers",
+               {{{"name", "logits"},
+                 {"dtype", "float32"},
+                 {"shape", {logits.size() / size_t(engine.vocab()), engine.vocab()}},
+                 {"nbytes", nbytes}}}}},
              logits.data(), nbytes);
       } else if (op == "fork") {
         engine.fork(h.at("seq").get<int>(), h.at("from").get<int>(), h.at("length").get<int64_t>());
@@ -857,7 +884,8 @@ int main(int argc, char** argv) {
         const int seq = h.at("seq").get<int>();
         const int64_t keep = h.at("keep").get<int64_t>(), discard = h.at("discard").get<int64_t>();
         // the mutant drops one token more than asked where there is one
-        const int64_t more = engine.operation_mutant() == "shift_discard_off_by_one" && keep + discard < engine.length(seq) ? 1 : 0;
+        const int64_t more =
+            engine.operation_mutant() == "shift_discard_off_by_one" && keep + discard < engine.length(seq) ? 1 : 0;
         engine.shift(seq, keep, discard + more);
         send({{"status", "ok"}});
       } else if (op == "rollback") {
@@ -872,13 +900,15 @@ int main(int argc, char** argv) {
         int64_t keep = h.at("keep").get<int64_t>();
         if (engine.operation_mutant() == "turn_past" && keep < engine.length(seq)) ++keep;
         if (keep < 0 || keep > engine.length(seq))
-          throw std::runtime_error("turn keeping " + std::to_string(keep) + " of a sequence of " + std::to_string(engine.length(seq)));
+          throw std::runtime_error("turn keeping " + std::to_string(keep) + " of a sequence of " +
+                                   std::to_string(engine.length(seq)));
         engine.rollback(seq, engine.length(seq) - keep);
         std::vector<llama_token> tokens = h.at("tokens").get<std::vector<llama_token>>();
         std::vector<float> logits = engine.extend(seq, tokens);
         const size_t nbytes = logits.size() * sizeof(float);
         send({{"status", "ok"},
-              {"buffers", {{{"name", "logits"}, {"dtype", "float32"}, {"shape", {tokens.size(), engine.vocab()}}, {"nbytes", nbytes}}}}},
+              {"buffers",
+               {{{"name", "logits"}, {"dtype", "float32"}, {"shape", {tokens.size(), engine.vocab()}}, {"nbytes", nbytes}}}}},
              logits.data(), nbytes);
       } else if (op == "preempt") {
         engine.preempt(h.at("seq").get<int>());

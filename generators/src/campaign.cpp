@@ -25,9 +25,10 @@ std::string params_of(const Options& options, TraceEngineKind engine) {
   return params.str();
 }
 
-std::unique_ptr<TraceEngine> make_engine(TraceEngineKind engine, Property property, Mutation mutation, Observations* observations) {
+std::unique_ptr<TraceEngine> make_engine(TraceEngineKind engine, Property property, Mutation mutation,
+                                         Observations* observations) {
   return engine == TraceEngineKind::Fast ? make_fast_engine(property, mutation, observations)
-                                : make_tensor_engine(property, mutation, observations);
+                                         : make_tensor_engine(property, mutation, observations);
 }
 
 // What a counterexample of `trace` shows: its configuration, commands and steps since the last Reset.

@@ -54,8 +54,8 @@ rc::Gen<ordered_json> gen_case(std::string name) {
   return rc::gen::exec([name] {
     const ScenarioConfig c = *gen_config();
     const CacheKind cache = *rc::gen::element(CacheKind::Static, CacheKind::Dynamic);
-    const std::vector<LayerType> layers = c.attention == LayerType::Full ? std::vector<LayerType>{LayerType::Full}
-                                                                         : gen_layers(c.attention);
+    const std::vector<LayerType> layers =
+        c.attention == LayerType::Full ? std::vector<LayerType>{LayerType::Full} : gen_layers(c.attention);
     const bool any_window = std::any_of(layers.begin(), layers.end(), [](LayerType t) { return t != LayerType::Full; });
     // Small tensors keep the committed fixtures small; the shapes still cover MHA/GQA/MQA.
     const int64_t head_dim = std::min<int64_t>(c.head_dim, 8);
@@ -102,9 +102,7 @@ rc::Gen<ordered_json> gen_case(std::string name) {
   });
 }
 
-ordered_json sample(uint64_t seed, const std::string& name) {
-  return gen_case(name)(rc::Random(seed), 50).value();
-}
+ordered_json sample(uint64_t seed, const std::string& name) { return gen_case(name)(rc::Random(seed), 50).value(); }
 
 // The mask builders' rare branches, which the plain draws reach seldom or never (golden/dump.py's
 // mask_builders): decoding with left padding on a static sliding or chunked layer that holds fewer
@@ -139,9 +137,11 @@ rc::Gen<ordered_json> gen_rare_case(std::string name) {
     for (LayerType t : layers) kinds += t == LayerType::Full ? "f" : t == LayerType::Sliding ? "s" : "c";
     ordered_json j;
     j["name"] = name;
-    j["description"] = "Generated for the mask builders' rare branches (kvconform golden --generate-corpus): left "
-                       "padding at decode; layers " + kinds + ", window " + std::to_string(window) +
-                       (cache == CacheKind::Static ? ", max_cache_len " + std::to_string(max_cache_len) + " below it" : "") + ".";
+    j["description"] =
+        "Generated for the mask builders' rare branches (kvconform golden --generate-corpus): left "
+        "padding at decode; layers " +
+        kinds + ", window " + std::to_string(window) +
+        (cache == CacheKind::Static ? ", max_cache_len " + std::to_string(max_cache_len) + " below it" : "") + ".";
     j["tags"] = {"generated", "rare-branch"};
     j["cache"] = to_string(cache);
     ordered_json types = ordered_json::array();
@@ -165,9 +165,7 @@ rc::Gen<ordered_json> gen_rare_case(std::string name) {
 
 }  // namespace
 
-ordered_json draw(uint64_t seed, uint64_t index, const std::string& name) {
-  return sample(seeds::case_seed(seed, index), name);
-}
+ordered_json draw(uint64_t seed, uint64_t index, const std::string& name) { return sample(seeds::case_seed(seed, index), name); }
 
 std::vector<ordered_json> generate(uint64_t seed, int count) {
   std::vector<ordered_json> out;

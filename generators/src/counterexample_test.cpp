@@ -67,9 +67,9 @@ INSTANTIATE_TEST_SUITE_P(Engines, CounterexampleOf, ::testing::Values(TraceEngin
 // One generator, one shrinker, two independent rules: both engines meet the same traces, so a bug
 // both can see fails the same trace and shrinks to the same case on each.
 TEST(OneCampaign, BothEnginesFailTheSameTraceAndShrinkItAlike) {
-  for (const auto& [mutation, property] : {std::pair{Mutation::WindowTooWide, Property::WindowCoverage},
-                                           std::pair{Mutation::KvOffsetTooSmall, Property::ReturnedRows},
-                                           std::pair{Mutation::CapacityMax, Property::StoredRows}}) {
+  for (const auto& [mutation, property] :
+       {std::pair{Mutation::WindowTooWide, Property::WindowCoverage},
+        std::pair{Mutation::KvOffsetTooSmall, Property::ReturnedRows}, std::pair{Mutation::CapacityMax, Property::StoredRows}}) {
     Options o = mutant(mutation);
     o.trace_engine = TraceEngineKind::Fast;
     const Outcome fast = run(property, o);

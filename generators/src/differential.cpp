@@ -98,8 +98,9 @@ Verdict judge(Dumper& dumper, const ordered_json& scenario, const std::string& r
   if (own_release && fixture.contains("behaviours")) {
     const std::vector<std::string> keys = differing_keys(to_json(behaviours), fixture.at("behaviours"));
     if (!keys.empty())
-      return {true, false, "transformers " + release + " measures behaviours that behaviours_for_release(\"" + release +
-                               "\") disagrees with (table vs record): " + keys.front(),
+      return {true, false,
+              "transformers " + release + " measures behaviours that behaviours_for_release(\"" + release +
+                  "\") disagrees with (table vs record): " + keys.front(),
               static_cast<int64_t>(c.steps.size())};
   }
   const report::CaseResult r = golden::check(fixture, c, behaviours, mutation);
@@ -219,8 +220,8 @@ Summary run(const Options& options) {
           small["name"] = stem;
           small["description"] = "Shrunk disagreement between transformers " + o.version +
                                  " and the C++ reference (kvconform fuzz --differential, seed " + std::to_string(o.seed) +
-                                 ", sequence " + std::to_string(i) + "): " +
-                                 judge(dumper, small, release, own_release, o.mutation).message;
+                                 ", sequence " + std::to_string(i) +
+                                 "): " + judge(dumper, small, release, own_release, o.mutation).message;
           small["tags"] = {"differential", "transformers:" + o.version};
           r.saved = regressions::save(o.out_dir, "differential", regressions::target_name(o.version), small).path;
           r.scenario = scenario["name"].get<std::string>();

@@ -110,7 +110,8 @@ CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std
   int passes = 0, skips = 0;
   double bound = 0;
   const auto check = [&](const Draw& draw, bool shrinking) -> std::optional<report::CaseResult> {
-    const Plan plan = plan_from_draw(model.config.name, draw, model.config.vocab, model.config.local_span(), o.seed, operations, drawn_chunk(model));
+    const Plan plan = plan_from_draw(model.config.name, draw, model.config.vocab, model.config.local_span(), o.seed, operations,
+                                     drawn_chunk(model));
     report::CaseResult c;
     try {
       c = check_plan(engine, model, model_dir, plan, o.check);
@@ -127,8 +128,8 @@ CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std
     return std::nullopt;
   };
   const search::Budget budget{o.seed, o.iterations, o.max_size, o.reproduce};
-  const auto found = search::run<Draw, report::CaseResult>(budget, draw_plan, check, simplifications,
-                                                            [](const Draw&) { return true; });
+  const auto found =
+      search::run<Draw, report::CaseResult>(budget, draw_plan, check, simplifications, [](const Draw&) { return true; });
   r.bound = bound;
   if (found.ok()) {
     r.status = skips == passes && passes > 0 ? report::Status::Skipped : report::Status::Pass;
@@ -136,8 +137,8 @@ CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std
     return out;
   }
   r.status = report::Status::Fail;
-  Plan shrunk = plan_from_draw(model.config.name, *found.failing, model.config.vocab, model.config.local_span(), o.seed, operations,
-                               drawn_chunk(model));
+  Plan shrunk = plan_from_draw(model.config.name, *found.failing, model.config.vocab, model.config.local_span(), o.seed,
+                               operations, drawn_chunk(model));
   shrunk.name = "campaign-shrunk";
   r.message = "shrunk to " + std::to_string(shrunk.steps.size()) + " steps: " + found.failure->message;
   r.detail = found.failure->detail;
@@ -158,7 +159,8 @@ ModelRecipe recipe_from_json(const nlohmann::json& j, const std::string& file) {
   if (!j.is_object()) bad("", "a model recipe is a JSON object {\"name\", \"folder\", \"layout\", \"config\"}");
   ModelRecipe r;
   for (const char* key : {"name", "layout"})
-    if (!j.contains(key) || !j[key].is_string() || j[key].get<std::string>().empty()) bad(std::string("/") + key, "must be a non-empty string");
+    if (!j.contains(key) || !j[key].is_string() || j[key].get<std::string>().empty())
+      bad(std::string("/") + key, "must be a non-empty string");
   r.name = j["name"];
   r.layout = j["layout"];
   r.folder = j.value("folder", r.name);
@@ -209,7 +211,8 @@ json without_layer(json c, int64_t i, int64_t n) {
   if (c.contains("moe_layers") && c["moe_layers"].is_array()) {  // layer indices
     json kept = json::array();
     for (const json& l : c["moe_layers"])
-      if (l.is_number_integer() && l.get<int64_t>() != i) kept.push_back(l.get<int64_t>() > i ? l.get<int64_t>() - 1 : l.get<int64_t>());
+      if (l.is_number_integer() && l.get<int64_t>() != i)
+        kept.push_back(l.get<int64_t>() > i ? l.get<int64_t>() - 1 : l.get<int64_t>());
     c["moe_layers"] = kept;
   }
   if (c.contains("max_window_layers") && c["max_window_layers"].is_number_integer() && i < c["max_window_layers"].get<int64_t>())
@@ -222,7 +225,8 @@ json without_layer(json c, int64_t i, int64_t n) {
 }  // namespace
 
 std::string error_class(const std::string& error) {
-  static const std::regex exception(R"(json\.exception\.[a-z_]+\.[0-9]+|\b[A-Za-z_.]*(Error|Exception)\b|crashed|exited with status [0-9]+|protocol error|converter failed|timed out)");
+  static const std::regex exception(
+      R"(json\.exception\.[a-z_]+\.[0-9]+|\b[A-Za-z_.]*(Error|Exception)\b|crashed|exited with status [0-9]+|protocol error|converter failed|timed out)");
   static const std::regex where(R"(\(([^()]+:[0-9]+ in [^()]+)\))");
   std::string kind;
   std::smatch e;
@@ -274,10 +278,15 @@ std::vector<json> simpler_configs(const json& config) {
     if (const auto respelt = parsed(c); respelt && rules_of(*respelt) == rules) offer(c);
   }
   // Features off, each alone.
-  const std::pair<const char*, json> off[] = {
-      {"attn_logit_softcapping", nullptr}, {"final_logit_softcapping", nullptr}, {"use_qk_norm", false},
-      {"attn_temperature_tuning", false},  {"attention_bias", false},            {"num_kv_shared_layers", 0},
-      {"attention_k_eq_v", false},         {"num_experts_per_tok", 1},           {"layer_rope_theta", nullptr}};
+  const std::pair<const char*, json> off[] = {{"attn_logit_softcapping", nullptr},
+                                              {"final_logit_softcapping", nullptr},
+                                              {"use_qk_norm", false},
+                                              {"attn_temperature_tuning", false},
+                                              {"attention_bias", false},
+                                              {"num_kv_shared_layers", 0},
+                                              {"attention_k_eq_v", false},
+                                              {"num_experts_per_tok", 1},
+                                              {"layer_rope_theta", nullptr}};
   for (const auto& [key, value] : off)
     if (config.contains(key) && config[key] != value) {
       json c = config;
@@ -328,8 +337,9 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
                                         const CampaignOptions& o) {
   ModelCampaignOutcome out;
   report::CaseResult& r = out.result;
-  const auto opened = open_campaign(engine, "drawn-" + family, "model-campaign",
-                                    "family=" + family + ",seed=" + std::to_string(o.seed) + ",iterations=" + std::to_string(o.iterations), r);
+  const auto opened =
+      open_campaign(engine, "drawn-" + family, "model-campaign",
+                    "family=" + family + ",seed=" + std::to_string(o.seed) + ",iterations=" + std::to_string(o.iterations), r);
   if (!opened) return out;
   const std::vector<std::string>& operations = *opened;
 
@@ -398,7 +408,8 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
     bound = std::max(bound, c.bound);
     if (c.status == report::Status::Fail) {
       if (!shrinking) found_failure = judged.failure;
-      if (shrinking && !same_bug(judged.failure, found_failure)) return std::nullopt;  // another bug: not a simplification of this one
+      if (shrinking && !same_bug(judged.failure, found_failure))
+        return std::nullopt;  // another bug: not a simplification of this one
       return c;
     }
     if (!shrinking) {
@@ -424,13 +435,17 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
   r.bound = bound;
   if (found.ok()) {
     // A known deviation on any pair makes the campaign that deviation: it is reported, never a pass.
-    r.status = deviations ? report::Status::Deviation
+    r.status = deviations                      ? report::Status::Deviation
                : skips == passes && passes > 0 ? report::Status::Skipped
                                                : report::Status::Pass;
-    r.message = std::to_string(found.passed) + " drawn models and plans" +
-                (redrawn ? " (" + std::to_string(redrawn) + " window-insensitive " + (redrawn == 1 ? "draw" : "draws") + " redrawn)" : "") +
-                (skips ? ", " + std::to_string(skips) + " skipped (the first: " + first_skip + ")" : "") +
-                (deviations ? ", " + std::to_string(deviations) + (deviations == 1 ? " known deviation" : " known deviations") + ", the first on " + first_deviation : "");
+    r.message =
+        std::to_string(found.passed) + " drawn models and plans" +
+        (redrawn ? " (" + std::to_string(redrawn) + " window-insensitive " + (redrawn == 1 ? "draw" : "draws") + " redrawn)"
+                 : "") +
+        (skips ? ", " + std::to_string(skips) + " skipped (the first: " + first_skip + ")" : "") +
+        (deviations ? ", " + std::to_string(deviations) + (deviations == 1 ? " known deviation" : " known deviations") +
+                          ", the first on " + first_deviation
+                    : "");
     return out;
   }
   r.status = report::Status::Fail;
@@ -441,7 +456,8 @@ ModelCampaignOutcome run_model_campaign(EngineClient& engine, const std::string&
     Plan plan = plan_of(shrunk, model);
     plan.name = "model-campaign-shrunk";
     model_text = describe_model(model.config);
-    r.message = "shrunk to " + std::to_string(plan.steps.size()) + (plan.steps.size() == 1 ? " step on " : " steps on ") + model_text + ": " + found.failure->message;
+    r.message = "shrunk to " + std::to_string(plan.steps.size()) + (plan.steps.size() == 1 ? " step on " : " steps on ") +
+                model_text + ": " + found.failure->message;
     out.shrunk = std::move(plan);
     out.model = shrunk.model;
   } catch (const std::exception& e) {  // the first draw itself failed to load: nothing to shrink

@@ -25,7 +25,7 @@ struct Checker {
   Property property;
   Mutation mutation;
   int64_t steps = 0;
-  int64_t deviation_steps = 0;  // layer-steps where transformers drops keys its window allows
+  int64_t deviation_steps = 0;    // layer-steps where transformers drops keys its window allows
   const Behaviours behaviours{};  // the campaign checks the newest release's layers, as sut.cpp
   const std::vector<int64_t> no_padding;
   // Reused between traces: the check allocates nothing per step once warm.
@@ -34,8 +34,8 @@ struct Checker {
   MaskRequest m;  // reused: assign_mask_request keeps its buffers
   PositionChecks checks;
 
-  std::string check_step(fast::Layer& layer, const char* role, int64_t batch, const LeftPadding& padding, int64_t seen,
-                         int64_t q, const char* command) {
+  std::string check_step(fast::Layer& layer, const char* role, int64_t batch, const LeftPadding& padding, int64_t seen, int64_t q,
+                         const char* command) {
     const LayerSpec& spec = layer.spec();
     const StepAt at{command, role, &spec, seen, q};
     const MaskSizes sizes = layer.get_mask_sizes(q);

@@ -13,8 +13,8 @@
 
 namespace kvc {
 
-std::vector<report::MaskPicture> mask_pictures(const ScenarioConfig& config, const std::vector<int64_t>& steps,
-                                               Mutation mutation, size_t max_pictures) {
+std::vector<report::MaskPicture> mask_pictures(const ScenarioConfig& config, const std::vector<int64_t>& steps, Mutation mutation,
+                                               size_t max_pictures) {
   std::vector<report::MaskPicture> pictures;
   if (steps.empty()) return pictures;
   // A layer that cannot even be made or run the steps has no mask to draw (the failure message says

@@ -82,10 +82,10 @@ struct Run {
     std::vector<at::Tensor> out;
     driver.run([&](LayerStep& v) {
       if (v.update_error) std::rethrow_exception(v.update_error);
-      const at::Tensor o =
-          use_kernel ? backends::windowed(v.query, v.returned.keys, v.returned.values, v.mask.query_positions,
-                                          v.mask.sizes.kv_offset, backends::kernel_window(v.mask), fault)
-                     : attention::exact(v.query, v.returned.keys, v.returned.values, masks::boolean_mask(v.mask));
+      const at::Tensor o = use_kernel
+                               ? backends::windowed(v.query, v.returned.keys, v.returned.values, v.mask.query_positions,
+                                                    v.mask.sizes.kv_offset, backends::kernel_window(v.mask), fault)
+                               : attention::exact(v.query, v.returned.keys, v.returned.values, masks::boolean_mask(v.mask));
       for (int64_t i = 0; i < v.q; ++i) out.push_back(o.select(2, i));
     });
     return out;
@@ -118,9 +118,9 @@ std::string prefill_equals_decodes(Mutation mutation) {
       const Run run{c, spec, mutation};
       const auto a = run.outputs(prefill), b = run.outputs(decodes);
       for (size_t t = 0; t < a.size(); ++t)
-        if (gap(a[t], b[t]) > kTol) RC_FAIL(spec.describe() + ": token " + std::to_string(t) + " differs by " +
-                                                    std::to_string(gap(a[t], b[t])) + " between steps " + steps_str(prefill) +
-                                                    " and " + steps_str(decodes));
+        if (gap(a[t], b[t]) > kTol)
+          RC_FAIL(spec.describe() + ": token " + std::to_string(t) + " differs by " + std::to_string(gap(a[t], b[t])) +
+                  " between steps " + steps_str(prefill) + " and " + steps_str(decodes));
     }
   });
 }
@@ -137,8 +137,8 @@ std::string batch_equals_rows(backends::Fault fault) {
   return check("batch_equals_rows", [fault] {
     ScenarioConfig c = *gen_config();
     c.batch = *rc::gen::inRange<int64_t>(2, 5);
-    c.left_padding = *rc::gen::container<std::vector<int64_t>>(static_cast<size_t>(c.batch),
-                                                               rc::gen::inRange<int64_t>(0, std::max<int64_t>(c.max_tokens - 1, 1)));
+    c.left_padding = *rc::gen::container<std::vector<int64_t>>(
+        static_cast<size_t>(c.batch), rc::gen::inRange<int64_t>(0, std::max<int64_t>(c.max_tokens - 1, 1)));
     int64_t lp = 0;
     for (int64_t x : *c.left_padding) lp = std::max(lp, x);
     std::vector<int64_t> steps = {*rc::gen::inRange<int64_t>(lp + 1, std::max(lp + 2, c.max_tokens + 1))};
@@ -159,8 +159,9 @@ std::string batch_equals_rows(backends::Fault fault) {
       const auto single = alone.outputs(steps);
       for (size_t t = 0; t < batch.size(); ++t) {
         const double d = gap(batch[t].select(0, b), single[t].select(0, 0));
-        if (d > kTol) RC_FAIL(spec.describe() + ": batch row " + std::to_string(b) + " token " + std::to_string(t) +
-                                      " differs from the row run alone by " + std::to_string(d));
+        if (d > kTol)
+          RC_FAIL(spec.describe() + ": batch row " + std::to_string(b) + " token " + std::to_string(t) +
+                  " differs from the row run alone by " + std::to_string(d));
       }
     }
   });
@@ -201,8 +202,9 @@ std::string window_equals_explicit_mask(backends::Fault fault) {
     const at::Tensor q = at::randn({B, 2, nq, 4}, at::kDouble), k = at::randn({B, 1, nk, 4}, at::kDouble);
     const at::Tensor v = at::randn({B, 1, nk, 4}, at::kDouble);
     const double d = gap(backends::windowed(q, k, v, qpos, offset, w, fault), attention::exact(q, k, v, M));
-    if (d > kTol) RC_FAIL(std::string(to_string(type)) + " W=" + std::to_string(W) + " kv_offset=" +
-                                  std::to_string(offset) + ": kernel and explicit mask differ by " + std::to_string(d));
+    if (d > kTol)
+      RC_FAIL(std::string(to_string(type)) + " W=" + std::to_string(W) + " kv_offset=" + std::to_string(offset) +
+              ": kernel and explicit mask differ by " + std::to_string(d));
   });
 }
 

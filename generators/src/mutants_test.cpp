@@ -26,8 +26,8 @@ TEST_P(MutantIsCaught, WithinTheDefaultBudget) {
   options.mutation = GetParam().mutation;
   options.trace_engine = GetParam().engine;
   const Outcome outcome = run(GetParam().caught_by, options);
-  EXPECT_FALSE(outcome.ok) << to_string(GetParam().mutation) << " survived " << to_string(GetParam().caught_by)
-                           << " after " << outcome.cases << " cases";
+  EXPECT_FALSE(outcome.ok) << to_string(GetParam().mutation) << " survived " << to_string(GetParam().caught_by) << " after "
+                           << outcome.cases << " cases";
   // The counterexample must be shrunk to something a person can read.
   EXPECT_NE(outcome.failure.find("Prefill"), std::string::npos) << outcome.failure;
 }

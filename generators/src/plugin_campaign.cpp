@@ -37,8 +37,8 @@ struct NumericDraw {
   int64_t kv_heads = 1, heads = 1, head_dim = 64;
   inputs::Distribution distribution = inputs::Distribution::Normal;
   uint64_t seed = 0;
-  int64_t keys = 256;         // the window (or, full, the keys filled): long ranges are the point
-  int64_t past_window = 0;    // fill tokens beyond the window (0 for a full layer)
+  int64_t keys = 256;           // the window (or, full, the keys filled): long ranges are the point
+  int64_t past_window = 0;      // fill tokens beyond the window (0 for a full layer)
   std::vector<int64_t> judged;  // tokens of each judged step after the fill
 };
 
@@ -81,8 +81,8 @@ Scenario scenario_of(const NumericDraw& d, CacheKind cache) {
   int64_t total = fill;
   for (int64_t q : d.judged) total += q;
   const bool full = d.type == LayerType::Full;
-  Scenario s = one_layer("random_numerics", d.type, full ? 0 : d.keys, full ? total : d.keys, 1, d.heads, d.kv_heads,
-                         d.head_dim, std::nullopt, d.judged, d.seed, cache);
+  Scenario s = one_layer("random_numerics", d.type, full ? 0 : d.keys, full ? total : d.keys, 1, d.heads, d.kv_heads, d.head_dim,
+                         std::nullopt, d.judged, d.seed, cache);
   s.steps.insert(s.steps.begin(), Step{fill, std::nullopt, false});  // the unjudged fill
   s.dtype = d.dtype;
   s.distribution = d.distribution;
@@ -155,8 +155,8 @@ std::string write_failure_case(const Target& target, const std::string& part_nam
   for (Scenario seq : sequences(shrunk)) {
     const CaseResult r = check_scenario(target, part_name, seq, part, plugin, o.timeout_s);
     if (r.status != Status::Fail) continue;
-    seq.description = "Found by kvconform run --plugin (" + part_name + " campaign, seed " + std::to_string(o.seed) +
-                      ") on " + plugin + ": " + r.message;
+    seq.description = "Found by kvconform run --plugin (" + part_name + " campaign, seed " + std::to_string(o.seed) + ") on " +
+                      plugin + ": " + r.message;
     seq.tags = {"plugin", "plugin:" + plugin, "part:" + part_name, "seed:" + std::to_string(o.seed)};
     // The corpus names the file, and the case, by a hash of what it holds (kvconform/regressions.h).
     seq.name = "found";
@@ -236,7 +236,8 @@ CaseResult run_campaign(const Target& target, Part part, const std::string& plug
     out.detail = "Falsifiable after " + std::to_string(found.passed + 1) + " cases and " + std::to_string(found.shrinks) +
                  " shrinks\n\n" + message;
     out.replay = found.reproduce;
-    if (!o.save_regressions.empty()) out.detail += "\n" + save_failure(target, part_name, part, plugin, found.failing->scenario(), o);
+    if (!o.save_regressions.empty())
+      out.detail += "\n" + save_failure(target, part_name, part, plugin, found.failing->scenario(), o);
   }
   return out;
 }
@@ -249,7 +250,8 @@ std::vector<CaseResult> check_target(const Target& target, const PluginCheckOpti
   if (!fixed.loaded || options.iterations <= 0) return results;
   for (const Part part : {Part::Cache, Part::Kernel}) {
     if (!(part == Part::Cache ? fixed.has_cache : fixed.has_attention)) continue;
-    CaseResult id = report::named(report::PluginKey{fixed.name, std::string("campaign/") + (part == Part::Cache ? "cache" : "kernel"), "mixed"});
+    CaseResult id = report::named(
+        report::PluginKey{fixed.name, std::string("campaign/") + (part == Part::Cache ? "cache" : "kernel"), "mixed"});
     id.params = "seed=" + std::to_string(options.seed) + ",iterations=" + std::to_string(options.iterations);
     if (options.select && !options.select(id.id)) continue;
     if (options.list_only) {
@@ -263,7 +265,8 @@ std::vector<CaseResult> check_target(const Target& target, const PluginCheckOpti
       id.message = gave_up_message(fixed.worker_failures);
     } else if (fixed.isolated_failure) {
       id.status = Status::Skipped;
-      id.message = "not run: the worker failed in " + fixed.first_fault + " (a crash, hang or exit); a random campaign would only repeat it";
+      id.message = "not run: the worker failed in " + fixed.first_fault +
+                   " (a crash, hang or exit); a random campaign would only repeat it";
     }
     results.push_back(id.status == Status::Skipped ? id : run_campaign(target, part, fixed.name, options));
   }

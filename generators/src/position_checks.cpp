@@ -19,7 +19,8 @@ std::string rows_str(const fast::TokenRows& rows) {
   os << "[";
   for (size_t i = 0; i < rows.size(); ++i) {
     os << (i ? "," : "");
-    if (rows[i] == fast::kUnwritten) os << "_"; else os << rows[i];
+    if (rows[i] == fast::kUnwritten) os << "_";
+    else os << rows[i];
   }
   return os.str() + "]";
 }
@@ -79,8 +80,7 @@ std::string PositionChecks::coverage(const StepAt& at, int64_t batch, const Left
     return at.who() + " mask has " + std::to_string(cols) + " key columns but update returned " +
            std::to_string(returned.size()) + " rows";
   const int64_t first_key = lost_keys ? sizes.kv_offset : 0;
-  if (std::string e = pattern(at, "boolean mask", batch, padding, returned, mask, false, cols, first_key); !e.empty())
-    return e;
+  if (std::string e = pattern(at, "boolean mask", batch, padding, returned, mask, false, cols, first_key); !e.empty()) return e;
   // Where the layer already drops window keys, transformers may also skip a chunked mask whose
   // keys straddle a chunk boundary (kv_length < chunk size, kv_offset not chunk-aligned): the same
   // upstream deviation, counted there, not a reference bug.
@@ -93,8 +93,8 @@ std::string PositionChecks::coverage(const StepAt& at, int64_t batch, const Left
 
 // shared_rows: the pattern is [q][cols] for every batch row (SDPA's is_causal) instead of [b][q][cols].
 std::string PositionChecks::pattern(const StepAt& at, const char* form, int64_t batch, const LeftPadding& padding,
-                                    const fast::TokenRows& returned, const std::vector<uint8_t>& cells,
-                                    bool shared_rows, int64_t cols, int64_t first_key) {
+                                    const fast::TokenRows& returned, const std::vector<uint8_t>& cells, bool shared_rows,
+                                    int64_t cols, int64_t first_key) {
   const LayerSpec& spec = *at.spec;
   const int64_t w = spec.window, seen = at.seen, q = at.q;
   const int64_t total = seen + q;
@@ -107,8 +107,7 @@ std::string PositionChecks::pattern(const StepAt& at, const char* form, int64_t 
   // The leading columns that hold consecutive tokens run_base, run_base + 1, ...
   const int64_t run_base = cols > 0 ? returned[0] : 0;
   int64_t run_length = 0;
-  while (run_length < cols && run_base >= 0 && returned[static_cast<size_t>(run_length)] == run_base + run_length)
-    ++run_length;
+  while (run_length < cols && run_base >= 0 && returned[static_cast<size_t>(run_length)] == run_base + run_length) ++run_length;
   for (int64_t b = 0; b < batch; ++b) {
     const int64_t lp = padding ? (*padding)[static_cast<size_t>(b)] : 0;
     // The keys the window rule (positions::window_allows) lets a query see form one run ending at

@@ -29,7 +29,8 @@ Judged judged_by(Property p, std::optional<DType> dtype) {
     case Property::WindowCoverage: return {Policy::Bitwise, 0.0};
     case Property::LayerAgreement: return {Policy::ExactFloat64, kExactTolerance};
     case Property::AttentionVsOracle:
-      return {Policy::DtypeEpsilons, dtype ? std::max(attention_tolerance(*dtype).absolute, eager_tolerance(*dtype).absolute) : -1.0};
+      return {Policy::DtypeEpsilons,
+              dtype ? std::max(attention_tolerance(*dtype).absolute, eager_tolerance(*dtype).absolute) : -1.0};
     case Property::BackendsVsOracle: return {Policy::SameDtypeReference, -1.0};
   }
   return {Policy::Bitwise, -1.0};
@@ -49,8 +50,8 @@ const char* describe(Property p) {
 }
 
 std::vector<Property> all_properties() {
-  return {Property::StoredRows, Property::ReturnedRows, Property::WindowCoverage, Property::AttentionVsOracle,
-          Property::LayerAgreement, Property::BackendsVsOracle};
+  return {Property::StoredRows,        Property::ReturnedRows,   Property::WindowCoverage,
+          Property::AttentionVsOracle, Property::LayerAgreement, Property::BackendsVsOracle};
 }
 
 Property parse_property(const std::string& s) {

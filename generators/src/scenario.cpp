@@ -62,8 +62,9 @@ namespace {
 // max_cache_len below, equal to and above the window; MHA, GQA and MQA; left padding half the time.
 ScenarioConfig draw_config(Rng& r, const ConfigFilter& filter) {
   ScenarioConfig c;
-  c.attention = filter.attention ? *filter.attention
-                                 : r.weighted<LayerType>({{4, LayerType::Sliding}, {4, LayerType::Chunked}, {1, LayerType::Full}});
+  c.attention = filter.attention
+                    ? *filter.attention
+                    : r.weighted<LayerType>({{4, LayerType::Sliding}, {4, LayerType::Chunked}, {1, LayerType::Full}});
   const int band = r.weighted<int>({{6, 0}, {3, 1}, {1, 2}});
   const int64_t lo[] = {1, 9, 17}, hi[] = {9, 17, 65};
   c.window = r.in(lo[band], hi[band]);
@@ -76,8 +77,9 @@ ScenarioConfig draw_config(Rng& r, const ConfigFilter& filter) {
   c.kv_heads = r.in(1, 3);
   c.heads = c.kv_heads * r.weighted<int64_t>({{1, 1}, {1, 2}, {1, 4}});
   c.head_dim = r.weighted<int64_t>({{3, 1}, {4, 4}, {3, 8}, {1, 16}, {1, 64}});
-  c.dtype = filter.dtype ? *filter.dtype
-                         : r.weighted<DType>({{4, DType::Float32}, {2, DType::Float16}, {2, DType::BFloat16}, {1, DType::Float64}});
+  c.dtype = filter.dtype
+                ? *filter.dtype
+                : r.weighted<DType>({{4, DType::Float32}, {2, DType::Float16}, {2, DType::BFloat16}, {1, DType::Float64}});
   if (r.in(0, 2) == 1) {
     const int64_t most = std::min<int64_t>(2 * c.window + 1, 12);
     c.left_padding = std::vector<int64_t>(static_cast<size_t>(c.batch));

@@ -23,7 +23,9 @@ TEST(Shrink, GreedyEndsAtASmallestCaseThatStillFails) {
 
 TEST(Shrink, GreedyStopsAtItsLimitAndKeepsAFailingCase) {
   int failing = 1000;
-  EXPECT_EQ(greedy(failing, halve_or_decrement, [](int n) { return n >= 37; }, 3), 3);
+  EXPECT_EQ(greedy(
+                failing, halve_or_decrement, [](int n) { return n >= 37; }, 3),
+            3);
   EXPECT_EQ(failing, 125);
   int passing_everywhere = 9;
   EXPECT_EQ(greedy(passing_everywhere, halve_or_decrement, [](int) { return false; }), 0);
@@ -32,8 +34,10 @@ TEST(Shrink, GreedyStopsAtItsLimitAndKeepsAFailingCase) {
 
 // Drawn configs as make_models.py --draw writes them: gemma3_text with a legacy sliding_window_pattern
 // (4 layers, window 3), qwen2 with use_sliding_window and max_window_layers (3 layers, window 6).
-const char* kGemma3Pattern = R"({"architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "attn_logit_softcapping": null, "bos_token_id": 1, "eos_token_id": 2, "final_logit_softcapping": null, "head_dim": 8, "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 128, "max_position_embeddings": 4096, "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 4, "num_key_value_heads": 1, "pad_token_id": 0, "query_pre_attn_scalar": 64, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000.0, "rope_parameters": {"full_attention": {"rope_theta": 1000000.0, "rope_type": "default"}, "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}}, "rope_scaling": null, "rope_theta": 1000000.0, "sliding_window": 3, "sliding_window_pattern": 2, "tie_word_embeddings": false, "torch_dtype": "float32", "use_cache": true, "vocab_size": 256})";
-const char* kQwen2MaxWindowLayers = R"({"architectures": ["Qwen2ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2, "head_dim": 16, "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 128, "max_position_embeddings": 4096, "max_window_layers": 2, "model_type": "qwen2", "num_attention_heads": 2, "num_hidden_layers": 3, "num_key_value_heads": 2, "pad_token_id": 0, "rms_norm_eps": 1e-06, "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}, "rope_scaling": null, "rope_theta": 10000.0, "sliding_window": 6, "tie_word_embeddings": true, "torch_dtype": "float32", "use_cache": true, "use_sliding_window": true, "vocab_size": 256})";
+const char* kGemma3Pattern =
+    R"({"architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "attn_logit_softcapping": null, "bos_token_id": 1, "eos_token_id": 2, "final_logit_softcapping": null, "head_dim": 8, "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 128, "max_position_embeddings": 4096, "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 4, "num_key_value_heads": 1, "pad_token_id": 0, "query_pre_attn_scalar": 64, "rms_norm_eps": 1e-06, "rope_local_base_freq": 10000.0, "rope_parameters": {"full_attention": {"rope_theta": 1000000.0, "rope_type": "default"}, "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}}, "rope_scaling": null, "rope_theta": 1000000.0, "sliding_window": 3, "sliding_window_pattern": 2, "tie_word_embeddings": false, "torch_dtype": "float32", "use_cache": true, "vocab_size": 256})";
+const char* kQwen2MaxWindowLayers =
+    R"({"architectures": ["Qwen2ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2, "head_dim": 16, "hidden_act": "silu", "hidden_size": 64, "initializer_range": 0.02, "intermediate_size": 128, "max_position_embeddings": 4096, "max_window_layers": 2, "model_type": "qwen2", "num_attention_heads": 2, "num_hidden_layers": 3, "num_key_value_heads": 2, "pad_token_id": 0, "rms_norm_eps": 1e-06, "rope_parameters": {"rope_theta": 10000.0, "rope_type": "default"}, "rope_scaling": null, "rope_theta": 10000.0, "sliding_window": 6, "tie_word_embeddings": true, "torch_dtype": "float32", "use_cache": true, "use_sliding_window": true, "vocab_size": 256})";
 
 std::vector<engine::Attention> rules(const nlohmann::json& config) {
   const engine::ModelConfig c = engine::parse_config(config, "config.json");
@@ -135,7 +139,8 @@ TEST(ModelShrink, AFailureIsItsPlaceItsDiagnosisOrItsErrorNotItsNumbers) {
   EXPECT_FALSE(same_bug(wider, failed(Where::Logits, "")));  // unexplained is another bug
   EXPECT_TRUE(same_bug(failed(Where::Logits, ""), failed(Where::Logits, "")));
 
-  EXPECT_EQ(engine::error_class("ValueError: head_dim 8 is not hidden/heads 16 (adapter.py:41 in load)"), "ValueError at adapter.py:41 in load");
+  EXPECT_EQ(engine::error_class("ValueError: head_dim 8 is not hidden/heads 16 (adapter.py:41 in load)"),
+            "ValueError at adapter.py:41 in load");
   const auto load = failed(Where::Load, "ValueError: head_dim 8 is not hidden/heads 16 (adapter.py:41 in load)");
   EXPECT_TRUE(same_bug(load, failed(Where::Load, "ValueError: head_dim 4 is not hidden/heads 32 (adapter.py:41 in load)")));
   EXPECT_FALSE(same_bug(load, failed(Where::Load, "KeyError: 'rope_theta' (adapter.py:41 in load)")));

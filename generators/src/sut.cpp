@@ -91,8 +91,7 @@ struct SystemUnderTest::Impl {
     for (int64_t b = 0; b < cfg.batch; ++b)
       for (int64_t h = 0; h < heads; ++h)
         for (const auto& r : rows)
-          for (int64_t d = 0; d < cfg.head_dim; ++d)
-            v.push_back(r ? inputs::element(cfg.seed, id, 0, b, h, *r, d) : 0.0);
+          for (int64_t d = 0; d < cfg.head_dim; ++d) v.push_back(r ? inputs::element(cfg.seed, id, 0, b, h, *r, d) : 0.0);
     return from_values(v, {cfg.batch, heads, static_cast<int64_t>(rows.size()), cfg.head_dim}, cfg.dtype);
   }
 
@@ -110,14 +109,13 @@ struct SystemUnderTest::Impl {
     const positions::Rows expected = positions::stored_rows(v.driven->spec, v.seen + v.q);
     if (!at::equal(v.cache->keys(), token_block(inputs::kKey, cfg.kv_heads, expected)) ||
         !at::equal(v.cache->values(), token_block(inputs::kValue, cfg.kv_heads, expected)))
-      RC_FAIL(where.who() + " stored K/V shape " + std::to_string(v.cache->keys().size(2)) +
-              " rows; bytes differ from tokens " + campaign::rows_str(expected));
+      RC_FAIL(where.who() + " stored K/V shape " + std::to_string(v.cache->keys().size(2)) + " rows; bytes differ from tokens " +
+              campaign::rows_str(expected));
   }
 
   void check_returned(const LayerStep& s, const char* command) {
     const campaign::StepAt where = at(s, command);
-    if (std::string e = positions_checks.returned(where, s.sizes, campaign::token_rows(s.returned_rows)); !e.empty())
-      RC_FAIL(e);
+    if (std::string e = positions_checks.returned(where, s.sizes, campaign::token_rows(s.returned_rows)); !e.empty()) RC_FAIL(e);
     if (s.returned.keys.size(2) != s.sizes.kv_length)
       RC_FAIL(where.who() + " update returned " + std::to_string(s.returned.keys.size(2)) +
               " rows but get_mask_sizes said kv_length " + std::to_string(s.sizes.kv_length));
@@ -131,9 +129,9 @@ struct SystemUnderTest::Impl {
     const at::Tensor boolean = masks::boolean_mask(s.mask).contiguous();
     const uint8_t* p = reinterpret_cast<const uint8_t*>(boolean.data_ptr<bool>());
     const std::vector<uint8_t> mask(p, p + boolean.numel());
-    if (std::string e = positions_checks.coverage(at(s, command), cfg.batch, cfg.left_padding, s.sizes,
-                                                  campaign::token_rows(s.returned_rows), mask,
-                                                  masks::can_skip(s.mask), s.lost_keys);
+    if (std::string e =
+            positions_checks.coverage(at(s, command), cfg.batch, cfg.left_padding, s.sizes, campaign::token_rows(s.returned_rows),
+                                      mask, masks::can_skip(s.mask), s.lost_keys);
         !e.empty())
       RC_FAIL(e);
   }
@@ -180,8 +178,8 @@ struct SystemUnderTest::Impl {
       const Tolerance tol = std::string(name) == "eager" ? eager_tolerance(cfg.dtype) : attention_tolerance(cfg.dtype);
       observe(std::string(name) + "/" + to_string(cfg.dtype), err);
       if (err > tol.absolute)
-        RC_FAIL(who + " " + name + " attention in " + to_string(cfg.dtype) + " differs from the oracle by " +
-                num(err) + " > tolerance " + num(tol.absolute));
+        RC_FAIL(who + " " + name + " attention in " + to_string(cfg.dtype) + " differs from the oracle by " + num(err) +
+                " > tolerance " + num(tol.absolute));
     }
     return exact;
   }
@@ -232,8 +230,8 @@ struct SystemUnderTest::Impl {
 
   void step(int64_t seen, int64_t q, const char* command) {
     const std::string where = std::string(command) + "(" + std::to_string(q) + ") after " + std::to_string(seen) + " tokens";
-    if (driver->seen() != seen) RC_FAIL(where + ": the model holds " + std::to_string(seen) + " tokens, the driver " +
-                                        std::to_string(driver->seen()));
+    if (driver->seen() != seen)
+      RC_FAIL(where + ": the model holds " + std::to_string(seen) + " tokens, the driver " + std::to_string(driver->seen()));
     std::vector<LayerStep> views;
     driver->step({q, std::nullopt}, [&](LayerStep& v) {
       if (v.update_error) {
@@ -268,15 +266,14 @@ struct SystemUnderTest::Impl {
         bool lost = false;
         for (size_t i = 0; i < checked; ++i) lost |= views[i].lost_keys;
         const double gap = checked > 1 && !lost ? max_error(exact[0], exact[1], rows) : 0.0;
-        if (gap > kExactTolerance)
-          RC_FAIL(where + ": static and dynamic layers' attention outputs differ by " + num(gap));
+        if (gap > kExactTolerance) RC_FAIL(where + ": static and dynamic layers' attention outputs differ by " + num(gap));
         if (views.size() > checked) {
           const LayerStep& first = views[0];
           const LayerStep& twin = views.back();
           if (first.stored_rows != twin.stored_rows || !at::equal(first.cache->keys(), twin.cache->keys()) ||
               !at::equal(first.cache->values(), twin.cache->values()))
-            RC_FAIL(where + ": " + first.driven->spec.describe() + " stores " + campaign::rows_str(first.stored_rows) +
-                    " but " + twin.driven->spec.describe() + " stores " + campaign::rows_str(twin.stored_rows));
+            RC_FAIL(where + ": " + first.driven->spec.describe() + " stores " + campaign::rows_str(first.stored_rows) + " but " +
+                    twin.driven->spec.describe() + " stores " + campaign::rows_str(twin.stored_rows));
         }
         break;
       }
@@ -288,7 +285,9 @@ struct SystemUnderTest::Impl {
     }
   }
 
-  void reset() { driver->step({0, std::nullopt}, [](LayerStep&) {}); }
+  void reset() {
+    driver->step({0, std::nullopt}, [](LayerStep&) {});
+  }
 };
 
 SystemUnderTest::SystemUnderTest(const ScenarioConfig& config, Property property, Mutation mutation,

@@ -89,10 +89,26 @@ inline void* at_mut(kvc_tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i
 inline double load(const kvc_tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
   const void* p = at(t, i0, i1, i2, i3);
   switch (t.dtype) {
-    case KVC_FLOAT32: { float f; std::memcpy(&f, p, 4); return f; }
-    case KVC_FLOAT64: { double d; std::memcpy(&d, p, 8); return d; }
-    case KVC_FLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return half_to_float(h); }
-    case KVC_BFLOAT16: { uint16_t h; std::memcpy(&h, p, 2); return bf16_to_float(h); }
+    case KVC_FLOAT32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case KVC_FLOAT64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
+    case KVC_FLOAT16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return half_to_float(h);
+    }
+    case KVC_BFLOAT16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      return bf16_to_float(h);
+    }
   }
   return 0;
 }
@@ -100,10 +116,22 @@ inline double load(const kvc_tensor& t, int64_t i0, int64_t i1, int64_t i2, int6
 inline void store(kvc_tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, double v) {
   void* p = at_mut(t, i0, i1, i2, i3);
   switch (t.dtype) {
-    case KVC_FLOAT32: { const float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+    case KVC_FLOAT32: {
+      const float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
     case KVC_FLOAT64: std::memcpy(p, &v, 8); break;
-    case KVC_FLOAT16: { const uint16_t h = float_to_half(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-    case KVC_BFLOAT16: { const uint16_t h = float_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    case KVC_FLOAT16: {
+      const uint16_t h = float_to_half(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
+    case KVC_BFLOAT16: {
+      const uint16_t h = float_to_bf16(static_cast<float>(v));
+      std::memcpy(p, &h, 2);
+      break;
+    }
   }
 }
 

@@ -237,7 +237,13 @@ const kvc_plugin_api api = {
     "llama.cpp mul_mat + ggml_soft_max_ext + mul_mat (CPU), KQ mask by llama_hparams::is_masked_swa",
 #endif
     attention,
-    nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
     "sinks",
 };
 

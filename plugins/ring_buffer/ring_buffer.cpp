@@ -24,12 +24,12 @@ using kvc_util::fail;
 
 struct kvc_cache {
   kvc_cache_config cfg;
-  int64_t capacity = 0;  // rows kept; -1 = unbounded (dynamic full)
-  int64_t slots = 0;     // rows allocated in the ring
+  int64_t capacity = 0;             // rows kept; -1 = unbounded (dynamic full)
+  int64_t slots = 0;                // rows allocated in the ring
   std::vector<unsigned char> k, v;  // [batch, kv_heads, slots, head_dim], dtype elements
-  int64_t start = 0;     // slot of the oldest kept row
-  int64_t count = 0;     // rows kept
-  int64_t seen = 0;      // tokens written since the last reset (cumulative_length)
+  int64_t start = 0;                // slot of the oldest kept row
+  int64_t count = 0;                // rows kept
+  int64_t seen = 0;                 // tokens written since the last reset (cumulative_length)
   int64_t previous_seen = 0;
 };
 
@@ -88,11 +88,10 @@ void copy_out(const kvc_cache* c, kvc_tensor& dst, int64_t row, const std::vecto
       for (int64_t d = 0; d < c->cfg.head_dim; ++d) {
         void* out = kvc_util::at_mut(dst, b, h, row, d);
         if (ring)
-          std::memcpy(out, ring->data() + static_cast<size_t>((b * c->cfg.kv_heads + h) * c->slots + slot) * row_bytes(c) + d * es, es);
-        else if (input)
-          std::memcpy(out, kvc_util::at(*input, b, h, input_row, d), es);
-        else
-          std::memset(out, 0, es);
+          std::memcpy(
+              out, ring->data() + static_cast<size_t>((b * c->cfg.kv_heads + h) * c->slots + slot) * row_bytes(c) + d * es, es);
+        else if (input) std::memcpy(out, kvc_util::at(*input, b, h, input_row, d), es);
+        else std::memset(out, 0, es);
       }
 }
 
@@ -197,7 +196,8 @@ kvc_status cache_update(kvc_cache* c, const kvc_tensor* keys, const kvc_tensor* 
   for (int64_t j = 0; j < kv_length; ++j) {
     const int64_t tok = kv_offset + j;
     if (tok < old) {
-      if (tok < first_kept) return fail(KVC_ERR_INTERNAL, err, err_len, "token %lld is no longer kept", static_cast<long long>(tok));
+      if (tok < first_kept)
+        return fail(KVC_ERR_INTERNAL, err, err_len, "token %lld is no longer kept", static_cast<long long>(tok));
       const int64_t slot = slot_of(c, tok - first_kept);
       copy_out(c, *out_keys, j, &c->k, slot, nullptr, 0);
       copy_out(c, *out_values, j, &c->v, slot, nullptr, 0);
@@ -298,12 +298,14 @@ kvc_status attention(const kvc_attention_args* a, char* err, size_t err_len) {
   const kvc_tensor &Q = a->query, &K = a->key, &V = a->value;
   kvc_tensor O = a->out;
   const int64_t B = Q.shape[0], H = Q.shape[1], nq = Q.shape[2], D = Q.shape[3], Hkv = K.shape[1], nk = K.shape[2];
-  if (Hkv <= 0 || H % Hkv != 0) return fail(KVC_ERR_INVALID, err, err_len, "heads %lld not a multiple of kv heads %lld",
-                                            static_cast<long long>(H), static_cast<long long>(Hkv));
+  if (Hkv <= 0 || H % Hkv != 0)
+    return fail(KVC_ERR_INVALID, err, err_len, "heads %lld not a multiple of kv heads %lld", static_cast<long long>(H),
+                static_cast<long long>(Hkv));
   if (K.shape[0] != B || K.shape[3] != D || V.shape[2] != nk || O.shape[2] != nq || O.dtype != Q.dtype)
     return fail(KVC_ERR_INVALID, err, err_len, "inconsistent shapes");
   const kvc_window& w = a->window;
-  if (w.kind == KVC_WINDOW_CHUNKED && w.chunk_size <= 0) return fail(KVC_ERR_INVALID, err, err_len, "chunk_size must be positive");
+  if (w.kind == KVC_WINDOW_CHUNKED && w.chunk_size <= 0)
+    return fail(KVC_ERR_INVALID, err, err_len, "chunk_size must be positive");
   if (w.kind == KVC_WINDOW_MASK && !w.mask) return fail(KVC_ERR_INVALID, err, err_len, "KVC_WINDOW_MASK without a mask");
   const int64_t group = H / Hkv;
   std::vector<double> acc(static_cast<size_t>(D)), qrow(static_cast<size_t>(D));

@@ -80,7 +80,7 @@ TEST(MutantPlugin, WindowOffByOneIsCaughtByTheKernelCheck) {
 // case, and the same cases pass on the correct kernel. Only the numerics cases run (--filter).
 struct NumericsCatch {
   const char* plugin;
-  const char* id;        // a case id fragment: the case that must fail
+  const char* id;  // a case id fragment: the case that must fail
   const char* dtype;
   const char* fragment;  // in its message
 };
@@ -111,12 +111,13 @@ TEST_P(NumericsMutantPlugin, IsCaughtByANamedNumericsCase) {
 }
 INSTANTIATE_TEST_SUITE_P(
     Numerics, NumericsMutantPlugin,
-    ::testing::Values(NumericsCatch{kvc::paths::target_file("mutant_softmax_in_input_dtype"), "long_keys_4096/static", "float16", "max error"},
-                      NumericsCatch{kvc::paths::target_file("mutant_softmax_in_input_dtype"), "long_keys_4096/static", "bfloat16", "max error"},
-                      NumericsCatch{kvc::paths::target_file("mutant_f16_accumulation"), "long_keys_4096/static", "float16", "max error"},
-                      NumericsCatch{kvc::paths::target_file("mutant_f16_accumulation"), "long_keys_4096/static", "bfloat16", "max error"},
-                      NumericsCatch{kvc::paths::target_file("mutant_no_max_subtraction"), "large_logits/static", "float64", "NaN"},
-                      NumericsCatch{kvc::paths::target_file("mutant_no_max_subtraction"), "large_logits/static", "float16", "NaN"}));
+    ::testing::Values(
+        NumericsCatch{kvc::paths::target_file("mutant_softmax_in_input_dtype"), "long_keys_4096/static", "float16", "max error"},
+        NumericsCatch{kvc::paths::target_file("mutant_softmax_in_input_dtype"), "long_keys_4096/static", "bfloat16", "max error"},
+        NumericsCatch{kvc::paths::target_file("mutant_f16_accumulation"), "long_keys_4096/static", "float16", "max error"},
+        NumericsCatch{kvc::paths::target_file("mutant_f16_accumulation"), "long_keys_4096/static", "bfloat16", "max error"},
+        NumericsCatch{kvc::paths::target_file("mutant_no_max_subtraction"), "large_logits/static", "float64", "NaN"},
+        NumericsCatch{kvc::paths::target_file("mutant_no_max_subtraction"), "large_logits/static", "float16", "NaN"}));
 
 // The kernel campaign's numerics share (one case in five: long ranges, large magnitudes, head_dim up
 // to 256) finds the missing max subtraction on its own, with the default budget.
@@ -245,7 +246,9 @@ TEST(MutantPlugin, ShrunkCampaignFailureIsSavedAsACaseThatFailsAgain) {
   replay.kernel = false;
   replay.regressions_root = dir.string();
   const std::string hash = files[0].stem().string();
-  replay.select = [&](const std::string& id) { return id.find("/regressions/cache/mutant_wrap_order/" + hash + "/") != std::string::npos; };
+  replay.select = [&](const std::string& id) {
+    return id.find("/regressions/cache/mutant_wrap_order/" + hash + "/") != std::string::npos;
+  };
   const auto again = check_plugin(kvc::paths::target_file("mutant_wrap_order"), replay);
   ASSERT_EQ(again.size(), 1u) << failures(again);
   EXPECT_EQ(again[0].status, Status::Fail);
@@ -263,7 +266,8 @@ TEST(MutantPlugin, ShrunkCampaignFailureIsSavedAsACaseThatFailsAgain) {
 // A numerics failure of the kernel campaign (normal or large-magnitude inputs after an unjudged fill
 // step) is saved too: the case file keeps its distribution and its fill step, and fails again.
 TEST(MutantPlugin, ShrunkNumericsFailureIsSavedAsACaseThatFailsAgain) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kvc_plugin_saved_numerics_" + std::to_string(::getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kvc_plugin_saved_numerics_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   PluginCheckOptions o = quick(false, true);
   o.iterations = 25;
@@ -311,7 +315,6 @@ TEST(PluginRunner, ProbeReportsWhatThePluginExports) {
   EXPECT_TRUE(t.has_attention);
   EXPECT_TRUE(t.has_cache);
 }
-
 
 // A plugin that answers KVC_ERR_UNSUPPORTED to everything is checked on nothing: every case is a
 // SKIP (the random campaigns too), none a pass, so `kvconform run --plugin` exits 1 on it.

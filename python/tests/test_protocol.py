@@ -62,7 +62,7 @@ def test_the_llama_cpp_worker_serves_the_table():
     # read from its source.
     with open(os.path.join(ROOT, "engines", "llama_cpp", "worker.cpp"), encoding="utf-8") as f:
         src = f.read()
-    listed = re.search(r'\{"operations", \{([^}]*)\}\}', src)
+    listed = re.search(r'\{"operations",\s*\{([^}]*)\}\}', src)
     assert listed, "the llama.cpp worker's hello lists no operations"
     assert re.findall(r'"([a-z_]+)"', listed.group(1)) == [o["name"] for o in protocol()["operations"]]
     served = set(re.findall(r'op == "([a-z_]+)"', src))

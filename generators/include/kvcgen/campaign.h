@@ -44,19 +44,20 @@ Judged judged_by(Property p, std::optional<DType> dtype);
 // shadows and the K/V bytes of every row. Auto: Fast where it covers the property (stored_rows,
 // returned_rows, window_coverage), Tensor for the value properties.
 enum class TraceEngineKind { Auto, Tensor, Fast };
-const char* to_string(TraceEngineKind e);            // "auto", "tensor", "fast"
+const char* to_string(TraceEngineKind e);                  // "auto", "tensor", "fast"
 TraceEngineKind parse_trace_engine(const std::string& s);  // throws std::invalid_argument
 bool has_fast_path(Property p);
 TraceEngineKind resolve(TraceEngineKind e, Property p);  // Auto -> Fast or Tensor; Fast without a fast path throws
 
 struct Options {
   uint64_t seed = kvc::seeds::kDefaultSeed;  // fixed default: the same campaign every run
-  int iterations = 100;      // traces per property
-  int max_size = 100;        // the last trace's size (longer command sequences as it grows)
+  int iterations = 100;                      // traces per property
+  int max_size = 100;                        // the last trace's size (longer command sequences as it grows)
   Mutation mutation = Mutation::None;
   ConfigFilter filter;
   std::string reproduce;  // a reproduce string from an earlier failure: replays that case alone
-  TraceEngineKind trace_engine = TraceEngineKind::Auto;  // the trace engine (run --trace-engine); not an inference engine (kvc::engine)
+  TraceEngineKind trace_engine =
+      TraceEngineKind::Auto;  // the trace engine (run --trace-engine); not an inference engine (kvc::engine)
 };
 
 // Defaults overridden by KVC_SEED, KVC_ITERATIONS, KVC_MAX_SIZE, KVC_REPRODUCE, KVC_TRACE_ENGINE (or its old name KVC_ENGINE); a malformed
@@ -73,18 +74,18 @@ struct Observations {
 // The shrunk failing case in a form other tools can write out (fuzz turns it into a cases/ file).
 struct Counterexample {
   ScenarioConfig config;
-  std::vector<std::string> commands;  // every command of the shrunk sequence as shown, up to the failing one
-  std::vector<int64_t> steps;         // tokens per update since the last Reset; the failing update is last
+  std::vector<std::string> commands;       // every command of the shrunk sequence as shown, up to the failing one
+  std::vector<int64_t> steps;              // tokens per update since the last Reset; the failing update is last
   std::vector<report::MaskPicture> masks;  // the failing update's masks where they differ from the window rule
 };
 
 struct Outcome {
   Property property;
   bool ok = false;
-  int cases = 0;             // successful test cases before the end (or the failure)
-  std::string params;        // "seed=…,iterations=…"
-  std::string failure;       // shrunk counterexample and message, empty when ok
-  std::string reproduce;     // pass back through Options::reproduce / KVC_REPRODUCE
+  int cases = 0;          // successful test cases before the end (or the failure)
+  std::string params;     // "seed=…,iterations=…"
+  std::string failure;    // shrunk counterexample and message, empty when ok
+  std::string reproduce;  // pass back through Options::reproduce / KVC_REPRODUCE
   Observations observations;
   std::optional<Counterexample> counterexample;  // set when !ok and the failure came from a command
 };

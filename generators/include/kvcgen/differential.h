@@ -33,12 +33,12 @@ class Dumper {
 };
 
 struct Options {
-  std::string version;          // transformers version, e.g. 5.24.0
-  std::string python, script;   // the env's interpreter and golden/dump.py
+  std::string version;         // transformers version, e.g. 5.24.0
+  std::string python, script;  // the env's interpreter and golden/dump.py
   uint64_t seed = kvc::seeds::kDefaultSeed;
-  int64_t iterations = 1000;    // random sequences (over all shards)
+  int64_t iterations = 1000;                 // random sequences (over all shards)
   int64_t shard_index = 0, shard_count = 1;  // run the sequences i with i % shard_count == shard_index
-  double time_budget_s = 0;     // stop after this many seconds (0: no limit)
+  double time_budget_s = 0;                  // stop after this many seconds (0: no limit)
   // Dumper processes (one worker thread each) sharing the shard's sequences; the summary is the
   // same for any count (except where a time budget cuts the campaign short).
   int64_t workers = 1;
@@ -47,7 +47,7 @@ struct Options {
   // Another release proves the campaign can fail (their differences must show up as shrunk
   // disagreements).
   std::string reference_release;
-  Mutation mutation = Mutation::None;  // a deliberately wrong reference (--mutant): must disagree
+  Mutation mutation = Mutation::None;                                 // a deliberately wrong reference (--mutant): must disagree
   std::function<void(int64_t done, int64_t disagreements)> progress;  // called under a lock
 };
 
@@ -58,7 +58,7 @@ struct Summary {
   std::vector<std::string> saved;  // case files written for disagreements
   std::vector<std::string> messages;
   std::vector<std::string> scenarios, verdicts;  // each disagreement's sequence ("diff_<seed>_<i>") and verdict
-  std::vector<int64_t> indices;  // each disagreement's sequence index i (in increasing order)
+  std::vector<int64_t> indices;                  // each disagreement's sequence index i (in increasing order)
 };
 
 Summary run(const Options& options);

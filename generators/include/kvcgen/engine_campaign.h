@@ -25,7 +25,7 @@ struct CampaignOptions {
 };
 
 struct CampaignOutcome {
-  report::CaseResult result;  // engine/<engine>/<model>/campaign
+  report::CaseResult result;   // engine/<engine>/<model>/campaign
   std::optional<Plan> shrunk;  // the shrunk failing plan
 };
 
@@ -39,7 +39,8 @@ Plan plan_from_draw(const std::string& model, const std::vector<DrawnStep>& draw
 // The C the draws aim at: the config's chunk where the model has chunked layers, else 0.
 int64_t drawn_chunk(const Model& model);
 
-CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std::string& model_dir, const CampaignOptions& options);
+CampaignOutcome run_campaign(EngineClient& engine, const Model& model, const std::string& model_dir,
+                             const CampaignOptions& options);
 
 // ---- The model campaign: (model, plan) pairs drawn, and a failure shrinks both. ----
 

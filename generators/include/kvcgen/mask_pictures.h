@@ -14,7 +14,7 @@ namespace kvc {
 // `steps`: tokens per update of one sequence; the pictures show the last one. Only batch rows
 // whose mask differs from the rule are drawn (at most `max_pictures`); empty when all agree or
 // when the layers cannot run the steps at all.
-std::vector<report::MaskPicture> mask_pictures(const ScenarioConfig& config, const std::vector<int64_t>& steps,
-                                               Mutation mutation, size_t max_pictures = 4);
+std::vector<report::MaskPicture> mask_pictures(const ScenarioConfig& config, const std::vector<int64_t>& steps, Mutation mutation,
+                                               size_t max_pictures = 4);
 
 }  // namespace kvc

@@ -44,15 +44,14 @@ class PositionChecks {
   // already drops window keys, lost_keys); where SDPA skips the mask (`skipped`) the is_causal
   // pattern it applies instead must attend the same.
   std::string coverage(const StepAt& at, int64_t batch, const LeftPadding& padding, MaskSizes sizes,
-                       const fast::TokenRows& returned, const std::vector<uint8_t>& mask, bool skipped,
-                       bool lost_keys);
+                       const fast::TokenRows& returned, const std::vector<uint8_t>& mask, bool skipped, bool lost_keys);
 
  private:
   std::string pattern(const StepAt& at, const char* form, int64_t batch, const LeftPadding& padding,
-                      const fast::TokenRows& returned, const std::vector<uint8_t>& cells, bool shared_rows,
-                      int64_t cols, int64_t first_key);
+                      const fast::TokenRows& returned, const std::vector<uint8_t>& cells, bool shared_rows, int64_t cols,
+                      int64_t first_key);
   std::vector<uint8_t> implied_;
-  std::vector<int64_t> stamp_;        // per token: the query for which it was last attended
+  std::vector<int64_t> stamp_;         // per token: the query for which it was last attended
   std::vector<uint8_t> zeros_, ones_;  // rows of the quick pass's expected cells
   int64_t query_counter_ = 0;
 };

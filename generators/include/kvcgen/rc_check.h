@@ -13,19 +13,19 @@
 namespace kvc::rc_check {
 
 struct Params {
-  std::string id;            // the property's name (also the key of a reproduce string)
+  std::string id;  // the property's name (also the key of a reproduce string)
   std::string description;
   uint64_t seed = kvc::seeds::kDefaultSeed;
   int iterations = 100;
   int max_size = 50;
-  std::string reproduce;     // a reproduce string from an earlier failure; empty: none
+  std::string reproduce;  // a reproduce string from an earlier failure; empty: none
 };
 
 struct Result {
   bool ok = true;
-  int passed = 0;            // cases that passed (before the failure)
-  std::string failure;       // RapidCheck's message: the shrunk counterexample and the failure
-  std::string reproduce;     // replays the shrunk failure (Params::reproduce); empty when ok
+  int passed = 0;         // cases that passed (before the failure)
+  std::string failure;    // RapidCheck's message: the shrunk counterexample and the failure
+  std::string reproduce;  // replays the shrunk failure (Params::reproduce); empty when ok
 };
 
 // Runs `property` (which uses *rc::gen... and RC_FAIL as in any RapidCheck property). Throws

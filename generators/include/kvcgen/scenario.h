@@ -24,9 +24,9 @@ struct ScenarioConfig {
   int64_t max_cache_len = 8;                 // static layers
   int64_t batch = 1, heads = 1, kv_heads = 1, head_dim = 4;
   DType dtype = DType::Float32;
-  LeftPadding left_padding;                  // nullopt: no attention_mask
-  uint64_t seed = 0;                         // inputs are kvc-mix64-v1(seed)
-  int64_t max_tokens = 0;                    // total tokens a sequence may reach (speed and validity)
+  LeftPadding left_padding;  // nullopt: no attention_mask
+  uint64_t seed = 0;         // inputs are kvc-mix64-v1(seed)
+  int64_t max_tokens = 0;    // total tokens a sequence may reach (speed and validity)
 
   LayerSpec static_spec() const { return {CacheKind::Static, attention, window, max_cache_len}; }
   LayerSpec dynamic_spec() const { return {CacheKind::Dynamic, attention, window, max_cache_len}; }

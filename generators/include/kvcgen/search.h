@@ -29,16 +29,16 @@ CaseId parse_reproduce(const std::string& text);
 
 struct Budget {
   uint64_t seed = seeds::kDefaultSeed;
-  int iterations = 100;   // cases
-  int max_size = 100;     // the last case's size
-  std::string reproduce;  // a reproduce string: that case alone, at its size
+  int iterations = 100;    // cases
+  int max_size = 100;      // the last case's size
+  std::string reproduce;   // a reproduce string: that case alone, at its size
   int shrink_limit = 500;  // simplifications kept at most (a slow check cannot shrink for ever)
 };
 
 template <typename Case, typename Failure>
 struct Result {
-  int passed = 0;              // cases that held before the failure (or all of them)
-  std::optional<Case> failing;  // the shrunk failing case
+  int passed = 0;                  // cases that held before the failure (or all of them)
+  std::optional<Case> failing;     // the shrunk failing case
   std::optional<Failure> failure;  // what the shrunk case's check said
   int shrinks = 0;
   std::string reproduce;  // names the failing case (before shrinking: shrinking is deterministic)
@@ -60,8 +60,7 @@ Result<Case, Failure> run(const Budget& b, Draw draw, Check check, Simplificatio
   for (int64_t i = first.index; i < last; ++i) {
     // Sizes grow over the campaign as RapidCheck's do: short cases first.
     const CaseId id{first.seed, i,
-                    first.size >= 0 ? first.size
-                                    : static_cast<int>(b.max_size * i / std::max<int64_t>(b.iterations, 1))};
+                    first.size >= 0 ? first.size : static_cast<int>(b.max_size * i / std::max<int64_t>(b.iterations, 1))};
     Case c = draw(id);
     std::optional<Failure> failure = check(c, false);
     if (!failure) {

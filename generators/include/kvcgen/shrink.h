@@ -13,8 +13,7 @@ namespace kvc::shrink {
 // whether c is a valid case that still fails. Returns how many simplifications were kept (at most
 // `limit`, so that a slow check cannot shrink for ever).
 template <typename Case, typename Simplifications, typename StillFails>
-int greedy(Case& failing, Simplifications simplifications, StillFails still_fails,
-           int limit = std::numeric_limits<int>::max()) {
+int greedy(Case& failing, Simplifications simplifications, StillFails still_fails, int limit = std::numeric_limits<int>::max()) {
   int kept = 0;
   for (bool improved = true; improved && kept < limit;) {
     improved = false;

@@ -72,8 +72,8 @@ std::vector<std::unique_ptr<Backend>> all();
 // The kernel convention of a window, as FlashAttention / vLLM write it.
 struct KernelWindow {
   LayerType type = LayerType::Full;
-  int64_t left = -1;   // sliding: window_size[0] = W - 1 earlier keys besides the query; -1 unbounded
-  int64_t chunk = 0;   // chunked: attention_chunk_size
+  int64_t left = -1;                  // sliding: window_size[0] = W - 1 earlier keys besides the query; -1 unbounded
+  int64_t chunk = 0;                  // chunked: attention_chunk_size
   std::vector<int64_t> left_padding;  // per batch row (empty: none); keys before it are never seen
 };
 KernelWindow kernel_window(const MaskRequest& m);  // sliding_window W -> left = W - 1
@@ -91,25 +91,22 @@ at::Tensor windowed(const at::Tensor& query, const at::Tensor& keys, const at::T
 at::Tensor math_reference(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
                           const at::Tensor& boolean_mask, const at::Tensor& sinks = {});
 
-
 struct Verdict {
   bool ok = true;
   double error = 0;            // max |out - oracle| over rows that see a key
   double reference_error = 0;  // the same for math_reference
   double bound = 0;
-  std::string problem;         // empty when ok: "max error 3.1e-02 > bound 1.0e-03 at [b=0,h=1,q=2,d=0]", "NaN at ..."
+  std::string problem;  // empty when ok: "max error 3.1e-02 > bound 1.0e-03 at [b=0,h=1,q=2,d=0]", "NaN at ..."
   bool only_masked_rows_nonfinite = false;  // the failure is a NaN/Inf in rows that see no key, nothing else
 };
 // oracle: float64 [B, H, q, D]; sees: bool [B, 1, q, 1], whether the query sees at least one key.
 // Rows that see a key are compared with the oracle; a fully masked row must be finite (its value is
 // not compared: eager gives the mean of V there, SDPA and FlashAttention zeros). Any NaN/Inf fails.
-Verdict judge(const at::Tensor& out, const at::Tensor& reference, const at::Tensor& oracle, const at::Tensor& sees,
-              DType dtype);
+Verdict judge(const at::Tensor& out, const at::Tensor& reference, const at::Tensor& oracle, const at::Tensor& sees, DType dtype);
 
 // The same with the math reference's error computed once per step and shared between backends.
 double reference_error(const at::Tensor& reference, const at::Tensor& oracle, const at::Tensor& sees);
-Verdict judge(const at::Tensor& out, double reference_error, const at::Tensor& oracle, const at::Tensor& sees,
-              DType dtype);
+Verdict judge(const at::Tensor& out, double reference_error, const at::Tensor& oracle, const at::Tensor& sees, DType dtype);
 
 // Where a backend faithful to transformers breaks the policy because transformers does: eager in
 // float64 (its softmax runs in float32, finfo(float64).min becomes -inf, a fully masked row is NaN).

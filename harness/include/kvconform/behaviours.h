@@ -80,8 +80,8 @@ struct Behaviours {
   // sdpa_mask may be skipped when the first query is at 0 and the only padding is the unwritten tail.
   bool sdpa_skip_empty_cache = true;
   StaticSeqLength static_seq_length = StaticSeqLength::Cumulative;
-  SdpaGqaPath sdpa_gqa;  // not in the JSON record (see SdpaGqaPath)
-  LayerApi layer_api = LayerApi::TokensToRemove;  // not in the JSON record (see LayerApi)
+  SdpaGqaPath sdpa_gqa;                                                      // not in the JSON record (see SdpaGqaPath)
+  LayerApi layer_api = LayerApi::TokensToRemove;                             // not in the JSON record (see LayerApi)
   BuilderQueryOffset builder_query_offset = BuilderQueryOffset::SizedLayer;  // not in the JSON record
 
   bool operator==(const Behaviours& o) const {

@@ -24,7 +24,6 @@ class CaseError : public std::runtime_error {
   std::string file_, pointer_;
 };
 
-
 // Size caps (cases/README.md "Size caps", the same numbers as golden/validate_cases.py). A case past
 // one is rejected when loaded, naming the field, before anything is allocated for it: a hostile
 // "tokens": 2000000000 must be an exit 2, not an out-of-memory kill. Each cap is raised by its

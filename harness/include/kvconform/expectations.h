@@ -30,8 +30,8 @@ const char* to_string(Outcome o);  // "fail", "skip"
 
 // One entry of an expectations file.
 struct Expectation {
-  std::string file;   // the file as the reports show it (as given, or engines/<engine>/expectations.jsonc)
-  int64_t line = 0;   // the line of its opening brace
+  std::string file;     // the file as the reports show it (as given, or engines/<engine>/expectations.jsonc)
+  int64_t line = 0;     // the line of its opening brace
   std::string pattern;  // ECMAScript regex, searched in the case id (as --filter is)
   Outcome outcome = Outcome::Fail;
   std::string reason, link;
@@ -39,8 +39,8 @@ struct Expectation {
   std::string family;     // regex over the engine case's model family (config.model_type); empty: any
   std::string diagnosis;  // an engine diagnosis kind (engine/check.h to_string(Diagnosis::Kind)); empty: any
   nlohmann::json params = nlohmann::json::object();  // the diagnosis's parameters that must be equal
-  std::string error;      // text the failure's error contains
-  bool any_logits = false;  // "failure": "logits": any logit failure
+  std::string error;                                 // text the failure's error contains
+  bool any_logits = false;                           // "failure": "logits": any logit failure
   // "releases": {"from": A, "fixed_in": B} (either may be left out): only cases whose engine release, the
   // first X.Y.Z of the configuration's name in the case id ("engine/transformers-5.24.0/...": 5.24.0), is
   // >= A and < B; the release that fixed it upstream is where the entry stops expecting the failure.
@@ -62,8 +62,8 @@ std::vector<Expectation> load(const std::string& path, const std::string& shown,
 
 // What a failure was, for the entries' qualifiers.
 struct Failure {
-  std::string error;   // where an entry's "error" text is looked for
-  bool logits = false; // the case failed on its logits (rather than on an error)
+  std::string error;    // where an entry's "error" text is looked for
+  bool logits = false;  // the case failed on its logits (rather than on an error)
   // The hypotheses that fit (kind name, parameters); empty with logits: unexplained.
   std::vector<std::pair<std::string, nlohmann::json>> diagnoses;
 };

@@ -15,7 +15,7 @@ namespace kvc::golden {
 struct FixtureExpectation {
   size_t steps = 0, layers = 0;
   std::string case_sha256;  // empty: not checked (replay/explain of a case being edited)
-  std::string case_file;  // named in messages
+  std::string case_file;    // named in messages
 };
 
 // Throws cases::CaseError(path, pointer, message) at the first problem: not kvconform-fixture-v1, a

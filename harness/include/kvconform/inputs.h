@@ -23,12 +23,10 @@ const char* to_string(Distribution d);  // "mix64", "normal", "large_logits"
 
 uint64_t mix64(uint64_t z);
 
-double element(uint64_t seed, uint64_t tensor, uint64_t layer, uint64_t b, uint64_t h, uint64_t t,
-               uint64_t d);
+double element(uint64_t seed, uint64_t tensor, uint64_t layer, uint64_t b, uint64_t h, uint64_t t, uint64_t d);
 
 // Row-major [batch, heads, q, head_dim] block for tokens [t0, t0 + q).
-std::vector<double> block(uint64_t seed, TensorId tensor, uint64_t layer, int64_t batch,
-                          int64_t heads, int64_t t0, int64_t q, int64_t head_dim,
-                          Distribution distribution = Distribution::Mix64);
+std::vector<double> block(uint64_t seed, TensorId tensor, uint64_t layer, int64_t batch, int64_t heads, int64_t t0, int64_t q,
+                          int64_t head_dim, Distribution distribution = Distribution::Mix64);
 
 }  // namespace kvc::inputs

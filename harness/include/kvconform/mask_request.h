@@ -18,16 +18,16 @@ namespace kvc {
 
 struct MaskRequest {
   LayerType type = LayerType::Sliding;
-  int64_t window = 0;                    // sliding_window / attention_chunk_size
+  int64_t window = 0;  // sliding_window / attention_chunk_size
   int64_t batch = 1;
   std::vector<int64_t> query_positions;  // absolute positions of the new tokens (cache_position)
   MaskSizes sizes;                       // from get_mask_sizes
   // The 2D attention_mask: leading zeros per row, ones up to `seen_after`; nullopt = none passed.
   LeftPadding left_padding;
-  int64_t seen_after = 0;                // tokens seen once this step is fed (seen + q): the 2D attention_mask's length
-  bool allow_skip = false;               // see allow_is_causal_skip
-  bool skip_empty_cache = true;          // Behaviours::sdpa_skip_empty_cache
-  Mutation mutation = Mutation::None;    // a deliberately wrong mask (--mutant), for every suite
+  int64_t seen_after = 0;              // tokens seen once this step is fed (seen + q): the 2D attention_mask's length
+  bool allow_skip = false;             // see allow_is_causal_skip
+  bool skip_empty_cache = true;        // Behaviours::sdpa_skip_empty_cache
+  Mutation mutation = Mutation::None;  // a deliberately wrong mask (--mutant), for every suite
 
   int64_t q() const { return static_cast<int64_t>(query_positions.size()); }
   // Throws std::invalid_argument for a non-positive window of a windowed type, or left padding
@@ -46,9 +46,8 @@ void assign_mask_request(MaskRequest& out, const LayerSpec& spec, const Behaviou
                          const LeftPadding& left_padding, int64_t t0, int64_t q,
                          const std::optional<std::vector<int64_t>>& cache_position, MaskSizes sizes,
                          Mutation mutation = Mutation::None);
-MaskRequest mask_request(const LayerSpec& spec, const Behaviours& behaviours, int64_t batch,
-                         const LeftPadding& left_padding, int64_t t0, int64_t q,
-                         const std::optional<std::vector<int64_t>>& cache_position, MaskSizes sizes,
+MaskRequest mask_request(const LayerSpec& spec, const Behaviours& behaviours, int64_t batch, const LeftPadding& left_padding,
+                         int64_t t0, int64_t q, const std::optional<std::vector<int64_t>>& cache_position, MaskSizes sizes,
                          Mutation mutation = Mutation::None);
 
 }  // namespace kvc

@@ -18,32 +18,32 @@ enum class Mutation {
   CapacityMax,                 // static sliding capacity max(W, L) instead of min(W, L)
   // Kernel mutants: the reference is untouched; the backend suite's own kernel (`windowed`) computes
   // wrongly (backends::kernel_fault). Caught by the numerics cases (scenario.h, numeric_scenarios).
-  KernelSoftmaxInInputDtype,   // scores, running max, exp and the softmax sum in the input dtype (P@V in float32)
-  KernelF16Accumulation,       // QK dot products, softmax sum and P@V accumulators in the 16-bit input dtype
-  KernelNoMaxSubtraction,      // exp(score) without subtracting the running max: overflows on large logits
+  KernelSoftmaxInInputDtype,  // scores, running max, exp and the softmax sum in the input dtype (P@V in float32)
+  KernelF16Accumulation,      // QK dot products, softmax sum and P@V accumulators in the 16-bit input dtype
+  KernelNoMaxSubtraction,     // exp(score) without subtracting the running max: overflows on large logits
   // Layer-API mutants: the reference's reset, crop, past recording and attributes (the call steps
   // of case files). Only golden replay drives those methods, so these are caught there alone.
-  CropKeepsPastRows,           // a crop past the window (past recording) keeps every row before the removed ones
+  CropKeepsPastRows,             // a crop past the window (past recording) keeps every row before the removed ones
   StaticCropKeepsWritePosition,  // a static crop lowers the Python int count but not the tensor one
-  ResetDropsRows,              // the max_length releases' reset drops a layer's rows instead of zeroing them
-  AlwaysCroppable,             // a static sliding layer larger than its window says is_croppable
-  PastRecordingIgnored,        // activate_past_recording does nothing
-  PositiveCropAccepted,        // a dynamic layer takes crop(n > 0) as max_length where the release raises
+  ResetDropsRows,                // the max_length releases' reset drops a layer's rows instead of zeroing them
+  AlwaysCroppable,               // a static sliding layer larger than its window says is_croppable
+  PastRecordingIgnored,          // activate_past_recording does nothing
+  PositiveCropAccepted,          // a dynamic layer takes crop(n > 0) as max_length where the release raises
   // Mask-builder mutants: the masks the release's own create_*_mask return (a fixture's
   // mask_builders), which only golden replay compares; listed with the layer-API mutants.
-  BuilderSizedFromOwnLayer,    // a builder sizes each kind's mask from the first layer of its type, not of its kind
+  BuilderSizedFromOwnLayer,     // a builder sizes each kind's mask from the first layer of its type, not of its kind
   BuilderOffsetFromSizedLayer,  // before 5.14 the builders' query offset comes from the sized layer, not layer 0
-  FlexWithoutQueryOffset,      // the flex mask function evaluated without the query offset
+  FlexWithoutQueryOffset,       // the flex mask function evaluated without the query offset
   // A static sliding layer's mask sizes while it is still filling count its tokens, not its
   // capacity (transformers #45940's proposed change); golden replay's warm-up cases catch it.
   WarmUpSizesCountTokens,
 };
 
-const char* to_string(Mutation m);             // "window_off_by_one+1", ...
+const char* to_string(Mutation m);              // "window_off_by_one+1", ...
 Mutation parse_mutation(const std::string& s);  // throws std::invalid_argument
 std::vector<Mutation> all_mutations();          // every mutant of the reference, None excluded
 std::vector<Mutation> kernel_mutations();       // every kernel mutant (the reference untouched)
 bool is_kernel_mutation(Mutation m);
-std::vector<Mutation> layer_api_mutations();    // every layer-API mutant (golden replay's call steps)
+std::vector<Mutation> layer_api_mutations();  // every layer-API mutant (golden replay's call steps)
 
 }  // namespace kvc

@@ -41,40 +41,40 @@ typedef enum kvc_layer_type { KVC_LAYER_FULL = 0, KVC_LAYER_SLIDING = 1, KVC_LAY
 typedef enum kvc_cache_kind { KVC_CACHE_STATIC = 0, KVC_CACHE_DYNAMIC = 1 } kvc_cache_kind;
 
 typedef struct kvc_tensor {
-  void* data;         /* read-only for inputs (the plugin must not write through it) */
+  void* data; /* read-only for inputs (the plugin must not write through it) */
   kvc_dtype dtype;
-  int64_t shape[4];   /* [batch, heads, seq, head_dim] */
-  int64_t stride[4];  /* in elements */
+  int64_t shape[4];  /* [batch, heads, seq, head_dim] */
+  int64_t stride[4]; /* in elements */
 } kvc_tensor;
 
 /* Which keys a query may see. Key j of the K/V buffers is the token at absolute position
  * kv_offset + j; the query i is at query_positions[i]. Every kind is causal (key <= query) and, with
  * left_padding, never sees a key before left_padding[b] (the row's leading pad tokens). */
 typedef enum kvc_window_kind {
-  KVC_WINDOW_FULL = 0,     /* causal only */
-  KVC_WINDOW_SLIDING = 1,  /* query - window_left <= key <= query (FlashAttention window_size = (W - 1, 0)) */
-  KVC_WINDOW_CHUNKED = 2,  /* same chunk: (key - lp) / chunk_size == (query - lp) / chunk_size, floor division,
+  KVC_WINDOW_FULL = 0,    /* causal only */
+  KVC_WINDOW_SLIDING = 1, /* query - window_left <= key <= query (FlashAttention window_size = (W - 1, 0)) */
+  KVC_WINDOW_CHUNKED = 2, /* same chunk: (key - lp) / chunk_size == (query - lp) / chunk_size, floor division,
                               lp = left_padding[b] (0 without padding): chunks start after the padding */
-  KVC_WINDOW_MASK = 3      /* an explicit boolean mask; window_left, chunk_size and left_padding unused */
+  KVC_WINDOW_MASK = 3     /* an explicit boolean mask; window_left, chunk_size and left_padding unused */
 } kvc_window_kind;
 
 typedef struct kvc_window {
   kvc_window_kind kind;
-  int64_t window_left;          /* SLIDING: W - 1 for transformers' sliding_window = W */
-  int64_t chunk_size;           /* CHUNKED: attention_chunk_size */
-  const int64_t* left_padding;  /* [batch] or NULL */
-  const uint8_t* mask;          /* MASK: [batch, q, kv] row-major, 1 = attend */
+  int64_t window_left;         /* SLIDING: W - 1 for transformers' sliding_window = W */
+  int64_t chunk_size;          /* CHUNKED: attention_chunk_size */
+  const int64_t* left_padding; /* [batch] or NULL */
+  const uint8_t* mask;         /* MASK: [batch, q, kv] row-major, 1 = attend */
 } kvc_window;
 
 typedef struct kvc_attention_args {
-  kvc_tensor query;  /* [B, H, q, D] */
-  kvc_tensor key;    /* [B, Hkv, kv, D]; H is a multiple of Hkv (query head h uses kv head h / (H / Hkv)) */
-  kvc_tensor value;  /* [B, Hkv, kv, D] */
-  kvc_tensor out;    /* [B, H, q, D], same dtype as query; written by the plugin */
+  kvc_tensor query;               /* [B, H, q, D] */
+  kvc_tensor key;                 /* [B, Hkv, kv, D]; H is a multiple of Hkv (query head h uses kv head h / (H / Hkv)) */
+  kvc_tensor value;               /* [B, Hkv, kv, D] */
+  kvc_tensor out;                 /* [B, H, q, D], same dtype as query; written by the plugin */
   const int64_t* query_positions; /* [q] absolute positions of the queries */
   int64_t kv_offset;              /* absolute position of key row 0 (get_mask_sizes' kv_offset) */
   kvc_window window;
-  double scale;                   /* softmax scale, head_dim ** -0.5 */
+  double scale; /* softmax scale, head_dim ** -0.5 */
   /* The optional "sinks" layout: [H] one logit per query head that joins each row's softmax with no
    * value (gpt-oss's attention sinks), float32 whatever the case's dtype. NULL: no sinks. The host
    * passes it only to a plugin whose `layouts` list "sinks". */
@@ -94,9 +94,9 @@ typedef struct kvc_cache_config {
 typedef struct kvc_cache kvc_cache; /* opaque, owned by the plugin */
 
 typedef struct kvc_plugin_api {
-  uint32_t abi_version;  /* KVC_PLUGIN_ABI_VERSION the plugin was built against */
-  uint32_t struct_size;  /* sizeof(kvc_plugin_api) */
-  const char* name;      /* short, [a-z0-9_]: used as the backend name in reports */
+  uint32_t abi_version; /* KVC_PLUGIN_ABI_VERSION the plugin was built against */
+  uint32_t struct_size; /* sizeof(kvc_plugin_api) */
+  const char* name;     /* short, [a-z0-9_]: used as the backend name in reports */
   const char* description;
 
   /* (a) Attention on raw buffers. NULL when the plugin has no kernel. */
@@ -107,20 +107,19 @@ typedef struct kvc_plugin_api {
   kvc_status (*cache_create)(const kvc_cache_config* config, kvc_cache** out, char* err, size_t err_len);
   /* Called before update for the same step, as transformers' mask builders do: the K/V the next
    * update returns are the tokens [kv_offset, kv_offset + kv_length). */
-  kvc_status (*cache_get_mask_sizes)(const kvc_cache* cache, int64_t query_length, int64_t* kv_length,
-                                     int64_t* kv_offset, char* err, size_t err_len);
+  kvc_status (*cache_get_mask_sizes)(const kvc_cache* cache, int64_t query_length, int64_t* kv_length, int64_t* kv_offset,
+                                     char* err, size_t err_len);
   /* Writes q new tokens (keys/values [B, Hkv, q, D]) and copies the K/V attention must use into
    * out_keys/out_values, whose shape[2] is the capacity in rows the host allocated (the kv_length
    * get_mask_sizes promised); *out_rows receives the number of rows written. Rows past the last
    * written token (an unfilled static buffer) are zeros. */
-  kvc_status (*cache_update)(kvc_cache* cache, const kvc_tensor* keys, const kvc_tensor* values,
-                             kvc_tensor* out_keys, kvc_tensor* out_values, int64_t* out_rows, char* err,
-                             size_t err_len);
+  kvc_status (*cache_update)(kvc_cache* cache, const kvc_tensor* keys, const kvc_tensor* values, kvc_tensor* out_keys,
+                             kvc_tensor* out_values, int64_t* out_rows, char* err, size_t err_len);
   /* Number of token rows the layer keeps now: min(tokens seen, capacity), unwritten rows excluded. */
   kvc_status (*cache_stored_rows)(const kvc_cache* cache, int64_t* rows, char* err, size_t err_len);
   /* Copies the kept rows, oldest token first, into keys/values (shape[2] = capacity in rows). */
-  kvc_status (*cache_read)(const kvc_cache* cache, kvc_tensor* keys, kvc_tensor* values, int64_t* rows,
-                           char* err, size_t err_len);
+  kvc_status (*cache_read)(const kvc_cache* cache, kvc_tensor* keys, kvc_tensor* values, int64_t* rows, char* err,
+                           size_t err_len);
   /* Forgets every token (the next update starts a new sequence); keeps the configuration. */
   kvc_status (*cache_reset)(kvc_cache* cache, char* err, size_t err_len);
   void (*cache_destroy)(kvc_cache* cache);

@@ -21,11 +21,11 @@ namespace kvc::plugin {
 
 struct PluginCheckOptions {
   uint64_t seed = kvc::seeds::kDefaultSeed;
-  int iterations = 25;     // random-campaign cases per part (cache, kernel); 0 = none (kvcgen/plugin_campaign.h)
-  int max_size = 50;       // the last random case's size (search.h)
-  double timeout_s = 10;   // per case (one child process runs one case's whole step sequence)
-  bool cache = true;       // check the cache layer (when the plugin exports one)
-  bool kernel = true;      // check the attention kernel (when the plugin exports one)
+  int iterations = 25;    // random-campaign cases per part (cache, kernel); 0 = none (kvcgen/plugin_campaign.h)
+  int max_size = 50;      // the last random case's size (search.h)
+  double timeout_s = 10;  // per case (one child process runs one case's whole step sequence)
+  bool cache = true;      // check the cache layer (when the plugin exports one)
+  bool kernel = true;     // check the attention kernel (when the plugin exports one)
   // Scenario files (cases/*.json) whose step sequences are replayed on every layer type they list,
   // beside the built-in scenarios; empty = none. Cases limited to releases of the
   // cache_position API are skipped (plugins implement the query_length API, behaviours.h).
@@ -62,7 +62,7 @@ std::string gave_up_message(int failures);
 // worker process speaking the subprocess protocol (subprocess_backend.h). `run` executes one case's
 // ops like plugin_runner's execute.
 struct Target {
-  std::string label;      // the path or command, for messages
+  std::string label;  // the path or command, for messages
   std::function<PluginRun(const std::vector<Op>&, double timeout_s)> run;
   // The optional layouts the kernel declared (docs/plugins.md, "Optional layouts":
   // "key_padding_mask", ...); unset or empty: none. Asked after the worker answered hello.
@@ -93,11 +93,11 @@ bool checkable(const Scenario& scenario);
 struct FixedChecks {
   std::vector<report::CaseResult> results;
   bool loaded = false;
-  std::string name;                       // the plugin's own name (or the file's)
+  std::string name;                               // the plugin's own name (or the file's)
   bool has_cache = false, has_attention = false;  // exported and selected
-  bool isolated_failure = false;          // a crash, hang or exit: a random campaign would only repeat it
-  std::string first_fault;                // the id of the first case that failed that way
-  int worker_failures = 0;                // how many cases failed that way (--max-worker-failures)
+  bool isolated_failure = false;                  // a crash, hang or exit: a random campaign would only repeat it
+  std::string first_fault;                        // the id of the first case that failed that way
+  int worker_failures = 0;                        // how many cases failed that way (--max-worker-failures)
 };
 FixedChecks check_fixed(const Target& target, const PluginCheckOptions& options);
 

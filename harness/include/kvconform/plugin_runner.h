@@ -55,10 +55,10 @@ struct Op {
 
 struct OpResult {
   int status = KVC_OK;
-  std::string error;              // the plugin's message when status != KVC_OK
-  int64_t a = 0, b = 0;           // MaskSizes: kv_length, kv_offset; Update, Read: rows
+  std::string error;                // the plugin's message when status != KVC_OK
+  int64_t a = 0, b = 0;             // MaskSizes: kv_length, kv_offset; Update, Read: rows
   std::vector<uint8_t> out1, out2;  // Update, Read: keys, values; Attention: out (poisoned with 0xFF first)
-  std::string guard;              // non-empty when a write landed outside an output buffer
+  std::string guard;                // non-empty when a write landed outside an output buffer
 };
 
 // What one plugin run in its child process returned and how it ended (a generated sequence of
@@ -70,7 +70,7 @@ struct PluginRun {
   std::string name, description;
   bool has_attention = false, has_cache = false;
   std::vector<std::string> layouts;  // the optional layouts the plugin's table lists (kvc_plugin_api::layouts)
-  std::vector<OpResult> results;  // one per op that returned, in order
+  std::vector<OpResult> results;     // one per op that returned, in order
   bool ok() const { return end == End::Completed; }
 };
 

@@ -87,8 +87,7 @@ class CacheLayer : public LayerMethods {
 
  protected:
   // Validates the update and records batch/heads/head_dim/dtype on the first call.
-  void check_update(const at::Tensor& keys, const at::Tensor& values,
-                    const std::optional<std::vector<int64_t>>& cache_position);
+  void check_update(const at::Tensor& keys, const at::Tensor& values, const std::optional<std::vector<int64_t>>& cache_position);
 
   // Static layers' in-place write (index_copy_) at cache_position or the cache API's default; a
   // position outside the buffer throws std::out_of_range before anything is written.
@@ -112,7 +111,7 @@ class CacheLayer : public LayerMethods {
   // (cumulative_): the in-place writes of the query_length releases land at it, and only the
   // in-place branch and crop move it.
   int64_t written_ = 0;
-  bool record_past_ = false;  // activate_past_recording (dynamic sliding layers)
+  bool record_past_ = false;         // activate_past_recording (dynamic sliding layers)
   std::vector<int64_t> init_shape_;  // batch, kv_heads, head_dim once initialised
 };
 
@@ -125,8 +124,7 @@ std::unique_ptr<CacheLayer> make_layer(const LayerSpec& spec, const Behaviours& 
 
 // A cache as transformers builds it from config.layer_types: one layer per entry, sliding and
 // chunked layers with `window`, full layers with max_cache_len (static) or unbounded (dynamic).
-std::vector<std::unique_ptr<CacheLayer>> make_cache(CacheKind cache, const std::vector<LayerType>& layer_types,
-                                                    int64_t window, int64_t max_cache_len,
-                                                    const Behaviours& behaviours = Behaviours{});
+std::vector<std::unique_ptr<CacheLayer>> make_cache(CacheKind cache, const std::vector<LayerType>& layer_types, int64_t window,
+                                                    int64_t max_cache_len, const Behaviours& behaviours = Behaviours{});
 
 }  // namespace kvc

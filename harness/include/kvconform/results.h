@@ -22,9 +22,9 @@ struct MaskPicture {
   std::vector<int64_t> query_positions;  // one per row
   int64_t kv_offset = 0;
   int64_t kv_length = 0;
-  int64_t window = 0;                    // 0 for full attention
-  std::string layer_type;                // "sliding_attention", ...
-  std::vector<std::string> rows;         // each kv_length characters
+  int64_t window = 0;             // 0 for full attention
+  std::string layer_type;         // "sliding_attention", ...
+  std::vector<std::string> rows;  // each kv_length characters
 };
 
 // The fields that name a case, one struct per suite; id_of joins them into the case's id (what
@@ -63,9 +63,9 @@ struct CaseResult {
   std::string backend;  // "reference", "eager", "sdpa", "sdpa_is_causal", "windowed", plugin name
   std::string dtype;    // "float32", ... or "mixed"
   Status status = Status::Pass;
-  std::string message;    // one line: the first failure, naming step, field, index, both values
-  std::string detail;     // more lines: shrunk counterexample, expected vs got values
-  std::string reproduce;  // the exact command that reproduces this case
+  std::string message;             // one line: the first failure, naming step, field, index, both values
+  std::string detail;              // more lines: shrunk counterexample, expected vs got values
+  std::string reproduce;           // the exact command that reproduces this case
   std::vector<MaskPicture> masks;  // for failures where a mask explains it
   // The tolerance policy its numbers were judged by (tolerance.h: "bitwise", "exact-float64",
   // "dtype-epsilons", "same-dtype-reference") and the largest bound it applied; empty / negative
@@ -131,11 +131,11 @@ struct RunRecord {
 };
 
 struct RunSummary {
-  std::string tool_version;            // "kvconform 0.1.0"
-  std::string command;                 // the command line, for reproduction
+  std::string tool_version;  // "kvconform 0.1.0"
+  std::string command;       // the command line, for reproduction
   uint64_t seed = 0;
   RunRecord record;
-  std::vector<CaseResult> cases;       // in run order; reports must be byte-identical for the same inputs
+  std::vector<CaseResult> cases;  // in run order; reports must be byte-identical for the same inputs
   int count(Status s) const;
 };
 

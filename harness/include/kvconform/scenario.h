@@ -45,8 +45,8 @@ const LayerMethod& layer_method(const std::string& name);
 
 struct LayerCall {
   const LayerMethod* method = nullptr;
-  int64_t argument = 0;  // takes_argument only
-  bool resets() const;   // a reset: a new sequence starts (inputs, oracle and positions from 0)
+  int64_t argument = 0;      // takes_argument only
+  bool resets() const;       // a reset: a new sequence starts (inputs, oracle and positions from 0)
   std::string show() const;  // "crop(-2)", "reset()"
 };
 

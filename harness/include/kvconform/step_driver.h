@@ -36,14 +36,14 @@ struct DrivenLayer {
 };
 
 struct DriverOptions {
-  Behaviours behaviours;                // the release's (behaviours_for_release); default newest
-  Mutation mutation = Mutation::None;   // a deliberately wrong layer and mask (--mutant)
-  std::vector<DrivenLayer> layers;      // empty: the scenario's layer_types
-  bool track_rows = false;              // position-tag shadows: which token each row holds
+  Behaviours behaviours;               // the release's (behaviours_for_release); default newest
+  Mutation mutation = Mutation::None;  // a deliberately wrong layer and mask (--mutant)
+  std::vector<DrivenLayer> layers;     // empty: the scenario's layer_types
+  bool track_rows = false;             // position-tag shadows: which token each row holds
   // With track_rows: take the rows from the fast path's simulation of the same layer (fastpath.h,
   // no LibTorch; held to the tensor reference by its tests) instead of float64 tag layers.
   bool fast_rows = false;
-  bool oracle = false;                  // the float64 oracle over every token since the last reset
+  bool oracle = false;  // the float64 oracle over every token since the last reset
   // Call steps (Step::call: reset, crop, activate_past_recording) are handed to the check as a
   // LayerStep with `call` set, one per layer. Without it a call step other than reset is a
   // StepFailure: only golden replay judges what a call does.
@@ -60,7 +60,7 @@ struct LayerStep {
   // cache_position API, the layer's get_seq_length() on the query_length API (create_*_mask's
   // q_offset), which differs from seen only after a call step (a crop the layer refused).
   int64_t query_start = 0;
-  bool judged = true;       // Step::judged: false for a numerics case's fill step (no kernel, no oracle output)
+  bool judged = true;  // Step::judged: false for a numerics case's fill step (no kernel, no oracle output)
   // The cache_position API's positions (the step's, or arange from seen); nullopt on the
   // query_length API.
   std::optional<std::vector<int64_t>> cache_position;
@@ -74,13 +74,13 @@ struct LayerStep {
   std::vector<double> query_values, key_values, value_values;  // row-major [B, H(kv), q, D]
   at::Tensor query, keys, values;                              // the same in the scenario's dtype
   int64_t seq_length_before = 0, seq_length_after = -1;
-  MaskSizes sizes;        // get_mask_sizes, asked before update as the mask builders do
+  MaskSizes sizes;   // get_mask_sizes, asked before update as the mask builders do
   MaskRequest mask;  // the step's position-level mask description
   // The layer raised in update (as transformers may: a full static layer past max_cache_len): the
   // layer is failed from here on; `returned` is undefined.
   std::exception_ptr update_error;
-  KV returned;                          // update()'s K/V [B, Hkv, kv_length, D]
-  const CacheLayer* cache = nullptr;    // its stored buffers after the update
+  KV returned;                                 // update()'s K/V [B, Hkv, kv_length, D]
+  const CacheLayer* cache = nullptr;           // its stored buffers after the update
   positions::Rows returned_rows, stored_rows;  // with track_rows: the token each row holds
   // transformers itself drops keys the window allows here (positions::loses_window_keys).
   bool lost_keys = false;
@@ -101,7 +101,7 @@ struct LayerStep {
   at::Tensor all_values() const;
 
   const Oracle* oracle = nullptr;
-  const std::vector<std::vector<double>>* key_history = nullptr;    // per step since the reset
+  const std::vector<std::vector<double>>* key_history = nullptr;  // per step since the reset
   const std::vector<std::vector<double>>* value_history = nullptr;
 };
 

@@ -13,7 +13,8 @@ struct StepFailure : std::runtime_error {
   StepFailure(size_t step, size_t layer, const std::string& what)
       : std::runtime_error("step " + std::to_string(step) + " layer " + std::to_string(layer) +
                            ": the reference raised: " + what.substr(0, what.find('\n'))),
-        step(step), layer(layer) {}
+        step(step),
+        layer(layer) {}
   size_t step, layer;
 };
 

@@ -14,9 +14,9 @@ enum class LayerType { Full, Sliding, Chunked };
 enum class CacheKind { Static, Dynamic };
 enum class DType { Float32, Float16, BFloat16, Float64 };
 
-const char* to_string(LayerType t);       // "full_attention", "sliding_attention", "chunked_attention"
-const char* to_string(CacheKind k);       // "static", "dynamic"
-const char* to_string(DType d);           // "float32", ...
+const char* to_string(LayerType t);  // "full_attention", "sliding_attention", "chunked_attention"
+const char* to_string(CacheKind k);  // "static", "dynamic"
+const char* to_string(DType d);      // "float32", ...
 // Each parser throws std::invalid_argument naming the rejected value and the accepted ones.
 LayerType parse_layer_type(const std::string& s);
 CacheKind parse_cache_kind(const std::string& s);

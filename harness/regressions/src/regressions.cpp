@@ -90,8 +90,7 @@ Saved save(const std::string& root, const std::string& suite, const std::string&
   out.id = "regressions/" + suite + "/" + target + "/" + hash;
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir))
-    throw std::runtime_error("cannot create " + dir.string() + (ec ? ": " + ec.message() : ""));
+  if (ec || !fs::is_directory(dir)) throw std::runtime_error("cannot create " + dir.string() + (ec ? ": " + ec.message() : ""));
   if (fs::exists(out.path, ec)) {
     std::string error;
     if (read_all(out.path, error) == bytes && error.empty()) {

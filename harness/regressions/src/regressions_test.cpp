@@ -37,7 +37,9 @@ std::vector<std::string> names_in(const fs::path& dir) {
   return out;
 }
 
-const ordered_json kPlan = {{"format", "kvconform-engine-plan-v1"}, {"model", "gemma2-w4"}, {"name", "two-tokens"},
+const ordered_json kPlan = {{"format", "kvconform-engine-plan-v1"},
+                            {"model", "gemma2-w4"},
+                            {"name", "two-tokens"},
                             {"steps", ordered_json::array({{{"op", "extend"}, {"seq", 0}, {"tokens", {60, 162}}}})}};
 
 }  // namespace

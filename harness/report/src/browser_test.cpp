@@ -50,8 +50,8 @@ class Browser : public ::testing::Test {
   }
   std::string flags() const {
     // A private profile folder: no clash with another Chromium, nothing left in $HOME.
-    return chromium_ + " --headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run" +
-           " --user-data-dir='" + (dir_ / "profile").string() + "'";
+    return chromium_ + " --headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run" + " --user-data-dir='" +
+           (dir_ / "profile").string() + "'";
   }
   std::string chromium_;
   fs::path dir_;

@@ -38,11 +38,23 @@ size_t decode(std::string_view text, size_t i, uint32_t& cp) {
   const unsigned char c = b(0);
   size_t len;
   uint32_t min;
-  if (c < 0x80) { cp = c; return 1; }
-  if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; min = 0x80; }
-  else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; min = 0x800; }
-  else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; min = 0x10000; }
-  else return 0;
+  if (c < 0x80) {
+    cp = c;
+    return 1;
+  }
+  if ((c & 0xE0) == 0xC0) {
+    len = 2;
+    cp = c & 0x1F;
+    min = 0x80;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3;
+    cp = c & 0x0F;
+    min = 0x800;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4;
+    cp = c & 0x07;
+    min = 0x10000;
+  } else return 0;
   if (i + len > text.size()) return 0;
   for (size_t k = 1; k < len; ++k) {
     if ((b(k) & 0xC0) != 0x80) return 0;
@@ -118,9 +130,7 @@ std::string measured_text(const CaseResult& c) {
   return out;
 }
 
-std::string case_title(const CaseResult& c) {
-  return c.name + "(" + c.params + ") [" + c.backend + ", " + c.dtype + "]";
-}
+std::string case_title(const CaseResult& c) { return c.name + "(" + c.params + ") [" + c.backend + ", " + c.dtype + "]"; }
 
 std::vector<std::string> backends_in_order(const RunSummary& run) {
   std::vector<std::string> out;
@@ -166,8 +176,8 @@ void write_file_atomically(const std::string& path, std::string_view content) {
 std::vector<std::string> write_reports(const RunSummary& run, const std::string& dir, const ReportOptions& options) {
   // Render everything first: an exception here leaves the folder untouched.
   const std::vector<std::string> names = report_files();
-  const std::vector<std::string> contents = {junit_xml(run, options), summary_json(run, options),
-                                             summary_markdown(run, options), report_html(run, options)};
+  const std::vector<std::string> contents = {junit_xml(run, options), summary_json(run, options), summary_markdown(run, options),
+                                             report_html(run, options)};
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))

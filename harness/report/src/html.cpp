@@ -26,10 +26,12 @@ const char* status_class(Status s) {
 // What an expectations file made of the case (docs/expectations.md), beside its status badge.
 std::string expectation_note(const CaseResult& c) {
   if (c.expectation.outcome.empty()) return "";
-  std::string words = c.expectation.outcome == "expected_failure" ? "expected failure"
-                      : c.expectation.outcome == "unexpected_pass" ? "unexpected pass" : "expected skip";
-  return " <span class=\"expect\" title=\"" + attr(c.expectation.file + ":" + std::to_string(c.expectation.line) + ": " + c.expectation.reason) +
-         "\">" + words + "</span>";
+  std::string words = c.expectation.outcome == "expected_failure"  ? "expected failure"
+                      : c.expectation.outcome == "unexpected_pass" ? "unexpected pass"
+                                                                   : "expected skip";
+  return " <span class=\"expect\" title=\"" +
+         attr(c.expectation.file + ":" + std::to_string(c.expectation.line) + ": " + c.expectation.reason) + "\">" + words +
+         "</span>";
 }
 
 constexpr const char* kStyle = R"css(
@@ -108,8 +110,8 @@ void heatmap(std::ostringstream& os, const MaskPicture& m) {
   if (extra + missing)
     os << " &#183; <strong>" << extra << " attended but must not be, " << missing << " must be attended but masked</strong>";
   os << "</figcaption>\n";
-  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height << "\" viewBox=\"0 0 "
-     << width << " " << height << "\" role=\"img\" aria-label=\"" << attr("mask heatmap: " + m.title) << "\">\n";
+  os << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height << "\" viewBox=\"0 0 " << width
+     << " " << height << "\" role=\"img\" aria-label=\"" << attr("mask heatmap: " + m.title) << "\">\n";
   os << "<text x=\"" << left << "\" y=\"12\" font-size=\"11\" fill=\"#57606a\">key position &#8594;</text>\n";
   os << "<text x=\"4\" y=\"" << (top - 6) << "\" font-size=\"11\" fill=\"#57606a\">query</text>\n";
   for (int64_t j = 0; j < ncols; ++j) {
@@ -153,8 +155,8 @@ void case_article(std::ostringstream& os, const CaseResult& c, size_t index) {
   os << "<article class=\"" << status_class(c.status) << "\" id=\"case-" << index << "\">\n";
   os << "<h3>" << esc(case_title(c)) << "</h3>\n";
   os << "<p class=\"id\">id <code>" << esc(c.id) << "</code></p>\n";
-  os << "<div><span class=\"badge " << status_class(c.status) << "\">" << to_string(c.status) << "</span> suite "
-     << esc(c.suite) << "</div>\n";
+  os << "<div><span class=\"badge " << status_class(c.status) << "\">" << to_string(c.status) << "</span> suite " << esc(c.suite)
+     << "</div>\n";
   if (!c.message.empty()) os << "<p class=\"message\">" << esc(c.message) << "</p>\n";
   if (!c.policy.empty())
     os << "<p class=\"policy\">judged by <code>" << esc(c.policy) << "</code>"
@@ -186,10 +188,9 @@ std::string report_html(const RunSummary& run, const ReportOptions& options) {
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   os << "<title>kvconform: " << passed << " passed, " << failed << " failed</title>\n";
   os << "<style>" << kStyle << "</style>\n</head>\n<body>\n";
-  os << "<header>\n<h1>kvconform report</h1>\n<p class=\"meta\">" << esc(run.tool_version) << " &#183; seed <code>"
-     << run.seed << "</code>";
-  if (run.record.shard_count > 1)
-    os << " &#183; shard " << run.record.shard_index << " of " << run.record.shard_count;
+  os << "<header>\n<h1>kvconform report</h1>\n<p class=\"meta\">" << esc(run.tool_version) << " &#183; seed <code>" << run.seed
+     << "</code>";
+  if (run.record.shard_count > 1) os << " &#183; shard " << run.record.shard_index << " of " << run.record.shard_count;
   if (options.timings) {
     char buf[64];
     std::snprintf(buf, sizeof buf, " &#183; wall time %.1f s", options.timings->total_seconds);
@@ -250,9 +251,8 @@ std::string report_html(const RunSummary& run, const ReportOptions& options) {
         ++total;
         ++n[static_cast<int>(c.status)];
       }
-    os << "<section class=\"suite\" data-suite=\"" << attr(suite) << "\" data-backend=\"" << attr(backend)
-       << "\">\n<h2>Suite " << esc(suite) << " on " << esc(backend) << ": " << n[static_cast<int>(Status::Pass)] << " of "
-       << total << " passed";
+    os << "<section class=\"suite\" data-suite=\"" << attr(suite) << "\" data-backend=\"" << attr(backend) << "\">\n<h2>Suite "
+       << esc(suite) << " on " << esc(backend) << ": " << n[static_cast<int>(Status::Pass)] << " of " << total << " passed";
     if (n[static_cast<int>(Status::Fail)]) os << ", " << n[static_cast<int>(Status::Fail)] << " failed";
     if (n[static_cast<int>(Status::Deviation)]) os << ", " << n[static_cast<int>(Status::Deviation)] << " deviations";
     if (n[static_cast<int>(Status::Skipped)]) os << ", " << n[static_cast<int>(Status::Skipped)] << " skipped";

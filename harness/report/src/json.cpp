@@ -195,8 +195,8 @@ ReadSummary read_summary_json(std::string_view text, const std::string& where) {
     record.shard_index = in.integer(shard, "/run/shard", "index");
     record.shard_count = in.integer(shard, "/run/shard", "count");
     if (record.shard_count < 1 || record.shard_index < 0 || record.shard_index >= record.shard_count)
-      in.fail("/run/shard", "index " + std::to_string(record.shard_index) + " of count " +
-                                std::to_string(record.shard_count) + " is not 0 <= index < count");
+      in.fail("/run/shard", "index " + std::to_string(record.shard_index) + " of count " + std::to_string(record.shard_count) +
+                                " is not 0 <= index < count");
     if (!in.at(r, "/run", "counters").is_object()) in.fail("/run/counters", "not an object");
     const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text, nullptr, false);  // counters keep their order
     const nlohmann::ordered_json& counters = ordered["run"]["counters"];
@@ -253,8 +253,10 @@ ReadSummary read_summary_json(std::string_view text, const std::string& where) {
       const nlohmann::json& x = e["expectation"];
       const std::string xat = at + "/expectation";
       c.expectation.outcome = in.string(x, xat, "outcome");
-      if (c.expectation.outcome != "expected_failure" && c.expectation.outcome != "unexpected_pass" && c.expectation.outcome != "expected_skip")
-        in.fail(xat + "/outcome", "\"" + c.expectation.outcome + "\" is none of expected_failure, unexpected_pass, expected_skip");
+      if (c.expectation.outcome != "expected_failure" && c.expectation.outcome != "unexpected_pass" &&
+          c.expectation.outcome != "expected_skip")
+        in.fail(xat + "/outcome",
+                "\"" + c.expectation.outcome + "\" is none of expected_failure, unexpected_pass, expected_skip");
       c.expectation.file = in.string(x, xat, "file");
       c.expectation.line = in.integer(x, xat, "line");
       c.expectation.pattern = in.string(x, xat, "case");

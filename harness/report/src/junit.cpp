@@ -61,8 +61,7 @@ std::string junit_xml(const RunSummary& run, const ReportOptions& options) {
     for (size_t i = 0; i < run.cases.size(); ++i) {
       const CaseResult& c = run.cases[i];
       if (c.suite != suite) continue;
-      os << "    <testcase classname=\"" << xml_escape(c.suite, true) << "\" name=\"" << xml_escape(case_title(c), true)
-         << "\"";
+      os << "    <testcase classname=\"" << xml_escape(c.suite, true) << "\" name=\"" << xml_escape(case_title(c), true) << "\"";
       if (const auto t = case_time(i)) os << " time=\"" << seconds(*t) << "\"";
       os << ">\n";
       // The registry id and what its numbers were judged by (tolerance.h); a known upstream
@@ -90,11 +89,11 @@ std::string junit_xml(const RunSummary& run, const ReportOptions& options) {
       switch (c.status) {
         case Status::Pass:
           if (c.expectation.outcome == "unexpected_pass")
-            os << "      <system-out>" << xml_escape("UNEXPECTED PASS: " + c.expectation.file + ":" + std::to_string(c.expectation.line) +
-                                                    " expects it to fail (" + c.expectation.reason + "); " + c.message)
+            os << "      <system-out>"
+               << xml_escape("UNEXPECTED PASS: " + c.expectation.file + ":" + std::to_string(c.expectation.line) +
+                             " expects it to fail (" + c.expectation.reason + "); " + c.message)
                << "</system-out>\n";
-          else if (!c.message.empty())
-            os << "      <system-out>" << xml_escape(c.message) << "</system-out>\n";
+          else if (!c.message.empty()) os << "      <system-out>" << xml_escape(c.message) << "</system-out>\n";
           break;
         case Status::Fail: {
           std::string body = c.detail;
@@ -104,7 +103,8 @@ std::string junit_xml(const RunSummary& run, const ReportOptions& options) {
           break;
         }
         case Status::Deviation: {
-          std::string note = (c.expectation.outcome == "expected_failure" ? "DEVIATION (expected failure): " : "DEVIATION: ") + c.message;
+          std::string note =
+              (c.expectation.outcome == "expected_failure" ? "DEVIATION (expected failure): " : "DEVIATION: ") + c.message;
           if (!c.detail.empty()) note += "\n" + c.detail;
           os << "      <system-out>" << xml_escape(note) << "</system-out>\n";
           break;

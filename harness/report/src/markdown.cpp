@@ -91,8 +91,8 @@ std::string mask_text(const MaskPicture& m) {
   for (int64_t q : m.query_positions) width = std::max(width, std::to_string(q).size());
   std::ostringstream os;
   os << m.title << "\n";
-  os << "keys " << m.kv_offset << ".." << (m.kv_offset + m.kv_length - 1) << " (kv_offset " << m.kv_offset
-     << ", kv_length " << m.kv_length << ")\n";
+  os << "keys " << m.kv_offset << ".." << (m.kv_offset + m.kv_length - 1) << " (kv_offset " << m.kv_offset << ", kv_length "
+     << m.kv_length << ")\n";
   for (size_t r = 0; r < m.rows.size(); ++r) {
     std::string label = r < m.query_positions.size() ? std::to_string(m.query_positions[r]) : "?";
     os << "q" << std::string(width - std::min(width, label.size()), ' ') << label << " " << m.rows[r] << "\n";
@@ -109,8 +109,8 @@ std::string summary_markdown(const RunSummary& run, const ReportOptions& options
   os << "## kvconform: " << (failed ? "❌ " : "✅ ") << passed << " passed, " << failed << " failed, " << deviations
      << " deviations, " << skipped << " skipped\n\n";
   os << "| cases | passed | failed | deviations | skipped | seed |\n|---:|---:|---:|---:|---:|---:|\n";
-  os << "| " << run.cases.size() << " | " << passed << " | " << failed << " | " << deviations << " | " << skipped
-     << " | " << run.seed << " |\n\n";
+  os << "| " << run.cases.size() << " | " << passed << " | " << failed << " | " << deviations << " | " << skipped << " | "
+     << run.seed << " |\n\n";
   if (!run.command.empty()) os << "Command:\n\n" << fenced(run.command, "sh") << "\n";
   if (!run.tool_version.empty()) os << "Tool: " << cell(run.tool_version);
   if (run.record.shard_count > 1)
@@ -172,8 +172,9 @@ std::string summary_markdown(const RunSummary& run, const ReportOptions& options
     os << "### Upstream deviations\n\n";
     for (const CaseResult& c : run.cases)
       if (c.status == Status::Deviation)
-        os << "- " << fenced_inline(c.id) << " " << cell(case_title(c)) << (c.expectation.outcome.empty() ? "" : " (expected failure)")
-           << ": " << cell(c.message) << (c.expectation.link.empty() ? "" : " " + cell(c.expectation.link)) << "\n";
+        os << "- " << fenced_inline(c.id) << " " << cell(case_title(c))
+           << (c.expectation.outcome.empty() ? "" : " (expected failure)") << ": " << cell(c.message)
+           << (c.expectation.link.empty() ? "" : " " + cell(c.expectation.link)) << "\n";
     os << "\n";
   }
   return os.str();

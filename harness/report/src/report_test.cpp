@@ -43,8 +43,11 @@ TEST(Escaping, XmlEscapesMarkupQuotesAndInvalidCharacters) {
   EXPECT_EQ(xml_escape("a<b>&\"c'", true), "a&lt;b&gt;&amp;&quot;c&apos;");
   EXPECT_EQ(xml_escape("x\ny", true), "x&#10;y");
   EXPECT_EQ(xml_escape("x\ny"), "x\ny");
-  EXPECT_EQ(xml_escape("\x01"), "\xEF\xBF\xBD");      // control character -> U+FFFD
-  EXPECT_EQ(xml_escape("a\xff" "b"), "a\xEF\xBF\xBD" "b");  // invalid UTF-8 byte
+  EXPECT_EQ(xml_escape("\x01"), "\xEF\xBF\xBD");  // control character -> U+FFFD
+  EXPECT_EQ(xml_escape("a\xff"
+                       "b"),
+            "a\xEF\xBF\xBD"
+            "b");  // invalid UTF-8 byte
   EXPECT_EQ(xml_escape("µs ✅"), "µs ✅");
   EXPECT_EQ(sanitize_utf8("ok\xc3"), "ok\xEF\xBF\xBD");
 }
@@ -52,8 +55,7 @@ TEST(Escaping, XmlEscapesMarkupQuotesAndInvalidCharacters) {
 TEST(Junit, OneTestcasePerCaseWithStatusElements) {
   const std::string xml = junit_xml(sample_summary());
   EXPECT_EQ(occurrences(xml, "<testcase "), 4u);
-  EXPECT_NE(xml.find("<testsuites name=\"kvconform\" tests=\"4\" failures=\"1\" errors=\"0\" skipped=\"1\">"),
-            std::string::npos);
+  EXPECT_NE(xml.find("<testsuites name=\"kvconform\" tests=\"4\" failures=\"1\" errors=\"0\" skipped=\"1\">"), std::string::npos);
   EXPECT_NE(xml.find("classname=\"property\" name=\"window_coverage(seed=7,iterations=100) [reference, mixed]\""),
             std::string::npos);
   EXPECT_NE(xml.find("<failure message=\"Extend(2) after 1 tokens"), std::string::npos);
@@ -70,8 +72,8 @@ TEST(Junit, IsWellFormedXml) {
   if (std::system("python3 -c 'import xml.dom.minidom' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not available";
   const fs::path dir = fresh_dir("xml");
   write_reports(sample_summary(), dir.string());
-  const std::string cmd = "python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' '" +
-                          (dir / "junit.xml").string() + "'";
+  const std::string cmd =
+      "python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' '" + (dir / "junit.xml").string() + "'";
   EXPECT_EQ(std::system(cmd.c_str()), 0);
 }
 
@@ -166,7 +168,7 @@ TEST(MeasuredError, ErrorBoundAndMarginInEveryFormatAndIdsEverywhere) {
   const std::string md = summary_markdown(run);
   EXPECT_NE(md.find("error 0.0005, bound 0.002, margin 0.0015"), std::string::npos);
   EXPECT_NE(md.find("| property/stored\\_rows(seed=7"), std::string::npos);  // the id in the table
-  EXPECT_NE(md.find("Id: `property/window_coverage`"), std::string::npos);      // and at the failure
+  EXPECT_NE(md.find("Id: `property/window_coverage`"), std::string::npos);   // and at the failure
   EXPECT_NE(md.find("`golden/5.24.0/window1_dynamic_sliding`"), std::string::npos);
   const std::string html = report_html(run);
   EXPECT_NE(html.find("property/stored_rows(seed=7"), std::string::npos);
@@ -304,8 +306,11 @@ TEST(Expectations, EveryFormatSaysWhatTheEntryMadeOfTheCase) {
   run.cases[1].expectation = {"expected_failure", "mine.jsonc", 9, "^property/", "window one too wide", "https://example.org/1"};
   const std::string json = summary_json(run);
   const nlohmann::json j = nlohmann::json::parse(json);
-  EXPECT_EQ(j["cases"][1]["expectation"], (nlohmann::json{{"outcome", "expected_failure"}, {"file", "mine.jsonc"}, {"line", 9},
-                                                          {"case", "^property/"}, {"reason", "window one too wide"},
+  EXPECT_EQ(j["cases"][1]["expectation"], (nlohmann::json{{"outcome", "expected_failure"},
+                                                          {"file", "mine.jsonc"},
+                                                          {"line", 9},
+                                                          {"case", "^property/"},
+                                                          {"reason", "window one too wide"},
                                                           {"link", "https://example.org/1"}}));
   EXPECT_EQ(j["cases"][0]["expectation"]["link"], nullptr);
   EXPECT_EQ(j["totals"]["expected_failures"], 1);

@@ -24,10 +24,14 @@ inline RunSummary sample_summary() {
   CaseResult fail = ok;
   rename(fail, PropertyKey{"window_coverage"});
   fail.status = Status::Fail;
-  fail.message = "Extend(2) after 1 tokens: static static/sliding_attention(W=2,L=2) boolean mask: query 2 (row 0) "
-                 "attends {0,1,2}, the window rule allows {1,2}";
-  fail.detail = "kvc::ScenarioConfig:\nsliding_attention W=2 L=2 B=1 <H=1> & \"quoted\" 'single' | pipe ``` fence\n"
-                "Prefill(1)\nExtend(2)\ncontrol\x01" "char bad\xff" "byte";
+  fail.message =
+      "Extend(2) after 1 tokens: static static/sliding_attention(W=2,L=2) boolean mask: query 2 (row 0) "
+      "attends {0,1,2}, the window rule allows {1,2}";
+  fail.detail =
+      "kvc::ScenarioConfig:\nsliding_attention W=2 L=2 B=1 <H=1> & \"quoted\" 'single' | pipe ``` fence\n"
+      "Prefill(1)\nExtend(2)\ncontrol\x01"
+      "char bad\xff"
+      "byte";
   fail.error = 0.25;  // over the bound: margin -0.248
   fail.reproduce = "kvconform run --property '^window_coverage$' --seed 7 --reproduce 'B8wdp5&<>'";
   MaskPicture m;

@@ -61,8 +61,7 @@ class Windowed : public Backend {
   explicit Windowed(Fault fault) : fault_(fault) {}
   std::string name() const override { return "windowed"; }
   at::Tensor run(const Call& c) const override {
-    return windowed(c.query, c.keys, c.values, c.mask.query_positions, c.mask.sizes.kv_offset, kernel_window(c.mask),
-                    fault_);
+    return windowed(c.query, c.keys, c.values, c.mask.query_positions, c.mask.sizes.kv_offset, kernel_window(c.mask), fault_);
   }
 
  private:
@@ -211,8 +210,7 @@ KernelWindow kernel_window(const MaskRequest& m) {
 }
 
 at::Tensor windowed(const at::Tensor& query, const at::Tensor& keys, const at::Tensor& values,
-                    const std::vector<int64_t>& query_positions, int64_t kv_offset, const KernelWindow& window,
-                    Fault fault) {
+                    const std::vector<int64_t>& query_positions, int64_t kv_offset, const KernelWindow& window, Fault fault) {
   if (static_cast<int64_t>(query_positions.size()) != query.size(2))
     throw std::invalid_argument("windowed: " + std::to_string(query_positions.size()) + " query positions for " +
                                 std::to_string(query.size(2)) + " queries");
@@ -272,7 +270,8 @@ at::Tensor math_reference(const at::Tensor& query, const at::Tensor& keys, const
   const at::Tensor any = mask.any(-1, true);
   s = s.masked_fill(any.logical_not(), 0.0);
   if (sinks.defined()) {  // softmax over [scores, sink], the sink's column dropped
-    const at::Tensor sink = sinks.to(query.device()).to(query.scalar_type()).view({1, -1, 1, 1}).expand({s.size(0), s.size(1), s.size(2), 1});
+    const at::Tensor sink =
+        sinks.to(query.device()).to(query.scalar_type()).view({1, -1, 1, 1}).expand({s.size(0), s.size(1), s.size(2), 1});
     const at::Tensor p = at::softmax(at::cat({s, sink}, -1), -1).narrow(-1, 0, s.size(3));
     return at::matmul(p, V) * any.to(query.scalar_type());
   }
@@ -286,8 +285,7 @@ double reference_error(const at::Tensor& reference, const at::Tensor& oracle, co
   return masked.numel() ? masked.max().item<double>() : 0.0;
 }
 
-Verdict judge(const at::Tensor& out, const at::Tensor& reference, const at::Tensor& oracle, const at::Tensor& sees,
-              DType dtype) {
+Verdict judge(const at::Tensor& out, const at::Tensor& reference, const at::Tensor& oracle, const at::Tensor& sees, DType dtype) {
   return judge(out, reference_error(reference, oracle, sees), oracle, sees, dtype);
 }
 
@@ -400,77 +398,77 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
         const int threads = at::get_num_threads();
         if (index >= patterns) at::set_num_threads(1);
         if (available) try {
-          Scenario run = sc;
-          run.seed = options.seed ^ *sc.seed;  // the run's seed varies every built-in scenario's inputs
-          DriverOptions driver_options;
-          driver_options.mutation = options.mutation;
-          driver_options.oracle = true;
-          StepDriver driver(run, driver_options);
-          std::vector<double> worst(chosen.size(), 0.0), worst_ref(chosen.size(), 0.0), bound(chosen.size(), 0.0);
-          std::vector<std::vector<std::string>> notes(chosen.size());
-          int64_t judged = 0;
-          driver.run([&](LayerStep& v) {
-            if (v.update_error) std::rethrow_exception(v.update_error);
-            if (!v.judged) return;  // a numerics case's fill step: only the layer and the oracle are fed
-            Call call;
-            call.mask = v.mask;
-            call.query = v.query.to(device);
-            call.keys = v.returned.keys.to(device);
-            call.values = v.returned.values.to(device);
-            const at::Tensor O = v.oracle_output(), sees = v.sees_any();
-            // The same-dtype reference (FlashAttention's rule) is computed from every token so far and
-            // the window rule, not from the layer's rows and mask: were it fed the layer's output, a
-            // wrong layer or mask would inflate the reference error, and with it the bound.
-            const at::Tensor ref =
-                math_reference(call.query, v.all_keys().to(device), v.all_values().to(device), v.visible_keys());
-            // Every step is judged, also after a failure or deviation: the first failure is the
-            // message, later problems and every deviation go into the detail.
+            Scenario run = sc;
+            run.seed = options.seed ^ *sc.seed;  // the run's seed varies every built-in scenario's inputs
+            DriverOptions driver_options;
+            driver_options.mutation = options.mutation;
+            driver_options.oracle = true;
+            StepDriver driver(run, driver_options);
+            std::vector<double> worst(chosen.size(), 0.0), worst_ref(chosen.size(), 0.0), bound(chosen.size(), 0.0);
+            std::vector<std::vector<std::string>> notes(chosen.size());
+            int64_t judged = 0;
+            driver.run([&](LayerStep& v) {
+              if (v.update_error) std::rethrow_exception(v.update_error);
+              if (!v.judged) return;  // a numerics case's fill step: only the layer and the oracle are fed
+              Call call;
+              call.mask = v.mask;
+              call.query = v.query.to(device);
+              call.keys = v.returned.keys.to(device);
+              call.values = v.returned.values.to(device);
+              const at::Tensor O = v.oracle_output(), sees = v.sees_any();
+              // The same-dtype reference (FlashAttention's rule) is computed from every token so far and
+              // the window rule, not from the layer's rows and mask: were it fed the layer's output, a
+              // wrong layer or mask would inflate the reference error, and with it the bound.
+              const at::Tensor ref =
+                  math_reference(call.query, v.all_keys().to(device), v.all_values().to(device), v.visible_keys());
+              // Every step is judged, also after a failure or deviation: the first failure is the
+              // message, later problems and every deviation go into the detail.
+              for (size_t i = 0; i < chosen.size(); ++i) {
+                report::CaseResult& r = cases[i];
+                Verdict verdict;
+                try {
+                  verdict = judge(chosen[i]->run(call), ref, O, sees, chosen[i]->judged_as(dtype));
+                } catch (const std::exception& e) {
+                  verdict.ok = false;
+                  verdict.problem = std::string("threw: ") + e.what();
+                }
+                worst[i] = std::max(worst[i], verdict.error);
+                worst_ref[i] = std::max(worst_ref[i], verdict.reference_error);
+                bound[i] = std::max(bound[i], verdict.bound);
+                const std::string step = "step " + std::to_string(v.step) + " (" + std::to_string(v.q) + " tokens after " +
+                                         std::to_string(v.seen) + ")";
+                if (!verdict.ok && verdict.only_masked_rows_nonfinite && known_deviation(r.backend, dtype)) {
+                  notes[i].push_back(step + ": deviation: " + verdict.problem);
+                  if (r.status == report::Status::Pass) {
+                    r.status = report::Status::Deviation;
+                    r.message = step + ": " + verdict.problem + ": " + *known_deviation(r.backend, dtype);
+                  }
+                } else if (!verdict.ok) {
+                  notes[i].push_back(step + ": FAIL: " + verdict.problem);
+                  if (r.status != report::Status::Fail) {
+                    r.status = report::Status::Fail;
+                    r.message = step + ": " + verdict.problem;
+                  }
+                }
+              }
+              ++judged;
+            });
             for (size_t i = 0; i < chosen.size(); ++i) {
-              report::CaseResult& r = cases[i];
-              Verdict verdict;
-              try {
-                verdict = judge(chosen[i]->run(call), ref, O, sees, chosen[i]->judged_as(dtype));
-              } catch (const std::exception& e) {
-                verdict.ok = false;
-                verdict.problem = std::string("threw: ") + e.what();
-              }
-              worst[i] = std::max(worst[i], verdict.error);
-              worst_ref[i] = std::max(worst_ref[i], verdict.reference_error);
-              bound[i] = std::max(bound[i], verdict.bound);
-              const std::string step = "step " + std::to_string(v.step) + " (" + std::to_string(v.q) + " tokens after " +
-                                       std::to_string(v.seen) + ")";
-              if (!verdict.ok && verdict.only_masked_rows_nonfinite && known_deviation(r.backend, dtype)) {
-                notes[i].push_back(step + ": deviation: " + verdict.problem);
-                if (r.status == report::Status::Pass) {
-                  r.status = report::Status::Deviation;
-                  r.message = step + ": " + verdict.problem + ": " + *known_deviation(r.backend, dtype);
-                }
-              } else if (!verdict.ok) {
-                notes[i].push_back(step + ": FAIL: " + verdict.problem);
-                if (r.status != report::Status::Fail) {
-                  r.status = report::Status::Fail;
-                  r.message = step + ": " + verdict.problem;
-                }
-              }
+              cases[i].policy = to_string(Policy::SameDtypeReference);
+              cases[i].bound = bound[i];
+              cases[i].error = worst[i];
+              cases[i].detail = "max error " + sci(worst[i]) + ", same-dtype math reference " + sci(worst_ref[i]) + " over " +
+                                std::to_string(judged) + " judged steps";
+              for (const std::string& n : notes[i]) cases[i].detail += "\n" + n;
             }
-            ++judged;
-          });
-          for (size_t i = 0; i < chosen.size(); ++i) {
-            cases[i].policy = to_string(Policy::SameDtypeReference);
-            cases[i].bound = bound[i];
-            cases[i].error = worst[i];
-            cases[i].detail = "max error " + sci(worst[i]) + ", same-dtype math reference " + sci(worst_ref[i]) +
-                              " over " + std::to_string(judged) + " judged steps";
-            for (const std::string& n : notes[i]) cases[i].detail += "\n" + n;
+          } catch (const std::exception& e) {
+            // The reference or the oracle itself failed: every backend's case fails with the reason,
+            // and the suite goes on with the next case.
+            for (report::CaseResult& r : cases) {
+              r.status = report::Status::Fail;
+              r.message = std::string("the reference layer or oracle raised: ") + first_line(e.what());
+            }
           }
-        } catch (const std::exception& e) {
-          // The reference or the oracle itself failed: every backend's case fails with the reason,
-          // and the suite goes on with the next case.
-          for (report::CaseResult& r : cases) {
-            r.status = report::Status::Fail;
-            r.message = std::string("the reference layer or oracle raised: ") + first_line(e.what());
-          }
-        }
         if (index >= patterns) at::set_num_threads(threads);
         results.insert(results.end(), cases.begin(), cases.end());
       }

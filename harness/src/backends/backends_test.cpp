@@ -36,7 +36,8 @@ TEST(BackendSuite, EveryBuiltinBackendPassesOnCpu) {
     ++per_backend[r.backend];
     // eager in float64 with left padding: NaN in fully masked rows, as transformers itself does.
     const auto expected = known_deviation(r.backend, parse_dtype(r.dtype)) && r.name.find("left_padding") != std::string::npos
-                              ? report::Status::Deviation : report::Status::Pass;
+                              ? report::Status::Deviation
+                              : report::Status::Pass;
     EXPECT_EQ(r.status, expected) << r.backend << " " << r.name << " " << r.dtype << ": " << r.message;
     RecordProperty(r.backend + "/" + r.name + "/" + r.dtype, r.detail);
     if (std::getenv("KVC_PRINT_ERRORS")) std::cout << r.backend << " " << r.dtype << " " << r.name << ": " << r.detail << "\n";
@@ -80,7 +81,8 @@ TEST(BackendSuite, CudaBackendsPassWhereAvailable) {
   // The same expectations as on the CPU: eager float64 with left padding reproduces transformers' NaN rows.
   for (const auto& r : run_suite(o)) {
     const auto expected = known_deviation(r.backend, parse_dtype(r.dtype)) && r.name.find("left_padding") != std::string::npos
-                              ? report::Status::Deviation : report::Status::Pass;
+                              ? report::Status::Deviation
+                              : report::Status::Pass;
     EXPECT_EQ(r.status, expected) << r.backend << " " << r.name << " " << r.dtype << ": " << r.message;
   }
 }
@@ -196,15 +198,16 @@ TEST(Judge, BoundIsTheLargerOfFloorAndFactorTimesReferenceError) {
   EXPECT_TRUE(judge(at::full({1, 1, 1, 1}, p.factor * 10 * p.floor, at::kDouble), ref, oracle, sees, DType::Float16).ok);
   EXPECT_FALSE(judge(at::full({1, 1, 1, 1}, p.factor * 11 * p.floor, at::kDouble), ref, oracle, sees, DType::Float16).ok);
   // A fully masked row is not compared, only required finite.
-  EXPECT_TRUE(judge(at::full({1, 1, 1, 1}, 5.0, at::kDouble), oracle, oracle, at::zeros({1, 1, 1, 1}, at::kBool),
-                    DType::Float16).ok);
+  EXPECT_TRUE(
+      judge(at::full({1, 1, 1, 1}, 5.0, at::kDouble), oracle, oracle, at::zeros({1, 1, 1, 1}, at::kBool), DType::Float16).ok);
 }
 
 // A float64 kernel that secretly computes in float32 must fail the float64 policy, while eager
 // (transformers' float32 softmax, judged as float32) passes.
 TEST(Judge, Float64KernelComputingInFloat32IsCaught) {
   at::manual_seed(7);
-  const at::Tensor q = (at::randint(-128, 129, {1, 2, 3, 8}, at::kDouble) / 128), k = (at::randint(-128, 129, {1, 2, 5, 8}, at::kDouble) / 128);
+  const at::Tensor q = (at::randint(-128, 129, {1, 2, 3, 8}, at::kDouble) / 128),
+                   k = (at::randint(-128, 129, {1, 2, 5, 8}, at::kDouble) / 128);
   const at::Tensor v = at::randint(-128, 129, {1, 2, 5, 8}, at::kDouble) / 128;
   const at::Tensor mask = at::ones({1, 1, 3, 5}, at::kBool);
   const at::Tensor sees = at::ones({1, 1, 3, 1}, at::kBool);

@@ -43,8 +43,8 @@ std::string sha256_hex(const void* data, size_t size) {
   thread_local Sha256 sha;
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  if (!sha.md || !sha.ctx || EVP_DigestInit_ex(sha.ctx, sha.md, nullptr) != 1 ||
-      EVP_DigestUpdate(sha.ctx, data, size) != 1 || EVP_DigestFinal_ex(sha.ctx, digest, &len) != 1)
+  if (!sha.md || !sha.ctx || EVP_DigestInit_ex(sha.ctx, sha.md, nullptr) != 1 || EVP_DigestUpdate(sha.ctx, data, size) != 1 ||
+      EVP_DigestFinal_ex(sha.ctx, digest, &len) != 1)
     throw std::runtime_error("sha256: OpenSSL failed");
   static const char* hex = "0123456789abcdef";
   std::string out(2 * len, '0');
@@ -168,8 +168,7 @@ json parse_json(const std::string& text, const std::string& origin) {
 
 Limits Limits::unlimited() {
   Limits l;
-  for (int64_t* cap : {&l.tokens, &l.steps, &l.batch, &l.heads, &l.head_dim, &l.window, &l.max_cache_len, &l.elements,
-                       &l.scores})
+  for (int64_t* cap : {&l.tokens, &l.steps, &l.batch, &l.heads, &l.head_dim, &l.window, &l.max_cache_len, &l.elements, &l.scores})
     *cap = std::numeric_limits<int64_t>::max();
   return l;
 }
@@ -241,8 +240,9 @@ void check_pattern_lengths(const json& doc, const std::string& origin) {
                     "'profiles' is the deprecated name of 'releases'; give only 'releases'");
   auto check = [&](const json& v, const std::string& ptr, size_t max) {
     if (v.is_string() && v.get_ref<const std::string&>().size() > max)
-      throw CaseError(origin, ptr, "a string of " + std::to_string(v.get_ref<const std::string&>().size()) +
-                                       " characters, longer than " + std::to_string(max));
+      throw CaseError(origin, ptr,
+                      "a string of " + std::to_string(v.get_ref<const std::string&>().size()) + " characters, longer than " +
+                          std::to_string(max));
   };
   if (doc.contains("name")) check(doc.at("name"), "/name", 128);
   const std::string key = releases_key(doc);
@@ -279,8 +279,9 @@ int64_t mul(int64_t a, int64_t b) {
 // same checks, order and messages as golden/validate_cases.py's limit_errors().
 void check_limits(const json& doc, const std::string& origin, const Limits& L) {
   auto over = [&](const std::string& ptr, const std::string& value, int64_t cap, const char* unit, const char* env) {
-    throw CaseError(origin, ptr, value + " exceeds the cap of " + std::to_string(cap) + " " + unit +
-                                     " (raise with --allow-large or " + env + ")");
+    throw CaseError(
+        origin, ptr,
+        value + " exceeds the cap of " + std::to_string(cap) + " " + unit + " (raise with --allow-large or " + env + ")");
   };
   auto field = [&](const char* name, int64_t cap, const char* unit, const char* env) -> int64_t {
     const int64_t v = doc.value(name, int64_t{0});
@@ -328,17 +329,17 @@ void check_limits(const json& doc, const std::string& origin, const Limits& L) {
 // What the schema cannot say (the same rules as golden/validate_cases.py).
 void check_semantics(const Scenario& c, const std::string& origin) {
   if (c.heads % c.kv_heads != 0)
-    throw CaseError(origin, "/kv_heads", "kv_heads " + std::to_string(c.kv_heads) + " does not divide heads " +
-                                             std::to_string(c.heads));
+    throw CaseError(origin, "/kv_heads",
+                    "kv_heads " + std::to_string(c.kv_heads) + " does not divide heads " + std::to_string(c.heads));
   if (c.left_padding && static_cast<int64_t>(c.left_padding->size()) != c.batch)
-    throw CaseError(origin, "/left_padding", "has " + std::to_string(c.left_padding->size()) +
-                                                 " entries, batch is " + std::to_string(c.batch));
+    throw CaseError(origin, "/left_padding",
+                    "has " + std::to_string(c.left_padding->size()) + " entries, batch is " + std::to_string(c.batch));
   if (c.left_padding)
     for (size_t b = 0; b < c.left_padding->size(); ++b)
       if ((*c.left_padding)[b] > c.total_tokens())
         throw CaseError(origin, "/left_padding/" + std::to_string(b),
-                        std::to_string((*c.left_padding)[b]) + " pad tokens but only " +
-                            std::to_string(c.total_tokens()) + " tokens in the scenario");
+                        std::to_string((*c.left_padding)[b]) + " pad tokens but only " + std::to_string(c.total_tokens()) +
+                            " tokens in the scenario");
   if (std::none_of(c.steps.begin(), c.steps.end(), [](const Step& s) { return s.judged; }))
     throw CaseError(origin, "/steps", "every step is a fill step (\"judged\": false): the case would judge nothing");
   for (size_t s = 0; s < c.steps.size(); ++s)
@@ -362,8 +363,7 @@ void check_semantics(const Scenario& c, const std::string& origin) {
   };
   if (c.cache == CacheKind::Dynamic && c.max_cache_len != 0)
     throw CaseError(origin, "/max_cache_len", "max_cache_len is only meaningful for a static cache");
-  if (std::all_of(c.layer_types.begin(), c.layer_types.end(), [](LayerType t) { return t == LayerType::Full; }) &&
-      c.window != 0)
+  if (std::all_of(c.layer_types.begin(), c.layer_types.end(), [](LayerType t) { return t == LayerType::Full; }) && c.window != 0)
     throw CaseError(origin, "/window", "window given but no sliding or chunked layer");
   check_explicit(c.explicit_q, "q", c.heads);
   check_explicit(c.explicit_k, "k", c.kv_heads);
@@ -403,7 +403,7 @@ Scenario parse_case(const std::string& text, const std::string& origin, const Li
   for (const json& s : doc.at("steps")) {
     const std::string at = "/steps/" + std::to_string(c.steps.size());
     Step step;
-    if (s.contains("call")) {  // a call step: another layer method instead of an update
+    if (s.contains("call")) {                                          // a call step: another layer method instead of an update
       LayerCall call{&layer_method(s.at("call").get<std::string>())};  // one of the schema's enum
       for (const char* only_updates : {"cache_position", "judged"})
         if (s.contains(only_updates))
@@ -427,8 +427,8 @@ Scenario parse_case(const std::string& text, const std::string& origin, const Li
     c.seed = in.at("seed").get<uint64_t>();
     if (in.contains("distribution")) {
       const std::string d = in.at("distribution").get<std::string>();  // one of the schema's enum
-      for (inputs::Distribution each : {inputs::Distribution::Mix64, inputs::Distribution::Normal,
-                                        inputs::Distribution::LargeLogits})
+      for (inputs::Distribution each :
+           {inputs::Distribution::Mix64, inputs::Distribution::Normal, inputs::Distribution::LargeLogits})
         if (d == inputs::to_string(each)) c.distribution = each;
     }
   } else {
@@ -473,7 +473,8 @@ nlohmann::ordered_json to_case_json(const Scenario& s) {
       continue;
     }
     if (st.is_reset())
-      throw std::invalid_argument("to_case_json: '" + s.name + "' has a reset step, which a case file holds as {\"call\": \"reset\"}");
+      throw std::invalid_argument("to_case_json: '" + s.name +
+                                  "' has a reset step, which a case file holds as {\"call\": \"reset\"}");
     oj step = {{"tokens", st.tokens}};
     if (st.cache_position) step["cache_position"] = *st.cache_position;
     if (!st.judged) step["judged"] = false;

@@ -18,10 +18,17 @@ const std::string kRoot = kvc::paths::source_dir();
 
 // A small valid case; `fields` (JSON object members, without braces) replace the defaults.
 std::string doc(const std::string& fields = "", const std::string& steps = R"([{"tokens": 2}, {"tokens": 1}])") {
-  nlohmann::json j = {{"name", "x"},         {"description", "d"}, {"cache", "dynamic"},
-                      {"layer_types", {"sliding_attention"}},      {"window", 2},
-                      {"batch", 1},          {"heads", 2},          {"kv_heads", 1},
-                      {"head_dim", 4},       {"dtype", "float32"}, {"left_padding", nullptr},
+  nlohmann::json j = {{"name", "x"},
+                      {"description", "d"},
+                      {"cache", "dynamic"},
+                      {"layer_types", {"sliding_attention"}},
+                      {"window", 2},
+                      {"batch", 1},
+                      {"heads", 2},
+                      {"kv_heads", 1},
+                      {"head_dim", 4},
+                      {"dtype", "float32"},
+                      {"left_padding", nullptr},
                       {"inputs", {{"generator", "kvc-mix64-v1"}, {"seed", 3}}}};
   std::string text = j.dump();
   text.pop_back();
@@ -265,7 +272,9 @@ TEST(CaseFiles, WrittenCaseLoadsBackTheSame) {
       EXPECT_EQ(b.params(), a.params()) << f;
       EXPECT_EQ(b.left_padding, a.left_padding) << f;
       EXPECT_EQ(b.dtype, a.dtype) << f;
-      EXPECT_EQ(std::make_tuple(b.batch, b.heads, b.kv_heads, b.head_dim), std::make_tuple(a.batch, a.heads, a.kv_heads, a.head_dim)) << f;
+      EXPECT_EQ(std::make_tuple(b.batch, b.heads, b.kv_heads, b.head_dim),
+                std::make_tuple(a.batch, a.heads, a.kv_heads, a.head_dim))
+          << f;
       ASSERT_EQ(b.steps.size(), a.steps.size()) << f;
       for (size_t i = 0; i < a.steps.size(); ++i) {
         EXPECT_EQ(b.steps[i].tokens, a.steps[i].tokens) << f;
@@ -316,7 +325,8 @@ TEST(FixtureCheck, HexLongerThanItsShapeIsNamed) {
   // The comparison decodes both outputs and walks the fixture's values: more bytes than the shape
   // says would read past the reference's.
   nlohmann::json f = fixture();
-  f["steps"][0]["layers"][1]["attention"]["eager"]["hex"] = std::string(f["steps"][0]["layers"][1]["attention"]["eager"]["hex"]) + "00000000";
+  f["steps"][0]["layers"][1]["attention"]["eager"]["hex"] =
+      std::string(f["steps"][0]["layers"][1]["attention"]["eager"]["hex"]) + "00000000";
   EXPECT_EQ(error_of(f), "f.json: /steps/0/layers/1/attention/eager/hex: 32 hex digits, the shape and dtype make 24");
   f = fixture();
   f["steps"][1]["layers"][0]["attention"]["sdpa"]["hex"] = "zz000000";
@@ -352,7 +362,8 @@ TEST(FixtureCheck, ManifestCaseNamesCannotLeaveTheFolder) {
   };
   EXPECT_EQ(manifest_error(R"({"cases": {"a_b": {"case_file": "cases/a_b.json"}}})"), "ok");
   EXPECT_EQ(manifest_error(R"({"cases": {"../../x": {}}})"), "m.json: /cases: case name '../../x' is not a file name");
-  EXPECT_EQ(manifest_error(R"({"cases": {"a": {"case_file": 1}}})"), "m.json: /cases/a/case_file: expected a string, found number");
+  EXPECT_EQ(manifest_error(R"({"cases": {"a": {"case_file": 1}}})"),
+            "m.json: /cases/a/case_file: expected a string, found number");
   EXPECT_EQ(manifest_error(R"({"cases": []})"), "m.json: /cases: expected an object, found array");
 }
 

@@ -16,9 +16,7 @@ const char* type_name(const json& j) { return j.type_name(); }
 struct Checker {
   const std::string& path;
 
-  [[noreturn]] void bad(const std::string& ptr, const std::string& message) const {
-    throw cases::CaseError(path, ptr, message);
-  }
+  [[noreturn]] void bad(const std::string& ptr, const std::string& message) const { throw cases::CaseError(path, ptr, message); }
   const json& object(const json& j, const std::string& ptr) const {
     if (!j.is_object()) bad(ptr, std::string("expected an object, found ") + type_name(j));
     return j;
@@ -137,8 +135,9 @@ void check_manifest(const json& manifest, const std::string& path) {
   const json& cases = c.object(c.member(manifest, "cases", ""), "/cases");
   for (auto it = cases.begin(); it != cases.end(); ++it) {
     const std::string p = "/cases/" + it.key();  // names are checked below: no '/' or '~' to escape
-    if (it.key().empty() || it.key().find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
-                                std::string::npos || it.key() == "." || it.key() == "..")
+    if (it.key().empty() ||
+        it.key().find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != std::string::npos ||
+        it.key() == "." || it.key() == "..")
       throw cases::CaseError(path, "/cases", "case name '" + it.key() + "' is not a file name");
     c.object(it.value(), p);
     if (it.value().contains("case_file")) c.string(it.value().at("case_file"), p + "/case_file");

@@ -25,8 +25,7 @@ struct Checker {
   [[noreturn]] void bad(const std::string& pointer, const std::string& message) const {
     throw cases::CaseError(path, pointer, message);
   }
-  const json& need(const json& obj, const std::string& at, const std::string& key, const Kind& kind,
-                   const char* expected) const {
+  const json& need(const json& obj, const std::string& at, const std::string& key, const Kind& kind, const char* expected) const {
     if (!obj.is_object()) bad(at, "expected an object");
     if (!obj.contains(key)) bad(at + "/" + key, "missing (the comparison needs it)");
     const json& v = obj.at(key);
@@ -67,7 +66,8 @@ struct Checker {
       need(l, at, "skipped", kString, "a string");
       return;
     }
-    for (const char* k : {"cumulative_length_before", "cumulative_length_after"}) need(l, at, k, or_null(kInt), "an integer or null");
+    for (const char* k : {"cumulative_length_before", "cumulative_length_after"})
+      need(l, at, k, or_null(kInt), "an integer or null");
     const json& sizes = need(l, at, "mask_sizes", or_null(kObject), "an object or null");
     if (!sizes.is_null())
       for (const char* k : {"kv_length", "kv_offset"}) need(sizes, at + "/mask_sizes", k, kInt, "an integer");
@@ -161,7 +161,8 @@ void validate_fixture(const json& f, const std::string& path, size_t steps, size
       c.need(m, at + "/call", "argument", or_null(kInt), "an integer or null");
     }
     for (size_t l = 0; l < sl.size(); ++l)
-      call ? c.call_layer_step(sl[l], at + "/layers/" + std::to_string(l)) : c.layer_step(sl[l], at + "/layers/" + std::to_string(l));
+      call ? c.call_layer_step(sl[l], at + "/layers/" + std::to_string(l))
+           : c.layer_step(sl[l], at + "/layers/" + std::to_string(l));
   }
 }
 

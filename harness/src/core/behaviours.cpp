@@ -40,9 +40,11 @@ const std::vector<ReleaseRow>& rows() {
       {"4.57.0", {C::CachePosition, L::Merged, S::NotCompileable, false, N::NonzeroRows, repeat, A::MaxLength, Q::FirstLayer}},
       {"5.4.0", {C::QueryLength, L::Merged, S::NotCompileable, false, N::Cumulative, repeat, A::MaxLength, Q::FirstLayer}},
       {"5.13.0", {C::QueryLength, L::Merged, S::NotCompileable, false, N::Cumulative, limited, A::MaxLength, Q::FirstLayer}},
-      {"5.14.0", {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, limited, A::Unmodelled, Q::SizedLayer}},
+      {"5.14.0",
+       {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, limited, A::Unmodelled, Q::SizedLayer}},
       {"5.23.0", {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, packed, A::Unmodelled, Q::SizedLayer}},
-      {"5.24.0", {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, packed, A::TokensToRemove, Q::SizedLayer}},
+      {"5.24.0",
+       {C::QueryLength, L::Merged, S::NotCompileableDecode, true, N::Cumulative, packed, A::TokensToRemove, Q::SizedLayer}},
   };
   return table;
 }
@@ -77,16 +79,17 @@ struct Names {
       if (j.is_string() && j.get<std::string>() == n) return v;
       accepted += std::string(accepted.empty() ? "" : ", ") + n;
     }
-    throw std::invalid_argument(std::string("behaviours.") + key + ": unknown value " + j.dump() + " (expected one of: " +
-                                accepted + ")");
+    throw std::invalid_argument(std::string("behaviours.") + key + ": unknown value " + j.dump() +
+                                " (expected one of: " + accepted + ")");
   }
 };
 
-const Names<CacheApi> kCacheApi{"cache_api", {{CacheApi::CachePosition, "cache_position"}, {CacheApi::QueryLength, "query_length"}}};
-const Names<SlidingLayer> kSlidingLayer{"sliding_layer", {{SlidingLayer::PreMerge, "pre_merge"}, {SlidingLayer::Merged, "merged"}}};
-const Names<SdpaSkip> kSdpaSkip{"sdpa_skip",
-                                {{SdpaSkip::NotCompileable, "not_compileable"},
-                                 {SdpaSkip::NotCompileableDecode, "not_compileable_decode"}}};
+const Names<CacheApi> kCacheApi{"cache_api",
+                                {{CacheApi::CachePosition, "cache_position"}, {CacheApi::QueryLength, "query_length"}}};
+const Names<SlidingLayer> kSlidingLayer{"sliding_layer",
+                                        {{SlidingLayer::PreMerge, "pre_merge"}, {SlidingLayer::Merged, "merged"}}};
+const Names<SdpaSkip> kSdpaSkip{
+    "sdpa_skip", {{SdpaSkip::NotCompileable, "not_compileable"}, {SdpaSkip::NotCompileableDecode, "not_compileable_decode"}}};
 const Names<StaticSeqLength> kStaticSeqLength{
     "static_seq_length", {{StaticSeqLength::NonzeroRows, "nonzero_rows"}, {StaticSeqLength::Cumulative, "cumulative"}}};
 const char* kSkipEmptyCache = "sdpa_skip_empty_cache";
@@ -109,8 +112,7 @@ std::vector<int> release_components(const std::string& version) {
     if (i < version.size() && version[i] == '.') ++i;
     else break;
   }
-  if (parts.empty())
-    throw std::invalid_argument("'" + version + "' is not a transformers release number (expected e.g. 4.57.6)");
+  if (parts.empty()) throw std::invalid_argument("'" + version + "' is not a transformers release number (expected e.g. 4.57.6)");
   parts.resize(3, 0);
   return parts;
 }
@@ -149,7 +151,8 @@ Behaviours behaviours_from_json(const nlohmann::json& record) {
   b.cache_api = kCacheApi.parse(record);
   b.sliding_layer = kSlidingLayer.parse(record);
   b.sdpa_skip = kSdpaSkip.parse(record);
-  if (!record.contains(kSkipEmptyCache)) throw std::invalid_argument(std::string("behaviours: missing key '") + kSkipEmptyCache + "'");
+  if (!record.contains(kSkipEmptyCache))
+    throw std::invalid_argument(std::string("behaviours: missing key '") + kSkipEmptyCache + "'");
   if (!record.at(kSkipEmptyCache).is_boolean())
     throw std::invalid_argument(std::string("behaviours.") + kSkipEmptyCache + ": expected true or false, got " +
                                 record.at(kSkipEmptyCache).dump());

@@ -28,8 +28,7 @@ std::vector<std::string> disagreements(const json& sweep) {
       out.push_back(release + ": " + e.what());
       continue;
     }
-    for (const std::string& k : differing_keys(table, record))
-      out.push_back(release + ": " + k + " (table vs measured)");
+    for (const std::string& k : differing_keys(table, record)) out.push_back(release + ": " + k + " (table vs measured)");
   }
   return out;
 }
@@ -53,8 +52,7 @@ TEST(Behaviours, TableAgreesWithTheGoldenSweep) {
   const std::vector<std::string> bad = disagreements(sweep);
   std::string all;
   for (const std::string& b : bad) all += "\n  " + b;
-  EXPECT_TRUE(bad.empty()) << bad.size() << " disagreements between behaviours_for_release and golden/behaviours.json:"
-                           << all;
+  EXPECT_TRUE(bad.empty()) << bad.size() << " disagreements between behaviours_for_release and golden/behaviours.json:" << all;
 }
 
 // TableAgreesWithTheGoldenSweep compares every pinned release: each golden/requirements-X.txt has X in the sweep's
@@ -124,7 +122,8 @@ TEST(Behaviours, RejectsWhatIsNotAKnownRelease) {
 
 TEST(Behaviours, JsonRecordRoundTripsAndNamesBadKeys) {
   // The record holds every behaviour but the SDPA GQA path (table only, SdpaGqaPath).
-  for (const ReleaseRow& row : release_table()) EXPECT_EQ(to_json(behaviours_from_json(to_json(row.behaviours))), to_json(row.behaviours));
+  for (const ReleaseRow& row : release_table())
+    EXPECT_EQ(to_json(behaviours_from_json(to_json(row.behaviours))), to_json(row.behaviours));
   EXPECT_EQ(to_json(behaviours_for_release("4.56.0")),
             json::parse(R"({"cache_api": "cache_position", "sliding_layer": "pre_merge", "sdpa_skip": "not_compileable",
                             "sdpa_skip_empty_cache": false, "static_seq_length": "nonzero_rows"})"));

@@ -59,7 +59,8 @@ Layout scan(const std::string& t) {
     } else if (c == '{' || c == '[') {
       stack.push_back(c);
       if (stack.size() == 2 && c == '[' && out.open == std::string::npos) out.open = i;
-      if (stack.size() == 3 && c == '{' && i > out.open && out.close == std::string::npos) out.entries.push_back({i, i, line, {}});
+      if (stack.size() == 3 && c == '{' && i > out.open && out.close == std::string::npos)
+        out.entries.push_back({i, i, line, {}});
     } else if (c == '}' || c == ']') {
       if (stack.size() == 3 && c == '}' && !out.entries.empty() && out.close == std::string::npos) out.entries.back().end = i + 1;
       if (stack.size() == 2 && c == ']' && out.open != std::string::npos && out.close == std::string::npos) out.close = i;
@@ -89,7 +90,8 @@ void check_regex(const std::string& re, const std::string& at, const json& value
   }
 }
 
-const std::set<std::string> kFields = {"case", "outcome", "reason", "link", "family", "releases", "diagnosis", "error", "failure"};
+const std::set<std::string> kFields = {"case",     "outcome",   "reason", "link",   "family",
+                                       "releases", "diagnosis", "error",  "failure"};
 }  // namespace
 
 const char* to_string(Outcome o) { return o == Outcome::Fail ? "fail" : "skip"; }
@@ -103,7 +105,8 @@ std::string regex_quote(const std::string& text) {
   return out;
 }
 
-std::vector<Expectation> load(const std::string& path, const std::string& shown, const std::vector<std::string>& diagnosis_kinds) {
+std::vector<Expectation> load(const std::string& path, const std::string& shown,
+                              const std::vector<std::string>& diagnosis_kinds) {
   if (!std::ifstream(path)) throw std::invalid_argument(shown + ": cannot be read (--expectations)");
   const std::string text = read(path);
   json j;
@@ -116,7 +119,8 @@ std::vector<Expectation> load(const std::string& path, const std::string& shown,
   if (!j.is_object() || !j.contains("expectations") || !j["expectations"].is_array())
     throw std::invalid_argument(shown + ":1: expected {\"expectations\": [...]}" +
                                 (j.is_object() && j.contains("deviations") ? " (an old known-deviations file: convert it with "
-                                                                             "python3 scripts/known_to_expectations.py)" : ""));
+                                                                             "python3 scripts/known_to_expectations.py)"
+                                                                           : ""));
   for (const auto& [key, value] : j.items())
     if (key != "expectations" && key != "$schema")
       throw std::invalid_argument(shown + ":1: /" + key + ": unknown field (expectations, $schema)");
@@ -136,27 +140,33 @@ std::vector<Expectation> load(const std::string& path, const std::string& shown,
     if (!d.is_object()) throw std::invalid_argument(at("") + ": must be an object, got " + d.dump());
     for (const auto& [key, value] : d.items())
       if (!kFields.count(key))
-        throw std::invalid_argument(at(key) + ": unknown field (case, outcome, reason, link, family, releases, and one of diagnosis, error, failure)");
+        throw std::invalid_argument(
+            at(key) + ": unknown field (case, outcome, reason, link, family, releases, and one of diagnosis, error, failure)");
     Expectation e;
     e.file = shown;
     e.line = span.line;
     for (auto [key, field] : {std::pair{"case", &e.pattern}, {"reason", &e.reason}}) {
       if (!d.contains(key) || !d[key].is_string() || d[key].get<std::string>().empty())
-        throw std::invalid_argument(at(key) + ": must be a non-empty string, got " + (d.contains(key) ? d[key].dump() : "nothing"));
+        throw std::invalid_argument(at(key) + ": must be a non-empty string, got " +
+                                    (d.contains(key) ? d[key].dump() : "nothing"));
       *field = d[key];
     }
     check_regex(e.pattern, at("case"), d["case"]);
     const json outcome = d.value("outcome", json());
     if (outcome == "fail") e.outcome = Outcome::Fail;
     else if (outcome == "skip") e.outcome = Outcome::Skip;
-    else throw std::invalid_argument(at("outcome") + ": must be \"fail\" or \"skip\", got " + (d.contains("outcome") ? outcome.dump() : "nothing"));
+    else
+      throw std::invalid_argument(at("outcome") + ": must be \"fail\" or \"skip\", got " +
+                                  (d.contains("outcome") ? outcome.dump() : "nothing"));
     if (d.contains("releases")) {
       const json& r = d["releases"];
       if (!r.is_object() || r.empty())
-        throw std::invalid_argument(at("releases") + ": must be an object {\"from\": \"X.Y.Z\", \"fixed_in\": \"X.Y.Z\"}, got " + r.dump());
+        throw std::invalid_argument(at("releases") + ": must be an object {\"from\": \"X.Y.Z\", \"fixed_in\": \"X.Y.Z\"}, got " +
+                                    r.dump());
       static const std::regex release("\\d+\\.\\d+\\.\\d+");
       for (const auto& [key, value] : r.items()) {
-        if (key != "from" && key != "fixed_in") throw std::invalid_argument(at("releases") + "/" + key + ": unknown field (from, fixed_in)");
+        if (key != "from" && key != "fixed_in")
+          throw std::invalid_argument(at("releases") + "/" + key + ": unknown field (from, fixed_in)");
         if (!value.is_string() || !std::regex_match(value.get<std::string>(), release))
           throw std::invalid_argument(at("releases") + "/" + key + ": must be a release X.Y.Z, got " + value.dump());
         (key == "from" ? e.from : e.fixed_in) = value.get<std::string>();
@@ -169,7 +179,8 @@ std::vector<Expectation> load(const std::string& path, const std::string& shown,
     }
     if (d.contains("family")) {
       if (!d["family"].is_string() || d["family"].get<std::string>().empty())
-        throw std::invalid_argument(at("family") + ": must be a non-empty string (a regex over the model's model_type), got " + d["family"].dump());
+        throw std::invalid_argument(at("family") + ": must be a non-empty string (a regex over the model's model_type), got " +
+                                    d["family"].dump());
       e.family = d["family"];
       check_regex(e.family, at("family"), d["family"]);
     }
@@ -177,10 +188,11 @@ std::vector<Expectation> load(const std::string& path, const std::string& shown,
     if (d.contains("diagnosis")) {
       ++forms;
       const json& g = d["diagnosis"];
-      e.diagnosis = g.is_string() ? g.get<std::string>()
-                    : g.is_object() && g.contains("kind") && g["kind"].is_string() ? g["kind"].get<std::string>() : "";
-      if (e.diagnosis.empty() ||
-          (!diagnosis_kinds.empty() && std::find(diagnosis_kinds.begin(), diagnosis_kinds.end(), e.diagnosis) == diagnosis_kinds.end())) {
+      e.diagnosis = g.is_string()                                                  ? g.get<std::string>()
+                    : g.is_object() && g.contains("kind") && g["kind"].is_string() ? g["kind"].get<std::string>()
+                                                                                   : "";
+      if (e.diagnosis.empty() || (!diagnosis_kinds.empty() && std::find(diagnosis_kinds.begin(), diagnosis_kinds.end(),
+                                                                        e.diagnosis) == diagnosis_kinds.end())) {
         std::string all;
         for (const std::string& k : diagnosis_kinds) all += (all.empty() ? "" : ", ") + k;
         throw std::invalid_argument(at("diagnosis") + ": names no diagnosis kind (a kind, or {\"kind\": ..., parameters}" +
@@ -198,13 +210,15 @@ std::vector<Expectation> load(const std::string& path, const std::string& shown,
     }
     if (d.contains("failure")) {
       ++forms;
-      if (d["failure"] != "logits") throw std::invalid_argument(at("failure") + ": must be \"logits\" (any logit failure), got " + d["failure"].dump());
+      if (d["failure"] != "logits")
+        throw std::invalid_argument(at("failure") + ": must be \"logits\" (any logit failure), got " + d["failure"].dump());
       e.any_logits = true;
     }
     if (forms > 1) throw std::invalid_argument(at("") + ": at most one of \"diagnosis\", \"error\", \"failure\"");
     if (e.outcome == Outcome::Skip && (forms || !e.family.empty()))
-      throw std::invalid_argument(at("outcome") + ": a \"skip\" entry names its cases by \"case\" alone (family, diagnosis, error and "
-                                                  "failure describe a failure, and a skipped case does not run)");
+      throw std::invalid_argument(at("outcome") +
+                                  ": a \"skip\" entry names its cases by \"case\" alone (family, diagnosis, error and "
+                                  "failure describe a failure, and a skipped case does not run)");
     out.push_back(std::move(e));
   }
   return out;
@@ -344,8 +358,9 @@ void update_file(const std::string& path, const std::set<int64_t>& drop_lines, c
   if (std::filesystem::exists(path)) {
     text = read(path);
   } else {
-    text = "// kvconform expectations (docs/expectations.md): the cases expected to fail here, and why.\n"
-           "{\n  \"expectations\": [\n  ]\n}\n";
+    text =
+        "// kvconform expectations (docs/expectations.md): the cases expected to fail here, and why.\n"
+        "{\n  \"expectations\": [\n  ]\n}\n";
   }
   const Layout layout = scan(text);
   if (layout.open == std::string::npos || layout.close == std::string::npos)
@@ -386,11 +401,12 @@ void update_file(const std::string& path, const std::set<int64_t>& drop_lines, c
   std::string trailing = gap(previous, layout.close);
   for (const std::string& id : add) {
     const json entry = {{"case", "^" + regex_quote(id) + "$"}, {"outcome", "fail"}, {"reason", kPlaceholderReason}};
-    body += std::string(first ? "" : ",") + "\n" + indent + "{\n" + indent + "  \"case\": " + entry["case"].dump() + ",\n" + indent +
-            "  \"outcome\": \"fail\",\n" + indent + "  \"reason\": " + entry["reason"].dump() + "\n" + indent + "}";
+    body += std::string(first ? "" : ",") + "\n" + indent + "{\n" + indent + "  \"case\": " + entry["case"].dump() + ",\n" +
+            indent + "  \"outcome\": \"fail\",\n" + indent + "  \"reason\": " + entry["reason"].dump() + "\n" + indent + "}";
     first = false;
   }
-  if (!add.empty() && trailing.find('\n') == std::string::npos) trailing = "\n" + indent.substr(0, indent.size() >= 2 ? indent.size() - 2 : 0);
+  if (!add.empty() && trailing.find('\n') == std::string::npos)
+    trailing = "\n" + indent.substr(0, indent.size() >= 2 ? indent.size() - 2 : 0);
   const std::string out = text.substr(0, layout.open + 1) + body + trailing + text.substr(layout.close);
   // Atomically: a temporary file beside it, renamed over it.
   const std::filesystem::path target(path);

@@ -15,8 +15,8 @@ namespace {
 class Expectations : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("kvc-expect-" + std::to_string(getpid()) + "-" +
-                                                     ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() /
+           ("kvc-expect-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -87,25 +87,32 @@ TEST_F(Expectations, ABadFileNamesFileLineFieldAndValue) {
             "e.jsonc:4: /expectations/0/outcome: must be \"fail\" or \"skip\", got \"fial\"");
   EXPECT_EQ(error_of(one("\"case\": \"x\",\n\"outcome\": \"fail\",\n\"reason\": \"\"")),
             "e.jsonc:6: /expectations/0/reason: must be a non-empty string, got \"\"");
-  EXPECT_EQ(error_of(one(R"("outcome": "fail", "reason": "r")")), "e.jsonc:3: /expectations/0/case: must be a non-empty string, got nothing");
-  EXPECT_NE(error_of(one(R"("case": "(", "outcome": "fail", "reason": "r")")).find("e.jsonc:4: /expectations/0/case: not a regular expression"),
+  EXPECT_EQ(error_of(one(R"("outcome": "fail", "reason": "r")")),
+            "e.jsonc:3: /expectations/0/case: must be a non-empty string, got nothing");
+  EXPECT_NE(error_of(one(R"("case": "(", "outcome": "fail", "reason": "r")"))
+                .find("e.jsonc:4: /expectations/0/case: not a regular expression"),
             std::string::npos);
-  EXPECT_NE(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "diagnosis": "window_of_by_one")"))
-                .find("e.jsonc:4: /expectations/0/diagnosis: names no diagnosis kind (a kind, or {\"kind\": ..., parameters}; kinds: "
-                      "window_off_by_one, unexplained), got \"window_of_by_one\""),
-            std::string::npos);
-  EXPECT_EQ(error_of(one("\"case\": \"x\", \"outcome\": \"fail\", \"reason\": \"r\",\n\"familly\": \"^gemma2$\"")),
-            "e.jsonc:5: /expectations/0/familly: unknown field (case, outcome, reason, link, family, releases, and one of diagnosis, error, failure)");
+  EXPECT_NE(
+      error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "diagnosis": "window_of_by_one")"))
+          .find("e.jsonc:4: /expectations/0/diagnosis: names no diagnosis kind (a kind, or {\"kind\": ..., parameters}; kinds: "
+                "window_off_by_one, unexplained), got \"window_of_by_one\""),
+      std::string::npos);
+  EXPECT_EQ(
+      error_of(one("\"case\": \"x\", \"outcome\": \"fail\", \"reason\": \"r\",\n\"familly\": \"^gemma2$\"")),
+      "e.jsonc:5: /expectations/0/familly: unknown field (case, outcome, reason, link, family, releases, and one of diagnosis, error, failure)");
   EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "releases": {"fixed_in": "5.25"})")),
             "e.jsonc:4: /expectations/0/releases/fixed_in: must be a release X.Y.Z, got \"5.25\"");
   EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "releases": {"until": "5.25.0"})")),
             "e.jsonc:4: /expectations/0/releases/until: unknown field (from, fixed_in)");
-  EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "releases": {"from": "5.23.0", "fixed_in": "5.25.0"})")), "");
+  EXPECT_EQ(
+      error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "releases": {"from": "5.23.0", "fixed_in": "5.25.0"})")),
+      "");
   EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "failure": "top1")")),
             "e.jsonc:4: /expectations/0/failure: must be \"logits\" (any logit failure), got \"top1\"");
   EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "error": "a", "failure": "logits")")),
             "e.jsonc:3: /expectations/0: at most one of \"diagnosis\", \"error\", \"failure\"");
-  EXPECT_NE(error_of(one(R"("case": "x", "outcome": "skip", "reason": "r", "error": "a")")).find("/expectations/0/outcome: a \"skip\" entry"),
+  EXPECT_NE(error_of(one(R"("case": "x", "outcome": "skip", "reason": "r", "error": "a")"))
+                .find("/expectations/0/outcome: a \"skip\" entry"),
             std::string::npos);
   EXPECT_EQ(error_of("{\n  \"expectations\": [\n    {\"case\": \"x\",}\n  ]\n}\n").rfind("e.jsonc:3: not JSON", 0), 0u)
       << error_of("{\n  \"expectations\": [\n    {\"case\": \"x\",}\n  ]\n}\n");
@@ -134,7 +141,8 @@ TEST_F(Expectations, ARunJudgesByTheEntries) {
     {"case": "^property/b$", "outcome": "fail", "reason": "fixed since"},
     {"case": "^property/c$", "outcome": "skip", "reason": "hangs"},
     {"case": "^property/nothing$", "outcome": "fail", "reason": "gone"}
-  ]})"), "e.jsonc"));
+  ]})"),
+               "e.jsonc"));
   report::CaseResult a = result("a", report::Status::Fail, "step 3: too many keys");
   ASSERT_NE(set.judge(a, a.id, "", {a.message, false, {}}), nullptr);
   EXPECT_EQ(a.status, report::Status::Deviation);
@@ -182,7 +190,8 @@ TEST_F(Expectations, UpdateKeepsTheRestAndRoundTrips) {
   EXPECT_NE(text.find("// Known failures of my kernel."), std::string::npos) << text;
   EXPECT_NE(text.find("    // the first\n    {\n      \"case\": \"^plugin/mine/kernel/decode/\","), std::string::npos) << text;
   EXPECT_EQ(text.find("rollback keeps a stale key"), std::string::npos) << text;
-  EXPECT_NE(text.find("{\"case\": \"hangs$\", \"outcome\": \"skip\", \"reason\": \"hangs the worker\"}"), std::string::npos) << text;
+  EXPECT_NE(text.find("{\"case\": \"hangs$\", \"outcome\": \"skip\", \"reason\": \"hangs the worker\"}"), std::string::npos)
+      << text;
   const std::vector<Expectation> e = load(path, "e.jsonc");
   ASSERT_EQ(e.size(), 4u) << text;
   EXPECT_EQ(e[0].reason, "decode reads one key too many");

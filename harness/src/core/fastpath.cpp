@@ -95,9 +95,8 @@ void Layer::write_in_place(int64_t first, int64_t q, const std::vector<int64_t>*
   auto at = [&](int64_t i) { return pos ? (*pos)[static_cast<size_t>(i)] : arange ? i : cumulative_ + i; };
   for (int64_t i = 0; i < q; ++i)
     if (at(i) < 0 || at(i) >= rows)
-      throw std::out_of_range(spec_.describe() + ".update: position " + std::to_string(at(i)) +
-                              " is outside the buffer of " + std::to_string(rows) +
-                              " rows (Python raises an IndexError from index_copy_)");
+      throw std::out_of_range(spec_.describe() + ".update: position " + std::to_string(at(i)) + " is outside the buffer of " +
+                              std::to_string(rows) + " rows (Python raises an IndexError from index_copy_)");
   for (int64_t i = 0; i < q; ++i) stored_[static_cast<size_t>(at(i))] = first + i;
 }
 
@@ -141,7 +140,7 @@ void Layer::update(int64_t q, TokenRows& out, const std::vector<int64_t>* pos) {
   if (stored_.empty()) stored_.assign(static_cast<size_t>(c), kUnwritten);
   const bool full = cumulative_ >= c;
   cumulative_ += q;  // Python counts the tokens before any branch, so also before a raise
-  if (q > c) {  // longer than the window: keep the last C new rows, return only the new ones
+  if (q > c) {       // longer than the window: keep the last C new rows, return only the new ones
     for (int64_t i = 0; i < c; ++i) stored_[static_cast<size_t>(i)] = first + q - c + i;
     out.clear();
     for (int64_t i = 0; i < q; ++i) out.push_back(first + i);
@@ -149,8 +148,8 @@ void Layer::update(int64_t q, TokenRows& out, const std::vector<int64_t>* pos) {
   }
   if (full) {
     if (q != 1)
-      throw std::runtime_error(spec_.describe() + ".update (4.56 SlidingWindowLayer): shape mismatch: " +
-                               std::to_string(q) + " rows cannot be broadcast to indexing result with 1 row "
+      throw std::runtime_error(spec_.describe() + ".update (4.56 SlidingWindowLayer): shape mismatch: " + std::to_string(q) +
+                               " rows cannot be broadcast to indexing result with 1 row "
                                "(Python raises RuntimeError on a multi-token update once the layer is full)");
     std::rotate(stored_.begin(), stored_.begin() + 1, stored_.end());
     stored_.back() = first;

@@ -47,7 +47,8 @@ int64_t disagreements(Mutation mutation, const Visit& visit, int64_t total = 9) 
         for (int64_t l = 1; l <= 5; ++l) {
           const LayerSpec spec{cache, type, w, l};
           if (positions::upstream_deviation(spec)) continue;
-          const int64_t limit = positions::max_total_tokens(spec) < 0 ? total : std::min(total, positions::max_total_tokens(spec));
+          const int64_t limit =
+              positions::max_total_tokens(spec) < 0 ? total : std::min(total, positions::max_total_tokens(spec));
           std::function<void(Layer, int64_t)> walk = [&](Layer layer, int64_t seen) {
             for (int64_t q = 1; q <= 4 && seen + q <= limit; ++q) {
               Layer next = layer;

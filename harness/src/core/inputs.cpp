@@ -51,20 +51,25 @@ const char* to_string(Distribution d) {
   return "?";
 }
 
-double element(uint64_t seed, uint64_t tensor, uint64_t layer, uint64_t b, uint64_t h, uint64_t t,
-               uint64_t d) {
+double element(uint64_t seed, uint64_t tensor, uint64_t layer, uint64_t b, uint64_t h, uint64_t t, uint64_t d) {
   return finish(row_state(seed, tensor, layer, b, h, t), d);
 }
 
-std::vector<double> block(uint64_t seed, TensorId tensor, uint64_t layer, int64_t batch,
-                          int64_t heads, int64_t t0, int64_t q, int64_t head_dim, Distribution distribution) {
+std::vector<double> block(uint64_t seed, TensorId tensor, uint64_t layer, int64_t batch, int64_t heads, int64_t t0, int64_t q,
+                          int64_t head_dim, Distribution distribution) {
   // The numerics cases run one long fill block per dtype (and the plugin host again per case): the
   // last few large normal blocks are kept, so that each is drawn once per process.
   using Key = std::array<uint64_t, 9>;
   static std::mutex memo_mutex;
   static std::deque<std::pair<Key, std::vector<double>>> memo;
-  const Key key = {seed, tensor, layer, static_cast<uint64_t>(batch), static_cast<uint64_t>(heads),
-                   static_cast<uint64_t>(t0), static_cast<uint64_t>(q), static_cast<uint64_t>(head_dim),
+  const Key key = {seed,
+                   tensor,
+                   layer,
+                   static_cast<uint64_t>(batch),
+                   static_cast<uint64_t>(heads),
+                   static_cast<uint64_t>(t0),
+                   static_cast<uint64_t>(q),
+                   static_cast<uint64_t>(head_dim),
                    static_cast<uint64_t>(distribution)};
   const bool memoised = distribution != Distribution::Mix64 && batch * heads * q * head_dim >= (1 << 16);
   if (memoised) {
@@ -81,8 +86,7 @@ std::vector<double> block(uint64_t seed, TensorId tensor, uint64_t layer, int64_
         const uint64_t row = row_state(seed, tensor, layer, b, h, t0 + i);  // hashed once per row, not per element
         if (distribution == Distribution::Mix64)
           for (int64_t d = 0; d < head_dim; ++d) out.push_back(finish(row, d));
-        else
-          normal_row(row, head_dim, scale, out);
+        else normal_row(row, head_dim, scale, out);
       }
   if (memoised) {
     const std::lock_guard<std::mutex> lock(memo_mutex);

@@ -52,7 +52,8 @@ TEST(Inputs, NormalIsStandardAndExactInEveryDtype) {
   EXPECT_EQ(v[(1 * 4096 + 4001) * 64 + 7], tail[(1 * 96 + 1) * 64 + 7]);
   const auto big = block(5, kKey, 0, 1, 2, 4000, 96, 64, Distribution::LargeLogits);
   EXPECT_EQ(big[(1 * 96 + 1) * 64 + 7], 16 * tail[(1 * 96 + 1) * 64 + 7]);
-  EXPECT_EQ(block(5, kValue, 0, 1, 1, 0, 8, 4, Distribution::LargeLogits), block(5, kValue, 0, 1, 1, 0, 8, 4, Distribution::Normal));
+  EXPECT_EQ(block(5, kValue, 0, 1, 1, 0, 8, 4, Distribution::LargeLogits),
+            block(5, kValue, 0, 1, 1, 0, 8, 4, Distribution::Normal));
 }
 
 }  // namespace

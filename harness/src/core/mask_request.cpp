@@ -9,8 +9,8 @@ void MaskRequest::check() const {
   if (type != LayerType::Full && window <= 0)
     throw std::invalid_argument("mask: window must be positive, got " + std::to_string(window));
   if (left_padding && static_cast<int64_t>(left_padding->size()) != batch)
-    throw std::invalid_argument("mask: left_padding has " + std::to_string(left_padding->size()) +
-                                " rows for batch " + std::to_string(batch));
+    throw std::invalid_argument("mask: left_padding has " + std::to_string(left_padding->size()) + " rows for batch " +
+                                std::to_string(batch));
 }
 
 bool allow_is_causal_skip(const Behaviours& behaviours, CacheKind cache, int64_t query_length) {
@@ -21,8 +21,7 @@ bool allow_is_causal_skip(const Behaviours& behaviours, CacheKind cache, int64_t
 
 void assign_mask_request(MaskRequest& m, const LayerSpec& spec, const Behaviours& behaviours, int64_t batch,
                          const LeftPadding& left_padding, int64_t t0, int64_t q,
-                         const std::optional<std::vector<int64_t>>& cache_position, MaskSizes sizes,
-                         Mutation mutation) {
+                         const std::optional<std::vector<int64_t>>& cache_position, MaskSizes sizes, Mutation mutation) {
   m.type = spec.type;
   m.window = spec.window;
   m.batch = batch;
@@ -40,9 +39,8 @@ void assign_mask_request(MaskRequest& m, const LayerSpec& spec, const Behaviours
   m.mutation = mutation;
 }
 
-MaskRequest mask_request(const LayerSpec& spec, const Behaviours& behaviours, int64_t batch,
-                         const LeftPadding& left_padding, int64_t t0, int64_t q,
-                         const std::optional<std::vector<int64_t>>& cache_position, MaskSizes sizes,
+MaskRequest mask_request(const LayerSpec& spec, const Behaviours& behaviours, int64_t batch, const LeftPadding& left_padding,
+                         int64_t t0, int64_t q, const std::optional<std::vector<int64_t>>& cache_position, MaskSizes sizes,
                          Mutation mutation) {
   MaskRequest m;
   assign_mask_request(m, spec, behaviours, batch, left_padding, t0, q, cache_position, sizes, mutation);

@@ -38,8 +38,9 @@ const char* to_string(Mutation m) {
 }
 
 std::vector<Mutation> all_mutations() {
-  return {Mutation::WindowTooWide,         Mutation::ExtendAfterFullKeepsOldest, Mutation::KvOffsetTooSmall,
-          Mutation::BecomingFullKeepsFirst, Mutation::DynamicKeepsWindow,        Mutation::ChunkIgnoresLeftPadding,
+  return {Mutation::WindowTooWide,      Mutation::ExtendAfterFullKeepsOldest,
+          Mutation::KvOffsetTooSmall,   Mutation::BecomingFullKeepsFirst,
+          Mutation::DynamicKeepsWindow, Mutation::ChunkIgnoresLeftPadding,
           Mutation::CapacityMax};
 }
 
@@ -48,9 +49,9 @@ std::vector<Mutation> kernel_mutations() {
 }
 
 std::vector<Mutation> layer_api_mutations() {
-  return {Mutation::CropKeepsPastRows, Mutation::StaticCropKeepsWritePosition, Mutation::ResetDropsRows,
-          Mutation::AlwaysCroppable,   Mutation::PastRecordingIgnored,         Mutation::PositiveCropAccepted,
-          Mutation::BuilderSizedFromOwnLayer, Mutation::BuilderOffsetFromSizedLayer, Mutation::FlexWithoutQueryOffset,
+  return {Mutation::CropKeepsPastRows,        Mutation::StaticCropKeepsWritePosition, Mutation::ResetDropsRows,
+          Mutation::AlwaysCroppable,          Mutation::PastRecordingIgnored,         Mutation::PositiveCropAccepted,
+          Mutation::BuilderSizedFromOwnLayer, Mutation::BuilderOffsetFromSizedLayer,  Mutation::FlexWithoutQueryOffset,
           Mutation::WarmUpSizesCountTokens};
 }
 

@@ -12,11 +12,11 @@ namespace kvc {
 Oracle::Oracle(OracleShape shape, LayerType type, int64_t window, LeftPadding left_padding)
     : shape_(shape), type_(type), window_(window), left_padding_(std::move(left_padding)) {
   if (shape_.heads % shape_.kv_heads != 0)
-    throw std::invalid_argument("oracle: heads " + std::to_string(shape_.heads) +
-                                " is not a multiple of kv_heads " + std::to_string(shape_.kv_heads));
+    throw std::invalid_argument("oracle: heads " + std::to_string(shape_.heads) + " is not a multiple of kv_heads " +
+                                std::to_string(shape_.kv_heads));
   if (left_padding_ && static_cast<int64_t>(left_padding_->size()) != shape_.batch)
-    throw std::invalid_argument("oracle: left_padding has " + std::to_string(left_padding_->size()) +
-                                " rows, batch is " + std::to_string(shape_.batch));
+    throw std::invalid_argument("oracle: left_padding has " + std::to_string(left_padding_->size()) + " rows, batch is " +
+                                std::to_string(shape_.batch));
   reset();
 }
 

@@ -5,8 +5,7 @@
 namespace kvc::positions {
 
 int64_t capacity(const LayerSpec& s) {
-  if (s.cache == CacheKind::Static)
-    return s.is_sliding() ? std::min(s.window, s.max_cache_len) : s.max_cache_len;
+  if (s.cache == CacheKind::Static) return s.is_sliding() ? std::min(s.window, s.max_cache_len) : s.max_cache_len;
   return s.is_sliding() ? s.window - 1 : -1;
 }
 
@@ -55,15 +54,12 @@ bool window_allows(LayerType type, int64_t window, int64_t left_pad, int64_t q_p
   switch (type) {
     case LayerType::Full: return true;
     case LayerType::Sliding: return k_pos > q_pos - window;
-    case LayerType::Chunked:
-      return floor_div(k_pos - left_pad, window) == floor_div(q_pos - left_pad, window);
+    case LayerType::Chunked: return floor_div(k_pos - left_pad, window) == floor_div(q_pos - left_pad, window);
   }
   return false;
 }
 
-int64_t max_total_tokens(const LayerSpec& s) {
-  return s.cache == CacheKind::Static && !s.is_sliding() ? s.max_cache_len : -1;
-}
+int64_t max_total_tokens(const LayerSpec& s) { return s.cache == CacheKind::Static && !s.is_sliding() ? s.max_cache_len : -1; }
 
 bool loses_window_keys(const LayerSpec& s, int64_t seen, int64_t q, const std::vector<int64_t>& left_padding) {
   if (!s.is_sliding()) return false;
@@ -79,7 +75,8 @@ bool loses_window_keys(const LayerSpec& s, int64_t seen, int64_t q, const std::v
 
 std::string lost_keys_deviation(const LayerSpec& s) {
   return "StaticSlidingWindowLayer with max_cache_len " + std::to_string(s.max_cache_len) + " below the window " +
-         std::to_string(s.window) + " keeps min(W, L) tokens: past max_cache_len a query silently attends to fewer keys "
+         std::to_string(s.window) +
+         " keeps min(W, L) tokens: past max_cache_len a query silently attends to fewer keys "
          "than its window allows (transformers raises nothing)";
 }
 

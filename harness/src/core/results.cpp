@@ -35,13 +35,12 @@ std::pair<std::string, std::string> split(const std::string& s, bool at_last) {
 }  // namespace
 
 std::string suite_of(const CaseKey& key) {
-  return std::visit(Overloaded{[](const GoldenKey&) { return std::string("golden"); },
-                               [](const BackendKey&) { return std::string("backend"); },
-                               [](const PropertyKey&) { return std::string("property"); },
-                               [](const PluginKey&) { return std::string("plugin"); },
-                               [](const EngineKey&) { return std::string("engine"); },
-                               [](const CampaignKey& k) { return k.suite; }},
-                    key);
+  return std::visit(
+      Overloaded{[](const GoldenKey&) { return std::string("golden"); }, [](const BackendKey&) { return std::string("backend"); },
+                 [](const PropertyKey&) { return std::string("property"); },
+                 [](const PluginKey&) { return std::string("plugin"); }, [](const EngineKey&) { return std::string("engine"); },
+                 [](const CampaignKey& k) { return k.suite; }},
+      key);
 }
 
 std::string id_of(const CaseKey& key) {

@@ -9,7 +9,9 @@ const std::vector<LayerMethod>& layer_methods() {
   static const std::vector<LayerMethod> methods = {
       {"reset", false, [](LayerMethods& l, int64_t) { l.reset(); }, [](int64_t, int64_t) -> int64_t { return 0; }},
       {"crop", true, [](LayerMethods& l, int64_t n) { l.crop(n); },
-       [](int64_t seen, int64_t n) { return n < 0 ? std::max<int64_t>(seen + n, 0) : n == 0 ? seen : std::min(seen, n); }},
+       [](int64_t seen, int64_t n) { return n < 0    ? std::max<int64_t>(seen + n, 0)
+                                            : n == 0 ? seen
+                                                     : std::min(seen, n); }},
       {"activate_past_recording", false, [](LayerMethods& l, int64_t) { l.activate_past_recording(); },
        [](int64_t seen, int64_t) { return seen; }},
   };
@@ -48,8 +50,9 @@ bool Scenario::applies_to(const std::string& version) const {
 }
 
 std::vector<double> Scenario::step_inputs(inputs::TensorId tensor, size_t layer, size_t step) const {
-  const std::vector<std::vector<double>>& given =
-      tensor == inputs::kQuery ? explicit_q : tensor == inputs::kKey ? explicit_k : explicit_v;
+  const std::vector<std::vector<double>>& given = tensor == inputs::kQuery ? explicit_q
+                                                  : tensor == inputs::kKey ? explicit_k
+                                                                           : explicit_v;
   if (!given.empty()) return given.at(step);
   int64_t seen = 0;  // a reset starts the positions again, so a restarted sequence repeats its inputs
   // A crop does not count back: the tokens fed after it are new tokens with new values, so that a
@@ -106,8 +109,8 @@ std::vector<Scenario> numeric_scenarios(CacheKind c) {
   using inputs::Distribution;
   const LayerType S = LayerType::Sliding, C = LayerType::Chunked, F = LayerType::Full;
   // name, type, W, L, B, H, Hkv, D, padding, fill tokens (unjudged), judged steps, seed, distribution
-  auto numeric = [c](const char* name, LayerType type, int64_t W, int64_t L, int64_t B, int64_t H, int64_t Hkv,
-                     int64_t D, LeftPadding padding, int64_t fill, V judged, uint64_t seed, Distribution dist) {
+  auto numeric = [c](const char* name, LayerType type, int64_t W, int64_t L, int64_t B, int64_t H, int64_t Hkv, int64_t D,
+                     LeftPadding padding, int64_t fill, V judged, uint64_t seed, Distribution dist) {
     Scenario s = one_layer(name, type, W, L, B, H, Hkv, D, std::move(padding), judged, seed, c);
     if (fill > 0) s.steps.insert(s.steps.begin(), Step{fill, std::nullopt, false});
     s.distribution = dist;

@@ -27,8 +27,7 @@ const char* to_string(DType d) {
 
 namespace {
 [[noreturn]] void reject(const char* what, const std::string& s, const char* accepted) {
-  throw std::invalid_argument(std::string("unknown ") + what + " '" + s + "' (expected one of: " +
-                              accepted + ")");
+  throw std::invalid_argument(std::string("unknown ") + what + " '" + s + "' (expected one of: " + accepted + ")");
 }
 }  // namespace
 
@@ -55,11 +54,9 @@ DType parse_dtype(const std::string& s) {
 
 void LayerSpec::validate() const {
   if (is_sliding() && window <= 0)
-    throw std::invalid_argument(std::string(to_string(type)) + " layer: window must be positive, got " +
-                                std::to_string(window));
+    throw std::invalid_argument(std::string(to_string(type)) + " layer: window must be positive, got " + std::to_string(window));
   if (cache == CacheKind::Static && max_cache_len <= 0)
-    throw std::invalid_argument("static cache: max_cache_len must be positive, got " +
-                                std::to_string(max_cache_len));
+    throw std::invalid_argument("static cache: max_cache_len must be positive, got " + std::to_string(max_cache_len));
 }
 
 std::string LayerSpec::describe() const {

@@ -60,12 +60,13 @@ StepDriver::StepDriver(const Scenario& scenario, DriverOptions options)
   for (const DrivenLayer& d : layers_) {
     impl_->layers.push_back(make_layer(d.spec, options_.behaviours, options_.mutation));
     // The tag shadow is the same implementation (mutant included), so messages name real rows.
-    if (options_.track_rows && options_.fast_rows) impl_->fast_layers.emplace_back(d.spec, options_.behaviours, options_.mutation);
+    if (options_.track_rows && options_.fast_rows)
+      impl_->fast_layers.emplace_back(d.spec, options_.behaviours, options_.mutation);
     else if (options_.track_rows) impl_->tags.push_back(make_layer(d.spec, options_.behaviours, options_.mutation));
     if (options_.oracle)
-      impl_->oracles.push_back(std::make_unique<Oracle>(
-          OracleShape{scenario_.batch, scenario_.heads, scenario_.kv_heads, scenario_.head_dim}, d.spec.type,
-          scenario_.window, scenario_.left_padding));
+      impl_->oracles.push_back(
+          std::make_unique<Oracle>(OracleShape{scenario_.batch, scenario_.heads, scenario_.kv_heads, scenario_.head_dim},
+                                   d.spec.type, scenario_.window, scenario_.left_padding));
   }
   impl_->failed_at.assign(layers_.size(), -1);
   impl_->key_history.resize(layers_.size());
@@ -93,9 +94,11 @@ void StepDriver::start_sequence(size_t s, const OnReset& on_reset) {
 void StepDriver::call_step(size_t s, const Step& st, const Check& check, const OnReset& on_reset) {
   const LayerCall& call = *st.call;
   if (!options_.record_calls && !call.resets())
-    throw StepFailure(s, 0, "a " + call.show() + " step: this suite replays no call steps other than reset (golden replay judges them)");
+    throw StepFailure(
+        s, 0, "a " + call.show() + " step: this suite replays no call steps other than reset (golden replay judges them)");
   if (!impl_->fast_layers.empty())
-    throw StepFailure(s, 0, "a " + call.show() + " step: the fast path's rows follow updates and resets only (track rows with tag layers)");
+    throw StepFailure(
+        s, 0, "a " + call.show() + " step: the fast path's rows follow updates and resets only (track rows with tag layers)");
   for (size_t l = 0; l < layers_.size(); ++l) {
     CacheLayer& layer = *impl_->layers[l];
     LayerStep v;
@@ -153,8 +156,8 @@ void StepDriver::step(const Step& st, const Check& check, const OnReset& on_rese
     const auto& given = id == inputs::kQuery ? c.explicit_q : id == inputs::kKey ? c.explicit_k : c.explicit_v;
     if (!given.empty()) return given.at(s);
     // An explicit case without q takes its queries from the generator with seed 0.
-    return inputs::block(c.seed.value_or(0), id, input_layer, c.batch, id == inputs::kQuery ? c.heads : c.kv_heads, fed_,
-                         q, c.head_dim, c.distribution);
+    return inputs::block(c.seed.value_or(0), id, input_layer, c.batch, id == inputs::kQuery ? c.heads : c.kv_heads, fed_, q,
+                         c.head_dim, c.distribution);
   };
   for (size_t l = 0; l < layers_.size(); ++l) {
     CacheLayer& layer = *impl_->layers[l];
@@ -185,8 +188,8 @@ void StepDriver::step(const Step& st, const Check& check, const OnReset& on_rese
       v.seq_length_before = layer.seq_length();
       v.query_start = options_.behaviours.cache_api == CacheApi::QueryLength ? v.seq_length_before : seen_;
       v.sizes = cache_position ? layer.mask_sizes_for_positions(*cache_position) : layer.get_mask_sizes(q);
-      assign_mask_request(v.mask, layer.spec(), options_.behaviours, c.batch, c.left_padding, v.query_start, q,
-                          cache_position, v.sizes, options_.mutation);
+      assign_mask_request(v.mask, layer.spec(), options_.behaviours, c.batch, c.left_padding, v.query_start, q, cache_position,
+                          v.sizes, options_.mutation);
       v.mask.seen_after = seen_ + q;  // the 2D attention_mask covers the case's tokens
       v.lost_keys = positions::loses_window_keys(layer.spec(), seen_, q, c.left_padding.value_or(std::vector<int64_t>{}));
       if (options_.oracle) {
@@ -276,12 +279,14 @@ at::Tensor LayerStep::sees_any() const {
 
 at::Tensor LayerStep::all_keys() const {
   need_oracle(oracle);
-  return concat(*key_history, history_tokens(*key_history, *scenario), scenario->batch, scenario->kv_heads, scenario->head_dim, scenario->dtype);
+  return concat(*key_history, history_tokens(*key_history, *scenario), scenario->batch, scenario->kv_heads, scenario->head_dim,
+                scenario->dtype);
 }
 
 at::Tensor LayerStep::all_values() const {
   need_oracle(oracle);
-  return concat(*value_history, history_tokens(*value_history, *scenario), scenario->batch, scenario->kv_heads, scenario->head_dim, scenario->dtype);
+  return concat(*value_history, history_tokens(*value_history, *scenario), scenario->batch, scenario->kv_heads,
+                scenario->head_dim, scenario->dtype);
 }
 
 }  // namespace kvc

@@ -134,7 +134,7 @@ struct Hypothesis {
   Diagnosis diagnosis;
   Departure departure;
   int64_t only_seq = -1;
-  bool glitch = false;       // the rule's own oracle, the row at (seq, position) not compared
+  bool glitch = false;  // the rule's own oracle, the row at (seq, position) not compared
   bool positional = false;
   int64_t seq = -1, position = -1;
 };
@@ -190,7 +190,9 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
   if (sliding && has(Attention::Full))
     add(DKind::LayersSwapped, json::object(),
         "the sliding and the full-attention layers swapped (max_window_layers or the layer pattern read the other way round)",
-        windows([&](size_t l) { return rule[l] == Attention::Full ? c.sliding_window : rule[l] == Attention::Sliding ? 0 : w[l]; }));
+        windows([&](size_t l) {
+          return rule[l] == Attention::Full ? c.sliding_window : rule[l] == Attention::Sliding ? 0 : w[l];
+        }));
   if (sliding) {
     OracleOptions o;
     o.windows = w;
@@ -210,29 +212,35 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
       }
       return o;
     };
-    add(DKind::ChunkOffByOne, {{"delta", 1}}, "a chunk of C+1 on the chunked layers", chunked([](int64_t x) { return x + 1; }, false));
+    add(DKind::ChunkOffByOne, {{"delta", 1}}, "a chunk of C+1 on the chunked layers",
+        chunked([](int64_t x) { return x + 1; }, false));
     add(DKind::ChunkOffByOne, {{"delta", -1}}, "a chunk of C-1 on the chunked layers",
         chunked([](int64_t x) { return std::max<int64_t>(1, x - 1); }, false));
-    add(DKind::FullOnChunked, json::object(), "full attention on the chunked layers", chunked([](int64_t) { return int64_t{0}; }, false));
+    add(DKind::FullOnChunked, json::object(), "full attention on the chunked layers",
+        chunked([](int64_t) { return int64_t{0}; }, false));
     add(DKind::ChunkedAsSliding, json::object(), "a sliding window of C on the chunked layers instead of chunks",
         chunked([](int64_t x) { return x; }, true));
     const int64_t C = c.chunk_size, longest = max_tokens(plan);
     std::set<int64_t> seen{C - 1, C, C + 1};
-    for (auto [from, size] : std::vector<std::pair<std::string, int64_t>>{
-             {"sliding_window", c.sliding_window}, {"head_dim", c.head_dim}, {"hidden_size", c.hidden},
-             {"intermediate_size", c.intermediate}, {"8192", 8192}}) {
+    for (auto [from, size] : std::vector<std::pair<std::string, int64_t>>{{"sliding_window", c.sliding_window},
+                                                                          {"head_dim", c.head_dim},
+                                                                          {"hidden_size", c.hidden},
+                                                                          {"intermediate_size", c.intermediate},
+                                                                          {"8192", 8192}}) {
       // A chunk at least as long as the plan is full attention, named above.
       if (size <= 1 || size >= longest || !seen.insert(size).second) continue;
       add(DKind::ChunkSize, {{"chunk", size}, {"from", from}},
-          "a chunk of " + std::to_string(size) + " on the chunked layers (" + (from == "8192" ? "a hard-coded size" : "the config's " + from) +
-              ") instead of C",
+          "a chunk of " + std::to_string(size) + " on the chunked layers (" +
+              (from == "8192" ? "a hard-coded size" : "the config's " + from) + ") instead of C",
           chunked([&](int64_t) { return size; }, false));
     }
     for (int64_t shift : {1, -1}) {
       OracleOptions o = chunked([](int64_t x) { return x; }, false);
       o.chunk_shift = shift;
       add(DKind::ChunkShifted, {{"shift", shift}},
-          std::string("the chunk boundaries shifted by ") + (shift > 0 ? "+1" : "-1") + " (chunks start at k*C" + (shift > 0 ? "+1" : "-1") + ")", o);
+          std::string("the chunk boundaries shifted by ") + (shift > 0 ? "+1" : "-1") + " (chunks start at k*C" +
+              (shift > 0 ? "+1" : "-1") + ")",
+          o);
     }
   }
   if (c.sinks) {
@@ -247,7 +255,8 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
     for (size_t l = 0; l < layers; ++l) inverted.rope_layers.push_back(!c.rope_layers[l]);
     add(DKind::NopeGivenRope, json::object(), "rope on the NoPE layers too", all);
     if (nope < layers)
-      add(DKind::NopeInverted, json::object(), "rope on the NoPE layers and none on the rope layers (no_rope_layers read inverted)", inverted);
+      add(DKind::NopeInverted, json::object(),
+          "rope on the NoPE layers and none on the rope layers (no_rope_layers read inverted)", inverted);
   }
   // A wrong rope base on one layer type: another type's base, or the default 10000.
   std::map<Attention, double> base;
@@ -261,7 +270,9 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
       if (alt == own) continue;
       OracleOptions o;
       for (size_t l = 0; l < layers; ++l)
-        o.rope_bases.push_back(rule[l] == type ? alt : rule[l] == Attention::Sliding && c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta);
+        o.rope_bases.push_back(rule[l] == type                                           ? alt
+                               : rule[l] == Attention::Sliding && c.rope_local_theta > 0 ? c.rope_local_theta
+                                                                                         : c.rope_theta);
       add(DKind::RopeBase, {{"layer_type", type_name(type)}, {"base", alt}},
           "a rope base of " + num(alt) + " on the " + type_name(type) + " layers (the config's is " + num(own) + ")", o);
     }
@@ -273,9 +284,13 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
       o.no_final_softcap = fin;
       add(DKind::SoftcapDropped, {{"which", which}}, std::move(text), o);
     };
-    if (c.attn_softcap > 0) dropped(true, false, "attention", "the attention scores' soft-cap (attn_logit_softcapping " + num(c.attn_softcap) + ") left out");
-    if (c.final_softcap > 0) dropped(false, true, "final", "the final logits' soft-cap (final_logit_softcapping " + num(c.final_softcap) + ") left out");
-    if (c.attn_softcap > 0 && c.final_softcap > 0) dropped(true, true, "both", "both soft-caps (attention and final logits) left out");
+    if (c.attn_softcap > 0)
+      dropped(true, false, "attention",
+              "the attention scores' soft-cap (attn_logit_softcapping " + num(c.attn_softcap) + ") left out");
+    if (c.final_softcap > 0)
+      dropped(false, true, "final", "the final logits' soft-cap (final_logit_softcapping " + num(c.final_softcap) + ") left out");
+    if (c.attn_softcap > 0 && c.final_softcap > 0)
+      dropped(true, true, "both", "both soft-caps (attention and final logits) left out");
   }
   // K/V stored below the precision the engine declares.
   for (const char* precision : {"float16", "bfloat16"}) {
@@ -294,13 +309,19 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
     out.push_back(std::move(h));
   };
   operation(uses<Chunked>(plan), DKind::ChunksRestart, json::object(),
-            "the window restarting at each chunk of the chunked extends (a chunk's sliding layers see no key before it)", {{}, true, 0, 0});
-  operation(uses<Fork>(plan), DKind::ForkOffByOne, {{"delta", -1}}, "the forks starting one token short of their prefix", {{}, false, -1, 0});
-  operation(uses<Fork>(plan), DKind::ForkOffByOne, {{"delta", 1}}, "the forks starting one token past their prefix", {{}, false, 1, 0});
-  operation(uses<Spec>(plan), DKind::SpecRollbackOffByOne, {{"delta", 1}}, "the spec cycles rolling back one token more than they reject", {{}, false, 0, 1});
-  operation(uses<Spec>(plan), DKind::SpecRollbackOffByOne, {{"delta", -1}}, "the spec cycles rolling back one token less than they reject", {{}, false, 0, -1});
+            "the window restarting at each chunk of the chunked extends (a chunk's sliding layers see no key before it)",
+            {{}, true, 0, 0});
+  operation(uses<Fork>(plan), DKind::ForkOffByOne, {{"delta", -1}}, "the forks starting one token short of their prefix",
+            {{}, false, -1, 0});
+  operation(uses<Fork>(plan), DKind::ForkOffByOne, {{"delta", 1}}, "the forks starting one token past their prefix",
+            {{}, false, 1, 0});
+  operation(uses<Spec>(plan), DKind::SpecRollbackOffByOne, {{"delta", 1}},
+            "the spec cycles rolling back one token more than they reject", {{}, false, 0, 1});
+  operation(uses<Spec>(plan), DKind::SpecRollbackOffByOne, {{"delta", -1}},
+            "the spec cycles rolling back one token less than they reject", {{}, false, 0, -1});
   operation(uses<Shift>(plan), DKind::ShiftNotRerotated, json::object(),
-            "the kept keys not re-rotated after a shift (moved down, still rotated for their old positions)", {{}, false, 0, 0, true});
+            "the kept keys not re-rotated after a shift (moved down, still rotated for their old positions)",
+            {{}, false, 0, 0, true});
   return out;
 }
 
@@ -329,7 +350,8 @@ std::vector<double> as_answered(std::vector<double> rows, int64_t vocab, bool lo
 double row_error(const float* got, const double* want, int64_t vocab, bool logprobs = false) {
   const double lse = logprobs ? log_sum_exp(want, vocab) : 0;
   double worst = 0;
-  for (int64_t v = 0; v < vocab; ++v) worst = std::max(worst, std::isfinite(got[v]) ? std::abs(got[v] - (want[v] - lse)) : INFINITY);
+  for (int64_t v = 0; v < vocab; ++v)
+    worst = std::max(worst, std::isfinite(got[v]) ? std::abs(got[v] - (want[v] - lse)) : INFINITY);
   return worst;
 }
 
@@ -337,7 +359,8 @@ double row_error(const float* got, const double* want, int64_t vocab, bool logpr
 // oracle, and one whose logits the engine's answer departs from by more than the bound is dropped.
 class Diagnoser {
  public:
-  Diagnoser(const Model& model, const Plan& plan, const std::string& kv_declared) : model_(model), plan_(plan), truth_(model, {}) {
+  Diagnoser(const Model& model, const Plan& plan, const std::string& kv_declared)
+      : model_(model), plan_(plan), truth_(model, {}) {
     for (Hypothesis& h : hypotheses(model, plan, kv_declared)) add(std::move(h));
   }
 
@@ -349,7 +372,8 @@ class Diagnoser {
     if (!positional_)
       // The first row the rule does not explain: where the positional hypotheses start.
       for (size_t k = 0; k * static_cast<size_t>(V) < rec.logits[i].size(); ++k)
-        if (row_error(rec.logits[i].data() + k * static_cast<size_t>(V), truth.data() + rec.row(i, k) * V, V, rec.logprob(i)) > bound) {
+        if (row_error(rec.logits[i].data() + k * static_cast<size_t>(V), truth.data() + rec.row(i, k) * V, V, rec.logprob(i)) >
+            bound) {
           positional_ = true;
           const auto [seq, pos] = positions[static_cast<size_t>(rec.row(i, k))];
           add_positional(i, seq, pos);
@@ -357,7 +381,8 @@ class Diagnoser {
         }
     // Which answered row (k) holds each new position's row, -1 for one the engine did not answer.
     std::vector<int64_t> answered(positions.size(), -1);
-    for (size_t k = 0; k * static_cast<size_t>(V) < rec.logits[i].size(); ++k) answered[static_cast<size_t>(rec.row(i, k))] = static_cast<int64_t>(k);
+    for (size_t k = 0; k * static_cast<size_t>(V) < rec.logits[i].size(); ++k)
+      answered[static_cast<size_t>(rec.row(i, k))] = static_cast<int64_t>(k);
     for (Live& l : live_) {
       if (!l.alive) continue;
       int64_t skip = -1;
@@ -368,7 +393,8 @@ class Diagnoser {
       auto ok = [&](size_t row, const double* want) {
         const int64_t k = answered[row];
         return k < 0 || static_cast<int64_t>(row) == skip ||
-               row_error(rec.logits[i].data() + static_cast<size_t>(k) * static_cast<size_t>(V), want, V, rec.logprob(i)) <= bound;
+               row_error(rec.logits[i].data() + static_cast<size_t>(k) * static_cast<size_t>(V), want, V, rec.logprob(i)) <=
+                   bound;
       };
       bool fits = true;
       if (l.oracle) {
@@ -412,7 +438,8 @@ class Diagnoser {
   std::string tried() const {
     std::vector<std::string> kinds;
     for (const Live& l : live_)
-      if (std::find(kinds.begin(), kinds.end(), to_string(l.h.diagnosis.kind)) == kinds.end()) kinds.push_back(to_string(l.h.diagnosis.kind));
+      if (std::find(kinds.begin(), kinds.end(), to_string(l.h.diagnosis.kind)) == kinds.end())
+        kinds.push_back(to_string(l.h.diagnosis.kind));
     std::string s;
     for (const std::string& k : kinds) s += k + ", ";
     return s + to_string(DKind::LostKeys);
@@ -434,7 +461,8 @@ class Diagnoser {
   // One eviction off by one and a glitch, at the first failing row; their oracles replay the steps
   // before it.
   void add_positional(size_t step, int64_t seq, int64_t pos) {
-    const std::string at = "position " + std::to_string(pos) + (sequence_count(plan_) > 1 ? " of seq " + std::to_string(seq) : "");
+    const std::string at =
+        "position " + std::to_string(pos) + (sequence_count(plan_) > 1 ? " of seq " + std::to_string(seq) : "");
     const json where = {{"seq", seq}, {"position", pos}};
     const size_t first = live_.size();
     if (model_.config.sliding_window > 0)
@@ -445,9 +473,10 @@ class Diagnoser {
         h.diagnosis.options.window_delta = delta;
         json p = where;
         p["delta"] = delta;
-        h.diagnosis = diagnosis(DKind::EvictionOffByOne, p,
-                                "one eviction off by one: at " + at + " alone the sliding layers see W" + (delta > 0 ? "+1" : "-1") + " keys",
-                                h.diagnosis.options);
+        h.diagnosis = diagnosis(
+            DKind::EvictionOffByOne, p,
+            "one eviction off by one: at " + at + " alone the sliding layers see W" + (delta > 0 ? "+1" : "-1") + " keys",
+            h.diagnosis.options);
         h.only_seq = seq;
         h.positional = true;
         h.seq = seq, h.position = pos;
@@ -465,8 +494,8 @@ class Diagnoser {
         capped.windows.push_back(c.attention(l) == Attention::Full ? pos : c.windows[static_cast<size_t>(l)]);
       Hypothesis h;
       h.diagnosis = diagnosis(DKind::FullCapped, {{"keys", pos}},
-                              "the full-attention layers keeping only their last " + std::to_string(pos) + " keys (a cache capped at " +
-                                  std::to_string(pos) + ")",
+                              "the full-attention layers keeping only their last " + std::to_string(pos) +
+                                  " keys (a cache capped at " + std::to_string(pos) + ")",
                               std::move(capped));
       add(std::move(h));
     }
@@ -505,11 +534,13 @@ std::vector<Diagnosis> lost_keys(const Model& model, const Plan& plan, const Rec
     PlanOracle<double> o(model, {}, d);
     for (size_t i = 0; i < rec.logits.size(); ++i) {
       std::vector<int64_t> answered(plan.steps[i].positions(len_before[i]).size(), -1);
-      for (size_t k = 0; k * static_cast<size_t>(c.vocab) < rec.logits[i].size(); ++k) answered[static_cast<size_t>(rec.row(i, k))] = static_cast<int64_t>(k);
+      for (size_t k = 0; k * static_cast<size_t>(c.vocab) < rec.logits[i].size(); ++k)
+        answered[static_cast<size_t>(rec.row(i, k))] = static_cast<int64_t>(k);
       std::vector<double> want;
       const bool ok = o.apply(plan.steps[i], i, want, [&](size_t row, const double* w) {
         const int64_t k = answered[row];
-        return k < 0 || row_error(rec.logits[i].data() + static_cast<size_t>(k * c.vocab), w, c.vocab, rec.logprob(i)) <= bounds[i];
+        return k < 0 ||
+               row_error(rec.logits[i].data() + static_cast<size_t>(k * c.vocab), w, c.vocab, rec.logprob(i)) <= bounds[i];
       });
       if (!ok) return false;
     }
@@ -548,11 +579,13 @@ std::vector<report::MaskPicture> pictures(const Model& model, const Diagnosis& d
     const int64_t span = a == Attention::Sliding ? c.windows[li] : a == Attention::Chunked ? c.chunks[li] : 0;
     const int64_t rule_first = first_visible_key(c, {}, l, pos);
     const int64_t used_first = first_visible_key(c, d.options, l, pos, forgotten);
-    if (!drawn.insert(std::string(to_string(a)) + "/" + std::to_string(rule_first) + "/" + std::to_string(used_first)).second) continue;
+    if (!drawn.insert(std::string(to_string(a)) + "/" + std::to_string(rule_first) + "/" + std::to_string(used_first)).second)
+      continue;
     report::MaskPicture m;
     m.title = "step " + std::to_string(step) + (seq > 0 ? " seq " + std::to_string(seq) : "") + " position " +
               std::to_string(pos) + ", layer " + std::to_string(l) + " (" + to_string(a) +
-              (span ? std::string(a == Attention::Chunked ? " C=" : " W=") + std::to_string(span) : "") + "): the rule's keys beside " + d.id() + "'s";
+              (span ? std::string(a == Attention::Chunked ? " C=" : " W=") + std::to_string(span) : "") +
+              "): the rule's keys beside " + d.id() + "'s";
     m.query_positions = {pos};
     m.kv_length = pos + 1;
     m.window = span;
@@ -637,7 +670,8 @@ std::string Diagnosis::id() const {
   std::string s = to_string(kind);
   if (params.empty()) return s;
   std::string inner;
-  for (const auto& [key, value] : params.items()) inner += (inner.empty() ? "" : ",") + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+  for (const auto& [key, value] : params.items())
+    inner += (inner.empty() ? "" : ",") + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
   return s + "(" + inner + ")";
 }
 
@@ -654,8 +688,20 @@ namespace {
 // Every field, so that two options that compute different rows never share a key.
 std::string options_text(const OracleOptions& o) {
   static_assert(sizeof(OracleOptions) == 152, "a field added to OracleOptions must be added to options_text");
-  json j = {o.windows, o.chunks, o.kv_half, o.q_half, o.gelu_half, o.kv_bf16, o.chunk_shift, o.no_sinks, o.no_attn_softcap,
-            o.no_final_softcap, o.rope_layers, o.rope_bases, o.window_delta_position, o.window_delta};
+  json j = {o.windows,
+            o.chunks,
+            o.kv_half,
+            o.q_half,
+            o.gelu_half,
+            o.kv_bf16,
+            o.chunk_shift,
+            o.no_sinks,
+            o.no_attn_softcap,
+            o.no_final_softcap,
+            o.rope_layers,
+            o.rope_bases,
+            o.window_delta_position,
+            o.window_delta};
   return j.dump();
 }
 
@@ -858,7 +904,8 @@ SequenceModel::Expected SequenceModel::apply(const PlanStep& step, size_t index,
   Expected e;
   e.positions = step.positions(lengths_);
   std::vector<double> truth, reference;
-  const bool truth_kept = oracles_->truth.kept(step, index, truth), reference_kept = oracles_->reference.kept(step, index, reference);
+  const bool truth_kept = oracles_->truth.kept(step, index, truth),
+             reference_kept = oracles_->reference.kept(step, index, reference);
   // The float32 reference beside the float64 oracle on a second core where both are computed and the
   // step is long enough to pay for a thread (the two share nothing, so each gives the same bits either way).
   std::future<std::vector<double>> beside;
@@ -914,7 +961,8 @@ std::string row_hint(const std::vector<float>& got, const SequenceModel::Expecte
   }
   auto dist = [&](const float* a, auto b) {  // b: an engine row (float) or an oracle row (double)
     double d = 0;
-    for (int64_t v = 0; v < vocab; ++v) d = std::max(d, std::isfinite(a[v]) ? std::abs(a[v] - static_cast<double>(b[v])) : INFINITY);
+    for (int64_t v = 0; v < vocab; ++v)
+      d = std::max(d, std::isfinite(a[v]) ? std::abs(a[v] - static_cast<double>(b[v])) : INFINITY);
     return d;
   };
   bool same = true, oracle_same = true;
@@ -922,7 +970,8 @@ std::string row_hint(const std::vector<float>& got, const SequenceModel::Expecte
     same = same && dist(got.data() + k * static_cast<size_t>(vocab), got.data()) <= bound;
     double o = 0;
     for (int64_t v = 0; v < vocab; ++v)
-      o = std::max(o, std::abs(e.logits[static_cast<size_t>(idx[k] * vocab + v)] - e.logits[static_cast<size_t>(idx[0] * vocab + v)]));
+      o = std::max(
+          o, std::abs(e.logits[static_cast<size_t>(idx[k] * vocab + v)] - e.logits[static_cast<size_t>(idx[0] * vocab + v)]));
     oracle_same = oracle_same && o <= bound;
   }
   if (same && !oracle_same)
@@ -958,7 +1007,8 @@ report::CaseResult open_case(const EngineClient& engine, const Model& model, con
   const ModelConfig& c = model.config;
   int64_t tokens = 0;
   for (const PlanStep& s : plan.steps) tokens += static_cast<int64_t>(s.positions({}).size());
-  r.params = (c.sliding_window > 0 || c.chunk_size == 0 ? "W=" : "C=") + std::to_string(c.local_span()) + ",steps=" + std::to_string(plan.steps.size()) + ",tokens=" + std::to_string(tokens);
+  r.params = (c.sliding_window > 0 || c.chunk_size == 0 ? "W=" : "C=") + std::to_string(c.local_span()) +
+             ",steps=" + std::to_string(plan.steps.size()) + ",tokens=" + std::to_string(tokens);
   if (engine.spec().mutant != "none") r.params += ",mutant=" + engine.spec().mutant;
   return r;
 }
@@ -986,9 +1036,17 @@ class PlanRun {
  public:
   PlanRun(EngineClient& engine, const Model& model, const Plan& plan, const OracleOptions& same_dtype, const ReferenceRule& rule,
           std::string id)
-      : engine_(engine), plan_(plan), vocab_(model.config.vocab), rule_(rule), id_(std::move(id)), expected(model, same_dtype), bound(rule.floor) {}
+      : engine_(engine),
+        plan_(plan),
+        vocab_(model.config.vocab),
+        rule_(rule),
+        id_(std::move(id)),
+        expected(model, same_dtype),
+        bound(rule.floor) {}
 
-  std::string what(size_t i) const { return "step " + std::to_string(i) + " (" + plan_.steps[i].describe(expected.lengths()) + ")"; }
+  std::string what(size_t i) const {
+    return "step " + std::to_string(i) + " (" + plan_.steps[i].describe(expected.lengths()) + ")";
+  }
 
   // Sends step i; false (and `why` set, `as` the status where the engine refused it) when the engine
   // refused the step or failed; `error` is then the engine's own text.
@@ -1048,8 +1106,8 @@ struct StepVerdict {
   std::string bad;  // empty: every row within the rule
   int64_t seq = -1, position = -1;
 };
-StepVerdict judge_step(const std::string& what, const PlanStep& s, const SequenceModel::Expected& e, const Recorded& rec, size_t i,
-                       int64_t vocab, double bound) {
+StepVerdict judge_step(const std::string& what, const PlanStep& s, const SequenceModel::Expected& e, const Recorded& rec,
+                       size_t i, int64_t vocab, double bound) {
   StepVerdict v;
   const std::vector<float>& got = rec.logits[i];
   for (size_t k = 0; k * vocab < got.size(); ++k) {
@@ -1069,13 +1127,15 @@ StepVerdict judge_step(const std::string& what, const PlanStep& s, const Sequenc
       if (t != top_want) second = std::max(second, w[t]);
     ++v.judged;
     v.worst = std::max(v.worst, err);
-    const std::string where = (s.several_sequences() ? "seq " + std::to_string(seq) + " " : "") + "position " + std::to_string(pos);
+    const std::string where =
+        (s.several_sequences() ? "seq " + std::to_string(seq) + " " : "") + "position " + std::to_string(pos);
     std::string bad;
     if (err > bound)
-      bad = what + (rec.logprob(i) ? ": max |log-prob error| " : ": max |logit error| ") + num(err) + " at " + where + ", token id " + std::to_string(at) + " (engine " + num(g[at]) +
-            ", oracle " + num(w[at]) + ") > bound " + num(bound);
+      bad = what + (rec.logprob(i) ? ": max |log-prob error| " : ": max |logit error| ") + num(err) + " at " + where +
+            ", token id " + std::to_string(at) + " (engine " + num(g[at]) + ", oracle " + num(w[at]) + ") > bound " + num(bound);
     else if (top_got != top_want && w[top_want] - second > 2 * bound)
-      bad = what + ": top-1 token at " + where + " is " + std::to_string(top_got) + ", the oracle's is " + std::to_string(top_want);
+      bad =
+          what + ": top-1 token at " + where + " is " + std::to_string(top_got) + ", the oracle's is " + std::to_string(top_want);
     if (!bad.empty() && v.bad.empty()) v.bad = bad, v.seq = seq, v.position = pos;
   }
   return v;
@@ -1114,33 +1174,38 @@ std::string diagnosis_ids(const std::vector<Diagnosis>& fits) {
 
 // The case's detail: the engine, the plan, the bound and how it was reached, each step's worst
 // error, and the diagnosis.
-std::string detail_text(const EngineClient& engine, const Plan& plan, const ReferenceRule& rule, const PlanRun& run, const std::string& steps,
-                        const std::string& failure, const Diagnosed& diagnosed) {
+std::string detail_text(const EngineClient& engine, const Plan& plan, const ReferenceRule& rule, const PlanRun& run,
+                        const std::string& steps, const std::string& failure, const Diagnosed& diagnosed) {
   std::ostringstream detail;
-  detail << "engine: " << engine.info().value("name", std::string("?")) << " " << engine.info().value("version", std::string()) << "\n";
+  detail << "engine: " << engine.info().value("name", std::string("?")) << " " << engine.info().value("version", std::string())
+         << "\n";
   detail << "plan: " << to_json(plan).dump() << "\n";
-  detail << "bound " << num(run.bound) << " = max(floor " << num(rule.floor) << ", " << rule.factor << " x float32 reference error "
-         << num(run.ref_error) << ")\n";
+  detail << "bound " << num(run.bound) << " = max(floor " << num(rule.floor) << ", " << rule.factor
+         << " x float32 reference error " << num(run.ref_error) << ")\n";
   detail << steps;
-  if (diagnosed.told_apart) detail << "the plan went on " << diagnosed.told_apart << " more steps to tell the explanations apart\n";
+  if (diagnosed.told_apart)
+    detail << "the plan went on " << diagnosed.told_apart << " more steps to tell the explanations apart\n";
   if (!failure.empty())
-    detail << "diagnosis: " << (diagnosed.fits.empty() ? std::string(to_string(DKind::Unexplained)) : diagnosis_ids(diagnosed.fits)) << "\n";
+    detail << "diagnosis: "
+           << (diagnosed.fits.empty() ? std::string(to_string(DKind::Unexplained)) : diagnosis_ids(diagnosed.fits)) << "\n";
   return detail.str();
 }
 
 // A logit failure's message: the failing row, then what it is consistent with (or that nothing is).
 // An unexplained failure carries the hint of what its rows look like (row_hint), where one applies.
 std::string logits_message(const std::string& failure, const Diagnosed& diagnosed, const std::string& hint) {
-  std::string msg = failure + (diagnosed.fits.empty() ? "; no single explanation fits (tried " + diagnosed.tried + ")" +
-                                                            (hint.empty() ? "" : "; hint: " + hint) + " [unexplained]"
-                                                      : "; " + explain(diagnosed.fits) + " [" + diagnosis_ids(diagnosed.fits) + "]");
+  std::string msg =
+      failure + (diagnosed.fits.empty() ? "; no single explanation fits (tried " + diagnosed.tried + ")" +
+                                              (hint.empty() ? "" : "; hint: " + hint) + " [unexplained]"
+                                        : "; " + explain(diagnosed.fits) + " [" + diagnosis_ids(diagnosed.fits) + "]");
   if (!diagnosed.then.empty()) msg += "; then " + diagnosed.then;
   return msg;
 }
 
 }  // namespace
 
-Judged judge_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan, const CheckOptions& options) {
+Judged judge_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan,
+                  const CheckOptions& options) {
   Judged out;
   report::CaseResult& r = out.result;
   r = open_case(engine, model, plan, options);
@@ -1149,11 +1214,13 @@ Judged judge_plan(EngineClient& engine, const Model& model, const std::string& m
   auto finish = [&](report::Status st, std::string msg, Failure::Where where = Failure::Where::Step, std::string error = "") {
     r.status = st;
     r.message = std::move(msg);
-    if (st == report::Status::Fail || st == report::Status::Deviation) out.failure.where = where, out.failure.error = std::move(error);
+    if (st == report::Status::Fail || st == report::Status::Deviation)
+      out.failure.where = where, out.failure.error = std::move(error);
     return out;
   };
   // `pre` of every step, before the engine is started: a plan that cannot run is not sent.
-  if (const std::string why = invalid_reason(plan, c.vocab); !why.empty()) return finish(report::Status::Fail, "invalid plan: " + why);
+  if (const std::string why = invalid_reason(plan, c.vocab); !why.empty())
+    return finish(report::Status::Fail, "invalid plan: " + why);
 
   Reply hello = engine.hello();
   if (!hello.ok()) return finish(report::Status::Fail, hello.message, Failure::Where::Step, hello.message);
@@ -1165,7 +1232,8 @@ Judged judge_plan(EngineClient& engine, const Model& model, const std::string& m
     return finish(report::Status::Skipped, "the engine does not run several sequences (its hello lists " +
                                                engine.info().value("operations", json::array()).dump() + ")");
   Reply loaded = engine.load(model_dir, max_tokens(plan), sequence_count(plan), id);
-  if (loaded.kind == Reply::Kind::Unsupported) return finish(report::Status::Skipped, "the engine refused the model: " + loaded.message);
+  if (loaded.kind == Reply::Kind::Unsupported)
+    return finish(report::Status::Skipped, "the engine refused the model: " + loaded.message);
   if (!loaded.ok()) {
     const std::string msg = "load: " + loaded.message;
     finish(report::Status::Fail, msg, Failure::Where::Load, loaded.message);
@@ -1173,7 +1241,8 @@ Judged judge_plan(EngineClient& engine, const Model& model, const std::string& m
     return out;
   }
   if (loaded.header.value("vocab", int64_t{-1}) != c.vocab) {
-    const std::string why = "the engine reports a vocabulary of " + loaded.header.value("vocab", json()).dump() + ", the model has " + std::to_string(c.vocab);
+    const std::string why = "the engine reports a vocabulary of " + loaded.header.value("vocab", json()).dump() +
+                            ", the model has " + std::to_string(c.vocab);
     return finish(report::Status::Fail, "load: " + why, Failure::Where::Load, why);
   }
   const OracleOptions same_dtype = same_dtype_of(loaded.header, r.dtype);
@@ -1222,17 +1291,19 @@ Judged judge_plan(EngineClient& engine, const Model& model, const std::string& m
   r.bound = run.bound;
   r.error = worst;
   r.detail = detail_text(engine, plan, options.rule, run, steps.str(), failure, diagnosed);
-  const std::string summary = std::to_string(ran) + " steps, " + std::to_string(judged) + " positions judged, max error " + num(worst) +
-                              " (bound " + num(run.bound) + ")";
+  const std::string summary = std::to_string(ran) + " steps, " + std::to_string(judged) + " positions judged, max error " +
+                              num(worst) + " (bound " + num(run.bound) + ")";
   // An engine that answered logits for none of the new positions checked nothing: not a pass.
   if (failure.empty() && stopped.empty() && judged == 0)
-    return finish(report::Status::Fail, "the engine answered no logits at any new position: nothing was judged (" + summary + ")");
+    return finish(report::Status::Fail,
+                  "the engine answered no logits at any new position: nothing was judged (" + summary + ")");
   if (failure.empty() && stopped.empty()) {
     finish(report::Status::Pass, summary);
     judge(r, engine, model, plan, options, {});
     return out;
   }
-  if (failure.empty() && stopped_as == report::Status::Skipped) return finish(stopped_as, stopped + " (" + summary + " before it)");
+  if (failure.empty() && stopped_as == report::Status::Skipped)
+    return finish(stopped_as, stopped + " (" + summary + " before it)");
   const std::string msg = failure.empty() ? stopped + " (" + summary + " before it)" : logits_message(failure, diagnosed, hint);
   const bool logits = !failure.empty();
   out.failure.fits = diagnosed.fits;
@@ -1252,8 +1323,8 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
 
 // ---- A configuration pair: two cache paths of one engine judged against each other ----
 
-report::CaseResult check_pair(EngineClient& a, EngineClient& b, const std::string& name, const Model& model, const std::string& model_dir,
-                              const Plan& plan, const CheckOptions& options) {
+report::CaseResult check_pair(EngineClient& a, EngineClient& b, const std::string& name, const Model& model,
+                              const std::string& model_dir, const Plan& plan, const CheckOptions& options) {
   report::CaseResult r = report::named(report::EngineKey{name, plan.model, plan.name});
   r.dtype = "float32";
   r.reproduce = options.reproduce;
@@ -1265,7 +1336,8 @@ report::CaseResult check_pair(EngineClient& a, EngineClient& b, const std::strin
     r.message = std::move(msg);
     return r;
   };
-  if (const std::string why = invalid_reason(plan, c.vocab); !why.empty()) return finish(report::Status::Fail, "invalid plan: " + why);
+  if (const std::string why = invalid_reason(plan, c.vocab); !why.empty())
+    return finish(report::Status::Fail, "invalid plan: " + why);
   // Each side as the engine check opens it: hello, the plan's operations, the load.
   OracleOptions same_dtype;
   for (auto [side, engine] : {std::pair{"A", &a}, {"B", &b}}) {
@@ -1274,11 +1346,14 @@ report::CaseResult check_pair(EngineClient& a, EngineClient& b, const std::strin
     if (!hello.ok()) return finish(report::Status::Fail, who + ": " + hello.message);
     for (const std::string& operation : operations_used(plan))
       if (!engine->supports(operation)) return finish(report::Status::Skipped, who + " does not support " + operation);
-    if (sequence_count(plan) > 1 && !engine->supports("sequences")) return finish(report::Status::Skipped, who + " does not run several sequences");
+    if (sequence_count(plan) > 1 && !engine->supports("sequences"))
+      return finish(report::Status::Skipped, who + " does not run several sequences");
     Reply loaded = engine->load(model_dir, max_tokens(plan), sequence_count(plan), r.id);
-    if (loaded.kind == Reply::Kind::Unsupported) return finish(report::Status::Skipped, who + " refused the model: " + loaded.message);
+    if (loaded.kind == Reply::Kind::Unsupported)
+      return finish(report::Status::Skipped, who + " refused the model: " + loaded.message);
     if (!loaded.ok()) return finish(report::Status::Fail, who + ": load: " + loaded.message);
-    if (loaded.header.value("vocab", int64_t{-1}) != c.vocab) return finish(report::Status::Fail, who + ": load: another vocabulary");
+    if (loaded.header.value("vocab", int64_t{-1}) != c.vocab)
+      return finish(report::Status::Fail, who + ": load: another vocabulary");
     // The coarser of the two sides' declared precisions sizes the bound.
     std::string dtype;
     const OracleOptions o = same_dtype_of(loaded.header, dtype);
@@ -1295,17 +1370,20 @@ report::CaseResult check_pair(EngineClient& a, EngineClient& b, const std::strin
     const std::string what = "step " + std::to_string(i) + " (" + s.describe(expected.lengths()) + ")";
     Reply ra = a.step(s, r.id, static_cast<int64_t>(i), V), rb = b.step(s, r.id, static_cast<int64_t>(i), V);
     for (auto [side, got] : {std::pair{"A", &ra}, {"B", &rb}}) {
-      if (got->kind == Reply::Kind::Unsupported) return finish(report::Status::Skipped, what + ": " + side + " refused: " + got->message);
+      if (got->kind == Reply::Kind::Unsupported)
+        return finish(report::Status::Skipped, what + ": " + side + " refused: " + got->message);
       if (!got->ok()) return finish(report::Status::Fail, what + ": " + side + ": " + got->message);
     }
     const SequenceModel::Expected e = expected.apply(s, i, ra.logprobs);
     ref_error = std::max(ref_error, e.reference_error);
     bound = std::max(options.rule.floor, options.rule.factor * ref_error);
     if (ra.logits.empty() || rb.logits.empty()) continue;
-    if (ra.logprobs != rb.logprobs) return finish(report::Status::Fail, what + ": one side answered logits, the other log-probabilities");
+    if (ra.logprobs != rb.logprobs)
+      return finish(report::Status::Fail, what + ": one side answered logits, the other log-probabilities");
     // The rows both sides answered (each may answer a subset of the new positions).
     std::map<int64_t, size_t> of_b;
-    for (size_t k = 0; k * static_cast<size_t>(V) < rb.logits.size(); ++k) of_b[rb.rows.empty() ? static_cast<int64_t>(k) : rb.rows[k]] = k;
+    for (size_t k = 0; k * static_cast<size_t>(V) < rb.logits.size(); ++k)
+      of_b[rb.rows.empty() ? static_cast<int64_t>(k) : rb.rows[k]] = k;
     for (size_t k = 0; k * static_cast<size_t>(V) < ra.logits.size(); ++k) {
       const int64_t row = ra.rows.empty() ? static_cast<int64_t>(k) : ra.rows[k];
       const auto other = of_b.find(row);
@@ -1313,21 +1391,24 @@ report::CaseResult check_pair(EngineClient& a, EngineClient& b, const std::strin
       const float* x = ra.logits.data() + k * static_cast<size_t>(V);
       const float* y = rb.logits.data() + other->second * static_cast<size_t>(V);
       double err = 0;
-      for (int64_t v = 0; v < V; ++v) err = std::max(err, std::isfinite(x[v]) && std::isfinite(y[v]) ? std::abs(double(x[v]) - y[v]) : INFINITY);
+      for (int64_t v = 0; v < V; ++v)
+        err = std::max(err, std::isfinite(x[v]) && std::isfinite(y[v]) ? std::abs(double(x[v]) - y[v]) : INFINITY);
       ++compared;
       worst = std::max(worst, err);
       if (err > bound) {
         const auto [seq, pos] = e.positions[static_cast<size_t>(row)];
         r.error = err, r.bound = bound;
         return finish(report::Status::Fail, what + ": seq " + std::to_string(seq) + " position " + std::to_string(pos) +
-                                                ": the two configurations disagree: max |A - B| " + num(err) + " > bound " + num(bound));
+                                                ": the two configurations disagree: max |A - B| " + num(err) + " > bound " +
+                                                num(bound));
       }
     }
   }
   r.error = worst, r.bound = bound;
-  const std::string summary = std::to_string(plan.steps.size()) + " steps, " + std::to_string(compared) + " positions compared, max |A - B| " +
-                              num(worst) + " (bound " + num(bound) + ")";
-  if (compared == 0) return finish(report::Status::Fail, "no position answered by both sides: nothing was compared (" + summary + ")");
+  const std::string summary = std::to_string(plan.steps.size()) + " steps, " + std::to_string(compared) +
+                              " positions compared, max |A - B| " + num(worst) + " (bound " + num(bound) + ")";
+  if (compared == 0)
+    return finish(report::Status::Fail, "no position answered by both sides: nothing was compared (" + summary + ")");
   return finish(report::Status::Pass, summary);
 }
 

@@ -92,7 +92,8 @@ Reply EngineClient::request(const json& header, int64_t rows, int64_t vocab) {
       buffers[0].value("shape", json()) != want_shape || payload.size() != want) {
     r.kind = Reply::Kind::Error;
     r.message = "the reply must carry one float32 buffer \"logits\" (or \"logprobs\") of shape " + want_shape.dump() + " (" +
-                std::to_string(want) + " bytes); it carried " + buffers.dump() + " and " + std::to_string(payload.size()) + " bytes";
+                std::to_string(want) + " bytes); it carried " + buffers.dump() + " and " + std::to_string(payload.size()) +
+                " bytes";
     return r;
   }
   r.logprobs = name == "logprobs";

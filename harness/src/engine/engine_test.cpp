@@ -59,7 +59,8 @@ Model random_model(Family family, std::vector<int64_t> windows, int64_t window, 
     t(p + "mlp.gate_proj.weight", c.intermediate * c.hidden);
     t(p + "mlp.up_proj.weight", c.intermediate * c.hidden);
     t(p + "mlp.down_proj.weight", c.hidden * c.intermediate);
-    for (const char* norm : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"})
+    for (const char* norm :
+         {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"})
       t(p + norm + ".weight", c.hidden);
     t(p + "self_attn.q_norm.weight", c.head_dim);
     t(p + "self_attn.k_norm.weight", c.head_dim);
@@ -103,7 +104,8 @@ TEST(ModelOracle, AShiftKeepsTheKeysAsComputedAndReRotatesThem) {
     std::vector<int32_t> kept = head;
     kept.insert(kept.end(), moved.begin(), moved.end());
     fresh.extend(kept);
-    EXPECT_GT(max_diff(after, fresh.extend(next)), 1e-3) << to_string(f) << ": the shift is the no-cache forward of the kept tokens";
+    EXPECT_GT(max_diff(after, fresh.extend(next)), 1e-3)
+        << to_string(f) << ": the shift is the no-cache forward of the kept tokens";
     EXPECT_GT(max_diff(after, shifted(false)), 1e-3) << to_string(f) << ": re-rotation changed nothing";
 
     SequenceOracle<double> end(m), rolled(m);
@@ -144,7 +146,8 @@ TEST(ModelOracle, AWindowAtLeastTheSequenceIsFullAttentionAndAShorterOneIsNot) {
   const auto b = SequenceOracle<double>(full).extend(tokens(12));
   // Positions 0..3 see the same keys; position 4 is the first whose window drops a key.
   EXPECT_EQ(std::vector<double>(a.begin(), a.begin() + 4 * 32), std::vector<double>(b.begin(), b.begin() + 4 * 32));
-  EXPECT_NE(std::vector<double>(a.begin() + 4 * 32, a.begin() + 5 * 32), std::vector<double>(b.begin() + 4 * 32, b.begin() + 5 * 32));
+  EXPECT_NE(std::vector<double>(a.begin() + 4 * 32, a.begin() + 5 * 32),
+            std::vector<double>(b.begin() + 4 * 32, b.begin() + 5 * 32));
 }
 
 // The sensitivity check before a drawn model judges a window: a window one token larger moves a
@@ -240,7 +243,8 @@ TEST(ModelOracle, PartialRotaryRotatesOnlyTheFirstRotaryDimEntriesOfAHead) {
   for (const char* w : {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight"}) {
     std::vector<double>& t = m.tensors[w];
     for (size_t row = 0; row < t.size() / 16; ++row)
-      if (row % 8 < 4) std::fill(t.begin() + static_cast<std::ptrdiff_t>(row * 16), t.begin() + static_cast<std::ptrdiff_t>(row * 16 + 16), 0.0);
+      if (row % 8 < 4)
+        std::fill(t.begin() + static_cast<std::ptrdiff_t>(row * 16), t.begin() + static_cast<std::ptrdiff_t>(row * 16 + 16), 0.0);
   }
   std::vector<int32_t> t = tokens(10), shuffled = t;
   std::reverse(shuffled.begin(), shuffled.begin() + 9);
@@ -270,7 +274,8 @@ TEST(ModelOracle, ASinkJoinsTheSoftmaxDenominatorAndHoldsNoValue) {
   // A sink far above every score takes all the weight, and adds no value: the attention output is
   // zero, as with a zero o_proj.
   Model silent = plain;
-  std::fill(silent.tensors["model.layers.0.self_attn.o_proj.weight"].begin(), silent.tensors["model.layers.0.self_attn.o_proj.weight"].end(), 0.0);
+  std::fill(silent.tensors["model.layers.0.self_attn.o_proj.weight"].begin(),
+            silent.tensors["model.layers.0.self_attn.o_proj.weight"].end(), 0.0);
   const auto a = SequenceOracle<double>(with_sinks(500)).extend(t), b = SequenceOracle<double>(silent).extend(t);
   double e = 0;
   for (size_t i = 0; i < a.size(); ++i) e = std::max(e, std::abs(a[i] - b[i]));
@@ -301,7 +306,8 @@ Model conv_model(int64_t taps, int64_t layers = 1, std::vector<double> tap = {})
   t("model.layers.0.conv.conv.weight", c.hidden * taps);  // last: the projections do not depend on taps
   if (!tap.empty())
     for (int64_t ch = 0; ch < c.hidden; ++ch)
-      for (int64_t j = 0; j < taps; ++j) m.tensors["model.layers.0.conv.conv.weight"][static_cast<size_t>(ch * taps + j)] = tap[static_cast<size_t>(j)];
+      for (int64_t j = 0; j < taps; ++j)
+        m.tensors["model.layers.0.conv.conv.weight"][static_cast<size_t>(ch * taps + j)] = tap[static_cast<size_t>(j)];
   return m;
 }
 
@@ -383,7 +389,8 @@ TEST(ModelOracle, AnAttentionGateScalesEachHeadByTheSigmoidOfItsOwnLogit) {
     m.tensors["model.layers.0.input_layernorm.weight"] = in;
     return m;
   };
-  for (int64_t tok = 0; tok < c.vocab; ++tok) base.tensors["model.embed_tokens.weight"][static_cast<size_t>(tok * c.hidden)] = 1.0;
+  for (int64_t tok = 0; tok < c.vocab; ++tok)
+    base.tensors["model.embed_tokens.weight"][static_cast<size_t>(tok * c.hidden)] = 1.0;
   auto embed = base.tensors["model.embed_tokens.weight"];
   Model silenced = base;
   auto& o = silenced.tensors["model.layers.0.self_attn.o_proj.weight"];
@@ -414,7 +421,8 @@ std::vector<SequenceModel::Expected> expected_rows(const Model& m, const std::ve
   return out;
 }
 
-void expect_same_rows(const std::vector<SequenceModel::Expected>& got, const std::vector<SequenceModel::Expected>& want, const char* what) {
+void expect_same_rows(const std::vector<SequenceModel::Expected>& got, const std::vector<SequenceModel::Expected>& want,
+                      const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].positions, want[i].positions) << what << " step " << i;
@@ -424,11 +432,14 @@ void expect_same_rows(const std::vector<SequenceModel::Expected>& got, const std
 }
 
 TEST(SequenceModel, KeptRowsAreTheComputedOnesUnderModelOptionsAndEveryStep) {
-  auto keyed = [](Model m, const std::string& digest) { m.digest = digest; return m; };
+  auto keyed = [](Model m, const std::string& digest) {
+    m.digest = digest;
+    return m;
+  };
   const Model a = random_model(Family::Gemma2, {3, 0}, 3, 7), b = random_model(Family::Gemma2, {3, 0}, 3, 8);
   const Model ka = keyed(a, "memo-test-a"), kb = keyed(b, "memo-test-b");
-  const PlanStep s0{Extend{0, tokens(6, 1)}}, s1{Extend{0, tokens(3, 2)}},
-      other0{Extend{0, tokens(6, 3)}}, s2{Extend{0, tokens(2, 4)}};
+  const PlanStep s0{Extend{0, tokens(6, 1)}}, s1{Extend{0, tokens(3, 2)}}, other0{Extend{0, tokens(6, 3)}},
+      s2{Extend{0, tokens(2, 4)}};
   OracleOptions half;
   half.kv_half = true;
   const OracleMemoStats before = oracle_memo_stats();
@@ -452,7 +463,8 @@ TEST(SequenceModel, RowsKeptInFilesAreTheComputedOnesAndADamagedFileIsComputedAg
   Model a = random_model(Family::Gemma2, {3, 0}, 3, 11);
   const std::vector<PlanStep> plan = {{Extend{0, tokens(6, 1)}}, {Extend{0, tokens(3, 2)}}};
   const auto want = expected_rows(a, plan);  // no digest: computed, nothing kept
-  a.digest = "memo-file-test-" + std::to_string(getpid()) + "-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  a.digest = "memo-file-test-" + std::to_string(getpid()) + "-" +
+             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   const size_t before_written = oracle_files_written().size();
   expect_same_rows(expected_rows(a, plan), want, "computed and written");
   // Only this process's files: the binary's other tests, each its own process, write to the same folder.
@@ -495,9 +507,9 @@ TEST(SequenceModel, TheOraclesFilesAreKeyedByItsArchivesAsTheyAreNow) {
 }
 
 TEST(ModelConfig, AGemma2SoftCapIsTheDefaultWhenAbsentAndNoneWhenNull) {
-  nlohmann::json g = {{"model_type", "gemma2"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 2},
-                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
-                      {"sliding_window", 3}};
+  nlohmann::json g = {{"model_type", "gemma2"}, {"vocab_size", 32},         {"hidden_size", 16},
+                      {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                      {"head_dim", 8},          {"intermediate_size", 8},   {"sliding_window", 3}};
   EXPECT_EQ(parse_config(g, "c.json").attn_softcap, 50);
   EXPECT_EQ(parse_config(g, "c.json").final_softcap, 30);
   g["attn_logit_softcapping"] = nullptr, g["final_logit_softcapping"] = nullptr;
@@ -506,9 +518,17 @@ TEST(ModelConfig, AGemma2SoftCapIsTheDefaultWhenAbsentAndNoneWhenNull) {
 }
 
 TEST(ModelConfig, ReadsGptOssAlternationYarnAndMoe) {
-  nlohmann::json g = {{"model_type", "gpt_oss"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 4},
-                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
-                      {"sliding_window", 3}, {"num_local_experts", 4}, {"num_experts_per_tok", 2},
+  nlohmann::json g = {{"model_type", "gpt_oss"},
+                      {"vocab_size", 32},
+                      {"hidden_size", 16},
+                      {"num_hidden_layers", 4},
+                      {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2},
+                      {"head_dim", 8},
+                      {"intermediate_size", 8},
+                      {"sliding_window", 3},
+                      {"num_local_experts", 4},
+                      {"num_experts_per_tok", 2},
                       {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 8.0}, {"original_max_position_embeddings", 64}}}};
   const ModelConfig m = parse_config(g, "c.json");
   EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 0, 3, 0}));  // (i + 1) % 2: even layers slide
@@ -522,20 +542,29 @@ TEST(ModelConfig, ReadsGptOssAlternationYarnAndMoe) {
 }
 
 TEST(ModelConfig, ReadsQwenMaxWindowLayersAndLlama4NoRopeAndChunks) {
-  nlohmann::json q = {{"model_type", "qwen2"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 4},
-                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", 8},
-                      {"sliding_window", 3}, {"max_window_layers", 2}, {"use_sliding_window", true}};
+  nlohmann::json q = {{"model_type", "qwen2"},    {"vocab_size", 32},          {"hidden_size", 16},      {"num_hidden_layers", 4},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2},  {"intermediate_size", 8}, {"sliding_window", 3},
+                      {"max_window_layers", 2},   {"use_sliding_window", true}};
   // Layer i slides iff i >= max_window_layers: the first max_window_layers layers are full.
   EXPECT_EQ(parse_config(q, "c.json").windows, (std::vector<int64_t>{0, 0, 3, 3}));
   EXPECT_TRUE(parse_config(q, "c.json").qkv_bias);
   q["use_sliding_window"] = false;  // sliding_window counts only with use_sliding_window
   EXPECT_EQ(parse_config(q, "c.json").windows, (std::vector<int64_t>{0, 0, 0, 0}));
-  q["use_sliding_window"] = true, q["model_type"] = "qwen3", q["layer_types"] = {"sliding_attention", "full_attention", "full_attention", "sliding_attention"};
+  q["use_sliding_window"] = true, q["model_type"] = "qwen3",
+  q["layer_types"] = {"sliding_attention", "full_attention", "full_attention", "sliding_attention"};
   EXPECT_EQ(parse_config(q, "c.json").windows, (std::vector<int64_t>{3, 0, 0, 3}));
   EXPECT_TRUE(parse_config(q, "c.json").qk_norm);
-  nlohmann::json l = {{"model_type", "llama4_text"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 4},
-                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
-                      {"intermediate_size_mlp", 12}, {"attention_chunk_size", 5}, {"interleave_moe_layer_step", 2}};
+  nlohmann::json l = {{"model_type", "llama4_text"},
+                      {"vocab_size", 32},
+                      {"hidden_size", 16},
+                      {"num_hidden_layers", 4},
+                      {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2},
+                      {"head_dim", 8},
+                      {"intermediate_size", 8},
+                      {"intermediate_size_mlp", 12},
+                      {"attention_chunk_size", 5},
+                      {"interleave_moe_layer_step", 2}};
   const ModelConfig m = parse_config(l, "c.json");
   // no_rope_layers defaults to every 4th layer NoPE (0); without layer_types rope layers are chunked.
   EXPECT_EQ(m.rope_layers, (std::vector<bool>{true, true, true, false}));
@@ -554,9 +583,16 @@ TEST(ModelConfig, ReadsQwenMaxWindowLayersAndLlama4NoRopeAndChunks) {
 }
 
 TEST(ModelConfig, ReadsEachFamilysWindowsAndRefusesWhatItDoesNotModel) {
-  nlohmann::json c = {{"model_type", "gemma3_text"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 4},
-                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
-                      {"sliding_window", 3}, {"layer_types", {"sliding_attention", "full_attention", "full_attention", "sliding_attention"}}};
+  nlohmann::json c = {{"model_type", "gemma3_text"},
+                      {"vocab_size", 32},
+                      {"hidden_size", 16},
+                      {"num_hidden_layers", 4},
+                      {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2},
+                      {"head_dim", 8},
+                      {"intermediate_size", 8},
+                      {"sliding_window", 3},
+                      {"layer_types", {"sliding_attention", "full_attention", "full_attention", "sliding_attention"}}};
   EXPECT_EQ(parse_config(c, "c.json").windows, (std::vector<int64_t>{3, 0, 0, 3}));
   c.erase("layer_types");
   EXPECT_EQ(parse_config(c, "c.json").windows, (std::vector<int64_t>{3, 3, 3, 3}));  // pattern 6
@@ -573,9 +609,9 @@ TEST(ModelConfig, ReadsEachFamilysWindowsAndRefusesWhatItDoesNotModel) {
 // proportional rope 0.5 on full layers (4 of 8 frequencies at head_dim 16), the gate and sandwich norms
 // on, norm_eps 1e-5, conv_L_cache 7; its tensor names read as the forward's; what it does not model refused.
 TEST(ModelConfig, ReadsLfm3ConvLayersRopePerLayerTypeAndItsTensorNames) {
-  nlohmann::json c = {{"model_type", "lfm3"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 6},
-                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 16}, {"intermediate_size", 8},
-                      {"sliding_window", 3}};
+  nlohmann::json c = {{"model_type", "lfm3"},   {"vocab_size", 32},         {"hidden_size", 16},
+                      {"num_hidden_layers", 6}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                      {"head_dim", 16},         {"intermediate_size", 8},   {"sliding_window", 3}};
   const ModelConfig m = parse_config(c, "c.json");
   EXPECT_EQ(m.conv_layers, (std::vector<bool>{true, true, false, true, false, true}));
   EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 0, 0, 0, 3, 0}));
@@ -598,7 +634,8 @@ TEST(ModelConfig, ReadsLfm3ConvLayersRopePerLayerTypeAndItsTensorNames) {
   c["layer_types"][1] = "linear_attention";
   EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
   c["layer_types"][1] = "conv";
-  c["rope_parameters"] = {{"full_attention", {{"rope_type", "yarn"}, {"factor", 2.0}}}, {"sliding_attention", {{"rope_type", "default"}}}};
+  c["rope_parameters"] = {{"full_attention", {{"rope_type", "yarn"}, {"factor", 2.0}}},
+                          {"sliding_attention", {{"rope_type", "default"}}}};
   EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
 }
 
@@ -608,9 +645,16 @@ TEST(ModelConfig, ReadsLfm3ConvLayersRopePerLayerTypeAndItsTensorNames) {
 // M-RoPE sections must cover head_dim / 2; the head is tied where either config ties it, and refused
 // where they disagree; the tensors come from under model.language_model.
 TEST(ModelConfig, AMultimodalModelsDecoderIsItsTextConfig) {
-  nlohmann::json text = {{"model_type", "qwen2_vl_text"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 4},
-                         {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"intermediate_size", 8},
-                         {"use_sliding_window", true}, {"sliding_window", 3}, {"max_window_layers", 1},
+  nlohmann::json text = {{"model_type", "qwen2_vl_text"},
+                         {"vocab_size", 32},
+                         {"hidden_size", 16},
+                         {"num_hidden_layers", 4},
+                         {"num_attention_heads", 4},
+                         {"num_key_value_heads", 2},
+                         {"intermediate_size", 8},
+                         {"use_sliding_window", true},
+                         {"sliding_window", 3},
+                         {"max_window_layers", 1},
                          {"rope_scaling", {{"type", "mrope"}, {"mrope_section", {1, 0, 1}}}}};
   nlohmann::json c = {{"model_type", "qwen2_vl"}, {"vocab_size", 99}, {"num_hidden_layers", 9}, {"text_config", text}};
   auto error = [&](const nlohmann::json& j) -> std::string {
@@ -621,7 +665,8 @@ TEST(ModelConfig, AMultimodalModelsDecoderIsItsTextConfig) {
     }
     return "";
   };
-  EXPECT_NE(error(c).find("c.json (text_config): /rope_scaling/mrope_section: sizes must be positive"), std::string::npos) << error(c);
+  EXPECT_NE(error(c).find("c.json (text_config): /rope_scaling/mrope_section: sizes must be positive"), std::string::npos)
+      << error(c);
   c["text_config"]["rope_scaling"]["mrope_section"] = {1, 1, 1};  // head_dim 4: 2 frequencies
   EXPECT_NE(error(c).find("sums to 3, not head_dim / 2 = 2"), std::string::npos) << error(c);
   c["text_config"]["rope_scaling"]["mrope_section"] = {2, 1, 1};
@@ -639,7 +684,8 @@ TEST(ModelConfig, AMultimodalModelsDecoderIsItsTextConfig) {
   EXPECT_EQ(parse_config(c, "c.json").windows, std::vector<int64_t>(30, 0));
   c["text_config"]["num_hidden_layers"] = 4;
   c["text_config"]["head_dim"] = 16;
-  EXPECT_NE(error(c).find("/head_dim: is 16, not hidden_size / num_attention_heads = 8"), std::string::npos) << "[" << error(c) << "]";
+  EXPECT_NE(error(c).find("/head_dim: is 16, not hidden_size / num_attention_heads = 8"), std::string::npos)
+      << "[" << error(c) << "]";
   c["text_config"]["head_dim"] = 8;
   c["model_type"] = "qwen2_5_vl", c["tie_word_embeddings"] = true;
   EXPECT_EQ(parse_config(c, "c.json").family, Family::Qwen25Vl);
@@ -661,7 +707,8 @@ TEST(ModelOracle, AMultimodalCheckpointsDecoderIsTheSameQwen2Decoder) {
   const Model mm = load_model(dir + "/qwen2vl-mwl2");
   for (const auto& [name, t] : mm.tensors)
     EXPECT_TRUE(name.rfind("model.layers.", 0) == 0 || name == "model.embed_tokens.weight" || name == "model.norm.weight" ||
-                name == "lm_head.weight") << name;
+                name == "lm_head.weight")
+        << name;
   nlohmann::json flat = nlohmann::json::parse(std::ifstream(dir + "/qwen2vl-mwl2/config.json"))["text_config"];
   flat["model_type"] = "qwen2", flat.erase("rope_scaling");
   Model plain;
@@ -679,9 +726,9 @@ TEST(ModelOracle, AMultimodalCheckpointsDecoderIsTheSameQwen2Decoder) {
 // no flat base), mlp_layer_types (default every layer sparse), softmax top-k renormalised by default,
 // no shared expert.
 TEST(ModelConfig, ReadsMellumsRopePerLayerTypeAndItsMlpLayerTypes) {
-  nlohmann::json c = {{"model_type", "mellum"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 3},
-                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
-                      {"sliding_window", 3}, {"num_local_experts", 4}, {"num_experts_per_tok", 2}};
+  nlohmann::json c = {{"model_type", "mellum"},   {"vocab_size", 32},         {"hidden_size", 16},       {"num_hidden_layers", 3},
+                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8},           {"intermediate_size", 8},
+                      {"sliding_window", 3},      {"num_local_experts", 4},   {"num_experts_per_tok", 2}};
   ModelConfig m = parse_config(c, "c.json");
   EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 0, 0}));
   EXPECT_EQ(m.rope_thetas, (std::vector<double>{500000.0, 500000.0, 500000.0}));
@@ -705,9 +752,10 @@ TEST(ModelConfig, ReadsMellumsRopePerLayerTypeAndItsMlpLayerTypes) {
 // flint: layer types default full on layers 0, 1, every i % 4 == 1 and the last; rope on the sliding layers
 // only; sinks; mlp_only_layers default [0, 1]; sigmoid top-k renormalised; an ungated shared expert.
 TEST(ModelConfig, ReadsFlintsDefaultPatternNoPEFullLayersAndDenseFirstLayers) {
-  nlohmann::json c = {{"model_type", "flint"}, {"vocab_size", 32}, {"hidden_size", 16}, {"num_hidden_layers", 7},
-                      {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 8}, {"intermediate_size", 8},
-                      {"sliding_window", 3}, {"num_experts", 4}, {"num_experts_per_tok", 2}, {"shared_expert_intermediate_size", 8}};
+  nlohmann::json c = {{"model_type", "flint"},  {"vocab_size", 32},         {"hidden_size", 16},
+                      {"num_hidden_layers", 7}, {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                      {"head_dim", 8},          {"intermediate_size", 8},   {"sliding_window", 3},
+                      {"num_experts", 4},       {"num_experts_per_tok", 2}, {"shared_expert_intermediate_size", 8}};
   ModelConfig m = parse_config(c, "c.json");
   EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 0, 3, 3, 3, 0, 0}));
   EXPECT_EQ(m.rope_layers, (std::vector<bool>{false, false, true, true, true, false, false}));
@@ -775,9 +823,12 @@ TEST(Diagnose, NamesTheChunkThatExplainsTheLogits) {
     o.windows = w;
     return o;
   };
-  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({5, 0})), 1e-3)), "consistent with a chunk of C+1 on the chunked layers");
-  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({3, 0})), 1e-3)), "consistent with a chunk of C-1 on the chunked layers");
-  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({0, 0})), 1e-3)), "consistent with full attention on the chunked layers");
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({5, 0})), 1e-3)),
+            "consistent with a chunk of C+1 on the chunked layers");
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({3, 0})), 1e-3)),
+            "consistent with a chunk of C-1 on the chunked layers");
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({0, 0})), 1e-3)),
+            "consistent with full attention on the chunked layers");
   EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({0, 0}, {4, 0})), 1e-3)),
             "consistent with a sliding window of C on the chunked layers instead of chunks");
   EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, {}), 1e-3)), "");
@@ -791,13 +842,17 @@ TEST(Diagnose, NamesTheWindowThatExplainsTheLogits) {
     o.windows = w;
     return o;
   };
-  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({5, 0, 5})), 1e-3)), "consistent with a window of W+1 on the sliding layers (one key too many)");
-  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({3, 0, 3})), 1e-3)), "consistent with a window of W-1 on the sliding layers (one key too few)");
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({5, 0, 5})), 1e-3)),
+            "consistent with a window of W+1 on the sliding layers (one key too many)");
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({3, 0, 3})), 1e-3)),
+            "consistent with a window of W-1 on the sliding layers (one key too few)");
   // A plan no longer than W+1 cannot tell W+1 from full attention: both are named.
   const Plan short_plan{"p", "test", {PlanStep{Extend{0, tokens(5)}}}};
-  EXPECT_EQ(explain(diagnose(m, short_plan, record(m, short_plan, with({5, 0, 5})), 1e-3)),
-            "consistent with a window of W+1 on the sliding layers (one key too many) or with full attention on the sliding layers");
-  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({0, 0, 0})), 1e-3)), "consistent with full attention on the sliding layers");
+  EXPECT_EQ(
+      explain(diagnose(m, short_plan, record(m, short_plan, with({5, 0, 5})), 1e-3)),
+      "consistent with a window of W+1 on the sliding layers (one key too many) or with full attention on the sliding layers");
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({0, 0, 0})), 1e-3)),
+            "consistent with full attention on the sliding layers");
   EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({4, 4, 4})), 1e-3)),
             "consistent with the sliding window applied to the full-attention layers too");
   EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({4, 0, 4})), 1e-3)), "");  // the truth is no deviation
@@ -818,8 +873,9 @@ TEST(Diagnose, NamesTheWindowThatExplainsTheLogits) {
   ASSERT_EQ(why.size(), 2u) << explain(why);
   EXPECT_EQ(why[0].id(), "lost_keys(before=9,from=11,op=rollback,step=1,wants=8)");
   EXPECT_EQ(why[1].id(), "eviction_off_by_one(delta=-1,position=11,seq=0)");
-  EXPECT_NE(explain(why).find("rollback at step 1 losing keys: from position 11 on, the sliding layers see no key before position 9"),
-            std::string::npos)
+  EXPECT_NE(
+      explain(why).find("rollback at step 1 losing keys: from position 11 on, the sliding layers see no key before position 9"),
+      std::string::npos)
       << explain(why);
 }
 
@@ -839,19 +895,29 @@ TEST(Diagnose, NamesEachConfigReadWrong) {
     return o;
   };
   const Model g2 = random_model(Family::Gemma2, {4, 0, 4}, 4);
-  EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.no_attn_softcap = true; }))), "softcap_dropped(which=attention)");
-  EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.no_final_softcap = true; }))), "softcap_dropped(which=final)");
-  EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.kv_bf16 = true; }))), "kv_rounded(precision=bfloat16)");
+  EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.no_attn_softcap = true; }))),
+            "softcap_dropped(which=attention)");
+  EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.no_final_softcap = true; }))),
+            "softcap_dropped(which=final)");
+  EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.kv_bf16 = true; }))),
+            "kv_rounded(precision=bfloat16)");
   EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.windows = {0, 4, 0}; }))), "layer_types_swapped");
-  EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.windows = {4, 0, 4}, o.chunks = {4, 0, 4}; }))), "sliding_as_chunked");
+  EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) {
+                                     o.windows = {4, 0, 4}, o.chunks = {4, 0, 4};
+                                   }))),
+            "sliding_as_chunked");
   EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.windows = {4, 4, 4}; }))), "window_on_every_layer");
   // A full layer keeping its last 9 keys first departs at position 9, which names the cap.
   const Plan past{"p", "test", {PlanStep{Extend{0, tokens(13)}}, PlanStep{Extend{0, tokens(4, 2)}}}};
-  EXPECT_EQ(named(g2, past, record(g2, past, opts([](OracleOptions& o) { o.windows = {4, 9, 4}; }))), "full_attention_capped(keys=9)");
+  EXPECT_EQ(named(g2, past, record(g2, past, opts([](OracleOptions& o) {
+                                     o.windows = {4, 9, 4};
+                                   }))),
+            "full_attention_capped(keys=9)");
   // One eviction late (position 6 sees W+1 keys) is not a window of W+1: the positions after it tell.
   const Recorded late = record(g2, plan, opts([](OracleOptions& o) { o.window_delta_position = 6, o.window_delta = 1; }));
   EXPECT_EQ(named(g2, plan, late), "eviction_off_by_one(delta=1,position=6,seq=0)");
-  EXPECT_EQ(explain(diagnose(g2, plan, late, 1e-3)), "consistent with one eviction off by one: at position 6 alone the sliding layers see W+1 keys");
+  EXPECT_EQ(explain(diagnose(g2, plan, late, 1e-3)),
+            "consistent with one eviction off by one: at position 6 alone the sliding layers see W+1 keys");
   // A glitch in one position's logits alone.
   Recorded glitch = record(g2, plan, {});
   glitch.logits[0][7 * 32 + 3] += 0.5f;
@@ -862,27 +928,44 @@ TEST(Diagnose, NamesEachConfigReadWrong) {
   EXPECT_EQ(named(g2, plan, last), "");
 
   const Model g3 = random_model(Family::Gemma3, {4, 0, 4}, 4);
-  EXPECT_EQ(named(g3, plan, record(g3, plan, opts([](OracleOptions& o) { o.rope_bases = {1e6, 1e6, 1e6}; }))),
+  EXPECT_EQ(named(g3, plan, record(g3, plan, opts([](OracleOptions& o) {
+                                     o.rope_bases = {1e6, 1e6, 1e6};
+                                   }))),
             "rope_base(base=1000000.0,layer_type=sliding)");
-  EXPECT_EQ(named(g3, plan, record(g3, plan, opts([](OracleOptions& o) { o.rope_bases = {1e4, 1e4, 1e4}; }))),
+  EXPECT_EQ(named(g3, plan, record(g3, plan, opts([](OracleOptions& o) {
+                                     o.rope_bases = {1e4, 1e4, 1e4};
+                                   }))),
             "rope_base(base=10000.0,layer_type=full)");
 
   Model nope = random_model(Family::Mistral, {4, 0, 4}, 4);
   nope.config.rope_layers = {true, true, false};
-  EXPECT_EQ(named(nope, plan, record(nope, plan, opts([](OracleOptions& o) { o.rope_layers = {true, true, true}; }))), "nope_given_rope");
-  EXPECT_EQ(named(nope, plan, record(nope, plan, opts([](OracleOptions& o) { o.rope_layers = {false, false, true}; }))), "nope_inverted");
+  EXPECT_EQ(named(nope, plan, record(nope, plan, opts([](OracleOptions& o) {
+                                       o.rope_layers = {true, true, true};
+                                     }))),
+            "nope_given_rope");
+  EXPECT_EQ(named(nope, plan, record(nope, plan, opts([](OracleOptions& o) {
+                                       o.rope_layers = {false, false, true};
+                                     }))),
+            "nope_inverted");
 
   Model sinks = random_model(Family::Mistral, {4, 0, 4}, 4);
   sinks.config.sinks = true;
-  for (int64_t l = 0; l < 3; ++l) sinks.tensors["model.layers." + std::to_string(l) + ".self_attn.sinks"] = {1.5, -0.5, 2.0, 0.25};
+  for (int64_t l = 0; l < 3; ++l)
+    sinks.tensors["model.layers." + std::to_string(l) + ".self_attn.sinks"] = {1.5, -0.5, 2.0, 0.25};
   EXPECT_EQ(named(sinks, plan, record(sinks, plan, opts([](OracleOptions& o) { o.no_sinks = true; }))), "sinks_dropped");
 
   Model chunked = random_model(Family::Mistral, {0, 0}, 0);
   chunked.config.chunks = {4, 0};
   chunked.config.chunk_size = 4;
-  EXPECT_EQ(named(chunked, plan, record(chunked, plan, opts([](OracleOptions& o) { o.chunk_shift = 1; }))), "chunk_boundaries_shifted(shift=1)");
-  EXPECT_EQ(named(chunked, plan, record(chunked, plan, opts([](OracleOptions& o) { o.chunks = {8, 0}; }))), "chunk_size(chunk=8,from=head_dim)");
-  EXPECT_EQ(named(chunked, plan, record(chunked, plan, opts([](OracleOptions& o) { o.windows = {0, 0}, o.chunks = {0, 0}; }))),
+  EXPECT_EQ(named(chunked, plan, record(chunked, plan, opts([](OracleOptions& o) { o.chunk_shift = 1; }))),
+            "chunk_boundaries_shifted(shift=1)");
+  EXPECT_EQ(named(chunked, plan, record(chunked, plan, opts([](OracleOptions& o) {
+                                          o.chunks = {8, 0};
+                                        }))),
+            "chunk_size(chunk=8,from=head_dim)");
+  EXPECT_EQ(named(chunked, plan, record(chunked, plan, opts([](OracleOptions& o) {
+                                          o.windows = {0, 0}, o.chunks = {0, 0};
+                                        }))),
             "full_attention_on_chunked");
 }
 
@@ -898,7 +981,8 @@ const std::string& gemma2_dir() {
   };
   static const Folder folder;
   static const std::string dir = [] {
-    const std::string cmd = "python3 " + std::string(kvc::paths::source_dir()) + "/engines/models/make_models.py " + folder.path + " --only gemma2-w4 >/dev/null";
+    const std::string cmd = "python3 " + std::string(kvc::paths::source_dir()) + "/engines/models/make_models.py " + folder.path +
+                            " --only gemma2-w4 >/dev/null";
     if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
     return folder.path + "/gemma2-w4";
   }();
@@ -928,7 +1012,8 @@ TEST(EngineCheck, TheOracleEnginePassesAndEachMutantFailsWithItsDiagnosis) {
   EXPECT_GT(ok.bound, 0);
   // The picture of the first failing position: a key used that the rule masks ('+'), or one the rule
   // allows left out ('-'), on the sliding layer.
-  for (auto [mutant, diagnosis, cell] : {std::tuple{"window_off_by_one+1", "window of W+1", '+'}, {"window_off_by_one-1", "window of W-1", '-'},
+  for (auto [mutant, diagnosis, cell] : {std::tuple{"window_off_by_one+1", "window of W+1", '+'},
+                                         {"window_off_by_one-1", "window of W-1", '-'},
                                          {"full_attention_on_sliding", "full attention on the sliding", '+'}}) {
     const auto bad = run_oracle_engine(plan, nlohmann::json::object(), mutant);
     EXPECT_EQ(bad.status, report::Status::Fail) << mutant;
@@ -943,9 +1028,11 @@ TEST(EngineCheck, TheOracleEnginePassesAndEachMutantFailsWithItsDiagnosis) {
 TEST(EngineCheck, AWorkerFaultIsThatCasesFailAndTheNextCaseGetsAFreshWorker) {
   const Plan plan = plan_named("prefill_gt_w");
   // abort@1: the assertion line scrolled out of the stderr tail by a long backtrace is still quoted.
-  for (auto [fault, words] : {std::pair{"crash@1", "crashed: the worker was killed by SIGSEGV"}, {"exit@1", "exited with status 3"},
+  for (auto [fault, words] : {std::pair{"crash@1", "crashed: the worker was killed by SIGSEGV"},
+                              {"exit@1", "exited with status 3"},
                               {"abort@1", "worker stderr: kvc-oracle-engine: ASSERT(fault != abort) failed at step 1 | ..."},
-                              {"hang@1", "timed out after 5 s"}, {"garbage@1", "protocol error"},
+                              {"hang@1", "timed out after 5 s"},
+                              {"garbage@1", "protocol error"},
                               {"ansi@1", "printed to stdout: '\\x1b[2m2026-12-06T21:51:42Z\\x1b[0m \\x1b[32m INFO"}}) {
     EngineSpec spec{"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"fault", fault}}, "none", 5};
     EngineClient client(spec);
@@ -977,7 +1064,8 @@ TEST(EngineCheck, AnExpectedFailureIsADeviationAndOnlyWithItsDiagnosis) {
   const Model m = load_model(gemma2_dir());
   // The engine's own window of W+1 (the oracle engine's "deviate" option: the suite is not told).
   EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window_off_by_one+1"}}, "none", 5});
-  EngineClient plus1({"oracle", kvc::paths::target_file("kvc-oracle-engine"), nlohmann::json::object(), "window_off_by_one+1", 5});
+  EngineClient plus1(
+      {"oracle", kvc::paths::target_file("kvc-oracle-engine"), nlohmann::json::object(), "window_off_by_one+1", 5});
   auto known = [](std::string kind, nlohmann::json params = nlohmann::json::object()) {
     expect::Expectation e;
     e.pattern = "^engine/oracle/gemma2[^/]*/extend_after_full$";
@@ -1023,7 +1111,8 @@ TEST(EngineCheck, AnExpectedLoadErrorIsADeviation) {
   EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), refuses, "none", 5});
   const auto excused = check_plan(own, m, gemma2_dir(), plan, known("fewer than 99"));
   EXPECT_EQ(excused.status, report::Status::Deviation) << excused.message;
-  EXPECT_NE(excused.message.find("expected failure (test.jsonc:7: test): load: ValueError: a model of"), std::string::npos) << excused.message;
+  EXPECT_NE(excused.message.find("expected failure (test.jsonc:7: test): load: ValueError: a model of"), std::string::npos)
+      << excused.message;
   EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known("KeyError")).status, report::Status::Fail);
   EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, {}).status, report::Status::Fail);
   expect::Expectation logits;
@@ -1039,7 +1128,8 @@ TEST(EngineCheck, AnExpectedLoadErrorIsADeviation) {
 TEST(EngineCheck, AnExpectationOfAFamilyMatchesItsModelsByModelType) {
   const Plan plan = plan_named("extend_after_full");
   const std::string copy = (std::filesystem::temp_directory_path() / ("my-own-checkpoint-" + std::to_string(getpid()))).string();
-  std::filesystem::copy(gemma2_dir(), copy, std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy(gemma2_dir(), copy,
+                        std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
   const Model m = load_model(copy);
   EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window_off_by_one+1"}}, "none", 5});
   auto known = [](const std::string& family, const std::string& pattern) {
@@ -1077,7 +1167,8 @@ TEST(EngineCheck, AnEntryWhoseCasesPassIsAnUnexpectedPass) {
   cases = {passed};
   EXPECT_EQ(o.expectations->mark_unexpected_passes(cases, true), 1);
   EXPECT_EQ(cases.front().status, report::Status::Fail);
-  EXPECT_NE(cases.front().message.find("unexpected pass (--strict-expectations): test.jsonc:7"), std::string::npos) << cases.front().message;
+  EXPECT_NE(cases.front().message.find("unexpected pass (--strict-expectations): test.jsonc:7"), std::string::npos)
+      << cases.front().message;
   // The same entry excusing a failure of another case is not stale.
   EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window_off_by_one+1"}}, "none", 5});
   EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, o).status, report::Status::Deviation);
@@ -1149,7 +1240,6 @@ TEST(EngineCheck, AnUnknownOptionIsTheEnginesErrorAndAPlanTheEngineCannotRunIsAS
   EXPECT_NE(bad.message.find("unknown option \"no_such_option\""), std::string::npos) << bad.message;
 }
 
-
 // Each serving operation's plan format: a bad field is named by file and JSON pointer.
 TEST(Plans, TheServingOperationsNameTheirBadField) {
   const nlohmann::json ext = {{"op", "extend"}, {"seq", 0}, {"tokens", {1, 2, 3, 4, 5}}};
@@ -1183,24 +1273,35 @@ TEST(Plans, TheServingOperationsNameTheirBadField) {
       {with(spec, "n", 4), "p.json: /steps/1/n: rejects more than the draft's 3 tokens"},
       {with(spec, "n", nullptr), "p.json: /steps/1/n: must be the number of rejected draft tokens"},
       {with(batch, "items", nlohmann::json::array()), "p.json: /steps/1/items: must be a non-empty array"},
-      {with(batch, "items", {{{"seq", 0}, {"tokens", {1}}}, {{"seq", 0}, {"tokens", {2}}}}), "p.json: /steps/1/items/1/seq: sequence 0 is already"},
+      {with(batch, "items", {{{"seq", 0}, {"tokens", {1}}}, {{"seq", 0}, {"tokens", {2}}}}),
+       "p.json: /steps/1/items/1/seq: sequence 0 is already"},
       {with(batch, "items", {{{"seq", 0}, {"tokens", {1, "x"}}}}), "p.json: /steps/1/items/0/tokens/1: must be a token id"},
       {with(shift, "discard", 0), "p.json: /steps/1/discard: must be the number of positions discarded"},
       {with(shift, "keep", nullptr), "p.json: /steps/1/keep: must be the number of positions kept"},
   };
-  for (const auto& [step, words] : bad) EXPECT_NE(error(step).find(words), std::string::npos) << step.dump() << " -> " << error(step);
+  for (const auto& [step, words] : bad)
+    EXPECT_NE(error(step).find(words), std::string::npos) << step.dump() << " -> " << error(step);
   // What the format cannot see, the plan's run does: a fork longer than its source.
-  Plan p = plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, with(fork, "length", 6)}}}, "p.json");
-  EXPECT_NE(invalid_reason(p, 32).find("step 1: fork of the first 6 tokens of a sequence of 5"), std::string::npos) << invalid_reason(p, 32);
-  EXPECT_EQ(max_tokens(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, spec}}}, "p.json")), 8);
+  Plan p = plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, with(fork, "length", 6)}}},
+                          "p.json");
+  EXPECT_NE(invalid_reason(p, 32).find("step 1: fork of the first 6 tokens of a sequence of 5"), std::string::npos)
+      << invalid_reason(p, 32);
+  EXPECT_EQ(
+      max_tokens(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, spec}}}, "p.json")), 8);
   Lengths len{{0, 5}, {1, 2}};
-  EXPECT_EQ(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {batch}}}, "p.json").steps[0].describe(len),
+  EXPECT_EQ(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {batch}}}, "p.json")
+                .steps[0]
+                .describe(len),
             "batch of 2: seq 0 1 token at 5, seq 1 2 tokens at 2..3");
   EXPECT_EQ(p.steps[1].describe(len), "fork seq 1 from the first 6 of seq 0's 5 tokens");
   // A shift past the sequence's end, and what a valid one says.
-  Plan q = plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, with(shift, "discard", 5)}}}, "p.json");
-  EXPECT_NE(invalid_reason(q, 32).find("step 1: shift discarding 5 after 1 of a sequence of 5 tokens"), std::string::npos) << invalid_reason(q, 32);
-  q = plan_from_json(to_json(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, shift}}}, "p.json")), "p.json");
+  Plan q = plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, with(shift, "discard", 5)}}},
+                          "p.json");
+  EXPECT_NE(invalid_reason(q, 32).find("step 1: shift discarding 5 after 1 of a sequence of 5 tokens"), std::string::npos)
+      << invalid_reason(q, 32);
+  q = plan_from_json(
+      to_json(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, shift}}}, "p.json")),
+      "p.json");
   EXPECT_EQ(q.steps[1].describe(len), "shift seq 0: discard 2 tokens at 1..2, move 2 down (to 3)");
   EXPECT_EQ(invalid_reason(q, 32), "");
 }
@@ -1209,10 +1310,17 @@ TEST(Plans, TheServingOperationsNameTheirBadField) {
 // draw of the campaign is a valid step of a listed operation, and the operation mutants each name
 // their row's operation.
 TEST(StepTable, EachRowRoundTripsAndTheProtocolIsTheTable) {
-  const std::vector<PlanStep> one_of_each{Extend{0, tokens(3)},       Rollback{0, 1},           Reload{0},
-                                          Reset{},                    Fork{1, 0, 2},            Chunked{0, tokens(4, 2), 3},
-                                          Spec{0, tokens(3, 3), 1},   Batch{{{0, tokens(1)}, {1, tokens(2, 4)}}}, Shift{0, 1, 1},
-                                          Preempt{0},                 Turn{0, 1, tokens(2, 5)}};
+  const std::vector<PlanStep> one_of_each{Extend{0, tokens(3)},
+                                          Rollback{0, 1},
+                                          Reload{0},
+                                          Reset{},
+                                          Fork{1, 0, 2},
+                                          Chunked{0, tokens(4, 2), 3},
+                                          Spec{0, tokens(3, 3), 1},
+                                          Batch{{{0, tokens(1)}, {1, tokens(2, 4)}}},
+                                          Shift{0, 1, 1},
+                                          Preempt{0},
+                                          Turn{0, 1, tokens(2, 5)}};
   const nlohmann::json protocol = protocol_description();
   ASSERT_EQ(protocol["steps"].size(), one_of_each.size());
   for (size_t i = 0; i < one_of_each.size(); ++i) {
@@ -1231,16 +1339,19 @@ TEST(StepTable, EachRowRoundTripsAndTheProtocolIsTheTable) {
   EXPECT_EQ(operation_of_mutant("window_off_by_one+1"), "");
   // Every kind drawn, each step valid and of an operation listed: by the whole list, and by none.
   for (const std::vector<std::string>& operations :
-       {std::vector<std::string>{"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift", "preempt", "turn"},
+       {std::vector<std::string>{"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift", "preempt",
+                                 "turn"},
         std::vector<std::string>{}}) {
     DrawContext c{operations, 4, 32, 7, 0, {}};
     Plan p{"drawn", "m", {}};
     std::set<std::string> ops;
     for (int kind = 0; kind < 15; ++kind)
       for (int variant = 0; variant < 8; ++variant)
-        for (PlanStep& s : draw_step(DrawnStep{kind, 3 + variant, variant % 2, variant}, c)) ops.insert(s.op()), p.steps.push_back(std::move(s));
+        for (PlanStep& s : draw_step(DrawnStep{kind, 3 + variant, variant % 2, variant}, c))
+          ops.insert(s.op()), p.steps.push_back(std::move(s));
     EXPECT_EQ(invalid_reason(p, 32), "");
-    for (const std::string& op : operations_used(p)) EXPECT_NE(std::find(operations.begin(), operations.end(), op), operations.end()) << op;
+    for (const std::string& op : operations_used(p))
+      EXPECT_NE(std::find(operations.begin(), operations.end(), op), operations.end()) << op;
     EXPECT_EQ(ops.size(), operations.empty() ? 2u : one_of_each.size());  // without operations: extends and resets
   }
 }
@@ -1252,7 +1363,8 @@ TEST(StepTable, EachRowRoundTripsAndTheProtocolIsTheTable) {
 // same draws give on the model without chunks, and the draws are the seed's alone.
 TEST(StepTable, ChunkedModelsDrawEveryOperationAtChunkBoundaries) {
   const int64_t C = 5;
-  const std::vector<std::string> operations{"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift", "preempt", "turn"};
+  const std::vector<std::string> operations{"rollback", "reload", "sequences", "fork",    "chunked",
+                                            "spec",     "batch",  "shift",     "preempt", "turn"};
   struct Tally {
     std::map<std::string, int> at_boundary, drawn;
     int past_first_chunk = 0;
@@ -1290,7 +1402,8 @@ TEST(StepTable, ChunkedModelsDrawEveryOperationAtChunkBoundaries) {
   Tally chunked = draw(C, 11), plain = draw(0, 11);
   for (const char* op : {"extend", "rollback", "fork", "spec", "shift", "turn"}) {
     ASSERT_GT(chunked.drawn.at(op), 20) << op;
-    const double aimed = double(chunked.at_boundary[op]) / chunked.drawn.at(op), before = double(plain.at_boundary[op]) / plain.drawn.at(op);
+    const double aimed = double(chunked.at_boundary[op]) / chunked.drawn.at(op),
+                 before = double(plain.at_boundary[op]) / plain.drawn.at(op);
     EXPECT_GT(aimed, 0.6) << op << ": " << chunked.at_boundary[op] << " of " << chunked.drawn.at(op) << " at a chunk boundary";
     EXPECT_GT(aimed, before + 0.15) << op << ": " << aimed << " against " << before << " without chunks";
   }
@@ -1302,11 +1415,15 @@ TEST(StepTable, ChunkedModelsDrawEveryOperationAtChunkBoundaries) {
 TEST(EngineCheck, TheOracleEnginePassesEveryServingPlanAndEachOperationMutantFailsIt) {
   // The diagnosis each mutant gets ("" where none of the named departures explains it).
   for (auto [prefix, mutant, diagnosis] :
-       {std::tuple{"fork_", "fork_shared", ""}, {"fork_", "fork_off_by_one", "consistent with the forks starting one token short of their prefix"},
+       {std::tuple{"fork_", "fork_shared", ""},
+        {"fork_", "fork_off_by_one", "consistent with the forks starting one token short of their prefix"},
         {"chunked_", "window_restarts_per_chunk", "consistent with the window restarting at each chunk"},
-        {"spec_", "spec_rollback_off_by_one", "consistent with the spec cycles rolling back one token more than they reject"}, {"batch", "batch_offset", ""},
-        {"shift_", "shift_not_rerotated", "consistent with the kept keys not re-rotated after a shift"}, {"shift_", "shift_discard_off_by_one", ""},
-        {"preempt_", "preempt_short", ""}, {"turn_", "turn_past", ""}}) {
+        {"spec_", "spec_rollback_off_by_one", "consistent with the spec cycles rolling back one token more than they reject"},
+        {"batch", "batch_offset", ""},
+        {"shift_", "shift_not_rerotated", "consistent with the kept keys not re-rotated after a shift"},
+        {"shift_", "shift_discard_off_by_one", ""},
+        {"preempt_", "preempt_short", ""},
+        {"turn_", "turn_past", ""}}) {
     const Model m = load_model(gemma2_dir());
     int plans = 0;
     for (const Plan& plan : fixed_plans("gemma2-w4", m.config.sliding_window, m.config.vocab)) {
@@ -1317,7 +1434,8 @@ TEST(EngineCheck, TheOracleEnginePassesEveryServingPlanAndEachOperationMutantFai
       const auto bad = run_oracle_engine(plan, nlohmann::json::object(), mutant);
       EXPECT_EQ(bad.status, report::Status::Fail) << plan.name << " under " << mutant << ": " << bad.message;
       EXPECT_NE(bad.message.find("step "), std::string::npos) << bad.message;
-      EXPECT_NE(bad.message.find(*diagnosis ? diagnosis : "no single explanation fits"), std::string::npos) << mutant << ": " << bad.message;
+      EXPECT_NE(bad.message.find(*diagnosis ? diagnosis : "no single explanation fits"), std::string::npos)
+          << mutant << ": " << bad.message;
     }
     EXPECT_GT(plans, 0) << prefix;
   }
@@ -1330,7 +1448,8 @@ TEST(EngineCheck, AnEngineMayAnswerASubsetOfThePositionsButNotNone) {
   EXPECT_NE(last.message.find("5 positions judged"), std::string::npos) << last.message;  // one per step with new positions
   EXPECT_NE(last.detail.find("(the engine answered 1 of"), std::string::npos) << last.detail;
   // The subset is still judged: a mutant that changes the last positions fails.
-  EXPECT_EQ(run_oracle_engine(plan_named("extend_after_full"), {{"logits", "last"}}, "window_off_by_one+1").status, report::Status::Fail);
+  EXPECT_EQ(run_oracle_engine(plan_named("extend_after_full"), {{"logits", "last"}}, "window_off_by_one+1").status,
+            report::Status::Fail);
   const auto none = run_oracle_engine(plan, {{"logits", "none"}});
   EXPECT_EQ(none.status, report::Status::Fail);
   EXPECT_NE(none.message.find("nothing was judged"), std::string::npos) << none.message;
@@ -1355,8 +1474,9 @@ TEST(EngineCheck, LogProbabilitiesAreJudgedAsLogSoftmaxUnderTheirOwnBound) {
 TEST(EngineCheck, RowsRepeatedOrShiftedByOneGetAHint) {
   // An adapter that sends one position's row for every position, or each position the row before
   // it, fits no cache hypothesis: the failure says what its rows look like.
-  for (auto [answer, words] : {std::pair{"first-repeated", "hint: the engine answered the same row for all "},
-                               {"shifted", "hint: the engine's rows are the oracle's shifted by one position (each row is the position before"}}) {
+  for (auto [answer, words] :
+       {std::pair{"first-repeated", "hint: the engine answered the same row for all "},
+        {"shifted", "hint: the engine's rows are the oracle's shifted by one position (each row is the position before"}}) {
     const auto bad = run_oracle_engine(plan_named("prefill_gt_w"), {{"logits", answer}});
     EXPECT_EQ(bad.status, report::Status::Fail) << answer;
     EXPECT_NE(bad.message.find(words), std::string::npos) << bad.message;

@@ -90,7 +90,8 @@ std::vector<int64_t> windows_of(const std::vector<std::string>& types, int64_t w
 const std::vector<std::string> kSlidingOrFull = {"sliding_attention", "full_attention"};
 
 // The gemma pattern when layer_types is absent: every pattern-th layer is full.
-std::vector<int64_t> gemma_windows(const json& c, int64_t layers, int64_t window, int64_t default_pattern, const std::string& file) {
+std::vector<int64_t> gemma_windows(const json& c, int64_t layers, int64_t window, int64_t default_pattern,
+                                   const std::string& file) {
   std::vector<std::string> types;
   if (!layer_types(c, layers, kSlidingOrFull, types, file))
     for (int64_t i = 0; i < layers; ++i) types.push_back((i + 1) % default_pattern ? "sliding_attention" : "full_attention");
@@ -137,7 +138,8 @@ void read_qwen(const json& c, const std::string& file, ModelConfig& m, bool qwen
   std::vector<std::string> types;
   if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
     const int64_t max_window_layers = c.contains("max_window_layers") && !c["max_window_layers"].is_null()
-                                          ? c["max_window_layers"].get<int64_t>() : default_max_window_layers;
+                                          ? c["max_window_layers"].get<int64_t>()
+                                          : default_max_window_layers;
     for (int64_t i = 0; i < m.layers; ++i)
       types.push_back(m.sliding_window > 0 && i >= max_window_layers ? "sliding_attention" : "full_attention");
   }
@@ -160,7 +162,8 @@ std::vector<bool> rope_layers_of(const json& c, int64_t layers, const std::strin
     if (static_cast<int64_t>(c["no_rope_layers"].size()) != layers)
       bad(file, "/no_rope_layers", "must list one 0/1 per layer (" + std::to_string(layers) + ")");
     for (const json& v : c["no_rope_layers"]) {
-      if (!v.is_number_integer() || (v.get<int64_t>() != 0 && v.get<int64_t>() != 1)) bad(file, "/no_rope_layers", "entries must be 0 or 1");
+      if (!v.is_number_integer() || (v.get<int64_t>() != 0 && v.get<int64_t>() != 1))
+        bad(file, "/no_rope_layers", "entries must be 0 or 1");
       rope.push_back(v.get<int64_t>() == 1);
     }
   } else {
@@ -205,7 +208,8 @@ void read_llama4_text(const json& c, const std::string& file, ModelConfig& m) {
   if (c.contains("moe_layers") && !c["moe_layers"].is_null()) {
     if (!c["moe_layers"].is_array()) bad(file, "/moe_layers", "must be a list of layer indices");
     for (const json& v : c["moe_layers"]) {
-      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= m.layers) bad(file, "/moe_layers", "entries must be layer indices");
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= m.layers)
+        bad(file, "/moe_layers", "entries must be layer indices");
       m.moe.layers[static_cast<size_t>(v.get<int64_t>())] = true;
     }
   } else {
@@ -253,7 +257,8 @@ void read_smollm3(const json& c, const std::string& file, ModelConfig& m) {
   std::vector<std::string> types;
   if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
     const bool slide = bool_or(c, "use_sliding_window", false, file) && m.sliding_window > 0;
-    for (int64_t i = 0; i < m.layers; ++i) types.push_back(slide && !m.rope_layers[static_cast<size_t>(i)] ? "sliding_attention" : "full_attention");
+    for (int64_t i = 0; i < m.layers; ++i)
+      types.push_back(slide && !m.rope_layers[static_cast<size_t>(i)] ? "sliding_attention" : "full_attention");
   }
   m.windows = windows_of(types, m.sliding_window, file);
 }
@@ -353,12 +358,14 @@ void read_gemma4_text(const json& c, const std::string& file, ModelConfig& m) {
   const int64_t global_kv = has_global_kv ? positive(c, "num_global_key_value_heads", file) : m.kv_heads;
   if (k_eq_v && !has_global_kv) bad(file, "/num_global_key_value_heads", "attention_k_eq_v needs it");
   if (m.heads % global_kv) bad(file, "/num_global_key_value_heads", "must divide num_attention_heads");
-  const json rp = c.contains("rope_parameters") && c["rope_parameters"].is_object()
-                      ? c["rope_parameters"]
-                      : json{{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
-                             {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1e6}}}};
+  const json rp =
+      c.contains("rope_parameters") && c["rope_parameters"].is_object()
+          ? c["rope_parameters"]
+          : json{{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+                 {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1e6}}}};
   const int64_t shared = c.contains("num_kv_shared_layers") && c["num_kv_shared_layers"].is_number_integer()
-                             ? c["num_kv_shared_layers"].get<int64_t>() : 0;
+                             ? c["num_kv_shared_layers"].get<int64_t>()
+                             : 0;
   if (shared < 0 || shared >= m.layers) bad(file, "/num_kv_shared_layers", "must be in [0, num_hidden_layers)");
   if (shared > 0 && bool_or(c, "use_double_wide_mlp", false, file)) bad(file, "/use_double_wide_mlp", "is not modelled");
   const int64_t first_shared = m.layers - shared;
@@ -375,7 +382,8 @@ void read_gemma4_text(const json& c, const std::string& file, ModelConfig& m) {
     m.rope_thetas.push_back(number_or(r, "rope_theta", 10000, file));
     if (rt == "proportional") {
       if (number_or(r, "factor", 1.0, file) != 1.0) bad(file, "/rope_parameters/" + type + "/factor", "only 1 is modelled");
-      m.rope_angles.push_back(static_cast<int64_t>(std::floor(number_or(r, "partial_rotary_factor", 1.0, file) * static_cast<double>(d) / 2)));
+      m.rope_angles.push_back(
+          static_cast<int64_t>(std::floor(number_or(r, "partial_rotary_factor", 1.0, file) * static_cast<double>(d) / 2)));
     } else if (rt == "default") {
       m.rope_angles.push_back(0);
     } else {
@@ -387,7 +395,8 @@ void read_gemma4_text(const json& c, const std::string& file, ModelConfig& m) {
       for (int64_t j = first_shared - 1; j >= 0 && source < 0; --j)
         if (types[static_cast<size_t>(j)] == type) source = j;
       if (source < 0)
-        bad(file, "/num_kv_shared_layers", "layer " + std::to_string(l) + " (" + type + ") has no earlier layer of its type to share");
+        bad(file, "/num_kv_shared_layers",
+            "layer " + std::to_string(l) + " (" + type + ") has no earlier layer of its type to share");
     }
     m.kv_source.push_back(source);
   }
@@ -528,9 +537,11 @@ std::vector<bool> moe_layers_of(const json& c, int64_t layers, int64_t first, in
 void check_topk(MoeConfig& moe, const std::string& file) {
   if (moe.top_k > moe.experts) bad(file, "/num_experts_per_tok", "exceeds the number of experts");
   if (moe.groups < 1 || moe.experts % moe.groups) bad(file, "/n_group", "must divide the number of experts");
-  if (moe.groups > 1 && moe.experts / moe.groups < 2) bad(file, "/n_group", "each group needs two experts (its score sums its best two)");
+  if (moe.groups > 1 && moe.experts / moe.groups < 2)
+    bad(file, "/n_group", "each group needs two experts (its score sums its best two)");
   if (moe.topk_groups < 1 || moe.topk_groups > moe.groups) bad(file, "/topk_group", "must be in [1, n_group]");
-  if (moe.top_k > moe.topk_groups * (moe.experts / moe.groups)) bad(file, "/num_experts_per_tok", "exceeds the experts of topk_group groups");
+  if (moe.top_k > moe.topk_groups * (moe.experts / moe.groups))
+    bad(file, "/num_experts_per_tok", "exceeds the experts of topk_group groups");
 }
 
 // Qwen2MoeConfig: qwen2's attention (q/k/v biases: qkv_bias, default true) and a MoE: softmax of the
@@ -554,7 +565,8 @@ void read_qwen2_moe(const json& c, const std::string& file, ModelConfig& m) {
   std::vector<std::string> types;
   if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
     const int64_t max_window_layers = c.contains("max_window_layers") && c["max_window_layers"].is_number_integer()
-                                          ? c["max_window_layers"].get<int64_t>() : 28;
+                                          ? c["max_window_layers"].get<int64_t>()
+                                          : 28;
     for (int64_t i = 0; i < m.layers; ++i)
       types.push_back(m.sliding_window > 0 && (i + 1) % 2 && i < max_window_layers ? "sliding_attention" : "full_attention");
   }
@@ -563,7 +575,8 @@ void read_qwen2_moe(const json& c, const std::string& file, ModelConfig& m) {
   moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Softmax;
   moe.experts = c.contains("num_experts") && c["num_experts"].is_number_integer() && c["num_experts"].get<int64_t>() == 0
-                    ? 0 : positive_or(c, "num_experts", 60, file);
+                    ? 0
+                    : positive_or(c, "num_experts", 60, file);
   moe.top_k = positive_or(c, "num_experts_per_tok", 4, file);
   moe.intermediate = positive_or(c, "moe_intermediate_size", 1408, file);
   moe.shared_intermediate = positive_or(c, "shared_expert_intermediate_size", 5632, file);
@@ -595,7 +608,8 @@ void read_dots1(const json& c, const std::string& file, ModelConfig& m) {
   std::vector<std::string> types;
   if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
     const int64_t max_window_layers = c.contains("max_window_layers") && c["max_window_layers"].is_number_integer()
-                                          ? c["max_window_layers"].get<int64_t>() : 62;
+                                          ? c["max_window_layers"].get<int64_t>()
+                                          : 62;
     for (int64_t i = 0; i < m.layers; ++i)
       types.push_back(m.sliding_window > 0 && i >= max_window_layers ? "sliding_attention" : "full_attention");
   }
@@ -616,7 +630,8 @@ void read_dots1(const json& c, const std::string& file, ModelConfig& m) {
   moe.shared = "shared_experts.";
   check_topk(moe, file);
   const int64_t first = c.contains("first_k_dense_replace") && c["first_k_dense_replace"].is_number_integer()
-                            ? c["first_k_dense_replace"].get<int64_t>() : 0;
+                            ? c["first_k_dense_replace"].get<int64_t>()
+                            : 0;
   if (first < 0) bad(file, "/first_k_dense_replace", "must be >= 0");
   moe.layers = moe_layers_of(c, m.layers, first, 1, nullptr, file);
 }
@@ -668,12 +683,14 @@ void read_exaone_moe(const json& c, const std::string& file, ModelConfig& m) {
       bad(file, "/mlp_layer_types", "must list \"dense\" or \"sparse\" per layer (" + std::to_string(m.layers) + ")");
     for (size_t i = 0; i < t.size(); ++i) {
       const std::string v = t[i].is_string() ? t[i].get<std::string>() : "";
-      if (v != "dense" && v != "sparse") bad(file, "/mlp_layer_types/" + std::to_string(i), "is \"" + v + "\" (expected dense or sparse)");
+      if (v != "dense" && v != "sparse")
+        bad(file, "/mlp_layer_types/" + std::to_string(i), "is \"" + v + "\" (expected dense or sparse)");
       moe.layers.push_back(v == "sparse");
     }
   } else {
     const int64_t first = c.contains("first_k_dense_replace") && c["first_k_dense_replace"].is_number_integer()
-                              ? c["first_k_dense_replace"].get<int64_t>() : 1;
+                              ? c["first_k_dense_replace"].get<int64_t>()
+                              : 1;
     moe.layers = moe_layers_of(c, m.layers, std::max<int64_t>(0, first), 1, nullptr, file);
   }
 }
@@ -692,7 +709,8 @@ void read_granitemoe_swa(const json& c, const std::string& file, ModelConfig& m)
   moe.top_k = positive_or(c, "num_experts_per_tok", 2, file);
   moe.intermediate = m.intermediate;
   const int64_t shared = c.contains("shared_intermediate_size") && c["shared_intermediate_size"].is_number_integer()
-                             ? c["shared_intermediate_size"].get<int64_t>() : 0;
+                             ? c["shared_intermediate_size"].get<int64_t>()
+                             : 0;
   if (shared < 0) bad(file, "/shared_intermediate_size", "must be >= 0");
   moe.shared_intermediate = shared;
   moe.router = "router.";
@@ -727,19 +745,20 @@ void read_lfm3(const json& c, const std::string& file, ModelConfig& m) {
   m.conv_kernel = positive_or(c, "conv_L_cache", 7, file);
   m.conv_bias = bool_or(c, "conv_bias", false, file);
   if (!c.contains("sliding_window")) m.sliding_window = 256;
-  m.tensor_names = {{"operator_norm.", "input_layernorm."},         {"post_operator_norm.", "post_attention_layernorm."},
-                    {"ffn_norm.", "pre_feedforward_layernorm."},    {"post_ffn_norm.", "post_feedforward_layernorm."},
-                    {"feed_forward.w1.", "mlp.gate_proj."},         {"feed_forward.w3.", "mlp.up_proj."},
-                    {"feed_forward.w2.", "mlp.down_proj."},         {"model.embedding_norm.", "model.norm."}};
+  m.tensor_names = {{"operator_norm.", "input_layernorm."},      {"post_operator_norm.", "post_attention_layernorm."},
+                    {"ffn_norm.", "pre_feedforward_layernorm."}, {"post_ffn_norm.", "post_feedforward_layernorm."},
+                    {"feed_forward.w1.", "mlp.gate_proj."},      {"feed_forward.w3.", "mlp.up_proj."},
+                    {"feed_forward.w2.", "mlp.down_proj."},      {"model.embedding_norm.", "model.norm."}};
   std::vector<std::string> types;
   if (!layer_types(c, m.layers, {"conv", "sliding_attention", "full_attention"}, types, file))
     for (int64_t i = 0; i < m.layers; ++i)
       types.push_back(i % 4 == 2 ? "full_attention" : i % 4 == 0 && i > 0 ? "sliding_attention" : "conv");
   m.windows = windows_of(types, m.sliding_window, file);
-  const json rp = c.contains("rope_parameters") && c["rope_parameters"].is_object()
-                      ? c["rope_parameters"]
-                      : json{{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
-                             {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.5}, {"rope_theta", 1e6}}}};
+  const json rp =
+      c.contains("rope_parameters") && c["rope_parameters"].is_object()
+          ? c["rope_parameters"]
+          : json{{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+                 {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.5}, {"rope_theta", 1e6}}}};
   for (int64_t l = 0; l < m.layers; ++l) {
     const std::string& type = types[static_cast<size_t>(l)];
     m.conv_layers.push_back(type == "conv");
@@ -748,13 +767,15 @@ void read_lfm3(const json& c, const std::string& file, ModelConfig& m) {
       m.rope_angles.push_back(0);
       continue;
     }
-    if (!rp.contains(type) || !rp[type].is_object()) bad(file, "/rope_parameters/" + type, "is missing (lfm3 keys it by layer type)");
+    if (!rp.contains(type) || !rp[type].is_object())
+      bad(file, "/rope_parameters/" + type, "is missing (lfm3 keys it by layer type)");
     const json& r = rp[type];
     const std::string rt = r.value("rope_type", std::string("default"));
     m.rope_thetas.push_back(number_or(r, "rope_theta", 10000, file));
     if (rt == "proportional") {
       if (number_or(r, "factor", 1.0, file) != 1.0) bad(file, "/rope_parameters/" + type + "/factor", "only 1 is modelled");
-      m.rope_angles.push_back(static_cast<int64_t>(std::floor(number_or(r, "partial_rotary_factor", 1.0, file) * static_cast<double>(m.head_dim) / 2)));
+      m.rope_angles.push_back(static_cast<int64_t>(
+          std::floor(number_or(r, "partial_rotary_factor", 1.0, file) * static_cast<double>(m.head_dim) / 2)));
     } else if (rt == "default") {
       m.rope_angles.push_back(0);
     } else {
@@ -775,12 +796,14 @@ void read_lfm3(const json& c, const std::string& file, ModelConfig& m) {
 // rope is the default one; the sections must cover the head exactly (4.x splits cos by
 // mrope_section * 2, 5.24 on splits the frequencies by mrope_section: a mismatch raises in both).
 void read_qwen2_vl(const json& c, const std::string& file, ModelConfig& m) {
-  if (!c.contains("sliding_window") && bool_or(c, "use_sliding_window", false, file)) m.sliding_window = 4096;  // the class default
+  if (!c.contains("sliding_window") && bool_or(c, "use_sliding_window", false, file))
+    m.sliding_window = 4096;  // the class default
   if (m.hidden % m.heads) bad(file, "/hidden_size", "must be a multiple of num_attention_heads");
   // The attention's head size is hidden_size / num_attention_heads; the rotary's is head_dim where set (5.x):
   // a config where they differ fails in transformers' forward, so it is refused here.
   if (c.contains("head_dim") && !c["head_dim"].is_null() && m.head_dim != m.hidden / m.heads)
-    bad(file, "/head_dim", "is " + std::to_string(m.head_dim) + ", not hidden_size / num_attention_heads = " + std::to_string(m.hidden / m.heads));
+    bad(file, "/head_dim",
+        "is " + std::to_string(m.head_dim) + ", not hidden_size / num_attention_heads = " + std::to_string(m.hidden / m.heads));
   m.head_dim = m.hidden / m.heads;
   read_qwen(c, file, m, false, 80);
   const json* section = nullptr;
@@ -790,11 +813,13 @@ void read_qwen2_vl(const json& c, const std::string& file, ModelConfig& m) {
   int64_t sum = 0;
   if (!section->is_array() || section->size() != 3) bad(file, "/rope_scaling/mrope_section", "must list three section sizes");
   for (const json& n : *section) {
-    if (!n.is_number_integer() || n.get<int64_t>() <= 0) bad(file, "/rope_scaling/mrope_section", "sizes must be positive integers");
+    if (!n.is_number_integer() || n.get<int64_t>() <= 0)
+      bad(file, "/rope_scaling/mrope_section", "sizes must be positive integers");
     sum += n.get<int64_t>();
   }
   if (sum != m.head_dim / 2)
-    bad(file, "/rope_scaling/mrope_section", "sums to " + std::to_string(sum) + ", not head_dim / 2 = " + std::to_string(m.head_dim / 2));
+    bad(file, "/rope_scaling/mrope_section",
+        "sums to " + std::to_string(sum) + ", not head_dim / 2 = " + std::to_string(m.head_dim / 2));
 }
 
 // mlp_layer_types as exaone_moe and mellum write it: "dense" or "sparse" per layer (the MoE layers).
@@ -805,7 +830,8 @@ std::vector<bool> mlp_layer_types_of(const json& c, int64_t layers, const std::s
   std::vector<bool> out;
   for (size_t i = 0; i < t.size(); ++i) {
     const std::string v = t[i].is_string() ? t[i].get<std::string>() : "";
-    if (v != "dense" && v != "sparse") bad(file, "/mlp_layer_types/" + std::to_string(i), "is \"" + v + "\" (expected dense or sparse)");
+    if (v != "dense" && v != "sparse")
+      bad(file, "/mlp_layer_types/" + std::to_string(i), "is \"" + v + "\" (expected dense or sparse)");
     out.push_back(v == "sparse");
   }
   return out;
@@ -845,16 +871,15 @@ void read_mellum(const json& c, const std::string& file, ModelConfig& m) {
   MoeConfig& moe = m.moe;
   moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Softmax;
-  moe.experts = c.contains("num_local_experts") ? positive(c, "num_local_experts", file) : positive_or(c, "num_experts", 64, file);
+  moe.experts =
+      c.contains("num_local_experts") ? positive(c, "num_local_experts", file) : positive_or(c, "num_experts", 64, file);
   moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
   moe.intermediate = positive_or(c, "moe_intermediate_size", 896, file);
   moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
   moe.router = "gate.";
   check_topk(moe, file);
-  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null())
-    moe.layers = mlp_layer_types_of(c, m.layers, file);
-  else
-    moe.layers.assign(static_cast<size_t>(m.layers), true);
+  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) moe.layers = mlp_layer_types_of(c, m.layers, file);
+  else moe.layers.assign(static_cast<size_t>(m.layers), true);
 }
 
 // FlintConfig (5.24.0 on): qwen3_moe's attention (per-head q/k RMS norms, attention_bias on q/k/v/o) with a
@@ -979,7 +1004,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   m.hidden = positive(c, "hidden_size", file);
   m.layers = positive(c, "num_hidden_layers", file);
   m.heads = positive(c, "num_attention_heads", file);
-  m.kv_heads = c.contains("num_key_value_heads") && !c["num_key_value_heads"].is_null() ? positive(c, "num_key_value_heads", file) : m.heads;
+  m.kv_heads = c.contains("num_key_value_heads") && !c["num_key_value_heads"].is_null() ? positive(c, "num_key_value_heads", file)
+                                                                                        : m.heads;
   if (m.heads % m.kv_heads) bad(file, "/num_key_value_heads", "must divide num_attention_heads");
   m.head_dim = c.contains("head_dim") && !c["head_dim"].is_null() ? positive(c, "head_dim", file) : m.hidden / m.heads;
   if (m.head_dim % 2) bad(file, "/head_dim", "must be even (rope rotates pairs)");
@@ -987,16 +1013,16 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
   // attention_bias is read by the families that have it (qwen3); elsewhere true is not modelled.
   if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::Qwen2Vl && m.family != Family::Qwen25Vl &&
-      m.family != Family::GptOss && m.family != Family::SmolLM3 &&
-      m.family != Family::Cohere2 && m.family != Family::Olmo3 && m.family != Family::GraniteSwa && m.family != Family::Dots1 &&
-      m.family != Family::GraniteMoeSwa && m.family != Family::Mellum && m.family != Family::Flint &&
-      c.value("attention_bias", false))
+      m.family != Family::GptOss && m.family != Family::SmolLM3 && m.family != Family::Cohere2 && m.family != Family::Olmo3 &&
+      m.family != Family::GraniteSwa && m.family != Family::Dots1 && m.family != Family::GraniteMoeSwa &&
+      m.family != Family::Mellum && m.family != Family::Flint && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
   if (c.contains("rope_scaling") && !c["rope_scaling"].is_null()) scaling = &c["rope_scaling"];
   // gemma4's and lfm3's readers read their per-layer-type rope (proportional on full layers) themselves.
-  if (m.family != Family::Gemma4Text && m.family != Family::Lfm3 && c.contains("rope_parameters") && c["rope_parameters"].is_object()) {
+  if (m.family != Family::Gemma4Text && m.family != Family::Lfm3 && c.contains("rope_parameters") &&
+      c["rope_parameters"].is_object()) {
     const json& rp = c["rope_parameters"];
     for (const json* p : {&rp, rp.contains("full_attention") ? &rp["full_attention"] : nullptr,
                           rp.contains("sliding_attention") ? &rp["sliding_attention"] : nullptr})
@@ -1009,14 +1035,16 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
     const json& r = *scaling;
     const std::string rt = r.is_object() ? r.value("rope_type", r.value("type", std::string("default"))) : "";
     if (rt == "yarn") {
-      if (m.family != Family::GptOss) bad(file, "/rope_scaling", "YaRN is modelled (and checked against transformers) for gpt_oss only");
+      if (m.family != Family::GptOss)
+        bad(file, "/rope_scaling", "YaRN is modelled (and checked against transformers) for gpt_oss only");
       m.yarn.factor = number_or(r, "factor", 0, file);
       if (m.yarn.factor <= 0) bad(file, "/rope_scaling/factor", "YaRN needs a positive factor");
       m.yarn.beta_fast = number_or(r, "beta_fast", 32, file);
       m.yarn.beta_slow = number_or(r, "beta_slow", 1, file);
       if (m.yarn.beta_fast == 0) m.yarn.beta_fast = 32;  // transformers: `get("beta_fast") or 32`
       if (m.yarn.beta_slow == 0) m.yarn.beta_slow = 1;
-      m.yarn.original_max_position = number_or(r, "original_max_position_embeddings", number_or(c, "max_position_embeddings", 0, file), file);
+      m.yarn.original_max_position =
+          number_or(r, "original_max_position_embeddings", number_or(c, "max_position_embeddings", 0, file), file);
       if (m.yarn.original_max_position <= 0) bad(file, "/rope_scaling/original_max_position_embeddings", "YaRN needs it");
       m.yarn.truncate = bool_or(r, "truncate", true, file);
       if (r.contains("mscale") || r.contains("mscale_all_dim")) bad(file, "/rope_scaling", "YaRN mscale is not modelled");
@@ -1034,7 +1062,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   if (entry->multimodal) {
     // The head's tie: the outer config's (5.x) or text_config's (4.x reads it there; 5.25 ties when either
     // says so): a checkpoint whose two disagree would differ between releases.
-    const bool outer_tie = bool_or(outer, "tie_word_embeddings", false, outer_file), inner_tie = bool_or(c, "tie_word_embeddings", false, file);
+    const bool outer_tie = bool_or(outer, "tie_word_embeddings", false, outer_file),
+               inner_tie = bool_or(c, "tie_word_embeddings", false, file);
     if (outer.contains("tie_word_embeddings") && c.contains("tie_word_embeddings") && outer_tie != inner_tie)
       bad(outer_file, "/tie_word_embeddings", "differs from text_config's: the releases read one or the other");
     m.tied = outer_tie || inner_tie;
@@ -1084,7 +1113,8 @@ std::map<std::string, std::vector<double>> read_safetensors(const std::string& p
     int64_t count = 1;
     for (const json& d : t.value("shape", json::array())) count *= d.get<int64_t>();
     const size_t width = dtype == "F64" ? 8 : dtype == "F32" ? 4 : (dtype == "F16" || dtype == "BF16") ? 2 : 0;
-    if (!width) throw std::runtime_error(path + ": tensor \"" + name + "\" has dtype " + dtype + " (F64, F32, F16, BF16 are read)");
+    if (!width)
+      throw std::runtime_error(path + ": tensor \"" + name + "\" has dtype " + dtype + " (F64, F32, F16, BF16 are read)");
     if (!off.is_array() || off.size() != 2) throw std::runtime_error(path + ": tensor \"" + name + "\" has no data_offsets");
     const size_t begin = off[0].get<size_t>(), end = off[1].get<size_t>();
     if (end < begin || end - begin != static_cast<size_t>(count) * width || base + end > data.size())
@@ -1152,7 +1182,8 @@ Model load_model(const std::string& dir) {
     }
     if (!text.count("model.embed_tokens.weight"))
       throw std::runtime_error(st + ": no tensor \"" + m.config.text_prefix + "embed_tokens.weight\" (a " +
-                               to_string(m.config.family) + " checkpoint keeps its text decoder under " + m.config.text_prefix + ")");
+                               to_string(m.config.family) + " checkpoint keeps its text decoder under " + m.config.text_prefix +
+                               ")");
     m.tensors = std::move(text);
   }
   m.digest = content_digest({m.config.name, read_file(cfg_path), read_file(st)});
@@ -1194,10 +1225,10 @@ Model load_model(const std::string& dir) {
     };
     for (int64_t l = 0; l < k.layers; ++l) {
       split(layer_name(l, "self_attn.qkv_proj.weight"), {{layer_name(l, "self_attn.q_proj.weight"), k.heads * k.head_dim},
-                                                          {layer_name(l, "self_attn.k_proj.weight"), k.kv_heads * k.head_dim},
-                                                          {layer_name(l, "self_attn.v_proj.weight"), k.kv_heads * k.head_dim}});
-      split(layer_name(l, "mlp.gate_up_proj.weight"), {{layer_name(l, "mlp.gate_proj.weight"), k.intermediate},
-                                                        {layer_name(l, "mlp.up_proj.weight"), k.intermediate}});
+                                                         {layer_name(l, "self_attn.k_proj.weight"), k.kv_heads * k.head_dim},
+                                                         {layer_name(l, "self_attn.v_proj.weight"), k.kv_heads * k.head_dim}});
+      split(layer_name(l, "mlp.gate_up_proj.weight"),
+            {{layer_name(l, "mlp.gate_proj.weight"), k.intermediate}, {layer_name(l, "mlp.up_proj.weight"), k.intermediate}});
     }
   }
   if (k.moe.routing == MoeRouting::TopK) {
@@ -1223,9 +1254,11 @@ Model load_model(const std::string& dir) {
           k.moe.stacked_experts ? sized(layer_name(l, k.mlp_prefix + "experts.down_proj"), E * H * I) : no_tensor;
       for (int64_t e = 0; e < E; ++e) {
         const std::string expert = k.mlp_prefix + "experts." + std::to_string(e) + ".";
-        const double* g = k.moe.stacked_experts ? stacked_gate_up.data() + e * 2 * I * H : sized(layer_name(l, expert + "gate_proj.weight"), I * H).data();
+        const double* g = k.moe.stacked_experts ? stacked_gate_up.data() + e * 2 * I * H
+                                                : sized(layer_name(l, expert + "gate_proj.weight"), I * H).data();
         const double* u = k.moe.stacked_experts ? g + I * H : sized(layer_name(l, expert + "up_proj.weight"), I * H).data();
-        const double* d = k.moe.stacked_experts ? stacked_down.data() + e * H * I : sized(layer_name(l, expert + "down_proj.weight"), H * I).data();
+        const double* d = k.moe.stacked_experts ? stacked_down.data() + e * H * I
+                                                : sized(layer_name(l, expert + "down_proj.weight"), H * I).data();
         for (int64_t i = 0; i < I; ++i)
           for (int64_t h = 0; h < H; ++h) {
             gate_up[static_cast<size_t>((e * H + h) * 2 * I + i)] = g[i * H + h];
@@ -1240,7 +1273,8 @@ Model load_model(const std::string& dir) {
         const std::string shared = k.mlp_prefix + k.moe.shared;
         m.tensors[layer_name(l, shared + "gate_proj.weight")].assign(in.begin(), in.begin() + S * H);
         m.tensors[layer_name(l, shared + "up_proj.weight")].assign(in.begin() + S * H, in.end());
-        m.tensors[layer_name(l, shared + "down_proj.weight")] = sized(layer_name(l, k.moe.fused_shared + "output_linear.weight"), H * S);
+        m.tensors[layer_name(l, shared + "down_proj.weight")] =
+            sized(layer_name(l, k.moe.fused_shared + "output_linear.weight"), H * S);
       }
       m.tensors[layer_name(l, k.mlp_prefix + "experts.gate_up_proj")] = std::move(gate_up);
       m.tensors[layer_name(l, k.mlp_prefix + "experts.down_proj")] = std::move(down);
@@ -1306,7 +1340,8 @@ Model load_model(const std::string& dir) {
     if (k.sinks && !conv) need(layer_name(l, "self_attn.sinks"), k.heads);
     if (k.norm_placement != NormPlacement::Post) need(layer_name(l, "input_layernorm.weight"), k.hidden);
     if (!k.parallel_block)
-      need(layer_name(l, (k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm.") + "weight"), k.hidden);
+      need(layer_name(l, (k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm.") + "weight"),
+           k.hidden);
     if (k.norm_placement == NormPlacement::Sandwich) need(layer_name(l, "pre_feedforward_layernorm.weight"), k.hidden);
     if (k.norm_placement != NormPlacement::Pre) need(layer_name(l, "post_feedforward_layernorm.weight"), k.hidden);
     if (k.qk_norm && !conv) {
@@ -1468,7 +1503,8 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     const bool own_kv = !conv && !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[li]);
     if (k.source(l) < 0 || k.source(l) > l || k.attention(k.source(l)) != k.attention(l) || k.dim(k.source(l)) != k.dim(l) ||
         k.kv(k.source(l)) != k.kv(l) || (conv && k.shares_kv(l)))
-      throw std::invalid_argument("ModelConfig::kv_source: layer " + std::to_string(l) + " must share an earlier layer of its rule and shape");
+      throw std::invalid_argument("ModelConfig::kv_source: layer " + std::to_string(l) +
+                                  " must share an earlier layer of its rule and shape");
     if (conv) {
       if (k.conv_kernel < 1) throw std::invalid_argument("ModelConfig::conv_kernel: a conv layer needs at least one tap");
       // The block's out_proj stands where the attention's o_proj does: the rest of the layer is the same.
@@ -1526,8 +1562,8 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     if (k.layer_scalar) L.scalar = get("layer_scalar")[0];
     // The rope base follows the layer's type in the config, not the window a variant tells it.
     const Attention rule = k.attention(l);
-    const double base = !options_.rope_bases.empty() ? options_.rope_bases[li]
-                        : !k.rope_thetas.empty()      ? k.rope_thetas[li]
+    const double base = !options_.rope_bases.empty()                           ? options_.rope_bases[li]
+                        : !k.rope_thetas.empty()                               ? k.rope_thetas[li]
                         : rule == Attention::Sliding && k.rope_local_theta > 0 ? k.rope_local_theta
                                                                                : k.rope_theta;
     const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : k.dim(l);
@@ -1537,7 +1573,9 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     if (k.yarn.factor > 0) {
       // transformers' _compute_yarn_parameters, in float64.
       const ModelConfig::Yarn& y = k.yarn;
-      auto correction_dim = [&](double rotations) { return d * std::log(y.original_max_position / (rotations * 2 * M_PI)) / (2 * std::log(base)); };
+      auto correction_dim = [&](double rotations) {
+        return d * std::log(y.original_max_position / (rotations * 2 * M_PI)) / (2 * std::log(base));
+      };
       double low = correction_dim(y.beta_fast), high = correction_dim(y.beta_slow);
       if (y.truncate) low = std::floor(low), high = std::ceil(high);
       low = std::max(low, 0.0), high = std::min(high, d - 1);
@@ -1645,7 +1683,8 @@ template <class T>
           const T *v0 = values + j * kvd, *v1 = v0 + kvd, *v2 = v1 + kvd, *v3 = v2 + kvd;
           int64_t d = 0;
           for (; d + L::n <= D; d += L::n)
-            L::store(out + d, L::load(out + d) + w0 * L::load(v0 + d) + w1 * L::load(v1 + d) + w2 * L::load(v2 + d) + w3 * L::load(v3 + d));
+            L::store(out + d, L::load(out + d) + w0 * L::load(v0 + d) + w1 * L::load(v1 + d) + w2 * L::load(v2 + d) +
+                                  w3 * L::load(v3 + d));
           for (; d < D; ++d) out[d] = out[d] + w0 * v0[d] + w1 * v1[d] + w2 * v2[d] + w3 * v3[d];
         } else {
           for (int64_t jj = std::max(j, first[t]); jj < std::min(j + 4, last[t] + 1); ++jj) {
@@ -1680,13 +1719,13 @@ KVC_ATTENTION_CLONES void tile_values(const float* scores, const float* total, c
   tile_values_of(scores, total, values, kvd, D, lo, hi, tile, out0, widest);
 }
 
-
 template <class T>
 void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits) {
   const ModelConfig& k = config_;
   for (int64_t t = 0; t < n; ++t)
     if (tokens[t] < 0 || tokens[t] >= k.vocab)
-      throw std::invalid_argument("token " + std::to_string(tokens[t]) + " is outside the vocabulary of " + std::to_string(k.vocab));
+      throw std::invalid_argument("token " + std::to_string(tokens[t]) + " is outside the vocabulary of " +
+                                  std::to_string(k.vocab));
   const int64_t H = k.hidden;
   int64_t widest = 0;  // the largest q and K/V widths over the layers
   for (int64_t l = 0; l < k.layers; ++l) widest = std::max(widest, k.heads * k.dim(l));
@@ -1698,7 +1737,8 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
   std::vector<T> X(static_cast<size_t>(n * H)), Hn(static_cast<size_t>(n * H)), Q(static_cast<size_t>(n * widest)),
       A(static_cast<size_t>(n * widest));
   for (int64_t t = 0; t < n; ++t)
-    for (int64_t i = 0; i < H; ++i) X[static_cast<size_t>(t * H + i)] = embed_[static_cast<size_t>(tokens[t] * H + i)] * static_cast<T>(k.embed_scale);
+    for (int64_t i = 0; i < H; ++i)
+      X[static_cast<size_t>(t * H + i)] = embed_[static_cast<size_t>(tokens[t] * H + i)] * static_cast<T>(k.embed_scale);
   const int64_t inter = std::max({k.intermediate, k.moe.intermediate, k.moe.shared_intermediate});
   std::vector<T> kk(widest), vv(widest), o(H), g(inter), u(inter), m(H);
   std::vector<T> scores, qt, routed(H), expert_in(H), router_logits(k.moe.experts);
@@ -1738,52 +1778,54 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     }
     // Each token's queries, and its keys and values appended in token order.
     if (!conv)
-    for (int64_t t = 0; t < n; ++t) {
-      const int64_t pos = pos0 + t;
-      const Row<T> x = row(X, t, H), h = row(Hn, t, H), q = row(Q, t, widest);
-      if (k.norm_placement == NormPlacement::Post) std::copy(x.begin(), x.end(), h.begin());
-      else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data());
-      else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
-      matvec(L.q, h.data(), k.heads * D, H, q.data(), L.q_bias);
-      if (own_kv) {
-        matvec(L.k, h.data(), kvd, H, kk.data(), L.k_bias);
-        if (L.v.empty()) std::copy(kk.begin(), kk.begin() + kvd, vv.begin());  // k_eq_v: the raw key projection
-        else matvec(L.v, h.data(), kvd, H, vv.data(), L.v_bias);
-      }
-      if (k.qk_norm && k.qk_norm_whole) {
-        rms_norm(q.data(), L.q_norm, k.heads * D, eps, k.gemma_norm, q.data());
-        rms_norm(kk.data(), L.k_norm, kvd, eps, k.gemma_norm, kk.data());
-      } else if (k.qk_norm) {
-        for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, L.q_norm, D, eps, k.gemma_norm, q.data() + i * D);
-        if (own_kv)
-          for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, L.k_norm, D, eps, k.gemma_norm, kk.data() + i * D);
-      }
-      if (k.v_norm && own_kv)
-        for (int64_t i = 0; i < KVH; ++i) rms_norm(vv.data() + i * D, no_weight, D, eps, false, vv.data() + i * D);
-      if (use_rope) {
-        const T scale = static_cast<T>(k.yarn.factor > 0 ? k.yarn.attention_factor : 1.0);
-        // Partial rotary: the first rd entries of each head rotate (halves within them), the rest pass.
-        const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : D;
-        for (int64_t i = 0; i < k.heads; ++i) rope(q.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
-        if (own_kv)
-          for (int64_t i = 0; i < KVH; ++i) rope(kk.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
-        if (k.qk_l2_norm) {
-          for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, no_weight, D, eps, false, q.data() + i * D);
-          for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, no_weight, D, eps, false, kk.data() + i * D);
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t pos = pos0 + t;
+        const Row<T> x = row(X, t, H), h = row(Hn, t, H), q = row(Q, t, widest);
+        if (k.norm_placement == NormPlacement::Post) std::copy(x.begin(), x.end(), h.begin());
+        else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data());
+        else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
+        matvec(L.q, h.data(), k.heads * D, H, q.data(), L.q_bias);
+        if (own_kv) {
+          matvec(L.k, h.data(), kvd, H, kk.data(), L.k_bias);
+          if (L.v.empty()) std::copy(kk.begin(), kk.begin() + kvd, vv.begin());  // k_eq_v: the raw key projection
+          else matvec(L.v, h.data(), kvd, H, vv.data(), L.v_bias);
         }
-      } else if (k.temperature_floor_scale > 0) {
-        const T scale = static_cast<T>(
-            std::log(std::floor((static_cast<double>(pos) + 1.0) / k.temperature_floor_scale) + 1.0) * k.temperature_attn_scale + 1.0);
-        for (T& v : q) v *= scale;
-      }
-      if (options_.q_half)
-        for (T& v : q) v = round_kv(v, true);
-      if (own_kv)
-        for (int64_t i = 0; i < kvd; ++i) {
-          L.keys.push_back(options_.kv_bf16 ? round_bf16(kk[i]) : round_kv(kk[i], options_.kv_half));
-          L.values.push_back(options_.kv_bf16 ? round_bf16(vv[i]) : round_kv(vv[i], options_.kv_half));
+        if (k.qk_norm && k.qk_norm_whole) {
+          rms_norm(q.data(), L.q_norm, k.heads * D, eps, k.gemma_norm, q.data());
+          rms_norm(kk.data(), L.k_norm, kvd, eps, k.gemma_norm, kk.data());
+        } else if (k.qk_norm) {
+          for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, L.q_norm, D, eps, k.gemma_norm, q.data() + i * D);
+          if (own_kv)
+            for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, L.k_norm, D, eps, k.gemma_norm, kk.data() + i * D);
         }
-    }
+        if (k.v_norm && own_kv)
+          for (int64_t i = 0; i < KVH; ++i) rms_norm(vv.data() + i * D, no_weight, D, eps, false, vv.data() + i * D);
+        if (use_rope) {
+          const T scale = static_cast<T>(k.yarn.factor > 0 ? k.yarn.attention_factor : 1.0);
+          // Partial rotary: the first rd entries of each head rotate (halves within them), the rest pass.
+          const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : D;
+          for (int64_t i = 0; i < k.heads; ++i) rope(q.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
+          if (own_kv)
+            for (int64_t i = 0; i < KVH; ++i) rope(kk.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
+          if (k.qk_l2_norm) {
+            for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, no_weight, D, eps, false, q.data() + i * D);
+            for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, no_weight, D, eps, false, kk.data() + i * D);
+          }
+        } else if (k.temperature_floor_scale > 0) {
+          const T scale =
+              static_cast<T>(std::log(std::floor((static_cast<double>(pos) + 1.0) / k.temperature_floor_scale) + 1.0) *
+                                 k.temperature_attn_scale +
+                             1.0);
+          for (T& v : q) v *= scale;
+        }
+        if (options_.q_half)
+          for (T& v : q) v = round_kv(v, true);
+        if (own_kv)
+          for (int64_t i = 0; i < kvd; ++i) {
+            L.keys.push_back(options_.kv_bf16 ? round_bf16(kk[i]) : round_kv(kk[i], options_.kv_half));
+            L.values.push_back(options_.kv_bf16 ? round_bf16(vv[i]) : round_kv(vv[i], options_.kv_half));
+          }
+      }
     const Layer& S = layers_[static_cast<size_t>(k.source(li))];  // whose keys and values the layer attends
     // The attention, kQueryTile tokens and the heads that share a K/V head at a time, four keys at a
     // time: each key and value row is read once per tile while it is in cache (the long windows are
@@ -1791,56 +1833,58 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     // one head and one key at a time, so the results are the same bit for bit.
     std::vector<T> total(static_cast<size_t>(kQueryTile * group));  // each (token, head) row's softmax denominator
     if (!conv)
-    for (int64_t t0 = 0; t0 < n; t0 += kQueryTile) {
-      const int64_t tn = std::min(kQueryTile, n - t0);
-      int64_t first[kQueryTile], last[kQueryTile], span[kQueryTile], at[kQueryTile];
-      int64_t lo = pos0 + t0, hi = pos0 + t0 + tn - 1, size = 0;
-      for (int64_t t = 0; t < tn; ++t) {
-        last[t] = pos0 + t0 + t;
-        first[t] = first_visible_key(k, options_, li, last[t], forgotten_);
-        span[t] = last[t] + 1 - first[t];
-        at[t] = size;  // token t's rows of scores: one per head of the group, span[t] each
-        size += group * span[t];
-        lo = std::min(lo, first[t]);
-      }
-      scores.assign(static_cast<size_t>(size), 0);
-      const TileRows tile{tn, group, first, last, span, at};
-      for (int64_t kvh = 0; kvh < KVH; ++kvh) {
-        const T* keys = S.keys.data() + kvh * D;
-        const T* values = S.values.data() + kvh * D;
-        // This K/V head's query rows (token t, head gi of the group: row t * group + gi) as
-        // tile_scores' lanes.
-        const int64_t R = tn * group, rows = (R + Lanes<T>::n - 1) / Lanes<T>::n * Lanes<T>::n;
-        qt.assign(static_cast<size_t>(D * rows), T(0));
-        for (int64_t r = 0; r < R; ++r) {
-          const T* qh = Q.data() + (t0 + r / group) * widest + (kvh * group + r % group) * D;
-          for (int64_t c = 0; c < D; ++c) qt[static_cast<size_t>(c * rows + r)] = qh[c];
+      for (int64_t t0 = 0; t0 < n; t0 += kQueryTile) {
+        const int64_t tn = std::min(kQueryTile, n - t0);
+        int64_t first[kQueryTile], last[kQueryTile], span[kQueryTile], at[kQueryTile];
+        int64_t lo = pos0 + t0, hi = pos0 + t0 + tn - 1, size = 0;
+        for (int64_t t = 0; t < tn; ++t) {
+          last[t] = pos0 + t0 + t;
+          first[t] = first_visible_key(k, options_, li, last[t], forgotten_);
+          span[t] = last[t] + 1 - first[t];
+          at[t] = size;  // token t's rows of scores: one per head of the group, span[t] each
+          size += group * span[t];
+          lo = std::min(lo, first[t]);
         }
-        tile_scores(qt.data(), rows, keys, kvd, D, lo, hi, tile, scores.data());
-        for (int64_t t = 0; t < tn; ++t)
-          for (int64_t gi = 0; gi < group; ++gi) {
-            const int64_t head = kvh * group + gi;
-            T* r = scores.data() + at[t] + gi * span[t];
-            T best = -INFINITY;
-            for (int64_t i = 0; i < span[t]; ++i) {
-              T s = r[i] * static_cast<T>(k.query_scale);
-              if (k.attn_softcap > 0 && !options_.no_attn_softcap) s = std::tanh(s / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
-              r[i] = s;
-              best = std::max(best, s);
-            }
-            // A sink: one more logit in the softmax's max and denominator, with no value.
-            const T sink = L.sinks.empty() ? T(0) : L.sinks[static_cast<size_t>(head)];
-            if (!L.sinks.empty()) best = std::max(best, sink);
-            T sum = 0;
-            for (int64_t i = 0; i < span[t]; ++i) sum += (r[i] = std::exp(r[i] - best));
-            if (!L.sinks.empty()) sum += std::exp(sink - best);
-            total[static_cast<size_t>(t * group + gi)] = sum;
-            T* out = A.data() + (t0 + t) * widest + head * D;
-            std::fill(out, out + D, T(0));
+        scores.assign(static_cast<size_t>(size), 0);
+        const TileRows tile{tn, group, first, last, span, at};
+        for (int64_t kvh = 0; kvh < KVH; ++kvh) {
+          const T* keys = S.keys.data() + kvh * D;
+          const T* values = S.values.data() + kvh * D;
+          // This K/V head's query rows (token t, head gi of the group: row t * group + gi) as
+          // tile_scores' lanes.
+          const int64_t R = tn * group, rows = (R + Lanes<T>::n - 1) / Lanes<T>::n * Lanes<T>::n;
+          qt.assign(static_cast<size_t>(D * rows), T(0));
+          for (int64_t r = 0; r < R; ++r) {
+            const T* qh = Q.data() + (t0 + r / group) * widest + (kvh * group + r % group) * D;
+            for (int64_t c = 0; c < D; ++c) qt[static_cast<size_t>(c * rows + r)] = qh[c];
           }
-        tile_values(scores.data(), total.data(), values, kvd, D, lo, hi, tile, A.data() + t0 * widest + kvh * group * D, widest);
+          tile_scores(qt.data(), rows, keys, kvd, D, lo, hi, tile, scores.data());
+          for (int64_t t = 0; t < tn; ++t)
+            for (int64_t gi = 0; gi < group; ++gi) {
+              const int64_t head = kvh * group + gi;
+              T* r = scores.data() + at[t] + gi * span[t];
+              T best = -INFINITY;
+              for (int64_t i = 0; i < span[t]; ++i) {
+                T s = r[i] * static_cast<T>(k.query_scale);
+                if (k.attn_softcap > 0 && !options_.no_attn_softcap)
+                  s = std::tanh(s / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
+                r[i] = s;
+                best = std::max(best, s);
+              }
+              // A sink: one more logit in the softmax's max and denominator, with no value.
+              const T sink = L.sinks.empty() ? T(0) : L.sinks[static_cast<size_t>(head)];
+              if (!L.sinks.empty()) best = std::max(best, sink);
+              T sum = 0;
+              for (int64_t i = 0; i < span[t]; ++i) sum += (r[i] = std::exp(r[i] - best));
+              if (!L.sinks.empty()) sum += std::exp(sink - best);
+              total[static_cast<size_t>(t * group + gi)] = sum;
+              T* out = A.data() + (t0 + t) * widest + head * D;
+              std::fill(out, out + D, T(0));
+            }
+          tile_values(scores.data(), total.data(), values, kvd, D, lo, hi, tile, A.data() + t0 * widest + kvh * group * D,
+                      widest);
+        }
       }
-    }
     // The rest of the layer, token by token.
     for (int64_t t = 0; t < n; ++t) {
       const Row<T> x = row(X, t, H), h = row(Hn, t, H), attn = row(A, t, widest);
@@ -1879,8 +1923,9 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         for (int64_t i = 0; i < I; ++i) {
           const T a = options_.gelu_half && k.gelu ? round_kv(g[i], true) : g[i];
           // gelu_pytorch_tanh, or SiLU
-          const T act = k.gelu ? T(0.5) * a * (T(1) + std::tanh(static_cast<T>(0.7978845608028654) * (a + T(0.044715) * a * a * a)))
-                               : silu(a);
+          const T act = k.gelu
+                            ? T(0.5) * a * (T(1) + std::tanh(static_cast<T>(0.7978845608028654) * (a + T(0.044715) * a * a * a)))
+                            : silu(a);
           g[i] = (options_.gelu_half && k.gelu ? round_kv(act, true) : act) * u[i];
         }
         matvec(L.down, g.data(), H, I, m.data());
@@ -2008,7 +2053,8 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     for (int64_t r = 0; r < k.vocab; ++r) {
       T s = head[static_cast<size_t>(r)];
       if (k.logit_scale != 1) s *= static_cast<T>(k.logit_scale);
-      if (k.final_softcap > 0 && !options_.no_final_softcap) s = std::tanh(s / static_cast<T>(k.final_softcap)) * static_cast<T>(k.final_softcap);
+      if (k.final_softcap > 0 && !options_.no_final_softcap)
+        s = std::tanh(s / static_cast<T>(k.final_softcap)) * static_cast<T>(k.final_softcap);
       out[r] = static_cast<double>(s);
     }
   }
@@ -2024,7 +2070,8 @@ std::vector<double> SequenceOracle<T>::extend(const std::vector<int32_t>& tokens
 
 template <class T>
 void SequenceOracle<T>::truncate(int64_t n) {
-  if (n < 0 || n > length_) throw std::invalid_argument("cannot drop " + std::to_string(n) + " of " + std::to_string(length_) + " positions");
+  if (n < 0 || n > length_)
+    throw std::invalid_argument("cannot drop " + std::to_string(n) + " of " + std::to_string(length_) + " positions");
   length_ -= n;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const int64_t li = static_cast<int64_t>(l);
@@ -2039,11 +2086,12 @@ void SequenceOracle<T>::truncate(int64_t n) {
 template <class T>
 void SequenceOracle<T>::shift(int64_t keep, int64_t discard, bool rerotate) {
   if (keep < 0 || discard < 0 || keep + discard > length_)
-    throw std::invalid_argument("cannot shift out " + std::to_string(discard) + " positions after " + std::to_string(keep) + " of " +
-                                std::to_string(length_));
+    throw std::invalid_argument("cannot shift out " + std::to_string(discard) + " positions after " + std::to_string(keep) +
+                                " of " + std::to_string(length_));
   const ModelConfig& k = config_;
   if (!k.conv_layers.empty() && std::find(k.conv_layers.begin(), k.conv_layers.end(), true) != k.conv_layers.end())
-    throw std::invalid_argument("a context shift is not defined for a model with convolution layers: their state has no position to move");
+    throw std::invalid_argument(
+        "a context shift is not defined for a model with convolution layers: their state has no position to move");
   for (size_t l = 0; l < layers_.size(); ++l) {
     const int64_t li = static_cast<int64_t>(l);
     if (k.shares_kv(li)) continue;

@@ -38,8 +38,9 @@ int main(int argc, char** argv) {
     kvc::engine::MoeConfig& moe = model.config.moe;
     const kvc::engine::MoeConfig as_read = moe;
     // The most experts a token can be routed to: those of the groups it may choose.
-    const int64_t allowed = moe.routing == kvc::engine::MoeRouting::TopK ? moe.topk_groups * (moe.experts / std::max<int64_t>(1, moe.groups))
-                                                                         : moe.experts;
+    const int64_t allowed = moe.routing == kvc::engine::MoeRouting::TopK
+                                ? moe.topk_groups * (moe.experts / std::max<int64_t>(1, moe.groups))
+                                : moe.experts;
     for (int i = 4; i < argc; ++i) {
       if (std::strcmp(argv[i], "--float32") == 0) f32 = true;
       else if (std::strcmp(argv[i], "--span-delta") == 0 && i + 1 < argc) delta = std::stoll(argv[++i]);
@@ -79,9 +80,11 @@ int main(int argc, char** argv) {
     int64_t conv_layers = 0;
     for (bool b : model.config.conv_layers) conv_layers += b;
     const bool renormalize = as_read.routing == kvc::engine::MoeRouting::TopK && as_read.renormalize;
-    std::cout << "{\"n\": " << tokens.size() << ", \"vocab\": " << model.config.vocab << ", \"span\": " << model.config.local_span()
-              << ", \"local_layers\": " << local << ", \"moe_layers\": " << moe_layers << ", \"experts\": " << as_read.experts
-              << ", \"top_k\": " << (moe_layers ? as_read.top_k : 0) << ", \"top_k_max\": " << (moe_layers ? allowed : 0) << ", \"renormalize\": " << (renormalize ? "true" : "false")
+    std::cout << "{\"n\": " << tokens.size() << ", \"vocab\": " << model.config.vocab
+              << ", \"span\": " << model.config.local_span() << ", \"local_layers\": " << local
+              << ", \"moe_layers\": " << moe_layers << ", \"experts\": " << as_read.experts
+              << ", \"top_k\": " << (moe_layers ? as_read.top_k : 0) << ", \"top_k_max\": " << (moe_layers ? allowed : 0)
+              << ", \"renormalize\": " << (renormalize ? "true" : "false")
               << ", \"shared_expert\": " << (moe_layers && as_read.shared_intermediate > 0 ? "true" : "false")
               << ", \"conv_layers\": " << conv_layers << ", \"conv_kernel\": " << model.config.conv_kernel
               << ", \"attention_gate\": " << (model.config.attn_gate ? "true" : "false") << "}\n";

@@ -35,8 +35,8 @@
 #include "kvconform/engine/steps.h"
 #include "kvconform/framing.h"
 
-using nlohmann::json;
 using kvc::engine::Model;
+using nlohmann::json;
 using Oracle = kvc::engine::SequenceOracle<float>;
 
 namespace {
@@ -54,7 +54,8 @@ struct State {
   std::string fault;  // "crash", "abort", "hang", "garbage", "exit" (at step fault_step), "load-error" (below fault_step layers)
   int64_t fault_step = -1;
   std::string mutant = "none";
-  std::string logits = "all";  // all, last, none (which new positions a step answers), logprobs, last-logprobs, logprobs-as-logits
+  std::string logits =
+      "all";  // all, last, none (which new positions a step answers), logprobs, last-logprobs, logprobs-as-logits
   Oracle& seq(int64_t s) {
     auto& slot = seqs[s];
     if (!slot) slot = std::make_shared<Oracle>(*model, options);
@@ -100,7 +101,8 @@ void send_logits(const State& st, std::vector<double> logits, int64_t first = -1
   const int64_t vocab = st.model->config.vocab;
   const int64_t rows = static_cast<int64_t>(logits.size()) / vocab;
   const int64_t glitch = st.model->config.local_span() - first;
-  if (st.mutant == "position_glitch" && first >= 0 && glitch >= 0 && glitch < rows) logits[static_cast<size_t>(glitch * vocab + 1)] += 0.5;
+  if (st.mutant == "position_glitch" && first >= 0 && glitch >= 0 && glitch < rows)
+    logits[static_cast<size_t>(glitch * vocab + 1)] += 0.5;
   const bool logprobs = st.logits.find("logprobs") != std::string::npos;
   // An adapter's row bookkeeping gone wrong: every row the step's first position's, or each row the
   // position before it's (the first its own): the suite's hint must name them.
@@ -111,8 +113,7 @@ void send_logits(const State& st, std::vector<double> logits, int64_t first = -1
   if (st.logits == "all" || st.logits == "logprobs" || st.logits == "logprobs-as-logits" || st.logits == "first-repeated" ||
       st.logits == "shifted")
     for (int64_t r = 0; r < rows; ++r) keep.push_back(r);
-  else if (st.logits == "last" || st.logits == "last-logprobs")
-    keep.push_back(rows - 1);
+  else if (st.logits == "last" || st.logits == "last-logprobs") keep.push_back(rows - 1);
   std::string payload(keep.size() * static_cast<size_t>(vocab) * 4, '\0');
   for (size_t k = 0; k < keep.size(); ++k) {
     const double* row = logits.data() + keep[k] * vocab;
@@ -128,8 +129,9 @@ void send_logits(const State& st, std::vector<double> logits, int64_t first = -1
     }
   }
   const std::string name = logprobs && st.logits != "logprobs-as-logits" ? "logprobs" : "logits";
-  json reply = {{"status", "ok"},
-                {"buffers", {{{"name", name}, {"dtype", "float32"}, {"shape", {keep.size(), vocab}}, {"nbytes", payload.size()}}}}};
+  json reply = {
+      {"status", "ok"},
+      {"buffers", {{{"name", name}, {"dtype", "float32"}, {"shape", {keep.size(), vocab}}, {"nbytes", payload.size()}}}}};
   if (keep.size() != static_cast<size_t>(rows)) reply["rows"] = keep;
   send(reply, payload);
 }
@@ -150,8 +152,9 @@ struct Serve {
     for (size_t at = 0; at < s.tokens.size(); at += static_cast<size_t>(s.chunk)) {
       // The mutant's window restarts at each chunk: a chunk's sliding layers see no earlier key.
       if (st.mutant == "window_restarts_per_chunk") o.forget_before(o.length());
-      append(all, o.extend(std::vector<int32_t>(s.tokens.begin() + static_cast<long>(at),
-                                                s.tokens.begin() + static_cast<long>(std::min(s.tokens.size(), at + static_cast<size_t>(s.chunk))))));
+      append(all, o.extend(std::vector<int32_t>(
+                      s.tokens.begin() + static_cast<long>(at),
+                      s.tokens.begin() + static_cast<long>(std::min(s.tokens.size(), at + static_cast<size_t>(s.chunk))))));
     }
     send_logits(st, all, first);
   }
@@ -186,7 +189,8 @@ struct Serve {
   void operator()(const kvc::engine::Fork& s) {
     Oracle& source = st.seq(s.from);
     if (s.length > source.length())
-      throw std::invalid_argument("fork of " + std::to_string(s.length) + " tokens of a sequence of " + std::to_string(source.length()));
+      throw std::invalid_argument("fork of " + std::to_string(s.length) + " tokens of a sequence of " +
+                                  std::to_string(source.length()));
     if (st.mutant == "fork_shared") {
       // The mutant shares the source's state instead of copying it: cutting the fork cuts the
       // source, and either one's extends land in both.
@@ -260,7 +264,9 @@ int main() {
     const std::string op = h.is_object() ? h.value("op", "") : "";
     try {
       if (op == "hello") {
-        send({{"status", "ok"}, {"name", "kvc-oracle-engine"}, {"version", "1"},
+        send({{"status", "ok"},
+              {"name", "kvc-oracle-engine"},
+              {"version", "1"},
               {"description", "the model oracle in float32, every position kept"},
               {"operations", operations}});
         continue;
@@ -268,8 +274,10 @@ int main() {
       if (h.contains("step") && h["step"] == st.fault_step) {
         if (st.fault == "crash") std::raise(SIGSEGV);
         if (st.fault == "abort") {
-          std::fprintf(stderr, "kvc-oracle-engine: ASSERT(fault != abort) failed at step %lld\n", static_cast<long long>(st.fault_step));
-          for (int frame = 0; frame < 400; ++frame) std::fprintf(stderr, "#%d 0x%016x in frame_%d () from a backtrace\n", frame, frame, frame);
+          std::fprintf(stderr, "kvc-oracle-engine: ASSERT(fault != abort) failed at step %lld\n",
+                       static_cast<long long>(st.fault_step));
+          for (int frame = 0; frame < 400; ++frame)
+            std::fprintf(stderr, "#%d 0x%016x in frame_%d () from a backtrace\n", frame, frame, frame);
           std::fflush(stderr);
           std::abort();
         }
@@ -303,10 +311,12 @@ int main() {
           } else if (key == "logits") {
             st.logits = value.is_string() ? value.get<std::string>() : "";
             if (st.logits != "all" && st.logits != "last" && st.logits != "none" && st.logits != "logprobs" &&
-                st.logits != "last-logprobs" && st.logits != "logprobs-as-logits" && st.logits != "first-repeated" && st.logits != "shifted")
-              throw std::invalid_argument("option \"logits\": " + value.dump() +
-                                          " (expected \"all\", \"last\", \"none\", \"logprobs\", \"last-logprobs\", \"logprobs-as-logits\", "
-                                          "\"first-repeated\" or \"shifted\")");
+                st.logits != "last-logprobs" && st.logits != "logprobs-as-logits" && st.logits != "first-repeated" &&
+                st.logits != "shifted")
+              throw std::invalid_argument(
+                  "option \"logits\": " + value.dump() +
+                  " (expected \"all\", \"last\", \"none\", \"logprobs\", \"last-logprobs\", \"logprobs-as-logits\", "
+                  "\"first-repeated\" or \"shifted\")");
           } else if (key == "deviate") {
             // The engine's own deviation, one of the mutants' behaviours the suite is not told of: a
             // known deviation may excuse it (a mutant run never is).
@@ -318,8 +328,8 @@ int main() {
         const std::string told = kvc::engine::canonical_mutant(h.value("mutant", "none"));
         const std::string mutant = told != "none" ? told : deviate;
         st.mutant = mutant;
-        const bool model_mutant =
-            mutant == "rope_all_rotary" || mutant == "shared_kv_full" || mutant == "window_on_every_layer" || mutant == "full_attention_capped";
+        const bool model_mutant = mutant == "rope_all_rotary" || mutant == "shared_kv_full" ||
+                                  mutant == "window_on_every_layer" || mutant == "full_attention_capped";
         // The mutants: a window or chunk one too large or small or none (window_off_by_one+1, window_off_by_one-1, full_attention_on_sliding:
         // the same on chunked layers), a config read wrong (the model oracle's hypothesis options),
         // a logit glitch at one position, or a serving operation done wrong (below, per operation).
@@ -381,8 +391,10 @@ int main() {
         if (st.fault == "load-error" && st.model->config.layers < st.fault_step) {
           // Shaped as a Python adapter's error: the exception type and where it was raised.
           send({{"status", "error"},
-                {"error", "ValueError: a model of " + std::to_string(st.model->config.layers) + (st.model->config.layers == 1 ? " layer" : " layers") + ", fewer than " +
-                              std::to_string(st.fault_step) + " (oracle_engine_main.cpp:" + std::to_string(__LINE__) + " in load)"}});
+                {"error", "ValueError: a model of " + std::to_string(st.model->config.layers) +
+                              (st.model->config.layers == 1 ? " layer" : " layers") + ", fewer than " +
+                              std::to_string(st.fault_step) + " (oracle_engine_main.cpp:" + std::to_string(__LINE__) +
+                              " in load)"}});
           continue;
         }
         send({{"status", "ok"}, {"vocab", st.model->config.vocab}});

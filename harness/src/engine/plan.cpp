@@ -57,7 +57,8 @@ Plan plan_from_json(const json& j, const std::string& file) {
   if (!j.is_object()) bad("", "a plan is a JSON object");
   if (j.value("format", "") != "kvconform-engine-plan-v1") bad("/format", "must be \"kvconform-engine-plan-v1\"");
   Plan p;
-  if (!j.contains("model") || !j["model"].is_string() || j["model"].get<std::string>().empty()) bad("/model", "must name a model of the zoo");
+  if (!j.contains("model") || !j["model"].is_string() || j["model"].get<std::string>().empty())
+    bad("/model", "must name a model of the zoo");
   p.model = j["model"];
   p.name = j.value("name", "plan");
   if (!j.contains("steps") || !j["steps"].is_array() || j["steps"].empty()) bad("/steps", "must be a non-empty array");
@@ -157,8 +158,12 @@ std::vector<Plan> fixed_plans(const std::string& model, int64_t W, int64_t vocab
     const int64_t source = 2 * kBlock + 5 + 2 * w;
     auto fork = [&](int64_t length) { return Fork{1, 0, length}; };
     const int64_t last_block = (source / kBlock) * kBlock;
-    for (auto [name, length] : {std::pair{"fork_lt_w", w - 1}, {"fork_eq_w", w}, {"fork_gt_w", w + 1}, {"fork_lt_block", kBlock - 1},
-                                {"fork_eq_block", kBlock}, {"fork_gt_block", kBlock + 1},
+    for (auto [name, length] : {std::pair{"fork_lt_w", w - 1},
+                                {"fork_eq_w", w},
+                                {"fork_gt_w", w + 1},
+                                {"fork_lt_block", kBlock - 1},
+                                {"fork_eq_block", kBlock},
+                                {"fork_gt_block", kBlock + 1},
                                 {"fork_in_last_block", last_block + std::max<int64_t>(1, (source - last_block) / 2)}})
       plan(name, {ext(source), fork(length), ext(w + 2, 1), ext(2, 0), ext(1, 1), ext(1, 0)});
   }
@@ -190,8 +195,8 @@ std::vector<Plan> fixed_plans(const std::string& model, int64_t W, int64_t vocab
       for (auto [seq, n] : parts) s.items.push_back({seq, tokens(n)});
       return s;
     };
-    plan("batch", {batch({{0, 2 * w + 1}, {1, 2}}), batch({{0, 1}, {1, w + 1}}), batch({{0, 3}, {1, 1}, {2, w}}), batch({{2, 1}, {1, 1}}),
-                   ext(1, 0)});
+    plan("batch", {batch({{0, 2 * w + 1}, {1, 2}}), batch({{0, 1}, {1, w + 1}}), batch({{0, 3}, {1, 1}, {2, w}}),
+                   batch({{2, 1}, {1, 1}}), ext(1, 0)});
   }
   // Context shift (llama.cpp): positions [keep, keep + n) discarded, the later ones moved down with
   // their keys re-rotated; discarding across the window edge after the first token (llama.cpp's

@@ -11,19 +11,24 @@ using nlohmann::json;
 
 // ---- Reading ----
 
-void StepReader::bad(const std::string& at, const std::string& why) const { throw std::invalid_argument(file + ": " + at + ": " + why); }
+void StepReader::bad(const std::string& at, const std::string& why) const {
+  throw std::invalid_argument(file + ": " + at + ": " + why);
+}
 
 int64_t StepReader::seq(const json& obj, const std::string& key, const std::string& at) const {
-  if (!obj[key].is_number_integer() || obj[key].get<int64_t>() < 0 || obj[key].get<int64_t>() > 15) bad(at + "/" + key, "must be an integer in [0, 15]");
+  if (!obj[key].is_number_integer() || obj[key].get<int64_t>() < 0 || obj[key].get<int64_t>() > 15)
+    bad(at + "/" + key, "must be an integer in [0, 15]");
   return obj[key].get<int64_t>();
 }
 
 std::vector<int32_t> StepReader::tokens(const json& obj, const std::string& at) const {
-  if (!obj.contains("tokens") || !obj["tokens"].is_array() || obj["tokens"].empty()) bad(at + "/tokens", "must be a non-empty array of token ids");
+  if (!obj.contains("tokens") || !obj["tokens"].is_array() || obj["tokens"].empty())
+    bad(at + "/tokens", "must be a non-empty array of token ids");
   std::vector<int32_t> out;
   for (size_t k = 0; k < obj["tokens"].size(); ++k) {
     const json& t = obj["tokens"][k];
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > (1 << 24)) bad(at + "/tokens/" + std::to_string(k), "must be a token id");
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > (1 << 24))
+      bad(at + "/tokens/" + std::to_string(k), "must be a token id");
     out.push_back(t.get<int32_t>());
   }
   return out;
@@ -89,7 +94,8 @@ std::string Batch::pre(const Lengths&, int64_t vocab) const {
   std::vector<int64_t> seen;
   for (const BatchItem& item : items) {
     if (item.seq < 0) return "seq is negative";
-    if (std::find(seen.begin(), seen.end(), item.seq) != seen.end()) return "seq " + std::to_string(item.seq) + " twice in one batch";
+    if (std::find(seen.begin(), seen.end(), item.seq) != seen.end())
+      return "seq " + std::to_string(item.seq) + " twice in one batch";
     seen.push_back(item.seq);
     if (std::string why = steps::bad_tokens(op, item.tokens, vocab); !why.empty()) return why;
   }
@@ -104,7 +110,8 @@ json Batch::fields() const {
 
 Batch Batch::read(const StepReader& r) {
   const json& s = r.j;
-  if (!s.contains("items") || !s["items"].is_array() || s["items"].empty()) r.bad(r.ptr + "/items", "must be a non-empty array of {seq, tokens}");
+  if (!s.contains("items") || !s["items"].is_array() || s["items"].empty())
+    r.bad(r.ptr + "/items", "must be a non-empty array of {seq, tokens}");
   Batch b;
   for (size_t k = 0; k < s["items"].size(); ++k) {
     const json& item = s["items"][k];
@@ -128,7 +135,9 @@ std::string Batch::describe(const Lengths& len) const {
 
 // ---- Drawing ----
 
-bool DrawContext::has(const char* operation) const { return std::find(operations.begin(), operations.end(), operation) != operations.end(); }
+bool DrawContext::has(const char* operation) const {
+  return std::find(operations.begin(), operations.end(), operation) != operations.end();
+}
 int64_t DrawContext::length(int64_t seq) const { return steps::length_of(len, seq); }
 std::vector<int32_t> DrawContext::tokens(int64_t n, int size) const {
   return tokens_for(seed, salt * 1000003 + static_cast<uint64_t>(size), n, vocab);
@@ -158,7 +167,8 @@ bool Extend::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<P
     n = std::max<int64_t>(1, edge[v]);
     if (const int64_t to = c.chunk_ahead(c.length(seq), d.variant); to >= 0) n = to - c.length(seq);
   } else if (d.kind == 6) {
-    const int64_t long_extend[] = {16 * size, 16 * size, 16 * size, 16 * size, 16 * size, 16 * size, 256 + w + size, 1024 + w + size};
+    const int64_t long_extend[] = {16 * size, 16 * size, 16 * size,      16 * size,
+                                   16 * size, 16 * size, 256 + w + size, 1024 + w + size};
     n = long_extend[v];
   }
   out.push_back(Extend{seq, c.tokens(n, d.size)});
@@ -168,7 +178,8 @@ bool Extend::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<P
 bool Rollback::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out) {
   if ((d.kind != 7 && d.kind != 10) || !c.has(operation) || c.length(seq) <= 0) return false;
   int64_t drop = std::min<int64_t>(d.kind == 10 ? 16 * d.size : d.size, c.length(seq));
-  if (const int64_t to = c.chunk_behind(c.length(seq), d.variant); d.kind == 7 && to >= 0) drop = std::max<int64_t>(1, c.length(seq) - to);
+  if (const int64_t to = c.chunk_behind(c.length(seq), d.variant); d.kind == 7 && to >= 0)
+    drop = std::max<int64_t>(1, c.length(seq) - to);
   out.push_back(Rollback{seq, drop});
   return true;
 }
@@ -177,14 +188,16 @@ bool Reload::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<P
   if (d.kind != 8 || !c.has(operation) || c.length(seq) <= 0) return false;
   out.push_back(Reload{seq});
   // A reload keeps the length: a deep rollback behind what a sliding cache keeps follows it.
-  if (d.variant % 8 >= 6 && c.has(Rollback::operation)) out.push_back(Rollback{seq, std::min<int64_t>(16 * d.size, c.length(seq))});
+  if (d.variant % 8 >= 6 && c.has(Rollback::operation))
+    out.push_back(Rollback{seq, std::min<int64_t>(16 * d.size, c.length(seq))});
   return true;
 }
 
 bool Preempt::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<PlanStep>& out) {
   if (d.kind != 8 || d.variant % 2 == 0 || !c.has(operation) || c.length(seq) <= 0) return false;
   out.push_back(Preempt{seq});
-  if (d.variant % 8 == 7 && c.has(Rollback::operation)) out.push_back(Rollback{seq, std::min<int64_t>(16 * d.size, c.length(seq))});
+  if (d.variant % 8 == 7 && c.has(Rollback::operation))
+    out.push_back(Rollback{seq, std::min<int64_t>(16 * d.size, c.length(seq))});
   return true;
 }
 
@@ -228,7 +241,8 @@ bool Spec::draw(const DrawnStep& d, int64_t seq, DrawContext& c, std::vector<Pla
   const int64_t rejected[] = {1, 0, w - 1, w, w + 1, size, size - 1, 2 * w};
   int64_t reject = rejected[d.variant % 8];
   // On a chunked model: the cycle ends at a chunk boundary at or behind its draft's end (not before it).
-  if (const int64_t to = c.chunk_behind(c.length(seq) + size, d.variant); to >= 0) reject = c.length(seq) + size - std::max(to, c.length(seq));
+  if (const int64_t to = c.chunk_behind(c.length(seq) + size, d.variant); to >= 0)
+    reject = c.length(seq) + size - std::max(to, c.length(seq));
   out.push_back(Spec{seq, c.tokens(size, d.size), std::clamp<int64_t>(reject, 0, size)});
   return true;
 }
@@ -405,7 +419,8 @@ std::vector<EngineMutant> engine_mutants() {
   const auto add = [&](const char* kind, const Row& r, const char* operation) {
     // The diagnosis kind is the mutant's name without its sign, where the judge has that kind.
     std::string kind_name = r.name;
-    if (kind_name.size() > 2 && (kind_name.compare(kind_name.size() - 2, 2, "+1") == 0 || kind_name.compare(kind_name.size() - 2, 2, "-1") == 0))
+    if (kind_name.size() > 2 &&
+        (kind_name.compare(kind_name.size() - 2, 2, "+1") == 0 || kind_name.compare(kind_name.size() - 2, 2, "-1") == 0))
       kind_name.resize(kind_name.size() - 2);
     out.push_back({r.name, kind, r.does, operation, diagnosis_kind(kind_name) ? kind_name : "", r.old});
   };
@@ -426,14 +441,13 @@ std::vector<EngineMutant> engine_mutants() {
       {"window_on_every_layer", "the config's window on every layer", "window-everywhere"},
       {"layer_types_swapped", "the sliding and the full layers swapped (max_window_layers read inverted)", "layers-swapped"}};
   for (const Row& r : model) add("model", r, "");
-  const Row config[] = {
-      {"chunk_boundaries_shifted", "chunk boundaries at k*C+1", "chunk-shift"},
-      {"chunked_as_sliding", "a sliding window of C on the chunked layers", "chunked-as-sliding"},
-      {"softcap_dropped", "the attention scores' soft-cap left out", "softcap-dropped"},
-      {"kv_rounded", "K and V stored in bfloat16", "kv-bf16"},
-      {"eviction_off_by_one", "the first eviction one token late", "eviction-once"},
-      {"full_attention_capped", "a full layer keeping only its last 1024 keys", "full-capped"},
-      {"position_glitch", "a wrong logit at one position", "glitch"}};
+  const Row config[] = {{"chunk_boundaries_shifted", "chunk boundaries at k*C+1", "chunk-shift"},
+                        {"chunked_as_sliding", "a sliding window of C on the chunked layers", "chunked-as-sliding"},
+                        {"softcap_dropped", "the attention scores' soft-cap left out", "softcap-dropped"},
+                        {"kv_rounded", "K and V stored in bfloat16", "kv-bf16"},
+                        {"eviction_off_by_one", "the first eviction one token late", "eviction-once"},
+                        {"full_attention_capped", "a full layer keeping only its last 1024 keys", "full-capped"},
+                        {"position_glitch", "a wrong logit at one position", "glitch"}};
   for (const Row& r : config) add("config", r, "");
   return out;
 }

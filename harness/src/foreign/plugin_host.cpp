@@ -55,8 +55,7 @@ at::Tensor from_bytes(const std::vector<uint8_t>& bytes, std::vector<int64_t> sh
   const auto opts = at::TensorOptions().dtype(scalar_type(dtype));
   int64_t n = 1;
   for (int64_t s : shape) n *= s;
-  if (static_cast<int64_t>(bytes.size()) != n * static_cast<int64_t>(c10::elementSize(scalar_type(dtype))))
-    return at::Tensor();
+  if (static_cast<int64_t>(bytes.size()) != n * static_cast<int64_t>(c10::elementSize(scalar_type(dtype)))) return at::Tensor();
   at::Tensor t = at::empty(shape, opts);
   std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
   return t;
@@ -95,17 +94,14 @@ struct TokenTable {
   }
 };
 
-std::string expected_name(const std::optional<int64_t>& tok) {
-  return tok ? std::to_string(*tok) : "an unwritten (zero) row";
-}
+std::string expected_name(const std::optional<int64_t>& tok) { return tok ? std::to_string(*tok) : "an unwritten (zero) row"; }
 
 // First difference between the plugin's rows and the reference's, named by token; empty if equal.
 std::string compare_rows(const std::string& what, const OpResult& r, int64_t claimed_rows, const at::Tensor& exp_k,
                          const at::Tensor& exp_v, const positions::Rows& tokens, const Scenario& s, const TokenTable& table,
                          int64_t allocated_rows) {
   const int64_t want = exp_k.size(2);
-  if (claimed_rows != want)
-    return what + " " + std::to_string(claimed_rows) + " rows, expected " + std::to_string(want);
+  if (claimed_rows != want) return what + " " + std::to_string(claimed_rows) + " rows, expected " + std::to_string(want);
   const std::vector<int64_t> shape = {s.batch, s.kv_heads, allocated_rows, s.head_dim};
   const at::Tensor gk = from_bytes(r.out1, shape, s.dtype), gv = from_bytes(r.out2, shape, s.dtype);
   if (!gk.defined() || !gv.defined()) return what + ": the output buffers came back with the wrong size";
@@ -133,7 +129,9 @@ kvc_cache_config abi_config(const Scenario& s) {
   const LayerSpec spec = s.layer_spec(0);
   kvc_cache_config c{};
   c.cache = s.cache == CacheKind::Static ? KVC_CACHE_STATIC : KVC_CACHE_DYNAMIC;
-  c.layer_type = spec.type == LayerType::Full ? KVC_LAYER_FULL : spec.type == LayerType::Sliding ? KVC_LAYER_SLIDING : KVC_LAYER_CHUNKED;
+  c.layer_type = spec.type == LayerType::Full      ? KVC_LAYER_FULL
+                 : spec.type == LayerType::Sliding ? KVC_LAYER_SLIDING
+                                                   : KVC_LAYER_CHUNKED;
   c.window = s.window;
   c.max_cache_len = s.max_cache_len;
   c.batch = s.batch;
@@ -229,7 +227,8 @@ void check_cache_case(const Target& target, const Scenario& s, double timeout_s,
     out.message = "the plugin does not support " + spec.describe() + " in " + to_string(s.dtype) + ": " + c->error;
     return;
   }
-  if (c->status != KVC_OK) return fail(out, "cache_create(" + spec.describe() + ") failed: " + status_str(c->status) + " " + c->error);
+  if (c->status != KVC_OK)
+    return fail(out, "cache_create(" + spec.describe() + ") failed: " + status_str(c->status) + " " + c->error);
   for (const Expect& e : ex) {
     const std::string& where = e.where;
     if (e.reset) {
@@ -240,11 +239,12 @@ void check_cache_case(const Target& target, const Scenario& s, double timeout_s,
     }
     const OpResult* ms = result("cache_get_mask_sizes", where);
     if (!ms) return;
-    if (ms->status != KVC_OK) return fail(out, where + ": cache_get_mask_sizes failed: " + status_str(ms->status) + " " + ms->error);
+    if (ms->status != KVC_OK)
+      return fail(out, where + ": cache_get_mask_sizes failed: " + status_str(ms->status) + " " + ms->error);
     if (ms->a != e.sizes.kv_length || ms->b != e.sizes.kv_offset)
       return fail(out, where + ": get_mask_sizes(" + std::to_string(e.q) + ") = (kv_length " + std::to_string(ms->a) +
-                           ", kv_offset " + std::to_string(ms->b) + "), expected (" + std::to_string(e.sizes.kv_length) +
-                           ", " + std::to_string(e.sizes.kv_offset) + ")");
+                           ", kv_offset " + std::to_string(ms->b) + "), expected (" + std::to_string(e.sizes.kv_length) + ", " +
+                           std::to_string(e.sizes.kv_offset) + ")");
     const OpResult* up = result("cache_update", where);
     if (!up) return;
     if (!up->guard.empty()) return fail(out, where + ": cache_update wrote outside its output: " + up->guard);
@@ -254,7 +254,8 @@ void check_cache_case(const Target& target, const Scenario& s, double timeout_s,
     const OpResult* rd = result("cache_read", where);
     if (!rd) return;
     if (!rd->guard.empty()) return fail(out, where + ": cache_read wrote outside its output: " + rd->guard);
-    if (rd->status != KVC_OK) return fail(out, where + ": cache_stored_rows/cache_read failed: " + status_str(rd->status) + " " + rd->error);
+    if (rd->status != KVC_OK)
+      return fail(out, where + ": cache_stored_rows/cache_read failed: " + status_str(rd->status) + " " + rd->error);
     if (rd->b != e.st_k.size(2))
       return fail(out, where + ": cache_stored_rows = " + std::to_string(rd->b) + ", expected " + std::to_string(e.st_k.size(2)));
     diff = compare_rows("stored", *rd, rd->a, e.st_k, e.st_v, e.st_tokens, s, table, e.st_k.size(2));
@@ -272,8 +273,8 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
     std::string where;
     int64_t q;
     at::Tensor oracle, reference, sees;
-    std::vector<int> forms = {0, 1};  // indexes into kForms, in the order the ops were sent
-    std::vector<int64_t> varlen_q0, cu_q;  // the varlen form: each row's first real query, the packing
+    std::vector<int> forms = {0, 1};         // indexes into kForms, in the order the ops were sent
+    std::vector<int64_t> varlen_q0, cu_q;    // the varlen form: each row's first real query, the packing
     at::Tensor sink_oracle, sink_reference;  // the sinks form: the step with the sinks' share
   };
   std::vector<Op> ops;
@@ -293,8 +294,8 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
     if (v.update_error) std::rethrow_exception(v.update_error);
     if (!v.judged) return;  // a numerics case's fill step: the kernel is called on the steps after it
     const at::Tensor mask = masks::boolean_mask(v.mask);
-    ex.push_back({v.where(), v.q, v.oracle_output(),
-                  backends::math_reference(v.query, v.returned.keys, v.returned.values, mask), mask.any(-1, true)});
+    ex.push_back({v.where(), v.q, v.oracle_output(), backends::math_reference(v.query, v.returned.keys, v.returned.values, mask),
+                  mask.any(-1, true)});
     Op op;
     op.kind = Op::Attention;
     op.query = to_buffer(v.query);
@@ -303,7 +304,9 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
     op.query_positions = v.mask.query_positions;
     op.kv_offset = v.mask.sizes.kv_offset;
     const backends::KernelWindow w = backends::kernel_window(v.mask);
-    op.window_kind = spec.type == LayerType::Full ? KVC_WINDOW_FULL : spec.type == LayerType::Sliding ? KVC_WINDOW_SLIDING : KVC_WINDOW_CHUNKED;
+    op.window_kind = spec.type == LayerType::Full      ? KVC_WINDOW_FULL
+                     : spec.type == LayerType::Sliding ? KVC_WINDOW_SLIDING
+                                                       : KVC_WINDOW_CHUNKED;
     op.window_left = w.left;
     op.chunk_size = w.chunk;
     op.left_padding = w.left_padding;
@@ -326,7 +329,8 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
       std::vector<double> sinks;
       const uint64_t step_seed = seeds::case_seed(s.seed.value_or(0), static_cast<uint64_t>(v.step));
       for (int64_t h = 0; h < s.heads; ++h)
-        sinks.push_back(static_cast<double>(static_cast<int64_t>(seeds::case_seed(step_seed, static_cast<uint64_t>(h)) % 33) - 16) / 8.0);
+        sinks.push_back(
+            static_cast<double>(static_cast<int64_t>(seeds::case_seed(step_seed, static_cast<uint64_t>(h)) % 33) - 16) / 8.0);
       sunk.sinks.assign(sinks.begin(), sinks.end());
       Expect& e = ex.back();
       e.sink_oracle = v.oracle_output(sinks);
@@ -424,14 +428,14 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
         const at::Tensor flat = from_bytes(r.out1, {e.cu_q.back(), s.heads, s.head_dim}, s.dtype);
         got = at::zeros({s.batch, s.heads, e.q, s.head_dim}, at::TensorOptions().dtype(scalar_type(s.dtype)));
         for (int64_t b = 0; flat.defined() && b < s.batch; ++b)
-          got.select(0, b).slice(1, e.varlen_q0[static_cast<size_t>(b)], e.q)
+          got.select(0, b)
+              .slice(1, e.varlen_q0[static_cast<size_t>(b)], e.q)
               .copy_(flat.slice(0, e.cu_q[static_cast<size_t>(b)], e.cu_q[static_cast<size_t>(b) + 1]).transpose(0, 1));
       } else {
         got = from_bytes(r.out1, {s.batch, s.heads, e.q, s.head_dim}, s.dtype);
       }
-      const backends::Verdict v =
-          f == 4 ? backends::judge(got, e.sink_reference, e.sink_oracle, e.sees, s.dtype)
-                 : backends::judge(got, e.reference, e.oracle, e.sees, s.dtype);
+      const backends::Verdict v = f == 4 ? backends::judge(got, e.sink_reference, e.sink_oracle, e.sees, s.dtype)
+                                         : backends::judge(got, e.reference, e.oracle, e.sees, s.dtype);
       worst = std::max(worst, v.error);
       worst_ref = std::max(worst_ref, v.reference_error);
       out.bound = std::max(out.bound, v.bound);
@@ -451,11 +455,11 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
   std::string coverage;
   for (int f = 0; f < 5; ++f) {
     if (unsupported[f].empty()) continue;
-    std::string note = checked[f] == 0 && f < 2 ? std::string(kForms[1 - f]) + " form only: the " + kForms[f] +
-                                                      " form answered unsupported (" + unsupported[f] + ")"
-                                                : std::string("the ") + kForms[f] + " form answered unsupported at " +
-                                                      std::to_string(offered[f] - checked[f]) + " of " +
-                                                      std::to_string(offered[f]) + " steps (" + unsupported[f] + ")";
+    std::string note =
+        checked[f] == 0 && f < 2
+            ? std::string(kForms[1 - f]) + " form only: the " + kForms[f] + " form answered unsupported (" + unsupported[f] + ")"
+            : std::string("the ") + kForms[f] + " form answered unsupported at " + std::to_string(offered[f] - checked[f]) +
+                  " of " + std::to_string(offered[f]) + " steps (" + unsupported[f] + ")";
     coverage += (coverage.empty() ? "" : "; ") + note;
   }
   if (!coverage.empty()) out.message = coverage;
@@ -464,8 +468,8 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
   os.precision(2);
   os << "\nmax error " << worst << ", same-dtype math reference " << worst_ref;
   if (!unsupported[1].empty()) os << "; explicit masks unsupported (KVC_ERR_UNSUPPORTED), not checked";
-  os << "; forms checked: window " << checked[0] << " of " << ex.size() << " steps, mask " << checked[1] << " of "
-     << ex.size() << " steps";
+  os << "; forms checked: window " << checked[0] << " of " << ex.size() << " steps, mask " << checked[1] << " of " << ex.size()
+     << " steps";
   if (offered[2]) os << ", key padding mask " << checked[2] << " of " << offered[2] << " steps";
   if (offered[3]) os << ", varlen " << checked[3] << " of " << offered[3] << " steps";
   if (offered[4]) os << ", sinks " << checked[4] << " of " << offered[4] << " steps";
@@ -476,8 +480,8 @@ void check_kernel_case(const Target& target, const Scenario& s, double timeout_s
 
 std::string describe(const Scenario& s) {
   std::ostringstream os;
-  os << s.layer_spec(0).describe() << " B=" << s.batch << " H=" << s.heads << " Hkv=" << s.kv_heads << " D=" << s.head_dim
-     << " " << to_string(s.dtype);
+  os << s.layer_spec(0).describe() << " B=" << s.batch << " H=" << s.heads << " Hkv=" << s.kv_heads << " D=" << s.head_dim << " "
+     << to_string(s.dtype);
   if (s.distribution != inputs::Distribution::Mix64) os << " inputs=" << inputs::to_string(s.distribution);
   if (s.left_padding) {
     os << " left_padding=[";
@@ -496,12 +500,13 @@ std::string scenario_params(const Scenario& s) {
          ",Hkv=" + std::to_string(s.kv_heads) + ",D=" + std::to_string(s.head_dim);
 }
 
-CaseResult check_scenario(const Target& target, const std::string& name, const Scenario& s, Part part,
-                          const std::string& plugin, double timeout_s) {
+CaseResult check_scenario(const Target& target, const std::string& name, const Scenario& s, Part part, const std::string& plugin,
+                          double timeout_s) {
   CaseResult r = report::named(report::PluginKey{plugin, name, to_string(s.dtype)});
   r.params = scenario_params(s);
   r.detail = describe(s);
-  if (part == Part::Cache) check_cache_case(target, s, timeout_s, r); else check_kernel_case(target, s, timeout_s, r);
+  if (part == Part::Cache) check_cache_case(target, s, timeout_s, r);
+  else check_kernel_case(target, s, timeout_s, r);
   return r;
 }
 

@@ -84,7 +84,8 @@ std::string encode_attention(const Op& op) {
   buffers.push_back(buffer_entry("query", dtype, shape_of(op, op.query), op.query.bytes.size()));
   buffers.push_back(buffer_entry("key", dtype, shape_of(op, op.keys), op.keys.bytes.size()));
   buffers.push_back(buffer_entry("value", dtype, shape_of(op, op.values), op.values.bytes.size()));
-  if (mask) buffers.push_back(buffer_entry("mask", "uint8", {op.query.shape[0], op.query.shape[2], op.keys.shape[2]}, op.mask.size()));
+  if (mask)
+    buffers.push_back(buffer_entry("mask", "uint8", {op.query.shape[0], op.query.shape[2], op.keys.shape[2]}, op.mask.size()));
   if (key_padding)
     buffers.push_back(buffer_entry("key_padding_mask", "uint8", {op.query.shape[0], op.keys.shape[2]}, op.key_padding.size()));
   if (!op.sinks.empty())
@@ -169,8 +170,8 @@ PluginRun execute_command(const std::string& command, const std::vector<Op>& ops
 }
 
 Target backend_command_target(const std::string& command) {
-  Target t{command,
-           [command](const std::vector<Op>& ops, double timeout_s) { return execute_command(command, ops, timeout_s); }, {}};
+  Target t{
+      command, [command](const std::vector<Op>& ops, double timeout_s) { return execute_command(command, ops, timeout_s); }, {}};
   t.layouts = [command] {
     std::vector<std::string> out;
     const auto it = workers().find(command);

@@ -132,11 +132,10 @@ std::string python_repr(double v) {
 
 // finfo(dtype).min as Python prints it, the additive mask's masked value.
 std::string masked_value(DType dtype) {
-  static const std::string values[] = {
-      python_repr(masks::additive_mask(at::zeros({}, at::kBool), at::kFloat).item<double>()),
-      python_repr(masks::additive_mask(at::zeros({}, at::kBool), at::kHalf).item<double>()),
-      python_repr(masks::additive_mask(at::zeros({}, at::kBool), at::kBFloat16).item<double>()),
-      python_repr(masks::additive_mask(at::zeros({}, at::kBool), at::kDouble).item<double>())};
+  static const std::string values[] = {python_repr(masks::additive_mask(at::zeros({}, at::kBool), at::kFloat).item<double>()),
+                                       python_repr(masks::additive_mask(at::zeros({}, at::kBool), at::kHalf).item<double>()),
+                                       python_repr(masks::additive_mask(at::zeros({}, at::kBool), at::kBFloat16).item<double>()),
+                                       python_repr(masks::additive_mask(at::zeros({}, at::kBool), at::kDouble).item<double>())};
   return values[static_cast<int>(dtype)];
 }
 
@@ -199,7 +198,6 @@ json mask_function_record(const Scenario& c, LayerType type, int64_t end) {
   return {{"kind", "chunked_causal"}, {"chunk_size", c.window}, {"left_padding_tokens", pads}};
 }
 
-
 // The masks of one layer-step from the fast path (fastpath.h: masking_utils' mask functions on
 // positions, held to masks.cpp by its tests): the boolean mask as bytes [B][q][kv], the SDPA skip
 // decision, and the tensors attention needs, made from those bytes.
@@ -213,7 +211,8 @@ struct StepMasks {
 StepMasks step_masks(const LayerStep& v, const Scenario& c, const Behaviours& behaviours, Mutation mutation) {
   StepMasks out;
   // The sizes are what the layer under test answered, as transformers' mask builders use them.
-  MaskRequest m = mask_request(v.driven->spec, behaviours, c.batch, c.left_padding, v.query_start, v.q, v.cache_position, v.sizes);
+  MaskRequest m =
+      mask_request(v.driven->spec, behaviours, c.batch, c.left_padding, v.query_start, v.q, v.cache_position, v.sizes);
   m.seen_after = v.seen + v.q;
   fast::boolean_mask(m, out.boolean, mutation);
   out.skipped = fast::skips(m);
@@ -226,7 +225,8 @@ StepMasks step_masks(const LayerStep& v, const Scenario& c, const Behaviours& be
   return out;
 }
 
-json mask_rows(const std::vector<uint8_t>& mask, int64_t B, int64_t q, int64_t k) {  // per batch row, one '0'/'1' string per query
+json mask_rows(const std::vector<uint8_t>& mask, int64_t B, int64_t q,
+               int64_t k) {  // per batch row, one '0'/'1' string per query
   json out = json::array();
   for (int64_t b = 0; b < B; ++b) {
     json rows = json::array();
@@ -275,17 +275,16 @@ detail::LayerValues layer_values(const LayerStep& v, const Scenario& c, const Be
   };
   if (same_bytes(v.cache->keys(), v.returned.keys) && same_bytes(v.cache->values(), v.returned.values))
     out.stored = {out.returned.shape, v.stored_rows, out.returned.k_sha256, out.returned.v_sha256};
-  else
-    out.stored = kv_record(v.cache->keys(), v.cache->values(), v.stored_rows);
+  else out.stored = kv_record(v.cache->keys(), v.cache->values(), v.stored_rows);
   try {
     out.eager = output_of(attention::eager(v.query, v.returned.keys, v.returned.values, sm.additive_tensor));
   } catch (const std::exception& e) {
     out.errors.push_back(error_record("attention_eager", e));
   }
   try {
-    out.sdpa = output_of(attention::sdpa(v.query, v.returned.keys, v.returned.values,
-                                         sm.skipped ? std::nullopt : std::optional<at::Tensor>(sm.boolean_tensor),
-                                         behaviours.sdpa_gqa));
+    out.sdpa =
+        output_of(attention::sdpa(v.query, v.returned.keys, v.returned.values,
+                                  sm.skipped ? std::nullopt : std::optional<at::Tensor>(sm.boolean_tensor), behaviours.sdpa_gqa));
   } catch (const std::exception& e) {
     out.errors.push_back(error_record("attention_sdpa", e));
   }
@@ -369,12 +368,13 @@ class StepBuilders {
     std::optional<size_t> offset_from;
     if (b.cache_api == CacheApi::QueryLength)
       offset_from = b.builder_query_offset == BuilderQueryOffset::FirstLayer && mutation != Mutation::BuilderOffsetFromSizedLayer
-                        ? 0 : sized;
+                        ? 0
+                        : sized;
     const char* name = type == LayerType::Full      ? "create_causal_mask"
                        : type == LayerType::Sliding ? "create_sliding_window_causal_mask"
                                                     : "create_chunked_causal_mask";
-    json rec = {{"builder", name}, {"sized_from", sized},
-                {"query_offset_from", offset_from ? json(*offset_from) : json(nullptr)}};
+    json rec = {
+        {"builder", name}, {"sized_from", sized}, {"query_offset_from", offset_from ? json(*offset_from) : json(nullptr)}};
     int64_t failed = -1;
     for (size_t l : {sized, offset_from.value_or(sized)})
       if (layers_.at(l).failed_at >= 0) failed = failed < 0 ? layers_[l].failed_at : std::min(failed, layers_[l].failed_at);
@@ -469,16 +469,23 @@ json layer_records(const Scenario& c, const Behaviours& behaviours) {
 
 json step_record(size_t step, int64_t seen, int64_t q, const std::optional<std::vector<int64_t>>& cache_position,
                  const Scenario& c) {
-  return {{"index", step}, {"tokens", q}, {"token_range", {seen, seen + q}},
+  return {{"index", step},
+          {"tokens", q},
+          {"token_range", {seen, seen + q}},
           {"cache_position", cache_position ? json(*cache_position) : json(nullptr)},
-          {"attention_mask_2d", attention_mask_2d(c, seen + q)}, {"layers", json::array()}};
+          {"attention_mask_2d", attention_mask_2d(c, seen + q)},
+          {"layers", json::array()}};
 }
 
 json call_step_record(size_t step, int64_t seen, const LayerCall& call) {
-  return {{"index", step}, {"call", {{"method", call.method->name},
-                                     {"argument", call.method->takes_argument ? json(call.argument) : json(nullptr)}}},
-          {"tokens", 0}, {"token_range", {seen, seen}}, {"cache_position", nullptr}, {"attention_mask_2d", nullptr},
-          {"layers", json::array()}};
+  return {
+      {"index", step},
+      {"call", {{"method", call.method->name}, {"argument", call.method->takes_argument ? json(call.argument) : json(nullptr)}}},
+      {"tokens", 0},
+      {"token_range", {seen, seen}},
+      {"cache_position", nullptr},
+      {"attention_mask_2d", nullptr},
+      {"layers", json::array()}};
 }
 
 // Decodes an attention output's hex into doubles (any of the four dtypes).
@@ -497,8 +504,9 @@ std::vector<double> decode_output(const json& j) {
 
 json run_case(const Scenario& c, const Behaviours& behaviours, Mutation mutation) {
   const ReplayMode mode;
-  json out = {{"format", "kvconform-fixture-v1"}, {"case", c.name}, {"case_sha256", c.sha256},
-              {"behaviours", to_json(behaviours)}, {"torch_version", TORCH_VERSION}, {"cpu_kernels", cpu_kernels()},
+  json out = {{"format", "kvconform-fixture-v1"}, {"case", c.name},
+              {"case_sha256", c.sha256},          {"behaviours", to_json(behaviours)},
+              {"torch_version", TORCH_VERSION},   {"cpu_kernels", cpu_kernels()},
               {"dtype", to_string(c.dtype)}};
   out["layers"] = detail::layer_records(c, behaviours);
   StepDriver driver(c, replay_options(c, behaviours, mutation));
@@ -508,15 +516,17 @@ json run_case(const Scenario& c, const Behaviours& behaviours, Mutation mutation
   driver.run([&](LayerStep& v) {
     if (!v.call) builders.see(v);
     if (v.layer == 0)
-      js = v.call ? detail::call_step_record(v.step, v.seen, *v.call) : detail::step_record(v.step, v.seen, v.q, v.cache_position, c);
+      js = v.call ? detail::call_step_record(v.step, v.seen, *v.call)
+                  : detail::step_record(v.step, v.seen, v.q, v.cache_position, c);
     json jl = {{"layer", v.layer}};
     if (v.failed_at >= 0) jl["skipped"] = "layer failed at step " + std::to_string(v.failed_at);
     else if (v.call) guarded(v, [&] { write_call_layer(v, jl); });
-    else guarded(v, [&] {
-      detail::LayerValues values = layer_values(v, c, behaviours, mutation);
-      values.builders = builders.record(v, c, behaviours, mutation);
-      detail::write_layer(values, jl);
-    });
+    else
+      guarded(v, [&] {
+        detail::LayerValues values = layer_values(v, c, behaviours, mutation);
+        values.builders = builders.record(v, c, behaviours, mutation);
+        detail::write_layer(values, jl);
+      });
     js["layers"].push_back(jl);
     if (v.layer + 1 == c.layer_types.size()) steps.push_back(js);
   });
@@ -529,15 +539,16 @@ struct Differs {};  // the fast path stops at the first field that disagrees
 
 // compare()'s verdict when every field agrees, found without building run_case's JSON: nullopt as
 // soon as anything differs (or anything raises), and compare() then tells what and where.
-std::optional<report::CaseResult> agreed_without_record(const json& fixture, const Scenario& c,
-                                                        const Behaviours& behaviours, Mutation mutation) {
+std::optional<report::CaseResult> agreed_without_record(const json& fixture, const Scenario& c, const Behaviours& behaviours,
+                                                        Mutation mutation) {
   using detail::agrees;
   if (c.has_calls()) return std::nullopt;  // call steps are judged by compare(run_case) alone
-  if (!agrees(fixture.at("dtype"), json(to_string(c.dtype))) || !agrees(fixture.at("layers"), detail::layer_records(c, behaviours)))
+  if (!agrees(fixture.at("dtype"), json(to_string(c.dtype))) ||
+      !agrees(fixture.at("layers"), detail::layer_records(c, behaviours)))
     return std::nullopt;
   const json& fsteps = fixture.at("steps");
-  const size_t recorded = static_cast<size_t>(
-      std::count_if(c.steps.begin(), c.steps.end(), [](const Step& s) { return !s.is_reset(); }));
+  const size_t recorded =
+      static_cast<size_t>(std::count_if(c.steps.begin(), c.steps.end(), [](const Step& s) { return !s.is_reset(); }));
   if (!fsteps.is_array() || fsteps.size() != recorded) return std::nullopt;
   const ReplayMode mode;
   StepDriver driver(c, replay_options(c, behaviours, mutation));
@@ -548,16 +559,20 @@ std::optional<report::CaseResult> agreed_without_record(const json& fixture, con
     driver.run([&](LayerStep& v) {
       builders.see(v);
       const json& fs = fsteps.at(k);
-      if (v.layer == 0 && !detail::step_matches(fs, {v.step, v.seen, v.q, &v.cache_position, &c.left_padding},
-                                                 c.layer_types.size()))
+      if (v.layer == 0 &&
+          !detail::step_matches(fs, {v.step, v.seen, v.q, &v.cache_position, &c.left_padding}, c.layer_types.size()))
         throw Differs{};
       const json& fl = fs.at("layers").at(v.layer);
       if (fl.contains("skipped") != (v.failed_at >= 0)) throw Differs{};
-      if (v.failed_at < 0 && !detail::layer_matches(fl, guarded(v, [&] {
-            detail::LayerValues values = layer_values(v, c, behaviours, mutation);
-            values.builders = builders.record(v, c, behaviours, mutation);
-            return values;
-          }), outputs))
+      if (v.failed_at < 0 && !detail::layer_matches(fl,
+                                                    guarded(v,
+                                                            [&] {
+                                                              detail::LayerValues values =
+                                                                  layer_values(v, c, behaviours, mutation);
+                                                              values.builders = builders.record(v, c, behaviours, mutation);
+                                                              return values;
+                                                            }),
+                                                    outputs))
         throw Differs{};
       if (v.layer + 1 == c.layer_types.size()) ++k;
     });

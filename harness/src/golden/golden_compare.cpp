@@ -27,8 +27,8 @@
 
 namespace kvc::golden {
 
-using nlohmann::json;
 using detail::Mismatch;
+using nlohmann::json;
 using namespace std::string_view_literals;
 
 namespace {
@@ -43,7 +43,6 @@ std::string show(const json& j) {
   std::string s = j.dump();
   return s.size() > 80 ? s.substr(0, 77) + "..." : s;
 }
-
 
 }  // namespace
 
@@ -89,8 +88,7 @@ std::optional<Mismatch> first_difference(const json& expected, const json& got, 
 
 // Errors as (phase, type) and, where the reference's message is LibTorch's own text, the message.
 std::optional<Mismatch> errors_difference(const json& expected, const json& got) {
-  if (expected.size() != got.size())
-    return Mismatch{"", "errors.length", expected.dump(), got.dump()};
+  if (expected.size() != got.size()) return Mismatch{"", "errors.length", expected.dump(), got.dump()};
   for (size_t i = 0; i < expected.size(); ++i) {
     const std::string f = "errors[" + std::to_string(i) + "]";
     for (const char* key : {"phase", "type"})
@@ -139,8 +137,8 @@ std::optional<std::string> attends_forbidden_row(const json& layer, int64_t firs
                                  : rows[j] > p         ? "token " + std::to_string(rows[j]) + ", a future token"
                                                        : "token " + std::to_string(rows[j]) + ", outside its " +
                                                      (kind == "chunked_causal" ? "chunk" : "window");
-        return "the mask lets the query of token " + std::to_string(p) + " (batch row " + std::to_string(b) +
-               ") attend key " + std::to_string(j) + ", which holds " + what;
+        return "the mask lets the query of token " + std::to_string(p) + " (batch row " + std::to_string(b) + ") attend key " +
+               std::to_string(j) + ", which holds " + what;
       }
     }
   }
@@ -173,7 +171,8 @@ std::optional<std::string> skip_hides_mask(const json& layer) {
 std::string kernels_text(const json& record) {
   if (!record.is_object()) return "no CPU kernel record";
   std::string out;
-  for (const auto& [k, v] : record.items()) out += (out.empty() ? "" : " ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+  for (const auto& [k, v] : record.items())
+    out += (out.empty() ? "" : " ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
   return out;
 }
 
@@ -283,10 +282,10 @@ bool object_equal(const json& f, Same same) {
 
 bool kv_equal(const json& f, const detail::KvRecord& r) {
   return object_equal(f, [&](std::string_view key, const json& v) {
-    return key == "shape"sv ? ints_equal(v, r.shape)
-         : key == "rows"sv ? rows_equal(v, r.rows)
-         : key == "k_sha256"sv ? is_text(v, r.k_sha256)
-         : key == "v_sha256"sv && is_text(v, r.v_sha256);
+    return key == "shape"sv      ? ints_equal(v, r.shape)
+           : key == "rows"sv     ? rows_equal(v, r.rows)
+           : key == "k_sha256"sv ? is_text(v, r.k_sha256)
+                                 : key == "v_sha256"sv && is_text(v, r.v_sha256);
   });
 }
 
@@ -321,10 +320,10 @@ bool hex_equal(const json& f, const detail::Output& o) {
 
 bool eager_mask_equal(const json& f, const detail::EagerMask& m) {
   return object_equal(f, [&](std::string_view key, const json& v) {
-    return key == "dtype"sv ? is_text(v, m.dtype)
-         : key == "shape"sv ? ints_equal(v, m.shape)
-         : key == "sha256"sv ? is_text(v, m.sha256)
-         : key == "masked_value"sv && is_text(v, m.masked_value);
+    return key == "dtype"sv    ? is_text(v, m.dtype)
+           : key == "shape"sv  ? ints_equal(v, m.shape)
+           : key == "sha256"sv ? is_text(v, m.sha256)
+                               : key == "masked_value"sv && is_text(v, m.masked_value);
   });
 }
 
@@ -413,8 +412,7 @@ bool layer_matches(const json& fl, const LayerValues& v, int64_t& outputs) {
         else if (key == "stored"sv) same = v.updated ? kv_equal(f, v.stored) : f.is_null();
         else continue;
         break;
-      default:
-        continue;
+      default: continue;
     }
     if (!same) return false;
     ++seen;
@@ -524,9 +522,18 @@ report::CaseResult compare(const json& fixture, const json& reference, const Sce
   const json& rsteps = reference.at("steps");
   if (fsteps.size() != rsteps.size())
     return fail("", "steps.length", std::to_string(fsteps.size()), std::to_string(rsteps.size()));
-  static const char* exact_fields[] = {"cumulative_length_before", "mask_sizes", "q_positions",
-                                       "allow_is_causal_skip", "mask_function", "sdpa_mask_skipped", "bool_mask",
-                                       "sdpa_mask", "eager_mask", "cumulative_length_after", "returned", "stored"};
+  static const char* exact_fields[] = {"cumulative_length_before",
+                                       "mask_sizes",
+                                       "q_positions",
+                                       "allow_is_causal_skip",
+                                       "mask_function",
+                                       "sdpa_mask_skipped",
+                                       "bool_mask",
+                                       "sdpa_mask",
+                                       "eager_mask",
+                                       "cumulative_length_after",
+                                       "returned",
+                                       "stored"};
   static const char* call_fields[] = {"cumulative_length_before", "cumulative_length_after", "stored", "attributes"};
   for (size_t s = 0; s < fsteps.size(); ++s) {
     const bool call = fsteps[s].contains("call");
@@ -551,7 +558,8 @@ report::CaseResult compare(const json& fixture, const json& reference, const Sce
       if (call) {  // reset, crop, activate_past_recording: what the layer holds and says after it
         for (const char* f : call_fields)
           if (auto m = first_difference(fl.at(f), rl.at(f), f)) return fail(where, m->field, m->expected, m->got);
-        if (auto m = detail::errors_difference(fl.at("errors"), rl.at("errors"))) return fail(where, m->field, m->expected, m->got);
+        if (auto m = detail::errors_difference(fl.at("errors"), rl.at("errors")))
+          return fail(where, m->field, m->expected, m->got);
         continue;
       }
       for (const char* f : exact_fields)
@@ -569,7 +577,8 @@ report::CaseResult compare(const json& fixture, const json& reference, const Sce
         const json& fa = fl.at("attention").at(backend);
         const json& ra = rl.at("attention").at(backend);
         for (const char* key : {"dtype", "shape"})
-          if (auto m = first_difference(fa.at(key), ra.at(key), field + "." + key)) return fail(where, m->field, m->expected, m->got);
+          if (auto m = first_difference(fa.at(key), ra.at(key), field + "." + key))
+            return fail(where, m->field, m->expected, m->got);
         ++outputs;
         if (fa.at("hex") == ra.at("hex")) {
           ++identical;
@@ -584,8 +593,9 @@ report::CaseResult compare(const json& fixture, const json& reference, const Sce
           // Bitwise: the first element whose bytes differ (same value, other NaN payload or sign of 0 included).
           const bool differs = bitwise ? (d > 0 || std::signbit(e[i]) != std::signbit(g[i])) && !(en && gn) : d > bound;
           if (differs)
-            return fail(where, field + "[" + std::to_string(i) + "]", repr(e[i]),
-                        repr(g[i]) + " (|diff| " + repr(d) + (bitwise ? ", judged bitwise" : " > tolerance " + repr(bound)) + ")");
+            return fail(
+                where, field + "[" + std::to_string(i) + "]", repr(e[i]),
+                repr(g[i]) + " (|diff| " + repr(d) + (bitwise ? ", judged bitwise" : " > tolerance " + repr(bound)) + ")");
         }
         if (bitwise)  // same values but other bytes: a NaN payload or the sign of a zero
           return fail(where, field + ".hex", "other bytes", "the same values in different bytes (judged bitwise)");
@@ -612,8 +622,7 @@ json read_json(const std::string& path) { return cases::parse_json(cases::read_f
 bool selected(const Scenario& c, const ReplayOptions& o) {
   if (o.dtype && c.dtype != *o.dtype) return false;
   if (o.cache && c.cache != *o.cache) return false;
-  if (o.layer_type && std::find(c.layer_types.begin(), c.layer_types.end(), *o.layer_type) == c.layer_types.end())
-    return false;
+  if (o.layer_type && std::find(c.layer_types.begin(), c.layer_types.end(), *o.layer_type) == c.layer_types.end()) return false;
   return true;
 }
 }  // namespace

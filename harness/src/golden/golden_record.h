@@ -71,10 +71,10 @@ struct LayerValues {
   bool sdpa_skipped = false;
   EagerMask eager_mask;
   json errors = json::array();
-  bool updated = false;       // false: update raised; nothing below is set
+  bool updated = false;  // false: update raised; nothing below is set
   KvRecord returned, stored;
   std::optional<Output> eager, sdpa;  // nullopt: that attention raised (see errors)
-  json builders;  // "mask_builders" at the first layer of each type (golden.cpp's StepBuilders); else null
+  json builders;                      // "mask_builders" at the first layer of each type (golden.cpp's StepBuilders); else null
 };
 
 // A layer's fields as golden/dump.py writes them (without "layer"/"skipped").

@@ -33,8 +33,7 @@ nlohmann::json fixture(const std::string& version, const std::string& name) {
 // The replay's verdict, through both ways of reaching it: check() (the fast path, which builds no
 // record and falls back to compare() where anything differs) must give exactly what compare() gives
 // on run_case's record, so every test below holds both.
-report::CaseResult judged(const nlohmann::json& f, const Scenario& c, const Behaviours& b,
-                          Mutation m = Mutation::None) {
+report::CaseResult judged(const nlohmann::json& f, const Scenario& c, const Behaviours& b, Mutation m = Mutation::None) {
   const report::CaseResult slow = compare(f, run_case(c, b, m), c), fast = check(f, c, b, m);
   EXPECT_EQ(fast.status, slow.status) << c.name << ": fast " << fast.message << " / compare " << slow.message;
   EXPECT_EQ(fast.message, slow.message) << c.name;
@@ -323,7 +322,8 @@ TEST(Golden, ResetOfDynamicLayersUpTo513IsADeviationARefusedCropIsNot) {
     const report::CaseResult r = judged(fixture(release, c.name), c, behaviours_for_release(release));
     EXPECT_EQ(r.status, report::Status::Deviation) << release;
     EXPECT_NE(r.message.find("step 2 layer 0 (sliding_attention): update returned 4 rows but get_mask_sizes said kv_length 2"),
-              std::string::npos) << r.message;
+              std::string::npos)
+        << r.message;
   }
   const Scenario c = cases::load_case(kRoot + "/cases/call_reset_dynamic.json");
   EXPECT_EQ(judged(fixture("5.24.0", c.name), c, behaviours_for_release("5.24.0")).status, report::Status::Pass);
@@ -465,7 +465,8 @@ TEST(Golden, PreMergeSlidingLayerRaisesWhereTheMergedOneDoesNot) {
   EXPECT_EQ(r.status, report::Status::Fail);
   // The layer record names the class first; past it, the steps differ where the old layer raised.
   EXPECT_NE(r.message.find("layers[0].class: transformers \"SlidingWindowLayer\", reference \"StaticSlidingWindowLayer\""),
-            std::string::npos) << r.message;
+            std::string::npos)
+      << r.message;
   f["layers"][0]["class"] = "StaticSlidingWindowLayer";
   r = judged(f, c, behaviours_for_release("4.57.6"));
   EXPECT_NE(r.message.find("step 1 layer 0"), std::string::npos) << r.message;
@@ -487,9 +488,8 @@ std::string one_fixture_root(const std::string& name, const std::string& version
 
 TEST(Golden, ReplayFollowsTheFixturesBehavioursRecord) {
   ReplayOptions o = options();
-  o.fixtures_root = one_fixture_root("record_ok", "4.57.6", "tf_static_cache", [](nlohmann::json& f) {
-    f["behaviours"] = to_json(behaviours_for_release("4.57.6"));
-  });
+  o.fixtures_root = one_fixture_root("record_ok", "4.57.6", "tf_static_cache",
+                                     [](nlohmann::json& f) { f["behaviours"] = to_json(behaviours_for_release("4.57.6")); });
   const auto results = replay(o);
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].status, report::Status::Pass) << results[0].message;
@@ -514,8 +514,7 @@ TEST(Golden, InputGeneratorMatchesThePythonTestVectors) {  // cases/README.md
   const int expected[] = {103, -87, 104, 21, -68, -92, 2, -107};
   for (int t = 0; t < 8; ++t) EXPECT_EQ(inputs::element(1, inputs::kKey, 0, 0, 0, t, 0) * 128, expected[t]);
   const int expected_v[] = {-30, -91, 116, -89, 77, -98, 110, -79};
-  for (int t = 0; t < 8; ++t)
-    EXPECT_EQ(inputs::element((1ULL << 53) - 1, inputs::kValue, 1, 0, 1, t, 7) * 128, expected_v[t]);
+  for (int t = 0; t < 8; ++t) EXPECT_EQ(inputs::element((1ULL << 53) - 1, inputs::kValue, 1, 0, 1, t, 7) * 128, expected_v[t]);
 }
 
 std::string load_error(const std::string& text, const std::string& file = "bad.json") {

@@ -11,7 +11,9 @@ namespace {
 at::Tensor repeat_kv(const at::Tensor& x, int64_t heads) {
   const int64_t groups = heads / x.size(1);
   if (groups == 1) return x;
-  return x.unsqueeze(2).expand({x.size(0), x.size(1), groups, x.size(2), x.size(3)}).reshape({x.size(0), heads, x.size(2), x.size(3)});
+  return x.unsqueeze(2)
+      .expand({x.size(0), x.size(1), groups, x.size(2), x.size(3)})
+      .reshape({x.size(0), heads, x.size(2), x.size(3)});
 }
 // torch.matmul of two 4-D tensors with the same batch dims [B, H]: ATen's _matmul_impl expands both
 // to the common batch shape (a no-op here), folds it into one and calls bmm. The same reshapes and
@@ -25,20 +27,19 @@ at::Tensor matmul4d(const at::Tensor& a, const at::Tensor& b) {
 double scaling(const at::Tensor& q) { return std::pow(static_cast<double>(q.size(3)), -0.5); }
 }  // namespace
 
-at::Tensor eager(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                 const std::optional<at::Tensor>& additive_mask) {
+at::Tensor eager(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& additive_mask) {
   at::Tensor scores = matmul4d(q, repeat_kv(k, q.size(1)).transpose(2, 3)) * scaling(q);
   if (additive_mask) scores = scores + *additive_mask;
   const at::Tensor probs = at::softmax(scores, -1, at::kFloat).to(q.scalar_type());
   return matmul4d(probs, repeat_kv(v, q.size(1)));
 }
 
-at::Tensor sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                const std::optional<at::Tensor>& boolean_mask, const SdpaGqaPath& path) {
+at::Tensor sdpa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& boolean_mask,
+                const SdpaGqaPath& path) {
   const int64_t q_len = q.size(2), heads = q.size(1), kv_heads = k.size(1), groups = heads / kv_heads;
   const bool is_causal = !boolean_mask && q_len > 1;
-  const bool gqa = groups > 1 && !boolean_mask &&
-                   (path.enable_gqa_max_head_dim == 0 || k.size(3) <= path.enable_gqa_max_head_dim);
+  const bool gqa =
+      groups > 1 && !boolean_mask && (path.enable_gqa_max_head_dim == 0 || k.size(3) <= path.enable_gqa_max_head_dim);
   const bool pack = groups > 1 && !gqa && q_len == 1 && path.pack_gqa_decode;
   at::Tensor query = q, key = k, value = v;
   if (pack) query = q.reshape({q.size(0), kv_heads, groups, q.size(3)});  // the mask [B,1,1,kv] broadcasts

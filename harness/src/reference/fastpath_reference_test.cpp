@@ -60,8 +60,8 @@ struct Tally {
 // One random trace through both implementations: the fast path with `fast_mutation`, the tensor
 // reference with `tensor_mutation` (equal for the agreement test; different to show that the
 // comparison catches a wrong implementation).
-void compare_trace(Draw& draw, const std::string& release, const Behaviours& b, Mutation fast_mutation,
-                   Mutation tensor_mutation, Tally& tally) {
+void compare_trace(Draw& draw, const std::string& release, const Behaviours& b, Mutation fast_mutation, Mutation tensor_mutation,
+                   Tally& tally) {
   const CacheKind cache = draw(0, 1) ? CacheKind::Static : CacheKind::Dynamic;
   const LayerType type = static_cast<LayerType>(draw(0, 2));
   const LayerSpec spec{cache, type, draw(1, 6), draw(1, 8)};
@@ -116,8 +116,7 @@ void compare_trace(Draw& draw, const std::string& release, const Behaviours& b, 
     tally.differ(fast::skips(f) != masks::can_skip(m), at_step + "sdpa mask skipped");
     const at::Tensor additive = masks::additive_mask(boolean, scalar_type(dtype)).contiguous();
     fast::additive_mask_bytes(fmask, dtype, fbytes);
-    tally.differ(std::string(static_cast<const char*>(additive.data_ptr()), additive.numel() * additive.element_size()) !=
-                     fbytes,
+    tally.differ(std::string(static_cast<const char*>(additive.data_ptr()), additive.numel() * additive.element_size()) != fbytes,
                  at_step + "eager mask bytes");
 
     const at::Tensor tag = at::arange(seen + 1, seen + q + 1, at::kDouble).view({1, 1, q, 1});

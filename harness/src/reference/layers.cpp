@@ -21,9 +21,7 @@ at::Tensor index_of(const std::vector<int64_t>& pos) {
 }
 }  // namespace
 
-CacheLayer::CacheLayer(LayerSpec spec, Behaviours behaviours) : spec_(spec), behaviours_(behaviours) {
-  spec_.validate();
-}
+CacheLayer::CacheLayer(LayerSpec spec, Behaviours behaviours) : spec_(spec), behaviours_(behaviours) { spec_.validate(); }
 
 MaskSizes CacheLayer::mask_sizes_for_positions(const std::vector<int64_t>& cache_position) const {
   return get_mask_sizes(static_cast<int64_t>(cache_position.size()));
@@ -107,13 +105,12 @@ void CacheLayer::crop_rows_to(int64_t max_length, int64_t seq) {
   values_ = detail::python_slice(values_, std::nullopt, max_length);
 }
 
-void CacheLayer::check_update(const at::Tensor& k, const at::Tensor& v,
-                              const std::optional<std::vector<int64_t>>& pos) {
+void CacheLayer::check_update(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) {
   const std::string who = spec_.describe() + ".update: ";
   if (!k.defined() || !v.defined()) throw std::invalid_argument(who + "keys and values must be defined");
   if (k.dim() != 4 || v.dim() != 4)
-    throw std::invalid_argument(who + "expected [batch, kv_heads, seq, head_dim], got keys " +
-                                shape_str(k.sizes()) + " values " + shape_str(v.sizes()));
+    throw std::invalid_argument(who + "expected [batch, kv_heads, seq, head_dim], got keys " + shape_str(k.sizes()) + " values " +
+                                shape_str(v.sizes()));
   if (k.sizes() != v.sizes())
     throw std::invalid_argument(who + "keys " + shape_str(k.sizes()) + " and values " + shape_str(v.sizes()) +
                                 " differ in shape");
@@ -121,8 +118,7 @@ void CacheLayer::check_update(const at::Tensor& k, const at::Tensor& v,
     throw std::invalid_argument(who + "keys are " + std::string(c10::toString(k.scalar_type())) + " but values are " +
                                 c10::toString(v.scalar_type()));
   dtype_of(k.scalar_type());  // rejects non-floating dtypes with a message
-  if (k.size(2) == 0)
-    throw std::invalid_argument(who + "zero-token update (Python accepts it silently; kvconform rejects it)");
+  if (k.size(2) == 0) throw std::invalid_argument(who + "zero-token update (Python accepts it silently; kvconform rejects it)");
   if (pos && static_cast<int64_t>(pos->size()) != k.size(2))
     throw std::invalid_argument(who + "cache_position has " + std::to_string(pos->size()) + " entries for " +
                                 std::to_string(k.size(2)) + " tokens");
@@ -134,21 +130,19 @@ void CacheLayer::check_update(const at::Tensor& k, const at::Tensor& v,
   const int64_t got[] = {k.size(0), k.size(1), k.size(3)};
   for (int i = 0; i < 3; ++i)
     if (got[i] != init_shape_[i])
-      throw std::invalid_argument(who + names[i] + " changed after initialisation: " + std::to_string(init_shape_[i]) +
-                                  " -> " + std::to_string(got[i]));
+      throw std::invalid_argument(who + names[i] + " changed after initialisation: " + std::to_string(init_shape_[i]) + " -> " +
+                                  std::to_string(got[i]));
   if (k.scalar_type() != keys_.scalar_type())
-    throw std::invalid_argument(who + "dtype changed after initialisation: " +
-                                std::string(c10::toString(keys_.scalar_type())) + " -> " + c10::toString(k.scalar_type()));
+    throw std::invalid_argument(who + "dtype changed after initialisation: " + std::string(c10::toString(keys_.scalar_type())) +
+                                " -> " + c10::toString(k.scalar_type()));
 }
 
-void CacheLayer::write_in_place(const at::Tensor& k, const at::Tensor& v,
-                                const std::optional<std::vector<int64_t>>& pos) {
+void CacheLayer::write_in_place(const at::Tensor& k, const at::Tensor& v, const std::optional<std::vector<int64_t>>& pos) {
   const int64_t q = k.size(2), rows = keys_.size(2);
   std::vector<int64_t> where;
   if (pos) where = *pos;
   else  // the cache_position API falls back to arange(q); the query_length API writes at cumulative_length
-    for (int64_t i = 0; i < q; ++i)
-      where.push_back(behaviours_.cache_api == CacheApi::CachePosition ? i : written_ + i);
+    for (int64_t i = 0; i < q; ++i) where.push_back(behaviours_.cache_api == CacheApi::CachePosition ? i : written_ + i);
   for (int64_t p : where)
     if (p < 0 || p >= rows)
       throw std::out_of_range(spec_.describe() + ".update: position " + std::to_string(p) + " is outside the buffer of " +
@@ -307,8 +301,9 @@ void DynamicSlidingLayer::crop(int64_t n) {
   };
   if (layer_api() == LayerApi::MaxLength) {
     if (cumulative_ >= w)
-      throw std::invalid_argument("Cannot `crop` a `DynamicSlidingWindowLayer` after it has seen more tokens than its"
-                                  "sliding window (otherwise some states are lost)");
+      throw std::invalid_argument(
+          "Cannot `crop` a `DynamicSlidingWindowLayer` after it has seen more tokens than its"
+          "sliding window (otherwise some states are lost)");
     crop_rows_to(n < 0 ? cumulative_ + n : n, cumulative_);
     return rows_held();
   }
@@ -365,7 +360,7 @@ KV PreMergeSlidingLayer::update(const at::Tensor& k, const at::Tensor& v, const 
   }
   const bool full = cumulative_ >= c;
   cumulative_ += q;  // Python counts the tokens before any branch, so also before a raise
-  if (q > c) {  // "prefill" longer than the window: keep the last C rows, return only the new ones
+  if (q > c) {       // "prefill" longer than the window: keep the last C rows, return only the new ones
     keys_.copy_(k.slice(2, q - c));
     values_.copy_(v.slice(2, q - c));
     return {k, v};
@@ -508,8 +503,7 @@ std::unique_ptr<CacheLayer> only_if(bool applies, const LayerSpec& spec, const B
 // nullptr when the mutation does not touch this kind of layer (the reference is used instead).
 std::unique_ptr<CacheLayer> make_mutant_layer(const LayerSpec& spec, const Behaviours& b, Mutation mutation) {
   // The static mutants are variants of the merged layer (4.57+); the pre-merge layers have none.
-  const bool static_sliding =
-      spec.cache == CacheKind::Static && spec.is_sliding() && b.sliding_layer == SlidingLayer::Merged;
+  const bool static_sliding = spec.cache == CacheKind::Static && spec.is_sliding() && b.sliding_layer == SlidingLayer::Merged;
   const bool dynamic_sliding = spec.cache == CacheKind::Dynamic && spec.is_sliding();
   switch (mutation) {
     case Mutation::ExtendAfterFullKeepsOldest: return only_if<ExtendAfterFullKeepsOldest>(static_sliding, spec, b);
@@ -533,7 +527,6 @@ std::unique_ptr<CacheLayer> make_mutant_layer(const LayerSpec& spec, const Behav
   }
 }
 
-
 std::unique_ptr<CacheLayer> make_layer(const LayerSpec& spec, const Behaviours& b, Mutation mutation) {
   if (auto mutant = make_mutant_layer(spec, b, mutation)) return mutant;
   if (spec.cache == CacheKind::Static) {
@@ -548,8 +541,8 @@ std::unique_ptr<CacheLayer> make_layer(const LayerSpec& spec, const Behaviours& 
   return std::make_unique<detail::DynamicFullLayer>(spec, b);
 }
 
-std::vector<std::unique_ptr<CacheLayer>> make_cache(CacheKind cache, const std::vector<LayerType>& layer_types,
-                                                    int64_t window, int64_t max_cache_len, const Behaviours& b) {
+std::vector<std::unique_ptr<CacheLayer>> make_cache(CacheKind cache, const std::vector<LayerType>& layer_types, int64_t window,
+                                                    int64_t max_cache_len, const Behaviours& b) {
   if (layer_types.empty()) throw std::invalid_argument("make_cache: layer_types is empty");
   std::vector<std::unique_ptr<CacheLayer>> layers;
   for (LayerType t : layer_types) layers.push_back(make_layer(LayerSpec{cache, t, window, max_cache_len}, b));

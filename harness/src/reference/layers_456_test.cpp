@@ -29,82 +29,95 @@ struct Sequence {
 
 // Printed by transformers 4.56.2 (measure.py below), converted line by line.
 const std::vector<Sequence> kMeasured = {
-  {"sliding decode", {CacheKind::Static, LayerType::Sliding, 4, 8},
-   {
-      {{1, 2}, {0, 1}, {4, 0}, {1, 2, 0, 0}, {1, 2, 0, 0}, 2, ""},
-      {{3}, {2}, {4, 0}, {1, 2, 3, 0}, {1, 2, 3, 0}, 3, ""},
-      {{4}, {3}, {4, 0}, {1, 2, 3, 4}, {1, 2, 3, 4}, 4, ""},
-      {{5}, {4}, {4, 1}, {2, 3, 4, 5}, {2, 3, 4, 5}, 5, ""},
-      {{6}, {5}, {4, 2}, {3, 4, 5, 6}, {3, 4, 5, 6}, 6, ""},
-   }},
-  {"sliding long prefill then decode", {CacheKind::Static, LayerType::Sliding, 4, 8},
-   {
-      {{1, 2, 3, 4, 5, 6}, {0, 1, 2, 3, 4, 5}, {6, 0}, {1, 2, 3, 4, 5, 6}, {3, 4, 5, 6}, 6, ""},
-      {{7}, {6}, {4, 3}, {4, 5, 6, 7}, {4, 5, 6, 7}, 7, ""},
-      {{8}, {7}, {4, 4}, {5, 6, 7, 8}, {5, 6, 7, 8}, 8, ""},
-   }},
-  {"sliding multi-token once full", {CacheKind::Static, LayerType::Sliding, 4, 8},
-   {
-      {{1, 2, 3, 4}, {0, 1, 2, 3}, {4, 0}, {1, 2, 3, 4}, {1, 2, 3, 4}, 4, ""},
-      {{5, 6}, {4, 5}, {4, 1}, {}, {}, -1, "RuntimeError"},
-   }},
-  {"sliding multi-token after long prefill", {CacheKind::Static, LayerType::Sliding, 4, 8},
-   {
-      {{1, 2, 3, 4, 5, 6}, {0, 1, 2, 3, 4, 5}, {6, 0}, {1, 2, 3, 4, 5, 6}, {3, 4, 5, 6}, 6, ""},
-      {{7, 8}, {6, 7}, {4, 3}, {}, {}, -1, "RuntimeError"},
-   }},
-  {"sliding becoming full within window", {CacheKind::Static, LayerType::Sliding, 4, 8},
-   {
-      {{1, 2, 3}, {0, 1, 2}, {4, 0}, {1, 2, 3, 0}, {1, 2, 3, 0}, 3, ""},
-      {{4, 5}, {3, 4}, {4, 0}, {}, {}, -1, "IndexError"},
-   }},
-  {"sliding more than capacity after some", {CacheKind::Static, LayerType::Sliding, 4, 8},
-   {
-      {{1, 2}, {0, 1}, {4, 0}, {1, 2, 0, 0}, {1, 2, 0, 0}, 2, ""},
-      {{3, 4, 5, 6, 7}, {2, 3, 4, 5, 6}, {5, 0}, {3, 4, 5, 6, 7}, {4, 5, 6, 7}, 7, ""},
-      {{8}, {7}, {4, 4}, {5, 6, 7, 8}, {5, 6, 7, 8}, 8, ""},
-   }},
-  {"sliding exactly capacity", {CacheKind::Static, LayerType::Sliding, 4, 8},
-   {
-      {{1, 2, 3, 4}, {0, 1, 2, 3}, {4, 0}, {1, 2, 3, 4}, {1, 2, 3, 4}, 4, ""},
-      {{5}, {4}, {4, 1}, {2, 3, 4, 5}, {2, 3, 4, 5}, 5, ""},
-   }},
-  {"sliding custom positions", {CacheKind::Static, LayerType::Sliding, 4, 8},
-   {
-      {{1, 2}, {1, 2}, {4, 0}, {0, 1, 2, 0}, {0, 1, 2, 0}, 2, ""},
-      {{3}, {0}, {4, 0}, {3, 1, 2, 0}, {3, 1, 2, 0}, 3, ""},
-   }},
-  {"chunked", {CacheKind::Static, LayerType::Chunked, 4, 8},
-   {
-      {{1, 2, 3}, {0, 1, 2}, {4, 0}, {1, 2, 3, 0}, {1, 2, 3, 0}, 3, ""},
-      {{4, 5}, {3, 4}, {5, 0}, {1, 2, 3, 4, 5}, {2, 3, 4, 5}, 5, ""},
-      {{6, 7}, {5, 6}, {5, 2}, {3, 4, 5, 6, 7}, {4, 5, 6, 7}, 7, ""},
-      {{8}, {7}, {4, 4}, {5, 6, 7, 8}, {5, 6, 7, 8}, 8, ""},
-   }},
-  {"chunked long prefill", {CacheKind::Static, LayerType::Chunked, 4, 8},
-   {
-      {{1, 2, 3, 4, 5, 6}, {0, 1, 2, 3, 4, 5}, {6, 0}, {1, 2, 3, 4, 5, 6}, {3, 4, 5, 6}, 6, ""},
-      {{7}, {6}, {4, 3}, {4, 5, 6, 7}, {4, 5, 6, 7}, 7, ""},
-      {{8, 9, 10}, {7, 8, 9}, {6, 4}, {5, 6, 7, 8, 9, 10}, {7, 8, 9, 10}, 10, ""},
-   }},
-  {"chunked custom positions", {CacheKind::Static, LayerType::Chunked, 4, 8},
-   {
-      {{1, 2}, {0, 1}, {4, 0}, {1, 2, 0, 0}, {1, 2, 0, 0}, 2, ""},
-      {{3}, {5}, {4, 2}, {}, {}, -1, "IndexError"},
-   }},
-  {"dynamic custom positions", {CacheKind::Dynamic, LayerType::Sliding, 4, 0},
-   {
-      {{1, 2}, {0, 1}, {2, 0}, {1, 2}, {1, 2}, 2, ""},
-      {{3}, {6}, {3, 3}, {1, 2, 3}, {1, 2, 3}, 3, ""},
-      {{4, 5}, {3, 4}, {5, 0}, {1, 2, 3, 4, 5}, {3, 4, 5}, 5, ""},
-   }},
-  {"sliding capacity from max_cache_len (W=5, L=3)", {CacheKind::Static, LayerType::Sliding, 5, 3},
-   {
-      {{1, 2}, {0, 1}, {3, 0}, {1, 2, 0}, {1, 2, 0}, 2, ""},
-      {{3}, {2}, {3, 0}, {1, 2, 3}, {1, 2, 3}, 3, ""},
-      {{4}, {3}, {3, 1}, {2, 3, 4}, {2, 3, 4}, 4, ""},
-      {{5, 6}, {4, 5}, {3, 2}, {}, {}, -1, "RuntimeError"},
-   }},
+    {"sliding decode",
+     {CacheKind::Static, LayerType::Sliding, 4, 8},
+     {
+         {{1, 2}, {0, 1}, {4, 0}, {1, 2, 0, 0}, {1, 2, 0, 0}, 2, ""},
+         {{3}, {2}, {4, 0}, {1, 2, 3, 0}, {1, 2, 3, 0}, 3, ""},
+         {{4}, {3}, {4, 0}, {1, 2, 3, 4}, {1, 2, 3, 4}, 4, ""},
+         {{5}, {4}, {4, 1}, {2, 3, 4, 5}, {2, 3, 4, 5}, 5, ""},
+         {{6}, {5}, {4, 2}, {3, 4, 5, 6}, {3, 4, 5, 6}, 6, ""},
+     }},
+    {"sliding long prefill then decode",
+     {CacheKind::Static, LayerType::Sliding, 4, 8},
+     {
+         {{1, 2, 3, 4, 5, 6}, {0, 1, 2, 3, 4, 5}, {6, 0}, {1, 2, 3, 4, 5, 6}, {3, 4, 5, 6}, 6, ""},
+         {{7}, {6}, {4, 3}, {4, 5, 6, 7}, {4, 5, 6, 7}, 7, ""},
+         {{8}, {7}, {4, 4}, {5, 6, 7, 8}, {5, 6, 7, 8}, 8, ""},
+     }},
+    {"sliding multi-token once full",
+     {CacheKind::Static, LayerType::Sliding, 4, 8},
+     {
+         {{1, 2, 3, 4}, {0, 1, 2, 3}, {4, 0}, {1, 2, 3, 4}, {1, 2, 3, 4}, 4, ""},
+         {{5, 6}, {4, 5}, {4, 1}, {}, {}, -1, "RuntimeError"},
+     }},
+    {"sliding multi-token after long prefill",
+     {CacheKind::Static, LayerType::Sliding, 4, 8},
+     {
+         {{1, 2, 3, 4, 5, 6}, {0, 1, 2, 3, 4, 5}, {6, 0}, {1, 2, 3, 4, 5, 6}, {3, 4, 5, 6}, 6, ""},
+         {{7, 8}, {6, 7}, {4, 3}, {}, {}, -1, "RuntimeError"},
+     }},
+    {"sliding becoming full within window",
+     {CacheKind::Static, LayerType::Sliding, 4, 8},
+     {
+         {{1, 2, 3}, {0, 1, 2}, {4, 0}, {1, 2, 3, 0}, {1, 2, 3, 0}, 3, ""},
+         {{4, 5}, {3, 4}, {4, 0}, {}, {}, -1, "IndexError"},
+     }},
+    {"sliding more than capacity after some",
+     {CacheKind::Static, LayerType::Sliding, 4, 8},
+     {
+         {{1, 2}, {0, 1}, {4, 0}, {1, 2, 0, 0}, {1, 2, 0, 0}, 2, ""},
+         {{3, 4, 5, 6, 7}, {2, 3, 4, 5, 6}, {5, 0}, {3, 4, 5, 6, 7}, {4, 5, 6, 7}, 7, ""},
+         {{8}, {7}, {4, 4}, {5, 6, 7, 8}, {5, 6, 7, 8}, 8, ""},
+     }},
+    {"sliding exactly capacity",
+     {CacheKind::Static, LayerType::Sliding, 4, 8},
+     {
+         {{1, 2, 3, 4}, {0, 1, 2, 3}, {4, 0}, {1, 2, 3, 4}, {1, 2, 3, 4}, 4, ""},
+         {{5}, {4}, {4, 1}, {2, 3, 4, 5}, {2, 3, 4, 5}, 5, ""},
+     }},
+    {"sliding custom positions",
+     {CacheKind::Static, LayerType::Sliding, 4, 8},
+     {
+         {{1, 2}, {1, 2}, {4, 0}, {0, 1, 2, 0}, {0, 1, 2, 0}, 2, ""},
+         {{3}, {0}, {4, 0}, {3, 1, 2, 0}, {3, 1, 2, 0}, 3, ""},
+     }},
+    {"chunked",
+     {CacheKind::Static, LayerType::Chunked, 4, 8},
+     {
+         {{1, 2, 3}, {0, 1, 2}, {4, 0}, {1, 2, 3, 0}, {1, 2, 3, 0}, 3, ""},
+         {{4, 5}, {3, 4}, {5, 0}, {1, 2, 3, 4, 5}, {2, 3, 4, 5}, 5, ""},
+         {{6, 7}, {5, 6}, {5, 2}, {3, 4, 5, 6, 7}, {4, 5, 6, 7}, 7, ""},
+         {{8}, {7}, {4, 4}, {5, 6, 7, 8}, {5, 6, 7, 8}, 8, ""},
+     }},
+    {"chunked long prefill",
+     {CacheKind::Static, LayerType::Chunked, 4, 8},
+     {
+         {{1, 2, 3, 4, 5, 6}, {0, 1, 2, 3, 4, 5}, {6, 0}, {1, 2, 3, 4, 5, 6}, {3, 4, 5, 6}, 6, ""},
+         {{7}, {6}, {4, 3}, {4, 5, 6, 7}, {4, 5, 6, 7}, 7, ""},
+         {{8, 9, 10}, {7, 8, 9}, {6, 4}, {5, 6, 7, 8, 9, 10}, {7, 8, 9, 10}, 10, ""},
+     }},
+    {"chunked custom positions",
+     {CacheKind::Static, LayerType::Chunked, 4, 8},
+     {
+         {{1, 2}, {0, 1}, {4, 0}, {1, 2, 0, 0}, {1, 2, 0, 0}, 2, ""},
+         {{3}, {5}, {4, 2}, {}, {}, -1, "IndexError"},
+     }},
+    {"dynamic custom positions",
+     {CacheKind::Dynamic, LayerType::Sliding, 4, 0},
+     {
+         {{1, 2}, {0, 1}, {2, 0}, {1, 2}, {1, 2}, 2, ""},
+         {{3}, {6}, {3, 3}, {1, 2, 3}, {1, 2, 3}, 3, ""},
+         {{4, 5}, {3, 4}, {5, 0}, {1, 2, 3, 4, 5}, {3, 4, 5}, 5, ""},
+     }},
+    {"sliding capacity from max_cache_len (W=5, L=3)",
+     {CacheKind::Static, LayerType::Sliding, 5, 3},
+     {
+         {{1, 2}, {0, 1}, {3, 0}, {1, 2, 0}, {1, 2, 0}, 2, ""},
+         {{3}, {2}, {3, 0}, {1, 2, 3}, {1, 2, 3}, 3, ""},
+         {{4}, {3}, {3, 1}, {2, 3, 4}, {2, 3, 4}, 4, ""},
+         {{5, 6}, {4, 5}, {3, 2}, {}, {}, -1, "RuntimeError"},
+     }},
 };
 
 at::Tensor sequence(const std::vector<double>& v) {
@@ -173,13 +186,13 @@ TEST(PreMergeLayers, SlidingLayerNeedsCachePosition) {
 // import torch, transformers
 // from transformers.cache_utils import SlidingWindowLayer, ChunkedSlidingLayer, DynamicSlidingWindowLayer
 // print("# transformers", transformers.__version__, "torch", torch.__version__)
-// 
+//
 // def t(vals):
 //     return torch.tensor(vals, dtype=torch.float32).view(1, 1, -1, 1)
-// 
+//
 // def flat(x):
 //     return [int(v) for v in x.flatten().tolist()]
-// 
+//
 // def run(name, make, steps):
 //     layer = make()
 //     seen = 0
@@ -201,7 +214,7 @@ TEST(PreMergeLayers, SlidingLayerNeedsCachePosition) {
 //             print(f"  feed {vals} at {pos}: mask_sizes {sizes} RAISES {type(e).__name__}: {str(e)[:150]}")
 //             break
 //         seen += len(vals)
-// 
+//
 // W, L = 4, 8
 // sl = lambda: SlidingWindowLayer(max_cache_len=L, sliding_window=W)
 // ch = lambda: ChunkedSlidingLayer(max_cache_len=L, sliding_window=W)

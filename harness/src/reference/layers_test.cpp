@@ -13,9 +13,7 @@
 namespace kvc {
 namespace {
 
-at::Tensor seq(std::vector<double> v) {
-  return from_values(v, {1, 1, static_cast<int64_t>(v.size()), 1}, DType::Float32);
-}
+at::Tensor seq(std::vector<double> v) { return from_values(v, {1, 1, static_cast<int64_t>(v.size()), 1}, DType::Float32); }
 std::vector<double> flat(const at::Tensor& t) { return values_of(t); }
 
 KV feed(CacheLayer& layer, std::vector<double> v) { return layer.update(seq(v), seq(v)); }
@@ -79,7 +77,7 @@ TEST(StaticFullLayer, CachePositionApiFallsBackToArangeWithoutPositions) {
   }
   EXPECT_EQ(flat(v5->keys()), (std::vector<double>{1, 2, 3, 0}));
   EXPECT_EQ(flat(v457->keys()), (std::vector<double>{3, 2, 0, 0}));  // overwrote position 0
-  EXPECT_EQ(v457->seq_length(), 2);  // 4.57 counts non-zero rows
+  EXPECT_EQ(v457->seq_length(), 2);                                  // 4.57 counts non-zero rows
   v457->update(seq({7}), seq({7}), std::vector<int64_t>{2});
   EXPECT_EQ(flat(v457->keys()), (std::vector<double>{3, 2, 7, 0}));
 }
@@ -96,24 +94,38 @@ std::string error_of(F&& f) {
 
 TEST(BadInput, RejectedWithTheValuesNamed) {
   auto layer = make_layer({CacheKind::Static, LayerType::Sliding, 4, 8});
-  EXPECT_NE(error_of([&] { layer->update(at::zeros({1, 1, 0, 1}), at::zeros({1, 1, 0, 1})); }).find("zero-token"),
+  EXPECT_NE(error_of([&] {
+              layer->update(at::zeros({1, 1, 0, 1}), at::zeros({1, 1, 0, 1}));
+            }).find("zero-token"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { layer->update(at::zeros({1, 1, 2, 1}), at::zeros({1, 1, 3, 1})); }).find("differ in shape"),
+  EXPECT_NE(error_of([&] {
+              layer->update(at::zeros({1, 1, 2, 1}), at::zeros({1, 1, 3, 1}));
+            }).find("differ in shape"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { layer->update(at::zeros({1, 1, 2}), at::zeros({1, 1, 2})); }).find("expected [batch"),
+  EXPECT_NE(error_of([&] {
+              layer->update(at::zeros({1, 1, 2}), at::zeros({1, 1, 2}));
+            }).find("expected [batch"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { layer->update(at::zeros({1, 1, 1, 1}), at::zeros({1, 1, 1, 1}, at::kHalf)); }).find("values are"),
+  EXPECT_NE(error_of([&] {
+              layer->update(at::zeros({1, 1, 1, 1}), at::zeros({1, 1, 1, 1}, at::kHalf));
+            }).find("values are"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { layer->update(at::zeros({1, 1, 1, 1}, at::kLong), at::zeros({1, 1, 1, 1}, at::kLong)); })
-                .find("floating"),
+  EXPECT_NE(error_of([&] {
+              layer->update(at::zeros({1, 1, 1, 1}, at::kLong), at::zeros({1, 1, 1, 1}, at::kLong));
+            }).find("floating"),
             std::string::npos);
   layer->update(at::ones({2, 1, 1, 4}), at::ones({2, 1, 1, 4}));
-  EXPECT_NE(error_of([&] { layer->update(at::ones({3, 1, 1, 4}), at::ones({3, 1, 1, 4})); }).find("batch changed after initialisation: 2 -> 3"),
+  EXPECT_NE(error_of([&] {
+              layer->update(at::ones({3, 1, 1, 4}), at::ones({3, 1, 1, 4}));
+            }).find("batch changed after initialisation: 2 -> 3"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { layer->update(at::ones({2, 2, 1, 4}), at::ones({2, 2, 1, 4})); }).find("kv_heads changed"),
+  EXPECT_NE(error_of([&] {
+              layer->update(at::ones({2, 2, 1, 4}), at::ones({2, 2, 1, 4}));
+            }).find("kv_heads changed"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { layer->update(at::ones({2, 1, 1, 4}, at::kHalf), at::ones({2, 1, 1, 4}, at::kHalf)); })
-                .find("dtype changed"),
+  EXPECT_NE(error_of([&] {
+              layer->update(at::ones({2, 1, 1, 4}, at::kHalf), at::ones({2, 1, 1, 4}, at::kHalf));
+            }).find("dtype changed"),
             std::string::npos);
   // A rejected update leaves the cache as it was.
   EXPECT_EQ(layer->cumulative_length(), 1);
@@ -125,12 +137,21 @@ TEST(BadInput, RejectedWithTheValuesNamed) {
   EXPECT_THROW(make_layer({CacheKind::Dynamic, LayerType::Chunked, -2, 0}), std::invalid_argument);
 }
 
-
 // from_values fills tensors itself (golden replay's inputs, no copy kernel per step); each value
 // must come out in the bytes torch's own double -> dtype copy gives, roundings and ties included.
 TEST(FromValues, ConvertsEveryDtypeExactlyAsTorchDoes) {
-  std::vector<double> values = {0.0, -0.0, 1.0 / 3, -2.5, 65504.0, 65520.0, 1e-8, 6e-8, 1e300, -1e-300,
-                                std::numeric_limits<double>::infinity(), 1.0 + 0x1p-11 + 0x1p-40};
+  std::vector<double> values = {0.0,
+                                -0.0,
+                                1.0 / 3,
+                                -2.5,
+                                65504.0,
+                                65520.0,
+                                1e-8,
+                                6e-8,
+                                1e300,
+                                -1e-300,
+                                std::numeric_limits<double>::infinity(),
+                                1.0 + 0x1p-11 + 0x1p-40};
   uint64_t x = 12345;
   for (int i = 0; i < 4000; ++i) {  // random doubles across many magnitudes
     x = x * 6364136223846793005ULL + 1442695040888963407ULL;

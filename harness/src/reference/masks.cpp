@@ -32,7 +32,7 @@ std::vector<int64_t> leading_pads(const MaskRequest& m) {
 at::Tensor boolean_mask(const MaskRequest& m, Mutation mutation) {
   m.check();
   if (mutation == Mutation::None) mutation = m.mutation;
-  const at::Tensor qpos = longs(m.query_positions).view({1, -1, 1});                                   // [1,q,1]
+  const at::Tensor qpos = longs(m.query_positions).view({1, -1, 1});                                         // [1,q,1]
   const at::Tensor kpos = at::arange(m.sizes.kv_length, at::kLong).add(m.sizes.kv_offset).view({1, 1, -1});  // [1,1,k]
   at::Tensor allowed = kpos.le(qpos).expand({m.batch, -1, -1});
   if (m.type == LayerType::Sliding) {
@@ -67,8 +67,7 @@ bool can_skip(const MaskRequest& m) {
   // sdpa_skip_empty_cache: an empty cache (first query at 0) may use top-left is_causal when the
   // only padding is the unwritten tail of a static buffer.
   if (m.skip_empty_cache && !m.query_positions.empty() && m.query_positions.front() == 0)
-    return !pad.defined() ||
-           (pad.slice(1, 0, q).all().item<bool>() && pad.slice(1, q).logical_not().all().item<bool>());
+    return !pad.defined() || (pad.slice(1, 0, q).all().item<bool>() && pad.slice(1, q).logical_not().all().item<bool>());
   return false;
 }
 

@@ -41,8 +41,8 @@ TEST(Masks, ChunkedWithLeftPadding) {
   m.left_padding = std::vector<int64_t>{0, 4};
   const at::Tensor mask = boolean_mask(m);
   EXPECT_EQ(rows(mask, 0)[4], "000110000");
-  EXPECT_EQ(rows(mask, 1), (std::vector<std::string>{"000000000", "000000000", "000000000", "000000000", "000010000",
-                                                     "000011000", "000011100", "000000010", "000000011"}));
+  EXPECT_EQ(rows(mask, 1), (std::vector<std::string>{"000000000", "000000000", "000000000", "000000000", "000010000", "000011000",
+                                                     "000011100", "000000010", "000000011"}));
   MaskRequest wrong = m;
   EXPECT_NE(rows(boolean_mask(wrong, Mutation::ChunkIgnoresLeftPadding), 1), rows(mask, 1));
 }

@@ -114,7 +114,10 @@ struct Reader {
   bool ok = true;
   uint64_t u64() {
     uint64_t v = 0;
-    if (at + sizeof v > s.size()) { ok = false; return 0; }
+    if (at + sizeof v > s.size()) {
+      ok = false;
+      return 0;
+    }
     std::memcpy(&v, s.data() + at, sizeof v);
     at += sizeof v;
     return v;
@@ -123,7 +126,10 @@ struct Reader {
     const uint64_t n = u64();
     // Not `at + n > size`: a length near 2^64 wraps that sum, and the reader would jump backwards
     // into bytes it has read (found by fuzz/plugin_wire_fuzz.cpp; a loop when it lands on a record).
-    if (!ok || n > s.size() - at) { ok = false; return {}; }
+    if (!ok || n > s.size() - at) {
+      ok = false;
+      return {};
+    }
     std::string v = s.substr(at, n);
     at += n;
     return v;
@@ -173,9 +179,7 @@ OpResult run_op(const kvc_plugin_api* api, kvc_cache*& cache, const Op& op) {
       }
       break;
     }
-    case Op::MaskSizes:
-      status(api->cache_get_mask_sizes(cache, op.q, &r.a, &r.b, err, kErrLen));
-      break;
+    case Op::MaskSizes: status(api->cache_get_mask_sizes(cache, op.q, &r.a, &r.b, err, kErrLen)); break;
     case Op::Update: {
       const kvc_tensor k = input_tensor(op.keys), v = input_tensor(op.values);
       int64_t shape[4] = {op.keys.shape[0], op.keys.shape[1], op.out_rows, op.keys.shape[3]};
@@ -203,9 +207,7 @@ OpResult run_op(const kvc_plugin_api* api, kvc_cache*& cache, const Op& op) {
       if (r.guard.empty()) r.guard = ov.check();
       break;
     }
-    case Op::Reset:
-      status(api->cache_reset(cache, err, kErrLen));
-      break;
+    case Op::Reset: status(api->cache_reset(cache, err, kErrLen)); break;
     case Op::Attention: {
       if (!api->attention) {
         r.status = KVC_ERR_UNSUPPORTED;
@@ -259,10 +261,10 @@ OpResult run_op(const kvc_plugin_api* api, kvc_cache*& cache, const Op& op) {
   const kvc_plugin_api* api = get(KVC_PLUGIN_ABI_VERSION);
   if (!api || api->abi_version != KVC_PLUGIN_ABI_VERSION || api->struct_size < KVC_PLUGIN_API_BASE_SIZE) {
     msg = "E";
-    put_str(msg, !api ? "kvc_plugin_get_api(" + std::to_string(KVC_PLUGIN_ABI_VERSION) + ") returned NULL (ABI version not supported)"
-                      : "the plugin was built for ABI version " + std::to_string(api->abi_version) + " (struct size " +
-                            std::to_string(api->struct_size) + "), the host speaks version " +
-                            std::to_string(KVC_PLUGIN_ABI_VERSION));
+    put_str(msg,
+            !api ? "kvc_plugin_get_api(" + std::to_string(KVC_PLUGIN_ABI_VERSION) + ") returned NULL (ABI version not supported)"
+                 : "the plugin was built for ABI version " + std::to_string(api->abi_version) + " (struct size " +
+                       std::to_string(api->struct_size) + "), the host speaks version " + std::to_string(KVC_PLUGIN_ABI_VERSION));
     write_all(fd, msg);
     _exit(0);
   }
@@ -299,8 +301,7 @@ OpResult run_op(const kvc_plugin_api* api, kvc_cache*& cache, const Op& op) {
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   const char* desc = strsignal(sig);
-  return std::string(abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig)) + " (" +
-         (desc ? desc : "?") + ")";
+  return std::string(abbrev ? "SIG" + std::string(abbrev) : "signal " + std::to_string(sig)) + " (" + (desc ? desc : "?") + ")";
 }
 
 }  // namespace
@@ -385,8 +386,7 @@ PluginRun execute(const std::string& path, const std::vector<Op>& ops, double ti
   decode_run(data, t);
   if (timed_out) {
     t.end = PluginRun::End::TimedOut;
-    t.detail = "timed out after " + std::to_string(timeout_s).substr(0, std::to_string(timeout_s).find('.') + 2) +
-               " s (killed)";
+    t.detail = "timed out after " + std::to_string(timeout_s).substr(0, std::to_string(timeout_s).find('.') + 2) + " s (killed)";
   } else if (WIFSIGNALED(wstatus)) {
     t.end = PluginRun::End::Crashed;
     t.detail = "killed by " + signal_name(WTERMSIG(wstatus));

@@ -39,8 +39,8 @@ TEST(DecodeTrace, LayoutsRecordListsTheDeclaredLayouts) {
 // The fuzzer's first find (214 bytes): lengths of 2^64 - 1 wrapped `at + n`, each field rewound one
 // byte and re-read the rest, and one result came back holding more bytes than the stream had.
 TEST(DecodeTrace, LengthThatWrapsIsCorruptNotARewind) {
-  const std::string data = kHello + "R" + u64(0) + str("") + u64(0x4800000000000001ULL) + u64(~0ULL) +
-                           std::string(120, '\xff') + std::string("\x0b\0\0\0", 4);
+  const std::string data = kHello + "R" + u64(0) + str("") + u64(0x4800000000000001ULL) + u64(~0ULL) + std::string(120, '\xff') +
+                           std::string("\x0b\0\0\0", 4);
   ASSERT_EQ(data.size(), 214u);
   PluginRun t;
   decode_run(data, t);

@@ -68,10 +68,8 @@ std::vector<std::string> worker_environment() {
   std::vector<std::string> env;
   std::string python_path;
   for (char** e = environ; *e; ++e) {
-    if (std::strncmp(*e, "PYTHONPATH=", 11) == 0)
-      python_path = *e + 11;
-    else
-      env.emplace_back(*e);
+    if (std::strncmp(*e, "PYTHONPATH=", 11) == 0) python_path = *e + 11;
+    else env.emplace_back(*e);
   }
   // A built checkout, not an install elsewhere (a wheel's binary records no checkout: its workers
   // import the installed package).
@@ -86,7 +84,6 @@ std::vector<std::string> worker_environment() {
 }  // namespace
 
 std::string frame(const json& h) { return framing::frame(h); }
-
 
 bool Worker::start(const json& hello, double startup_timeout_s, End& end, std::string& detail) {
   stop();

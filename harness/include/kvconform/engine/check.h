@@ -38,31 +38,31 @@ double window_move_needed(const WindowSensitivity& s, double min);
 // id() is its stable string form ("window_off_by_one(delta=1)"), `text` the sentence for a person.
 struct Diagnosis {
   enum class Kind {
-    WindowOffByOne,          // delta: +1 or -1 on the sliding layers
-    FullOnSliding,           // the sliding layers attend every earlier key
-    WindowOnEveryLayer,      // the sliding window on the full-attention layers too
-    FullCapped,              // keys: N, the full-attention layers keeping only their last N keys
-    LayersSwapped,           // sliding and full-attention layers swapped (max_window_layers read inverted)
-    SlidingAsChunked,        // the sliding layers chunked with chunks of W
-    ChunkOffByOne,           // delta: +1 or -1 on the chunked layers
-    FullOnChunked,           // the chunked layers attend every earlier key
-    ChunkedAsSliding,        // a sliding window of C on the chunked layers
-    ChunkSize,               // chunk: N, from: the config key (or "8192", a hard-coded size) it was taken from
-    ChunkShifted,            // shift: chunk boundaries at k*C + shift
-    SinksDropped,            // the attention sinks left out
-    NopeGivenRope,           // rope on the NoPE layers too
-    NopeInverted,            // rope on the NoPE layers and none on the rope layers
-    RopeBase,                // layer_type, base: a wrong rope base on one layer type
-    SoftcapDropped,          // which: "attention", "final" or "both"
-    KvRounded,               // precision: K and V stored below the declared precision
-    EvictionOffByOne,        // seq, position, delta: one query alone sees W + delta keys
-    PositionGlitch,          // seq, position: that position's logits alone are wrong
-    ChunksRestart,           // the window restarting at each chunk of a chunked extend
-    ForkOffByOne,            // delta: forks starting delta tokens off their prefix
-    SpecRollbackOffByOne,    // delta: spec cycles rolling back delta tokens more than they reject
-    ShiftNotRerotated,       // the keys a shift moved kept at their old rotation
-    LostKeys,                // step, op, from, before, wants: keys lost at a rollback or reload
-    Unexplained,             // no hypothesis fits
+    WindowOffByOne,        // delta: +1 or -1 on the sliding layers
+    FullOnSliding,         // the sliding layers attend every earlier key
+    WindowOnEveryLayer,    // the sliding window on the full-attention layers too
+    FullCapped,            // keys: N, the full-attention layers keeping only their last N keys
+    LayersSwapped,         // sliding and full-attention layers swapped (max_window_layers read inverted)
+    SlidingAsChunked,      // the sliding layers chunked with chunks of W
+    ChunkOffByOne,         // delta: +1 or -1 on the chunked layers
+    FullOnChunked,         // the chunked layers attend every earlier key
+    ChunkedAsSliding,      // a sliding window of C on the chunked layers
+    ChunkSize,             // chunk: N, from: the config key (or "8192", a hard-coded size) it was taken from
+    ChunkShifted,          // shift: chunk boundaries at k*C + shift
+    SinksDropped,          // the attention sinks left out
+    NopeGivenRope,         // rope on the NoPE layers too
+    NopeInverted,          // rope on the NoPE layers and none on the rope layers
+    RopeBase,              // layer_type, base: a wrong rope base on one layer type
+    SoftcapDropped,        // which: "attention", "final" or "both"
+    KvRounded,             // precision: K and V stored below the declared precision
+    EvictionOffByOne,      // seq, position, delta: one query alone sees W + delta keys
+    PositionGlitch,        // seq, position: that position's logits alone are wrong
+    ChunksRestart,         // the window restarting at each chunk of a chunked extend
+    ForkOffByOne,          // delta: forks starting delta tokens off their prefix
+    SpecRollbackOffByOne,  // delta: spec cycles rolling back delta tokens more than they reject
+    ShiftNotRerotated,     // the keys a shift moved kept at their old rotation
+    LostKeys,              // step, op, from, before, wants: keys lost at a rollback or reload
+    Unexplained,           // no hypothesis fits
   };
   Kind kind = Kind::Unexplained;
   nlohmann::json params = nlohmann::json::object();
@@ -70,7 +70,7 @@ struct Diagnosis {
   std::string id() const;
   OracleOptions options;  // the hypothesis's oracle (what the report's picture draws); not part of the value
 };
-const char* to_string(Diagnosis::Kind k);  // "window_off_by_one", ... (the kinds an expectations file names)
+const char* to_string(Diagnosis::Kind k);         // "window_off_by_one", ... (the kinds an expectations file names)
 std::vector<std::string> diagnosis_kind_names();  // every kind, in enum order
 std::optional<Diagnosis::Kind> diagnosis_kind(const std::string& name);
 // "consistent with A or with B", or "" for none.
@@ -110,7 +110,8 @@ struct Judged {
 // then, step by step, sent to the engine, applied to the sequence model and the answer judged; the
 // first failing row is diagnosed (diagnose), a known deviation looked for, the message built. The
 // case id is engine/<spec name>/<model>/<plan name>.
-Judged judge_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan, const CheckOptions& options);
+Judged judge_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan,
+                  const CheckOptions& options);
 report::CaseResult check_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan,
                               const CheckOptions& options);
 // A configuration pair (engines.json "pairs": one engine's cache path on and off, llama.cpp's swa_full,
@@ -119,8 +120,8 @@ report::CaseResult check_plan(EngineClient& engine, const Model& model, const st
 // against the oracle (the same-dtype reference's error so far, of the coarser side's precision). The
 // case id is engine/<pair name>/<model>/<plan name>; each side is judged against the oracle in its
 // own cases.
-report::CaseResult check_pair(EngineClient& a, EngineClient& b, const std::string& name, const Model& model, const std::string& model_dir,
-                              const Plan& plan, const CheckOptions& options);
+report::CaseResult check_pair(EngineClient& a, EngineClient& b, const std::string& name, const Model& model,
+                              const std::string& model_dir, const Plan& plan, const CheckOptions& options);
 // Whether two failures are the same bug: the same place, and for wrong logits a diagnosis kind in
 // common (or both unexplained); for an engine's error, the same `error_class` of its text (its
 // exception type and source location, which only the text carries).

@@ -19,18 +19,18 @@ namespace kvc::engine {
 
 // An engine configuration: the worker command and the options its load gets.
 struct EngineSpec {
-  std::string name;           // the results' backend column: "transformers-5.24.0/dynamic/sdpa", ...
-  std::string command;        // sh -c COMMAND
+  std::string name;     // the results' backend column: "transformers-5.24.0/dynamic/sdpa", ...
+  std::string command;  // sh -c COMMAND
   nlohmann::json options = nlohmann::json::object();
   std::string mutant = "none";  // none, window_off_by_one+1, window_off_by_one-1, full (the adapter is told a wrong window)
-  double timeout_s = 120;     // per request
+  double timeout_s = 120;       // per request
 };
 
 struct Reply {
   enum class Kind { Ok, Unsupported, Error, Fault };  // Fault: the worker crashed, hung or broke the framing
   Kind kind = Kind::Ok;
   std::string message;
-  nlohmann::json header;     // the worker's reply header
+  nlohmann::json header;      // the worker's reply header
   std::vector<float> logits;  // a step with new positions: [rows.size(), vocab]
   std::vector<int64_t> rows;  // which of the step's new positions `logits` holds (all unless the engine named a subset)
   bool logprobs = false;      // `logits` holds log-probabilities (the reply's buffer "logprobs"), as a server answers

@@ -23,10 +23,32 @@ namespace kvc::engine {
 // and a reader that turns the family's config.json into the description below (which the one
 // forward applies); a family adds no code to the forward.
 enum class Family {
-  Gemma2, Gemma3, Mistral, Llama4Text, Qwen2, Qwen3, GptOss, SmolLM3, Cohere2, Ministral, Phi3,
-  Gemma4Text, Olmo3, Exaone4, VaultGemma, Cwm, GraniteSwa, Qwen2Moe, Dots1, GraniteMoeSwa, ExaoneMoe,
-  Lfm3, Mellum, Flint,
-  Qwen2Vl, Qwen25Vl,  // multimodal: the text decoder of the model's text_config
+  Gemma2,
+  Gemma3,
+  Mistral,
+  Llama4Text,
+  Qwen2,
+  Qwen3,
+  GptOss,
+  SmolLM3,
+  Cohere2,
+  Ministral,
+  Phi3,
+  Gemma4Text,
+  Olmo3,
+  Exaone4,
+  VaultGemma,
+  Cwm,
+  GraniteSwa,
+  Qwen2Moe,
+  Dots1,
+  GraniteMoeSwa,
+  ExaoneMoe,
+  Lfm3,
+  Mellum,
+  Flint,
+  Qwen2Vl,
+  Qwen25Vl,  // multimodal: the text decoder of the model's text_config
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
@@ -60,11 +82,11 @@ enum class NormPlacement { Pre, Sandwich, Post };
 enum class MoeRouting { Llama4, GptOss, TopK };
 enum class MoeScore { Softmax, Sigmoid, TopKSoftmax };
 struct MoeConfig {
-  int64_t experts = 0;        // 0: no MoE anywhere
+  int64_t experts = 0;  // 0: no MoE anywhere
   int64_t top_k = 1;
-  int64_t intermediate = 0;   // each expert's intermediate size
+  int64_t intermediate = 0;         // each expert's intermediate size
   int64_t shared_intermediate = 0;  // the shared expert's (llama4: intermediate); 0: none
-  std::vector<bool> layers;   // per layer: the feed-forward is the MoE (else the dense MLP)
+  std::vector<bool> layers;         // per layer: the feed-forward is the MoE (else the dense MLP)
   MoeRouting routing = MoeRouting::Llama4;
   double swiglu_alpha = 1.702, swiglu_limit = 7.0;  // GptOss
   // TopK (above):
@@ -92,11 +114,11 @@ struct ModelConfig {
   Family family = Family::Mistral;
   int64_t vocab = 0, hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0;
   double eps = 1e-6;
-  double rope_theta = 10000;        // full layers (and every layer without a local base)
-  double rope_local_theta = 0;      // sliding layers' base where the family has one (gemma3); 0: none
-  int64_t rotary_dim = 0;           // rope on the first rotary_dim entries of a head (partial_rotary_factor); 0: all
-  bool fused_projections = false;   // the checkpoint stores qkv_proj and gate_up_proj (phi3); load_model splits them
-  bool rope_interleaved = false;    // rope rotates pairs (2i, 2i+1) (llama4's complex form, cohere2); else halves (i, i + d/2)
+  double rope_theta = 10000;       // full layers (and every layer without a local base)
+  double rope_local_theta = 0;     // sliding layers' base where the family has one (gemma3); 0: none
+  int64_t rotary_dim = 0;          // rope on the first rotary_dim entries of a head (partial_rotary_factor); 0: all
+  bool fused_projections = false;  // the checkpoint stores qkv_proj and gate_up_proj (phi3); load_model splits them
+  bool rope_interleaved = false;   // rope rotates pairs (2i, 2i+1) (llama4's complex form, cohere2); else halves (i, i + d/2)
   // YaRN (rope_type "yarn"): inv_freq blends base ** (-2i/d) and that / factor over a linear ramp
   // between the correction dims of beta_fast and beta_slow; cos and sin are scaled by the attention factor.
   struct Yarn {
@@ -104,27 +126,27 @@ struct ModelConfig {
     double beta_fast = 32, beta_slow = 1, original_max_position = 4096, attention_factor = 1;
     bool truncate = true;
   } yarn;
-  double query_scale = 0;           // the scores' factor: query_pre_attn_scalar ** -0.5 or head_dim ** -0.5
-  double attn_softcap = 0;          // tanh soft-capping of the scores; 0: none
-  double final_softcap = 0;         // of the logits; 0: none
-  double embed_scale = 1;           // gemma: sqrt(hidden)
-  bool tied = false;                // lm_head is the embedding
-  bool gemma_norm = false;          // RMSNorm weight w applied as (1 + w)
+  double query_scale = 0;    // the scores' factor: query_pre_attn_scalar ** -0.5 or head_dim ** -0.5
+  double attn_softcap = 0;   // tanh soft-capping of the scores; 0: none
+  double final_softcap = 0;  // of the logits; 0: none
+  double embed_scale = 1;    // gemma: sqrt(hidden)
+  bool tied = false;         // lm_head is the embedding
+  bool gemma_norm = false;   // RMSNorm weight w applied as (1 + w)
   NormPlacement norm_placement = NormPlacement::Pre;
   std::string pre_ff_norm = "post_attention_layernorm.";  // Pre: the MLP's input norm (vaultgemma: pre_feedforward_layernorm.)
-  bool layer_norm = false;          // every norm is a LayerNorm without bias (mean subtracted; cohere2), not an RMSNorm
-  bool parallel_block = false;      // x + attn(norm x) + mlp(norm x), one norm per layer (cohere2)
-  double residual_scale = 1;        // each block's output times this before its residual add (granite residual_multiplier)
-  double logit_scale = 1;           // the logits' factor (cohere2 logit_scale)
-  bool qk_norm = false;             // per-head RMSNorm (weighted, the model's norm style) of q and k before rope (gemma3, qwen3)
-  bool qk_norm_whole = false;       // the q/k norm spans every head's projection at once (olmo2, olmo3), not one head
-  bool v_norm = false;              // a weightless RMS norm of each value head (gemma4)
-  bool layer_scalar = false;        // each layer's output times its model.layers.<l>.layer_scalar (gemma4)
-  bool qk_l2_norm = false;          // per-head weightless RMS ("L2") norm of q and k after rope, on rope layers (llama4 use_qk_norm)
-  bool qkv_bias = false;            // q/k/v projections have a bias (qwen2; qwen3, gpt_oss, smollm3, cohere2 attention_bias)
-  bool o_bias = false;              // o projection has a bias (qwen3, gpt_oss, smollm3, cohere2 attention_bias)
-  bool sinks = false;               // a learned per-head logit joins each softmax's denominator (gpt_oss self_attn.sinks)
-  bool gelu = false;                // gelu (tanh approximation) MLP; otherwise SiLU
+  bool layer_norm = false;      // every norm is a LayerNorm without bias (mean subtracted; cohere2), not an RMSNorm
+  bool parallel_block = false;  // x + attn(norm x) + mlp(norm x), one norm per layer (cohere2)
+  double residual_scale = 1;    // each block's output times this before its residual add (granite residual_multiplier)
+  double logit_scale = 1;       // the logits' factor (cohere2 logit_scale)
+  bool qk_norm = false;         // per-head RMSNorm (weighted, the model's norm style) of q and k before rope (gemma3, qwen3)
+  bool qk_norm_whole = false;   // the q/k norm spans every head's projection at once (olmo2, olmo3), not one head
+  bool v_norm = false;          // a weightless RMS norm of each value head (gemma4)
+  bool layer_scalar = false;    // each layer's output times its model.layers.<l>.layer_scalar (gemma4)
+  bool qk_l2_norm = false;      // per-head weightless RMS ("L2") norm of q and k after rope, on rope layers (llama4 use_qk_norm)
+  bool qkv_bias = false;        // q/k/v projections have a bias (qwen2; qwen3, gpt_oss, smollm3, cohere2 attention_bias)
+  bool o_bias = false;          // o projection has a bias (qwen3, gpt_oss, smollm3, cohere2 attention_bias)
+  bool sinks = false;           // a learned per-head logit joins each softmax's denominator (gpt_oss self_attn.sinks)
+  bool gelu = false;            // gelu (tanh approximation) MLP; otherwise SiLU
   // A multimodal checkpoint's text decoder tensors are under this prefix ("model.language_model."), its
   // head at lm_head; the loader reads them as the decoder's own (model.*) and ignores the towers.
   std::string text_prefix;
@@ -135,14 +157,14 @@ struct ModelConfig {
   std::vector<int64_t> chunks;      // per layer: C on a chunked layer, 0 on any other; empty: none
   std::vector<bool> rope_layers;    // per layer: rope applied; false is a NoPE layer; empty: rope everywhere
   // Per layer, each empty for the model-wide value (gemma4's full layers differ from its sliding ones):
-  std::vector<double> rope_thetas;  // the rope base; empty: rope_local_theta on sliding layers where set, else rope_theta
-  std::vector<int64_t> rope_angles; // proportional rope: the first n of a head's head_dim / 2 frequencies rotate (the
-                                    // exponent's denominator stays head_dim), the others are 0; 0: all
-  std::vector<int64_t> head_dims;   // a layer's head size (gemma4 global_head_dim on full layers)
+  std::vector<double> rope_thetas;   // the rope base; empty: rope_local_theta on sliding layers where set, else rope_theta
+  std::vector<int64_t> rope_angles;  // proportional rope: the first n of a head's head_dim / 2 frequencies rotate (the
+                                     // exponent's denominator stays head_dim), the others are 0; 0: all
+  std::vector<int64_t> head_dims;    // a layer's head size (gemma4 global_head_dim on full layers)
   std::vector<int64_t> layer_kv_heads;
-  std::vector<bool> k_eq_v;         // the layer has no v_proj: its values are the raw key projection (gemma4 attention_k_eq_v)
-  std::vector<int64_t> kv_source;   // the layer whose keys and values it attends: itself, or an earlier layer of its
-                                    // type whose cache it shares (gemma4 num_kv_shared_layers)
+  std::vector<bool> k_eq_v;        // the layer has no v_proj: its values are the raw key projection (gemma4 attention_k_eq_v)
+  std::vector<int64_t> kv_source;  // the layer whose keys and values it attends: itself, or an earlier layer of its
+                                   // type whose cache it shares (gemma4 num_kv_shared_layers)
   // Attention temperature tuning (llama4) on the NoPE layers: q *= 1 + attn_scale * log(floor((pos + 1) / floor_scale) + 1).
   double temperature_floor_scale = 0;  // 0: none
   double temperature_attn_scale = 0;
@@ -199,13 +221,13 @@ struct OracleOptions {
   bool q_half = false;           // queries rounded to float16 before the scores (a kernel that reads Q as f16)
   bool gelu_half = false;        // gelu(x) read from a float16 table: half(gelu(half(x))), as ggml's CPU GELU
   // The hypotheses of the diagnoses (check.cpp), each one way an engine reads the config wrong.
-  bool kv_bf16 = false;          // K and V rounded to bfloat16 as they are stored
-  int64_t chunk_shift = 0;       // chunk boundaries at k*C + chunk_shift instead of k*C
-  bool no_sinks = false;         // the sinks left out of the softmax
-  bool no_attn_softcap = false;  // the scores' tanh soft-cap left out
-  bool no_final_softcap = false; // the logits' tanh soft-cap left out
-  std::vector<bool> rope_layers;     // per layer, which layers rotate; empty: the config's
-  std::vector<double> rope_bases;    // per layer, the rope base; empty: the config's
+  bool kv_bf16 = false;            // K and V rounded to bfloat16 as they are stored
+  int64_t chunk_shift = 0;         // chunk boundaries at k*C + chunk_shift instead of k*C
+  bool no_sinks = false;           // the sinks left out of the softmax
+  bool no_attn_softcap = false;    // the scores' tanh soft-cap left out
+  bool no_final_softcap = false;   // the logits' tanh soft-cap left out
+  std::vector<bool> rope_layers;   // per layer, which layers rotate; empty: the config's
+  std::vector<double> rope_bases;  // per layer, the rope base; empty: the config's
   // One eviction off by one: the query at this position alone sees window + window_delta keys on
   // the sliding layers (-1: no such position).
   int64_t window_delta_position = -1, window_delta = 0;
@@ -225,7 +247,8 @@ constexpr double kMinWindowSensitivity = 1e-2;  // a hundred times the engine ch
 
 // The first key the query at `pos` sees on `layer` (it sees keys first..pos): the layer's rule as
 // `options` tell it, after `forgotten` (the keys a cache lost, on sliding and chunked layers).
-int64_t first_visible_key(const ModelConfig& config, const OracleOptions& options, int64_t layer, int64_t pos, int64_t forgotten = 0);
+int64_t first_visible_key(const ModelConfig& config, const OracleOptions& options, int64_t layer, int64_t pos,
+                          int64_t forgotten = 0);
 
 // One sequence's forward, position by position. Position p's logits depend only on tokens
 // 0..p, computed with the same arithmetic however the tokens arrive, so extend() in pieces equals
@@ -257,10 +280,10 @@ class SequenceOracle {
     std::vector<T> q, k, v, o, gate, up, down, in_norm, post_attn_norm, pre_ff_norm, post_ff_norm, q_norm, k_norm;
     T scalar = 1;  // gemma4 layer_scalar
     std::vector<T> q_bias, k_bias, v_bias, o_bias;
-    std::vector<T> router, experts_gate_up, experts_down;  // [E, H], [E, H, 2I], [E, I, H] (x @ W layout)
-    std::vector<T> selection_bias, shared_gate;  // TopK: [E], [H]
-    std::vector<T> router_bias, experts_gate_up_bias, experts_down_bias, sinks;  // [E], [E, 2I], [E, H], [heads]
-    std::vector<T> keys, values;  // [position][kv_heads * head_dim]
+    std::vector<T> router, experts_gate_up, experts_down;                          // [E, H], [E, H, 2I], [E, I, H] (x @ W layout)
+    std::vector<T> selection_bias, shared_gate;                                    // TopK: [E], [H]
+    std::vector<T> router_bias, experts_gate_up_bias, experts_down_bias, sinks;    // [E], [E, 2I], [E, H], [heads]
+    std::vector<T> keys, values;                                                   // [position][kv_heads * head_dim]
     std::vector<T> gate_proj, in_proj, in_bias, conv, conv_b, out_proj, out_bias;  // attn_gate; a conv layer
     std::vector<T> conv_in;  // a conv layer's B * x, [position][hidden]: its state, kept whole
     std::vector<T> inv_freq;

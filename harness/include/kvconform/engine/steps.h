@@ -47,8 +47,8 @@ struct StepReader {
   std::string ptr, file;
   [[noreturn]] void bad(const std::string& at, const std::string& why) const;
   int64_t seq(const nlohmann::json& obj, const std::string& key, const std::string& at) const;  // in [0, 15]
-  std::vector<int32_t> tokens(const nlohmann::json& obj, const std::string& at) const;       // non-empty token ids
-  int64_t integer(const std::string& key, int64_t least, const std::string& what) const;      // j[key] >= least
+  std::vector<int32_t> tokens(const nlohmann::json& obj, const std::string& at) const;          // non-empty token ids
+  int64_t integer(const std::string& key, int64_t least, const std::string& what) const;        // j[key] >= least
   int64_t seq() const { return j.contains("seq") ? seq(j, "seq", ptr) : 0; }
 };
 
@@ -111,7 +111,8 @@ struct Extend {
   nlohmann::json fields() const { return {{"seq", seq}, {"tokens", tokens}}; }
   static Extend read(const StepReader& r) { return {r.seq(), r.tokens(r.j, r.ptr)}; }
   std::string describe(const Lengths& len) const {
-    return "extend seq " + std::to_string(seq) + ": " + steps::span(steps::length_of(len, seq), static_cast<int64_t>(tokens.size()));
+    return "extend seq " + std::to_string(seq) + ": " +
+           steps::span(steps::length_of(len, seq), static_cast<int64_t>(tokens.size()));
   }
   template <class O>
   bool oracle(O& o) const {
@@ -136,7 +137,8 @@ struct Rollback {
 
   std::string pre(const Lengths& len, int64_t) const {
     if (drop <= 0 || drop > steps::length_of(len, seq))
-      return "rollback by " + std::to_string(drop) + " of a sequence of " + std::to_string(steps::length_of(len, seq)) + " tokens";
+      return "rollback by " + std::to_string(drop) + " of a sequence of " + std::to_string(steps::length_of(len, seq)) +
+             " tokens";
     return "";
   }
   void apply(Lengths& len) const { len[seq] -= drop; }
@@ -163,7 +165,8 @@ struct Reload {
   static constexpr const char* operation = "reload";
   static constexpr std::array<OperationMutant, 0> mutants{};
   static constexpr bool logits = false;
-  static constexpr const char* about = "saves sequence `seq`'s state with the engine's state API, drops the sequence and loads the state back";
+  static constexpr const char* about =
+      "saves sequence `seq`'s state with the engine's state API, drops the sequence and loads the state back";
   static constexpr bool may_lose_keys = true;
   int64_t seq = 0;
 
@@ -194,7 +197,8 @@ struct Preempt {
   static constexpr const char* op = "preempt";
   static constexpr const char* operation = "preempt";
   static constexpr std::array<OperationMutant, 1> mutants{
-      {{"preempt_short", "the recompute after a preemption leaves out the sequence's last token (the one sampled before it)", "preempt-short"}}};
+      {{"preempt_short", "the recompute after a preemption leaves out the sequence's last token (the one sampled before it)",
+        "preempt-short"}}};
   static constexpr bool logits = false;
   static constexpr const char* about =
       "sequence `seq`'s cache is dropped (every block given back) and recomputed from its tokens; nothing it holds changes";
@@ -244,8 +248,9 @@ struct Reset {
 struct Fork {
   static constexpr const char* op = "fork";
   static constexpr const char* operation = "fork";
-  static constexpr std::array<OperationMutant, 2> mutants{{{"fork_shared", "the fork shares the state it should copy", "fork-shared"},
-                                                           {"fork_off_by_one", "the fork starts one token short of the prefix", "fork-prefix"}}};
+  static constexpr std::array<OperationMutant, 2> mutants{
+      {{"fork_shared", "the fork shares the state it should copy", "fork-shared"},
+       {"fork_off_by_one", "the fork starts one token short of the prefix", "fork-prefix"}}};
   static constexpr bool logits = false;
   static constexpr const char* about =
       "sequence `seq` (its old contents dropped) starts from the first `length` tokens of sequence `from`, which goes on unchanged";
@@ -256,7 +261,8 @@ struct Fork {
   std::string pre(const Lengths& len, int64_t) const {
     if (from < 0 || from == seq) return "fork from seq " + std::to_string(from) + " into seq " + std::to_string(seq);
     if (length < 0 || length > steps::length_of(len, from))
-      return "fork of the first " + std::to_string(length) + " tokens of a sequence of " + std::to_string(steps::length_of(len, from));
+      return "fork of the first " + std::to_string(length) + " tokens of a sequence of " +
+             std::to_string(steps::length_of(len, from));
     return "";
   }
   void apply(Lengths& len) const { len[seq] = length; }
@@ -264,8 +270,8 @@ struct Fork {
   nlohmann::json fields() const { return {{"seq", seq}, {"from", from}, {"length", length}}; }
   static Fork read(const StepReader& r);
   std::string describe(const Lengths& len) const {
-    return "fork seq " + std::to_string(seq) + " from the first " + std::to_string(length) + " of seq " + std::to_string(from) + "'s " +
-           std::to_string(steps::length_of(len, from)) + " tokens";
+    return "fork seq " + std::to_string(seq) + " from the first " + std::to_string(length) + " of seq " + std::to_string(from) +
+           "'s " + std::to_string(steps::length_of(len, from)) + " tokens";
   }
   // A fresh forward of the prefix: the source's oracle cut back to it (the prefix property); a
   // departure starts it fork_by tokens off.
@@ -284,9 +290,11 @@ struct Fork {
 struct Chunked {
   static constexpr const char* op = "chunked";
   static constexpr const char* operation = "chunked";
-  static constexpr std::array<OperationMutant, 1> mutants{{{"window_restarts_per_chunk", "each chunk's sliding layers see no key before the chunk", "chunked-restart"}}};
+  static constexpr std::array<OperationMutant, 1> mutants{
+      {{"window_restarts_per_chunk", "each chunk's sliding layers see no key before the chunk", "chunked-restart"}}};
   static constexpr bool logits = true;
-  static constexpr const char* about = "as `extend`, the engine processing the tokens in chunks of `chunk` through its own chunking";
+  static constexpr const char* about =
+      "as `extend`, the engine processing the tokens in chunks of `chunk` through its own chunking";
   int64_t seq = 0;
   std::vector<int32_t> tokens;
   int64_t chunk = 0;
@@ -326,7 +334,8 @@ struct Chunked {
 struct Spec {
   static constexpr const char* op = "spec";
   static constexpr const char* operation = "spec";
-  static constexpr std::array<OperationMutant, 1> mutants{{{"spec_rollback_off_by_one", "a cycle rolls back one token more than it rejected", "spec-rollback"}}};
+  static constexpr std::array<OperationMutant, 1> mutants{
+      {{"spec_rollback_off_by_one", "a cycle rolls back one token more than it rejected", "spec-rollback"}}};
   static constexpr bool logits = true;
   static constexpr const char* about =
       "one speculative cycle: as `extend` for the draft `tokens`, then the last `n` of them (the rejected ones) are gone";
@@ -348,8 +357,8 @@ struct Spec {
   static Spec read(const StepReader& r);
   std::string describe(const Lengths& len) const {
     const int64_t before = steps::length_of(len, seq), n = static_cast<int64_t>(draft.size());
-    return "spec cycle seq " + std::to_string(seq) + ": draft " + steps::span(before, n) + ", reject " + std::to_string(reject) + " (to " +
-           std::to_string(before + n - reject) + ")";
+    return "spec cycle seq " + std::to_string(seq) + ": draft " + steps::span(before, n) + ", reject " + std::to_string(reject) +
+           " (to " + std::to_string(before + n - reject) + ")";
   }
   // The departure rolls back spec_by tokens more than the cycle rejects.
   template <class O>
@@ -375,7 +384,8 @@ struct BatchItem {
 struct Batch {
   static constexpr const char* op = "batch";
   static constexpr const char* operation = "batch";
-  static constexpr std::array<OperationMutant, 1> mutants{{{"batch_offset", "a batch computes each sequence after the first at the first one's length", "batch-offset"}}};
+  static constexpr std::array<OperationMutant, 1> mutants{
+      {{"batch_offset", "a batch computes each sequence after the first at the first one's length", "batch-offset"}}};
   static constexpr bool logits = true;
   static constexpr const char* about = "several sequences (each once) advanced in one engine call: their logits item after item";
   static constexpr bool several_sequences = true;  // a position is named with its sequence
@@ -433,8 +443,8 @@ struct Shift {
   }
   std::string describe(const Lengths& len) const {
     const int64_t before = steps::length_of(len, seq);
-    return "shift seq " + std::to_string(seq) + ": discard " + steps::span(keep, discard) + ", move " + std::to_string(before - keep - discard) +
-           " down (to " + std::to_string(before - discard) + ")";
+    return "shift seq " + std::to_string(seq) + ": discard " + steps::span(keep, discard) + ", move " +
+           std::to_string(before - keep - discard) + " down (to " + std::to_string(before - discard) + ")";
   }
   // Not a fresh forward of the kept tokens: their cached K/V as computed, the moved keys re-rotated
   // (the departure leaves them at their old rotation).
@@ -459,7 +469,9 @@ struct Turn {
   static constexpr const char* op = "turn";
   static constexpr const char* operation = "turn";
   static constexpr std::array<OperationMutant, 1> mutants{
-      {{"turn_past", "a turn continues from one token past the kept prefix (a checkpoint restored past the prompt's last common position)", "turn-past"}}};
+      {{"turn_past",
+        "a turn continues from one token past the kept prefix (a checkpoint restored past the prompt's last common position)",
+        "turn-past"}}};
   static constexpr bool logits = true;
   static constexpr const char* about =
       "a multi-turn request: sequence `seq` keeps its first `keep` tokens and goes on with `tokens`; answers the logits of each new position";
@@ -471,7 +483,8 @@ struct Turn {
   std::string pre(const Lengths& len, int64_t vocab) const {
     if (std::string why = steps::bad_tokens(op, tokens, vocab); !why.empty()) return why;
     if (keep < 0 || keep > steps::length_of(len, seq))
-      return "turn keeping " + std::to_string(keep) + " of a sequence of " + std::to_string(steps::length_of(len, seq)) + " tokens";
+      return "turn keeping " + std::to_string(keep) + " of a sequence of " + std::to_string(steps::length_of(len, seq)) +
+             " tokens";
     return "";
   }
   void apply(Lengths& len) const { len[seq] = keep + static_cast<int64_t>(tokens.size()); }
@@ -482,8 +495,8 @@ struct Turn {
             r.tokens(r.j, r.ptr)};
   }
   std::string describe(const Lengths& len) const {
-    return "turn seq " + std::to_string(seq) + ": keep " + std::to_string(keep) + " of " + std::to_string(steps::length_of(len, seq)) + ", then " +
-           steps::span(keep, static_cast<int64_t>(tokens.size()));
+    return "turn seq " + std::to_string(seq) + ": keep " + std::to_string(keep) + " of " +
+           std::to_string(steps::length_of(len, seq)) + ", then " + steps::span(keep, static_cast<int64_t>(tokens.size()));
   }
   template <class O>
   bool oracle(O& o) const {
@@ -524,17 +537,17 @@ class PlanStep {
   const char* op() const;
   // The operation an engine lists to be sent this step; "" when every engine serves it.
   std::string operation() const;
-  bool logits() const;                                            // answered with its new positions' logits
-  std::string pre(const Lengths& before, int64_t vocab) const;    // why it cannot run; "" when it can
+  bool logits() const;                                          // answered with its new positions' logits
+  std::string pre(const Lengths& before, int64_t vocab) const;  // why it cannot run; "" when it can
   void apply(Lengths& len) const;
-  Positions positions(const Lengths& before) const;               // the rows of its logits
-  int64_t peak(const Lengths& before) const;                      // the longest a sequence grows during it
-  std::vector<int64_t> sequences() const;                         // the sequences it names
+  Positions positions(const Lengths& before) const;  // the rows of its logits
+  int64_t peak(const Lengths& before) const;         // the longest a sequence grows during it
+  std::vector<int64_t> sequences() const;            // the sequences it names
   // The sequence whose keys it may lose (a rollback or a reload: an engine that evicted keys cannot
   // give them back), or -1.
   int64_t may_lose_keys_of() const;
-  bool several_sequences() const;                                 // its positions are named with their sequence
-  nlohmann::json to_json() const;                                 // {"op", fields...}
+  bool several_sequences() const;  // its positions are named with their sequence
+  nlohmann::json to_json() const;  // {"op", fields...}
   static PlanStep from_json(const nlohmann::json& j, const std::string& ptr, const std::string& file);
   std::string describe(const Lengths& before) const;
 

@@ -42,8 +42,7 @@ struct Saved {
 // taken with the name left empty, so `kvconform replay` and `kvconform golden` read it as any case. (folders created as needed; a temporary file and a rename, so a reader
 // never sees half a case). Throws std::invalid_argument for a bad suite or target and
 // std::runtime_error naming the path when the folder or the file cannot be written.
-Saved save(const std::string& root, const std::string& suite, const std::string& target,
-           const nlohmann::ordered_json& doc);
+Saved save(const std::string& root, const std::string& suite, const std::string& target, const nlohmann::ordered_json& doc);
 
 // One saved case as read back. `error` is set (and `text` may be empty) when the file cannot be read
 // or is not JSON: the caller reports that entry as a FAIL naming `path`, never stops the run.

@@ -49,8 +49,7 @@ std::string report_html(const RunSummary& run, const ReportOptions& options = {}
 // and renames it into place, so a reader never sees a half-written file; on any error the
 // temporaries are removed, files already in place stay as they were, and std::runtime_error
 // names the file. Returns the paths written.
-std::vector<std::string> write_reports(const RunSummary& run, const std::string& dir,
-                                       const ReportOptions& options = {});
+std::vector<std::string> write_reports(const RunSummary& run, const std::string& dir, const ReportOptions& options = {});
 
 // "error 3.1e-04, bound 0.002, margin 0.0017": a case's measured error against its bound (empty
 // where it measured none). The terminal's -v line and the Markdown/HTML reports use it.
@@ -61,9 +60,9 @@ void write_file_atomically(const std::string& path, std::string_view content);
 
 // Helpers shared by the writers (exposed for tests).
 std::string xml_escape(std::string_view text, bool attribute = false);  // also drops invalid XML chars
-std::string sanitize_utf8(std::string_view text);                        // invalid bytes -> U+FFFD
-std::string case_title(const CaseResult& c);  // "NAME(params) [backend, dtype]"
-std::vector<std::string> backends_in_order(const RunSummary& run);  // first appearance order
-std::string bound_text(double bound);  // a tolerance bound for people: "0", "9.54e-07"
+std::string sanitize_utf8(std::string_view text);                       // invalid bytes -> U+FFFD
+std::string case_title(const CaseResult& c);                            // "NAME(params) [backend, dtype]"
+std::vector<std::string> backends_in_order(const RunSummary& run);      // first appearance order
+std::string bound_text(double bound);                                   // a tolerance bound for people: "0", "9.54e-07"
 
 }  // namespace kvc::report
