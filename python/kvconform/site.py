@@ -479,6 +479,16 @@ def coverage_engines(root: str, rows: Optional[Sequence[Tuple[str, str, str]]], 
     return {r[0]: module.engines_cell(table, r[0], not r[2].startswith("not read")) for r in rows}
 
 
+def coverage_release(root: str) -> str:
+    """The release the coverage table reads when --release names none: the newest pinned one, as
+    engines/models/coverage.py picks it (5.24.0 where the checkout's coverage.py cannot say)."""
+    module, _ = _coverage_module(root)
+    try:
+        return module.newest_release() if module is not None and hasattr(module, "newest_release") else "5.24.0"
+    except SystemExit:  # no golden/requirements-*.txt beside it
+        return "5.24.0"
+
+
 def coverage_rows(root: str, release: str) -> Tuple[Optional[List[Tuple[str, str, str]]], str]:
     """engines/models/coverage.py's table, or None and why not."""
     module, why = _coverage_module(root)
@@ -951,7 +961,7 @@ def default_root() -> str:
 
 
 def build(report_dirs: Sequence[str], root: str, known: Optional[str] = None, models: Sequence[str] = (),
-          release: str = "5.24.0") -> Dict[str, bytes]:
+          release: Optional[str] = None) -> Dict[str, bytes]:
     """Every file of the site, by its path inside the output folder."""
     reports: List[Report] = []
     merged: Dict[str, Case] = {}
@@ -968,6 +978,7 @@ def build(report_dirs: Sequence[str], root: str, known: Optional[str] = None, mo
         c.slug = slug_of(c)
     findings = read_findings(root, known)
     attach_findings(findings, cases, root)
+    release = release or coverage_release(root)
     site = Site(reports, cases, findings, engine_version(cases), root, coverage_rows(root, release), release)
     files: Dict[str, bytes] = {
         "site.css": CSS.encode(), "site.js": JS.encode(),
@@ -1023,7 +1034,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--models", action="append", default=[], metavar="DIR",
                     help="model folders whose config.json names a model's family (repeatable; the --models of each "
                     "case's reproduce line is read first)")
-    ap.add_argument("--release", default="5.24.0", help="the transformers release of the coverage table")
+    ap.add_argument("--release", default=None,
+                    help="the transformers release of the coverage table (default: the newest pinned release)")
     a = ap.parse_args(argv)
     root = os.path.abspath(a.root) if a.root else default_root()
     try:
