@@ -95,6 +95,12 @@ def registry():
     return set(re.findall(r'"([a-z0-9_]+)"', m.group(1)))
 
 
+def own_types(folder, types):
+    """The types of `types` that are the folder's own: its name, or its name and a suffix (gemma3's
+    gemma3_text), not a family its name extends (mistral3's mistral)."""
+    return [t for t in types if t == folder or t.startswith(folder + "_")]
+
+
 class NotInstalled(Exception):
     """The release's own source is not installed here."""
 
@@ -115,10 +121,16 @@ def rows(release):
                                   ("sinks", re.search(r"\bsinks\b", modeling) is not None)) if hit]
         types = set(re.findall(r'model_type\s*=\s*"([a-z0-9_]+)"', config))
         # A folder's own model types (a multimodal folder's text config may name another family's).
-        mine = sorted(t for t in types & covered if t.startswith(folder) or folder.startswith(t))
-        if kinds or mine:
-            out.append((folder, ", ".join(kinds) or "through its decoder's config",
-                        ", ".join(mine) or "not read: " + REASONS.get(folder, "not read yet")))
+        related = sorted(t for t in types & covered if t.startswith(folder) or folder.startswith(t))
+        # Read only where the registry reads the folder's own type (gemma3's gemma3_text, qwen2_vl): a
+        # folder whose configuration merely names a registry family as its decoder's (mistral3's mistral,
+        # qwen2_audio's qwen2) is not, since the registry refuses its config.json.
+        mine = own_types(folder, related)
+        decoder = [t for t in related if t not in mine]
+        if kinds or related:
+            why = REASONS.get(folder) or (f"a wrapper whose config.json the registry refuses; its decoder's family "
+                                          f"{', '.join(decoder)} is read" if decoder else "not read yet")
+            out.append((folder, ", ".join(kinds) or "through its decoder's config", ", ".join(mine) or "not read: " + why))
     return out
 
 

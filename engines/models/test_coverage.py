@@ -28,13 +28,15 @@ def case(model, plan, engine, status, models, message="", expected=False):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mutant", choices=("folder-prefix", "expected-dropped", "refusal-as-read"))
+    ap.add_argument("--mutant", choices=("folder-prefix", "expected-dropped", "refusal-as-read", "wrapper-as-read"))
     a = ap.parse_args()
     if a.mutant == "folder-prefix":  # a model_type matched to any folder it starts with (qwen2_vl_text -> qwen2)
         coverage.folder_of = lambda t, folders: min((f for f in folders if t.startswith(f)), key=len, default=None)
     elif a.mutant == "expected-dropped":  # expected failures counted as if no expectations file spoke
         real = coverage.engine_results
         coverage.engine_results = lambda results, folders: real([r[:4] + (False,) for r in results], folders)
+    elif a.mutant == "wrapper-as-read":  # a wrapper folder counted as read through its decoder's family
+        coverage.own_types = lambda folder, types: list(types)
     elif a.mutant == "refusal-as-read":  # an engine that refused every case still "reads" the folder
         coverage.fares = lambda cell: ", ".join(f"{cell[s]} {s}" for s in ("OK", "DEVIATION", "FAIL", "SKIP") if cell[s])
     with tempfile.TemporaryDirectory() as tmp:
@@ -60,10 +62,34 @@ def main():
             "qwen2_vl": "mlx-lm: refused: mlx-lm: no module for qwen2_vl; oracle: 2 OK",
             "qwen2_moe": "not run (no report of its models)"}
     bad = [f"{f}: got {got[f]!r}, expected {want[f]!r}" for f in folders if got[f] != want[f]]
+    bad += read_rows()
     for line in bad:
         print("test_coverage: " + line, file=sys.stderr)
     print(f"test_coverage ({'mutant ' + a.mutant if a.mutant else 'coverage.py as is'}): {'FAILED' if bad else 'passed'}")
     return 1 if bad else 0
+
+
+def read_rows():
+    """rows() on a release tree written here: a folder is read where the registry reads its own type
+    (gemma3's gemma3_text, mistral), not where its configuration only names a registry family as its
+    decoder's (mistral3, a wrapper around mistral). The failures, as lines."""
+    with tempfile.TemporaryDirectory() as tmp:
+        models = os.path.join(tmp, "golden", ".venv-9.9.9", "lib", "python3.11", "site-packages", "transformers", "models")
+        for folder, text in (("mistral", 'model_type = "mistral"\n"sliding_attention"'),
+                             ("mistral3", 'model_type = "mistral3"\ntext_config = dict(model_type = "mistral")'),
+                             ("gemma3", 'model_type = "gemma3"\nmodel_type = "gemma3_text"\n"sliding_attention"')):
+            os.makedirs(os.path.join(models, folder))
+            with open(os.path.join(models, folder, f"configuration_{folder}.py"), "w") as f:
+                f.write(text)
+        root, registry = coverage.ROOT, coverage.registry
+        coverage.ROOT, coverage.registry = tmp, lambda: {"mistral", "gemma3_text"}
+        try:
+            got = {r[0]: r[2] for r in coverage.rows("9.9.9")}
+        finally:
+            coverage.ROOT, coverage.registry = root, registry
+    want = {"gemma3": "gemma3_text", "mistral": "mistral",
+            "mistral3": "not read: a wrapper whose config.json the registry refuses; its decoder's family mistral is read"}
+    return [f"rows: {f}: got {got.get(f)!r}, expected {want[f]!r}" for f in want if got.get(f) != want[f]]
 
 
 if __name__ == "__main__":
