@@ -6,7 +6,7 @@
 #
 #   bash engines/llama_cpp/check_gguf_cache.sh KVCONFORM MODELS_DIR
 #
-# MODELS_DIR holds gemma2-w4 and cwm-w3 (make_models.py --set families). Exit 77: no worker.
+# MODELS_DIR holds cwm-w3 and qwen3-w3 (make_models.py --set families); the zoo models are written here. Exit 77: no worker.
 set -euo pipefail
 kvc=$1
 models=$2
@@ -15,6 +15,14 @@ venv=$(readlink -f golden/.venv-5.24.0)
 src=${KVC_CACHE:-$HOME/.cache/kvconform}/llama-0.3.36/src
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
+# gemma2-w4 and gemma3-irregular-w4 are zoo models, which `kvconform engine` no longer writes into the
+# families folder: one folder of links holds them (written here by the generator) beside the families'
+# cwm-w3 and qwen3-w3.
+families=$models models=$d/models-in
+mkdir -p "$models"
+python3 engines/models/make_models.py "$d/zoo" --only gemma2-w4 --only gemma3-irregular-w4 >/dev/null
+for m in gemma2-w4 gemma3-irregular-w4; do ln -s "$d/zoo/$m" "$models/$m"; done
+for m in cwm-w3 qwen3-w3; do ln -s "$families/$m" "$models/$m"; done
 # Each "checkout" holds its own convert.py where a checkout has it, and the package beside it (with
 # KVC_ZYGOTE=1 the converter hands off to the Python fork server, as the checkout's does).
 for clone in a b; do

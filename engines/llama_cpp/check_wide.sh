@@ -9,7 +9,7 @@ test -x build-llama/kvc_llama_worker || exit 77
 python3 engines/models/make_models.py "$dir" --set wide --only wide-gemma2-0-0 --oracle "$oracle" || exit 1
 out=$("$kvconform" engine --models "$dir" --model '^wide-gemma2-0-0$' --engine '^llama\.cpp/default$' --no-report 2>&1)
 echo "$out" | grep '^engine/'
-echo "$out" | grep -q '35 passed, 0 failed, 0 skipped (4 known engine deviations)' || { echo "check_wide: expected 31 passed and the 4 shift plans finding 40's known deviation"; exit 1; }
+echo "$out" | grep -q '41 passed, 0 failed, 0 skipped (4 known engine deviations)' || { echo "check_wide: expected 37 passed (the preempt and turn plans included) and the 4 shift plans finding 40's known deviation"; exit 1; }
 crashed=$(echo "$out" | grep -c '^engine/.*/shift_[a-z_]*(W=128.*: DEVIATION .*finding 40.*SIGABRT')
 [ "$crashed" -eq 4 ] || { echo "check_wide: expected the 4 shift plans to crash (SIGABRT), got $crashed"; exit 1; }
 bad=$("$kvconform" engine --models "$dir" --model '^wide-gemma2-0-0$' --engine '^llama\.cpp/default$' --mutant window_off_by_one+1 \
