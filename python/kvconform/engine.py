@@ -261,8 +261,9 @@ class PromptEngine(Engine):
     list of `{token id: score}` mappings (a server's top log-probabilities over the whole
     vocabulary), which are assembled into rows and refused when a row misses a token. `kind` says
     what the scores are: "logits" or "logprobs" (the judge compares log-probabilities with the
-    oracle's log-softmax). The operation mutants fork_off_by_one, spec_rollback_off_by_one, preempt_short and turn_past are done here, so
-    that `--mutant` catches them for every prompt engine."""
+    oracle's log-softmax). The operation mutants fork_off_by_one, spec_rollback_off_by_one,
+    preempt_short and turn_past are done here, so that `--mutant` catches them for every prompt
+    engine."""
 
     kind: str = "logits"
     answers: str = "every"
