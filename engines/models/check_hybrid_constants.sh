@@ -15,19 +15,7 @@ for set in families drawn; do  # only the sets' lfm3 models
   only=$(python3 "$root/engines/models/make_models.py" --set $set --list | grep lfm3 | sed 's/^/--only /')
   python3 "$root/engines/models/make_models.py" "$d" --set $set $only >/dev/null || exit 1
 done
-out="$(python3 "$root/engines/models/sensitivity.py" --oracle "$oracle" "$d"/*lfm3*)"
-rc=$?
-echo "$out"
-if [ $rc -ne 0 ]; then echo "FAIL: a hybrid model's window or layer constant does not act (exit $rc)"; exit 1; fi
-if echo "$out" | grep -v 'hybrid ('; then echo "FAIL: the lines above judged no hybrid constant"; exit 1; fi
-python3 "$root/engines/models/make_models.py" --draw lfm3:0:0 |
-  python3 -c 'import json, sys; r = json.load(sys.stdin); r["name"] = r["folder"] = "lfm3-inert"; r["config"]["conv_L_cache"] = 64; print(json.dumps(r))' |
-  python3 "$root/engines/models/make_models.py" "$d" --recipe - >/dev/null || exit 1
-out="$(python3 "$root/engines/models/sensitivity.py" --oracle "$oracle" "$d/lfm3-inert")"
-rc=$?
-echo "$out"
-if [ $rc -ne 1 ] || ! echo "$out" | grep -q 'lfm3-inert: INERT .*inert: oldest conv tap dropped'; then
-  echo "FAIL: a convolution longer than the measured tokens was not found INERT (exit $rc)"
-  exit 1
-fi
+source "$root/engines/models/constants_act.sh"
+acts hybrid layer 'hybrid (' "$d"/*lfm3*
+inert lfm3:0:0 lfm3-inert 'c["conv_L_cache"] = 64' 'inert: oldest conv tap dropped' "a convolution longer than the measured tokens was not found"
 echo "OK: every hybrid model's layer constants act, and inert ones are named"
