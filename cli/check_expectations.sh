@@ -143,7 +143,7 @@ has "a skip entry" "SKIP expected skip (mine.jsonc:5: hand-written; https://exam
 rm -rf "$work/reports"
 printf '{"expectations": [\n  {"case": "^engine/", "outcome": "fial", "reason": "r"}\n]}\n' >"$work/bad.jsonc"
 check "a malformed file" 2 "$kvc" "${engine[@]}" --expectations bad.jsonc
-has "a malformed file" 'kvconform: bad.jsonc:2: /expectations/0/outcome: must be "fail" or "skip", got "fial"'
+has "a malformed file" 'kvconform: bad.jsonc:2: /expectations/0/outcome: must be one of "fail", "skip", got "fial"'
 [ ! -e "$work/reports" ] || { echo "FAIL: a malformed file left reports"; fails=$((fails + 1)); }
 check "a missing file" 2 "$kvc" "${engine[@]}" --expectations missing.jsonc
 has "a missing file" "missing.jsonc: cannot be read (--expectations)"

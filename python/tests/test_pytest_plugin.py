@@ -155,7 +155,7 @@ def test_expectations_are_xfail_xpass_and_strict_failures(tmp_path, binary):
     bad.write_text('{"expectations": [\n  {"case": "x", "outcome": "fial", "reason": "r"}\n]}\n')
     code, out, results = pytester(tmp_path, binary, "--kvconform", "--kvconform-adapter", flash,
                                   "--kvconform-expectations", str(bad), *select)
-    assert code == 1 and 'bad.jsonc:2: /expectations/0/outcome: must be "fail" or "skip", got "fial"' in out, out
+    assert code == 1 and 'bad.jsonc:2: /expectations/0/outcome: must be one of "fail", "skip", got "fial"' in out, out
 
 
 def test_kernels_in_test_modules_and_conftest_are_collected(tmp_path, binary):

@@ -1,5 +1,7 @@
 #include "kvconform/cases.h"
 
+#include "kvconform/json_schema.h"
+
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -13,10 +15,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-#include <valijson/adapters/nlohmann_json_adapter.hpp>
-#include <valijson/schema.hpp>
-#include <valijson/schema_parser.hpp>
-#include <valijson/validator.hpp>
 
 namespace kvc::cases {
 
@@ -201,27 +199,9 @@ void allow_large() {
 
 namespace {
 
-// valijson names the path as ["<root>", "[steps]", "[0]", ...]; we print JSON pointers.
-std::string pointer_of(const std::vector<std::string>& context) {
-  std::string p;
-  for (const std::string& c : context) {
-    if (c == "<root>" || c.size() < 2 || c.front() != '[') continue;
-    std::string part = c.substr(1, c.size() - 2);
-    if (!part.empty() && part.front() == '"') part = part.substr(1, part.size() - 2);
-    p += "/" + part;
-  }
-  return p;
-}
-
-const valijson::Schema& compiled_schema() {
-  static const std::unique_ptr<valijson::Schema> schema = [] {
-    auto s = std::make_unique<valijson::Schema>();
-    const json doc = json::parse(schema_text());
-    valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
-    parser.populateSchema(valijson::adapters::NlohmannJsonAdapter(doc), *s);
-    return s;
-  }();
-  return *schema;
+const JsonSchema& compiled_schema() {
+  static const JsonSchema schema(schema_text());
+  return schema;
 }
 
 // The releases a case applies to were once called "profiles"; that key is still read as a deprecated
@@ -252,14 +232,7 @@ void check_pattern_lengths(const json& doc, const std::string& origin) {
 
 void validate_schema(const json& doc, const std::string& origin) {
   check_pattern_lengths(doc, origin);
-  valijson::Validator validator(valijson::Validator::kStrongTypes);
-  valijson::ValidationResults results;
-  if (validator.validate(compiled_schema(), valijson::adapters::NlohmannJsonAdapter(doc), &results)) return;
-  // Report the deepest error: valijson lists the enclosing failures (allOf, properties) first.
-  valijson::ValidationResults::Error error, deepest;
-  while (results.popError(error))
-    if (deepest.context.empty() || error.context.size() > deepest.context.size()) deepest = error;
-  throw CaseError(origin, pointer_of(deepest.context), deepest.description);
+  if (const auto violation = compiled_schema().check(doc)) throw CaseError(origin, violation->pointer, violation->message);
 }
 
 std::vector<std::vector<double>> per_step(const json& j) {

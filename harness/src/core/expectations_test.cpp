@@ -84,42 +84,49 @@ TEST_F(Expectations, AFileReadsWithItsLinesAndFields) {
 TEST_F(Expectations, ABadFileNamesFileLineFieldAndValue) {
   const auto one = [](const std::string& fields) { return "{\n  \"expectations\": [\n    {\n" + fields + "\n    }\n  ]\n}\n"; };
   EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fial", "reason": "r")")),
-            "e.jsonc:4: /expectations/0/outcome: must be \"fail\" or \"skip\", got \"fial\"");
+            "e.jsonc:4: /expectations/0/outcome: must be one of \"fail\", \"skip\", got \"fial\"");
   EXPECT_EQ(error_of(one("\"case\": \"x\",\n\"outcome\": \"fail\",\n\"reason\": \"\"")),
             "e.jsonc:6: /expectations/0/reason: must be a non-empty string, got \"\"");
-  EXPECT_EQ(error_of(one(R"("outcome": "fail", "reason": "r")")),
-            "e.jsonc:3: /expectations/0/case: must be a non-empty string, got nothing");
+  EXPECT_EQ(error_of(one(R"("outcome": "fail", "reason": "r")")), "e.jsonc:3: /expectations/0/case: missing, and required");
   EXPECT_NE(error_of(one(R"("case": "(", "outcome": "fail", "reason": "r")"))
                 .find("e.jsonc:4: /expectations/0/case: not a regular expression"),
             std::string::npos);
-  EXPECT_NE(
-      error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "diagnosis": "window_of_by_one")"))
-          .find("e.jsonc:4: /expectations/0/diagnosis: names no diagnosis kind (a kind, or {\"kind\": ..., parameters}; kinds: "
-                "window_off_by_one, unexplained), got \"window_of_by_one\""),
-      std::string::npos);
+  EXPECT_NE(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "diagnosis": "window_of_by_one")"))
+                .find("e.jsonc:4: /expectations/0/diagnosis: has none of the forms the format allows ("),
+            std::string::npos)
+      << error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "diagnosis": "window_of_by_one")"));
+  // A kind of the format that the judge given to load() does not have.
+  EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "diagnosis": {"kind": "chunk_size", "size": 2})")),
+            "e.jsonc:4: /expectations/0/diagnosis: names no diagnosis kind of this judge (kinds: window_off_by_one, "
+            "unexplained), got {\"kind\":\"chunk_size\",\"size\":2}");
   EXPECT_EQ(
       error_of(one("\"case\": \"x\", \"outcome\": \"fail\", \"reason\": \"r\",\n\"familly\": \"^gemma2$\"")),
-      "e.jsonc:5: /expectations/0/familly: unknown field (case, outcome, reason, link, family, releases, and one of diagnosis, error, failure)");
-  EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "releases": {"fixed_in": "5.25"})")),
-            "e.jsonc:4: /expectations/0/releases/fixed_in: must be a release X.Y.Z, got \"5.25\"");
+      "e.jsonc:5: /expectations/0/familly: unknown field (case, outcome, reason, link, family, releases, diagnosis, error, failure)");
+  EXPECT_EQ(
+      error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "releases": {"fixed_in": "5.25"})")),
+      "e.jsonc:4: /expectations/0/releases/fixed_in: must match ^[0-9]+\\.[0-9]+\\.[0-9]+$ (a release X.Y.Z), got \"5.25\"");
   EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "releases": {"until": "5.25.0"})")),
             "e.jsonc:4: /expectations/0/releases/until: unknown field (from, fixed_in)");
   EXPECT_EQ(
       error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "releases": {"from": "5.23.0", "fixed_in": "5.25.0"})")),
       "");
-  EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "failure": "top1")")),
-            "e.jsonc:4: /expectations/0/failure: must be \"logits\" (any logit failure), got \"top1\"");
-  EXPECT_EQ(error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "error": "a", "failure": "logits")")),
-            "e.jsonc:3: /expectations/0: at most one of \"diagnosis\", \"error\", \"failure\"");
+  EXPECT_EQ(
+      error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "failure": "top1")")),
+      "e.jsonc:4: /expectations/0/failure: must be \"logits\" (engine cases: any logit failure, whatever its diagnosis), got \"top1\"");
+  EXPECT_EQ(
+      error_of(one(R"("case": "x", "outcome": "fail", "reason": "r", "error": "a", "failure": "logits")")),
+      "e.jsonc:3: /expectations/0: breaks a rule of the format: an entry gives at most one of diagnosis, error and failure; a "
+      "skip entry names its cases by case alone (family, diagnosis, error and failure describe a failure, and a skipped "
+      "case does not run)");
   EXPECT_NE(error_of(one(R"("case": "x", "outcome": "skip", "reason": "r", "error": "a")"))
-                .find("/expectations/0/outcome: a \"skip\" entry"),
+                .find("e.jsonc:3: /expectations/0: breaks a rule of the format: "),
             std::string::npos);
   EXPECT_EQ(error_of("{\n  \"expectations\": [\n    {\"case\": \"x\",}\n  ]\n}\n").rfind("e.jsonc:3: not JSON", 0), 0u)
       << error_of("{\n  \"expectations\": [\n    {\"case\": \"x\",}\n  ]\n}\n");
   EXPECT_EQ(error_of(R"({"deviations": []})"),
             "e.jsonc:1: expected {\"expectations\": [...]} (an old known-deviations file: convert it with python3 "
             "scripts/known_to_expectations.py)");
-  EXPECT_EQ(error_of(R"({"expectations": [], "extra": 1})"), "e.jsonc:1: /extra: unknown field (expectations, $schema)");
+  EXPECT_EQ(error_of(R"({"expectations": [], "extra": 1})"), "e.jsonc:1: /extra: unknown field ($schema, expectations)");
   EXPECT_EQ(error_of(R"({"expectations": [], "$schema": "docs/expectations.schema.json"})"), "");
   EXPECT_THROW(load((dir_ / "missing.jsonc").string(), "missing.jsonc"), std::invalid_argument);
 }
