@@ -60,8 +60,7 @@ const ojson* node_at(const ojson& root, const std::vector<std::string>& path) {
 }
 
 std::string field_of(const ojson* node, const char* key) {
-  return node && node->is_object() && node->contains(key) && node->at(key).is_string() ? node->at(key).get<std::string>()
-                                                                                       : "";
+  return node && node->is_object() && node->contains(key) && node->at(key).is_string() ? node->at(key).get<std::string>() : "";
 }
 
 // "a, b, c" of a node's property names, in the schema's order.
@@ -129,21 +128,25 @@ std::optional<SchemaViolation> JsonSchema::check(const json& doc) const {
     show_value = false;
   } else {
     const ojson* node = deref(root, parent);
-    const std::string d = field_of(parent, "description").empty() ? field_of(node, "description") : field_of(parent, "description");
+    const std::string d =
+        field_of(parent, "description").empty() ? field_of(node, "description") : field_of(parent, "description");
     if (node && (node->contains("oneOf") || node->contains("anyOf"))) {
       // An alternative's own failure (an enum inside the first form) says less than the choice does.
       message = "has none of the forms the format allows" + (d.empty() ? "" : " (" + d + ")");
     } else if (node && node->contains("enum") && raw.rfind("Failed to match against any enum", 0) == 0) {
       std::string values;
       for (const ojson& v : node->at("enum")) values += (values.empty() ? "" : ", ") + v.dump();
-      message = node->at("enum").size() > 8 ? "must be one of the " + std::to_string(node->at("enum").size()) + " values the schema lists"
-                                            : "must be one of " + values;
+      message = node->at("enum").size() > 8
+                    ? "must be one of the " + std::to_string(node->at("enum").size()) + " values the schema lists"
+                    : "must be one of " + values;
     } else if (node && node->contains("const") && raw.rfind("Failed to match expected value set by 'const'", 0) == 0) {
       message = "must be " + node->at("const").dump() + (d.empty() ? "" : " (" + d + ")");
-    } else if (node && node->contains("minLength") && node->at("minLength") == 1 && raw.rfind("String should be no fewer", 0) == 0) {
+    } else if (node && node->contains("minLength") && node->at("minLength") == 1 &&
+               raw.rfind("String should be no fewer", 0) == 0) {
       message = "must be a non-empty string";
     } else if (node && node->contains("type") && raw.rfind("Value type not permitted", 0) == 0) {
-      message = "must be " + (node->at("type").is_string() ? "of type " + node->at("type").get<std::string>() : "of type " + node->at("type").dump());
+      message = "must be " + (node->at("type").is_string() ? "of type " + node->at("type").get<std::string>()
+                                                           : "of type " + node->at("type").dump());
     } else if (node && node->contains("pattern") && raw.rfind("Failed to match regex", 0) == 0) {
       message = "must match " + node->at("pattern").get<std::string>() + (d.empty() ? "" : " (" + d + ")");
     } else if (raw.rfind("Target should not validate", 0) == 0 || raw.rfind("Failed to validate against a conditional", 0) == 0) {
