@@ -49,3 +49,12 @@ add_test(NAME plugin_ggml_out_of_tree
                  ${CMAKE_BINARY_DIR}/ggml-out-of-tree-test ${PROJECT_SOURCE_DIR}/cases kvc_ggml_flash,kvc_ggml_softmax
                  -DKVC_GGML_ROOT=${KVC_GGML_ROOT})
 set_tests_properties(plugin_ggml_out_of_tree PROPERTIES LABELS plugin TIMEOUT 900)
+
+# The same-dtype reference's quantized K/V (harness/include/kvconform/engine/kv_blocks.h) against the
+# linked ggml's q8_0 and q4_0 rows, bit for bit (docs/engines.md, "Quantized K/V").
+add_executable(kvc_ggml_kv_blocks_test ${CMAKE_CURRENT_LIST_DIR}/kv_blocks_test.cpp)
+target_include_directories(kvc_ggml_kv_blocks_test PRIVATE ${KVC_GGML_ROOT}/include ${PROJECT_SOURCE_DIR}/harness/include)
+target_link_libraries(kvc_ggml_kv_blocks_test PRIVATE ${KVC_GGML_LIB_ggml} ${KVC_GGML_LIB_ggml-cpu} ${KVC_GGML_LIB_ggml-base}
+                                                      GTest::gtest_main Threads::Threads ${CMAKE_DL_LIBS})
+add_test(NAME plugin_ggml_kv_blocks COMMAND kvc_ggml_kv_blocks_test)
+set_tests_properties(plugin_ggml_kv_blocks PROPERTIES LABELS plugin)

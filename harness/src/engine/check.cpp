@@ -694,6 +694,9 @@ std::string options_text(const OracleOptions& o) {
             o.q_half,
             o.gelu_half,
             o.kv_bf16,
+            static_cast<int>(o.k_block),
+            static_cast<int>(o.v_block),
+            static_cast<int>(o.q_block),
             o.chunk_shift,
             o.no_sinks,
             o.no_attn_softcap,
@@ -1015,16 +1018,28 @@ report::CaseResult open_case(const EngineClient& engine, const Model& model, con
 
 // Where the engine says its arithmetic is coarser than float32 (docs/engines.md, "precision"), the
 // same-dtype reference is too: FlashAttention's rule, a reference in the kernel's own precision.
+// A quantized cache names its block format per side ("k", "v": "q8_0" or "q4_0", over "kv" on that
+// side), and a kernel that converts the queries to K's dot type says so ("q": "q8_0"): the reference
+// stores and reads them through the same blocks (kv_blocks.h), float64-free of anything else.
 OracleOptions same_dtype_of(const json& load_header, std::string& dtype) {
   const json precision = load_header.value("precision", json::object());
   OracleOptions same_dtype;
   same_dtype.kv_half = precision.value("kv", "float32") == "float16";
   same_dtype.q_half = precision.value("q", "float32") == "float16";
   same_dtype.gelu_half = precision.value("gelu", "float32") == "float16";
-  if (same_dtype.kv_half || same_dtype.q_half || same_dtype.gelu_half) {
+  auto block = [&](const char* key) {
+    const json v = precision.value(key, json());
+    if (!v.is_string()) return KvBlock::None;
+    return kv_block_named(v.get<std::string>()).value_or(KvBlock::None);
+  };
+  same_dtype.k_block = block("k"), same_dtype.v_block = block("v"), same_dtype.q_block = block("q");
+  if (same_dtype.kv_half || same_dtype.q_half || same_dtype.gelu_half || same_dtype.k_block != KvBlock::None ||
+      same_dtype.v_block != KvBlock::None || same_dtype.q_block != KvBlock::None) {
     dtype = "float32";
     for (auto [key, on] : {std::pair{"kv", same_dtype.kv_half}, {"q", same_dtype.q_half}, {"gelu", same_dtype.gelu_half}})
       if (on) dtype += std::string("/") + key + "-f16";
+    for (auto [key, b] : {std::pair{"k", same_dtype.k_block}, {"v", same_dtype.v_block}, {"q", same_dtype.q_block}})
+      if (b != KvBlock::None) dtype += std::string("/") + key + "-" + kv_block_name(b);
   }
   return same_dtype;
 }
@@ -1358,6 +1373,10 @@ report::CaseResult check_pair(EngineClient& a, EngineClient& b, const std::strin
     std::string dtype;
     const OracleOptions o = same_dtype_of(loaded.header, dtype);
     same_dtype.kv_half |= o.kv_half, same_dtype.q_half |= o.q_half, same_dtype.gelu_half |= o.gelu_half;
+    // A block format is coarser than any float type; q4_0 coarser than q8_0.
+    for (auto [mine, theirs] :
+         {std::pair{&same_dtype.k_block, o.k_block}, {&same_dtype.v_block, o.v_block}, {&same_dtype.q_block, o.q_block}})
+      *mine = std::max(*mine, theirs);
   }
   // The bound each side is held to against the oracle (the same-dtype reference's error over the
   // steps so far, times the rule's factor): two cache paths of one computation differ by less.

@@ -1818,13 +1818,24 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
                              1.0);
           for (T& v : q) v *= scale;
         }
-        if (options_.q_half)
+        if (options_.q_block != KvBlock::None)
+          for (int64_t i = 0; i < k.heads; ++i) round_kv_blocks(q.data() + i * D, D, options_.q_block);
+        else if (options_.q_half)
           for (T& v : q) v = round_kv(v, true);
-        if (own_kv)
+        if (own_kv) {
+          // A quantized cache stores the token's whole row (every K/V head) in blocks, as ggml_set_rows does.
+          round_kv_blocks(kk.data(), kvd, options_.k_block);
+          round_kv_blocks(vv.data(), kvd, options_.v_block);
           for (int64_t i = 0; i < kvd; ++i) {
-            L.keys.push_back(options_.kv_bf16 ? round_bf16(kk[i]) : round_kv(kk[i], options_.kv_half));
-            L.values.push_back(options_.kv_bf16 ? round_bf16(vv[i]) : round_kv(vv[i], options_.kv_half));
+            const T key = kk[i], value = vv[i];
+            L.keys.push_back(options_.k_block != KvBlock::None ? key
+                             : options_.kv_bf16                ? round_bf16(key)
+                                                               : round_kv(key, options_.kv_half));
+            L.values.push_back(options_.v_block != KvBlock::None ? value
+                               : options_.kv_bf16                ? round_bf16(value)
+                                                                 : round_kv(value, options_.kv_half));
           }
+        }
       }
     const Layer& S = layers_[static_cast<size_t>(k.source(li))];  // whose keys and values the layer attends
     // The attention, kQueryTile tokens and the heads that share a K/V head at a time, four keys at a
@@ -2106,8 +2117,12 @@ void SequenceOracle<T>::shift(int64_t keep, int64_t discard, bool rerotate) {
         for (int64_t i = 0; i < KVH; ++i) {
           T* key = L.keys.data() + j * kvd + i * D;
           rope(key, L.inv_freq, rd, -discard, k.rope_interleaved, T(1));
+          if (options_.k_block != KvBlock::None) continue;  // the whole row is re-quantized below
           for (int64_t d = 0; d < D; ++d) key[d] = options_.kv_bf16 ? round_bf16(key[d]) : round_kv(key[d], options_.kv_half);
         }
+      // llama.cpp's shift of a quantized K dequantizes, rotates and copies back (ggml_cpy: from_float).
+      if (options_.k_block != KvBlock::None)
+        for (int64_t j = keep + discard; j < length_; ++j) round_kv_blocks(L.keys.data() + j * kvd, kvd, options_.k_block);
     }
     L.keys.erase(L.keys.begin() + keep * kvd, L.keys.begin() + (keep + discard) * kvd);
     L.values.erase(L.values.begin() + keep * kvd, L.values.begin() + (keep + discard) * kvd);

@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvconform/engine/kv_blocks.h"
+
 namespace kvc::engine {
 
 // The families the oracle models. Each is one entry of the registry in model.cpp: its model_type
@@ -220,6 +222,11 @@ struct OracleOptions {
   bool kv_half = false;          // K and V rounded to float16 as they are stored (an f16 KV cache)
   bool q_half = false;           // queries rounded to float16 before the scores (a kernel that reads Q as f16)
   bool gelu_half = false;        // gelu(x) read from a float16 table: half(gelu(half(x))), as ggml's CPU GELU
+  // A quantized K or V cache (llama.cpp's cache_type_k / cache_type_v q8_0, q4_0): each stored row
+  // (a token's K or V over its K/V heads) rounded through the block format as ggml writes and reads
+  // it (kv_blocks.h), in place of kv_half on that side; q_block: queries converted to K's dot type
+  // per head (ggml converts Q to q8_0 for a q8_0 or q4_0 K), in place of q_half.
+  KvBlock k_block = KvBlock::None, v_block = KvBlock::None, q_block = KvBlock::None;
   // The hypotheses of the diagnoses (check.cpp), each one way an engine reads the config wrong.
   bool kv_bf16 = false;            // K and V rounded to bfloat16 as they are stored
   int64_t chunk_shift = 0;         // chunk boundaries at k*C + chunk_shift instead of k*C
