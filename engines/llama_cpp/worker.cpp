@@ -13,13 +13,15 @@
 //
 // Options (anything else is refused by name): n_ubatch, n_batch, n_ctx, threads, swa_full (bool),
 // kv_unified (bool), flash_attn (bool or "on"/"off"/"auto"), type_k / type_v ("f32" | "f16", also
-// "bf16" | "q8_0"),
+// "bf16" | "q8_0" | "q4_0": a quantized V needs flash attention, and head_dim a multiple of 32),
 // rollback_check (bool, default false: answer unsupported when llama_memory_seq_rm succeeded but
 // llama_memory_seq_pos_min shows the SWA cache no longer holds the window the next token needs, as
 // llama-server checks; off, the worker trusts llama_memory_seq_rm as llama.h documents it).
 // Mutants override the architecture's `<arch>.attention.sliding_window` key at load
 // (llama_model_kv_override): window±1, or a window larger than any plan (full_attention_on_sliding); the loaded
-// model's llama_model_n_swa is checked against the intent.
+// model's llama_model_n_swa is checked against the intent. kv_rounded stores each quantized cache side
+// (q8_0) one format coarser (q4_0) while the load answer still declares q8_0: a cache coarser than the
+// engine says, which the same-precision reference must catch (refused on a cache with no q8_0 side).
 //
 // Serving operations: fork is llama_memory_seq_cp of the source's positions [0, length) after the
 // target's llama_memory_seq_rm (without kv_unified: of the whole source, then the tail removed); chunked is one llama_decode per chunk (a caller's n_batch, each
@@ -57,6 +59,7 @@
 #include <thread>
 #include <vector>
 
+#include "ggml-cpu.h"
 #include "gguf.h"
 #include "llama.h"
 #include "kvconform/framing.h"
@@ -308,8 +311,11 @@ ggml_type opt_type(const json& v, const char* key) {
   if (v == "f32") return GGML_TYPE_F32;
   if (v == "f16") return GGML_TYPE_F16;
   if (v == "bf16") return GGML_TYPE_BF16;
-  if (v == "q8_0") return GGML_TYPE_Q8_0;  // beyond the float types: llama.cpp's own refusals show (V needs flash_attn)
-  throw std::runtime_error(std::string("option ") + key + " must be \"f32\", \"f16\", \"bf16\" or \"q8_0\", not " + v.dump());
+  // The block formats: llama.cpp's own refusals show (a quantized V needs flash_attn, a head_dim that 32 divides).
+  if (v == "q8_0") return GGML_TYPE_Q8_0;
+  if (v == "q4_0") return GGML_TYPE_Q4_0;
+  throw std::runtime_error(std::string("option ") + key + " must be \"f32\", \"f16\", \"bf16\", \"q8_0\" or \"q4_0\", not " +
+                           v.dump());
 }
 
 llama_flash_attn_type opt_flash(const json& v) {
@@ -389,10 +395,14 @@ class Engine {
                mutant == "batch_offset" || mutant == "shift_discard_off_by_one" || mutant == "preempt_short" ||
                mutant == "turn_past")
         want_swa = -1;
-      else
+      else if (mutant == "kv_rounded") {
+        if (cp.type_k != GGML_TYPE_Q8_0 && cp.type_v != GGML_TYPE_Q8_0)
+          throw Unsupported("kv_rounded: the worker stores a q8_0 cache side as q4_0; this cache has no q8_0 side");
+        want_swa = -1;
+      } else
         throw std::runtime_error(
             "unknown mutant \"" + mutant +
-            "\" (none, window_off_by_one+1, window_off_by_one-1, full_attention_on_sliding, fork_off_by_one, window_restarts_per_chunk, spec_rollback_off_by_one, batch_offset, shift_discard_off_by_one, preempt_short, turn_past)");
+            "\" (none, window_off_by_one+1, window_off_by_one-1, full_attention_on_sliding, fork_off_by_one, window_restarts_per_chunk, spec_rollback_off_by_one, batch_offset, shift_discard_off_by_one, preempt_short, turn_past, kv_rounded)");
     }
     operation_mutant_ = want_swa == -1 ? mutant : "none";
     if (want_swa != -1 && mutant != "none") {
@@ -425,6 +435,12 @@ class Engine {
                                  std::to_string(want_swa));
     }
 
+    // What the load answer declares is the configured cache; the kv_rounded mutant then stores it coarser.
+    const ggml_type declared_k = cp.type_k, declared_v = cp.type_v;
+    if (mutant == "kv_rounded") {
+      if (cp.type_k == GGML_TYPE_Q8_0) cp.type_k = GGML_TYPE_Q4_0;
+      if (cp.type_v == GGML_TYPE_Q8_0) cp.type_v = GGML_TYPE_Q4_0;
+    }
     ctx_ = llama_init_from_model(model_, cp);
     if (!ctx_) {
       unload();
@@ -445,11 +461,18 @@ class Engine {
     llama_model_desc(model_, desc, sizeof desc);
     // Where llama.cpp computes below float32, so the harness's same-dtype reference does too: an f16
     // cache; flash attention (auto included: it resolves to on for the CPU) casts K/V to f16 and reads Q
-    // as f16; ggml's CPU GELU is a float16 table (gemma's MLP).
+    // as f16; ggml's CPU GELU is a float16 table (gemma's MLP). A quantized side is stored in its blocks
+    // ("k", "v": ggml_set_rows' from_float, read back by to_float or the block dot product), and a
+    // quantized K makes both attention paths convert Q to K's dot type (q8_0) per head row.
     const bool fa = cp.flash_attn_type != LLAMA_FLASH_ATTN_TYPE_DISABLED;
     json precision = json::object();
-    if (fa || cp.type_k != GGML_TYPE_F32 || cp.type_v != GGML_TYPE_F32) precision["kv"] = "float16";
+    if (fa || declared_k != GGML_TYPE_F32 || declared_v != GGML_TYPE_F32) precision["kv"] = "float16";
     if (fa) precision["q"] = "float16";
+    if (ggml_is_quantized(declared_k)) {
+      precision["k"] = ggml_type_name(declared_k);
+      precision["q"] = ggml_type_name(ggml_get_type_traits_cpu(declared_k)->vec_dot_type);
+    }
+    if (ggml_is_quantized(declared_v)) precision["v"] = ggml_type_name(declared_v);
     if (arch.rfind("gemma", 0) == 0) precision["gelu"] = "float16";
     return {{"status", "ok"},
             {"vocab", vocab_},

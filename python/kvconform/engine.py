@@ -110,9 +110,13 @@ def canonical_mutant(mutant: str) -> str:
     return new
 OPERATIONS = ("rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift", "preempt", "turn")
 """The optional operations an engine may list in `Engine.operations`."""
-PRECISION = {"kv": "K and V stored or read as float16", "q": "queries read as float16",
-             "gelu": "GELU read from a float16 table (ggml's CPU GELU)"}
-"""The keys of a load answer's `precision`, each "float16" or "float32" (the default)."""
+PRECISION = {"kv": "K and V stored or read as float16", "q": "queries read as float16 (or converted to q8_0 blocks)",
+             "gelu": "GELU read from a float16 table (ggml's CPU GELU)",
+             "k": "K stored in q8_0 or q4_0 blocks (a quantized cache)", "v": "V stored in q8_0 or q4_0 blocks"}
+"""The keys of a load answer's `precision`, each "float16" or "float32" (the default); "k" and "v" name
+a block format instead ("q8_0", "q4_0": llama.cpp's quantized cache, over "kv" on that side), and "q"
+may be "q8_0" (a kernel that converts the queries to a quantized K's dot type)."""
+BLOCKS = {"k": ("q8_0", "q4_0"), "v": ("q8_0", "q4_0"), "q": ("float16", "float32", "q8_0")}
 
 
 class Loaded(NamedTuple):
@@ -516,9 +520,10 @@ def _precision(value: Mapping[str, str], where: str) -> Dict[str, str]:
     for key, dtype in value.items():
         if key not in PRECISION:
             raise ValueError(f"{where}: precision key {key!r}: known are {', '.join(PRECISION)}")
-        if dtype not in ("float16", "float32"):
-            raise ValueError(f"{where}: precision {key}={dtype!r}: expected 'float16' or 'float32'")
-        if dtype == "float16":
+        allowed = BLOCKS.get(key, ("float16", "float32"))
+        if dtype not in allowed:
+            raise ValueError(f"{where}: precision {key}={dtype!r}: expected " + " or ".join(repr(a) for a in allowed))
+        if dtype != "float32":
             out[key] = dtype
     return out
 

@@ -85,9 +85,15 @@ def test_precision_from_the_class_and_from_loaded():
     assert exchange(PerLoad(), LOAD)[0][0] == {"status": "ok", "vocab": VOCAB,
                                                "precision": {"q": "float16", "kv": "float16"}}
 
+    class Quantized(Counting):  # llama.cpp's q8_0 K cache beside an f16 V: the block format per side
+        precision = {"kv": "float16", "k": "q8_0", "q": "q8_0"}
 
-@pytest.mark.parametrize("precision,words", [({"k": "float16"}, "precision key 'k': known are kv, q, gelu"),
-                                             ({"kv": "bfloat16"}, "precision kv='bfloat16'")])
+    assert exchange(Quantized(), LOAD)[0][0]["precision"] == {"kv": "float16", "k": "q8_0", "q": "q8_0"}
+
+
+@pytest.mark.parametrize("precision,words", [({"keys": "float16"}, "precision key 'keys': known are kv, q, gelu, k, v"),
+                                             ({"kv": "bfloat16"}, "precision kv='bfloat16'"),
+                                             ({"k": "float16"}, "precision k='float16': expected 'q8_0' or 'q4_0'")])
 def test_a_wrong_precision_is_an_error_naming_it(precision, words):
     class Wrong(Counting):
         def load(self, *args):
