@@ -1036,7 +1036,9 @@ OracleOptions same_dtype_of(const json& load_header, std::string& dtype) {
   if (same_dtype.kv_half || same_dtype.q_half || same_dtype.gelu_half || same_dtype.k_block != KvBlock::None ||
       same_dtype.v_block != KvBlock::None || same_dtype.q_block != KvBlock::None) {
     dtype = "float32";
-    for (auto [key, on] : {std::pair{"kv", same_dtype.kv_half}, {"q", same_dtype.q_half}, {"gelu", same_dtype.gelu_half}})
+    // kv-f16 only where a side is stored as float16 (not where both are blocks).
+    const bool kv_f16 = same_dtype.kv_half && (same_dtype.k_block == KvBlock::None || same_dtype.v_block == KvBlock::None);
+    for (auto [key, on] : {std::pair{"kv", kv_f16}, {"q", same_dtype.q_half}, {"gelu", same_dtype.gelu_half}})
       if (on) dtype += std::string("/") + key + "-f16";
     for (auto [key, b] : {std::pair{"k", same_dtype.k_block}, {"v", same_dtype.v_block}, {"q", same_dtype.q_block}})
       if (b != KvBlock::None) dtype += std::string("/") + key + "-" + kv_block_name(b);

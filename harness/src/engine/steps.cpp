@@ -444,7 +444,7 @@ std::vector<EngineMutant> engine_mutants() {
   const Row config[] = {{"chunk_boundaries_shifted", "chunk boundaries at k*C+1", "chunk-shift"},
                         {"chunked_as_sliding", "a sliding window of C on the chunked layers", "chunked-as-sliding"},
                         {"softcap_dropped", "the attention scores' soft-cap left out", "softcap-dropped"},
-                        {"kv_rounded", "K and V stored in bfloat16", "kv-bf16"},
+                        {"kv_rounded", "K and V stored coarser than declared (bfloat16; a q8_0 cache side as q4_0)", "kv-bf16"},
                         {"eviction_off_by_one", "the first eviction one token late", "eviction-once"},
                         {"full_attention_capped", "a full layer keeping only its last 1024 keys", "full-capped"},
                         {"position_glitch", "a wrong logit at one position", "glitch"}};
