@@ -6,7 +6,7 @@ bidirectional_masks.h) to be judged against: golden/encoder_masks/<release>.json
     golden/.venv-X/bin/python golden/encoder_masks.py [--out FILE] [--check FILE]
 
 For every encoder family of the release (modernbert, ultrabert, embedding_gemma2, openai_privacy_filter,
-t5gemma's encoder, where the release has the folder), a tiny randomly initialised model of that family
+t5gemma's encoder, t5gemma2's text encoder, where the release has the folder), a tiny randomly initialised model of that family
 runs one whole-sequence forward per drawn case (sequence length, window, 2D attention_mask with left or
 right padding or none) under sdpa and eager, and a forward pre-hook on each self-attention module
 records the mask the module was given: that is the mask the model really uses, whichever builder made
@@ -29,7 +29,7 @@ import torch
 
 SEED = 52
 CASES = 10  # per family and attention implementation
-FAMILIES = ("modernbert", "ultrabert", "embedding_gemma2", "openai_privacy_filter", "t5gemma")
+FAMILIES = ("modernbert", "ultrabert", "embedding_gemma2", "openai_privacy_filter", "t5gemma", "t5gemma2")
 
 
 def tiny(family, window, n_layers):
@@ -75,6 +75,18 @@ def tiny(family, window, n_layers):
         cfg.dropout_rate = 0.0  # T5GemmaConfig sets it on its encoder; the encoder alone reads it
         cfg.attn_logit_softcapping = None  # sdpa refuses a soft cap; the masks do not depend on it
         model = modeling_t5gemma.T5GemmaEncoder(cfg)
+    elif family == "t5gemma2":
+        try:
+            from transformers.models.t5gemma2 import modeling_t5gemma2, configuration_t5gemma2
+        except ImportError:
+            return None
+        cfg = configuration_t5gemma2.T5Gemma2TextConfig(**small, num_key_value_heads=1, head_dim=8, sliding_window=window,
+                                                        max_position_embeddings=64,
+                                                        layer_types=["sliding_attention", "full_attention",
+                                                                     "sliding_attention"][:n_layers])
+        cfg.dropout_rate = 0.0
+        # the text encoder alone (its vision tower and image tokens play no part in a text-only mask)
+        model = modeling_t5gemma2.T5Gemma2TextEncoder(cfg, eoi_token_index=63)
     else:
         raise ValueError(f"encoder_masks: unknown family {family!r}")
     model.eval()
