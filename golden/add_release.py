@@ -21,12 +21,16 @@ and a rerun redoes only what is not done (each step is idempotent):
      a behaviour of X the C++ does not model).
   6. mask crosscheck: X's own create_*_mask builders against the fixtures.
   7. differential fuzz: kvconform fuzz --differential --release X (random cases against X live).
-  8. engines: the transformers engine at X in engines/engines.json, the configurations of the newest
+  8. encoder masks: golden/encoder_masks.py records the masks X's encoders hand their attention
+     layers into golden/encoder_masks/X.json, and kvc_encoder_masks_test judges them against the C++
+     bidirectional masks (an encoder mask X changes stops here).
+  9. engines: the transformers engine at X in engines/engines.json, the configurations of the newest
      pinned release copied with X's environment; when X is the newest, the "ci" marks move to it.
-  9. oracle agreement: engines/transformers/oracle_agreement.py --release X (the model oracle
+  10. oracle agreement: engines/transformers/oracle_agreement.py --release X (the model oracle
      against X's float64 forward, every model of the zoo, families and drawn sets, within 1e-10).
 
-Needs the build (build/cli/kvconform, build/harness/kvc-model-oracle: bash scripts/setup.sh).
+Needs the build (build/cli/kvconform, build/harness/kvc-model-oracle, build/harness/kvc_encoder_masks_test:
+bash scripts/setup.sh).
 Exit 0: X is pinned and every check passed; 1: a step failed (named); 2: bad usage.
 """
 import argparse
@@ -187,6 +191,11 @@ def main(argv=None):
         ("differential fuzz", lambda: run([kvc, "fuzz", "--differential", "--release", v, "--iterations",
                                            str(a.fuzz_iterations), "--no-write"],
                                           f"random cases through {v} live against the C++ reference")),
+        ("encoder masks", lambda: (run([venv_py, "golden/encoder_masks.py", "--out", f"golden/encoder_masks/{v}.json"],
+                                       f"the masks {v}'s encoders hand their layers"),
+                                   run([os.path.join(ROOT, "build", "harness", "kvc_encoder_masks_test")],
+                                       f"{v}'s encoder masks against the C++ bidirectional masks: {v} changes an encoder "
+                                       "mask the C++ does not model (the failures above name release, family and layer)"))),
         ("engines", lambda: engines(v)),
     ]
     if not a.no_oracle:

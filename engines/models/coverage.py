@@ -24,13 +24,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # from its own modeling file. A folder missing here prints "not read yet".
 MOE = "a MoE decoder: its routing or expert layout is not in the registry's MoE configuration yet"
 MULTIMODAL = "multimodal (vision or audio tower): its text decoder is not a registry family"
-# What an encoder's model level and mask level lack, precisely.
-BIDIRECTIONAL = ("Model level: the oracle's forward is causal and incremental (SequenceOracle: a position's output "
-                 "from the tokens up to it, extend and truncate), and a bidirectional layer's output depends on later "
-                 "tokens: it needs a whole-sequence encoder forward, not built. Mask level: the reference masks "
-                 "(harness masks.cpp, MaskRequest) have no bidirectional sliding window (masking_utils' "
-                 "sliding_window_bidirectional_overlay, abs(q - kv) <= sliding_window, inclusive, from 5.13.1), so no "
-                 "golden case or crosscheck holds it yet")
+# What an encoder's model level lacks, precisely, and what its mask level has.
+MODEL_LEVEL = ("Model level: the oracle's forward is causal and incremental (SequenceOracle: a position's output from "
+               "the tokens up to it, extend and truncate), and a bidirectional layer's output depends on later tokens: "
+               "it needs a whole-sequence encoder forward, not built")
+BIDIRECTIONAL = (MODEL_LEVEL + ". Mask level: judged, the reference's bidirectional masks (harness bidirectional_masks.h: "
+                 "abs(q - kv) <= reach, the keys' padding, the builders' skip) agree with the masks this family's own "
+                 "forward hands its attention layers on every pinned release that has it (kvc_encoder_masks_test against "
+                 "golden/encoder_masks/)")
+# Families whose masks are not recorded by golden/encoder_masks.py, with what they are.
+UNRECORDED_MASKS = ". Mask level: not recorded yet (golden/encoder_masks.py records the plain encoders' masks only)"
 REASONS = {
     "afmoe": MOE, "beam": MOE, "cohere2_moe": MOE, "exaone_moe": MOE, "flint": MOE + " (with sinks)",
     "kolibri1": MOE, "laguna": MOE, "mellum": MOE, "mimo_v2_flash": MOE + " (with sinks)",
@@ -63,14 +66,18 @@ REASONS = {
     "openai_privacy_filter": "a token classifier (per-token labels, no LM head) whose bidirectional sliding layers have "
     "attention sinks. " + BIDIRECTIONAL,
     "t5gemma": "an encoder-decoder: a bidirectional (sliding) encoder, and a decoder whose causal sliding self-attention "
-    "is followed by cross-attention to the encoder; the registry has no cross-attention. " + BIDIRECTIONAL,
+    "is followed by cross-attention to the encoder; the registry has no cross-attention. " + BIDIRECTIONAL + ". Its "
+    "encoder's reach is sliding_window - 1 in 4.x and sliding_window from 5.0 under sdpa and eager, while its flash-attention "
+    "path keeps sliding_window - 1 (finding 54)",
     "t5gemma2": "an encoder-decoder (t5gemma's, self- and cross-attention merged in one softmax, a vision encoder): "
-    "the registry has no cross-attention. " + BIDIRECTIONAL,
+    "the registry has no cross-attention. " + BIDIRECTIONAL + " (its text encoder: (w + 1) // 2 - 1 keys back, w // 2 "
+    "ahead; flash attention w - 1 either side: finding 54)",
     "diffusion_gemma": "block diffusion: a canvas attends bidirectionally within itself over a causal sliding cache "
-    "(create_diffusion_decoder_attention_mask); no canvas mask or denoising loop in the registry. " + BIDIRECTIONAL,
+    "(create_diffusion_decoder_attention_mask); no canvas mask or denoising loop in the registry. " + MODEL_LEVEL
+    + UNRECORDED_MASKS,
     "muse_glimmer_assistant": "a block-diffusion drafter: noise embeddings of a block attend bidirectionally (sliding on "
     "its sliding layers) over the target model's projected hidden states; its input is another model's hidden "
-    "states, not tokens. " + BIDIRECTIONAL,
+    "states, not tokens. " + MODEL_LEVEL + UNRECORDED_MASKS,
     "ergo": MOE + " (per-expert input norms, a learned residual gate per hidden dimension, a float32-output router)",
     "kolibri1_1": MOE + " (kolibri1's, with a weightless indexer that picks each query's keys, rounded to NVFP4,"
     " and KV sharing)",
