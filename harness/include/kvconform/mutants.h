@@ -22,7 +22,7 @@ enum class Mutation {
   KernelF16Accumulation,      // QK dot products, softmax sum and P@V accumulators in the 16-bit input dtype
   KernelNoMaxSubtraction,     // exp(score) without subtracting the running max: overflows on large logits
   // Layer-API mutants: the reference's reset, crop, past recording and attributes (the call steps
-  // of case files). Only golden replay drives those methods, so these are caught there alone.
+  // of case files, and the property layer_calls' Crop, Record and Read commands).
   CropKeepsPastRows,             // a crop past the window (past recording) keeps every row before the removed ones
   StaticCropKeepsWritePosition,  // a static crop lowers the Python int count but not the tensor one
   ResetDropsRows,                // the max_length releases' reset drops a layer's rows instead of zeroing them
