@@ -35,11 +35,12 @@ std::unique_ptr<TraceEngine> make_engine(TraceEngineKind engine, Property proper
 Counterexample counterexample_of(const Trace& trace, Mutation mutation) {
   Counterexample ce;
   ce.config = trace.config;
+  bool updates_only = true;  // a crop's sequence is not a list of updates: no steps, no pictures
   for (const Command& cmd : trace.commands) {
     ce.commands.push_back(cmd.show());
-    if (cmd.kind == CommandKind::Reset) ce.steps.clear();
-    else ce.steps.push_back(cmd.n);
+    updates_only = row(cmd.kind).record(cmd, ce.steps) && updates_only;
   }
+  if (!updates_only) ce.steps.clear();
   if (!ce.steps.empty()) ce.masks = mask_pictures(ce.config, ce.steps, mutation);
   return ce;
 }
@@ -65,7 +66,10 @@ Outcome run(Property property, const Options& options) {
   const std::unique_ptr<TraceEngine> probe = make_engine(engine, property, options.mutation, nullptr);
   const search::Budget budget{options.seed, options.iterations, options.max_size, options.reproduce};
   const auto found = search::run<Trace, TraceFailure>(
-      budget, [&](const search::CaseId& id) { return draw_trace(id.seed, id.index, id.size, options.filter); },
+      budget,
+      [&](const search::CaseId& id) {
+        return draw_trace(id.seed, id.index, id.size, options.filter, property == Property::LayerCalls);
+      },
       [&](const Trace& t, bool shrinking) { return (shrinking ? probe : on)->run(t); }, simplifications, replayable);
   outcome.cases = found.passed;
   if (found.ok()) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -67,19 +68,40 @@ struct Checker {
                              fast::Layer(c.dynamic_spec(), behaviours, mutation)};
     const char* roles[2] = {"static", "dynamic"};
     const size_t count = positions::upstream_deviation(c.dynamic_spec()) ? 1 : 2;
-    int64_t seen = 0;
+    // The commands through their rows (scenario.h); the fast path follows updates and resets only,
+    // and no property it serves draws a call step (layer_calls has no fast path).
+    struct System : TraceSystem {
+      Checker& checker;
+      fast::Layer* layers;
+      const char* const* roles;
+      size_t count;
+      const ScenarioConfig& c;
+      std::string failure;
+      System(Checker& k, fast::Layer* l, const char* const* r, size_t n, const ScenarioConfig& config)
+          : checker(k), layers(l), roles(r), count(n), c(config) {}
+      void update(const TraceModel& before, int64_t q, const char* command) override {
+        for (size_t l = 0; l < count && failure.empty(); ++l)
+          failure = checker.check_step(layers[l], roles[l], c.batch, c.left_padding, before.seen, q, command);
+      }
+      void reset() override {
+        for (size_t l = 0; l < 2; ++l) layers[l].reset();
+      }
+      [[noreturn]] static void no_call(const char* what) {
+        throw std::logic_error(std::string("the fast engine runs no ") + what +
+                               " step (the property layer_calls has no fast path)");
+      }
+      void crop(const TraceModel&, int64_t) override { no_call("Crop"); }
+      void record_past(const TraceModel&) override { no_call("Record"); }
+      void read_attributes(const TraceModel&) override { no_call("Read"); }
+    } system(*this, layers, roles, count, c);
+    TraceModel m;
     for (size_t k = 0; k < t.commands.size(); ++k) {
       const Command& cmd = t.commands[k];
-      if (!allowed(cmd, c, seen)) return std::nullopt;
-      if (cmd.kind == CommandKind::Reset) {
-        for (auto& l : layers) l.reset();
-        seen = 0;
-        continue;
-      }
-      for (size_t l = 0; l < count; ++l)
-        if (std::string e = check_step(layers[l], roles[l], c.batch, c.left_padding, seen, cmd.n, cmd.name()); !e.empty())
-          return TraceFailure{e, k};
-      seen += cmd.n;
+      const CommandRow& r = row(cmd.kind);
+      if (!r.allowed(cmd, c, m)) return std::nullopt;
+      r.run(cmd, system, m);
+      if (!system.failure.empty()) return TraceFailure{system.failure, k};
+      r.apply(cmd, m);
     }
     return std::nullopt;
   }

@@ -18,6 +18,7 @@ const char* to_string(Property p) {
     case Property::AttentionVsOracle: return "attention_vs_oracle";
     case Property::LayerAgreement: return "layer_agreement";
     case Property::BackendsVsOracle: return "backends_vs_oracle";
+    case Property::LayerCalls: return "layer_calls";
   }
   return "?";
 }
@@ -27,7 +28,8 @@ Judged judged_by(Property p, std::optional<DType> dtype) {
     case Property::StoredRows:
     case Property::ReturnedRows:
     case Property::WindowCoverage: return {Policy::Bitwise, 0.0};
-    case Property::LayerAgreement: return {Policy::ExactFloat64, kExactTolerance};
+    case Property::LayerAgreement:
+    case Property::LayerCalls: return {Policy::ExactFloat64, kExactTolerance};
     case Property::AttentionVsOracle:
       return {Policy::DtypeEpsilons,
               dtype ? std::max(attention_tolerance(*dtype).absolute, eager_tolerance(*dtype).absolute) : -1.0};
@@ -45,13 +47,16 @@ const char* describe(Property p) {
     case Property::LayerAgreement: return "static and dynamic layers agree; sliding and chunked layers store the same rows";
     case Property::BackendsVsOracle:
       return "every registered attention backend (backends::registry) over the layer's K/V within max(floor, factor x same-dtype math error) of the oracle";
+    case Property::LayerCalls:
+      return "after crop(-n) a layer serves the kept tokens (float64 attention against the oracle, a dynamic layer's stored rows), "
+             "activate_past_recording and the attributes a caller reads keep their contract";
   }
   return "";
 }
 
 std::vector<Property> all_properties() {
-  return {Property::StoredRows,        Property::ReturnedRows,   Property::WindowCoverage,
-          Property::AttentionVsOracle, Property::LayerAgreement, Property::BackendsVsOracle};
+  return {Property::StoredRows,     Property::ReturnedRows,     Property::WindowCoverage, Property::AttentionVsOracle,
+          Property::LayerAgreement, Property::BackendsVsOracle, Property::LayerCalls};
 }
 
 Property parse_property(const std::string& s) {

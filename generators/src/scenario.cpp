@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <ostream>
 #include <sstream>
+#include <stdexcept>
 
 #include "kvconform/inputs.h"
 #include "kvconform/positions.h"
@@ -41,19 +42,96 @@ int64_t token_limit(const ScenarioConfig& c) {
   return limit;
 }
 
-const char* Command::name() const {
-  switch (kind) {
-    case CommandKind::Prefill: return "Prefill";
-    case CommandKind::Decode: return "Decode";
-    case CommandKind::Extend: return "Extend";
-    case CommandKind::Reset: return "Reset";
-  }
-  return "?";
+namespace {
+
+// The rows of the command table (scenario.h, CommandRow). Updates differ only in their precondition.
+void run_update(const Command& cmd, TraceSystem& system, const TraceModel& before) { system.update(before, cmd.n, cmd.name()); }
+void apply_update(const Command& cmd, TraceModel& m) { m.seen += cmd.n; }
+bool record_update(const Command& cmd, std::vector<int64_t>& steps) {
+  steps.push_back(cmd.n);
+  return true;
+}
+int64_t least_same(const Command& cmd, const ScenarioConfig&) { return cmd.n; }
+bool record_nothing(const Command&, std::vector<int64_t>&) { return true; }
+
+// The sequence after a crop to `kept` is still a prefix the next tokens extend: it must hold a real
+// token in every row (a rollback into the left padding is not a sequence a model resumes).
+bool resumable(const ScenarioConfig& c, int64_t kept) { return kept == 0 || kept > c.max_left_padding(); }
+
+const CommandRow kRows[] = {
+    {CommandKind::Prefill, "Prefill",
+     [](const Command& cmd, const ScenarioConfig& c, const TraceModel& m) {
+       return m.seen == 0 && cmd.n > c.max_left_padding() && cmd.n <= c.max_tokens;
+     },
+     apply_update, [](const Command&, const ScenarioConfig& c) { return c.max_left_padding() + 1; }, run_update, record_update},
+    {CommandKind::Decode, "Decode",
+     [](const Command&, const ScenarioConfig& c, const TraceModel& m) { return m.seen > 0 && m.seen + 1 <= c.max_tokens; },
+     apply_update, least_same, run_update, record_update},
+    {CommandKind::Extend, "Extend",
+     [](const Command& cmd, const ScenarioConfig& c, const TraceModel& m) {
+       return m.seen > 0 && cmd.n >= 2 && m.seen + cmd.n <= c.max_tokens;
+     },
+     apply_update, [](const Command&, const ScenarioConfig&) -> int64_t { return 2; }, run_update, record_update},
+    {CommandKind::Reset, "Reset", [](const Command&, const ScenarioConfig&, const TraceModel& m) { return m.seen > 0; },
+     [](const Command&, TraceModel& m) { m = TraceModel{}; }, least_same,
+     [](const Command&, TraceSystem& system, const TraceModel&) { system.reset(); },
+     [](const Command&, std::vector<int64_t>& steps) {
+       steps.clear();
+       return true;
+     }},
+    {CommandKind::Crop, "Crop",
+     [](const Command& cmd, const ScenarioConfig& c, const TraceModel& m) {
+       if (!resumable(c, m.seen - cmd.n)) return false;
+       // The dynamic layer is the one judged throughout (the static one where transformers' own
+       // window-1 dynamic layer is left out, positions::upstream_deviation).
+       return serves_crop(positions::upstream_deviation(c.dynamic_spec()) ? c.static_spec() : c.dynamic_spec(), m, cmd.n);
+     },
+     [](const Command& cmd, TraceModel& m) { m.crop_point = m.seen -= cmd.n; },
+     [](const Command&, const ScenarioConfig&) -> int64_t { return 1; },
+     [](const Command& cmd, TraceSystem& system, const TraceModel& before) { system.crop(before, cmd.n); },
+     [](const Command&, std::vector<int64_t>& steps) {
+       steps.clear();
+       return false;
+     }},
+    {CommandKind::Record, "Record",
+     [](const Command&, const ScenarioConfig&, const TraceModel& m) { return m.seen == 0 && !m.recording; },
+     [](const Command&, TraceModel& m) { m.recording = true; }, least_same,
+     [](const Command&, TraceSystem& system, const TraceModel& before) { system.record_past(before); }, record_nothing},
+    {CommandKind::Read, "Read", [](const Command&, const ScenarioConfig&, const TraceModel&) { return true; },
+     [](const Command&, TraceModel&) {}, least_same,
+     [](const Command&, TraceSystem& system, const TraceModel& before) { system.read_attributes(before); }, record_nothing},
+};
+
+}  // namespace
+
+const CommandRow& row(CommandKind kind) {
+  for (const CommandRow& r : kRows)
+    if (r.kind == kind) return r;
+  throw std::logic_error("no command row for kind " + std::to_string(static_cast<int>(kind)));
 }
 
+const char* Command::name() const { return row(kind).name; }
+
 std::string Command::show() const {
-  if (kind == CommandKind::Prefill || kind == CommandKind::Extend) return std::string(name()) + "(" + std::to_string(n) + ")";
-  return name();
+  if (kind == CommandKind::Decode || n == 0) return name();
+  return std::string(name()) + "(" + std::to_string(n) + ")";
+}
+
+bool serves_crop(const LayerSpec& spec, const TraceModel& m, int64_t n) {
+  if (n < 1 || n > m.seen) return false;
+  if (!spec.is_sliding()) return true;  // a static full layer never slides; a dynamic one keeps every row
+  if (spec.cache == CacheKind::Dynamic) return m.seen < spec.window || (m.recording && n <= m.seen - m.crop_point);
+  return spec.max_cache_len <= spec.window && m.seen <= std::min(spec.window, spec.max_cache_len);
+}
+
+void run_trace(const Trace& t, TraceSystem& system, size_t& at) {
+  TraceModel m;
+  for (at = 0; at < t.commands.size(); ++at) {
+    const Command& cmd = t.commands[at];
+    const CommandRow& r = row(cmd.kind);
+    r.run(cmd, system, m);
+    r.apply(cmd, m);
+  }
 }
 
 namespace {
@@ -113,42 +191,48 @@ ScenarioConfig draw_config(uint64_t state, const ConfigFilter& filter) {
 }
 
 bool allowed(const Command& cmd, const ScenarioConfig& c, int64_t seen) {
-  switch (cmd.kind) {
-    case CommandKind::Prefill: return seen == 0 && cmd.n > c.max_left_padding() && cmd.n <= c.max_tokens;
-    case CommandKind::Decode: return seen > 0 && seen + 1 <= c.max_tokens;
-    case CommandKind::Extend: return seen > 0 && cmd.n >= 2 && seen + cmd.n <= c.max_tokens;
-    case CommandKind::Reset: return seen > 0;
-  }
-  return false;
+  TraceModel m;
+  m.seen = seen;
+  return row(cmd.kind).allowed(cmd, c, m);
 }
 
 bool replayable(const Trace& t) {
-  int64_t seen = 0;
+  TraceModel m;
   for (const Command& cmd : t.commands) {
-    if (!allowed(cmd, t.config, seen)) return false;
-    seen = cmd.kind == CommandKind::Reset ? 0 : seen + cmd.n;
+    const CommandRow& r = row(cmd.kind);
+    if (!r.allowed(cmd, t.config, m)) return false;
+    r.apply(cmd, m);
   }
   return true;
 }
 
-Trace draw_trace(uint64_t seed, int64_t index, int size, const ConfigFilter& filter) {
+Trace draw_trace(uint64_t seed, int64_t index, int size, const ConfigFilter& filter, bool calls) {
   Rng r{seeds::case_seed(seed, static_cast<uint64_t>(index))};
   Trace t;
   t.config = draw_config(r, filter);
+  // The call steps are judged on positions, counts and float64 attention: four dimensions per head
+  // show a misplaced row as well as 64 and cost a sixteenth.
+  if (calls) t.config.head_dim = std::min<int64_t>(t.config.head_dim, 4);
   const ScenarioConfig& c = t.config;
   const int64_t length = r.in(1, 2 + size / 5);
-  int64_t seen = 0;
+  TraceModel m;
   // A command whose precondition fails is drawn again (a bounded number of times).
   for (int64_t k = 0, tries = 0; k < length && tries < 4 * length + 8; ++tries) {
     Command cmd{};
-    switch (r.in(0, 4)) {
+    // Only a trace with call steps draws the four more kinds: without them the stream is what it was.
+    switch (r.in(0, calls ? 8 : 4)) {
       case 0: cmd = {CommandKind::Prefill, draw_count(r, c, c.max_left_padding() + 1, c.max_tokens)}; break;
       case 1: cmd = {CommandKind::Decode, 1}; break;
-      case 2: cmd = {CommandKind::Extend, draw_count(r, c, 2, std::max<int64_t>(c.max_tokens - seen, 2))}; break;
-      default: cmd = {CommandKind::Reset, 0};
+      case 2: cmd = {CommandKind::Extend, draw_count(r, c, 2, std::max<int64_t>(c.max_tokens - m.seen, 2))}; break;
+      case 3: cmd = {CommandKind::Reset, 0}; break;
+      case 4:
+      case 5: cmd = {CommandKind::Crop, draw_count(r, c, 1, std::max<int64_t>(m.seen, 1))}; break;
+      case 6: cmd = {CommandKind::Record, 0}; break;
+      default: cmd = {CommandKind::Read, 0};
     }
-    if (!allowed(cmd, c, seen)) continue;
-    seen = cmd.kind == CommandKind::Reset ? 0 : seen + cmd.n;
+    const CommandRow& row_of = row(cmd.kind);
+    if (!row_of.allowed(cmd, c, m)) continue;
+    row_of.apply(cmd, m);
     t.commands.push_back(cmd);
     ++k;
   }
@@ -209,9 +293,7 @@ std::vector<Trace> simplifications(const Trace& t) {
   }
   for (size_t i = 0; i < t.commands.size(); ++i) {  // fewer tokens in one update
     const Command& cmd = t.commands[i];
-    const int64_t least = cmd.kind == CommandKind::Prefill  ? t.config.max_left_padding() + 1
-                          : cmd.kind == CommandKind::Extend ? 2
-                                                            : cmd.n;
+    const int64_t least = row(cmd.kind).least(cmd, t.config);
     if (cmd.n > least) {
       Trace s = t;
       s.commands[i].n = least;

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <rapidcheck.h>
 
+#include <functional>
 #include <iomanip>
 #include <sstream>
 
@@ -66,6 +67,7 @@ struct SystemUnderTest::Impl {
     o.mutation = m;
     o.track_rows = true;
     o.oracle = true;
+    o.record_calls = p == Property::LayerCalls;  // the call steps are judged here (the driver's oracle follows a crop)
     // Every layer is fed the same inputs (input layer 0).
     o.layers.push_back({c.static_spec(), 0, "static"});
     // A dynamic layer whose configuration transformers itself gets wrong (window 1, positions.h)
@@ -78,7 +80,13 @@ struct SystemUnderTest::Impl {
       o.layers.push_back({twin, 0, "twin"});
     }
     driver = std::make_unique<StepDriver>(scenario, o);
+    retired.assign(o.layers.size(), false);
   }
+
+  // layer_calls: a layer that a crop left outside its contract (serves_crop) is not judged again
+  // until the next sequence; transformers gives no promise for it.
+  std::vector<bool> retired;
+  TraceModel model;  // the model before the running command (layer_calls' rules read it)
 
   std::string who(const std::string& where, const LayerStep& v) const {
     return where + ": " + v.driven->role + " " + v.driven->spec.describe();
@@ -211,7 +219,7 @@ struct SystemUnderTest::Impl {
     const double reference_error = backends::reference_error(reference, truth, judged_rows);
     for (const auto& be : backend_list) {
       // The mask-free windowed kernel implements the window rule itself, which transformers breaks here.
-      if (s.lost_keys && (be->name() == "windowed" || be->name() == "sdpa_is_causal")) continue;
+      if (s.lost_keys && (be->name() == "windowed" || be->name() == "windowed_cache" || be->name() == "sdpa_is_causal")) continue;
       backends::Verdict v;
       try {
         v = backends::judge(be->run(call), reference_error, truth, judged_rows, be->judged_as(cfg.dtype));
@@ -234,6 +242,10 @@ struct SystemUnderTest::Impl {
       RC_FAIL(where + ": the model holds " + std::to_string(seen) + " tokens, the driver " + std::to_string(driver->seen()));
     std::vector<LayerStep> views;
     driver->step({q, std::nullopt}, [&](LayerStep& v) {
+      if (retired[v.layer]) {  // layer_calls: left outside its contract by a crop; not judged
+        views.push_back(std::move(v));
+        return;
+      }
       if (v.update_error) {
         try {
           std::rethrow_exception(v.update_error);
@@ -282,11 +294,132 @@ struct SystemUnderTest::Impl {
         for (size_t i = 0; i < checked; ++i) check_backends(views[i], O, rows, where);
         break;
       }
+      case Property::LayerCalls: {
+        // The oracle holds the kept tokens and the new ones (the driver drops what a crop removed);
+        // every layer's is the same (one input layer), a layer that raised before has none.
+        size_t base = 0;
+        while (base + 1 < views.size() && !views[base].oracle) ++base;
+        const at::Tensor O = views[base].oracle_output(), rows = views[base].sees_any();
+        TraceModel after = model;
+        after.seen += q;
+        // The twin attends with the other kind's rule: the oracle judges the static and dynamic layers.
+        for (size_t i = 0; i < checked; ++i) {
+          if (retired[i]) continue;
+          const at::Tensor exact = check_attention(views[i], O, rows, where, false);
+          const double e = max_error(exact, O, rows);
+          if (!views[i].lost_keys && e > kExactTolerance)
+            RC_FAIL(who(where, views[i]) +
+                    " float64 attention over the returned K/V differs from the oracle of the sequence's tokens by " + num(e));
+          check_dynamic_rows(views[i], after, command);
+        }
+        break;
+      }
+    }
+  }
+
+  // layer_calls: the rows a dynamic layer stores, by the contract: a full one every token, a sliding
+  // one the last W - 1 (positions.h), or with past recording every token since W - 1 before the
+  // last crop. Static layers keep a crop's removed rows to be overwritten, which is not a promise.
+  void check_dynamic_rows(const LayerStep& v, const TraceModel& after, const char* command) {
+    const LayerSpec& spec = v.driven->spec;
+    if (spec.cache != CacheKind::Dynamic) return;
+    positions::Rows expected;
+    if (spec.is_sliding() && after.recording)
+      for (int64_t t = std::max<int64_t>(after.crop_point - (spec.window - 1), 0); t < after.seen; ++t) expected.push_back(t);
+    else expected = positions::stored_rows(spec, after.seen);
+    if (v.stored_rows != expected)
+      RC_FAIL(std::string(command) + " at " + std::to_string(after.seen) + " tokens: " + v.driven->role + " " + spec.describe() +
+              (after.recording ? " (past recording on)" : "") + " stores tokens " + campaign::rows_str(v.stored_rows) +
+              ", expected " + campaign::rows_str(expected));
+  }
+
+  // A call step on every layer; `judge` sees each layer that is still judged, with what it raised.
+  void call(const LayerCall& call, const std::function<void(const LayerStep&, const char* raised, const std::string&)>& judge) {
+    Step st;
+    st.call = call;
+    driver->step(st, [&](LayerStep& v) {
+      if (retired[v.layer] || v.failed_at >= 0) return;
+      const char* raised = "";
+      std::string message;
+      if (v.call_error) {
+        try {
+          std::rethrow_exception(v.call_error);
+        } catch (const PythonError& e) {
+          raised = e.type() == "AttributeError" ? "AttributeError" : e.type() == "TypeError" ? "TypeError" : "RuntimeError";
+          message = reason(e);
+        } catch (const std::invalid_argument& e) {
+          raised = "ValueError";
+          message = reason(e);
+        }
+      }
+      judge(v, raised, message);
+    });
+  }
+
+  void crop(const TraceModel& before, int64_t n) {
+    const std::string where = "Crop(" + std::to_string(n) + ") after " + std::to_string(before.seen) + " tokens";
+    std::vector<bool> serves(retired.size());
+    for (size_t l = 0; l < serves.size(); ++l) serves[l] = serves_crop(driver->layers()[l].spec, before, n);
+    TraceModel after = before;
+    after.crop_point = after.seen -= n;
+    call({&layer_method("crop"), -n}, [&](const LayerStep& v, const char* raised, const std::string& message) {
+      if (!serves[v.layer]) return;
+      if (*raised) RC_FAIL(who(where, v) + " raised " + raised + " (" + message + "), where its contract serves the crop");
+      if (v.seq_length_after != after.seen)
+        RC_FAIL(who(where, v) + " get_seq_length() is " + std::to_string(v.seq_length_after) + " after the crop, expected " +
+                std::to_string(after.seen));
+      check_dynamic_rows(v, after, "Crop");
+    });
+    for (size_t l = 0; l < serves.size(); ++l) retired[l] = retired[l] || !serves[l];
+  }
+
+  // activate_past_recording: DynamicSlidingWindowLayer's alone; every other layer class has no such
+  // attribute (AttributeError).
+  void record_past(const TraceModel& before) {
+    const std::string where = "Record before the first update";
+    call({&layer_method("activate_past_recording"), 0}, [&](const LayerStep& v, const char* raised, const std::string& message) {
+      const LayerSpec& spec = v.driven->spec;
+      const char* expected = spec.cache == CacheKind::Dynamic && spec.is_sliding() ? "" : "AttributeError";
+      if (std::string(raised) != expected)
+        RC_FAIL(who(where, v) +
+                (*raised ? std::string(" raised ") + raised + " (" + message + ")" : std::string(" raised nothing")) +
+                ", expected " + (*expected ? expected : "no raise"));
+    });
+  }
+
+  // The attributes a caller reads, by the contract: is_croppable (a static sliding layer only where
+  // max_cache_len <= window), is_compileable (static layers), get_seq_length() (the tokens held) and
+  // get_max_cache_shape() (static: its rows; dynamic sliding: its window; dynamic full: -1).
+  void read_attributes(const TraceModel& before) {
+    const std::string where = "Read after " + std::to_string(before.seen) + " tokens";
+    for (size_t l = 0; l < retired.size(); ++l) {
+      if (retired[l]) continue;
+      const CacheLayer& layer = driver->layer(l);
+      const LayerSpec& spec = driver->layers()[l].spec;
+      const std::string who = where + ": " + driver->layers()[l].role + " " + spec.describe();
+      const bool is_static = spec.cache == CacheKind::Static;
+      const bool croppable = !(is_static && spec.is_sliding()) || spec.max_cache_len <= spec.window;
+      const int64_t max_shape = is_static ? (spec.is_sliding() ? std::min(spec.window, spec.max_cache_len) : spec.max_cache_len)
+                                : spec.is_sliding() ? spec.window
+                                                    : -1;
+      const std::optional<bool> got = layer.is_croppable();
+      if (got != std::optional<bool>(croppable))
+        RC_FAIL(who + " is_croppable is " + (got ? (*got ? "True" : "False") : "absent") + ", expected " +
+                (croppable ? "True" : "False"));
+      if (layer.is_compileable() != is_static)
+        RC_FAIL(who + " is_compileable is " + (layer.is_compileable() ? "True" : "False") + ", expected " +
+                (is_static ? "True" : "False"));
+      if (layer.seq_length() != before.seen)
+        RC_FAIL(who + " get_seq_length() is " + std::to_string(layer.seq_length()) + ", expected " + std::to_string(before.seen));
+      if (layer.max_length() != max_shape)
+        RC_FAIL(who + " get_max_cache_shape() is " + std::to_string(layer.max_length()) + ", expected " +
+                std::to_string(max_shape));
     }
   }
 
   void reset() {
     driver->step({0, std::nullopt}, [](LayerStep&) {});
+    retired.assign(retired.size(), false);
   }
 };
 
@@ -296,6 +429,13 @@ SystemUnderTest::SystemUnderTest(const ScenarioConfig& config, Property property
 SystemUnderTest::~SystemUnderTest() = default;
 void SystemUnderTest::step(int64_t seen, int64_t q, const char* command) { impl_->step(seen, q, command); }
 void SystemUnderTest::reset() { impl_->reset(); }
+void SystemUnderTest::update(const TraceModel& before, int64_t q, const char* command) {
+  impl_->model = before;
+  impl_->step(before.seen, q, command);
+}
+void SystemUnderTest::crop(const TraceModel& before, int64_t n) { impl_->crop(before, n); }
+void SystemUnderTest::record_past(const TraceModel& before) { impl_->record_past(before); }
+void SystemUnderTest::read_attributes(const TraceModel& before) { impl_->read_attributes(before); }
 
 namespace campaign {
 namespace {
@@ -308,17 +448,7 @@ class TensorEngine : public TraceEngine {
     size_t at = 0;
     std::string message = rc_check::failure_of([&] {
       SystemUnderTest sut(t.config, property_, mutation_, observations_);
-      int64_t seen = 0;
-      for (at = 0; at < t.commands.size(); ++at) {
-        const Command& cmd = t.commands[at];
-        if (cmd.kind == CommandKind::Reset) {
-          sut.reset();
-          seen = 0;
-          continue;
-        }
-        sut.step(seen, cmd.n, cmd.name());
-        seen += cmd.n;
-      }
+      run_trace(t, sut, at);
     });
     if (message.empty()) return std::nullopt;
     return TraceFailure{std::move(message), at};

@@ -24,6 +24,7 @@ enum class Property {
   AttentionVsOracle,  // 4: attention from the layer's K/V and mask matches the float64 oracle
   LayerAgreement,     // 5: static == dynamic outputs; sliding and chunked twins store the same rows
   BackendsVsOracle,   // 6: every CPU attention backend (backends.h) within the tolerance policy of the oracle
+  LayerCalls,         // 7: crop, past recording and the attributes a caller reads keep their contract
 };
 
 const char* to_string(Property p);  // "stored_rows", ...

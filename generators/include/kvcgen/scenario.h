@@ -50,18 +50,62 @@ int64_t token_limit(const ScenarioConfig& c);
 // A command of a trace. Prefill: the first update of a sequence, n tokens (n > every row's left
 // padding). Decode: one token. Extend: n >= 2 tokens after the first update (prefix caching, chat
 // continuation), also once full. Reset: clears every layer; the next command starts a new sequence.
-enum class CommandKind { Prefill, Decode, Extend, Reset };
+// The layer API's call steps (drawn for the property layer_calls only, so the other properties'
+// traces stay what they were for every seed): Crop, crop(-n) on every layer, the last n tokens
+// gone (speculative decoding's rollback); Record, activate_past_recording() before a sequence's
+// first update; Read, the attributes a caller reads (is_croppable, is_compileable,
+// get_seq_length(), get_max_cache_shape()).
+enum class CommandKind { Prefill, Decode, Extend, Reset, Crop, Record, Read };
 struct Command {
   CommandKind kind;
-  int64_t n;                 // tokens (Prefill, Extend); 1 for Decode, 0 for Reset
+  int64_t n;                 // tokens (Prefill, Extend, Crop: removed); 1 for Decode, 0 otherwise
   const char* name() const;  // "Prefill", ... as failure messages name the step
-  std::string show() const;  // "Prefill(5)", "Decode", ...
+  std::string show() const;  // "Prefill(5)", "Decode", "Crop(2)", ...
 };
 
+// What a trace's preconditions read: the tokens the sequence holds and whether past recording was
+// asked for it (RapidCheck's model state).
+struct TraceModel {
+  int64_t seen = 0;
+  bool recording = false;  // Record ran before this sequence's first update
+  int64_t crop_point = 0;  // the tokens held right after the sequence's last crop (0: none yet)
+};
+
+// What a command runs on: a trace engine's system (the tensor engine's SystemUnderTest, the fast
+// engine's layers). Each judges as it runs and fails with its engine's message.
+class TraceSystem {
+ public:
+  virtual ~TraceSystem() = default;
+  virtual void update(const TraceModel& before, int64_t q, const char* command) = 0;  // q new tokens
+  virtual void reset() = 0;                                                           // a new sequence
+  // A layer method other than update on every layer (layer_calls only), judged against the rules.
+  virtual void crop(const TraceModel& before, int64_t n) = 0;
+  virtual void record_past(const TraceModel& before) = 0;
+  virtual void read_attributes(const TraceModel& before) = 0;
+};
+
+// One kind of command, defined once (as a RapidCheck Command): its name, its precondition on the
+// model, what it does to the model, how it shows, the fewest tokens the shrinker may bring it to,
+// and how it runs on a system. The runners, the generator's checks and the shrinker ask the row,
+// never which kind a command is.
+struct CommandRow {
+  CommandKind kind;
+  const char* name;
+  bool (*allowed)(const Command& cmd, const ScenarioConfig& c, const TraceModel& m);
+  void (*apply)(const Command& cmd, TraceModel& m);
+  int64_t (*least)(const Command& cmd, const ScenarioConfig& c);  // the shrinker's floor for n
+  void (*run)(const Command& cmd, TraceSystem& system, const TraceModel& before);
+  // A counterexample's updates since the sequence started: false where the command cannot be
+  // written as one (a crop), and the steps are then left out.
+  bool (*record)(const Command& cmd, std::vector<int64_t>& steps);
+};
+const CommandRow& row(CommandKind kind);
 struct Trace {
   ScenarioConfig config;
   std::vector<Command> commands;
 };
+// Runs a replayable trace's commands on `system` from its empty layers; `at` is the command running.
+void run_trace(const Trace& t, TraceSystem& system, size_t& at);
 
 // The one generator's PRNG (kvc-mix64-v1 over a Weyl sequence). RapidCheck's generators cost more
 // than the fast engine's whole check (17 to 104 times, docs/performance.md), so nothing random in a
@@ -91,10 +135,20 @@ struct Rng {
 ScenarioConfig draw_config(uint64_t state, const ConfigFilter& filter = {});
 // Trace `index` of the campaign with `seed` (seeds::case_seed), at `size`: longer sequences as it
 // grows (0 to a campaign's max_size, as RapidCheck sizes grow). Every command meets its precondition.
-Trace draw_trace(uint64_t seed, int64_t index, int size, const ConfigFilter& filter = {});
+// With `calls` (the property layer_calls) the call steps are drawn too (Crop twice as often as each
+// other kind) and head_dim is at most 4; without, every draw is what it was before they existed.
+Trace draw_trace(uint64_t seed, int64_t index, int size, const ConfigFilter& filter = {}, bool calls = false);
 
-// The command's precondition on the tokens the sequence holds so far.
+// The command's precondition on the tokens the sequence holds so far (no past recording asked).
 bool allowed(const Command& cmd, const ScenarioConfig& c, int64_t seen);
+// Whether a layer of `spec` serves crop(-n) as a rollback to the first seen - n tokens, by
+// transformers' documented contract: a dynamic full layer always; a dynamic sliding one before its
+// window, or past it with past recording and n within the tokens fed since the last crop; a static
+// full one always (it never slides); a static sliding one only where is_croppable (max_cache_len <=
+// window) and while it has not slid (seen <= its rows). A crop is drawn where the dynamic layer
+// serves it; a layer that does not is left out of the judging until the next Reset.
+bool serves_crop(const LayerSpec& spec, const TraceModel& m, int64_t n);
+
 bool replayable(const Trace& t);  // every command allowed in turn
 
 // Simpler cases than a failing one, most aggressive first, for shrink::greedy (possibly not

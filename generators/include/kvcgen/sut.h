@@ -12,14 +12,20 @@
 
 namespace kvc {
 
-class SystemUnderTest {
+class SystemUnderTest : public TraceSystem {
  public:
   SystemUnderTest(const ScenarioConfig& config, campaign::Property property, Mutation mutation,
                   campaign::Observations* observations);
-  ~SystemUnderTest();
+  ~SystemUnderTest() override;
   // Feeds `q` new tokens to every layer (the model's `seen` tokens came before) and checks.
   void step(int64_t seen, int64_t q, const char* command);
-  void reset();
+  // The trace's commands (scenario.h, TraceSystem): an update is step(); the call steps and the
+  // attribute reads are judged by the property layer_calls.
+  void update(const TraceModel& before, int64_t q, const char* command) override;
+  void reset() override;
+  void crop(const TraceModel& before, int64_t n) override;
+  void record_past(const TraceModel& before) override;
+  void read_attributes(const TraceModel& before) override;
 
  private:
   struct Impl;

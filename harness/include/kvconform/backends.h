@@ -39,9 +39,34 @@ enum class Fault {
   SoftmaxInInputDtype,  // scores, running max, exp and the softmax sum rounded to the input dtype; P@V in float32
   HalfAccumulation,     // QK dot product, softmax sum and P@V accumulators rounded to the 16-bit input dtype
   NoMaxSubtraction,     // p = exp(score): no running max subtracted, overflows on large logits
+  // A backend's own cache (Storage, below): a reset keeps the previous sequence's rows in the slots
+  // the new one has not written yet (where they should be zero), which its attention never reads.
+  StaleRowsAfterReset,
 };
-// The windowed kernel's fault for a kernel mutant (Mutation::Kernel*); Fault::None for any other.
+// The backends' fault for a kernel mutant (Mutation::Kernel*: the windowed kernel's) or a storage
+// mutant (storage_mutations(): the storing backend's cache); Fault::None for any other.
 Fault kernel_fault(Mutation mutation);
+
+// The K/V cache of a backend that keeps one (as a paged or ring kernel keeps its blocks), for one
+// layer. A backend opts in to the stored-state check by making one (Backend::storage): the backend
+// suite then feeds it each step's new K/V, takes the step's attention from it (`attend`), and after
+// every step holds its rows and count, bit for bit, to the reference layer's stored K/V and
+// get_seq_length(), as golden replay holds the reference to a fixture's `stored` and the plugin
+// checks a plugin's cache_read. Its rows are laid out as the reference layer of the same spec lays
+// out its own (docs/backends.md, "Stored state").
+class Storage {
+ public:
+  virtual ~Storage() = default;
+  virtual void reset() = 0;  // a new sequence
+  // Stores the step's new keys and values [B, Hkv, q, D].
+  virtual void update(const at::Tensor& keys, const at::Tensor& values) = 0;
+  // Attention of the call's queries over the rows it held before the last update and that update's
+  // tokens (the call's own K/V are not read), [B, H, q, D] in the query's dtype.
+  virtual at::Tensor attend(const Call& call) const = 0;
+  virtual at::Tensor keys() const = 0;  // the stored rows [B, Hkv, rows, D]; undefined before the first update
+  virtual at::Tensor values() const = 0;
+  virtual int64_t seq_length() const = 0;  // tokens stored since the last reset
+};
 
 class Backend {
  public:
@@ -52,6 +77,9 @@ class Backend {
   // The dtype whose tolerance judges this backend for inputs of `input`: its own, unless the
   // backend deliberately computes in lower precision (transformers' eager softmax runs in float32).
   virtual DType judged_as(DType input) const { return input; }
+  // Its own cache for one layer of `spec`, where it keeps one (the stored-state opt-in); nullptr for
+  // a backend that computes from the layer's K/V alone.
+  virtual std::unique_ptr<Storage> storage(const LayerSpec& spec) const { return nullptr; }
 };
 
 // One entry of the backend registry: what --backend, --list, the reports and docs/backends.md

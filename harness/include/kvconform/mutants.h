@@ -22,7 +22,7 @@ enum class Mutation {
   KernelF16Accumulation,      // QK dot products, softmax sum and P@V accumulators in the 16-bit input dtype
   KernelNoMaxSubtraction,     // exp(score) without subtracting the running max: overflows on large logits
   // Layer-API mutants: the reference's reset, crop, past recording and attributes (the call steps
-  // of case files). Only golden replay drives those methods, so these are caught there alone.
+  // of case files, and the property layer_calls' Crop, Record and Read commands).
   CropKeepsPastRows,             // a crop past the window (past recording) keeps every row before the removed ones
   StaticCropKeepsWritePosition,  // a static crop lowers the Python int count but not the tensor one
   ResetDropsRows,                // the max_length releases' reset drops a layer's rows instead of zeroing them
@@ -37,6 +37,10 @@ enum class Mutation {
   // A static sliding layer's mask sizes while it is still filling count its tokens, not its
   // capacity (transformers #45940's proposed change); golden replay's warm-up cases catch it.
   WarmUpSizesCountTokens,
+  // Storage mutants: the reference is untouched; the cache of the backend that keeps one
+  // (backends::Storage, `windowed_cache`) is kept wrongly, its attention right. Caught by the backend
+  // suite's stored-state check alone.
+  StaleRowsAfterReset,  // a reset keeps the previous sequence's rows in the slots the new one has not written
 };
 
 const char* to_string(Mutation m);              // "window_off_by_one+1", ...
@@ -45,5 +49,6 @@ std::vector<Mutation> all_mutations();          // every mutant of the reference
 std::vector<Mutation> kernel_mutations();       // every kernel mutant (the reference untouched)
 bool is_kernel_mutation(Mutation m);
 std::vector<Mutation> layer_api_mutations();  // every layer-API mutant (golden replay's call steps)
+std::vector<Mutation> storage_mutations();    // every storage mutant (a backend's own cache, the reference untouched)
 
 }  // namespace kvc

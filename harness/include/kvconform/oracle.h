@@ -25,6 +25,8 @@ class Oracle {
   // Appends q tokens; k and v are row-major [batch, kv_heads, q, head_dim].
   void append(const std::vector<double>& k, const std::vector<double>& v, int64_t q);
   int64_t seen() const { return seen_; }
+  // Keeps the first `tokens` tokens (a crop's rollback); throws std::invalid_argument past seen().
+  void truncate(int64_t tokens);
 
   // Whether the query at absolute position q_pos of row b may see the key at k_pos.
   bool visible(int64_t b, int64_t q_pos, int64_t k_pos) const;

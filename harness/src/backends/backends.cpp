@@ -8,6 +8,7 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include "kvconform/attention.h"
 #include "kvconform/inputs.h"
@@ -229,6 +230,7 @@ Fault kernel_fault(Mutation m) {
     case Mutation::KernelSoftmaxInInputDtype: return Fault::SoftmaxInInputDtype;
     case Mutation::KernelF16Accumulation: return Fault::HalfAccumulation;
     case Mutation::KernelNoMaxSubtraction: return Fault::NoMaxSubtraction;
+    case Mutation::StaleRowsAfterReset: return Fault::StaleRowsAfterReset;
     default: return Fault::None;
   }
 }
@@ -348,6 +350,31 @@ std::optional<std::string> known_deviation(const std::string& backend, DType dty
   return std::nullopt;
 }
 
+namespace {
+// Where a backend's own cache differs from the reference layer's stored state after a step: its row
+// count, the first row whose keys or values differ, its count against get_seq_length(); "" when
+// they agree bit for bit.
+std::string stored_difference(const Storage& s, const CacheLayer& layer) {
+  if (s.seq_length() != layer.seq_length())
+    return "stored state: seq_length " + std::to_string(s.seq_length()) + ", the reference layer's get_seq_length() " +
+           std::to_string(layer.seq_length());
+  if (!layer.initialized() || !s.keys().defined())
+    return layer.initialized() == s.keys().defined()
+               ? ""
+               : "stored state: the reference layer holds rows and the cache none, or the other way";
+  const at::Tensor k = s.keys().cpu(), v = s.values().cpu();
+  if (k.sizes() != layer.keys().sizes())
+    return "stored state: " + std::to_string(k.size(2)) + " rows, the reference layer " + std::to_string(layer.keys().size(2));
+  for (int64_t r = 0; r < k.size(2); ++r)
+    for (auto [name, got, want] :
+         {std::tuple<const char*, at::Tensor, at::Tensor>{"keys", k, layer.keys()}, {"values", v, layer.values()}})
+      if (!at::equal(got.select(2, r), want.select(2, r)))
+        return "stored state: row " + std::to_string(r) + "'s " + name + " differ from the reference layer's (" +
+               (want.select(2, r).abs().sum().item<double>() == 0 ? "which is unwritten, zero" : "a written row") + ")";
+  return "";
+}
+}  // namespace
+
 std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
   std::vector<std::string> selected = options.backends.empty() ? names() : options.backends;
   std::vector<std::unique_ptr<Backend>> backends;
@@ -406,10 +433,18 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
             StepDriver driver(run, driver_options);
             std::vector<double> worst(chosen.size(), 0.0), worst_ref(chosen.size(), 0.0), bound(chosen.size(), 0.0);
             std::vector<std::vector<std::string>> notes(chosen.size());
+            // The stored-state opt-in: a backend with a cache of its own is fed every step (fill steps
+            // too) and answers from it; its rows are held to the reference layer's after each step.
+            std::vector<std::unique_ptr<Storage>> stores;
+            for (const Backend* be : chosen) stores.push_back(be->storage(spec));
             int64_t judged = 0;
             driver.run([&](LayerStep& v) {
               if (v.update_error) std::rethrow_exception(v.update_error);
-              if (!v.judged) return;  // a numerics case's fill step: only the layer and the oracle are fed
+              for (auto& s : stores) {
+                if (s && v.seen == 0) s->reset();  // a step after no token starts a sequence (a reset step's)
+                if (s) s->update(v.keys.to(device), v.values.to(device));
+              }
+              if (!v.judged) return;  // a numerics case's fill step: only the layer, the oracle and caches are fed
               Call call;
               call.mask = v.mask;
               call.query = v.query.to(device);
@@ -427,7 +462,14 @@ std::vector<report::CaseResult> run_suite(const SuiteOptions& options) {
                 report::CaseResult& r = cases[i];
                 Verdict verdict;
                 try {
-                  verdict = judge(chosen[i]->run(call), ref, O, sees, chosen[i]->judged_as(dtype));
+                  const at::Tensor out = stores[i] ? stores[i]->attend(call) : chosen[i]->run(call);
+                  verdict = judge(out, ref, O, sees, chosen[i]->judged_as(dtype));
+                  if (stores[i] && verdict.ok) {
+                    if (std::string why = stored_difference(*stores[i], *v.cache); !why.empty()) {
+                      verdict.ok = false;
+                      verdict.problem = why;
+                    }
+                  }
                 } catch (const std::exception& e) {
                   verdict.ok = false;
                   verdict.problem = std::string("threw: ") + e.what();

@@ -178,6 +178,35 @@ TEST(KernelMutant, SmallPatternsAloneMissTheSixteenBitMutants) {
   }
 }
 
+// The stored-state opt-in: windowed_cache answers from a cache of its own, and the suite holds that
+// cache to the reference layer's stored rows after each step. Its stale-rows mutant still attends
+// right (the stale rows are past what it has written), so only the stored-state check sees it: on
+// the one pattern that resets and then writes fewer tokens than a static layer holds.
+TEST(StoredState, AStaleRowWithRightOutputsIsCaughtByTheStoredStateCheck) {
+  SuiteOptions o;
+  o.backends = {"windowed_cache"};
+  o.numerics = false;
+  o.mutation = Mutation::StaleRowsAfterReset;
+  // Every pattern in float32 (only the reset one fails) and the reset pattern in every dtype.
+  o.select = [](const std::string& id) {
+    return id.find("/float32") != std::string::npos || id.find("/reset_and_restart/") != std::string::npos;
+  };
+  int failed = 0;
+  for (const auto& r : run_suite(o)) {
+    const bool caught = r.name == "reset_and_restart/static";
+    EXPECT_EQ(r.status, caught ? report::Status::Fail : report::Status::Pass) << r.id << ": " << r.message;
+    if (!caught) continue;
+    ++failed;
+    // The attention was judged first and passed: the message is the stored state's.
+    EXPECT_NE(r.message.find("step 3 (3 tokens after 0): stored state: row 3's keys differ from the reference layer's "
+                             "(which is unwritten, zero)"),
+              std::string::npos)
+        << r.message;
+    std::cout << "  " << r.id << ": " << r.message << "\n";
+  }
+  EXPECT_EQ(failed, 4);  // every dtype
+}
+
 TEST(Judge, NaNWhereTheOracleIsFiniteFails) {
   const at::Tensor oracle = at::zeros({1, 1, 2, 2}, at::kDouble);
   at::Tensor out = at::zeros({1, 1, 2, 2}, at::kFloat);

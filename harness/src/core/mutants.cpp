@@ -33,6 +33,7 @@ const char* to_string(Mutation m) {
     case Mutation::BuilderOffsetFromSizedLayer: return "builder_offset_from_sized_layer";
     case Mutation::FlexWithoutQueryOffset: return "flex_without_query_offset";
     case Mutation::WarmUpSizesCountTokens: return "warm_up_sizes_count_tokens";
+    case Mutation::StaleRowsAfterReset: return "stale_rows_after_reset";
   }
   return "?";
 }
@@ -55,6 +56,8 @@ std::vector<Mutation> layer_api_mutations() {
           Mutation::WarmUpSizesCountTokens};
 }
 
+std::vector<Mutation> storage_mutations() { return {Mutation::StaleRowsAfterReset}; }
+
 bool is_kernel_mutation(Mutation m) {
   return m == Mutation::KernelSoftmaxInInputDtype || m == Mutation::KernelF16Accumulation ||
          m == Mutation::KernelNoMaxSubtraction;
@@ -72,6 +75,7 @@ Mutation parse_mutation(const std::string& s) {
   std::vector<Mutation> every = all_mutations();
   for (Mutation m : kernel_mutations()) every.push_back(m);
   for (Mutation m : layer_api_mutations()) every.push_back(m);
+  for (Mutation m : storage_mutations()) every.push_back(m);
   for (Mutation m : every) {
     if (s == to_string(m)) return m;
     names += std::string(names.empty() ? "" : ", ") + to_string(m);

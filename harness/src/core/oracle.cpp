@@ -26,6 +26,16 @@ void Oracle::reset() {
   values_.assign(keys_.size(), {});
 }
 
+void Oracle::truncate(int64_t tokens) {
+  if (tokens < 0 || tokens > seen_)
+    throw std::invalid_argument("oracle: truncate to " + std::to_string(tokens) + " of " + std::to_string(seen_) + " tokens");
+  for (size_t bh = 0; bh < keys_.size(); ++bh) {
+    keys_[bh].resize(static_cast<size_t>(tokens * shape_.head_dim));
+    values_[bh].resize(keys_[bh].size());
+  }
+  seen_ = tokens;
+}
+
 void Oracle::append(const std::vector<double>& k, const std::vector<double>& v, int64_t q) {
   const int64_t d = shape_.head_dim;
   const size_t expected = static_cast<size_t>(shape_.batch * shape_.kv_heads * q * d);

@@ -134,6 +134,30 @@ void StepDriver::call_step(size_t s, const Step& st, const Check& check, const O
   }
   if (call.resets()) return start_sequence(s, on_reset);
   seen_ = call.method->positions_after(seen_, call.argument);
+  // The oracle and the K/V history keep the tokens the case still counts: the next tokens extend
+  // those (a layer that kept a removed row then differs from the oracle).
+  for (auto& o : impl_->oracles)
+    if (o->seen() > seen_) o->truncate(seen_);
+  for (size_t l = 0; l < impl_->key_history.size(); ++l)
+    for (auto* history : {&impl_->key_history[l], &impl_->value_history[l]}) {
+      const int64_t per_token = scenario_.batch * scenario_.kv_heads * scenario_.head_dim;
+      int64_t held = 0;
+      for (const auto& block : *history) held += static_cast<int64_t>(block.size()) / per_token;
+      while (held > seen_ && !history->empty()) {
+        std::vector<double>& block = history->back();
+        const int64_t q = static_cast<int64_t>(block.size()) / per_token, drop = std::min(q, held - seen_);
+        if (drop == q) {
+          history->pop_back();
+        } else {  // [B, Hkv, q, D] row-major: keep each (batch, head)'s first q - drop tokens
+          std::vector<double> kept;
+          const int64_t d = scenario_.head_dim, keep = q - drop;
+          for (int64_t bh = 0; bh < scenario_.batch * scenario_.kv_heads; ++bh)
+            kept.insert(kept.end(), block.begin() + bh * q * d, block.begin() + (bh * q + keep) * d);
+          block = std::move(kept);
+        }
+        held -= drop;
+      }
+    }
 }
 
 void StepDriver::step(const Step& st, const Check& check, const OnReset& on_reset) {
