@@ -52,7 +52,7 @@ set_tests_properties(plugin_ggml_out_of_tree PROPERTIES LABELS plugin TIMEOUT 90
 
 # The same-dtype reference's quantized K/V (harness/include/kvconform/engine/kv_blocks.h) against the
 # linked ggml's q8_0 and q4_0 rows, bit for bit (docs/engines.md, "Quantized K/V").
-add_executable(kvc_ggml_kv_blocks_test ${CMAKE_CURRENT_LIST_DIR}/kv_blocks_test.cpp)
+add_executable(kvc_ggml_kv_blocks_test ${PROJECT_SOURCE_DIR}/plugins/tests/ggml_kv_blocks_test.cpp)
 target_include_directories(kvc_ggml_kv_blocks_test PRIVATE ${KVC_GGML_ROOT}/include ${PROJECT_SOURCE_DIR}/harness/include)
 target_link_libraries(kvc_ggml_kv_blocks_test PRIVATE ${KVC_GGML_LIB_ggml} ${KVC_GGML_LIB_ggml-cpu} ${KVC_GGML_LIB_ggml-base}
                                                       GTest::gtest_main Threads::Threads ${CMAKE_DL_LIBS})
