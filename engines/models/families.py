@@ -71,6 +71,20 @@ checkpoints of the family use:
                    experts, top 2, renormalised, an ungated shared expert, per-head q/k norms, attention_bias
   flint-explicit   flint, 3 layers, layer_types [S, F, S], window 2, mlp_only_layers [] (every layer a MoE), top 1 of 3,
                    not renormalised, tied
+  cohere2moe-average cohere2_moe (5.13.1 on), 5 layers, first_k_dense_replace 1 and no layer_types (F, S, S, S, F: the dense
+                   first layer full and rotated, its prefix pattern 1; then sliding_window_pattern 4), window 3, LayerNorm,
+                   the parallel block, softmax of the top 2 of 4 experts' logits, one shared expert averaged with the
+                   routed output (the default strategy), a dense MLP of prefix_dense_intermediate_size, attention_bias,
+                   logit_scale 0.5, tied
+  cohere2moe-sigmoid cohere2_moe, 3 layers, layer_types [S, F, S] and mlp_layer_types [sparse, dense, sparse],
+                   prefix_dense_sliding_window_pattern 2 (the dense full layer without rope), window 2, RMSNorm
+                   (rms_norm_eps set), sigmoid of the top 2 of 6, renormalised, two shared experts summed, untied
+  afmoe-w3         afmoe (5.13.1 on), 5 layers, no layer_types (S, S, S, F, S: global_attn_every_n_layers 4; rope on the
+                   sliding layers only), window 3, per-head q/k norms, each attention output element gated by its own
+                   sigmoid(gate_proj h), sandwich norms, num_dense_layers 1, sigmoid over 4 experts by score +
+                   expert_bias, top 2, renormalised, times route_scale 1.5, one shared expert, mup_enabled
+  afmoe-explicit   afmoe, 3 layers, layer_types [F, S, S], window 2, num_dense_layers 0, top 1 of 3, two shared experts,
+                   tied
   exaonemoe-mlptypes exaone_moe, 3 layers, explicit layer_types [F, S, S] and mlp_layer_types [sparse, dense, sparse],
                    window 2, top 1 of 4, not renormalised, routed_scaling_factor 1
   lfm3-w3          lfm3 (5.24.0 on), 5 layers, no layer_types (conv, conv, full, conv, sliding), window 3, short
@@ -205,6 +219,31 @@ FLINT = {
     "intermediate_size": 96,
     "tie_word_embeddings": False,
     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+}
+
+
+COHERE2_MOE = {
+    "architectures": ["Cohere2MoeForCausalLM"],
+    "model_type": "cohere2_moe",
+    "hidden_act": "silu",
+    "intermediate_size": 32,  # each expert's (and, times num_shared_experts, the shared experts')
+    "prefix_dense_intermediate_size": 96,
+    "layer_norm_eps": 1e-5,
+    "rms_norm_eps": None,  # None: LayerNorms; set: RMSNorms
+    "logit_scale": 0.5,
+    "tie_word_embeddings": True,
+    **_rope(10000.0),
+}
+
+
+AFMOE = {
+    "architectures": ["AfmoeForCausalLM"],
+    "model_type": "afmoe",
+    "hidden_act": "silu",
+    "moe_intermediate_size": 32,
+    "intermediate_size": 96,
+    "tie_word_embeddings": False,
+    **_rope(10000.0),
 }
 
 
@@ -592,6 +631,54 @@ MODELS = {
         "norm_topk_prob": False,
         "tie_word_embeddings": True,
     }),
+    "cohere2moe-average": ("cohere2_moe", {
+        **COHERE2_MOE,
+        "num_hidden_layers": 5,
+        "sliding_window": 3,
+        "first_k_dense_replace": 1,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "num_shared_experts": 1,
+        "attention_bias": True,
+    }),
+    "cohere2moe-sigmoid": ("cohere2_moe", {
+        **COHERE2_MOE,
+        "num_hidden_layers": 3,
+        "sliding_window": 2,
+        "layer_types": [S, F, S],
+        "mlp_layer_types": ["sparse", "dense", "sparse"],
+        "prefix_dense_sliding_window_pattern": 2,
+        "rms_norm_eps": 1e-6,
+        "num_experts": 6,
+        "num_experts_per_tok": 2,
+        "expert_selection_fn": "sigmoid",
+        "norm_topk_prob": True,
+        "num_shared_experts": 2,
+        "shared_expert_combination_strategy": "sum",
+        "tie_word_embeddings": False,
+    }),
+    "afmoe-w3": ("afmoe", {
+        **AFMOE,
+        "num_hidden_layers": 5,
+        "sliding_window": 3,
+        "num_dense_layers": 1,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "num_shared_experts": 1,
+        "route_scale": 1.5,
+        "mup_enabled": True,
+    }),
+    "afmoe-explicit": ("afmoe", {
+        **AFMOE,
+        "num_hidden_layers": 3,
+        "sliding_window": 2,
+        "layer_types": [F, S, S],
+        "num_dense_layers": 0,
+        "num_experts": 3,
+        "num_experts_per_tok": 1,
+        "num_shared_experts": 2,
+        "tie_word_embeddings": True,
+    }),
     "vaultgemma-allfull": ("vaultgemma", {
         **VAULTGEMMA,
         "num_hidden_layers": 3,
@@ -860,6 +947,30 @@ def draw(family, seed, index, head_dims=(8, 16)):
             c["mlp_only_layers"] = [i for i in range(layers) if d.int(0, 3) == 0 and i != last_moe]
         if d.coin() or layers < 3:  # else the default pattern (full on 0, 1, i % 4 == 1 and the last: none slides below 3)
             c["layer_types"] = _types(d, layers)
+    elif family == "cohere2_moe":
+        c.update({k: v for k, v in COHERE2_MOE.items() if k != "tie_word_embeddings"})
+        c.update({"sliding_window": w, "num_experts": d.pick([4, 6, 8]), "num_experts_per_tok": d.int(1, 3),
+                  "expert_selection_fn": d.pick(["softmax", "sigmoid"]), "norm_topk_prob": d.coin(),
+                  "num_shared_experts": d.int(0, 2), "shared_expert_combination_strategy": d.pick(["average", "sum"]),
+                  "rms_norm_eps": d.pick([None, 1e-6]), "attention_bias": d.coin(),
+                  "prefix_dense_sliding_window_pattern": d.int(1, 2)})
+        if d.coin():  # explicit types, the last layer sparse: every draw has a MoE layer
+            c["layer_types"] = _types(d, layers)
+            c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"]
+        else:  # the config's own defaults from first_k_dense_replace (a key it pops) and sliding_window_pattern
+            c.update({"first_k_dense_replace": d.int(0, layers - 1), "sliding_window_pattern": d.int(2, 4)})
+    elif family == "afmoe":
+        c.update({k: v for k, v in AFMOE.items() if k != "tie_word_embeddings"})
+        c.update({"sliding_window": w, "num_experts": d.pick([4, 6, 8]), "num_experts_per_tok": d.int(1, 3),
+                  # A shared expert in every draw: the post-MLP norm erases any per-token scale of the routed output
+                  # alone, so without one the renormalisation and route_scale could not act (sensitivity.py).
+                  "num_shared_experts": d.int(1, 2), "route_scale": d.pick([1.0, 2.5]), "mup_enabled": d.coin(),
+                  "attention_bias": d.coin(), "num_dense_layers": d.int(0, layers - 1)})  # every draw has a MoE layer
+        if d.coin():  # else the default pattern: global_attn_every_n_layers (layer 0 slides)
+            c["layer_types"] = _types(d, layers)
+            c["layer_types"][0] = S  # every draw has a window to judge
+        else:
+            c["global_attn_every_n_layers"] = d.int(2, 4)
     elif family == "granitemoe_swa":
         c.update({k: v for k, v in GRANITEMOE_SWA.items() if k != "tie_word_embeddings"})
         c.update({"sliding_window": w, "attention_bias": d.coin(), "attention_multiplier": d.pick([0.125, 0.25, 0.5]),
@@ -888,7 +999,7 @@ def draw(family, seed, index, head_dims=(8, 16)):
 
 DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2",
                   "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa", "phi3", "ministral", "qwen2_moe", "dots1",
-                  "granitemoe_swa", "exaone_moe", "mellum", "flint")
+                  "granitemoe_swa", "exaone_moe", "mellum", "flint", "cohere2_moe", "afmoe")
 # Hybrid families: drawn into the drawn set (oracle_agreement.py), not into the model campaign's families
 # (make_models.py --draw list) or the wide set, which the third-party engines run: their support for a
 # convolution layer is not established, so none is asked yet.
@@ -898,7 +1009,7 @@ HYBRID_FAMILIES = ("lfm3",)
 # The families whose models the oracle's agreement with transformers checks in CI as a seeded sample,
 # one model per family and run (engines/transformers/oracle_agreement.py; --all checks every one): CI's
 # agreement test was over its budget before them.
-SAMPLED = ("mellum", "flint")
+SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe")
 
 
 def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES + HYBRID_FAMILIES, prefix="draw"):

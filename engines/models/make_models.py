@@ -258,6 +258,12 @@ def tensors(name, family, cfg):
         step = cfg.get("decoder_sparse_step", 1)
         dense = set(cfg["mlp_only_layers"] if cfg.get("mlp_only_layers") is not None else [0, 1])
         moe = {i for i in range(layers) if i not in dense and (i + 1) % step == 0}
+    if family == "cohere2_moe":  # read_cohere2_moe's rule
+        kinds = cfg.get("mlp_layer_types")
+        first = cfg.get("first_k_dense_replace", 0)
+        moe = {i for i in range(layers) if (kinds[i] == "sparse" if kinds else i >= first)}
+    if family == "afmoe":  # read_afmoe's rule
+        moe = set(range(cfg.get("num_dense_layers", 1), layers))
     if family == "mellum":  # read_mellum's rule
         kinds = cfg.get("mlp_layer_types")
         moe = {i for i in range(layers) if not kinds or kinds[i] == "sparse"}
@@ -288,11 +294,13 @@ def tensors(name, family, cfg):
                 put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
         if family in ("qwen2", "qwen2_moe") or (family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1",
-                                                              "granitemoe_swa", "mellum", "flint") and cfg.get("attention_bias")):
+                                                              "granitemoe_swa", "mellum", "flint", "cohere2_moe", "afmoe")
+                                                          and cfg.get("attention_bias")):
             put(p + "self_attn.q_proj.bias", (HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.k_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.v_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
-        if family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1", "granitemoe_swa", "mellum", "flint") and cfg.get("attention_bias"):
+        if family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1", "granitemoe_swa", "mellum", "flint",
+                      "cohere2_moe", "afmoe") and cfg.get("attention_bias"):
             put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
         if family in ("gpt_oss", "granite_swa", "granitemoe_swa", "flint"):
             # Sinks around the scores' scale (std ~5), so some heads give a sink real weight.
@@ -324,6 +332,29 @@ def tensors(name, family, cfg):
                 # Biases >= 0 keep every score + bias positive: 4.56.2 masks the groups not chosen with 0 (read_dots1).
                 put(f + "gate.e_score_correction_bias", (e,), 0.0, BIAS)
                 mlp(f + "shared_experts.", inter * cfg.get("n_shared_experts", cfg.get("num_shared_experts", 1)))
+        elif family == "afmoe":  # its own names: router.gate, expert_bias, stacked experts, shared_experts
+            f, e, inter = p + "mlp.", cfg["num_experts"], cfg["moe_intermediate_size"]
+            if i in moe:
+                # A quarter of the projections' range: sigmoid scores away from 1, so that the renormalisation (always
+                # on in afmoe) acts on the weights (sensitivity.py), which saturated scores would hide.
+                put(f + "router.gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)
+                put(f + "expert_bias", (e,), -BIAS, BIAS)
+                put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
+                put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+                if cfg.get("num_shared_experts"):
+                    mlp(f + "shared_experts.", inter * cfg["num_shared_experts"])
+            else:
+                mlp(f, cfg["intermediate_size"])
+        elif family == "cohere2_moe":  # its own module layout: stacked experts; dense layers of their own size
+            f, e, inter = p + "mlp.", cfg["num_experts"], cfg["intermediate_size"]
+            if i in moe:
+                put(f + "gate.weight", (e, HIDDEN), -PROJ, PROJ)
+                put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
+                put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+                if cfg.get("num_shared_experts"):
+                    mlp(f + "shared_experts.", inter * cfg["num_shared_experts"])
+            else:
+                mlp(f, cfg.get("prefix_dense_intermediate_size") or inter)
         elif family == "granitemoe_swa":  # its own module layout: stacked experts, a fused shared expert
             f, e, inter = p + "block_sparse_moe.", cfg["num_local_experts"], cfg["intermediate_size"]
             put(f + "router.weight", (e, HIDDEN), -PROJ, PROJ)
@@ -348,13 +379,18 @@ def tensors(name, family, cfg):
             mlp(p + "mlp.", cfg.get("intermediate_size", INTER))
         if not post_norm:
             put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family not in ("cohere2", "vaultgemma"):  # cohere2's parallel block has one norm per layer; vaultgemma none after attention
+        # cohere2's (and cohere2_moe's) parallel block has one norm per layer; vaultgemma none after attention
+        if family not in ("cohere2", "cohere2_moe", "vaultgemma"):
             put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
         if family in ("gemma2", "gemma3", "gemma4_text", "vaultgemma"):
             put(p + "pre_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
         if family in ("gemma2", "gemma3", "gemma4_text") or post_norm:
             put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma3", "qwen3", "gemma4_text", "dots1", "exaone_moe", "mellum", "flint"):
+        if family == "afmoe":  # its sandwich's own names, and the gate of every attention output element
+            put(p + "pre_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+            put(p + "post_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+            put(p + "self_attn.gate_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+        if family in ("gemma3", "qwen3", "gemma4_text", "dots1", "exaone_moe", "mellum", "flint", "afmoe"):
             put(p + "self_attn.q_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
             if own_kv:
                 put(p + "self_attn.k_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)

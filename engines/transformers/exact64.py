@@ -5,7 +5,7 @@ In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
 the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
 ministral, phi3, gemma4_text, olmo3, exaone4, vaultgemma, cwm, granite_swa, qwen2_moe, dots1,
-granitemoe_swa, exaone_moe, lfm3, mellum, flint):
+granitemoe_swa, exaone_moe, lfm3, mellum, flint, cohere2_moe, afmoe):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -31,7 +31,10 @@ dots1's (and exaone_moe's) router computes its logits from float32 casts of the 
 in that method's source, like llama4's temperature line, and granitemoe_swa's router's `.float()` of its
 logits to `.double()` (its attention's sink scale as granite_swa's). qwen2_moe's and mellum's router softmax asks
 for float32 and is kept float64 by the softmax patch. flint's router and its eager attention's scores cast to
-float32 with `.float()`: rewritten to `.double()` in their source.
+float32 with `.float()`: rewritten to `.double()` in their source. cohere2_moe has cohere2's islands (its
+LayerNorm or RMSNorm, interleaved rotary, apply_rotary_pos_emb in q.float()) and its router's softmax of the
+chosen logits asks for float32 (the softmax patch keeps it float64). afmoe's router casts its logits
+`.to(torch.float32)`: rewritten to float64 in its source.
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype, its epsilon taken from the model's configuration (the one candidate with which the
@@ -213,6 +216,9 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.lfm3.modeling_lfm3": [("Lfm3RMSNorm", _llama_norm_forward)],
     "transformers.models.mellum.modeling_mellum": [("MellumRMSNorm", _llama_norm_forward)],
     "transformers.models.flint.modeling_flint": [("FlintRMSNorm", _llama_norm_forward)],
+    "transformers.models.cohere2_moe.modeling_cohere2_moe": [("Cohere2MoeLayerNorm", _layer_norm_forward),
+                                                            ("Cohere2MoeRMSNorm", _llama_norm_forward)],
+    "transformers.models.afmoe.modeling_afmoe": [("AfmoeRMSNorm", _llama_norm_forward)],
 }
 # The multimodal text decoders' norms (5.x; 4.x uses qwen2's Qwen2RMSNorm).
 _NORMS.update({
@@ -244,6 +250,8 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.lfm3.modeling_lfm3": ("Lfm3RotaryEmbedding", _rotary_forward),
     "transformers.models.mellum.modeling_mellum": ("MellumRotaryEmbedding", _rotary_forward),
     "transformers.models.flint.modeling_flint": ("FlintRotaryEmbedding", _rotary_forward),
+    "transformers.models.cohere2_moe.modeling_cohere2_moe": ("Cohere2MoeRotaryEmbedding", _interleaved_rotary_forward),
+    "transformers.models.afmoe.modeling_afmoe": ("AfmoeRotaryEmbedding", _rotary_forward),
 }
 _ROTARY.update({
     "transformers.models.qwen2_vl.modeling_qwen2_vl": ("Qwen2VLRotaryEmbedding", _mrope_rotary_forward),
@@ -321,13 +329,20 @@ def _patch_flint(mod):
     mod.eager_attention_forward = scope["eager_attention_forward"]
 
 
+def _patch_afmoe(mod):
+    """afmoe: its router's logits cast `.to(torch.float32)` before the sigmoid: rewritten to float64."""
+    _recast(mod.AfmoeTokenChoiceRouter, mod, r"\.to\(torch\.float32\)", ".to(torch.float64)", 1)
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.dots1.modeling_dots1": _patch_dots1,
           "transformers.models.granitemoe_swa.modeling_granitemoe_swa": _patch_granitemoe_swa,
           "transformers.models.exaone_moe.modeling_exaone_moe": _patch_exaone_moe,
           "transformers.models.flint.modeling_flint": _patch_flint,
           "transformers.models.granite_swa.modeling_granite_swa": _patch_granite_swa,
-          "transformers.models.cohere2.modeling_cohere2": _patch_cohere2}
+          "transformers.models.cohere2.modeling_cohere2": _patch_cohere2,
+          "transformers.models.cohere2_moe.modeling_cohere2_moe": _patch_cohere2,
+          "transformers.models.afmoe.modeling_afmoe": _patch_afmoe}
 
 
 def _yarn(cfg):

@@ -769,6 +769,63 @@ TEST(ModelConfig, ReadsFlintsDefaultPatternNoPEFullLayersAndDenseFirstLayers) {
   EXPECT_EQ(parse_config(c, "c.json").moe.layers, (std::vector<bool>{false, true, false, false, false, true, false}));
 }
 
+// cohere2_moe: the dense prefix layers (first_k_dense_replace, a key the config pops) take their own pattern and
+// rotate where prefix_dense_sliding_window_pattern is 1; the others by sliding_window_pattern counted from 0 again,
+// rope on the sliding ones; softmax of the chosen logits; the shared experts averaged with the routed output.
+TEST(ModelConfig, ReadsCohere2MoesDensePrefixRopeAndSharedAverage) {
+  nlohmann::json c = {{"model_type", "cohere2_moe"}, {"vocab_size", 32}, {"hidden_size", 16},      {"num_hidden_layers", 6},
+                      {"num_attention_heads", 4},    {"head_dim", 8},    {"intermediate_size", 8}, {"sliding_window", 3},
+                      {"first_k_dense_replace", 2},  {"num_experts", 4}, {"num_shared_experts", 2}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 0, 3, 3, 3, 0}));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{true, true, true, true, true, false}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{false, false, true, true, true, true}));
+  EXPECT_TRUE(m.layer_norm && m.parallel_block && m.rope_interleaved && m.tied);
+  EXPECT_EQ(m.moe.score, MoeScore::TopKSoftmax);
+  EXPECT_FALSE(m.moe.renormalize);
+  EXPECT_EQ(m.moe.shared_intermediate, 16);
+  EXPECT_EQ(m.moe.combined_scale, 0.5);
+  c["prefix_dense_sliding_window_pattern"] = 2;  // the prefix: S, F; neither forced to rotate
+  c["rms_norm_eps"] = 1e-6;
+  c["expert_selection_fn"] = "sigmoid";
+  c["shared_expert_combination_strategy"] = "sum";
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 0, 3, 3, 3, 0}));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{true, false, true, true, true, false}));
+  EXPECT_FALSE(m.layer_norm);
+  EXPECT_EQ(m.moe.score, MoeScore::Sigmoid);
+  EXPECT_TRUE(m.moe.renormalize);
+  EXPECT_EQ(m.moe.combined_scale, 1);
+  c["shared_expert_combination_strategy"] = "max";
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+}
+
+// afmoe: layer types every global_attn_every_n_layers-th layer full, rope on the sliding ones only; the attention gate
+// per output element; sandwich norms; MoE from num_dense_layers on, sigmoid scores chosen with expert_bias,
+// renormalised, times route_scale; its own tensor names read as the forward's.
+TEST(ModelConfig, ReadsAfmoesPatternElementwiseGateAndDenseFirstLayers) {
+  nlohmann::json c = {{"model_type", "afmoe"},  {"vocab_size", 32},         {"hidden_size", 16},
+                      {"num_hidden_layers", 5}, {"num_attention_heads", 4}, {"head_dim", 8},
+                      {"intermediate_size", 8}, {"sliding_window", 3},      {"global_attn_every_n_layers", 2},
+                      {"num_experts", 4},       {"num_experts_per_tok", 2}, {"moe_intermediate_size", 8},
+                      {"route_scale", 2.5},     {"mup_enabled", true}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 0, 3, 0, 3}));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{true, false, true, false, true}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{false, true, true, true, true}));
+  EXPECT_TRUE(m.attn_gate && m.attn_gate_elementwise && m.qk_norm && m.moe.selection_bias && m.moe.renormalize);
+  EXPECT_EQ(m.norm_placement, NormPlacement::Sandwich);
+  EXPECT_EQ(m.moe.score, MoeScore::Sigmoid);
+  EXPECT_EQ(m.moe.shared_intermediate, 16);
+  EXPECT_EQ(m.moe.routed_scale, 2.5);
+  EXPECT_EQ(m.embed_scale, 4.0);
+  c["num_dense_layers"] = 0;
+  c["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention", "sliding_attention"};
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{false, true, false, false, true}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>(5, true)));
+}
+
 TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
   for (const Plan& p : fixed_plans("m", 4, 32)) {
     EXPECT_EQ(invalid_reason(p, 32), "") << p.name;

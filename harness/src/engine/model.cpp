@@ -920,6 +920,143 @@ void read_flint(const json& c, const std::string& file, ModelConfig& m) {
     for (int64_t i = 0; i < std::min<int64_t>(2, m.layers); ++i) moe.layers[static_cast<size_t>(i)] = false;
 }
 
+// Cohere2MoeConfig (5.13.1 on): cohere2's parallel block (one input norm per layer, x + attn(h) + mlp(h)),
+// interleaved rope, logits times logit_scale (0.0625), tied by default, but head_dim from the config
+// (default 128), and its norms RMSNorms (weight w) where rms_norm_eps is set, else LayerNorms without bias
+// (layer_norm_eps, 1e-5; rms_norm_eps defaults to None). layer_types default: the first_k_dense_replace
+// layers (a config key it pops, default 0) sliding unless (i + 1) % prefix_dense_sliding_window_pattern
+// (default 1) == 0, the rest by sliding_window_pattern (default 4) counted from 0 again; mlp_layer_types
+// default dense on those first layers, sparse after. Rope on the sliding layers, and on the dense layers
+// too where prefix_dense_sliding_window_pattern is 1 (its force_rope). A dense layer is the MLP of
+// prefix_dense_intermediate_size (None: intermediate_size); a sparse one routes by the top
+// num_experts_per_tok of the router's logits (stacked experts of intermediate_size each), weighted by the
+// softmax of the chosen logits (expert_selection_fn "softmax") or their sigmoids, renormalised where
+// norm_topk_prob (default true; the softmax ignores it); num_shared_experts (default 0) shared experts are
+// one SwiGLU of intermediate_size * num_shared_experts, combined with the routed output by
+// shared_expert_combination_strategy: "sum", or "average" (the default): (routed + shared) / 2, which is
+// MoeConfig::combined_scale 0.5. The three releases compute the same forward.
+void read_cohere2_moe(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", true);
+  m.head_dim = positive_or(c, "head_dim", 128, file);
+  if (m.head_dim % 2) bad(file, "/head_dim", "must be even (rope rotates pairs)");
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  m.rope_interleaved = true;
+  m.parallel_block = true;
+  const bool rms = c.contains("rms_norm_eps") && !c["rms_norm_eps"].is_null();
+  m.layer_norm = !rms;
+  m.eps = rms ? number_or(c, "rms_norm_eps", 1e-6, file) : number_or(c, "layer_norm_eps", 1e-5, file);
+  m.logit_scale = number_or(c, "logit_scale", 0.0625, file);
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 4096;
+  const int64_t first = c.contains("first_k_dense_replace") && c["first_k_dense_replace"].is_number_integer()
+                            ? c["first_k_dense_replace"].get<int64_t>()
+                            : 0;
+  if (first < 0 || first > m.layers) bad(file, "/first_k_dense_replace", "must be in [0, num_hidden_layers]");
+  const int64_t prefix_pattern = positive_or(c, "prefix_dense_sliding_window_pattern", 1, file);
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
+    const int64_t pattern = positive_or(c, "sliding_window_pattern", 4, file);
+    for (int64_t i = 0; i < m.layers; ++i) {
+      const bool slides = i < first ? (i + 1) % prefix_pattern != 0 : (i - first + 1) % pattern != 0;
+      types.push_back(slides ? "sliding_attention" : "full_attention");
+    }
+  }
+  m.windows = windows_of(types, m.sliding_window, file);
+  MoeConfig& moe = m.moe;
+  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) moe.layers = mlp_layer_types_of(c, m.layers, file);
+  else
+    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= first);
+  for (int64_t i = 0; i < m.layers; ++i)
+    m.rope_layers.push_back(types[static_cast<size_t>(i)] == "sliding_attention" ||
+                            (!moe.layers[static_cast<size_t>(i)] && prefix_pattern == 1));
+  const int64_t experts_inter = m.intermediate;  // intermediate_size: each expert's
+  m.intermediate = positive_or(c, "prefix_dense_intermediate_size", experts_inter, file);
+  moe.routing = MoeRouting::TopK;
+  const std::string selection = c.contains("expert_selection_fn") && c["expert_selection_fn"].is_string()
+                                    ? c["expert_selection_fn"].get<std::string>()
+                                    : "softmax";
+  if (selection != "softmax" && selection != "sigmoid")
+    bad(file, "/expert_selection_fn", "is \"" + selection + "\" (expected softmax or sigmoid)");
+  moe.score = selection == "softmax" ? MoeScore::TopKSoftmax : MoeScore::Sigmoid;
+  moe.renormalize = selection == "sigmoid" && bool_or(c, "norm_topk_prob", true, file);
+  moe.experts = positive_or(c, "num_experts", 8, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 2, file);
+  moe.intermediate = experts_inter;
+  const int64_t shared = c.contains("num_shared_experts") && c["num_shared_experts"].is_number_integer()
+                             ? c["num_shared_experts"].get<int64_t>()
+                             : 0;
+  if (shared < 0) bad(file, "/num_shared_experts", "must be >= 0");
+  moe.shared_intermediate = experts_inter * shared;
+  const std::string strategy =
+      c.contains("shared_expert_combination_strategy") && c["shared_expert_combination_strategy"].is_string()
+          ? c["shared_expert_combination_strategy"].get<std::string>()
+          : "average";
+  if (strategy != "average" && strategy != "sum")
+    bad(file, "/shared_expert_combination_strategy", "is \"" + strategy + "\" (expected average or sum)");
+  moe.combined_scale = shared > 0 && strategy == "average" ? 0.5 : 1.0;
+  moe.router = "gate.";
+  moe.shared = "shared_experts.";
+  moe.stacked_experts = true;
+  check_topk(moe, file);
+}
+
+// AfmoeConfig (5.13.1 on): layer_types default sliding unless (i + 1) % global_attn_every_n_layers (4) == 0;
+// rope on the sliding layers only; per-head q/k RMS norms before rope; each attention output element times
+// its own sigmoid(gate_proj h) (ModelConfig::attn_gate_elementwise); gemma's sandwich with weight w
+// (input_layernorm, post_attention_layernorm, pre_mlp_layernorm, post_mlp_layernorm); embeddings times
+// sqrt(hidden_size) where mup_enabled. Layers from num_dense_layers (default 1) on are a MoE: sigmoid
+// scores of router.gate, the top num_experts_per_tok chosen by score + expert_bias, renormalised (their
+// sum + 1e-20), times route_scale; stacked experts of moe_intermediate_size; num_shared_experts (default
+// 2) shared experts as one SwiGLU of moe_intermediate_size * num_shared_experts, ungated; the first
+// layers the MLP of intermediate_size. head_dim default 128; untied by default. The three releases
+// compute the same forward.
+void read_afmoe(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.head_dim = positive_or(c, "head_dim", 128, file);
+  if (m.head_dim % 2) bad(file, "/head_dim", "must be even (rope rotates pairs)");
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  m.qk_norm = true;
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  m.attn_gate = m.attn_gate_elementwise = true;
+  m.norm_placement = NormPlacement::Sandwich;
+  if (bool_or(c, "mup_enabled", false, file)) m.embed_scale = std::sqrt(static_cast<double>(m.hidden));
+  m.tensor_names = {{"self_attn.gate_proj.", "self_attn.g_proj."},
+                    {"pre_mlp_layernorm.", "pre_feedforward_layernorm."},
+                    {"post_mlp_layernorm.", "post_feedforward_layernorm."},
+                    {"mlp.expert_bias", "mlp.router.gate.e_score_correction_bias"}};
+  if (!c.contains("sliding_window")) m.sliding_window = 1024;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    types = patterned_types(c, m.layers, positive_or(c, "global_attn_every_n_layers", 4, file), file);
+  m.windows = windows_of(types, m.sliding_window, file);
+  for (const std::string& t : types) m.rope_layers.push_back(t == "sliding_attention");
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = true;
+  moe.renormalize = true;
+  moe.experts = positive_or(c, "num_experts", 64, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 6, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 1408, file);
+  const int64_t shared = c.contains("num_shared_experts") && c["num_shared_experts"].is_number_integer()
+                             ? c["num_shared_experts"].get<int64_t>()
+                             : 2;
+  if (shared < 0) bad(file, "/num_shared_experts", "must be >= 0");
+  moe.shared_intermediate = moe.intermediate * shared;
+  moe.routed_scale = number_or(c, "route_scale", 1.0, file);
+  moe.router = "router.gate.";
+  moe.shared = "shared_experts.";
+  moe.stacked_experts = true;
+  check_topk(moe, file);
+  const int64_t dense =
+      c.contains("num_dense_layers") && c["num_dense_layers"].is_number_integer() ? c["num_dense_layers"].get<int64_t>() : 1;
+  if (dense < 0) bad(file, "/num_dense_layers", "must be >= 0");
+  for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= dense);
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -957,6 +1094,8 @@ const FamilyEntry kRegistry[] = {
     {Family::Qwen25Vl, "qwen2_5_vl", read_qwen2_vl, true},
     {Family::Mellum, "mellum", read_mellum},
     {Family::Flint, "flint", read_flint},
+    {Family::Cohere2Moe, "cohere2_moe", read_cohere2_moe},
+    {Family::Afmoe, "afmoe", read_afmoe},
 };
 
 }  // namespace
@@ -1015,7 +1154,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::Qwen2Vl && m.family != Family::Qwen25Vl &&
       m.family != Family::GptOss && m.family != Family::SmolLM3 && m.family != Family::Cohere2 && m.family != Family::Olmo3 &&
       m.family != Family::GraniteSwa && m.family != Family::Dots1 && m.family != Family::GraniteMoeSwa &&
-      m.family != Family::Mellum && m.family != Family::Flint && c.value("attention_bias", false))
+      m.family != Family::Mellum && m.family != Family::Flint && m.family != Family::Cohere2Moe && m.family != Family::Afmoe &&
+      c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -1305,7 +1445,7 @@ Model load_model(const std::string& dir) {
     } else {
       need(layer_name(l, "self_attn.q_proj.weight"), qd * k.hidden);
       need(layer_name(l, "self_attn.o_proj.weight"), k.hidden * qd);
-      if (k.attn_gate) need(layer_name(l, "self_attn.g_proj.weight"), k.heads * k.hidden);
+      if (k.attn_gate) need(layer_name(l, "self_attn.g_proj.weight"), (k.attn_gate_elementwise ? qd : k.heads) * k.hidden);
     }
     if (own_kv) need(layer_name(l, "self_attn.k_proj.weight"), kvd * k.hidden);
     if (own_v) need(layer_name(l, "self_attn.v_proj.weight"), kvd * k.hidden);
@@ -1899,7 +2039,14 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     // The rest of the layer, token by token.
     for (int64_t t = 0; t < n; ++t) {
       const Row<T> x = row(X, t, H), h = row(Hn, t, H), attn = row(A, t, widest);
-      if (!L.gate_proj.empty()) {
+      if (!L.gate_proj.empty() && k.attn_gate_elementwise) {
+        // afmoe's attention gate: each output element times its own sigmoid(g_proj h).
+        for (int64_t e = 0; e < k.heads * D; ++e) {
+          T z = 0;
+          for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(e * H + i)] * h[i];
+          attn[e] *= T(1) / (T(1) + std::exp(-z));
+        }
+      } else if (!L.gate_proj.empty()) {
         // lfm3's attention gate: each head's output times sigmoid(g_proj h), h the attention's input.
         for (int64_t head = 0; head < k.heads; ++head) {
           T z = 0;
@@ -2047,6 +2194,8 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           }
         }
         for (int64_t i = 0; i < H; ++i) m[i] += routed[i];
+        if (k.moe.combined_scale != 1)  // cohere2_moe's "average": (routed + shared) / 2
+          for (T& v : m) v *= static_cast<T>(k.moe.combined_scale);
       }
       if (k.norm_placement != NormPlacement::Pre) rms_norm(m.data(), L.post_ff_norm, H, eps, k.gemma_norm, m.data());
       for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);

@@ -49,12 +49,15 @@ enum class Family {
   Lfm3,
   Mellum,
   Flint,
+  Cohere2Moe,
+  Afmoe,
   Qwen2Vl,
   Qwen25Vl,  // multimodal: the text decoder of the model's text_config
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
-// "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "qwen2_vl", "qwen2_5_vl"
+// "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
+// "qwen2_5_vl"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -80,7 +83,7 @@ enum class NormPlacement { Pre, Sandwich, Post };
 //     sum of its two best); their weights are the chosen scores (TopKSoftmax: the softmax of the chosen
 //     logits), divided by their sum where renormalize, times routed_scale; each weights its SwiGLU
 //     expert's output. A shared SwiGLU expert (shared_intermediate > 0) is added, times
-//     sigmoid(shared_gate . x) where shared_gate.
+//     sigmoid(shared_gate . x) where shared_gate; the sum times combined_scale.
 enum class MoeRouting { Llama4, GptOss, TopK };
 enum class MoeScore { Softmax, Sigmoid, TopKSoftmax };
 struct MoeConfig {
@@ -96,6 +99,7 @@ struct MoeConfig {
   bool selection_bias = false, renormalize = false, shared_gate = false;
   int64_t groups = 1, topk_groups = 1;
   double routed_scale = 1;
+  double combined_scale = 1;  // the routed plus the shared expert's output times this (cohere2_moe's "average": 0.5)
   // The checkpoint's names under the layer's feed-forward prefix (mlp_prefix): the router's weight
   // (and selection bias beside it), the shared expert's module. TopK experts are modules
   // experts.<e>.{gate,up,down}_proj (the Hub's layout, which every release loads) or, where
@@ -179,7 +183,8 @@ struct ModelConfig {
   std::vector<bool> conv_layers;
   int64_t conv_kernel = 0;
   bool conv_bias = false;
-  bool attn_gate = false;  // each head's output times sigmoid(self_attn.g_proj h) [heads, H] before o_proj (lfm3)
+  bool attn_gate = false;              // each head's output times sigmoid(self_attn.g_proj h) [heads, H] before o_proj (lfm3)
+  bool attn_gate_elementwise = false;  // the gate is one per output element: g_proj [heads * head_dim, H] (afmoe)
   // Checkpoint names the loader reads under the names the forward uses: (from, to) pairs, each a prefix
   // of a layer's relative name (model.layers.<l>.<from>...) or, beginning "model.", of a whole name.
   std::vector<std::pair<std::string, std::string>> tensor_names;
