@@ -99,7 +99,11 @@ def registry():
     m = re.search(r"kRegistry\b[^{]*\{(.*?)\n\};", src, re.S)
     if not m:
         sys.exit("coverage: no kRegistry table in harness/src/engine/model.cpp")
-    return set(re.findall(r'"([a-z0-9_]+)"', m.group(1)))
+    types = set(re.findall(r'"([a-z0-9_]+)"', m.group(1)))
+    # The wrappers the registry reads (kWrappers: a multimodal class around a family's decoder): each row's first
+    # string is the wrapper's model_type.
+    w = re.search(r"kWrappers\b[^{]*\{(.*?)\n\};", src, re.S)
+    return types | (set(re.findall(r'\{"([a-z0-9_]+)"', w.group(1))) if w else set())
 
 
 def own_types(folder, types):

@@ -728,6 +728,74 @@ MULTIMODAL = {
 MULTIMODAL_TEXT_LAYOUT = {"qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2"}
 MODELS.update(MULTIMODAL)
 
+# ---- Wrappers: a multimodal class around a registry family's decoder (AutoModel of its text_config). ----
+# Text-only inputs reach the decoder's embeddings and layers unchanged, and the class's own lm_head gives the
+# logits (cohere2_vision's without cohere2's logit_scale): the checkpoint is the decoder's, under the class's
+# prefix, beside a tiny tower the text-only forward never runs (its weights left to transformers' initialisation).
+# model_type: (architecture, decoder family (its model_type and tensor layout), tower and token ids over the
+# class defaults, (the prefix of the decoder's model.* tensors, the prefix of its lm_head) in the checkpoint every
+# pinned release loads)
+WRAPPERS = {
+    "mistral3": ("Mistral3ForConditionalGeneration", "mistral", {
+        "vision_config": {"model_type": "pixtral", "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+                          "num_attention_heads": 2, "head_dim": 8, "patch_size": 2, "image_size": 8},
+        "image_token_index": 250, "spatial_merge_size": 1}, ("model.language_model.", "")),
+    "cohere2_vision": ("Cohere2VisionForConditionalGeneration", "cohere2", {
+        "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 16, "intermediate_size": 32,
+                          "num_hidden_layers": 1, "num_attention_heads": 2, "patch_size": 2, "image_size": 8},
+        "downsample_factor": 2, "alignment_intermediate_size": 32, "image_token_id": 250}, ("model.language_model.", "")),
+    "exaone4_5": ("Exaone4_5_ForConditionalGeneration", "exaone4", {
+        "vision_config": {"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2, "num_key_value_heads": 2,
+                          "out_hidden_size": 64, "patch_size": 2, "temporal_patch_size": 1, "spatial_merge_size": 1,
+                          "window_size": 4},
+        "image_token_id": 250, "video_token_id": 251}, ("model.language_model.", "")),
+    "lfm3_vl": ("Lfm3VlForConditionalGeneration", "lfm3", {
+        "vision_config": {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                          "num_key_value_heads": 2, "patch_size": 2, "temporal_patch_size": 1, "spatial_merge_size": 1},
+        "projector_hidden_size": 32, "image_token_id": 250, "video_token_id": 251, "vision_start_token_id": 252,
+        "vision_end_token_id": 253}, ("model.language_model.", "")),
+    # 4.x's Qwen2AudioForConditionalGeneration holds a whole Qwen2ForCausalLM (language_model.model.*,
+    # language_model.lm_head); 5.x's conversion mapping loads that layout into model.language_model / lm_head.
+    "qwen2_audio": ("Qwen2AudioForConditionalGeneration", "qwen2", {
+        "audio_config": {"model_type": "qwen2_audio_encoder", "d_model": 16, "encoder_layers": 1,
+                         "encoder_attention_heads": 2, "encoder_ffn_dim": 32, "num_mel_bins": 8, "max_source_positions": 8},
+        "audio_token_index": 250}, ("language_model.model.", "language_model.")),
+    "qwen3_asr": ("Qwen3ASRForConditionalGeneration", "qwen3", {
+        "audio_config": {"model_type": "qwen3_asr_encoder", "d_model": 16, "encoder_layers": 1, "encoder_attention_heads": 2,
+                         "encoder_ffn_dim": 32, "num_mel_bins": 8, "output_dim": 64, "downsample_hidden_size": 8,
+                         "n_window": 4, "n_window_infer": 8},
+        "audio_token_id": 250, "timestamp_token_id": 251, "pad_token_id": 0, "eos_token_id": 2}, ("model.language_model.", "")),
+}
+
+
+def wrap(model_type, decoder):
+    """A wrapper's whole config over a decoder's (family, overrides): its tie in both configs (the releases read one
+    or the other), the decoder's model_type in text_config."""
+    arch, family, tower, _ = WRAPPERS[model_type]
+    text = {k: v for k, v in decoder.items() if k != "architectures"}
+    text["model_type"] = family
+    tie = bool(text.get("tie_word_embeddings", False))
+    text["tie_word_embeddings"] = tie
+    return {"architectures": [arch], "model_type": model_type, "tie_word_embeddings": tie, **tower, "text_config": text}
+
+
+#   mistral3-w3         mistral3 around a 3-layer mistral, window 3, untied
+#   cohere2vision-w3    cohere2_vision around cohere2-w3 (logit_scale 0.5: the wrapper's lm_head leaves it out), tied
+#   exaone45-w3         exaone4_5 around exaone4-w3 (sliding_window_pattern 4)
+#   lfm3vl-explicit     lfm3_vl around lfm3-explicit (conv, sliding and full layers)
+#   qwen2audio-mwl2     qwen2_audio around qwen2-mwl2 (max_window_layers 2), the 4.x tensor layout
+#   qwen3asr-w3         qwen3_asr around qwen3-w3 (layer_types [S, F, S], attention_bias)
+WRAPPED = {
+    "mistral3-w3": ("mistral3", wrap("mistral3", {"model_type": "mistral", "num_hidden_layers": 3, "hidden_act": "silu",
+                                                  "sliding_window": 3, "tie_word_embeddings": False, **_rope(10000.0)})),
+    "cohere2vision-w3": ("cohere2_vision", wrap("cohere2_vision", MODELS["cohere2-w3"][1])),
+    "exaone45-w3": ("exaone4_5", wrap("exaone4_5", MODELS["exaone4-w3"][1])),
+    "lfm3vl-explicit": ("lfm3_vl", wrap("lfm3_vl", MODELS["lfm3-explicit"][1])),
+    "qwen2audio-mwl2": ("qwen2_audio", wrap("qwen2_audio", MODELS["qwen2-mwl2"][1])),
+    "qwen3asr-w3": ("qwen3_asr", wrap("qwen3_asr", MODELS["qwen3-w3"][1])),
+}
+MODELS.update(WRAPPED)
+
 # ---- Drawn models: each family's config space, deterministic from (seed, index). ----
 
 class _Draw:
@@ -763,6 +831,11 @@ def _types(d, layers, kinds=(S, F)):
 def draw(family, seed, index, head_dims=(8, 16)):
     """One model of the family: (family, config overrides), in an encoding real checkpoints use;
     head_dim drawn from head_dims (families that derive it from the heads keep their rule)."""
+    if family in WRAPPERS:  # its decoder family's draw (keyed by the wrapper), wrapped
+        _, over = draw(WRAPPERS[family][1], f"{family}-{seed}", index, head_dims)
+        if family == "qwen2_audio":  # untied only: 5.x's class leaves a tied head newly initialised (the registry refuses it)
+            over["tie_word_embeddings"] = False
+        return family, wrap(family, over)
     d = _Draw(family, seed, index)
     layers = d.int(1, 5)
     w = d.int(2, 6)
@@ -1004,6 +1077,9 @@ DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_
 # (make_models.py --draw list) or the wide set, which the third-party engines run: their support for a
 # convolution layer is not established, so none is asked yet.
 HYBRID_FAMILIES = ("lfm3",)
+# Wrappers (multimodal classes around a decoder family: WRAPPERS): drawn into the drawn set only, like the hybrids
+# (the third-party engines' support for the multimodal classes is not established).
+WRAPPER_FAMILIES = tuple(WRAPPERS)
 
 
 # The families whose models the oracle's agreement with transformers checks in CI as a seeded sample,
@@ -1012,7 +1088,7 @@ HYBRID_FAMILIES = ("lfm3",)
 SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe")
 
 
-def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES + HYBRID_FAMILIES, prefix="draw"):
+def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES + HYBRID_FAMILIES + WRAPPER_FAMILIES, prefix="draw"):
     """The drawn set: `count` models per family."""
     return {f"{prefix}-{f.replace('_text', '').replace('_', '')}-{seed}-{i}": draw(f, seed, i, head_dims)
             for f in families for i in range(count)}

@@ -205,6 +205,11 @@ def tensors(name, family, cfg):
         # The text decoder's tensors, under the multimodal class's prefix (the towers are not written).
         text = tensors(name, families.MULTIMODAL_TEXT_LAYOUT[family], cfg["text_config"])
         return {(k if k.startswith("lm_head.") else "model.language_model." + k[len("model."):]): v for k, v in text.items()}
+    if family in families.WRAPPERS:
+        # A wrapper's decoder tensors under the class's prefixes (the towers are not written).
+        _, layout, _, (prefix, head) = families.WRAPPERS[family]
+        text = tensors(name, layout, cfg["text_config"])
+        return {(head + k if k.startswith("lm_head.") else prefix + k[len("model."):]): v for k, v in text.items()}
     t = {}
     style = cfg.get("_weights", "zoo")
     gemma = family in ("gemma2", "gemma3", "vaultgemma")  # RMSNorm weight applied as 1 + w

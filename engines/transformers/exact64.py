@@ -258,8 +258,9 @@ _ROTARY.update({
     "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl": ("Qwen2_5_VLRotaryEmbedding", _mrope_rotary_forward),
 })
 _MROPE = ("Qwen2VLRotaryEmbedding", "Qwen2_5_VLRotaryEmbedding")  # position ids [3, bs, seq] (_check_rotary)
-# A multimodal model's towers (vision, audio): a text-only forward never runs them, so they are not patched.
-_TOWERS = {"visual", "vision_tower", "vision_model", "audio_tower", "audio_model"}
+# A multimodal model's towers (vision, audio) and the projector from a tower into the decoder (mistral3, lfm3_vl):
+# a text-only forward never runs them, so they are not patched.
+_TOWERS = {"visual", "vision_tower", "vision_model", "audio_tower", "audio_model", "multi_modal_projector"}
 def _patch_granite_swa(mod):
     """granite_swa's eager attention casts its sink scale sigmoid(lse - sink) to float32: kept in the input's dtype."""
     import torch.nn.functional as F

@@ -722,6 +722,88 @@ TEST(ModelOracle, AMultimodalCheckpointsDecoderIsTheSameQwen2Decoder) {
   std::filesystem::remove_all(dir);
 }
 
+// A wrapper (mistral3, cohere2_vision, exaone4_5, lfm3_vl, qwen2_audio, qwen3_asr): its decoder is its
+// text_config read as that family's config.json, only with the family its agreement is proven with (and
+// exaone4_5's renamed exaone4_5_text); cohere2_vision's head has no logit_scale; qwen2_audio's checkpoint keeps
+// the decoder under language_model.model. and its head under language_model.; the tie as the multimodal models'.
+TEST(ModelConfig, AWrappersDecoderIsItsTextConfigsFamily) {
+  const nlohmann::json text = {{"model_type", "cohere2"}, {"vocab_size", 32},           {"hidden_size", 16},
+                               {"num_hidden_layers", 4},  {"num_attention_heads", 4},   {"num_key_value_heads", 2},
+                               {"intermediate_size", 8},  {"sliding_window", 3},        {"sliding_window_pattern", 2},
+                               {"logit_scale", 0.5},      {"tie_word_embeddings", true}};
+  nlohmann::json c = {{"model_type", "cohere2_vision"}, {"vocab_size", 99}, {"text_config", text}};
+  auto error = [&](const nlohmann::json& j) -> std::string {
+    try {
+      parse_config(j, "c.json");
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const ModelConfig plain = parse_config(text, "t.json"), m = parse_config(c, "c.json");
+  EXPECT_EQ(m.family, Family::Cohere2);
+  EXPECT_EQ(m.vocab, 32);
+  EXPECT_EQ(m.windows, plain.windows);
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 0, 3, 0}));
+  EXPECT_EQ(plain.logit_scale, 0.5);
+  EXPECT_EQ(m.logit_scale, 1.0);  // Cohere2VisionForConditionalGeneration: logits = lm_head(hidden)
+  EXPECT_TRUE(m.tied);
+  EXPECT_EQ(m.text_prefix, "model.language_model.");
+  EXPECT_EQ(m.head_prefix, "");
+  c["model_type"] = "mistral3";
+  EXPECT_NE(error(c).find("c.json (text_config): /model_type: \"cohere2\": mistral3 is read with a mistral decoder only"),
+            std::string::npos)
+      << error(c);
+  c["tie_word_embeddings"] = false;
+  c["model_type"] = "cohere2_vision";
+  EXPECT_NE(error(c).find("c.json: /tie_word_embeddings: differs from text_config's"), std::string::npos) << error(c);
+  c.erase("text_config");
+  EXPECT_NE(error(c).find("c.json: /text_config: missing"), std::string::npos) << error(c);
+  nlohmann::json q = text;
+  q["model_type"] = "qwen2", q["use_sliding_window"] = true, q["max_window_layers"] = 1, q.erase("logit_scale");
+  q["tie_word_embeddings"] = false;
+  const ModelConfig audio = parse_config({{"model_type", "qwen2_audio"}, {"text_config", q}}, "a.json");
+  EXPECT_EQ(audio.family, Family::Qwen2);
+  EXPECT_EQ(audio.windows, (std::vector<int64_t>{0, 3, 3, 3}));
+  EXPECT_EQ(audio.text_prefix, "language_model.model.");
+  EXPECT_EQ(audio.head_prefix, "language_model.");
+  q["tie_word_embeddings"] = true;  // 5.x's Qwen2AudioForConditionalGeneration does not tie its head
+  EXPECT_NE(error({{"model_type", "qwen2_audio"}, {"text_config", q}})
+                .find("c.json: /tie_word_embeddings: a tied head is not modelled"),
+            std::string::npos);
+  nlohmann::json e = text;
+  e["model_type"] = "exaone4_5_text", e.erase("logit_scale");
+  EXPECT_EQ(parse_config({{"model_type", "exaone4_5"}, {"text_config", e}}, "e.json").family, Family::Exaone4);
+}
+
+// A wrapper's checkpoint is its decoder's: the loader takes the decoder's tensors from under the class's
+// prefixes (qwen2_audio's 4.x layout, language_model.model.* and language_model.lm_head) and leaves the tower
+// out, and the forward is the decoder's of the same tensors (cohere2_vision's without its logit_scale).
+TEST(ModelOracle, AWrapperCheckpointIsItsDecodersCheckpoint) {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("kvc-wrap-test-" + std::to_string(getpid()))).string();
+  const std::string cmd = "python3 " + std::string(kvc::paths::source_dir()) + "/engines/models/make_models.py " + dir +
+                          " --set families --only qwen2audio-mwl2 --only cohere2vision-w3 >/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  for (const char* name : {"qwen2audio-mwl2", "cohere2vision-w3"}) {
+    const Model w = load_model(dir + "/" + name);
+    for (const auto& [t, v] : w.tensors)
+      EXPECT_TRUE(t.rfind("model.layers.", 0) == 0 || t == "model.embed_tokens.weight" || t == "model.norm.weight" ||
+                  t == "lm_head.weight")
+          << name << ": " << t;
+    EXPECT_EQ(w.tensors.count("lm_head.weight"), w.config.tied ? 0u : 1u) << name;
+    nlohmann::json flat = nlohmann::json::parse(std::ifstream(dir + "/" + name + "/config.json"))["text_config"];
+    flat["logit_scale"] = 1.0;  // cohere2's causal-LM head scales; the wrapper's does not (qwen2 has none)
+    Model plain;
+    plain.config = parse_config(flat, "flat.json");
+    plain.tensors = w.tensors;
+    EXPECT_EQ(plain.config.windows, w.config.windows) << name;
+    SequenceOracle<double> a(w), b(plain);
+    const std::vector<int32_t> t = tokens(12);
+    EXPECT_EQ(a.extend(t), b.extend(t)) << name;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // mellum: layer types default all full, one rope base per layer type (defaults full 5e5, sliding 1e4;
 // no flat base), mlp_layer_types (default every layer sparse), softmax top-k renormalised by default,
 // no shared expert.

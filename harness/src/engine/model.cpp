@@ -1066,6 +1066,45 @@ struct FamilyEntry {
   bool multimodal = false;
 };
 
+// A wrapper: a multimodal class around a registry family's decoder (AutoModel.from_config(text_config)), whose
+// text-only forward is that decoder's, its head the class's own lm_head (transformers 4.56 to 5.25: the input ids'
+// embeddings go through the decoder unchanged; the towers run only on pixel or audio inputs).
+struct WrapperEntry {
+  const char* model_type;
+  const char* decoder;        // text_config's model_type, the family its decoder is read as
+  const char* decoder_alias;  // another text_config model_type the class renames to `decoder` on load, or ""
+  const char* text_prefix;    // where the checkpoint keeps the decoder's model.* tensors
+  const char* head_prefix;    // ... and its lm_head
+  bool plain_head;            // the class's lm_head has no logit_scale of the decoder's causal-LM class
+  bool untied_head_only;      // a tied head is not one model across the pinned releases (refused)
+};
+
+// Adding a wrapper: one entry here, once the agreement with transformers' own forward of the class holds
+// (engines/models/families.py WRAPPERS writes its checkpoints).
+const WrapperEntry kWrappers[] = {
+    {"mistral3", "mistral", "", "model.language_model.", "", false, false},
+    // Cohere2VisionForConditionalGeneration's logits are lm_head(hidden): cohere2's logit_scale is not applied.
+    {"cohere2_vision", "cohere2", "", "model.language_model.", "", true, false},
+    // Exaone4_5_Config renames the text model type exaone4_5_text (EXAONE 4.5's first checkpoints) to exaone4.
+    {"exaone4_5", "exaone4", "exaone4_5_text", "model.language_model.", "", false, false},
+    {"lfm3_vl", "lfm3", "", "model.language_model.", "", false, false},
+    // 4.x's class holds a whole Qwen2ForCausalLM (language_model.model.*, language_model.lm_head); 5.x's
+    // conversion mapping loads that layout (real Qwen2-Audio checkpoints keep it). A tied head: 4.x ties it, while
+    // 5.13.1 to 5.25.0's class has no _tied_weights_keys and leaves lm_head newly initialised.
+    {"qwen2_audio", "qwen2", "", "language_model.model.", "language_model.", false, true},
+    {"qwen3_asr", "qwen3", "", "model.language_model.", "", false, false},
+};
+
+// The head's tie of a model whose decoder is its text_config: the outer config's (5.x) or text_config's (4.x reads
+// it there; 5.25 ties when either says so): a checkpoint whose two disagree would differ between releases.
+bool text_config_tie(const json& outer, const std::string& outer_file, const json& c, const std::string& file) {
+  const bool outer_tie = bool_or(outer, "tie_word_embeddings", false, outer_file),
+             inner_tie = bool_or(c, "tie_word_embeddings", false, file);
+  if (outer.contains("tie_word_embeddings") && c.contains("tie_word_embeddings") && outer_tie != inner_tie)
+    bad(outer_file, "/tie_word_embeddings", "differs from text_config's: the releases read one or the other");
+  return outer_tie || inner_tie;
+}
+
 // Adding a family: its enumerator, its reader above, and one entry here.
 const FamilyEntry kRegistry[] = {
     {Family::Gemma2, "gemma2", read_gemma2},
@@ -1124,8 +1163,33 @@ Attention ModelConfig::attention(int64_t layer) const {
 
 ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   if (!outer.is_object()) bad(outer_file, "", "must be a JSON object");
-  ModelConfig m;
   const std::string type = outer.value("model_type", std::string());
+  for (const WrapperEntry& w : kWrappers) {
+    if (type != w.model_type) continue;
+    // A wrapper: its decoder is its text_config, read as that family's own config.json.
+    if (!(outer.contains("text_config") && outer["text_config"].is_object()))
+      bad(outer_file, "/text_config", "missing: " + type + " describes its text decoder there");
+    json c = outer["text_config"];
+    const std::string file = outer_file + " (text_config)", inner = c.value("model_type", std::string());
+    if (inner != w.decoder && !(*w.decoder_alias && inner == w.decoder_alias))
+      bad(file, "/model_type",
+          "\"" + inner + "\": " + type + " is read with a " + w.decoder +
+              " decoder only (the one its agreement "
+              "with transformers is proven with)");
+    c["model_type"] = w.decoder;
+    ModelConfig m = parse_config(c, file);
+    m.tied = text_config_tie(outer, outer_file, c, file);
+    if (m.tied && w.untied_head_only)
+      bad(outer_file, "/tie_word_embeddings",
+          "a tied head is not modelled for " + type +
+              ": transformers 4.x ties it, 5.x's class "
+              "leaves lm_head untied and newly initialised");
+    m.text_prefix = w.text_prefix;
+    m.head_prefix = w.head_prefix;
+    if (w.plain_head) m.logit_scale = 1;
+    return m;
+  }
+  ModelConfig m;
   const FamilyEntry* entry = nullptr;
   std::string known;
   for (const FamilyEntry& e : kRegistry) {
@@ -1200,13 +1264,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   m.sliding_window = has_window ? positive(c, "sliding_window", file) : 0;
   entry->read(c, file, m);
   if (entry->multimodal) {
-    // The head's tie: the outer config's (5.x) or text_config's (4.x reads it there; 5.25 ties when either
-    // says so): a checkpoint whose two disagree would differ between releases.
-    const bool outer_tie = bool_or(outer, "tie_word_embeddings", false, outer_file),
-               inner_tie = bool_or(c, "tie_word_embeddings", false, file);
-    if (outer.contains("tie_word_embeddings") && c.contains("tie_word_embeddings") && outer_tie != inner_tie)
-      bad(outer_file, "/tie_word_embeddings", "differs from text_config's: the releases read one or the other");
-    m.tied = outer_tie || inner_tie;
+    m.tied = text_config_tie(outer, outer_file, c, file);
     m.text_prefix = "model.language_model.";
   }
   for (int64_t w : m.windows)
@@ -1318,7 +1376,8 @@ Model load_model(const std::string& dir) {
     std::map<std::string, std::vector<double>> text;
     for (auto& [name, t] : m.tensors) {
       if (name.rfind(m.config.text_prefix, 0) == 0) text["model." + name.substr(m.config.text_prefix.size())] = std::move(t);
-      else if (name.rfind("lm_head.", 0) == 0) text[name] = std::move(t);
+      else if (name.rfind(m.config.head_prefix + "lm_head.", 0) == 0)
+        text[name.substr(m.config.head_prefix.size())] = std::move(t);
     }
     if (!text.count("model.embed_tokens.weight"))
       throw std::runtime_error(st + ": no tensor \"" + m.config.text_prefix + "embed_tokens.weight\" (a " +

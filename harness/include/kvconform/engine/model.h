@@ -156,6 +156,7 @@ struct ModelConfig {
   // A multimodal checkpoint's text decoder tensors are under this prefix ("model.language_model."), its
   // head at lm_head; the loader reads them as the decoder's own (model.*) and ignores the towers.
   std::string text_prefix;
+  std::string head_prefix;          // ... and its head at head_prefix + "lm_head." (qwen2_audio's "language_model.")
   std::string mlp_prefix = "mlp.";  // the feed-forward's tensor prefix in a layer ("feed_forward." in llama4)
   int64_t sliding_window = 0;       // config.sliding_window
   std::vector<int64_t> windows;     // per layer: W on a sliding layer, 0 on any other
