@@ -721,6 +721,14 @@ void read_granitemoe_swa(const json& c, const std::string& file, ModelConfig& m)
   moe.layers.assign(static_cast<size_t>(m.layers), true);
 }
 
+// The families whose config gives head_dim (default 128) apart from hidden_size / heads, scaled by
+// head_dim ** -0.5: lfm3, cohere2_moe, afmoe.
+void read_head_dim_128(const json& c, const std::string& file, ModelConfig& m) {
+  m.head_dim = positive_or(c, "head_dim", 128, file);
+  if (m.head_dim % 2) bad(file, "/head_dim", "must be even (rope rotates pairs)");
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+}
+
 // Lfm3Config (5.24.0 on; older releases have no lfm3): LFM2's hybrid with sliding layers. layer_types
 // (default: layer i full iff i % 4 == 2, sliding iff i % 4 == 0 and i > 0, else "conv") are "conv",
 // "sliding_attention" (window sliding_window, default 256) or "full_attention". A conv layer is the
@@ -734,9 +742,7 @@ void read_granitemoe_swa(const json& c, const std::string& file, ModelConfig& m)
 // the conv's cache handling into causal_conv1d_forward; without a cache it is the same convolution).
 void read_lfm3(const json& c, const std::string& file, ModelConfig& m) {
   m.eps = number_or(c, "norm_eps", number_or(c, "rms_norm_eps", 1e-5, file), file);
-  m.head_dim = positive_or(c, "head_dim", 128, file);
-  if (m.head_dim % 2) bad(file, "/head_dim", "must be even (rope rotates pairs)");
-  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  read_head_dim_128(c, file, m);
   m.tied = bool_or(c, "tie_word_embeddings", true, file);
   m.qk_norm = true;
   m.attn_gate = bool_or(c, "use_attention_gate", true, file);
@@ -937,9 +943,7 @@ void read_flint(const json& c, const std::string& file, ModelConfig& m) {
 // MoeConfig::combined_scale 0.5. The three releases compute the same forward.
 void read_cohere2_moe(const json& c, const std::string& file, ModelConfig& m) {
   m.tied = c.value("tie_word_embeddings", true);
-  m.head_dim = positive_or(c, "head_dim", 128, file);
-  if (m.head_dim % 2) bad(file, "/head_dim", "must be even (rope rotates pairs)");
-  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  read_head_dim_128(c, file, m);
   m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
   m.rope_interleaved = true;
   m.parallel_block = true;
@@ -1013,9 +1017,7 @@ void read_cohere2_moe(const json& c, const std::string& file, ModelConfig& m) {
 // compute the same forward.
 void read_afmoe(const json& c, const std::string& file, ModelConfig& m) {
   m.tied = c.value("tie_word_embeddings", false);
-  m.head_dim = positive_or(c, "head_dim", 128, file);
-  if (m.head_dim % 2) bad(file, "/head_dim", "must be even (rope rotates pairs)");
-  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  read_head_dim_128(c, file, m);
   m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
   m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
   m.qk_norm = true;
