@@ -3,9 +3,13 @@
 # and the venv then writes the bytecode of a module at its first import even where
 # PYTHONDONTWRITEBYTECODE is set; a venv made by each of three mutants of venv.sh (uv compiling, pip
 # compiling, no .pth) fails the check that names it.
-#   check_venv.sh [VENV_SH]   checks the given venv.sh (default: the one beside this script)
+#   check_venv.sh [--mutants] [VENV_SH]   checks the given venv.sh (default: the one beside this script);
+#                                        --mutants: shows instead that the three mutants fail the check
+# Two ctests, so that CI's mutant slices (scripts/mutant_slice.py) can run the mutants apart.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+mutants=0
+[ "${1:-}" != --mutants ] || { mutants=1; shift; }
 venv_sh=${1:-$here/venv.sh}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -34,8 +38,12 @@ check() {
   PYTHONDONTWRITEBYTECODE=1 "$venv/bin/python" -c 'import kvc_probe; assert kvc_probe.VALUE == 42'
   if [ ! -e "$pyc" ]; then echo "check_venv: the first import wrote no bytecode ($pyc)" >&2; return 1; fi
 }
-check "$venv_sh" uv
-check "$venv_sh" pip
+if [ "$mutants" = 0 ]; then
+  check "$venv_sh" uv
+  check "$venv_sh" pip
+  echo "check_venv: make_venv installs with uv or pip without bytecode, and the venv writes it at the first import"
+  exit 0
+fi
 # Each mutant fails with its own reason.
 for mutant in 'uv|s/--index-strategy unsafe-best-match/--compile-bytecode &/|uv byte-compiled' \
               'pip|s/ --no-compile//|pip byte-compiled' 'uv|/dont_write_bytecode/d|wrote no bytecode'; do
@@ -47,4 +55,4 @@ for mutant in 'uv|s/--index-strategy unsafe-best-match/--compile-bytecode &/|uv 
   fi
   grep -q "${rest#*|}" "$work/reason" || { echo "check_venv: the mutant '${rest%%|*}' failed otherwise: $(cat "$work/reason")" >&2; exit 1; }
 done
-echo "check_venv: make_venv installs with uv or pip without bytecode, and the venv writes it at the first import; the three mutants fail"
+echo "check_venv: the three mutants of venv.sh fail the check, each with its own reason"
