@@ -140,70 +140,70 @@ def file_url(path, hash_=""):
 
 
 def check(site, cases, browser):
-    """Every problem a person would see, as text; empty when the site is right."""
-    problems = []
+    """Every problem a person would see, as text, one at a time (a mutant's check stops at the first:
+    each of its browser loads costs seconds); none when the site is right."""
     fails = [c for c in cases if c["status"] == "FAIL"]
     devs = [c for c in cases if c["status"] == "DEVIATION"]
     engine_fails = [c for c in fails if c["suite"] == "engine" and c["backend"] == "oracle"]
     if not fails or not devs or not engine_fails:
-        return [f"the reports lack a FAIL or a DEVIATION ({len(fails)} FAIL, {len(devs)} DEVIATION): the test proves nothing"]
+        yield f"the reports lack a FAIL or a DEVIATION ({len(fails)} FAIL, {len(devs)} DEVIATION): the test proves nothing"
+        return
 
     # The matrix filtered from the address: only the oracle's failures, and their counts.
     dom = browser.dom(file_url(os.path.join(site, "matrix.html"), "config=oracle&status=FAIL"))
     if 'data-filtered="yes"' not in dom:
-        problems.append("matrix.html: the filter script did not run")
+        yield ("matrix.html: the filter script did not run")
     rows = re.findall(r"<tr class=\"[a-z]+\" data-config=\"([^\"]*)\".*?data-status=\"([A-Z]+)\"( hidden=\"\")?>", dom)
     shown = [(cfg, st) for cfg, st, hidden in rows if not hidden]
     if len(rows) != len(cases):
-        problems.append(f"matrix.html: {len(rows)} case rows, the reports have {len(cases)}")
+        yield (f"matrix.html: {len(rows)} case rows, the reports have {len(cases)}")
     if sorted(shown) != sorted(("oracle", "FAIL") for _ in engine_fails):
-        problems.append(f"matrix.html#config=oracle&status=FAIL shows {len(shown)} rows ({sorted(set(shown))}), "
+        yield (f"matrix.html#config=oracle&status=FAIL shows {len(shown)} rows ({sorted(set(shown))}), "
                         f"expected the {len(engine_fails)} FAIL of oracle")
     if f">{len(engine_fails)} of {len(cases)} cases shown<" not in dom:
-        problems.append(f"matrix.html: no '{len(engine_fails)} of {len(cases)} cases shown'")
+        yield (f"matrix.html: no '{len(engine_fails)} of {len(cases)} cases shown'")
     pivot = re.search(r'<table id="pivot">(.*?)</table>', dom, re.S)
     pivot_text = pivot.group(1) if pivot else ""
     if f">{len(engine_fails)} FAIL<" not in pivot_text or "DEVIATION" in pivot_text or " OK<" in pivot_text:
-        problems.append(f"matrix.html: the configuration x family counts are not those of the filtered rows: {pivot_text[:300]}")
+        yield (f"matrix.html: the configuration x family counts are not those of the filtered rows: {pivot_text[:300]}")
 
     # One page per FAIL and DEVIATION, linked from the matrix, with its diagnosis and reproduce line.
     matrix = open(os.path.join(site, "matrix.html")).read()
     for c in fails + devs:
         link = re.search(r'<a href="(cases/[^"]+\.html)">' + re.escape(c["id"].replace("&", "&amp;")) + "</a>", matrix)
         if not link:
-            problems.append(f"matrix.html: no link to the page of {c['id']}")
+            yield (f"matrix.html: no link to the page of {c['id']}")
             continue
         page = os.path.join(site, link.group(1))
         if not os.path.isfile(page):
-            problems.append(f"{link.group(1)}: missing (the page of {c['id']})")
+            yield (f"{link.group(1)}: missing (the page of {c['id']})")
             continue
         text = open(page).read()
         if c["message"][:60].replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") not in text:
-            problems.append(f"{link.group(1)}: no diagnosis ({c['message'][:60]})")
+            yield (f"{link.group(1)}: no diagnosis ({c['message'][:60]})")
         if c["reproduce"] and "class=\"cmd\"" not in text:
-            problems.append(f"{link.group(1)}: no reproduce line")
+            yield (f"{link.group(1)}: no reproduce line")
     # The kernel failure's page in the browser: its mask picture with the mismatch marked.
     kernel_fail = next((c for c in fails if c["suite"] == "property" and c.get("masks")), None)
     if kernel_fail is None:
-        problems.append("the kernel report has no failure with a mask picture")
+        yield ("the kernel report has no failure with a mask picture")
     else:
         link = re.search(r'<a href="(cases/[^"]+\.html)">' + re.escape(kernel_fail["id"]) + "</a>", matrix)
         if link and os.path.isfile(os.path.join(site, link.group(1))):
             page_dom = browser.dom(file_url(os.path.join(site, link.group(1))))
             if "class=\"heatmap\"" not in page_dom or "class=\"mismatch\"" not in page_dom or "<svg" not in page_dom:
-                problems.append(f"{link.group(1)}: no mask picture with its mismatch")
+                yield (f"{link.group(1)}: no mask picture with its mismatch")
 
     # The finding: reported, with the configuration and version it was seen in.
     dom = browser.dom(file_url(os.path.join(site, "findings.html")))
     row = re.search(r'<tr id="finding-1" class="dev" data-state="dev">(.*?)</tr>', dom, re.S)
     if not row:
-        problems.append("findings.html: the known deviation is not reported as seen")
+        yield ("findings.html: the known deviation is not reported as seen")
     elif "<code>zeros</code> (" not in row.group(1):
-        problems.append("findings.html: the finding does not name the configuration and version it was seen in")
+        yield ("findings.html: the finding does not name the configuration and version it was seen in")
     dom = browser.dom(file_url(os.path.join(site, "kernels.html")))
     if not re.search(r"<tr><td>windowed</td><td>float32</td><td>OK [0-9]", dom):
-        problems.append("kernels.html: no measured row of the windowed kernel in float32")
-    return problems
+        yield ("kernels.html: no measured row of the windowed kernel in float32")
 
 
 def mutate(site, out, kind):
@@ -251,9 +251,9 @@ def main():
 
     with tempfile.TemporaryDirectory() as profile:
         browser = Browser(browser_path, profile)
-        failures += check(site, cases, browser)
+        failures += list(check(site, cases, browser))
         for kind in ("filter", "missing-page"):
-            if not check(mutate(site, out, kind), cases, browser):
+            if next(check(mutate(site, out, kind), cases, browser), None) is None:
                 failures.append(f"mutant {kind}: every check passed on a broken site")
             else:
                 print(f"site_browser: mutant {kind} caught")
