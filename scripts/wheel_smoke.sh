@@ -5,8 +5,9 @@
 #
 #   bash scripts/wheel_smoke.sh [WHEEL]     # default: the wheel in dist/ (bash scripts/wheel.sh)
 #
-#   1. `kvconform run`: the golden replay and the property campaign, from the installed data; its
-#      closing line must be the checkout's (the same cases and verdicts: only the packaging moved);
+#   1. `kvconform run`: the golden replay and the property campaign, from the installed data; every case
+#      the checkout lists must pass, and the golden and backend suites close as the checkout's binary
+#      does, with the same report bytes (only the packaging moved);
 #   2. `kvconform engine --engine-cmd 'python my_engine.py'`: the README's transformers engine
 #      (python/examples/hf_engine.py) on one tiny model, written by the installed generator; told a
 #      wrong window (--mutant window_off_by_one+1) it must FAIL, and with an expectations file that expects
@@ -55,27 +56,34 @@ for b in "$installed_bin" "$installed_bin-libtorch"; do
   ! grep -qaP "\x00\Q$root\E/?\x00" "$b" || fail "$b records the checkout it was built in ($root)"
 done
 
-# 1. The default run, from the installed data: the checkout's closing line.
+# 1. The default run, from the installed data: every case the checkout's binary lists, all passing.
 t=$(clock)
 out="$(kvconform run --report-dir reports/run 2>&1)" || { echo "$out" | tail -30; fail "kvconform run"; }
 took "kvconform run" "$t"
 closing="$(echo "$out" | tail -1)"
 echo "  $closing"
 case "$out" in *"$root"*) echo "$out" | grep -F "$root" | head -5; fail "kvconform run names the checkout $root" ;; esac
-# The checkout's binary, run the same way from a folder beside it: the same closing line, and the same
-# report bytes once each binary's own path is named alike (a run's command line records it).
+# The checkout's binary beside it, without running the property campaign twice (ctest runs the
+# checkout's own default run): the installed run's case count is the one the checkout lists, and on the
+# golden replay and the backend suite both binaries close alike and write the same report bytes once
+# each binary's own path is named alike (a run's command line records it).
 if [ -x "$checkout_bin" ]; then
+  cases="$("$checkout_bin" run --list | wc -l)"
+  echo "$closing" | grep -Eq "^$cases passed, 0 failed, 0 skipped" \
+    || fail "kvconform run closed with '$closing'; the checkout's binary lists $cases cases, all to pass"
   mkdir -p "$tmp/checkout-run"
-  expected="$(cd "$tmp/checkout-run" && "$checkout_bin" run --report-dir reports/run 2>&1 | tail -1)" || true
-  [ "$closing" = "$expected" ] || fail "kvconform run closed with '$closing', the checkout's binary with '$expected'"
+  replay=(run --suite golden,backend --report-dir reports/replay)
+  mine="$(kvconform "${replay[@]}" 2>&1 | tail -1)" || true
+  expected="$(cd "$tmp/checkout-run" && "$checkout_bin" "${replay[@]}" 2>&1 | tail -1)" || true
+  [ "$mine" = "$expected" ] || fail "kvconform run --suite golden,backend closed with '$mine', the checkout's binary with '$expected'"
   for f in summary.json junit.xml summary.md report.html; do
-    cmp -s <(sed "s#$installed_bin#KVCONFORM#g" "reports/run/$f") <(sed "s#$checkout_bin#KVCONFORM#g" "$tmp/checkout-run/reports/run/$f") \
-      || { diff <(sed "s#$installed_bin#KVCONFORM#g" "reports/run/$f") <(sed "s#$checkout_bin#KVCONFORM#g" "$tmp/checkout-run/reports/run/$f") | head -20
-           fail "reports/run/$f differs from the checkout binary's beyond the binary's path"; }
+    cmp -s <(sed "s#$installed_bin#KVCONFORM#g" "reports/replay/$f") <(sed "s#$checkout_bin#KVCONFORM#g" "$tmp/checkout-run/reports/replay/$f") \
+      || { diff <(sed "s#$installed_bin#KVCONFORM#g" "reports/replay/$f") <(sed "s#$checkout_bin#KVCONFORM#g" "$tmp/checkout-run/reports/replay/$f") | head -20
+           fail "reports/replay/$f differs from the checkout binary's beyond the binary's path"; }
   done
-  echo "  the checkout's binary: the same closing line and report bytes"
+  echo "  the checkout's binary: $cases cases listed; golden and backend suites with the same closing line and report bytes"
 else
-  echo "wheel-smoke: no checkout binary at $checkout_bin: the closing line and reports were not compared"
+  echo "wheel-smoke: no checkout binary at $checkout_bin: the case count and reports were not compared"
 fi
 
 # 2. An engine of one's own, on the tiny models the installed generator writes into ./build/engine-models.
