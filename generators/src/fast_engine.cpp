@@ -93,6 +93,7 @@ struct Checker {
       void crop(const TraceModel&, int64_t) override { no_call("Crop"); }
       void record_past(const TraceModel&) override { no_call("Record"); }
       void read_attributes(const TraceModel&) override { no_call("Read"); }
+      void reset_layers(const TraceModel&) override { no_call("LayerReset"); }
     } system(*this, layers, roles, count, c);
     TraceModel m;
     for (size_t k = 0; k < t.commands.size(); ++k) {

@@ -62,7 +62,8 @@ INSTANTIATE_TEST_SUITE_P(
                       // the tensor engine).
                       Expectation{Mutation::AlwaysCroppable, Property::LayerCalls, TraceEngineKind::Auto, "Read"},
                       Expectation{Mutation::CropKeepsPastRows, Property::LayerCalls, TraceEngineKind::Auto, "Crop("},
-                      Expectation{Mutation::StaticCropKeepsWritePosition, Property::LayerCalls, TraceEngineKind::Auto, "Crop("}),
+                      Expectation{Mutation::StaticCropKeepsWritePosition, Property::LayerCalls, TraceEngineKind::Auto, "Crop("},
+                      Expectation{Mutation::StaticResetKeepsCount, Property::LayerCalls, TraceEngineKind::Auto, "LayerReset"}),
     [](const auto& info) {
       // A test name is letters, digits and '_': window_off_by_one+1 is window_off_by_one_plus_1.
       std::string name = std::regex_replace(to_string(info.param.mutation), std::regex("\\+"), "_plus_");

@@ -100,6 +100,14 @@ const CommandRow kRows[] = {
     {CommandKind::Read, "Read", [](const Command&, const ScenarioConfig&, const TraceModel&) { return true; },
      [](const Command&, TraceModel&) {}, least_same,
      [](const Command&, TraceSystem& system, const TraceModel& before) { system.read_attributes(before); }, record_nothing},
+    {CommandKind::LayerReset, "LayerReset", [](const Command&, const ScenarioConfig&, const TraceModel& m) { return m.seen > 0; },
+     [](const Command&, TraceModel& m) { m = TraceModel{0, m.recording, 0}; }, least_same,
+     [](const Command&, TraceSystem& system, const TraceModel& before) { system.reset_layers(before); },
+     // A case file writes it as a call step, not as updates.
+     [](const Command&, std::vector<int64_t>& steps) {
+       steps.clear();
+       return false;
+     }},
 };
 
 }  // namespace
@@ -220,7 +228,7 @@ Trace draw_trace(uint64_t seed, int64_t index, int size, const ConfigFilter& fil
   for (int64_t k = 0, tries = 0; k < length && tries < 4 * length + 8; ++tries) {
     Command cmd{};
     // Only a trace with call steps draws the four more kinds: without them the stream is what it was.
-    switch (r.in(0, calls ? 8 : 4)) {
+    switch (r.in(0, calls ? 9 : 4)) {
       case 0: cmd = {CommandKind::Prefill, draw_count(r, c, c.max_left_padding() + 1, c.max_tokens)}; break;
       case 1: cmd = {CommandKind::Decode, 1}; break;
       case 2: cmd = {CommandKind::Extend, draw_count(r, c, 2, std::max<int64_t>(c.max_tokens - m.seen, 2))}; break;
@@ -228,7 +236,8 @@ Trace draw_trace(uint64_t seed, int64_t index, int size, const ConfigFilter& fil
       case 4:
       case 5: cmd = {CommandKind::Crop, draw_count(r, c, 1, std::max<int64_t>(m.seen, 1))}; break;
       case 6: cmd = {CommandKind::Record, 0}; break;
-      default: cmd = {CommandKind::Read, 0};
+      case 7: cmd = {CommandKind::Read, 0}; break;
+      default: cmd = {CommandKind::LayerReset, 0};
     }
     const CommandRow& row_of = row(cmd.kind);
     if (!row_of.allowed(cmd, c, m)) continue;

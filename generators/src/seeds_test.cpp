@@ -69,7 +69,7 @@ TEST(CommandTable, CallTracesDrawEveryKindAndReplay) {
     EXPECT_EQ(t.config.describe(), plain.describe()) << i;
     for (const Command& c : t.commands) kinds.insert(c.name());
   }
-  EXPECT_EQ(kinds, (std::set<std::string>{"Prefill", "Decode", "Extend", "Reset", "Crop", "Record", "Read"}));
+  EXPECT_EQ(kinds, (std::set<std::string>{"Prefill", "Decode", "Extend", "Reset", "Crop", "Record", "Read", "LayerReset"}));
 }
 
 }  // namespace

@@ -421,6 +421,22 @@ struct SystemUnderTest::Impl {
     driver->step({0, std::nullopt}, [](LayerStep&) {});
     retired.assign(retired.size(), false);
   }
+
+  // The layers' own reset(), by its docstring ("resets the cache values while preserving the
+  // objects"): nothing raised, get_seq_length() 0, a dynamic layer storing no rows; the next tokens
+  // are a new sequence on the same layers (judged by every rule as it runs). A layer a crop left
+  // outside its contract is empty again, so judged again.
+  void reset_layers(const TraceModel& before) {
+    const std::string where = "LayerReset after " + std::to_string(before.seen) + " tokens";
+    const TraceModel after{0, before.recording, 0};
+    call({&layer_method("reset"), 0}, [&](const LayerStep& v, const char* raised, const std::string& message) {
+      if (*raised) RC_FAIL(who(where, v) + " raised " + raised + " (" + message + ")");
+      if (v.seq_length_after != 0)
+        RC_FAIL(who(where, v) + " get_seq_length() is " + std::to_string(v.seq_length_after) + " after reset(), expected 0");
+      check_dynamic_rows(v, after, "LayerReset");
+    });
+    retired.assign(retired.size(), false);
+  }
 };
 
 SystemUnderTest::SystemUnderTest(const ScenarioConfig& config, Property property, Mutation mutation,
@@ -436,6 +452,7 @@ void SystemUnderTest::update(const TraceModel& before, int64_t q, const char* co
 void SystemUnderTest::crop(const TraceModel& before, int64_t n) { impl_->crop(before, n); }
 void SystemUnderTest::record_past(const TraceModel& before) { impl_->record_past(before); }
 void SystemUnderTest::read_attributes(const TraceModel& before) { impl_->read_attributes(before); }
+void SystemUnderTest::reset_layers(const TraceModel& before) { impl_->reset_layers(before); }
 
 namespace campaign {
 namespace {

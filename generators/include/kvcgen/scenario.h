@@ -54,8 +54,10 @@ int64_t token_limit(const ScenarioConfig& c);
 // traces stay what they were for every seed): Crop, crop(-n) on every layer, the last n tokens
 // gone (speculative decoding's rollback); Record, activate_past_recording() before a sequence's
 // first update; Read, the attributes a caller reads (is_croppable, is_compileable,
-// get_seq_length(), get_max_cache_shape()).
-enum class CommandKind { Prefill, Decode, Extend, Reset, Crop, Record, Read };
+// get_seq_length(), get_max_cache_shape()); LayerReset, the layers' own reset() (the case files'
+// call step "reset"): the same layers, emptied, serve the next sequence (Reset instead clears them as
+// a new layer is), past recording kept on.
+enum class CommandKind { Prefill, Decode, Extend, Reset, Crop, Record, Read, LayerReset };
 struct Command {
   CommandKind kind;
   int64_t n;                 // tokens (Prefill, Extend, Crop: removed); 1 for Decode, 0 otherwise
@@ -82,6 +84,7 @@ class TraceSystem {
   virtual void crop(const TraceModel& before, int64_t n) = 0;
   virtual void record_past(const TraceModel& before) = 0;
   virtual void read_attributes(const TraceModel& before) = 0;
+  virtual void reset_layers(const TraceModel& before) = 0;
 };
 
 // One kind of command, defined once (as a RapidCheck Command): its name, its precondition on the
@@ -136,7 +139,7 @@ ScenarioConfig draw_config(uint64_t state, const ConfigFilter& filter = {});
 // Trace `index` of the campaign with `seed` (seeds::case_seed), at `size`: longer sequences as it
 // grows (0 to a campaign's max_size, as RapidCheck sizes grow). Every command meets its precondition.
 // With `calls` (the property layer_calls) the call steps are drawn too (Crop twice as often as each
-// other kind) and head_dim is at most 4; without, every draw is what it was before they existed.
+// other kind; LayerReset from a fifth draw, after the others, so earlier call traces keep their start) and head_dim is at most 4; without, every draw is what it was before they existed.
 Trace draw_trace(uint64_t seed, int64_t index, int size, const ConfigFilter& filter = {}, bool calls = false);
 
 // The command's precondition on the tokens the sequence holds so far (no past recording asked).

@@ -26,6 +26,7 @@ class SystemUnderTest : public TraceSystem {
   void crop(const TraceModel& before, int64_t n) override;
   void record_past(const TraceModel& before) override;
   void read_attributes(const TraceModel& before) override;
+  void reset_layers(const TraceModel& before) override;
 
  private:
   struct Impl;

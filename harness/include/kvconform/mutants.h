@@ -26,6 +26,7 @@ enum class Mutation {
   CropKeepsPastRows,             // a crop past the window (past recording) keeps every row before the removed ones
   StaticCropKeepsWritePosition,  // a static crop lowers the Python int count but not the tensor one
   ResetDropsRows,                // the max_length releases' reset drops a layer's rows instead of zeroing them
+  StaticResetKeepsCount,         // a static sliding layer's reset leaves its Python int count (cumulative_length_int)
   AlwaysCroppable,               // a static sliding layer larger than its window says is_croppable
   PastRecordingIgnored,          // activate_past_recording does nothing
   PositiveCropAccepted,          // a dynamic layer takes crop(n > 0) as max_length where the release raises

@@ -26,6 +26,7 @@ const char* to_string(Mutation m) {
     case Mutation::CropKeepsPastRows: return "crop_keeps_past_rows";
     case Mutation::StaticCropKeepsWritePosition: return "static_crop_keeps_write_position";
     case Mutation::ResetDropsRows: return "reset_drops_rows";
+    case Mutation::StaticResetKeepsCount: return "static_reset_keeps_count";
     case Mutation::AlwaysCroppable: return "always_croppable";
     case Mutation::PastRecordingIgnored: return "past_recording_ignored";
     case Mutation::PositiveCropAccepted: return "positive_crop_accepted";
@@ -51,6 +52,7 @@ std::vector<Mutation> kernel_mutations() {
 
 std::vector<Mutation> layer_api_mutations() {
   return {Mutation::CropKeepsPastRows,        Mutation::StaticCropKeepsWritePosition, Mutation::ResetDropsRows,
+          Mutation::StaticResetKeepsCount,
           Mutation::AlwaysCroppable,          Mutation::PastRecordingIgnored,         Mutation::PositiveCropAccepted,
           Mutation::BuilderSizedFromOwnLayer, Mutation::BuilderOffsetFromSizedLayer,  Mutation::FlexWithoutQueryOffset,
           Mutation::WarmUpSizesCountTokens};

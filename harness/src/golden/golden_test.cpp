@@ -395,6 +395,7 @@ TEST(Golden, LayerApiMutantsAreCaughtThroughTheCallSteps) {
       {Mutation::CropKeepsPastRows, "5.24.0", "call_crop_past_recording", "stored."},
       {Mutation::StaticCropKeepsWritePosition, "5.24.0", "call_crop_static_croppable", "cumulative_length_after"},
       {Mutation::ResetDropsRows, "4.57.6", "call_reset_dynamic", "stored"},
+      {Mutation::StaticResetKeepsCount, "5.24.0", "call_reset_static", "cumulative_length_after"},
       {Mutation::AlwaysCroppable, "5.24.0", "call_crop_static_past_window", "attributes.is_croppable"},
       {Mutation::PastRecordingIgnored, "5.24.0", "call_crop_past_recording", "stored"},
       {Mutation::PositiveCropAccepted, "5.24.0", "call_crop_positive_argument", "cumulative_length_after"},

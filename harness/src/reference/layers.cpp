@@ -474,6 +474,17 @@ struct ResetDropsRows : Base {
   }
 };
 
+// StaticSlidingWindowLayer.reset without its `self.cumulative_length_int = 0`: the mixin's reset zeroes
+// the rows and the tensor count, the Python int goes on counting the tokens before the reset.
+struct StaticResetKeepsCount : StaticSlidingLayer {
+  using StaticSlidingLayer::StaticSlidingLayer;
+  void reset() override {
+    const int64_t count = cumulative_;
+    StaticSlidingLayer::reset();
+    cumulative_ = count;
+  }
+};
+
 struct AlwaysCroppable : StaticSlidingLayer {
   using StaticSlidingLayer::StaticSlidingLayer;
   std::optional<bool> is_croppable() const override {
@@ -519,6 +530,7 @@ std::unique_ptr<CacheLayer> make_mutant_layer(const LayerSpec& spec, const Behav
         return spec.is_sliding() ? only_if<ResetDropsRows<DynamicSlidingLayer>>(true, spec, b)
                                  : only_if<ResetDropsRows<detail::DynamicFullLayer>>(true, spec, b);
       return nullptr;
+    case Mutation::StaticResetKeepsCount: return only_if<StaticResetKeepsCount>(static_sliding, spec, b);
     case Mutation::AlwaysCroppable: return only_if<AlwaysCroppable>(static_sliding, spec, b);
     case Mutation::PastRecordingIgnored: return only_if<PastRecordingIgnored>(dynamic_sliding, spec, b);
     case Mutation::PositiveCropAccepted:
