@@ -53,9 +53,9 @@ REASONS = {
     "inkling2_loop": "inkling2's hybrid layers (see inkling2) run in a loop with message gates and message attention "
     "residuals: not registry rules",
     "cohere_compass": MULTIMODAL, "deepseek_ocr2": MULTIMODAL, "dots3_note": MULTIMODAL, "gemma3n": MULTIMODAL
-    + " (and per-layer input embeddings, AltUp, KV sharing)", "gemma4_unified": MULTIMODAL, "hy_v4_vl": MULTIMODAL,
-    "muse_glimmer": MULTIMODAL, "muse_spark": MULTIMODAL, "qwen2_5_omni": MULTIMODAL, "qwen2_5_vl": MULTIMODAL,
-    "qwen2_vl": MULTIMODAL, "qwen3_omni_moe": MULTIMODAL, "step3p7": MULTIMODAL, "unlimited_ocr": MULTIMODAL,
+    + " (and per-layer input embeddings, AltUp, KV sharing)", "hy_v4_vl": MULTIMODAL,
+    "muse_glimmer": MULTIMODAL, "muse_spark": MULTIMODAL,
+    "qwen3_omni_moe": MULTIMODAL, "step3p7": MULTIMODAL, "unlimited_ocr": MULTIMODAL,
     "neomme": MULTIMODAL,
     "modernbert": "an encoder (masked LM: fused Wqkv, GeGLU Wi, LayerNorms, a dense + GELU + LayerNorm head): local layers "
     "see abs(i - j) <= local_attention // 2 (4.x its own window mask, 5.13.1 on create_bidirectional_sliding_window_mask), "
