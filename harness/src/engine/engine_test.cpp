@@ -784,7 +784,9 @@ TEST(ModelConfig, AnOmniThinkersDecoderIsQwen2UnderItsTextConfigsDefaults) {
                          {"num_hidden_layers", 3},            {"num_attention_heads", 2},   {"intermediate_size", 8},
                          {"use_sliding_window", true},        {"max_window_layers", 1},     {"tie_word_embeddings", false},
                          {"rope_parameters", {{"rope_type", "default"}, {"mrope_section", {2, 1, 1}}}}};
-  auto read = [&](const nlohmann::json& t) { return parse_config({{"model_type", "qwen2_5_omni_thinker"}, {"text_config", t}}, "c.json"); };
+  auto read = [&](const nlohmann::json& t) {
+    return parse_config({{"model_type", "qwen2_5_omni_thinker"}, {"text_config", t}}, "c.json");
+  };
   auto error = [&](const nlohmann::json& t) -> std::string {
     try {
       read(t);
@@ -820,7 +822,9 @@ TEST(ModelConfig, AGemma4UnifiedDecoderIsGemma4WithoutPerLayerInputs) {
   const nlohmann::json text = {{"model_type", "gemma4_unified_text"}, {"vocab_size", 32},      {"hidden_size", 16},
                                {"num_hidden_layers", 3},               {"num_attention_heads", 2}, {"head_dim", 8},
                                {"global_head_dim", 8},                 {"intermediate_size", 8}};
-  auto read = [&](const nlohmann::json& t) { return parse_config({{"model_type", "gemma4_unified"}, {"text_config", t}}, "c.json"); };
+  auto read = [&](const nlohmann::json& t) {
+    return parse_config({{"model_type", "gemma4_unified"}, {"text_config", t}}, "c.json");
+  };
   auto error = [&](const nlohmann::json& t) -> std::string {
     try {
       read(t);
@@ -841,7 +845,8 @@ TEST(ModelConfig, AGemma4UnifiedDecoderIsGemma4WithoutPerLayerInputs) {
   EXPECT_EQ(read(t).windows, m.windows);
   t = text;
   t["hidden_size_per_layer_input"] = 0;
-  EXPECT_NE(error(t).find("/hidden_size_per_layer_input: is not a field of gemma4_unified_text"), std::string::npos) << error(t);
+  EXPECT_NE(error(t).find("/hidden_size_per_layer_input: is not a field of gemma4_unified_text"), std::string::npos)
+      << error(t);
 }
 
 // A wrapper's checkpoint is its decoder's: the loader takes the decoder's tensors from under the class's

@@ -1099,8 +1099,8 @@ void qwen2_5_omni_text_rules(json& c, const std::string& file) {
   const bool in_parameters = c.contains("rope_parameters") && c["rope_parameters"].is_object();
   if (!c.contains("rope_theta") && !(in_parameters && c["rope_parameters"].contains("rope_theta"))) c["rope_theta"] = 1e6;
   const int64_t heads = positive(c, "num_attention_heads", file);
-  const int64_t head_dim =
-      c.contains("head_dim") && !c["head_dim"].is_null() ? positive(c, "head_dim", file) : positive(c, "hidden_size", file) / heads;
+  const int64_t head_dim = c.contains("head_dim") && !c["head_dim"].is_null() ? positive(c, "head_dim", file)
+                                                                             : positive(c, "hidden_size", file) / heads;
   json section = json::array({16, 24, 24});
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     if (!c.contains(key) || !c[key].is_object()) continue;
@@ -1113,7 +1113,8 @@ void qwen2_5_omni_text_rules(json& c, const std::string& file) {
   int64_t sum = 0;
   if (!section.is_array() || section.size() != 3) bad(file, "/rope_parameters/mrope_section", "must list three section sizes");
   for (const json& n : section) {
-    if (!n.is_number_integer() || n.get<int64_t>() <= 0) bad(file, "/rope_parameters/mrope_section", "sizes must be positive integers");
+    if (!n.is_number_integer() || n.get<int64_t>() <= 0)
+      bad(file, "/rope_parameters/mrope_section", "sizes must be positive integers");
     sum += n.get<int64_t>();
   }
   if (sum != head_dim / 2)
@@ -1129,7 +1130,8 @@ void qwen2_5_omni_text_rules(json& c, const std::string& file) {
 void gemma4_unified_text_rules(json& c, const std::string& file) {
   for (const char* key : {"hidden_size_per_layer_input", "vocab_size_per_layer_input", "enable_moe_block", "num_experts",
                           "top_k_experts", "moe_intermediate_size"})
-    if (c.contains(key)) bad(file, std::string("/") + key, "is not a field of gemma4_unified_text (no per-layer inputs, no MoE block)");
+    if (c.contains(key))
+      bad(file, std::string("/") + key, "is not a field of gemma4_unified_text (no per-layer inputs, no MoE block)");
   c["hidden_size_per_layer_input"] = 0;
   if (!c.contains("sliding_window")) c["sliding_window"] = 1024;
   if (!c.contains("tie_word_embeddings")) c["tie_word_embeddings"] = true;
@@ -1157,7 +1159,8 @@ const WrapperEntry kWrappers[] = {
     // has no forward of its own, only generate): 4.x and 5.13.1 hold the decoder as model.*, and 5.24 on load that
     // layout into model.language_model (their conversion mapping).
     {"qwen2_5_omni_thinker", "qwen2", "qwen2_5_omni_text", "model.", "", false, false, qwen2_5_omni_text_rules},
-    {"gemma4_unified", "gemma4_text", "gemma4_unified_text", "model.language_model.", "", false, false, gemma4_unified_text_rules},
+    {"gemma4_unified", "gemma4_text", "gemma4_unified_text", "model.language_model.", "", false, false,
+     gemma4_unified_text_rules},
 };
 
 // The head's tie of a model whose decoder is its text_config: the outer config's (5.x) or text_config's (4.x reads
