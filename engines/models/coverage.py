@@ -52,11 +52,28 @@ REASONS = {
     "create_masks_for_generate gave them a causal mask in 5.24.0, a windowed one from 5.25.0",
     "inkling2_loop": "inkling2's hybrid layers (see inkling2) run in a loop with message gates and message attention "
     "residuals: not registry rules",
-    "cohere_compass": MULTIMODAL, "deepseek_ocr2": MULTIMODAL, "dots3_note": MULTIMODAL, "gemma3n": MULTIMODAL
-    + " (and per-layer input embeddings, AltUp, KV sharing)", "gemma4_unified": MULTIMODAL, "hy_v4_vl": MULTIMODAL,
-    "muse_glimmer": MULTIMODAL, "muse_spark": MULTIMODAL, "qwen2_5_omni": MULTIMODAL, "qwen2_5_vl": MULTIMODAL,
-    "qwen2_vl": MULTIMODAL, "qwen3_omni_moe": MULTIMODAL, "step3p7": MULTIMODAL, "unlimited_ocr": MULTIMODAL,
-    "neomme": MULTIMODAL,
+    "cohere_compass": MULTIMODAL, "deepseek_ocr2": MULTIMODAL, "dots3_note": MULTIMODAL, "hy_v4_vl": MULTIMODAL,
+    "muse_glimmer": MULTIMODAL, "muse_spark": MULTIMODAL, "unlimited_ocr": MULTIMODAL,
+    "gemma3n": "multimodal; its text decoder (gemma3n_text, also a causal LM of its own) needs rules the registry has "
+    "none of: per-layer input embeddings (a second embedding table and a gated per-layer projection, "
+    "hidden_size_per_layer_input; gemma4_text refuses them too), AltUp (altup_num_inputs copies of the hidden state, "
+    "predicted and corrected around each layer), a LAuReL low-rank residual branch (laurel_rank) and activation "
+    "sparsity (a Gaussian top-k cut of the MLP's gate activations, activation_sparsity_pattern); its KV sharing is "
+    "gemma4_text's rule",
+    "qwen3_omni_moe": "multimodal; its text decoder (the thinker's qwen3_omni_moe_text, a MoE) does not slide: "
+    "Qwen3OmniMoeThinkerTextAttention sets sliding_window None whatever the config says. Its local attention is in "
+    "the talker's code predictor (qwen3-like layers over codec-code embeddings and the talker's hidden states, an embedding "
+    "table and an lm_head per codebook chosen by the generation step; max_window_layers) and in Code2Wav (every layer sliding, window 72, codec codes to a "
+    "waveform): neither is a token-to-logits text decoder",
+    "step3p7": "multimodal; its text decoder (step3p5, Step3p7TextModel) is a MoE whose routing is the registry's "
+    "(dots1's sigmoid selection with a bias, renormalised, a route scale, an ungated shared expert) but whose layers "
+    "need rules it lacks: a sigmoid output gate per head (g_proj; lfm3's and afmoe's gate is per output element), "
+    "a head count of its own on sliding layers (num_sliding_attention_heads) and per-layer SwiGLU clamps "
+    "(swiglu_limits, swiglu_limits_shared)",
+    "neomme": "a bidirectional encoder of text and image patches (NeoMMEForMaskedLM and a retrieval head, no causal "
+    "LM): every layer bidirectional, sliding ones windowed by create_bidirectional_sliding_window_mask (its "
+    "sliding_window a half-width, abs(i - j) <= window), with factorized embeddings, value embeddings on the first "
+    "and last full layers, exclusive self-attention and a sigmoid output gate. " + MODEL_LEVEL + UNRECORDED_MASKS,
     "modernbert": "an encoder (masked LM: fused Wqkv, GeGLU Wi, LayerNorms, a dense + GELU + LayerNorm head): local layers "
     "see abs(i - j) <= local_attention // 2 (4.x its own window mask, 5.13.1 on create_bidirectional_sliding_window_mask), "
     "every global_attn_every_n_layers-th layer every key. " + BIDIRECTIONAL,

@@ -765,7 +765,40 @@ WRAPPERS = {
                          "encoder_ffn_dim": 32, "num_mel_bins": 8, "output_dim": 64, "downsample_hidden_size": 8,
                          "n_window": 4, "n_window_infer": 8},
         "audio_token_id": 250, "timestamp_token_id": 251, "pad_token_id": 0, "eos_token_id": 2}, ("model.language_model.", "")),
+    # 4.x and 5.13.1's thinker holds the decoder as model.*; 5.24 on load that layout into model.language_model.
+    "qwen2_5_omni_thinker": ("Qwen2_5OmniThinkerForConditionalGeneration", "qwen2", {
+        "vision_config": {"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2, "out_hidden_size": 64,
+                          "patch_size": 2, "temporal_patch_size": 1, "spatial_merge_size": 1, "window_size": 4,
+                          "fullatt_block_indexes": [0], "in_channels": 3},
+        "audio_config": {"d_model": 16, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 32,
+                         "num_mel_bins": 8, "max_source_positions": 8, "output_dim": 64, "n_window": 4},
+        "audio_token_index": 250, "image_token_index": 251, "video_token_index": 252, "audio_start_token_id": 253,
+        "audio_end_token_id": 254, "user_token_id": 255}, ("model.", "")),
+    # Encoder-free: no vision or audio config by default, so no tower at all.
+    "gemma4_unified": ("Gemma4UnifiedForConditionalGeneration", "gemma4_text", {}, ("model.language_model.", "")),
 }
+
+
+def _mrope_text(text):
+    """M-RoPE sections over the decoder's head (head_dim / 2 frequencies in three) in rope_parameters (5.x: 4.x has
+    no thinker model_type): a text-only forward rotates every section by the text position."""
+    half = text["head_dim"] // 2
+    section = [half - 2 * (half // 3), half // 3, half // 3]
+    theta = text.get("rope_theta", 10000.0)
+    return {**text, "rope_parameters": {"rope_type": "default", "rope_theta": theta, "mrope_section": section}}
+
+
+def _gemma4_unified_text(text):
+    """gemma4_text's config without the fields Gemma4UnifiedTextConfig drops (per-layer inputs, the MoE block);
+    use_bidirectional_attention left to its default, "vision"."""
+    dropped = ("hidden_size_per_layer_input", "vocab_size_per_layer_input", "enable_moe_block", "num_experts",
+               "top_k_experts", "moe_intermediate_size", "use_bidirectional_attention")
+    return {k: v for k, v in text.items() if k not in dropped}
+
+
+# A wrapper whose text_config is its own class (not the decoder family's): its model_type, and what it adds.
+WRAPPER_TEXT = {"qwen2_5_omni_thinker": ("qwen2_5_omni_text", _mrope_text),
+                "gemma4_unified": ("gemma4_unified_text", _gemma4_unified_text)}
 
 
 def wrap(model_type, decoder):
@@ -774,6 +807,9 @@ def wrap(model_type, decoder):
     arch, family, tower, _ = WRAPPERS[model_type]
     text = {k: v for k, v in decoder.items() if k != "architectures"}
     text["model_type"] = family
+    if model_type in WRAPPER_TEXT:
+        text["model_type"] = WRAPPER_TEXT[model_type][0]
+        text = WRAPPER_TEXT[model_type][1](text)
     tie = bool(text.get("tie_word_embeddings", False))
     text["tie_word_embeddings"] = tie
     return {"architectures": [arch], "model_type": model_type, "tie_word_embeddings": tie, **tower, "text_config": text}
@@ -785,6 +821,9 @@ def wrap(model_type, decoder):
 #   lfm3vl-explicit     lfm3_vl around lfm3-explicit (conv, sliding and full layers)
 #   qwen2audio-mwl2     qwen2_audio around qwen2-mwl2 (max_window_layers 2), the 4.x tensor layout
 #   qwen3asr-w3         qwen3_asr around qwen3-w3 (layer_types [S, F, S], attention_bias)
+#   qwen25omni-mwl2     qwen2_5_omni_thinker around qwen2-mwl2, M-RoPE sections [4, 2, 2], the 4.x tensor layout
+#   gemma4unified-shared  gemma4_unified around gemma4-shared (KV sharing, final soft cap), no tower
+#   gemma4unified-keqv    gemma4_unified around gemma4-keqv (attention_k_eq_v, untied)
 WRAPPED = {
     "mistral3-w3": ("mistral3", wrap("mistral3", {"model_type": "mistral", "num_hidden_layers": 3, "hidden_act": "silu",
                                                   "sliding_window": 3, "tie_word_embeddings": False, **_rope(10000.0)})),
@@ -793,6 +832,9 @@ WRAPPED = {
     "lfm3vl-explicit": ("lfm3_vl", wrap("lfm3_vl", MODELS["lfm3-explicit"][1])),
     "qwen2audio-mwl2": ("qwen2_audio", wrap("qwen2_audio", MODELS["qwen2-mwl2"][1])),
     "qwen3asr-w3": ("qwen3_asr", wrap("qwen3_asr", MODELS["qwen3-w3"][1])),
+    "qwen25omni-mwl2": ("qwen2_5_omni_thinker", wrap("qwen2_5_omni_thinker", {**MODELS["qwen2-mwl2"][1], "head_dim": 16})),
+    "gemma4unified-shared": ("gemma4_unified", wrap("gemma4_unified", MODELS["gemma4-shared"][1])),
+    "gemma4unified-keqv": ("gemma4_unified", wrap("gemma4_unified", MODELS["gemma4-keqv"][1])),
 }
 MODELS.update(WRAPPED)
 
@@ -835,6 +877,8 @@ def draw(family, seed, index, head_dims=(8, 16)):
         _, over = draw(WRAPPERS[family][1], f"{family}-{seed}", index, head_dims)
         if family == "qwen2_audio":  # untied only: 5.x's class leaves a tied head newly initialised (the registry refuses it)
             over["tie_word_embeddings"] = False
+        if family == "qwen2_5_omni_thinker":  # its draws slide (qwen2's draw leaves it to a coin)
+            over["use_sliding_window"] = True
         return family, wrap(family, over)
     d = _Draw(family, seed, index)
     layers = d.int(1, 5)

@@ -224,6 +224,8 @@ _NORMS = {  # module: (class, forward)
 _NORMS.update({
     "transformers.models.qwen2_vl.modeling_qwen2_vl": [("Qwen2VLRMSNorm", _llama_norm_forward)],
     "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl": [("Qwen2_5_VLRMSNorm", _llama_norm_forward)],
+    "transformers.models.qwen2_5_omni.modeling_qwen2_5_omni": [("Qwen2_5OmniRMSNorm", _llama_norm_forward)],
+    "transformers.models.gemma4_unified.modeling_gemma4_unified": [("Gemma4UnifiedRMSNorm", _gemma4_norm_forward)],
 })
 _ROTARY = {  # module: (class, forward)
     "transformers.models.gemma2.modeling_gemma2": ("Gemma2RotaryEmbedding", _rotary_forward),
@@ -256,8 +258,10 @@ _ROTARY = {  # module: (class, forward)
 _ROTARY.update({
     "transformers.models.qwen2_vl.modeling_qwen2_vl": ("Qwen2VLRotaryEmbedding", _mrope_rotary_forward),
     "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl": ("Qwen2_5_VLRotaryEmbedding", _mrope_rotary_forward),
+    "transformers.models.qwen2_5_omni.modeling_qwen2_5_omni": ("Qwen2_5OmniRotaryEmbedding", _mrope_rotary_forward),
+    "transformers.models.gemma4_unified.modeling_gemma4_unified": ("Gemma4UnifiedTextRotaryEmbedding", _rotary_forward),
 })
-_MROPE = ("Qwen2VLRotaryEmbedding", "Qwen2_5_VLRotaryEmbedding")  # position ids [3, bs, seq] (_check_rotary)
+_MROPE = ("Qwen2VLRotaryEmbedding", "Qwen2_5_VLRotaryEmbedding", "Qwen2_5OmniRotaryEmbedding")  # position ids [3, bs, seq] (_check_rotary)
 # A multimodal model's towers (vision, audio) and the projector from a tower into the decoder (mistral3, lfm3_vl):
 # a text-only forward never runs them, so they are not patched.
 _TOWERS = {"visual", "vision_tower", "vision_model", "audio_tower", "audio_model", "multi_modal_projector"}
@@ -432,7 +436,7 @@ def _gemma4_layer_rope(cfg, layer_type):
 
 def _prepare_rotary(module, cfg):
     # Per layer type rope types (proportional on full layers) and head sizes: _gemma4_layer_rope.
-    gemma4 = type(module).__name__ in ("Gemma4TextRotaryEmbedding", "Lfm3RotaryEmbedding")
+    gemma4 = type(module).__name__ in ("Gemma4TextRotaryEmbedding", "Gemma4UnifiedTextRotaryEmbedding", "Lfm3RotaryEmbedding")
     if hasattr(module, "config"):  # the decoder's own config (a multimodal model's text_config)
         cfg = module.config
     dim = None if gemma4 else getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads

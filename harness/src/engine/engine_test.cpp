@@ -776,6 +776,79 @@ TEST(ModelConfig, AWrappersDecoderIsItsTextConfigsFamily) {
   EXPECT_EQ(parse_config({{"model_type", "exaone4_5"}, {"text_config", e}}, "e.json").family, Family::Exaone4);
 }
 
+// qwen2_5_omni_thinker: qwen2's decoder under Qwen2_5OmniTextConfig's own defaults (sliding_window 32768, rope
+// base 1e6), its M-RoPE sections checked against the head and read as the default rope (text-only positions),
+// the tie said in text_config (its default and the thinker's differ).
+TEST(ModelConfig, AnOmniThinkersDecoderIsQwen2UnderItsTextConfigsDefaults) {
+  nlohmann::json text = {{"model_type", "qwen2_5_omni_text"}, {"vocab_size", 32},           {"hidden_size", 16},
+                         {"num_hidden_layers", 3},            {"num_attention_heads", 2},   {"intermediate_size", 8},
+                         {"use_sliding_window", true},        {"max_window_layers", 1},     {"tie_word_embeddings", false},
+                         {"rope_parameters", {{"rope_type", "default"}, {"mrope_section", {2, 1, 1}}}}};
+  auto read = [&](const nlohmann::json& t) {
+    return parse_config({{"model_type", "qwen2_5_omni_thinker"}, {"text_config", t}}, "c.json");
+  };
+  auto error = [&](const nlohmann::json& t) -> std::string {
+    try {
+      read(t);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const ModelConfig m = read(text);
+  EXPECT_EQ(m.family, Family::Qwen2);
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 32768, 32768}));
+  EXPECT_EQ(m.rope_theta, 1e6);
+  EXPECT_EQ(m.head_dim, 8);
+  EXPECT_EQ(m.text_prefix, "model.");
+  EXPECT_EQ(m.head_prefix, "");
+  nlohmann::json t = text;
+  t["rope_parameters"]["mrope_section"] = {2, 1, 2};
+  EXPECT_NE(error(t).find("/rope_parameters/mrope_section: sums to 5, not head_dim / 2 = 4"), std::string::npos) << error(t);
+  t = text;
+  t["rope_parameters"].erase("mrope_section");  // the class default [16, 24, 24] covers a head of 128
+  EXPECT_NE(error(t).find("sums to 64, not head_dim / 2 = 4"), std::string::npos) << error(t);
+  t["head_dim"] = 128;
+  EXPECT_EQ(read(t).head_dim, 128);
+  t = text;
+  t.erase("tie_word_embeddings");
+  EXPECT_NE(error(t).find("/tie_word_embeddings: missing"), std::string::npos) << error(t);
+}
+
+// gemma4_unified: gemma4_text's decoder without per-layer inputs or the MoE block (their fields refused), under
+// Gemma4UnifiedTextConfig's defaults (sliding_window 1024, tied), use_bidirectional_attention "vision" (its
+// default) causal on text-only inputs and "all" refused.
+TEST(ModelConfig, AGemma4UnifiedDecoderIsGemma4WithoutPerLayerInputs) {
+  const nlohmann::json text = {{"model_type", "gemma4_unified_text"}, {"vocab_size", 32},      {"hidden_size", 16},
+                               {"num_hidden_layers", 3},               {"num_attention_heads", 2}, {"head_dim", 8},
+                               {"global_head_dim", 8},                 {"intermediate_size", 8}};
+  auto read = [&](const nlohmann::json& t) {
+    return parse_config({{"model_type", "gemma4_unified"}, {"text_config", t}}, "c.json");
+  };
+  auto error = [&](const nlohmann::json& t) -> std::string {
+    try {
+      read(t);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const ModelConfig m = read(text);
+  EXPECT_EQ(m.family, Family::Gemma4Text);
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{1024, 1024, 0}));  // the last layer forced full
+  EXPECT_TRUE(m.tied);
+  EXPECT_EQ(m.text_prefix, "model.language_model.");
+  nlohmann::json t = text;
+  t["use_bidirectional_attention"] = "all";
+  EXPECT_NE(error(t).find("/use_bidirectional_attention: \"all\" is not modelled"), std::string::npos) << error(t);
+  t["use_bidirectional_attention"] = "vision";
+  EXPECT_EQ(read(t).windows, m.windows);
+  t = text;
+  t["hidden_size_per_layer_input"] = 0;
+  EXPECT_NE(error(t).find("/hidden_size_per_layer_input: is not a field of gemma4_unified_text"), std::string::npos)
+      << error(t);
+}
+
 // A wrapper's checkpoint is its decoder's: the loader takes the decoder's tensors from under the class's
 // prefixes (qwen2_audio's 4.x layout, language_model.model.* and language_model.lm_head) and leaves the tower
 // out, and the forward is the decoder's of the same tensors (cohere2_vision's without its logit_scale).

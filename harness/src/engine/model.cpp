@@ -1079,7 +1079,67 @@ struct WrapperEntry {
   const char* head_prefix;    // ... and its lm_head
   bool plain_head;            // the class's lm_head has no logit_scale of the decoder's causal-LM class
   bool untied_head_only;      // a tied head is not one model across the pinned releases (refused)
+  // The class's own text config over the decoder family's (its defaults, its extra fields), rewritten into the
+  // family's terms before the family reads it; null where the text config is the family's own.
+  void (*text_rules)(json& text, const std::string& file) = nullptr;
 };
+
+// Qwen2_5OmniTextConfig (every pinned release): qwen2's decoder (Qwen2_5OmniAttention: q/k/v with bias, o without,
+// head_dim where set, else hidden_size / num_attention_heads; layer i slides iff use_sliding_window and
+// i >= max_window_layers, or by layer_types) under its own defaults: sliding_window 32768, rope base 1e6. Its
+// M-RoPE (mrope_section, default [16, 24, 24], in rope_parameters or 4.x's rope_scaling) rotates each section of
+// a head's head_dim / 2 frequencies by its own position id, and a text-only forward gives all three the text
+// position (the text model's default position_ids), so it is the default rope; sections that do not cover the
+// head exactly fail transformers' own recomposition, and are refused. The head's tie: text_config's default
+// (true) and the thinker's (false) differ, so the text config must say it.
+void qwen2_5_omni_text_rules(json& c, const std::string& file) {
+  if (!c.contains("tie_word_embeddings") || !c["tie_word_embeddings"].is_boolean())
+    bad(file, "/tie_word_embeddings", "missing: its class default (true) and the thinker's (false) differ");
+  if (!c.contains("sliding_window")) c["sliding_window"] = 32768;
+  const bool in_parameters = c.contains("rope_parameters") && c["rope_parameters"].is_object();
+  if (!c.contains("rope_theta") && !(in_parameters && c["rope_parameters"].contains("rope_theta"))) c["rope_theta"] = 1e6;
+  const int64_t heads = positive(c, "num_attention_heads", file);
+  const int64_t head_dim = c.contains("head_dim") && !c["head_dim"].is_null() ? positive(c, "head_dim", file)
+                                                                             : positive(c, "hidden_size", file) / heads;
+  json section = json::array({16, 24, 24});
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (!c.contains(key) || !c[key].is_object()) continue;
+    json& r = c[key];
+    if (r.contains("mrope_section")) section = r["mrope_section"];
+    r.erase("mrope_section");
+    for (const char* type : {"type", "rope_type"})  // 4.x spells M-RoPE's default frequencies "mrope"
+      if (r.contains(type) && r[type] == "mrope") r[type] = "default";
+  }
+  int64_t sum = 0;
+  if (!section.is_array() || section.size() != 3) bad(file, "/rope_parameters/mrope_section", "must list three section sizes");
+  for (const json& n : section) {
+    if (!n.is_number_integer() || n.get<int64_t>() <= 0)
+      bad(file, "/rope_parameters/mrope_section", "sizes must be positive integers");
+    sum += n.get<int64_t>();
+  }
+  if (sum != head_dim / 2)
+    bad(file, "/rope_parameters/mrope_section",
+        "sums to " + std::to_string(sum) + ", not head_dim / 2 = " + std::to_string(head_dim / 2));
+}
+
+// Gemma4UnifiedTextConfig (5.13.1 on): gemma4_text's decoder without per-layer input embeddings or the MoE block
+// (the class drops those fields: one in a config is refused), under its own defaults: sliding_window 1024, a tied
+// head (its outer class's default too). use_bidirectional_attention (default "vision") lets vision tokens see each
+// other; a text-only forward has none (no mm_token_type_ids: every token outside any block), so "vision" is the
+// causal decoder, and "all" (every token bidirectional) is refused.
+void gemma4_unified_text_rules(json& c, const std::string& file) {
+  for (const char* key : {"hidden_size_per_layer_input", "vocab_size_per_layer_input", "enable_moe_block", "num_experts",
+                          "top_k_experts", "moe_intermediate_size"})
+    if (c.contains(key))
+      bad(file, std::string("/") + key, "is not a field of gemma4_unified_text (no per-layer inputs, no MoE block)");
+  c["hidden_size_per_layer_input"] = 0;
+  if (!c.contains("sliding_window")) c["sliding_window"] = 1024;
+  if (!c.contains("tie_word_embeddings")) c["tie_word_embeddings"] = true;
+  const json bidirectional = c.contains("use_bidirectional_attention") ? c["use_bidirectional_attention"] : json("vision");
+  if (!bidirectional.is_null() && bidirectional != "vision")
+    bad(file, "/use_bidirectional_attention", bidirectional.dump() + " is not modelled (\"vision\", text-only causal, is)");
+  c.erase("use_bidirectional_attention");
+}
 
 // Adding a wrapper: one entry here, once the agreement with transformers' own forward of the class holds
 // (engines/models/families.py WRAPPERS writes its checkpoints).
@@ -1095,6 +1155,12 @@ const WrapperEntry kWrappers[] = {
     // 5.13.1 to 5.25.0's class has no _tied_weights_keys and leaves lm_head newly initialised.
     {"qwen2_audio", "qwen2", "", "language_model.model.", "language_model.", false, true},
     {"qwen3_asr", "qwen3", "", "model.language_model.", "", false, false},
+    // Qwen2_5OmniThinkerForConditionalGeneration (Qwen2.5-Omni's text-producing half; the whole qwen2_5_omni class
+    // has no forward of its own, only generate): 4.x and 5.13.1 hold the decoder as model.*, and 5.24 on load that
+    // layout into model.language_model (their conversion mapping).
+    {"qwen2_5_omni_thinker", "qwen2", "qwen2_5_omni_text", "model.", "", false, false, qwen2_5_omni_text_rules},
+    {"gemma4_unified", "gemma4_text", "gemma4_unified_text", "model.language_model.", "", false, false,
+     gemma4_unified_text_rules},
 };
 
 // The head's tie of a model whose decoder is its text_config: the outer config's (5.x) or text_config's (4.x reads
@@ -1179,6 +1245,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
               " decoder only (the one its agreement "
               "with transformers is proven with)");
     c["model_type"] = w.decoder;
+    if (w.text_rules) w.text_rules(c, file);
     ModelConfig m = parse_config(c, file);
     m.tied = text_config_tie(outer, outer_file, c, file);
     if (m.tied && w.untied_head_only)
