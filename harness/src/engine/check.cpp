@@ -53,8 +53,14 @@ struct Departure {
 template <class T>
 class PlanOracle {
  public:
-  PlanOracle(const Model& model, OracleOptions options, Departure departure = {}, int64_t only_seq = -1)
-      : model_(model), options_(std::move(options)), departure_(std::move(departure)), only_seq_(only_seq) {}
+  // `reading`: the config as the hypothesis reads it (null: the model's own).
+  PlanOracle(const Model& model, OracleOptions options, Departure departure = {}, int64_t only_seq = -1,
+             std::shared_ptr<const ModelConfig> reading = nullptr)
+      : model_(model),
+        options_(std::move(options)),
+        departure_(std::move(departure)),
+        only_seq_(only_seq),
+        reading_(std::move(reading)) {}
 
   // The logits of the step's new positions (rows as PlanStep::positions()), empty for a step without any.
   std::vector<double> apply(const PlanStep& s, size_t index) {
@@ -111,13 +117,17 @@ class PlanOracle {
   };
   SequenceOracle<T>& seq(int64_t s) {
     auto& slot = seqs_[s];
-    if (!slot) slot = std::make_unique<SequenceOracle<T>>(model_, only_seq_ < 0 || s == only_seq_ ? options_ : OracleOptions{});
+    const bool departs = only_seq_ < 0 || s == only_seq_;
+    if (!slot)
+      slot = std::make_unique<SequenceOracle<T>>(model_, departs && reading_ ? *reading_ : model_.config,
+                                                 departs ? options_ : OracleOptions{});
     return *slot;
   }
   const Model& model_;
   OracleOptions options_;
   Departure departure_;
   int64_t only_seq_;
+  std::shared_ptr<const ModelConfig> reading_;
   std::map<int64_t, std::unique_ptr<SequenceOracle<T>>> seqs_;
 };
 
@@ -162,6 +172,15 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
   auto add = [&](DKind k, json params, std::string text, OracleOptions o) {
     Hypothesis h;
     h.diagnosis = diagnosis(k, std::move(params), std::move(text), std::move(o));
+    out.push_back(std::move(h));
+  };
+  // A config read another way: the model's description with `edit` applied.
+  auto read_as = [&](DKind k, json params, std::string text, auto edit) {
+    auto reading = std::make_shared<ModelConfig>(c);
+    edit(*reading);
+    Hypothesis h;
+    h.diagnosis = diagnosis(k, std::move(params), std::move(text));
+    h.diagnosis.reading = std::move(reading);
     out.push_back(std::move(h));
   };
   auto windows = [&](auto f) {
@@ -236,20 +255,17 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
           o);
     }
   }
-  if (c.sinks) {
-    OracleOptions o;
-    o.no_sinks = true;
-    add(DKind::SinksDropped, json::object(), "the attention sinks left out of the softmax", o);
-  }
+  if (c.sinks)
+    read_as(DKind::SinksDropped, json::object(), "the attention sinks left out of the softmax",
+            [](ModelConfig& r) { r.sinks = false; });
   const size_t nope = static_cast<size_t>(std::count(c.rope_layers.begin(), c.rope_layers.end(), false));
   if (nope > 0) {
-    OracleOptions all, inverted;
-    all.rope_layers.assign(layers, true);
-    for (size_t l = 0; l < layers; ++l) inverted.rope_layers.push_back(!c.rope_layers[l]);
-    add(DKind::NopeGivenRope, json::object(), "rope on the NoPE layers too", all);
+    read_as(DKind::NopeGivenRope, json::object(), "rope on the NoPE layers too",
+            [&](ModelConfig& r) { r.rope_layers.assign(layers, true); });
     if (nope < layers)
-      add(DKind::NopeInverted, json::object(),
-          "rope on the NoPE layers and none on the rope layers (no_rope_layers read inverted)", inverted);
+      read_as(DKind::NopeInverted, json::object(),
+              "rope on the NoPE layers and none on the rope layers (no_rope_layers read inverted)",
+              [&](ModelConfig& r) { r.rope_layers.flip(); });
   }
   // A wrong rope base on one layer type: another type's base, or the default 10000.
   std::map<Attention, double> base;
@@ -261,21 +277,23 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
     for (const auto& [t, b] : base) others.insert(b);
     for (double alt : others) {
       if (alt == own) continue;
-      OracleOptions o;
-      for (size_t l = 0; l < layers; ++l)
-        o.rope_bases.push_back(rule[l] == type                                           ? alt
-                               : rule[l] == Attention::Sliding && c.rope_local_theta > 0 ? c.rope_local_theta
-                                                                                         : c.rope_theta);
-      add(DKind::RopeBase, {{"layer_type", type_name(type)}, {"base", alt}},
-          "a rope base of " + num(alt) + " on the " + type_name(type) + " layers (the config's is " + num(own) + ")", o);
+      read_as(DKind::RopeBase, {{"layer_type", type_name(type)}, {"base", alt}},
+              "a rope base of " + num(alt) + " on the " + type_name(type) + " layers (the config's is " + num(own) + ")",
+              [&](ModelConfig& r) {
+                r.rope_thetas.clear();
+                for (size_t l = 0; l < layers; ++l)
+                  r.rope_thetas.push_back(rule[l] == type                                           ? alt
+                                          : rule[l] == Attention::Sliding && c.rope_local_theta > 0 ? c.rope_local_theta
+                                                                                                    : c.rope_theta);
+              });
     }
   }
   if (c.attn_softcap > 0 || c.final_softcap > 0) {
     auto dropped = [&](bool attn, bool fin, const char* which, std::string text) {
-      OracleOptions o;
-      o.no_attn_softcap = attn;
-      o.no_final_softcap = fin;
-      add(DKind::SoftcapDropped, {{"which", which}}, std::move(text), o);
+      read_as(DKind::SoftcapDropped, {{"which", which}}, std::move(text), [&](ModelConfig& r) {
+        if (attn) r.attn_softcap = 0;
+        if (fin) r.final_softcap = 0;
+      });
     };
     if (c.attn_softcap > 0)
       dropped(true, false, "attention",
@@ -446,7 +464,8 @@ class Diagnoser {
   };
   void add(Hypothesis h) {
     Live l;
-    if (!h.glitch) l.oracle = std::make_unique<PlanOracle<double>>(model_, h.diagnosis.options, h.departure, h.only_seq);
+    if (!h.glitch)
+      l.oracle = std::make_unique<PlanOracle<double>>(model_, h.diagnosis.options, h.departure, h.only_seq, h.diagnosis.reading);
     l.confirmed = !h.positional;
     l.h = std::move(h);
     live_.push_back(std::move(l));

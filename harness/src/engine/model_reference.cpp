@@ -123,8 +123,7 @@ bool visible(const ModelConfig& k, int64_t l, int64_t pos, int64_t j) {
 }
 
 // The routed experts of a MoE layer for one normed row h (MoeConfig tells the routings apart).
-Vec routed_experts(const Model& model, int64_t l, const Vec& h) {
-  const ModelConfig& k = model.config;
+Vec routed_experts(const Model& model, const ModelConfig& k, int64_t l, const Vec& h) {
   const MoeConfig& moe = k.moe;
   const int64_t E = moe.experts, I = moe.intermediate, H = k.hidden;
   auto w = [&](const std::string& what) -> const Vec& { return model.at(layer_name(l, k.mlp_prefix + what)); };
@@ -199,8 +198,7 @@ Vec routed_experts(const Model& model, int64_t l, const Vec& h) {
 
 // The layer's feed-forward of one normed row: the dense MLP, or on a MoE layer the routed experts
 // plus the shared one.
-Vec feed_forward(const Model& model, int64_t l, const Vec& h) {
-  const ModelConfig& k = model.config;
+Vec feed_forward(const Model& model, const ModelConfig& k, int64_t l, const Vec& h) {
   const bool moe = !k.moe.layers.empty() && k.moe.layers[static_cast<size_t>(l)];
   const int64_t I = moe ? k.moe.shared_intermediate : k.intermediate;
   Vec out(static_cast<size_t>(k.hidden), 0.0);
@@ -216,7 +214,7 @@ Vec feed_forward(const Model& model, int64_t l, const Vec& h) {
     }
   }
   if (moe) {
-    const Vec routed = routed_experts(model, l, h);
+    const Vec routed = routed_experts(model, k, l, h);
     for (int64_t i = 0; i < k.hidden; ++i) out[i] = (out[i] + routed[i]) * k.moe.combined_scale;
   }
   return out;
@@ -225,7 +223,10 @@ Vec feed_forward(const Model& model, int64_t l, const Vec& h) {
 }  // namespace
 
 std::vector<double> reference_logits(const Model& model, const std::vector<int32_t>& tokens) {
-  const ModelConfig& k = model.config;
+  return reference_logits(model, model.config, tokens);
+}
+
+std::vector<double> reference_logits(const Model& model, const ModelConfig& k, const std::vector<int32_t>& tokens) {
   const int64_t n = static_cast<int64_t>(tokens.size()), H = k.hidden;
   for (int32_t t : tokens)
     if (t < 0 || t >= k.vocab) throw std::invalid_argument("token " + std::to_string(t) + " is outside the vocabulary");
@@ -349,7 +350,7 @@ std::vector<double> reference_logits(const Model& model, const std::vector<int32
           ff_in = x[p];
           break;
       }
-      Vec ff = feed_forward(model, l, ff_in);
+      Vec ff = feed_forward(model, k, l, ff_in);
       if (k.norm_placement != NormPlacement::Pre) ff = norm(k, ff, w("post_feedforward_layernorm.weight"));
       for (int64_t i = 0; i < H; ++i) x[p][i] += ff[i] * k.residual_scale;
       if (k.layer_scalar)

@@ -6,6 +6,7 @@
 // must catch a fast path that is wrong by one token of window.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -85,6 +86,40 @@ TEST(ModelReference, TheOracleIsThePlainForwardBitForBitOnEveryFamilysCheckpoint
   EXPECT_EQ(families.size(), static_cast<size_t>(Family::Qwen25Vl) + 1);
   std::printf("%lld checkpoints of %zu families, %lld logits compared\n", static_cast<long long>(models), families.size(),
               static_cast<long long>(values));
+}
+
+// The diagnoses' hypotheses that the config was read another way are the oracle under another
+// ModelConfig (check.cpp's read_as): each such reading of each checkpoint that has the feature (the
+// sinks, either soft-cap left out; rope on every layer and rope inverted where it has NoPE layers;
+// every rope base 10000) is held to the reference under the same reading, bit for bit.
+TEST(ModelReference, TheConfigReadingsOfTheDiagnosesAreThePlainForwardBitForBit) {
+  int64_t readings = 0;
+  for (const std::string& dir : checkpoints()) {
+    const Model m = load_model(dir);
+    const ModelConfig& k = m.config;
+    std::vector<std::pair<std::string, ModelConfig>> as;
+    auto read = [&](const char* what, bool applies, auto edit) {
+      if (!applies) return;
+      ModelConfig r = k;
+      edit(r);
+      as.emplace_back(what, std::move(r));
+    };
+    read("sinks dropped", k.sinks, [](ModelConfig& r) { r.sinks = false; });
+    read("attention soft-cap dropped", k.attn_softcap > 0, [](ModelConfig& r) { r.attn_softcap = 0; });
+    read("final soft-cap dropped", k.final_softcap > 0, [](ModelConfig& r) { r.final_softcap = 0; });
+    const bool nope = std::count(k.rope_layers.begin(), k.rope_layers.end(), false) > 0;
+    read("rope on every layer", nope, [](ModelConfig& r) { r.rope_layers.clear(); });
+    read("rope inverted", nope, [](ModelConfig& r) { r.rope_layers.flip(); });
+    read("rope base 10000 everywhere", true, [](ModelConfig& r) { r.rope_thetas.assign(static_cast<size_t>(r.layers), 1e4); });
+    const std::vector<int32_t> tokens = sequence_for(k);
+    for (const auto& [what, r] : as) {
+      const Compared c = compare(SequenceOracle<double>(m, r).extend(tokens), reference_logits(m, r, tokens));
+      EXPECT_EQ(c.differing, 0) << k.name << ", " << what << ": " << c.differing << " of " << c.values
+                                << " logits differ, by up to " << c.max_relative << " relative";
+      ++readings;
+    }
+  }
+  std::printf("%lld readings compared\n", static_cast<long long>(readings));
 }
 
 // The mutant: the fast path with every sliding window and chunk one token larger (the off-by-one an

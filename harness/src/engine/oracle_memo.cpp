@@ -24,10 +24,9 @@ namespace {
 
 // Every field's value, bound by name: a field added to OracleOptions leaves this binding one name
 // short, which does not compile, so two options that compute different rows never share a key.
-// (The array keeps the order the keys had when a static_assert on sizeof guarded it.)
 std::string options_text(const OracleOptions& o) {
-  const auto& [windows, chunks, kv_half, q_half, gelu_half, k_block, v_block, q_block, kv_bf16, chunk_shift, no_sinks,
-               no_attn_softcap, no_final_softcap, rope_layers, rope_bases, window_delta_position, window_delta] = o;
+  const auto& [windows, chunks, kv_half, q_half, gelu_half, k_block, v_block, q_block, kv_bf16, chunk_shift,
+               window_delta_position, window_delta] = o;
   const json j = {windows,
                   chunks,
                   kv_half,
@@ -38,11 +37,6 @@ std::string options_text(const OracleOptions& o) {
                   static_cast<int>(v_block),
                   static_cast<int>(q_block),
                   chunk_shift,
-                  no_sinks,
-                  no_attn_softcap,
-                  no_final_softcap,
-                  rope_layers,
-                  rope_bases,
                   window_delta_position,
                   window_delta};
   return j.dump();

@@ -23,11 +23,6 @@ TEST(OracleMemo, EachFieldOfTheOptionsChangesTheKey) {
       {"q_block", [](OracleOptions& o) { o.q_block = KvBlock::Q8_0; }},
       {"kv_bf16", [](OracleOptions& o) { o.kv_bf16 = true; }},
       {"chunk_shift", [](OracleOptions& o) { o.chunk_shift = 1; }},
-      {"no_sinks", [](OracleOptions& o) { o.no_sinks = true; }},
-      {"no_attn_softcap", [](OracleOptions& o) { o.no_attn_softcap = true; }},
-      {"no_final_softcap", [](OracleOptions& o) { o.no_final_softcap = true; }},
-      {"rope_layers", [](OracleOptions& o) { o.rope_layers = {true, false}; }},
-      {"rope_bases", [](OracleOptions& o) { o.rope_bases = {1e4, 1e6}; }},
       {"window_delta_position", [](OracleOptions& o) { o.window_delta_position = 5; }},
       {"window_delta", [](OracleOptions& o) { o.window_delta = 1; }},
   };

@@ -70,6 +70,9 @@ struct Diagnosis {
   std::string text;
   std::string id() const;
   OracleOptions options;  // the hypothesis's oracle (what the report's picture draws); not part of the value
+  // A config read another way: the oracle of the model's weights under this description (null: the
+  // config's own); not part of the value.
+  std::shared_ptr<const ModelConfig> reading;
 };
 const char* to_string(Diagnosis::Kind k);         // "window_off_by_one", ... (the kinds an expectations file names)
 std::vector<std::string> diagnosis_kind_names();  // every kind, in enum order

@@ -14,5 +14,7 @@ namespace kvc::engine {
 // The logits of every position of `tokens` (row-major [tokens.size(), vocab]), each position p
 // computed from tokens 0..p as the checkpoint's own config describes the model.
 std::vector<double> reference_logits(const Model& model, const std::vector<int32_t>& tokens);
+// The same with the weights of `model` read as `config` describes them (a config read another way).
+std::vector<double> reference_logits(const Model& model, const ModelConfig& config, const std::vector<int32_t>& tokens);
 
 }  // namespace kvc::engine
