@@ -1,14 +1,9 @@
 #include "kvconform/engine/check.h"
 
-#include <gnu/libc-version.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -17,12 +12,10 @@
 #include <iostream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
-#include <unordered_map>
 
 namespace kvc::engine {
 
@@ -60,8 +53,14 @@ struct Departure {
 template <class T>
 class PlanOracle {
  public:
-  PlanOracle(const Model& model, OracleOptions options, Departure departure = {}, int64_t only_seq = -1)
-      : model_(model), options_(std::move(options)), departure_(std::move(departure)), only_seq_(only_seq) {}
+  // `reading`: the config as the hypothesis reads it (null: the model's own).
+  PlanOracle(const Model& model, OracleOptions options, Departure departure = {}, int64_t only_seq = -1,
+             std::shared_ptr<const ModelConfig> reading = nullptr)
+      : model_(model),
+        options_(std::move(options)),
+        departure_(std::move(departure)),
+        only_seq_(only_seq),
+        reading_(std::move(reading)) {}
 
   // The logits of the step's new positions (rows as PlanStep::positions()), empty for a step without any.
   std::vector<double> apply(const PlanStep& s, size_t index) {
@@ -118,13 +117,17 @@ class PlanOracle {
   };
   SequenceOracle<T>& seq(int64_t s) {
     auto& slot = seqs_[s];
-    if (!slot) slot = std::make_unique<SequenceOracle<T>>(model_, only_seq_ < 0 || s == only_seq_ ? options_ : OracleOptions{});
+    const bool departs = only_seq_ < 0 || s == only_seq_;
+    if (!slot)
+      slot = std::make_unique<SequenceOracle<T>>(model_, departs && reading_ ? *reading_ : model_.config,
+                                                 departs ? options_ : OracleOptions{});
     return *slot;
   }
   const Model& model_;
   OracleOptions options_;
   Departure departure_;
   int64_t only_seq_;
+  std::shared_ptr<const ModelConfig> reading_;
   std::map<int64_t, std::unique_ptr<SequenceOracle<T>>> seqs_;
 };
 
@@ -169,6 +172,15 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
   auto add = [&](DKind k, json params, std::string text, OracleOptions o) {
     Hypothesis h;
     h.diagnosis = diagnosis(k, std::move(params), std::move(text), std::move(o));
+    out.push_back(std::move(h));
+  };
+  // A config read another way: the model's description with `edit` applied.
+  auto read_as = [&](DKind k, json params, std::string text, auto edit) {
+    auto reading = std::make_shared<ModelConfig>(c);
+    edit(*reading);
+    Hypothesis h;
+    h.diagnosis = diagnosis(k, std::move(params), std::move(text));
+    h.diagnosis.reading = std::move(reading);
     out.push_back(std::move(h));
   };
   auto windows = [&](auto f) {
@@ -243,20 +255,17 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
           o);
     }
   }
-  if (c.sinks) {
-    OracleOptions o;
-    o.no_sinks = true;
-    add(DKind::SinksDropped, json::object(), "the attention sinks left out of the softmax", o);
-  }
+  if (c.sinks)
+    read_as(DKind::SinksDropped, json::object(), "the attention sinks left out of the softmax",
+            [](ModelConfig& r) { r.sinks = false; });
   const size_t nope = static_cast<size_t>(std::count(c.rope_layers.begin(), c.rope_layers.end(), false));
   if (nope > 0) {
-    OracleOptions all, inverted;
-    all.rope_layers.assign(layers, true);
-    for (size_t l = 0; l < layers; ++l) inverted.rope_layers.push_back(!c.rope_layers[l]);
-    add(DKind::NopeGivenRope, json::object(), "rope on the NoPE layers too", all);
+    read_as(DKind::NopeGivenRope, json::object(), "rope on the NoPE layers too",
+            [&](ModelConfig& r) { r.rope_layers.assign(layers, true); });
     if (nope < layers)
-      add(DKind::NopeInverted, json::object(),
-          "rope on the NoPE layers and none on the rope layers (no_rope_layers read inverted)", inverted);
+      read_as(DKind::NopeInverted, json::object(),
+              "rope on the NoPE layers and none on the rope layers (no_rope_layers read inverted)",
+              [&](ModelConfig& r) { r.rope_layers.flip(); });
   }
   // A wrong rope base on one layer type: another type's base, or the default 10000.
   std::map<Attention, double> base;
@@ -268,21 +277,23 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
     for (const auto& [t, b] : base) others.insert(b);
     for (double alt : others) {
       if (alt == own) continue;
-      OracleOptions o;
-      for (size_t l = 0; l < layers; ++l)
-        o.rope_bases.push_back(rule[l] == type                                           ? alt
-                               : rule[l] == Attention::Sliding && c.rope_local_theta > 0 ? c.rope_local_theta
-                                                                                         : c.rope_theta);
-      add(DKind::RopeBase, {{"layer_type", type_name(type)}, {"base", alt}},
-          "a rope base of " + num(alt) + " on the " + type_name(type) + " layers (the config's is " + num(own) + ")", o);
+      read_as(DKind::RopeBase, {{"layer_type", type_name(type)}, {"base", alt}},
+              "a rope base of " + num(alt) + " on the " + type_name(type) + " layers (the config's is " + num(own) + ")",
+              [&](ModelConfig& r) {
+                r.rope_thetas.clear();
+                for (size_t l = 0; l < layers; ++l)
+                  r.rope_thetas.push_back(rule[l] == type                                           ? alt
+                                          : rule[l] == Attention::Sliding && c.rope_local_theta > 0 ? c.rope_local_theta
+                                                                                                    : c.rope_theta);
+              });
     }
   }
   if (c.attn_softcap > 0 || c.final_softcap > 0) {
     auto dropped = [&](bool attn, bool fin, const char* which, std::string text) {
-      OracleOptions o;
-      o.no_attn_softcap = attn;
-      o.no_final_softcap = fin;
-      add(DKind::SoftcapDropped, {{"which", which}}, std::move(text), o);
+      read_as(DKind::SoftcapDropped, {{"which", which}}, std::move(text), [&](ModelConfig& r) {
+        if (attn) r.attn_softcap = 0;
+        if (fin) r.final_softcap = 0;
+      });
     };
     if (c.attn_softcap > 0)
       dropped(true, false, "attention",
@@ -453,7 +464,8 @@ class Diagnoser {
   };
   void add(Hypothesis h) {
     Live l;
-    if (!h.glitch) l.oracle = std::make_unique<PlanOracle<double>>(model_, h.diagnosis.options, h.departure, h.only_seq);
+    if (!h.glitch)
+      l.oracle = std::make_unique<PlanOracle<double>>(model_, h.diagnosis.options, h.departure, h.only_seq, h.diagnosis.reading);
     l.confirmed = !h.positional;
     l.h = std::move(h);
     live_.push_back(std::move(l));
@@ -685,169 +697,6 @@ std::string explain(const std::vector<Diagnosis>& fits) {
 
 namespace {
 
-// Every field, so that two options that compute different rows never share a key.
-std::string options_text(const OracleOptions& o) {
-  static_assert(sizeof(OracleOptions) == 152, "a field added to OracleOptions must be added to options_text");
-  json j = {o.windows,
-            o.chunks,
-            o.kv_half,
-            o.q_half,
-            o.gelu_half,
-            o.kv_bf16,
-            static_cast<int>(o.k_block),
-            static_cast<int>(o.v_block),
-            static_cast<int>(o.q_block),
-            o.chunk_shift,
-            o.no_sinks,
-            o.no_attn_softcap,
-            o.no_final_softcap,
-            o.rope_layers,
-            o.rope_bases,
-            o.window_delta_position,
-            o.window_delta};
-  return j.dump();
-}
-
-// KVC_ORACLE_MEMO: unset, the oracles' rows are kept in the process and in files; "process", in the
-// process only; "0", not at all (docs/performance.md measures each).
-std::string memo_mode() {
-  static const std::string mode = [] {
-    const char* v = std::getenv("KVC_ORACLE_MEMO");
-    return std::string(v ? v : "");
-  }();
-  return mode;
-}
-
-// The memo's second level, shared by the processes of a test run (the engine tests judge the same
-// models and plans on many engines, each in its own kvconform) and by later runs of the same
-// oracle: one file per key in ${KVC_CACHE:-$HOME/.cache/kvconform}/oracle/<id>/. The id digests
-// the oracle's code (oracle_code_id(): its archives' bytes, so the compiler and flags too), glibc's
-// version and the CPU's model and flags (libm picks its exp and tanh by them), so another oracle or
-// machine computes its own rows; a file ends with the digest of its rows, so a torn or damaged one
-// is computed again. Best effort: a folder or file that cannot be written only costs the
-// computation. Other ids' folders unused for a week are removed.
-class OracleFiles {
- public:
-  static OracleFiles& get() {
-    static OracleFiles files;
-    return files;
-  }
-  const std::string& dir() const { return dir_; }
-  std::optional<std::vector<double>> read(const std::string& key) const {
-    if (dir_.empty()) return std::nullopt;
-    std::ifstream in(dir_ + "/" + key + ".f64", std::ios::binary);
-    if (!in) return std::nullopt;
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t digest = 32;
-    if (bytes.size() < digest || (bytes.size() - digest) % sizeof(double) != 0) return std::nullopt;
-    const std::string_view rows(bytes.data(), bytes.size() - digest);
-    if (content_digest({rows}) != std::string_view(bytes).substr(rows.size())) return std::nullopt;
-    std::vector<double> out(rows.size() / sizeof(double));
-    std::memcpy(out.data(), rows.data(), rows.size());
-    return out;
-  }
-  void write(const std::string& key, const std::vector<double>& rows) {
-    if (dir_.empty()) return;
-    const std::string_view bytes(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(double));
-    // A long random campaign draws plans no later run repeats: each process writes at most this much.
-    if ((written_ += bytes.size()) > kWriteBudget) return;
-    static std::atomic<uint64_t> serial{0};
-    const std::string path = dir_ + "/" + key + ".f64",
-                      part = path + ".part." + std::to_string(getpid()) + "." + std::to_string(serial++);
-    {
-      std::ofstream out(part, std::ios::binary);
-      out << bytes << content_digest({bytes});
-      if (!out.flush()) return (void)std::remove(part.c_str());
-    }
-    if (std::rename(part.c_str(), path.c_str()) != 0) return (void)std::remove(part.c_str());
-    std::lock_guard<std::mutex> lock(m_);
-    written_paths_.push_back(path);
-  }
-  std::vector<std::string> written() const {
-    std::lock_guard<std::mutex> lock(m_);
-    return written_paths_;
-  }
-
- private:
-  OracleFiles() {
-    namespace fs = std::filesystem;
-    if (memo_mode() == "process") return;
-    const char* cache = std::getenv("KVC_CACHE");
-    const char* home = std::getenv("HOME");
-    if (!(cache && *cache) && !(home && *home)) return;
-    const fs::path root = (cache && *cache ? fs::path(cache) : fs::path(home) / ".cache/kvconform") / "oracle";
-    std::string cpu;
-    std::ifstream info("/proc/cpuinfo");
-    for (std::string line; std::getline(info, line) && cpu.size() < 2;)
-      if (line.rfind("model name", 0) == 0 || line.rfind("flags", 0) == 0) cpu += line + "\n";
-    const fs::path dir = root / content_digest({oracle_code_id(), gnu_get_libc_version(), cpu});
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) return;
-    dir_ = dir.string();
-    const auto week_ago = fs::file_time_type::clock::now() - std::chrono::hours(24 * 7);
-    for (const fs::directory_entry& other : fs::directory_iterator(root, ec))
-      if (other.path() != dir && other.last_write_time(ec) < week_ago && !ec) fs::remove_all(other.path(), ec);
-  }
-  static constexpr uint64_t kWriteBudget = uint64_t{256} << 20;
-  std::string dir_;  // empty: no files
-  std::atomic<uint64_t> written_{0};
-  mutable std::mutex m_;
-  std::vector<std::string> written_paths_;  // at most kWriteBudget's worth of files
-};
-
-// The oracles' rows of each step, kept under (the model's digest, the oracle's options, steps
-// 0..i): a run judges the same plans on every engine configuration, and a shrink tries plans that
-// begin with the steps of the plan it shrinks. The oracles are deterministic and read nothing else,
-// so a kept row is the row they would compute again. In the process, then in files (OracleFiles).
-class OracleMemo {
- public:
-  std::optional<std::vector<double>> find(const std::string& key) {
-    {
-      std::lock_guard<std::mutex> lock(m_);
-      const auto it = rows_.find(key);
-      if (it != rows_.end()) return ++stats_.hits, it->second;
-    }
-    std::optional<std::vector<double>> read = OracleFiles::get().read(key);
-    std::lock_guard<std::mutex> lock(m_);
-    if (!read) return ++stats_.misses, std::nullopt;
-    ++stats_.hits, ++stats_.file_hits;
-    remember(key, *read);
-    return read;
-  }
-  void keep(const std::string& key, const std::vector<double>& rows) {
-    OracleFiles::get().write(key, rows);
-    std::lock_guard<std::mutex> lock(m_);
-    remember(key, rows);
-  }
-  OracleMemoStats stats() {
-    std::lock_guard<std::mutex> lock(m_);
-    return stats_;
-  }
-  void forget() {
-    std::lock_guard<std::mutex> lock(m_);
-    rows_.clear(), bytes_ = 0;
-  }
-  static bool on() { return memo_mode() != "0"; }
-
- private:
-  void remember(const std::string& key, const std::vector<double>& rows) {
-    const size_t size = rows.size() * sizeof(double) + key.size();
-    if (bytes_ + size > kBytes) rows_.clear(), bytes_ = 0;  // a bound, not a cache policy: runs that fill it are rare
-    if (rows_.emplace(key, rows).second) bytes_ += size;
-  }
-  static constexpr size_t kBytes = size_t{512} << 20;
-  std::mutex m_;
-  std::unordered_map<std::string, std::vector<double>> rows_;
-  size_t bytes_ = 0;
-  OracleMemoStats stats_;
-};
-
-OracleMemo& oracle_memo() {
-  static OracleMemo memo;
-  return memo;
-}
-
 std::string step_text(const PlanStep& step) {
   Plan one;
   one.steps = {step};
@@ -860,13 +709,12 @@ template <class T>
 class Kept {
  public:
   Kept(const Model& model, const OracleOptions& options, const char* type)
-      : oracle_(model, options),
-        key_(model.digest.empty() || !OracleMemo::on() ? "" : content_digest({model.digest, type, options_text(options)})) {}
+      : oracle_(model, options), key_(model.digest.empty() || !oracle_memo_on() ? "" : oracle_rows_key(model.digest, type, options)) {}
   // Advances the key; true where the step's rows are kept (into `rows`), and the oracle then stays behind.
   bool kept(const PlanStep& step, size_t index, std::vector<double>& rows) {
     if (key_.empty()) return false;
-    key_ = content_digest({key_, step_text(step)});
-    std::optional<std::vector<double>> found = oracle_memo().find(key_);
+    key_ = next_oracle_rows_key(key_, step_text(step));
+    std::optional<std::vector<double>> found = find_oracle_rows(key_);
     if (!found) return false;
     rows = std::move(*found);
     behind_.emplace_back(step, index);
@@ -876,7 +724,7 @@ class Kept {
     for (const auto& [s, i] : behind_) oracle_.apply(s, i);
     behind_.clear();
     std::vector<double> rows = oracle_.apply(step, index);
-    if (!key_.empty()) oracle_memo().keep(key_, rows);
+    if (!key_.empty()) keep_oracle_rows(key_, rows);
     return rows;
   }
 
@@ -888,10 +736,6 @@ class Kept {
 
 }  // namespace
 
-OracleMemoStats oracle_memo_stats() { return oracle_memo().stats(); }
-std::string oracle_files_dir() { return OracleMemo::on() ? OracleFiles::get().dir() : ""; }
-std::vector<std::string> oracle_files_written() { return OracleFiles::get().written(); }
-void forget_kept_oracle_rows() { oracle_memo().forget(); }
 
 struct SequenceModel::Oracles {
   Kept<double> truth;

@@ -1106,11 +1106,18 @@ TEST(Diagnose, NamesEachConfigReadWrong) {
     f(o);
     return o;
   };
+  // A config read another way: what the model of the other config computes.
+  auto read_as = [](Model m, auto edit) {
+    edit(m.config);
+    return m;
+  };
   const Model g2 = random_model(Family::Gemma2, {4, 0, 4}, 4);
-  EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.no_attn_softcap = true; }))),
+  EXPECT_EQ(named(g2, plan, record(read_as(g2, [](ModelConfig& k) { k.attn_softcap = 0; }), plan, {})),
             "softcap_dropped(which=attention)");
-  EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.no_final_softcap = true; }))),
+  EXPECT_EQ(named(g2, plan, record(read_as(g2, [](ModelConfig& k) { k.final_softcap = 0; }), plan, {})),
             "softcap_dropped(which=final)");
+  EXPECT_EQ(named(g2, plan, record(read_as(g2, [](ModelConfig& k) { k.attn_softcap = k.final_softcap = 0; }), plan, {})),
+            "softcap_dropped(which=both)");
   EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.kv_bf16 = true; }))),
             "kv_rounded(precision=bfloat16)");
   EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.windows = {0, 4, 0}; }))), "layer_types_swapped");
@@ -1140,31 +1147,23 @@ TEST(Diagnose, NamesEachConfigReadWrong) {
   EXPECT_EQ(named(g2, plan, last), "");
 
   const Model g3 = random_model(Family::Gemma3, {4, 0, 4}, 4);
-  EXPECT_EQ(named(g3, plan, record(g3, plan, opts([](OracleOptions& o) {
-                                     o.rope_bases = {1e6, 1e6, 1e6};
-                                   }))),
+  EXPECT_EQ(named(g3, plan, record(read_as(g3, [](ModelConfig& k) { k.rope_local_theta = 1e6; }), plan, {})),
             "rope_base(base=1000000.0,layer_type=sliding)");
-  EXPECT_EQ(named(g3, plan, record(g3, plan, opts([](OracleOptions& o) {
-                                     o.rope_bases = {1e4, 1e4, 1e4};
-                                   }))),
+  EXPECT_EQ(named(g3, plan, record(read_as(g3, [](ModelConfig& k) { k.rope_theta = 1e4; }), plan, {})),
             "rope_base(base=10000.0,layer_type=full)");
 
   Model nope = random_model(Family::Mistral, {4, 0, 4}, 4);
   nope.config.rope_layers = {true, true, false};
-  EXPECT_EQ(named(nope, plan, record(nope, plan, opts([](OracleOptions& o) {
-                                       o.rope_layers = {true, true, true};
-                                     }))),
+  EXPECT_EQ(named(nope, plan, record(read_as(nope, [](ModelConfig& k) { k.rope_layers.clear(); }), plan, {})),
             "nope_given_rope");
-  EXPECT_EQ(named(nope, plan, record(nope, plan, opts([](OracleOptions& o) {
-                                       o.rope_layers = {false, false, true};
-                                     }))),
+  EXPECT_EQ(named(nope, plan, record(read_as(nope, [](ModelConfig& k) { k.rope_layers = {false, false, true}; }), plan, {})),
             "nope_inverted");
 
   Model sinks = random_model(Family::Mistral, {4, 0, 4}, 4);
   sinks.config.sinks = true;
   for (int64_t l = 0; l < 3; ++l)
     sinks.tensors["model.layers." + std::to_string(l) + ".self_attn.sinks"] = {1.5, -0.5, 2.0, 0.25};
-  EXPECT_EQ(named(sinks, plan, record(sinks, plan, opts([](OracleOptions& o) { o.no_sinks = true; }))), "sinks_dropped");
+  EXPECT_EQ(named(sinks, plan, record(read_as(sinks, [](ModelConfig& k) { k.sinks = false; }), plan, {})), "sinks_dropped");
 
   Model chunked = random_model(Family::Mistral, {0, 0}, 0);
   chunked.config.chunks = {4, 0};

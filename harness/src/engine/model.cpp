@@ -1740,8 +1740,8 @@ int64_t first_visible_key(const ModelConfig& k, const OracleOptions& o, int64_t 
 }
 
 template <class T>
-SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
-    : config_(model.config), options_(std::move(options)) {
+SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config, OracleOptions options)
+    : config_(config), options_(std::move(options)) {
   const ModelConfig& k = config_;
   if (!options_.windows.empty() && static_cast<int64_t>(options_.windows.size()) != k.layers)
     throw std::invalid_argument("OracleOptions::windows needs one window per layer");
@@ -1751,10 +1751,6 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     throw std::invalid_argument("ModelConfig::chunks needs one chunk size per layer");
   if (!k.rope_layers.empty() && static_cast<int64_t>(k.rope_layers.size()) != k.layers)
     throw std::invalid_argument("ModelConfig::rope_layers needs one entry per layer");
-  if (!options_.rope_layers.empty() && static_cast<int64_t>(options_.rope_layers.size()) != k.layers)
-    throw std::invalid_argument("OracleOptions::rope_layers needs one entry per layer");
-  if (!options_.rope_bases.empty() && static_cast<int64_t>(options_.rope_bases.size()) != k.layers)
-    throw std::invalid_argument("OracleOptions::rope_bases needs one base per layer");
   for (size_t n : {k.rope_thetas.size(), k.rope_angles.size(), k.head_dims.size(), k.layer_kv_heads.size(), k.k_eq_v.size(),
                    k.kv_source.size()})
     if (n != 0 && static_cast<int64_t>(n) != k.layers)
@@ -1816,7 +1812,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
         L.experts_down_bias = get(k.mlp_prefix + "experts.down_proj_bias");
       }
     }
-    if (k.sinks && !options_.no_sinks && !conv) L.sinks = get("self_attn.sinks");
+    if (k.sinks && !conv) L.sinks = get("self_attn.sinks");
     if (k.norm_placement != NormPlacement::Post) L.in_norm = get("input_layernorm.weight");
     // Pre: post_attn_norm is the MLP's input norm; Sandwich and Post: the attention output's.
     if (!k.parallel_block)
@@ -1830,8 +1826,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     if (k.layer_scalar) L.scalar = get("layer_scalar")[0];
     // The rope base follows the layer's type in the config, not the window a variant tells it.
     const Attention rule = k.attention(l);
-    const double base = !options_.rope_bases.empty()                           ? options_.rope_bases[li]
-                        : !k.rope_thetas.empty()                               ? k.rope_thetas[li]
+    const double base = !k.rope_thetas.empty()                                 ? k.rope_thetas[li]
                         : rule == Attention::Sliding && k.rope_local_theta > 0 ? k.rope_local_theta
                                                                                : k.rope_theta;
     const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : k.dim(l);
@@ -2014,7 +2009,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
     const int64_t li = static_cast<int64_t>(l);
-    const bool use_rope = options_.rope_layers.empty() ? k.rope(li) : static_cast<bool>(options_.rope_layers[l]);
+    const bool use_rope = k.rope(li);
     // The layer's widths; a layer that shares another's K/V computes only its queries.
     const int64_t D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = k.heads / KVH;
     const bool own_kv = !k.shares_kv(li);
@@ -2145,7 +2140,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
               T best = -INFINITY;
               for (int64_t i = 0; i < span[t]; ++i) {
                 T s = r[i] * static_cast<T>(k.query_scale);
-                if (k.attn_softcap > 0 && !options_.no_attn_softcap)
+                if (k.attn_softcap > 0)
                   s = std::tanh(s / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
                 r[i] = s;
                 best = std::max(best, s);
@@ -2341,7 +2336,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     for (int64_t r = 0; r < k.vocab; ++r) {
       T s = head[static_cast<size_t>(r)];
       if (k.logit_scale != 1) s *= static_cast<T>(k.logit_scale);
-      if (k.final_softcap > 0 && !options_.no_final_softcap)
+      if (k.final_softcap > 0)
         s = std::tanh(s / static_cast<T>(k.final_softcap)) * static_cast<T>(k.final_softcap);
       out[r] = static_cast<double>(s);
     }
@@ -2385,7 +2380,7 @@ void SequenceOracle<T>::shift(int64_t keep, int64_t discard, bool rerotate) {
     if (k.shares_kv(li)) continue;
     Layer& L = layers_[l];
     const int64_t D = k.dim(li), KVH = k.kv(li), kvd = KVH * D;
-    const bool use_rope = options_.rope_layers.empty() ? k.rope(li) : static_cast<bool>(options_.rope_layers[l]);
+    const bool use_rope = k.rope(li);
     if (rerotate && use_rope && discard > 0) {
       // A pure rotation (scale 1: YaRN's attention factor was applied once, when the key was computed),
       // re-stored at the cache's precision as llama.cpp writes the shifted K back.

@@ -331,7 +331,7 @@ int main() {
         const bool model_mutant = mutant == "rope_all_rotary" || mutant == "shared_kv_full" ||
                                   mutant == "window_on_every_layer" || mutant == "full_attention_capped";
         // The mutants: a window or chunk one too large or small or none (window_off_by_one+1, window_off_by_one-1, full_attention_on_sliding:
-        // the same on chunked layers), a config read wrong (the model oracle's hypothesis options),
+        // the same on chunked layers), a config read wrong (the model's description edited, as the diagnoses read it),
         // a logit glitch at one position, or a serving operation done wrong (below, per operation).
         const kvc::engine::ModelConfig& cfg = st.model->config;
         kvc::engine::OracleOptions& o = st.options;
@@ -357,9 +357,11 @@ int main() {
           for (size_t l = 0; l < o.chunks.size(); ++l)
             if (o.chunks[l] > 0) o.windows[l] = o.chunks[l], o.chunks[l] = 0;
         } else if (mutant == "sinks_dropped") {
-          o.no_sinks = true;
+          st.model->config.sinks = false;
         } else if (mutant == "nope_inverted") {
-          for (int64_t l = 0; l < cfg.layers; ++l) o.rope_layers.push_back(!cfg.rope(l));
+          std::vector<bool> inverted;
+          for (int64_t l = 0; l < cfg.layers; ++l) inverted.push_back(!cfg.rope(l));
+          st.model->config.rope_layers = std::move(inverted);
         } else if (mutant == "layer_types_swapped") {
           // max_window_layers read the other way round: the full layers slide and the sliding ones do not.
           for (int64_t l = 0; l < cfg.layers; ++l) {
@@ -368,7 +370,7 @@ int main() {
             if (rule == kvc::engine::Attention::Full) o.windows[static_cast<size_t>(l)] = cfg.sliding_window;
           }
         } else if (mutant == "softcap_dropped") {
-          o.no_attn_softcap = true;
+          st.model->config.attn_softcap = 0;
         } else if (mutant == "kv_rounded") {
           o.kv_bf16 = true;
         } else if (mutant == "eviction_off_by_one") {

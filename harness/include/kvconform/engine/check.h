@@ -16,6 +16,7 @@
 
 #include "kvconform/engine/client.h"
 #include "kvconform/engine/model.h"
+#include "kvconform/engine/oracle_memo.h"
 #include "kvconform/engine/plan.h"
 #include "kvconform/expectations.h"
 #include "kvconform/results.h"
@@ -69,6 +70,9 @@ struct Diagnosis {
   std::string text;
   std::string id() const;
   OracleOptions options;  // the hypothesis's oracle (what the report's picture draws); not part of the value
+  // A config read another way: the oracle of the model's weights under this description (null: the
+  // config's own); not part of the value.
+  std::shared_ptr<const ModelConfig> reading;
 };
 const char* to_string(Diagnosis::Kind k);         // "window_off_by_one", ... (the kinds an expectations file names)
 std::vector<std::string> diagnosis_kind_names();  // every kind, in enum order
@@ -145,27 +149,13 @@ class SequenceModel {
   const Lengths& lengths() const { return lengths_; }
 
  private:
-  struct Oracles;  // each behind check.cpp's memo of rows already computed in this process
+  struct Oracles;  // each behind the memo of rows already computed (oracle_memo.h)
   std::unique_ptr<Oracles> oracles_;
   int64_t vocab_;
   Lengths lengths_;
 };
 
-// How often a SequenceModel found a step's rows kept (in this process or, file_hits of them, in the
-// oracle's files: KVC_ORACLE_MEMO), and how often it computed them.
-struct OracleMemoStats {
-  int64_t hits = 0, misses = 0, file_hits = 0;
-};
-OracleMemoStats oracle_memo_stats();
-// The folder of the oracle's files (empty: none kept), the files this process wrote there (other
-// processes write beside it), and forgetting the rows kept in this process, as a new process starts
-// with none (tests).
-std::string oracle_files_dir();
-// The model oracle's code: a digest of the archives that hold it (generated at build time,
-// cmake/oracle_code_id.cmake), which keys the oracle's files.
-const char* oracle_code_id();
-std::vector<std::string> oracle_files_written();
-void forget_kept_oracle_rows();
+// The memo behind it, and its counters: engine/oracle_memo.h.
 
 // An engine's answers so far, per plan step: the logits (empty for steps without logits and steps
 // not run) and which of the step's new positions they hold (indices into PlanStep::positions(); a step

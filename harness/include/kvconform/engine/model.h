@@ -233,14 +233,11 @@ struct OracleOptions {
   // it (kv_blocks.h), in place of kv_half on that side; q_block: queries converted to K's dot type
   // per head (ggml converts Q to q8_0 for a q8_0 or q4_0 K), in place of q_half.
   KvBlock k_block = KvBlock::None, v_block = KvBlock::None, q_block = KvBlock::None;
-  // The hypotheses of the diagnoses (check.cpp), each one way an engine reads the config wrong.
-  bool kv_bf16 = false;            // K and V rounded to bfloat16 as they are stored
-  int64_t chunk_shift = 0;         // chunk boundaries at k*C + chunk_shift instead of k*C
-  bool no_sinks = false;           // the sinks left out of the softmax
-  bool no_attn_softcap = false;    // the scores' tanh soft-cap left out
-  bool no_final_softcap = false;   // the logits' tanh soft-cap left out
-  std::vector<bool> rope_layers;   // per layer, which layers rotate; empty: the config's
-  std::vector<double> rope_bases;  // per layer, the rope base; empty: the config's
+  // The departures of the diagnoses (check.cpp) that no config describes. A hypothesis that the config
+  // was read another way (sinks or a soft-cap left out, other rope layers or bases) is no option: it is
+  // the oracle of the same weights under another ModelConfig (the constructor below).
+  bool kv_bf16 = false;     // K and V rounded to bfloat16 as they are stored
+  int64_t chunk_shift = 0;  // chunk boundaries at k*C + chunk_shift instead of k*C
   // One eviction off by one: the query at this position alone sees window + window_delta keys on
   // the sliding layers (-1: no such position).
   int64_t window_delta_position = -1, window_delta = 0;
@@ -269,7 +266,10 @@ int64_t first_visible_key(const ModelConfig& config, const OracleOptions& option
 template <class T>
 class SequenceOracle {
  public:
-  SequenceOracle(const Model& model, OracleOptions options = {});
+  SequenceOracle(const Model& model, OracleOptions options = {}) : SequenceOracle(model, model.config, std::move(options)) {}
+  // The weights of `model` read as `config` describes them (a config read another way: the diagnoses'
+  // hypotheses, an engine mutant); the tensors it names must be in `model`.
+  SequenceOracle(const Model& model, const ModelConfig& config, OracleOptions options = {});
   // The logits of the new positions, row-major [tokens.size(), vocab].
   std::vector<double> extend(const std::vector<int32_t>& tokens);
   // Drops the last n positions. A hybrid's convolution state is the rows of its input kept per

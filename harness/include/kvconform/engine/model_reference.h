@@ -1,0 +1,20 @@
+// The model's meaning in one plain forward: float64, no cache, no tiles, no lanes, each position
+// attending the keys its layer's rule shows it, every family a ModelConfig (engine/model.h). The
+// oracle's SequenceOracle is the fast path; model_reference_test holds it to this, as fastpath.cpp
+// is held to the layer reference. No LibTorch here.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kvconform/engine/model.h"
+
+namespace kvc::engine {
+
+// The logits of every position of `tokens` (row-major [tokens.size(), vocab]), each position p
+// computed from tokens 0..p as the checkpoint's own config describes the model.
+std::vector<double> reference_logits(const Model& model, const std::vector<int32_t>& tokens);
+// The same with the weights of `model` read as `config` describes them (a config read another way).
+std::vector<double> reference_logits(const Model& model, const ModelConfig& config, const std::vector<int32_t>& tokens);
+
+}  // namespace kvc::engine

@@ -1,0 +1,154 @@
+// The oracle's fast forward (SequenceOracle: tiles, lanes, target_clones) against the plain model
+// reference (model_reference.cpp), as fastpath.cpp is held to the layer reference: on every
+// checkpoint the project writes for its families (make_models.py --set zoo, families and drawn:
+// every family, each of its registry rows and two configs drawn from its config space), over a
+// sequence past twice its window or chunk, every logit must be the same bits. The same comparison
+// must catch a fast path that is wrong by one token of window.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+#include "build_paths.h"
+#include "kvconform/engine/model.h"
+#include "kvconform/engine/model_reference.h"
+#include "kvconform/engine/plan.h"
+
+namespace kvc::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Every checkpoint of the three sets, written once into a folder removed when the binary exits.
+const std::vector<std::string>& checkpoints() {
+  struct Folder {
+    std::string path = (fs::temp_directory_path() / ("kvc-model-reference-test-" + std::to_string(getpid()))).string();
+    ~Folder() {
+      std::error_code ignored;
+      fs::remove_all(path, ignored);
+    }
+  };
+  static const Folder folder;
+  static const std::vector<std::string> dirs = [] {
+    for (const char* set : {"zoo", "families", "drawn"}) {
+      const std::string cmd = "python3 " + std::string(kvc::paths::source_dir()) + "/engines/models/make_models.py " +
+                              folder.path + " --set " + set + " >/dev/null";
+      if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
+    }
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(folder.path))
+      if (fs::exists(e.path() / "config.json")) out.push_back(e.path().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }();
+  return dirs;
+}
+
+// Past two windows (chunks) and then some: every rule's edge is crossed at least twice.
+std::vector<int32_t> sequence_for(const ModelConfig& c) {
+  const int64_t n = std::min<int64_t>(64, std::max<int64_t>(12, 2 * c.local_span() + 5));
+  return tokens_for(3, 5, n, c.vocab);
+}
+
+struct Compared {
+  int64_t values = 0, differing = 0;
+  double max_relative = 0;  // |fast - reference| / max(1, |reference|)
+};
+
+Compared compare(const std::vector<double>& fast, const std::vector<double>& reference) {
+  Compared c;
+  for (size_t i = 0; i < reference.size(); ++i) {
+    ++c.values;
+    if (fast[i] != reference[i] && !(std::isnan(fast[i]) && std::isnan(reference[i]))) ++c.differing;
+    c.max_relative = std::max(c.max_relative, std::abs(fast[i] - reference[i]) / std::max(1.0, std::abs(reference[i])));
+  }
+  return c;
+}
+
+TEST(ModelReference, TheOracleIsThePlainForwardBitForBitOnEveryFamilysCheckpoints) {
+  std::set<std::string> families;
+  int64_t models = 0, values = 0;
+  for (const std::string& dir : checkpoints()) {
+    const Model m = load_model(dir);
+    const std::vector<int32_t> tokens = sequence_for(m.config);
+    const std::vector<double> reference = reference_logits(m, tokens);
+    const Compared c = compare(SequenceOracle<double>(m).extend(tokens), reference);
+    EXPECT_EQ(c.differing, 0) << m.config.name << " (" << to_string(m.config.family) << "): " << c.differing << " of "
+                              << c.values << " logits differ, by up to " << c.max_relative << " relative";
+    families.insert(to_string(m.config.family));
+    ++models, values += c.values;
+  }
+  // Every family of the registry is among them.
+  EXPECT_EQ(families.size(), static_cast<size_t>(Family::Qwen25Vl) + 1);
+  std::printf("%lld checkpoints of %zu families, %lld logits compared\n", static_cast<long long>(models), families.size(),
+              static_cast<long long>(values));
+}
+
+// The diagnoses' hypotheses that the config was read another way are the oracle under another
+// ModelConfig (check.cpp's read_as): each such reading of each checkpoint that has the feature (the
+// sinks, either soft-cap left out; rope on every layer and rope inverted where it has NoPE layers;
+// every rope base 10000) is held to the reference under the same reading, bit for bit.
+TEST(ModelReference, TheConfigReadingsOfTheDiagnosesAreThePlainForwardBitForBit) {
+  int64_t readings = 0;
+  for (const std::string& dir : checkpoints()) {
+    const Model m = load_model(dir);
+    const ModelConfig& k = m.config;
+    std::vector<std::pair<std::string, ModelConfig>> as;
+    auto read = [&](const char* what, bool applies, auto edit) {
+      if (!applies) return;
+      ModelConfig r = k;
+      edit(r);
+      as.emplace_back(what, std::move(r));
+    };
+    read("sinks dropped", k.sinks, [](ModelConfig& r) { r.sinks = false; });
+    read("attention soft-cap dropped", k.attn_softcap > 0, [](ModelConfig& r) { r.attn_softcap = 0; });
+    read("final soft-cap dropped", k.final_softcap > 0, [](ModelConfig& r) { r.final_softcap = 0; });
+    const bool nope = std::count(k.rope_layers.begin(), k.rope_layers.end(), false) > 0;
+    read("rope on every layer", nope, [](ModelConfig& r) { r.rope_layers.clear(); });
+    read("rope inverted", nope, [](ModelConfig& r) { r.rope_layers.flip(); });
+    read("rope base 10000 everywhere", true, [](ModelConfig& r) { r.rope_thetas.assign(static_cast<size_t>(r.layers), 1e4); });
+    const std::vector<int32_t> tokens = sequence_for(k);
+    for (const auto& [what, r] : as) {
+      const Compared c = compare(SequenceOracle<double>(m, r).extend(tokens), reference_logits(m, r, tokens));
+      EXPECT_EQ(c.differing, 0) << k.name << ", " << what << ": " << c.differing << " of " << c.values
+                                << " logits differ, by up to " << c.max_relative << " relative";
+      ++readings;
+    }
+  }
+  std::printf("%lld readings compared\n", static_cast<long long>(readings));
+}
+
+// The mutant: the fast path with every sliding window and chunk one token larger (the off-by-one an
+// eviction or a chunk boundary gets wrong) differs from the reference on every checkpoint that has a
+// sliding or chunked layer, by far more than rounding.
+TEST(ModelReference, AFastPathOneTokenOffInItsWindowDiffersOnEveryLocalCheckpoint) {
+  int64_t local = 0, caught = 0;
+  double smallest = INFINITY;
+  for (const std::string& dir : checkpoints()) {
+    const Model m = load_model(dir);
+    const ModelConfig& k = m.config;
+    OracleOptions wider;
+    bool has_local = false;
+    for (int64_t l = 0; l < k.layers; ++l) has_local |= k.attention(l) != Attention::Full;
+    if (!has_local) continue;
+    for (const int64_t w : k.windows) wider.windows.push_back(w > 0 ? w + 1 : 0);
+    for (const int64_t c : k.chunks) wider.chunks.push_back(c > 0 ? c + 1 : 0);
+    const std::vector<int32_t> tokens = sequence_for(k);
+    const Compared c = compare(SequenceOracle<double>(m, wider).extend(tokens), reference_logits(m, tokens));
+    ++local;
+    if (c.max_relative > 1e-6) ++caught;
+    else ADD_FAILURE() << k.name << ": a window one token wider moved no logit past 1e-6 (" << c.max_relative << ")";
+    smallest = std::min(smallest, c.max_relative);
+  }
+  EXPECT_EQ(caught, local);
+  EXPECT_GT(local, 0);
+  std::printf("%lld of %lld local checkpoints caught; the smallest difference %.3g relative\n", static_cast<long long>(caught),
+              static_cast<long long>(local), smallest);
+}
+
+}  // namespace
+}  // namespace kvc::engine
