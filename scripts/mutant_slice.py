@@ -10,6 +10,9 @@ tests in N slices, one slice a commit, and every mutant test runs once every N c
 --mutant-slice, .ci/run). A test is a mutant test where its name says so (`mutant`, any case, or
 `mutate`), except the tests in ALWAYS, which use a mutant to show something else than a check's reach.
 A test's slice is sha1(name) mod N: adding or removing another test moves no test to another slice.
+A parameterised gtest's ctest name ends in its parameter ("  # GetParam() = ..."): the name is taken
+without it, so that a batch run of the binary (harness/testing/gtest_batch.py, which reads the slice
+from KVC_MUTANT_SLICE=K/N as scripts/test.sh sets it) leaves out exactly the tests ctest does.
 
 `auto/N` takes the slice from the commit: its number in the history (git rev-list --count HEAD), so
 N consecutive commits run every slice; in a shallow clone, where that count is not the history's,
@@ -34,13 +37,19 @@ ALWAYS = {
 MUTANT = re.compile(r"[Mm]utant|MUTANT|mutate")
 
 
+def test_name(name):
+    """A ctest name without a parameterised gtest's parameter comment: the gtest's own name."""
+    return name.split("  # GetParam()", 1)[0]
+
+
 def is_mutant_test(name):
+    name = test_name(name)
     return name not in ALWAYS and MUTANT.search(name) is not None
 
 
 def slice_of(name, n):
     """The slice (1..n) a mutant test runs in."""
-    return int(hashlib.sha1(name.encode()).hexdigest()[:8], 16) % n + 1
+    return int(hashlib.sha1(test_name(name).encode()).hexdigest()[:8], 16) % n + 1
 
 
 def left_out(names, k, n):

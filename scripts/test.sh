@@ -30,6 +30,9 @@ if [ -n "$slice" ]; then
   left_out=$(python3 "$root/scripts/mutant_slice.py" "$slice" --build "$root/build")
   echo "test.sh: mutant tests of slice $(python3 "$root/scripts/mutant_slice.py" "$slice" --which) only (the others: KVC_CI_FULL=1 or no --mutant-slice)" >&2
   [ -z "$left_out" ] || set -- "$@" -E "$left_out"
+  # The batched gtest binaries run their tests in one process (harness/testing/gtest_batch.py): it
+  # leaves out the same tests.
+  export KVC_MUTANT_SLICE="$(python3 "$root/scripts/mutant_slice.py" "$slice" --which)"
 fi
 # A fresh build has no cost data, and ctest would run the tests in declaration order, the longest
 # last: seed it with the measured costs (scripts/ci_minutes.py --costs) so it starts those first.

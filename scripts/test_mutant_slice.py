@@ -8,12 +8,16 @@ Judged on the build's own test list through `ctest -N -E` (so the expression's q
 shown able to fail: the same judge rejects two planted slicers, one that leaves nothing out and one that
 leaves a mutant test out of every slice.
 """
+import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mutant_slice  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness", "testing"))
+import gtest_batch  # noqa: E402
 
 N = 4
 
@@ -61,7 +65,35 @@ def main():
             print(f"FAIL: the judge passes a slicer that {label}")
             return 1
     print("the judge rejects a slicer that leaves nothing out and one that drops a mutant test")
+    # A batched gtest binary runs its tests in one process (gtest_batch.py): under a slice it must leave
+    # out exactly the tests whose ctest entries the slice leaves out (more would run them alone, fewer
+    # would spend the time the slice saves).
+    shown = json.loads(subprocess.run(["ctest", "--show-only=json-v1"], cwd=build, capture_output=True, text=True,
+                                      check=True).stdout)
+    binaries = [t["command"][-1] for t in shown["tests"] if t["name"].startswith("gtest_batch/")]
+    for k in range(1, N + 1):
+        expected = set(mutant_slice.left_out(names, k, N))
+        os.environ["KVC_MUTANT_SLICE"] = f"{k}/{N}"
+        for binary in binaries:
+            target = os.path.basename(binary)
+            ctest_of = {c for c in names if gtest_batch_target(shown, c) == target}
+            batch = set(gtest_batch.ctest_names_left_out(binary))
+            if batch != expected & ctest_of:
+                print(f"FAIL: slice {k}/{N}: the batch of {target} leaves out {sorted(batch ^ (expected & ctest_of))[:5]} "
+                      "unlike ctest")
+                return 1
+    print(f"the {len(binaries)} batched gtest binaries leave out what ctest does in every slice")
     return 0
+
+
+def gtest_batch_target(shown, name):
+    """The batched binary a ctest entry reads its verdict from (python3 -S gtest_batch.py test RESULTS
+    BINARY ...), by name; None for any other test."""
+    if not hasattr(gtest_batch_target, "cache"):
+        gtest_batch_target.cache = {t["name"]: os.path.basename(t["command"][5]) for t in shown["tests"]
+                                    if len(t.get("command", [])) > 5 and t["command"][2].endswith("gtest_batch.py")
+                                    and t["command"][3] == "test"}
+    return gtest_batch_target.cache.get(name)
 
 
 if __name__ == "__main__":

@@ -16,15 +16,50 @@ test's ctest entry reads its verdict from that run:
 """
 import json
 import os
+import re
 import subprocess
 import sys
+
+
+def left_out(binary):
+    """The gtests of `binary` that CI's mutant slice KVC_MUTANT_SLICE=K/N leaves to the other slices
+    (scripts/mutant_slice.py, as scripts/test.sh sets it): ctest leaves their entries out, so the
+    batch need not run them."""
+    spec = os.environ.get("KVC_MUTANT_SLICE", "")
+    if not spec:
+        return []
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+    import mutant_slice
+    k, n = (int(x) for x in spec.split("/"))
+    listing = subprocess.run([binary, "--gtest_list_tests"], capture_output=True, text=True, check=True).stdout
+    # gtest name -> ctest name as gtest_discover_tests makes it: a parameterised test's index becomes its
+    # value ("/0" -> "/kernel_f16_accumulation/..."); a test named by a generator keeps the value as a comment.
+    ctest_names, suite = {}, ""
+    for line in listing.splitlines():
+        if not line.startswith(" "):
+            suite = line.split("#")[0].strip()
+            continue
+        test, _, comment = line.strip().partition("  # GetParam() = ")
+        name = suite + test
+        if comment and re.search(r"/\d+$", test):
+            ctest_names[name] = suite + re.sub(r"/\d+$", "/" + comment, test)
+        else:
+            ctest_names[name] = name + ("  # GetParam() = " + comment if comment else "")
+    dropped = set(mutant_slice.left_out(ctest_names.values(), k, n))
+    return sorted((g, c) for g, c in ctest_names.items() if c in dropped)
+
+
+def ctest_names_left_out(binary):
+    return [c for _, c in left_out(binary)]
 
 
 def run(results, binary):
     tmp = f"{results}.{os.getpid()}.tmp"
     if os.path.exists(results):
         os.remove(results)
-    done = subprocess.run([binary, f"--gtest_output=json:{tmp}", "--gtest_brief=1"])
+    skip = [g for g, _ in left_out(binary)]
+    done = subprocess.run([binary, f"--gtest_output=json:{tmp}", "--gtest_brief=1"]
+                          + ([f"--gtest_filter=-{':'.join(skip)}"] if skip else []))
     if not os.path.exists(tmp):
         print(f"gtest_batch: {binary} wrote no results (exit {done.returncode}): each test runs on its own")
         return 1
