@@ -81,7 +81,6 @@ REASONS = {
     "ergo": MOE + " (per-expert input norms, a learned residual gate per hidden dimension, a float32-output router)",
     "kolibri1_1": MOE + " (kolibri1's, with a weightless indexer that picks each query's keys, rounded to NVFP4,"
     " and KV sharing)",
-    "modernbert_decoder": "a causal decoder with its own tensor layout (fused Wqkv, GeGLU Wi, biased LayerNorms) the loader does not map",
 }
 
 
@@ -99,17 +98,22 @@ def registry():
     m = re.search(r"kRegistry\b[^{]*\{(.*?)\n\};", src, re.S)
     if not m:
         sys.exit("coverage: no kRegistry table in harness/src/engine/model.cpp")
-    types = set(re.findall(r'"([a-z0-9_]+)"', m.group(1)))
+    types = set(re.findall(r'"([a-z0-9_-]+)"', m.group(1)))
     # The wrappers the registry reads (kWrappers: a multimodal class around a family's decoder): each row's first
     # string is the wrapper's model_type.
     w = re.search(r"kWrappers\b[^{]*\{(.*?)\n\};", src, re.S)
     return types | (set(re.findall(r'\{"([a-z0-9_]+)"', w.group(1))) if w else set())
 
 
+def spelled(model_type):
+    """A model_type as its folder spells it: modernbert_decoder's type is modernbert-decoder."""
+    return model_type.replace("-", "_")
+
+
 def own_types(folder, types):
     """The types of `types` that are the folder's own: its name, or its name and a suffix (gemma3's
     gemma3_text), not a family its name extends (mistral3's mistral)."""
-    return [t for t in types if t == folder or t.startswith(folder + "_")]
+    return [t for t in types if spelled(t) == folder or spelled(t).startswith(folder + "_")]
 
 
 class NotInstalled(Exception):
@@ -130,9 +134,9 @@ def rows(release):
         config, modeling = text("configuration_*.py"), text("modeling_*.py")
         kinds = [k for k, hit in (("sliding", "sliding_attention" in config), ("chunked", "chunked_attention" in config),
                                   ("sinks", re.search(r"\bsinks\b", modeling) is not None)) if hit]
-        types = set(re.findall(r'model_type\s*=\s*"([a-z0-9_]+)"', config))
+        types = set(re.findall(r'model_type\s*=\s*"([a-z0-9_-]+)"', config))
         # A folder's own model types (a multimodal folder's text config may name another family's).
-        related = sorted(t for t in types & covered if t.startswith(folder) or folder.startswith(t))
+        related = sorted(t for t in types & covered if spelled(t).startswith(folder) or folder.startswith(spelled(t)))
         # Read only where the registry reads the folder's own type (gemma3's gemma3_text, qwen2_vl): a
         # folder whose configuration merely names a registry family as its decoder's (mistral3's mistral,
         # qwen2_audio's qwen2) is not, since the registry refuses its config.json.

@@ -92,6 +92,12 @@ checkpoints of the family use:
                    (base 1e6) on the full layer and base 1e4 on the sliding one, tied
   lfm3-explicit    lfm3, 4 layers, explicit layer_types [S, conv, S, F], window 2, conv_L_cache 4 with conv_bias, no
                    attention gate, no sandwich norms, default rope on every attention layer, untied
+  modernbertdec-w3 modernbert-decoder, 4 layers, no layer_types (F, S, F, S: global_attn_every_n_layers 2), local_attention
+                   6 (window 3), ModernBERT's layout (embedding LayerNorm, no norm before layer 0's attention, Wi's
+                   GeGLU with the exact gelu, the dense + gelu + LayerNorm prediction head before the decoder) with every
+                   bias (norm_bias, attention_bias, mlp_bias, classifier_bias, decoder_bias), tied
+  modernbertdec-explicit modernbert-decoder, 3 layers, layer_types [S, S, F], local_attention 5 (window 2), no biases at
+                   all, gelu_pytorch_tanh, rope bases 160000, untied
 """
 
 S, F, C = "sliding_attention", "full_attention", "chunked_attention"
@@ -244,6 +250,26 @@ AFMOE = {
     "intermediate_size": 96,
     "tie_word_embeddings": False,
     **_rope(10000.0),
+}
+
+
+# ModernBERT's decoder: its own norm_eps, and the head size is hidden_size / num_attention_heads (no head_dim,
+# no KV heads of its own); 4.x rotates every layer by global_rope_theta, 5.x sliding ones by local_rope_theta: both
+# written, equal (read_modernbert_decoder refuses them unequal).
+MODERNBERT_DECODER = {
+    "architectures": ["ModernBertDecoderForCausalLM"],
+    "model_type": "modernbert-decoder",
+    "num_key_value_heads": ABSENT,
+    "head_dim": ABSENT,
+    "rms_norm_eps": ABSENT,
+    "norm_eps": 1e-5,
+    "cls_token_id": 1,  # within the vocabulary (the class defaults, 50281 and 50282, are warned about)
+    "sep_token_id": 2,
+    "hidden_activation": "gelu",
+    "classifier_activation": "gelu",
+    "global_rope_theta": 10000.0,
+    "local_rope_theta": 10000.0,
+    "tie_word_embeddings": True,
 }
 
 
@@ -679,6 +705,28 @@ MODELS = {
         "num_shared_experts": 2,
         "tie_word_embeddings": True,
     }),
+    "modernbertdec-w3": ("modernbert_decoder", {
+        **MODERNBERT_DECODER,
+        "num_hidden_layers": 4,
+        "global_attn_every_n_layers": 2,
+        "local_attention": 6,
+        "norm_bias": True,
+        "attention_bias": True,
+        "mlp_bias": True,
+        "classifier_bias": True,
+    }),
+    "modernbertdec-explicit": ("modernbert_decoder", {
+        **MODERNBERT_DECODER,
+        "num_hidden_layers": 3,
+        "layer_types": [S, S, F],
+        "local_attention": 5,
+        "decoder_bias": False,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "classifier_activation": "gelu_pytorch_tanh",
+        "global_rope_theta": 160000.0,
+        "local_rope_theta": 160000.0,
+        "tie_word_embeddings": False,
+    }),
     "vaultgemma-allfull": ("vaultgemma", {
         **VAULTGEMMA,
         "num_hidden_layers": 3,
@@ -1085,7 +1133,7 @@ WRAPPER_FAMILIES = tuple(WRAPPERS)
 # The families whose models the oracle's agreement with transformers checks in CI as a seeded sample,
 # one model per family and run (engines/transformers/oracle_agreement.py; --all checks every one): CI's
 # agreement test was over its budget before them.
-SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe")
+SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe", "modernbert-decoder")
 
 
 def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES + HYBRID_FAMILIES + WRAPPER_FAMILIES, prefix="draw"):

@@ -239,6 +239,9 @@ def tensors(name, family, cfg):
         put(prefix + "down_proj.weight", (HIDDEN, inter), -OUT, OUT)
 
     norm_lo, norm_hi = (-NORM, NORM) if gemma else (1 - NORM, 1 + NORM)
+    if family == "modernbert_decoder":
+        modernbert_decoder(put, cfg)
+        return t
     post_norm = family in ("olmo3", "exaone4")  # olmo2's block: norms on the outputs only
     if family == "gemma4_text":  # the layer types after Gemma4TextConfig's defaults and its forced full last layer
         types = list(cfg.get("layer_types") or [S if (i + 1) % 6 else F for i in range(cfg["num_hidden_layers"])])
@@ -442,6 +445,47 @@ def lfm3_layer(put, p, i, cfg, norm_lo, norm_hi):
     norms = ["operator_norm", "ffn_norm"] + (["post_operator_norm", "post_ffn_norm"] if cfg.get("use_sandwich_norm", True) else [])
     for name in norms:
         put(p + name + ".weight", (HIDDEN,), norm_lo, norm_hi)
+
+
+def modernbert_decoder(put, cfg):
+    """ModernBertDecoderForCausalLM's tensors under its own names: embeddings and their LayerNorm, per layer attn_norm
+    (none on layer 0: an Identity), attn.{q,k,v}_proj and attn.Wo, mlp_norm, mlp.Wi [2I, H] (the activated half
+    first) and mlp.Wo; final_norm, the prediction head lm_head.dense and lm_head.norm, and decoder (its weight only
+    where untied; its bias where decoder_bias). Biases where the config's norm_bias, attention_bias, mlp_bias,
+    classifier_bias say."""
+    heads, inter = cfg["num_attention_heads"], cfg.get("intermediate_size", INTER)
+
+    def linear(key, rows, cols, lo, hi, bias):
+        put(key + ".weight", (rows, cols), lo, hi)
+        if bias:
+            put(key + ".bias", (rows,), -BIAS, BIAS)
+
+    def norm(key):
+        put(key + ".weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+        if cfg.get("norm_bias"):
+            put(key + ".bias", (HIDDEN,), -BIAS, BIAS)
+
+    put("model.embeddings.tok_embeddings.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    norm("model.embeddings.norm")
+    qkv_bias = cfg.get("attention_bias", False)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        if i:
+            norm(p + "attn_norm")
+        for x in "qkv":
+            linear(p + f"attn.{x}_proj", HIDDEN, HIDDEN, -PROJ, PROJ, qkv_bias)
+        assert HIDDEN % heads == 0
+        linear(p + "attn.Wo", HIDDEN, HIDDEN, -OUT, OUT, qkv_bias)
+        norm(p + "mlp_norm")
+        linear(p + "mlp.Wi", 2 * inter, HIDDEN, -PROJ, PROJ, cfg.get("mlp_bias"))
+        linear(p + "mlp.Wo", HIDDEN, inter, -OUT, OUT, cfg.get("mlp_bias"))
+    norm("model.final_norm")
+    linear("lm_head.dense", HIDDEN, HIDDEN, -PROJ, PROJ, cfg.get("classifier_bias"))
+    norm("lm_head.norm")
+    if not cfg.get("tie_word_embeddings", True):
+        put("decoder.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    if cfg.get("decoder_bias", True):
+        put("decoder.bias", (VOCAB,), -BIAS, BIAS)
 
 
 def safetensors_bytes(t):

@@ -908,6 +908,27 @@ TEST(ModelConfig, ReadsAfmoesPatternElementwiseGateAndDenseFirstLayers) {
   EXPECT_EQ(m.moe.layers, (std::vector<bool>(5, true)));
 }
 
+// modernbert-decoder: layer i full iff i % global_attn_every_n_layers == 0 (layer 0 full), a window of
+// local_attention // 2, the head size from the heads, and a refusal where the releases' rope bases differ.
+TEST(ModelConfig, ReadsModernBertDecodersPatternHalfWindowAndRefusesUnequalRopeBases) {
+  nlohmann::json c = {{"model_type", "modernbert-decoder"}, {"vocab_size", 32},          {"hidden_size", 16},
+                      {"num_hidden_layers", 4},             {"num_attention_heads", 2}, {"intermediate_size", 8},
+                      {"local_attention", 7},               {"global_rope_theta", 1e4}, {"local_rope_theta", 1e4}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 3, 3, 0}));
+  EXPECT_EQ(m.head_dim, 8);
+  EXPECT_EQ(m.kv_heads, 2);
+  EXPECT_TRUE(m.layer_norm && m.embed_norm && m.prediction_head && m.lm_head_bias && m.tied && m.gelu && m.gelu_exact);
+  EXPECT_FALSE(m.norm_bias || m.mlp_bias || m.qkv_bias || m.head_dense_bias);
+  EXPECT_EQ(m.eps, 1e-5);
+  c["local_rope_theta"] = 160000.0;
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);  // 4.x and 5.x rotate the sliding layers apart
+  c["layer_types"] = {"full_attention", "full_attention", "full_attention", "full_attention"};
+  EXPECT_EQ(parse_config(c, "c.json").windows, (std::vector<int64_t>(4, 0)));  // no sliding layer: no difference
+  c["head_dim"] = 4;
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+}
+
 TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
   for (const Plan& p : fixed_plans("m", 4, 32)) {
     EXPECT_EQ(invalid_reason(p, 32), "") << p.name;

@@ -1,5 +1,5 @@
 // kvc-model-oracle MODEL_DIR TOKENS OUT [--float32] [--span-delta N] [--top-k-delta N] [--no-renormalize]
-// [--no-shared-expert] [--shared-summed] [--conv-taps-dropped N] [--no-attention-gate]: the model oracle's logits for one
+// [--no-shared-expert] [--shared-summed] [--conv-taps-dropped N] [--no-attention-gate] [--no-prediction-head]: the model oracle's logits for one
 // sequence, raw little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
@@ -9,7 +9,9 @@
 // (combined_scale 1) (OracleOptions: the MoE rules' mutants, and sensitivity.py's check that the drawn expert constants
 // act; each edits the model's description as a reader that got it wrong would). --conv-taps-dropped N gives every
 // convolution layer (lfm3) only its last conv_kernel - N taps (a state N rows short), --no-attention-gate leaves
-// lfm3's attention gate out: the hybrid rules' mutants. Prints {"n", "vocab", "span", "local_layers",
+// lfm3's attention gate out: the hybrid rules' mutants. --no-prediction-head reads a ModernBERT-layout model's logits
+// straight from its final norm (its head.dense, activation and head.norm left out, as a loader that maps only the
+// decoder to lm_head would). Prints {"n", "vocab", "span", "local_layers",
 // "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
 // "shared_expert", "conv_layers", "conv_kernel", "attention_gate"} (the model's local span, how many layers slide
 // or chunk, how many are MoE, and their routing, how many are convolutions and their taps, and the gate).
@@ -25,7 +27,7 @@
 int main(int argc, char** argv) {
   if (argc < 4) {
     std::cerr << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
-                 "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--conv-taps-dropped N] [--no-attention-gate]\n";
+                 "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--conv-taps-dropped N] [--no-attention-gate] [--no-prediction-head]\n";
     return 2;
   }
   try {
@@ -64,6 +66,7 @@ int main(int argc, char** argv) {
         }
         c.conv_kernel -= drop;
       } else if (std::strcmp(argv[i], "--no-attention-gate") == 0) model.config.attn_gate = false;
+      else if (std::strcmp(argv[i], "--no-prediction-head") == 0) model.config.prediction_head = false;
       else throw std::invalid_argument(std::string("unknown argument ") + argv[i]);
     }
     if (delta != 0) {

@@ -53,11 +53,12 @@ enum class Family {
   Afmoe,
   Qwen2Vl,
   Qwen25Vl,  // multimodal: the text decoder of the model's text_config
+  ModernBertDecoder,
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
-// "qwen2_5_vl"
+// "qwen2_5_vl", "modernbert-decoder"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -153,6 +154,15 @@ struct ModelConfig {
   bool o_bias = false;          // o projection has a bias (qwen3, gpt_oss, smollm3, cohere2 attention_bias)
   bool sinks = false;           // a learned per-head logit joins each softmax's denominator (gpt_oss self_attn.sinks)
   bool gelu = false;            // gelu (tanh approximation) MLP; otherwise SiLU
+  bool gelu_exact = false;      // with gelu: the exact (erf) form, transformers' "gelu" (modernbert)
+  // ModernBERT's layout (modernbert-decoder): the LayerNorms (layer_norm) have a bias beside each weight where
+  // norm_bias; embed_norm: a LayerNorm of the embeddings (model.embed_norm.) whose output is layer 0's attention
+  // input (that layer has no input norm); mlp_bias: the MLP's three projections have biases; prediction_head: the
+  // logits are lm_head(head.norm(act(head.dense h))) (+ lm_head.bias where lm_head_bias; head.dense.bias where
+  // head_dense_bias), act the MLP's activation.
+  bool norm_bias = false, embed_norm = false, mlp_bias = false;
+  bool prediction_head = false, head_dense_bias = false, lm_head_bias = false;
+  bool fused_mlp = false;       // the checkpoint stores the MLP as gate_up_proj only (rows [gate; up]); load_model splits it
   // A multimodal checkpoint's text decoder tensors are under this prefix ("model.language_model."), its
   // head at lm_head; the loader reads them as the decoder's own (model.*) and ignores the towers.
   std::string text_prefix;
@@ -187,7 +197,8 @@ struct ModelConfig {
   bool attn_gate = false;              // each head's output times sigmoid(self_attn.g_proj h) [heads, H] before o_proj (lfm3)
   bool attn_gate_elementwise = false;  // the gate is one per output element: g_proj [heads * head_dim, H] (afmoe)
   // Checkpoint names the loader reads under the names the forward uses: (from, to) pairs, each a prefix
-  // of a layer's relative name (model.layers.<l>.<from>...) or, beginning "model.", of a whole name.
+  // of a layer's relative name (model.layers.<l>.<from>...) or, beginning "model.", of a whole name; a name
+  // outside model.* (a head's) by the first pair whose `from` begins it.
   std::vector<std::pair<std::string, std::string>> tensor_names;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
@@ -291,6 +302,7 @@ class SequenceOracle {
  private:
   struct Layer {
     std::vector<T> q, k, v, o, gate, up, down, in_norm, post_attn_norm, pre_ff_norm, post_ff_norm, q_norm, k_norm;
+    std::vector<T> in_norm_bias, post_attn_norm_bias, gate_bias, up_bias, down_bias;  // norm_bias, mlp_bias
     T scalar = 1;  // gemma4 layer_scalar
     std::vector<T> q_bias, k_bias, v_bias, o_bias;
     std::vector<T> router, experts_gate_up, experts_down;                          // [E, H], [E, H, 2I], [E, I, H] (x @ W layout)
@@ -307,6 +319,8 @@ class SequenceOracle {
   ModelConfig config_;
   OracleOptions options_;
   std::vector<T> embed_, final_norm_, lm_head_;
+  std::vector<T> final_norm_bias_, embed_norm_, embed_norm_bias_, head_dense_, head_dense_bias_, head_norm_, head_norm_bias_,
+      lm_head_bias_;  // ModernBERT's layout (ModelConfig::embed_norm, prediction_head)
   std::vector<Layer> layers_;
   int64_t length_ = 0;
   int64_t forgotten_ = 0;
