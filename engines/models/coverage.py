@@ -24,15 +24,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # from its own modeling file. A folder missing here prints "not read yet".
 MOE = "a MoE decoder: its routing or expert layout is not in the registry's MoE configuration yet"
 MULTIMODAL = "multimodal (vision or audio tower): its text decoder is not a registry family"
-# What an encoder's model level lacks, precisely, and what its mask level has.
-MODEL_LEVEL = ("Model level: the oracle's forward is causal and incremental (SequenceOracle: a position's output from "
-               "the tokens up to it, extend and truncate), and a bidirectional layer's output depends on later tokens: "
-               "it needs a whole-sequence encoder forward, not built")
-BIDIRECTIONAL = (MODEL_LEVEL + ". Mask level: judged, the reference's bidirectional masks (harness bidirectional_masks.h: "
-                 "abs(q - kv) <= reach, the keys' padding, the builders' skip) agree with the masks this family's own "
-                 "forward hands its attention layers on every pinned release that has it (kvc_encoder_masks_test against "
-                 "golden/encoder_masks/)")
+# What an encoder's model level lacks, precisely, and what its mask level has. The whole-sequence encoder forward
+# exists (SequenceOracle::encode): a folder is read once its family's reader and checkpoints agree with transformers'
+# own masked-LM forward (engines/transformers/encoder_agreement.py), as modernbert's and ultrabert's do.
+ENCODER_FORWARD = ("Model level: the oracle's whole-sequence encoder forward (SequenceOracle::encode, bidirectional "
+                   "sliding with the family's reach, padding; modernbert's and ultrabert's agree with transformers, "
+                   "encoder_agreement.py) has no reader for this family yet: ")
+MODEL_LEVEL = ("Model level: the oracle's forwards are a causal decoder's (SequenceOracle::extend) and an encoder's "
+               "whole sequence (encode); this one is neither")
+MASK_LEVEL = (". Mask level: judged, the reference's bidirectional masks (harness bidirectional_masks.h: "
+              "abs(q - kv) <= reach, the keys' padding, the builders' skip) agree with the masks this family's own "
+              "forward hands its attention layers on every pinned release that has it (kvc_encoder_masks_test against "
+              "golden/encoder_masks/)")
 # Families whose masks are not recorded by golden/encoder_masks.py, with what they are.
+CROSS = ("Model level: SequenceOracle::encode would serve its encoder, but its decoder cross-attends to the encoder's "
+         "output, which no registry rule does")
 UNRECORDED_MASKS = ". Mask level: not recorded yet (golden/encoder_masks.py records the plain encoders' masks only)"
 REASONS = {
     "beam": MOE, "exaone_moe": MOE, "flint": MOE + " (with sinks)",
@@ -57,20 +63,18 @@ REASONS = {
     "muse_glimmer": MULTIMODAL, "muse_spark": MULTIMODAL, "qwen2_5_omni": MULTIMODAL, "qwen2_5_vl": MULTIMODAL,
     "qwen2_vl": MULTIMODAL, "qwen3_omni_moe": MULTIMODAL, "step3p7": MULTIMODAL, "unlimited_ocr": MULTIMODAL,
     "neomme": MULTIMODAL,
-    "modernbert": "an encoder (masked LM: fused Wqkv, GeGLU Wi, LayerNorms, a dense + GELU + LayerNorm head): local layers "
-    "see abs(i - j) <= local_attention // 2 (4.x its own window mask, 5.13.1 on create_bidirectional_sliding_window_mask), "
-    "every global_attn_every_n_layers-th layer every key. " + BIDIRECTIONAL,
     "embedding_gemma2": "a sentence-embedding encoder (pooled hidden states and multimodal embedders, no LM head) with "
-    "gemma's layers bidirectional, sliding ones windowed. " + BIDIRECTIONAL,
-    "ultrabert": "an encoder (masked LM) with bidirectional sliding layers. " + BIDIRECTIONAL,
+    "gemma's layers bidirectional, sliding ones windowed. " + ENCODER_FORWARD + "its output is pooled hidden states, "
+    "not per-position logits (the forward's output)" + MASK_LEVEL,
     "openai_privacy_filter": "a token classifier (per-token labels, no LM head) whose bidirectional sliding layers have "
-    "attention sinks. " + BIDIRECTIONAL,
+    "attention sinks. " + ENCODER_FORWARD + "its reader (the classifier head in lm_head's place) and checkpoints are not "
+    "built" + MASK_LEVEL,
     "t5gemma": "an encoder-decoder: a bidirectional (sliding) encoder, and a decoder whose causal sliding self-attention "
-    "is followed by cross-attention to the encoder; the registry has no cross-attention. " + BIDIRECTIONAL + ". Its "
+    "is followed by cross-attention to the encoder. " + CROSS + MASK_LEVEL + ". Its "
     "encoder's reach is sliding_window - 1 in 4.x and sliding_window from 5.0 under sdpa and eager, while its flash-attention "
     "path keeps sliding_window - 1 (finding 54)",
-    "t5gemma2": "an encoder-decoder (t5gemma's, self- and cross-attention merged in one softmax, a vision encoder): "
-    "the registry has no cross-attention. " + BIDIRECTIONAL + " (its text encoder: (w + 1) // 2 - 1 keys back, w // 2 "
+    "t5gemma2": "an encoder-decoder (t5gemma's, self- and cross-attention merged in one softmax, a vision encoder). "
+    + CROSS + MASK_LEVEL + " (its text encoder: (w + 1) // 2 - 1 keys back, w // 2 "
     "ahead; flash attention w - 1 either side: finding 54)",
     "diffusion_gemma": "block diffusion: a canvas attends bidirectionally within itself over a causal sliding cache "
     "(create_diffusion_decoder_attention_mask); no canvas mask or denoising loop in the registry. " + MODEL_LEVEL

@@ -273,6 +273,73 @@ MODERNBERT_DECODER = {
 }
 
 
+# ---- Encoders: checkpoints of the families whose attention is bidirectional (make_models.py --set encoders), held to
+# transformers' own float64 forward of their masked-LM class by engines/transformers/encoder_agreement.py, with and
+# without padding (never run by the causal checks: the oracle's encode is one whole-sequence forward).
+#   modernbert-w3    modernbert, 4 layers, global_attn_every_n_layers 2 (F, S, F, S), local_attention 6 (each local
+#                    layer sees 3 keys on each side), rope 160000 on the global layers and 10000 on the local ones,
+#                    every bias (norm_bias, attention_bias, mlp_bias, classifier_bias, decoder_bias), the exact gelu, tied
+#   modernbert-r1    modernbert, 3 layers, the default pattern (F, S, S), local_attention 3 (one key each side), no
+#                    bias, gelu_pytorch_tanh, untied
+#   ultrabert-w3     ultrabert (5.24.0 on), 4 layers, no layer_types (S, S, F, S: (i + 1) % 3), sliding_window 3 (3 keys
+#                    each side), rope 2560000 on full and 10000 on sliding layers, GQA (2 KV heads), attention_bias and
+#                    mlp_bias, a prediction head of 48, untied
+#   ultrabert-r1     ultrabert, 3 layers, layer_types [F, S, S], sliding_window 1, no bias, gelu MLP, tied
+MODERNBERT = {
+    **{k: v for k, v in MODERNBERT_DECODER.items() if k not in ("local_rope_theta",)},
+    "architectures": ["ModernBertForMaskedLM"],
+    "model_type": "modernbert",
+    "global_rope_theta": 160000.0,
+    "local_rope_theta": 10000.0,
+    "reference_compile": False,  # 4.x would otherwise torch.compile the MLP and head where it can
+}
+ULTRABERT = {
+    "architectures": ["UltrabertForMaskedLM"],
+    "model_type": "ultrabert",
+    "hidden_act": "silu",
+    "prediction_head_size": 48,
+    "rope_parameters": {F: {"rope_type": "default", "rope_theta": 2560000.0}, S: {"rope_type": "default", "rope_theta": 10000.0}},
+    "tie_word_embeddings": False,
+}
+ENCODERS = {
+    "modernbert-w3": ("modernbert", {
+        **MODERNBERT,
+        "num_hidden_layers": 4,
+        "global_attn_every_n_layers": 2,
+        "local_attention": 6,
+        "norm_bias": True,
+        "attention_bias": True,
+        "mlp_bias": True,
+        "classifier_bias": True,
+    }),
+    "ultrabert-w3": ("ultrabert", {
+        **ULTRABERT,
+        "num_hidden_layers": 4,
+        "sliding_window": 3,
+        "attention_bias": True,
+        "mlp_bias": True,
+    }),
+    "ultrabert-r1": ("ultrabert", {
+        **ULTRABERT,
+        "num_hidden_layers": 3,
+        "layer_types": [F, S, S],
+        "sliding_window": 1,
+        "hidden_act": "gelu",
+        "prediction_head_size": 32,
+        "tie_word_embeddings": True,
+    }),
+    "modernbert-r1": ("modernbert", {
+        **MODERNBERT,
+        "num_hidden_layers": 3,
+        "local_attention": 3,
+        "decoder_bias": False,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "classifier_activation": "gelu_pytorch_tanh",
+        "tie_word_embeddings": False,
+    }),
+}
+
+
 def _mellum_rope(full, sliding):  # mellum keys its rope by layer type and converts no flat rope_theta
     return {F: {"rope_type": "default", "rope_theta": full}, S: {"rope_type": "default", "rope_theta": sliding}}
 

@@ -76,23 +76,28 @@ def read_rows():
     """rows() on a release tree written here: a folder is read where the registry reads its own type
     (gemma3's gemma3_text, mistral), not where its configuration only names a registry family as its
     decoder's (mistral3, a wrapper around mistral), and a folder whose type its name spells with "_" for "-"
-    (modernbert_decoder's modernbert-decoder) is read. The failures, as lines."""
+    (modernbert_decoder's modernbert-decoder) is read; an encoder folder is read where the registry reads its type
+    (modernbert: its model level agrees) and otherwise says why (openai_privacy_filter). The failures, as lines."""
     with tempfile.TemporaryDirectory() as tmp:
         models = os.path.join(tmp, "golden", ".venv-9.9.9", "lib", "python3.11", "site-packages", "transformers", "models")
         for folder, text in (("mistral", 'model_type = "mistral"\n"sliding_attention"'),
                              ("mistral3", 'model_type = "mistral3"\ntext_config = dict(model_type = "mistral")'),
                              ("gemma3", 'model_type = "gemma3"\nmodel_type = "gemma3_text"\n"sliding_attention"'),
-                             ("modernbert_decoder", 'model_type = "modernbert-decoder"\n"sliding_attention"')):
+                             ("modernbert_decoder", 'model_type = "modernbert-decoder"\n"sliding_attention"'),
+                             ("modernbert", 'model_type = "modernbert"\n"sliding_attention"'),
+                             ("openai_privacy_filter", 'model_type = "openai_privacy_filter"\n"sliding_attention"')):
             os.makedirs(os.path.join(models, folder))
             with open(os.path.join(models, folder, f"configuration_{folder}.py"), "w") as f:
                 f.write(text)
         root, registry = coverage.ROOT, coverage.registry
-        coverage.ROOT, coverage.registry = tmp, lambda: {"mistral", "gemma3_text", "modernbert-decoder"}
+        coverage.ROOT, coverage.registry = tmp, lambda: {"mistral", "gemma3_text", "modernbert-decoder", "modernbert"}
         try:
             got = {r[0]: r[2] for r in coverage.rows("9.9.9")}
         finally:
             coverage.ROOT, coverage.registry = root, registry
     want = {"gemma3": "gemma3_text", "mistral": "mistral", "modernbert_decoder": "modernbert-decoder",
+            "modernbert": "modernbert",
+            "openai_privacy_filter": "not read: " + coverage.REASONS["openai_privacy_filter"],
             "mistral3": "not read: a wrapper whose config.json the registry refuses; its decoder's family mistral is read"}
     return [f"rows: {f}: got {got.get(f)!r}, expected {want[f]!r}" for f in want if got.get(f) != want[f]]
 

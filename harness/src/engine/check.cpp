@@ -687,7 +687,7 @@ namespace {
 
 // Every field, so that two options that compute different rows never share a key.
 std::string options_text(const OracleOptions& o) {
-  static_assert(sizeof(OracleOptions) == 152, "a field added to OracleOptions must be added to options_text");
+  static_assert(sizeof(OracleOptions) == 168, "a field added to OracleOptions must be added to options_text");
   json j = {o.windows,
             o.chunks,
             o.kv_half,
@@ -704,7 +704,9 @@ std::string options_text(const OracleOptions& o) {
             o.rope_layers,
             o.rope_bases,
             o.window_delta_position,
-            o.window_delta};
+            o.window_delta,
+            o.reach_delta,
+            o.causal};
   return j.dump();
 }
 

@@ -1071,7 +1071,8 @@ void read_afmoe(const json& c, const std::string& file, ModelConfig& m) {
 // (default 160000; its local rotary module reads the same config.rope_theta), 5.x its sliding layers by
 // local_rope_theta (default 10000): a model whose two bases differ on a sliding layer, or that gives them only
 // in rope_parameters (which 4.x does not read), is refused, since the releases' forwards differ.
-void read_modernbert_decoder(const json& c, const std::string& file, ModelConfig& m) {
+// ModernBERT's modules, shared by the decoder and the encoder (read_modernbert below).
+void read_modernbert_layout(const json& c, const std::string& file, ModelConfig& m) {
   if (m.hidden % m.heads) bad(file, "/num_attention_heads", "must divide hidden_size (the head size is their quotient)");
   m.head_dim = m.hidden / m.heads;
   m.kv_heads = m.heads;
@@ -1082,7 +1083,8 @@ void read_modernbert_decoder(const json& c, const std::string& file, ModelConfig
   m.eps = number_or(c, "norm_eps", 1e-5, file);
   m.layer_norm = true;
   m.norm_bias = bool_or(c, "norm_bias", false, file);
-  m.embed_norm = m.prediction_head = true;
+  m.embed_norm = true;
+  m.prediction_head = PredictionHead::ModernBert;
   m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
   m.mlp_bias = bool_or(c, "mlp_bias", false, file);
   m.fused_mlp = true;
@@ -1096,6 +1098,27 @@ void read_modernbert_decoder(const json& c, const std::string& file, ModelConfig
   else if (act != "silu") bad(file, "/hidden_activation", "\"" + act + "\" is not modelled (gelu, gelu_pytorch_tanh, silu are)");
   if (c.value("classifier_activation", std::string("gelu")) != act)
     bad(file, "/classifier_activation", "differs from hidden_activation: the oracle applies one activation to both");
+  if (c.contains("rope_parameters") && !c["rope_parameters"].is_null())
+    bad(file, "/rope_parameters", "4.x reads global_rope_theta and local_rope_theta only: give the bases there");
+  m.rope_theta = number_or(c, "global_rope_theta", 160000, file);
+  m.tensor_names = {{"attn_norm.", "input_layernorm."},
+                    {"mlp_norm.", "post_attention_layernorm."},
+                    {"attn.Wqkv.", "self_attn.qkv_proj."},
+                    {"attn.q_proj.", "self_attn.q_proj."},
+                    {"attn.k_proj.", "self_attn.k_proj."},
+                    {"attn.v_proj.", "self_attn.v_proj."},
+                    {"attn.Wo.", "self_attn.o_proj."},
+                    {"mlp.Wi.", "mlp.gate_up_proj."},
+                    {"mlp.Wo.", "mlp.down_proj."},
+                    {"model.embeddings.tok_embeddings.", "model.embed_tokens."},
+                    {"model.embeddings.norm.", "model.embed_norm."},
+                    {"model.final_norm.", "model.norm."},
+                    {"decoder.", "lm_head."}};
+}
+
+void read_modernbert_decoder(const json& c, const std::string& file, ModelConfig& m) {
+  read_modernbert_layout(c, file, m);
+  m.tensor_names.insert(m.tensor_names.end() - 1, {"lm_head.", "head."});  // its head's name (the encoder's is head.)
   std::vector<std::string> types;
   if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
     const int64_t every = positive_or(c, "global_attn_every_n_layers", 3, file);
@@ -1109,25 +1132,83 @@ void read_modernbert_decoder(const json& c, const std::string& file, ModelConfig
     m.sliding_window = c["local_attention"].get<int64_t>() / 2;
   }
   m.windows = windows_of(types, m.sliding_window, file);
-  if (c.contains("rope_parameters") && !c["rope_parameters"].is_null())
-    bad(file, "/rope_parameters", "4.x reads global_rope_theta and local_rope_theta only: give the bases there");
-  m.rope_theta = number_or(c, "global_rope_theta", 160000, file);
   if (slides && number_or(c, "local_rope_theta", 10000, file) != m.rope_theta)
     bad(file, "/local_rope_theta", "differs from global_rope_theta (or is absent: 5.x's default 10000): 4.x rotates every "
                                    "layer by global_rope_theta, 5.x the sliding ones by local_rope_theta");
-  m.tensor_names = {{"attn_norm.", "input_layernorm."},
-                    {"mlp_norm.", "post_attention_layernorm."},
-                    {"attn.q_proj.", "self_attn.q_proj."},
-                    {"attn.k_proj.", "self_attn.k_proj."},
-                    {"attn.v_proj.", "self_attn.v_proj."},
-                    {"attn.Wo.", "self_attn.o_proj."},
-                    {"mlp.Wi.", "mlp.gate_up_proj."},
-                    {"mlp.Wo.", "mlp.down_proj."},
-                    {"model.embeddings.tok_embeddings.", "model.embed_tokens."},
-                    {"model.embeddings.norm.", "model.embed_norm."},
-                    {"model.final_norm.", "model.norm."},
-                    {"lm_head.", "head."},
-                    {"decoder.", "lm_head."}};
+}
+
+// ModernBertConfig (every pinned release), read as ModernBertForMaskedLM: ModernBERT's modules (above) with one fused
+// attn.Wqkv [3H, H] (rows [q; k; v]) and bidirectional attention. Layer i is global iff i % global_attn_every_n_layers
+// (default 3) == 0 (4.x reads no layer_types: one that differs from the pattern is refused); a local layer sees the
+// keys within local_attention // 2 on each side (encoder_mask_rule("modernbert"): 4.x's own window mask, 5.x's
+// create_bidirectional_sliding_window_mask) and rotates by local_rope_theta (default 10000; global_rope_theta where
+// null in 4.x, refused: 5.x reads no null), the global ones by global_rope_theta (default 160000). The head is
+// head.dense / head.norm, then decoder.
+void read_modernbert(const json& c, const std::string& file, ModelConfig& m) {
+  read_modernbert_layout(c, file, m);
+  m.fused_projections = true;
+  m.bidirectional = true;
+  const int64_t every = positive_or(c, "global_attn_every_n_layers", 3, file);
+  std::vector<std::string> types, pattern;
+  for (int64_t i = 0; i < m.layers; ++i) pattern.push_back(i % every ? "sliding_attention" : "full_attention");
+  if (layer_types(c, m.layers, kSlidingOrFull, types, file) && types != pattern)
+    bad(file, "/layer_types", "differs from global_attn_every_n_layers' pattern, the only one 4.x reads");
+  const bool slides = std::find(pattern.begin(), pattern.end(), "sliding_attention") != pattern.end();
+  int64_t reach = 0;
+  if (slides) {
+    if (!c.contains("local_attention") || !c["local_attention"].is_number_integer() || c["local_attention"].get<int64_t>() < 0)
+      bad(file, "/local_attention", "a local layer needs local_attention >= 0 (its reach is local_attention // 2 each side)");
+    reach = c["local_attention"].get<int64_t>() / 2;
+  }
+  m.sliding_window = reach;
+  for (const std::string& t : pattern) {
+    const bool local = t == "sliding_attention";
+    m.windows.push_back(local ? reach + 1 : 0);
+    m.reach_before.push_back(local ? reach : 0);
+    m.reach_after.push_back(local ? reach : 0);
+  }
+  if (c.contains("local_rope_theta") && c["local_rope_theta"].is_null())
+    bad(file, "/local_rope_theta", "null: 4.x then rotates by global_rope_theta, 5.x cannot read it");
+  m.rope_local_theta = number_or(c, "local_rope_theta", 10000, file);
+}
+
+// UltrabertConfig (5.24.0 on), read as UltrabertForMaskedLM: llama's pre-norm layers (RMSNorm of rms_norm_eps, default
+// 1e-6; q/k/v/o biases where attention_bias, the MLP's where mlp_bias; hidden_act, default silu) with bidirectional
+// attention: without layer_types, layer i is full iff (i + 1) % 3 == 0; a sliding layer sees sliding_window (default
+// 128) keys on each side (create_bidirectional_sliding_window_mask); rope per layer type from rope_parameters (default:
+// sliding 10000, full 2560000). The head: gelu_tanh(head.linear2 gelu_tanh(head.linear1 h)) of prediction_head_size
+// (default 768), then head.decoder (untied by default). The checkpoints' older encodings (attention_windows, a rope_theta
+// per layer) are refused.
+void read_ultrabert(const json& c, const std::string& file, ModelConfig& m) {
+  m.bidirectional = true;
+  m.tied = bool_or(c, "tie_word_embeddings", false, file);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  m.mlp_bias = bool_or(c, "mlp_bias", false, file);
+  const std::string act = c.value("hidden_act", std::string("silu"));
+  if (act == "gelu") m.gelu = m.gelu_exact = true;
+  else if (act == "gelu_pytorch_tanh") m.gelu = true;
+  else if (act != "silu") bad(file, "/hidden_act", "\"" + act + "\" is not modelled (silu, gelu, gelu_pytorch_tanh are)");
+  for (const char* key : {"attention_windows", "rope_theta"})
+    if (c.contains(key)) bad(file, std::string("/") + key, "an older encoding, not read: give layer_types and rope_parameters");
+  if (c.contains("rope_parameters") && c["rope_parameters"].is_object() && c["rope_parameters"].contains("rope_theta"))
+    bad(file, "/rope_parameters", "one base for every layer type is not read: key it by layer type");
+  if (!c.contains("sliding_window") || c["sliding_window"].is_null()) m.sliding_window = 128;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back((i + 1) % 3 ? "sliding_attention" : "full_attention");
+  for (const std::string& t : types) {
+    const bool local = t == "sliding_attention";
+    m.windows.push_back(local ? m.sliding_window + 1 : 0);
+    m.reach_before.push_back(local ? m.sliding_window : 0);
+    m.reach_after.push_back(local ? m.sliding_window : 0);
+  }
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 2560000, file);
+  m.rope_local_theta = rope_base(c, "sliding_attention", "rope_theta", 10000, file);
+  m.prediction_head = PredictionHead::Ultrabert;
+  m.head_size = positive_or(c, "prediction_head_size", 768, file);
+  m.tensor_names = {{"head.decoder.", "lm_head."}};
 }
 
 struct FamilyEntry {
@@ -1209,6 +1290,8 @@ const FamilyEntry kRegistry[] = {
     {Family::Cohere2Moe, "cohere2_moe", read_cohere2_moe},
     {Family::Afmoe, "afmoe", read_afmoe},
     {Family::ModernBertDecoder, "modernbert-decoder", read_modernbert_decoder},
+    {Family::ModernBert, "modernbert", read_modernbert},
+    {Family::Ultrabert, "ultrabert", read_ultrabert},
 };
 
 }  // namespace
@@ -1293,7 +1376,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::GptOss && m.family != Family::SmolLM3 && m.family != Family::Cohere2 && m.family != Family::Olmo3 &&
       m.family != Family::GraniteSwa && m.family != Family::Dots1 && m.family != Family::GraniteMoeSwa &&
       m.family != Family::Mellum && m.family != Family::Flint && m.family != Family::Cohere2Moe && m.family != Family::Afmoe &&
-      m.family != Family::ModernBertDecoder && c.value("attention_bias", false))
+      m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
+      c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -1503,6 +1587,11 @@ Model load_model(const std::string& dir) {
                                                            {layer_name(l, "self_attn.k_proj.weight"), k.kv_heads * k.head_dim},
                                                            {layer_name(l, "self_attn.v_proj.weight"), k.kv_heads * k.head_dim}},
               k.hidden);
+      if (k.fused_projections && k.qkv_bias)
+        split(layer_name(l, "self_attn.qkv_proj.bias"), {{layer_name(l, "self_attn.q_proj.bias"), k.heads * k.head_dim},
+                                                         {layer_name(l, "self_attn.k_proj.bias"), k.kv_heads * k.head_dim},
+                                                         {layer_name(l, "self_attn.v_proj.bias"), k.kv_heads * k.head_dim}},
+              1);
       for (const char* what : {"weight", "bias"}) {
         if (what == std::string("bias") && !k.mlp_bias) continue;
         split(layer_name(l, std::string("mlp.gate_up_proj.") + what),
@@ -1577,12 +1666,15 @@ Model load_model(const std::string& dir) {
   };
   if (k.norm_bias) need("model.norm.bias", k.hidden);
   if (k.embed_norm) need_norm("model.embed_norm.");
-  if (k.prediction_head) {
+  if (k.prediction_head == PredictionHead::ModernBert) {
     need("head.dense.weight", k.hidden * k.hidden);
     if (k.head_dense_bias) need("head.dense.bias", k.hidden);
     need_norm("head.norm.");
-    if (k.lm_head_bias) need("lm_head.bias", k.vocab);
+  } else if (k.prediction_head == PredictionHead::Ultrabert) {
+    need("head.linear1.weight", k.head_size * k.hidden);
+    need("head.linear2.weight", k.hidden * k.head_size);
   }
+  if (k.lm_head_bias) need("lm_head.bias", k.vocab);
   for (int64_t l = 0; l < k.layers; ++l) {
     const int64_t qd = k.heads * k.dim(l), kvd = k.kv(l) * k.dim(l);
     const bool conv = k.conv(l);  // a short-convolution block in place of the attention
@@ -1773,10 +1865,18 @@ int64_t first_visible_key(const ModelConfig& k, const OracleOptions& o, int64_t 
   const int64_t chunk = o.chunks.empty() ? (k.chunks.empty() ? 0 : k.chunks[li]) : o.chunks[li];
   const int64_t shift = o.chunk_shift;
   int64_t first = 0;
+  if (k.bidirectional) return window > 0 ? std::max<int64_t>(0, pos - k.reach_before[li] - o.reach_delta) : 0;
   if (chunk > 0) first = pos < shift ? 0 : std::max<int64_t>(0, (pos - shift) / chunk * chunk + shift);
   else if (window > 0) first = std::max<int64_t>(0, pos - window - (pos == o.window_delta_position ? o.window_delta : 0) + 1);
   if (k.attention(layer) != Attention::Full) first = std::max(first, std::min(forgotten, pos));
   return first;
+}
+
+int64_t last_visible_key(const ModelConfig& k, const OracleOptions& o, int64_t layer, int64_t pos, int64_t length) {
+  if (!k.bidirectional || o.causal) return pos;
+  const size_t li = static_cast<size_t>(layer);
+  const int64_t window = o.windows.empty() ? k.windows[li] : o.windows[li];
+  return window > 0 ? std::min(length - 1, pos + k.reach_after[li] + o.reach_delta) : length - 1;
 }
 
 template <class T>
@@ -1795,6 +1895,9 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     throw std::invalid_argument("OracleOptions::rope_layers needs one entry per layer");
   if (!options_.rope_bases.empty() && static_cast<int64_t>(options_.rope_bases.size()) != k.layers)
     throw std::invalid_argument("OracleOptions::rope_bases needs one base per layer");
+  if (k.bidirectional && (static_cast<int64_t>(k.reach_before.size()) != k.layers ||
+                         static_cast<int64_t>(k.reach_after.size()) != k.layers))
+    throw std::invalid_argument("ModelConfig: an encoder needs reach_before and reach_after per layer");
   for (size_t n : {k.rope_thetas.size(), k.rope_angles.size(), k.head_dims.size(), k.layer_kv_heads.size(), k.k_eq_v.size(),
                    k.kv_source.size()})
     if (n != 0 && static_cast<int64_t>(n) != k.layers)
@@ -1807,13 +1910,16 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
     embed_norm_ = as<T>(model.at("model.embed_norm.weight"));
     if (k.norm_bias) embed_norm_bias_ = as<T>(model.at("model.embed_norm.bias"));
   }
-  if (k.prediction_head) {
+  if (k.prediction_head == PredictionHead::ModernBert) {
     head_dense_ = as<T>(model.at("head.dense.weight"));
     if (k.head_dense_bias) head_dense_bias_ = as<T>(model.at("head.dense.bias"));
     head_norm_ = as<T>(model.at("head.norm.weight"));
     if (k.norm_bias) head_norm_bias_ = as<T>(model.at("head.norm.bias"));
-    if (k.lm_head_bias) lm_head_bias_ = as<T>(model.at("lm_head.bias"));
+  } else if (k.prediction_head == PredictionHead::Ultrabert) {
+    head_dense_ = as<T>(model.at("head.linear1.weight"));  // [head_size, H]
+    head_norm_ = as<T>(model.at("head.linear2.weight"));   // [H, head_size]: stands where ModernBERT's norm does
   }
+  if (k.lm_head_bias) lm_head_bias_ = as<T>(model.at("lm_head.bias"));
   layers_.resize(static_cast<size_t>(k.layers));
   for (int64_t l = 0; l < k.layers; ++l) {
     Layer& L = layers_[static_cast<size_t>(l)];
@@ -2183,8 +2289,10 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         int64_t first[kQueryTile], last[kQueryTile], span[kQueryTile], at[kQueryTile];
         int64_t lo = pos0 + t0, hi = pos0 + t0 + tn - 1, size = 0;
         for (int64_t t = 0; t < tn; ++t) {
-          last[t] = pos0 + t0 + t;
-          first[t] = first_visible_key(k, options_, li, last[t], forgotten_);
+          const int64_t pos = pos0 + t0 + t;
+          last[t] = last_visible_key(k, options_, li, pos, pos0 + n);
+          hi = std::max(hi, last[t]);
+          first[t] = first_visible_key(k, options_, li, pos, forgotten_);
           span[t] = last[t] + 1 - first[t];
           at[t] = size;  // token t's rows of scores: one per head of the group, span[t] each
           size += group * span[t];
@@ -2213,9 +2321,13 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
                 T s = r[i] * static_cast<T>(k.query_scale);
                 if (k.attn_softcap > 0 && !options_.no_attn_softcap)
                   s = std::tanh(s / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
+                if (!real_.empty() && !real_[static_cast<size_t>(first[t] + i)]) s = -INFINITY;  // a padding key
                 r[i] = s;
                 best = std::max(best, s);
               }
+              if (best == -INFINITY)
+                throw std::invalid_argument("position " + std::to_string(pos0 + t0 + t) + " of layer " + std::to_string(li) +
+                                            " sees no real key (transformers' eager forward averages every value there)");
               // A sink: one more logit in the softmax's max and denominator, with no value.
               const T sink = L.sinks.empty() ? T(0) : L.sinks[static_cast<size_t>(head)];
               if (!L.sinks.empty()) best = std::max(best, sink);
@@ -2395,16 +2507,24 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         for (T& v : x) v *= L.scalar;
     }
   }
-  std::vector<T> head(static_cast<size_t>(k.vocab));
+  std::vector<T> head(static_cast<size_t>(k.vocab)), head_inner;
   for (int64_t t = 0; t < n; ++t) {
     const Row<T> x = row(X, t, H), h = row(Hn, t, H);
     double* out = logits + t * k.vocab;
     if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data(), final_norm_bias_);
     else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm, h.data());
-    if (k.prediction_head) {  // ModernBERT's: norm(act(dense h)) before lm_head (x is done with: its row is scratch)
+    if (k.prediction_head == PredictionHead::ModernBert) {  // norm(act(dense h)) (x is done with: its row is scratch)
       matvec(head_dense_, h.data(), H, H, x.data(), head_dense_bias_);
       for (T& v : x) v = activate(k, v);
       layer_norm(x.data(), head_norm_, H, eps, h.data(), head_norm_bias_);
+    } else if (k.prediction_head == PredictionHead::Ultrabert) {  // gelu_tanh(linear2 gelu_tanh(linear1 h))
+      ModelConfig tanh_gelu;
+      tanh_gelu.gelu = true;
+      head_inner.resize(static_cast<size_t>(k.head_size));
+      matvec(head_dense_, h.data(), k.head_size, H, head_inner.data());
+      for (T& v : head_inner) v = activate(tanh_gelu, v);
+      matvec(head_norm_, head_inner.data(), H, k.head_size, h.data());
+      for (T& v : h) v = activate(tanh_gelu, v);
     }
     matvec(lm_head_, h.data(), k.vocab, H, head.data(), lm_head_bias_);
     for (int64_t r = 0; r < k.vocab; ++r) {
@@ -2418,7 +2538,24 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
 }
 
 template <class T>
+std::vector<double> SequenceOracle<T>::encode(const std::vector<int32_t>& tokens, const std::vector<bool>& real) {
+  if (!config_.bidirectional) throw std::invalid_argument(config_.name + ": encode runs an encoder; a causal model extends");
+  if (length_ != 0) throw std::invalid_argument(config_.name + ": an encoder's forward is one whole sequence");
+  if (!real.empty() && real.size() != tokens.size())
+    throw std::invalid_argument("encode: attention_mask has " + std::to_string(real.size()) + " entries for " +
+                                std::to_string(tokens.size()) + " tokens");
+  real_ = real;
+  std::vector<double> out(tokens.size() * static_cast<size_t>(config_.vocab));
+  forward(tokens.data(), static_cast<int64_t>(tokens.size()), 0, out.data());
+  length_ = static_cast<int64_t>(tokens.size());
+  return out;
+}
+
+template <class T>
 std::vector<double> SequenceOracle<T>::extend(const std::vector<int32_t>& tokens) {
+  if (config_.bidirectional)
+    throw std::invalid_argument(config_.name + ": an encoder (" + to_string(config_.family) +
+                                ") has no incremental forward: its positions see later tokens (encode)");
   std::vector<double> out(tokens.size() * static_cast<size_t>(config_.vocab));
   forward(tokens.data(), static_cast<int64_t>(tokens.size()), length_, out.data());
   length_ += static_cast<int64_t>(tokens.size());

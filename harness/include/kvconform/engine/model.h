@@ -54,11 +54,13 @@ enum class Family {
   Qwen2Vl,
   Qwen25Vl,  // multimodal: the text decoder of the model's text_config
   ModernBertDecoder,
+  ModernBert,  // an encoder (bidirectional): SequenceOracle::encode
+  Ultrabert,   // an encoder
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
-// "qwen2_5_vl", "modernbert-decoder"
+// "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -70,6 +72,11 @@ const char* to_string(Attention a);  // "full", "sliding", "chunked"
 // 2-4): x += norm(attn(norm x)); x += norm(mlp(norm x)). Post (olmo2, olmo3, exaone4): x += norm(attn x);
 // x += norm(mlp x), no input norms.
 enum class NormPlacement { Pre, Sandwich, Post };
+
+// What stands between the final norm and lm_head: nothing; ModernBERT's head.norm(act(head.dense h)) (act the MLP's,
+// head.norm a LayerNorm like the model's); UltraBERT's gelu_tanh(head.linear2 gelu_tanh(head.linear1 h)) (linear1
+// [ModelConfig::head_size, H], no biases).
+enum class PredictionHead { None, ModernBert, Ultrabert };
 
 // A tiny mixture of experts. Llama4 and GptOss are those families' own routings; TopK is every other
 // family's, its variants configuration (the fields below), not a code path per family.
@@ -158,11 +165,17 @@ struct ModelConfig {
   // ModernBERT's layout (modernbert-decoder): the LayerNorms (layer_norm) have a bias beside each weight where
   // norm_bias; embed_norm: a LayerNorm of the embeddings (model.embed_norm.) whose output is layer 0's attention
   // input (that layer has no input norm); mlp_bias: the MLP's three projections have biases; prediction_head: the
-  // logits are lm_head(head.norm(act(head.dense h))) (+ lm_head.bias where lm_head_bias; head.dense.bias where
-  // head_dense_bias), act the MLP's activation.
+  // head before lm_head (head.dense.bias where head_dense_bias), lm_head.bias where lm_head_bias.
   bool norm_bias = false, embed_norm = false, mlp_bias = false;
-  bool prediction_head = false, head_dense_bias = false, lm_head_bias = false;
+  PredictionHead prediction_head = PredictionHead::None;
+  int64_t head_size = 0;  // PredictionHead::Ultrabert's inner width (prediction_head_size)
+  bool head_dense_bias = false, lm_head_bias = false;
   bool fused_mlp = false;       // the checkpoint stores the MLP as gate_up_proj only (rows [gate; up]); load_model splits it
+  // An encoder: every position attends every real key of the whole sequence, a sliding layer (windows[l] > 0, which is
+  // reach_before[l] + 1) only the keys from reach_before[l] positions before it to reach_after[l] after it: the rule of
+  // bidirectional_masks.h, as each family's configuration gives it (encoder_mask_rule). SequenceOracle::encode runs it.
+  bool bidirectional = false;
+  std::vector<int64_t> reach_before, reach_after;
   // A multimodal checkpoint's text decoder tensors are under this prefix ("model.language_model."), its
   // head at lm_head; the loader reads them as the decoder's own (model.*) and ignores the towers.
   std::string text_prefix;
@@ -252,6 +265,8 @@ struct OracleOptions {
   bool no_final_softcap = false;   // the logits' tanh soft-cap left out
   std::vector<bool> rope_layers;   // per layer, which layers rotate; empty: the config's
   std::vector<double> rope_bases;  // per layer, the rope base; empty: the config's
+  int64_t reach_delta = 0;  // an encoder's sliding layers reach this many keys further on each side
+  bool causal = false;      // an encoder's queries see no later key (an encoder read as a decoder)
   // One eviction off by one: the query at this position alone sees window + window_delta keys on
   // the sliding layers (-1: no such position).
   int64_t window_delta_position = -1, window_delta = 0;
@@ -273,6 +288,8 @@ constexpr double kMinWindowSensitivity = 1e-2;  // a hundred times the engine ch
 // `options` tell it, after `forgotten` (the keys a cache lost, on sliding and chunked layers).
 int64_t first_visible_key(const ModelConfig& config, const OracleOptions& options, int64_t layer, int64_t pos,
                           int64_t forgotten = 0);
+// The last key it sees in a sequence of `length` tokens: itself (causal), or an encoder's reach after it.
+int64_t last_visible_key(const ModelConfig& config, const OracleOptions& options, int64_t layer, int64_t pos, int64_t length);
 
 // One sequence's forward, position by position. Position p's logits depend only on tokens
 // 0..p, computed with the same arithmetic however the tokens arrive, so extend() in pieces equals
@@ -281,8 +298,14 @@ template <class T>
 class SequenceOracle {
  public:
   SequenceOracle(const Model& model, OracleOptions options = {});
-  // The logits of the new positions, row-major [tokens.size(), vocab].
+  // The logits of the new positions, row-major [tokens.size(), vocab]. A causal model only (std::invalid_argument
+  // for an encoder).
   std::vector<double> extend(const std::vector<int32_t>& tokens);
+  // An encoder's whole-sequence forward (ModelConfig::bidirectional), once, from an empty oracle: the logits of every
+  // position, each from all the tokens. real: the 2D attention_mask (true = a token, false = padding: no query sees
+  // it; a padding position's own row is computed like any other, at its position); empty = no padding. Throws
+  // std::invalid_argument where a query would see no real key (transformers' eager forward then averages every value).
+  std::vector<double> encode(const std::vector<int32_t>& tokens, const std::vector<bool>& real = {});
   // Drops the last n positions. A hybrid's convolution state is the rows of its input kept per
   // position (like the K/V), so dropping them is the forward of the shorter prefix re-run from the
   // prompt, bit for bit.
@@ -324,6 +347,7 @@ class SequenceOracle {
   std::vector<Layer> layers_;
   int64_t length_ = 0;
   int64_t forgotten_ = 0;
+  std::vector<bool> real_;  // encode's attention_mask (empty: every key real)
 };
 
 extern template class SequenceOracle<double>;
