@@ -67,8 +67,9 @@ REASONS = {
     "gemma's layers bidirectional, sliding ones windowed. " + ENCODER_FORWARD + "its output is pooled hidden states, "
     "not per-position logits (the forward's output)" + MASK_LEVEL,
     "openai_privacy_filter": "a token classifier (per-token labels, no LM head) whose bidirectional sliding layers have "
-    "attention sinks. " + ENCODER_FORWARD + "its reader (the classifier head in lm_head's place) and checkpoints are not "
-    "built" + MASK_LEVEL,
+    "attention sinks. " + ENCODER_FORWARD + "its feed-forward is gpt_oss's MoE with the routing weights divided by "
+    "top_k (not a MoeConfig variant yet), its output num_labels scores per position (the forward's is the vocabulary's), "
+    "and no checkpoints are built" + MASK_LEVEL,
     "t5gemma": "an encoder-decoder: a bidirectional (sliding) encoder, and a decoder whose causal sliding self-attention "
     "is followed by cross-attention to the encoder. " + CROSS + MASK_LEVEL + ". Its "
     "encoder's reach is sliding_window - 1 in 4.x and sliding_window from 5.0 under sdpa and eager, while its flash-attention "
