@@ -24,15 +24,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # from its own modeling file. A folder missing here prints "not read yet".
 MOE = "a MoE decoder: its routing or expert layout is not in the registry's MoE configuration yet"
 MULTIMODAL = "multimodal (vision or audio tower): its text decoder is not a registry family"
-# What an encoder's model level lacks, precisely, and what its mask level has.
-MODEL_LEVEL = ("Model level: the oracle's forward is causal and incremental (SequenceOracle: a position's output from "
-               "the tokens up to it, extend and truncate), and a bidirectional layer's output depends on later tokens: "
-               "it needs a whole-sequence encoder forward, not built")
-BIDIRECTIONAL = (MODEL_LEVEL + ". Mask level: judged, the reference's bidirectional masks (harness bidirectional_masks.h: "
-                 "abs(q - kv) <= reach, the keys' padding, the builders' skip) agree with the masks this family's own "
-                 "forward hands its attention layers on every pinned release that has it (kvc_encoder_masks_test against "
-                 "golden/encoder_masks/)")
+# What an encoder's model level lacks, precisely, and what its mask level has. The whole-sequence encoder forward
+# exists (SequenceOracle::encode): a folder is read once its family's reader and checkpoints agree with transformers'
+# own masked-LM forward (engines/transformers/encoder_agreement.py), as modernbert's and ultrabert's do.
+ENCODER_FORWARD = ("Model level: the oracle's whole-sequence encoder forward (SequenceOracle::encode, bidirectional "
+                   "sliding with the family's reach, padding; modernbert's and ultrabert's agree with transformers, "
+                   "encoder_agreement.py) has no reader for this family yet: ")
+MODEL_LEVEL = ("Model level: the oracle's forwards are a causal decoder's (SequenceOracle::extend) and an encoder's "
+               "whole sequence (encode); this one is neither")
+MASK_LEVEL = (". Mask level: judged, the reference's bidirectional masks (harness bidirectional_masks.h: "
+              "abs(q - kv) <= reach, the keys' padding, the builders' skip) agree with the masks this family's own "
+              "forward hands its attention layers on every pinned release that has it (kvc_encoder_masks_test against "
+              "golden/encoder_masks/)")
 # Families whose masks are not recorded by golden/encoder_masks.py, with what they are.
+CROSS = ("Model level: SequenceOracle::encode would serve its encoder, but its decoder cross-attends to the encoder's "
+         "output, which no registry rule does")
 UNRECORDED_MASKS = ". Mask level: not recorded yet (golden/encoder_masks.py records the plain encoders' masks only)"
 REASONS = {
     "beam": MOE, "exaone_moe": MOE, "flint": MOE + " (with sinks)",
@@ -74,20 +80,19 @@ REASONS = {
     "LM): every layer bidirectional, sliding ones windowed by create_bidirectional_sliding_window_mask (its "
     "sliding_window a half-width, abs(i - j) <= window), with factorized embeddings, value embeddings on the first "
     "and last full layers, exclusive self-attention and a sigmoid output gate. " + MODEL_LEVEL + UNRECORDED_MASKS,
-    "modernbert": "an encoder (masked LM: fused Wqkv, GeGLU Wi, LayerNorms, a dense + GELU + LayerNorm head): local layers "
-    "see abs(i - j) <= local_attention // 2 (4.x its own window mask, 5.13.1 on create_bidirectional_sliding_window_mask), "
-    "every global_attn_every_n_layers-th layer every key. " + BIDIRECTIONAL,
     "embedding_gemma2": "a sentence-embedding encoder (pooled hidden states and multimodal embedders, no LM head) with "
-    "gemma's layers bidirectional, sliding ones windowed. " + BIDIRECTIONAL,
-    "ultrabert": "an encoder (masked LM) with bidirectional sliding layers. " + BIDIRECTIONAL,
+    "gemma's layers bidirectional, sliding ones windowed. " + ENCODER_FORWARD + "its output is pooled hidden states, "
+    "not per-position logits (the forward's output)" + MASK_LEVEL,
     "openai_privacy_filter": "a token classifier (per-token labels, no LM head) whose bidirectional sliding layers have "
-    "attention sinks. " + BIDIRECTIONAL,
+    "attention sinks. " + ENCODER_FORWARD + "its feed-forward is gpt_oss's MoE with the routing weights divided by "
+    "top_k (not a MoeConfig variant yet), its output num_labels scores per position (the forward's is the vocabulary's), "
+    "and no checkpoints are built" + MASK_LEVEL,
     "t5gemma": "an encoder-decoder: a bidirectional (sliding) encoder, and a decoder whose causal sliding self-attention "
-    "is followed by cross-attention to the encoder; the registry has no cross-attention. " + BIDIRECTIONAL + ". Its "
+    "is followed by cross-attention to the encoder. " + CROSS + MASK_LEVEL + ". Its "
     "encoder's reach is sliding_window - 1 in 4.x and sliding_window from 5.0 under sdpa and eager, while its flash-attention "
     "path keeps sliding_window - 1 (finding 54)",
-    "t5gemma2": "an encoder-decoder (t5gemma's, self- and cross-attention merged in one softmax, a vision encoder): "
-    "the registry has no cross-attention. " + BIDIRECTIONAL + " (its text encoder: (w + 1) // 2 - 1 keys back, w // 2 "
+    "t5gemma2": "an encoder-decoder (t5gemma's, self- and cross-attention merged in one softmax, a vision encoder). "
+    + CROSS + MASK_LEVEL + " (its text encoder: (w + 1) // 2 - 1 keys back, w // 2 "
     "ahead; flash attention w - 1 either side: finding 54)",
     "diffusion_gemma": "block diffusion: a canvas attends bidirectionally within itself over a causal sliding cache "
     "(create_diffusion_decoder_attention_mask); no canvas mask or denoising loop in the registry. " + MODEL_LEVEL
@@ -98,7 +103,6 @@ REASONS = {
     "ergo": MOE + " (per-expert input norms, a learned residual gate per hidden dimension, a float32-output router)",
     "kolibri1_1": MOE + " (kolibri1's, with a weightless indexer that picks each query's keys, rounded to NVFP4,"
     " and KV sharing)",
-    "modernbert_decoder": "a causal decoder with its own tensor layout (fused Wqkv, GeGLU Wi, biased LayerNorms) the loader does not map",
 }
 
 
@@ -116,17 +120,22 @@ def registry():
     m = re.search(r"kRegistry\b[^{]*\{(.*?)\n\};", src, re.S)
     if not m:
         sys.exit("coverage: no kRegistry table in harness/src/engine/model.cpp")
-    types = set(re.findall(r'"([a-z0-9_]+)"', m.group(1)))
+    types = set(re.findall(r'"([a-z0-9_-]+)"', m.group(1)))
     # The wrappers the registry reads (kWrappers: a multimodal class around a family's decoder): each row's first
     # string is the wrapper's model_type.
     w = re.search(r"kWrappers\b[^{]*\{(.*?)\n\};", src, re.S)
     return types | (set(re.findall(r'\{"([a-z0-9_]+)"', w.group(1))) if w else set())
 
 
+def spelled(model_type):
+    """A model_type as its folder spells it: modernbert_decoder's type is modernbert-decoder."""
+    return model_type.replace("-", "_")
+
+
 def own_types(folder, types):
     """The types of `types` that are the folder's own: its name, or its name and a suffix (gemma3's
     gemma3_text), not a family its name extends (mistral3's mistral)."""
-    return [t for t in types if t == folder or t.startswith(folder + "_")]
+    return [t for t in types if spelled(t) == folder or spelled(t).startswith(folder + "_")]
 
 
 class NotInstalled(Exception):
@@ -147,9 +156,9 @@ def rows(release):
         config, modeling = text("configuration_*.py"), text("modeling_*.py")
         kinds = [k for k, hit in (("sliding", "sliding_attention" in config), ("chunked", "chunked_attention" in config),
                                   ("sinks", re.search(r"\bsinks\b", modeling) is not None)) if hit]
-        types = set(re.findall(r'model_type\s*=\s*"([a-z0-9_]+)"', config))
+        types = set(re.findall(r'model_type\s*=\s*"([a-z0-9_-]+)"', config))
         # A folder's own model types (a multimodal folder's text config may name another family's).
-        related = sorted(t for t in types & covered if t.startswith(folder) or folder.startswith(t))
+        related = sorted(t for t in types & covered if spelled(t).startswith(folder) or folder.startswith(spelled(t)))
         # Read only where the registry reads the folder's own type (gemma3's gemma3_text, qwen2_vl): a
         # folder whose configuration merely names a registry family as its decoder's (mistral3's mistral,
         # qwen2_audio's qwen2) is not, since the registry refuses its config.json.

@@ -92,6 +92,12 @@ checkpoints of the family use:
                    (base 1e6) on the full layer and base 1e4 on the sliding one, tied
   lfm3-explicit    lfm3, 4 layers, explicit layer_types [S, conv, S, F], window 2, conv_L_cache 4 with conv_bias, no
                    attention gate, no sandwich norms, default rope on every attention layer, untied
+  modernbertdec-w3 modernbert-decoder, 4 layers, no layer_types (F, S, F, S: global_attn_every_n_layers 2), local_attention
+                   6 (window 3), ModernBERT's layout (embedding LayerNorm, no norm before layer 0's attention, Wi's
+                   GeGLU with the exact gelu, the dense + gelu + LayerNorm prediction head before the decoder) with every
+                   bias (norm_bias, attention_bias, mlp_bias, classifier_bias, decoder_bias), tied
+  modernbertdec-explicit modernbert-decoder, 3 layers, layer_types [S, S, F], local_attention 5 (window 2), no biases at
+                   all, gelu_pytorch_tanh, rope bases 160000, untied
 """
 
 S, F, C = "sliding_attention", "full_attention", "chunked_attention"
@@ -244,6 +250,93 @@ AFMOE = {
     "intermediate_size": 96,
     "tie_word_embeddings": False,
     **_rope(10000.0),
+}
+
+
+# ModernBERT's decoder: its own norm_eps, and the head size is hidden_size / num_attention_heads (no head_dim,
+# no KV heads of its own); 4.x rotates every layer by global_rope_theta, 5.x sliding ones by local_rope_theta: both
+# written, equal (read_modernbert_decoder refuses them unequal).
+MODERNBERT_DECODER = {
+    "architectures": ["ModernBertDecoderForCausalLM"],
+    "model_type": "modernbert-decoder",
+    "num_key_value_heads": ABSENT,
+    "head_dim": ABSENT,
+    "rms_norm_eps": ABSENT,
+    "norm_eps": 1e-5,
+    "cls_token_id": 1,  # within the vocabulary (the class defaults, 50281 and 50282, are warned about)
+    "sep_token_id": 2,
+    "hidden_activation": "gelu",
+    "classifier_activation": "gelu",
+    "global_rope_theta": 10000.0,
+    "local_rope_theta": 10000.0,
+    "tie_word_embeddings": True,
+}
+
+
+# ---- Encoders: checkpoints of the families whose attention is bidirectional (make_models.py --set encoders), held to
+# transformers' own float64 forward of their masked-LM class by engines/transformers/encoder_agreement.py, with and
+# without padding (never run by the causal checks: the oracle's encode is one whole-sequence forward).
+#   modernbert-w3    modernbert, 4 layers, global_attn_every_n_layers 2 (F, S, F, S), local_attention 6 (each local
+#                    layer sees 3 keys on each side), rope 160000 on the global layers and 10000 on the local ones,
+#                    every bias (norm_bias, attention_bias, mlp_bias, classifier_bias, decoder_bias), the exact gelu, tied
+#   modernbert-r1    modernbert, 3 layers, the default pattern (F, S, S), local_attention 3 (one key each side), no
+#                    bias, gelu_pytorch_tanh, untied
+#   ultrabert-w3     ultrabert (5.24.0 on), 4 layers, no layer_types (S, S, F, S: (i + 1) % 3), sliding_window 3 (3 keys
+#                    each side), rope 2560000 on full and 10000 on sliding layers, GQA (2 KV heads), attention_bias and
+#                    mlp_bias, a prediction head of 48, untied
+#   ultrabert-r1     ultrabert, 3 layers, layer_types [F, S, S], sliding_window 1, no bias, gelu MLP, tied
+MODERNBERT = {
+    **{k: v for k, v in MODERNBERT_DECODER.items() if k not in ("local_rope_theta",)},
+    "architectures": ["ModernBertForMaskedLM"],
+    "model_type": "modernbert",
+    "global_rope_theta": 160000.0,
+    "local_rope_theta": 10000.0,
+    "reference_compile": False,  # 4.x would otherwise torch.compile the MLP and head where it can
+}
+ULTRABERT = {
+    "architectures": ["UltrabertForMaskedLM"],
+    "model_type": "ultrabert",
+    "hidden_act": "silu",
+    "prediction_head_size": 48,
+    "rope_parameters": {F: {"rope_type": "default", "rope_theta": 2560000.0}, S: {"rope_type": "default", "rope_theta": 10000.0}},
+    "tie_word_embeddings": False,
+}
+ENCODERS = {
+    "modernbert-w3": ("modernbert", {
+        **MODERNBERT,
+        "num_hidden_layers": 4,
+        "global_attn_every_n_layers": 2,
+        "local_attention": 6,
+        "norm_bias": True,
+        "attention_bias": True,
+        "mlp_bias": True,
+        "classifier_bias": True,
+    }),
+    "ultrabert-w3": ("ultrabert", {
+        **ULTRABERT,
+        "num_hidden_layers": 4,
+        "sliding_window": 3,
+        "attention_bias": True,
+        "mlp_bias": True,
+    }),
+    "ultrabert-r1": ("ultrabert", {
+        **ULTRABERT,
+        "num_hidden_layers": 3,
+        "layer_types": [F, S, S],
+        "sliding_window": 1,
+        "hidden_act": "gelu",
+        "prediction_head_size": 32,
+        "tie_word_embeddings": True,
+    }),
+    "modernbert-r1": ("modernbert", {
+        **MODERNBERT,
+        "num_hidden_layers": 3,
+        "local_attention": 3,
+        "decoder_bias": False,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "classifier_activation": "gelu_pytorch_tanh",
+        "tie_word_embeddings": False,
+    }),
 }
 
 
@@ -678,6 +771,28 @@ MODELS = {
         "num_experts_per_tok": 1,
         "num_shared_experts": 2,
         "tie_word_embeddings": True,
+    }),
+    "modernbertdec-w3": ("modernbert_decoder", {
+        **MODERNBERT_DECODER,
+        "num_hidden_layers": 4,
+        "global_attn_every_n_layers": 2,
+        "local_attention": 6,
+        "norm_bias": True,
+        "attention_bias": True,
+        "mlp_bias": True,
+        "classifier_bias": True,
+    }),
+    "modernbertdec-explicit": ("modernbert_decoder", {
+        **MODERNBERT_DECODER,
+        "num_hidden_layers": 3,
+        "layer_types": [S, S, F],
+        "local_attention": 5,
+        "decoder_bias": False,
+        "hidden_activation": "gelu_pytorch_tanh",
+        "classifier_activation": "gelu_pytorch_tanh",
+        "global_rope_theta": 160000.0,
+        "local_rope_theta": 160000.0,
+        "tie_word_embeddings": False,
     }),
     "vaultgemma-allfull": ("vaultgemma", {
         **VAULTGEMMA,
@@ -1129,7 +1244,7 @@ WRAPPER_FAMILIES = tuple(WRAPPERS)
 # The families whose models the oracle's agreement with transformers checks in CI as a seeded sample,
 # one model per family and run (engines/transformers/oracle_agreement.py; --all checks every one): CI's
 # agreement test was over its budget before them.
-SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe")
+SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe", "modernbert-decoder")
 
 
 def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES + HYBRID_FAMILIES + WRAPPER_FAMILIES, prefix="draw"):

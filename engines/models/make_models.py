@@ -239,6 +239,12 @@ def tensors(name, family, cfg):
         put(prefix + "down_proj.weight", (HIDDEN, inter), -OUT, OUT)
 
     norm_lo, norm_hi = (-NORM, NORM) if gemma else (1 - NORM, 1 + NORM)
+    if family in ("modernbert_decoder", "modernbert"):
+        modernbert(put, cfg, family == "modernbert")
+        return t
+    if family == "ultrabert":
+        ultrabert(put, cfg)
+        return t
     post_norm = family in ("olmo3", "exaone4")  # olmo2's block: norms on the outputs only
     if family == "gemma4_text":  # the layer types after Gemma4TextConfig's defaults and its forced full last layer
         types = list(cfg.get("layer_types") or [S if (i + 1) % 6 else F for i in range(cfg["num_hidden_layers"])])
@@ -444,6 +450,84 @@ def lfm3_layer(put, p, i, cfg, norm_lo, norm_hi):
         put(p + name + ".weight", (HIDDEN,), norm_lo, norm_hi)
 
 
+def modernbert(put, cfg, encoder):
+    """ModernBertDecoderForCausalLM's tensors under its own names: embeddings and their LayerNorm, per layer attn_norm
+    (none on layer 0: an Identity), attn.{q,k,v}_proj and attn.Wo, mlp_norm, mlp.Wi [2I, H] (the activated half
+    first) and mlp.Wo; final_norm, the prediction head lm_head.dense and lm_head.norm, and decoder (its weight only
+    where untied; its bias where decoder_bias). Biases where the config's norm_bias, attention_bias, mlp_bias,
+    classifier_bias say. The encoder's (ModernBertForMaskedLM, `encoder`): one attn.Wqkv [3H, H] (rows [q; k; v])
+    for the three projections, and its head named head.dense, head.norm."""
+    heads, inter = cfg["num_attention_heads"], cfg.get("intermediate_size", INTER)
+
+    def linear(key, rows, cols, lo, hi, bias):
+        put(key + ".weight", (rows, cols), lo, hi)
+        if bias:
+            put(key + ".bias", (rows,), -BIAS, BIAS)
+
+    def norm(key):
+        put(key + ".weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+        if cfg.get("norm_bias"):
+            put(key + ".bias", (HIDDEN,), -BIAS, BIAS)
+
+    put("model.embeddings.tok_embeddings.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    norm("model.embeddings.norm")
+    qkv_bias = cfg.get("attention_bias", False)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        if i:
+            norm(p + "attn_norm")
+        if encoder:
+            linear(p + "attn.Wqkv", 3 * HIDDEN, HIDDEN, -PROJ, PROJ, qkv_bias)
+        else:
+            for x in "qkv":
+                linear(p + f"attn.{x}_proj", HIDDEN, HIDDEN, -PROJ, PROJ, qkv_bias)
+        assert HIDDEN % heads == 0
+        linear(p + "attn.Wo", HIDDEN, HIDDEN, -OUT, OUT, qkv_bias)
+        norm(p + "mlp_norm")
+        linear(p + "mlp.Wi", 2 * inter, HIDDEN, -PROJ, PROJ, cfg.get("mlp_bias"))
+        linear(p + "mlp.Wo", HIDDEN, inter, -OUT, OUT, cfg.get("mlp_bias"))
+    norm("model.final_norm")
+    head = "head." if encoder else "lm_head."
+    linear(head + "dense", HIDDEN, HIDDEN, -PROJ, PROJ, cfg.get("classifier_bias"))
+    norm(head + "norm")
+    if not cfg.get("tie_word_embeddings", True):
+        put("decoder.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    if cfg.get("decoder_bias", True):
+        put("decoder.bias", (VOCAB,), -BIAS, BIAS)
+
+
+def ultrabert(put, cfg):
+    """UltrabertForMaskedLM's tensors: llama's layers (biases where attention_bias, mlp_bias), model.norm, and the
+    head: head.linear1 [P, H], head.linear2 [H, P] (P = prediction_head_size) and head.decoder (its weight where
+    untied)."""
+    heads, kv, d = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    inter, p_size = cfg.get("intermediate_size", INTER), cfg["prediction_head_size"]
+
+    def linear(key, rows, cols, lo, hi, bias):
+        put(key + ".weight", (rows, cols), lo, hi)
+        if bias:
+            put(key + ".bias", (rows,), -BIAS, BIAS)
+
+    put("model.embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        ab, mb = cfg.get("attention_bias"), cfg.get("mlp_bias")
+        linear(p + "self_attn.q_proj", heads * d, HIDDEN, -PROJ, PROJ, ab)
+        linear(p + "self_attn.k_proj", kv * d, HIDDEN, -PROJ, PROJ, ab)
+        linear(p + "self_attn.v_proj", kv * d, HIDDEN, -PROJ, PROJ, ab)
+        linear(p + "self_attn.o_proj", HIDDEN, heads * d, -OUT, OUT, ab)
+        linear(p + "mlp.gate_proj", inter, HIDDEN, -PROJ, PROJ, mb)
+        linear(p + "mlp.up_proj", inter, HIDDEN, -PROJ, PROJ, mb)
+        linear(p + "mlp.down_proj", HIDDEN, inter, -OUT, OUT, mb)
+        put(p + "input_layernorm.weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+        put(p + "post_attention_layernorm.weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+    put("model.norm.weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+    put("head.linear1.weight", (p_size, HIDDEN), -PROJ, PROJ)
+    put("head.linear2.weight", (HIDDEN, p_size), -PROJ, PROJ)
+    if not cfg.get("tie_word_embeddings"):
+        put("head.decoder.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+
+
 def safetensors_bytes(t):
     header = {"__metadata__": {"format": "pt"}}
     offset = 0
@@ -459,7 +543,7 @@ def safetensors_bytes(t):
     return struct.pack("<Q", len(h)) + h + b"".join(blobs)
 
 
-SETS = {"zoo": MODELS, "families": families.MODELS, "drawn": families.drawn(), "vllm": families.drawn_vllm(),
+SETS = {"zoo": MODELS, "families": families.MODELS, "encoders": families.ENCODERS, "drawn": families.drawn(), "vllm": families.drawn_vllm(),
         "wide": families.wide()}
 
 

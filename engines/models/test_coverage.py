@@ -28,7 +28,8 @@ def case(model, plan, engine, status, models, message="", expected=False):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mutant", choices=("folder-prefix", "expected-dropped", "refusal-as-read", "wrapper-as-read"))
+    ap.add_argument("--mutant", choices=("folder-prefix", "expected-dropped", "refusal-as-read", "wrapper-as-read",
+                                         "hyphen-unread"))
     a = ap.parse_args()
     if a.mutant == "folder-prefix":  # a model_type matched to any folder it starts with (qwen2_vl_text -> qwen2)
         coverage.folder_of = lambda t, folders: min((f for f in folders if t.startswith(f)), key=len, default=None)
@@ -37,6 +38,8 @@ def main():
         coverage.engine_results = lambda results, folders: real([r[:4] + (False,) for r in results], folders)
     elif a.mutant == "wrapper-as-read":  # a wrapper folder counted as read through its decoder's family
         coverage.own_types = lambda folder, types: list(types)
+    elif a.mutant == "hyphen-unread":  # a model_type with a hyphen (modernbert-decoder) never its folder's own
+        coverage.spelled = lambda t: t
     elif a.mutant == "refusal-as-read":  # an engine that refused every case still "reads" the folder
         coverage.fares = lambda cell: ", ".join(f"{cell[s]} {s}" for s in ("OK", "DEVIATION", "FAIL", "SKIP") if cell[s])
     with tempfile.TemporaryDirectory() as tmp:
@@ -72,22 +75,29 @@ def main():
 def read_rows():
     """rows() on a release tree written here: a folder is read where the registry reads its own type
     (gemma3's gemma3_text, mistral), not where its configuration only names a registry family as its
-    decoder's (mistral3, a wrapper around mistral). The failures, as lines."""
+    decoder's (mistral3, a wrapper around mistral), and a folder whose type its name spells with "_" for "-"
+    (modernbert_decoder's modernbert-decoder) is read; an encoder folder is read where the registry reads its type
+    (modernbert: its model level agrees) and otherwise says why (openai_privacy_filter). The failures, as lines."""
     with tempfile.TemporaryDirectory() as tmp:
         models = os.path.join(tmp, "golden", ".venv-9.9.9", "lib", "python3.11", "site-packages", "transformers", "models")
         for folder, text in (("mistral", 'model_type = "mistral"\n"sliding_attention"'),
                              ("mistral3", 'model_type = "mistral3"\ntext_config = dict(model_type = "mistral")'),
-                             ("gemma3", 'model_type = "gemma3"\nmodel_type = "gemma3_text"\n"sliding_attention"')):
+                             ("gemma3", 'model_type = "gemma3"\nmodel_type = "gemma3_text"\n"sliding_attention"'),
+                             ("modernbert_decoder", 'model_type = "modernbert-decoder"\n"sliding_attention"'),
+                             ("modernbert", 'model_type = "modernbert"\n"sliding_attention"'),
+                             ("openai_privacy_filter", 'model_type = "openai_privacy_filter"\n"sliding_attention"')):
             os.makedirs(os.path.join(models, folder))
             with open(os.path.join(models, folder, f"configuration_{folder}.py"), "w") as f:
                 f.write(text)
         root, registry = coverage.ROOT, coverage.registry
-        coverage.ROOT, coverage.registry = tmp, lambda: {"mistral", "gemma3_text"}
+        coverage.ROOT, coverage.registry = tmp, lambda: {"mistral", "gemma3_text", "modernbert-decoder", "modernbert"}
         try:
             got = {r[0]: r[2] for r in coverage.rows("9.9.9")}
         finally:
             coverage.ROOT, coverage.registry = root, registry
-    want = {"gemma3": "gemma3_text", "mistral": "mistral",
+    want = {"gemma3": "gemma3_text", "mistral": "mistral", "modernbert_decoder": "modernbert-decoder",
+            "modernbert": "modernbert",
+            "openai_privacy_filter": "not read: " + coverage.REASONS["openai_privacy_filter"],
             "mistral3": "not read: a wrapper whose config.json the registry refuses; its decoder's family mistral is read"}
     return [f"rows: {f}: got {got.get(f)!r}, expected {want[f]!r}" for f in want if got.get(f) != want[f]]
 

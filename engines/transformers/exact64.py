@@ -31,7 +31,9 @@ dots1's (and exaone_moe's) router computes its logits from float32 casts of the 
 in that method's source, like llama4's temperature line, and granitemoe_swa's router's `.float()` of its
 logits to `.double()` (its attention's sink scale as granite_swa's). qwen2_moe's and mellum's router softmax asks
 for float32 and is kept float64 by the softmax patch. flint's router and its eager attention's scores cast to
-float32 with `.float()`: rewritten to `.double()` in their source. cohere2_moe has cohere2's islands (its
+float32 with `.float()`: rewritten to `.double()` in their source. modernbert_decoder's
+(and the modernbert encoder's) rotary module (ultrabert's too, and its RMSNorm as llama's) and (5.x) its apply_rotary_pos_emb's q.float() are cohere2's; its norms are torch's own nn.LayerNorm,
+which computes in the model's dtype. cohere2_moe has cohere2's islands (its
 LayerNorm or RMSNorm, interleaved rotary, apply_rotary_pos_emb in q.float()) and its router's softmax of the
 chosen logits asks for float32 (the softmax patch keeps it float64). afmoe's router casts its logits
 `.to(torch.float32)`: rewritten to float64 in its source.
@@ -219,6 +221,7 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.cohere2_moe.modeling_cohere2_moe": [("Cohere2MoeLayerNorm", _layer_norm_forward),
                                                             ("Cohere2MoeRMSNorm", _llama_norm_forward)],
     "transformers.models.afmoe.modeling_afmoe": [("AfmoeRMSNorm", _llama_norm_forward)],
+    "transformers.models.ultrabert.modeling_ultrabert": [("UltrabertRMSNorm", _llama_norm_forward)],
 }
 # The multimodal text decoders' norms (5.x; 4.x uses qwen2's Qwen2RMSNorm).
 _NORMS.update({
@@ -254,6 +257,10 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.flint.modeling_flint": ("FlintRotaryEmbedding", _rotary_forward),
     "transformers.models.cohere2_moe.modeling_cohere2_moe": ("Cohere2MoeRotaryEmbedding", _interleaved_rotary_forward),
     "transformers.models.afmoe.modeling_afmoe": ("AfmoeRotaryEmbedding", _rotary_forward),
+    "transformers.models.modernbert_decoder.modeling_modernbert_decoder": ("ModernBertDecoderRotaryEmbedding",
+                                                                           _rotary_forward),
+    "transformers.models.modernbert.modeling_modernbert": ("ModernBertRotaryEmbedding", _rotary_forward),
+    "transformers.models.ultrabert.modeling_ultrabert": ("UltrabertRotaryEmbedding", _rotary_forward),
 }
 _ROTARY.update({
     "transformers.models.qwen2_vl.modeling_qwen2_vl": ("Qwen2VLRotaryEmbedding", _mrope_rotary_forward),
@@ -347,7 +354,10 @@ _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.granite_swa.modeling_granite_swa": _patch_granite_swa,
           "transformers.models.cohere2.modeling_cohere2": _patch_cohere2,
           "transformers.models.cohere2_moe.modeling_cohere2_moe": _patch_cohere2,
-          "transformers.models.afmoe.modeling_afmoe": _patch_afmoe}
+          "transformers.models.afmoe.modeling_afmoe": _patch_afmoe,
+          # 5.x's apply_rotary_pos_emb rotates q.float() and k.float() (4.x in the input's dtype): cohere2's fix applies.
+          "transformers.models.modernbert_decoder.modeling_modernbert_decoder": _patch_cohere2,
+          "transformers.models.modernbert.modeling_modernbert": _patch_cohere2}
 
 
 def _yarn(cfg):
@@ -592,6 +602,8 @@ def patch(model):
             summary["rotary"].append({name: _prepare_rotary(m, model.config)})
         elif isinstance(m, norm_classes):
             summary["norms"].append(_prepare_norm(m, model.config, name))
+        elif type(m) is torch.nn.LayerNorm:
+            continue  # torch's own LayerNorm (modernbert's): it computes in its parameters' dtype, no island
         elif any(w in type(m).__name__ for w in ("RotaryEmbedding", "RMSNorm", "L2Norm", "LayerNorm")):
             raise RuntimeError(f"exact64: {type(m).__name__} ({name}) is not covered")
     summary["norms"] = len(summary["norms"])

@@ -981,6 +981,71 @@ TEST(ModelConfig, ReadsAfmoesPatternElementwiseGateAndDenseFirstLayers) {
   EXPECT_EQ(m.moe.layers, (std::vector<bool>(5, true)));
 }
 
+// An encoder's whole-sequence forward, by its rule's consequence: on a one-layer model whose layer slides with a reach
+// of r keys before and a after, a position's logits depend on the tokens p - r .. p + a and no other (the MLP and the
+// head are per position); a padding key is one no query sees, so changing its token moves only its own row; a full
+// layer sees every token. The causal option and a wider reach are seen by the same probes.
+TEST(ModelOracle, AnEncoderPositionSeesItsReachOnBothSidesAndNoPadding) {
+  Model m = random_model(Family::Mistral, {3}, 3);
+  m.config.bidirectional = true;
+  m.config.reach_before = {2};
+  m.config.reach_after = {1};
+  const int64_t n = 10, p = 5;
+  const std::vector<int32_t> base = tokens(n, 5);
+  auto rows_moved = [&](const Model& model, int64_t changed, const std::vector<bool>& real = {}, OracleOptions o = {}) {
+    std::vector<int32_t> other = base;
+    other[static_cast<size_t>(changed)] = (other[static_cast<size_t>(changed)] + 1) % 32;
+    const std::vector<double> a = SequenceOracle<double>(model, o).encode(base, real),
+                              b = SequenceOracle<double>(model, o).encode(other, real);
+    std::vector<int64_t> moved;
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t v = 0; v < 32; ++v)
+        if (a[static_cast<size_t>(r * 32 + v)] != b[static_cast<size_t>(r * 32 + v)]) {
+          moved.push_back(r);
+          break;
+        }
+    return moved;
+  };
+  EXPECT_EQ(rows_moved(m, p), (std::vector<int64_t>{4, 5, 6, 7}));  // rows p - 1 (a = 1 after it) .. p + 2 (r = 2 before)
+  std::vector<bool> real(n, true);
+  real[p] = false;
+  EXPECT_EQ(rows_moved(m, p, real), (std::vector<int64_t>{p}));  // a padding key: its own row only
+  OracleOptions wider;
+  wider.reach_delta = 1;
+  EXPECT_EQ(rows_moved(m, p, {}, wider), (std::vector<int64_t>{3, 4, 5, 6, 7, 8}));
+  OracleOptions causal;
+  causal.causal = true;
+  EXPECT_EQ(rows_moved(m, p, {}, causal), (std::vector<int64_t>{5, 6, 7}));
+  Model full = m;
+  full.config.windows = {0};
+  EXPECT_EQ(rows_moved(full, p).size(), static_cast<size_t>(n));
+  EXPECT_THROW(SequenceOracle<double>(m).extend(base), std::invalid_argument);  // no incremental forward
+  std::vector<bool> none(n, false);
+  EXPECT_THROW(SequenceOracle<double>(m).encode(base, none), std::invalid_argument);  // no real key at all
+}
+
+// modernbert-decoder: layer i full iff i % global_attn_every_n_layers == 0 (layer 0 full), a window of
+// local_attention // 2, the head size from the heads, and a refusal where the releases' rope bases differ.
+TEST(ModelConfig, ReadsModernBertDecodersPatternHalfWindowAndRefusesUnequalRopeBases) {
+  nlohmann::json c = {{"model_type", "modernbert-decoder"}, {"vocab_size", 32},          {"hidden_size", 16},
+                      {"num_hidden_layers", 4},             {"num_attention_heads", 2}, {"intermediate_size", 8},
+                      {"local_attention", 7},               {"global_rope_theta", 1e4}, {"local_rope_theta", 1e4}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 3, 3, 0}));
+  EXPECT_EQ(m.head_dim, 8);
+  EXPECT_EQ(m.kv_heads, 2);
+  EXPECT_TRUE(m.layer_norm && m.embed_norm && m.lm_head_bias && m.tied && m.gelu && m.gelu_exact);
+  EXPECT_EQ(m.prediction_head, PredictionHead::ModernBert);
+  EXPECT_FALSE(m.norm_bias || m.mlp_bias || m.qkv_bias || m.head_dense_bias);
+  EXPECT_EQ(m.eps, 1e-5);
+  c["local_rope_theta"] = 160000.0;
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);  // 4.x and 5.x rotate the sliding layers apart
+  c["layer_types"] = {"full_attention", "full_attention", "full_attention", "full_attention"};
+  EXPECT_EQ(parse_config(c, "c.json").windows, (std::vector<int64_t>(4, 0)));  // no sliding layer: no difference
+  c["head_dim"] = 4;
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+}
+
 TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
   for (const Plan& p : fixed_plans("m", 4, 32)) {
     EXPECT_EQ(invalid_reason(p, 32), "") << p.name;

@@ -1059,6 +1059,158 @@ void read_afmoe(const json& c, const std::string& file, ModelConfig& m) {
   for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= dense);
 }
 
+// ModernBertDecoderConfig (every pinned release): ModernBERT's layout in a causal decoder. Embeddings through a
+// LayerNorm; layer 0's attention reads them directly (its attn_norm is an Identity), every other layer's through
+// attn_norm; separate q/k/v projections (head size hidden_size / num_attention_heads, whatever head_dim says) and
+// Wo, with biases where attention_bias; mlp_norm before the MLP, Wi [2I, H] whose first half is activated
+// (act(input) * gate), then Wo, biases where mlp_bias; every norm a LayerNorm of norm_eps (default 1e-5), with a
+// bias where norm_bias; the final norm; the prediction head (dense, classifier_bias; classifier_activation; norm)
+// and the decoder (decoder_bias, default true) tied to the embeddings by default. Without layer_types, layer i is
+// full iff i % global_attn_every_n_layers (default 3) == 0; a sliding layer's window is local_attention // 2 (the
+// causal sliding mask: the query and window - 1 earlier keys). 4.x rotates every layer by global_rope_theta
+// (default 160000; its local rotary module reads the same config.rope_theta), 5.x its sliding layers by
+// local_rope_theta (default 10000): a model whose two bases differ on a sliding layer, or that gives them only
+// in rope_parameters (which 4.x does not read), is refused, since the releases' forwards differ.
+// ModernBERT's modules, shared by the decoder and the encoder (read_modernbert below).
+void read_modernbert_layout(const json& c, const std::string& file, ModelConfig& m) {
+  if (m.hidden % m.heads) bad(file, "/num_attention_heads", "must divide hidden_size (the head size is their quotient)");
+  m.head_dim = m.hidden / m.heads;
+  m.kv_heads = m.heads;
+  if (c.contains("head_dim") && !c["head_dim"].is_null() && positive(c, "head_dim", file) != m.head_dim)
+    bad(file, "/head_dim", "must be hidden_size / num_attention_heads: the attention's head size, which 5.x's rope reads "
+                           "head_dim for");
+  if (m.head_dim % 2) bad(file, "/num_attention_heads", "hidden_size / num_attention_heads must be even (rope rotates pairs)");
+  m.eps = number_or(c, "norm_eps", 1e-5, file);
+  m.layer_norm = true;
+  m.norm_bias = bool_or(c, "norm_bias", false, file);
+  m.embed_norm = true;
+  m.prediction_head = PredictionHead::ModernBert;
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  m.mlp_bias = bool_or(c, "mlp_bias", false, file);
+  m.fused_mlp = true;
+  m.head_dense_bias = bool_or(c, "classifier_bias", false, file);
+  m.lm_head_bias = bool_or(c, "decoder_bias", true, file);
+  m.tied = bool_or(c, "tie_word_embeddings", true, file);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  const std::string act = c.value("hidden_activation", std::string("gelu"));
+  if (act == "gelu") m.gelu = m.gelu_exact = true;
+  else if (act == "gelu_pytorch_tanh") m.gelu = true;
+  else if (act != "silu") bad(file, "/hidden_activation", "\"" + act + "\" is not modelled (gelu, gelu_pytorch_tanh, silu are)");
+  if (c.value("classifier_activation", std::string("gelu")) != act)
+    bad(file, "/classifier_activation", "differs from hidden_activation: the oracle applies one activation to both");
+  if (c.contains("rope_parameters") && !c["rope_parameters"].is_null())
+    bad(file, "/rope_parameters", "4.x reads global_rope_theta and local_rope_theta only: give the bases there");
+  m.rope_theta = number_or(c, "global_rope_theta", 160000, file);
+  m.tensor_names = {{"attn_norm.", "input_layernorm."},
+                    {"mlp_norm.", "post_attention_layernorm."},
+                    {"attn.Wqkv.", "self_attn.qkv_proj."},
+                    {"attn.q_proj.", "self_attn.q_proj."},
+                    {"attn.k_proj.", "self_attn.k_proj."},
+                    {"attn.v_proj.", "self_attn.v_proj."},
+                    {"attn.Wo.", "self_attn.o_proj."},
+                    {"mlp.Wi.", "mlp.gate_up_proj."},
+                    {"mlp.Wo.", "mlp.down_proj."},
+                    {"model.embeddings.tok_embeddings.", "model.embed_tokens."},
+                    {"model.embeddings.norm.", "model.embed_norm."},
+                    {"model.final_norm.", "model.norm."},
+                    {"decoder.", "lm_head."}};
+}
+
+void read_modernbert_decoder(const json& c, const std::string& file, ModelConfig& m) {
+  read_modernbert_layout(c, file, m);
+  m.tensor_names.insert(m.tensor_names.end() - 1, {"lm_head.", "head."});  // its head's name (the encoder's is head.)
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
+    const int64_t every = positive_or(c, "global_attn_every_n_layers", 3, file);
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back(i % every ? "sliding_attention" : "full_attention");
+  }
+  const bool slides = std::find(types.begin(), types.end(), "sliding_attention") != types.end();
+  m.sliding_window = 0;
+  if (slides) {
+    if (!c.contains("local_attention") || !c["local_attention"].is_number_integer() || c["local_attention"].get<int64_t>() < 2)
+      bad(file, "/local_attention", "a sliding layer needs local_attention >= 2 (its window is local_attention // 2)");
+    m.sliding_window = c["local_attention"].get<int64_t>() / 2;
+  }
+  m.windows = windows_of(types, m.sliding_window, file);
+  if (slides && number_or(c, "local_rope_theta", 10000, file) != m.rope_theta)
+    bad(file, "/local_rope_theta", "differs from global_rope_theta (or is absent: 5.x's default 10000): 4.x rotates every "
+                                   "layer by global_rope_theta, 5.x the sliding ones by local_rope_theta");
+}
+
+// ModernBertConfig (every pinned release), read as ModernBertForMaskedLM: ModernBERT's modules (above) with one fused
+// attn.Wqkv [3H, H] (rows [q; k; v]) and bidirectional attention. Layer i is global iff i % global_attn_every_n_layers
+// (default 3) == 0 (4.x reads no layer_types: one that differs from the pattern is refused); a local layer sees the
+// keys within local_attention // 2 on each side (encoder_mask_rule("modernbert"): 4.x's own window mask, 5.x's
+// create_bidirectional_sliding_window_mask) and rotates by local_rope_theta (default 10000; global_rope_theta where
+// null in 4.x, refused: 5.x reads no null), the global ones by global_rope_theta (default 160000). The head is
+// head.dense / head.norm, then decoder.
+void read_modernbert(const json& c, const std::string& file, ModelConfig& m) {
+  read_modernbert_layout(c, file, m);
+  m.fused_projections = true;
+  m.bidirectional = true;
+  const int64_t every = positive_or(c, "global_attn_every_n_layers", 3, file);
+  std::vector<std::string> types, pattern;
+  for (int64_t i = 0; i < m.layers; ++i) pattern.push_back(i % every ? "sliding_attention" : "full_attention");
+  if (layer_types(c, m.layers, kSlidingOrFull, types, file) && types != pattern)
+    bad(file, "/layer_types", "differs from global_attn_every_n_layers' pattern, the only one 4.x reads");
+  const bool slides = std::find(pattern.begin(), pattern.end(), "sliding_attention") != pattern.end();
+  int64_t reach = 0;
+  if (slides) {
+    if (!c.contains("local_attention") || !c["local_attention"].is_number_integer() || c["local_attention"].get<int64_t>() < 0)
+      bad(file, "/local_attention", "a local layer needs local_attention >= 0 (its reach is local_attention // 2 each side)");
+    reach = c["local_attention"].get<int64_t>() / 2;
+  }
+  m.sliding_window = reach;
+  for (const std::string& t : pattern) {
+    const bool local = t == "sliding_attention";
+    m.windows.push_back(local ? reach + 1 : 0);
+    m.reach_before.push_back(local ? reach : 0);
+    m.reach_after.push_back(local ? reach : 0);
+  }
+  if (c.contains("local_rope_theta") && c["local_rope_theta"].is_null())
+    bad(file, "/local_rope_theta", "null: 4.x then rotates by global_rope_theta, 5.x cannot read it");
+  m.rope_local_theta = number_or(c, "local_rope_theta", 10000, file);
+}
+
+// UltrabertConfig (5.24.0 on), read as UltrabertForMaskedLM: llama's pre-norm layers (RMSNorm of rms_norm_eps, default
+// 1e-6; q/k/v/o biases where attention_bias, the MLP's where mlp_bias; hidden_act, default silu) with bidirectional
+// attention: without layer_types, layer i is full iff (i + 1) % 3 == 0; a sliding layer sees sliding_window (default
+// 128) keys on each side (create_bidirectional_sliding_window_mask); rope per layer type from rope_parameters (default:
+// sliding 10000, full 2560000). The head: gelu_tanh(head.linear2 gelu_tanh(head.linear1 h)) of prediction_head_size
+// (default 768), then head.decoder (untied by default). The checkpoints' older encodings (attention_windows, a rope_theta
+// per layer) are refused.
+void read_ultrabert(const json& c, const std::string& file, ModelConfig& m) {
+  m.bidirectional = true;
+  m.tied = bool_or(c, "tie_word_embeddings", false, file);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  m.mlp_bias = bool_or(c, "mlp_bias", false, file);
+  const std::string act = c.value("hidden_act", std::string("silu"));
+  if (act == "gelu") m.gelu = m.gelu_exact = true;
+  else if (act == "gelu_pytorch_tanh") m.gelu = true;
+  else if (act != "silu") bad(file, "/hidden_act", "\"" + act + "\" is not modelled (silu, gelu, gelu_pytorch_tanh are)");
+  for (const char* key : {"attention_windows", "rope_theta"})
+    if (c.contains(key)) bad(file, std::string("/") + key, "an older encoding, not read: give layer_types and rope_parameters");
+  if (c.contains("rope_parameters") && c["rope_parameters"].is_object() && c["rope_parameters"].contains("rope_theta"))
+    bad(file, "/rope_parameters", "one base for every layer type is not read: key it by layer type");
+  if (!c.contains("sliding_window") || c["sliding_window"].is_null()) m.sliding_window = 128;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back((i + 1) % 3 ? "sliding_attention" : "full_attention");
+  for (const std::string& t : types) {
+    const bool local = t == "sliding_attention";
+    m.windows.push_back(local ? m.sliding_window + 1 : 0);
+    m.reach_before.push_back(local ? m.sliding_window : 0);
+    m.reach_after.push_back(local ? m.sliding_window : 0);
+  }
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 2560000, file);
+  m.rope_local_theta = rope_base(c, "sliding_attention", "rope_theta", 10000, file);
+  m.prediction_head = PredictionHead::Ultrabert;
+  m.head_size = positive_or(c, "prediction_head_size", 768, file);
+  m.tensor_names = {{"head.decoder.", "lm_head."}};
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -1203,6 +1355,9 @@ const FamilyEntry kRegistry[] = {
     {Family::Flint, "flint", read_flint},
     {Family::Cohere2Moe, "cohere2_moe", read_cohere2_moe},
     {Family::Afmoe, "afmoe", read_afmoe},
+    {Family::ModernBertDecoder, "modernbert-decoder", read_modernbert_decoder},
+    {Family::ModernBert, "modernbert", read_modernbert},
+    {Family::Ultrabert, "ultrabert", read_ultrabert},
 };
 
 }  // namespace
@@ -1288,6 +1443,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::GptOss && m.family != Family::SmolLM3 && m.family != Family::Cohere2 && m.family != Family::Olmo3 &&
       m.family != Family::GraniteSwa && m.family != Family::Dots1 && m.family != Family::GraniteMoeSwa &&
       m.family != Family::Mellum && m.family != Family::Flint && m.family != Family::Cohere2Moe && m.family != Family::Afmoe &&
+      m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
       c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
@@ -1463,7 +1619,7 @@ Model load_model(const std::string& dir) {
       std::string to = name;
       const size_t layer_at = name.rfind("model.layers.", 0) == 0 ? name.find('.', 13) + 1 : 0;
       for (const auto& [from, into] : k.tensor_names) {
-        const bool whole = from.rfind("model.", 0) == 0;
+        const bool whole = from.rfind("model.", 0) == 0 || name.rfind("model.", 0) != 0;
         const size_t at = whole ? 0 : layer_at;
         if ((whole || layer_at > 0) && name.compare(at, from.size(), from) == 0) {
           to = name.substr(0, at) + into + name.substr(at + from.size());
@@ -1475,28 +1631,41 @@ Model load_model(const std::string& dir) {
     }
     m.tensors = std::move(renamed);
   }
-  if (k.fused_projections) {
-    // qkv_proj rows are [q; k; v], gate_up_proj rows [gate; up]: split into the names the forward reads.
-    auto split = [&](const std::string& fused, const std::vector<std::pair<std::string, int64_t>>& parts) {
+  if (k.fused_projections || k.fused_mlp) {
+    // qkv_proj rows are [q; k; v], gate_up_proj rows [gate; up] (a bias the same, one column): split into the names
+    // the forward reads.
+    auto split = [&](const std::string& fused, const std::vector<std::pair<std::string, int64_t>>& parts, int64_t cols) {
       const std::vector<double> t = m.at(fused);
       int64_t rows = 0;
       for (const auto& p : parts) rows += p.second;
-      if (static_cast<int64_t>(t.size()) != rows * k.hidden)
+      if (static_cast<int64_t>(t.size()) != rows * cols)
         throw std::runtime_error(st + ": tensor \"" + fused + "\" has " + std::to_string(t.size()) + " values, expected " +
-                                 std::to_string(rows * k.hidden));
+                                 std::to_string(rows * cols));
       size_t at = 0;
       for (const auto& [name, n] : parts) {
-        const size_t len = static_cast<size_t>(n * k.hidden);
+        const size_t len = static_cast<size_t>(n * cols);
         m.tensors[name].assign(t.begin() + static_cast<std::ptrdiff_t>(at), t.begin() + static_cast<std::ptrdiff_t>(at + len));
         at += len;
       }
     };
     for (int64_t l = 0; l < k.layers; ++l) {
-      split(layer_name(l, "self_attn.qkv_proj.weight"), {{layer_name(l, "self_attn.q_proj.weight"), k.heads * k.head_dim},
-                                                         {layer_name(l, "self_attn.k_proj.weight"), k.kv_heads * k.head_dim},
-                                                         {layer_name(l, "self_attn.v_proj.weight"), k.kv_heads * k.head_dim}});
-      split(layer_name(l, "mlp.gate_up_proj.weight"),
-            {{layer_name(l, "mlp.gate_proj.weight"), k.intermediate}, {layer_name(l, "mlp.up_proj.weight"), k.intermediate}});
+      if (k.fused_projections)
+        split(layer_name(l, "self_attn.qkv_proj.weight"), {{layer_name(l, "self_attn.q_proj.weight"), k.heads * k.head_dim},
+                                                           {layer_name(l, "self_attn.k_proj.weight"), k.kv_heads * k.head_dim},
+                                                           {layer_name(l, "self_attn.v_proj.weight"), k.kv_heads * k.head_dim}},
+              k.hidden);
+      if (k.fused_projections && k.qkv_bias)
+        split(layer_name(l, "self_attn.qkv_proj.bias"), {{layer_name(l, "self_attn.q_proj.bias"), k.heads * k.head_dim},
+                                                         {layer_name(l, "self_attn.k_proj.bias"), k.kv_heads * k.head_dim},
+                                                         {layer_name(l, "self_attn.v_proj.bias"), k.kv_heads * k.head_dim}},
+              1);
+      for (const char* what : {"weight", "bias"}) {
+        if (what == std::string("bias") && !k.mlp_bias) continue;
+        split(layer_name(l, std::string("mlp.gate_up_proj.") + what),
+              {{layer_name(l, std::string("mlp.gate_proj.") + what), k.intermediate},
+               {layer_name(l, std::string("mlp.up_proj.") + what), k.intermediate}},
+              what == std::string("bias") ? 1 : k.hidden);
+      }
     }
   }
   if (k.moe.routing == MoeRouting::TopK) {
@@ -1557,6 +1726,22 @@ Model load_model(const std::string& dir) {
   need("model.embed_tokens.weight", k.vocab * k.hidden);
   need("model.norm.weight", k.hidden);
   if (!k.tied) need("lm_head.weight", k.vocab * k.hidden);
+  // A LayerNorm's weight (and bias where norm_bias).
+  auto need_norm = [&](const std::string& prefix) {
+    need(prefix + "weight", k.hidden);
+    if (k.norm_bias) need(prefix + "bias", k.hidden);
+  };
+  if (k.norm_bias) need("model.norm.bias", k.hidden);
+  if (k.embed_norm) need_norm("model.embed_norm.");
+  if (k.prediction_head == PredictionHead::ModernBert) {
+    need("head.dense.weight", k.hidden * k.hidden);
+    if (k.head_dense_bias) need("head.dense.bias", k.hidden);
+    need_norm("head.norm.");
+  } else if (k.prediction_head == PredictionHead::Ultrabert) {
+    need("head.linear1.weight", k.head_size * k.hidden);
+    need("head.linear2.weight", k.hidden * k.head_size);
+  }
+  if (k.lm_head_bias) need("lm_head.bias", k.vocab);
   for (int64_t l = 0; l < k.layers; ++l) {
     const int64_t qd = k.heads * k.dim(l), kvd = k.kv(l) * k.dim(l);
     const bool conv = k.conv(l);  // a short-convolution block in place of the attention
@@ -1591,6 +1776,11 @@ Model load_model(const std::string& dir) {
       need(layer_name(l, mlp + "gate_proj.weight"), inter * k.hidden);
       need(layer_name(l, mlp + "up_proj.weight"), inter * k.hidden);
       need(layer_name(l, mlp + "down_proj.weight"), k.hidden * inter);
+      if (k.mlp_bias && !moe) {
+        need(layer_name(l, mlp + "gate_proj.bias"), inter);
+        need(layer_name(l, mlp + "up_proj.bias"), inter);
+        need(layer_name(l, mlp + "down_proj.bias"), k.hidden);
+      }
       if (moe && k.moe.shared_gate) need(layer_name(l, k.mlp_prefix + "shared_expert_gate.weight"), k.hidden);
     }
     if (moe) {
@@ -1606,10 +1796,9 @@ Model load_model(const std::string& dir) {
       }
     }
     if (k.sinks && !conv) need(layer_name(l, "self_attn.sinks"), k.heads);
-    if (k.norm_placement != NormPlacement::Post) need(layer_name(l, "input_layernorm.weight"), k.hidden);
+    if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0)) need_norm(layer_name(l, "input_layernorm."));
     if (!k.parallel_block)
-      need(layer_name(l, (k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm.") + "weight"),
-           k.hidden);
+      need_norm(layer_name(l, k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm."));
     if (k.norm_placement == NormPlacement::Sandwich) need(layer_name(l, "pre_feedforward_layernorm.weight"), k.hidden);
     if (k.norm_placement != NormPlacement::Pre) need(layer_name(l, "post_feedforward_layernorm.weight"), k.hidden);
     if (k.qk_norm && !conv) {
@@ -1632,15 +1821,17 @@ std::vector<T> as(const std::vector<double>& v) {
 template <class T>
 void rms_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, bool plus_one, T* out);
 
-// LayerNorm without bias: (x - mean) / sqrt(var + eps) * w.
+// LayerNorm: (x - mean) / sqrt(var + eps) * w (+ b where a bias is given).
 template <class T>
-void layer_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, T* out) {
+void layer_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, T* out, const std::vector<T>& b = {}) {
   T mean = 0;
   for (int64_t i = 0; i < n; ++i) mean += x[i];
   mean /= static_cast<T>(n);
   std::vector<T> centred(x, x + n);
   for (T& v : centred) v -= mean;
   rms_norm(centred.data(), w, n, eps, false, out);
+  if (!b.empty())
+    for (int64_t i = 0; i < n; ++i) out[i] += b[static_cast<size_t>(i)];
 }
 
 template <class T>
@@ -1723,6 +1914,14 @@ T silu(T a) {
   return a / (T(1) + std::exp(-a));
 }
 
+// The MLP's activation (and the prediction head's): gelu_pytorch_tanh, the exact gelu, or SiLU.
+template <class T>
+T activate(const ModelConfig& k, T a) {
+  if (!k.gelu) return silu(a);
+  if (k.gelu_exact) return a * T(0.5) * (T(1) + std::erf(a * static_cast<T>(M_SQRT1_2)));
+  return T(0.5) * a * (T(1) + std::tanh(static_cast<T>(0.7978845608028654) * (a + T(0.044715) * a * a * a)));
+}
+
 }  // namespace
 
 // The layer's rule, explicitly: key j is visible to query pos iff j <= pos and pos - W < j (sliding,
@@ -1733,10 +1932,18 @@ int64_t first_visible_key(const ModelConfig& k, const OracleOptions& o, int64_t 
   const int64_t chunk = o.chunks.empty() ? (k.chunks.empty() ? 0 : k.chunks[li]) : o.chunks[li];
   const int64_t shift = o.chunk_shift;
   int64_t first = 0;
+  if (k.bidirectional) return window > 0 ? std::max<int64_t>(0, pos - k.reach_before[li] - o.reach_delta) : 0;
   if (chunk > 0) first = pos < shift ? 0 : std::max<int64_t>(0, (pos - shift) / chunk * chunk + shift);
   else if (window > 0) first = std::max<int64_t>(0, pos - window - (pos == o.window_delta_position ? o.window_delta : 0) + 1);
   if (k.attention(layer) != Attention::Full) first = std::max(first, std::min(forgotten, pos));
   return first;
+}
+
+int64_t last_visible_key(const ModelConfig& k, const OracleOptions& o, int64_t layer, int64_t pos, int64_t length) {
+  if (!k.bidirectional || o.causal) return pos;
+  const size_t li = static_cast<size_t>(layer);
+  const int64_t window = o.windows.empty() ? k.windows[li] : o.windows[li];
+  return window > 0 ? std::min(length - 1, pos + k.reach_after[li] + o.reach_delta) : length - 1;
 }
 
 template <class T>
@@ -1751,6 +1958,9 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     throw std::invalid_argument("ModelConfig::chunks needs one chunk size per layer");
   if (!k.rope_layers.empty() && static_cast<int64_t>(k.rope_layers.size()) != k.layers)
     throw std::invalid_argument("ModelConfig::rope_layers needs one entry per layer");
+  if (k.bidirectional && (static_cast<int64_t>(k.reach_before.size()) != k.layers ||
+                         static_cast<int64_t>(k.reach_after.size()) != k.layers))
+    throw std::invalid_argument("ModelConfig: an encoder needs reach_before and reach_after per layer");
   for (size_t n : {k.rope_thetas.size(), k.rope_angles.size(), k.head_dims.size(), k.layer_kv_heads.size(), k.k_eq_v.size(),
                    k.kv_source.size()})
     if (n != 0 && static_cast<int64_t>(n) != k.layers)
@@ -1758,6 +1968,21 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
   embed_ = as<T>(model.at("model.embed_tokens.weight"));
   final_norm_ = as<T>(model.at("model.norm.weight"));
   lm_head_ = k.tied ? embed_ : as<T>(model.at("lm_head.weight"));
+  if (k.norm_bias) final_norm_bias_ = as<T>(model.at("model.norm.bias"));
+  if (k.embed_norm) {
+    embed_norm_ = as<T>(model.at("model.embed_norm.weight"));
+    if (k.norm_bias) embed_norm_bias_ = as<T>(model.at("model.embed_norm.bias"));
+  }
+  if (k.prediction_head == PredictionHead::ModernBert) {
+    head_dense_ = as<T>(model.at("head.dense.weight"));
+    if (k.head_dense_bias) head_dense_bias_ = as<T>(model.at("head.dense.bias"));
+    head_norm_ = as<T>(model.at("head.norm.weight"));
+    if (k.norm_bias) head_norm_bias_ = as<T>(model.at("head.norm.bias"));
+  } else if (k.prediction_head == PredictionHead::Ultrabert) {
+    head_dense_ = as<T>(model.at("head.linear1.weight"));  // [head_size, H]
+    head_norm_ = as<T>(model.at("head.linear2.weight"));   // [H, head_size]: stands where ModernBERT's norm does
+  }
+  if (k.lm_head_bias) lm_head_bias_ = as<T>(model.at("lm_head.bias"));
   layers_.resize(static_cast<size_t>(k.layers));
   for (int64_t l = 0; l < k.layers; ++l) {
     Layer& L = layers_[static_cast<size_t>(l)];
@@ -1799,6 +2024,11 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       L.gate = get(mlp + "gate_proj.weight");
       L.up = get(mlp + "up_proj.weight");
       L.down = get(mlp + "down_proj.weight");
+      if (k.mlp_bias && !moe) {
+        L.gate_bias = get(mlp + "gate_proj.bias");
+        L.up_bias = get(mlp + "up_proj.bias");
+        L.down_bias = get(mlp + "down_proj.bias");
+      }
       if (moe && k.moe.shared_gate) L.shared_gate = get(k.mlp_prefix + "shared_expert_gate.weight");
     }
     if (moe) {
@@ -1813,10 +2043,17 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       }
     }
     if (k.sinks && !conv) L.sinks = get("self_attn.sinks");
-    if (k.norm_placement != NormPlacement::Post) L.in_norm = get("input_layernorm.weight");
+    // embed_norm: layer 0's attention reads the normed embeddings as they are (no in_norm).
+    if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0)) {
+      L.in_norm = get("input_layernorm.weight");
+      if (k.norm_bias) L.in_norm_bias = get("input_layernorm.bias");
+    }
     // Pre: post_attn_norm is the MLP's input norm; Sandwich and Post: the attention output's.
-    if (!k.parallel_block)
-      L.post_attn_norm = get((k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm.") + "weight");
+    if (!k.parallel_block) {
+      const std::string norm = k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm.";
+      L.post_attn_norm = get(norm + "weight");
+      if (k.norm_bias) L.post_attn_norm_bias = get(norm + "bias");
+    }
     if (k.norm_placement == NormPlacement::Sandwich) L.pre_ff_norm = get("pre_feedforward_layernorm.weight");
     if (k.norm_placement != NormPlacement::Pre) L.post_ff_norm = get("post_feedforward_layernorm.weight");
     if (k.qk_norm && !conv) {
@@ -2002,6 +2239,8 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
   for (int64_t t = 0; t < n; ++t)
     for (int64_t i = 0; i < H; ++i)
       X[static_cast<size_t>(t * H + i)] = embed_[static_cast<size_t>(tokens[t] * H + i)] * static_cast<T>(k.embed_scale);
+  if (k.embed_norm)
+    for (int64_t t = 0; t < n; ++t) layer_norm(X.data() + t * H, embed_norm_, H, eps, X.data() + t * H, embed_norm_bias_);
   const int64_t inter = std::max({k.intermediate, k.moe.intermediate, k.moe.shared_intermediate});
   std::vector<T> kk(widest), vv(widest), o(H), g(inter), u(inter), m(H);
   std::vector<T> scores, qt, routed(H), expert_in(H), router_logits(k.moe.experts);
@@ -2023,8 +2262,8 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       for (int64_t t = 0; t < n; ++t) {
         const int64_t pos = pos0 + t;
         const Row<T> x = row(X, t, H), h = row(Hn, t, H);
-        if (k.norm_placement == NormPlacement::Post) std::copy(x.begin(), x.end(), h.begin());
-        else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data());
+        if (k.norm_placement == NormPlacement::Post || L.in_norm.empty()) std::copy(x.begin(), x.end(), h.begin());
+        else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data(), L.in_norm_bias);
         else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
         matvec(L.in_proj, h.data(), 3 * H, H, bcx.data(), L.in_bias);
         for (int64_t c = 0; c < H; ++c) L.conv_in.push_back(bcx[static_cast<size_t>(c)] * bcx[static_cast<size_t>(2 * H + c)]);
@@ -2044,8 +2283,8 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       for (int64_t t = 0; t < n; ++t) {
         const int64_t pos = pos0 + t;
         const Row<T> x = row(X, t, H), h = row(Hn, t, H), q = row(Q, t, widest);
-        if (k.norm_placement == NormPlacement::Post) std::copy(x.begin(), x.end(), h.begin());
-        else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data());
+        if (k.norm_placement == NormPlacement::Post || L.in_norm.empty()) std::copy(x.begin(), x.end(), h.begin());
+        else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data(), L.in_norm_bias);
         else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
         matvec(L.q, h.data(), k.heads * D, H, q.data(), L.q_bias);
         if (own_kv) {
@@ -2112,8 +2351,10 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         int64_t first[kQueryTile], last[kQueryTile], span[kQueryTile], at[kQueryTile];
         int64_t lo = pos0 + t0, hi = pos0 + t0 + tn - 1, size = 0;
         for (int64_t t = 0; t < tn; ++t) {
-          last[t] = pos0 + t0 + t;
-          first[t] = first_visible_key(k, options_, li, last[t], forgotten_);
+          const int64_t pos = pos0 + t0 + t;
+          last[t] = last_visible_key(k, options_, li, pos, pos0 + n);
+          hi = std::max(hi, last[t]);
+          first[t] = first_visible_key(k, options_, li, pos, forgotten_);
           span[t] = last[t] + 1 - first[t];
           at[t] = size;  // token t's rows of scores: one per head of the group, span[t] each
           size += group * span[t];
@@ -2142,9 +2383,13 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
                 T s = r[i] * static_cast<T>(k.query_scale);
                 if (k.attn_softcap > 0)
                   s = std::tanh(s / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
+                if (!real_.empty() && !real_[static_cast<size_t>(first[t] + i)]) s = -INFINITY;  // a padding key
                 r[i] = s;
                 best = std::max(best, s);
               }
+              if (best == -INFINITY)
+                throw std::invalid_argument("position " + std::to_string(pos0 + t0 + t) + " of layer " + std::to_string(li) +
+                                            " sees no real key (transformers' eager forward averages every value there)");
               // A sink: one more logit in the softmax's max and denominator, with no value.
               const T sink = L.sinks.empty() ? T(0) : L.sinks[static_cast<size_t>(head)];
               if (!L.sinks.empty()) best = std::max(best, sink);
@@ -2193,23 +2438,21 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       } else {
         const T r = static_cast<T>(k.residual_scale);  // granite's residual_multiplier (x * 1 is exact)
         for (int64_t i = 0; i < H; ++i) x[i] += o[i] * r;
-        rms_norm(x.data(), L.post_attn_norm, H, eps, k.gemma_norm, h.data());
+        if (k.layer_norm) layer_norm(x.data(), L.post_attn_norm, H, eps, h.data(), L.post_attn_norm_bias);
+        else rms_norm(x.data(), L.post_attn_norm, H, eps, k.gemma_norm, h.data());
       }
       // The dense MLP, or on a MoE layer its shared expert: act(gate h) * (up h), then down.
       const bool moe = !L.router.empty();
       int64_t I = moe ? k.moe.shared_intermediate : k.intermediate;
       if (!L.gate.empty()) {
-        matvec(L.gate, h.data(), I, H, g.data());
-        matvec(L.up, h.data(), I, H, u.data());
+        matvec(L.gate, h.data(), I, H, g.data(), L.gate_bias);
+        matvec(L.up, h.data(), I, H, u.data(), L.up_bias);
         for (int64_t i = 0; i < I; ++i) {
           const T a = options_.gelu_half && k.gelu ? round_kv(g[i], true) : g[i];
-          // gelu_pytorch_tanh, or SiLU
-          const T act = k.gelu
-                            ? T(0.5) * a * (T(1) + std::tanh(static_cast<T>(0.7978845608028654) * (a + T(0.044715) * a * a * a)))
-                            : silu(a);
+          const T act = activate(k, a);
           g[i] = (options_.gelu_half && k.gelu ? round_kv(act, true) : act) * u[i];
         }
-        matvec(L.down, g.data(), H, I, m.data());
+        matvec(L.down, g.data(), H, I, m.data(), L.down_bias);
         if (!L.shared_gate.empty()) {  // qwen2_moe: the shared expert's output times sigmoid(shared_expert_gate h)
           T z = 0;
           for (int64_t i = 0; i < H; ++i) z += L.shared_gate[static_cast<size_t>(i)] * h[i];
@@ -2326,13 +2569,26 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         for (T& v : x) v *= L.scalar;
     }
   }
-  std::vector<T> head(static_cast<size_t>(k.vocab));
+  std::vector<T> head(static_cast<size_t>(k.vocab)), head_inner;
   for (int64_t t = 0; t < n; ++t) {
     const Row<T> x = row(X, t, H), h = row(Hn, t, H);
     double* out = logits + t * k.vocab;
-    if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data());
+    if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data(), final_norm_bias_);
     else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm, h.data());
-    matvec(lm_head_, h.data(), k.vocab, H, head.data());
+    if (k.prediction_head == PredictionHead::ModernBert) {  // norm(act(dense h)) (x is done with: its row is scratch)
+      matvec(head_dense_, h.data(), H, H, x.data(), head_dense_bias_);
+      for (T& v : x) v = activate(k, v);
+      layer_norm(x.data(), head_norm_, H, eps, h.data(), head_norm_bias_);
+    } else if (k.prediction_head == PredictionHead::Ultrabert) {  // gelu_tanh(linear2 gelu_tanh(linear1 h))
+      ModelConfig tanh_gelu;
+      tanh_gelu.gelu = true;
+      head_inner.resize(static_cast<size_t>(k.head_size));
+      matvec(head_dense_, h.data(), k.head_size, H, head_inner.data());
+      for (T& v : head_inner) v = activate(tanh_gelu, v);
+      matvec(head_norm_, head_inner.data(), H, k.head_size, h.data());
+      for (T& v : h) v = activate(tanh_gelu, v);
+    }
+    matvec(lm_head_, h.data(), k.vocab, H, head.data(), lm_head_bias_);
     for (int64_t r = 0; r < k.vocab; ++r) {
       T s = head[static_cast<size_t>(r)];
       if (k.logit_scale != 1) s *= static_cast<T>(k.logit_scale);
@@ -2344,7 +2600,24 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
 }
 
 template <class T>
+std::vector<double> SequenceOracle<T>::encode(const std::vector<int32_t>& tokens, const std::vector<bool>& real) {
+  if (!config_.bidirectional) throw std::invalid_argument(config_.name + ": encode runs an encoder; a causal model extends");
+  if (length_ != 0) throw std::invalid_argument(config_.name + ": an encoder's forward is one whole sequence");
+  if (!real.empty() && real.size() != tokens.size())
+    throw std::invalid_argument("encode: attention_mask has " + std::to_string(real.size()) + " entries for " +
+                                std::to_string(tokens.size()) + " tokens");
+  real_ = real;
+  std::vector<double> out(tokens.size() * static_cast<size_t>(config_.vocab));
+  forward(tokens.data(), static_cast<int64_t>(tokens.size()), 0, out.data());
+  length_ = static_cast<int64_t>(tokens.size());
+  return out;
+}
+
+template <class T>
 std::vector<double> SequenceOracle<T>::extend(const std::vector<int32_t>& tokens) {
+  if (config_.bidirectional)
+    throw std::invalid_argument(config_.name + ": an encoder (" + to_string(config_.family) +
+                                ") has no incremental forward: its positions see later tokens (encode)");
   std::vector<double> out(tokens.size() * static_cast<size_t>(config_.vocab));
   forward(tokens.data(), static_cast<int64_t>(tokens.size()), length_, out.data());
   length_ += static_cast<int64_t>(tokens.size());

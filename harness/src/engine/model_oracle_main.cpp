@@ -1,5 +1,5 @@
 // kvc-model-oracle MODEL_DIR TOKENS OUT [--float32] [--span-delta N] [--top-k-delta N] [--no-renormalize]
-// [--no-shared-expert] [--shared-summed] [--conv-taps-dropped N] [--no-attention-gate]: the model oracle's logits for one
+// [--no-shared-expert] [--shared-summed] [--conv-taps-dropped N] [--no-attention-gate] [--no-prediction-head]: the model oracle's logits for one
 // sequence, raw little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
@@ -9,7 +9,12 @@
 // (combined_scale 1) (OracleOptions: the MoE rules' mutants, and sensitivity.py's check that the drawn expert constants
 // act; each edits the model's description as a reader that got it wrong would). --conv-taps-dropped N gives every
 // convolution layer (lfm3) only its last conv_kernel - N taps (a state N rows short), --no-attention-gate leaves
-// lfm3's attention gate out: the hybrid rules' mutants. Prints {"n", "vocab", "span", "local_layers",
+// lfm3's attention gate out: the hybrid rules' mutants. --no-prediction-head reads a ModernBERT-layout model's logits
+// straight from its final norm (its head.dense, activation and head.norm left out, as a loader that maps only the
+// decoder to lm_head would). An encoder (ModelConfig::bidirectional) runs its whole-sequence forward (encode) with
+// --real MASK (comma-separated 1 / 0: the attention_mask, 0 = padding; default all 1); its --span-delta N widens each
+// sliding layer's reach by N on both sides, and --causal lets no query see a later key (OracleOptions::causal): the
+// encoder rules' mutants. Prints {"n", "vocab", "span", "local_layers",
 // "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
 // "shared_expert", "conv_layers", "conv_kernel", "attention_gate"} (the model's local span, how many layers slide
 // or chunk, how many are MoE, and their routing, how many are convolutions and their taps, and the gate).
@@ -25,7 +30,7 @@
 int main(int argc, char** argv) {
   if (argc < 4) {
     std::cerr << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
-                 "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--conv-taps-dropped N] [--no-attention-gate]\n";
+                 "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--conv-taps-dropped N] [--no-attention-gate] [--no-prediction-head] [--real MASK] [--causal]\n";
     return 2;
   }
   try {
@@ -35,6 +40,7 @@ int main(int argc, char** argv) {
     for (std::string t; std::getline(list, t, ',');) tokens.push_back(std::stoi(t));
     bool f32 = false;
     int64_t delta = 0;
+    std::vector<bool> real;  // an encoder's attention_mask
     kvc::engine::OracleOptions options;
     kvc::engine::MoeConfig& moe = model.config.moe;
     const kvc::engine::MoeConfig as_read = moe;
@@ -64,14 +70,24 @@ int main(int argc, char** argv) {
         }
         c.conv_kernel -= drop;
       } else if (std::strcmp(argv[i], "--no-attention-gate") == 0) model.config.attn_gate = false;
+      else if (std::strcmp(argv[i], "--no-prediction-head") == 0) model.config.prediction_head = kvc::engine::PredictionHead::None;
+      else if (std::strcmp(argv[i], "--causal") == 0) options.causal = true;
+      else if (std::strcmp(argv[i], "--real") == 0 && i + 1 < argc) {
+        std::stringstream mask(argv[++i]);
+        for (std::string b; std::getline(mask, b, ',');) real.push_back(b == "1");
+      }
       else throw std::invalid_argument(std::string("unknown argument ") + argv[i]);
     }
-    if (delta != 0) {
+    if (delta != 0 && model.config.bidirectional) {
+      options.reach_delta = delta;
+    } else if (delta != 0) {
       for (int64_t w : model.config.windows) options.windows.push_back(w > 0 ? std::max<int64_t>(1, w + delta) : 0);
       for (int64_t c : model.config.chunks) options.chunks.push_back(c > 0 ? std::max<int64_t>(1, c + delta) : 0);
     }
-    const std::vector<double> logits = f32 ? kvc::engine::SequenceOracle<float>(model, options).extend(tokens)
-                                           : kvc::engine::SequenceOracle<double>(model, options).extend(tokens);
+    if (!real.empty() && !model.config.bidirectional) throw std::invalid_argument("--real: an encoder's attention_mask");
+    auto run = [&](auto oracle) { return model.config.bidirectional ? oracle.encode(tokens, real) : oracle.extend(tokens); };
+    const std::vector<double> logits = f32 ? run(kvc::engine::SequenceOracle<float>(model, options))
+                                           : run(kvc::engine::SequenceOracle<double>(model, options));
     std::ofstream out(argv[3], std::ios::binary);
     out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(double)));
     if (!out) throw std::runtime_error(std::string(argv[3]) + ": cannot be written");

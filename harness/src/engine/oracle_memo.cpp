@@ -26,7 +26,7 @@ namespace {
 // short, which does not compile, so two options that compute different rows never share a key.
 std::string options_text(const OracleOptions& o) {
   const auto& [windows, chunks, kv_half, q_half, gelu_half, k_block, v_block, q_block, kv_bf16, chunk_shift,
-               window_delta_position, window_delta] = o;
+               window_delta_position, window_delta, reach_delta, causal] = o;
   const json j = {windows,
                   chunks,
                   kv_half,
@@ -38,7 +38,9 @@ std::string options_text(const OracleOptions& o) {
                   static_cast<int>(q_block),
                   chunk_shift,
                   window_delta_position,
-                  window_delta};
+                  window_delta,
+                  reach_delta,
+                  causal};
   return j.dump();
 }
 

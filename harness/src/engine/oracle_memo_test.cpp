@@ -25,6 +25,8 @@ TEST(OracleMemo, EachFieldOfTheOptionsChangesTheKey) {
       {"chunk_shift", [](OracleOptions& o) { o.chunk_shift = 1; }},
       {"window_delta_position", [](OracleOptions& o) { o.window_delta_position = 5; }},
       {"window_delta", [](OracleOptions& o) { o.window_delta = 1; }},
+      {"reach_delta", [](OracleOptions& o) { o.reach_delta = 1; }},
+      {"causal", [](OracleOptions& o) { o.causal = true; }},
   };
   const std::string plain = oracle_rows_key("model", "float64", {});
   EXPECT_EQ(oracle_rows_key("model", "float64", {}), plain);

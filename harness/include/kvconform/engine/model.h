@@ -53,11 +53,14 @@ enum class Family {
   Afmoe,
   Qwen2Vl,
   Qwen25Vl,  // multimodal: the text decoder of the model's text_config
+  ModernBertDecoder,
+  ModernBert,  // an encoder (bidirectional): SequenceOracle::encode
+  Ultrabert,   // an encoder
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
-// "qwen2_5_vl"
+// "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -69,6 +72,11 @@ const char* to_string(Attention a);  // "full", "sliding", "chunked"
 // 2-4): x += norm(attn(norm x)); x += norm(mlp(norm x)). Post (olmo2, olmo3, exaone4): x += norm(attn x);
 // x += norm(mlp x), no input norms.
 enum class NormPlacement { Pre, Sandwich, Post };
+
+// What stands between the final norm and lm_head: nothing; ModernBERT's head.norm(act(head.dense h)) (act the MLP's,
+// head.norm a LayerNorm like the model's); UltraBERT's gelu_tanh(head.linear2 gelu_tanh(head.linear1 h)) (linear1
+// [ModelConfig::head_size, H], no biases).
+enum class PredictionHead { None, ModernBert, Ultrabert };
 
 // A tiny mixture of experts. Llama4 and GptOss are those families' own routings; TopK is every other
 // family's, its variants configuration (the fields below), not a code path per family.
@@ -153,6 +161,21 @@ struct ModelConfig {
   bool o_bias = false;          // o projection has a bias (qwen3, gpt_oss, smollm3, cohere2 attention_bias)
   bool sinks = false;           // a learned per-head logit joins each softmax's denominator (gpt_oss self_attn.sinks)
   bool gelu = false;            // gelu (tanh approximation) MLP; otherwise SiLU
+  bool gelu_exact = false;      // with gelu: the exact (erf) form, transformers' "gelu" (modernbert)
+  // ModernBERT's layout (modernbert-decoder): the LayerNorms (layer_norm) have a bias beside each weight where
+  // norm_bias; embed_norm: a LayerNorm of the embeddings (model.embed_norm.) whose output is layer 0's attention
+  // input (that layer has no input norm); mlp_bias: the MLP's three projections have biases; prediction_head: the
+  // head before lm_head (head.dense.bias where head_dense_bias), lm_head.bias where lm_head_bias.
+  bool norm_bias = false, embed_norm = false, mlp_bias = false;
+  PredictionHead prediction_head = PredictionHead::None;
+  int64_t head_size = 0;  // PredictionHead::Ultrabert's inner width (prediction_head_size)
+  bool head_dense_bias = false, lm_head_bias = false;
+  bool fused_mlp = false;       // the checkpoint stores the MLP as gate_up_proj only (rows [gate; up]); load_model splits it
+  // An encoder: every position attends every real key of the whole sequence, a sliding layer (windows[l] > 0, which is
+  // reach_before[l] + 1) only the keys from reach_before[l] positions before it to reach_after[l] after it: the rule of
+  // bidirectional_masks.h, as each family's configuration gives it (encoder_mask_rule). SequenceOracle::encode runs it.
+  bool bidirectional = false;
+  std::vector<int64_t> reach_before, reach_after;
   // A multimodal checkpoint's text decoder tensors are under this prefix ("model.language_model."), its
   // head at lm_head; the loader reads them as the decoder's own (model.*) and ignores the towers.
   std::string text_prefix;
@@ -187,7 +210,8 @@ struct ModelConfig {
   bool attn_gate = false;              // each head's output times sigmoid(self_attn.g_proj h) [heads, H] before o_proj (lfm3)
   bool attn_gate_elementwise = false;  // the gate is one per output element: g_proj [heads * head_dim, H] (afmoe)
   // Checkpoint names the loader reads under the names the forward uses: (from, to) pairs, each a prefix
-  // of a layer's relative name (model.layers.<l>.<from>...) or, beginning "model.", of a whole name.
+  // of a layer's relative name (model.layers.<l>.<from>...) or, beginning "model.", of a whole name; a name
+  // outside model.* (a head's) by the first pair whose `from` begins it.
   std::vector<std::pair<std::string, std::string>> tensor_names;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
@@ -238,6 +262,8 @@ struct OracleOptions {
   // the oracle of the same weights under another ModelConfig (the constructor below).
   bool kv_bf16 = false;     // K and V rounded to bfloat16 as they are stored
   int64_t chunk_shift = 0;  // chunk boundaries at k*C + chunk_shift instead of k*C
+  int64_t reach_delta = 0;  // an encoder's sliding layers reach this many keys further on each side
+  bool causal = false;      // an encoder's queries see no later key (an encoder read as a decoder)
   // One eviction off by one: the query at this position alone sees window + window_delta keys on
   // the sliding layers (-1: no such position).
   int64_t window_delta_position = -1, window_delta = 0;
@@ -259,6 +285,8 @@ constexpr double kMinWindowSensitivity = 1e-2;  // a hundred times the engine ch
 // `options` tell it, after `forgotten` (the keys a cache lost, on sliding and chunked layers).
 int64_t first_visible_key(const ModelConfig& config, const OracleOptions& options, int64_t layer, int64_t pos,
                           int64_t forgotten = 0);
+// The last key it sees in a sequence of `length` tokens: itself (causal), or an encoder's reach after it.
+int64_t last_visible_key(const ModelConfig& config, const OracleOptions& options, int64_t layer, int64_t pos, int64_t length);
 
 // One sequence's forward, position by position. Position p's logits depend only on tokens
 // 0..p, computed with the same arithmetic however the tokens arrive, so extend() in pieces equals
@@ -270,8 +298,14 @@ class SequenceOracle {
   // The weights of `model` read as `config` describes them (a config read another way: the diagnoses'
   // hypotheses, an engine mutant); the tensors it names must be in `model`.
   SequenceOracle(const Model& model, const ModelConfig& config, OracleOptions options = {});
-  // The logits of the new positions, row-major [tokens.size(), vocab].
+  // The logits of the new positions, row-major [tokens.size(), vocab]. A causal model only (std::invalid_argument
+  // for an encoder).
   std::vector<double> extend(const std::vector<int32_t>& tokens);
+  // An encoder's whole-sequence forward (ModelConfig::bidirectional), once, from an empty oracle: the logits of every
+  // position, each from all the tokens. real: the 2D attention_mask (true = a token, false = padding: no query sees
+  // it; a padding position's own row is computed like any other, at its position); empty = no padding. Throws
+  // std::invalid_argument where a query would see no real key (transformers' eager forward then averages every value).
+  std::vector<double> encode(const std::vector<int32_t>& tokens, const std::vector<bool>& real = {});
   // Drops the last n positions. A hybrid's convolution state is the rows of its input kept per
   // position (like the K/V), so dropping them is the forward of the shorter prefix re-run from the
   // prompt, bit for bit.
@@ -291,6 +325,7 @@ class SequenceOracle {
  private:
   struct Layer {
     std::vector<T> q, k, v, o, gate, up, down, in_norm, post_attn_norm, pre_ff_norm, post_ff_norm, q_norm, k_norm;
+    std::vector<T> in_norm_bias, post_attn_norm_bias, gate_bias, up_bias, down_bias;  // norm_bias, mlp_bias
     T scalar = 1;  // gemma4 layer_scalar
     std::vector<T> q_bias, k_bias, v_bias, o_bias;
     std::vector<T> router, experts_gate_up, experts_down;                          // [E, H], [E, H, 2I], [E, I, H] (x @ W layout)
@@ -307,9 +342,12 @@ class SequenceOracle {
   ModelConfig config_;
   OracleOptions options_;
   std::vector<T> embed_, final_norm_, lm_head_;
+  std::vector<T> final_norm_bias_, embed_norm_, embed_norm_bias_, head_dense_, head_dense_bias_, head_norm_, head_norm_bias_,
+      lm_head_bias_;  // ModernBERT's layout (ModelConfig::embed_norm, prediction_head)
   std::vector<Layer> layers_;
   int64_t length_ = 0;
   int64_t forgotten_ = 0;
+  std::vector<bool> real_;  // encode's attention_mask (empty: every key real)
 };
 
 extern template class SequenceOracle<double>;

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""The model oracle's encoder forward (kvc-model-oracle on a bidirectional model: SequenceOracle::encode) against
+transformers' own float64 forward of the encoder's masked-LM class, for every checkpoint of the encoders set
+(engines/models/families.py ENCODERS, make_models.py --set encoders) and every pinned release that has its model_type.
+
+    python3 engines/transformers/encoder_agreement.py [--oracle build/harness/kvc-model-oracle] [--models DIR]
+                                                      [--oracle-args ARGS] [--only REGEX] [--release X ...]
+
+oracle_agreement.py's sibling for the encoders: its forward is AutoModelForCausalLM's, causal and incremental, and an
+encoder's position sees later tokens. Each model runs twice per release: without padding, and with an attention_mask
+that pads the first and the last position (so every layer's window meets padding keys at both ends, and a padding
+position's own row is compared too). Two numbers per row: the max |logit difference| against transformers with its
+float32 islands patched to float64 (exact64.py: must be <= 1e-10, else exit 1) and as shipped (reported). A release
+without the model_type is ABSENT, never a pass. Exit 77 where no release's environment exists. Standard library only;
+each release runs in its own golden/.venv-<version>, eager attention.
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BOUND = 1e-10
+RUN_RELEASE = """
+import json, os, sys
+tokens, masks, tmp, v, *models = sys.argv[1:]
+import torch, transformers
+from transformers import AutoModelForMaskedLM
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+import exact64  # engines/transformers is on PYTHONPATH
+tokens = [int(t) for t in tokens.split(",")]
+masks = json.loads(masks)
+status = {}
+for mode in ("plain", "exact"):
+    for m in models:
+        name = os.path.basename(m)
+        model_type = json.load(open(os.path.join(m, "config.json")))["model_type"]
+        if model_type not in CONFIG_MAPPING:
+            status[name] = {"absent": model_type}
+            continue
+        try:
+            model = AutoModelForMaskedLM.from_pretrained(m, attn_implementation="eager").to(torch.float64).eval()
+            if mode == "exact":
+                exact64.patch(model)
+            for i, mask in enumerate(masks):
+                with torch.no_grad():
+                    logits = model(torch.tensor([tokens]), attention_mask=torch.tensor([mask])).logits[0]
+                open(os.path.join(tmp, f"{v}.{name}.{i}.{mode}"), "wb").write(
+                    logits.to(torch.float64).contiguous().numpy().astype("<f8").tobytes())
+        except Exception as e:
+            status.setdefault(name, {})[mode] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+json.dump(status, open(os.path.join(tmp, f"{v}.status.json"), "w"))
+"""
+
+
+def read_f64(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    return struct.unpack(f"<{len(data) // 8}d", data)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--oracle", default=os.path.join(ROOT, "build/harness/kvc-model-oracle"))
+    ap.add_argument("--models", default=os.path.join(ROOT, "build/engine-models-encoders"), help="the encoders set's folder")
+    ap.add_argument("--tokens", type=int, default=24)
+    ap.add_argument("--oracle-args", default="", help="more arguments for kvc-model-oracle (the mutants: '--causal')")
+    ap.add_argument("--only", help="only the models whose folder name this regular expression finds")
+    ap.add_argument("--release", action="append", default=[], help="only this pinned release (repeatable)")
+    a = ap.parse_args()
+    make = [sys.executable, os.path.join(ROOT, "engines/models/make_models.py")]
+    names = [n for n in subprocess.run(make + ["--set", "encoders", "--list"], check=True, capture_output=True,
+                                       text=True).stdout.split() if not a.only or re.search(a.only, n)]
+    if not names:
+        ap.error(f"--only {a.only}: matches no model")
+    subprocess.run(make + [a.models, "--set", "encoders"] + [x for n in names for x in ("--only", n)], check=True,
+                   stdout=subprocess.DEVNULL)
+    models = sorted(os.path.join(a.models, n) for n in names)
+    tokens = ",".join(str(1 + (37 * i + 11) % 255) for i in range(a.tokens))
+    masks = [[1] * a.tokens, [0] + [1] * (a.tokens - 2) + [0]]
+    releases = sorted(p.split("requirements-")[1][:-4] for p in glob.glob(os.path.join(ROOT, "golden/requirements-*.txt")))
+    releases = [v for v in releases if not a.release or v in a.release]
+    rows, passed, failed, absent, checked = [], 0, 0, 0, 0
+    with tempfile.TemporaryDirectory() as tmp:
+        status = {}
+        for v in releases:
+            py = os.path.join(ROOT, f"golden/.venv-{v}/bin/python")
+            if not os.path.exists(py):
+                continue
+            subprocess.run([py, "-c", RUN_RELEASE, tokens, json.dumps(masks), tmp, v] + models, check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "engines", "transformers")))
+            with open(os.path.join(tmp, f"{v}.status.json")) as f:
+                status[v] = json.load(f)
+        for mdir in models:
+            model = os.path.basename(mdir)
+            for i, mask in enumerate(masks):
+                out = os.path.join(tmp, f"oracle.{i}")
+                r = subprocess.run([a.oracle, mdir, tokens, out, "--real", ",".join(map(str, mask))] + a.oracle_args.split(),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                ours = read_f64(out) if r.returncode == 0 else None
+                for v in releases:
+                    if v not in status:
+                        continue
+                    row = {"model": model, "padding": "first and last" if i else "none", "release": v}
+                    st = status[v].get(model, {})
+                    if "absent" in st:
+                        row["absent"] = f"transformers {v} has no model_type {st['absent']}"
+                        absent += 1
+                        rows.append(row)
+                        continue
+                    checked += 1
+                    if ours is None:
+                        row["fail"] = "kvc-model-oracle: " + (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+                    elif "exact" in st:
+                        row["fail"] = "transformers --exact: " + st["exact"]
+                    else:
+                        for mode in ("exact", "plain"):
+                            path = os.path.join(tmp, f"{v}.{model}.{i}.{mode}")
+                            theirs = read_f64(path) if os.path.exists(path) else None
+                            row[mode] = (max(abs(x - y) for x, y in zip(ours, theirs))
+                                         if theirs is not None and len(theirs) == len(ours) else None)
+                        row["ok"] = row["exact"] is not None and row["exact"] <= BOUND
+                    passed += 1 if row.get("ok") else 0
+                    failed += 0 if row.get("ok") else 1
+                    rows.append(row)
+    print(f"{'model':16} {'padding':15} {'release':8} {'vs exact float64':>17} {'vs as shipped':>14}")
+    for r in rows:
+        head = f"{r['model']:16} {r['padding']:15} {r['release']:8}"
+        if "absent" in r:
+            print(f"{head} ABSENT {r['absent']}")
+        elif "fail" in r:
+            print(f"{head} FAIL {r['fail']}")
+        else:
+            plain = f"{r['plain']:14.3e}" if r["plain"] is not None else f"{'n/a':>14}"
+            exact = f"{r['exact']:17.3e}" if r["exact"] is not None else f"{'n/a':>17}"
+            print(f"{head} {exact} {plain}{'' if r['ok'] else '  > 1e-10: FAIL'}")
+    print(f"{passed} passed, {failed} failed, {absent} absent (a release without the family)")
+    if not checked:
+        print("no pinned transformers environment (bash golden/setup_env.sh VERSION): nothing checked", file=sys.stderr)
+        return 77
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
