@@ -52,7 +52,7 @@ REASONS = {
     "create_masks_for_generate gave them a causal mask in 5.24.0, a windowed one from 5.25.0",
     "inkling2_loop": "inkling2's hybrid layers (see inkling2) run in a loop with message gates and message attention "
     "residuals: not registry rules",
-    "cohere_compass": MULTIMODAL, "deepseek_ocr2": MULTIMODAL, "dots3_note": MULTIMODAL, "gemma3n": MULTIMODAL
+    "deepseek_ocr2": MULTIMODAL, "dots3_note": MULTIMODAL, "gemma3n": MULTIMODAL
     + " (and per-layer input embeddings, AltUp, KV sharing)", "gemma4_unified": MULTIMODAL, "hy_v4_vl": MULTIMODAL,
     "muse_glimmer": MULTIMODAL, "muse_spark": MULTIMODAL, "qwen2_5_omni": MULTIMODAL, "qwen2_5_vl": MULTIMODAL,
     "qwen2_vl": MULTIMODAL, "qwen3_omni_moe": MULTIMODAL, "step3p7": MULTIMODAL, "unlimited_ocr": MULTIMODAL,

@@ -92,6 +92,11 @@ checkpoints of the family use:
                    (base 1e6) on the full layer and base 1e4 on the sliding one, tied
   lfm3-explicit    lfm3, 4 layers, explicit layer_types [S, conv, S, F], window 2, conv_L_cache 4 with conv_bias, no
                    attention gate, no sandwich norms, default rope on every attention layer, untied
+  coherecompass-text-nope  cohere_compass_text (5.24.0 on; CohereCompassForCausalLM), 4 layers, layer_types [S, F, S, S],
+                   window 3, rope_parameters {sliding: base 1e4 with M-RoPE sections, full: null (NoPE)}, cohere2's
+                   LayerNorm and parallel block, rope rotating halves, logit_scale 0.5, tied
+  coherecompass-text-full  cohere_compass_text, 3 layers, no layer_types (every layer full), rope_parameters {full: base
+                   5e5}, no logit_scale (1), untied
 """
 
 S, F, C = "sliding_attention", "full_attention", "chunked_attention"
@@ -275,6 +280,14 @@ LFM3 = {
     "tie_word_embeddings": True,
     "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
                         F: {"rope_type": "proportional", "partial_rotary_factor": 0.5, "rope_theta": 1000000.0}},
+}
+
+COHERE_COMPASS_TEXT = {  # CohereCompassTextConfig's keys: rope_parameters keyed by layer type (null: NoPE)
+    "architectures": ["CohereCompassForCausalLM"],
+    "model_type": "cohere_compass_text",
+    "rope_scaling": ABSENT,  # 5.x sets rope_parameters from it, and null leaves the rotary module none to read
+    "hidden_act": "silu",
+    "layer_norm_eps": 1e-5,
 }
 
 MODELS = {
@@ -687,6 +700,13 @@ MODELS = {
         "attn_logit_softcapping": None,
         "final_logit_softcapping": None,
     }),
+    "coherecompass-text-nope": ("cohere2", {
+        **COHERE_COMPASS_TEXT, "num_hidden_layers": 4, "layer_types": [S, F, S, S], "sliding_window": 3, "logit_scale": 0.5,
+        "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}, F: None},
+        "tie_word_embeddings": True}),
+    "coherecompass-text-full": ("cohere2", {
+        **COHERE_COMPASS_TEXT, "num_hidden_layers": 3, "sliding_window": 3,
+        "rope_parameters": {F: {"rope_type": "default", "rope_theta": 500000.0}}, "tie_word_embeddings": False}),
 }
 
 
@@ -765,7 +785,18 @@ WRAPPERS = {
                          "encoder_ffn_dim": 32, "num_mel_bins": 8, "output_dim": 64, "downsample_hidden_size": 8,
                          "n_window": 4, "n_window_infer": 8},
         "audio_token_id": 250, "timestamp_token_id": 251, "pad_token_id": 0, "eos_token_id": 2}, ("model.language_model.", "")),
+    # Qwen3-VL's class (DeepStack, M-RoPE) around cohere_compass_text; its decoder's layout is cohere2's.
+    "cohere_compass": ("CohereCompassForConditionalGeneration", "cohere_compass_text", {
+        "vision_config": {"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2, "out_hidden_size": 64,
+                          "patch_size": 2, "temporal_patch_size": 1, "spatial_merge_size": 1, "num_position_embeddings": 16,
+                          "deepstack_visual_indexes": [0]},
+        "image_token_id": 250, "video_token_id": 251, "vision_start_token_id": 252, "vision_end_token_id": 253},
+        ("model.language_model.", "")),
 }
+
+
+# A wrapper's decoder family whose tensors are another family's layout (make_models.py writes that one).
+DECODER_LAYOUT = {"cohere_compass_text": "cohere2"}
 
 
 def wrap(model_type, decoder):
@@ -785,6 +816,8 @@ def wrap(model_type, decoder):
 #   lfm3vl-explicit     lfm3_vl around lfm3-explicit (conv, sliding and full layers)
 #   qwen2audio-mwl2     qwen2_audio around qwen2-mwl2 (max_window_layers 2), the 4.x tensor layout
 #   qwen3asr-w3         qwen3_asr around qwen3-w3 (layer_types [S, F, S], attention_bias)
+#   coherecompass-w3    cohere_compass around a 3-layer cohere_compass_text: layer_types [S, S, F], a rope base per
+#                       layer type (sliding 1e4, full 1e6), no logit_scale, untied
 WRAPPED = {
     "mistral3-w3": ("mistral3", wrap("mistral3", {"model_type": "mistral", "num_hidden_layers": 3, "hidden_act": "silu",
                                                   "sliding_window": 3, "tie_word_embeddings": False, **_rope(10000.0)})),
@@ -793,6 +826,10 @@ WRAPPED = {
     "lfm3vl-explicit": ("lfm3_vl", wrap("lfm3_vl", MODELS["lfm3-explicit"][1])),
     "qwen2audio-mwl2": ("qwen2_audio", wrap("qwen2_audio", MODELS["qwen2-mwl2"][1])),
     "qwen3asr-w3": ("qwen3_asr", wrap("qwen3_asr", MODELS["qwen3-w3"][1])),
+    "coherecompass-w3": ("cohere_compass", wrap("cohere_compass", {
+        **COHERE_COMPASS_TEXT, "num_hidden_layers": 3, "layer_types": [S, S, F], "sliding_window": 3,
+        "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0}, F: {"rope_type": "default", "rope_theta": 1e6}},
+        "tie_word_embeddings": False})),
 }
 MODELS.update(WRAPPED)
 
@@ -1062,12 +1099,18 @@ def draw(family, seed, index, head_dims=(8, 16)):
                   "use_sandwich_norm": d.coin(), "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0}, F: full_rope}})
         if d.coin():
             c["layer_types"] = ["conv"] + [d.pick(["conv", S, F]) for _ in range(layers - 1)]
+    elif family == "cohere_compass_text":
+        # Each layer type's rope a base or NoPE (null); a logit_scale or none; the first layer slides.
+        c.update({**COHERE_COMPASS_TEXT, "head_dim": 64 // c["num_attention_heads"], "sliding_window": w,
+                  "logit_scale": d.pick([None, 0.5]), "layer_types": [S] + _types(d, layers - 1),
+                  "rope_parameters": {t: d.pick([None, {"rope_type": "default", "rope_theta": d.pick([10000.0, 1e6])}])
+                                      for t in (S, F)}})
     elif family == "mistral":
         c.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu",
                   "sliding_window": d.pick([None, w]), **_rope(10000.0)})
     else:
         raise ValueError(f"no drawer for {family}")
-    return ("gemma3" if family == "gemma3_text" else family), c  # make_models' tensor layout name
+    return ("gemma3" if family == "gemma3_text" else DECODER_LAYOUT.get(family, family)), c  # make_models' tensor layout name
 
 
 DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2",

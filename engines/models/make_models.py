@@ -208,7 +208,7 @@ def tensors(name, family, cfg):
     if family in families.WRAPPERS:
         # A wrapper's decoder tensors under the class's prefixes (the towers are not written).
         _, layout, _, (prefix, head) = families.WRAPPERS[family]
-        text = tensors(name, layout, cfg["text_config"])
+        text = tensors(name, families.DECODER_LAYOUT.get(layout, layout), cfg["text_config"])
         return {(head + k if k.startswith("lm_head.") else prefix + k[len("model."):]): v for k, v in text.items()}
     t = {}
     style = cfg.get("_weights", "zoo")

@@ -1059,6 +1059,43 @@ void read_afmoe(const json& c, const std::string& file, ModelConfig& m) {
   for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= dense);
 }
 
+// CohereCompassTextConfig (5.24.0 on; the text decoder of cohere_compass, and CohereCompassForCausalLM alone): cohere2's
+// layers (LayerNorm without bias, the parallel block, head_dim hidden / heads whatever the config says) with its own
+// defaults and rope. layer_types default every layer full; rope_parameters is keyed by layer type, an entry's
+// rope_theta that type's base or the entry null (its layers NoPE): the rotary module reads one entry per layer type
+// present (a flat dict or a missing type fails there). Its M-RoPE sections choose among three equal position rows
+// on text-only input, so the rope is the default one, rotating halves (qwen3's apply_rotary_pos_emb), not
+// cohere2's pairs. logit_scale defaults to none (1).
+void read_cohere_compass_text(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", true);
+  m.head_dim = m.hidden / m.heads;
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.eps = number_or(c, "layer_norm_eps", 1e-5, file);
+  m.layer_norm = m.parallel_block = true;
+  m.logit_scale = number_or(c, "logit_scale", 1.0, file);
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 4096;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) types.assign(static_cast<size_t>(m.layers), "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  // 5.24.0 and 5.25.0 set rope_parameters from a rope_scaling key (its setter), null included.
+  if (c.contains("rope_scaling")) bad(file, "/rope_scaling", "is not read: rope_parameters keys the rope by layer type");
+  if (!c.contains("rope_parameters") || !c["rope_parameters"].is_object())
+    bad(file, "/rope_parameters", "must key a rope (or null) by each layer type");
+  const json& rp = c["rope_parameters"];
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (!rp.contains(types[i]))
+      bad(file, "/rope_parameters", "has no " + types[i] + " entry (layer " + std::to_string(i) + " is one)");
+    const json& r = rp[types[i]];
+    if (!r.is_null() && !r.is_object()) bad(file, "/rope_parameters/" + types[i], "must be an object or null");
+    m.rope_layers.push_back(!r.is_null());
+    // A NoPE layer's base is never used: 10000 only so that every layer has one.
+    const double base = r.is_null() ? 10000 : number_or(r, "rope_theta", number_or(c, "rope_theta", 0, file), file);
+    if (base <= 0) bad(file, "/rope_parameters/" + types[i] + "/rope_theta", "must be a positive number");
+    m.rope_thetas.push_back(base);
+  }
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -1095,6 +1132,9 @@ const WrapperEntry kWrappers[] = {
     // 5.13.1 to 5.25.0's class has no _tied_weights_keys and leaves lm_head newly initialised.
     {"qwen2_audio", "qwen2", "", "language_model.model.", "language_model.", false, true},
     {"qwen3_asr", "qwen3", "", "model.language_model.", "", false, false},
+    // CohereCompassForConditionalGeneration scales its logits by text_config.logit_scale where set, as its decoder's
+    // causal-LM class does (default none).
+    {"cohere_compass", "cohere_compass_text", "", "model.language_model.", "", false, false},
 };
 
 // The head's tie of a model whose decoder is its text_config: the outer config's (5.x) or text_config's (4.x reads
@@ -1137,6 +1177,7 @@ const FamilyEntry kRegistry[] = {
     {Family::Flint, "flint", read_flint},
     {Family::Cohere2Moe, "cohere2_moe", read_cohere2_moe},
     {Family::Afmoe, "afmoe", read_afmoe},
+    {Family::CohereCompassText, "cohere_compass_text", read_cohere_compass_text},
 };
 
 }  // namespace
@@ -1221,6 +1262,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::GptOss && m.family != Family::SmolLM3 && m.family != Family::Cohere2 && m.family != Family::Olmo3 &&
       m.family != Family::GraniteSwa && m.family != Family::Dots1 && m.family != Family::GraniteMoeSwa &&
       m.family != Family::Mellum && m.family != Family::Flint && m.family != Family::Cohere2Moe && m.family != Family::Afmoe &&
+      m.family != Family::CohereCompassText &&
       c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.

@@ -51,13 +51,14 @@ enum class Family {
   Flint,
   Cohere2Moe,
   Afmoe,
+  CohereCompassText,  // the text decoder of cohere_compass (CohereCompassForCausalLM alone)
   Qwen2Vl,
   Qwen25Vl,  // multimodal: the text decoder of the model's text_config
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
-// "qwen2_5_vl"
+// "qwen2_5_vl", "cohere_compass_text"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
