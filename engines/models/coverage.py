@@ -75,12 +75,7 @@ REASONS = {
     "none of it a registry rule",
     "hy_v4_vl": "multimodal: its text decoder is hy_v4's (multi-head latent attention with a DSA indexer, learned "
     "sinks, iHC hidden-state channels, a clamped-SwiGLU MoE; see hy_v4) with M-RoPE on its rope head dims",
-    "muse_glimmer": "multimodal: its text decoder is gemma2's layout with steps the registry lacks: a weightless RMS norm "
-    "of the embeddings; weightless q/k RMS norms before rope on every layer, q then times qk_scale_factor; gemma's "
-    "(1 + w) sandwich norms whose post norms have their own post_norm_eps; a final norm of weight w; logits times "
-    "output_multiplier before the tanh soft-cap; layer_rope_theta 0 as NoPE (any other value ignored for the global "
-    "base). afmoe's element-wise attention gate, the soft-cap and NoPE layers are registry rules already",
-    "muse_spark": "multimodal (vision and audio towers): muse_glimmer's decoder (see muse_glimmer) with a weightless "
+    "muse_spark": "multimodal (vision and audio towers): muse_glimmer's decoder (read: muse_glimmer_text) with a weightless "
     "RMS norm after the attention's post norm, learned residual gates (alpha * residual + beta * block output, "
     "beta = sigmoid(g / temperature) per hidden dimension), a post-MLP norm that scales by (1 + w) before it "
     "normalises, and a MoE (sigmoid of router logits times a multiplier, top-k renormalised): not registry rules",

@@ -792,11 +792,25 @@ WRAPPERS = {
                           "deepstack_visual_indexes": [0]},
         "image_token_id": 250, "video_token_id": 251, "vision_start_token_id": 252, "vision_end_token_id": 253},
         ("model.language_model.", "")),
+    # gemma2's layout with afmoe's gated attention and weightless q/k norms (make_models.py's muse_glimmer_text).
+    "muse_glimmer": ("MuseGlimmerForConditionalGeneration", "muse_glimmer_text", {
+        "vision_config": {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                          "patch_size": 2, "pos_emb_height": 4, "pos_emb_width": 4, "merge_size": 1},
+        "out_hidden_size": 16, "projector_hidden_size": 32, "image_token_id": 250, "video_token_id": 251},
+        ("model.language_model.", "")),
 }
 
 
 # A wrapper's decoder family whose tensors are another family's layout (make_models.py writes that one).
 DECODER_LAYOUT = {"cohere_compass_text": "cohere2"}
+
+
+MUSE_GLIMMER_TEXT = {  # MuseGlimmerTextConfig's keys
+    "model_type": "muse_glimmer_text",
+    "rope_scaling": ABSENT,  # 5.x sets rope_parameters from it, and null leaves none to read
+    "rms_norm_eps": 1e-5,
+    **_rope(10000.0),
+}
 
 
 def wrap(model_type, decoder):
@@ -818,6 +832,10 @@ def wrap(model_type, decoder):
 #   qwen3asr-w3         qwen3_asr around qwen3-w3 (layer_types [S, F, S], attention_bias)
 #   coherecompass-w3    cohere_compass around a 3-layer cohere_compass_text: layer_types [S, S, F], a rope base per
 #                       layer type (sliding 1e4, full 1e6), no logit_scale, untied
+#   museglimmer-w3      muse_glimmer around a 4-layer muse_glimmer_text of its defaults: layers 0-2 slide (window 3),
+#                       layer 3 full and NoPE, qk_scale_factor 3.87, output_multiplier 0.196, soft-cap 20, untied
+#   museglimmer-explicit  layer_types [S, F, S], window 2, layer_rope_theta [1e4, 0, 5e5] (the nonzero ones rotate
+#                       with the global base), qk_scale_factor 2, output_multiplier 0.5, soft-cap 8, post_norm_eps 1e-6, tied
 WRAPPED = {
     "mistral3-w3": ("mistral3", wrap("mistral3", {"model_type": "mistral", "num_hidden_layers": 3, "hidden_act": "silu",
                                                   "sliding_window": 3, "tie_word_embeddings": False, **_rope(10000.0)})),
@@ -830,6 +848,12 @@ WRAPPED = {
         **COHERE_COMPASS_TEXT, "num_hidden_layers": 3, "layer_types": [S, S, F], "sliding_window": 3,
         "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0}, F: {"rope_type": "default", "rope_theta": 1e6}},
         "tie_word_embeddings": False})),
+    "museglimmer-w3": ("muse_glimmer", wrap("muse_glimmer", {
+        **MUSE_GLIMMER_TEXT, "num_hidden_layers": 4, "sliding_window": 3, "tie_word_embeddings": False})),
+    "museglimmer-explicit": ("muse_glimmer", wrap("muse_glimmer", {
+        **MUSE_GLIMMER_TEXT, "num_hidden_layers": 3, "layer_types": [S, F, S], "sliding_window": 2,
+        "layer_rope_theta": [10000.0, 0, 500000.0], "qk_scale_factor": 2.0, "output_multiplier": 0.5,
+        "final_logit_softcapping": 8.0, "post_norm_eps": 1e-6, "tie_word_embeddings": True})),
 }
 MODELS.update(WRAPPED)
 
@@ -1105,6 +1129,14 @@ def draw(family, seed, index, head_dims=(8, 16)):
                   "logit_scale": d.pick([None, 0.5]), "layer_types": [S] + _types(d, layers - 1),
                   "rope_parameters": {t: d.pick([None, {"rope_type": "default", "rope_theta": d.pick([10000.0, 1e6])}])
                                       for t in (S, F)}})
+    elif family == "muse_glimmer_text":
+        # NoPE layers by layer_rope_theta or its default; the first layer slides.
+        c.update({**MUSE_GLIMMER_TEXT, "sliding_window": w, "qk_scale_factor": d.pick([1.0, 3.87]),
+                  "output_multiplier": d.pick([0.25, 1.0]), "final_logit_softcapping": d.pick([8.0, 20.0]),
+                  "post_norm_eps": d.pick([1e-8, 1e-6]), "hidden_activation": d.pick(["silu", "gelu_pytorch_tanh"])})
+        if d.coin():
+            c["layer_types"] = [S] + _types(d, layers - 1)
+            c["layer_rope_theta"] = [d.pick([0, 10000.0]) for _ in range(layers)]
     elif family == "mistral":
         c.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu",
                   "sliding_window": d.pick([None, w]), **_rope(10000.0)})

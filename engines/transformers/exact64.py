@@ -273,6 +273,10 @@ def _compass_rotary_forward(self, x, position_ids, layer_type=None):
 # cohere_compass's text decoder (5.24.0 on): cohere's LayerNorm, its own rotary module (no other float32 island).
 _NORMS["transformers.models.cohere_compass.modeling_cohere_compass"] = [("CohereCompassLayerNorm", _layer_norm_forward)]
 _ROTARY["transformers.models.cohere_compass.modeling_cohere_compass"] = ("CohereCompassRotaryEmbedding", _compass_rotary_forward)
+# muse_glimmer's text decoder (5.24.0 on): gemma's (1 + w) norms, Gemma 3n's weight-w (or weightless) norm, gemma2's rotary.
+_NORMS["transformers.models.muse_glimmer.modeling_muse_glimmer"] = [("MuseGlimmerRMSNorm", _gemma4_norm_forward),
+                                                                    ("MuseGlimmerTextCenteredRMSNorm", _gemma_norm_forward)]
+_ROTARY["transformers.models.muse_glimmer.modeling_muse_glimmer"] = ("MuseGlimmerTextRotaryEmbedding", _rotary_forward)
 # A multimodal model's towers (vision, audio) and the projector from a tower into the decoder (mistral3, lfm3_vl):
 # a text-only forward never runs them, so they are not patched.
 _TOWERS = {"visual", "vision_tower", "vision_model", "audio_tower", "audio_model", "multi_modal_projector"}

@@ -847,6 +847,29 @@ TEST(ModelConfig, ReadsCohereCompassTextsRopePerLayerType) {
   EXPECT_NE(error(c).find("c.json: /rope_parameters: has no sliding_attention entry"), std::string::npos) << error(c);
 }
 
+// muse_glimmer_text (the decoder of muse_glimmer): layer i full and NoPE iff (layers - 1 - i) % 4 == 0 by default,
+// weightless q/k norms, q times qk_scale_factor, the embedding norm, post_norm_eps, a final norm of weight w,
+// output_multiplier before the soft-cap; its wrapper embeds the image and video placeholder ids as id 0.
+TEST(ModelConfig, ReadsMuseGlimmerTextAndItsPlaceholders) {
+  nlohmann::json c = {{"model_type", "muse_glimmer_text"}, {"vocab_size", 32},         {"hidden_size", 16},
+                      {"num_hidden_layers", 5},            {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                      {"head_dim", 4},                     {"intermediate_size", 8},   {"sliding_window", 3}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 3, 3, 3, 0}));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{false, true, true, true, false}));
+  EXPECT_DOUBLE_EQ(m.query_scale, 0.5 * 3.87);
+  EXPECT_TRUE(m.embed_norm && m.qk_norm && m.qk_norm_weightless && m.gemma_norm && m.final_norm_plain && m.attn_gate_elementwise);
+  EXPECT_EQ(m.post_eps, 1e-8);
+  EXPECT_EQ(m.final_softcap, 20.0);
+  c["layer_rope_theta"] = {1e4, 0, 5e5, 1e4, 1e4};  // a nonzero base rotates with the global one
+  EXPECT_EQ(parse_config(c, "c.json").rope_layers, (std::vector<bool>{true, false, true, true, true}));
+  const ModelConfig w =
+      parse_config({{"model_type", "muse_glimmer"}, {"image_token_id", 30}, {"video_token_id", 31}, {"text_config", c}}, "w.json");
+  EXPECT_EQ(w.family, Family::MuseGlimmerText);
+  EXPECT_EQ(w.zero_tokens, (std::vector<int64_t>{30, 31}));
+  EXPECT_TRUE(m.zero_tokens.empty());
+}
+
 // mellum: layer types default all full, one rope base per layer type (defaults full 5e5, sliding 1e4;
 // no flat base), mlp_layer_types (default every layer sparse), softmax top-k renormalised by default,
 // no shared expert.

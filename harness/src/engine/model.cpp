@@ -1096,6 +1096,52 @@ void read_cohere_compass_text(const json& c, const std::string& file, ModelConfi
   }
 }
 
+// MuseGlimmerTextConfig (5.24.0 on; the text decoder of muse_glimmer): gemma2's layers (gemma's (1 + w) sandwich
+// norms, the gate/up/down MLP of hidden_activation, default silu) with afmoe's attention: weightless per-head q/k RMS
+// norms before rope, q then times qk_scale_factor (3.87; folded into the scores' scale head_dim ** -0.5), each
+// attention output element times sigmoid(gate_proj h). A weightless RMS norm of the embeddings (no sqrt(hidden)
+// factor); the post-attention and post-MLP norms' epsilon post_norm_eps (1e-8), the others' rms_norm_eps (1e-5); the
+// final norm of weight w. Layer i is full iff (layers - 1 - i) % 4 == 0 by default; layer_rope_theta 0 is a NoPE
+// layer (default: those full layers), any other value rotates with the one global base. Logits times
+// output_multiplier, then the tanh soft-cap final_logit_softcapping (20). head_dim default 128; untied by default.
+void read_muse_glimmer_text(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  read_head_dim_128(c, file, m);
+  m.query_scale *= number_or(c, "qk_scale_factor", 3.87, file);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  m.post_eps = number_or(c, "post_norm_eps", 1e-8, file);
+  m.gemma_norm = m.final_norm_plain = m.embed_norm = true;
+  m.norm_placement = NormPlacement::Sandwich;
+  m.qk_norm = m.qk_norm_weightless = true;
+  m.attn_gate = m.attn_gate_elementwise = true;
+  m.tensor_names = {{"self_attn.gate_proj.", "self_attn.g_proj."}};
+  const std::string act = c.value("hidden_activation", std::string("silu"));
+  if (act != "silu" && act != "gelu_pytorch_tanh") bad(file, "/hidden_activation", "\"" + act + "\" is not modelled");
+  m.gelu = act == "gelu_pytorch_tanh";
+  m.logit_scale = number_or(c, "output_multiplier", 0.19611613513818404, file);
+  m.final_softcap = number_or(c, "final_logit_softcapping", 20.0, file);
+  if (m.final_softcap <= 0) bad(file, "/final_logit_softcapping", "must be positive (the class divides by it)");
+  // 5.24.0 and 5.25.0 set rope_parameters from a rope_scaling key (its setter), null included.
+  if (c.contains("rope_scaling")) bad(file, "/rope_scaling", "is not read: rope_parameters holds the rope");
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 2048;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back((m.layers - 1 - i) % 4 ? "sliding_attention" : "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  if (c.contains("layer_rope_theta") && !c["layer_rope_theta"].is_null()) {
+    const json& t = c["layer_rope_theta"];
+    if (!t.is_array() || static_cast<int64_t>(t.size()) != m.layers)
+      bad(file, "/layer_rope_theta", "must list one base per layer (" + std::to_string(m.layers) + ")");
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (!t[i].is_number() || t[i].get<double>() < 0) bad(file, "/layer_rope_theta/" + std::to_string(i), "must be >= 0");
+      m.rope_layers.push_back(t[i].get<double>() != 0);
+    }
+  } else {
+    for (int64_t i = 0; i < m.layers; ++i) m.rope_layers.push_back((m.layers - 1 - i) % 4 != 0);
+  }
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -1135,7 +1181,13 @@ const WrapperEntry kWrappers[] = {
     // CohereCompassForConditionalGeneration scales its logits by text_config.logit_scale where set, as its decoder's
     // causal-LM class does (default none).
     {"cohere_compass", "cohere_compass_text", "", "model.language_model.", "", false, false},
+    // MuseGlimmerForConditionalGeneration applies its decoder's output_multiplier and soft-cap to lm_head's logits.
+    {"muse_glimmer", "muse_glimmer_text", "", "model.language_model.", "", false, false},
 };
+
+// Wrappers whose forward embeds the outer config's image_token_id and video_token_id as id 0 whatever the input
+// (muse_glimmer: llm_input_ids[multimodal_mask] = 0 before the lookup, text-only inputs too).
+const char* const kPlaceholdersAsZero[] = {"muse_glimmer"};
 
 // The head's tie of a model whose decoder is its text_config: the outer config's (5.x) or text_config's (4.x reads
 // it there; 5.25 ties when either says so): a checkpoint whose two disagree would differ between releases.
@@ -1178,6 +1230,7 @@ const FamilyEntry kRegistry[] = {
     {Family::Cohere2Moe, "cohere2_moe", read_cohere2_moe},
     {Family::Afmoe, "afmoe", read_afmoe},
     {Family::CohereCompassText, "cohere_compass_text", read_cohere_compass_text},
+    {Family::MuseGlimmerText, "muse_glimmer_text", read_muse_glimmer_text},
 };
 
 }  // namespace
@@ -1230,6 +1283,10 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
     m.text_prefix = w.text_prefix;
     m.head_prefix = w.head_prefix;
     if (w.plain_head) m.logit_scale = 1;
+    for (const char* p : kPlaceholdersAsZero)
+      if (type == p)
+        for (const char* key : {"image_token_id", "video_token_id"})
+          if (outer.contains(key) && outer[key].is_number_integer()) m.zero_tokens.push_back(outer[key].get<int64_t>());
     return m;
   }
   ModelConfig m;
@@ -1587,7 +1644,7 @@ Model load_model(const std::string& dir) {
            k.hidden);
     if (k.norm_placement == NormPlacement::Sandwich) need(layer_name(l, "pre_feedforward_layernorm.weight"), k.hidden);
     if (k.norm_placement != NormPlacement::Pre) need(layer_name(l, "post_feedforward_layernorm.weight"), k.hidden);
-    if (k.qk_norm && !conv) {
+    if (k.qk_norm && !k.qk_norm_weightless && !conv) {
       need(layer_name(l, "self_attn.q_norm.weight"), k.qk_norm_whole ? qd : k.dim(l));
       if (own_kv) need(layer_name(l, "self_attn.k_norm.weight"), k.qk_norm_whole ? kvd : k.dim(l));
     }
@@ -1798,7 +1855,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, OracleOptions options)
       L.post_attn_norm = get((k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm.") + "weight");
     if (k.norm_placement == NormPlacement::Sandwich) L.pre_ff_norm = get("pre_feedforward_layernorm.weight");
     if (k.norm_placement != NormPlacement::Pre) L.post_ff_norm = get("post_feedforward_layernorm.weight");
-    if (k.qk_norm && !conv) {
+    if (k.qk_norm && !k.qk_norm_weightless && !conv) {
       L.q_norm = get("self_attn.q_norm.weight");
       if (own_kv) L.k_norm = get("self_attn.k_norm.weight");
     }
@@ -1962,6 +2019,11 @@ KVC_ATTENTION_CLONES void tile_values(const float* scores, const float* total, c
   tile_values_of(scores, total, values, kvd, D, lo, hi, tile, out0, widest);
 }
 
+// The id whose embedding a token gets: 0 for a placeholder id (ModelConfig::zero_tokens), else its own.
+inline int64_t embedded(const ModelConfig& k, int32_t token) {
+  return std::find(k.zero_tokens.begin(), k.zero_tokens.end(), token) != k.zero_tokens.end() ? 0 : token;
+}
+
 template <class T>
 void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits) {
   const ModelConfig& k = config_;
@@ -1973,7 +2035,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
   int64_t widest = 0;  // the largest q and K/V widths over the layers
   for (int64_t l = 0; l < k.layers; ++l) widest = std::max(widest, k.heads * k.dim(l));
   if (!k.conv_layers.empty()) widest = std::max(widest, H);  // a conv layer's output row (C * conv) is H wide
-  const T eps = static_cast<T>(k.eps);
+  const T eps = static_cast<T>(k.eps), post_eps = static_cast<T>(k.post_eps > 0 ? k.post_eps : k.eps);
   const std::vector<T> no_weight;
   // Layer by layer over the tokens, each token computed as alone: the residual stream, its normed
   // copy, the queries and the attention output per token; the rest is one token's scratch.
@@ -1981,7 +2043,10 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       A(static_cast<size_t>(n * widest));
   for (int64_t t = 0; t < n; ++t)
     for (int64_t i = 0; i < H; ++i)
-      X[static_cast<size_t>(t * H + i)] = embed_[static_cast<size_t>(tokens[t] * H + i)] * static_cast<T>(k.embed_scale);
+      X[static_cast<size_t>(t * H + i)] =
+          embed_[static_cast<size_t>(embedded(k, tokens[t]) * H + i)] * static_cast<T>(k.embed_scale);
+  if (k.embed_norm)  // muse_glimmer's weightless norm of each embedding row
+    for (int64_t t = 0; t < n; ++t) rms_norm(X.data() + t * H, no_weight, H, eps, false, X.data() + t * H);
   const int64_t inter = std::max({k.intermediate, k.moe.intermediate, k.moe.shared_intermediate});
   std::vector<T> kk(widest), vv(widest), o(H), g(inter), u(inter), m(H);
   std::vector<T> scores, qt, routed(H), expert_in(H), router_logits(k.moe.experts);
@@ -2163,7 +2228,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         // The MLP reads the same normed input as the attention: h is kept.
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       } else if (k.norm_placement == NormPlacement::Sandwich) {
-        rms_norm(o.data(), L.post_attn_norm, H, eps, k.gemma_norm, o.data());
+        rms_norm(o.data(), L.post_attn_norm, H, post_eps, k.gemma_norm, o.data());
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
         rms_norm(x.data(), L.pre_ff_norm, H, eps, k.gemma_norm, h.data());
       } else if (k.norm_placement == NormPlacement::Post) {
@@ -2300,7 +2365,9 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         if (k.moe.combined_scale != 1)  // cohere2_moe's "average": (routed + shared) / 2
           for (T& v : m) v *= static_cast<T>(k.moe.combined_scale);
       }
-      if (k.norm_placement != NormPlacement::Pre) rms_norm(m.data(), L.post_ff_norm, H, eps, k.gemma_norm, m.data());
+      if (k.norm_placement != NormPlacement::Pre)
+        rms_norm(m.data(), L.post_ff_norm, H, k.norm_placement == NormPlacement::Sandwich ? post_eps : eps, k.gemma_norm,
+                 m.data());
       for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
       if (k.layer_scalar)
         for (T& v : x) v *= L.scalar;
@@ -2311,7 +2378,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     const Row<T> x = row(X, t, H), h = row(Hn, t, H);
     double* out = logits + t * k.vocab;
     if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data());
-    else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm, h.data());
+    else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm && !k.final_norm_plain, h.data());
     matvec(lm_head_, h.data(), k.vocab, H, head.data());
     for (int64_t r = 0; r < k.vocab; ++r) {
       T s = head[static_cast<size_t>(r)];
