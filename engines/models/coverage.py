@@ -58,8 +58,6 @@ REASONS = {
     "create_masks_for_generate gave them a causal mask in 5.24.0, a windowed one from 5.25.0",
     "inkling2_loop": "inkling2's hybrid layers (see inkling2) run in a loop with message gates and message attention "
     "residuals: not registry rules",
-    "cohere_compass": MULTIMODAL, "deepseek_ocr2": MULTIMODAL, "dots3_note": MULTIMODAL, "hy_v4_vl": MULTIMODAL,
-    "muse_glimmer": MULTIMODAL, "muse_spark": MULTIMODAL, "unlimited_ocr": MULTIMODAL,
     "gemma3n": "multimodal; its text decoder (gemma3n_text, also a causal LM of its own) needs rules the registry has "
     "none of: per-layer input embeddings (a second embedding table and a gated per-layer projection, "
     "hidden_size_per_layer_input; gemma4_text refuses them too), AltUp (altup_num_inputs copies of the hidden state, "
@@ -80,6 +78,28 @@ REASONS = {
     "LM): every layer bidirectional, sliding ones windowed by create_bidirectional_sliding_window_mask (its "
     "sliding_window a half-width, abs(i - j) <= window), with factorized embeddings, value embeddings on the first "
     "and last full layers, exclusive self-attention and a sigmoid output gate. " + MODEL_LEVEL + UNRECORDED_MASKS,
+    # Multimodal folders whose text decoder is read and found to need rules the registry lacks (5.24.0, 5.25.0).
+    "deepseek_ocr2": "multimodal: the sliding_attention it names is its vision encoder's (DeepseekOcr2VisionEncoder: "
+    "qwen2's layer_types and sliding_window, over the image patches and learned queries, its mask create_causal_mask "
+    "with the patches one bidirectional block), which a text-only forward never runs; its text decoder (llama "
+    "attention, deepseek_v2's MoE) has full causal attention only (create_causal_mask): no local attention of a "
+    "decoder to read",
+    "unlimited_ocr": "multimodal: its text decoder's reference_sliding_attention layers see every prefill key (the "
+    "prompt and image tokens) and the last sliding_window of the tokens decoded after it "
+    "(create_reference_sliding_window_causal_mask; a forward without a cache has no prefill boundary and sees every "
+    "key): a rule that depends on where the prompt ended, not the registry's per-position full, sliding or chunked rule "
+    "(SequenceOracle has no prefill length); its decoder is deepseek_ocr2's (llama attention, deepseek_v2's MoE), no "
+    "registry family",
+    "dots3_note": "multimodal (vision and audio towers): its text decoder is deepseek_v32's: multi-head latent attention "
+    "(q and kv LoRA, the normed latents times sqrt(hidden / rank)), indexed_attention layers whose DSA indexer picks "
+    "each query's top-k keys, sliding layers (by default full on layers 0, 1 and i % 4 == 1, window 512) and a MoE: "
+    "none of it a registry rule",
+    "hy_v4_vl": "multimodal: its text decoder is hy_v4's (multi-head latent attention with a DSA indexer, learned "
+    "sinks, iHC hidden-state channels, a clamped-SwiGLU MoE; see hy_v4) with M-RoPE on its rope head dims",
+    "muse_spark": "multimodal (vision and audio towers): muse_glimmer's decoder (read: muse_glimmer_text) with a weightless "
+    "RMS norm after the attention's post norm, learned residual gates (alpha * residual + beta * block output, "
+    "beta = sigmoid(g / temperature) per hidden dimension), a post-MLP norm that scales by (1 + w) before it "
+    "normalises, and a MoE (sigmoid of router logits times a multiplier, top-k renormalised): not registry rules",
     "embedding_gemma2": "a sentence-embedding encoder (pooled hidden states and multimodal embedders, no LM head) with "
     "gemma's layers bidirectional, sliding ones windowed. " + ENCODER_FORWARD + "its output is pooled hidden states, "
     "not per-position logits (the forward's output)" + MASK_LEVEL,

@@ -98,6 +98,11 @@ checkpoints of the family use:
                    bias (norm_bias, attention_bias, mlp_bias, classifier_bias, decoder_bias), tied
   modernbertdec-explicit modernbert-decoder, 3 layers, layer_types [S, S, F], local_attention 5 (window 2), no biases at
                    all, gelu_pytorch_tanh, rope bases 160000, untied
+  coherecompass-text-nope  cohere_compass_text (5.24.0 on; CohereCompassForCausalLM), 4 layers, layer_types [S, F, S, S],
+                   window 3, rope_parameters {sliding: base 1e4 with M-RoPE sections, full: null (NoPE)}, cohere2's
+                   LayerNorm and parallel block, rope rotating halves, logit_scale 0.5, tied
+  coherecompass-text-full  cohere_compass_text, 3 layers, no layer_types (every layer full), rope_parameters {full: base
+                   5e5}, no logit_scale (1), untied
 """
 
 S, F, C = "sliding_attention", "full_attention", "chunked_attention"
@@ -368,6 +373,14 @@ LFM3 = {
     "tie_word_embeddings": True,
     "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
                         F: {"rope_type": "proportional", "partial_rotary_factor": 0.5, "rope_theta": 1000000.0}},
+}
+
+COHERE_COMPASS_TEXT = {  # CohereCompassTextConfig's keys: rope_parameters keyed by layer type (null: NoPE)
+    "architectures": ["CohereCompassForCausalLM"],
+    "model_type": "cohere_compass_text",
+    "rope_scaling": ABSENT,  # 5.x sets rope_parameters from it, and null leaves the rotary module none to read
+    "hidden_act": "silu",
+    "layer_norm_eps": 1e-5,
 }
 
 MODELS = {
@@ -802,6 +815,13 @@ MODELS = {
         "attn_logit_softcapping": None,
         "final_logit_softcapping": None,
     }),
+    "coherecompass-text-nope": ("cohere2", {
+        **COHERE_COMPASS_TEXT, "num_hidden_layers": 4, "layer_types": [S, F, S, S], "sliding_window": 3, "logit_scale": 0.5,
+        "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}, F: None},
+        "tie_word_embeddings": True}),
+    "coherecompass-text-full": ("cohere2", {
+        **COHERE_COMPASS_TEXT, "num_hidden_layers": 3, "sliding_window": 3,
+        "rope_parameters": {F: {"rope_type": "default", "rope_theta": 500000.0}}, "tie_word_embeddings": False}),
 }
 
 
@@ -891,6 +911,31 @@ WRAPPERS = {
         "audio_end_token_id": 254, "user_token_id": 255}, ("model.", "")),
     # Encoder-free: no vision or audio config by default, so no tower at all.
     "gemma4_unified": ("Gemma4UnifiedForConditionalGeneration", "gemma4_text", {}, ("model.language_model.", "")),
+    # Qwen3-VL's class (DeepStack, M-RoPE) around cohere_compass_text; its decoder's layout is cohere2's.
+    "cohere_compass": ("CohereCompassForConditionalGeneration", "cohere_compass_text", {
+        "vision_config": {"depth": 1, "hidden_size": 16, "intermediate_size": 32, "num_heads": 2, "out_hidden_size": 64,
+                          "patch_size": 2, "temporal_patch_size": 1, "spatial_merge_size": 1, "num_position_embeddings": 16,
+                          "deepstack_visual_indexes": [0]},
+        "image_token_id": 250, "video_token_id": 251, "vision_start_token_id": 252, "vision_end_token_id": 253},
+        ("model.language_model.", "")),
+    # gemma2's layout with afmoe's gated attention and weightless q/k norms (make_models.py's muse_glimmer_text).
+    "muse_glimmer": ("MuseGlimmerForConditionalGeneration", "muse_glimmer_text", {
+        "vision_config": {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                          "patch_size": 2, "pos_emb_height": 4, "pos_emb_width": 4, "merge_size": 1},
+        "out_hidden_size": 16, "projector_hidden_size": 32, "image_token_id": 250, "video_token_id": 251},
+        ("model.language_model.", "")),
+}
+
+
+# A wrapper's decoder family whose tensors are another family's layout (make_models.py writes that one).
+DECODER_LAYOUT = {"cohere_compass_text": "cohere2"}
+
+
+MUSE_GLIMMER_TEXT = {  # MuseGlimmerTextConfig's keys
+    "model_type": "muse_glimmer_text",
+    "rope_scaling": ABSENT,  # 5.x sets rope_parameters from it, and null leaves none to read
+    "rms_norm_eps": 1e-5,
+    **_rope(10000.0),
 }
 
 
@@ -939,6 +984,12 @@ def wrap(model_type, decoder):
 #   qwen25omni-mwl2     qwen2_5_omni_thinker around qwen2-mwl2, M-RoPE sections [4, 2, 2], the 4.x tensor layout
 #   gemma4unified-shared  gemma4_unified around gemma4-shared (KV sharing, final soft cap), no tower
 #   gemma4unified-keqv    gemma4_unified around gemma4-keqv (attention_k_eq_v, untied)
+#   coherecompass-w3    cohere_compass around a 3-layer cohere_compass_text: layer_types [S, S, F], a rope base per
+#                       layer type (sliding 1e4, full 1e6), no logit_scale, untied
+#   museglimmer-w3      muse_glimmer around a 4-layer muse_glimmer_text of its defaults: layers 0-2 slide (window 3),
+#                       layer 3 full and NoPE, qk_scale_factor 3.87, output_multiplier 0.196, soft-cap 20, untied
+#   museglimmer-explicit  layer_types [S, F, S], window 2, layer_rope_theta [1e4, 0, 5e5] (the nonzero ones rotate
+#                       with the global base), qk_scale_factor 2, output_multiplier 0.5, soft-cap 8, post_norm_eps 1e-6, tied
 WRAPPED = {
     "mistral3-w3": ("mistral3", wrap("mistral3", {"model_type": "mistral", "num_hidden_layers": 3, "hidden_act": "silu",
                                                   "sliding_window": 3, "tie_word_embeddings": False, **_rope(10000.0)})),
@@ -950,6 +1001,16 @@ WRAPPED = {
     "qwen25omni-mwl2": ("qwen2_5_omni_thinker", wrap("qwen2_5_omni_thinker", {**MODELS["qwen2-mwl2"][1], "head_dim": 16})),
     "gemma4unified-shared": ("gemma4_unified", wrap("gemma4_unified", MODELS["gemma4-shared"][1])),
     "gemma4unified-keqv": ("gemma4_unified", wrap("gemma4_unified", MODELS["gemma4-keqv"][1])),
+    "coherecompass-w3": ("cohere_compass", wrap("cohere_compass", {
+        **COHERE_COMPASS_TEXT, "num_hidden_layers": 3, "layer_types": [S, S, F], "sliding_window": 3,
+        "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0}, F: {"rope_type": "default", "rope_theta": 1e6}},
+        "tie_word_embeddings": False})),
+    "museglimmer-w3": ("muse_glimmer", wrap("muse_glimmer", {
+        **MUSE_GLIMMER_TEXT, "num_hidden_layers": 4, "sliding_window": 3, "tie_word_embeddings": False})),
+    "museglimmer-explicit": ("muse_glimmer", wrap("muse_glimmer", {
+        **MUSE_GLIMMER_TEXT, "num_hidden_layers": 3, "layer_types": [S, F, S], "sliding_window": 2,
+        "layer_rope_theta": [10000.0, 0, 500000.0], "qk_scale_factor": 2.0, "output_multiplier": 0.5,
+        "final_logit_softcapping": 8.0, "post_norm_eps": 1e-6, "tie_word_embeddings": True})),
 }
 MODELS.update(WRAPPED)
 
@@ -1221,12 +1282,26 @@ def draw(family, seed, index, head_dims=(8, 16)):
                   "use_sandwich_norm": d.coin(), "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0}, F: full_rope}})
         if d.coin():
             c["layer_types"] = ["conv"] + [d.pick(["conv", S, F]) for _ in range(layers - 1)]
+    elif family == "cohere_compass_text":
+        # Each layer type's rope a base or NoPE (null); a logit_scale or none; the first layer slides.
+        c.update({**COHERE_COMPASS_TEXT, "head_dim": 64 // c["num_attention_heads"], "sliding_window": w,
+                  "logit_scale": d.pick([None, 0.5]), "layer_types": [S] + _types(d, layers - 1),
+                  "rope_parameters": {t: d.pick([None, {"rope_type": "default", "rope_theta": d.pick([10000.0, 1e6])}])
+                                      for t in (S, F)}})
+    elif family == "muse_glimmer_text":
+        # NoPE layers by layer_rope_theta or its default; the first layer slides.
+        c.update({**MUSE_GLIMMER_TEXT, "sliding_window": w, "qk_scale_factor": d.pick([1.0, 3.87]),
+                  "output_multiplier": d.pick([0.25, 1.0]), "final_logit_softcapping": d.pick([8.0, 20.0]),
+                  "post_norm_eps": d.pick([1e-8, 1e-6]), "hidden_activation": d.pick(["silu", "gelu_pytorch_tanh"])})
+        if d.coin():
+            c["layer_types"] = [S] + _types(d, layers - 1)
+            c["layer_rope_theta"] = [d.pick([0, 10000.0]) for _ in range(layers)]
     elif family == "mistral":
         c.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu",
                   "sliding_window": d.pick([None, w]), **_rope(10000.0)})
     else:
         raise ValueError(f"no drawer for {family}")
-    return ("gemma3" if family == "gemma3_text" else family), c  # make_models' tensor layout name
+    return ("gemma3" if family == "gemma3_text" else DECODER_LAYOUT.get(family, family)), c  # make_models' tensor layout name
 
 
 DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2",

@@ -208,11 +208,11 @@ def tensors(name, family, cfg):
     if family in families.WRAPPERS:
         # A wrapper's decoder tensors under the class's prefixes (the towers are not written).
         _, layout, _, (prefix, head) = families.WRAPPERS[family]
-        text = tensors(name, layout, cfg["text_config"])
+        text = tensors(name, families.DECODER_LAYOUT.get(layout, layout), cfg["text_config"])
         return {(head + k if k.startswith("lm_head.") else prefix + k[len("model."):]): v for k, v in text.items()}
     t = {}
     style = cfg.get("_weights", "zoo")
-    gemma = family in ("gemma2", "gemma3", "vaultgemma")  # RMSNorm weight applied as 1 + w
+    gemma = family in ("gemma2", "gemma3", "vaultgemma", "muse_glimmer_text")  # RMSNorm weight applied as 1 + w
 
     def put(key, shape, lo, hi):
         n = 1
@@ -393,10 +393,12 @@ def tensors(name, family, cfg):
         # cohere2's (and cohere2_moe's) parallel block has one norm per layer; vaultgemma none after attention
         if family not in ("cohere2", "cohere2_moe", "vaultgemma"):
             put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma2", "gemma3", "gemma4_text", "vaultgemma"):
+        if family in ("gemma2", "gemma3", "gemma4_text", "vaultgemma", "muse_glimmer_text"):
             put(p + "pre_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma2", "gemma3", "gemma4_text") or post_norm:
+        if family in ("gemma2", "gemma3", "gemma4_text", "muse_glimmer_text") or post_norm:
             put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+        if family == "muse_glimmer_text":  # afmoe's gate of every attention output element (weightless q/k norms)
+            put(p + "self_attn.gate_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         if family == "afmoe":  # its sandwich's own names, and the gate of every attention output element
             put(p + "pre_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "post_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
@@ -411,6 +413,8 @@ def tensors(name, family, cfg):
             whole = family == "olmo3"
             put(p + "self_attn.q_norm.weight", ((HEADS if whole else 1) * HEAD_DIM,), 2.0 - 2 * NORM, 2.0 + 2 * NORM)
             put(p + "self_attn.k_norm.weight", ((KV_HEADS if whole else 1) * HEAD_DIM,), 2.0 - 2 * NORM, 2.0 + 2 * NORM)
+    if family == "muse_glimmer_text":  # its final norm's weight is w, not 1 + w
+        norm_lo, norm_hi = 1 - NORM, 1 + NORM
     put("model.embedding_norm.weight" if family == "lfm3" else "model.norm.weight", (HIDDEN,), norm_lo, norm_hi)
     if not cfg["tie_word_embeddings"]:
         put("lm_head.weight", (VOCAB, HIDDEN), -EMBED, EMBED)

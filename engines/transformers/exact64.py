@@ -269,6 +269,25 @@ _ROTARY.update({
     "transformers.models.gemma4_unified.modeling_gemma4_unified": ("Gemma4UnifiedTextRotaryEmbedding", _rotary_forward),
 })
 _MROPE = ("Qwen2VLRotaryEmbedding", "Qwen2_5_VLRotaryEmbedding", "Qwen2_5OmniRotaryEmbedding")  # position ids [3, bs, seq] (_check_rotary)
+
+
+def _compass_rotary_forward(self, x, position_ids, layer_type=None):
+    """cohere_compass: a buffer per layer type, the M-RoPE sections recomposed as the class does (its own method)
+    from one position row per axis."""
+    freqs = position_ids.expand(3, -1, -1)[..., None].to(torch.float64) * self._kvc_inv_freq64[layer_type].to(x.device)
+    scaling = self._kvc_scaling[layer_type]
+    cos = self.recomposition_frequencies(freqs.cos() * scaling, layer_type)
+    sin = self.recomposition_frequencies(freqs.sin() * scaling, layer_type)
+    return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+# cohere_compass's text decoder (5.24.0 on): cohere's LayerNorm, its own rotary module (no other float32 island).
+_NORMS["transformers.models.cohere_compass.modeling_cohere_compass"] = [("CohereCompassLayerNorm", _layer_norm_forward)]
+_ROTARY["transformers.models.cohere_compass.modeling_cohere_compass"] = ("CohereCompassRotaryEmbedding", _compass_rotary_forward)
+# muse_glimmer's text decoder (5.24.0 on): gemma's (1 + w) norms, Gemma 3n's weight-w (or weightless) norm, gemma2's rotary.
+_NORMS["transformers.models.muse_glimmer.modeling_muse_glimmer"] = [("MuseGlimmerRMSNorm", _gemma4_norm_forward),
+                                                                    ("MuseGlimmerTextCenteredRMSNorm", _gemma_norm_forward)]
+_ROTARY["transformers.models.muse_glimmer.modeling_muse_glimmer"] = ("MuseGlimmerTextRotaryEmbedding", _rotary_forward)
 # A multimodal model's towers (vision, audio) and the projector from a tower into the decoder (mistral3, lfm3_vl):
 # a text-only forward never runs them, so they are not patched.
 _TOWERS = {"visual", "vision_tower", "vision_model", "audio_tower", "audio_model", "multi_modal_projector"}
@@ -480,6 +499,8 @@ def _prepare_rotary(module, cfg):
         found.append((name, match[0]))
     if not found and getattr(module, "layer_types", None) == []:
         return found  # lfm3 without an attention layer: its rotary module holds no rope at all
+    if not found and type(module).__name__ == "CohereCompassRotaryEmbedding" and not module.rope_type:
+        return found  # cohere_compass whose every layer type's rope is null (NoPE): no buffer at all
     if not found:
         raise RuntimeError(f"exact64: no inv_freq buffer in {type(module).__name__}")
     _check_rotary(module)

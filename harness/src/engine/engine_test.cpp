@@ -877,6 +877,72 @@ TEST(ModelOracle, AWrapperCheckpointIsItsDecodersCheckpoint) {
   std::filesystem::remove_all(dir);
 }
 
+// cohere_compass_text (the decoder of cohere_compass): cohere2's layers with layer types default all full, a rope
+// per layer type (null: NoPE) rotating halves, no logit_scale by default; its wrapper reads it from text_config.
+TEST(ModelConfig, ReadsCohereCompassTextsRopePerLayerType) {
+  nlohmann::json c = {{"model_type", "cohere_compass_text"}, {"vocab_size", 32},          {"hidden_size", 16},
+                      {"num_hidden_layers", 3},              {"num_attention_heads", 4},  {"num_key_value_heads", 2},
+                      {"head_dim", 8},                       {"intermediate_size", 8},    {"sliding_window", 3},
+                      {"rope_parameters", {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 5e5}}}}}};
+  auto error = [&](const nlohmann::json& j) -> std::string {
+    try {
+      parse_config(j, "c.json");
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(m.rope_thetas, (std::vector<double>{5e5, 5e5, 5e5}));
+  EXPECT_EQ(m.head_dim, 4);  // hidden / heads, whatever head_dim says
+  EXPECT_EQ(m.logit_scale, 1.0);
+  EXPECT_TRUE(m.layer_norm && m.parallel_block && m.tied);
+  EXPECT_FALSE(m.rope_interleaved);
+  c["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+  EXPECT_NE(error(c).find("c.json: /rope_parameters: has no sliding_attention entry (layer 0 is one)"), std::string::npos)
+      << error(c);
+  c["rope_parameters"]["sliding_attention"] = nullptr;
+  c["logit_scale"] = 0.5;
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 0, 3}));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{false, true, false}));
+  EXPECT_EQ(m.logit_scale, 0.5);
+  const ModelConfig w = parse_config({{"model_type", "cohere_compass"}, {"text_config", c}}, "w.json");
+  EXPECT_EQ(w.family, Family::CohereCompassText);
+  EXPECT_EQ(w.rope_layers, m.rope_layers);
+  EXPECT_EQ(w.logit_scale, 0.5);  // CohereCompassForConditionalGeneration scales by text_config.logit_scale
+  EXPECT_EQ(w.text_prefix, "model.language_model.");
+  c["rope_scaling"] = nullptr;  // 5.24.0 on set rope_parameters from it
+  EXPECT_NE(error(c).find("c.json: /rope_scaling: is not read"), std::string::npos) << error(c);
+  c.erase("rope_scaling");
+  c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e4}};  // its rotary module keys by layer type
+  EXPECT_NE(error(c).find("c.json: /rope_parameters: has no sliding_attention entry"), std::string::npos) << error(c);
+}
+
+// muse_glimmer_text (the decoder of muse_glimmer): layer i full and NoPE iff (layers - 1 - i) % 4 == 0 by default,
+// weightless q/k norms, q times qk_scale_factor, the embedding norm, post_norm_eps, a final norm of weight w,
+// output_multiplier before the soft-cap; its wrapper embeds the image and video placeholder ids as id 0.
+TEST(ModelConfig, ReadsMuseGlimmerTextAndItsPlaceholders) {
+  nlohmann::json c = {{"model_type", "muse_glimmer_text"}, {"vocab_size", 32},         {"hidden_size", 16},
+                      {"num_hidden_layers", 5},            {"num_attention_heads", 4}, {"num_key_value_heads", 2},
+                      {"head_dim", 4},                     {"intermediate_size", 8},   {"sliding_window", 3}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 3, 3, 3, 0}));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{false, true, true, true, false}));
+  EXPECT_DOUBLE_EQ(m.query_scale, 0.5 * 3.87);
+  EXPECT_TRUE(m.embed_norm && m.qk_norm && m.qk_norm_weightless && m.gemma_norm && m.final_norm_plain && m.attn_gate_elementwise);
+  EXPECT_EQ(m.post_eps, 1e-8);
+  EXPECT_EQ(m.final_softcap, 20.0);
+  c["layer_rope_theta"] = {1e4, 0, 5e5, 1e4, 1e4};  // a nonzero base rotates with the global one
+  EXPECT_EQ(parse_config(c, "c.json").rope_layers, (std::vector<bool>{true, false, true, true, true}));
+  const ModelConfig w =
+      parse_config({{"model_type", "muse_glimmer"}, {"image_token_id", 30}, {"video_token_id", 31}, {"text_config", c}}, "w.json");
+  EXPECT_EQ(w.family, Family::MuseGlimmerText);
+  EXPECT_EQ(w.zero_tokens, (std::vector<int64_t>{30, 31}));
+  EXPECT_TRUE(m.zero_tokens.empty());
+}
+
 // mellum: layer types default all full, one rope base per layer type (defaults full 5e5, sliding 1e4;
 // no flat base), mlp_layer_types (default every layer sparse), softmax top-k renormalised by default,
 // no shared expert.

@@ -1209,6 +1209,88 @@ void read_ultrabert(const json& c, const std::string& file, ModelConfig& m) {
   m.prediction_head = PredictionHead::Ultrabert;
   m.head_size = positive_or(c, "prediction_head_size", 768, file);
   m.tensor_names = {{"head.decoder.", "lm_head."}};
+
+// CohereCompassTextConfig (5.24.0 on; the text decoder of cohere_compass, and CohereCompassForCausalLM alone): cohere2's
+// layers (LayerNorm without bias, the parallel block, head_dim hidden / heads whatever the config says) with its own
+// defaults and rope. layer_types default every layer full; rope_parameters is keyed by layer type, an entry's
+// rope_theta that type's base or the entry null (its layers NoPE): the rotary module reads one entry per layer type
+// present (a flat dict or a missing type fails there). Its M-RoPE sections choose among three equal position rows
+// on text-only input, so the rope is the default one, rotating halves (qwen3's apply_rotary_pos_emb), not
+// cohere2's pairs. logit_scale defaults to none (1).
+void read_cohere_compass_text(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", true);
+  m.head_dim = m.hidden / m.heads;
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.eps = number_or(c, "layer_norm_eps", 1e-5, file);
+  m.layer_norm = m.parallel_block = true;
+  m.logit_scale = number_or(c, "logit_scale", 1.0, file);
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 4096;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) types.assign(static_cast<size_t>(m.layers), "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  // 5.24.0 and 5.25.0 set rope_parameters from a rope_scaling key (its setter), null included.
+  if (c.contains("rope_scaling")) bad(file, "/rope_scaling", "is not read: rope_parameters keys the rope by layer type");
+  if (!c.contains("rope_parameters") || !c["rope_parameters"].is_object())
+    bad(file, "/rope_parameters", "must key a rope (or null) by each layer type");
+  const json& rp = c["rope_parameters"];
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (!rp.contains(types[i]))
+      bad(file, "/rope_parameters", "has no " + types[i] + " entry (layer " + std::to_string(i) + " is one)");
+    const json& r = rp[types[i]];
+    if (!r.is_null() && !r.is_object()) bad(file, "/rope_parameters/" + types[i], "must be an object or null");
+    m.rope_layers.push_back(!r.is_null());
+    // A NoPE layer's base is never used: 10000 only so that every layer has one.
+    const double base = r.is_null() ? 10000 : number_or(r, "rope_theta", number_or(c, "rope_theta", 0, file), file);
+    if (base <= 0) bad(file, "/rope_parameters/" + types[i] + "/rope_theta", "must be a positive number");
+    m.rope_thetas.push_back(base);
+  }
+}
+
+// MuseGlimmerTextConfig (5.24.0 on; the text decoder of muse_glimmer): gemma2's layers (gemma's (1 + w) sandwich
+// norms, the gate/up/down MLP of hidden_activation, default silu) with afmoe's attention: weightless per-head q/k RMS
+// norms before rope, q then times qk_scale_factor (3.87; folded into the scores' scale head_dim ** -0.5), each
+// attention output element times sigmoid(gate_proj h). A weightless RMS norm of the embeddings (no sqrt(hidden)
+// factor); the post-attention and post-MLP norms' epsilon post_norm_eps (1e-8), the others' rms_norm_eps (1e-5); the
+// final norm of weight w. Layer i is full iff (layers - 1 - i) % 4 == 0 by default; layer_rope_theta 0 is a NoPE
+// layer (default: those full layers), any other value rotates with the one global base. Logits times
+// output_multiplier, then the tanh soft-cap final_logit_softcapping (20). head_dim default 128; untied by default.
+void read_muse_glimmer_text(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  read_head_dim_128(c, file, m);
+  m.query_scale *= number_or(c, "qk_scale_factor", 3.87, file);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  m.post_eps = number_or(c, "post_norm_eps", 1e-8, file);
+  m.gemma_norm = m.final_norm_plain = m.embed_rms_norm = true;
+  m.norm_placement = NormPlacement::Sandwich;
+  m.qk_norm = m.qk_norm_weightless = true;
+  m.attn_gate = m.attn_gate_elementwise = true;
+  m.tensor_names = {{"self_attn.gate_proj.", "self_attn.g_proj."}};
+  const std::string act = c.value("hidden_activation", std::string("silu"));
+  if (act != "silu" && act != "gelu_pytorch_tanh") bad(file, "/hidden_activation", "\"" + act + "\" is not modelled");
+  m.gelu = act == "gelu_pytorch_tanh";
+  m.logit_scale = number_or(c, "output_multiplier", 0.19611613513818404, file);
+  m.final_softcap = number_or(c, "final_logit_softcapping", 20.0, file);
+  if (m.final_softcap <= 0) bad(file, "/final_logit_softcapping", "must be positive (the class divides by it)");
+  // 5.24.0 and 5.25.0 set rope_parameters from a rope_scaling key (its setter), null included.
+  if (c.contains("rope_scaling")) bad(file, "/rope_scaling", "is not read: rope_parameters holds the rope");
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 2048;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back((m.layers - 1 - i) % 4 ? "sliding_attention" : "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  if (c.contains("layer_rope_theta") && !c["layer_rope_theta"].is_null()) {
+    const json& t = c["layer_rope_theta"];
+    if (!t.is_array() || static_cast<int64_t>(t.size()) != m.layers)
+      bad(file, "/layer_rope_theta", "must list one base per layer (" + std::to_string(m.layers) + ")");
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (!t[i].is_number() || t[i].get<double>() < 0) bad(file, "/layer_rope_theta/" + std::to_string(i), "must be >= 0");
+      m.rope_layers.push_back(t[i].get<double>() != 0);
+    }
+  } else {
+    for (int64_t i = 0; i < m.layers; ++i) m.rope_layers.push_back((m.layers - 1 - i) % 4 != 0);
+  }
 }
 
 struct FamilyEntry {
@@ -1313,7 +1395,16 @@ const WrapperEntry kWrappers[] = {
     {"qwen2_5_omni_thinker", "qwen2", "qwen2_5_omni_text", "model.", "", false, false, qwen2_5_omni_text_rules},
     {"gemma4_unified", "gemma4_text", "gemma4_unified_text", "model.language_model.", "", false, false,
      gemma4_unified_text_rules},
+    // CohereCompassForConditionalGeneration scales its logits by text_config.logit_scale where set, as its decoder's
+    // causal-LM class does (default none).
+    {"cohere_compass", "cohere_compass_text", "", "model.language_model.", "", false, false},
+    // MuseGlimmerForConditionalGeneration applies its decoder's output_multiplier and soft-cap to lm_head's logits.
+    {"muse_glimmer", "muse_glimmer_text", "", "model.language_model.", "", false, false},
 };
+
+// Wrappers whose forward embeds the outer config's image_token_id and video_token_id as id 0 whatever the input
+// (muse_glimmer: llm_input_ids[multimodal_mask] = 0 before the lookup, text-only inputs too).
+const char* const kPlaceholdersAsZero[] = {"muse_glimmer"};
 
 // The head's tie of a model whose decoder is its text_config: the outer config's (5.x) or text_config's (4.x reads
 // it there; 5.25 ties when either says so): a checkpoint whose two disagree would differ between releases.
@@ -1358,6 +1449,8 @@ const FamilyEntry kRegistry[] = {
     {Family::ModernBertDecoder, "modernbert-decoder", read_modernbert_decoder},
     {Family::ModernBert, "modernbert", read_modernbert},
     {Family::Ultrabert, "ultrabert", read_ultrabert},
+    {Family::CohereCompassText, "cohere_compass_text", read_cohere_compass_text},
+    {Family::MuseGlimmerText, "muse_glimmer_text", read_muse_glimmer_text},
 };
 
 }  // namespace
@@ -1411,6 +1504,10 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
     m.text_prefix = w.text_prefix;
     m.head_prefix = w.head_prefix;
     if (w.plain_head) m.logit_scale = 1;
+    for (const char* p : kPlaceholdersAsZero)
+      if (type == p)
+        for (const char* key : {"image_token_id", "video_token_id"})
+          if (outer.contains(key) && outer[key].is_number_integer()) m.zero_tokens.push_back(outer[key].get<int64_t>());
     return m;
   }
   ModelConfig m;
@@ -1444,6 +1541,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::GraniteSwa && m.family != Family::Dots1 && m.family != Family::GraniteMoeSwa &&
       m.family != Family::Mellum && m.family != Family::Flint && m.family != Family::Cohere2Moe && m.family != Family::Afmoe &&
       m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
+      m.family != Family::CohereCompassText &&
       c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
@@ -1801,7 +1899,7 @@ Model load_model(const std::string& dir) {
       need_norm(layer_name(l, k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm."));
     if (k.norm_placement == NormPlacement::Sandwich) need(layer_name(l, "pre_feedforward_layernorm.weight"), k.hidden);
     if (k.norm_placement != NormPlacement::Pre) need(layer_name(l, "post_feedforward_layernorm.weight"), k.hidden);
-    if (k.qk_norm && !conv) {
+    if (k.qk_norm && !k.qk_norm_weightless && !conv) {
       need(layer_name(l, "self_attn.q_norm.weight"), k.qk_norm_whole ? qd : k.dim(l));
       if (own_kv) need(layer_name(l, "self_attn.k_norm.weight"), k.qk_norm_whole ? kvd : k.dim(l));
     }
@@ -2056,7 +2154,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     }
     if (k.norm_placement == NormPlacement::Sandwich) L.pre_ff_norm = get("pre_feedforward_layernorm.weight");
     if (k.norm_placement != NormPlacement::Pre) L.post_ff_norm = get("post_feedforward_layernorm.weight");
-    if (k.qk_norm && !conv) {
+    if (k.qk_norm && !k.qk_norm_weightless && !conv) {
       L.q_norm = get("self_attn.q_norm.weight");
       if (own_kv) L.k_norm = get("self_attn.k_norm.weight");
     }
@@ -2219,6 +2317,11 @@ KVC_ATTENTION_CLONES void tile_values(const float* scores, const float* total, c
   tile_values_of(scores, total, values, kvd, D, lo, hi, tile, out0, widest);
 }
 
+// The id whose embedding a token gets: 0 for a placeholder id (ModelConfig::zero_tokens), else its own.
+inline int64_t embedded(const ModelConfig& k, int32_t token) {
+  return std::find(k.zero_tokens.begin(), k.zero_tokens.end(), token) != k.zero_tokens.end() ? 0 : token;
+}
+
 template <class T>
 void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits) {
   const ModelConfig& k = config_;
@@ -2230,7 +2333,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
   int64_t widest = 0;  // the largest q and K/V widths over the layers
   for (int64_t l = 0; l < k.layers; ++l) widest = std::max(widest, k.heads * k.dim(l));
   if (!k.conv_layers.empty()) widest = std::max(widest, H);  // a conv layer's output row (C * conv) is H wide
-  const T eps = static_cast<T>(k.eps);
+  const T eps = static_cast<T>(k.eps), post_eps = static_cast<T>(k.post_eps > 0 ? k.post_eps : k.eps);
   const std::vector<T> no_weight;
   // Layer by layer over the tokens, each token computed as alone: the residual stream, its normed
   // copy, the queries and the attention output per token; the rest is one token's scratch.
@@ -2238,9 +2341,12 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       A(static_cast<size_t>(n * widest));
   for (int64_t t = 0; t < n; ++t)
     for (int64_t i = 0; i < H; ++i)
-      X[static_cast<size_t>(t * H + i)] = embed_[static_cast<size_t>(tokens[t] * H + i)] * static_cast<T>(k.embed_scale);
+      X[static_cast<size_t>(t * H + i)] =
+          embed_[static_cast<size_t>(embedded(k, tokens[t]) * H + i)] * static_cast<T>(k.embed_scale);
   if (k.embed_norm)
     for (int64_t t = 0; t < n; ++t) layer_norm(X.data() + t * H, embed_norm_, H, eps, X.data() + t * H, embed_norm_bias_);
+  if (k.embed_rms_norm)  // muse_glimmer's weightless norm of each embedding row
+    for (int64_t t = 0; t < n; ++t) rms_norm(X.data() + t * H, no_weight, H, eps, false, X.data() + t * H);
   const int64_t inter = std::max({k.intermediate, k.moe.intermediate, k.moe.shared_intermediate});
   std::vector<T> kk(widest), vv(widest), o(H), g(inter), u(inter), m(H);
   std::vector<T> scores, qt, routed(H), expert_in(H), router_logits(k.moe.experts);
@@ -2428,7 +2534,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         // The MLP reads the same normed input as the attention: h is kept.
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       } else if (k.norm_placement == NormPlacement::Sandwich) {
-        rms_norm(o.data(), L.post_attn_norm, H, eps, k.gemma_norm, o.data());
+        rms_norm(o.data(), L.post_attn_norm, H, post_eps, k.gemma_norm, o.data());
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
         rms_norm(x.data(), L.pre_ff_norm, H, eps, k.gemma_norm, h.data());
       } else if (k.norm_placement == NormPlacement::Post) {
@@ -2563,7 +2669,9 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         if (k.moe.combined_scale != 1)  // cohere2_moe's "average": (routed + shared) / 2
           for (T& v : m) v *= static_cast<T>(k.moe.combined_scale);
       }
-      if (k.norm_placement != NormPlacement::Pre) rms_norm(m.data(), L.post_ff_norm, H, eps, k.gemma_norm, m.data());
+      if (k.norm_placement != NormPlacement::Pre)
+        rms_norm(m.data(), L.post_ff_norm, H, k.norm_placement == NormPlacement::Sandwich ? post_eps : eps, k.gemma_norm,
+                 m.data());
       for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
       if (k.layer_scalar)
         for (T& v : x) v *= L.scalar;
@@ -2574,7 +2682,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     const Row<T> x = row(X, t, H), h = row(Hn, t, H);
     double* out = logits + t * k.vocab;
     if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data(), final_norm_bias_);
-    else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm, h.data());
+    else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm && !k.final_norm_plain, h.data());
     if (k.prediction_head == PredictionHead::ModernBert) {  // norm(act(dense h)) (x is done with: its row is scratch)
       matvec(head_dense_, h.data(), H, H, x.data(), head_dense_bias_);
       for (T& v : x) v = activate(k, v);

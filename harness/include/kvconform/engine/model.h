@@ -51,6 +51,8 @@ enum class Family {
   Flint,
   Cohere2Moe,
   Afmoe,
+  CohereCompassText,  // the text decoder of cohere_compass (CohereCompassForCausalLM alone)
+  MuseGlimmerText,    // the text decoder of muse_glimmer
   Qwen2Vl,
   Qwen25Vl,  // multimodal: the text decoder of the model's text_config
   ModernBertDecoder,
@@ -60,7 +62,8 @@ enum class Family {
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
-// "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert"
+// "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
+// "muse_glimmer_text"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -154,6 +157,11 @@ struct ModelConfig {
   double logit_scale = 1;       // the logits' factor (cohere2 logit_scale)
   bool qk_norm = false;         // per-head RMSNorm (weighted, the model's norm style) of q and k before rope (gemma3, qwen3)
   bool qk_norm_whole = false;   // the q/k norm spans every head's projection at once (olmo2, olmo3), not one head
+  bool qk_norm_weightless = false;  // the q/k norms have no weight (muse_glimmer)
+  bool embed_rms_norm = false;  // a weightless RMS norm of each embedding row (muse_glimmer)
+  double post_eps = 0;          // Sandwich: the post-attention and post-MLP norms' epsilon; 0: eps (muse_glimmer)
+  bool final_norm_plain = false;  // the final norm's weight w is applied as w though gemma_norm (muse_glimmer)
+  std::vector<int64_t> zero_tokens;  // ids embedded as id 0 (muse_glimmer's image and video placeholder ids)
   bool v_norm = false;          // a weightless RMS norm of each value head (gemma4)
   bool layer_scalar = false;    // each layer's output times its model.layers.<l>.layer_scalar (gemma4)
   bool qk_l2_norm = false;      // per-head weightless RMS ("L2") norm of q and k after rope, on rope layers (llama4 use_qk_norm)
