@@ -1209,6 +1209,7 @@ void read_ultrabert(const json& c, const std::string& file, ModelConfig& m) {
   m.prediction_head = PredictionHead::Ultrabert;
   m.head_size = positive_or(c, "prediction_head_size", 768, file);
   m.tensor_names = {{"head.decoder.", "lm_head."}};
+}
 
 // CohereCompassTextConfig (5.24.0 on; the text decoder of cohere_compass, and CohereCompassForCausalLM alone): cohere2's
 // layers (LayerNorm without bias, the parallel block, head_dim hidden / heads whatever the config says) with its own
