@@ -35,8 +35,7 @@ BIDIRECTIONAL = (MODEL_LEVEL + ". Mask level: judged, the reference's bidirectio
 # Families whose masks are not recorded by golden/encoder_masks.py, with what they are.
 UNRECORDED_MASKS = ". Mask level: not recorded yet (golden/encoder_masks.py records the plain encoders' masks only)"
 REASONS = {
-    "beam": MOE, "exaone_moe": MOE, "flint": MOE + " (with sinks)",
-    "kolibri1": MOE, "laguna": MOE, "mellum": MOE, "mimo_v2_flash": MOE + " (with sinks)",
+    "beam": MOE, "laguna": MOE, "mimo_v2_flash": MOE + " (with sinks)",
     "deepseek_v4": "multi-head latent attention (kv_lora_rank) and a MoE", "hy_v4": "multi-head latent attention and a MoE",
     "lara_mini": "a hybrid: gated DeltaNet linear-attention layers (a delta-rule recurrence after a short convolution, "
     "LaraMiniGatedDeltaNet) beside sliding and full layers, and a MoE: the delta-rule recurrence is not a registry rule "

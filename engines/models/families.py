@@ -85,6 +85,11 @@ checkpoints of the family use:
                    expert_bias, top 2, renormalised, times route_scale 1.5, one shared expert, mup_enabled
   afmoe-explicit   afmoe, 3 layers, layer_types [F, S, S], window 2, num_dense_layers 0, top 1 of 3, two shared experts,
                    tied
+  kolibri1-w3      kolibri1 (5.24.0 on), 5 layers, no layer_types (S, S, S, S, F: every fifth layer full; rope on the
+                   sliding layers only), window 3, per-head q/k norms, sandwich norms under its own names, every layer a
+                   MoE: the top 2 of 4 experts by router logit + e_score_correction_bias, weighted by their logits'
+                   sigmoids, not renormalised (the default), an ungated shared expert, untied
+  kolibri1-explicit kolibri1, 3 layers, layer_types [S, F, S], window 2, top 2 of 6, renormalised, tied
   exaonemoe-mlptypes exaone_moe, 3 layers, explicit layer_types [F, S, S] and mlp_layer_types [sparse, dense, sparse],
                    window 2, top 1 of 4, not renormalised, routed_scaling_factor 1
   lfm3-w3          lfm3 (5.24.0 on), 5 layers, no layer_types (conv, conv, full, conv, sliding), window 3, short
@@ -242,6 +247,17 @@ AFMOE = {
     "hidden_act": "silu",
     "moe_intermediate_size": 32,
     "intermediate_size": 96,
+    "tie_word_embeddings": False,
+    **_rope(10000.0),
+}
+
+
+KOLIBRI1 = {  # no intermediate_size: every layer is a MoE
+    "architectures": ["Kolibri1ForCausalLM"],
+    "model_type": "kolibri1",
+    "hidden_act": "silu",
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 48,
     "tie_word_embeddings": False,
     **_rope(10000.0),
 }
@@ -679,6 +695,23 @@ MODELS = {
         "num_shared_experts": 2,
         "tie_word_embeddings": True,
     }),
+    "kolibri1-w3": ("kolibri1", {
+        **KOLIBRI1,
+        "num_hidden_layers": 5,
+        "sliding_window": 3,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+    }),
+    "kolibri1-explicit": ("kolibri1", {
+        **KOLIBRI1,
+        "num_hidden_layers": 3,
+        "sliding_window": 2,
+        "layer_types": [S, F, S],
+        "num_local_experts": 6,
+        "num_experts_per_tok": 2,
+        "norm_topk_prob": True,
+        "tie_word_embeddings": True,
+    }),
     "vaultgemma-allfull": ("vaultgemma", {
         **VAULTGEMMA,
         "num_hidden_layers": 3,
@@ -1044,6 +1077,13 @@ def draw(family, seed, index, head_dims=(8, 16)):
             c["layer_types"][0] = S  # every draw has a window to judge
         else:
             c["global_attn_every_n_layers"] = d.int(2, 4)
+    elif family == "kolibri1":
+        c.update({k: v for k, v in KOLIBRI1.items() if k != "tie_word_embeddings"})
+        c.update({"sliding_window": w, "num_local_experts": d.pick([4, 6, 8]), "num_experts_per_tok": d.int(1, 3),
+                  "norm_topk_prob": d.coin(), "shared_expert_intermediate_size": d.pick([32, 48])})
+        if d.coin():  # else the default pattern: every fifth layer full (layer 0 slides)
+            c["layer_types"] = _types(d, layers)
+            c["layer_types"][0] = S  # every draw has a window to judge
     elif family == "granitemoe_swa":
         c.update({k: v for k, v in GRANITEMOE_SWA.items() if k != "tie_word_embeddings"})
         c.update({"sliding_window": w, "attention_bias": d.coin(), "attention_multiplier": d.pick([0.125, 0.25, 0.5]),
@@ -1072,7 +1112,7 @@ def draw(family, seed, index, head_dims=(8, 16)):
 
 DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2",
                   "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa", "phi3", "ministral", "qwen2_moe", "dots1",
-                  "granitemoe_swa", "exaone_moe", "mellum", "flint", "cohere2_moe", "afmoe")
+                  "granitemoe_swa", "exaone_moe", "mellum", "flint", "cohere2_moe", "afmoe", "kolibri1")
 # Hybrid families: drawn into the drawn set (oracle_agreement.py), not into the model campaign's families
 # (make_models.py --draw list) or the wide set, which the third-party engines run: their support for a
 # convolution layer is not established, so none is asked yet.
@@ -1085,7 +1125,7 @@ WRAPPER_FAMILIES = tuple(WRAPPERS)
 # The families whose models the oracle's agreement with transformers checks in CI as a seeded sample,
 # one model per family and run (engines/transformers/oracle_agreement.py; --all checks every one): CI's
 # agreement test was over its budget before them.
-SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe")
+SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe", "kolibri1")
 
 
 def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES + HYBRID_FAMILIES + WRAPPER_FAMILIES, prefix="draw"):

@@ -5,7 +5,7 @@ In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
 the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
 ministral, phi3, gemma4_text, olmo3, exaone4, vaultgemma, cwm, granite_swa, qwen2_moe, dots1,
-granitemoe_swa, exaone_moe, lfm3, mellum, flint, cohere2_moe, afmoe):
+granitemoe_swa, exaone_moe, lfm3, mellum, flint, cohere2_moe, afmoe, kolibri1):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -34,7 +34,8 @@ for float32 and is kept float64 by the softmax patch. flint's router and its eag
 float32 with `.float()`: rewritten to `.double()` in their source. cohere2_moe has cohere2's islands (its
 LayerNorm or RMSNorm, interleaved rotary, apply_rotary_pos_emb in q.float()) and its router's softmax of the
 chosen logits asks for float32 (the softmax patch keeps it float64). afmoe's router casts its logits
-`.to(torch.float32)`: rewritten to float64 in its source.
+`.to(torch.float32)`: rewritten to float64 in its source. kolibri1's router takes its logits from float32 casts of
+the input and the weight, as dots1's: rewritten to float64 in its source.
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype, its epsilon taken from the model's configuration (the one candidate with which the
@@ -219,6 +220,7 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.cohere2_moe.modeling_cohere2_moe": [("Cohere2MoeLayerNorm", _layer_norm_forward),
                                                             ("Cohere2MoeRMSNorm", _llama_norm_forward)],
     "transformers.models.afmoe.modeling_afmoe": [("AfmoeRMSNorm", _llama_norm_forward)],
+    "transformers.models.kolibri1.modeling_kolibri1": [("Kolibri1RMSNorm", _llama_norm_forward)],
 }
 # The multimodal text decoders' norms (5.x; 4.x uses qwen2's Qwen2RMSNorm).
 _NORMS.update({
@@ -252,6 +254,7 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.flint.modeling_flint": ("FlintRotaryEmbedding", _rotary_forward),
     "transformers.models.cohere2_moe.modeling_cohere2_moe": ("Cohere2MoeRotaryEmbedding", _interleaved_rotary_forward),
     "transformers.models.afmoe.modeling_afmoe": ("AfmoeRotaryEmbedding", _rotary_forward),
+    "transformers.models.kolibri1.modeling_kolibri1": ("Kolibri1RotaryEmbedding", _rotary_forward),
 }
 _ROTARY.update({
     "transformers.models.qwen2_vl.modeling_qwen2_vl": ("Qwen2VLRotaryEmbedding", _mrope_rotary_forward),
@@ -335,6 +338,12 @@ def _patch_afmoe(mod):
     _recast(mod.AfmoeTokenChoiceRouter, mod, r"\.to\(torch\.float32\)", ".to(torch.float64)", 1)
 
 
+def _patch_kolibri1(mod):
+    """Kolibri1TopKRouter.forward: dots1's float32 casts of the input and the weight (its CUDA branch's out_dtype
+    float32 is not taken on the CPU)."""
+    _recast(mod.Kolibri1TopKRouter, mod, r"\.type\(torch\.float32\)", ".type(torch.float64)", 2)
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.dots1.modeling_dots1": _patch_dots1,
           "transformers.models.granitemoe_swa.modeling_granitemoe_swa": _patch_granitemoe_swa,
@@ -343,7 +352,8 @@ _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.granite_swa.modeling_granite_swa": _patch_granite_swa,
           "transformers.models.cohere2.modeling_cohere2": _patch_cohere2,
           "transformers.models.cohere2_moe.modeling_cohere2_moe": _patch_cohere2,
-          "transformers.models.afmoe.modeling_afmoe": _patch_afmoe}
+          "transformers.models.afmoe.modeling_afmoe": _patch_afmoe,
+          "transformers.models.kolibri1.modeling_kolibri1": _patch_kolibri1}
 
 
 def _yarn(cfg):

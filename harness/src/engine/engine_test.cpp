@@ -908,6 +908,34 @@ TEST(ModelConfig, ReadsAfmoesPatternElementwiseGateAndDenseFirstLayers) {
   EXPECT_EQ(m.moe.layers, (std::vector<bool>(5, true)));
 }
 
+// kolibri1: every fifth layer full, rope on the sliding ones only (every layer where sliding_window is null: then
+// every layer is full); every layer a MoE chosen by router logit + bias (not score + bias), not renormalised by
+// default, an ungated shared expert; no intermediate_size; the experts' count under num_local_experts or num_experts.
+TEST(ModelConfig, ReadsKolibri1sPatternNoPEFullLayersAndLogitSelection) {
+  nlohmann::json c = {{"model_type", "kolibri1"},       {"vocab_size", 32},          {"hidden_size", 16},
+                      {"num_hidden_layers", 6},         {"num_attention_heads", 4},  {"head_dim", 8},
+                      {"sliding_window", 3},            {"num_local_experts", 4},    {"num_experts_per_tok", 2},
+                      {"moe_intermediate_size", 8},     {"shared_expert_intermediate_size", 12}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 3, 3, 3, 0, 3}));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{true, true, true, true, false, true}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>(6, true)));
+  EXPECT_TRUE(m.qk_norm && m.moe.selection_bias && m.moe.select_logits && m.moe.stacked_experts);
+  EXPECT_FALSE(m.moe.renormalize || m.moe.shared_gate || m.tied);
+  EXPECT_EQ(m.norm_placement, NormPlacement::Sandwich);
+  EXPECT_EQ(m.moe.score, MoeScore::Sigmoid);
+  EXPECT_EQ(m.moe.experts, 4);
+  EXPECT_EQ(m.moe.shared_intermediate, 12);
+  c.erase("num_local_experts");
+  c["num_experts"] = 6;
+  c["sliding_window"] = nullptr;
+  c["layer_types"] = std::vector<std::string>(6, "full_attention");
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.moe.experts, 6);
+  EXPECT_EQ(m.windows, (std::vector<int64_t>(6, 0)));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>(6, true)));
+}
+
 TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
   for (const Plan& p : fixed_plans("m", 4, 32)) {
     EXPECT_EQ(invalid_reason(p, 32), "") << p.name;

@@ -1059,6 +1059,45 @@ void read_afmoe(const json& c, const std::string& file, ModelConfig& m) {
   for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= dense);
 }
 
+// Kolibri1Config (5.24.0 on): layer_types default full on every fifth layer ((i + 1) % 5 == 0), sliding
+// otherwise (window 513 where the key is absent); rope on the sliding layers only (NoPE full layers), on every
+// layer where sliding_window is null (then every layer is full); per-head q/k RMS norms before rope; a sandwich
+// with weight w under its own names (post_self_attn_layernorm after the attention, post_attention_layernorm
+// before the MoE, post_mlp_layernorm after it). Every layer is a MoE (no dense MLP, no intermediate_size): the
+// top num_experts_per_tok (6) of the router's logits + e_score_correction_bias are chosen (the logits, not
+// their sigmoids: MoeConfig::select_logits), weighted by the sigmoids of their logits, renormalised where
+// norm_topk_prob (default false); num_local_experts (num_experts, 384) stacked experts of
+// moe_intermediate_size (512) and an ungated shared expert of shared_expert_intermediate_size (512) added.
+// head_dim default 128; untied by default. 5.24.0 and 5.25.0 compute the same forward.
+void read_kolibri1(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  read_head_dim_128(c, file, m);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  m.qk_norm = true;
+  m.norm_placement = NormPlacement::Sandwich;
+  m.tensor_names = {{"post_self_attn_layernorm.", "post_attention_layernorm."},
+                    {"post_attention_layernorm.", "pre_feedforward_layernorm."},
+                    {"post_mlp_layernorm.", "post_feedforward_layernorm."}};
+  if (!c.contains("sliding_window")) m.sliding_window = 513;
+  const std::vector<std::string> types = patterned_types(c, m.layers, 5, file);
+  m.windows = windows_of(types, m.sliding_window, file);
+  for (int64_t w : m.windows) m.rope_layers.push_back(w > 0 || m.sliding_window == 0);
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = moe.select_logits = true;
+  moe.renormalize = bool_or(c, "norm_topk_prob", false, file);
+  moe.experts = positive_or(c, "num_local_experts", positive_or(c, "num_experts", 384, file), file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 6, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 512, file);
+  moe.shared_intermediate = positive_or(c, "shared_expert_intermediate_size", 512, file);
+  moe.router = "gate.";
+  moe.shared = "shared_experts.";
+  moe.stacked_experts = true;
+  check_topk(moe, file);
+  moe.layers.assign(static_cast<size_t>(m.layers), true);
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -1137,6 +1176,7 @@ const FamilyEntry kRegistry[] = {
     {Family::Flint, "flint", read_flint},
     {Family::Cohere2Moe, "cohere2_moe", read_cohere2_moe},
     {Family::Afmoe, "afmoe", read_afmoe},
+    {Family::Kolibri1, "kolibri1", read_kolibri1},
 };
 
 }  // namespace
@@ -1214,7 +1254,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   if (m.heads % m.kv_heads) bad(file, "/num_key_value_heads", "must divide num_attention_heads");
   m.head_dim = c.contains("head_dim") && !c["head_dim"].is_null() ? positive(c, "head_dim", file) : m.hidden / m.heads;
   if (m.head_dim % 2) bad(file, "/head_dim", "must be even (rope rotates pairs)");
-  m.intermediate = positive(c, "intermediate_size", file);
+  // kolibri1 has no dense MLP (every layer a MoE) and no intermediate_size.
+  m.intermediate = m.family == Family::Kolibri1 ? 0 : positive(c, "intermediate_size", file);
   m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
   // attention_bias is read by the families that have it (qwen3); elsewhere true is not modelled.
   if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::Qwen2Vl && m.family != Family::Qwen25Vl &&
@@ -2172,7 +2213,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         } else if (topk && k.moe.score == MoeScore::Sigmoid) {
           for (T& v : score) v = T(1) / (T(1) + std::exp(-v));
         }
-        choice = score;
+        choice = k.moe.select_logits ? std::vector<T>(router_logits.begin(), router_logits.end()) : score;
         if (!L.selection_bias.empty())
           for (int64_t e = 0; e < E; ++e) choice[static_cast<size_t>(e)] += L.selection_bias[static_cast<size_t>(e)];
         if (topk && k.moe.groups > 1) {

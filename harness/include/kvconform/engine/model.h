@@ -51,13 +51,14 @@ enum class Family {
   Flint,
   Cohere2Moe,
   Afmoe,
+  Kolibri1,
   Qwen2Vl,
   Qwen25Vl,  // multimodal: the text decoder of the model's text_config
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
-// "qwen2_5_vl"
+// "qwen2_5_vl", "kolibri1"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -78,12 +79,13 @@ enum class NormPlacement { Pre, Sandwich, Post };
 //     an expert has biases and the clamped SwiGLU: gate, up = the even and odd columns of gate_up,
 //     gate <= limit, -limit <= up <= limit, out = (up + 1) * gate * sigmoid(alpha * gate).
 //   TopK: scores = score(router logits) over every expert (Softmax, Sigmoid) or the logits themselves
-//     (TopKSoftmax); the experts chosen are the top_k of scores + selection bias (e_score_correction_bias,
-//     where selection_bias), within the topk_groups best of `groups` equal groups (a group's score: the
-//     sum of its two best); their weights are the chosen scores (TopKSoftmax: the softmax of the chosen
-//     logits), divided by their sum where renormalize, times routed_scale; each weights its SwiGLU
-//     expert's output. A shared SwiGLU expert (shared_intermediate > 0) is added, times
-//     sigmoid(shared_gate . x) where shared_gate; the sum times combined_scale.
+//     (TopKSoftmax); the experts chosen are the top_k of scores (the logits where select_logits) +
+//     selection bias (e_score_correction_bias, where selection_bias), within the topk_groups best of
+//     `groups` equal groups (a group's score: the sum of its two best); their weights are the chosen
+//     scores (TopKSoftmax: the softmax of the chosen logits), divided by their sum where renormalize,
+//     times routed_scale; each weights its SwiGLU expert's output. A shared SwiGLU expert
+//     (shared_intermediate > 0) is added, times sigmoid(shared_gate . x) where shared_gate; the sum
+//     times combined_scale.
 enum class MoeRouting { Llama4, GptOss, TopK };
 enum class MoeScore { Softmax, Sigmoid, TopKSoftmax };
 struct MoeConfig {
@@ -97,6 +99,7 @@ struct MoeConfig {
   // TopK (above):
   MoeScore score = MoeScore::Softmax;
   bool selection_bias = false, renormalize = false, shared_gate = false;
+  bool select_logits = false;  // the experts are chosen by the router's logits (+ selection bias), not the scores (kolibri1)
   int64_t groups = 1, topk_groups = 1;
   double routed_scale = 1;
   double combined_scale = 1;  // the routed plus the shared expert's output times this (cohere2_moe's "average": 0.5)
