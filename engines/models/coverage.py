@@ -40,11 +40,6 @@ REASONS = {
     "per head (self_attn.gate_bias), a depth-scaled residual (the branch times 1/sqrt(k), the residual times "
     "sqrt((k - 1)/k), k = 2(l + 1) after the attention and 2(l + 1) + 1 after the MLP) and NoPE full layers whose "
     "queries are scaled by (1 + (pos + 1)/2048) ** 0.1",
-    "laguna": "a MoE decoder whose routing the registry nearly has (sigmoid scores chosen by score + bias, always "
-    "renormalised, moe_routed_scaling_factor, an ungated shared expert, dense-first mlp_layer_types) but not: a tanh "
-    "soft-cap of the router's logits (moe_router_logit_softcapping), a softplus attention gate (per head or per "
-    "element: gating), a partial rotary factor per layer type (full 0.5, sliding 1 by default: ModelConfig::rotary_dim "
-    "is one for the model) and a head count per layer (num_attention_heads_per_layer)",
     "mimo_v2_flash": "a MoE decoder with exaone_moe's routing (no shared expert) whose attention the registry has not: "
     "value heads of their own size (v_head_dim 128 beside head_dim 192; the oracle's q, k and v heads share one size), "
     "twice the KV heads on the sliding layers, sinks on the sliding layers only (ModelConfig::sinks is one for the "

@@ -271,6 +271,9 @@ def tensors(name, family, cfg):
         moe = set(range(cfg.get("num_dense_layers", 1), layers))
     if family == "kolibri1":  # every layer
         moe = set(range(layers))
+    if family == "laguna":  # read_laguna's rule
+        kinds = cfg.get("mlp_layer_types")
+        moe = {i for i in range(layers) if (kinds[i] == "sparse" if kinds else i > 0)}
     if family == "mellum":  # read_mellum's rule
         kinds = cfg.get("mlp_layer_types")
         moe = {i for i in range(layers) if not kinds or kinds[i] == "sparse"}
@@ -301,13 +304,13 @@ def tensors(name, family, cfg):
                 put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
         if family in ("qwen2", "qwen2_moe") or (family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1",
-                                                              "granitemoe_swa", "mellum", "flint", "cohere2_moe", "afmoe")
-                                                          and cfg.get("attention_bias")):
+                                                              "granitemoe_swa", "mellum", "flint", "cohere2_moe", "afmoe",
+                                                              "laguna") and cfg.get("attention_bias")):
             put(p + "self_attn.q_proj.bias", (HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.k_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.v_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
         if family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1", "granitemoe_swa", "mellum", "flint",
-                      "cohere2_moe", "afmoe") and cfg.get("attention_bias"):
+                      "cohere2_moe", "afmoe", "laguna") and cfg.get("attention_bias"):
             put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
         if family in ("gpt_oss", "granite_swa", "granitemoe_swa", "flint"):
             # Sinks around the scores' scale (std ~5), so some heads give a sink real weight.
@@ -350,6 +353,16 @@ def tensors(name, family, cfg):
                 put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
                 if cfg.get("num_shared_experts"):
                     mlp(f + "shared_experts.", inter * cfg["num_shared_experts"])
+            else:
+                mlp(f, cfg["intermediate_size"])
+        elif family == "laguna":  # kolibri1's layout on its sparse layers, the dense MLP on the others
+            f, e, inter = p + "mlp.", cfg["num_experts"], cfg["moe_intermediate_size"]
+            if i in moe:
+                put(f + "gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)  # afmoe's quarter range (kolibri1 below)
+                put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
+                put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
+                put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+                mlp(f + "shared_experts.", cfg["shared_expert_intermediate_size"])
             else:
                 mlp(f, cfg["intermediate_size"])
         elif family == "kolibri1":  # stacked experts, the router's selection bias, an ungated shared expert
@@ -402,6 +415,9 @@ def tensors(name, family, cfg):
             put(p + "pre_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
         if family in ("gemma2", "gemma3", "gemma4_text") or post_norm:
             put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+        if family == "laguna":  # the softplus gate: one per head, or one per output element unless gating is per head
+            per_head = cfg.get("gating", True) in (True, "per-head")
+            put(p + "self_attn.g_proj.weight", ((HEADS if per_head else HEADS * HEAD_DIM), HIDDEN), -PROJ, PROJ)
         if family == "kolibri1":  # its sandwich's own names (post_attention_layernorm, above, is the MLP's input norm)
             put(p + "post_self_attn_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "post_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
@@ -409,7 +425,7 @@ def tensors(name, family, cfg):
             put(p + "pre_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "post_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "self_attn.gate_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
-        if family in ("gemma3", "qwen3", "gemma4_text", "dots1", "exaone_moe", "mellum", "flint", "afmoe", "kolibri1"):
+        if family in ("gemma3", "qwen3", "gemma4_text", "dots1", "exaone_moe", "mellum", "flint", "afmoe", "kolibri1", "laguna"):
             put(p + "self_attn.q_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
             if own_kv:
                 put(p + "self_attn.k_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
