@@ -22,7 +22,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 # Why a folder of the newest release is not read (its decoder's model_type is not in kRegistry),
 # from its own modeling file. A folder missing here prints "not read yet".
-MOE = "a MoE decoder: its routing or expert layout is not in the registry's MoE configuration yet"
 MULTIMODAL = "multimodal (vision or audio tower): its text decoder is not a registry family"
 # What an encoder's model level lacks, precisely, and what its mask level has. The whole-sequence encoder forward
 # exists (SequenceOracle::encode): a folder is read once its family's reader and checkpoints agree with transformers'
@@ -41,8 +40,16 @@ CROSS = ("Model level: SequenceOracle::encode would serve its encoder, but its d
          "output, which no registry rule does")
 UNRECORDED_MASKS = ". Mask level: not recorded yet (golden/encoder_masks.py records the plain encoders' masks only)"
 REASONS = {
-    "beam": MOE, "exaone_moe": MOE, "flint": MOE + " (with sinks)",
-    "kolibri1": MOE, "laguna": MOE, "mellum": MOE, "mimo_v2_flash": MOE + " (with sinks)",
+    "beam": "a MoE decoder whose routing the registry has (exaone_moe's: sigmoid scores chosen by score + bias within "
+    "n_group groups, renormalised, routed_scaling_factor; dense-first mlp_layer_types; gemma's sandwich with weight w; "
+    "final_logit_softcapping) but three layer rules it has not: the attention gate one per output element plus a bias "
+    "per head (self_attn.gate_bias), a depth-scaled residual (the branch times 1/sqrt(k), the residual times "
+    "sqrt((k - 1)/k), k = 2(l + 1) after the attention and 2(l + 1) + 1 after the MLP) and NoPE full layers whose "
+    "queries are scaled by (1 + (pos + 1)/2048) ** 0.1",
+    "mimo_v2_flash": "a MoE decoder with exaone_moe's routing (no shared expert) whose attention the registry has not: "
+    "value heads of their own size (v_head_dim 128 beside head_dim 192; the oracle's q, k and v heads share one size), "
+    "twice the KV heads on the sliding layers, sinks on the sliding layers only (ModelConfig::sinks is one for the "
+    "model), values times attention_value_scale, and a partial rotary factor (0.334) per layer type",
     "deepseek_v4": "multi-head latent attention (kv_lora_rank) and a MoE", "hy_v4": "multi-head latent attention and a MoE",
     "lara_mini": "a hybrid: gated DeltaNet linear-attention layers (a delta-rule recurrence after a short convolution, "
     "LaraMiniGatedDeltaNet) beside sliding and full layers, and a MoE: the delta-rule recurrence is not a registry rule "
@@ -120,9 +127,15 @@ REASONS = {
     "muse_glimmer_assistant": "a block-diffusion drafter: noise embeddings of a block attend bidirectionally (sliding on "
     "its sliding layers) over the target model's projected hidden states; its input is another model's hidden "
     "states, not tokens. " + MODEL_LEVEL + UNRECORDED_MASKS,
-    "ergo": MOE + " (per-expert input norms, a learned residual gate per hidden dimension, a float32-output router)",
-    "kolibri1_1": MOE + " (kolibri1's, with a weightless indexer that picks each query's keys, rounded to NVFP4,"
-    " and KV sharing)",
+    "ergo": "a MoE decoder none of whose feed-forward is a registry rule: relu2 experts without a gate projection (up_proj "
+    "and down_proj only), each routed expert's output RMS-normed by that expert's own weight before the weighted sum "
+    "(post_expert_norm) and the shared expert's by its own norm, a learned residual gate per hidden dimension "
+    "(sigmoid(w) on the branch, sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) on the residual) after each sandwich norm, "
+    "and router and vocabulary logits from float32 operands (ErgoLinearWithFP32Output)",
+    "kolibri1_1": "kolibri1's layers (read: kolibri1) with sparse attention the registry has not: on index_layers a "
+    "weightless indexer picks each query's index_topk keys (with the first index_num_sink_tokens and the last "
+    "index_num_local_tokens) from NVFP4-rounded compressed key summaries, and those layers attend NVFP4-rounded keys "
+    "and values; KV sharing by kv_source_layers; a dense MLP of its own size on mlp_only_layers",
 }
 
 

@@ -85,6 +85,19 @@ checkpoints of the family use:
                    expert_bias, top 2, renormalised, times route_scale 1.5, one shared expert, mup_enabled
   afmoe-explicit   afmoe, 3 layers, layer_types [F, S, S], window 2, num_dense_layers 0, top 1 of 3, two shared experts,
                    tied
+  kolibri1-w3      kolibri1 (5.24.0 on), 5 layers, no layer_types (S, S, S, S, F: every fifth layer full; rope on the
+                   sliding layers only), window 3, per-head q/k norms, sandwich norms under its own names, every layer a
+                   MoE: the top 2 of 4 experts by router logit + e_score_correction_bias, weighted by their logits'
+                   sigmoids, not renormalised (the default), an ungated shared expert, untied
+  kolibri1-explicit kolibri1, 3 layers, layer_types [S, F, S], window 2, top 2 of 6, renormalised, tied
+  laguna-w3        laguna (5.13.1 on), 4 layers, layer_types [S, F, S, S], window 3, no rope_parameters (full: base 5e5,
+                   half of each head rotated; sliding: base 1e4, all of it), per-head q/k norms, each head's output times
+                   softplus(g_proj h), no mlp_layer_types (the first layer dense), sigmoid over 4 experts by score +
+                   e_score_correction_bias after a router logit soft-cap of 1, top 2, renormalised, an ungated shared
+                   expert, untied
+  laguna-explicit  laguna, 3 layers, layer_types [F, S, F], window 2, rope_parameters per layer type (full: base 1e6,
+                   factor 0.25; sliding: base 1e4, factor 0.5), gating "per-element", mlp_layer_types [sparse, dense,
+                   sparse], top 1 of 3, moe_routed_scaling_factor 2, attention_bias, tied
   exaonemoe-mlptypes exaone_moe, 3 layers, explicit layer_types [F, S, S] and mlp_layer_types [sparse, dense, sparse],
                    window 2, top 1 of 4, not renormalised, routed_scaling_factor 1
   lfm3-w3          lfm3 (5.24.0 on), 5 layers, no layer_types (conv, conv, full, conv, sliding), window 3, short
@@ -342,6 +355,34 @@ ENCODERS = {
         "classifier_activation": "gelu_pytorch_tanh",
         "tie_word_embeddings": False,
     }),
+}
+
+
+LAGUNA = {
+    "architectures": ["LagunaForCausalLM"],
+    "model_type": "laguna",
+    "rope_scaling": ABSENT,  # as flint's: a null rope_scaling would load as rope_parameters None
+    "hidden_act": "silu",
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 48,
+    "intermediate_size": 96,
+    "tie_word_embeddings": False,
+}
+
+
+def _laguna_rope(full, full_factor, sliding, sliding_factor):  # keyed by layer type, a partial factor each
+    return {"rope_parameters": {F: {"rope_type": "default", "rope_theta": full, "partial_rotary_factor": full_factor},
+                                S: {"rope_type": "default", "rope_theta": sliding, "partial_rotary_factor": sliding_factor}}}
+
+
+KOLIBRI1 = {  # no intermediate_size: every layer is a MoE
+    "architectures": ["Kolibri1ForCausalLM"],
+    "model_type": "kolibri1",
+    "hidden_act": "silu",
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 48,
+    "tie_word_embeddings": False,
+    **_rope(10000.0),
 }
 
 
@@ -807,6 +848,46 @@ MODELS = {
         "local_rope_theta": 160000.0,
         "tie_word_embeddings": False,
     }),
+    "kolibri1-w3": ("kolibri1", {
+        **KOLIBRI1,
+        "num_hidden_layers": 5,
+        "sliding_window": 3,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+    }),
+    "laguna-w3": ("laguna", {
+        **LAGUNA,
+        "num_hidden_layers": 4,
+        "sliding_window": 3,
+        "layer_types": [S, F, S, S],
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_router_logit_softcapping": 1.0,
+    }),
+    "laguna-explicit": ("laguna", {
+        **LAGUNA,
+        "num_hidden_layers": 3,
+        "sliding_window": 2,
+        "layer_types": [F, S, F],
+        **_laguna_rope(1000000.0, 0.25, 10000.0, 0.5),
+        "gating": "per-element",
+        "mlp_layer_types": ["sparse", "dense", "sparse"],
+        "num_experts": 3,
+        "num_experts_per_tok": 1,
+        "moe_routed_scaling_factor": 2.0,
+        "attention_bias": True,
+        "tie_word_embeddings": True,
+    }),
+    "kolibri1-explicit": ("kolibri1", {
+        **KOLIBRI1,
+        "num_hidden_layers": 3,
+        "sliding_window": 2,
+        "layer_types": [S, F, S],
+        "num_local_experts": 6,
+        "num_experts_per_tok": 2,
+        "norm_topk_prob": True,
+        "tie_word_embeddings": True,
+    }),
     "vaultgemma-allfull": ("vaultgemma", {
         **VAULTGEMMA,
         "num_hidden_layers": 3,
@@ -1264,6 +1345,25 @@ def draw(family, seed, index, head_dims=(8, 16)):
             c["layer_types"][0] = S  # every draw has a window to judge
         else:
             c["global_attn_every_n_layers"] = d.int(2, 4)
+    elif family == "laguna":
+        c.update({k: v for k, v in LAGUNA.items() if k != "tie_word_embeddings"})
+        c.update({"sliding_window": w, "num_experts": d.pick([4, 6, 8]), "num_experts_per_tok": d.int(1, 3),
+                  "gating": d.pick([True, "per-head", "per-element"]), "attention_bias": d.coin(),
+                  "moe_router_logit_softcapping": d.pick([0.0, 1.0, 2.0]), "moe_routed_scaling_factor": d.pick([1.0, 2.5]),
+                  "layer_types": _types(d, layers)})
+        c["layer_types"][0] = S  # every draw has a window to judge (the default is every layer full)
+        if d.coin():  # else the config's own rope: full base 5e5 rotating half of a head, sliding base 1e4 all of it
+            c.update(_laguna_rope(d.pick([500000.0, 1000000.0]), d.pick([0.25, 0.5, 1.0]), 10000.0, d.pick([0.5, 1.0])))
+        # The last layer sparse: every draw has a MoE layer; else (two layers or more) the default, the first dense.
+        if d.coin() or layers == 1:
+            c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"]
+    elif family == "kolibri1":
+        c.update({k: v for k, v in KOLIBRI1.items() if k != "tie_word_embeddings"})
+        c.update({"sliding_window": w, "num_local_experts": d.pick([4, 6, 8]), "num_experts_per_tok": d.int(1, 3),
+                  "norm_topk_prob": d.coin(), "shared_expert_intermediate_size": d.pick([32, 48])})
+        if d.coin():  # else the default pattern: every fifth layer full (layer 0 slides)
+            c["layer_types"] = _types(d, layers)
+            c["layer_types"][0] = S  # every draw has a window to judge
     elif family == "granitemoe_swa":
         c.update({k: v for k, v in GRANITEMOE_SWA.items() if k != "tie_word_embeddings"})
         c.update({"sliding_window": w, "attention_bias": d.coin(), "attention_multiplier": d.pick([0.125, 0.25, 0.5]),
@@ -1306,7 +1406,7 @@ def draw(family, seed, index, head_dims=(8, 16)):
 
 DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2",
                   "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa", "phi3", "ministral", "qwen2_moe", "dots1",
-                  "granitemoe_swa", "exaone_moe", "mellum", "flint", "cohere2_moe", "afmoe")
+                  "granitemoe_swa", "exaone_moe", "mellum", "flint", "cohere2_moe", "afmoe", "kolibri1", "laguna")
 # Hybrid families: drawn into the drawn set (oracle_agreement.py), not into the model campaign's families
 # (make_models.py --draw list) or the wide set, which the third-party engines run: their support for a
 # convolution layer is not established, so none is asked yet.
@@ -1319,7 +1419,7 @@ WRAPPER_FAMILIES = tuple(WRAPPERS)
 # The families whose models the oracle's agreement with transformers checks in CI as a seeded sample,
 # one model per family and run (engines/transformers/oracle_agreement.py; --all checks every one): CI's
 # agreement test was over its budget before them.
-SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe", "modernbert-decoder")
+SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe", "modernbert-decoder", "kolibri1", "laguna")
 
 
 def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES + HYBRID_FAMILIES + WRAPPER_FAMILIES, prefix="draw"):

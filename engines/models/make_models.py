@@ -275,6 +275,11 @@ def tensors(name, family, cfg):
         moe = {i for i in range(layers) if (kinds[i] == "sparse" if kinds else i >= first)}
     if family == "afmoe":  # read_afmoe's rule
         moe = set(range(cfg.get("num_dense_layers", 1), layers))
+    if family == "kolibri1":  # every layer
+        moe = set(range(layers))
+    if family == "laguna":  # read_laguna's rule
+        kinds = cfg.get("mlp_layer_types")
+        moe = {i for i in range(layers) if (kinds[i] == "sparse" if kinds else i > 0)}
     if family == "mellum":  # read_mellum's rule
         kinds = cfg.get("mlp_layer_types")
         moe = {i for i in range(layers) if not kinds or kinds[i] == "sparse"}
@@ -305,13 +310,13 @@ def tensors(name, family, cfg):
                 put(p + "self_attn.v_proj.weight", (KV_HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
         if family in ("qwen2", "qwen2_moe") or (family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1",
-                                                              "granitemoe_swa", "mellum", "flint", "cohere2_moe", "afmoe")
-                                                          and cfg.get("attention_bias")):
+                                                              "granitemoe_swa", "mellum", "flint", "cohere2_moe", "afmoe",
+                                                              "laguna") and cfg.get("attention_bias")):
             put(p + "self_attn.q_proj.bias", (HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.k_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.v_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
         if family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1", "granitemoe_swa", "mellum", "flint",
-                      "cohere2_moe", "afmoe") and cfg.get("attention_bias"):
+                      "cohere2_moe", "afmoe", "laguna") and cfg.get("attention_bias"):
             put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
         if family in ("gpt_oss", "granite_swa", "granitemoe_swa", "flint"):
             # Sinks around the scores' scale (std ~5), so some heads give a sink real weight.
@@ -356,6 +361,25 @@ def tensors(name, family, cfg):
                     mlp(f + "shared_experts.", inter * cfg["num_shared_experts"])
             else:
                 mlp(f, cfg["intermediate_size"])
+        elif family == "laguna":  # kolibri1's layout on its sparse layers, the dense MLP on the others
+            f, e, inter = p + "mlp.", cfg["num_experts"], cfg["moe_intermediate_size"]
+            if i in moe:
+                put(f + "gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)  # afmoe's quarter range (kolibri1 below)
+                put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
+                put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
+                put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+                mlp(f + "shared_experts.", cfg["shared_expert_intermediate_size"])
+            else:
+                mlp(f, cfg["intermediate_size"])
+        elif family == "kolibri1":  # stacked experts, the router's selection bias, an ungated shared expert
+            f, e, inter = p + "mlp.", cfg["num_local_experts"], cfg["moe_intermediate_size"]
+            # afmoe's quarter range: sigmoid weights away from 1, so that the renormalisation acts (sensitivity.py);
+            # logits of the selection bias's order, so that choosing by logit + bias differs from score + bias.
+            put(f + "gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)
+            put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
+            put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
+            put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+            mlp(f + "shared_experts.", cfg["shared_expert_intermediate_size"])
         elif family == "cohere2_moe":  # its own module layout: stacked experts; dense layers of their own size
             f, e, inter = p + "mlp.", cfg["num_experts"], cfg["intermediate_size"]
             if i in moe:
@@ -399,11 +423,17 @@ def tensors(name, family, cfg):
             put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
         if family == "muse_glimmer_text":  # afmoe's gate of every attention output element (weightless q/k norms)
             put(p + "self_attn.gate_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+        if family == "laguna":  # the softplus gate: one per head, or one per output element unless gating is per head
+            per_head = cfg.get("gating", True) in (True, "per-head")
+            put(p + "self_attn.g_proj.weight", ((HEADS if per_head else HEADS * HEAD_DIM), HIDDEN), -PROJ, PROJ)
+        if family == "kolibri1":  # its sandwich's own names (post_attention_layernorm, above, is the MLP's input norm)
+            put(p + "post_self_attn_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+            put(p + "post_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
         if family == "afmoe":  # its sandwich's own names, and the gate of every attention output element
             put(p + "pre_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "post_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "self_attn.gate_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
-        if family in ("gemma3", "qwen3", "gemma4_text", "dots1", "exaone_moe", "mellum", "flint", "afmoe"):
+        if family in ("gemma3", "qwen3", "gemma4_text", "dots1", "exaone_moe", "mellum", "flint", "afmoe", "kolibri1", "laguna"):
             put(p + "self_attn.q_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
             if own_kv:
                 put(p + "self_attn.k_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)

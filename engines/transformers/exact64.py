@@ -5,7 +5,7 @@ In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
 the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
 ministral, phi3, gemma4_text, olmo3, exaone4, vaultgemma, cwm, granite_swa, qwen2_moe, dots1,
-granitemoe_swa, exaone_moe, lfm3, mellum, flint, cohere2_moe, afmoe):
+granitemoe_swa, exaone_moe, lfm3, mellum, flint, cohere2_moe, afmoe, kolibri1, laguna):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -36,7 +36,10 @@ float32 with `.float()`: rewritten to `.double()` in their source. modernbert_de
 which computes in the model's dtype. cohere2_moe has cohere2's islands (its
 LayerNorm or RMSNorm, interleaved rotary, apply_rotary_pos_emb in q.float()) and its router's softmax of the
 chosen logits asks for float32 (the softmax patch keeps it float64). afmoe's router casts its logits
-`.to(torch.float32)`: rewritten to float64 in its source.
+`.to(torch.float32)`: rewritten to float64 in its source. kolibri1's router takes its logits from float32 casts of
+the input and the weight, as dots1's: rewritten to float64 in its source. laguna's router casts its logits
+`.float()` and its attention takes the softplus of `.float()` of the gate's input: both rewritten to `.double()`; its
+rotary module holds one buffer per layer type, each of its own partial factor (identified as gemma4's).
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype, its epsilon taken from the model's configuration (the one candidate with which the
@@ -222,6 +225,8 @@ _NORMS = {  # module: (class, forward)
                                                             ("Cohere2MoeRMSNorm", _llama_norm_forward)],
     "transformers.models.afmoe.modeling_afmoe": [("AfmoeRMSNorm", _llama_norm_forward)],
     "transformers.models.ultrabert.modeling_ultrabert": [("UltrabertRMSNorm", _llama_norm_forward)],
+    "transformers.models.kolibri1.modeling_kolibri1": [("Kolibri1RMSNorm", _llama_norm_forward)],
+    "transformers.models.laguna.modeling_laguna": [("LagunaRMSNorm", _llama_norm_forward)],
 }
 # The multimodal text decoders' norms (5.x; 4.x uses qwen2's Qwen2RMSNorm).
 _NORMS.update({
@@ -261,6 +266,8 @@ _ROTARY = {  # module: (class, forward)
                                                                            _rotary_forward),
     "transformers.models.modernbert.modeling_modernbert": ("ModernBertRotaryEmbedding", _rotary_forward),
     "transformers.models.ultrabert.modeling_ultrabert": ("UltrabertRotaryEmbedding", _rotary_forward),
+    "transformers.models.kolibri1.modeling_kolibri1": ("Kolibri1RotaryEmbedding", _rotary_forward),
+    "transformers.models.laguna.modeling_laguna": ("LagunaRotaryEmbedding", _rotary_forward),
 }
 _ROTARY.update({
     "transformers.models.qwen2_vl.modeling_qwen2_vl": ("Qwen2VLRotaryEmbedding", _mrope_rotary_forward),
@@ -365,6 +372,18 @@ def _patch_afmoe(mod):
     _recast(mod.AfmoeTokenChoiceRouter, mod, r"\.to\(torch\.float32\)", ".to(torch.float64)", 1)
 
 
+def _patch_kolibri1(mod):
+    """Kolibri1TopKRouter.forward: dots1's float32 casts of the input and the weight (its CUDA branch's out_dtype
+    float32 is not taken on the CPU)."""
+    _recast(mod.Kolibri1TopKRouter, mod, r"\.type\(torch\.float32\)", ".type(torch.float64)", 2)
+
+
+def _patch_laguna(mod):
+    """laguna: its router's `.float()` of the logits and its attention gate's softplus of `.float()`: to `.double()`."""
+    _recast(mod.LagunaTopKRouter, mod, r"\.float\(\)", ".double()", 1)
+    _recast(mod.LagunaAttention, mod, r"\.float\(\)", ".double()", 1)
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.dots1.modeling_dots1": _patch_dots1,
           "transformers.models.granitemoe_swa.modeling_granitemoe_swa": _patch_granitemoe_swa,
@@ -376,7 +395,9 @@ _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.afmoe.modeling_afmoe": _patch_afmoe,
           # 5.x's apply_rotary_pos_emb rotates q.float() and k.float() (4.x in the input's dtype): cohere2's fix applies.
           "transformers.models.modernbert_decoder.modeling_modernbert_decoder": _patch_cohere2,
-          "transformers.models.modernbert.modeling_modernbert": _patch_cohere2}
+          "transformers.models.modernbert.modeling_modernbert": _patch_cohere2,
+          "transformers.models.kolibri1.modeling_kolibri1": _patch_kolibri1,
+          "transformers.models.laguna.modeling_laguna": _patch_laguna}
 
 
 def _yarn(cfg):
@@ -460,12 +481,15 @@ def _gemma4_layer_rope(cfg, layer_type):
         return (lambda b, dt: _proportional_inv_freq(b, dim, p.get("partial_rotary_factor", 1.0), dt)), [float(p["rope_theta"])]
     if p.get("rope_type", "default") != "default":
         raise NotImplementedError(f"exact64: gemma4 rope_type {p.get('rope_type')!r} is not supported")
+    # The default rope's partial factor (laguna's per layer type), as transformers' default init reads it.
+    dim = int(dim * p.get("partial_rotary_factor", 1.0))
     return (lambda b, dt: _inv_freq(b, dim, dt)), [float(p["rope_theta"])]
 
 
 def _prepare_rotary(module, cfg):
     # Per layer type rope types (proportional on full layers) and head sizes: _gemma4_layer_rope.
-    gemma4 = type(module).__name__ in ("Gemma4TextRotaryEmbedding", "Gemma4UnifiedTextRotaryEmbedding", "Lfm3RotaryEmbedding")
+    gemma4 = type(module).__name__ in ("Gemma4TextRotaryEmbedding", "Gemma4UnifiedTextRotaryEmbedding", "Lfm3RotaryEmbedding",
+                                       "LagunaRotaryEmbedding")
     if hasattr(module, "config"):  # the decoder's own config (a multimodal model's text_config)
         cfg = module.config
     dim = None if gemma4 else getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads

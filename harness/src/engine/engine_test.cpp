@@ -1112,6 +1112,73 @@ TEST(ModelConfig, ReadsModernBertDecodersPatternHalfWindowAndRefusesUnequalRopeB
   EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
 }
 
+// kolibri1: every fifth layer full, rope on the sliding ones only (every layer where sliding_window is null: then
+// every layer is full); every layer a MoE chosen by router logit + bias (not score + bias), not renormalised by
+// default, an ungated shared expert; no intermediate_size; the experts' count under num_local_experts or num_experts.
+TEST(ModelConfig, ReadsKolibri1sPatternNoPEFullLayersAndLogitSelection) {
+  nlohmann::json c = {{"model_type", "kolibri1"},       {"vocab_size", 32},          {"hidden_size", 16},
+                      {"num_hidden_layers", 6},         {"num_attention_heads", 4},  {"head_dim", 8},
+                      {"sliding_window", 3},            {"num_local_experts", 4},    {"num_experts_per_tok", 2},
+                      {"moe_intermediate_size", 8},     {"shared_expert_intermediate_size", 12}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 3, 3, 3, 0, 3}));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{true, true, true, true, false, true}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>(6, true)));
+  EXPECT_TRUE(m.qk_norm && m.moe.selection_bias && m.moe.select_logits && m.moe.stacked_experts);
+  EXPECT_FALSE(m.moe.renormalize || m.moe.shared_gate || m.tied);
+  EXPECT_EQ(m.norm_placement, NormPlacement::Sandwich);
+  EXPECT_EQ(m.moe.score, MoeScore::Sigmoid);
+  EXPECT_EQ(m.moe.experts, 4);
+  EXPECT_EQ(m.moe.shared_intermediate, 12);
+  c.erase("num_local_experts");
+  c["num_experts"] = 6;
+  c["sliding_window"] = nullptr;
+  c["layer_types"] = std::vector<std::string>(6, "full_attention");
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.moe.experts, 6);
+  EXPECT_EQ(m.windows, (std::vector<int64_t>(6, 0)));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>(6, true)));
+}
+
+// laguna: every layer full by default, rope on every layer with a base and a partial factor per layer type (default
+// full 5e5 rotating half of a head, sliding 1e4 all of it); the softplus gate per head unless gating says per element;
+// the first layer dense by default; the router's logits soft-capped; a head count per layer refused unless uniform.
+TEST(ModelConfig, ReadsLagunasRotaryPerLayerTypeSoftplusGateAndRouterSoftcap) {
+  nlohmann::json c = {{"model_type", "laguna"},      {"vocab_size", 32},          {"hidden_size", 16},
+                      {"num_hidden_layers", 3},      {"num_attention_heads", 4},  {"head_dim", 8},
+                      {"intermediate_size", 24},     {"num_experts", 4},          {"num_experts_per_tok", 2},
+                      {"moe_intermediate_size", 8},  {"shared_expert_intermediate_size", 12},
+                      {"moe_router_logit_softcapping", 1.5}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>(3, 0)));
+  EXPECT_EQ(m.rotary_dims, (std::vector<int64_t>(3, 4)));
+  EXPECT_EQ(m.rope_thetas, (std::vector<double>(3, 500000.0)));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{false, true, true}));
+  EXPECT_TRUE(m.attn_gate && m.attn_gate_softplus && m.qk_norm && m.moe.selection_bias && m.moe.renormalize);
+  EXPECT_FALSE(m.attn_gate_elementwise);
+  EXPECT_EQ(m.moe.router_softcap, 1.5);
+  EXPECT_EQ(m.moe.shared_intermediate, 12);
+  c["sliding_window"] = 3;
+  c["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+  c["gating"] = "per-element";
+  c["mlp_layer_types"] = {"sparse", "dense", "sparse"};
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 0, 3}));
+  EXPECT_EQ(m.rotary_dims, (std::vector<int64_t>{8, 4, 8}));
+  EXPECT_EQ(m.rope_thetas, (std::vector<double>{10000.0, 500000.0, 10000.0}));
+  EXPECT_TRUE(m.attn_gate_elementwise);
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{true, false, true}));
+  c["rope_parameters"] = {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}, {"partial_rotary_factor", 0.25}}},
+                          {"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e6}}}};
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.rotary_dims, (std::vector<int64_t>{2, 8, 2}));
+  EXPECT_EQ(m.rope_thetas, (std::vector<double>{10000.0, 1e6, 10000.0}));
+  c["num_attention_heads_per_layer"] = {4, 2, 4};
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+  c["num_attention_heads_per_layer"] = {4, 4, 4};
+  EXPECT_NO_THROW(parse_config(c, "c.json"));
+}
+
 TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
   for (const Plan& p : fixed_plans("m", 4, 32)) {
     EXPECT_EQ(invalid_reason(p, 32), "") << p.name;

@@ -1294,6 +1294,115 @@ void read_muse_glimmer_text(const json& c, const std::string& file, ModelConfig&
   }
 }
 
+// Kolibri1Config (5.24.0 on): layer_types default full on every fifth layer ((i + 1) % 5 == 0), sliding
+// otherwise (window 513 where the key is absent); rope on the sliding layers only (NoPE full layers), on every
+// layer where sliding_window is null (then every layer is full); per-head q/k RMS norms before rope; a sandwich
+// with weight w under its own names (post_self_attn_layernorm after the attention, post_attention_layernorm
+// before the MoE, post_mlp_layernorm after it). Every layer is a MoE (no dense MLP, no intermediate_size): the
+// top num_experts_per_tok (6) of the router's logits + e_score_correction_bias are chosen (the logits, not
+// their sigmoids: MoeConfig::select_logits), weighted by the sigmoids of their logits, renormalised where
+// norm_topk_prob (default false); num_local_experts (num_experts, 384) stacked experts of
+// moe_intermediate_size (512) and an ungated shared expert of shared_expert_intermediate_size (512) added.
+// head_dim default 128; untied by default. 5.24.0 and 5.25.0 compute the same forward.
+void read_kolibri1(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  read_head_dim_128(c, file, m);
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 10000, file);
+  m.qk_norm = true;
+  m.norm_placement = NormPlacement::Sandwich;
+  m.tensor_names = {{"post_self_attn_layernorm.", "post_attention_layernorm."},
+                    {"post_attention_layernorm.", "pre_feedforward_layernorm."},
+                    {"post_mlp_layernorm.", "post_feedforward_layernorm."}};
+  if (!c.contains("sliding_window")) m.sliding_window = 513;
+  const std::vector<std::string> types = patterned_types(c, m.layers, 5, file);
+  m.windows = windows_of(types, m.sliding_window, file);
+  for (int64_t w : m.windows) m.rope_layers.push_back(w > 0 || m.sliding_window == 0);
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = moe.select_logits = true;
+  moe.renormalize = bool_or(c, "norm_topk_prob", false, file);
+  moe.experts = positive_or(c, "num_local_experts", positive_or(c, "num_experts", 384, file), file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 6, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 512, file);
+  moe.shared_intermediate = positive_or(c, "shared_expert_intermediate_size", 512, file);
+  moe.router = "gate.";
+  moe.shared = "shared_experts.";
+  moe.stacked_experts = true;
+  check_topk(moe, file);
+  moe.layers.assign(static_cast<size_t>(m.layers), true);
+}
+
+// LagunaConfig (5.13.1 on): layer_types default every layer full (window 512 where the key is absent); rope
+// everywhere, rope_parameters keyed by layer type (default: full base 5e5 with partial_rotary_factor 0.5, sliding
+// base 1e4 with 1.0), each type's factor rotating the first int(head_dim * factor) entries of a head
+// (ModelConfig::rotary_dims); per-head q/k RMS norms before rope; each head's output times softplus(g_proj h), or
+// each output element's where gating is neither true nor "per-head" (ModelConfig::attn_gate_softplus); a head
+// count per layer (num_attention_heads_per_layer) is read only where every layer has num_attention_heads. A
+// sparse layer (mlp_layer_types, default dense first, sparse after) routes by the router's logits soft-capped
+// by moe_router_logit_softcapping (0: none), their sigmoids chosen by score + e_score_correction_bias,
+// always renormalised, times moe_routed_scaling_factor, over num_experts stacked experts of
+// moe_intermediate_size, plus an ungated shared expert of shared_expert_intermediate_size; a dense one is the
+// MLP of intermediate_size. moe_apply_router_weight_on_input true is refused, as transformers refuses it.
+// head_dim default 128; untied by default. The three releases compute the same forward.
+void read_laguna(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  read_head_dim_128(c, file, m);
+  m.qk_norm = true;
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  m.attn_gate = m.attn_gate_softplus = true;
+  const json gating = c.contains("gating") && !c["gating"].is_null() ? c["gating"] : json(true);
+  m.attn_gate_elementwise = !(gating == json(true) || gating == json("per-head"));
+  if (c.contains("num_attention_heads_per_layer") && !c["num_attention_heads_per_layer"].is_null()) {
+    const json& per = c["num_attention_heads_per_layer"];
+    if (!per.is_array() || static_cast<int64_t>(per.size()) != m.layers)
+      bad(file, "/num_attention_heads_per_layer", "must list one head count per layer");
+    for (const json& h : per)
+      if (h != json(m.heads)) bad(file, "/num_attention_heads_per_layer", "a head count per layer is not modelled");
+  }
+  if (bool_or(c, "moe_apply_router_weight_on_input", false, file))
+    bad(file, "/moe_apply_router_weight_on_input", "true is not supported (transformers refuses it too)");
+  if (!c.contains("sliding_window")) m.sliding_window = 512;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) types.assign(static_cast<size_t>(m.layers), "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  const bool keyed = c.contains("rope_parameters") && c["rope_parameters"].is_object();
+  for (const std::string& t : types) {
+    const bool full = t == "full_attention";
+    double theta = full ? 500000.0 : 10000.0, factor = full ? 0.5 : 1.0;
+    if (keyed) {
+      const json& rp = c["rope_parameters"];
+      if (!rp.contains(t) || !rp[t].is_object()) bad(file, "/rope_parameters", "has no " + t + " entry (keyed by layer type)");
+      theta = number_or(rp[t], "rope_theta", 0, file);
+      if (theta <= 0) bad(file, "/rope_parameters/" + t + "/rope_theta", "must be a positive number");
+      factor = number_or(rp[t], "partial_rotary_factor", 1.0, file);
+    }
+    const int64_t rd = static_cast<int64_t>(static_cast<double>(m.head_dim) * factor);
+    if (rd <= 0 || rd > m.head_dim || rd % 2)
+      bad(file, "/rope_parameters/" + t + "/partial_rotary_factor", "must give an even rotary dimension in (0, head_dim]");
+    m.rope_thetas.push_back(theta);
+    m.rotary_dims.push_back(rd);
+  }
+  MoeConfig& moe = m.moe;
+  moe.layers = c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null() ? mlp_layer_types_of(c, m.layers, file)
+                                                                                 : std::vector<bool>(static_cast<size_t>(m.layers), true);
+  if (!(c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null())) moe.layers[0] = false;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = moe.renormalize = true;
+  moe.router_softcap = number_or(c, "moe_router_logit_softcapping", 0, file);
+  if (moe.router_softcap < 0) bad(file, "/moe_router_logit_softcapping", "must be >= 0");
+  moe.routed_scale = number_or(c, "moe_routed_scaling_factor", 1.0, file);
+  moe.experts = positive_or(c, "num_experts", 256, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 512, file);
+  moe.shared_intermediate = positive_or(c, "shared_expert_intermediate_size", 512, file);
+  moe.router = "gate.";
+  moe.shared = "shared_experts.";
+  moe.stacked_experts = true;
+  check_topk(moe, file);
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -1452,6 +1561,8 @@ const FamilyEntry kRegistry[] = {
     {Family::Ultrabert, "ultrabert", read_ultrabert},
     {Family::CohereCompassText, "cohere_compass_text", read_cohere_compass_text},
     {Family::MuseGlimmerText, "muse_glimmer_text", read_muse_glimmer_text},
+    {Family::Kolibri1, "kolibri1", read_kolibri1},
+    {Family::Laguna, "laguna", read_laguna},
 };
 
 }  // namespace
@@ -1534,7 +1645,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   if (m.heads % m.kv_heads) bad(file, "/num_key_value_heads", "must divide num_attention_heads");
   m.head_dim = c.contains("head_dim") && !c["head_dim"].is_null() ? positive(c, "head_dim", file) : m.hidden / m.heads;
   if (m.head_dim % 2) bad(file, "/head_dim", "must be even (rope rotates pairs)");
-  m.intermediate = positive(c, "intermediate_size", file);
+  // kolibri1 has no dense MLP (every layer a MoE) and no intermediate_size.
+  m.intermediate = m.family == Family::Kolibri1 ? 0 : positive(c, "intermediate_size", file);
   m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
   // attention_bias is read by the families that have it (qwen3); elsewhere true is not modelled.
   if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::Qwen2Vl && m.family != Family::Qwen25Vl &&
@@ -1543,7 +1655,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::Mellum && m.family != Family::Flint && m.family != Family::Cohere2Moe && m.family != Family::Afmoe &&
       m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
       m.family != Family::CohereCompassText &&
-      c.value("attention_bias", false))
+      m.family != Family::Laguna && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -2061,7 +2173,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
                          static_cast<int64_t>(k.reach_after.size()) != k.layers))
     throw std::invalid_argument("ModelConfig: an encoder needs reach_before and reach_after per layer");
   for (size_t n : {k.rope_thetas.size(), k.rope_angles.size(), k.head_dims.size(), k.layer_kv_heads.size(), k.k_eq_v.size(),
-                   k.kv_source.size()})
+                   k.kv_source.size(), k.rotary_dims.size()})
     if (n != 0 && static_cast<int64_t>(n) != k.layers)
       throw std::invalid_argument("ModelConfig: a per-layer field needs one entry per layer");
   embed_ = as<T>(model.at("model.embed_tokens.weight"));
@@ -2165,7 +2277,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     const double base = !k.rope_thetas.empty()                                 ? k.rope_thetas[li]
                         : rule == Attention::Sliding && k.rope_local_theta > 0 ? k.rope_local_theta
                                                                                : k.rope_theta;
-    const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : k.dim(l);
+    const int64_t rd = k.rotary(l);
     // Proportional rope: only the first `angles` frequencies rotate; the others are 0 (an identity rotation).
     const int64_t angles = k.rope_angles.empty() || k.rope_angles[li] == 0 ? rd / 2 : k.rope_angles[li];
     const double d = static_cast<double>(rd);
@@ -2412,7 +2524,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         if (use_rope) {
           const T scale = static_cast<T>(k.yarn.factor > 0 ? k.yarn.attention_factor : 1.0);
           // Partial rotary: the first rd entries of each head rotate (halves within them), the rest pass.
-          const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : D;
+          const int64_t rd = k.rotary(l);
           for (int64_t i = 0; i < k.heads; ++i) rope(q.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
           if (own_kv)
             for (int64_t i = 0; i < KVH; ++i) rope(kk.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
@@ -2514,19 +2626,23 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     // The rest of the layer, token by token.
     for (int64_t t = 0; t < n; ++t) {
       const Row<T> x = row(X, t, H), h = row(Hn, t, H), attn = row(A, t, widest);
+      // The gate's activation: sigmoid, or laguna's softplus (torch's, linear above its threshold 20).
+      auto gate_of = [&](T z) {
+        return k.attn_gate_softplus ? (z > T(20) ? z : std::log1p(std::exp(z))) : T(1) / (T(1) + std::exp(-z));
+      };
       if (!L.gate_proj.empty() && k.attn_gate_elementwise) {
         // afmoe's attention gate: each output element times its own sigmoid(g_proj h).
         for (int64_t e = 0; e < k.heads * D; ++e) {
           T z = 0;
           for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(e * H + i)] * h[i];
-          attn[e] *= T(1) / (T(1) + std::exp(-z));
+          attn[e] *= gate_of(z);
         }
       } else if (!L.gate_proj.empty()) {
         // lfm3's attention gate: each head's output times sigmoid(g_proj h), h the attention's input.
         for (int64_t head = 0; head < k.heads; ++head) {
           T z = 0;
           for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(head * H + i)] * h[i];
-          const T gate = T(1) / (T(1) + std::exp(-z));
+          const T gate = gate_of(z);
           for (int64_t d = 0; d < D; ++d) attn[head * D + d] *= gate;
         }
       }
@@ -2574,6 +2690,9 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         const int64_t E = k.moe.experts;
         const bool gpt_oss = k.moe.routing == MoeRouting::GptOss, topk = k.moe.routing == MoeRouting::TopK;
         matvec(L.router, h.data(), E, H, router_logits.data(), L.router_bias);
+        if (k.moe.router_softcap > 0)  // laguna: tanh(logit / c) * c before the scores and the choice
+          for (T& v : router_logits)
+            v = std::tanh(v / static_cast<T>(k.moe.router_softcap)) * static_cast<T>(k.moe.router_softcap);
         // TopK: the scores the weights come from, and what the experts are chosen by.
         std::vector<T> score(router_logits.begin(), router_logits.end()), choice;
         if (topk && k.moe.score == MoeScore::Softmax) {
@@ -2584,7 +2703,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         } else if (topk && k.moe.score == MoeScore::Sigmoid) {
           for (T& v : score) v = T(1) / (T(1) + std::exp(-v));
         }
-        choice = score;
+        choice = k.moe.select_logits ? std::vector<T>(router_logits.begin(), router_logits.end()) : score;
         if (!L.selection_bias.empty())
           for (int64_t e = 0; e < E; ++e) choice[static_cast<size_t>(e)] += L.selection_bias[static_cast<size_t>(e)];
         if (topk && k.moe.groups > 1) {
@@ -2766,7 +2885,7 @@ void SequenceOracle<T>::shift(int64_t keep, int64_t discard, bool rerotate) {
     if (rerotate && use_rope && discard > 0) {
       // A pure rotation (scale 1: YaRN's attention factor was applied once, when the key was computed),
       // re-stored at the cache's precision as llama.cpp writes the shifted K back.
-      const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : D;
+      const int64_t rd = k.rotary(li);
       for (int64_t j = keep + discard; j < length_; ++j)
         for (int64_t i = 0; i < KVH; ++i) {
           T* key = L.keys.data() + j * kvd + i * D;

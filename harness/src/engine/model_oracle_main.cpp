@@ -1,21 +1,24 @@
 // kvc-model-oracle MODEL_DIR TOKENS OUT [--float32] [--span-delta N] [--top-k-delta N] [--no-renormalize]
-// [--no-shared-expert] [--shared-summed] [--conv-taps-dropped N] [--no-attention-gate] [--no-prediction-head]: the model oracle's logits for one
-// sequence, raw little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
+// [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] [--conv-taps-dropped N]
+// [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head]: the model oracle's logits for one sequence, raw
+// little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
 // does moving the window move the logits?). --top-k-delta N routes every token of a MoE layer to N more
 // experts, --no-renormalize keeps the chosen routing weights as scored, --no-shared-expert leaves the shared
 // expert out, --shared-summed adds the shared expert's output to the routed one without cohere2_moe's averaging
-// (combined_scale 1) (OracleOptions: the MoE rules' mutants, and sensitivity.py's check that the drawn expert constants
-// act; each edits the model's description as a reader that got it wrong would). --conv-taps-dropped N gives every
-// convolution layer (lfm3) only its last conv_kernel - N taps (a state N rows short), --no-attention-gate leaves
-// lfm3's attention gate out: the hybrid rules' mutants. --no-prediction-head reads a ModernBERT-layout model's logits
-// straight from its final norm (its head.dense, activation and head.norm left out, as a loader that maps only the
-// decoder to lm_head would). An encoder (ModelConfig::bidirectional) runs its whole-sequence forward (encode) with
-// --real MASK (comma-separated 1 / 0: the attention_mask, 0 = padding; default all 1); its --span-delta N widens each
-// sliding layer's reach by N on both sides, and --causal lets no query see a later key (OracleOptions::causal): the
-// encoder rules' mutants. Prints {"n", "vocab", "span", "local_layers",
-// "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
+// (combined_scale 1), --select-by-score chooses kolibri1's experts by their sigmoid scores + bias, not their logits
+// + bias (select_logits off), --no-router-softcap leaves laguna's soft-cap of the router's logits out
+// (OracleOptions: the MoE rules' mutants, and sensitivity.py's check that the drawn expert constants act; each edits
+// the model's description as a reader that got it wrong would). --conv-taps-dropped N gives every convolution layer
+// (lfm3) only its last conv_kernel - N taps (a state N rows short), --no-attention-gate leaves lfm3's attention gate
+// out: the hybrid rules' mutants; --sigmoid-gate gates with a sigmoid where laguna's gate is a softplus.
+// --no-prediction-head reads a ModernBERT-layout model's logits straight from its final norm (its head.dense,
+// activation and head.norm left out, as a loader that maps only the decoder to lm_head would). An encoder
+// (ModelConfig::bidirectional) runs its whole-sequence forward (encode) with --real MASK (comma-separated 1 / 0: the
+// attention_mask, 0 = padding; default all 1); its --span-delta N widens each sliding layer's reach by N on both
+// sides, and --causal lets no query see a later key (OracleOptions::causal): the encoder rules' mutants. Prints
+// {"n", "vocab", "span", "local_layers", "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
 // "shared_expert", "conv_layers", "conv_kernel", "attention_gate"} (the model's local span, how many layers slide
 // or chunk, how many are MoE, and their routing, how many are convolutions and their taps, and the gate).
 #include <algorithm>
@@ -30,7 +33,8 @@
 int main(int argc, char** argv) {
   if (argc < 4) {
     std::cerr << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
-                 "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--conv-taps-dropped N] [--no-attention-gate] [--no-prediction-head] [--real MASK] [--causal]\n";
+                 "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
+                 "[--conv-taps-dropped N] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--real MASK] [--causal]\n";
     return 2;
   }
   try {
@@ -56,6 +60,9 @@ int main(int argc, char** argv) {
       } else if (std::strcmp(argv[i], "--no-renormalize") == 0) moe.renormalize = false;
       else if (std::strcmp(argv[i], "--no-shared-expert") == 0) moe.shared_intermediate = 0, moe.shared_gate = false;
       else if (std::strcmp(argv[i], "--shared-summed") == 0) moe.combined_scale = 1;
+      else if (std::strcmp(argv[i], "--select-by-score") == 0) moe.select_logits = false;
+      else if (std::strcmp(argv[i], "--no-router-softcap") == 0) moe.router_softcap = 0;
+      else if (std::strcmp(argv[i], "--sigmoid-gate") == 0) model.config.attn_gate_softplus = false;
       else if (std::strcmp(argv[i], "--conv-taps-dropped") == 0 && i + 1 < argc) {
         // The oldest N taps of each channel's kernel left out: conv.conv.weight [H, K] becomes [H, K - N].
         kvc::engine::ModelConfig& c = model.config;

@@ -70,10 +70,12 @@ std::string apply_model_mutant(const std::string& mutant, kvc::engine::ModelConf
   const size_t n = static_cast<size_t>(k.layers);
   if (mutant == "rope_all_rotary") {
     if (std::count(k.rope_angles.begin(), k.rope_angles.end(), 0) == static_cast<long>(k.rope_angles.size()) &&
-        (k.rotary_dim == 0 || k.rotary_dim == k.head_dim))
+        (k.rotary_dim == 0 || k.rotary_dim == k.head_dim) &&
+        std::all_of(k.rotary_dims.begin(), k.rotary_dims.end(), [&](int64_t d) { return d == k.head_dim; }))
       return "the model rotates every frequency already";
     std::fill(k.rope_angles.begin(), k.rope_angles.end(), 0);
     k.rotary_dim = 0;
+    k.rotary_dims.clear();
   } else if (mutant == "shared_kv_full") {
     bool any = false;
     for (size_t l = 0; l < n; ++l)

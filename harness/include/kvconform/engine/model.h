@@ -53,6 +53,8 @@ enum class Family {
   Afmoe,
   CohereCompassText,  // the text decoder of cohere_compass (CohereCompassForCausalLM alone)
   MuseGlimmerText,    // the text decoder of muse_glimmer
+  Kolibri1,
+  Laguna,
   Qwen2Vl,
   Qwen25Vl,  // multimodal: the text decoder of the model's text_config
   ModernBertDecoder,
@@ -63,7 +65,7 @@ enum class Family {
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
-// "muse_glimmer_text"
+// "muse_glimmer_text", "kolibri1", "laguna"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -89,12 +91,13 @@ enum class PredictionHead { None, ModernBert, Ultrabert };
 //     an expert has biases and the clamped SwiGLU: gate, up = the even and odd columns of gate_up,
 //     gate <= limit, -limit <= up <= limit, out = (up + 1) * gate * sigmoid(alpha * gate).
 //   TopK: scores = score(router logits) over every expert (Softmax, Sigmoid) or the logits themselves
-//     (TopKSoftmax); the experts chosen are the top_k of scores + selection bias (e_score_correction_bias,
-//     where selection_bias), within the topk_groups best of `groups` equal groups (a group's score: the
-//     sum of its two best); their weights are the chosen scores (TopKSoftmax: the softmax of the chosen
-//     logits), divided by their sum where renormalize, times routed_scale; each weights its SwiGLU
-//     expert's output. A shared SwiGLU expert (shared_intermediate > 0) is added, times
-//     sigmoid(shared_gate . x) where shared_gate; the sum times combined_scale.
+//     (TopKSoftmax); the experts chosen are the top_k of scores (the logits where select_logits) +
+//     selection bias (e_score_correction_bias, where selection_bias), within the topk_groups best of
+//     `groups` equal groups (a group's score: the sum of its two best); their weights are the chosen
+//     scores (TopKSoftmax: the softmax of the chosen logits), divided by their sum where renormalize,
+//     times routed_scale; each weights its SwiGLU expert's output. A shared SwiGLU expert
+//     (shared_intermediate > 0) is added, times sigmoid(shared_gate . x) where shared_gate; the sum
+//     times combined_scale.
 enum class MoeRouting { Llama4, GptOss, TopK };
 enum class MoeScore { Softmax, Sigmoid, TopKSoftmax };
 struct MoeConfig {
@@ -108,9 +111,11 @@ struct MoeConfig {
   // TopK (above):
   MoeScore score = MoeScore::Softmax;
   bool selection_bias = false, renormalize = false, shared_gate = false;
+  bool select_logits = false;  // the experts are chosen by the router's logits (+ selection bias), not the scores (kolibri1)
   int64_t groups = 1, topk_groups = 1;
   double routed_scale = 1;
   double combined_scale = 1;  // the routed plus the shared expert's output times this (cohere2_moe's "average": 0.5)
+  double router_softcap = 0;  // the router's logits soft-capped, tanh(logit / c) * c, before anything reads them (laguna)
   // The checkpoint's names under the layer's feed-forward prefix (mlp_prefix): the router's weight
   // (and selection bias beside it), the shared expert's module. TopK experts are modules
   // experts.<e>.{gate,up,down}_proj (the Hub's layout, which every release loads) or, where
@@ -134,6 +139,7 @@ struct ModelConfig {
   double rope_theta = 10000;       // full layers (and every layer without a local base)
   double rope_local_theta = 0;     // sliding layers' base where the family has one (gemma3); 0: none
   int64_t rotary_dim = 0;          // rope on the first rotary_dim entries of a head (partial_rotary_factor); 0: all
+  std::vector<int64_t> rotary_dims;  // per layer, in place of rotary_dim (laguna's factor per layer type); empty: none
   bool fused_projections = false;  // the checkpoint stores qkv_proj and gate_up_proj (phi3); load_model splits them
   bool rope_interleaved = false;   // rope rotates pairs (2i, 2i+1) (llama4's complex form, cohere2); else halves (i, i + d/2)
   // YaRN (rope_type "yarn"): inv_freq blends base ** (-2i/d) and that / factor over a linear ramp
@@ -217,6 +223,7 @@ struct ModelConfig {
   bool conv_bias = false;
   bool attn_gate = false;              // each head's output times sigmoid(self_attn.g_proj h) [heads, H] before o_proj (lfm3)
   bool attn_gate_elementwise = false;  // the gate is one per output element: g_proj [heads * head_dim, H] (afmoe)
+  bool attn_gate_softplus = false;     // the gate is softplus(g_proj h), not its sigmoid (laguna)
   // Checkpoint names the loader reads under the names the forward uses: (from, to) pairs, each a prefix
   // of a layer's relative name (model.layers.<l>.<from>...) or, beginning "model.", of a whole name; a name
   // outside model.* (a head's) by the first pair whose `from` begins it.
@@ -228,6 +235,9 @@ struct ModelConfig {
   int64_t local_span() const { return sliding_window > 0 ? sliding_window : chunk_size; }
   bool rope(int64_t layer) const { return rope_layers.empty() || rope_layers[static_cast<size_t>(layer)]; }
   int64_t dim(int64_t layer) const { return head_dims.empty() ? head_dim : head_dims[static_cast<size_t>(layer)]; }
+  int64_t rotary(int64_t layer) const {  // how many entries of the layer's heads rope rotates
+    return !rotary_dims.empty() ? rotary_dims[static_cast<size_t>(layer)] : rotary_dim > 0 ? rotary_dim : dim(layer);
+  }
   int64_t kv(int64_t layer) const { return layer_kv_heads.empty() ? kv_heads : layer_kv_heads[static_cast<size_t>(layer)]; }
   int64_t source(int64_t layer) const { return kv_source.empty() ? layer : kv_source[static_cast<size_t>(layer)]; }
   bool shares_kv(int64_t layer) const { return source(layer) != layer; }
