@@ -931,7 +931,7 @@ TEST(ModelConfig, ReadsMuseGlimmerTextAndItsPlaceholders) {
   EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 3, 3, 3, 0}));
   EXPECT_EQ(m.rope_layers, (std::vector<bool>{false, true, true, true, false}));
   EXPECT_DOUBLE_EQ(m.query_scale, 0.5 * 3.87);
-  EXPECT_TRUE(m.embed_norm && m.qk_norm && m.qk_norm_weightless && m.gemma_norm && m.final_norm_plain && m.attn_gate_elementwise);
+  EXPECT_TRUE(m.embed_rms_norm && !m.embed_norm && m.qk_norm && m.qk_norm_weightless && m.gemma_norm && m.final_norm_plain && m.attn_gate_elementwise);
   EXPECT_EQ(m.post_eps, 1e-8);
   EXPECT_EQ(m.final_softcap, 20.0);
   c["layer_rope_theta"] = {1e4, 0, 5e5, 1e4, 1e4};  // a nonzero base rotates with the global one
