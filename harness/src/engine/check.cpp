@@ -244,7 +244,7 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
       add(DKind::ChunkSize, {{"chunk", size}, {"from", from}},
           "a chunk of " + std::to_string(size) + " on the chunked layers (" +
               (from == "8192" ? "a hard-coded size" : "the config's " + from) + ") instead of C",
-          chunked([&](int64_t) { return size; }, false));
+          chunked([size = size](int64_t) { return size; }, false));  // a copy: clang 14 captures no binding
     }
     for (int64_t shift : {1, -1}) {
       OracleOptions o = chunked([](int64_t x) { return x; }, false);
@@ -279,7 +279,7 @@ std::vector<Hypothesis> hypotheses(const Model& model, const Plan& plan, const s
       if (alt == own) continue;
       read_as(DKind::RopeBase, {{"layer_type", type_name(type)}, {"base", alt}},
               "a rope base of " + num(alt) + " on the " + type_name(type) + " layers (the config's is " + num(own) + ")",
-              [&](ModelConfig& r) {
+              [&, type = type](ModelConfig& r) {  // a copy of the binding: clang 14 captures none
                 r.rope_thetas.clear();
                 for (size_t l = 0; l < layers; ++l)
                   r.rope_thetas.push_back(rule[l] == type                                           ? alt
