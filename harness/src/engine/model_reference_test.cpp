@@ -50,10 +50,13 @@ const std::vector<std::string>& checkpoints() {
   return dirs;
 }
 
-// Past two windows (chunks) and then some: every rule's edge is crossed at least twice.
+// Past two windows (chunks) and then some: every rule's edge is crossed at least twice. The
+// placeholder ids embedded as id 0 (ModelConfig::zero_tokens) stand at positions 2, 3, ... so the rule acts.
 std::vector<int32_t> sequence_for(const ModelConfig& c) {
   const int64_t n = std::min<int64_t>(64, std::max<int64_t>(12, 2 * c.local_span() + 5));
-  return tokens_for(3, 5, n, c.vocab);
+  std::vector<int32_t> tokens = tokens_for(3, 5, n, c.vocab);
+  for (size_t i = 0; i < c.zero_tokens.size() && 2 + i < tokens.size(); ++i) tokens[2 + i] = static_cast<int32_t>(c.zero_tokens[i]);
+  return tokens;
 }
 
 struct Compared {
