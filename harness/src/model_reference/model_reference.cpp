@@ -39,21 +39,32 @@ void rms_norm(double* x, int64_t n, const double* weight, double eps, bool plus_
   for (int64_t i = 0; i < n; ++i) x[i] = weight ? x[i] * inv * (plus_one ? 1 + weight[i] : weight[i]) : x[i] * inv;
 }
 
-// The model's norm of a whole row: a LayerNorm without bias (cohere2) or an RMSNorm.
-Vec norm(const ModelConfig& k, Vec x, const Vec& weight) {
-  if (k.layer_norm) {
+// A norm of a whole row: a LayerNorm (centred first; plus its bias, where it has one) or an RMSNorm.
+Vec norm(Vec x, const Vec& weight, const Vec* bias, double eps, bool layer_norm, bool plus_one) {
+  if (layer_norm) {
     double mean = 0;
     for (double v : x) mean += v;
     mean /= static_cast<double>(x.size());
     for (double& v : x) v -= mean;
   }
-  rms_norm(x.data(), static_cast<int64_t>(x.size()), weight.data(), k.eps, k.gemma_norm && !k.layer_norm);
+  rms_norm(x.data(), static_cast<int64_t>(x.size()), weight.data(), eps, plus_one && !layer_norm);
+  for (size_t i = 0; bias && i < x.size(); ++i) x[i] += (*bias)[i];
   return x;
+}
+
+// The model's norm named `name` ("model.norm."): a LayerNorm (cohere2; its bias where norm_bias) or an
+// RMSNorm (gemma's 1 + w where gemma_norm and plus_one).
+Vec norm(const Model& model, const ModelConfig& k, const std::string& name, const Vec& x, double eps, bool plus_one = true) {
+  return norm(x, model.at(name + "weight"), k.norm_bias ? &model.at(name + "bias") : nullptr, eps, k.layer_norm,
+              plus_one && k.gemma_norm);
 }
 
 double sigmoid(double z) { return 1 / (1 + std::exp(-z)); }
 double silu(double a) { return a / (1 + std::exp(-a)); }
 double gelu_tanh(double a) { return 0.5 * a * (1 + std::tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))); }
+double gelu_erf(double a) { return a * 0.5 * (1 + std::erf(a * M_SQRT1_2)); }
+// The MLP's (and ModernBERT's head's) activation.
+double activate(const ModelConfig& k, double a) { return !k.gelu ? silu(a) : k.gelu_exact ? gelu_erf(a) : gelu_tanh(a); }
 
 // Weights divided by their sum, after subtracting the largest (softmax of logits).
 void softmax(Vec& v) {
@@ -69,10 +80,10 @@ std::string layer_name(int64_t l, const std::string& what) { return "model.layer
 // (proportional rope; the rest 0), or YaRN's blend of them and them / factor.
 Vec inv_freq(const ModelConfig& k, int64_t l) {
   const size_t li = static_cast<size_t>(l);
-  const double base = !k.rope_thetas.empty()                                          ? k.rope_thetas[li]
+  const double base = !k.rope_thetas.empty()                                           ? k.rope_thetas[li]
                       : k.attention(l) == Attention::Sliding && k.rope_local_theta > 0 ? k.rope_local_theta
-                                                                                        : k.rope_theta;
-  const int64_t rd = k.rotary_dim > 0 ? k.rotary_dim : k.dim(l);
+                                                                                       : k.rope_theta;
+  const int64_t rd = k.rotary(l);
   const int64_t angles = k.rope_angles.empty() || k.rope_angles[li] == 0 ? rd / 2 : k.rope_angles[li];
   const double d = static_cast<double>(rd);
   Vec f;
@@ -110,9 +121,11 @@ void rope(double* v, const Vec& freq, int64_t pos, bool interleaved, double scal
   }
 }
 
-// The layer's rule: may the query at `pos` see the key at j?
+// The layer's rule: may the query at `pos` see the key at j? An encoder's (bidirectional) query sees
+// every key, on a sliding layer those from reach_before before it to reach_after after it.
 bool visible(const ModelConfig& k, int64_t l, int64_t pos, int64_t j) {
   const size_t li = static_cast<size_t>(l);
+  if (k.bidirectional) return k.windows[li] == 0 || (pos - k.reach_before[li] <= j && j <= pos + k.reach_after[li]);
   if (j > pos) return false;
   switch (k.attention(l)) {
     case Attention::Sliding: return pos - k.windows[li] < j;
@@ -128,12 +141,13 @@ Vec routed_experts(const Model& model, const ModelConfig& k, int64_t l, const Ve
   const int64_t E = moe.experts, I = moe.intermediate, H = k.hidden;
   auto w = [&](const std::string& what) -> const Vec& { return model.at(layer_name(l, k.mlp_prefix + what)); };
   const bool llama4 = moe.routing == MoeRouting::Llama4, gpt_oss = moe.routing == MoeRouting::GptOss;
-  const Vec logits = linear(w(moe.router + "weight"), h, E, gpt_oss ? &w("router.bias") : nullptr);
+  Vec logits = linear(w(moe.router + "weight"), h, E, gpt_oss ? &w("router.bias") : nullptr);
+  for (double& v : logits) v = moe.router_softcap > 0 ? std::tanh(v / moe.router_softcap) * moe.router_softcap : v;
   Vec score = logits;
   if (moe.routing == MoeRouting::TopK && moe.score == MoeScore::Softmax) softmax(score);
   if (moe.routing == MoeRouting::TopK && moe.score == MoeScore::Sigmoid)
     for (double& s : score) s = sigmoid(s);
-  Vec choice = score;
+  Vec choice = moe.select_logits ? logits : score;
   if (moe.selection_bias)
     for (int64_t e = 0; e < E; ++e) choice[e] += w(moe.router + "e_score_correction_bias")[e];
   if (moe.groups > 1) {  // only the experts of the topk_groups groups whose two best choices sum highest
@@ -204,12 +218,17 @@ Vec feed_forward(const Model& model, const ModelConfig& k, int64_t l, const Vec&
   Vec out(static_cast<size_t>(k.hidden), 0.0);
   if (I > 0) {  // act(gate h) * (up h), then down
     const std::string p = k.mlp_prefix + (moe ? k.moe.shared : "");
-    Vec g = linear(model.at(layer_name(l, p + "gate_proj.weight")), h, I);
-    const Vec u = linear(model.at(layer_name(l, p + "up_proj.weight")), h, I);
-    for (int64_t i = 0; i < I; ++i) g[i] = (k.gelu ? gelu_tanh(g[i]) : silu(g[i])) * u[i];
-    out = linear(model.at(layer_name(l, p + "down_proj.weight")), g, k.hidden);
+    auto proj = [&](const std::string& what, const Vec& in, int64_t rows) {  // with its bias where mlp_bias (not an expert)
+      return linear(model.at(layer_name(l, p + what + "weight")), in, rows,
+                    k.mlp_bias && !moe ? &model.at(layer_name(l, p + what + "bias")) : nullptr);
+    };
+    Vec g = proj("gate_proj.", h, I);
+    const Vec u = proj("up_proj.", h, I);
+    for (int64_t i = 0; i < I; ++i) g[i] = activate(k, g[i]) * u[i];
+    out = proj("down_proj.", g, k.hidden);
     if (moe && k.moe.shared_gate) {
-      const double gate = sigmoid(dot(model.at(layer_name(l, k.mlp_prefix + "shared_expert_gate.weight")).data(), h.data(), k.hidden));
+      const double gate =
+          sigmoid(dot(model.at(layer_name(l, k.mlp_prefix + "shared_expert_gate.weight")).data(), h.data(), k.hidden));
       for (double& v : out) v *= gate;
     }
   }
@@ -226,16 +245,25 @@ std::vector<double> reference_logits(const Model& model, const std::vector<int32
   return reference_logits(model, model.config, tokens);
 }
 
-std::vector<double> reference_logits(const Model& model, const ModelConfig& k, const std::vector<int32_t>& tokens) {
+std::vector<double> reference_logits(const Model& model, const ModelConfig& k, const std::vector<int32_t>& tokens,
+                                     const std::vector<bool>& real) {
+  if (!real.empty() && real.size() != tokens.size()) throw std::invalid_argument("real: one entry per token");
   const int64_t n = static_cast<int64_t>(tokens.size()), H = k.hidden;
   for (int32_t t : tokens)
     if (t < 0 || t >= k.vocab) throw std::invalid_argument("token " + std::to_string(t) + " is outside the vocabulary");
-  // The residual stream, one row per position.
+  const double post_eps = k.post_eps > 0 ? k.post_eps : k.eps;  // a sandwich's post-attention and post-MLP norms'
+  // The residual stream, one row per position: the token's embedding (a placeholder id's is id 0's),
+  // scaled, then ModernBERT's LayerNorm or muse_glimmer's weightless RMS norm of it.
   const Vec& embed = model.at("model.embed_tokens.weight");
   std::vector<Vec> x;
   for (int32_t t : tokens) {
-    x.emplace_back(embed.begin() + t * H, embed.begin() + (t + 1) * H);
+    const int64_t id = std::count(k.zero_tokens.begin(), k.zero_tokens.end(), t) ? 0 : t;
+    x.emplace_back(embed.begin() + id * H, embed.begin() + (id + 1) * H);
     for (double& v : x.back()) v *= k.embed_scale;
+    if (k.embed_norm)
+      x.back() = norm(x.back(), model.at("model.embed_norm.weight"), k.norm_bias ? &model.at("model.embed_norm.bias") : nullptr,
+                      k.eps, true, false);
+    if (k.embed_rms_norm) rms_norm(x.back().data(), H, nullptr, k.eps, false);
   }
   // Per layer, every position's keys and values ([position][kv heads * head dim]); a layer that
   // shares K/V reads its source layer's.
@@ -247,7 +275,9 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
     const Vec freq = inv_freq(k, l);
     const double rope_scale = k.yarn.factor > 0 ? k.yarn.attention_factor : 1;
     std::vector<Vec> h(static_cast<size_t>(n)), mixed(static_cast<size_t>(n));  // the block's input; its output before o_proj
-    for (int64_t p = 0; p < n; ++p) h[p] = k.norm_placement == NormPlacement::Post ? x[p] : norm(k, x[p], w("input_layernorm.weight"));
+    // Post: no input norm; embed_norm: layer 0 reads the normed embeddings as they are.
+    const bool in_norm = k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0);
+    for (int64_t p = 0; p < n; ++p) h[p] = in_norm ? norm(model, k, layer_name(l, "input_layernorm."), x[p], k.eps) : x[p];
     if (conv) {
       // LFM2's short convolution: B, C, x' = in_proj(h); out = C * (causal depthwise conv of B * x' over
       // the last conv_kernel positions, zeros before position 0).
@@ -274,15 +304,19 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
         if (own_kv) {
           key = linear(w("self_attn.k_proj.weight"), h[p], KVH * D, k.qkv_bias ? &w("self_attn.k_proj.bias") : no_bias);
           const bool k_eq_v = !k.k_eq_v.empty() && k.k_eq_v[static_cast<size_t>(l)];
-          value = k_eq_v ? key : linear(w("self_attn.v_proj.weight"), h[p], KVH * D, k.qkv_bias ? &w("self_attn.v_proj.bias") : no_bias);
+          value = k_eq_v
+                      ? key
+                      : linear(w("self_attn.v_proj.weight"), h[p], KVH * D, k.qkv_bias ? &w("self_attn.v_proj.bias") : no_bias);
         }
-        // q/k norms over each head (or, qk_norm_whole, over all heads at once), before rope.
+        // q/k norms over each head (or, qk_norm_whole, over all heads at once), before rope; weighted
+        // unless qk_norm_weightless.
+        auto qk_weight = [&](const char* what) { return k.qk_norm_weightless ? nullptr : w(what).data(); };
         const int64_t span = k.qk_norm_whole ? k.heads * D : D;
         for (int64_t i = 0; k.qk_norm && i < k.heads * D; i += span)
-          rms_norm(q[p].data() + i, span, w("self_attn.q_norm.weight").data(), k.eps, k.gemma_norm);
+          rms_norm(q[p].data() + i, span, qk_weight("self_attn.q_norm.weight"), k.eps, k.gemma_norm);
         const int64_t kspan = k.qk_norm_whole ? KVH * D : D;
         for (int64_t i = 0; k.qk_norm && own_kv && i < KVH * D; i += kspan)
-          rms_norm(key.data() + i, kspan, w("self_attn.k_norm.weight").data(), k.eps, k.gemma_norm);
+          rms_norm(key.data() + i, kspan, qk_weight("self_attn.k_norm.weight"), k.eps, k.gemma_norm);
         for (int64_t i = 0; k.v_norm && own_kv && i < KVH * D; i += D) rms_norm(value.data() + i, D, nullptr, k.eps, false);
         if (k.rope(l)) {
           for (int64_t i = 0; i < k.heads; ++i) rope(q[p].data() + i * D, freq, p, k.rope_interleaved, rope_scale);
@@ -306,11 +340,13 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           std::vector<int64_t> seen;
           Vec e;
           for (int64_t j = 0; j < n; ++j) {
-            if (!visible(k, l, p, j)) continue;
+            if (!visible(k, l, p, j) || (!real.empty() && !real[j])) continue;  // nor a padding key
             double s = dot(q[p].data() + head * D, K[j].data() + kv, D) * k.query_scale;
             if (k.attn_softcap > 0) s = std::tanh(s / k.attn_softcap) * k.attn_softcap;
             seen.push_back(j), e.push_back(s);
           }
+          if (e.empty())
+            throw std::invalid_argument("position " + std::to_string(p) + " of layer " + std::to_string(l) + " sees no real key");
           double top = *std::max_element(e.begin(), e.end());
           const double sink = k.sinks ? w("self_attn.sinks")[head] : 0;
           if (k.sinks) top = std::max(top, sink);
@@ -321,10 +357,13 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           for (size_t i = 0; i < seen.size(); ++i)
             for (int64_t d = 0; d < D; ++d) out[d] += e[i] / sum * V[seen[i]][kv + d];
         }
-        if (k.attn_gate) {  // each head (afmoe: each element) times sigmoid(g_proj h)
+        if (k.attn_gate) {  // each head (afmoe: each element) times sigmoid(g_proj h) (laguna: its softplus)
           const int64_t per = k.attn_gate_elementwise ? 1 : D;
           const Vec gate = linear(w("self_attn.g_proj.weight"), h[p], k.heads * D / per);
-          for (int64_t i = 0; i < k.heads * D; ++i) mixed[p][i] *= sigmoid(gate[i / per]);
+          for (int64_t i = 0; i < k.heads * D; ++i) {
+            const double z = gate[i / per];  // torch's softplus is linear above its threshold 20
+            mixed[p][i] *= !k.attn_gate_softplus ? sigmoid(z) : z > 20 ? z : std::log1p(std::exp(z));
+          }
         }
       }
     }
@@ -337,30 +376,44 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
       switch (k.parallel_block ? NormPlacement::Pre : k.norm_placement) {
         case NormPlacement::Pre:
           for (int64_t i = 0; i < H; ++i) x[p][i] += out[i] * (k.parallel_block ? 1 : k.residual_scale);
-          ff_in = k.parallel_block ? h[p] : norm(k, x[p], w(k.pre_ff_norm + "weight"));
+          ff_in = k.parallel_block ? h[p] : norm(model, k, layer_name(l, k.pre_ff_norm), x[p], k.eps);
           break;
         case NormPlacement::Sandwich:
-          out = norm(k, out, w("post_attention_layernorm.weight"));
+          out = norm(model, k, layer_name(l, "post_attention_layernorm."), out, post_eps);
           for (int64_t i = 0; i < H; ++i) x[p][i] += out[i];
-          ff_in = norm(k, x[p], w("pre_feedforward_layernorm.weight"));
+          ff_in = norm(model, k, layer_name(l, "pre_feedforward_layernorm."), x[p], k.eps);
           break;
         case NormPlacement::Post:
-          out = norm(k, out, w("post_attention_layernorm.weight"));
+          out = norm(model, k, layer_name(l, "post_attention_layernorm."), out, k.eps);
           for (int64_t i = 0; i < H; ++i) x[p][i] += out[i];
           ff_in = x[p];
           break;
       }
       Vec ff = feed_forward(model, k, l, ff_in);
-      if (k.norm_placement != NormPlacement::Pre) ff = norm(k, ff, w("post_feedforward_layernorm.weight"));
+      if (k.norm_placement != NormPlacement::Pre)
+        ff = norm(model, k, layer_name(l, "post_feedforward_layernorm."), ff,
+                  k.norm_placement == NormPlacement::Sandwich ? post_eps : k.eps);
       for (int64_t i = 0; i < H; ++i) x[p][i] += ff[i] * k.residual_scale;
       if (k.layer_scalar)
         for (double& v : x[p]) v *= w("layer_scalar")[0];
     }
   }
+  // The final norm (its weight plain where final_norm_plain), the prediction head, lm_head.
   const Vec& head = model.at(k.tied ? "model.embed_tokens.weight" : "lm_head.weight");
   std::vector<double> logits;
   for (int64_t p = 0; p < n; ++p) {
-    for (double v : linear(head, norm(k, x[p], model.at("model.norm.weight")), k.vocab)) {
+    Vec y = norm(model, k, "model.norm.", x[p], k.eps, !k.final_norm_plain);
+    if (k.prediction_head == PredictionHead::ModernBert) {  // head.norm(act(head.dense y)), head.norm a LayerNorm
+      y = linear(model.at("head.dense.weight"), y, H, k.head_dense_bias ? &model.at("head.dense.bias") : nullptr);
+      for (double& v : y) v = activate(k, v);
+      y = norm(y, model.at("head.norm.weight"), k.norm_bias ? &model.at("head.norm.bias") : nullptr, k.eps, true, false);
+    } else if (k.prediction_head == PredictionHead::Ultrabert) {  // gelu_tanh(linear2 gelu_tanh(linear1 y))
+      y = linear(model.at("head.linear1.weight"), y, k.head_size);
+      for (double& v : y) v = gelu_tanh(v);
+      y = linear(model.at("head.linear2.weight"), y, H);
+      for (double& v : y) v = gelu_tanh(v);
+    }
+    for (double v : linear(head, y, k.vocab, k.lm_head_bias ? &model.at("lm_head.bias") : nullptr)) {
       v *= k.logit_scale;
       if (k.final_softcap > 0) v = std::tanh(v / k.final_softcap) * k.final_softcap;
       logits.push_back(v);

@@ -1,9 +1,11 @@
 // The oracle's fast forward (SequenceOracle: tiles, lanes, target_clones) against the plain model
 // reference (model_reference.cpp), as fastpath.cpp is held to the layer reference: on every
-// checkpoint the project writes for its families (make_models.py --set zoo, families and drawn:
-// every family, each of its registry rows and two configs drawn from its config space), over a
-// sequence past twice its window or chunk, every logit must be the same bits. The same comparison
-// must catch a fast path that is wrong by one token of window.
+// checkpoint the project writes for its families (make_models.py --set zoo, families, drawn and
+// encoders: every family, each of its registry rows, two configs drawn from each decoder family's
+// config space, and the encoders' rows), over a
+// sequence past twice its window or chunk, every logit must be the same bits. An encoder's
+// (ModelConfig::bidirectional) fast path is SequenceOracle::encode, whole sequences, also with padding.
+// The same comparison must catch a fast path that is wrong by one token of window (an encoder's: of reach).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,7 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Every checkpoint of the three sets, written once into a folder removed when the binary exits.
+// Every checkpoint of the four sets, written once into a folder removed when the binary exits.
 const std::vector<std::string>& checkpoints() {
   struct Folder {
     std::string path = (fs::temp_directory_path() / ("kvc-model-reference-test-" + std::to_string(getpid()))).string();
@@ -34,7 +36,7 @@ const std::vector<std::string>& checkpoints() {
   };
   static const Folder folder;
   static const std::vector<std::string> dirs = [] {
-    for (const char* set : {"zoo", "families", "drawn"}) {
+    for (const char* set : {"zoo", "families", "drawn", "encoders"}) {
       const std::string cmd = "python3 " + std::string(kvc::paths::source_dir()) + "/engines/models/make_models.py " +
                               folder.path + " --set " + set + " >/dev/null";
       if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
@@ -48,16 +50,27 @@ const std::vector<std::string>& checkpoints() {
   return dirs;
 }
 
-// Past two windows (chunks) and then some: every rule's edge is crossed at least twice.
+// Past two windows (chunks) and then some: every rule's edge is crossed at least twice. The
+// placeholder ids embedded as id 0 (ModelConfig::zero_tokens) stand at positions 2, 3, ... so the rule acts.
 std::vector<int32_t> sequence_for(const ModelConfig& c) {
   const int64_t n = std::min<int64_t>(64, std::max<int64_t>(12, 2 * c.local_span() + 5));
-  return tokens_for(3, 5, n, c.vocab);
+  std::vector<int32_t> tokens = tokens_for(3, 5, n, c.vocab);
+  for (size_t i = 0; i < c.zero_tokens.size() && 2 + i < tokens.size(); ++i)
+    tokens[2 + i] = static_cast<int32_t>(c.zero_tokens[i]);
+  return tokens;
 }
 
 struct Compared {
   int64_t values = 0, differing = 0;
   double max_relative = 0;  // |fast - reference| / max(1, |reference|)
 };
+
+// The fast path's logits of `tokens`: a decoder's extend, an encoder's encode (with `real` its attention_mask).
+std::vector<double> fast(const Model& m, const ModelConfig& config, const std::vector<int32_t>& tokens,
+                         const OracleOptions& options = {}, const std::vector<bool>& real = {}) {
+  SequenceOracle<double> oracle(m, config, options);
+  return config.bidirectional ? oracle.encode(tokens, real) : oracle.extend(tokens);
+}
 
 Compared compare(const std::vector<double>& fast, const std::vector<double>& reference) {
   Compared c;
@@ -71,21 +84,38 @@ Compared compare(const std::vector<double>& fast, const std::vector<double>& ref
 
 TEST(ModelReference, TheOracleIsThePlainForwardBitForBitOnEveryFamilysCheckpoints) {
   std::set<std::string> families;
-  int64_t models = 0, values = 0;
+  int64_t models = 0, encoders = 0, values = 0;
   for (const std::string& dir : checkpoints()) {
     const Model m = load_model(dir);
     const std::vector<int32_t> tokens = sequence_for(m.config);
     const std::vector<double> reference = reference_logits(m, tokens);
-    const Compared c = compare(SequenceOracle<double>(m).extend(tokens), reference);
-    EXPECT_EQ(c.differing, 0) << m.config.name << " (" << to_string(m.config.family) << "): " << c.differing << " of "
-                              << c.values << " logits differ, by up to " << c.max_relative << " relative";
+    const Compared c = compare(fast(m, m.config, tokens), reference);
+    EXPECT_EQ(c.differing, 0) << m.config.name << " (" << to_string(m.config.family) << "): " << c.differing << " of " << c.values
+                              << " logits differ, by up to " << c.max_relative << " relative";
     families.insert(to_string(m.config.family));
     ++models, values += c.values;
+    if (!m.config.bidirectional) continue;
+    // An encoder's batch row padded at position 1 and at its end: no query sees those keys (or, where
+    // a query then sees no real key, both refuse the sequence).
+    std::vector<bool> real(tokens.size(), true);
+    real[1] = real[tokens.size() - 1] = false;
+    std::vector<double> padded;
+    try {
+      padded = fast(m, m.config, tokens, {}, real);
+    } catch (const std::invalid_argument&) {
+      EXPECT_THROW(reference_logits(m, m.config, tokens, real), std::invalid_argument) << m.config.name;
+      continue;
+    }
+    const Compared pc = compare(padded, reference_logits(m, m.config, tokens, real));
+    EXPECT_EQ(pc.differing, 0) << m.config.name << ", padded: " << pc.differing << " of " << pc.values
+                               << " logits differ, by up to " << pc.max_relative << " relative";
+    ++encoders, values += pc.values;
   }
-  // Every family of the registry is among them.
-  EXPECT_EQ(families.size(), static_cast<size_t>(Family::Qwen25Vl) + 1);
-  std::printf("%lld checkpoints of %zu families, %lld logits compared\n", static_cast<long long>(models), families.size(),
-              static_cast<long long>(values));
+  // Every family of the registry is among them (Ultrabert the last).
+  EXPECT_EQ(families.size(), static_cast<size_t>(Family::Ultrabert) + 1);
+  EXPECT_GT(encoders, 0);
+  std::printf("%lld checkpoints of %zu families (%lld encoders also padded), %lld logits compared\n",
+              static_cast<long long>(models), families.size(), static_cast<long long>(encoders), static_cast<long long>(values));
 }
 
 // The diagnoses' hypotheses that the config was read another way are the oracle under another
@@ -113,7 +143,7 @@ TEST(ModelReference, TheConfigReadingsOfTheDiagnosesAreThePlainForwardBitForBit)
     read("rope base 10000 everywhere", true, [](ModelConfig& r) { r.rope_thetas.assign(static_cast<size_t>(r.layers), 1e4); });
     const std::vector<int32_t> tokens = sequence_for(k);
     for (const auto& [what, r] : as) {
-      const Compared c = compare(SequenceOracle<double>(m, r).extend(tokens), reference_logits(m, r, tokens));
+      const Compared c = compare(fast(m, r, tokens), reference_logits(m, r, tokens));
       EXPECT_EQ(c.differing, 0) << k.name << ", " << what << ": " << c.differing << " of " << c.values
                                 << " logits differ, by up to " << c.max_relative << " relative";
       ++readings;
@@ -123,8 +153,9 @@ TEST(ModelReference, TheConfigReadingsOfTheDiagnosesAreThePlainForwardBitForBit)
 }
 
 // The mutant: the fast path with every sliding window and chunk one token larger (the off-by-one an
-// eviction or a chunk boundary gets wrong) differs from the reference on every checkpoint that has a
-// sliding or chunked layer, by far more than rounding.
+// eviction or a chunk boundary gets wrong; an encoder's: its sliding layers' reach one key further on
+// each side) differs from the reference on every checkpoint that has a sliding or chunked layer, by far
+// more than rounding.
 TEST(ModelReference, AFastPathOneTokenOffInItsWindowDiffersOnEveryLocalCheckpoint) {
   int64_t local = 0, caught = 0;
   double smallest = INFINITY;
@@ -137,8 +168,9 @@ TEST(ModelReference, AFastPathOneTokenOffInItsWindowDiffersOnEveryLocalCheckpoin
     if (!has_local) continue;
     for (const int64_t w : k.windows) wider.windows.push_back(w > 0 ? w + 1 : 0);
     for (const int64_t c : k.chunks) wider.chunks.push_back(c > 0 ? c + 1 : 0);
+    if (k.bidirectional) wider = {}, wider.reach_delta = 1;  // an encoder's reach is its own, not the window's
     const std::vector<int32_t> tokens = sequence_for(k);
-    const Compared c = compare(SequenceOracle<double>(m, wider).extend(tokens), reference_logits(m, tokens));
+    const Compared c = compare(fast(m, k, tokens, wider), reference_logits(m, tokens));
     ++local;
     if (c.max_relative > 1e-6) ++caught;
     else ADD_FAILURE() << k.name << ": a window one token wider moved no logit past 1e-6 (" << c.max_relative << ")";
