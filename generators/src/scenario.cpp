@@ -101,8 +101,10 @@ const CommandRow kRows[] = {
      [](const Command&, TraceModel&) {}, least_same,
      [](const Command&, TraceSystem& system, const TraceModel& before) { system.read_attributes(before); }, record_nothing},
     {CommandKind::LayerReset, "LayerReset", [](const Command&, const ScenarioConfig&, const TraceModel& m) { return m.seen > 0; },
-     [](const Command&, TraceModel& m) { m = TraceModel{0, m.recording, 0}; }, least_same,
-     [](const Command&, TraceSystem& system, const TraceModel& before) { system.reset_layers(before); },
+     [](const Command&, TraceModel& m) {
+       m = TraceModel{0, m.recording, 0};
+     },
+     least_same, [](const Command&, TraceSystem& system, const TraceModel& before) { system.reset_layers(before); },
      // A case file writes it as a call step, not as updates.
      [](const Command&, std::vector<int64_t>& steps) {
        steps.clear();

@@ -51,10 +51,16 @@ std::vector<Mutation> kernel_mutations() {
 }
 
 std::vector<Mutation> layer_api_mutations() {
-  return {Mutation::CropKeepsPastRows,        Mutation::StaticCropKeepsWritePosition, Mutation::ResetDropsRows,
+  return {Mutation::CropKeepsPastRows,
+          Mutation::StaticCropKeepsWritePosition,
+          Mutation::ResetDropsRows,
           Mutation::StaticResetKeepsCount,
-          Mutation::AlwaysCroppable,          Mutation::PastRecordingIgnored,         Mutation::PositiveCropAccepted,
-          Mutation::BuilderSizedFromOwnLayer, Mutation::BuilderOffsetFromSizedLayer,  Mutation::FlexWithoutQueryOffset,
+          Mutation::AlwaysCroppable,
+          Mutation::PastRecordingIgnored,
+          Mutation::PositiveCropAccepted,
+          Mutation::BuilderSizedFromOwnLayer,
+          Mutation::BuilderOffsetFromSizedLayer,
+          Mutation::FlexWithoutQueryOffset,
           Mutation::WarmUpSizesCountTokens};
 }
 

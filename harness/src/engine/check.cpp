@@ -709,7 +709,8 @@ template <class T>
 class Kept {
  public:
   Kept(const Model& model, const OracleOptions& options, const char* type)
-      : oracle_(model, options), key_(model.digest.empty() || !oracle_memo_on() ? "" : oracle_rows_key(model.digest, type, options)) {}
+      : oracle_(model, options),
+        key_(model.digest.empty() || !oracle_memo_on() ? "" : oracle_rows_key(model.digest, type, options)) {}
   // Advances the key; true where the step's rows are kept (into `rows`), and the oracle then stays behind.
   bool kept(const PlanStep& step, size_t index, std::vector<double>& rows) {
     if (key_.empty()) return false;
@@ -735,7 +736,6 @@ class Kept {
 };
 
 }  // namespace
-
 
 struct SequenceModel::Oracles {
   Kept<double> truth;

@@ -780,9 +780,15 @@ TEST(ModelConfig, AWrappersDecoderIsItsTextConfigsFamily) {
 // base 1e6), its M-RoPE sections checked against the head and read as the default rope (text-only positions),
 // the tie said in text_config (its default and the thinker's differ).
 TEST(ModelConfig, AnOmniThinkersDecoderIsQwen2UnderItsTextConfigsDefaults) {
-  nlohmann::json text = {{"model_type", "qwen2_5_omni_text"}, {"vocab_size", 32},           {"hidden_size", 16},
-                         {"num_hidden_layers", 3},            {"num_attention_heads", 2},   {"intermediate_size", 8},
-                         {"use_sliding_window", true},        {"max_window_layers", 1},     {"tie_word_embeddings", false},
+  nlohmann::json text = {{"model_type", "qwen2_5_omni_text"},
+                         {"vocab_size", 32},
+                         {"hidden_size", 16},
+                         {"num_hidden_layers", 3},
+                         {"num_attention_heads", 2},
+                         {"intermediate_size", 8},
+                         {"use_sliding_window", true},
+                         {"max_window_layers", 1},
+                         {"tie_word_embeddings", false},
                          {"rope_parameters", {{"rope_type", "default"}, {"mrope_section", {2, 1, 1}}}}};
   auto read = [&](const nlohmann::json& t) {
     return parse_config({{"model_type", "qwen2_5_omni_thinker"}, {"text_config", t}}, "c.json");
@@ -819,9 +825,14 @@ TEST(ModelConfig, AnOmniThinkersDecoderIsQwen2UnderItsTextConfigsDefaults) {
 // Gemma4UnifiedTextConfig's defaults (sliding_window 1024, tied), use_bidirectional_attention "vision" (its
 // default) causal on text-only inputs and "all" refused.
 TEST(ModelConfig, AGemma4UnifiedDecoderIsGemma4WithoutPerLayerInputs) {
-  const nlohmann::json text = {{"model_type", "gemma4_unified_text"}, {"vocab_size", 32},      {"hidden_size", 16},
-                               {"num_hidden_layers", 3},               {"num_attention_heads", 2}, {"head_dim", 8},
-                               {"global_head_dim", 8},                 {"intermediate_size", 8}};
+  const nlohmann::json text = {{"model_type", "gemma4_unified_text"},
+                               {"vocab_size", 32},
+                               {"hidden_size", 16},
+                               {"num_hidden_layers", 3},
+                               {"num_attention_heads", 2},
+                               {"head_dim", 8},
+                               {"global_head_dim", 8},
+                               {"intermediate_size", 8}};
   auto read = [&](const nlohmann::json& t) {
     return parse_config({{"model_type", "gemma4_unified"}, {"text_config", t}}, "c.json");
   };
@@ -845,8 +856,7 @@ TEST(ModelConfig, AGemma4UnifiedDecoderIsGemma4WithoutPerLayerInputs) {
   EXPECT_EQ(read(t).windows, m.windows);
   t = text;
   t["hidden_size_per_layer_input"] = 0;
-  EXPECT_NE(error(t).find("/hidden_size_per_layer_input: is not a field of gemma4_unified_text"), std::string::npos)
-      << error(t);
+  EXPECT_NE(error(t).find("/hidden_size_per_layer_input: is not a field of gemma4_unified_text"), std::string::npos) << error(t);
 }
 
 // A wrapper's checkpoint is its decoder's: the loader takes the decoder's tensors from under the class's
@@ -880,9 +890,15 @@ TEST(ModelOracle, AWrapperCheckpointIsItsDecodersCheckpoint) {
 // cohere_compass_text (the decoder of cohere_compass): cohere2's layers with layer types default all full, a rope
 // per layer type (null: NoPE) rotating halves, no logit_scale by default; its wrapper reads it from text_config.
 TEST(ModelConfig, ReadsCohereCompassTextsRopePerLayerType) {
-  nlohmann::json c = {{"model_type", "cohere_compass_text"}, {"vocab_size", 32},          {"hidden_size", 16},
-                      {"num_hidden_layers", 3},              {"num_attention_heads", 4},  {"num_key_value_heads", 2},
-                      {"head_dim", 8},                       {"intermediate_size", 8},    {"sliding_window", 3},
+  nlohmann::json c = {{"model_type", "cohere_compass_text"},
+                      {"vocab_size", 32},
+                      {"hidden_size", 16},
+                      {"num_hidden_layers", 3},
+                      {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2},
+                      {"head_dim", 8},
+                      {"intermediate_size", 8},
+                      {"sliding_window", 3},
                       {"rope_parameters", {{"full_attention", {{"rope_type", "default"}, {"rope_theta", 5e5}}}}}};
   auto error = [&](const nlohmann::json& j) -> std::string {
     try {
@@ -924,20 +940,27 @@ TEST(ModelConfig, ReadsCohereCompassTextsRopePerLayerType) {
 // weightless q/k norms, q times qk_scale_factor, the embedding norm, post_norm_eps, a final norm of weight w,
 // output_multiplier before the soft-cap; its wrapper embeds the image and video placeholder ids as id 0.
 TEST(ModelConfig, ReadsMuseGlimmerTextAndItsPlaceholders) {
-  nlohmann::json c = {{"model_type", "muse_glimmer_text"}, {"vocab_size", 32},         {"hidden_size", 16},
-                      {"num_hidden_layers", 5},            {"num_attention_heads", 4}, {"num_key_value_heads", 2},
-                      {"head_dim", 4},                     {"intermediate_size", 8},   {"sliding_window", 3}};
+  nlohmann::json c = {{"model_type", "muse_glimmer_text"},
+                      {"vocab_size", 32},
+                      {"hidden_size", 16},
+                      {"num_hidden_layers", 5},
+                      {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2},
+                      {"head_dim", 4},
+                      {"intermediate_size", 8},
+                      {"sliding_window", 3}};
   ModelConfig m = parse_config(c, "c.json");
   EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 3, 3, 3, 0}));
   EXPECT_EQ(m.rope_layers, (std::vector<bool>{false, true, true, true, false}));
   EXPECT_DOUBLE_EQ(m.query_scale, 0.5 * 3.87);
-  EXPECT_TRUE(m.embed_rms_norm && !m.embed_norm && m.qk_norm && m.qk_norm_weightless && m.gemma_norm && m.final_norm_plain && m.attn_gate_elementwise);
+  EXPECT_TRUE(m.embed_rms_norm && !m.embed_norm && m.qk_norm && m.qk_norm_weightless && m.gemma_norm && m.final_norm_plain &&
+              m.attn_gate_elementwise);
   EXPECT_EQ(m.post_eps, 1e-8);
   EXPECT_EQ(m.final_softcap, 20.0);
   c["layer_rope_theta"] = {1e4, 0, 5e5, 1e4, 1e4};  // a nonzero base rotates with the global one
   EXPECT_EQ(parse_config(c, "c.json").rope_layers, (std::vector<bool>{true, false, true, true, true}));
-  const ModelConfig w =
-      parse_config({{"model_type", "muse_glimmer"}, {"image_token_id", 30}, {"video_token_id", 31}, {"text_config", c}}, "w.json");
+  const ModelConfig w = parse_config(
+      {{"model_type", "muse_glimmer"}, {"image_token_id", 30}, {"video_token_id", 31}, {"text_config", c}}, "w.json");
   EXPECT_EQ(w.family, Family::MuseGlimmerText);
   EXPECT_EQ(w.zero_tokens, (std::vector<int64_t>{30, 31}));
   EXPECT_TRUE(m.zero_tokens.empty());
@@ -1093,9 +1116,15 @@ TEST(ModelOracle, AnEncoderPositionSeesItsReachOnBothSidesAndNoPadding) {
 // modernbert-decoder: layer i full iff i % global_attn_every_n_layers == 0 (layer 0 full), a window of
 // local_attention // 2, the head size from the heads, and a refusal where the releases' rope bases differ.
 TEST(ModelConfig, ReadsModernBertDecodersPatternHalfWindowAndRefusesUnequalRopeBases) {
-  nlohmann::json c = {{"model_type", "modernbert-decoder"}, {"vocab_size", 32},          {"hidden_size", 16},
-                      {"num_hidden_layers", 4},             {"num_attention_heads", 2}, {"intermediate_size", 8},
-                      {"local_attention", 7},               {"global_rope_theta", 1e4}, {"local_rope_theta", 1e4}};
+  nlohmann::json c = {{"model_type", "modernbert-decoder"},
+                      {"vocab_size", 32},
+                      {"hidden_size", 16},
+                      {"num_hidden_layers", 4},
+                      {"num_attention_heads", 2},
+                      {"intermediate_size", 8},
+                      {"local_attention", 7},
+                      {"global_rope_theta", 1e4},
+                      {"local_rope_theta", 1e4}};
   ModelConfig m = parse_config(c, "c.json");
   EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 3, 3, 0}));
   EXPECT_EQ(m.head_dim, 8);
@@ -1116,10 +1145,17 @@ TEST(ModelConfig, ReadsModernBertDecodersPatternHalfWindowAndRefusesUnequalRopeB
 // every layer is full); every layer a MoE chosen by router logit + bias (not score + bias), not renormalised by
 // default, an ungated shared expert; no intermediate_size; the experts' count under num_local_experts or num_experts.
 TEST(ModelConfig, ReadsKolibri1sPatternNoPEFullLayersAndLogitSelection) {
-  nlohmann::json c = {{"model_type", "kolibri1"},       {"vocab_size", 32},          {"hidden_size", 16},
-                      {"num_hidden_layers", 6},         {"num_attention_heads", 4},  {"head_dim", 8},
-                      {"sliding_window", 3},            {"num_local_experts", 4},    {"num_experts_per_tok", 2},
-                      {"moe_intermediate_size", 8},     {"shared_expert_intermediate_size", 12}};
+  nlohmann::json c = {{"model_type", "kolibri1"},
+                      {"vocab_size", 32},
+                      {"hidden_size", 16},
+                      {"num_hidden_layers", 6},
+                      {"num_attention_heads", 4},
+                      {"head_dim", 8},
+                      {"sliding_window", 3},
+                      {"num_local_experts", 4},
+                      {"num_experts_per_tok", 2},
+                      {"moe_intermediate_size", 8},
+                      {"shared_expert_intermediate_size", 12}};
   ModelConfig m = parse_config(c, "c.json");
   EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 3, 3, 3, 0, 3}));
   EXPECT_EQ(m.rope_layers, (std::vector<bool>{true, true, true, true, false, true}));
@@ -1144,10 +1180,17 @@ TEST(ModelConfig, ReadsKolibri1sPatternNoPEFullLayersAndLogitSelection) {
 // full 5e5 rotating half of a head, sliding 1e4 all of it); the softplus gate per head unless gating says per element;
 // the first layer dense by default; the router's logits soft-capped; a head count per layer refused unless uniform.
 TEST(ModelConfig, ReadsLagunasRotaryPerLayerTypeSoftplusGateAndRouterSoftcap) {
-  nlohmann::json c = {{"model_type", "laguna"},      {"vocab_size", 32},          {"hidden_size", 16},
-                      {"num_hidden_layers", 3},      {"num_attention_heads", 4},  {"head_dim", 8},
-                      {"intermediate_size", 24},     {"num_experts", 4},          {"num_experts_per_tok", 2},
-                      {"moe_intermediate_size", 8},  {"shared_expert_intermediate_size", 12},
+  nlohmann::json c = {{"model_type", "laguna"},
+                      {"vocab_size", 32},
+                      {"hidden_size", 16},
+                      {"num_hidden_layers", 3},
+                      {"num_attention_heads", 4},
+                      {"head_dim", 8},
+                      {"intermediate_size", 24},
+                      {"num_experts", 4},
+                      {"num_experts_per_tok", 2},
+                      {"moe_intermediate_size", 8},
+                      {"shared_expert_intermediate_size", 12},
                       {"moe_router_logit_softcapping", 1.5}};
   ModelConfig m = parse_config(c, "c.json");
   EXPECT_EQ(m.windows, (std::vector<int64_t>(3, 0)));
@@ -1352,9 +1395,13 @@ TEST(Diagnose, NamesEachConfigReadWrong) {
 
   Model nope = random_model(Family::Mistral, {4, 0, 4}, 4);
   nope.config.rope_layers = {true, true, false};
-  EXPECT_EQ(named(nope, plan, record(read_as(nope, [](ModelConfig& k) { k.rope_layers.clear(); }), plan, {})),
-            "nope_given_rope");
-  EXPECT_EQ(named(nope, plan, record(read_as(nope, [](ModelConfig& k) { k.rope_layers = {false, false, true}; }), plan, {})),
+  EXPECT_EQ(named(nope, plan, record(read_as(nope, [](ModelConfig& k) { k.rope_layers.clear(); }), plan, {})), "nope_given_rope");
+  EXPECT_EQ(named(nope, plan,
+                  record(read_as(nope,
+                                 [](ModelConfig& k) {
+                                   k.rope_layers = {false, false, true};
+                                 }),
+                         plan, {})),
             "nope_inverted");
 
   Model sinks = random_model(Family::Mistral, {4, 0, 4}, 4);

@@ -1077,8 +1077,9 @@ void read_modernbert_layout(const json& c, const std::string& file, ModelConfig&
   m.head_dim = m.hidden / m.heads;
   m.kv_heads = m.heads;
   if (c.contains("head_dim") && !c["head_dim"].is_null() && positive(c, "head_dim", file) != m.head_dim)
-    bad(file, "/head_dim", "must be hidden_size / num_attention_heads: the attention's head size, which 5.x's rope reads "
-                           "head_dim for");
+    bad(file, "/head_dim",
+        "must be hidden_size / num_attention_heads: the attention's head size, which 5.x's rope reads "
+        "head_dim for");
   if (m.head_dim % 2) bad(file, "/num_attention_heads", "hidden_size / num_attention_heads must be even (rope rotates pairs)");
   m.eps = number_or(c, "norm_eps", 1e-5, file);
   m.layer_norm = true;
@@ -1133,8 +1134,9 @@ void read_modernbert_decoder(const json& c, const std::string& file, ModelConfig
   }
   m.windows = windows_of(types, m.sliding_window, file);
   if (slides && number_or(c, "local_rope_theta", 10000, file) != m.rope_theta)
-    bad(file, "/local_rope_theta", "differs from global_rope_theta (or is absent: 5.x's default 10000): 4.x rotates every "
-                                   "layer by global_rope_theta, 5.x the sliding ones by local_rope_theta");
+    bad(file, "/local_rope_theta",
+        "differs from global_rope_theta (or is absent: 5.x's default 10000): 4.x rotates every "
+        "layer by global_rope_theta, 5.x the sliding ones by local_rope_theta");
 }
 
 // ModernBertConfig (every pinned release), read as ModernBertForMaskedLM: ModernBERT's modules (above) with one fused
@@ -1384,8 +1386,9 @@ void read_laguna(const json& c, const std::string& file, ModelConfig& m) {
     m.rotary_dims.push_back(rd);
   }
   MoeConfig& moe = m.moe;
-  moe.layers = c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null() ? mlp_layer_types_of(c, m.layers, file)
-                                                                                 : std::vector<bool>(static_cast<size_t>(m.layers), true);
+  moe.layers = c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()
+                   ? mlp_layer_types_of(c, m.layers, file)
+                   : std::vector<bool>(static_cast<size_t>(m.layers), true);
   if (!(c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null())) moe.layers[0] = false;
   moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Sigmoid;
@@ -1444,7 +1447,7 @@ void qwen2_5_omni_text_rules(json& c, const std::string& file) {
   if (!c.contains("rope_theta") && !(in_parameters && c["rope_parameters"].contains("rope_theta"))) c["rope_theta"] = 1e6;
   const int64_t heads = positive(c, "num_attention_heads", file);
   const int64_t head_dim = c.contains("head_dim") && !c["head_dim"].is_null() ? positive(c, "head_dim", file)
-                                                                             : positive(c, "hidden_size", file) / heads;
+                                                                              : positive(c, "hidden_size", file) / heads;
   json section = json::array({16, 24, 24});
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     if (!c.contains(key) || !c[key].is_object()) continue;
@@ -1654,8 +1657,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::GraniteSwa && m.family != Family::Dots1 && m.family != Family::GraniteMoeSwa &&
       m.family != Family::Mellum && m.family != Family::Flint && m.family != Family::Cohere2Moe && m.family != Family::Afmoe &&
       m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
-      m.family != Family::CohereCompassText &&
-      m.family != Family::Laguna && c.value("attention_bias", false))
+      m.family != Family::CohereCompassText && m.family != Family::Laguna && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -1861,14 +1863,16 @@ Model load_model(const std::string& dir) {
     };
     for (int64_t l = 0; l < k.layers; ++l) {
       if (k.fused_projections)
-        split(layer_name(l, "self_attn.qkv_proj.weight"), {{layer_name(l, "self_attn.q_proj.weight"), k.heads * k.head_dim},
-                                                           {layer_name(l, "self_attn.k_proj.weight"), k.kv_heads * k.head_dim},
-                                                           {layer_name(l, "self_attn.v_proj.weight"), k.kv_heads * k.head_dim}},
+        split(layer_name(l, "self_attn.qkv_proj.weight"),
+              {{layer_name(l, "self_attn.q_proj.weight"), k.heads * k.head_dim},
+               {layer_name(l, "self_attn.k_proj.weight"), k.kv_heads * k.head_dim},
+               {layer_name(l, "self_attn.v_proj.weight"), k.kv_heads * k.head_dim}},
               k.hidden);
       if (k.fused_projections && k.qkv_bias)
-        split(layer_name(l, "self_attn.qkv_proj.bias"), {{layer_name(l, "self_attn.q_proj.bias"), k.heads * k.head_dim},
-                                                         {layer_name(l, "self_attn.k_proj.bias"), k.kv_heads * k.head_dim},
-                                                         {layer_name(l, "self_attn.v_proj.bias"), k.kv_heads * k.head_dim}},
+        split(layer_name(l, "self_attn.qkv_proj.bias"),
+              {{layer_name(l, "self_attn.q_proj.bias"), k.heads * k.head_dim},
+               {layer_name(l, "self_attn.k_proj.bias"), k.kv_heads * k.head_dim},
+               {layer_name(l, "self_attn.v_proj.bias"), k.kv_heads * k.head_dim}},
               1);
       for (const char* what : {"weight", "bias"}) {
         if (what == std::string("bias") && !k.mlp_bias) continue;
@@ -2169,8 +2173,8 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     throw std::invalid_argument("ModelConfig::chunks needs one chunk size per layer");
   if (!k.rope_layers.empty() && static_cast<int64_t>(k.rope_layers.size()) != k.layers)
     throw std::invalid_argument("ModelConfig::rope_layers needs one entry per layer");
-  if (k.bidirectional && (static_cast<int64_t>(k.reach_before.size()) != k.layers ||
-                         static_cast<int64_t>(k.reach_after.size()) != k.layers))
+  if (k.bidirectional &&
+      (static_cast<int64_t>(k.reach_before.size()) != k.layers || static_cast<int64_t>(k.reach_after.size()) != k.layers))
     throw std::invalid_argument("ModelConfig: an encoder needs reach_before and reach_after per layer");
   for (size_t n : {k.rope_thetas.size(), k.rope_angles.size(), k.head_dims.size(), k.layer_kv_heads.size(), k.k_eq_v.size(),
                    k.kv_source.size(), k.rotary_dims.size()})
@@ -2600,8 +2604,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
               T best = -INFINITY;
               for (int64_t i = 0; i < span[t]; ++i) {
                 T s = r[i] * static_cast<T>(k.query_scale);
-                if (k.attn_softcap > 0)
-                  s = std::tanh(s / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
+                if (k.attn_softcap > 0) s = std::tanh(s / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
                 if (!real_.empty() && !real_[static_cast<size_t>(first[t] + i)]) s = -INFINITY;  // a padding key
                 r[i] = s;
                 best = std::max(best, s);
@@ -2820,8 +2823,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     for (int64_t r = 0; r < k.vocab; ++r) {
       T s = head[static_cast<size_t>(r)];
       if (k.logit_scale != 1) s *= static_cast<T>(k.logit_scale);
-      if (k.final_softcap > 0)
-        s = std::tanh(s / static_cast<T>(k.final_softcap)) * static_cast<T>(k.final_softcap);
+      if (k.final_softcap > 0) s = std::tanh(s / static_cast<T>(k.final_softcap)) * static_cast<T>(k.final_softcap);
       out[r] = static_cast<double>(s);
     }
   }

@@ -32,9 +32,10 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::cerr << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
-                 "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
-                 "[--conv-taps-dropped N] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--real MASK] [--causal]\n";
+    std::cerr
+        << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
+           "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
+           "[--conv-taps-dropped N] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--real MASK] [--causal]\n";
     return 2;
   }
   try {
@@ -77,13 +78,13 @@ int main(int argc, char** argv) {
         }
         c.conv_kernel -= drop;
       } else if (std::strcmp(argv[i], "--no-attention-gate") == 0) model.config.attn_gate = false;
-      else if (std::strcmp(argv[i], "--no-prediction-head") == 0) model.config.prediction_head = kvc::engine::PredictionHead::None;
+      else if (std::strcmp(argv[i], "--no-prediction-head") == 0)
+        model.config.prediction_head = kvc::engine::PredictionHead::None;
       else if (std::strcmp(argv[i], "--causal") == 0) options.causal = true;
       else if (std::strcmp(argv[i], "--real") == 0 && i + 1 < argc) {
         std::stringstream mask(argv[++i]);
         for (std::string b; std::getline(mask, b, ',');) real.push_back(b == "1");
-      }
-      else throw std::invalid_argument(std::string("unknown argument ") + argv[i]);
+      } else throw std::invalid_argument(std::string("unknown argument ") + argv[i]);
     }
     if (delta != 0 && model.config.bidirectional) {
       options.reach_delta = delta;
@@ -93,8 +94,8 @@ int main(int argc, char** argv) {
     }
     if (!real.empty() && !model.config.bidirectional) throw std::invalid_argument("--real: an encoder's attention_mask");
     auto run = [&](auto oracle) { return model.config.bidirectional ? oracle.encode(tokens, real) : oracle.extend(tokens); };
-    const std::vector<double> logits = f32 ? run(kvc::engine::SequenceOracle<float>(model, options))
-                                           : run(kvc::engine::SequenceOracle<double>(model, options));
+    const std::vector<double> logits =
+        f32 ? run(kvc::engine::SequenceOracle<float>(model, options)) : run(kvc::engine::SequenceOracle<double>(model, options));
     std::ofstream out(argv[3], std::ios::binary);
     out.write(reinterpret_cast<const char*>(logits.data()), static_cast<std::streamsize>(logits.size() * sizeof(double)));
     if (!out) throw std::runtime_error(std::string(argv[3]) + ": cannot be written");

@@ -13,8 +13,14 @@ namespace {
 TEST(OracleMemo, EachFieldOfTheOptionsChangesTheKey) {
   // One change per field of OracleOptions, each from its default.
   const std::vector<std::pair<const char*, std::function<void(OracleOptions&)>>> changes = {
-      {"windows", [](OracleOptions& o) { o.windows = {4, 0}; }},
-      {"chunks", [](OracleOptions& o) { o.chunks = {0, 8}; }},
+      {"windows",
+       [](OracleOptions& o) {
+         o.windows = {4, 0};
+       }},
+      {"chunks",
+       [](OracleOptions& o) {
+         o.chunks = {0, 8};
+       }},
       {"kv_half", [](OracleOptions& o) { o.kv_half = true; }},
       {"q_half", [](OracleOptions& o) { o.q_half = true; }},
       {"gelu_half", [](OracleOptions& o) { o.gelu_half = true; }},

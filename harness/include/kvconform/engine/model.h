@@ -136,12 +136,12 @@ struct ModelConfig {
   Family family = Family::Mistral;
   int64_t vocab = 0, hidden = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, intermediate = 0;
   double eps = 1e-6;
-  double rope_theta = 10000;       // full layers (and every layer without a local base)
-  double rope_local_theta = 0;     // sliding layers' base where the family has one (gemma3); 0: none
-  int64_t rotary_dim = 0;          // rope on the first rotary_dim entries of a head (partial_rotary_factor); 0: all
+  double rope_theta = 10000;         // full layers (and every layer without a local base)
+  double rope_local_theta = 0;       // sliding layers' base where the family has one (gemma3); 0: none
+  int64_t rotary_dim = 0;            // rope on the first rotary_dim entries of a head (partial_rotary_factor); 0: all
   std::vector<int64_t> rotary_dims;  // per layer, in place of rotary_dim (laguna's factor per layer type); empty: none
-  bool fused_projections = false;  // the checkpoint stores qkv_proj and gate_up_proj (phi3); load_model splits them
-  bool rope_interleaved = false;   // rope rotates pairs (2i, 2i+1) (llama4's complex form, cohere2); else halves (i, i + d/2)
+  bool fused_projections = false;    // the checkpoint stores qkv_proj and gate_up_proj (phi3); load_model splits them
+  bool rope_interleaved = false;     // rope rotates pairs (2i, 2i+1) (llama4's complex form, cohere2); else halves (i, i + d/2)
   // YaRN (rope_type "yarn"): inv_freq blends base ** (-2i/d) and that / factor over a linear ramp
   // between the correction dims of beta_fast and beta_slow; cos and sin are scaled by the attention factor.
   struct Yarn {
@@ -157,25 +157,25 @@ struct ModelConfig {
   bool gemma_norm = false;   // RMSNorm weight w applied as (1 + w)
   NormPlacement norm_placement = NormPlacement::Pre;
   std::string pre_ff_norm = "post_attention_layernorm.";  // Pre: the MLP's input norm (vaultgemma: pre_feedforward_layernorm.)
-  bool layer_norm = false;      // every norm is a LayerNorm without bias (mean subtracted; cohere2), not an RMSNorm
-  bool parallel_block = false;  // x + attn(norm x) + mlp(norm x), one norm per layer (cohere2)
-  double residual_scale = 1;    // each block's output times this before its residual add (granite residual_multiplier)
-  double logit_scale = 1;       // the logits' factor (cohere2 logit_scale)
-  bool qk_norm = false;         // per-head RMSNorm (weighted, the model's norm style) of q and k before rope (gemma3, qwen3)
-  bool qk_norm_whole = false;   // the q/k norm spans every head's projection at once (olmo2, olmo3), not one head
-  bool qk_norm_weightless = false;  // the q/k norms have no weight (muse_glimmer)
-  bool embed_rms_norm = false;  // a weightless RMS norm of each embedding row (muse_glimmer)
-  double post_eps = 0;          // Sandwich: the post-attention and post-MLP norms' epsilon; 0: eps (muse_glimmer)
-  bool final_norm_plain = false;  // the final norm's weight w is applied as w though gemma_norm (muse_glimmer)
+  bool layer_norm = false;           // every norm is a LayerNorm without bias (mean subtracted; cohere2), not an RMSNorm
+  bool parallel_block = false;       // x + attn(norm x) + mlp(norm x), one norm per layer (cohere2)
+  double residual_scale = 1;         // each block's output times this before its residual add (granite residual_multiplier)
+  double logit_scale = 1;            // the logits' factor (cohere2 logit_scale)
+  bool qk_norm = false;              // per-head RMSNorm (weighted, the model's norm style) of q and k before rope (gemma3, qwen3)
+  bool qk_norm_whole = false;        // the q/k norm spans every head's projection at once (olmo2, olmo3), not one head
+  bool qk_norm_weightless = false;   // the q/k norms have no weight (muse_glimmer)
+  bool embed_rms_norm = false;       // a weightless RMS norm of each embedding row (muse_glimmer)
+  double post_eps = 0;               // Sandwich: the post-attention and post-MLP norms' epsilon; 0: eps (muse_glimmer)
+  bool final_norm_plain = false;     // the final norm's weight w is applied as w though gemma_norm (muse_glimmer)
   std::vector<int64_t> zero_tokens;  // ids embedded as id 0 (muse_glimmer's image and video placeholder ids)
-  bool v_norm = false;          // a weightless RMS norm of each value head (gemma4)
-  bool layer_scalar = false;    // each layer's output times its model.layers.<l>.layer_scalar (gemma4)
-  bool qk_l2_norm = false;      // per-head weightless RMS ("L2") norm of q and k after rope, on rope layers (llama4 use_qk_norm)
-  bool qkv_bias = false;        // q/k/v projections have a bias (qwen2; qwen3, gpt_oss, smollm3, cohere2 attention_bias)
-  bool o_bias = false;          // o projection has a bias (qwen3, gpt_oss, smollm3, cohere2 attention_bias)
-  bool sinks = false;           // a learned per-head logit joins each softmax's denominator (gpt_oss self_attn.sinks)
-  bool gelu = false;            // gelu (tanh approximation) MLP; otherwise SiLU
-  bool gelu_exact = false;      // with gelu: the exact (erf) form, transformers' "gelu" (modernbert)
+  bool v_norm = false;               // a weightless RMS norm of each value head (gemma4)
+  bool layer_scalar = false;         // each layer's output times its model.layers.<l>.layer_scalar (gemma4)
+  bool qk_l2_norm = false;  // per-head weightless RMS ("L2") norm of q and k after rope, on rope layers (llama4 use_qk_norm)
+  bool qkv_bias = false;    // q/k/v projections have a bias (qwen2; qwen3, gpt_oss, smollm3, cohere2 attention_bias)
+  bool o_bias = false;      // o projection has a bias (qwen3, gpt_oss, smollm3, cohere2 attention_bias)
+  bool sinks = false;       // a learned per-head logit joins each softmax's denominator (gpt_oss self_attn.sinks)
+  bool gelu = false;        // gelu (tanh approximation) MLP; otherwise SiLU
+  bool gelu_exact = false;  // with gelu: the exact (erf) form, transformers' "gelu" (modernbert)
   // ModernBERT's layout (modernbert-decoder): the LayerNorms (layer_norm) have a bias beside each weight where
   // norm_bias; embed_norm: a LayerNorm of the embeddings (model.embed_norm.) whose output is layer 0's attention
   // input (that layer has no input norm); mlp_bias: the MLP's three projections have biases; prediction_head: the
@@ -184,7 +184,7 @@ struct ModelConfig {
   PredictionHead prediction_head = PredictionHead::None;
   int64_t head_size = 0;  // PredictionHead::Ultrabert's inner width (prediction_head_size)
   bool head_dense_bias = false, lm_head_bias = false;
-  bool fused_mlp = false;       // the checkpoint stores the MLP as gate_up_proj only (rows [gate; up]); load_model splits it
+  bool fused_mlp = false;  // the checkpoint stores the MLP as gate_up_proj only (rows [gate; up]); load_model splits it
   // An encoder: every position attends every real key of the whole sequence, a sliding layer (windows[l] > 0, which is
   // reach_before[l] + 1) only the keys from reach_before[l] positions before it to reach_after[l] after it: the rule of
   // bidirectional_masks.h, as each family's configuration gives it (encoder_mask_rule). SequenceOracle::encode runs it.
@@ -344,7 +344,7 @@ class SequenceOracle {
   struct Layer {
     std::vector<T> q, k, v, o, gate, up, down, in_norm, post_attn_norm, pre_ff_norm, post_ff_norm, q_norm, k_norm;
     std::vector<T> in_norm_bias, post_attn_norm_bias, gate_bias, up_bias, down_bias;  // norm_bias, mlp_bias
-    T scalar = 1;  // gemma4 layer_scalar
+    T scalar = 1;                                                                     // gemma4 layer_scalar
     std::vector<T> q_bias, k_bias, v_bias, o_bias;
     std::vector<T> router, experts_gate_up, experts_down;                          // [E, H], [E, H, 2I], [E, I, H] (x @ W layout)
     std::vector<T> selection_bias, shared_gate;                                    // TopK: [E], [H]
