@@ -25,10 +25,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MULTIMODAL = "multimodal (vision or audio tower): its text decoder is not a registry family"
 # What an encoder's model level lacks, precisely, and what its mask level has. The whole-sequence encoder forward
 # exists (SequenceOracle::encode): a folder is read once its family's reader and checkpoints agree with transformers'
-# own masked-LM forward (engines/transformers/encoder_agreement.py), as modernbert's and ultrabert's do.
-ENCODER_FORWARD = ("Model level: the oracle's whole-sequence encoder forward (SequenceOracle::encode, bidirectional "
-                   "sliding with the family's reach, padding; modernbert's and ultrabert's agree with transformers, "
-                   "encoder_agreement.py) has no reader for this family yet: ")
+# own forward of its class (engines/transformers/encoder_agreement.py), as modernbert's, ultrabert's, embedding_gemma2's
+# and openai_privacy_filter's do.
 MODEL_LEVEL = ("Model level: the oracle's forwards are a causal decoder's (SequenceOracle::extend) and an encoder's "
                "whole sequence (encode); this one is neither")
 MASK_LEVEL = (". Mask level: judged, the reference's bidirectional masks (harness bidirectional_masks.h: "
@@ -107,13 +105,6 @@ REASONS = {
     "RMS norm after the attention's post norm, learned residual gates (alpha * residual + beta * block output, "
     "beta = sigmoid(g / temperature) per hidden dimension), a post-MLP norm that scales by (1 + w) before it "
     "normalises, and a MoE (sigmoid of router logits times a multiplier, top-k renormalised): not registry rules",
-    "embedding_gemma2": "a sentence-embedding encoder (pooled hidden states and multimodal embedders, no LM head) with "
-    "gemma's layers bidirectional, sliding ones windowed. " + ENCODER_FORWARD + "its output is pooled hidden states, "
-    "not per-position logits (the forward's output)" + MASK_LEVEL,
-    "openai_privacy_filter": "a token classifier (per-token labels, no LM head) whose bidirectional sliding layers have "
-    "attention sinks. " + ENCODER_FORWARD + "its feed-forward is gpt_oss's MoE with the routing weights divided by "
-    "top_k (not a MoeConfig variant yet), its output num_labels scores per position (the forward's is the vocabulary's), "
-    "and no checkpoints are built" + MASK_LEVEL,
     "t5gemma": "an encoder-decoder: a bidirectional (sliding) encoder, and a decoder whose causal sliding self-attention "
     "is followed by cross-attention to the encoder. " + CROSS + MASK_LEVEL + ". Its "
     "encoder's reach is sliding_window - 1 in 4.x and sliding_window from 5.0 under sdpa and eager, while its flash-attention "

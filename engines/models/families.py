@@ -303,6 +303,19 @@ MODERNBERT_DECODER = {
 #                    each side), rope 2560000 on full and 10000 on sliding layers, GQA (2 KV heads), attention_bias and
 #                    mlp_bias, a prediction head of 48, untied
 #   ultrabert-r1     ultrabert, 3 layers, layer_types [F, S, S], sliding_window 1, no bias, gelu MLP, tied
+#   embgemma2-w3     embedding_gemma2_text (5.24.0 on; EmbeddingGemma2TextModel, its output the projected hidden
+#                    states), 4 layers, no layer_types, sliding_window_pattern 3 (S, S, F, and the last forced full),
+#                    sliding_window 3 (3 keys each side), full layers of global_head_dim 32 and one KV head (sliding:
+#                    16, two), per-layer inputs of 8, embedding_dim 24, gelu_pytorch_tanh
+#   embgemma2-r1     embedding_gemma2_text, 3 layers, layer_types [F, S, S] (the last forced full: F, S, F),
+#                    sliding_window 1, per_layer_config (the full layers 32 wide with two KV heads) as transformers
+#                    saves it, rope bases 2e5 / 5e4, per-layer inputs of 4, embedding_dim 16, the exact gelu
+#   privacy-w3       openai_privacy_filter (5.13.1 on; OpenAIPrivacyFilterForTokenClassification, num_labels scores per
+#                    position), 3 layers, every one sliding 3 keys each side, sinks, q/k/v/o biases, no rope_parameters
+#                    (the class's YaRN: factor 32, truncate false, base 150000), a MoE on every layer (4 experts, top 2,
+#                    gate and up the halves of gate_up_proj), 5 labels (id2label)
+#   privacy-r1       openai_privacy_filter, 2 layers, sliding_window 1, one KV head, no attention bias, the default rope
+#                    at base 10000, 3 experts, top 2, no id2label or num_labels (the 33 privacy labels)
 MODERNBERT = {
     **{k: v for k, v in MODERNBERT_DECODER.items() if k not in ("local_rope_theta",)},
     "architectures": ["ModernBertForMaskedLM"],
@@ -317,6 +330,24 @@ ULTRABERT = {
     "hidden_act": "silu",
     "prediction_head_size": 48,
     "rope_parameters": {F: {"rope_type": "default", "rope_theta": 2560000.0}, S: {"rope_type": "default", "rope_theta": 10000.0}},
+    "tie_word_embeddings": False,
+}
+EMBEDDING_GEMMA2 = {  # EmbeddingGemma2TextConfig's keys: rope keyed by layer type (no rope_scaling key)
+    "architectures": ["EmbeddingGemma2TextModel"],
+    "model_type": "embedding_gemma2_text",
+    "rope_scaling": ABSENT,
+    "attention_bias": ABSENT,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "rope_parameters": {F: {"rope_type": "default", "rope_theta": 1000000.0}, S: {"rope_type": "default", "rope_theta": 10000.0}},
+}
+OPENAI_PRIVACY_FILTER = {  # OpenAIPrivacyFilterConfig's keys (no rope_scaling key: its rope is rope_parameters)
+    "architectures": ["OpenAIPrivacyFilterForTokenClassification"],
+    "model_type": "openai_privacy_filter",
+    "rope_scaling": ABSENT,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+    "intermediate_size": 32,
+    "attention_bias": True,
     "tie_word_embeddings": False,
 }
 ENCODERS = {
@@ -345,6 +376,43 @@ ENCODERS = {
         "hidden_act": "gelu",
         "prediction_head_size": 32,
         "tie_word_embeddings": True,
+    }),
+    "embgemma2-w3": ("embedding_gemma2_text", {
+        **EMBEDDING_GEMMA2,
+        "num_hidden_layers": 4,
+        "sliding_window_pattern": 3,
+        "sliding_window": 3,
+        "global_head_dim": 32,
+        "num_global_key_value_heads": 1,
+        "hidden_size_per_layer_input": 8,
+        "embedding_dim": 24,
+    }),
+    "embgemma2-r1": ("embedding_gemma2_text", {
+        **EMBEDDING_GEMMA2,
+        "num_hidden_layers": 3,
+        "layer_types": [F, S, S],
+        "sliding_window": 1,
+        "per_layer_config": {"0": {"head_dim": 32, "num_key_value_heads": 2}, "2": {"head_dim": 32, "num_key_value_heads": 2}},
+        "rope_parameters": {F: {"rope_type": "default", "rope_theta": 200000.0}, S: {"rope_type": "default", "rope_theta": 50000.0}},
+        "hidden_size_per_layer_input": 4,
+        "embedding_dim": 16,
+        "hidden_activation": "gelu",
+    }),
+    "privacy-w3": ("openai_privacy_filter", {
+        **OPENAI_PRIVACY_FILTER,
+        "num_hidden_layers": 3,
+        "sliding_window": 3,
+        "id2label": {str(i): label for i, label in enumerate(("O", "B-secret", "I-secret", "E-secret", "S-secret"))},
+        "label2id": {label: i for i, label in enumerate(("O", "B-secret", "I-secret", "E-secret", "S-secret"))},
+    }),
+    "privacy-r1": ("openai_privacy_filter", {
+        **OPENAI_PRIVACY_FILTER,
+        "num_hidden_layers": 2,
+        "sliding_window": 1,
+        "num_key_value_heads": 1,
+        "attention_bias": False,
+        "num_local_experts": 3,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
     }),
     "modernbert-r1": ("modernbert", {
         **MODERNBERT,

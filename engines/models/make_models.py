@@ -245,6 +245,12 @@ def tensors(name, family, cfg):
     if family == "ultrabert":
         ultrabert(put, cfg)
         return t
+    if family == "embedding_gemma2_text":
+        embedding_gemma2(put, cfg)
+        return t
+    if family == "openai_privacy_filter":
+        openai_privacy_filter(put, cfg)
+        return t
     post_norm = family in ("olmo3", "exaone4")  # olmo2's block: norms on the outputs only
     if family == "gemma4_text":  # the layer types after Gemma4TextConfig's defaults and its forced full last layer
         types = list(cfg.get("layer_types") or [S if (i + 1) % 6 else F for i in range(cfg["num_hidden_layers"])])
@@ -560,6 +566,82 @@ def ultrabert(put, cfg):
     put("head.linear2.weight", (HIDDEN, p_size), -PROJ, PROJ)
     if not cfg.get("tie_word_embeddings"):
         put("head.decoder.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+
+
+def embedding_gemma2(put, cfg):
+    """EmbeddingGemma2TextModel's tensors under its own names (no model. prefix, as it saves them): gemma4_text's
+    layers (q/k norms, layer_scalar; each layer's head size and KV heads as its config resolves them: per_layer_config,
+    else global_head_dim and num_global_key_value_heads on the full layers, the last layer forced full), each layer's
+    ple_block (per_layer_input_gate [P, H], per_layer_projection [H, P], post_per_layer_input_norm), ple's
+    per_layer_model_projection [L * P, H] and per_layer_projection_norm [P], norm, and embedding_projection [E, H].
+    Norm weights are w (not 1 + w), around 1."""
+    layers, heads, P = cfg["num_hidden_layers"], cfg["num_attention_heads"], cfg["hidden_size_per_layer_input"]
+    pattern = cfg.get("sliding_window_pattern", 6)
+    types = list(cfg.get("layer_types") or [S if (i + 1) % pattern else F for i in range(layers)])
+    types[-1] = F
+    plc = cfg.get("per_layer_config")
+    put("embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    for i in range(layers):
+        p = f"layers.{i}."
+        if plc is not None:
+            entry = plc.get(str(i), {})
+            d, kv = entry.get("head_dim", cfg["head_dim"]), entry.get("num_key_value_heads", cfg["num_key_value_heads"])
+        elif types[i] == F:
+            d, kv = cfg["global_head_dim"], cfg["num_global_key_value_heads"]
+        else:
+            d, kv = cfg["head_dim"], cfg["num_key_value_heads"]
+        put(p + "self_attn.q_proj.weight", (heads * d, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.k_proj.weight", (kv * d, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.v_proj.weight", (kv * d, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
+        put(p + "self_attn.q_norm.weight", (d,), 1.0 - NORM, 1.0 + NORM)
+        put(p + "self_attn.k_norm.weight", (d,), 1.0 - NORM, 1.0 + NORM)
+        put(p + "mlp.gate_proj.weight", (cfg["intermediate_size"], HIDDEN), -PROJ, PROJ)
+        put(p + "mlp.up_proj.weight", (cfg["intermediate_size"], HIDDEN), -PROJ, PROJ)
+        put(p + "mlp.down_proj.weight", (HIDDEN, cfg["intermediate_size"]), -OUT, OUT)
+        for norm in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"):
+            put(p + norm + ".weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+        put(p + "layer_scalar", (1,), 0.7, 1.3)
+        put(p + "ple_block.per_layer_input_gate.weight", (P, HIDDEN), -PROJ, PROJ)
+        put(p + "ple_block.per_layer_projection.weight", (HIDDEN, P), -PROJ, PROJ)
+        put(p + "ple_block.post_per_layer_input_norm.weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+    put("ple.per_layer_model_projection.weight", (layers * P, HIDDEN), -PROJ, PROJ)
+    put("ple.per_layer_projection_norm.weight", (P,), 1 - NORM, 1 + NORM)
+    put("norm.weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+    put("embedding_projection.weight", (cfg["embedding_dim"], HIDDEN), -EMBED, EMBED)
+
+
+def openai_privacy_filter(put, cfg):
+    """OpenAIPrivacyFilterForTokenClassification's tensors: gpt_oss's layout (q/k/v/o, their biases where
+    attention_bias, sinks, the router with its bias, stacked experts gate_up_proj [E, H, 2I] (gate the first I columns)
+    and down_proj [E, I, H] with biases, input and post-attention norms), model.norm, and the head score [num_labels, H]
+    with its bias."""
+    heads, kv, d = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    e, inter = cfg["num_local_experts"], cfg["intermediate_size"]
+    labels = len(cfg["id2label"]) if cfg.get("id2label") else cfg.get("num_labels", 33)
+    put("model.embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        for x, rows in (("q", heads * d), ("k", kv * d), ("v", kv * d)):
+            put(p + f"self_attn.{x}_proj.weight", (rows, HIDDEN), -PROJ, PROJ)
+            if cfg.get("attention_bias", True):
+                put(p + f"self_attn.{x}_proj.bias", (rows,), -BIAS, BIAS)
+        put(p + "self_attn.o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
+        if cfg.get("attention_bias", True):
+            put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
+        put(p + "self_attn.sinks", (heads,), -1.0, 3.0)  # around the scores' scale, as gpt_oss's
+        f = p + "mlp."
+        put(f + "router.weight", (e, HIDDEN), -PROJ, PROJ)
+        put(f + "router.bias", (e,), -BIAS, BIAS)
+        put(f + "experts.gate_up_proj", (e, HIDDEN, 2 * inter), -PROJ, PROJ)
+        put(f + "experts.gate_up_proj_bias", (e, 2 * inter), -BIAS, BIAS)
+        put(f + "experts.down_proj", (e, inter, HIDDEN), -OUT, OUT)
+        put(f + "experts.down_proj_bias", (e, HIDDEN), -BIAS, BIAS)
+        put(p + "input_layernorm.weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+        put(p + "post_attention_layernorm.weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+    put("model.norm.weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+    put("score.weight", (labels, HIDDEN), -EMBED, EMBED)
+    put("score.bias", (labels,), -BIAS, BIAS)
 
 
 def safetensors_bytes(t):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The model oracle's encoder forward (kvc-model-oracle on a bidirectional model: SequenceOracle::encode) against
-transformers' own float64 forward of the encoder's masked-LM class, for every checkpoint of the encoders set
+transformers' own float64 forward of the encoder's class (its masked-LM class, or OUTPUTS below), for every checkpoint of the encoders set
 (engines/models/families.py ENCODERS, make_models.py --set encoders) and every pinned release that has its model_type.
 
     python3 engines/transformers/encoder_agreement.py [--oracle build/harness/kvc-model-oracle] [--models DIR]
@@ -11,7 +11,8 @@ encoder's position sees later tokens. Each model runs twice per release: without
 that pads the first and the last position (so every layer's window meets padding keys at both ends, and a padding
 position's own row is compared too). Two numbers per row: the max |logit difference| against transformers with its
 float32 islands patched to float64 (exact64.py: must be <= 1e-10, else exit 1) and as shipped (reported). A release
-without the model_type is ABSENT, never a pass. Exit 77 where no release's environment exists. Standard library only;
+without the model_type is ABSENT, never a pass; a checkpoint that leaves a tensor of the class unloaded (or one of its
+own unread) FAILs, since transformers would initialise it at random. Exit 77 where no release's environment exists. Standard library only;
 each release runs in its own golden/.venv-<version>, eager attention.
 """
 import argparse
@@ -26,11 +27,16 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BOUND = 1e-10
+# What each family's output is, where it is not the masked-LM class's logits: (auto class, output field). The oracle's
+# output row is the same head (ModelConfig::outputs).
+OUTPUTS = {
+    "embedding_gemma2_text": ("AutoModel", "last_hidden_state"),  # embedding_projection of the final hidden states
+    "openai_privacy_filter": ("AutoModelForTokenClassification", "logits"),  # num_labels scores per position
+}
 RUN_RELEASE = """
 import json, os, sys
-tokens, masks, tmp, v, *models = sys.argv[1:]
+tokens, masks, tmp, v, outputs, *models = sys.argv[1:]
 import torch, transformers
-from transformers import AutoModelForMaskedLM
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 import exact64  # engines/transformers is on PYTHONPATH
 tokens = [int(t) for t in tokens.split(",")]
@@ -44,12 +50,17 @@ for mode in ("plain", "exact"):
             status[name] = {"absent": model_type}
             continue
         try:
-            model = AutoModelForMaskedLM.from_pretrained(m, attn_implementation="eager").to(torch.float64).eval()
+            auto, field = json.loads(outputs).get(model_type, ("AutoModelForMaskedLM", "logits"))
+            model, info = getattr(transformers, auto).from_pretrained(m, attn_implementation="eager", output_loading_info=True)
+            left = {k: sorted(x) for k, x in info.items() if k in ("missing_keys", "unexpected_keys") and x}
+            if left:
+                raise RuntimeError(f"{auto} of {name} left tensors unloaded or unread: {left}")
+            model = model.to(torch.float64).eval()
             if mode == "exact":
                 exact64.patch(model)
             for i, mask in enumerate(masks):
                 with torch.no_grad():
-                    logits = model(torch.tensor([tokens]), attention_mask=torch.tensor([mask])).logits[0]
+                    logits = getattr(model(torch.tensor([tokens]), attention_mask=torch.tensor([mask])), field)[0]
                 open(os.path.join(tmp, f"{v}.{name}.{i}.{mode}"), "wb").write(
                     logits.to(torch.float64).contiguous().numpy().astype("<f8").tobytes())
         except Exception as e:
@@ -92,7 +103,7 @@ def main():
             py = os.path.join(ROOT, f"golden/.venv-{v}/bin/python")
             if not os.path.exists(py):
                 continue
-            subprocess.run([py, "-c", RUN_RELEASE, tokens, json.dumps(masks), tmp, v] + models, check=True,
+            subprocess.run([py, "-c", RUN_RELEASE, tokens, json.dumps(masks), tmp, v, json.dumps(OUTPUTS)] + models, check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "engines", "transformers")))
             with open(os.path.join(tmp, f"{v}.status.json")) as f:

@@ -295,6 +295,16 @@ _ROTARY["transformers.models.cohere_compass.modeling_cohere_compass"] = ("Cohere
 _NORMS["transformers.models.muse_glimmer.modeling_muse_glimmer"] = [("MuseGlimmerRMSNorm", _gemma4_norm_forward),
                                                                     ("MuseGlimmerTextCenteredRMSNorm", _gemma_norm_forward)]
 _ROTARY["transformers.models.muse_glimmer.modeling_muse_glimmer"] = ("MuseGlimmerTextRotaryEmbedding", _rotary_forward)
+# embedding_gemma2 (5.24.0 on): Gemma 4's RMSNorm (weight w, optional) and its rotary module per layer type, each of
+# its layer type's head size (per_layer_config).
+_NORMS["transformers.models.embedding_gemma2.modeling_embedding_gemma2"] = [("EmbeddingGemma2RMSNorm", _gemma4_norm_forward)]
+_ROTARY["transformers.models.embedding_gemma2.modeling_embedding_gemma2"] = ("EmbeddingGemma2RotaryEmbedding", _rotary_forward)
+# openai_privacy_filter (5.13.1 on): llama's RMSNorm, gpt_oss's half-angle rotary (YaRN by default), and float32 in its
+# experts and router (_patch_openai_privacy_filter).
+_NORMS["transformers.models.openai_privacy_filter.modeling_openai_privacy_filter"] = [("OpenAIPrivacyFilterRMSNorm",
+                                                                                      _llama_norm_forward)]
+_ROTARY["transformers.models.openai_privacy_filter.modeling_openai_privacy_filter"] = ("OpenAIPrivacyFilterRotaryEmbedding",
+                                                                                       _half_rotary_forward)
 # A multimodal model's towers (vision, audio) and the projector from a tower into the decoder (mistral3, lfm3_vl):
 # a text-only forward never runs them, so they are not patched.
 _TOWERS = {"visual", "vision_tower", "vision_model", "audio_tower", "audio_model", "multi_modal_projector"}
@@ -384,6 +394,15 @@ def _patch_laguna(mod):
     _recast(mod.LagunaAttention, mod, r"\.float\(\)", ".double()", 1)
 
 
+def _patch_openai_privacy_filter(mod):
+    """openai_privacy_filter's experts "stay in fp32": eight `.float()` casts and a float32 accumulator in their forward
+    (its source, under the experts-implementation dispatch, whose "eager" is that forward), and its router's logits from
+    three `.float()` casts: all to float64."""
+    _recast(mod.OpenAIPrivacyFilterExperts, mod, r"\.float\(\)|dtype=torch\.float32",
+            lambda m: ".double()" if m.group(0) == ".float()" else "dtype=torch.float64", 9)
+    _recast(mod.OpenAIPrivacyFilterTopKRouter, mod, r"\.float\(\)", ".double()", 3)
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.dots1.modeling_dots1": _patch_dots1,
           "transformers.models.granitemoe_swa.modeling_granitemoe_swa": _patch_granitemoe_swa,
@@ -397,7 +416,8 @@ _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.modernbert_decoder.modeling_modernbert_decoder": _patch_cohere2,
           "transformers.models.modernbert.modeling_modernbert": _patch_cohere2,
           "transformers.models.kolibri1.modeling_kolibri1": _patch_kolibri1,
-          "transformers.models.laguna.modeling_laguna": _patch_laguna}
+          "transformers.models.laguna.modeling_laguna": _patch_laguna,
+          "transformers.models.openai_privacy_filter.modeling_openai_privacy_filter": _patch_openai_privacy_filter}
 
 
 def _yarn(cfg):
@@ -489,7 +509,7 @@ def _gemma4_layer_rope(cfg, layer_type):
 def _prepare_rotary(module, cfg):
     # Per layer type rope types (proportional on full layers) and head sizes: _gemma4_layer_rope.
     gemma4 = type(module).__name__ in ("Gemma4TextRotaryEmbedding", "Gemma4UnifiedTextRotaryEmbedding", "Lfm3RotaryEmbedding",
-                                       "LagunaRotaryEmbedding")
+                                       "LagunaRotaryEmbedding", "EmbeddingGemma2RotaryEmbedding")
     if hasattr(module, "config"):  # the decoder's own config (a multimodal model's text_config)
         cfg = module.config
     dim = None if gemma4 else getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads

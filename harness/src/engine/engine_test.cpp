@@ -1222,6 +1222,84 @@ TEST(ModelConfig, ReadsLagunasRotaryPerLayerTypeSoftplusGateAndRouterSoftcap) {
   EXPECT_NO_THROW(parse_config(c, "c.json"));
 }
 
+// embedding_gemma2_text: an encoder; without layer_types every sliding_window_pattern-th layer full and the last forced
+// full; full layers global_head_dim wide with num_global_key_value_heads (or per_layer_config's entries, as transformers
+// saves them); the output is embedding_dim wide, with per-layer inputs of hidden_size_per_layer_input.
+TEST(ModelConfig, ReadsEmbeddingGemma2sPatternPerLayerShapesAndOutputWidth) {
+  nlohmann::json c = {{"model_type", "embedding_gemma2_text"},
+                      {"vocab_size", 32},
+                      {"hidden_size", 16},
+                      {"num_hidden_layers", 4},
+                      {"num_attention_heads", 2},
+                      {"num_key_value_heads", 2},
+                      {"head_dim", 8},
+                      {"intermediate_size", 8},
+                      {"sliding_window", 3},
+                      {"sliding_window_pattern", 3},
+                      {"global_head_dim", 16},
+                      {"hidden_size_per_layer_input", 4},
+                      {"embedding_dim", 6}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_TRUE(m.bidirectional && m.qk_norm && m.v_norm && m.layer_scalar && m.gelu && !m.gemma_norm);
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{4, 4, 0, 0}));  // S, S, F, and the last forced full
+  EXPECT_EQ(m.reach_before, (std::vector<int64_t>{3, 3, 0, 0}));
+  EXPECT_EQ(m.reach_after, m.reach_before);
+  EXPECT_EQ(m.head_dims, (std::vector<int64_t>{8, 8, 16, 16}));
+  EXPECT_EQ(m.layer_kv_heads, (std::vector<int64_t>{2, 2, 1, 1}));
+  EXPECT_EQ(m.rope_thetas, (std::vector<double>{1e4, 1e4, 1e6, 1e6}));
+  EXPECT_EQ(m.outputs, 6);
+  EXPECT_EQ(m.out_width(), 6);
+  EXPECT_EQ(m.per_layer_input, 4);
+  EXPECT_EQ(m.query_scale, 1.0);
+  c["per_layer_config"] = {{"2", {{"head_dim", 12}, {"num_key_value_heads", 2}}}, {"3", {{"head_dim", 12}}}};
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.head_dims, (std::vector<int64_t>{8, 8, 12, 12}));  // per_layer_config wins over global_head_dim
+  EXPECT_EQ(m.layer_kv_heads, (std::vector<int64_t>{2, 2, 2, 2}));
+  c["per_layer_config"]["3"]["head_dim"] = 10;  // two full layers, one rope: refused
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+  c["per_layer_config"]["3"] = {{"sliding_window", 2}};
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+  c.erase("per_layer_config");
+  c["rope_scaling"] = nullptr;
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+}
+
+// openai_privacy_filter: an encoder sliding on every layer (sliding_window keys each side), gpt_oss's MoE with gate and
+// up the halves of gate_up_proj, interleaved rope, YaRN by default, num_labels outputs with a bias.
+TEST(ModelConfig, ReadsOpenAIPrivacyFiltersEveryLayerSlidingDefaultYarnAndLabels) {
+  nlohmann::json c = {{"model_type", "openai_privacy_filter"},
+                      {"vocab_size", 32},
+                      {"hidden_size", 16},
+                      {"num_hidden_layers", 3},
+                      {"num_attention_heads", 4},
+                      {"head_dim", 4},
+                      {"intermediate_size", 8},
+                      {"sliding_window", 2},
+                      {"num_local_experts", 4},
+                      {"num_experts_per_tok", 2}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_TRUE(m.bidirectional && m.sinks && m.qkv_bias && m.o_bias && m.rope_interleaved && m.lm_head_bias);
+  EXPECT_EQ(m.windows, (std::vector<int64_t>(3, 3)));
+  EXPECT_EQ(m.reach_before, (std::vector<int64_t>(3, 2)));
+  EXPECT_EQ(m.kv_heads, 2);
+  EXPECT_EQ(m.eps, 1e-5);
+  EXPECT_EQ(m.rope_theta, 150000);
+  EXPECT_EQ(m.yarn.factor, 32);
+  EXPECT_FALSE(m.yarn.truncate);
+  EXPECT_EQ(m.moe.routing, MoeRouting::GptOss);
+  EXPECT_TRUE(m.moe.gate_up_halves);
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>(3, true)));
+  EXPECT_EQ(m.outputs, 33);  // the privacy labels
+  c["id2label"] = {{"0", "O"}, {"1", "S-secret"}};
+  c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e4}};
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.outputs, 2);
+  EXPECT_EQ(m.yarn.factor, 0);
+  EXPECT_EQ(m.rope_theta, 1e4);
+  c["swiglu_limit"] = 5.0;  // 5.13.1 hard-codes 7
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+}
+
 TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
   for (const Plan& p : fixed_plans("m", 4, 32)) {
     EXPECT_EQ(invalid_reason(p, 32), "") << p.name;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -1213,6 +1214,141 @@ void read_ultrabert(const json& c, const std::string& file, ModelConfig& m) {
   m.tensor_names = {{"head.decoder.", "lm_head."}};
 }
 
+// EmbeddingGemma2TextConfig (5.24.0 on), read as EmbeddingGemma2TextModel (AutoModel): gemma4_text's layers (sandwich
+// RMSNorms of weight w, weighted q/k norms and a weightless value norm before rope, unscaled scores, layer_scalar,
+// sqrt(hidden) embedding scale, the gate/up/down MLP of hidden_activation, default gelu_pytorch_tanh) with bidirectional
+// attention: a sliding layer sees sliding_window (default 512) keys on each side (create_bidirectional_sliding_window_mask,
+// abs(q - kv) <= sliding_window). layer_types default from sliding_window_pattern (6: every 6th layer full), the last
+// layer forced full; rope per layer type from rope_parameters (sliding 1e4, full 1e6, default rope only). A layer's head
+// size and KV heads are per_layer_config's entry for it where the config has one, else (a config.json without it)
+// global_head_dim (default 512) and num_global_key_value_heads (default 1) on the full layers; head_dim (default 256)
+// and num_key_value_heads (default 2) elsewhere. Projection-only per-layer inputs of hidden_size_per_layer_input
+// (default 512; ModelConfig::per_layer_input). Its output is embedding_projection of the final norm's hidden states,
+// embedding_dim (default 768) values per position (ModelConfig::outputs): the pooling sentence embeddings use is not in
+// the model's forward. The checkpoint keeps the text model's own names (embed_tokens., layers., norm., ple.).
+void read_embedding_gemma2_text(const json& c, const std::string& file, ModelConfig& m) {
+  m.bidirectional = true;
+  m.norm_placement = NormPlacement::Sandwich;
+  m.qk_norm = m.v_norm = m.layer_scalar = true;
+  m.embed_scale = std::sqrt(static_cast<double>(m.hidden));
+  m.query_scale = 1.0;
+  if (!c.contains("head_dim") || c["head_dim"].is_null()) m.head_dim = 256;
+  if (!c.contains("num_key_value_heads") || c["num_key_value_heads"].is_null()) m.kv_heads = 2;
+  if (m.heads % m.kv_heads) bad(file, "/num_key_value_heads", "must divide num_attention_heads");
+  const std::string act = c.value("hidden_activation", std::string("gelu_pytorch_tanh"));
+  if (act == "gelu") m.gelu = m.gelu_exact = true;
+  else if (act == "gelu_pytorch_tanh") m.gelu = true;
+  else if (act != "silu") bad(file, "/hidden_activation", "\"" + act + "\" is not modelled (gelu_pytorch_tanh, gelu, silu are)");
+  m.outputs = positive_or(c, "embedding_dim", 768, file);
+  m.per_layer_input = positive_or(c, "hidden_size_per_layer_input", 512, file);
+  if (!c.contains("sliding_window") || c["sliding_window"].is_null()) m.sliding_window = 512;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
+    const int64_t pattern = positive_or(c, "sliding_window_pattern", 6, file);
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back((i + 1) % pattern ? "sliding_attention" : "full_attention");
+  }
+  types.back() = "full_attention";
+  if (c.contains("rope_scaling")) bad(file, "/rope_scaling", "is not read: rope_parameters keys the rope by layer type");
+  const json rp = c.contains("rope_parameters") && c["rope_parameters"].is_object()
+                      ? c["rope_parameters"]
+                      : json{{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+                             {"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e6}}}};
+  const json plc = c.contains("per_layer_config") && c["per_layer_config"].is_object() ? c["per_layer_config"] : json();
+  if (plc.is_null() && c.contains("per_layer_config") && !c["per_layer_config"].is_null())
+    bad(file, "/per_layer_config", "must map layer indices to {head_dim, num_key_value_heads}");
+  const int64_t global_dim = positive_or(c, "global_head_dim", 512, file);
+  const int64_t global_kv = positive_or(c, "num_global_key_value_heads", 1, file);
+  for (auto it = plc.is_null() ? plc.end() : plc.begin(); !plc.is_null() && it != plc.end(); ++it) {
+    const std::string& key = it.key();
+    const bool index = !key.empty() && key.size() < 9 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (!index || std::stoll(key) >= m.layers || !it.value().is_object())
+      bad(file, "/per_layer_config/" + key, "must be a layer index below num_hidden_layers with an object");
+    for (auto f = it.value().begin(); f != it.value().end(); ++f)
+      if (f.key() != "head_dim" && f.key() != "num_key_value_heads")
+        bad(file, "/per_layer_config/" + key + "/" + f.key(), "is not modelled (head_dim and num_key_value_heads are)");
+  }
+  std::map<std::string, int64_t> type_dim;  // the rotary module builds one inv_freq per layer type
+  for (int64_t l = 0; l < m.layers; ++l) {
+    const std::string& type = types[static_cast<size_t>(l)];
+    const bool full = type == "full_attention";
+    const std::string key = std::to_string(l);
+    int64_t d = full && plc.is_null() ? global_dim : m.head_dim, kv = full && plc.is_null() ? global_kv : m.kv_heads;
+    if (!plc.is_null() && plc.contains(key)) {
+      d = positive_or(plc[key], "head_dim", m.head_dim, file + " (per_layer_config/" + key + ")");
+      kv = positive_or(plc[key], "num_key_value_heads", m.kv_heads, file + " (per_layer_config/" + key + ")");
+    }
+    if (d % 2) bad(file, "/per_layer_config/" + key + "/head_dim", "must be even (rope rotates pairs)");
+    if (m.heads % kv) bad(file, "/per_layer_config/" + key + "/num_key_value_heads", "must divide num_attention_heads");
+    if (type_dim.count(type) && type_dim[type] != d)
+      bad(file, "/per_layer_config/" + key + "/head_dim", "differs from another " + type + " layer's (one rope per type)");
+    type_dim[type] = d;
+    m.head_dims.push_back(d);
+    m.layer_kv_heads.push_back(kv);
+    if (!rp.contains(type) || !rp[type].is_object()) bad(file, "/rope_parameters/" + type, "is missing");
+    if (rp[type].value("rope_type", std::string("default")) != "default")
+      bad(file, "/rope_parameters/" + type + "/rope_type", "only the default rope is modelled");
+    m.rope_thetas.push_back(number_or(rp[type], "rope_theta", 10000, file));
+    const bool local = type == "sliding_attention";
+    m.windows.push_back(local ? m.sliding_window + 1 : 0);
+    m.reach_before.push_back(local ? m.sliding_window : 0);
+    m.reach_after.push_back(local ? m.sliding_window : 0);
+  }
+  m.tensor_names = {{"embed_tokens.", "model.embed_tokens."},
+                    {"layers.", "model.layers."},
+                    {"norm.", "model.norm."},
+                    {"ple.", "model.ple."},
+                    {"embedding_projection.", "lm_head."}};
+}
+
+// OpenAIPrivacyFilterConfig (5.13.1 on), read as OpenAIPrivacyFilterForTokenClassification: gpt_oss's layers (RMSNorm
+// of rms_norm_eps, default 1e-5; q/k/v/o biases where attention_bias, default true; a sink per head; the MoE on every
+// layer: the biased router's top num_experts_per_tok logits softmaxed, clamped SwiGLU experts with biases) with
+// bidirectional attention on every layer: each sees sliding_window (default 128) keys on either side
+// (create_bidirectional_sliding_window_mask; the model has no full layer and reads no layer_types). Its own departures
+// from gpt_oss: rope rotates interleaved pairs (2i, 2i + 1); q and k are each scaled by head_dim ** -0.25 (the scores'
+// head_dim ** -0.5); the experts' gate and up are the halves of gate_up_proj (MoeConfig::gate_up_halves); the router's
+// weights are divided by top_k and the MLP's output multiplied by num_experts_per_tok, which cancel. The rope without
+// rope_parameters is YaRN (factor 32, beta_fast 32, beta_slow 1, truncate false, original 4096) at base 150000.
+// swiglu_alpha and swiglu_limit other than 1.702 and 7.0 are refused: 5.13.1 hard-codes those. Its output is score
+// (weight and bias) of the final norm's hidden states: num_labels values per position (id2label's count where given,
+// else num_labels, else the 33 privacy labels).
+void read_openai_privacy_filter(const json& c, const std::string& file, ModelConfig& m) {
+  m.bidirectional = true;
+  if (!c.contains("num_key_value_heads")) m.kv_heads = 2;  // null: num_attention_heads (parse_config)
+  if (m.heads % m.kv_heads) bad(file, "/num_key_value_heads", "must divide num_attention_heads");
+  if (!c.contains("head_dim")) m.head_dim = 64;  // null: hidden_size / num_attention_heads
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", true, file);
+  m.sinks = true;
+  m.rope_interleaved = true;
+  if (c.contains("rope_scaling")) bad(file, "/rope_scaling", "is not read: rope_parameters holds the rope");
+  m.rope_theta = rope_base(c, "", "rope_theta", 150000, file);
+  if (!c.contains("rope_parameters") || c["rope_parameters"].is_null()) {
+    m.yarn = ModelConfig::Yarn{32, 32, 1, 4096, 0.1 * std::log(32.0) + 1.0, false};
+  }
+  if (!c.contains("sliding_window") || c["sliding_window"].is_null()) m.sliding_window = 128;
+  for (int64_t l = 0; l < m.layers; ++l) {
+    m.windows.push_back(m.sliding_window + 1);
+    m.reach_before.push_back(m.sliding_window);
+    m.reach_after.push_back(m.sliding_window);
+  }
+  m.moe.routing = MoeRouting::GptOss;
+  m.moe.gate_up_halves = true;
+  m.moe.experts = positive_or(c, "num_local_experts", 128, file);
+  m.moe.top_k = positive_or(c, "num_experts_per_tok", 4, file);
+  if (m.moe.top_k > m.moe.experts) bad(file, "/num_experts_per_tok", "exceeds num_local_experts");
+  m.moe.intermediate = m.intermediate;
+  m.moe.layers.assign(static_cast<size_t>(m.layers), true);
+  if (number_or(c, "swiglu_alpha", 1.702, file) != 1.702 || number_or(c, "swiglu_limit", 7.0, file) != 7.0)
+    bad(file, "/swiglu_alpha", "only 1.702 and swiglu_limit 7.0 are one model across the releases (5.13.1 hard-codes them)");
+  if (c.contains("id2label") && c["id2label"].is_object() && !c["id2label"].empty())
+    m.outputs = static_cast<int64_t>(c["id2label"].size());
+  else m.outputs = positive_or(c, "num_labels", 33, file);
+  m.lm_head_bias = true;
+  m.tensor_names = {{"score.", "lm_head."}};
+}
+
 // CohereCompassTextConfig (5.24.0 on; the text decoder of cohere_compass, and CohereCompassForCausalLM alone): cohere2's
 // layers (LayerNorm without bias, the parallel block, head_dim hidden / heads whatever the config says) with its own
 // defaults and rope. layer_types default every layer full; rope_parameters is keyed by layer type, an entry's
@@ -1566,6 +1702,8 @@ const FamilyEntry kRegistry[] = {
     {Family::MuseGlimmerText, "muse_glimmer_text", read_muse_glimmer_text},
     {Family::Kolibri1, "kolibri1", read_kolibri1},
     {Family::Laguna, "laguna", read_laguna},
+    {Family::EmbeddingGemma2Text, "embedding_gemma2_text", read_embedding_gemma2_text},
+    {Family::OpenAIPrivacyFilter, "openai_privacy_filter", read_openai_privacy_filter},
 };
 
 }  // namespace
@@ -1657,7 +1795,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::GraniteSwa && m.family != Family::Dots1 && m.family != Family::GraniteMoeSwa &&
       m.family != Family::Mellum && m.family != Family::Flint && m.family != Family::Cohere2Moe && m.family != Family::Afmoe &&
       m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
-      m.family != Family::CohereCompassText && m.family != Family::Laguna && c.value("attention_bias", false))
+      m.family != Family::CohereCompassText && m.family != Family::Laguna && m.family != Family::OpenAIPrivacyFilter &&
+      c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -1677,8 +1816,9 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
     const json& r = *scaling;
     const std::string rt = r.is_object() ? r.value("rope_type", r.value("type", std::string("default"))) : "";
     if (rt == "yarn") {
-      if (m.family != Family::GptOss)
-        bad(file, "/rope_scaling", "YaRN is modelled (and checked against transformers) for gpt_oss only");
+      if (m.family != Family::GptOss && m.family != Family::OpenAIPrivacyFilter)
+        bad(file, "/rope_scaling",
+            "YaRN is modelled (and checked against transformers) for gpt_oss and openai_privacy_filter only");
       m.yarn.factor = number_or(r, "factor", 0, file);
       if (m.yarn.factor <= 0) bad(file, "/rope_scaling/factor", "YaRN needs a positive factor");
       m.yarn.beta_fast = number_or(r, "beta_fast", 32, file);
@@ -1940,7 +2080,13 @@ Model load_model(const std::string& dir) {
   };
   need("model.embed_tokens.weight", k.vocab * k.hidden);
   need("model.norm.weight", k.hidden);
-  if (!k.tied) need("lm_head.weight", k.vocab * k.hidden);
+  if (!k.tied) need("lm_head.weight", k.out_width() * k.hidden);
+  if (k.tied && k.outputs > 0) throw std::runtime_error(cfg_path + ": an output of its own width cannot be the tied embedding");
+  const int64_t P = k.per_layer_input;  // embedding_gemma2's per-layer inputs
+  if (P > 0) {
+    need("model.ple.per_layer_model_projection.weight", k.layers * P * k.hidden);
+    need("model.ple.per_layer_projection_norm.weight", P);
+  }
   // A LayerNorm's weight (and bias where norm_bias).
   auto need_norm = [&](const std::string& prefix) {
     need(prefix + "weight", k.hidden);
@@ -1956,7 +2102,7 @@ Model load_model(const std::string& dir) {
     need("head.linear1.weight", k.head_size * k.hidden);
     need("head.linear2.weight", k.hidden * k.head_size);
   }
-  if (k.lm_head_bias) need("lm_head.bias", k.vocab);
+  if (k.lm_head_bias) need("lm_head.bias", k.out_width());
   for (int64_t l = 0; l < k.layers; ++l) {
     const int64_t qd = k.heads * k.dim(l), kvd = k.kv(l) * k.dim(l);
     const bool conv = k.conv(l);  // a short-convolution block in place of the attention
@@ -2021,6 +2167,11 @@ Model load_model(const std::string& dir) {
       if (own_kv) need(layer_name(l, "self_attn.k_norm.weight"), k.qk_norm_whole ? kvd : k.dim(l));
     }
     if (k.layer_scalar) need(layer_name(l, "layer_scalar"), 1);
+    if (P > 0) {
+      need(layer_name(l, "ple_block.per_layer_input_gate.weight"), P * k.hidden);
+      need(layer_name(l, "ple_block.per_layer_projection.weight"), k.hidden * P);
+      need(layer_name(l, "ple_block.post_per_layer_input_norm.weight"), k.hidden);
+    }
   }
   return m;
 }
@@ -2198,6 +2349,10 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     head_norm_ = as<T>(model.at("head.linear2.weight"));   // [H, head_size]: stands where ModernBERT's norm does
   }
   if (k.lm_head_bias) lm_head_bias_ = as<T>(model.at("lm_head.bias"));
+  if (k.per_layer_input > 0) {
+    ple_projection_ = as<T>(model.at("model.ple.per_layer_model_projection.weight"));
+    ple_norm_ = as<T>(model.at("model.ple.per_layer_projection_norm.weight"));
+  }
   layers_.resize(static_cast<size_t>(k.layers));
   for (int64_t l = 0; l < k.layers; ++l) {
     Layer& L = layers_[static_cast<size_t>(l)];
@@ -2276,6 +2431,11 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       if (own_kv) L.k_norm = get("self_attn.k_norm.weight");
     }
     if (k.layer_scalar) L.scalar = get("layer_scalar")[0];
+    if (k.per_layer_input > 0) {
+      L.ple_gate = get("ple_block.per_layer_input_gate.weight");
+      L.ple_projection = get("ple_block.per_layer_projection.weight");
+      L.ple_norm = get("ple_block.post_per_layer_input_norm.weight");
+    }
     // The rope base follows the layer's type in the config, not the window a variant tells it.
     const Attention rule = k.attention(l);
     const double base = !k.rope_thetas.empty()                                 ? k.rope_thetas[li]
@@ -2464,6 +2624,16 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     for (int64_t t = 0; t < n; ++t) layer_norm(X.data() + t * H, embed_norm_, H, eps, X.data() + t * H, embed_norm_bias_);
   if (k.embed_rms_norm)  // muse_glimmer's weightless norm of each embedding row
     for (int64_t t = 0; t < n; ++t) rms_norm(X.data() + t * H, no_weight, H, eps, false, X.data() + t * H);
+  // Per-layer inputs (embedding_gemma2): each token's projection of its embedding, times hidden ** -0.5, normed per layer.
+  const int64_t P = k.per_layer_input, LP = k.layers * P;
+  std::vector<T> ple(static_cast<size_t>(n * LP));
+  for (int64_t t = 0; P > 0 && t < n; ++t) {
+    T* row = ple.data() + t * LP;
+    matvec(ple_projection_, X.data() + t * H, LP, H, row);
+    for (int64_t i = 0; i < LP; ++i) row[i] *= static_cast<T>(std::pow(static_cast<double>(H), -0.5));
+    for (int64_t l = 0; l < k.layers; ++l) rms_norm(row + l * P, ple_norm_, P, eps, k.gemma_norm, row + l * P);
+  }
+  std::vector<T> ple_mid(static_cast<size_t>(P)), ple_out(static_cast<size_t>(H));
   const int64_t inter = std::max({k.intermediate, k.moe.intermediate, k.moe.shared_intermediate});
   std::vector<T> kk(widest), vv(widest), o(H), g(inter), u(inter), m(H);
   std::vector<T> scores, qt, routed(H), expert_in(H), router_logits(k.moe.experts);
@@ -2767,8 +2937,8 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
             T s = 0;
             for (int64_t i = 0; i < H; ++i) s += expert_in[i] * gu[i * 2 * I + c];
             if (gpt_oss) s += L.experts_gate_up_bias[static_cast<size_t>(e * 2 * I + c)];
-            // llama4: gate, up = the halves; gpt_oss: the even and odd columns.
-            if (gpt_oss) (c % 2 ? u[c / 2] : g[c / 2]) = s;
+            // llama4 (and gate_up_halves): gate, up = the halves; gpt_oss: the even and odd columns.
+            if (gpt_oss && !k.moe.gate_up_halves) (c % 2 ? u[c / 2] : g[c / 2]) = s;
             else (c < I ? g[c] : u[c - I]) = s;
           }
           for (int64_t i = 0; i < I; ++i) {
@@ -2796,14 +2966,23 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         rms_norm(m.data(), L.post_ff_norm, H, k.norm_placement == NormPlacement::Sandwich ? post_eps : eps, k.gemma_norm,
                  m.data());
       for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
+      if (P > 0) {  // the layer's per-layer input: x += norm(per_layer_projection(act(per_layer_input_gate x) * ple_l))
+        matvec(L.ple_gate, x.data(), P, H, ple_mid.data());
+        const T* in = ple.data() + t * LP + li * P;
+        for (int64_t i = 0; i < P; ++i) ple_mid[i] = activate(k, ple_mid[i]) * in[i];
+        matvec(L.ple_projection, ple_mid.data(), H, P, ple_out.data());
+        rms_norm(ple_out.data(), L.ple_norm, H, eps, k.gemma_norm, ple_out.data());
+        for (int64_t i = 0; i < H; ++i) x[i] += ple_out[i];
+      }
       if (k.layer_scalar)
         for (T& v : x) v *= L.scalar;
     }
   }
-  std::vector<T> head(static_cast<size_t>(k.vocab)), head_inner;
+  const int64_t V = k.out_width();
+  std::vector<T> head(static_cast<size_t>(V)), head_inner;
   for (int64_t t = 0; t < n; ++t) {
     const Row<T> x = row(X, t, H), h = row(Hn, t, H);
-    double* out = logits + t * k.vocab;
+    double* out = logits + t * V;
     if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data(), final_norm_bias_);
     else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm && !k.final_norm_plain, h.data());
     if (k.prediction_head == PredictionHead::ModernBert) {  // norm(act(dense h)) (x is done with: its row is scratch)
@@ -2819,8 +2998,8 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       matvec(head_norm_, head_inner.data(), H, k.head_size, h.data());
       for (T& v : h) v = activate(tanh_gelu, v);
     }
-    matvec(lm_head_, h.data(), k.vocab, H, head.data(), lm_head_bias_);
-    for (int64_t r = 0; r < k.vocab; ++r) {
+    matvec(lm_head_, h.data(), V, H, head.data(), lm_head_bias_);
+    for (int64_t r = 0; r < V; ++r) {
       T s = head[static_cast<size_t>(r)];
       if (k.logit_scale != 1) s *= static_cast<T>(k.logit_scale);
       if (k.final_softcap > 0) s = std::tanh(s / static_cast<T>(k.final_softcap)) * static_cast<T>(k.final_softcap);
@@ -2837,7 +3016,7 @@ std::vector<double> SequenceOracle<T>::encode(const std::vector<int32_t>& tokens
     throw std::invalid_argument("encode: attention_mask has " + std::to_string(real.size()) + " entries for " +
                                 std::to_string(tokens.size()) + " tokens");
   real_ = real;
-  std::vector<double> out(tokens.size() * static_cast<size_t>(config_.vocab));
+  std::vector<double> out(tokens.size() * static_cast<size_t>(config_.out_width()));
   forward(tokens.data(), static_cast<int64_t>(tokens.size()), 0, out.data());
   length_ = static_cast<int64_t>(tokens.size());
   return out;
@@ -2848,7 +3027,7 @@ std::vector<double> SequenceOracle<T>::extend(const std::vector<int32_t>& tokens
   if (config_.bidirectional)
     throw std::invalid_argument(config_.name + ": an encoder (" + to_string(config_.family) +
                                 ") has no incremental forward: its positions see later tokens (encode)");
-  std::vector<double> out(tokens.size() * static_cast<size_t>(config_.vocab));
+  std::vector<double> out(tokens.size() * static_cast<size_t>(config_.out_width()));
   forward(tokens.data(), static_cast<int64_t>(tokens.size()), length_, out.data());
   length_ += static_cast<int64_t>(tokens.size());
   return out;

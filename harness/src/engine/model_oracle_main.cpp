@@ -17,7 +17,9 @@
 // activation and head.norm left out, as a loader that maps only the decoder to lm_head would). An encoder
 // (ModelConfig::bidirectional) runs its whole-sequence forward (encode) with --real MASK (comma-separated 1 / 0: the
 // attention_mask, 0 = padding; default all 1); its --span-delta N widens each sliding layer's reach by N on both
-// sides, and --causal lets no query see a later key (OracleOptions::causal): the encoder rules' mutants. Prints
+// sides, and --causal lets no query see a later key (OracleOptions::causal): the encoder rules' mutants;
+// --no-per-layer-input leaves embedding_gemma2's per-layer inputs out (ModelConfig::per_layer_input 0),
+// --gate-up-interleaved reads openai_privacy_filter's experts' gate and up as gpt_oss's even and odd columns. Prints
 // {"n", "vocab", "span", "local_layers", "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
 // "shared_expert", "conv_layers", "conv_kernel", "attention_gate"} (the model's local span, how many layers slide
 // or chunk, how many are MoE, and their routing, how many are convolutions and their taps, and the gate).
@@ -32,10 +34,10 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::cerr
-        << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
-           "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
-           "[--conv-taps-dropped N] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--real MASK] [--causal]\n";
+    std::cerr << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
+                 "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
+                 "[--conv-taps-dropped N] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--real MASK] [--causal] "
+                 "[--no-per-layer-input] [--gate-up-interleaved]\n";
     return 2;
   }
   try {
@@ -81,6 +83,8 @@ int main(int argc, char** argv) {
       else if (std::strcmp(argv[i], "--no-prediction-head") == 0)
         model.config.prediction_head = kvc::engine::PredictionHead::None;
       else if (std::strcmp(argv[i], "--causal") == 0) options.causal = true;
+      else if (std::strcmp(argv[i], "--no-per-layer-input") == 0) model.config.per_layer_input = 0;
+      else if (std::strcmp(argv[i], "--gate-up-interleaved") == 0) moe.gate_up_halves = false;
       else if (std::strcmp(argv[i], "--real") == 0 && i + 1 < argc) {
         std::stringstream mask(argv[++i]);
         for (std::string b; std::getline(mask, b, ',');) real.push_back(b == "1");

@@ -189,8 +189,8 @@ Vec routed_experts(const Model& model, const ModelConfig& k, int64_t l, const Ve
       double s = 0;
       for (int64_t i = 0; i < H; ++i) s += in[i] * gate_up[(e * H + i) * 2 * I + c];
       if (gpt_oss) s += w("experts.gate_up_proj_bias")[e * 2 * I + c];
-      // gpt_oss: gate and up are the even and odd columns; the others: the halves.
-      (gpt_oss ? (c % 2 ? up[c / 2] : gate[c / 2]) : (c < I ? gate[c] : up[c - I])) = s;
+      // gpt_oss: gate and up are the even and odd columns (unless gate_up_halves); the others: the halves.
+      (gpt_oss && !moe.gate_up_halves ? (c % 2 ? up[c / 2] : gate[c / 2]) : (c < I ? gate[c] : up[c - I])) = s;
     }
     for (int64_t i = 0; i < I; ++i) {
       if (gpt_oss) {  // the clamped SwiGLU
@@ -264,6 +264,16 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
       x.back() = norm(x.back(), model.at("model.embed_norm.weight"), k.norm_bias ? &model.at("model.embed_norm.bias") : nullptr,
                       k.eps, true, false);
     if (k.embed_rms_norm) rms_norm(x.back().data(), H, nullptr, k.eps, false);
+  }
+  // Per-layer inputs (embedding_gemma2): per_layer_model_projection of each embedding times hidden ** -0.5, each
+  // layer's P values RMS-normed.
+  const int64_t P = k.per_layer_input;
+  std::vector<Vec> ple;
+  for (int64_t p = 0; P > 0 && p < n; ++p) {
+    ple.push_back(linear(model.at("model.ple.per_layer_model_projection.weight"), x[p], k.layers * P));
+    for (double& v : ple.back()) v *= std::pow(static_cast<double>(H), -0.5);
+    for (int64_t l = 0; l < k.layers; ++l)
+      rms_norm(ple.back().data() + l * P, P, model.at("model.ple.per_layer_projection_norm.weight").data(), k.eps, k.gemma_norm);
   }
   // Per layer, every position's keys and values ([position][kv heads * head dim]); a layer that
   // shares K/V reads its source layer's.
@@ -394,6 +404,13 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
         ff = norm(model, k, layer_name(l, "post_feedforward_layernorm."), ff,
                   k.norm_placement == NormPlacement::Sandwich ? post_eps : k.eps);
       for (int64_t i = 0; i < H; ++i) x[p][i] += ff[i] * k.residual_scale;
+      if (P > 0) {  // x += norm(per_layer_projection(act(per_layer_input_gate x) * ple_l))
+        Vec g = linear(w("ple_block.per_layer_input_gate.weight"), x[p], P);
+        for (int64_t i = 0; i < P; ++i) g[i] = activate(k, g[i]) * ple[p][l * P + i];
+        const Vec y = norm(model, k, layer_name(l, "ple_block.post_per_layer_input_norm."),
+                           linear(w("ple_block.per_layer_projection.weight"), g, H), k.eps);
+        for (int64_t i = 0; i < H; ++i) x[p][i] += y[i];
+      }
       if (k.layer_scalar)
         for (double& v : x[p]) v *= w("layer_scalar")[0];
     }
@@ -413,7 +430,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
       y = linear(model.at("head.linear2.weight"), y, H);
       for (double& v : y) v = gelu_tanh(v);
     }
-    for (double v : linear(head, y, k.vocab, k.lm_head_bias ? &model.at("lm_head.bias") : nullptr)) {
+    for (double v : linear(head, y, k.out_width(), k.lm_head_bias ? &model.at("lm_head.bias") : nullptr)) {
       v *= k.logit_scale;
       if (k.final_softcap > 0) v = std::tanh(v / k.final_softcap) * k.final_softcap;
       logits.push_back(v);

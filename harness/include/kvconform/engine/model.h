@@ -58,14 +58,16 @@ enum class Family {
   Qwen2Vl,
   Qwen25Vl,  // multimodal: the text decoder of the model's text_config
   ModernBertDecoder,
-  ModernBert,  // an encoder (bidirectional): SequenceOracle::encode
-  Ultrabert,   // an encoder
+  ModernBert,           // an encoder (bidirectional): SequenceOracle::encode
+  Ultrabert,            // an encoder
+  EmbeddingGemma2Text,  // an encoder whose output is the projected final hidden states (ModelConfig::outputs)
+  OpenAIPrivacyFilter,  // an encoder whose output is num_labels scores per position (a token classifier)
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
-// "muse_glimmer_text", "kolibri1", "laguna"
+// "muse_glimmer_text", "kolibri1", "laguna", "embedding_gemma2_text", "openai_privacy_filter"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -126,6 +128,10 @@ struct MoeConfig {
   // which load_model splits into the shared module's gate_proj, up_proj and down_proj.
   std::string router = "router.", shared = "shared_expert.", fused_shared;
   bool stacked_experts = false;
+  // GptOss: gate and up are the halves of gate_up_proj's 2I columns (openai_privacy_filter's "concatenated layout"), not
+  // its even and odd columns. (Its router's weights divided by top_k and the MLP's output times num_experts_per_tok
+  // cancel: no rule.)
+  bool gate_up_halves = false;
 };
 
 // What the forward needs from config.json, read per family the way transformers reads it: the
@@ -228,6 +234,14 @@ struct ModelConfig {
   // of a layer's relative name (model.layers.<l>.<from>...) or, beginning "model.", of a whole name; a name
   // outside model.* (a head's) by the first pair whose `from` begins it.
   std::vector<std::pair<std::string, std::string>> tensor_names;
+  // An encoder's output other than the vocabulary's logits: each position's lm_head(final norm h) is this many values,
+  // with no logit scale or soft-cap (embedding_gemma2's embedding_projection to embedding_dim); 0: vocab.
+  int64_t outputs = 0;
+  // Per-layer inputs made from the embeddings alone (embedding_gemma2's projection-only PLE, hidden_size_per_layer_input
+  // P; 0: none): ple = RMSNorm(model.ple.per_layer_model_projection e * hidden ** -0.5) over each layer's P-slice (e the
+  // scaled embedding); after its MLP's residual add, layer l adds post_per_layer_input_norm(per_layer_projection(
+  // act(per_layer_input_gate x) * ple_l)) (ple_block.*, the model's norm style and activation), before layer_scalar.
+  int64_t per_layer_input = 0;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -242,6 +256,7 @@ struct ModelConfig {
   int64_t source(int64_t layer) const { return kv_source.empty() ? layer : kv_source[static_cast<size_t>(layer)]; }
   bool shares_kv(int64_t layer) const { return source(layer) != layer; }
   bool conv(int64_t layer) const { return !conv_layers.empty() && conv_layers[static_cast<size_t>(layer)]; }
+  int64_t out_width() const { return outputs > 0 ? outputs : vocab; }  // the values of each position's output row
 };
 
 // Throws std::invalid_argument naming `file` and the field.
@@ -353,6 +368,7 @@ class SequenceOracle {
     std::vector<T> gate_proj, in_proj, in_bias, conv, conv_b, out_proj, out_bias;  // attn_gate; a conv layer
     std::vector<T> conv_in;  // a conv layer's B * x, [position][hidden]: its state, kept whole
     std::vector<T> inv_freq;
+    std::vector<T> ple_gate, ple_projection, ple_norm;  // per_layer_input: ple_block's [P, H], [H, P], [H]
   };
   // The logits of n tokens at positions pos0, pos0 + 1, ... ([n, vocab]), their K/V appended.
   void forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits);
@@ -361,7 +377,8 @@ class SequenceOracle {
   OracleOptions options_;
   std::vector<T> embed_, final_norm_, lm_head_;
   std::vector<T> final_norm_bias_, embed_norm_, embed_norm_bias_, head_dense_, head_dense_bias_, head_norm_, head_norm_bias_,
-      lm_head_bias_;  // ModernBERT's layout (ModelConfig::embed_norm, prediction_head)
+      lm_head_bias_;                          // ModernBERT's layout (ModelConfig::embed_norm, prediction_head)
+  std::vector<T> ple_projection_, ple_norm_;  // ModelConfig::per_layer_input: [layers * P, H], [P]
   std::vector<Layer> layers_;
   int64_t length_ = 0;
   int64_t forgotten_ = 0;
