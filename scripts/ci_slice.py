@@ -26,6 +26,7 @@ from the commit id. Prints the regular expression (one line; empty where the sli
 out); exit 2 on bad usage.
 """
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -50,12 +51,13 @@ HEAVY_FILE = os.path.join(ROOT, ".ci", "heavy-tests.txt")
 HEAVY_SECONDS = 15.0
 
 
+@functools.lru_cache(maxsize=None)
 def heavy_tests():
     """The names .ci/heavy-tests.txt lists (a name, a tab and its measured seconds a line; # comments)."""
     if not os.path.exists(HEAVY_FILE):
-        return set()
+        return frozenset()
     with open(HEAVY_FILE) as f:
-        return {line.split("\t")[0] for line in f if line.strip() and not line.startswith("#")}
+        return frozenset(line.split("\t")[0] for line in f if line.strip() and not line.startswith("#"))
 
 
 def test_name(name):
