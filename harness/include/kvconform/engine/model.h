@@ -58,14 +58,15 @@ enum class Family {
   Qwen2Vl,
   Qwen25Vl,  // multimodal: the text decoder of the model's text_config
   ModernBertDecoder,
-  ModernBert,  // an encoder (bidirectional): SequenceOracle::encode
-  Ultrabert,   // an encoder
+  ModernBert,   // an encoder (bidirectional): SequenceOracle::encode
+  Ultrabert,    // an encoder
+  Gemma3nText,  // gemma3n's text decoder (Gemma3nForCausalLM)
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
-// "muse_glimmer_text", "kolibri1", "laguna"
+// "muse_glimmer_text", "kolibri1", "laguna", "gemma3n_text"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -228,6 +229,34 @@ struct ModelConfig {
   // of a layer's relative name (model.layers.<l>.<from>...) or, beginning "model.", of a whole name; a name
   // outside model.* (a head's) by the first pair whose `from` begins it.
   std::vector<std::pair<std::string, std::string>> tensor_names;
+  // gemma3n's decoder (Gemma3nTextModel), the rules below, each 0 or empty where a family has none. Its
+  // scales are the values of transformers' float32 buffers (torch.tensor(...) upcast by .to(float64)).
+  // Per-layer input embeddings (hidden_size_per_layer_input P): each token's input to layer l is
+  //   pli[l] = (RMSNorm_w(per_layer_model_projection(e)[l] * per_layer_projection_scale) +
+  //             embed_tokens_per_layer[id][l] * per_layer_embed_scale) * per_layer_input_scale,
+  // e the scaled embedding, an id at or past per_layer_vocab reading row 0; after the layer (and AltUp's
+  // correction) RMSNorm_w(per_layer_projection(act(per_layer_input_gate(s)) * pli[l])) is added to the
+  // streams 1.. (s: the active stream, times altup.correct_output_scale where altup_correct_scale).
+  int64_t per_layer_input = 0;
+  int64_t per_layer_vocab = 0;
+  double per_layer_embed_scale = 1, per_layer_projection_scale = 1, per_layer_input_scale = 1;
+  // AltUp (altup_num_inputs A > 0): A streams, stream 0 the embedding and stream i its altup_projections[i-1]
+  // rescaled to its RMS. Each layer runs on the active stream of the prediction
+  //   pred_q = s_q + sum_p c[q * A + p] s_p,  c = prediction_coefs(tanh(modality_router(RMSNorm_w(s_active) *
+  //   altup_router_scale))),
+  // and its output y corrects every stream: s_i = (y - pred_active) * (correction_coefs(tanh(router(y)))_i + 1) +
+  // pred_i. The final norm reads the mean of stream 0 and the altup_unembed_projections of the others (each
+  // rescaled to stream 0's RMS).
+  int64_t altup_inputs = 0, altup_active = 0;
+  bool altup_correct_scale = false;
+  double altup_router_scale = 1;
+  // LAuReL (laurel_rank R > 0): the attention's residual sum becomes (x + attn + laurel) / sqrt(2), laurel =
+  // h + RMSNorm_w(linear_right(linear_left(h))), h the attention's (normed) input.
+  int64_t laurel_rank = 0;
+  // Activation sparsity, per layer (empty: none): on a layer with a target p > 0 the MLP's gate projection g
+  // becomes relu(g - (mean(g) + std(g) * z)), std the population one and z the float32 standard normal quantile of
+  // p as torch computes it (sparsity_quantile).
+  std::vector<double> activation_sparsity;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -243,6 +272,11 @@ struct ModelConfig {
   bool shares_kv(int64_t layer) const { return source(layer) != layer; }
   bool conv(int64_t layer) const { return !conv_layers.empty() && conv_layers[static_cast<size_t>(layer)]; }
 };
+
+// The cut of gemma3n's activation sparsity for a target p: torch.distributions.Normal(0, 1).icdf of p as a float32
+// tensor, computed as torch's CPU kernel does (float32 arithmetic, its erfinv: a rational guess and two Newton
+// steps), widened to double as transformers' _gaussian_topk does.
+double sparsity_quantile(double p);
 
 // Throws std::invalid_argument naming `file` and the field.
 ModelConfig parse_config(const nlohmann::json& config, const std::string& file);
@@ -353,6 +387,10 @@ class SequenceOracle {
     std::vector<T> gate_proj, in_proj, in_bias, conv, conv_b, out_proj, out_bias;  // attn_gate; a conv layer
     std::vector<T> conv_in;  // a conv layer's B * x, [position][hidden]: its state, kept whole
     std::vector<T> inv_freq;
+    // gemma3n (ModelConfig's AltUp, LAuReL and per-layer input rules)
+    std::vector<T> altup_scale, altup_correct, altup_predict, altup_router, altup_router_norm;
+    std::vector<T> laurel_left, laurel_right, laurel_norm, per_layer_gate, per_layer_proj, per_layer_norm;
+    T sparsity_cut = 0;  // sparsity_quantile of the layer's target; used where activation_sparsity[l] > 0
   };
   // The logits of n tokens at positions pos0, pos0 + 1, ... ([n, vocab]), their K/V appended.
   void forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits);
@@ -363,6 +401,9 @@ class SequenceOracle {
   std::vector<T> final_norm_bias_, embed_norm_, embed_norm_bias_, head_dense_, head_dense_bias_, head_norm_, head_norm_bias_,
       lm_head_bias_;  // ModernBERT's layout (ModelConfig::embed_norm, prediction_head)
   std::vector<Layer> layers_;
+  // gemma3n: the per-layer embedding table, its projection and norm; AltUp's stream projections (A - 1 of [H, H]).
+  std::vector<T> per_layer_embed_, per_layer_model_proj_, per_layer_proj_norm_;
+  std::vector<std::vector<T>> altup_proj_, altup_unembed_;
   int64_t length_ = 0;
   int64_t forgotten_ = 0;
   std::vector<bool> real_;  // encode's attention_mask (empty: every key real)
