@@ -33,6 +33,13 @@ checkpoints of the family use:
                    K/V, layer 3 layer 1's), v_norm, layer_scalar, final soft-cap, no per-layer input embeddings
   gemma4-keqv      gemma4_text, 3 layers, no layer_types (5 : 1 with the last full: S, S, F), window 4,
                    attention_k_eq_v with num_global_key_value_heads 1 on the full layer, partial 0.5, untied
+  gemma3n-w3       gemma3n_text, 5 layers, no layer_types (4 sliding : 1 full), window 3, intermediate_size listed per
+                   layer, per-layer input embeddings of 16, AltUp of 4
+                   streams, LAuReL rank 8, activation sparsity [0.95, 0.6, 0, 0.3, 0], the default final soft-cap 30,
+                   no KV sharing (4.56.2 and 4.57.6 share K/V only through a cache), tied
+  gemma3n-explicit gemma3n_text, 3 layers, layer_types [S, F, S], window 2, per-layer inputs of 8, AltUp of 3 streams on
+                   altup_active_idx 1 without altup_correct_scale, LAuReL rank 4, sparsity [0, 0.95, 0.5], soft-cap 8,
+                   full base 5e5, untied
   olmo3-w3         olmo3, 4 layers, no layer_types (3 sliding : 1 full), window 3, olmo2's post-norms, q/k norms
                    over the whole projection
   olmo3-bias       olmo3, 3 layers, explicit irregular layer_types [F, S, S], window 2, attention_bias, tied
@@ -164,6 +171,19 @@ GEMMA4 = {
     "tie_word_embeddings": True,
     "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
                         F: {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0}},
+}
+
+GEMMA3N = {  # Gemma3nTextConfig's keys; rope bases in both the 4.x keys and 5.x's rope_parameters
+    "architectures": ["Gemma3nForCausalLM"],
+    "model_type": "gemma3n_text",
+    "hidden_activation": "gelu_pytorch_tanh",
+    "rope_theta": 1000000.0,
+    "rope_local_base_freq": 10000.0,
+    "rope_parameters": {F: {"rope_type": "default", "rope_theta": 1000000.0},
+                        S: {"rope_type": "default", "rope_theta": 10000.0}},
+    "num_kv_shared_layers": 0,
+    "altup_coef_clip": 120.0,
+    "tie_word_embeddings": True,
 }
 
 MODELS_GRANITE_SWA = {  # granite_swa's encoding (graniteswa-w4 below), which granitemoe_swa shares
@@ -629,6 +649,35 @@ MODELS = {
         "tie_word_embeddings": False,
         "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
                             F: {"rope_type": "proportional", "partial_rotary_factor": 0.5, "rope_theta": 1000000.0}},
+    }),
+    "gemma3n-w3": ("gemma3n_text", {
+        **GEMMA3N,
+        "num_hidden_layers": 5,
+        "sliding_window": 3,
+        "intermediate_size": [128] * 5,
+        "hidden_size_per_layer_input": 16,
+        "vocab_size_per_layer_input": 256,  # the vocabulary: 4.56.2 to 5.13.1 raise IndexError on an id past the table
+        "altup_num_inputs": 4,
+        "laurel_rank": 8,
+        "activation_sparsity_pattern": [0.95, 0.6, 0.0, 0.3, 0.0],
+    }),
+    "gemma3n-explicit": ("gemma3n_text", {
+        **GEMMA3N,
+        "num_hidden_layers": 3,
+        "layer_types": [S, F, S],
+        "sliding_window": 2,
+        "hidden_size_per_layer_input": 8,
+        "vocab_size_per_layer_input": 256,
+        "altup_num_inputs": 3,
+        "altup_active_idx": 1,
+        "altup_correct_scale": False,
+        "laurel_rank": 4,
+        "activation_sparsity_pattern": [0.0, 0.95, 0.5],
+        "final_logit_softcapping": 8.0,  # 5.25.0's strict config takes no null
+        "rope_theta": 500000.0,
+        "rope_parameters": {F: {"rope_type": "default", "rope_theta": 500000.0},
+                            S: {"rope_type": "default", "rope_theta": 10000.0}},
+        "tie_word_embeddings": False,
     }),
     "olmo3-w3": ("olmo3", {
         "architectures": ["Olmo3ForCausalLM"],

@@ -306,6 +306,8 @@ def tensors(name, family, cfg):
             own_kv = i < first_shared
             own_v = own_kv and not (full and cfg.get("attention_k_eq_v"))
             put(p + "layer_scalar", (1,), 0.7, 1.3)
+        if family == "gemma3n_text":
+            gemma3n_layer(put, p, cfg)
         if family == "phi3":  # fused: rows [q; k; v]
             put(p + "self_attn.qkv_proj.weight", ((HEADS + 2 * KV_HEADS) * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         else:
@@ -417,15 +419,16 @@ def tensors(name, family, cfg):
             put(f + "experts.down_proj", (e, inter, HIDDEN), -OUT, OUT)
             put(f + "experts.down_proj_bias", (e, HIDDEN), -BIAS, BIAS)
         else:
-            mlp(p + "mlp.", cfg.get("intermediate_size", INTER))
+            inter = cfg.get("intermediate_size", INTER)
+            mlp(p + "mlp.", inter[i] if isinstance(inter, list) else inter)
         if not post_norm:
             put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
         # cohere2's (and cohere2_moe's) parallel block has one norm per layer; vaultgemma none after attention
         if family not in ("cohere2", "cohere2_moe", "vaultgemma"):
             put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma2", "gemma3", "gemma4_text", "vaultgemma", "muse_glimmer_text"):
+        if family in ("gemma2", "gemma3", "gemma4_text", "vaultgemma", "muse_glimmer_text", "gemma3n_text"):
             put(p + "pre_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma2", "gemma3", "gemma4_text", "muse_glimmer_text") or post_norm:
+        if family in ("gemma2", "gemma3", "gemma4_text", "muse_glimmer_text", "gemma3n_text") or post_norm:
             put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
         if family == "muse_glimmer_text":  # afmoe's gate of every attention output element (weightless q/k norms)
             put(p + "self_attn.gate_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
@@ -439,7 +442,8 @@ def tensors(name, family, cfg):
             put(p + "pre_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "post_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "self_attn.gate_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
-        if family in ("gemma3", "qwen3", "gemma4_text", "dots1", "exaone_moe", "mellum", "flint", "afmoe", "kolibri1", "laguna"):
+        if family in ("gemma3", "qwen3", "gemma4_text", "dots1", "exaone_moe", "mellum", "flint", "afmoe", "kolibri1", "laguna",
+                      "gemma3n_text"):
             put(p + "self_attn.q_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
             if own_kv:
                 put(p + "self_attn.k_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
@@ -449,12 +453,43 @@ def tensors(name, family, cfg):
             whole = family == "olmo3"
             put(p + "self_attn.q_norm.weight", ((HEADS if whole else 1) * HEAD_DIM,), 2.0 - 2 * NORM, 2.0 + 2 * NORM)
             put(p + "self_attn.k_norm.weight", ((KV_HEADS if whole else 1) * HEAD_DIM,), 2.0 - 2 * NORM, 2.0 + 2 * NORM)
+    if family == "gemma3n_text":
+        gemma3n_model(put, cfg)
     if family == "muse_glimmer_text":  # its final norm's weight is w, not 1 + w
         norm_lo, norm_hi = 1 - NORM, 1 + NORM
     put("model.embedding_norm.weight" if family == "lfm3" else "model.norm.weight", (HIDDEN,), norm_lo, norm_hi)
     if not cfg["tie_word_embeddings"]:
         put("lm_head.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
     return t
+
+
+def gemma3n_layer(put, p, cfg):
+    """A gemma3n layer's AltUp, LAuReL and per-layer input tensors (its attention and MLP are gemma's). The modality
+    router reads RMSNorm(x) / hidden_size: its range of 8 gives modalities tanh(~0.6), so that AltUp's coefficients
+    vary with the token (sensitivity.py); the other norms and the output scale sit around 1."""
+    a, r, pl = cfg.get("altup_num_inputs", 4), cfg.get("laurel_rank", 64), cfg.get("hidden_size_per_layer_input", 256)
+    put(p + "altup.correct_output_scale", (HIDDEN,), 1.0 - NORM, 1.0 + NORM)
+    put(p + "altup.correction_coefs.weight", (a, a), -PROJ, PROJ)
+    put(p + "altup.prediction_coefs.weight", (a * a, a), -PROJ, PROJ)
+    put(p + "altup.modality_router.weight", (a, HIDDEN), -8.0, 8.0)
+    put(p + "altup.router_norm.weight", (HIDDEN,), 1.0 - NORM, 1.0 + NORM)
+    put(p + "laurel.linear_left.weight", (r, HIDDEN), -PROJ, PROJ)
+    put(p + "laurel.linear_right.weight", (HIDDEN, r), -PROJ, PROJ)
+    put(p + "laurel.post_laurel_norm.weight", (HIDDEN,), 1.0 - NORM, 1.0 + NORM)
+    put(p + "per_layer_input_gate.weight", (pl, HIDDEN), -PROJ, PROJ)
+    put(p + "per_layer_projection.weight", (HIDDEN, pl), -PROJ, PROJ)
+    put(p + "post_per_layer_input_norm.weight", (HIDDEN,), 1.0 - NORM, 1.0 + NORM)
+
+
+def gemma3n_model(put, cfg):
+    """gemma3n's model-level tensors: the per-layer embedding table, its projection and norm, AltUp's projections."""
+    layers, pl = cfg["num_hidden_layers"], cfg.get("hidden_size_per_layer_input", 256)
+    put("model.embed_tokens_per_layer.weight", (cfg.get("vocab_size_per_layer_input", 262144), layers * pl), -EMBED, EMBED)
+    put("model.per_layer_model_projection.weight", (layers * pl, HIDDEN), -PROJ, PROJ)
+    put("model.per_layer_projection_norm.weight", (pl,), 1.0 - NORM, 1.0 + NORM)
+    for i in range(cfg.get("altup_num_inputs", 4) - 1):
+        put(f"model.altup_projections.{i}.weight", (HIDDEN, HIDDEN), -PROJ, PROJ)
+        put(f"model.altup_unembed_projections.{i}.weight", (HIDDEN, HIDDEN), -PROJ, PROJ)
 
 
 def lfm3_layer(put, p, i, cfg, norm_lo, norm_hi):

@@ -275,6 +275,12 @@ _ROTARY.update({
     "transformers.models.qwen2_5_omni.modeling_qwen2_5_omni": ("Qwen2_5OmniRotaryEmbedding", _mrope_rotary_forward),
     "transformers.models.gemma4_unified.modeling_gemma4_unified": ("Gemma4UnifiedTextRotaryEmbedding", _rotary_forward),
 })
+# gemma3n's decoder (every release): Gemma 3n's weight-w (or weightless) RMSNorm; its rotary module is 4.x's one per
+# base (rotary_emb, rotary_emb_local) or 5.x's one buffer per layer type.
+_NORMS["transformers.models.gemma3n.modeling_gemma3n"] = [("Gemma3nRMSNorm", _gemma4_norm_forward)]
+_ROTARY["transformers.models.gemma3n.modeling_gemma3n"] = ("Gemma3nTextRotaryEmbedding", _rotary_forward)
+# A rotary class renamed between releases: its module's other name (each release has one of the two).
+_ROTARY_RENAMED = {"transformers.models.gemma3n.modeling_gemma3n": ("Gemma3nRotaryEmbedding", _rotary_forward)}
 _MROPE = ("Qwen2VLRotaryEmbedding", "Qwen2_5_VLRotaryEmbedding", "Qwen2_5OmniRotaryEmbedding")  # position ids [3, bs, seq] (_check_rotary)
 
 
@@ -326,20 +332,21 @@ def _patch_granite_swa(mod):
     mod.eager_attention_forward = eager_attention_forward
 
 
-def _recast(cls, mod, pattern, replacement, expected):
-    """cls.forward with its float32 casts (`pattern`, exactly `expected` of them, else it raises) rewritten to
-    float64, compiled in the module's scope."""
+def _recast(cls, mod, pattern, replacement, expected, method="forward"):
+    """cls.<method> (forward by default) with its float32 casts (`pattern`, exactly `expected` of them, else it raises)
+    rewritten to float64, compiled in the module's scope."""
     import inspect
     import re
     import textwrap
 
-    src = textwrap.dedent(inspect.getsource(cls.forward))
+    fn = getattr(cls, method)
+    src = textwrap.dedent(inspect.getsource(fn))
     new, n = re.subn(pattern, replacement, src)
     if n != expected:
-        raise RuntimeError(f"exact64: {cls.__name__}.forward has {n} float32 casts (expected {expected})")
+        raise RuntimeError(f"exact64: {cls.__name__}.{method} has {n} float32 casts (expected {expected})")
     scope = dict(vars(mod))
-    exec(compile(new, inspect.getsourcefile(cls.forward), "exec"), scope)
-    cls.forward = scope["forward"]
+    exec(compile(new, inspect.getsourcefile(fn), "exec"), scope)
+    setattr(cls, method, scope[method])
 
 
 def _patch_dots1(mod):
@@ -403,7 +410,15 @@ def _patch_openai_privacy_filter(mod):
     _recast(mod.OpenAIPrivacyFilterTopKRouter, mod, r"\.float\(\)", ".double()", 3)
 
 
+def _patch_gemma3n(mod):
+    """gemma3n: AltUp's modalities take tanh(routed.float()): rewritten to `.double()`. (Its float32 buffers, the
+    embedding scales, per_layer_input_scale and router_input_scale, are values the model multiplies by: the oracle
+    reads them as their float32 values, as does its activation sparsity's float32 normal quantile.)"""
+    _recast(mod.Gemma3nTextAltUp, mod, r"routed\.float\(\)", "routed.double()", 1, "compute_router_modalities")
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
+          "transformers.models.gemma3n.modeling_gemma3n": _patch_gemma3n,
           "transformers.models.dots1.modeling_dots1": _patch_dots1,
           "transformers.models.granitemoe_swa.modeling_granitemoe_swa": _patch_granitemoe_swa,
           "transformers.models.exaone_moe.modeling_exaone_moe": _patch_exaone_moe,
@@ -647,7 +662,7 @@ def patch(model):
                     continue
                 _ORIG_FORWARD.setdefault(getattr(mod, cls_name), getattr(mod, cls_name).forward)
                 getattr(mod, cls_name).forward = fwd
-        for modname, (cls_name, fwd) in _ROTARY.items():
+        for modname, (cls_name, fwd) in list(_ROTARY.items()) + list(_ROTARY_RENAMED.items()):
             mod = _module(modname)
             if mod and hasattr(mod, cls_name):
                 _ORIG_FORWARD.setdefault(getattr(mod, cls_name), getattr(mod, cls_name).forward)
@@ -657,7 +672,8 @@ def patch(model):
                 fn(_module(modname))
         torch.nn.functional.softmax = _softmax64
         _PATCHED = True
-    rotary_classes = tuple(getattr(_module(m), c) for m, (c, _) in _ROTARY.items() if hasattr(_module(m), c))
+    rotary_classes = tuple(getattr(_module(m), c) for m, (c, _) in list(_ROTARY.items()) + list(_ROTARY_RENAMED.items())
+                           if hasattr(_module(m), c))
     norm_classes = tuple(getattr(_module(m), c) for m, items in _NORMS.items() if _module(m) for c, _ in items
                          if hasattr(_module(m), c))
     for name, m in model.named_modules():

@@ -321,6 +321,27 @@ std::vector<std::string> patterned_types(const json& c, int64_t layers, int64_t 
   return types;
 }
 
+// KV sharing (gemma4_text, gemma3n_text): the last `shared` layers have no K/V of their own; each attends the K/V of
+// the last earlier unshared layer of its type. Per layer, the layer whose K/V it attends.
+std::vector<int64_t> kv_sources(const std::vector<std::string>& types, int64_t shared, const std::string& file) {
+  const int64_t layers = static_cast<int64_t>(types.size()), first_shared = layers - shared;
+  std::vector<int64_t> sources;
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string& type = types[static_cast<size_t>(l)];
+    int64_t source = l;
+    if (l >= first_shared) {
+      source = -1;
+      for (int64_t j = first_shared - 1; j >= 0 && source < 0; --j)
+        if (types[static_cast<size_t>(j)] == type) source = j;
+      if (source < 0)
+        bad(file, "/num_kv_shared_layers",
+            "layer " + std::to_string(l) + " (" + type + ") has no earlier layer of its type to share");
+    }
+    sources.push_back(source);
+  }
+  return sources;
+}
+
 // Gemma4TextConfig (5.13.1, 5.24.0; earlier releases have no gemma4). Layer types default 5 sliding :
 // 1 full, and the last layer is forced full whatever layer_types says. Rope per layer type from
 // rope_parameters (default: sliding "default" base 1e4; full "proportional", partial_rotary_factor 0.25,
@@ -369,7 +390,7 @@ void read_gemma4_text(const json& c, const std::string& file, ModelConfig& m) {
                              : 0;
   if (shared < 0 || shared >= m.layers) bad(file, "/num_kv_shared_layers", "must be in [0, num_hidden_layers)");
   if (shared > 0 && bool_or(c, "use_double_wide_mlp", false, file)) bad(file, "/use_double_wide_mlp", "is not modelled");
-  const int64_t first_shared = m.layers - shared;
+  m.kv_source = kv_sources(types, shared, file);
   for (int64_t l = 0; l < m.layers; ++l) {
     const std::string& type = types[static_cast<size_t>(l)];
     const bool full = type == "full_attention";
@@ -390,16 +411,64 @@ void read_gemma4_text(const json& c, const std::string& file, ModelConfig& m) {
     } else {
       bad(file, "/rope_parameters/" + type + "/rope_type", "\"" + rt + "\" is not modelled (default and proportional are)");
     }
-    int64_t source = l;
-    if (l >= first_shared) {
-      source = -1;
-      for (int64_t j = first_shared - 1; j >= 0 && source < 0; --j)
-        if (types[static_cast<size_t>(j)] == type) source = j;
-      if (source < 0)
-        bad(file, "/num_kv_shared_layers",
-            "layer " + std::to_string(l) + " (" + type + ") has no earlier layer of its type to share");
+  }
+}
+
+// gemma3n's text decoder: Gemma3nTextConfig and Gemma3nTextModel, every pinned release (4.56.2 on). gemma's sandwich
+// norms with the weight applied as w (Gemma3nRMSNorm: x * pow(mean(x^2) + eps, -0.5) * w), q/k norms before rope, a
+// weightless value norm, unscaled scores, the final soft-cap (30 by default), tied; layer types default 4 sliding : 1
+// full; rope bases per layer type (4.x rope_theta and rope_local_base_freq, 5.x rope_parameters); gemma4's KV sharing
+// (num_kv_shared_layers, default 15: the last n layers attend the last earlier unshared layer of their type's K/V;
+// 4.56.2 and 4.57.6 share only through a cache, so their no-cache forward gives the shared layers K/V of their own:
+// the oracle follows generation, as 5.13.1 on do in both); and the rules of ModelConfig's gemma3n block: per-layer
+// input embeddings, AltUp, LAuReL and activation sparsity (default 0.95 on the first 10 layers of a model with more
+// than 10). An id at or past vocab_size_per_layer_input reads the per-layer table's row 0, as 5.24.0 on do (4.56.2 to
+// 5.13.1 raise IndexError there; the multimodal model maps those ids before). intermediate_size may list one size
+// per layer: a list of one size is read. 4.x clamps AltUp's
+// correction coefficients to altup_coef_clip at inference too (5.x only in training): the checkpoints keep theirs
+// far inside it.
+void read_gemma3n_text(const json& c, const std::string& file, ModelConfig& m) {
+  m.norm_placement = NormPlacement::Sandwich;
+  m.gelu = true;
+  if (c.value("hidden_activation", std::string("gelu_pytorch_tanh")) != "gelu_pytorch_tanh")
+    bad(file, "/hidden_activation", "only gelu_pytorch_tanh is modelled");
+  m.qk_norm = m.v_norm = true;
+  m.tied = c.value("tie_word_embeddings", true);
+  const auto f32 = [](double v) { return static_cast<double>(static_cast<float>(v)); };  // a float32 buffer's value
+  m.embed_scale = f32(std::sqrt(static_cast<double>(m.hidden)));
+  m.query_scale = 1.0;
+  m.final_softcap = c.contains("final_logit_softcapping") ? number_or(c, "final_logit_softcapping", 0, file) : 30;
+  m.rope_theta = rope_base(c, "full_attention", "rope_theta", 1e6, file);
+  m.rope_local_theta = rope_base(c, "sliding_attention", "rope_local_base_freq", 1e4, file);
+  if (!c.contains("sliding_window")) m.sliding_window = 512;
+  const std::vector<std::string> types = patterned_types(c, m.layers, 5, file);
+  m.windows = windows_of(types, m.sliding_window, file);
+  const int64_t shared =
+      c.contains("num_kv_shared_layers") && !c["num_kv_shared_layers"].is_null() ? c["num_kv_shared_layers"].get<int64_t>() : 15;
+  if (shared < 0 || shared >= m.layers) bad(file, "/num_kv_shared_layers", "must be in [0, num_hidden_layers)");
+  m.kv_source = kv_sources(types, shared, file);
+  m.per_layer_input = positive_or(c, "hidden_size_per_layer_input", 256, file);
+  m.per_layer_vocab = positive_or(c, "vocab_size_per_layer_input", 262144, file);
+  m.per_layer_embed_scale = f32(std::sqrt(static_cast<double>(m.per_layer_input)));
+  m.per_layer_projection_scale = f32(std::pow(static_cast<double>(m.hidden), -0.5));
+  m.per_layer_input_scale = f32(1 / std::sqrt(2.0));  // torch.rsqrt(torch.tensor(2.0))
+  m.altup_inputs = positive_or(c, "altup_num_inputs", 4, file);
+  m.altup_active = c.contains("altup_active_idx") && !c["altup_active_idx"].is_null() ? c["altup_active_idx"].get<int64_t>() : 0;
+  if (m.altup_active < 0 || m.altup_active >= m.altup_inputs) bad(file, "/altup_active_idx", "must be in [0, altup_num_inputs)");
+  m.altup_correct_scale = bool_or(c, "altup_correct_scale", true, file);
+  m.altup_router_scale = f32(1.0 / static_cast<double>(m.hidden));
+  m.laurel_rank = positive_or(c, "laurel_rank", 64, file);
+  if (c.contains("activation_sparsity_pattern") && !c["activation_sparsity_pattern"].is_null()) {
+    const json& a = c["activation_sparsity_pattern"];
+    if (!a.is_array() || static_cast<int64_t>(a.size()) != m.layers)
+      bad(file, "/activation_sparsity_pattern", "must list one sparsity per layer (" + std::to_string(m.layers) + ")");
+    for (const json& v : a) {
+      if (!v.is_number() || v.get<double>() < 0 || v.get<double>() >= 1)
+        bad(file, "/activation_sparsity_pattern", "entries must be numbers in [0, 1)");
+      m.activation_sparsity.push_back(v.get<double>());
     }
-    m.kv_source.push_back(source);
+  } else {
+    for (int64_t l = 0; l < m.layers; ++l) m.activation_sparsity.push_back(m.layers > 10 && l < 10 ? 0.95 : 0.0);
   }
 }
 
@@ -1241,6 +1310,8 @@ void read_embedding_gemma2_text(const json& c, const std::string& file, ModelCon
   else if (act != "silu") bad(file, "/hidden_activation", "\"" + act + "\" is not modelled (gelu_pytorch_tanh, gelu, silu are)");
   m.outputs = positive_or(c, "embedding_dim", 768, file);
   m.per_layer_input = positive_or(c, "hidden_size_per_layer_input", 512, file);
+  m.per_layer_projection_scale = std::pow(static_cast<double>(m.hidden), -0.5);  // a Python float, not a buffer
+  m.per_layer_tensors = {"model.ple.", "ple_block."};
   if (!c.contains("sliding_window") || c["sliding_window"].is_null()) m.sliding_window = 512;
   std::vector<std::string> types;
   if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
@@ -1704,6 +1775,7 @@ const FamilyEntry kRegistry[] = {
     {Family::Laguna, "laguna", read_laguna},
     {Family::EmbeddingGemma2Text, "embedding_gemma2_text", read_embedding_gemma2_text},
     {Family::OpenAIPrivacyFilter, "openai_privacy_filter", read_openai_privacy_filter},
+    {Family::Gemma3nText, "gemma3n_text", read_gemma3n_text},
 };
 
 }  // namespace
@@ -1721,6 +1793,38 @@ const char* to_string(Attention a) {
     case Attention::Chunked: return "chunked";
   }
   return "?";
+}
+
+double sparsity_quantile(double p) {
+  // Normal(0, 1).icdf(value) = loc + scale * erfinv(2 * value - 1) * sqrt(2), every step a float32 tensor op (the
+  // Python scalars 2, 1 and math.sqrt(2) rounded to float32). erfinv is ATen's calc_erfinv (Math.h: a rational first
+  // guess, then two Newton steps), here run in double and rounded to float32, which is what torch 2.13's CPU kernel
+  // gives nearly always: of the targets i / 200000, 199,951 of 199,999 quantiles agree with torch's bit for bit (the
+  // others by one float32 ulp, near a rounding tie), where the same steps run in float32 part from it on 37,847.
+  const float y = 2.0f * static_cast<float>(p) - 1.0f;
+  const double a[4] = {0.886226899, -1.645349621, 0.914624893, -0.140543331};
+  const double b[4] = {-2.118377725, 1.442710462, -0.329097515, 0.012229801};
+  const double c[4] = {-1.970840454, -1.624906493, 3.429567803, 1.641345311};
+  const double d[2] = {3.543889200, 1.637067800};
+  const double yd = y, y_abs = std::abs(yd);
+  if (!(y_abs < 1.0)) throw std::invalid_argument("sparsity_quantile: the target must be in (0, 1)");
+  double x;
+  if (y_abs <= 0.7) {
+    const double z = yd * yd;
+    const double num = (((a[3] * z + a[2]) * z + a[1]) * z + a[0]);
+    const double dem = ((((b[3] * z + b[2]) * z + b[1]) * z + b[0]) * z + 1.0);
+    x = yd * num / dem;
+  } else {
+    const double z = std::sqrt(-std::log((1.0 - y_abs) / 2.0));
+    const double num = ((c[3] * z + c[2]) * z + c[1]) * z + c[0];
+    const double dem = (d[1] * z + d[0]) * z + 1.0;
+    x = std::copysign(num, yd) / dem;
+  }
+  const double two_over_sqrt_pi = 2.0 * 0.564189583547756286948079451560772586;
+  x = x - (std::erf(x) - yd) / (two_over_sqrt_pi * std::exp(-x * x));
+  x = x - (std::erf(x) - yd) / (two_over_sqrt_pi * std::exp(-x * x));
+  const float scaled = 1.0f * static_cast<float>(x) * static_cast<float>(1.4142135623730951);  // scale * erfinv * sqrt(2)
+  return static_cast<double>(0.0f + scaled);                                                   // loc + ...
 }
 
 Attention ModelConfig::attention(int64_t layer) const {
@@ -1787,7 +1891,16 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   m.head_dim = c.contains("head_dim") && !c["head_dim"].is_null() ? positive(c, "head_dim", file) : m.hidden / m.heads;
   if (m.head_dim % 2) bad(file, "/head_dim", "must be even (rope rotates pairs)");
   // kolibri1 has no dense MLP (every layer a MoE) and no intermediate_size.
-  m.intermediate = m.family == Family::Kolibri1 ? 0 : positive(c, "intermediate_size", file);
+  if (m.family == Family::Gemma3nText && c.contains("intermediate_size") && c["intermediate_size"].is_array()) {
+    // Gemma3nTextConfig: one size per layer (an int stands for every layer); the forward has one.
+    const json& sizes = c["intermediate_size"];
+    if (static_cast<int64_t>(sizes.size()) != m.layers || sizes.empty() || !sizes[0].is_number_integer() ||
+        sizes[0].get<int64_t>() <= 0 || std::any_of(sizes.begin(), sizes.end(), [&](const json& v) { return v != sizes[0]; }))
+      bad(file, "/intermediate_size", "a list must give every layer the same positive size (one per layer is not modelled)");
+    m.intermediate = sizes[0].get<int64_t>();
+  } else {
+    m.intermediate = m.family == Family::Kolibri1 ? 0 : positive(c, "intermediate_size", file);
+  }
   m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
   // attention_bias is read by the families that have it (qwen3); elsewhere true is not modelled.
   if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::Qwen2Vl && m.family != Family::Qwen25Vl &&
@@ -2082,11 +2195,6 @@ Model load_model(const std::string& dir) {
   need("model.norm.weight", k.hidden);
   if (!k.tied) need("lm_head.weight", k.out_width() * k.hidden);
   if (k.tied && k.outputs > 0) throw std::runtime_error(cfg_path + ": an output of its own width cannot be the tied embedding");
-  const int64_t P = k.per_layer_input;  // embedding_gemma2's per-layer inputs
-  if (P > 0) {
-    need("model.ple.per_layer_model_projection.weight", k.layers * P * k.hidden);
-    need("model.ple.per_layer_projection_norm.weight", P);
-  }
   // A LayerNorm's weight (and bias where norm_bias).
   auto need_norm = [&](const std::string& prefix) {
     need(prefix + "weight", k.hidden);
@@ -2167,11 +2275,35 @@ Model load_model(const std::string& dir) {
       if (own_kv) need(layer_name(l, "self_attn.k_norm.weight"), k.qk_norm_whole ? kvd : k.dim(l));
     }
     if (k.layer_scalar) need(layer_name(l, "layer_scalar"), 1);
-    if (P > 0) {
-      need(layer_name(l, "ple_block.per_layer_input_gate.weight"), P * k.hidden);
-      need(layer_name(l, "ple_block.per_layer_projection.weight"), k.hidden * P);
-      need(layer_name(l, "ple_block.post_per_layer_input_norm.weight"), k.hidden);
+    if (k.altup_inputs > 0) {
+      const int64_t A = k.altup_inputs;
+      need(layer_name(l, "altup.correct_output_scale"), k.hidden);
+      need(layer_name(l, "altup.correction_coefs.weight"), A * A);
+      need(layer_name(l, "altup.prediction_coefs.weight"), A * A * A);
+      need(layer_name(l, "altup.modality_router.weight"), A * k.hidden);
+      need(layer_name(l, "altup.router_norm.weight"), k.hidden);
     }
+    if (k.laurel_rank > 0) {
+      need(layer_name(l, "laurel.linear_left.weight"), k.laurel_rank * k.hidden);
+      need(layer_name(l, "laurel.linear_right.weight"), k.hidden * k.laurel_rank);
+      need(layer_name(l, "laurel.post_laurel_norm.weight"), k.hidden);
+    }
+    if (k.per_layer_input > 0) {
+      const std::string& in = k.per_layer_tensors.second;
+      need(layer_name(l, in + "per_layer_input_gate.weight"), k.per_layer_input * k.hidden);
+      need(layer_name(l, in + "per_layer_projection.weight"), k.hidden * k.per_layer_input);
+      need(layer_name(l, in + "post_per_layer_input_norm.weight"), k.hidden);
+    }
+  }
+  if (k.per_layer_input > 0) {
+    const std::string& at = k.per_layer_tensors.first;
+    if (k.per_layer_vocab > 0) need(at + "embed_tokens_per_layer.weight", k.per_layer_vocab * k.layers * k.per_layer_input);
+    need(at + "per_layer_model_projection.weight", k.layers * k.per_layer_input * k.hidden);
+    need(at + "per_layer_projection_norm.weight", k.per_layer_input);
+  }
+  for (int64_t i = 1; i < k.altup_inputs; ++i) {
+    need("model.altup_projections." + std::to_string(i - 1) + ".weight", k.hidden * k.hidden);
+    need("model.altup_unembed_projections." + std::to_string(i - 1) + ".weight", k.hidden * k.hidden);
   }
   return m;
 }
@@ -2350,9 +2482,17 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
   }
   if (k.lm_head_bias) lm_head_bias_ = as<T>(model.at("lm_head.bias"));
   if (k.per_layer_input > 0) {
-    ple_projection_ = as<T>(model.at("model.ple.per_layer_model_projection.weight"));
-    ple_norm_ = as<T>(model.at("model.ple.per_layer_projection_norm.weight"));
+    const std::string& at = k.per_layer_tensors.first;
+    if (k.per_layer_vocab > 0) per_layer_embed_ = as<T>(model.at(at + "embed_tokens_per_layer.weight"));
+    per_layer_model_proj_ = as<T>(model.at(at + "per_layer_model_projection.weight"));
+    per_layer_proj_norm_ = as<T>(model.at(at + "per_layer_projection_norm.weight"));
   }
+  for (int64_t i = 1; i < k.altup_inputs; ++i) {
+    altup_proj_.push_back(as<T>(model.at("model.altup_projections." + std::to_string(i - 1) + ".weight")));
+    altup_unembed_.push_back(as<T>(model.at("model.altup_unembed_projections." + std::to_string(i - 1) + ".weight")));
+  }
+  if (!k.activation_sparsity.empty() && static_cast<int64_t>(k.activation_sparsity.size()) != k.layers)
+    throw std::invalid_argument("ModelConfig::activation_sparsity needs one entry per layer");
   layers_.resize(static_cast<size_t>(k.layers));
   for (int64_t l = 0; l < k.layers; ++l) {
     Layer& L = layers_[static_cast<size_t>(l)];
@@ -2431,11 +2571,25 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       if (own_kv) L.k_norm = get("self_attn.k_norm.weight");
     }
     if (k.layer_scalar) L.scalar = get("layer_scalar")[0];
-    if (k.per_layer_input > 0) {
-      L.ple_gate = get("ple_block.per_layer_input_gate.weight");
-      L.ple_projection = get("ple_block.per_layer_projection.weight");
-      L.ple_norm = get("ple_block.post_per_layer_input_norm.weight");
+    if (k.altup_inputs > 0) {
+      L.altup_scale = get("altup.correct_output_scale");
+      L.altup_correct = get("altup.correction_coefs.weight");
+      L.altup_predict = get("altup.prediction_coefs.weight");
+      L.altup_router = get("altup.modality_router.weight");
+      L.altup_router_norm = get("altup.router_norm.weight");
     }
+    if (k.laurel_rank > 0) {
+      L.laurel_left = get("laurel.linear_left.weight");
+      L.laurel_right = get("laurel.linear_right.weight");
+      L.laurel_norm = get("laurel.post_laurel_norm.weight");
+    }
+    if (k.per_layer_input > 0) {
+      L.per_layer_gate = get(k.per_layer_tensors.second + "per_layer_input_gate.weight");
+      L.per_layer_proj = get(k.per_layer_tensors.second + "per_layer_projection.weight");
+      L.per_layer_norm = get(k.per_layer_tensors.second + "post_per_layer_input_norm.weight");
+    }
+    if (!k.activation_sparsity.empty() && k.activation_sparsity[li] > 0)
+      L.sparsity_cut = static_cast<T>(sparsity_quantile(k.activation_sparsity[li]));
     // The rope base follows the layer's type in the config, not the window a variant tells it.
     const Attention rule = k.attention(l);
     const double base = !k.rope_thetas.empty()                                 ? k.rope_thetas[li]
@@ -2624,16 +2778,54 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     for (int64_t t = 0; t < n; ++t) layer_norm(X.data() + t * H, embed_norm_, H, eps, X.data() + t * H, embed_norm_bias_);
   if (k.embed_rms_norm)  // muse_glimmer's weightless norm of each embedding row
     for (int64_t t = 0; t < n; ++t) rms_norm(X.data() + t * H, no_weight, H, eps, false, X.data() + t * H);
-  // Per-layer inputs (embedding_gemma2): each token's projection of its embedding, times hidden ** -0.5, normed per layer.
-  const int64_t P = k.per_layer_input, LP = k.layers * P;
-  std::vector<T> ple(static_cast<size_t>(n * LP));
-  for (int64_t t = 0; P > 0 && t < n; ++t) {
-    T* row = ple.data() + t * LP;
-    matvec(ple_projection_, X.data() + t * H, LP, H, row);
-    for (int64_t i = 0; i < LP; ++i) row[i] *= static_cast<T>(std::pow(static_cast<double>(H), -0.5));
-    for (int64_t l = 0; l < k.layers; ++l) rms_norm(row + l * P, ple_norm_, P, eps, k.gemma_norm, row + l * P);
+  // Each token's per-layer inputs [layers * P] (gemma3n, embedding_gemma2) and its AltUp streams [A][H] (gemma3n).
+  const int64_t P = k.per_layer_input, NA = k.altup_inputs;
+  std::vector<T> pli(static_cast<size_t>(n * k.layers * P)), streams(static_cast<size_t>(n * NA * H)),
+      pred(static_cast<size_t>(n * NA * H)), lr(static_cast<size_t>(H)), mod(static_cast<size_t>(NA)),
+      coefs(static_cast<size_t>(NA * NA)), gated(static_cast<size_t>(P));
+  for (int64_t t = 0; t < n && P > 0; ++t) {
+    T* out = pli.data() + t * k.layers * P;
+    matvec(per_layer_model_proj_, X.data() + t * H, k.layers * P, H, out);
+    const int64_t id = tokens[t] < k.per_layer_vocab ? tokens[t] : 0;
+    for (int64_t l = 0; l < k.layers; ++l) {
+      T* row = out + l * P;
+      for (int64_t j = 0; j < P; ++j) row[j] *= static_cast<T>(k.per_layer_projection_scale);
+      rms_norm(row, per_layer_proj_norm_, P, eps, k.gemma_norm, row);
+      if (k.per_layer_vocab == 0) continue;  // projection-only inputs (embedding_gemma2)
+      const T* e = per_layer_embed_.data() + id * k.layers * P + l * P;
+      for (int64_t j = 0; j < P; ++j)
+        row[j] = (row[j] + e[j] * static_cast<T>(k.per_layer_embed_scale)) * static_cast<T>(k.per_layer_input_scale);
+    }
   }
-  std::vector<T> ple_mid(static_cast<size_t>(P)), ple_out(static_cast<size_t>(H));
+  // The RMS of a row (torch.mean(x ** 2) ** 0.5), and a row rescaled to the RMS `target` (AltUp's streams).
+  auto rms = [H](const T* x) {
+    T sum = 0;
+    for (int64_t i = 0; i < H; ++i) sum += x[i] * x[i];
+    return std::sqrt(sum / static_cast<T>(H));
+  };
+  auto rescale = [H](T* x, T target) {
+    T sum = 0;
+    for (int64_t i = 0; i < H; ++i) sum += x[i] * x[i];
+    const T magnitude = std::sqrt(std::max(sum / static_cast<T>(H), static_cast<T>(1e-5)));
+    for (int64_t i = 0; i < H; ++i) x[i] = x[i] * target / magnitude;
+  };
+  // tanh(router(RMSNorm_w(x) * altup_router_scale)): AltUp's modalities of a row.
+  std::vector<T> routed_in(static_cast<size_t>(H));
+  auto modalities = [&](const Layer& L, const T* x) {
+    rms_norm(x, L.altup_router_norm, H, eps, false, routed_in.data());
+    for (T& v : routed_in) v *= static_cast<T>(k.altup_router_scale);
+    matvec(L.altup_router, routed_in.data(), NA, H, mod.data());
+    for (T& v : mod) v = std::tanh(v);
+  };
+  for (int64_t t = 0; t < n && NA > 0; ++t) {  // stream 0 the embedding, stream i its projection i - 1 at its RMS
+    T* st = streams.data() + t * NA * H;
+    std::copy(X.begin() + t * H, X.begin() + (t + 1) * H, st);
+    const T target = rms(st);
+    for (int64_t i = 1; i < NA; ++i) {
+      matvec(altup_proj_[static_cast<size_t>(i - 1)], st, H, H, st + i * H);
+      rescale(st + i * H, target);
+    }
+  }
   const int64_t inter = std::max({k.intermediate, k.moe.intermediate, k.moe.shared_intermediate});
   std::vector<T> kk(widest), vv(widest), o(H), g(inter), u(inter), m(H);
   std::vector<T> scores, qt, routed(H), expert_in(H), router_logits(k.moe.experts);
@@ -2646,6 +2838,21 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     const int64_t D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = k.heads / KVH;
     const bool own_kv = !k.shares_kv(li);
     const bool conv = k.conv(li);
+    // AltUp's prediction of every stream, pred_q = s_q + sum_p c[q * A + p] s_p (c from the active stream's
+    // modalities); the layer runs on the active one.
+    for (int64_t t = 0; t < n && NA > 0; ++t) {
+      const T* st = streams.data() + t * NA * H;
+      T* pr = pred.data() + t * NA * H;
+      modalities(L, st + k.altup_active * H);
+      matvec(L.altup_predict, mod.data(), NA * NA, NA, coefs.data());
+      for (int64_t q = 0; q < NA; ++q)
+        for (int64_t i = 0; i < H; ++i) {
+          T sum = 0;
+          for (int64_t p = 0; p < NA; ++p) sum += st[p * H + i] * coefs[static_cast<size_t>(q * NA + p)];
+          pr[q * H + i] = sum + st[q * H + i];
+        }
+      std::copy(pr + k.altup_active * H, pr + (k.altup_active + 1) * H, X.begin() + t * H);
+    }
     if (conv) {
       // The short-convolution block, token by token: B, C, x = in_proj(h); the state keeps B * x per
       // position; the output row is C * (the causal depthwise convolution of B * x over the last
@@ -2819,6 +3026,13 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           for (int64_t d = 0; d < D; ++d) attn[head * D + d] *= gate;
         }
       }
+      if (k.laurel_rank > 0) {  // LAuReL of the attention's input: h + RMSNorm_w(right(left(h)))
+        std::vector<T> low(static_cast<size_t>(k.laurel_rank));
+        matvec(L.laurel_left, h.data(), k.laurel_rank, H, low.data());
+        matvec(L.laurel_right, low.data(), H, k.laurel_rank, lr.data());
+        rms_norm(lr.data(), L.laurel_norm, H, eps, k.gemma_norm, lr.data());
+        for (int64_t i = 0; i < H; ++i) lr[i] = h[i] + lr[i];
+      }
       matvec(L.o, attn.data(), H, conv ? H : k.heads * D, o.data(), L.o_bias);
       if (k.parallel_block) {
         // The MLP reads the same normed input as the attention: h is kept.
@@ -2826,6 +3040,8 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       } else if (k.norm_placement == NormPlacement::Sandwich) {
         rms_norm(o.data(), L.post_attn_norm, H, post_eps, k.gemma_norm, o.data());
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+        if (k.laurel_rank > 0)
+          for (int64_t i = 0; i < H; ++i) x[i] = (x[i] + lr[i]) / static_cast<T>(M_SQRT2);
         rms_norm(x.data(), L.pre_ff_norm, H, eps, k.gemma_norm, h.data());
       } else if (k.norm_placement == NormPlacement::Post) {
         rms_norm(o.data(), L.post_attn_norm, H, eps, k.gemma_norm, o.data());
@@ -2842,6 +3058,15 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       int64_t I = moe ? k.moe.shared_intermediate : k.intermediate;
       if (!L.gate.empty()) {
         matvec(L.gate, h.data(), I, H, g.data(), L.gate_bias);
+        if (!k.activation_sparsity.empty() && k.activation_sparsity[l] > 0) {
+          // relu(g - (mean + std * z)), the population std.
+          T mean = 0, var = 0;
+          for (int64_t i = 0; i < I; ++i) mean += g[i];
+          mean /= static_cast<T>(I);
+          for (int64_t i = 0; i < I; ++i) var += (g[i] - mean) * (g[i] - mean);
+          const T cutoff = mean + std::sqrt(var / static_cast<T>(I)) * L.sparsity_cut;
+          for (int64_t i = 0; i < I; ++i) g[i] = std::max(g[i] - cutoff, T(0));
+        }
         matvec(L.up, h.data(), I, H, u.data(), L.up_bias);
         for (int64_t i = 0; i < I; ++i) {
           const T a = options_.gelu_half && k.gelu ? round_kv(g[i], true) : g[i];
@@ -2966,16 +3191,55 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         rms_norm(m.data(), L.post_ff_norm, H, k.norm_placement == NormPlacement::Sandwich ? post_eps : eps, k.gemma_norm,
                  m.data());
       for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
-      if (P > 0) {  // the layer's per-layer input: x += norm(per_layer_projection(act(per_layer_input_gate x) * ple_l))
-        matvec(L.ple_gate, x.data(), P, H, ple_mid.data());
-        const T* in = ple.data() + t * LP + li * P;
-        for (int64_t i = 0; i < P; ++i) ple_mid[i] = activate(k, ple_mid[i]) * in[i];
-        matvec(L.ple_projection, ple_mid.data(), H, P, ple_out.data());
-        rms_norm(ple_out.data(), L.ple_norm, H, eps, k.gemma_norm, ple_out.data());
-        for (int64_t i = 0; i < H; ++i) x[i] += ple_out[i];
+      if (P > 0 && NA == 0) {  // the layer's per-layer input: x += norm(per_layer_projection(act(gate x) * pli_l))
+        matvec(L.per_layer_gate, x.data(), P, H, gated.data());
+        const T* in = pli.data() + (t * k.layers + li) * P;
+        for (int64_t j = 0; j < P; ++j) gated[j] = activate(k, gated[j]) * in[j];
+        matvec(L.per_layer_proj, gated.data(), H, P, o.data());
+        rms_norm(o.data(), L.per_layer_norm, H, eps, k.gemma_norm, o.data());
+        for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       }
       if (k.layer_scalar)
         for (T& v : x) v *= L.scalar;
+      if (NA > 0) {
+        // AltUp's correction of every stream by the layer's output x, then the per-layer input into streams 1..
+        T* st = streams.data() + t * NA * H;
+        const T* pr = pred.data() + t * NA * H;
+        modalities(L, x.data());
+        for (int64_t i = 0; i < NA; ++i) {
+          T coef = 0;
+          for (int64_t j = 0; j < NA; ++j) coef += L.altup_correct[static_cast<size_t>(i * NA + j)] * mod[j];
+          coef += T(1);
+          for (int64_t c = 0; c < H; ++c) st[i * H + c] = (x[c] - pr[k.altup_active * H + c]) * coef + pr[i * H + c];
+        }
+        std::copy(st + k.altup_active * H, st + (k.altup_active + 1) * H, o.begin());
+        if (k.altup_correct_scale)
+          for (int64_t c = 0; c < H; ++c) o[c] *= L.altup_scale[static_cast<size_t>(c)];
+        if (P > 0) {
+          matvec(L.per_layer_gate, o.data(), P, H, gated.data());
+          const T* in = pli.data() + (t * k.layers + li) * P;
+          for (int64_t j = 0; j < P; ++j) gated[j] = activate(k, gated[j]) * in[j];
+          matvec(L.per_layer_proj, gated.data(), H, P, o.data());
+          rms_norm(o.data(), L.per_layer_norm, H, eps, k.gemma_norm, o.data());
+          for (int64_t i = 1; i < NA; ++i)
+            for (int64_t c = 0; c < H; ++c) st[i * H + c] += o[c];
+        }
+      }
+    }
+  }
+  // AltUp: the final norm reads the mean of stream 0 and the others' unembedding projections at stream 0's RMS.
+  for (int64_t t = 0; t < n && NA > 0; ++t) {
+    T* st = streams.data() + t * NA * H;
+    const T target = rms(st);
+    for (int64_t i = 1; i < NA; ++i) {
+      matvec(altup_unembed_[static_cast<size_t>(i - 1)], st + i * H, H, H, o.data());
+      rescale(o.data(), target);
+      std::copy(o.begin(), o.end(), st + i * H);
+    }
+    for (int64_t c = 0; c < H; ++c) {
+      T sum = 0;
+      for (int64_t i = 0; i < NA; ++i) sum += st[i * H + c];
+      X[static_cast<size_t>(t * H + c)] = sum / static_cast<T>(NA);
     }
   }
   const int64_t V = k.out_width();

@@ -1,6 +1,7 @@
 // kvc-model-oracle MODEL_DIR TOKENS OUT [--float32] [--span-delta N] [--top-k-delta N] [--no-renormalize]
 // [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] [--conv-taps-dropped N]
-// [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head]: the model oracle's logits for one sequence, raw
+// [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--no-per-layer-input] [--no-laurel]
+// [--no-activation-sparsity] [--altup-active N]: the model oracle's logits for one sequence, raw
 // little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
@@ -14,7 +15,10 @@
 // (lfm3) only its last conv_kernel - N taps (a state N rows short), --no-attention-gate leaves lfm3's attention gate
 // out: the hybrid rules' mutants; --sigmoid-gate gates with a sigmoid where laguna's gate is a softplus.
 // --no-prediction-head reads a ModernBERT-layout model's logits straight from its final norm (its head.dense,
-// activation and head.norm left out, as a loader that maps only the decoder to lm_head would). An encoder
+// activation and head.norm left out, as a loader that maps only the decoder to lm_head would). gemma3n's rules
+// mutants: --no-per-layer-input leaves the per-layer input embeddings out, --no-laurel the LAuReL branch,
+// --no-activation-sparsity the Gaussian cut of the gate activations, and --altup-active N runs the layers on AltUp's
+// stream N (a misread altup_active_idx). An encoder
 // (ModelConfig::bidirectional) runs its whole-sequence forward (encode) with --real MASK (comma-separated 1 / 0: the
 // attention_mask, 0 = padding; default all 1); its --span-delta N widens each sliding layer's reach by N on both
 // sides, and --causal lets no query see a later key (OracleOptions::causal): the encoder rules' mutants;
@@ -36,8 +40,8 @@ int main(int argc, char** argv) {
   if (argc < 4) {
     std::cerr << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
                  "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
-                 "[--conv-taps-dropped N] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--real MASK] [--causal] "
-                 "[--no-per-layer-input] [--gate-up-interleaved]\n";
+                 "[--conv-taps-dropped N] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--no-per-layer-input] "
+                 "[--no-laurel] [--no-activation-sparsity] [--altup-active N] [--gate-up-interleaved] [--real MASK] [--causal]\n";
     return 2;
   }
   try {
@@ -82,8 +86,14 @@ int main(int argc, char** argv) {
       } else if (std::strcmp(argv[i], "--no-attention-gate") == 0) model.config.attn_gate = false;
       else if (std::strcmp(argv[i], "--no-prediction-head") == 0)
         model.config.prediction_head = kvc::engine::PredictionHead::None;
-      else if (std::strcmp(argv[i], "--causal") == 0) options.causal = true;
       else if (std::strcmp(argv[i], "--no-per-layer-input") == 0) model.config.per_layer_input = 0;
+      else if (std::strcmp(argv[i], "--no-laurel") == 0) model.config.laurel_rank = 0;
+      else if (std::strcmp(argv[i], "--no-activation-sparsity") == 0) model.config.activation_sparsity.clear();
+      else if (std::strcmp(argv[i], "--altup-active") == 0 && i + 1 < argc) {
+        model.config.altup_active = std::stoll(argv[++i]);
+        if (model.config.altup_active < 0 || model.config.altup_active >= model.config.altup_inputs)
+          throw std::invalid_argument("--altup-active: the model's AltUp has no such stream");
+      } else if (std::strcmp(argv[i], "--causal") == 0) options.causal = true;
       else if (std::strcmp(argv[i], "--gate-up-interleaved") == 0) moe.gate_up_halves = false;
       else if (std::strcmp(argv[i], "--real") == 0 && i + 1 < argc) {
         std::stringstream mask(argv[++i]);

@@ -223,6 +223,15 @@ Vec feed_forward(const Model& model, const ModelConfig& k, int64_t l, const Vec&
                     k.mlp_bias && !moe ? &model.at(layer_name(l, p + what + "bias")) : nullptr);
     };
     Vec g = proj("gate_proj.", h, I);
+    if (!k.activation_sparsity.empty() && k.activation_sparsity[static_cast<size_t>(l)] > 0) {
+      // gemma3n: relu(g - (mean(g) + std(g) * z)), the population std, z the target's normal quantile.
+      double mean = 0, var = 0;
+      for (double v : g) mean += v;
+      mean /= static_cast<double>(I);
+      for (double v : g) var += (v - mean) * (v - mean);
+      const double cutoff = mean + std::sqrt(var / static_cast<double>(I)) * sparsity_quantile(k.activation_sparsity[l]);
+      for (double& v : g) v = std::max(v - cutoff, 0.0);
+    }
     const Vec u = proj("up_proj.", h, I);
     for (int64_t i = 0; i < I; ++i) g[i] = activate(k, g[i]) * u[i];
     out = proj("down_proj.", g, k.hidden);
@@ -237,6 +246,25 @@ Vec feed_forward(const Model& model, const ModelConfig& k, int64_t l, const Vec&
     for (int64_t i = 0; i < k.hidden; ++i) out[i] = (out[i] + routed[i]) * k.moe.combined_scale;
   }
   return out;
+}
+
+// gemma3n's AltUp: the RMS of a row, torch.mean(x ** 2) ** 0.5; a row rescaled to the RMS `target` (its own RMS
+// clamped below by 1e-5 before the root); the modalities tanh(router(RMSNorm_w(x) * altup_router_scale)).
+double rms(const Vec& x) {
+  return std::sqrt(dot(x.data(), x.data(), static_cast<int64_t>(x.size())) / static_cast<double>(x.size()));
+}
+Vec rescaled(Vec x, double target) {
+  const double n = static_cast<double>(x.size());
+  const double magnitude = std::sqrt(std::max(dot(x.data(), x.data(), static_cast<int64_t>(x.size())) / n, 1e-5));
+  for (double& v : x) v = v * target / magnitude;
+  return x;
+}
+Vec modalities(const Model& model, const ModelConfig& k, int64_t l, Vec x) {
+  rms_norm(x.data(), k.hidden, model.at(layer_name(l, "altup.router_norm.weight")).data(), k.eps, false);
+  for (double& v : x) v *= k.altup_router_scale;
+  Vec m = linear(model.at(layer_name(l, "altup.modality_router.weight")), x, k.altup_inputs);
+  for (double& v : m) v = std::tanh(v);
+  return m;
 }
 
 }  // namespace
@@ -265,15 +293,31 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
                       k.eps, true, false);
     if (k.embed_rms_norm) rms_norm(x.back().data(), H, nullptr, k.eps, false);
   }
-  // Per-layer inputs (embedding_gemma2): per_layer_model_projection of each embedding times hidden ** -0.5, each
-  // layer's P values RMS-normed.
-  const int64_t P = k.per_layer_input;
-  std::vector<Vec> ple;
-  for (int64_t p = 0; P > 0 && p < n; ++p) {
-    ple.push_back(linear(model.at("model.ple.per_layer_model_projection.weight"), x[p], k.layers * P));
-    for (double& v : ple.back()) v *= std::pow(static_cast<double>(H), -0.5);
-    for (int64_t l = 0; l < k.layers; ++l)
-      rms_norm(ple.back().data() + l * P, P, model.at("model.ple.per_layer_projection_norm.weight").data(), k.eps, k.gemma_norm);
+  // Each position's per-layer inputs (one row of P per layer; gemma3n, embedding_gemma2) and its AltUp streams
+  // (gemma3n: stream 0 the embedding, stream i its altup_projections[i - 1] at the embedding's RMS).
+  const int64_t P = k.per_layer_input, NA = k.altup_inputs;
+  const std::string& at = k.per_layer_tensors.first;
+  std::vector<std::vector<Vec>> pli(static_cast<size_t>(n)), streams(static_cast<size_t>(n));
+  for (int64_t p = 0; p < n; ++p) {
+    if (P > 0) {
+      const Vec projected = linear(model.at(at + "per_layer_model_projection.weight"), x[p], k.layers * P);
+      const int64_t id = tokens[p] < k.per_layer_vocab ? tokens[p] : 0;
+      for (int64_t l = 0; l < k.layers; ++l) {
+        Vec row(projected.begin() + l * P, projected.begin() + (l + 1) * P);
+        for (double& v : row) v *= k.per_layer_projection_scale;
+        rms_norm(row.data(), P, model.at(at + "per_layer_projection_norm.weight").data(), k.eps, k.gemma_norm);
+        for (int64_t j = 0; j < P && k.per_layer_vocab > 0; ++j)  // none: projection-only inputs (embedding_gemma2)
+          row[j] =
+              (row[j] + model.at(at + "embed_tokens_per_layer.weight")[(id * k.layers + l) * P + j] * k.per_layer_embed_scale) *
+              k.per_layer_input_scale;
+        pli[p].push_back(std::move(row));
+      }
+    }
+    for (int64_t i = 0; i < NA; ++i)
+      streams[p].push_back(
+          i == 0
+              ? x[p]
+              : rescaled(linear(model.at("model.altup_projections." + std::to_string(i - 1) + ".weight"), x[p], H), rms(x[p])));
   }
   // Per layer, every position's keys and values ([position][kv heads * head dim]); a layer that
   // shares K/V reads its source layer's.
@@ -284,6 +328,23 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
     const bool own_kv = !k.shares_kv(l), conv = k.conv(l);
     const Vec freq = inv_freq(k, l);
     const double rope_scale = k.yarn.factor > 0 ? k.yarn.attention_factor : 1;
+    // AltUp: every stream predicted, pred_q = s_q + sum_p c[q * A + p] s_p (c from the active stream's modalities);
+    // the layer runs on the active prediction.
+    std::vector<std::vector<Vec>> pred(static_cast<size_t>(n));
+    for (int64_t p = 0; p < n && NA > 0; ++p) {
+      const std::vector<Vec>& st = streams[p];
+      const Vec c = linear(w("altup.prediction_coefs.weight"), modalities(model, k, l, st[k.altup_active]), NA * NA);
+      for (int64_t q = 0; q < NA; ++q) {
+        Vec row(static_cast<size_t>(H));
+        for (int64_t i = 0; i < H; ++i) {
+          double sum = 0;
+          for (int64_t r = 0; r < NA; ++r) sum += st[r][i] * c[q * NA + r];
+          row[i] = sum + st[q][i];
+        }
+        pred[p].push_back(std::move(row));
+      }
+      x[p] = pred[p][k.altup_active];
+    }
     std::vector<Vec> h(static_cast<size_t>(n)), mixed(static_cast<size_t>(n));  // the block's input; its output before o_proj
     // Post: no input norm; embed_norm: layer 0 reads the normed embeddings as they are.
     const bool in_norm = k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0);
@@ -391,6 +452,11 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
         case NormPlacement::Sandwich:
           out = norm(model, k, layer_name(l, "post_attention_layernorm."), out, post_eps);
           for (int64_t i = 0; i < H; ++i) x[p][i] += out[i];
+          if (k.laurel_rank > 0) {  // LAuReL: (x + h + RMSNorm_w(right(left(h)))) / sqrt(2), h the attention's input
+            Vec laurel = linear(w("laurel.linear_right.weight"), linear(w("laurel.linear_left.weight"), h[p], k.laurel_rank), H);
+            laurel = norm(model, k, layer_name(l, "laurel.post_laurel_norm."), laurel, k.eps);
+            for (int64_t i = 0; i < H; ++i) x[p][i] = (x[p][i] + (h[p][i] + laurel[i])) / M_SQRT2;
+          }
           ff_in = norm(model, k, layer_name(l, "pre_feedforward_layernorm."), x[p], k.eps);
           break;
         case NormPlacement::Post:
@@ -404,15 +470,48 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
         ff = norm(model, k, layer_name(l, "post_feedforward_layernorm."), ff,
                   k.norm_placement == NormPlacement::Sandwich ? post_eps : k.eps);
       for (int64_t i = 0; i < H; ++i) x[p][i] += ff[i] * k.residual_scale;
-      if (P > 0) {  // x += norm(per_layer_projection(act(per_layer_input_gate x) * ple_l))
-        Vec g = linear(w("ple_block.per_layer_input_gate.weight"), x[p], P);
-        for (int64_t i = 0; i < P; ++i) g[i] = activate(k, g[i]) * ple[p][l * P + i];
-        const Vec y = norm(model, k, layer_name(l, "ple_block.post_per_layer_input_norm."),
-                           linear(w("ple_block.per_layer_projection.weight"), g, H), k.eps);
-        for (int64_t i = 0; i < H; ++i) x[p][i] += y[i];
+      // The per-layer input's branch of a row s: norm(per_layer_projection(act(per_layer_input_gate s) * pli_l)).
+      const std::string& in = k.per_layer_tensors.second;
+      auto per_layer_branch = [&](const Vec& s) {
+        Vec gate = linear(w(in + "per_layer_input_gate.weight"), s, P);
+        for (int64_t j = 0; j < P; ++j) gate[j] = activate(k, gate[j]) * pli[p][l][j];
+        return norm(model, k, layer_name(l, in + "post_per_layer_input_norm."),
+                    linear(w(in + "per_layer_projection.weight"), gate, H), k.eps);
+      };
+      if (P > 0 && NA == 0) {  // x += the branch of x
+        const Vec added = per_layer_branch(x[p]);
+        for (int64_t i = 0; i < H; ++i) x[p][i] += added[i];
       }
       if (k.layer_scalar)
         for (double& v : x[p]) v *= w("layer_scalar")[0];
+      if (NA > 0) {
+        // AltUp's correction: s_i = (y - pred_active) * (correction_coefs(modalities(y))_i + 1) + pred_i, y the layer's
+        // output; then RMSNorm_w(per_layer_projection(act(per_layer_input_gate(s_active * scale)) * pli)) into s_1...
+        const Vec m = modalities(model, k, l, x[p]);
+        for (int64_t i = 0; i < NA; ++i) {
+          const double coef = dot(w("altup.correction_coefs.weight").data() + i * NA, m.data(), NA) + 1;
+          for (int64_t c = 0; c < H; ++c) streams[p][i][c] = (x[p][c] - pred[p][k.altup_active][c]) * coef + pred[p][i][c];
+        }
+        Vec active = streams[p][k.altup_active];
+        for (int64_t c = 0; k.altup_correct_scale && c < H; ++c) active[c] *= w("altup.correct_output_scale")[c];
+        if (P > 0) {  // streams 1.. += the branch of the active stream
+          const Vec added = per_layer_branch(active);
+          for (int64_t i = 1; i < NA; ++i)
+            for (int64_t c = 0; c < H; ++c) streams[p][i][c] += added[c];
+        }
+      }
+    }
+  }
+  // AltUp: the final norm reads the mean of stream 0 and the others' altup_unembed_projections at stream 0's RMS.
+  for (int64_t p = 0; p < n && NA > 0; ++p) {
+    std::vector<Vec> st = streams[p];
+    for (int64_t i = 1; i < NA; ++i)
+      st[i] = rescaled(linear(model.at("model.altup_unembed_projections." + std::to_string(i - 1) + ".weight"), st[i], H),
+                       rms(st[0]));
+    for (int64_t c = 0; c < H; ++c) {
+      double sum = 0;
+      for (int64_t i = 0; i < NA; ++i) sum += st[i][c];
+      x[p][c] = sum / static_cast<double>(NA);
     }
   }
   // The final norm (its weight plain where final_norm_plain), the prediction head, lm_head.

@@ -62,12 +62,13 @@ enum class Family {
   Ultrabert,            // an encoder
   EmbeddingGemma2Text,  // an encoder whose output is the projected final hidden states (ModelConfig::outputs)
   OpenAIPrivacyFilter,  // an encoder whose output is num_labels scores per position (a token classifier)
+  Gemma3nText,          // gemma3n's text decoder (Gemma3nForCausalLM)
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
-// "muse_glimmer_text", "kolibri1", "laguna", "embedding_gemma2_text", "openai_privacy_filter"
+// "muse_glimmer_text", "kolibri1", "laguna", "embedding_gemma2_text", "openai_privacy_filter", "gemma3n_text"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -237,11 +238,39 @@ struct ModelConfig {
   // An encoder's output other than the vocabulary's logits: each position's lm_head(final norm h) is this many values,
   // with no logit scale or soft-cap (embedding_gemma2's embedding_projection to embedding_dim); 0: vocab.
   int64_t outputs = 0;
-  // Per-layer inputs made from the embeddings alone (embedding_gemma2's projection-only PLE, hidden_size_per_layer_input
-  // P; 0: none): ple = RMSNorm(model.ple.per_layer_model_projection e * hidden ** -0.5) over each layer's P-slice (e the
-  // scaled embedding); after its MLP's residual add, layer l adds post_per_layer_input_norm(per_layer_projection(
-  // act(per_layer_input_gate x) * ple_l)) (ple_block.*, the model's norm style and activation), before layer_scalar.
+  // gemma3n's decoder (Gemma3nTextModel), the rules below, each 0 or empty where a family has none. Its
+  // scales are the values of transformers' float32 buffers (torch.tensor(...) upcast by .to(float64)).
+  // Per-layer input embeddings (hidden_size_per_layer_input P; gemma3n, embedding_gemma2): each token's input
+  // to layer l is
+  //   pli[l] = (RMSNorm(per_layer_model_projection(e)[l] * per_layer_projection_scale) +
+  //             embed_tokens_per_layer[id][l] * per_layer_embed_scale) * per_layer_input_scale,
+  // e the scaled embedding, an id at or past per_layer_vocab reading row 0 (per_layer_vocab 0: no per-layer
+  // table, embedding_gemma2's projection-only inputs). After the layer's MLP residual (before layer_scalar)
+  // RMSNorm(per_layer_projection(act(per_layer_input_gate(s)) * pli[l])) is added to the hidden state; under
+  // AltUp, after its correction, to the streams 1.. (s: the active stream, times altup.correct_output_scale
+  // where altup_correct_scale). The norms are the model's. per_layer_tensors: where the tensors sit, the
+  // model's prefix and a layer's ("model." and "" in gemma3n, "model.ple." and "ple_block." in embedding_gemma2).
   int64_t per_layer_input = 0;
+  int64_t per_layer_vocab = 0;
+  double per_layer_embed_scale = 1, per_layer_projection_scale = 1, per_layer_input_scale = 1;
+  std::pair<std::string, std::string> per_layer_tensors{"model.", ""};
+  // AltUp (altup_num_inputs A > 0): A streams, stream 0 the embedding and stream i its altup_projections[i-1]
+  // rescaled to its RMS. Each layer runs on the active stream of the prediction
+  //   pred_q = s_q + sum_p c[q * A + p] s_p,  c = prediction_coefs(tanh(modality_router(RMSNorm_w(s_active) *
+  //   altup_router_scale))),
+  // and its output y corrects every stream: s_i = (y - pred_active) * (correction_coefs(tanh(router(y)))_i + 1) +
+  // pred_i. The final norm reads the mean of stream 0 and the altup_unembed_projections of the others (each
+  // rescaled to stream 0's RMS).
+  int64_t altup_inputs = 0, altup_active = 0;
+  bool altup_correct_scale = false;
+  double altup_router_scale = 1;
+  // LAuReL (laurel_rank R > 0): the attention's residual sum becomes (x + attn + laurel) / sqrt(2), laurel =
+  // h + RMSNorm_w(linear_right(linear_left(h))), h the attention's (normed) input.
+  int64_t laurel_rank = 0;
+  // Activation sparsity, per layer (empty: none): on a layer with a target p > 0 the MLP's gate projection g
+  // becomes relu(g - (mean(g) + std(g) * z)), std the population one and z the float32 standard normal quantile of
+  // p as torch computes it (sparsity_quantile).
+  std::vector<double> activation_sparsity;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -258,6 +287,11 @@ struct ModelConfig {
   bool conv(int64_t layer) const { return !conv_layers.empty() && conv_layers[static_cast<size_t>(layer)]; }
   int64_t out_width() const { return outputs > 0 ? outputs : vocab; }  // the values of each position's output row
 };
+
+// The cut of gemma3n's activation sparsity for a target p: torch.distributions.Normal(0, 1).icdf of p as a float32
+// tensor, computed as torch's CPU kernel does (float32 arithmetic, its erfinv: a rational guess and two Newton
+// steps), widened to double as transformers' _gaussian_topk does.
+double sparsity_quantile(double p);
 
 // Throws std::invalid_argument naming `file` and the field.
 ModelConfig parse_config(const nlohmann::json& config, const std::string& file);
@@ -368,7 +402,10 @@ class SequenceOracle {
     std::vector<T> gate_proj, in_proj, in_bias, conv, conv_b, out_proj, out_bias;  // attn_gate; a conv layer
     std::vector<T> conv_in;  // a conv layer's B * x, [position][hidden]: its state, kept whole
     std::vector<T> inv_freq;
-    std::vector<T> ple_gate, ple_projection, ple_norm;  // per_layer_input: ple_block's [P, H], [H, P], [H]
+    // gemma3n (ModelConfig's AltUp, LAuReL and per-layer input rules)
+    std::vector<T> altup_scale, altup_correct, altup_predict, altup_router, altup_router_norm;
+    std::vector<T> laurel_left, laurel_right, laurel_norm, per_layer_gate, per_layer_proj, per_layer_norm;
+    T sparsity_cut = 0;  // sparsity_quantile of the layer's target; used where activation_sparsity[l] > 0
   };
   // The logits of n tokens at positions pos0, pos0 + 1, ... ([n, vocab]), their K/V appended.
   void forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits);
@@ -377,9 +414,11 @@ class SequenceOracle {
   OracleOptions options_;
   std::vector<T> embed_, final_norm_, lm_head_;
   std::vector<T> final_norm_bias_, embed_norm_, embed_norm_bias_, head_dense_, head_dense_bias_, head_norm_, head_norm_bias_,
-      lm_head_bias_;                          // ModernBERT's layout (ModelConfig::embed_norm, prediction_head)
-  std::vector<T> ple_projection_, ple_norm_;  // ModelConfig::per_layer_input: [layers * P, H], [P]
+      lm_head_bias_;  // ModernBERT's layout (ModelConfig::embed_norm, prediction_head)
   std::vector<Layer> layers_;
+  // gemma3n: the per-layer embedding table, its projection and norm; AltUp's stream projections (A - 1 of [H, H]).
+  std::vector<T> per_layer_embed_, per_layer_model_proj_, per_layer_proj_norm_;
+  std::vector<std::vector<T>> altup_proj_, altup_unembed_;
   int64_t length_ = 0;
   int64_t forgotten_ = 0;
   std::vector<bool> real_;  // encode's attention_mask (empty: every key real)
