@@ -1079,6 +1079,12 @@ Judged judge_plan(EngineClient& engine, const Model& model, const std::string& m
       out.failure.where = where, out.failure.error = std::move(error);
     return out;
   };
+  // An encoder's positions see later tokens: no plan of causal steps applies to it (its model level is
+  // engines/transformers/encoder_agreement.py), on any engine.
+  if (c.bidirectional)
+    return finish(report::Status::Skipped, std::string("an encoder (") + to_string(c.family) +
+                                               ", bidirectional): the plans extend a causal sequence; its forward is "
+                                               "judged by engines/transformers/encoder_agreement.py");
   // `pre` of every step, before the engine is started: a plan that cannot run is not sent.
   if (const std::string why = invalid_reason(plan, c.vocab); !why.empty())
     return finish(report::Status::Fail, "invalid plan: " + why);
