@@ -63,12 +63,6 @@ REASONS = {
     "create_masks_for_generate gave them a causal mask in 5.24.0, a windowed one from 5.25.0",
     "inkling2_loop": "inkling2's hybrid layers (see inkling2) run in a loop with message gates and message attention "
     "residuals: not registry rules",
-    "gemma3n": "multimodal; its text decoder (gemma3n_text, also a causal LM of its own) needs rules the registry has "
-    "none of: per-layer input embeddings (a second embedding table and a gated per-layer projection, "
-    "hidden_size_per_layer_input; gemma4_text refuses them too), AltUp (altup_num_inputs copies of the hidden state, "
-    "predicted and corrected around each layer), a LAuReL low-rank residual branch (laurel_rank) and activation "
-    "sparsity (a Gaussian top-k cut of the MLP's gate activations, activation_sparsity_pattern); its KV sharing is "
-    "gemma4_text's rule",
     "qwen3_omni_moe": "multimodal; its text decoder (the thinker's qwen3_omni_moe_text, a MoE) does not slide: "
     "Qwen3OmniMoeThinkerTextAttention sets sliding_window None whatever the config says. Its local attention is in "
     "the talker's code predictor (qwen3-like layers over codec-code embeddings and the talker's hidden states, an embedding "

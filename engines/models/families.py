@@ -1513,6 +1513,17 @@ def draw(family, seed, index, head_dims=(8, 16)):
         if d.coin():
             c["layer_types"] = [S] + _types(d, layers - 1)
             c["layer_rope_theta"] = [d.pick([0, 10000.0]) for _ in range(layers)]
+    elif family == "gemma3n_text":
+        # No KV sharing (4.56.2 and 4.57.6 share only through a cache) and a per-layer table the size of the
+        # vocabulary (4.56.2 to 5.13.1 raise IndexError past it): each release's no-cache forward is then the rule.
+        c.update({k: v for k, v in GEMMA3N.items() if k != "tie_word_embeddings"})
+        a = d.int(2, 4)
+        c.update({"sliding_window": w, "hidden_size_per_layer_input": d.pick([4, 8, 16]), "vocab_size_per_layer_input": 256,
+                  "altup_num_inputs": a, "altup_active_idx": d.int(0, a - 1), "altup_correct_scale": d.coin(),
+                  "laurel_rank": d.pick([2, 4, 8]), "final_logit_softcapping": d.pick([8.0, 30.0]),
+                  "activation_sparsity_pattern": [d.pick([0.0, 0.6, 0.95]) for _ in range(layers)]})
+        if d.coin():
+            c["layer_types"] = _types(d, layers)
     elif family == "mistral":
         c.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu",
                   "sliding_window": d.pick([None, w]), **_rope(10000.0)})
@@ -1528,6 +1539,9 @@ DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_
 # (make_models.py --draw list) or the wide set, which the third-party engines run: their support for a
 # convolution layer is not established, so none is asked yet.
 HYBRID_FAMILIES = ("lfm3",)
+# Families drawn into the drawn set only, like the hybrids: gemma3n's layers (AltUp, per-layer inputs) are not asked
+# of the third-party engines yet.
+DRAWN_ONLY_FAMILIES = ("gemma3n_text",)
 # Wrappers (multimodal classes around a decoder family: WRAPPERS): drawn into the drawn set only, like the hybrids
 # (the third-party engines' support for the multimodal classes is not established).
 WRAPPER_FAMILIES = tuple(WRAPPERS)
@@ -1536,10 +1550,11 @@ WRAPPER_FAMILIES = tuple(WRAPPERS)
 # The families whose models the oracle's agreement with transformers checks in CI as a seeded sample,
 # one model per family and run (engines/transformers/oracle_agreement.py; --all checks every one): CI's
 # agreement test was over its budget before them.
-SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe", "modernbert-decoder", "kolibri1", "laguna")
+SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe", "modernbert-decoder", "kolibri1", "laguna", "gemma3n_text")
 
 
-def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES + HYBRID_FAMILIES + WRAPPER_FAMILIES, prefix="draw"):
+def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES + HYBRID_FAMILIES + DRAWN_ONLY_FAMILIES + WRAPPER_FAMILIES,
+          prefix="draw"):
     """The drawn set: `count` models per family."""
     return {f"{prefix}-{f.replace('_text', '').replace('_', '')}-{seed}-{i}": draw(f, seed, i, head_dims)
             for f in families for i in range(count)}

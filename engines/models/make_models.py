@@ -814,7 +814,7 @@ def read_recipe(text, where):
 def draw_recipe(spec, head_dims_text=None):
     """--draw SPEC [--head-dims TEXT]: the recipe; ValueError naming the argument when it is not one."""
     parts = spec.split(":")
-    drawable = families.DRAWN_FAMILIES + families.HYBRID_FAMILIES
+    drawable = families.DRAWN_FAMILIES + families.HYBRID_FAMILIES + families.DRAWN_ONLY_FAMILIES
     if len(parts) != 3 or parts[0] not in drawable or not parts[1].isdigit() or not parts[2].isdigit():
         raise ValueError(f"--draw {spec}: expected FAMILY:SEED:INDEX, FAMILY one of {', '.join(drawable)}")
     head_dims = None

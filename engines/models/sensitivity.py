@@ -18,7 +18,8 @@ of the chosen weights (where the model renormalises) and dropping the shared exp
 must each move the logits by the same amount as the window must; a constant that does not is named
 (INERT: the draw cannot tell that rule apart, redraw it). A hybrid with convolution layers (lfm3) must
 likewise make its convolution's oldest tap act (each conv kernel one tap shorter, the state a row short)
-and its attention gate (where it has one: the gate left out).
+and its attention gate (where it has one: the gate left out); a gemma3n model its per-layer inputs, LAuReL branch,
+activation sparsity (where a layer has it) and AltUp's active stream (each left out, or another stream active).
 
 --draw writes the wide draws (families.draw_wide) into OUT_DIR and redraws each INSENSITIVE one: index
 0, 1, ... of the seed until a draw is OK or NO-WINDOW (at most --tries), printing which index each
@@ -58,7 +59,7 @@ def check(oracle, model, out, need):
     (INERT where one does not), over the same tokens (2 * 8 + 2 where the model has no window)."""
     name = os.path.basename(os.path.normpath(model))
     info, _ = run(oracle, model, [1], out, 0)
-    if not info["local_layers"] and not info.get("moe_layers") and not info.get("conv_layers"):
+    if not info["local_layers"] and not info.get("moe_layers") and not info.get("conv_layers") and not info.get("altup_inputs"):
         return "NO-WINDOW", f"{name}: NO-WINDOW (no sliding or chunked layer)"
     span = info["span"] or 8
     tokens = [1 + (37 * i + 11) % 255 for i in range(2 * span + 2)]
@@ -76,7 +77,7 @@ def check(oracle, model, out, need):
         verdict = "NO-WINDOW"
         line = f"{name}: NO-WINDOW (no sliding or chunked layer; {len(tokens)} tokens, float32 by {error:.3g}, needed {needed:.3g})"
     constants = moe_mutants(info) if info.get("moe_layers") else []
-    constants += hybrid_mutants(info)
+    constants += hybrid_mutants(info) + gemma3n_mutants(info)
     if constants:
         inert, moves = [], []
         for label, args in constants:
@@ -85,7 +86,9 @@ def check(oracle, model, out, need):
             moves.append(f"{label} moves them by {d:.3g}")
             if d < needed:
                 inert.append(label)
-        what = f"experts ({info['top_k']} of {info['experts']})" if info.get("moe_layers") else f"hybrid ({info['conv_layers']} conv layers of {info['conv_kernel']} taps)"
+        what = (f"experts ({info['top_k']} of {info['experts']})" if info.get("moe_layers")
+                else f"hybrid ({info['conv_layers']} conv layers of {info['conv_kernel']} taps)" if info.get("conv_layers")
+                else f"gemma3n ({info['altup_inputs']} AltUp streams, {info['sparse_layers']} sparse layers)")
         line += f"; {what}: {', '.join(moves)}"
         if inert:
             line = line.replace(f"{name}: {verdict} ", f"{name}: INERT ", 1) + f"; inert: {', '.join(inert)}"
@@ -112,6 +115,21 @@ def hybrid_mutants(info):
         out.append(("oldest conv tap dropped", ["--conv-taps-dropped", "1"]))
     if info.get("conv_layers") and info.get("attention_gate"):
         out.append(("attention gate dropped", ["--no-attention-gate"]))
+    return out
+
+
+def gemma3n_mutants(info):
+    """gemma3n's constants a model must make act: its per-layer inputs, LAuReL branch, activation sparsity (where a
+    layer has it) and AltUp's active stream (another stream in its place)."""
+    out = []
+    if info.get("per_layer_input"):
+        out.append(("per-layer inputs dropped", ["--no-per-layer-input"]))
+    if info.get("laurel_rank"):
+        out.append(("LAuReL dropped", ["--no-laurel"]))
+    if info.get("sparse_layers"):
+        out.append(("activation sparsity dropped", ["--no-activation-sparsity"]))
+    if info.get("altup_inputs", 0) > 1:
+        out.append(("another active AltUp stream", ["--altup-active", str(1 if info.get("altup_active", 0) == 0 else 0)]))
     return out
 
 

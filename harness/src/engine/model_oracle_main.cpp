@@ -25,8 +25,9 @@
 // --no-per-layer-input leaves embedding_gemma2's per-layer inputs out (ModelConfig::per_layer_input 0),
 // --gate-up-interleaved reads openai_privacy_filter's experts' gate and up as gpt_oss's even and odd columns. Prints
 // {"n", "vocab", "span", "local_layers", "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
-// "shared_expert", "conv_layers", "conv_kernel", "attention_gate"} (the model's local span, how many layers slide
-// or chunk, how many are MoE, and their routing, how many are convolutions and their taps, and the gate).
+// "shared_expert", "conv_layers", "conv_kernel", "attention_gate", "per_layer_input", "altup_inputs",
+// "altup_active", "laurel_rank", "sparse_layers"} (the model's local span, how many layers slide or chunk, how many are MoE, and their routing, how
+// many are convolutions and their taps, the gate, and gemma3n's rules as read: 0 where the model has none).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -55,6 +56,9 @@ int main(int argc, char** argv) {
     kvc::engine::OracleOptions options;
     kvc::engine::MoeConfig& moe = model.config.moe;
     const kvc::engine::MoeConfig as_read = moe;
+    const kvc::engine::ModelConfig config_as_read = model.config;  // gemma3n's rules, before a mutant's edit
+    int64_t sparse_layers = 0;
+    for (double p : config_as_read.activation_sparsity) sparse_layers += p > 0;
     // The most experts a token can be routed to: those of the groups it may choose.
     const int64_t allowed = moe.routing == kvc::engine::MoeRouting::TopK
                                 ? moe.topk_groups * (moe.experts / std::max<int64_t>(1, moe.groups))
@@ -127,7 +131,10 @@ int main(int argc, char** argv) {
               << ", \"renormalize\": " << (renormalize ? "true" : "false")
               << ", \"shared_expert\": " << (moe_layers && as_read.shared_intermediate > 0 ? "true" : "false")
               << ", \"conv_layers\": " << conv_layers << ", \"conv_kernel\": " << model.config.conv_kernel
-              << ", \"attention_gate\": " << (model.config.attn_gate ? "true" : "false") << "}\n";
+              << ", \"attention_gate\": " << (model.config.attn_gate ? "true" : "false")
+              << ", \"per_layer_input\": " << config_as_read.per_layer_input
+              << ", \"altup_inputs\": " << config_as_read.altup_inputs << ", \"altup_active\": " << config_as_read.altup_active
+              << ", \"laurel_rank\": " << config_as_read.laurel_rank << ", \"sparse_layers\": " << sparse_layers << "}\n";
   } catch (const std::exception& e) {
     std::cerr << "kvc-model-oracle: " << e.what() << "\n";
     return 2;
