@@ -18,7 +18,8 @@ of the chosen weights (where the model renormalises) and dropping the shared exp
 must each move the logits by the same amount as the window must; a constant that does not is named
 (INERT: the draw cannot tell that rule apart, redraw it). A hybrid with convolution layers (lfm3) must
 likewise make its convolution's oldest tap act (each conv kernel one tap shorter, the state a row short)
-and its attention gate (where it has one: the gate left out).
+and its attention gate (where it has one: the gate left out); one with RG-LRU blocks (recurrent_gemma) its
+convolution's oldest tap and the recurrence's decay (lru_decay_scale 0).
 
 --draw writes the wide draws (families.draw_wide) into OUT_DIR and redraws each INSENSITIVE one: index
 0, 1, ... of the seed until a draw is OK or NO-WINDOW (at most --tries), printing which index each
@@ -85,7 +86,9 @@ def check(oracle, model, out, need):
             moves.append(f"{label} moves them by {d:.3g}")
             if d < needed:
                 inert.append(label)
-        what = f"experts ({info['top_k']} of {info['experts']})" if info.get("moe_layers") else f"hybrid ({info['conv_layers']} conv layers of {info['conv_kernel']} taps)"
+        what = (f"experts ({info['top_k']} of {info['experts']})" if info.get("moe_layers") else
+                f"hybrid ({info['conv_layers'] or info.get('recurrent_layers', 0)} "
+                f"{'conv' if info['conv_layers'] else 'RG-LRU'} layers of {info['conv_kernel']} taps)")
         line += f"; {what}: {', '.join(moves)}"
         if inert:
             line = line.replace(f"{name}: {verdict} ", f"{name}: INERT ", 1) + f"; inert: {', '.join(inert)}"
@@ -108,8 +111,10 @@ def moe_mutants(info):
 def hybrid_mutants(info):
     """The hybrid layer constants a model with convolution layers must make act: (label, kvc-model-oracle arguments)."""
     out = []
-    if info.get("conv_layers") and info.get("conv_kernel", 0) > 1:
+    if (info.get("conv_layers") or info.get("recurrent_layers")) and info.get("conv_kernel", 0) > 1:
         out.append(("oldest conv tap dropped", ["--conv-taps-dropped", "1"]))
+    if info.get("recurrent_layers"):
+        out.append(("RG-LRU decay off", ["--lru-decay-off"]))
     if info.get("conv_layers") and info.get("attention_gate"):
         out.append(("attention gate dropped", ["--no-attention-gate"]))
     return out
