@@ -49,11 +49,14 @@ REASONS = {
     "twice the KV heads on the sliding layers, sinks on the sliding layers only (ModelConfig::sinks is one for the "
     "model), values times attention_value_scale, and a partial rotary factor (0.334) per layer type",
     "deepseek_v4": "multi-head latent attention (kv_lora_rank) and a MoE", "hy_v4": "multi-head latent attention and a MoE",
-    "lara_mini": "a hybrid: gated DeltaNet linear-attention layers (a delta-rule recurrence after a short convolution, "
-    "LaraMiniGatedDeltaNet) beside sliding and full layers, and a MoE: the delta-rule recurrence is not a registry rule "
-    "(lfm3's short convolution is)",
-    "recurrent_gemma": "a hybrid: RG-LRU recurrent blocks (a gated linear recurrence after a conv1d, RecurrentGemmaRglru) "
-    "beside local attention: the RG-LRU recurrence is not a registry rule (lfm3's short convolution is)",
+    "lara_mini": "a hybrid: gated DeltaNet linear-attention layers (LaraMiniGatedDeltaNet) beside sliding and full "
+    "layers, and a MoE. Registry rules it lacks: the delta-rule recurrence (a [k_dim, v_dim] state per value head, "
+    "decayed by exp(g), g = -exp(A_log) softplus(a + dt_bias), and written with beta = sigmoid(b); transformers' prefill "
+    "runs its chunked form, torch_chunk_gated_delta_rule), before it a SiLU short convolution over the fused q/k/v "
+    "(conv1d without bias; lfm3's convolution is over B * x and has no activation) and L2-normed q and k shared by "
+    "groups of value heads, after it a gated RMSNorm (norm(o) * silu(z), computed in float32) and out_proj; its MoE "
+    "(softmax top-k, an ungated shared expert always added) is the TopK routing's data, its router's float32 casts an "
+    "exact64 island",
     "dory": "nGPT on the unit sphere (L2 norms, the per-channel interpolated residual lambda_1/lambda_2, the sqk, s_gate "
     "and suv scales, a per-token logit scale) and a looped section (n_recurrent_loops passes over the same layers, a "
     "KV cache per loop or the last loop's only): depth recurrence, no recurrent state; none of it is a registry rule",

@@ -112,6 +112,11 @@ checkpoints of the family use:
                    (base 1e6) on the full layer and base 1e4 on the sliding one, tied
   lfm3-explicit    lfm3, 4 layers, explicit layer_types [S, conv, S, F], window 2, conv_L_cache 4 with conv_bias, no
                    attention gate, no sandwich norms, default rope on every attention layer, untied
+  recurrentgemma-w3 recurrent_gemma, 4 layers, no block_types (recurrent, recurrent, attention, recurrent), window 3,
+                   RG-LRU blocks over lru_width 64 (hidden_size) after conv1d_width 4 taps, rope on half of each head,
+                   the default logits_soft_cap 30, tied
+  recurrentgemma-explicit recurrent_gemma, 3 layers, block_types [attention, recurrent] (A, R, A), window 2, conv1d_width
+                   2, lru_width 48 (12 per gate block), one KV head, attention_bias, logits_soft_cap 8, rope base 5e5, untied
   modernbertdec-w3 modernbert-decoder, 4 layers, no layer_types (F, S, F, S: global_attn_every_n_layers 2), local_attention
                    6 (window 3), ModernBERT's layout (embedding LayerNorm, no norm before layer 0's attention, Wi's
                    GeGLU with the exact gelu, the dense + gelu + LayerNorm prediction head before the decoder) with every
@@ -504,6 +509,17 @@ LFM3 = {
                         F: {"rope_type": "proportional", "partial_rotary_factor": 0.5, "rope_theta": 1000000.0}},
 }
 
+RECURRENT_GEMMA = {  # RecurrentGemmaConfig's keys: rope top-level (4.x) and in rope_parameters (5.x)
+    "architectures": ["RecurrentGemmaForCausalLM"],
+    "model_type": "recurrent_gemma",
+    "rope_scaling": ABSENT,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "rope_theta": 10000.0,
+    "partial_rotary_factor": 0.5,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    "tie_word_embeddings": True,
+}
+
 COHERE_COMPASS_TEXT = {  # CohereCompassTextConfig's keys: rope_parameters keyed by layer type (null: NoPE)
     "architectures": ["CohereCompassForCausalLM"],
     "model_type": "cohere_compass_text",
@@ -854,6 +870,21 @@ MODELS = {
         "tie_word_embeddings": False,
         "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
                             F: {"rope_type": "default", "rope_theta": 500000.0}},
+    }),
+    "recurrentgemma-w3": ("recurrent_gemma", {**RECURRENT_GEMMA, "num_hidden_layers": 4, "attention_window_size": 3}),
+    "recurrentgemma-explicit": ("recurrent_gemma", {
+        **RECURRENT_GEMMA,
+        "num_hidden_layers": 3,
+        "block_types": ["attention", "recurrent"],
+        "attention_window_size": 2,
+        "conv1d_width": 2,
+        "lru_width": 48,
+        "num_key_value_heads": 1,
+        "attention_bias": True,
+        "logits_soft_cap": 8.0,
+        "rope_theta": 500000.0,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 0.5},
+        "tie_word_embeddings": False,
     }),
     "mellum-w3": ("mellum", {
         **MELLUM,
@@ -1499,6 +1530,17 @@ def draw(family, seed, index, head_dims=(8, 16)):
                   "use_sandwich_norm": d.coin(), "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0}, F: full_rope}})
         if d.coin():
             c["layer_types"] = ["conv"] + [d.pick(["conv", S, F]) for _ in range(layers - 1)]
+    elif family == "recurrent_gemma":
+        # Two layers at least, a recurrent block and a local attention among them (block_types, or the default
+        # recurrent, recurrent, attention from three layers); head_dim is hidden_size / heads in every release.
+        layers = c["num_hidden_layers"] = max(layers, 2)
+        heads = c["num_attention_heads"]
+        c.update({k: v for k, v in RECURRENT_GEMMA.items() if k != "tie_word_embeddings"})
+        c.update({"head_dim": 64 // heads, "attention_window_size": w, "conv1d_width": d.int(2, 5),
+                  "lru_width": d.pick([x for x in (32, 64, 96) if x % heads == 0]), "attention_bias": d.coin(),
+                  "logits_soft_cap": d.pick([8.0, 30.0])})
+        if d.coin() or layers < 3:
+            c["block_types"] = ["recurrent", "attention"] + [d.pick(["recurrent", "attention"]) for _ in range(d.int(0, 1))]
     elif family == "cohere_compass_text":
         # Each layer type's rope a base or NoPE (null); a logit_scale or none; the first layer slides.
         c.update({**COHERE_COMPASS_TEXT, "head_dim": 64 // c["num_attention_heads"], "sliding_window": w,
@@ -1538,7 +1580,7 @@ DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_
 # Hybrid families: drawn into the drawn set (oracle_agreement.py), not into the model campaign's families
 # (make_models.py --draw list) or the wide set, which the third-party engines run: their support for a
 # convolution layer is not established, so none is asked yet.
-HYBRID_FAMILIES = ("lfm3",)
+HYBRID_FAMILIES = ("lfm3", "recurrent_gemma")
 # Families drawn into the drawn set only, like the hybrids: gemma3n's layers (AltUp, per-layer inputs) are not asked
 # of the third-party engines yet.
 DRAWN_ONLY_FAMILIES = ("gemma3n_text",)

@@ -212,7 +212,7 @@ def tensors(name, family, cfg):
         return {(head + k if k.startswith("lm_head.") else prefix + k[len("model."):]): v for k, v in text.items()}
     t = {}
     style = cfg.get("_weights", "zoo")
-    gemma = family in ("gemma2", "gemma3", "vaultgemma", "muse_glimmer_text")  # RMSNorm weight applied as 1 + w
+    gemma = family in ("gemma2", "gemma3", "vaultgemma", "muse_glimmer_text", "recurrent_gemma")  # RMSNorm weight as 1 + w
 
     def put(key, shape, lo, hi):
         n = 1
@@ -295,6 +295,9 @@ def tensors(name, family, cfg):
         p = f"model.layers.{i}."
         if family == "lfm3":
             lfm3_layer(put, p, i, cfg, norm_lo, norm_hi)
+            continue
+        if family == "recurrent_gemma":
+            recurrent_gemma_layer(put, p, i, cfg, norm_lo, norm_hi)
             continue
         own_kv, own_v = True, True
         if family == "gemma4_text":
@@ -457,7 +460,8 @@ def tensors(name, family, cfg):
         gemma3n_model(put, cfg)
     if family == "muse_glimmer_text":  # its final norm's weight is w, not 1 + w
         norm_lo, norm_hi = 1 - NORM, 1 + NORM
-    put("model.embedding_norm.weight" if family == "lfm3" else "model.norm.weight", (HIDDEN,), norm_lo, norm_hi)
+    final_norm = {"lfm3": "model.embedding_norm.weight", "recurrent_gemma": "model.final_norm.weight"}.get(family, "model.norm.weight")
+    put(final_norm, (HIDDEN,), norm_lo, norm_hi)
     if not cfg["tie_word_embeddings"]:
         put("lm_head.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
     return t
@@ -522,6 +526,44 @@ def lfm3_layer(put, p, i, cfg, norm_lo, norm_hi):
     put(p + "feed_forward.w2.weight", (HIDDEN, inter), -OUT, OUT)
     norms = ["operator_norm", "ffn_norm"] + (["post_operator_norm", "post_ffn_norm"] if cfg.get("use_sandwich_norm", True) else [])
     for name in norms:
+        put(p + name + ".weight", (HIDDEN,), norm_lo, norm_hi)
+
+
+def recurrent_gemma_layer(put, p, i, cfg, norm_lo, norm_hi):
+    """A recurrent_gemma layer's tensors under its own names: temporal_pre_norm, the temporal block (an RG-LRU block:
+    linear_x, linear_y, conv_1d, rg_lru and linear_out, each with a bias; or attention: q/k/v (biases where
+    attention_bias) and o_proj with its bias), channel_pre_norm and the biased MLP mlp_block of intermediate_size / 2.
+    recurrent_param in [-3, 0): softplus 0.05 to 0.69, a decay a = exp(-8 r softplus) of about 0.06 to 0.8 at r = 1/2,
+    so that a state carries over a few positions, as the window does."""
+    blocks = cfg.get("block_types") or ["recurrent", "recurrent", "attention"]
+    heads, kv, d = cfg["num_attention_heads"], cfg["num_key_value_heads"], HIDDEN // cfg["num_attention_heads"]
+    if blocks[i % len(blocks)] == "recurrent":
+        lru = cfg.get("lru_width") or HIDDEN
+        block, taps = lru // heads, cfg.get("conv1d_width", 4)
+        for name in ("linear_x", "linear_y"):
+            put(p + f"temporal_block.{name}.weight", (lru, HIDDEN), -PROJ, PROJ)
+            put(p + f"temporal_block.{name}.bias", (lru,), -BIAS, BIAS)
+        put(p + "temporal_block.conv_1d.weight", (lru, 1, taps), -PROJ, PROJ)
+        put(p + "temporal_block.conv_1d.bias", (lru,), -BIAS, BIAS)
+        put(p + "temporal_block.rg_lru.recurrent_param", (lru,), -3.0, 0.0)
+        for gate in ("input_gate", "recurrent_gate"):
+            put(p + f"temporal_block.rg_lru.{gate}_weight", (heads, block, block), -PROJ, PROJ)
+            put(p + f"temporal_block.rg_lru.{gate}_bias", (heads, block), -BIAS, BIAS)
+        put(p + "temporal_block.linear_out.weight", (HIDDEN, lru), -OUT, OUT)
+        put(p + "temporal_block.linear_out.bias", (HIDDEN,), -BIAS, BIAS)
+    else:
+        for name, rows in (("q_proj", heads * d), ("k_proj", kv * d), ("v_proj", kv * d)):
+            put(p + f"temporal_block.{name}.weight", (rows, HIDDEN), -PROJ, PROJ)
+            if cfg.get("attention_bias"):
+                put(p + f"temporal_block.{name}.bias", (rows,), -BIAS, BIAS)
+        put(p + "temporal_block.o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
+        put(p + "temporal_block.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
+    inter = cfg.get("intermediate_size", INTER) // 2
+    for name, shape, lo, hi in (("gate_proj", (inter, HIDDEN), -PROJ, PROJ), ("up_proj", (inter, HIDDEN), -PROJ, PROJ),
+                                ("down_proj", (HIDDEN, inter), -OUT, OUT)):
+        put(p + f"mlp_block.{name}.weight", shape, lo, hi)
+        put(p + f"mlp_block.{name}.bias", shape[:1], -BIAS, BIAS)
+    for name in ("temporal_pre_norm", "channel_pre_norm"):
         put(p + name + ".weight", (HIDDEN,), norm_lo, norm_hi)
 
 

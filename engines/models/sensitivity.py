@@ -19,7 +19,8 @@ must each move the logits by the same amount as the window must; a constant that
 (INERT: the draw cannot tell that rule apart, redraw it). A hybrid with convolution layers (lfm3) must
 likewise make its convolution's oldest tap act (each conv kernel one tap shorter, the state a row short)
 and its attention gate (where it has one: the gate left out); a gemma3n model its per-layer inputs, LAuReL branch,
-activation sparsity (where a layer has it) and AltUp's active stream (each left out, or another stream active).
+activation sparsity (where a layer has it) and AltUp's active stream (each left out, or another stream active); one with RG-LRU blocks (recurrent_gemma) its
+convolution's oldest tap and the recurrence's decay (lru_decay_scale 0).
 
 --draw writes the wide draws (families.draw_wide) into OUT_DIR and redraws each INSENSITIVE one: index
 0, 1, ... of the seed until a draw is OK or NO-WINDOW (at most --tries), printing which index each
@@ -87,7 +88,9 @@ def check(oracle, model, out, need):
             if d < needed:
                 inert.append(label)
         what = (f"experts ({info['top_k']} of {info['experts']})" if info.get("moe_layers")
-                else f"hybrid ({info['conv_layers']} conv layers of {info['conv_kernel']} taps)" if info.get("conv_layers")
+                else f"hybrid ({info['conv_layers'] or info.get('recurrent_layers', 0)} "
+                     f"{'conv' if info['conv_layers'] else 'RG-LRU'} layers of {info['conv_kernel']} taps)"
+                if info.get("conv_layers") or info.get("recurrent_layers")
                 else f"gemma3n ({info['altup_inputs']} AltUp streams, {info['sparse_layers']} sparse layers)")
         line += f"; {what}: {', '.join(moves)}"
         if inert:
@@ -111,8 +114,10 @@ def moe_mutants(info):
 def hybrid_mutants(info):
     """The hybrid layer constants a model with convolution layers must make act: (label, kvc-model-oracle arguments)."""
     out = []
-    if info.get("conv_layers") and info.get("conv_kernel", 0) > 1:
+    if (info.get("conv_layers") or info.get("recurrent_layers")) and info.get("conv_kernel", 0) > 1:
         out.append(("oldest conv tap dropped", ["--conv-taps-dropped", "1"]))
+    if info.get("recurrent_layers"):
+        out.append(("RG-LRU decay off", ["--lru-decay-off"]))
     if info.get("conv_layers") and info.get("attention_gate"):
         out.append(("attention gate dropped", ["--no-attention-gate"]))
     return out

@@ -5,7 +5,7 @@ In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
 the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
 ministral, phi3, gemma4_text, olmo3, exaone4, vaultgemma, cwm, granite_swa, qwen2_moe, dots1,
-granitemoe_swa, exaone_moe, lfm3, mellum, flint, cohere2_moe, afmoe, kolibri1, laguna):
+granitemoe_swa, exaone_moe, lfm3, mellum, flint, cohere2_moe, afmoe, kolibri1, laguna, recurrent_gemma):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -40,6 +40,8 @@ chosen logits asks for float32 (the softmax patch keeps it float64). afmoe's rou
 the input and the weight, as dots1's: rewritten to float64 in its source. laguna's router casts its logits
 `.float()` and its attention takes the softplus of `.float()` of the gate's input: both rewritten to `.double()`; its
 rotary module holds one buffer per layer type, each of its own partial factor (identified as gemma4's).
+recurrent_gemma's RG-LRU accumulates its state in float32 (_rnn_scan's acc_dtype default, which no caller overrides):
+the default is made float64.
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype, its epsilon taken from the model's configuration (the one candidate with which the
@@ -227,6 +229,7 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.ultrabert.modeling_ultrabert": [("UltrabertRMSNorm", _llama_norm_forward)],
     "transformers.models.kolibri1.modeling_kolibri1": [("Kolibri1RMSNorm", _llama_norm_forward)],
     "transformers.models.laguna.modeling_laguna": [("LagunaRMSNorm", _llama_norm_forward)],
+    "transformers.models.recurrent_gemma.modeling_recurrent_gemma": [("RecurrentGemmaRMSNorm", _gemma_norm_forward)],
 }
 # The multimodal text decoders' norms (5.x; 4.x uses qwen2's Qwen2RMSNorm).
 _NORMS.update({
@@ -268,6 +271,7 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.ultrabert.modeling_ultrabert": ("UltrabertRotaryEmbedding", _rotary_forward),
     "transformers.models.kolibri1.modeling_kolibri1": ("Kolibri1RotaryEmbedding", _rotary_forward),
     "transformers.models.laguna.modeling_laguna": ("LagunaRotaryEmbedding", _rotary_forward),
+    "transformers.models.recurrent_gemma.modeling_recurrent_gemma": ("RecurrentGemmaRotaryEmbedding", _rotary_forward),
 }
 _ROTARY.update({
     "transformers.models.qwen2_vl.modeling_qwen2_vl": ("Qwen2VLRotaryEmbedding", _mrope_rotary_forward),
@@ -417,8 +421,19 @@ def _patch_gemma3n(mod):
     _recast(mod.Gemma3nTextAltUp, mod, r"routed\.float\(\)", "routed.double()", 1, "compute_router_modalities")
 
 
+def _patch_recurrent_gemma(mod):
+    """RecurrentGemmaRglru._rnn_scan accumulates the RG-LRU's state in its acc_dtype argument, float32 by default (no
+    caller passes it): the default becomes float64, the state's dtype in the oracle."""
+    scan = mod.RecurrentGemmaRglru._rnn_scan
+    if scan.__defaults__ != (torch.float32,):
+        raise RuntimeError(f"exact64: RecurrentGemmaRglru._rnn_scan's defaults are {scan.__defaults__} (expected acc_dtype "
+                           "float32 alone)")
+    scan.__defaults__ = (torch.float64,)
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.gemma3n.modeling_gemma3n": _patch_gemma3n,
+          "transformers.models.recurrent_gemma.modeling_recurrent_gemma": _patch_recurrent_gemma,
           "transformers.models.dots1.modeling_dots1": _patch_dots1,
           "transformers.models.granitemoe_swa.modeling_granitemoe_swa": _patch_granitemoe_swa,
           "transformers.models.exaone_moe.modeling_exaone_moe": _patch_exaone_moe,

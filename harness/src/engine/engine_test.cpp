@@ -358,6 +358,77 @@ TEST(ModelOracle, AConvStateRollsBackAsARerunFromThePromptAndRefusesAShift) {
   EXPECT_THROW(shifted.shift(2, 3), std::invalid_argument);
 }
 
+// A model whose layer 0 is recurrent_gemma's RG-LRU block (lru_width 16 in 4 gate blocks, one conv tap:
+// the block reads its own position's x only) with every recurrent_param `lambda`, layer 1 (if `layers` is 2)
+// attention; weights ~ N(0, 0.5).
+Model recurrent_model(double lambda, int64_t layers = 1, int64_t taps = 1) {
+  Model m = random_model(Family::Mistral, std::vector<int64_t>(static_cast<size_t>(layers), 0), 0);
+  ModelConfig& c = m.config;
+  c.family = Family::RecurrentGemma;
+  c.recurrent_layers.assign(static_cast<size_t>(layers), false);
+  c.recurrent_layers[0] = true;
+  c.lru_width = 16, c.lru_blocks = 4, c.conv_kernel = taps;
+  std::mt19937_64 rng(13);
+  std::normal_distribution<double> n(0, 0.5);
+  auto t = [&](const std::string& name, int64_t size) {
+    auto& v = m.tensors["model.layers.0.temporal_block." + name];
+    v.resize(static_cast<size_t>(size));
+    for (double& x : v) x = n(rng);
+  };
+  for (const char* w : {"linear_x.", "linear_y."}) t(std::string(w) + "weight", 16 * c.hidden), t(std::string(w) + "bias", 16);
+  t("linear_out.weight", c.hidden * 16), t("linear_out.bias", c.hidden);
+  t("conv_1d.weight", 16 * taps), t("conv_1d.bias", 16);
+  for (const char* g : {"input_gate_", "recurrent_gate_"})
+    t(std::string("rg_lru.") + g + "weight", 4 * 4 * 4), t(std::string("rg_lru.") + g + "bias", 16);
+  m.tensors["model.layers.0.temporal_block.rg_lru.recurrent_param"].assign(16, lambda);
+  return m;
+}
+
+// The RG-LRU's decay is what carries a token forward (a one-layer model, one conv tap): with softplus(lambda)
+// 1000 the decay a = exp(-8000 r) is below 1e-17 for any r > 0.005, so position p reads token p alone (a token
+// before it moves nothing; the same token at positions 1 and 5 gives the same logits, sqrt(1 - a^2) being 1 as at
+// the reset); with lambda = 0 the state carries an earlier token to p. Position 0 is the reset: its state is its
+// own gated input, whatever the decay.
+TEST(ModelOracle, AnRgLruStateCarriesEarlierTokensByItsDecayAndResetsAtPositionZero) {
+  const Model fast = recurrent_model(1000), slow = recurrent_model(0);
+  std::vector<int32_t> a = tokens(8, 4), b = a;
+  b[3] = (b[3] + 7) % 32;
+  auto far = [](const std::vector<double>& x, const std::vector<double>& y) {
+    double e = 0;
+    for (size_t i = 0; i < x.size(); ++i) e = std::max(e, std::abs(x[i] - y[i]));
+    return e;
+  };
+  for (int64_t p = 4; p < 8; ++p) {
+    EXPECT_LT(far(row(SequenceOracle<double>(fast).extend(a), p, 32), row(SequenceOracle<double>(fast).extend(b), p, 32)), 1e-12);
+    EXPECT_GT(far(row(SequenceOracle<double>(slow).extend(a), p, 32), row(SequenceOracle<double>(slow).extend(b), p, 32)), 1e-6);
+  }
+  std::vector<int32_t> same = a;
+  same[5] = same[1];
+  const std::vector<double> f = SequenceOracle<double>(fast).extend(same), s = SequenceOracle<double>(slow).extend(same);
+  EXPECT_LT(far(row(f, 1, 32), row(f, 5, 32)), 1e-12);
+  EXPECT_GT(far(row(s, 1, 32), row(s, 5, 32)), 1e-6);
+  // The reset: at position 0 the decay has no state to act on and the input is not scaled by sqrt(1 - a^2).
+  EXPECT_LT(far(row(f, 0, 32), row(s, 0, 32)), 1e-12);
+}
+
+// As the conv state: the RG-LRU's state is kept per position, so a rollback is the re-run from the prompt bit for
+// bit (with a conv of 3 taps and an attention layer above), and a context shift is refused.
+TEST(ModelOracle, AnRgLruStateRollsBackAsARerunFromThePromptAndRefusesAShift) {
+  const Model m = recurrent_model(0, 2, 3);
+  const std::vector<int32_t> a = tokens(12, 2), b = tokens(5, 3);
+  SequenceOracle<double> rolled(m);
+  rolled.extend(a);
+  rolled.truncate(4);
+  const std::vector<double> got = rolled.extend(b);
+  std::vector<int32_t> whole(a.begin(), a.end() - 4);
+  whole.insert(whole.end(), b.begin(), b.end());
+  const std::vector<double> want = SequenceOracle<double>(m).extend(whole);
+  EXPECT_EQ(got, std::vector<double>(want.end() - static_cast<std::ptrdiff_t>(got.size()), want.end()));
+  SequenceOracle<double> shifted(m);
+  shifted.extend(a);
+  EXPECT_THROW(shifted.shift(2, 3), std::invalid_argument);
+}
+
 // lfm3's attention gate: each head's output times sigmoid(g_proj h). A zero g_proj halves every head
 // (exactly: the model with o_proj halved); a head whose gate logit is far below zero is silenced (the
 // model with that head's o_proj columns zeroed), one far above passes unchanged.

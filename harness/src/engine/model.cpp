@@ -860,6 +860,82 @@ void read_lfm3(const json& c, const std::string& file, ModelConfig& m) {
   }
 }
 
+// RecurrentGemmaConfig (every pinned release): Griffin's residual blocks. Layer i's temporal block is
+// block_types[i % len] (default recurrent, recurrent, attention): "recurrent" an RG-LRU block
+// (ModelConfig::recurrent_layers; lru_width default hidden_size, its gates in num_attention_heads blocks,
+// conv1d_width taps, default 4), "attention" local attention over attention_window_size keys (default 2048;
+// config.sliding_window is its alias): the query at pos sees pos - W < j <= pos (5.x's
+// create_sliding_window_causal_mask; 4.x's no-cache forward masks nothing but the future, its window lives only
+// in its cache: oracle_agreement.py says how it is compared there). Pre-norm layers with gemma's (1 + w)
+// RMSNorm (temporal_pre_norm, channel_pre_norm, final_norm); head_dim = hidden_size / num_attention_heads
+// whatever head_dim says; q/k/v with a bias where attention_bias, o_proj always with one; rope on the first
+// partial_rotary_factor (0.5; top-level in 4.x, in rope_parameters in 5.x) of a head: 4.x splits a head into
+// 1 / factor chunks, so 0.5 is the only factor every release reads the same. The MLP (mlp_block) is
+// intermediate_size / 2 wide with biases, hidden_activation gelu_pytorch_tanh for it and the y branch. The
+// embeddings are scaled by sqrt(hidden_size) rounded to bfloat16 (the model's `normalizer` buffer is a
+// bfloat16 tensor in every release), and the logits soft-capped by logits_soft_cap (default 30). Tied by default.
+void read_recurrent_gemma(const json& c, const std::string& file, ModelConfig& m) {
+  if (m.hidden % m.heads) bad(file, "/hidden_size", "must be a multiple of num_attention_heads");
+  m.head_dim = m.hidden / m.heads;
+  if (m.head_dim % 4) bad(file, "/hidden_size", "hidden_size / num_attention_heads must be a multiple of 4 (rope on half)");
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.tied = bool_or(c, "tie_word_embeddings", true, file);
+  m.gemma_norm = true;
+  m.qkv_bias = bool_or(c, "attention_bias", false, file);
+  m.o_bias = true;
+  m.mlp_bias = true;
+  m.intermediate /= 2;
+  if (m.intermediate < 1) bad(file, "/intermediate_size", "must be at least 2 (the MLP is intermediate_size / 2 wide)");
+  if (c.value("hidden_activation", std::string("gelu_pytorch_tanh")) != "gelu_pytorch_tanh")
+    bad(file, "/hidden_activation", "only gelu_pytorch_tanh is modelled");
+  m.gelu = true;
+  m.final_softcap = number_or(c, "logits_soft_cap", 30.0, file);
+  if (m.final_softcap <= 0) bad(file, "/logits_soft_cap", "must be positive (transformers divides by it)");
+  const float scale = static_cast<float>(std::sqrt(static_cast<double>(m.hidden)));  // torch: the float, then bfloat16
+  uint32_t u;
+  std::memcpy(&u, &scale, 4);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  float rounded;
+  std::memcpy(&rounded, &u, 4);
+  m.embed_scale = rounded;
+  m.rope_theta = rope_base(c, "", "rope_theta", 10000, file);
+  const json* rp = c.contains("rope_parameters") && c["rope_parameters"].is_object() ? &c["rope_parameters"] : nullptr;
+  const double factor = rp && rp->contains("partial_rotary_factor") ? number_or(*rp, "partial_rotary_factor", 0.5, file)
+                                                                    : number_or(c, "partial_rotary_factor", 0.5, file);
+  if (factor != 0.5) bad(file, "/partial_rotary_factor", "only 0.5 is modelled (4.x chunks a head into 1 / factor parts)");
+  m.rotary_dim = m.head_dim / 2;
+  // attention_window_size, or its alias sliding_window (read by parse_config) where only that is given.
+  m.sliding_window = positive_or(c, "attention_window_size", m.sliding_window > 0 ? m.sliding_window : 2048, file);
+  m.lru_width = positive_or(c, "lru_width", m.hidden, file);
+  m.lru_blocks = m.heads;
+  if (m.lru_width % m.lru_blocks) bad(file, "/lru_width", "must be a multiple of num_attention_heads (the RG-LRU's gate blocks)");
+  m.conv_kernel = positive_or(c, "conv1d_width", 4, file);
+  std::vector<std::string> blocks = {"recurrent", "recurrent", "attention"};
+  if (c.contains("block_types") && !c["block_types"].is_null()) {
+    if (!c["block_types"].is_array() || c["block_types"].empty()) bad(file, "/block_types", "must be a non-empty list");
+    blocks.clear();
+    for (size_t i = 0; i < c["block_types"].size(); ++i) {
+      const json& b = c["block_types"][i];
+      if (!b.is_string() || (b != "recurrent" && b != "attention"))
+        bad(file, "/block_types/" + std::to_string(i), "must be \"recurrent\" or \"attention\"");
+      blocks.push_back(b.get<std::string>());
+    }
+  }
+  for (int64_t l = 0; l < m.layers; ++l) {
+    const bool recurrent = blocks[static_cast<size_t>(l) % blocks.size()] == "recurrent";
+    m.recurrent_layers.push_back(recurrent);
+    m.windows.push_back(recurrent ? 0 : m.sliding_window);
+  }
+  m.mlp_prefix = "mlp_block.";
+  m.tensor_names = {{"temporal_pre_norm.", "input_layernorm."},
+                    {"channel_pre_norm.", "post_attention_layernorm."},
+                    {"temporal_block.q_proj.", "self_attn.q_proj."},
+                    {"temporal_block.k_proj.", "self_attn.k_proj."},
+                    {"temporal_block.v_proj.", "self_attn.v_proj."},
+                    {"temporal_block.o_proj.", "self_attn.o_proj."},
+                    {"model.final_norm.", "model.norm."}};
+}
+
 // ---- Multimodal models: the text decoder of text_config, text-only inputs. ----
 
 // qwen2_vl and qwen2_5_vl (text_config, model_type qwen2_vl_text / qwen2_5_vl_text): qwen2's decoder
@@ -1776,6 +1852,7 @@ const FamilyEntry kRegistry[] = {
     {Family::EmbeddingGemma2Text, "embedding_gemma2_text", read_embedding_gemma2_text},
     {Family::OpenAIPrivacyFilter, "openai_privacy_filter", read_openai_privacy_filter},
     {Family::Gemma3nText, "gemma3n_text", read_gemma3n_text},
+    {Family::RecurrentGemma, "recurrent_gemma", read_recurrent_gemma},
 };
 
 }  // namespace
@@ -1909,7 +1986,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::Mellum && m.family != Family::Flint && m.family != Family::Cohere2Moe && m.family != Family::Afmoe &&
       m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
       m.family != Family::CohereCompassText && m.family != Family::Laguna && m.family != Family::OpenAIPrivacyFilter &&
-      c.value("attention_bias", false))
+      m.family != Family::RecurrentGemma && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -2213,9 +2290,25 @@ Model load_model(const std::string& dir) {
   if (k.lm_head_bias) need("lm_head.bias", k.out_width());
   for (int64_t l = 0; l < k.layers; ++l) {
     const int64_t qd = k.heads * k.dim(l), kvd = k.kv(l) * k.dim(l);
-    const bool conv = k.conv(l);  // a short-convolution block in place of the attention
+    const bool recurrent = k.recurrent(l);     // an RG-LRU block in place of the attention
+    const bool conv = k.conv(l) || recurrent;  // a short-convolution block in place of the attention
     const bool own_kv = !conv && !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[static_cast<size_t>(l)]);
-    if (conv) {
+    if (recurrent) {
+      const int64_t W = k.lru_width, w = k.lru_width / std::max<int64_t>(1, k.lru_blocks);
+      for (const char* what : {"linear_x.", "linear_y."}) {
+        need(layer_name(l, std::string("temporal_block.") + what + "weight"), W * k.hidden);
+        need(layer_name(l, std::string("temporal_block.") + what + "bias"), W);
+      }
+      need(layer_name(l, "temporal_block.linear_out.weight"), k.hidden * W);
+      need(layer_name(l, "temporal_block.linear_out.bias"), k.hidden);
+      need(layer_name(l, "temporal_block.conv_1d.weight"), W * k.conv_kernel);
+      need(layer_name(l, "temporal_block.conv_1d.bias"), W);
+      need(layer_name(l, "temporal_block.rg_lru.recurrent_param"), W);
+      for (const char* gate : {"input_gate_", "recurrent_gate_"}) {
+        need(layer_name(l, std::string("temporal_block.rg_lru.") + gate + "weight"), k.lru_blocks * w * w);
+        need(layer_name(l, std::string("temporal_block.rg_lru.") + gate + "bias"), W);
+      }
+    } else if (conv) {
       need(layer_name(l, "conv.in_proj.weight"), 3 * k.hidden * k.hidden);
       need(layer_name(l, "conv.conv.weight"), k.hidden * k.conv_kernel);
       need(layer_name(l, "conv.out_proj.weight"), k.hidden * k.hidden);
@@ -2460,7 +2553,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       (static_cast<int64_t>(k.reach_before.size()) != k.layers || static_cast<int64_t>(k.reach_after.size()) != k.layers))
     throw std::invalid_argument("ModelConfig: an encoder needs reach_before and reach_after per layer");
   for (size_t n : {k.rope_thetas.size(), k.rope_angles.size(), k.head_dims.size(), k.layer_kv_heads.size(), k.k_eq_v.size(),
-                   k.kv_source.size(), k.rotary_dims.size()})
+                   k.kv_source.size(), k.rotary_dims.size(), k.recurrent_layers.size()})
     if (n != 0 && static_cast<int64_t>(n) != k.layers)
       throw std::invalid_argument("ModelConfig: a per-layer field needs one entry per layer");
   embed_ = as<T>(model.at("model.embed_tokens.weight"));
@@ -2498,13 +2591,32 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     Layer& L = layers_[static_cast<size_t>(l)];
     const size_t li = static_cast<size_t>(l);
     auto get = [&](const std::string& what) { return as<T>(model.at(layer_name(l, what))); };
-    const bool conv = k.conv(l);
+    const bool recurrent = k.recurrent(l);
+    const bool conv = k.conv(l) || recurrent;  // no attention: neither K/V nor q
     const bool own_kv = !conv && !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[li]);
     if (k.source(l) < 0 || k.source(l) > l || k.attention(k.source(l)) != k.attention(l) || k.dim(k.source(l)) != k.dim(l) ||
         k.kv(k.source(l)) != k.kv(l) || (conv && k.shares_kv(l)))
       throw std::invalid_argument("ModelConfig::kv_source: layer " + std::to_string(l) +
                                   " must share an earlier layer of its rule and shape");
-    if (conv) {
+    if (recurrent) {
+      if (k.conv_kernel < 1) throw std::invalid_argument("ModelConfig::conv_kernel: a recurrent layer needs at least one tap");
+      if (k.lru_blocks < 1 || k.lru_width % k.lru_blocks)
+        throw std::invalid_argument("ModelConfig::lru_blocks: must divide lru_width");
+      // Its linear_out stands where the attention's o_proj does: the rest of the layer is the same.
+      L.lru_x = get("temporal_block.linear_x.weight");
+      L.lru_x_bias = get("temporal_block.linear_x.bias");
+      L.lru_y = get("temporal_block.linear_y.weight");
+      L.lru_y_bias = get("temporal_block.linear_y.bias");
+      L.conv = get("temporal_block.conv_1d.weight");
+      L.conv_b = get("temporal_block.conv_1d.bias");
+      L.lru_param = get("temporal_block.rg_lru.recurrent_param");
+      L.lru_input_gate = get("temporal_block.rg_lru.input_gate_weight");
+      L.lru_input_bias = get("temporal_block.rg_lru.input_gate_bias");
+      L.lru_gate = get("temporal_block.rg_lru.recurrent_gate_weight");
+      L.lru_gate_bias = get("temporal_block.rg_lru.recurrent_gate_bias");
+      L.o = get("temporal_block.linear_out.weight");
+      L.o_bias = get("temporal_block.linear_out.bias");
+    } else if (conv) {
       if (k.conv_kernel < 1) throw std::invalid_argument("ModelConfig::conv_kernel: a conv layer needs at least one tap");
       // The block's out_proj stands where the attention's o_proj does: the rest of the layer is the same.
       L.in_proj = get("conv.in_proj.weight");
@@ -2763,7 +2875,8 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
   const int64_t H = k.hidden;
   int64_t widest = 0;  // the largest q and K/V widths over the layers
   for (int64_t l = 0; l < k.layers; ++l) widest = std::max(widest, k.heads * k.dim(l));
-  if (!k.conv_layers.empty()) widest = std::max(widest, H);  // a conv layer's output row (C * conv) is H wide
+  if (!k.conv_layers.empty()) widest = std::max(widest, H);                 // a conv layer's output row (C * conv) is H wide
+  if (!k.recurrent_layers.empty()) widest = std::max(widest, k.lru_width);  // a recurrent layer's (state * y)
   const T eps = static_cast<T>(k.eps), post_eps = static_cast<T>(k.post_eps > 0 ? k.post_eps : k.eps);
   const std::vector<T> no_weight;
   // Layer by layer over the tokens, each token computed as alone: the residual stream, its normed
@@ -2837,7 +2950,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     // The layer's widths; a layer that shares another's K/V computes only its queries.
     const int64_t D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = k.heads / KVH;
     const bool own_kv = !k.shares_kv(li);
-    const bool conv = k.conv(li);
+    const bool conv = k.conv(li), recurrent = k.recurrent(li);
     // AltUp's prediction of every stream, pred_q = s_q + sum_p c[q * A + p] s_p (c from the active stream's
     // modalities); the layer runs on the active one.
     for (int64_t t = 0; t < n && NA > 0; ++t) {
@@ -2878,8 +2991,56 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         }
       }
     }
+    if (recurrent) {
+      // The RG-LRU block, token by token: y = act(linear_y h); x = linear_x h, kept per position (conv_in); c = bias +
+      // the causal depthwise convolution of x (tap j on position pos - conv_kernel + 1 + j, zeros before position 0);
+      // then the gates of c per block, the decay a = exp(-lru_decay_scale * r * softplus(recurrent_param)) and the
+      // state a * state + sqrt(1 - a^2) * i * c (at position 0: i * c), kept per position; the row is state * y.
+      const int64_t W = k.lru_width, bw = W / k.lru_blocks, taps = k.conv_kernel;
+      std::vector<T> y(static_cast<size_t>(W)), xb(static_cast<size_t>(W)), cv(static_cast<size_t>(W));
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t pos = pos0 + t;
+        const Row<T> x = row(X, t, H), h = row(Hn, t, H);
+        if (k.norm_placement == NormPlacement::Post || L.in_norm.empty()) std::copy(x.begin(), x.end(), h.begin());
+        else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data(), L.in_norm_bias);
+        else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
+        matvec(L.lru_y, h.data(), W, H, y.data(), L.lru_y_bias);
+        for (T& v : y) v = activate(k, v);
+        matvec(L.lru_x, h.data(), W, H, xb.data(), L.lru_x_bias);
+        L.conv_in.insert(L.conv_in.end(), xb.begin(), xb.end());
+        for (int64_t c = 0; c < W; ++c) {
+          T sum = L.conv_b[static_cast<size_t>(c)];
+          for (int64_t j = 0; j < taps; ++j) {
+            const int64_t p = pos - taps + 1 + j;
+            if (p >= 0) sum += L.conv[static_cast<size_t>(c * taps + j)] * L.conv_in[static_cast<size_t>(p * W + c)];
+          }
+          cv[static_cast<size_t>(c)] = sum;
+        }
+        T* a = A.data() + t * widest;
+        for (int64_t c = 0; c < W; ++c) {
+          const int64_t b = c / bw, col = c % bw;
+          T zi = 0, za = 0;
+          for (int64_t i = 0; i < bw; ++i) {
+            const T in = cv[static_cast<size_t>(b * bw + i)];
+            zi += in * L.lru_input_gate[static_cast<size_t>((b * bw + i) * bw + col)];
+            za += in * L.lru_gate[static_cast<size_t>((b * bw + i) * bw + col)];
+          }
+          const T input_gate = T(1) / (T(1) + std::exp(-(zi + L.lru_input_bias[static_cast<size_t>(c)])));
+          const T r = T(1) / (T(1) + std::exp(-(za + L.lru_gate_bias[static_cast<size_t>(c)])));
+          const T lambda = L.lru_param[static_cast<size_t>(c)];
+          const T softplus = lambda > T(20) ? lambda : std::log1p(std::exp(lambda));  // torch's threshold 20
+          const T log_a = -static_cast<T>(k.lru_decay_scale) * r * softplus;
+          const T normalized =
+              cv[static_cast<size_t>(c)] * input_gate * (pos == 0 ? T(1) : std::sqrt(T(1) - std::exp(T(2) * log_a)));
+          const T state =
+              pos == 0 ? normalized : std::exp(log_a) * L.lru_state[static_cast<size_t>((pos - 1) * W + c)] + normalized;
+          L.lru_state.push_back(state);
+          a[c] = state * y[static_cast<size_t>(c)];
+        }
+      }
+    }
     // Each token's queries, and its keys and values appended in token order.
-    if (!conv)
+    if (!conv && !recurrent)
       for (int64_t t = 0; t < n; ++t) {
         const int64_t pos = pos0 + t;
         const Row<T> x = row(X, t, H), h = row(Hn, t, H), q = row(Q, t, widest);
@@ -2945,7 +3106,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     // memory-bound), and each score and each out[d] still sums its terms in the order of one token,
     // one head and one key at a time, so the results are the same bit for bit.
     std::vector<T> total(static_cast<size_t>(kQueryTile * group));  // each (token, head) row's softmax denominator
-    if (!conv)
+    if (!conv && !recurrent)
       for (int64_t t0 = 0; t0 < n; t0 += kQueryTile) {
         const int64_t tn = std::min(kQueryTile, n - t0);
         int64_t first[kQueryTile], last[kQueryTile], span[kQueryTile], at[kQueryTile];
@@ -3033,7 +3194,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         rms_norm(lr.data(), L.laurel_norm, H, eps, k.gemma_norm, lr.data());
         for (int64_t i = 0; i < H; ++i) lr[i] = h[i] + lr[i];
       }
-      matvec(L.o, attn.data(), H, conv ? H : k.heads * D, o.data(), L.o_bias);
+      matvec(L.o, attn.data(), H, recurrent ? k.lru_width : conv ? H : k.heads * D, o.data(), L.o_bias);
       if (k.parallel_block) {
         // The MLP reads the same normed input as the attention: h is kept.
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
@@ -3304,7 +3465,9 @@ void SequenceOracle<T>::truncate(int64_t n) {
   length_ -= n;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const int64_t li = static_cast<int64_t>(l);
-    layers_[l].conv_in.resize(layers_[l].conv_in.empty() ? 0 : static_cast<size_t>(length_ * config_.hidden));
+    const int64_t state_width = config_.recurrent(li) ? config_.lru_width : config_.hidden;  // conv_in's row
+    layers_[l].conv_in.resize(layers_[l].conv_in.empty() ? 0 : static_cast<size_t>(length_ * state_width));
+    layers_[l].lru_state.resize(layers_[l].lru_state.empty() ? 0 : static_cast<size_t>(length_ * config_.lru_width));
     if (config_.shares_kv(li)) continue;
     const size_t keep = static_cast<size_t>(length_ * config_.kv(li) * config_.dim(li));
     layers_[l].keys.resize(keep);
@@ -3321,6 +3484,9 @@ void SequenceOracle<T>::shift(int64_t keep, int64_t discard, bool rerotate) {
   if (!k.conv_layers.empty() && std::find(k.conv_layers.begin(), k.conv_layers.end(), true) != k.conv_layers.end())
     throw std::invalid_argument(
         "a context shift is not defined for a model with convolution layers: their state has no position to move");
+  if (std::find(k.recurrent_layers.begin(), k.recurrent_layers.end(), true) != k.recurrent_layers.end())
+    throw std::invalid_argument(
+        "a context shift is not defined for a model with recurrent layers: their state has no position to move");
   for (size_t l = 0; l < layers_.size(); ++l) {
     const int64_t li = static_cast<int64_t>(l);
     if (k.shares_kv(li)) continue;

@@ -1,6 +1,6 @@
 // kvc-model-oracle MODEL_DIR TOKENS OUT [--float32] [--span-delta N] [--top-k-delta N] [--no-renormalize]
 // [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] [--conv-taps-dropped N]
-// [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--no-per-layer-input] [--no-laurel]
+// [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--no-per-layer-input] [--no-laurel]
 // [--no-activation-sparsity] [--altup-active N]: the model oracle's logits for one sequence, raw
 // little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
@@ -12,8 +12,9 @@
 // + bias (select_logits off), --no-router-softcap leaves laguna's soft-cap of the router's logits out
 // (OracleOptions: the MoE rules' mutants, and sensitivity.py's check that the drawn expert constants act; each edits
 // the model's description as a reader that got it wrong would). --conv-taps-dropped N gives every convolution layer
-// (lfm3) only its last conv_kernel - N taps (a state N rows short), --no-attention-gate leaves lfm3's attention gate
-// out: the hybrid rules' mutants; --sigmoid-gate gates with a sigmoid where laguna's gate is a softplus.
+// (lfm3's, and recurrent_gemma's recurrent blocks') only its last conv_kernel - N taps (a state N rows short),
+// --lru-decay-off runs the RG-LRU without its decay (lru_decay_scale 0: a = 1), --no-attention-gate leaves lfm3's
+// attention gate out: the hybrid rules' mutants; --sigmoid-gate gates with a sigmoid where laguna's gate is a softplus.
 // --no-prediction-head reads a ModernBERT-layout model's logits straight from its final norm (its head.dense,
 // activation and head.norm left out, as a loader that maps only the decoder to lm_head would). gemma3n's rules
 // mutants: --no-per-layer-input leaves the per-layer input embeddings out, --no-laurel the LAuReL branch,
@@ -25,9 +26,10 @@
 // --no-per-layer-input leaves embedding_gemma2's per-layer inputs out (ModelConfig::per_layer_input 0),
 // --gate-up-interleaved reads openai_privacy_filter's experts' gate and up as gpt_oss's even and odd columns. Prints
 // {"n", "vocab", "span", "local_layers", "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
-// "shared_expert", "conv_layers", "conv_kernel", "attention_gate", "per_layer_input", "altup_inputs",
-// "altup_active", "laurel_rank", "sparse_layers"} (the model's local span, how many layers slide or chunk, how many are MoE, and their routing, how
-// many are convolutions and their taps, the gate, and gemma3n's rules as read: 0 where the model has none).
+// "shared_expert", "conv_layers", "recurrent_layers", "conv_kernel", "attention_gate", "per_layer_input",
+// "altup_inputs", "altup_active", "laurel_rank", "sparse_layers"} (the model's local span, how many layers slide or
+// chunk, how many are MoE, and their routing, how many are convolutions or RG-LRU blocks and their taps, the gate, and
+// gemma3n's rules as read: 0 where the model has none).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -39,10 +41,11 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::cerr << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
-                 "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
-                 "[--conv-taps-dropped N] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--no-per-layer-input] "
-                 "[--no-laurel] [--no-activation-sparsity] [--altup-active N] [--gate-up-interleaved] [--real MASK] [--causal]\n";
+    std::cerr
+        << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
+           "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
+           "[--conv-taps-dropped N] [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--no-per-layer-input] "
+           "[--no-laurel] [--no-activation-sparsity] [--altup-active N] [--gate-up-interleaved] [--real MASK] [--causal]\n";
     return 2;
   }
   try {
@@ -79,15 +82,17 @@ int main(int argc, char** argv) {
         kvc::engine::ModelConfig& c = model.config;
         const int64_t drop = std::clamp<int64_t>(std::stoll(argv[++i]), 0, std::max<int64_t>(0, c.conv_kernel - 1));
         for (int64_t l = 0; l < c.layers; ++l) {
-          if (!c.conv(l)) continue;
-          std::vector<double>& w = model.tensors["model.layers." + std::to_string(l) + ".conv.conv.weight"];
+          if (!c.conv(l) && !c.recurrent(l)) continue;
+          std::vector<double>& w = model.tensors["model.layers." + std::to_string(l) +
+                                                 (c.recurrent(l) ? ".temporal_block.conv_1d.weight" : ".conv.conv.weight")];
           std::vector<double> kept;
-          for (int64_t ch = 0; ch < c.hidden; ++ch)
+          for (int64_t ch = 0; ch < (c.recurrent(l) ? c.lru_width : c.hidden); ++ch)
             kept.insert(kept.end(), w.begin() + ch * c.conv_kernel + drop, w.begin() + (ch + 1) * c.conv_kernel);
           w = std::move(kept);
         }
         c.conv_kernel -= drop;
-      } else if (std::strcmp(argv[i], "--no-attention-gate") == 0) model.config.attn_gate = false;
+      } else if (std::strcmp(argv[i], "--lru-decay-off") == 0) model.config.lru_decay_scale = 0;
+      else if (std::strcmp(argv[i], "--no-attention-gate") == 0) model.config.attn_gate = false;
       else if (std::strcmp(argv[i], "--no-prediction-head") == 0)
         model.config.prediction_head = kvc::engine::PredictionHead::None;
       else if (std::strcmp(argv[i], "--no-per-layer-input") == 0) model.config.per_layer_input = 0;
@@ -123,6 +128,8 @@ int main(int argc, char** argv) {
     for (bool b : as_read.layers) moe_layers += b;
     int64_t conv_layers = 0;
     for (bool b : model.config.conv_layers) conv_layers += b;
+    int64_t recurrent_layers = 0;
+    for (bool b : model.config.recurrent_layers) recurrent_layers += b;
     const bool renormalize = as_read.routing == kvc::engine::MoeRouting::TopK && as_read.renormalize;
     std::cout << "{\"n\": " << tokens.size() << ", \"vocab\": " << model.config.vocab
               << ", \"span\": " << model.config.local_span() << ", \"local_layers\": " << local
@@ -130,7 +137,8 @@ int main(int argc, char** argv) {
               << ", \"top_k\": " << (moe_layers ? as_read.top_k : 0) << ", \"top_k_max\": " << (moe_layers ? allowed : 0)
               << ", \"renormalize\": " << (renormalize ? "true" : "false")
               << ", \"shared_expert\": " << (moe_layers && as_read.shared_intermediate > 0 ? "true" : "false")
-              << ", \"conv_layers\": " << conv_layers << ", \"conv_kernel\": " << model.config.conv_kernel
+              << ", \"conv_layers\": " << conv_layers << ", \"recurrent_layers\": " << recurrent_layers
+              << ", \"conv_kernel\": " << model.config.conv_kernel
               << ", \"attention_gate\": " << (model.config.attn_gate ? "true" : "false")
               << ", \"per_layer_input\": " << config_as_read.per_layer_input
               << ", \"altup_inputs\": " << config_as_read.altup_inputs << ", \"altup_active\": " << config_as_read.altup_active

@@ -325,7 +325,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
   for (int64_t l = 0; l < k.layers; ++l) {
     auto w = [&](const std::string& what) -> const Vec& { return model.at(layer_name(l, what)); };
     const int64_t D = k.dim(l), KVH = k.kv(l), group = k.heads / KVH;
-    const bool own_kv = !k.shares_kv(l), conv = k.conv(l);
+    const bool own_kv = !k.shares_kv(l), conv = k.conv(l), recurrent = k.recurrent(l);
     const Vec freq = inv_freq(k, l);
     const double rope_scale = k.yarn.factor > 0 ? k.yarn.attention_factor : 1;
     // AltUp: every stream predicted, pred_q = s_q + sum_p c[q * A + p] s_p (c from the active stream's modalities);
@@ -349,7 +349,44 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
     // Post: no input norm; embed_norm: layer 0 reads the normed embeddings as they are.
     const bool in_norm = k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0);
     for (int64_t p = 0; p < n; ++p) h[p] = in_norm ? norm(model, k, layer_name(l, "input_layernorm."), x[p], k.eps) : x[p];
-    if (conv) {
+    if (recurrent) {
+      // Griffin's RG-LRU block: y = act(linear_y h); c = the causal depthwise conv of x = linear_x h (plus its bias);
+      // per block of channels the input gate i and the recurrence gate r of c (c @ W + b, through a sigmoid); the
+      // decay a = exp(-lru_decay_scale * r * softplus(recurrent_param)); state = a * state + sqrt(1 - a^2) * i * c,
+      // at position 0 i * c (the reset); the output row state * y.
+      const int64_t W = k.lru_width, bw = W / k.lru_blocks, taps = k.conv_kernel;
+      auto t = [&](const std::string& what) -> const Vec& { return w("temporal_block." + what); };
+      std::vector<Vec> xs(static_cast<size_t>(n));
+      Vec state(static_cast<size_t>(W), 0.0);
+      for (int64_t p = 0; p < n; ++p) {
+        Vec y = linear(t("linear_y.weight"), h[p], W, &t("linear_y.bias"));
+        for (double& v : y) v = activate(k, v);
+        xs[p] = linear(t("linear_x.weight"), h[p], W, &t("linear_x.bias"));
+        Vec c(static_cast<size_t>(W));
+        for (int64_t ch = 0; ch < W; ++ch) {
+          double s = t("conv_1d.bias")[ch];
+          for (int64_t j = 0; j < taps; ++j)
+            if (p - taps + 1 + j >= 0) s += t("conv_1d.weight")[ch * taps + j] * xs[p - taps + 1 + j][ch];
+          c[ch] = s;
+        }
+        mixed[p].resize(static_cast<size_t>(W));
+        for (int64_t ch = 0; ch < W; ++ch) {
+          const int64_t b = ch / bw, col = ch % bw;
+          double zi = 0, za = 0;
+          for (int64_t i = 0; i < bw; ++i) {
+            zi += c[b * bw + i] * t("rg_lru.input_gate_weight")[(b * bw + i) * bw + col];
+            za += c[b * bw + i] * t("rg_lru.recurrent_gate_weight")[(b * bw + i) * bw + col];
+          }
+          const double gate_i = sigmoid(zi + t("rg_lru.input_gate_bias")[ch]),
+                       r = sigmoid(za + t("rg_lru.recurrent_gate_bias")[ch]);
+          const double lambda = t("rg_lru.recurrent_param")[ch];
+          const double log_a = -k.lru_decay_scale * r * (lambda > 20 ? lambda : std::log1p(std::exp(lambda)));
+          const double normalized = c[ch] * gate_i * (p == 0 ? 1.0 : std::sqrt(1 - std::exp(2 * log_a)));
+          state[ch] = p == 0 ? normalized : std::exp(log_a) * state[ch] + normalized;
+          mixed[p][ch] = state[ch] * y[ch];
+        }
+      }
+    } else if (conv) {
       // LFM2's short convolution: B, C, x' = in_proj(h); out = C * (causal depthwise conv of B * x' over
       // the last conv_kernel positions, zeros before position 0).
       const int64_t taps = k.conv_kernel;
@@ -439,8 +476,8 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
       }
     }
     // The block's output projection, the norms around it and the feed-forward, per position.
-    const std::string o = conv ? "conv.out_proj." : "self_attn.o_proj.";
-    const bool o_bias = conv ? k.conv_bias : k.o_bias;
+    const std::string o = recurrent ? "temporal_block.linear_out." : conv ? "conv.out_proj." : "self_attn.o_proj.";
+    const bool o_bias = recurrent || (conv ? k.conv_bias : k.o_bias);
     for (int64_t p = 0; p < n; ++p) {
       Vec out = linear(w(o + "weight"), mixed[p], H, o_bias ? &w(o + "bias") : nullptr);
       Vec ff_in;

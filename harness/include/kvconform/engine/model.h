@@ -63,12 +63,14 @@ enum class Family {
   EmbeddingGemma2Text,  // an encoder whose output is the projected final hidden states (ModelConfig::outputs)
   OpenAIPrivacyFilter,  // an encoder whose output is num_labels scores per position (a token classifier)
   Gemma3nText,          // gemma3n's text decoder (Gemma3nForCausalLM)
+  RecurrentGemma,       // RG-LRU recurrent blocks beside sliding attention
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
-// "muse_glimmer_text", "kolibri1", "laguna", "embedding_gemma2_text", "openai_privacy_filter", "gemma3n_text"
+// "muse_glimmer_text", "kolibri1", "laguna", "embedding_gemma2_text", "openai_privacy_filter", "gemma3n_text",
+// "recurrent_gemma"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -271,6 +273,17 @@ struct ModelConfig {
   // becomes relu(g - (mean(g) + std(g) * z)), std the population one and z the float32 standard normal quantile of
   // p as torch computes it (sparsity_quantile).
   std::vector<double> activation_sparsity;
+  // RG-LRU recurrent blocks (recurrent_gemma's RecurrentGemmaRecurrentBlock): per layer, in place of the attention;
+  // empty: none. From the normed row h: y = act(linear_y h), x = linear_x h (each [lru_width, H] with a bias); c = the
+  // causal depthwise convolution of x over conv_kernel taps as conv_layers' (temporal_block.conv_1d, with its bias);
+  // then the RG-LRU of c, per block of lru_width / lru_blocks channels (rg_lru.*_gate_weight [blocks, w, w], read
+  // c @ W, with their biases): i = sigmoid(c Wi + bi), r = sigmoid(c Wa + ba), log a = -lru_decay_scale * r *
+  // softplus(rg_lru.recurrent_param), state = a * state + sqrt(1 - a^2) * i * c, and at position 0 (the reset) state
+  // = i * c; the block's output is linear_out(state * y). The state is kept per position in T (float64 in the
+  // oracle, where transformers accumulates in float32: exact64 keeps it float64), so truncate drops rows of it.
+  std::vector<bool> recurrent_layers;
+  int64_t lru_width = 0, lru_blocks = 0;
+  double lru_decay_scale = 8;  // RecurrentGemmaRglru's -8.0 (Griffin's c); 0 is the decay-off mutant
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -286,6 +299,7 @@ struct ModelConfig {
   bool shares_kv(int64_t layer) const { return source(layer) != layer; }
   bool conv(int64_t layer) const { return !conv_layers.empty() && conv_layers[static_cast<size_t>(layer)]; }
   int64_t out_width() const { return outputs > 0 ? outputs : vocab; }  // the values of each position's output row
+  bool recurrent(int64_t layer) const { return !recurrent_layers.empty() && recurrent_layers[static_cast<size_t>(layer)]; }
 };
 
 // The cut of gemma3n's activation sparsity for a target p: torch.distributions.Normal(0, 1).icdf of p as a float32
@@ -401,6 +415,11 @@ class SequenceOracle {
     std::vector<T> keys, values;                                                   // [position][kv_heads * head_dim]
     std::vector<T> gate_proj, in_proj, in_bias, conv, conv_b, out_proj, out_bias;  // attn_gate; a conv layer
     std::vector<T> conv_in;  // a conv layer's B * x, [position][hidden]: its state, kept whole
+    // A recurrent layer (ModelConfig::recurrent_layers): linear_x, linear_y and their biases, the RG-LRU's
+    // recurrent_param and its two gates' [blocks, w, w] weights and biases; lru_state its state after each position
+    // ([position][lru_width], kept whole like conv_in, which holds its linear_x rows).
+    std::vector<T> lru_x, lru_x_bias, lru_y, lru_y_bias, lru_param, lru_input_gate, lru_input_bias, lru_gate, lru_gate_bias;
+    std::vector<T> lru_state;
     std::vector<T> inv_freq;
     // gemma3n (ModelConfig's AltUp, LAuReL and per-layer input rules)
     std::vector<T> altup_scale, altup_correct, altup_predict, altup_router, altup_router_norm;
