@@ -103,10 +103,6 @@ REASONS = {
     "none of it a registry rule",
     "hy_v4_vl": "multimodal: its text decoder is hy_v4's (multi-head latent attention with a DSA indexer, learned "
     "sinks, iHC hidden-state channels, a clamped-SwiGLU MoE; see hy_v4) with M-RoPE on its rope head dims",
-    "muse_spark": "multimodal (vision and audio towers): muse_glimmer's decoder (read: muse_glimmer_text) with a weightless "
-    "RMS norm after the attention's post norm, learned residual gates (alpha * residual + beta * block output, "
-    "beta = sigmoid(g / temperature) per hidden dimension), a post-MLP norm that scales by (1 + w) before it "
-    "normalises, and a MoE (sigmoid of router logits times a multiplier, top-k renormalised): not registry rules",
     "embedding_gemma2": "a sentence-embedding encoder (pooled hidden states and multimodal embedders, no LM head) with "
     "gemma's layers bidirectional, sliding ones windowed. " + ENCODER_FORWARD + "its output is pooled hidden states, "
     "not per-position logits (the forward's output)" + MASK_LEVEL,

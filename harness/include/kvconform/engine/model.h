@@ -53,6 +53,7 @@ enum class Family {
   Afmoe,
   CohereCompassText,  // the text decoder of cohere_compass (CohereCompassForCausalLM alone)
   MuseGlimmerText,    // the text decoder of muse_glimmer
+  MuseSparkText,      // the text decoder of muse_spark
   Kolibri1,
   Laguna,
   Qwen2Vl,
@@ -65,7 +66,7 @@ enum class Family {
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
-// "muse_glimmer_text", "kolibri1", "laguna"
+// "muse_glimmer_text", "kolibri1", "laguna", "muse_spark_text"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -126,6 +127,15 @@ struct MoeConfig {
   // which load_model splits into the shared module's gate_proj, up_proj and down_proj.
   std::string router = "router.", shared = "shared_expert.", fused_shared;
   bool stacked_experts = false;
+  // muse_spark's routed experts (TopK):
+  double router_scale = 1;     // the router's logits times this before anything reads them (output_multiplier)
+  double renormalize_eps = 0;  // renormalize: the chosen weights divided by their sum plus this (norm_topk_prob_eps 1e-15)
+  // > 0: the routed experts run at this width (moe_hidden_size): their input is pre_expert_norm(pre_expert_proj h)
+  // (pre_expert_proj [pooled, H]; the norm an RMS norm with weight 1 + w, eps), their weighted sum goes back through
+  // post_expert_proj [H, pooled]; 0: the experts read h and write the hidden size.
+  int64_t pooled = 0;
+  bool expert_out_norm = false;  // each expert's output is RMS-normed after its weight scales it as x * (1 + w)
+                                 // (experts.post_expert_norm, one for every expert; post_eps), before its routing weight
 };
 
 // What the forward needs from config.json, read per family the way transformers reads it: the
@@ -228,6 +238,16 @@ struct ModelConfig {
   // of a layer's relative name (model.layers.<l>.<from>...) or, beginning "model.", of a whole name; a name
   // outside model.* (a head's) by the first pair whose `from` begins it.
   std::vector<std::pair<std::string, std::string>> tensor_names;
+  // muse_spark's layer (its Sandwich norms around gemma2's layout): a weightless RMS norm (eps) of each head's
+  // attention output before the gate (o_norm); a post-attention norm without weight; a post-MLP norm that scales its
+  // input by (1 + w) before it normalises (input-scaled); and learned residual gates: where residual_gate_temperature
+  // > 0, each of the layer's two residual adds is alpha * x + beta * block per hidden dimension, beta = sigmoid(g / T),
+  // alpha = sqrt(max(sigmoid(-g / T) * (1 + beta), 1e-3)), g the layer's post_attention_residual_gate.gate or
+  // post_feedforward_residual_gate.gate [H]; 0: x + block.
+  bool attn_out_norm = false;
+  bool post_attn_norm_weightless = false;
+  bool post_ff_norm_input_scaled = false;
+  double residual_gate_temperature = 0;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -242,6 +262,7 @@ struct ModelConfig {
   int64_t source(int64_t layer) const { return kv_source.empty() ? layer : kv_source[static_cast<size_t>(layer)]; }
   bool shares_kv(int64_t layer) const { return source(layer) != layer; }
   bool conv(int64_t layer) const { return !conv_layers.empty() && conv_layers[static_cast<size_t>(layer)]; }
+  int64_t expert_width() const { return moe.pooled > 0 ? moe.pooled : hidden; }  // the routed experts' in and out width
 };
 
 // Throws std::invalid_argument naming `file` and the field.
@@ -353,6 +374,9 @@ class SequenceOracle {
     std::vector<T> gate_proj, in_proj, in_bias, conv, conv_b, out_proj, out_bias;  // attn_gate; a conv layer
     std::vector<T> conv_in;  // a conv layer's B * x, [position][hidden]: its state, kept whole
     std::vector<T> inv_freq;
+    // muse_spark: the residual gates' alpha and beta [H] (attention, MLP); MoeConfig::pooled's projections and norms.
+    std::vector<T> attn_alpha, attn_beta, ff_alpha, ff_beta;
+    std::vector<T> pre_expert_proj, pre_expert_norm, post_expert_norm, post_expert_proj;
   };
   // The logits of n tokens at positions pos0, pos0 + 1, ... ([n, vocab]), their K/V appended.
   void forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits);
