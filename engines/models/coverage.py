@@ -57,9 +57,16 @@ REASONS = {
     "groups of value heads, after it a gated RMSNorm (norm(o) * silu(z), computed in float32) and out_proj; its MoE "
     "(softmax top-k, an ungated shared expert always added) is the TopK routing's data, its router's float32 casts an "
     "exact64 island",
-    "dory": "nGPT on the unit sphere (L2 norms, the per-channel interpolated residual lambda_1/lambda_2, the sqk, s_gate "
-    "and suv scales, a per-token logit scale) and a looped section (n_recurrent_loops passes over the same layers, a "
-    "KV cache per loop or the last loop's only): depth recurrence, no recurrent state; none of it is a registry rule",
+    "dory": "nGPT on the unit sphere, rules the registry has none of: every norm an L2 norm (DoryL2Norm: x * rsqrt(sum x^2 "
+    "+ eps), a sum, not RMS's mean); the residual an interpolation per channel, h + |lambda * ngpt_alpha_init / "
+    "initializer_range| * (norm(block) - h) (lambda_1 after the attention, lambda_2 after the MLP) instead of an add; queries "
+    "times (sqk * sqrt(head_dim) / initializer_range)^2 per channel after rope; the gate sigmoid(gate_proj h * (s_gate * "
+    "hidden^0.25 / initializer_range)^2) per element; L2 sub-norms before o_proj and down_proj; the MLP's gate and up times "
+    "suv * sqrt(hidden); the logits times logit_scale / initializer_range per vocabulary entry. And a looped section: layers "
+    "[n_input_layers, + n_recurrent_layers) run n_recurrent_loops times, each pass entered as norm(h) + norm(the input "
+    "section's output). With recurrent_kv_cache_mode per_loop each pass keeps its own K/V (the looped layers unrolled, a "
+    "layer per pass sharing weights: a no-cache forward and its cache extension agree); with last_loop the earlier passes "
+    "read the last pass's cached K/V of past positions, so the cached forward is not the no-cache one (to be refused)",
     "inkling2": "a hybrid: each hybrid_sliding / hybrid layer is sliding or full attention beside a linear-attention "
     "branch (dynamic short convolutions, a relative position bias, L2 clips) with block attention residuals and a MoE: "
     "not registry rules. Its own forward slides hybrid_sliding layers in 5.24.0 and 5.25.0 alike; "
@@ -98,10 +105,6 @@ REASONS = {
     "none of it a registry rule",
     "hy_v4_vl": "multimodal: its text decoder is hy_v4's (multi-head latent attention with a DSA indexer, learned "
     "sinks, iHC hidden-state channels, a clamped-SwiGLU MoE; see hy_v4) with M-RoPE on its rope head dims",
-    "muse_spark": "multimodal (vision and audio towers): muse_glimmer's decoder (read: muse_glimmer_text) with a weightless "
-    "RMS norm after the attention's post norm, learned residual gates (alpha * residual + beta * block output, "
-    "beta = sigmoid(g / temperature) per hidden dimension), a post-MLP norm that scales by (1 + w) before it "
-    "normalises, and a MoE (sigmoid of router logits times a multiplier, top-k renormalised): not registry rules",
     "t5gemma": "an encoder-decoder: a bidirectional (sliding) encoder, and a decoder whose causal sliding self-attention "
     "is followed by cross-attention to the encoder. " + CROSS + MASK_LEVEL + ". Its "
     "encoder's reach is sliding_window - 1 in 4.x and sliding_window from 5.0 under sdpa and eager, while its flash-attention "

@@ -1153,6 +1153,15 @@ WRAPPERS = {
                           "patch_size": 2, "pos_emb_height": 4, "pos_emb_width": 4, "merge_size": 1},
         "out_hidden_size": 16, "projector_hidden_size": 32, "image_token_id": 250, "video_token_id": 251},
         ("model.language_model.", "")),
+    # muse_glimmer's class with an audio tower (its out_hidden_size must be the decoder's hidden size, 64 here) around
+    # muse_spark_text (make_models.py's muse_spark_text: muse_glimmer_text's layout, residual gates, a pooled MoE).
+    "muse_spark": ("MuseSparkForConditionalGeneration", "muse_spark_text", {
+        "vision_config": {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                          "patch_size": 2, "pos_emb_height": 4, "pos_emb_width": 4, "merge_size": 1},
+        "audio_config": {"patch_sizes": [2], "hidden_sizes": [8], "depths": [1], "num_hidden_layers": 1,
+                         "conv_kernel_size": 3, "out_hidden_size": 64},
+        "out_hidden_size": 16, "projector_hidden_size": 32, "image_token_id": 250, "video_token_id": 251,
+        "audio_token_id": 252}, ("model.language_model.", "")),
 }
 
 
@@ -1164,6 +1173,19 @@ MUSE_GLIMMER_TEXT = {  # MuseGlimmerTextConfig's keys
     "model_type": "muse_glimmer_text",
     "rope_scaling": ABSENT,  # 5.x sets rope_parameters from it, and null leaves none to read
     "rms_norm_eps": 1e-5,
+    **_rope(10000.0),
+}
+
+
+MUSE_SPARK_TEXT = {  # MuseSparkTextConfig's keys (hidden_act, not muse_glimmer's hidden_activation)
+    "model_type": "muse_spark_text",
+    "rope_scaling": ABSENT,  # 5.x sets rope_parameters from it, and null leaves none to read
+    "rms_norm_eps": 1e-5,
+    "hidden_act": "silu",
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 24,
+    "moe_hidden_size": 32,
     **_rope(10000.0),
 }
 
@@ -1219,6 +1241,12 @@ def wrap(model_type, decoder):
 #                       layer 3 full and NoPE, qk_scale_factor 3.87, output_multiplier 0.196, soft-cap 20, untied
 #   museglimmer-explicit  layer_types [S, F, S], window 2, layer_rope_theta [1e4, 0, 5e5] (the nonzero ones rotate
 #                       with the global base), qk_scale_factor 2, output_multiplier 0.5, soft-cap 8, post_norm_eps 1e-6, tied
+#   musespark-w3        muse_spark around a 4-layer muse_spark_text of its defaults (muse_glimmer-w3's pattern, residual
+#                       gates at temperature 0.3) with a MoE on every layer: top 2 of 4 experts of width 32 (moe_hidden_size,
+#                       pooled from 64), output_multiplier 0.177 on the logits and the router's logits, untied
+#   musespark-explicit  layer_types [S, F, S], window 2, layer_rope_theta [1e4, 0, 5e5], mlp_layer_types [sparse, dense,
+#                       sparse], top 3 of 6, routed_scaling_factor 2.5, residual_gate_temperature 1, output_multiplier 0.5,
+#                       soft-cap 8, post_norm_eps 1e-6, untied (the class leaves a tied head newly initialised)
 WRAPPED = {
     "mistral3-w3": ("mistral3", wrap("mistral3", {"model_type": "mistral", "num_hidden_layers": 3, "hidden_act": "silu",
                                                   "sliding_window": 3, "tie_word_embeddings": False, **_rope(10000.0)})),
@@ -1240,6 +1268,14 @@ WRAPPED = {
         **MUSE_GLIMMER_TEXT, "num_hidden_layers": 3, "layer_types": [S, F, S], "sliding_window": 2,
         "layer_rope_theta": [10000.0, 0, 500000.0], "qk_scale_factor": 2.0, "output_multiplier": 0.5,
         "final_logit_softcapping": 8.0, "post_norm_eps": 1e-6, "tie_word_embeddings": True})),
+    "musespark-w3": ("muse_spark", wrap("muse_spark", {
+        **MUSE_SPARK_TEXT, "num_hidden_layers": 4, "sliding_window": 3, "tie_word_embeddings": False})),
+    "musespark-explicit": ("muse_spark", wrap("muse_spark", {
+        **MUSE_SPARK_TEXT, "num_hidden_layers": 3, "layer_types": [S, F, S], "sliding_window": 2,
+        "layer_rope_theta": [10000.0, 0, 500000.0], "mlp_layer_types": ["sparse", "dense", "sparse"],
+        "qk_scale_factor": 2.0, "output_multiplier": 0.5, "final_logit_softcapping": 8.0, "post_norm_eps": 1e-6,
+        "residual_gate_temperature": 1.0, "routed_scaling_factor": 2.5, "num_local_experts": 6, "num_experts_per_tok": 3,
+        "tie_word_embeddings": False})),
 }
 MODELS.update(WRAPPED)
 
@@ -1280,7 +1316,7 @@ def draw(family, seed, index, head_dims=(8, 16)):
     head_dim drawn from head_dims (families that derive it from the heads keep their rule)."""
     if family in WRAPPERS:  # its decoder family's draw (keyed by the wrapper), wrapped
         _, over = draw(WRAPPERS[family][1], f"{family}-{seed}", index, head_dims)
-        if family == "qwen2_audio":  # untied only: 5.x's class leaves a tied head newly initialised (the registry refuses it)
+        if family in ("qwen2_audio", "muse_spark"):  # untied only: 5.x's class leaves a tied head newly initialised (refused)
             over["tie_word_embeddings"] = False
         if family == "qwen2_5_omni_thinker":  # its draws slide (qwen2's draw leaves it to a coin)
             over["use_sliding_window"] = True
@@ -1566,6 +1602,21 @@ def draw(family, seed, index, head_dims=(8, 16)):
                   "activation_sparsity_pattern": [d.pick([0.0, 0.6, 0.95]) for _ in range(layers)]})
         if d.coin():
             c["layer_types"] = _types(d, layers)
+    elif family == "muse_spark_text":
+        # muse_glimmer_text's draw (NoPE layers by layer_rope_theta or its default; the first layer slides), its MoE on
+        # the last layer at least (every draw has one), the residual gates' temperature and the routing constants.
+        c.update({**MUSE_SPARK_TEXT, "sliding_window": w, "qk_scale_factor": d.pick([1.0, 5.47]),
+                  "output_multiplier": d.pick([0.25, 1.0]), "final_logit_softcapping": d.pick([8.0, 20.0]),
+                  "post_norm_eps": d.pick([1e-8, 1e-6]), "residual_gate_temperature": d.pick([0.3, 1.0]),
+                  "num_local_experts": d.pick([4, 6, 8]), "num_experts_per_tok": d.int(1, 3),
+                  "moe_hidden_size": d.pick([32, 48])})
+        # Not drawn: routed_scaling_factor and the renormalisation scale each token's routed sum by one factor, which
+        # the post-MLP norm erases (no shared expert joins the sum): they cannot act (sensitivity.py).
+        if d.coin():
+            c["layer_types"] = [S] + _types(d, layers - 1)
+            c["layer_rope_theta"] = [d.pick([0, 10000.0]) for _ in range(layers)]
+        if d.coin():
+            c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"]
     elif family == "mistral":
         c.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_act": "silu",
                   "sliding_window": d.pick([None, w]), **_rope(10000.0)})

@@ -212,7 +212,7 @@ def tensors(name, family, cfg):
         return {(head + k if k.startswith("lm_head.") else prefix + k[len("model."):]): v for k, v in text.items()}
     t = {}
     style = cfg.get("_weights", "zoo")
-    gemma = family in ("gemma2", "gemma3", "vaultgemma", "muse_glimmer_text", "recurrent_gemma")  # RMSNorm weight as 1 + w
+    gemma = family in ("gemma2", "gemma3", "vaultgemma", "muse_glimmer_text", "muse_spark_text", "recurrent_gemma")  # norm weight as 1 + w
 
     def put(key, shape, lo, hi):
         n = 1
@@ -286,6 +286,9 @@ def tensors(name, family, cfg):
     if family == "laguna":  # read_laguna's rule
         kinds = cfg.get("mlp_layer_types")
         moe = {i for i in range(layers) if (kinds[i] == "sparse" if kinds else i > 0)}
+    if family == "muse_spark_text":  # read_muse_spark_text's rule: every layer sparse by default
+        kinds = cfg.get("mlp_layer_types")
+        moe = {i for i in range(layers) if not kinds or kinds[i] == "sparse"}
     if family == "mellum":  # read_mellum's rule
         kinds = cfg.get("mlp_layer_types")
         moe = {i for i in range(layers) if not kinds or kinds[i] == "sparse"}
@@ -382,6 +385,22 @@ def tensors(name, family, cfg):
                 mlp(f + "shared_experts.", cfg["shared_expert_intermediate_size"])
             else:
                 mlp(f, cfg["intermediate_size"])
+        elif family == "muse_spark_text":  # stacked experts at moe_hidden_size between its projections; no shared expert
+            f, e, inter, pooled = p + "mlp.", cfg["num_local_experts"], cfg["moe_intermediate_size"], cfg["moe_hidden_size"]
+            if i in moe:
+                put(f + "gate.weight", (e, HIDDEN), -PROJ, PROJ)
+                put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
+                put(f + "pre_expert_proj.weight", (pooled, HIDDEN), -PROJ, PROJ)
+                put(f + "pre_expert_norm.weight", (pooled,), norm_lo, norm_hi)
+                put(f + "experts.gate_up_proj", (e, 2 * inter, pooled), -PROJ, PROJ)
+                put(f + "experts.down_proj", (e, pooled, inter), -OUT, OUT)
+                put(f + "experts.post_expert_norm.weight", (pooled,), norm_lo, norm_hi)
+                put(f + "post_expert_proj.weight", (HIDDEN, pooled), -OUT, OUT)
+            else:
+                mlp(f, cfg["intermediate_size"])
+            # The residual gates g (beta = sigmoid(g / T)): betas from about 0.2 to 0.8 at T = 0.3.
+            put(p + "post_attention_residual_gate.gate", (HIDDEN,), -0.4, 0.4)
+            put(p + "post_feedforward_residual_gate.gate", (HIDDEN,), -0.4, 0.4)
         elif family == "kolibri1":  # stacked experts, the router's selection bias, an ungated shared expert
             f, e, inter = p + "mlp.", cfg["num_local_experts"], cfg["moe_intermediate_size"]
             # afmoe's quarter range: sigmoid weights away from 1, so that the renormalisation acts (sensitivity.py);
@@ -427,13 +446,13 @@ def tensors(name, family, cfg):
         if not post_norm:
             put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
         # cohere2's (and cohere2_moe's) parallel block has one norm per layer; vaultgemma none after attention
-        if family not in ("cohere2", "cohere2_moe", "vaultgemma"):
+        if family not in ("cohere2", "cohere2_moe", "vaultgemma", "muse_spark_text"):  # muse_spark's is weightless
             put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma2", "gemma3", "gemma4_text", "vaultgemma", "muse_glimmer_text", "gemma3n_text"):
+        if family in ("gemma2", "gemma3", "gemma4_text", "vaultgemma", "muse_glimmer_text", "gemma3n_text", "muse_spark_text"):
             put(p + "pre_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma2", "gemma3", "gemma4_text", "muse_glimmer_text", "gemma3n_text") or post_norm:
+        if family in ("gemma2", "gemma3", "gemma4_text", "muse_glimmer_text", "gemma3n_text", "muse_spark_text") or post_norm:
             put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family == "muse_glimmer_text":  # afmoe's gate of every attention output element (weightless q/k norms)
+        if family in ("muse_glimmer_text", "muse_spark_text"):  # afmoe's gate of every attention output element
             put(p + "self_attn.gate_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         if family == "laguna":  # the softplus gate: one per head, or one per output element unless gating is per head
             per_head = cfg.get("gating", True) in (True, "per-head")
@@ -458,7 +477,7 @@ def tensors(name, family, cfg):
             put(p + "self_attn.k_norm.weight", ((KV_HEADS if whole else 1) * HEAD_DIM,), 2.0 - 2 * NORM, 2.0 + 2 * NORM)
     if family == "gemma3n_text":
         gemma3n_model(put, cfg)
-    if family == "muse_glimmer_text":  # its final norm's weight is w, not 1 + w
+    if family in ("muse_glimmer_text", "muse_spark_text"):  # its final norm's weight is w, not 1 + w
         norm_lo, norm_hi = 1 - NORM, 1 + NORM
     final_norm = {"lfm3": "model.embedding_norm.weight", "recurrent_gemma": "model.final_norm.weight"}.get(family, "model.norm.weight")
     put(final_norm, (HIDDEN,), norm_lo, norm_hi)

@@ -315,6 +315,18 @@ _NORMS["transformers.models.openai_privacy_filter.modeling_openai_privacy_filter
                                                                                       _llama_norm_forward)]
 _ROTARY["transformers.models.openai_privacy_filter.modeling_openai_privacy_filter"] = ("OpenAIPrivacyFilterRotaryEmbedding",
                                                                                        _half_rotary_forward)
+# muse_spark's text decoder (5.24.0 on): muse_glimmer's norms and rotary, and its input-scaled norm (the weight before the
+# normalisation: x * (1 + w), cast to float32 in between); its router's float32 casts (_patch_muse_spark).
+def _input_scaled_norm_forward(self, x):
+    """MuseSparkTextInputScaledRMSNorm: RMS of x * (1 + w), in the input's dtype."""
+    y = x * (1.0 + self.weight.to(x.dtype))
+    return y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self._kvc_eps)
+
+
+_NORMS["transformers.models.muse_spark.modeling_muse_spark"] = [("MuseSparkRMSNorm", _gemma4_norm_forward),
+                                                                ("MuseSparkTextCenteredRMSNorm", _gemma_norm_forward),
+                                                                ("MuseSparkTextInputScaledRMSNorm", _input_scaled_norm_forward)]
+_ROTARY["transformers.models.muse_spark.modeling_muse_spark"] = ("MuseSparkTextRotaryEmbedding", _rotary_forward)
 # A multimodal model's towers (vision, audio) and the projector from a tower into the decoder (mistral3, lfm3_vl):
 # a text-only forward never runs them, so they are not patched.
 _TOWERS = {"visual", "vision_tower", "vision_model", "audio_tower", "audio_model", "multi_modal_projector"}
@@ -393,6 +405,11 @@ def _patch_afmoe(mod):
     _recast(mod.AfmoeTokenChoiceRouter, mod, r"\.to\(torch\.float32\)", ".to(torch.float64)", 1)
 
 
+def _patch_muse_spark(mod):
+    """MuseSparkTopkRouter.forward: dots1's float32 casts of the input and the weight before the router's logits."""
+    _recast(mod.MuseSparkTopkRouter, mod, r"\.type\(torch\.float32\)", ".type(torch.float64)", 2)
+
+
 def _patch_kolibri1(mod):
     """Kolibri1TopKRouter.forward: dots1's float32 casts of the input and the weight (its CUDA branch's out_dtype
     float32 is not taken on the CPU)."""
@@ -447,7 +464,8 @@ _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.modernbert.modeling_modernbert": _patch_cohere2,
           "transformers.models.kolibri1.modeling_kolibri1": _patch_kolibri1,
           "transformers.models.laguna.modeling_laguna": _patch_laguna,
-          "transformers.models.openai_privacy_filter.modeling_openai_privacy_filter": _patch_openai_privacy_filter}
+          "transformers.models.openai_privacy_filter.modeling_openai_privacy_filter": _patch_openai_privacy_filter,
+          "transformers.models.muse_spark.modeling_muse_spark": _patch_muse_spark}
 
 
 def _yarn(cfg):

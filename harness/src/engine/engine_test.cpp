@@ -1037,6 +1037,66 @@ TEST(ModelConfig, ReadsMuseGlimmerTextAndItsPlaceholders) {
   EXPECT_TRUE(m.zero_tokens.empty());
 }
 
+// muse_spark_text (the decoder of muse_spark): muse_glimmer_text's reading under its own defaults (qk_scale_factor
+// 5.473, output_multiplier 0.177, head_dim 64, base 5e5, hidden_act), the o_norm, the weightless post-attention
+// norm, the input-scaled post-MLP norm, the residual gates' temperature, and its MoE as TopK data: every layer sparse
+// by default, sigmoid scores of the logits times output_multiplier, chosen by score + bias, renormalised with 1e-15,
+// routed_scaling_factor, stacked experts at moe_hidden_size normed after; its wrapper zeroes the audio id too.
+TEST(ModelConfig, ReadsMuseSparkTextsGatesNormsAndPooledMoe) {
+  nlohmann::json c = {{"model_type", "muse_spark_text"}, {"vocab_size", 32},           {"hidden_size", 16},
+                      {"num_hidden_layers", 5},          {"num_attention_heads", 4},   {"num_key_value_heads", 2},
+                      {"intermediate_size", 8},          {"sliding_window", 3},        {"num_local_experts", 4},
+                      {"num_experts_per_tok", 2},        {"moe_intermediate_size", 6}, {"moe_hidden_size", 12}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.family, Family::MuseSparkText);
+  EXPECT_EQ(m.head_dim, 64);
+  EXPECT_DOUBLE_EQ(m.query_scale, 0.125 * 5.4730064863875);
+  EXPECT_EQ(m.rope_theta, 500000.0);
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{0, 3, 3, 3, 0}));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{false, true, true, true, false}));
+  EXPECT_TRUE(m.attn_out_norm && m.post_attn_norm_weightless && m.post_ff_norm_input_scaled && m.embed_rms_norm &&
+              m.qk_norm_weightless && m.final_norm_plain && !m.gelu);
+  EXPECT_EQ(m.residual_gate_temperature, 0.3);
+  EXPECT_EQ(m.logit_scale, 0.1767766952966369);
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>(5, true)));
+  EXPECT_EQ(m.moe.routing, MoeRouting::TopK);
+  EXPECT_EQ(m.moe.score, MoeScore::Sigmoid);
+  EXPECT_TRUE(m.moe.selection_bias && m.moe.renormalize && m.moe.stacked_experts && m.moe.expert_out_norm &&
+              !m.moe.select_logits);
+  EXPECT_EQ(m.moe.router_scale, 0.1767766952966369);
+  EXPECT_EQ(m.moe.renormalize_eps, 1e-15);
+  EXPECT_EQ(m.moe.pooled, 12);
+  EXPECT_EQ(m.expert_width(), 12);
+  EXPECT_EQ(m.moe.shared_intermediate, 0);
+  c["mlp_layer_types"] = {"dense", "sparse", "dense", "sparse", "sparse"};
+  c["residual_gate_temperature"] = 1.0;
+  c["output_multiplier"] = 0.5;
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{false, true, false, true, true}));
+  EXPECT_EQ(m.residual_gate_temperature, 1.0);
+  EXPECT_EQ(m.moe.router_scale, 0.5);
+  const ModelConfig w = parse_config(
+      {{"model_type", "muse_spark"}, {"image_token_id", 30}, {"video_token_id", 31}, {"audio_token_id", 29}, {"text_config", c}},
+      "w.json");
+  EXPECT_EQ(w.zero_tokens, (std::vector<int64_t>{30, 31, 29}));
+  auto error = [](nlohmann::json cfg) {
+    try {
+      parse_config(cfg, "c.json");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // The class leaves a tied head newly initialised (engines/transformers/repro/muse_spark_tied_head_untied.py).
+  EXPECT_NE(error({{"model_type", "muse_spark"}, {"tie_word_embeddings", true}, {"text_config", c}}).find("/tie_word_embeddings"),
+            std::string::npos);
+  c["hidden_act"] = "gelu_pytorch_tanh";
+  EXPECT_NE(error(c).find("/hidden_act"), std::string::npos) << error(c);
+  c["hidden_act"] = "silu";
+  c["residual_gate_temperature"] = 0;
+  EXPECT_NE(error(c).find("/residual_gate_temperature"), std::string::npos) << error(c);
+}
+
 // mellum: layer types default all full, one rope base per layer type (defaults full 5e5, sliding 1e4;
 // no flat base), mlp_layer_types (default every layer sparse), softmax top-k renormalised by default,
 // no shared expert.

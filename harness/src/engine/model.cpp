@@ -13,6 +13,7 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 namespace kvc::engine {
 
@@ -1579,6 +1580,54 @@ void read_muse_glimmer_text(const json& c, const std::string& file, ModelConfig&
   }
 }
 
+// MuseSparkTextConfig (5.24.0 on; the text decoder of muse_spark): muse_glimmer_text's decoder (its reader, above)
+// under its own defaults (qk_scale_factor 5.4730064863875, output_multiplier 0.1767766952966369, head_dim 64, rope
+// base 5e5, the MLP's activation hidden_act: hidden_activation is no field of it) with these differences: a weightless
+// RMS norm (rms_norm_eps) of each head's attention output before the gate (o_norm); a post-attention norm without
+// weight and a post-MLP norm that scales by (1 + w) before it normalises (both post_norm_eps); each residual add gated
+// per hidden dimension (MuseSparkResidualGate: alpha * x + beta * block, beta = sigmoid(g / residual_gate_temperature),
+// default 0.3, alpha = sqrt(max(sigmoid(-g / T) * (1 + beta), 1e-3))). The feed-forward per mlp_layer_types (default
+// every layer "sparse"): "dense" the MLP of intermediate_size, "sparse" a MoE whose router (mlp.gate) scales its
+// logits by output_multiplier before their sigmoid, chooses the top num_experts_per_tok (8) by score +
+// e_score_correction_bias, divides the chosen scores by their sum + 1e-15 and scales them by routed_scaling_factor (1);
+// its num_local_experts (256) stacked experts of moe_intermediate_size (4096) run at moe_hidden_size (4096): their
+// input pre_expert_norm(pre_expert_proj h) ((1 + w), rms_norm_eps), each expert's output normed by the shared
+// experts.post_expert_norm (input-scaled, post_norm_eps) before its weight, the sum through post_expert_proj; no shared
+// expert. Only SiLU is modelled (the experts' activation is hidden_act too). 5.24.0 and 5.25.0 compute the same
+// forward (5.25.0 renames the norms' eps attribute).
+void read_muse_spark_text(const json& c, const std::string& file, ModelConfig& m) {
+  if (c.contains("hidden_activation")) bad(file, "/hidden_activation", "is no field of muse_spark_text (hidden_act is)");
+  const std::string act = c.value("hidden_act", std::string("silu"));
+  if (act != "silu") bad(file, "/hidden_act", "\"" + act + "\" is not modelled (silu is)");
+  json g = c;  // muse_glimmer_text's keys under muse_spark_text's defaults
+  g["hidden_activation"] = act;
+  for (const auto& [key, value] : {std::pair<const char*, json>{"qk_scale_factor", 5.4730064863875},
+                                   {"output_multiplier", 0.1767766952966369},
+                                   {"head_dim", 64}})
+    if (!c.contains(key) || c[key].is_null()) g[key] = value;
+  if (!c.contains("rope_parameters") || c["rope_parameters"].is_null())
+    g["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500000.0}};
+  read_muse_glimmer_text(g, file, m);
+  m.attn_out_norm = m.post_attn_norm_weightless = m.post_ff_norm_input_scaled = true;
+  m.residual_gate_temperature = number_or(c, "residual_gate_temperature", 0.3, file);
+  if (m.residual_gate_temperature <= 0) bad(file, "/residual_gate_temperature", "must be positive (the gate divides by it)");
+  MoeConfig& moe = m.moe;
+  moe.layers = c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null() ? mlp_layer_types_of(c, m.layers, file)
+                                                                                : std::vector<bool>(m.layers, true);
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = moe.renormalize = moe.stacked_experts = moe.expert_out_norm = true;
+  moe.renormalize_eps = 1e-15;
+  moe.router = "gate.";
+  moe.router_scale = m.logit_scale;  // output_multiplier, read above
+  moe.routed_scale = number_or(c, "routed_scaling_factor", 1.0, file);
+  moe.experts = positive_or(c, "num_local_experts", 256, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
+  if (moe.top_k > moe.experts) bad(file, "/num_experts_per_tok", "exceeds num_local_experts");
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 4096, file);
+  moe.pooled = positive_or(c, "moe_hidden_size", 4096, file);
+}
+
 // Kolibri1Config (5.24.0 on): layer_types default full on every fifth layer ((i + 1) % 5 == 0), sliding
 // otherwise (window 513 where the key is absent); rope on the sliding layers only (NoPE full layers), on every
 // layer where sliding_window is null (then every layer is full); per-head q/k RMS norms before rope; a sandwich
@@ -1796,11 +1845,20 @@ const WrapperEntry kWrappers[] = {
     {"cohere_compass", "cohere_compass_text", "", "model.language_model.", "", false, false},
     // MuseGlimmerForConditionalGeneration applies its decoder's output_multiplier and soft-cap to lm_head's logits.
     {"muse_glimmer", "muse_glimmer_text", "", "model.language_model.", "", false, false},
+    // MuseSparkForConditionalGeneration: muse_glimmer's head (output_multiplier, soft-cap) around muse_spark_text. A tied
+    // head is refused: the class drops muse_glimmer's _tied_weights_keys, so 5.24.0 and 5.25.0 leave lm_head newly
+    // initialised (engines/transformers/repro/muse_spark_tied_head_untied.py).
+    {"muse_spark", "muse_spark_text", "", "model.language_model.", "", false, true},
 };
 
-// Wrappers whose forward embeds the outer config's image_token_id and video_token_id as id 0 whatever the input
-// (muse_glimmer: llm_input_ids[multimodal_mask] = 0 before the lookup, text-only inputs too).
-const char* const kPlaceholdersAsZero[] = {"muse_glimmer"};
+// Wrappers whose forward embeds the outer config's placeholder ids as id 0 whatever the input (muse_glimmer:
+// llm_input_ids[multimodal_mask] = 0 before the lookup, text-only inputs too; muse_spark's mask adds audio_token_id).
+struct PlaceholdersAsZero {
+  const char* model_type;
+  std::vector<const char*> keys;
+};
+const PlaceholdersAsZero kPlaceholdersAsZero[] = {{"muse_glimmer", {"image_token_id", "video_token_id"}},
+                                                  {"muse_spark", {"image_token_id", "video_token_id", "audio_token_id"}}};
 
 // The head's tie of a model whose decoder is its text_config: the outer config's (5.x) or text_config's (4.x reads
 // it there; 5.25 ties when either says so): a checkpoint whose two disagree would differ between releases.
@@ -1847,6 +1905,7 @@ const FamilyEntry kRegistry[] = {
     {Family::Ultrabert, "ultrabert", read_ultrabert},
     {Family::CohereCompassText, "cohere_compass_text", read_cohere_compass_text},
     {Family::MuseGlimmerText, "muse_glimmer_text", read_muse_glimmer_text},
+    {Family::MuseSparkText, "muse_spark_text", read_muse_spark_text},
     {Family::Kolibri1, "kolibri1", read_kolibri1},
     {Family::Laguna, "laguna", read_laguna},
     {Family::EmbeddingGemma2Text, "embedding_gemma2_text", read_embedding_gemma2_text},
@@ -1933,14 +1992,14 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
     if (m.tied && w.untied_head_only)
       bad(outer_file, "/tie_word_embeddings",
           "a tied head is not modelled for " + type +
-              ": transformers 4.x ties it, 5.x's class "
+              ": its 5.x class declares no tied weights and "
               "leaves lm_head untied and newly initialised");
     m.text_prefix = w.text_prefix;
     m.head_prefix = w.head_prefix;
     if (w.plain_head) m.logit_scale = 1;
-    for (const char* p : kPlaceholdersAsZero)
-      if (type == p)
-        for (const char* key : {"image_token_id", "video_token_id"})
+    for (const PlaceholdersAsZero& p : kPlaceholdersAsZero)
+      if (type == p.model_type)
+        for (const char* key : p.keys)
           if (outer.contains(key) && outer[key].is_number_integer()) m.zero_tokens.push_back(outer[key].get<int64_t>());
     return m;
   }
@@ -2216,8 +2275,8 @@ Model load_model(const std::string& dir) {
   if (k.moe.routing == MoeRouting::TopK) {
     // Each expert's module (experts.<e>.{gate,up,down}_proj.weight, nn.Linear's [out, in]) into the
     // x @ W tensors the forward reads: experts.gate_up_proj [E, H, 2I] (gate the first half) and
-    // experts.down_proj [E, I, H].
-    const int64_t E = k.moe.experts, I = k.moe.intermediate, H = k.hidden;
+    // experts.down_proj [E, I, H] (H the experts' width: MoeConfig::pooled where set).
+    const int64_t E = k.moe.experts, I = k.moe.intermediate, H = k.expert_width();
     for (int64_t l = 0; l < k.layers; ++l) {
       if (k.moe.layers.empty() || !k.moe.layers[static_cast<size_t>(l)]) continue;
       std::vector<double> gate_up(static_cast<size_t>(E * H * 2 * I)), down(static_cast<size_t>(E * I * H));
@@ -2346,11 +2405,17 @@ Model load_model(const std::string& dir) {
       if (moe && k.moe.shared_gate) need(layer_name(l, k.mlp_prefix + "shared_expert_gate.weight"), k.hidden);
     }
     if (moe) {
-      const int64_t E = k.moe.experts, I = k.moe.intermediate;
+      const int64_t E = k.moe.experts, I = k.moe.intermediate, P = k.expert_width();
       need(layer_name(l, k.mlp_prefix + k.moe.router + "weight"), E * k.hidden);
       if (k.moe.selection_bias) need(layer_name(l, k.mlp_prefix + k.moe.router + "e_score_correction_bias"), E);
-      need(layer_name(l, k.mlp_prefix + "experts.gate_up_proj"), E * k.hidden * 2 * I);
-      need(layer_name(l, k.mlp_prefix + "experts.down_proj"), E * I * k.hidden);
+      need(layer_name(l, k.mlp_prefix + "experts.gate_up_proj"), E * P * 2 * I);
+      need(layer_name(l, k.mlp_prefix + "experts.down_proj"), E * I * P);
+      if (k.moe.pooled > 0) {
+        need(layer_name(l, k.mlp_prefix + "pre_expert_proj.weight"), P * k.hidden);
+        need(layer_name(l, k.mlp_prefix + "pre_expert_norm.weight"), P);
+        need(layer_name(l, k.mlp_prefix + "post_expert_proj.weight"), k.hidden * P);
+      }
+      if (k.moe.expert_out_norm) need(layer_name(l, k.mlp_prefix + "experts.post_expert_norm.weight"), P);
       if (gpt_oss) {
         need(layer_name(l, k.mlp_prefix + "router.bias"), E);
         need(layer_name(l, k.mlp_prefix + "experts.gate_up_proj_bias"), E * 2 * I);
@@ -2359,8 +2424,12 @@ Model load_model(const std::string& dir) {
     }
     if (k.sinks && !conv) need(layer_name(l, "self_attn.sinks"), k.heads);
     if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0)) need_norm(layer_name(l, "input_layernorm."));
-    if (!k.parallel_block)
+    if (!k.parallel_block && !k.post_attn_norm_weightless)
       need_norm(layer_name(l, k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm."));
+    if (k.residual_gate_temperature > 0) {
+      need(layer_name(l, "post_attention_residual_gate.gate"), k.hidden);
+      need(layer_name(l, "post_feedforward_residual_gate.gate"), k.hidden);
+    }
     if (k.norm_placement == NormPlacement::Sandwich) need(layer_name(l, "pre_feedforward_layernorm.weight"), k.hidden);
     if (k.norm_placement != NormPlacement::Pre) need(layer_name(l, "post_feedforward_layernorm.weight"), k.hidden);
     if (k.qk_norm && !k.qk_norm_weightless && !conv) {
@@ -2503,6 +2572,13 @@ T round_bf16(T x) {
 template <class T>
 T silu(T a) {
   return a / (T(1) + std::exp(-a));
+}
+
+// muse_spark's residual gate of one hidden dimension (MuseSparkResidualGate): w = g / T, beta = sigmoid(w), alpha =
+// sqrt(max(sigmoid(-w) * (1 + beta), 1e-3)); the add is alpha * x + beta * block.
+std::pair<double, double> residual_gate(double g, double temperature) {
+  const double w = g / temperature, beta = 1 / (1 + std::exp(-w));
+  return {std::sqrt(std::max(1 / (1 + std::exp(w)) * (1 + beta), 1e-3)), beta};
 }
 
 // The MLP's activation (and the prediction head's): gelu_pytorch_tanh, the exact gelu, or SiLU.
@@ -2653,6 +2729,20 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       }
       if (moe && k.moe.shared_gate) L.shared_gate = get(k.mlp_prefix + "shared_expert_gate.weight");
     }
+    if (moe && k.moe.pooled > 0) {
+      L.pre_expert_proj = get(k.mlp_prefix + "pre_expert_proj.weight");
+      L.pre_expert_norm = get(k.mlp_prefix + "pre_expert_norm.weight");
+      L.post_expert_proj = get(k.mlp_prefix + "post_expert_proj.weight");
+    }
+    if (moe && k.moe.expert_out_norm) L.post_expert_norm = get(k.mlp_prefix + "experts.post_expert_norm.weight");
+    if (k.residual_gate_temperature > 0)
+      for (const auto& [name, alpha, beta] : {std::tuple{"post_attention_residual_gate.gate", &L.attn_alpha, &L.attn_beta},
+                                              std::tuple{"post_feedforward_residual_gate.gate", &L.ff_alpha, &L.ff_beta}})
+        for (double g : model.at(layer_name(l, name))) {
+          const auto [a, b] = residual_gate(g, k.residual_gate_temperature);
+          alpha->push_back(static_cast<T>(a));
+          beta->push_back(static_cast<T>(b));
+        }
     if (moe) {
       L.router = get(k.mlp_prefix + k.moe.router + "weight");
       if (k.moe.selection_bias) L.selection_bias = get(k.mlp_prefix + k.moe.router + "e_score_correction_bias");
@@ -2671,7 +2761,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       if (k.norm_bias) L.in_norm_bias = get("input_layernorm.bias");
     }
     // Pre: post_attn_norm is the MLP's input norm; Sandwich and Post: the attention output's.
-    if (!k.parallel_block) {
+    if (!k.parallel_block && !k.post_attn_norm_weightless) {
       const std::string norm = k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm.";
       L.post_attn_norm = get(norm + "weight");
       if (k.norm_bias) L.post_attn_norm_bias = get(norm + "bias");
@@ -2941,7 +3031,9 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
   }
   const int64_t inter = std::max({k.intermediate, k.moe.intermediate, k.moe.shared_intermediate});
   std::vector<T> kk(widest), vv(widest), o(H), g(inter), u(inter), m(H);
-  std::vector<T> scores, qt, routed(H), expert_in(H), router_logits(k.moe.experts);
+  const int64_t expert_rows = std::max(H, k.expert_width());  // the routed experts' width (muse_spark's pooled one)
+  std::vector<T> scores, qt, routed(expert_rows), expert_in(expert_rows), expert_out(expert_rows), pooled_in(expert_rows),
+      router_logits(k.moe.experts);
   auto row = [](std::vector<T>& b, int64_t t, int64_t w) { return Row<T>{b.data() + t * w, static_cast<size_t>(w)}; };
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
@@ -3171,6 +3263,9 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       auto gate_of = [&](T z) {
         return k.attn_gate_softplus ? (z > T(20) ? z : std::log1p(std::exp(z))) : T(1) / (T(1) + std::exp(-z));
       };
+      if (k.attn_out_norm && !conv)  // muse_spark's o_norm: each head's output RMS-normed, weightless
+        for (int64_t head = 0; head < k.heads; ++head)
+          rms_norm(attn.data() + head * D, no_weight, D, eps, false, attn.data() + head * D);
       if (!L.gate_proj.empty() && k.attn_gate_elementwise) {
         // afmoe's attention gate: each output element times its own sigmoid(g_proj h).
         for (int64_t e = 0; e < k.heads * D; ++e) {
@@ -3199,8 +3294,11 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         // The MLP reads the same normed input as the attention: h is kept.
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       } else if (k.norm_placement == NormPlacement::Sandwich) {
-        rms_norm(o.data(), L.post_attn_norm, H, post_eps, k.gemma_norm, o.data());
-        for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+        rms_norm(o.data(), L.post_attn_norm, H, post_eps, k.gemma_norm, o.data());  // weightless: post_attn_norm empty
+        if (L.attn_alpha.empty())
+          for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+        else  // muse_spark's residual gate
+          for (int64_t i = 0; i < H; ++i) x[i] = L.attn_alpha[i] * x[i] + L.attn_beta[i] * o[i];
         if (k.laurel_rank > 0)
           for (int64_t i = 0; i < H; ++i) x[i] = (x[i] + lr[i]) / static_cast<T>(M_SQRT2);
         rms_norm(x.data(), L.pre_ff_norm, H, eps, k.gemma_norm, h.data());
@@ -3249,6 +3347,8 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         const int64_t E = k.moe.experts;
         const bool gpt_oss = k.moe.routing == MoeRouting::GptOss, topk = k.moe.routing == MoeRouting::TopK;
         matvec(L.router, h.data(), E, H, router_logits.data(), L.router_bias);
+        if (k.moe.router_scale != 1)  // muse_spark: the logits times output_multiplier
+          for (T& v : router_logits) v *= static_cast<T>(k.moe.router_scale);
         if (k.moe.router_softcap > 0)  // laguna: tanh(logit / c) * c before the scores and the choice
           for (T& v : router_logits)
             v = std::tanh(v / static_cast<T>(k.moe.router_softcap)) * static_cast<T>(k.moe.router_softcap);
@@ -3302,6 +3402,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           if (k.moe.renormalize) {
             T sum = 0;
             for (const T& w : weight) sum += w;
+            sum += static_cast<T>(k.moe.renormalize_eps);  // muse_spark's 1e-15 (x + 0 is exact)
             for (T& w : weight) w /= sum;
           }
           for (T& w : weight) w *= static_cast<T>(k.moe.routed_scale);
@@ -3314,14 +3415,21 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           for (int64_t r = 0; r < top_k; ++r) weight[r] = T(1) / (T(1) + std::exp(-router_logits[order[r]]));
         }
         const T alpha = static_cast<T>(k.moe.swiglu_alpha), limit = static_cast<T>(k.moe.swiglu_limit);
+        // The experts' width P: the hidden size, or muse_spark's pooled width (their input pre_expert_norm(pre_expert_proj h)).
+        const int64_t P = k.expert_width();
+        if (k.moe.pooled > 0) {
+          matvec(L.pre_expert_proj, h.data(), P, H, pooled_in.data());
+          rms_norm(pooled_in.data(), L.pre_expert_norm, P, eps, true, pooled_in.data());
+        }
+        const T* in = k.moe.pooled > 0 ? pooled_in.data() : h.data();
         std::fill(routed.begin(), routed.end(), T(0));
         for (int64_t r = 0; r < top_k; ++r) {
           const int64_t e = order[static_cast<size_t>(r)];
-          for (int64_t i = 0; i < H; ++i) expert_in[i] = gpt_oss || topk ? h[i] : h[i] * weight[r];
-          const T* gu = L.experts_gate_up.data() + e * H * 2 * I;  // [H, 2I]: x @ W
+          for (int64_t i = 0; i < P; ++i) expert_in[i] = gpt_oss || topk ? in[i] : in[i] * weight[r];
+          const T* gu = L.experts_gate_up.data() + e * P * 2 * I;  // [P, 2I]: x @ W
           for (int64_t c = 0; c < 2 * I; ++c) {
             T s = 0;
-            for (int64_t i = 0; i < H; ++i) s += expert_in[i] * gu[i * 2 * I + c];
+            for (int64_t i = 0; i < P; ++i) s += expert_in[i] * gu[i * 2 * I + c];
             if (gpt_oss) s += L.experts_gate_up_bias[static_cast<size_t>(e * 2 * I + c)];
             // llama4 (and gate_up_halves): gate, up = the halves; gpt_oss: the even and odd columns.
             if (gpt_oss && !k.moe.gate_up_halves) (c % 2 ? u[c / 2] : g[c / 2]) = s;
@@ -3335,23 +3443,38 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
               g[i] = u[i] * silu(g[i]);
             }
           }
-          const T* dn = L.experts_down.data() + e * I * H;  // [I, H]
-          for (int64_t c = 0; c < H; ++c) {
+          const T* dn = L.experts_down.data() + e * I * P;  // [I, P]
+          for (int64_t c = 0; c < P; ++c) {
             T s = 0;
-            for (int64_t i = 0; i < I; ++i) s += g[i] * dn[i * H + c];
-            if (gpt_oss) s = (s + L.experts_down_bias[static_cast<size_t>(e * H + c)]) * weight[r];
-            else if (topk) s *= weight[r];
-            routed[c] += s;
+            for (int64_t i = 0; i < I; ++i) s += g[i] * dn[i * P + c];
+            if (gpt_oss) s = (s + L.experts_down_bias[static_cast<size_t>(e * P + c)]);
+            expert_out[c] = s;
           }
+          if (k.moe.expert_out_norm) {  // muse_spark's post_expert_norm: RMS of out * (1 + w)
+            for (int64_t c = 0; c < P; ++c) expert_out[c] *= T(1) + L.post_expert_norm[c];
+            rms_norm(expert_out.data(), no_weight, P, post_eps, false, expert_out.data());
+          }
+          for (int64_t c = 0; c < P; ++c) routed[c] += gpt_oss || topk ? expert_out[c] * weight[r] : expert_out[c];
+        }
+        if (k.moe.pooled > 0) {  // back to the hidden size
+          matvec(L.post_expert_proj, routed.data(), H, P, expert_out.data());
+          std::copy(expert_out.begin(), expert_out.begin() + H, routed.begin());
         }
         for (int64_t i = 0; i < H; ++i) m[i] += routed[i];
         if (k.moe.combined_scale != 1)  // cohere2_moe's "average": (routed + shared) / 2
           for (T& v : m) v *= static_cast<T>(k.moe.combined_scale);
       }
-      if (k.norm_placement != NormPlacement::Pre)
+      if (k.post_ff_norm_input_scaled) {  // muse_spark: RMS of m * (1 + w)
+        for (int64_t i = 0; i < H; ++i) m[i] *= T(1) + L.post_ff_norm[i];
+        rms_norm(m.data(), no_weight, H, post_eps, false, m.data());
+      } else if (k.norm_placement != NormPlacement::Pre) {
         rms_norm(m.data(), L.post_ff_norm, H, k.norm_placement == NormPlacement::Sandwich ? post_eps : eps, k.gemma_norm,
                  m.data());
-      for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
+      }
+      if (L.ff_alpha.empty())
+        for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
+      else  // muse_spark's residual gate
+        for (int64_t i = 0; i < H; ++i) x[i] = L.ff_alpha[i] * x[i] + L.ff_beta[i] * m[i];
       if (P > 0 && NA == 0) {  // the layer's per-layer input: x += norm(per_layer_projection(act(gate x) * pli_l))
         matvec(L.per_layer_gate, x.data(), P, H, gated.data());
         const T* in = pli.data() + (t * k.layers + li) * P;

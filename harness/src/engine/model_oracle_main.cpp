@@ -1,7 +1,8 @@
 // kvc-model-oracle MODEL_DIR TOKENS OUT [--float32] [--span-delta N] [--top-k-delta N] [--no-renormalize]
 // [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] [--conv-taps-dropped N]
-// [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--no-per-layer-input] [--no-laurel]
-// [--no-activation-sparsity] [--altup-active N]: the model oracle's logits for one sequence, raw
+// [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-residual-gate] [--no-attention-output-norm]
+// [--post-norm-scales-after] [--no-router-scale] [--no-expert-norm] [--no-prediction-head] [--no-per-layer-input]
+// [--no-laurel] [--no-activation-sparsity] [--altup-active N]: the model oracle's logits for one sequence, raw
 // little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
@@ -15,6 +16,10 @@
 // (lfm3's, and recurrent_gemma's recurrent blocks') only its last conv_kernel - N taps (a state N rows short),
 // --lru-decay-off runs the RG-LRU without its decay (lru_decay_scale 0: a = 1), --no-attention-gate leaves lfm3's
 // attention gate out: the hybrid rules' mutants; --sigmoid-gate gates with a sigmoid where laguna's gate is a softplus.
+// muse_spark's rules' mutants: --no-residual-gate adds each block's output to the residual plainly (x + block),
+// --no-attention-output-norm leaves the per-head norm of the attention output (o_norm) out, --post-norm-scales-after
+// applies the post-MLP norm's (1 + w) after normalising (muse_glimmer's order), --no-router-scale leaves the router's
+// logits unscaled by output_multiplier, --no-expert-norm leaves each expert's post_expert_norm out.
 // --no-prediction-head reads a ModernBERT-layout model's logits straight from its final norm (its head.dense,
 // activation and head.norm left out, as a loader that maps only the decoder to lm_head would). gemma3n's rules
 // mutants: --no-per-layer-input leaves the per-layer input embeddings out, --no-laurel the LAuReL branch,
@@ -44,8 +49,10 @@ int main(int argc, char** argv) {
     std::cerr
         << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
            "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
-           "[--conv-taps-dropped N] [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--no-per-layer-input] "
-           "[--no-laurel] [--no-activation-sparsity] [--altup-active N] [--gate-up-interleaved] [--real MASK] [--causal]\n";
+           "[--conv-taps-dropped N] [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-residual-gate] "
+           "[--no-attention-output-norm] [--post-norm-scales-after] [--no-router-scale] [--no-expert-norm] [--no-prediction-head] "
+           "[--no-per-layer-input] [--no-laurel] [--no-activation-sparsity] [--altup-active N] [--gate-up-interleaved] [--real MASK] "
+           "[--causal]\n";
     return 2;
   }
   try {
@@ -77,6 +84,11 @@ int main(int argc, char** argv) {
       else if (std::strcmp(argv[i], "--select-by-score") == 0) moe.select_logits = false;
       else if (std::strcmp(argv[i], "--no-router-softcap") == 0) moe.router_softcap = 0;
       else if (std::strcmp(argv[i], "--sigmoid-gate") == 0) model.config.attn_gate_softplus = false;
+      else if (std::strcmp(argv[i], "--no-residual-gate") == 0) model.config.residual_gate_temperature = 0;
+      else if (std::strcmp(argv[i], "--no-attention-output-norm") == 0) model.config.attn_out_norm = false;
+      else if (std::strcmp(argv[i], "--post-norm-scales-after") == 0) model.config.post_ff_norm_input_scaled = false;
+      else if (std::strcmp(argv[i], "--no-router-scale") == 0) moe.router_scale = 1;
+      else if (std::strcmp(argv[i], "--no-expert-norm") == 0) moe.expert_out_norm = false;
       else if (std::strcmp(argv[i], "--conv-taps-dropped") == 0 && i + 1 < argc) {
         // The oldest N taps of each channel's kernel left out: conv.conv.weight [H, K] becomes [H, K - N].
         kvc::engine::ModelConfig& c = model.config;
@@ -130,7 +142,11 @@ int main(int argc, char** argv) {
     for (bool b : model.config.conv_layers) conv_layers += b;
     int64_t recurrent_layers = 0;
     for (bool b : model.config.recurrent_layers) recurrent_layers += b;
-    const bool renormalize = as_read.routing == kvc::engine::MoeRouting::TopK && as_read.renormalize;
+    // The renormalisation scales each token's routed sum by one factor: it reaches the logits only where a shared
+    // expert joins that sum or no post-MLP norm (which erases a per-token scale) follows it (muse_spark has neither).
+    const bool renormalize = as_read.routing == kvc::engine::MoeRouting::TopK && as_read.renormalize &&
+                             (as_read.shared_intermediate > 0 || model.config.norm_placement == kvc::engine::NormPlacement::Pre ||
+                              model.config.parallel_block);
     std::cout << "{\"n\": " << tokens.size() << ", \"vocab\": " << model.config.vocab
               << ", \"span\": " << model.config.local_span() << ", \"local_layers\": " << local
               << ", \"moe_layers\": " << moe_layers << ", \"experts\": " << as_read.experts

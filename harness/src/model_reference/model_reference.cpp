@@ -60,6 +60,23 @@ Vec norm(const Model& model, const ModelConfig& k, const std::string& name, cons
 }
 
 double sigmoid(double z) { return 1 / (1 + std::exp(-z)); }
+
+// muse_spark's residual gate over one row: alpha * x + beta * block per dimension, beta = sigmoid(g / T), alpha =
+// sqrt(max(sigmoid(-g / T) * (1 + beta), 1e-3)).
+void gated_add(Vec& x, const Vec& block, const Vec& gate, double temperature) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double w = gate[i] / temperature, beta = 1 / (1 + std::exp(-w));
+    const double alpha = std::sqrt(std::max(1 / (1 + std::exp(w)) * (1 + beta), 1e-3));
+    x[i] = alpha * x[i] + beta * block[i];
+  }
+}
+
+// An RMS norm of x * (1 + w), weightless after (muse_spark's input-scaled norm).
+Vec input_scaled_norm(Vec x, const Vec& weight, double eps) {
+  for (size_t i = 0; i < x.size(); ++i) x[i] *= 1 + weight[i];
+  rms_norm(x.data(), static_cast<int64_t>(x.size()), nullptr, eps, false);
+  return x;
+}
 double silu(double a) { return a / (1 + std::exp(-a)); }
 double gelu_tanh(double a) { return 0.5 * a * (1 + std::tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))); }
 double gelu_erf(double a) { return a * 0.5 * (1 + std::erf(a * M_SQRT1_2)); }
@@ -138,10 +155,11 @@ bool visible(const ModelConfig& k, int64_t l, int64_t pos, int64_t j) {
 // The routed experts of a MoE layer for one normed row h (MoeConfig tells the routings apart).
 Vec routed_experts(const Model& model, const ModelConfig& k, int64_t l, const Vec& h) {
   const MoeConfig& moe = k.moe;
-  const int64_t E = moe.experts, I = moe.intermediate, H = k.hidden;
+  const int64_t E = moe.experts, I = moe.intermediate, H = k.expert_width();  // muse_spark's experts: its pooled width
   auto w = [&](const std::string& what) -> const Vec& { return model.at(layer_name(l, k.mlp_prefix + what)); };
   const bool llama4 = moe.routing == MoeRouting::Llama4, gpt_oss = moe.routing == MoeRouting::GptOss;
   Vec logits = linear(w(moe.router + "weight"), h, E, gpt_oss ? &w("router.bias") : nullptr);
+  for (double& v : logits) v = moe.router_scale != 1 ? v * moe.router_scale : v;
   for (double& v : logits) v = moe.router_softcap > 0 ? std::tanh(v / moe.router_softcap) * moe.router_softcap : v;
   Vec score = logits;
   if (moe.routing == MoeRouting::TopK && moe.score == MoeScore::Softmax) softmax(score);
@@ -174,14 +192,18 @@ Vec routed_experts(const Model& model, const ModelConfig& k, int64_t l, const Ve
   if (moe.routing == MoeRouting::TopK) {
     double sum = 0;
     for (double v : weight) sum += v;
-    for (double& v : weight) v = (moe.renormalize ? v / sum : v) * moe.routed_scale;
+    for (double& v : weight) v = (moe.renormalize ? v / (sum + moe.renormalize_eps) : v) * moe.routed_scale;
   }
+  // muse_spark: the experts read pre_expert_norm(pre_expert_proj h), (1 + w).
+  const Vec x = moe.pooled > 0
+                    ? norm(linear(w("pre_expert_proj.weight"), h, H), w("pre_expert_norm.weight"), nullptr, k.eps, false, true)
+                    : h;
   const Vec& gate_up = w("experts.gate_up_proj");  // [E, H, 2I]: x @ W
   const Vec& down = w("experts.down_proj");        // [E, I, H]
   Vec out(static_cast<size_t>(H), 0.0);
   for (size_t r = 0; r < chosen.size(); ++r) {
     const int64_t e = chosen[r];
-    Vec in = h;
+    Vec in = x;
     if (llama4)  // llama4 scales the expert's input, the others its output
       for (double& v : in) v *= weight[r];
     Vec gate(static_cast<size_t>(I)), up(static_cast<size_t>(I));
@@ -200,14 +222,17 @@ Vec routed_experts(const Model& model, const ModelConfig& k, int64_t l, const Ve
         gate[i] = up[i] * silu(gate[i]);
       }
     }
+    Vec y(static_cast<size_t>(H));
     for (int64_t c = 0; c < H; ++c) {
       double s = 0;
       for (int64_t i = 0; i < I; ++i) s += gate[i] * down[(e * I + i) * H + c];
       if (gpt_oss) s += w("experts.down_proj_bias")[e * H + c];
-      out[c] += llama4 ? s : s * weight[r];
+      y[c] = s;
     }
+    if (moe.expert_out_norm) y = input_scaled_norm(y, w("experts.post_expert_norm.weight"), k.post_eps > 0 ? k.post_eps : k.eps);
+    for (int64_t c = 0; c < H; ++c) out[c] += llama4 ? y[c] : y[c] * weight[r];
   }
-  return out;
+  return moe.pooled > 0 ? linear(w("post_expert_proj.weight"), out, k.hidden) : out;
 }
 
 // The layer's feed-forward of one normed row: the dense MLP, or on a MoE layer the routed experts
@@ -464,6 +489,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           double* out = mixed[p].data() + head * D;
           for (size_t i = 0; i < seen.size(); ++i)
             for (int64_t d = 0; d < D; ++d) out[d] += e[i] / sum * V[seen[i]][kv + d];
+          if (k.attn_out_norm) rms_norm(out, D, nullptr, k.eps, false);  // muse_spark's o_norm, weightless
         }
         if (k.attn_gate) {  // each head (afmoe: each element) times sigmoid(g_proj h) (laguna: its softplus)
           const int64_t per = k.attn_gate_elementwise ? 1 : D;
@@ -487,8 +513,12 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           ff_in = k.parallel_block ? h[p] : norm(model, k, layer_name(l, k.pre_ff_norm), x[p], k.eps);
           break;
         case NormPlacement::Sandwich:
-          out = norm(model, k, layer_name(l, "post_attention_layernorm."), out, post_eps);
-          for (int64_t i = 0; i < H; ++i) x[p][i] += out[i];
+          if (k.post_attn_norm_weightless) rms_norm(out.data(), H, nullptr, post_eps, false);
+          else out = norm(model, k, layer_name(l, "post_attention_layernorm."), out, post_eps);
+          if (k.residual_gate_temperature > 0)
+            gated_add(x[p], out, w("post_attention_residual_gate.gate"), k.residual_gate_temperature);
+          else
+            for (int64_t i = 0; i < H; ++i) x[p][i] += out[i];
           if (k.laurel_rank > 0) {  // LAuReL: (x + h + RMSNorm_w(right(left(h)))) / sqrt(2), h the attention's input
             Vec laurel = linear(w("laurel.linear_right.weight"), linear(w("laurel.linear_left.weight"), h[p], k.laurel_rank), H);
             laurel = norm(model, k, layer_name(l, "laurel.post_laurel_norm."), laurel, k.eps);
@@ -503,10 +533,14 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           break;
       }
       Vec ff = feed_forward(model, k, l, ff_in);
-      if (k.norm_placement != NormPlacement::Pre)
+      if (k.post_ff_norm_input_scaled) ff = input_scaled_norm(ff, w("post_feedforward_layernorm.weight"), post_eps);
+      else if (k.norm_placement != NormPlacement::Pre)
         ff = norm(model, k, layer_name(l, "post_feedforward_layernorm."), ff,
                   k.norm_placement == NormPlacement::Sandwich ? post_eps : k.eps);
-      for (int64_t i = 0; i < H; ++i) x[p][i] += ff[i] * k.residual_scale;
+      if (k.residual_gate_temperature > 0)
+        gated_add(x[p], ff, w("post_feedforward_residual_gate.gate"), k.residual_gate_temperature);
+      else
+        for (int64_t i = 0; i < H; ++i) x[p][i] += ff[i] * k.residual_scale;
       // The per-layer input's branch of a row s: norm(per_layer_projection(act(per_layer_input_gate s) * pli_l)).
       const std::string& in = k.per_layer_tensors.second;
       auto per_layer_branch = [&](const Vec& s) {

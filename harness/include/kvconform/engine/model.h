@@ -53,6 +53,7 @@ enum class Family {
   Afmoe,
   CohereCompassText,  // the text decoder of cohere_compass (CohereCompassForCausalLM alone)
   MuseGlimmerText,    // the text decoder of muse_glimmer
+  MuseSparkText,      // the text decoder of muse_spark
   Kolibri1,
   Laguna,
   Qwen2Vl,
@@ -70,7 +71,7 @@ enum class Family {
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
 // "muse_glimmer_text", "kolibri1", "laguna", "embedding_gemma2_text", "openai_privacy_filter", "gemma3n_text",
-// "recurrent_gemma"
+// "recurrent_gemma", "muse_spark_text"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -135,6 +136,15 @@ struct MoeConfig {
   // its even and odd columns. (Its router's weights divided by top_k and the MLP's output times num_experts_per_tok
   // cancel: no rule.)
   bool gate_up_halves = false;
+  // muse_spark's routed experts (TopK):
+  double router_scale = 1;     // the router's logits times this before anything reads them (output_multiplier)
+  double renormalize_eps = 0;  // renormalize: the chosen weights divided by their sum plus this (norm_topk_prob_eps 1e-15)
+  // > 0: the routed experts run at this width (moe_hidden_size): their input is pre_expert_norm(pre_expert_proj h)
+  // (pre_expert_proj [pooled, H]; the norm an RMS norm with weight 1 + w, eps), their weighted sum goes back through
+  // post_expert_proj [H, pooled]; 0: the experts read h and write the hidden size.
+  int64_t pooled = 0;
+  bool expert_out_norm = false;  // each expert's output is RMS-normed after its weight scales it as x * (1 + w)
+                                 // (experts.post_expert_norm, one for every expert; post_eps), before its routing weight
 };
 
 // What the forward needs from config.json, read per family the way transformers reads it: the
@@ -284,6 +294,16 @@ struct ModelConfig {
   std::vector<bool> recurrent_layers;
   int64_t lru_width = 0, lru_blocks = 0;
   double lru_decay_scale = 8;  // RecurrentGemmaRglru's -8.0 (Griffin's c); 0 is the decay-off mutant
+  // muse_spark's layer (its Sandwich norms around gemma2's layout): a weightless RMS norm (eps) of each head's
+  // attention output before the gate (o_norm); a post-attention norm without weight; a post-MLP norm that scales its
+  // input by (1 + w) before it normalises (input-scaled); and learned residual gates: where residual_gate_temperature
+  // > 0, each of the layer's two residual adds is alpha * x + beta * block per hidden dimension, beta = sigmoid(g / T),
+  // alpha = sqrt(max(sigmoid(-g / T) * (1 + beta), 1e-3)), g the layer's post_attention_residual_gate.gate or
+  // post_feedforward_residual_gate.gate [H]; 0: x + block.
+  bool attn_out_norm = false;
+  bool post_attn_norm_weightless = false;
+  bool post_ff_norm_input_scaled = false;
+  double residual_gate_temperature = 0;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -300,6 +320,7 @@ struct ModelConfig {
   bool conv(int64_t layer) const { return !conv_layers.empty() && conv_layers[static_cast<size_t>(layer)]; }
   int64_t out_width() const { return outputs > 0 ? outputs : vocab; }  // the values of each position's output row
   bool recurrent(int64_t layer) const { return !recurrent_layers.empty() && recurrent_layers[static_cast<size_t>(layer)]; }
+  int64_t expert_width() const { return moe.pooled > 0 ? moe.pooled : hidden; }  // the routed experts' in and out width
 };
 
 // The cut of gemma3n's activation sparsity for a target p: torch.distributions.Normal(0, 1).icdf of p as a float32
@@ -425,6 +446,9 @@ class SequenceOracle {
     std::vector<T> altup_scale, altup_correct, altup_predict, altup_router, altup_router_norm;
     std::vector<T> laurel_left, laurel_right, laurel_norm, per_layer_gate, per_layer_proj, per_layer_norm;
     T sparsity_cut = 0;  // sparsity_quantile of the layer's target; used where activation_sparsity[l] > 0
+    // muse_spark: the residual gates' alpha and beta [H] (attention, MLP); MoeConfig::pooled's projections and norms.
+    std::vector<T> attn_alpha, attn_beta, ff_alpha, ff_beta;
+    std::vector<T> pre_expert_proj, pre_expert_norm, post_expert_norm, post_expert_proj;
   };
   // The logits of n tokens at positions pos0, pos0 + 1, ... ([n, vocab]), their K/V appended.
   void forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits);
