@@ -183,8 +183,10 @@ def layer_mask_sizes(A, layer, positions, q_len):
     return layer.get_mask_sizes(q_len)
 
 
-def create_mask(fn, cfg, embeds, attention_mask, positions, cache, layer_idx=None):
-    """Calls a create_*_mask builder with the argument names of the installed release."""
+def create_mask(fn, cfg, embeds, attention_mask, positions, cache, layer_idx=None, extra=None):
+    """Calls a create_*_mask builder with the argument names of the installed release. `extra`: the
+    case's further builder arguments (position_ids, and_mask_function, or_mask_function), each
+    passed only where the release takes it (builder_call_arguments checks that first)."""
     names = params(fn)
     kw = {"config": cfg, "attention_mask": attention_mask}
     kw["inputs_embeds" if "inputs_embeds" in names else "input_embeds"] = embeds
@@ -193,6 +195,7 @@ def create_mask(fn, cfg, embeds, attention_mask, positions, cache, layer_idx=Non
         kw["cache_position"] = positions
     if layer_idx is not None and "layer_idx" in names:
         kw["layer_idx"] = layer_idx
+    kw.update(extra or {})
     return fn(**kw)
 
 
@@ -484,7 +487,62 @@ def asked_layers(cache):
                 layer.__dict__.pop(name, None)
 
 
-def builder_masks(A, case, cache, dtype, positions, am, dead):
+# The case's `mask_builder_call` (cases/README.md): the builder arguments a model passes beyond the
+# 2D mask and the cache, from a small named vocabulary, so that the builders' other branches run:
+# no cache (a forward without past_key_values), packed position_ids (the packed-sequence overlay),
+# an explicit layer_idx, an and/or mask function (the vmap expansion), a 4D mask passed through.
+def document_of(x, lengths):
+    """The document of position x when documents of `lengths` tokens follow each other (positions
+    past the last one belong to a last document): index arithmetic only, so vmap and flex's
+    create_mask can trace it."""
+    d, end = x * 0, 0
+    for n in lengths:
+        end += n
+        d = d + (x >= end).to(x.dtype)
+    return d
+
+
+def named_mask_function(spec):
+    """and_mask / or_mask of mask_builder_call -> a masking_utils mask function."""
+    if spec["kind"] == "prefix":  # a bidirectional prefix (prefix-LM, image tokens): every query sees keys < length
+        n = spec["length"]
+        return lambda batch_idx, head_idx, q_idx, kv_idx: kv_idx < n
+    lengths = spec["lengths"]  # "same_document": a query sees the keys of its own document only
+    return lambda batch_idx, head_idx, q_idx, kv_idx: document_of(q_idx, lengths) == document_of(kv_idx, lengths)
+
+
+def packed_position_ids(lengths, first, q_len):
+    """position_ids [1, q] (unsqueezed, not expanded, as a model passes them) of tokens first ..
+    first + q - 1 when the sequence packs documents of `lengths` tokens: each restarts at 0."""
+    out, bounds = [], [0]
+    for n in lengths:
+        bounds.append(bounds[-1] + n)
+    for t in range(first, first + q_len):
+        out.append(t - max(b for b in bounds if b <= t))
+    return torch.tensor([out], dtype=torch.long)
+
+
+def builder_call_arguments(case, fn, seen, q_len, am):
+    """(use the cache?, attention_mask, layer_idx, extra keyword arguments) for one builder call
+    under the case's mask_builder_call; raises ValueError where the release's builder lacks one."""
+    call = case.get("mask_builder_call") or {}
+    names = params(fn)
+    extra = {}
+    if "packed_documents" in call:
+        extra["position_ids"] = packed_position_ids(call["packed_documents"], seen, q_len)
+    for key, arg in (("and_mask", "and_mask_function"), ("or_mask", "or_mask_function")):
+        if key in call:
+            extra[arg] = named_mask_function(call[key])
+    layer_idx = call.get("layer_idx")
+    if layer_idx is not None and "layer_idx" not in names:
+        raise ValueError(f"{fn.__name__} of this release takes no layer_idx (mask_builder_call.layer_idx)")
+    if call.get("attention_mask_4d") and am is not None:
+        # a prepared 4D mask: the 2D mask's keys for every query, passed through as it is
+        am = am.to(torch.bool)[:, None, None, :].expand(am.shape[0], 1, q_len, am.shape[1])
+    return call.get("cache", True), am, layer_idx, extra
+
+
+def builder_masks(A, case, cache, dtype, positions, am, dead, seen=0):
     """{layer: record} for the first layer of each type: what the release's own builder returns for
     that type's layers at this step, under sdpa, eager and flex_attention (see BUILDERS)."""
     B, q_len = case["batch"], len(positions)
@@ -497,20 +555,23 @@ def builder_masks(A, case, cache, dtype, positions, am, dead):
         if dead[li] is not None:
             continue
         fn = getattr(masking_utils, name)
+        use_cache, mask_arg, layer_idx, extra = builder_call_arguments(case, fn, seen, q_len, am)
         rec = {"builder": name}
         got = {}
         for impl in ("sdpa", "eager", "flex_attention"):
             cfg = make_config(case["layer_types"], case.get("window"), impl)
             with asked_layers(cache) as asked, flex_on_the_index_grid():
                 try:
-                    got[impl] = create_mask(fn, cfg, embeds, am, torch.tensor(positions, dtype=torch.long), cache)
+                    got[impl] = create_mask(fn, cfg, embeds, mask_arg, torch.tensor(positions, dtype=torch.long),
+                                            cache if use_cache else None, layer_idx, extra)
                 except Exception as e:
                     got[impl] = e
             sized = sorted(set(asked["get_mask_sizes"]))
             offset = sorted(set(asked["get_seq_length"]))
-            if len(sized) != 1 or len(offset) > 1:
+            if len(sized) > 1 or len(offset) > 1 or (not sized and use_cache and mask_arg is am):
                 raise RuntimeError(f"{name} under {impl} asked layers {asked}: expected one layer's mask sizes")
-            where = {"sized_from": sized[0], "query_offset_from": offset[0] if offset else None}
+            # none asked: called without the cache, or a 4D mask returned before the cache is asked
+            where = {"sized_from": sized[0] if sized else None, "query_offset_from": offset[0] if offset else None}
             if "sized_from" in rec and {k: rec[k] for k in where} != where:
                 raise RuntimeError(f"{name} asked other layers under {impl} ({where}) than before ({rec})")
             rec.update(where)
@@ -525,6 +586,8 @@ def builder_masks(A, case, cache, dtype, positions, am, dead):
                 rec[key] = {"error": exc_record("mask_builder", m)}
             elif impl == "sdpa":
                 rec[key] = {"skipped": m is None, "rows": None if m is None else mask_strings(m)}
+            elif impl == "eager" and m.dtype == torch.bool:  # a 4D mask passed through: its own bytes
+                rec[key] = {"shape": list(m.shape), "sha256": sha256_bytes(tensor_bytes(m)), "dtype": "bool"}
             elif impl == "eager":
                 rec[key] = {"shape": list(m.shape), "sha256": sha256_bytes(tensor_bytes(m))}
             else:
@@ -644,7 +707,7 @@ def dump_case(case, case_bytes):
             "attention_mask_2d": ["".join(str(int(x)) for x in row) for row in am.tolist()] if am is not None else None,
             "layers": [],
         }
-        built = builder_masks(A, case, cache, dtype, positions, am, dead)
+        built = builder_masks(A, case, cache, dtype, positions, am, dead, seen)
         for li, lt in enumerate(case["layer_types"]):
             rec = {"layer": li}
             step_rec["layers"].append(rec)

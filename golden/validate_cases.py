@@ -250,6 +250,11 @@ def semantic_errors(case, stem=None, size_policy=False):
         errs.append(("/max_cache_len", "max_cache_len is only meaningful for a static cache"))
     if all(t == "full_attention" for t in case["layer_types"]) and "window" in case:
         errs.append(("/window", "window given but no sliding or chunked layer"))
+    call = case.get("mask_builder_call") or {}
+    if call.get("layer_idx", 0) >= len(case["layer_types"]):
+        errs.append(("/mask_builder_call/layer_idx", "no such layer"))
+    if call.get("attention_mask_4d") and case.get("left_padding") is None:
+        errs.append(("/mask_builder_call/attention_mask_4d", "a 4D mask is made from left_padding's 2D mask"))
     ex = case["inputs"].get("explicit")
     if ex is not None:
         D = case["head_dim"]

@@ -35,6 +35,13 @@ enum class Mutation {
   BuilderSizedFromOwnLayer,     // a builder sizes each kind's mask from the first layer of its type, not of its kind
   BuilderOffsetFromSizedLayer,  // before 5.14 the builders' query offset comes from the sized layer, not layer 0
   FlexWithoutQueryOffset,       // the flex mask function evaluated without the query offset
+  // The builder arguments of a case's mask_builder_call (cases/README.md), one mutant each:
+  BuilderWithoutCacheSizedByStep,  // without a cache, from 5.4 the mask spans the step, not the 2D mask
+  BuilderPackedAcrossDocuments,    // packed position_ids remap positions but documents are not kept apart
+  BuilderIgnoresLayerIdx,          // an explicit layer_idx is ignored (the builder's own choice of layer)
+  BuilderWithoutAndMask,           // and_mask_function dropped
+  BuilderWithoutOrMask,            // or_mask_function dropped
+  Builder4dMaskRebuilt,            // a 4D mask is not passed through: the builder's own mask from its 2D form
   // A static sliding layer's mask sizes while it is still filling count its tokens, not its
   // capacity (transformers #45940's proposed change); golden replay's warm-up cases catch it.
   WarmUpSizesCountTokens,

@@ -64,6 +64,26 @@ struct Step {
   bool is_call() const { return call.has_value(); }
 };
 
+// An and_mask / or_mask of a case's mask_builder_call: a mask function of the builders' (query,
+// key) positions from a small named vocabulary (cases/README.md, Mask builder calls).
+struct NamedMaskFunction {
+  enum class Kind { Prefix, SameDocument };
+  Kind kind = Kind::Prefix;
+  int64_t length = 0;            // Prefix: keys below it are seen by every query
+  std::vector<int64_t> lengths;  // SameDocument: documents of these lengths, then one more
+  bool operator()(int64_t q, int64_t k) const;
+};
+
+// How golden/dump.py calls the release's own mask builders for a case (its `mask_builder_call`),
+// beyond a model's usual call with the cache and the 2D mask; golden replay's builder records follow it.
+struct MaskBuilderCall {
+  bool cache = true;                      // false: the builders get no cache
+  std::vector<int64_t> packed_documents;  // position_ids restarting after each of these lengths
+  std::optional<int64_t> layer_idx;
+  std::optional<NamedMaskFunction> and_mask, or_mask;
+  bool attention_mask_4d = false;  // the 2D mask expanded to a 4D one, passed through
+};
+
 struct Scenario {
   std::string name, description, file;
   std::vector<std::string> tags;
@@ -80,6 +100,7 @@ struct Scenario {
   // The generator's distribution (inputs.h); anything but Mix64 is a built-in numerics case.
   inputs::Distribution distribution = inputs::Distribution::Mix64;
   std::vector<std::string> releases;  // transformers releases this case applies to; empty = all
+  std::optional<MaskBuilderCall> mask_builder_call;
   std::string sha256;                 // of the file's bytes, as the fixtures record it
 
   LayerSpec layer_spec(size_t layer) const;

@@ -411,6 +411,30 @@ Scenario parse_case(const std::string& text, const std::string& origin, const Li
     c.explicit_v = per_step(e.at("v"));
   }
   c.releases = doc.value(releases_key(doc), std::vector<std::string>{});
+  if (doc.contains("mask_builder_call")) {  // the schema checked its shape
+    const json& b = doc.at("mask_builder_call");
+    MaskBuilderCall call;
+    call.cache = b.value("cache", true);
+    call.packed_documents = b.value("packed_documents", std::vector<int64_t>{});
+    if (b.contains("layer_idx")) {
+      call.layer_idx = b.at("layer_idx").get<int64_t>();
+      if (*call.layer_idx >= static_cast<int64_t>(c.layer_types.size()))
+        throw CaseError(origin, "/mask_builder_call/layer_idx", "no such layer");
+    }
+    for (auto [key, slot] : {std::pair{"and_mask", &call.and_mask}, std::pair{"or_mask", &call.or_mask}})
+      if (b.contains(key)) {
+        const json& f = b.at(key);
+        NamedMaskFunction fn;
+        fn.kind = f.at("kind") == "prefix" ? NamedMaskFunction::Kind::Prefix : NamedMaskFunction::Kind::SameDocument;
+        fn.length = f.value("length", int64_t{0});
+        fn.lengths = f.value("lengths", std::vector<int64_t>{});
+        *slot = fn;
+      }
+    call.attention_mask_4d = b.value("attention_mask_4d", false);
+    if (call.attention_mask_4d && !c.left_padding)
+      throw CaseError(origin, "/mask_builder_call/attention_mask_4d", "a 4D mask is made from left_padding's 2D mask");
+    c.mask_builder_call = call;
+  }
   check_semantics(c, origin);
   return c;
 }
@@ -465,6 +489,18 @@ nlohmann::ordered_json to_case_json(const Scenario& s) {
     j["inputs"] = {{"explicit", e}};
   }
   if (!s.releases.empty()) j["releases"] = s.releases;
+  if (const auto& b = s.mask_builder_call) {
+    oj call = oj::object();
+    if (!b->cache) call["cache"] = false;
+    if (!b->packed_documents.empty()) call["packed_documents"] = b->packed_documents;
+    if (b->layer_idx) call["layer_idx"] = *b->layer_idx;
+    for (auto [key, fn] : {std::pair{"and_mask", &b->and_mask}, std::pair{"or_mask", &b->or_mask}})
+      if (*fn)
+        call[key] = (*fn)->kind == NamedMaskFunction::Kind::Prefix ? oj{{"kind", "prefix"}, {"length", (*fn)->length}}
+                                                                  : oj{{"kind", "same_document"}, {"lengths", (*fn)->lengths}};
+    if (b->attention_mask_4d) call["attention_mask_4d"] = true;
+    j["mask_builder_call"] = call;
+  }
   return j;
 }
 

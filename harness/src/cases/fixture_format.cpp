@@ -108,7 +108,7 @@ struct Checker {
   void mask_builders(const json& b, const std::string& at) const {
     if (!b.is_object()) bad(at, "expected an object");
     need(b, at, "builder", kString, "a string");
-    need(b, at, "sized_from", kInt, "an integer");
+    need(b, at, "sized_from", or_null(kInt), "an integer or null");  // null: no layer asked (cases/README.md, Mask builder calls)
     need(b, at, "query_offset_from", or_null(kInt), "an integer or null");
     if (b.contains("skipped")) {
       need(b, at, "skipped", kString, "a string");

@@ -33,6 +33,12 @@ const char* to_string(Mutation m) {
     case Mutation::BuilderSizedFromOwnLayer: return "builder_sized_from_own_layer";
     case Mutation::BuilderOffsetFromSizedLayer: return "builder_offset_from_sized_layer";
     case Mutation::FlexWithoutQueryOffset: return "flex_without_query_offset";
+    case Mutation::BuilderWithoutCacheSizedByStep: return "builder_without_cache_sized_by_step";
+    case Mutation::BuilderPackedAcrossDocuments: return "builder_packed_across_documents";
+    case Mutation::BuilderIgnoresLayerIdx: return "builder_ignores_layer_idx";
+    case Mutation::BuilderWithoutAndMask: return "builder_without_and_mask";
+    case Mutation::BuilderWithoutOrMask: return "builder_without_or_mask";
+    case Mutation::Builder4dMaskRebuilt: return "builder_4d_mask_rebuilt";
     case Mutation::WarmUpSizesCountTokens: return "warm_up_sizes_count_tokens";
     case Mutation::StaleRowsAfterReset: return "stale_rows_after_reset";
   }
@@ -61,6 +67,12 @@ std::vector<Mutation> layer_api_mutations() {
           Mutation::BuilderSizedFromOwnLayer,
           Mutation::BuilderOffsetFromSizedLayer,
           Mutation::FlexWithoutQueryOffset,
+          Mutation::BuilderWithoutCacheSizedByStep,
+          Mutation::BuilderPackedAcrossDocuments,
+          Mutation::BuilderIgnoresLayerIdx,
+          Mutation::BuilderWithoutAndMask,
+          Mutation::BuilderWithoutOrMask,
+          Mutation::Builder4dMaskRebuilt,
           Mutation::WarmUpSizesCountTokens};
 }
 

@@ -133,4 +133,15 @@ std::vector<Scenario> numeric_scenarios(CacheKind c) {
   };
 }
 
+// document_of in golden/dump.py: the document a position belongs to.
+bool NamedMaskFunction::operator()(int64_t q, int64_t k) const {
+  if (kind == Kind::Prefix) return k < length;
+  auto document = [&](int64_t x) {
+    int64_t d = 0, end = 0;
+    for (int64_t n : lengths) d += x >= (end += n);
+    return d;
+  };
+  return document(q) == document(k);
+}
+
 }  // namespace kvc

@@ -357,6 +357,11 @@ class StepBuilders {
     const LayerType type = c.layer_spec(v.layer).type;
     for (size_t l = 0; l < v.layer; ++l)
       if (c.layer_spec(l).type == type) return nullptr;
+    const MaskBuilderCall call = c.mask_builder_call.value_or(MaskBuilderCall{});
+    const char* name = type == LayerType::Full      ? "create_causal_mask"
+                       : type == LayerType::Sliding ? "create_sliding_window_causal_mask"
+                                                    : "create_chunked_causal_mask";
+    if (call.attention_mask_4d && mutation != Mutation::Builder4dMaskRebuilt) return passed_through(v, c, name);
     const bool windowed = type != LayerType::Full;
     size_t sized = 0;
     for (size_t l = 0; l < c.layer_types.size(); ++l)
@@ -365,34 +370,61 @@ class StepBuilders {
         break;
       }
     if (mutation == Mutation::BuilderSizedFromOwnLayer) sized = v.layer;
+    if (call.layer_idx && mutation != Mutation::BuilderIgnoresLayerIdx) sized = static_cast<size_t>(*call.layer_idx);
     std::optional<size_t> offset_from;
     if (b.cache_api == CacheApi::QueryLength)
       offset_from = b.builder_query_offset == BuilderQueryOffset::FirstLayer && mutation != Mutation::BuilderOffsetFromSizedLayer
                         ? 0
                         : sized;
-    const char* name = type == LayerType::Full      ? "create_causal_mask"
-                       : type == LayerType::Sliding ? "create_sliding_window_causal_mask"
-                                                    : "create_chunked_causal_mask";
-    json rec = {
-        {"builder", name}, {"sized_from", sized}, {"query_offset_from", offset_from ? json(*offset_from) : json(nullptr)}};
-    int64_t failed = -1;
-    for (size_t l : {sized, offset_from.value_or(sized)})
-      if (layers_.at(l).failed_at >= 0) failed = failed < 0 ? layers_[l].failed_at : std::min(failed, layers_[l].failed_at);
-    if (failed >= 0) {
-      rec["skipped"] = "the layer it sizes from failed at step " + std::to_string(failed);
-      return rec;
+    json rec = {{"builder", name}};
+    if (call.cache) {
+      rec["sized_from"] = sized;
+      rec["query_offset_from"] = offset_from ? json(*offset_from) : json(nullptr);
+      int64_t failed = -1;
+      for (size_t l : {sized, offset_from.value_or(sized)})
+        if (layers_.at(l).failed_at >= 0) failed = failed < 0 ? layers_[l].failed_at : std::min(failed, layers_[l].failed_at);
+      if (failed >= 0) {
+        rec["skipped"] = "the layer it sizes from failed at step " + std::to_string(failed);
+        return rec;
+      }
+    } else {  // no cache: no layer asked
+      rec["sized_from"] = nullptr;
+      rec["query_offset_from"] = nullptr;
     }
     const LayerSpec spec = c.layer_spec(v.layer);
-    const MaskSizes sizes = layers_[sized].sizes;
-    const int64_t start = offset_from ? layers_[*offset_from].seq_length_before : v.seen;
-    const auto masks = [&](int64_t t0, const std::optional<std::vector<int64_t>>& positions) {
-      MaskRequest m = mask_request(spec, b, c.batch, c.left_padding, t0, v.q, positions, sizes, mutation);
+    MaskSizes sizes = call.cache ? layers_[sized].sizes : MaskSizes{};
+    int64_t start = offset_from ? layers_[*offset_from].seq_length_before : v.seen;
+    std::optional<std::vector<int64_t>> positions = v.cache_position;
+    if (!call.cache) {
+      // _preprocess_mask_arguments without a cache: the step's own keys from 0; from 5.4 (the
+      // query_length API) the queries start at 0 too and the keys span the 2D mask where there is one.
+      sizes.kv_offset = 0;
+      sizes.kv_length = v.q;
+      if (b.cache_api == CacheApi::QueryLength) {
+        start = 0;
+        positions.reset();
+        if (c.left_padding && mutation != Mutation::BuilderWithoutCacheSizedByStep) sizes.kv_length = v.seen + v.q;
+      }
+    }
+    // The packed-sequence overlay: position_ids given, neither a cache nor a 2D mask, and more than
+    // one sequence in them (find_packed_sequence_indices).
+    Packing packing;
+    if (!call.cache && !c.left_padding && !call.packed_documents.empty()) packing = packed(call.packed_documents, v.seen, v.q);
+    const bool custom = call.and_mask || call.or_mask || packing.packed;
+    const auto masks = [&](int64_t t0, const std::optional<std::vector<int64_t>>& at) {
+      MaskRequest m = mask_request(spec, b, c.batch, c.left_padding, t0, v.q, at, sizes, mutation);
       m.seen_after = v.seen + v.q;
+      if (!call.cache) m.allow_skip = true;  // no cache, nothing compileable
+      if (custom) m.allow_skip = false;      // a custom mask function or packing is never is_causal
       return m;
     };
-    const MaskRequest m = masks(start, v.cache_position);
+    const auto boolean_of = [&](const MaskRequest& m, std::vector<uint8_t>& out) {
+      if (custom) composed_mask(m, call, packing, mutation, out);
+      else fast::boolean_mask(m, out, mutation);
+    };
+    const MaskRequest m = masks(start, positions);
     std::vector<uint8_t> boolean;
-    fast::boolean_mask(m, boolean, mutation);
+    boolean_of(m, boolean);
     const bool skipped = fast::skips(m);
     std::string additive;
     fast::additive_mask_bytes(boolean, c.dtype, additive);
@@ -402,17 +434,94 @@ class StepBuilders {
     rec["eager"] = {{"shape", shape}, {"sha256", cases::sha256_hex(additive)}};
     // flex_attention_mask adds one query offset to the mask function's query index: cache_position[0]
     // on the cache_position API (positions off arange are not followed), the builder's q_offset after.
-    int64_t flex_start = v.cache_position && !v.cache_position->empty() ? v.cache_position->front() : start;
+    int64_t flex_start = positions && !positions->empty() ? positions->front() : start;
     if (mutation == Mutation::FlexWithoutQueryOffset) flex_start = 0;
     std::optional<std::vector<int64_t>> flex_positions;
-    if (v.cache_position) {
+    if (positions) {
       flex_positions.emplace(static_cast<size_t>(v.q));
       for (int64_t i = 0; i < v.q; ++i) (*flex_positions)[static_cast<size_t>(i)] = flex_start + i;
     }
     std::vector<uint8_t> flex;
-    fast::boolean_mask(masks(flex_start, flex_positions), flex, mutation);
+    boolean_of(masks(flex_start, flex_positions), flex);
     rec["flex"] = {{"shape", shape}, {"rows", mask_rows(flex, c.batch, v.q, sizes.kv_length)}};
     return rec;
+  }
+
+ private:
+  // position_ids of a packed sequence (golden/dump.py's packed_position_ids) for tokens seen ..
+  // seen + q, and find_packed_sequence_indices' sequence index of each.
+  struct Packing {
+    bool packed = false;
+    std::vector<int64_t> position_ids, sequence;
+  };
+  static Packing packed(const std::vector<int64_t>& lengths, int64_t seen, int64_t q) {
+    Packing p;
+    for (int64_t t = seen; t < seen + q; ++t) {
+      int64_t start = 0, end = 0;
+      for (int64_t n : lengths)
+        if (t >= (end += n)) start = end;
+      p.position_ids.push_back(t - start);
+    }
+    int64_t index = 0;
+    for (int64_t i = 0; i < q; ++i) {
+      const int64_t previous = i == 0 ? p.position_ids[0] - 1 : p.position_ids[static_cast<size_t>(i) - 1];
+      index += p.position_ids[static_cast<size_t>(i)] - previous != 1;
+      p.sequence.push_back(index);
+    }
+    p.packed = index != 0;  // a single sequence is no packing: the overlay is not applied
+    return p;
+  }
+
+  // The builders' mask with custom mask functions or packing, element by element as masking_utils
+  // composes them: ((the builder's mask function | or_mask) & and_mask), evaluated on the packed
+  // position_ids when packed, & the same packed sequence, then sdpa_mask's padding of the 2D mask.
+  static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }  // Python's //
+  static void composed_mask(const MaskRequest& m, const MaskBuilderCall& call, const Packing& packing, Mutation mutation,
+                            std::vector<uint8_t>& out) {
+    const int64_t kv = m.sizes.kv_length, off = m.sizes.kv_offset, q = m.q();
+    out.assign(static_cast<size_t>(m.batch * q * kv), 0);
+    const auto position = [&](int64_t index) {  // remap_positions_for_packed_sequence
+      if (!packing.packed) return index;
+      if (index < 0 || index >= static_cast<int64_t>(packing.position_ids.size()))
+        throw std::out_of_range("a packed position index outside the step");
+      return packing.position_ids[static_cast<size_t>(index)];
+    };
+    for (int64_t b = 0; b < m.batch; ++b) {
+      const int64_t pad = m.left_padding ? (*m.left_padding)[static_cast<size_t>(b)] : 0;
+      const int64_t lead = std::min(pad, m.seen_after);  // chunked_causal_mask_function's left_padding_tokens
+      for (int64_t i = 0; i < q; ++i)
+        for (int64_t j = 0; j < kv; ++j) {
+          const int64_t qi = m.query_positions[static_cast<size_t>(i)], kj = off + j;
+          const int64_t x = position(qi), y = position(kj);
+          bool allowed = y <= x;
+          if (m.type == LayerType::Sliding) allowed = allowed && y > x - m.window;
+          if (m.type == LayerType::Chunked) allowed = allowed && floor_div(y - lead, m.window) == floor_div(x - lead, m.window);
+          if (call.or_mask && mutation != Mutation::BuilderWithoutOrMask) allowed = allowed || (*call.or_mask)(x, y);
+          if (call.and_mask && mutation != Mutation::BuilderWithoutAndMask) allowed = allowed && (*call.and_mask)(x, y);
+          if (packing.packed && mutation != Mutation::BuilderPackedAcrossDocuments)
+            allowed = allowed && packing.sequence[static_cast<size_t>(qi)] == packing.sequence[static_cast<size_t>(kj)];
+          if (m.left_padding) allowed = allowed && kj >= pad && kj < m.seen_after;
+          out[static_cast<size_t>((b * q + i) * kv + j)] = allowed;
+        }
+    }
+  }
+
+  // A prepared 4D mask (the 2D mask expanded over the queries) is returned as it is, the cache not
+  // asked, under every attention implementation: its rows, and its own boolean bytes for eager.
+  static json passed_through(const LayerStep& v, const Scenario& c, const char* name) {
+    const int64_t kv = v.seen + v.q;
+    std::vector<uint8_t> mask(static_cast<size_t>(c.batch * v.q * kv));
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t i = 0; i < v.q; ++i)
+        for (int64_t j = 0; j < kv; ++j) mask[static_cast<size_t>((b * v.q + i) * kv + j)] = j >= (*c.left_padding)[static_cast<size_t>(b)];
+    const json shape = {c.batch, 1, v.q, kv};
+    const json rows = mask_rows(mask, c.batch, v.q, kv);
+    return {{"builder", name},
+            {"sized_from", nullptr},
+            {"query_offset_from", nullptr},
+            {"sdpa", {{"skipped", false}, {"rows", rows}}},
+            {"eager", {{"shape", shape}, {"sha256", cases::sha256_hex(std::string(mask.begin(), mask.end()))}, {"dtype", "bool"}}},
+            {"flex", {{"shape", shape}, {"rows", rows}}}};
   }
 
  private:

@@ -403,6 +403,13 @@ TEST(Golden, LayerApiMutantsAreCaughtThroughTheCallSteps) {
       {Mutation::BuilderSizedFromOwnLayer, "4.57.6", "call_reset_dynamic", "mask_builders.sized_from"},
       {Mutation::BuilderOffsetFromSizedLayer, "5.13.1", "call_reset_dynamic", "mask_builders."},
       {Mutation::FlexWithoutQueryOffset, "5.24.0", "tf_hybrid_chunked_cache", "mask_builders.flex.rows"},
+      // The builder arguments of the cases' mask_builder_call, each through the case that passes it.
+      {Mutation::BuilderWithoutCacheSizedByStep, "5.24.0", "builder_no_cache_left_padding", "mask_builders."},
+      {Mutation::BuilderPackedAcrossDocuments, "5.24.0", "builder_no_cache_packed", "mask_builders."},
+      {Mutation::BuilderIgnoresLayerIdx, "5.24.0", "builder_layer_idx", "mask_builders."},
+      {Mutation::BuilderWithoutAndMask, "5.24.0", "builder_and_or_masks", "mask_builders."},
+      {Mutation::BuilderWithoutOrMask, "5.24.0", "builder_and_or_masks", "mask_builders."},
+      {Mutation::Builder4dMaskRebuilt, "5.24.0", "builder_4d_mask", "mask_builders."},
       // A static sliding layer's mask sizes while it fills (transformers #45940's class).
       {Mutation::WarmUpSizesCountTokens, "5.24.0", "static_sliding_warm_up_mask_sizes", "mask_sizes.kv_length"},
   };
