@@ -76,11 +76,6 @@ REASONS = {
     "the talker's code predictor (qwen3-like layers over codec-code embeddings and the talker's hidden states, an embedding "
     "table and an lm_head per codebook chosen by the generation step; max_window_layers) and in Code2Wav (every layer sliding, window 72, codec codes to a "
     "waveform): neither is a token-to-logits text decoder",
-    "step3p7": "multimodal; its text decoder (step3p5, Step3p7TextModel) is a MoE whose routing is the registry's "
-    "(dots1's sigmoid selection with a bias, renormalised, a route scale, an ungated shared expert) but whose layers "
-    "need rules it lacks: a sigmoid output gate per head (g_proj; lfm3's and afmoe's gate is per output element), "
-    "a head count of its own on sliding layers (num_sliding_attention_heads) and per-layer SwiGLU clamps "
-    "(swiglu_limits, swiglu_limits_shared)",
     "neomme": "a bidirectional encoder of text and image patches (NeoMMEForMaskedLM and a retrieval head, no causal "
     "LM): every layer bidirectional, sliding ones windowed by create_bidirectional_sliding_window_mask (its "
     "sliding_window a half-width, abs(i - j) <= window), with factorized embeddings, value embeddings on the first "

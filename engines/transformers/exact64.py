@@ -39,7 +39,9 @@ chosen logits asks for float32 (the softmax patch keeps it float64). afmoe's rou
 `.to(torch.float32)`: rewritten to float64 in its source. kolibri1's router takes its logits from float32 casts of
 the input and the weight, as dots1's: rewritten to float64 in its source. laguna's router casts its logits
 `.float()` and its attention takes the softplus of `.float()` of the gate's input: both rewritten to `.double()`; its
-rotary module holds one buffer per layer type, each of its own partial factor (identified as gemma4's).
+rotary module holds one buffer per layer type, each of its own partial factor (identified as gemma4's). step3p7's text
+decoder has gemma's (1 + w) norms, laguna's per-layer-type rotary and a router that takes the sigmoid of `.float()` of
+its logits: rewritten to `.double()`.
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype, its epsilon taken from the model's configuration (the one candidate with which the
@@ -295,6 +297,10 @@ _ROTARY["transformers.models.cohere_compass.modeling_cohere_compass"] = ("Cohere
 _NORMS["transformers.models.muse_glimmer.modeling_muse_glimmer"] = [("MuseGlimmerRMSNorm", _gemma4_norm_forward),
                                                                     ("MuseGlimmerTextCenteredRMSNorm", _gemma_norm_forward)]
 _ROTARY["transformers.models.muse_glimmer.modeling_muse_glimmer"] = ("MuseGlimmerTextRotaryEmbedding", _rotary_forward)
+# step3p7's text decoder (5.24.0 on): gemma's (1 + w) norms, laguna's rotary (a buffer per layer type, each of its own
+# partial factor).
+_NORMS["transformers.models.step3p7.modeling_step3p7"] = [("Step3p7RMSNorm", _gemma_norm_forward)]
+_ROTARY["transformers.models.step3p7.modeling_step3p7"] = ("Step3p7RotaryEmbedding", _rotary_forward)
 # A multimodal model's towers (vision, audio) and the projector from a tower into the decoder (mistral3, lfm3_vl):
 # a text-only forward never runs them, so they are not patched.
 _TOWERS = {"visual", "vision_tower", "vision_model", "audio_tower", "audio_model", "multi_modal_projector"}
@@ -384,6 +390,11 @@ def _patch_laguna(mod):
     _recast(mod.LagunaAttention, mod, r"\.float\(\)", ".double()", 1)
 
 
+def _patch_step3p7(mod):
+    """step3p7: its router's sigmoid of `.float()` of the logits: to `.double()`."""
+    _recast(mod.Step3p7TopKRouter, mod, r"\.float\(\)", ".double()", 1)
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.dots1.modeling_dots1": _patch_dots1,
           "transformers.models.granitemoe_swa.modeling_granitemoe_swa": _patch_granitemoe_swa,
@@ -397,7 +408,8 @@ _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.modernbert_decoder.modeling_modernbert_decoder": _patch_cohere2,
           "transformers.models.modernbert.modeling_modernbert": _patch_cohere2,
           "transformers.models.kolibri1.modeling_kolibri1": _patch_kolibri1,
-          "transformers.models.laguna.modeling_laguna": _patch_laguna}
+          "transformers.models.laguna.modeling_laguna": _patch_laguna,
+          "transformers.models.step3p7.modeling_step3p7": _patch_step3p7}
 
 
 def _yarn(cfg):
@@ -489,7 +501,7 @@ def _gemma4_layer_rope(cfg, layer_type):
 def _prepare_rotary(module, cfg):
     # Per layer type rope types (proportional on full layers) and head sizes: _gemma4_layer_rope.
     gemma4 = type(module).__name__ in ("Gemma4TextRotaryEmbedding", "Gemma4UnifiedTextRotaryEmbedding", "Lfm3RotaryEmbedding",
-                                       "LagunaRotaryEmbedding")
+                                       "LagunaRotaryEmbedding", "Step3p7RotaryEmbedding")
     if hasattr(module, "config"):  # the decoder's own config (a multimodal model's text_config)
         cfg = module.config
     dim = None if gemma4 else getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads

@@ -1222,6 +1222,78 @@ TEST(ModelConfig, ReadsLagunasRotaryPerLayerTypeSoftplusGateAndRouterSoftcap) {
   EXPECT_NO_THROW(parse_config(c, "c.json"));
 }
 
+// step3p7's text_config: the sliding layers' own head count (and its legacy spelling, and a saved per_layer_config), the
+// rope per layer type from per-layer lists (each type its first layer's), the SwiGLU bounds per layer, the multi-token-
+// prediction entries cut, and the head tied by the outer config alone.
+TEST(ModelConfig, ReadsStep3p7sHeadsPerLayerTypeRopeListsAndSwigluBounds) {
+  nlohmann::json text = {{"model_type", "step3p5"},
+                         {"vocab_size", 32},
+                         {"hidden_size", 16},
+                         {"num_hidden_layers", 3},
+                         {"num_attention_heads", 4},
+                         {"num_key_value_heads", 2},
+                         {"head_dim", 8},
+                         {"intermediate_size", 24},
+                         {"sliding_window", 3},
+                         {"layer_types", {"sliding_attention", "full_attention", "sliding_attention"}},
+                         {"num_sliding_attention_heads", 2},
+                         {"rope_theta", {1e4, 5e5, 2e4}},
+                         {"partial_rotary_factors", {1.0, 0.5, 0.25}},
+                         {"n_routed_experts", 4},
+                         {"num_experts_per_tok", 2},
+                         {"moe_intermediate_size", 8},
+                         {"share_expert_dim", 12},
+                         {"swiglu_limits", {0, nullptr, 7.0}},
+                         {"swiglu_limits_shared", {2.5, 0, nullptr}}};
+  nlohmann::json c = {{"model_type", "step3p7"}, {"text_config", text}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.layer_heads, (std::vector<int64_t>{2, 4, 2}));
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 0, 3}));
+  EXPECT_EQ(m.rope_thetas, (std::vector<double>{1e4, 5e5, 1e4}));  // each type its first layer's
+  EXPECT_EQ(m.rotary_dims, (std::vector<int64_t>{8, 4, 8}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>(3, false)));  // no mlp_layer_types: sparse from layer 3 on
+  EXPECT_EQ(m.moe.expert_limits, (std::vector<double>{0, 0, 7.0}));
+  EXPECT_EQ(m.mlp_limits, (std::vector<double>{2.5, 0, 0}));
+  EXPECT_TRUE(m.gemma_norm && m.qk_norm && m.attn_gate && !m.attn_gate_elementwise && !m.attn_gate_softplus);
+  EXPECT_FALSE(m.tied);
+  EXPECT_DOUBLE_EQ(m.query_scale, std::pow(8.0, -0.5));
+  EXPECT_EQ(m.text_prefix, "model.language_model.");
+  c["tie_word_embeddings"] = true;
+  EXPECT_TRUE(parse_config(c, "c.json").tied);
+  c["text_config"]["tie_word_embeddings"] = true;  // the class reads no text_config tie
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+  c["text_config"] = text;
+  // The legacy spellings, a multi-token-prediction layer's trailing entries, and a saved per_layer_config.
+  c["text_config"].erase("num_sliding_attention_heads");
+  c["text_config"].erase("num_key_value_heads");
+  c["text_config"]["num_attention_groups"] = 1;
+  c["text_config"]["attention_other_setting"] = {{"num_attention_heads", 8}};
+  c["text_config"]["num_nextn_predict_layers"] = 1;
+  c["text_config"]["layer_types"].push_back("sliding_attention");
+  c["text_config"]["swiglu_limits"].push_back(3.0);
+  c["text_config"]["moe_layers_enum"] = "1,2,3";
+  c["text_config"]["query_pre_attn_scalar"] = 32;
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.kv_heads, 1);
+  EXPECT_EQ(m.layer_heads, (std::vector<int64_t>{8, 4, 8}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(m.moe.expert_limits, (std::vector<double>{0, 0, 7.0}));
+  EXPECT_DOUBLE_EQ(m.query_scale, std::pow(32.0, -0.5));
+  c["text_config"]["per_layer_config"] = {{"1", {{"num_attention_heads", 2}}}};  // replaces the derived counts
+  EXPECT_EQ(parse_config(c, "c.json").layer_heads, (std::vector<int64_t>{4, 2, 4}));
+  c["text_config"]["per_layer_config"] = {{"1", {{"head_dim", 4}}}};
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+  c["text_config"] = text;
+  c["text_config"]["num_sliding_attention_heads"] = 3;  // not a multiple of the KV heads
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+  c["text_config"] = text;
+  c["text_config"]["gating"] = "per-element";  // the class's broadcast fails on it
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+  c["text_config"] = text;
+  c["text_config"]["swiglu_limits"] = {1.0, -1.0, 0};
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+}
+
 TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
   for (const Plan& p : fixed_plans("m", 4, 32)) {
     EXPECT_EQ(invalid_reason(p, 32), "") << p.name;

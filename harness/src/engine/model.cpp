@@ -1406,6 +1406,174 @@ void read_laguna(const json& c, const std::string& file, ModelConfig& m) {
   check_topk(moe, file);
 }
 
+// Step3p7TextConfig (model_type step3p5; 5.24.0 on), the text decoder of step3p7, read from its text_config (the
+// class has no causal LM of its own). Layers as step3p5 builds them: gemma's (1 + w) RMSNorms everywhere (rms_norm_eps,
+// default 1e-5; the per-head q/k norms before rope too), llama's pre-norm block, each head's output times
+// sigmoid(g_proj h) (gating true or "per-head", the default; any other value breaks the class's own broadcast: refused),
+// scores times query_pre_attn_scalar ** -0.5 (default head_dim, default 128), q/k/v/o biases where attention_bias. The
+// sliding layers (layer_types, default every layer full; window sliding_window) have num_sliding_attention_heads query
+// heads (legacy attention_other_setting.num_attention_heads; default num_attention_heads), the class's per_layer_config
+// where the config carries one (a saved config does). Rope per layer type: rope_parameters keyed by type where it has
+// every type present, else rebuilt from rope_theta (one base, or one per layer, default 1e4) and
+// partial_rotary_factors (one per layer), each type taking its first layer's entry; a factor rotates the first
+// int(head_dim * factor) entries of a head. mlp_layer_types (legacy moe_layers_enum; default dense on layers 0-2):
+// a sparse layer is dots1's sigmoid routing without groups (n_routed_experts stacked experts of
+// moe_intermediate_size, the top num_experts_per_tok by score + e_score_correction_bias, always renormalised, times
+// moe_router_scaling_factor) plus an ungated shared expert of share_expert_dim; a dense one the MLP of
+// intermediate_size. The SwiGLU bounds: swiglu_limits[l] on the routed experts, swiglu_limits_shared[l] on the shared
+// expert and on a dense layer's MLP (0 or null: none). Lists padded with num_nextn_predict_layers trailing
+// multi-token-prediction entries are cut to the decoder's layers, as the config does. The head: untied unless the
+// outer config says tie_word_embeddings (the text config's own is not read by the class: refused where true).
+// 5.24.0 and 5.25.0 compute the same forward (5.25.0 skips a clamp where 5.24.0 clamps at infinity).
+void read_step3p7(const json& text, const std::string& file, ModelConfig& m) {
+  json c = text;
+  if (bool_or(c, "tie_word_embeddings", false, file))
+    bad(file, "/tie_word_embeddings", "step3p7 ties its head by the outer config's tie_word_embeddings only");
+  if (bool_or(c, "use_bidirectional_attention", false, file)) bad(file, "/use_bidirectional_attention", "true is not modelled");
+  if (bool_or(c, "mlp_bias", false, file)) bad(file, "/mlp_bias", "true is not modelled");
+  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
+    bad(file, "/rope_scaling", "is merged into the full layers' rope by the class: not modelled");
+  const json gating = c.contains("gating") && !c["gating"].is_null() ? c["gating"] : json(true);
+  if (!(gating == json(true) || gating == json("per-head")))
+    bad(file, "/gating", gating.dump() + " is not modelled (true or \"per-head\": one gate per head)");
+  // Aliases (the class's attribute_map): a second name for a field, read where the field itself is absent.
+  for (const auto& [alias, key] :
+       std::vector<std::pair<const char*, const char*>>{{"num_attention_groups", "num_key_value_heads"},
+                                                        {"moe_num_experts", "n_routed_experts"},
+                                                        {"num_local_experts", "n_routed_experts"},
+                                                        {"moe_top_k", "num_experts_per_tok"},
+                                                        {"share_expert_dims", "share_expert_dim"}}) {
+    if (!c.contains(alias) || c[alias].is_null()) continue;
+    if (c.contains(key) && !c[key].is_null() && c[key] != c[alias])
+      bad(file, std::string("/") + alias, std::string("differs from ") + key + ", which it names");
+    c[key] = c[alias];
+  }
+  // The multi-token-prediction layers' trailing entries, cut as the config cuts them.
+  const int64_t mtp = c.contains("num_nextn_predict_layers") && c["num_nextn_predict_layers"].is_number_integer()
+                          ? c["num_nextn_predict_layers"].get<int64_t>()
+                          : 0;
+  if (mtp < 0) bad(file, "/num_nextn_predict_layers", "must be >= 0");
+  for (const char* key :
+       {"layer_types", "mlp_layer_types", "swiglu_limits", "swiglu_limits_shared", "rope_theta", "partial_rotary_factors"})
+    if (mtp > 0 && c.contains(key) && c[key].is_array() && static_cast<int64_t>(c[key].size()) == m.layers + mtp)
+      c[key].erase(c[key].begin() + m.layers, c[key].end());
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  read_head_dim_128(c, file, m);
+  m.query_scale = std::pow(number_or(c, "query_pre_attn_scalar", static_cast<double>(m.head_dim), file), -0.5);
+  m.kv_heads = positive_or(c, "num_key_value_heads", 8, file);
+  m.gemma_norm = true;
+  m.qk_norm = true;
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  m.attn_gate = true;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) types.assign(static_cast<size_t>(m.layers), "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  // Query heads per layer: per_layer_config's where the config has one, else num_sliding_attention_heads on sliding layers.
+  int64_t sliding_heads = m.heads;
+  if (c.contains("num_sliding_attention_heads") && !c["num_sliding_attention_heads"].is_null())
+    sliding_heads = positive(c, "num_sliding_attention_heads", file);
+  else if (c.contains("attention_other_setting") && c["attention_other_setting"].is_object())
+    sliding_heads = positive_or(c["attention_other_setting"], "num_attention_heads", m.heads, file);
+  const bool per_layer = c.contains("per_layer_config") && !c["per_layer_config"].is_null();
+  if (per_layer && !c["per_layer_config"].is_object()) bad(file, "/per_layer_config", "must map layer indices to overrides");
+  for (int64_t l = 0; l < m.layers; ++l) {
+    int64_t h = types[static_cast<size_t>(l)] == "sliding_attention" ? sliding_heads : m.heads;
+    if (per_layer) {
+      const std::string at = std::to_string(l);
+      const json& p = c["per_layer_config"];
+      h = m.heads;
+      if (p.contains(at)) {
+        if (!p[at].is_object()) bad(file, "/per_layer_config/" + at, "must be an object");
+        for (const auto& item : p[at].items())
+          if (item.key() != "num_attention_heads")
+            bad(file, "/per_layer_config/" + at + "/" + item.key(), "is not modelled (num_attention_heads is)");
+        h = positive_or(p[at], "num_attention_heads", m.heads, file);
+      }
+    }
+    if (h % m.kv_heads)
+      bad(file, "/num_sliding_attention_heads", "a layer's head count must be a multiple of num_key_value_heads");
+    m.layer_heads.push_back(h);
+  }
+  // Rope per layer type, each type its first layer's entry.
+  const json rp = c.contains("rope_parameters") && c["rope_parameters"].is_object() ? c["rope_parameters"] : json::object();
+  bool keyed = true;
+  for (const std::string& t : types) keyed = keyed && rp.contains(t) && rp[t].is_object();
+  if (!rp.empty() && !keyed)
+    bad(file, "/rope_parameters", "must key every layer type present (the class rebuilds any other from rope_theta)");
+  auto per_layer_number = [&](const char* key, size_t first, double fallback) {
+    if (!c.contains(key) || c[key].is_null()) return fallback;
+    if (c[key].is_number()) return c[key].get<double>();
+    if (!c[key].is_array() || static_cast<int64_t>(c[key].size()) < m.layers || !c[key][first].is_number())
+      bad(file, std::string("/") + key, "must be a number or list one per layer");
+    return c[key][first].get<double>();
+  };
+  for (const std::string& t : types) {
+    const size_t first = static_cast<size_t>(std::find(types.begin(), types.end(), t) - types.begin());
+    const double theta = keyed ? number_or(rp[t], "rope_theta", 0, file) : per_layer_number("rope_theta", first, 10000);
+    const double factor =
+        keyed ? number_or(rp[t], "partial_rotary_factor", 1.0, file) : per_layer_number("partial_rotary_factors", first, 1.0);
+    if (theta <= 0) bad(file, "/rope_parameters/" + t + "/rope_theta", "must be a positive number");
+    const int64_t rd = static_cast<int64_t>(static_cast<double>(m.head_dim) * factor);
+    if (rd <= 0 || rd > m.head_dim || rd % 2)
+      bad(file, "/partial_rotary_factors", "must give an even rotary dimension in (0, head_dim]");
+    m.rope_thetas.push_back(theta);
+    m.rotary_dims.push_back(rd);
+  }
+  MoeConfig& moe = m.moe;
+  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
+    moe.layers = mlp_layer_types_of(c, m.layers, file);
+  } else if (c.contains("moe_layers_enum") && !c["moe_layers_enum"].is_null()) {
+    // A comma-separated string or a list of the MoE layers' indices.
+    const json& e = c["moe_layers_enum"];
+    std::vector<json> items;
+    if (e.is_string()) {
+      std::stringstream in(e.get<std::string>());
+      for (std::string part; std::getline(in, part, ',');)
+        if (part.find_first_not_of(" \t") != std::string::npos) items.emplace_back(std::stoll(part));
+    } else if (e.is_array()) {
+      items.assign(e.begin(), e.end());
+    } else {
+      bad(file, "/moe_layers_enum", "must be a comma-separated string or a list of layer indices");
+    }
+    moe.layers.assign(static_cast<size_t>(m.layers), false);
+    for (const json& i : items) {
+      if (!i.is_number_integer()) bad(file, "/moe_layers_enum", "must list layer indices");
+      if (i.get<int64_t>() >= 0 && i.get<int64_t>() < m.layers) moe.layers[static_cast<size_t>(i.get<int64_t>())] = true;
+    }
+  } else {
+    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= 3);
+  }
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = moe.renormalize = true;
+  moe.routed_scale = number_or(c, "moe_router_scaling_factor", 1.0, file);
+  moe.experts = positive_or(c, "n_routed_experts", 288, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 1280, file);
+  moe.shared_intermediate = positive_or(c, "share_expert_dim", 1280, file);
+  moe.router = "gate.";
+  moe.shared = "shared_experts.";
+  moe.stacked_experts = true;
+  check_topk(moe, file);
+  // The SwiGLU bounds per layer (0 or null: none).
+  auto limits = [&](const char* key) {
+    std::vector<double> out;
+    if (!c.contains(key) || c[key].is_null() || (c[key].is_array() && c[key].empty())) return out;
+    if (!c[key].is_array() || static_cast<int64_t>(c[key].size()) < m.layers)
+      bad(file, std::string("/") + key, "must list a bound (or 0, or null) per layer");
+    for (int64_t l = 0; l < m.layers; ++l) {
+      const json& v = c[key][static_cast<size_t>(l)];
+      if (!v.is_null() && (!v.is_number() || v.get<double>() < 0))
+        bad(file, std::string("/") + key + "/" + std::to_string(l), "must be a bound >= 0 or null");
+      out.push_back(v.is_null() ? 0.0 : v.get<double>());
+    }
+    if (std::all_of(out.begin(), out.end(), [](double v) { return v == 0; })) out.clear();
+    return out;
+  };
+  moe.expert_limits = limits("swiglu_limits");
+  m.mlp_limits = limits("swiglu_limits_shared");
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -1413,6 +1581,9 @@ struct FamilyEntry {
   // A multimodal model: its text decoder's config is config.text_config (the reader reads that), its
   // tensors are under ModelConfig::text_prefix.
   bool multimodal = false;
+  // A multimodal model whose head is tied by the outer config's tie_word_embeddings alone (step3p7: its class reads
+  // no text_config tie, and a saved text_config says false); else text_config_tie.
+  bool outer_tie_only = false;
 };
 
 // A wrapper: a multimodal class around a registry family's decoder (AutoModel.from_config(text_config)), whose
@@ -1566,6 +1737,7 @@ const FamilyEntry kRegistry[] = {
     {Family::MuseGlimmerText, "muse_glimmer_text", read_muse_glimmer_text},
     {Family::Kolibri1, "kolibri1", read_kolibri1},
     {Family::Laguna, "laguna", read_laguna},
+    {Family::Step3p7, "step3p7", read_step3p7, true, true},
 };
 
 }  // namespace
@@ -1657,7 +1829,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::GraniteSwa && m.family != Family::Dots1 && m.family != Family::GraniteMoeSwa &&
       m.family != Family::Mellum && m.family != Family::Flint && m.family != Family::Cohere2Moe && m.family != Family::Afmoe &&
       m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
-      m.family != Family::CohereCompassText && m.family != Family::Laguna && c.value("attention_bias", false))
+      m.family != Family::CohereCompassText && m.family != Family::Laguna && m.family != Family::Step3p7 &&
+      c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -1702,7 +1875,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   m.sliding_window = has_window ? positive(c, "sliding_window", file) : 0;
   entry->read(c, file, m);
   if (entry->multimodal) {
-    m.tied = text_config_tie(outer, outer_file, c, file);
+    m.tied = entry->outer_tie_only ? bool_or(outer, "tie_word_embeddings", false, outer_file)
+                                   : text_config_tie(outer, outer_file, c, file);
     m.text_prefix = "model.language_model.";
   }
   for (int64_t w : m.windows)
@@ -1958,7 +2132,7 @@ Model load_model(const std::string& dir) {
   }
   if (k.lm_head_bias) need("lm_head.bias", k.vocab);
   for (int64_t l = 0; l < k.layers; ++l) {
-    const int64_t qd = k.heads * k.dim(l), kvd = k.kv(l) * k.dim(l);
+    const int64_t qd = k.q_heads(l) * k.dim(l), kvd = k.kv(l) * k.dim(l);
     const bool conv = k.conv(l);  // a short-convolution block in place of the attention
     const bool own_kv = !conv && !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[static_cast<size_t>(l)]);
     if (conv) {
@@ -1973,7 +2147,7 @@ Model load_model(const std::string& dir) {
     } else {
       need(layer_name(l, "self_attn.q_proj.weight"), qd * k.hidden);
       need(layer_name(l, "self_attn.o_proj.weight"), k.hidden * qd);
-      if (k.attn_gate) need(layer_name(l, "self_attn.g_proj.weight"), (k.attn_gate_elementwise ? qd : k.heads) * k.hidden);
+      if (k.attn_gate) need(layer_name(l, "self_attn.g_proj.weight"), (k.attn_gate_elementwise ? qd : k.q_heads(l)) * k.hidden);
     }
     if (own_kv) need(layer_name(l, "self_attn.k_proj.weight"), kvd * k.hidden);
     if (own_v) need(layer_name(l, "self_attn.v_proj.weight"), kvd * k.hidden);
@@ -2010,7 +2184,7 @@ Model load_model(const std::string& dir) {
         need(layer_name(l, k.mlp_prefix + "experts.down_proj_bias"), E * k.hidden);
       }
     }
-    if (k.sinks && !conv) need(layer_name(l, "self_attn.sinks"), k.heads);
+    if (k.sinks && !conv) need(layer_name(l, "self_attn.sinks"), k.q_heads(l));
     if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0)) need_norm(layer_name(l, "input_layernorm."));
     if (!k.parallel_block)
       need_norm(layer_name(l, k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm."));
@@ -2176,8 +2350,9 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
   if (k.bidirectional &&
       (static_cast<int64_t>(k.reach_before.size()) != k.layers || static_cast<int64_t>(k.reach_after.size()) != k.layers))
     throw std::invalid_argument("ModelConfig: an encoder needs reach_before and reach_after per layer");
-  for (size_t n : {k.rope_thetas.size(), k.rope_angles.size(), k.head_dims.size(), k.layer_kv_heads.size(), k.k_eq_v.size(),
-                   k.kv_source.size(), k.rotary_dims.size()})
+  for (size_t n :
+       {k.rope_thetas.size(), k.rope_angles.size(), k.head_dims.size(), k.layer_kv_heads.size(), k.k_eq_v.size(),
+        k.kv_source.size(), k.rotary_dims.size(), k.layer_heads.size(), k.mlp_limits.size(), k.moe.expert_limits.size()})
     if (n != 0 && static_cast<int64_t>(n) != k.layers)
       throw std::invalid_argument("ModelConfig: a per-layer field needs one entry per layer");
   embed_ = as<T>(model.at("model.embed_tokens.weight"));
@@ -2448,7 +2623,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
                                   std::to_string(k.vocab));
   const int64_t H = k.hidden;
   int64_t widest = 0;  // the largest q and K/V widths over the layers
-  for (int64_t l = 0; l < k.layers; ++l) widest = std::max(widest, k.heads * k.dim(l));
+  for (int64_t l = 0; l < k.layers; ++l) widest = std::max(widest, k.q_heads(l) * k.dim(l));
   if (!k.conv_layers.empty()) widest = std::max(widest, H);  // a conv layer's output row (C * conv) is H wide
   const T eps = static_cast<T>(k.eps), post_eps = static_cast<T>(k.post_eps > 0 ? k.post_eps : k.eps);
   const std::vector<T> no_weight;
@@ -2473,7 +2648,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     const int64_t li = static_cast<int64_t>(l);
     const bool use_rope = k.rope(li);
     // The layer's widths; a layer that shares another's K/V computes only its queries.
-    const int64_t D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = k.heads / KVH;
+    const int64_t NQ = k.q_heads(li), D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = NQ / KVH;
     const bool own_kv = !k.shares_kv(li);
     const bool conv = k.conv(li);
     if (conv) {
@@ -2509,17 +2684,17 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         if (k.norm_placement == NormPlacement::Post || L.in_norm.empty()) std::copy(x.begin(), x.end(), h.begin());
         else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data(), L.in_norm_bias);
         else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
-        matvec(L.q, h.data(), k.heads * D, H, q.data(), L.q_bias);
+        matvec(L.q, h.data(), NQ * D, H, q.data(), L.q_bias);
         if (own_kv) {
           matvec(L.k, h.data(), kvd, H, kk.data(), L.k_bias);
           if (L.v.empty()) std::copy(kk.begin(), kk.begin() + kvd, vv.begin());  // k_eq_v: the raw key projection
           else matvec(L.v, h.data(), kvd, H, vv.data(), L.v_bias);
         }
         if (k.qk_norm && k.qk_norm_whole) {
-          rms_norm(q.data(), L.q_norm, k.heads * D, eps, k.gemma_norm, q.data());
+          rms_norm(q.data(), L.q_norm, NQ * D, eps, k.gemma_norm, q.data());
           rms_norm(kk.data(), L.k_norm, kvd, eps, k.gemma_norm, kk.data());
         } else if (k.qk_norm) {
-          for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, L.q_norm, D, eps, k.gemma_norm, q.data() + i * D);
+          for (int64_t i = 0; i < NQ; ++i) rms_norm(q.data() + i * D, L.q_norm, D, eps, k.gemma_norm, q.data() + i * D);
           if (own_kv)
             for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, L.k_norm, D, eps, k.gemma_norm, kk.data() + i * D);
         }
@@ -2529,11 +2704,11 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           const T scale = static_cast<T>(k.yarn.factor > 0 ? k.yarn.attention_factor : 1.0);
           // Partial rotary: the first rd entries of each head rotate (halves within them), the rest pass.
           const int64_t rd = k.rotary(l);
-          for (int64_t i = 0; i < k.heads; ++i) rope(q.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
+          for (int64_t i = 0; i < NQ; ++i) rope(q.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
           if (own_kv)
             for (int64_t i = 0; i < KVH; ++i) rope(kk.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
           if (k.qk_l2_norm) {
-            for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, no_weight, D, eps, false, q.data() + i * D);
+            for (int64_t i = 0; i < NQ; ++i) rms_norm(q.data() + i * D, no_weight, D, eps, false, q.data() + i * D);
             for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, no_weight, D, eps, false, kk.data() + i * D);
           }
         } else if (k.temperature_floor_scale > 0) {
@@ -2544,7 +2719,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           for (T& v : q) v *= scale;
         }
         if (options_.q_block != KvBlock::None)
-          for (int64_t i = 0; i < k.heads; ++i) round_kv_blocks(q.data() + i * D, D, options_.q_block);
+          for (int64_t i = 0; i < NQ; ++i) round_kv_blocks(q.data() + i * D, D, options_.q_block);
         else if (options_.q_half)
           for (T& v : q) v = round_kv(v, true);
         if (own_kv) {
@@ -2635,21 +2810,21 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       };
       if (!L.gate_proj.empty() && k.attn_gate_elementwise) {
         // afmoe's attention gate: each output element times its own sigmoid(g_proj h).
-        for (int64_t e = 0; e < k.heads * D; ++e) {
+        for (int64_t e = 0; e < NQ * D; ++e) {
           T z = 0;
           for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(e * H + i)] * h[i];
           attn[e] *= gate_of(z);
         }
       } else if (!L.gate_proj.empty()) {
         // lfm3's attention gate: each head's output times sigmoid(g_proj h), h the attention's input.
-        for (int64_t head = 0; head < k.heads; ++head) {
+        for (int64_t head = 0; head < NQ; ++head) {
           T z = 0;
           for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(head * H + i)] * h[i];
           const T gate = gate_of(z);
           for (int64_t d = 0; d < D; ++d) attn[head * D + d] *= gate;
         }
       }
-      matvec(L.o, attn.data(), H, conv ? H : k.heads * D, o.data(), L.o_bias);
+      matvec(L.o, attn.data(), H, conv ? H : NQ * D, o.data(), L.o_bias);
       if (k.parallel_block) {
         // The MLP reads the same normed input as the attention: h is kept.
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
@@ -2673,9 +2848,12 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       if (!L.gate.empty()) {
         matvec(L.gate, h.data(), I, H, g.data(), L.gate_bias);
         matvec(L.up, h.data(), I, H, u.data(), L.up_bias);
+        // step3p7's bound after the activation (mlp_limits): act(gate) <= c, -c <= up <= c.
+        const T limit = k.mlp_limits.empty() ? T(0) : static_cast<T>(k.mlp_limits[l]);
         for (int64_t i = 0; i < I; ++i) {
           const T a = options_.gelu_half && k.gelu ? round_kv(g[i], true) : g[i];
-          const T act = activate(k, a);
+          T act = activate(k, a);
+          if (limit > 0) act = std::min(act, limit), u[i] = std::clamp(u[i], -limit, limit);
           g[i] = (options_.gelu_half && k.gelu ? round_kv(act, true) : act) * u[i];
         }
         matvec(L.down, g.data(), H, I, m.data(), L.down_bias);
@@ -2758,6 +2936,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           for (int64_t r = 0; r < top_k; ++r) weight[r] = T(1) / (T(1) + std::exp(-router_logits[order[r]]));
         }
         const T alpha = static_cast<T>(k.moe.swiglu_alpha), limit = static_cast<T>(k.moe.swiglu_limit);
+        const T expert_limit = k.moe.expert_limits.empty() ? T(0) : static_cast<T>(k.moe.expert_limits[l]);
         std::fill(routed.begin(), routed.end(), T(0));
         for (int64_t r = 0; r < top_k; ++r) {
           const int64_t e = order[static_cast<size_t>(r)];
@@ -2775,6 +2954,8 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
             if (gpt_oss) {
               const T gate = std::min(g[i], limit), up = std::clamp(u[i], -limit, limit);
               g[i] = (up + T(1)) * (gate / (T(1) + std::exp(-gate * alpha)));
+            } else if (expert_limit > 0) {  // step3p7: silu(gate) <= c, -c <= up <= c
+              g[i] = std::clamp(u[i], -expert_limit, expert_limit) * std::min(silu(g[i]), expert_limit);
             } else {
               g[i] = u[i] * silu(g[i]);
             }

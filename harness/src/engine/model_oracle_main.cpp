@@ -1,7 +1,7 @@
 // kvc-model-oracle MODEL_DIR TOKENS OUT [--float32] [--span-delta N] [--top-k-delta N] [--no-renormalize]
 // [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] [--conv-taps-dropped N]
-// [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head]: the model oracle's logits for one sequence, raw
-// little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
+// [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--no-mlp-limits] [--no-expert-limits]: the model
+// oracle's logits for one sequence, raw little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
 // does moving the window move the logits?). --top-k-delta N routes every token of a MoE layer to N more
@@ -13,14 +13,17 @@
 // the model's description as a reader that got it wrong would). --conv-taps-dropped N gives every convolution layer
 // (lfm3) only its last conv_kernel - N taps (a state N rows short), --no-attention-gate leaves lfm3's attention gate
 // out: the hybrid rules' mutants; --sigmoid-gate gates with a sigmoid where laguna's gate is a softplus.
+// --no-mlp-limits leaves step3p7's SwiGLU bound of the dense MLP and the shared expert out, --no-expert-limits the
+// routed experts' (ModelConfig::mlp_limits, MoeConfig::expert_limits).
 // --no-prediction-head reads a ModernBERT-layout model's logits straight from its final norm (its head.dense,
 // activation and head.norm left out, as a loader that maps only the decoder to lm_head would). An encoder
 // (ModelConfig::bidirectional) runs its whole-sequence forward (encode) with --real MASK (comma-separated 1 / 0: the
 // attention_mask, 0 = padding; default all 1); its --span-delta N widens each sliding layer's reach by N on both
 // sides, and --causal lets no query see a later key (OracleOptions::causal): the encoder rules' mutants. Prints
 // {"n", "vocab", "span", "local_layers", "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
-// "shared_expert", "conv_layers", "conv_kernel", "attention_gate"} (the model's local span, how many layers slide
-// or chunk, how many are MoE, and their routing, how many are convolutions and their taps, and the gate).
+// "shared_expert", "conv_layers", "conv_kernel", "attention_gate", "mlp_limits", "expert_limits"} (the model's local
+// span, how many layers slide or chunk, how many are MoE, and their routing, how many are convolutions and their taps,
+// the gate, and whether SwiGLU bounds are read).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -32,10 +35,10 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::cerr
-        << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
-           "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
-           "[--conv-taps-dropped N] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--real MASK] [--causal]\n";
+    std::cerr << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
+                 "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
+                 "[--conv-taps-dropped N] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--no-mlp-limits] "
+                 "[--no-expert-limits] [--real MASK] [--causal]\n";
     return 2;
   }
   try {
@@ -49,6 +52,7 @@ int main(int argc, char** argv) {
     kvc::engine::OracleOptions options;
     kvc::engine::MoeConfig& moe = model.config.moe;
     const kvc::engine::MoeConfig as_read = moe;
+    const bool mlp_limits = !model.config.mlp_limits.empty();
     // The most experts a token can be routed to: those of the groups it may choose.
     const int64_t allowed = moe.routing == kvc::engine::MoeRouting::TopK
                                 ? moe.topk_groups * (moe.experts / std::max<int64_t>(1, moe.groups))
@@ -64,6 +68,8 @@ int main(int argc, char** argv) {
       else if (std::strcmp(argv[i], "--select-by-score") == 0) moe.select_logits = false;
       else if (std::strcmp(argv[i], "--no-router-softcap") == 0) moe.router_softcap = 0;
       else if (std::strcmp(argv[i], "--sigmoid-gate") == 0) model.config.attn_gate_softplus = false;
+      else if (std::strcmp(argv[i], "--no-mlp-limits") == 0) model.config.mlp_limits.clear();
+      else if (std::strcmp(argv[i], "--no-expert-limits") == 0) moe.expert_limits.clear();
       else if (std::strcmp(argv[i], "--conv-taps-dropped") == 0 && i + 1 < argc) {
         // The oldest N taps of each channel's kernel left out: conv.conv.weight [H, K] becomes [H, K - N].
         kvc::engine::ModelConfig& c = model.config;
@@ -113,7 +119,9 @@ int main(int argc, char** argv) {
               << ", \"renormalize\": " << (renormalize ? "true" : "false")
               << ", \"shared_expert\": " << (moe_layers && as_read.shared_intermediate > 0 ? "true" : "false")
               << ", \"conv_layers\": " << conv_layers << ", \"conv_kernel\": " << model.config.conv_kernel
-              << ", \"attention_gate\": " << (model.config.attn_gate ? "true" : "false") << "}\n";
+              << ", \"attention_gate\": " << (model.config.attn_gate ? "true" : "false")
+              << ", \"mlp_limits\": " << (mlp_limits ? "true" : "false")
+              << ", \"expert_limits\": " << (moe_layers && !as_read.expert_limits.empty() ? "true" : "false") << "}\n";
   } catch (const std::exception& e) {
     std::cerr << "kvc-model-oracle: " << e.what() << "\n";
     return 2;

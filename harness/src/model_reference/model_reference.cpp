@@ -197,7 +197,8 @@ Vec routed_experts(const Model& model, const ModelConfig& k, int64_t l, const Ve
         const double g = std::min(gate[i], moe.swiglu_limit), u = std::clamp(up[i], -moe.swiglu_limit, moe.swiglu_limit);
         gate[i] = (u + 1) * (g / (1 + std::exp(-g * moe.swiglu_alpha)));
       } else {
-        gate[i] = up[i] * silu(gate[i]);
+        const double c = moe.expert_limits.empty() ? 0 : moe.expert_limits[static_cast<size_t>(l)];  // step3p7's bound
+        gate[i] = (c > 0 ? std::clamp(up[i], -c, c) : up[i]) * (c > 0 ? std::min(silu(gate[i]), c) : silu(gate[i]));
       }
     }
     for (int64_t c = 0; c < H; ++c) {
@@ -224,7 +225,10 @@ Vec feed_forward(const Model& model, const ModelConfig& k, int64_t l, const Vec&
     };
     Vec g = proj("gate_proj.", h, I);
     const Vec u = proj("up_proj.", h, I);
-    for (int64_t i = 0; i < I; ++i) g[i] = activate(k, g[i]) * u[i];
+    // step3p7's bound after the activation (mlp_limits): act(gate) <= c, -c <= up <= c.
+    const double c = k.mlp_limits.empty() ? 0 : k.mlp_limits[static_cast<size_t>(l)];
+    for (int64_t i = 0; i < I; ++i)
+      g[i] = (c > 0 ? std::min(activate(k, g[i]), c) : activate(k, g[i])) * (c > 0 ? std::clamp(u[i], -c, c) : u[i]);
     out = proj("down_proj.", g, k.hidden);
     if (moe && k.moe.shared_gate) {
       const double gate =
@@ -270,7 +274,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
   std::vector<std::vector<Vec>> keys(static_cast<size_t>(k.layers)), values(static_cast<size_t>(k.layers));
   for (int64_t l = 0; l < k.layers; ++l) {
     auto w = [&](const std::string& what) -> const Vec& { return model.at(layer_name(l, what)); };
-    const int64_t D = k.dim(l), KVH = k.kv(l), group = k.heads / KVH;
+    const int64_t NQ = k.q_heads(l), D = k.dim(l), KVH = k.kv(l), group = NQ / KVH;
     const bool own_kv = !k.shares_kv(l), conv = k.conv(l);
     const Vec freq = inv_freq(k, l);
     const double rope_scale = k.yarn.factor > 0 ? k.yarn.attention_factor : 1;
@@ -299,7 +303,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
       const Vec* no_bias = nullptr;
       std::vector<Vec> q(static_cast<size_t>(n));
       for (int64_t p = 0; p < n; ++p) {
-        q[p] = linear(w("self_attn.q_proj.weight"), h[p], k.heads * D, k.qkv_bias ? &w("self_attn.q_proj.bias") : no_bias);
+        q[p] = linear(w("self_attn.q_proj.weight"), h[p], NQ * D, k.qkv_bias ? &w("self_attn.q_proj.bias") : no_bias);
         Vec key, value;
         if (own_kv) {
           key = linear(w("self_attn.k_proj.weight"), h[p], KVH * D, k.qkv_bias ? &w("self_attn.k_proj.bias") : no_bias);
@@ -311,17 +315,17 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
         // q/k norms over each head (or, qk_norm_whole, over all heads at once), before rope; weighted
         // unless qk_norm_weightless.
         auto qk_weight = [&](const char* what) { return k.qk_norm_weightless ? nullptr : w(what).data(); };
-        const int64_t span = k.qk_norm_whole ? k.heads * D : D;
-        for (int64_t i = 0; k.qk_norm && i < k.heads * D; i += span)
+        const int64_t span = k.qk_norm_whole ? NQ * D : D;
+        for (int64_t i = 0; k.qk_norm && i < NQ * D; i += span)
           rms_norm(q[p].data() + i, span, qk_weight("self_attn.q_norm.weight"), k.eps, k.gemma_norm);
         const int64_t kspan = k.qk_norm_whole ? KVH * D : D;
         for (int64_t i = 0; k.qk_norm && own_kv && i < KVH * D; i += kspan)
           rms_norm(key.data() + i, kspan, qk_weight("self_attn.k_norm.weight"), k.eps, k.gemma_norm);
         for (int64_t i = 0; k.v_norm && own_kv && i < KVH * D; i += D) rms_norm(value.data() + i, D, nullptr, k.eps, false);
         if (k.rope(l)) {
-          for (int64_t i = 0; i < k.heads; ++i) rope(q[p].data() + i * D, freq, p, k.rope_interleaved, rope_scale);
+          for (int64_t i = 0; i < NQ; ++i) rope(q[p].data() + i * D, freq, p, k.rope_interleaved, rope_scale);
           for (int64_t i = 0; own_kv && i < KVH; ++i) rope(key.data() + i * D, freq, p, k.rope_interleaved, rope_scale);
-          for (int64_t i = 0; k.qk_l2_norm && i < k.heads; ++i) rms_norm(q[p].data() + i * D, D, nullptr, k.eps, false);
+          for (int64_t i = 0; k.qk_l2_norm && i < NQ; ++i) rms_norm(q[p].data() + i * D, D, nullptr, k.eps, false);
           for (int64_t i = 0; k.qk_l2_norm && own_kv && i < KVH; ++i) rms_norm(key.data() + i * D, D, nullptr, k.eps, false);
         } else if (k.temperature_floor_scale > 0) {  // llama4's NoPE layers
           const double t =
@@ -333,8 +337,8 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
       const std::vector<Vec>& K = keys[static_cast<size_t>(k.source(l))];
       const std::vector<Vec>& V = values[static_cast<size_t>(k.source(l))];
       for (int64_t p = 0; p < n; ++p) {
-        mixed[p].assign(static_cast<size_t>(k.heads * D), 0.0);
-        for (int64_t head = 0; head < k.heads; ++head) {
+        mixed[p].assign(static_cast<size_t>(NQ * D), 0.0);
+        for (int64_t head = 0; head < NQ; ++head) {
           const int64_t kv = (head / group) * D;  // the head's K/V head
           // softmax over the visible keys' scores (and the sink, a logit with no value), then the values.
           std::vector<int64_t> seen;
@@ -359,8 +363,8 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
         }
         if (k.attn_gate) {  // each head (afmoe: each element) times sigmoid(g_proj h) (laguna: its softplus)
           const int64_t per = k.attn_gate_elementwise ? 1 : D;
-          const Vec gate = linear(w("self_attn.g_proj.weight"), h[p], k.heads * D / per);
-          for (int64_t i = 0; i < k.heads * D; ++i) {
+          const Vec gate = linear(w("self_attn.g_proj.weight"), h[p], NQ * D / per);
+          for (int64_t i = 0; i < NQ * D; ++i) {
             const double z = gate[i / per];  // torch's softplus is linear above its threshold 20
             mixed[p][i] *= !k.attn_gate_softplus ? sigmoid(z) : z > 20 ? z : std::log1p(std::exp(z));
           }

@@ -60,12 +60,13 @@ enum class Family {
   ModernBertDecoder,
   ModernBert,  // an encoder (bidirectional): SequenceOracle::encode
   Ultrabert,   // an encoder
+  Step3p7,     // multimodal: the text decoder (step3p5) of its text_config
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
-// "muse_glimmer_text", "kolibri1", "laguna"
+// "muse_glimmer_text", "kolibri1", "laguna", "step3p7"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -126,6 +127,9 @@ struct MoeConfig {
   // which load_model splits into the shared module's gate_proj, up_proj and down_proj.
   std::string router = "router.", shared = "shared_expert.", fused_shared;
   bool stacked_experts = false;
+  // Per layer, the routed experts' SwiGLU bound c after the activation: silu(gate) <= c, -c <= up <= c (step3p7's
+  // swiglu_limits); 0: none. Empty: none anywhere.
+  std::vector<double> expert_limits;
 };
 
 // What the forward needs from config.json, read per family the way transformers reads it: the
@@ -228,6 +232,12 @@ struct ModelConfig {
   // of a layer's relative name (model.layers.<l>.<from>...) or, beginning "model.", of a whole name; a name
   // outside model.* (a head's) by the first pair whose `from` begins it.
   std::vector<std::pair<std::string, std::string>> tensor_names;
+  // Per layer, the number of query heads where layers differ (step3p7's num_sliding_attention_heads on its sliding
+  // layers); empty: heads on every layer.
+  std::vector<int64_t> layer_heads;
+  // Per layer, the dense MLP's (or a MoE layer's shared expert's) SwiGLU bound c after the activation: silu(gate) <= c,
+  // -c <= up <= c (step3p7's swiglu_limits_shared, which its dense layers read too); 0: none. Empty: none anywhere.
+  std::vector<double> mlp_limits;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -238,6 +248,7 @@ struct ModelConfig {
   int64_t rotary(int64_t layer) const {  // how many entries of the layer's heads rope rotates
     return !rotary_dims.empty() ? rotary_dims[static_cast<size_t>(layer)] : rotary_dim > 0 ? rotary_dim : dim(layer);
   }
+  int64_t q_heads(int64_t layer) const { return layer_heads.empty() ? heads : layer_heads[static_cast<size_t>(layer)]; }
   int64_t kv(int64_t layer) const { return layer_kv_heads.empty() ? kv_heads : layer_kv_heads[static_cast<size_t>(layer)]; }
   int64_t source(int64_t layer) const { return kv_source.empty() ? layer : kv_source[static_cast<size_t>(layer)]; }
   bool shares_kv(int64_t layer) const { return source(layer) != layer; }
