@@ -5,7 +5,7 @@
 # compiling, no .pth) fails the check that names it.
 #   check_venv.sh [--mutants] [VENV_SH]   checks the given venv.sh (default: the one beside this script);
 #                                        --mutants: shows instead that the three mutants fail the check
-# Two ctests, so that CI's mutant slices (scripts/mutant_slice.py) can run the mutants apart.
+# Two ctests, so that CI's mutant slices (scripts/ci_slice.py) can run the mutants apart.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 mutants=0

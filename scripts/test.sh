@@ -7,32 +7,33 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 if py_bin=$(python3 -c 'import os, sys; print(os.path.dirname(sys.executable))' 2>/dev/null) && [ -x "$py_bin/python3" ]; then
   export PATH="$py_bin:$PATH"
 fi
-# --mutant-slice K/N (or auto/N): run the mutant tests of one slice of N only, every other test as
-# always (scripts/mutant_slice.py says why; .ci/run passes auto/4). Taken out of the arguments for ctest.
+# --slice K/N (or auto/N): run the sliced tests (mutant and heavy tests) of one slice of N only, every
+# other test as always (scripts/ci_slice.py says why; .ci/run passes auto/4). Taken out of the arguments
+# for ctest.
 args=() slice=""
 while (($#)); do
   case "$1" in
-    --mutant-slice) [ $# -ge 2 ] || { echo "test.sh: --mutant-slice needs K/N" >&2; exit 2; }; slice="$2"; shift 2 ;;
-    --mutant-slice=*) slice="${1#*=}"; shift ;;
+    --slice) [ $# -ge 2 ] || { echo "test.sh: --slice needs K/N" >&2; exit 2; }; slice="$2"; shift 2 ;;
+    --slice=*) slice="${1#*=}"; shift ;;
     *) args+=("$1"); shift ;;
   esac
 done
 set -- ${args[@]+"${args[@]}"}
 if [ -n "$slice" ]; then
   for a in "$@"; do
-    case "$a" in -E|--exclude-regex|-E*|--exclude-regex=*) echo "test.sh: --mutant-slice leaves tests out with its own -E; give one or the other" >&2; exit 2 ;; esac
+    case "$a" in -E|--exclude-regex|-E*|--exclude-regex=*) echo "test.sh: --slice leaves tests out with its own -E; give one or the other" >&2; exit 2 ;; esac
   done
-  python3 "$root/scripts/mutant_slice.py" "$slice" --which >/dev/null || exit 2
+  python3 "$root/scripts/ci_slice.py" "$slice" --which >/dev/null || exit 2
 fi
 "$root/scripts/setup.sh"
 cd "$root/build"
 if [ -n "$slice" ]; then
-  left_out=$(python3 "$root/scripts/mutant_slice.py" "$slice" --build "$root/build")
-  echo "test.sh: mutant tests of slice $(python3 "$root/scripts/mutant_slice.py" "$slice" --which) only (the others: KVC_CI_FULL=1 or no --mutant-slice)" >&2
+  left_out=$(python3 "$root/scripts/ci_slice.py" "$slice" --build "$root/build")
+  echo "test.sh: mutant and heavy tests of slice $(python3 "$root/scripts/ci_slice.py" "$slice" --which) only (the others: KVC_CI_FULL=1 or no --slice)" >&2
   [ -z "$left_out" ] || set -- "$@" -E "$left_out"
   # The batched gtest binaries run their tests in one process (harness/testing/gtest_batch.py): it
   # leaves out the same tests.
-  export KVC_MUTANT_SLICE="$(python3 "$root/scripts/mutant_slice.py" "$slice" --which)"
+  export KVC_CI_SLICE="$(python3 "$root/scripts/ci_slice.py" "$slice" --which)"
 fi
 # A fresh build has no cost data, and ctest would run the tests in declaration order, the longest
 # last: seed it with the measured costs (scripts/ci_minutes.py --costs) so it starts those first.

@@ -22,14 +22,14 @@ import sys
 
 
 def left_out(binary):
-    """The gtests of `binary` that CI's mutant slice KVC_MUTANT_SLICE=K/N leaves to the other slices
-    (scripts/mutant_slice.py, as scripts/test.sh sets it): ctest leaves their entries out, so the
+    """The gtests of `binary` that CI's slice KVC_CI_SLICE=K/N leaves to the other slices
+    (scripts/ci_slice.py, as scripts/test.sh sets it): ctest leaves their entries out, so the
     batch need not run them."""
-    spec = os.environ.get("KVC_MUTANT_SLICE", "")
+    spec = os.environ.get("KVC_CI_SLICE", "")
     if not spec:
         return []
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
-    import mutant_slice
+    import ci_slice
     k, n = (int(x) for x in spec.split("/"))
     listing = subprocess.run([binary, "--gtest_list_tests"], capture_output=True, text=True, check=True).stdout
     # gtest name -> ctest name as gtest_discover_tests makes it: a parameterised test's index becomes its
@@ -45,7 +45,7 @@ def left_out(binary):
             ctest_names[name] = suite + re.sub(r"/\d+$", "/" + comment, test)
         else:
             ctest_names[name] = name + ("  # GetParam() = " + comment if comment else "")
-    dropped = set(mutant_slice.left_out(ctest_names.values(), k, n))
+    dropped = set(ci_slice.left_out(ctest_names.values(), k, n))
     return sorted((g, c) for g, c in ctest_names.items() if c in dropped)
 
 

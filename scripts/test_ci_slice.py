@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""ctest ci_slices_run_each_planted_mistake_once: CI's N mutant slices (scripts/mutant_slice.py) run every
-mutant test in exactly one slice and every other test in all of them, as ctest itself selects them.
+"""ctest ci_slices_run_each_sliced_test_once: CI's N slices (scripts/ci_slice.py) run every sliced test
+(mutant and heavy) in exactly one slice and every other test in all of them, as ctest itself selects them;
+every name .ci/heavy-tests.txt lists is a test of the build.
 
-    python3 scripts/test_mutant_slice.py BUILD_DIR
+    python3 scripts/test_ci_slice.py BUILD_DIR
 
 Judged on the build's own test list through `ctest -N -E` (so the expression's quoting is CMake's), and
 shown able to fail: the same judge rejects two planted slicers, one that leaves nothing out and one that
-leaves a mutant test out of every slice.
+leaves a sliced test out of every slice.
 """
 import json
 import os
@@ -14,7 +15,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import mutant_slice  # noqa: E402
+import ci_slice  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness", "testing"))
 import gtest_batch  # noqa: E402
@@ -30,41 +31,48 @@ def run_by_ctest(build, regex):
 
 
 def problems(names, runs):
-    """What is wrong with slices whose run sets are runs[0..N-1]: a mutant test not in exactly one slice, or
+    """What is wrong with slices whose run sets are runs[0..N-1]: a sliced test not in exactly one slice, or
     another test missing from one."""
     bad = []
     for t in names:
         count = sum(t in r for r in runs)
-        if mutant_slice.is_mutant_test(t) and count != 1:
-            bad.append(f"mutant test {t} runs in {count} of {len(runs)} slices")
-        elif not mutant_slice.is_mutant_test(t) and count != len(runs):
+        if ci_slice.is_sliced(t) and count != 1:
+            bad.append(f"sliced test {t} runs in {count} of {len(runs)} slices")
+        elif not ci_slice.is_sliced(t) and count != len(runs):
             bad.append(f"{t} runs in {count} of {len(runs)} slices, not every one")
     return bad
 
 
 def main():
     build = sys.argv[1]
-    names = mutant_slice.ctest_names(build)
-    mutants = [t for t in names if mutant_slice.is_mutant_test(t)]
+    names = ci_slice.ctest_names(build)
+    mutants = [t for t in names if ci_slice.is_mutant_test(t)]
     if len(mutants) < 20 or len(mutants) == len(names):
         print(f"FAIL: {len(mutants)} mutant tests of {len(names)}: the name rule finds none or everything")
         return 1
-    runs = [run_by_ctest(build, mutant_slice.ctest_regex(mutant_slice.left_out(names, k, N))) for k in range(1, N + 1)]
+    stale = sorted(ci_slice.heavy_tests() - {ci_slice.test_name(t) for t in names})
+    if stale:
+        print(f"FAIL: .ci/heavy-tests.txt lists {len(stale)} names that are no test of the build: {stale[:5]} "
+              "(python3 scripts/ci_slice.py --heavy-from JUNIT rewrites it)")
+        return 1
+    heavy = [t for t in names if ci_slice.is_sliced(t) and not ci_slice.is_mutant_test(t)]
+    sliced = [t for t in names if ci_slice.is_sliced(t)]
+    runs = [run_by_ctest(build, ci_slice.ctest_regex(ci_slice.left_out(names, k, N))) for k in range(1, N + 1)]
     bad = problems(names, runs)
     for b in bad[:20]:
         print("FAIL:", b)
     if bad:
         return 1
-    sizes = [sum(t in r for t in mutants) for r in runs]
-    print(f"{len(names)} tests, {len(mutants)} mutant tests; slices of {N} run {sizes} of them, each once")
+    sizes = [sum(t in r for t in sliced) for r in runs]
+    print(f"{len(names)} tests, {len(sliced)} sliced ({len(heavy)} heavy); slices of {N} run {sizes} of them, each once")
     # The judge fails on planted slicers.
     everything = [set(names)] * N
-    once_dropped = [r - {mutants[0]} for r in runs]
-    for label, planted in (("leaves nothing out", everything), ("drops a mutant test from every slice", once_dropped)):
+    once_dropped = [r - {sliced[0]} for r in runs]
+    for label, planted in (("leaves nothing out", everything), ("drops a sliced test from every slice", once_dropped)):
         if not problems(names, planted):
             print(f"FAIL: the judge passes a slicer that {label}")
             return 1
-    print("the judge rejects a slicer that leaves nothing out and one that drops a mutant test")
+    print("the judge rejects a slicer that leaves nothing out and one that drops a sliced test")
     # A batched gtest binary runs its tests in one process (gtest_batch.py): under a slice it must leave
     # out exactly the tests whose ctest entries the slice leaves out (more would run them alone, fewer
     # would spend the time the slice saves).
@@ -72,8 +80,8 @@ def main():
                                       check=True).stdout)
     binaries = [t["command"][-1] for t in shown["tests"] if t["name"].startswith("gtest_batch/")]
     for k in range(1, N + 1):
-        expected = set(mutant_slice.left_out(names, k, N))
-        os.environ["KVC_MUTANT_SLICE"] = f"{k}/{N}"
+        expected = set(ci_slice.left_out(names, k, N))
+        os.environ["KVC_CI_SLICE"] = f"{k}/{N}"
         for binary in binaries:
             target = os.path.basename(binary)
             ctest_of = {c for c in names if gtest_batch_target(shown, c) == target}

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Which sliced tests a CI run leaves to the other slices: a ctest -E regular expression.
+
+    python3 scripts/ci_slice.py K/N [--build build]      # K in 1..N, or auto/N (from the commit)
+    python3 scripts/ci_slice.py --heavy-from JUNIT       # rewrite .ci/heavy-tests.txt from a full run
+
+CI runs the sliced tests in N slices, one slice a commit, so that every sliced test runs once every N
+commits (scripts/test.sh --slice, .ci/run), and every other test on every commit. Two kinds are sliced:
+- the mutant tests (a planted mistake a check must catch, docs/mutants.md): a mutant test proves the
+  check can fail, and a check only stops being able to fail when the check itself changes. A test is a
+  mutant test where its name says so (`mutant`, any case, or `mutate`), except the tests in ALWAYS,
+  which use a mutant to show something else than a check's reach;
+- the heavy tests, listed in .ci/heavy-tests.txt with their measured seconds: the end-to-end matrices
+  (the engines' CI configurations, the wheel's pytest plugin, the browser, long campaigns) whose
+  cheaper neighbours (unit, golden replay, properties, the oracle engine's plans) run on every commit.
+  The list is what a full run measured at HEAVY_SECONDS or more, less the tests in ALWAYS and the
+  fixture setups other tests need (ctest would run those anyway); `--heavy-from` rewrites it.
+A test's slice is sha1(name) mod N: adding or removing another test moves no test to another slice.
+A parameterised gtest's ctest name ends in its parameter ("  # GetParam() = ..."): the name is taken
+without it, so that a batch run of the binary (harness/testing/gtest_batch.py, which reads the slice
+from KVC_CI_SLICE=K/N as scripts/test.sh sets it) leaves out exactly the tests ctest does.
+
+`auto/N` takes the slice from the commit: its number in the history (git rev-list --count HEAD), so
+N consecutive commits run every slice; in a shallow clone, where that count is not the history's,
+from the commit id. Prints the regular expression (one line; empty where the slice leaves nothing
+out); exit 2 on bad usage.
+"""
+import argparse
+import functools
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Tests that run on every commit though their name says "mutant" (they prove a behaviour of the run,
+# not the reach of a check) or they are heavy (the checks of the layer and the model oracle themselves).
+ALWAYS = {
+    "Cli.MutantFailsEverySuiteAndTheRunGoesOn",   # a failure inside one case is that case's FAIL; the run goes on
+    "MutantFailure.NamesTheRaiseNotLibTorchsStackTrace",  # a raising case's FAIL names the raise
+    "gtest_batch/kvc_golden_test",  # golden replay: the reference against every pinned release
+    "gtest_batch/kvc_property_test",  # the property campaigns
+    "gtest_batch/kvc_model_reference_test",  # the oracle's fast forward against its plain reference
+    "engine_oracle_agrees_with_transformers",  # the float64 proof of the registry
+}
+MUTANT = re.compile(r"[Mm]utant|MUTANT|mutate")
+HEAVY_FILE = os.path.join(ROOT, ".ci", "heavy-tests.txt")
+HEAVY_SECONDS = 15.0
+
+
+@functools.lru_cache(maxsize=None)
+def heavy_tests():
+    """The names .ci/heavy-tests.txt lists (a name, a tab and its measured seconds a line; # comments)."""
+    if not os.path.exists(HEAVY_FILE):
+        return frozenset()
+    with open(HEAVY_FILE) as f:
+        return frozenset(line.split("\t")[0] for line in f if line.strip() and not line.startswith("#"))
+
+
+def test_name(name):
+    """A ctest name without a parameterised gtest's parameter comment: the gtest's own name."""
+    return name.split("  # GetParam()", 1)[0]
+
+
+def is_mutant_test(name):
+    name = test_name(name)
+    return name not in ALWAYS and MUTANT.search(name) is not None
+
+
+def is_sliced(name, heavy=None):
+    """A mutant test, or a heavy one (`heavy`: the listed names, read from .ci/heavy-tests.txt if None)."""
+    heavy = heavy_tests() if heavy is None else heavy
+    return is_mutant_test(name) or (test_name(name) in heavy and test_name(name) not in ALWAYS)
+
+
+def slice_of(name, n):
+    """The slice (1..n) a sliced test runs in."""
+    return int(hashlib.sha1(test_name(name).encode()).hexdigest()[:8], 16) % n + 1
+
+
+def left_out(names, k, n):
+    """The sliced tests of `names` that slice k of n does not run, sorted."""
+    heavy = heavy_tests()
+    return sorted(t for t in names if is_sliced(t, heavy) and slice_of(t, n) != k)
+
+
+def write_heavy(junit, build):
+    """Rewrite .ci/heavy-tests.txt: the tests of a full run's JUnit file (ctest --output-junit) that took
+    HEAVY_SECONDS or more, less mutant tests (sliced anyway), ALWAYS and fixture setups."""
+    import xml.etree.ElementTree as ET
+    shown = json.loads(subprocess.run(["ctest", "--show-only=json-v1"], cwd=build, capture_output=True, text=True,
+                                      check=True).stdout)
+    setups = {t["name"] for t in shown["tests"]
+              if any(p["name"] == "FIXTURES_SETUP" for p in t.get("properties", []))}
+    rows = sorted(((float(tc.get("time", 0)), tc.get("name")) for tc in ET.parse(junit).getroot().iter("testcase")),
+                  key=lambda r: (-r[0], r[1]))
+    keep = [(s, t) for s, t in rows if s >= HEAVY_SECONDS and not is_mutant_test(t) and test_name(t) not in ALWAYS
+            and t not in setups]
+    os.makedirs(os.path.dirname(HEAVY_FILE), exist_ok=True)
+    with open(HEAVY_FILE + ".tmp", "w") as f:
+        f.write(f"# The heavy tests CI slices (scripts/ci_slice.py): {HEAVY_SECONDS:g} s or more in a full run\n"
+                f"# ({os.path.basename(junit)}), less mutant tests, ALWAYS and fixture setups. Name, tab, seconds.\n")
+        for s, t in keep:
+            f.write(f"{test_name(t)}\t{s:.1f}\n")
+    os.replace(HEAVY_FILE + ".tmp", HEAVY_FILE)
+    return keep
+
+
+def ctest_regex(names):
+    """A ctest -E expression matching exactly these names (CMake's regular expressions: a backslash quotes
+    the next character)."""
+    return "|".join("^" + re.sub(r"([][^$.*+?|()\\{}])", r"\\\1", t) + "$" for t in names)
+
+
+def ctest_names(build):
+    """Every test name of the build, as ctest lists them."""
+    out = subprocess.run(["ctest", "-N"], cwd=build, capture_output=True, text=True, check=True).stdout
+    return [m.group(1) for m in re.finditer(r"^\s*Test\s+#\d+: (.+?)\s*$", out, re.M)]
+
+
+def auto_slice(n):
+    """This commit's slice: its number in the history mod n, or its id where the clone is shallow."""
+    git = lambda *a: subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True, check=True).stdout.strip()
+    if git("rev-parse", "--is-shallow-repository") == "true":
+        return int(git("rev-parse", "HEAD")[:8], 16) % n + 1
+    return int(git("rev-list", "--count", "HEAD")) % n + 1
+
+
+def parse(spec):
+    """'K/N' or 'auto/N' -> (K, N); ValueError with the reason."""
+    m = re.fullmatch(r"(auto|\d+)/(\d+)", spec)
+    if not m or int(m.group(2)) < 1:
+        raise ValueError(f"'{spec}' is not K/N or auto/N with N >= 1")
+    n = int(m.group(2))
+    k = auto_slice(n) if m.group(1) == "auto" else int(m.group(1))
+    if not 1 <= k <= n:
+        raise ValueError(f"slice {k} of {n}: K must be 1 to {n}")
+    return k, n
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("slice", nargs="?", help="K/N (1 <= K <= N) or auto/N")
+    ap.add_argument("--heavy-from", metavar="JUNIT", help="rewrite .ci/heavy-tests.txt from a full run's JUnit file")
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="the ctest build folder (default: build/)")
+    ap.add_argument("--which", action="store_true", help="print 'K/N' (auto resolved) instead of the expression")
+    args = ap.parse_args()
+    if args.heavy_from:
+        keep = write_heavy(args.heavy_from, args.build)
+        print(f"ci_slice: {len(keep)} heavy tests, {sum(s for s, _ in keep):.0f} s, into {HEAVY_FILE}")
+        return 0
+    if not args.slice:
+        ap.error("give K/N, auto/N or --heavy-from")
+    try:
+        k, n = parse(args.slice)
+    except (ValueError, subprocess.CalledProcessError) as e:
+        print(f"ci_slice: {e}", file=sys.stderr)
+        return 2
+    if args.which:
+        print(f"{k}/{n}")
+        return 0
+    print(ctest_regex(left_out(ctest_names(args.build), k, n)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
