@@ -122,11 +122,6 @@ REASONS = {
     "muse_glimmer_assistant": "a block-diffusion drafter: noise embeddings of a block attend bidirectionally (sliding on "
     "its sliding layers) over the target model's projected hidden states; its input is another model's hidden "
     "states, not tokens. " + MODEL_LEVEL + UNRECORDED_MASKS,
-    "ergo": "a MoE decoder none of whose feed-forward is a registry rule: relu2 experts without a gate projection (up_proj "
-    "and down_proj only), each routed expert's output RMS-normed by that expert's own weight before the weighted sum "
-    "(post_expert_norm) and the shared expert's by its own norm, a learned residual gate per hidden dimension "
-    "(sigmoid(w) on the branch, sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) on the residual) after each sandwich norm, "
-    "and router and vocabulary logits from float32 operands (ErgoLinearWithFP32Output)",
     "kolibri1_1": "kolibri1's layers (read: kolibri1) with sparse attention the registry has not: on index_layers a "
     "weightless indexer picks each query's index_topk keys (with the first index_num_sink_tokens and the last "
     "index_num_local_tokens) from NVFP4-rounded compressed key summaries, and those layers attend NVFP4-rounded keys "

@@ -386,6 +386,17 @@ KOLIBRI1 = {  # no intermediate_size: every layer is a MoE
 }
 
 
+ERGO = {  # no intermediate_size (the dense MLP is first_dense_intermediate_size), head_dim hidden / heads
+    "architectures": ["ErgoForCausalLM"],
+    "model_type": "ergo",
+    "intermediate_size": ABSENT,
+    "first_dense_intermediate_size": 96,
+    "moe_intermediate_size": 32,
+    "shared_intermediate_size": 48,
+    "tie_word_embeddings": False,
+}
+
+
 def _mellum_rope(full, sliding):  # mellum keys its rope by layer type and converts no flat rope_theta
     return {F: {"rope_type": "default", "rope_theta": full}, S: {"rope_type": "default", "rope_theta": sliding}}
 
@@ -878,6 +889,19 @@ MODELS = {
         "attention_bias": True,
         "tie_word_embeddings": True,
     }),
+    # ergo (5.25.0 on): 4 layers, no layer_types (S, S, S, F: global_attention_every_n_layers 4; the full layer NoPE),
+    # window 3, a flat rope_parameters (the sliding layers'), num_dense_blocks 1, sigmoid over 4 relu2 experts by score +
+    # e_score_correction_bias, top 2, renormalised, times the default sqrt(8), each expert's output normed by its own
+    # post_expert_norm row, the shared expert by its own norm, residual gates after each sandwich post norm
+    "ergo-w3": ("ergo", {**ERGO, "num_hidden_layers": 4, "sliding_window": 3, "num_experts": 4, "num_experts_per_tok": 2,
+                         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}),
+    # ergo: layer_types [S, F, S], local_attention_window 2, rope_parameters keyed by type (sliding 1e4, full 5e5: the
+    # full layer rotates), mlp_layer_types [sparse, dense, sparse], top 1 of 3, moe_routed_scaling_factor 1.5
+    "ergo-explicit": ("ergo", {**ERGO, "num_hidden_layers": 3, "layer_types": [S, F, S], "local_attention_window": 2,
+                               "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
+                                                   F: {"rope_type": "default", "rope_theta": 500000.0}},
+                               "mlp_layer_types": ["sparse", "dense", "sparse"], "num_experts": 3,
+                               "num_experts_per_tok": 1, "moe_routed_scaling_factor": 1.5}),
     "kolibri1-explicit": ("kolibri1", {
         **KOLIBRI1,
         "num_hidden_layers": 3,
@@ -1397,6 +1421,21 @@ def draw(family, seed, index, head_dims=(8, 16)):
         # The last layer sparse: every draw has a MoE layer; else (two layers or more) the default, the first dense.
         if d.coin() or layers == 1:
             c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"]
+    elif family == "ergo":
+        # head_dim is hidden / heads; the first layer slides; the full layers NoPE or rotated; a MoE layer in every draw.
+        c.update({**ERGO, "head_dim": 64 // c["num_attention_heads"], "sliding_window": w,
+                  "num_experts": d.pick([4, 6, 8]), "num_experts_per_tok": d.int(1, 3),
+                  "moe_routed_scaling_factor": d.pick([1.0, 8 ** 0.5])})
+        if d.coin():
+            c["layer_types"] = [S] + _types(d, layers - 1)
+        else:
+            c["global_attention_every_n_layers"] = d.int(2, 4)
+        sliding = {"rope_type": "default", "rope_theta": d.pick([10000.0, 1000000.0])}
+        c["rope_parameters"] = sliding if d.coin() else {S: sliding, F: d.pick([None, {"rope_type": "default", "rope_theta": 500000.0}])}
+        if d.coin() or layers == 1:
+            c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"]
+        else:
+            c["num_dense_blocks"] = d.int(0, layers - 1)
     elif family == "kolibri1":
         c.update({k: v for k, v in KOLIBRI1.items() if k != "tie_word_embeddings"})
         c.update({"sliding_window": w, "num_local_experts": d.pick([4, 6, 8]), "num_experts_per_tok": d.int(1, 3),
@@ -1483,16 +1522,18 @@ HYBRID_FAMILIES = ("lfm3",)
 WRAPPER_FAMILIES = tuple(WRAPPERS)
 # Multimodal classes read through a text decoder that is no registry family of its own: drawn into the drawn set only.
 MULTIMODAL_FAMILIES = ("step3p7",)
+# Families drawn into the drawn set only: ergo's head size is hidden / heads, which the wide set's head_dim draw contradicts.
+DRAWN_ONLY_FAMILIES = ("ergo",)
 
 
 # The families whose models the oracle's agreement with transformers checks in CI as a seeded sample,
 # one model per family and run (engines/transformers/oracle_agreement.py; --all checks every one): CI's
 # agreement test was over its budget before them.
-SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe", "modernbert-decoder", "kolibri1", "laguna", "step3p7")
+SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe", "modernbert-decoder", "kolibri1", "laguna", "step3p7", "ergo")
 
 
-def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES + HYBRID_FAMILIES + WRAPPER_FAMILIES + MULTIMODAL_FAMILIES,
-          prefix="draw"):
+def drawn(seed=0, count=2, head_dims=(8, 16),
+          families=DRAWN_FAMILIES + HYBRID_FAMILIES + WRAPPER_FAMILIES + MULTIMODAL_FAMILIES + DRAWN_ONLY_FAMILIES, prefix="draw"):
     """The drawn set: `count` models per family."""
     return {f"{prefix}-{f.replace('_text', '').replace('_', '')}-{seed}-{i}": draw(f, seed, i, head_dims)
             for f in families for i in range(count)}

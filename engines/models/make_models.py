@@ -251,6 +251,9 @@ def tensors(name, family, cfg):
     if family == "step3p5":
         step3p5(put, mlp, cfg, norm_lo, norm_hi)
         return t
+    if family == "ergo":
+        ergo(put, cfg)
+        return t
     post_norm = family in ("olmo3", "exaone4")  # olmo2's block: norms on the outputs only
     if family == "gemma4_text":  # the layer types after Gemma4TextConfig's defaults and its forced full last layer
         types = list(cfg.get("layer_types") or [S if (i + 1) % 6 else F for i in range(cfg["num_hidden_layers"])])
@@ -595,6 +598,44 @@ def step3p5(put, mlp, cfg, norm_lo, norm_hi):
     put("model.norm.weight", (HIDDEN,), norm_lo, norm_hi)
     if not cfg.get("tie_word_embeddings"):
         put("lm_head.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+
+
+def ergo(put, cfg):
+    """ErgoForCausalLM's tensors: per layer a fused qkv_proj (rows [q; k; v]), o_proj, q/k norms, the four sandwich
+    norms and the two residual gates (weights in [-2, 2]: gates away from one half); a dense layer's up_proj and
+    down_proj (no gate), a sparse layer's router gate.linear (and its e_score_correction_bias), experts.up_proj [E, H, I]
+    and experts.down_proj [E, I, H] (x @ W), experts.post_expert_norm [E, H], and the shared expert's up, down and
+    norm; model.norm and an untied lm_head."""
+    heads, kv, layers = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["num_hidden_layers"]
+    d = HIDDEN // heads
+    kinds = cfg.get("mlp_layer_types") or ["dense" if i < cfg.get("num_dense_blocks", 1) else "sparse" for i in range(layers)]
+    e, inter, shared = cfg["num_experts"], cfg["moe_intermediate_size"], cfg["shared_intermediate_size"]
+    put("model.embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        put(p + "self_attn.qkv_proj.weight", ((heads + 2 * kv) * d, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
+        put(p + "self_attn.q_norm.weight", (d,), 1 - NORM, 1 + NORM)
+        put(p + "self_attn.k_norm.weight", (d,), 1 - NORM, 1 + NORM)
+        f = p + "mlp."
+        if kinds[i] == "dense":
+            put(f + "up_proj.weight", (cfg["first_dense_intermediate_size"], HIDDEN), -PROJ, PROJ)
+            put(f + "down_proj.weight", (HIDDEN, cfg["first_dense_intermediate_size"]), -OUT, OUT)
+        else:
+            put(f + "gate.linear.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)  # afmoe's quarter range (sensitivity.py)
+            put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
+            put(f + "experts.up_proj", (e, HIDDEN, inter), -PROJ, PROJ)
+            put(f + "experts.down_proj", (e, inter, HIDDEN), -OUT, OUT)
+            put(f + "experts.post_expert_norm.weight", (e, HIDDEN), 1 - NORM, 1 + NORM)
+            put(f + "shared_experts.up_proj.weight", (shared, HIDDEN), -PROJ, PROJ)
+            put(f + "shared_experts.down_proj.weight", (HIDDEN, shared), -OUT, OUT)
+            put(f + "shared_experts.norm.weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+        for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"):
+            put(p + n + ".weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+        put(p + "attention_residual_gate.weight", (HIDDEN,), -2.0, 2.0)
+        put(p + "feedforward_residual_gate.weight", (HIDDEN,), -2.0, 2.0)
+    put("model.norm.weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+    put("lm_head.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
 
 
 def ultrabert(put, cfg):

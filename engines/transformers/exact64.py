@@ -132,11 +132,12 @@ def _layer_norm_forward(self, x):
     return self.weight.to(x.dtype) * ((x - mean) * torch.rsqrt(variance + self._kvc_eps))
 
 
-def _interleaved_rotary_forward(self, x, position_ids):
-    """cohere2: each angle repeated in place (repeat_interleave), for its pairwise rotate_half."""
-    freqs = position_ids[..., None].to(torch.float64) * self._kvc_inv_freq64[""].to(x.device)
+def _interleaved_rotary_forward(self, x, position_ids, layer_type=None):
+    """cohere2: each angle repeated in place (repeat_interleave), for its pairwise rotate_half (ergo: per layer type)."""
+    key = layer_type if layer_type is not None else ""
+    freqs = position_ids[..., None].to(torch.float64) * self._kvc_inv_freq64[key].to(x.device)
     emb = torch.repeat_interleave(freqs, 2, dim=-1)
-    scaling = self._kvc_scaling[""]
+    scaling = self._kvc_scaling[key]
     return (emb.cos() * scaling).to(dtype=x.dtype), (emb.sin() * scaling).to(dtype=x.dtype)
 
 
@@ -300,6 +301,9 @@ _ROTARY["transformers.models.muse_glimmer.modeling_muse_glimmer"] = ("MuseGlimme
 # step3p7's text decoder (5.24.0 on): gemma's (1 + w) norms, laguna's rotary (a buffer per layer type, each of its own
 # partial factor).
 _NORMS["transformers.models.step3p7.modeling_step3p7"] = [("Step3p7RMSNorm", _gemma_norm_forward)]
+# ergo (5.25.0 on): F.rms_norm of float32 casts (the same formula in float64), cohere2's interleaved rotary per layer type.
+_NORMS["transformers.models.ergo.modeling_ergo"] = [("ErgoRMSNorm", _llama_norm_forward)]
+_ROTARY["transformers.models.ergo.modeling_ergo"] = ("ErgoRotaryEmbedding", _interleaved_rotary_forward)
 _ROTARY["transformers.models.step3p7.modeling_step3p7"] = ("Step3p7RotaryEmbedding", _rotary_forward)
 # A multimodal model's towers (vision, audio) and the projector from a tower into the decoder (mistral3, lfm3_vl):
 # a text-only forward never runs them, so they are not patched.
@@ -395,6 +399,18 @@ def _patch_step3p7(mod):
     _recast(mod.Step3p7TopKRouter, mod, r"\.float\(\)", ".double()", 1)
 
 
+def _patch_ergo(mod):
+    """ergo: apply_rotary_pos_emb in q.float() (cohere2's fix), and `.float()` casts in its expert norm, residual gate,
+    router weights, float32-output linear (router and head logits) and decoder layer (each branch's output before its
+    post norm): to `.double()`."""
+    _patch_cohere2(mod)
+    _recast(mod.ErgoExpertNorm, mod, r"\.float\(\)", ".double()", 1)
+    _recast(mod.ErgoResidualGate, mod, r"\.float\(\)", ".double()", 1)
+    _recast(mod.ErgoTopkRouter, mod, r"\.float\(\)", ".double()", 1)
+    _recast(mod.ErgoLinearWithFP32Output, mod, r"\.float\(\)", ".double()", 2)
+    _recast(mod.ErgoDecoderLayer, mod, r"\.float\(\)", ".double()", 2)  # the branches' outputs before the post norms
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.dots1.modeling_dots1": _patch_dots1,
           "transformers.models.granitemoe_swa.modeling_granitemoe_swa": _patch_granitemoe_swa,
@@ -409,7 +425,8 @@ _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.modernbert.modeling_modernbert": _patch_cohere2,
           "transformers.models.kolibri1.modeling_kolibri1": _patch_kolibri1,
           "transformers.models.laguna.modeling_laguna": _patch_laguna,
-          "transformers.models.step3p7.modeling_step3p7": _patch_step3p7}
+          "transformers.models.step3p7.modeling_step3p7": _patch_step3p7,
+          "transformers.models.ergo.modeling_ergo": _patch_ergo}
 
 
 def _yarn(cfg):

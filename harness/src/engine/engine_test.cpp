@@ -1294,6 +1294,47 @@ TEST(ModelConfig, ReadsStep3p7sHeadsPerLayerTypeRopeListsAndSwigluBounds) {
   EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
 }
 
+// ergo: relu2 MLPs without a gate, the experts' and the shared expert's output norms, residual gates, the rope of the
+// sliding layers only from a flat rope_parameters (the full ones NoPE), or per layer type where keyed.
+TEST(ModelConfig, ReadsErgosUngatedRelu2MlpsNormsResidualGatesAndRope) {
+  nlohmann::json c = {{"model_type", "ergo"},
+                      {"vocab_size", 32},
+                      {"hidden_size", 16},
+                      {"num_hidden_layers", 4},
+                      {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2},
+                      {"first_dense_intermediate_size", 24},
+                      {"num_experts", 4},
+                      {"num_experts_per_tok", 2},
+                      {"moe_intermediate_size", 8},
+                      {"shared_intermediate_size", 12},
+                      {"local_attention_window", 3},
+                      {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.head_dim, 4);
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 3, 3, 0}));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{true, true, true, false}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{false, true, true, true}));
+  EXPECT_EQ(m.intermediate, 24);
+  EXPECT_TRUE(m.mlp_ungated && m.relu2 && m.residual_gates && m.moe.expert_norms && m.moe.shared_norm);
+  EXPECT_TRUE(m.fused_projections && m.rope_interleaved && m.qk_norm && !m.tied);
+  EXPECT_EQ(m.norm_placement, NormPlacement::Sandwich);
+  EXPECT_DOUBLE_EQ(m.moe.routed_scale, std::sqrt(8.0));
+  EXPECT_EQ(m.eps, 1e-12);
+  c["rope_parameters"] = {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}},
+                          {"full_attention", {{"rope_type", "default"}, {"rope_theta", 5e5}}}};
+  c["mlp_layer_types"] = {"sparse", "dense", "sparse", "sparse"};
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>(4, true)));
+  EXPECT_EQ(m.rope_thetas, (std::vector<double>{1e4, 1e4, 1e4, 5e5}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{true, false, true, true}));
+  for (const char* key : {"global_attention_scale", "tie_word_embeddings", "head_dim"}) {
+    nlohmann::json bad = c;
+    bad[key] = std::string(key) == "tie_word_embeddings" ? nlohmann::json(true) : nlohmann::json(8);
+    EXPECT_THROW(parse_config(bad, "c.json"), std::invalid_argument) << key;
+  }
+}
+
 TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
   for (const Plan& p : fixed_plans("m", 4, 32)) {
     EXPECT_EQ(invalid_reason(p, 32), "") << p.name;

@@ -1574,6 +1574,78 @@ void read_step3p7(const json& text, const std::string& file, ModelConfig& m) {
   m.mlp_limits = limits("swiglu_limits_shared");
 }
 
+// ErgoConfig (5.25.0 on): sandwich norms of weight w (rms_norm_eps, default 1e-12) with a learned residual gate after
+// each post norm (ModelConfig::residual_gates); one fused qkv_proj (rows [q; k; v], head size hidden_size /
+// num_attention_heads: a head_dim that differs is refused, the rotary would read it), per-head q/k norms before the
+// rope, which rotates interleaved pairs; layer_types default sliding unless (i + 1) % global_attention_every_n_layers
+// (4) == 0, window sliding_window (alias local_attention_window, default 512). rope_parameters: a flat one (or
+// rope_theta, default 1e6) is the sliding layers' and the full layers are NoPE; one keyed by layer type gives each
+// type a base or null (NoPE). mlp_layer_types default dense on the first num_dense_blocks (1) layers: a dense layer
+// is down(relu2(up h)) of first_dense_intermediate_size, a sparse one dots1's sigmoid routing without groups (always
+// renormalised, times moe_routed_scaling_factor, default sqrt(8)) over num_experts relu2 experts without a gate
+// (experts.up_proj [E, H, I], x @ W), each expert's output RMS-normed by its own post_expert_norm row before its
+// weight, plus a relu2 shared expert normed by its own norm. The router and the head take float32 operands, which a
+// float64 forward reads as float64. ErgoForCausalLM never ties its head (tie_word_embeddings true is refused);
+// global_attention_scale (q and k of the full layers times its square root) is not modelled (refused).
+void read_ergo(const json& c, const std::string& file, ModelConfig& m) {
+  if (m.hidden % m.heads) bad(file, "/num_attention_heads", "must divide hidden_size (the head size is their quotient)");
+  if (c.contains("head_dim") && !c["head_dim"].is_null() && m.head_dim != m.hidden / m.heads)
+    bad(file, "/head_dim", "must be hidden_size / num_attention_heads: the attention's head size, which the rotary reads");
+  m.head_dim = m.hidden / m.heads;
+  if (m.head_dim % 2) bad(file, "/num_attention_heads", "the head size must be even (rope rotates pairs)");
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.eps = number_or(c, "rms_norm_eps", 1e-12, file);
+  if (bool_or(c, "tie_word_embeddings", false, file))
+    bad(file, "/tie_word_embeddings", "true: ErgoForCausalLM never ties its head");
+  if (c.contains("global_attention_scale") && !c["global_attention_scale"].is_null())
+    bad(file, "/global_attention_scale", "is not modelled (the full layers' q and k times its square root)");
+  m.qk_norm = m.fused_projections = m.rope_interleaved = true;
+  m.norm_placement = NormPlacement::Sandwich;
+  m.residual_gates = m.mlp_ungated = m.relu2 = true;
+  m.intermediate = positive_or(c, "first_dense_intermediate_size", 32768, file);
+  if (!c.contains("sliding_window") || c["sliding_window"].is_null())
+    m.sliding_window = positive_or(c, "local_attention_window", 512, file);
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
+    const int64_t every = positive_or(c, "global_attention_every_n_layers", 4, file);
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back((i + 1) % every ? "sliding_attention" : "full_attention");
+  }
+  m.windows = windows_of(types, m.sliding_window, file);
+  const json rp = c.contains("rope_parameters") && c["rope_parameters"].is_object() ? c["rope_parameters"] : json::object();
+  const bool keyed = !rp.empty() && !rp.contains("rope_type") && !rp.contains("rope_theta");
+  for (const std::string& t : types) {
+    json r = keyed ? (rp.contains(t) ? rp[t] : json()) : t == "sliding_attention" ? rp : json();
+    if (!keyed && t == "sliding_attention" && !r.contains("rope_theta")) r["rope_theta"] = number_or(c, "rope_theta", 1e6, file);
+    if (!r.is_null() && !r.is_object()) bad(file, "/rope_parameters/" + t, "must be an object or null");
+    m.rope_layers.push_back(!r.is_null());
+    const double base = r.is_null() ? 10000 : number_or(r, "rope_theta", 0, file);  // a NoPE layer's base is unused
+    if (base <= 0) bad(file, "/rope_parameters/" + t + "/rope_theta", "must be a positive number");
+    m.rope_thetas.push_back(base);
+  }
+  MoeConfig& moe = m.moe;
+  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
+    moe.layers = mlp_layer_types_of(c, m.layers, file);
+  } else {
+    const int64_t dense =
+        c.contains("num_dense_blocks") && c["num_dense_blocks"].is_number_integer() ? c["num_dense_blocks"].get<int64_t>() : 1;
+    if (dense < 0) bad(file, "/num_dense_blocks", "must be >= 0");
+    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= dense);
+  }
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = moe.renormalize = true;
+  moe.expert_norms = moe.shared_norm = true;
+  moe.routed_scale = number_or(c, "moe_routed_scaling_factor", std::sqrt(8.0), file);
+  moe.experts = positive_or(c, "num_experts", 256, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 4096, file);
+  moe.shared_intermediate = positive_or(c, "shared_intermediate_size", 8192, file);
+  moe.router = "gate.";
+  moe.shared = "shared_experts.";
+  check_topk(moe, file);
+  m.tensor_names = {{"mlp.gate.linear.", "mlp.gate."}};
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -1738,6 +1810,7 @@ const FamilyEntry kRegistry[] = {
     {Family::Kolibri1, "kolibri1", read_kolibri1},
     {Family::Laguna, "laguna", read_laguna},
     {Family::Step3p7, "step3p7", read_step3p7, true, true},
+    {Family::Ergo, "ergo", read_ergo},
 };
 
 }  // namespace
@@ -1821,7 +1894,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   m.head_dim = c.contains("head_dim") && !c["head_dim"].is_null() ? positive(c, "head_dim", file) : m.hidden / m.heads;
   if (m.head_dim % 2) bad(file, "/head_dim", "must be even (rope rotates pairs)");
   // kolibri1 has no dense MLP (every layer a MoE) and no intermediate_size.
-  m.intermediate = m.family == Family::Kolibri1 ? 0 : positive(c, "intermediate_size", file);
+  // ergo's dense MLP is first_dense_intermediate_size (its reader).
+  m.intermediate = m.family == Family::Kolibri1 || m.family == Family::Ergo ? 0 : positive(c, "intermediate_size", file);
   m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
   // attention_bias is read by the families that have it (qwen3); elsewhere true is not modelled.
   if (m.family != Family::Qwen3 && m.family != Family::Qwen2 && m.family != Family::Qwen2Vl && m.family != Family::Qwen25Vl &&
@@ -2049,7 +2123,7 @@ Model load_model(const std::string& dir) {
                {layer_name(l, "self_attn.v_proj.bias"), k.kv_heads * k.head_dim}},
               1);
       for (const char* what : {"weight", "bias"}) {
-        if (what == std::string("bias") && !k.mlp_bias) continue;
+        if ((what == std::string("bias") && !k.mlp_bias) || k.mlp_ungated) continue;  // ergo: no gate_up_proj
         split(layer_name(l, std::string("mlp.gate_up_proj.") + what),
               {{layer_name(l, std::string("mlp.gate_proj.") + what), k.intermediate},
                {layer_name(l, std::string("mlp.up_proj.") + what), k.intermediate}},
@@ -2057,7 +2131,7 @@ Model load_model(const std::string& dir) {
       }
     }
   }
-  if (k.moe.routing == MoeRouting::TopK) {
+  if (k.moe.routing == MoeRouting::TopK && !k.mlp_ungated) {  // ergo's experts.up_proj is x @ W already
     // Each expert's module (experts.<e>.{gate,up,down}_proj.weight, nn.Linear's [out, in]) into the
     // x @ W tensors the forward reads: experts.gate_up_proj [E, H, 2I] (gate the first half) and
     // experts.down_proj [E, I, H].
@@ -2162,8 +2236,9 @@ Model load_model(const std::string& dir) {
     if (!moe || k.moe.shared_intermediate > 0) {  // the dense MLP, or the shared expert
       const std::string mlp = k.mlp_prefix + (moe ? k.moe.shared : "");
       const int64_t inter = moe ? k.moe.shared_intermediate : k.intermediate;
-      need(layer_name(l, mlp + "gate_proj.weight"), inter * k.hidden);
+      if (!k.mlp_ungated) need(layer_name(l, mlp + "gate_proj.weight"), inter * k.hidden);
       need(layer_name(l, mlp + "up_proj.weight"), inter * k.hidden);
+      if (moe && k.moe.shared_norm) need(layer_name(l, mlp + "norm.weight"), k.hidden);
       need(layer_name(l, mlp + "down_proj.weight"), k.hidden * inter);
       if (k.mlp_bias && !moe) {
         need(layer_name(l, mlp + "gate_proj.bias"), inter);
@@ -2176,7 +2251,9 @@ Model load_model(const std::string& dir) {
       const int64_t E = k.moe.experts, I = k.moe.intermediate;
       need(layer_name(l, k.mlp_prefix + k.moe.router + "weight"), E * k.hidden);
       if (k.moe.selection_bias) need(layer_name(l, k.mlp_prefix + k.moe.router + "e_score_correction_bias"), E);
-      need(layer_name(l, k.mlp_prefix + "experts.gate_up_proj"), E * k.hidden * 2 * I);
+      if (k.mlp_ungated) need(layer_name(l, k.mlp_prefix + "experts.up_proj"), E * k.hidden * I);
+      else need(layer_name(l, k.mlp_prefix + "experts.gate_up_proj"), E * k.hidden * 2 * I);
+      if (k.moe.expert_norms) need(layer_name(l, k.mlp_prefix + "experts.post_expert_norm.weight"), E * k.hidden);
       need(layer_name(l, k.mlp_prefix + "experts.down_proj"), E * I * k.hidden);
       if (gpt_oss) {
         need(layer_name(l, k.mlp_prefix + "router.bias"), E);
@@ -2195,6 +2272,10 @@ Model load_model(const std::string& dir) {
       if (own_kv) need(layer_name(l, "self_attn.k_norm.weight"), k.qk_norm_whole ? kvd : k.dim(l));
     }
     if (k.layer_scalar) need(layer_name(l, "layer_scalar"), 1);
+    if (k.residual_gates) {
+      need(layer_name(l, "attention_residual_gate.weight"), k.hidden);
+      need(layer_name(l, "feedforward_residual_gate.weight"), k.hidden);
+    }
   }
   return m;
 }
@@ -2306,6 +2387,7 @@ T silu(T a) {
 // The MLP's activation (and the prediction head's): gelu_pytorch_tanh, the exact gelu, or SiLU.
 template <class T>
 T activate(const ModelConfig& k, T a) {
+  if (k.relu2) return a > T(0) ? a * a : T(0);  // ergo's relu(x)^2
   if (!k.gelu) return silu(a);
   if (k.gelu_exact) return a * T(0.5) * (T(1) + std::erf(a * static_cast<T>(M_SQRT1_2)));
   return T(0.5) * a * (T(1) + std::tanh(static_cast<T>(0.7978845608028654) * (a + T(0.044715) * a * a * a)));
@@ -2411,8 +2493,9 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     const bool moe = !k.moe.layers.empty() && k.moe.layers[li];
     if (!moe || k.moe.shared_intermediate > 0) {  // the dense MLP, or the shared expert
       const std::string mlp = k.mlp_prefix + (moe ? k.moe.shared : "");
-      L.gate = get(mlp + "gate_proj.weight");
+      if (!k.mlp_ungated) L.gate = get(mlp + "gate_proj.weight");
       L.up = get(mlp + "up_proj.weight");
+      if (moe && k.moe.shared_norm) L.shared_norm = get(mlp + "norm.weight");
       L.down = get(mlp + "down_proj.weight");
       if (k.mlp_bias && !moe) {
         L.gate_bias = get(mlp + "gate_proj.bias");
@@ -2424,7 +2507,8 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     if (moe) {
       L.router = get(k.mlp_prefix + k.moe.router + "weight");
       if (k.moe.selection_bias) L.selection_bias = get(k.mlp_prefix + k.moe.router + "e_score_correction_bias");
-      L.experts_gate_up = get(k.mlp_prefix + "experts.gate_up_proj");
+      L.experts_gate_up = get(k.mlp_prefix + (k.mlp_ungated ? "experts.up_proj" : "experts.gate_up_proj"));
+      if (k.moe.expert_norms) L.expert_norms = get(k.mlp_prefix + "experts.post_expert_norm.weight");
       L.experts_down = get(k.mlp_prefix + "experts.down_proj");
       if (k.moe.routing == MoeRouting::GptOss) {
         L.router_bias = get(k.mlp_prefix + "router.bias");
@@ -2433,6 +2517,15 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       }
     }
     if (k.sinks && !conv) L.sinks = get("self_attn.sinks");
+    if (k.residual_gates) {  // ergo: sigmoid(w) on the branch, sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) on the residual
+      for (const auto& [name, branch, keep] : {std::tuple{"attention_residual_gate.weight", &L.attn_branch, &L.attn_keep},
+                                               std::tuple{"feedforward_residual_gate.weight", &L.ff_branch, &L.ff_keep}})
+        for (double w : model.at(layer_name(l, name))) {
+          const double b = 1 / (1 + std::exp(-w)), softplus = w > 20 ? w : std::log1p(std::exp(w));
+          branch->push_back(static_cast<T>(b));
+          keep->push_back(static_cast<T>(std::sqrt(1 + b) * std::exp(-0.5 * softplus)));
+        }
+    }
     // embed_norm: layer 0's attention reads the normed embeddings as they are (no in_norm).
     if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0)) {
       L.in_norm = get("input_layernorm.weight");
@@ -2641,7 +2734,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     for (int64_t t = 0; t < n; ++t) rms_norm(X.data() + t * H, no_weight, H, eps, false, X.data() + t * H);
   const int64_t inter = std::max({k.intermediate, k.moe.intermediate, k.moe.shared_intermediate});
   std::vector<T> kk(widest), vv(widest), o(H), g(inter), u(inter), m(H);
-  std::vector<T> scores, qt, routed(H), expert_in(H), router_logits(k.moe.experts);
+  std::vector<T> scores, qt, routed(H), expert_in(H), expert_out(H), router_logits(k.moe.experts);
   auto row = [](std::vector<T>& b, int64_t t, int64_t w) { return Row<T>{b.data() + t * w, static_cast<size_t>(w)}; };
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
@@ -2830,7 +2923,10 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       } else if (k.norm_placement == NormPlacement::Sandwich) {
         rms_norm(o.data(), L.post_attn_norm, H, post_eps, k.gemma_norm, o.data());
-        for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+        if (!L.attn_branch.empty())  // ergo's residual gate
+          for (int64_t i = 0; i < H; ++i) x[i] = L.attn_branch[i] * o[i] + L.attn_keep[i] * x[i];
+        else
+          for (int64_t i = 0; i < H; ++i) x[i] += o[i];
         rms_norm(x.data(), L.pre_ff_norm, H, eps, k.gemma_norm, h.data());
       } else if (k.norm_placement == NormPlacement::Post) {
         rms_norm(o.data(), L.post_attn_norm, H, eps, k.gemma_norm, o.data());
@@ -2845,12 +2941,16 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       // The dense MLP, or on a MoE layer its shared expert: act(gate h) * (up h), then down.
       const bool moe = !L.router.empty();
       int64_t I = moe ? k.moe.shared_intermediate : k.intermediate;
-      if (!L.gate.empty()) {
-        matvec(L.gate, h.data(), I, H, g.data(), L.gate_bias);
+      if (!L.up.empty()) {
+        if (!L.gate.empty()) matvec(L.gate, h.data(), I, H, g.data(), L.gate_bias);
         matvec(L.up, h.data(), I, H, u.data(), L.up_bias);
         // step3p7's bound after the activation (mlp_limits): act(gate) <= c, -c <= up <= c.
         const T limit = k.mlp_limits.empty() ? T(0) : static_cast<T>(k.mlp_limits[l]);
         for (int64_t i = 0; i < I; ++i) {
+          if (L.gate.empty()) {  // ergo: down(act(up h)), no gate
+            g[i] = activate(k, u[i]);
+            continue;
+          }
           const T a = options_.gelu_half && k.gelu ? round_kv(g[i], true) : g[i];
           T act = activate(k, a);
           if (limit > 0) act = std::min(act, limit), u[i] = std::clamp(u[i], -limit, limit);
@@ -2863,6 +2963,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           const T gate = T(1) / (T(1) + std::exp(-z));
           for (T& v : m) v *= gate;
         }
+        if (!L.shared_norm.empty()) rms_norm(m.data(), L.shared_norm, H, eps, false, m.data());  // ergo's shared norm
       } else {
         std::fill(m.begin(), m.end(), T(0));
       }
@@ -2941,19 +3042,23 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         for (int64_t r = 0; r < top_k; ++r) {
           const int64_t e = order[static_cast<size_t>(r)];
           for (int64_t i = 0; i < H; ++i) expert_in[i] = gpt_oss || topk ? h[i] : h[i] * weight[r];
-          const T* gu = L.experts_gate_up.data() + e * H * 2 * I;  // [H, 2I]: x @ W
-          for (int64_t c = 0; c < 2 * I; ++c) {
+          const int64_t cols = k.mlp_ungated ? I : 2 * I;         // ergo: up only
+          const T* gu = L.experts_gate_up.data() + e * H * cols;  // [H, 2I] (ergo [H, I]): x @ W
+          for (int64_t c = 0; c < cols; ++c) {
             T s = 0;
-            for (int64_t i = 0; i < H; ++i) s += expert_in[i] * gu[i * 2 * I + c];
+            for (int64_t i = 0; i < H; ++i) s += expert_in[i] * gu[i * cols + c];
             if (gpt_oss) s += L.experts_gate_up_bias[static_cast<size_t>(e * 2 * I + c)];
-            // llama4: gate, up = the halves; gpt_oss: the even and odd columns.
+            // llama4: gate, up = the halves; gpt_oss: the even and odd columns; ergo: up alone.
             if (gpt_oss) (c % 2 ? u[c / 2] : g[c / 2]) = s;
+            else if (k.mlp_ungated) u[c] = s;
             else (c < I ? g[c] : u[c - I]) = s;
           }
           for (int64_t i = 0; i < I; ++i) {
             if (gpt_oss) {
               const T gate = std::min(g[i], limit), up = std::clamp(u[i], -limit, limit);
               g[i] = (up + T(1)) * (gate / (T(1) + std::exp(-gate * alpha)));
+            } else if (k.mlp_ungated) {  // ergo: act(up)
+              g[i] = activate(k, u[i]);
             } else if (expert_limit > 0) {  // step3p7: silu(gate) <= c, -c <= up <= c
               g[i] = std::clamp(u[i], -expert_limit, expert_limit) * std::min(silu(g[i]), expert_limit);
             } else {
@@ -2964,6 +3069,16 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           for (int64_t c = 0; c < H; ++c) {
             T s = 0;
             for (int64_t i = 0; i < I; ++i) s += g[i] * dn[i * H + c];
+            expert_out[c] = s;
+          }
+          if (!L.expert_norms.empty()) {  // ergo: the expert's own RMS norm of its output, before its weight
+            T sum = 0;
+            for (int64_t c = 0; c < H; ++c) sum += expert_out[c] * expert_out[c];
+            const T inv = T(1) / std::sqrt(sum / static_cast<T>(H) + eps);
+            for (int64_t c = 0; c < H; ++c) expert_out[c] = expert_out[c] * inv * L.expert_norms[static_cast<size_t>(e * H + c)];
+          }
+          for (int64_t c = 0; c < H; ++c) {
+            T s = expert_out[c];
             if (gpt_oss) s = (s + L.experts_down_bias[static_cast<size_t>(e * H + c)]) * weight[r];
             else if (topk) s *= weight[r];
             routed[c] += s;
@@ -2976,7 +3091,10 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       if (k.norm_placement != NormPlacement::Pre)
         rms_norm(m.data(), L.post_ff_norm, H, k.norm_placement == NormPlacement::Sandwich ? post_eps : eps, k.gemma_norm,
                  m.data());
-      for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
+      if (!L.ff_branch.empty())  // ergo's residual gate
+        for (int64_t i = 0; i < H; ++i) x[i] = L.ff_branch[i] * m[i] + L.ff_keep[i] * x[i];
+      else
+        for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
       if (k.layer_scalar)
         for (T& v : x) v *= L.scalar;
     }

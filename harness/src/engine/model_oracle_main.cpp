@@ -1,7 +1,8 @@
 // kvc-model-oracle MODEL_DIR TOKENS OUT [--float32] [--span-delta N] [--top-k-delta N] [--no-renormalize]
 // [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] [--conv-taps-dropped N]
-// [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--no-mlp-limits] [--no-expert-limits]: the model
-// oracle's logits for one sequence, raw little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
+// [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--no-mlp-limits] [--no-expert-limits]
+// [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp]: the model oracle's logits for one
+// sequence, raw little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
 // does moving the window move the logits?). --top-k-delta N routes every token of a MoE layer to N more
@@ -14,7 +15,9 @@
 // (lfm3) only its last conv_kernel - N taps (a state N rows short), --no-attention-gate leaves lfm3's attention gate
 // out: the hybrid rules' mutants; --sigmoid-gate gates with a sigmoid where laguna's gate is a softplus.
 // --no-mlp-limits leaves step3p7's SwiGLU bound of the dense MLP and the shared expert out, --no-expert-limits the
-// routed experts' (ModelConfig::mlp_limits, MoeConfig::expert_limits).
+// routed experts' (ModelConfig::mlp_limits, MoeConfig::expert_limits). ergo's rules: --no-residual-gates adds each
+// branch plainly, --no-expert-norms and --no-shared-norm leave the routed experts' and the shared expert's output norms
+// out, --silu-mlp activates its ungated MLPs by SiLU instead of relu2.
 // --no-prediction-head reads a ModernBERT-layout model's logits straight from its final norm (its head.dense,
 // activation and head.norm left out, as a loader that maps only the decoder to lm_head would). An encoder
 // (ModelConfig::bidirectional) runs its whole-sequence forward (encode) with --real MASK (comma-separated 1 / 0: the
@@ -38,7 +41,8 @@ int main(int argc, char** argv) {
     std::cerr << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
                  "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
                  "[--conv-taps-dropped N] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--no-mlp-limits] "
-                 "[--no-expert-limits] [--real MASK] [--causal]\n";
+                 "[--no-expert-limits] [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] [--real MASK] "
+                 "[--causal]\n";
     return 2;
   }
   try {
@@ -70,6 +74,10 @@ int main(int argc, char** argv) {
       else if (std::strcmp(argv[i], "--sigmoid-gate") == 0) model.config.attn_gate_softplus = false;
       else if (std::strcmp(argv[i], "--no-mlp-limits") == 0) model.config.mlp_limits.clear();
       else if (std::strcmp(argv[i], "--no-expert-limits") == 0) moe.expert_limits.clear();
+      else if (std::strcmp(argv[i], "--no-residual-gates") == 0) model.config.residual_gates = false;
+      else if (std::strcmp(argv[i], "--no-expert-norms") == 0) moe.expert_norms = false;
+      else if (std::strcmp(argv[i], "--no-shared-norm") == 0) moe.shared_norm = false;
+      else if (std::strcmp(argv[i], "--silu-mlp") == 0) model.config.relu2 = false;
       else if (std::strcmp(argv[i], "--conv-taps-dropped") == 0 && i + 1 < argc) {
         // The oldest N taps of each channel's kernel left out: conv.conv.weight [H, K] becomes [H, K - N].
         kvc::engine::ModelConfig& c = model.config;

@@ -64,7 +64,10 @@ double silu(double a) { return a / (1 + std::exp(-a)); }
 double gelu_tanh(double a) { return 0.5 * a * (1 + std::tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))); }
 double gelu_erf(double a) { return a * 0.5 * (1 + std::erf(a * M_SQRT1_2)); }
 // The MLP's (and ModernBERT's head's) activation.
-double activate(const ModelConfig& k, double a) { return !k.gelu ? silu(a) : k.gelu_exact ? gelu_erf(a) : gelu_tanh(a); }
+double activate(const ModelConfig& k, double a) {
+  if (k.relu2) return a > 0 ? a * a : 0;  // ergo's relu(x)^2
+  return !k.gelu ? silu(a) : k.gelu_exact ? gelu_erf(a) : gelu_tanh(a);
+}
 
 // Weights divided by their sum, after subtracting the largest (softmax of logits).
 void softmax(Vec& v) {
@@ -176,8 +179,9 @@ Vec routed_experts(const Model& model, const ModelConfig& k, int64_t l, const Ve
     for (double v : weight) sum += v;
     for (double& v : weight) v = (moe.renormalize ? v / sum : v) * moe.routed_scale;
   }
-  const Vec& gate_up = w("experts.gate_up_proj");  // [E, H, 2I]: x @ W
-  const Vec& down = w("experts.down_proj");        // [E, I, H]
+  const int64_t cols = k.mlp_ungated ? I : 2 * I;  // ergo's experts have an up projection only
+  const Vec& gate_up = w(k.mlp_ungated ? "experts.up_proj" : "experts.gate_up_proj");  // [E, H, 2I] (ergo [E, H, I]): x @ W
+  const Vec& down = w("experts.down_proj");                                            // [E, I, H]
   Vec out(static_cast<size_t>(H), 0.0);
   for (size_t r = 0; r < chosen.size(); ++r) {
     const int64_t e = chosen[r];
@@ -185,25 +189,31 @@ Vec routed_experts(const Model& model, const ModelConfig& k, int64_t l, const Ve
     if (llama4)  // llama4 scales the expert's input, the others its output
       for (double& v : in) v *= weight[r];
     Vec gate(static_cast<size_t>(I)), up(static_cast<size_t>(I));
-    for (int64_t c = 0; c < 2 * I; ++c) {
+    for (int64_t c = 0; c < cols; ++c) {
       double s = 0;
-      for (int64_t i = 0; i < H; ++i) s += in[i] * gate_up[(e * H + i) * 2 * I + c];
+      for (int64_t i = 0; i < H; ++i) s += in[i] * gate_up[(e * H + i) * cols + c];
       if (gpt_oss) s += w("experts.gate_up_proj_bias")[e * 2 * I + c];
-      // gpt_oss: gate and up are the even and odd columns; the others: the halves.
-      (gpt_oss ? (c % 2 ? up[c / 2] : gate[c / 2]) : (c < I ? gate[c] : up[c - I])) = s;
+      // gpt_oss: gate and up are the even and odd columns; ergo: up alone; the others: the halves.
+      (gpt_oss ? (c % 2 ? up[c / 2] : gate[c / 2]) : k.mlp_ungated ? up[c] : (c < I ? gate[c] : up[c - I])) = s;
     }
     for (int64_t i = 0; i < I; ++i) {
       if (gpt_oss) {  // the clamped SwiGLU
         const double g = std::min(gate[i], moe.swiglu_limit), u = std::clamp(up[i], -moe.swiglu_limit, moe.swiglu_limit);
         gate[i] = (u + 1) * (g / (1 + std::exp(-g * moe.swiglu_alpha)));
+      } else if (k.mlp_ungated) {
+        gate[i] = activate(k, up[i]);
       } else {
         const double c = moe.expert_limits.empty() ? 0 : moe.expert_limits[static_cast<size_t>(l)];  // step3p7's bound
         gate[i] = (c > 0 ? std::clamp(up[i], -c, c) : up[i]) * (c > 0 ? std::min(silu(gate[i]), c) : silu(gate[i]));
       }
     }
+    Vec expert(static_cast<size_t>(H));
+    for (int64_t c = 0; c < H; ++c)
+      for (int64_t i = 0; i < I; ++i) expert[c] += gate[i] * down[(e * I + i) * H + c];
+    if (moe.expert_norms)  // ergo: the expert's own RMS norm of its output, before its weight
+      rms_norm(expert.data(), H, w("experts.post_expert_norm.weight").data() + e * H, k.eps, false);
     for (int64_t c = 0; c < H; ++c) {
-      double s = 0;
-      for (int64_t i = 0; i < I; ++i) s += gate[i] * down[(e * I + i) * H + c];
+      double s = expert[c];
       if (gpt_oss) s += w("experts.down_proj_bias")[e * H + c];
       out[c] += llama4 ? s : s * weight[r];
     }
@@ -223,18 +233,21 @@ Vec feed_forward(const Model& model, const ModelConfig& k, int64_t l, const Vec&
       return linear(model.at(layer_name(l, p + what + "weight")), in, rows,
                     k.mlp_bias && !moe ? &model.at(layer_name(l, p + what + "bias")) : nullptr);
     };
-    Vec g = proj("gate_proj.", h, I);
     const Vec u = proj("up_proj.", h, I);
+    Vec g = k.mlp_ungated ? u : proj("gate_proj.", h, I);
     // step3p7's bound after the activation (mlp_limits): act(gate) <= c, -c <= up <= c.
     const double c = k.mlp_limits.empty() ? 0 : k.mlp_limits[static_cast<size_t>(l)];
     for (int64_t i = 0; i < I; ++i)
-      g[i] = (c > 0 ? std::min(activate(k, g[i]), c) : activate(k, g[i])) * (c > 0 ? std::clamp(u[i], -c, c) : u[i]);
+      g[i] = k.mlp_ungated
+                 ? activate(k, u[i])  // ergo: down(act(up h)), no gate
+                 : (c > 0 ? std::min(activate(k, g[i]), c) : activate(k, g[i])) * (c > 0 ? std::clamp(u[i], -c, c) : u[i]);
     out = proj("down_proj.", g, k.hidden);
     if (moe && k.moe.shared_gate) {
       const double gate =
           sigmoid(dot(model.at(layer_name(l, k.mlp_prefix + "shared_expert_gate.weight")).data(), h.data(), k.hidden));
       for (double& v : out) v *= gate;
     }
+    if (moe && k.moe.shared_norm) rms_norm(out.data(), k.hidden, model.at(layer_name(l, p + "norm.weight")).data(), k.eps, false);
   }
   if (moe) {
     const Vec routed = routed_experts(model, k, l, h);
@@ -371,6 +384,17 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
         }
       }
     }
+    // x += branch, or ergo's gated add: x = sigmoid(w) * branch + sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) * x.
+    auto residual_add = [&](Vec& row, const Vec& branch, const char* gate) {
+      for (int64_t i = 0; i < H; ++i) {
+        if (!k.residual_gates) {
+          row[i] += branch[i];
+          continue;
+        }
+        const double g = w(gate)[i], b = 1 / (1 + std::exp(-g)), softplus = g > 20 ? g : std::log1p(std::exp(g));
+        row[i] = b * branch[i] + std::sqrt(1 + b) * std::exp(-0.5 * softplus) * row[i];
+      }
+    };
     // The block's output projection, the norms around it and the feed-forward, per position.
     const std::string o = conv ? "conv.out_proj." : "self_attn.o_proj.";
     const bool o_bias = conv ? k.conv_bias : k.o_bias;
@@ -384,7 +408,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           break;
         case NormPlacement::Sandwich:
           out = norm(model, k, layer_name(l, "post_attention_layernorm."), out, post_eps);
-          for (int64_t i = 0; i < H; ++i) x[p][i] += out[i];
+          residual_add(x[p], out, "attention_residual_gate.weight");
           ff_in = norm(model, k, layer_name(l, "pre_feedforward_layernorm."), x[p], k.eps);
           break;
         case NormPlacement::Post:
@@ -397,7 +421,9 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
       if (k.norm_placement != NormPlacement::Pre)
         ff = norm(model, k, layer_name(l, "post_feedforward_layernorm."), ff,
                   k.norm_placement == NormPlacement::Sandwich ? post_eps : k.eps);
-      for (int64_t i = 0; i < H; ++i) x[p][i] += ff[i] * k.residual_scale;
+      if (k.residual_gates) residual_add(x[p], ff, "feedforward_residual_gate.weight");
+      else
+        for (int64_t i = 0; i < H; ++i) x[p][i] += ff[i] * k.residual_scale;
       if (k.layer_scalar)
         for (double& v : x[p]) v *= w("layer_scalar")[0];
     }

@@ -61,12 +61,13 @@ enum class Family {
   ModernBert,  // an encoder (bidirectional): SequenceOracle::encode
   Ultrabert,   // an encoder
   Step3p7,     // multimodal: the text decoder (step3p5) of its text_config
+  Ergo,
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
-// "muse_glimmer_text", "kolibri1", "laguna", "step3p7"
+// "muse_glimmer_text", "kolibri1", "laguna", "step3p7", "ergo"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -130,6 +131,9 @@ struct MoeConfig {
   // Per layer, the routed experts' SwiGLU bound c after the activation: silu(gate) <= c, -c <= up <= c (step3p7's
   // swiglu_limits); 0: none. Empty: none anywhere.
   std::vector<double> expert_limits;
+  // ergo: each routed expert's output RMS-normed by its own row of experts.post_expert_norm.weight [E, H] before its
+  // routing weight (expert_norms), the shared expert's by shared_experts.norm.weight (shared_norm).
+  bool expert_norms = false, shared_norm = false;
 };
 
 // What the forward needs from config.json, read per family the way transformers reads it: the
@@ -238,6 +242,14 @@ struct ModelConfig {
   // Per layer, the dense MLP's (or a MoE layer's shared expert's) SwiGLU bound c after the activation: silu(gate) <= c,
   // -c <= up <= c (step3p7's swiglu_limits_shared, which its dense layers read too); 0: none. Empty: none anywhere.
   std::vector<double> mlp_limits;
+  // ergo: the dense MLP, the shared expert and the routed experts are down(act(up h)), no gate projection
+  // (mlp_ungated; routed experts stored experts.up_proj [E, H, I] and experts.down_proj [E, I, H], x @ W); the
+  // activation relu(x)^2 (relu2).
+  bool mlp_ungated = false, relu2 = false;
+  // ergo: after each sandwich post norm, the residual add is gated per hidden dimension: x = sigmoid(w) * branch +
+  // sqrt(1 + sigmoid(w)) * exp(-softplus(w) / 2) * x, w the layer's attention_residual_gate.weight or
+  // feedforward_residual_gate.weight.
+  bool residual_gates = false;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -364,6 +376,10 @@ class SequenceOracle {
     std::vector<T> gate_proj, in_proj, in_bias, conv, conv_b, out_proj, out_bias;  // attn_gate; a conv layer
     std::vector<T> conv_in;  // a conv layer's B * x, [position][hidden]: its state, kept whole
     std::vector<T> inv_freq;
+    std::vector<T> expert_norms, shared_norm;  // ergo: [E, H], [H]
+    // ergo's residual gates, per hidden dimension: sigmoid(w) on the branch, sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2)
+    // on the residual, after the attention and after the MLP.
+    std::vector<T> attn_branch, attn_keep, ff_branch, ff_keep;
   };
   // The logits of n tokens at positions pos0, pos0 + 1, ... ([n, vocab]), their K/V appended.
   void forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits);
