@@ -78,11 +78,6 @@ REASONS = {
     "the talker's code predictor (qwen3-like layers over codec-code embeddings and the talker's hidden states, an embedding "
     "table and an lm_head per codebook chosen by the generation step; max_window_layers) and in Code2Wav (every layer sliding, window 72, codec codes to a "
     "waveform): neither is a token-to-logits text decoder",
-    "step3p7": "multimodal; its text decoder (step3p5, Step3p7TextModel) is a MoE whose routing is the registry's "
-    "(dots1's sigmoid selection with a bias, renormalised, a route scale, an ungated shared expert) but whose layers "
-    "need rules it lacks: a sigmoid output gate per head (g_proj; lfm3's and afmoe's gate is per output element), "
-    "a head count of its own on sliding layers (num_sliding_attention_heads) and per-layer SwiGLU clamps "
-    "(swiglu_limits, swiglu_limits_shared)",
     "neomme": "a bidirectional encoder of text and image patches (NeoMMEForMaskedLM and a retrieval head, no causal "
     "LM): every layer bidirectional, sliding ones windowed by create_bidirectional_sliding_window_mask (its "
     "sliding_window a half-width, abs(i - j) <= window), with factorized embeddings, value embeddings on the first "
@@ -118,11 +113,6 @@ REASONS = {
     "muse_glimmer_assistant": "a block-diffusion drafter: noise embeddings of a block attend bidirectionally (sliding on "
     "its sliding layers) over the target model's projected hidden states; its input is another model's hidden "
     "states, not tokens. " + MODEL_LEVEL + UNRECORDED_MASKS,
-    "ergo": "a MoE decoder none of whose feed-forward is a registry rule: relu2 experts without a gate projection (up_proj "
-    "and down_proj only), each routed expert's output RMS-normed by that expert's own weight before the weighted sum "
-    "(post_expert_norm) and the shared expert's by its own norm, a learned residual gate per hidden dimension "
-    "(sigmoid(w) on the branch, sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) on the residual) after each sandwich norm, "
-    "and router and vocabulary logits from float32 operands (ErgoLinearWithFP32Output)",
     "kolibri1_1": "kolibri1's layers (read: kolibri1) with sparse attention the registry has not: on index_layers a "
     "weightless indexer picks each query's index_topk keys (with the first index_num_sink_tokens and the last "
     "index_num_local_tokens) from NVFP4-rounded compressed key summaries, and those layers attend NVFP4-rounded keys "

@@ -479,6 +479,17 @@ KOLIBRI1 = {  # no intermediate_size: every layer is a MoE
 }
 
 
+ERGO = {  # no intermediate_size (the dense MLP is first_dense_intermediate_size), head_dim hidden / heads
+    "architectures": ["ErgoForCausalLM"],
+    "model_type": "ergo",
+    "intermediate_size": ABSENT,
+    "first_dense_intermediate_size": 96,
+    "moe_intermediate_size": 32,
+    "shared_intermediate_size": 48,
+    "tie_word_embeddings": False,
+}
+
+
 def _mellum_rope(full, sliding):  # mellum keys its rope by layer type and converts no flat rope_theta
     return {F: {"rope_type": "default", "rope_theta": full}, S: {"rope_type": "default", "rope_theta": sliding}}
 
@@ -1026,6 +1037,19 @@ MODELS = {
         "attention_bias": True,
         "tie_word_embeddings": True,
     }),
+    # ergo (5.25.0 on): 4 layers, no layer_types (S, S, S, F: global_attention_every_n_layers 4; the full layer NoPE),
+    # window 3, a flat rope_parameters (the sliding layers'), num_dense_blocks 1, sigmoid over 4 relu2 experts by score +
+    # e_score_correction_bias, top 2, renormalised, times the default sqrt(8), each expert's output normed by its own
+    # post_expert_norm row, the shared expert by its own norm, residual gates after each sandwich post norm
+    "ergo-w3": ("ergo", {**ERGO, "num_hidden_layers": 4, "sliding_window": 3, "num_experts": 4, "num_experts_per_tok": 2,
+                         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}),
+    # ergo: layer_types [S, F, S], local_attention_window 2, rope_parameters keyed by type (sliding 1e4, full 5e5: the
+    # full layer rotates), mlp_layer_types [sparse, dense, sparse], top 1 of 3, moe_routed_scaling_factor 1.5
+    "ergo-explicit": ("ergo", {**ERGO, "num_hidden_layers": 3, "layer_types": [S, F, S], "local_attention_window": 2,
+                               "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0},
+                                                   F: {"rope_type": "default", "rope_theta": 500000.0}},
+                               "mlp_layer_types": ["sparse", "dense", "sparse"], "num_experts": 3,
+                               "num_experts_per_tok": 1, "moe_routed_scaling_factor": 1.5}),
     "kolibri1-explicit": ("kolibri1", {
         **KOLIBRI1,
         "num_hidden_layers": 3,
@@ -1080,7 +1104,45 @@ def _qwen_vl(model_type, arch, tie, text):
                             "rope_theta": 10000.0, **text}}
 
 
+# step3p7 (5.24.0 on): Step3p7ForConditionalGeneration around its text decoder (model_type step3p5, Step3p7TextModel,
+# no causal LM of its own): a tiny vision tower; the head tied by the outer config's tie_word_embeddings only.
+#   step3p7-w3       4 layers, layer_types [S, F, S, S], window 3, num_sliding_attention_heads 2 (4 on the full layer,
+#                    2 KV heads), rope_theta and partial_rotary_factors per layer (sliding 1e4 whole heads, full 5e5 half
+#                    of each), query_pre_attn_scalar 32, mlp_layer_types [dense, sparse, sparse, sparse], sigmoid over 4
+#                    experts by score + e_score_correction_bias, top 2, renormalised, times 2, a shared expert,
+#                    swiglu_limits [0, 2, null, 1] on the routed experts and swiglu_limits_shared [3, 0, 1.5, null] on
+#                    the dense MLP and the shared expert, untied
+#   step3p7-explicit 3 layers and num_nextn_predict_layers 1 (every per-layer list one entry longer, cut by the
+#                    config), layer_types [F, S, F], window 2, the legacy attention_other_setting (8 query heads on the
+#                    sliding layer, 4 on the full ones), num_attention_groups 1 (one KV head), rope_parameters keyed by
+#                    layer type (full 1e6 rotating a quarter of a head, sliding 1e4), the legacy moe_layers_enum
+#                    "1,2", moe_num_experts 3, moe_top_k 1, swiglu_limits_shared [2.5, 2, 0], attention_bias, gating
+#                    "per-head", tied
+STEP3P7_VISION = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                  "image_size": 8, "patch_size": 2}
+STEP3P7_TEXT = {"model_type": "step3p5", "hidden_act": "silu", "rms_norm_eps": 1e-5, "intermediate_size": 96,
+                "moe_intermediate_size": 32, "share_expert_dim": 48}
+
+
+def _step3p7(tie, text):
+    return {"architectures": ["Step3p7ForConditionalGeneration"], "model_type": "step3p7", "tie_word_embeddings": tie,
+            "vision_config": STEP3P7_VISION, "text_config": {**STEP3P7_TEXT, **text}}
+
+
 MULTIMODAL = {
+    "step3p7-w3": ("step3p7", _step3p7(False, {
+        "num_hidden_layers": 4, "layer_types": [S, F, S, S], "sliding_window": 3, "num_sliding_attention_heads": 2,
+        "rope_theta": [10000.0, 500000.0, 10000.0, 10000.0], "partial_rotary_factors": [1.0, 0.5, 1.0, 1.0],
+        "query_pre_attn_scalar": 32, "mlp_layer_types": ["dense", "sparse", "sparse", "sparse"], "n_routed_experts": 4,
+        "num_experts_per_tok": 2, "moe_router_scaling_factor": 2.0, "swiglu_limits": [0, 2.0, None, 1.0],
+        "swiglu_limits_shared": [3.0, 0, 1.5, None]})),
+    "step3p7-explicit": ("step3p7", _step3p7(True, {
+        "num_hidden_layers": 3, "num_nextn_predict_layers": 1, "layer_types": [F, S, F, S], "sliding_window": 2,
+        "attention_other_setting": {"num_attention_heads": 8}, "num_key_value_heads": ABSENT, "num_attention_groups": 1,
+        "rope_parameters": {F: {"rope_type": "default", "rope_theta": 1000000.0, "partial_rotary_factor": 0.25},
+                            S: {"rope_type": "default", "rope_theta": 10000.0}},
+        "moe_layers_enum": "1,2", "moe_num_experts": 3, "moe_top_k": 1, "swiglu_limits_shared": [2.5, 2.0, 0, 9.0],
+        "attention_bias": True, "gating": "per-head"})),
     "qwen2vl-mwl2": ("qwen2_vl", _qwen_vl("qwen2_vl", "Qwen2VLForConditionalGeneration", False, {
         "num_hidden_layers": 4, "use_sliding_window": True, "sliding_window": 3, "max_window_layers": 1,
         "rope_scaling": {"type": "mrope", "mrope_section": [2, 3, 3]}})),
@@ -1089,7 +1151,7 @@ MULTIMODAL = {
         "rope_scaling": {"type": "mrope", "mrope_section": [4, 2, 2]}})),
 }
 # The multimodal family: the registry family whose tensor layout its text decoder has.
-MULTIMODAL_TEXT_LAYOUT = {"qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2"}
+MULTIMODAL_TEXT_LAYOUT = {"qwen2_vl": "qwen2", "qwen2_5_vl": "qwen2", "step3p7": "step3p5"}
 MODELS.update(MULTIMODAL)
 
 # ---- Wrappers: a multimodal class around a registry family's decoder (AutoModel of its text_config). ----
@@ -1326,6 +1388,8 @@ def draw(family, seed, index, head_dims=(8, 16)):
     w = d.int(2, 6)
     c = _widths(d, head_dims)
     c["num_hidden_layers"] = layers
+    if family == "step3p7":
+        return family, _draw_step3p7(d, c, layers, w)
     if family in ("gemma2", "gemma3_text"):
         c.update({"architectures": ["Gemma2ForCausalLM" if family == "gemma2" else "Gemma3ForCausalLM"], "model_type": family,
                   "hidden_activation": "gelu_pytorch_tanh", "hidden_act": "gelu_pytorch_tanh", "sliding_window": w,
@@ -1541,6 +1605,21 @@ def draw(family, seed, index, head_dims=(8, 16)):
         # The last layer sparse: every draw has a MoE layer; else (two layers or more) the default, the first dense.
         if d.coin() or layers == 1:
             c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"]
+    elif family == "ergo":
+        # head_dim is hidden / heads; the first layer slides; the full layers NoPE or rotated; a MoE layer in every draw.
+        c.update({**ERGO, "head_dim": 64 // c["num_attention_heads"], "sliding_window": w,
+                  "num_experts": d.pick([4, 6, 8]), "num_experts_per_tok": d.int(1, 3),
+                  "moe_routed_scaling_factor": d.pick([1.0, 8 ** 0.5])})
+        if d.coin():
+            c["layer_types"] = [S] + _types(d, layers - 1)
+        else:
+            c["global_attention_every_n_layers"] = d.int(2, 4)
+        sliding = {"rope_type": "default", "rope_theta": d.pick([10000.0, 1000000.0])}
+        c["rope_parameters"] = sliding if d.coin() else {S: sliding, F: d.pick([None, {"rope_type": "default", "rope_theta": 500000.0}])}
+        if d.coin() or layers == 1:
+            c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"]
+        else:
+            c["num_dense_blocks"] = d.int(0, layers - 1)
     elif family == "kolibri1":
         c.update({k: v for k, v in KOLIBRI1.items() if k != "tie_word_embeddings"})
         c.update({"sliding_window": w, "num_local_experts": d.pick([4, 6, 8]), "num_experts_per_tok": d.int(1, 3),
@@ -1625,6 +1704,33 @@ def draw(family, seed, index, head_dims=(8, 16)):
     return ("gemma3" if family == "gemma3_text" else DECODER_LAYOUT.get(family, family)), c  # make_models' tensor layout name
 
 
+def _draw_step3p7(d, c, layers, w):
+    """A step3p7 around a drawn text decoder: the sliding layers' own head count (a multiple of the KV heads), the
+    rope by layer lists or keyed by type, a partial factor, dense and sparse layers (the last sparse), the routing's
+    constants and a SwiGLU bound or none per layer on the routed experts and on the MLP and shared expert; the first
+    layer slides."""
+    kv = c["num_key_value_heads"]
+    text = {**STEP3P7_TEXT, **{k: v for k, v in c.items() if k != "tie_word_embeddings"}}
+    types = [S] + _types(d, layers - 1)
+    text.update({"layer_types": types, "sliding_window": w,
+                 "num_sliding_attention_heads": kv * d.pick([1, 2, c["num_attention_heads"] // kv]),
+                 "query_pre_attn_scalar": d.pick([None, 32]), "attention_bias": d.coin(),
+                 "n_routed_experts": d.pick([4, 6, 8]), "num_experts_per_tok": d.int(1, 3),
+                 "moe_router_scaling_factor": d.pick([1.0, 2.5]),
+                 "mlp_layer_types": [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"],
+                 "swiglu_limits": [d.pick([0, None, 1.0, 2.0]) for _ in range(layers)],
+                 "swiglu_limits_shared": [d.pick([0, None, 1.5, 3.0]) for _ in range(layers)]})
+    full, sliding = d.pick([500000.0, 1000000.0]), 10000.0
+    full_factor, sliding_factor = d.pick([0.5, 1.0]), d.pick([0.5, 1.0])
+    if d.coin():
+        text["rope_parameters"] = {F: {"rope_type": "default", "rope_theta": full, "partial_rotary_factor": full_factor},
+                                   S: {"rope_type": "default", "rope_theta": sliding, "partial_rotary_factor": sliding_factor}}
+    else:
+        text["rope_theta"] = [full if t == F else sliding for t in types]
+        text["partial_rotary_factors"] = [full_factor if t == F else sliding_factor for t in types]
+    return _step3p7(c["tie_word_embeddings"], text)
+
+
 DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2",
                   "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa", "phi3", "ministral", "qwen2_moe", "dots1",
                   "granitemoe_swa", "exaone_moe", "mellum", "flint", "cohere2_moe", "afmoe", "kolibri1", "laguna")
@@ -1638,16 +1744,21 @@ DRAWN_ONLY_FAMILIES = ("gemma3n_text",)
 # Wrappers (multimodal classes around a decoder family: WRAPPERS): drawn into the drawn set only, like the hybrids
 # (the third-party engines' support for the multimodal classes is not established).
 WRAPPER_FAMILIES = tuple(WRAPPERS)
+# Multimodal classes read through a text decoder that is no registry family of its own: drawn into the drawn set only.
+MULTIMODAL_FAMILIES = ("step3p7",)
+# Families drawn into the drawn set only: ergo's head size is hidden / heads, which the wide set's head_dim draw contradicts.
+DRAWN_ONLY_FAMILIES = ("ergo",)
 
 
 # The families whose models the oracle's agreement with transformers checks in CI as a seeded sample,
 # one model per family and run (engines/transformers/oracle_agreement.py; --all checks every one): CI's
 # agreement test was over its budget before them.
-SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe", "modernbert-decoder", "kolibri1", "laguna", "gemma3n_text")
+SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe", "modernbert-decoder", "kolibri1", "laguna", "gemma3n_text", "step3p7",
+           "ergo")
 
 
-def drawn(seed=0, count=2, head_dims=(8, 16), families=DRAWN_FAMILIES + HYBRID_FAMILIES + DRAWN_ONLY_FAMILIES + WRAPPER_FAMILIES,
-          prefix="draw"):
+def drawn(seed=0, count=2, head_dims=(8, 16),
+          families=DRAWN_FAMILIES + HYBRID_FAMILIES + WRAPPER_FAMILIES + MULTIMODAL_FAMILIES + DRAWN_ONLY_FAMILIES, prefix="draw"):
     """The drawn set: `count` models per family."""
     return {f"{prefix}-{f.replace('_text', '').replace('_', '')}-{seed}-{i}": draw(f, seed, i, head_dims)
             for f in families for i in range(count)}

@@ -203,7 +203,10 @@ def tensors(name, family, cfg):
     or "norms-away" (the zoo's, with every norm weight three times as far from identity)."""
     if family in families.MULTIMODAL_TEXT_LAYOUT:
         # The text decoder's tensors, under the multimodal class's prefix (the towers are not written).
-        text = tensors(name, families.MULTIMODAL_TEXT_LAYOUT[family], cfg["text_config"])
+        # The head's tie as the class reads it: the outer config's where it says one (step3p7 reads no other).
+        text = {**cfg["text_config"], "tie_word_embeddings": cfg.get("tie_word_embeddings",
+                                                                     cfg["text_config"].get("tie_word_embeddings"))}
+        text = tensors(name, families.MULTIMODAL_TEXT_LAYOUT[family], text)
         return {(k if k.startswith("lm_head.") else "model.language_model." + k[len("model."):]): v for k, v in text.items()}
     if family in families.WRAPPERS:
         # A wrapper's decoder tensors under the class's prefixes (the towers are not written).
@@ -212,7 +215,8 @@ def tensors(name, family, cfg):
         return {(head + k if k.startswith("lm_head.") else prefix + k[len("model."):]): v for k, v in text.items()}
     t = {}
     style = cfg.get("_weights", "zoo")
-    gemma = family in ("gemma2", "gemma3", "vaultgemma", "muse_glimmer_text", "muse_spark_text", "recurrent_gemma")  # norm weight as 1 + w
+    gemma = family in ("gemma2", "gemma3", "vaultgemma", "muse_glimmer_text", "muse_spark_text", "recurrent_gemma",
+                       "step3p5")  # norm weight as 1 + w
 
     def put(key, shape, lo, hi):
         n = 1
@@ -250,6 +254,12 @@ def tensors(name, family, cfg):
         return t
     if family == "openai_privacy_filter":
         openai_privacy_filter(put, cfg)
+        return t
+    if family == "step3p5":
+        step3p5(put, mlp, cfg, norm_lo, norm_hi)
+        return t
+    if family == "ergo":
+        ergo(put, cfg)
         return t
     post_norm = family in ("olmo3", "exaone4")  # olmo2's block: norms on the outputs only
     if family == "gemma4_text":  # the layer types after Gemma4TextConfig's defaults and its forced full last layer
@@ -630,6 +640,105 @@ def modernbert(put, cfg, encoder):
         put("decoder.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
     if cfg.get("decoder_bias", True):
         put("decoder.bias", (VOCAB,), -BIAS, BIAS)
+
+
+def step3p5_heads(cfg):
+    """Each layer's query heads as Step3p7TextConfig gives them: num_sliding_attention_heads (or the legacy
+    attention_other_setting's) on the sliding layers, num_attention_heads on the others (read_step3p7's rule)."""
+    heads, layers = cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    legacy = (cfg.get("attention_other_setting") or {}).get("num_attention_heads", heads)
+    sliding = cfg.get("num_sliding_attention_heads") or legacy
+    types = (cfg.get("layer_types") or [F] * layers)[:layers]
+    return [sliding if t == S else heads for t in types]
+
+
+def step3p5_sparse(cfg):
+    """The MoE layers: mlp_layer_types, else the legacy moe_layers_enum, else every layer from the fourth."""
+    layers = cfg["num_hidden_layers"]
+    if cfg.get("mlp_layer_types"):
+        return {i for i, k in enumerate(cfg["mlp_layer_types"][:layers]) if k == "sparse"}
+    enum = cfg.get("moe_layers_enum")
+    if enum is not None:
+        return {int(i) for i in (enum.split(",") if isinstance(enum, str) else enum) if str(i).strip()}
+    return set(range(3, layers))
+
+
+def step3p5(put, mlp, cfg, norm_lo, norm_hi):
+    """Step3p7TextModel's tensors (under model.*; the multimodal class's prefix is added by tensors()): per layer
+    q/k/v/o (biases where attention_bias) with the layer's own query head count, gemma's (1 + w) q/k norms, g_proj
+    [heads, H] (one sigmoid gate per head), the pre-norm block's two norms, and on a sparse layer the router gate
+    (and its e_score_correction_bias), stacked experts [E, 2I, H] / [E, H, I] and shared_experts of share_expert_dim,
+    on a dense one the MLP of intermediate_size."""
+    kv, d = cfg.get("num_key_value_heads") or cfg.get("num_attention_groups"), cfg["head_dim"]
+    e = cfg.get("n_routed_experts") or cfg.get("moe_num_experts")
+    inter = cfg["moe_intermediate_size"]
+    sparse = step3p5_sparse(cfg)
+    put("model.embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    for i, heads in enumerate(step3p5_heads(cfg)):
+        p = f"model.layers.{i}."
+        for x, rows in (("q", heads * d), ("k", kv * d), ("v", kv * d)):
+            put(p + f"self_attn.{x}_proj.weight", (rows, HIDDEN), -PROJ, PROJ)
+            if cfg.get("attention_bias"):
+                put(p + f"self_attn.{x}_proj.bias", (rows,), -BIAS, BIAS)
+        put(p + "self_attn.o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
+        if cfg.get("attention_bias"):
+            put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
+        put(p + "self_attn.q_norm.weight", (d,), norm_lo, norm_hi)
+        put(p + "self_attn.k_norm.weight", (d,), norm_lo, norm_hi)
+        put(p + "self_attn.g_proj.weight", (heads, HIDDEN), -PROJ, PROJ)
+        f = p + "mlp."
+        if i in sparse:
+            # afmoe's quarter range: sigmoid scores away from 1, so that the renormalisation acts (sensitivity.py).
+            put(f + "gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)
+            put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
+            put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
+            put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+            mlp(f + "shared_experts.", cfg["share_expert_dim"])
+        else:
+            mlp(f, cfg["intermediate_size"])
+        put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+        put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+    put("model.norm.weight", (HIDDEN,), norm_lo, norm_hi)
+    if not cfg.get("tie_word_embeddings"):
+        put("lm_head.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+
+
+def ergo(put, cfg):
+    """ErgoForCausalLM's tensors: per layer a fused qkv_proj (rows [q; k; v]), o_proj, q/k norms, the four sandwich
+    norms and the two residual gates (weights in [-2, 2]: gates away from one half); a dense layer's up_proj and
+    down_proj (no gate), a sparse layer's router gate.linear (and its e_score_correction_bias), experts.up_proj [E, H, I]
+    and experts.down_proj [E, I, H] (x @ W), experts.post_expert_norm [E, H], and the shared expert's up, down and
+    norm; model.norm and an untied lm_head."""
+    heads, kv, layers = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["num_hidden_layers"]
+    d = HIDDEN // heads
+    kinds = cfg.get("mlp_layer_types") or ["dense" if i < cfg.get("num_dense_blocks", 1) else "sparse" for i in range(layers)]
+    e, inter, shared = cfg["num_experts"], cfg["moe_intermediate_size"], cfg["shared_intermediate_size"]
+    put("model.embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        put(p + "self_attn.qkv_proj.weight", ((heads + 2 * kv) * d, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
+        put(p + "self_attn.q_norm.weight", (d,), 1 - NORM, 1 + NORM)
+        put(p + "self_attn.k_norm.weight", (d,), 1 - NORM, 1 + NORM)
+        f = p + "mlp."
+        if kinds[i] == "dense":
+            put(f + "up_proj.weight", (cfg["first_dense_intermediate_size"], HIDDEN), -PROJ, PROJ)
+            put(f + "down_proj.weight", (HIDDEN, cfg["first_dense_intermediate_size"]), -OUT, OUT)
+        else:
+            put(f + "gate.linear.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)  # afmoe's quarter range (sensitivity.py)
+            put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
+            put(f + "experts.up_proj", (e, HIDDEN, inter), -PROJ, PROJ)
+            put(f + "experts.down_proj", (e, inter, HIDDEN), -OUT, OUT)
+            put(f + "experts.post_expert_norm.weight", (e, HIDDEN), 1 - NORM, 1 + NORM)
+            put(f + "shared_experts.up_proj.weight", (shared, HIDDEN), -PROJ, PROJ)
+            put(f + "shared_experts.down_proj.weight", (HIDDEN, shared), -OUT, OUT)
+            put(f + "shared_experts.norm.weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+        for n in ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"):
+            put(p + n + ".weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+        put(p + "attention_residual_gate.weight", (HIDDEN,), -2.0, 2.0)
+        put(p + "feedforward_residual_gate.weight", (HIDDEN,), -2.0, 2.0)
+    put("model.norm.weight", (HIDDEN,), 1 - NORM, 1 + NORM)
+    put("lm_head.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
 
 
 def ultrabert(put, cfg):

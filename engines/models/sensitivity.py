@@ -14,8 +14,8 @@ INSENSITIVE, 2 on bad input. Standard library only.
 
 A model with MoE layers must also make its expert constants act over the same tokens: routing each
 token to one expert more (and one fewer, where it takes more than one), dropping the renormalisation
-of the chosen weights (where the model renormalises) and dropping the shared expert (where it has one)
-must each move the logits by the same amount as the window must; a constant that does not is named
+of the chosen weights (where the model renormalises), dropping the shared expert (where it has one) and
+dropping step3p7's SwiGLU bounds (where it has them) must each move the logits by the same amount as the window must; a constant that does not is named
 (INERT: the draw cannot tell that rule apart, redraw it). A hybrid with convolution layers (lfm3) must
 likewise make its convolution's oldest tap act (each conv kernel one tap shorter, the state a row short)
 and its attention gate (where it has one: the gate left out); a gemma3n model its per-layer inputs, LAuReL branch,
@@ -108,11 +108,14 @@ def moe_mutants(info):
         out.append(("renormalisation dropped", ["--no-renormalize"]))
     if info.get("shared_expert"):
         out.append(("shared expert dropped", ["--no-shared-expert"]))
+    if info.get("expert_limits"):
+        out.append(("expert SwiGLU bounds dropped", ["--no-expert-limits"]))
     return out
 
 
 def hybrid_mutants(info):
-    """The hybrid layer constants a model with convolution layers must make act: (label, kvc-model-oracle arguments)."""
+    """The layer constants beside the experts a model must make act (a hybrid's convolution and attention gate,
+    step3p7's SwiGLU bound on the dense MLP and shared expert): (label, kvc-model-oracle arguments)."""
     out = []
     if (info.get("conv_layers") or info.get("recurrent_layers")) and info.get("conv_kernel", 0) > 1:
         out.append(("oldest conv tap dropped", ["--conv-taps-dropped", "1"]))
@@ -120,6 +123,8 @@ def hybrid_mutants(info):
         out.append(("RG-LRU decay off", ["--lru-decay-off"]))
     if info.get("conv_layers") and info.get("attention_gate"):
         out.append(("attention gate dropped", ["--no-attention-gate"]))
+    if info.get("mlp_limits"):  # step3p7's bound on the dense MLP and shared expert
+        out.append(("MLP SwiGLU bounds dropped", ["--no-mlp-limits"]))
     return out
 
 

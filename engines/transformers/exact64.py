@@ -41,7 +41,9 @@ the input and the weight, as dots1's: rewritten to float64 in its source. laguna
 `.float()` and its attention takes the softplus of `.float()` of the gate's input: both rewritten to `.double()`; its
 rotary module holds one buffer per layer type, each of its own partial factor (identified as gemma4's).
 recurrent_gemma's RG-LRU accumulates its state in float32 (_rnn_scan's acc_dtype default, which no caller overrides):
-the default is made float64.
+the default is made float64. step3p7's text
+decoder has gemma's (1 + w) norms, laguna's per-layer-type rotary and a router that takes the sigmoid of `.float()` of
+its logits: rewritten to `.double()`.
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype, its epsilon taken from the model's configuration (the one candidate with which the
@@ -132,11 +134,12 @@ def _layer_norm_forward(self, x):
     return self.weight.to(x.dtype) * ((x - mean) * torch.rsqrt(variance + self._kvc_eps))
 
 
-def _interleaved_rotary_forward(self, x, position_ids):
-    """cohere2: each angle repeated in place (repeat_interleave), for its pairwise rotate_half."""
-    freqs = position_ids[..., None].to(torch.float64) * self._kvc_inv_freq64[""].to(x.device)
+def _interleaved_rotary_forward(self, x, position_ids, layer_type=None):
+    """cohere2: each angle repeated in place (repeat_interleave), for its pairwise rotate_half (ergo: per layer type)."""
+    key = layer_type if layer_type is not None else ""
+    freqs = position_ids[..., None].to(torch.float64) * self._kvc_inv_freq64[key].to(x.device)
     emb = torch.repeat_interleave(freqs, 2, dim=-1)
-    scaling = self._kvc_scaling[""]
+    scaling = self._kvc_scaling[key]
     return (emb.cos() * scaling).to(dtype=x.dtype), (emb.sin() * scaling).to(dtype=x.dtype)
 
 
@@ -327,6 +330,13 @@ _NORMS["transformers.models.muse_spark.modeling_muse_spark"] = [("MuseSparkRMSNo
                                                                 ("MuseSparkTextCenteredRMSNorm", _gemma_norm_forward),
                                                                 ("MuseSparkTextInputScaledRMSNorm", _input_scaled_norm_forward)]
 _ROTARY["transformers.models.muse_spark.modeling_muse_spark"] = ("MuseSparkTextRotaryEmbedding", _rotary_forward)
+# step3p7's text decoder (5.24.0 on): gemma's (1 + w) norms, laguna's rotary (a buffer per layer type, each of its own
+# partial factor).
+_NORMS["transformers.models.step3p7.modeling_step3p7"] = [("Step3p7RMSNorm", _gemma_norm_forward)]
+# ergo (5.25.0 on): F.rms_norm of float32 casts (the same formula in float64), cohere2's interleaved rotary per layer type.
+_NORMS["transformers.models.ergo.modeling_ergo"] = [("ErgoRMSNorm", _llama_norm_forward)]
+_ROTARY["transformers.models.ergo.modeling_ergo"] = ("ErgoRotaryEmbedding", _interleaved_rotary_forward)
+_ROTARY["transformers.models.step3p7.modeling_step3p7"] = ("Step3p7RotaryEmbedding", _rotary_forward)
 # A multimodal model's towers (vision, audio) and the projector from a tower into the decoder (mistral3, lfm3_vl):
 # a text-only forward never runs them, so they are not patched.
 _TOWERS = {"visual", "vision_tower", "vision_model", "audio_tower", "audio_model", "multi_modal_projector"}
@@ -446,6 +456,21 @@ def _patch_recurrent_gemma(mod):
         raise RuntimeError(f"exact64: RecurrentGemmaRglru._rnn_scan's defaults are {scan.__defaults__} (expected acc_dtype "
                            "float32 alone)")
     scan.__defaults__ = (torch.float64,)
+def _patch_step3p7(mod):
+    """step3p7: its router's sigmoid of `.float()` of the logits: to `.double()`."""
+    _recast(mod.Step3p7TopKRouter, mod, r"\.float\(\)", ".double()", 1)
+
+
+def _patch_ergo(mod):
+    """ergo: apply_rotary_pos_emb in q.float() (cohere2's fix), and `.float()` casts in its expert norm, residual gate,
+    router weights, float32-output linear (router and head logits) and decoder layer (each branch's output before its
+    post norm): to `.double()`."""
+    _patch_cohere2(mod)
+    _recast(mod.ErgoExpertNorm, mod, r"\.float\(\)", ".double()", 1)
+    _recast(mod.ErgoResidualGate, mod, r"\.float\(\)", ".double()", 1)
+    _recast(mod.ErgoTopkRouter, mod, r"\.float\(\)", ".double()", 1)
+    _recast(mod.ErgoLinearWithFP32Output, mod, r"\.float\(\)", ".double()", 2)
+    _recast(mod.ErgoDecoderLayer, mod, r"\.float\(\)", ".double()", 2)  # the branches' outputs before the post norms
 
 
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
@@ -465,7 +490,9 @@ _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.kolibri1.modeling_kolibri1": _patch_kolibri1,
           "transformers.models.laguna.modeling_laguna": _patch_laguna,
           "transformers.models.openai_privacy_filter.modeling_openai_privacy_filter": _patch_openai_privacy_filter,
-          "transformers.models.muse_spark.modeling_muse_spark": _patch_muse_spark}
+          "transformers.models.muse_spark.modeling_muse_spark": _patch_muse_spark,
+          "transformers.models.step3p7.modeling_step3p7": _patch_step3p7,
+          "transformers.models.ergo.modeling_ergo": _patch_ergo}
 
 
 def _yarn(cfg):
@@ -557,7 +584,8 @@ def _gemma4_layer_rope(cfg, layer_type):
 def _prepare_rotary(module, cfg):
     # Per layer type rope types (proportional on full layers) and head sizes: _gemma4_layer_rope.
     gemma4 = type(module).__name__ in ("Gemma4TextRotaryEmbedding", "Gemma4UnifiedTextRotaryEmbedding", "Lfm3RotaryEmbedding",
-                                       "LagunaRotaryEmbedding", "EmbeddingGemma2RotaryEmbedding")
+                                       "LagunaRotaryEmbedding", "EmbeddingGemma2RotaryEmbedding",
+                                       "Step3p7RotaryEmbedding")
     if hasattr(module, "config"):  # the decoder's own config (a multimodal model's text_config)
         cfg = module.config
     dim = None if gemma4 else getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads

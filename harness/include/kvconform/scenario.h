@@ -101,7 +101,7 @@ struct Scenario {
   inputs::Distribution distribution = inputs::Distribution::Mix64;
   std::vector<std::string> releases;  // transformers releases this case applies to; empty = all
   std::optional<MaskBuilderCall> mask_builder_call;
-  std::string sha256;                 // of the file's bytes, as the fixtures record it
+  std::string sha256;  // of the file's bytes, as the fixtures record it
 
   LayerSpec layer_spec(size_t layer) const;
   int64_t total_tokens() const;

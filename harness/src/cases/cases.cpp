@@ -497,7 +497,7 @@ nlohmann::ordered_json to_case_json(const Scenario& s) {
     for (auto [key, fn] : {std::pair{"and_mask", &b->and_mask}, std::pair{"or_mask", &b->or_mask}})
       if (*fn)
         call[key] = (*fn)->kind == NamedMaskFunction::Kind::Prefix ? oj{{"kind", "prefix"}, {"length", (*fn)->length}}
-                                                                  : oj{{"kind", "same_document"}, {"lengths", (*fn)->lengths}};
+                                                                   : oj{{"kind", "same_document"}, {"lengths", (*fn)->lengths}};
     if (b->attention_mask_4d) call["attention_mask_4d"] = true;
     j["mask_builder_call"] = call;
   }

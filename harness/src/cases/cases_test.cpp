@@ -286,8 +286,7 @@ TEST(CaseFiles, WrittenCaseLoadsBackTheSame) {
       EXPECT_EQ(b.explicit_v, a.explicit_v) << f;
       EXPECT_EQ(b.releases, a.releases) << f;
       EXPECT_EQ(b.mask_builder_call.has_value(), a.mask_builder_call.has_value()) << f;
-      if (a.mask_builder_call)
-        EXPECT_EQ(to_case_json(b)["mask_builder_call"], to_case_json(a)["mask_builder_call"]) << f;
+      if (a.mask_builder_call) EXPECT_EQ(to_case_json(b)["mask_builder_call"], to_case_json(a)["mask_builder_call"]) << f;
       ++n;
     }
   EXPECT_GE(n, 300);

@@ -1738,6 +1738,246 @@ void read_laguna(const json& c, const std::string& file, ModelConfig& m) {
   check_topk(moe, file);
 }
 
+// Step3p7TextConfig (model_type step3p5; 5.24.0 on), the text decoder of step3p7, read from its text_config (the
+// class has no causal LM of its own). Layers as step3p5 builds them: gemma's (1 + w) RMSNorms everywhere (rms_norm_eps,
+// default 1e-5; the per-head q/k norms before rope too), llama's pre-norm block, each head's output times
+// sigmoid(g_proj h) (gating true or "per-head", the default; any other value breaks the class's own broadcast: refused),
+// scores times query_pre_attn_scalar ** -0.5 (default head_dim, default 128), q/k/v/o biases where attention_bias. The
+// sliding layers (layer_types, default every layer full; window sliding_window) have num_sliding_attention_heads query
+// heads (legacy attention_other_setting.num_attention_heads; default num_attention_heads), the class's per_layer_config
+// where the config carries one (a saved config does). Rope per layer type: rope_parameters keyed by type where it has
+// every type present, else rebuilt from rope_theta (one base, or one per layer, default 1e4) and
+// partial_rotary_factors (one per layer), each type taking its first layer's entry; a factor rotates the first
+// int(head_dim * factor) entries of a head. mlp_layer_types (legacy moe_layers_enum; default dense on layers 0-2):
+// a sparse layer is dots1's sigmoid routing without groups (n_routed_experts stacked experts of
+// moe_intermediate_size, the top num_experts_per_tok by score + e_score_correction_bias, always renormalised, times
+// moe_router_scaling_factor) plus an ungated shared expert of share_expert_dim; a dense one the MLP of
+// intermediate_size. The SwiGLU bounds: swiglu_limits[l] on the routed experts, swiglu_limits_shared[l] on the shared
+// expert and on a dense layer's MLP (0 or null: none). Lists padded with num_nextn_predict_layers trailing
+// multi-token-prediction entries are cut to the decoder's layers, as the config does. The head: untied unless the
+// outer config says tie_word_embeddings (the text config's own is not read by the class: refused where true).
+// 5.24.0 and 5.25.0 compute the same forward (5.25.0 skips a clamp where 5.24.0 clamps at infinity).
+void read_step3p7(const json& text, const std::string& file, ModelConfig& m) {
+  json c = text;
+  if (bool_or(c, "tie_word_embeddings", false, file))
+    bad(file, "/tie_word_embeddings", "step3p7 ties its head by the outer config's tie_word_embeddings only");
+  if (bool_or(c, "use_bidirectional_attention", false, file)) bad(file, "/use_bidirectional_attention", "true is not modelled");
+  if (bool_or(c, "mlp_bias", false, file)) bad(file, "/mlp_bias", "true is not modelled");
+  if (c.contains("rope_scaling") && !c["rope_scaling"].is_null())
+    bad(file, "/rope_scaling", "is merged into the full layers' rope by the class: not modelled");
+  const json gating = c.contains("gating") && !c["gating"].is_null() ? c["gating"] : json(true);
+  if (!(gating == json(true) || gating == json("per-head")))
+    bad(file, "/gating", gating.dump() + " is not modelled (true or \"per-head\": one gate per head)");
+  // Aliases (the class's attribute_map): a second name for a field, read where the field itself is absent.
+  for (const auto& [alias, key] :
+       std::vector<std::pair<const char*, const char*>>{{"num_attention_groups", "num_key_value_heads"},
+                                                        {"moe_num_experts", "n_routed_experts"},
+                                                        {"num_local_experts", "n_routed_experts"},
+                                                        {"moe_top_k", "num_experts_per_tok"},
+                                                        {"share_expert_dims", "share_expert_dim"}}) {
+    if (!c.contains(alias) || c[alias].is_null()) continue;
+    if (c.contains(key) && !c[key].is_null() && c[key] != c[alias])
+      bad(file, std::string("/") + alias, std::string("differs from ") + key + ", which it names");
+    c[key] = c[alias];
+  }
+  // The multi-token-prediction layers' trailing entries, cut as the config cuts them.
+  const int64_t mtp = c.contains("num_nextn_predict_layers") && c["num_nextn_predict_layers"].is_number_integer()
+                          ? c["num_nextn_predict_layers"].get<int64_t>()
+                          : 0;
+  if (mtp < 0) bad(file, "/num_nextn_predict_layers", "must be >= 0");
+  for (const char* key :
+       {"layer_types", "mlp_layer_types", "swiglu_limits", "swiglu_limits_shared", "rope_theta", "partial_rotary_factors"})
+    if (mtp > 0 && c.contains(key) && c[key].is_array() && static_cast<int64_t>(c[key].size()) == m.layers + mtp)
+      c[key].erase(c[key].begin() + m.layers, c[key].end());
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  read_head_dim_128(c, file, m);
+  m.query_scale = std::pow(number_or(c, "query_pre_attn_scalar", static_cast<double>(m.head_dim), file), -0.5);
+  m.kv_heads = positive_or(c, "num_key_value_heads", 8, file);
+  m.gemma_norm = true;
+  m.qk_norm = true;
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  m.attn_gate = true;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) types.assign(static_cast<size_t>(m.layers), "full_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  // Query heads per layer: per_layer_config's where the config has one, else num_sliding_attention_heads on sliding layers.
+  int64_t sliding_heads = m.heads;
+  if (c.contains("num_sliding_attention_heads") && !c["num_sliding_attention_heads"].is_null())
+    sliding_heads = positive(c, "num_sliding_attention_heads", file);
+  else if (c.contains("attention_other_setting") && c["attention_other_setting"].is_object())
+    sliding_heads = positive_or(c["attention_other_setting"], "num_attention_heads", m.heads, file);
+  const bool per_layer = c.contains("per_layer_config") && !c["per_layer_config"].is_null();
+  if (per_layer && !c["per_layer_config"].is_object()) bad(file, "/per_layer_config", "must map layer indices to overrides");
+  for (int64_t l = 0; l < m.layers; ++l) {
+    int64_t h = types[static_cast<size_t>(l)] == "sliding_attention" ? sliding_heads : m.heads;
+    if (per_layer) {
+      const std::string at = std::to_string(l);
+      const json& p = c["per_layer_config"];
+      h = m.heads;
+      if (p.contains(at)) {
+        if (!p[at].is_object()) bad(file, "/per_layer_config/" + at, "must be an object");
+        for (const auto& item : p[at].items())
+          if (item.key() != "num_attention_heads")
+            bad(file, "/per_layer_config/" + at + "/" + item.key(), "is not modelled (num_attention_heads is)");
+        h = positive_or(p[at], "num_attention_heads", m.heads, file);
+      }
+    }
+    if (h % m.kv_heads)
+      bad(file, "/num_sliding_attention_heads", "a layer's head count must be a multiple of num_key_value_heads");
+    m.layer_heads.push_back(h);
+  }
+  // Rope per layer type, each type its first layer's entry.
+  const json rp = c.contains("rope_parameters") && c["rope_parameters"].is_object() ? c["rope_parameters"] : json::object();
+  bool keyed = true;
+  for (const std::string& t : types) keyed = keyed && rp.contains(t) && rp[t].is_object();
+  if (!rp.empty() && !keyed)
+    bad(file, "/rope_parameters", "must key every layer type present (the class rebuilds any other from rope_theta)");
+  auto per_layer_number = [&](const char* key, size_t first, double fallback) {
+    if (!c.contains(key) || c[key].is_null()) return fallback;
+    if (c[key].is_number()) return c[key].get<double>();
+    if (!c[key].is_array() || static_cast<int64_t>(c[key].size()) < m.layers || !c[key][first].is_number())
+      bad(file, std::string("/") + key, "must be a number or list one per layer");
+    return c[key][first].get<double>();
+  };
+  for (const std::string& t : types) {
+    const size_t first = static_cast<size_t>(std::find(types.begin(), types.end(), t) - types.begin());
+    const double theta = keyed ? number_or(rp[t], "rope_theta", 0, file) : per_layer_number("rope_theta", first, 10000);
+    const double factor =
+        keyed ? number_or(rp[t], "partial_rotary_factor", 1.0, file) : per_layer_number("partial_rotary_factors", first, 1.0);
+    if (theta <= 0) bad(file, "/rope_parameters/" + t + "/rope_theta", "must be a positive number");
+    const int64_t rd = static_cast<int64_t>(static_cast<double>(m.head_dim) * factor);
+    if (rd <= 0 || rd > m.head_dim || rd % 2)
+      bad(file, "/partial_rotary_factors", "must give an even rotary dimension in (0, head_dim]");
+    m.rope_thetas.push_back(theta);
+    m.rotary_dims.push_back(rd);
+  }
+  MoeConfig& moe = m.moe;
+  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
+    moe.layers = mlp_layer_types_of(c, m.layers, file);
+  } else if (c.contains("moe_layers_enum") && !c["moe_layers_enum"].is_null()) {
+    // A comma-separated string or a list of the MoE layers' indices.
+    const json& e = c["moe_layers_enum"];
+    std::vector<json> items;
+    if (e.is_string()) {
+      std::stringstream in(e.get<std::string>());
+      for (std::string part; std::getline(in, part, ',');)
+        if (part.find_first_not_of(" \t") != std::string::npos) items.emplace_back(std::stoll(part));
+    } else if (e.is_array()) {
+      items.assign(e.begin(), e.end());
+    } else {
+      bad(file, "/moe_layers_enum", "must be a comma-separated string or a list of layer indices");
+    }
+    moe.layers.assign(static_cast<size_t>(m.layers), false);
+    for (const json& i : items) {
+      if (!i.is_number_integer()) bad(file, "/moe_layers_enum", "must list layer indices");
+      if (i.get<int64_t>() >= 0 && i.get<int64_t>() < m.layers) moe.layers[static_cast<size_t>(i.get<int64_t>())] = true;
+    }
+  } else {
+    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= 3);
+  }
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = moe.renormalize = true;
+  moe.routed_scale = number_or(c, "moe_router_scaling_factor", 1.0, file);
+  moe.experts = positive_or(c, "n_routed_experts", 288, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 1280, file);
+  moe.shared_intermediate = positive_or(c, "share_expert_dim", 1280, file);
+  moe.router = "gate.";
+  moe.shared = "shared_experts.";
+  moe.stacked_experts = true;
+  check_topk(moe, file);
+  // The SwiGLU bounds per layer (0 or null: none).
+  auto limits = [&](const char* key) {
+    std::vector<double> out;
+    if (!c.contains(key) || c[key].is_null() || (c[key].is_array() && c[key].empty())) return out;
+    if (!c[key].is_array() || static_cast<int64_t>(c[key].size()) < m.layers)
+      bad(file, std::string("/") + key, "must list a bound (or 0, or null) per layer");
+    for (int64_t l = 0; l < m.layers; ++l) {
+      const json& v = c[key][static_cast<size_t>(l)];
+      if (!v.is_null() && (!v.is_number() || v.get<double>() < 0))
+        bad(file, std::string("/") + key + "/" + std::to_string(l), "must be a bound >= 0 or null");
+      out.push_back(v.is_null() ? 0.0 : v.get<double>());
+    }
+    if (std::all_of(out.begin(), out.end(), [](double v) { return v == 0; })) out.clear();
+    return out;
+  };
+  moe.expert_limits = limits("swiglu_limits");
+  m.mlp_limits = limits("swiglu_limits_shared");
+}
+
+// ErgoConfig (5.25.0 on): sandwich norms of weight w (rms_norm_eps, default 1e-12) with a learned residual gate after
+// each post norm (ModelConfig::residual_gates); one fused qkv_proj (rows [q; k; v], head size hidden_size /
+// num_attention_heads: a head_dim that differs is refused, the rotary would read it), per-head q/k norms before the
+// rope, which rotates interleaved pairs; layer_types default sliding unless (i + 1) % global_attention_every_n_layers
+// (4) == 0, window sliding_window (alias local_attention_window, default 512). rope_parameters: a flat one (or
+// rope_theta, default 1e6) is the sliding layers' and the full layers are NoPE; one keyed by layer type gives each
+// type a base or null (NoPE). mlp_layer_types default dense on the first num_dense_blocks (1) layers: a dense layer
+// is down(relu2(up h)) of first_dense_intermediate_size, a sparse one dots1's sigmoid routing without groups (always
+// renormalised, times moe_routed_scaling_factor, default sqrt(8)) over num_experts relu2 experts without a gate
+// (experts.up_proj [E, H, I], x @ W), each expert's output RMS-normed by its own post_expert_norm row before its
+// weight, plus a relu2 shared expert normed by its own norm. The router and the head take float32 operands, which a
+// float64 forward reads as float64. ErgoForCausalLM never ties its head (tie_word_embeddings true is refused);
+// global_attention_scale (q and k of the full layers times its square root) is not modelled (refused).
+void read_ergo(const json& c, const std::string& file, ModelConfig& m) {
+  if (m.hidden % m.heads) bad(file, "/num_attention_heads", "must divide hidden_size (the head size is their quotient)");
+  if (c.contains("head_dim") && !c["head_dim"].is_null() && m.head_dim != m.hidden / m.heads)
+    bad(file, "/head_dim", "must be hidden_size / num_attention_heads: the attention's head size, which the rotary reads");
+  m.head_dim = m.hidden / m.heads;
+  if (m.head_dim % 2) bad(file, "/num_attention_heads", "the head size must be even (rope rotates pairs)");
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.eps = number_or(c, "rms_norm_eps", 1e-12, file);
+  if (bool_or(c, "tie_word_embeddings", false, file))
+    bad(file, "/tie_word_embeddings", "true: ErgoForCausalLM never ties its head");
+  if (c.contains("global_attention_scale") && !c["global_attention_scale"].is_null())
+    bad(file, "/global_attention_scale", "is not modelled (the full layers' q and k times its square root)");
+  m.qk_norm = m.fused_projections = m.rope_interleaved = true;
+  m.norm_placement = NormPlacement::Sandwich;
+  m.residual_gates = m.mlp_ungated = m.relu2 = true;
+  m.intermediate = positive_or(c, "first_dense_intermediate_size", 32768, file);
+  if (!c.contains("sliding_window") || c["sliding_window"].is_null())
+    m.sliding_window = positive_or(c, "local_attention_window", 512, file);
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
+    const int64_t every = positive_or(c, "global_attention_every_n_layers", 4, file);
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back((i + 1) % every ? "sliding_attention" : "full_attention");
+  }
+  m.windows = windows_of(types, m.sliding_window, file);
+  const json rp = c.contains("rope_parameters") && c["rope_parameters"].is_object() ? c["rope_parameters"] : json::object();
+  const bool keyed = !rp.empty() && !rp.contains("rope_type") && !rp.contains("rope_theta");
+  for (const std::string& t : types) {
+    json r = keyed ? (rp.contains(t) ? rp[t] : json()) : t == "sliding_attention" ? rp : json();
+    if (!keyed && t == "sliding_attention" && !r.contains("rope_theta")) r["rope_theta"] = number_or(c, "rope_theta", 1e6, file);
+    if (!r.is_null() && !r.is_object()) bad(file, "/rope_parameters/" + t, "must be an object or null");
+    m.rope_layers.push_back(!r.is_null());
+    const double base = r.is_null() ? 10000 : number_or(r, "rope_theta", 0, file);  // a NoPE layer's base is unused
+    if (base <= 0) bad(file, "/rope_parameters/" + t + "/rope_theta", "must be a positive number");
+    m.rope_thetas.push_back(base);
+  }
+  MoeConfig& moe = m.moe;
+  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
+    moe.layers = mlp_layer_types_of(c, m.layers, file);
+  } else {
+    const int64_t dense =
+        c.contains("num_dense_blocks") && c["num_dense_blocks"].is_number_integer() ? c["num_dense_blocks"].get<int64_t>() : 1;
+    if (dense < 0) bad(file, "/num_dense_blocks", "must be >= 0");
+    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= dense);
+  }
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = moe.renormalize = true;
+  moe.expert_norms = moe.shared_norm = true;
+  moe.routed_scale = number_or(c, "moe_routed_scaling_factor", std::sqrt(8.0), file);
+  moe.experts = positive_or(c, "num_experts", 256, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 4096, file);
+  moe.shared_intermediate = positive_or(c, "shared_intermediate_size", 8192, file);
+  moe.router = "gate.";
+  moe.shared = "shared_experts.";
+  check_topk(moe, file);
+  m.tensor_names = {{"mlp.gate.linear.", "mlp.gate."}};
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -1745,6 +1985,9 @@ struct FamilyEntry {
   // A multimodal model: its text decoder's config is config.text_config (the reader reads that), its
   // tensors are under ModelConfig::text_prefix.
   bool multimodal = false;
+  // A multimodal model whose head is tied by the outer config's tie_word_embeddings alone (step3p7: its class reads
+  // no text_config tie, and a saved text_config says false); else text_config_tie.
+  bool outer_tie_only = false;
 };
 
 // A wrapper: a multimodal class around a registry family's decoder (AutoModel.from_config(text_config)), whose
@@ -1912,6 +2155,8 @@ const FamilyEntry kRegistry[] = {
     {Family::OpenAIPrivacyFilter, "openai_privacy_filter", read_openai_privacy_filter},
     {Family::Gemma3nText, "gemma3n_text", read_gemma3n_text},
     {Family::RecurrentGemma, "recurrent_gemma", read_recurrent_gemma},
+    {Family::Step3p7, "step3p7", read_step3p7, true, true},
+    {Family::Ergo, "ergo", read_ergo},
 };
 
 }  // namespace
@@ -2035,7 +2280,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       bad(file, "/intermediate_size", "a list must give every layer the same positive size (one per layer is not modelled)");
     m.intermediate = sizes[0].get<int64_t>();
   } else {
-    m.intermediate = m.family == Family::Kolibri1 ? 0 : positive(c, "intermediate_size", file);
+    // ergo's dense MLP is first_dense_intermediate_size (its reader).
+    m.intermediate = m.family == Family::Kolibri1 || m.family == Family::Ergo ? 0 : positive(c, "intermediate_size", file);
   }
   m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
   // attention_bias is read by the families that have it (qwen3); elsewhere true is not modelled.
@@ -2045,7 +2291,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::Mellum && m.family != Family::Flint && m.family != Family::Cohere2Moe && m.family != Family::Afmoe &&
       m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
       m.family != Family::CohereCompassText && m.family != Family::Laguna && m.family != Family::OpenAIPrivacyFilter &&
-      m.family != Family::RecurrentGemma && c.value("attention_bias", false))
+      m.family != Family::Step3p7 && m.family != Family::RecurrentGemma && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -2091,7 +2337,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   m.sliding_window = has_window ? positive(c, "sliding_window", file) : 0;
   entry->read(c, file, m);
   if (entry->multimodal) {
-    m.tied = text_config_tie(outer, outer_file, c, file);
+    m.tied = entry->outer_tie_only ? bool_or(outer, "tie_word_embeddings", false, outer_file)
+                                   : text_config_tie(outer, outer_file, c, file);
     m.text_prefix = "model.language_model.";
   }
   for (int64_t w : m.windows)
@@ -2264,7 +2511,7 @@ Model load_model(const std::string& dir) {
                {layer_name(l, "self_attn.v_proj.bias"), k.kv_heads * k.head_dim}},
               1);
       for (const char* what : {"weight", "bias"}) {
-        if (what == std::string("bias") && !k.mlp_bias) continue;
+        if ((what == std::string("bias") && !k.mlp_bias) || k.mlp_ungated) continue;  // ergo: no gate_up_proj
         split(layer_name(l, std::string("mlp.gate_up_proj.") + what),
               {{layer_name(l, std::string("mlp.gate_proj.") + what), k.intermediate},
                {layer_name(l, std::string("mlp.up_proj.") + what), k.intermediate}},
@@ -2272,7 +2519,7 @@ Model load_model(const std::string& dir) {
       }
     }
   }
-  if (k.moe.routing == MoeRouting::TopK) {
+  if (k.moe.routing == MoeRouting::TopK && !k.mlp_ungated) {  // ergo's experts.up_proj is x @ W already
     // Each expert's module (experts.<e>.{gate,up,down}_proj.weight, nn.Linear's [out, in]) into the
     // x @ W tensors the forward reads: experts.gate_up_proj [E, H, 2I] (gate the first half) and
     // experts.down_proj [E, I, H] (H the experts' width: MoeConfig::pooled where set).
@@ -2348,7 +2595,7 @@ Model load_model(const std::string& dir) {
   }
   if (k.lm_head_bias) need("lm_head.bias", k.out_width());
   for (int64_t l = 0; l < k.layers; ++l) {
-    const int64_t qd = k.heads * k.dim(l), kvd = k.kv(l) * k.dim(l);
+    const int64_t qd = k.q_heads(l) * k.dim(l), kvd = k.kv(l) * k.dim(l);
     const bool recurrent = k.recurrent(l);     // an RG-LRU block in place of the attention
     const bool conv = k.conv(l) || recurrent;  // a short-convolution block in place of the attention
     const bool own_kv = !conv && !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[static_cast<size_t>(l)]);
@@ -2379,7 +2626,7 @@ Model load_model(const std::string& dir) {
     } else {
       need(layer_name(l, "self_attn.q_proj.weight"), qd * k.hidden);
       need(layer_name(l, "self_attn.o_proj.weight"), k.hidden * qd);
-      if (k.attn_gate) need(layer_name(l, "self_attn.g_proj.weight"), (k.attn_gate_elementwise ? qd : k.heads) * k.hidden);
+      if (k.attn_gate) need(layer_name(l, "self_attn.g_proj.weight"), (k.attn_gate_elementwise ? qd : k.q_heads(l)) * k.hidden);
     }
     if (own_kv) need(layer_name(l, "self_attn.k_proj.weight"), kvd * k.hidden);
     if (own_v) need(layer_name(l, "self_attn.v_proj.weight"), kvd * k.hidden);
@@ -2394,8 +2641,9 @@ Model load_model(const std::string& dir) {
     if (!moe || k.moe.shared_intermediate > 0) {  // the dense MLP, or the shared expert
       const std::string mlp = k.mlp_prefix + (moe ? k.moe.shared : "");
       const int64_t inter = moe ? k.moe.shared_intermediate : k.intermediate;
-      need(layer_name(l, mlp + "gate_proj.weight"), inter * k.hidden);
+      if (!k.mlp_ungated) need(layer_name(l, mlp + "gate_proj.weight"), inter * k.hidden);
       need(layer_name(l, mlp + "up_proj.weight"), inter * k.hidden);
+      if (moe && k.moe.shared_norm) need(layer_name(l, mlp + "norm.weight"), k.hidden);
       need(layer_name(l, mlp + "down_proj.weight"), k.hidden * inter);
       if (k.mlp_bias && !moe) {
         need(layer_name(l, mlp + "gate_proj.bias"), inter);
@@ -2408,7 +2656,9 @@ Model load_model(const std::string& dir) {
       const int64_t E = k.moe.experts, I = k.moe.intermediate, P = k.expert_width();
       need(layer_name(l, k.mlp_prefix + k.moe.router + "weight"), E * k.hidden);
       if (k.moe.selection_bias) need(layer_name(l, k.mlp_prefix + k.moe.router + "e_score_correction_bias"), E);
-      need(layer_name(l, k.mlp_prefix + "experts.gate_up_proj"), E * P * 2 * I);
+      if (k.mlp_ungated) need(layer_name(l, k.mlp_prefix + "experts.up_proj"), E * P * I);
+      else need(layer_name(l, k.mlp_prefix + "experts.gate_up_proj"), E * P * 2 * I);
+      if (k.moe.expert_norms) need(layer_name(l, k.mlp_prefix + "experts.post_expert_norm.weight"), E * P);
       need(layer_name(l, k.mlp_prefix + "experts.down_proj"), E * I * P);
       if (k.moe.pooled > 0) {
         need(layer_name(l, k.mlp_prefix + "pre_expert_proj.weight"), P * k.hidden);
@@ -2422,7 +2672,7 @@ Model load_model(const std::string& dir) {
         need(layer_name(l, k.mlp_prefix + "experts.down_proj_bias"), E * k.hidden);
       }
     }
-    if (k.sinks && !conv) need(layer_name(l, "self_attn.sinks"), k.heads);
+    if (k.sinks && !conv) need(layer_name(l, "self_attn.sinks"), k.q_heads(l));
     if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0)) need_norm(layer_name(l, "input_layernorm."));
     if (!k.parallel_block && !k.post_attn_norm_weightless)
       need_norm(layer_name(l, k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm."));
@@ -2455,6 +2705,10 @@ Model load_model(const std::string& dir) {
       need(layer_name(l, in + "per_layer_input_gate.weight"), k.per_layer_input * k.hidden);
       need(layer_name(l, in + "per_layer_projection.weight"), k.hidden * k.per_layer_input);
       need(layer_name(l, in + "post_per_layer_input_norm.weight"), k.hidden);
+    }
+    if (k.residual_gates) {
+      need(layer_name(l, "attention_residual_gate.weight"), k.hidden);
+      need(layer_name(l, "feedforward_residual_gate.weight"), k.hidden);
     }
   }
   if (k.per_layer_input > 0) {
@@ -2584,6 +2838,7 @@ std::pair<double, double> residual_gate(double g, double temperature) {
 // The MLP's activation (and the prediction head's): gelu_pytorch_tanh, the exact gelu, or SiLU.
 template <class T>
 T activate(const ModelConfig& k, T a) {
+  if (k.relu2) return a > T(0) ? a * a : T(0);  // ergo's relu(x)^2
   if (!k.gelu) return silu(a);
   if (k.gelu_exact) return a * T(0.5) * (T(1) + std::erf(a * static_cast<T>(M_SQRT1_2)));
   return T(0.5) * a * (T(1) + std::tanh(static_cast<T>(0.7978845608028654) * (a + T(0.044715) * a * a * a)));
@@ -2629,7 +2884,8 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       (static_cast<int64_t>(k.reach_before.size()) != k.layers || static_cast<int64_t>(k.reach_after.size()) != k.layers))
     throw std::invalid_argument("ModelConfig: an encoder needs reach_before and reach_after per layer");
   for (size_t n : {k.rope_thetas.size(), k.rope_angles.size(), k.head_dims.size(), k.layer_kv_heads.size(), k.k_eq_v.size(),
-                   k.kv_source.size(), k.rotary_dims.size(), k.recurrent_layers.size()})
+                   k.kv_source.size(), k.rotary_dims.size(), k.recurrent_layers.size(), k.layer_heads.size(), k.mlp_limits.size(),
+                   k.moe.expert_limits.size()})
     if (n != 0 && static_cast<int64_t>(n) != k.layers)
       throw std::invalid_argument("ModelConfig: a per-layer field needs one entry per layer");
   embed_ = as<T>(model.at("model.embed_tokens.weight"));
@@ -2719,8 +2975,9 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     const bool moe = !k.moe.layers.empty() && k.moe.layers[li];
     if (!moe || k.moe.shared_intermediate > 0) {  // the dense MLP, or the shared expert
       const std::string mlp = k.mlp_prefix + (moe ? k.moe.shared : "");
-      L.gate = get(mlp + "gate_proj.weight");
+      if (!k.mlp_ungated) L.gate = get(mlp + "gate_proj.weight");
       L.up = get(mlp + "up_proj.weight");
+      if (moe && k.moe.shared_norm) L.shared_norm = get(mlp + "norm.weight");
       L.down = get(mlp + "down_proj.weight");
       if (k.mlp_bias && !moe) {
         L.gate_bias = get(mlp + "gate_proj.bias");
@@ -2746,7 +3003,8 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     if (moe) {
       L.router = get(k.mlp_prefix + k.moe.router + "weight");
       if (k.moe.selection_bias) L.selection_bias = get(k.mlp_prefix + k.moe.router + "e_score_correction_bias");
-      L.experts_gate_up = get(k.mlp_prefix + "experts.gate_up_proj");
+      L.experts_gate_up = get(k.mlp_prefix + (k.mlp_ungated ? "experts.up_proj" : "experts.gate_up_proj"));
+      if (k.moe.expert_norms) L.expert_norms = get(k.mlp_prefix + "experts.post_expert_norm.weight");
       L.experts_down = get(k.mlp_prefix + "experts.down_proj");
       if (k.moe.routing == MoeRouting::GptOss) {
         L.router_bias = get(k.mlp_prefix + "router.bias");
@@ -2755,6 +3013,15 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       }
     }
     if (k.sinks && !conv) L.sinks = get("self_attn.sinks");
+    if (k.residual_gates) {  // ergo: sigmoid(w) on the branch, sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) on the residual
+      for (const auto& [name, branch, keep] : {std::tuple{"attention_residual_gate.weight", &L.attn_branch, &L.attn_keep},
+                                               std::tuple{"feedforward_residual_gate.weight", &L.ff_branch, &L.ff_keep}})
+        for (double w : model.at(layer_name(l, name))) {
+          const double b = 1 / (1 + std::exp(-w)), softplus = w > 20 ? w : std::log1p(std::exp(w));
+          branch->push_back(static_cast<T>(b));
+          keep->push_back(static_cast<T>(std::sqrt(1 + b) * std::exp(-0.5 * softplus)));
+        }
+    }
     // embed_norm: layer 0's attention reads the normed embeddings as they are (no in_norm).
     if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0)) {
       L.in_norm = get("input_layernorm.weight");
@@ -2964,7 +3231,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
                                   std::to_string(k.vocab));
   const int64_t H = k.hidden;
   int64_t widest = 0;  // the largest q and K/V widths over the layers
-  for (int64_t l = 0; l < k.layers; ++l) widest = std::max(widest, k.heads * k.dim(l));
+  for (int64_t l = 0; l < k.layers; ++l) widest = std::max(widest, k.q_heads(l) * k.dim(l));
   if (!k.conv_layers.empty()) widest = std::max(widest, H);                 // a conv layer's output row (C * conv) is H wide
   if (!k.recurrent_layers.empty()) widest = std::max(widest, k.lru_width);  // a recurrent layer's (state * y)
   const T eps = static_cast<T>(k.eps), post_eps = static_cast<T>(k.post_eps > 0 ? k.post_eps : k.eps);
@@ -3040,7 +3307,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     const int64_t li = static_cast<int64_t>(l);
     const bool use_rope = k.rope(li);
     // The layer's widths; a layer that shares another's K/V computes only its queries.
-    const int64_t D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = k.heads / KVH;
+    const int64_t NQ = k.q_heads(li), D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = NQ / KVH;
     const bool own_kv = !k.shares_kv(li);
     const bool conv = k.conv(li), recurrent = k.recurrent(li);
     // AltUp's prediction of every stream, pred_q = s_q + sum_p c[q * A + p] s_p (c from the active stream's
@@ -3139,17 +3406,17 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         if (k.norm_placement == NormPlacement::Post || L.in_norm.empty()) std::copy(x.begin(), x.end(), h.begin());
         else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data(), L.in_norm_bias);
         else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
-        matvec(L.q, h.data(), k.heads * D, H, q.data(), L.q_bias);
+        matvec(L.q, h.data(), NQ * D, H, q.data(), L.q_bias);
         if (own_kv) {
           matvec(L.k, h.data(), kvd, H, kk.data(), L.k_bias);
           if (L.v.empty()) std::copy(kk.begin(), kk.begin() + kvd, vv.begin());  // k_eq_v: the raw key projection
           else matvec(L.v, h.data(), kvd, H, vv.data(), L.v_bias);
         }
         if (k.qk_norm && k.qk_norm_whole) {
-          rms_norm(q.data(), L.q_norm, k.heads * D, eps, k.gemma_norm, q.data());
+          rms_norm(q.data(), L.q_norm, NQ * D, eps, k.gemma_norm, q.data());
           rms_norm(kk.data(), L.k_norm, kvd, eps, k.gemma_norm, kk.data());
         } else if (k.qk_norm) {
-          for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, L.q_norm, D, eps, k.gemma_norm, q.data() + i * D);
+          for (int64_t i = 0; i < NQ; ++i) rms_norm(q.data() + i * D, L.q_norm, D, eps, k.gemma_norm, q.data() + i * D);
           if (own_kv)
             for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, L.k_norm, D, eps, k.gemma_norm, kk.data() + i * D);
         }
@@ -3159,11 +3426,11 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           const T scale = static_cast<T>(k.yarn.factor > 0 ? k.yarn.attention_factor : 1.0);
           // Partial rotary: the first rd entries of each head rotate (halves within them), the rest pass.
           const int64_t rd = k.rotary(l);
-          for (int64_t i = 0; i < k.heads; ++i) rope(q.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
+          for (int64_t i = 0; i < NQ; ++i) rope(q.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
           if (own_kv)
             for (int64_t i = 0; i < KVH; ++i) rope(kk.data() + i * D, L.inv_freq, rd, pos, k.rope_interleaved, scale);
           if (k.qk_l2_norm) {
-            for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, no_weight, D, eps, false, q.data() + i * D);
+            for (int64_t i = 0; i < NQ; ++i) rms_norm(q.data() + i * D, no_weight, D, eps, false, q.data() + i * D);
             for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, no_weight, D, eps, false, kk.data() + i * D);
           }
         } else if (k.temperature_floor_scale > 0) {
@@ -3174,7 +3441,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           for (T& v : q) v *= scale;
         }
         if (options_.q_block != KvBlock::None)
-          for (int64_t i = 0; i < k.heads; ++i) round_kv_blocks(q.data() + i * D, D, options_.q_block);
+          for (int64_t i = 0; i < NQ; ++i) round_kv_blocks(q.data() + i * D, D, options_.q_block);
         else if (options_.q_half)
           for (T& v : q) v = round_kv(v, true);
         if (own_kv) {
@@ -3268,14 +3535,14 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           rms_norm(attn.data() + head * D, no_weight, D, eps, false, attn.data() + head * D);
       if (!L.gate_proj.empty() && k.attn_gate_elementwise) {
         // afmoe's attention gate: each output element times its own sigmoid(g_proj h).
-        for (int64_t e = 0; e < k.heads * D; ++e) {
+        for (int64_t e = 0; e < NQ * D; ++e) {
           T z = 0;
           for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(e * H + i)] * h[i];
           attn[e] *= gate_of(z);
         }
       } else if (!L.gate_proj.empty()) {
         // lfm3's attention gate: each head's output times sigmoid(g_proj h), h the attention's input.
-        for (int64_t head = 0; head < k.heads; ++head) {
+        for (int64_t head = 0; head < NQ; ++head) {
           T z = 0;
           for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(head * H + i)] * h[i];
           const T gate = gate_of(z);
@@ -3289,13 +3556,15 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         rms_norm(lr.data(), L.laurel_norm, H, eps, k.gemma_norm, lr.data());
         for (int64_t i = 0; i < H; ++i) lr[i] = h[i] + lr[i];
       }
-      matvec(L.o, attn.data(), H, recurrent ? k.lru_width : conv ? H : k.heads * D, o.data(), L.o_bias);
+      matvec(L.o, attn.data(), H, recurrent ? k.lru_width : conv ? H : NQ * D, o.data(), L.o_bias);
       if (k.parallel_block) {
         // The MLP reads the same normed input as the attention: h is kept.
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       } else if (k.norm_placement == NormPlacement::Sandwich) {
         rms_norm(o.data(), L.post_attn_norm, H, post_eps, k.gemma_norm, o.data());  // weightless: post_attn_norm empty
-        if (L.attn_alpha.empty())
+        if (!L.attn_branch.empty())                                                 // ergo's residual gate
+          for (int64_t i = 0; i < H; ++i) x[i] = L.attn_branch[i] * o[i] + L.attn_keep[i] * x[i];
+        else if (L.attn_alpha.empty())
           for (int64_t i = 0; i < H; ++i) x[i] += o[i];
         else  // muse_spark's residual gate
           for (int64_t i = 0; i < H; ++i) x[i] = L.attn_alpha[i] * x[i] + L.attn_beta[i] * o[i];
@@ -3315,9 +3584,9 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       // The dense MLP, or on a MoE layer its shared expert: act(gate h) * (up h), then down.
       const bool moe = !L.router.empty();
       int64_t I = moe ? k.moe.shared_intermediate : k.intermediate;
-      if (!L.gate.empty()) {
-        matvec(L.gate, h.data(), I, H, g.data(), L.gate_bias);
-        if (!k.activation_sparsity.empty() && k.activation_sparsity[l] > 0) {
+      if (!L.up.empty()) {
+        if (!L.gate.empty()) matvec(L.gate, h.data(), I, H, g.data(), L.gate_bias);
+        if (!L.gate.empty() && !k.activation_sparsity.empty() && k.activation_sparsity[l] > 0) {
           // relu(g - (mean + std * z)), the population std.
           T mean = 0, var = 0;
           for (int64_t i = 0; i < I; ++i) mean += g[i];
@@ -3327,9 +3596,16 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           for (int64_t i = 0; i < I; ++i) g[i] = std::max(g[i] - cutoff, T(0));
         }
         matvec(L.up, h.data(), I, H, u.data(), L.up_bias);
+        // step3p7's bound after the activation (mlp_limits): act(gate) <= c, -c <= up <= c.
+        const T limit = k.mlp_limits.empty() ? T(0) : static_cast<T>(k.mlp_limits[l]);
         for (int64_t i = 0; i < I; ++i) {
+          if (L.gate.empty()) {  // ergo: down(act(up h)), no gate
+            g[i] = activate(k, u[i]);
+            continue;
+          }
           const T a = options_.gelu_half && k.gelu ? round_kv(g[i], true) : g[i];
-          const T act = activate(k, a);
+          T act = activate(k, a);
+          if (limit > 0) act = std::min(act, limit), u[i] = std::clamp(u[i], -limit, limit);
           g[i] = (options_.gelu_half && k.gelu ? round_kv(act, true) : act) * u[i];
         }
         matvec(L.down, g.data(), H, I, m.data(), L.down_bias);
@@ -3339,6 +3615,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           const T gate = T(1) / (T(1) + std::exp(-z));
           for (T& v : m) v *= gate;
         }
+        if (!L.shared_norm.empty()) rms_norm(m.data(), L.shared_norm, H, eps, false, m.data());  // ergo's shared norm
       } else {
         std::fill(m.begin(), m.end(), T(0));
       }
@@ -3422,23 +3699,30 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           rms_norm(pooled_in.data(), L.pre_expert_norm, P, eps, true, pooled_in.data());
         }
         const T* in = k.moe.pooled > 0 ? pooled_in.data() : h.data();
+        const T expert_limit = k.moe.expert_limits.empty() ? T(0) : static_cast<T>(k.moe.expert_limits[l]);
         std::fill(routed.begin(), routed.end(), T(0));
         for (int64_t r = 0; r < top_k; ++r) {
           const int64_t e = order[static_cast<size_t>(r)];
           for (int64_t i = 0; i < P; ++i) expert_in[i] = gpt_oss || topk ? in[i] : in[i] * weight[r];
-          const T* gu = L.experts_gate_up.data() + e * P * 2 * I;  // [P, 2I]: x @ W
-          for (int64_t c = 0; c < 2 * I; ++c) {
+          const int64_t cols = k.mlp_ungated ? I : 2 * I;         // ergo: up only
+          const T* gu = L.experts_gate_up.data() + e * P * cols;  // [P, 2I] (ergo [P, I]): x @ W
+          for (int64_t c = 0; c < cols; ++c) {
             T s = 0;
-            for (int64_t i = 0; i < P; ++i) s += expert_in[i] * gu[i * 2 * I + c];
+            for (int64_t i = 0; i < P; ++i) s += expert_in[i] * gu[i * cols + c];
             if (gpt_oss) s += L.experts_gate_up_bias[static_cast<size_t>(e * 2 * I + c)];
-            // llama4 (and gate_up_halves): gate, up = the halves; gpt_oss: the even and odd columns.
+            // llama4 (and gate_up_halves): gate, up = the halves; gpt_oss: the even and odd columns; ergo: up alone.
             if (gpt_oss && !k.moe.gate_up_halves) (c % 2 ? u[c / 2] : g[c / 2]) = s;
+            else if (k.mlp_ungated) u[c] = s;
             else (c < I ? g[c] : u[c - I]) = s;
           }
           for (int64_t i = 0; i < I; ++i) {
             if (gpt_oss) {
               const T gate = std::min(g[i], limit), up = std::clamp(u[i], -limit, limit);
               g[i] = (up + T(1)) * (gate / (T(1) + std::exp(-gate * alpha)));
+            } else if (k.mlp_ungated) {  // ergo: act(up)
+              g[i] = activate(k, u[i]);
+            } else if (expert_limit > 0) {  // step3p7: silu(gate) <= c, -c <= up <= c
+              g[i] = std::clamp(u[i], -expert_limit, expert_limit) * std::min(silu(g[i]), expert_limit);
             } else {
               g[i] = u[i] * silu(g[i]);
             }
@@ -3449,6 +3733,12 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
             for (int64_t i = 0; i < I; ++i) s += g[i] * dn[i * P + c];
             if (gpt_oss) s = (s + L.experts_down_bias[static_cast<size_t>(e * P + c)]);
             expert_out[c] = s;
+          }
+          if (!L.expert_norms.empty()) {  // ergo: the expert's own RMS norm of its output, before its weight
+            T sum = 0;
+            for (int64_t c = 0; c < P; ++c) sum += expert_out[c] * expert_out[c];
+            const T inv = T(1) / std::sqrt(sum / static_cast<T>(P) + eps);
+            for (int64_t c = 0; c < P; ++c) expert_out[c] = expert_out[c] * inv * L.expert_norms[static_cast<size_t>(e * P + c)];
           }
           if (k.moe.expert_out_norm) {  // muse_spark's post_expert_norm: RMS of out * (1 + w)
             for (int64_t c = 0; c < P; ++c) expert_out[c] *= T(1) + L.post_expert_norm[c];
@@ -3471,7 +3761,9 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         rms_norm(m.data(), L.post_ff_norm, H, k.norm_placement == NormPlacement::Sandwich ? post_eps : eps, k.gemma_norm,
                  m.data());
       }
-      if (L.ff_alpha.empty())
+      if (!L.ff_branch.empty())  // ergo's residual gate
+        for (int64_t i = 0; i < H; ++i) x[i] = L.ff_branch[i] * m[i] + L.ff_keep[i] * x[i];
+      else if (L.ff_alpha.empty())
         for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
       else  // muse_spark's residual gate
         for (int64_t i = 0; i < H; ++i) x[i] = L.ff_alpha[i] * x[i] + L.ff_beta[i] * m[i];

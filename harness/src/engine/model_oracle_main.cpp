@@ -2,7 +2,8 @@
 // [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] [--conv-taps-dropped N]
 // [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-residual-gate] [--no-attention-output-norm]
 // [--post-norm-scales-after] [--no-router-scale] [--no-expert-norm] [--no-prediction-head] [--no-per-layer-input]
-// [--no-laurel] [--no-activation-sparsity] [--altup-active N]: the model oracle's logits for one sequence, raw
+// [--no-laurel] [--no-activation-sparsity] [--altup-active N] [--no-mlp-limits] [--no-expert-limits]
+// [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp]: the model oracle's logits for one sequence, raw
 // little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
@@ -20,6 +21,10 @@
 // --no-attention-output-norm leaves the per-head norm of the attention output (o_norm) out, --post-norm-scales-after
 // applies the post-MLP norm's (1 + w) after normalising (muse_glimmer's order), --no-router-scale leaves the router's
 // logits unscaled by output_multiplier, --no-expert-norm leaves each expert's post_expert_norm out.
+// --no-mlp-limits leaves step3p7's SwiGLU bound of the dense MLP and the shared expert out, --no-expert-limits the
+// routed experts' (ModelConfig::mlp_limits, MoeConfig::expert_limits). ergo's rules: --no-residual-gates adds each
+// branch plainly, --no-expert-norms and --no-shared-norm leave the routed experts' and the shared expert's output norms
+// out, --silu-mlp activates its ungated MLPs by SiLU instead of relu2.
 // --no-prediction-head reads a ModernBERT-layout model's logits straight from its final norm (its head.dense,
 // activation and head.norm left out, as a loader that maps only the decoder to lm_head would). gemma3n's rules
 // mutants: --no-per-layer-input leaves the per-layer input embeddings out, --no-laurel the LAuReL branch,
@@ -32,9 +37,10 @@
 // --gate-up-interleaved reads openai_privacy_filter's experts' gate and up as gpt_oss's even and odd columns. Prints
 // {"n", "vocab", "span", "local_layers", "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
 // "shared_expert", "conv_layers", "recurrent_layers", "conv_kernel", "attention_gate", "per_layer_input",
-// "altup_inputs", "altup_active", "laurel_rank", "sparse_layers"} (the model's local span, how many layers slide or
+// "altup_inputs", "altup_active", "laurel_rank", "sparse_layers", "mlp_limits",
+// "expert_limits"} (the model's local span, how many layers slide or
 // chunk, how many are MoE, and their routing, how many are convolutions or RG-LRU blocks and their taps, the gate, and
-// gemma3n's rules as read: 0 where the model has none).
+// gemma3n's rules as read: 0 where the model has none; whether SwiGLU bounds are read).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -52,7 +58,7 @@ int main(int argc, char** argv) {
            "[--conv-taps-dropped N] [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-residual-gate] "
            "[--no-attention-output-norm] [--post-norm-scales-after] [--no-router-scale] [--no-expert-norm] [--no-prediction-head] "
            "[--no-per-layer-input] [--no-laurel] [--no-activation-sparsity] [--altup-active N] [--gate-up-interleaved] [--real MASK] "
-           "[--causal]\n";
+           "[--no-mlp-limits] [--no-expert-limits] [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] [--causal]\n";
     return 2;
   }
   try {
@@ -69,6 +75,7 @@ int main(int argc, char** argv) {
     const kvc::engine::ModelConfig config_as_read = model.config;  // gemma3n's rules, before a mutant's edit
     int64_t sparse_layers = 0;
     for (double p : config_as_read.activation_sparsity) sparse_layers += p > 0;
+    const bool mlp_limits = !model.config.mlp_limits.empty();
     // The most experts a token can be routed to: those of the groups it may choose.
     const int64_t allowed = moe.routing == kvc::engine::MoeRouting::TopK
                                 ? moe.topk_groups * (moe.experts / std::max<int64_t>(1, moe.groups))
@@ -89,6 +96,12 @@ int main(int argc, char** argv) {
       else if (std::strcmp(argv[i], "--post-norm-scales-after") == 0) model.config.post_ff_norm_input_scaled = false;
       else if (std::strcmp(argv[i], "--no-router-scale") == 0) moe.router_scale = 1;
       else if (std::strcmp(argv[i], "--no-expert-norm") == 0) moe.expert_out_norm = false;
+      else if (std::strcmp(argv[i], "--no-mlp-limits") == 0) model.config.mlp_limits.clear();
+      else if (std::strcmp(argv[i], "--no-expert-limits") == 0) moe.expert_limits.clear();
+      else if (std::strcmp(argv[i], "--no-residual-gates") == 0) model.config.residual_gates = false;
+      else if (std::strcmp(argv[i], "--no-expert-norms") == 0) moe.expert_norms = false;
+      else if (std::strcmp(argv[i], "--no-shared-norm") == 0) moe.shared_norm = false;
+      else if (std::strcmp(argv[i], "--silu-mlp") == 0) model.config.relu2 = false;
       else if (std::strcmp(argv[i], "--conv-taps-dropped") == 0 && i + 1 < argc) {
         // The oldest N taps of each channel's kernel left out: conv.conv.weight [H, K] becomes [H, K - N].
         kvc::engine::ModelConfig& c = model.config;
@@ -158,7 +171,9 @@ int main(int argc, char** argv) {
               << ", \"attention_gate\": " << (model.config.attn_gate ? "true" : "false")
               << ", \"per_layer_input\": " << config_as_read.per_layer_input
               << ", \"altup_inputs\": " << config_as_read.altup_inputs << ", \"altup_active\": " << config_as_read.altup_active
-              << ", \"laurel_rank\": " << config_as_read.laurel_rank << ", \"sparse_layers\": " << sparse_layers << "}\n";
+              << ", \"laurel_rank\": " << config_as_read.laurel_rank << ", \"sparse_layers\": " << sparse_layers
+              << ", \"mlp_limits\": " << (mlp_limits ? "true" : "false")
+              << ", \"expert_limits\": " << (moe_layers && !as_read.expert_limits.empty() ? "true" : "false") << "}\n";
   } catch (const std::exception& e) {
     std::cerr << "kvc-model-oracle: " << e.what() << "\n";
     return 2;

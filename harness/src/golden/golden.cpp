@@ -513,15 +513,17 @@ class StepBuilders {
     std::vector<uint8_t> mask(static_cast<size_t>(c.batch * v.q * kv));
     for (int64_t b = 0; b < c.batch; ++b)
       for (int64_t i = 0; i < v.q; ++i)
-        for (int64_t j = 0; j < kv; ++j) mask[static_cast<size_t>((b * v.q + i) * kv + j)] = j >= (*c.left_padding)[static_cast<size_t>(b)];
+        for (int64_t j = 0; j < kv; ++j)
+          mask[static_cast<size_t>((b * v.q + i) * kv + j)] = j >= (*c.left_padding)[static_cast<size_t>(b)];
     const json shape = {c.batch, 1, v.q, kv};
     const json rows = mask_rows(mask, c.batch, v.q, kv);
-    return {{"builder", name},
-            {"sized_from", nullptr},
-            {"query_offset_from", nullptr},
-            {"sdpa", {{"skipped", false}, {"rows", rows}}},
-            {"eager", {{"shape", shape}, {"sha256", cases::sha256_hex(std::string(mask.begin(), mask.end()))}, {"dtype", "bool"}}},
-            {"flex", {{"shape", shape}, {"rows", rows}}}};
+    return {
+        {"builder", name},
+        {"sized_from", nullptr},
+        {"query_offset_from", nullptr},
+        {"sdpa", {{"skipped", false}, {"rows", rows}}},
+        {"eager", {{"shape", shape}, {"sha256", cases::sha256_hex(std::string(mask.begin(), mask.end()))}, {"dtype", "bool"}}},
+        {"flex", {{"shape", shape}, {"rows", rows}}}};
   }
 
  private:

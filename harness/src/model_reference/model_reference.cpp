@@ -81,7 +81,10 @@ double silu(double a) { return a / (1 + std::exp(-a)); }
 double gelu_tanh(double a) { return 0.5 * a * (1 + std::tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))); }
 double gelu_erf(double a) { return a * 0.5 * (1 + std::erf(a * M_SQRT1_2)); }
 // The MLP's (and ModernBERT's head's) activation.
-double activate(const ModelConfig& k, double a) { return !k.gelu ? silu(a) : k.gelu_exact ? gelu_erf(a) : gelu_tanh(a); }
+double activate(const ModelConfig& k, double a) {
+  if (k.relu2) return a > 0 ? a * a : 0;  // ergo's relu(x)^2
+  return !k.gelu ? silu(a) : k.gelu_exact ? gelu_erf(a) : gelu_tanh(a);
+}
 
 // Weights divided by their sum, after subtracting the largest (softmax of logits).
 void softmax(Vec& v) {
@@ -198,8 +201,9 @@ Vec routed_experts(const Model& model, const ModelConfig& k, int64_t l, const Ve
   const Vec x = moe.pooled > 0
                     ? norm(linear(w("pre_expert_proj.weight"), h, H), w("pre_expert_norm.weight"), nullptr, k.eps, false, true)
                     : h;
-  const Vec& gate_up = w("experts.gate_up_proj");  // [E, H, 2I]: x @ W
-  const Vec& down = w("experts.down_proj");        // [E, I, H]
+  const int64_t cols = k.mlp_ungated ? I : 2 * I;  // ergo's experts have an up projection only
+  const Vec& gate_up = w(k.mlp_ungated ? "experts.up_proj" : "experts.gate_up_proj");  // [E, H, 2I] (ergo [E, H, I]): x @ W
+  const Vec& down = w("experts.down_proj");                                            // [E, I, H]
   Vec out(static_cast<size_t>(H), 0.0);
   for (size_t r = 0; r < chosen.size(); ++r) {
     const int64_t e = chosen[r];
@@ -207,25 +211,34 @@ Vec routed_experts(const Model& model, const ModelConfig& k, int64_t l, const Ve
     if (llama4)  // llama4 scales the expert's input, the others its output
       for (double& v : in) v *= weight[r];
     Vec gate(static_cast<size_t>(I)), up(static_cast<size_t>(I));
-    for (int64_t c = 0; c < 2 * I; ++c) {
+    for (int64_t c = 0; c < cols; ++c) {
       double s = 0;
-      for (int64_t i = 0; i < H; ++i) s += in[i] * gate_up[(e * H + i) * 2 * I + c];
+      for (int64_t i = 0; i < H; ++i) s += in[i] * gate_up[(e * H + i) * cols + c];
       if (gpt_oss) s += w("experts.gate_up_proj_bias")[e * 2 * I + c];
-      // gpt_oss: gate and up are the even and odd columns (unless gate_up_halves); the others: the halves.
-      (gpt_oss && !moe.gate_up_halves ? (c % 2 ? up[c / 2] : gate[c / 2]) : (c < I ? gate[c] : up[c - I])) = s;
+      // gpt_oss: gate and up are the even and odd columns (unless gate_up_halves); ergo: up alone; the others: the halves.
+      (gpt_oss && !moe.gate_up_halves ? (c % 2 ? up[c / 2] : gate[c / 2])
+       : k.mlp_ungated                ? up[c]
+                                      : (c < I ? gate[c] : up[c - I])) = s;
     }
     for (int64_t i = 0; i < I; ++i) {
       if (gpt_oss) {  // the clamped SwiGLU
         const double g = std::min(gate[i], moe.swiglu_limit), u = std::clamp(up[i], -moe.swiglu_limit, moe.swiglu_limit);
         gate[i] = (u + 1) * (g / (1 + std::exp(-g * moe.swiglu_alpha)));
+      } else if (k.mlp_ungated) {
+        gate[i] = activate(k, up[i]);
       } else {
-        gate[i] = up[i] * silu(gate[i]);
+        const double c = moe.expert_limits.empty() ? 0 : moe.expert_limits[static_cast<size_t>(l)];  // step3p7's bound
+        gate[i] = (c > 0 ? std::clamp(up[i], -c, c) : up[i]) * (c > 0 ? std::min(silu(gate[i]), c) : silu(gate[i]));
       }
     }
     Vec y(static_cast<size_t>(H));
+    Vec expert(static_cast<size_t>(H));
+    for (int64_t c = 0; c < H; ++c)
+      for (int64_t i = 0; i < I; ++i) expert[c] += gate[i] * down[(e * I + i) * H + c];
+    if (moe.expert_norms)  // ergo: the expert's own RMS norm of its output, before its weight
+      rms_norm(expert.data(), H, w("experts.post_expert_norm.weight").data() + e * H, k.eps, false);
     for (int64_t c = 0; c < H; ++c) {
-      double s = 0;
-      for (int64_t i = 0; i < I; ++i) s += gate[i] * down[(e * I + i) * H + c];
+      double s = expert[c];
       if (gpt_oss) s += w("experts.down_proj_bias")[e * H + c];
       y[c] = s;
     }
@@ -247,7 +260,8 @@ Vec feed_forward(const Model& model, const ModelConfig& k, int64_t l, const Vec&
       return linear(model.at(layer_name(l, p + what + "weight")), in, rows,
                     k.mlp_bias && !moe ? &model.at(layer_name(l, p + what + "bias")) : nullptr);
     };
-    Vec g = proj("gate_proj.", h, I);
+    const Vec u = proj("up_proj.", h, I);
+    Vec g = k.mlp_ungated ? u : proj("gate_proj.", h, I);
     if (!k.activation_sparsity.empty() && k.activation_sparsity[static_cast<size_t>(l)] > 0) {
       // gemma3n: relu(g - (mean(g) + std(g) * z)), the population std, z the target's normal quantile.
       double mean = 0, var = 0;
@@ -257,14 +271,19 @@ Vec feed_forward(const Model& model, const ModelConfig& k, int64_t l, const Vec&
       const double cutoff = mean + std::sqrt(var / static_cast<double>(I)) * sparsity_quantile(k.activation_sparsity[l]);
       for (double& v : g) v = std::max(v - cutoff, 0.0);
     }
-    const Vec u = proj("up_proj.", h, I);
-    for (int64_t i = 0; i < I; ++i) g[i] = activate(k, g[i]) * u[i];
+    // step3p7's bound after the activation (mlp_limits): act(gate) <= c, -c <= up <= c.
+    const double c = k.mlp_limits.empty() ? 0 : k.mlp_limits[static_cast<size_t>(l)];
+    for (int64_t i = 0; i < I; ++i)
+      g[i] = k.mlp_ungated
+                 ? activate(k, u[i])  // ergo: down(act(up h)), no gate
+                 : (c > 0 ? std::min(activate(k, g[i]), c) : activate(k, g[i])) * (c > 0 ? std::clamp(u[i], -c, c) : u[i]);
     out = proj("down_proj.", g, k.hidden);
     if (moe && k.moe.shared_gate) {
       const double gate =
           sigmoid(dot(model.at(layer_name(l, k.mlp_prefix + "shared_expert_gate.weight")).data(), h.data(), k.hidden));
       for (double& v : out) v *= gate;
     }
+    if (moe && k.moe.shared_norm) rms_norm(out.data(), k.hidden, model.at(layer_name(l, p + "norm.weight")).data(), k.eps, false);
   }
   if (moe) {
     const Vec routed = routed_experts(model, k, l, h);
@@ -349,7 +368,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
   std::vector<std::vector<Vec>> keys(static_cast<size_t>(k.layers)), values(static_cast<size_t>(k.layers));
   for (int64_t l = 0; l < k.layers; ++l) {
     auto w = [&](const std::string& what) -> const Vec& { return model.at(layer_name(l, what)); };
-    const int64_t D = k.dim(l), KVH = k.kv(l), group = k.heads / KVH;
+    const int64_t NQ = k.q_heads(l), D = k.dim(l), KVH = k.kv(l), group = NQ / KVH;
     const bool own_kv = !k.shares_kv(l), conv = k.conv(l), recurrent = k.recurrent(l);
     const Vec freq = inv_freq(k, l);
     const double rope_scale = k.yarn.factor > 0 ? k.yarn.attention_factor : 1;
@@ -432,7 +451,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
       const Vec* no_bias = nullptr;
       std::vector<Vec> q(static_cast<size_t>(n));
       for (int64_t p = 0; p < n; ++p) {
-        q[p] = linear(w("self_attn.q_proj.weight"), h[p], k.heads * D, k.qkv_bias ? &w("self_attn.q_proj.bias") : no_bias);
+        q[p] = linear(w("self_attn.q_proj.weight"), h[p], NQ * D, k.qkv_bias ? &w("self_attn.q_proj.bias") : no_bias);
         Vec key, value;
         if (own_kv) {
           key = linear(w("self_attn.k_proj.weight"), h[p], KVH * D, k.qkv_bias ? &w("self_attn.k_proj.bias") : no_bias);
@@ -444,17 +463,17 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
         // q/k norms over each head (or, qk_norm_whole, over all heads at once), before rope; weighted
         // unless qk_norm_weightless.
         auto qk_weight = [&](const char* what) { return k.qk_norm_weightless ? nullptr : w(what).data(); };
-        const int64_t span = k.qk_norm_whole ? k.heads * D : D;
-        for (int64_t i = 0; k.qk_norm && i < k.heads * D; i += span)
+        const int64_t span = k.qk_norm_whole ? NQ * D : D;
+        for (int64_t i = 0; k.qk_norm && i < NQ * D; i += span)
           rms_norm(q[p].data() + i, span, qk_weight("self_attn.q_norm.weight"), k.eps, k.gemma_norm);
         const int64_t kspan = k.qk_norm_whole ? KVH * D : D;
         for (int64_t i = 0; k.qk_norm && own_kv && i < KVH * D; i += kspan)
           rms_norm(key.data() + i, kspan, qk_weight("self_attn.k_norm.weight"), k.eps, k.gemma_norm);
         for (int64_t i = 0; k.v_norm && own_kv && i < KVH * D; i += D) rms_norm(value.data() + i, D, nullptr, k.eps, false);
         if (k.rope(l)) {
-          for (int64_t i = 0; i < k.heads; ++i) rope(q[p].data() + i * D, freq, p, k.rope_interleaved, rope_scale);
+          for (int64_t i = 0; i < NQ; ++i) rope(q[p].data() + i * D, freq, p, k.rope_interleaved, rope_scale);
           for (int64_t i = 0; own_kv && i < KVH; ++i) rope(key.data() + i * D, freq, p, k.rope_interleaved, rope_scale);
-          for (int64_t i = 0; k.qk_l2_norm && i < k.heads; ++i) rms_norm(q[p].data() + i * D, D, nullptr, k.eps, false);
+          for (int64_t i = 0; k.qk_l2_norm && i < NQ; ++i) rms_norm(q[p].data() + i * D, D, nullptr, k.eps, false);
           for (int64_t i = 0; k.qk_l2_norm && own_kv && i < KVH; ++i) rms_norm(key.data() + i * D, D, nullptr, k.eps, false);
         } else if (k.temperature_floor_scale > 0) {  // llama4's NoPE layers
           const double t =
@@ -466,8 +485,8 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
       const std::vector<Vec>& K = keys[static_cast<size_t>(k.source(l))];
       const std::vector<Vec>& V = values[static_cast<size_t>(k.source(l))];
       for (int64_t p = 0; p < n; ++p) {
-        mixed[p].assign(static_cast<size_t>(k.heads * D), 0.0);
-        for (int64_t head = 0; head < k.heads; ++head) {
+        mixed[p].assign(static_cast<size_t>(NQ * D), 0.0);
+        for (int64_t head = 0; head < NQ; ++head) {
           const int64_t kv = (head / group) * D;  // the head's K/V head
           // softmax over the visible keys' scores (and the sink, a logit with no value), then the values.
           std::vector<int64_t> seen;
@@ -493,14 +512,25 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
         }
         if (k.attn_gate) {  // each head (afmoe: each element) times sigmoid(g_proj h) (laguna: its softplus)
           const int64_t per = k.attn_gate_elementwise ? 1 : D;
-          const Vec gate = linear(w("self_attn.g_proj.weight"), h[p], k.heads * D / per);
-          for (int64_t i = 0; i < k.heads * D; ++i) {
+          const Vec gate = linear(w("self_attn.g_proj.weight"), h[p], NQ * D / per);
+          for (int64_t i = 0; i < NQ * D; ++i) {
             const double z = gate[i / per];  // torch's softplus is linear above its threshold 20
             mixed[p][i] *= !k.attn_gate_softplus ? sigmoid(z) : z > 20 ? z : std::log1p(std::exp(z));
           }
         }
       }
     }
+    // x += branch, or ergo's gated add: x = sigmoid(w) * branch + sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) * x.
+    auto residual_add = [&](Vec& row, const Vec& branch, const char* gate) {
+      for (int64_t i = 0; i < H; ++i) {
+        if (!k.residual_gates) {
+          row[i] += branch[i];
+          continue;
+        }
+        const double g = w(gate)[i], b = 1 / (1 + std::exp(-g)), softplus = g > 20 ? g : std::log1p(std::exp(g));
+        row[i] = b * branch[i] + std::sqrt(1 + b) * std::exp(-0.5 * softplus) * row[i];
+      }
+    };
     // The block's output projection, the norms around it and the feed-forward, per position.
     const std::string o = recurrent ? "temporal_block.linear_out." : conv ? "conv.out_proj." : "self_attn.o_proj.";
     const bool o_bias = recurrent || (conv ? k.conv_bias : k.o_bias);
@@ -517,8 +547,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           else out = norm(model, k, layer_name(l, "post_attention_layernorm."), out, post_eps);
           if (k.residual_gate_temperature > 0)
             gated_add(x[p], out, w("post_attention_residual_gate.gate"), k.residual_gate_temperature);
-          else
-            for (int64_t i = 0; i < H; ++i) x[p][i] += out[i];
+          else residual_add(x[p], out, "attention_residual_gate.weight");
           if (k.laurel_rank > 0) {  // LAuReL: (x + h + RMSNorm_w(right(left(h)))) / sqrt(2), h the attention's input
             Vec laurel = linear(w("laurel.linear_right.weight"), linear(w("laurel.linear_left.weight"), h[p], k.laurel_rank), H);
             laurel = norm(model, k, layer_name(l, "laurel.post_laurel_norm."), laurel, k.eps);
@@ -539,6 +568,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
                   k.norm_placement == NormPlacement::Sandwich ? post_eps : k.eps);
       if (k.residual_gate_temperature > 0)
         gated_add(x[p], ff, w("post_feedforward_residual_gate.gate"), k.residual_gate_temperature);
+      else if (k.residual_gates) residual_add(x[p], ff, "feedforward_residual_gate.weight");
       else
         for (int64_t i = 0; i < H; ++i) x[p][i] += ff[i] * k.residual_scale;
       // The per-layer input's branch of a row s: norm(per_layer_projection(act(per_layer_input_gate s) * pli_l)).

@@ -65,13 +65,15 @@ enum class Family {
   OpenAIPrivacyFilter,  // an encoder whose output is num_labels scores per position (a token classifier)
   Gemma3nText,          // gemma3n's text decoder (Gemma3nForCausalLM)
   RecurrentGemma,       // RG-LRU recurrent blocks beside sliding attention
+  Step3p7,              // multimodal: the text decoder (step3p5) of its text_config
+  Ergo,
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
 // "muse_glimmer_text", "kolibri1", "laguna", "embedding_gemma2_text", "openai_privacy_filter", "gemma3n_text",
-// "recurrent_gemma", "muse_spark_text"
+// "recurrent_gemma", "muse_spark_text", "step3p7", "ergo"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -145,6 +147,12 @@ struct MoeConfig {
   int64_t pooled = 0;
   bool expert_out_norm = false;  // each expert's output is RMS-normed after its weight scales it as x * (1 + w)
                                  // (experts.post_expert_norm, one for every expert; post_eps), before its routing weight
+  // Per layer, the routed experts' SwiGLU bound c after the activation: silu(gate) <= c, -c <= up <= c (step3p7's
+  // swiglu_limits); 0: none. Empty: none anywhere.
+  std::vector<double> expert_limits;
+  // ergo: each routed expert's output RMS-normed by its own row of experts.post_expert_norm.weight [E, H] before its
+  // routing weight (expert_norms), the shared expert's by shared_experts.norm.weight (shared_norm).
+  bool expert_norms = false, shared_norm = false;
 };
 
 // What the forward needs from config.json, read per family the way transformers reads it: the
@@ -304,6 +312,20 @@ struct ModelConfig {
   bool post_attn_norm_weightless = false;
   bool post_ff_norm_input_scaled = false;
   double residual_gate_temperature = 0;
+  // Per layer, the number of query heads where layers differ (step3p7's num_sliding_attention_heads on its sliding
+  // layers); empty: heads on every layer.
+  std::vector<int64_t> layer_heads;
+  // Per layer, the dense MLP's (or a MoE layer's shared expert's) SwiGLU bound c after the activation: silu(gate) <= c,
+  // -c <= up <= c (step3p7's swiglu_limits_shared, which its dense layers read too); 0: none. Empty: none anywhere.
+  std::vector<double> mlp_limits;
+  // ergo: the dense MLP, the shared expert and the routed experts are down(act(up h)), no gate projection
+  // (mlp_ungated; routed experts stored experts.up_proj [E, H, I] and experts.down_proj [E, I, H], x @ W); the
+  // activation relu(x)^2 (relu2).
+  bool mlp_ungated = false, relu2 = false;
+  // ergo: after each sandwich post norm, the residual add is gated per hidden dimension: x = sigmoid(w) * branch +
+  // sqrt(1 + sigmoid(w)) * exp(-softplus(w) / 2) * x, w the layer's attention_residual_gate.weight or
+  // feedforward_residual_gate.weight.
+  bool residual_gates = false;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -314,6 +336,7 @@ struct ModelConfig {
   int64_t rotary(int64_t layer) const {  // how many entries of the layer's heads rope rotates
     return !rotary_dims.empty() ? rotary_dims[static_cast<size_t>(layer)] : rotary_dim > 0 ? rotary_dim : dim(layer);
   }
+  int64_t q_heads(int64_t layer) const { return layer_heads.empty() ? heads : layer_heads[static_cast<size_t>(layer)]; }
   int64_t kv(int64_t layer) const { return layer_kv_heads.empty() ? kv_heads : layer_kv_heads[static_cast<size_t>(layer)]; }
   int64_t source(int64_t layer) const { return kv_source.empty() ? layer : kv_source[static_cast<size_t>(layer)]; }
   bool shares_kv(int64_t layer) const { return source(layer) != layer; }
@@ -449,6 +472,10 @@ class SequenceOracle {
     // muse_spark: the residual gates' alpha and beta [H] (attention, MLP); MoeConfig::pooled's projections and norms.
     std::vector<T> attn_alpha, attn_beta, ff_alpha, ff_beta;
     std::vector<T> pre_expert_proj, pre_expert_norm, post_expert_norm, post_expert_proj;
+    std::vector<T> expert_norms, shared_norm;  // ergo: [E, H], [H]
+    // ergo's residual gates, per hidden dimension: sigmoid(w) on the branch, sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2)
+    // on the residual, after the attention and after the MLP.
+    std::vector<T> attn_branch, attn_keep, ff_branch, ff_keep;
   };
   // The logits of n tokens at positions pos0, pos0 + 1, ... ([n, vocab]), their K/V appended.
   void forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits);
