@@ -1429,841 +1429,840 @@ TEST(ModelConfig, ReadsOpenAIPrivacyFiltersEveryLayerSlidingDefaultYarnAndLabels
   EXPECT_EQ(m.rope_theta, 1e4);
   c["swiglu_limit"] = 5.0;  // 5.13.1 hard-codes 7
   EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
-  // step3p7's text_config: the sliding layers' own head count (and its legacy spelling, and a saved per_layer_config), the
-  // rope per layer type from per-layer lists (each type its first layer's), the SwiGLU bounds per layer, the multi-token-
-  // prediction entries cut, and the head tied by the outer config alone.
-  TEST(ModelConfig, ReadsStep3p7sHeadsPerLayerTypeRopeListsAndSwigluBounds) {
-    nlohmann::json text = {{"model_type", "step3p5"},
-                           {"vocab_size", 32},
-                           {"hidden_size", 16},
-                           {"num_hidden_layers", 3},
-                           {"num_attention_heads", 4},
-                           {"num_key_value_heads", 2},
-                           {"head_dim", 8},
-                           {"intermediate_size", 24},
-                           {"sliding_window", 3},
-                           {"layer_types", {"sliding_attention", "full_attention", "sliding_attention"}},
-                           {"num_sliding_attention_heads", 2},
-                           {"rope_theta", {1e4, 5e5, 2e4}},
-                           {"partial_rotary_factors", {1.0, 0.5, 0.25}},
-                           {"n_routed_experts", 4},
-                           {"num_experts_per_tok", 2},
-                           {"moe_intermediate_size", 8},
-                           {"share_expert_dim", 12},
-                           {"swiglu_limits", {0, nullptr, 7.0}},
-                           {"swiglu_limits_shared", {2.5, 0, nullptr}}};
-    nlohmann::json c = {{"model_type", "step3p7"}, {"text_config", text}};
-    ModelConfig m = parse_config(c, "c.json");
-    EXPECT_EQ(m.layer_heads, (std::vector<int64_t>{2, 4, 2}));
-    EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 0, 3}));
-    EXPECT_EQ(m.rope_thetas, (std::vector<double>{1e4, 5e5, 1e4}));  // each type its first layer's
-    EXPECT_EQ(m.rotary_dims, (std::vector<int64_t>{8, 4, 8}));
-    EXPECT_EQ(m.moe.layers, (std::vector<bool>(3, false)));  // no mlp_layer_types: sparse from layer 3 on
-    EXPECT_EQ(m.moe.expert_limits, (std::vector<double>{0, 0, 7.0}));
-    EXPECT_EQ(m.mlp_limits, (std::vector<double>{2.5, 0, 0}));
-    EXPECT_TRUE(m.gemma_norm && m.qk_norm && m.attn_gate && !m.attn_gate_elementwise && !m.attn_gate_softplus);
-    EXPECT_FALSE(m.tied);
-    EXPECT_DOUBLE_EQ(m.query_scale, std::pow(8.0, -0.5));
-    EXPECT_EQ(m.text_prefix, "model.language_model.");
-    c["tie_word_embeddings"] = true;
-    EXPECT_TRUE(parse_config(c, "c.json").tied);
-    c["text_config"]["tie_word_embeddings"] = true;  // the class reads no text_config tie
-    EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
-    c["text_config"] = text;
-    // The legacy spellings, a multi-token-prediction layer's trailing entries, and a saved per_layer_config.
-    c["text_config"].erase("num_sliding_attention_heads");
-    c["text_config"].erase("num_key_value_heads");
-    c["text_config"]["num_attention_groups"] = 1;
-    c["text_config"]["attention_other_setting"] = {{"num_attention_heads", 8}};
-    c["text_config"]["num_nextn_predict_layers"] = 1;
-    c["text_config"]["layer_types"].push_back("sliding_attention");
-    c["text_config"]["swiglu_limits"].push_back(3.0);
-    c["text_config"]["moe_layers_enum"] = "1,2,3";
-    c["text_config"]["query_pre_attn_scalar"] = 32;
-    m = parse_config(c, "c.json");
-    EXPECT_EQ(m.kv_heads, 1);
-    EXPECT_EQ(m.layer_heads, (std::vector<int64_t>{8, 4, 8}));
-    EXPECT_EQ(m.moe.layers, (std::vector<bool>{false, true, true}));
-    EXPECT_EQ(m.moe.expert_limits, (std::vector<double>{0, 0, 7.0}));
-    EXPECT_DOUBLE_EQ(m.query_scale, std::pow(32.0, -0.5));
-    c["text_config"]["per_layer_config"] = {{"1", {{"num_attention_heads", 2}}}};  // replaces the derived counts
-    EXPECT_EQ(parse_config(c, "c.json").layer_heads, (std::vector<int64_t>{4, 2, 4}));
-    c["text_config"]["per_layer_config"] = {{"1", {{"head_dim", 4}}}};
-    EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
-    c["text_config"] = text;
-    c["text_config"]["num_sliding_attention_heads"] = 3;  // not a multiple of the KV heads
-    EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
-    c["text_config"] = text;
-    c["text_config"]["gating"] = "per-element";  // the class's broadcast fails on it
-    EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
-    c["text_config"] = text;
-    c["text_config"]["swiglu_limits"] = {1.0, -1.0, 0};
-    EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
-  }
+}
 
-  // ergo: relu2 MLPs without a gate, the experts' and the shared expert's output norms, residual gates, the rope of the
-  // sliding layers only from a flat rope_parameters (the full ones NoPE), or per layer type where keyed.
-  TEST(ModelConfig, ReadsErgosUngatedRelu2MlpsNormsResidualGatesAndRope) {
-    nlohmann::json c = {{"model_type", "ergo"},
-                        {"vocab_size", 32},
-                        {"hidden_size", 16},
-                        {"num_hidden_layers", 4},
-                        {"num_attention_heads", 4},
-                        {"num_key_value_heads", 2},
-                        {"first_dense_intermediate_size", 24},
-                        {"num_experts", 4},
-                        {"num_experts_per_tok", 2},
-                        {"moe_intermediate_size", 8},
-                        {"shared_intermediate_size", 12},
-                        {"local_attention_window", 3},
-                        {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
-    ModelConfig m = parse_config(c, "c.json");
-    EXPECT_EQ(m.head_dim, 4);
-    EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 3, 3, 0}));
-    EXPECT_EQ(m.rope_layers, (std::vector<bool>{true, true, true, false}));
-    EXPECT_EQ(m.moe.layers, (std::vector<bool>{false, true, true, true}));
-    EXPECT_EQ(m.intermediate, 24);
-    EXPECT_TRUE(m.mlp_ungated && m.relu2 && m.residual_gates && m.moe.expert_norms && m.moe.shared_norm);
-    EXPECT_TRUE(m.fused_projections && m.rope_interleaved && m.qk_norm && !m.tied);
-    EXPECT_EQ(m.norm_placement, NormPlacement::Sandwich);
-    EXPECT_DOUBLE_EQ(m.moe.routed_scale, std::sqrt(8.0));
-    EXPECT_EQ(m.eps, 1e-12);
-    c["rope_parameters"] = {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}},
-                            {"full_attention", {{"rope_type", "default"}, {"rope_theta", 5e5}}}};
-    c["mlp_layer_types"] = {"sparse", "dense", "sparse", "sparse"};
-    m = parse_config(c, "c.json");
-    EXPECT_EQ(m.rope_layers, (std::vector<bool>(4, true)));
-    EXPECT_EQ(m.rope_thetas, (std::vector<double>{1e4, 1e4, 1e4, 5e5}));
-    EXPECT_EQ(m.moe.layers, (std::vector<bool>{true, false, true, true}));
-    for (const char* key : {"global_attention_scale", "tie_word_embeddings", "head_dim"}) {
-      nlohmann::json bad = c;
-      bad[key] = std::string(key) == "tie_word_embeddings" ? nlohmann::json(true) : nlohmann::json(8);
-      EXPECT_THROW(parse_config(bad, "c.json"), std::invalid_argument) << key;
+// step3p7's text_config: the sliding layers' own head count (and its legacy spelling, and a saved per_layer_config), the
+// rope per layer type from per-layer lists (each type its first layer's), the SwiGLU bounds per layer, the multi-token-
+// prediction entries cut, and the head tied by the outer config alone.
+TEST(ModelConfig, ReadsStep3p7sHeadsPerLayerTypeRopeListsAndSwigluBounds) {
+  nlohmann::json text = {{"model_type", "step3p5"},
+                         {"vocab_size", 32},
+                         {"hidden_size", 16},
+                         {"num_hidden_layers", 3},
+                         {"num_attention_heads", 4},
+                         {"num_key_value_heads", 2},
+                         {"head_dim", 8},
+                         {"intermediate_size", 24},
+                         {"sliding_window", 3},
+                         {"layer_types", {"sliding_attention", "full_attention", "sliding_attention"}},
+                         {"num_sliding_attention_heads", 2},
+                         {"rope_theta", {1e4, 5e5, 2e4}},
+                         {"partial_rotary_factors", {1.0, 0.5, 0.25}},
+                         {"n_routed_experts", 4},
+                         {"num_experts_per_tok", 2},
+                         {"moe_intermediate_size", 8},
+                         {"share_expert_dim", 12},
+                         {"swiglu_limits", {0, nullptr, 7.0}},
+                         {"swiglu_limits_shared", {2.5, 0, nullptr}}};
+  nlohmann::json c = {{"model_type", "step3p7"}, {"text_config", text}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.layer_heads, (std::vector<int64_t>{2, 4, 2}));
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 0, 3}));
+  EXPECT_EQ(m.rope_thetas, (std::vector<double>{1e4, 5e5, 1e4}));  // each type its first layer's
+  EXPECT_EQ(m.rotary_dims, (std::vector<int64_t>{8, 4, 8}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>(3, false)));  // no mlp_layer_types: sparse from layer 3 on
+  EXPECT_EQ(m.moe.expert_limits, (std::vector<double>{0, 0, 7.0}));
+  EXPECT_EQ(m.mlp_limits, (std::vector<double>{2.5, 0, 0}));
+  EXPECT_TRUE(m.gemma_norm && m.qk_norm && m.attn_gate && !m.attn_gate_elementwise && !m.attn_gate_softplus);
+  EXPECT_FALSE(m.tied);
+  EXPECT_DOUBLE_EQ(m.query_scale, std::pow(8.0, -0.5));
+  EXPECT_EQ(m.text_prefix, "model.language_model.");
+  c["tie_word_embeddings"] = true;
+  EXPECT_TRUE(parse_config(c, "c.json").tied);
+  c["text_config"]["tie_word_embeddings"] = true;  // the class reads no text_config tie
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+  c["text_config"] = text;
+  // The legacy spellings, a multi-token-prediction layer's trailing entries, and a saved per_layer_config.
+  c["text_config"].erase("num_sliding_attention_heads");
+  c["text_config"].erase("num_key_value_heads");
+  c["text_config"]["num_attention_groups"] = 1;
+  c["text_config"]["attention_other_setting"] = {{"num_attention_heads", 8}};
+  c["text_config"]["num_nextn_predict_layers"] = 1;
+  c["text_config"]["layer_types"].push_back("sliding_attention");
+  c["text_config"]["swiglu_limits"].push_back(3.0);
+  c["text_config"]["moe_layers_enum"] = "1,2,3";
+  c["text_config"]["query_pre_attn_scalar"] = 32;
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.kv_heads, 1);
+  EXPECT_EQ(m.layer_heads, (std::vector<int64_t>{8, 4, 8}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(m.moe.expert_limits, (std::vector<double>{0, 0, 7.0}));
+  EXPECT_DOUBLE_EQ(m.query_scale, std::pow(32.0, -0.5));
+  c["text_config"]["per_layer_config"] = {{"1", {{"num_attention_heads", 2}}}};  // replaces the derived counts
+  EXPECT_EQ(parse_config(c, "c.json").layer_heads, (std::vector<int64_t>{4, 2, 4}));
+  c["text_config"]["per_layer_config"] = {{"1", {{"head_dim", 4}}}};
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+  c["text_config"] = text;
+  c["text_config"]["num_sliding_attention_heads"] = 3;  // not a multiple of the KV heads
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+  c["text_config"] = text;
+  c["text_config"]["gating"] = "per-element";  // the class's broadcast fails on it
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+  c["text_config"] = text;
+  c["text_config"]["swiglu_limits"] = {1.0, -1.0, 0};
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+}
+
+// ergo: relu2 MLPs without a gate, the experts' and the shared expert's output norms, residual gates, the rope of the
+// sliding layers only from a flat rope_parameters (the full ones NoPE), or per layer type where keyed.
+TEST(ModelConfig, ReadsErgosUngatedRelu2MlpsNormsResidualGatesAndRope) {
+  nlohmann::json c = {{"model_type", "ergo"},
+                      {"vocab_size", 32},
+                      {"hidden_size", 16},
+                      {"num_hidden_layers", 4},
+                      {"num_attention_heads", 4},
+                      {"num_key_value_heads", 2},
+                      {"first_dense_intermediate_size", 24},
+                      {"num_experts", 4},
+                      {"num_experts_per_tok", 2},
+                      {"moe_intermediate_size", 8},
+                      {"shared_intermediate_size", 12},
+                      {"local_attention_window", 3},
+                      {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1e4}}}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.head_dim, 4);
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 3, 3, 0}));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{true, true, true, false}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{false, true, true, true}));
+  EXPECT_EQ(m.intermediate, 24);
+  EXPECT_TRUE(m.mlp_ungated && m.relu2 && m.residual_gates && m.moe.expert_norms && m.moe.shared_norm);
+  EXPECT_TRUE(m.fused_projections && m.rope_interleaved && m.qk_norm && !m.tied);
+  EXPECT_EQ(m.norm_placement, NormPlacement::Sandwich);
+  EXPECT_DOUBLE_EQ(m.moe.routed_scale, std::sqrt(8.0));
+  EXPECT_EQ(m.eps, 1e-12);
+  c["rope_parameters"] = {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 1e4}}},
+                          {"full_attention", {{"rope_type", "default"}, {"rope_theta", 5e5}}}};
+  c["mlp_layer_types"] = {"sparse", "dense", "sparse", "sparse"};
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>(4, true)));
+  EXPECT_EQ(m.rope_thetas, (std::vector<double>{1e4, 1e4, 1e4, 5e5}));
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{true, false, true, true}));
+  for (const char* key : {"global_attention_scale", "tie_word_embeddings", "head_dim"}) {
+    nlohmann::json bad = c;
+    bad[key] = std::string(key) == "tie_word_embeddings" ? nlohmann::json(true) : nlohmann::json(8);
+    EXPECT_THROW(parse_config(bad, "c.json"), std::invalid_argument) << key;
+  }
+}
+
+TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
+  for (const Plan& p : fixed_plans("m", 4, 32)) {
+    EXPECT_EQ(invalid_reason(p, 32), "") << p.name;
+    const Plan q = plan_from_json(to_json(p), "p.json");
+    EXPECT_EQ(to_json(q), to_json(p));
+  }
+  const auto long_run = fixed_plans("m", 2, 32);
+  const auto it = std::find_if(long_run.begin(), long_run.end(), [](const Plan& p) { return p.name == "long_run"; });
+  ASSERT_NE(it, long_run.end());
+  EXPECT_GE(max_tokens(*it), 600);
+  nlohmann::json bad = to_json(long_run.front());
+  bad["steps"][0]["op"] = "rewind";
+  try {
+    plan_from_json(bad, "p.json");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("p.json: /steps/0/op"), std::string::npos) << e.what();
+  }
+  Plan p{"x", "m", {}};
+  p.steps.push_back(Rollback{0, 1});
+  EXPECT_NE(invalid_reason(p, 32).find("rollback by 1 of a sequence of 0"), std::string::npos);
+}
+
+// Records what an oracle variant says for a plan, as if an engine had answered it.
+Recorded record(const Model& m, const Plan& plan, OracleOptions o) {
+  Recorded r;
+  std::map<int64_t, std::unique_ptr<SequenceOracle<double>>> seqs;
+  auto seq = [&](int64_t s) -> SequenceOracle<double>& {
+    auto& slot = seqs[s];
+    if (!slot) slot = std::make_unique<SequenceOracle<double>>(m, o);
+    return *slot;
+  };
+  for (const PlanStep& s : plan.steps) {
+    r.logits.emplace_back();
+    if (const Extend* e = s.as<Extend>()) {
+      const auto l = seq(e->seq).extend(e->tokens);
+      r.logits.back().assign(l.begin(), l.end());
     }
+    if (const Rollback* b = s.as<Rollback>()) seq(b->seq).truncate(b->drop);
   }
+  return r;
+}
 
-  TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
-    for (const Plan& p : fixed_plans("m", 4, 32)) {
-      EXPECT_EQ(invalid_reason(p, 32), "") << p.name;
-      const Plan q = plan_from_json(to_json(p), "p.json");
-      EXPECT_EQ(to_json(q), to_json(p));
-    }
-    const auto long_run = fixed_plans("m", 2, 32);
-    const auto it = std::find_if(long_run.begin(), long_run.end(), [](const Plan& p) { return p.name == "long_run"; });
-    ASSERT_NE(it, long_run.end());
-    EXPECT_GE(max_tokens(*it), 600);
-    nlohmann::json bad = to_json(long_run.front());
-    bad["steps"][0]["op"] = "rewind";
-    try {
-      plan_from_json(bad, "p.json");
-      FAIL();
-    } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("p.json: /steps/0/op"), std::string::npos) << e.what();
-    }
-    Plan p{"x", "m", {}};
-    p.steps.push_back(Rollback{0, 1});
-    EXPECT_NE(invalid_reason(p, 32).find("rollback by 1 of a sequence of 0"), std::string::npos);
-  }
-
-  // Records what an oracle variant says for a plan, as if an engine had answered it.
-  Recorded record(const Model& m, const Plan& plan, OracleOptions o) {
-    Recorded r;
-    std::map<int64_t, std::unique_ptr<SequenceOracle<double>>> seqs;
-    auto seq = [&](int64_t s) -> SequenceOracle<double>& {
-      auto& slot = seqs[s];
-      if (!slot) slot = std::make_unique<SequenceOracle<double>>(m, o);
-      return *slot;
-    };
-    for (const PlanStep& s : plan.steps) {
-      r.logits.emplace_back();
-      if (const Extend* e = s.as<Extend>()) {
-        const auto l = seq(e->seq).extend(e->tokens);
-        r.logits.back().assign(l.begin(), l.end());
-      }
-      if (const Rollback* b = s.as<Rollback>()) seq(b->seq).truncate(b->drop);
-    }
-    return r;
-  }
-
-  TEST(Diagnose, NamesTheChunkThatExplainsTheLogits) {
-    Model m = random_model(Family::Mistral, {0, 0}, 0);
-    m.config.chunks = {4, 0};
-    m.config.chunk_size = 4;
-    const Plan plan{"p", "test", {PlanStep{Extend{0, tokens(13)}}}};
-    auto with = [](std::vector<int64_t> c, std::vector<int64_t> w = {0, 0}) {
-      OracleOptions o;
-      o.chunks = c;
-      o.windows = w;
-      return o;
-    };
-    EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({5, 0})), 1e-3)),
-              "consistent with a chunk of C+1 on the chunked layers");
-    EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({3, 0})), 1e-3)),
-              "consistent with a chunk of C-1 on the chunked layers");
-    EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({0, 0})), 1e-3)),
-              "consistent with full attention on the chunked layers");
-    EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({0, 0}, {4, 0})), 1e-3)),
-              "consistent with a sliding window of C on the chunked layers instead of chunks");
-    EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, {}), 1e-3)), "");
-  }
-
-  TEST(Diagnose, NamesTheWindowThatExplainsTheLogits) {
-    const Model m = random_model(Family::Gemma2, {4, 0, 4}, 4);
-    const Plan plan{"p", "test", {PlanStep{Extend{0, tokens(13)}}, PlanStep{Extend{0, tokens(3, 2)}}}};
-    auto with = [](std::vector<int64_t> w) {
-      OracleOptions o;
-      o.windows = w;
-      return o;
-    };
-    EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({5, 0, 5})), 1e-3)),
-              "consistent with a window of W+1 on the sliding layers (one key too many)");
-    EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({3, 0, 3})), 1e-3)),
-              "consistent with a window of W-1 on the sliding layers (one key too few)");
-    // A plan no longer than W+1 cannot tell W+1 from full attention: both are named.
-    const Plan short_plan{"p", "test", {PlanStep{Extend{0, tokens(5)}}}};
-    EXPECT_EQ(
-        explain(diagnose(m, short_plan, record(m, short_plan, with({5, 0, 5})), 1e-3)),
-        "consistent with a window of W+1 on the sliding layers (one key too many) or with full attention on the sliding layers");
-    EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({0, 0, 0})), 1e-3)),
-              "consistent with full attention on the sliding layers");
-    EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({4, 4, 4})), 1e-3)),
-              "consistent with the sliding window applied to the full-attention layers too");
-    EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({4, 0, 4})), 1e-3)), "");  // the truth is no deviation
-    Plan roll = plan;
-    roll.steps.insert(roll.steps.begin() + 1, PlanStep{Rollback{0, 2}});
-    // After the rollback to 11, the sliding layers lost key 8 (they kept W - 1 = 3 rows, 2 of them rolled back).
-    Recorded lost = record(m, roll, {});
-    {
-      SequenceOracle<double> o(m);
-      o.extend(roll.steps[0].as<Extend>()->tokens);
-      o.truncate(2);
-      o.forget_before(9);
-      const auto l = o.extend(roll.steps[2].as<Extend>()->tokens);
-      lost.logits[2].assign(l.begin(), l.end());
-    }
-    const std::vector<Diagnosis> why = diagnose(m, roll, lost, 1e-3);
-    // The loss shows at position 11 alone (its key 8): one eviction off by one there fits too.
-    ASSERT_EQ(why.size(), 2u) << explain(why);
-    EXPECT_EQ(why[0].id(), "lost_keys(before=9,from=11,op=rollback,step=1,wants=8)");
-    EXPECT_EQ(why[1].id(), "eviction_off_by_one(delta=-1,position=11,seq=0)");
-    EXPECT_NE(
-        explain(why).find("rollback at step 1 losing keys: from position 11 on, the sliding layers see no key before position 9"),
-        std::string::npos)
-        << explain(why);
-  }
-
-  // Each hypothesis of the new features is named for the oracle variant it stands for (the recorded
-  // logits are that variant's, as if an engine computed them), by its typed value and its sentence.
-  std::string named(const Model& m, const Plan& plan, const Recorded& rec) {
-    std::string ids;
-    for (const Diagnosis& d : diagnose(m, plan, rec, 1e-3)) ids += (ids.empty() ? "" : " | ") + d.id();
-    return ids;
-  }
-
-  TEST(Diagnose, NamesEachConfigReadWrong) {
-    const Plan plan{"p", "test", {PlanStep{Extend{0, tokens(13)}}, PlanStep{Extend{0, tokens(3, 2)}}}};
-    auto opts = [](auto f) {
-      OracleOptions o;
-      f(o);
-      return o;
-    };
-    // A config read another way: what the model of the other config computes.
-    auto read_as = [](Model m, auto edit) {
-      edit(m.config);
-      return m;
-    };
-    const Model g2 = random_model(Family::Gemma2, {4, 0, 4}, 4);
-    EXPECT_EQ(named(g2, plan, record(read_as(g2, [](ModelConfig& k) { k.attn_softcap = 0; }), plan, {})),
-              "softcap_dropped(which=attention)");
-    EXPECT_EQ(named(g2, plan, record(read_as(g2, [](ModelConfig& k) { k.final_softcap = 0; }), plan, {})),
-              "softcap_dropped(which=final)");
-    EXPECT_EQ(named(g2, plan, record(read_as(g2, [](ModelConfig& k) { k.attn_softcap = k.final_softcap = 0; }), plan, {})),
-              "softcap_dropped(which=both)");
-    EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.kv_bf16 = true; }))),
-              "kv_rounded(precision=bfloat16)");
-    EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.windows = {0, 4, 0}; }))), "layer_types_swapped");
-    EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) {
-                                       o.windows = {4, 0, 4}, o.chunks = {4, 0, 4};
-                                     }))),
-              "sliding_as_chunked");
-    EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.windows = {4, 4, 4}; }))), "window_on_every_layer");
-    // A full layer keeping its last 9 keys first departs at position 9, which names the cap.
-    const Plan past{"p", "test", {PlanStep{Extend{0, tokens(13)}}, PlanStep{Extend{0, tokens(4, 2)}}}};
-    EXPECT_EQ(named(g2, past, record(g2, past, opts([](OracleOptions& o) {
-                                       o.windows = {4, 9, 4};
-                                     }))),
-              "full_attention_capped(keys=9)");
-    // One eviction late (position 6 sees W+1 keys) is not a window of W+1: the positions after it tell.
-    const Recorded late = record(g2, plan, opts([](OracleOptions& o) { o.window_delta_position = 6, o.window_delta = 1; }));
-    EXPECT_EQ(named(g2, plan, late), "eviction_off_by_one(delta=1,position=6,seq=0)");
-    EXPECT_EQ(explain(diagnose(g2, plan, late, 1e-3)),
-              "consistent with one eviction off by one: at position 6 alone the sliding layers see W+1 keys");
-    // A glitch in one position's logits alone.
-    Recorded glitch = record(g2, plan, {});
-    glitch.logits[0][7 * 32 + 3] += 0.5f;
-    EXPECT_EQ(named(g2, plan, glitch), "position_glitch(position=7,seq=0)");
-    // ... but not at the last position, where nothing after it could tell it from anything else.
-    Recorded last = record(g2, plan, {});
-    last.logits[1][2 * 32 + 3] += 0.5f;
-    EXPECT_EQ(named(g2, plan, last), "");
-
-    const Model g3 = random_model(Family::Gemma3, {4, 0, 4}, 4);
-    EXPECT_EQ(named(g3, plan, record(read_as(g3, [](ModelConfig& k) { k.rope_local_theta = 1e6; }), plan, {})),
-              "rope_base(base=1000000.0,layer_type=sliding)");
-    EXPECT_EQ(named(g3, plan, record(read_as(g3, [](ModelConfig& k) { k.rope_theta = 1e4; }), plan, {})),
-              "rope_base(base=10000.0,layer_type=full)");
-
-    Model nope = random_model(Family::Mistral, {4, 0, 4}, 4);
-    nope.config.rope_layers = {true, true, false};
-    EXPECT_EQ(named(nope, plan, record(read_as(nope, [](ModelConfig& k) { k.rope_layers.clear(); }), plan, {})),
-              "nope_given_rope");
-    EXPECT_EQ(named(nope, plan,
-                    record(read_as(nope,
-                                   [](ModelConfig& k) {
-                                     k.rope_layers = {false, false, true};
-                                   }),
-                           plan, {})),
-              "nope_inverted");
-
-    Model sinks = random_model(Family::Mistral, {4, 0, 4}, 4);
-    sinks.config.sinks = true;
-    for (int64_t l = 0; l < 3; ++l)
-      sinks.tensors["model.layers." + std::to_string(l) + ".self_attn.sinks"] = {1.5, -0.5, 2.0, 0.25};
-    EXPECT_EQ(named(sinks, plan, record(read_as(sinks, [](ModelConfig& k) { k.sinks = false; }), plan, {})), "sinks_dropped");
-
-    Model chunked = random_model(Family::Mistral, {0, 0}, 0);
-    chunked.config.chunks = {4, 0};
-    chunked.config.chunk_size = 4;
-    EXPECT_EQ(named(chunked, plan, record(chunked, plan, opts([](OracleOptions& o) { o.chunk_shift = 1; }))),
-              "chunk_boundaries_shifted(shift=1)");
-    EXPECT_EQ(named(chunked, plan, record(chunked, plan, opts([](OracleOptions& o) {
-                                            o.chunks = {8, 0};
-                                          }))),
-              "chunk_size(chunk=8,from=head_dim)");
-    EXPECT_EQ(named(chunked, plan, record(chunked, plan, opts([](OracleOptions& o) {
-                                            o.windows = {0, 0}, o.chunks = {0, 0};
-                                          }))),
-              "full_attention_on_chunked");
-  }
-
-  // The zoo's gemma2 model, written once for these tests by the project's generator into a folder
-  // removed when the test binary exits.
-  const std::string& gemma2_dir() {
-    struct Folder {
-      std::string path = (std::filesystem::temp_directory_path() / ("kvc-engine-test-" + std::to_string(getpid()))).string();
-      ~Folder() {
-        std::error_code ignored;
-        std::filesystem::remove_all(path, ignored);
-      }
-    };
-    static const Folder folder;
-    static const std::string dir = [] {
-      const std::string cmd = "python3 " + std::string(kvc::paths::source_dir()) + "/engines/models/make_models.py " +
-                              folder.path + " --only gemma2-w4 >/dev/null";
-      if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
-      return folder.path + "/gemma2-w4";
-    }();
-    return dir;
-  }
-
-  Plan plan_named(const std::string& name) {
-    const Model m = load_model(gemma2_dir());
-    for (const Plan& p : fixed_plans("gemma2-w4", m.config.sliding_window, m.config.vocab))
-      if (p.name == name) return p;
-    throw std::runtime_error("no plan " + name);
-  }
-
-  report::CaseResult run_oracle_engine(const Plan& plan, nlohmann::json options, const std::string& mutant = "none",
-                                       EngineClient* reuse = nullptr) {
-    EngineSpec spec{"oracle", kvc::paths::target_file("kvc-oracle-engine"), std::move(options), mutant, 5};
-    EngineClient own(spec);
-    EngineClient& client = reuse ? *reuse : own;
-    return check_plan(client, load_model(gemma2_dir()), gemma2_dir(), plan, {});
-  }
-
-  TEST(EngineCheck, TheOracleEnginePassesAndEachMutantFailsWithItsDiagnosis) {
-    const Plan plan = plan_named("extend_after_full");
-    const auto ok = run_oracle_engine(plan, nlohmann::json::object());
-    EXPECT_EQ(ok.status, report::Status::Pass) << ok.message;
-    EXPECT_EQ(ok.policy, "same-dtype-reference");
-    EXPECT_GT(ok.bound, 0);
-    // The picture of the first failing position: a key used that the rule masks ('+'), or one the rule
-    // allows left out ('-'), on the sliding layer.
-    for (auto [mutant, diagnosis, cell] : {std::tuple{"window_off_by_one+1", "window of W+1", '+'},
-                                           {"window_off_by_one-1", "window of W-1", '-'},
-                                           {"full_attention_on_sliding", "full attention on the sliding", '+'}}) {
-      const auto bad = run_oracle_engine(plan, nlohmann::json::object(), mutant);
-      EXPECT_EQ(bad.status, report::Status::Fail) << mutant;
-      EXPECT_NE(bad.message.find(diagnosis), std::string::npos) << bad.message;
-      EXPECT_NE(bad.message.find("step "), std::string::npos) << bad.message;
-      ASSERT_FALSE(bad.masks.empty()) << mutant;
-      EXPECT_EQ(bad.masks[0].layer_type, "sliding_attention");
-      EXPECT_NE(bad.masks[0].rows.at(0).find(cell), std::string::npos) << mutant << ": " << bad.masks[0].rows[0];
-    }
-  }
-
-  TEST(EngineCheck, AWorkerFaultIsThatCasesFailAndTheNextCaseGetsAFreshWorker) {
-    const Plan plan = plan_named("prefill_gt_w");
-    // abort@1: the assertion line scrolled out of the stderr tail by a long backtrace is still quoted.
-    for (auto [fault, words] : {std::pair{"crash@1", "crashed: the worker was killed by SIGSEGV"},
-                                {"exit@1", "exited with status 3"},
-                                {"abort@1", "worker stderr: kvc-oracle-engine: ASSERT(fault != abort) failed at step 1 | ..."},
-                                {"hang@1", "timed out after 5 s"},
-                                {"garbage@1", "protocol error"},
-                                {"ansi@1", "printed to stdout: '\\x1b[2m2026-12-06T21:51:42Z\\x1b[0m \\x1b[32m INFO"}}) {
-      EngineSpec spec{"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"fault", fault}}, "none", 5};
-      EngineClient client(spec);
-      const auto bad = check_plan(client, load_model(gemma2_dir()), gemma2_dir(), plan, {});
-      EXPECT_EQ(bad.status, report::Status::Fail) << fault;
-      EXPECT_NE(bad.message.find("step 1 (extend seq 0"), std::string::npos) << bad.message;
-      EXPECT_NE(bad.message.find(words), std::string::npos) << bad.message;
-      // The same client, its worker restarted, passes the next case.
-      client.stop();
-      EngineSpec fine = spec;
-      fine.options = nlohmann::json::object();
-      EngineClient again(fine);
-      EXPECT_EQ(check_plan(again, load_model(gemma2_dir()), gemma2_dir(), plan, {}).status, report::Status::Pass) << fault;
-    }
-  }
-
-  // CheckOptions expecting one entry (the fields given; an exact engine, any model and plan by default).
-  CheckOptions expecting(expect::Expectation e) {
-    if (e.pattern.empty()) e.pattern = "^engine/oracle/";
-    e.file = "test.jsonc", e.line = 7, e.reason = "test";
-    CheckOptions o;
-    o.expectations = std::make_shared<expect::Set>();
-    o.expectations->add({e});
+TEST(Diagnose, NamesTheChunkThatExplainsTheLogits) {
+  Model m = random_model(Family::Mistral, {0, 0}, 0);
+  m.config.chunks = {4, 0};
+  m.config.chunk_size = 4;
+  const Plan plan{"p", "test", {PlanStep{Extend{0, tokens(13)}}}};
+  auto with = [](std::vector<int64_t> c, std::vector<int64_t> w = {0, 0}) {
+    OracleOptions o;
+    o.chunks = c;
+    o.windows = w;
     return o;
-  }
+  };
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({5, 0})), 1e-3)),
+            "consistent with a chunk of C+1 on the chunked layers");
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({3, 0})), 1e-3)),
+            "consistent with a chunk of C-1 on the chunked layers");
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({0, 0})), 1e-3)),
+            "consistent with full attention on the chunked layers");
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({0, 0}, {4, 0})), 1e-3)),
+            "consistent with a sliding window of C on the chunked layers instead of chunks");
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, {}), 1e-3)), "");
+}
 
-  TEST(EngineCheck, AnExpectedFailureIsADeviationAndOnlyWithItsDiagnosis) {
-    const Plan plan = plan_named("extend_after_full");
-    const Model m = load_model(gemma2_dir());
-    // The engine's own window of W+1 (the oracle engine's "deviate" option: the suite is not told).
-    EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window_off_by_one+1"}}, "none", 5});
-    EngineClient plus1(
-        {"oracle", kvc::paths::target_file("kvc-oracle-engine"), nlohmann::json::object(), "window_off_by_one+1", 5});
-    auto known = [](std::string kind, nlohmann::json params = nlohmann::json::object()) {
-      expect::Expectation e;
-      e.pattern = "^engine/oracle/gemma2[^/]*/extend_after_full$";
-      e.diagnosis = std::move(kind);
-      e.params = std::move(params);
-      return expecting(e);
-    };
-    const auto excused = check_plan(own, m, gemma2_dir(), plan, known("window_off_by_one", {{"delta", 1}}));
-    EXPECT_EQ(excused.status, report::Status::Deviation) << excused.message;
-    EXPECT_NE(excused.message.find("expected failure (test.jsonc:7: test): "), std::string::npos) << excused.message;
-    EXPECT_NE(excused.message.find("[window_off_by_one(delta=1)]"), std::string::npos) << excused.message;
-    EXPECT_EQ(excused.expectation.outcome, "expected_failure");
-    EXPECT_EQ(excused.expectation.line, 7);
-    EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known("window_off_by_one")).status, report::Status::Deviation);
-    // Another parameter, another kind, another plan: not this failure.
-    EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known("window_off_by_one", {{"delta", -1}})).status, report::Status::Fail);
-    EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known("full_attention_on_sliding")).status, report::Status::Fail);
-    expect::Expectation other;
-    other.pattern = "^engine/oracle/gemma2[^/]*/prefill_eq_w$";
-    EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(other)).status, report::Status::Fail);
-    // Any logit failure; an entry with no qualifier: any failure.
-    expect::Expectation logits;
-    logits.any_logits = true;
-    EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(logits)).status, report::Status::Deviation);
-    EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting({})).status, report::Status::Deviation);
-    // Mutant runs are never excused.
-    EXPECT_EQ(check_plan(plus1, m, gemma2_dir(), plan, known("window_off_by_one")).status, report::Status::Fail);
+TEST(Diagnose, NamesTheWindowThatExplainsTheLogits) {
+  const Model m = random_model(Family::Gemma2, {4, 0, 4}, 4);
+  const Plan plan{"p", "test", {PlanStep{Extend{0, tokens(13)}}, PlanStep{Extend{0, tokens(3, 2)}}}};
+  auto with = [](std::vector<int64_t> w) {
+    OracleOptions o;
+    o.windows = w;
+    return o;
+  };
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({5, 0, 5})), 1e-3)),
+            "consistent with a window of W+1 on the sliding layers (one key too many)");
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({3, 0, 3})), 1e-3)),
+            "consistent with a window of W-1 on the sliding layers (one key too few)");
+  // A plan no longer than W+1 cannot tell W+1 from full attention: both are named.
+  const Plan short_plan{"p", "test", {PlanStep{Extend{0, tokens(5)}}}};
+  EXPECT_EQ(
+      explain(diagnose(m, short_plan, record(m, short_plan, with({5, 0, 5})), 1e-3)),
+      "consistent with a window of W+1 on the sliding layers (one key too many) or with full attention on the sliding layers");
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({0, 0, 0})), 1e-3)),
+            "consistent with full attention on the sliding layers");
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({4, 4, 4})), 1e-3)),
+            "consistent with the sliding window applied to the full-attention layers too");
+  EXPECT_EQ(explain(diagnose(m, plan, record(m, plan, with({4, 0, 4})), 1e-3)), "");  // the truth is no deviation
+  Plan roll = plan;
+  roll.steps.insert(roll.steps.begin() + 1, PlanStep{Rollback{0, 2}});
+  // After the rollback to 11, the sliding layers lost key 8 (they kept W - 1 = 3 rows, 2 of them rolled back).
+  Recorded lost = record(m, roll, {});
+  {
+    SequenceOracle<double> o(m);
+    o.extend(roll.steps[0].as<Extend>()->tokens);
+    o.truncate(2);
+    o.forget_before(9);
+    const auto l = o.extend(roll.steps[2].as<Extend>()->tokens);
+    lost.logits[2].assign(l.begin(), l.end());
   }
+  const std::vector<Diagnosis> why = diagnose(m, roll, lost, 1e-3);
+  // The loss shows at position 11 alone (its key 8): one eviction off by one there fits too.
+  ASSERT_EQ(why.size(), 2u) << explain(why);
+  EXPECT_EQ(why[0].id(), "lost_keys(before=9,from=11,op=rollback,step=1,wants=8)");
+  EXPECT_EQ(why[1].id(), "eviction_off_by_one(delta=-1,position=11,seq=0)");
+  EXPECT_NE(
+      explain(why).find("rollback at step 1 losing keys: from position 11 on, the sliding layers see no key before position 9"),
+      std::string::npos)
+      << explain(why);
+}
 
-  // An engine that refuses to load a config it should take: its known error text excuses the load's
-  // failure as its expected failure, another text does not, "failure": "logits" does not (no logits
-  // failed), and a mutant run is never excused.
-  TEST(EngineCheck, AnExpectedLoadErrorIsADeviation) {
-    const Plan plan = plan_named("extend_after_full");
-    const Model m = load_model(gemma2_dir());
-    const nlohmann::json refuses = {{"fault", "load-error@99"}};
-    auto known = [](const std::string& error) {
-      expect::Expectation e;
-      e.pattern = "^engine/oracle/gemma2";
-      e.error = error;
-      return expecting(e);
-    };
-    EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), refuses, "none", 5});
-    const auto excused = check_plan(own, m, gemma2_dir(), plan, known("fewer than 99"));
-    EXPECT_EQ(excused.status, report::Status::Deviation) << excused.message;
-    EXPECT_NE(excused.message.find("expected failure (test.jsonc:7: test): load: ValueError: a model of"), std::string::npos)
-        << excused.message;
-    EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known("KeyError")).status, report::Status::Fail);
-    EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, {}).status, report::Status::Fail);
-    expect::Expectation logits;
-    logits.any_logits = true;
-    EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(logits)).status, report::Status::Fail);
-    EngineClient told({"oracle", kvc::paths::target_file("kvc-oracle-engine"), refuses, "window_off_by_one+1", 5});
-    EXPECT_EQ(check_plan(told, m, gemma2_dir(), plan, known("fewer than 99")).status, report::Status::Fail);
+// Each hypothesis of the new features is named for the oracle variant it stands for (the recorded
+// logits are that variant's, as if an engine computed them), by its typed value and its sentence.
+std::string named(const Model& m, const Plan& plan, const Recorded& rec) {
+  std::string ids;
+  for (const Diagnosis& d : diagnose(m, plan, rec, 1e-3)) ids += (ids.empty() ? "" : " | ") + d.id();
+  return ids;
+}
+
+TEST(Diagnose, NamesEachConfigReadWrong) {
+  const Plan plan{"p", "test", {PlanStep{Extend{0, tokens(13)}}, PlanStep{Extend{0, tokens(3, 2)}}}};
+  auto opts = [](auto f) {
+    OracleOptions o;
+    f(o);
+    return o;
+  };
+  // A config read another way: what the model of the other config computes.
+  auto read_as = [](Model m, auto edit) {
+    edit(m.config);
+    return m;
+  };
+  const Model g2 = random_model(Family::Gemma2, {4, 0, 4}, 4);
+  EXPECT_EQ(named(g2, plan, record(read_as(g2, [](ModelConfig& k) { k.attn_softcap = 0; }), plan, {})),
+            "softcap_dropped(which=attention)");
+  EXPECT_EQ(named(g2, plan, record(read_as(g2, [](ModelConfig& k) { k.final_softcap = 0; }), plan, {})),
+            "softcap_dropped(which=final)");
+  EXPECT_EQ(named(g2, plan, record(read_as(g2, [](ModelConfig& k) { k.attn_softcap = k.final_softcap = 0; }), plan, {})),
+            "softcap_dropped(which=both)");
+  EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.kv_bf16 = true; }))),
+            "kv_rounded(precision=bfloat16)");
+  EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.windows = {0, 4, 0}; }))), "layer_types_swapped");
+  EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) {
+                                     o.windows = {4, 0, 4}, o.chunks = {4, 0, 4};
+                                   }))),
+            "sliding_as_chunked");
+  EXPECT_EQ(named(g2, plan, record(g2, plan, opts([](OracleOptions& o) { o.windows = {4, 4, 4}; }))), "window_on_every_layer");
+  // A full layer keeping its last 9 keys first departs at position 9, which names the cap.
+  const Plan past{"p", "test", {PlanStep{Extend{0, tokens(13)}}, PlanStep{Extend{0, tokens(4, 2)}}}};
+  EXPECT_EQ(named(g2, past, record(g2, past, opts([](OracleOptions& o) {
+                                     o.windows = {4, 9, 4};
+                                   }))),
+            "full_attention_capped(keys=9)");
+  // One eviction late (position 6 sees W+1 keys) is not a window of W+1: the positions after it tell.
+  const Recorded late = record(g2, plan, opts([](OracleOptions& o) { o.window_delta_position = 6, o.window_delta = 1; }));
+  EXPECT_EQ(named(g2, plan, late), "eviction_off_by_one(delta=1,position=6,seq=0)");
+  EXPECT_EQ(explain(diagnose(g2, plan, late, 1e-3)),
+            "consistent with one eviction off by one: at position 6 alone the sliding layers see W+1 keys");
+  // A glitch in one position's logits alone.
+  Recorded glitch = record(g2, plan, {});
+  glitch.logits[0][7 * 32 + 3] += 0.5f;
+  EXPECT_EQ(named(g2, plan, glitch), "position_glitch(position=7,seq=0)");
+  // ... but not at the last position, where nothing after it could tell it from anything else.
+  Recorded last = record(g2, plan, {});
+  last.logits[1][2 * 32 + 3] += 0.5f;
+  EXPECT_EQ(named(g2, plan, last), "");
+
+  const Model g3 = random_model(Family::Gemma3, {4, 0, 4}, 4);
+  EXPECT_EQ(named(g3, plan, record(read_as(g3, [](ModelConfig& k) { k.rope_local_theta = 1e6; }), plan, {})),
+            "rope_base(base=1000000.0,layer_type=sliding)");
+  EXPECT_EQ(named(g3, plan, record(read_as(g3, [](ModelConfig& k) { k.rope_theta = 1e4; }), plan, {})),
+            "rope_base(base=10000.0,layer_type=full)");
+
+  Model nope = random_model(Family::Mistral, {4, 0, 4}, 4);
+  nope.config.rope_layers = {true, true, false};
+  EXPECT_EQ(named(nope, plan, record(read_as(nope, [](ModelConfig& k) { k.rope_layers.clear(); }), plan, {})), "nope_given_rope");
+  EXPECT_EQ(named(nope, plan,
+                  record(read_as(nope,
+                                 [](ModelConfig& k) {
+                                   k.rope_layers = {false, false, true};
+                                 }),
+                         plan, {})),
+            "nope_inverted");
+
+  Model sinks = random_model(Family::Mistral, {4, 0, 4}, 4);
+  sinks.config.sinks = true;
+  for (int64_t l = 0; l < 3; ++l)
+    sinks.tensors["model.layers." + std::to_string(l) + ".self_attn.sinks"] = {1.5, -0.5, 2.0, 0.25};
+  EXPECT_EQ(named(sinks, plan, record(read_as(sinks, [](ModelConfig& k) { k.sinks = false; }), plan, {})), "sinks_dropped");
+
+  Model chunked = random_model(Family::Mistral, {0, 0}, 0);
+  chunked.config.chunks = {4, 0};
+  chunked.config.chunk_size = 4;
+  EXPECT_EQ(named(chunked, plan, record(chunked, plan, opts([](OracleOptions& o) { o.chunk_shift = 1; }))),
+            "chunk_boundaries_shifted(shift=1)");
+  EXPECT_EQ(named(chunked, plan, record(chunked, plan, opts([](OracleOptions& o) {
+                                          o.chunks = {8, 0};
+                                        }))),
+            "chunk_size(chunk=8,from=head_dim)");
+  EXPECT_EQ(named(chunked, plan, record(chunked, plan, opts([](OracleOptions& o) {
+                                          o.windows = {0, 0}, o.chunks = {0, 0};
+                                        }))),
+            "full_attention_on_chunked");
+}
+
+// The zoo's gemma2 model, written once for these tests by the project's generator into a folder
+// removed when the test binary exits.
+const std::string& gemma2_dir() {
+  struct Folder {
+    std::string path = (std::filesystem::temp_directory_path() / ("kvc-engine-test-" + std::to_string(getpid()))).string();
+    ~Folder() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Folder folder;
+  static const std::string dir = [] {
+    const std::string cmd = "python3 " + std::string(kvc::paths::source_dir()) + "/engines/models/make_models.py " + folder.path +
+                            " --only gemma2-w4 >/dev/null";
+    if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
+    return folder.path + "/gemma2-w4";
+  }();
+  return dir;
+}
+
+Plan plan_named(const std::string& name) {
+  const Model m = load_model(gemma2_dir());
+  for (const Plan& p : fixed_plans("gemma2-w4", m.config.sliding_window, m.config.vocab))
+    if (p.name == name) return p;
+  throw std::runtime_error("no plan " + name);
+}
+
+report::CaseResult run_oracle_engine(const Plan& plan, nlohmann::json options, const std::string& mutant = "none",
+                                     EngineClient* reuse = nullptr) {
+  EngineSpec spec{"oracle", kvc::paths::target_file("kvc-oracle-engine"), std::move(options), mutant, 5};
+  EngineClient own(spec);
+  EngineClient& client = reuse ? *reuse : own;
+  return check_plan(client, load_model(gemma2_dir()), gemma2_dir(), plan, {});
+}
+
+TEST(EngineCheck, TheOracleEnginePassesAndEachMutantFailsWithItsDiagnosis) {
+  const Plan plan = plan_named("extend_after_full");
+  const auto ok = run_oracle_engine(plan, nlohmann::json::object());
+  EXPECT_EQ(ok.status, report::Status::Pass) << ok.message;
+  EXPECT_EQ(ok.policy, "same-dtype-reference");
+  EXPECT_GT(ok.bound, 0);
+  // The picture of the first failing position: a key used that the rule masks ('+'), or one the rule
+  // allows left out ('-'), on the sliding layer.
+  for (auto [mutant, diagnosis, cell] : {std::tuple{"window_off_by_one+1", "window of W+1", '+'},
+                                         {"window_off_by_one-1", "window of W-1", '-'},
+                                         {"full_attention_on_sliding", "full attention on the sliding", '+'}}) {
+    const auto bad = run_oracle_engine(plan, nlohmann::json::object(), mutant);
+    EXPECT_EQ(bad.status, report::Status::Fail) << mutant;
+    EXPECT_NE(bad.message.find(diagnosis), std::string::npos) << bad.message;
+    EXPECT_NE(bad.message.find("step "), std::string::npos) << bad.message;
+    ASSERT_FALSE(bad.masks.empty()) << mutant;
+    EXPECT_EQ(bad.masks[0].layer_type, "sliding_attention");
+    EXPECT_NE(bad.masks[0].rows.at(0).find(cell), std::string::npos) << mutant << ": " << bad.masks[0].rows[0];
   }
+}
 
-  // A family's misreading is known on every model of that family, whatever its folder is called: the
-  // entry's "family" matches config.model_type (the copy below is named like no zoo model), another
-  // family's entry does not, and the case pattern still narrows to some folders.
-  TEST(EngineCheck, AnExpectationOfAFamilyMatchesItsModelsByModelType) {
-    const Plan plan = plan_named("extend_after_full");
-    const std::string copy =
-        (std::filesystem::temp_directory_path() / ("my-own-checkpoint-" + std::to_string(getpid()))).string();
-    std::filesystem::copy(gemma2_dir(), copy,
-                          std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
-    const Model m = load_model(copy);
-    EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window_off_by_one+1"}}, "none", 5});
-    auto known = [](const std::string& family, const std::string& pattern) {
-      expect::Expectation e;
-      e.pattern = pattern;
-      e.family = family;
-      e.diagnosis = "window_off_by_one";
-      return expecting(e);
-    };
-    Plan named = plan;
-    named.model = std::filesystem::path(copy).filename().string();
-    EXPECT_EQ(check_plan(own, m, copy, named, known("^gemma2$", "^engine/oracle/")).status, report::Status::Deviation);
-    EXPECT_EQ(check_plan(own, m, copy, named, known("^(mistral|gemma3_text)$", "^engine/oracle/")).status, report::Status::Fail);
-    EXPECT_EQ(check_plan(own, m, copy, named, known("^gemma2$", "^engine/oracle/draw-")).status, report::Status::Fail);
-    std::filesystem::remove_all(copy);
+TEST(EngineCheck, AWorkerFaultIsThatCasesFailAndTheNextCaseGetsAFreshWorker) {
+  const Plan plan = plan_named("prefill_gt_w");
+  // abort@1: the assertion line scrolled out of the stderr tail by a long backtrace is still quoted.
+  for (auto [fault, words] : {std::pair{"crash@1", "crashed: the worker was killed by SIGSEGV"},
+                              {"exit@1", "exited with status 3"},
+                              {"abort@1", "worker stderr: kvc-oracle-engine: ASSERT(fault != abort) failed at step 1 | ..."},
+                              {"hang@1", "timed out after 5 s"},
+                              {"garbage@1", "protocol error"},
+                              {"ansi@1", "printed to stdout: '\\x1b[2m2026-12-06T21:51:42Z\\x1b[0m \\x1b[32m INFO"}}) {
+    EngineSpec spec{"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"fault", fault}}, "none", 5};
+    EngineClient client(spec);
+    const auto bad = check_plan(client, load_model(gemma2_dir()), gemma2_dir(), plan, {});
+    EXPECT_EQ(bad.status, report::Status::Fail) << fault;
+    EXPECT_NE(bad.message.find("step 1 (extend seq 0"), std::string::npos) << bad.message;
+    EXPECT_NE(bad.message.find(words), std::string::npos) << bad.message;
+    // The same client, its worker restarted, passes the next case.
+    client.stop();
+    EngineSpec fine = spec;
+    fine.options = nlohmann::json::object();
+    EngineClient again(fine);
+    EXPECT_EQ(check_plan(again, load_model(gemma2_dir()), gemma2_dir(), plan, {}).status, report::Status::Pass) << fault;
   }
+}
 
-  // A passing case counts for the entries that apply to it: an entry whose cases all passed is stale
-  // (an unexpected pass), one that excused a failure is not.
-  TEST(EngineCheck, AnEntryWhoseCasesPassIsAnUnexpectedPass) {
-    const Plan plan = plan_named("extend_after_full");
-    const Model m = load_model(gemma2_dir());
-    EngineClient fine({"oracle", kvc::paths::target_file("kvc-oracle-engine"), nlohmann::json::object(), "none", 5});
+// CheckOptions expecting one entry (the fields given; an exact engine, any model and plan by default).
+CheckOptions expecting(expect::Expectation e) {
+  if (e.pattern.empty()) e.pattern = "^engine/oracle/";
+  e.file = "test.jsonc", e.line = 7, e.reason = "test";
+  CheckOptions o;
+  o.expectations = std::make_shared<expect::Set>();
+  o.expectations->add({e});
+  return o;
+}
+
+TEST(EngineCheck, AnExpectedFailureIsADeviationAndOnlyWithItsDiagnosis) {
+  const Plan plan = plan_named("extend_after_full");
+  const Model m = load_model(gemma2_dir());
+  // The engine's own window of W+1 (the oracle engine's "deviate" option: the suite is not told).
+  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window_off_by_one+1"}}, "none", 5});
+  EngineClient plus1(
+      {"oracle", kvc::paths::target_file("kvc-oracle-engine"), nlohmann::json::object(), "window_off_by_one+1", 5});
+  auto known = [](std::string kind, nlohmann::json params = nlohmann::json::object()) {
     expect::Expectation e;
+    e.pattern = "^engine/oracle/gemma2[^/]*/extend_after_full$";
+    e.diagnosis = std::move(kind);
+    e.params = std::move(params);
+    return expecting(e);
+  };
+  const auto excused = check_plan(own, m, gemma2_dir(), plan, known("window_off_by_one", {{"delta", 1}}));
+  EXPECT_EQ(excused.status, report::Status::Deviation) << excused.message;
+  EXPECT_NE(excused.message.find("expected failure (test.jsonc:7: test): "), std::string::npos) << excused.message;
+  EXPECT_NE(excused.message.find("[window_off_by_one(delta=1)]"), std::string::npos) << excused.message;
+  EXPECT_EQ(excused.expectation.outcome, "expected_failure");
+  EXPECT_EQ(excused.expectation.line, 7);
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known("window_off_by_one")).status, report::Status::Deviation);
+  // Another parameter, another kind, another plan: not this failure.
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known("window_off_by_one", {{"delta", -1}})).status, report::Status::Fail);
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known("full_attention_on_sliding")).status, report::Status::Fail);
+  expect::Expectation other;
+  other.pattern = "^engine/oracle/gemma2[^/]*/prefill_eq_w$";
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(other)).status, report::Status::Fail);
+  // Any logit failure; an entry with no qualifier: any failure.
+  expect::Expectation logits;
+  logits.any_logits = true;
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(logits)).status, report::Status::Deviation);
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting({})).status, report::Status::Deviation);
+  // Mutant runs are never excused.
+  EXPECT_EQ(check_plan(plus1, m, gemma2_dir(), plan, known("window_off_by_one")).status, report::Status::Fail);
+}
+
+// An engine that refuses to load a config it should take: its known error text excuses the load's
+// failure as its expected failure, another text does not, "failure": "logits" does not (no logits
+// failed), and a mutant run is never excused.
+TEST(EngineCheck, AnExpectedLoadErrorIsADeviation) {
+  const Plan plan = plan_named("extend_after_full");
+  const Model m = load_model(gemma2_dir());
+  const nlohmann::json refuses = {{"fault", "load-error@99"}};
+  auto known = [](const std::string& error) {
+    expect::Expectation e;
+    e.pattern = "^engine/oracle/gemma2";
+    e.error = error;
+    return expecting(e);
+  };
+  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), refuses, "none", 5});
+  const auto excused = check_plan(own, m, gemma2_dir(), plan, known("fewer than 99"));
+  EXPECT_EQ(excused.status, report::Status::Deviation) << excused.message;
+  EXPECT_NE(excused.message.find("expected failure (test.jsonc:7: test): load: ValueError: a model of"), std::string::npos)
+      << excused.message;
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, known("KeyError")).status, report::Status::Fail);
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, {}).status, report::Status::Fail);
+  expect::Expectation logits;
+  logits.any_logits = true;
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(logits)).status, report::Status::Fail);
+  EngineClient told({"oracle", kvc::paths::target_file("kvc-oracle-engine"), refuses, "window_off_by_one+1", 5});
+  EXPECT_EQ(check_plan(told, m, gemma2_dir(), plan, known("fewer than 99")).status, report::Status::Fail);
+}
+
+// A family's misreading is known on every model of that family, whatever its folder is called: the
+// entry's "family" matches config.model_type (the copy below is named like no zoo model), another
+// family's entry does not, and the case pattern still narrows to some folders.
+TEST(EngineCheck, AnExpectationOfAFamilyMatchesItsModelsByModelType) {
+  const Plan plan = plan_named("extend_after_full");
+  const std::string copy = (std::filesystem::temp_directory_path() / ("my-own-checkpoint-" + std::to_string(getpid()))).string();
+  std::filesystem::copy(gemma2_dir(), copy,
+                        std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  const Model m = load_model(copy);
+  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window_off_by_one+1"}}, "none", 5});
+  auto known = [](const std::string& family, const std::string& pattern) {
+    expect::Expectation e;
+    e.pattern = pattern;
+    e.family = family;
     e.diagnosis = "window_off_by_one";
-    const CheckOptions o = expecting(e);
-    const auto passed = check_plan(fine, m, gemma2_dir(), plan, o);
-    EXPECT_EQ(passed.status, report::Status::Pass) << passed.message;
-    ASSERT_EQ(o.expectations->stale().size(), 1u);
-    EXPECT_EQ(o.expectations->stale().front().passed, std::vector<std::string>{passed.id});
-    std::vector<report::CaseResult> cases{passed};
-    EXPECT_EQ(o.expectations->mark_unexpected_passes(cases, false), 1);
-    EXPECT_EQ(cases.front().status, report::Status::Pass);
-    EXPECT_EQ(cases.front().expectation.outcome, "unexpected_pass");
-    cases = {passed};
-    EXPECT_EQ(o.expectations->mark_unexpected_passes(cases, true), 1);
-    EXPECT_EQ(cases.front().status, report::Status::Fail);
-    EXPECT_NE(cases.front().message.find("unexpected pass (--strict-expectations): test.jsonc:7"), std::string::npos)
-        << cases.front().message;
-    // The same entry excusing a failure of another case is not stale.
-    EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window_off_by_one+1"}}, "none", 5});
-    EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, o).status, report::Status::Deviation);
-    EXPECT_TRUE(o.expectations->stale().empty());
-  }
+    return expecting(e);
+  };
+  Plan named = plan;
+  named.model = std::filesystem::path(copy).filename().string();
+  EXPECT_EQ(check_plan(own, m, copy, named, known("^gemma2$", "^engine/oracle/")).status, report::Status::Deviation);
+  EXPECT_EQ(check_plan(own, m, copy, named, known("^(mistral|gemma3_text)$", "^engine/oracle/")).status, report::Status::Fail);
+  EXPECT_EQ(check_plan(own, m, copy, named, known("^gemma2$", "^engine/oracle/draw-")).status, report::Status::Fail);
+  std::filesystem::remove_all(copy);
+}
 
-  // The project's own expectations files (engines/<engine>/expectations.jsonc) load, naming only
-  // diagnosis kinds the judge has, and docs/expectations.schema.json lists exactly those kinds.
-  TEST(EngineCheck, TheEngineFoldersExpectationsLoadAndTheSchemaNamesEveryKind) {
-    const std::filesystem::path root = kvc::paths::source_dir();
-    size_t files = 0, entries = 0;
-    for (const auto& folder : std::filesystem::directory_iterator(root / "engines")) {
-      const std::filesystem::path file = folder.path() / "expectations.jsonc";
-      if (!std::filesystem::exists(file)) continue;
-      ++files;
-      const auto loaded = expect::load(file.string(), std::filesystem::relative(file, root).string(), diagnosis_kind_names());
-      EXPECT_FALSE(loaded.empty()) << file;
-      for (const expect::Expectation& e : loaded) {
-        ++entries;
-        EXPECT_EQ(e.outcome, expect::Outcome::Fail) << e.where();
-        // Each folder's entries speak of its own configurations' cases only.
-        EXPECT_EQ(e.pattern.rfind("^engine/", 0), 0u) << e.where() << ": " << e.pattern;
+// A passing case counts for the entries that apply to it: an entry whose cases all passed is stale
+// (an unexpected pass), one that excused a failure is not.
+TEST(EngineCheck, AnEntryWhoseCasesPassIsAnUnexpectedPass) {
+  const Plan plan = plan_named("extend_after_full");
+  const Model m = load_model(gemma2_dir());
+  EngineClient fine({"oracle", kvc::paths::target_file("kvc-oracle-engine"), nlohmann::json::object(), "none", 5});
+  expect::Expectation e;
+  e.diagnosis = "window_off_by_one";
+  const CheckOptions o = expecting(e);
+  const auto passed = check_plan(fine, m, gemma2_dir(), plan, o);
+  EXPECT_EQ(passed.status, report::Status::Pass) << passed.message;
+  ASSERT_EQ(o.expectations->stale().size(), 1u);
+  EXPECT_EQ(o.expectations->stale().front().passed, std::vector<std::string>{passed.id});
+  std::vector<report::CaseResult> cases{passed};
+  EXPECT_EQ(o.expectations->mark_unexpected_passes(cases, false), 1);
+  EXPECT_EQ(cases.front().status, report::Status::Pass);
+  EXPECT_EQ(cases.front().expectation.outcome, "unexpected_pass");
+  cases = {passed};
+  EXPECT_EQ(o.expectations->mark_unexpected_passes(cases, true), 1);
+  EXPECT_EQ(cases.front().status, report::Status::Fail);
+  EXPECT_NE(cases.front().message.find("unexpected pass (--strict-expectations): test.jsonc:7"), std::string::npos)
+      << cases.front().message;
+  // The same entry excusing a failure of another case is not stale.
+  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"deviate", "window_off_by_one+1"}}, "none", 5});
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, o).status, report::Status::Deviation);
+  EXPECT_TRUE(o.expectations->stale().empty());
+}
+
+// The project's own expectations files (engines/<engine>/expectations.jsonc) load, naming only
+// diagnosis kinds the judge has, and docs/expectations.schema.json lists exactly those kinds.
+TEST(EngineCheck, TheEngineFoldersExpectationsLoadAndTheSchemaNamesEveryKind) {
+  const std::filesystem::path root = kvc::paths::source_dir();
+  size_t files = 0, entries = 0;
+  for (const auto& folder : std::filesystem::directory_iterator(root / "engines")) {
+    const std::filesystem::path file = folder.path() / "expectations.jsonc";
+    if (!std::filesystem::exists(file)) continue;
+    ++files;
+    const auto loaded = expect::load(file.string(), std::filesystem::relative(file, root).string(), diagnosis_kind_names());
+    EXPECT_FALSE(loaded.empty()) << file;
+    for (const expect::Expectation& e : loaded) {
+      ++entries;
+      EXPECT_EQ(e.outcome, expect::Outcome::Fail) << e.where();
+      // Each folder's entries speak of its own configurations' cases only.
+      EXPECT_EQ(e.pattern.rfind("^engine/", 0), 0u) << e.where() << ": " << e.pattern;
+    }
+  }
+  EXPECT_GE(files, 8u);
+  EXPECT_GE(entries, 89u);
+  std::ifstream in(root / "docs/expectations.schema.json");
+  const nlohmann::json schema = nlohmann::json::parse(in);
+  EXPECT_EQ(schema["$defs"]["kind"]["enum"].get<std::vector<std::string>>(), diagnosis_kind_names());
+}
+
+// A finding that upstream fixed stops excusing at the release that fixed it: "releases" holds the
+// engines whose name's release is in [from, fixed_in), and no engine without a release.
+TEST(EngineCheck, AKnownDeviationHoldsOnlyInItsReleaseRange) {
+  using expect::case_release;
+  using expect::in_release_range;
+  EXPECT_EQ(case_release("engine/transformers-5.24.0/static/eager/gemma2-w2/extend"), "5.24.0");
+  EXPECT_EQ(case_release("engine/openvino-2026.4.1/stateful/m/p"), "2026.4.1");
+  EXPECT_EQ(case_release("engine/mlx-lm/m/p"), "");
+  EXPECT_EQ(case_release("engine/llama.cpp-b11434/default/m/p"), "");
+  EXPECT_EQ(case_release("golden/5.24.0/static_sliding_decode"), "");  // only an engine case's configuration
+  expect::Expectation k;
+  k.from = "5.23.0", k.fixed_in = "5.25.0";
+  EXPECT_FALSE(in_release_range(k, "engine/transformers-5.22.2/static/eager/m/p"));
+  EXPECT_TRUE(in_release_range(k, "engine/transformers-5.23.0/static/eager/m/p"));
+  EXPECT_TRUE(in_release_range(k, "engine/transformers-5.24.0/dynamic/sdpa/m/p"));
+  EXPECT_FALSE(in_release_range(k, "engine/transformers-5.25.0/static/eager/m/p"));
+  EXPECT_FALSE(in_release_range(k, "engine/transformers-5.100.0/static/eager/m/p"));  // numbers, not text
+  EXPECT_FALSE(in_release_range(k, "engine/oracle/m/p"));
+  expect::Expectation open;
+  open.fixed_in = "5.25.0";
+  EXPECT_TRUE(in_release_range(open, "engine/transformers-4.56.2/static/eager/m/p"));
+  EXPECT_TRUE(in_release_range(expect::Expectation{}, "engine/oracle/m/p"));
+  // At the check: the oracle engine's load error is excused by an entry without a range, not by one
+  // with a range (the oracle names no release).
+  const Plan plan = plan_named("extend_after_full");
+  const Model m = load_model(gemma2_dir());
+  EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"fault", "load-error@99"}}, "none", 5});
+  expect::Expectation e;
+  e.error = "fewer than 99";
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(e)).status, report::Status::Deviation);
+  e.fixed_in = "5.25.0";
+  EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(e)).status, report::Status::Fail);
+}
+
+TEST(EngineCheck, AnUnknownOptionIsTheEnginesErrorAndAPlanTheEngineCannotRunIsASkip) {
+  const auto bad = run_oracle_engine(plan_named("prefill_eq_w"), {{"no_such_option", 1}});
+  EXPECT_EQ(bad.status, report::Status::Fail);
+  EXPECT_NE(bad.message.find("unknown option \"no_such_option\""), std::string::npos) << bad.message;
+}
+
+// Each serving operation's plan format: a bad field is named by file and JSON pointer.
+TEST(Plans, TheServingOperationsNameTheirBadField) {
+  const nlohmann::json ext = {{"op", "extend"}, {"seq", 0}, {"tokens", {1, 2, 3, 4, 5}}};
+  auto error = [&](nlohmann::json step) -> std::string {
+    const nlohmann::json plan = {{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, step}}};
+    try {
+      plan_from_json(plan, "p.json");
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const nlohmann::json fork = {{"op", "fork"}, {"seq", 1}, {"from", 0}, {"length", 3}};
+  const nlohmann::json chunked = {{"op", "chunked"}, {"seq", 0}, {"tokens", {1, 2, 3}}, {"chunk", 2}};
+  const nlohmann::json spec = {{"op", "spec"}, {"seq", 0}, {"tokens", {1, 2, 3}}, {"n", 2}};
+  const nlohmann::json batch = {{"op", "batch"}, {"items", {{{"seq", 0}, {"tokens", {1}}}, {{"seq", 1}, {"tokens", {2, 3}}}}}};
+  const nlohmann::json shift = {{"op", "shift"}, {"seq", 0}, {"keep", 1}, {"discard", 2}};
+  for (const nlohmann::json& good : {fork, chunked, spec, batch, shift}) EXPECT_EQ(error(good), "") << good.dump();
+  auto with = [](nlohmann::json j, const std::string& key, nlohmann::json value) {
+    if (value.is_null()) j.erase(key);
+    else j[key] = value;
+    return j;
+  };
+  const std::vector<std::pair<nlohmann::json, std::string>> bad{
+      {with(fork, "from", nullptr), "p.json: /steps/1/from: must name the source sequence"},
+      {with(fork, "from", 1), "p.json: /steps/1/from: must differ from seq"},
+      {with(fork, "from", 16), "p.json: /steps/1/from: must be an integer in [0, 15]"},
+      {with(fork, "length", -1), "p.json: /steps/1/length: must be the length"},
+      {with(chunked, "chunk", 0), "p.json: /steps/1/chunk: must be a positive integer"},
+      {with(chunked, "tokens", nlohmann::json::array()), "p.json: /steps/1/tokens: must be a non-empty array"},
+      {with(spec, "n", 4), "p.json: /steps/1/n: rejects more than the draft's 3 tokens"},
+      {with(spec, "n", nullptr), "p.json: /steps/1/n: must be the number of rejected draft tokens"},
+      {with(batch, "items", nlohmann::json::array()), "p.json: /steps/1/items: must be a non-empty array"},
+      {with(batch, "items", {{{"seq", 0}, {"tokens", {1}}}, {{"seq", 0}, {"tokens", {2}}}}),
+       "p.json: /steps/1/items/1/seq: sequence 0 is already"},
+      {with(batch, "items", {{{"seq", 0}, {"tokens", {1, "x"}}}}), "p.json: /steps/1/items/0/tokens/1: must be a token id"},
+      {with(shift, "discard", 0), "p.json: /steps/1/discard: must be the number of positions discarded"},
+      {with(shift, "keep", nullptr), "p.json: /steps/1/keep: must be the number of positions kept"},
+  };
+  for (const auto& [step, words] : bad)
+    EXPECT_NE(error(step).find(words), std::string::npos) << step.dump() << " -> " << error(step);
+  // What the format cannot see, the plan's run does: a fork longer than its source.
+  Plan p = plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, with(fork, "length", 6)}}},
+                          "p.json");
+  EXPECT_NE(invalid_reason(p, 32).find("step 1: fork of the first 6 tokens of a sequence of 5"), std::string::npos)
+      << invalid_reason(p, 32);
+  EXPECT_EQ(
+      max_tokens(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, spec}}}, "p.json")), 8);
+  Lengths len{{0, 5}, {1, 2}};
+  EXPECT_EQ(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {batch}}}, "p.json")
+                .steps[0]
+                .describe(len),
+            "batch of 2: seq 0 1 token at 5, seq 1 2 tokens at 2..3");
+  EXPECT_EQ(p.steps[1].describe(len), "fork seq 1 from the first 6 of seq 0's 5 tokens");
+  // A shift past the sequence's end, and what a valid one says.
+  Plan q = plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, with(shift, "discard", 5)}}},
+                          "p.json");
+  EXPECT_NE(invalid_reason(q, 32).find("step 1: shift discarding 5 after 1 of a sequence of 5 tokens"), std::string::npos)
+      << invalid_reason(q, 32);
+  q = plan_from_json(
+      to_json(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, shift}}}, "p.json")),
+      "p.json");
+  EXPECT_EQ(q.steps[1].describe(len), "shift seq 0: discard 2 tokens at 1..2, move 2 down (to 3)");
+  EXPECT_EQ(invalid_reason(q, 32), "");
+}
+
+// The step table: each row reads back what it writes, the protocol names each row's fields, every
+// draw of the campaign is a valid step of a listed operation, and the operation mutants each name
+// their row's operation.
+TEST(StepTable, EachRowRoundTripsAndTheProtocolIsTheTable) {
+  const std::vector<PlanStep> one_of_each{Extend{0, tokens(3)},
+                                          Rollback{0, 1},
+                                          Reload{0},
+                                          Reset{},
+                                          Fork{1, 0, 2},
+                                          Chunked{0, tokens(4, 2), 3},
+                                          Spec{0, tokens(3, 3), 1},
+                                          Batch{{{0, tokens(1)}, {1, tokens(2, 4)}}},
+                                          Shift{0, 1, 1},
+                                          Preempt{0},
+                                          Turn{0, 1, tokens(2, 5)}};
+  const nlohmann::json protocol = protocol_description();
+  ASSERT_EQ(protocol["steps"].size(), one_of_each.size());
+  for (size_t i = 0; i < one_of_each.size(); ++i) {
+    const PlanStep& s = one_of_each[i];
+    const nlohmann::json j = s.to_json();
+    EXPECT_EQ(PlanStep::from_json(j, "/steps/0", "t").to_json(), j) << j.dump();
+    EXPECT_EQ(protocol["steps"][i]["op"], s.op());
+    EXPECT_EQ(protocol["steps"][i]["logits"], s.logits());
+    std::vector<std::string> fields;
+    for (const auto& [key, value] : j.items())
+      if (key != "op") fields.push_back(key);
+    EXPECT_EQ(protocol["steps"][i]["fields"].get<std::vector<std::string>>(), fields) << s.op();
+    EXPECT_EQ(s.logits(), !s.positions({{0, 5}, {1, 5}}).empty()) << s.op();
+  }
+  for (const std::string& m : operation_mutants()) EXPECT_NE(operation_of_mutant(m), "") << m;
+  EXPECT_EQ(operation_of_mutant("window_off_by_one+1"), "");
+  // Every kind drawn, each step valid and of an operation listed: by the whole list, and by none.
+  for (const std::vector<std::string>& operations :
+       {std::vector<std::string>{"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift", "preempt",
+                                 "turn"},
+        std::vector<std::string>{}}) {
+    DrawContext c{operations, 4, 32, 7, 0, {}};
+    Plan p{"drawn", "m", {}};
+    std::set<std::string> ops;
+    for (int kind = 0; kind < 15; ++kind)
+      for (int variant = 0; variant < 8; ++variant)
+        for (PlanStep& s : draw_step(DrawnStep{kind, 3 + variant, variant % 2, variant}, c))
+          ops.insert(s.op()), p.steps.push_back(std::move(s));
+    EXPECT_EQ(invalid_reason(p, 32), "");
+    for (const std::string& op : operations_used(p))
+      EXPECT_NE(std::find(operations.begin(), operations.end(), op), operations.end()) << op;
+    EXPECT_EQ(ops.size(), operations.empty() ? 2u : one_of_each.size());  // without operations: extends and resets
+  }
+}
+
+// On a chunked model the campaign's operations aim at chunk starts (issue: chunk boundaries were drawn
+// less than window edges): where each drawn extend, rollback, fork, spec cycle and shift leaves its
+// sequence (a shift and a turn: the prefix they keep) lies within one token of a chunk start k*C past
+// the first chunk (after a cache keeping one chunk evicted the previous one) far more often than the
+// same draws give on the model without chunks, and the draws are the seed's alone.
+TEST(StepTable, ChunkedModelsDrawEveryOperationAtChunkBoundaries) {
+  const int64_t C = 5;
+  const std::vector<std::string> operations{"rollback", "reload", "sequences", "fork",    "chunked",
+                                            "spec",     "batch",  "shift",     "preempt", "turn"};
+  struct Tally {
+    std::map<std::string, int> at_boundary, drawn;
+    int past_first_chunk = 0;
+    std::string plan;
+  };
+  const auto draw = [&](int64_t chunk, uint32_t seed) {
+    Tally t;
+    DrawContext c{operations, C, 32, seed, 0, {}, chunk};
+    std::mt19937 r(seed);
+    const int aimed[] = {3, 4, 5, 7, 10, 11, 13};  // the kinds with targets (10: a shift at variants 4-7)
+    for (int i = 0; i < 3000; ++i) {
+      if (i % 40 == 0) c.len.clear();  // fresh sequences now and then, as a plan starts
+      const int kind = r() % 3 == 0 ? 0 : aimed[r() % 7], variant = 1 + static_cast<int>(r() % 7);
+      const int size = 1 + static_cast<int>(r() % 12), seq = static_cast<int>(r() % 2);
+      if (c.length(0) == 0 || c.length(1) == 0) {  // grow both sequences first, so that every operation can run
+        draw_step(DrawnStep{0, size, c.length(0) == 0 ? 0 : 1, 0}, c);
+        continue;
+      }
+      for (const PlanStep& s : draw_step(DrawnStep{kind, size, seq, variant}, c)) {
+        t.plan += s.to_json().dump();
+        if (kind == 0 || (kind == 10 && !s.as<Shift>())) continue;  // plain extends, deep rollbacks: no target
+        const int64_t on = s.sequences().front();
+        // Where it leaves the sequence; a shift's and a turn's kept prefix.
+        const int64_t at = s.as<Shift>() ? s.as<Shift>()->keep : s.as<Turn>() ? s.as<Turn>()->keep : c.length(on);
+        const int64_t off = at % C;
+        const bool boundary = off == 0 || off == 1 || off == C - 1;
+        ++t.drawn[s.op()];
+        // past the first chunk (whose edges are the window's edges W - 1, W, W + 1 as well)
+        if (at >= 2 * C - 1 && boundary) ++t.at_boundary[s.op()];
+        if (at > C + 1 && boundary) ++t.past_first_chunk;
       }
     }
-    EXPECT_GE(files, 8u);
-    EXPECT_GE(entries, 89u);
-    std::ifstream in(root / "docs/expectations.schema.json");
-    const nlohmann::json schema = nlohmann::json::parse(in);
-    EXPECT_EQ(schema["$defs"]["kind"]["enum"].get<std::vector<std::string>>(), diagnosis_kind_names());
+    return t;
+  };
+  Tally chunked = draw(C, 11), plain = draw(0, 11);
+  for (const char* op : {"extend", "rollback", "fork", "spec", "shift", "turn"}) {
+    ASSERT_GT(chunked.drawn.at(op), 20) << op;
+    const double aimed = double(chunked.at_boundary[op]) / chunked.drawn.at(op),
+                 before = double(plain.at_boundary[op]) / plain.drawn.at(op);
+    EXPECT_GT(aimed, 0.6) << op << ": " << chunked.at_boundary[op] << " of " << chunked.drawn.at(op) << " at a chunk boundary";
+    EXPECT_GT(aimed, before + 0.15) << op << ": " << aimed << " against " << before << " without chunks";
   }
+  EXPECT_GT(chunked.past_first_chunk, 200);
+  EXPECT_EQ(draw(C, 11).plan, chunked.plan);  // the same seed, the same draws
+  EXPECT_NE(draw(C, 12).plan, chunked.plan);
+}
 
-  // A finding that upstream fixed stops excusing at the release that fixed it: "releases" holds the
-  // engines whose name's release is in [from, fixed_in), and no engine without a release.
-  TEST(EngineCheck, AKnownDeviationHoldsOnlyInItsReleaseRange) {
-    using expect::case_release;
-    using expect::in_release_range;
-    EXPECT_EQ(case_release("engine/transformers-5.24.0/static/eager/gemma2-w2/extend"), "5.24.0");
-    EXPECT_EQ(case_release("engine/openvino-2026.4.1/stateful/m/p"), "2026.4.1");
-    EXPECT_EQ(case_release("engine/mlx-lm/m/p"), "");
-    EXPECT_EQ(case_release("engine/llama.cpp-b11434/default/m/p"), "");
-    EXPECT_EQ(case_release("golden/5.24.0/static_sliding_decode"), "");  // only an engine case's configuration
-    expect::Expectation k;
-    k.from = "5.23.0", k.fixed_in = "5.25.0";
-    EXPECT_FALSE(in_release_range(k, "engine/transformers-5.22.2/static/eager/m/p"));
-    EXPECT_TRUE(in_release_range(k, "engine/transformers-5.23.0/static/eager/m/p"));
-    EXPECT_TRUE(in_release_range(k, "engine/transformers-5.24.0/dynamic/sdpa/m/p"));
-    EXPECT_FALSE(in_release_range(k, "engine/transformers-5.25.0/static/eager/m/p"));
-    EXPECT_FALSE(in_release_range(k, "engine/transformers-5.100.0/static/eager/m/p"));  // numbers, not text
-    EXPECT_FALSE(in_release_range(k, "engine/oracle/m/p"));
-    expect::Expectation open;
-    open.fixed_in = "5.25.0";
-    EXPECT_TRUE(in_release_range(open, "engine/transformers-4.56.2/static/eager/m/p"));
-    EXPECT_TRUE(in_release_range(expect::Expectation{}, "engine/oracle/m/p"));
-    // At the check: the oracle engine's load error is excused by an entry without a range, not by one
-    // with a range (the oracle names no release).
-    const Plan plan = plan_named("extend_after_full");
+TEST(EngineCheck, TheOracleEnginePassesEveryServingPlanAndEachOperationMutantFailsIt) {
+  // The diagnosis each mutant gets ("" where none of the named departures explains it).
+  for (auto [prefix, mutant, diagnosis] :
+       {std::tuple{"fork_", "fork_shared", ""},
+        {"fork_", "fork_off_by_one", "consistent with the forks starting one token short of their prefix"},
+        {"chunked_", "window_restarts_per_chunk", "consistent with the window restarting at each chunk"},
+        {"spec_", "spec_rollback_off_by_one", "consistent with the spec cycles rolling back one token more than they reject"},
+        {"batch", "batch_offset", ""},
+        {"shift_", "shift_not_rerotated", "consistent with the kept keys not re-rotated after a shift"},
+        {"shift_", "shift_discard_off_by_one", ""},
+        {"preempt_", "preempt_short", ""},
+        {"turn_", "turn_past", ""}}) {
     const Model m = load_model(gemma2_dir());
-    EngineClient own({"oracle", kvc::paths::target_file("kvc-oracle-engine"), {{"fault", "load-error@99"}}, "none", 5});
-    expect::Expectation e;
-    e.error = "fewer than 99";
-    EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(e)).status, report::Status::Deviation);
-    e.fixed_in = "5.25.0";
-    EXPECT_EQ(check_plan(own, m, gemma2_dir(), plan, expecting(e)).status, report::Status::Fail);
-  }
-
-  TEST(EngineCheck, AnUnknownOptionIsTheEnginesErrorAndAPlanTheEngineCannotRunIsASkip) {
-    const auto bad = run_oracle_engine(plan_named("prefill_eq_w"), {{"no_such_option", 1}});
-    EXPECT_EQ(bad.status, report::Status::Fail);
-    EXPECT_NE(bad.message.find("unknown option \"no_such_option\""), std::string::npos) << bad.message;
-  }
-
-  // Each serving operation's plan format: a bad field is named by file and JSON pointer.
-  TEST(Plans, TheServingOperationsNameTheirBadField) {
-    const nlohmann::json ext = {{"op", "extend"}, {"seq", 0}, {"tokens", {1, 2, 3, 4, 5}}};
-    auto error = [&](nlohmann::json step) -> std::string {
-      const nlohmann::json plan = {{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, step}}};
-      try {
-        plan_from_json(plan, "p.json");
-      } catch (const std::invalid_argument& e) {
-        return e.what();
-      }
-      return "";
-    };
-    const nlohmann::json fork = {{"op", "fork"}, {"seq", 1}, {"from", 0}, {"length", 3}};
-    const nlohmann::json chunked = {{"op", "chunked"}, {"seq", 0}, {"tokens", {1, 2, 3}}, {"chunk", 2}};
-    const nlohmann::json spec = {{"op", "spec"}, {"seq", 0}, {"tokens", {1, 2, 3}}, {"n", 2}};
-    const nlohmann::json batch = {{"op", "batch"}, {"items", {{{"seq", 0}, {"tokens", {1}}}, {{"seq", 1}, {"tokens", {2, 3}}}}}};
-    const nlohmann::json shift = {{"op", "shift"}, {"seq", 0}, {"keep", 1}, {"discard", 2}};
-    for (const nlohmann::json& good : {fork, chunked, spec, batch, shift}) EXPECT_EQ(error(good), "") << good.dump();
-    auto with = [](nlohmann::json j, const std::string& key, nlohmann::json value) {
-      if (value.is_null()) j.erase(key);
-      else j[key] = value;
-      return j;
-    };
-    const std::vector<std::pair<nlohmann::json, std::string>> bad{
-        {with(fork, "from", nullptr), "p.json: /steps/1/from: must name the source sequence"},
-        {with(fork, "from", 1), "p.json: /steps/1/from: must differ from seq"},
-        {with(fork, "from", 16), "p.json: /steps/1/from: must be an integer in [0, 15]"},
-        {with(fork, "length", -1), "p.json: /steps/1/length: must be the length"},
-        {with(chunked, "chunk", 0), "p.json: /steps/1/chunk: must be a positive integer"},
-        {with(chunked, "tokens", nlohmann::json::array()), "p.json: /steps/1/tokens: must be a non-empty array"},
-        {with(spec, "n", 4), "p.json: /steps/1/n: rejects more than the draft's 3 tokens"},
-        {with(spec, "n", nullptr), "p.json: /steps/1/n: must be the number of rejected draft tokens"},
-        {with(batch, "items", nlohmann::json::array()), "p.json: /steps/1/items: must be a non-empty array"},
-        {with(batch, "items", {{{"seq", 0}, {"tokens", {1}}}, {{"seq", 0}, {"tokens", {2}}}}),
-         "p.json: /steps/1/items/1/seq: sequence 0 is already"},
-        {with(batch, "items", {{{"seq", 0}, {"tokens", {1, "x"}}}}), "p.json: /steps/1/items/0/tokens/1: must be a token id"},
-        {with(shift, "discard", 0), "p.json: /steps/1/discard: must be the number of positions discarded"},
-        {with(shift, "keep", nullptr), "p.json: /steps/1/keep: must be the number of positions kept"},
-    };
-    for (const auto& [step, words] : bad)
-      EXPECT_NE(error(step).find(words), std::string::npos) << step.dump() << " -> " << error(step);
-    // What the format cannot see, the plan's run does: a fork longer than its source.
-    Plan p = plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, with(fork, "length", 6)}}},
-                            "p.json");
-    EXPECT_NE(invalid_reason(p, 32).find("step 1: fork of the first 6 tokens of a sequence of 5"), std::string::npos)
-        << invalid_reason(p, 32);
-    EXPECT_EQ(
-        max_tokens(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, spec}}}, "p.json")),
-        8);
-    Lengths len{{0, 5}, {1, 2}};
-    EXPECT_EQ(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {batch}}}, "p.json")
-                  .steps[0]
-                  .describe(len),
-              "batch of 2: seq 0 1 token at 5, seq 1 2 tokens at 2..3");
-    EXPECT_EQ(p.steps[1].describe(len), "fork seq 1 from the first 6 of seq 0's 5 tokens");
-    // A shift past the sequence's end, and what a valid one says.
-    Plan q = plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, with(shift, "discard", 5)}}},
-                            "p.json");
-    EXPECT_NE(invalid_reason(q, 32).find("step 1: shift discarding 5 after 1 of a sequence of 5 tokens"), std::string::npos)
-        << invalid_reason(q, 32);
-    q = plan_from_json(
-        to_json(plan_from_json({{"format", "kvconform-engine-plan-v1"}, {"model", "m"}, {"steps", {ext, shift}}}, "p.json")),
-        "p.json");
-    EXPECT_EQ(q.steps[1].describe(len), "shift seq 0: discard 2 tokens at 1..2, move 2 down (to 3)");
-    EXPECT_EQ(invalid_reason(q, 32), "");
-  }
-
-  // The step table: each row reads back what it writes, the protocol names each row's fields, every
-  // draw of the campaign is a valid step of a listed operation, and the operation mutants each name
-  // their row's operation.
-  TEST(StepTable, EachRowRoundTripsAndTheProtocolIsTheTable) {
-    const std::vector<PlanStep> one_of_each{Extend{0, tokens(3)},
-                                            Rollback{0, 1},
-                                            Reload{0},
-                                            Reset{},
-                                            Fork{1, 0, 2},
-                                            Chunked{0, tokens(4, 2), 3},
-                                            Spec{0, tokens(3, 3), 1},
-                                            Batch{{{0, tokens(1)}, {1, tokens(2, 4)}}},
-                                            Shift{0, 1, 1},
-                                            Preempt{0},
-                                            Turn{0, 1, tokens(2, 5)}};
-    const nlohmann::json protocol = protocol_description();
-    ASSERT_EQ(protocol["steps"].size(), one_of_each.size());
-    for (size_t i = 0; i < one_of_each.size(); ++i) {
-      const PlanStep& s = one_of_each[i];
-      const nlohmann::json j = s.to_json();
-      EXPECT_EQ(PlanStep::from_json(j, "/steps/0", "t").to_json(), j) << j.dump();
-      EXPECT_EQ(protocol["steps"][i]["op"], s.op());
-      EXPECT_EQ(protocol["steps"][i]["logits"], s.logits());
-      std::vector<std::string> fields;
-      for (const auto& [key, value] : j.items())
-        if (key != "op") fields.push_back(key);
-      EXPECT_EQ(protocol["steps"][i]["fields"].get<std::vector<std::string>>(), fields) << s.op();
-      EXPECT_EQ(s.logits(), !s.positions({{0, 5}, {1, 5}}).empty()) << s.op();
+    int plans = 0;
+    for (const Plan& plan : fixed_plans("gemma2-w4", m.config.sliding_window, m.config.vocab)) {
+      if (plan.name.rfind(prefix, 0) != 0) continue;
+      ++plans;
+      const auto ok = run_oracle_engine(plan, nlohmann::json::object());
+      EXPECT_EQ(ok.status, report::Status::Pass) << plan.name << ": " << ok.message;
+      const auto bad = run_oracle_engine(plan, nlohmann::json::object(), mutant);
+      EXPECT_EQ(bad.status, report::Status::Fail) << plan.name << " under " << mutant << ": " << bad.message;
+      EXPECT_NE(bad.message.find("step "), std::string::npos) << bad.message;
+      EXPECT_NE(bad.message.find(*diagnosis ? diagnosis : "no single explanation fits"), std::string::npos)
+          << mutant << ": " << bad.message;
     }
-    for (const std::string& m : operation_mutants()) EXPECT_NE(operation_of_mutant(m), "") << m;
-    EXPECT_EQ(operation_of_mutant("window_off_by_one+1"), "");
-    // Every kind drawn, each step valid and of an operation listed: by the whole list, and by none.
-    for (const std::vector<std::string>& operations :
-         {std::vector<std::string>{"rollback", "reload", "sequences", "fork", "chunked", "spec", "batch", "shift", "preempt",
-                                   "turn"},
-          std::vector<std::string>{}}) {
-      DrawContext c{operations, 4, 32, 7, 0, {}};
-      Plan p{"drawn", "m", {}};
-      std::set<std::string> ops;
-      for (int kind = 0; kind < 15; ++kind)
-        for (int variant = 0; variant < 8; ++variant)
-          for (PlanStep& s : draw_step(DrawnStep{kind, 3 + variant, variant % 2, variant}, c))
-            ops.insert(s.op()), p.steps.push_back(std::move(s));
-      EXPECT_EQ(invalid_reason(p, 32), "");
-      for (const std::string& op : operations_used(p))
-        EXPECT_NE(std::find(operations.begin(), operations.end(), op), operations.end()) << op;
-      EXPECT_EQ(ops.size(), operations.empty() ? 2u : one_of_each.size());  // without operations: extends and resets
-    }
+    EXPECT_GT(plans, 0) << prefix;
   }
+}
 
-  // On a chunked model the campaign's operations aim at chunk starts (issue: chunk boundaries were drawn
-  // less than window edges): where each drawn extend, rollback, fork, spec cycle and shift leaves its
-  // sequence (a shift and a turn: the prefix they keep) lies within one token of a chunk start k*C past
-  // the first chunk (after a cache keeping one chunk evicted the previous one) far more often than the
-  // same draws give on the model without chunks, and the draws are the seed's alone.
-  TEST(StepTable, ChunkedModelsDrawEveryOperationAtChunkBoundaries) {
-    const int64_t C = 5;
-    const std::vector<std::string> operations{"rollback", "reload", "sequences", "fork",    "chunked",
-                                              "spec",     "batch",  "shift",     "preempt", "turn"};
-    struct Tally {
-      std::map<std::string, int> at_boundary, drawn;
-      int past_first_chunk = 0;
-      std::string plan;
-    };
-    const auto draw = [&](int64_t chunk, uint32_t seed) {
-      Tally t;
-      DrawContext c{operations, C, 32, seed, 0, {}, chunk};
-      std::mt19937 r(seed);
-      const int aimed[] = {3, 4, 5, 7, 10, 11, 13};  // the kinds with targets (10: a shift at variants 4-7)
-      for (int i = 0; i < 3000; ++i) {
-        if (i % 40 == 0) c.len.clear();  // fresh sequences now and then, as a plan starts
-        const int kind = r() % 3 == 0 ? 0 : aimed[r() % 7], variant = 1 + static_cast<int>(r() % 7);
-        const int size = 1 + static_cast<int>(r() % 12), seq = static_cast<int>(r() % 2);
-        if (c.length(0) == 0 || c.length(1) == 0) {  // grow both sequences first, so that every operation can run
-          draw_step(DrawnStep{0, size, c.length(0) == 0 ? 0 : 1, 0}, c);
-          continue;
-        }
-        for (const PlanStep& s : draw_step(DrawnStep{kind, size, seq, variant}, c)) {
-          t.plan += s.to_json().dump();
-          if (kind == 0 || (kind == 10 && !s.as<Shift>())) continue;  // plain extends, deep rollbacks: no target
-          const int64_t on = s.sequences().front();
-          // Where it leaves the sequence; a shift's and a turn's kept prefix.
-          const int64_t at = s.as<Shift>() ? s.as<Shift>()->keep : s.as<Turn>() ? s.as<Turn>()->keep : c.length(on);
-          const int64_t off = at % C;
-          const bool boundary = off == 0 || off == 1 || off == C - 1;
-          ++t.drawn[s.op()];
-          // past the first chunk (whose edges are the window's edges W - 1, W, W + 1 as well)
-          if (at >= 2 * C - 1 && boundary) ++t.at_boundary[s.op()];
-          if (at > C + 1 && boundary) ++t.past_first_chunk;
-        }
-      }
-      return t;
-    };
-    Tally chunked = draw(C, 11), plain = draw(0, 11);
-    for (const char* op : {"extend", "rollback", "fork", "spec", "shift", "turn"}) {
-      ASSERT_GT(chunked.drawn.at(op), 20) << op;
-      const double aimed = double(chunked.at_boundary[op]) / chunked.drawn.at(op),
-                   before = double(plain.at_boundary[op]) / plain.drawn.at(op);
-      EXPECT_GT(aimed, 0.6) << op << ": " << chunked.at_boundary[op] << " of " << chunked.drawn.at(op) << " at a chunk boundary";
-      EXPECT_GT(aimed, before + 0.15) << op << ": " << aimed << " against " << before << " without chunks";
-    }
-    EXPECT_GT(chunked.past_first_chunk, 200);
-    EXPECT_EQ(draw(C, 11).plan, chunked.plan);  // the same seed, the same draws
-    EXPECT_NE(draw(C, 12).plan, chunked.plan);
-  }
+TEST(EngineCheck, AnEngineMayAnswerASubsetOfThePositionsButNotNone) {
+  const Plan plan = plan_named("batch");
+  const auto last = run_oracle_engine(plan, {{"logits", "last"}});
+  EXPECT_EQ(last.status, report::Status::Pass) << last.message;
+  EXPECT_NE(last.message.find("5 positions judged"), std::string::npos) << last.message;  // one per step with new positions
+  EXPECT_NE(last.detail.find("(the engine answered 1 of"), std::string::npos) << last.detail;
+  // The subset is still judged: a mutant that changes the last positions fails.
+  EXPECT_EQ(run_oracle_engine(plan_named("extend_after_full"), {{"logits", "last"}}, "window_off_by_one+1").status,
+            report::Status::Fail);
+  const auto none = run_oracle_engine(plan, {{"logits", "none"}});
+  EXPECT_EQ(none.status, report::Status::Fail);
+  EXPECT_NE(none.message.find("nothing was judged"), std::string::npos) << none.message;
+}
 
-  TEST(EngineCheck, TheOracleEnginePassesEveryServingPlanAndEachOperationMutantFailsIt) {
-    // The diagnosis each mutant gets ("" where none of the named departures explains it).
-    for (auto [prefix, mutant, diagnosis] :
-         {std::tuple{"fork_", "fork_shared", ""},
-          {"fork_", "fork_off_by_one", "consistent with the forks starting one token short of their prefix"},
-          {"chunked_", "window_restarts_per_chunk", "consistent with the window restarting at each chunk"},
-          {"spec_", "spec_rollback_off_by_one", "consistent with the spec cycles rolling back one token more than they reject"},
-          {"batch", "batch_offset", ""},
-          {"shift_", "shift_not_rerotated", "consistent with the kept keys not re-rotated after a shift"},
-          {"shift_", "shift_discard_off_by_one", ""},
-          {"preempt_", "preempt_short", ""},
-          {"turn_", "turn_past", ""}}) {
-      const Model m = load_model(gemma2_dir());
-      int plans = 0;
-      for (const Plan& plan : fixed_plans("gemma2-w4", m.config.sliding_window, m.config.vocab)) {
-        if (plan.name.rfind(prefix, 0) != 0) continue;
-        ++plans;
-        const auto ok = run_oracle_engine(plan, nlohmann::json::object());
-        EXPECT_EQ(ok.status, report::Status::Pass) << plan.name << ": " << ok.message;
-        const auto bad = run_oracle_engine(plan, nlohmann::json::object(), mutant);
-        EXPECT_EQ(bad.status, report::Status::Fail) << plan.name << " under " << mutant << ": " << bad.message;
-        EXPECT_NE(bad.message.find("step "), std::string::npos) << bad.message;
-        EXPECT_NE(bad.message.find(*diagnosis ? diagnosis : "no single explanation fits"), std::string::npos)
-            << mutant << ": " << bad.message;
-      }
-      EXPECT_GT(plans, 0) << prefix;
-    }
+TEST(EngineCheck, LogProbabilitiesAreJudgedAsLogSoftmaxUnderTheirOwnBound) {
+  for (const char* answer : {"logprobs", "last-logprobs"}) {
+    const auto ok = run_oracle_engine(plan_named("batch"), {{"logits", answer}});
+    EXPECT_EQ(ok.status, report::Status::Pass) << answer << ": " << ok.message;
+    // A wrong window still shows through log-probabilities, diagnosed as with logits.
+    const auto bad = run_oracle_engine(plan_named("extend_after_full"), {{"logits", answer}}, "window_off_by_one+1");
+    EXPECT_EQ(bad.status, report::Status::Fail) << answer;
+    EXPECT_NE(bad.message.find("max |log-prob error|"), std::string::npos) << bad.message;
+    EXPECT_NE(bad.message.find("consistent with a window of W+1"), std::string::npos) << bad.message;
   }
+  // Log-probabilities labelled as logits are off by each row's log-sum-exp: not a pass.
+  const auto mislabelled = run_oracle_engine(plan_named("batch"), {{"logits", "logprobs-as-logits"}});
+  EXPECT_EQ(mislabelled.status, report::Status::Fail) << mislabelled.message;
+  EXPECT_NE(mislabelled.message.find("max |logit error|"), std::string::npos) << mislabelled.message;
+}
 
-  TEST(EngineCheck, AnEngineMayAnswerASubsetOfThePositionsButNotNone) {
-    const Plan plan = plan_named("batch");
-    const auto last = run_oracle_engine(plan, {{"logits", "last"}});
-    EXPECT_EQ(last.status, report::Status::Pass) << last.message;
-    EXPECT_NE(last.message.find("5 positions judged"), std::string::npos) << last.message;  // one per step with new positions
-    EXPECT_NE(last.detail.find("(the engine answered 1 of"), std::string::npos) << last.detail;
-    // The subset is still judged: a mutant that changes the last positions fails.
-    EXPECT_EQ(run_oracle_engine(plan_named("extend_after_full"), {{"logits", "last"}}, "window_off_by_one+1").status,
-              report::Status::Fail);
-    const auto none = run_oracle_engine(plan, {{"logits", "none"}});
-    EXPECT_EQ(none.status, report::Status::Fail);
-    EXPECT_NE(none.message.find("nothing was judged"), std::string::npos) << none.message;
+TEST(EngineCheck, RowsRepeatedOrShiftedByOneGetAHint) {
+  // An adapter that sends one position's row for every position, or each position the row before
+  // it, fits no cache hypothesis: the failure says what its rows look like.
+  for (auto [answer, words] :
+       {std::pair{"first-repeated", "hint: the engine answered the same row for all "},
+        {"shifted", "hint: the engine's rows are the oracle's shifted by one position (each row is the position before"}}) {
+    const auto bad = run_oracle_engine(plan_named("prefill_gt_w"), {{"logits", answer}});
+    EXPECT_EQ(bad.status, report::Status::Fail) << answer;
+    EXPECT_NE(bad.message.find(words), std::string::npos) << bad.message;
   }
-
-  TEST(EngineCheck, LogProbabilitiesAreJudgedAsLogSoftmaxUnderTheirOwnBound) {
-    for (const char* answer : {"logprobs", "last-logprobs"}) {
-      const auto ok = run_oracle_engine(plan_named("batch"), {{"logits", answer}});
-      EXPECT_EQ(ok.status, report::Status::Pass) << answer << ": " << ok.message;
-      // A wrong window still shows through log-probabilities, diagnosed as with logits.
-      const auto bad = run_oracle_engine(plan_named("extend_after_full"), {{"logits", answer}}, "window_off_by_one+1");
-      EXPECT_EQ(bad.status, report::Status::Fail) << answer;
-      EXPECT_NE(bad.message.find("max |log-prob error|"), std::string::npos) << bad.message;
-      EXPECT_NE(bad.message.find("consistent with a window of W+1"), std::string::npos) << bad.message;
-    }
-    // Log-probabilities labelled as logits are off by each row's log-sum-exp: not a pass.
-    const auto mislabelled = run_oracle_engine(plan_named("batch"), {{"logits", "logprobs-as-logits"}});
-    EXPECT_EQ(mislabelled.status, report::Status::Fail) << mislabelled.message;
-    EXPECT_NE(mislabelled.message.find("max |logit error|"), std::string::npos) << mislabelled.message;
-  }
-
-  TEST(EngineCheck, RowsRepeatedOrShiftedByOneGetAHint) {
-    // An adapter that sends one position's row for every position, or each position the row before
-    // it, fits no cache hypothesis: the failure says what its rows look like.
-    for (auto [answer, words] :
-         {std::pair{"first-repeated", "hint: the engine answered the same row for all "},
-          {"shifted", "hint: the engine's rows are the oracle's shifted by one position (each row is the position before"}}) {
-      const auto bad = run_oracle_engine(plan_named("prefill_gt_w"), {{"logits", answer}});
-      EXPECT_EQ(bad.status, report::Status::Fail) << answer;
-      EXPECT_NE(bad.message.find(words), std::string::npos) << bad.message;
-    }
-    // A right answer and a wrong window get none.
-    const auto plus1 = run_oracle_engine(plan_named("prefill_gt_w"), {}, "window_off_by_one+1");
-    EXPECT_EQ(plus1.message.find("hint:"), std::string::npos) << plus1.message;
-  }
+  // A right answer and a wrong window get none.
+  const auto plus1 = run_oracle_engine(plan_named("prefill_gt_w"), {}, "window_off_by_one+1");
+  EXPECT_EQ(plus1.message.find("hint:"), std::string::npos) << plus1.message;
+}
 
 }  // namespace
 }  // namespace kvc::engine
