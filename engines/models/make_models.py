@@ -280,6 +280,9 @@ def tensors(name, family, cfg):
     if family == "laguna":  # read_laguna's rule
         kinds = cfg.get("mlp_layer_types")
         moe = {i for i in range(layers) if (kinds[i] == "sparse" if kinds else i > 0)}
+    if family == "beam":  # read_beam's rule
+        kinds = cfg.get("mlp_layer_types")
+        moe = {i for i in range(layers) if (kinds[i] == "sparse" if kinds else i >= min(3, layers))}
     if family == "mellum":  # read_mellum's rule
         kinds = cfg.get("mlp_layer_types")
         moe = {i for i in range(layers) if not kinds or kinds[i] == "sparse"}
@@ -311,12 +314,12 @@ def tensors(name, family, cfg):
         put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
         if family in ("qwen2", "qwen2_moe") or (family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1",
                                                               "granitemoe_swa", "mellum", "flint", "cohere2_moe", "afmoe",
-                                                              "laguna") and cfg.get("attention_bias")):
+                                                              "laguna", "beam") and cfg.get("attention_bias")):
             put(p + "self_attn.q_proj.bias", (HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.k_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.v_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
         if family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1", "granitemoe_swa", "mellum", "flint",
-                      "cohere2_moe", "afmoe", "laguna") and cfg.get("attention_bias"):
+                      "cohere2_moe", "afmoe", "laguna", "beam") and cfg.get("attention_bias"):
             put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
         if family in ("gpt_oss", "granite_swa", "granitemoe_swa", "flint"):
             # Sinks around the scores' scale (std ~5), so some heads give a sink real weight.
@@ -371,6 +374,15 @@ def tensors(name, family, cfg):
                 mlp(f + "shared_experts.", cfg["shared_expert_intermediate_size"])
             else:
                 mlp(f, cfg["intermediate_size"])
+        elif family == "beam":  # laguna's layout without the shared expert
+            f, e, inter = p + "mlp.", cfg["num_experts"], cfg["moe_intermediate_size"]
+            if i in moe:
+                put(f + "gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)  # afmoe's quarter range: the renormalisation acts
+                put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
+                put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
+                put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+            else:
+                mlp(f, cfg["intermediate_size"])
         elif family == "kolibri1":  # stacked experts, the router's selection bias, an ungated shared expert
             f, e, inter = p + "mlp.", cfg["num_local_experts"], cfg["moe_intermediate_size"]
             # afmoe's quarter range: sigmoid weights away from 1, so that the renormalisation acts (sensitivity.py);
@@ -417,15 +429,18 @@ def tensors(name, family, cfg):
         # cohere2's (and cohere2_moe's) parallel block has one norm per layer; vaultgemma none after attention
         if family not in ("cohere2", "cohere2_moe", "vaultgemma"):
             put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma2", "gemma3", "gemma4_text", "vaultgemma", "muse_glimmer_text"):
+        if family in ("gemma2", "gemma3", "gemma4_text", "vaultgemma", "muse_glimmer_text", "beam"):
             put(p + "pre_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma2", "gemma3", "gemma4_text", "muse_glimmer_text") or post_norm:
+        if family in ("gemma2", "gemma3", "gemma4_text", "muse_glimmer_text", "beam") or post_norm:
             put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
         if family == "muse_glimmer_text":  # afmoe's gate of every attention output element (weightless q/k norms)
             put(p + "self_attn.gate_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         if family == "laguna":  # the softplus gate: one per head, or one per output element unless gating is per head
             per_head = cfg.get("gating", True) in (True, "per-head")
             put(p + "self_attn.g_proj.weight", ((HEADS if per_head else HEADS * HEAD_DIM), HIDDEN), -PROJ, PROJ)
+        if family == "beam":  # the gate of every attention output element, plus a bias per head (a logit shift)
+            put(p + "self_attn.gate_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+            put(p + "self_attn.gate_bias", (HEADS,), -1.0, 1.0)
         if family == "kolibri1":  # its sandwich's own names (post_attention_layernorm, above, is the MLP's input norm)
             put(p + "post_self_attn_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "post_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
@@ -433,7 +448,8 @@ def tensors(name, family, cfg):
             put(p + "pre_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "post_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "self_attn.gate_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
-        if family in ("gemma3", "qwen3", "gemma4_text", "dots1", "exaone_moe", "mellum", "flint", "afmoe", "kolibri1", "laguna"):
+        if family in ("gemma3", "qwen3", "gemma4_text", "dots1", "exaone_moe", "mellum", "flint", "afmoe", "kolibri1", "laguna",
+                      "beam"):
             put(p + "self_attn.q_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
             if own_kv:
                 put(p + "self_attn.k_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)

@@ -5,7 +5,7 @@ In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
 the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
 ministral, phi3, gemma4_text, olmo3, exaone4, vaultgemma, cwm, granite_swa, qwen2_moe, dots1,
-granitemoe_swa, exaone_moe, lfm3, mellum, flint, cohere2_moe, afmoe, kolibri1, laguna):
+granitemoe_swa, exaone_moe, lfm3, mellum, flint, cohere2_moe, afmoe, kolibri1, laguna, beam):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -39,7 +39,9 @@ chosen logits asks for float32 (the softmax patch keeps it float64). afmoe's rou
 `.to(torch.float32)`: rewritten to float64 in its source. kolibri1's router takes its logits from float32 casts of
 the input and the weight, as dots1's: rewritten to float64 in its source. laguna's router casts its logits
 `.float()` and its attention takes the softplus of `.float()` of the gate's input: both rewritten to `.double()`; its
-rotary module holds one buffer per layer type, each of its own partial factor (identified as gemma4's).
+rotary module holds one buffer per layer type, each of its own partial factor (identified as gemma4's). beam casts
+`.float()` in its router, its SwiGLUs (dense and experts), its NoPE query scale (compute_attention_scaling and the
+attention's query) and its logit soft-cap: each rewritten to `.double()` (_patch_beam).
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype, its epsilon taken from the model's configuration (the one candidate with which the
@@ -227,6 +229,7 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.ultrabert.modeling_ultrabert": [("UltrabertRMSNorm", _llama_norm_forward)],
     "transformers.models.kolibri1.modeling_kolibri1": [("Kolibri1RMSNorm", _llama_norm_forward)],
     "transformers.models.laguna.modeling_laguna": [("LagunaRMSNorm", _llama_norm_forward)],
+    "transformers.models.beam.modeling_beam": [("BeamRMSNorm", _llama_norm_forward)],
 }
 # The multimodal text decoders' norms (5.x; 4.x uses qwen2's Qwen2RMSNorm).
 _NORMS.update({
@@ -268,6 +271,7 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.ultrabert.modeling_ultrabert": ("UltrabertRotaryEmbedding", _rotary_forward),
     "transformers.models.kolibri1.modeling_kolibri1": ("Kolibri1RotaryEmbedding", _rotary_forward),
     "transformers.models.laguna.modeling_laguna": ("LagunaRotaryEmbedding", _rotary_forward),
+    "transformers.models.beam.modeling_beam": ("BeamRotaryEmbedding", _rotary_forward),
 }
 _ROTARY.update({
     "transformers.models.qwen2_vl.modeling_qwen2_vl": ("Qwen2VLRotaryEmbedding", _mrope_rotary_forward),
@@ -316,20 +320,23 @@ def _patch_granite_swa(mod):
     mod.eager_attention_forward = eager_attention_forward
 
 
-def _recast(cls, mod, pattern, replacement, expected):
-    """cls.forward with its float32 casts (`pattern`, exactly `expected` of them, else it raises) rewritten to
+def _recast(cls, mod, pattern, replacement, expected, method="forward"):
+    """cls.<method> with its float32 casts (`pattern`, exactly `expected` of them, else it raises) rewritten to
     float64, compiled in the module's scope."""
     import inspect
     import re
     import textwrap
 
-    src = textwrap.dedent(inspect.getsource(cls.forward))
+    fn = getattr(cls, method)
+    src = textwrap.dedent(inspect.getsource(fn))
+    # @auto_docstring only writes the docstring, and needs the method inside its class: left out of the copy.
+    src = re.sub(r"^@auto_docstring\n", "", src, flags=re.M)
     new, n = re.subn(pattern, replacement, src)
     if n != expected:
-        raise RuntimeError(f"exact64: {cls.__name__}.forward has {n} float32 casts (expected {expected})")
+        raise RuntimeError(f"exact64: {cls.__name__}.{method} has {n} float32 casts (expected {expected})")
     scope = dict(vars(mod))
-    exec(compile(new, inspect.getsourcefile(cls.forward), "exec"), scope)
-    cls.forward = scope["forward"]
+    exec(compile(new, inspect.getsourcefile(fn), "exec"), scope)
+    setattr(cls, method, scope[method])
 
 
 def _patch_dots1(mod):
@@ -384,6 +391,28 @@ def _patch_laguna(mod):
     _recast(mod.LagunaAttention, mod, r"\.float\(\)", ".double()", 1)
 
 
+def _patch_beam(mod):
+    """beam: `.float()` in its router's logits (input and weight), its dense MLP's and its experts' SwiGLU (gate and
+    up), its NoPE query scale (compute_attention_scaling's positions, the attention's query) and its logit soft-cap:
+    every one rewritten to `.double()`."""
+    import inspect
+    import re
+    import textwrap
+
+    _recast(mod.BeamTopKRouter, mod, r"\.float\(\)", ".double()", 2)
+    _recast(mod.BeamMLP, mod, r"\.float\(\)", ".double()", 2)
+    _recast(mod.BeamExperts, mod, r"\.float\(\)", ".double()", 2, method="_apply_gate")
+    _recast(mod.BeamAttention, mod, r"\.float\(\)", ".double()", 1)
+    _recast(mod.BeamForCausalLM, mod, r"\.float\(\)", ".double()", 1)
+    src = textwrap.dedent(inspect.getsource(mod.compute_attention_scaling))
+    new, n = re.subn(r"\.float\(\)", ".double()", src)
+    if n != 1:
+        raise RuntimeError(f"exact64: beam's compute_attention_scaling has {n} float32 casts (expected 1)")
+    scope = dict(vars(mod))
+    exec(compile(new, inspect.getsourcefile(mod.compute_attention_scaling), "exec"), scope)
+    mod.compute_attention_scaling = scope["compute_attention_scaling"]
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.dots1.modeling_dots1": _patch_dots1,
           "transformers.models.granitemoe_swa.modeling_granitemoe_swa": _patch_granitemoe_swa,
@@ -397,7 +426,8 @@ _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.modernbert_decoder.modeling_modernbert_decoder": _patch_cohere2,
           "transformers.models.modernbert.modeling_modernbert": _patch_cohere2,
           "transformers.models.kolibri1.modeling_kolibri1": _patch_kolibri1,
-          "transformers.models.laguna.modeling_laguna": _patch_laguna}
+          "transformers.models.laguna.modeling_laguna": _patch_laguna,
+          "transformers.models.beam.modeling_beam": _patch_beam}
 
 
 def _yarn(cfg):

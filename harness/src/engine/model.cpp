@@ -1406,6 +1406,84 @@ void read_laguna(const json& c, const std::string& file, ModelConfig& m) {
   check_topk(moe, file);
 }
 
+// BeamConfig (5.24.0 on): the layers of gemma's sandwich with weight w (input_layernorm, post_attention_layernorm,
+// pre_feedforward_layernorm, post_feedforward_layernorm) and three rules of its own: each attention output element
+// times sigmoid(gate_proj h + gate_bias[head]) (ModelConfig::attn_gate_bias), the depth-scaled residual
+// (depth_scaled_residual) and NoPE layers whose queries are scaled by (1 + (pos + 1)/2048) ** 0.1
+// (nope_query_length, nope_query_power). layer_types default sliding but every sixth layer and the last full; a
+// layer type's rope is rope_parameters[type] (keyed by layer type: the class converts no flat dict; default sliding
+// "default" at base 1e4, full null), null a NoPE layer; per-head q/k RMS norms before rope; attention_bias on
+// q/k/v/o. The feed-forward per mlp_layer_types (default: the first min(3, layers) dense): dense the MLP of
+// intermediate_size, sparse exaone_moe's routing (sigmoid scores chosen by score + e_score_correction_bias within
+// the topk_group best of n_group groups, renormalised where norm_topk_prob, times routed_scaling_factor) over
+// num_experts stacked experts of moe_intermediate_size, no shared expert. The logits soft-capped by
+// final_logit_softcapping (30). head_dim default 128; untied by default. 5.24.0 and 5.25.0 compute the same forward
+// (they differ in tensor-parallel plans and kernel decorators).
+void read_beam(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  read_head_dim_128(c, file, m);
+  m.qk_norm = true;
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  m.norm_placement = NormPlacement::Sandwich;
+  m.attn_gate = m.attn_gate_elementwise = m.attn_gate_bias = true;
+  m.depth_scaled_residual = true;
+  m.tensor_names = {{"self_attn.gate_proj.", "self_attn.g_proj."}};
+  if (c.value("hidden_act", std::string("silu")) != "silu") bad(file, "/hidden_act", "only silu is modelled");
+  // null: no soft-cap; a number is the cap (0 divides by zero in the class: refused).
+  const bool no_softcap = c.contains("final_logit_softcapping") && c["final_logit_softcapping"].is_null();
+  m.final_softcap = no_softcap ? 0 : number_or(c, "final_logit_softcapping", 30.0, file);
+  if (m.final_softcap <= 0 && !no_softcap)
+    bad(file, "/final_logit_softcapping", "must be positive or null (the class divides by it)");
+  if (!c.contains("sliding_window")) m.sliding_window = 512;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back((i + 1) % 6 ? "sliding_attention" : "full_attention");
+    types.back() = "full_attention";
+  }
+  m.windows = windows_of(types, m.sliding_window, file);
+  // 5.24.0 and 5.25.0 set rope_parameters from a rope_scaling key (the config's setter), null included.
+  if (c.contains("rope_scaling")) bad(file, "/rope_scaling", "is not read: rope_parameters keys the rope by layer type");
+  json rp = {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}, {"full_attention", nullptr}};
+  if (c.contains("rope_parameters") && !c["rope_parameters"].is_null()) rp = c["rope_parameters"];
+  if (!rp.is_object()) bad(file, "/rope_parameters", "must key a rope (or null) by each layer type");
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (!rp.contains(types[i]))
+      bad(file, "/rope_parameters", "has no " + types[i] + " entry (layer " + std::to_string(i) + " is one)");
+    const json& r = rp[types[i]];
+    if (!r.is_null() && !r.is_object()) bad(file, "/rope_parameters/" + types[i], "must be an object or null");
+    if (r.is_object() && r.contains("partial_rotary_factor"))
+      bad(file, "/rope_parameters/" + types[i] + "/partial_rotary_factor", "is not modelled (beam's rope ignores it)");
+    m.rope_layers.push_back(!r.is_null());
+    // A NoPE layer's base is never used: 10000 only so that every layer has one.
+    const double base = r.is_null() ? 10000 : number_or(r, "rope_theta", 0, file);
+    if (base <= 0) bad(file, "/rope_parameters/" + types[i] + "/rope_theta", "must be a positive number");
+    m.rope_thetas.push_back(base);
+  }
+  m.nope_query_length = 2048;
+  m.nope_query_power = 0.1;
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = true;
+  moe.experts = positive_or(c, "num_experts", 256, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 2560, file);
+  for (const char* key : {"n_group", "topk_group"})
+    if (c.contains(key) && c[key].is_null()) bad(file, std::string("/") + key, "null is not modelled (the router divides by it)");
+  moe.groups = positive_or(c, "n_group", 8, file);
+  moe.topk_groups = positive_or(c, "topk_group", 4, file);
+  moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
+  moe.routed_scale = number_or(c, "routed_scaling_factor", 2.5, file);
+  moe.router = "gate.";
+  moe.stacked_experts = true;
+  check_topk(moe, file);
+  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
+    moe.layers = mlp_layer_types_of(c, m.layers, file);
+  } else {
+    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= std::min<int64_t>(3, m.layers));
+  }
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -1566,6 +1644,7 @@ const FamilyEntry kRegistry[] = {
     {Family::MuseGlimmerText, "muse_glimmer_text", read_muse_glimmer_text},
     {Family::Kolibri1, "kolibri1", read_kolibri1},
     {Family::Laguna, "laguna", read_laguna},
+    {Family::Beam, "beam", read_beam},
 };
 
 }  // namespace
@@ -1657,7 +1736,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::GraniteSwa && m.family != Family::Dots1 && m.family != Family::GraniteMoeSwa &&
       m.family != Family::Mellum && m.family != Family::Flint && m.family != Family::Cohere2Moe && m.family != Family::Afmoe &&
       m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
-      m.family != Family::CohereCompassText && m.family != Family::Laguna && c.value("attention_bias", false))
+      m.family != Family::CohereCompassText && m.family != Family::Laguna && m.family != Family::Beam &&
+      c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -2173,6 +2253,8 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     throw std::invalid_argument("ModelConfig::chunks needs one chunk size per layer");
   if (!k.rope_layers.empty() && static_cast<int64_t>(k.rope_layers.size()) != k.layers)
     throw std::invalid_argument("ModelConfig::rope_layers needs one entry per layer");
+  if (k.depth_scaled_residual && (k.norm_placement != NormPlacement::Sandwich || k.parallel_block))
+    throw std::invalid_argument("ModelConfig::depth_scaled_residual: modelled with the sandwich norms only");
   if (k.bidirectional &&
       (static_cast<int64_t>(k.reach_before.size()) != k.layers || static_cast<int64_t>(k.reach_after.size()) != k.layers))
     throw std::invalid_argument("ModelConfig: an encoder needs reach_before and reach_after per layer");
@@ -2224,6 +2306,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       L.q = get("self_attn.q_proj.weight");
       L.o = get("self_attn.o_proj.weight");
       if (k.attn_gate) L.gate_proj = get("self_attn.g_proj.weight");
+      if (k.attn_gate_bias) L.attn_gate_bias = get("self_attn.gate_bias");
     }
     if (own_kv) L.k = get("self_attn.k_proj.weight");
     if (own_v) L.v = get("self_attn.v_proj.weight");
@@ -2536,6 +2619,11 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
             for (int64_t i = 0; i < k.heads; ++i) rms_norm(q.data() + i * D, no_weight, D, eps, false, q.data() + i * D);
             for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, no_weight, D, eps, false, kk.data() + i * D);
           }
+        } else if (k.nope_query_length > 0) {
+          // beam: (1 + (pos + 1) / length) ** power, as transformers writes it: exp(power * log1p(...)).
+          const T scale =
+              static_cast<T>(std::exp(k.nope_query_power * std::log1p((static_cast<double>(pos) + 1) / k.nope_query_length)));
+          for (T& v : q) v *= scale;
         } else if (k.temperature_floor_scale > 0) {
           const T scale =
               static_cast<T>(std::log(std::floor((static_cast<double>(pos) + 1.0) / k.temperature_floor_scale) + 1.0) *
@@ -2626,6 +2714,18 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
                       widest);
         }
       }
+    // beam's depth-scaled residual: x = out / sqrt(k) + x * sqrt((k - 1) / k), k = 2(l + 1) after the attention and
+    // 2(l + 1) + 1 after the MLP; elsewhere x + out (times residual_scale where the block has it).
+    auto residual_add = [&](const Row<T>& x, const std::vector<T>& out, T scale, int64_t depth) {
+      if (!k.depth_scaled_residual) {
+        for (int64_t i = 0; i < H; ++i) x[i] += out[i] * scale;
+        return;
+      }
+      const double kd = static_cast<double>(depth);
+      const T a = static_cast<T>(1.0 / std::sqrt(kd)), b = static_cast<T>(std::sqrt((kd - 1) / kd));
+      for (int64_t i = 0; i < H; ++i) x[i] = out[i] * a + x[i] * b;
+    };
+    const int64_t attn_depth = 2 * (li + 1), mlp_depth = attn_depth + 1;
     // The rest of the layer, token by token.
     for (int64_t t = 0; t < n; ++t) {
       const Row<T> x = row(X, t, H), h = row(Hn, t, H), attn = row(A, t, widest);
@@ -2638,6 +2738,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         for (int64_t e = 0; e < k.heads * D; ++e) {
           T z = 0;
           for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(e * H + i)] * h[i];
+          if (!L.attn_gate_bias.empty()) z += L.attn_gate_bias[static_cast<size_t>(e / D)];  // beam: a bias per head
           attn[e] *= gate_of(z);
         }
       } else if (!L.gate_proj.empty()) {
@@ -2645,6 +2746,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         for (int64_t head = 0; head < k.heads; ++head) {
           T z = 0;
           for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(head * H + i)] * h[i];
+          if (!L.attn_gate_bias.empty()) z += L.attn_gate_bias[static_cast<size_t>(head)];
           const T gate = gate_of(z);
           for (int64_t d = 0; d < D; ++d) attn[head * D + d] *= gate;
         }
@@ -2655,7 +2757,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       } else if (k.norm_placement == NormPlacement::Sandwich) {
         rms_norm(o.data(), L.post_attn_norm, H, post_eps, k.gemma_norm, o.data());
-        for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+        residual_add(x, o, T(1), attn_depth);
         rms_norm(x.data(), L.pre_ff_norm, H, eps, k.gemma_norm, h.data());
       } else if (k.norm_placement == NormPlacement::Post) {
         rms_norm(o.data(), L.post_attn_norm, H, eps, k.gemma_norm, o.data());
@@ -2795,7 +2897,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       if (k.norm_placement != NormPlacement::Pre)
         rms_norm(m.data(), L.post_ff_norm, H, k.norm_placement == NormPlacement::Sandwich ? post_eps : eps, k.gemma_norm,
                  m.data());
-      for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
+      residual_add(x, m, static_cast<T>(k.residual_scale), mlp_depth);
       if (k.layer_scalar)
         for (T& v : x) v *= L.scalar;
     }

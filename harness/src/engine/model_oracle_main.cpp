@@ -1,6 +1,7 @@
 // kvc-model-oracle MODEL_DIR TOKENS OUT [--float32] [--span-delta N] [--top-k-delta N] [--no-renormalize]
 // [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] [--conv-taps-dropped N]
-// [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head]: the model oracle's logits for one sequence, raw
+// [--no-attention-gate] [--sigmoid-gate] [--no-gate-bias] [--plain-residual] [--no-nope-query-scale]
+// [--no-prediction-head]: the model oracle's logits for one sequence, raw
 // little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
@@ -13,6 +14,9 @@
 // the model's description as a reader that got it wrong would). --conv-taps-dropped N gives every convolution layer
 // (lfm3) only its last conv_kernel - N taps (a state N rows short), --no-attention-gate leaves lfm3's attention gate
 // out: the hybrid rules' mutants; --sigmoid-gate gates with a sigmoid where laguna's gate is a softplus.
+// beam's rules' mutants: --no-gate-bias leaves the gate's bias per head out, --plain-residual adds each block's
+// output to the residual (x + out) instead of the depth-scaled sum, --no-nope-query-scale leaves the NoPE layers'
+// queries unscaled.
 // --no-prediction-head reads a ModernBERT-layout model's logits straight from its final norm (its head.dense,
 // activation and head.norm left out, as a loader that maps only the decoder to lm_head would). An encoder
 // (ModelConfig::bidirectional) runs its whole-sequence forward (encode) with --real MASK (comma-separated 1 / 0: the
@@ -32,10 +36,10 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::cerr
-        << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
-           "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
-           "[--conv-taps-dropped N] [--no-attention-gate] [--sigmoid-gate] [--no-prediction-head] [--real MASK] [--causal]\n";
+    std::cerr << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
+                 "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
+                 "[--conv-taps-dropped N] [--no-attention-gate] [--sigmoid-gate] [--no-gate-bias] [--plain-residual] "
+                 "[--no-nope-query-scale] [--no-prediction-head] [--real MASK] [--causal]\n";
     return 2;
   }
   try {
@@ -64,6 +68,9 @@ int main(int argc, char** argv) {
       else if (std::strcmp(argv[i], "--select-by-score") == 0) moe.select_logits = false;
       else if (std::strcmp(argv[i], "--no-router-softcap") == 0) moe.router_softcap = 0;
       else if (std::strcmp(argv[i], "--sigmoid-gate") == 0) model.config.attn_gate_softplus = false;
+      else if (std::strcmp(argv[i], "--no-gate-bias") == 0) model.config.attn_gate_bias = false;
+      else if (std::strcmp(argv[i], "--plain-residual") == 0) model.config.depth_scaled_residual = false;
+      else if (std::strcmp(argv[i], "--no-nope-query-scale") == 0) model.config.nope_query_length = 0;
       else if (std::strcmp(argv[i], "--conv-taps-dropped") == 0 && i + 1 < argc) {
         // The oldest N taps of each channel's kernel left out: conv.conv.weight [H, K] becomes [H, K - N].
         kvc::engine::ModelConfig& c = model.config;
@@ -105,7 +112,11 @@ int main(int argc, char** argv) {
     for (bool b : as_read.layers) moe_layers += b;
     int64_t conv_layers = 0;
     for (bool b : model.config.conv_layers) conv_layers += b;
-    const bool renormalize = as_read.routing == kvc::engine::MoeRouting::TopK && as_read.renormalize;
+    // Renormalising scales a token's routed output alone; without a shared expert a post-MLP norm (the sandwich's)
+    // erases that scale, so the constant cannot act there (beam) and is not reported for sensitivity.py to judge.
+    const bool scale_erased =
+        as_read.shared_intermediate == 0 && model.config.norm_placement == kvc::engine::NormPlacement::Sandwich;
+    const bool renormalize = as_read.routing == kvc::engine::MoeRouting::TopK && as_read.renormalize && !scale_erased;
     std::cout << "{\"n\": " << tokens.size() << ", \"vocab\": " << model.config.vocab
               << ", \"span\": " << model.config.local_span() << ", \"local_layers\": " << local
               << ", \"moe_layers\": " << moe_layers << ", \"experts\": " << as_read.experts

@@ -252,6 +252,8 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
   for (int32_t t : tokens)
     if (t < 0 || t >= k.vocab) throw std::invalid_argument("token " + std::to_string(t) + " is outside the vocabulary");
   const double post_eps = k.post_eps > 0 ? k.post_eps : k.eps;  // a sandwich's post-attention and post-MLP norms'
+  if (k.depth_scaled_residual && (k.norm_placement != NormPlacement::Sandwich || k.parallel_block))
+    throw std::invalid_argument("ModelConfig::depth_scaled_residual: modelled with the sandwich norms only");
   // The residual stream, one row per position: the token's embedding (a placeholder id's is id 0's),
   // scaled, then ModernBERT's LayerNorm or muse_glimmer's weightless RMS norm of it.
   const Vec& embed = model.at("model.embed_tokens.weight");
@@ -323,6 +325,9 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           for (int64_t i = 0; own_kv && i < KVH; ++i) rope(key.data() + i * D, freq, p, k.rope_interleaved, rope_scale);
           for (int64_t i = 0; k.qk_l2_norm && i < k.heads; ++i) rms_norm(q[p].data() + i * D, D, nullptr, k.eps, false);
           for (int64_t i = 0; k.qk_l2_norm && own_kv && i < KVH; ++i) rms_norm(key.data() + i * D, D, nullptr, k.eps, false);
+        } else if (k.nope_query_length > 0) {  // beam's NoPE layers: (1 + (pos + 1) / length) ** power
+          const double t = std::exp(k.nope_query_power * std::log1p((static_cast<double>(p) + 1) / k.nope_query_length));
+          for (double& v : q[p]) v *= t;
         } else if (k.temperature_floor_scale > 0) {  // llama4's NoPE layers
           const double t =
               std::log(std::floor((static_cast<double>(p) + 1) / k.temperature_floor_scale) + 1) * k.temperature_attn_scale + 1;
@@ -359,7 +364,9 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
         }
         if (k.attn_gate) {  // each head (afmoe: each element) times sigmoid(g_proj h) (laguna: its softplus)
           const int64_t per = k.attn_gate_elementwise ? 1 : D;
-          const Vec gate = linear(w("self_attn.g_proj.weight"), h[p], k.heads * D / per);
+          Vec gate = linear(w("self_attn.g_proj.weight"), h[p], k.heads * D / per);
+          for (size_t i = 0; k.attn_gate_bias && i < gate.size(); ++i)  // beam: plus a bias per head
+            gate[i] += w("self_attn.gate_bias")[static_cast<int64_t>(i) * per / D];
           for (int64_t i = 0; i < k.heads * D; ++i) {
             const double z = gate[i / per];  // torch's softplus is linear above its threshold 20
             mixed[p][i] *= !k.attn_gate_softplus ? sigmoid(z) : z > 20 ? z : std::log1p(std::exp(z));
@@ -370,6 +377,13 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
     // The block's output projection, the norms around it and the feed-forward, per position.
     const std::string o = conv ? "conv.out_proj." : "self_attn.o_proj.";
     const bool o_bias = conv ? k.conv_bias : k.o_bias;
+    // x + out, or beam's depth-scaled residual: out / sqrt(d) + x * sqrt((d - 1) / d), d = 2(l + 1) after the
+    // attention and 2(l + 1) + 1 after the MLP.
+    auto add = [&](Vec& x, const Vec& out, double scale, int64_t d) {
+      const double a = 1.0 / std::sqrt(static_cast<double>(d)),
+                   b = std::sqrt(static_cast<double>(d - 1) / static_cast<double>(d));
+      for (int64_t i = 0; i < H; ++i) x[i] = k.depth_scaled_residual ? out[i] * a + x[i] * b : x[i] + out[i] * scale;
+    };
     for (int64_t p = 0; p < n; ++p) {
       Vec out = linear(w(o + "weight"), mixed[p], H, o_bias ? &w(o + "bias") : nullptr);
       Vec ff_in;
@@ -380,7 +394,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           break;
         case NormPlacement::Sandwich:
           out = norm(model, k, layer_name(l, "post_attention_layernorm."), out, post_eps);
-          for (int64_t i = 0; i < H; ++i) x[p][i] += out[i];
+          add(x[p], out, 1, 2 * (l + 1));
           ff_in = norm(model, k, layer_name(l, "pre_feedforward_layernorm."), x[p], k.eps);
           break;
         case NormPlacement::Post:
@@ -393,7 +407,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
       if (k.norm_placement != NormPlacement::Pre)
         ff = norm(model, k, layer_name(l, "post_feedforward_layernorm."), ff,
                   k.norm_placement == NormPlacement::Sandwich ? post_eps : k.eps);
-      for (int64_t i = 0; i < H; ++i) x[p][i] += ff[i] * k.residual_scale;
+      add(x[p], ff, k.residual_scale, 2 * (l + 1) + 1);
       if (k.layer_scalar)
         for (double& v : x[p]) v *= w("layer_scalar")[0];
     }

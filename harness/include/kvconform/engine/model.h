@@ -55,6 +55,7 @@ enum class Family {
   MuseGlimmerText,    // the text decoder of muse_glimmer
   Kolibri1,
   Laguna,
+  Beam,
   Qwen2Vl,
   Qwen25Vl,  // multimodal: the text decoder of the model's text_config
   ModernBertDecoder,
@@ -65,7 +66,7 @@ enum class Family {
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
-// "muse_glimmer_text", "kolibri1", "laguna"
+// "muse_glimmer_text", "kolibri1", "laguna", "beam"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -228,6 +229,14 @@ struct ModelConfig {
   // of a layer's relative name (model.layers.<l>.<from>...) or, beginning "model.", of a whole name; a name
   // outside model.* (a head's) by the first pair whose `from` begins it.
   std::vector<std::pair<std::string, std::string>> tensor_names;
+  // beam's layer rules. The gate's input plus a bias per head (self_attn.gate_bias [heads], broadcast over the head's
+  // elements) before its activation. A depth-scaled residual: each block's output times 1/sqrt(k) plus the residual
+  // times sqrt((k - 1)/k), k = 2(l + 1) after layer l's attention and 2(l + 1) + 1 after its MLP, in place of x += out.
+  // On the NoPE layers (rope_layers false) the queries times (1 + (pos + 1) / nope_query_length) ** nope_query_power
+  // (beam: 2048, 0.1; 0: none).
+  bool attn_gate_bias = false;
+  bool depth_scaled_residual = false;
+  double nope_query_length = 0, nope_query_power = 0;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -351,7 +360,8 @@ class SequenceOracle {
     std::vector<T> router_bias, experts_gate_up_bias, experts_down_bias, sinks;    // [E], [E, 2I], [E, H], [heads]
     std::vector<T> keys, values;                                                   // [position][kv_heads * head_dim]
     std::vector<T> gate_proj, in_proj, in_bias, conv, conv_b, out_proj, out_bias;  // attn_gate; a conv layer
-    std::vector<T> conv_in;  // a conv layer's B * x, [position][hidden]: its state, kept whole
+    std::vector<T> conv_in;         // a conv layer's B * x, [position][hidden]: its state, kept whole
+    std::vector<T> attn_gate_bias;  // [heads] (ModelConfig::attn_gate_bias)
     std::vector<T> inv_freq;
   };
   // The logits of n tokens at positions pos0, pos0 + 1, ... ([n, vocab]), their K/V appended.
