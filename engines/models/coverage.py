@@ -40,15 +40,6 @@ CROSS = ("Model level: SequenceOracle::encode would serve its encoder, but its d
          "output, which no registry rule does")
 UNRECORDED_MASKS = ". Mask level: not recorded yet (golden/encoder_masks.py records the plain encoders' masks only)"
 REASONS = {
-    "mimo_v2_flash": "a MoE decoder with exaone_moe's routing (no shared expert; routed_scaling_factor on the weights; "
-    "stacked experts) on llama's pre-norm block, whose attention needs three rules the registry has not: value heads of "
-    "their own size (v_head_dim 128 beside head_dim 192: the oracle's K/V cache, its value tile and o_proj share one "
-    "head size, ModelConfig::dim), sinks on the sliding layers only (ModelConfig::sinks is one for the model) and "
-    "values times attention_value_scale (0.707; null: 1). Its other rules are the registry's: twice "
-    "num_key_value_heads on the sliding layers (layer_kv_heads), a partial rotary factor per layer type "
-    "(rotary_dims: int(head_dim * 0.334) entries; where that is odd transformers rotates one entry more than its "
-    "frequencies' denominator), no o_proj bias under attention_bias. The releases differ in the window: 5.13.1 defaults "
-    "sliding_window to 128, 5.24.0 on to 129 and read a sliding_window_size key as that + 1",
     "deepseek_v4": "multi-head latent attention (kv_lora_rank) and a MoE", "hy_v4": "multi-head latent attention and a MoE",
     "lara_mini": "a hybrid: gated DeltaNet linear-attention layers (a delta-rule recurrence after a short convolution, "
     "LaraMiniGatedDeltaNet) beside sliding and full layers, and a MoE: the delta-rule recurrence is not a registry rule "

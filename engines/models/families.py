@@ -120,6 +120,12 @@ checkpoints of the family use:
   beam-explicit    beam, 3 layers, layer_types [S, F, S], window 2, rope_parameters {sliding: null (NoPE, scaled
                    queries), full: base 5e5}, mlp_layer_types [sparse, dense, sparse], n_group 1, top 1 of 4, not
                    renormalised, routed_scaling_factor 1, final_logit_softcapping null, tied
+  mimo-w3          mimo_v2_flash (5.13.1 on), 4 layers, no layer_types (F, S, S, S), window 3, head_dim 24 and v_head_dim 16,
+                   twice the KV heads and sinks on the sliding layers, attention_value_scale 0.707, rope factor 0.334 per
+                   layer type, layer 0 dense, sigmoid over 8 experts in 2 groups, top 2, no shared expert, attention_bias
+  mimo-explicit    mimo_v2_flash, 3 layers, layer_types [S, F, S], window 2, rope per layer type (full 1e6 factor 0.5, sliding
+                   1e4 factor 1), mlp_layer_types [sparse, dense, sparse], top 1 of 4, not renormalised, scale 2, value scale
+                   null, tied
   coherecompass-text-nope  cohere_compass_text (5.24.0 on; CohereCompassForCausalLM), 4 layers, layer_types [S, F, S, S],
                    window 3, rope_parameters {sliding: base 1e4 with M-RoPE sections, full: null (NoPE)}, cohere2's
                    LayerNorm and parallel block, rope rotating halves, logit_scale 0.5, tied
@@ -384,6 +390,19 @@ BEAM = {
     "model_type": "beam",
     "rope_scaling": ABSENT,  # the reader refuses it: rope_parameters keys the rope by layer type
     "hidden_act": "silu",
+    "moe_intermediate_size": 32,
+    "intermediate_size": 96,
+    "tie_word_embeddings": False,
+}
+
+
+MIMO = {
+    "architectures": ["MiMoV2FlashForCausalLM"],
+    "model_type": "mimo_v2_flash",
+    "rope_scaling": ABSENT,  # the reader refuses it: rope_parameters keys the rope by layer type
+    "hidden_act": "silu",
+    "head_dim": 24,  # int(24 * 0.334) = 8 rotary entries
+    "v_head_dim": 16,
     "moe_intermediate_size": 32,
     "intermediate_size": 96,
     "tie_word_embeddings": False,
@@ -932,6 +951,30 @@ MODELS = {
         "norm_topk_prob": False,
         "routed_scaling_factor": 1.0,
         "final_logit_softcapping": None,
+        "tie_word_embeddings": True,
+    }),
+    "mimo-w3": ("mimo_v2_flash", {
+        **MIMO,
+        "num_hidden_layers": 4,
+        "sliding_window": 3,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "n_group": 2,
+        "topk_group": 1,
+        "attention_bias": True,
+    }),
+    "mimo-explicit": ("mimo_v2_flash", {
+        **MIMO,
+        "num_hidden_layers": 3,
+        "sliding_window": 2,
+        "layer_types": [S, F, S],
+        **_laguna_rope(1000000.0, 0.5, 10000.0, 1.0),
+        "mlp_layer_types": ["sparse", "dense", "sparse"],
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 1,
+        "norm_topk_prob": False,
+        "routed_scaling_factor": 2.0,
+        "attention_value_scale": None,
         "tie_word_embeddings": True,
     }),
     "vaultgemma-allfull": ("vaultgemma", {

@@ -293,6 +293,9 @@ def tensors(name, family, cfg):
         if family == "lfm3":
             lfm3_layer(put, p, i, cfg, norm_lo, norm_hi)
             continue
+        if family == "mimo_v2_flash":
+            mimo_layer(put, mlp, p, i, cfg, norm_lo, norm_hi)
+            continue
         own_kv, own_v = True, True
         if family == "gemma4_text":
             # Full layers: global_head_dim and (attention_k_eq_v) the global KV heads, no v_proj; the last
@@ -465,6 +468,35 @@ def tensors(name, family, cfg):
     if not cfg["tie_word_embeddings"]:
         put("lm_head.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
     return t
+
+
+def mimo_layer(put, mlp, p, i, cfg, norm_lo, norm_hi):
+    """A mimo_v2_flash layer (read_mimo_v2_flash's rules): query/key heads of head_dim, value heads of v_head_dim, twice
+    the KV heads and sinks on sliding layers, q/k/v biases where attention_bias (none on o_proj), stacked experts."""
+    n = cfg["num_hidden_layers"]
+    kinds = cfg.get("layer_types") or [F if j == 0 or (j + 1) % 6 == 0 else S for j in range(n)]
+    mlps = cfg.get("mlp_layer_types") or ["dense"] + ["sparse"] * (n - 1)
+    heads, d, dv = cfg["num_attention_heads"], cfg["head_dim"], cfg["v_head_dim"]
+    kv = cfg["num_key_value_heads"] * (2 if kinds[i] == S else 1)
+    put(p + "self_attn.q_proj.weight", (heads * d, HIDDEN), -PROJ, PROJ)
+    put(p + "self_attn.k_proj.weight", (kv * d, HIDDEN), -PROJ, PROJ)
+    put(p + "self_attn.v_proj.weight", (kv * dv, HIDDEN), -PROJ, PROJ)
+    put(p + "self_attn.o_proj.weight", (HIDDEN, heads * dv), -OUT, OUT)
+    if cfg.get("attention_bias"):
+        for name, rows in (("q_proj", heads * d), ("k_proj", kv * d), ("v_proj", kv * dv)):
+            put(p + f"self_attn.{name}.bias", (rows,), -BIAS, BIAS)
+    if kinds[i] == S:
+        put(p + "self_attn.sinks", (heads,), -1.0, 3.0)
+    f, e, inter = p + "mlp.", cfg["n_routed_experts"], cfg["moe_intermediate_size"]
+    if mlps[i] == "sparse":
+        put(f + "gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)
+        put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
+        put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
+        put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+    else:
+        mlp(f, cfg["intermediate_size"])
+    put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+    put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
 
 
 def lfm3_layer(put, p, i, cfg, norm_lo, norm_hi):

@@ -230,6 +230,7 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.kolibri1.modeling_kolibri1": [("Kolibri1RMSNorm", _llama_norm_forward)],
     "transformers.models.laguna.modeling_laguna": [("LagunaRMSNorm", _llama_norm_forward)],
     "transformers.models.beam.modeling_beam": [("BeamRMSNorm", _llama_norm_forward)],
+    "transformers.models.mimo_v2_flash.modeling_mimo_v2_flash": [("MiMoV2FlashRMSNorm", _llama_norm_forward)],
 }
 # The multimodal text decoders' norms (5.x; 4.x uses qwen2's Qwen2RMSNorm).
 _NORMS.update({
@@ -272,6 +273,7 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.kolibri1.modeling_kolibri1": ("Kolibri1RotaryEmbedding", _rotary_forward),
     "transformers.models.laguna.modeling_laguna": ("LagunaRotaryEmbedding", _rotary_forward),
     "transformers.models.beam.modeling_beam": ("BeamRotaryEmbedding", _rotary_forward),
+    "transformers.models.mimo_v2_flash.modeling_mimo_v2_flash": ("MiMoV2FlashRotaryEmbedding", _rotary_forward),
 }
 _ROTARY.update({
     "transformers.models.qwen2_vl.modeling_qwen2_vl": ("Qwen2VLRotaryEmbedding", _mrope_rotary_forward),
@@ -413,6 +415,11 @@ def _patch_beam(mod):
     mod.compute_attention_scaling = scope["compute_attention_scaling"]
 
 
+def _patch_mimo_v2_flash(mod):
+    """MiMoV2FlashTopkRouter.forward: dots1's float32 casts of the input and the weight."""
+    _recast(mod.MiMoV2FlashTopkRouter, mod, r"\.type\(torch\.float32\)", ".type(torch.float64)", 2)
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.dots1.modeling_dots1": _patch_dots1,
           "transformers.models.granitemoe_swa.modeling_granitemoe_swa": _patch_granitemoe_swa,
@@ -427,7 +434,8 @@ _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.modernbert.modeling_modernbert": _patch_cohere2,
           "transformers.models.kolibri1.modeling_kolibri1": _patch_kolibri1,
           "transformers.models.laguna.modeling_laguna": _patch_laguna,
-          "transformers.models.beam.modeling_beam": _patch_beam}
+          "transformers.models.beam.modeling_beam": _patch_beam,
+          "transformers.models.mimo_v2_flash.modeling_mimo_v2_flash": _patch_mimo_v2_flash}
 
 
 def _yarn(cfg):
@@ -519,7 +527,7 @@ def _gemma4_layer_rope(cfg, layer_type):
 def _prepare_rotary(module, cfg):
     # Per layer type rope types (proportional on full layers) and head sizes: _gemma4_layer_rope.
     gemma4 = type(module).__name__ in ("Gemma4TextRotaryEmbedding", "Gemma4UnifiedTextRotaryEmbedding", "Lfm3RotaryEmbedding",
-                                       "LagunaRotaryEmbedding")
+                                       "LagunaRotaryEmbedding", "MiMoV2FlashRotaryEmbedding")
     if hasattr(module, "config"):  # the decoder's own config (a multimodal model's text_config)
         cfg = module.config
     dim = None if gemma4 else getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads

@@ -1484,6 +1484,79 @@ void read_beam(const json& c, const std::string& file, ModelConfig& m) {
   }
 }
 
+// MiMoV2FlashConfig (5.13.1 on): llama's pre-norm block and no q/k norms, with an attention of its own: value heads
+// of v_head_dim (128) beside head_dim (192) (ModelConfig::v_head_dim), twice num_key_value_heads on the sliding
+// layers (layer_kv_heads), sinks on the sliding layers only (sink_layers), values times attention_value_scale (0.707;
+// null: 1), q/k/v biases where attention_bias and none on o_proj. layer_types default full on layer 0 and every
+// sixth, sliding otherwise; rope_parameters keyed by layer type (default full base 5e6, sliding 1e4, each with
+// partial_rotary_factor 0.334, the class's default where a type leaves it out): int(head_dim * factor) entries rotate
+// (rotary_dims; an odd count is refused). The feed-forward per mlp_layer_types (default: the first dense): dense the
+// MLP of intermediate_size, sparse exaone_moe's routing (sigmoid scores chosen by score + e_score_correction_bias
+// within the topk_group best of n_group groups, renormalised where norm_topk_prob, times routed_scaling_factor) over
+// n_routed_experts stacked experts of moe_intermediate_size, no shared expert. The window: 5.13.1 defaults it to
+// 128, 5.24.0 on to 129 and read sliding_window_size as that + 1: a config without sliding_window is refused.
+void read_mimo_v2_flash(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.head_dim = positive_or(c, "head_dim", 192, file);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.v_head_dim = positive_or(c, "v_head_dim", 128, file);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  m.qkv_bias = bool_or(c, "attention_bias", false, file);
+  m.value_scale = number_or(c, "attention_value_scale", 0.707, file);
+  if (c.contains("attention_value_scale") && c["attention_value_scale"].is_null()) m.value_scale = 1;
+  if (c.value("hidden_act", std::string("silu")) != "silu") bad(file, "/hidden_act", "only silu is modelled");
+  if (!c.contains("sliding_window") || c["sliding_window"].is_null())
+    bad(file, "/sliding_window", "missing: its default differs by release (128 in 5.13.1, 129 from 5.24.0)");
+  if (c.contains("sliding_window_size")) bad(file, "/sliding_window_size", "is read by 5.24.0 on only (as the window - 1)");
+  if (c.contains("rope_scaling")) bad(file, "/rope_scaling", "is not read: rope_parameters keys the rope by layer type");
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back(i == 0 || (i + 1) % 6 == 0 ? "full_attention" : "sliding_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  m.sinks = true;
+  const bool keyed = c.contains("rope_parameters") && !c["rope_parameters"].is_null();
+  for (const std::string& t : types) {
+    const bool full = t == "full_attention";
+    m.layer_kv_heads.push_back(full ? m.kv_heads : 2 * m.kv_heads);
+    m.sink_layers.push_back(!full);
+    double theta = full ? 5000000.0 : 10000.0, factor = 0.334;
+    if (keyed) {
+      const json& rp = c["rope_parameters"];
+      if (!rp.is_object() || !rp.contains(t) || !rp[t].is_object())
+        bad(file, "/rope_parameters", "has no " + t + " entry (keyed by layer type)");
+      theta = number_or(rp[t], "rope_theta", 0, file);
+      if (theta <= 0) bad(file, "/rope_parameters/" + t + "/rope_theta", "must be a positive number");
+      factor = number_or(rp[t], "partial_rotary_factor", 0.334, file);
+    }
+    const int64_t rd = static_cast<int64_t>(static_cast<double>(m.head_dim) * factor);
+    if (rd <= 0 || rd > m.head_dim || rd % 2)
+      bad(file, "/rope_parameters/" + t + "/partial_rotary_factor", "must give an even rotary dimension in (0, head_dim]");
+    m.rope_thetas.push_back(theta);
+    m.rotary_dims.push_back(rd);
+  }
+  for (int64_t h : m.layer_kv_heads)
+    if (m.heads % h) bad(file, "/num_key_value_heads", "twice it (the sliding layers') must divide num_attention_heads");
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = true;
+  moe.experts = positive_or(c, "n_routed_experts", positive_or(c, "num_local_experts", 256, file), file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 2048, file);
+  moe.groups = positive_or(c, "n_group", 1, file);
+  moe.topk_groups = positive_or(c, "topk_group", 1, file);
+  moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
+  moe.routed_scale = number_or(c, "routed_scaling_factor", 1.0, file);
+  moe.router = "gate.";
+  moe.stacked_experts = true;
+  check_topk(moe, file);
+  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
+    moe.layers = mlp_layer_types_of(c, m.layers, file);
+  } else {
+    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i > 0);
+  }
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -1645,6 +1718,7 @@ const FamilyEntry kRegistry[] = {
     {Family::Kolibri1, "kolibri1", read_kolibri1},
     {Family::Laguna, "laguna", read_laguna},
     {Family::Beam, "beam", read_beam},
+    {Family::MimoV2Flash, "mimo_v2_flash", read_mimo_v2_flash},
 };
 
 }  // namespace
@@ -1737,7 +1811,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::Mellum && m.family != Family::Flint && m.family != Family::Cohere2Moe && m.family != Family::Afmoe &&
       m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
       m.family != Family::CohereCompassText && m.family != Family::Laguna && m.family != Family::Beam &&
-      c.value("attention_bias", false))
+      m.family != Family::MimoV2Flash && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -2038,7 +2112,7 @@ Model load_model(const std::string& dir) {
   }
   if (k.lm_head_bias) need("lm_head.bias", k.vocab);
   for (int64_t l = 0; l < k.layers; ++l) {
-    const int64_t qd = k.heads * k.dim(l), kvd = k.kv(l) * k.dim(l);
+    const int64_t qd = k.heads * k.dim(l), kvd = k.kv(l) * k.dim(l), od = k.heads * k.vdim(l), kvdv = k.kv(l) * k.vdim(l);
     const bool conv = k.conv(l);  // a short-convolution block in place of the attention
     const bool own_kv = !conv && !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[static_cast<size_t>(l)]);
     if (conv) {
@@ -2052,15 +2126,15 @@ Model load_model(const std::string& dir) {
       }
     } else {
       need(layer_name(l, "self_attn.q_proj.weight"), qd * k.hidden);
-      need(layer_name(l, "self_attn.o_proj.weight"), k.hidden * qd);
-      if (k.attn_gate) need(layer_name(l, "self_attn.g_proj.weight"), (k.attn_gate_elementwise ? qd : k.heads) * k.hidden);
+      need(layer_name(l, "self_attn.o_proj.weight"), k.hidden * od);
+      if (k.attn_gate) need(layer_name(l, "self_attn.g_proj.weight"), (k.attn_gate_elementwise ? od : k.heads) * k.hidden);
     }
     if (own_kv) need(layer_name(l, "self_attn.k_proj.weight"), kvd * k.hidden);
-    if (own_v) need(layer_name(l, "self_attn.v_proj.weight"), kvd * k.hidden);
+    if (own_v) need(layer_name(l, "self_attn.v_proj.weight"), kvdv * k.hidden);
     if (k.qkv_bias && !conv) {
       need(layer_name(l, "self_attn.q_proj.bias"), qd);
       need(layer_name(l, "self_attn.k_proj.bias"), kvd);
-      need(layer_name(l, "self_attn.v_proj.bias"), kvd);
+      need(layer_name(l, "self_attn.v_proj.bias"), kvdv);
     }
     if (k.o_bias && !conv) need(layer_name(l, "self_attn.o_proj.bias"), k.hidden);
     const bool moe = !k.moe.layers.empty() && k.moe.layers[static_cast<size_t>(l)];
@@ -2090,7 +2164,7 @@ Model load_model(const std::string& dir) {
         need(layer_name(l, k.mlp_prefix + "experts.down_proj_bias"), E * k.hidden);
       }
     }
-    if (k.sinks && !conv) need(layer_name(l, "self_attn.sinks"), k.heads);
+    if (k.sink(l) && !conv) need(layer_name(l, "self_attn.sinks"), k.heads);
     if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0)) need_norm(layer_name(l, "input_layernorm."));
     if (!k.parallel_block)
       need_norm(layer_name(l, k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm."));
@@ -2255,6 +2329,10 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     throw std::invalid_argument("ModelConfig::rope_layers needs one entry per layer");
   if (k.depth_scaled_residual && (k.norm_placement != NormPlacement::Sandwich || k.parallel_block))
     throw std::invalid_argument("ModelConfig::depth_scaled_residual: modelled with the sandwich norms only");
+  if (k.v_head_dim > 0 && !k.k_eq_v.empty() && std::find(k.k_eq_v.begin(), k.k_eq_v.end(), true) != k.k_eq_v.end())
+    throw std::invalid_argument("ModelConfig::v_head_dim: values that are the keys have the keys' size");
+  if (!k.sink_layers.empty() && static_cast<int64_t>(k.sink_layers.size()) != k.layers)
+    throw std::invalid_argument("ModelConfig::sink_layers needs one entry per layer");
   if (k.bidirectional &&
       (static_cast<int64_t>(k.reach_before.size()) != k.layers || static_cast<int64_t>(k.reach_after.size()) != k.layers))
     throw std::invalid_argument("ModelConfig: an encoder needs reach_before and reach_after per layer");
@@ -2340,7 +2418,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
         L.experts_down_bias = get(k.mlp_prefix + "experts.down_proj_bias");
       }
     }
-    if (k.sinks && !conv) L.sinks = get("self_attn.sinks");
+    if (k.sink(l) && !conv) L.sinks = get("self_attn.sinks");
     // embed_norm: layer 0's attention reads the normed embeddings as they are (no in_norm).
     if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0)) {
       L.in_norm = get("input_layernorm.weight");
@@ -2531,7 +2609,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
                                   std::to_string(k.vocab));
   const int64_t H = k.hidden;
   int64_t widest = 0;  // the largest q and K/V widths over the layers
-  for (int64_t l = 0; l < k.layers; ++l) widest = std::max(widest, k.heads * k.dim(l));
+  for (int64_t l = 0; l < k.layers; ++l) widest = std::max({widest, k.heads * k.dim(l), k.heads * k.vdim(l)});
   if (!k.conv_layers.empty()) widest = std::max(widest, H);  // a conv layer's output row (C * conv) is H wide
   const T eps = static_cast<T>(k.eps), post_eps = static_cast<T>(k.post_eps > 0 ? k.post_eps : k.eps);
   const std::vector<T> no_weight;
@@ -2557,6 +2635,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     const bool use_rope = k.rope(li);
     // The layer's widths; a layer that shares another's K/V computes only its queries.
     const int64_t D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = k.heads / KVH;
+    const int64_t Dv = k.vdim(li), kvdv = KVH * Dv;  // the value heads' size (mimo_v2_flash's v_head_dim)
     const bool own_kv = !k.shares_kv(li);
     const bool conv = k.conv(li);
     if (conv) {
@@ -2596,7 +2675,9 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         if (own_kv) {
           matvec(L.k, h.data(), kvd, H, kk.data(), L.k_bias);
           if (L.v.empty()) std::copy(kk.begin(), kk.begin() + kvd, vv.begin());  // k_eq_v: the raw key projection
-          else matvec(L.v, h.data(), kvd, H, vv.data(), L.v_bias);
+          else matvec(L.v, h.data(), kvdv, H, vv.data(), L.v_bias);
+          if (k.value_scale != 1)
+            for (int64_t i = 0; i < kvdv; ++i) vv[i] *= static_cast<T>(k.value_scale);
         }
         if (k.qk_norm && k.qk_norm_whole) {
           rms_norm(q.data(), L.q_norm, k.heads * D, eps, k.gemma_norm, q.data());
@@ -2607,7 +2688,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
             for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, L.k_norm, D, eps, k.gemma_norm, kk.data() + i * D);
         }
         if (k.v_norm && own_kv)
-          for (int64_t i = 0; i < KVH; ++i) rms_norm(vv.data() + i * D, no_weight, D, eps, false, vv.data() + i * D);
+          for (int64_t i = 0; i < KVH; ++i) rms_norm(vv.data() + i * Dv, no_weight, Dv, eps, false, vv.data() + i * Dv);
         if (use_rope) {
           const T scale = static_cast<T>(k.yarn.factor > 0 ? k.yarn.attention_factor : 1.0);
           // Partial rotary: the first rd entries of each head rotate (halves within them), the rest pass.
@@ -2638,12 +2719,15 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         if (own_kv) {
           // A quantized cache stores the token's whole row (every K/V head) in blocks, as ggml_set_rows does.
           round_kv_blocks(kk.data(), kvd, options_.k_block);
-          round_kv_blocks(vv.data(), kvd, options_.v_block);
+          round_kv_blocks(vv.data(), kvdv, options_.v_block);
           for (int64_t i = 0; i < kvd; ++i) {
-            const T key = kk[i], value = vv[i];
+            const T key = kk[i];
             L.keys.push_back(options_.k_block != KvBlock::None ? key
                              : options_.kv_bf16                ? round_bf16(key)
                                                                : round_kv(key, options_.kv_half));
+          }
+          for (int64_t i = 0; i < kvdv; ++i) {
+            const T value = vv[i];
             L.values.push_back(options_.v_block != KvBlock::None ? value
                                : options_.kv_bf16                ? round_bf16(value)
                                                                  : round_kv(value, options_.kv_half));
@@ -2675,7 +2759,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         const TileRows tile{tn, group, first, last, span, at};
         for (int64_t kvh = 0; kvh < KVH; ++kvh) {
           const T* keys = S.keys.data() + kvh * D;
-          const T* values = S.values.data() + kvh * D;
+          const T* values = S.values.data() + kvh * Dv;
           // This K/V head's query rows (token t, head gi of the group: row t * group + gi) as
           // tile_scores' lanes.
           const int64_t R = tn * group, rows = (R + Lanes<T>::n - 1) / Lanes<T>::n * Lanes<T>::n;
@@ -2707,10 +2791,10 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
               for (int64_t i = 0; i < span[t]; ++i) sum += (r[i] = std::exp(r[i] - best));
               if (!L.sinks.empty()) sum += std::exp(sink - best);
               total[static_cast<size_t>(t * group + gi)] = sum;
-              T* out = A.data() + (t0 + t) * widest + head * D;
-              std::fill(out, out + D, T(0));
+              T* out = A.data() + (t0 + t) * widest + head * Dv;
+              std::fill(out, out + Dv, T(0));
             }
-          tile_values(scores.data(), total.data(), values, kvd, D, lo, hi, tile, A.data() + t0 * widest + kvh * group * D,
+          tile_values(scores.data(), total.data(), values, kvdv, Dv, lo, hi, tile, A.data() + t0 * widest + kvh * group * Dv,
                       widest);
         }
       }
@@ -2735,10 +2819,10 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       };
       if (!L.gate_proj.empty() && k.attn_gate_elementwise) {
         // afmoe's attention gate: each output element times its own sigmoid(g_proj h).
-        for (int64_t e = 0; e < k.heads * D; ++e) {
+        for (int64_t e = 0; e < k.heads * Dv; ++e) {
           T z = 0;
           for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(e * H + i)] * h[i];
-          if (!L.attn_gate_bias.empty()) z += L.attn_gate_bias[static_cast<size_t>(e / D)];  // beam: a bias per head
+          if (!L.attn_gate_bias.empty()) z += L.attn_gate_bias[static_cast<size_t>(e / Dv)];  // beam: a bias per head
           attn[e] *= gate_of(z);
         }
       } else if (!L.gate_proj.empty()) {
@@ -2748,10 +2832,10 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(head * H + i)] * h[i];
           if (!L.attn_gate_bias.empty()) z += L.attn_gate_bias[static_cast<size_t>(head)];
           const T gate = gate_of(z);
-          for (int64_t d = 0; d < D; ++d) attn[head * D + d] *= gate;
+          for (int64_t d = 0; d < Dv; ++d) attn[head * Dv + d] *= gate;
         }
       }
-      matvec(L.o, attn.data(), H, conv ? H : k.heads * D, o.data(), L.o_bias);
+      matvec(L.o, attn.data(), H, conv ? H : k.heads * Dv, o.data(), L.o_bias);
       if (k.parallel_block) {
         // The MLP reads the same normed input as the attention: h is kept.
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
@@ -2965,9 +3049,8 @@ void SequenceOracle<T>::truncate(int64_t n) {
     const int64_t li = static_cast<int64_t>(l);
     layers_[l].conv_in.resize(layers_[l].conv_in.empty() ? 0 : static_cast<size_t>(length_ * config_.hidden));
     if (config_.shares_kv(li)) continue;
-    const size_t keep = static_cast<size_t>(length_ * config_.kv(li) * config_.dim(li));
-    layers_[l].keys.resize(keep);
-    layers_[l].values.resize(keep);
+    layers_[l].keys.resize(static_cast<size_t>(length_ * config_.kv(li) * config_.dim(li)));
+    layers_[l].values.resize(static_cast<size_t>(length_ * config_.kv(li) * config_.vdim(li)));
   }
 }
 
@@ -3002,7 +3085,8 @@ void SequenceOracle<T>::shift(int64_t keep, int64_t discard, bool rerotate) {
         for (int64_t j = keep + discard; j < length_; ++j) round_kv_blocks(L.keys.data() + j * kvd, kvd, options_.k_block);
     }
     L.keys.erase(L.keys.begin() + keep * kvd, L.keys.begin() + (keep + discard) * kvd);
-    L.values.erase(L.values.begin() + keep * kvd, L.values.begin() + (keep + discard) * kvd);
+    const int64_t kvdv = KVH * k.vdim(li);
+    L.values.erase(L.values.begin() + keep * kvdv, L.values.begin() + (keep + discard) * kvdv);
   }
   length_ -= discard;
   if (forgotten_ > keep) forgotten_ = std::max(keep, forgotten_ - discard);

@@ -16,7 +16,7 @@
 // out: the hybrid rules' mutants; --sigmoid-gate gates with a sigmoid where laguna's gate is a softplus.
 // beam's rules' mutants: --no-gate-bias leaves the gate's bias per head out, --plain-residual adds each block's
 // output to the residual (x + out) instead of the depth-scaled sum, --no-nope-query-scale leaves the NoPE layers'
-// queries unscaled.
+// queries unscaled. --no-value-scale leaves mimo_v2_flash's attention_value_scale out.
 // --no-prediction-head reads a ModernBERT-layout model's logits straight from its final norm (its head.dense,
 // activation and head.norm left out, as a loader that maps only the decoder to lm_head would). An encoder
 // (ModelConfig::bidirectional) runs its whole-sequence forward (encode) with --real MASK (comma-separated 1 / 0: the
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
                  "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
                  "[--conv-taps-dropped N] [--no-attention-gate] [--sigmoid-gate] [--no-gate-bias] [--plain-residual] "
-                 "[--no-nope-query-scale] [--no-prediction-head] [--real MASK] [--causal]\n";
+                 "[--no-nope-query-scale] [--no-value-scale] [--no-prediction-head] [--real MASK] [--causal]\n";
     return 2;
   }
   try {
@@ -71,6 +71,7 @@ int main(int argc, char** argv) {
       else if (std::strcmp(argv[i], "--no-gate-bias") == 0) model.config.attn_gate_bias = false;
       else if (std::strcmp(argv[i], "--plain-residual") == 0) model.config.depth_scaled_residual = false;
       else if (std::strcmp(argv[i], "--no-nope-query-scale") == 0) model.config.nope_query_length = 0;
+      else if (std::strcmp(argv[i], "--no-value-scale") == 0) model.config.value_scale = 1;
       else if (std::strcmp(argv[i], "--conv-taps-dropped") == 0 && i + 1 < argc) {
         // The oldest N taps of each channel's kernel left out: conv.conv.weight [H, K] becomes [H, K - N].
         kvc::engine::ModelConfig& c = model.config;

@@ -272,7 +272,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
   std::vector<std::vector<Vec>> keys(static_cast<size_t>(k.layers)), values(static_cast<size_t>(k.layers));
   for (int64_t l = 0; l < k.layers; ++l) {
     auto w = [&](const std::string& what) -> const Vec& { return model.at(layer_name(l, what)); };
-    const int64_t D = k.dim(l), KVH = k.kv(l), group = k.heads / KVH;
+    const int64_t D = k.dim(l), KVH = k.kv(l), group = k.heads / KVH, Dv = k.vdim(l);  // Dv: a value head's size
     const bool own_kv = !k.shares_kv(l), conv = k.conv(l);
     const Vec freq = inv_freq(k, l);
     const double rope_scale = k.yarn.factor > 0 ? k.yarn.attention_factor : 1;
@@ -308,7 +308,8 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           const bool k_eq_v = !k.k_eq_v.empty() && k.k_eq_v[static_cast<size_t>(l)];
           value = k_eq_v
                       ? key
-                      : linear(w("self_attn.v_proj.weight"), h[p], KVH * D, k.qkv_bias ? &w("self_attn.v_proj.bias") : no_bias);
+                      : linear(w("self_attn.v_proj.weight"), h[p], KVH * Dv, k.qkv_bias ? &w("self_attn.v_proj.bias") : no_bias);
+          for (double& v : value) v = k.value_scale != 1 ? v * k.value_scale : v;  // mimo_v2_flash's attention_value_scale
         }
         // q/k norms over each head (or, qk_norm_whole, over all heads at once), before rope; weighted
         // unless qk_norm_weightless.
@@ -319,7 +320,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
         const int64_t kspan = k.qk_norm_whole ? KVH * D : D;
         for (int64_t i = 0; k.qk_norm && own_kv && i < KVH * D; i += kspan)
           rms_norm(key.data() + i, kspan, qk_weight("self_attn.k_norm.weight"), k.eps, k.gemma_norm);
-        for (int64_t i = 0; k.v_norm && own_kv && i < KVH * D; i += D) rms_norm(value.data() + i, D, nullptr, k.eps, false);
+        for (int64_t i = 0; k.v_norm && own_kv && i < KVH * Dv; i += Dv) rms_norm(value.data() + i, Dv, nullptr, k.eps, false);
         if (k.rope(l)) {
           for (int64_t i = 0; i < k.heads; ++i) rope(q[p].data() + i * D, freq, p, k.rope_interleaved, rope_scale);
           for (int64_t i = 0; own_kv && i < KVH; ++i) rope(key.data() + i * D, freq, p, k.rope_interleaved, rope_scale);
@@ -338,9 +339,9 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
       const std::vector<Vec>& K = keys[static_cast<size_t>(k.source(l))];
       const std::vector<Vec>& V = values[static_cast<size_t>(k.source(l))];
       for (int64_t p = 0; p < n; ++p) {
-        mixed[p].assign(static_cast<size_t>(k.heads * D), 0.0);
+        mixed[p].assign(static_cast<size_t>(k.heads * Dv), 0.0);
         for (int64_t head = 0; head < k.heads; ++head) {
-          const int64_t kv = (head / group) * D;  // the head's K/V head
+          const int64_t kv = (head / group) * D, kvv = (head / group) * Dv;  // the head's K/V head
           // softmax over the visible keys' scores (and the sink, a logit with no value), then the values.
           std::vector<int64_t> seen;
           Vec e;
@@ -353,21 +354,22 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           if (e.empty())
             throw std::invalid_argument("position " + std::to_string(p) + " of layer " + std::to_string(l) + " sees no real key");
           double top = *std::max_element(e.begin(), e.end());
-          const double sink = k.sinks ? w("self_attn.sinks")[head] : 0;
-          if (k.sinks) top = std::max(top, sink);
+          const bool sink_here = k.sink(l);
+          const double sink = sink_here ? w("self_attn.sinks")[head] : 0;
+          if (sink_here) top = std::max(top, sink);
           double sum = 0;
           for (double& v : e) sum += (v = std::exp(v - top));
-          if (k.sinks) sum += std::exp(sink - top);
-          double* out = mixed[p].data() + head * D;
+          if (sink_here) sum += std::exp(sink - top);
+          double* out = mixed[p].data() + head * Dv;
           for (size_t i = 0; i < seen.size(); ++i)
-            for (int64_t d = 0; d < D; ++d) out[d] += e[i] / sum * V[seen[i]][kv + d];
+            for (int64_t d = 0; d < Dv; ++d) out[d] += e[i] / sum * V[seen[i]][kvv + d];
         }
         if (k.attn_gate) {  // each head (afmoe: each element) times sigmoid(g_proj h) (laguna: its softplus)
-          const int64_t per = k.attn_gate_elementwise ? 1 : D;
-          Vec gate = linear(w("self_attn.g_proj.weight"), h[p], k.heads * D / per);
+          const int64_t per = k.attn_gate_elementwise ? 1 : Dv;
+          Vec gate = linear(w("self_attn.g_proj.weight"), h[p], k.heads * Dv / per);
           for (size_t i = 0; k.attn_gate_bias && i < gate.size(); ++i)  // beam: plus a bias per head
-            gate[i] += w("self_attn.gate_bias")[static_cast<int64_t>(i) * per / D];
-          for (int64_t i = 0; i < k.heads * D; ++i) {
+            gate[i] += w("self_attn.gate_bias")[static_cast<int64_t>(i) * per / Dv];
+          for (int64_t i = 0; i < k.heads * Dv; ++i) {
             const double z = gate[i / per];  // torch's softplus is linear above its threshold 20
             mixed[p][i] *= !k.attn_gate_softplus ? sigmoid(z) : z > 20 ? z : std::log1p(std::exp(z));
           }

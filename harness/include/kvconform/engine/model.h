@@ -56,6 +56,7 @@ enum class Family {
   Kolibri1,
   Laguna,
   Beam,
+  MimoV2Flash,
   Qwen2Vl,
   Qwen25Vl,  // multimodal: the text decoder of the model's text_config
   ModernBertDecoder,
@@ -66,7 +67,7 @@ enum class Family {
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
-// "muse_glimmer_text", "kolibri1", "laguna", "beam"
+// "muse_glimmer_text", "kolibri1", "laguna", "beam", "mimo_v2_flash"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -237,6 +238,11 @@ struct ModelConfig {
   bool attn_gate_bias = false;
   bool depth_scaled_residual = false;
   double nope_query_length = 0, nope_query_power = 0;
+  // mimo_v2_flash's: value heads of v_head_dim entries beside the query/key head size (0: the same), sinks on the
+  // layers sink_layers marks only (empty: every layer where sinks), values times value_scale (attention_value_scale).
+  int64_t v_head_dim = 0;
+  std::vector<bool> sink_layers;
+  double value_scale = 1;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -247,6 +253,8 @@ struct ModelConfig {
   int64_t rotary(int64_t layer) const {  // how many entries of the layer's heads rope rotates
     return !rotary_dims.empty() ? rotary_dims[static_cast<size_t>(layer)] : rotary_dim > 0 ? rotary_dim : dim(layer);
   }
+  int64_t vdim(int64_t layer) const { return v_head_dim > 0 ? v_head_dim : dim(layer); }  // a value head's size
+  bool sink(int64_t layer) const { return sinks && (sink_layers.empty() || sink_layers[static_cast<size_t>(layer)]); }
   int64_t kv(int64_t layer) const { return layer_kv_heads.empty() ? kv_heads : layer_kv_heads[static_cast<size_t>(layer)]; }
   int64_t source(int64_t layer) const { return kv_source.empty() ? layer : kv_source[static_cast<size_t>(layer)]; }
   bool shares_kv(int64_t layer) const { return source(layer) != layer; }
