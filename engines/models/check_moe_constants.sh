@@ -14,6 +14,6 @@ trap 'rm -rf "$d"' EXIT
 python3 "$root/engines/models/make_models.py" "$d" --set families >/dev/null || exit 1
 python3 "$root/engines/models/make_models.py" "$d" --set drawn >/dev/null || exit 1
 source "$root/engines/models/constants_act.sh"
-acts MoE expert 'experts (' "$d"/*moe* "$d"/*dots1* "$d"/*mellum* "$d"/*flint* "$d"/*kolibri1* "$d"/*laguna*
+acts MoE expert 'experts (' "$d"/*moe* "$d"/*dots1* "$d"/*mellum* "$d"/*flint* "$d"/*kolibri1* "$d"/*laguna* "$d"/*beam*
 inert dots1:0:0 dots1-inert 'c["routed_scaling_factor"] = 0.0' 'inert: top_k' "routed experts that weigh nothing were not found"
 echo "OK: every MoE model's expert constants act, and inert ones are named"

@@ -38,16 +38,6 @@ CROSS = ("Model level: SequenceOracle::encode would serve its encoder, but its d
          "output, which no registry rule does")
 UNRECORDED_MASKS = ". Mask level: not recorded yet (golden/encoder_masks.py records the plain encoders' masks only)"
 REASONS = {
-    "beam": "a MoE decoder whose routing the registry has (exaone_moe's: sigmoid scores chosen by score + bias within "
-    "n_group groups, renormalised, routed_scaling_factor; dense-first mlp_layer_types; gemma's sandwich with weight w; "
-    "final_logit_softcapping) but three layer rules it has not: the attention gate one per output element plus a bias "
-    "per head (self_attn.gate_bias), a depth-scaled residual (the branch times 1/sqrt(k), the residual times "
-    "sqrt((k - 1)/k), k = 2(l + 1) after the attention and 2(l + 1) + 1 after the MLP) and NoPE full layers whose "
-    "queries are scaled by (1 + (pos + 1)/2048) ** 0.1",
-    "mimo_v2_flash": "a MoE decoder with exaone_moe's routing (no shared expert) whose attention the registry has not: "
-    "value heads of their own size (v_head_dim 128 beside head_dim 192; the oracle's q, k and v heads share one size), "
-    "twice the KV heads on the sliding layers, sinks on the sliding layers only (ModelConfig::sinks is one for the "
-    "model), values times attention_value_scale, and a partial rotary factor (0.334) per layer type",
     "deepseek_v4": "multi-head latent attention (kv_lora_rank) and a MoE", "hy_v4": "multi-head latent attention and a MoE",
     "lara_mini": "a hybrid: gated DeltaNet linear-attention layers (LaraMiniGatedDeltaNet) beside sliding and full "
     "layers, and a MoE. Registry rules it lacks: the delta-rule recurrence (a [k_dim, v_dim] state per value head, "

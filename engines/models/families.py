@@ -123,6 +123,21 @@ checkpoints of the family use:
                    bias (norm_bias, attention_bias, mlp_bias, classifier_bias, decoder_bias), tied
   modernbertdec-explicit modernbert-decoder, 3 layers, layer_types [S, S, F], local_attention 5 (window 2), no biases at
                    all, gelu_pytorch_tanh, rope bases 160000, untied
+  beam-w3          beam (5.24.0 on), 5 layers, no layer_types (S, S, S, S, F: every sixth layer and the last full), window 3,
+                   no rope_parameters (sliding: base 1e4; full: NoPE, its queries times (1 + (pos + 1)/2048) ** 0.1),
+                   per-head q/k norms, each attention output element times sigmoid(gate_proj h + gate_bias[head]),
+                   sandwich norms with weight w and the depth-scaled residual, no mlp_layer_types (layers 0-2 dense),
+                   sigmoid over 8 experts in 4 groups (topk_group 2) by score + e_score_correction_bias, top 3,
+                   renormalised, times 2.5 (the defaults), no shared expert, final soft-cap 30, attention_bias, untied
+  beam-explicit    beam, 3 layers, layer_types [S, F, S], window 2, rope_parameters {sliding: null (NoPE, scaled
+                   queries), full: base 5e5}, mlp_layer_types [sparse, dense, sparse], n_group 1, top 1 of 4, not
+                   renormalised, routed_scaling_factor 1, final_logit_softcapping null, tied
+  mimo-w3          mimo_v2_flash (5.13.1 on), 4 layers, no layer_types (F, S, S, S), window 3, head_dim 24 and v_head_dim 16,
+                   twice the KV heads and sinks on the sliding layers, attention_value_scale 0.707, rope factor 0.334 per
+                   layer type, layer 0 dense, sigmoid over 8 experts in 2 groups, top 2, no shared expert, attention_bias
+  mimo-explicit    mimo_v2_flash, 3 layers, layer_types [S, F, S], window 2, rope per layer type (full 1e6 factor 0.5, sliding
+                   1e4 factor 1), mlp_layer_types [sparse, dense, sparse], top 1 of 4, not renormalised, scale 2, value scale
+                   null, tied
   coherecompass-text-nope  cohere_compass_text (5.24.0 on; CohereCompassForCausalLM), 4 layers, layer_types [S, F, S, S],
                    window 3, rope_parameters {sliding: base 1e4 with M-RoPE sections, full: null (NoPE)}, cohere2's
                    LayerNorm and parallel block, rope rotating halves, logit_scale 0.5, tied
@@ -458,6 +473,30 @@ LAGUNA = {
     "hidden_act": "silu",
     "moe_intermediate_size": 32,
     "shared_expert_intermediate_size": 48,
+    "intermediate_size": 96,
+    "tie_word_embeddings": False,
+}
+
+
+BEAM = {
+    "architectures": ["BeamForCausalLM"],
+    "model_type": "beam",
+    "rope_scaling": ABSENT,  # the reader refuses it: rope_parameters keys the rope by layer type
+    "hidden_act": "silu",
+    "moe_intermediate_size": 32,
+    "intermediate_size": 96,
+    "tie_word_embeddings": False,
+}
+
+
+MIMO = {
+    "architectures": ["MiMoV2FlashForCausalLM"],
+    "model_type": "mimo_v2_flash",
+    "rope_scaling": ABSENT,  # the reader refuses it: rope_parameters keys the rope by layer type
+    "hidden_act": "silu",
+    "head_dim": 24,  # int(24 * 0.334) = 8 rotary entries
+    "v_head_dim": 16,
+    "moe_intermediate_size": 32,
     "intermediate_size": 96,
     "tie_word_embeddings": False,
 }
@@ -1060,6 +1099,56 @@ MODELS = {
         "norm_topk_prob": True,
         "tie_word_embeddings": True,
     }),
+    "beam-w3": ("beam", {
+        **BEAM,
+        "num_hidden_layers": 5,
+        "sliding_window": 3,
+        "num_experts": 8,
+        "num_experts_per_tok": 3,
+        "n_group": 4,
+        "topk_group": 2,
+        "attention_bias": True,
+    }),
+    "beam-explicit": ("beam", {
+        **BEAM,
+        "num_hidden_layers": 3,
+        "sliding_window": 2,
+        "layer_types": [S, F, S],
+        "rope_parameters": {S: None, F: {"rope_type": "default", "rope_theta": 500000.0}},
+        "mlp_layer_types": ["sparse", "dense", "sparse"],
+        "num_experts": 4,
+        "num_experts_per_tok": 1,
+        "n_group": 1,
+        "topk_group": 1,
+        "norm_topk_prob": False,
+        "routed_scaling_factor": 1.0,
+        "final_logit_softcapping": None,
+        "tie_word_embeddings": True,
+    }),
+    "mimo-w3": ("mimo_v2_flash", {
+        **MIMO,
+        "num_hidden_layers": 4,
+        "sliding_window": 3,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "n_group": 2,
+        "topk_group": 1,
+        "attention_bias": True,
+    }),
+    "mimo-explicit": ("mimo_v2_flash", {
+        **MIMO,
+        "num_hidden_layers": 3,
+        "sliding_window": 2,
+        "layer_types": [S, F, S],
+        **_laguna_rope(1000000.0, 0.5, 10000.0, 1.0),
+        "mlp_layer_types": ["sparse", "dense", "sparse"],
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 1,
+        "norm_topk_prob": False,
+        "routed_scaling_factor": 2.0,
+        "attention_value_scale": None,
+        "tie_word_embeddings": True,
+    }),
     "vaultgemma-allfull": ("vaultgemma", {
         **VAULTGEMMA,
         "num_hidden_layers": 3,
@@ -1620,6 +1709,24 @@ def draw(family, seed, index, head_dims=(8, 16)):
             c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"]
         else:
             c["num_dense_blocks"] = d.int(0, layers - 1)
+    elif family == "beam":
+        experts = d.pick([4, 6, 8])
+        groups = d.pick([g for g in (1, 2) if experts // g >= 2])
+        c.update({k: v for k, v in BEAM.items() if k != "tie_word_embeddings"})
+        # norm_topk_prob and routed_scaling_factor are not drawn: with no shared expert the post-MLP norm erases any
+        # per-token scale of the routed output, so neither can act (sensitivity.py); the defaults are kept.
+        c.update({"sliding_window": w, "num_experts": experts, "num_experts_per_tok": d.int(1, 3), "n_group": groups,
+                  "topk_group": d.int(1, groups), "final_logit_softcapping": d.pick([None, 30.0]), "attention_bias": d.coin()})
+        c["num_experts_per_tok"] = min(c["num_experts_per_tok"], c["topk_group"] * experts // groups)
+        if d.coin() or layers == 1:  # else the default pattern: every sixth layer and the last full
+            c["layer_types"] = _types(d, layers)
+            c["layer_types"][0] = S  # every draw has a window to judge
+        if d.coin():  # else the config's own: sliding base 1e4, full NoPE with scaled queries
+            c["rope_parameters"] = {t: d.pick([None, {"rope_type": "default", "rope_theta": d.pick([10000.0, 500000.0])}])
+                                    for t in (S, F)}
+        # The last layer sparse: every draw has a MoE layer; else (four layers or more) the default, the first three dense.
+        if d.coin() or layers < 4:
+            c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"]
     elif family == "kolibri1":
         c.update({k: v for k, v in KOLIBRI1.items() if k != "tie_word_embeddings"})
         c.update({"sliding_window": w, "num_local_experts": d.pick([4, 6, 8]), "num_experts_per_tok": d.int(1, 3),
@@ -1733,7 +1840,7 @@ def _draw_step3p7(d, c, layers, w):
 
 DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2",
                   "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa", "phi3", "ministral", "qwen2_moe", "dots1",
-                  "granitemoe_swa", "exaone_moe", "mellum", "flint", "cohere2_moe", "afmoe", "kolibri1", "laguna")
+                  "granitemoe_swa", "exaone_moe", "mellum", "flint", "cohere2_moe", "afmoe", "kolibri1", "laguna", "beam")
 # Hybrid families: drawn into the drawn set (oracle_agreement.py), not into the model campaign's families
 # (make_models.py --draw list) or the wide set, which the third-party engines run: their support for a
 # convolution layer is not established, so none is asked yet.
@@ -1754,7 +1861,7 @@ DRAWN_ONLY_FAMILIES = ("ergo",)
 # one model per family and run (engines/transformers/oracle_agreement.py; --all checks every one): CI's
 # agreement test was over its budget before them.
 SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe", "modernbert-decoder", "kolibri1", "laguna", "gemma3n_text", "step3p7",
-           "ergo")
+           "ergo", "beam")
 
 
 def drawn(seed=0, count=2, head_dims=(8, 16),

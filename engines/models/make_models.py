@@ -299,6 +299,9 @@ def tensors(name, family, cfg):
     if family == "muse_spark_text":  # read_muse_spark_text's rule: every layer sparse by default
         kinds = cfg.get("mlp_layer_types")
         moe = {i for i in range(layers) if not kinds or kinds[i] == "sparse"}
+    if family == "beam":  # read_beam's rule
+        kinds = cfg.get("mlp_layer_types")
+        moe = {i for i in range(layers) if (kinds[i] == "sparse" if kinds else i >= min(3, layers))}
     if family == "mellum":  # read_mellum's rule
         kinds = cfg.get("mlp_layer_types")
         moe = {i for i in range(layers) if not kinds or kinds[i] == "sparse"}
@@ -311,6 +314,9 @@ def tensors(name, family, cfg):
             continue
         if family == "recurrent_gemma":
             recurrent_gemma_layer(put, p, i, cfg, norm_lo, norm_hi)
+            continue
+        if family == "mimo_v2_flash":
+            mimo_layer(put, mlp, p, i, cfg, norm_lo, norm_hi)
             continue
         own_kv, own_v = True, True
         if family == "gemma4_text":
@@ -335,12 +341,12 @@ def tensors(name, family, cfg):
         put(p + "self_attn.o_proj.weight", (HIDDEN, HEADS * HEAD_DIM), -OUT, OUT)
         if family in ("qwen2", "qwen2_moe") or (family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1",
                                                               "granitemoe_swa", "mellum", "flint", "cohere2_moe", "afmoe",
-                                                              "laguna") and cfg.get("attention_bias")):
+                                                              "laguna", "beam") and cfg.get("attention_bias")):
             put(p + "self_attn.q_proj.bias", (HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.k_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
             put(p + "self_attn.v_proj.bias", (KV_HEADS * HEAD_DIM,), -BIAS, BIAS)
         if family in ("qwen3", "gpt_oss", "smollm3", "olmo3", "granite_swa", "dots1", "granitemoe_swa", "mellum", "flint",
-                      "cohere2_moe", "afmoe", "laguna") and cfg.get("attention_bias"):
+                      "cohere2_moe", "afmoe", "laguna", "beam") and cfg.get("attention_bias"):
             put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
         if family in ("gpt_oss", "granite_swa", "granitemoe_swa", "flint"):
             # Sinks around the scores' scale (std ~5), so some heads give a sink real weight.
@@ -411,6 +417,15 @@ def tensors(name, family, cfg):
             # The residual gates g (beta = sigmoid(g / T)): betas from about 0.2 to 0.8 at T = 0.3.
             put(p + "post_attention_residual_gate.gate", (HIDDEN,), -0.4, 0.4)
             put(p + "post_feedforward_residual_gate.gate", (HIDDEN,), -0.4, 0.4)
+        elif family == "beam":  # laguna's layout without the shared expert
+            f, e, inter = p + "mlp.", cfg["num_experts"], cfg["moe_intermediate_size"]
+            if i in moe:
+                put(f + "gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)  # afmoe's quarter range: the renormalisation acts
+                put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
+                put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
+                put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+            else:
+                mlp(f, cfg["intermediate_size"])
         elif family == "kolibri1":  # stacked experts, the router's selection bias, an ungated shared expert
             f, e, inter = p + "mlp.", cfg["num_local_experts"], cfg["moe_intermediate_size"]
             # afmoe's quarter range: sigmoid weights away from 1, so that the renormalisation acts (sensitivity.py);
@@ -458,15 +473,18 @@ def tensors(name, family, cfg):
         # cohere2's (and cohere2_moe's) parallel block has one norm per layer; vaultgemma none after attention
         if family not in ("cohere2", "cohere2_moe", "vaultgemma", "muse_spark_text"):  # muse_spark's is weightless
             put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma2", "gemma3", "gemma4_text", "vaultgemma", "muse_glimmer_text", "gemma3n_text", "muse_spark_text"):
+        if family in ("gemma2", "gemma3", "gemma4_text", "vaultgemma", "muse_glimmer_text", "gemma3n_text", "muse_spark_text", "beam"):
             put(p + "pre_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
-        if family in ("gemma2", "gemma3", "gemma4_text", "muse_glimmer_text", "gemma3n_text", "muse_spark_text") or post_norm:
+        if family in ("gemma2", "gemma3", "gemma4_text", "muse_glimmer_text", "gemma3n_text", "muse_spark_text", "beam") or post_norm:
             put(p + "post_feedforward_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
         if family in ("muse_glimmer_text", "muse_spark_text"):  # afmoe's gate of every attention output element
             put(p + "self_attn.gate_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         if family == "laguna":  # the softplus gate: one per head, or one per output element unless gating is per head
             per_head = cfg.get("gating", True) in (True, "per-head")
             put(p + "self_attn.g_proj.weight", ((HEADS if per_head else HEADS * HEAD_DIM), HIDDEN), -PROJ, PROJ)
+        if family == "beam":  # the gate of every attention output element, plus a bias per head (a logit shift)
+            put(p + "self_attn.gate_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
+            put(p + "self_attn.gate_bias", (HEADS,), -1.0, 1.0)
         if family == "kolibri1":  # its sandwich's own names (post_attention_layernorm, above, is the MLP's input norm)
             put(p + "post_self_attn_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "post_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
@@ -475,7 +493,7 @@ def tensors(name, family, cfg):
             put(p + "post_mlp_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
             put(p + "self_attn.gate_proj.weight", (HEADS * HEAD_DIM, HIDDEN), -PROJ, PROJ)
         if family in ("gemma3", "qwen3", "gemma4_text", "dots1", "exaone_moe", "mellum", "flint", "afmoe", "kolibri1", "laguna",
-                      "gemma3n_text"):
+                      "gemma3n_text", "beam"):
             put(p + "self_attn.q_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
             if own_kv:
                 put(p + "self_attn.k_norm.weight", (HEAD_DIM,), 1.0 - NORM, 1.0 + NORM)
@@ -523,6 +541,35 @@ def gemma3n_model(put, cfg):
     for i in range(cfg.get("altup_num_inputs", 4) - 1):
         put(f"model.altup_projections.{i}.weight", (HIDDEN, HIDDEN), -PROJ, PROJ)
         put(f"model.altup_unembed_projections.{i}.weight", (HIDDEN, HIDDEN), -PROJ, PROJ)
+
+
+def mimo_layer(put, mlp, p, i, cfg, norm_lo, norm_hi):
+    """A mimo_v2_flash layer (read_mimo_v2_flash's rules): query/key heads of head_dim, value heads of v_head_dim, twice
+    the KV heads and sinks on sliding layers, q/k/v biases where attention_bias (none on o_proj), stacked experts."""
+    n = cfg["num_hidden_layers"]
+    kinds = cfg.get("layer_types") or [F if j == 0 or (j + 1) % 6 == 0 else S for j in range(n)]
+    mlps = cfg.get("mlp_layer_types") or ["dense"] + ["sparse"] * (n - 1)
+    heads, d, dv = cfg["num_attention_heads"], cfg["head_dim"], cfg["v_head_dim"]
+    kv = cfg["num_key_value_heads"] * (2 if kinds[i] == S else 1)
+    put(p + "self_attn.q_proj.weight", (heads * d, HIDDEN), -PROJ, PROJ)
+    put(p + "self_attn.k_proj.weight", (kv * d, HIDDEN), -PROJ, PROJ)
+    put(p + "self_attn.v_proj.weight", (kv * dv, HIDDEN), -PROJ, PROJ)
+    put(p + "self_attn.o_proj.weight", (HIDDEN, heads * dv), -OUT, OUT)
+    if cfg.get("attention_bias"):
+        for name, rows in (("q_proj", heads * d), ("k_proj", kv * d), ("v_proj", kv * dv)):
+            put(p + f"self_attn.{name}.bias", (rows,), -BIAS, BIAS)
+    if kinds[i] == S:
+        put(p + "self_attn.sinks", (heads,), -1.0, 3.0)
+    f, e, inter = p + "mlp.", cfg["n_routed_experts"], cfg["moe_intermediate_size"]
+    if mlps[i] == "sparse":
+        put(f + "gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)
+        put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
+        put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
+        put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+    else:
+        mlp(f, cfg["intermediate_size"])
+    put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
+    put(p + "post_attention_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
 
 
 def lfm3_layer(put, p, i, cfg, norm_lo, norm_hi):

@@ -5,7 +5,7 @@ In a model moved to float64 (model.to(torch.float64)), transformers 4.56 - 5.24 
 float32 in three places for the families of the kvconform zoo (gemma2, gemma3_text, mistral) and
 the family registry's checkpoints (qwen2, qwen3, llama4_text, gpt_oss, smollm3, cohere2,
 ministral, phi3, gemma4_text, olmo3, exaone4, vaultgemma, cwm, granite_swa, qwen2_moe, dots1,
-granitemoe_swa, exaone_moe, lfm3, mellum, flint, cohere2_moe, afmoe, kolibri1, laguna, recurrent_gemma):
+granitemoe_swa, exaone_moe, lfm3, mellum, flint, cohere2_moe, afmoe, kolibri1, laguna, recurrent_gemma, beam):
 
   1. RMSNorm: Gemma2RMSNorm / Gemma3RMSNorm compute `self._norm(x.float()) * (1 + weight.float())`
      and MistralRMSNorm `hidden_states.to(torch.float32)` before the variance: every norm (the
@@ -44,6 +44,9 @@ recurrent_gemma's RG-LRU accumulates its state in float32 (_rnn_scan's acc_dtype
 the default is made float64. step3p7's text
 decoder has gemma's (1 + w) norms, laguna's per-layer-type rotary and a router that takes the sigmoid of `.float()` of
 its logits: rewritten to `.double()`.
+rotary module holds one buffer per layer type, each of its own partial factor (identified as gemma4's). beam casts
+`.float()` in its router, its SwiGLUs (dense and experts), its NoPE query scale (compute_attention_scaling and the
+attention's query) and its logit soft-cap: each rewritten to `.double()` (_patch_beam).
 
 patch(model) replaces, for this process: the RMSNorm classes' forward with the same formula in the
 input's dtype, its epsilon taken from the model's configuration (the one candidate with which the
@@ -233,6 +236,8 @@ _NORMS = {  # module: (class, forward)
     "transformers.models.kolibri1.modeling_kolibri1": [("Kolibri1RMSNorm", _llama_norm_forward)],
     "transformers.models.laguna.modeling_laguna": [("LagunaRMSNorm", _llama_norm_forward)],
     "transformers.models.recurrent_gemma.modeling_recurrent_gemma": [("RecurrentGemmaRMSNorm", _gemma_norm_forward)],
+    "transformers.models.beam.modeling_beam": [("BeamRMSNorm", _llama_norm_forward)],
+    "transformers.models.mimo_v2_flash.modeling_mimo_v2_flash": [("MiMoV2FlashRMSNorm", _llama_norm_forward)],
 }
 # The multimodal text decoders' norms (5.x; 4.x uses qwen2's Qwen2RMSNorm).
 _NORMS.update({
@@ -275,6 +280,8 @@ _ROTARY = {  # module: (class, forward)
     "transformers.models.kolibri1.modeling_kolibri1": ("Kolibri1RotaryEmbedding", _rotary_forward),
     "transformers.models.laguna.modeling_laguna": ("LagunaRotaryEmbedding", _rotary_forward),
     "transformers.models.recurrent_gemma.modeling_recurrent_gemma": ("RecurrentGemmaRotaryEmbedding", _rotary_forward),
+    "transformers.models.beam.modeling_beam": ("BeamRotaryEmbedding", _rotary_forward),
+    "transformers.models.mimo_v2_flash.modeling_mimo_v2_flash": ("MiMoV2FlashRotaryEmbedding", _rotary_forward),
 }
 _ROTARY.update({
     "transformers.models.qwen2_vl.modeling_qwen2_vl": ("Qwen2VLRotaryEmbedding", _mrope_rotary_forward),
@@ -367,6 +374,8 @@ def _recast(cls, mod, pattern, replacement, expected, method="forward"):
 
     fn = getattr(cls, method)
     src = textwrap.dedent(inspect.getsource(fn))
+    # @auto_docstring only writes the docstring, and needs the method inside its class: left out of the copy.
+    src = re.sub(r"^@auto_docstring\n", "", src, flags=re.M)
     new, n = re.subn(pattern, replacement, src)
     if n != expected:
         raise RuntimeError(f"exact64: {cls.__name__}.{method} has {n} float32 casts (expected {expected})")
@@ -456,6 +465,8 @@ def _patch_recurrent_gemma(mod):
         raise RuntimeError(f"exact64: RecurrentGemmaRglru._rnn_scan's defaults are {scan.__defaults__} (expected acc_dtype "
                            "float32 alone)")
     scan.__defaults__ = (torch.float64,)
+
+
 def _patch_step3p7(mod):
     """step3p7: its router's sigmoid of `.float()` of the logits: to `.double()`."""
     _recast(mod.Step3p7TopKRouter, mod, r"\.float\(\)", ".double()", 1)
@@ -471,6 +482,33 @@ def _patch_ergo(mod):
     _recast(mod.ErgoTopkRouter, mod, r"\.float\(\)", ".double()", 1)
     _recast(mod.ErgoLinearWithFP32Output, mod, r"\.float\(\)", ".double()", 2)
     _recast(mod.ErgoDecoderLayer, mod, r"\.float\(\)", ".double()", 2)  # the branches' outputs before the post norms
+
+
+def _patch_beam(mod):
+    """beam: `.float()` in its router's logits (input and weight), its dense MLP's and its experts' SwiGLU (gate and
+    up), its NoPE query scale (compute_attention_scaling's positions, the attention's query) and its logit soft-cap:
+    every one rewritten to `.double()`."""
+    import inspect
+    import re
+    import textwrap
+
+    _recast(mod.BeamTopKRouter, mod, r"\.float\(\)", ".double()", 2)
+    _recast(mod.BeamMLP, mod, r"\.float\(\)", ".double()", 2)
+    _recast(mod.BeamExperts, mod, r"\.float\(\)", ".double()", 2, method="_apply_gate")
+    _recast(mod.BeamAttention, mod, r"\.float\(\)", ".double()", 1)
+    _recast(mod.BeamForCausalLM, mod, r"\.float\(\)", ".double()", 1)
+    src = textwrap.dedent(inspect.getsource(mod.compute_attention_scaling))
+    new, n = re.subn(r"\.float\(\)", ".double()", src)
+    if n != 1:
+        raise RuntimeError(f"exact64: beam's compute_attention_scaling has {n} float32 casts (expected 1)")
+    scope = dict(vars(mod))
+    exec(compile(new, inspect.getsourcefile(mod.compute_attention_scaling), "exec"), scope)
+    mod.compute_attention_scaling = scope["compute_attention_scaling"]
+
+
+def _patch_mimo_v2_flash(mod):
+    """MiMoV2FlashTopkRouter.forward: dots1's float32 casts of the input and the weight."""
+    _recast(mod.MiMoV2FlashTopkRouter, mod, r"\.type\(torch\.float32\)", ".type(torch.float64)", 2)
 
 
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
@@ -492,7 +530,9 @@ _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.openai_privacy_filter.modeling_openai_privacy_filter": _patch_openai_privacy_filter,
           "transformers.models.muse_spark.modeling_muse_spark": _patch_muse_spark,
           "transformers.models.step3p7.modeling_step3p7": _patch_step3p7,
-          "transformers.models.ergo.modeling_ergo": _patch_ergo}
+          "transformers.models.ergo.modeling_ergo": _patch_ergo,
+          "transformers.models.beam.modeling_beam": _patch_beam,
+          "transformers.models.mimo_v2_flash.modeling_mimo_v2_flash": _patch_mimo_v2_flash}
 
 
 def _yarn(cfg):
@@ -585,7 +625,7 @@ def _prepare_rotary(module, cfg):
     # Per layer type rope types (proportional on full layers) and head sizes: _gemma4_layer_rope.
     gemma4 = type(module).__name__ in ("Gemma4TextRotaryEmbedding", "Gemma4UnifiedTextRotaryEmbedding", "Lfm3RotaryEmbedding",
                                        "LagunaRotaryEmbedding", "EmbeddingGemma2RotaryEmbedding",
-                                       "Step3p7RotaryEmbedding")
+                                       "Step3p7RotaryEmbedding", "MiMoV2FlashRotaryEmbedding")
     if hasattr(module, "config"):  # the decoder's own config (a multimodal model's text_config)
         cfg = module.config
     dim = None if gemma4 else getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads

@@ -1544,6 +1544,42 @@ TEST(ModelConfig, ReadsErgosUngatedRelu2MlpsNormsResidualGatesAndRope) {
   }
 }
 
+// beam: every sixth layer and the last full by default, rope on the sliding layers only (the full layers NoPE with
+// scaled queries), rope_parameters keyed by layer type (null: NoPE); the first three layers dense by default; the gate
+// of every output element with a bias per head, the sandwich with the depth-scaled residual, the logit soft-cap.
+TEST(ModelConfig, ReadsBeamsNoPEQueryScaleGateBiasAndDepthScaledResidual) {
+  nlohmann::json c = {{"model_type", "beam"},     {"vocab_size", 32}, {"hidden_size", 16},       {"num_hidden_layers", 7},
+                      {"num_attention_heads", 4}, {"head_dim", 8},    {"intermediate_size", 24}, {"num_experts", 8},
+                      {"num_experts_per_tok", 3}, {"n_group", 4},     {"topk_group", 2},         {"moe_intermediate_size", 8},
+                      {"sliding_window", 3}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 3, 3, 3, 3, 0, 0}));
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{true, true, true, true, true, false, false}));
+  EXPECT_EQ(m.rope_thetas[0], 10000.0);
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{false, false, false, true, true, true, true}));
+  EXPECT_TRUE(m.attn_gate && m.attn_gate_elementwise && m.attn_gate_bias && m.depth_scaled_residual && m.qk_norm);
+  EXPECT_TRUE(m.moe.selection_bias && m.moe.renormalize && m.moe.stacked_experts);
+  EXPECT_EQ(m.norm_placement, NormPlacement::Sandwich);
+  EXPECT_EQ(m.nope_query_length, 2048);
+  EXPECT_EQ(m.nope_query_power, 0.1);
+  EXPECT_EQ(m.moe.routed_scale, 2.5);
+  EXPECT_EQ(m.moe.shared_intermediate, 0);
+  EXPECT_EQ(m.final_softcap, 30.0);
+  EXPECT_FALSE(m.tied || m.qkv_bias);
+  c["num_hidden_layers"] = 3;
+  c["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+  c["mlp_layer_types"] = {"sparse", "dense", "sparse"};
+  c["rope_parameters"] = {{"sliding_attention", nullptr}, {"full_attention", {{"rope_type", "default"}, {"rope_theta", 5e5}}}};
+  c["final_logit_softcapping"] = nullptr;
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.rope_layers, (std::vector<bool>{false, true, false}));
+  EXPECT_EQ(m.rope_thetas[1], 5e5);
+  EXPECT_EQ(m.moe.layers, (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(m.final_softcap, 0);
+  c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e4}};  // flat: the class reads it by layer type
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+}
+
 TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
   for (const Plan& p : fixed_plans("m", 4, 32)) {
     EXPECT_EQ(invalid_reason(p, 32), "") << p.name;

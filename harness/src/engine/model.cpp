@@ -1978,6 +1978,157 @@ void read_ergo(const json& c, const std::string& file, ModelConfig& m) {
   m.tensor_names = {{"mlp.gate.linear.", "mlp.gate."}};
 }
 
+// BeamConfig (5.24.0 on): the layers of gemma's sandwich with weight w (input_layernorm, post_attention_layernorm,
+// pre_feedforward_layernorm, post_feedforward_layernorm) and three rules of its own: each attention output element
+// times sigmoid(gate_proj h + gate_bias[head]) (ModelConfig::attn_gate_bias), the depth-scaled residual
+// (depth_scaled_residual) and NoPE layers whose queries are scaled by (1 + (pos + 1)/2048) ** 0.1
+// (nope_query_length, nope_query_power). layer_types default sliding but every sixth layer and the last full; a
+// layer type's rope is rope_parameters[type] (keyed by layer type: the class converts no flat dict; default sliding
+// "default" at base 1e4, full null), null a NoPE layer; per-head q/k RMS norms before rope; attention_bias on
+// q/k/v/o. The feed-forward per mlp_layer_types (default: the first min(3, layers) dense): dense the MLP of
+// intermediate_size, sparse exaone_moe's routing (sigmoid scores chosen by score + e_score_correction_bias within
+// the topk_group best of n_group groups, renormalised where norm_topk_prob, times routed_scaling_factor) over
+// num_experts stacked experts of moe_intermediate_size, no shared expert. The logits soft-capped by
+// final_logit_softcapping (30). head_dim default 128; untied by default. 5.24.0 and 5.25.0 compute the same forward
+// (they differ in tensor-parallel plans and kernel decorators).
+void read_beam(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  read_head_dim_128(c, file, m);
+  m.qk_norm = true;
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  m.norm_placement = NormPlacement::Sandwich;
+  m.attn_gate = m.attn_gate_elementwise = m.attn_gate_bias = true;
+  m.depth_scaled_residual = true;
+  m.tensor_names = {{"self_attn.gate_proj.", "self_attn.g_proj."}};
+  if (c.value("hidden_act", std::string("silu")) != "silu") bad(file, "/hidden_act", "only silu is modelled");
+  // null: no soft-cap; a number is the cap (0 divides by zero in the class: refused).
+  const bool no_softcap = c.contains("final_logit_softcapping") && c["final_logit_softcapping"].is_null();
+  m.final_softcap = no_softcap ? 0 : number_or(c, "final_logit_softcapping", 30.0, file);
+  if (m.final_softcap <= 0 && !no_softcap)
+    bad(file, "/final_logit_softcapping", "must be positive or null (the class divides by it)");
+  if (!c.contains("sliding_window")) m.sliding_window = 512;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file)) {
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back((i + 1) % 6 ? "sliding_attention" : "full_attention");
+    types.back() = "full_attention";
+  }
+  m.windows = windows_of(types, m.sliding_window, file);
+  // 5.24.0 and 5.25.0 set rope_parameters from a rope_scaling key (the config's setter), null included.
+  if (c.contains("rope_scaling")) bad(file, "/rope_scaling", "is not read: rope_parameters keys the rope by layer type");
+  json rp = {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}, {"full_attention", nullptr}};
+  if (c.contains("rope_parameters") && !c["rope_parameters"].is_null()) rp = c["rope_parameters"];
+  if (!rp.is_object()) bad(file, "/rope_parameters", "must key a rope (or null) by each layer type");
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (!rp.contains(types[i]))
+      bad(file, "/rope_parameters", "has no " + types[i] + " entry (layer " + std::to_string(i) + " is one)");
+    const json& r = rp[types[i]];
+    if (!r.is_null() && !r.is_object()) bad(file, "/rope_parameters/" + types[i], "must be an object or null");
+    if (r.is_object() && r.contains("partial_rotary_factor"))
+      bad(file, "/rope_parameters/" + types[i] + "/partial_rotary_factor", "is not modelled (beam's rope ignores it)");
+    m.rope_layers.push_back(!r.is_null());
+    // A NoPE layer's base is never used: 10000 only so that every layer has one.
+    const double base = r.is_null() ? 10000 : number_or(r, "rope_theta", 0, file);
+    if (base <= 0) bad(file, "/rope_parameters/" + types[i] + "/rope_theta", "must be a positive number");
+    m.rope_thetas.push_back(base);
+  }
+  m.nope_query_length = 2048;
+  m.nope_query_power = 0.1;
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = true;
+  moe.experts = positive_or(c, "num_experts", 256, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 2560, file);
+  for (const char* key : {"n_group", "topk_group"})
+    if (c.contains(key) && c[key].is_null()) bad(file, std::string("/") + key, "null is not modelled (the router divides by it)");
+  moe.groups = positive_or(c, "n_group", 8, file);
+  moe.topk_groups = positive_or(c, "topk_group", 4, file);
+  moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
+  moe.routed_scale = number_or(c, "routed_scaling_factor", 2.5, file);
+  moe.router = "gate.";
+  moe.stacked_experts = true;
+  check_topk(moe, file);
+  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
+    moe.layers = mlp_layer_types_of(c, m.layers, file);
+  } else {
+    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= std::min<int64_t>(3, m.layers));
+  }
+}
+
+// MiMoV2FlashConfig (5.13.1 on): llama's pre-norm block and no q/k norms, with an attention of its own: value heads
+// of v_head_dim (128) beside head_dim (192) (ModelConfig::v_head_dim), twice num_key_value_heads on the sliding
+// layers (layer_kv_heads), sinks on the sliding layers only (sink_layers), values times attention_value_scale (0.707;
+// null: 1), q/k/v biases where attention_bias and none on o_proj. layer_types default full on layer 0 and every
+// sixth, sliding otherwise; rope_parameters keyed by layer type (default full base 5e6, sliding 1e4, each with
+// partial_rotary_factor 0.334, the class's default where a type leaves it out): int(head_dim * factor) entries rotate
+// (rotary_dims; an odd count is refused). The feed-forward per mlp_layer_types (default: the first dense): dense the
+// MLP of intermediate_size, sparse exaone_moe's routing (sigmoid scores chosen by score + e_score_correction_bias
+// within the topk_group best of n_group groups, renormalised where norm_topk_prob, times routed_scaling_factor) over
+// n_routed_experts stacked experts of moe_intermediate_size, no shared expert. The window: 5.13.1 defaults it to
+// 128, 5.24.0 on to 129 and read sliding_window_size as that + 1: a config without sliding_window is refused.
+void read_mimo_v2_flash(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = c.value("tie_word_embeddings", false);
+  m.head_dim = positive_or(c, "head_dim", 192, file);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.v_head_dim = positive_or(c, "v_head_dim", 128, file);
+  m.eps = number_or(c, "rms_norm_eps", 1e-5, file);
+  m.qkv_bias = bool_or(c, "attention_bias", false, file);
+  m.value_scale = number_or(c, "attention_value_scale", 0.707, file);
+  if (c.contains("attention_value_scale") && c["attention_value_scale"].is_null()) m.value_scale = 1;
+  if (c.value("hidden_act", std::string("silu")) != "silu") bad(file, "/hidden_act", "only silu is modelled");
+  if (!c.contains("sliding_window") || c["sliding_window"].is_null())
+    bad(file, "/sliding_window", "missing: its default differs by release (128 in 5.13.1, 129 from 5.24.0)");
+  if (c.contains("sliding_window_size")) bad(file, "/sliding_window_size", "is read by 5.24.0 on only (as the window - 1)");
+  if (c.contains("rope_scaling")) bad(file, "/rope_scaling", "is not read: rope_parameters keys the rope by layer type");
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back(i == 0 || (i + 1) % 6 == 0 ? "full_attention" : "sliding_attention");
+  m.windows = windows_of(types, m.sliding_window, file);
+  m.sinks = true;
+  const bool keyed = c.contains("rope_parameters") && !c["rope_parameters"].is_null();
+  for (const std::string& t : types) {
+    const bool full = t == "full_attention";
+    m.layer_kv_heads.push_back(full ? m.kv_heads : 2 * m.kv_heads);
+    m.sink_layers.push_back(!full);
+    double theta = full ? 5000000.0 : 10000.0, factor = 0.334;
+    if (keyed) {
+      const json& rp = c["rope_parameters"];
+      if (!rp.is_object() || !rp.contains(t) || !rp[t].is_object())
+        bad(file, "/rope_parameters", "has no " + t + " entry (keyed by layer type)");
+      theta = number_or(rp[t], "rope_theta", 0, file);
+      if (theta <= 0) bad(file, "/rope_parameters/" + t + "/rope_theta", "must be a positive number");
+      factor = number_or(rp[t], "partial_rotary_factor", 0.334, file);
+    }
+    const int64_t rd = static_cast<int64_t>(static_cast<double>(m.head_dim) * factor);
+    if (rd <= 0 || rd > m.head_dim || rd % 2)
+      bad(file, "/rope_parameters/" + t + "/partial_rotary_factor", "must give an even rotary dimension in (0, head_dim]");
+    m.rope_thetas.push_back(theta);
+    m.rotary_dims.push_back(rd);
+  }
+  for (int64_t h : m.layer_kv_heads)
+    if (m.heads % h) bad(file, "/num_key_value_heads", "twice it (the sliding layers') must divide num_attention_heads");
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = true;
+  moe.experts = positive_or(c, "n_routed_experts", positive_or(c, "num_local_experts", 256, file), file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 2048, file);
+  moe.groups = positive_or(c, "n_group", 1, file);
+  moe.topk_groups = positive_or(c, "topk_group", 1, file);
+  moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
+  moe.routed_scale = number_or(c, "routed_scaling_factor", 1.0, file);
+  moe.router = "gate.";
+  moe.stacked_experts = true;
+  check_topk(moe, file);
+  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
+    moe.layers = mlp_layer_types_of(c, m.layers, file);
+  } else {
+    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i > 0);
+  }
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -2157,6 +2308,8 @@ const FamilyEntry kRegistry[] = {
     {Family::RecurrentGemma, "recurrent_gemma", read_recurrent_gemma},
     {Family::Step3p7, "step3p7", read_step3p7, true, true},
     {Family::Ergo, "ergo", read_ergo},
+    {Family::Beam, "beam", read_beam},
+    {Family::MimoV2Flash, "mimo_v2_flash", read_mimo_v2_flash},
 };
 
 }  // namespace
@@ -2291,7 +2444,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::Mellum && m.family != Family::Flint && m.family != Family::Cohere2Moe && m.family != Family::Afmoe &&
       m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
       m.family != Family::CohereCompassText && m.family != Family::Laguna && m.family != Family::OpenAIPrivacyFilter &&
-      m.family != Family::Step3p7 && m.family != Family::RecurrentGemma && c.value("attention_bias", false))
+      m.family != Family::Step3p7 && m.family != Family::RecurrentGemma && m.family != Family::Beam &&
+      m.family != Family::MimoV2Flash && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -2595,7 +2749,8 @@ Model load_model(const std::string& dir) {
   }
   if (k.lm_head_bias) need("lm_head.bias", k.out_width());
   for (int64_t l = 0; l < k.layers; ++l) {
-    const int64_t qd = k.q_heads(l) * k.dim(l), kvd = k.kv(l) * k.dim(l);
+    const int64_t qd = k.q_heads(l) * k.dim(l), kvd = k.kv(l) * k.dim(l), od = k.q_heads(l) * k.vdim(l),
+                  kvdv = k.kv(l) * k.vdim(l);
     const bool recurrent = k.recurrent(l);     // an RG-LRU block in place of the attention
     const bool conv = k.conv(l) || recurrent;  // a short-convolution block in place of the attention
     const bool own_kv = !conv && !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[static_cast<size_t>(l)]);
@@ -2625,15 +2780,15 @@ Model load_model(const std::string& dir) {
       }
     } else {
       need(layer_name(l, "self_attn.q_proj.weight"), qd * k.hidden);
-      need(layer_name(l, "self_attn.o_proj.weight"), k.hidden * qd);
-      if (k.attn_gate) need(layer_name(l, "self_attn.g_proj.weight"), (k.attn_gate_elementwise ? qd : k.q_heads(l)) * k.hidden);
+      need(layer_name(l, "self_attn.o_proj.weight"), k.hidden * od);
+      if (k.attn_gate) need(layer_name(l, "self_attn.g_proj.weight"), (k.attn_gate_elementwise ? od : k.q_heads(l)) * k.hidden);
     }
     if (own_kv) need(layer_name(l, "self_attn.k_proj.weight"), kvd * k.hidden);
-    if (own_v) need(layer_name(l, "self_attn.v_proj.weight"), kvd * k.hidden);
+    if (own_v) need(layer_name(l, "self_attn.v_proj.weight"), kvdv * k.hidden);
     if (k.qkv_bias && !conv) {
       need(layer_name(l, "self_attn.q_proj.bias"), qd);
       need(layer_name(l, "self_attn.k_proj.bias"), kvd);
-      need(layer_name(l, "self_attn.v_proj.bias"), kvd);
+      need(layer_name(l, "self_attn.v_proj.bias"), kvdv);
     }
     if (k.o_bias && !conv) need(layer_name(l, "self_attn.o_proj.bias"), k.hidden);
     const bool moe = !k.moe.layers.empty() && k.moe.layers[static_cast<size_t>(l)];
@@ -2672,7 +2827,7 @@ Model load_model(const std::string& dir) {
         need(layer_name(l, k.mlp_prefix + "experts.down_proj_bias"), E * k.hidden);
       }
     }
-    if (k.sinks && !conv) need(layer_name(l, "self_attn.sinks"), k.q_heads(l));
+    if (k.sink(l) && !conv) need(layer_name(l, "self_attn.sinks"), k.q_heads(l));
     if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0)) need_norm(layer_name(l, "input_layernorm."));
     if (!k.parallel_block && !k.post_attn_norm_weightless)
       need_norm(layer_name(l, k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm."));
@@ -2880,6 +3035,12 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     throw std::invalid_argument("ModelConfig::chunks needs one chunk size per layer");
   if (!k.rope_layers.empty() && static_cast<int64_t>(k.rope_layers.size()) != k.layers)
     throw std::invalid_argument("ModelConfig::rope_layers needs one entry per layer");
+  if (k.depth_scaled_residual && (k.norm_placement != NormPlacement::Sandwich || k.parallel_block))
+    throw std::invalid_argument("ModelConfig::depth_scaled_residual: modelled with the sandwich norms only");
+  if (k.v_head_dim > 0 && !k.k_eq_v.empty() && std::find(k.k_eq_v.begin(), k.k_eq_v.end(), true) != k.k_eq_v.end())
+    throw std::invalid_argument("ModelConfig::v_head_dim: values that are the keys have the keys' size");
+  if (!k.sink_layers.empty() && static_cast<int64_t>(k.sink_layers.size()) != k.layers)
+    throw std::invalid_argument("ModelConfig::sink_layers needs one entry per layer");
   if (k.bidirectional &&
       (static_cast<int64_t>(k.reach_before.size()) != k.layers || static_cast<int64_t>(k.reach_after.size()) != k.layers))
     throw std::invalid_argument("ModelConfig: an encoder needs reach_before and reach_after per layer");
@@ -2963,6 +3124,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       L.q = get("self_attn.q_proj.weight");
       L.o = get("self_attn.o_proj.weight");
       if (k.attn_gate) L.gate_proj = get("self_attn.g_proj.weight");
+      if (k.attn_gate_bias) L.attn_gate_bias = get("self_attn.gate_bias");
     }
     if (own_kv) L.k = get("self_attn.k_proj.weight");
     if (own_v) L.v = get("self_attn.v_proj.weight");
@@ -3012,7 +3174,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
         L.experts_down_bias = get(k.mlp_prefix + "experts.down_proj_bias");
       }
     }
-    if (k.sinks && !conv) L.sinks = get("self_attn.sinks");
+    if (k.sink(l) && !conv) L.sinks = get("self_attn.sinks");
     if (k.residual_gates) {  // ergo: sigmoid(w) on the branch, sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) on the residual
       for (const auto& [name, branch, keep] : {std::tuple{"attention_residual_gate.weight", &L.attn_branch, &L.attn_keep},
                                                std::tuple{"feedforward_residual_gate.weight", &L.ff_branch, &L.ff_keep}})
@@ -3231,7 +3393,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
                                   std::to_string(k.vocab));
   const int64_t H = k.hidden;
   int64_t widest = 0;  // the largest q and K/V widths over the layers
-  for (int64_t l = 0; l < k.layers; ++l) widest = std::max(widest, k.q_heads(l) * k.dim(l));
+  for (int64_t l = 0; l < k.layers; ++l) widest = std::max({widest, k.q_heads(l) * k.dim(l), k.q_heads(l) * k.vdim(l)});
   if (!k.conv_layers.empty()) widest = std::max(widest, H);                 // a conv layer's output row (C * conv) is H wide
   if (!k.recurrent_layers.empty()) widest = std::max(widest, k.lru_width);  // a recurrent layer's (state * y)
   const T eps = static_cast<T>(k.eps), post_eps = static_cast<T>(k.post_eps > 0 ? k.post_eps : k.eps);
@@ -3308,6 +3470,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     const bool use_rope = k.rope(li);
     // The layer's widths; a layer that shares another's K/V computes only its queries.
     const int64_t NQ = k.q_heads(li), D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = NQ / KVH;
+    const int64_t Dv = k.vdim(li), kvdv = KVH * Dv;  // the value heads' size (mimo_v2_flash's v_head_dim)
     const bool own_kv = !k.shares_kv(li);
     const bool conv = k.conv(li), recurrent = k.recurrent(li);
     // AltUp's prediction of every stream, pred_q = s_q + sum_p c[q * A + p] s_p (c from the active stream's
@@ -3410,7 +3573,9 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         if (own_kv) {
           matvec(L.k, h.data(), kvd, H, kk.data(), L.k_bias);
           if (L.v.empty()) std::copy(kk.begin(), kk.begin() + kvd, vv.begin());  // k_eq_v: the raw key projection
-          else matvec(L.v, h.data(), kvd, H, vv.data(), L.v_bias);
+          else matvec(L.v, h.data(), kvdv, H, vv.data(), L.v_bias);
+          if (k.value_scale != 1)
+            for (int64_t i = 0; i < kvdv; ++i) vv[i] *= static_cast<T>(k.value_scale);
         }
         if (k.qk_norm && k.qk_norm_whole) {
           rms_norm(q.data(), L.q_norm, NQ * D, eps, k.gemma_norm, q.data());
@@ -3421,7 +3586,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
             for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, L.k_norm, D, eps, k.gemma_norm, kk.data() + i * D);
         }
         if (k.v_norm && own_kv)
-          for (int64_t i = 0; i < KVH; ++i) rms_norm(vv.data() + i * D, no_weight, D, eps, false, vv.data() + i * D);
+          for (int64_t i = 0; i < KVH; ++i) rms_norm(vv.data() + i * Dv, no_weight, Dv, eps, false, vv.data() + i * Dv);
         if (use_rope) {
           const T scale = static_cast<T>(k.yarn.factor > 0 ? k.yarn.attention_factor : 1.0);
           // Partial rotary: the first rd entries of each head rotate (halves within them), the rest pass.
@@ -3433,6 +3598,11 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
             for (int64_t i = 0; i < NQ; ++i) rms_norm(q.data() + i * D, no_weight, D, eps, false, q.data() + i * D);
             for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, no_weight, D, eps, false, kk.data() + i * D);
           }
+        } else if (k.nope_query_length > 0) {
+          // beam: (1 + (pos + 1) / length) ** power, as transformers writes it: exp(power * log1p(...)).
+          const T scale =
+              static_cast<T>(std::exp(k.nope_query_power * std::log1p((static_cast<double>(pos) + 1) / k.nope_query_length)));
+          for (T& v : q) v *= scale;
         } else if (k.temperature_floor_scale > 0) {
           const T scale =
               static_cast<T>(std::log(std::floor((static_cast<double>(pos) + 1.0) / k.temperature_floor_scale) + 1.0) *
@@ -3447,12 +3617,15 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         if (own_kv) {
           // A quantized cache stores the token's whole row (every K/V head) in blocks, as ggml_set_rows does.
           round_kv_blocks(kk.data(), kvd, options_.k_block);
-          round_kv_blocks(vv.data(), kvd, options_.v_block);
+          round_kv_blocks(vv.data(), kvdv, options_.v_block);
           for (int64_t i = 0; i < kvd; ++i) {
-            const T key = kk[i], value = vv[i];
+            const T key = kk[i];
             L.keys.push_back(options_.k_block != KvBlock::None ? key
                              : options_.kv_bf16                ? round_bf16(key)
                                                                : round_kv(key, options_.kv_half));
+          }
+          for (int64_t i = 0; i < kvdv; ++i) {
+            const T value = vv[i];
             L.values.push_back(options_.v_block != KvBlock::None ? value
                                : options_.kv_bf16                ? round_bf16(value)
                                                                  : round_kv(value, options_.kv_half));
@@ -3484,7 +3657,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         const TileRows tile{tn, group, first, last, span, at};
         for (int64_t kvh = 0; kvh < KVH; ++kvh) {
           const T* keys = S.keys.data() + kvh * D;
-          const T* values = S.values.data() + kvh * D;
+          const T* values = S.values.data() + kvh * Dv;
           // This K/V head's query rows (token t, head gi of the group: row t * group + gi) as
           // tile_scores' lanes.
           const int64_t R = tn * group, rows = (R + Lanes<T>::n - 1) / Lanes<T>::n * Lanes<T>::n;
@@ -3516,13 +3689,25 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
               for (int64_t i = 0; i < span[t]; ++i) sum += (r[i] = std::exp(r[i] - best));
               if (!L.sinks.empty()) sum += std::exp(sink - best);
               total[static_cast<size_t>(t * group + gi)] = sum;
-              T* out = A.data() + (t0 + t) * widest + head * D;
-              std::fill(out, out + D, T(0));
+              T* out = A.data() + (t0 + t) * widest + head * Dv;
+              std::fill(out, out + Dv, T(0));
             }
-          tile_values(scores.data(), total.data(), values, kvd, D, lo, hi, tile, A.data() + t0 * widest + kvh * group * D,
+          tile_values(scores.data(), total.data(), values, kvdv, Dv, lo, hi, tile, A.data() + t0 * widest + kvh * group * Dv,
                       widest);
         }
       }
+    // beam's depth-scaled residual: x = out / sqrt(k) + x * sqrt((k - 1) / k), k = 2(l + 1) after the attention and
+    // 2(l + 1) + 1 after the MLP; elsewhere x + out (times residual_scale where the block has it).
+    auto residual_add = [&](const Row<T>& x, const std::vector<T>& out, T scale, int64_t depth) {
+      if (!k.depth_scaled_residual) {
+        for (int64_t i = 0; i < H; ++i) x[i] += out[i] * scale;
+        return;
+      }
+      const double kd = static_cast<double>(depth);
+      const T a = static_cast<T>(1.0 / std::sqrt(kd)), b = static_cast<T>(std::sqrt((kd - 1) / kd));
+      for (int64_t i = 0; i < H; ++i) x[i] = out[i] * a + x[i] * b;
+    };
+    const int64_t attn_depth = 2 * (li + 1), mlp_depth = attn_depth + 1;
     // The rest of the layer, token by token.
     for (int64_t t = 0; t < n; ++t) {
       const Row<T> x = row(X, t, H), h = row(Hn, t, H), attn = row(A, t, widest);
@@ -3531,13 +3716,14 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         return k.attn_gate_softplus ? (z > T(20) ? z : std::log1p(std::exp(z))) : T(1) / (T(1) + std::exp(-z));
       };
       if (k.attn_out_norm && !conv)  // muse_spark's o_norm: each head's output RMS-normed, weightless
-        for (int64_t head = 0; head < k.heads; ++head)
-          rms_norm(attn.data() + head * D, no_weight, D, eps, false, attn.data() + head * D);
+        for (int64_t head = 0; head < NQ; ++head)
+          rms_norm(attn.data() + head * Dv, no_weight, Dv, eps, false, attn.data() + head * Dv);
       if (!L.gate_proj.empty() && k.attn_gate_elementwise) {
         // afmoe's attention gate: each output element times its own sigmoid(g_proj h).
-        for (int64_t e = 0; e < NQ * D; ++e) {
+        for (int64_t e = 0; e < NQ * Dv; ++e) {
           T z = 0;
           for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(e * H + i)] * h[i];
+          if (!L.attn_gate_bias.empty()) z += L.attn_gate_bias[static_cast<size_t>(e / Dv)];  // beam: a bias per head
           attn[e] *= gate_of(z);
         }
       } else if (!L.gate_proj.empty()) {
@@ -3545,8 +3731,9 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         for (int64_t head = 0; head < NQ; ++head) {
           T z = 0;
           for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(head * H + i)] * h[i];
+          if (!L.attn_gate_bias.empty()) z += L.attn_gate_bias[static_cast<size_t>(head)];
           const T gate = gate_of(z);
-          for (int64_t d = 0; d < D; ++d) attn[head * D + d] *= gate;
+          for (int64_t d = 0; d < Dv; ++d) attn[head * Dv + d] *= gate;
         }
       }
       if (k.laurel_rank > 0) {  // LAuReL of the attention's input: h + RMSNorm_w(right(left(h)))
@@ -3556,7 +3743,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         rms_norm(lr.data(), L.laurel_norm, H, eps, k.gemma_norm, lr.data());
         for (int64_t i = 0; i < H; ++i) lr[i] = h[i] + lr[i];
       }
-      matvec(L.o, attn.data(), H, recurrent ? k.lru_width : conv ? H : NQ * D, o.data(), L.o_bias);
+      matvec(L.o, attn.data(), H, recurrent ? k.lru_width : conv ? H : NQ * Dv, o.data(), L.o_bias);
       if (k.parallel_block) {
         // The MLP reads the same normed input as the attention: h is kept.
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
@@ -3564,8 +3751,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         rms_norm(o.data(), L.post_attn_norm, H, post_eps, k.gemma_norm, o.data());  // weightless: post_attn_norm empty
         if (!L.attn_branch.empty())                                                 // ergo's residual gate
           for (int64_t i = 0; i < H; ++i) x[i] = L.attn_branch[i] * o[i] + L.attn_keep[i] * x[i];
-        else if (L.attn_alpha.empty())
-          for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+        else if (L.attn_alpha.empty()) residual_add(x, o, T(1), attn_depth);
         else  // muse_spark's residual gate
           for (int64_t i = 0; i < H; ++i) x[i] = L.attn_alpha[i] * x[i] + L.attn_beta[i] * o[i];
         if (k.laurel_rank > 0)
@@ -3763,8 +3949,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       }
       if (!L.ff_branch.empty())  // ergo's residual gate
         for (int64_t i = 0; i < H; ++i) x[i] = L.ff_branch[i] * m[i] + L.ff_keep[i] * x[i];
-      else if (L.ff_alpha.empty())
-        for (int64_t i = 0; i < H; ++i) x[i] += m[i] * static_cast<T>(k.residual_scale);
+      else if (L.ff_alpha.empty()) residual_add(x, m, static_cast<T>(k.residual_scale), mlp_depth);
       else  // muse_spark's residual gate
         for (int64_t i = 0; i < H; ++i) x[i] = L.ff_alpha[i] * x[i] + L.ff_beta[i] * m[i];
       if (P > 0 && NA == 0) {  // the layer's per-layer input: x += norm(per_layer_projection(act(gate x) * pli_l))
@@ -3884,9 +4069,8 @@ void SequenceOracle<T>::truncate(int64_t n) {
     layers_[l].conv_in.resize(layers_[l].conv_in.empty() ? 0 : static_cast<size_t>(length_ * state_width));
     layers_[l].lru_state.resize(layers_[l].lru_state.empty() ? 0 : static_cast<size_t>(length_ * config_.lru_width));
     if (config_.shares_kv(li)) continue;
-    const size_t keep = static_cast<size_t>(length_ * config_.kv(li) * config_.dim(li));
-    layers_[l].keys.resize(keep);
-    layers_[l].values.resize(keep);
+    layers_[l].keys.resize(static_cast<size_t>(length_ * config_.kv(li) * config_.dim(li)));
+    layers_[l].values.resize(static_cast<size_t>(length_ * config_.kv(li) * config_.vdim(li)));
   }
 }
 
@@ -3924,7 +4108,8 @@ void SequenceOracle<T>::shift(int64_t keep, int64_t discard, bool rerotate) {
         for (int64_t j = keep + discard; j < length_; ++j) round_kv_blocks(L.keys.data() + j * kvd, kvd, options_.k_block);
     }
     L.keys.erase(L.keys.begin() + keep * kvd, L.keys.begin() + (keep + discard) * kvd);
-    L.values.erase(L.values.begin() + keep * kvd, L.values.begin() + (keep + discard) * kvd);
+    const int64_t kvdv = KVH * k.vdim(li);
+    L.values.erase(L.values.begin() + keep * kvdv, L.values.begin() + (keep + discard) * kvdv);
   }
   length_ -= discard;
   if (forgotten_ > keep) forgotten_ = std::max(keep, forgotten_ - discard);

@@ -3,7 +3,8 @@
 // [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-residual-gate] [--no-attention-output-norm]
 // [--post-norm-scales-after] [--no-router-scale] [--no-expert-norm] [--no-prediction-head] [--no-per-layer-input]
 // [--no-laurel] [--no-activation-sparsity] [--altup-active N] [--no-mlp-limits] [--no-expert-limits]
-// [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp]: the model oracle's logits for one sequence, raw
+// [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] [--no-gate-bias]
+// [--plain-residual] [--no-nope-query-scale] [--no-value-scale]: the model oracle's logits for one sequence, raw
 // little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
@@ -25,6 +26,9 @@
 // routed experts' (ModelConfig::mlp_limits, MoeConfig::expert_limits). ergo's rules: --no-residual-gates adds each
 // branch plainly, --no-expert-norms and --no-shared-norm leave the routed experts' and the shared expert's output norms
 // out, --silu-mlp activates its ungated MLPs by SiLU instead of relu2.
+// beam's rules' mutants: --no-gate-bias leaves the gate's bias per head out, --plain-residual adds each block's
+// output to the residual (x + out) instead of the depth-scaled sum, --no-nope-query-scale leaves the NoPE layers'
+// queries unscaled. --no-value-scale leaves mimo_v2_flash's attention_value_scale out.
 // --no-prediction-head reads a ModernBERT-layout model's logits straight from its final norm (its head.dense,
 // activation and head.norm left out, as a loader that maps only the decoder to lm_head would). gemma3n's rules
 // mutants: --no-per-layer-input leaves the per-layer input embeddings out, --no-laurel the LAuReL branch,
@@ -55,7 +59,8 @@ int main(int argc, char** argv) {
     std::cerr
         << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
            "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
-           "[--conv-taps-dropped N] [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-residual-gate] "
+           "[--conv-taps-dropped N] [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-gate-bias] [--plain-residual] "
+           "[--no-nope-query-scale] [--no-value-scale] [--no-residual-gate] "
            "[--no-attention-output-norm] [--post-norm-scales-after] [--no-router-scale] [--no-expert-norm] [--no-prediction-head] "
            "[--no-per-layer-input] [--no-laurel] [--no-activation-sparsity] [--altup-active N] [--gate-up-interleaved] [--real MASK] "
            "[--no-mlp-limits] [--no-expert-limits] [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] [--causal]\n";
@@ -102,6 +107,10 @@ int main(int argc, char** argv) {
       else if (std::strcmp(argv[i], "--no-expert-norms") == 0) moe.expert_norms = false;
       else if (std::strcmp(argv[i], "--no-shared-norm") == 0) moe.shared_norm = false;
       else if (std::strcmp(argv[i], "--silu-mlp") == 0) model.config.relu2 = false;
+      else if (std::strcmp(argv[i], "--no-gate-bias") == 0) model.config.attn_gate_bias = false;
+      else if (std::strcmp(argv[i], "--plain-residual") == 0) model.config.depth_scaled_residual = false;
+      else if (std::strcmp(argv[i], "--no-nope-query-scale") == 0) model.config.nope_query_length = 0;
+      else if (std::strcmp(argv[i], "--no-value-scale") == 0) model.config.value_scale = 1;
       else if (std::strcmp(argv[i], "--conv-taps-dropped") == 0 && i + 1 < argc) {
         // The oldest N taps of each channel's kernel left out: conv.conv.weight [H, K] becomes [H, K - N].
         kvc::engine::ModelConfig& c = model.config;
@@ -156,7 +165,7 @@ int main(int argc, char** argv) {
     int64_t recurrent_layers = 0;
     for (bool b : model.config.recurrent_layers) recurrent_layers += b;
     // The renormalisation scales each token's routed sum by one factor: it reaches the logits only where a shared
-    // expert joins that sum or no post-MLP norm (which erases a per-token scale) follows it (muse_spark has neither).
+    // expert joins that sum or no post-MLP norm (which erases a per-token scale) follows it (muse_spark and beam have neither).
     const bool renormalize = as_read.routing == kvc::engine::MoeRouting::TopK && as_read.renormalize &&
                              (as_read.shared_intermediate > 0 || model.config.norm_placement == kvc::engine::NormPlacement::Pre ||
                               model.config.parallel_block);

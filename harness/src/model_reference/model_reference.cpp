@@ -324,6 +324,8 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
   for (int32_t t : tokens)
     if (t < 0 || t >= k.vocab) throw std::invalid_argument("token " + std::to_string(t) + " is outside the vocabulary");
   const double post_eps = k.post_eps > 0 ? k.post_eps : k.eps;  // a sandwich's post-attention and post-MLP norms'
+  if (k.depth_scaled_residual && (k.norm_placement != NormPlacement::Sandwich || k.parallel_block))
+    throw std::invalid_argument("ModelConfig::depth_scaled_residual: modelled with the sandwich norms only");
   // The residual stream, one row per position: the token's embedding (a placeholder id's is id 0's),
   // scaled, then ModernBERT's LayerNorm or muse_glimmer's weightless RMS norm of it.
   const Vec& embed = model.at("model.embed_tokens.weight");
@@ -368,7 +370,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
   std::vector<std::vector<Vec>> keys(static_cast<size_t>(k.layers)), values(static_cast<size_t>(k.layers));
   for (int64_t l = 0; l < k.layers; ++l) {
     auto w = [&](const std::string& what) -> const Vec& { return model.at(layer_name(l, what)); };
-    const int64_t NQ = k.q_heads(l), D = k.dim(l), KVH = k.kv(l), group = NQ / KVH;
+    const int64_t NQ = k.q_heads(l), D = k.dim(l), KVH = k.kv(l), group = NQ / KVH, Dv = k.vdim(l);  // Dv: a value head's size
     const bool own_kv = !k.shares_kv(l), conv = k.conv(l), recurrent = k.recurrent(l);
     const Vec freq = inv_freq(k, l);
     const double rope_scale = k.yarn.factor > 0 ? k.yarn.attention_factor : 1;
@@ -458,7 +460,8 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           const bool k_eq_v = !k.k_eq_v.empty() && k.k_eq_v[static_cast<size_t>(l)];
           value = k_eq_v
                       ? key
-                      : linear(w("self_attn.v_proj.weight"), h[p], KVH * D, k.qkv_bias ? &w("self_attn.v_proj.bias") : no_bias);
+                      : linear(w("self_attn.v_proj.weight"), h[p], KVH * Dv, k.qkv_bias ? &w("self_attn.v_proj.bias") : no_bias);
+          for (double& v : value) v = k.value_scale != 1 ? v * k.value_scale : v;  // mimo_v2_flash's attention_value_scale
         }
         // q/k norms over each head (or, qk_norm_whole, over all heads at once), before rope; weighted
         // unless qk_norm_weightless.
@@ -469,12 +472,15 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
         const int64_t kspan = k.qk_norm_whole ? KVH * D : D;
         for (int64_t i = 0; k.qk_norm && own_kv && i < KVH * D; i += kspan)
           rms_norm(key.data() + i, kspan, qk_weight("self_attn.k_norm.weight"), k.eps, k.gemma_norm);
-        for (int64_t i = 0; k.v_norm && own_kv && i < KVH * D; i += D) rms_norm(value.data() + i, D, nullptr, k.eps, false);
+        for (int64_t i = 0; k.v_norm && own_kv && i < KVH * Dv; i += Dv) rms_norm(value.data() + i, Dv, nullptr, k.eps, false);
         if (k.rope(l)) {
           for (int64_t i = 0; i < NQ; ++i) rope(q[p].data() + i * D, freq, p, k.rope_interleaved, rope_scale);
           for (int64_t i = 0; own_kv && i < KVH; ++i) rope(key.data() + i * D, freq, p, k.rope_interleaved, rope_scale);
           for (int64_t i = 0; k.qk_l2_norm && i < NQ; ++i) rms_norm(q[p].data() + i * D, D, nullptr, k.eps, false);
           for (int64_t i = 0; k.qk_l2_norm && own_kv && i < KVH; ++i) rms_norm(key.data() + i * D, D, nullptr, k.eps, false);
+        } else if (k.nope_query_length > 0) {  // beam's NoPE layers: (1 + (pos + 1) / length) ** power
+          const double t = std::exp(k.nope_query_power * std::log1p((static_cast<double>(p) + 1) / k.nope_query_length));
+          for (double& v : q[p]) v *= t;
         } else if (k.temperature_floor_scale > 0) {  // llama4's NoPE layers
           const double t =
               std::log(std::floor((static_cast<double>(p) + 1) / k.temperature_floor_scale) + 1) * k.temperature_attn_scale + 1;
@@ -485,9 +491,9 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
       const std::vector<Vec>& K = keys[static_cast<size_t>(k.source(l))];
       const std::vector<Vec>& V = values[static_cast<size_t>(k.source(l))];
       for (int64_t p = 0; p < n; ++p) {
-        mixed[p].assign(static_cast<size_t>(NQ * D), 0.0);
+        mixed[p].assign(static_cast<size_t>(NQ * Dv), 0.0);
         for (int64_t head = 0; head < NQ; ++head) {
-          const int64_t kv = (head / group) * D;  // the head's K/V head
+          const int64_t kv = (head / group) * D, kvv = (head / group) * Dv;  // the head's K/V head
           // softmax over the visible keys' scores (and the sink, a logit with no value), then the values.
           std::vector<int64_t> seen;
           Vec e;
@@ -500,20 +506,23 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           if (e.empty())
             throw std::invalid_argument("position " + std::to_string(p) + " of layer " + std::to_string(l) + " sees no real key");
           double top = *std::max_element(e.begin(), e.end());
-          const double sink = k.sinks ? w("self_attn.sinks")[head] : 0;
-          if (k.sinks) top = std::max(top, sink);
+          const bool sink_here = k.sink(l);
+          const double sink = sink_here ? w("self_attn.sinks")[head] : 0;
+          if (sink_here) top = std::max(top, sink);
           double sum = 0;
           for (double& v : e) sum += (v = std::exp(v - top));
-          if (k.sinks) sum += std::exp(sink - top);
-          double* out = mixed[p].data() + head * D;
+          if (sink_here) sum += std::exp(sink - top);
+          double* out = mixed[p].data() + head * Dv;
           for (size_t i = 0; i < seen.size(); ++i)
-            for (int64_t d = 0; d < D; ++d) out[d] += e[i] / sum * V[seen[i]][kv + d];
-          if (k.attn_out_norm) rms_norm(out, D, nullptr, k.eps, false);  // muse_spark's o_norm, weightless
+            for (int64_t d = 0; d < Dv; ++d) out[d] += e[i] / sum * V[seen[i]][kvv + d];
+          if (k.attn_out_norm) rms_norm(out, Dv, nullptr, k.eps, false);  // muse_spark's o_norm, weightless
         }
         if (k.attn_gate) {  // each head (afmoe: each element) times sigmoid(g_proj h) (laguna: its softplus)
-          const int64_t per = k.attn_gate_elementwise ? 1 : D;
-          const Vec gate = linear(w("self_attn.g_proj.weight"), h[p], NQ * D / per);
-          for (int64_t i = 0; i < NQ * D; ++i) {
+          const int64_t per = k.attn_gate_elementwise ? 1 : Dv;
+          Vec gate = linear(w("self_attn.g_proj.weight"), h[p], NQ * Dv / per);
+          for (size_t i = 0; k.attn_gate_bias && i < gate.size(); ++i)  // beam: plus a bias per head
+            gate[i] += w("self_attn.gate_bias")[static_cast<int64_t>(i) * per / Dv];
+          for (int64_t i = 0; i < NQ * Dv; ++i) {
             const double z = gate[i / per];  // torch's softplus is linear above its threshold 20
             mixed[p][i] *= !k.attn_gate_softplus ? sigmoid(z) : z > 20 ? z : std::log1p(std::exp(z));
           }
@@ -534,6 +543,13 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
     // The block's output projection, the norms around it and the feed-forward, per position.
     const std::string o = recurrent ? "temporal_block.linear_out." : conv ? "conv.out_proj." : "self_attn.o_proj.";
     const bool o_bias = recurrent || (conv ? k.conv_bias : k.o_bias);
+    // x + out, or beam's depth-scaled residual: out / sqrt(d) + x * sqrt((d - 1) / d), d = 2(l + 1) after the
+    // attention and 2(l + 1) + 1 after the MLP.
+    auto add = [&](Vec& x, const Vec& out, double scale, int64_t d) {
+      const double a = 1.0 / std::sqrt(static_cast<double>(d)),
+                   b = std::sqrt(static_cast<double>(d - 1) / static_cast<double>(d));
+      for (int64_t i = 0; i < H; ++i) x[i] = k.depth_scaled_residual ? out[i] * a + x[i] * b : x[i] + out[i] * scale;
+    };
     for (int64_t p = 0; p < n; ++p) {
       Vec out = linear(w(o + "weight"), mixed[p], H, o_bias ? &w(o + "bias") : nullptr);
       Vec ff_in;
@@ -547,7 +563,8 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           else out = norm(model, k, layer_name(l, "post_attention_layernorm."), out, post_eps);
           if (k.residual_gate_temperature > 0)
             gated_add(x[p], out, w("post_attention_residual_gate.gate"), k.residual_gate_temperature);
-          else residual_add(x[p], out, "attention_residual_gate.weight");
+          else if (k.residual_gates) residual_add(x[p], out, "attention_residual_gate.weight");
+          else add(x[p], out, 1, 2 * (l + 1));
           if (k.laurel_rank > 0) {  // LAuReL: (x + h + RMSNorm_w(right(left(h)))) / sqrt(2), h the attention's input
             Vec laurel = linear(w("laurel.linear_right.weight"), linear(w("laurel.linear_left.weight"), h[p], k.laurel_rank), H);
             laurel = norm(model, k, layer_name(l, "laurel.post_laurel_norm."), laurel, k.eps);
@@ -569,8 +586,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
       if (k.residual_gate_temperature > 0)
         gated_add(x[p], ff, w("post_feedforward_residual_gate.gate"), k.residual_gate_temperature);
       else if (k.residual_gates) residual_add(x[p], ff, "feedforward_residual_gate.weight");
-      else
-        for (int64_t i = 0; i < H; ++i) x[p][i] += ff[i] * k.residual_scale;
+      else add(x[p], ff, k.residual_scale, 2 * (l + 1) + 1);
       // The per-layer input's branch of a row s: norm(per_layer_projection(act(per_layer_input_gate s) * pli_l)).
       const std::string& in = k.per_layer_tensors.second;
       auto per_layer_branch = [&](const Vec& s) {

@@ -56,6 +56,8 @@ enum class Family {
   MuseSparkText,      // the text decoder of muse_spark
   Kolibri1,
   Laguna,
+  Beam,
+  MimoV2Flash,
   Qwen2Vl,
   Qwen25Vl,  // multimodal: the text decoder of the model's text_config
   ModernBertDecoder,
@@ -73,7 +75,7 @@ enum class Family {
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
 // "muse_glimmer_text", "kolibri1", "laguna", "embedding_gemma2_text", "openai_privacy_filter", "gemma3n_text",
-// "recurrent_gemma", "muse_spark_text", "step3p7", "ergo"
+// "recurrent_gemma", "muse_spark_text", "step3p7", "ergo", "beam", "mimo_v2_flash"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -326,6 +328,19 @@ struct ModelConfig {
   // sqrt(1 + sigmoid(w)) * exp(-softplus(w) / 2) * x, w the layer's attention_residual_gate.weight or
   // feedforward_residual_gate.weight.
   bool residual_gates = false;
+  // beam's layer rules. The gate's input plus a bias per head (self_attn.gate_bias [heads], broadcast over the head's
+  // elements) before its activation. A depth-scaled residual: each block's output times 1/sqrt(k) plus the residual
+  // times sqrt((k - 1)/k), k = 2(l + 1) after layer l's attention and 2(l + 1) + 1 after its MLP, in place of x += out.
+  // On the NoPE layers (rope_layers false) the queries times (1 + (pos + 1) / nope_query_length) ** nope_query_power
+  // (beam: 2048, 0.1; 0: none).
+  bool attn_gate_bias = false;
+  bool depth_scaled_residual = false;
+  double nope_query_length = 0, nope_query_power = 0;
+  // mimo_v2_flash's: value heads of v_head_dim entries beside the query/key head size (0: the same), sinks on the
+  // layers sink_layers marks only (empty: every layer where sinks), values times value_scale (attention_value_scale).
+  int64_t v_head_dim = 0;
+  std::vector<bool> sink_layers;
+  double value_scale = 1;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -337,6 +352,8 @@ struct ModelConfig {
     return !rotary_dims.empty() ? rotary_dims[static_cast<size_t>(layer)] : rotary_dim > 0 ? rotary_dim : dim(layer);
   }
   int64_t q_heads(int64_t layer) const { return layer_heads.empty() ? heads : layer_heads[static_cast<size_t>(layer)]; }
+  int64_t vdim(int64_t layer) const { return v_head_dim > 0 ? v_head_dim : dim(layer); }  // a value head's size
+  bool sink(int64_t layer) const { return sinks && (sink_layers.empty() || sink_layers[static_cast<size_t>(layer)]); }
   int64_t kv(int64_t layer) const { return layer_kv_heads.empty() ? kv_heads : layer_kv_heads[static_cast<size_t>(layer)]; }
   int64_t source(int64_t layer) const { return kv_source.empty() ? layer : kv_source[static_cast<size_t>(layer)]; }
   bool shares_kv(int64_t layer) const { return source(layer) != layer; }
@@ -464,6 +481,7 @@ class SequenceOracle {
     // ([position][lru_width], kept whole like conv_in, which holds its linear_x rows).
     std::vector<T> lru_x, lru_x_bias, lru_y, lru_y_bias, lru_param, lru_input_gate, lru_input_bias, lru_gate, lru_gate_bias;
     std::vector<T> lru_state;
+    std::vector<T> attn_gate_bias;  // [heads] (ModelConfig::attn_gate_bias)
     std::vector<T> inv_freq;
     // gemma3n (ModelConfig's AltUp, LAuReL and per-layer input rules)
     std::vector<T> altup_scale, altup_correct, altup_predict, altup_router, altup_router_norm;
