@@ -62,9 +62,9 @@ REASONS = {
     "head, beside one shared rope key), a DSA indexer on the full indexer_types layers (each query's index_topk "
     "keys; shared layers reuse the last full layer's choice), a sigmoid gate per value entry, iHC (hc_mult "
     "channels, pre and post gates without comb, post times hc_magnitude) and a clamped-SwiGLU MoE. Its rope differs "
-    "by release: 5.24.0 rotates the rope slice's halves, 5.25.0 interleaved pairs (one tiny checkpoint's float64 "
-    "logits differ by 0.16; 5.25.0 with 5.24.0's rotation put back matches it exactly). swiglu_limit <= 0 is "
-    "documented to disable the clamp but zeroes the experts at 0 "
+    "by release (hy_v4_vl's decoder alike): 5.24.0 rotates the rope slice's halves, 5.25.0 interleaved pairs (one "
+    "tiny checkpoint's float64 logits differ by 0.16; 5.25.0 with 5.24.0's rotation put back matches it exactly). "
+    "swiglu_limit <= 0 is documented to disable the clamp but zeroes the experts at 0 "
     "(engines/transformers/repro/hy_v4_swiglu_limit_zero_clamps.py)",
     "lara_mini": "a hybrid: gated DeltaNet linear-attention layers (a delta-rule recurrence after a short convolution, "
     "LaraMiniGatedDeltaNet) beside sliding and full layers, and a MoE: the delta-rule recurrence is not a registry rule "
