@@ -38,7 +38,32 @@ CROSS = ("Model level: SequenceOracle::encode would serve its encoder, but its d
          "output, which no registry rule does")
 UNRECORDED_MASKS = ". Mask level: not recorded yet (golden/encoder_masks.py records the plain encoders' masks only)"
 REASONS = {
-    "deepseek_v4": "multi-head latent attention (kv_lora_rank) and a MoE", "hy_v4": "multi-head latent attention and a MoE",
+    "deepseek_v4": "not multi-head latent attention (no kv_lora_rank): one shared K=V head, and rules the registry "
+    "lacks (5.13.1, 5.24.0 and 5.25.0 give the same float64 logits from one checkpoint). Every layer slides "
+    "(create_sliding_window_causal_mask); compressed_sparse_attention and heavily_compressed_attention layers (the "
+    "default layer_types has no other) append compressed entries to the window's keys: softmax-gated sums over "
+    "windows of compress_rates tokens plus a position bias, RMS-normed and roped at the window's start "
+    "(compress_rope_theta), entry w seen from position t when w < (t + 1) // rate; the CSA entries overlap two "
+    "windows and a Lightning Indexer keeps index_topk of them per query, state carried across calls in the cache: no "
+    "per-position rule of the registry. A sliding_attention-only config with only moe mlp_layer_types avoids the "
+    "compressors and hash_moe's tid2eid[input_id] routing but still needs: hc_mult residual streams (mHC: pre, "
+    "post and comb from a weightless RMS norm of the flattened streams times fn, comb projected by "
+    "hc_sinkhorn_iters Sinkhorn-Knopp steps, hc_head's collapse before the final norm); q through q_a_proj, "
+    "q_a_norm, q_b_proj and a weightless RMS norm per head; kv_proj and kv_norm as one head that is both key and "
+    "value; interleaved rope on each head's trailing qk_rope_head_dim entries, the attention output's rope slice "
+    "rotated back by its position; a grouped low-rank output projection (o_a_proj over o_groups, o_b_proj); "
+    "sqrt(softplus) router scores, always renormalised; SwiGLU clamps (swiglu_limit) on the routed and shared "
+    "experts; sinks and the selection bias are the registry's",
+    "hy_v4": "no local attention: every layer is indexed_attention under create_causal_mask (listed for its sinks). "
+    "Its rules, none the registry's: multi-head latent attention (q_a_proj, q_a_layernorm, q_b_proj; "
+    "kv_a_proj_with_mqa's latent, kv_a_layernorm and kv_b_proj to qk_nope_head_dim keys and v_head_dim values per "
+    "head, beside one shared rope key), a DSA indexer on the full indexer_types layers (each query's index_topk "
+    "keys; shared layers reuse the last full layer's choice), a sigmoid gate per value entry, iHC (hc_mult "
+    "channels, pre and post gates without comb, post times hc_magnitude) and a clamped-SwiGLU MoE. Its rope differs "
+    "by release (hy_v4_vl's decoder alike): 5.24.0 rotates the rope slice's halves, 5.25.0 interleaved pairs (one "
+    "tiny checkpoint's float64 logits differ by 0.16; 5.25.0 with 5.24.0's rotation put back matches it exactly). "
+    "swiglu_limit <= 0 is documented to disable the clamp but zeroes the experts at 0 "
+    "(engines/transformers/repro/hy_v4_swiglu_limit_zero_clamps.py)",
     "lara_mini": "a hybrid: gated DeltaNet linear-attention layers (LaraMiniGatedDeltaNet) beside sliding and full "
     "layers, and a MoE. Registry rules it lacks: the delta-rule recurrence (a [k_dim, v_dim] state per value head, "
     "decayed by exp(g), g = -exp(A_log) softplus(a + dt_bias), and written with beta = sigmoid(b); transformers' prefill "
