@@ -1551,6 +1551,8 @@ def draw(family, seed, index, head_dims=(8, 16)):
         while shared and set(types[layers - shared:]) - set(types[:layers - shared]):
             shared -= 1
         c["num_kv_shared_layers"] = shared
+        # Per-layer input embeddings (a table row and a projection per layer, added after each layer's MLP), or none.
+        c["hidden_size_per_layer_input"] = d.pick([0, 4, 8])
     elif family == "olmo3":
         c.update({k: v for k, v in MODELS["olmo3-w3"][1].items() if k not in ("num_hidden_layers", "tie_word_embeddings")})
         c.update({"sliding_window": w, "attention_bias": d.coin()})

@@ -328,6 +328,8 @@ def tensors(name, family, cfg):
             own_kv = i < first_shared
             own_v = own_kv and not (full and cfg.get("attention_k_eq_v"))
             put(p + "layer_scalar", (1,), 0.7, 1.3)
+            if cfg.get("hidden_size_per_layer_input"):
+                per_layer_input_layer(put, p, cfg["hidden_size_per_layer_input"])
         if family == "gemma3n_text":
             gemma3n_layer(put, p, cfg)
         if family == "phi3":  # fused: rows [q; k; v]
@@ -505,6 +507,8 @@ def tensors(name, family, cfg):
             put(p + "self_attn.k_norm.weight", ((KV_HEADS if whole else 1) * HEAD_DIM,), 2.0 - 2 * NORM, 2.0 + 2 * NORM)
     if family == "gemma3n_text":
         gemma3n_model(put, cfg)
+    if family == "gemma4_text" and cfg.get("hidden_size_per_layer_input"):
+        per_layer_input_model(put, cfg)
     if family in ("muse_glimmer_text", "muse_spark_text"):  # its final norm's weight is w, not 1 + w
         norm_lo, norm_hi = 1 - NORM, 1 + NORM
     final_norm = {"lfm3": "model.embedding_norm.weight", "recurrent_gemma": "model.final_norm.weight"}.get(family, "model.norm.weight")
@@ -527,17 +531,27 @@ def gemma3n_layer(put, p, cfg):
     put(p + "laurel.linear_left.weight", (r, HIDDEN), -PROJ, PROJ)
     put(p + "laurel.linear_right.weight", (HIDDEN, r), -PROJ, PROJ)
     put(p + "laurel.post_laurel_norm.weight", (HIDDEN,), 1.0 - NORM, 1.0 + NORM)
+    per_layer_input_layer(put, p, pl)
+
+
+def per_layer_input_layer(put, p, pl):
+    """A layer's per-layer input branch (gemma3n, gemma4): its gate, projection and norm."""
     put(p + "per_layer_input_gate.weight", (pl, HIDDEN), -PROJ, PROJ)
     put(p + "per_layer_projection.weight", (HIDDEN, pl), -PROJ, PROJ)
     put(p + "post_per_layer_input_norm.weight", (HIDDEN,), 1.0 - NORM, 1.0 + NORM)
 
 
-def gemma3n_model(put, cfg):
-    """gemma3n's model-level tensors: the per-layer embedding table, its projection and norm, AltUp's projections."""
+def per_layer_input_model(put, cfg):
+    """The model's per-layer input tensors (gemma3n, gemma4): the per-layer embedding table, its projection and norm."""
     layers, pl = cfg["num_hidden_layers"], cfg.get("hidden_size_per_layer_input", 256)
     put("model.embed_tokens_per_layer.weight", (cfg.get("vocab_size_per_layer_input", 262144), layers * pl), -EMBED, EMBED)
     put("model.per_layer_model_projection.weight", (layers * pl, HIDDEN), -PROJ, PROJ)
     put("model.per_layer_projection_norm.weight", (pl,), 1.0 - NORM, 1.0 + NORM)
+
+
+def gemma3n_model(put, cfg):
+    """gemma3n's model-level tensors: the per-layer input tensors and AltUp's projections."""
+    per_layer_input_model(put, cfg)
     for i in range(cfg.get("altup_num_inputs", 4) - 1):
         put(f"model.altup_projections.{i}.weight", (HIDDEN, HIDDEN), -PROJ, PROJ)
         put(f"model.altup_unembed_projections.{i}.weight", (HIDDEN, HIDDEN), -PROJ, PROJ)

@@ -353,8 +353,12 @@ std::vector<int64_t> kv_sources(const std::vector<std::string>& types, int64_t s
 // weightless one; the scores are not scaled. The last num_kv_shared_layers layers have no K/V of their
 // own: each attends the keys and values of the last earlier non-shared layer of its type (5.13.1
 // spells it per layer, 5.24.0 as config.kv_sharing_modes; the same layers). Each layer's output is
-// multiplied by its layer_scalar buffer. Per-layer input embeddings (hidden_size_per_layer_input,
-// default 256), the MoE block, the double-wide MLP and bidirectional attention are not modelled.
+// multiplied by its layer_scalar buffer. Per-layer input embeddings (hidden_size_per_layer_input, default 256; 0:
+// none) are the unified rule's case without AltUp (ModelConfig::per_layer_input, as gemma3n's, the branch added after
+// the MLP's residual, before layer_scalar): the table's scale is a float32 buffer (sqrt(P)), the projection's
+// (hidden_size ** -0.5) and the input's (2 ** -0.5) Python floats; every id must have a row (vocab_size_per_layer_input
+// below vocab_size is refused: the class's lookup raises IndexError past it). The MoE block, the double-wide MLP and
+// bidirectional attention are not modelled.
 void read_gemma4_text(const json& c, const std::string& file, ModelConfig& m) {
   m.norm_placement = NormPlacement::Sandwich;
   m.gelu = true;
@@ -367,8 +371,18 @@ void read_gemma4_text(const json& c, const std::string& file, ModelConfig& m) {
   m.final_softcap = number_or(c, "final_logit_softcapping", 0, file);
   if (c.contains("use_bidirectional_attention") && !c["use_bidirectional_attention"].is_null())
     bad(file, "/use_bidirectional_attention", "bidirectional attention is not modelled");
-  if (number_or(c, "hidden_size_per_layer_input", 256, file) != 0)
-    bad(file, "/hidden_size_per_layer_input", "per-layer input embeddings are not modelled (set 0)");
+  const double per_layer = number_or(c, "hidden_size_per_layer_input", 256, file);
+  if (per_layer < 0 || per_layer != std::floor(per_layer))
+    bad(file, "/hidden_size_per_layer_input", "must be a whole number >= 0 (0: no per-layer inputs)");
+  if (per_layer > 0) {
+    m.per_layer_input = static_cast<int64_t>(per_layer);
+    m.per_layer_vocab = positive_or(c, "vocab_size_per_layer_input", 262144, file);
+    if (m.per_layer_vocab < m.vocab)
+      bad(file, "/vocab_size_per_layer_input", "below vocab_size: the class's per-layer lookup raises IndexError past it");
+    m.per_layer_embed_scale = static_cast<double>(static_cast<float>(std::sqrt(per_layer)));  // a float32 buffer
+    m.per_layer_projection_scale = std::pow(static_cast<double>(m.hidden), -0.5);             // Python floats
+    m.per_layer_input_scale = std::pow(2.0, -0.5);
+  }
   if (bool_or(c, "enable_moe_block", false, file)) bad(file, "/enable_moe_block", "the MoE block is not modelled");
   if (!c.contains("sliding_window")) m.sliding_window = 512;
   std::vector<std::string> types = patterned_types(c, m.layers, 6, file);
