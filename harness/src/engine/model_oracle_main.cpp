@@ -3,7 +3,9 @@
 // [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-residual-gate] [--no-attention-output-norm]
 // [--post-norm-scales-after] [--no-router-scale] [--no-expert-norm] [--no-prediction-head] [--no-per-layer-input]
 // [--no-laurel] [--no-activation-sparsity] [--altup-active N] [--no-mlp-limits] [--no-expert-limits]
-// [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp]: the model oracle's logits for one sequence, raw
+// [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] [--rms-norms] [--residual-add]
+// [--no-query-scale] [--no-gate-scale] [--no-attention-sub-norm] [--no-mlp-sub-norm] [--no-mlp-scale] [--no-logit-scale]
+// [--no-loop-entries]: the model oracle's logits for one sequence, raw
 // little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
@@ -24,7 +26,11 @@
 // --no-mlp-limits leaves step3p7's SwiGLU bound of the dense MLP and the shared expert out, --no-expert-limits the
 // routed experts' (ModelConfig::mlp_limits, MoeConfig::expert_limits). ergo's rules: --no-residual-gates adds each
 // branch plainly, --no-expert-norms and --no-shared-norm leave the routed experts' and the shared expert's output norms
-// out, --silu-mlp activates its ungated MLPs by SiLU instead of relu2.
+// out, --silu-mlp activates its ungated MLPs by SiLU instead of relu2. dory's rules: --rms-norms takes its L2 norms for
+// weightless RMS norms (the mean of squares; the norms' weights read as ones), --residual-add adds each block where it
+// interpolates, --no-query-scale, --no-gate-scale, --no-mlp-scale and --no-logit-scale leave the learned per-channel
+// scales (sqk, s_gate, suv, logit_scale) out, --no-attention-sub-norm and --no-mlp-sub-norm the sub-norms before o_proj
+// and down_proj, --no-loop-entries enters each pass of the looped section with x as it is (not norm(x) + its input).
 // --no-prediction-head reads a ModernBERT-layout model's logits straight from its final norm (its head.dense,
 // activation and head.norm left out, as a loader that maps only the decoder to lm_head would). gemma3n's rules
 // mutants: --no-per-layer-input leaves the per-layer input embeddings out, --no-laurel the LAuReL branch,
@@ -38,9 +44,11 @@
 // {"n", "vocab", "span", "local_layers", "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
 // "shared_expert", "conv_layers", "recurrent_layers", "conv_kernel", "attention_gate", "per_layer_input",
 // "altup_inputs", "altup_active", "laurel_rank", "sparse_layers", "mlp_limits",
-// "expert_limits"} (the model's local span, how many layers slide or
+// "expert_limits", "ngpt", "loop_passes", "o_bias", "mlp_bias"} (the model's local span, how many layers slide or
 // chunk, how many are MoE, and their routing, how many are convolutions or RG-LRU blocks and their taps, the gate, and
-// gemma3n's rules as read: 0 where the model has none; whether SwiGLU bounds are read).
+// gemma3n's rules as read: 0 where the model has none; whether SwiGLU bounds are read; whether dory's nGPT rules are
+// read (l2_norm), how many passes of a looped section begin, and whether o_proj and the MLP have biases: through a
+// following norm, a sub-norm acts only by them and its epsilon).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -58,7 +66,9 @@ int main(int argc, char** argv) {
            "[--conv-taps-dropped N] [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-residual-gate] "
            "[--no-attention-output-norm] [--post-norm-scales-after] [--no-router-scale] [--no-expert-norm] [--no-prediction-head] "
            "[--no-per-layer-input] [--no-laurel] [--no-activation-sparsity] [--altup-active N] [--gate-up-interleaved] [--real MASK] "
-           "[--no-mlp-limits] [--no-expert-limits] [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] [--causal]\n";
+           "[--no-mlp-limits] [--no-expert-limits] [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] "
+           "[--rms-norms] [--residual-add] [--no-query-scale] [--no-gate-scale] [--no-attention-sub-norm] [--no-mlp-sub-norm] "
+           "[--no-mlp-scale] [--no-logit-scale] [--no-loop-entries] [--causal]\n";
     return 2;
   }
   try {
@@ -75,6 +85,8 @@ int main(int argc, char** argv) {
     const kvc::engine::ModelConfig config_as_read = model.config;  // gemma3n's rules, before a mutant's edit
     int64_t sparse_layers = 0;
     for (double p : config_as_read.activation_sparsity) sparse_layers += p > 0;
+    int64_t loop_passes = 0;
+    for (bool b : config_as_read.loop_entries) loop_passes += b;
     const bool mlp_limits = !model.config.mlp_limits.empty();
     // The most experts a token can be routed to: those of the groups it may choose.
     const int64_t allowed = moe.routing == kvc::engine::MoeRouting::TopK
@@ -102,6 +114,23 @@ int main(int argc, char** argv) {
       else if (std::strcmp(argv[i], "--no-expert-norms") == 0) moe.expert_norms = false;
       else if (std::strcmp(argv[i], "--no-shared-norm") == 0) moe.shared_norm = false;
       else if (std::strcmp(argv[i], "--silu-mlp") == 0) model.config.relu2 = false;
+      else if (std::strcmp(argv[i], "--rms-norms") == 0) {
+        // The L2 norms as weightless RMS norms: the norms' weights, which an l2_norm model has none of, read as ones.
+        kvc::engine::ModelConfig& c = model.config;
+        c.l2_norm = false;
+        model.tensors["model.norm.weight"].assign(static_cast<size_t>(c.hidden), 1.0);
+        for (int64_t l = 0; l < c.layers; ++l)
+          for (const char* n :
+               {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"})
+            model.tensors["model.layers." + std::to_string(l) + "." + n + ".weight"].assign(static_cast<size_t>(c.hidden), 1.0);
+      } else if (std::strcmp(argv[i], "--residual-add") == 0) model.config.residual_interpolation = 0;
+      else if (std::strcmp(argv[i], "--no-query-scale") == 0) model.config.query_channel_scale = 0;
+      else if (std::strcmp(argv[i], "--no-gate-scale") == 0) model.config.attn_gate_scale = 0;
+      else if (std::strcmp(argv[i], "--no-attention-sub-norm") == 0) model.config.attn_sub_norm = false;
+      else if (std::strcmp(argv[i], "--no-mlp-sub-norm") == 0) model.config.mlp_sub_norm = false;
+      else if (std::strcmp(argv[i], "--no-mlp-scale") == 0) model.config.mlp_channel_scale = 0;
+      else if (std::strcmp(argv[i], "--no-logit-scale") == 0) model.config.logit_channel_scale = 0;
+      else if (std::strcmp(argv[i], "--no-loop-entries") == 0) model.config.loop_entries.clear();
       else if (std::strcmp(argv[i], "--conv-taps-dropped") == 0 && i + 1 < argc) {
         // The oldest N taps of each channel's kernel left out: conv.conv.weight [H, K] becomes [H, K - N].
         kvc::engine::ModelConfig& c = model.config;
@@ -173,7 +202,10 @@ int main(int argc, char** argv) {
               << ", \"altup_inputs\": " << config_as_read.altup_inputs << ", \"altup_active\": " << config_as_read.altup_active
               << ", \"laurel_rank\": " << config_as_read.laurel_rank << ", \"sparse_layers\": " << sparse_layers
               << ", \"mlp_limits\": " << (mlp_limits ? "true" : "false")
-              << ", \"expert_limits\": " << (moe_layers && !as_read.expert_limits.empty() ? "true" : "false") << "}\n";
+              << ", \"expert_limits\": " << (moe_layers && !as_read.expert_limits.empty() ? "true" : "false")
+              << ", \"ngpt\": " << (config_as_read.l2_norm ? "true" : "false") << ", \"loop_passes\": " << loop_passes
+              << ", \"o_bias\": " << (config_as_read.o_bias ? "true" : "false")
+              << ", \"mlp_bias\": " << (config_as_read.mlp_bias ? "true" : "false") << "}\n";
   } catch (const std::exception& e) {
     std::cerr << "kvc-model-oracle: " << e.what() << "\n";
     return 2;
