@@ -72,16 +72,6 @@ REASONS = {
     "groups of value heads, after it a gated RMSNorm (norm(o) * silu(z), computed in float32) and out_proj; its MoE "
     "(softmax top-k, an ungated shared expert always added) is the TopK routing's data, its router's float32 casts an "
     "exact64 island",
-    "dory": "nGPT on the unit sphere, rules the registry has none of: every norm an L2 norm (DoryL2Norm: x * rsqrt(sum x^2 "
-    "+ eps), a sum, not RMS's mean); the residual an interpolation per channel, h + |lambda * ngpt_alpha_init / "
-    "initializer_range| * (norm(block) - h) (lambda_1 after the attention, lambda_2 after the MLP) instead of an add; queries "
-    "times (sqk * sqrt(head_dim) / initializer_range)^2 per channel after rope; the gate sigmoid(gate_proj h * (s_gate * "
-    "hidden^0.25 / initializer_range)^2) per element; L2 sub-norms before o_proj and down_proj; the MLP's gate and up times "
-    "suv * sqrt(hidden); the logits times logit_scale / initializer_range per vocabulary entry. And a looped section: layers "
-    "[n_input_layers, + n_recurrent_layers) run n_recurrent_loops times, each pass entered as norm(h) + norm(the input "
-    "section's output). With recurrent_kv_cache_mode per_loop each pass keeps its own K/V (the looped layers unrolled, a "
-    "layer per pass sharing weights: a no-cache forward and its cache extension agree); with last_loop the earlier passes "
-    "read the last pass's cached K/V of past positions, so the cached forward is not the no-cache one (to be refused)",
     "inkling2": "a hybrid: each hybrid_sliding / hybrid layer is sliding or full attention beside a linear-attention "
     "branch (dynamic short convolutions, a relative position bias, L2 clips) with block attention residuals and a MoE: "
     "not registry rules. Its own forward slides hybrid_sliding layers in 5.24.0 and 5.25.0 alike; "

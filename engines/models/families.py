@@ -143,6 +143,13 @@ checkpoints of the family use:
                    LayerNorm and parallel block, rope rotating halves, logit_scale 0.5, tied
   coherecompass-text-full  cohere_compass_text, 3 layers, no layer_types (every layer full), rope_parameters {full: base
                    5e5}, no logit_scale (1), untied
+  dory-w3          dory (5.24.0 on), 5 layers, no layer_types (S, S, S, F, S), window 3, n_input_layers 1 and
+                   n_output_layers 1 (layers 1-3 looped, the default 2 passes: 8 layers unrolled), default rope (sliding
+                   1e4, full 1e7), initializer_range 0.02, untied
+  dory-saved       dory as transformers saves it: layer_types in (attention, "mlp") block pairs and every layer count
+                   doubled (4 layers [S, F, S, S], n_input_layers 0, layers 0-1 looped 3 times, 2 output layers),
+                   window 2, rope_parameters per type (sliding 1e4, full 5e5), attention_bias, mlp_bias,
+                   gelu_pytorch_tanh, initializer_range 0.05, ngpt_alpha_init 0.1, tied
 """
 
 S, F, C = "sliding_attention", "full_attention", "chunked_attention"
@@ -527,6 +534,24 @@ ERGO = {  # no intermediate_size (the dense MLP is first_dense_intermediate_size
     "shared_intermediate_size": 48,
     "tie_word_embeddings": False,
 }
+
+
+DORY = {  # nGPT: weightless L2 norms (no rms_norm_eps is read), a looped section of layers
+    "architectures": ["DoryForCausalLM"],
+    "model_type": "dory",
+    "recurrent_kv_cache_mode": "per_loop",
+    "rope_scaling": ABSENT,
+}
+
+
+def _dory_saved(c):
+    """A dory config as DoryConfig.to_dict writes it: each layer an (attention, "mlp") block pair, every count doubled."""
+    out = dict(c)
+    out["layer_types"] = [b for t in c["layer_types"] for b in (t, "mlp")]
+    for key in ("num_hidden_layers", "n_input_layers", "n_recurrent_layers", "n_output_layers"):
+        if c.get(key) is not None:
+            out[key] = 2 * c[key]
+    return out
 
 
 def _mellum_rope(full, sliding):  # mellum keys its rope by layer type and converts no flat rope_theta
@@ -1089,6 +1114,18 @@ MODELS = {
                                                    F: {"rope_type": "default", "rope_theta": 500000.0}},
                                "mlp_layer_types": ["sparse", "dense", "sparse"], "num_experts": 3,
                                "num_experts_per_tok": 1, "moe_routed_scaling_factor": 1.5}),
+    # dory (5.24.0 on): 5 layers, no layer_types (S, S, S, F, S), window 3, layers 1-3 looped twice (the default), default
+    # rope (sliding 1e4, full 1e7), untied
+    "dory-w3": ("dory", {**DORY, "num_hidden_layers": 5, "sliding_window": 3, "n_input_layers": 1, "n_output_layers": 1,
+                         "initializer_range": 0.02, "hidden_act": "silu", "tie_word_embeddings": False}),
+    # dory as saved: (attention, "mlp") pairs of [S, F, S, S], counts doubled; no input layers (the first pass enters
+    # from the embeddings), layers 0-1 looped 3 times, window 2, rope per type, both biases, gelu_pytorch_tanh, tied
+    "dory-saved": ("dory", _dory_saved({
+        **DORY, "num_hidden_layers": 4, "layer_types": [S, F, S, S], "sliding_window": 2, "n_input_layers": 0,
+        "n_recurrent_layers": 2, "n_output_layers": 2, "n_recurrent_loops": 3,
+        "rope_parameters": {S: {"rope_type": "default", "rope_theta": 10000.0}, F: {"rope_type": "default", "rope_theta": 500000.0}},
+        "attention_bias": True, "mlp_bias": True, "hidden_act": "gelu_pytorch_tanh", "initializer_range": 0.05,
+        "ngpt_alpha_init": 0.1, "tie_word_embeddings": True})),
     "kolibri1-explicit": ("kolibri1", {
         **KOLIBRI1,
         "num_hidden_layers": 3,
@@ -1729,6 +1766,23 @@ def draw(family, seed, index, head_dims=(8, 16)):
         # The last layer sparse: every draw has a MoE layer; else (four layers or more) the default, the first three dense.
         if d.coin() or layers < 4:
             c["mlp_layer_types"] = [d.pick(["dense", "sparse"]) for _ in range(layers - 1)] + ["sparse"]
+    elif family == "dory":
+        # Input, looped and output sections of the drawn layers (at least one looped), 1 to 3 passes; the first layer
+        # slides; the saved (attention, "mlp") layout or the plain one.
+        looped = d.int(1, layers)
+        inputs = d.int(0, layers - looped)
+        c.update({**DORY, "sliding_window": w, "n_input_layers": inputs, "n_output_layers": layers - looped - inputs,
+                  "n_recurrent_loops": d.int(1, 3), "initializer_range": d.pick([0.0177, 0.02, 0.05]),
+                  "ngpt_alpha_init": d.pick([0.05, 0.1]), "attention_bias": d.coin(), "mlp_bias": d.coin(),
+                  "hidden_act": d.pick(["silu", "gelu_pytorch_tanh"])})
+        if d.coin():
+            c["n_recurrent_layers"] = looped
+        c["layer_types"] = [S] + _types(d, layers - 1)
+        if d.coin():
+            c["rope_parameters"] = {S: {"rope_type": "default", "rope_theta": d.pick([10000.0, 1000000.0])},
+                                    F: {"rope_type": "default", "rope_theta": d.pick([500000.0, 10000000.0])}}
+        if d.coin():
+            c = _dory_saved(c)
     elif family == "kolibri1":
         c.update({k: v for k, v in KOLIBRI1.items() if k != "tie_word_embeddings"})
         c.update({"sliding_window": w, "num_local_experts": d.pick([4, 6, 8]), "num_experts_per_tok": d.int(1, 3),
@@ -1847,23 +1901,22 @@ DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_
 # (make_models.py --draw list) or the wide set, which the third-party engines run: their support for a
 # convolution layer is not established, so none is asked yet.
 HYBRID_FAMILIES = ("lfm3", "recurrent_gemma")
-# Families drawn into the drawn set only, like the hybrids: gemma3n's layers (AltUp, per-layer inputs) are not asked
-# of the third-party engines yet.
-DRAWN_ONLY_FAMILIES = ("gemma3n_text",)
+# Families drawn into the drawn set only, like the hybrids: gemma3n's layers (AltUp, per-layer inputs) and dory's looped
+# section and nGPT rules are not asked of the third-party engines yet; ergo's head size is hidden / heads, which the
+# wide set's head_dim draw contradicts. (One definition: a second one once dropped gemma3n_text from every draw.)
+DRAWN_ONLY_FAMILIES = ("gemma3n_text", "ergo", "dory")
 # Wrappers (multimodal classes around a decoder family: WRAPPERS): drawn into the drawn set only, like the hybrids
 # (the third-party engines' support for the multimodal classes is not established).
 WRAPPER_FAMILIES = tuple(WRAPPERS)
 # Multimodal classes read through a text decoder that is no registry family of its own: drawn into the drawn set only.
 MULTIMODAL_FAMILIES = ("step3p7",)
-# Families drawn into the drawn set only: ergo's head size is hidden / heads, which the wide set's head_dim draw contradicts.
-DRAWN_ONLY_FAMILIES = ("ergo",)
 
 
 # The families whose models the oracle's agreement with transformers checks in CI as a seeded sample,
 # one model per family and run (engines/transformers/oracle_agreement.py; --all checks every one): CI's
 # agreement test was over its budget before them.
 SAMPLED = ("mellum", "flint", "cohere2_moe", "afmoe", "modernbert-decoder", "kolibri1", "laguna", "gemma3n_text", "step3p7",
-           "ergo", "beam")
+           "ergo", "beam", "dory")
 
 
 def drawn(seed=0, count=2, head_dims=(8, 16),

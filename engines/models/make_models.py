@@ -261,6 +261,9 @@ def tensors(name, family, cfg):
     if family == "ergo":
         ergo(put, cfg)
         return t
+    if family == "dory":
+        dory(put, cfg)
+        return t
     post_norm = family in ("olmo3", "exaone4")  # olmo2's block: norms on the outputs only
     if family == "gemma4_text":  # the layer types after Gemma4TextConfig's defaults and its forced full last layer
         types = list(cfg.get("layer_types") or [S if (i + 1) % 6 else F for i in range(cfg["num_hidden_layers"])])
@@ -800,6 +803,48 @@ def ergo(put, cfg):
         put(p + "feedforward_residual_gate.weight", (HIDDEN,), -2.0, 2.0)
     put("model.norm.weight", (HIDDEN,), 1 - NORM, 1 + NORM)
     put("lm_head.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+
+
+def dory(put, cfg):
+    """DoryForCausalLM's tensors (its norms are weightless): per checkpoint layer (num_hidden_layers, halved where the
+    config lists (attention, mlp) block pairs as saved) q/k/v/o projections (biases where attention_bias), the
+    element-wise gate's gate_proj, sqk and s_gate [heads * head_dim], the MLP's gate/up/down (biases where mlp_bias)
+    with suv_gate and suv_up, lambda_1 and lambda_2 [H]; lm_head (untied) and its logit_scale [V]. The nGPT scales are
+    drawn around their initial value, initializer_range (sqk, s_gate, logit_scale: the identity of their rule) or 1
+    (suv), so that each acts: lambda in +-12 initializer_range (an interpolation rate up to 12 ngpt_alpha_init, either
+    sign: the rule takes |lambda|), logit_scale 4 to 12 times initializer_range (logits of a spread of units from a
+    hidden state of norm 1)."""
+    heads, kv, d, layers = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"], cfg["num_hidden_layers"]
+    if "mlp" in (cfg.get("layer_types") or []):
+        layers //= 2
+    init, inter = cfg.get("initializer_range", 0.0177), cfg["intermediate_size"]
+    put("model.embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        put(p + "self_attn.q_proj.weight", (heads * d, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.k_proj.weight", (kv * d, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.v_proj.weight", (kv * d, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
+        if cfg.get("attention_bias"):
+            for n, rows in (("q", heads * d), ("k", kv * d), ("v", kv * d), ("o", HIDDEN)):
+                put(p + f"self_attn.{n}_proj.bias", (rows,), -BIAS, BIAS)
+        put(p + "self_attn.gate_proj.weight", (heads * d, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.sqk", (heads * d,), 0.5 * init, 1.5 * init)
+        put(p + "self_attn.s_gate", (heads * d,), 0.5 * init, 1.5 * init)
+        put(p + "mlp.gate_proj.weight", (inter, HIDDEN), -PROJ, PROJ)
+        put(p + "mlp.up_proj.weight", (inter, HIDDEN), -PROJ, PROJ)
+        put(p + "mlp.down_proj.weight", (HIDDEN, inter), -OUT, OUT)
+        if cfg.get("mlp_bias"):
+            put(p + "mlp.gate_proj.bias", (inter,), -BIAS, BIAS)
+            put(p + "mlp.up_proj.bias", (inter,), -BIAS, BIAS)
+            put(p + "mlp.down_proj.bias", (HIDDEN,), -BIAS, BIAS)
+        put(p + "mlp.suv_gate", (inter,), 0.5, 1.5)
+        put(p + "mlp.suv_up", (inter,), 0.5, 1.5)
+        put(p + "lambda_1", (HIDDEN,), -12 * init, 12 * init)
+        put(p + "lambda_2", (HIDDEN,), -12 * init, 12 * init)
+    if not cfg.get("tie_word_embeddings"):
+        put("lm_head.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+    put("lm_head.logit_scale", (VOCAB,), 4 * init, 12 * init)
 
 
 def ultrabert(put, cfg):

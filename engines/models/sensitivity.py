@@ -20,7 +20,8 @@ dropping step3p7's SwiGLU bounds (where it has them) must each move the logits b
 likewise make its convolution's oldest tap act (each conv kernel one tap shorter, the state a row short)
 and its attention gate (where it has one: the gate left out); a gemma3n model its per-layer inputs, LAuReL branch,
 activation sparsity (where a layer has it) and AltUp's active stream (each left out, or another stream active); one with RG-LRU blocks (recurrent_gemma) its
-convolution's oldest tap and the recurrence's decay (lru_decay_scale 0).
+convolution's oldest tap and the recurrence's decay (lru_decay_scale 0); an nGPT model (dory) its L2 norms, residual
+interpolations, learned scales, sub-norms and its looped section's entries (ngpt_mutants).
 
 --draw writes the wide draws (families.draw_wide) into OUT_DIR and redraws each INSENSITIVE one: index
 0, 1, ... of the seed until a draw is OK or NO-WINDOW (at most --tries), printing which index each
@@ -78,7 +79,7 @@ def check(oracle, model, out, need):
         verdict = "NO-WINDOW"
         line = f"{name}: NO-WINDOW (no sliding or chunked layer; {len(tokens)} tokens, float32 by {error:.3g}, needed {needed:.3g})"
     constants = moe_mutants(info) if info.get("moe_layers") else []
-    constants += hybrid_mutants(info) + gemma3n_mutants(info)
+    constants += hybrid_mutants(info) + gemma3n_mutants(info) + ngpt_mutants(info)
     if constants:
         inert, moves = [], []
         for label, args in constants:
@@ -91,6 +92,7 @@ def check(oracle, model, out, need):
                 else f"hybrid ({info['conv_layers'] or info.get('recurrent_layers', 0)} "
                      f"{'conv' if info['conv_layers'] else 'RG-LRU'} layers of {info['conv_kernel']} taps)"
                 if info.get("conv_layers") or info.get("recurrent_layers")
+                else f"nGPT ({info['loop_passes']} passes of its looped section)" if info.get("ngpt")
                 else f"gemma3n ({info['altup_inputs']} AltUp streams, {info['sparse_layers']} sparse layers)")
         line += f"; {what}: {', '.join(moves)}"
         if inert:
@@ -140,6 +142,27 @@ def gemma3n_mutants(info):
         out.append(("activation sparsity dropped", ["--no-activation-sparsity"]))
     if info.get("altup_inputs", 0) > 1:
         out.append(("another active AltUp stream", ["--altup-active", str(1 if info.get("altup_active", 0) == 0 else 0)]))
+    return out
+
+
+def ngpt_mutants(info):
+    """dory's nGPT constants a model must make act: each learned scale (sqk, s_gate, suv, logit_scale) left out, the L2
+    norms read as RMS norms, each residual interpolation an add, each sub-norm left out, and the looped section's entry
+    (norm(x) + its input) left out. A sub-norm's scale passes through its linear layer into the post norm, which erases
+    it: it acts by the layer's bias (and its epsilon) only, so it is asked of a model with that bias. Likewise the first
+    pass's entry, 2 norm(x), is erased by its first layer's input norm: the entries are asked of two passes or more."""
+    if not info.get("ngpt"):
+        return []
+    out = [(label, [flag]) for label, flag in (
+        ("L2 norms as RMS", "--rms-norms"), ("residual interpolation as an add", "--residual-add"),
+        ("query scale dropped", "--no-query-scale"), ("gate scale dropped", "--no-gate-scale"),
+        ("MLP scales dropped", "--no-mlp-scale"), ("logit scales dropped", "--no-logit-scale"))]
+    if info.get("o_bias"):
+        out.append(("attention sub-norm dropped", ["--no-attention-sub-norm"]))
+    if info.get("mlp_bias"):
+        out.append(("MLP sub-norm dropped", ["--no-mlp-sub-norm"]))
+    if info.get("loop_passes", 0) > 1:
+        out.append(("loop entries dropped", ["--no-loop-entries"]))
     return out
 
 

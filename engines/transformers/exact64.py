@@ -344,6 +344,17 @@ _NORMS["transformers.models.step3p7.modeling_step3p7"] = [("Step3p7RMSNorm", _ge
 _NORMS["transformers.models.ergo.modeling_ergo"] = [("ErgoRMSNorm", _llama_norm_forward)]
 _ROTARY["transformers.models.ergo.modeling_ergo"] = ("ErgoRotaryEmbedding", _interleaved_rotary_forward)
 _ROTARY["transformers.models.step3p7.modeling_step3p7"] = ("Step3p7RotaryEmbedding", _rotary_forward)
+
+
+# dory (5.24.0 on): DoryL2Norm's weightless L2 norm of a float32 cast (a sum of squares, not their mean), its rotary
+# module per layer type, and its head's float32 logits (_patch_dory).
+def _sum_l2_norm_forward(self, x):
+    """DoryL2Norm: x * rsqrt(sum x^2 + eps), in the input's dtype."""
+    return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + self._kvc_eps)
+
+
+_NORMS["transformers.models.dory.modeling_dory"] = [("DoryL2Norm", _sum_l2_norm_forward)]
+_ROTARY["transformers.models.dory.modeling_dory"] = ("DoryRotaryEmbedding", _rotary_forward)
 # A multimodal model's towers (vision, audio) and the projector from a tower into the decoder (mistral3, lfm3_vl):
 # a text-only forward never runs them, so they are not patched.
 _TOWERS = {"visual", "vision_tower", "vision_model", "audio_tower", "audio_model", "multi_modal_projector"}
@@ -472,6 +483,25 @@ def _patch_step3p7(mod):
     _recast(mod.Step3p7TopKRouter, mod, r"\.float\(\)", ".double()", 1)
 
 
+def _patch_dory(mod):
+    """dory: DoryLMHead.forward casts the logits and logit_scale `.float()` (both rewritten to `.double()`) after
+    `super().forward(hidden_states)`, which a recompiled method cannot call: it becomes the same linear."""
+    import inspect
+    import re
+    import textwrap
+
+    cls = mod.DoryLMHead
+    src = textwrap.dedent(inspect.getsource(cls.forward))
+    new, casts = re.subn(r"\.float\(\)", ".double()", src)
+    new, calls = re.subn(r"super\(\)\.forward\(hidden_states\)",
+                         "torch.nn.functional.linear(hidden_states, self.weight, self.bias)", new)
+    if (casts, calls) != (2, 1):
+        raise RuntimeError(f"exact64: DoryLMHead.forward has {casts} float32 casts and {calls} super() calls (expected 2, 1)")
+    scope = dict(vars(mod))
+    exec(compile(new, inspect.getsourcefile(cls.forward), "exec"), scope)
+    cls.forward = scope["forward"]
+
+
 def _patch_ergo(mod):
     """ergo: apply_rotary_pos_emb in q.float() (cohere2's fix), and `.float()` casts in its expert norm, residual gate,
     router weights, float32-output linear (router and head logits) and decoder layer (each branch's output before its
@@ -532,7 +562,8 @@ _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.step3p7.modeling_step3p7": _patch_step3p7,
           "transformers.models.ergo.modeling_ergo": _patch_ergo,
           "transformers.models.beam.modeling_beam": _patch_beam,
-          "transformers.models.mimo_v2_flash.modeling_mimo_v2_flash": _patch_mimo_v2_flash}
+          "transformers.models.mimo_v2_flash.modeling_mimo_v2_flash": _patch_mimo_v2_flash,
+          "transformers.models.dory.modeling_dory": _patch_dory}
 
 
 def _yarn(cfg):

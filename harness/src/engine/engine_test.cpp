@@ -1580,6 +1580,69 @@ TEST(ModelConfig, ReadsBeamsNoPEQueryScaleGateBiasAndDepthScaledResidual) {
   EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
 }
 
+// dory: the saved (attention, "mlp") block pairs halved, the looped section unrolled (a layer per pass, its window and
+// rope base its checkpoint layer's, each pass's first layer an entry), the nGPT constants from initializer_range, and
+// last_loop refused naming the key and its value.
+TEST(ModelConfig, ReadsDorysLoopUnrolledAndItsNgptScales) {
+  const std::string S = "sliding_attention", F = "full_attention";
+  nlohmann::json c = {
+      {"model_type", "dory"},
+      {"vocab_size", 32},
+      {"hidden_size", 16},
+      {"intermediate_size", 24},
+      {"num_hidden_layers", 8},
+      {"num_attention_heads", 2},
+      {"num_key_value_heads", 1},
+      {"head_dim", 4},
+      {"sliding_window", 3},
+      {"layer_types", {S, "mlp", F, "mlp", S, "mlp", S, "mlp"}},
+      {"n_input_layers", 2},
+      {"n_recurrent_layers", 4},
+      {"n_output_layers", 2},
+      {"n_recurrent_loops", 3},
+      {"initializer_range", 0.05},
+      {"rope_parameters",
+       {{S, {{"rope_type", "default"}, {"rope_theta", 1e4}}}, {F, {{"rope_type", "default"}, {"rope_theta", 5e5}}}}}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_EQ(m.layers, 1 + 2 * 3 + 1);
+  EXPECT_EQ(m.layer_weights, (std::vector<int64_t>{0, 1, 2, 1, 2, 1, 2, 3}));
+  EXPECT_EQ(m.loop_entries, (std::vector<bool>{false, true, false, true, false, true, false, false}));
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 0, 3, 0, 3, 0, 3, 3}));
+  EXPECT_EQ(m.rope_thetas, (std::vector<double>{1e4, 5e5, 1e4, 5e5, 1e4, 5e5, 1e4, 1e4}));
+  EXPECT_TRUE(m.l2_norm && m.qk_norm && m.qk_norm_weightless && m.attn_gate_elementwise && m.attn_sub_norm && m.mlp_sub_norm);
+  EXPECT_EQ(m.norm_placement, NormPlacement::Sandwich);
+  EXPECT_EQ(m.eps, 1e-6);
+  EXPECT_DOUBLE_EQ(m.residual_interpolation, 0.05 / 0.05);
+  EXPECT_DOUBLE_EQ(m.query_channel_scale, 2 / 0.05);
+  EXPECT_DOUBLE_EQ(m.attn_gate_scale, 2 / 0.05);
+  EXPECT_DOUBLE_EQ(m.mlp_channel_scale, 4);
+  EXPECT_DOUBLE_EQ(m.logit_channel_scale, 1 / 0.05);
+  EXPECT_DOUBLE_EQ(m.query_scale, 0.5);
+  // The plain layout, the defaults: full iff (i + 1) % 4 == 0, sliding 1e4 and full 1e7, the looped section the rest.
+  for (const char* key : {"layer_types", "n_recurrent_layers", "rope_parameters", "n_recurrent_loops"}) c.erase(key);
+  c["num_hidden_layers"] = 4, c["n_input_layers"] = 1, c["n_output_layers"] = 0;
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.layer_weights, (std::vector<int64_t>{0, 1, 2, 3, 1, 2, 3}));
+  EXPECT_EQ(m.loop_entries, (std::vector<bool>{false, true, false, false, true, false, false}));
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{3, 3, 3, 0, 3, 3, 0}));
+  EXPECT_EQ(m.rope_thetas, (std::vector<double>{1e4, 1e4, 1e4, 1e7, 1e4, 1e4, 1e7}));
+  nlohmann::json last = c;
+  last["recurrent_kv_cache_mode"] = "last_loop";
+  try {
+    parse_config(last, "c.json");
+    ADD_FAILURE() << "last_loop was read";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("recurrent_kv_cache_mode"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("last_loop"), std::string::npos) << e.what();
+  }
+  nlohmann::json none = c;
+  none["n_recurrent_layers"] = 0, none["n_output_layers"] = 3;  // no looped layer
+  EXPECT_THROW(parse_config(none, "c.json"), std::invalid_argument);
+  nlohmann::json flat = c;
+  flat["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1e4}};  // the rotary module reads it by type
+  EXPECT_THROW(parse_config(flat, "c.json"), std::invalid_argument);
+}
+
 TEST(Plans, RoundTripThroughJsonAndNameTheBadField) {
   for (const Plan& p : fixed_plans("m", 4, 32)) {
     EXPECT_EQ(invalid_reason(p, 32), "") << p.name;

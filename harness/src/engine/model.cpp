@@ -2143,6 +2143,118 @@ void read_mimo_v2_flash(const json& c, const std::string& file, ModelConfig& m) 
   }
 }
 
+// DoryConfig (5.24.0 on): nGPT on the unit sphere. Every norm a weightless L2 norm of eps 1e-6 (DoryL2Norm; no config
+// key), gemma2's sandwich with each residual add an interpolation towards the normed block at the rate |lambda *
+// ngpt_alpha_init / initializer_range| per channel; per-head q/k norms before rope, the queries then times (sqk *
+// sqrt(head_dim) / initializer_range)^2; afmoe's element-wise gate with its logit times (s_gate * hidden^0.25 /
+// initializer_range)^2, then an L2 sub-norm before o_proj; the MLP's gate and up times suv * sqrt(hidden), an L2
+// sub-norm before down_proj; each logit times logit_scale[r] / initializer_range. q/k/v/o biases where
+// attention_bias, the MLP's where mlp_bias; hidden_act (default silu); head_dim (default 256); scores times head_dim **
+// -0.5; layer_types (default full iff (i + 1) % 4 == 0), sliding_window (default 1024), rope per layer type
+// (rope_parameters keyed by type, default sliding 1e4, full 1e7; a top-level rope_theta is not read). A config.json
+// saved by transformers lists each layer as an attention and an "mlp" block and doubles the layer counts: the
+// configuration halves them back (layer_types[::2], every count // 2), as here. Layers [n_input_layers, +
+// n_recurrent_layers) run n_recurrent_loops times, each pass entered as norm(x) + norm(the input section's output):
+// with recurrent_kv_cache_mode "per_loop" each pass keeps its own K/V, so the loop is its layers unrolled (layer_weights,
+// loop_entries); "last_loop" (earlier passes read the last pass's cached K/V of past positions, so the cached forward
+// is not the no-cache one) is refused. 5.24.0 and 5.25.0 agree on per_loop.
+void read_dory(const json& c, const std::string& file, ModelConfig& m) {
+  const std::string mode = c.value("recurrent_kv_cache_mode", std::string("per_loop"));
+  if (mode == "last_loop")
+    bad(file, "/recurrent_kv_cache_mode",
+        "\"last_loop\" is not modelled: its earlier passes read the last pass's cached K/V of past positions, so the "
+        "cached forward is not the no-cache one (per_loop is)");
+  if (mode != "per_loop") bad(file, "/recurrent_kv_cache_mode", "\"" + mode + "\" is not per_loop or last_loop");
+  auto count = [&](const char* key, int64_t fallback) {
+    if (!c.contains(key) || c[key].is_null()) return fallback;
+    if (!c[key].is_number_integer() || c[key].get<int64_t>() < 0) bad(file, std::string("/") + key, "must be an integer >= 0");
+    return c[key].get<int64_t>();
+  };
+  int64_t layers = m.layers, in = count("n_input_layers", 8), out = count("n_output_layers", 8);
+  const bool has_recurrent = c.contains("n_recurrent_layers") && !c["n_recurrent_layers"].is_null();
+  int64_t looped = count("n_recurrent_layers", 0);
+  std::vector<std::string> types;
+  const json& lt = c.contains("layer_types") ? c["layer_types"] : json();
+  if (lt.is_array() && std::find(lt.begin(), lt.end(), json("mlp")) != lt.end()) {
+    // Saved as (attention, mlp) block pairs: every other entry, every count halved, as DoryConfig.__post_init__.
+    json halved = json::array();
+    for (size_t i = 0; i < lt.size(); i += 2) halved.push_back(lt[i]);
+    layers /= 2, in /= 2, out /= 2, looped /= 2;
+    if (!layer_types({{"layer_types", halved}}, layers, kSlidingOrFull, types, file + " (layer_types[::2])"))
+      bad(file, "/layer_types", "must be a list");
+  } else if (!layer_types(c, layers, kSlidingOrFull, types, file)) {
+    for (int64_t i = 0; i < layers; ++i) types.push_back((i + 1) % 4 ? "sliding_attention" : "full_attention");
+  }
+  if (layers < 1) bad(file, "/num_hidden_layers", "no layer left after halving the saved (attention, mlp) blocks");
+  if (!has_recurrent) looped = layers - in - out;
+  if (looped < 1 || in + looped + out != layers)
+    bad(file, "/n_recurrent_layers",
+        "n_input_layers + n_recurrent_layers + n_output_layers must be num_hidden_layers, with at least one looped layer (" +
+            std::to_string(in) + " + " + std::to_string(looped) + " + " + std::to_string(out) + " of " + std::to_string(layers) +
+            ")");
+  const int64_t loops = positive_or(c, "n_recurrent_loops", 2, file);
+  if (!c.contains("head_dim")) m.head_dim = 256;
+  else if (c["head_dim"].is_null()) bad(file, "/head_dim", "null: DoryAttention needs it");
+  if (!c.contains("sliding_window")) m.sliding_window = 1024;
+  m.eps = 1e-6;
+  m.tied = bool_or(c, "tie_word_embeddings", false, file);
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  m.mlp_bias = bool_or(c, "mlp_bias", false, file);
+  const std::string act = c.value("hidden_act", std::string("silu"));
+  if (act == "gelu") m.gelu = m.gelu_exact = true;
+  else if (act == "gelu_pytorch_tanh") m.gelu = true;
+  else if (act != "silu") bad(file, "/hidden_act", "\"" + act + "\" is not modelled (silu, gelu, gelu_pytorch_tanh are)");
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.norm_placement = NormPlacement::Sandwich;
+  m.l2_norm = m.qk_norm = m.qk_norm_weightless = true;
+  m.attn_gate = m.attn_gate_elementwise = true;
+  m.attn_sub_norm = m.mlp_sub_norm = true;
+  const double init = number_or(c, "initializer_range", 0.0177, file);
+  if (init <= 0) bad(file, "/initializer_range", "must be positive (every nGPT scale divides by it)");
+  const double alpha = number_or(c, "ngpt_alpha_init", 0.05, file);
+  if (alpha == 0) bad(file, "/ngpt_alpha_init", "0 is not modelled (each block's residual rate would be 0)");
+  m.residual_interpolation = std::abs(alpha / init);  // the rate |lambda * alpha / init|: the sign of alpha is lost
+  m.query_channel_scale = std::pow(static_cast<double>(m.head_dim), 0.5) / init;
+  m.attn_gate_scale = std::pow(static_cast<double>(m.hidden), 0.25) / init;
+  m.mlp_channel_scale = std::pow(static_cast<double>(m.hidden), 0.5);
+  m.logit_channel_scale = 1 / init;
+  m.tensor_names = {{"self_attn.gate_proj.", "self_attn.g_proj."}};
+  // Rope per layer type: each type the model has needs its entry (the rotary module reads rope_parameters[type]).
+  std::vector<double> bases;
+  const bool keyed = c.contains("rope_parameters") && !c["rope_parameters"].is_null();
+  for (const std::string& t : types) {
+    if (!keyed) {
+      bases.push_back(t == "full_attention" ? 1e7 : 1e4);
+      continue;
+    }
+    const json& rp = c["rope_parameters"];
+    if (!rp.is_object() || !rp.contains(t) || !rp[t].is_object())
+      bad(file, "/rope_parameters/" + t, "must be an object (dory keys its rope by layer type)");
+    const double base = number_or(rp[t], "rope_theta", 0, file);
+    if (base <= 0) bad(file, "/rope_parameters/" + t + "/rope_theta", "must be a positive number");
+    bases.push_back(base);
+  }
+  // The loop unrolled: input layers, loops passes of the looped ones (each entered at its first layer), output layers.
+  std::vector<int64_t> order;
+  for (int64_t l = 0; l < in; ++l) order.push_back(l);
+  for (int64_t pass = 0; pass < loops; ++pass)
+    for (int64_t l = in; l < in + looped; ++l) {
+      m.loop_entries.resize(order.size() + 1, false);
+      m.loop_entries.back() = l == in;
+      order.push_back(l);
+    }
+  for (int64_t l = in + looped; l < layers; ++l) order.push_back(l);
+  m.loop_entries.resize(order.size(), false);
+  m.layers = static_cast<int64_t>(order.size());
+  m.layer_weights = order;
+  std::vector<std::string> unrolled;
+  for (int64_t l : order) {
+    unrolled.push_back(types[static_cast<size_t>(l)]);
+    m.rope_thetas.push_back(bases[static_cast<size_t>(l)]);
+  }
+  m.windows = windows_of(unrolled, m.sliding_window, file);
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -2324,6 +2436,7 @@ const FamilyEntry kRegistry[] = {
     {Family::Ergo, "ergo", read_ergo},
     {Family::Beam, "beam", read_beam},
     {Family::MimoV2Flash, "mimo_v2_flash", read_mimo_v2_flash},
+    {Family::Dory, "dory", read_dory},
 };
 
 }  // namespace
@@ -2459,7 +2572,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
       m.family != Family::CohereCompassText && m.family != Family::Laguna && m.family != Family::OpenAIPrivacyFilter &&
       m.family != Family::Step3p7 && m.family != Family::RecurrentGemma && m.family != Family::Beam &&
-      m.family != Family::MimoV2Flash && c.value("attention_bias", false))
+      m.family != Family::MimoV2Flash && m.family != Family::Dory && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -2648,6 +2761,24 @@ Model load_model(const std::string& dir) {
     }
     m.tensors = std::move(renamed);
   }
+  if (!k.layer_weights.empty()) {
+    // A looped section unrolled: the forward's layer l runs checkpoint layer layer_weights[l]'s tensors, copied to its
+    // own names (a layer the forward does not run is left out).
+    std::map<std::string, std::vector<double>> unrolled;
+    std::map<int64_t, std::vector<std::pair<std::string, const std::vector<double>*>>> by_layer;
+    for (const auto& [name, t] : m.tensors) {
+      if (name.rfind("model.layers.", 0) != 0) {
+        unrolled[name] = t;
+        continue;
+      }
+      const size_t dot = name.find('.', 13);
+      if (dot == std::string::npos) throw std::runtime_error(st + ": tensor \"" + name + "\" names no layer");
+      by_layer[std::stoll(name.substr(13, dot - 13))].emplace_back(name.substr(dot + 1), &t);
+    }
+    for (size_t l = 0; l < k.layer_weights.size(); ++l)
+      for (const auto& [rest, t] : by_layer[k.layer_weights[l]]) unrolled[layer_name(static_cast<int64_t>(l), rest)] = *t;
+    m.tensors = std::move(unrolled);
+  }
   if (k.fused_projections || k.fused_mlp) {
     // qkv_proj rows are [q; k; v], gate_up_proj rows [gate; up] (a bias the same, one column): split into the names
     // the forward reads.
@@ -2743,8 +2874,9 @@ Model load_model(const std::string& dir) {
                                std::to_string(size));
   };
   need("model.embed_tokens.weight", k.vocab * k.hidden);
-  need("model.norm.weight", k.hidden);
+  if (!k.l2_norm) need("model.norm.weight", k.hidden);  // l2_norm: every norm weightless
   if (!k.tied) need("lm_head.weight", k.out_width() * k.hidden);
+  if (k.logit_channel_scale > 0) need("lm_head.logit_scale", k.vocab);
   if (k.tied && k.outputs > 0) throw std::runtime_error(cfg_path + ": an output of its own width cannot be the tied embedding");
   // A LayerNorm's weight (and bias where norm_bias).
   auto need_norm = [&](const std::string& prefix) {
@@ -2842,15 +2974,27 @@ Model load_model(const std::string& dir) {
       }
     }
     if (k.sink(l) && !conv) need(layer_name(l, "self_attn.sinks"), k.q_heads(l));
-    if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0)) need_norm(layer_name(l, "input_layernorm."));
-    if (!k.parallel_block && !k.post_attn_norm_weightless)
+    if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0) && !k.l2_norm)
+      need_norm(layer_name(l, "input_layernorm."));
+    if (!k.parallel_block && !k.post_attn_norm_weightless && !k.l2_norm)
       need_norm(layer_name(l, k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm."));
     if (k.residual_gate_temperature > 0) {
       need(layer_name(l, "post_attention_residual_gate.gate"), k.hidden);
       need(layer_name(l, "post_feedforward_residual_gate.gate"), k.hidden);
     }
-    if (k.norm_placement == NormPlacement::Sandwich) need(layer_name(l, "pre_feedforward_layernorm.weight"), k.hidden);
-    if (k.norm_placement != NormPlacement::Pre) need(layer_name(l, "post_feedforward_layernorm.weight"), k.hidden);
+    if (k.norm_placement == NormPlacement::Sandwich && !k.l2_norm)
+      need(layer_name(l, "pre_feedforward_layernorm.weight"), k.hidden);
+    if (k.norm_placement != NormPlacement::Pre && !k.l2_norm) need(layer_name(l, "post_feedforward_layernorm.weight"), k.hidden);
+    if (k.query_channel_scale > 0 && !conv) need(layer_name(l, "self_attn.sqk"), qd);
+    if (k.attn_gate_scale > 0 && !conv) need(layer_name(l, "self_attn.s_gate"), qd);
+    if (k.mlp_channel_scale > 0) {
+      need(layer_name(l, "mlp.suv_gate"), k.intermediate);
+      need(layer_name(l, "mlp.suv_up"), k.intermediate);
+    }
+    if (k.residual_interpolation > 0) {
+      need(layer_name(l, "lambda_1"), k.hidden);
+      need(layer_name(l, "lambda_2"), k.hidden);
+    }
     if (k.qk_norm && !k.qk_norm_weightless && !conv) {
       need(layer_name(l, "self_attn.q_norm.weight"), k.qk_norm_whole ? qd : k.dim(l));
       if (own_kv) need(layer_name(l, "self_attn.k_norm.weight"), k.qk_norm_whole ? kvd : k.dim(l));
@@ -2900,9 +3044,10 @@ std::vector<T> as(const std::vector<double>& v) {
   return std::vector<T>(v.begin(), v.end());
 }
 
-// RMSNorm over n values; gemma applies its weight as (1 + w); no weight: the weightless norm.
+// RMSNorm over n values; gemma applies its weight as (1 + w); no weight: the weightless norm; l2: the L2 norm (the sum
+// of squares, not their mean: ModelConfig::l2_norm).
 template <class T>
-void rms_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, bool plus_one, T* out);
+void rms_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, bool plus_one, T* out, bool l2 = false);
 
 // LayerNorm: (x - mean) / sqrt(var + eps) * w (+ b where a bias is given).
 template <class T>
@@ -2918,10 +3063,10 @@ void layer_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, T* out, c
 }
 
 template <class T>
-void rms_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, bool plus_one, T* out) {
+void rms_norm(const T* x, const std::vector<T>& w, int64_t n, T eps, bool plus_one, T* out, bool l2) {
   T sum = 0;
   for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
-  const T inv = T(1) / std::sqrt(sum / static_cast<T>(n) + eps);
+  const T inv = T(1) / std::sqrt((l2 ? sum : sum / static_cast<T>(n)) + eps);
   if (w.empty())
     for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv;
   else
@@ -3060,11 +3205,15 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     throw std::invalid_argument("ModelConfig: an encoder needs reach_before and reach_after per layer");
   for (size_t n : {k.rope_thetas.size(), k.rope_angles.size(), k.head_dims.size(), k.layer_kv_heads.size(), k.k_eq_v.size(),
                    k.kv_source.size(), k.rotary_dims.size(), k.recurrent_layers.size(), k.layer_heads.size(), k.mlp_limits.size(),
-                   k.moe.expert_limits.size()})
+                   k.moe.expert_limits.size(), k.layer_weights.size(), k.loop_entries.size()})
     if (n != 0 && static_cast<int64_t>(n) != k.layers)
       throw std::invalid_argument("ModelConfig: a per-layer field needs one entry per layer");
   embed_ = as<T>(model.at("model.embed_tokens.weight"));
-  final_norm_ = as<T>(model.at("model.norm.weight"));
+  if (!k.loop_entries.empty() && k.layer_norm)
+    throw std::invalid_argument("ModelConfig::loop_entries: a loop's entry norm is an RMS or L2 norm, not a LayerNorm");
+  if (!k.l2_norm) final_norm_ = as<T>(model.at("model.norm.weight"));  // l2_norm: weightless
+  if (k.logit_channel_scale > 0)
+    for (double v : model.at("lm_head.logit_scale")) logit_scales_.push_back(static_cast<T>(v * k.logit_channel_scale));
   lm_head_ = k.tied ? embed_ : as<T>(model.at("lm_head.weight"));
   if (k.norm_bias) final_norm_bias_ = as<T>(model.at("model.norm.bias"));
   if (k.embed_norm) {
@@ -3199,18 +3348,37 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
         }
     }
     // embed_norm: layer 0's attention reads the normed embeddings as they are (no in_norm).
-    if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0)) {
+    if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0) && !k.l2_norm) {
       L.in_norm = get("input_layernorm.weight");
       if (k.norm_bias) L.in_norm_bias = get("input_layernorm.bias");
     }
     // Pre: post_attn_norm is the MLP's input norm; Sandwich and Post: the attention output's.
-    if (!k.parallel_block && !k.post_attn_norm_weightless) {
+    if (!k.parallel_block && !k.post_attn_norm_weightless && !k.l2_norm) {
       const std::string norm = k.norm_placement == NormPlacement::Pre ? k.pre_ff_norm : "post_attention_layernorm.";
       L.post_attn_norm = get(norm + "weight");
       if (k.norm_bias) L.post_attn_norm_bias = get(norm + "bias");
     }
-    if (k.norm_placement == NormPlacement::Sandwich) L.pre_ff_norm = get("pre_feedforward_layernorm.weight");
-    if (k.norm_placement != NormPlacement::Pre) L.post_ff_norm = get("post_feedforward_layernorm.weight");
+    if (k.norm_placement == NormPlacement::Sandwich && !k.l2_norm) L.pre_ff_norm = get("pre_feedforward_layernorm.weight");
+    if (k.norm_placement != NormPlacement::Pre && !k.l2_norm) L.post_ff_norm = get("post_feedforward_layernorm.weight");
+    // dory's learned scales, each a tensor times its constant (squared where the rule squares it).
+    auto scaled = [&](const std::string& name, double s, bool squared, bool absolute) {
+      std::vector<T> out;
+      for (double v : model.at(layer_name(l, name))) {
+        const double x = v * s;
+        out.push_back(static_cast<T>(squared ? x * x : absolute ? std::abs(x) : x));
+      }
+      return out;
+    };
+    if (k.query_channel_scale > 0 && !conv) L.q_scale = scaled("self_attn.sqk", k.query_channel_scale, true, false);
+    if (k.attn_gate_scale > 0 && !conv) L.gate_scale = scaled("self_attn.s_gate", k.attn_gate_scale, true, false);
+    if (k.mlp_channel_scale > 0) {
+      L.suv_gate = scaled("mlp.suv_gate", k.mlp_channel_scale, false, false);
+      L.suv_up = scaled("mlp.suv_up", k.mlp_channel_scale, false, false);
+    }
+    if (k.residual_interpolation > 0) {
+      L.attn_rate = scaled("lambda_1", k.residual_interpolation, false, true);
+      L.ff_rate = scaled("lambda_2", k.residual_interpolation, false, true);
+    }
     if (k.qk_norm && !k.qk_norm_weightless && !conv) {
       L.q_norm = get("self_attn.q_norm.weight");
       if (own_kv) L.k_norm = get("self_attn.k_norm.weight");
@@ -3478,10 +3646,22 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
   std::vector<T> scores, qt, routed(expert_rows), expert_in(expert_rows), expert_out(expert_rows), pooled_in(expert_rows),
       router_logits(k.moe.experts);
   auto row = [](std::vector<T>& b, int64_t t, int64_t w) { return Row<T>{b.data() + t * w, static_cast<size_t>(w)}; };
+  // A looped section's input (loop_entries): the final norm of each token's row where the first pass begins.
+  std::vector<T> entry;
   for (size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
     const int64_t li = static_cast<int64_t>(l);
     const bool use_rope = k.rope(li);
+    if (!k.loop_entries.empty() && k.loop_entries[l]) {  // a pass begins: x = norm(x) + the section's input
+      const bool first = entry.empty();
+      if (first) entry.resize(static_cast<size_t>(n * H));
+      for (int64_t t = 0; t < n; ++t) {
+        const Row<T> x = row(X, t, H), h = row(Hn, t, H);
+        rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm && !k.final_norm_plain, h.data(), k.l2_norm);
+        if (first) std::copy(h.begin(), h.end(), entry.begin() + t * H);
+        for (int64_t i = 0; i < H; ++i) x[i] = h[i] + entry[static_cast<size_t>(t * H + i)];
+      }
+    }
     // The layer's widths; a layer that shares another's K/V computes only its queries.
     const int64_t NQ = k.q_heads(li), D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = NQ / KVH;
     const int64_t Dv = k.vdim(li), kvdv = KVH * Dv;  // the value heads' size (mimo_v2_flash's v_head_dim)
@@ -3511,9 +3691,10 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       for (int64_t t = 0; t < n; ++t) {
         const int64_t pos = pos0 + t;
         const Row<T> x = row(X, t, H), h = row(Hn, t, H);
-        if (k.norm_placement == NormPlacement::Post || L.in_norm.empty()) std::copy(x.begin(), x.end(), h.begin());
+        if (k.norm_placement == NormPlacement::Post || (L.in_norm.empty() && !k.l2_norm))
+          std::copy(x.begin(), x.end(), h.begin());
         else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data(), L.in_norm_bias);
-        else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
+        else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data(), k.l2_norm);
         matvec(L.in_proj, h.data(), 3 * H, H, bcx.data(), L.in_bias);
         for (int64_t c = 0; c < H; ++c) L.conv_in.push_back(bcx[static_cast<size_t>(c)] * bcx[static_cast<size_t>(2 * H + c)]);
         T* a = A.data() + t * widest;
@@ -3537,9 +3718,10 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       for (int64_t t = 0; t < n; ++t) {
         const int64_t pos = pos0 + t;
         const Row<T> x = row(X, t, H), h = row(Hn, t, H);
-        if (k.norm_placement == NormPlacement::Post || L.in_norm.empty()) std::copy(x.begin(), x.end(), h.begin());
+        if (k.norm_placement == NormPlacement::Post || (L.in_norm.empty() && !k.l2_norm))
+          std::copy(x.begin(), x.end(), h.begin());
         else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data(), L.in_norm_bias);
-        else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
+        else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data(), k.l2_norm);
         matvec(L.lru_y, h.data(), W, H, y.data(), L.lru_y_bias);
         for (T& v : y) v = activate(k, v);
         matvec(L.lru_x, h.data(), W, H, xb.data(), L.lru_x_bias);
@@ -3580,9 +3762,10 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       for (int64_t t = 0; t < n; ++t) {
         const int64_t pos = pos0 + t;
         const Row<T> x = row(X, t, H), h = row(Hn, t, H), q = row(Q, t, widest);
-        if (k.norm_placement == NormPlacement::Post || L.in_norm.empty()) std::copy(x.begin(), x.end(), h.begin());
+        if (k.norm_placement == NormPlacement::Post || (L.in_norm.empty() && !k.l2_norm))
+          std::copy(x.begin(), x.end(), h.begin());
         else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data(), L.in_norm_bias);
-        else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
+        else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data(), k.l2_norm);
         matvec(L.q, h.data(), NQ * D, H, q.data(), L.q_bias);
         if (own_kv) {
           matvec(L.k, h.data(), kvd, H, kk.data(), L.k_bias);
@@ -3592,12 +3775,14 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
             for (int64_t i = 0; i < kvdv; ++i) vv[i] *= static_cast<T>(k.value_scale);
         }
         if (k.qk_norm && k.qk_norm_whole) {
-          rms_norm(q.data(), L.q_norm, NQ * D, eps, k.gemma_norm, q.data());
-          rms_norm(kk.data(), L.k_norm, kvd, eps, k.gemma_norm, kk.data());
+          rms_norm(q.data(), L.q_norm, NQ * D, eps, k.gemma_norm, q.data(), k.l2_norm);
+          rms_norm(kk.data(), L.k_norm, kvd, eps, k.gemma_norm, kk.data(), k.l2_norm);
         } else if (k.qk_norm) {
-          for (int64_t i = 0; i < NQ; ++i) rms_norm(q.data() + i * D, L.q_norm, D, eps, k.gemma_norm, q.data() + i * D);
+          for (int64_t i = 0; i < NQ; ++i)
+            rms_norm(q.data() + i * D, L.q_norm, D, eps, k.gemma_norm, q.data() + i * D, k.l2_norm);
           if (own_kv)
-            for (int64_t i = 0; i < KVH; ++i) rms_norm(kk.data() + i * D, L.k_norm, D, eps, k.gemma_norm, kk.data() + i * D);
+            for (int64_t i = 0; i < KVH; ++i)
+              rms_norm(kk.data() + i * D, L.k_norm, D, eps, k.gemma_norm, kk.data() + i * D, k.l2_norm);
         }
         if (k.v_norm && own_kv)
           for (int64_t i = 0; i < KVH; ++i) rms_norm(vv.data() + i * Dv, no_weight, Dv, eps, false, vv.data() + i * Dv);
@@ -3624,6 +3809,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
                              1.0);
           for (T& v : q) v *= scale;
         }
+        for (size_t i = 0; i < L.q_scale.size(); ++i) q[i] *= L.q_scale[i];  // dory: (sqk * s)^2 per channel, after rope
         if (options_.q_block != KvBlock::None)
           for (int64_t i = 0; i < NQ; ++i) round_kv_blocks(q.data() + i * D, D, options_.q_block);
         else if (options_.q_half)
@@ -3738,7 +3924,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           T z = 0;
           for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(e * H + i)] * h[i];
           if (!L.attn_gate_bias.empty()) z += L.attn_gate_bias[static_cast<size_t>(e / Dv)];  // beam: a bias per head
-          attn[e] *= gate_of(z);
+          attn[e] *= gate_of(L.gate_scale.empty() ? z : z * L.gate_scale[static_cast<size_t>(e)]);  // dory: (s_gate * s)^2
         }
       } else if (!L.gate_proj.empty()) {
         // lfm3's attention gate: each head's output times sigmoid(g_proj h), h the attention's input.
@@ -3750,6 +3936,8 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           for (int64_t d = 0; d < Dv; ++d) attn[head * Dv + d] *= gate;
         }
       }
+      if (k.attn_sub_norm && !conv && !recurrent)  // dory: every head's output at once, weightless
+        rms_norm(attn.data(), no_weight, NQ * Dv, eps, false, attn.data(), k.l2_norm);
       if (k.laurel_rank > 0) {  // LAuReL of the attention's input: h + RMSNorm_w(right(left(h)))
         std::vector<T> low(static_cast<size_t>(k.laurel_rank));
         matvec(L.laurel_left, h.data(), k.laurel_rank, H, low.data());
@@ -3762,15 +3950,17 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         // The MLP reads the same normed input as the attention: h is kept.
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       } else if (k.norm_placement == NormPlacement::Sandwich) {
-        rms_norm(o.data(), L.post_attn_norm, H, post_eps, k.gemma_norm, o.data());  // weightless: post_attn_norm empty
-        if (!L.attn_branch.empty())                                                 // ergo's residual gate
+        rms_norm(o.data(), L.post_attn_norm, H, post_eps, k.gemma_norm, o.data(), k.l2_norm);  // weightless: post_attn_norm empty
+        if (!L.attn_branch.empty())                                                            // ergo's residual gate
           for (int64_t i = 0; i < H; ++i) x[i] = L.attn_branch[i] * o[i] + L.attn_keep[i] * x[i];
+        else if (!L.attn_rate.empty())  // dory: from the normed input h towards the block, per channel
+          for (int64_t i = 0; i < H; ++i) x[i] = h[i] + L.attn_rate[i] * (o[i] - h[i]);
         else if (L.attn_alpha.empty()) residual_add(x, o, T(1), attn_depth);
         else  // muse_spark's residual gate
           for (int64_t i = 0; i < H; ++i) x[i] = L.attn_alpha[i] * x[i] + L.attn_beta[i] * o[i];
         if (k.laurel_rank > 0)
           for (int64_t i = 0; i < H; ++i) x[i] = (x[i] + lr[i]) / static_cast<T>(M_SQRT2);
-        rms_norm(x.data(), L.pre_ff_norm, H, eps, k.gemma_norm, h.data());
+        rms_norm(x.data(), L.pre_ff_norm, H, eps, k.gemma_norm, h.data(), k.l2_norm);
       } else if (k.norm_placement == NormPlacement::Post) {
         rms_norm(o.data(), L.post_attn_norm, H, eps, k.gemma_norm, o.data());
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
@@ -3786,6 +3976,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       int64_t I = moe ? k.moe.shared_intermediate : k.intermediate;
       if (!L.up.empty()) {
         if (!L.gate.empty()) matvec(L.gate, h.data(), I, H, g.data(), L.gate_bias);
+        for (size_t i = 0; i < L.suv_gate.size(); ++i) g[i] *= L.suv_gate[i];  // dory: suv_gate * s per channel
         if (!L.gate.empty() && !k.activation_sparsity.empty() && k.activation_sparsity[l] > 0) {
           // relu(g - (mean + std * z)), the population std.
           T mean = 0, var = 0;
@@ -3796,6 +3987,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           for (int64_t i = 0; i < I; ++i) g[i] = std::max(g[i] - cutoff, T(0));
         }
         matvec(L.up, h.data(), I, H, u.data(), L.up_bias);
+        for (size_t i = 0; i < L.suv_up.size(); ++i) u[i] *= L.suv_up[i];
         // step3p7's bound after the activation (mlp_limits): act(gate) <= c, -c <= up <= c.
         const T limit = k.mlp_limits.empty() ? T(0) : static_cast<T>(k.mlp_limits[l]);
         for (int64_t i = 0; i < I; ++i) {
@@ -3808,6 +4000,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           if (limit > 0) act = std::min(act, limit), u[i] = std::clamp(u[i], -limit, limit);
           g[i] = (options_.gelu_half && k.gelu ? round_kv(act, true) : act) * u[i];
         }
+        if (k.mlp_sub_norm) rms_norm(g.data(), no_weight, I, eps, false, g.data(), k.l2_norm);  // dory, before down_proj
         matvec(L.down, g.data(), H, I, m.data(), L.down_bias);
         if (!L.shared_gate.empty()) {  // qwen2_moe: the shared expert's output times sigmoid(shared_expert_gate h)
           T z = 0;
@@ -3959,10 +4152,12 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         rms_norm(m.data(), no_weight, H, post_eps, false, m.data());
       } else if (k.norm_placement != NormPlacement::Pre) {
         rms_norm(m.data(), L.post_ff_norm, H, k.norm_placement == NormPlacement::Sandwich ? post_eps : eps, k.gemma_norm,
-                 m.data());
+                 m.data(), k.l2_norm);
       }
       if (!L.ff_branch.empty())  // ergo's residual gate
         for (int64_t i = 0; i < H; ++i) x[i] = L.ff_branch[i] * m[i] + L.ff_keep[i] * x[i];
+      else if (!L.ff_rate.empty())  // dory: from the MLP's normed input h towards its normed output
+        for (int64_t i = 0; i < H; ++i) x[i] = h[i] + L.ff_rate[i] * (m[i] - h[i]);
       else if (L.ff_alpha.empty()) residual_add(x, m, static_cast<T>(k.residual_scale), mlp_depth);
       else  // muse_spark's residual gate
         for (int64_t i = 0; i < H; ++i) x[i] = L.ff_alpha[i] * x[i] + L.ff_beta[i] * m[i];
@@ -4023,7 +4218,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     const Row<T> x = row(X, t, H), h = row(Hn, t, H);
     double* out = logits + t * V;
     if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data(), final_norm_bias_);
-    else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm && !k.final_norm_plain, h.data());
+    else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm && !k.final_norm_plain, h.data(), k.l2_norm);
     if (k.prediction_head == PredictionHead::ModernBert) {  // norm(act(dense h)) (x is done with: its row is scratch)
       matvec(head_dense_, h.data(), H, H, x.data(), head_dense_bias_);
       for (T& v : x) v = activate(k, v);
@@ -4041,6 +4236,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     for (int64_t r = 0; r < V; ++r) {
       T s = head[static_cast<size_t>(r)];
       if (k.logit_scale != 1) s *= static_cast<T>(k.logit_scale);
+      if (!logit_scales_.empty()) s *= logit_scales_[static_cast<size_t>(r)];  // dory: per vocabulary entry
       if (k.final_softcap > 0) s = std::tanh(s / static_cast<T>(k.final_softcap)) * static_cast<T>(k.final_softcap);
       out[r] = static_cast<double>(s);
     }

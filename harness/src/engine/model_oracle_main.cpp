@@ -4,7 +4,9 @@
 // [--post-norm-scales-after] [--no-router-scale] [--no-expert-norm] [--no-prediction-head] [--no-per-layer-input]
 // [--no-laurel] [--no-activation-sparsity] [--altup-active N] [--no-mlp-limits] [--no-expert-limits]
 // [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] [--no-gate-bias]
-// [--plain-residual] [--no-nope-query-scale] [--no-value-scale]: the model oracle's logits for one sequence, raw
+// [--plain-residual] [--no-nope-query-scale] [--no-value-scale] [--rms-norms]
+// [--residual-add] [--no-query-scale] [--no-gate-scale] [--no-attention-sub-norm] [--no-mlp-sub-norm] [--no-mlp-scale]
+// [--no-logit-scale] [--no-loop-entries]: the model oracle's logits for one sequence, raw
 // little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
@@ -25,7 +27,11 @@
 // --no-mlp-limits leaves step3p7's SwiGLU bound of the dense MLP and the shared expert out, --no-expert-limits the
 // routed experts' (ModelConfig::mlp_limits, MoeConfig::expert_limits). ergo's rules: --no-residual-gates adds each
 // branch plainly, --no-expert-norms and --no-shared-norm leave the routed experts' and the shared expert's output norms
-// out, --silu-mlp activates its ungated MLPs by SiLU instead of relu2.
+// out, --silu-mlp activates its ungated MLPs by SiLU instead of relu2. dory's rules: --rms-norms takes its L2 norms for
+// weightless RMS norms (the mean of squares; the norms' weights read as ones), --residual-add adds each block where it
+// interpolates, --no-query-scale, --no-gate-scale, --no-mlp-scale and --no-logit-scale leave the learned per-channel
+// scales (sqk, s_gate, suv, logit_scale) out, --no-attention-sub-norm and --no-mlp-sub-norm the sub-norms before o_proj
+// and down_proj, --no-loop-entries enters each pass of the looped section with x as it is (not norm(x) + its input).
 // beam's rules' mutants: --no-gate-bias leaves the gate's bias per head out, --plain-residual adds each block's
 // output to the residual (x + out) instead of the depth-scaled sum, --no-nope-query-scale leaves the NoPE layers'
 // queries unscaled. --no-value-scale leaves mimo_v2_flash's attention_value_scale out.
@@ -42,9 +48,11 @@
 // {"n", "vocab", "span", "local_layers", "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
 // "shared_expert", "conv_layers", "recurrent_layers", "conv_kernel", "attention_gate", "per_layer_input",
 // "altup_inputs", "altup_active", "laurel_rank", "sparse_layers", "mlp_limits",
-// "expert_limits"} (the model's local span, how many layers slide or
+// "expert_limits", "ngpt", "loop_passes", "o_bias", "mlp_bias"} (the model's local span, how many layers slide or
 // chunk, how many are MoE, and their routing, how many are convolutions or RG-LRU blocks and their taps, the gate, and
-// gemma3n's rules as read: 0 where the model has none; whether SwiGLU bounds are read).
+// gemma3n's rules as read: 0 where the model has none; whether SwiGLU bounds are read; whether dory's nGPT rules are
+// read (l2_norm), how many passes of a looped section begin, and whether o_proj and the MLP have biases: through a
+// following norm, a sub-norm acts only by them and its epsilon).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -63,7 +71,9 @@ int main(int argc, char** argv) {
            "[--no-nope-query-scale] [--no-value-scale] [--no-residual-gate] "
            "[--no-attention-output-norm] [--post-norm-scales-after] [--no-router-scale] [--no-expert-norm] [--no-prediction-head] "
            "[--no-per-layer-input] [--no-laurel] [--no-activation-sparsity] [--altup-active N] [--gate-up-interleaved] [--real MASK] "
-           "[--no-mlp-limits] [--no-expert-limits] [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] [--causal]\n";
+           "[--no-mlp-limits] [--no-expert-limits] [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] "
+           "[--rms-norms] [--residual-add] [--no-query-scale] [--no-gate-scale] [--no-attention-sub-norm] [--no-mlp-sub-norm] "
+           "[--no-mlp-scale] [--no-logit-scale] [--no-loop-entries] [--causal]\n";
     return 2;
   }
   try {
@@ -80,6 +90,8 @@ int main(int argc, char** argv) {
     const kvc::engine::ModelConfig config_as_read = model.config;  // gemma3n's rules, before a mutant's edit
     int64_t sparse_layers = 0;
     for (double p : config_as_read.activation_sparsity) sparse_layers += p > 0;
+    int64_t loop_passes = 0;
+    for (bool b : config_as_read.loop_entries) loop_passes += b;
     const bool mlp_limits = !model.config.mlp_limits.empty();
     // The most experts a token can be routed to: those of the groups it may choose.
     const int64_t allowed = moe.routing == kvc::engine::MoeRouting::TopK
@@ -111,6 +123,23 @@ int main(int argc, char** argv) {
       else if (std::strcmp(argv[i], "--plain-residual") == 0) model.config.depth_scaled_residual = false;
       else if (std::strcmp(argv[i], "--no-nope-query-scale") == 0) model.config.nope_query_length = 0;
       else if (std::strcmp(argv[i], "--no-value-scale") == 0) model.config.value_scale = 1;
+      else if (std::strcmp(argv[i], "--rms-norms") == 0) {
+        // The L2 norms as weightless RMS norms: the norms' weights, which an l2_norm model has none of, read as ones.
+        kvc::engine::ModelConfig& c = model.config;
+        c.l2_norm = false;
+        model.tensors["model.norm.weight"].assign(static_cast<size_t>(c.hidden), 1.0);
+        for (int64_t l = 0; l < c.layers; ++l)
+          for (const char* n :
+               {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm"})
+            model.tensors["model.layers." + std::to_string(l) + "." + n + ".weight"].assign(static_cast<size_t>(c.hidden), 1.0);
+      } else if (std::strcmp(argv[i], "--residual-add") == 0) model.config.residual_interpolation = 0;
+      else if (std::strcmp(argv[i], "--no-query-scale") == 0) model.config.query_channel_scale = 0;
+      else if (std::strcmp(argv[i], "--no-gate-scale") == 0) model.config.attn_gate_scale = 0;
+      else if (std::strcmp(argv[i], "--no-attention-sub-norm") == 0) model.config.attn_sub_norm = false;
+      else if (std::strcmp(argv[i], "--no-mlp-sub-norm") == 0) model.config.mlp_sub_norm = false;
+      else if (std::strcmp(argv[i], "--no-mlp-scale") == 0) model.config.mlp_channel_scale = 0;
+      else if (std::strcmp(argv[i], "--no-logit-scale") == 0) model.config.logit_channel_scale = 0;
+      else if (std::strcmp(argv[i], "--no-loop-entries") == 0) model.config.loop_entries.clear();
       else if (std::strcmp(argv[i], "--conv-taps-dropped") == 0 && i + 1 < argc) {
         // The oldest N taps of each channel's kernel left out: conv.conv.weight [H, K] becomes [H, K - N].
         kvc::engine::ModelConfig& c = model.config;
@@ -182,7 +211,10 @@ int main(int argc, char** argv) {
               << ", \"altup_inputs\": " << config_as_read.altup_inputs << ", \"altup_active\": " << config_as_read.altup_active
               << ", \"laurel_rank\": " << config_as_read.laurel_rank << ", \"sparse_layers\": " << sparse_layers
               << ", \"mlp_limits\": " << (mlp_limits ? "true" : "false")
-              << ", \"expert_limits\": " << (moe_layers && !as_read.expert_limits.empty() ? "true" : "false") << "}\n";
+              << ", \"expert_limits\": " << (moe_layers && !as_read.expert_limits.empty() ? "true" : "false")
+              << ", \"ngpt\": " << (config_as_read.l2_norm ? "true" : "false") << ", \"loop_passes\": " << loop_passes
+              << ", \"o_bias\": " << (config_as_read.o_bias ? "true" : "false")
+              << ", \"mlp_bias\": " << (config_as_read.mlp_bias ? "true" : "false") << "}\n";
   } catch (const std::exception& e) {
     std::cerr << "kvc-model-oracle: " << e.what() << "\n";
     return 2;

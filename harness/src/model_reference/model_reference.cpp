@@ -33,9 +33,10 @@ Vec linear(const Vec& w, const Vec& x, int64_t rows, const Vec* bias = nullptr) 
   return out;
 }
 
-// RMSNorm of x[0..n) in place; weight null: weightless; plus_one: gemma's (1 + w).
-void rms_norm(double* x, int64_t n, const double* weight, double eps, bool plus_one) {
-  const double inv = 1 / std::sqrt(dot(x, x, n) / static_cast<double>(n) + eps);
+// RMSNorm of x[0..n) in place; weight null: weightless; plus_one: gemma's (1 + w); l2: the L2 norm, x * rsqrt(sum x^2 +
+// eps), the sum where RMS takes the mean (dory).
+void rms_norm(double* x, int64_t n, const double* weight, double eps, bool plus_one, bool l2 = false) {
+  const double inv = 1 / std::sqrt((l2 ? dot(x, x, n) : dot(x, x, n) / static_cast<double>(n)) + eps);
   for (int64_t i = 0; i < n; ++i) x[i] = weight ? x[i] * inv * (plus_one ? 1 + weight[i] : weight[i]) : x[i] * inv;
 }
 
@@ -55,6 +56,11 @@ Vec norm(Vec x, const Vec& weight, const Vec* bias, double eps, bool layer_norm,
 // The model's norm named `name` ("model.norm."): a LayerNorm (cohere2; its bias where norm_bias) or an
 // RMSNorm (gemma's 1 + w where gemma_norm and plus_one).
 Vec norm(const Model& model, const ModelConfig& k, const std::string& name, const Vec& x, double eps, bool plus_one = true) {
+  if (k.l2_norm) {  // weightless
+    Vec y = x;
+    rms_norm(y.data(), static_cast<int64_t>(y.size()), nullptr, eps, false, true);
+    return y;
+  }
   return norm(x, model.at(name + "weight"), k.norm_bias ? &model.at(name + "bias") : nullptr, eps, k.layer_norm,
               plus_one && k.gemma_norm);
 }
@@ -260,8 +266,12 @@ Vec feed_forward(const Model& model, const ModelConfig& k, int64_t l, const Vec&
       return linear(model.at(layer_name(l, p + what + "weight")), in, rows,
                     k.mlp_bias && !moe ? &model.at(layer_name(l, p + what + "bias")) : nullptr);
     };
-    const Vec u = proj("up_proj.", h, I);
+    Vec u = proj("up_proj.", h, I);
     Vec g = k.mlp_ungated ? u : proj("gate_proj.", h, I);
+    for (int64_t i = 0; k.mlp_channel_scale > 0 && i < I; ++i) {  // dory: times suv * s per channel
+      g[i] *= model.at(layer_name(l, "mlp.suv_gate"))[i] * k.mlp_channel_scale;
+      u[i] *= model.at(layer_name(l, "mlp.suv_up"))[i] * k.mlp_channel_scale;
+    }
     if (!k.activation_sparsity.empty() && k.activation_sparsity[static_cast<size_t>(l)] > 0) {
       // gemma3n: relu(g - (mean(g) + std(g) * z)), the population std, z the target's normal quantile.
       double mean = 0, var = 0;
@@ -277,6 +287,7 @@ Vec feed_forward(const Model& model, const ModelConfig& k, int64_t l, const Vec&
       g[i] = k.mlp_ungated
                  ? activate(k, u[i])  // ergo: down(act(up h)), no gate
                  : (c > 0 ? std::min(activate(k, g[i]), c) : activate(k, g[i])) * (c > 0 ? std::clamp(u[i], -c, c) : u[i]);
+    if (k.mlp_sub_norm) rms_norm(g.data(), I, nullptr, k.eps, false, k.l2_norm);  // dory's sub-norm before down_proj
     out = proj("down_proj.", g, k.hidden);
     if (moe && k.moe.shared_gate) {
       const double gate =
@@ -368,7 +379,16 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
   // Per layer, every position's keys and values ([position][kv heads * head dim]); a layer that
   // shares K/V reads its source layer's.
   std::vector<std::vector<Vec>> keys(static_cast<size_t>(k.layers)), values(static_cast<size_t>(k.layers));
+  std::vector<Vec> entry;  // a looped section's input: the final norm of each row where its first pass begins
   for (int64_t l = 0; l < k.layers; ++l) {
+    if (!k.loop_entries.empty() && k.loop_entries[static_cast<size_t>(l)]) {  // a pass begins: x = norm(x) + entry
+      const bool first = entry.empty();
+      for (int64_t p = 0; p < n; ++p) {
+        const Vec y = norm(model, k, "model.norm.", x[p], k.eps, !k.final_norm_plain);
+        if (first) entry.push_back(y);
+        for (int64_t i = 0; i < H; ++i) x[p][i] = y[i] + entry[p][i];
+      }
+    }
     auto w = [&](const std::string& what) -> const Vec& { return model.at(layer_name(l, what)); };
     const int64_t NQ = k.q_heads(l), D = k.dim(l), KVH = k.kv(l), group = NQ / KVH, Dv = k.vdim(l);  // Dv: a value head's size
     const bool own_kv = !k.shares_kv(l), conv = k.conv(l), recurrent = k.recurrent(l);
@@ -468,10 +488,10 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
         auto qk_weight = [&](const char* what) { return k.qk_norm_weightless ? nullptr : w(what).data(); };
         const int64_t span = k.qk_norm_whole ? NQ * D : D;
         for (int64_t i = 0; k.qk_norm && i < NQ * D; i += span)
-          rms_norm(q[p].data() + i, span, qk_weight("self_attn.q_norm.weight"), k.eps, k.gemma_norm);
+          rms_norm(q[p].data() + i, span, qk_weight("self_attn.q_norm.weight"), k.eps, k.gemma_norm, k.l2_norm);
         const int64_t kspan = k.qk_norm_whole ? KVH * D : D;
         for (int64_t i = 0; k.qk_norm && own_kv && i < KVH * D; i += kspan)
-          rms_norm(key.data() + i, kspan, qk_weight("self_attn.k_norm.weight"), k.eps, k.gemma_norm);
+          rms_norm(key.data() + i, kspan, qk_weight("self_attn.k_norm.weight"), k.eps, k.gemma_norm, k.l2_norm);
         for (int64_t i = 0; k.v_norm && own_kv && i < KVH * Dv; i += Dv) rms_norm(value.data() + i, Dv, nullptr, k.eps, false);
         if (k.rope(l)) {
           for (int64_t i = 0; i < NQ; ++i) rope(q[p].data() + i * D, freq, p, k.rope_interleaved, rope_scale);
@@ -485,6 +505,10 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           const double t =
               std::log(std::floor((static_cast<double>(p) + 1) / k.temperature_floor_scale) + 1) * k.temperature_attn_scale + 1;
           for (double& v : q[p]) v *= t;
+        }
+        for (int64_t i = 0; k.query_channel_scale > 0 && i < NQ * D; ++i) {  // dory: (sqk * s)^2 per channel, after rope
+          const double s = w("self_attn.sqk")[i] * k.query_channel_scale;
+          q[p][i] *= s * s;
         }
         if (own_kv) keys[l].push_back(std::move(key)), values[l].push_back(std::move(value));
       }
@@ -523,15 +547,23 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           for (size_t i = 0; k.attn_gate_bias && i < gate.size(); ++i)  // beam: plus a bias per head
             gate[i] += w("self_attn.gate_bias")[static_cast<int64_t>(i) * per / Dv];
           for (int64_t i = 0; i < NQ * Dv; ++i) {
-            const double z = gate[i / per];  // torch's softplus is linear above its threshold 20
+            const double s = k.attn_gate_scale > 0 ? w("self_attn.s_gate")[i] * k.attn_gate_scale : 0;  // dory: (s_gate s)^2
+            const double z =
+                k.attn_gate_scale > 0 ? gate[i / per] * (s * s) : gate[i / per];  // torch's softplus is linear above 20
             mixed[p][i] *= !k.attn_gate_softplus ? sigmoid(z) : z > 20 ? z : std::log1p(std::exp(z));
           }
         }
+        if (k.attn_sub_norm) rms_norm(mixed[p].data(), NQ * Dv, nullptr, k.eps, false, k.l2_norm);  // dory, before o_proj
       }
     }
     // x += branch, or ergo's gated add: x = sigmoid(w) * branch + sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) * x.
-    auto residual_add = [&](Vec& row, const Vec& branch, const char* gate) {
+    // dory's interpolation: x = h + |lambda * s| * (branch - h) per channel, h the block's normed input.
+    auto residual_add = [&](Vec& row, const Vec& branch, const char* gate, const Vec& h_in, const char* lambda) {
       for (int64_t i = 0; i < H; ++i) {
+        if (k.residual_interpolation > 0) {
+          row[i] = h_in[i] + std::abs(w(lambda)[i] * k.residual_interpolation) * (branch[i] - h_in[i]);
+          continue;
+        }
         if (!k.residual_gates) {
           row[i] += branch[i];
           continue;
@@ -563,7 +595,8 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
           else out = norm(model, k, layer_name(l, "post_attention_layernorm."), out, post_eps);
           if (k.residual_gate_temperature > 0)
             gated_add(x[p], out, w("post_attention_residual_gate.gate"), k.residual_gate_temperature);
-          else if (k.residual_gates) residual_add(x[p], out, "attention_residual_gate.weight");
+          else if (k.residual_gates || k.residual_interpolation > 0)
+            residual_add(x[p], out, "attention_residual_gate.weight", h[p], "lambda_1");
           else add(x[p], out, 1, 2 * (l + 1));
           if (k.laurel_rank > 0) {  // LAuReL: (x + h + RMSNorm_w(right(left(h)))) / sqrt(2), h the attention's input
             Vec laurel = linear(w("laurel.linear_right.weight"), linear(w("laurel.linear_left.weight"), h[p], k.laurel_rank), H);
@@ -585,7 +618,8 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
                   k.norm_placement == NormPlacement::Sandwich ? post_eps : k.eps);
       if (k.residual_gate_temperature > 0)
         gated_add(x[p], ff, w("post_feedforward_residual_gate.gate"), k.residual_gate_temperature);
-      else if (k.residual_gates) residual_add(x[p], ff, "feedforward_residual_gate.weight");
+      else if (k.residual_gates || k.residual_interpolation > 0)
+        residual_add(x[p], ff, "feedforward_residual_gate.weight", ff_in, "lambda_2");
       else add(x[p], ff, k.residual_scale, 2 * (l + 1) + 1);
       // The per-layer input's branch of a row s: norm(per_layer_projection(act(per_layer_input_gate s) * pli_l)).
       const std::string& in = k.per_layer_tensors.second;
@@ -648,6 +682,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
     }
     for (double v : linear(head, y, k.out_width(), k.lm_head_bias ? &model.at("lm_head.bias") : nullptr)) {
       v *= k.logit_scale;
+      if (k.logit_channel_scale > 0) v *= model.at("lm_head.logit_scale")[logits.size() % k.out_width()] * k.logit_channel_scale;
       if (k.final_softcap > 0) v = std::tanh(v / k.final_softcap) * k.final_softcap;
       logits.push_back(v);
     }

@@ -69,13 +69,14 @@ enum class Family {
   RecurrentGemma,       // RG-LRU recurrent blocks beside sliding attention
   Step3p7,              // multimodal: the text decoder (step3p5) of its text_config
   Ergo,
+  Dory,  // nGPT on the unit sphere with a looped section of layers
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
 // "muse_glimmer_text", "kolibri1", "laguna", "embedding_gemma2_text", "openai_privacy_filter", "gemma3n_text",
-// "recurrent_gemma", "muse_spark_text", "step3p7", "ergo", "beam", "mimo_v2_flash"
+// "recurrent_gemma", "muse_spark_text", "step3p7", "ergo", "beam", "mimo_v2_flash", "dory"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -341,6 +342,30 @@ struct ModelConfig {
   int64_t v_head_dim = 0;
   std::vector<bool> sink_layers;
   double value_scale = 1;
+  // nGPT on the unit sphere (dory), each 0 / false / empty where a family has none:
+  // The norm kind: every norm (the layers', the q/k norms, the sub-norms, the final one) weightless and L2, x *
+  // rsqrt(sum x^2 + eps): the sum where RMS takes the mean.
+  bool l2_norm = false;
+  // Sub-norms (the model's norm, weightless): of every head's attention output at once, after the gate and before
+  // o_proj (attn_sub_norm); of act(gate) * up before down_proj (mlp_sub_norm).
+  bool attn_sub_norm = false, mlp_sub_norm = false;
+  // The residual kind: where > 0, each of a Sandwich layer's residual adds is an interpolation per channel, x = h + |lambda
+  // * this| * (block - h), h the block's normed input, lambda the layer's lambda_1 (attention) or lambda_2 (MLP) [H]
+  // (dory: ngpt_alpha_init / initializer_range); 0: x + block.
+  double residual_interpolation = 0;
+  // Learned scales per channel, each tensor times a constant then squared or not as the rule says; 0: none.
+  // query_channel_scale: after rope, each query times (self_attn.sqk * this)^2 per (head, channel) (sqrt(head_dim) /
+  // initializer_range); attn_gate_scale: the element-wise gate's logit times (self_attn.s_gate * this)^2
+  // (hidden^0.25 / initializer_range); mlp_channel_scale: gate and up projections times mlp.suv_gate * this and
+  // mlp.suv_up * this (sqrt(hidden)); logit_channel_scale: each logit times lm_head.logit_scale[r] * this (1 /
+  // initializer_range).
+  double query_channel_scale = 0, attn_gate_scale = 0, mlp_channel_scale = 0, logit_channel_scale = 0;
+  // A looped section, unrolled: per layer of the forward, the checkpoint layer whose tensors it runs (load_model copies
+  // them to the forward's layer; a pass of the loop is a layer per looped layer, weights shared, K/V its own); empty:
+  // each its own. loop_entries: per layer, a pass of the loop begins there: x = norm(x) + e, e the final norm of x at
+  // the first entry (the looped section's input); empty: none.
+  std::vector<int64_t> layer_weights;
+  std::vector<bool> loop_entries;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -494,6 +519,9 @@ class SequenceOracle {
     // ergo's residual gates, per hidden dimension: sigmoid(w) on the branch, sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2)
     // on the residual, after the attention and after the MLP.
     std::vector<T> attn_branch, attn_keep, ff_branch, ff_keep;
+    // dory's scales per channel (ModelConfig::query_channel_scale, attn_gate_scale, mlp_channel_scale) and its residual
+    // interpolation rates |lambda * s| after the attention and after the MLP.
+    std::vector<T> q_scale, gate_scale, suv_gate, suv_up, attn_rate, ff_rate;
   };
   // The logits of n tokens at positions pos0, pos0 + 1, ... ([n, vocab]), their K/V appended.
   void forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits);
@@ -507,6 +535,7 @@ class SequenceOracle {
   // gemma3n: the per-layer embedding table, its projection and norm; AltUp's stream projections (A - 1 of [H, H]).
   std::vector<T> per_layer_embed_, per_layer_model_proj_, per_layer_proj_norm_;
   std::vector<std::vector<T>> altup_proj_, altup_unembed_;
+  std::vector<T> logit_scales_;  // dory: lm_head.logit_scale[r] * ModelConfig::logit_channel_scale
   int64_t length_ = 0;
   int64_t forgotten_ = 0;
   std::vector<bool> real_;  // encode's attention_mask (empty: every key real)
