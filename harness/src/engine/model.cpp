@@ -3923,7 +3923,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         for (int64_t e = 0; e < NQ * Dv; ++e) {
           T z = 0;
           for (int64_t i = 0; i < H; ++i) z += L.gate_proj[static_cast<size_t>(e * H + i)] * h[i];
-          if (!L.attn_gate_bias.empty()) z += L.attn_gate_bias[static_cast<size_t>(e / Dv)];  // beam: a bias per head
+          if (!L.attn_gate_bias.empty()) z += L.attn_gate_bias[static_cast<size_t>(e / Dv)];        // beam: a bias per head
           attn[e] *= gate_of(L.gate_scale.empty() ? z : z * L.gate_scale[static_cast<size_t>(e)]);  // dory: (s_gate * s)^2
         }
       } else if (!L.gate_proj.empty()) {
