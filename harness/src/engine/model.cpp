@@ -2280,7 +2280,8 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
     ModelConfig m = std::move(stacks[1]);
     m.tied = bool_or(outer, "tie_word_embeddings", true, outer_file);
     // 4.57.6 ties the head to the encoder's embedding (get_input_embeddings) where the decoder's config ties, whatever
-    // the outer config says; the other releases read the outer one alone.
+    // the outer config says; the other releases read the outer one alone
+    // (engines/transformers/repro/t5gemma_untied_head_is_the_encoders_embedding.py).
     if (!m.tied && bool_or(outer["decoder"], "tie_word_embeddings", true, outer_file + " (decoder)"))
       bad(outer_file, "/decoder/tie_word_embeddings",
           "true (or absent) under an untied model: 4.57.6 then ties lm_head to the encoder's embedding");
