@@ -34,8 +34,9 @@ MASK_LEVEL = (". Mask level: judged, the reference's bidirectional masks (harnes
               "forward hands its attention layers on every pinned release that has it (kvc_encoder_masks_test against "
               "golden/encoder_masks/)")
 # Families whose masks are not recorded by golden/encoder_masks.py, with what they are.
-CROSS = ("Model level: SequenceOracle::encode would serve its encoder, but its decoder cross-attends to the encoder's "
-         "output, which no registry rule does")
+CROSS = ("Model level: the registry's encoder-decoder forward (t5gemma's: ModelConfig::encoder, SequenceOracle::set_source) "
+         "cross-attends in a softmax of its own after the self-attention; this decoder attends its own keys and the "
+         "encoder's in one softmax, which no registry rule does")
 UNRECORDED_MASKS = ". Mask level: not recorded yet (golden/encoder_masks.py records the plain encoders' masks only)"
 REASONS = {
     "deepseek_v4": "not multi-head latent attention (no kv_lora_rank): one shared K=V head, and rules the registry "
@@ -105,10 +106,6 @@ REASONS = {
     "none of it a registry rule",
     "hy_v4_vl": "multimodal: its text decoder is hy_v4's (multi-head latent attention with a DSA indexer, learned "
     "sinks, iHC hidden-state channels, a clamped-SwiGLU MoE; see hy_v4) with M-RoPE on its rope head dims",
-    "t5gemma": "an encoder-decoder: a bidirectional (sliding) encoder, and a decoder whose causal sliding self-attention "
-    "is followed by cross-attention to the encoder. " + CROSS + MASK_LEVEL + ". Its "
-    "encoder's reach is sliding_window - 1 in 4.x and sliding_window from 5.0 under sdpa and eager, while its flash-attention "
-    "path keeps sliding_window - 1 (finding 54)",
     "t5gemma2": "an encoder-decoder (t5gemma's, self- and cross-attention merged in one softmax, a vision encoder). "
     + CROSS + MASK_LEVEL + " (its text encoder: (w + 1) // 2 - 1 keys back, w // 2 "
     "ahead; flash attention w - 1 either side: finding 54)",

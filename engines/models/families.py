@@ -363,6 +363,15 @@ MODERNBERT_DECODER = {
 #                    gate and up the halves of gate_up_proj), 5 labels (id2label)
 #   privacy-r1       openai_privacy_filter, 2 layers, sliding_window 1, one KV head, no attention bias, the default rope
 #                    at base 10000, 3 experts, top 2, no id2label or num_labels (the 33 privacy labels)
+# And the encoder-decoders (T5GemmaForConditionalGeneration, every pinned release): the decoder's logits of target
+# tokens, each cross-attending the encoder's output over a source (encoder_agreement.py's SEQ2SEQ).
+#   t5gemma-w3       t5gemma, encoder 4 layers (S, F, S, F by default) reaching 3 keys each side (4.x: 2), decoder 3 layers
+#                    layer_types [S, S, F] with window 3, GQA, query_pre_attn_scalar 24, attention soft-cap 5 (the
+#                    encoder's) and 4 (the decoder's), logits soft-capped at 6, rope 1e4, tied
+#   t5gemma-r1       t5gemma, encoder 3 layers layer_types [S, S, F] reaching 2 keys each side (4.x: 1), decoder 2 layers (S, F)
+#                    with window 2, q/k/v/o biases (attention_bias, the cross-attention's too), one KV head in the
+#                    decoder, the exact gelu, rope 5e4, no soft-caps, untied (lm_head.out_proj; the stacks' configs untied
+#                    too: 4.57.6 ties the head to the encoder's embedding where the decoder's says tie)
 MODERNBERT = {
     **{k: v for k, v in MODERNBERT_DECODER.items() if k not in ("local_rope_theta",)},
     "architectures": ["ModernBertForMaskedLM"],
@@ -397,7 +406,38 @@ OPENAI_PRIVACY_FILTER = {  # OpenAIPrivacyFilterConfig's keys (no rope_scaling k
     "attention_bias": True,
     "tie_word_embeddings": False,
 }
+T5GEMMA_STACK = {  # T5GemmaModuleConfig's keys (rope_theta read by 4.x and turned into rope_parameters by 5.x)
+    "model_type": "t5_gemma_module",
+    "rope_scaling": ABSENT,
+    "rope_theta": 10000.0,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "intermediate_size": 96,
+}
 ENCODERS = {
+    "t5gemma-w3": ("t5gemma", {
+        "architectures": ["T5GemmaForConditionalGeneration"],
+        "model_type": "t5gemma",
+        "vocab_size": 256,
+        "is_encoder_decoder": True,
+        "tie_word_embeddings": True,
+        "encoder": {**T5GEMMA_STACK, "num_hidden_layers": 4, "sliding_window": 3, "query_pre_attn_scalar": 24,
+                    "attn_logit_softcapping": 5.0, "final_logit_softcapping": None},
+        "decoder": {**T5GEMMA_STACK, "num_hidden_layers": 3, "layer_types": [S, S, F], "sliding_window": 3,
+                    "query_pre_attn_scalar": 24, "attn_logit_softcapping": 4.0, "final_logit_softcapping": 6.0},
+    }),
+    "t5gemma-r1": ("t5gemma", {
+        "architectures": ["T5GemmaForConditionalGeneration"],
+        "model_type": "t5gemma",
+        "vocab_size": 256,
+        "is_encoder_decoder": True,
+        "tie_word_embeddings": False,
+        "encoder": {**T5GEMMA_STACK, "num_hidden_layers": 3, "layer_types": [S, S, F], "sliding_window": 2,
+                    "query_pre_attn_scalar": 16, "attn_logit_softcapping": None, "final_logit_softcapping": None,
+                    "attention_bias": True, "hidden_activation": "gelu", "rope_theta": 50000.0, "tie_word_embeddings": False},
+        "decoder": {**T5GEMMA_STACK, "num_hidden_layers": 2, "sliding_window": 2, "num_key_value_heads": 1,
+                    "query_pre_attn_scalar": 16, "attn_logit_softcapping": None, "final_logit_softcapping": None,
+                    "attention_bias": True, "hidden_activation": "gelu", "rope_theta": 50000.0, "tie_word_embeddings": False},
+    }),
     "modernbert-w3": ("modernbert", {
         **MODERNBERT,
         "num_hidden_layers": 4,

@@ -216,7 +216,7 @@ def tensors(name, family, cfg):
     t = {}
     style = cfg.get("_weights", "zoo")
     gemma = family in ("gemma2", "gemma3", "vaultgemma", "muse_glimmer_text", "muse_spark_text", "recurrent_gemma",
-                       "step3p5")  # norm weight as 1 + w
+                       "step3p5", "t5gemma")  # norm weight as 1 + w
 
     def put(key, shape, lo, hi):
         n = 1
@@ -254,6 +254,9 @@ def tensors(name, family, cfg):
         return t
     if family == "openai_privacy_filter":
         openai_privacy_filter(put, cfg)
+        return t
+    if family == "t5gemma":
+        t5gemma(put, cfg)
         return t
     if family == "step3p5":
         step3p5(put, mlp, cfg, norm_lo, norm_hi)
@@ -922,6 +925,44 @@ def embedding_gemma2(put, cfg):
     put("embedding_projection.weight", (cfg["embedding_dim"], HIDDEN), -EMBED, EMBED)
 
 
+def t5gemma(put, cfg):
+    """T5GemmaForConditionalGeneration's tensors: each stack (model.encoder., model.decoder.) gemma2's layout, its
+    norms (weight 1 + w, around 0) named pre_self_attn_layernorm and post_self_attn_layernorm, q/k/v/o biases where
+    attention_bias; each decoder layer's cross_attn (k and v read the encoder's hidden size) and its
+    pre_cross_attn_layernorm and post_cross_attn_layernorm; lm_head.out_proj untied."""
+    for stack in ("encoder", "decoder"):
+        c = cfg[stack]
+        heads, kv, d, inter = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"], c["intermediate_size"]
+        bias = c.get("attention_bias")
+        s = f"model.{stack}."
+        put(s + "embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+
+        def attention(a):
+            for x, rows in (("q", heads * d), ("k", kv * d), ("v", kv * d)):
+                put(a + f"{x}_proj.weight", (rows, HIDDEN), -PROJ, PROJ)
+                if bias:
+                    put(a + f"{x}_proj.bias", (rows,), -BIAS, BIAS)
+            put(a + "o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
+            if bias:
+                put(a + "o_proj.bias", (HIDDEN,), -BIAS, BIAS)
+
+        for i in range(c["num_hidden_layers"]):
+            p = f"{s}layers.{i}."
+            attention(p + "self_attn.")
+            norms = ["pre_self_attn", "post_self_attn", "pre_feedforward", "post_feedforward"]
+            if stack == "decoder":
+                attention(p + "cross_attn.")
+                norms += ["pre_cross_attn", "post_cross_attn"]
+            for n in norms:
+                put(p + n + "_layernorm.weight", (HIDDEN,), -NORM, NORM)
+            put(p + "mlp.gate_proj.weight", (inter, HIDDEN), -PROJ, PROJ)
+            put(p + "mlp.up_proj.weight", (inter, HIDDEN), -PROJ, PROJ)
+            put(p + "mlp.down_proj.weight", (HIDDEN, inter), -OUT, OUT)
+        put(s + "norm.weight", (HIDDEN,), -NORM, NORM)
+    if not cfg.get("tie_word_embeddings", True):
+        put("lm_head.out_proj.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+
+
 def openai_privacy_filter(put, cfg):
     """OpenAIPrivacyFilterForTokenClassification's tensors: gpt_oss's layout (q/k/v/o, their biases where
     attention_bias, sinks, the router with its bias, stacked experts gate_up_proj [E, H, 2I] (gate the first I columns)
@@ -981,6 +1022,11 @@ def config(name, entry=None):
             if name in models:
                 entry = models[name]
     family, over = entry
+    if "encoder" in over:  # an encoder-decoder: COMMON describes each stack
+        cfg = dict(over)
+        for stack in ("encoder", "decoder"):
+            cfg[stack] = {k: v for k, v in {**COMMON, **over[stack]}.items() if v != families.ABSENT}
+        return family, cfg
     if "text_config" in over:  # a multimodal model: COMMON describes its text decoder
         cfg = dict(over)
         cfg["text_config"] = {k: v for k, v in {**COMMON, **over["text_config"]}.items() if v != families.ABSENT}

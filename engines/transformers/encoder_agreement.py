@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The model oracle's encoder forward (kvc-model-oracle on a bidirectional model: SequenceOracle::encode) against
 transformers' own float64 forward of the encoder's class (its masked-LM class, or OUTPUTS below), for every checkpoint of the encoders set
-(engines/models/families.py ENCODERS, make_models.py --set encoders) and every pinned release that has its model_type.
+(engines/models/families.py ENCODERS, make_models.py --set encoders: the encoder-decoders too, SEQ2SEQ) and every
+pinned release that has its model_type.
 
     python3 engines/transformers/encoder_agreement.py [--oracle build/harness/kvc-model-oracle] [--models DIR]
                                                       [--oracle-args ARGS] [--only REGEX] [--release X ...]
@@ -33,9 +34,18 @@ OUTPUTS = {
     "embedding_gemma2_text": ("AutoModel", "last_hidden_state"),  # embedding_projection of the final hidden states
     "openai_privacy_filter": ("AutoModelForTokenClassification", "logits"),  # num_labels scores per position
 }
+# The encoder-decoders: the decoder's logits of TARGET tokens (no padding: decoder_attention_mask all ones, no cache),
+# each cross-attending the encoder's output over the row's tokens as the source (its attention_mask the row's mask;
+# the oracle's --source and --source-real).
+SEQ2SEQ = {"t5gemma": "AutoModelForSeq2SeqLM"}
+# A release's own rule where it departs from the newest one, as the oracle's arguments: T5Gemma's 4.x encoder reached
+# sliding_window - 1 keys on each side (its own mask overlay), 5.x's builders sliding_window (finding 54).
+RELEASE_ARGS = {"t5gemma": lambda v: ["--encoder-reach-delta", "-1"] if v.startswith("4.") else []}
 RUN_RELEASE = """
 import json, os, sys
-tokens, masks, tmp, v, outputs, *models = sys.argv[1:]
+tokens, target, masks, tmp, v, outputs, seq2seq, *models = sys.argv[1:]
+target = [int(t) for t in target.split(",")]
+seq2seq = json.loads(seq2seq)
 import torch, transformers
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 import exact64  # engines/transformers is on PYTHONPATH
@@ -50,7 +60,7 @@ for mode in ("plain", "exact"):
             status[name] = {"absent": model_type}
             continue
         try:
-            auto, field = json.loads(outputs).get(model_type, ("AutoModelForMaskedLM", "logits"))
+            auto, field = json.loads(outputs).get(model_type, (seq2seq.get(model_type, "AutoModelForMaskedLM"), "logits"))
             model, info = getattr(transformers, auto).from_pretrained(m, attn_implementation="eager", output_loading_info=True)
             left = {k: sorted(x) for k, x in info.items() if k in ("missing_keys", "unexpected_keys") and x}
             if left:
@@ -60,7 +70,11 @@ for mode in ("plain", "exact"):
                 exact64.patch(model)
             for i, mask in enumerate(masks):
                 with torch.no_grad():
-                    logits = getattr(model(torch.tensor([tokens]), attention_mask=torch.tensor([mask])), field)[0]
+                    extra = {}
+                    if model_type in seq2seq:
+                        extra = {"decoder_input_ids": torch.tensor([target]),
+                                 "decoder_attention_mask": torch.ones(1, len(target), dtype=torch.long), "use_cache": False}
+                    logits = getattr(model(torch.tensor([tokens]), attention_mask=torch.tensor([mask]), **extra), field)[0]
                 open(os.path.join(tmp, f"{v}.{name}.{i}.{mode}"), "wb").write(
                     logits.to(torch.float64).contiguous().numpy().astype("<f8").tobytes())
         except Exception as e:
@@ -93,6 +107,7 @@ def main():
                    stdout=subprocess.DEVNULL)
     models = sorted(os.path.join(a.models, n) for n in names)
     tokens = ",".join(str(1 + (37 * i + 11) % 255) for i in range(a.tokens))
+    target = ",".join(str(1 + (53 * i + 7) % 255) for i in range(a.tokens // 2 + 3))  # an encoder-decoder's
     masks = [[1] * a.tokens, [0] + [1] * (a.tokens - 2) + [0]]
     releases = sorted(p.split("requirements-")[1][:-4] for p in glob.glob(os.path.join(ROOT, "golden/requirements-*.txt")))
     releases = [v for v in releases if not a.release or v in a.release]
@@ -103,21 +118,33 @@ def main():
             py = os.path.join(ROOT, f"golden/.venv-{v}/bin/python")
             if not os.path.exists(py):
                 continue
-            subprocess.run([py, "-c", RUN_RELEASE, tokens, json.dumps(masks), tmp, v, json.dumps(OUTPUTS)] + models, check=True,
+            subprocess.run([py, "-c", RUN_RELEASE, tokens, target, json.dumps(masks), tmp, v, json.dumps(OUTPUTS),
+                            json.dumps(SEQ2SEQ)] + models, check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "engines", "transformers")))
             with open(os.path.join(tmp, f"{v}.status.json")) as f:
                 status[v] = json.load(f)
         for mdir in models:
             model = os.path.basename(mdir)
+            with open(os.path.join(mdir, "config.json")) as f:
+                model_type = json.load(f)["model_type"]
             for i, mask in enumerate(masks):
-                out = os.path.join(tmp, f"oracle.{i}")
-                r = subprocess.run([a.oracle, mdir, tokens, out, "--real", ",".join(map(str, mask))] + a.oracle_args.split(),
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                ours = read_f64(out) if r.returncode == 0 else None
+                runs = {}  # the oracle's output per argument list (a release's own rule: RELEASE_ARGS)
+
+                def oracle(v):
+                    extra = RELEASE_ARGS[model_type](v) if model_type in RELEASE_ARGS else []
+                    if tuple(extra) not in runs:
+                        out = os.path.join(tmp, f"oracle.{i}.{len(runs)}")
+                        inputs = ([target, out, "--source", tokens, "--source-real"] if model_type in SEQ2SEQ
+                                  else [tokens, out, "--real"])
+                        r = subprocess.run([a.oracle, mdir] + inputs + [",".join(map(str, mask))] + extra + a.oracle_args.split(),
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                        runs[tuple(extra)] = (read_f64(out) if r.returncode == 0 else None, r)
+                    return runs[tuple(extra)]
                 for v in releases:
                     if v not in status:
                         continue
+                    ours, r = oracle(v)
                     row = {"model": model, "padding": "first and last" if i else "none", "release": v}
                     st = status[v].get(model, {})
                     if "absent" in st:

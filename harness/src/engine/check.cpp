@@ -1085,6 +1085,12 @@ Judged judge_plan(EngineClient& engine, const Model& model, const std::string& m
     return finish(report::Status::Skipped, std::string("an encoder (") + to_string(c.family) +
                                                ", bidirectional): the plans extend a causal sequence; its forward is "
                                                "judged by engines/transformers/encoder_agreement.py");
+  // An encoder-decoder's decoder reads a source through its cross-attention: the plans have no source to give it.
+  if (c.encoder)
+    return finish(report::Status::Skipped, std::string("an encoder-decoder (") + to_string(c.family) +
+                                               "): the plans extend one causal sequence with no source for its "
+                                               "cross-attention; its forward is judged by "
+                                               "engines/transformers/encoder_agreement.py");
   // `pre` of every step, before the engine is started: a plan that cannot run is not sent.
   if (const std::string why = invalid_reason(plan, c.vocab); !why.empty())
     return finish(report::Status::Fail, "invalid plan: " + why);

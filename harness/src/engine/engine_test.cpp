@@ -1244,6 +1244,65 @@ TEST(ModelOracle, AnEncoderPositionSeesItsReachOnBothSidesAndNoPadding) {
   EXPECT_THROW(SequenceOracle<double>(m).encode(base, none), std::invalid_argument);  // no real key at all
 }
 
+// An encoder-decoder (ModelConfig::encoder): each decoder position cross-attends every real source position, however far
+// (no window on the cross-attention, a sliding self-attention beside it), and no padding one; the cross_window mutant
+// (a sliding cache of the encoder's output: only the last window of the source) leaves a change at the source's start
+// unseen; the decoder needs its source first.
+TEST(ModelOracle, AnEncoderDecodersPositionsCrossAttendEveryRealSourcePosition) {
+  Model m = random_model(Family::Gemma2, {3}, 3, 9);
+  const Model encoder_model = random_model(Family::Gemma2, {2}, 2, 11);
+  auto encoder = std::make_shared<Model>(encoder_model);
+  ModelConfig& e = encoder->config;
+  e.bidirectional = e.hidden_output = true;
+  e.reach_before = e.reach_after = {2};
+  m.config.cross_width = e.hidden;
+  m.config.encoder = std::make_shared<const ModelConfig>(e);
+  m.encoder = encoder;
+  std::mt19937_64 rng(13);
+  std::normal_distribution<double> normal(0, 0.5);
+  const ModelConfig& c = m.config;
+  for (const auto& [name, size] :
+       std::vector<std::pair<std::string, int64_t>>{{"cross_attn.q_proj.weight", c.heads * c.head_dim * c.hidden},
+                                                    {"cross_attn.k_proj.weight", c.kv_heads * c.head_dim * e.hidden},
+                                                    {"cross_attn.v_proj.weight", c.kv_heads * c.head_dim * e.hidden},
+                                                    {"cross_attn.o_proj.weight", c.hidden * c.heads * c.head_dim},
+                                                    {"pre_cross_attn_layernorm.weight", c.hidden},
+                                                    {"post_cross_attn_layernorm.weight", c.hidden}}) {
+    auto& v = m.tensors["model.layers.0." + name];
+    v.resize(static_cast<size_t>(size));
+    for (double& x : v) x = normal(rng);
+  }
+  const int64_t S = 10, n = 6;
+  const std::vector<int32_t> source = tokens(S, 5), target = tokens(n, 6);
+  // Which decoder rows move when source position `changed` changes.
+  auto rows_moved = [&](int64_t changed, const std::vector<bool>& real = {}, OracleOptions o = {}) {
+    std::vector<int32_t> other = source;
+    other[static_cast<size_t>(changed)] = (other[static_cast<size_t>(changed)] + 1) % 32;
+    SequenceOracle<double> a(m, o), b(m, o);
+    a.set_source(source, real);
+    b.set_source(other, real);
+    const std::vector<double> x = a.extend(target), y = b.extend(target);
+    int64_t moved = 0;
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t v = 0; v < 32; ++v)
+        if (x[static_cast<size_t>(r * 32 + v)] != y[static_cast<size_t>(r * 32 + v)]) {
+          ++moved;
+          break;
+        }
+    return moved;
+  };
+  EXPECT_EQ(rows_moved(0), n);      // the source's first token reaches every decoder position
+  EXPECT_EQ(rows_moved(S - 1), n);  // and its last
+  std::vector<bool> real(S, true);
+  real[0] = false;
+  EXPECT_EQ(rows_moved(0, real), 0);  // a padding source position: seen by no query (its encoder row alone moves)
+  OracleOptions cross_window;
+  cross_window.cross_window = true;
+  EXPECT_EQ(rows_moved(0, {}, cross_window), 0);  // source 0 reaches encoder rows 0..2 only, outside the last 3
+  EXPECT_EQ(rows_moved(S - 1, {}, cross_window), n);
+  EXPECT_THROW(SequenceOracle<double>(m).extend(target), std::invalid_argument);  // no source set
+}
+
 // modernbert-decoder: layer i full iff i % global_attn_every_n_layers == 0 (layer 0 full), a window of
 // local_attention // 2, the head size from the heads, and a refusal where the releases' rope bases differ.
 TEST(ModelConfig, ReadsModernBertDecodersPatternHalfWindowAndRefusesUnequalRopeBases) {

@@ -120,6 +120,22 @@ void read_gemma(const json& c, const std::string& file, ModelConfig& m, bool g3)
   m.windows = gemma_windows(c, m.layers, m.sliding_window, pattern, file);
 }
 void read_gemma2(const json& c, const std::string& file, ModelConfig& m) { read_gemma(c, file, m, false); }
+
+// T5GemmaModuleConfig (t5gemma's encoder and decoder, every pinned release): gemma2's layers (sandwich norms of weight
+// 1 + w, the scores times query_pre_attn_scalar ** -0.5 and soft-capped by attn_logit_softcapping, default 50, the
+// embedding times sqrt(hidden)), layer types by default sliding on even layers, rope_theta 1e4 (4.x top-level, 5.x
+// rope_parameters); hidden_activation gelu_pytorch_tanh by default or the exact gelu; attention_bias puts a bias on
+// q, k, v and o (the cross-attention's too). Its norms are named pre_self_attn_layernorm and post_self_attn_layernorm.
+// The head, its tie and the soft-capping of the logits are the outer config's (read_encoder_decoder).
+void read_t5gemma_module(const json& c, const std::string& file, ModelConfig& m) {
+  read_gemma(c, file, m, false);
+  const std::string act = c.value("hidden_activation", std::string("gelu_pytorch_tanh"));
+  if (act != "gelu_pytorch_tanh" && act != "gelu")
+    bad(file, "/hidden_activation", "\"" + act + "\" is not modelled (gelu_pytorch_tanh and gelu are)");
+  m.gelu_exact = act == "gelu";
+  m.qkv_bias = m.o_bias = c.value("attention_bias", false);
+  m.tensor_names = {{"pre_self_attn_layernorm.", "input_layernorm."}, {"post_self_attn_layernorm.", "post_attention_layernorm."}};
+}
 void read_gemma3(const json& c, const std::string& file, ModelConfig& m) { read_gemma(c, file, m, true); }
 
 void read_mistral(const json& c, const std::string& file, ModelConfig& m) {
@@ -2437,7 +2453,27 @@ const FamilyEntry kRegistry[] = {
     {Family::Beam, "beam", read_beam},
     {Family::MimoV2Flash, "mimo_v2_flash", read_mimo_v2_flash},
     {Family::Dory, "dory", read_dory},
+    {Family::T5Gemma, "t5gemma", read_t5gemma_module},  // each stack of the encoder-decoder (kEncoderDecoders)
 };
+
+// An encoder-decoder (T5GemmaForConditionalGeneration, every pinned release): config.encoder and config.decoder are
+// each a stack's own config (model_type `stack`), their tensors under model.encoder. and model.decoder., the head
+// lm_head.out_proj (tied to the decoder's embedding where the outer tie_word_embeddings, default true) and the logits
+// soft-capped by the decoder's final_logit_softcapping. The encoder is bidirectional: a sliding layer sees
+// sliding_window keys on each side (create_bidirectional_sliding_window_mask from 5.0; 4.x's own overlay reached
+// sliding_window - 1, finding 54: the registry reads the newest release's rule, oracle_agreement's 4.x rows run
+// kvc-model-oracle --encoder-reach-delta -1). The decoder's layers cross-attend the encoder's output
+// (ModelConfig::encoder).
+struct EncoderDecoderEntry {
+  const char* model_type;  // its registry row reads each stack
+  const char* stack;       // the sub-configs' own model_type
+  const char *encoder_prefix, *decoder_prefix, *head;
+};
+const EncoderDecoderEntry kEncoderDecoders[] = {
+    {"t5gemma", "t5_gemma_module", "model.encoder.", "model.decoder.", "lm_head.out_proj."},
+};
+
+ModelConfig read_family(const std::string& type, const json& outer, const std::string& outer_file);
 
 }  // namespace
 
@@ -2498,6 +2534,42 @@ Attention ModelConfig::attention(int64_t layer) const {
 ModelConfig parse_config(const json& outer, const std::string& outer_file) {
   if (!outer.is_object()) bad(outer_file, "", "must be a JSON object");
   const std::string type = outer.value("model_type", std::string());
+  for (const EncoderDecoderEntry& e : kEncoderDecoders) {
+    if (type != e.model_type) continue;
+    if (!bool_or(outer, "is_encoder_decoder", true, outer_file))
+      bad(outer_file, "/is_encoder_decoder", "false (an encoder alone, " + type + "'s EncoderModel) is not modelled");
+    ModelConfig stacks[2];
+    for (int i = 0; i < 2; ++i) {
+      const char* key = i ? "decoder" : "encoder";
+      if (!(outer.contains(key) && outer[key].is_object()))
+        bad(outer_file, std::string("/") + key, "missing: " + type + " describes its " + key + " there");
+      json c = outer[key];
+      const std::string file = outer_file + " (" + key + ")";
+      if (c.value("model_type", std::string(e.stack)) != e.stack)
+        bad(file, "/model_type", "\"" + c.value("model_type", std::string()) + "\": " + type + "'s stacks are " + e.stack);
+      stacks[i] = read_family(e.model_type, c, file);
+      stacks[i].text_prefix = i ? e.decoder_prefix : e.encoder_prefix;
+      stacks[i].head_prefix = "";
+    }
+    ModelConfig& enc = stacks[0];
+    enc.bidirectional = true;
+    enc.hidden_output = true;
+    enc.tied = false;
+    enc.final_softcap = 0;
+    for (int64_t w : enc.windows) enc.reach_before.push_back(w), enc.reach_after.push_back(w);
+    ModelConfig m = std::move(stacks[1]);
+    m.tied = bool_or(outer, "tie_word_embeddings", true, outer_file);
+    // 4.57.6 ties the head to the encoder's embedding (get_input_embeddings) where the decoder's config ties, whatever
+    // the outer config says; the other releases read the outer one alone
+    // (engines/transformers/repro/t5gemma_untied_head_is_the_encoders_embedding.py).
+    if (!m.tied && bool_or(outer["decoder"], "tie_word_embeddings", true, outer_file + " (decoder)"))
+      bad(outer_file, "/decoder/tie_word_embeddings",
+          "true (or absent) under an untied model: 4.57.6 then ties lm_head to the encoder's embedding");
+    m.tensor_names.emplace_back(e.head, "lm_head.");
+    m.cross_width = enc.hidden;
+    m.encoder = std::make_shared<const ModelConfig>(std::move(enc));
+    return m;
+  }
   for (const WrapperEntry& w : kWrappers) {
     if (type != w.model_type) continue;
     // A wrapper: its decoder is its text_config, read as that family's own config.json.
@@ -2528,6 +2600,12 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
           if (outer.contains(key) && outer[key].is_number_integer()) m.zero_tokens.push_back(outer[key].get<int64_t>());
     return m;
   }
+  return read_family(type, outer, outer_file);
+}
+
+namespace {
+// The registry row of `type` reading `outer`.
+ModelConfig read_family(const std::string& type, const json& outer, const std::string& outer_file) {
   ModelConfig m;
   const FamilyEntry* entry = nullptr;
   std::string known;
@@ -2572,7 +2650,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
       m.family != Family::CohereCompassText && m.family != Family::Laguna && m.family != Family::OpenAIPrivacyFilter &&
       m.family != Family::Step3p7 && m.family != Family::RecurrentGemma && m.family != Family::Beam &&
-      m.family != Family::MimoV2Flash && m.family != Family::Dory && c.value("attention_bias", false))
+      m.family != Family::MimoV2Flash && m.family != Family::Dory && m.family != Family::T5Gemma && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -2626,6 +2704,7 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
     if (w < 0) bad(file, "/sliding_window", "must be positive");
   return m;
 }
+}  // namespace
 
 const std::vector<double>& Model::at(const std::string& name) const {
   auto it = tensors.find(name);
@@ -2717,6 +2796,10 @@ std::string content_digest(std::initializer_list<std::string_view> parts) {
   return out;
 }
 
+namespace {
+void read_stack(Model& m, const std::string& st, const std::string& cfg_path);
+}
+
 Model load_model(const std::string& dir) {
   Model m;
   const std::string cfg_path = dir + "/config.json";
@@ -2726,6 +2809,24 @@ Model load_model(const std::string& dir) {
   m.config.name = dir.substr(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
   const std::string st = dir + "/model.safetensors";
   m.tensors = read_safetensors(st);
+  m.digest = content_digest({m.config.name, read_file(cfg_path), read_file(st)});
+  if (m.config.encoder) {  // an encoder-decoder: the encoder's tensors (under its text_prefix) as a model of their own
+    auto encoder = std::make_shared<Model>();
+    encoder->config = *m.config.encoder;
+    encoder->config.name = m.config.name + " (encoder)";
+    for (const auto& [name, t] : m.tensors)
+      if (name.rfind(encoder->config.text_prefix, 0) == 0) encoder->tensors[name] = t;
+    encoder->digest = m.digest;
+    read_stack(*encoder, st, cfg_path);
+    m.encoder = std::move(encoder);
+  }
+  read_stack(m, st, cfg_path);
+  return m;
+}
+
+namespace {
+// The tensors of one stack under the names the forward reads, each checked against its shape.
+void read_stack(Model& m, const std::string& st, const std::string& cfg_path) {
   if (!m.config.text_prefix.empty()) {
     // A multimodal checkpoint: its text decoder's tensors become the decoder's own names, the towers go.
     std::map<std::string, std::vector<double>> text;
@@ -2740,7 +2841,6 @@ Model load_model(const std::string& dir) {
                                ")");
     m.tensors = std::move(text);
   }
-  m.digest = content_digest({m.config.name, read_file(cfg_path), read_file(st)});
   const ModelConfig& k = m.config;
   if (!k.tensor_names.empty()) {
     // The family's checkpoint names under the forward's (lfm3's operator_norm is input_layernorm, ...).
@@ -2875,7 +2975,7 @@ Model load_model(const std::string& dir) {
   };
   need("model.embed_tokens.weight", k.vocab * k.hidden);
   if (!k.l2_norm) need("model.norm.weight", k.hidden);  // l2_norm: every norm weightless
-  if (!k.tied) need("lm_head.weight", k.out_width() * k.hidden);
+  if (!k.tied && !k.hidden_output) need("lm_head.weight", k.out_width() * k.hidden);
   if (k.logit_channel_scale > 0) need("lm_head.logit_scale", k.vocab);
   if (k.tied && k.outputs > 0) throw std::runtime_error(cfg_path + ": an output of its own width cannot be the tied embedding");
   // A LayerNorm's weight (and bias where norm_bias).
@@ -3023,6 +3123,21 @@ Model load_model(const std::string& dir) {
       need(layer_name(l, "attention_residual_gate.weight"), k.hidden);
       need(layer_name(l, "feedforward_residual_gate.weight"), k.hidden);
     }
+    if (k.cross_width > 0) {  // an encoder-decoder's cross-attention (its q and o as the self-attention's)
+      const int64_t qd = k.q_heads(l) * k.dim(l), kvd = k.kv(l) * k.dim(l);
+      need(layer_name(l, "cross_attn.q_proj.weight"), qd * k.hidden);
+      need(layer_name(l, "cross_attn.k_proj.weight"), kvd * k.cross_width);
+      need(layer_name(l, "cross_attn.v_proj.weight"), kvd * k.cross_width);
+      need(layer_name(l, "cross_attn.o_proj.weight"), k.hidden * qd);
+      if (k.qkv_bias) {
+        need(layer_name(l, "cross_attn.q_proj.bias"), qd);
+        need(layer_name(l, "cross_attn.k_proj.bias"), kvd);
+        need(layer_name(l, "cross_attn.v_proj.bias"), kvd);
+      }
+      if (k.o_bias) need(layer_name(l, "cross_attn.o_proj.bias"), k.hidden);
+      need(layer_name(l, "pre_cross_attn_layernorm.weight"), k.hidden);
+      need(layer_name(l, "post_cross_attn_layernorm.weight"), k.hidden);
+    }
   }
   if (k.per_layer_input > 0) {
     const std::string& at = k.per_layer_tensors.first;
@@ -3034,8 +3149,8 @@ Model load_model(const std::string& dir) {
     need("model.altup_projections." + std::to_string(i - 1) + ".weight", k.hidden * k.hidden);
     need("model.altup_unembed_projections." + std::to_string(i - 1) + ".weight", k.hidden * k.hidden);
   }
-  return m;
 }
+}  // namespace
 
 namespace {
 
@@ -3208,13 +3323,22 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
                    k.moe.expert_limits.size(), k.layer_weights.size(), k.loop_entries.size()})
     if (n != 0 && static_cast<int64_t>(n) != k.layers)
       throw std::invalid_argument("ModelConfig: a per-layer field needs one entry per layer");
+  if (k.cross_width > 0) {
+    if (!k.encoder || !model.encoder || k.cross_width != k.encoder->hidden)
+      throw std::invalid_argument(
+          "ModelConfig::cross_width: an encoder-decoder needs its encoder (the model's, its hidden size)");
+    if (k.norm_placement != NormPlacement::Sandwich || k.parallel_block || k.conv_layers.size() || k.recurrent_layers.size() ||
+        k.altup_inputs > 0 || k.shares_kv(0) || !k.kv_source.empty())
+      throw std::invalid_argument("ModelConfig::cross_width: cross-attention is modelled in sandwich attention layers only");
+    encoder_ = model.encoder;
+  }
   embed_ = as<T>(model.at("model.embed_tokens.weight"));
   if (!k.loop_entries.empty() && k.layer_norm)
     throw std::invalid_argument("ModelConfig::loop_entries: a loop's entry norm is an RMS or L2 norm, not a LayerNorm");
   if (!k.l2_norm) final_norm_ = as<T>(model.at("model.norm.weight"));  // l2_norm: weightless
   if (k.logit_channel_scale > 0)
     for (double v : model.at("lm_head.logit_scale")) logit_scales_.push_back(static_cast<T>(v * k.logit_channel_scale));
-  lm_head_ = k.tied ? embed_ : as<T>(model.at("lm_head.weight"));
+  if (!k.hidden_output) lm_head_ = k.tied ? embed_ : as<T>(model.at("lm_head.weight"));
   if (k.norm_bias) final_norm_bias_ = as<T>(model.at("model.norm.bias"));
   if (k.embed_norm) {
     embed_norm_ = as<T>(model.at("model.embed_norm.weight"));
@@ -3297,6 +3421,20 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       L.v_bias = get("self_attn.v_proj.bias");
     }
     if (k.o_bias && !conv) L.o_bias = get("self_attn.o_proj.bias");
+    if (k.cross_width > 0) {
+      L.cross_q = get("cross_attn.q_proj.weight");
+      L.cross_k = get("cross_attn.k_proj.weight");
+      L.cross_v = get("cross_attn.v_proj.weight");
+      L.cross_o = get("cross_attn.o_proj.weight");
+      if (k.qkv_bias) {
+        L.cross_q_bias = get("cross_attn.q_proj.bias");
+        L.cross_k_bias = get("cross_attn.k_proj.bias");
+        L.cross_v_bias = get("cross_attn.v_proj.bias");
+      }
+      if (k.o_bias) L.cross_o_bias = get("cross_attn.o_proj.bias");
+      L.cross_pre_norm = get("pre_cross_attn_layernorm.weight");
+      L.cross_post_norm = get("post_cross_attn_layernorm.weight");
+    }
     const bool moe = !k.moe.layers.empty() && k.moe.layers[li];
     if (!moe || k.moe.shared_intermediate > 0) {  // the dense MLP, or the shared expert
       const std::string mlp = k.mlp_prefix + (moe ? k.moe.shared : "");
@@ -3960,6 +4098,47 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           for (int64_t i = 0; i < H; ++i) x[i] = L.attn_alpha[i] * x[i] + L.attn_beta[i] * o[i];
         if (k.laurel_rank > 0)
           for (int64_t i = 0; i < H; ++i) x[i] = (x[i] + lr[i]) / static_cast<T>(M_SQRT2);
+        if (!L.cross_q.empty()) {
+          // An encoder-decoder's cross-attention: queries from pre_cross_attn_layernorm(x) over every real source
+          // position's keys and values (set_source), no rope, no window; x += post_cross_attn_layernorm(o_proj out).
+          const Row<T> cq = row(Q, t, widest);
+          rms_norm(x.data(), L.cross_pre_norm, H, eps, k.gemma_norm, h.data());
+          matvec(L.cross_q, h.data(), NQ * D, H, cq.data(), L.cross_q_bias);
+          const int64_t S = source_length_;
+          const int64_t from = options_.cross_window && k.attention(li) == Attention::Sliding
+                                   ? std::max<int64_t>(0, S - k.windows[l])
+                                   : 0;  // the cross_window mutant: a sliding cache's last window of the source
+          std::vector<T> e(static_cast<size_t>(S));
+          for (int64_t head = 0; head < NQ; ++head) {
+            const T* qh = cq.data() + head * D;
+            const int64_t kv = (head / group) * D;
+            T top = -INFINITY;
+            for (int64_t j = from; j < S; ++j) {
+              if (!source_real_.empty() && !source_real_[static_cast<size_t>(j)]) continue;
+              const T* key = L.cross_keys.data() + j * kvd + kv;
+              T sc = 0;
+              for (int64_t d = 0; d < D; ++d) sc += qh[d] * key[d];
+              sc *= static_cast<T>(k.query_scale);
+              if (k.attn_softcap > 0) sc = std::tanh(sc / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
+              e[static_cast<size_t>(j)] = sc;
+              top = std::max(top, sc);
+            }
+            if (top == -INFINITY) throw std::invalid_argument("set_source: the source has no real position");
+            T sum = 0;
+            for (int64_t j = from; j < S; ++j)
+              if (source_real_.empty() || source_real_[static_cast<size_t>(j)]) sum += (e[j] = std::exp(e[j] - top));
+            T* out = attn.data() + head * D;
+            std::fill(out, out + D, T(0));
+            for (int64_t j = from; j < S; ++j) {
+              if (!source_real_.empty() && !source_real_[static_cast<size_t>(j)]) continue;
+              const T* value = L.cross_values.data() + j * kvd + kv;
+              for (int64_t d = 0; d < D; ++d) out[d] += e[j] / sum * value[d];
+            }
+          }
+          matvec(L.cross_o, attn.data(), H, NQ * D, o.data(), L.cross_o_bias);
+          rms_norm(o.data(), L.cross_post_norm, H, post_eps, k.gemma_norm, o.data());
+          for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+        }
         rms_norm(x.data(), L.pre_ff_norm, H, eps, k.gemma_norm, h.data(), k.l2_norm);
       } else if (k.norm_placement == NormPlacement::Post) {
         rms_norm(o.data(), L.post_attn_norm, H, eps, k.gemma_norm, o.data());
@@ -4219,6 +4398,10 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     double* out = logits + t * V;
     if (k.layer_norm) layer_norm(x.data(), final_norm_, H, eps, h.data(), final_norm_bias_);
     else rms_norm(x.data(), final_norm_, H, eps, k.gemma_norm && !k.final_norm_plain, h.data(), k.l2_norm);
+    if (k.hidden_output) {  // an encoder-decoder's encoder: the final-normed rows themselves
+      for (int64_t i = 0; i < H; ++i) out[i] = static_cast<double>(h[i]);
+      continue;
+    }
     if (k.prediction_head == PredictionHead::ModernBert) {  // norm(act(dense h)) (x is done with: its row is scratch)
       matvec(head_dense_, h.data(), H, H, x.data(), head_dense_bias_);
       for (T& v : x) v = activate(k, v);
@@ -4258,10 +4441,40 @@ std::vector<double> SequenceOracle<T>::encode(const std::vector<int32_t>& tokens
 }
 
 template <class T>
+void SequenceOracle<T>::set_source(const std::vector<int32_t>& tokens, const std::vector<bool>& real) {
+  if (!encoder_) throw std::invalid_argument(config_.name + ": set_source is an encoder-decoder's");
+  if (source_length_ >= 0 || length_ != 0) throw std::invalid_argument(config_.name + ": the source is set once, first");
+  // The encoder under this run's encoder options (its reach, causal); the decoder's windows are not its.
+  OracleOptions encoder_options;
+  encoder_options.reach_delta = options_.reach_delta;
+  encoder_options.causal = options_.causal;
+  SequenceOracle<T> encoder(*encoder_, *config_.encoder, encoder_options);
+  const std::vector<double> rows = encoder.encode(tokens, real);  // [source, cross_width]
+  const int64_t S = static_cast<int64_t>(tokens.size()), W = config_.cross_width;
+  std::vector<T> in(static_cast<size_t>(W));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    Layer& L = layers_[l];
+    const int64_t li = static_cast<int64_t>(l), kvd = config_.kv(li) * config_.dim(li);
+    std::vector<T> kk(static_cast<size_t>(kvd)), vv(static_cast<size_t>(kvd));
+    for (int64_t j = 0; j < S; ++j) {
+      for (int64_t i = 0; i < W; ++i) in[i] = static_cast<T>(rows[static_cast<size_t>(j * W + i)]);
+      matvec(L.cross_k, in.data(), kvd, W, kk.data(), L.cross_k_bias);
+      matvec(L.cross_v, in.data(), kvd, W, vv.data(), L.cross_v_bias);
+      L.cross_keys.insert(L.cross_keys.end(), kk.begin(), kk.end());
+      L.cross_values.insert(L.cross_values.end(), vv.begin(), vv.end());
+    }
+  }
+  source_real_ = real;
+  source_length_ = S;
+}
+
+template <class T>
 std::vector<double> SequenceOracle<T>::extend(const std::vector<int32_t>& tokens) {
   if (config_.bidirectional)
     throw std::invalid_argument(config_.name + ": an encoder (" + to_string(config_.family) +
                                 ") has no incremental forward: its positions see later tokens (encode)");
+  if (encoder_ && source_length_ < 0)
+    throw std::invalid_argument(config_.name + ": an encoder-decoder decodes against its source (set_source first)");
   std::vector<double> out(tokens.size() * static_cast<size_t>(config_.out_width()));
   forward(tokens.data(), static_cast<int64_t>(tokens.size()), length_, out.data());
   length_ += static_cast<int64_t>(tokens.size());

@@ -44,7 +44,12 @@
 // attention_mask, 0 = padding; default all 1); its --span-delta N widens each sliding layer's reach by N on both
 // sides, and --causal lets no query see a later key (OracleOptions::causal): the encoder rules' mutants;
 // --no-per-layer-input leaves embedding_gemma2's per-layer inputs out (ModelConfig::per_layer_input 0),
-// --gate-up-interleaved reads openai_privacy_filter's experts' gate and up as gpt_oss's even and odd columns. Prints
+// --gate-up-interleaved reads openai_privacy_filter's experts' gate and up as gpt_oss's even and odd columns. An
+// encoder-decoder (ModelConfig::encoder) decodes TOKENS against --source TOKENS (required; --source-real MASK its
+// attention_mask): its --span-delta N moves the decoder's windows and the encoder's reach, --encoder-reach-delta N the
+// encoder's reach alone (T5Gemma's 4.x encoder reached one key less: -1), --causal reads the encoder causally, and
+// --cross-window lets the cross-attention of the decoder's sliding layers see only the last sliding_window source
+// positions (a sliding cache of the encoder's output): the encoder-decoder's mutants. Prints
 // {"n", "vocab", "span", "local_layers", "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
 // "shared_expert", "conv_layers", "recurrent_layers", "conv_kernel", "attention_gate", "per_layer_input",
 // "altup_inputs", "altup_active", "laurel_rank", "sparse_layers", "mlp_limits",
@@ -73,7 +78,8 @@ int main(int argc, char** argv) {
            "[--no-per-layer-input] [--no-laurel] [--no-activation-sparsity] [--altup-active N] [--gate-up-interleaved] [--real MASK] "
            "[--no-mlp-limits] [--no-expert-limits] [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] "
            "[--rms-norms] [--residual-add] [--no-query-scale] [--no-gate-scale] [--no-attention-sub-norm] [--no-mlp-sub-norm] "
-           "[--no-mlp-scale] [--no-logit-scale] [--no-loop-entries] [--causal]\n";
+           "[--no-mlp-scale] [--no-logit-scale] [--no-loop-entries] [--causal] "
+           "[--source TOKENS] [--source-real MASK] [--encoder-reach-delta N] [--cross-window]\n";
     return 2;
   }
   try {
@@ -83,7 +89,10 @@ int main(int argc, char** argv) {
     for (std::string t; std::getline(list, t, ',');) tokens.push_back(std::stoi(t));
     bool f32 = false;
     int64_t delta = 0;
-    std::vector<bool> real;  // an encoder's attention_mask
+    std::vector<bool> real;       // an encoder's attention_mask
+    std::vector<int32_t> source;  // an encoder-decoder's source, and its attention_mask
+    std::vector<bool> source_real;
+    int64_t encoder_reach_delta = 0;
     kvc::engine::OracleOptions options;
     kvc::engine::MoeConfig& moe = model.config.moe;
     const kvc::engine::MoeConfig as_read = moe;
@@ -167,6 +176,14 @@ int main(int argc, char** argv) {
           throw std::invalid_argument("--altup-active: the model's AltUp has no such stream");
       } else if (std::strcmp(argv[i], "--causal") == 0) options.causal = true;
       else if (std::strcmp(argv[i], "--gate-up-interleaved") == 0) moe.gate_up_halves = false;
+      else if (std::strcmp(argv[i], "--source") == 0 && i + 1 < argc) {
+        std::stringstream list_of(argv[++i]);
+        for (std::string t; std::getline(list_of, t, ',');) source.push_back(std::stoi(t));
+      } else if (std::strcmp(argv[i], "--source-real") == 0 && i + 1 < argc) {
+        std::stringstream mask(argv[++i]);
+        for (std::string b; std::getline(mask, b, ',');) source_real.push_back(b == "1");
+      } else if (std::strcmp(argv[i], "--encoder-reach-delta") == 0 && i + 1 < argc) encoder_reach_delta = std::stoll(argv[++i]);
+      else if (std::strcmp(argv[i], "--cross-window") == 0) options.cross_window = true;
       else if (std::strcmp(argv[i], "--real") == 0 && i + 1 < argc) {
         std::stringstream mask(argv[++i]);
         for (std::string b; std::getline(mask, b, ',');) real.push_back(b == "1");
@@ -178,8 +195,17 @@ int main(int argc, char** argv) {
       for (int64_t w : model.config.windows) options.windows.push_back(w > 0 ? std::max<int64_t>(1, w + delta) : 0);
       for (int64_t c : model.config.chunks) options.chunks.push_back(c > 0 ? std::max<int64_t>(1, c + delta) : 0);
     }
+    const bool seq2seq = model.config.encoder != nullptr;
+    if (delta != 0 && seq2seq) options.reach_delta = delta;  // and the decoder's windows (above)
+    options.reach_delta += encoder_reach_delta;
     if (!real.empty() && !model.config.bidirectional) throw std::invalid_argument("--real: an encoder's attention_mask");
-    auto run = [&](auto oracle) { return model.config.bidirectional ? oracle.encode(tokens, real) : oracle.extend(tokens); };
+    if (seq2seq == source.empty()) throw std::invalid_argument("--source: an encoder-decoder's, and it needs one");
+    if ((encoder_reach_delta != 0 || options.cross_window) && !seq2seq)
+      throw std::invalid_argument("--encoder-reach-delta, --cross-window: an encoder-decoder's");
+    auto run = [&](auto oracle) {
+      if (seq2seq) oracle.set_source(source, source_real);
+      return model.config.bidirectional ? oracle.encode(tokens, real) : oracle.extend(tokens);
+    };
     const std::vector<double> logits =
         f32 ? run(kvc::engine::SequenceOracle<float>(model, options)) : run(kvc::engine::SequenceOracle<double>(model, options));
     std::ofstream out(argv[3], std::ios::binary);

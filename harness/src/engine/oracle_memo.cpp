@@ -25,8 +25,8 @@ namespace {
 // Every field's value, bound by name: a field added to OracleOptions leaves this binding one name
 // short, which does not compile, so two options that compute different rows never share a key.
 std::string options_text(const OracleOptions& o) {
-  const auto& [windows, chunks, kv_half, q_half, gelu_half, k_block, v_block, q_block, kv_bf16, chunk_shift,
-               window_delta_position, window_delta, reach_delta, causal] = o;
+  const auto& [windows, chunks, kv_half, q_half, gelu_half, k_block, v_block, q_block, kv_bf16, chunk_shift, reach_delta, causal,
+               cross_window, window_delta_position, window_delta] = o;
   const json j = {windows,
                   chunks,
                   kv_half,
@@ -40,7 +40,8 @@ std::string options_text(const OracleOptions& o) {
                   window_delta_position,
                   window_delta,
                   reach_delta,
-                  causal};
+                  causal,
+                  cross_window};
   return j.dump();
 }
 

@@ -322,14 +322,39 @@ Vec modalities(const Model& model, const ModelConfig& k, int64_t l, Vec x) {
   return m;
 }
 
+// One stack's forward: its output rows (logits, or an encoder-decoder's encoder's final-normed hidden states). memory:
+// the encoder's rows an encoder-decoder's decoder cross-attends (memory_real: the source's attention_mask).
+std::vector<double> stack_forward(const Model& model, const ModelConfig& k, const std::vector<int32_t>& tokens,
+                                  const std::vector<bool>& real, const std::vector<Vec>& memory,
+                                  const std::vector<bool>& memory_real);
+
 }  // namespace
 
-std::vector<double> reference_logits(const Model& model, const std::vector<int32_t>& tokens) {
-  return reference_logits(model, model.config, tokens);
+std::vector<double> reference_logits(const Model& model, const std::vector<int32_t>& tokens, const std::vector<int32_t>& source,
+                                     const std::vector<bool>& source_real) {
+  return reference_logits(model, model.config, tokens, {}, source, source_real);
 }
 
 std::vector<double> reference_logits(const Model& model, const ModelConfig& k, const std::vector<int32_t>& tokens,
-                                     const std::vector<bool>& real) {
+                                     const std::vector<bool>& real, const std::vector<int32_t>& source,
+                                     const std::vector<bool>& source_real) {
+  std::vector<Vec> memory;
+  if (k.encoder) {  // an encoder-decoder: its encoder's output rows over the source, the decoder's memory
+    if (!model.encoder) throw std::invalid_argument(k.name + ": an encoder-decoder's model needs its encoder");
+    if (!source_real.empty() && source_real.size() != source.size())
+      throw std::invalid_argument("source_real: one entry per source token");
+    const Vec rows = stack_forward(*model.encoder, *k.encoder, source, source_real, {}, {});
+    for (size_t j = 0; j < source.size(); ++j)
+      memory.emplace_back(rows.begin() + static_cast<std::ptrdiff_t>(j * k.cross_width),
+                          rows.begin() + static_cast<std::ptrdiff_t>((j + 1) * k.cross_width));
+  }
+  return stack_forward(model, k, tokens, real, memory, source_real);
+}
+
+namespace {
+std::vector<double> stack_forward(const Model& model, const ModelConfig& k, const std::vector<int32_t>& tokens,
+                                  const std::vector<bool>& real, const std::vector<Vec>& memory,
+                                  const std::vector<bool>& memory_real) {
   if (!real.empty() && real.size() != tokens.size()) throw std::invalid_argument("real: one entry per token");
   const int64_t n = static_cast<int64_t>(tokens.size()), H = k.hidden;
   for (int32_t t : tokens)
@@ -394,6 +419,14 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
     const bool own_kv = !k.shares_kv(l), conv = k.conv(l), recurrent = k.recurrent(l);
     const Vec freq = inv_freq(k, l);
     const double rope_scale = k.yarn.factor > 0 ? k.yarn.attention_factor : 1;
+    // An encoder-decoder's cross keys and values: the layer's cross_attn k_proj and v_proj of every memory row.
+    std::vector<Vec> cross_keys, cross_values;
+    for (const Vec& row : memory) {
+      cross_keys.push_back(
+          linear(w("cross_attn.k_proj.weight"), row, KVH * D, k.qkv_bias ? &w("cross_attn.k_proj.bias") : nullptr));
+      cross_values.push_back(
+          linear(w("cross_attn.v_proj.weight"), row, KVH * D, k.qkv_bias ? &w("cross_attn.v_proj.bias") : nullptr));
+    }
     // AltUp: every stream predicted, pred_q = s_q + sum_p c[q * A + p] s_p (c from the active stream's modalities);
     // the layer runs on the active prediction.
     std::vector<std::vector<Vec>> pred(static_cast<size_t>(n));
@@ -603,6 +636,32 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
             laurel = norm(model, k, layer_name(l, "laurel.post_laurel_norm."), laurel, k.eps);
             for (int64_t i = 0; i < H; ++i) x[p][i] = (x[p][i] + (h[p][i] + laurel[i])) / M_SQRT2;
           }
+          if (k.cross_width > 0) {  // x += post_cross_attn_layernorm(cross_attn(pre_cross_attn_layernorm x))
+            const Vec hc = norm(model, k, layer_name(l, "pre_cross_attn_layernorm."), x[p], k.eps);
+            const Vec cq = linear(w("cross_attn.q_proj.weight"), hc, NQ * D, k.qkv_bias ? &w("cross_attn.q_proj.bias") : nullptr);
+            Vec attended(static_cast<size_t>(NQ * D), 0.0);
+            for (int64_t head = 0; head < NQ; ++head) {
+              const int64_t kv = (head / group) * D;
+              std::vector<size_t> seen;  // every real source position: no rope, no window
+              Vec e;
+              for (size_t j = 0; j < memory.size(); ++j) {
+                if (!memory_real.empty() && !memory_real[j]) continue;
+                double sc = dot(cq.data() + head * D, cross_keys[j].data() + kv, D) * k.query_scale;
+                if (k.attn_softcap > 0) sc = std::tanh(sc / k.attn_softcap) * k.attn_softcap;
+                seen.push_back(j), e.push_back(sc);
+              }
+              if (e.empty()) throw std::invalid_argument("the source has no real position");
+              const double top = *std::max_element(e.begin(), e.end());
+              double sum = 0;
+              for (double& v : e) sum += (v = std::exp(v - top));
+              for (size_t i = 0; i < seen.size(); ++i)
+                for (int64_t d = 0; d < D; ++d) attended[head * D + d] += e[i] / sum * cross_values[seen[i]][kv + d];
+            }
+            const Vec co = norm(
+                model, k, layer_name(l, "post_cross_attn_layernorm."),
+                linear(w("cross_attn.o_proj.weight"), attended, H, k.o_bias ? &w("cross_attn.o_proj.bias") : nullptr), post_eps);
+            for (int64_t i = 0; i < H; ++i) x[p][i] += co[i];
+          }
           ff_in = norm(model, k, layer_name(l, "pre_feedforward_layernorm."), x[p], k.eps);
           break;
         case NormPlacement::Post:
@@ -665,11 +724,16 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
       x[p][c] = sum / static_cast<double>(NA);
     }
   }
-  // The final norm (its weight plain where final_norm_plain), the prediction head, lm_head.
-  const Vec& head = model.at(k.tied ? "model.embed_tokens.weight" : "lm_head.weight");
+  // The final norm (its weight plain where final_norm_plain), the prediction head, lm_head; an encoder-decoder's
+  // encoder's rows are the final norm's.
+  const Vec& head = model.at(k.tied || k.hidden_output ? "model.embed_tokens.weight" : "lm_head.weight");
   std::vector<double> logits;
   for (int64_t p = 0; p < n; ++p) {
     Vec y = norm(model, k, "model.norm.", x[p], k.eps, !k.final_norm_plain);
+    if (k.hidden_output) {
+      logits.insert(logits.end(), y.begin(), y.end());
+      continue;
+    }
     if (k.prediction_head == PredictionHead::ModernBert) {  // head.norm(act(head.dense y)), head.norm a LayerNorm
       y = linear(model.at("head.dense.weight"), y, H, k.head_dense_bias ? &model.at("head.dense.bias") : nullptr);
       for (double& v : y) v = activate(k, v);
@@ -689,5 +753,7 @@ std::vector<double> reference_logits(const Model& model, const ModelConfig& k, c
   }
   return logits;
 }
+
+}  // namespace
 
 }  // namespace kvc::engine

@@ -60,15 +60,26 @@ std::vector<int32_t> sequence_for(const ModelConfig& c) {
   return tokens;
 }
 
+// An encoder-decoder's source (ModelConfig::encoder): past two of its encoder's reaches and then some, other tokens than
+// the decoder's; empty for every other model.
+std::vector<int32_t> source_for(const ModelConfig& c) {
+  if (!c.encoder) return {};
+  const int64_t n = std::min<int64_t>(64, std::max<int64_t>(12, 2 * c.encoder->local_span() + 5));
+  return tokens_for(7, 11, n, c.encoder->vocab);
+}
+
 struct Compared {
   int64_t values = 0, differing = 0;
   double max_relative = 0;  // |fast - reference| / max(1, |reference|)
 };
 
-// The fast path's logits of `tokens`: a decoder's extend, an encoder's encode (with `real` its attention_mask).
+// The fast path's logits of `tokens`: a decoder's extend, an encoder's encode (with `real` its attention_mask), an
+// encoder-decoder's extend after set_source (source_for, with `source_real` its attention_mask).
 std::vector<double> fast(const Model& m, const ModelConfig& config, const std::vector<int32_t>& tokens,
-                         const OracleOptions& options = {}, const std::vector<bool>& real = {}) {
+                         const OracleOptions& options = {}, const std::vector<bool>& real = {},
+                         const std::vector<bool>& source_real = {}) {
   SequenceOracle<double> oracle(m, config, options);
+  if (config.encoder) oracle.set_source(source_for(config), source_real);
   return config.bidirectional ? oracle.encode(tokens, real) : oracle.extend(tokens);
 }
 
@@ -88,12 +99,22 @@ TEST(ModelReference, TheOracleIsThePlainForwardBitForBitOnEveryFamilysCheckpoint
   for (const std::string& dir : checkpoints()) {
     const Model m = load_model(dir);
     const std::vector<int32_t> tokens = sequence_for(m.config);
-    const std::vector<double> reference = reference_logits(m, tokens);
+    const std::vector<int32_t> source = source_for(m.config);
+    const std::vector<double> reference = reference_logits(m, tokens, source);
     const Compared c = compare(fast(m, m.config, tokens), reference);
     EXPECT_EQ(c.differing, 0) << m.config.name << " (" << to_string(m.config.family) << "): " << c.differing << " of " << c.values
                               << " logits differ, by up to " << c.max_relative << " relative";
     families.insert(to_string(m.config.family));
     ++models, values += c.values;
+    if (m.config.encoder) {  // an encoder-decoder's source padded at position 1 and at its end
+      std::vector<bool> source_real(source.size(), true);
+      source_real[1] = source_real[source.size() - 1] = false;
+      const Compared pc =
+          compare(fast(m, m.config, tokens, {}, {}, source_real), reference_logits(m, m.config, tokens, {}, source, source_real));
+      EXPECT_EQ(pc.differing, 0) << m.config.name << ", source padded: " << pc.differing << " of " << pc.values
+                                 << " logits differ, by up to " << pc.max_relative << " relative";
+      ++encoders, values += pc.values;
+    }
     if (!m.config.bidirectional) continue;
     // An encoder's batch row padded at position 1 and at its end: no query sees those keys (or, where
     // a query then sees no real key, both refuse the sequence).
@@ -111,10 +132,10 @@ TEST(ModelReference, TheOracleIsThePlainForwardBitForBitOnEveryFamilysCheckpoint
                                << " logits differ, by up to " << pc.max_relative << " relative";
     ++encoders, values += pc.values;
   }
-  // Every family of the registry is among them (Dory the last).
-  EXPECT_EQ(families.size(), static_cast<size_t>(Family::Dory) + 1);
+  // Every family of the registry is among them (T5Gemma the last).
+  EXPECT_EQ(families.size(), static_cast<size_t>(Family::T5Gemma) + 1);
   EXPECT_GT(encoders, 0);
-  std::printf("%lld checkpoints of %zu families (%lld encoders also padded), %lld logits compared\n",
+  std::printf("%lld checkpoints of %zu families (%lld encoders and encoder-decoders also padded), %lld logits compared\n",
               static_cast<long long>(models), families.size(), static_cast<long long>(encoders), static_cast<long long>(values));
 }
 
@@ -143,7 +164,7 @@ TEST(ModelReference, TheConfigReadingsOfTheDiagnosesAreThePlainForwardBitForBit)
     read("rope base 10000 everywhere", true, [](ModelConfig& r) { r.rope_thetas.assign(static_cast<size_t>(r.layers), 1e4); });
     const std::vector<int32_t> tokens = sequence_for(k);
     for (const auto& [what, r] : as) {
-      const Compared c = compare(fast(m, r, tokens), reference_logits(m, r, tokens));
+      const Compared c = compare(fast(m, r, tokens), reference_logits(m, r, tokens, {}, source_for(k)));
       EXPECT_EQ(c.differing, 0) << k.name << ", " << what << ": " << c.differing << " of " << c.values
                                 << " logits differ, by up to " << c.max_relative << " relative";
       ++readings;
@@ -170,7 +191,7 @@ TEST(ModelReference, AFastPathOneTokenOffInItsWindowDiffersOnEveryLocalCheckpoin
     for (const int64_t c : k.chunks) wider.chunks.push_back(c > 0 ? c + 1 : 0);
     if (k.bidirectional) wider = {}, wider.reach_delta = 1;  // an encoder's reach is its own, not the window's
     const std::vector<int32_t> tokens = sequence_for(k);
-    const Compared c = compare(fast(m, k, tokens, wider), reference_logits(m, tokens));
+    const Compared c = compare(fast(m, k, tokens, wider), reference_logits(m, tokens, source_for(k)));
     ++local;
     if (c.max_relative > 1e-6) ++caught;
     else ADD_FAILURE() << k.name << ": a window one token wider moved no logit past 1e-6 (" << c.max_relative << ")";

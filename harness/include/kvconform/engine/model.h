@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,13 +71,14 @@ enum class Family {
   Step3p7,              // multimodal: the text decoder (step3p5) of its text_config
   Ergo,
   Dory,  // nGPT on the unit sphere with a looped section of layers
+  T5Gemma,  // an encoder-decoder: the decoder's description, its encoder in ModelConfig::encoder
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
 // "muse_glimmer_text", "kolibri1", "laguna", "embedding_gemma2_text", "openai_privacy_filter", "gemma3n_text",
-// "recurrent_gemma", "muse_spark_text", "step3p7", "ergo", "beam", "mimo_v2_flash", "dory"
+// "recurrent_gemma", "muse_spark_text", "step3p7", "ergo", "beam", "mimo_v2_flash", "dory", "t5gemma"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -366,6 +368,16 @@ struct ModelConfig {
   // the first entry (the looped section's input); empty: none.
   std::vector<int64_t> layer_weights;
   std::vector<bool> loop_entries;
+  // An encoder-decoder (t5gemma): this description is the decoder's, `encoder` the encoder stack's (bidirectional, its
+  // output the final-normed hidden states: hidden_output), read from the same checkpoint (Model::encoder). Each decoder
+  // layer cross-attends the encoder's output after its self-attention's residual add: x += post_cross_attn_layernorm(
+  // cross_attn(pre_cross_attn_layernorm x)), queries from the decoder (heads, head_dim, kv_heads as its self-attention,
+  // q/k/v/o biases where qkv_bias, o_bias), keys and values projected from the encoder's rows (cross_width wide), no
+  // rope and no window: every real source position (the source's attention_mask), the same query_scale and
+  // attn_softcap. cross_width 0: no cross-attention.
+  std::shared_ptr<const ModelConfig> encoder;
+  int64_t cross_width = 0;
+  bool hidden_output = false;  // the stack's output rows are its final-normed hidden states (no head): an encoder's
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -383,7 +395,9 @@ struct ModelConfig {
   int64_t source(int64_t layer) const { return kv_source.empty() ? layer : kv_source[static_cast<size_t>(layer)]; }
   bool shares_kv(int64_t layer) const { return source(layer) != layer; }
   bool conv(int64_t layer) const { return !conv_layers.empty() && conv_layers[static_cast<size_t>(layer)]; }
-  int64_t out_width() const { return outputs > 0 ? outputs : vocab; }  // the values of each position's output row
+  int64_t out_width() const {
+    return hidden_output ? hidden : outputs > 0 ? outputs : vocab;
+  }  // the values of each position's output row
   bool recurrent(int64_t layer) const { return !recurrent_layers.empty() && recurrent_layers[static_cast<size_t>(layer)]; }
   int64_t expert_width() const { return moe.pooled > 0 ? moe.pooled : hidden; }  // the routed experts' in and out width
 };
@@ -401,6 +415,9 @@ struct Model {
   std::map<std::string, std::vector<double>> tensors;  // by safetensors name, row-major
   std::string digest;  // of the folder's name and files as read: the oracle's rows are kept under it (check.cpp)
   const std::vector<double>& at(const std::string& name) const;  // throws naming the missing tensor
+  // An encoder-decoder's encoder (ModelConfig::encoder): its own description and tensors, named as a model's own
+  // (model.layers.<l>..., model.norm.); null for every other model.
+  std::shared_ptr<const Model> encoder;
 };
 
 // 32 hex digits naming the parts' bytes (length-prefixed, so that no two splits of one text collide):
@@ -431,6 +448,9 @@ struct OracleOptions {
   int64_t chunk_shift = 0;  // chunk boundaries at k*C + chunk_shift instead of k*C
   int64_t reach_delta = 0;  // an encoder's sliding layers reach this many keys further on each side
   bool causal = false;      // an encoder's queries see no later key (an encoder read as a decoder)
+  // An encoder-decoder's cross-attention on the decoder's sliding layers sees only the last sliding_window source
+  // positions, as a sliding cache of the encoder's output would keep them (the cross_window mutant).
+  bool cross_window = false;
   // One eviction off by one: the query at this position alone sees window + window_delta keys on
   // the sliding layers (-1: no such position).
   int64_t window_delta_position = -1, window_delta = 0;
@@ -473,6 +493,10 @@ class SequenceOracle {
   // it; a padding position's own row is computed like any other, at its position); empty = no padding. Throws
   // std::invalid_argument where a query would see no real key (transformers' eager forward then averages every value).
   std::vector<double> encode(const std::vector<int32_t>& tokens, const std::vector<bool>& real = {});
+  // An encoder-decoder's source (ModelConfig::encoder), once, before the first extend: its encoder's forward over
+  // `tokens` (real: the source's attention_mask, as encode's), each decoder layer's cross keys and values projected from
+  // its output. extend then decodes target tokens against it, causally.
+  void set_source(const std::vector<int32_t>& tokens, const std::vector<bool>& real = {});
   // Drops the last n positions. A hybrid's convolution state is the rows of its input kept per
   // position (like the K/V), so dropping them is the forward of the shorter prefix re-run from the
   // prompt, bit for bit.
@@ -522,6 +546,10 @@ class SequenceOracle {
     // dory's scales per channel (ModelConfig::query_channel_scale, attn_gate_scale, mlp_channel_scale) and its residual
     // interpolation rates |lambda * s| after the attention and after the MLP.
     std::vector<T> q_scale, gate_scale, suv_gate, suv_up, attn_rate, ff_rate;
+    // An encoder-decoder's cross-attention (ModelConfig::cross_width): its projections, biases and norms; the source's
+    // keys and values [source position][kv_heads * head_dim].
+    std::vector<T> cross_q, cross_k, cross_v, cross_o, cross_q_bias, cross_k_bias, cross_v_bias, cross_o_bias;
+    std::vector<T> cross_pre_norm, cross_post_norm, cross_keys, cross_values;
   };
   // The logits of n tokens at positions pos0, pos0 + 1, ... ([n, vocab]), their K/V appended.
   void forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits);
@@ -538,7 +566,10 @@ class SequenceOracle {
   std::vector<T> logit_scales_;  // dory: lm_head.logit_scale[r] * ModelConfig::logit_channel_scale
   int64_t length_ = 0;
   int64_t forgotten_ = 0;
-  std::vector<bool> real_;  // encode's attention_mask (empty: every key real)
+  std::vector<bool> real_;                // encode's attention_mask (empty: every key real)
+  std::shared_ptr<const Model> encoder_;  // an encoder-decoder's encoder (Model::encoder)
+  std::vector<bool> source_real_;         // set_source's attention_mask (empty: every source position real)
+  int64_t source_length_ = -1;            // -1: no source set
 };
 
 extern template class SequenceOracle<double>;

@@ -14,11 +14,15 @@ namespace kvc::engine {
 // The logits of every position of `tokens` (row-major [tokens.size(), vocab]), each position p
 // computed from tokens 0..p as the checkpoint's own config describes the model (an encoder's,
 // ModelConfig::bidirectional: from the keys its layers' rule shows it, later ones too).
-std::vector<double> reference_logits(const Model& model, const std::vector<int32_t>& tokens);
+// An encoder-decoder's (ModelConfig::encoder): `tokens` are the decoder's, each position cross-attending the encoder's
+// output over `source` (source_real: its attention_mask, SequenceOracle::set_source's).
+std::vector<double> reference_logits(const Model& model, const std::vector<int32_t>& tokens,
+                                     const std::vector<int32_t>& source = {}, const std::vector<bool>& source_real = {});
 // The same with the weights of `model` read as `config` describes them (a config read another way).
 // real: an encoder's attention_mask (SequenceOracle::encode's): no query sees a false (padding)
 // position; empty: every position real. std::invalid_argument where a query sees no real key.
 std::vector<double> reference_logits(const Model& model, const ModelConfig& config, const std::vector<int32_t>& tokens,
-                                     const std::vector<bool>& real = {});
+                                     const std::vector<bool>& real = {}, const std::vector<int32_t>& source = {},
+                                     const std::vector<bool>& source_real = {});
 
 }  // namespace kvc::engine
