@@ -469,7 +469,9 @@ nlohmann::ordered_json to_case_json(const Scenario& s) {
     windowed = windowed || t != LayerType::Full;
   }
   j["layer_types"] = layers;
-  if (windowed) j["window"] = s.window;
+  if (s.mask_builder_call)  // the window of builders whose layer type the cache lacks
+    for (LayerType t : s.mask_builder_call->absent_layer_types) windowed = windowed || t != LayerType::Full;
+  if (windowed && s.window != 0) j["window"] = s.window;
   if (s.cache == CacheKind::Static && s.max_cache_len > 0) j["max_cache_len"] = s.max_cache_len;
   j["batch"] = s.batch;
   j["heads"] = s.heads;
