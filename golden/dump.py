@@ -502,13 +502,26 @@ def document_of(x, lengths):
     return d
 
 
-def named_mask_function(spec):
-    """and_mask / or_mask of mask_builder_call -> a masking_utils mask function."""
+def named_mask_function(spec, positions):
+    """and_mask / or_mask of mask_builder_call -> a masking_utils mask function; `positions`: more
+    than any position a builder evaluates it on (a per_element table's size)."""
+    if spec["kind"] == "not_a_function":  # what the builders refuse (and_masks / or_masks check callable)
+        return 1
     if spec["kind"] == "prefix":  # a bidirectional prefix (prefix-LM, image tokens): every query sees keys < length
         n = spec["length"]
-        return lambda batch_idx, head_idx, q_idx, kv_idx: kv_idx < n
-    lengths = spec["lengths"]  # "same_document": a query sees the keys of its own document only
-    return lambda batch_idx, head_idx, q_idx, kv_idx: document_of(q_idx, lengths) == document_of(kv_idx, lengths)
+        fn = lambda batch_idx, head_idx, q_idx, kv_idx: kv_idx < n  # noqa: E731
+    else:
+        lengths = spec["lengths"]  # "same_document": a query sees the keys of its own document only
+        fn = lambda batch_idx, head_idx, q_idx, kv_idx: document_of(q_idx, lengths) == document_of(kv_idx, lengths)  # noqa: E731
+    if not spec.get("per_element"):
+        return fn
+    # Written for one (query, key) at a time, as a caller may: table[q_idx][kv_idx] reads a row, then
+    # an element. The vmap expansion (and flex's create_mask) evaluates it; broadcast index tensors
+    # would index the row's first dimension with kv_idx, so only a builder that takes the vmap path
+    # for custom mask functions gets the mask.
+    grid = torch.arange(positions)
+    table = fn(None, None, grid[:, None], grid[None, :]).expand(positions, positions).contiguous()
+    return lambda batch_idx, head_idx, q_idx, kv_idx: table[q_idx][kv_idx]
 
 
 def packed_position_ids(lengths, first, q_len):
@@ -530,70 +543,89 @@ def builder_call_arguments(case, fn, seen, q_len, am):
     extra = {}
     if "packed_documents" in call:
         extra["position_ids"] = packed_position_ids(call["packed_documents"], seen, q_len)
+    positions = sum(st.get("tokens", 0) for st in case["steps"]) + (case.get("max_cache_len") or 0) + 1
     for key, arg in (("and_mask", "and_mask_function"), ("or_mask", "or_mask_function")):
         if key in call:
-            extra[arg] = named_mask_function(call[key])
-    layer_idx = call.get("layer_idx")
-    if layer_idx is not None and "layer_idx" not in names:
-        raise ValueError(f"{fn.__name__} of this release takes no layer_idx (mask_builder_call.layer_idx)")
+            extra[arg] = named_mask_function(call[key], positions)
+    for key in ("layer_idx", "block_sequence_ids"):
+        if key in call and key not in names:
+            raise ValueError(f"{fn.__name__} of this release takes no {key} (mask_builder_call.{key})")
+    if "block_sequence_ids" in call:
+        extra["block_sequence_ids"] = torch.tensor(call["block_sequence_ids"], dtype=torch.long)
     if call.get("attention_mask_4d") and am is not None:
         # a prepared 4D mask: the 2D mask's keys for every query, passed through as it is
         am = am.to(torch.bool)[:, None, None, :].expand(am.shape[0], 1, q_len, am.shape[1])
-    return call.get("cache", True), am, layer_idx, extra
+    return call.get("cache", True), am, call.get("layer_idx"), extra
+
+
+def builder_error(e):
+    """A builder's raise: its phase and type (its message may name a function's address)."""
+    return {"phase": "mask_builder", "type": type(e).__name__}
 
 
 def builder_masks(A, case, cache, dtype, positions, am, dead, seen=0):
-    """{layer: record} for the first layer of each type: what the release's own builder returns for
-    that type's layers at this step, under sdpa, eager and flex_attention (see BUILDERS)."""
+    """({layer: record} for the first layer of each type: what the release's own builder returns for
+    that type's layers at this step, under sdpa, eager and flex_attention (see BUILDERS) and, with
+    mask_builder_call.flash, flash_attention_2; {layer type: record} for the builders of the
+    mask_builder_call's absent_layer_types, which the cache holds no layer of)."""
+    absent = (case.get("mask_builder_call") or {}).get("absent_layer_types", [])
+    out, out_absent = {}, {}
+    for lt, name in BUILDERS.items():
+        if lt in case["layer_types"]:
+            li = case["layer_types"].index(lt)
+            if dead[li] is None:
+                out[li] = builder_record(A, case, cache, dtype, positions, am, dead, seen, name)
+        elif lt in absent:
+            out_absent[lt] = builder_record(A, case, cache, dtype, positions, am, dead, seen, name)
+    return out, out_absent
+
+
+def builder_record(A, case, cache, dtype, positions, am, dead, seen, name):
     B, q_len = case["batch"], len(positions)
     embeds = torch.zeros(B, q_len, 1, dtype=dtype)
-    out = {}
-    for lt, name in BUILDERS.items():
-        if lt not in case["layer_types"]:
-            continue
-        li = case["layer_types"].index(lt)
-        if dead[li] is not None:
-            continue
-        fn = getattr(masking_utils, name)
-        use_cache, mask_arg, layer_idx, extra = builder_call_arguments(case, fn, seen, q_len, am)
-        rec = {"builder": name}
-        got = {}
-        for impl in ("sdpa", "eager", "flex_attention"):
-            cfg = make_config(case["layer_types"], case.get("window"), impl)
-            with asked_layers(cache) as asked, flex_on_the_index_grid():
-                try:
-                    got[impl] = create_mask(fn, cfg, embeds, mask_arg, torch.tensor(positions, dtype=torch.long),
-                                            cache if use_cache else None, layer_idx, extra)
-                except Exception as e:
-                    got[impl] = e
-            sized = sorted(set(asked["get_mask_sizes"]))
-            offset = sorted(set(asked["get_seq_length"]))
-            if len(sized) > 1 or len(offset) > 1 or (not sized and use_cache and mask_arg is am):
-                raise RuntimeError(f"{name} under {impl} asked layers {asked}: expected one layer's mask sizes")
-            # none asked: called without the cache, or a 4D mask returned before the cache is asked
-            where = {"sized_from": sized[0] if sized else None, "query_offset_from": offset[0] if offset else None}
-            if "sized_from" in rec and {k: rec[k] for k in where} != where:
-                raise RuntimeError(f"{name} asked other layers under {impl} ({where}) than before ({rec})")
-            rec.update(where)
-        failed = [dead[j] for j in (rec["sized_from"], rec["query_offset_from"]) if j is not None and dead[j] is not None]
-        if failed:
-            rec["skipped"] = f"the layer it sizes from failed at step {min(failed)}"
-            out[li] = rec
-            continue
-        for impl, m in got.items():
-            key = "flex" if impl == "flex_attention" else impl
-            if isinstance(m, Exception):
-                rec[key] = {"error": exc_record("mask_builder", m)}
-            elif impl == "sdpa":
-                rec[key] = {"skipped": m is None, "rows": None if m is None else mask_strings(m)}
-            elif impl == "eager" and m.dtype == torch.bool:  # a 4D mask passed through: its own bytes
-                rec[key] = {"shape": list(m.shape), "sha256": sha256_bytes(tensor_bytes(m)), "dtype": "bool"}
-            elif impl == "eager":
-                rec[key] = {"shape": list(m.shape), "sha256": sha256_bytes(tensor_bytes(m))}
-            else:
-                rec[key] = {"shape": list(m.shape), "rows": mask_strings(m)}
-        out[li] = rec
-    return out
+    fn = getattr(masking_utils, name)
+    use_cache, mask_arg, layer_idx, extra = builder_call_arguments(case, fn, seen, q_len, am)
+    impls = ["sdpa", "eager", "flex_attention"]
+    if (case.get("mask_builder_call") or {}).get("flash"):
+        impls.append("flash_attention_2")
+    rec = {"builder": name}
+    got = {}
+    for impl in impls:
+        cfg = make_config(case["layer_types"], case.get("window"), impl)
+        with asked_layers(cache) as asked, flex_on_the_index_grid():
+            try:
+                got[impl] = create_mask(fn, cfg, embeds, mask_arg, torch.tensor(positions, dtype=torch.long),
+                                        cache if use_cache else None, layer_idx, extra)
+            except Exception as e:
+                got[impl] = e
+        sized = sorted(set(asked["get_mask_sizes"]))
+        offset = sorted(set(asked["get_seq_length"]))
+        if len(sized) > 1 or len(offset) > 1 or (not sized and use_cache and mask_arg is am and not isinstance(got[impl], Exception)):
+            raise RuntimeError(f"{name} under {impl} asked layers {asked}: expected one layer's mask sizes")
+        # none asked: called without the cache, a 4D mask returned before the cache is asked, or a raise before it
+        where = {"sized_from": sized[0] if sized else None, "query_offset_from": offset[0] if offset else None}
+        if "sized_from" in rec and {k: rec[k] for k in where} != where:
+            raise RuntimeError(f"{name} asked other layers under {impl} ({where}) than before ({rec})")
+        rec.update(where)
+    failed = [dead[j] for j in (rec["sized_from"], rec["query_offset_from"]) if j is not None and dead[j] is not None]
+    if failed:
+        rec["skipped"] = f"the layer it sizes from failed at step {min(failed)}"
+        return rec
+    for impl, m in got.items():
+        key = {"flex_attention": "flex", "flash_attention_2": "flash"}.get(impl, impl)
+        if isinstance(m, Exception):
+            rec[key] = {"error": builder_error(m)}
+        elif impl == "sdpa":
+            rec[key] = {"skipped": m is None, "rows": None if m is None else mask_strings(m)}
+        elif impl == "flash_attention_2":  # flash_attention_mask: the 2D mask cut to the keys, or none
+            rec[key] = {"mask": None if m is None else ["".join(str(int(x)) for x in row) for row in m.tolist()]}
+        elif impl == "eager" and m.dtype == torch.bool:  # a 4D mask passed through: its own bytes
+            rec[key] = {"shape": list(m.shape), "sha256": sha256_bytes(tensor_bytes(m)), "dtype": "bool"}
+        elif impl == "eager":
+            rec[key] = {"shape": list(m.shape), "sha256": sha256_bytes(tensor_bytes(m))}
+        else:
+            rec[key] = {"shape": list(m.shape), "rows": mask_strings(m)}
+    return rec
 
 
 # --------------------------------------------------------------------------------------------
@@ -707,7 +739,7 @@ def dump_case(case, case_bytes):
             "attention_mask_2d": ["".join(str(int(x)) for x in row) for row in am.tolist()] if am is not None else None,
             "layers": [],
         }
-        built = builder_masks(A, case, cache, dtype, positions, am, dead, seen)
+        built, built_absent = builder_masks(A, case, cache, dtype, positions, am, dead, seen)
         for li, lt in enumerate(case["layer_types"]):
             rec = {"layer": li}
             step_rec["layers"].append(rec)
@@ -721,6 +753,8 @@ def dump_case(case, case_bytes):
             ))
             if li in built:
                 rec["mask_builders"] = built[li]
+            if li == 0 and built_absent:
+                rec["mask_builders_absent"] = built_absent
             errs = rec.get("errors") or []
             for e in errs:
                 fixture["errors"].append(dict(step=si, layer=li, **e))

@@ -248,9 +248,14 @@ def semantic_errors(case, stem=None, size_policy=False):
             errs.append((f"/steps/{i}/cache_position", f"has {len(cp)} positions, step has {s['tokens']} tokens"))
     if case["cache"] == "dynamic" and "max_cache_len" in case:
         errs.append(("/max_cache_len", "max_cache_len is only meaningful for a static cache"))
-    if all(t == "full_attention" for t in case["layer_types"]) and "window" in case:
-        errs.append(("/window", "window given but no sliding or chunked layer"))
     call = case.get("mask_builder_call") or {}
+    absent = call.get("absent_layer_types", [])
+    if all(t == "full_attention" for t in case["layer_types"] + absent) and "window" in case:
+        errs.append(("/window", "window given but no sliding or chunked layer"))
+    if any(t in case["layer_types"] for t in absent):
+        errs.append(("/mask_builder_call/absent_layer_types", "names a layer type the cache holds"))
+    if "block_sequence_ids" in call and len(call["block_sequence_ids"]) != case["batch"]:
+        errs.append(("/mask_builder_call/block_sequence_ids", "needs one row per batch row"))
     if call.get("layer_idx", 0) >= len(case["layer_types"]):
         errs.append(("/mask_builder_call/layer_idx", "no such layer"))
     if call.get("attention_mask_4d") and case.get("left_padding") is None:

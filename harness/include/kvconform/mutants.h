@@ -42,6 +42,10 @@ enum class Mutation {
   BuilderWithoutAndMask,           // and_mask_function dropped
   BuilderWithoutOrMask,            // or_mask_function dropped
   Builder4dMaskRebuilt,            // a 4D mask is not passed through: the builder's own mask from its 2D form
+  FlashMaskUncut,                  // flash_attention_mask returns the whole 2D mask, not its last kv_length keys
+  BuilderWithoutBlockOverlay,      // block_sequence_ids dropped (no bidirectional blocks)
+  BuilderAcceptsNonCallable,       // a mask function that is not callable is ignored instead of refused
+  BuilderAbsentTypeAsFull,         // a builder of a type the cache lacks makes a causal mask, without its window
   // A static sliding layer's mask sizes while it is still filling count its tokens, not its
   // capacity (transformers #45940's proposed change); golden replay's warm-up cases catch it.
   WarmUpSizesCountTokens,

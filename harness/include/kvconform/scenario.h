@@ -67,10 +67,12 @@ struct Step {
 // An and_mask / or_mask of a case's mask_builder_call: a mask function of the builders' (query,
 // key) positions from a small named vocabulary (cases/README.md, Mask builder calls).
 struct NamedMaskFunction {
-  enum class Kind { Prefix, SameDocument };
+  enum class Kind { Prefix, SameDocument, NotAFunction };
   Kind kind = Kind::Prefix;
   int64_t length = 0;            // Prefix: keys below it are seen by every query
   std::vector<int64_t> lengths;  // SameDocument: documents of these lengths, then one more
+  // Written per element (a lookup table[q][kv]): only the vmap expansion evaluates it; the same mask.
+  bool per_element = false;
   bool operator()(int64_t q, int64_t k) const;
 };
 
@@ -82,6 +84,10 @@ struct MaskBuilderCall {
   std::optional<int64_t> layer_idx;
   std::optional<NamedMaskFunction> and_mask, or_mask;
   bool attention_mask_4d = false;  // the 2D mask expanded to a 4D one, passed through
+  bool flash = false;              // also called under flash_attention_2 (flash_attention_mask)
+  // block_sequence_ids, one row per batch row (5.13 on): tokens of a block >= 0 see each other
+  std::vector<std::vector<int64_t>> block_sequence_ids;
+  std::vector<LayerType> absent_layer_types;  // builders of layer types the cache holds none of
 };
 
 struct Scenario {

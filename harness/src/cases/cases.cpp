@@ -336,7 +336,10 @@ void check_semantics(const Scenario& c, const std::string& origin) {
   };
   if (c.cache == CacheKind::Dynamic && c.max_cache_len != 0)
     throw CaseError(origin, "/max_cache_len", "max_cache_len is only meaningful for a static cache");
-  if (std::all_of(c.layer_types.begin(), c.layer_types.end(), [](LayerType t) { return t == LayerType::Full; }) && c.window != 0)
+  const auto full = [](LayerType t) { return t == LayerType::Full; };
+  const std::vector<LayerType> absent = c.mask_builder_call ? c.mask_builder_call->absent_layer_types : std::vector<LayerType>{};
+  if (std::all_of(c.layer_types.begin(), c.layer_types.end(), full) && std::all_of(absent.begin(), absent.end(), full) &&
+      c.window != 0)
     throw CaseError(origin, "/window", "window given but no sliding or chunked layer");
   check_explicit(c.explicit_q, "q", c.heads);
   check_explicit(c.explicit_k, "k", c.kv_heads);
@@ -425,12 +428,25 @@ Scenario parse_case(const std::string& text, const std::string& origin, const Li
       if (b.contains(key)) {
         const json& f = b.at(key);
         NamedMaskFunction fn;
-        fn.kind = f.at("kind") == "prefix" ? NamedMaskFunction::Kind::Prefix : NamedMaskFunction::Kind::SameDocument;
+        fn.kind = f.at("kind") == "prefix"          ? NamedMaskFunction::Kind::Prefix
+                  : f.at("kind") == "same_document" ? NamedMaskFunction::Kind::SameDocument
+                                                    : NamedMaskFunction::Kind::NotAFunction;
         fn.length = f.value("length", int64_t{0});
         fn.lengths = f.value("lengths", std::vector<int64_t>{});
+        fn.per_element = f.value("per_element", false);
         *slot = fn;
       }
     call.attention_mask_4d = b.value("attention_mask_4d", false);
+    call.flash = b.value("flash", false);
+    call.block_sequence_ids = b.value("block_sequence_ids", std::vector<std::vector<int64_t>>{});
+    if (!call.block_sequence_ids.empty() && static_cast<int64_t>(call.block_sequence_ids.size()) != c.batch)
+      throw CaseError(origin, "/mask_builder_call/block_sequence_ids", "needs one row per batch row");
+    for (const json& t : b.value("absent_layer_types", json::array())) {
+      const LayerType type = parse_layer_type(t.get<std::string>());
+      if (std::find(c.layer_types.begin(), c.layer_types.end(), type) != c.layer_types.end())
+        throw CaseError(origin, "/mask_builder_call/absent_layer_types", "names a layer type the cache holds");
+      call.absent_layer_types.push_back(type);
+    }
     if (call.attention_mask_4d && !c.left_padding)
       throw CaseError(origin, "/mask_builder_call/attention_mask_4d", "a 4D mask is made from left_padding's 2D mask");
     c.mask_builder_call = call;
@@ -453,7 +469,9 @@ nlohmann::ordered_json to_case_json(const Scenario& s) {
     windowed = windowed || t != LayerType::Full;
   }
   j["layer_types"] = layers;
-  if (windowed) j["window"] = s.window;
+  if (s.mask_builder_call)  // the window of builders whose layer type the cache lacks
+    for (LayerType t : s.mask_builder_call->absent_layer_types) windowed = windowed || t != LayerType::Full;
+  if (windowed && s.window != 0) j["window"] = s.window;
   if (s.cache == CacheKind::Static && s.max_cache_len > 0) j["max_cache_len"] = s.max_cache_len;
   j["batch"] = s.batch;
   j["heads"] = s.heads;
@@ -495,10 +513,21 @@ nlohmann::ordered_json to_case_json(const Scenario& s) {
     if (!b->packed_documents.empty()) call["packed_documents"] = b->packed_documents;
     if (b->layer_idx) call["layer_idx"] = *b->layer_idx;
     for (auto [key, fn] : {std::pair{"and_mask", &b->and_mask}, std::pair{"or_mask", &b->or_mask}})
-      if (*fn)
-        call[key] = (*fn)->kind == NamedMaskFunction::Kind::Prefix ? oj{{"kind", "prefix"}, {"length", (*fn)->length}}
-                                                                   : oj{{"kind", "same_document"}, {"lengths", (*fn)->lengths}};
+      if (*fn) {
+        const NamedMaskFunction& f = **fn;
+        call[key] = f.kind == NamedMaskFunction::Kind::Prefix         ? oj{{"kind", "prefix"}, {"length", f.length}}
+                    : f.kind == NamedMaskFunction::Kind::SameDocument ? oj{{"kind", "same_document"}, {"lengths", f.lengths}}
+                                                                      : oj{{"kind", "not_a_function"}};
+        if (f.per_element) call[key]["per_element"] = true;
+      }
     if (b->attention_mask_4d) call["attention_mask_4d"] = true;
+    if (b->flash) call["flash"] = true;
+    if (!b->block_sequence_ids.empty()) call["block_sequence_ids"] = b->block_sequence_ids;
+    if (!b->absent_layer_types.empty()) {
+      oj types = oj::array();
+      for (LayerType t : b->absent_layer_types) types.push_back(to_string(t));
+      call["absent_layer_types"] = types;
+    }
     j["mask_builder_call"] = call;
   }
   return j;

@@ -103,6 +103,11 @@ struct Checker {
       for (const char* k : {"phase", "type", "message"})
         need(errors[i], at + "/errors/" + std::to_string(i), k, kString, "a string");
     if (l.contains("mask_builders")) mask_builders(l.at("mask_builders"), at + "/mask_builders");
+    if (l.contains("mask_builders_absent")) {  // {layer type: a builder's record} (absent_layer_types)
+      const json& absent = need(l, at, "mask_builders_absent", kObject, "an object");
+      for (auto it = absent.begin(); it != absent.end(); ++it)
+        mask_builders(it.value(), at + "/mask_builders_absent/" + it.key());
+    }
   }
   // The release's own builders' masks (dumper 1.4.0 on; golden/README.md "mask_builders").
   void mask_builders(const json& b, const std::string& at) const {
@@ -129,6 +134,13 @@ struct Checker {
       need(flex, at + "/flex", "shape", kArray, "an array");
       need(flex, at + "/flex", "rows", kArray, "an array");
     }
+    if (b.contains("flash")) {  // mask_builder_call.flash: flash_attention_mask's 2D mask or none
+      const json& flash = need(b, at, "flash", kObject, "an object");
+      if (!flash.contains("error")) need(flash, at + "/flash", "mask", or_null(kArray), "an array or null");
+    }
+    for (const char* impl : {"sdpa", "eager", "flex", "flash"})  // a builder's raise: its phase and type
+      if (b.contains(impl) && b.at(impl).contains("error"))
+        for (const char* k : {"phase", "type"}) need(b.at(impl).at("error"), at + "/" + impl + "/error", k, kString, "a string");
   }
 };
 }  // namespace

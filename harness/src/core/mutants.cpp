@@ -39,6 +39,10 @@ const char* to_string(Mutation m) {
     case Mutation::BuilderWithoutAndMask: return "builder_without_and_mask";
     case Mutation::BuilderWithoutOrMask: return "builder_without_or_mask";
     case Mutation::Builder4dMaskRebuilt: return "builder_4d_mask_rebuilt";
+    case Mutation::FlashMaskUncut: return "flash_mask_uncut";
+    case Mutation::BuilderWithoutBlockOverlay: return "builder_without_block_overlay";
+    case Mutation::BuilderAcceptsNonCallable: return "builder_accepts_non_callable";
+    case Mutation::BuilderAbsentTypeAsFull: return "builder_absent_type_as_full";
     case Mutation::WarmUpSizesCountTokens: return "warm_up_sizes_count_tokens";
     case Mutation::StaleRowsAfterReset: return "stale_rows_after_reset";
   }
@@ -73,6 +77,10 @@ std::vector<Mutation> layer_api_mutations() {
           Mutation::BuilderWithoutAndMask,
           Mutation::BuilderWithoutOrMask,
           Mutation::Builder4dMaskRebuilt,
+          Mutation::FlashMaskUncut,
+          Mutation::BuilderWithoutBlockOverlay,
+          Mutation::BuilderAcceptsNonCallable,
+          Mutation::BuilderAbsentTypeAsFull,
           Mutation::WarmUpSizesCountTokens};
 }
 

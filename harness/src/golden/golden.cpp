@@ -357,6 +357,33 @@ class StepBuilders {
     const LayerType type = c.layer_spec(v.layer).type;
     for (size_t l = 0; l < v.layer; ++l)
       if (c.layer_spec(l).type == type) return nullptr;
+    return record_of(type, c.layer_spec(v.layer), v, c, b, mutation);
+  }
+
+  // The builders of the mask_builder_call's absent_layer_types ("mask_builders_absent", at layer 0;
+  // null elsewhere): a model calls them with a cache that holds no layer of their type (one made
+  // without its config), so each is sized from layer 0, as the builders fall back to it.
+  json record_absent(const LayerStep& v, const Scenario& c, const Behaviours& b, Mutation mutation) const {
+    if (v.layer != 0 || !c.mask_builder_call || c.mask_builder_call->absent_layer_types.empty()) return nullptr;
+    json out = json::object();
+    for (LayerType t : c.mask_builder_call->absent_layer_types) {
+      LayerSpec spec = c.layer_spec(0);
+      spec.type = mutation == Mutation::BuilderAbsentTypeAsFull ? LayerType::Full : t;
+      spec.window = c.window;  // the config's sliding_window / attention_chunk_size, 0 where it has none
+      out[to_string(t)] = record_of(t, spec, v, c, b, mutation);
+    }
+    return out;
+  }
+
+ private:
+  static bool not_a_function(const std::optional<NamedMaskFunction>& f) {
+    return f && f->kind == NamedMaskFunction::Kind::NotAFunction;
+  }
+
+  // One builder's record: `type` names the builder, `spec` the mask it makes (the layer's own, or an
+  // absent type's at layer 0).
+  json record_of(LayerType type, const LayerSpec& spec, const LayerStep& v, const Scenario& c, const Behaviours& b,
+                 Mutation mutation) const {
     const MaskBuilderCall call = c.mask_builder_call.value_or(MaskBuilderCall{});
     const char* name = type == LayerType::Full      ? "create_causal_mask"
                        : type == LayerType::Sliding ? "create_sliding_window_causal_mask"
@@ -391,7 +418,6 @@ class StepBuilders {
       rec["sized_from"] = nullptr;
       rec["query_offset_from"] = nullptr;
     }
-    const LayerSpec spec = c.layer_spec(v.layer);
     MaskSizes sizes = call.cache ? layers_[sized].sizes : MaskSizes{};
     int64_t start = offset_from ? layers_[*offset_from].seq_length_before : v.seen;
     std::optional<std::vector<int64_t>> positions = v.cache_position;
@@ -410,7 +436,25 @@ class StepBuilders {
     // one sequence in them (find_packed_sequence_indices).
     Packing packing;
     if (!call.cache && !c.left_padding && !call.packed_documents.empty()) packing = packed(call.packed_documents, v.seen, v.q);
-    const bool custom = call.and_mask || call.or_mask || packing.packed;
+    // What the builder raises, after it has asked the cache, in its order: a config without the
+    // window (sliding_window / attention_chunk_size), flash_attention_2's refusal of keys past one
+    // chunk (under flash only), a mask function that is not callable (or_masks / and_masks).
+    const auto raised = [](const char* type) { return json{{"error", {{"phase", "mask_builder"}, {"type", type}}}}; };
+    const char* refusal = nullptr;
+    if (type != LayerType::Full && spec.window <= 0) refusal = "ValueError";
+    const bool flash_refuses = type == LayerType::Chunked && sizes.kv_length + sizes.kv_offset > spec.window;
+    const char* flash_refusal = refusal ? refusal : flash_refuses ? "ValueError" : nullptr;
+    if (!refusal && (not_a_function(call.or_mask) || not_a_function(call.and_mask)) &&
+        mutation != Mutation::BuilderAcceptsNonCallable)
+      refusal = "RuntimeError";
+    if (!flash_refusal) flash_refusal = refusal;
+    if (call.flash)
+      rec["flash"] = flash_refusal ? raised(flash_refusal) : json{{"mask", flash_mask(c, v, sizes.kv_length, mutation)}};
+    if (refusal) {
+      for (const char* impl : {"sdpa", "eager", "flex"}) rec[impl] = raised(refusal);
+      return rec;
+    }
+    const bool custom = call.and_mask || call.or_mask || packing.packed || !call.block_sequence_ids.empty();
     const auto masks = [&](int64_t t0, const std::optional<std::vector<int64_t>>& at) {
       MaskRequest m = mask_request(spec, b, c.batch, c.left_padding, t0, v.q, at, sizes, mutation);
       m.seen_after = v.seen + v.q;
@@ -447,7 +491,25 @@ class StepBuilders {
     return rec;
   }
 
- private:
+  // flash_attention_mask: the 2D mask's last kv_length keys, or none where there is no padding in
+  // them (the case's 2D mask is seen + q long, never shorter than a dynamic layer's kv_length; a
+  // static cache's longer kv_length is not modelled: 4.5x answer none there, 5.x the short mask).
+  static json flash_mask(const Scenario& c, const LayerStep& v, int64_t kv_length, Mutation mutation) {
+    if (!c.left_padding) return nullptr;
+    const int64_t total = v.seen + v.q;
+    const int64_t from = mutation == Mutation::FlashMaskUncut ? 0 : std::max<int64_t>(total - kv_length, 0);
+    json rows = json::array();
+    bool every = true;
+    for (int64_t pad : *c.left_padding) {
+      std::string row;
+      for (int64_t j = from; j < total; ++j) row += j >= pad ? '1' : '0';
+      every = every && row.find('0') == std::string::npos;
+      rows.push_back(row);
+    }
+    if (every && total - from == kv_length) return nullptr;
+    return rows;
+  }
+
   // position_ids of a packed sequence (golden/dump.py's packed_position_ids) for tokens seen ..
   // seen + q, and find_packed_sequence_indices' sequence index of each.
   struct Packing {
@@ -498,6 +560,12 @@ class StepBuilders {
           if (m.type == LayerType::Chunked) allowed = allowed && floor_div(y - lead, m.window) == floor_div(x - lead, m.window);
           if (call.or_mask && mutation != Mutation::BuilderWithoutOrMask) allowed = allowed || (*call.or_mask)(x, y);
           if (call.and_mask && mutation != Mutation::BuilderWithoutAndMask) allowed = allowed && (*call.and_mask)(x, y);
+          if (!call.block_sequence_ids.empty() && mutation != Mutation::BuilderWithoutBlockOverlay) {
+            // blockwise_overlay on the raw indices: the same block >= 0 (maybe_pad_block_sequence_ids pads with -1)
+            const std::vector<int64_t>& ids = call.block_sequence_ids[static_cast<size_t>(b)];
+            const auto block = [&](int64_t x) { return x < static_cast<int64_t>(ids.size()) ? ids[static_cast<size_t>(x)] : -1; };
+            allowed = allowed || (block(qi) == block(kj) && block(qi) >= 0);
+          }
           if (packing.packed && mutation != Mutation::BuilderPackedAcrossDocuments)
             allowed = allowed && packing.sequence[static_cast<size_t>(qi)] == packing.sequence[static_cast<size_t>(kj)];
           if (m.left_padding) allowed = allowed && kj >= pad && kj < m.seen_after;
@@ -570,6 +638,7 @@ void write_layer(const LayerValues& v, json& jl) {
   jl["attention"] = {{"eager", output_json(v.eager)}, {"sdpa", output_json(v.sdpa)}};
   jl["errors"] = v.errors;
   if (!v.builders.is_null()) jl["mask_builders"] = v.builders;
+  if (!v.builders_absent.is_null()) jl["mask_builders_absent"] = v.builders_absent;
 }
 
 json layer_records(const Scenario& c, const Behaviours& behaviours) {
@@ -636,6 +705,7 @@ json run_case(const Scenario& c, const Behaviours& behaviours, Mutation mutation
       guarded(v, [&] {
         detail::LayerValues values = layer_values(v, c, behaviours, mutation);
         values.builders = builders.record(v, c, behaviours, mutation);
+        values.builders_absent = builders.record_absent(v, c, behaviours, mutation);
         detail::write_layer(values, jl);
       });
     js["layers"].push_back(jl);
@@ -675,15 +745,16 @@ std::optional<report::CaseResult> agreed_without_record(const json& fixture, con
         throw Differs{};
       const json& fl = fs.at("layers").at(v.layer);
       if (fl.contains("skipped") != (v.failed_at >= 0)) throw Differs{};
-      if (v.failed_at < 0 && !detail::layer_matches(fl,
-                                                    guarded(v,
-                                                            [&] {
-                                                              detail::LayerValues values =
-                                                                  layer_values(v, c, behaviours, mutation);
-                                                              values.builders = builders.record(v, c, behaviours, mutation);
-                                                              return values;
-                                                            }),
-                                                    outputs))
+      if (v.failed_at < 0 &&
+          !detail::layer_matches(fl,
+                                 guarded(v,
+                                         [&] {
+                                           detail::LayerValues values = layer_values(v, c, behaviours, mutation);
+                                           values.builders = builders.record(v, c, behaviours, mutation);
+                                           values.builders_absent = builders.record_absent(v, c, behaviours, mutation);
+                                           return values;
+                                         }),
+                                 outputs))
         throw Differs{};
       if (v.layer + 1 == c.layer_types.size()) ++k;
     });

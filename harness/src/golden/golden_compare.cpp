@@ -396,6 +396,9 @@ bool layer_matches(const json& fl, const LayerValues& v, int64_t& outputs) {
         else if (key == "mask_builders"sv) {  // optional (a fixture of an older dumper has none): not counted
           if (!agrees(f, v.builders)) return false;
           continue;
+        } else if (key == "mask_builders_absent"sv) {  // optional (absent_layer_types): not counted
+          if (!agrees(f, v.builders_absent)) return false;
+          continue;
         } else continue;
         break;
       case 'q':
@@ -565,9 +568,10 @@ report::CaseResult compare(const json& fixture, const json& reference, const Sce
       for (const char* f : exact_fields)
         if (auto m = first_difference(fl.at(f), rl.at(f), f)) return fail(where, m->field, m->expected, m->got);
       // The release's own builders' masks, where the fixture's dumper recorded them (dump.py 1.4.0 on).
-      if (fl.contains("mask_builders"))
-        if (auto m = first_difference(fl.at("mask_builders"), rl.value("mask_builders", json()), "mask_builders"))
-          return fail(where, m->field, m->expected, m->got);
+      for (const char* f : {"mask_builders", "mask_builders_absent"})
+        if (fl.contains(f) || rl.contains(f))
+          if (auto m = first_difference(fl.value(f, json()), rl.value(f, json()), f))
+            return fail(where, m->field, m->expected, m->got);
       if (auto m = detail::errors_difference(fl.at("errors"), rl.at("errors"))) return fail(where, m->field, m->expected, m->got);
       for (const char* backend : {"eager", "sdpa"}) {
         const bool f_has = has_output(fl, backend), r_has = has_output(rl, backend);

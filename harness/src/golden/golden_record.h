@@ -75,6 +75,7 @@ struct LayerValues {
   KvRecord returned, stored;
   std::optional<Output> eager, sdpa;  // nullopt: that attention raised (see errors)
   json builders;                      // "mask_builders" at the first layer of each type (golden.cpp's StepBuilders); else null
+  json builders_absent;               // "mask_builders_absent" at layer 0 (mask_builder_call.absent_layer_types); else null
 };
 
 // A layer's fields as golden/dump.py writes them (without "layer"/"skipped").

@@ -410,6 +410,10 @@ TEST(Golden, LayerApiMutantsAreCaughtThroughTheCallSteps) {
       {Mutation::BuilderWithoutAndMask, "5.24.0", "builder_and_or_masks", "mask_builders."},
       {Mutation::BuilderWithoutOrMask, "5.24.0", "builder_and_or_masks", "mask_builders."},
       {Mutation::Builder4dMaskRebuilt, "5.24.0", "builder_4d_mask", "mask_builders."},
+      {Mutation::FlashMaskUncut, "5.24.0", "builder_flash_attention", "mask_builders.flash.mask"},
+      {Mutation::BuilderWithoutBlockOverlay, "5.24.0", "builder_block_sequence_ids", "mask_builders."},
+      {Mutation::BuilderAcceptsNonCallable, "5.24.0", "builder_or_mask_not_callable", "mask_builders."},
+      {Mutation::BuilderAbsentTypeAsFull, "5.24.0", "builder_absent_layer_types", "mask_builders_absent."},
       // A static sliding layer's mask sizes while it fills (transformers #45940's class).
       {Mutation::WarmUpSizesCountTokens, "5.24.0", "static_sliding_warm_up_mask_sizes", "mask_sizes.kv_length"},
   };
