@@ -8,7 +8,8 @@
 # fixture's SDPA mask bit flipped is checked again and FAILs.
 # With `package`, that a locally patched transformers in an unchanged venv is never a kept pass: a
 # copy of the venv whose transformers files are the same has the same key (golden --check's and the
-# crosscheck's), one with a comment added to cache_utils.py a new key, and an editable install none.
+# crosscheck's), one with a comment added to cache_utils.py a new key, and an editable install none;
+# and that golden --check's key follows the dumper's own files (golden/kvc_inputs.py), not golden/README.md.
 #   golden/check_cache_test.sh KVCONFORM ROOT [RELEASE [golden-check|crosscheck|package]]
 #                                                            exit 77 (skip) without RELEASE's venv
 set -euo pipefail
@@ -68,6 +69,14 @@ if [ "$mode" = package ]; then
     { echo "FAIL: the same transformers files under a copy of the venv gave another golden --check key ($same_golden, $real_golden)"; exit 1; }
   [ "$same_cross" = "$("$real/bin/python" -c "import sys; sys.path.insert(0, '$tmp/repo/golden'); import crosscheck_masks as c; print(c.kept_key('$v', [], None))")" ] ||
     { echo "FAIL: the same transformers files under a copy of the venv gave another crosscheck key"; exit 1; }
+  # golden --check's key holds the files the dump runs, not all of golden/: an edit to golden/README.md
+  # keeps it; one to a module dump.py imports (kvc_inputs.py) is a new key.
+  cp "$tmp/repo/golden/README.md" "$tmp/repo/golden/kvc_inputs.py" "$tmp/"
+  echo "an edit" >> "$tmp/repo/golden/README.md"
+  [ "$(golden_key)" = "$same_golden" ] || { echo "FAIL: an edit to golden/README.md gave golden --check another key"; exit 1; }
+  echo "# an edit" >> "$tmp/repo/golden/kvc_inputs.py"
+  [ "$(golden_key)" != "$same_golden" ] || { echo "FAIL: golden --check keeps its pass for an edited kvc_inputs.py, which dump.py imports"; exit 1; }
+  cp "$tmp/README.md" "$tmp/kvc_inputs.py" "$tmp/repo/golden/"
   cache_utils="$fake/$site_rel/transformers/cache_utils.py"
   cp --remove-destination "$(readlink -f "$cache_utils")" "$cache_utils"
   echo "# a local patch" >> "$cache_utils"
