@@ -49,14 +49,6 @@ REASONS = {
     "twice the KV heads on the sliding layers, sinks on the sliding layers only (ModelConfig::sinks is one for the "
     "model), values times attention_value_scale, and a partial rotary factor (0.334) per layer type",
     "deepseek_v4": "multi-head latent attention (kv_lora_rank) and a MoE", "hy_v4": "multi-head latent attention and a MoE",
-    "lara_mini": "a hybrid: gated DeltaNet linear-attention layers (LaraMiniGatedDeltaNet) beside sliding and full "
-    "layers, and a MoE. Registry rules it lacks: the delta-rule recurrence (a [k_dim, v_dim] state per value head, "
-    "decayed by exp(g), g = -exp(A_log) softplus(a + dt_bias), and written with beta = sigmoid(b); transformers' prefill "
-    "runs its chunked form, torch_chunk_gated_delta_rule), before it a SiLU short convolution over the fused q/k/v "
-    "(conv1d without bias; lfm3's convolution is over B * x and has no activation) and L2-normed q and k shared by "
-    "groups of value heads, after it a gated RMSNorm (norm(o) * silu(z), computed in float32) and out_proj; its MoE "
-    "(softmax top-k, an ungated shared expert always added) is the TopK routing's data, its router's float32 casts an "
-    "exact64 island",
     "dory": "nGPT on the unit sphere, rules the registry has none of: every norm an L2 norm (DoryL2Norm: x * rsqrt(sum x^2 "
     "+ eps), a sum, not RMS's mean); the residual an interpolation per channel, h + |lambda * ngpt_alpha_init / "
     "initializer_range| * (norm(block) - h) (lambda_1 after the attention, lambda_2 after the MLP) instead of an add; queries "
