@@ -87,7 +87,9 @@ def check(oracle, model, out, need):
             moves.append(f"{label} moves them by {d:.3g}")
             if d < needed:
                 inert.append(label)
-        what = (f"experts ({info['top_k']} of {info['experts']})" if info.get("moe_layers")
+        what = (f"hybrid ({info['delta_layers']} gated DeltaNet layers of {info['conv_kernel']} taps) and experts "
+                f"({info['top_k']} of {info['experts']})" if info.get("delta_layers")
+                else f"experts ({info['top_k']} of {info['experts']})" if info.get("moe_layers")
                 else f"hybrid ({info['conv_layers'] or info.get('recurrent_layers', 0)} "
                      f"{'conv' if info['conv_layers'] else 'RG-LRU'} layers of {info['conv_kernel']} taps)"
                 if info.get("conv_layers") or info.get("recurrent_layers")
