@@ -65,14 +65,6 @@ REASONS = {
     "tiny checkpoint's float64 logits differ by 0.16; 5.25.0 with 5.24.0's rotation put back matches it exactly). "
     "swiglu_limit <= 0 is documented to disable the clamp but zeroes the experts at 0 "
     "(engines/transformers/repro/hy_v4_swiglu_limit_zero_clamps.py)",
-    "lara_mini": "a hybrid: gated DeltaNet linear-attention layers (LaraMiniGatedDeltaNet) beside sliding and full "
-    "layers, and a MoE. Registry rules it lacks: the delta-rule recurrence (a [k_dim, v_dim] state per value head, "
-    "decayed by exp(g), g = -exp(A_log) softplus(a + dt_bias), and written with beta = sigmoid(b); transformers' prefill "
-    "runs its chunked form, torch_chunk_gated_delta_rule), before it a SiLU short convolution over the fused q/k/v "
-    "(conv1d without bias; lfm3's convolution is over B * x and has no activation) and L2-normed q and k shared by "
-    "groups of value heads, after it a gated RMSNorm (norm(o) * silu(z), computed in float32) and out_proj; its MoE "
-    "(softmax top-k, an ungated shared expert always added) is the TopK routing's data, its router's float32 casts an "
-    "exact64 island",
     "inkling2": "a hybrid: each hybrid_sliding / hybrid layer is sliding or full attention beside a linear-attention "
     "branch (dynamic short convolutions, a relative position bias, L2 clips) with block attention residuals and a MoE: "
     "not registry rules. Its own forward slides hybrid_sliding layers in 5.24.0 and 5.25.0 alike; "

@@ -117,6 +117,12 @@ checkpoints of the family use:
                    the default logits_soft_cap 30, tied
   recurrentgemma-explicit recurrent_gemma, 3 layers, block_types [attention, recurrent] (A, R, A), window 2, conv1d_width
                    2, lru_width 48 (12 per gate block), one KV head, attention_bias, logits_soft_cap 8, rope base 5e5, untied
+  lara-w3          lara_mini (5.24.0 on), 5 layers, no layer_types (linear, sliding, linear, full, sliding), window 3,
+                   gated DeltaNet blocks of 2 q/k heads of 16 and 4 value heads of 8 after a 4-tap SiLU convolution, rope
+                   on the sliding layers only (the full layer NoPE), per-head q/k norms, a softmax over 4 experts, top 2,
+                   renormalised, an ungated shared expert on every layer, tied
+  lara-explicit    lara_mini, 4 layers, layer_types [S, linear, F, linear], window 2, 2 taps, one q/k head of 8 for 3
+                   value heads of 16, attention_bias, top 1 of 3 not renormalised, rope base 5e5, untied
   modernbertdec-w3 modernbert-decoder, 4 layers, no layer_types (F, S, F, S: global_attn_every_n_layers 2), local_attention
                    6 (window 3), ModernBERT's layout (embedding LayerNorm, no norm before layer 0's attention, Wi's
                    GeGLU with the exact gelu, the dense + gelu + LayerNorm prediction head before the decoder) with every
@@ -594,6 +600,19 @@ def _dory_saved(c):
     return out
 
 
+LARA_MINI = {  # LaraMiniConfig's keys: no intermediate_size (every layer a MoE), rope in rope_parameters only
+    "architectures": ["LaraMiniForCausalLM"],
+    "model_type": "lara_mini",
+    "intermediate_size": ABSENT,
+    "rope_scaling": ABSENT,
+    "hidden_act": "silu",
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 48,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+    "tie_word_embeddings": True,
+}
+
+
 def _mellum_rope(full, sliding):  # mellum keys its rope by layer type and converts no flat rope_theta
     return {F: {"rope_type": "default", "rope_theta": full}, S: {"rope_type": "default", "rope_theta": sliding}}
 
@@ -999,6 +1018,26 @@ MODELS = {
         "logits_soft_cap": 8.0,
         "rope_theta": 500000.0,
         "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0, "partial_rotary_factor": 0.5},
+        "tie_word_embeddings": False,
+    }),
+    "lara-w3": ("lara_mini", {**LARA_MINI, "num_hidden_layers": 5, "sliding_window": 3, "linear_conv_kernel_dim": 4,
+                              "linear_num_key_heads": 2, "linear_key_head_dim": 16, "linear_num_value_heads": 4,
+                              "linear_value_head_dim": 8, "num_experts": 4, "num_experts_per_tok": 2}),
+    "lara-explicit": ("lara_mini", {
+        **LARA_MINI,
+        "num_hidden_layers": 4,
+        "layer_types": [S, "linear_attention", F, "linear_attention"],
+        "sliding_window": 2,
+        "linear_conv_kernel_dim": 2,
+        "linear_num_key_heads": 1,
+        "linear_key_head_dim": 8,
+        "linear_num_value_heads": 3,
+        "linear_value_head_dim": 16,
+        "num_experts": 3,
+        "num_experts_per_tok": 1,
+        "norm_topk_prob": False,
+        "attention_bias": True,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
         "tie_word_embeddings": False,
     }),
     "mellum-w3": ("mellum", {
@@ -1859,6 +1898,19 @@ def draw(family, seed, index, head_dims=(8, 16)):
                   "logits_soft_cap": d.pick([8.0, 30.0])})
         if d.coin() or layers < 3:
             c["block_types"] = ["recurrent", "attention"] + [d.pick(["recurrent", "attention"]) for _ in range(d.int(0, 1))]
+    elif family == "lara_mini":
+        # A delta block and a sliding layer in every draw (the first two layers); the delta heads' counts and sizes,
+        # the taps, the routing's constants.
+        layers = c["num_hidden_layers"] = max(layers, 2)
+        k_heads = d.pick([1, 2])
+        c.update({**{k: v for k, v in LARA_MINI.items() if k != "tie_word_embeddings"}, "sliding_window": w,
+                  "attention_bias": d.coin(), "linear_conv_kernel_dim": d.int(2, 5), "linear_num_key_heads": k_heads,
+                  "linear_num_value_heads": k_heads * d.pick([1, 2, 3]), "linear_key_head_dim": d.pick([8, 16]),
+                  "linear_value_head_dim": d.pick([8, 16]), "num_experts": d.pick([3, 4, 6]),
+                  "num_experts_per_tok": d.int(1, 2), "norm_topk_prob": d.coin(),
+                  "rope_parameters": {"rope_type": "default", "rope_theta": d.pick([10000.0, 1000000.0])}})
+        if d.coin() or layers < 5:
+            c["layer_types"] = ["linear_attention", S] + [d.pick(["linear_attention", S, F]) for _ in range(layers - 2)]
     elif family == "cohere_compass_text":
         # Each layer type's rope a base or NoPE (null); a logit_scale or none; the first layer slides.
         c.update({**COHERE_COMPASS_TEXT, "head_dim": 64 // c["num_attention_heads"], "sliding_window": w,
@@ -1940,7 +1992,7 @@ DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_
 # Hybrid families: drawn into the drawn set (oracle_agreement.py), not into the model campaign's families
 # (make_models.py --draw list) or the wide set, which the third-party engines run: their support for a
 # convolution layer is not established, so none is asked yet.
-HYBRID_FAMILIES = ("lfm3", "recurrent_gemma")
+HYBRID_FAMILIES = ("lfm3", "recurrent_gemma", "lara_mini")
 # Families drawn into the drawn set only, like the hybrids: gemma3n's layers (AltUp, per-layer inputs) and dory's looped
 # section and nGPT rules are not asked of the third-party engines yet; ergo's head size is hidden / heads, which the
 # wide set's head_dim draw contradicts. (One definition: a second one once dropped gemma3n_text from every draw.)

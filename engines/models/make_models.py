@@ -324,6 +324,9 @@ def tensors(name, family, cfg):
         if family == "mimo_v2_flash":
             mimo_layer(put, mlp, p, i, cfg, norm_lo, norm_hi)
             continue
+        if family == "lara_mini":
+            lara_mini_layer(put, mlp, p, i, cfg, norm_lo, norm_hi)
+            continue
         own_kv, own_v = True, True
         if family == "gemma4_text":
             # Full layers: global_head_dim and (attention_k_eq_v) the global KV heads, no v_proj; the last
@@ -660,6 +663,43 @@ def recurrent_gemma_layer(put, p, i, cfg, norm_lo, norm_hi):
         put(p + f"mlp_block.{name}.weight", shape, lo, hi)
         put(p + f"mlp_block.{name}.bias", shape[:1], -BIAS, BIAS)
     for name in ("temporal_pre_norm", "channel_pre_norm"):
+        put(p + name + ".weight", (HIDDEN,), norm_lo, norm_hi)
+
+
+def lara_mini_layer(put, mlp, p, i, cfg, norm_lo, norm_hi):
+    """A lara_mini layer's tensors under the checkpoint's names: a gated DeltaNet block (linear_attn.in_proj fused as
+    rows [qkv | z | b | a], conv1d without bias, A_log, dt_bias, out_norm, out_proj) or qwen3's attention (q/k norms,
+    biases where attention_bias), then the MoE on every layer: router gate, stacked experts, an ungated shared expert.
+    A_log in [-3, 0) (exp(A_log) 0.05 to 1) and dt_bias in [-1, 1): decays exp(g) from near 1 to a few hundredths over
+    the drawn a, so that a state carries over a few positions, as the window does."""
+    kinds = cfg.get("layer_types") or [["linear_attention", S, "linear_attention", F, S][j % 5]
+                                       for j in range(cfg["num_hidden_layers"])]
+    heads, kv, d = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    if kinds[i] == "linear_attention":
+        hk, hv = cfg.get("linear_num_key_heads", 8), cfg.get("linear_num_value_heads", 16)
+        kd, vd = hk * cfg.get("linear_key_head_dim", 128), hv * cfg.get("linear_value_head_dim", 128)
+        put(p + "linear_attn.in_proj.weight", (2 * kd + 2 * vd + 2 * hv, HIDDEN), -PROJ, PROJ)
+        put(p + "linear_attn.conv1d.weight", (2 * kd + vd, 1, cfg.get("linear_conv_kernel_dim", 4)), -PROJ, PROJ)
+        put(p + "linear_attn.A_log", (hv,), -3.0, 0.0)
+        put(p + "linear_attn.dt_bias", (hv,), -1.0, 1.0)
+        put(p + "linear_attn.out_norm.weight", (cfg.get("linear_value_head_dim", 128),), 1.0 - NORM, 1.0 + NORM)
+        put(p + "linear_attn.out_proj.weight", (HIDDEN, vd), -OUT, OUT)
+    else:
+        for name, rows in (("q_proj", heads * d), ("k_proj", kv * d), ("v_proj", kv * d)):
+            put(p + f"self_attn.{name}.weight", (rows, HIDDEN), -PROJ, PROJ)
+            if cfg.get("attention_bias"):
+                put(p + f"self_attn.{name}.bias", (rows,), -BIAS, BIAS)
+        put(p + "self_attn.o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
+        if cfg.get("attention_bias"):
+            put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
+        put(p + "self_attn.q_norm.weight", (d,), 1.0 - NORM, 1.0 + NORM)
+        put(p + "self_attn.k_norm.weight", (d,), 1.0 - NORM, 1.0 + NORM)
+    f, e, inter = p + "mlp.", cfg["num_experts"], cfg["moe_intermediate_size"]
+    put(f + "gate.weight", (e, HIDDEN), -PROJ, PROJ)
+    put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
+    put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+    mlp(f + "shared_expert.", cfg["shared_expert_intermediate_size"])
+    for name in ("input_layernorm", "post_attention_layernorm"):
         put(p + name + ".weight", (HIDDEN,), norm_lo, norm_hi)
 
 

@@ -88,7 +88,9 @@ def check(oracle, model, out, need):
             moves.append(f"{label} moves them by {d:.3g}")
             if d < needed:
                 inert.append(label)
-        what = (f"experts ({info['top_k']} of {info['experts']})" if info.get("moe_layers")
+        what = (f"hybrid ({info['delta_layers']} gated DeltaNet layers of {info['conv_kernel']} taps) and experts "
+                f"({info['top_k']} of {info['experts']})" if info.get("delta_layers")
+                else f"experts ({info['top_k']} of {info['experts']})" if info.get("moe_layers")
                 else f"hybrid ({info['conv_layers'] or info.get('recurrent_layers', 0)} "
                      f"{'conv' if info['conv_layers'] else 'RG-LRU'} layers of {info['conv_kernel']} taps)"
                 if info.get("conv_layers") or info.get("recurrent_layers")
@@ -119,10 +121,12 @@ def hybrid_mutants(info):
     """The layer constants beside the experts a model must make act (a hybrid's convolution and attention gate,
     step3p7's SwiGLU bound on the dense MLP and shared expert): (label, kvc-model-oracle arguments)."""
     out = []
-    if (info.get("conv_layers") or info.get("recurrent_layers")) and info.get("conv_kernel", 0) > 1:
+    if (info.get("conv_layers") or info.get("recurrent_layers") or info.get("delta_layers")) and info.get("conv_kernel", 0) > 1:
         out.append(("oldest conv tap dropped", ["--conv-taps-dropped", "1"]))
     if info.get("recurrent_layers"):
         out.append(("RG-LRU decay off", ["--lru-decay-off"]))
+    if info.get("delta_layers"):  # lara_mini's gated DeltaNet blocks: the delta rule's decay and the output norm's gate
+        out.extend([("delta rule decay off", ["--delta-decay-off"]), ("delta output gate dropped", ["--no-delta-gate"])])
     if info.get("conv_layers") and info.get("attention_gate"):
         out.append(("attention gate dropped", ["--no-attention-gate"]))
     if info.get("mlp_limits"):  # step3p7's bound on the dense MLP and shared expert

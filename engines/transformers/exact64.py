@@ -43,8 +43,10 @@ rotary module holds one buffer per layer type, each of its own partial factor (i
 recurrent_gemma's RG-LRU accumulates its state in float32 (_rnn_scan's acc_dtype default, which no caller overrides):
 the default is made float64. step3p7's text
 decoder has gemma's (1 + w) norms, laguna's per-layer-type rotary and a router that takes the sigmoid of `.float()` of
-its logits: rewritten to `.double()`.
-rotary module holds one buffer per layer type, each of its own partial factor (identified as gemma4's). beam casts
+its logits: rewritten to `.double()`. lara_mini runs its gated delta rule in float32 (q, k, v, beta and g cast
+`.to(torch.float32, ...)` in the chunked and the recurrent form alike), takes g from `.float()` of A_log and a, normalises
+its delta output in float32 (RMSNormGated, gated by silu of a float32 gate) and its router's logits from `.float()` casts:
+the rules' source rewritten to float64, the gated norm's forward replaced like the others. rotary module holds one buffer per layer type, each of its own partial factor (identified as gemma4's). beam casts
 `.float()` in its router, its SwiGLUs (dense and experts), its NoPE query scale (compute_attention_scaling and the
 attention's query) and its logit soft-cap: each rewritten to `.double()` (_patch_beam).
 
@@ -89,6 +91,12 @@ def _gemma_norm_forward(self, x):
 def _llama_norm_forward(self, hidden_states):
     variance = hidden_states.pow(2).mean(-1, keepdim=True)
     return self.weight.to(hidden_states.dtype) * (hidden_states * torch.rsqrt(variance + self._kvc_eps))
+
+
+def _gated_norm_forward(self, x, gate=None):
+    """lara_mini's RMSNormGated: weight * x * rsqrt(mean x^2 + eps) times silu(gate), in the input's dtype."""
+    out = self.weight.to(x.dtype) * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self._kvc_eps))
+    return out * torch.nn.functional.silu(gate.to(x.dtype))
 
 
 def _rotary_forward(self, x, position_ids, layer_type=None):
@@ -358,6 +366,13 @@ def _sum_l2_norm_forward(self, x):
 
 _NORMS["transformers.models.dory.modeling_dory"] = [("DoryL2Norm", _sum_l2_norm_forward)]
 _ROTARY["transformers.models.dory.modeling_dory"] = ("DoryRotaryEmbedding", _rotary_forward)
+
+
+# lara_mini (5.24.0 on): llama's RMSNorm, its gated norm (RMSNormGated: silu of the gate, in float32), qwen3's rotary;
+# its delta rules, gated DeltaNet and router (_patch_lara_mini).
+_NORMS["transformers.models.lara_mini.modeling_lara_mini"] = [("LaraMiniRMSNorm", _llama_norm_forward),
+                                                              ("LaraMiniRMSNormGated", _gated_norm_forward)]
+_ROTARY["transformers.models.lara_mini.modeling_lara_mini"] = ("LaraMiniRotaryEmbedding", _rotary_forward)
 # A multimodal model's towers (vision, audio) and the projector from a tower into the decoder (mistral3, lfm3_vl):
 # a text-only forward never runs them, so they are not patched.
 _TOWERS = {"visual", "vision_tower", "vision_model", "audio_tower", "audio_model", "multi_modal_projector"}
@@ -544,6 +559,36 @@ def _patch_mimo_v2_flash(mod):
     _recast(mod.MiMoV2FlashTopkRouter, mod, r"\.type\(torch\.float32\)", ".type(torch.float64)", 2)
 
 
+def _recast_function(mod, name, pattern, replacement, expected):
+    """mod.<name> (a module-level function) with its float32 casts rewritten to float64, as _recast does a method. Its
+    source (decorators included) is found in the module's (a hub-kernel decorator leaves no function inspect can read)."""
+    import ast
+    import inspect
+    import re
+
+    text = inspect.getsource(mod)
+    node = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == name)
+    lines = text.splitlines(keepends=True)
+    src = "".join(lines[min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1:node.end_lineno])
+    new, n = re.subn(pattern, replacement, src)
+    if n != expected:
+        raise RuntimeError(f"exact64: {name} has {n} float32 casts (expected {expected})")
+    scope = dict(vars(mod))
+    exec(compile(new, inspect.getsourcefile(mod), "exec"), scope)
+    setattr(mod, name, scope[name])
+
+
+def _patch_lara_mini(mod):
+    """lara_mini: the gated delta rule's two forms (torch_chunk_gated_delta_rule, the no-cache prefill's, and
+    torch_recurrent_gated_delta_rule, a cached decode's) cast q, k, v, beta and g `.to(torch.float32, ...)`; the gated
+    DeltaNet's forward takes g from `.float()` of A_log and of a; the router its logits from `.float()` of the input and
+    the weight: all to float64. The delta rules first: the forward is compiled with the module's names as they are then."""
+    for name in ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule"):
+        _recast_function(mod, name, r"\.to\(torch\.float32,", ".to(torch.float64,", 1)
+    _recast(mod.LaraMiniGatedDeltaNet, mod, r"\.float\(\)", ".double()", 3)  # and one in its comment
+    _recast(mod.LaraMiniTopKRouter, mod, r"\.float\(\)", ".double()", 2)
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.gemma3n.modeling_gemma3n": _patch_gemma3n,
           "transformers.models.recurrent_gemma.modeling_recurrent_gemma": _patch_recurrent_gemma,
@@ -566,7 +611,8 @@ _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.ergo.modeling_ergo": _patch_ergo,
           "transformers.models.beam.modeling_beam": _patch_beam,
           "transformers.models.mimo_v2_flash.modeling_mimo_v2_flash": _patch_mimo_v2_flash,
-          "transformers.models.dory.modeling_dory": _patch_dory}
+          "transformers.models.dory.modeling_dory": _patch_dory,
+          "transformers.models.lara_mini.modeling_lara_mini": _patch_lara_mini}
 
 
 def _yarn(cfg):
@@ -761,12 +807,14 @@ def _prepare_norm(module, cfg, name):
     base = torch.randn(8, n, generator=g, dtype=torch.float32) + 0.5  # a non-zero mean for the layer norms
     scale = torch.tensor([10.0 ** -e for e in (7, 6, 5, 4, 3, 2, 1, 0)], dtype=torch.float32)[:, None]
     x = base * scale
+    # A gated norm (lara_mini's RMSNormGated) multiplies by silu(gate): a gate of ones, the same for both forwards.
+    gate = (torch.ones_like(x),) if cls.forward is _gated_norm_forward else ()
     with torch.no_grad():
-        want = next(_ORIG_FORWARD[c] for c in cls.__mro__ if c in _ORIG_FORWARD)(probe, x).to(torch.float64)
+        want = next(_ORIG_FORWARD[c] for c in cls.__mro__ if c in _ORIG_FORWARD)(probe, x, *gate).to(torch.float64)
         tried = {}
         for eps in _eps_candidates(cfg, cls):
             probe._kvc_eps = eps
-            got = cls.forward(probe, x).to(torch.float64)
+            got = cls.forward(probe, x, *gate).to(torch.float64)
             tried[eps] = float(((got - want).abs() / want.abs().clamp_min(1e-30)).max())
     match = [eps for eps, dev in tried.items() if dev <= 1e-4]
     if len(match) != 1:

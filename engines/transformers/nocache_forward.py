@@ -50,7 +50,22 @@ def load_float64(model_dir, exact, **overrides):
     return model, summary
 
 
-def forward(model, tokens):
+def forward(model, tokens, decode_from=0):
+    """The logits of every position: one no-cache forward; or, decode_from > 0, a cached prefill of the first
+    decode_from tokens and then one cached step per token (a recurrent layer's decode form: lara_mini's
+    torch_recurrent_gated_delta_rule after its chunked prefill)."""
+    if decode_from > 0:
+        import inspect
+        name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        rows = []
+        with torch.no_grad():
+            out = model(torch.tensor([tokens[:decode_from]], dtype=torch.long), use_cache=True)
+            rows.append(out.logits[0])
+            for t in tokens[decode_from:]:
+                past = getattr(out, "cache", None) or out.past_key_values
+                out = model(torch.tensor([[t]], dtype=torch.long), use_cache=True, **{name: past})
+                rows.append(out.logits[0])
+        return torch.cat(rows).to(torch.float64)
     extra = {}
     cfg = model.config
     if (getattr(cfg, "model_type", "") == "gemma4_text" and getattr(cfg, "num_kv_shared_layers", 0)
@@ -64,12 +79,12 @@ def forward(model, tokens):
     return out.logits[0].to(torch.float64)
 
 
-def run(model_dir, tokens, exact=False, audit=False):
+def run(model_dir, tokens, exact=False, audit=False, decode_from=0):
     model, summary = load_float64(model_dir, exact)
     if audit:
-        logits, f32 = exact64.audit(lambda: forward(model, tokens))
+        logits, f32 = exact64.audit(lambda: forward(model, tokens, decode_from))
     else:
-        logits, f32 = forward(model, tokens), None
+        logits, f32 = forward(model, tokens, decode_from), None
     return logits, summary, f32
 
 

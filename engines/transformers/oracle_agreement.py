@@ -7,11 +7,13 @@ pinned release whose environment exists.
     python3 engines/transformers/oracle_agreement.py [--oracle build/harness/kvc-model-oracle] [--models DIR]
                                                      [--family-models DIR] [--json] [--cache DIR | --no-cache]
                                                      [--oracle-args ARGS] [--only REGEX] [--exclude REGEX] [--release X ...]
-                                                     [--all | --sample-seed N]
+                                                     [--all | --sample-seed N] [--decode-from K]
 
 Two numbers per model and release: the max |logit difference| against transformers with its float32
 islands patched to float64 (--exact: must be <= 1e-10, else exit 1), and against transformers as
 shipped (its float32 islands: RMSNorm, rotary cos/sin, eager softmax; reported, not judged).
+--decode-from K holds the oracle to transformers' cached forward instead: a prefill of K tokens, then one cached step
+per token (a recurrent layer's decode form, lara_mini's recurrent delta rule beside its chunked prefill).
 A release whose no-cache forward of a family has no window (UNWINDOWED_WITHOUT_CACHE: recurrent_gemma in 4.x) is
 held to the oracle with every window widened past the sequence, and its row says so.
 A release without the model's model_type is a row that says so (ABSENT), never a pass; a model that
@@ -56,7 +58,8 @@ for mode in ("plain", "exact"):
             status[name] = {"absent": model_type}
             continue
         try:
-            logits, _, _ = nocache_forward.run(m, tokens, exact=mode == "exact")
+            logits, _, _ = nocache_forward.run(m, tokens, exact=mode == "exact",
+                                               decode_from=int(os.environ.get("KVC_DECODE_FROM") or 0))
             open(os.path.join(tmp, f"{v}.{name}.{mode}"), "wb").write(logits.contiguous().numpy().astype("<f8").tobytes())
         except Exception as e:
             status.setdefault(name, {})[mode] = f"{type(e).__name__}: {e}".splitlines()[0][:300]
@@ -101,11 +104,12 @@ def write_atomically(path, data):
     os.replace(tmp, path)
 
 
-def run_release(py, v, models, tokens, tmp, cache):
+def run_release(py, v, models, tokens, tmp, cache, decode_from=0):
     """transformers' logits and status for each model into tmp/<v>.<model>.<mode>; from the cache
     where the key matches, the rest in one interpreter (then saved). Returns (status, cached count)."""
     status, todo, cached = {}, [], 0
-    keys = {m: content_key(os.path.dirname(os.path.dirname(py)), m, tokens) for m in models} if cache else {}
+    keyed = tokens + (f"/decode_from={decode_from}" if decode_from else "")
+    keys = {m: content_key(os.path.dirname(os.path.dirname(py)), m, keyed) for m in models} if cache else {}
     for m in models:
         name = os.path.basename(m)
         entry = os.path.join(cache, keys[m]) if cache else None
@@ -125,7 +129,8 @@ def run_release(py, v, models, tokens, tmp, cache):
         # One interpreter per release runs every model, plain first: --exact patches classes for good.
         subprocess.run([py, "-c", RUN_RELEASE, ROOT, tokens, tmp, v] + todo, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "engines", "transformers")))
+                       env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "engines", "transformers"),
+                                KVC_DECODE_FROM=str(decode_from)))
         with open(os.path.join(tmp, f"{v}.status.json")) as f:
             fresh = json.load(f)
         status.update(fresh)
@@ -179,6 +184,9 @@ def main():
                     help="the families set's folder (kept apart from the zoo: engine checks run every model of theirs)")
     ap.add_argument("--drawn-models", default=os.path.join(ROOT, "build/engine-models-drawn"), help="the drawn set's folder")
     ap.add_argument("--tokens", type=int, default=48)
+    ap.add_argument("--decode-from", type=int, default=0,
+                    help="transformers' side a cached prefill of this many tokens, then one cached step per token "
+                         "(a recurrent layer's decode form); 0: one no-cache forward")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--cache", default=os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
                                                     "kvconform", "oracle-agreement"),
@@ -217,7 +225,7 @@ def main():
         for v in releases:
             py = os.path.join(ROOT, f"golden/.venv-{v}/bin/python")
             if os.path.exists(py):
-                status[v], n = run_release(py, v, models, tokens, tmp, cache)
+                status[v], n = run_release(py, v, models, tokens, tmp, cache, a.decode_from)
                 cached, runs = cached + n, runs + len(models)
         for mdir in models:
             model = os.path.basename(mdir)

@@ -2271,6 +2271,62 @@ void read_dory(const json& c, const std::string& file, ModelConfig& m) {
   m.windows = windows_of(unrolled, m.sliding_window, file);
 }
 
+// LaraMiniConfig (5.24.0 on): qwen3's attention (per-head q/k RMSNorms of weight w, q/k/v/o biases where
+// attention_bias, head_dim default 128) on the sliding and full layers, gated DeltaNet blocks
+// (ModelConfig::delta_layers) on the linear_attention ones. layer_types default: [linear, sliding, linear, full,
+// sliding] repeated; sliding_window default 512. Rope (default, rope_parameters' base, the whole head: its rotary
+// module's default init reads no partial factor) on the sliding layers only: the model hands the full layers no
+// position embeddings (NoPE). The delta blocks: linear_num_key_heads (8) q/k heads of linear_key_head_dim (128),
+// linear_num_value_heads (16) value heads of linear_value_head_dim (128), linear_conv_kernel_dim (4) taps; their SiLU
+// is hidden_act's (as the MLPs'): only silu is modelled. Every layer's feed-forward is a MoE: a softmax over
+// num_experts (128) experts of the router's logits (its float32 casts an exact64 island), the top num_experts_per_tok
+// (4), renormalised where norm_topk_prob (default true), stacked experts of moe_intermediate_size, and an ungated
+// shared expert of shared_expert_intermediate_size always added; no intermediate_size. The checkpoint fuses a delta
+// block's input projections into linear_attn.in_proj (rows [qkv | z | b | a], split by load_model) and names its
+// gated norm out_norm. Tied by default. 5.24.0 and 5.25.0 compute the same forward (5.25.0 moved the convolution into
+// causal_conv1d_forward).
+void read_lara_mini(const json& c, const std::string& file, ModelConfig& m) {
+  m.tied = bool_or(c, "tie_word_embeddings", true, file);
+  m.head_dim = positive_or(c, "head_dim", 128, file);
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.rope_theta = rope_base(c, "", "rope_theta", 10000, file);
+  m.qk_norm = true;
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  if (c.value("hidden_act", std::string("silu")) != "silu") bad(file, "/hidden_act", "only silu is modelled");
+  if (!c.contains("sliding_window") || c["sliding_window"].is_null()) m.sliding_window = 512;
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, {"linear_attention", "sliding_attention", "full_attention"}, types, file)) {
+    const std::vector<std::string> pattern = {"linear_attention", "sliding_attention", "linear_attention", "full_attention",
+                                              "sliding_attention"};
+    for (int64_t i = 0; i < m.layers; ++i) types.push_back(pattern[static_cast<size_t>(i) % pattern.size()]);
+  }
+  m.windows = windows_of(types, m.sliding_window, file);
+  for (const std::string& t : types) {
+    m.delta_layers.push_back(t == "linear_attention");
+    m.rope_layers.push_back(t == "sliding_attention");
+  }
+  m.delta_k_heads = positive_or(c, "linear_num_key_heads", 8, file);
+  m.delta_v_heads = positive_or(c, "linear_num_value_heads", 16, file);
+  m.delta_k_dim = positive_or(c, "linear_key_head_dim", 128, file);
+  m.delta_v_dim = positive_or(c, "linear_value_head_dim", 128, file);
+  if (m.delta_v_heads % m.delta_k_heads) bad(file, "/linear_num_value_heads", "must be a multiple of linear_num_key_heads");
+  m.conv_kernel = positive_or(c, "linear_conv_kernel_dim", 4, file);
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.score = MoeScore::Softmax;
+  moe.experts = positive_or(c, "num_experts", 128, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 4, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 512, file);
+  moe.shared_intermediate = positive_or(c, "shared_expert_intermediate_size", 512, file);
+  moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
+  moe.router = "gate.";
+  moe.shared = "shared_expert.";
+  moe.stacked_experts = true;
+  check_topk(moe, file);
+  moe.layers.assign(static_cast<size_t>(m.layers), true);
+  m.tensor_names = {{"linear_attn.out_norm.", "linear_attn.norm."}};
+}
+
 struct FamilyEntry {
   Family family;
   const char* model_type;
@@ -2454,6 +2510,7 @@ const FamilyEntry kRegistry[] = {
     {Family::MimoV2Flash, "mimo_v2_flash", read_mimo_v2_flash},
     {Family::Dory, "dory", read_dory},
     {Family::T5Gemma, "t5gemma", read_t5gemma_module},  // each stack of the encoder-decoder (kEncoderDecoders)
+    {Family::LaraMini, "lara_mini", read_lara_mini},
 };
 
 // An encoder-decoder (T5GemmaForConditionalGeneration, every pinned release): config.encoder and config.decoder are
@@ -2638,8 +2695,10 @@ ModelConfig read_family(const std::string& type, const json& outer, const std::s
       bad(file, "/intermediate_size", "a list must give every layer the same positive size (one per layer is not modelled)");
     m.intermediate = sizes[0].get<int64_t>();
   } else {
-    // ergo's dense MLP is first_dense_intermediate_size (its reader).
-    m.intermediate = m.family == Family::Kolibri1 || m.family == Family::Ergo ? 0 : positive(c, "intermediate_size", file);
+    // ergo's dense MLP is first_dense_intermediate_size (its reader); lara_mini has none (every layer a MoE).
+    m.intermediate = m.family == Family::Kolibri1 || m.family == Family::Ergo || m.family == Family::LaraMini
+                         ? 0
+                         : positive(c, "intermediate_size", file);
   }
   m.eps = number_or(c, "rms_norm_eps", 1e-6, file);
   // attention_bias is read by the families that have it (qwen3); elsewhere true is not modelled.
@@ -2650,7 +2709,7 @@ ModelConfig read_family(const std::string& type, const json& outer, const std::s
       m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
       m.family != Family::CohereCompassText && m.family != Family::Laguna && m.family != Family::OpenAIPrivacyFilter &&
       m.family != Family::Step3p7 && m.family != Family::RecurrentGemma && m.family != Family::Beam &&
-      m.family != Family::MimoV2Flash && m.family != Family::Dory && m.family != Family::T5Gemma && c.value("attention_bias", false))
+      m.family != Family::MimoV2Flash && m.family != Family::Dory && m.family != Family::T5Gemma && m.family != Family::LaraMini && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -2918,6 +2977,26 @@ void read_stack(Model& m, const std::string& st, const std::string& cfg_path) {
       }
     }
   }
+  for (int64_t l = 0; l < k.layers; ++l) {
+    // A gated DeltaNet block's fused linear_attn.in_proj [2 Kd + Vd + Vd + 2 Hv, H] (the checkpoint's layout, rows [qkv |
+    // z | b | a]) split into the projections transformers loads it as.
+    const std::string fused = layer_name(l, "linear_attn.in_proj.weight");
+    if (!k.delta(l) || !m.tensors.count(fused)) continue;
+    const std::vector<double> t = m.tensors[fused];
+    const int64_t Vd = k.delta_v_heads * k.delta_v_dim, parts[4] = {k.delta_conv_width(), Vd, k.delta_v_heads, k.delta_v_heads};
+    if (static_cast<int64_t>(t.size()) != (parts[0] + parts[1] + parts[2] + parts[3]) * k.hidden)
+      throw std::runtime_error(st + ": tensor \"" + fused + "\" has " + std::to_string(t.size()) + " values, expected " +
+                               std::to_string((parts[0] + parts[1] + parts[2] + parts[3]) * k.hidden));
+    const char* names[4] = {"qkv", "z", "b", "a"};
+    size_t at = 0;
+    for (int i = 0; i < 4; ++i) {
+      const size_t len = static_cast<size_t>(parts[i] * k.hidden);
+      m.tensors[layer_name(l, std::string("linear_attn.in_proj_") + names[i] + ".weight")].assign(
+          t.begin() + static_cast<std::ptrdiff_t>(at), t.begin() + static_cast<std::ptrdiff_t>(at + len));
+      at += len;
+    }
+    m.tensors.erase(fused);
+  }
   if (k.moe.routing == MoeRouting::TopK && !k.mlp_ungated) {  // ergo's experts.up_proj is x @ W already
     // Each expert's module (experts.<e>.{gate,up,down}_proj.weight, nn.Linear's [out, in]) into the
     // x @ W tensors the forward reads: experts.gate_up_proj [E, H, 2I] (gate the first half) and
@@ -2997,10 +3076,21 @@ void read_stack(Model& m, const std::string& st, const std::string& cfg_path) {
   for (int64_t l = 0; l < k.layers; ++l) {
     const int64_t qd = k.q_heads(l) * k.dim(l), kvd = k.kv(l) * k.dim(l), od = k.q_heads(l) * k.vdim(l),
                   kvdv = k.kv(l) * k.vdim(l);
-    const bool recurrent = k.recurrent(l);     // an RG-LRU block in place of the attention
-    const bool conv = k.conv(l) || recurrent;  // a short-convolution block in place of the attention
+    const bool recurrent = k.recurrent(l), delta = k.delta(l);  // an RG-LRU or gated DeltaNet block in place of the attention
+    const bool conv = k.conv(l) || recurrent || delta;          // a short-convolution block in place of the attention
     const bool own_kv = !conv && !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[static_cast<size_t>(l)]);
-    if (recurrent) {
+    if (delta) {
+      const int64_t Vd = k.delta_v_heads * k.delta_v_dim;
+      need(layer_name(l, "linear_attn.in_proj_qkv.weight"), k.delta_conv_width() * k.hidden);
+      need(layer_name(l, "linear_attn.in_proj_z.weight"), Vd * k.hidden);
+      need(layer_name(l, "linear_attn.in_proj_b.weight"), k.delta_v_heads * k.hidden);
+      need(layer_name(l, "linear_attn.in_proj_a.weight"), k.delta_v_heads * k.hidden);
+      need(layer_name(l, "linear_attn.conv1d.weight"), k.delta_conv_width() * k.conv_kernel);
+      need(layer_name(l, "linear_attn.A_log"), k.delta_v_heads);
+      need(layer_name(l, "linear_attn.dt_bias"), k.delta_v_heads);
+      need(layer_name(l, "linear_attn.norm.weight"), k.delta_v_dim);
+      need(layer_name(l, "linear_attn.out_proj.weight"), k.hidden * Vd);
+    } else if (recurrent) {
       const int64_t W = k.lru_width, w = k.lru_width / std::max<int64_t>(1, k.lru_blocks);
       for (const char* what : {"linear_x.", "linear_y."}) {
         need(layer_name(l, std::string("temporal_block.") + what + "weight"), W * k.hidden);
@@ -3320,7 +3410,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     throw std::invalid_argument("ModelConfig: an encoder needs reach_before and reach_after per layer");
   for (size_t n : {k.rope_thetas.size(), k.rope_angles.size(), k.head_dims.size(), k.layer_kv_heads.size(), k.k_eq_v.size(),
                    k.kv_source.size(), k.rotary_dims.size(), k.recurrent_layers.size(), k.layer_heads.size(), k.mlp_limits.size(),
-                   k.moe.expert_limits.size(), k.layer_weights.size(), k.loop_entries.size()})
+                   k.moe.expert_limits.size(), k.layer_weights.size(), k.loop_entries.size(), k.delta_layers.size()})
     if (n != 0 && static_cast<int64_t>(n) != k.layers)
       throw std::invalid_argument("ModelConfig: a per-layer field needs one entry per layer");
   if (k.cross_width > 0) {
@@ -3371,14 +3461,28 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     Layer& L = layers_[static_cast<size_t>(l)];
     const size_t li = static_cast<size_t>(l);
     auto get = [&](const std::string& what) { return as<T>(model.at(layer_name(l, what))); };
-    const bool recurrent = k.recurrent(l);
-    const bool conv = k.conv(l) || recurrent;  // no attention: neither K/V nor q
+    const bool recurrent = k.recurrent(l), delta = k.delta(l);
+    const bool conv = k.conv(l) || recurrent || delta;  // no attention: neither K/V nor q
     const bool own_kv = !conv && !k.shares_kv(l), own_v = own_kv && !(!k.k_eq_v.empty() && k.k_eq_v[li]);
     if (k.source(l) < 0 || k.source(l) > l || k.attention(k.source(l)) != k.attention(l) || k.dim(k.source(l)) != k.dim(l) ||
         k.kv(k.source(l)) != k.kv(l) || (conv && k.shares_kv(l)))
       throw std::invalid_argument("ModelConfig::kv_source: layer " + std::to_string(l) +
                                   " must share an earlier layer of its rule and shape");
-    if (recurrent) {
+    if (delta) {
+      if (k.conv_kernel < 1) throw std::invalid_argument("ModelConfig::conv_kernel: a delta layer needs at least one tap");
+      if (k.delta_k_heads < 1 || k.delta_v_heads % k.delta_k_heads || k.delta_k_dim < 1 || k.delta_v_dim < 1)
+        throw std::invalid_argument("ModelConfig::delta_v_heads: must be a multiple of delta_k_heads (and the sizes positive)");
+      // Its out_proj stands where the attention's o_proj does: the rest of the layer is the same.
+      L.delta_qkv = get("linear_attn.in_proj_qkv.weight");
+      L.delta_z = get("linear_attn.in_proj_z.weight");
+      L.delta_b = get("linear_attn.in_proj_b.weight");
+      L.delta_a = get("linear_attn.in_proj_a.weight");
+      L.conv = get("linear_attn.conv1d.weight");
+      L.delta_a_log = get("linear_attn.A_log");
+      L.delta_dt_bias = get("linear_attn.dt_bias");
+      L.delta_norm = get("linear_attn.norm.weight");
+      L.o = get("linear_attn.out_proj.weight");
+    } else if (recurrent) {
       if (k.conv_kernel < 1) throw std::invalid_argument("ModelConfig::conv_kernel: a recurrent layer needs at least one tap");
       if (k.lru_blocks < 1 || k.lru_width % k.lru_blocks)
         throw std::invalid_argument("ModelConfig::lru_blocks: must divide lru_width");
@@ -3716,6 +3820,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
   for (int64_t l = 0; l < k.layers; ++l) widest = std::max({widest, k.q_heads(l) * k.dim(l), k.q_heads(l) * k.vdim(l)});
   if (!k.conv_layers.empty()) widest = std::max(widest, H);                 // a conv layer's output row (C * conv) is H wide
   if (!k.recurrent_layers.empty()) widest = std::max(widest, k.lru_width);  // a recurrent layer's (state * y)
+  if (!k.delta_layers.empty()) widest = std::max(widest, k.delta_v_heads * k.delta_v_dim);  // a delta layer's heads
   const T eps = static_cast<T>(k.eps), post_eps = static_cast<T>(k.post_eps > 0 ? k.post_eps : k.eps);
   const std::vector<T> no_weight;
   // Layer by layer over the tokens, each token computed as alone: the residual stream, its normed
@@ -3804,7 +3909,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     const int64_t NQ = k.q_heads(li), D = k.dim(li), KVH = k.kv(li), kvd = KVH * D, group = NQ / KVH;
     const int64_t Dv = k.vdim(li), kvdv = KVH * Dv;  // the value heads' size (mimo_v2_flash's v_head_dim)
     const bool own_kv = !k.shares_kv(li);
-    const bool conv = k.conv(li), recurrent = k.recurrent(li);
+    const bool conv = k.conv(li), recurrent = k.recurrent(li), delta = k.delta(li);
     // AltUp's prediction of every stream, pred_q = s_q + sum_p c[q * A + p] s_p (c from the active stream's
     // modalities); the layer runs on the active one.
     for (int64_t t = 0; t < n && NA > 0; ++t) {
@@ -3895,8 +4000,83 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         }
       }
     }
+    if (delta) {
+      // The gated DeltaNet block, token by token: qkv = in_proj_qkv h, kept per position (conv_in); c = silu(the causal
+      // depthwise convolution of qkv, tap j on position pos - conv_kernel + 1 + j, zeros before position 0); q and k
+      // L2-normed per key head, q times delta_k_dim ** -0.5; per value head the state S = exp(g) S_prev, S += k (beta (v -
+      // S^T k))^T, kept per position (delta_state); its output S^T q RMS-normed, times the norm's weight and silu(z).
+      const int64_t C = k.delta_conv_width(), taps = k.conv_kernel, HK = k.delta_k_heads, HV = k.delta_v_heads;
+      const int64_t DK = k.delta_k_dim, DV = k.delta_v_dim, Kd = HK * DK, per_key = HV / HK, state = DK * DV;
+      std::vector<T> qkv(static_cast<size_t>(C)), cv(static_cast<size_t>(C)), z(static_cast<size_t>(HV * DV)),
+          b(static_cast<size_t>(HV)), a(static_cast<size_t>(HV)), mem(static_cast<size_t>(DV));
+      const T q_scale = T(1) / std::sqrt(static_cast<T>(DK));
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t pos = pos0 + t;
+        const Row<T> x = row(X, t, H), h = row(Hn, t, H);
+        if (k.norm_placement == NormPlacement::Post || L.in_norm.empty()) std::copy(x.begin(), x.end(), h.begin());
+        else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data(), L.in_norm_bias);
+        else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data());
+        matvec(L.delta_qkv, h.data(), C, H, qkv.data());
+        matvec(L.delta_z, h.data(), HV * DV, H, z.data());
+        matvec(L.delta_b, h.data(), HV, H, b.data());
+        matvec(L.delta_a, h.data(), HV, H, a.data());
+        L.conv_in.insert(L.conv_in.end(), qkv.begin(), qkv.end());
+        for (int64_t c = 0; c < C; ++c) {
+          T sum = 0;
+          for (int64_t j = 0; j < taps; ++j) {
+            const int64_t p = pos - taps + 1 + j;
+            if (p >= 0) sum += L.conv[static_cast<size_t>(c * taps + j)] * L.conv_in[static_cast<size_t>(p * C + c)];
+          }
+          cv[static_cast<size_t>(c)] = silu(sum);
+        }
+        for (int64_t i = 0; i < 2 * HK; ++i) {  // each q head, then each k head: x * rsqrt(sum x^2 + 1e-6)
+          T* head = cv.data() + i * DK;
+          T sum = 0;
+          for (int64_t d = 0; d < DK; ++d) sum += head[d] * head[d];
+          const T inv = T(1) / std::sqrt(sum + static_cast<T>(1e-6));
+          for (int64_t d = 0; d < DK; ++d) head[d] = head[d] * inv * (i < HK ? q_scale : T(1));
+        }
+        T* out = A.data() + t * widest;
+        for (int64_t j = 0; j < HV; ++j) {
+          const T* q = cv.data() + (j / per_key) * DK;
+          const T* key = cv.data() + Kd + (j / per_key) * DK;
+          const T* v = cv.data() + 2 * Kd + j * DV;
+          const T beta = T(1) / (T(1) + std::exp(-b[static_cast<size_t>(j)]));
+          const T in = a[static_cast<size_t>(j)] + L.delta_dt_bias[static_cast<size_t>(j)];
+          const T softplus = in > T(20) ? in : std::log1p(std::exp(in));  // torch's threshold 20
+          const T decay =
+              std::exp(-(static_cast<T>(k.delta_decay_scale) * std::exp(L.delta_a_log[static_cast<size_t>(j)])) * softplus);
+          const size_t at = L.delta_state.size();
+          if (pos == 0) L.delta_state.resize(at + static_cast<size_t>(state), T(0));
+          else
+            for (int64_t e = 0; e < state; ++e)
+              L.delta_state.push_back(L.delta_state[static_cast<size_t>(((pos - 1) * HV + j) * state + e)] * decay);
+          T* S = L.delta_state.data() + at;
+          for (int64_t d = 0; d < DV; ++d) {  // what S already reads at key: S^T k
+            T sum = 0;
+            for (int64_t i = 0; i < DK; ++i) sum += S[i * DV + d] * key[i];
+            mem[static_cast<size_t>(d)] = (v[d] - sum) * beta;
+          }
+          for (int64_t i = 0; i < DK; ++i)
+            for (int64_t d = 0; d < DV; ++d) S[i * DV + d] += key[i] * mem[static_cast<size_t>(d)];
+          T* o = out + j * DV;
+          T sq = 0;
+          for (int64_t d = 0; d < DV; ++d) {
+            T sum = 0;
+            for (int64_t i = 0; i < DK; ++i) sum += S[i * DV + d] * q[i];
+            o[d] = sum;
+            sq += sum * sum;
+          }
+          const T inv = T(1) / std::sqrt(sq / static_cast<T>(DV) + eps);
+          for (int64_t d = 0; d < DV; ++d) {
+            o[d] = o[d] * inv * L.delta_norm[static_cast<size_t>(d)];
+            if (k.delta_norm_gated) o[d] *= silu(z[static_cast<size_t>(j * DV + d)]);
+          }
+        }
+      }
+    }
     // Each token's queries, and its keys and values appended in token order.
-    if (!conv && !recurrent)
+    if (!conv && !recurrent && !delta)
       for (int64_t t = 0; t < n; ++t) {
         const int64_t pos = pos0 + t;
         const Row<T> x = row(X, t, H), h = row(Hn, t, H), q = row(Q, t, widest);
@@ -3976,7 +4156,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     // memory-bound), and each score and each out[d] still sums its terms in the order of one token,
     // one head and one key at a time, so the results are the same bit for bit.
     std::vector<T> total(static_cast<size_t>(kQueryTile * group));  // each (token, head) row's softmax denominator
-    if (!conv && !recurrent)
+    if (!conv && !recurrent && !delta)
       for (int64_t t0 = 0; t0 < n; t0 += kQueryTile) {
         const int64_t tn = std::min(kQueryTile, n - t0);
         int64_t first[kQueryTile], last[kQueryTile], span[kQueryTile], at[kQueryTile];
@@ -4083,7 +4263,12 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         rms_norm(lr.data(), L.laurel_norm, H, eps, k.gemma_norm, lr.data());
         for (int64_t i = 0; i < H; ++i) lr[i] = h[i] + lr[i];
       }
-      matvec(L.o, attn.data(), H, recurrent ? k.lru_width : conv ? H : NQ * Dv, o.data(), L.o_bias);
+      matvec(L.o, attn.data(), H,
+             recurrent ? k.lru_width
+             : delta   ? k.delta_v_heads * k.delta_v_dim
+             : conv    ? H
+                       : NQ * Dv,
+             o.data(), L.o_bias);
       if (k.parallel_block) {
         // The MLP reads the same normed input as the attention: h is kept.
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
@@ -4488,9 +4673,13 @@ void SequenceOracle<T>::truncate(int64_t n) {
   length_ -= n;
   for (size_t l = 0; l < layers_.size(); ++l) {
     const int64_t li = static_cast<int64_t>(l);
-    const int64_t state_width = config_.recurrent(li) ? config_.lru_width : config_.hidden;  // conv_in's row
+    const int64_t state_width = config_.recurrent(li) ? config_.lru_width
+                                : config_.delta(li)   ? config_.delta_conv_width()
+                                                      : config_.hidden;  // conv_in's row
     layers_[l].conv_in.resize(layers_[l].conv_in.empty() ? 0 : static_cast<size_t>(length_ * state_width));
     layers_[l].lru_state.resize(layers_[l].lru_state.empty() ? 0 : static_cast<size_t>(length_ * config_.lru_width));
+    layers_[l].delta_state.resize(static_cast<size_t>(
+        layers_[l].delta_state.empty() ? 0 : length_ * config_.delta_v_heads * config_.delta_k_dim * config_.delta_v_dim));
     if (config_.shares_kv(li)) continue;
     layers_[l].keys.resize(static_cast<size_t>(length_ * config_.kv(li) * config_.dim(li)));
     layers_[l].values.resize(static_cast<size_t>(length_ * config_.kv(li) * config_.vdim(li)));
@@ -4506,7 +4695,8 @@ void SequenceOracle<T>::shift(int64_t keep, int64_t discard, bool rerotate) {
   if (!k.conv_layers.empty() && std::find(k.conv_layers.begin(), k.conv_layers.end(), true) != k.conv_layers.end())
     throw std::invalid_argument(
         "a context shift is not defined for a model with convolution layers: their state has no position to move");
-  if (std::find(k.recurrent_layers.begin(), k.recurrent_layers.end(), true) != k.recurrent_layers.end())
+  if (std::find(k.recurrent_layers.begin(), k.recurrent_layers.end(), true) != k.recurrent_layers.end() ||
+      std::find(k.delta_layers.begin(), k.delta_layers.end(), true) != k.delta_layers.end())
     throw std::invalid_argument(
         "a context shift is not defined for a model with recurrent layers: their state has no position to move");
   for (size_t l = 0; l < layers_.size(); ++l) {

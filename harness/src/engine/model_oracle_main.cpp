@@ -1,6 +1,6 @@
 // kvc-model-oracle MODEL_DIR TOKENS OUT [--float32] [--span-delta N] [--top-k-delta N] [--no-renormalize]
 // [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] [--conv-taps-dropped N]
-// [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-residual-gate] [--no-attention-output-norm]
+// [--lru-decay-off] [--delta-decay-off] [--no-delta-gate] [--no-attention-gate] [--sigmoid-gate] [--no-residual-gate] [--no-attention-output-norm]
 // [--post-norm-scales-after] [--no-router-scale] [--no-expert-norm] [--no-prediction-head] [--no-per-layer-input]
 // [--no-laurel] [--no-activation-sparsity] [--altup-active N] [--no-mlp-limits] [--no-expert-limits]
 // [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] [--no-gate-bias]
@@ -17,8 +17,10 @@
 // + bias (select_logits off), --no-router-softcap leaves laguna's soft-cap of the router's logits out
 // (OracleOptions: the MoE rules' mutants, and sensitivity.py's check that the drawn expert constants act; each edits
 // the model's description as a reader that got it wrong would). --conv-taps-dropped N gives every convolution layer
-// (lfm3's, and recurrent_gemma's recurrent blocks') only its last conv_kernel - N taps (a state N rows short),
-// --lru-decay-off runs the RG-LRU without its decay (lru_decay_scale 0: a = 1), --no-attention-gate leaves lfm3's
+// (lfm3's, recurrent_gemma's recurrent blocks' and lara_mini's gated DeltaNet blocks') only its last conv_kernel - N
+// taps (a state N rows short), --lru-decay-off runs the RG-LRU without its decay (lru_decay_scale 0: a = 1),
+// --delta-decay-off the delta rule without its decay (delta_decay_scale 0: exp(g) = 1), --no-delta-gate its output norm
+// without the silu(z) gate (delta_norm_gated false), --no-attention-gate leaves lfm3's
 // attention gate out: the hybrid rules' mutants; --sigmoid-gate gates with a sigmoid where laguna's gate is a softplus.
 // muse_spark's rules' mutants: --no-residual-gate adds each block's output to the residual plainly (x + block),
 // --no-attention-output-norm leaves the per-head norm of the attention output (o_norm) out, --post-norm-scales-after
@@ -51,10 +53,10 @@
 // --cross-window lets the cross-attention of the decoder's sliding layers see only the last sliding_window source
 // positions (a sliding cache of the encoder's output): the encoder-decoder's mutants. Prints
 // {"n", "vocab", "span", "local_layers", "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
-// "shared_expert", "conv_layers", "recurrent_layers", "conv_kernel", "attention_gate", "per_layer_input",
+// "shared_expert", "conv_layers", "recurrent_layers", "delta_layers", "conv_kernel", "attention_gate", "per_layer_input",
 // "altup_inputs", "altup_active", "laurel_rank", "sparse_layers", "mlp_limits",
 // "expert_limits", "ngpt", "loop_passes", "o_bias", "mlp_bias"} (the model's local span, how many layers slide or
-// chunk, how many are MoE, and their routing, how many are convolutions or RG-LRU blocks and their taps, the gate, and
+// chunk, how many are MoE, and their routing, how many are convolutions, RG-LRU or gated DeltaNet blocks and their taps, the gate, and
 // gemma3n's rules as read: 0 where the model has none; whether SwiGLU bounds are read; whether dory's nGPT rules are
 // read (l2_norm), how many passes of a looped section begin, and whether o_proj and the MLP have biases: through a
 // following norm, a sub-norm acts only by them and its epsilon).
@@ -72,7 +74,8 @@ int main(int argc, char** argv) {
     std::cerr
         << "usage: kvc-model-oracle MODEL_DIR TOKENS(1,2,3) OUT [--float32] [--span-delta N] [--top-k-delta N] "
            "[--no-renormalize] [--no-shared-expert] [--shared-summed] [--select-by-score] [--no-router-softcap] "
-           "[--conv-taps-dropped N] [--lru-decay-off] [--no-attention-gate] [--sigmoid-gate] [--no-gate-bias] [--plain-residual] "
+           "[--conv-taps-dropped N] [--lru-decay-off] [--delta-decay-off] [--no-delta-gate] "
+           "[--no-attention-gate] [--sigmoid-gate] [--no-gate-bias] [--plain-residual] "
            "[--no-nope-query-scale] [--no-value-scale] [--no-residual-gate] "
            "[--no-attention-output-norm] [--post-norm-scales-after] [--no-router-scale] [--no-expert-norm] [--no-prediction-head] "
            "[--no-per-layer-input] [--no-laurel] [--no-activation-sparsity] [--altup-active N] [--gate-up-interleaved] [--real MASK] "
@@ -154,16 +157,20 @@ int main(int argc, char** argv) {
         kvc::engine::ModelConfig& c = model.config;
         const int64_t drop = std::clamp<int64_t>(std::stoll(argv[++i]), 0, std::max<int64_t>(0, c.conv_kernel - 1));
         for (int64_t l = 0; l < c.layers; ++l) {
-          if (!c.conv(l) && !c.recurrent(l)) continue;
+          if (!c.conv(l) && !c.recurrent(l) && !c.delta(l)) continue;
           std::vector<double>& w = model.tensors["model.layers." + std::to_string(l) +
-                                                 (c.recurrent(l) ? ".temporal_block.conv_1d.weight" : ".conv.conv.weight")];
+                                                 (c.recurrent(l) ? ".temporal_block.conv_1d.weight"
+                                                  : c.delta(l)   ? ".linear_attn.conv1d.weight"
+                                                                 : ".conv.conv.weight")];
           std::vector<double> kept;
-          for (int64_t ch = 0; ch < (c.recurrent(l) ? c.lru_width : c.hidden); ++ch)
+          for (int64_t ch = 0; ch < (c.recurrent(l) ? c.lru_width : c.delta(l) ? c.delta_conv_width() : c.hidden); ++ch)
             kept.insert(kept.end(), w.begin() + ch * c.conv_kernel + drop, w.begin() + (ch + 1) * c.conv_kernel);
           w = std::move(kept);
         }
         c.conv_kernel -= drop;
       } else if (std::strcmp(argv[i], "--lru-decay-off") == 0) model.config.lru_decay_scale = 0;
+      else if (std::strcmp(argv[i], "--delta-decay-off") == 0) model.config.delta_decay_scale = 0;
+      else if (std::strcmp(argv[i], "--no-delta-gate") == 0) model.config.delta_norm_gated = false;
       else if (std::strcmp(argv[i], "--no-attention-gate") == 0) model.config.attn_gate = false;
       else if (std::strcmp(argv[i], "--no-prediction-head") == 0)
         model.config.prediction_head = kvc::engine::PredictionHead::None;
@@ -219,6 +226,8 @@ int main(int argc, char** argv) {
     for (bool b : model.config.conv_layers) conv_layers += b;
     int64_t recurrent_layers = 0;
     for (bool b : model.config.recurrent_layers) recurrent_layers += b;
+    int64_t delta_layers = 0;
+    for (bool b : model.config.delta_layers) delta_layers += b;
     // The renormalisation scales each token's routed sum by one factor: it reaches the logits only where a shared
     // expert joins that sum or no post-MLP norm (which erases a per-token scale) follows it (muse_spark and beam have neither).
     const bool renormalize = as_read.routing == kvc::engine::MoeRouting::TopK && as_read.renormalize &&
@@ -231,7 +240,7 @@ int main(int argc, char** argv) {
               << ", \"renormalize\": " << (renormalize ? "true" : "false")
               << ", \"shared_expert\": " << (moe_layers && as_read.shared_intermediate > 0 ? "true" : "false")
               << ", \"conv_layers\": " << conv_layers << ", \"recurrent_layers\": " << recurrent_layers
-              << ", \"conv_kernel\": " << model.config.conv_kernel
+              << ", \"delta_layers\": " << delta_layers << ", \"conv_kernel\": " << model.config.conv_kernel
               << ", \"attention_gate\": " << (model.config.attn_gate ? "true" : "false")
               << ", \"per_layer_input\": " << config_as_read.per_layer_input
               << ", \"altup_inputs\": " << config_as_read.altup_inputs << ", \"altup_active\": " << config_as_read.altup_active

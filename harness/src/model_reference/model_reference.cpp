@@ -416,7 +416,7 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
     }
     auto w = [&](const std::string& what) -> const Vec& { return model.at(layer_name(l, what)); };
     const int64_t NQ = k.q_heads(l), D = k.dim(l), KVH = k.kv(l), group = NQ / KVH, Dv = k.vdim(l);  // Dv: a value head's size
-    const bool own_kv = !k.shares_kv(l), conv = k.conv(l), recurrent = k.recurrent(l);
+    const bool own_kv = !k.shares_kv(l), conv = k.conv(l), recurrent = k.recurrent(l), delta = k.delta(l);
     const Vec freq = inv_freq(k, l);
     const double rope_scale = k.yarn.factor > 0 ? k.yarn.attention_factor : 1;
     // An encoder-decoder's cross keys and values: the layer's cross_attn k_proj and v_proj of every memory row.
@@ -448,7 +448,66 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
     // Post: no input norm; embed_norm: layer 0 reads the normed embeddings as they are.
     const bool in_norm = k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0);
     for (int64_t p = 0; p < n; ++p) h[p] = in_norm ? norm(model, k, layer_name(l, "input_layernorm."), x[p], k.eps) : x[p];
-    if (recurrent) {
+    if (delta) {
+      // The gated DeltaNet block: qkv = in_proj_qkv h; c = silu(its causal depthwise conv, no bias); q, k, v its thirds,
+      // q and k L2-normed per key head (x * rsqrt(sum x^2 + 1e-6)), q times delta_k_dim ** -0.5. Per value head (its key
+      // head j / (HV / HK)): beta = sigmoid(b), decay exp(-exp(A_log) softplus(a + dt_bias)); the state S [DK, DV] decays,
+      // then S += k (beta (v - S^T k))^T (the delta rule); the output S^T q RMS-normed, times the weight and silu(z).
+      const int64_t C = k.delta_conv_width(), taps = k.conv_kernel, HK = k.delta_k_heads, HV = k.delta_v_heads;
+      const int64_t DK = k.delta_k_dim, DV = k.delta_v_dim, Kd = HK * DK;
+      auto d = [&](const std::string& what) -> const Vec& { return w("linear_attn." + what); };
+      std::vector<Vec> qkv(static_cast<size_t>(n));
+      Vec S(static_cast<size_t>(HV * DK * DV), 0.0);
+      for (int64_t p = 0; p < n; ++p) {
+        qkv[p] = linear(d("in_proj_qkv.weight"), h[p], C);
+        const Vec z = linear(d("in_proj_z.weight"), h[p], HV * DV), b = linear(d("in_proj_b.weight"), h[p], HV),
+                  a = linear(d("in_proj_a.weight"), h[p], HV);
+        Vec c(static_cast<size_t>(C));
+        for (int64_t ch = 0; ch < C; ++ch) {
+          double s = 0;
+          for (int64_t j = 0; j < taps; ++j)
+            if (p - taps + 1 + j >= 0) s += d("conv1d.weight")[ch * taps + j] * qkv[p - taps + 1 + j][ch];
+          c[ch] = silu(s);
+        }
+        for (int64_t i = 0; i < 2 * HK; ++i) {  // the q heads, then the k heads
+          const double inv = 1 / std::sqrt(dot(c.data() + i * DK, c.data() + i * DK, DK) + 1e-6);
+          for (int64_t e = 0; e < DK; ++e)
+            c[i * DK + e] = c[i * DK + e] * inv * (i < HK ? 1 / std::sqrt(static_cast<double>(DK)) : 1.0);
+        }
+        mixed[p].resize(static_cast<size_t>(HV * DV));
+        for (int64_t j = 0; j < HV; ++j) {
+          const double* q = c.data() + (j / (HV / HK)) * DK;
+          const double* key = c.data() + Kd + (j / (HV / HK)) * DK;
+          const double* v = c.data() + 2 * Kd + j * DV;
+          const double beta = sigmoid(b[j]), in = a[j] + d("dt_bias")[j];
+          const double decay =
+              std::exp(-(k.delta_decay_scale * std::exp(d("A_log")[j])) * (in > 20 ? in : std::log1p(std::exp(in))));
+          double* state = S.data() + j * DK * DV;
+          for (int64_t e = 0; e < DK * DV; ++e) state[e] = p == 0 ? 0.0 : state[e] * decay;
+          Vec delta_v(static_cast<size_t>(DV));
+          for (int64_t e = 0; e < DV; ++e) {
+            double s = 0;
+            for (int64_t i = 0; i < DK; ++i) s += state[i * DV + e] * key[i];
+            delta_v[e] = (v[e] - s) * beta;
+          }
+          for (int64_t i = 0; i < DK; ++i)
+            for (int64_t e = 0; e < DV; ++e) state[i * DV + e] += key[i] * delta_v[e];
+          double* o = mixed[p].data() + j * DV;
+          double sq = 0;
+          for (int64_t e = 0; e < DV; ++e) {
+            double s = 0;
+            for (int64_t i = 0; i < DK; ++i) s += state[i * DV + e] * q[i];
+            o[e] = s;
+            sq += s * s;
+          }
+          const double inv = 1 / std::sqrt(sq / static_cast<double>(DV) + k.eps);
+          for (int64_t e = 0; e < DV; ++e) {
+            o[e] = o[e] * inv * d("norm.weight")[e];
+            if (k.delta_norm_gated) o[e] *= silu(z[j * DV + e]);
+          }
+        }
+      }
+    } else if (recurrent) {
       // Griffin's RG-LRU block: y = act(linear_y h); c = the causal depthwise conv of x = linear_x h (plus its bias);
       // per block of channels the input gate i and the recurrence gate r of c (c @ W + b, through a sigmoid); the
       // decay a = exp(-lru_decay_scale * r * softplus(recurrent_param)); state = a * state + sqrt(1 - a^2) * i * c,
@@ -606,8 +665,11 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
       }
     };
     // The block's output projection, the norms around it and the feed-forward, per position.
-    const std::string o = recurrent ? "temporal_block.linear_out." : conv ? "conv.out_proj." : "self_attn.o_proj.";
-    const bool o_bias = recurrent || (conv ? k.conv_bias : k.o_bias);
+    const std::string o = recurrent ? "temporal_block.linear_out."
+                          : delta   ? "linear_attn.out_proj."
+                          : conv    ? "conv.out_proj."
+                                    : "self_attn.o_proj.";
+    const bool o_bias = recurrent || (delta ? false : conv ? k.conv_bias : k.o_bias);
     // x + out, or beam's depth-scaled residual: out / sqrt(d) + x * sqrt((d - 1) / d), d = 2(l + 1) after the
     // attention and 2(l + 1) + 1 after the MLP.
     auto add = [&](Vec& x, const Vec& out, double scale, int64_t d) {

@@ -72,13 +72,14 @@ enum class Family {
   Ergo,
   Dory,  // nGPT on the unit sphere with a looped section of layers
   T5Gemma,  // an encoder-decoder: the decoder's description, its encoder in ModelConfig::encoder
+  LaraMini,  // gated DeltaNet layers beside sliding and NoPE full attention, a MoE
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
 // "muse_glimmer_text", "kolibri1", "laguna", "embedding_gemma2_text", "openai_privacy_filter", "gemma3n_text",
-// "recurrent_gemma", "muse_spark_text", "step3p7", "ergo", "beam", "mimo_v2_flash", "dory", "t5gemma"
+// "recurrent_gemma", "muse_spark_text", "step3p7", "ergo", "beam", "mimo_v2_flash", "dory", "t5gemma", "lara_mini"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -378,6 +379,23 @@ struct ModelConfig {
   std::shared_ptr<const ModelConfig> encoder;
   int64_t cross_width = 0;
   bool hidden_output = false;  // the stack's output rows are its final-normed hidden states (no head): an encoder's
+  // Gated DeltaNet layers (lara_mini's linear_attention; qwen3_next's and qwen3_5's GatedDeltaNet): per layer, in place
+  // of the attention; empty: none. From the normed row h: qkv = linear_attn.in_proj_qkv h [2 Kd + Vd] (Kd =
+  // delta_k_heads * delta_k_dim, Vd = delta_v_heads * delta_v_dim), z = in_proj_z h [Vd], b = in_proj_b h and a =
+  // in_proj_a h [delta_v_heads]; c = silu(the causal depthwise convolution of qkv over conv_kernel taps, conv1d.weight
+  // [2 Kd + Vd, 1, taps], no bias, zeros before position 0); q, k, v its thirds, each key head's q and k L2-normed (x *
+  // rsqrt(sum x^2 + 1e-6)) and q times delta_k_dim ** -0.5. Value head j reads key head j / (delta_v_heads /
+  // delta_k_heads); with beta = sigmoid(b_j) and g = -delta_decay_scale * exp(A_log_j) * softplus(a_j + dt_bias_j) its
+  // state S [delta_k_dim, delta_v_dim] (zeros before position 0) becomes S = exp(g) S, then S += k (beta (v - S^T k))^T
+  // (the delta rule), and the head's output is S^T q, RMS-normed (linear_attn.norm.weight [delta_v_dim], eps) and, where
+  // delta_norm_gated, times silu(z) of the head; linear_attn.out_proj [H, Vd] stands where o_proj does. The conv input
+  // rows and S after each position are kept in T (float64 in the oracle, where transformers runs the rule in float32:
+  // exact64 keeps it float64), so truncate drops rows of them. delta_decay_scale 0 and delta_norm_gated false are the
+  // decay-off and gate-dropped mutants.
+  std::vector<bool> delta_layers;
+  int64_t delta_k_heads = 0, delta_v_heads = 0, delta_k_dim = 0, delta_v_dim = 0;
+  double delta_decay_scale = 1;
+  bool delta_norm_gated = true;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -399,6 +417,8 @@ struct ModelConfig {
     return hidden_output ? hidden : outputs > 0 ? outputs : vocab;
   }  // the values of each position's output row
   bool recurrent(int64_t layer) const { return !recurrent_layers.empty() && recurrent_layers[static_cast<size_t>(layer)]; }
+  bool delta(int64_t layer) const { return !delta_layers.empty() && delta_layers[static_cast<size_t>(layer)]; }
+  int64_t delta_conv_width() const { return 2 * delta_k_heads * delta_k_dim + delta_v_heads * delta_v_dim; }  // qkv's
   int64_t expert_width() const { return moe.pooled > 0 ? moe.pooled : hidden; }  // the routed experts' in and out width
 };
 
@@ -531,6 +551,10 @@ class SequenceOracle {
     std::vector<T> lru_x, lru_x_bias, lru_y, lru_y_bias, lru_param, lru_input_gate, lru_input_bias, lru_gate, lru_gate_bias;
     std::vector<T> lru_state;
     std::vector<T> attn_gate_bias;  // [heads] (ModelConfig::attn_gate_bias)
+    // A gated DeltaNet layer (ModelConfig::delta_layers): in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, conv1d, A_log,
+    // dt_bias, the gated norm's weight (its out_proj is o); conv_in holds its qkv rows, delta_state S after each position
+    // ([position][delta_v_heads][delta_k_dim][delta_v_dim]).
+    std::vector<T> delta_qkv, delta_z, delta_b, delta_a, delta_a_log, delta_dt_bias, delta_norm, delta_state;
     std::vector<T> inv_freq;
     // gemma3n (ModelConfig's AltUp, LAuReL and per-layer input rules)
     std::vector<T> altup_scale, altup_correct, altup_predict, altup_router, altup_router_norm;
