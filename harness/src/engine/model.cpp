@@ -2709,7 +2709,8 @@ ModelConfig read_family(const std::string& type, const json& outer, const std::s
       m.family != Family::ModernBertDecoder && m.family != Family::ModernBert && m.family != Family::Ultrabert &&
       m.family != Family::CohereCompassText && m.family != Family::Laguna && m.family != Family::OpenAIPrivacyFilter &&
       m.family != Family::Step3p7 && m.family != Family::RecurrentGemma && m.family != Family::Beam &&
-      m.family != Family::MimoV2Flash && m.family != Family::Dory && m.family != Family::T5Gemma && m.family != Family::LaraMini && c.value("attention_bias", false))
+      m.family != Family::MimoV2Flash && m.family != Family::Dory && m.family != Family::T5Gemma &&
+      m.family != Family::LaraMini && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;

@@ -70,8 +70,8 @@ enum class Family {
   RecurrentGemma,       // RG-LRU recurrent blocks beside sliding attention
   Step3p7,              // multimodal: the text decoder (step3p5) of its text_config
   Ergo,
-  Dory,  // nGPT on the unit sphere with a looped section of layers
-  T5Gemma,  // an encoder-decoder: the decoder's description, its encoder in ModelConfig::encoder
+  Dory,      // nGPT on the unit sphere with a looped section of layers
+  T5Gemma,   // an encoder-decoder: the decoder's description, its encoder in ModelConfig::encoder
   LaraMini,  // gated DeltaNet layers beside sliding and NoPE full attention, a MoE
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
