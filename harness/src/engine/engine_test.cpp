@@ -1250,6 +1250,7 @@ TEST(ModelOracle, AnEncoderPositionSeesItsReachOnBothSidesAndNoPadding) {
 // unseen; the decoder needs its source first.
 TEST(ModelOracle, AnEncoderDecodersPositionsCrossAttendEveryRealSourcePosition) {
   Model m = random_model(Family::Gemma2, {3}, 3, 9);
+  m.config.norm_placement = NormPlacement::Sandwich;  // t5gemma's decoder layer: cross-attention sits in the sandwich
   const Model encoder_model = random_model(Family::Gemma2, {2}, 2, 11);
   auto encoder = std::make_shared<Model>(encoder_model);
   ModelConfig& e = encoder->config;
