@@ -434,18 +434,8 @@ def _patch_flint(mod):
     """flint: its router's logits from `.float()` of the input and the weight, and its eager attention's scores
     from `.float()` of the query and the keys ("the scores and the softmax stay in float32"): both rewritten to
     `.double()` in the same source."""
-    import inspect
-    import re
-    import textwrap
-
     _recast(mod.FlintTopKRouter, mod, r"\.float\(\)", ".double()", 2)
-    src = textwrap.dedent(inspect.getsource(mod.eager_attention_forward))
-    new, n = re.subn(r"\.float\(\)", ".double()", src)
-    if n != 2:
-        raise RuntimeError(f"exact64: flint's eager_attention_forward has {n} float32 casts (expected 2)")
-    scope = dict(vars(mod))
-    exec(compile(new, inspect.getsourcefile(mod.eager_attention_forward), "exec"), scope)
-    mod.eager_attention_forward = scope["eager_attention_forward"]
+    _recast_function(mod, "eager_attention_forward", r"\.float\(\)", ".double()", 2)
 
 
 def _patch_afmoe(mod):
@@ -536,22 +526,12 @@ def _patch_beam(mod):
     """beam: `.float()` in its router's logits (input and weight), its dense MLP's and its experts' SwiGLU (gate and
     up), its NoPE query scale (compute_attention_scaling's positions, the attention's query) and its logit soft-cap:
     every one rewritten to `.double()`."""
-    import inspect
-    import re
-    import textwrap
-
     _recast(mod.BeamTopKRouter, mod, r"\.float\(\)", ".double()", 2)
     _recast(mod.BeamMLP, mod, r"\.float\(\)", ".double()", 2)
     _recast(mod.BeamExperts, mod, r"\.float\(\)", ".double()", 2, method="_apply_gate")
     _recast(mod.BeamAttention, mod, r"\.float\(\)", ".double()", 1)
     _recast(mod.BeamForCausalLM, mod, r"\.float\(\)", ".double()", 1)
-    src = textwrap.dedent(inspect.getsource(mod.compute_attention_scaling))
-    new, n = re.subn(r"\.float\(\)", ".double()", src)
-    if n != 1:
-        raise RuntimeError(f"exact64: beam's compute_attention_scaling has {n} float32 casts (expected 1)")
-    scope = dict(vars(mod))
-    exec(compile(new, inspect.getsourcefile(mod.compute_attention_scaling), "exec"), scope)
-    mod.compute_attention_scaling = scope["compute_attention_scaling"]
+    _recast_function(mod, "compute_attention_scaling", r"\.float\(\)", ".double()", 1)
 
 
 def _patch_mimo_v2_flash(mod):
