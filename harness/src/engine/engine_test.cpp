@@ -571,7 +571,8 @@ TEST(SequenceModel, TheOraclesFilesAreKeyedByItsArchivesAsTheyAreNow) {
     if (p) pclose(p);
     return out;
   };
-  const std::string sums = shell(std::string("sha256sum ") + KVC_ORACLE_ARCHIVES + " | cut -c1-64 | tr -d '\\n'");
+  const std::string sums = shell(std::string("sha256sum ") + kvc::paths::target_file("kvc_engine") + " " +
+                                 kvc::paths::target_file("kvc_core") + " | cut -c1-64 | tr -d '\\n'");
   ASSERT_EQ(sums.size(), 128u) << sums;
   const std::string id = shell("printf %s " + sums + " | sha256sum | cut -c1-32 | tr -d '\\n'");
   EXPECT_EQ(oracle_code_id(), id);

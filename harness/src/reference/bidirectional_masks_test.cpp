@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "build_paths.h"
 #include "kvconform/masks.h"
 
 namespace kvc::masks {
@@ -20,6 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+const fs::path kEncoderMasksDir = fs::path(kvc::paths::source_dir()) / "golden" / "encoder_masks";
 
 // What the reference is asked to be, or a deliberately wrong variant of it (each one must be caught).
 enum class Variant {
@@ -46,7 +49,7 @@ std::vector<std::string> rows_of(const at::Tensor& mask, int64_t b) {
 
 std::vector<fs::path> release_files() {
   std::vector<fs::path> out;
-  for (const auto& e : fs::directory_iterator(KVC_ENCODER_MASKS_DIR))
+  for (const auto& e : fs::directory_iterator(kEncoderMasksDir))
     if (e.path().extension() == ".json") out.push_back(e.path());
   std::sort(out.begin(), out.end());
   return out;
@@ -153,11 +156,11 @@ std::string first(const Verdict& v, size_t n = 5) {
 TEST(EncoderMasks, EveryPinnedReleasesEncodersAgreeWithTheReference) {
   const Verdict v = judge(Variant::Faithful);
   EXPECT_TRUE(v.problems.empty()) << v.problems.size() << " disagreements:" << first(v);
-  EXPECT_GT(v.layers, 0) << "no recorded encoder masks in " << KVC_ENCODER_MASKS_DIR;
+  EXPECT_GT(v.layers, 0) << "no recorded encoder masks in " << kEncoderMasksDir.string();
   // Every pinned release that has an encoder family recorded it: modernbert and t5gemma from 4.56.2
   for (const char* need : {"4.56.2 modernbert", "4.56.2 t5gemma", "5.25.0 modernbert", "5.25.0 ultrabert",
                            "5.25.0 embedding_gemma2", "5.25.0 openai_privacy_filter", "5.25.0 t5gemma", "5.25.0 t5gemma2"})
-    EXPECT_TRUE(v.families.count(need)) << need << " is not in " << KVC_ENCODER_MASKS_DIR;
+    EXPECT_TRUE(v.families.count(need)) << need << " is not in " << kEncoderMasksDir.string();
 }
 
 // Each mutant of the reference disagrees with some release's encoders.
