@@ -15,7 +15,11 @@ commits (scripts/test.sh --slice, .ci/run), and every other test on every commit
   cheaper neighbours (unit, golden replay, properties, the oracle engine's plans) run on every commit.
   The list is what a full run measured at HEAVY_SECONDS or more, less the tests in ALWAYS and the
   fixture setups other tests need (ctest would run those anyway); `--heavy-from` rewrites it.
-A test's slice is sha1(name) mod N: adding or removing another test moves no test to another slice.
+A mutant test's slice is sha1(name) mod N: adding or removing another test moves no test to another
+slice. A heavy test's slice balances the listed seconds: longest first, each into the slice with the
+fewest listed seconds so far (sha1 alone put 626 listed seconds into one slice of six and 97 into
+another; balanced, 302 to 318). Only a change of the list moves a heavy test; a new mutant test, or
+any other test, moves none.
 A parameterised gtest's ctest name ends in its parameter ("  # GetParam() = ..."): the name is taken
 without it, so that a batch run of the binary (harness/testing/gtest_batch.py, which reads the slice
 from KVC_CI_SLICE=K/N as scripts/test.sh sets it) leaves out exactly the tests ctest does.
@@ -52,12 +56,31 @@ HEAVY_SECONDS = 15.0
 
 
 @functools.lru_cache(maxsize=None)
-def heavy_tests():
-    """The names .ci/heavy-tests.txt lists (a name, a tab and its measured seconds a line; # comments)."""
+def heavy_seconds():
+    """name -> measured seconds, as .ci/heavy-tests.txt lists them (a name, a tab and its seconds a line;
+    # comments)."""
     if not os.path.exists(HEAVY_FILE):
-        return frozenset()
+        return {}
     with open(HEAVY_FILE) as f:
-        return frozenset(line.split("\t")[0] for line in f if line.strip() and not line.startswith("#"))
+        rows = [line.rstrip("\n").split("\t") for line in f if line.strip() and not line.startswith("#")]
+    return {r[0]: float(r[1]) if len(r) > 1 else 0.0 for r in rows}
+
+
+def heavy_tests():
+    """The names .ci/heavy-tests.txt lists."""
+    return frozenset(heavy_seconds())
+
+
+@functools.lru_cache(maxsize=None)
+def heavy_slices(n):
+    """Each listed heavy test's slice (1..n): longest first (ties by name), into the slice with the fewest
+    listed seconds so far (the lowest on a tie)."""
+    load, out = [0.0] * n, {}
+    for name, seconds in sorted(heavy_seconds().items(), key=lambda r: (-r[1], r[0])):
+        k = min(range(n), key=lambda i: (load[i], i))
+        out[name] = k + 1
+        load[k] += seconds
+    return out
 
 
 def test_name(name):
@@ -77,8 +100,11 @@ def is_sliced(name, heavy=None):
 
 
 def slice_of(name, n):
-    """The slice (1..n) a sliced test runs in."""
-    return int(hashlib.sha1(test_name(name).encode()).hexdigest()[:8], 16) % n + 1
+    """The slice (1..n) a sliced test runs in: a heavy test's balanced one, a mutant test's by sha1."""
+    name = test_name(name)
+    if not is_mutant_test(name) and name in heavy_slices(n):
+        return heavy_slices(n)[name]
+    return int(hashlib.sha1(name.encode()).hexdigest()[:8], 16) % n + 1
 
 
 def left_out(names, k, n):

@@ -8,7 +8,7 @@ if py_bin=$(python3 -c 'import os, sys; print(os.path.dirname(sys.executable))' 
   export PATH="$py_bin:$PATH"
 fi
 # --slice K/N (or auto/N): run the sliced tests (mutant and heavy tests) of one slice of N only, every
-# other test as always (scripts/ci_slice.py says why; .ci/run passes auto/4). Taken out of the arguments
+# other test as always (scripts/ci_slice.py says why; .ci/run passes auto/6). Taken out of the arguments
 # for ctest.
 args=() slice=""
 while (($#)); do

@@ -20,7 +20,7 @@ import ci_slice  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness", "testing"))
 import gtest_batch  # noqa: E402
 
-N = 4
+N = 6  # as .ci/run
 
 
 def run_by_ctest(build, regex):
@@ -73,6 +73,18 @@ def main():
             print(f"FAIL: the judge passes a slicer that {label}")
             return 1
     print("the judge rejects a slicer that leaves nothing out and one that drops a sliced test")
+    # The heavy tests' listed seconds are balanced (ci_slice.heavy_slices): longest first into the
+    # lightest slice, so that no two slices differ by more than the longest listed test. sha1 alone does not.
+    spread = heavy_spread(lambda t: ci_slice.slice_of(t, N))
+    by_sha1 = heavy_spread(lambda t: int(ci_slice.hashlib.sha1(t.encode()).hexdigest()[:8], 16) % N + 1)
+    longest = max(ci_slice.heavy_seconds().values(), default=0.0)
+    if spread > longest:
+        print(f"FAIL: the slices' listed heavy seconds differ by {spread:.1f} s, more than the longest listed test ({longest:.1f} s)")
+        return 1
+    if by_sha1 <= longest:
+        print(f"FAIL: the balance judge passes slicing by sha1 alone (spread {by_sha1:.1f} s)")
+        return 1
+    print(f"the slices' listed heavy seconds differ by {spread:.1f} s at most (by sha1 alone {by_sha1:.1f} s)")
     # A batched gtest binary runs its tests in one process (gtest_batch.py): under a slice it must leave
     # out exactly the tests whose ctest entries the slice leaves out (more would run them alone, fewer
     # would spend the time the slice saves).
@@ -92,6 +104,15 @@ def main():
                 return 1
     print(f"the {len(binaries)} batched gtest binaries leave out what ctest does in every slice")
     return 0
+
+
+def heavy_spread(slice_of):
+    """The most and the least listed heavy seconds of a slice, apart, where slice_of(name) gives each
+    listed heavy test's slice."""
+    load = [0.0] * N
+    for t, seconds in ci_slice.heavy_seconds().items():
+        load[slice_of(t) - 1] += seconds
+    return max(load) - min(load)
 
 
 def gtest_batch_target(shown, name):
