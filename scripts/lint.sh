@@ -5,8 +5,9 @@
 # Exits 1 naming each file clang-format would change or each clang-tidy finding, 2 for a missing tool.
 # clang-tidy parses each translation unit again, about 10 s of CPU for a torch-free one and more for
 # one that includes ATen: by default it checks the units whose sources changed since REF (the
-# merge-base with origin/main, else main, else HEAD~1), which CI can afford beside ctest; --all checks
-# every unit of the project's own code (a documented command: minutes).
+# merge-base with origin/main, else main; on main itself HEAD~1, the last commit; .ci/run gives the
+# last commit whose CI lint passed), which CI can afford beside ctest, and every unit where .clang-tidy
+# changed since REF; --all checks every unit of the project's own code (a documented command: minutes).
 #
 # The format check is enforced: the tree is formatted (scripts/format.sh), and CI fails on a file
 # clang-format would change. KVC_ENFORCE_FORMAT=0 only counts them (for a branch not yet formatted).
@@ -60,8 +61,15 @@ PY
 )
   if [ "$all" = 0 ]; then
     if [ -z "$since" ]; then
-      since=$(git merge-base HEAD origin/main 2>/dev/null || git merge-base HEAD main 2>/dev/null || git rev-parse HEAD~1)
+      since=$(git merge-base HEAD origin/main 2>/dev/null || git merge-base HEAD main 2>/dev/null || true)
+      # On main itself (a clone of main, whose merge-base is HEAD) a branch's changes are the last
+      # commit's: against its first parent, a merge's are everything the branch brought.
+      if [ -z "$since" ] || [ "$since" = "$(git rev-parse HEAD)" ]; then
+        since=$(git rev-parse --verify -q HEAD~1) || { echo "lint: clang-tidy: HEAD has no parent: every unit"; all=1; }
+      fi
     fi
+  fi
+  if [ "$all" = 0 ] && git diff --quiet "$since" -- .clang-tidy; then
     mapfile -t changed < <(git diff --name-only "$since" -- harness cli generators plugins engines | grep -E '\.(c|cc|cpp)$' || true)
     picked=()
     for u in "${units[@]}"; do
@@ -71,6 +79,8 @@ PY
     done
     echo "lint: clang-tidy: ${#picked[@]} of ${#units[@]} translation units changed since $(git rev-parse --short "$since") (--all checks every one)"
     units=("${picked[@]}")
+  elif [ "$all" = 0 ]; then
+    echo "lint: clang-tidy: .clang-tidy changed since $(git rev-parse --short "$since"): every unit"
   fi
   if [ ${#units[@]} -gt 0 ]; then
     out=$(mktemp) db=$(mktemp -d)
