@@ -324,11 +324,15 @@ TEST(Cli, EveryResultNamesItsPolicyAndBound) {
 // A failure inside a case is that case's FAIL: with a mutant of the reference, golden replay and the
 // backend suite (not only the properties) report FAIL lines naming the step, the run finishes, writes
 // its reports and exits 1. dynamic_keeps_window makes update return rows the mask does not cover,
-// which used to end the run with a LibTorch stack trace.
+// which used to end the run with a LibTorch stack trace. One release's fixtures, one backend case
+// family and one property: every suite, in the default run's order (36.9 s of CPU for all of them,
+// 3.4 s for these).
 TEST(Cli, MutantFailsEverySuiteAndTheRunGoesOn) {
   const fs::path dir = scratch("mutant_everywhere");
-  const Result r = kvconform("run --iterations 5 --mutant dynamic_keeps_window --report-dir '" + dir.string() + "' --fixtures " +
-                             kSourceDir + "/golden/fixtures --cases " + kSourceDir + "/cases");
+  const Result r = kvconform(
+      "run --iterations 5 --mutant dynamic_keeps_window --filter "
+      "'^(golden/5\\.24\\.0/|backend/decode_across_window/dynamic/|property/stored_rows$)' --report-dir '" +
+      dir.string() + "' --fixtures " + kSourceDir + "/golden/fixtures --cases " + kSourceDir + "/cases");
   EXPECT_EQ(r.code, 1) << r.out.substr(0, 3000);
   EXPECT_TRUE(std::regex_search(r.out, std::regex("golden/[0-9.]+/[a-z0-9_]+\\([^)]*\\): FAIL step [0-9]+")))
       << r.out.substr(0, 3000);
