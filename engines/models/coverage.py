@@ -29,14 +29,7 @@ MULTIMODAL = "multimodal (vision or audio tower): its text decoder is not a regi
 # and openai_privacy_filter's do.
 MODEL_LEVEL = ("Model level: the oracle's forwards are a causal decoder's (SequenceOracle::extend) and an encoder's "
                "whole sequence (encode); this one is neither")
-MASK_LEVEL = (". Mask level: judged, the reference's bidirectional masks (harness bidirectional_masks.h: "
-              "abs(q - kv) <= reach, the keys' padding, the builders' skip) agree with the masks this family's own "
-              "forward hands its attention layers on every pinned release that has it (kvc_encoder_masks_test against "
-              "golden/encoder_masks/)")
 # Families whose masks are not recorded by golden/encoder_masks.py, with what they are.
-CROSS = ("Model level: the registry's encoder-decoder forward (t5gemma's: ModelConfig::encoder, SequenceOracle::set_source) "
-         "cross-attends in a softmax of its own after the self-attention; this decoder attends its own keys and the "
-         "encoder's in one softmax, which no registry rule does")
 UNRECORDED_MASKS = ". Mask level: not recorded yet (golden/encoder_masks.py records the plain encoders' masks only)"
 REASONS = {
     "deepseek_v4": "not multi-head latent attention (no kv_lora_rank): one shared K=V head, and rules the registry "
@@ -98,9 +91,6 @@ REASONS = {
     "none of it a registry rule",
     "hy_v4_vl": "multimodal: its text decoder is hy_v4's (multi-head latent attention with a DSA indexer, learned "
     "sinks, iHC hidden-state channels, a clamped-SwiGLU MoE; see hy_v4) with M-RoPE on its rope head dims",
-    "t5gemma2": "an encoder-decoder (t5gemma's, self- and cross-attention merged in one softmax, a vision encoder). "
-    + CROSS + MASK_LEVEL + " (its text encoder: (w + 1) // 2 - 1 keys back, w // 2 "
-    "ahead; flash attention w - 1 either side: finding 54)",
     "diffusion_gemma": "block diffusion: a canvas attends bidirectionally within itself over a causal sliding cache "
     "(create_diffusion_decoder_attention_mask); no canvas mask or denoising loop in the registry. " + MODEL_LEVEL
     + UNRECORDED_MASKS,

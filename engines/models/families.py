@@ -378,6 +378,14 @@ MODERNBERT_DECODER = {
 #                    with window 2, q/k/v/o biases (attention_bias, the cross-attention's too), one KV head in the
 #                    decoder, the exact gelu, rope 5e4, no soft-caps, untied (lm_head.out_proj; the stacks' configs untied
 #                    too: 4.57.6 ties the head to the encoder's embedding where the decoder's says tie)
+#   t5gemma2-w3      t5gemma2 (5.13.1 on; T5Gemma2ForConditionalGeneration, text-only: a one-layer siglip tower that no
+#                    source runs), encoder 4 layers [S, F, S, F] with window 4 (1 key before, 2 after), decoder 3 layers
+#                    [S, S, F] with window 3 attending its own keys and the source's in one softmax, GQA, q/k norms,
+#                    query_pre_attn_scalar 24, logits soft-capped at 6, rope bases 2e4 (sliding) and 5e5 (full), tied (the
+#                    decoder's embedding and the head the encoder's)
+#   t5gemma2-r1      t5gemma2, encoder 3 layers [S, S, F] with window 5 (2 keys before, 2 after), decoder 2 layers [S, F]
+#                    with window 2 and one KV head, q/k/v/o biases, the exact gelu, no soft-cap, untied (each stack its
+#                    own embedding, lm_head.out_proj)
 MODERNBERT = {
     **{k: v for k, v in MODERNBERT_DECODER.items() if k not in ("local_rope_theta",)},
     "architectures": ["ModernBertForMaskedLM"],
@@ -419,7 +427,52 @@ T5GEMMA_STACK = {  # T5GemmaModuleConfig's keys (rope_theta read by 4.x and turn
     "hidden_activation": "gelu_pytorch_tanh",
     "intermediate_size": 96,
 }
+T5GEMMA2_STACK = {  # T5Gemma2TextConfig's and T5Gemma2DecoderConfig's keys
+    "rope_scaling": ABSENT,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "intermediate_size": 96,
+    "attn_logit_softcapping": None,
+    "final_logit_softcapping": None,
+}
+T5GEMMA2_VISION = {  # the smallest siglip tower T5Gemma2MultiModalProjector accepts: 2 x 2 patches pooled to 4 tokens
+    "model_type": "siglip_vision_model", "hidden_size": 8, "intermediate_size": 8, "num_hidden_layers": 1,
+    "num_attention_heads": 1, "image_size": 2, "patch_size": 1, "num_channels": 3, "vision_use_head": False,
+}
+
+
+def t5gemma2(tie, encoder, decoder):
+    """A T5Gemma2ForConditionalGeneration config: its encoder's text stack under encoder.text_config beside the tower,
+    the decoder's stack under decoder (eoi_token_index left at 256000, outside the vocabulary)."""
+    return {
+        "architectures": ["T5Gemma2ForConditionalGeneration"],
+        "model_type": "t5gemma2",
+        "vocab_size": 256,
+        "is_encoder_decoder": True,
+        "tie_word_embeddings": tie,
+        "encoder": {"model_type": "t5gemma2_encoder", "mm_tokens_per_image": 4, "tie_word_embeddings": tie,
+                    "text_config": {**T5GEMMA2_STACK, "model_type": "t5gemma2_text", "tie_word_embeddings": tie, **encoder},
+                    "vision_config": T5GEMMA2_VISION},
+        "decoder": {**T5GEMMA2_STACK, "model_type": "t5gemma2_decoder", "tie_word_embeddings": tie, **decoder},
+    }
+
+
+def _rope_by_type(sliding, full):
+    return {"rope_parameters": {S: {"rope_type": "default", "rope_theta": sliding}, F: {"rope_type": "default", "rope_theta": full}}}
+
+
 ENCODERS = {
+    "t5gemma2-w3": ("t5gemma2", t5gemma2(
+        True,
+        {"num_hidden_layers": 4, "layer_types": [S, F, S, F], "sliding_window": 4, "query_pre_attn_scalar": 24,
+         **_rope_by_type(20000.0, 500000.0)},
+        {"num_hidden_layers": 3, "layer_types": [S, S, F], "sliding_window": 3, "query_pre_attn_scalar": 24,
+         "final_logit_softcapping": 6.0, **_rope_by_type(20000.0, 500000.0)})),
+    "t5gemma2-r1": ("t5gemma2", t5gemma2(
+        False,
+        {"num_hidden_layers": 3, "layer_types": [S, S, F], "sliding_window": 5, "query_pre_attn_scalar": 16,
+         "attention_bias": True, "hidden_activation": "gelu", **_rope_by_type(10000.0, 1000000.0)},
+        {"num_hidden_layers": 2, "layer_types": [S, F], "sliding_window": 2, "num_key_value_heads": 1,
+         "query_pre_attn_scalar": 16, "attention_bias": True, "hidden_activation": "gelu", **_rope_by_type(10000.0, 1000000.0)})),
     "t5gemma-w3": ("t5gemma", {
         "architectures": ["T5GemmaForConditionalGeneration"],
         "model_type": "t5gemma",

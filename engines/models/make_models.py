@@ -216,7 +216,7 @@ def tensors(name, family, cfg):
     t = {}
     style = cfg.get("_weights", "zoo")
     gemma = family in ("gemma2", "gemma3", "vaultgemma", "muse_glimmer_text", "muse_spark_text", "recurrent_gemma",
-                       "step3p5", "t5gemma")  # norm weight as 1 + w
+                       "step3p5", "t5gemma", "t5gemma2")  # norm weight as 1 + w
 
     def put(key, shape, lo, hi):
         n = 1
@@ -257,6 +257,9 @@ def tensors(name, family, cfg):
         return t
     if family == "t5gemma":
         t5gemma(put, cfg)
+        return t
+    if family == "t5gemma2":
+        t5gemma2(put, cfg)
         return t
     if family == "step3p5":
         step3p5(put, mlp, cfg, norm_lo, norm_hi)
@@ -1003,6 +1006,65 @@ def t5gemma(put, cfg):
         put("lm_head.out_proj.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
 
 
+def t5gemma2(put, cfg):
+    """T5Gemma2ForConditionalGeneration's tensors as transformers saves them: each stack (model.encoder., model.decoder.)
+    gemma3's layout (q_norm, k_norm [head_dim]; q/k/v/o biases where attention_bias) with t5gemma's norm names, no
+    cross_attn (the decoder's self_attn projects the source too); its embedding's eoi_embedding row; the encoder's
+    siglip tower and multi_modal_projector (loaded by the class, run by no text-only source). Tied (the outer
+    tie_word_embeddings), the decoder's embedding and the head are the encoder's and not written; untied, the decoder's
+    own and lm_head.out_proj."""
+    tied = cfg.get("tie_word_embeddings", True)
+    for stack in ("encoder", "decoder"):
+        c = cfg[stack].get("text_config", cfg[stack])
+        heads, kv, d, inter = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"], c["intermediate_size"]
+        bias = c.get("attention_bias")
+        s = f"model.{stack}."
+        if stack == "encoder" or not tied:
+            put(s + "embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+            put(s + "embed_tokens.eoi_embedding", (HIDDEN,), -EMBED, EMBED)
+        for i in range(c["num_hidden_layers"]):
+            p = f"{s}layers.{i}."
+            for x, rows in (("q", heads * d), ("k", kv * d), ("v", kv * d)):
+                put(p + f"self_attn.{x}_proj.weight", (rows, HIDDEN), -PROJ, PROJ)
+                if bias:
+                    put(p + f"self_attn.{x}_proj.bias", (rows,), -BIAS, BIAS)
+            put(p + "self_attn.o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
+            if bias:
+                put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
+            put(p + "self_attn.q_norm.weight", (d,), -NORM, NORM)
+            put(p + "self_attn.k_norm.weight", (d,), -NORM, NORM)
+            for n in ("pre_self_attn", "post_self_attn", "pre_feedforward", "post_feedforward"):
+                put(p + n + "_layernorm.weight", (HIDDEN,), -NORM, NORM)
+            put(p + "mlp.gate_proj.weight", (inter, HIDDEN), -PROJ, PROJ)
+            put(p + "mlp.up_proj.weight", (inter, HIDDEN), -PROJ, PROJ)
+            put(p + "mlp.down_proj.weight", (HIDDEN, inter), -OUT, OUT)
+        put(s + "norm.weight", (HIDDEN,), -NORM, NORM)
+    v = cfg["encoder"]["vision_config"]
+    vh, vi, side = v["hidden_size"], v["intermediate_size"], v["image_size"] // v["patch_size"]
+    tower = "model.encoder.vision_tower."
+    put(tower + "embeddings.patch_embedding.weight", (vh, v["num_channels"], v["patch_size"], v["patch_size"]), -PROJ, PROJ)
+    put(tower + "embeddings.patch_embedding.bias", (vh,), -BIAS, BIAS)
+    put(tower + "embeddings.position_embedding.weight", (side * side, vh), -EMBED, EMBED)
+    for i in range(v["num_hidden_layers"]):
+        p = f"{tower}encoder.layers.{i}."
+        for x in ("q", "k", "v", "out"):
+            put(p + f"self_attn.{x}_proj.weight", (vh, vh), -PROJ, PROJ)
+            put(p + f"self_attn.{x}_proj.bias", (vh,), -BIAS, BIAS)
+        for n in ("layer_norm1", "layer_norm2"):
+            put(p + n + ".weight", (vh,), 1 - NORM, 1 + NORM)
+            put(p + n + ".bias", (vh,), -BIAS, BIAS)
+        put(p + "mlp.fc1.weight", (vi, vh), -PROJ, PROJ)
+        put(p + "mlp.fc1.bias", (vi,), -BIAS, BIAS)
+        put(p + "mlp.fc2.weight", (vh, vi), -OUT, OUT)
+        put(p + "mlp.fc2.bias", (vh,), -BIAS, BIAS)
+    put(tower + "post_layernorm.weight", (vh,), 1 - NORM, 1 + NORM)
+    put(tower + "post_layernorm.bias", (vh,), -BIAS, BIAS)
+    put("model.encoder.multi_modal_projector.mm_input_projection_weight", (vh, HIDDEN), -PROJ, PROJ)
+    put("model.encoder.multi_modal_projector.mm_soft_emb_norm.weight", (vh,), -NORM, NORM)
+    if not tied:
+        put("lm_head.out_proj.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
+
+
 def openai_privacy_filter(put, cfg):
     """OpenAIPrivacyFilterForTokenClassification's tensors: gpt_oss's layout (q/k/v/o, their biases where
     attention_bias, sinks, the router with its bias, stacked experts gate_up_proj [E, H, 2I] (gate the first I columns)
@@ -1065,7 +1127,11 @@ def config(name, entry=None):
     if "encoder" in over:  # an encoder-decoder: COMMON describes each stack
         cfg = dict(over)
         for stack in ("encoder", "decoder"):
-            cfg[stack] = {k: v for k, v in {**COMMON, **over[stack]}.items() if v != families.ABSENT}
+            if "text_config" in over[stack]:  # t5gemma2: the encoder's text stack, beside its vision tower
+                text = {k: v for k, v in {**COMMON, **over[stack]["text_config"]}.items() if v != families.ABSENT}
+                cfg[stack] = {**over[stack], "text_config": text}
+            else:
+                cfg[stack] = {k: v for k, v in {**COMMON, **over[stack]}.items() if v != families.ABSENT}
         return family, cfg
     if "text_config" in over:  # a multimodal model: COMMON describes its text decoder
         cfg = dict(over)

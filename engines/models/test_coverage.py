@@ -77,7 +77,7 @@ def read_rows():
     (gemma3's gemma3_text, mistral), not where its configuration only names a registry family as its
     decoder's (mistral3, a wrapper around mistral), and a folder whose type its name spells with "_" for "-"
     (modernbert_decoder's modernbert-decoder) is read; an encoder folder is read where the registry reads its type
-    (modernbert: its model level agrees) and otherwise says why (t5gemma2). The failures, as lines."""
+    (modernbert: its model level agrees) and otherwise says why (diffusion_gemma). The failures, as lines."""
     with tempfile.TemporaryDirectory() as tmp:
         models = os.path.join(tmp, "golden", ".venv-9.9.9", "lib", "python3.11", "site-packages", "transformers", "models")
         for folder, text in (("mistral", 'model_type = "mistral"\n"sliding_attention"'),
@@ -85,7 +85,7 @@ def read_rows():
                              ("gemma3", 'model_type = "gemma3"\nmodel_type = "gemma3_text"\n"sliding_attention"'),
                              ("modernbert_decoder", 'model_type = "modernbert-decoder"\n"sliding_attention"'),
                              ("modernbert", 'model_type = "modernbert"\n"sliding_attention"'),
-                             ("t5gemma2", 'model_type = "t5gemma2"\n"sliding_attention"')):
+                             ("diffusion_gemma", 'model_type = "diffusion_gemma"\n"sliding_attention"')):
             os.makedirs(os.path.join(models, folder))
             with open(os.path.join(models, folder, f"configuration_{folder}.py"), "w") as f:
                 f.write(text)
@@ -97,7 +97,7 @@ def read_rows():
             coverage.ROOT, coverage.registry = root, registry
     want = {"gemma3": "gemma3_text", "mistral": "mistral", "modernbert_decoder": "modernbert-decoder",
             "modernbert": "modernbert",
-            "t5gemma2": "not read: " + coverage.REASONS["t5gemma2"],
+            "diffusion_gemma": "not read: " + coverage.REASONS["diffusion_gemma"],
             "mistral3": "not read: a wrapper whose config.json the registry refuses; its decoder's family mistral is read"}
     return [f"rows: {f}: got {got.get(f)!r}, expected {want[f]!r}" for f in want if got.get(f) != want[f]]
 

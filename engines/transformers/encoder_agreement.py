@@ -37,7 +37,7 @@ OUTPUTS = {
 # The encoder-decoders: the decoder's logits of TARGET tokens (no padding: decoder_attention_mask all ones, no cache),
 # each cross-attending the encoder's output over the row's tokens as the source (its attention_mask the row's mask;
 # the oracle's --source and --source-real).
-SEQ2SEQ = {"t5gemma": "AutoModelForSeq2SeqLM"}
+SEQ2SEQ = {"t5gemma": "AutoModelForSeq2SeqLM", "t5gemma2": "AutoModelForSeq2SeqLM"}
 # A release's own rule where it departs from the newest one, as the oracle's arguments: T5Gemma's 4.x encoder reached
 # sliding_window - 1 keys on each side (its own mask overlay), 5.x's builders sliding_window (finding 54).
 RELEASE_ARGS = {"t5gemma": lambda v: ["--encoder-reach-delta", "-1"] if v.startswith("4.") else []}

@@ -330,6 +330,10 @@ _ROTARY["transformers.models.embedding_gemma2.modeling_embedding_gemma2"] = ("Em
 # t5gemma (every release): gemma's (1 + w) RMSNorm and gemma2's rotary module, in its encoder and its decoder.
 _NORMS["transformers.models.t5gemma.modeling_t5gemma"] = [("T5GemmaRMSNorm", _gemma_norm_forward)]
 _ROTARY["transformers.models.t5gemma.modeling_t5gemma"] = ("T5GemmaRotaryEmbedding", _rotary_forward)
+# t5gemma2 (5.13.1 on): gemma's (1 + w) RMSNorm and gemma3's rotary module (a buffer per layer type), in its encoder's
+# text stack and its decoder (the siglip tower and its projector's norm are towers: a text-only source never runs them).
+_NORMS["transformers.models.t5gemma2.modeling_t5gemma2"] = [("T5Gemma2RMSNorm", _gemma_norm_forward)]
+_ROTARY["transformers.models.t5gemma2.modeling_t5gemma2"] = ("T5Gemma2RotaryEmbedding", _rotary_forward)
 # openai_privacy_filter (5.13.1 on): llama's RMSNorm, gpt_oss's half-angle rotary (YaRN by default), and float32 in its
 # experts and router (_patch_openai_privacy_filter).
 _NORMS["transformers.models.openai_privacy_filter.modeling_openai_privacy_filter"] = [("OpenAIPrivacyFilterRMSNorm",

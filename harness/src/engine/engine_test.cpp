@@ -1305,6 +1305,49 @@ TEST(ModelOracle, AnEncoderDecodersPositionsCrossAttendEveryRealSourcePosition) 
   EXPECT_THROW(SequenceOracle<double>(m).extend(target), std::invalid_argument);  // no source set
 }
 
+// t5gemma2: the decoder's merged cross-attention and (tied) shared embedding, the encoder's text stack under
+// encoder.text_config with its split reach ((w + 1) / 2 - 1 keys before, w / 2 after), and refusals naming their keys:
+// an attn_logit_softcapping its attention never applies, an eoi token inside the vocabulary.
+TEST(ModelConfig, ReadsT5Gemma2sMergedCrossAttentionAndSplitReach) {
+  const nlohmann::json stack = {
+      {"vocab_size", 32},       {"hidden_size", 16},
+      {"num_hidden_layers", 3}, {"num_attention_heads", 2},
+      {"intermediate_size", 8}, {"head_dim", 8},
+      {"sliding_window", 4},    {"layer_types", {"sliding_attention", "sliding_attention", "full_attention"}}};
+  nlohmann::json text = stack, decoder = stack;
+  text["model_type"] = "t5gemma2_text";
+  decoder["model_type"] = "t5gemma2_decoder";
+  nlohmann::json c = {{"model_type", "t5gemma2"},
+                      {"eoi_token_index", 256000},
+                      {"encoder", {{"model_type", "t5gemma2_encoder"}, {"text_config", text}}},
+                      {"decoder", decoder}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_TRUE(m.merged_cross_attention);
+  EXPECT_EQ(m.shared_embedding, "model.encoder.embed_tokens.weight");
+  EXPECT_EQ(m.windows, (std::vector<int64_t>{4, 4, 0}));
+  ASSERT_TRUE(m.encoder);
+  EXPECT_FALSE(m.encoder->merged_cross_attention);
+  EXPECT_EQ(m.encoder->reach_before, (std::vector<int64_t>{1, 1, 0}));
+  EXPECT_EQ(m.encoder->reach_after, (std::vector<int64_t>{2, 2, 0}));
+  EXPECT_TRUE(m.qk_norm);
+  c["tie_word_embeddings"] = false;  // untied: each stack its own embedding (the decoder config's own tie not read)
+  EXPECT_EQ(parse_config(c, "c.json").shared_embedding, "");
+  auto refusal = [](const nlohmann::json& config) {
+    try {
+      parse_config(config, "c.json");
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  nlohmann::json capped = c;
+  capped["decoder"]["attn_logit_softcapping"] = 50.0;
+  EXPECT_NE(refusal(capped).find("attn_logit_softcapping"), std::string::npos);
+  nlohmann::json eoi = c;
+  eoi["encoder"]["eoi_token_index"] = 31;
+  EXPECT_NE(refusal(eoi).find("eoi_token_index"), std::string::npos);
+}
+
 // modernbert-decoder: layer i full iff i % global_attn_every_n_layers == 0 (layer 0 full), a window of
 // local_attention // 2, the head size from the heads, and a refusal where the releases' rope bases differ.
 TEST(ModelConfig, ReadsModernBertDecodersPatternHalfWindowAndRefusesUnequalRopeBases) {

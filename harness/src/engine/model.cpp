@@ -136,6 +136,25 @@ void read_t5gemma_module(const json& c, const std::string& file, ModelConfig& m)
   m.qkv_bias = m.o_bias = c.value("attention_bias", false);
   m.tensor_names = {{"pre_self_attn_layernorm.", "input_layernorm."}, {"post_self_attn_layernorm.", "post_attention_layernorm."}};
 }
+// T5Gemma2TextConfig / T5Gemma2DecoderConfig (t5gemma2's encoder text stack and decoder, 5.13.1 on): gemma3's layers
+// (sandwich norms of 1 + w, q_norm and k_norm, rope bases per layer type, layer types by default every sliding_window_
+// pattern-th full), the norm names and attention_bias of t5gemma's stacks. Its attention never passes
+// attn_logit_softcapping on (T5Gemma2SelfAttention and T5Gemma2MergedAttention call the attention without softcap), so
+// a value there is refused rather than read as acting. The embedding scale is a float32 buffer (sqrt(hidden) rounded).
+// The merged cross-attention and the encoder's reach are the encoder-decoder's (kEncoderDecoders).
+void read_t5gemma2_module(const json& c, const std::string& file, ModelConfig& m) {
+  read_gemma(c, file, m, true);
+  if (m.attn_softcap > 0) bad(file, "/attn_logit_softcapping", "is not applied by T5Gemma2's attention (only null is modelled)");
+  const std::string act = c.value("hidden_activation", std::string("gelu_pytorch_tanh"));
+  if (act != "gelu_pytorch_tanh" && act != "gelu")
+    bad(file, "/hidden_activation", "\"" + act + "\" is not modelled (gelu_pytorch_tanh and gelu are)");
+  m.gelu_exact = act == "gelu";
+  m.qkv_bias = m.o_bias = c.value("attention_bias", false);
+  m.embed_scale = static_cast<double>(static_cast<float>(std::sqrt(static_cast<double>(m.hidden))));
+  if (bool_or(c, "use_bidirectional_attention", false, file))
+    bad(file, "/use_bidirectional_attention", "true is not modelled (T5Gemma2's stacks do not read it)");
+  m.tensor_names = {{"pre_self_attn_layernorm.", "input_layernorm."}, {"post_self_attn_layernorm.", "post_attention_layernorm."}};
+}
 void read_gemma3(const json& c, const std::string& file, ModelConfig& m) { read_gemma(c, file, m, true); }
 
 void read_mistral(const json& c, const std::string& file, ModelConfig& m) {
@@ -2511,6 +2530,7 @@ const FamilyEntry kRegistry[] = {
     {Family::Dory, "dory", read_dory},
     {Family::T5Gemma, "t5gemma", read_t5gemma_module},  // each stack of the encoder-decoder (kEncoderDecoders)
     {Family::LaraMini, "lara_mini", read_lara_mini},
+    {Family::T5Gemma2, "t5gemma2", read_t5gemma2_module},  // each stack of the encoder-decoder (kEncoderDecoders)
 };
 
 // An encoder-decoder (T5GemmaForConditionalGeneration, every pinned release): config.encoder and config.decoder are
@@ -2521,13 +2541,28 @@ const FamilyEntry kRegistry[] = {
 // sliding_window - 1, finding 54: the registry reads the newest release's rule, oracle_agreement's 4.x rows run
 // kvc-model-oracle --encoder-reach-delta -1). The decoder's layers cross-attend the encoder's output
 // (ModelConfig::encoder).
+// T5Gemma2ForConditionalGeneration (5.13.1 on) differs as data: its encoder's config is encoder.text_config (beside a
+// vision_config whose tower a text-only source never runs), its decoder attends its own keys and the source's in one
+// softmax (ModelConfig::merged_cross_attention), its encoder's sliding layers see (w + 1) / 2 - 1 keys before and w / 2
+// after (sliding_window_mask_function(w, is_causal=False): left (w + 1) // 2 with itself, right w // 2 + 1 with itself),
+// and under the outer tie_word_embeddings the decoder's embedding is the encoder's (_tied_weights_keys) and so is the
+// head; untied, each stack keeps its own and lm_head.out_proj is the head (the stacks' own ties are not read).
 struct EncoderDecoderEntry {
   const char* model_type;  // its registry row reads each stack
   const char* stack;       // the sub-configs' own model_type
   const char *encoder_prefix, *decoder_prefix, *head;
+  const char* encoder_stack = nullptr;  // the encoder's text stack's model_type where it differs from `stack`
+  const char* encoder_text = nullptr;   // the key under config.encoder that holds it (null: config.encoder itself)
+  bool merged_cross_attention = false;  // ModelConfig::merged_cross_attention on the decoder
+  bool reach_split = false;             // the encoder's sliding reach: (w + 1) / 2 - 1 before, w / 2 after (else w, w)
+  bool shared_embedding = false;        // tied: the decoder's embedding is the encoder's
+  bool stacks_tie_with_outer = true;    // 4.57.6's t5gemma rule: an untied model needs an untied decoder config
+  const char* eoi_key = nullptr;        // a token whose embedding is a tensor of its own (refused inside the vocabulary)
 };
 const EncoderDecoderEntry kEncoderDecoders[] = {
     {"t5gemma", "t5_gemma_module", "model.encoder.", "model.decoder.", "lm_head.out_proj."},
+    {"t5gemma2", "t5gemma2_decoder", "model.encoder.", "model.decoder.", "lm_head.out_proj.", "t5gemma2_text", "text_config",
+     true, true, true, false, "eoi_token_index"},
 };
 
 ModelConfig read_family(const std::string& type, const json& outer, const std::string& outer_file);
@@ -2601,9 +2636,16 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
       if (!(outer.contains(key) && outer[key].is_object()))
         bad(outer_file, std::string("/") + key, "missing: " + type + " describes its " + key + " there");
       json c = outer[key];
-      const std::string file = outer_file + " (" + key + ")";
-      if (c.value("model_type", std::string(e.stack)) != e.stack)
-        bad(file, "/model_type", "\"" + c.value("model_type", std::string()) + "\": " + type + "'s stacks are " + e.stack);
+      std::string file = outer_file + " (" + key + ")";
+      const char* stack = !i && e.encoder_stack ? e.encoder_stack : e.stack;
+      if (!i && e.encoder_text) {
+        if (!(c.contains(e.encoder_text) && c[e.encoder_text].is_object()))
+          bad(file, std::string("/") + e.encoder_text, "missing: " + type + " describes its encoder's text stack there");
+        c = json(c[e.encoder_text]);
+        file = outer_file + " (encoder." + e.encoder_text + ")";
+      }
+      if (c.value("model_type", std::string(stack)) != stack)
+        bad(file, "/model_type", "\"" + c.value("model_type", std::string()) + "\": " + type + "'s stack there is " + stack);
       stacks[i] = read_family(e.model_type, c, file);
       stacks[i].text_prefix = i ? e.decoder_prefix : e.encoder_prefix;
       stacks[i].head_prefix = "";
@@ -2613,15 +2655,28 @@ ModelConfig parse_config(const json& outer, const std::string& outer_file) {
     enc.hidden_output = true;
     enc.tied = false;
     enc.final_softcap = 0;
-    for (int64_t w : enc.windows) enc.reach_before.push_back(w), enc.reach_after.push_back(w);
+    for (int64_t w : enc.windows) {
+      enc.reach_before.push_back(e.reach_split && w > 0 ? (w + 1) / 2 - 1 : w);
+      enc.reach_after.push_back(e.reach_split && w > 0 ? w / 2 : w);
+    }
     ModelConfig m = std::move(stacks[1]);
     m.tied = bool_or(outer, "tie_word_embeddings", true, outer_file);
     // 4.57.6 ties the head to the encoder's embedding (get_input_embeddings) where the decoder's config ties, whatever
     // the outer config says; the other releases read the outer one alone
     // (engines/transformers/repro/t5gemma_untied_head_is_the_encoders_embedding.py).
-    if (!m.tied && bool_or(outer["decoder"], "tie_word_embeddings", true, outer_file + " (decoder)"))
+    if (e.stacks_tie_with_outer && !m.tied && bool_or(outer["decoder"], "tie_word_embeddings", true, outer_file + " (decoder)"))
       bad(outer_file, "/decoder/tie_word_embeddings",
           "true (or absent) under an untied model: 4.57.6 then ties lm_head to the encoder's embedding");
+    // T5Gemma2TextScaledWordEmbedding puts eoi_embedding (unscaled) in place of the eoi token's row: not modelled, so a
+    // vocabulary that holds the token is refused.
+    // The outer config's value is the encoder config's (T5Gemma2Config.__post_init__); both are checked.
+    for (const json* c : {&outer, &outer["encoder"]})
+      if (e.eoi_key && c->contains(e.eoi_key) && (*c)[e.eoi_key].is_number_integer() && (*c)[e.eoi_key].get<int64_t>() >= 0 &&
+          (*c)[e.eoi_key].get<int64_t>() < m.vocab)
+        bad(outer_file, std::string(c == &outer ? "/" : "/encoder/") + e.eoi_key,
+            "inside the vocabulary: its token's own embedding (embed_tokens.eoi_embedding) is not modelled");
+    if (e.shared_embedding && m.tied) m.shared_embedding = std::string(e.encoder_prefix) + "embed_tokens.weight";
+    m.merged_cross_attention = e.merged_cross_attention;
     m.tensor_names.emplace_back(e.head, "lm_head.");
     m.cross_width = enc.hidden;
     m.encoder = std::make_shared<const ModelConfig>(std::move(enc));
@@ -2710,7 +2765,7 @@ ModelConfig read_family(const std::string& type, const json& outer, const std::s
       m.family != Family::CohereCompassText && m.family != Family::Laguna && m.family != Family::OpenAIPrivacyFilter &&
       m.family != Family::Step3p7 && m.family != Family::RecurrentGemma && m.family != Family::Beam &&
       m.family != Family::MimoV2Flash && m.family != Family::Dory && m.family != Family::T5Gemma &&
-      m.family != Family::LaraMini && c.value("attention_bias", false))
+      m.family != Family::LaraMini && m.family != Family::T5Gemma2 && c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -2879,6 +2934,11 @@ Model load_model(const std::string& dir) {
     encoder->digest = m.digest;
     read_stack(*encoder, st, cfg_path);
     m.encoder = std::move(encoder);
+  }
+  if (!m.config.shared_embedding.empty()) {  // a tied t5gemma2: the decoder's embedding is the encoder's
+    auto it = m.tensors.find(m.config.shared_embedding);
+    if (it == m.tensors.end()) throw std::runtime_error(st + ": no tensor \"" + m.config.shared_embedding + "\"");
+    m.tensors[m.config.text_prefix + "embed_tokens.weight"] = it->second;
   }
   read_stack(m, st, cfg_path);
   return m;
@@ -3214,7 +3274,7 @@ void read_stack(Model& m, const std::string& st, const std::string& cfg_path) {
       need(layer_name(l, "attention_residual_gate.weight"), k.hidden);
       need(layer_name(l, "feedforward_residual_gate.weight"), k.hidden);
     }
-    if (k.cross_width > 0) {  // an encoder-decoder's cross-attention (its q and o as the self-attention's)
+    if (k.cross_width > 0 && !k.merged_cross_attention) {  // an encoder-decoder's cross-attention (q and o as self's)
       const int64_t qd = k.q_heads(l) * k.dim(l), kvd = k.kv(l) * k.dim(l);
       need(layer_name(l, "cross_attn.q_proj.weight"), qd * k.hidden);
       need(layer_name(l, "cross_attn.k_proj.weight"), kvd * k.cross_width);
@@ -3423,6 +3483,12 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       throw std::invalid_argument("ModelConfig::cross_width: cross-attention is modelled in sandwich attention layers only");
     encoder_ = model.encoder;
   }
+  if (k.merged_cross_attention &&
+      (k.cross_width != k.hidden || k.sinks || k.v_norm || k.qk_norm_whole || k.qk_norm_weightless || k.qk_l2_norm || k.l2_norm ||
+       k.v_head_dim > 0 || k.value_scale != 1 || !k.k_eq_v.empty() || !k.delta_layers.empty()))
+    throw std::invalid_argument(
+        "ModelConfig::merged_cross_attention: an encoder-decoder's decoder of its encoder's width, its keys k_proj and "
+        "a per-head k_norm (no sinks, value norm or value head size of its own)");
   embed_ = as<T>(model.at("model.embed_tokens.weight"));
   if (!k.loop_entries.empty() && k.layer_norm)
     throw std::invalid_argument("ModelConfig::loop_entries: a loop's entry norm is an RMS or L2 norm, not a LayerNorm");
@@ -3526,7 +3592,7 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       L.v_bias = get("self_attn.v_proj.bias");
     }
     if (k.o_bias && !conv) L.o_bias = get("self_attn.o_proj.bias");
-    if (k.cross_width > 0) {
+    if (k.cross_width > 0 && !k.merged_cross_attention) {
       L.cross_q = get("cross_attn.q_proj.weight");
       L.cross_k = get("cross_attn.k_proj.weight");
       L.cross_v = get("cross_attn.v_proj.weight");
@@ -4157,6 +4223,11 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
     // memory-bound), and each score and each out[d] still sums its terms in the order of one token,
     // one head and one key at a time, so the results are the same bit for bit.
     std::vector<T> total(static_cast<size_t>(kQueryTile * group));  // each (token, head) row's softmax denominator
+    // A merged cross-attention: each (token, head) row's weights over the source (before the division), and with the
+    // cross_softmax_apart mutant their own denominators.
+    const bool merged = k.merged_cross_attention && source_length_ >= 0, apart = merged && options_.cross_softmax_apart;
+    const int64_t src = merged ? source_length_ : 0;
+    std::vector<T> cross_e(static_cast<size_t>(kQueryTile * group * src)), cross_total(static_cast<size_t>(kQueryTile * group));
     if (!conv && !recurrent && !delta)
       for (int64_t t0 = 0; t0 < n; t0 += kQueryTile) {
         const int64_t tn = std::min(kQueryTile, n - t0);
@@ -4201,18 +4272,55 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
               if (best == -INFINITY)
                 throw std::invalid_argument("position " + std::to_string(pos0 + t0 + t) + " of layer " + std::to_string(li) +
                                             " sees no real key (transformers' eager forward averages every value there)");
+              // A merged cross-attention: the source's keys (every real position, no rope, no window) scored by the same
+              // query, in the same softmax after the layer's own keys (apart: a softmax of their own).
+              T* ce = cross_e.data() + (t * group + gi) * src;
+              T cross_best = -INFINITY;
+              if (merged) {
+                const T* qh = Q.data() + (t0 + t) * widest + head * D;
+                for (int64_t j = 0; j < src; ++j) {
+                  if (!source_real_.empty() && !source_real_[static_cast<size_t>(j)]) continue;
+                  const T* key = L.cross_keys.data() + j * kvd + kvh * D;
+                  T sc = 0;
+                  for (int64_t d = 0; d < D; ++d) sc += qh[d] * key[d];
+                  sc *= static_cast<T>(k.query_scale);
+                  if (k.attn_softcap > 0) sc = std::tanh(sc / static_cast<T>(k.attn_softcap)) * static_cast<T>(k.attn_softcap);
+                  ce[j] = sc;
+                  cross_best = std::max(cross_best, sc);
+                }
+                if (cross_best == -INFINITY) throw std::invalid_argument("set_source: the source has no real position");
+                if (!apart) best = std::max(best, cross_best);
+              }
               // A sink: one more logit in the softmax's max and denominator, with no value.
               const T sink = L.sinks.empty() ? T(0) : L.sinks[static_cast<size_t>(head)];
               if (!L.sinks.empty()) best = std::max(best, sink);
-              T sum = 0;
+              T sum = 0, cross_sum = 0;
               for (int64_t i = 0; i < span[t]; ++i) sum += (r[i] = std::exp(r[i] - best));
               if (!L.sinks.empty()) sum += std::exp(sink - best);
+              for (int64_t j = 0; j < src; ++j) {
+                if (!source_real_.empty() && !source_real_[static_cast<size_t>(j)]) continue;
+                if (apart) cross_sum += (ce[j] = std::exp(ce[j] - cross_best));
+                else sum += (ce[j] = std::exp(ce[j] - best));
+              }
               total[static_cast<size_t>(t * group + gi)] = sum;
+              cross_total[static_cast<size_t>(t * group + gi)] = apart ? cross_sum : sum;
               T* out = A.data() + (t0 + t) * widest + head * Dv;
               std::fill(out, out + Dv, T(0));
             }
           tile_values(scores.data(), total.data(), values, kvdv, Dv, lo, hi, tile, A.data() + t0 * widest + kvh * group * Dv,
                       widest);
+          for (int64_t t = 0; t < tn && merged; ++t)  // the source's values after the layer's own, key by key
+            for (int64_t gi = 0; gi < group; ++gi) {
+              const T* ce = cross_e.data() + (t * group + gi) * src;
+              const T sum = cross_total[static_cast<size_t>(t * group + gi)];
+              T* out = A.data() + (t0 + t) * widest + (kvh * group + gi) * Dv;
+              for (int64_t j = 0; j < src; ++j) {
+                if (!source_real_.empty() && !source_real_[static_cast<size_t>(j)]) continue;
+                const T wj = ce[j] / sum;
+                const T* vj = L.cross_values.data() + j * kvdv + kvh * Dv;
+                for (int64_t d = 0; d < Dv; ++d) out[d] += wj * vj[d];
+              }
+            }
         }
       }
     // beam's depth-scaled residual: x = out / sqrt(k) + x * sqrt((k - 1) / k), k = 2(l + 1) after the attention and
@@ -4642,10 +4750,16 @@ void SequenceOracle<T>::set_source(const std::vector<int32_t>& tokens, const std
     Layer& L = layers_[l];
     const int64_t li = static_cast<int64_t>(l), kvd = config_.kv(li) * config_.dim(li);
     std::vector<T> kk(static_cast<size_t>(kvd)), vv(static_cast<size_t>(kvd));
+    const bool merged = config_.merged_cross_attention;
     for (int64_t j = 0; j < S; ++j) {
       for (int64_t i = 0; i < W; ++i) in[i] = static_cast<T>(rows[static_cast<size_t>(j * W + i)]);
-      matvec(L.cross_k, in.data(), kvd, W, kk.data(), L.cross_k_bias);
-      matvec(L.cross_v, in.data(), kvd, W, vv.data(), L.cross_v_bias);
+      matvec(merged ? L.k : L.cross_k, in.data(), kvd, W, kk.data(), merged ? L.k_bias : L.cross_k_bias);
+      matvec(merged ? L.v : L.cross_v, in.data(), kvd, W, vv.data(), merged ? L.v_bias : L.cross_v_bias);
+      if (merged && config_.qk_norm) {  // the self-attention's k_norm per head, no rope (T5Gemma2MergedAttention)
+        const int64_t D = config_.dim(li);
+        for (int64_t h = 0; h < config_.kv(li); ++h)
+          rms_norm(kk.data() + h * D, L.k_norm, D, static_cast<T>(config_.eps), config_.gemma_norm, kk.data() + h * D);
+      }
       L.cross_keys.insert(L.cross_keys.end(), kk.begin(), kk.end());
       L.cross_values.insert(L.cross_values.end(), vv.begin(), vv.end());
     }

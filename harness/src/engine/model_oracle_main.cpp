@@ -51,7 +51,8 @@
 // attention_mask): its --span-delta N moves the decoder's windows and the encoder's reach, --encoder-reach-delta N the
 // encoder's reach alone (T5Gemma's 4.x encoder reached one key less: -1), --causal reads the encoder causally, and
 // --cross-window lets the cross-attention of the decoder's sliding layers see only the last sliding_window source
-// positions (a sliding cache of the encoder's output): the encoder-decoder's mutants. Prints
+// positions (a sliding cache of the encoder's output), --cross-softmax-apart gives a merged cross-attention's source
+// keys a softmax of their own (t5gemma's rule on t5gemma2): the encoder-decoder's mutants. Prints
 // {"n", "vocab", "span", "local_layers", "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
 // "shared_expert", "conv_layers", "recurrent_layers", "delta_layers", "conv_kernel", "attention_gate", "per_layer_input",
 // "altup_inputs", "altup_active", "laurel_rank", "sparse_layers", "mlp_limits",
@@ -82,7 +83,7 @@ int main(int argc, char** argv) {
            "[--no-mlp-limits] [--no-expert-limits] [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] "
            "[--rms-norms] [--residual-add] [--no-query-scale] [--no-gate-scale] [--no-attention-sub-norm] [--no-mlp-sub-norm] "
            "[--no-mlp-scale] [--no-logit-scale] [--no-loop-entries] [--causal] "
-           "[--source TOKENS] [--source-real MASK] [--encoder-reach-delta N] [--cross-window]\n";
+           "[--source TOKENS] [--source-real MASK] [--encoder-reach-delta N] [--cross-window] [--cross-softmax-apart]\n";
     return 2;
   }
   try {
@@ -191,6 +192,7 @@ int main(int argc, char** argv) {
         for (std::string b; std::getline(mask, b, ',');) source_real.push_back(b == "1");
       } else if (std::strcmp(argv[i], "--encoder-reach-delta") == 0 && i + 1 < argc) encoder_reach_delta = std::stoll(argv[++i]);
       else if (std::strcmp(argv[i], "--cross-window") == 0) options.cross_window = true;
+      else if (std::strcmp(argv[i], "--cross-softmax-apart") == 0) options.cross_softmax_apart = true;
       else if (std::strcmp(argv[i], "--real") == 0 && i + 1 < argc) {
         std::stringstream mask(argv[++i]);
         for (std::string b; std::getline(mask, b, ',');) real.push_back(b == "1");
@@ -207,8 +209,8 @@ int main(int argc, char** argv) {
     options.reach_delta += encoder_reach_delta;
     if (!real.empty() && !model.config.bidirectional) throw std::invalid_argument("--real: an encoder's attention_mask");
     if (seq2seq == source.empty()) throw std::invalid_argument("--source: an encoder-decoder's, and it needs one");
-    if ((encoder_reach_delta != 0 || options.cross_window) && !seq2seq)
-      throw std::invalid_argument("--encoder-reach-delta, --cross-window: an encoder-decoder's");
+    if ((encoder_reach_delta != 0 || options.cross_window || options.cross_softmax_apart) && !seq2seq)
+      throw std::invalid_argument("--encoder-reach-delta, --cross-window, --cross-softmax-apart: an encoder-decoder's");
     auto run = [&](auto oracle) {
       if (seq2seq) oracle.set_source(source, source_real);
       return model.config.bidirectional ? oracle.encode(tokens, real) : oracle.extend(tokens);

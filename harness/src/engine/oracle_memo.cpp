@@ -26,7 +26,7 @@ namespace {
 // short, which does not compile, so two options that compute different rows never share a key.
 std::string options_text(const OracleOptions& o) {
   const auto& [windows, chunks, kv_half, q_half, gelu_half, k_block, v_block, q_block, kv_bf16, chunk_shift, reach_delta, causal,
-               cross_window, window_delta_position, window_delta] = o;
+               cross_window, cross_softmax_apart, window_delta_position, window_delta] = o;
   const json j = {windows,
                   chunks,
                   kv_half,
@@ -41,7 +41,8 @@ std::string options_text(const OracleOptions& o) {
                   window_delta,
                   reach_delta,
                   causal,
-                  cross_window};
+                  cross_window,
+                  cross_softmax_apart};
   return j.dump();
 }
 

@@ -419,13 +419,15 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
     const bool own_kv = !k.shares_kv(l), conv = k.conv(l), recurrent = k.recurrent(l), delta = k.delta(l);
     const Vec freq = inv_freq(k, l);
     const double rope_scale = k.yarn.factor > 0 ? k.yarn.attention_factor : 1;
-    // An encoder-decoder's cross keys and values: the layer's cross_attn k_proj and v_proj of every memory row.
+    // An encoder-decoder's cross keys and values: the layer's cross_attn k_proj and v_proj of every memory row (merged:
+    // its self_attn's, the keys through k_norm per head, no rope).
     std::vector<Vec> cross_keys, cross_values;
+    const std::string cross = k.merged_cross_attention ? "self_attn." : "cross_attn.";
     for (const Vec& row : memory) {
-      cross_keys.push_back(
-          linear(w("cross_attn.k_proj.weight"), row, KVH * D, k.qkv_bias ? &w("cross_attn.k_proj.bias") : nullptr));
-      cross_values.push_back(
-          linear(w("cross_attn.v_proj.weight"), row, KVH * D, k.qkv_bias ? &w("cross_attn.v_proj.bias") : nullptr));
+      cross_keys.push_back(linear(w(cross + "k_proj.weight"), row, KVH * D, k.qkv_bias ? &w(cross + "k_proj.bias") : nullptr));
+      cross_values.push_back(linear(w(cross + "v_proj.weight"), row, KVH * D, k.qkv_bias ? &w(cross + "v_proj.bias") : nullptr));
+      for (int64_t i = 0; k.merged_cross_attention && k.qk_norm && i < KVH * D; i += D)
+        rms_norm(cross_keys.back().data() + i, D, w("self_attn.k_norm.weight").data(), k.eps, k.gemma_norm);
     }
     // AltUp: every stream predicted, pred_q = s_q + sum_p c[q * A + p] s_p (c from the active stream's modalities);
     // the layer runs on the active prediction.
@@ -621,6 +623,14 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
           }
           if (e.empty())
             throw std::invalid_argument("position " + std::to_string(p) + " of layer " + std::to_string(l) + " sees no real key");
+          const size_t own = seen.size();  // a merged cross-attention's source keys follow, in the same softmax
+          for (size_t j = 0; k.merged_cross_attention && j < memory.size(); ++j) {
+            if (!memory_real.empty() && !memory_real[j]) continue;
+            double s = dot(q[p].data() + head * D, cross_keys[j].data() + kv, D) * k.query_scale;
+            if (k.attn_softcap > 0) s = std::tanh(s / k.attn_softcap) * k.attn_softcap;
+            seen.push_back(static_cast<int64_t>(j)), e.push_back(s);
+          }
+          if (e.size() == own && k.merged_cross_attention) throw std::invalid_argument("the source has no real position");
           double top = *std::max_element(e.begin(), e.end());
           const bool sink_here = k.sink(l);
           const double sink = sink_here ? w("self_attn.sinks")[head] : 0;
@@ -630,7 +640,8 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
           if (sink_here) sum += std::exp(sink - top);
           double* out = mixed[p].data() + head * Dv;
           for (size_t i = 0; i < seen.size(); ++i)
-            for (int64_t d = 0; d < Dv; ++d) out[d] += e[i] / sum * V[seen[i]][kvv + d];
+            for (int64_t d = 0; d < Dv; ++d)
+              out[d] += e[i] / sum * (i < own ? V[seen[i]][kvv + d] : cross_values[static_cast<size_t>(seen[i])][kvv + d]);
           if (k.attn_out_norm) rms_norm(out, Dv, nullptr, k.eps, false);  // muse_spark's o_norm, weightless
         }
         if (k.attn_gate) {  // each head (afmoe: each element) times sigmoid(g_proj h) (laguna: its softplus)
@@ -698,7 +709,7 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
             laurel = norm(model, k, layer_name(l, "laurel.post_laurel_norm."), laurel, k.eps);
             for (int64_t i = 0; i < H; ++i) x[p][i] = (x[p][i] + (h[p][i] + laurel[i])) / M_SQRT2;
           }
-          if (k.cross_width > 0) {  // x += post_cross_attn_layernorm(cross_attn(pre_cross_attn_layernorm x))
+          if (k.cross_width > 0 && !k.merged_cross_attention) {  // x += post_cross_attn_layernorm(cross_attn(...))
             const Vec hc = norm(model, k, layer_name(l, "pre_cross_attn_layernorm."), x[p], k.eps);
             const Vec cq = linear(w("cross_attn.q_proj.weight"), hc, NQ * D, k.qkv_bias ? &w("cross_attn.q_proj.bias") : nullptr);
             Vec attended(static_cast<size_t>(NQ * D), 0.0);

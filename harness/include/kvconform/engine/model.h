@@ -73,6 +73,7 @@ enum class Family {
   Dory,      // nGPT on the unit sphere with a looped section of layers
   T5Gemma,   // an encoder-decoder: the decoder's description, its encoder in ModelConfig::encoder
   LaraMini,  // gated DeltaNet layers beside sliding and NoPE full attention, a MoE
+  T5Gemma2,  // an encoder-decoder whose decoder attends its own keys and the source's in one softmax
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
@@ -396,6 +397,14 @@ struct ModelConfig {
   int64_t delta_k_heads = 0, delta_v_heads = 0, delta_k_dim = 0, delta_v_dim = 0;
   double delta_decay_scale = 1;
   bool delta_norm_gated = true;
+  // Merged cross-attention (t5gemma2's T5Gemma2MergedAttention; with cross_width > 0): the decoder layer has no
+  // cross_attn of its own; its self-attention's k_proj and v_proj (their biases, k_norm, no rope) project each encoder
+  // row into a key and a value, and each query attends its own visible keys (causal, windowed on sliding layers) and
+  // every real source position's key in ONE softmax, self keys first, then the source's (no window on the source).
+  bool merged_cross_attention = false;
+  // The checkpoint's name of the embedding an encoder-decoder's decoder shares with its encoder (a tied t5gemma2 keeps
+  // one table, the encoder's; load_model reads it as the decoder's too); empty: the decoder's own.
+  std::string shared_embedding;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -471,6 +480,9 @@ struct OracleOptions {
   // An encoder-decoder's cross-attention on the decoder's sliding layers sees only the last sliding_window source
   // positions, as a sliding cache of the encoder's output would keep them (the cross_window mutant).
   bool cross_window = false;
+  // Merged cross-attention (ModelConfig::merged_cross_attention) with the source's keys in a softmax of their own, its
+  // output added to the self-attention's (t5gemma's two attentions, sharing o_proj: the cross_softmax_apart mutant).
+  bool cross_softmax_apart = false;
   // One eviction off by one: the query at this position alone sees window + window_delta keys on
   // the sliding layers (-1: no such position).
   int64_t window_delta_position = -1, window_delta = 0;
