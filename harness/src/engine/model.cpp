@@ -112,7 +112,9 @@ void read_gemma(const json& c, const std::string& file, ModelConfig& m, bool g3)
   m.query_scale = std::pow(number_or(c, "query_pre_attn_scalar", 256, file), -0.5);
   // Absent: the class default (gemma2: 50 and 30); null: None, no soft-capping.
   auto softcap = [&](const char* key, double absent) { return c.contains(key) ? number_or(c, key, 0, file) : absent; };
-  m.attn_softcap = softcap("attn_logit_softcapping", g3 ? 0 : 50);
+  // Gemma3's config stores attn_logit_softcapping but Gemma3Attention never hands it to the attention (every pinned
+  // release; engines/transformers/repro/gemma3_attn_softcap_is_ignored.py): gemma3 reads as no soft-cap whatever it says.
+  m.attn_softcap = g3 ? 0 : softcap("attn_logit_softcapping", 50);
   m.final_softcap = softcap("final_logit_softcapping", g3 ? 0 : 30);
   m.rope_theta = rope_base(c, "full_attention", "rope_theta", g3 ? 1e6 : 1e4, file);
   if (g3) m.rope_local_theta = rope_base(c, "sliding_attention", "rope_local_base_freq", 1e4, file);
