@@ -645,6 +645,26 @@ void check_topk(MoeConfig& moe, const std::string& file) {
     bad(file, "/num_experts_per_tok", "exceeds the experts of topk_group groups");
 }
 
+std::vector<bool> mlp_layer_types_of(const json& c, int64_t layers, const std::string& file);
+
+// The end of every TopK MoE reader whose config may name its MoE layers in mlp_layer_types (exaone_moe, mellum,
+// laguna, step3p7, ergo, beam, mimo_v2_flash): TopK routing, the router under gate., the shared experts under `shared`
+// (nullptr: the family has none), the experts stacked or one module each, the counts checked, and the MoE layers:
+// mlp_layer_types where the config sets it, else the family's default, made only then (so the keys it reads are
+// checked only then, as the family's config does).
+template <class SparseDefault>
+void read_topk_moe(const json& c, const std::string& file, ModelConfig& m, const char* shared, bool stacked,
+                   SparseDefault sparse_default) {
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.router = "gate.";
+  if (shared) moe.shared = shared;
+  moe.stacked_experts = stacked;
+  check_topk(moe, file);
+  moe.layers =
+      c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null() ? mlp_layer_types_of(c, m.layers, file) : sparse_default();
+}
+
 // Qwen2MoeConfig: qwen2's attention (q/k/v biases: qkv_bias, default true) and a MoE: softmax of the
 // router's logits over every expert, the top num_experts_per_tok of them, renormalised where
 // norm_topk_prob (default false), weighting their experts' outputs, plus a shared expert of
@@ -764,7 +784,6 @@ void read_exaone_moe(const json& c, const std::string& file, ModelConfig& m) {
   m.windows = windows_of(types, m.sliding_window, file);
   for (int64_t w : m.windows) m.rope_layers.push_back(m.sliding_window == 0 || w > 0);
   MoeConfig& moe = m.moe;
-  moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Sigmoid;
   moe.selection_bias = true;
   moe.experts = positive_or(c, "num_experts", 64, file);
@@ -775,25 +794,12 @@ void read_exaone_moe(const json& c, const std::string& file, ModelConfig& m) {
   moe.topk_groups = positive_or(c, "topk_group", 1, file);
   moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
   moe.routed_scale = number_or(c, "routed_scaling_factor", 2.5, file);
-  moe.router = "gate.";
-  moe.shared = "shared_experts.";
-  check_topk(moe, file);
-  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
-    const json& t = c["mlp_layer_types"];
-    if (!t.is_array() || static_cast<int64_t>(t.size()) != m.layers)
-      bad(file, "/mlp_layer_types", "must list \"dense\" or \"sparse\" per layer (" + std::to_string(m.layers) + ")");
-    for (size_t i = 0; i < t.size(); ++i) {
-      const std::string v = t[i].is_string() ? t[i].get<std::string>() : "";
-      if (v != "dense" && v != "sparse")
-        bad(file, "/mlp_layer_types/" + std::to_string(i), "is \"" + v + "\" (expected dense or sparse)");
-      moe.layers.push_back(v == "sparse");
-    }
-  } else {
+  read_topk_moe(c, file, m, "shared_experts.", false, [&] {
     const int64_t first = c.contains("first_k_dense_replace") && c["first_k_dense_replace"].is_number_integer()
                               ? c["first_k_dense_replace"].get<int64_t>()
                               : 1;
-    moe.layers = moe_layers_of(c, m.layers, std::max<int64_t>(0, first), 1, nullptr, file);
-  }
+    return moe_layers_of(c, m.layers, std::max<int64_t>(0, first), 1, nullptr, file);
+  });
 }
 
 // GraniteMoeSWAConfig (5.24.0 only): granite_swa's attention, multipliers and sinks (read_granite_swa),
@@ -1052,17 +1058,13 @@ void read_mellum(const json& c, const std::string& file, ModelConfig& m) {
     m.rope_thetas.push_back(number_or(rp[t], "rope_theta", 0, file));
   }
   MoeConfig& moe = m.moe;
-  moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Softmax;
   moe.experts =
       c.contains("num_local_experts") ? positive(c, "num_local_experts", file) : positive_or(c, "num_experts", 64, file);
   moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
   moe.intermediate = positive_or(c, "moe_intermediate_size", 896, file);
   moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
-  moe.router = "gate.";
-  check_topk(moe, file);
-  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) moe.layers = mlp_layer_types_of(c, m.layers, file);
-  else moe.layers.assign(static_cast<size_t>(m.layers), true);
+  read_topk_moe(c, file, m, nullptr, false, [&] { return moe_layers_of(c, m.layers, 0, 1, nullptr, file); });
 }
 
 // FlintConfig (5.24.0 on): qwen3_moe's attention (per-head q/k RMS norms, attention_bias on q/k/v/o) with a
@@ -1748,11 +1750,6 @@ void read_laguna(const json& c, const std::string& file, ModelConfig& m) {
     m.rotary_dims.push_back(rd);
   }
   MoeConfig& moe = m.moe;
-  moe.layers = c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()
-                   ? mlp_layer_types_of(c, m.layers, file)
-                   : std::vector<bool>(static_cast<size_t>(m.layers), true);
-  if (!(c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null())) moe.layers[0] = false;
-  moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Sigmoid;
   moe.selection_bias = moe.renormalize = true;
   moe.router_softcap = number_or(c, "moe_router_logit_softcapping", 0, file);
@@ -1762,10 +1759,7 @@ void read_laguna(const json& c, const std::string& file, ModelConfig& m) {
   moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
   moe.intermediate = positive_or(c, "moe_intermediate_size", 512, file);
   moe.shared_intermediate = positive_or(c, "shared_expert_intermediate_size", 512, file);
-  moe.router = "gate.";
-  moe.shared = "shared_experts.";
-  moe.stacked_experts = true;
-  check_topk(moe, file);
+  read_topk_moe(c, file, m, "shared_experts.", true, [&] { return moe_layers_of(c, m.layers, 1, 1, nullptr, file); });
 }
 
 // Step3p7TextConfig (model_type step3p5; 5.24.0 on), the text decoder of step3p7, read from its text_config (the
@@ -1882,9 +1876,15 @@ void read_step3p7(const json& text, const std::string& file, ModelConfig& m) {
     m.rotary_dims.push_back(rd);
   }
   MoeConfig& moe = m.moe;
-  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
-    moe.layers = mlp_layer_types_of(c, m.layers, file);
-  } else if (c.contains("moe_layers_enum") && !c["moe_layers_enum"].is_null()) {
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = moe.renormalize = true;
+  moe.routed_scale = number_or(c, "moe_router_scaling_factor", 1.0, file);
+  moe.experts = positive_or(c, "n_routed_experts", 288, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 1280, file);
+  moe.shared_intermediate = positive_or(c, "share_expert_dim", 1280, file);
+  read_topk_moe(c, file, m, "shared_experts.", true, [&] {
+    if (!c.contains("moe_layers_enum") || c["moe_layers_enum"].is_null()) return moe_layers_of(c, m.layers, 3, 1, nullptr, file);
     // A comma-separated string or a list of the MoE layers' indices.
     const json& e = c["moe_layers_enum"];
     std::vector<json> items;
@@ -1897,26 +1897,13 @@ void read_step3p7(const json& text, const std::string& file, ModelConfig& m) {
     } else {
       bad(file, "/moe_layers_enum", "must be a comma-separated string or a list of layer indices");
     }
-    moe.layers.assign(static_cast<size_t>(m.layers), false);
+    std::vector<bool> out(static_cast<size_t>(m.layers), false);
     for (const json& i : items) {
       if (!i.is_number_integer()) bad(file, "/moe_layers_enum", "must list layer indices");
-      if (i.get<int64_t>() >= 0 && i.get<int64_t>() < m.layers) moe.layers[static_cast<size_t>(i.get<int64_t>())] = true;
+      if (i.get<int64_t>() >= 0 && i.get<int64_t>() < m.layers) out[static_cast<size_t>(i.get<int64_t>())] = true;
     }
-  } else {
-    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= 3);
-  }
-  moe.routing = MoeRouting::TopK;
-  moe.score = MoeScore::Sigmoid;
-  moe.selection_bias = moe.renormalize = true;
-  moe.routed_scale = number_or(c, "moe_router_scaling_factor", 1.0, file);
-  moe.experts = positive_or(c, "n_routed_experts", 288, file);
-  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
-  moe.intermediate = positive_or(c, "moe_intermediate_size", 1280, file);
-  moe.shared_intermediate = positive_or(c, "share_expert_dim", 1280, file);
-  moe.router = "gate.";
-  moe.shared = "shared_experts.";
-  moe.stacked_experts = true;
-  check_topk(moe, file);
+    return out;
+  });
   // The SwiGLU bounds per layer (0 or null: none).
   auto limits = [&](const char* key) {
     std::vector<double> out;
@@ -1985,15 +1972,6 @@ void read_ergo(const json& c, const std::string& file, ModelConfig& m) {
     m.rope_thetas.push_back(base);
   }
   MoeConfig& moe = m.moe;
-  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
-    moe.layers = mlp_layer_types_of(c, m.layers, file);
-  } else {
-    const int64_t dense =
-        c.contains("num_dense_blocks") && c["num_dense_blocks"].is_number_integer() ? c["num_dense_blocks"].get<int64_t>() : 1;
-    if (dense < 0) bad(file, "/num_dense_blocks", "must be >= 0");
-    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= dense);
-  }
-  moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Sigmoid;
   moe.selection_bias = moe.renormalize = true;
   moe.expert_norms = moe.shared_norm = true;
@@ -2002,9 +1980,12 @@ void read_ergo(const json& c, const std::string& file, ModelConfig& m) {
   moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
   moe.intermediate = positive_or(c, "moe_intermediate_size", 4096, file);
   moe.shared_intermediate = positive_or(c, "shared_intermediate_size", 8192, file);
-  moe.router = "gate.";
-  moe.shared = "shared_experts.";
-  check_topk(moe, file);
+  read_topk_moe(c, file, m, "shared_experts.", false, [&] {
+    const int64_t dense =
+        c.contains("num_dense_blocks") && c["num_dense_blocks"].is_number_integer() ? c["num_dense_blocks"].get<int64_t>() : 1;
+    if (dense < 0) bad(file, "/num_dense_blocks", "must be >= 0");
+    return moe_layers_of(c, m.layers, dense, 1, nullptr, file);
+  });
   m.tensor_names = {{"mlp.gate.linear.", "mlp.gate."}};
 }
 
@@ -2064,7 +2045,6 @@ void read_beam(const json& c, const std::string& file, ModelConfig& m) {
   m.nope_query_length = 2048;
   m.nope_query_power = 0.1;
   MoeConfig& moe = m.moe;
-  moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Sigmoid;
   moe.selection_bias = true;
   moe.experts = positive_or(c, "num_experts", 256, file);
@@ -2076,14 +2056,7 @@ void read_beam(const json& c, const std::string& file, ModelConfig& m) {
   moe.topk_groups = positive_or(c, "topk_group", 4, file);
   moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
   moe.routed_scale = number_or(c, "routed_scaling_factor", 2.5, file);
-  moe.router = "gate.";
-  moe.stacked_experts = true;
-  check_topk(moe, file);
-  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
-    moe.layers = mlp_layer_types_of(c, m.layers, file);
-  } else {
-    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= std::min<int64_t>(3, m.layers));
-  }
+  read_topk_moe(c, file, m, nullptr, true, [&] { return moe_layers_of(c, m.layers, 3, 1, nullptr, file); });
 }
 
 // MiMoV2FlashConfig (5.13.1 on): llama's pre-norm block and no q/k norms, with an attention of its own: value heads
@@ -2139,7 +2112,6 @@ void read_mimo_v2_flash(const json& c, const std::string& file, ModelConfig& m) 
   for (int64_t h : m.layer_kv_heads)
     if (m.heads % h) bad(file, "/num_key_value_heads", "twice it (the sliding layers') must divide num_attention_heads");
   MoeConfig& moe = m.moe;
-  moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Sigmoid;
   moe.selection_bias = true;
   moe.experts = positive_or(c, "n_routed_experts", positive_or(c, "num_local_experts", 256, file), file);
@@ -2149,14 +2121,7 @@ void read_mimo_v2_flash(const json& c, const std::string& file, ModelConfig& m) 
   moe.topk_groups = positive_or(c, "topk_group", 1, file);
   moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
   moe.routed_scale = number_or(c, "routed_scaling_factor", 1.0, file);
-  moe.router = "gate.";
-  moe.stacked_experts = true;
-  check_topk(moe, file);
-  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
-    moe.layers = mlp_layer_types_of(c, m.layers, file);
-  } else {
-    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i > 0);
-  }
+  read_topk_moe(c, file, m, nullptr, true, [&] { return moe_layers_of(c, m.layers, 1, 1, nullptr, file); });
 }
 
 // DoryConfig (5.24.0 on): nGPT on the unit sphere. Every norm a weightless L2 norm of eps 1e-6 (DoryL2Norm; no config
