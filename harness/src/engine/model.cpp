@@ -3525,14 +3525,6 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       L.post_expert_proj = get(k.mlp_prefix + "post_expert_proj.weight");
     }
     if (moe && k.moe.expert_out_norm) L.post_expert_norm = get(k.mlp_prefix + "experts.post_expert_norm.weight");
-    if (k.residual_gate_temperature > 0)
-      for (const auto& [name, alpha, beta] : {std::tuple{"post_attention_residual_gate.gate", &L.attn_alpha, &L.attn_beta},
-                                              std::tuple{"post_feedforward_residual_gate.gate", &L.ff_alpha, &L.ff_beta}})
-        for (double g : model.at(layer_name(l, name))) {
-          const auto [a, b] = residual_gate(g, k.residual_gate_temperature);
-          alpha->push_back(static_cast<T>(a));
-          beta->push_back(static_cast<T>(b));
-        }
     if (moe) {
       L.router = get(k.mlp_prefix + k.moe.router + "weight");
       if (k.moe.selection_bias) L.selection_bias = get(k.mlp_prefix + k.moe.router + "e_score_correction_bias");
@@ -3546,15 +3538,6 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       }
     }
     if (k.sink(l) && !conv) L.sinks = get("self_attn.sinks");
-    if (k.residual_gates) {  // ergo: sigmoid(w) on the branch, sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) on the residual
-      for (const auto& [name, branch, keep] : {std::tuple{"attention_residual_gate.weight", &L.attn_branch, &L.attn_keep},
-                                               std::tuple{"feedforward_residual_gate.weight", &L.ff_branch, &L.ff_keep}})
-        for (double w : model.at(layer_name(l, name))) {
-          const double b = 1 / (1 + std::exp(-w)), softplus = w > 20 ? w : std::log1p(std::exp(w));
-          branch->push_back(static_cast<T>(b));
-          keep->push_back(static_cast<T>(std::sqrt(1 + b) * std::exp(-0.5 * softplus)));
-        }
-    }
     // embed_norm: layer 0's attention reads the normed embeddings as they are (no in_norm).
     if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0) && !k.l2_norm) {
       L.in_norm = get("input_layernorm.weight");
@@ -3583,9 +3566,36 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       L.suv_gate = scaled("mlp.suv_gate", k.mlp_channel_scale, false, false);
       L.suv_up = scaled("mlp.suv_up", k.mlp_channel_scale, false, false);
     }
-    if (k.residual_interpolation > 0) {
-      L.attn_rate = scaled("lambda_1", k.residual_interpolation, false, true);
-      L.ff_rate = scaled("lambda_2", k.residual_interpolation, false, true);
+    // The layer's residual rule (Residual), after the attention and after the MLP: each weight's (keep, branch).
+    for (const bool mlp : {false, true}) {
+      Residual& r = mlp ? L.ff_residual : L.attn_residual;
+      auto per_weight = [&](const std::string& name, auto keep_branch) {
+        for (double g : model.at(layer_name(l, name))) {
+          const auto [keep, branch] = keep_branch(g);
+          r.keep.push_back(static_cast<T>(keep));
+          r.branch.push_back(static_cast<T>(branch));
+        }
+      };
+      const size_t H = static_cast<size_t>(k.hidden);
+      if (k.residual_gates) {  // ergo
+        per_weight(mlp ? "feedforward_residual_gate.weight" : "attention_residual_gate.weight", [](double w) {
+          const double b = 1 / (1 + std::exp(-w)), softplus = w > 20 ? w : std::log1p(std::exp(w));
+          return std::pair{std::sqrt(1 + b) * std::exp(-0.5 * softplus), b};
+        });
+      } else if (k.residual_interpolation > 0) {  // dory
+        r.from_input = true;
+        r.branch = scaled(mlp ? "lambda_2" : "lambda_1", k.residual_interpolation, false, true);
+      } else if (k.residual_gate_temperature > 0) {  // muse_spark
+        per_weight(mlp ? "post_feedforward_residual_gate.gate" : "post_attention_residual_gate.gate",
+                   [&](double g) { return residual_gate(g, k.residual_gate_temperature); });
+      } else if (k.depth_scaled_residual) {  // beam
+        const double d = static_cast<double>(2 * (l + 1) + (mlp ? 1 : 0));
+        r.keep.assign(H, static_cast<T>(std::sqrt((d - 1) / d)));
+        r.branch.assign(H, static_cast<T>(1.0 / std::sqrt(d)));
+      } else {
+        r.keep.assign(H, T(1));
+        r.branch.assign(H, static_cast<T>(mlp ? k.residual_scale : 1.0));
+      }
     }
     if (k.qk_norm && !k.qk_norm_weightless && !conv) {
       L.q_norm = get("self_attn.q_norm.weight");
@@ -4180,18 +4190,13 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
                       widest);
         }
       }
-    // beam's depth-scaled residual: x = out / sqrt(k) + x * sqrt((k - 1) / k), k = 2(l + 1) after the attention and
-    // 2(l + 1) + 1 after the MLP; elsewhere x + out (times residual_scale where the block has it).
-    auto residual_add = [&](const Row<T>& x, const std::vector<T>& out, T scale, int64_t depth) {
-      if (!k.depth_scaled_residual) {
-        for (int64_t i = 0; i < H; ++i) x[i] += out[i] * scale;
-        return;
-      }
-      const double kd = static_cast<double>(depth);
-      const T a = static_cast<T>(1.0 / std::sqrt(kd)), b = static_cast<T>(std::sqrt((kd - 1) / kd));
-      for (int64_t i = 0; i < H; ++i) x[i] = out[i] * a + x[i] * b;
+    // A residual add by the layer's rule (Residual): x = keep (.) x + branch (.) block, or h + branch (.) (block - h).
+    auto residual_add = [&](const Row<T>& x, const std::vector<T>& block, const Row<T>& h, const Residual& r) {
+      if (r.from_input)
+        for (int64_t i = 0; i < H; ++i) x[i] = h[i] + r.branch[i] * (block[i] - h[i]);
+      else
+        for (int64_t i = 0; i < H; ++i) x[i] = r.keep[i] * x[i] + r.branch[i] * block[i];
     };
-    const int64_t attn_depth = 2 * (li + 1), mlp_depth = attn_depth + 1;
     // The rest of the layer, token by token.
     for (int64_t t = 0; t < n; ++t) {
       const Row<T> x = row(X, t, H), h = row(Hn, t, H), attn = row(A, t, widest);
@@ -4240,13 +4245,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       } else if (k.norm_placement == NormPlacement::Sandwich) {
         rms_norm(o.data(), L.post_attn_norm, H, post_eps, k.gemma_norm, o.data(), k.l2_norm);  // weightless: post_attn_norm empty
-        if (!L.attn_branch.empty())                                                            // ergo's residual gate
-          for (int64_t i = 0; i < H; ++i) x[i] = L.attn_branch[i] * o[i] + L.attn_keep[i] * x[i];
-        else if (!L.attn_rate.empty())  // dory: from the normed input h towards the block, per channel
-          for (int64_t i = 0; i < H; ++i) x[i] = h[i] + L.attn_rate[i] * (o[i] - h[i]);
-        else if (L.attn_alpha.empty()) residual_add(x, o, T(1), attn_depth);
-        else  // muse_spark's residual gate
-          for (int64_t i = 0; i < H; ++i) x[i] = L.attn_alpha[i] * x[i] + L.attn_beta[i] * o[i];
+        residual_add(x, o, h, L.attn_residual);
         if (k.laurel_rank > 0)
           for (int64_t i = 0; i < H; ++i) x[i] = (x[i] + lr[i]) / static_cast<T>(M_SQRT2);
         if (!L.cross_q.empty()) {
@@ -4484,13 +4483,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         rms_norm(m.data(), L.post_ff_norm, H, k.norm_placement == NormPlacement::Sandwich ? post_eps : eps, k.gemma_norm,
                  m.data(), k.l2_norm);
       }
-      if (!L.ff_branch.empty())  // ergo's residual gate
-        for (int64_t i = 0; i < H; ++i) x[i] = L.ff_branch[i] * m[i] + L.ff_keep[i] * x[i];
-      else if (!L.ff_rate.empty())  // dory: from the MLP's normed input h towards its normed output
-        for (int64_t i = 0; i < H; ++i) x[i] = h[i] + L.ff_rate[i] * (m[i] - h[i]);
-      else if (L.ff_alpha.empty()) residual_add(x, m, static_cast<T>(k.residual_scale), mlp_depth);
-      else  // muse_spark's residual gate
-        for (int64_t i = 0; i < H; ++i) x[i] = L.ff_alpha[i] * x[i] + L.ff_beta[i] * m[i];
+      residual_add(x, m, h, L.ff_residual);
       if (P > 0 && NA == 0) {  // the layer's per-layer input: x += norm(per_layer_projection(act(gate x) * pli_l))
         matvec(L.per_layer_gate, x.data(), P, H, gated.data());
         const T* in = pli.data() + (t * k.layers + li) * P;
