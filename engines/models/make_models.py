@@ -399,10 +399,7 @@ def tensors(name, family, cfg):
                 # on in afmoe) acts on the weights (sensitivity.py), which saturated scores would hide.
                 put(f + "router.gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)
                 put(f + "expert_bias", (e,), -BIAS, BIAS)
-                put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
-                put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
-                if cfg.get("num_shared_experts"):
-                    mlp(f + "shared_experts.", inter * cfg["num_shared_experts"])
+                stacked_experts(put, mlp, f, e, inter, inter * cfg.get("num_shared_experts", 0))
             else:
                 mlp(f, cfg["intermediate_size"])
         elif family == "laguna":  # kolibri1's layout on its sparse layers, the dense MLP on the others
@@ -410,9 +407,7 @@ def tensors(name, family, cfg):
             if i in moe:
                 put(f + "gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)  # afmoe's quarter range (kolibri1 below)
                 put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
-                put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
-                put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
-                mlp(f + "shared_experts.", cfg["shared_expert_intermediate_size"])
+                stacked_experts(put, mlp, f, e, inter, cfg["shared_expert_intermediate_size"])
             else:
                 mlp(f, cfg["intermediate_size"])
         elif family == "muse_spark_text":  # stacked experts at moe_hidden_size between its projections; no shared expert
@@ -422,8 +417,7 @@ def tensors(name, family, cfg):
                 put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
                 put(f + "pre_expert_proj.weight", (pooled, HIDDEN), -PROJ, PROJ)
                 put(f + "pre_expert_norm.weight", (pooled,), norm_lo, norm_hi)
-                put(f + "experts.gate_up_proj", (e, 2 * inter, pooled), -PROJ, PROJ)
-                put(f + "experts.down_proj", (e, pooled, inter), -OUT, OUT)
+                stacked_experts(put, mlp, f, e, inter, width=pooled)
                 put(f + "experts.post_expert_norm.weight", (pooled,), norm_lo, norm_hi)
                 put(f + "post_expert_proj.weight", (HIDDEN, pooled), -OUT, OUT)
             else:
@@ -436,8 +430,7 @@ def tensors(name, family, cfg):
             if i in moe:
                 put(f + "gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)  # afmoe's quarter range: the renormalisation acts
                 put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
-                put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
-                put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+                stacked_experts(put, mlp, f, e, inter)
             else:
                 mlp(f, cfg["intermediate_size"])
         elif family == "kolibri1":  # stacked experts, the router's selection bias, an ungated shared expert
@@ -446,24 +439,18 @@ def tensors(name, family, cfg):
             # logits of the selection bias's order, so that choosing by logit + bias differs from score + bias.
             put(f + "gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)
             put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
-            put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
-            put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
-            mlp(f + "shared_experts.", cfg["shared_expert_intermediate_size"])
+            stacked_experts(put, mlp, f, e, inter, cfg["shared_expert_intermediate_size"])
         elif family == "cohere2_moe":  # its own module layout: stacked experts; dense layers of their own size
             f, e, inter = p + "mlp.", cfg["num_experts"], cfg["intermediate_size"]
             if i in moe:
                 put(f + "gate.weight", (e, HIDDEN), -PROJ, PROJ)
-                put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
-                put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
-                if cfg.get("num_shared_experts"):
-                    mlp(f + "shared_experts.", inter * cfg["num_shared_experts"])
+                stacked_experts(put, mlp, f, e, inter, inter * cfg.get("num_shared_experts", 0))
             else:
                 mlp(f, cfg.get("prefix_dense_intermediate_size") or inter)
         elif family == "granitemoe_swa":  # its own module layout: stacked experts, a fused shared expert
             f, e, inter = p + "block_sparse_moe.", cfg["num_local_experts"], cfg["intermediate_size"]
             put(f + "router.weight", (e, HIDDEN), -PROJ, PROJ)
-            put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
-            put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+            stacked_experts(put, mlp, f, e, inter)
             if cfg.get("shared_intermediate_size"):
                 put(p + "shared_mlp.input_linear.weight", (2 * cfg["shared_intermediate_size"], HIDDEN), -PROJ, PROJ)
                 put(p + "shared_mlp.output_linear.weight", (HIDDEN, cfg["shared_intermediate_size"]), -OUT, OUT)
@@ -569,6 +556,16 @@ def gemma3n_model(put, cfg):
         put(f"model.altup_unembed_projections.{i}.weight", (HIDDEN, HIDDEN), -PROJ, PROJ)
 
 
+def stacked_experts(put, mlp, f, e, inter, shared=0, width=HIDDEN):
+    """Stacked experts as the classes hold them: experts.gate_up_proj [E, 2I, W] (rows [gate; up]) and experts.down_proj
+    [E, W, I] over the width W (the hidden size; muse_spark's pooled width), then the shared experts as one MLP of
+    `shared` under shared_experts. (0: none)."""
+    put(f + "experts.gate_up_proj", (e, 2 * inter, width), -PROJ, PROJ)
+    put(f + "experts.down_proj", (e, width, inter), -OUT, OUT)
+    if shared:
+        mlp(f + "shared_experts.", shared)
+
+
 def mimo_layer(put, mlp, p, i, cfg, norm_lo, norm_hi):
     """A mimo_v2_flash layer (read_mimo_v2_flash's rules): query/key heads of head_dim, value heads of v_head_dim, twice
     the KV heads and sinks on sliding layers, q/k/v biases where attention_bias (none on o_proj), stacked experts."""
@@ -590,8 +587,7 @@ def mimo_layer(put, mlp, p, i, cfg, norm_lo, norm_hi):
     if mlps[i] == "sparse":
         put(f + "gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)
         put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
-        put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
-        put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+        stacked_experts(put, mlp, f, e, inter)
     else:
         mlp(f, cfg["intermediate_size"])
     put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)
@@ -699,8 +695,7 @@ def lara_mini_layer(put, mlp, p, i, cfg, norm_lo, norm_hi):
         put(p + "self_attn.k_norm.weight", (d,), 1.0 - NORM, 1.0 + NORM)
     f, e, inter = p + "mlp.", cfg["num_experts"], cfg["moe_intermediate_size"]
     put(f + "gate.weight", (e, HIDDEN), -PROJ, PROJ)
-    put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
-    put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
+    stacked_experts(put, mlp, f, e, inter)
     mlp(f + "shared_expert.", cfg["shared_expert_intermediate_size"])
     for name in ("input_layernorm", "post_attention_layernorm"):
         put(p + name + ".weight", (HIDDEN,), norm_lo, norm_hi)
@@ -801,9 +796,7 @@ def step3p5(put, mlp, cfg, norm_lo, norm_hi):
             # afmoe's quarter range: sigmoid scores away from 1, so that the renormalisation acts (sensitivity.py).
             put(f + "gate.weight", (e, HIDDEN), -PROJ / 4, PROJ / 4)
             put(f + "gate.e_score_correction_bias", (e,), -BIAS, BIAS)
-            put(f + "experts.gate_up_proj", (e, 2 * inter, HIDDEN), -PROJ, PROJ)
-            put(f + "experts.down_proj", (e, HIDDEN, inter), -OUT, OUT)
-            mlp(f + "shared_experts.", cfg["share_expert_dim"])
+            stacked_experts(put, mlp, f, e, inter, cfg["share_expert_dim"])
         else:
             mlp(f, cfg["intermediate_size"])
         put(p + "input_layernorm.weight", (HIDDEN,), norm_lo, norm_hi)

@@ -666,6 +666,26 @@ void check_topk(MoeConfig& moe, const std::string& file) {
     bad(file, "/num_experts_per_tok", "exceeds the experts of topk_group groups");
 }
 
+std::vector<bool> mlp_layer_types_of(const json& c, int64_t layers, const std::string& file);
+
+// The end of every TopK MoE reader whose config may name its MoE layers in mlp_layer_types (exaone_moe, mellum,
+// laguna, step3p7, ergo, beam, mimo_v2_flash): TopK routing, the router under gate., the shared experts under `shared`
+// (nullptr: the family has none), the experts stacked or one module each, the counts checked, and the MoE layers:
+// mlp_layer_types where the config sets it, else the family's default, made only then (so the keys it reads are
+// checked only then, as the family's config does).
+template <class SparseDefault>
+void read_topk_moe(const json& c, const std::string& file, ModelConfig& m, const char* shared, bool stacked,
+                   SparseDefault sparse_default) {
+  MoeConfig& moe = m.moe;
+  moe.routing = MoeRouting::TopK;
+  moe.router = "gate.";
+  if (shared) moe.shared = shared;
+  moe.stacked_experts = stacked;
+  check_topk(moe, file);
+  moe.layers =
+      c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null() ? mlp_layer_types_of(c, m.layers, file) : sparse_default();
+}
+
 // Qwen2MoeConfig: qwen2's attention (q/k/v biases: qkv_bias, default true) and a MoE: softmax of the
 // router's logits over every expert, the top num_experts_per_tok of them, renormalised where
 // norm_topk_prob (default false), weighting their experts' outputs, plus a shared expert of
@@ -785,7 +805,6 @@ void read_exaone_moe(const json& c, const std::string& file, ModelConfig& m) {
   m.windows = windows_of(types, m.sliding_window, file);
   for (int64_t w : m.windows) m.rope_layers.push_back(m.sliding_window == 0 || w > 0);
   MoeConfig& moe = m.moe;
-  moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Sigmoid;
   moe.selection_bias = true;
   moe.experts = positive_or(c, "num_experts", 64, file);
@@ -796,25 +815,12 @@ void read_exaone_moe(const json& c, const std::string& file, ModelConfig& m) {
   moe.topk_groups = positive_or(c, "topk_group", 1, file);
   moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
   moe.routed_scale = number_or(c, "routed_scaling_factor", 2.5, file);
-  moe.router = "gate.";
-  moe.shared = "shared_experts.";
-  check_topk(moe, file);
-  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
-    const json& t = c["mlp_layer_types"];
-    if (!t.is_array() || static_cast<int64_t>(t.size()) != m.layers)
-      bad(file, "/mlp_layer_types", "must list \"dense\" or \"sparse\" per layer (" + std::to_string(m.layers) + ")");
-    for (size_t i = 0; i < t.size(); ++i) {
-      const std::string v = t[i].is_string() ? t[i].get<std::string>() : "";
-      if (v != "dense" && v != "sparse")
-        bad(file, "/mlp_layer_types/" + std::to_string(i), "is \"" + v + "\" (expected dense or sparse)");
-      moe.layers.push_back(v == "sparse");
-    }
-  } else {
+  read_topk_moe(c, file, m, "shared_experts.", false, [&] {
     const int64_t first = c.contains("first_k_dense_replace") && c["first_k_dense_replace"].is_number_integer()
                               ? c["first_k_dense_replace"].get<int64_t>()
                               : 1;
-    moe.layers = moe_layers_of(c, m.layers, std::max<int64_t>(0, first), 1, nullptr, file);
-  }
+    return moe_layers_of(c, m.layers, std::max<int64_t>(0, first), 1, nullptr, file);
+  });
 }
 
 // GraniteMoeSWAConfig (5.24.0 only): granite_swa's attention, multipliers and sinks (read_granite_swa),
@@ -1073,17 +1079,13 @@ void read_mellum(const json& c, const std::string& file, ModelConfig& m) {
     m.rope_thetas.push_back(number_or(rp[t], "rope_theta", 0, file));
   }
   MoeConfig& moe = m.moe;
-  moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Softmax;
   moe.experts =
       c.contains("num_local_experts") ? positive(c, "num_local_experts", file) : positive_or(c, "num_experts", 64, file);
   moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
   moe.intermediate = positive_or(c, "moe_intermediate_size", 896, file);
   moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
-  moe.router = "gate.";
-  check_topk(moe, file);
-  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) moe.layers = mlp_layer_types_of(c, m.layers, file);
-  else moe.layers.assign(static_cast<size_t>(m.layers), true);
+  read_topk_moe(c, file, m, nullptr, false, [&] { return moe_layers_of(c, m.layers, 0, 1, nullptr, file); });
 }
 
 // FlintConfig (5.24.0 on): qwen3_moe's attention (per-head q/k RMS norms, attention_bias on q/k/v/o) with a
@@ -1769,11 +1771,6 @@ void read_laguna(const json& c, const std::string& file, ModelConfig& m) {
     m.rotary_dims.push_back(rd);
   }
   MoeConfig& moe = m.moe;
-  moe.layers = c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()
-                   ? mlp_layer_types_of(c, m.layers, file)
-                   : std::vector<bool>(static_cast<size_t>(m.layers), true);
-  if (!(c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null())) moe.layers[0] = false;
-  moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Sigmoid;
   moe.selection_bias = moe.renormalize = true;
   moe.router_softcap = number_or(c, "moe_router_logit_softcapping", 0, file);
@@ -1783,10 +1780,7 @@ void read_laguna(const json& c, const std::string& file, ModelConfig& m) {
   moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
   moe.intermediate = positive_or(c, "moe_intermediate_size", 512, file);
   moe.shared_intermediate = positive_or(c, "shared_expert_intermediate_size", 512, file);
-  moe.router = "gate.";
-  moe.shared = "shared_experts.";
-  moe.stacked_experts = true;
-  check_topk(moe, file);
+  read_topk_moe(c, file, m, "shared_experts.", true, [&] { return moe_layers_of(c, m.layers, 1, 1, nullptr, file); });
 }
 
 // Step3p7TextConfig (model_type step3p5; 5.24.0 on), the text decoder of step3p7, read from its text_config (the
@@ -1903,9 +1897,15 @@ void read_step3p7(const json& text, const std::string& file, ModelConfig& m) {
     m.rotary_dims.push_back(rd);
   }
   MoeConfig& moe = m.moe;
-  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
-    moe.layers = mlp_layer_types_of(c, m.layers, file);
-  } else if (c.contains("moe_layers_enum") && !c["moe_layers_enum"].is_null()) {
+  moe.score = MoeScore::Sigmoid;
+  moe.selection_bias = moe.renormalize = true;
+  moe.routed_scale = number_or(c, "moe_router_scaling_factor", 1.0, file);
+  moe.experts = positive_or(c, "n_routed_experts", 288, file);
+  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
+  moe.intermediate = positive_or(c, "moe_intermediate_size", 1280, file);
+  moe.shared_intermediate = positive_or(c, "share_expert_dim", 1280, file);
+  read_topk_moe(c, file, m, "shared_experts.", true, [&] {
+    if (!c.contains("moe_layers_enum") || c["moe_layers_enum"].is_null()) return moe_layers_of(c, m.layers, 3, 1, nullptr, file);
     // A comma-separated string or a list of the MoE layers' indices.
     const json& e = c["moe_layers_enum"];
     std::vector<json> items;
@@ -1918,26 +1918,13 @@ void read_step3p7(const json& text, const std::string& file, ModelConfig& m) {
     } else {
       bad(file, "/moe_layers_enum", "must be a comma-separated string or a list of layer indices");
     }
-    moe.layers.assign(static_cast<size_t>(m.layers), false);
+    std::vector<bool> out(static_cast<size_t>(m.layers), false);
     for (const json& i : items) {
       if (!i.is_number_integer()) bad(file, "/moe_layers_enum", "must list layer indices");
-      if (i.get<int64_t>() >= 0 && i.get<int64_t>() < m.layers) moe.layers[static_cast<size_t>(i.get<int64_t>())] = true;
+      if (i.get<int64_t>() >= 0 && i.get<int64_t>() < m.layers) out[static_cast<size_t>(i.get<int64_t>())] = true;
     }
-  } else {
-    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= 3);
-  }
-  moe.routing = MoeRouting::TopK;
-  moe.score = MoeScore::Sigmoid;
-  moe.selection_bias = moe.renormalize = true;
-  moe.routed_scale = number_or(c, "moe_router_scaling_factor", 1.0, file);
-  moe.experts = positive_or(c, "n_routed_experts", 288, file);
-  moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
-  moe.intermediate = positive_or(c, "moe_intermediate_size", 1280, file);
-  moe.shared_intermediate = positive_or(c, "share_expert_dim", 1280, file);
-  moe.router = "gate.";
-  moe.shared = "shared_experts.";
-  moe.stacked_experts = true;
-  check_topk(moe, file);
+    return out;
+  });
   // The SwiGLU bounds per layer (0 or null: none).
   auto limits = [&](const char* key) {
     std::vector<double> out;
@@ -2006,15 +1993,6 @@ void read_ergo(const json& c, const std::string& file, ModelConfig& m) {
     m.rope_thetas.push_back(base);
   }
   MoeConfig& moe = m.moe;
-  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
-    moe.layers = mlp_layer_types_of(c, m.layers, file);
-  } else {
-    const int64_t dense =
-        c.contains("num_dense_blocks") && c["num_dense_blocks"].is_number_integer() ? c["num_dense_blocks"].get<int64_t>() : 1;
-    if (dense < 0) bad(file, "/num_dense_blocks", "must be >= 0");
-    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= dense);
-  }
-  moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Sigmoid;
   moe.selection_bias = moe.renormalize = true;
   moe.expert_norms = moe.shared_norm = true;
@@ -2023,9 +2001,12 @@ void read_ergo(const json& c, const std::string& file, ModelConfig& m) {
   moe.top_k = positive_or(c, "num_experts_per_tok", 8, file);
   moe.intermediate = positive_or(c, "moe_intermediate_size", 4096, file);
   moe.shared_intermediate = positive_or(c, "shared_intermediate_size", 8192, file);
-  moe.router = "gate.";
-  moe.shared = "shared_experts.";
-  check_topk(moe, file);
+  read_topk_moe(c, file, m, "shared_experts.", false, [&] {
+    const int64_t dense =
+        c.contains("num_dense_blocks") && c["num_dense_blocks"].is_number_integer() ? c["num_dense_blocks"].get<int64_t>() : 1;
+    if (dense < 0) bad(file, "/num_dense_blocks", "must be >= 0");
+    return moe_layers_of(c, m.layers, dense, 1, nullptr, file);
+  });
   m.tensor_names = {{"mlp.gate.linear.", "mlp.gate."}};
 }
 
@@ -2085,7 +2066,6 @@ void read_beam(const json& c, const std::string& file, ModelConfig& m) {
   m.nope_query_length = 2048;
   m.nope_query_power = 0.1;
   MoeConfig& moe = m.moe;
-  moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Sigmoid;
   moe.selection_bias = true;
   moe.experts = positive_or(c, "num_experts", 256, file);
@@ -2097,14 +2077,7 @@ void read_beam(const json& c, const std::string& file, ModelConfig& m) {
   moe.topk_groups = positive_or(c, "topk_group", 4, file);
   moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
   moe.routed_scale = number_or(c, "routed_scaling_factor", 2.5, file);
-  moe.router = "gate.";
-  moe.stacked_experts = true;
-  check_topk(moe, file);
-  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
-    moe.layers = mlp_layer_types_of(c, m.layers, file);
-  } else {
-    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i >= std::min<int64_t>(3, m.layers));
-  }
+  read_topk_moe(c, file, m, nullptr, true, [&] { return moe_layers_of(c, m.layers, 3, 1, nullptr, file); });
 }
 
 // MiMoV2FlashConfig (5.13.1 on): llama's pre-norm block and no q/k norms, with an attention of its own: value heads
@@ -2160,7 +2133,6 @@ void read_mimo_v2_flash(const json& c, const std::string& file, ModelConfig& m) 
   for (int64_t h : m.layer_kv_heads)
     if (m.heads % h) bad(file, "/num_key_value_heads", "twice it (the sliding layers') must divide num_attention_heads");
   MoeConfig& moe = m.moe;
-  moe.routing = MoeRouting::TopK;
   moe.score = MoeScore::Sigmoid;
   moe.selection_bias = true;
   moe.experts = positive_or(c, "n_routed_experts", positive_or(c, "num_local_experts", 256, file), file);
@@ -2170,14 +2142,7 @@ void read_mimo_v2_flash(const json& c, const std::string& file, ModelConfig& m) 
   moe.topk_groups = positive_or(c, "topk_group", 1, file);
   moe.renormalize = bool_or(c, "norm_topk_prob", true, file);
   moe.routed_scale = number_or(c, "routed_scaling_factor", 1.0, file);
-  moe.router = "gate.";
-  moe.stacked_experts = true;
-  check_topk(moe, file);
-  if (c.contains("mlp_layer_types") && !c["mlp_layer_types"].is_null()) {
-    moe.layers = mlp_layer_types_of(c, m.layers, file);
-  } else {
-    for (int64_t i = 0; i < m.layers; ++i) moe.layers.push_back(i > 0);
-  }
+  read_topk_moe(c, file, m, nullptr, true, [&] { return moe_layers_of(c, m.layers, 1, 1, nullptr, file); });
 }
 
 // DoryConfig (5.24.0 on): nGPT on the unit sphere. Every norm a weightless L2 norm of eps 1e-6 (DoryL2Norm; no config
@@ -3628,14 +3593,6 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       L.post_expert_proj = get(k.mlp_prefix + "post_expert_proj.weight");
     }
     if (moe && k.moe.expert_out_norm) L.post_expert_norm = get(k.mlp_prefix + "experts.post_expert_norm.weight");
-    if (k.residual_gate_temperature > 0)
-      for (const auto& [name, alpha, beta] : {std::tuple{"post_attention_residual_gate.gate", &L.attn_alpha, &L.attn_beta},
-                                              std::tuple{"post_feedforward_residual_gate.gate", &L.ff_alpha, &L.ff_beta}})
-        for (double g : model.at(layer_name(l, name))) {
-          const auto [a, b] = residual_gate(g, k.residual_gate_temperature);
-          alpha->push_back(static_cast<T>(a));
-          beta->push_back(static_cast<T>(b));
-        }
     if (moe) {
       L.router = get(k.mlp_prefix + k.moe.router + "weight");
       if (k.moe.selection_bias) L.selection_bias = get(k.mlp_prefix + k.moe.router + "e_score_correction_bias");
@@ -3649,15 +3606,6 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       }
     }
     if (k.sink(l) && !conv) L.sinks = get("self_attn.sinks");
-    if (k.residual_gates) {  // ergo: sigmoid(w) on the branch, sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) on the residual
-      for (const auto& [name, branch, keep] : {std::tuple{"attention_residual_gate.weight", &L.attn_branch, &L.attn_keep},
-                                               std::tuple{"feedforward_residual_gate.weight", &L.ff_branch, &L.ff_keep}})
-        for (double w : model.at(layer_name(l, name))) {
-          const double b = 1 / (1 + std::exp(-w)), softplus = w > 20 ? w : std::log1p(std::exp(w));
-          branch->push_back(static_cast<T>(b));
-          keep->push_back(static_cast<T>(std::sqrt(1 + b) * std::exp(-0.5 * softplus)));
-        }
-    }
     // embed_norm: layer 0's attention reads the normed embeddings as they are (no in_norm).
     if (k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0) && !k.l2_norm) {
       L.in_norm = get("input_layernorm.weight");
@@ -3686,9 +3634,36 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       L.suv_gate = scaled("mlp.suv_gate", k.mlp_channel_scale, false, false);
       L.suv_up = scaled("mlp.suv_up", k.mlp_channel_scale, false, false);
     }
-    if (k.residual_interpolation > 0) {
-      L.attn_rate = scaled("lambda_1", k.residual_interpolation, false, true);
-      L.ff_rate = scaled("lambda_2", k.residual_interpolation, false, true);
+    // The layer's residual rule (Residual), after the attention and after the MLP: each weight's (keep, branch).
+    for (const bool mlp : {false, true}) {
+      Residual& r = mlp ? L.ff_residual : L.attn_residual;
+      auto per_weight = [&](const std::string& name, auto keep_branch) {
+        for (double g : model.at(layer_name(l, name))) {
+          const auto [keep, branch] = keep_branch(g);
+          r.keep.push_back(static_cast<T>(keep));
+          r.branch.push_back(static_cast<T>(branch));
+        }
+      };
+      const size_t H = static_cast<size_t>(k.hidden);
+      if (k.residual_gates) {  // ergo
+        per_weight(mlp ? "feedforward_residual_gate.weight" : "attention_residual_gate.weight", [](double w) {
+          const double b = 1 / (1 + std::exp(-w)), softplus = w > 20 ? w : std::log1p(std::exp(w));
+          return std::pair{std::sqrt(1 + b) * std::exp(-0.5 * softplus), b};
+        });
+      } else if (k.residual_interpolation > 0) {  // dory
+        r.from_input = true;
+        r.branch = scaled(mlp ? "lambda_2" : "lambda_1", k.residual_interpolation, false, true);
+      } else if (k.residual_gate_temperature > 0) {  // muse_spark
+        per_weight(mlp ? "post_feedforward_residual_gate.gate" : "post_attention_residual_gate.gate",
+                   [&](double g) { return residual_gate(g, k.residual_gate_temperature); });
+      } else if (k.depth_scaled_residual) {  // beam
+        const double d = static_cast<double>(2 * (l + 1) + (mlp ? 1 : 0));
+        r.keep.assign(H, static_cast<T>(std::sqrt((d - 1) / d)));
+        r.branch.assign(H, static_cast<T>(1.0 / std::sqrt(d)));
+      } else {
+        r.keep.assign(H, T(1));
+        r.branch.assign(H, static_cast<T>(mlp ? k.residual_scale : 1.0));
+      }
     }
     if (k.qk_norm && !k.qk_norm_weightless && !conv) {
       L.q_norm = get("self_attn.q_norm.weight");
@@ -4325,18 +4300,13 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
             }
         }
       }
-    // beam's depth-scaled residual: x = out / sqrt(k) + x * sqrt((k - 1) / k), k = 2(l + 1) after the attention and
-    // 2(l + 1) + 1 after the MLP; elsewhere x + out (times residual_scale where the block has it).
-    auto residual_add = [&](const Row<T>& x, const std::vector<T>& out, T scale, int64_t depth) {
-      if (!k.depth_scaled_residual) {
-        for (int64_t i = 0; i < H; ++i) x[i] += out[i] * scale;
-        return;
-      }
-      const double kd = static_cast<double>(depth);
-      const T a = static_cast<T>(1.0 / std::sqrt(kd)), b = static_cast<T>(std::sqrt((kd - 1) / kd));
-      for (int64_t i = 0; i < H; ++i) x[i] = out[i] * a + x[i] * b;
+    // A residual add by the layer's rule (Residual): x = keep (.) x + branch (.) block, or h + branch (.) (block - h).
+    auto residual_add = [&](const Row<T>& x, const std::vector<T>& block, const Row<T>& h, const Residual& r) {
+      if (r.from_input)
+        for (int64_t i = 0; i < H; ++i) x[i] = h[i] + r.branch[i] * (block[i] - h[i]);
+      else
+        for (int64_t i = 0; i < H; ++i) x[i] = r.keep[i] * x[i] + r.branch[i] * block[i];
     };
-    const int64_t attn_depth = 2 * (li + 1), mlp_depth = attn_depth + 1;
     // The rest of the layer, token by token.
     for (int64_t t = 0; t < n; ++t) {
       const Row<T> x = row(X, t, H), h = row(Hn, t, H), attn = row(A, t, widest);
@@ -4385,13 +4355,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         for (int64_t i = 0; i < H; ++i) x[i] += o[i];
       } else if (k.norm_placement == NormPlacement::Sandwich) {
         rms_norm(o.data(), L.post_attn_norm, H, post_eps, k.gemma_norm, o.data(), k.l2_norm);  // weightless: post_attn_norm empty
-        if (!L.attn_branch.empty())                                                            // ergo's residual gate
-          for (int64_t i = 0; i < H; ++i) x[i] = L.attn_branch[i] * o[i] + L.attn_keep[i] * x[i];
-        else if (!L.attn_rate.empty())  // dory: from the normed input h towards the block, per channel
-          for (int64_t i = 0; i < H; ++i) x[i] = h[i] + L.attn_rate[i] * (o[i] - h[i]);
-        else if (L.attn_alpha.empty()) residual_add(x, o, T(1), attn_depth);
-        else  // muse_spark's residual gate
-          for (int64_t i = 0; i < H; ++i) x[i] = L.attn_alpha[i] * x[i] + L.attn_beta[i] * o[i];
+        residual_add(x, o, h, L.attn_residual);
         if (k.laurel_rank > 0)
           for (int64_t i = 0; i < H; ++i) x[i] = (x[i] + lr[i]) / static_cast<T>(M_SQRT2);
         if (!L.cross_q.empty()) {
@@ -4629,13 +4593,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         rms_norm(m.data(), L.post_ff_norm, H, k.norm_placement == NormPlacement::Sandwich ? post_eps : eps, k.gemma_norm,
                  m.data(), k.l2_norm);
       }
-      if (!L.ff_branch.empty())  // ergo's residual gate
-        for (int64_t i = 0; i < H; ++i) x[i] = L.ff_branch[i] * m[i] + L.ff_keep[i] * x[i];
-      else if (!L.ff_rate.empty())  // dory: from the MLP's normed input h towards its normed output
-        for (int64_t i = 0; i < H; ++i) x[i] = h[i] + L.ff_rate[i] * (m[i] - h[i]);
-      else if (L.ff_alpha.empty()) residual_add(x, m, static_cast<T>(k.residual_scale), mlp_depth);
-      else  // muse_spark's residual gate
-        for (int64_t i = 0; i < H; ++i) x[i] = L.ff_alpha[i] * x[i] + L.ff_beta[i] * m[i];
+      residual_add(x, m, h, L.ff_residual);
       if (P > 0 && NA == 0) {  // the layer's per-layer input: x += norm(per_layer_projection(act(gate x) * pli_l))
         matvec(L.per_layer_gate, x.data(), P, H, gated.data());
         const T* in = pli.data() + (t * k.layers + li) * P;

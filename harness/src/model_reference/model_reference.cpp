@@ -67,16 +67,6 @@ Vec norm(const Model& model, const ModelConfig& k, const std::string& name, cons
 
 double sigmoid(double z) { return 1 / (1 + std::exp(-z)); }
 
-// muse_spark's residual gate over one row: alpha * x + beta * block per dimension, beta = sigmoid(g / T), alpha =
-// sqrt(max(sigmoid(-g / T) * (1 + beta), 1e-3)).
-void gated_add(Vec& x, const Vec& block, const Vec& gate, double temperature) {
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double w = gate[i] / temperature, beta = 1 / (1 + std::exp(-w));
-    const double alpha = std::sqrt(std::max(1 / (1 + std::exp(w)) * (1 + beta), 1e-3));
-    x[i] = alpha * x[i] + beta * block[i];
-  }
-}
-
 // An RMS norm of x * (1 + w), weightless after (muse_spark's input-scaled norm).
 Vec input_scaled_norm(Vec x, const Vec& weight, double eps) {
   for (size_t i = 0; i < x.size(); ++i) x[i] *= 1 + weight[i];
@@ -659,20 +649,31 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
         if (k.attn_sub_norm) rms_norm(mixed[p].data(), NQ * Dv, nullptr, k.eps, false, k.l2_norm);  // dory, before o_proj
       }
     }
-    // x += branch, or ergo's gated add: x = sigmoid(w) * branch + sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) * x.
-    // dory's interpolation: x = h + |lambda * s| * (branch - h) per channel, h the block's normed input.
-    auto residual_add = [&](Vec& row, const Vec& branch, const char* gate, const Vec& h_in, const char* lambda) {
+    // Every residual add, one rule: x = keep * x + branch * block per dimension, or, where dory interpolates, x = h +
+    // branch * (block - h), h the block's normed input. keep and branch: 1 and `scale` (the plain add), ergo's gates w:
+    // sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) and sigmoid(w), dory's rates |lambda * s|, muse_spark's gates g: alpha =
+    // sqrt(max(sigmoid(-g / T) (1 + beta), 1e-3)) and beta = sigmoid(g / T), beam's depth-scaled sqrt((d - 1) / d) and
+    // 1 / sqrt(d), d = 2(l + 1) after the attention and 2(l + 1) + 1 after the MLP.
+    auto residual_add = [&](Vec& x, const Vec& block, const Vec& h_in, bool mlp, double scale) {
+      const double d = static_cast<double>(2 * (l + 1) + (mlp ? 1 : 0));
       for (int64_t i = 0; i < H; ++i) {
-        if (k.residual_interpolation > 0) {
-          row[i] = h_in[i] + std::abs(w(lambda)[i] * k.residual_interpolation) * (branch[i] - h_in[i]);
+        double keep = 1, branch = scale;
+        if (k.residual_gates) {
+          const double g = w(mlp ? "feedforward_residual_gate.weight" : "attention_residual_gate.weight")[i];
+          const double softplus = g > 20 ? g : std::log1p(std::exp(g));
+          branch = 1 / (1 + std::exp(-g)), keep = std::sqrt(1 + branch) * std::exp(-0.5 * softplus);
+        } else if (k.residual_interpolation > 0) {
+          branch = std::abs(w(mlp ? "lambda_2" : "lambda_1")[i] * k.residual_interpolation);
+          x[i] = h_in[i] + branch * (block[i] - h_in[i]);
           continue;
+        } else if (k.residual_gate_temperature > 0) {
+          const double g = w(mlp ? "post_feedforward_residual_gate.gate" : "post_attention_residual_gate.gate")[i] /
+                           k.residual_gate_temperature;
+          branch = 1 / (1 + std::exp(-g)), keep = std::sqrt(std::max(1 / (1 + std::exp(g)) * (1 + branch), 1e-3));
+        } else if (k.depth_scaled_residual) {
+          keep = std::sqrt((d - 1) / d), branch = 1 / std::sqrt(d);
         }
-        if (!k.residual_gates) {
-          row[i] += branch[i];
-          continue;
-        }
-        const double g = w(gate)[i], b = 1 / (1 + std::exp(-g)), softplus = g > 20 ? g : std::log1p(std::exp(g));
-        row[i] = b * branch[i] + std::sqrt(1 + b) * std::exp(-0.5 * softplus) * row[i];
+        x[i] = keep * x[i] + branch * block[i];
       }
     };
     // The block's output projection, the norms around it and the feed-forward, per position.
@@ -681,13 +682,6 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
                           : conv    ? "conv.out_proj."
                                     : "self_attn.o_proj.";
     const bool o_bias = recurrent || (delta ? false : conv ? k.conv_bias : k.o_bias);
-    // x + out, or beam's depth-scaled residual: out / sqrt(d) + x * sqrt((d - 1) / d), d = 2(l + 1) after the
-    // attention and 2(l + 1) + 1 after the MLP.
-    auto add = [&](Vec& x, const Vec& out, double scale, int64_t d) {
-      const double a = 1.0 / std::sqrt(static_cast<double>(d)),
-                   b = std::sqrt(static_cast<double>(d - 1) / static_cast<double>(d));
-      for (int64_t i = 0; i < H; ++i) x[i] = k.depth_scaled_residual ? out[i] * a + x[i] * b : x[i] + out[i] * scale;
-    };
     for (int64_t p = 0; p < n; ++p) {
       Vec out = linear(w(o + "weight"), mixed[p], H, o_bias ? &w(o + "bias") : nullptr);
       Vec ff_in;
@@ -699,11 +693,7 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
         case NormPlacement::Sandwich:
           if (k.post_attn_norm_weightless) rms_norm(out.data(), H, nullptr, post_eps, false);
           else out = norm(model, k, layer_name(l, "post_attention_layernorm."), out, post_eps);
-          if (k.residual_gate_temperature > 0)
-            gated_add(x[p], out, w("post_attention_residual_gate.gate"), k.residual_gate_temperature);
-          else if (k.residual_gates || k.residual_interpolation > 0)
-            residual_add(x[p], out, "attention_residual_gate.weight", h[p], "lambda_1");
-          else add(x[p], out, 1, 2 * (l + 1));
+          residual_add(x[p], out, h[p], false, 1);
           if (k.laurel_rank > 0) {  // LAuReL: (x + h + RMSNorm_w(right(left(h)))) / sqrt(2), h the attention's input
             Vec laurel = linear(w("laurel.linear_right.weight"), linear(w("laurel.linear_left.weight"), h[p], k.laurel_rank), H);
             laurel = norm(model, k, layer_name(l, "laurel.post_laurel_norm."), laurel, k.eps);
@@ -748,11 +738,7 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
       else if (k.norm_placement != NormPlacement::Pre)
         ff = norm(model, k, layer_name(l, "post_feedforward_layernorm."), ff,
                   k.norm_placement == NormPlacement::Sandwich ? post_eps : k.eps);
-      if (k.residual_gate_temperature > 0)
-        gated_add(x[p], ff, w("post_feedforward_residual_gate.gate"), k.residual_gate_temperature);
-      else if (k.residual_gates || k.residual_interpolation > 0)
-        residual_add(x[p], ff, "feedforward_residual_gate.weight", ff_in, "lambda_2");
-      else add(x[p], ff, k.residual_scale, 2 * (l + 1) + 1);
+      residual_add(x[p], ff, ff_in, true, k.residual_scale);
       // The per-layer input's branch of a row s: norm(per_layer_projection(act(per_layer_input_gate s) * pli_l)).
       const std::string& in = k.per_layer_tensors.second;
       auto per_layer_branch = [&](const Vec& s) {

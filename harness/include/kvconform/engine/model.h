@@ -546,6 +546,15 @@ class SequenceOracle {
   int64_t length() const { return length_; }
 
  private:
+  // One residual add, the rule of every family made per layer at load: x = keep (.) x + branch (.) block per hidden
+  // dimension, or, where from_input (dory's interpolation), x = h + branch (.) (block - h), h the block's normed input.
+  // keep and branch: 1 and residual_scale (the plain add; 1 after a sandwich attention), sqrt((d - 1) / d) and 1 / sqrt(d)
+  // (beam's depth-scaled add, d = 2(l + 1) after the attention, 2(l + 1) + 1 after the MLP), ergo's residual gates
+  // (sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2), sigmoid(w)), muse_spark's (alpha, beta), dory's rates |lambda * s|.
+  struct Residual {
+    bool from_input = false;
+    std::vector<T> keep, branch;
+  };
   struct Layer {
     std::vector<T> q, k, v, o, gate, up, down, in_norm, post_attn_norm, pre_ff_norm, post_ff_norm, q_norm, k_norm;
     std::vector<T> in_norm_bias, post_attn_norm_bias, gate_bias, up_bias, down_bias;  // norm_bias, mlp_bias
@@ -572,16 +581,12 @@ class SequenceOracle {
     std::vector<T> altup_scale, altup_correct, altup_predict, altup_router, altup_router_norm;
     std::vector<T> laurel_left, laurel_right, laurel_norm, per_layer_gate, per_layer_proj, per_layer_norm;
     T sparsity_cut = 0;  // sparsity_quantile of the layer's target; used where activation_sparsity[l] > 0
-    // muse_spark: the residual gates' alpha and beta [H] (attention, MLP); MoeConfig::pooled's projections and norms.
-    std::vector<T> attn_alpha, attn_beta, ff_alpha, ff_beta;
+    // The residual adds after a sandwich attention and after the MLP; MoeConfig::pooled's projections and norms.
+    Residual attn_residual, ff_residual;
     std::vector<T> pre_expert_proj, pre_expert_norm, post_expert_norm, post_expert_proj;
     std::vector<T> expert_norms, shared_norm;  // ergo: [E, H], [H]
-    // ergo's residual gates, per hidden dimension: sigmoid(w) on the branch, sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2)
-    // on the residual, after the attention and after the MLP.
-    std::vector<T> attn_branch, attn_keep, ff_branch, ff_keep;
-    // dory's scales per channel (ModelConfig::query_channel_scale, attn_gate_scale, mlp_channel_scale) and its residual
-    // interpolation rates |lambda * s| after the attention and after the MLP.
-    std::vector<T> q_scale, gate_scale, suv_gate, suv_up, attn_rate, ff_rate;
+    // dory's scales per channel (ModelConfig::query_channel_scale, attn_gate_scale, mlp_channel_scale).
+    std::vector<T> q_scale, gate_scale, suv_gate, suv_up;
     // An encoder-decoder's cross-attention (ModelConfig::cross_width): its projections, biases and norms; the source's
     // keys and values [source position][kv_heads * head_dim].
     std::vector<T> cross_q, cross_k, cross_v, cross_o, cross_q_bias, cross_k_bias, cross_v_bias, cross_o_bias;
