@@ -668,7 +668,8 @@ TEST(ModelConfig, ReadsEachFamilysWindowsAndRefusesWhatItDoesNotModel) {
   EXPECT_EQ(parse_config(c, "c.json").windows, (std::vector<int64_t>{3, 0, 0, 3}));
   c.erase("layer_types");
   EXPECT_EQ(parse_config(c, "c.json").windows, (std::vector<int64_t>{3, 3, 3, 3}));  // pattern 6
-  c["attn_logit_softcapping"] = 10.0;  // stored, never applied by Gemma3Attention
+  // stored, never applied by Gemma3Attention
+  c["attn_logit_softcapping"] = 10.0;
   EXPECT_EQ(parse_config(c, "c.json").attn_softcap, 0);
   c["model_type"] = "llama";
   try {
