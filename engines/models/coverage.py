@@ -69,10 +69,6 @@ REASONS = {
     "the talker's code predictor (qwen3-like layers over codec-code embeddings and the talker's hidden states, an embedding "
     "table and an lm_head per codebook chosen by the generation step; max_window_layers) and in Code2Wav (every layer sliding, window 72, codec codes to a "
     "waveform): neither is a token-to-logits text decoder",
-    "neomme": "a bidirectional encoder of text and image patches (NeoMMEForMaskedLM and a retrieval head, no causal "
-    "LM): every layer bidirectional, sliding ones windowed by create_bidirectional_sliding_window_mask (its "
-    "sliding_window a half-width, abs(i - j) <= window), with factorized embeddings, value embeddings on the first "
-    "and last full layers, exclusive self-attention and a sigmoid output gate. " + MODEL_LEVEL + UNRECORDED_MASKS,
     # Multimodal folders whose text decoder is read and found to need rules the registry lacks (5.24.0, 5.25.0).
     "deepseek_ocr2": "multimodal: the sliding_attention it names is its vision encoder's (DeepseekOcr2VisionEncoder: "
     "qwen2's layer_types and sliding_window, over the image patches and learned queries, its mask create_causal_mask "

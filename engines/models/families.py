@@ -369,6 +369,15 @@ MODERNBERT_DECODER = {
 #                    gate and up the halves of gate_up_proj), 5 labels (id2label)
 #   privacy-r1       openai_privacy_filter, 2 layers, sliding_window 1, one KV head, no attention bias, the default rope
 #                    at base 10000, 3 experts, top 2, no id2label or num_labels (the 33 privacy labels)
+#   neomme-w3        neomme (5.24.0 on; NeoMMEForMaskedLM, text only), 4 layers [S, F, S, F], per_layer_config windows
+#                    3 and 2 (abs(i - j) <= window each side), factorized embeddings of rank 24, value embeddings on
+#                    layers 1 and 3 (the first and last full), exclusive self-attention, the sigmoid output gate, rope
+#                    1e6 rotating a quarter of each head on full layers and 1e4 on all of it on sliding ones,
+#                    attention_bias, the default residual_multiplier (1 / sqrt(8)), tied (both factors)
+#   neomme-r1        neomme, 3 layers by default (S, S, F: its one full layer takes the value embeddings), no
+#                    per_layer_config (the sliding layers alternate sliding_window 1 and the class's 1024), the
+#                    default rope_parameters, residual_multiplier 0.7, no bias, embedding_rank 64 (= hidden_size),
+#                    untied (lm_head and unembedding_projection of their own)
 # And the encoder-decoders (T5GemmaForConditionalGeneration, every pinned release): the decoder's logits of target
 # tokens, each cross-attending the encoder's output over a source (encoder_agreement.py's SEQ2SEQ).
 #   t5gemma-w3       t5gemma, encoder 4 layers (S, F, S, F by default) reaching 3 keys each side (4.x: 2), decoder 3 layers
@@ -419,6 +428,16 @@ OPENAI_PRIVACY_FILTER = {  # OpenAIPrivacyFilterConfig's keys (no rope_scaling k
     "intermediate_size": 32,
     "attention_bias": True,
     "tie_word_embeddings": False,
+}
+NEOMME = {  # NeoMMEConfig's keys (norm_eps, rope keyed by layer type; no rope_scaling or rms_norm_eps key)
+    "architectures": ["NeoMMEForMaskedLM"],
+    "model_type": "neomme",
+    "rope_scaling": ABSENT,
+    "rms_norm_eps": ABSENT,
+    "norm_eps": 1e-6,
+    "hidden_act": "relu2",
+    "embedding_rank": 24,
+    "patch_size": 2,  # the patch stem's tensors (3 * 2 * 2 wide) are the class's; text-only inputs never read them
 }
 T5GEMMA_STACK = {  # T5GemmaModuleConfig's keys (rope_theta read by 4.x and turned into rope_parameters by 5.x)
     "model_type": "t5_gemma_module",
@@ -559,6 +578,26 @@ ENCODERS = {
         "attention_bias": False,
         "num_local_experts": 3,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+    }),
+    "neomme-w3": ("neomme", {
+        **NEOMME,
+        "num_hidden_layers": 4,
+        "layer_types": [S, F, S, F],
+        "sliding_window": 3,
+        "per_layer_config": {"0": {"sliding_window": 3}, "1": {"sliding_window": None}, "2": {"sliding_window": 2},
+                             "3": {"sliding_window": None}},
+        "rope_parameters": {F: {"rope_type": "default", "rope_theta": 1000000.0, "partial_rotary_factor": 0.25},
+                            S: {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}},
+        "attention_bias": True,
+        "tie_word_embeddings": True,
+    }),
+    "neomme-r1": ("neomme", {
+        **NEOMME,
+        "num_hidden_layers": 3,
+        "sliding_window": 1,
+        "residual_multiplier": 0.7,
+        "embedding_rank": 64,  # hidden_size: the unembedding_transposed mutant's square
+        "tie_word_embeddings": False,
     }),
     "modernbert-r1": ("modernbert", {
         **MODERNBERT,

@@ -255,6 +255,9 @@ def tensors(name, family, cfg):
     if family == "openai_privacy_filter":
         openai_privacy_filter(put, cfg)
         return t
+    if family == "neomme":
+        neomme(put, cfg)
+        return t
     if family == "t5gemma":
         t5gemma(put, cfg)
         return t
@@ -959,6 +962,43 @@ def embedding_gemma2(put, cfg):
     put("ple.per_layer_projection_norm.weight", (P,), 1 - NORM, 1 + NORM)
     put("norm.weight", (HIDDEN,), 1 - NORM, 1 + NORM)
     put("embedding_projection.weight", (cfg["embedding_dim"], HIDDEN), -EMBED, EMBED)
+
+
+def neomme(put, cfg):
+    """NeoMMEForMaskedLM's tensors: the factorized embedding (embed_tokens.word_embeddings [V, R] and
+    embedding_projection [H, R]), the patch stem (its LayerNorm, up_proj [2H, 3p^2], down_proj with its bias: the
+    class's, never read by a text-only input), value_embeddings [V, kv * d], and per layer lambdas [2] (both drawn off
+    the class's [1, 0], so the initial-state mix acts), q/k/v (biases where attention_bias), the exclusive
+    self-attention's alpha [heads], the output gate's gate_proj [heads * d, H] and o_proj (its bias where
+    attention_bias), and the ungated MLP's up_proj and down_proj. No norm has a weight. Untied: lm_head [V, R] and
+    unembedding_projection [H, R] of their own."""
+    heads, kv, d, rank = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"], cfg["embedding_rank"]
+    inter, ab, patch = cfg.get("intermediate_size", INTER), cfg.get("attention_bias"), 3 * cfg["patch_size"] ** 2
+    put("model.embed_tokens.word_embeddings.weight", (VOCAB, rank), -EMBED, EMBED)
+    put("model.embed_tokens.embedding_projection.weight", (HIDDEN, rank), -PROJ, PROJ)
+    put("model.patch_embeddings.norm.weight", (patch,), 1 - NORM, 1 + NORM)
+    put("model.patch_embeddings.norm.bias", (patch,), -BIAS, BIAS)
+    put("model.patch_embeddings.up_proj.weight", (2 * HIDDEN, patch), -PROJ, PROJ)
+    put("model.patch_embeddings.down_proj.weight", (HIDDEN, 2 * HIDDEN), -PROJ, PROJ)
+    put("model.patch_embeddings.down_proj.bias", (HIDDEN,), -BIAS, BIAS)
+    put("model.value_embeddings.weight", (VOCAB, kv * d), -EMBED, EMBED)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        put(p + "lambdas", (2,), 0.3, 1.2)
+        for x, rows in (("q", heads * d), ("k", kv * d), ("v", kv * d)):
+            put(p + f"self_attn.{x}_proj.weight", (rows, HIDDEN), -PROJ, PROJ)
+            if ab:
+                put(p + f"self_attn.{x}_proj.bias", (rows,), -BIAS, BIAS)
+        put(p + "self_attn.exclusive_self_attention.alpha", (heads,), -1.5, 1.5)
+        put(p + "self_attn.output_projection.gate_proj.weight", (heads * d, HIDDEN), -PROJ, PROJ)
+        put(p + "self_attn.output_projection.o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
+        if ab:
+            put(p + "self_attn.output_projection.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
+        put(p + "mlp.up_proj.weight", (inter, HIDDEN), -PROJ, PROJ)
+        put(p + "mlp.down_proj.weight", (HIDDEN, inter), -OUT, OUT)
+    if not cfg.get("tie_word_embeddings", True):
+        put("unembedding_projection.weight", (HIDDEN, rank), -PROJ, PROJ)
+        put("lm_head.weight", (VOCAB, rank), -EMBED, EMBED)
 
 
 def t5gemma(put, cfg):

@@ -573,6 +573,11 @@ def _patch_lara_mini(mod):
     _recast(mod.LaraMiniTopKRouter, mod, r"\.float\(\)", ".double()", 2)
 
 
+def _patch_neomme(mod):
+    """neomme's exclusive self-attention normalises `.float()` of the values (F.normalize in float32): `.double()`."""
+    _recast(mod.NeoMMEExclusiveSelfAttention, mod, r"\.float\(\)", ".double()", 1)
+
+
 _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.gemma3n.modeling_gemma3n": _patch_gemma3n,
           "transformers.models.recurrent_gemma.modeling_recurrent_gemma": _patch_recurrent_gemma,
@@ -596,7 +601,8 @@ _EXTRA = {"transformers.models.llama4.modeling_llama4": _patch_llama4,
           "transformers.models.beam.modeling_beam": _patch_beam,
           "transformers.models.mimo_v2_flash.modeling_mimo_v2_flash": _patch_mimo_v2_flash,
           "transformers.models.dory.modeling_dory": _patch_dory,
-          "transformers.models.lara_mini.modeling_lara_mini": _patch_lara_mini}
+          "transformers.models.lara_mini.modeling_lara_mini": _patch_lara_mini,
+          "transformers.models.neomme.modeling_neomme": _patch_neomme}
 
 
 def _yarn(cfg):
@@ -671,8 +677,8 @@ def _gemma4_layer_rope(cfg, layer_type):
     layers) and rope type."""
     p = cfg.rope_parameters[layer_type]
     plc = getattr(cfg, "per_layer_config", None)  # 5.24.0: head_dim is per layer, resolved per layer type
-    if plc is not None:
-        dim = plc[layer_type].head_dim
+    if plc is not None:  # the type's first layer (neomme's windows differ within a type, its head size does not)
+        dim = plc[list(cfg.layer_types).index(layer_type)].head_dim
     else:  # 5.13.1
         glob = getattr(cfg, "global_head_dim", None)  # lfm3 has none: one head size
         dim = glob if layer_type == "full_attention" and glob else cfg.head_dim
@@ -685,11 +691,29 @@ def _gemma4_layer_rope(cfg, layer_type):
     return (lambda b, dt: _inv_freq(b, dim, dt)), [float(p["rope_theta"])]
 
 
+# neomme (5.24.0 on): Gemma 4's weightless RMSNorm (torch.pow(ms + eps, -0.5), with_scale false everywhere), its own
+# two-axis M-RoPE per layer type (laguna's partial factor per type), and the exclusive self-attention's
+# F.normalize of `.float()` values (_patch_neomme).
+def _neomme_rotary_forward(self, x, position_ids, layer_type=None):
+    """neomme: one position row per axis (two), each type's frequencies recomposed as the class does (its own
+    method: the axes' frequencies interleaved, then repeated for the halves)."""
+    freqs = position_ids.expand(2, -1, -1)[..., None].to(torch.float64) * self._kvc_inv_freq64[layer_type].to(x.device)
+    scaling = self._kvc_scaling[layer_type]
+    cos = self.recomposition_frequencies(freqs.cos() * scaling)
+    sin = self.recomposition_frequencies(freqs.sin() * scaling)
+    return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+
+
+_NORMS["transformers.models.neomme.modeling_neomme"] = [("NeoMMERMSNorm", _gemma4_norm_forward)]
+_ROTARY["transformers.models.neomme.modeling_neomme"] = ("NeoMMERotaryEmbedding", _neomme_rotary_forward)
+
+
 def _prepare_rotary(module, cfg):
     # Per layer type rope types (proportional on full layers) and head sizes: _gemma4_layer_rope.
     gemma4 = type(module).__name__ in ("Gemma4TextRotaryEmbedding", "Gemma4UnifiedTextRotaryEmbedding", "Lfm3RotaryEmbedding",
                                        "LagunaRotaryEmbedding", "EmbeddingGemma2RotaryEmbedding",
-                                       "Step3p7RotaryEmbedding", "MiMoV2FlashRotaryEmbedding")
+                                       "Step3p7RotaryEmbedding", "MiMoV2FlashRotaryEmbedding",
+                                       "NeoMMERotaryEmbedding")
     if hasattr(module, "config"):  # the decoder's own config (a multimodal model's text_config)
         cfg = module.config
     dim = None if gemma4 else getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads

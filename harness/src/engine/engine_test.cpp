@@ -1460,6 +1460,34 @@ TEST(ModelConfig, ReadsLagunasRotaryPerLayerTypeSoftplusGateAndRouterSoftcap) {
   EXPECT_NO_THROW(parse_config(c, "c.json"));
 }
 
+// neomme: an encoder; without layer_types every sixth layer and the last full; without per_layer_config the sliding
+// layers alternate sliding_window and 1024 (NeoMMEConfig.__post_init__), with one a layer missing from it reads the
+// top-level sliding_window (a full layer too, as the class's mask builder does), and null there is no window; the rope
+// per type (full: 1e6 on a quarter of each head); value embeddings on the first and last full layers.
+TEST(ModelConfig, ReadsNeoMMEsPerLayerWindowsRopeAndRules) {
+  nlohmann::json c = {{"model_type", "neomme"},   {"vocab_size", 32},         {"hidden_size", 16}, {"num_hidden_layers", 7},
+                      {"num_attention_heads", 2}, {"num_key_value_heads", 1}, {"head_dim", 16},    {"intermediate_size", 8},
+                      {"sliding_window", 3},      {"embedding_rank", 4}};
+  ModelConfig m = parse_config(c, "c.json");
+  EXPECT_TRUE(m.bidirectional && m.norms_weightless && m.initial_mix && m.exclusive_attention && m.attn_gate_elementwise &&
+              m.relu2 && m.mlp_ungated && m.tied);
+  EXPECT_EQ(m.embedding_rank, 4);
+  EXPECT_EQ(m.reach_before, (std::vector<int64_t>{3, 1024, 3, 1024, 3, 0, 0}));  // S S S S S F F
+  EXPECT_EQ(m.reach_after, m.reach_before);
+  EXPECT_EQ(m.rope_thetas, (std::vector<double>{1e4, 1e4, 1e4, 1e4, 1e4, 1e6, 1e6}));
+  EXPECT_EQ(m.rotary_dims, (std::vector<int64_t>{16, 16, 16, 16, 16, 4, 4}));
+  EXPECT_EQ(m.value_embed_layers, (std::vector<bool>{false, false, false, false, false, true, true}));
+  EXPECT_DOUBLE_EQ(m.residual_scale, std::pow(14.0, -0.5));
+  c["per_layer_config"] = {{"1", {{"sliding_window", 2}}}, {"6", {{"sliding_window", nullptr}}}};
+  m = parse_config(c, "c.json");
+  EXPECT_EQ(m.reach_before, (std::vector<int64_t>{3, 2, 3, 3, 3, 3, 0}));
+  c["per_layer_config"] = {{"1", {{"head_dim", 8}}}};
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+  c.erase("per_layer_config");
+  c["hidden_act"] = "silu";
+  EXPECT_THROW(parse_config(c, "c.json"), std::invalid_argument);
+}
+
 // embedding_gemma2_text: an encoder; without layer_types every sliding_window_pattern-th layer full and the last forced
 // full; full layers global_head_dim wide with num_global_key_value_heads (or per_layer_config's entries, as transformers
 // saves them); the output is embedding_dim wide, with per-layer inputs of hidden_size_per_layer_input.

@@ -2448,6 +2448,97 @@ bool text_config_tie(const json& outer, const std::string& outer_file, const jso
   return outer_tie || inner_tie;
 }
 
+// NeoMMEConfig (5.24.0 on), read as NeoMMEForMaskedLM on text alone (no pixel_values: an image placeholder id is
+// embedded as any token, and both M-RoPE axes carry the text position, which makes its interleaved two-axis rope the
+// default one): pre-norm layers whose norms have no weight (norm_eps; the embedding's, the q/k norms per head before
+// rope, the input, post-attention and final norms: ModelConfig::norms_weightless), bidirectional attention. A layer's
+// keys: per_layer_config's sliding_window for it (absent from the config: full layers none, sliding layers alternating
+// sliding_window, default 256, and the class's 1024 by sliding-layer index; a layer's entry without the key: the
+// top-level sliding_window), a window seeing abs(i - j) <= window keys on each side (create_bidirectional_sliding_window_mask,
+// the rule of ultrabert and embedding_gemma2: encoder_mask_rule's default reach, not modernbert's halved
+// local_attention), none every key; its rope the layer type's rope_parameters (default: full 1e6 rotating
+// head_dim * 0.25, sliding 1e4 rotating all). layer_types default to full on every sixth layer and the last.
+// Factorized embeddings of embedding_rank (default 256) and head (embedding_rank), value embeddings on the first and
+// last full layers, initial-state mixing (lambdas), exclusive self-attention, the sigmoid output gate of
+// self_attn.output_projection (gate_proj [heads * head_dim, H] of the attention's normed input, then o_proj), the
+// residual branches times residual_multiplier (default (2 * layers) ** -0.5), relu2's ungated MLP, scores times
+// head_dim ** -0.5, tied (both factors) by default.
+void read_neomme(const json& c, const std::string& file, ModelConfig& m) {
+  m.bidirectional = true;
+  m.eps = number_or(c, "norm_eps", 1e-6, file);
+  m.qkv_bias = m.o_bias = bool_or(c, "attention_bias", false, file);
+  if (bool_or(c, "mlp_bias", false, file)) bad(file, "/mlp_bias", "true is not modelled for neomme");
+  const std::string act = c.value("hidden_act", std::string("relu2"));
+  if (act != "relu2") bad(file, "/hidden_act", "\"" + act + "\" is not modelled (NeoMMEConfig allows relu2 only)");
+  m.mlp_ungated = m.relu2 = true;
+  m.query_scale = std::pow(static_cast<double>(m.head_dim), -0.5);
+  m.tied = bool_or(c, "tie_word_embeddings", true, file);
+  m.embedding_rank = positive_or(c, "embedding_rank", 256, file);
+  m.norms_weightless = m.embed_rms_norm = m.qk_norm = m.qk_norm_weightless = true;
+  m.initial_mix = m.exclusive_attention = true;
+  m.attn_gate = m.attn_gate_elementwise = true;
+  m.residual_scale = number_or(c, "residual_multiplier", std::pow(2.0 * static_cast<double>(m.layers), -0.5), file);
+  if (!(m.residual_scale > 0) || !std::isfinite(m.residual_scale))
+    bad(file, "/residual_multiplier", "must be finite and positive");
+  std::vector<std::string> types;
+  if (!layer_types(c, m.layers, kSlidingOrFull, types, file))
+    for (int64_t i = 0; i < m.layers; ++i)
+      types.push_back((i + 1) % 6 == 0 || i == m.layers - 1 ? "full_attention" : "sliding_attention");
+  if (std::find(types.begin(), types.end(), "full_attention") == types.end())
+    bad(file, "/layer_types", "must contain a full_attention layer (NeoMMEConfig refuses none)");
+  const bool has_window = c.contains("sliding_window") && !c["sliding_window"].is_null();
+  const int64_t top = c.contains("sliding_window") ? (has_window ? m.sliding_window : 0) : 256;
+  const json plc = c.contains("per_layer_config") && !c["per_layer_config"].is_null() ? c["per_layer_config"] : json();
+  if (!plc.is_null() && !plc.is_object()) bad(file, "/per_layer_config", "must map layer indices to {sliding_window}");
+  for (auto it = plc.is_null() ? plc.end() : plc.begin(); !plc.is_null() && it != plc.end(); ++it) {
+    const std::string& key = it.key();
+    const bool index = !key.empty() && key.size() < 9 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (!index || std::stoll(key) >= m.layers || !it.value().is_object())
+      bad(file, "/per_layer_config/" + key, "must be a layer index below num_hidden_layers with an object");
+    for (auto f = it.value().begin(); f != it.value().end(); ++f)
+      if (f.key() != "sliding_window")
+        bad(file, "/per_layer_config/" + key + "/" + f.key(), "is not modelled (sliding_window is)");
+  }
+  const json rp = c.contains("rope_parameters") && c["rope_parameters"].is_object() ? c["rope_parameters"] : json::object();
+  if (c.contains("rope_theta"))
+    bad(file, "/rope_theta", "one base for every layer type is not read: key rope_parameters by type");
+  int64_t sliding_index = 0, first_full = -1, last_full = -1;
+  for (int64_t l = 0; l < m.layers; ++l) {
+    const std::string& type = types[static_cast<size_t>(l)];
+    const bool full = type == "full_attention";
+    if (full) last_full = l, first_full = first_full < 0 ? l : first_full;
+    // The layer's mask: its per_layer_config entry, else the class's default one.
+    int64_t reach = full ? 0 : sliding_index % 2 ? 1024 : top;
+    if (!full) ++sliding_index;
+    const std::string key = std::to_string(l);
+    if (!plc.is_null()) {
+      reach = top;
+      if (plc.contains(key) && plc[key].contains("sliding_window"))
+        reach = plc[key]["sliding_window"].is_null()
+                    ? 0
+                    : positive(plc[key], "sliding_window", file + " (per_layer_config/" + key + ")");
+    }
+    m.windows.push_back(reach > 0 ? reach + 1 : 0);
+    m.reach_before.push_back(reach);
+    m.reach_after.push_back(reach);
+    const json p = rp.contains(type) && rp[type].is_object() ? rp[type] : json::object();
+    if (p.value("rope_type", std::string("default")) != "default")
+      bad(file, "/rope_parameters/" + type + "/rope_type", "only the default rope is modelled");
+    m.rope_thetas.push_back(number_or(p, "rope_theta", full ? 1e6 : 1e4, file));
+    const double factor = number_or(p, "partial_rotary_factor", full ? 0.25 : 1.0, file);
+    const int64_t rd = static_cast<int64_t>(static_cast<double>(m.head_dim) * factor);
+    if (!(factor > 0 && factor <= 1) || rd < 4 || rd % 4)
+      bad(file, "/rope_parameters/" + type + "/partial_rotary_factor", "must rotate a positive multiple of 4 of head_dim");
+    m.rotary_dims.push_back(rd);
+  }
+  m.sliding_window = 0;
+  for (int64_t r : m.reach_before) m.sliding_window = std::max(m.sliding_window, r);
+  for (int64_t l = 0; l < m.layers; ++l) m.value_embed_layers.push_back(l == first_full || l == last_full);
+  m.tensor_names = {{"model.embed_tokens.word_embeddings.", "model.embed_tokens."},
+                    {"self_attn.output_projection.gate_proj.", "self_attn.g_proj."},
+                    {"self_attn.output_projection.o_proj.", "self_attn.o_proj."}};
+}
+
 // Adding a family: its enumerator, its reader above, and one entry here.
 const FamilyEntry kRegistry[] = {
     {Family::Gemma2, "gemma2", read_gemma2},
@@ -2498,6 +2589,7 @@ const FamilyEntry kRegistry[] = {
     {Family::T5Gemma, "t5gemma", read_t5gemma_module},  // each stack of the encoder-decoder (kEncoderDecoders)
     {Family::LaraMini, "lara_mini", read_lara_mini},
     {Family::T5Gemma2, "t5gemma2", read_t5gemma2_module},  // each stack of the encoder-decoder (kEncoderDecoders)
+    {Family::NeoMME, "neomme", read_neomme},
 };
 
 // An encoder-decoder (T5GemmaForConditionalGeneration, every pinned release): config.encoder and config.decoder are
@@ -2732,7 +2824,8 @@ ModelConfig read_family(const std::string& type, const json& outer, const std::s
       m.family != Family::CohereCompassText && m.family != Family::Laguna && m.family != Family::OpenAIPrivacyFilter &&
       m.family != Family::Step3p7 && m.family != Family::RecurrentGemma && m.family != Family::Beam &&
       m.family != Family::MimoV2Flash && m.family != Family::Dory && m.family != Family::T5Gemma &&
-      m.family != Family::LaraMini && m.family != Family::T5Gemma2 && c.value("attention_bias", false))
+      m.family != Family::LaraMini && m.family != Family::T5Gemma2 && m.family != Family::NeoMME &&
+      c.value("attention_bias", false))
     bad(file, "/attention_bias", "true is not modelled for " + type);
   // Rope: default, or YaRN in one rope_scaling (4.x) / rope_parameters (5.x) dict for every layer.
   const json* scaling = nullptr;
@@ -3080,9 +3173,24 @@ void read_stack(Model& m, const std::string& st, const std::string& cfg_path) {
       throw std::runtime_error(st + ": tensor \"" + name + "\" has " + std::to_string(t.size()) + " values, expected " +
                                std::to_string(size));
   };
-  need("model.embed_tokens.weight", k.vocab * k.hidden);
+  if (k.norms_weightless) {
+    // The layers' and the final norm have no weight (neomme): ones, which x * w leaves exact.
+    std::vector<std::string> names{"model.norm.weight"};
+    for (int64_t l = 0; l < k.layers; ++l)
+      for (const char* n : {"input_layernorm.weight", "post_attention_layernorm.weight"}) names.push_back(layer_name(l, n));
+    for (const std::string& name : names) {
+      if (m.tensors.count(name))
+        throw std::runtime_error(st + ": tensor \"" + name + "\" is a weight its family's norm has none of");
+      m.tensors[name].assign(static_cast<size_t>(k.hidden), 1.0);
+    }
+  }
+  need("model.embed_tokens.weight", k.vocab * k.embed_width());
   if (!k.l2_norm) need("model.norm.weight", k.hidden);  // l2_norm: every norm weightless
-  if (!k.tied && !k.hidden_output) need("lm_head.weight", k.out_width() * k.hidden);
+  if (!k.tied && !k.hidden_output) need("lm_head.weight", k.out_width() * k.embed_width());
+  if (k.embedding_rank > 0) {  // the factorized embedding's projection, and the head's own where untied
+    need("model.embed_tokens.embedding_projection.weight", k.hidden * k.embedding_rank);
+    if (!k.tied) need("unembedding_projection.weight", k.hidden * k.embedding_rank);
+  }
   if (k.logit_channel_scale > 0) need("lm_head.logit_scale", k.vocab);
   if (k.tied && k.outputs > 0) throw std::runtime_error(cfg_path + ": an output of its own width cannot be the tied embedding");
   // A LayerNorm's weight (and bias where norm_bias).
@@ -3155,6 +3263,9 @@ void read_stack(Model& m, const std::string& st, const std::string& cfg_path) {
       need(layer_name(l, "self_attn.v_proj.bias"), kvdv);
     }
     if (k.o_bias && !conv) need(layer_name(l, "self_attn.o_proj.bias"), k.hidden);
+    if (k.initial_mix) need(layer_name(l, "lambdas"), 2);
+    if (k.exclusive_attention && !conv) need(layer_name(l, "self_attn.exclusive_self_attention.alpha"), k.q_heads(l));
+    if (k.value_embed(l)) need("model.value_embeddings.weight", k.vocab * kvdv);
     const bool moe = !k.moe.layers.empty() && k.moe.layers[static_cast<size_t>(l)];
     const bool gpt_oss = moe && k.moe.routing == MoeRouting::GptOss;
     if (!moe || k.moe.shared_intermediate > 0) {  // the dense MLP, or the shared expert
@@ -3438,7 +3549,8 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     throw std::invalid_argument("ModelConfig: an encoder needs reach_before and reach_after per layer");
   for (size_t n : {k.rope_thetas.size(), k.rope_angles.size(), k.head_dims.size(), k.layer_kv_heads.size(), k.k_eq_v.size(),
                    k.kv_source.size(), k.rotary_dims.size(), k.recurrent_layers.size(), k.layer_heads.size(), k.mlp_limits.size(),
-                   k.moe.expert_limits.size(), k.layer_weights.size(), k.loop_entries.size(), k.delta_layers.size()})
+                   k.moe.expert_limits.size(), k.layer_weights.size(), k.loop_entries.size(), k.delta_layers.size(),
+                   k.value_embed_layers.size()})
     if (n != 0 && static_cast<int64_t>(n) != k.layers)
       throw std::invalid_argument("ModelConfig: a per-layer field needs one entry per layer");
   if (k.cross_width > 0) {
@@ -3456,7 +3568,15 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     throw std::invalid_argument(
         "ModelConfig::merged_cross_attention: an encoder-decoder's decoder of its encoder's width, its keys k_proj and "
         "a per-head k_norm (no sinks, value norm or value head size of its own)");
+  if (k.initial_mix && (k.norm_placement != NormPlacement::Pre || k.layer_norm || !k.conv_layers.empty() ||
+                        !k.recurrent_layers.empty() || !k.delta_layers.empty()))
+    throw std::invalid_argument("ModelConfig::initial_mix: modelled in pre-norm RMS attention layers only");
   embed_ = as<T>(model.at("model.embed_tokens.weight"));
+  if (k.embedding_rank > 0) {
+    embed_proj_ = as<T>(model.at("model.embed_tokens.embedding_projection.weight"));
+    unembed_proj_ = k.tied ? embed_proj_ : as<T>(model.at("unembedding_projection.weight"));
+  }
+  if (!k.value_embed_layers.empty()) value_embed_ = as<T>(model.at("model.value_embeddings.weight"));
   if (!k.loop_entries.empty() && k.layer_norm)
     throw std::invalid_argument("ModelConfig::loop_entries: a loop's entry norm is an RMS or L2 norm, not a LayerNorm");
   if (!k.l2_norm) final_norm_ = as<T>(model.at("model.norm.weight"));  // l2_norm: weightless
@@ -3670,6 +3790,10 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
       if (own_kv) L.k_norm = get("self_attn.k_norm.weight");
     }
     if (k.layer_scalar) L.scalar = get("layer_scalar")[0];
+    if (k.initial_mix) L.lambdas = get("lambdas");
+    if (k.exclusive_attention && !conv)
+      for (double a : model.at(layer_name(l, "self_attn.exclusive_self_attention.alpha")))
+        L.exclusive_scale.push_back(static_cast<T>(std::tanh(a)));
     if (k.altup_inputs > 0) {
       L.altup_scale = get("altup.correct_output_scale");
       L.altup_correct = get("altup.correction_coefs.weight");
@@ -3871,14 +3995,18 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
   // copy, the queries and the attention output per token; the rest is one token's scratch.
   std::vector<T> X(static_cast<size_t>(n * H)), Hn(static_cast<size_t>(n * H)), Q(static_cast<size_t>(n * widest)),
       A(static_cast<size_t>(n * widest));
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t i = 0; i < H; ++i)
-      X[static_cast<size_t>(t * H + i)] =
-          embed_[static_cast<size_t>(embedded(k, tokens[t]) * H + i)] * static_cast<T>(k.embed_scale);
+  const int64_t embed_row = k.embed_width();  // the embedding table's row: H, or a factorized embedding's rank
+  for (int64_t t = 0; t < n; ++t) {
+    const T* e = embed_.data() + embedded(k, tokens[t]) * embed_row;
+    if (k.embedding_rank > 0) matvec(embed_proj_, e, H, embed_row, X.data() + t * H);  // neomme: projection [H, R] of the row
+    else std::copy(e, e + H, X.begin() + t * H);
+    for (int64_t i = 0; i < H; ++i) X[static_cast<size_t>(t * H + i)] *= static_cast<T>(k.embed_scale);
+  }
   if (k.embed_norm)
     for (int64_t t = 0; t < n; ++t) layer_norm(X.data() + t * H, embed_norm_, H, eps, X.data() + t * H, embed_norm_bias_);
   if (k.embed_rms_norm)  // muse_glimmer's weightless norm of each embedding row
     for (int64_t t = 0; t < n; ++t) rms_norm(X.data() + t * H, no_weight, H, eps, false, X.data() + t * H);
+  const std::vector<T> X0 = k.initial_mix ? X : std::vector<T>();  // the layers' input, which each one mixes in
   // Each token's per-layer inputs [layers * P] (gemma3n, embedding_gemma2) and its AltUp streams [A][H] (gemma3n).
   const int64_t P = k.per_layer_input, NA = k.altup_inputs;
   std::vector<T> pli(static_cast<size_t>(n * k.layers * P)), streams(static_cast<size_t>(n * NA * H)),
@@ -4124,7 +4252,10 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       for (int64_t t = 0; t < n; ++t) {
         const int64_t pos = pos0 + t;
         const Row<T> x = row(X, t, H), h = row(Hn, t, H), q = row(Q, t, widest);
-        if (k.norm_placement == NormPlacement::Post || (L.in_norm.empty() && !k.l2_norm))
+        if (!L.lambdas.empty()) {  // neomme: the norm of lambdas[0] * x + lambdas[1] * x0 (x itself stays the residual)
+          for (int64_t i = 0; i < H; ++i) h[i] = L.lambdas[0] * x[i] + L.lambdas[1] * X0[static_cast<size_t>(t * H + i)];
+          rms_norm(h.data(), L.in_norm, H, eps, k.gemma_norm, h.data(), k.l2_norm);
+        } else if (k.norm_placement == NormPlacement::Post || (L.in_norm.empty() && !k.l2_norm))
           std::copy(x.begin(), x.end(), h.begin());
         else if (k.layer_norm) layer_norm(x.data(), L.in_norm, H, eps, h.data(), L.in_norm_bias);
         else rms_norm(x.data(), L.in_norm, H, eps, k.gemma_norm, h.data(), k.l2_norm);
@@ -4135,6 +4266,8 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
           else matvec(L.v, h.data(), kvdv, H, vv.data(), L.v_bias);
           if (k.value_scale != 1)
             for (int64_t i = 0; i < kvdv; ++i) vv[i] *= static_cast<T>(k.value_scale);
+          if (k.value_embed(li))  // neomme: plus the token's value embedding
+            for (int64_t i = 0; i < kvdv; ++i) vv[i] += value_embed_[static_cast<size_t>(tokens[t] * kvdv + i)];
         }
         if (k.qk_norm && k.qk_norm_whole) {
           rms_norm(q.data(), L.q_norm, NQ * D, eps, k.gemma_norm, q.data(), k.l2_norm);
@@ -4314,6 +4447,21 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       auto gate_of = [&](T z) {
         return k.attn_gate_softplus ? (z > T(20) ? z : std::log1p(std::exp(z))) : T(1) / (T(1) + std::exp(-z));
       };
+      if (!L.exclusive_scale.empty() && !conv && !recurrent && !delta) {
+        // neomme's exclusive self-attention: each head's output less tanh(alpha) times its projection on the unit
+        // vector of the query position's own value (its K/V head's), F.normalize's norm at least 1e-12.
+        for (int64_t head = 0; head < NQ; ++head) {
+          const T* v = S.values.data() + (pos0 + t) * kvdv + (head / group) * Dv;
+          T* a = attn.data() + head * Dv;
+          T sq = 0;
+          for (int64_t d = 0; d < Dv; ++d) sq += v[d] * v[d];
+          const T norm = std::max(std::sqrt(sq), static_cast<T>(1e-12));
+          T proj = 0;
+          for (int64_t d = 0; d < Dv; ++d) proj += a[d] * (v[d] / norm);
+          const T scaled = L.exclusive_scale[static_cast<size_t>(head)] * proj;
+          for (int64_t d = 0; d < Dv; ++d) a[d] -= scaled * (v[d] / norm);
+        }
+      }
       if (k.attn_out_norm && !conv)  // muse_spark's o_norm: each head's output RMS-normed, weightless
         for (int64_t head = 0; head < NQ; ++head)
           rms_norm(attn.data() + head * Dv, no_weight, Dv, eps, false, attn.data() + head * Dv);
@@ -4669,7 +4817,13 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
       matvec(head_norm_, head_inner.data(), H, k.head_size, h.data());
       for (T& v : h) v = activate(tanh_gelu, v);
     }
-    matvec(lm_head_, h.data(), V, H, head.data(), lm_head_bias_);
+    if (k.embedding_rank > 0) {  // neomme's factorized head: r = U^T h (R values), then lm_head [V, R]
+      head_inner.assign(static_cast<size_t>(embed_row), T(0));
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < embed_row; ++j)
+          head_inner[static_cast<size_t>(j)] += h[i] * unembed_proj_[static_cast<size_t>(i * embed_row + j)];
+      matvec(lm_head_, head_inner.data(), V, embed_row, head.data(), lm_head_bias_);
+    } else matvec(lm_head_, h.data(), V, H, head.data(), lm_head_bias_);
     for (int64_t r = 0; r < V; ++r) {
       T s = head[static_cast<size_t>(r)];
       if (k.logit_scale != 1) s *= static_cast<T>(k.logit_scale);

@@ -6,7 +6,8 @@
 // [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] [--no-gate-bias]
 // [--plain-residual] [--no-nope-query-scale] [--no-value-scale] [--rms-norms]
 // [--residual-add] [--no-query-scale] [--no-gate-scale] [--no-attention-sub-norm] [--no-mlp-sub-norm] [--no-mlp-scale]
-// [--no-logit-scale] [--no-loop-entries]: the model oracle's logits for one sequence, raw
+// [--no-logit-scale] [--no-loop-entries] [--no-value-embeddings] [--no-exclusive-attention] [--no-initial-mix]
+// [--unembedding-transposed]: the model oracle's logits for one sequence, raw
 // little-endian float64 [n, vocab] into OUT, for comparing it with other forwards
 // (engines/transformers/oracle_agreement.py holds it to transformers' own no-cache forward).
 // --span-delta N runs every sliding window and chunk N tokens larger (engines/models/sensitivity.py:
@@ -36,7 +37,10 @@
 // and down_proj, --no-loop-entries enters each pass of the looped section with x as it is (not norm(x) + its input).
 // beam's rules' mutants: --no-gate-bias leaves the gate's bias per head out, --plain-residual adds each block's
 // output to the residual (x + out) instead of the depth-scaled sum, --no-nope-query-scale leaves the NoPE layers'
-// queries unscaled. --no-value-scale leaves mimo_v2_flash's attention_value_scale out.
+// queries unscaled. --no-value-scale leaves mimo_v2_flash's attention_value_scale out. neomme's rules' mutants:
+// --no-value-embeddings leaves its value embeddings out, --no-exclusive-attention its exclusive self-attention,
+// --no-initial-mix the layers' mix of the initial state (the input norm reads x alone), --unembedding-transposed applies
+// an untied factorized head's unembedding projection [H, H] as an nn.Linear (its transpose) instead of h @ W.
 // --no-prediction-head reads a ModernBERT-layout model's logits straight from its final norm (its head.dense,
 // activation and head.norm left out, as a loader that maps only the decoder to lm_head would). gemma3n's rules
 // mutants: --no-per-layer-input leaves the per-layer input embeddings out, --no-laurel the LAuReL branch,
@@ -82,7 +86,8 @@ int main(int argc, char** argv) {
            "[--no-per-layer-input] [--no-laurel] [--no-activation-sparsity] [--altup-active N] [--gate-up-interleaved] [--real MASK] "
            "[--no-mlp-limits] [--no-expert-limits] [--no-residual-gates] [--no-expert-norms] [--no-shared-norm] [--silu-mlp] "
            "[--rms-norms] [--residual-add] [--no-query-scale] [--no-gate-scale] [--no-attention-sub-norm] [--no-mlp-sub-norm] "
-           "[--no-mlp-scale] [--no-logit-scale] [--no-loop-entries] [--causal] "
+           "[--no-mlp-scale] [--no-logit-scale] [--no-loop-entries] [--no-value-embeddings] [--no-exclusive-attention] "
+           "[--no-initial-mix] [--unembedding-transposed] [--causal] "
            "[--source TOKENS] [--source-real MASK] [--encoder-reach-delta N] [--cross-window] [--cross-softmax-apart]\n";
     return 2;
   }
@@ -153,7 +158,20 @@ int main(int argc, char** argv) {
       else if (std::strcmp(argv[i], "--no-mlp-scale") == 0) model.config.mlp_channel_scale = 0;
       else if (std::strcmp(argv[i], "--no-logit-scale") == 0) model.config.logit_channel_scale = 0;
       else if (std::strcmp(argv[i], "--no-loop-entries") == 0) model.config.loop_entries.clear();
-      else if (std::strcmp(argv[i], "--conv-taps-dropped") == 0 && i + 1 < argc) {
+      else if (std::strcmp(argv[i], "--no-value-embeddings") == 0) model.config.value_embed_layers.clear();
+      else if (std::strcmp(argv[i], "--no-exclusive-attention") == 0) model.config.exclusive_attention = false;
+      else if (std::strcmp(argv[i], "--no-initial-mix") == 0) model.config.initial_mix = false;
+      else if (std::strcmp(argv[i], "--unembedding-transposed") == 0) {
+        // The factorized head's unembedding [H, R] applied as an nn.Linear (W h: its transpose), not h @ W: square only.
+        kvc::engine::ModelConfig& c = model.config;
+        const std::string name = c.tied ? "model.embed_tokens.embedding_projection.weight" : "unembedding_projection.weight";
+        if (c.embedding_rank != c.hidden || c.tied)
+          throw std::invalid_argument("--unembedding-transposed: an untied factorized head of rank hidden_size");
+        std::vector<double>& u = model.tensors[name];
+        for (int64_t i = 0; i < c.hidden; ++i)
+          for (int64_t j = 0; j < i; ++j)
+            std::swap(u[static_cast<size_t>(i * c.hidden + j)], u[static_cast<size_t>(j * c.hidden + i)]);
+      } else if (std::strcmp(argv[i], "--conv-taps-dropped") == 0 && i + 1 < argc) {
         // The oldest N taps of each channel's kernel left out: conv.conv.weight [H, K] becomes [H, K - N].
         kvc::engine::ModelConfig& c = model.config;
         const int64_t drop = std::clamp<int64_t>(std::stoll(argv[++i]), 0, std::max<int64_t>(0, c.conv_kernel - 1));

@@ -358,13 +358,16 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
   std::vector<Vec> x;
   for (int32_t t : tokens) {
     const int64_t id = std::count(k.zero_tokens.begin(), k.zero_tokens.end(), t) ? 0 : t;
-    x.emplace_back(embed.begin() + id * H, embed.begin() + (id + 1) * H);
+    const int64_t R = k.embed_width();  // neomme's factorized table: a row of R, times its projection [H, R]
+    x.emplace_back(embed.begin() + id * R, embed.begin() + (id + 1) * R);
+    if (k.embedding_rank > 0) x.back() = linear(model.at("model.embed_tokens.embedding_projection.weight"), x.back(), H);
     for (double& v : x.back()) v *= k.embed_scale;
     if (k.embed_norm)
       x.back() = norm(x.back(), model.at("model.embed_norm.weight"), k.norm_bias ? &model.at("model.embed_norm.bias") : nullptr,
                       k.eps, true, false);
     if (k.embed_rms_norm) rms_norm(x.back().data(), H, nullptr, k.eps, false);
   }
+  const std::vector<Vec> x0 = x;  // the layers' input (neomme's initial-state mix reads it in every layer)
   // Each position's per-layer inputs (one row of P per layer; gemma3n, embedding_gemma2) and its AltUp streams
   // (gemma3n: stream 0 the embedding, stream i its altup_projections[i - 1] at the embedding's RMS).
   const int64_t P = k.per_layer_input, NA = k.altup_inputs;
@@ -439,7 +442,11 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
     std::vector<Vec> h(static_cast<size_t>(n)), mixed(static_cast<size_t>(n));  // the block's input; its output before o_proj
     // Post: no input norm; embed_norm: layer 0 reads the normed embeddings as they are.
     const bool in_norm = k.norm_placement != NormPlacement::Post && !(k.embed_norm && l == 0);
-    for (int64_t p = 0; p < n; ++p) h[p] = in_norm ? norm(model, k, layer_name(l, "input_layernorm."), x[p], k.eps) : x[p];
+    for (int64_t p = 0; p < n; ++p) {
+      Vec in = x[p];  // neomme: lambdas[0] * x + lambdas[1] * x0 goes into the norm; x stays the residual
+      for (int64_t i = 0; k.initial_mix && i < H; ++i) in[i] = w("lambdas")[0] * x[p][i] + w("lambdas")[1] * x0[p][i];
+      h[p] = in_norm ? norm(model, k, layer_name(l, "input_layernorm."), in, k.eps) : in;
+    }
     if (delta) {
       // The gated DeltaNet block: qkv = in_proj_qkv h; c = silu(its causal depthwise conv, no bias); q, k, v its thirds,
       // q and k L2-normed per key head (x * rsqrt(sum x^2 + 1e-6)), q times delta_k_dim ** -0.5. Per value head (its key
@@ -566,6 +573,8 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
                       ? key
                       : linear(w("self_attn.v_proj.weight"), h[p], KVH * Dv, k.qkv_bias ? &w("self_attn.v_proj.bias") : no_bias);
           for (double& v : value) v = k.value_scale != 1 ? v * k.value_scale : v;  // mimo_v2_flash's attention_value_scale
+          for (int64_t i = 0; k.value_embed(l) && i < KVH * Dv; ++i)               // neomme: plus the token's value embedding
+            value[i] += model.at("model.value_embeddings.weight")[tokens[p] * KVH * Dv + i];
         }
         // q/k norms over each head (or, qk_norm_whole, over all heads at once), before rope; weighted
         // unless qk_norm_weightless.
@@ -632,6 +641,14 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
           for (size_t i = 0; i < seen.size(); ++i)
             for (int64_t d = 0; d < Dv; ++d)
               out[d] += e[i] / sum * (i < own ? V[seen[i]][kvv + d] : cross_values[static_cast<size_t>(seen[i])][kvv + d]);
+          if (k.exclusive_attention) {  // neomme: out - tanh(alpha) (out . u) u, u the position's own value, unit length
+            const double* v = V[p].data() + kvv;
+            const double length = std::max(std::sqrt(dot(v, v, Dv)), 1e-12);
+            double along = 0;
+            for (int64_t d = 0; d < Dv; ++d) along += out[d] * (v[d] / length);
+            const double scaled = std::tanh(w("self_attn.exclusive_self_attention.alpha")[head]) * along;
+            for (int64_t d = 0; d < Dv; ++d) out[d] -= scaled * (v[d] / length);
+          }
           if (k.attn_out_norm) rms_norm(out, Dv, nullptr, k.eps, false);  // muse_spark's o_norm, weightless
         }
         if (k.attn_gate) {  // each head (afmoe: each element) times sigmoid(g_proj h) (laguna: its softplus)
@@ -802,6 +819,13 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
       for (double& v : y) v = gelu_tanh(v);
       y = linear(model.at("head.linear2.weight"), y, H);
       for (double& v : y) v = gelu_tanh(v);
+    }
+    if (k.embedding_rank > 0) {  // neomme's factorized head: y^T U [R] (U the unembedding, tied: the embedding's), then lm_head
+      const Vec& u = model.at(k.tied ? "model.embed_tokens.embedding_projection.weight" : "unembedding_projection.weight");
+      Vec r(static_cast<size_t>(k.embedding_rank), 0.0);
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < k.embedding_rank; ++j) r[j] += y[i] * u[i * k.embedding_rank + j];
+      y = std::move(r);
     }
     for (double v : linear(head, y, k.out_width(), k.lm_head_bias ? &model.at("lm_head.bias") : nullptr)) {
       v *= k.logit_scale;

@@ -74,13 +74,15 @@ enum class Family {
   T5Gemma,   // an encoder-decoder: the decoder's description, its encoder in ModelConfig::encoder
   LaraMini,  // gated DeltaNet layers beside sliding and NoPE full attention, a MoE
   T5Gemma2,  // an encoder-decoder whose decoder attends its own keys and the source's in one softmax
+  NeoMME,    // an encoder (NeoMMEForMaskedLM, text only)
 };
 // config.model_type: "gemma2", "gemma3_text", "mistral", "llama4_text", "qwen2", "qwen3", "gpt_oss", "smollm3",
 // "cohere2", "ministral", "phi3", "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa",
 // "qwen2_moe", "dots1", "granitemoe_swa", "exaone_moe", "lfm3", "mellum", "flint", "cohere2_moe", "afmoe", "qwen2_vl",
 // "qwen2_5_vl", "modernbert-decoder", "modernbert", "ultrabert", "cohere_compass_text",
 // "muse_glimmer_text", "kolibri1", "laguna", "embedding_gemma2_text", "openai_privacy_filter", "gemma3n_text",
-// "recurrent_gemma", "muse_spark_text", "step3p7", "ergo", "beam", "mimo_v2_flash", "dory", "t5gemma", "lara_mini"
+// "recurrent_gemma", "muse_spark_text", "step3p7", "ergo", "beam", "mimo_v2_flash", "dory", "t5gemma", "lara_mini",
+// "neomme"
 const char* to_string(Family f);
 
 // A layer's attention rule, as the visible-key predicate of a query at position pos over keys j:
@@ -405,6 +407,25 @@ struct ModelConfig {
   // The checkpoint's name of the embedding an encoder-decoder's decoder shares with its encoder (a tied t5gemma2 keeps
   // one table, the encoder's; load_model reads it as the decoder's too); empty: the decoder's own.
   std::string shared_embedding;
+  // neomme's rules, each 0 / false / empty where a family has none.
+  // Factorized embeddings (embedding_rank R > 0): model.embed_tokens.weight is [vocab, R] and a token's embedding is
+  // model.embed_tokens.embedding_projection.weight [H, R] times its row; the head reads the final-normed h as r =
+  // U^T h (U unembedding_projection.weight [H, R]; tied: the embedding's projection), then lm_head [out, R] (tied: the
+  // table) of r.
+  int64_t embedding_rank = 0;
+  // The layers' input and post-attention norms and the final norm have no weight (neomme's with_scale=False):
+  // load_model gives each a weight of ones (x * 1 is exact), refusing a checkpoint that has one.
+  bool norms_weightless = false;
+  // Initial-state mixing: a layer's attention reads its input norm of lambdas[0] * x + lambdas[1] * x0
+  // (model.layers.<l>.lambdas [2]), x0 the first layer's input (the normed embedding); the residual adds to x.
+  bool initial_mix = false;
+  // Value embeddings: per layer, its values plus the token's row of model.value_embeddings.weight [vocab, kv_heads *
+  // head_dim] (neomme: the first and the last full layer); empty: none.
+  std::vector<bool> value_embed_layers;
+  // Exclusive self-attention: each head's output a becomes a - tanh(alpha) (a . u) u, u the query position's own
+  // value of the head's K/V head over its L2 norm (at least 1e-12: F.normalize), alpha the head's entry of
+  // self_attn.exclusive_self_attention.alpha [heads]; before the attention gate.
+  bool exclusive_attention = false;
 
   Attention attention(int64_t layer) const;  // the layer's rule, from windows and chunks
   // The span the plans aim their edges at: the sliding window, or the chunk of a model whose local
@@ -428,7 +449,9 @@ struct ModelConfig {
   bool recurrent(int64_t layer) const { return !recurrent_layers.empty() && recurrent_layers[static_cast<size_t>(layer)]; }
   bool delta(int64_t layer) const { return !delta_layers.empty() && delta_layers[static_cast<size_t>(layer)]; }
   int64_t delta_conv_width() const { return 2 * delta_k_heads * delta_k_dim + delta_v_heads * delta_v_dim; }  // qkv's
-  int64_t expert_width() const { return moe.pooled > 0 ? moe.pooled : hidden; }  // the routed experts' in and out width
+  int64_t expert_width() const { return moe.pooled > 0 ? moe.pooled : hidden; }         // the routed experts' in and out width
+  int64_t embed_width() const { return embedding_rank > 0 ? embedding_rank : hidden; }  // the embedding table's rows
+  bool value_embed(int64_t layer) const { return !value_embed_layers.empty() && value_embed_layers[static_cast<size_t>(layer)]; }
 };
 
 // The cut of gemma3n's activation sparsity for a target p: torch.distributions.Normal(0, 1).icdf of p as a float32
@@ -591,6 +614,8 @@ class SequenceOracle {
     // keys and values [source position][kv_heads * head_dim].
     std::vector<T> cross_q, cross_k, cross_v, cross_o, cross_q_bias, cross_k_bias, cross_v_bias, cross_o_bias;
     std::vector<T> cross_pre_norm, cross_post_norm, cross_keys, cross_values;
+    // neomme: the initial-state mix's lambdas [2] (ModelConfig::initial_mix); tanh(alpha) per head (exclusive_attention).
+    std::vector<T> lambdas, exclusive_scale;
   };
   // The logits of n tokens at positions pos0, pos0 + 1, ... ([n, vocab]), their K/V appended.
   void forward(const int32_t* tokens, int64_t n, int64_t pos0, double* logits);
@@ -605,6 +630,9 @@ class SequenceOracle {
   std::vector<T> per_layer_embed_, per_layer_model_proj_, per_layer_proj_norm_;
   std::vector<std::vector<T>> altup_proj_, altup_unembed_;
   std::vector<T> logit_scales_;  // dory: lm_head.logit_scale[r] * ModelConfig::logit_channel_scale
+  // neomme (ModelConfig::embedding_rank, value_embed_layers): the embedding's projection [H, R], the head's [H, R] (tied:
+  // the embedding's), the value embeddings [vocab, kv_heads * head_dim].
+  std::vector<T> embed_proj_, unembed_proj_, value_embed_;
   int64_t length_ = 0;
   int64_t forgotten_ = 0;
   std::vector<bool> real_;                // encode's attention_mask (empty: every key real)
