@@ -565,6 +565,20 @@ class Upstream:
         code = self.pytest(self.files, Recorder())
         return {"exit": int(code), "tests": tests}
 
+    def warm(self):
+        """In the parent: imports what the test files import (transformers' auto classes, pipelines: seconds
+        each), so that each mutant's child does not import it again. install() rebinds the mutated function
+        in these modules too, as in every dict that holds it."""
+        for f in self.files:
+            with open(f, encoding="utf-8") as fh:
+                tree = ast.parse(fh.read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and not node.level):
+                    try:
+                        exec(compile(ast.Module(body=[node], type_ignores=[]), f, "exec"), {})
+                    except Exception:
+                        pass  # the test's own import error shows in the baseline
+
     def run_mutant(self, mutant, modules):
         """In the child: the baseline-passing tests that reach the mutant; the first failure kills it."""
         import pytest
@@ -848,7 +862,7 @@ def render(release, rows, args, total_mutants, n_chosen, n_cases, upstream=None)
         w("Side by side: transformers' own tests (" + ", ".join(f"`{os.path.basename(f)}` (sha256 {sha_file(f)[:16]})"
                                                           for f in upstream.files)
           + f") on the unmutated release: {passed} passed, {failed} failed, {skipped} skipped"
-          + "".join(f" ({'; '.join(f'{o}, {k}: {c}' for o, c, k in why)})" for _ in why[:1])
+          + "".join(f" ({'; '.join(f'{c}, {o}: {k}' for o, c, k in why)})" for _ in why[:1])
           + f". {upstream.compiled()} of the {passed} that pass compile with torch.compile (minutes each on the "
           f"CPU, and what they compile runs no traced line): they do not run per mutant. The other "
           f"{passed - upstream.compiled()} count: a mutant is killed by upstream when one of them fails (offline, "
@@ -1120,7 +1134,7 @@ def main(argv=None):
             os.replace(up_path + ".tmp", up_path)
         passed, failed, skipped, why = upstream.summary()
         print(f"mutate {release}: upstream baseline: {passed} passed, {failed} failed, {skipped} skipped"
-              + "".join(f" ({'; '.join(f'{o}, {k}: {c}' for o, c, k in why)})" for _ in why[:1]), file=sys.stderr)
+              + "".join(f" ({'; '.join(f'{c}, {o}: {k}' for o, c, k in why)})" for _ in why[:1]), file=sys.stderr)
 
     done = [0]
     with open(results_path, "a") as out:
@@ -1156,6 +1170,8 @@ def main(argv=None):
                 sum(secs["crosscheck"].get(n, 0) for n in cov["crosscheck_set"] if line in cov["crosscheck_set"][n])
             return max(120.0, 10 * (t + secs["probe"]))
 
+        if upstream and any(p == "upstream" for p, _ in todo):
+            upstream.warm()
         run_jobs([(p, m, ctx) for p, m in todo], args.jobs, limit, tmpdir, on_result)
 
     jpath, judgements = load_judgements(release)
