@@ -511,6 +511,9 @@ class Upstream:
 
     def pytest(self, args, plugin):
         import pytest
+        # what the process holds (torch, transformers, the cases and fixtures) out of the collector's
+        # reach: transformers' mask tests call gc.collect() in tearDown, 5 s each without this
+        gc.freeze()
         # offline (main() sets HF_HUB_OFFLINE before transformers is imported), quiet, no cache folder
         # in the tests' directory, nothing from an ini file of the folder it was copied from
         return pytest.main(["-p", "no:cacheprovider", "-q", "-o", "addopts=", "--rootdir", self.dir,
