@@ -35,6 +35,11 @@ what kvconform would need to drive; each names the mutant's sha so a changed mut
 or automatically as a `gap` where no case executes the mutated line; any other survivor is reported
 `unexplained`. --doc writes the release's section of the documented result.
 
+--upstream-tests DIR adds a second part beside "kvconform": transformers' own tests (test_*.py of DIR,
+copied from a checkout of the release's tag; they ship in neither wheel nor sdist) run by pytest in the
+child with the mutant bound, offline; only the tests passing on the unmutated release count, and each
+mutant runs those that execute its line (class Upstream). The report puts the two side by side.
+
 Exit status: 0 when the campaign ran (whatever the kill rate; --min-kill-rate P makes a lower rate
 exit 1), 2 on bad usage or when the unmutated release does not reproduce its committed fixtures.
 """
@@ -472,6 +477,170 @@ def first_difference(want_text, got_text):
     return walk(want, got, "") or "the fixture text (formatting)"
 
 
+def mutated_lines(mutant):
+    """The lines whose execution can tell the mutant apart: the mutated statement's line, or for a
+    dropped compound statement (if, for, while, with, try) the lines of its body."""
+    module = mutant.target.module
+    node = _get(mutant.target.node, mutant.site.path)
+    if mutant.site.op == "drop" and isinstance(node, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
+        return {(module, n) for n in range(node.lineno + 1, node.end_lineno + 1)}
+    return {(module, mutant.site.stmt_line)}
+
+
+# --------------------------------------------------------------------------------------------
+# the second part: transformers' own tests (--upstream-tests DIR)
+# --------------------------------------------------------------------------------------------
+class Upstream:
+    """transformers' own cache and mask unit tests (tests/utils/test_cache_utils.py and
+    test_masking_utils.py of a checkout at the release's tag; any test_*.py of DIR), run by pytest
+    in-process in the forked child that has the mutant bound. Only the tests that pass on the unmutated
+    release count; a mutant is killed by "upstream" when one of them fails. Which of them execute which
+    line is measured at the baseline, as for the cases: a mutant runs only the tests that reach it."""
+
+    def __init__(self, folder):
+        self.dir = os.path.abspath(folder)
+        self.files = sorted(os.path.join(self.dir, f) for f in os.listdir(self.dir)
+                            if f.startswith("test_") and f.endswith(".py")) if os.path.isdir(self.dir) else []
+        if not self.files:
+            raise SystemExit(f"mutate: --upstream-tests {folder}: no test_*.py files there")
+        h = hashlib.sha256(CAMPAIGN_VERSION.encode())
+        for f in self.files:
+            h.update(os.path.basename(f).encode() + b"\0" + sha_file(f).encode())
+        self.key = h.hexdigest()  # part of every upstream result's key: changed tests run every mutant again
+        self.baseline = None
+
+    def pytest(self, args, plugin):
+        import pytest
+        # what the process holds (torch, transformers, the cases and fixtures) out of the collector's
+        # reach: transformers' mask tests call gc.collect() in tearDown, 5 s each without this
+        gc.freeze()
+        # offline (main() sets HF_HUB_OFFLINE before transformers is imported), quiet, no cache folder
+        # in the tests' directory, nothing from an ini file of the folder it was copied from
+        return pytest.main(["-p", "no:cacheprovider", "-q", "-o", "addopts=", "--rootdir", self.dir,
+                            "-W", "ignore", *args], plugins=[plugin])
+
+    def run_baseline(self, files):
+        """In a child: every test on the unmutated release -> {nodeid: {outcome, why, seconds, lines}}."""
+        import pytest
+        import torch._dynamo.utils as dynamo_utils
+
+        lines = set()
+
+        def local(frame, event, arg):
+            if event == "line":
+                lines.add((files[frame.f_code.co_filename], frame.f_lineno))
+            return local
+
+        def tracer(frame, event, arg):
+            return local if frame.f_code.co_filename in files else None
+
+        tests = {}
+
+        class Recorder:
+            @pytest.hookimpl(hookwrapper=True)
+            def pytest_runtest_protocol(self, item, nextitem):
+                lines.clear()
+                frames = sum(dynamo_utils.counters["frames"].values())
+                t0 = time.monotonic()
+                sys.settrace(tracer)
+                try:
+                    yield
+                finally:
+                    sys.settrace(None)
+                t = tests.setdefault(item.nodeid, {"outcome": "passed", "why": None})
+                t["seconds"] = round(time.monotonic() - t0, 3)
+                t["lines"] = sorted(lines)
+                # a test during which torch.compile compiled: its compiled part runs no traced line, and
+                # compiling takes minutes on the CPU (measured: 51 to 348 s for 5.25.0's mask tests), so
+                # it does not run per mutant (the report counts such tests)
+                t["compiled"] = sum(dynamo_utils.counters["frames"].values()) > frames
+
+            def pytest_runtest_logreport(self, report):
+                t = tests.setdefault(report.nodeid, {"outcome": "passed", "why": None})
+                if report.skipped and t["outcome"] == "passed":
+                    t["outcome"] = "skipped"
+                    t["why"] = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+                elif report.failed and t["outcome"] != "failed":
+                    t["outcome"] = "failed"
+                    crash = getattr(report.longrepr, "reprcrash", None)
+                    t["why"] = (crash.message if crash else str(report.longrepr)).strip()[:300]
+
+        code = self.pytest(self.files, Recorder())
+        return {"exit": int(code), "tests": tests}
+
+    def warm(self):
+        """In the parent: imports what the test files import (transformers' auto classes, pipelines: seconds
+        each), so that each mutant's child does not import it again. install() rebinds the mutated function
+        in these modules too, as in every dict that holds it."""
+        for f in self.files:
+            with open(f, encoding="utf-8") as fh:
+                tree = ast.parse(fh.read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and not node.level):
+                    try:
+                        exec(compile(ast.Module(body=[node], type_ignores=[]), f, "exec"), {})
+                    except Exception:
+                        pass  # the test's own import error shows in the baseline
+
+    def run_mutant(self, mutant, modules):
+        """In the child: the baseline-passing tests that reach the mutant; the first failure kills it."""
+        import pytest
+
+        lines = mutated_lines(mutant)
+        chosen = [n for n, t in self.baseline["tests"].items() if t["outcome"] == "passed"
+                  and not t.get("compiled") and any(tuple(x) in lines for x in t["lines"])]
+        if not chosen:
+            return {"status": "survived", "ran": 0, "executed": False}
+        install(mutant, modules)
+        failed = []
+
+        class Recorder:
+            def pytest_runtest_logreport(self, report):
+                if report.failed and not failed:
+                    crash = getattr(report.longrepr, "reprcrash", None)
+                    failed.append((report.nodeid, (crash.message if crash else str(report.longrepr)).strip()[:300]))
+
+        code = self.pytest(["-x", *(os.path.join(self.dir, n) for n in chosen)], Recorder())  # ids are rootdir's
+        if failed:
+            return {"status": "killed", "killed_by": "upstream", "case": failed[0][0], "where": failed[0][1],
+                    "ran": len(chosen)}
+        if int(code) not in (0, 5):  # collection failed under the mutant: a test file's import
+            return {"status": "killed", "killed_by": "upstream", "case": None,
+                    "where": f"pytest exited {int(code)} without a failing test", "ran": len(chosen)}
+        return {"status": "survived", "ran": len(chosen), "executed": True}
+
+    def summary(self):
+        """-> (passed, failed, skipped, [(outcome, class, count)]) of the baseline."""
+        counts = {}
+        for t in self.baseline["tests"].values():
+            if t["outcome"] != "passed":
+                k = (t["outcome"], upstream_reason(t["outcome"], t["why"] or ""))
+                counts[k] = counts.get(k, 0) + 1
+        n = {o: sum(1 for t in self.baseline["tests"].values() if t["outcome"] == o)
+             for o in ("passed", "failed", "skipped")}
+        return n["passed"], n["failed"], n["skipped"], sorted((o, c, k) for (o, c), k in counts.items())
+
+    def compiled(self):
+        """How many passing tests compiled with torch.compile (not run per mutant)."""
+        return sum(1 for t in self.baseline["tests"].values() if t["outcome"] == "passed" and t.get("compiled"))
+
+
+def upstream_reason(outcome, why):
+    """The class of a test that does not pass on the unmutated release (the report's baseline line)."""
+    w = why.lower()
+    if outcome == "skipped":
+        if "accelerator" in w or "gpu" in w or "cuda" in w:
+            return "needs an accelerator"
+        if "slow" in w:
+            return "slow (RUN_SLOW)"
+        if "not available" in w:
+            return "needs an optional package"
+        return "skipped by the test itself"
+    if "offline" in w or "huggingface.co" in w or "hub" in w or "connect" in w or "local_files_only" in w:
+        return "needs the Hub (offline)"
+    return "fails on the release"
+
+
 # --------------------------------------------------------------------------------------------
 # running: forked children, a results file
 # --------------------------------------------------------------------------------------------
@@ -482,12 +651,40 @@ def in_child(job, out_path):
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     try:
-        r = ctx["harness"].run_mutant(mutant, ctx["cov"])
+        if kind == "upstream":
+            r = ctx["upstream"].run_mutant(mutant, ctx["harness"].modules)
+        else:
+            r = ctx["harness"].run_mutant(mutant, ctx["cov"])
     except BaseException as e:  # the harness itself failed under the mutant (an import, a recursion)
-        r = {"status": "killed", "killed_by": "golden", "case": None, "where": f"{type(e).__name__}: {str(e)[:200]}"}
+        r = {"status": "killed", "killed_by": "upstream" if kind == "upstream" else "golden", "case": None,
+             "where": f"{type(e).__name__}: {str(e)[:200]}"}
     with open(out_path + ".tmp", "w") as f:
         json.dump(r, f)
     os.replace(out_path + ".tmp", out_path)
+
+
+def fork_call(fn):
+    """fn() in a forked child (what it imports and binds stays there) -> its JSON-able result, or None."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.dup2(2, 1)  # what pytest prints goes with the progress, not into the report on stdout
+        code = 0
+        try:
+            data = json.dumps(fn()).encode()
+            with os.fdopen(w, "wb") as f:
+                f.write(data)
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+            code = 3
+        os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(data) if data else None
 
 
 def run_jobs(jobs, n_parallel, timeout, tmpdir, on_result):
@@ -506,7 +703,7 @@ def run_jobs(jobs, n_parallel, timeout, tmpdir, on_result):
                 except BaseException:
                     code = 3
                 os._exit(code)
-            running[pid] = (job, out, time.monotonic(), timeout(job[1]))
+            running[pid] = (job, out, time.monotonic(), timeout(job))
         pid, status = os.waitpid(-1, os.WNOHANG)
         if pid == 0:
             now = time.monotonic()
@@ -611,12 +808,7 @@ def load_judgements(release):
 def reached(mutant, cov):
     """Whether any case executes what the mutant changes: the mutated statement's line, or for a
     dropped compound statement (if, for, while, with, try) a line of its body."""
-    lines = cov["all"]
-    module = mutant.target.module
-    node = _get(mutant.target.node, mutant.site.path)
-    if mutant.site.op == "drop" and isinstance(node, (ast.If, ast.For, ast.While, ast.With, ast.Try)):
-        return any((module, n) in lines for n in range(node.lineno + 1, node.end_lineno + 1))
-    return (module, mutant.site.stmt_line) in lines
+    return not mutated_lines(mutant).isdisjoint(cov["all"])
 
 
 def classify(mutants, results, judgements, cov):
@@ -643,7 +835,7 @@ def classify(mutants, results, judgements, cov):
     return rows
 
 
-def render(release, rows, args, total_mutants, n_chosen, n_cases):
+def render(release, rows, args, total_mutants, n_chosen, n_cases, upstream=None):
     out = []
     w = out.append
     killed = [x for x in rows if x["r"]["status"] == "killed"]
@@ -664,9 +856,33 @@ def render(release, rows, args, total_mutants, n_chosen, n_cases):
     for x in killed:
         by[x["r"]["killed_by"]] = by.get(x["r"]["killed_by"], 0) + 1
     w("Killed by: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())) + ".\n\n")
-    w("transformers' own cache and mask tests (tests/utils/test_cache_utils.py, test_masking_utils.py) are "
-      "in neither the release's wheel nor its sdist, so they are not run beside it.\n\n")
-    head = "| function | mutants | killed by kvconform | equivalent | gaps | unexplained |\n"
+    if upstream is None:
+        w("transformers' own cache and mask tests (tests/utils/test_cache_utils.py, test_masking_utils.py) are "
+          "in neither the release's wheel nor its sdist, so they are not run beside it here (`--upstream-tests "
+          "DIR` runs them from a checkout of the release's tag).\n\n")
+    else:
+        passed, failed, skipped, why = upstream.summary()
+        w("Side by side: transformers' own tests (" + ", ".join(f"`{os.path.basename(f)}` (sha256 {sha_file(f)[:16]})"
+                                                          for f in upstream.files)
+          + f") on the unmutated release: {passed} passed, {failed} failed, {skipped} skipped"
+          + "".join(f" ({'; '.join(f'{c}, {o}: {k}' for o, c, k in why)})" for _ in why[:1])
+          + f". {upstream.compiled()} of the {passed} that pass compile with torch.compile (minutes each on the "
+          f"CPU, and what they compile runs no traced line): they do not run per mutant. The other "
+          f"{passed - upstream.compiled()} count: a mutant is killed by upstream when one of them fails (offline, "
+          "on the CPU, each mutant running those that execute its line).\n\n")
+        up = [x for x in rows if x.get("up")]
+        kv_k = {id(x) for x in up if x["r"]["status"] == "killed"}
+        up_k = {id(x) for x in up if x["up"]["status"] == "killed"}
+        ids = {id(x) for x in up}
+        neither = ids - kv_k - up_k
+        neq = sum(1 for x in up if id(x) in neither and x["class"] == "equivalent")
+        w(f"Of the {len(up)} mutants both parts ran: killed by kvconform only **{len(kv_k - up_k)}**, by upstream "
+          f"only **{len(up_k - kv_k)}**, by both {len(kv_k & up_k)}, by neither {len(neither)} ({neq} of them "
+          f"equivalent). Upstream alone kills {len(up_k)} of the {len(up) - neq} non-equivalent "
+          f"({100.0 * len(up_k) / max(1, len(up) - neq):.1f} %)"
+          + (f"; {len(rows) - len(up)} mutants have no upstream result yet" if len(up) < len(rows) else "") + ".\n\n")
+    head = "| function | mutants | killed by kvconform | equivalent | gaps | unexplained |" + \
+        (" killed by upstream |" if upstream else "") + "\n"
     w(head)
     w("|" + " --- |" * (head.count("|") - 1) + "\n")
     funcs = {}
@@ -677,20 +893,33 @@ def render(release, rows, args, total_mutants, n_chosen, n_cases):
         k = sum(1 for x in xs if x["r"]["status"] == "killed")
         cells = [f"`{f}`", str(len(xs)), str(k)]
         cells += [str(sum(1 for x in xs if x["class"] == c)) for c in ("equivalent", "gap", "unexplained")]
+        if upstream:
+            cells.append(upstream_cell(xs))
         w("| " + " | ".join(cells) + " |\n")
     tot = ["**total**", str(len(rows)), str(len(killed)), str(len(equiv)), str(len(gaps)), str(len(unexplained))]
+    if upstream:
+        tot.append(upstream_cell(rows))
     w("| " + " | ".join(tot) + " |\n\n")
     surv = [x for x in rows if x["r"]["status"] == "survived"]
     if surv:
         w(f"### Survivors of {release}\n\n")
         for x in surv:
             m = x["mutant"]
-            w(f"- `{m.id}` (sha {m.sha[:16]}), **{x['class']}**{': ' + x['why'] if x['why'] else ''}\n\n")
+            u = x.get("up")
+            w(f"- `{m.id}` (sha {m.sha[:16]}), **{x['class']}**{': ' + x['why'] if x['why'] else ''}"
+              + (f"; upstream kills it (`{u['case']}`)" if u and u["status"] == "killed" else "") + "\n\n")
             w("  ```diff\n")
             for line in m.diff().splitlines():
                 w(f"  {line}\n")
             w("  ```\n\n")
     return "".join(out), rate
+
+
+def upstream_cell(xs):
+    """The upstream column: killed of those with an upstream result (and how many lack one)."""
+    have = [x for x in xs if x.get("up")]
+    cell = str(sum(1 for x in have if x["up"]["status"] == "killed"))
+    return cell + (f" (of {len(have)})" if len(have) < len(xs) else "")
 
 
 def write_doc(path, release, section):
@@ -751,7 +980,16 @@ def main(argv=None):
     ap.add_argument("--kept-only", action="store_true",
                     help="run only the mutants the results file has a result for, under any inputs (after cases changed)")
     ap.add_argument("--min-kill-rate", type=float, help="exit 1 when the kill rate of non-equivalent mutants is below this percentage")
+    ap.add_argument("--upstream-tests", metavar="DIR",
+                    help="also run transformers' own tests in DIR (test_*.py: tests/utils/test_cache_utils.py and "
+                    "test_masking_utils.py of a checkout at the release's tag) on each mutant, side by side (needs pytest)")
+    ap.add_argument("--part", choices=("kvconform", "upstream"),
+                    help="run only this part; upstream: on the mutants whose kvconform result is kept")
     args = ap.parse_args(argv)
+    if args.upstream_tests:
+        # before transformers (and huggingface_hub, which reads it at import) is imported: a test that
+        # needs a download fails at once, and is left out of what counts
+        os.environ["HF_HUB_OFFLINE"] = os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
     from importlib.metadata import PackageNotFoundError, version
 
@@ -770,6 +1008,16 @@ def main(argv=None):
         os.execv(py, [py, os.path.abspath(__file__)] + (argv if argv is not None else sys.argv[1:]))
     if args.jobs < 1 or args.sample < 0 or (args.timeout is not None and args.timeout <= 0):
         ap.error("--jobs and --timeout must be positive, --sample not negative")
+    if args.part == "upstream" and not args.upstream_tests:
+        ap.error("--part upstream needs --upstream-tests DIR")
+    upstream = Upstream(args.upstream_tests) if args.upstream_tests else None
+    if upstream:
+        try:
+            import pytest  # noqa: F401  (the child runs it)
+        except ImportError:
+            print(f"mutate: --upstream-tests needs pytest (and what the tests import, e.g. parameterized) in "
+                  f"golden/.venv-{release} or on PYTHONPATH", file=sys.stderr)
+            return 2
 
     t0 = time.monotonic()
     harness = Harness(release, args.cases)
@@ -799,12 +1047,22 @@ def main(argv=None):
     results_path = args.results or os.path.join(ROOT, "build", "mutate-transformers", f"{release}.jsonl")
     os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
     results = load_results(results_path)
-    parts = ["kvconform"]
+    parts = ["kvconform", "upstream"] if upstream else ["kvconform"]
+    if args.part:
+        parts = [args.part]
+
+    def key(m, part):
+        return m.key if part == "kvconform" else hashlib.sha256((m.key + "\0" + upstream.key).encode()).hexdigest()
+
     code = code_key()
     todo = []  # a kill by a case whose case file and fixture are unchanged stands (kill_key)
+    waiting = 0
     for m in mutants:
         for p in parts:
-            if (m.key, p) in results:
+            if (key(m, p), p) in results:
+                continue
+            if p == "upstream" and args.part == "upstream" and (m.key, "kvconform") not in results:
+                waiting += 1  # compared on the mutants the kvconform part ran
                 continue
             prior = results.get(("id:" + m.id, p))
             k = prior and prior.get("kill_key")
@@ -821,7 +1079,8 @@ def main(argv=None):
     # in an order drawn by --seed: a campaign stopped part way has run a random sample of its mutants
     random.Random(args.seed).shuffle(todo)
     print(f"mutate {release}: {len(mutants)} mutants of {total} ({len(harness.cases)} cases), "
-          f"{len(todo)} runs to do, {len(mutants) * len(parts) - len(todo)} kept in {results_path}", file=sys.stderr)
+          f"{len(todo)} runs to do, {len(mutants) * len(parts) - len(todo) - waiting} kept in {results_path}"
+          + (f", {waiting} wait for their kvconform result" if waiting else ""), file=sys.stderr)
 
     ctx = {"harness": harness}
     # the coverage of the unmutated release, kept beside the results (keyed like them): which cases a
@@ -834,6 +1093,7 @@ def main(argv=None):
             cov = json.load(f)
     if todo or (cov is None and any(results.get((m.key, "kvconform"), {}).get("status") == "survived" for m in mutants)):
         harness.load()
+        ctx["upstream"] = upstream
         if cov is None:
             print(f"mutate {release}: baseline (the unmutated release, line coverage per case)...", file=sys.stderr)
             cov, stale, dirty = harness.baseline()
@@ -854,17 +1114,41 @@ def main(argv=None):
             cov[part + "_set"] = {n: {tuple(x) for x in ls} for n, ls in cov[part].items()}
         cov["all"] = set(cov["probe_set"]).union(*cov["golden_set"].values(), *cov["crosscheck_set"].values())
         ctx["cov"] = cov
+    if upstream:
+        # the upstream tests on the unmutated release, kept beside the results (keyed by the test files
+        # and the two modules): which pass, and which lines each executes
+        up_path = os.path.join(os.path.dirname(os.path.abspath(results_path)), f"{release}-upstream-" + hashlib.sha256(
+            (upstream.key + sources["cache_utils"][1] + sources["masking_utils"][1]).encode()).hexdigest()[:16] + ".json")
+        if os.path.isfile(up_path):
+            with open(up_path) as f:
+                upstream.baseline = json.load(f)
+        else:
+            if harness.modules is None:
+                harness.load()
+            print(f"mutate {release}: upstream baseline (the tests of {upstream.dir} on the unmutated release)...",
+                  file=sys.stderr)
+            upstream.baseline = fork_call(lambda: upstream.run_baseline(harness.files()))
+            if upstream.baseline is None or upstream.baseline["exit"] not in (0, 1):
+                print(f"mutate: pytest could not run {upstream.dir} on the unmutated release "
+                      f"(exit {upstream.baseline and upstream.baseline['exit']})", file=sys.stderr)
+                return 2
+            with open(up_path + ".tmp", "w") as f:
+                json.dump(upstream.baseline, f)
+            os.replace(up_path + ".tmp", up_path)
+        passed, failed, skipped, why = upstream.summary()
+        print(f"mutate {release}: upstream baseline: {passed} passed, {failed} failed, {skipped} skipped"
+              + "".join(f" ({'; '.join(f'{c}, {o}: {k}' for o, c, k in why)})" for _ in why[:1]), file=sys.stderr)
 
     done = [0]
     with open(results_path, "a") as out:
         def on_result(job, r):
             part, m = job[0], job[1]
-            r.update({"key": m.key, "part": part, "id": m.id, "release": release})
-            if r["status"] == "killed" and r.get("case"):
+            r.update({"key": key(m, part), "part": part, "id": m.id, "release": release})
+            if r["status"] == "killed" and r.get("case") and part == "kvconform":
                 r["kill_key"] = kill_key(m, harness, r["case"], code)
             out.write(json.dumps(r, sort_keys=True) + "\n")
             out.flush()
-            results[(m.key, part)] = r
+            results[(key(m, part), part)] = r
             done[0] += 1
             print(f"mutate {release}: [{done[0]}/{len(todo)}] {m.id} {part}: {r['status']}"
                   + (f" by {r['killed_by']} ({r.get('case')})" if r["status"] == "killed" else "")
@@ -872,9 +1156,15 @@ def main(argv=None):
 
         tmpdir = os.path.join(os.path.dirname(os.path.abspath(results_path)), "tmp")
         os.makedirs(tmpdir, exist_ok=True)
-        def limit(m):
+        def limit(job):
+            part, m = job[0], job[1]
             if args.timeout:
                 return args.timeout
+            if part == "upstream":
+                lines = mutated_lines(m)
+                t = sum(t["seconds"] for t in upstream.baseline["tests"].values() if t["outcome"] == "passed"
+                        and not t.get("compiled") and any(tuple(x) in lines for x in t["lines"]))
+                return max(120.0, 10 * t)
             secs = cov.get("seconds")
             if not secs:
                 return 1800.0  # a baseline kept before timings were recorded
@@ -883,17 +1173,24 @@ def main(argv=None):
                 sum(secs["crosscheck"].get(n, 0) for n in cov["crosscheck_set"] if line in cov["crosscheck_set"][n])
             return max(120.0, 10 * (t + secs["probe"]))
 
+        if upstream and any(p == "upstream" for p, _ in todo):
+            upstream.warm()
         run_jobs([(p, m, ctx) for p, m in todo], args.jobs, limit, tmpdir, on_result)
 
     jpath, judgements = load_judgements(release)
     rows = classify(mutants, results, judgements, cov)
-    section, rate = render(release, rows, args, total, n_chosen, len(harness.cases))
+    if upstream:
+        for x in rows:
+            x["up"] = results.get((key(x["mutant"], "upstream"), "upstream"))
+    section, rate = render(release, rows, args, total, n_chosen, len(harness.cases), upstream)
     if args.doc:
         write_doc(args.doc, release, section)
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"id": x["mutant"].id, "sha": x["mutant"].sha[:16], "function": f"{x['mutant'].target.module}.{x['mutant'].target.qual}",
                         "op": x["mutant"].site.op, "kvconform": {k: v for k, v in x["r"].items() if k not in ("key", "seconds")},
+                        **({"upstream": {k: v for k, v in x["up"].items() if k not in ("key", "seconds")} if x["up"] else None}
+                           if upstream else {}),
                         "class": x["class"], "why": x["why"], "diff": x["mutant"].diff()} for x in rows], f, indent=1)
     killed = sum(1 for x in rows if x["r"]["status"] == "killed")
     unexplained = sum(1 for x in rows if x["class"] == "unexplained")

@@ -12,7 +12,13 @@ two cases and three mutants of the release's own source, in seconds.
     classified a `gap` without a run;
   - the results file makes a rerun run nothing, and the report (kill rate, table, survivor with its
     diff) is the same bytes;
-  - --sample draws the same mutants for the same seed.
+  - --sample draws the same mutants for the same seed;
+  - the upstream part (--upstream-tests) with golden/mutation/upstream_selftest/, two tests written for
+    this check in the place of transformers' own: both pass on the unmutated release; the unreached
+    builder mutant is killed by upstream only (test_or_mask_function_widens_the_sliding_mask), the
+    get_mask_sizes mutant by kvconform only (the one test reaching its line passes), and the report says
+    so side by side. Needs pytest: in the release's venv, or the cache ctest py_package_install fills
+    (python/tests/ctest_env.sh); without either that part is skipped and says so.
 
 Exit 77 (skip) without golden/.venv-RELEASE.
 """
@@ -27,12 +33,29 @@ ROOT = os.path.dirname(HERE)
 RELEASE = sys.argv[1] if len(sys.argv) > 1 else "5.25.0"
 SCRIPT = os.path.join(HERE, "mutate_transformers.py")
 CASES = [os.path.join(ROOT, "cases", c) for c in ("dynamic_sliding_prefill_w.json", "static_sliding_prefill_w.json")]
+UPSTREAM = os.path.join(HERE, "mutation", "upstream_selftest")
 
 
-def run(args):
+def run(args, env=None):
     p = subprocess.run([sys.executable, SCRIPT, "--release", RELEASE, "--cases", *CASES, *args],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=env)
     return p.returncode, p.stdout, p.stderr
+
+
+def pytest_env():
+    """An environment whose PYTHONPATH finds pytest for the release's venv, or None."""
+    py = os.path.join(HERE, f".venv-{RELEASE}", "bin", "python")
+    if subprocess.run([py, "-c", "import pytest"], capture_output=True).returncode == 0:
+        return dict(os.environ)
+    import hashlib
+    with open(os.path.join(ROOT, "python", "requirements-test.txt"), "rb") as f:
+        h = hashlib.sha256(f.read()).hexdigest()[:12]
+    cache = os.environ.get("KVC_PYTEST_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "kvconform", f"pytest-{h}")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(x for x in (cache, os.environ.get("PYTHONPATH")) if x))
+    if subprocess.run([py, "-c", "import pytest"], capture_output=True, env=env).returncode == 0:
+        return env
+    return None
 
 
 def find(listing, function, op, text):
@@ -87,13 +110,41 @@ def main():
             second = f.read()
         if rc != 0 or "0 runs to do, 3 kept" not in err2 or second != first:
             raise SystemExit(f"FAIL: a rerun should run nothing and write the same report: {err2}")
+        env = pytest_env()
+        if env is None:
+            upstream = "the upstream part SKIPPED: no pytest for the release's venv (ctest -R py_package_install)"
+        else:
+            up_args = ["--results", results, "--doc", doc, "--json", js, "--jobs", "2", "--upstream-tests", UPSTREAM,
+                       "--mutant", killable, "--mutant", unreached]
+            rc, out3, err3 = run(up_args, env)
+            if rc != 0 or "upstream baseline: 2 passed, 0 failed, 0 skipped" not in err3 \
+                    or "2 runs to do, 2 kept" not in err3:
+                raise SystemExit(f"FAIL: the upstream part should run the two mutants' upstream part only, "
+                                 f"both self-test tests passing unmutated: {out3} {err3}")
+            with open(js) as f:
+                got = {r["id"]: r for r in json.load(f)}
+            uu, uk = got[unreached]["upstream"], got[killable]["upstream"]
+            if uu["status"] != "killed" or uu["killed_by"] != "upstream" or \
+                    not uu["case"].endswith("test_or_mask_function_widens_the_sliding_mask"):
+                raise SystemExit(f"FAIL: {unreached} should be killed by the or-mask self-test: {uu}")
+            if uk["status"] != "survived" or uk["ran"] != 1:
+                raise SystemExit(f"FAIL: {killable} should survive the one self-test reaching its line: {uk}")
+            with open(doc) as f:
+                third = f.read()
+            if "killed by kvconform only **1**, by upstream only **1**, by both 0, by neither 0" not in third \
+                    or "| killed by upstream |" not in third:
+                raise SystemExit(f"FAIL: the report should give the two parts side by side:\n{third}")
+            rc, _, err4 = run(up_args, env)
+            if rc != 0 or "0 runs to do" not in err4:
+                raise SystemExit(f"FAIL: a rerun of the upstream part should run nothing: {err4}")
+            upstream = f"upstream killed {unreached} ({uu['case'].split('::')[-1]}), not {killable}"
     rc, a, _ = run(["--list", "--sample", "4", "--seed", "7"])
     rc2, b, _ = run(["--list", "--sample", "4", "--seed", "7"])
     rc3, other, _ = run(["--list", "--sample", "4", "--seed", "8"])
     if rc or rc2 or rc3 or a != b or a == other or a.count("\ncache_utils:") + a.count("\nmasking_utils:") + 1 != 4:
         raise SystemExit("FAIL: --sample 4 --seed 7 should draw the same 4 mutants twice, and seed 8 others")
     print(f"OK: {killable} killed by golden replay ({k['case']}: {k['where']}), {crosscheck} by {c['killed_by']}, "
-          f"{unreached} a gap; a rerun ran nothing; the sample is the seed's")
+          f"{unreached} a gap; a rerun ran nothing; the sample is the seed's; {upstream}")
     return 0
 
 
