@@ -1063,6 +1063,21 @@ std::string logits_message(const std::string& failure, const Diagnosed& diagnose
   return msg;
 }
 
+// Why no plan of causal steps applies to a model, on any engine and in any pair of an engine's cache paths; empty
+// where they apply. An encoder's positions see later tokens (its model level is encoder_agreement.py); an
+// encoder-decoder's decoder reads a source through its cross-attention, which the plans do not give.
+std::string no_causal_plan_reason(const ModelConfig& c) {
+  if (c.bidirectional)
+    return std::string("an encoder (") + to_string(c.family) +
+           ", bidirectional): the plans extend a causal sequence; its forward is judged by "
+           "engines/transformers/encoder_agreement.py";
+  if (c.encoder)
+    return std::string("an encoder-decoder (") + to_string(c.family) +
+           "): the plans extend one causal sequence with no source for its cross-attention; its forward is judged by "
+           "engines/transformers/encoder_agreement.py";
+  return "";
+}
+
 }  // namespace
 
 Judged judge_plan(EngineClient& engine, const Model& model, const std::string& model_dir, const Plan& plan,
@@ -1079,18 +1094,7 @@ Judged judge_plan(EngineClient& engine, const Model& model, const std::string& m
       out.failure.where = where, out.failure.error = std::move(error);
     return out;
   };
-  // An encoder's positions see later tokens: no plan of causal steps applies to it (its model level is
-  // engines/transformers/encoder_agreement.py), on any engine.
-  if (c.bidirectional)
-    return finish(report::Status::Skipped, std::string("an encoder (") + to_string(c.family) +
-                                               ", bidirectional): the plans extend a causal sequence; its forward is "
-                                               "judged by engines/transformers/encoder_agreement.py");
-  // An encoder-decoder's decoder reads a source through its cross-attention: the plans have no source to give it.
-  if (c.encoder)
-    return finish(report::Status::Skipped, std::string("an encoder-decoder (") + to_string(c.family) +
-                                               "): the plans extend one causal sequence with no source for its "
-                                               "cross-attention; its forward is judged by "
-                                               "engines/transformers/encoder_agreement.py");
+  if (const std::string why = no_causal_plan_reason(c); !why.empty()) return finish(report::Status::Skipped, why);
   // `pre` of every step, before the engine is started: a plan that cannot run is not sent.
   if (const std::string why = invalid_reason(plan, c.vocab); !why.empty())
     return finish(report::Status::Fail, "invalid plan: " + why);
@@ -1209,6 +1213,7 @@ report::CaseResult check_pair(EngineClient& a, EngineClient& b, const std::strin
     r.message = std::move(msg);
     return r;
   };
+  if (const std::string why = no_causal_plan_reason(c); !why.empty()) return finish(report::Status::Skipped, why);
   if (const std::string why = invalid_reason(plan, c.vocab); !why.empty())
     return finish(report::Status::Fail, "invalid plan: " + why);
   // Each side as the engine check opens it: hello, the plan's operations, the load.

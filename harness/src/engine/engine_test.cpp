@@ -1343,9 +1343,9 @@ TEST(ModelConfig, ReadsT5Gemma2sMergedCrossAttentionAndSplitReach) {
     }
     return std::string();
   };
-  nlohmann::json capped = c;
+  nlohmann::json capped = c;  // stored, never applied by T5Gemma2's attention: read as no soft-cap
   capped["decoder"]["attn_logit_softcapping"] = 50.0;
-  EXPECT_NE(refusal(capped).find("attn_logit_softcapping"), std::string::npos);
+  EXPECT_EQ(parse_config(capped, "c.json").attn_softcap, 0);
   nlohmann::json eoi = c;
   eoi["encoder"]["eoi_token_index"] = 31;
   EXPECT_NE(refusal(eoi).find("eoi_token_index"), std::string::npos);
@@ -2034,6 +2034,25 @@ TEST(EngineCheck, TheOracleEnginePassesAndEachMutantFailsWithItsDiagnosis) {
     ASSERT_FALSE(bad.masks.empty()) << mutant;
     EXPECT_EQ(bad.masks[0].layer_type, "sliding_attention");
     EXPECT_NE(bad.masks[0].rows.at(0).find(cell), std::string::npos) << mutant << ": " << bad.masks[0].rows[0];
+  }
+}
+
+// No plan of causal steps applies to an encoder or an encoder-decoder: a SKIP naming why, from one engine and from a
+// pair of an engine's cache paths alike (the pair used to run the plan, and failed where the engine cannot).
+TEST(EngineCheck, AnEncoderIsSkippedByTheEngineCheckAndByAPair) {
+  const Plan plan = plan_named("extend_after_full");
+  for (auto [encoder, why] : {std::pair{true, "an encoder ("}, {false, "an encoder-decoder ("}}) {
+    Model m = load_model(gemma2_dir());
+    if (encoder) m.config.bidirectional = true;
+    else m.config.encoder = std::make_shared<const ModelConfig>(m.config);
+    EngineClient a({"oracle", kvc::paths::target_file("kvc-oracle-engine"), nlohmann::json::object(), "none", 5});
+    EngineClient b({"oracle", kvc::paths::target_file("kvc-oracle-engine"), nlohmann::json::object(), "none", 5});
+    const auto one = check_plan(a, m, gemma2_dir(), plan, {});
+    const auto pair = check_pair(a, b, "oracle-pair", m, gemma2_dir(), plan, {});
+    for (const auto* r : {&one, &pair}) {
+      EXPECT_EQ(r->status, report::Status::Skipped) << r->message;
+      EXPECT_NE(r->message.find(why), std::string::npos) << r->message;
+    }
   }
 }
 

@@ -142,11 +142,10 @@ void read_t5gemma_module(const json& c, const std::string& file, ModelConfig& m)
 // (sandwich norms of 1 + w, q_norm and k_norm, rope bases per layer type, layer types by default every sliding_window_
 // pattern-th full), the norm names and attention_bias of t5gemma's stacks. Its attention never passes
 // attn_logit_softcapping on (T5Gemma2SelfAttention and T5Gemma2MergedAttention call the attention without softcap), so
-// a value there is refused rather than read as acting. The embedding scale is a float32 buffer (sqrt(hidden) rounded).
+// it reads as no soft-cap whatever the config says, as gemma3's (read_gemma). The embedding scale is a float32 buffer (sqrt(hidden) rounded).
 // The merged cross-attention and the encoder's reach are the encoder-decoder's (kEncoderDecoders).
 void read_t5gemma2_module(const json& c, const std::string& file, ModelConfig& m) {
   read_gemma(c, file, m, true);
-  if (m.attn_softcap > 0) bad(file, "/attn_logit_softcapping", "is not applied by T5Gemma2's attention (only null is modelled)");
   const std::string act = c.value("hidden_activation", std::string("gelu_pytorch_tanh"));
   if (act != "gelu_pytorch_tanh" && act != "gelu")
     bad(file, "/hidden_activation", "\"" + act + "\" is not modelled (gelu_pytorch_tanh and gelu are)");
