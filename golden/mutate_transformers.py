@@ -94,6 +94,19 @@ OPERATORS = {
 }
 
 
+def line_tracer(files, lines):
+    """A sys.settrace function that adds (module, line) to `lines` for every line executed in `files`
+    ({path: module}): the baseline's measure of which lines a case or a test runs."""
+    def local(frame, event, arg):
+        if event == "line":
+            lines.add((files[frame.f_code.co_filename], frame.f_lineno))
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code.co_filename in files else None
+    return tracer
+
+
 # --------------------------------------------------------------------------------------------
 # mutants
 # --------------------------------------------------------------------------------------------
@@ -378,14 +391,7 @@ class Harness:
         measures which lines of the two modules each case executes (dump, crosscheck, behaviour probe)."""
         files = self.files()
         lines = set()
-
-        def local(frame, event, arg):
-            if event == "line":
-                lines.add((files[frame.f_code.co_filename], frame.f_lineno))
-            return local
-
-        def tracer(frame, event, arg):
-            return local if frame.f_code.co_filename in files else None
+        tracer = line_tracer(files, lines)
 
         def traced(fn):
             lines.clear()
@@ -525,14 +531,7 @@ class Upstream:
         import torch._dynamo.utils as dynamo_utils
 
         lines = set()
-
-        def local(frame, event, arg):
-            if event == "line":
-                lines.add((files[frame.f_code.co_filename], frame.f_lineno))
-            return local
-
-        def tracer(frame, event, arg):
-            return local if frame.f_code.co_filename in files else None
+        tracer = line_tracer(files, lines)
 
         tests = {}
 

@@ -129,8 +129,9 @@ void read_gemma2(const json& c, const std::string& file, ModelConfig& m) { read_
 // rope_parameters); hidden_activation gelu_pytorch_tanh by default or the exact gelu; attention_bias puts a bias on
 // q, k, v and o (the cross-attention's too). Its norms are named pre_self_attn_layernorm and post_self_attn_layernorm.
 // The head, its tie and the soft-capping of the logits are the outer config's (read_encoder_decoder).
-void read_t5gemma_module(const json& c, const std::string& file, ModelConfig& m) {
-  read_gemma(c, file, m, false);
+// One stack of t5gemma (gemma2's layers) or t5gemma2 (gemma3's): the activation, attention_bias and norm names both share.
+void read_t5gemma_stack(const json& c, const std::string& file, ModelConfig& m, bool g3) {
+  read_gemma(c, file, m, g3);
   const std::string act = c.value("hidden_activation", std::string("gelu_pytorch_tanh"));
   if (act != "gelu_pytorch_tanh" && act != "gelu")
     bad(file, "/hidden_activation", "\"" + act + "\" is not modelled (gelu_pytorch_tanh and gelu are)");
@@ -138,6 +139,7 @@ void read_t5gemma_module(const json& c, const std::string& file, ModelConfig& m)
   m.qkv_bias = m.o_bias = c.value("attention_bias", false);
   m.tensor_names = {{"pre_self_attn_layernorm.", "input_layernorm."}, {"post_self_attn_layernorm.", "post_attention_layernorm."}};
 }
+void read_t5gemma_module(const json& c, const std::string& file, ModelConfig& m) { read_t5gemma_stack(c, file, m, false); }
 // T5Gemma2TextConfig / T5Gemma2DecoderConfig (t5gemma2's encoder text stack and decoder, 5.13.1 on): gemma3's layers
 // (sandwich norms of 1 + w, q_norm and k_norm, rope bases per layer type, layer types by default every sliding_window_
 // pattern-th full), the norm names and attention_bias of t5gemma's stacks. Its attention never passes
@@ -145,16 +147,10 @@ void read_t5gemma_module(const json& c, const std::string& file, ModelConfig& m)
 // it reads as no soft-cap whatever the config says, as gemma3's (read_gemma). The embedding scale is a float32 buffer (sqrt(hidden) rounded).
 // The merged cross-attention and the encoder's reach are the encoder-decoder's (kEncoderDecoders).
 void read_t5gemma2_module(const json& c, const std::string& file, ModelConfig& m) {
-  read_gemma(c, file, m, true);
-  const std::string act = c.value("hidden_activation", std::string("gelu_pytorch_tanh"));
-  if (act != "gelu_pytorch_tanh" && act != "gelu")
-    bad(file, "/hidden_activation", "\"" + act + "\" is not modelled (gelu_pytorch_tanh and gelu are)");
-  m.gelu_exact = act == "gelu";
-  m.qkv_bias = m.o_bias = c.value("attention_bias", false);
+  read_t5gemma_stack(c, file, m, true);
   m.embed_scale = static_cast<double>(static_cast<float>(std::sqrt(static_cast<double>(m.hidden))));
   if (bool_or(c, "use_bidirectional_attention", false, file))
     bad(file, "/use_bidirectional_attention", "true is not modelled (T5Gemma2's stacks do not read it)");
-  m.tensor_names = {{"pre_self_attn_layernorm.", "input_layernorm."}, {"post_self_attn_layernorm.", "post_attention_layernorm."}};
 }
 void read_gemma3(const json& c, const std::string& file, ModelConfig& m) { read_gemma(c, file, m, true); }
 
@@ -1412,6 +1408,25 @@ void read_ultrabert(const json& c, const std::string& file, ModelConfig& m) {
   m.tensor_names = {{"head.decoder.", "lm_head."}};
 }
 
+// A config's per_layer_config, checked: {layer index below `layers`: {key: value}} with only the `allowed` keys; null
+// where absent or null (embedding_gemma2's head sizes, neomme's windows).
+json per_layer_config(const json& c, const std::string& file, int64_t layers, const std::vector<std::string>& allowed) {
+  if (!c.contains("per_layer_config") || c["per_layer_config"].is_null()) return json();
+  std::string names;
+  for (const std::string& a : allowed) names += (names.empty() ? "" : ", ") + a;
+  const json& plc = c["per_layer_config"];
+  if (!plc.is_object()) bad(file, "/per_layer_config", "must map layer indices to {" + names + "}");
+  for (auto it = plc.begin(); it != plc.end(); ++it) {
+    const std::string& key = it.key();
+    const bool index = !key.empty() && key.size() < 9 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (!index || std::stoll(key) >= layers || !it.value().is_object())
+      bad(file, "/per_layer_config/" + key, "must be a layer index below num_hidden_layers with an object");
+    for (auto f = it.value().begin(); f != it.value().end(); ++f)
+      if (std::find(allowed.begin(), allowed.end(), f.key()) == allowed.end())
+        bad(file, "/per_layer_config/" + key + "/" + f.key(), "is not modelled (" + names + ": only those are)");
+  }
+  return plc;
+}
 // EmbeddingGemma2TextConfig (5.24.0 on), read as EmbeddingGemma2TextModel (AutoModel): gemma4_text's layers (sandwich
 // RMSNorms of weight w, weighted q/k norms and a weightless value norm before rope, unscaled scores, layer_scalar,
 // sqrt(hidden) embedding scale, the gate/up/down MLP of hidden_activation, default gelu_pytorch_tanh) with bidirectional
@@ -1453,20 +1468,9 @@ void read_embedding_gemma2_text(const json& c, const std::string& file, ModelCon
                       ? c["rope_parameters"]
                       : json{{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
                              {"full_attention", {{"rope_type", "default"}, {"rope_theta", 1e6}}}};
-  const json plc = c.contains("per_layer_config") && c["per_layer_config"].is_object() ? c["per_layer_config"] : json();
-  if (plc.is_null() && c.contains("per_layer_config") && !c["per_layer_config"].is_null())
-    bad(file, "/per_layer_config", "must map layer indices to {head_dim, num_key_value_heads}");
+  const json plc = per_layer_config(c, file, m.layers, {"head_dim", "num_key_value_heads"});
   const int64_t global_dim = positive_or(c, "global_head_dim", 512, file);
   const int64_t global_kv = positive_or(c, "num_global_key_value_heads", 1, file);
-  for (auto it = plc.is_null() ? plc.end() : plc.begin(); !plc.is_null() && it != plc.end(); ++it) {
-    const std::string& key = it.key();
-    const bool index = !key.empty() && key.size() < 9 && key.find_first_not_of("0123456789") == std::string::npos;
-    if (!index || std::stoll(key) >= m.layers || !it.value().is_object())
-      bad(file, "/per_layer_config/" + key, "must be a layer index below num_hidden_layers with an object");
-    for (auto f = it.value().begin(); f != it.value().end(); ++f)
-      if (f.key() != "head_dim" && f.key() != "num_key_value_heads")
-        bad(file, "/per_layer_config/" + key + "/" + f.key(), "is not modelled (head_dim and num_key_value_heads are)");
-  }
   std::map<std::string, int64_t> type_dim;  // the rotary module builds one inv_freq per layer type
   for (int64_t l = 0; l < m.layers; ++l) {
     const std::string& type = types[static_cast<size_t>(l)];
@@ -2487,17 +2491,7 @@ void read_neomme(const json& c, const std::string& file, ModelConfig& m) {
     bad(file, "/layer_types", "must contain a full_attention layer (NeoMMEConfig refuses none)");
   const bool has_window = c.contains("sliding_window") && !c["sliding_window"].is_null();
   const int64_t top = c.contains("sliding_window") ? (has_window ? m.sliding_window : 0) : 256;
-  const json plc = c.contains("per_layer_config") && !c["per_layer_config"].is_null() ? c["per_layer_config"] : json();
-  if (!plc.is_null() && !plc.is_object()) bad(file, "/per_layer_config", "must map layer indices to {sliding_window}");
-  for (auto it = plc.is_null() ? plc.end() : plc.begin(); !plc.is_null() && it != plc.end(); ++it) {
-    const std::string& key = it.key();
-    const bool index = !key.empty() && key.size() < 9 && key.find_first_not_of("0123456789") == std::string::npos;
-    if (!index || std::stoll(key) >= m.layers || !it.value().is_object())
-      bad(file, "/per_layer_config/" + key, "must be a layer index below num_hidden_layers with an object");
-    for (auto f = it.value().begin(); f != it.value().end(); ++f)
-      if (f.key() != "sliding_window")
-        bad(file, "/per_layer_config/" + key + "/" + f.key(), "is not modelled (sliding_window is)");
-  }
+  const json plc = per_layer_config(c, file, m.layers, {"sliding_window"});
   const json rp = c.contains("rope_parameters") && c["rope_parameters"].is_object() ? c["rope_parameters"] : json::object();
   if (c.contains("rope_theta"))
     bad(file, "/rope_theta", "one base for every layer type is not read: key rope_parameters by type");
