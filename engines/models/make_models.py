@@ -1001,6 +1001,18 @@ def neomme(put, cfg):
         put("lm_head.weight", (VOCAB, rank), -EMBED, EMBED)
 
 
+def attention_tensors(put, a, heads, kv, d, bias):
+    """One attention module's q/k/v/o projections under prefix `a` (t5gemma's self- and cross-attention, t5gemma2's),
+    with their biases where attention_bias."""
+    for x, rows in (("q", heads * d), ("k", kv * d), ("v", kv * d)):
+        put(a + f"{x}_proj.weight", (rows, HIDDEN), -PROJ, PROJ)
+        if bias:
+            put(a + f"{x}_proj.bias", (rows,), -BIAS, BIAS)
+    put(a + "o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
+    if bias:
+        put(a + "o_proj.bias", (HIDDEN,), -BIAS, BIAS)
+
+
 def t5gemma(put, cfg):
     """T5GemmaForConditionalGeneration's tensors: each stack (model.encoder., model.decoder.) gemma2's layout, its
     norms (weight 1 + w, around 0) named pre_self_attn_layernorm and post_self_attn_layernorm, q/k/v/o biases where
@@ -1013,21 +1025,12 @@ def t5gemma(put, cfg):
         s = f"model.{stack}."
         put(s + "embed_tokens.weight", (VOCAB, HIDDEN), -EMBED, EMBED)
 
-        def attention(a):
-            for x, rows in (("q", heads * d), ("k", kv * d), ("v", kv * d)):
-                put(a + f"{x}_proj.weight", (rows, HIDDEN), -PROJ, PROJ)
-                if bias:
-                    put(a + f"{x}_proj.bias", (rows,), -BIAS, BIAS)
-            put(a + "o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
-            if bias:
-                put(a + "o_proj.bias", (HIDDEN,), -BIAS, BIAS)
-
         for i in range(c["num_hidden_layers"]):
             p = f"{s}layers.{i}."
-            attention(p + "self_attn.")
+            attention_tensors(put, p + "self_attn.", heads, kv, d, bias)
             norms = ["pre_self_attn", "post_self_attn", "pre_feedforward", "post_feedforward"]
             if stack == "decoder":
-                attention(p + "cross_attn.")
+                attention_tensors(put, p + "cross_attn.", heads, kv, d, bias)
                 norms += ["pre_cross_attn", "post_cross_attn"]
             for n in norms:
                 put(p + n + "_layernorm.weight", (HIDDEN,), -NORM, NORM)
@@ -1057,13 +1060,7 @@ def t5gemma2(put, cfg):
             put(s + "embed_tokens.eoi_embedding", (HIDDEN,), -EMBED, EMBED)
         for i in range(c["num_hidden_layers"]):
             p = f"{s}layers.{i}."
-            for x, rows in (("q", heads * d), ("k", kv * d), ("v", kv * d)):
-                put(p + f"self_attn.{x}_proj.weight", (rows, HIDDEN), -PROJ, PROJ)
-                if bias:
-                    put(p + f"self_attn.{x}_proj.bias", (rows,), -BIAS, BIAS)
-            put(p + "self_attn.o_proj.weight", (HIDDEN, heads * d), -OUT, OUT)
-            if bias:
-                put(p + "self_attn.o_proj.bias", (HIDDEN,), -BIAS, BIAS)
+            attention_tensors(put, p + "self_attn.", heads, kv, d, bias)
             put(p + "self_attn.q_norm.weight", (d,), -NORM, NORM)
             put(p + "self_attn.k_norm.weight", (d,), -NORM, NORM)
             for n in ("pre_self_attn", "post_self_attn", "pre_feedforward", "post_feedforward"):
