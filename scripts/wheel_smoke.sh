@@ -109,11 +109,11 @@ out="$(kvconform engine "${engine[@]}" --expectations expectations.jsonc --repor
 took "kvconform engine" "$t"
 echo "$out" | tail -1 | sed 's/^/  /'
 echo "$out" | tail -1 | grep -Eq '^[1-9][0-9]* passed, 0 failed' || fail "kvconform engine did not pass: $(echo "$out" | tail -1)"
-echo "$out" | grep -q "expectations: warning: .*unexpected pass" || { echo "$out" | tail -10; fail "the correct engine's unexpected pass was not reported"; }
+grep -q "expectations: warning: .*unexpected pass" <<<"$out" || { echo "$out" | tail -10; fail "the correct engine's unexpected pass was not reported"; }
 t=$(clock)
 out="$(kvconform engine "${engine[@]}" --mutant window_off_by_one+1 --no-report 2>&1)" && { echo "$out" | tail -5; fail "kvconform engine --mutant window_off_by_one+1 passed"; }
 took "kvconform engine --mutant window_off_by_one+1" "$t"
-echo "$out" | grep -q 'FAIL step' || { echo "$out" | tail -10; fail "kvconform engine --mutant window_off_by_one+1 named no failing step"; }
+grep -q 'FAIL step' <<<"$out" || { echo "$out" | tail -10; fail "kvconform engine --mutant window_off_by_one+1 named no failing step"; }
 # The expectations file again: an engine with a bug of its own (its window one token wider, the suite
 # not told) fails without the file, passes with it, its failures reported as expected; the same file on
 # the correct engine fails the run under --strict-expectations. (A --mutant run is never excused.)
@@ -137,7 +137,7 @@ t=$(clock)
 out="$(kvconform engine "${buggy[@]}" --no-report 2>&1)" && { echo "$out" | tail -5; fail "the buggy engine passed without its expectations"; }
 out="$(kvconform engine "${buggy[@]}" --expectations expectations.jsonc --report-dir reports/expected 2>&1)" \
   || { echo "$out" | tail -20; fail "kvconform engine --expectations: the expected failures failed the run"; }
-echo "$out" | grep -q "expected failure (expectations.jsonc:" || { echo "$out" | tail -10; fail "no case was reported as an expected failure"; }
+grep -q "expected failure (expectations.jsonc:" <<<"$out" || { echo "$out" | tail -10; fail "no case was reported as an expected failure"; }
 out="$(kvconform engine "${engine[@]}" --expectations expectations.jsonc --strict-expectations --no-report 2>&1)" \
   && { echo "$out" | tail -10; fail "an unexpected pass did not fail the run under --strict-expectations"; }
 took "kvconform engine --expectations" "$t"
