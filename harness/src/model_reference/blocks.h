@@ -54,7 +54,9 @@ struct Layer {
   const ModelConfig& k;
   int64_t l;
   const Vec& w(const std::string& what) const { return model.at(layer_name(l, what)); }
-  Vec norm(const std::string& what, const Vec& x, double eps) const { return reference::norm(model, k, layer_name(l, what), x, eps); }
+  Vec norm(const std::string& what, const Vec& x, double eps) const {
+    return reference::norm(model, k, layer_name(l, what), x, eps);
+  }
 };
 
 // ---- token mixers (mixers.cpp): from the block's normed input rows h, the rows before its output projection ----

@@ -54,15 +54,16 @@ Vec per_layer_branch(const Layer& layer, const Vec& s, const Vec& input) {
   const std::string& in = k.per_layer_tensors.second;
   Vec gate = linear(layer.w(in + "per_layer_input_gate.weight"), s, P);
   for (int64_t j = 0; j < P; ++j) gate[j] = activate(k, gate[j]) * input[j];
-  return layer.norm(in + "post_per_layer_input_norm.", linear(layer.w(in + "per_layer_projection.weight"), gate, k.hidden), k.eps);
+  return layer.norm(in + "post_per_layer_input_norm.", linear(layer.w(in + "per_layer_projection.weight"), gate, k.hidden),
+                    k.eps);
 }
 
 Rows altup_streams(const Model& model, const ModelConfig& k, const Vec& x) {
   Rows streams;
   for (int64_t i = 0; i < k.altup_inputs; ++i)
-    streams.push_back(i == 0 ? x
-                             : rescaled(linear(model.at("model.altup_projections." + std::to_string(i - 1) + ".weight"), x, k.hidden),
-                                        rms(x)));
+    streams.push_back(
+        i == 0 ? x
+               : rescaled(linear(model.at("model.altup_projections." + std::to_string(i - 1) + ".weight"), x, k.hidden), rms(x)));
   return streams;
 }
 
@@ -71,7 +72,8 @@ Rows altup_predict(const Layer& layer, const Rows& st) {
   const ModelConfig& k = layer.k;
   const int64_t NA = k.altup_inputs, H = k.hidden;
   Rows pred;
-  const Vec c = linear(layer.w("altup.prediction_coefs.weight"), modalities(layer.model, k, layer.l, st[k.altup_active]), NA * NA);
+  const Vec c =
+      linear(layer.w("altup.prediction_coefs.weight"), modalities(layer.model, k, layer.l, st[k.altup_active]), NA * NA);
   for (int64_t q = 0; q < NA; ++q) {
     Vec row(static_cast<size_t>(H));
     for (int64_t i = 0; i < H; ++i) {
@@ -108,7 +110,8 @@ void altup_correct(const Layer& layer, Rows& streams, const Rows& pred, const Ve
 Vec altup_merge(const Model& model, const ModelConfig& k, Rows st) {
   const int64_t NA = k.altup_inputs, H = k.hidden;
   for (int64_t i = 1; i < NA; ++i)
-    st[i] = rescaled(linear(model.at("model.altup_unembed_projections." + std::to_string(i - 1) + ".weight"), st[i], H), rms(st[0]));
+    st[i] =
+        rescaled(linear(model.at("model.altup_unembed_projections." + std::to_string(i - 1) + ".weight"), st[i], H), rms(st[0]));
   Vec x(static_cast<size_t>(H));
   for (int64_t c = 0; c < H; ++c) {
     double sum = 0;
