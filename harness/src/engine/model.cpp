@@ -3531,8 +3531,11 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
     throw std::invalid_argument("ModelConfig::chunks needs one chunk size per layer");
   if (!k.rope_layers.empty() && static_cast<int64_t>(k.rope_layers.size()) != k.layers)
     throw std::invalid_argument("ModelConfig::rope_layers needs one entry per layer");
-  if (k.depth_scaled_residual && (k.norm_placement != NormPlacement::Sandwich || k.parallel_block))
-    throw std::invalid_argument("ModelConfig::depth_scaled_residual: modelled with the sandwich norms only");
+  if ((k.depth_scaled_residual || k.residual_gates || k.residual_interpolation > 0 || k.residual_gate_temperature > 0) &&
+      (k.norm_placement != NormPlacement::Sandwich || k.parallel_block))
+    throw std::invalid_argument(
+        "ModelConfig's residual rules (depth_scaled_residual, residual_gates, residual_interpolation, "
+        "residual_gate_temperature): modelled with the sandwich norms only");
   if (k.v_head_dim > 0 && !k.k_eq_v.empty() && std::find(k.k_eq_v.begin(), k.k_eq_v.end(), true) != k.k_eq_v.end())
     throw std::invalid_argument("ModelConfig::v_head_dim: values that are the keys have the keys' size");
   if (!k.sink_layers.empty() && static_cast<int64_t>(k.sink_layers.size()) != k.layers)
@@ -3773,9 +3776,10 @@ SequenceOracle<T>::SequenceOracle(const Model& model, const ModelConfig& config,
         const double d = static_cast<double>(2 * (l + 1) + (mlp ? 1 : 0));
         r.keep.assign(H, static_cast<T>(std::sqrt((d - 1) / d)));
         r.branch.assign(H, static_cast<T>(1.0 / std::sqrt(d)));
-      } else {
+      } else {  // the plain add: granite's residual_multiplier after the MLP and after a pre-norm attention (x * 1 is exact)
+        const bool scaled = mlp || (k.norm_placement == NormPlacement::Pre && !k.parallel_block);
         r.keep.assign(H, T(1));
-        r.branch.assign(H, static_cast<T>(mlp ? k.residual_scale : 1.0));
+        r.branch.assign(H, static_cast<T>(scaled ? k.residual_scale : 1.0));
       }
     }
     if (k.qk_norm && !k.qk_norm_weightless && !conv) {
@@ -4493,7 +4497,7 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
              o.data(), L.o_bias);
       if (k.parallel_block) {
         // The MLP reads the same normed input as the attention: h is kept.
-        for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+        residual_add(x, o, h, L.attn_residual);
       } else if (k.norm_placement == NormPlacement::Sandwich) {
         rms_norm(o.data(), L.post_attn_norm, H, post_eps, k.gemma_norm, o.data(), k.l2_norm);  // weightless: post_attn_norm empty
         residual_add(x, o, h, L.attn_residual);
@@ -4543,11 +4547,10 @@ void SequenceOracle<T>::forward(const int32_t* tokens, int64_t n, int64_t pos0, 
         rms_norm(x.data(), L.pre_ff_norm, H, eps, k.gemma_norm, h.data(), k.l2_norm);
       } else if (k.norm_placement == NormPlacement::Post) {
         rms_norm(o.data(), L.post_attn_norm, H, eps, k.gemma_norm, o.data());
-        for (int64_t i = 0; i < H; ++i) x[i] += o[i];
+        residual_add(x, o, h, L.attn_residual);
         std::copy(x.begin(), x.end(), h.begin());
       } else {
-        const T r = static_cast<T>(k.residual_scale);  // granite's residual_multiplier (x * 1 is exact)
-        for (int64_t i = 0; i < H; ++i) x[i] += o[i] * r;
+        residual_add(x, o, h, L.attn_residual);
         if (k.layer_norm) layer_norm(x.data(), L.post_attn_norm, H, eps, h.data(), L.post_attn_norm_bias);
         else rms_norm(x.data(), L.post_attn_norm, H, eps, k.gemma_norm, h.data());
       }

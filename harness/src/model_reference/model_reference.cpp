@@ -34,7 +34,7 @@ Vec embed(const Model& model, const ModelConfig& k, int32_t t) {
   return x;
 }
 
-// Every residual add, one rule: x = keep * x + branch * block per dimension, or, where dory interpolates, x = h +
+// Every residual add, one rule (after the attention whatever the norm placement, and after the MLP): x = keep * x + branch * block per dimension, or, where dory interpolates, x = h +
 // branch * (block - h), h the block's normed input. keep and branch: 1 and `scale` (the plain add), ergo's gates w:
 // sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2) and sigmoid(w), dory's rates |lambda * s|, muse_spark's gates g: alpha =
 // sqrt(max(sigmoid(-g / T) (1 + beta), 1e-3)) and beta = sigmoid(g / T), beam's depth-scaled sqrt((d - 1) / d) and
@@ -139,8 +139,11 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
   for (int32_t t : tokens)
     if (t < 0 || t >= k.vocab) throw std::invalid_argument("token " + std::to_string(t) + " is outside the vocabulary");
   const double post_eps = k.post_eps > 0 ? k.post_eps : k.eps;  // a sandwich's post-attention and post-MLP norms'
-  if (k.depth_scaled_residual && (k.norm_placement != NormPlacement::Sandwich || k.parallel_block))
-    throw std::invalid_argument("ModelConfig::depth_scaled_residual: modelled with the sandwich norms only");
+  if ((k.depth_scaled_residual || k.residual_gates || k.residual_interpolation > 0 || k.residual_gate_temperature > 0) &&
+      (k.norm_placement != NormPlacement::Sandwich || k.parallel_block))
+    throw std::invalid_argument(
+        "ModelConfig's residual rules (depth_scaled_residual, residual_gates, residual_interpolation, "
+        "residual_gate_temperature): modelled with the sandwich norms only");
   std::vector<Vec> x;
   for (int32_t t : tokens) x.push_back(embed(model, k, t));
   const std::vector<Vec> x0 = x;  // the layers' input (neomme's initial-state mix reads it in every layer)
@@ -195,7 +198,7 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
       Vec ff_in;
       switch (k.parallel_block ? NormPlacement::Pre : k.norm_placement) {
         case NormPlacement::Pre:
-          for (int64_t i = 0; i < H; ++i) x[p][i] += out[i] * (k.parallel_block ? 1 : k.residual_scale);
+          residual_add(layer, x[p], out, h[p], false, k.parallel_block ? 1 : k.residual_scale);
           ff_in = k.parallel_block ? h[p] : norm(model, k, layer_name(l, k.pre_ff_norm), x[p], k.eps);
           break;
         case NormPlacement::Sandwich:
@@ -215,7 +218,7 @@ std::vector<double> stack_forward(const Model& model, const ModelConfig& k, cons
           break;
         case NormPlacement::Post:
           out = norm(model, k, layer_name(l, "post_attention_layernorm."), out, k.eps);
-          for (int64_t i = 0; i < H; ++i) x[p][i] += out[i];
+          residual_add(layer, x[p], out, h[p], false, 1);
           ff_in = x[p];
           break;
       }

@@ -571,7 +571,9 @@ class SequenceOracle {
  private:
   // One residual add, the rule of every family made per layer at load: x = keep (.) x + branch (.) block per hidden
   // dimension, or, where from_input (dory's interpolation), x = h + branch (.) (block - h), h the block's normed input.
-  // keep and branch: 1 and residual_scale (the plain add; 1 after a sandwich attention), sqrt((d - 1) / d) and 1 / sqrt(d)
+  // Every add of the residual stream goes through it, after the attention (whatever the norm placement, the parallel
+  // block's too) and after the MLP. keep and branch: 1 and residual_scale (the plain add; 1 after a sandwich, post-norm
+  // or parallel attention), sqrt((d - 1) / d) and 1 / sqrt(d)
   // (beam's depth-scaled add, d = 2(l + 1) after the attention, 2(l + 1) + 1 after the MLP), ergo's residual gates
   // (sqrt(1 + sigmoid(w)) exp(-softplus(w) / 2), sigmoid(w)), muse_spark's (alpha, beta), dory's rates |lambda * s|.
   struct Residual {
