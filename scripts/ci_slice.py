@@ -2,7 +2,7 @@
 """Which sliced tests a CI run leaves to the other slices: a ctest -E regular expression.
 
     python3 scripts/ci_slice.py K/N [--build build]      # K in 1..N, or auto/N (from the commit)
-    python3 scripts/ci_slice.py --heavy-from JUNIT       # rewrite .ci/heavy-tests.txt from a full run
+    python3 scripts/ci_slice.py --seconds-from JUNIT     # rewrite .ci/sliced-tests.txt from a full run
 
 CI runs the sliced tests in N slices, one slice a commit, so that every sliced test runs once every N
 commits (scripts/test.sh --slice, .ci/run), and every other test on every commit. Two kinds are sliced:
@@ -10,16 +10,16 @@ commits (scripts/test.sh --slice, .ci/run), and every other test on every commit
   check can fail, and a check only stops being able to fail when the check itself changes. A test is a
   mutant test where its name says so (`mutant`, any case, or `mutate`), except the tests in ALWAYS,
   which use a mutant to show something else than a check's reach;
-- the heavy tests, listed in .ci/heavy-tests.txt with their measured seconds: the end-to-end matrices
-  (the engines' CI configurations, the wheel's pytest plugin, the browser, long campaigns) whose
-  cheaper neighbours (unit, golden replay, properties, the oracle engine's plans) run on every commit.
-  The list is what a full run measured at HEAVY_SECONDS or more, less the tests in ALWAYS and the
-  fixture setups other tests need (ctest would run those anyway); `--heavy-from` rewrites it.
-A mutant test's slice is sha1(name) mod N: adding or removing another test moves no test to another
-slice. A heavy test's slice balances the listed seconds: longest first, each into the slice with the
-fewest listed seconds so far (sha1 alone put 626 listed seconds into one slice of six and 97 into
-another; balanced, 302 to 318). Only a change of the list moves a heavy test; a new mutant test, or
-any other test, moves none.
+- the heavy tests: the end-to-end matrices (the engines' CI configurations, the wheel's pytest plugin,
+  the browser, long campaigns) whose cheaper neighbours (unit, golden replay, properties, the oracle
+  engine's plans) run on every commit: the tests .ci/sliced-tests.txt lists that are not mutant tests.
+.ci/sliced-tests.txt lists, with its measured seconds, every heavy test (HEAVY_SECONDS or more in a
+full run, less the tests in ALWAYS and the fixture setups other tests need, which ctest would run
+anyway) and every mutant test of MUTANT_SECONDS or more; `--seconds-from` rewrites it. The listed
+tests are balanced by their seconds: longest first, each into the slice with the fewest listed seconds
+so far (the heavy tests balanced and the mutant tests by sha1 put 367 to 523 listed seconds into the
+slices of six). A test the list does not name (a new mutant test, a mutant test under MUTANT_SECONDS)
+goes to slice sha1(name) mod N. Only a change of the list moves a listed test; a new test moves none.
 A parameterised gtest's ctest name ends in its parameter ("  # GetParam() = ..."): the name is taken
 without it, so that a batch run of the binary (harness/testing/gtest_batch.py, which reads the slice
 from KVC_CI_SLICE=K/N as scripts/test.sh sets it) leaves out exactly the tests ctest does.
@@ -51,36 +51,45 @@ ALWAYS = {
     "engine_oracle_agrees_with_transformers",  # the float64 proof of the registry
 }
 MUTANT = re.compile(r"[Mm]utant|MUTANT|mutate")
-HEAVY_FILE = os.path.join(ROOT, ".ci", "heavy-tests.txt")
+SLICED_FILE = os.path.join(ROOT, ".ci", "sliced-tests.txt")
 HEAVY_SECONDS = 15.0
+# A mutant test under this goes by sha1: a few of them in one slice weigh less than the spread the
+# balance leaves (the batched gtests' entries read their verdict from the batch, near 0 s each).
+MUTANT_SECONDS = 1.0
 
 
 @functools.lru_cache(maxsize=None)
-def heavy_seconds():
-    """name -> measured seconds, as .ci/heavy-tests.txt lists them (a name, a tab and its seconds a line;
+def listed_seconds():
+    """name -> measured seconds, as .ci/sliced-tests.txt lists them (a name, a tab and its seconds a line;
     # comments)."""
-    if not os.path.exists(HEAVY_FILE):
+    if not os.path.exists(SLICED_FILE):
         return {}
-    with open(HEAVY_FILE) as f:
+    with open(SLICED_FILE) as f:
         rows = [line.rstrip("\n").split("\t") for line in f if line.strip() and not line.startswith("#")]
     return {r[0]: float(r[1]) if len(r) > 1 else 0.0 for r in rows}
 
 
 def heavy_tests():
-    """The names .ci/heavy-tests.txt lists."""
-    return frozenset(heavy_seconds())
+    """The heavy tests: the names .ci/sliced-tests.txt lists that are not mutant tests."""
+    return frozenset(t for t in listed_seconds() if not is_mutant_test(t))
+
+
+def balance(seconds, n):
+    """name -> slice (1..n) for these measured seconds: longest first (ties by name), each into the slice
+    with the fewest seconds so far (the lowest on a tie); no two slices then differ by more than the
+    longest test."""
+    load, out = [0.0] * n, {}
+    for name, s in sorted(seconds.items(), key=lambda r: (-r[1], r[0])):
+        k = min(range(n), key=lambda i: (load[i], i))
+        out[name] = k + 1
+        load[k] += s
+    return out
 
 
 @functools.lru_cache(maxsize=None)
-def heavy_slices(n):
-    """Each listed heavy test's slice (1..n): longest first (ties by name), into the slice with the fewest
-    listed seconds so far (the lowest on a tie)."""
-    load, out = [0.0] * n, {}
-    for name, seconds in sorted(heavy_seconds().items(), key=lambda r: (-r[1], r[0])):
-        k = min(range(n), key=lambda i: (load[i], i))
-        out[name] = k + 1
-        load[k] += seconds
-    return out
+def listed_slices(n):
+    """Each listed sliced test's slice (1..n), heavy and mutant tests balanced together by their seconds."""
+    return balance({t: s for t, s in listed_seconds().items() if t not in ALWAYS}, n)
 
 
 def test_name(name):
@@ -94,17 +103,19 @@ def is_mutant_test(name):
 
 
 def is_sliced(name, heavy=None):
-    """A mutant test, or a heavy one (`heavy`: the listed names, read from .ci/heavy-tests.txt if None)."""
+    """A mutant test, or a heavy one (`heavy`: the listed names, read from .ci/sliced-tests.txt if None)."""
     heavy = heavy_tests() if heavy is None else heavy
     return is_mutant_test(name) or (test_name(name) in heavy and test_name(name) not in ALWAYS)
 
 
+def sha1_slice(name, n):
+    """The slice (1..n) of a sliced test the list does not name: sha1 of its name mod n."""
+    return int(hashlib.sha1(test_name(name).encode()).hexdigest()[:8], 16) % n + 1
+
+
 def slice_of(name, n):
-    """The slice (1..n) a sliced test runs in: a heavy test's balanced one, a mutant test's by sha1."""
-    name = test_name(name)
-    if not is_mutant_test(name) and name in heavy_slices(n):
-        return heavy_slices(n)[name]
-    return int(hashlib.sha1(name.encode()).hexdigest()[:8], 16) % n + 1
+    """The slice (1..n) a sliced test runs in: a listed test's balanced one, another's by sha1."""
+    return listed_slices(n).get(test_name(name)) or sha1_slice(name, n)
 
 
 def left_out(names, k, n):
@@ -113,25 +124,34 @@ def left_out(names, k, n):
     return sorted(t for t in names if is_sliced(t, heavy) and slice_of(t, n) != k)
 
 
-def write_heavy(junit, build):
-    """Rewrite .ci/heavy-tests.txt: the tests of a full run's JUnit file (ctest --output-junit) that took
-    HEAVY_SECONDS or more, less mutant tests (sliced anyway), ALWAYS and fixture setups."""
+def write_listed(junit, build):
+    """Rewrite .ci/sliced-tests.txt from a full run's JUnit file (ctest --output-junit): the tests that
+    took HEAVY_SECONDS or more, less ALWAYS and fixture setups, and the mutant tests that took
+    MUTANT_SECONDS or more. A JUnit file that lacks a listed test of the build (a slice's run, a -R run)
+    is refused: its rewrite would drop that test to sha1."""
     import xml.etree.ElementTree as ET
     shown = json.loads(subprocess.run(["ctest", "--show-only=json-v1"], cwd=build, capture_output=True, text=True,
                                       check=True).stdout)
     setups = {t["name"] for t in shown["tests"]
               if any(p["name"] == "FIXTURES_SETUP" for p in t.get("properties", []))}
-    rows = sorted(((float(tc.get("time", 0)), tc.get("name")) for tc in ET.parse(junit).getroot().iter("testcase")),
-                  key=lambda r: (-r[0], r[1]))
-    keep = [(s, t) for s, t in rows if s >= HEAVY_SECONDS and not is_mutant_test(t) and test_name(t) not in ALWAYS
-            and t not in setups]
-    os.makedirs(os.path.dirname(HEAVY_FILE), exist_ok=True)
-    with open(HEAVY_FILE + ".tmp", "w") as f:
-        f.write(f"# The heavy tests CI slices (scripts/ci_slice.py): {HEAVY_SECONDS:g} s or more in a full run\n"
-                f"# ({os.path.basename(junit)}), less mutant tests, ALWAYS and fixture setups. Name, tab, seconds.\n")
+    times = {tc.get("name"): float(tc.get("time", 0)) for tc in ET.parse(junit).getroot().iter("testcase")}
+    missing = sorted({test_name(t["name"]) for t in shown["tests"]} & set(listed_seconds())
+                     - {test_name(t) for t in times})
+    if missing:
+        sys.exit(f"ci_slice: {junit} is not a full run: it lacks {len(missing)} listed tests of the build "
+                 f"({', '.join(missing[:3])}); a full run: KVC_CI_FULL=1 bash .ci/run, or scripts/test.sh "
+                 "--output-junit FILE without --slice")
+    rows = sorted(((s, t) for t, s in times.items()), key=lambda r: (-r[0], r[1]))
+    keep = [(s, t) for s, t in rows if test_name(t) not in ALWAYS and t not in setups
+            and s >= (MUTANT_SECONDS if is_mutant_test(t) else HEAVY_SECONDS)]
+    os.makedirs(os.path.dirname(SLICED_FILE), exist_ok=True)
+    with open(SLICED_FILE + ".tmp", "w") as f:
+        f.write(f"# The sliced tests CI balances (scripts/ci_slice.py), measured in a full run ({os.path.basename(junit)}):\n"
+                f"# the tests of {HEAVY_SECONDS:g} s or more (heavy), less ALWAYS and fixture setups, and the mutant tests\n"
+                f"# of {MUTANT_SECONDS:g} s or more. Name, tab, seconds.\n")
         for s, t in keep:
             f.write(f"{test_name(t)}\t{s:.1f}\n")
-    os.replace(HEAVY_FILE + ".tmp", HEAVY_FILE)
+    os.replace(SLICED_FILE + ".tmp", SLICED_FILE)
     return keep
 
 
@@ -170,16 +190,18 @@ def parse(spec):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("slice", nargs="?", help="K/N (1 <= K <= N) or auto/N")
-    ap.add_argument("--heavy-from", metavar="JUNIT", help="rewrite .ci/heavy-tests.txt from a full run's JUnit file")
+    ap.add_argument("--seconds-from", metavar="JUNIT", help="rewrite .ci/sliced-tests.txt from a full run's JUnit file")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="the ctest build folder (default: build/)")
     ap.add_argument("--which", action="store_true", help="print 'K/N' (auto resolved) instead of the expression")
     args = ap.parse_args()
-    if args.heavy_from:
-        keep = write_heavy(args.heavy_from, args.build)
-        print(f"ci_slice: {len(keep)} heavy tests, {sum(s for s, _ in keep):.0f} s, into {HEAVY_FILE}")
+    if args.seconds_from:
+        keep = write_listed(args.seconds_from, args.build)
+        mutants = [s for s, t in keep if is_mutant_test(t)]
+        print(f"ci_slice: {len(keep) - len(mutants)} heavy tests ({sum(s for s, _ in keep) - sum(mutants):.0f} s) and "
+              f"{len(mutants)} mutant tests ({sum(mutants):.0f} s) into {SLICED_FILE}")
         return 0
     if not args.slice:
-        ap.error("give K/N, auto/N or --heavy-from")
+        ap.error("give K/N, auto/N or --seconds-from")
     try:
         k, n = parse(args.slice)
     except (ValueError, subprocess.CalledProcessError) as e:

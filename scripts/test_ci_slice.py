@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """ctest ci_slices_run_each_sliced_test_once: CI's N slices (scripts/ci_slice.py) run every sliced test
 (mutant and heavy) in exactly one slice and every other test in all of them, as ctest itself selects them;
-every name .ci/heavy-tests.txt lists is a test of the build.
+every name .ci/sliced-tests.txt lists is a test of the build, and the slices' listed seconds are balanced.
 
     python3 scripts/test_ci_slice.py BUILD_DIR
 
 Judged on the build's own test list through `ctest -N -E` (so the expression's quoting is CMake's), and
 shown able to fail: the same judge rejects two planted slicers, one that leaves nothing out and one that
-leaves a sliced test out of every slice.
+leaves a sliced test out of every slice; the balance judge rejects slicing by sha1 alone and the slicer
+before the mutant tests were listed (the heavy tests balanced, the mutant tests by sha1).
 """
 import json
 import os
@@ -50,10 +51,10 @@ def main():
     if len(mutants) < 20 or len(mutants) == len(names):
         print(f"FAIL: {len(mutants)} mutant tests of {len(names)}: the name rule finds none or everything")
         return 1
-    stale = sorted(ci_slice.heavy_tests() - {ci_slice.test_name(t) for t in names})
+    stale = sorted(set(ci_slice.listed_seconds()) - {ci_slice.test_name(t) for t in names})
     if stale:
-        print(f"FAIL: .ci/heavy-tests.txt lists {len(stale)} names that are no test of the build: {stale[:5]} "
-              "(python3 scripts/ci_slice.py --heavy-from JUNIT rewrites it)")
+        print(f"FAIL: .ci/sliced-tests.txt lists {len(stale)} names that are no test of the build: {stale[:5]} "
+              "(python3 scripts/ci_slice.py --seconds-from JUNIT rewrites it)")
         return 1
     heavy = [t for t in names if ci_slice.is_sliced(t) and not ci_slice.is_mutant_test(t)]
     sliced = [t for t in names if ci_slice.is_sliced(t)]
@@ -73,18 +74,23 @@ def main():
             print(f"FAIL: the judge passes a slicer that {label}")
             return 1
     print("the judge rejects a slicer that leaves nothing out and one that drops a sliced test")
-    # The heavy tests' listed seconds are balanced (ci_slice.heavy_slices): longest first into the
-    # lightest slice, so that no two slices differ by more than the longest listed test. sha1 alone does not.
-    spread = heavy_spread(lambda t: ci_slice.slice_of(t, N))
-    by_sha1 = heavy_spread(lambda t: int(ci_slice.hashlib.sha1(t.encode()).hexdigest()[:8], 16) % N + 1)
-    longest = max(ci_slice.heavy_seconds().values(), default=0.0)
-    if spread > longest:
-        print(f"FAIL: the slices' listed heavy seconds differ by {spread:.1f} s, more than the longest listed test ({longest:.1f} s)")
-        return 1
-    if by_sha1 <= longest:
-        print(f"FAIL: the balance judge passes slicing by sha1 alone (spread {by_sha1:.1f} s)")
-        return 1
-    print(f"the slices' listed heavy seconds differ by {spread:.1f} s at most (by sha1 alone {by_sha1:.1f} s)")
+    # The listed seconds (heavy and mutant tests) are balanced (ci_slice.listed_slices): longest first into
+    # the lightest slice, so that no two slices differ by more than the longest listed test. Neither sha1
+    # alone nor the heavy tests balanced with the mutant tests by sha1 is.
+    listed = {t: s for t, s in ci_slice.listed_seconds().items() if t not in ci_slice.ALWAYS}
+    longest = max(listed.values(), default=0.0)
+    heavy_only = ci_slice.balance({t: s for t, s in listed.items() if not ci_slice.is_mutant_test(t)}, N)
+    slicers = (("this slicer", lambda t: ci_slice.slice_of(t, N)),
+               ("sha1 alone", lambda t: ci_slice.sha1_slice(t, N)),
+               ("the heavy tests balanced, the mutant tests by sha1",
+                lambda t: heavy_only.get(t) or ci_slice.sha1_slice(t, N)))
+    spreads = [(label, spread(listed, slice_of)) for label, slice_of in slicers]
+    print("the slices' listed seconds: " + "; ".join(f"{label} {lo:.0f} to {hi:.0f} s" for label, (lo, hi) in spreads))
+    for i, (label, (lo, hi)) in enumerate(spreads):
+        if (hi - lo > longest) != (i > 0):
+            print(f"FAIL: the balance judge {'fails' if i == 0 else 'passes'} {label}: its slices' listed seconds differ "
+                  f"by {hi - lo:.1f} s, the longest listed test is {longest:.1f} s")
+            return 1
     # A batched gtest binary runs its tests in one process (gtest_batch.py): under a slice it must leave
     # out exactly the tests whose ctest entries the slice leaves out (more would run them alone, fewer
     # would spend the time the slice saves).
@@ -106,13 +112,12 @@ def main():
     return 0
 
 
-def heavy_spread(slice_of):
-    """The most and the least listed heavy seconds of a slice, apart, where slice_of(name) gives each
-    listed heavy test's slice."""
+def spread(seconds, slice_of):
+    """The least and the most listed seconds of a slice, where slice_of(name) gives each listed test's slice."""
     load = [0.0] * N
-    for t, seconds in ci_slice.heavy_seconds().items():
-        load[slice_of(t) - 1] += seconds
-    return max(load) - min(load)
+    for t, s in seconds.items():
+        load[slice_of(t) - 1] += s
+    return min(load), max(load)
 
 
 def gtest_batch_target(shown, name):
