@@ -6,12 +6,13 @@ bidirectional_masks.h) to be judged against: golden/encoder_masks/<release>.json
     golden/.venv-X/bin/python golden/encoder_masks.py [--out FILE] [--check FILE]
 
 For every encoder family of the release (modernbert, ultrabert, embedding_gemma2, openai_privacy_filter,
-t5gemma's encoder, t5gemma2's text encoder, where the release has the folder), a tiny randomly initialised model of that family
+t5gemma's encoder, t5gemma2's text encoder, neomme's text model, where the release has the folder), a tiny randomly initialised model of that family
 runs one whole-sequence forward per drawn case (sequence length, window, 2D attention_mask with left or
 right padding or none) under sdpa and eager, and a forward pre-hook on each self-attention module
 records the mask the module was given: that is the mask the model really uses, whichever builder made
 it (4.x ModernBERT's own _update_attention_mask, 4.x T5Gemma's or_mask_function over the causal
-sliding builder, 5.x masking_utils.create_bidirectional_sliding_window_mask). Beside each layer's mask
+sliding builder, 5.x masking_utils.create_bidirectional_sliding_window_mask, neomme's per layer from its per_layer_config; its
+layers' records keep that window as config_sliding_window). Beside each layer's mask
 the record keeps the module's own `sliding_window` attribute, which reaches only the flash-attention
 kernels (window_size = (sliding_window - 1, sliding_window - 1)), so the reach flash attention would
 use is on record next to the reach of the sdpa and eager masks.
@@ -29,7 +30,7 @@ import torch
 
 SEED = 52
 CASES = 10  # per family and attention implementation
-FAMILIES = ("modernbert", "ultrabert", "embedding_gemma2", "openai_privacy_filter", "t5gemma", "t5gemma2")
+FAMILIES = ("modernbert", "ultrabert", "embedding_gemma2", "openai_privacy_filter", "t5gemma", "t5gemma2", "neomme")
 
 
 def tiny(family, window, n_layers):
@@ -87,6 +88,17 @@ def tiny(family, window, n_layers):
         cfg.dropout_rate = 0.0
         # the text encoder alone (its vision tower and image tokens play no part in a text-only mask)
         model = modeling_t5gemma2.T5Gemma2TextEncoder(cfg, eoi_token_index=63)
+    elif family == "neomme":
+        if not hasattr(transformers, "NeoMMEConfig"):
+            return None
+        # Each sliding layer its own window (per_layer_config): the case's on layer 0, another on layer 2, so that a
+        # reference reading the model's sliding_window for every layer is caught.
+        windows = {0: window, 1: None, 2: window + 1 if window < 3 else window - 2}
+        cfg = transformers.NeoMMEConfig(**small, num_key_value_heads=1, head_dim=16, embedding_rank=8, sliding_window=window,
+                                        max_position_embeddings=64,
+                                        layer_types=["sliding_attention", "full_attention", "sliding_attention"][:n_layers],
+                                        per_layer_config={i: {"sliding_window": windows[i]} for i in range(n_layers)})
+        model = transformers.NeoMMEModel(cfg)
     else:
         raise ValueError(f"encoder_masks: unknown family {family!r}")
     model.eval()
@@ -168,8 +180,12 @@ def record_case(family, impl, length, window, padding, n_layers):
         rows, masked, skipped = allowed_of(mask, lt, None)
         layers.append({"layer_type": lt, "module_sliding_window": module_window, "skipped": skipped,
                        "masked_value": masked, "allowed": rows})
+        if family == "neomme":  # its layer's own window (per_layer_config), which its mask builder reads
+            layers[-1]["config_sliding_window"] = cfg.per_layer_config[li].sliding_window
     return {"family": family, "attn_implementation": impl, "length": length,
-            "config_sliding_window": cfg.sliding_window if family != "modernbert" else cfg.local_attention // 2,
+            # neomme's is per layer (each layer's record keeps its own): the case's is its layer 0's
+            "config_sliding_window": (cfg.local_attention // 2 if family == "modernbert" else window if family == "neomme"
+                                      else cfg.sliding_window),
             "config_local_attention": getattr(cfg, "local_attention", None),
             "padding": [list(p) for p in padding], "dtype": "float32", "layers": layers}
 

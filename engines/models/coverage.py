@@ -25,12 +25,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MULTIMODAL = "multimodal (vision or audio tower): its text decoder is not a registry family"
 # What an encoder's model level lacks, precisely, and what its mask level has. The whole-sequence encoder forward
 # exists (SequenceOracle::encode): a folder is read once its family's reader and checkpoints agree with transformers'
-# own forward of its class (engines/transformers/encoder_agreement.py), as modernbert's, ultrabert's, embedding_gemma2's
-# and openai_privacy_filter's do.
+# own forward of its class (engines/transformers/encoder_agreement.py), as modernbert's, ultrabert's, embedding_gemma2's,
+# openai_privacy_filter's and neomme's do, and the encoder-decoders t5gemma's and t5gemma2's (the decoder's logits against
+# a source). Each of those families is drawn too (families.ENCODER_FAMILIES, make_models.py --set drawn-encoders): its
+# draws agree with the same forward, and sensitivity.py requires each draw's reach and family constants to act.
 MODEL_LEVEL = ("Model level: the oracle's forwards are a causal decoder's (SequenceOracle::extend) and an encoder's "
                "whole sequence (encode); this one is neither")
 # Families whose masks are not recorded by golden/encoder_masks.py, with what they are.
-UNRECORDED_MASKS = ". Mask level: not recorded yet (golden/encoder_masks.py records the plain encoders' masks only)"
+UNRECORDED_MASKS = (". Mask level: not recorded yet (golden/encoder_masks.py records the encoders' masks only: modernbert, "
+                    "ultrabert, embedding_gemma2, openai_privacy_filter, neomme, and t5gemma's and t5gemma2's encoders)")
 REASONS = {
     "deepseek_v4": "not multi-head latent attention (no kv_lora_rank): one shared K=V head, and rules the registry "
     "lacks (5.13.1, 5.24.0 and 5.25.0 give the same float64 logits from one checkpoint). Every layer slides "

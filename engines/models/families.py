@@ -1687,6 +1687,8 @@ def draw(family, seed, index, head_dims=(8, 16)):
     c["num_hidden_layers"] = layers
     if family == "step3p7":
         return family, _draw_step3p7(d, c, layers, w)
+    if family in ENCODER_FAMILIES:
+        return family, _draw_encoder(family, d, c, layers, w)
     if family in ("gemma2", "gemma3_text"):
         c.update({"architectures": ["Gemma2ForCausalLM" if family == "gemma2" else "Gemma3ForCausalLM"], "model_type": family,
                   "hidden_activation": "gelu_pytorch_tanh", "hidden_act": "gelu_pytorch_tanh", "sliding_window": w,
@@ -2078,6 +2080,84 @@ def _draw_step3p7(d, c, layers, w):
     return _step3p7(c["tie_word_embeddings"], text)
 
 
+def _draw_encoder(family, d, c, layers, w):
+    """An encoder's (or an encoder-decoder's) config around the drawn widths: the layer count, its reach (the window, or
+    ModernBERT's local_attention), the layer pattern (explicit layer_types or the family's default) with a local layer in
+    every draw, and the family's own constants (biases, activations, rope bases; neomme's per-layer windows, embedding
+    rank and residual multiplier, a full layer in every draw for its value embeddings; embedding_gemma2's per-layer input
+    and output widths; openai_privacy_filter's experts; the encoder-decoders' decoder window and soft-caps). Two layers at
+    least where the family's pattern makes layer 0 full or forces the last one full."""
+    heads, kv, hd, tie = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"], c["tie_word_embeddings"]
+    widths = {"num_attention_heads": heads, "num_key_value_heads": kv, "head_dim": hd}
+    act = d.pick(["gelu", "gelu_pytorch_tanh"])
+    if family == "modernbert":  # head_dim is hidden / heads, no KV heads; layer 0 is global
+        return {**MODERNBERT, "num_hidden_layers": max(layers, 2), "num_attention_heads": heads,
+                "global_attn_every_n_layers": d.int(2, 3), "local_attention": 2 * w - d.int(0, 1),
+                "global_rope_theta": d.pick([10000.0, 160000.0]), "local_rope_theta": d.pick([10000.0, 50000.0]),
+                "norm_bias": d.coin(), "attention_bias": d.coin(), "mlp_bias": d.coin(), "classifier_bias": d.coin(),
+                "decoder_bias": d.coin(), "hidden_activation": act, "classifier_activation": act,  # one activation: the oracle's
+                "tie_word_embeddings": tie}
+    if family == "ultrabert":
+        out = {**ULTRABERT, **widths, "num_hidden_layers": layers, "sliding_window": w, "attention_bias": d.coin(),
+               "mlp_bias": d.coin(), "hidden_act": d.pick(["silu", "gelu"]), "prediction_head_size": d.pick([32, 48]),
+               "tie_word_embeddings": tie,
+               "rope_parameters": {F: {"rope_type": "default", "rope_theta": d.pick([160000.0, 2560000.0])},
+                                   S: {"rope_type": "default", "rope_theta": 10000.0}}}
+        if d.coin() or layers < 3:  # else the default pattern: (i + 1) % 3 full
+            out["layer_types"] = [S] + _types(d, layers - 1)
+        return out
+    if family == "embedding_gemma2_text":  # the last layer is full whatever the pattern says
+        layers = max(layers, 2)
+        out = {**EMBEDDING_GEMMA2, **widths, "num_hidden_layers": layers, "sliding_window": w,
+               "global_head_dim": d.pick([16, 32]), "num_global_key_value_heads": d.pick([1, kv]),
+               "hidden_size_per_layer_input": d.pick([4, 8]), "embedding_dim": d.pick([16, 24]), "hidden_activation": act,
+               "tie_word_embeddings": tie}
+        if d.coin():
+            out["layer_types"] = [S] + _types(d, layers - 2) + [F]
+        else:
+            out["sliding_window_pattern"] = d.int(2, 4)
+        return out
+    if family == "openai_privacy_filter":  # every layer slides; a token classifier (no head to tie)
+        experts = d.pick([2, 3, 4])
+        return {**OPENAI_PRIVACY_FILTER, **widths, "num_hidden_layers": layers, "sliding_window": w,
+                "num_local_experts": experts, "num_experts_per_tok": d.int(1, min(2, experts)), "attention_bias": d.coin(),
+                "rope_parameters": {"rope_type": "default", "rope_theta": d.pick([10000.0, 150000.0])}}
+    if family == "neomme":  # a sliding layer first and a full layer last (its value embeddings), windows per layer
+        layers = max(layers, 2)
+        types = [S] + _types(d, layers - 2) + [F]
+        out = {**NEOMME, **widths, "num_hidden_layers": layers, "layer_types": types, "sliding_window": w,
+               "per_layer_config": {str(i): {"sliding_window": d.int(1, w) if t == S else None} for i, t in enumerate(types)},
+               "rope_parameters": {F: {"rope_type": "default", "rope_theta": 1000000.0, "partial_rotary_factor": d.pick([0.25, 1.0])},
+                                   S: {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": d.pick([0.5, 1.0])}},
+               "embedding_rank": d.pick([16, 24, 64]), "attention_bias": d.coin(), "tie_word_embeddings": tie}
+        if d.coin():  # else the class's 1 / sqrt(layers)
+            out["residual_multiplier"] = d.pick([0.5, 0.7])
+        return out
+    # The encoder-decoders: an encoder of `layers` (a local layer first), a decoder of its own depth and window (a local
+    # layer first), the decoder's KV heads of its own.
+    dec_layers, dec_w = d.int(1, 3), d.int(2, 5)
+    dec_kv = heads // d.pick([g for g in (1, 2, 4) if heads % g == 0])
+    enc_types, dec_types = [S] + _types(d, layers - 1), [S] + _types(d, dec_layers - 1)
+    scalar, bias = d.pick([8, 16, 24]), d.coin()
+    stack = {**widths, "query_pre_attn_scalar": scalar, "attention_bias": bias, "hidden_activation": act}
+    encoder = {**stack, "num_hidden_layers": layers, "layer_types": enc_types, "sliding_window": w}
+    decoder = {**stack, "num_hidden_layers": dec_layers, "layer_types": dec_types, "sliding_window": dec_w,
+               "num_key_value_heads": dec_kv, "final_logit_softcapping": d.pick([None, 6.0])}
+    if family == "t5gemma2":
+        # Its encoder reaches (W + 1) // 2 - 1 keys before a query: a window of 2 reaches none, and a padding position
+        # beside the end then sees no real key (the oracle refuses it; transformers averages every value there).
+        encoder["sliding_window"] = max(w, 3)
+        rope = _rope_by_type(10000.0, d.pick([500000.0, 1000000.0]))
+        return t5gemma2(tie, {**encoder, **rope}, {**decoder, **rope})
+    theta, softcap = d.pick([10000.0, 50000.0]), d.pick([None, 5.0])
+    untied = {} if tie else {"tie_word_embeddings": False}  # 4.57.6 ties the head to the encoder's where a stack says tie
+    return {"architectures": ["T5GemmaForConditionalGeneration"], "model_type": "t5gemma", "vocab_size": 256,
+            "is_encoder_decoder": True, "tie_word_embeddings": tie,
+            "encoder": {**T5GEMMA_STACK, **encoder, "rope_theta": theta, "attn_logit_softcapping": softcap,
+                        "final_logit_softcapping": None, **untied},
+            "decoder": {**T5GEMMA_STACK, **decoder, "rope_theta": theta, "attn_logit_softcapping": softcap, **untied}}
+
+
 DRAWN_FAMILIES = ("gemma2", "gemma3_text", "mistral", "qwen2", "qwen3", "llama4_text", "gpt_oss", "smollm3", "cohere2",
                   "gemma4_text", "olmo3", "exaone4", "vaultgemma", "cwm", "granite_swa", "phi3", "ministral", "qwen2_moe", "dots1",
                   "granitemoe_swa", "exaone_moe", "mellum", "flint", "cohere2_moe", "afmoe", "kolibri1", "laguna", "beam")
@@ -2094,6 +2174,13 @@ DRAWN_ONLY_FAMILIES = ("gemma3n_text", "ergo", "dory")
 WRAPPER_FAMILIES = tuple(WRAPPERS)
 # Multimodal classes read through a text decoder that is no registry family of its own: drawn into the drawn set only.
 MULTIMODAL_FAMILIES = ("step3p7",)
+
+
+# The encoders and encoder-decoders (ENCODERS' families): drawn into their own set (make_models.py --set drawn-encoders),
+# held to transformers by encoder_agreement.py and judged by sensitivity.py through the oracle's encoder forward; no
+# engine runs them (an engine check SKIPs an encoder: no_causal_plan_reason), so neither the model campaign nor the wide
+# set draws them.
+ENCODER_FAMILIES = ("modernbert", "ultrabert", "embedding_gemma2_text", "openai_privacy_filter", "neomme", "t5gemma", "t5gemma2")
 
 
 # The families whose models the oracle's agreement with transformers checks in CI as a seeded sample,

@@ -1144,6 +1144,7 @@ def safetensors_bytes(t):
 
 
 SETS = {"zoo": MODELS, "families": families.MODELS, "encoders": families.ENCODERS, "drawn": families.drawn(), "vllm": families.drawn_vllm(),
+        "drawn-encoders": families.drawn(families=families.ENCODER_FAMILIES),
         "wide": families.wide()}
 
 
@@ -1272,7 +1273,7 @@ def read_recipe(text, where):
 def draw_recipe(spec, head_dims_text=None):
     """--draw SPEC [--head-dims TEXT]: the recipe; ValueError naming the argument when it is not one."""
     parts = spec.split(":")
-    drawable = families.DRAWN_FAMILIES + families.HYBRID_FAMILIES + families.DRAWN_ONLY_FAMILIES
+    drawable = families.DRAWN_FAMILIES + families.HYBRID_FAMILIES + families.DRAWN_ONLY_FAMILIES + families.ENCODER_FAMILIES
     if len(parts) != 3 or parts[0] not in drawable or not parts[1].isdigit() or not parts[2].isdigit():
         raise ValueError(f"--draw {spec}: expected FAMILY:SEED:INDEX, FAMILY one of {', '.join(drawable)}")
     head_dims = None

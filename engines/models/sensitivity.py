@@ -60,35 +60,44 @@ def check(oracle, model, out, need):
     already moves by whole units judges no window); so must each expert constant's of a MoE model
     (INERT where one does not), over the same tokens (2 * 8 + 2 where the model has no window)."""
     name = os.path.basename(os.path.normpath(model))
-    info, _ = run(oracle, model, [1], out, 0)
-    if not info["local_layers"] and not info.get("moe_layers") and not info.get("conv_layers") and not info.get("altup_inputs"):
+    with open(os.path.join(model, "config.json")) as f:
+        seq2seq = bool(json.load(f).get("is_encoder_decoder"))  # the oracle decodes it against a source (--source)
+    info, _ = run(oracle, model, [1], out, 0, ["--source", "1"] if seq2seq else [])
+    constants = moe_mutants(info) if info.get("moe_layers") else []
+    constants += hybrid_mutants(info) + gemma3n_mutants(info) + ngpt_mutants(info) + encoder_mutants(info)
+    if not info["local_layers"] and not constants:
         return "NO-WINDOW", f"{name}: NO-WINDOW (no sliding or chunked layer)"
-    span = info["span"] or 8
+    # An encoder-decoder decodes the tokens against the same tokens as its source: the longer of its two spans sizes them.
+    span = max(info["span"], info.get("encoder_span", 0)) or 8
     tokens = [1 + (37 * i + 11) % 255 for i in range(2 * span + 2)]
-    _, base = run(oracle, model, tokens, out, 0)
-    _, single = run(oracle, model, tokens, out, 0, ["--float32"])
+    source = ["--source", ",".join(map(str, tokens))] if seq2seq else []
+    _, base = run(oracle, model, tokens, out, 0, source)
+    _, single = run(oracle, model, tokens, out, 0, source + ["--float32"])
     error = max(abs(x - y) for x, y in zip(base, single))
     needed = max(need, 10 * max(RULE_FLOOR, RULE_FACTOR * error))
+    wider = "a reach one key wider on each side" if info.get("bidirectional") else "a window of W+1"
     if info["local_layers"]:
-        _, moved = run(oracle, model, tokens, out, 1)
+        _, moved = run(oracle, model, tokens, out, 1, source)
         diff = max(abs(x - y) for x, y in zip(base, moved))
         verdict = "OK" if diff >= needed else "INSENSITIVE"
-        line = (f"{name}: {verdict} (W={span}, {len(tokens)} tokens: a window of W+1 moves the logits by {diff:.3g}, "
+        line = (f"{name}: {verdict} (W={span}, {len(tokens)} tokens: {wider} moves the logits by {diff:.3g}, "
                 f"float32 by {error:.3g}, needed {needed:.3g})")
     else:
         verdict = "NO-WINDOW"
         line = f"{name}: NO-WINDOW (no sliding or chunked layer; {len(tokens)} tokens, float32 by {error:.3g}, needed {needed:.3g})"
-    constants = moe_mutants(info) if info.get("moe_layers") else []
-    constants += hybrid_mutants(info) + gemma3n_mutants(info) + ngpt_mutants(info)
     if constants:
         inert, moves = [], []
         for label, args in constants:
-            _, other = run(oracle, model, tokens, out, 0, args)
+            _, other = run(oracle, model, tokens, out, 0, source + args)
             d = max(abs(x - y) for x, y in zip(base, other))
             moves.append(f"{label} moves them by {d:.3g}")
             if d < needed:
                 inert.append(label)
-        what = (f"hybrid ({info['delta_layers']} gated DeltaNet layers of {info['conv_kernel']} taps) and experts "
+        experts = f"experts ({info['top_k']} of {info['experts']})" if info.get("moe_layers") else ""
+        what = (f"encoder-decoder ({info['encoder_local_layers']} local encoder layers reaching {info['encoder_span']}, "
+                f"{info['local_layers']} local decoder layers)" if info.get("seq2seq")
+                else f"encoder ({info['local_layers']} local layers{', ' + experts if experts else ''})" if info.get("bidirectional")
+                else f"hybrid ({info['delta_layers']} gated DeltaNet layers of {info['conv_kernel']} taps) and experts "
                 f"({info['top_k']} of {info['experts']})" if info.get("delta_layers")
                 else f"experts ({info['top_k']} of {info['experts']})" if info.get("moe_layers")
                 else f"hybrid ({info['conv_layers'] or info.get('recurrent_layers', 0)} "
@@ -167,6 +176,33 @@ def ngpt_mutants(info):
         out.append(("MLP sub-norm dropped", ["--no-mlp-sub-norm"]))
     if info.get("loop_passes", 0) > 1:
         out.append(("loop entries dropped", ["--no-loop-entries"]))
+    return out
+
+
+def encoder_mutants(info):
+    """An encoder's and an encoder-decoder's constants a model must make act: its bidirectionality (the encoder read
+    causally), an encoder-decoder's encoder reach (one key wider on each side: its window is the decoder's, moved by
+    --span-delta with it), its cross-attention's reach over the whole source (windowed to the decoder's sliding_window
+    on its sliding layers: t5gemma's cross_attn, the oracle's --cross-window) and t5gemma2's merged cross-attention (the source's keys in a softmax apart); neomme's value
+    embeddings, exclusive self-attention, initial-state mix and output gate, each left out."""
+    out = []
+    if info.get("bidirectional") or info.get("seq2seq"):
+        out.append(("encoder read causally", ["--causal"]))
+    if info.get("seq2seq") and info.get("encoder_local_layers"):
+        out.append(("encoder reach one key wider", ["--encoder-reach-delta", "1"]))
+    if info.get("seq2seq") and info["local_layers"] and not info.get("merged_cross_attention"):  # the oracle's mutant
+        out.append(("cross-attention windowed", ["--cross-window"]))                             # edits t5gemma's own
+
+    if info.get("merged_cross_attention"):
+        out.append(("merged cross-attention's softmax apart", ["--cross-softmax-apart"]))
+    if info.get("value_embed_layers"):
+        out.append(("value embeddings dropped", ["--no-value-embeddings"]))
+    if info.get("exclusive_attention"):
+        out.append(("exclusive attention dropped", ["--no-exclusive-attention"]))
+    if info.get("initial_mix"):
+        out.append(("initial mix dropped", ["--no-initial-mix"]))
+    if info.get("bidirectional") and info.get("attention_gate"):
+        out.append(("output gate dropped", ["--no-attention-gate"]))
     return out
 
 

@@ -5,7 +5,12 @@ transformers' own float64 forward of the encoder's class (its masked-LM class, o
 pinned release that has its model_type.
 
     python3 engines/transformers/encoder_agreement.py [--oracle build/harness/kvc-model-oracle] [--models DIR]
-                                                      [--oracle-args ARGS] [--only REGEX] [--release X ...]
+                                                      [--set encoders|drawn-encoders] [--oracle-args ARGS]
+                                                      [--only REGEX] [--release X ...]
+
+--set drawn-encoders holds the drawn encoders instead (families.ENCODER_FAMILIES, two draws each of seed 0: make_models.py
+--set drawn-encoders); CI runs a sample of it (cli/CMakeLists.txt), the whole of it on every pinned release is
+`encoder_agreement.py --set drawn-encoders --models build/agreement-drawn-encoders` (docs/families.md).
 
 oracle_agreement.py's sibling for the encoders: its forward is AutoModelForCausalLM's, causal and incremental, and an
 encoder's position sees later tokens. Each model runs twice per release: without padding, and with an attention_mask
@@ -92,18 +97,20 @@ def read_f64(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--oracle", default=os.path.join(ROOT, "build/harness/kvc-model-oracle"))
-    ap.add_argument("--models", default=os.path.join(ROOT, "build/engine-models-encoders"), help="the encoders set's folder")
+    ap.add_argument("--models", default=os.path.join(ROOT, "build/engine-models-encoders"), help="the set's folder")
+    ap.add_argument("--set", default="encoders", choices=("encoders", "drawn-encoders"),
+                    help="the encoders' checkpoints (default) or their draws (make_models.py --set)")
     ap.add_argument("--tokens", type=int, default=24)
     ap.add_argument("--oracle-args", default="", help="more arguments for kvc-model-oracle (the mutants: '--causal')")
     ap.add_argument("--only", help="only the models whose folder name this regular expression finds")
     ap.add_argument("--release", action="append", default=[], help="only this pinned release (repeatable)")
     a = ap.parse_args()
     make = [sys.executable, os.path.join(ROOT, "engines/models/make_models.py")]
-    names = [n for n in subprocess.run(make + ["--set", "encoders", "--list"], check=True, capture_output=True,
+    names = [n for n in subprocess.run(make + ["--set", a.set, "--list"], check=True, capture_output=True,
                                        text=True).stdout.split() if not a.only or re.search(a.only, n)]
     if not names:
         ap.error(f"--only {a.only}: matches no model")
-    subprocess.run(make + [a.models, "--set", "encoders"] + [x for n in names for x in ("--only", n)], check=True,
+    subprocess.run(make + [a.models, "--set", a.set] + [x for n in names for x in ("--only", n)], check=True,
                    stdout=subprocess.DEVNULL)
     models = sorted(os.path.join(a.models, n) for n in names)
     tokens = ",".join(str(1 + (37 * i + 11) % 255) for i in range(a.tokens))

@@ -60,6 +60,9 @@ struct EncoderMaskRule {
   bool skips = true;          // the release's builders may skip a mask (5.x)
   bool sliding_skips = true;  // and a sliding layer's too (T5Gemma2 adds its window as an and_mask_function, which
                               // makes create_bidirectional_mask always build it)
+  // The window is each layer's own (neomme's per_layer_config[i].sliding_window, which its builder reads as the layer's
+  // config.sliding_window, the skip's local size too), not the model's sliding_window.
+  bool per_layer_window = false;
 };
 // Throws std::invalid_argument naming the families it knows for an unknown model_type, or a release
 // that is not "MAJOR.MINOR.PATCH".

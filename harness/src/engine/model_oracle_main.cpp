@@ -60,11 +60,15 @@
 // {"n", "vocab", "span", "local_layers", "moe_layers", "experts", "top_k", "top_k_max", "renormalize",
 // "shared_expert", "conv_layers", "recurrent_layers", "delta_layers", "conv_kernel", "attention_gate", "per_layer_input",
 // "altup_inputs", "altup_active", "laurel_rank", "sparse_layers", "mlp_limits",
-// "expert_limits", "ngpt", "loop_passes", "o_bias", "mlp_bias"} (the model's local span, how many layers slide or
+// "expert_limits", "ngpt", "loop_passes", "o_bias", "mlp_bias", "bidirectional", "seq2seq", "encoder_span",
+// "encoder_local_layers", "merged_cross_attention", "value_embed_layers", "exclusive_attention", "initial_mix"} (the
+// model's local span, how many layers slide or
 // chunk, how many are MoE, and their routing, how many are convolutions, RG-LRU or gated DeltaNet blocks and their taps, the gate, and
 // gemma3n's rules as read: 0 where the model has none; whether SwiGLU bounds are read; whether dory's nGPT rules are
 // read (l2_norm), how many passes of a looped section begin, and whether o_proj and the MLP have biases: through a
-// following norm, a sub-norm acts only by them and its epsilon).
+// following norm, a sub-norm acts only by them and its epsilon; whether it is an encoder or an encoder-decoder, the
+// encoder's widest reach and local layers, and the encoder rules read: t5gemma2's merged cross-attention, neomme's
+// value-embedding layers, exclusive self-attention and initial-state mix).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -248,6 +252,16 @@ int main(int argc, char** argv) {
     for (bool b : model.config.recurrent_layers) recurrent_layers += b;
     int64_t delta_layers = 0;
     for (bool b : model.config.delta_layers) delta_layers += b;
+    int64_t value_embed_layers = 0;
+    for (bool b : config_as_read.value_embed_layers) value_embed_layers += b;
+    // An encoder-decoder's encoder: its widest reach and how many of its layers are local (sensitivity.py sizes the
+    // source by it and asks --encoder-reach-delta 1 to move the logits).
+    int64_t encoder_span = 0, encoder_local = 0;
+    if (seq2seq) {
+      const kvc::engine::ModelConfig& e = *model.config.encoder;
+      encoder_span = e.local_span();
+      for (int64_t l = 0; l < e.layers; ++l) encoder_local += e.attention(l) != kvc::engine::Attention::Full;
+    }
     // The renormalisation scales each token's routed sum by one factor: it reaches the logits only where a shared
     // expert joins that sum or no post-MLP norm (which erases a per-token scale) follows it (muse_spark and beam have neither).
     const bool renormalize = as_read.routing == kvc::engine::MoeRouting::TopK && as_read.renormalize &&
@@ -269,7 +283,14 @@ int main(int argc, char** argv) {
               << ", \"expert_limits\": " << (moe_layers && !as_read.expert_limits.empty() ? "true" : "false")
               << ", \"ngpt\": " << (config_as_read.l2_norm ? "true" : "false") << ", \"loop_passes\": " << loop_passes
               << ", \"o_bias\": " << (config_as_read.o_bias ? "true" : "false")
-              << ", \"mlp_bias\": " << (config_as_read.mlp_bias ? "true" : "false") << "}\n";
+              << ", \"mlp_bias\": " << (config_as_read.mlp_bias ? "true" : "false")
+              << ", \"bidirectional\": " << (config_as_read.bidirectional ? "true" : "false")
+              << ", \"seq2seq\": " << (seq2seq ? "true" : "false") << ", \"encoder_span\": " << encoder_span
+              << ", \"encoder_local_layers\": " << encoder_local
+              << ", \"merged_cross_attention\": " << (config_as_read.merged_cross_attention ? "true" : "false")
+              << ", \"value_embed_layers\": " << value_embed_layers
+              << ", \"exclusive_attention\": " << (config_as_read.exclusive_attention ? "true" : "false")
+              << ", \"initial_mix\": " << (config_as_read.initial_mix ? "true" : "false") << "}\n";
   } catch (const std::exception& e) {
     std::cerr << "kvc-model-oracle: " << e.what() << "\n";
     return 2;

@@ -77,7 +77,7 @@ Release parse_release(const std::string& s) {
 }  // namespace
 
 std::vector<std::string> encoder_families() {
-  return {"modernbert", "ultrabert", "embedding_gemma2", "openai_privacy_filter", "t5gemma", "t5gemma2"};
+  return {"modernbert", "ultrabert", "embedding_gemma2", "openai_privacy_filter", "t5gemma", "t5gemma2", "neomme"};
 }
 
 EncoderMaskRule encoder_mask_rule(const std::string& model_type, const std::string& release) {
@@ -95,6 +95,8 @@ EncoderMaskRule encoder_mask_rule(const std::string& model_type, const std::stri
     rule.before = {1, 2, -1};
     rule.after = {0, 2, 0};
     rule.sliding_skips = false;
+  } else if (model_type == "neomme") {
+    rule.per_layer_window = true;  // per_layer_config: each sliding layer's own sliding_window, abs(q - kv) <= it
   } else if (model_type != "ultrabert" && model_type != "embedding_gemma2" && model_type != "openai_privacy_filter") {
     std::string known;
     for (const auto& f : encoder_families()) known += (known.empty() ? "" : ", ") + f;

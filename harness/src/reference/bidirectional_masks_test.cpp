@@ -33,6 +33,7 @@ enum class Variant {
                        // 4.x - 1, no T5Gemma2 asymmetry)
   NeverSkips,          // the builders always hand a mask
   SlidingAlwaysSkips,  // T5Gemma2's sliding layers may be skipped like the others'
+  ModelWindowOnly,     // neomme's sliding layers read at the model's sliding_window, not each layer's per_layer_config one
 };
 
 std::vector<std::string> rows_of(const at::Tensor& mask, int64_t b) {
@@ -61,12 +62,18 @@ std::optional<at::Tensor> reference(const json& c, const json& layer, const std:
   if (v == Variant::NoFamilyOffsets) rule = EncoderMaskRule{};
   if (v == Variant::NeverSkips) rule.skips = false;
   if (v == Variant::SlidingAlwaysSkips) rule.sliding_skips = true;
-  const json& window = rule.window_key == "local_attention" ? c.at("config_local_attention") : c.at("config_sliding_window");
+  if (v == Variant::ModelWindowOnly) rule.per_layer_window = false;
   BidirectionalRequest r;
   r.type = parse_layer_type(layer.at("layer_type").get<std::string>());
+  // A per-layer window is the layer record's (null on a full layer, which reads none)
+  const json& window = rule.per_layer_window && r.type == LayerType::Sliding ? layer.at("config_sliding_window")
+                       : rule.window_key == "local_attention"                ? c.at("config_local_attention")
+                                                                             : c.at("config_sliding_window");
   r.before = rule.before.of(window.get<int64_t>());
   r.after = rule.after.of(window.get<int64_t>());
-  r.skip_window = c.at("config_sliding_window").get<int64_t>();  // the builder's local size: config.sliding_window
+  // the builder's local size: the layer's config.sliding_window
+  r.skip_window = rule.per_layer_window && r.type == LayerType::Sliding ? window.get<int64_t>()
+                                                                        : c.at("config_sliding_window").get<int64_t>();
   r.length = c.at("length").get<int64_t>();
   r.builder_skips = rule.skips && (r.type == LayerType::Full || rule.sliding_skips);
   const auto& padding = c.at("padding");
@@ -158,8 +165,9 @@ TEST(EncoderMasks, EveryPinnedReleasesEncodersAgreeWithTheReference) {
   EXPECT_TRUE(v.problems.empty()) << v.problems.size() << " disagreements:" << first(v);
   EXPECT_GT(v.layers, 0) << "no recorded encoder masks in " << kEncoderMasksDir.string();
   // Every pinned release that has an encoder family recorded it: modernbert and t5gemma from 4.56.2
-  for (const char* need : {"4.56.2 modernbert", "4.56.2 t5gemma", "5.25.0 modernbert", "5.25.0 ultrabert",
-                           "5.25.0 embedding_gemma2", "5.25.0 openai_privacy_filter", "5.25.0 t5gemma", "5.25.0 t5gemma2"})
+  for (const char* need :
+       {"4.56.2 modernbert", "4.56.2 t5gemma", "5.25.0 modernbert", "5.25.0 ultrabert", "5.25.0 embedding_gemma2",
+        "5.25.0 openai_privacy_filter", "5.25.0 t5gemma", "5.25.0 t5gemma2", "5.24.0 neomme", "5.25.0 neomme"})
     EXPECT_TRUE(v.families.count(need)) << need << " is not in " << kEncoderMasksDir.string();
 }
 
@@ -177,6 +185,11 @@ TEST(EncoderMasks, FamilyReachRulesAct) {
   EXPECT_TRUE(modernbert) << "ModernBERT's half of local_attention is not shown to act";
   EXPECT_TRUE(t5gemma4) << "T5Gemma 4.x's reach of sliding_window - 1 is not shown to act";
   EXPECT_TRUE(t5gemma2) << "T5Gemma2's asymmetric reach is not shown to act";
+}
+TEST(EncoderMasks, NeoMMEPerLayerWindowsAct) {
+  const Verdict v = judge(Variant::ModelWindowOnly);
+  EXPECT_FALSE(v.problems.empty());
+  for (const auto& p : v.problems) EXPECT_NE(p.find(" neomme "), std::string::npos) << p;
 }
 TEST(EncoderMasks, SkipRuleActs) { EXPECT_FALSE(judge(Variant::NeverSkips).problems.empty()); }
 TEST(EncoderMasks, T5Gemma2SlidingMasksAreNeverSkipped) { EXPECT_FALSE(judge(Variant::SlidingAlwaysSkips).problems.empty()); }
@@ -196,9 +209,11 @@ TEST(EncoderMasks, FlashAttentionReachesAsFarAsTheMasksExceptFinding54) {
       if (c.contains("error")) continue;
       const std::string family = c.at("family").get<std::string>();
       const EncoderMaskRule rule = encoder_mask_rule(family, release);
-      const json& window = rule.window_key == "local_attention" ? c.at("config_local_attention") : c.at("config_sliding_window");
       for (const auto& layer : c.at("layers")) {
         if (layer.at("layer_type") != "sliding_attention" || layer.at("module_sliding_window").is_null()) continue;
+        const json& window = rule.per_layer_window                  ? layer.at("config_sliding_window")
+                             : rule.window_key == "local_attention" ? c.at("config_local_attention")
+                                                                    : c.at("config_sliding_window");
         ++compared;
         const int64_t flash = layer.at("module_sliding_window").get<int64_t>() - 1;  // both sides
         if (flash != rule.before.of(window.get<int64_t>()) || flash != rule.after.of(window.get<int64_t>()))
