@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The drawn encoders and encoder-decoders (make_models.py --set drawn-encoders) make their reach and their family's
-# constants act (engines/models/sensitivity.py, through the oracle's encoder forward): each local layer's reach one key
+# The encoders and encoder-decoders (make_models.py --set encoders and --set drawn-encoders) make their reach and
+# their family's constants act (engines/models/sensitivity.py, through the oracle's encoder forward): each local layer's reach one key
 # wider, the encoder read causally, an encoder-decoder's encoder reach, t5gemma's cross-attention over the whole source,
 # t5gemma2's merged cross-attention, neomme's value embeddings, exclusive self-attention, initial-state mix and output
 # gate, embedding_gemma2's per-layer inputs and openai_privacy_filter's routing each move the logits past the bound. And
@@ -14,11 +14,13 @@ oracle="$1"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 d="$(mktemp -d)"
 trap 'rm -rf "$d"' EXIT
-python3 "$root/engines/models/make_models.py" "$d" --set drawn-encoders >/dev/null || exit 1
+for set in encoders drawn-encoders; do  # the checkpoints and the draws
+  python3 "$root/engines/models/make_models.py" "$d" --set $set >/dev/null || exit 1
+done
 source "$root/engines/models/constants_act.sh"
-out="$(acts encoder encoder 'encoder' "$d"/draw-*)" || { echo "$out"; exit 1; }
+out="$(acts encoder encoder 'encoder' "$d"/*)" || { echo "$out"; exit 1; }
 echo "$out"
-# Each family's lines judge its own constants (a family whose rule the oracle no longer reports would be asked none).
+# Each family's draws' lines judge its own constants (a family whose rule the oracle no longer reports would be asked none).
 for pair in "neomme:value embeddings dropped" "neomme:exclusive attention dropped" "neomme:initial mix dropped" \
             "neomme:output gate dropped" "t5gemma2:merged cross-attention's softmax apart" "t5gemma-:cross-attention windowed" \
             "t5gemma:encoder reach one key wider" "embeddinggemma2:per-layer inputs dropped" "openaiprivacyfilter:top_k" \

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes kvconform's tiny sliding-window model zoo as Hugging Face checkpoints.
 
-    python3 engines/models/make_models.py OUT_DIR [--set zoo|families|drawn|vllm|wide] [--only NAME] [--list]
+    python3 engines/models/make_models.py OUT_DIR [--set zoo|families|encoders|drawn|drawn-encoders|vllm|wide]
+                                          [--only NAME] [--list]
     python3 engines/models/make_models.py --draw FAMILY:SEED:INDEX      # one drawn model's recipe, as JSON
     python3 engines/models/make_models.py OUT_DIR --recipe FILE|-        # write the checkpoint of a recipe
     python3 engines/models/make_models.py --serve                        # draws and writes on request (below)
@@ -18,7 +19,9 @@ space (engines/models/families.py), both for the oracle's agreement with transfo
 draws two models per family with head_dim 32 or 64, the sizes vLLM's CPU attention takes; --set
 wide one model per family at real window sizes (128 to 4096), head_dim 16 to 256 and one of three
 weight distributions (families.draw_wide), each checked with the model oracle (--oracle) and redrawn
-where a window one token wider does not move its logits (engines/models/sensitivity.py).
+where a window one token wider does not move its logits (engines/models/sensitivity.py). --set encoders is
+the encoders' and encoder-decoders' checkpoints and --set drawn-encoders two draws per encoder family
+(families.ENCODER_FAMILIES), both for encoder_agreement.py and sensitivity.py only: no engine runs an encoder.
 
 A recipe is what a checkpoint is written from: {"name": ..., "layout": ..., "config": {...}}, the
 name keying the weight streams, the layout naming the tensor set (the family's), the config the whole

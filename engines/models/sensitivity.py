@@ -67,7 +67,7 @@ def check(oracle, model, out, need):
     constants += hybrid_mutants(info) + gemma3n_mutants(info) + ngpt_mutants(info) + encoder_mutants(info)
     if not info["local_layers"] and not constants:
         return "NO-WINDOW", f"{name}: NO-WINDOW (no sliding or chunked layer)"
-    # An encoder-decoder decodes the tokens against the same tokens as its source: the longer of its two spans sizes them.
+    # An encoder-decoder decodes the tokens against the same tokens as its source: the longer of its spans sizes them.
     span = max(info["span"], info.get("encoder_span", 0)) or 8
     tokens = [1 + (37 * i + 11) % 255 for i in range(2 * span + 2)]
     source = ["--source", ",".join(map(str, tokens))] if seq2seq else []
@@ -183,27 +183,21 @@ def encoder_mutants(info):
     """An encoder's and an encoder-decoder's constants a model must make act: its bidirectionality (the encoder read
     causally), an encoder-decoder's encoder reach (one key wider on each side: its window is the decoder's, moved by
     --span-delta with it), its cross-attention's reach over the whole source (windowed to the decoder's sliding_window
-    on its sliding layers: t5gemma's cross_attn, the oracle's --cross-window) and t5gemma2's merged cross-attention (the source's keys in a softmax apart); neomme's value
-    embeddings, exclusive self-attention, initial-state mix and output gate, each left out."""
-    out = []
-    if info.get("bidirectional") or info.get("seq2seq"):
-        out.append(("encoder read causally", ["--causal"]))
-    if info.get("seq2seq") and info.get("encoder_local_layers"):
-        out.append(("encoder reach one key wider", ["--encoder-reach-delta", "1"]))
-    if info.get("seq2seq") and info["local_layers"] and not info.get("merged_cross_attention"):  # the oracle's mutant
-        out.append(("cross-attention windowed", ["--cross-window"]))                             # edits t5gemma's own
-
-    if info.get("merged_cross_attention"):
-        out.append(("merged cross-attention's softmax apart", ["--cross-softmax-apart"]))
-    if info.get("value_embed_layers"):
-        out.append(("value embeddings dropped", ["--no-value-embeddings"]))
-    if info.get("exclusive_attention"):
-        out.append(("exclusive attention dropped", ["--no-exclusive-attention"]))
-    if info.get("initial_mix"):
-        out.append(("initial mix dropped", ["--no-initial-mix"]))
-    if info.get("bidirectional") and info.get("attention_gate"):
-        out.append(("output gate dropped", ["--no-attention-gate"]))
-    return out
+    on its sliding layers: the oracle's --cross-window edits t5gemma's cross_attn, which t5gemma2's merged attention
+    has not) and t5gemma2's merged cross-attention (the source's keys in a softmax apart); neomme's value embeddings,
+    exclusive self-attention, initial-state mix and output gate, each left out."""
+    seq2seq, merged = info.get("seq2seq"), info.get("merged_cross_attention")
+    encoder = info.get("bidirectional") or seq2seq
+    asked = (
+        (encoder, "encoder read causally", ["--causal"]),
+        (seq2seq and info.get("encoder_local_layers"), "encoder reach one key wider", ["--encoder-reach-delta", "1"]),
+        (seq2seq and info["local_layers"] and not merged, "cross-attention windowed", ["--cross-window"]),
+        (merged, "merged cross-attention's softmax apart", ["--cross-softmax-apart"]),
+        (info.get("value_embed_layers"), "value embeddings dropped", ["--no-value-embeddings"]),
+        (info.get("exclusive_attention"), "exclusive attention dropped", ["--no-exclusive-attention"]),
+        (info.get("initial_mix"), "initial mix dropped", ["--no-initial-mix"]),
+        (info.get("bidirectional") and info.get("attention_gate"), "output gate dropped", ["--no-attention-gate"]))
+    return [(label, args) for has, label, args in asked if has]
 
 
 def wide_name(family, seed, index):
