@@ -9,6 +9,19 @@
 
 namespace kvc::engine::reference {
 
+namespace {
+
+// A causal depthwise convolution at position p and channel ch: init plus weight[ch, j] * rows[p - taps + 1 + j][ch] over
+// the taps at position 0 or later (zeros before it), in tap order.
+double causal_conv(const Vec& weight, const Rows& rows, int64_t taps, int64_t p, int64_t ch, double init) {
+  double s = init;
+  for (int64_t j = 0; j < taps; ++j)
+    if (p - taps + 1 + j >= 0) s += weight[ch * taps + j] * rows[p - taps + 1 + j][ch];
+  return s;
+}
+
+}  // namespace
+
 Memory memory_of(const Layer& layer, const Rows& memory, const std::vector<bool>& real) {
   const ModelConfig& k = layer.k;
   const int64_t l = layer.l, D = k.dim(l), KVH = k.kv(l);
@@ -191,10 +204,7 @@ Rows gated_delta_net(const Layer& layer, const Rows& h) {
               a = linear(d("in_proj_a.weight"), h[p], HV);
     Vec c(static_cast<size_t>(C));
     for (int64_t ch = 0; ch < C; ++ch) {
-      double s = 0;
-      for (int64_t j = 0; j < taps; ++j)
-        if (p - taps + 1 + j >= 0) s += d("conv1d.weight")[ch * taps + j] * qkv[p - taps + 1 + j][ch];
-      c[ch] = silu(s);
+      c[ch] = silu(causal_conv(d("conv1d.weight"), qkv, taps, p, ch, 0.0));
     }
     for (int64_t i = 0; i < 2 * HK; ++i) {  // the q heads, then the k heads
       const double inv = 1 / std::sqrt(dot(c.data() + i * DK, c.data() + i * DK, DK) + 1e-6);
@@ -255,10 +265,7 @@ Rows rg_lru(const Layer& layer, const Rows& h) {
     xs[p] = linear(t("linear_x.weight"), h[p], W, &t("linear_x.bias"));
     Vec c(static_cast<size_t>(W));
     for (int64_t ch = 0; ch < W; ++ch) {
-      double s = t("conv_1d.bias")[ch];
-      for (int64_t j = 0; j < taps; ++j)
-        if (p - taps + 1 + j >= 0) s += t("conv_1d.weight")[ch * taps + j] * xs[p - taps + 1 + j][ch];
-      c[ch] = s;
+      c[ch] = causal_conv(t("conv_1d.weight"), xs, taps, p, ch, t("conv_1d.bias")[ch]);
     }
     mixed[p].resize(static_cast<size_t>(W));
     for (int64_t ch = 0; ch < W; ++ch) {
@@ -295,10 +302,7 @@ Rows short_conv(const Layer& layer, const Rows& h) {
     for (int64_t c = 0; c < H; ++c) bx[p][c] = bcx[c] * bcx[2 * H + c];
     mixed[p].resize(static_cast<size_t>(H));
     for (int64_t c = 0; c < H; ++c) {
-      double s = k.conv_bias ? w("conv.conv.bias")[c] : 0.0;
-      for (int64_t j = 0; j < taps; ++j)
-        if (p - taps + 1 + j >= 0) s += w("conv.conv.weight")[c * taps + j] * bx[p - taps + 1 + j][c];
-      mixed[p][c] = bcx[H + c] * s;
+      mixed[p][c] = bcx[H + c] * causal_conv(w("conv.conv.weight"), bx, taps, p, c, k.conv_bias ? w("conv.conv.bias")[c] : 0.0);
     }
   }
   return mixed;
