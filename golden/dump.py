@@ -611,6 +611,9 @@ def builder_record(A, case, cache, dtype, positions, am, dead, seen, name):
     if failed:
         rec["skipped"] = f"the layer it sizes from failed at step {min(failed)}"
         return rec
+    if (case.get("mask_builder_call") or {}).get("unregistered_attention"):
+        rec["unregistered"] = unregistered_record(fn, case, embeds, mask_arg, positions, cache if use_cache else None,
+                                                  layer_idx, extra)
     for impl, m in got.items():
         key = {"flex_attention": "flex", "flash_attention_2": "flash"}.get(impl, impl)
         if isinstance(m, Exception):
@@ -626,6 +629,26 @@ def builder_record(A, case, cache, dtype, positions, am, dead, seen, name):
         else:
             rec[key] = {"shape": list(m.shape), "rows": mask_strings(m)}
     return rec
+
+
+# An attention implementation registered with AttentionInterface but not with the mask interface, as a
+# custom kernel or a serving backend (TGI, vLLM) registers its own: the builders make no mask for it.
+UNREGISTERED_ATTENTION = "kvc_unregistered_attention"
+
+
+def unregistered_record(fn, case, embeds, mask_arg, positions, cache, layer_idx, extra):
+    """mask_builder_call.unregistered_attention: what the builder returns under UNREGISTERED_ATTENTION
+    (a mask passed through: its own bytes, as eager's record of one; none: {"mask": null})."""
+    from transformers import AttentionInterface
+    AttentionInterface.register(UNREGISTERED_ATTENTION, lambda *args, **kwargs: None)
+    cfg = make_config(case["layer_types"], case.get("window"), UNREGISTERED_ATTENTION)
+    try:
+        m = create_mask(fn, cfg, embeds, mask_arg, torch.tensor(positions, dtype=torch.long), cache, layer_idx, extra)
+    except Exception as e:
+        return {"error": builder_error(e)}
+    if m is None:
+        return {"mask": None}
+    return {"shape": list(m.shape), "sha256": sha256_bytes(tensor_bytes(m)), "dtype": str(m.dtype).replace("torch.", "")}
 
 
 # --------------------------------------------------------------------------------------------

@@ -29,7 +29,10 @@ loaded machine stretches both), at least 120 s; --timeout S sets it.
 
 Results are appended to a JSON-lines file keyed by release, mutant id and the sha256 of the mutated
 function, the module's source and the inputs (cases, fixtures, dump.py, crosscheck_masks.py): a rerun
-skips what is there (resumable), and a changed input runs again. Survivors are classified by
+skips what is there (resumable), and a changed input runs again. The documented run's results are
+committed (golden/mutation/<release>.results.jsonl, written by --doc): without --results they are read
+under the working file's, so a fresh checkout regenerates the report (--no-run --doc) and resumes the
+campaign from them (a kill whose case and fixture are unchanged stands: kill_key). Survivors are classified by
 golden/mutation/<release>.json (hand-written judgements: `equivalent` with the evidence or `gap` with
 what kvconform would need to drive; each names the mutant's sha so a changed mutant is judged again),
 or automatically as a `gap` where no case executes the mutated line; any other survivor is reported
@@ -266,11 +269,14 @@ def targets_of(module, tree):
 
 
 class Mutant:
-    def __init__(self, target, site, node, module_sha, inputs_key, release):
+    def __init__(self, target, site, node, module_sha, inputs_key, release, nth=1):
         self.target, self.site, self.node = target, site, node
         self.source = ast.unparse(node)
         self.module_sha = module_sha
-        self.id = f"{target.module}:{target.qual}:L{site.lineno}:C{site.col}:{site.op}{site.variant}"
+        # nth: the nth mutant of one place and operator (`not a or b` negates the `or` and the `not`,
+        # both starting at a's column): "-2" makes the second one's id its own
+        self.id = f"{target.module}:{target.qual}:L{site.lineno}:C{site.col}:{site.op}{site.variant}" + (
+            f"-{nth}" if nth > 1 else "")
         self.sha = hashlib.sha256(self.source.encode()).hexdigest()
         self.key = hashlib.sha256("\0".join((CAMPAIGN_VERSION, release, self.id, self.sha, module_sha,
                                              inputs_key)).encode()).hexdigest()
@@ -283,7 +289,7 @@ class Mutant:
 
 
 def enumerate_mutants(sources, release, inputs_key, only=None):
-    out, seen = [], set()
+    out, seen, places = [], set(), {}
     for module in MODULES:
         text, sha = sources[module]
         tree = ast.parse(text)
@@ -295,6 +301,9 @@ def enumerate_mutants(sources, release, inputs_key, only=None):
                 mut = Mutant(t, site, m, sha, inputs_key, release)
                 if mut.source == t.source or (t.qual, mut.sha) in seen:
                     continue  # a no-op, or the same function as an earlier mutant
+                nth = places[mut.id] = places.get(mut.id, 0) + 1
+                if nth > 1:
+                    mut = Mutant(t, site, m, sha, inputs_key, release, nth)
                 seen.add((t.qual, mut.sha))
                 out.append(mut)
     return out
@@ -766,21 +775,44 @@ def kill_key(mutant, harness, case_name, code):
                                     ).encode()).hexdigest()
 
 
+def committed_results_path(release):
+    return os.path.join(HERE, "mutation", f"{release}.results.jsonl")
+
+
+def save_results(path, rows):
+    """Writes the documented results (`rows`: result dicts) into the committed file, keeping its lines
+    for other mutants: one line per mutant and part, sorted by id (the same rows write the same bytes)."""
+    keep = {(r["id"], r["part"]): r for r in result_lines(path)}
+    for r in rows:
+        keep[(r["id"], r["part"])] = r
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        for k in sorted(keep):
+            f.write(json.dumps(keep[k], sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def result_lines(path):
+    """The results of a JSON-lines file, in its order (none when it is absent)."""
+    if not os.path.isfile(path):
+        return
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by an interrupted run: that mutant runs again
+
+
 def load_results(path):
     out = {}
-    if os.path.isfile(path):
-        with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if line:
-                    try:
-                        r = json.loads(line)
-                    except ValueError:
-                        continue  # a line cut short by an interrupted run: that mutant runs again
-                    out[(r["key"], r["part"])] = r
-                    out[("any:" + r["id"], r["part"])] = r
-                    if r.get("kill_key"):
-                        out[("id:" + r["id"], r["part"])] = r
+    for r in result_lines(path):
+        out[(r["key"], r["part"])] = r
+        out[("any:" + r["id"], r["part"])] = r
+        if r.get("kill_key"):
+            out[("id:" + r["id"], r["part"])] = r
     return out
 
 
@@ -855,6 +887,14 @@ def render(release, rows, args, total_mutants, n_chosen, n_cases, upstream=None)
     for x in killed:
         by[x["r"]["killed_by"]] = by.get(x["r"]["killed_by"], 0) + 1
     w("Killed by: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())) + ".\n\n")
+    timed = [x["r"]["seconds"] for x in rows if "seconds" in x["r"]]
+    if timed:
+        def mean(xs):
+            return f"{sum(xs) / len(xs):.1f} s" if xs else "none"
+        w(f"Time per mutant (the child's wall time, as each result recorded it): {mean(timed)} on average; "
+          f"{mean([x['r']['seconds'] for x in killed if 'seconds' in x['r']])} for a killed one, "
+          f"{mean([x['r']['seconds'] for x in rows if x['r']['status'] == 'survived' and 'seconds' in x['r']])} "
+          "for a survivor (it runs every case reaching its line).\n\n")
     if upstream is None:
         w("transformers' own cache and mask tests (tests/utils/test_cache_utils.py, test_masking_utils.py) are "
           "in neither the release's wheel nor its sdist, so they are not run beside it here (`--upstream-tests "
@@ -1045,7 +1085,11 @@ def main(argv=None):
 
     results_path = args.results or os.path.join(ROOT, "build", "mutate-transformers", f"{release}.jsonl")
     os.makedirs(os.path.dirname(os.path.abspath(results_path)), exist_ok=True)
-    results = load_results(results_path)
+    # The documented run's results, committed (a fresh checkout regenerates the report and resumes the
+    # campaign from them), under the working file's; a run with its own --results file stands alone.
+    committed = None if args.results else committed_results_path(release)
+    results = load_results(committed) if committed else {}
+    results.update(load_results(results_path))
     parts = ["kvconform", "upstream"] if upstream else ["kvconform"]
     if args.part:
         parts = [args.part]
@@ -1066,7 +1110,7 @@ def main(argv=None):
             prior = results.get(("id:" + m.id, p))
             k = prior and prior.get("kill_key")
             if k and k == kill_key(m, harness, prior.get("case"), code):
-                results[(m.key, p)] = prior
+                results[(m.key, p)] = dict(prior, key=m.key)  # the kill stands under the current inputs
                 continue
             todo.append((p, m))
     if args.no_run:
@@ -1184,6 +1228,8 @@ def main(argv=None):
     section, rate = render(release, rows, args, total, n_chosen, len(harness.cases), upstream)
     if args.doc:
         write_doc(args.doc, release, section)
+        if committed:
+            save_results(committed, [r for x in rows for r in (x["r"], x.get("up")) if r])
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{"id": x["mutant"].id, "sha": x["mutant"].sha[:16], "function": f"{x['mutant'].target.module}.{x['mutant'].target.qual}",

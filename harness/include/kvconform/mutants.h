@@ -46,6 +46,7 @@ enum class Mutation {
   BuilderWithoutBlockOverlay,      // block_sequence_ids dropped (no bidirectional blocks)
   BuilderAcceptsNonCallable,       // a mask function that is not callable is ignored instead of refused
   BuilderAbsentTypeAsFull,         // a builder of a type the cache lacks makes a causal mask, without its window
+  UnregisteredAttentionMasked,     // an attention implementation the mask interface lacks gets eager's mask, not none
   // A static sliding layer's mask sizes while it is still filling count its tokens, not its
   // capacity (transformers #45940's proposed change); golden replay's warm-up cases catch it.
   WarmUpSizesCountTokens,

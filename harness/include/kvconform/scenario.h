@@ -85,6 +85,8 @@ struct MaskBuilderCall {
   std::optional<NamedMaskFunction> and_mask, or_mask;
   bool attention_mask_4d = false;  // the 2D mask expanded to a 4D one, passed through
   bool flash = false;              // also called under flash_attention_2 (flash_attention_mask)
+  // also called under an attention implementation the mask interface does not know (no mask)
+  bool unregistered_attention = false;
   // block_sequence_ids, one row per batch row (5.13 on): tokens of a block >= 0 see each other
   std::vector<std::vector<int64_t>> block_sequence_ids;
   std::vector<LayerType> absent_layer_types;  // builders of layer types the cache holds none of

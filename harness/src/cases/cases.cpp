@@ -438,6 +438,7 @@ Scenario parse_case(const std::string& text, const std::string& origin, const Li
       }
     call.attention_mask_4d = b.value("attention_mask_4d", false);
     call.flash = b.value("flash", false);
+    call.unregistered_attention = b.value("unregistered_attention", false);
     call.block_sequence_ids = b.value("block_sequence_ids", std::vector<std::vector<int64_t>>{});
     if (!call.block_sequence_ids.empty() && static_cast<int64_t>(call.block_sequence_ids.size()) != c.batch)
       throw CaseError(origin, "/mask_builder_call/block_sequence_ids", "needs one row per batch row");
@@ -522,6 +523,7 @@ nlohmann::ordered_json to_case_json(const Scenario& s) {
       }
     if (b->attention_mask_4d) call["attention_mask_4d"] = true;
     if (b->flash) call["flash"] = true;
+    if (b->unregistered_attention) call["unregistered_attention"] = true;
     if (!b->block_sequence_ids.empty()) call["block_sequence_ids"] = b->block_sequence_ids;
     if (!b->absent_layer_types.empty()) {
       oj types = oj::array();

@@ -138,7 +138,17 @@ struct Checker {
       const json& flash = need(b, at, "flash", kObject, "an object");
       if (!flash.contains("error")) need(flash, at + "/flash", "mask", or_null(kArray), "an array or null");
     }
-    for (const char* impl : {"sdpa", "eager", "flex", "flash"})  // a builder's raise: its phase and type
+    if (b.contains("unregistered")) {  // mask_builder_call.unregistered_attention: none, or a 4D mask passed through
+      const json& u = need(b, at, "unregistered", kObject, "an object");
+      if (u.contains("shape") || u.contains("sha256")) {
+        need(u, at + "/unregistered", "shape", kArray, "an array");
+        need(u, at + "/unregistered", "sha256", kString, "a string");
+      } else if (!u.contains("error")) {
+        need(
+            u, at + "/unregistered", "mask", [](const json& j) { return j.is_null(); }, "null");
+      }
+    }
+    for (const char* impl : {"sdpa", "eager", "flex", "flash", "unregistered"})  // a builder's raise: its phase and type
       if (b.contains(impl) && b.at(impl).contains("error"))
         for (const char* k : {"phase", "type"}) need(b.at(impl).at("error"), at + "/" + impl + "/error", k, kString, "a string");
   }

@@ -43,6 +43,7 @@ const char* to_string(Mutation m) {
     case Mutation::BuilderWithoutBlockOverlay: return "builder_without_block_overlay";
     case Mutation::BuilderAcceptsNonCallable: return "builder_accepts_non_callable";
     case Mutation::BuilderAbsentTypeAsFull: return "builder_absent_type_as_full";
+    case Mutation::UnregisteredAttentionMasked: return "unregistered_attention_masked";
     case Mutation::WarmUpSizesCountTokens: return "warm_up_sizes_count_tokens";
     case Mutation::StaleRowsAfterReset: return "stale_rows_after_reset";
   }
@@ -81,6 +82,7 @@ std::vector<Mutation> layer_api_mutations() {
           Mutation::BuilderWithoutBlockOverlay,
           Mutation::BuilderAcceptsNonCallable,
           Mutation::BuilderAbsentTypeAsFull,
+          Mutation::UnregisteredAttentionMasked,
           Mutation::WarmUpSizesCountTokens};
 }
 

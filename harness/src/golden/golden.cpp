@@ -388,7 +388,7 @@ class StepBuilders {
     const char* name = type == LayerType::Full      ? "create_causal_mask"
                        : type == LayerType::Sliding ? "create_sliding_window_causal_mask"
                                                     : "create_chunked_causal_mask";
-    if (call.attention_mask_4d && mutation != Mutation::Builder4dMaskRebuilt) return passed_through(v, c, name);
+    if (call.attention_mask_4d && mutation != Mutation::Builder4dMaskRebuilt) return passed_through(v, c, call, name);
     const bool windowed = type != LayerType::Full;
     size_t sized = 0;
     for (size_t l = 0; l < c.layer_types.size(); ++l)
@@ -418,6 +418,10 @@ class StepBuilders {
       rec["sized_from"] = nullptr;
       rec["query_offset_from"] = nullptr;
     }
+    // An attention implementation registered with AttentionInterface but not with the mask interface
+    // (a custom kernel, a serving backend): _preprocess_mask_arguments exits before any mask is made or
+    // refused, and the builder returns the 2D mask's place, none.
+    if (call.unregistered_attention) rec["unregistered"] = {{"mask", nullptr}};
     MaskSizes sizes = call.cache ? layers_[sized].sizes : MaskSizes{};
     int64_t start = offset_from ? layers_[*offset_from].seq_length_before : v.seen;
     std::optional<std::vector<int64_t>> positions = v.cache_position;
@@ -452,6 +456,7 @@ class StepBuilders {
       rec["flash"] = flash_refusal ? raised(flash_refusal) : json{{"mask", flash_mask(c, v, sizes.kv_length, mutation)}};
     if (refusal) {
       for (const char* impl : {"sdpa", "eager", "flex"}) rec[impl] = raised(refusal);
+      if (call.unregistered_attention && mutation == Mutation::UnregisteredAttentionMasked) rec["unregistered"] = rec["eager"];
       return rec;
     }
     const bool custom = call.and_mask || call.or_mask || packing.packed || !call.block_sequence_ids.empty();
@@ -476,6 +481,7 @@ class StepBuilders {
     const json rows = mask_rows(boolean, c.batch, v.q, sizes.kv_length);
     rec["sdpa"] = {{"skipped", skipped}, {"rows", skipped ? json(nullptr) : rows}};
     rec["eager"] = {{"shape", shape}, {"sha256", cases::sha256_hex(additive)}};
+    if (call.unregistered_attention && mutation == Mutation::UnregisteredAttentionMasked) rec["unregistered"] = rec["eager"];
     // flex_attention_mask adds one query offset to the mask function's query index: cache_position[0]
     // on the cache_position API (positions off arange are not followed), the builder's q_offset after.
     int64_t flex_start = positions && !positions->empty() ? positions->front() : start;
@@ -576,7 +582,7 @@ class StepBuilders {
 
   // A prepared 4D mask (the 2D mask expanded over the queries) is returned as it is, the cache not
   // asked, under every attention implementation: its rows, and its own boolean bytes for eager.
-  static json passed_through(const LayerStep& v, const Scenario& c, const char* name) {
+  static json passed_through(const LayerStep& v, const Scenario& c, const MaskBuilderCall& call, const char* name) {
     const int64_t kv = v.seen + v.q;
     std::vector<uint8_t> mask(static_cast<size_t>(c.batch * v.q * kv));
     for (int64_t b = 0; b < c.batch; ++b)
@@ -585,13 +591,17 @@ class StepBuilders {
           mask[static_cast<size_t>((b * v.q + i) * kv + j)] = j >= (*c.left_padding)[static_cast<size_t>(b)];
     const json shape = {c.batch, 1, v.q, kv};
     const json rows = mask_rows(mask, c.batch, v.q, kv);
-    return {
+    json rec = {
         {"builder", name},
         {"sized_from", nullptr},
         {"query_offset_from", nullptr},
         {"sdpa", {{"skipped", false}, {"rows", rows}}},
         {"eager", {{"shape", shape}, {"sha256", cases::sha256_hex(std::string(mask.begin(), mask.end()))}, {"dtype", "bool"}}},
         {"flex", {{"shape", shape}, {"rows", rows}}}};
+    // the 4D mask is returned before the attention implementation is looked at: under one the mask
+    // interface lacks too
+    if (call.unregistered_attention) rec["unregistered"] = rec["eager"];
+    return rec;
   }
 
  private:

@@ -414,6 +414,7 @@ TEST(Golden, LayerApiMutantsAreCaughtThroughTheCallSteps) {
       {Mutation::BuilderWithoutBlockOverlay, "5.24.0", "builder_block_sequence_ids", "mask_builders."},
       {Mutation::BuilderAcceptsNonCallable, "5.24.0", "builder_or_mask_not_callable", "mask_builders."},
       {Mutation::BuilderAbsentTypeAsFull, "5.24.0", "builder_absent_layer_types", "mask_builders_absent."},
+      {Mutation::UnregisteredAttentionMasked, "5.24.0", "builder_unregistered_attention", "mask_builders.unregistered"},
       // A static sliding layer's mask sizes while it fills (transformers #45940's class).
       {Mutation::WarmUpSizesCountTokens, "5.24.0", "static_sliding_warm_up_mask_sizes", "mask_sizes.kv_length"},
   };
