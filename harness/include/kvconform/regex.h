@@ -61,6 +61,8 @@ class Regex {
   std::string replace(const std::string& text, const std::string& format) const;
 
  private:
+  // search (whole: false) or matches (true), the groups recorded in `match`.
+  bool find(const std::string& text, RegexMatch& match, bool whole) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

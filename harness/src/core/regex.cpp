@@ -10,14 +10,19 @@ struct Regex::Impl {
 
 namespace {
 
-RegexMatch::Group group_of(const std::ssub_match& m, const std::string& text) {
-  RegexMatch::Group g;
-  g.matched = m.matched;
-  if (m.matched) {
-    g.position = static_cast<size_t>(m.first - text.begin());
-    g.text = m.str();
+// Each group of a match (none after a failed one) and where it lies in the searched text.
+std::vector<RegexMatch::Group> groups_of(const std::smatch& m, const std::string& text) {
+  std::vector<RegexMatch::Group> out;
+  for (const std::ssub_match& g : m) {
+    RegexMatch::Group group;
+    group.matched = g.matched;
+    if (g.matched) {
+      group.position = static_cast<size_t>(g.first - text.begin());
+      group.text = g.str();
+    }
+    out.push_back(std::move(group));
   }
-  return g;
+  return out;
 }
 
 }  // namespace
@@ -43,30 +48,24 @@ Regex::~Regex() = default;
 
 bool Regex::search(const std::string& text) const { return std::regex_search(text, impl_->re); }
 
-bool Regex::search(const std::string& text, RegexMatch& match) const {
-  std::smatch m;
-  match.groups_.clear();
-  if (!std::regex_search(text, m, impl_->re)) return false;
-  for (const std::ssub_match& g : m) match.groups_.push_back(group_of(g, text));
-  return true;
-}
+bool Regex::search(const std::string& text, RegexMatch& match) const { return find(text, match, false); }
 
 bool Regex::matches(const std::string& text) const { return std::regex_match(text, impl_->re); }
 
-bool Regex::matches(const std::string& text, RegexMatch& match) const {
+bool Regex::matches(const std::string& text, RegexMatch& match) const { return find(text, match, true); }
+
+bool Regex::find(const std::string& text, RegexMatch& match, bool whole) const {
   std::smatch m;
-  match.groups_.clear();
-  if (!std::regex_match(text, m, impl_->re)) return false;
-  for (const std::ssub_match& g : m) match.groups_.push_back(group_of(g, text));
-  return true;
+  const bool found = whole ? std::regex_match(text, m, impl_->re) : std::regex_search(text, m, impl_->re);
+  match.groups_ = groups_of(m, text);
+  return found;
 }
 
 std::vector<RegexMatch> Regex::find_all(const std::string& text) const {
   std::vector<RegexMatch> out;
   for (std::sregex_iterator it(text.begin(), text.end(), impl_->re), end; it != end; ++it) {
-    RegexMatch match;
-    for (const std::ssub_match& g : *it) match.groups_.push_back(group_of(g, text));
-    out.push_back(std::move(match));
+    out.emplace_back();
+    out.back().groups_ = groups_of(*it, text);
   }
   return out;
 }
