@@ -7,7 +7,6 @@
 #include <chrono>
 #include <iomanip>
 #include <iostream>
-#include <regex>
 
 #include "cli_util.h"
 #include "commands.h"

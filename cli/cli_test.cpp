@@ -10,11 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 
 #include "build_paths.h"
+#include "kvconform/regex.h"
 #include "scratch_dir.h"
 #include "target_files.h"
 
@@ -107,10 +107,10 @@ TEST(Cli, EngineOfTheRowProperties) {
 TEST(Cli, AReproduceStringRunsOnBothEngines) {
   const Result fast = kvconform("run --properties-only --property '^window_coverage$' --mutant window_off_by_one+1 --no-report");
   ASSERT_EQ(fast.code, 1) << fast.out;
-  const std::regex repro("--reproduce '(trace:[0-9]+:[0-9]+:[0-9]+)'");
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(fast.out, m, repro)) << fast.out;
-  const std::string string = m[1];
+  const kvc::Regex repro("--reproduce '(trace:[0-9]+:[0-9]+:[0-9]+)'");
+  kvc::RegexMatch m;
+  ASSERT_TRUE(repro.search(fast.out, m)) << fast.out;
+  const std::string string = m.str(1);
   const auto first_line = [](const std::string& out) { return out.substr(0, out.find('\n')); };
   const auto verdict = [&](const std::string& out) {  // the FAIL line from the message on
     const std::string line = first_line(out);
@@ -334,10 +334,8 @@ TEST(Cli, MutantFailsEverySuiteAndTheRunGoesOn) {
       "'^(golden/5\\.24\\.0/|backend/decode_across_window/dynamic/|property/stored_rows$)' --report-dir '" +
       dir.string() + "' --fixtures " + kSourceDir + "/golden/fixtures --cases " + kSourceDir + "/cases");
   EXPECT_EQ(r.code, 1) << r.out.substr(0, 3000);
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("golden/[0-9.]+/[a-z0-9_]+\\([^)]*\\): FAIL step [0-9]+")))
-      << r.out.substr(0, 3000);
-  EXPECT_TRUE(std::regex_search(r.out, std::regex("backend/[a-z_]+/dynamic/[a-z_]+/[a-z0-9]+\\(.*\\): FAIL")))
-      << r.out.substr(0, 3000);
+  EXPECT_TRUE(kvc::Regex("golden/[0-9.]+/[a-z0-9_]+\\([^)]*\\): FAIL step [0-9]+").search(r.out)) << r.out.substr(0, 3000);
+  EXPECT_TRUE(kvc::Regex("backend/[a-z_]+/dynamic/[a-z_]+/[a-z0-9]+\\(.*\\): FAIL").search(r.out)) << r.out.substr(0, 3000);
   EXPECT_NE(r.out.find("property/stored_rows(seed="), std::string::npos);  // the properties still ran after both
   for (const char* f : {"junit.xml", "summary.json", "summary.md", "report.html"}) EXPECT_TRUE(fs::exists(dir / f)) << f;
 }
@@ -387,7 +385,7 @@ void expect_registry_loops(const std::string& list_command, const std::string& f
   EXPECT_EQ(std::set<std::string>(ids.begin(), ids.end()).size(), ids.size()) << "an id listed twice";
   std::vector<std::string> matching;
   for (const std::string& id : ids)
-    if (std::regex_search(id, std::regex(filter))) matching.push_back(id);
+    if (kvc::Regex(filter).search(id)) matching.push_back(id);
   ASSERT_GT(matching.size(), 2u);
   ASSERT_LT(matching.size(), ids.size());
   const Result filtered = kvconform(list_command + " --filter '" + filter + "'", cd);
@@ -498,8 +496,9 @@ TEST(Cli, VerbosePrintsMeasuredErrorAndReportsRecordIt) {
       "--report-dir '" +
       dir.string() + "'");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_TRUE(std::regex_search(r.stdout_only, std::regex("\n  measured: error [0-9.e+-]+, bound [0-9.e+-]+, margin [0-9.e+-]+ "
-                                                          "\\(same-dtype-reference\\)\n")))
+  EXPECT_TRUE(kvc::Regex("\n  measured: error [0-9.e+-]+, bound [0-9.e+-]+, margin [0-9.e+-]+ "
+                         "\\(same-dtype-reference\\)\n")
+                  .search(r.stdout_only))
       << r.stdout_only;
   const auto c = nlohmann::json::parse(slurp(dir / "summary.json"))["cases"][0];
   ASSERT_TRUE(c["error"].is_number()) << c.dump();
@@ -556,9 +555,9 @@ TEST(Cli, RunUnwritableReportFolderExitsTwo) {
 }
 
 long long cases_in(const std::string& out) {
-  std::smatch m;
-  if (!std::regex_search(out, m, std::regex("fuzz: ([0-9]+) rounds, ([0-9]+) cases"))) return -1;
-  return std::stoll(m[2]);
+  kvc::RegexMatch m;
+  if (!kvc::Regex("fuzz: ([0-9]+) rounds, ([0-9]+) cases").search(out, m)) return -1;
+  return std::stoll(m.str(2));
 }
 
 TEST(Fuzz, ShardsSplitTheRoundsOfOneRun) {
@@ -613,7 +612,7 @@ TEST(Fuzz, FailuresBecomeCaseFiles) {
   for (const auto& entry : fs::directory_iterator(out / "property" / "window_coverage")) {  // the corpus's folder
     ++files;
     const auto j = nlohmann::json::parse(slurp(entry.path()));
-    EXPECT_TRUE(std::regex_match(entry.path().filename().string(), std::regex("[0-9a-f]{16}[.]json"))) << entry.path();
+    EXPECT_TRUE(kvc::Regex("[0-9a-f]{16}[.]json").matches(entry.path().filename().string())) << entry.path();
     EXPECT_EQ(j["name"].get<std::string>() + ".json", entry.path().filename().string());  // a case file's name is its stem
     for (const char* key :
          {"description", "cache", "layer_types", "batch", "heads", "kv_heads", "head_dim", "dtype", "steps", "inputs"})
@@ -753,8 +752,8 @@ TEST(Fuzz, DifferentialAgreesAndCanFail) {
                 one_dir.string() + "'" + root);
   auto normal = [](std::string s, const fs::path& dir) {
     for (size_t at; (at = s.find(dir.string())) != std::string::npos;) s.replace(at, dir.string().size(), "DIR");
-    s = std::regex_replace(s, std::regex("[^\\n]*dumper workers\\n"), "");
-    return std::regex_replace(s, std::regex("[0-9]+ s\\)"), "N s)");
+    s = kvc::Regex("[^\\n]*dumper workers\\n").replace(s, "");
+    return kvc::Regex("[0-9]+ s\\)").replace(s, "N s)");
   };
   EXPECT_EQ(normal(one.stdout_only, one_dir), normal(bad.stdout_only, bad_dir));
   for (const auto& e : fs::directory_iterator(bad_dir / "differential" / "4.57.6"))
@@ -998,10 +997,10 @@ TEST(HostileInput, MalformedFixtureIsNamedByFileAndPointer) {
 // summary.json's seconds, JUnit's time=, "wall time" in summary.md and report.html, and the
 // differential campaign's ", N s)" on its closing lines.
 std::string masked(std::string s) {
-  s = std::regex_replace(s, std::regex(R"("(total_)?seconds": [-0-9.eE+]+)"), "\"$1seconds\": T");
-  s = std::regex_replace(s, std::regex(R"( time="[0-9.]+")"), " time=\"T\"");
-  s = std::regex_replace(s, std::regex(R"(wall time [0-9.]+ s)"), "wall time T s");
-  s = std::regex_replace(s, std::regex(R"(, [0-9]+ s\))"), ")");
+  s = kvc::Regex(R"("(total_)?seconds": [-0-9.eE+]+)").replace(s, "\"$1seconds\": T");
+  s = kvc::Regex(R"( time="[0-9.]+")").replace(s, " time=\"T\"");
+  s = kvc::Regex(R"(wall time [0-9.]+ s)").replace(s, "wall time T s");
+  s = kvc::Regex(R"(, [0-9]+ s\))").replace(s, ")");
   return s;
 }
 

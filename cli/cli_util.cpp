@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
-#include <regex>
 #include <stdexcept>
 
 #include "kvconform/behaviours.h"
@@ -109,11 +108,11 @@ Selection Selection::make(const std::string& filter, const std::vector<std::stri
                           const std::string& property_regex) {
   Selection s;
   s.suites = suites;
-  const auto compile = [](const std::string& flag, const std::string& text) -> std::optional<std::regex> {
+  const auto compile = [](const std::string& flag, const std::string& text) -> std::optional<Regex> {
     if (text.empty()) return std::nullopt;
     try {
-      return std::regex(text);
-    } catch (const std::regex_error&) {
+      return Regex(text);
+    } catch (const RegexError&) {
       throw std::invalid_argument(flag + " '" + text + "' is not a valid regular expression");
     }
   };
@@ -131,9 +130,9 @@ bool Selection::operator()(const std::string& id) const {
   const auto slash = id.find('/');
   const std::string first = id.substr(0, slash), rest = slash == std::string::npos ? "" : id.substr(slash + 1);
   if (!suite(first)) return false;
-  if (first == "golden" && golden_names && !std::regex_search(rest, *golden_names)) return false;
-  if (first == "property" && property_names && !std::regex_search(rest, *property_names)) return false;
-  return !filter || std::regex_search(id, *filter);
+  if (first == "golden" && golden_names && !golden_names->search(rest)) return false;
+  if (first == "property" && property_names && !property_names->search(rest)) return false;
+  return !filter || filter->search(id);
 }
 
 Shard parse_shard(const std::string& text) {
@@ -244,15 +243,15 @@ void add_shard_options(CLI::App* cmd, std::string& shard, std::string& shard_cou
 }
 
 std::vector<campaign::Property> select_properties(const std::string& regex) {
-  std::regex pattern;
+  std::optional<Regex> pattern;
   try {
-    pattern = std::regex(regex);
-  } catch (const std::regex_error&) {
+    pattern.emplace(regex);
+  } catch (const RegexError&) {
     throw std::invalid_argument("--property '" + regex + "' is not a valid regular expression");
   }
   std::vector<campaign::Property> selected;
   for (campaign::Property p : campaign::all_properties())
-    if (std::regex_search(campaign::to_string(p), pattern)) selected.push_back(p);
+    if (pattern->search(campaign::to_string(p))) selected.push_back(p);
   if (selected.empty()) throw std::invalid_argument("--property '" + regex + "' matches no property");
   return selected;
 }
@@ -289,7 +288,7 @@ std::string version_text() {
   std::error_code ec;
   const fs::path root = data_folder("golden/fixtures", false, "golden/fixtures");
   for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_directory(ec) && std::regex_match(it->path().filename().string(), std::regex("[0-9]+(\\.[0-9]+)*")))
+    if (it->is_directory(ec) && Regex("[0-9]+(\\.[0-9]+)*").matches(it->path().filename().string()))
       releases.push_back(it->path().filename().string());
   std::sort(releases.begin(), releases.end(),
             // "4.57.6" before "5.13.1" before "5.24.0": numeric parts, not text ("5.9.0" < "5.13.1").

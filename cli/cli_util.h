@@ -7,11 +7,11 @@
 #include <cstdlib>
 #include <iosfwd>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "kvcgen/campaign.h"
+#include "kvconform/regex.h"
 #include "kvconform/results.h"
 
 namespace kvc::cli {
@@ -99,7 +99,7 @@ class CaseResults {
 // golden id without "golden/" (<release>/<case>), --property R over a property id's name. Every
 // suite asks it before running or listing a case, so --list prints exactly what a run runs.
 struct Selection {
-  std::optional<std::regex> filter, golden_names, property_names;
+  std::optional<Regex> filter, golden_names, property_names;
   std::vector<std::string> suites;  // empty: every suite
   // Throws std::invalid_argument naming the flag whose regular expression is malformed.
   static Selection make(const std::string& filter, const std::vector<std::string>& suites, const std::string& case_regex,

@@ -14,7 +14,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -96,10 +95,10 @@ std::vector<Configured> read_config(const std::string& path) {
     if (e.contains("expectations") && (!e["expectations"].is_string() || e["expectations"].get<std::string>().empty()))
       throw std::invalid_argument(at + "/expectations: must be a file name relative to the checkout, got " +
                                   e["expectations"].dump());
-    std::smatch folder;
+    RegexMatch folder;
     if (e.contains("expectations")) c.expectations = e["expectations"];
-    else if (std::regex_search(c.spec.command, folder, std::regex(R"((^|[\s/"'])engines/([A-Za-z0-9_.-]+)/)")))
-      c.expectations = "engines/" + folder[2].str() + "/expectations.jsonc";
+    else if (Regex(R"((^|[\s/"'])engines/([A-Za-z0-9_.-]+)/)").search(c.spec.command, folder))
+      c.expectations = "engines/" + folder.str(2) + "/expectations.jsonc";
     if (e.contains("head_dims")) {
       const json& h = e["head_dims"];
       if (!h.is_array() || h.empty()) throw std::invalid_argument(at + "/head_dims: must be a non-empty array of even sizes");
@@ -179,7 +178,7 @@ bool own_models_folder(const std::string& dir) {
     if (e.is_directory() && fs::exists(e.path() / "config.json")) return true;
   return false;
 }
-std::string ensure_models(const std::string& dir, const std::regex& model_re, bool given) {
+std::string ensure_models(const std::string& dir, const Regex& model_re, bool given) {
   const fs::path stamp_file = fs::path(dir) / ".complete";
   if (given && own_models_folder(dir)) return dir;
   const std::string script = make_models_script();
@@ -202,7 +201,7 @@ std::string ensure_models(const std::string& dir, const std::regex& model_re, bo
   std::istringstream zoo(output_of("python3 " + shell_quote(script) + " --list"));
   const std::set<std::string> have = stamped();
   for (std::string name; std::getline(zoo, name);)
-    if (!name.empty() && std::regex_search(name, model_re) && !have.count(name)) missing.push_back(name);
+    if (!name.empty() && model_re.search(name) && !have.count(name)) missing.push_back(name);
   if (missing.empty()) return dir;
   std::string cmd = "python3 " + shell_quote(script) + " " + shell_quote(dir);
   for (const std::string& name : missing) cmd += " --only " + shell_quote(name);
@@ -460,7 +459,7 @@ Runner add_engine_command(CLI::App& app) {
         c.spec.command = "cd " + shell_quote(root) + " && " + c.spec.command;
         c.root = root;
         bool pick = a->engines.empty();
-        for (const std::string& re : a->engines) pick = pick || std::regex_search(c.spec.name, std::regex(re));
+        for (const std::string& re : a->engines) pick = pick || Regex(re).search(c.spec.name);
         if (pick && (!a->ci_only || c.ci)) engines.push_back(c);
       }
       if (engines.empty()) throw std::invalid_argument("no engine configuration of " + a->config + " matches --engine");
@@ -496,7 +495,7 @@ Runner add_engine_command(CLI::App& app) {
     if (a->expectations.update && home_of_engine.empty() && a->expectations.files.empty())
       throw std::invalid_argument("--update-expectations: no expectations file to update: give --expectations FILE");
     if (!expectations.set->empty() || a->expectations.update) check.expectations = expectations.set;
-    const std::regex filter(a->filter.empty() ? ".*" : a->filter), model_re(a->model);
+    const Regex filter(a->filter.empty() ? ".*" : a->filter), model_re(a->model);
     const Shard shard = resolve_shard(a->shard, a->shard_count);
     const std::string corpus =
         a->no_regressions ? "" : fs::absolute(regressions::resolve_root(a->regressions)).lexically_normal().string();
@@ -529,7 +528,7 @@ Runner add_engine_command(CLI::App& app) {
     std::vector<std::string> model_names;
     if (zoo_needed)
       for (const auto& e : fs::directory_iterator(models_dir))
-        if (e.is_directory() && fs::exists(e.path() / "config.json") && std::regex_search(e.path().filename().string(), model_re))
+        if (e.is_directory() && fs::exists(e.path() / "config.json") && model_re.search(e.path().filename().string()))
           model_names.push_back(e.path().filename().string());
     std::sort(model_names.begin(), model_names.end());
     std::vector<engine::Plan> replays;
@@ -548,7 +547,7 @@ Runner add_engine_command(CLI::App& app) {
         !own_folder)
       for (const regressions::Entry& e : regressions::load(corpus, "engine", "drawn")) {
         DrawnPair p;
-        if (e.error.empty() && !std::regex_search(e.doc.value("model", std::string()), model_re)) continue;
+        if (e.error.empty() && !model_re.search(e.doc.value("model", std::string()))) continue;
         try {
           if (!e.error.empty()) throw std::invalid_argument(e.path + ": " + e.error);
           p = drawn_pair(nlohmann::json::parse(e.text), e.path);
@@ -562,9 +561,9 @@ Runner add_engine_command(CLI::App& app) {
       }
     std::vector<std::string> families;
     if (model_campaign) {
-      const std::regex family_re(a->family);
+      const Regex family_re(a->family);
       for (const std::string& f : drawn_families())
-        if (std::regex_search(f, family_re)) families.push_back(f);
+        if (family_re.search(f)) families.push_back(f);
       if (families.empty())
         throw std::invalid_argument("--family " + a->family + ": matches no drawn family (" + make_models_script() +
                                     " --draw list)");
@@ -663,8 +662,7 @@ Runner add_engine_command(CLI::App& app) {
         if (!c.spec.options.empty()) engine_flags.push_back({"--engine-options", c.spec.options.dump()});
       } else {
         engine_flags.push_back({"--config", a->config});
-        engine_flags.push_back(
-            {"--engine", "^" + std::regex_replace(name, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "$"});
+        engine_flags.push_back({"--engine", "^" + Regex(R"([.^$|()\[\]{}*+?\\])").replace(name, R"(\$&)") + "$"});
       }
       engine_flags.push_back({"--models", models_dir});
       if (!a->campaign_models.empty()) engine_flags.push_back({"--campaign-models", campaign_dir});
@@ -820,9 +818,7 @@ Runner add_engine_command(CLI::App& app) {
             missing = c->spec.name + " is not installed (" + c->needs + " failed); install it with: " + c->setup;
         }
         engine_names.push_back(p.name);
-        const auto quoted = [](const std::string& n) {
-          return "^" + std::regex_replace(n, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") + "$";
-        };
+        const auto quoted = [](const std::string& n) { return "^" + Regex(R"([.^$|()\[\]{}*+?\\])").replace(n, R"(\$&)") + "$"; };
         for (const std::string& m : model_names) {
           const std::string dir = fs::absolute(fs::path(models_dir) / m).string();
           const engine::Model& model = model_of(m);
@@ -868,9 +864,9 @@ Runner add_engine_command(CLI::App& app) {
       size_t past = 0;  // the length of "engine/<engine>/"
       for (const std::string& n : engine_names)
         if (const std::string p = "engine/" + n + "/"; id.rfind(p, 0) == 0) past = std::max(past, p.size());
-      if (past == 0) return std::regex_search(id, filter);
-      for (std::sregex_iterator m(id.begin(), id.end(), filter), end; m != end; ++m)
-        if (static_cast<size_t>(m->position() + m->length()) > past) return true;
+      if (past == 0) return filter.search(id);
+      for (const RegexMatch& m : filter.find_all(id))
+        if (m.position() + m.length() > past) return true;
       return false;
     };
     const Registry::Plan plan = registry.choose(chosen, shard.index, shard.count);

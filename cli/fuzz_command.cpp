@@ -11,7 +11,6 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <regex>
 #include <set>
 #include <sstream>
 

@@ -6,7 +6,6 @@
 #include <fstream>
 #include <iostream>
 #include <algorithm>
-#include <regex>
 #include <set>
 #include <utility>
 
@@ -18,6 +17,7 @@
 #include "kvconform/cases.h"
 #include "kvcgen/corpus.h"
 #include "kvconform/golden.h"
+#include "kvconform/regex.h"
 #include "kvconform/report.h"
 #include "kvconform/seeds.h"
 
@@ -41,11 +41,11 @@ struct GoldenArgs {
 std::vector<std::string> pinned_versions(const std::string& repo_root) {
   const fs::path root(repo_root);
   std::vector<std::string> out;
-  const std::regex name("requirements-(.+)\\.txt");
+  const Regex name("requirements-(.+)\\.txt");
   for (const auto& e : fs::directory_iterator(root / "golden")) {
-    std::smatch m;
+    RegexMatch m;
     const std::string file = e.path().filename().string();
-    if (std::regex_match(file, m, name)) out.push_back(m[1]);
+    if (name.matches(file, m)) out.push_back(m.str(1));
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -178,15 +178,15 @@ std::vector<fs::path> dumper_files(const fs::path& root, const std::string& vers
   const fs::path dir = root / "golden";
   std::set<fs::path> modules;
   std::vector<fs::path> todo = {dir / "dump.py"};
-  static const std::regex import_line(R"(^\s*(?:import|from)\s+([A-Za-z_][A-Za-z0-9_]*))");
+  static const Regex import_line(R"(^\s*(?:import|from)\s+([A-Za-z_][A-Za-z0-9_]*))");
   while (!todo.empty()) {
     const fs::path f = todo.back();
     todo.pop_back();
     if (!fs::is_regular_file(f) || !modules.insert(f).second) continue;
     std::ifstream in(f);
-    std::smatch m;
+    RegexMatch m;
     for (std::string line; std::getline(in, line);)
-      if (std::regex_search(line, m, import_line)) todo.push_back(dir / (m[1].str() + ".py"));
+      if (import_line.search(line, m)) todo.push_back(dir / (m.str(1) + ".py"));
   }
   std::vector<fs::path> files(modules.begin(), modules.end());
   files.push_back(dir / "setup_env.sh");

@@ -7,7 +7,6 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
-#include <regex>
 #include <sstream>
 
 #include "cli_util.h"
@@ -169,9 +168,9 @@ class RunSuites {
     b.device = args_.device;
     b.seed = options_.seed;
     b.mutation = options_.mutation;
-    const std::regex backend_pattern(args_.backend);
+    const Regex backend_pattern(args_.backend);
     for (const std::string& name : backends::names())
-      if (std::regex_search(name, backend_pattern)) b.backends.push_back(name);
+      if (backend_pattern.search(name)) b.backends.push_back(name);
     if (b.backends.empty()) throw std::invalid_argument("--backend '" + args_.backend + "' matches no backend");
     backends::SuiteOptions listing = b;
     listing.list_only = true;
@@ -571,8 +570,7 @@ Runner add_run_command(CLI::App& app) {
     const Selection selection = Selection::make(args->filter, suites, args->case_regex, args->property);
     std::vector<campaign::Property> selected;
     for (campaign::Property p : campaign::all_properties())
-      if (!selection.property_names || std::regex_search(campaign::to_string(p), *selection.property_names))
-        selected.push_back(p);
+      if (!selection.property_names || selection.property_names->search(campaign::to_string(p))) selected.push_back(p);
     if (selected.empty() && !args->golden_only && args->suites.empty())
       throw std::invalid_argument("--property '" + args->property + "' matches no property");
 

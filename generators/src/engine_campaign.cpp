@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "kvcgen/scenario.h"
 #include "kvcgen/search.h"
+#include "kvconform/regex.h"
 #include "kvconform/regressions.h"
 #include "kvconform/seeds.h"
 #include "kvconform/tolerance.h"
@@ -225,13 +225,13 @@ json without_layer(json c, int64_t i, int64_t n) {
 }  // namespace
 
 std::string error_class(const std::string& error) {
-  static const std::regex exception(
+  static const Regex exception(
       R"(json\.exception\.[a-z_]+\.[0-9]+|\b[A-Za-z_.]*(Error|Exception)\b|crashed|exited with status [0-9]+|protocol error|converter failed|timed out)");
-  static const std::regex where(R"(\(([^()]+:[0-9]+ in [^()]+)\))");
+  static const Regex where(R"(\(([^()]+:[0-9]+ in [^()]+)\))");
   std::string kind;
-  std::smatch e;
-  if (std::regex_search(error, e, exception)) kind = e.str(0);
-  if (std::smatch w; std::regex_search(error, w, where)) kind += " at " + w.str(1);
+  RegexMatch e;
+  if (exception.search(error, e)) kind = e.str(0);
+  if (RegexMatch w; where.search(error, w)) kind += " at " + w.str(1);
   return kind;
 }
 

@@ -5,11 +5,11 @@
 #include "kvcgen/mask_pictures.h"
 
 #include <algorithm>
-#include <regex>
 #include <sstream>
 
 #include "kvconform/fastpath.h"
 #include "kvconform/positions.h"
+#include "kvconform/regex.h"
 
 namespace kvc {
 
@@ -75,8 +75,8 @@ std::vector<report::MaskPicture> mask_pictures(const ScenarioConfig& config, con
       title << spec.describe() << " update " << steps.size() << " (" << q << " tokens after " << seen << ") batch row";
       // Rows with the same picture (same padding) are drawn once: "batch rows 0,1,2".
       if (first_of_layer < pictures.size() && pictures.back().rows == pic.rows && pictures.back().kv_offset == sizes.kv_offset) {
-        pictures.back().title = std::regex_replace(pictures.back().title, std::regex(" batch rows? ([0-9,]+)"),
-                                                   " batch rows $1," + std::to_string(b));
+        pictures.back().title =
+            Regex(" batch rows? ([0-9,]+)").replace(pictures.back().title, " batch rows $1," + std::to_string(b));
         continue;
       }
       title << " " << b;

@@ -3,11 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <iostream>
-#include <regex>
 
 #include "kvcgen/campaign.h"
 #include "kvcgen/scenario.h"
 #include "kvcgen/trace_engine.h"
+#include "kvconform/regex.h"
 
 namespace kvc::campaign {
 namespace {
@@ -66,7 +66,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Expectation{Mutation::StaticResetKeepsCount, Property::LayerCalls, TraceEngineKind::Auto, "LayerReset"}),
     [](const auto& info) {
       // A test name is letters, digits and '_': window_off_by_one+1 is window_off_by_one_plus_1.
-      std::string name = std::regex_replace(to_string(info.param.mutation), std::regex("\\+"), "_plus_");
+      std::string name = Regex("\\+").replace(to_string(info.param.mutation), "_plus_");
       return name + "_by_" + to_string(info.param.caught_by) + (info.param.engine == TraceEngineKind::Tensor ? "_tensor" : "");
     });
 

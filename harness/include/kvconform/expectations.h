@@ -14,13 +14,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "kvconform/regex.h"
 #include "kvconform/results.h"
 
 namespace kvc::expect {
@@ -104,7 +104,7 @@ class Set {
  private:
   const Expectation* applies(size_t i, const std::string& id, const std::string& family) const;
   std::vector<Expectation> entries_;
-  std::vector<std::regex> patterns_, families_;
+  std::vector<Regex> patterns_, families_;
   mutable std::mutex mutex_;
   struct Tally {
     int64_t excused = 0, failed = 0;

@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <iostream>
 #include <map>
@@ -13,6 +12,7 @@
 #include "build_paths.h"
 #include "kvconform/attention.h"
 #include "kvconform/backends.h"
+#include "kvconform/regex.h"
 #include "kvconform/tensors.h"
 
 namespace kvc::backends {
@@ -256,10 +256,10 @@ TEST(BackendRegistry, DocsTableListsExactlyTheRegisteredBackends) {
   std::ifstream in(std::string(kvc::paths::source_dir()) + "/docs/backends.md");
   ASSERT_TRUE(in) << "docs/backends.md";
   std::set<std::string> documented;
-  const std::regex row("^\\| `([a-z_0-9]+)` \\|");
+  const kvc::Regex row("^\\| `([a-z_0-9]+)` \\|");
   for (std::string line; std::getline(in, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, row)) documented.insert(m[1]);
+    kvc::RegexMatch m;
+    if (row.search(line, m)) documented.insert(m.str(1));
   }
   const std::vector<std::string> names = kvc::backends::names();
   EXPECT_EQ(documented, std::set<std::string>(names.begin(), names.end()));

@@ -4,12 +4,12 @@
 
 #include <chrono>
 #include <filesystem>
-#include <regex>
 #include <tuple>
 
 #include "build_paths.h"
 #include "kvconform/cases.h"
 #include "kvconform/fixture_check.h"
+#include "kvconform/regex.h"
 
 namespace kvc::cases {
 namespace {
@@ -190,7 +190,7 @@ TEST(CaseFiles, ProfilesIsADeprecatedAliasOfReleases) {
 // judges nothing is refused, as the Python validator refuses it.
 TEST(CaseLimits, FillStepsAndDistributionsRoundTrip) {
   const std::string text = doc("", R"([{"tokens": 2, "judged": false}, {"tokens": 1}])");
-  const std::string normal = std::regex_replace(text, std::regex(R"("seed":3)"), R"("seed":3,"distribution":"large_logits")");
+  const std::string normal = Regex(R"("seed":3)").replace(text, R"("seed":3,"distribution":"large_logits")");
   ASSERT_EQ(error_of(normal), "loaded") << normal;
   const Scenario s = parse_case(normal, "cases/x.json");
   EXPECT_EQ(s.distribution, inputs::Distribution::LargeLogits);

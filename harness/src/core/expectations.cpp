@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -86,8 +85,8 @@ std::string read(const std::string& path) {
 
 void check_regex(const std::string& re, const std::string& at, const json& value) {
   try {
-    std::regex test(re);
-  } catch (const std::regex_error& e) {
+    Regex test(re);
+  } catch (const RegexError& e) {
     throw std::invalid_argument(at + ": not a regular expression (" + e.what() + "), got " + value.dump());
   }
 }
@@ -124,13 +123,13 @@ std::vector<Expectation> load(const std::string& path, const std::string& shown,
   const Layout layout = scan(text);
   // The line a JSON pointer's field is on: an entry's key, else the entry's brace, else line 1.
   const auto line_at = [&](const std::string& pointer) -> int64_t {
-    static const std::regex in_entry("^/expectations/([0-9]+)(?:/([^/]+))?");
-    std::smatch m;
-    if (!std::regex_search(pointer, m, in_entry)) return 1;
-    const size_t i = std::stoul(m[1].str());
+    static const Regex in_entry("^/expectations/([0-9]+)(?:/([^/]+))?");
+    RegexMatch m;
+    if (!in_entry.search(pointer, m)) return 1;
+    const size_t i = std::stoul(m.str(1));
     if (i >= layout.entries.size()) return 1;
-    const auto it = layout.entries[i].key_lines.find(m[2].str());
-    return m[2].matched && it != layout.entries[i].key_lines.end() ? it->second : layout.entries[i].line;
+    const auto it = layout.entries[i].key_lines.find(m.str(2));
+    return m.matched(2) && it != layout.entries[i].key_lines.end() ? it->second : layout.entries[i].line;
   };
   // The format's rules are docs/expectations.schema.json's (compiled in): one check, the one editors
   // and Python validators read. What a schema cannot say follows: patterns that compile, and kinds the
@@ -196,7 +195,7 @@ void Set::add(std::vector<Expectation> entries) {
 
 const Expectation* Set::skip(const std::string& id) const {
   for (size_t i = 0; i < entries_.size(); ++i)
-    if (entries_[i].outcome == Outcome::Skip && std::regex_search(id, patterns_[i]) && in_release_range(entries_[i], id)) {
+    if (entries_[i].outcome == Outcome::Skip && patterns_[i].search(id) && in_release_range(entries_[i], id)) {
       std::lock_guard<std::mutex> lock(mutex_);
       const_cast<Tally&>(tally_[i]).seen = true;
       return &entries_[i];
@@ -213,9 +212,9 @@ report::CaseResult Set::skipped(const report::CaseKey& key, const Expectation& e
 }
 
 std::string case_release(const std::string& id) {
-  static const std::regex release("^engine/[^/]*?-[a-z]?(\\d+\\.\\d+\\.\\d+)");
-  std::smatch m;
-  return std::regex_search(id, m, release) ? m[1].str() : "";
+  static const Regex release("^engine/[^/]*?-[a-z]?(\\d+\\.\\d+\\.\\d+)");
+  RegexMatch m;
+  return release.search(id, m) ? m.str(1) : "";
 }
 
 bool in_release_range(const Expectation& e, const std::string& id) {
@@ -228,8 +227,8 @@ bool in_release_range(const Expectation& e, const std::string& id) {
 
 const Expectation* Set::applies(size_t i, const std::string& id, const std::string& family) const {
   const Expectation& e = entries_[i];
-  if (e.outcome != Outcome::Fail || !std::regex_search(id, patterns_[i]) || !in_release_range(e, id)) return nullptr;
-  if (!e.family.empty() && (family.empty() || !std::regex_search(family, families_[i]))) return nullptr;
+  if (e.outcome != Outcome::Fail || !patterns_[i].search(id) || !in_release_range(e, id)) return nullptr;
+  if (!e.family.empty() && (family.empty() || !families_[i].search(family))) return nullptr;
   return &e;
 }
 
@@ -288,8 +287,8 @@ std::vector<size_t> Set::unmatched(const std::vector<std::string>& ids) const {
   std::vector<size_t> out;
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (tally_[i].seen) continue;
-    const std::regex& re = patterns_[i];
-    if (std::none_of(ids.begin(), ids.end(), [&](const std::string& id) { return std::regex_search(id, re); })) out.push_back(i);
+    const Regex& re = patterns_[i];
+    if (std::none_of(ids.begin(), ids.end(), [&](const std::string& id) { return re.search(id); })) out.push_back(i);
   }
   return out;
 }

@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <iomanip>
 #include <limits>
-#include <regex>
 #include <sstream>
 #include <string_view>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "kvconform/fixture_check.h"
 #include "kvconform/fixture_format.h"
 #include "kvconform/golden.h"
+#include "kvconform/regex.h"
 #include "kvconform/step_failure.h"
 #include "kvconform/tolerance.h"
 
@@ -666,13 +666,13 @@ report::CaseResult behaviours_failure(const json& fixture, const std::string& ve
 }
 
 void for_each_fixture(const ReplayOptions& o, const std::function<void(const LoadedFixture&)>& visit) {
-  const std::regex name_regex(o.name_regex);  // compiled once, not per fixture
+  const Regex name_regex(o.name_regex);  // compiled once, not per fixture
   for (const std::string& version : fixture_versions(o.fixtures_root)) {
     const std::string dir = o.fixtures_root + "/" + version;
     const json manifest = read_json(dir + "/manifest.json");
     check_manifest(manifest, dir + "/manifest.json");
     for (const auto& [name, entry] : manifest.at("cases").items()) {
-      if (!o.name_regex.empty() && !std::regex_search(version + "/" + name, name_regex)) continue;
+      if (!o.name_regex.empty() && !name_regex.search(version + "/" + name)) continue;
       if (o.select && !o.select("golden/" + version + "/" + name)) continue;
       std::string case_file = entry.value("case_file", "cases/" + name + ".json");
       if (case_file.rfind("cases/", 0) == 0) case_file = o.cases_root + case_file.substr(5);
