@@ -134,9 +134,11 @@ std::vector<ConfiguredPair> read_pairs(const std::string& path, const std::vecto
         throw std::invalid_argument(at + "/" + key + ": must be a non-empty string");
       *field = e[key];
     }
-    for (auto [key, side] : {std::pair{"a", p.a}, {"b", p.b}})
-      if (std::none_of(all.begin(), all.end(), [&](const Configured& c) { return c.spec.name == side; }))
-        throw std::invalid_argument(at + "/" + key + ": \"" + side + "\" is not a configuration of /engines");
+    for (const auto& [key, side] : {std::pair{"a", p.a}, {"b", p.b}}) {
+      const std::string& name = side;  // a lambda may not capture a structured binding before C++20 (clang-tidy's parser)
+      if (std::none_of(all.begin(), all.end(), [&](const Configured& c) { return c.spec.name == name; }))
+        throw std::invalid_argument(at + "/" + key + ": \"" + name + "\" is not a configuration of /engines");
+    }
     if (p.a == p.b) throw std::invalid_argument(at + "/b: the same configuration as a");
     if (std::any_of(all.begin(), all.end(), [&](const Configured& c) { return c.spec.name == p.name; }))
       throw std::invalid_argument(at + "/name: \"" + p.name + "\" is the name of a configuration");
